@@ -1,0 +1,1 @@
+"""KDA State Lab core: numpy only (no UI imports)."""

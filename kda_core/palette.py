@@ -1,0 +1,31 @@
+"""One colour palette shared by the apps (plotly) and the figures (matplotlib).
+
+Plain hex strings only: kda_core never imports a UI library.
+"""
+
+from __future__ import annotations
+
+COLORS: dict[str, str] = {
+    "kv": "#1f77b4",  # MLA latent KV (grows per token)
+    "state": "#d62728",  # KDA recurrent state (fixed size)
+    "conv": "#ff7f0e",  # short-conv window
+    "replay": "#9467bd",  # tokens replayed from a checkpoint to the match
+    "prefill": "#2ca02c",  # fresh prefill
+    "decode": "#17becf",  # decode
+    "hit": "#8c564b",  # cached / reused tokens
+    "free": "#c7c7c7",  # free memory
+    "checkpoint": "#e377c2",  # checkpoint markers
+    "neutral": "#7f7f7f",
+}
+
+# Series colours for comparing several policies or configurations.
+SERIES: tuple[str, ...] = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+)

@@ -1,0 +1,298 @@
+"""Data for the memory_planner app: what a real config costs per GPU and what SGLang would do.
+
+One pure function, ``plan``, takes a preset name or a custom ``ModelSpec`` plus the serving
+knobs (TP, dtypes, budget, ``--mamba-full-memory-ratio`` or an explicit
+``--max-mamba-cache-size``, radix strategy, speculative draft tokens) and returns a ``Plan``:
+per-slot sizes, slots per request (reserved and held) by strategy, max running requests, the
+SGLang-like capping message and allocation log lines, ReplaySSM ring sizes, expected
+checkpoints per request for a workload, the balancing ratio, running requests vs ratio (state-
+vs KV-limited), and per-request memory vs context length (MLA growing, KDA flat).
+
+All arithmetic is ``kda_core.sizing``'s; this module only packages it. Left out: DCP, the
+draft model's own KV, page rounding of the KV pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kda_core import sizing
+from kda_core.sizing import GIB, MemorySplit, ModelSpec
+
+STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything the planner shows (bytes are per GPU; arrays are numpy).
+
+    Strategy table ``strategy_names [4]``, ``strategy_reserved [4]``, ``strategy_held [4]``,
+    ``strategy_max_running [4]`` (for this plan's slot count; -1 where a strategy is invalid,
+    e.g. lazy without overlap). Context series ``context_lens [C]``, ``mla_bytes [C]`` (one
+    request's MLA KV), ``kda_bytes [C]`` (one slot, flat). Ratio series ``ratios [R]``,
+    ``running_by_state [R]``, ``running_by_kv [R]`` (for ``tokens_per_request``).
+    """
+
+    model: str
+    spec: ModelSpec
+    tp: int
+    ssm_dtype: str
+    conv_dtype: str
+    kv_dtype: str
+    strategy: str
+    overlap: bool
+    skip_decode_lock: bool
+    ssm_bytes: int
+    conv_bytes: int
+    slot_bytes: int
+    kv_bytes_per_token: int
+    tokens_per_slot: float
+    slots_per_request: int
+    slots_held: int
+    budget_bytes: int
+    ratio: float
+    split: MemorySplit
+    state_slots: int
+    kv_tokens: int
+    max_running: int
+    limited_by: str  # "state" or "kv"
+    capping_message: str | None
+    log_lines: tuple[str, ...]
+    draft_tokens: int
+    ring_len: int | None
+    ring_bytes: dict[str, int]
+    intermediate_conv_bytes: int
+    naive_draft_state_bytes: int
+    input_len: int
+    output_len: int
+    tokens_per_request: int
+    checkpoints_per_request: int
+    balanced_ratio: float
+    strategy_names: tuple[str, ...]
+    strategy_reserved: np.ndarray
+    strategy_held: np.ndarray
+    strategy_max_running: np.ndarray
+    context_lens: np.ndarray
+    mla_bytes: np.ndarray
+    kda_bytes: np.ndarray
+    crossover_context: int
+    ratios: np.ndarray
+    running_by_state: np.ndarray
+    running_by_kv: np.ndarray
+
+
+def custom_spec(
+    name: str = "custom",
+    n_kda_layers: int = 69,
+    n_mla_layers: int = 24,
+    kda_heads: int = 96,
+    head_dim: int = 128,
+    conv_kernel: int = 4,
+    kv_lora_rank: int = 512,
+    qk_rope_head_dim: int = 64,
+) -> ModelSpec:
+    """A ModelSpec from the few numbers a planner user types (K = V = ``head_dim``)."""
+    return ModelSpec(
+        name=name,
+        n_kda_layers=n_kda_layers,
+        n_mla_layers=n_mla_layers,
+        kda_heads=kda_heads,
+        head_k_dim=head_dim,
+        head_v_dim=head_dim,
+        conv_kernel=conv_kernel,
+        kv_lora_rank=kv_lora_rank,
+        qk_rope_head_dim=qk_rope_head_dim,
+    )
+
+
+def _strategy_row(name: str, overlap: bool, skip: bool, slots: int) -> tuple[int, int, int]:
+    try:
+        reserved = sizing.slots_per_request(name, overlap, skip)
+        held = sizing.slots_held_per_request(name, overlap)
+    except ValueError:
+        return -1, -1, -1
+    return reserved, held, slots // reserved
+
+
+def plan(
+    model: str | ModelSpec = "kimi-k3",
+    tp: int = 8,
+    budget_gib: float = 28.0,
+    ratio: float = 0.9,
+    max_mamba_cache_size: int | None = None,
+    ssm_dtype: str = "bfloat16",
+    conv_dtype: str = "bfloat16",
+    kv_dtype: str = "bfloat16",
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    draft_tokens: int = 0,
+    ring_len: int | None = 16,
+    input_len: int = 16_000,
+    output_len: int = 3_000,
+    chunked_prefill_size: int = 8192,
+    track_interval: int = 256,
+    requested_running: int | None = None,
+    max_context: int = 1_000_000,
+    n_context: int = 64,
+    n_ratios: int = 41,
+) -> Plan:
+    """Plan one GPU's caches for ``model`` (a preset name or a ModelSpec).
+
+    The state slots come from ``max_mamba_cache_size`` when given (KV gets the rest of the
+    budget), else from ``ratio`` (``sizing.split_memory``, jointly with ``draft_tokens``).
+    ``max_running`` is the minimum of the state cap (slots // reserved per request) and the KV
+    cap (KV tokens // tokens per request); ``limited_by`` names the binding one.
+    """
+    spec = sizing.preset(model) if isinstance(model, str) else model
+    if not isinstance(spec, ModelSpec):
+        raise ValueError("model must be a preset name or a ModelSpec")
+    if not 0.001 <= float(budget_gib) <= 16384:
+        raise ValueError(f"budget_gib must be in [0.001, 16384], got {budget_gib}")
+    n_context = sizing._check_int("n_context", n_context, 2, 4096)
+    n_ratios = sizing._check_int("n_ratios", n_ratios, 2, 4096)
+    max_context = sizing._check_int("max_context", max_context, 2, 1 << 32)
+    i_len = sizing._check_int("input_len", input_len, 1, 1 << 32)
+    o_len = sizing._check_int("output_len", output_len, 0, 1 << 32)
+    budget = int(float(budget_gib) * GIB)
+    ssm = sizing.kda_state_bytes(spec, tp, ssm_dtype)
+    conv = sizing.conv_state_bytes(spec, tp, conv_dtype)
+    slot = ssm + conv
+    kv_tok = sizing.mla_kv_bytes_per_token(spec, kv_dtype)
+    if kv_tok == 0:
+        raise ValueError("model must have at least one MLA layer for the planner")
+    spr = sizing.slots_per_request(strategy, overlap, skip_decode_lock)
+    held = sizing.slots_held_per_request(strategy, overlap)
+    split = sizing.split_memory(
+        spec,
+        budget,
+        ratio,
+        tp,
+        ssm_dtype,
+        conv_dtype,
+        kv_dtype,
+        strategy,
+        overlap,
+        skip_decode_lock,
+        draft_tokens,
+    )
+    if max_mamba_cache_size is None:
+        slots = split.max_mamba_cache_size
+        kv_tokens = split.kv_tokens
+    else:
+        slots = sizing._check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
+        kv_tokens = max(budget - slots * slot, 0) // kv_tok
+    tokens_per_req = i_len + o_len
+    by_state = sizing.max_running_requests(slots, strategy, overlap, skip_decode_lock)
+    by_kv = kv_tokens // tokens_per_req
+    max_running = min(by_state, by_kv)
+    limited_by = "state" if by_state <= by_kv else "kv"
+    if requested_running is not None:
+        max_running = min(max_running, requested_running)
+    msg = (
+        sizing.capping_message(slots, strategy, overlap, skip_decode_lock, None, requested_running)
+        if limited_by == "state"
+        else None
+    )
+    logs = sizing.mamba_allocation_log(
+        spec, slots, tp, ssm_dtype, conv_dtype, draft_tokens, by_state, True, ring_len
+    )
+    logs.append(sizing.kv_allocation_log(spec, kv_tokens, kv_dtype))
+    rings = (
+        sizing.replayssm_ring_bytes(spec, slots + 1, tp, ring_len)
+        if ring_len is not None
+        else {k: 0 for k in ("d", "k", "g", "rawv", "rawk", "beta")}
+    )
+    names = STRATEGY_ROWS
+    rows = np.array([_strategy_row(s, overlap, skip_decode_lock, slots) for s in names])
+    ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
+    mla_b, kda_b = sizing.memory_vs_context(spec, ctx, tp, ssm_dtype, conv_dtype, kv_dtype)
+    ratios = np.geomspace(0.01, 10.0, n_ratios)
+    rs_state = np.empty(n_ratios, np.int64)
+    rs_kv = np.empty(n_ratios, np.int64)
+    for j, r in enumerate(ratios.tolist()):
+        s = sizing.split_memory(
+            spec,
+            budget,
+            r,
+            tp,
+            ssm_dtype,
+            conv_dtype,
+            kv_dtype,
+            strategy,
+            overlap,
+            skip_decode_lock,
+            draft_tokens,
+        )
+        rs_state[j] = s.max_running
+        rs_kv[j] = s.kv_tokens // tokens_per_req
+    return Plan(
+        model=spec.name,
+        spec=spec,
+        tp=tp,
+        ssm_dtype=ssm_dtype,
+        conv_dtype=conv_dtype,
+        kv_dtype=kv_dtype,
+        strategy=strategy,
+        overlap=overlap,
+        skip_decode_lock=skip_decode_lock,
+        ssm_bytes=ssm,
+        conv_bytes=conv,
+        slot_bytes=slot,
+        kv_bytes_per_token=kv_tok,
+        tokens_per_slot=slot / kv_tok,
+        slots_per_request=spr,
+        slots_held=held,
+        budget_bytes=budget,
+        ratio=float(ratio),
+        split=split,
+        state_slots=slots,
+        kv_tokens=kv_tokens,
+        max_running=max_running,
+        limited_by=limited_by,
+        capping_message=msg,
+        log_lines=tuple(logs),
+        draft_tokens=draft_tokens,
+        ring_len=ring_len,
+        ring_bytes=rings,
+        intermediate_conv_bytes=sizing.intermediate_conv_window_bytes(
+            spec, by_state, draft_tokens, tp, conv_dtype
+        ),
+        naive_draft_state_bytes=sizing.intermediate_ssm_bytes(
+            spec, by_state, draft_tokens, tp, ssm_dtype, replayssm=False
+        ),
+        input_len=i_len,
+        output_len=o_len,
+        tokens_per_request=tokens_per_req,
+        checkpoints_per_request=sizing.checkpoints_per_request(
+            i_len, o_len, chunked_prefill_size, track_interval
+        ),
+        balanced_ratio=sizing.balanced_ratio(
+            spec,
+            tokens_per_req,
+            tp,
+            ssm_dtype,
+            conv_dtype,
+            kv_dtype,
+            None,
+            strategy,
+            overlap,
+            skip_decode_lock,
+        ),
+        strategy_names=names,
+        strategy_reserved=rows[:, 0].astype(np.int64),
+        strategy_held=rows[:, 1].astype(np.int64),
+        strategy_max_running=rows[:, 2].astype(np.int64),
+        context_lens=ctx,
+        mla_bytes=mla_b,
+        kda_bytes=kda_b,
+        crossover_context=sizing.crossover_context(spec, tp, ssm_dtype, conv_dtype, kv_dtype),
+        ratios=ratios,
+        running_by_state=rs_state,
+        running_by_kv=rs_kv,
+    )
+
+
+__all__ = ["Plan", "plan", "custom_spec", "STRATEGY_ROWS"]

@@ -1,0 +1,380 @@
+"""kda_core.sizing: every Kimi K3 number of the third seed (004_2954827ae5ecc86a.txt).
+
+The seed's text lost its '=' and '+' signs in extraction ("max_mamba_cache_size80"); the expected
+strings below are quoted from it and compared after removing '=' from ours.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from kda_core import sizing as sz
+from kda_core.sizing import GIB, MIB
+
+K3 = sz.preset("kimi-k3")
+
+
+# --- model presets ----------------------------------------------------------------------------
+
+
+def test_presets():
+    assert (K3.n_kda_layers, K3.n_mla_layers, K3.n_layers) == (69, 24, 93)
+    assert (K3.kda_heads, K3.head_k_dim, K3.head_v_dim, K3.conv_kernel) == (96, 128, 128, 4)
+    assert K3.mla_latent_dim == 576
+    kl = sz.preset("kimi-linear-48b")
+    assert (kl.n_kda_layers, kl.n_mla_layers, kl.kda_heads) == (20, 7, 32)
+    with pytest.raises(ValueError, match="name must be one of"):
+        sz.preset("kimi-k4")
+
+
+def test_modelspec_is_slotted_and_validated():
+    assert not hasattr(K3, "__dict__")
+    with pytest.raises(ValueError, match="kda_heads"):
+        sz.ModelSpec("x", 1, 1, kda_heads=0)
+    with pytest.raises(ValueError, match="conv_kernel"):
+        sz.ModelSpec("x", 1, 1, kda_heads=4, conv_kernel=100)
+    custom = sz.ModelSpec(
+        "tiny",
+        n_kda_layers=3,
+        n_mla_layers=1,
+        kda_heads=4,
+        head_k_dim=16,
+        head_v_dim=32,
+        conv_kernel=4,
+        kv_lora_rank=32,
+        qk_rope_head_dim=8,
+    )
+    assert sz.kda_state_bytes(custom, dtype="float32") == 3 * 4 * 16 * 32 * 4
+    assert sz.conv_state_bytes(custom, dtype="float32") == 3 * 3 * 4 * (16 + 16 + 32) * 4
+    assert sz.mla_kv_bytes_per_token(custom, dtype="float32") == 1 * 40 * 4
+
+
+# --- per-GPU sizes at TP8 ---------------------------------------------------------------------
+
+
+def test_k3_state_and_conv_per_gpu_tp8_bf16():
+    # "69(layer) * 96 / 8 * 128 * 128 * 2 (bf16) = 25.9MB"
+    ssm = sz.kda_state_bytes(K3, tp=8, dtype="bfloat16")
+    assert sz.local_heads(K3, 8) == 12
+    assert ssm == 69 * 12 * 128 * 128 * 2 == 27_131_904
+    assert round(ssm / MIB, 1) == 25.9
+    # "69(layer) * 3 * 96 / 8 * 3 * 128 * 2 (bf16) = 1.82MB"
+    conv = sz.conv_state_bytes(K3, tp=8, dtype="bfloat16")
+    assert conv == 69 * 3 * 12 * 3 * 128 * 2 == 1_907_712
+    # "如果k v head_dim一样那么就是layer * 9 * head_num * head_dim * size_of_dtype"
+    assert conv == 69 * 9 * 12 * 128 * 2
+    assert round(conv / MIB, 2) == 1.82
+    # "TP 8 所有GPU总和为(25.9 + 1.82)*8 = 221.8MB" (the seed adds the rounded figures)
+    assert round((round(ssm / MIB, 1) + round(conv / MIB, 2)) * 8, 1) == 221.8
+    assert (ssm + conv) * 8 / MIB == pytest.approx(221.8, abs=0.3)
+    assert sz.slot_bytes(K3, 8) == ssm + conv
+
+
+def test_k3_state_and_conv_per_gpu_tp8_fp32_and_other_dtypes():
+    assert sz.kda_state_bytes(K3, 8, "float32") == 2 * 27_131_904
+    assert sz.kda_state_bytes(K3, 8, "float32") / MIB == pytest.approx(51.75, abs=1e-12)
+    assert sz.conv_state_bytes(K3, 8, "float32") == 2 * 1_907_712
+    assert sz.kda_state_bytes(K3, 8, "float16") == 27_131_904
+    assert sz.kda_state_bytes(K3, 8, "fp8_e4m3") == 27_131_904 // 2
+    assert sz.kda_state_bytes(K3, 8, "int8") == 27_131_904 // 2
+    # kda-math.md §9: 69 x 6 MiB = 414 MiB fp32 for the whole (TP1) state
+    assert sz.kda_state_bytes(K3, 1, "float32") == 414 * MIB
+    assert sz.kda_state_bytes("kimi-linear-48b", 1, "float32") == 40 * MIB
+    assert sz.int8_scale_bytes(K3, 8, "bfloat16") == 69 * 12 * 128 * 2
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        sz.kda_state_bytes(K3, 8, "float64")
+
+
+def test_tp_must_divide_heads():
+    for tp in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96):
+        assert sz.local_heads(K3, tp) * tp == 96
+    for tp in (5, 7, 9, 64):
+        with pytest.raises(ValueError, match="tp must divide the KDA head count 96"):
+            sz.kda_state_bytes(K3, tp)
+    with pytest.raises(ValueError, match="tp must"):
+        sz.conv_state_bytes(K3, 0)
+    with pytest.raises(ValueError, match="tp must"):
+        sz.local_heads(K3, 2.0)  # type: ignore[arg-type]
+
+
+def test_k3_mla_kv_per_token():
+    # "24 layer * 576 * 2 (bf16) = 27 KB"; fp8 halves it to 13.5 KB
+    assert sz.mla_kv_bytes_per_token(K3, "bfloat16") == 24 * 576 * 2 == 27 * 1024
+    assert sz.mla_kv_bytes_per_token(K3, "fp8_e4m3") == 13.5 * 1024
+    # kda-math.md §9: Kimi-Linear 7 x 576 values = 8064 B bf16
+    assert sz.mla_kv_bytes_per_token("kimi-linear-48b") == 8064
+    # MLA KV does not depend on TP; the KDA part is flat in context length
+    kv, st = sz.memory_vs_context(K3, np.array([0, 1, 1000, 1_000_000]), tp=8)
+    np.testing.assert_array_equal(kv, [0, 27648, 27_648_000, 27_648_000_000])
+    np.testing.assert_array_equal(st, [29_039_616] * 4)
+    # about 1050 tokens of MLA KV weigh as much as one K3 slot on a TP8 GPU
+    c = sz.crossover_context(K3, tp=8)
+    assert (c - 1) * 27648 <= 29_039_616 < c * 27648
+
+
+# --- SGLang's allocation log lines ------------------------------------------------------------
+
+
+def _nums(line: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+\.\d+|\d+", line)]
+
+
+def test_log_fp8kv_bf16ssm_119_slots_with_spec():
+    # "# --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 Mamba Cache is allocated.
+    #  max_mamba_cache_size: 119, conv_state size: 0.21GB, ssm_state size: 3.03GB
+    #  intermediate_ssm_state_cache size: 0.00GB intermediate_conv_window_cache size: 0.34GB
+    #  GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB rawv0.379GB,
+    #  rawk0.379GB, beta0.006GB"
+    lines = sz.mamba_allocation_log(K3, 119, tp=8, ssm_dtype="bfloat16", draft_tokens=8)
+    assert "max_mamba_cache_size: 119" in lines[0]
+    assert "conv_state size: 0.21GB" in lines[0]
+    assert "ssm_state size: 3.03GB" in lines[0]
+    assert "intermediate_ssm_state_cache size: 0.00GB" in lines[0]
+    assert "intermediate_conv_window_cache size: 0.34GB" in lines[0]
+    ring = lines[1].replace("=", "")
+    assert ring == (
+        "GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB, "
+        "rawv0.379GB, rawk0.379GB, beta0.006GB"
+    )
+
+
+def test_ring_shapes_for_120_slots():
+    # "所有 ring 都按 69 层、head_num 96/TP8 = 12, L = 16, head_dim = 128 分配, 假如 120 个 slot":
+    # d, k, rawv, rawk [69,120,12,16,128] BF16; g [69,120,12,16,128] FP32; beta [69,120,12,16] FP32
+    r = sz.replayssm_ring_bytes(K3, slots=120, tp=8, ring_len=16)
+    assert set(r) == {"d", "k", "g", "rawv", "rawk", "beta"}
+    n = 69 * 120 * 12 * 16
+    assert r["d"] == r["k"] == r["rawv"] == r["rawk"] == n * 128 * 2
+    assert r["g"] == n * 128 * 4
+    assert r["beta"] == n * 4
+    assert [round(r[x] / GIB, 3) for x in ("d", "k", "g", "rawv", "rawk", "beta")] == [
+        0.379,
+        0.379,
+        0.758,
+        0.379,
+        0.379,
+        0.006,
+    ]
+
+
+def test_intermediate_conv_window_ratio():
+    # max_running = 119 // 5 = 23; buffer [69, 23 + 1, 8, 3, 12 * 384] bf16 = 0.34 GB and
+    # "(max_running_requests + 1) * speculative_num_draft_tokens / slot_num" = 24 * 8 / 120
+    assert sz.max_running_requests(119) == 23
+    icw = sz.intermediate_conv_window_bytes(K3, 23, 8, tp=8)
+    assert icw == 69 * 24 * 8 * 3 * 12 * 384 * 2
+    assert round(icw / GIB, 2) == 0.34
+    conv_pool = 120 * sz.conv_state_bytes(K3, 8)
+    assert icw / conv_pool == pytest.approx(24 * 8 / 120, rel=1e-15) == pytest.approx(1.6)
+    # without ReplaySSM the per-draft SSM states would cost D full states per request
+    no_replay = sz.intermediate_ssm_bytes(K3, 23, 8, tp=8, replayssm=False)
+    assert no_replay == 24 * 8 * 27_131_904
+    assert sz.intermediate_ssm_bytes(K3, 23, 8, tp=8) == 0
+    rings = sum(sz.replayssm_ring_bytes(K3, 120, 8).values())
+    assert rings < no_replay
+
+
+def test_log_bf16kv_fp32ssm_51_slots():
+    # "kv_cache_dtype = bfloat16 mamba_ssm_dtype = float32 Mamba Cache is allocated.
+    #  max_mamba_cache_size: 51, conv_state size: 0.09GB, ssm_state size: 2.63GB GDN ReplaySSM
+    #  ring buffers allocated (L16): d0.164GB, k0.164GB, g0.328GB rawv0.164GB, rawk0.164GB,
+    #  beta0.003GB KV Cache is allocated. dtype: torch.bfloat16, #tokens: 974656,
+    #  KV size: 25.10 GB"
+    # The ring's bf16 tensors stay bf16 (the seed's d = 0.164 GB at 52 slots), so the ring dtype
+    # is bf16 even with an fp32 SSM state.
+    lines = sz.mamba_allocation_log(K3, 51, tp=8, ssm_dtype="float32")
+    assert lines[0] == (
+        "Mamba Cache is allocated. max_mamba_cache_size: 51, conv_state size: 0.09GB, "
+        "ssm_state size: 2.63GB"
+    )
+    assert _nums(lines[1]) == [16, 0.164, 0.164, 0.328, 0.164, 0.164, 0.003]
+    assert len(sz.mamba_allocation_log(K3, 51, tp=8, ring_len=None)) == 1
+    r = sz.replayssm_ring_bytes(K3, 52, 8, 16, "bfloat16")
+    assert [round(r[x] / GIB, 3) for x in ("d", "k", "g", "rawv", "rawk", "beta")] == [
+        0.164,
+        0.164,
+        0.328,
+        0.164,
+        0.164,
+        0.003,
+    ]
+    assert sz.kv_allocation_log(K3, 974656, "bfloat16") == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 974656, KV size: 25.10 GB"
+    )
+
+
+def test_log_fp8kv_bf16ssm_80_slots():
+    # "kv_cache_dtype = fp8_e4m3 mamba_ssm_dtype = bfloat16 Mamba Cache is allocated.
+    #  max_mamba_cache_size: 80, conv_state size: 0.14GB, ssm_state size: 2.05GB GDN ReplaySSM
+    #  ring buffers allocated (L16): d0.256GB, k0.256GB, g0.512GB rawv0.256GB, rawk0.256GB,
+    #  beta0.004GB KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1947648,
+    #  KV size: 25.08 GB"
+    lines = sz.mamba_allocation_log(K3, 80, tp=8, ssm_dtype="bfloat16")
+    assert lines[0] == (
+        "Mamba Cache is allocated. max_mamba_cache_size: 80, conv_state size: 0.14GB, "
+        "ssm_state size: 2.05GB"
+    )
+    assert _nums(lines[1]) == [16, 0.256, 0.256, 0.512, 0.256, 0.256, 0.004]
+    assert sz.kv_allocation_log(K3, 1947648, "fp8_e4m3") == (
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1947648, KV size: 25.08 GB"
+    )
+    # "#full token: 206080, full token usage: 0.11, mamba num: 64, mamba usage: 0.80"
+    assert round(206080 / 1947648, 2) == 0.11
+    assert round(64 / 80, 2) == 0.80
+    # kv_tokens_for_bytes inverts the KV line
+    assert sz.kv_tokens_for_bytes(K3, 1947648 * 13824, "fp8_e4m3") == 1947648
+
+
+# --- slots per request, the cap, the message --------------------------------------------------
+
+
+def test_slots_per_request_by_strategy():
+    assert sz.slots_per_request("extra_buffer") == 5  # 3 + 2 ping-pong
+    assert sz.slots_per_request("auto") == 5
+    assert sz.slots_per_request("extra_buffer", overlap=False) == 4
+    assert sz.slots_per_request("extra_buffer_lazy") == 4
+    assert sz.slots_per_request("no_buffer") == 3
+    assert sz.slots_per_request("radix_off") == 1
+    assert sz.slots_per_request("extra_buffer", skip_decode_lock=True) == 4
+    assert sz.slots_per_request("extra_buffer_lazy", skip_decode_lock=True) == 3
+    assert sz.slots_per_request("no_buffer", skip_decode_lock=True) == 2
+    assert sz.slots_per_request("radix_off", skip_decode_lock=True) == 1
+    with pytest.raises(ValueError, match="requires overlap"):
+        sz.slots_per_request("extra_buffer_lazy", overlap=False)
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        sz.slots_per_request("lazy")
+    # held: 1 live (+ 2 ping-pong / 1 lazy track); with overlap at least 2 per request
+    assert sz.slots_held_per_request("no_buffer") == 1
+    assert sz.slots_held_per_request("extra_buffer") == 3
+    assert sz.slots_held_per_request("extra_buffer", overlap=False) == 2
+    assert sz.slots_held_per_request("extra_buffer_lazy") == 2
+
+
+def test_max_running_requests():
+    # "总共分配80个slot每个请求预留5个 ... 那么只能并发16"
+    assert sz.max_running_requests(80) == 16
+    assert sz.max_running_requests(80, skip_decode_lock=True) == 20
+    assert sz.max_running_requests(80, "extra_buffer_lazy") == 20
+    assert sz.max_running_requests(80, "no_buffer") == 26
+    assert sz.max_running_requests(80, cuda_graph_max_bs=8) == 8
+    assert sz.max_running_requests(80, token_capacity=10) == 5
+    assert sz.max_running_requests(4) == 0
+    with pytest.raises(ValueError, match="state_slots"):
+        sz.max_running_requests(-1)
+
+
+def test_capping_message_matches_sglang():
+    msg = sz.capping_message(80)
+    # seed: "max_running_requests is capped to 16 by the mamba state cache
+    # (max_mamba_cache_size80, 5 state slots per request). To raise it: increase
+    # --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with
+    # --mamba-ssm-dtype bfloat16."
+    assert msg is not None
+    assert msg.replace("=", "") == (
+        "max_running_requests is capped to 16 by the mamba state cache "
+        "(max_mamba_cache_size80, 5 state slots per request). To raise it: increase "
+        "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
+        "--mamba-ssm-dtype bfloat16."
+    )
+    assert sz.capping_message(80, requested=16) is None
+    bf = sz.capping_message(80, ssm_dtype="bfloat16", requested=64)
+    assert bf is not None and "SKIP_DECODE_LOCK" in bf and "bfloat16" not in bf
+
+
+# --- memory split, checkpoints, balancing ratio -----------------------------------------------
+
+
+def test_split_memory_formula():
+    per = sz.slot_bytes(K3, 8)
+    rest = 30 * GIB
+    s = sz.split_memory(K3, rest, ratio=0.9, tp=8)
+    assert s.state_budget_bytes == int(rest * 0.9 / 1.9)
+    assert s.max_mamba_cache_size == s.state_budget_bytes // per
+    assert s.max_running == s.max_mamba_cache_size // 5
+    assert s.kv_bytes == rest - s.max_mamba_cache_size * per
+    assert s.kv_tokens == s.kv_bytes // 27648
+    # speculative decoding: floor(budget / (per_req * (1 + D / ratio)))
+    d = sz.split_memory(K3, rest, ratio=0.9, tp=8, draft_tokens=8)
+    assert d.max_mamba_cache_size == math.floor(d.state_budget_bytes / (per * (1 + 8 / 5)))
+    assert d.max_mamba_cache_size < s.max_mamba_cache_size
+    # the joint sizing keeps slots + per-draft conv windows inside the state budget
+    assert d.state_bytes <= d.state_budget_bytes
+    # a larger ratio buys more slots and fewer KV tokens
+    big = sz.split_memory(K3, rest, ratio=3.0, tp=8)
+    assert big.max_mamba_cache_size > s.max_mamba_cache_size and big.kv_tokens < s.kv_tokens
+    with pytest.raises(ValueError, match="ratio"):
+        sz.split_memory(K3, rest, ratio=0.0)
+
+
+def test_checkpoints_per_request_seed_examples():
+    # "输入13600, 输出512, chunked prefill 6144 总共进行3次prefill计算存3个state,
+    #  然后decode完成存一次, 总共4个mamba state"; bound "in_len // chunked_prefill_size + 2"
+    assert sz.checkpoints_per_request(13600, 512, chunked_prefill_size=6144) == 4
+    assert 13600 // 6144 + 2 == 4
+    # short decode that crosses no interval boundary adds nothing
+    assert sz.checkpoints_per_request(13600, 30, chunked_prefill_size=6144) == 3
+    # "prompt 长度为1000、interval 为256, decode checkpoint 会在总长度1024、1280、1536 ...
+    #  也就是分别 decode 约24、280、536 ... 个已处理 token 后触发"
+    pts = sz.decode_track_points(1000, 600, 256)
+    assert pts == [1024, 1280, 1536]
+    assert [p - 1000 for p in pts] == [24, 280, 536]
+
+
+def _naive_checkpoints(i: int, o: int, c: int, t: int) -> int:
+    prefill = 0
+    done = 0
+    while done < i:  # one state per chunked-prefill chunk
+        done += min(c, i - done)
+        prefill += 1
+    tracked = any(L % t == 0 for L in range(i + 1, i + o + 1))
+    return prefill + int(tracked)
+
+
+def test_checkpoints_vectorised_agrees_with_naive():
+    rng = np.random.default_rng(0)
+    ins = rng.integers(0, 30000, size=300)
+    outs = rng.integers(0, 2000, size=300)
+    naive = [_naive_checkpoints(int(a), int(b), 6144, 256) for a, b in zip(ins, outs)]
+    scalar = [sz.checkpoints_per_request(int(a), int(b), 6144, 256) for a, b in zip(ins, outs)]
+    assert scalar == naive
+    assert sz.mean_checkpoints_per_request(ins, outs, 6144, 256) == pytest.approx(
+        float(np.mean(naive)), abs=1e-12
+    )
+    for a, b in zip(ins[:20], outs[:20]):
+        assert sz.checkpoints_per_request(int(a), int(b), 6144, 256) <= int(a) // 6144 + 2
+
+
+def test_balanced_ratio_balances():
+    # short prompts want a large ratio, long ones a small one (seed)
+    # with DCP the KV is split over the TP ranks too: the ratio is multiplied by TP
+    assert sz.balanced_ratio(K3, 1000, tp=8, dcp=True) == pytest.approx(
+        8 * sz.balanced_ratio(K3, 1000, tp=8), rel=1e-15
+    )
+    r_short = sz.balanced_ratio(K3, 1000, tp=8, kv_dtype="fp8_e4m3")
+    r_long = sz.balanced_ratio(K3, 19000, tp=8, kv_dtype="fp8_e4m3")
+    assert r_short > 1.0 > r_long
+    assert r_short / r_long == pytest.approx(19.0, rel=1e-12)
+    # at the balanced ratio both pools cap concurrency at the same (continuous) value
+    rest = 25 * GIB
+    r = r_long
+    f = r / (1 + r)
+    by_state = f * rest / (5 * sz.slot_bytes(K3, 8))
+    by_kv = (1 - f) * rest / (19000 * 13824)
+    assert by_state == pytest.approx(by_kv, rel=1e-12)
+    # and the floored split lands within one request of balance
+    s = sz.split_memory(K3, rest, ratio=r, tp=8, kv_dtype="fp8_e4m3")
+    assert abs(s.max_running - s.kv_tokens / 19000) <= 1.0
+
+
+def test_ring_len_rules():
+    # DSpark block size 7 -> gamma 7 -> 1 anchor + 7 drafts = 8 -> L >= 16
+    assert sz.default_ring_len(8) == 16
+    assert sz.default_ring_len(5) == 16
+    assert sz.default_ring_len(4) == 8
+    assert sz.next_pow2(1) == 1 and sz.next_pow2(17) == 32
+    with pytest.raises(ValueError, match="ring_len must be a power of two"):
+        sz.replayssm_ring_bytes(K3, 120, 8, ring_len=12)
