@@ -25,9 +25,10 @@ import numpy as np
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
 
-# Largest |cumulative log decay| inside one chunk for which exp(Gam) and exp(-Gam) are formed
-# separately (bounded, so nothing overflows); beyond it the pairwise decay is masked, then exp'd.
-_FACTORISED_SPREAD = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 30.0}
+_SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
+# Largest decay spread inside one sub-chunk for which the diagonal block is factorised around its
+# middle row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
+_BLOCK_SPREAD = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 80.0}
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,6 +155,46 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     return Ti
 
 
+def _decayed_scores(a: np.ndarray, k: np.ndarray, Gam: np.ndarray) -> np.ndarray:
+    """Lower triangle (diagonal included) of  sum_c a[i,c] k[j,c] exp(Gam[i,c] - Gam[j,c]).
+
+    a [..., H, N, C, K] (leading axes broadcast), k and Gam [H, N, C, K]; Gam decreasing in C.
+    As in fla, the chunk is cut into sub-chunks of B = 16 rows. Off-diagonal blocks use the first
+    row r of the later sub-chunk as reference: exp(Gam_i - Gam_r) * exp(Gam_r - Gam_j), both
+    factors <= 1. Diagonal blocks use their middle row, which is safe while the block's decay
+    spread stays below _BLOCK_SPREAD (always so for K3's lower-bound gate, 16 * 5 = 80); a block
+    beyond it is masked before exp, exactly. Entries above the diagonal are left as garbage.
+    """
+    H, N, C, K = Gam.shape
+    B = min(C, _SUB)
+    nb = C // B
+    out = np.zeros(a.shape[:-1] + (C,), a.dtype)
+    for blk in range(1, nb):
+        s = blk * B
+        ref = Gam[:, :, s : s + 1]
+        left = a[..., s : s + B, :] * np.exp(Gam[:, :, s : s + B] - ref)
+        right = k[:, :, :s] * np.exp(ref - Gam[:, :, :s])
+        out[..., s : s + B, :s] = np.matmul(left, np.swapaxes(right, -1, -2))
+    Gb = Gam.reshape(H, N, nb, B, K)
+    ab = a.reshape(a.shape[:-2] + (nb, B, K))
+    kb = k.reshape(H, N, nb, B, K)
+    ref = Gb[:, :, :, B // 2 : B // 2 + 1]
+    with np.errstate(over="ignore", invalid="ignore"):  # only above-diagonal garbage can overflow
+        D = np.matmul(ab * np.exp(Gb - ref), np.swapaxes(kb * np.exp(ref - Gb), -1, -2))
+    spread = (Gb[:, :, :, 0] - Gb[:, :, :, -1]).max(axis=(0, 3))  # [N, nb]
+    causal = np.tril(np.ones((B, B), bool))
+    for n, blk in zip(*np.nonzero(spread > _BLOCK_SPREAD[Gam.dtype])):
+        G = Gb[:, n, blk]  # [H, B, K]
+        E = np.exp(np.where(causal[None, :, :, None], G[:, :, None] - G[:, None], -np.inf))
+        D[..., n, blk, :, :] = np.einsum(
+            "...hik,hjk,hijk->...hij", ab[..., n, blk, :, :], kb[:, n, blk], E
+        )
+    for blk in range(nb):
+        s = blk * B
+        out[..., s : s + B, s : s + B] = D[..., blk, :, :]
+    return out
+
+
 def _intra_chunk(q, k, v, g, beta, scale: float, C: int) -> _Intra:
     # [T, H, *] -> [H, N, C, *]
     q, k, v, g, beta = (_to_chunks(x, C) for x in (q, k, v, g, beta))  # beta [H, N, C]
@@ -164,20 +205,9 @@ def _intra_chunk(q, k, v, g, beta, scale: float, C: int) -> _Intra:
     eG = np.exp(Gam)  # <= 1
     lower = np.tril(np.ones((C, C), bool), -1)
     causal = np.tril(np.ones((C, C), bool), 0)
-
-    # Pairwise decays exp(Gam_i - Gam_j): factorised where -gam is bounded (fast, no overflow),
-    # masked-then-exponentiated for the few chunks where it is not.
-    spread = -gam.min(axis=(0, 2))  # [N]
-    safe = spread <= _FACTORISED_SPREAD[dtype]
-    kn = k * np.exp(-Gam if safe.all() else -np.where(safe[None, :, None, None], Gam, 0.0))
     kq = np.concatenate([k * eG, q * eG * scale], axis=2)  # [H, N, 2C, K]
-    P = np.matmul(kq, np.swapaxes(kn, -1, -2))  # [H, N, 2C, C]: k-k rows, then q-k rows
-    for n in np.flatnonzero(~safe):
-        Gn = Gam[:, n]  # [H, C, K]
-        diff = np.where(causal[None, :, :, None], Gn[:, :, None, :] - Gn[:, None, :, :], -np.inf)
-        E = np.exp(diff)  # [H, C, C, K], every exponent <= 0
-        P[:, n, :C] = np.einsum("hik,hjk,hijk->hij", k[:, n], k[:, n], E)
-        P[:, n, C:] = np.einsum("hik,hjk,hijk->hij", q[:, n], k[:, n], E) * scale
+    P = _decayed_scores(np.stack([k, q * scale]), k, Gam)  # [2, H, N, C, C]: k-k, then q-k
+    P = np.concatenate([P[0], P[1]], axis=2)  # [H, N, 2C, C]
 
     L = np.where(lower, beta[..., :, None] * P[:, :, :C], 0.0)
     Tm = _unit_lower_inverse(L)  # the UT transform
@@ -205,7 +235,7 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     C = _check_chunk_size(chunk_size)
     q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
     T = q.shape[0]
-    C = min(C, T)
+    C = _effective_chunk(C, T)
     it = _intra_chunk(q, k, v, g, beta, scale, C)
     H, N = it.U.shape[:2]
     o = np.empty((H, N, C, v.shape[2]), S.dtype)
@@ -220,11 +250,17 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
 
 def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:
     """Matmul FLOPs (2 per multiply-add) of `chunked`, for the fraction-of-peak benchmark."""
-    C = min(chunk_size, T)
+    C = _effective_chunk(chunk_size, T)
     N = -(-T // C)
     intra = 2 * (2 * C) * C * K + (2 * C**3) // 3 + 2 * C * C * (K + V)  # KK|QK, inverse, WY
     inter = 3 * (2 * C * K * V) + 2 * C * C * V  # Wm S, Qg S, Kd^T Vn; Aqk Vn
     return H * N * (intra + inter)
+
+
+def _effective_chunk(C: int, T: int) -> int:
+    """min(C, T), rounded up to whole sub-chunks of 16 (results do not depend on C)."""
+    C = min(C, T)
+    return C if C <= _SUB else -(-C // _SUB) * _SUB
 
 
 def _check_chunk_size(chunk_size: int) -> int:
@@ -351,7 +387,7 @@ def segment_map(k, v, g, beta, *, chunk_size: int = 64) -> AffineMap:
     C = _check_chunk_size(chunk_size)
     k, v, g, beta = _validate_map_inputs(k, v, g, beta)
     T, H, K = k.shape
-    it = _intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, min(C, T))
+    it = _intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, _effective_chunk(C, T))
     KdT = np.swapaxes(it.Kd, -1, -2)  # [H, N, K, C]
     Wm = it.WQ[:, :, : it.U.shape[2]]
     M = np.einsum("hnk,kj->hnkj", it.decay, np.eye(K)) - np.matmul(KdT, Wm)

@@ -1,0 +1,44 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   create .venv, install, serve every app on http://127.0.0.1:7860
+#   make test   create .venv, install the test extras, make sure a headless Chromium exists, run pytest
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export GRADIO_ANALYTICS_ENABLED := False
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+
+.PHONY: demo test chromium lint bench figures screenshots clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) -m apps
+
+# Debian's chromium when present (or installable as root); playwright's own download otherwise.
+chromium: $(VENV)/.installed
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && apt-get install -y -qq chromium; \
+	else $(PY) -m playwright install chromium; fi
+
+test: $(VENV)/.installed chromium
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench: $(VENV)/.installed
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+figures: $(VENV)/.installed
+	$(PY) -m plots
+
+screenshots: $(VENV)/.installed chromium
+	$(PY) -m apps.screenshots
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .gradio .hypothesis
