@@ -57,6 +57,23 @@ def inputs(T: int, H: int, K: int, dtype):
     return [x.astype(dtype) for x in (q, k, v, g, beta)]
 
 
+def bench_dtype(dtype, T: int, H: int, K: int, repeat: int, fla) -> dict[str, float]:
+    q, k, v, g, beta = inputs(T, H, K, dtype)
+    rows = {
+        "chunked (numpy, C=64)": timed(lambda: kda.chunked(q, k, v, g, beta), repeat),
+        "recurrent loop (numpy)": timed(lambda: kda.recurrent(q, k, v, g, beta), 1),
+    }
+    if fla is not None:
+        import torch
+
+        tq, tk, tv, tg, tb = (torch.from_numpy(x)[None] for x in (q, k, v, g, beta))
+        rows["fla naive_recurrent_kda"] = timed(
+            lambda: fla.naive_recurrent_kda(tq, tk, tv, tg, tb), 1
+        )
+        rows["fla naive_chunk_kda"] = timed(lambda: fla.naive_chunk_kda(tq, tk, tv, tg, tb), 1)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--T", type=int, default=4096)
@@ -69,19 +86,7 @@ def main() -> None:
     print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}")
     print(f"{'dtype':8} {'impl':28} {'seconds':>9} {'tok/s':>10} {'chunked is':>11}")
     for dtype in (np.float32, np.float64):
-        q, k, v, g, beta = inputs(T, H, K, dtype)
-        rows = {
-            "chunked (numpy, C=64)": timed(lambda: kda.chunked(q, k, v, g, beta), args.repeat),
-            "recurrent loop (numpy)": timed(lambda: kda.recurrent(q, k, v, g, beta), 1),
-        }
-        if fla is not None:
-            import torch
-
-            tq, tk, tv, tg, tb = (torch.from_numpy(x)[None] for x in (q, k, v, g, beta))
-            rows["fla naive_recurrent_kda"] = timed(
-                lambda: fla.naive_recurrent_kda(tq, tk, tv, tg, tb), 1
-            )
-            rows["fla naive_chunk_kda"] = timed(lambda: fla.naive_chunk_kda(tq, tk, tv, tg, tb), 1)
+        rows = bench_dtype(dtype, T, H, K, args.repeat, fla)
         base = rows["chunked (numpy, C=64)"]
         name = np.dtype(dtype).name
         for impl, sec in rows.items():

@@ -143,55 +143,79 @@ def _to_chunks(x: np.ndarray, C: int) -> np.ndarray:
 
 
 def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
-    """(I + L)^-1 for strictly lower triangular L [..., C, C], by forward substitution on rows."""
+    """(I + L)^-1 for strictly lower triangular L [..., C, C] (C a multiple of the sub-chunk).
+
+    Forward substitution row by row inside each 16-row diagonal block (all blocks at once), then
+    block rows merged with matmuls: T_ab = -T_aa sum_c L_ac T_cb, as fla's kernels do.
+    """
     C = L.shape[-1]
-    eye = np.eye(C, dtype=L.dtype)
+    B = min(C, _SUB)
+    nb = C // B
+    Lb = np.stack([L[..., i * B : (i + 1) * B, i * B : (i + 1) * B] for i in range(nb)], axis=-3)
+    eye = np.eye(B, dtype=L.dtype)
+    Tb = np.zeros_like(Lb)  # [..., nb, B, B]
+    Tb[..., 0, 0] = 1.0
+    for i in range(1, B):
+        Tb[..., i, : i + 1] = (
+            eye[i, : i + 1] - np.matmul(Lb[..., i : i + 1, :i], Tb[..., :i, : i + 1])[..., 0, :]
+        )
     Ti = np.zeros_like(L)
-    Ti[..., 0, 0] = 1.0
-    for i in range(1, C):
-        Ti[..., i, : i + 1] = (
-            eye[i, : i + 1] - np.matmul(L[..., i : i + 1, :i], Ti[..., :i, : i + 1])[..., 0, :]
+    Ti[..., :B, :B] = Tb[..., 0, :, :]
+    for a in range(1, nb):
+        s = a * B
+        Ti[..., s : s + B, s : s + B] = Tb[..., a, :, :]
+        Ti[..., s : s + B, :s] = -np.matmul(
+            Tb[..., a, :, :], np.matmul(L[..., s : s + B, :s], Ti[..., :s, :s])
         )
     return Ti
 
 
-def _decayed_scores(a: np.ndarray, k: np.ndarray, Gam: np.ndarray) -> np.ndarray:
-    """Lower triangle (diagonal included) of  sum_c a[i,c] k[j,c] exp(Gam[i,c] - Gam[j,c]).
+def _decayed_scores(k: np.ndarray, q: np.ndarray, Gam: np.ndarray) -> np.ndarray:
+    """Lower triangles (diagonal included) of the decayed k-k and q-k scores of every chunk:
 
-    a [..., H, N, C, K] (leading axes broadcast), k and Gam [H, N, C, K]; Gam decreasing in C.
-    As in fla, the chunk is cut into sub-chunks of B = 16 rows. Off-diagonal blocks use the first
-    row r of the later sub-chunk as reference: exp(Gam_i - Gam_r) * exp(Gam_r - Gam_j), both
-    factors <= 1. Diagonal blocks use their middle row, which is safe while the block's decay
-    spread stays below _BLOCK_SPREAD (always so for K3's lower-bound gate, 16 * 5 = 80); a block
-    beyond it is masked before exp, exactly. Entries above the diagonal are left as garbage.
+        P[i, j] = sum_c x[i,c] k[j,c] exp(Gam[i,c] - Gam[j,c]),   x = k (rows 0..C) or q (C..2C)
+
+    k, q, Gam [H, N, C, K], Gam decreasing along C. Returns [H, N, 2C, C]; entries above the
+    diagonal are garbage. As in fla the chunk is cut into sub-chunks of 16 rows, each with its
+    first row r as reference: exp(Gam_i - Gam_r) <= 1 for its rows, and exp(Gam_r - Gam_j) <= 1
+    for earlier columns, <= exp(spread) inside the block. That is bounded while the sub-chunk's
+    decay spread stays below _BLOCK_SPREAD (always so for K3's lower-bound gate: 15 * 5 = 75);
+    a sub-chunk beyond it is masked before exp instead, exactly.
     """
     H, N, C, K = Gam.shape
     B = min(C, _SUB)
     nb = C // B
-    out = np.zeros(a.shape[:-1] + (C,), a.dtype)
-    for blk in range(1, nb):
-        s = blk * B
-        ref = Gam[:, :, s : s + 1]
-        left = a[..., s : s + B, :] * np.exp(Gam[:, :, s : s + B] - ref)
-        right = k[:, :, :s] * np.exp(ref - Gam[:, :, :s])
-        out[..., s : s + B, :s] = np.matmul(left, np.swapaxes(right, -1, -2))
-    Gb = Gam.reshape(H, N, nb, B, K)
-    ab = a.reshape(a.shape[:-2] + (nb, B, K))
-    kb = k.reshape(H, N, nb, B, K)
-    ref = Gb[:, :, :, B // 2 : B // 2 + 1]
-    with np.errstate(over="ignore", invalid="ignore"):  # only above-diagonal garbage can overflow
-        D = np.matmul(ab * np.exp(Gb - ref), np.swapaxes(kb * np.exp(ref - Gb), -1, -2))
-    spread = (Gb[:, :, :, 0] - Gb[:, :, :, -1]).max(axis=(0, 3))  # [N, nb]
+    out = np.zeros((H, N, 2 * C, C), k.dtype)
     causal = np.tril(np.ones((B, B), bool))
-    for n, blk in zip(*np.nonzero(spread > _BLOCK_SPREAD[Gam.dtype])):
-        G = Gb[:, n, blk]  # [H, B, K]
-        E = np.exp(np.where(causal[None, :, :, None], G[:, :, None] - G[:, None], -np.inf))
-        D[..., n, blk, :, :] = np.einsum(
-            "...hik,hjk,hijk->...hij", ab[..., n, blk, :, :], kb[:, n, blk], E
-        )
+    refs = Gam[:, :, ::B]  # [H, N, nb, K] the first row of every sub-chunk
+    with np.errstate(over="ignore", invalid="ignore"):  # only above-diagonal garbage overflows
+        # k_j exp(ref_b - Gam_j) for j in sub-chunk b; moved to another block's reference below
+        # by a per-channel factor exp(ref_s - ref_b) <= 1 (a multiply, no exp on big arrays)
+        kn = (k * np.exp(np.repeat(refs, B, axis=2) - Gam)).reshape(H, N, nb, B, K)
+    spread = (refs - Gam[:, :, B - 1 :: B]).max(axis=(0, 3))  # [N, nb]
+    limit = _BLOCK_SPREAD[Gam.dtype]
+    wild = np.flatnonzero(spread.max(axis=1) > limit)  # chunks where kn may have overflowed
     for blk in range(nb):
         s = blk * B
-        out[..., s : s + B, s : s + B] = D[..., blk, :, :]
+        rows = np.exp(Gam[:, :, s : s + B] - refs[:, :, blk : blk + 1])  # <= 1
+        shift = np.exp(refs[:, :, blk : blk + 1] - refs[:, :, : blk + 1])  # [H, N, blk+1, K] <= 1
+        with np.errstate(invalid="ignore"):  # inf * 0 only where `wild` recomputes below
+            right = (kn[:, :, : blk + 1] * shift[:, :, :, None, :]).reshape(H, N, s + B, K)
+        if wild.size:  # exp(ref_s - Gam_j) directly: <= 1 left of the diagonal block
+            with np.errstate(over="ignore"):
+                ref = refs[:, wild, blk : blk + 1]
+                right[:, wild] = k[:, wild, : s + B] * np.exp(ref - Gam[:, wild, : s + B])
+        rightT = np.swapaxes(right, -1, -2)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[:, :, s : s + B, : s + B] = np.matmul(k[:, :, s : s + B] * rows, rightT)
+            out[:, :, C + s : C + s + B, : s + B] = np.matmul(q[:, :, s : s + B] * rows, rightT)
+        for n in np.flatnonzero(spread[:, blk] > limit):
+            G = Gam[:, n, s : s + B]  # [H, B, K]
+            E = np.exp(np.where(causal[None, :, :, None], G[:, :, None] - G[:, None], -np.inf))
+            kb = k[:, n, s : s + B]
+            out[:, n, s : s + B, s : s + B] = np.einsum("hik,hjk,hijk->hij", kb, kb, E)
+            qk = np.einsum("hik,hjk,hijk->hij", q[:, n, s : s + B], kb, E)
+            out[:, n, C + s : C + s + B, s : s + B] = qk
     return out
 
 
@@ -205,19 +229,21 @@ def _intra_chunk(q, k, v, g, beta, scale: float, C: int) -> _Intra:
     eG = np.exp(Gam)  # <= 1
     lower = np.tril(np.ones((C, C), bool), -1)
     causal = np.tril(np.ones((C, C), bool), 0)
-    kq = np.concatenate([k * eG, q * eG * scale], axis=2)  # [H, N, 2C, K]
-    P = _decayed_scores(np.stack([k, q * scale]), k, Gam)  # [2, H, N, C, C]: k-k, then q-k
-    P = np.concatenate([P[0], P[1]], axis=2)  # [H, N, 2C, C]
+    H, N = Gam.shape[:2]
+    kq = np.empty((H, N, 2 * C, k.shape[-1]), dtype)  # rows: k exp(Gam), then scale q exp(Gam)
+    np.multiply(k, eG, out=kq[:, :, :C])
+    np.multiply(q, eG, out=kq[:, :, C:])
+    kq[:, :, C:] *= scale
+    P = _decayed_scores(k, q, Gam)  # [H, N, 2C, C]: k-k rows, then q-k rows (unscaled)
 
     L = np.where(lower, beta[..., :, None] * P[:, :, :C], 0.0)
     Tm = _unit_lower_inverse(L)  # the UT transform
-    K = k.shape[-1]
-    X = np.matmul(Tm, beta[..., None] * np.concatenate([kq[:, :, :C], v], axis=-1))
-    kq[:, :, :C] = X[..., :K]
+    Tb = Tm * beta[..., None, :]  # (I + L)^-1 Diag(beta), scaled on the small C x C side
+    kq[:, :, :C] = np.matmul(Tb, kq[:, :, :C])
     return _Intra(
         WQ=kq,
-        U=X[..., K:],
-        Aqk=np.where(causal, P[:, :, C:], 0.0),
+        U=np.matmul(Tb, v),
+        Aqk=np.where(causal, P[:, :, C:] * scale, 0.0),
         Kd=k * np.exp(gam[:, :, None, :] - Gam),
         decay=np.exp(gam),
     )

@@ -42,7 +42,9 @@ def rel(a, b) -> float:
 
 def _fla(fn, q, k, v, g, beta, S0, scale, **kw):
     t = [torch.from_numpy(np.ascontiguousarray(x))[None] for x in (q, k, v, g, beta)]
-    o, S = fn(*t, scale=scale, initial_state=torch.from_numpy(S0)[None], output_final_state=True, **kw)
+    o, S = fn(
+        *t, scale=scale, initial_state=torch.from_numpy(S0)[None], output_final_state=True, **kw
+    )
     return o[0].double().numpy(), S[0].double().numpy()
 
 
