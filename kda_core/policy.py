@@ -1,0 +1,626 @@
+"""Checkpoint placement (where states are saved) and retention (which are evicted) policies.
+
+One small interface, driven identically by the real engine and by the trace simulator:
+
+* ``policy.checkpoint_positions(prompt_len, match, *, total_len=None, chunk_size=None,
+  page_size=1) -> tuple[int, ...]``: sorted token positions ``p`` (the state after consuming
+  tokens ``[0, p)``) at which the caller saves a checkpoint during this request's replay,
+  prefill and decode, then hands them to ``RadixStateCache.insert``. ``match`` is the
+  ``MatchResult`` of the request's lookup (or anything with ``token_match`` and
+  ``restore_at``, clipped to ``prompt_len``; ``None`` = no hit). Every position is a
+  multiple of ``page_size`` and lies in ``(restore_at, total_len]`` (``total_len`` defaults
+  to ``prompt_len``: the simulator knows no output tokens); the result is deterministic.
+* ``policy.cache_options() -> dict``: constructor options for ``RadixStateCache``
+  (``state_touch``, ``max_states_per_path``), so the tree refreshes and caps as the policy
+  prescribes: ``RadixStateCache(page_size, **policy.cache_options())``.
+* ``policy.choose_victim(cache) -> Node | None`` and ``policy.evict_states(cache, num=0,
+  nbytes=0) -> Evicted``: the owner calls ``evict_states`` when over its state budget.
+
+Policies (``make(name, **params)``; unknown names or parameters raise ``ValueError``):
+
+``interval`` - ``every`` (256): a checkpoint at every multiple of ``every`` tokens;
+    ``request_end`` (False): also at the request end. LRU eviction, refresh the restore node.
+``sglang`` - SGLang extra_buffer (engines.md §1.9): ``grid`` (64, mamba_cache_chunk_size;
+    effective grid ``lcm(grid, page)``): in each prefill step (``chunked_prefill_size`` 8192,
+    overridden by ``chunk_size``) the last grid point inside the step, or the branch hint
+    ``floor(token_match/grid)*grid`` instead when it lies strictly before it in the step
+    (SGLang counts the grid from the step start, which is grid-aligned whenever the restore
+    point is, so both agree there; absolute alignment keeps request-end restores shareable);
+    decode at ``seq_len % lcm(grid, page, track_interval) == 0`` (``track_interval`` 256;
+    SGLang rejects intervals that are not page multiples, here the lcm absorbs them);
+    ``request_end`` (True: the no_buffer / finished-request insert);
+    ``max_states_per_path`` (None); ``lru`` ("node": refresh only the consumed state,
+    PRs #31643/#31648; "path": legacy whole-path refresh, ancestors evicted first).
+``marconi`` - Marconi (retention.md §1.3-1.5): speculative insertion keeps only the branch
+    point discovered by the lookup (``token_match`` when it exceeds ``restore_at``: the insert
+    splits an edge or reaches a tombstone there) and the last token of the request. Eviction
+    is FLOP-aware over unlocked nodes with at most one child: ``score = minmax(recency) +
+    alpha * minmax(flop_efficiency)``, recency = 1 / (1 + now - last_access), efficiency =
+    FLOPs a hit saves relative to the nearest checkpointed ancestor / (state bytes + KV bytes
+    of the whole prefix); lowest score evicted, recomputed after every victim. ``alpha``
+    (1.0, or "auto": 0 until ``tuning_due()``, then ``tune(evaluate)`` grid-searches
+    ``alpha_grid`` 0.0..2.0 step 0.1 as the artifact does); ``bootstrap`` (5): tuning after
+    ``bootstrap * N0`` requests, N0 = requests seen at the first eviction (count them with
+    ``note_request``). FLOP model (Marconi Table 1, its MLP-parent quirk fixed): ``d_model``
+    4096, ``d_state`` 128, ``n_ssm_layers`` 24, ``n_attn_layers`` 4, ``n_mlp_layers`` 28,
+    ``kv_bytes_per_token`` (default ``n_attn_layers * 4 * d_model``, fp16 K and V), or
+    ``efficiency_fn(length, anc_length, state_bytes) -> array`` to plug in another model.
+``vllm`` - vLLM V1 (engines.md §2): ``mode`` "align" (a state only where a scheduler step
+    ends on a block boundary: prefill steps of ``max_num_batched_tokens`` 2048 (or
+    ``chunk_size``) cut to whole blocks and stopped exactly at the prompt's last block
+    boundary; decode block boundaries) or "all" (every block boundary); ``block_size`` (None:
+    ``lcm(64, page)``); ``shared_prefix`` (True, #37898: also the last aligned point of the
+    shared prefix, ``floor(token_match/u)*u``); ``partial_hits`` (False: fine-grained hits, the
+    unit ``u`` becomes ``match_unit`` (16, rounded to a page multiple, must divide the block)
+    and the prompt's partial-tail boundary ``floor(prompt_len/u)*u`` is kept too);
+    ``retention`` (None = dense: keep every base position; 0 = keep only the latest one;
+    k > 0, a multiple of the block: keep multiples of k plus the latest) - the shared-prefix
+    and tail points are always kept. LRU eviction with a request's blocks freed tail-first.
+
+Left out: the real engines' kernel details (``_force_track_h``), EAGLE lookahead blocks,
+SegLen, Marconi's one-pool KV+state budget (the simulator owns budgets), periodic re-tuning.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from kda_core.radix import Evicted, Node, RadixStateCache
+
+MAX_LEN = 1 << 24
+"""Longest prompt / total length (tokens) a policy plans for."""
+MAX_POSITIONS = 1 << 18
+"""Most checkpoint positions one call may return (caps memory)."""
+ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
+
+__all__ = [
+    "ALPHA_GRID",
+    "POLICY_NAMES",
+    "IntervalPolicy",
+    "MarconiPolicy",
+    "Policy",
+    "SGLangPolicy",
+    "VLLMPolicy",
+    "make",
+    "marconi_flops",
+]
+
+
+def _int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
+    if type(value) is int and value >= lo and (hi is None or value <= hi):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be {rng}, got {v}")
+    return v
+
+
+def _opt_int(value: Any, name: str, lo: int, hi: int | None = None) -> int | None:
+    return None if value is None else _int(value, name, lo, hi)
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+class _Ctx:
+    """Validated arguments of one ``checkpoint_positions`` call."""
+
+    __slots__ = ("prompt_len", "total_len", "token_match", "restore_at", "chunk", "page")
+
+    def __init__(
+        self, prompt_len: Any, match: Any, total_len: Any, chunk_size: Any, page_size: Any
+    ) -> None:
+        self.prompt_len = _int(prompt_len, "prompt_len", 1, MAX_LEN)
+        self.total_len = (
+            self.prompt_len
+            if total_len is None
+            else _int(total_len, "total_len", self.prompt_len, MAX_LEN)
+        )
+        self.page = _int(page_size, "page_size", 1, 1 << 16)
+        self.chunk = _opt_int(chunk_size, "chunk_size", 1, MAX_LEN)
+        if match is None:
+            tm, ra = 0, 0
+        else:
+            try:
+                tm, ra = match.token_match, match.restore_at
+            except AttributeError:
+                raise ValueError(
+                    "match must have token_match and restore_at (or be None)"
+                ) from None
+            tm = _int(tm, "match.token_match", 0, MAX_LEN)
+            ra = _int(ra, "match.restore_at", 0, tm)
+            # a block-key match may cover the prompt's partial last block: clip to the prompt
+            tm = min(tm, self.prompt_len)
+            ra = min(ra, tm)
+        self.token_match = tm
+        self.restore_at = ra
+
+    def down(self, x: int, unit: int) -> int:
+        return x // unit * unit
+
+    def finish(self, positions: Iterable[int]) -> tuple[int, ...]:
+        lo, hi, page = self.restore_at, self.total_len, self.page
+        return tuple(sorted({p for p in positions if lo < p <= hi and p % page == 0}))
+
+    def multiples(self, unit: int, lo: int, hi: int, name: str) -> range:
+        first = (lo // unit + 1) * unit
+        if hi >= first and (hi - first) // unit + 1 > MAX_POSITIONS:
+            raise ValueError(
+                f"{name}={unit} gives more than {MAX_POSITIONS} positions up to {hi} tokens"
+            )
+        return range(first, hi + 1, unit)
+
+
+@dataclass(slots=True)
+class Policy:
+    """Base: LRU eviction through the cache, placement left to subclasses."""
+
+    name = "base"
+
+    def cache_options(self) -> dict:
+        """Keyword options for ``RadixStateCache`` that this policy prescribes."""
+        return {"state_touch": "node", "max_states_per_path": None}
+
+    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
+        """``RadixStateCache(page_size, **cache_options(), **kwargs)``."""
+        opts = self.cache_options()
+        opts.update(kwargs)
+        return RadixStateCache(page_size, **opts)
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+    def checkpoint_positions(
+        self,
+        prompt_len: int,
+        match: Any = None,
+        *,
+        total_len: int | None = None,
+        chunk_size: int | None = None,
+        page_size: int = 1,
+    ) -> tuple[int, ...]:
+        """Sorted positions in ``(restore_at, total_len]``, multiples of ``page_size``."""
+        ctx = _Ctx(prompt_len, match, total_len, chunk_size, page_size)
+        return ctx.finish(self._positions(ctx))
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        return ()
+
+    def choose_victim(self, cache: RadixStateCache) -> Node | None:
+        """The state node to evict next (None when nothing is evictable)."""
+        return cache.lru_state_victim()
+
+    def evict_states(self, cache: RadixStateCache, num: int = 0, nbytes: int = 0) -> Evicted:
+        """Evict states chosen by ``choose_victim`` until ``num`` states and ``nbytes``
+        bytes are freed (or nothing is evictable)."""
+        if not isinstance(cache, RadixStateCache):
+            raise ValueError("cache must be a RadixStateCache")
+        num = _int(num, "num", 0)
+        nbytes = _int(nbytes, "nbytes", 0)
+        if type(self).choose_victim is Policy.choose_victim:
+            return cache.evict_states(num, nbytes)
+        tot = [0, 0, 0, 0, 0]
+        while tot[0] < num or tot[1] < nbytes:
+            victim = self.choose_victim(cache)
+            if victim is None:
+                break
+            r = cache.evict_state_node(victim)
+            for i, v in enumerate(r):
+                tot[i] += v
+        return Evicted(*tot)
+
+
+@dataclass(slots=True)
+class IntervalPolicy(Policy):
+    """A checkpoint every ``every`` tokens (plus the request end if ``request_end``)."""
+
+    every: int = 256
+    request_end: bool = False
+    name = "interval"
+
+    def __post_init__(self) -> None:
+        self.every = _int(self.every, "every", 1, MAX_LEN)
+        self.request_end = _bool(self.request_end, "request_end")
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        if self.every % ctx.page:
+            raise ValueError(
+                f"every must be a multiple of page_size={ctx.page}, got every={self.every}"
+            )
+        out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
+        if self.request_end:
+            out.append(ctx.down(ctx.total_len, ctx.page))
+        return out
+
+
+@dataclass(slots=True)
+class SGLangPolicy(Policy):
+    """SGLang extra_buffer tracking + request end, per-path cap, LRU (see module doc)."""
+
+    grid: int = 64
+    chunked_prefill_size: int = 8192
+    track_interval: int = 256
+    branch: bool = True
+    request_end: bool = True
+    max_states_per_path: int | None = None
+    lru: str = "node"
+    name = "sglang"
+
+    def __post_init__(self) -> None:
+        self.grid = _int(self.grid, "grid", 1, MAX_LEN)
+        self.chunked_prefill_size = _int(self.chunked_prefill_size, "chunked_prefill_size", 1)
+        self.track_interval = _int(self.track_interval, "track_interval", 1, MAX_LEN)
+        self.branch = _bool(self.branch, "branch")
+        self.request_end = _bool(self.request_end, "request_end")
+        self.max_states_per_path = _opt_int(self.max_states_per_path, "max_states_per_path", 1)
+        if self.lru not in ("node", "path"):
+            raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
+
+    def cache_options(self) -> dict:
+        return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        g = math.lcm(self.grid, ctx.page)
+        chunk = ctx.chunk or self.chunked_prefill_size
+        aligned = ctx.down(ctx.token_match, g)
+        br = aligned if (self.branch and aligned > ctx.restore_at) else None
+        out = []
+        a = ctx.restore_at
+        steps = 0
+        while a < ctx.prompt_len:
+            b = min(a + chunk, ctx.prompt_len)
+            track = b // g * g
+            if track > a:
+                if br is not None and a < br < track:
+                    track = br
+                out.append(track)
+            a = b
+            steps += 1
+            if steps > MAX_POSITIONS:
+                raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        d = math.lcm(g, self.track_interval)
+        out.extend(ctx.multiples(d, ctx.prompt_len, ctx.total_len, "track_interval"))
+        if self.request_end:
+            out.append(ctx.down(ctx.total_len, ctx.page))
+        return out
+
+
+def marconi_flops(
+    length: np.ndarray,
+    anc_length: np.ndarray,
+    *,
+    d_model: int = 4096,
+    d_state: int = 128,
+    n_ssm_layers: int = 24,
+    n_attn_layers: int = 4,
+    n_mlp_layers: int = 28,
+) -> np.ndarray:
+    """FLOPs a hit at ``length`` saves over restoring at ``anc_length`` (Marconi Table 1).
+
+    attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 + 16*L*D*N + 10*L*D; SSM counted
+    on the own segment, attention and MLP as prefix differences (the artifact subtracts the
+    parent's attention FLOPs in the MLP term; fixed here).
+    """
+    L = np.asarray(length, dtype=np.float64)
+    P = np.asarray(anc_length, dtype=np.float64)
+    D, N = float(d_model), float(d_state)
+
+    def attn(x: np.ndarray) -> np.ndarray:
+        return 8.0 * x * D * D + 4.0 * x * x * D
+
+    own = L - P
+    ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+    return (
+        n_ssm_layers * ssm
+        + n_attn_layers * (attn(L) - attn(P))
+        + n_mlp_layers * 16.0 * (L - P) * D * D
+    )
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    if x.size <= 1:
+        return np.ones_like(x)
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo:
+        return np.ones_like(x)
+    return (x - lo) / (hi - lo)
+
+
+@dataclass(slots=True)
+class MarconiPolicy(Policy):
+    """Marconi: branch + last admission, FLOP-aware eviction (see module doc)."""
+
+    alpha: Any = 1.0
+    bootstrap: int = 5
+    alpha_grid: tuple = ALPHA_GRID
+    d_model: int = 4096
+    d_state: int = 128
+    n_ssm_layers: int = 24
+    n_attn_layers: int = 4
+    n_mlp_layers: int = 28
+    kv_bytes_per_token: int | None = None
+    efficiency_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+    _alpha_value: float = field(default=0.0, init=False, repr=False)
+    _tuned: bool = field(default=False, init=False, repr=False)
+    _requests: int = field(default=0, init=False, repr=False)
+    _first_eviction: int | None = field(default=None, init=False, repr=False)
+    _eff_owner: int = field(default=-1, init=False, repr=False)
+    _eff: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
+    _eff_ver: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int64), init=False, repr=False
+    )
+    name = "marconi"
+
+    def __post_init__(self) -> None:
+        if self.alpha == "auto":
+            self._alpha_value = 0.0
+        elif (
+            isinstance(self.alpha, numbers.Real)
+            and not isinstance(self.alpha, bool)
+            and 0.0 <= float(self.alpha) <= 100.0
+        ):
+            self.alpha = float(self.alpha)
+            self._alpha_value = self.alpha
+        else:
+            raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+        self.bootstrap = _int(self.bootstrap, "bootstrap", 1, 1000)
+        grid = tuple(self.alpha_grid)
+        if not grid or not all(
+            isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
+        ):
+            raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
+        self.alpha_grid = tuple(float(a) for a in grid)
+        self.d_model = _int(self.d_model, "d_model", 1, 1 << 20)
+        self.d_state = _int(self.d_state, "d_state", 1, 1 << 20)
+        self.n_ssm_layers = _int(self.n_ssm_layers, "n_ssm_layers", 0, 10000)
+        self.n_attn_layers = _int(self.n_attn_layers, "n_attn_layers", 0, 10000)
+        self.n_mlp_layers = _int(self.n_mlp_layers, "n_mlp_layers", 0, 10000)
+        if self.kv_bytes_per_token is None:
+            self.kv_bytes_per_token = self.n_attn_layers * 4 * self.d_model
+        self.kv_bytes_per_token = _int(self.kv_bytes_per_token, "kv_bytes_per_token", 0)
+        if self.efficiency_fn is not None and not callable(self.efficiency_fn):
+            raise ValueError("efficiency_fn must be callable or None")
+
+    @property
+    def alpha_value(self) -> float:
+        """The alpha in use now (0 before tuning when alpha='auto')."""
+        return self._alpha_value
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        out = [ctx.down(ctx.total_len, ctx.page)]
+        if ctx.token_match > ctx.restore_at:
+            out.append(ctx.down(ctx.token_match, ctx.page))
+        return out
+
+    def efficiency(
+        self, length: np.ndarray, anc_length: np.ndarray, state_bytes: np.ndarray
+    ) -> np.ndarray:
+        """FLOPs saved per byte held, per candidate."""
+        if self.efficiency_fn is not None:
+            return np.asarray(self.efficiency_fn(length, anc_length, state_bytes), np.float64)
+        fl = marconi_flops(
+            length,
+            anc_length,
+            d_model=self.d_model,
+            d_state=self.d_state,
+            n_ssm_layers=self.n_ssm_layers,
+            n_attn_layers=self.n_attn_layers,
+            n_mlp_layers=self.n_mlp_layers,
+        )
+        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * np.asarray(
+            length, np.float64
+        )
+        return fl / np.maximum(mem, 1.0)
+
+    def _row_efficiency(self, cache: RadixStateCache, t: Any, rows: np.ndarray) -> np.ndarray:
+        """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
+        cap = t.version.shape[0]
+        if self._eff_owner != cache._owner or self._eff.shape[0] != cap:
+            old_eff, old_ver = self._eff, self._eff_ver
+            self._eff = np.zeros(cap)
+            self._eff_ver = np.full(cap, -1, np.int64)
+            if self._eff_owner == cache._owner:
+                n = min(cap, old_eff.shape[0])
+                self._eff[:n] = old_eff[:n]
+                self._eff_ver[:n] = old_ver[:n]
+            self._eff_owner = cache._owner
+        stale = rows[self._eff_ver[rows] != t.version[rows]]
+        if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
+            self._eff[stale] = self.efficiency(
+                t.length[stale], t.anc_length[stale], t.nbytes[stale]
+            )
+            self._eff_ver[stale] = t.version[stale]
+        elif stale.size:  # a few new rows: scalar twin of efficiency() (numpy call overhead)
+            for r in stale.tolist():
+                self._eff[r] = self._scalar_efficiency(
+                    float(t.length[r]), float(t.anc_length[r]), float(t.nbytes[r])
+                )
+                self._eff_ver[r] = t.version[r]
+        return self._eff[rows]
+
+    def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
+        """Same operations, in the same order, as ``marconi_flops`` + ``efficiency``."""
+        D, N = float(self.d_model), float(self.d_state)
+        own = L - P
+        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
+        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
+        fl = (
+            self.n_ssm_layers * ssm
+            + self.n_attn_layers * (attn_l - attn_p)
+            + self.n_mlp_layers * 16.0 * (L - P) * D * D
+        )
+        mem = nbytes + float(self.kv_bytes_per_token) * L
+        return fl / max(mem, 1.0)
+
+    def scores(self, cache: RadixStateCache) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the current eviction candidates (for the apps)."""
+        t = cache.state_table()
+        rows = np.flatnonzero(t.evictable & (t.nchild <= 1))
+        if rows.size == 0:
+            return rows, np.zeros(0)
+        rec = 1.0 / (1.0 + (cache.clock - t.time[rows]))
+        if self._alpha_value == 0.0:
+            return rows, _minmax(rec)
+        eff = self._row_efficiency(cache, t, rows)
+        return rows, _minmax(rec) + self._alpha_value * _minmax(eff)
+
+    def choose_victim(self, cache: RadixStateCache) -> Node | None:
+        rows, score = self.scores(cache)
+        if rows.size == 0:
+            return None
+        lowest = rows[score <= score.min()]
+        t = cache.state_table().time
+        return cache.node_at_row(int(lowest[np.argmin(t[lowest])]))
+
+    def evict_states(self, cache: RadixStateCache, num: int = 0, nbytes: int = 0) -> Evicted:
+        r = Policy.evict_states(self, cache, num, nbytes)
+        if r.states and self._first_eviction is None:
+            self._first_eviction = self._requests
+        return r
+
+    def note_request(self) -> None:
+        """Count one served request (drives the bootstrap window when alpha='auto')."""
+        self._requests += 1
+
+    def tuning_due(self) -> bool:
+        """True once, when alpha='auto' and ``bootstrap * N0`` requests have been seen."""
+        if self.alpha != "auto" or self._tuned or self._first_eviction is None:
+            return False
+        return self._requests >= self.bootstrap * max(self._first_eviction, 1)
+
+    def tune(self, evaluate: Callable[[float], float]) -> float:
+        """Adopt the grid alpha maximising ``evaluate(alpha)`` (the artifact: FLOPs saved over
+        the last 500 requests of a replay from an empty tree); ties keep the smaller alpha."""
+        if not callable(evaluate):
+            raise ValueError("evaluate must be callable")
+        best_a, best_v = self.alpha_grid[0], -math.inf
+        for a in self.alpha_grid:
+            v = float(evaluate(a))
+            if v > best_v:
+                best_a, best_v = a, v
+        self._alpha_value = best_a
+        self._tuned = True
+        return best_a
+
+    def with_alpha(self, alpha: float) -> MarconiPolicy:
+        """A fresh copy with a fixed alpha (for tuning replays)."""
+        return replace(self, alpha=alpha)
+
+
+@dataclass(slots=True)
+class VLLMPolicy(Policy):
+    """vLLM V1 Mamba prefix caching: align / all, retention, partial hits (see module doc)."""
+
+    mode: str = "align"
+    block_size: int | None = None
+    max_num_batched_tokens: int = 2048
+    retention: int | None = None
+    shared_prefix: bool = True
+    partial_hits: bool = False
+    match_unit: int = 16
+    name = "vllm"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("align", "all"):
+            raise ValueError(f"mode must be 'align' or 'all', got {self.mode!r}")
+        self.block_size = _opt_int(self.block_size, "block_size", 1, MAX_LEN)
+        self.max_num_batched_tokens = _int(
+            self.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_LEN
+        )
+        self.retention = _opt_int(self.retention, "retention", 0, MAX_LEN)
+        self.shared_prefix = _bool(self.shared_prefix, "shared_prefix")
+        self.partial_hits = _bool(self.partial_hits, "partial_hits")
+        self.match_unit = _int(self.match_unit, "match_unit", 1, MAX_LEN)
+
+    def cache_options(self) -> dict:
+        return {"state_touch": "path_tail_first", "max_states_per_path": None}
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        page = ctx.page
+        B = self.block_size if self.block_size is not None else math.lcm(64, page)
+        if B % page:
+            raise ValueError(f"block_size must be a multiple of page_size={page}, got {B}")
+        u = B
+        if self.partial_hits:
+            u = math.lcm(self.match_unit, page)
+            if B % u:
+                raise ValueError(
+                    f"match_unit={self.match_unit} (rounded to page {page}: {u}) must divide "
+                    f"block_size={B}"
+                )
+        if self.retention is not None and self.retention % B:
+            raise ValueError(
+                f"retention must be a multiple of block_size={B}, got {self.retention}"
+            )
+        P, T = ctx.prompt_len, ctx.total_len
+        if self.mode == "all":
+            base = list(ctx.multiples(B, ctx.restore_at, T, "block_size"))
+        else:
+            chunk = ctx.chunk or self.max_num_batched_tokens
+            if chunk < B:
+                raise ValueError(f"chunk_size must be >= block_size={B} in align mode, got {chunk}")
+            base = []
+            last = P - P % B
+            computed = ctx.restore_at
+            steps = 0
+            while computed < P:
+                num_new = min(chunk, P - computed)
+                after = computed + num_new
+                if after < last:
+                    num_new = num_new // B * B
+                elif computed < last < after:
+                    num_new = last - computed
+                computed += num_new
+                if computed % B == 0:
+                    base.append(computed)
+                steps += 1
+                if steps > MAX_POSITIONS:
+                    raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+            base.extend(ctx.multiples(B, P, T, "block_size"))
+        keep = base
+        if self.retention is not None and base:
+            latest = max(base)
+            if self.retention == 0:
+                keep = [latest]
+            else:
+                keep = [p for p in base if p % self.retention == 0] + [latest]
+        extra = []
+        if self.shared_prefix:
+            extra.append(ctx.down(ctx.token_match, u))
+        if self.partial_hits:
+            extra.append(ctx.down(P, u))
+        return keep + extra
+
+
+_POLICIES: dict[str, type[Policy]] = {
+    "interval": IntervalPolicy,
+    "sglang": SGLangPolicy,
+    "marconi": MarconiPolicy,
+    "vllm": VLLMPolicy,
+}
+POLICY_NAMES = tuple(_POLICIES)
+
+
+def make(name: str, **params: Any) -> Policy:
+    """Build a policy by name (see the module docstring for parameters and defaults)."""
+    if name not in _POLICIES:
+        raise ValueError(f"name must be one of {POLICY_NAMES}, got {name!r}")
+    cls = _POLICIES[name]
+    allowed = {f.name for f in fields(cls) if not f.name.startswith("_")}
+    for key in params:
+        if key not in allowed:
+            raise ValueError(f"{key} is not a parameter of policy {name!r}; use {sorted(allowed)}")
+    return cls(**params)
