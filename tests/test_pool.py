@@ -1,0 +1,223 @@
+"""Pools: slot accounting, snapshot / COW restore / donate semantics, INT8 parking, ping-pong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kda_core.model import KDALayerState
+from kda_core.pool import (
+    SLOTS_UP_FRONT,
+    ActivePool,
+    CheckpointPool,
+    PingPong,
+    PoolError,
+    StateShape,
+)
+from kda_core.quant import quantize_int8
+
+SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+
+
+def _states(rng: np.random.Generator) -> list[KDALayerState]:
+    return [
+        KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))
+        for _ in range(2)
+    ]
+
+
+def _filled(rng: np.random.Generator, slots: int = 3) -> tuple[ActivePool, int, list]:
+    pool = ActivePool(SHAPE, slots)
+    a = pool.allocate("r1")
+    st = _states(rng)
+    pool.bind(a, st)
+    return pool, a, st
+
+
+def test_allocate_free_accounting() -> None:
+    pool = ActivePool(SHAPE, 3)
+    assert pool.can_allocate(3) and not pool.can_allocate(4)
+    slots = [pool.allocate(f"r{i}") for i in range(3)]
+    assert slots == [0, 1, 2]
+    assert pool.n_used == 3 and pool.n_free == 0 and not pool.can_allocate()
+    with pytest.raises(ValueError, match="full"):
+        pool.allocate("r9")
+    pool.free(1)
+    pool.check_integrity()
+    with pytest.raises(ValueError, match="not allocated"):
+        pool.free(1)  # double free
+    assert pool.allocate("r5") == 1 and pool.owner(1) == "r5"
+    np.testing.assert_array_equal(pool.buffers(1)[0], np.zeros(SHAPE.s))  # fresh slot is zero
+    pool.check_integrity()
+
+
+def test_integrity_detects_double_listing() -> None:
+    pool = ActivePool(SHAPE, 2)
+    pool.allocate("a")
+    pool._slots._free.append(0)  # corrupt: owned and free
+    with pytest.raises(PoolError):
+        pool.check_integrity()
+
+
+def test_bind_and_layer_views(rng: np.random.Generator) -> None:
+    pool, a, st = _filled(rng)
+    S, conv = pool.buffers(a)
+    assert S.shape == SHAPE.s and conv.shape == SHAPE.conv
+    for i, layer in enumerate(pool.layer_states(a)):
+        np.testing.assert_array_equal(layer.S, st[i].S)
+        np.testing.assert_array_equal(layer.conv, st[i].conv)
+    with pytest.raises(ValueError, match="kda must hold 2"):
+        pool.bind(a, st[:1])
+
+
+def test_snapshot_is_a_frozen_copy(rng: np.random.Generator) -> None:
+    pool, a, st = _filled(rng)
+    ck = CheckpointPool(SHAPE, 2)
+    c = ck.store_from_active(pool, a, "tree")
+    S, conv = ck.buffers(c)
+    assert not np.shares_memory(S, pool.buffers(a)[0])
+    np.testing.assert_array_equal(S, pool.buffers(a)[0])
+    assert ck.copies == 1 and ck.donations == 0
+    with pytest.raises(ValueError):
+        S[0, 0, 0, 0] = 1.0  # read-only: a shared checkpoint cannot be written in place
+    ck.check_integrity()
+    S.flags.writeable = True  # force a write: integrity must notice the bytes changed
+    S[0, 0, 0, 0] += 1.0
+    with pytest.raises(PoolError, match="changed while shared"):
+        ck.check_integrity()
+
+
+def test_cow_restore_isolation(rng: np.random.Generator) -> None:
+    pool, a, _ = _filled(rng)
+    ck = CheckpointPool(SHAPE, 2)
+    c = ck.store_from_active(pool, a, "tree")
+    before = [x.copy() for x in ck.raw(c)]
+    b1, b2 = pool.allocate("r2"), pool.allocate("r3")
+    ck.load_to_active(c, pool, b1)
+    ck.load_to_active(c, pool, b2)
+    assert ck.copies == 3 and ck.loads == 2
+    for b in (b1, b2):
+        assert not np.shares_memory(pool.buffers(b)[0], ck.buffers(c)[0])
+        np.testing.assert_array_equal(pool.buffers(b)[0], before[0])
+    # the two requests continue differently: the checkpoint's bytes do not change
+    pool.buffers(b1)[0][...] += 5.0
+    pool.bind(b2, _states(rng))
+    for x, y in zip(ck.raw(c), before):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(pool.buffers(b1)[0], pool.buffers(b2)[0])
+    ck.check_integrity()
+
+
+def test_donate_moves_ownership_without_copy(rng: np.random.Generator) -> None:
+    pool, a, _ = _filled(rng)
+    S_before, conv_before = pool.buffers(a)
+    ck = CheckpointPool(SHAPE, 2)
+    c = ck.donate(pool, a, "tree")
+    S, conv = ck.raw(c)
+    assert S is S_before and conv is conv_before  # the very buffers: no data copied
+    assert ck.donations == 1 and ck.copies == 0
+    assert not S.flags.writeable
+    assert pool.owner(a) == "r1"  # the slot stays with the request, with a fresh buffer
+    assert not np.shares_memory(pool.buffers(a)[0], S)
+    np.testing.assert_array_equal(pool.buffers(a)[0], np.zeros(SHAPE.s))
+    ck.check_integrity()
+    pool.check_integrity()
+
+
+def test_int8_checkpoint_matches_quantize_int8(rng: np.random.Generator) -> None:
+    pool, a, _ = _filled(rng)
+    ck = CheckpointPool(SHAPE, 2, int8=True)
+    c = ck.store_from_active(pool, a, "tree")
+    qdata, scale, conv = ck.raw(c)
+    S = pool.buffers(a)[0]
+    q = quantize_int8(S)  # naive twin: the contract's function on the stacked state
+    assert qdata.dtype == np.int8 and scale.shape == (2, 2, 4, 1)
+    np.testing.assert_array_equal(qdata, q.qdata)
+    np.testing.assert_array_equal(ck.buffers(c)[0], q.dequantize())
+    np.testing.assert_array_equal(conv, pool.buffers(a)[1])  # conv stays native
+    err = np.abs(ck.buffers(c)[0] - S)
+    assert np.all(err <= scale / 2 * (1 + 1e-12))
+    mx, rel = ck.quant_error(c)
+    assert mx == pytest.approx(err.max(), rel=1e-12)
+    assert 0 < rel < 0.01
+    assert ck.slot_bytes == SHAPE.int8_bytes < SHAPE.native_bytes
+    b = pool.allocate("r2")
+    ck.load_to_active(c, pool, b)
+    np.testing.assert_array_equal(pool.buffers(b)[0], q.dequantize())
+    # an INT8 donation has to quantize: counted as a copy, not a donation
+    c2 = ck.donate(pool, a, "tree")
+    assert ck.donations == 0 and ck.copies == 3
+    np.testing.assert_array_equal(ck.raw(c2)[0], q.qdata)
+    ck.check_integrity()
+
+
+def test_checkpoint_pool_full_and_free(rng: np.random.Generator) -> None:
+    pool, a, _ = _filled(rng)
+    ck = CheckpointPool(SHAPE, 1)
+    c = ck.store_from_active(pool, a, "tree")
+    with pytest.raises(ValueError, match="full"):
+        ck.store_from_active(pool, a, "tree")
+    with pytest.raises(ValueError, match="full"):
+        ck.donate(pool, a, "tree")
+    ck.free(c)
+    with pytest.raises(ValueError, match="not allocated"):
+        ck.free(c)
+    assert ck.n_used == 0 and ck.used_bytes == 0
+    ck.check_integrity()
+
+
+@pytest.mark.parametrize("strategy", ["no_buffer", "extra_buffer", "extra_buffer_lazy"])
+def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
+    pool = ActivePool(SHAPE, 3)
+    pp = PingPong(pool, strategy)
+    req = pp.open("r1")
+    assert pool.n_used == SLOTS_UP_FRONT[strategy]
+    pool.bind(req.active, _states(rng))
+    first = pp.track(req, 16)
+    if strategy == "no_buffer":
+        assert first is None and pp.keep(req) is None
+    else:
+        assert pp.keep(req) == (first, 16)
+        np.testing.assert_array_equal(pool.buffers(first)[0], pool.buffers(req.active)[0])
+        pool.bind(req.active, _states(rng))
+        second = pp.track(req, 32)
+        assert second != first and pool.n_used == 3  # lazy took its second slot now
+        assert pp.keep(req) == (second, 32)
+        assert pp.valid(req) == [(first, 16), (second, 32)]
+        assert pp.overwritten_next(req) == (first, 16)  # next write would overwrite 16
+        pp.mark_donated(req, first)
+        assert pp.overwritten_next(req) is None
+        assert pp.track_writes == 2
+    pp.close(req)
+    assert pool.n_used == 0
+    pool.check_integrity()
+
+
+def test_open_needs_enough_slots() -> None:
+    pool = ActivePool(SHAPE, 2)
+    pp = PingPong(pool, "extra_buffer")
+    assert not pp.can_open()
+    with pytest.raises(ValueError, match="needs 3"):
+        pp.open("r1")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 5000, 1.5, True, "3"])
+def test_bad_slots(bad: object) -> None:
+    with pytest.raises(ValueError, match="slots"):
+        ActivePool(SHAPE, bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="slots"):
+        CheckpointPool(SHAPE, bad)  # type: ignore[arg-type]
+
+
+def test_bad_arguments() -> None:
+    pool = ActivePool(SHAPE, 2)
+    with pytest.raises(ValueError, match="strategy"):
+        PingPong(pool, "triple_buffer")
+    with pytest.raises(ValueError, match="int8"):
+        CheckpointPool(SHAPE, 2, int8=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="owner"):
+        pool.allocate("")
+    with pytest.raises(ValueError, match="slot"):
+        pool.free(7)
+    with pytest.raises(ValueError, match="n must be"):
+        pool.can_allocate(-1)

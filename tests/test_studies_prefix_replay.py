@@ -1,0 +1,167 @@
+"""prefix_replay study: timelines, tree snapshots, pools panel, replay trace, restore drift."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kda_core.model import TinyHybrid, encode
+from kda_core.studies import prefix_replay as pr
+
+
+@pytest.fixture(scope="module")
+def default() -> pr.ScenarioResult:
+    return pr.run_scenario()
+
+
+def test_every_scenario_hits_and_replays() -> None:
+    for name in pr.SCENARIO_NAMES:
+        res = pr.run_scenario(name)
+        assert len(res.requests) == len(pr.SCENARIOS[name].prompts)
+        assert res.state_hits == len(res.requests) - 1  # every later request restores
+        assert res.replayed_tokens > 0 and 0 < res.saved_fraction < 1
+        assert res.restored_tokens == sum(v.timeline.restore_at for v in res.requests)
+    assert any(b >= 0x80 for p in pr.SCENARIOS["multi_turn"].prompts for b in encode(p))
+
+
+def test_timeline_segments(default: pr.ScenarioResult) -> None:
+    for v in default.requests:
+        tl = v.timeline
+        assert tl.prompt_len == len(encode(v.prompt))
+        assert 0 <= tl.restore_at <= tl.token_match < tl.prompt_len
+        segs = tl.segments
+        assert segs[0][0] == 0 and segs[-1][1] == tl.decode[1] == tl.prompt_len + 6
+        assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))  # contiguous
+        phases = [s[2] for s in segs]
+        assert phases == [p for p in ("restore", "replay", "prefill", "decode") if p in phases]
+        assert tl.replay == (tl.restore_at, tl.token_match)
+        assert all(tl.restore_at < c <= tl.decode[1] for c in tl.checkpoints)
+    second = default.requests[1].timeline
+    assert second.restore_at > 0 and second.token_match > second.restore_at
+
+
+def test_replay_trace_reaches_zero_at_the_match(default: pr.ScenarioResult) -> None:
+    model = TinyHybrid()
+    for v in default.requests[1:]:
+        tr, tl = v.trace, v.timeline
+        n = tl.token_match - tl.restore_at + 1
+        assert tr.positions.tolist() == list(range(tl.restore_at, tl.token_match + 1))
+        assert tr.states.shape == (n, 6, 4, 32, 32) and tr.dist.shape == (n,)
+        assert tr.dist[-1] == 0.0 and np.all(tr.dist[:-1] > 0)
+        assert tr.dist[0] > 0.1  # restoring alone is far from the state at the match
+        assert tr.uncached_error < 1e-12
+        ids = encode(v.prompt)
+        assert tr.tokens.tolist() == ids[tl.restore_at - 1 : tl.token_match]
+        # the state at the match equals an independent uncached prefill there
+        st = model.new_state()
+        model.prefill(ids[: tl.token_match], st)
+        np.testing.assert_allclose(
+            tr.states[-1], np.stack([s.S for s in st.kda]), rtol=0, atol=1e-12
+        )
+        norms = np.sqrt(np.sum(tr.states**2, axis=(1, 2, 3, 4)))
+        np.testing.assert_allclose(tr.state_norm, norms, rtol=1e-12)
+    tr = default.requests[1].trace
+    h = pr.heatmap(tr, 0, layer=2, head=3)
+    np.testing.assert_array_equal(h, tr.states[0, 2, 3])
+    assert h.shape == (32, 32)
+    assert np.all(pr.heatmap(tr, len(tr.dist) - 1, 1, 1, delta=True) == 0.0)
+    first = default.requests[0].trace
+    assert first.states.shape[0] == 0  # nothing restored
+    with pytest.raises(ValueError, match="no replay steps"):
+        pr.heatmap(first, 0)
+
+
+def test_tree_snapshots(default: pr.ScenarioResult) -> None:
+    for i, v in enumerate(default.requests):
+        for snap in (v.tree_during, v.tree_after):
+            n = len(snap.node_id)
+            assert snap.states + snap.tombstones == n - 1
+            assert snap.parent[0] == -1 and snap.depth[0] == 0 and snap.label[0] == "root"
+            assert np.all(snap.end[1:] > snap.start[1:])
+            child = snap.parent[1:]
+            idx = {int(k): j for j, k in enumerate(snap.node_id)}
+            assert all(snap.start[j + 1] == snap.end[idx[int(p)]] for j, p in enumerate(child))
+            assert np.all(snap.state_age[~snap.has_state] == -1)
+            assert np.all(snap.is_leaf <= snap.has_state)  # every leaf holds a state
+        assert int(v.tree_after.kv_lock.max()) == 0 and int(v.tree_after.state_lock.max()) == 0
+        if i > 0:  # the restore node is locked while the request runs
+            locked = v.tree_during.state_lock > 0
+            assert locked.sum() == 1
+            assert int(v.tree_during.end[locked][0]) == v.timeline.restore_at
+    last = default.requests[-1].tree_after
+    assert last.tombstones >= 1  # branch splits leave KV-only nodes
+
+
+def test_pools_panel(default: pr.ScenarioResult) -> None:
+    prev = None
+    for v in default.requests:
+        p = v.pools
+        assert p.active_capacity == 3 and p.active_peak == 3  # extra_buffer: 1 + 2 track
+        assert p.checkpoint_used == v.tree_after.states
+        assert p.checkpoint_bytes == p.checkpoint_used * p.checkpoint_slot_bytes
+        if prev is not None:
+            assert p.copies == prev.copies + v.copies
+            assert p.donations == prev.donations + v.donations
+        prev = p
+    assert default.requests[1].copies == 1  # the COW restore
+    assert sum(v.donations for v in default.requests) == prev.donations > 0
+
+
+def test_int8_and_budget_options() -> None:
+    q = pr.run_scenario("multi_turn", int8=True, checkpoint_slots=4)
+    assert q.requests[-1].pools.int8 and q.requests[-1].pools.checkpoint_used <= 4
+    assert q.requests[-1].pools.evicted_states > 0
+    native = pr.run_scenario("multi_turn")
+    assert (
+        q.requests[0].pools.checkpoint_slot_bytes < native.requests[0].pools.checkpoint_slot_bytes
+    )
+
+
+def test_restore_drift() -> None:
+    d = pr.restore_drift(max_new_tokens=8)
+    assert d.request == 2 and d.restore_at < d.token_match
+    assert d.exact.shape == d.int8.shape == d.inconsistent.shape == (8,)
+    assert d.exact.max() < 1e-9
+    assert d.inconsistent.max() > 1e-3
+    assert 1e-6 < d.int8.max() < 0.25
+    assert d.exact_tokens == d.uncached_tokens
+    assert 0 < d.int8_restore_error[1] < 0.01
+
+
+def test_custom_prompts_and_policies() -> None:
+    res = pr.run_scenario(prompts=("abc " * 20, "abc " * 20 + "def"), spacing=16, policy="sglang")
+    assert res.name == "custom" and res.requests[1].timeline.restore_at > 0
+    for name in pr.POLICIES:
+        r = pr.run_scenario("system_tools_branches", policy=name, spacing=16, max_new_tokens=2)
+        assert r.state_hits >= 1
+
+
+@pytest.mark.parametrize(
+    ("kw", "arg"),
+    [
+        (dict(name="nope"), "name"),
+        (dict(policy="lru"), "policy"),
+        (dict(spacing=0), "spacing"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(prompts=()), "prompts"),
+        (dict(prompts=("",)), "prompts"),
+        (dict(prompts="text"), "prompts"),
+        (dict(checkpoint_slots=-1), "checkpoint_slots"),
+        (dict(int8="yes"), "int8"),
+    ],
+)
+def test_bad_input(kw: dict, arg: str) -> None:
+    with pytest.raises(ValueError, match=arg):
+        pr.run_scenario(**kw)
+
+
+def test_bad_drift_and_heatmap_input(default: pr.ScenarioResult) -> None:
+    with pytest.raises(ValueError, match="request"):
+        pr.restore_drift(request=5)
+    tr = default.requests[1].trace
+    with pytest.raises(ValueError, match="step"):
+        pr.heatmap(tr, 999)
+    with pytest.raises(ValueError, match="layer"):
+        pr.heatmap(tr, 0, layer=6)
+    with pytest.raises(ValueError, match="head"):
+        pr.heatmap(tr, 0, head=-1)
