@@ -170,6 +170,13 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     return Ti
 
 
+def _times_exp(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """x * exp(e), in place on the fresh array e."""
+    np.exp(e, out=e)
+    e *= x
+    return e
+
+
 def _decayed_scores(k: np.ndarray, q: np.ndarray, Gam: np.ndarray) -> np.ndarray:
     """Lower triangles (diagonal included) of the decayed k-k and q-k scores of every chunk:
 
@@ -191,7 +198,9 @@ def _decayed_scores(k: np.ndarray, q: np.ndarray, Gam: np.ndarray) -> np.ndarray
     with np.errstate(over="ignore", invalid="ignore"):  # only above-diagonal garbage overflows
         # k_j exp(ref_b - Gam_j) for j in sub-chunk b; moved to another block's reference below
         # by a per-channel factor exp(ref_s - ref_b) <= 1 (a multiply, no exp on big arrays)
-        kn = (k * np.exp(np.repeat(refs, B, axis=2) - Gam)).reshape(H, N, nb, B, K)
+        kn = refs[:, :, :, None, :] - Gam.reshape(H, N, nb, B, K)
+        np.exp(kn, out=kn)
+        kn *= k.reshape(H, N, nb, B, K)
     spread = (refs - Gam[:, :, B - 1 :: B]).max(axis=(0, 3))  # [N, nb]
     limit = _BLOCK_SPREAD[Gam.dtype]
     wild = np.flatnonzero(spread.max(axis=1) > limit)  # chunks where kn may have overflowed
@@ -244,7 +253,7 @@ def _intra_chunk(q, k, v, g, beta, scale: float, C: int) -> _Intra:
         WQ=kq,
         U=np.matmul(Tb, v),
         Aqk=np.where(causal, P[:, :, C:] * scale, 0.0),
-        Kd=k * np.exp(gam[:, :, None, :] - Gam),
+        Kd=_times_exp(k, gam[:, :, None, :] - Gam),
         decay=np.exp(gam),
     )
 
