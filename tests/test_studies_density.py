@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from kda_core import sim
+from kda_core import workloads as W
+from kda_core.studies import density as D
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def head() -> W.Trace:
+    return W.bundled_trace("conversation").head(2500)
+
+
+@pytest.fixture(scope="module")
+def sweep(head: W.Trace) -> tuple[D.DensitySweep, list[tuple[float, str]]]:
+    calls: list[tuple[float, str]] = []
+    s = D.density_sweep(
+        head, (512, 2048, 8192), (1.0, 8.0, None), progress=lambda f, m: calls.append((f, m))
+    )
+    return s, calls
+
+
+def test_sweep_shapes_and_progress(sweep: tuple[D.DensitySweep, list]) -> None:
+    s, calls = sweep
+    assert s.state_hit_rate.shape == (3, 3)
+    assert s.intervals.tolist() == [512, 2048, 8192]
+    assert s.budget_labels == ("1 GiB", "8 GiB", "unlimited")
+    assert s.budgets_bytes[-1] == np.inf and s.budgets_bytes[0] == GIB
+    assert np.all(s.state_hit_rate <= s.token_hit_rate + 1e-15)
+    fr = [c[0] for c in calls]
+    assert fr[-1] == 1.0 and all(a <= b for a, b in zip(fr, fr[1:]))
+    assert any("K=2048" in c[1] for c in calls)
+    assert s.state_bytes_per_checkpoint == 29_039_616
+
+
+def test_sweep_values_match_direct_simulation(head: W.Trace, sweep: tuple) -> None:
+    s, _ = sweep
+    r = sim.simulate(head, ("interval", {"every": 2048}), 8 * GIB)
+    assert s.state_hit_rate[1, 1] == r.state_hit_rate
+    assert s.checkpoints_stored[1, 1] == r.checkpoints_stored
+    assert s.ttft_p95_s[1, 1] == r.ttft_p95_s
+    assert s.peak_state_bytes[1, 1] <= 8 * GIB
+
+
+def test_analytic_state_hit_equals_unlimited_simulation(sweep: tuple) -> None:
+    # with no budget, a checkpoint every K tokens restores exactly floor(ideal / K) * K
+    s, _ = sweep
+    assert np.allclose(s.state_hit_rate[:, -1], s.analytic.state_hit_rate, rtol=0, atol=1e-12)
+    # memory ~ 1/K: fewer checkpoints as K grows, analytic states exactly 1/K
+    assert np.all(np.diff(s.checkpoints_stored[:, -1]) < 0)
+    a = s.analytic
+    assert np.allclose(a.states * a.intervals, a.states[0] * a.intervals[0])
+    assert np.allclose(a.uniform_replay, (a.intervals - 512) / 2)
+    assert np.array_equal(a.states_exact, s.checkpoints_stored[:, -1])
+
+
+def test_optimum_and_pareto(sweep: tuple) -> None:
+    s, _ = sweep
+    for j in range(3):
+        k = s.optimum[j]
+        assert s.ttft_mean_s[k, j] == s.ttft_mean_s[:, j].min()
+    mask = D.pareto_mask(s.peak_state_bytes, s.state_hit_rate).reshape(s.pareto.shape)
+    assert np.array_equal(mask, s.pareto)
+    assert s.pareto.any()
+
+
+def test_pareto_mask_against_brute_force() -> None:
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 6, 40).astype(float)
+    v = rng.integers(0, 6, 40).astype(float)
+    got = D.pareto_mask(c, v)
+    for i in range(40):
+        dominated = any(
+            c[j] <= c[i] and v[j] >= v[i] and (c[j] < c[i] or v[j] > v[i]) for j in range(40)
+        )
+        assert got[i] == (not dominated)
+    assert D.pareto_mask(np.array([1.0, 2.0]), np.array([0.5, 0.4])).tolist() == [True, False]
+
+
+def test_uniform_probe_replay_matches_the_analytic_half_interval() -> None:
+    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    s = D.density_sweep(t, (512, 1024, 4096), (None,))
+    half = s.intervals / 2
+    assert np.all(np.abs(s.mean_replay_per_hit[:, 0] - half) <= 0.1 * half)
+    assert np.all(np.abs(s.mean_replay_per_hit[:, 0] - s.analytic.uniform_replay) <= 0.1 * half)
+    assert np.allclose(s.analytic.uniform_replay, (s.intervals - 16) / 2)
+    assert np.all(np.abs(s.analytic.mean_replay_per_hit - half) <= 0.1 * half)
+
+
+def test_policy_sweep_and_one_budget(head: W.Trace) -> None:
+    pols = (("every block", "interval", {"every": 512}), ("Marconi", "marconi", {}))
+    ps = D.policy_sweep(head, pols, (2.0, None))
+    assert ps.state_hit_rate.shape == (2, 2)
+    assert ps.labels == ("every block", "Marconi")
+    assert np.all(ps.state_hit_rate <= ps.token_hit_rate + 1e-15)
+    assert ps.checkpoints_stored[1, 1] < ps.checkpoints_stored[0, 1]
+    r = sim.simulate(head, "marconi", 2 * GIB)
+    assert ps.state_hit_rate[1, 0] == r.state_hit_rate
+    one = D.policies_at_budget(head, 2.0, pols)
+    assert np.array_equal(one.state_hit_rate[:, 0], ps.state_hit_rate[:, 0])
+    assert 0 < ps.ideal_token_hit_rate < 1
+
+
+def test_hit_timeline(head: W.Trace) -> None:
+    h = D.hit_timeline(head, "interval", {"every": 4096})
+    r = sim.simulate(head, ("interval", {"every": 4096}), None)
+    assert h.cum_token_hit_rate[-1] == pytest.approx(r.token_hit_rate, rel=1e-12)
+    assert h.cum_state_hit_rate[-1] == pytest.approx(r.state_hit_rate, rel=1e-12)
+    assert np.all(h.cum_state_hit_rate <= h.cum_token_hit_rate + 1e-15)
+
+
+def test_synthetic_workloads_in_the_sweep() -> None:
+    for name in ("chat", "agentic", "documents"):
+        t = W.workload(name, seed=2)
+        s = D.density_sweep(t, (256, 1024), (0.5, None))
+        assert np.all(s.state_hit_rate <= s.token_hit_rate + 1e-15)
+        if name == "documents":
+            assert np.all(s.state_hit_rate == 0)
+        else:
+            assert s.state_hit_rate[0, -1] > 0
+
+
+def test_bad_input(head: W.Trace) -> None:
+    with pytest.raises(ValueError, match="intervals"):
+        D.density_sweep(head, (500,), (None,))
+    with pytest.raises(ValueError, match="intervals"):
+        D.density_sweep(head, (), (None,))
+    with pytest.raises(ValueError, match="budgets"):
+        D.density_sweep(head, (512,), (-1.0,))
+    with pytest.raises(ValueError, match="runs"):
+        D.density_sweep(head, tuple(range(512, 512 * 61, 512)), tuple(itertools.repeat(1.0, 4)))
+    with pytest.raises(ValueError, match="policies"):
+        D.policy_sweep(head, (("x", "interval"),), (None,))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="progress"):
+        D.density_sweep(head, (512,), (None,), progress=3)  # type: ignore[arg-type]
