@@ -65,10 +65,19 @@ def decode(ids) -> str:
 
 
 def check_tokens(tokens, *, name: str = "tokens", allow_empty: bool = False) -> list[int]:
+    """Integer ids in [0, VOCAB); bools, floats and strings are refused, not truncated."""
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError(
+            f"{name} must be a sequence of integer token ids, got {type(tokens).__name__}"
+        )
     try:
-        ids = [int(t) for t in tokens]
-    except (TypeError, ValueError) as e:
+        ids = list(tokens)
+    except TypeError as e:
         raise ValueError(f"{name} must be a sequence of integer token ids") from e
+    for t in ids:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise ValueError(f"{name} must be integer token ids, got {t!r}")
+    ids = [int(t) for t in ids]
     if not ids and not allow_empty:
         raise ValueError(f"{name} must not be empty")
     if len(ids) > MAX_TOKENS:

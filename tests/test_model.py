@@ -102,11 +102,29 @@ def test_lower_bound_gate_in_use(tiny):
 
 
 @pytest.mark.parametrize(
-    "tokens, name", [([], "tokens"), ([300], "tokens"), ([-1, 3], "tokens"), (["a"], "tokens")]
+    "tokens, name",
+    [
+        ([], "tokens"),
+        ([300], "tokens"),
+        ([-1, 3], "tokens"),
+        (["a"], "tokens"),
+        (["65"], "tokens"),
+        ([65.9, 66.2], "tokens"),
+        ([True, False], "tokens"),
+        (np.array([1.5]), "tokens"),
+        ("hello", "tokens"),
+        ([[1, 2]], "tokens"),
+    ],
 )
 def test_bad_tokens(tiny, tokens, name):
     with pytest.raises(ValueError, match=name):
         tiny.prefill(tokens, tiny.new_state())
+
+
+def test_integer_ids_of_any_integer_type_are_accepted(tiny):
+    a = tiny.prefill(np.array([72, 105], dtype=np.int16), tiny.new_state())
+    b = tiny.prefill([np.int64(72), 105], tiny.new_state())
+    assert np.array_equal(a, b)
 
 
 def test_bad_chunk_and_state(tiny):
