@@ -12,6 +12,9 @@
 Times are CPU seconds (``time.process_time``): the machine is shared. Set
 OPENBLAS_NUM_THREADS=1 (the tiny model's matmuls are faster single-threaded).
 
+Exit status 1 if any cache-on configuration is not faster than the cache off (speed-up <= 1)
+on the engine stream: the cache must pay for itself.
+
 Run: ``OPENBLAS_NUM_THREADS=1 python -m bench.bench_cache [--quick] [--engine-only]``.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -86,7 +90,9 @@ def serve(engine: Engine, stream: list[tuple[list[int], int]]) -> tuple[float, l
     return time.process_time() - t0, reps
 
 
-def bench_engine(n: int) -> None:
+def bench_engine(n: int) -> list[tuple[str, float]]:
+    """Serve the stream under every config; returns (config, speed-up vs cache off) for the
+    cache-on configs."""
     model = TinyHybrid()
     stream = prefix_heavy_stream(n)
     n_prompt = sum(len(ids) for ids, _ in stream)
@@ -110,6 +116,7 @@ def bench_engine(n: int) -> None:
     base_t = None
     base_logits = None
     base_tokens = None
+    speedups: list[tuple[str, float]] = []
     for name, kw in configs:
         eng = Engine(model=model, **kw)
         dt, reps = serve(eng, stream)
@@ -127,6 +134,8 @@ def bench_engine(n: int) -> None:
         )
         if eng.cache_on:
             eng.check_integrity()
+            speedups.append((name, base_t / dt))
+    return speedups
 
 
 def bench_radix(quick: bool) -> None:
@@ -157,9 +166,16 @@ def main() -> None:
     n = args.requests or (60 if args.quick else 200)
     if not 1 <= n <= 5000:
         raise ValueError(f"--requests must be in [1, 5000], got {n}")
-    bench_engine(n)
+    speedups = bench_engine(n)
+    slow = [(name, x) for name, x in speedups if not x > 1.0]
     if not args.engine_only:
         bench_radix(args.quick)
+    if slow:
+        for name, x in slow:
+            print(f"FAIL: {name} is not faster than the cache off ({x:.2f}x)", file=sys.stderr)
+        sys.exit(1)
+    worst = min(x for _, x in speedups)
+    print(f"OK: every cache config is faster than the cache off (min {worst:.2f}x)")
 
 
 if __name__ == "__main__":

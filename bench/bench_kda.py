@@ -2,16 +2,23 @@
 
     python bench/bench_kda.py [--T 4096] [--H 8] [--K 128] [--repeat 3]
 
-Prints a table of median seconds, tokens/s and ratios, and the fraction of this machine's numpy
-GEMM peak (same dtype) that `chunked` reaches (its matmul FLOPs / time / measured GEMM FLOP/s).
+Prints a table of median wall seconds, median CPU seconds (time.process_time, all threads of
+this process), tokens/s and wall-time ratios, and the fraction of this machine's numpy GEMM peak
+(same dtype) that `chunked` reaches (its matmul FLOPs / wall time / measured GEMM FLOP/s).
 Targets (issue 2): chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda,
 >= 25% of matmul peak.
+
+BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls, which OpenBLAS
+splits across all cores by default; on a busy shared machine the waiting threads burn CPU and
+wall time. Compare with `OPENBLAS_NUM_THREADS=1 python bench/bench_kda.py` (the header says
+which setting a run used).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import time
 from pathlib import Path
@@ -21,19 +28,21 @@ import numpy as np
 from kda_core import kda
 
 
-def timed(fn, repeat: int) -> float:
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """Median (wall seconds, CPU seconds) of `repeat` calls after one warm-up call."""
     fn()  # warm-up
-    ts = []
+    wall, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def gemm_peak(dtype, n: int = 2048, repeat: int = 3) -> float:
     a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)
-    return 2 * n**3 / timed(lambda: a @ a, repeat)
+    return 2 * n**3 / timed(lambda: a @ a, repeat)[0]
 
 
 def load_fla_naive():
@@ -57,10 +66,13 @@ def inputs(T: int, H: int, K: int, dtype):
     return [x.astype(dtype) for x in (q, k, v, g, beta)]
 
 
-def bench_dtype(dtype, T: int, H: int, K: int, repeat: int, fla) -> dict[str, float]:
+def bench_dtype(dtype, T: int, H: int, K: int, repeat: int, fla) -> dict[str, tuple]:
     q, k, v, g, beta = inputs(T, H, K, dtype)
     rows = {
         "chunked (numpy, C=64)": timed(lambda: kda.chunked(q, k, v, g, beta), repeat),
+        "chunked (numpy, C=16)": timed(
+            lambda: kda.chunked(q, k, v, g, beta, chunk_size=16), repeat
+        ),
         "recurrent loop (numpy)": timed(lambda: kda.recurrent(q, k, v, g, beta), 1),
     }
     if fla is not None:
@@ -83,14 +95,16 @@ def main() -> None:
     args = ap.parse_args()
     T, H, K = args.T, args.H, args.K
     fla = load_fla_naive()
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
     print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}")
-    print(f"{'dtype':8} {'impl':28} {'seconds':>9} {'tok/s':>10} {'chunked is':>11}")
+    print(f"OPENBLAS_NUM_THREADS={threads}")
+    print(f"{'dtype':8} {'impl':28} {'wall s':>9} {'cpu s':>9} {'tok/s':>10} {'chunked is':>11}")
     for dtype in (np.float32, np.float64):
         rows = bench_dtype(dtype, T, H, K, args.repeat, fla)
-        base = rows["chunked (numpy, C=64)"]
+        base = rows["chunked (numpy, C=64)"][0]
         name = np.dtype(dtype).name
-        for impl, sec in rows.items():
-            print(f"{name:8} {impl:28} {sec:9.3f} {T / sec:10.0f} {sec / base:10.2f}x")
+        for impl, (sec, cpu) in rows.items():
+            print(f"{name:8} {impl:28} {sec:9.3f} {cpu:9.3f} {T / sec:10.0f} {sec / base:10.2f}x")
         peak = gemm_peak(dtype)
         frac = kda.chunked_flops(T, H, K, K) / base / peak
         print(f"{name:8} GEMM peak {peak / 1e9:.1f} GFLOP/s; chunked reaches {100 * frac:.1f}%")

@@ -2,9 +2,22 @@
 
 Prints, side by side: seconds per full pass (median of ``--repeat`` runs) per (policy, budget),
 requests/s, tree steps/s (key elements walked by match + insert), the ratio to the 1.5 s
-target, and the 6 intervals x 4 budgets density sweep against its 30 s target.
+target, and the issue's density sweep - 6 checkpoint intervals K x 4 policies (24 full
+passes, through ``studies.density.policy_sweep`` with its progress callback) at one state
+budget - against its 30 s target. The interval K is each policy's density knob:
 
-    .venv/bin/python bench/bench_sim.py [--repeat 3] [--quick]
+    interval     every=K                        a checkpoint every K tokens
+    sglang       chunked_prefill_size=K         one state per prefill chunk (last grid point)
+    vllm align   block_size=K, batched tokens K a state per block at scheduler-step ends
+    vllm retain  mode=all, retention=K          per-block states (block = trace block), of
+                                                which every K-th and the latest are kept
+
+(Marconi has no interval: it places states at branch points and request ends, so it is not
+in the K sweep; its passes are timed above.) ``--budget-sweep`` also runs the interval
+policy's 6 intervals x 4 budgets grid of the density app.
+
+    .venv/bin/python bench/bench_sim.py [--repeat 3] [--quick] [--budget-gib 32]
+        [--budget-sweep] [--sweep-only]
 """
 
 from __future__ import annotations
@@ -30,13 +43,44 @@ POLICIES: tuple[tuple[str, str, dict], ...] = (
     ("vllm all", "vllm", {"mode": "all"}),
 )
 BUDGETS: tuple[tuple[str, int | None], ...] = (("unlimited", None), ("32 GiB", 32 * GIB))
+SWEEP_INTERVALS: tuple[int, ...] = density.DEFAULT_INTERVALS  # 512 .. 16384 (6 values)
+
+
+def sweep_policies(k: int) -> list[tuple[str, str, dict]]:
+    """The 4 policies of the density sweep at interval ``k`` (see the module docstring)."""
+    return [
+        (f"interval K={k}", "interval", {"every": k}),
+        (f"sglang K={k}", "sglang", {"chunked_prefill_size": k}),
+        (
+            f"vllm align K={k}",
+            "vllm",
+            {"mode": "align", "block_size": k, "max_num_batched_tokens": k},
+        ),
+        (f"vllm retain K={k}", "vllm", {"mode": "all", "retention": k}),
+    ]
+
+
+SWEEP_LABELS = ("interval", "sglang", "vllm align", "vllm retain")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one run, no sweep")
+    ap.add_argument(
+        "--budget-gib", type=float, default=32.0, help="state budget of the K x policy sweep"
+    )
+    ap.add_argument("--budget-sweep", action="store_true", help="also the interval x budget grid")
+    ap.add_argument("--sweep-only", action="store_true", help="skip the per-pass table")
     args = ap.parse_args()
+    if not 0 <= args.budget_gib <= 1 << 20:
+        raise ValueError(f"--budget-gib must be in [0, 2**20], got {args.budget_gib}")
+    if args.sweep_only:
+        trace = bundled_trace("conversation")
+        density_by_policy(trace, args.budget_gib)
+        if args.budget_sweep:
+            density_by_budget(trace)
+        return
     rep = 1 if args.quick else max(1, args.repeat)
     t0 = time.perf_counter()
     trace = bundled_trace("conversation")
@@ -76,9 +120,12 @@ def main() -> None:
     print("(req/s, steps/s and x target use CPU seconds: wall time on a shared machine varies)")
     if args.quick:
         return
-    density._memo.clear()
-    t = time.perf_counter()
-    c = time.process_time()
+    density_by_policy(trace, args.budget_gib)
+    if args.budget_sweep:
+        density_by_budget(trace)
+
+
+def _progress() -> density.Progress:
     last = [0.0]
 
     def progress(frac: float, msg: str) -> None:
@@ -86,13 +133,48 @@ def main() -> None:
             last[0] = frac
             print(f"  sweep {frac:5.0%} {msg}", flush=True)
 
-    s = density.density_sweep(trace, progress=progress)
+    return progress
+
+
+def density_by_policy(trace, budget_gib: float | None) -> None:
+    """The issue's sweep: 6 intervals x 4 policies (24 passes) at one budget, timed."""
+    pols = [p for k in SWEEP_INTERVALS for p in sweep_policies(k)]
+    density._memo.clear()
+    t = time.perf_counter()
+    c = time.process_time()
+    s = density.policy_sweep(trace, pols, (budget_gib,), progress=_progress())
+    dt = time.perf_counter() - t
+    dc = time.process_time() - c
+    nk, npol = len(SWEEP_INTERVALS), len(SWEEP_LABELS)
+    assert len(s.labels) == nk * npol == 24
+    print(
+        f"density sweep {nk} intervals x {npol} policies = {nk * npol} passes at "
+        f"{s.budget_labels[0]}: {dt:.1f} s wall, {dc:.1f} CPU s = "
+        f"{dc / SWEEP_TARGET_S:.2f} x the {SWEEP_TARGET_S:.0f} s target"
+    )
+    for title, arr, fmt in (
+        ("state hit rate", s.state_hit_rate, "{:>12.4f}"),
+        ("checkpoints stored", s.checkpoints_stored, "{:>12d}"),
+        ("TTFT p50 ms", s.ttft_p50_s * 1e3, "{:>12.1f}"),
+    ):
+        grid = arr[:, 0].reshape(nk, npol)
+        print(f"{title} (rows K, columns policies):")
+        print(f"  {'K':>6} " + "".join(f"{lab:>12}" for lab in SWEEP_LABELS))
+        for i, k in enumerate(SWEEP_INTERVALS):
+            print(f"  {k:>6} " + "".join(fmt.format(x) for x in grid[i].tolist()))
+
+
+def density_by_budget(trace) -> None:
+    """The density app's grid: the interval policy, 6 intervals x 4 budgets, timed."""
+    density._memo.clear()
+    t = time.perf_counter()
+    c = time.process_time()
+    s = density.density_sweep(trace, progress=_progress())
     dt = time.perf_counter() - t
     dc = time.process_time() - c
     print(
-        f"density sweep {len(s.intervals)} intervals x {len(s.budget_labels)} budgets: "
-        f"{dt:.1f} s wall, {dc:.1f} CPU s = {dc / SWEEP_TARGET_S:.2f} x the "
-        f"{SWEEP_TARGET_S:.0f} s target"
+        f"budget sweep {len(s.intervals)} intervals x {len(s.budget_labels)} budgets: "
+        f"{dt:.1f} s wall, {dc:.1f} CPU s"
     )
     print("state hit rate (rows K, columns budgets " + ", ".join(s.budget_labels) + "):")
     for i, k in enumerate(s.intervals):

@@ -31,9 +31,26 @@ budget. ``int8_checkpoints=True`` parks states as INT8: the restore error is rep
 checkpoint and skips the replay: the logits drift (and nothing is inserted).
 
 Trace: one ``TraceStep`` per model call (per token during replay when ``step_replay``), with
-the state norm and, for replay steps, ``dist_to_match`` = relative Frobenius distance of all
-KDA states to the state at the token match (the state an uncached run holds there; 0 at the
-match by construction). ``record_states`` keeps the stacked KDA states of every replay step.
+the state norm and, for the restore and replay steps, two relative Frobenius distances of all
+KDA states ``S [L, H, K, V]`` (conv windows not included):
+
+* ``dist_to_match`` - to the state this request reaches at the token match by replaying from
+  the restored checkpoint; exactly 0 at the match by construction. It equals the uncached
+  state there only when the restore is exact: with ``int8_checkpoints`` the replayed state
+  carries the quantization error of the restored checkpoint.
+* ``dist_to_uncached`` - to the state an uncached run holds at the token match (the prompt's
+  first ``token_match`` tokens prefilled from zero: one extra prefill, computed only when
+  ``step_replay`` / ``record_states`` is requested; nan otherwise). At the match it is ~1e-16
+  for exact restores and the propagated INT8 error for INT8 restores.
+
+``record_states`` keeps the stacked KDA states of every replay step.
+
+Defaults: ``checkpoint_slots=None`` means ``DEFAULT_CHECKPOINT_SLOTS`` (256; TinyHybrid's
+native checkpoint is ~0.25 MB, so at most ~64 MB however long a session runs; up to
+``MAX_SLOTS`` = 4096 on request). Policies are copied at construction (two engines built from
+one Policy object never share mutable state such as Marconi's counters). Marconi's
+``alpha="auto"`` is simulator-only (``kda_core.sim`` runs the tuning replays): the engine
+rejects it. The policy's placement is checked against ``chunk_size`` at construction.
 
 Left out: batching / concurrency (requests run one at a time, so at most one request holds
 active slots), overlap scheduling, sampling other than greedy, host tiers, speculative decoding.
@@ -43,7 +60,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -62,6 +79,7 @@ from kda_core.model import (
 from kda_core.pool import (
     MAX_SLOTS,
     SLOTS_MAX,
+    SLOTS_UP_FRONT,
     STRATEGIES,
     ActivePool,
     CheckpointPool,
@@ -77,8 +95,11 @@ MAX_NEW_TOKENS = 4096
 PHASES: tuple[str, ...] = ("restore", "replay", "prefill", "decode")
 DEFAULT_POLICY = {"name": "sglang", "grid": 16, "track_interval": 32}
 """SGLang's placement scaled to the tiny model: grid 16 (instead of 64), decode every 32."""
+DEFAULT_CHECKPOINT_SLOTS = 256
+"""Checkpoint pool capacity when ``checkpoint_slots`` is None (bounds a long app session)."""
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_SLOTS",
     "DEFAULT_POLICY",
     "PHASES",
     "RESTORE_MODES",
@@ -97,7 +118,8 @@ class TraceStep(NamedTuple):
     token: int
     phase: str
     state_norm: float
-    dist_to_match: float  # nan outside the replay
+    dist_to_match: float  # to the replayed state at the token match; nan outside the replay
+    dist_to_uncached: float = float("nan")  # to the uncached state there (step tracing only)
 
 
 @dataclass(slots=True)
@@ -191,19 +213,31 @@ def _norm(S: np.ndarray) -> float:
     return float(np.sqrt(np.sum(S * S)))
 
 
+def _rel(S: np.ndarray, target: np.ndarray) -> float:
+    """||S - target||_F / ||target||_F (the absolute distance when target is zero)."""
+    den = _norm(target)
+    d = _norm(S - target)
+    return d / den if den > 0 else d
+
+
 class Engine:
     """Serves prompts on TinyHybrid through a KDA-aware radix cache (see the module docstring).
 
     Args:
-        policy: a ``kda_core.policy`` Policy, a policy name, or None (``DEFAULT_POLICY``).
+        policy: a ``kda_core.policy`` Policy (copied), a policy name, or None
+            (``DEFAULT_POLICY``). Marconi with ``alpha="auto"`` is rejected (sim-only).
         cache: use the radix cache (False: every request computed from scratch).
         int8_checkpoints: park checkpoint states as INT8 (conv windows stay native).
-        checkpoint_slots: checkpoint pool capacity in [1, 4096] (None: 4096).
-        active_slots: active pool capacity (None: the strategy's maximum, 1 or 3).
+        checkpoint_slots: checkpoint pool capacity in [1, 4096] (None:
+            ``DEFAULT_CHECKPOINT_SLOTS`` = 256).
+        active_slots: active pool capacity (None: the strategy's maximum, 1 or 3); at least
+            the slots a request holds up front (1 / 3 / 2). ``extra_buffer_lazy`` with 2 slots
+            never gets its on-demand second track slot: those tracks are skipped.
         kv_budget: most MLA KV tokens the tree keeps (None: unlimited); LRU leaves are evicted
             after each insert to get back under it.
         strategy: "no_buffer", "extra_buffer" (default) or "extra_buffer_lazy".
-        chunk_size: prefill scheduler step in tokens, [1, 16384].
+        chunk_size: prefill scheduler step in tokens, [1, 16384]; must suit the policy
+            (e.g. vLLM align needs chunk_size >= block_size).
         restore: "exact" or "inconsistent" (teaching mode, see module docstring).
         model: the TinyHybrid to serve (default ``TinyHybrid()``).
     """
@@ -227,10 +261,17 @@ class Engine:
             policy = policy_mod.make(params.pop("name"), **params)
         elif isinstance(policy, str):
             policy = policy_mod.make(policy)
-        elif not isinstance(policy, policy_mod.Policy):
+        elif isinstance(policy, policy_mod.Policy):
+            policy = replace(policy)  # a fresh copy: per-run state is never shared
+        else:
             raise ValueError(
                 f"policy must be a Policy, one of {policy_mod.POLICY_NAMES} or None, "
                 f"got {type(policy).__name__}"
+            )
+        if getattr(policy, "alpha", None) == "auto":
+            raise ValueError(
+                "policy: Marconi alpha='auto' is simulator-only (kda_core.sim runs the tuning "
+                "replays); give the engine a fixed alpha in [0, 100]"
             )
         self.policy = policy
         self.cache_on = _bool(cache, "cache")
@@ -242,15 +283,16 @@ class Engine:
             raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
         self.restore_mode = restore
         self.chunk_size = _int(chunk_size, "chunk_size", 1, MAX_TOKENS)
-        ck = MAX_SLOTS if checkpoint_slots is None else checkpoint_slots
+        self._check_policy_chunk()
+        ck = DEFAULT_CHECKPOINT_SLOTS if checkpoint_slots is None else checkpoint_slots
         ck = _int(ck, "checkpoint_slots", 1, MAX_SLOTS)
-        need = SLOTS_MAX[strategy]
-        act = need if active_slots is None else active_slots
+        need = SLOTS_UP_FRONT[strategy]
+        act = SLOTS_MAX[strategy] if active_slots is None else active_slots
         act = _int(act, "active_slots", 1, MAX_SLOTS)
         if act < need:
             raise ValueError(
                 f"active_slots must be >= {need} for strategy {strategy!r} "
-                f"(one request's slots), got {act}"
+                f"(the slots one request holds up front), got {act}"
             )
         self.kv_budget = None if kv_budget is None else _int(kv_budget, "kv_budget", 0, 1 << 40)
         if model is not None and not isinstance(model, TinyHybrid):
@@ -280,6 +322,19 @@ class Engine:
             ),
             0,
         )
+
+    def _check_policy_chunk(self) -> None:
+        """Place checkpoints once for the longest prompt: a policy that cannot work with this
+        ``chunk_size`` fails here, not on every request."""
+        P = MAX_TOKENS - MAX_NEW_TOKENS
+        try:
+            self.policy.checkpoint_positions(
+                P, None, total_len=MAX_TOKENS - 1, chunk_size=self.chunk_size, page_size=1
+            )
+        except ValueError as e:
+            raise ValueError(
+                f"chunk_size={self.chunk_size} does not suit policy {self.policy.name!r}: {e}"
+            ) from None
 
     # -- callbacks -------------------------------------------------------------------------------
     def _on_free_state(self, payload: Any, nbytes: int) -> None:
@@ -576,14 +631,21 @@ class Engine:
         if observe is not None:
             observe("finished", self)
 
-        # trace distances to the state at the match (restore and replay steps)
+        # trace distances (restore and replay steps) to the replayed state at the match and,
+        # when stepping, to the uncached state there (one extra prefill from zero)
         replayed = 0 if inconsistent else token_match - restore_at
         if replay_S and not inconsistent:
-            target = replay_S[-1]  # the state at the token match
-            den = _norm(target)
+            target = replay_S[-1]  # the replayed state at the token match
+            unc = None
+            if step_replay:
+                ref = model.new_state()
+                model.prefill(ids[:token_match], ref)
+                unc = np.stack([st.S for st in ref.kda])
             for i, S in enumerate(replay_S):  # trace[i] is the i-th restore/replay step
-                d = _norm(S - target)
-                trace[i] = trace[i]._replace(dist_to_match=d / den if den > 0 else d)
+                kw = {"dist_to_match": _rel(S, target)}
+                if unc is not None:
+                    kw["dist_to_uncached"] = _rel(S, unc)
+                trace[i] = trace[i]._replace(**kw)
         ref_logits = None
         ref_diff = None
         if reference:

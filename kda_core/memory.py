@@ -63,6 +63,20 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     return v
 
 
+def _vids(vids: object, scalar: bool = False) -> np.ndarray:
+    """Virtual ids as int64: 1-D (a scalar becomes one id), or any shape when ``scalar``
+    (lookups). Bools, floats and strings are rejected with a ValueError naming ``vids``."""
+    a = np.asarray(vids)
+    if a.size == 0:
+        return np.zeros(a.shape if scalar else 0, np.int64)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"vids must be integer virtual ids, got dtype {a.dtype}")
+    if not scalar and a.ndim > 1:
+        raise ValueError("vids must be a 1-D array of virtual ids")
+    a = a.astype(np.int64, copy=False)
+    return a if scalar else np.atleast_1d(a)
+
+
 @dataclass(slots=True)
 class _Side:
     """One sub-pool: fixed-size entries, virtual ids, a watermark and (lazy) holes."""
@@ -227,7 +241,7 @@ class _TwoEndedPool:
     def physical(self, side: str, vids: np.ndarray | int) -> np.ndarray:
         """Physical positions of virtual ids (-1 where unbound)."""
         s = self._side(side)
-        v = np.asarray(vids, dtype=np.int64)
+        v = _vids(vids, scalar=True)
         if v.size and (v.min() < 0 or v.max() >= s.cap):
             raise ValueError(f"vids must be in [0, {s.cap}) for side {side!r}")
         return s.v2p[v]
@@ -298,9 +312,7 @@ class _TwoEndedPool:
         watermark retreats past any holes at the top (no moves).
         """
         s = self._side(side)
-        v = np.atleast_1d(np.asarray(vids, dtype=np.int64))
-        if v.ndim != 1:
-            raise ValueError("vids must be a 1-D array of virtual ids")
+        v = _vids(vids)
         if v.size == 0:
             return 0
         if v.min() < 0 or v.max() >= s.cap:

@@ -31,7 +31,9 @@ SGLang keeps recurrent state in slots, not per token (engines.md §1.1, §1.5, �
 Buffers are bound, not copied: a numpy state produced by the model is never modified in place
 (``TinyHybrid.forward`` returns new arrays), so ``ActivePool.bind`` stores references (the
 kernel "writing into the slot") and ``donate`` moves references between pools. Everything
-that must be a real copy (snapshot, COW) is one, and is counted.
+that must be a real copy (snapshot, COW, ``PingPong.track``'s write of the active state into
+a track slot) is one: no two slots ever share memory. Snapshots and COW restores are counted
+in ``copies``; track writes in ``track_writes``.
 
 Invariants (``check_integrity``): every slot is free or owned exactly once (free + owned ==
 capacity; no slot on the free list twice; owned slots are not on it); every checkpoint's bytes
@@ -574,7 +576,10 @@ class PingPong:
             req.track_pos.append(None)
         slot = req.track[req.next]
         S, conv = self.pool.buffers(req.active)
-        self.pool._swap(slot, S, conv)  # the kernel writes the state at this boundary
+        # the kernel writes the state at this boundary into the track slot: a real copy, so a
+        # later in-place write to the active slot (or donating the track slot, which freezes
+        # its buffers) never reaches the other slot
+        self.pool._swap(slot, S.copy(), conv.copy())
         req.track_pos[req.next] = position
         self.track_writes += 1
         n = 2

@@ -18,9 +18,12 @@ simulator):
    (``policy.evict_states``: LRU or Marconi's FLOP-aware choice) until the new states fit the
    state budget (a unified budget also counts the new KV and falls back to KV-leaf eviction);
    positions that still do not fit are dropped, deepest first;
-4. ``cache.insert(block_ids, kv=tokens, states=positions)`` (the tree cuts the key at the
-   deepest position: KV beyond the last checkpoint can never be restored), unlock, and with a
-   KV budget evict LRU KV leaves down to it.
+4. with a KV budget, evict LRU KV leaves (the matched path stays locked) so that the tree's
+   KV plus this request's new KV fit the budget;
+5. ``cache.insert(block_ids, kv=tokens, states=positions)`` (the tree cuts the key at the
+   deepest position: KV beyond the last checkpoint can never be restored), sample the KV held
+   now (the request's high-water mark), unlock, and if the KV budget is still exceeded (the
+   request's own path alone is larger than the budget) evict LRU KV leaves down to it.
 
 Metrics (all over input tokens): token hit rate ``sum(token_match) / sum(input)``, state hit
 rate ``sum(restore_at) / sum(input)`` (<= token hit rate by construction), replayed tokens
@@ -28,8 +31,10 @@ rate ``sum(restore_at) / sum(input)`` (<= token hit rate by construction), repla
 (``kda_core.costmodel``: computing ``[restore_at, input_len)`` costs
 ``prefill_flops(restore_at, input_len)``, replay included; saved = ``prefill_flops(0,
 restore_at)``), TTFT = ``TimeModel`` seconds of those FLOPs (optionally through a FCFS queue of
-``servers`` prefill servers), checkpoints stored (new states inserted), peak state / KV bytes
-(after each request's evictions), evictions, and per-request time series for plots.
+``servers`` prefill servers), checkpoints stored (new states inserted), peak state bytes
+(after each request's evictions; states are evicted before insert), peak KV bytes (right
+after each insert, before any clean-up eviction: with a KV budget it exceeds the budget only
+when one request's KV alone does), evictions, and per-request time series for plots.
 
 Output tokens: Mooncake has no output hashes, so there the "last" state of a request is the last
 full input block (as in retention.md §4); synthetic traces carry output block ids and the
@@ -74,10 +79,11 @@ class SimSeries:
     ttft_s: np.ndarray  # float64
     ttft_nocache_s: np.ndarray  # float64, same request with no cache (same queue model)
     state_bytes: np.ndarray  # after the request (and its evictions)
-    kv_bytes: np.ndarray
+    kv_bytes: np.ndarray  # after the request (and its evictions)
     n_states: np.ndarray
     checkpoints_new: np.ndarray
     evicted_states: np.ndarray  # cumulative
+    kv_peak_bytes: np.ndarray  # KV held right after the request's insert (before clean-up)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -270,10 +276,14 @@ def simulate(
     ub = _budget(unified_budget_bytes, "unified_budget_bytes")
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable or None")
-    if servers is not None and (
-        isinstance(servers, bool) or not isinstance(servers, int) or not 1 <= servers <= 4096
-    ):
-        raise ValueError(f"servers must be None or an integer in [1, 4096], got {servers!r}")
+    if servers is not None:
+        if (
+            isinstance(servers, (bool, np.bool_))
+            or not isinstance(servers, (int, np.integer))
+            or not 1 <= int(servers) <= 4096
+        ):
+            raise ValueError(f"servers must be None or an integer in [1, 4096], got {servers!r}")
+        servers = int(servers)
     tm = time_model if time_model is not None else costmodel.TimeModel()
     if not isinstance(tm, costmodel.TimeModel):
         raise ValueError("time_model must be a costmodel.TimeModel or None")
@@ -343,6 +353,7 @@ def simulate(
         n_states=core["n_states"],
         checkpoints_new=core["new"],
         evicted_states=core["evicted_cum"],
+        kv_peak_bytes=core["kv_peak"] * kvb,
     )
     st = core["stats"]
     return SimResult(
@@ -376,7 +387,7 @@ def simulate(
         checkpoints_stored=int(core["new"].sum()),
         checkpoints_dropped=core["dropped"],
         peak_state_bytes=int(core["state_bytes"].max()) if n else 0,
-        peak_kv_bytes=int(core["kv_tokens"].max()) * kvb if n else 0,
+        peak_kv_bytes=int(core["kv_peak"].max()) * kvb if n else 0,
         final_state_bytes=int(core["state_bytes"][-1]) if n else 0,
         final_kv_bytes=int(core["kv_tokens"][-1]) * kvb if n else 0,
         evictions=st.evicted_states,
@@ -417,6 +428,7 @@ def _run(
     ra_out = np.zeros(n, dtype=np.int64)
     sbytes = np.zeros(n, dtype=np.int64)
     kvtok = np.zeros(n, dtype=np.int64)
+    kvpeak = np.zeros(n, dtype=np.int64)
     nstates = np.zeros(n, dtype=np.int64)
     new_out = np.zeros(n, dtype=np.int64)
     ev_cum = np.zeros(n, dtype=np.int64)
@@ -450,7 +462,9 @@ def _run(
             last = m.last_node
             # protect the matched path while making room (only when eviction may happen)
             locked = last is not root and (
-                (sb is not None and cache.state_bytes + need > sb) or ub is not None
+                (sb is not None and cache.state_bytes + need > sb)
+                or ub is not None
+                or kb is not None
             )
             if locked:
                 cache.lock_kv(last)
@@ -481,12 +495,19 @@ def _run(
                             pos = pos[:-1]
                             need -= ckpt
                             new_kv = max((pos[-1] if pos else 0) - held, 0) * kvb
+            if kb is not None and pos:
+                # make room for the new KV first (beyond the locked matched path)
+                new_tok = max(pos[-1] - last.plen * page, 0)
+                over = (cache.kv_tokens + new_tok) * kvb - kb
+                if over > 0:
+                    ev += cache.evict_kv(-(-over // kvb)).states
             if pos:
                 r = insert(ins_key, None, [(p, p) for p in pos], state_bytes=ckpt)
                 new_out[i] = len(r.new)
                 steps += r.inserted_len // page
             if locked and last.alive:
                 cache.unlock_kv(last)
+        kvpeak[i] = cache.kv_tokens  # sampled before the clean-up eviction below
         if kb is not None and cache.kv_tokens * kvb > kb:
             ev += cache.evict_kv(-(-(cache.kv_tokens * kvb - kb) // kvb)).states
         if marconi is not None:
@@ -508,6 +529,7 @@ def _run(
         "restore_at": ra_out,
         "state_bytes": sbytes,
         "kv_tokens": kvtok,
+        "kv_peak": kvpeak,
         "n_states": nstates,
         "new": new_out,
         "evicted_cum": ev_cum,

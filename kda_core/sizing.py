@@ -438,7 +438,11 @@ def split_memory(
     gets the rest. ReplaySSM rings are not part of this formula (left out).
     """
     rest_bytes = _check_int("rest_bytes", rest_bytes, 0, _MAX_COUNT)
-    if not isinstance(ratio, (int, float)) or not 0.0 < float(ratio) <= 1e6:
+    if (
+        isinstance(ratio, (bool, np.bool_))
+        or not isinstance(ratio, (int, float, np.integer, np.floating))
+        or not 0.0 < float(ratio) <= 1e6
+    ):
         raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
     d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
     r = float(ratio)
@@ -495,6 +499,17 @@ def checkpoints_per_request(
     prefill = -(-i // c)
     decode = 1 if (i + o) // t > i // t else 0
     return prefill + decode
+
+
+def checkpoints_upper_bound(input_len: int, chunked_prefill_size: int = 8192) -> int:
+    """The seed's bound on states stored per request: ``input_len // chunked_prefill_size + 2``.
+
+    ``checkpoints_per_request(i, o, c, t) <= checkpoints_upper_bound(i, c)`` for every output
+    length and track interval (``ceil(i / c) <= i // c + 1``, plus at most one decode state).
+    """
+    i = _check_int("input_len", input_len, 0, _MAX_COUNT)
+    c = _check_int("chunked_prefill_size", chunked_prefill_size, 1, _MAX_COUNT)
+    return i // c + 2
 
 
 def mean_checkpoints_per_request(
@@ -649,6 +664,28 @@ def mamba_allocation_log(
     return lines
 
 
+def pool_usage(used: int, total: int, name: str = "used") -> float:
+    """Fraction of a pool in use, ``used / total`` (0.0 for an empty pool); used in [0, total]."""
+    t = _check_int("total", total, 0, _MAX_COUNT)
+    u = _check_int(name, used, 0, t)
+    return u / t if t else 0.0
+
+
+def usage_log(full_used: int, full_total: int, mamba_used: int, mamba_total: int) -> str:
+    """SGLang's scheduler usage fragment for a hybrid model, usages to two decimals.
+
+    ``#full token: N, full token usage: U, mamba num: M, mamba usage: V`` where
+    U = ``full_used / full_total`` (KV pool tokens) and V = ``mamba_used / mamba_total``
+    (state slots, ``max_mamba_cache_size``).
+    """
+    fu = pool_usage(full_used, full_total, "full_used")
+    mu = pool_usage(mamba_used, mamba_total, "mamba_used")
+    return (
+        f"#full token: {int(full_used)}, full token usage: {fu:.2f}, "
+        f"mamba num: {int(mamba_used)}, mamba usage: {mu:.2f}"
+    )
+
+
 def kv_allocation_log(spec: ModelSpec | str, num_tokens: int, kv_dtype: str = "bfloat16") -> str:
     """SGLang's KV pool line: ``KV Cache is allocated. dtype: ..., #tokens: N, KV size: X GB``."""
     n = _check_int("num_tokens", num_tokens, 0, _MAX_COUNT)
@@ -723,11 +760,14 @@ __all__ = [
     "split_memory",
     "decode_track_points",
     "checkpoints_per_request",
+    "checkpoints_upper_bound",
     "mean_checkpoints_per_request",
     "balanced_ratio",
     "capping_message",
     "mamba_allocation_log",
     "kv_allocation_log",
+    "pool_usage",
+    "usage_log",
     "memory_vs_context",
     "crossover_context",
 ]

@@ -665,8 +665,7 @@ def speculative_generate(
     (``ngram_draft``; it rarely hits on TinyHybrid's random weights, whose greedy text does not
     repeat) or a callable ``(history, state, n) -> tokens``.
     """
-    if not isinstance(max_new_tokens, (int, np.integer)) or not 0 <= max_new_tokens <= 4096:
-        raise ValueError(f"max_new_tokens must be an integer in [0, 4096], got {max_new_tokens}")
+    max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 0, 4096)
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")
     if draft == "ngram":
         fn: Draft = lambda hist, st, n: ngram_draft(hist, n)  # noqa: E731

@@ -286,7 +286,7 @@ def parse_mooncake_lines(
     for lineno, raw in enumerate(lines, start=1):  # noqa: B007
         line = raw.strip()
         if not line:
-            raise ValueError(f"line {lineno}: empty line")
+            continue  # blank lines (e.g. a trailing one) carry no request
         if len(ts) >= max_requests:
             raise ValueError(f"line {lineno}: more than max_requests={max_requests} requests")
         try:
@@ -365,7 +365,8 @@ def load_mooncake(
 
     Strict: a bad line (invalid JSON, missing field, non-integer or negative length, timestamp
     going backwards, ``len(hash_ids) != ceil(input_length / block_size)``, a hash id seen after
-    two different parents) raises ``ValueError`` naming the line number. Timestamps become
+    two different parents) raises ``ValueError`` naming the line number (counted in the file,
+    blank lines included). Blank (whitespace-only) lines are skipped. Timestamps become
     seconds. Capped at ``max_requests`` requests and ``MAX_TOTAL_BLOCKS`` blocks.
     """
     p = Path(path)

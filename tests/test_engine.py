@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kda_core import policy as pol
-from kda_core.engine import Engine
+from kda_core.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
 from kda_core.model import TinyHybrid, encode
 
 MODEL = TinyHybrid()
@@ -179,8 +179,17 @@ def test_replay_trace_reaches_the_uncached_state_exactly() -> None:
     MODEL.prefill(encode(SYS + "User B: what is 2+2?")[:tm], ref)
     S_ref = np.stack([s.S for s in ref.kda])
     np.testing.assert_allclose(r.replay_states[-1], S_ref, rtol=0, atol=1e-12)
+    # the uncached distance (one extra prefill) agrees: exact restores reach it to rounding
+    du = np.array([s.dist_to_uncached for s in steps])
+    ref_norm = float(np.linalg.norm(S_ref))
+    naive = [float(np.linalg.norm(x - S_ref)) / ref_norm for x in r.replay_states]
+    np.testing.assert_allclose(du, naive, rtol=1e-9, atol=1e-15)
+    assert du[-1] < 1e-12
+    np.testing.assert_allclose(du, d, rtol=1e-9, atol=1e-12)
     # prefill and decode steps carry no distance
-    assert all(np.isnan(s.dist_to_match) for s in r.trace if s.phase in ("prefill", "decode"))
+    for s in r.trace:
+        if s.phase in ("prefill", "decode"):
+            assert np.isnan(s.dist_to_match) and np.isnan(s.dist_to_uncached)
     toks, logits = MODEL.generate(encode(SYS + "User B: what is 2+2?"), 3)
     assert r.tokens == toks
     np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
@@ -268,7 +277,10 @@ def test_int8_checkpoints_bounded_error() -> None:
         assert mx > 0 and 0 < rel < 0.01  # INT8 per-channel error of the parked state
         assert r.ref_max_abs_diff is not None
         worst = max(worst, r.ref_max_abs_diff)
-    assert 1e-6 < worst < 0.25, worst  # measured: 0.03-0.05 over 4-8 tokens
+    # measured 0.029-0.048 over 4 tokens (rel. restore error 0.0066). Across restore points
+    # the logit error does not track restore_error (it stays 0.0065-0.0070 while the logit
+    # error varies 0.02-0.04, correlation ~0), so only the bound is asserted.
+    assert 1e-3 < worst < 0.1, worst
     assert e.checkpoints.slot_bytes < Engine(model=MODEL).checkpoints.slot_bytes
     e.check_integrity()
 
@@ -377,4 +389,74 @@ def test_per_path_checkpoint_cap() -> None:
     for _, positions in e.tree.paths():
         assert len(positions) <= 2
     assert e.tree.stats().capped > 0
+    e.check_integrity()
+
+
+def test_int8_trace_distances_match_versus_uncached() -> None:
+    e = _engine(int8_checkpoints=True)
+    e.generate(SYS + "User A: hi", 2)
+    p = SYS + "User B: what is 2+2?"
+    r = e.generate(p, 2, record_states=True)
+    steps = [s for s in r.trace if s.phase in ("restore", "replay")]
+    assert r.restore_at == 48 and r.token_match > 48 and r.replay_states is not None
+    assert steps[-1].dist_to_match == 0.0  # the replayed state at the match, by construction
+    ref = MODEL.new_state()
+    MODEL.prefill(encode(p)[: r.token_match], ref)
+    S_ref = np.stack([s.S for s in ref.kda])
+    naive = float(np.linalg.norm(r.replay_states[-1] - S_ref) / np.linalg.norm(S_ref))
+    assert steps[-1].dist_to_uncached == pytest.approx(naive, rel=1e-9)
+    assert 1e-4 < naive < 0.05  # the INT8 restore error carried through the replay
+    # without step tracing no extra prefill is run: the uncached distance is not measured
+    r2 = e.generate(SYS + "User C: more", 2)
+    assert r2.restore_at == 48 < r2.token_match
+    assert all(np.isnan(s.dist_to_uncached) for s in r2.trace)
+    assert r2.trace[0].phase == "restore" and r2.trace[0].dist_to_match > 0
+
+
+def test_default_checkpoint_slots_is_bounded() -> None:
+    e = Engine(model=MODEL)
+    assert e.checkpoints.capacity == DEFAULT_CHECKPOINT_SLOTS == 256
+    assert Engine(model=MODEL, checkpoint_slots=4096).checkpoints.capacity == 4096
+
+
+def test_policy_objects_are_copied() -> None:
+    p = pol.make("marconi")
+    e1, e2 = Engine(p, model=MODEL), Engine(p, model=MODEL)
+    assert e1.policy is not p and e2.policy is not p and e1.policy is not e2.policy
+    assert e1.policy.params() == p.params()
+    for q in ("a", "b", "c"):
+        e1.generate(SYS + q, 1)
+    assert e1.policy._requests == 3  # type: ignore[attr-defined]
+    assert p._requests == 0 and e2.policy._requests == 0  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="alpha='auto' is simulator-only"):
+        Engine(pol.make("marconi", alpha="auto"), model=MODEL)
+
+
+def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
+    e = _engine(strategy="extra_buffer_lazy", active_slots=2)
+    p = SYS + "a question"
+    r = e.generate(p, 1)
+    # one track slot up front: the first boundary is tracked; the lazy second slot cannot be
+    # taken (2 active slots), so every later track is skipped
+    assert r.planned_checkpoints == (16, 32, 48, 64)
+    assert r.checkpoints == (16,) and r.track_writes == 1 and r.donations == 1
+    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 2
+    toks, logits = reference(encode(p), 1)
+    assert r.tokens == toks
+    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
+    r2 = e.generate(p + "!", 2)
+    assert r2.restore_at == 16
+    toks, logits = reference(encode(p + "!"), 2)
+    assert r2.tokens == toks
+    np.testing.assert_allclose(r2.logits, logits, rtol=0, atol=1e-9)
+    e.check_integrity()
+    with pytest.raises(ValueError, match="active_slots must be >= 2"):
+        _engine(strategy="extra_buffer_lazy", active_slots=1)
+
+
+def test_policy_chunk_incompatibility_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match="chunk_size=16 does not suit policy 'vllm'"):
+        Engine(pol.make("vllm"), chunk_size=16, model=MODEL)  # align needs chunk >= 64
+    e = Engine(pol.make("vllm", block_size=16), chunk_size=16, model=MODEL)
+    e.generate(SYS + "ok", 1)
     e.check_integrity()

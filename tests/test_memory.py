@@ -240,6 +240,18 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="uint8"):
         pool.write("kv", int(v[1]), np.zeros(2, np.float32))
     assert pool.alloc("kv", 0).size == 0
+    st = pool.alloc("state", 1)
+    # floats and bools are not ids: 1.7 must not be truncated to 1, True must not mean 1
+    for bad in ([1.7], 1.0, [True], True, np.array([0.0]), ["1"]):
+        with pytest.raises(ValueError, match="vids must be integer"):
+            pool.free("state", bad)
+        with pytest.raises(ValueError, match="vids must be integer"):
+            pool.physical("state", bad)
+    with pytest.raises(ValueError, match="1-D"):
+        pool.free("state", [[int(st[0])]])
+    assert pool.free("state", []) == 0
+    assert pool.physical("kv", np.uint8(v[1])) == pool.physical("kv", int(v[1]))
+    assert pool.free("state", np.int32(st[0])) == 0 and pool.stats().state_used_bytes == 0
     pool.check_integrity()
 
 

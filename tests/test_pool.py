@@ -172,13 +172,16 @@ def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
     pp = PingPong(pool, strategy)
     req = pp.open("r1")
     assert pool.n_used == SLOTS_UP_FRONT[strategy]
-    pool.bind(req.active, _states(rng))
+    st = _states(rng)
+    pool.bind(req.active, st)
     first = pp.track(req, 16)
     if strategy == "no_buffer":
         assert first is None and pp.keep(req) is None
     else:
         assert pp.keep(req) == (first, 16)
-        np.testing.assert_array_equal(pool.buffers(first)[0], pool.buffers(req.active)[0])
+        # compare with the states that were bound, not with the active slot (itself, if shared)
+        np.testing.assert_array_equal(pool.buffers(first)[0], np.stack([x.S for x in st]))
+        np.testing.assert_array_equal(pool.buffers(first)[1], np.stack([x.conv for x in st]))
         pool.bind(req.active, _states(rng))
         second = pp.track(req, 32)
         assert second != first and pool.n_used == 3  # lazy took its second slot now
@@ -221,3 +224,54 @@ def test_bad_arguments() -> None:
         pool.free(7)
     with pytest.raises(ValueError, match="n must be"):
         pool.can_allocate(-1)
+
+
+@pytest.mark.parametrize("strategy", ["extra_buffer", "extra_buffer_lazy"])
+def test_track_copies_the_active_state(rng: np.random.Generator, strategy: str) -> None:
+    pool = ActivePool(SHAPE, 3)
+    pp = PingPong(pool, strategy)
+    req = pp.open("r1")
+    st = _states(rng)
+    pool.bind(req.active, st)
+    t = pp.track(req, 16)
+    assert t is not None
+    S_a, conv_a = pool.buffers(req.active)
+    S_t, conv_t = pool.buffers(t)
+    assert not np.shares_memory(S_a, S_t) and not np.shares_memory(conv_a, conv_t)
+    want_S = np.stack([x.S for x in st])
+    want_conv = np.stack([x.conv for x in st])
+    # the request keeps running in place: the tracked state must not move
+    S_a[...] += 3.0
+    conv_a[...] -= 2.0
+    np.testing.assert_array_equal(pool.buffers(t)[0], want_S)
+    np.testing.assert_array_equal(pool.buffers(t)[1], want_conv)
+    # donate the track slot: the checkpoint holds the boundary state, the active slot stays
+    # writable and further in-place writes reach neither the checkpoint nor its digest
+    ck = CheckpointPool(SHAPE, 2)
+    c = ck.donate(pool, t, "tree")
+    pp.mark_donated(req, t)
+    assert S_a.flags.writeable and conv_a.flags.writeable
+    S_a[...] *= -1.0
+    conv_a[...] += 7.0
+    np.testing.assert_array_equal(ck.raw(c)[0], want_S)
+    np.testing.assert_array_equal(ck.raw(c)[1], want_conv)
+    ck.check_integrity()
+    pool.check_integrity()
+    pp.close(req)
+
+
+def test_lazy_second_slot_unavailable_skips_the_track(rng: np.random.Generator) -> None:
+    pool = ActivePool(SHAPE, 2)  # exactly the lazy strategy's up-front slots
+    pp = PingPong(pool, "extra_buffer_lazy")
+    req = pp.open("r1")
+    st = _states(rng)
+    pool.bind(req.active, st)
+    first = pp.track(req, 16)
+    assert first is not None and pp.track_writes == 1
+    pool.bind(req.active, _states(rng))
+    assert pp.track(req, 32) is None  # no slot for the lazy second track: skipped
+    assert pp.track_writes == 1 and pool.n_used == 2 and len(req.track) == 1
+    assert pp.valid(req) == [(first, 16)]  # the first tracked state is intact
+    np.testing.assert_array_equal(pool.buffers(first)[0], np.stack([x.S for x in st]))
+    pp.close(req)
+    pool.check_integrity()

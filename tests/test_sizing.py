@@ -222,9 +222,11 @@ def test_log_fp8kv_bf16ssm_80_slots():
     assert sz.kv_allocation_log(K3, 1947648, "fp8_e4m3") == (
         "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1947648, KV size: 25.08 GB"
     )
-    # "#full token: 206080, full token usage: 0.11, mamba num: 64, mamba usage: 0.80"
-    assert round(206080 / 1947648, 2) == 0.11
-    assert round(64 / 80, 2) == 0.80
+    # "#full token: 206080, full token usage: 0.11, mamba num: 64, mamba usage: 0.80": the
+    # usage line of the same server (1947648 KV tokens, 80 state slots as allocated above)
+    assert sz.usage_log(206080, 1947648, 64, 80) == (
+        "#full token: 206080, full token usage: 0.11, mamba num: 64, mamba usage: 0.80"
+    )
     # kv_tokens_for_bytes inverts the KV line
     assert sz.kv_tokens_for_bytes(K3, 1947648 * 13824, "fp8_e4m3") == 1947648
 
@@ -308,13 +310,35 @@ def test_split_memory_formula():
     assert big.max_mamba_cache_size > s.max_mamba_cache_size and big.kv_tokens < s.kv_tokens
     with pytest.raises(ValueError, match="ratio"):
         sz.split_memory(K3, rest, ratio=0.0)
+    for bad in (True, False, np.bool_(True), "0.9", None, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="ratio"):
+            sz.split_memory(K3, rest, ratio=bad)  # type: ignore[arg-type]
+    # numpy numbers are numbers
+    assert sz.split_memory(K3, rest, ratio=np.float64(0.9), tp=8) == s
+
+
+def test_pool_usage_and_usage_log_validate():
+    assert sz.pool_usage(0, 0) == 0.0
+    assert sz.pool_usage(3, 4) == 0.75
+    # usages are printed with two decimals, as SGLang does
+    assert sz.usage_log(0, 10, 1, 3) == (
+        "#full token: 0, full token usage: 0.00, mamba num: 1, mamba usage: 0.33"
+    )
+    with pytest.raises(ValueError, match="full_used"):
+        sz.usage_log(11, 10, 1, 3)
+    with pytest.raises(ValueError, match="mamba_used"):
+        sz.usage_log(1, 10, True, 3)
+    with pytest.raises(ValueError, match="total"):
+        sz.pool_usage(1, -1)
+    with pytest.raises(ValueError, match="chunked_prefill_size"):
+        sz.checkpoints_upper_bound(10, 0)
 
 
 def test_checkpoints_per_request_seed_examples():
     # "输入13600, 输出512, chunked prefill 6144 总共进行3次prefill计算存3个state,
     #  然后decode完成存一次, 总共4个mamba state"; bound "in_len // chunked_prefill_size + 2"
     assert sz.checkpoints_per_request(13600, 512, chunked_prefill_size=6144) == 4
-    assert 13600 // 6144 + 2 == 4
+    assert sz.checkpoints_upper_bound(13600, chunked_prefill_size=6144) == 4
     # short decode that crosses no interval boundary adds nothing
     assert sz.checkpoints_per_request(13600, 30, chunked_prefill_size=6144) == 3
     # "prompt 长度为1000、interval 为256, decode checkpoint 会在总长度1024、1280、1536 ...
@@ -344,8 +368,10 @@ def test_checkpoints_vectorised_agrees_with_naive():
     assert sz.mean_checkpoints_per_request(ins, outs, 6144, 256) == pytest.approx(
         float(np.mean(naive)), abs=1e-12
     )
-    for a, b in zip(ins[:20], outs[:20]):
-        assert sz.checkpoints_per_request(int(a), int(b), 6144, 256) <= int(a) // 6144 + 2
+    bound = [sz.checkpoints_upper_bound(int(a), 6144) for a in ins]
+    assert all(n <= b for n, b in zip(scalar, bound))
+    # the bound is tight: reached when the prompt is not a chunk multiple and decode tracks
+    assert any(n == b for n, b in zip(scalar, bound))
 
 
 def test_balanced_ratio_balances():

@@ -115,6 +115,18 @@ def test_int8_and_budget_options() -> None:
     assert (
         q.requests[0].pools.checkpoint_slot_bytes < native.requests[0].pools.checkpoint_slot_bytes
     )
+    # INT8: the replay still ends at distance 0 from its own state at the match, but that state
+    # is not the uncached one; uncached_error says by how much (naive twin: a fresh prefill)
+    model = TinyHybrid()
+    for v in q.requests[1:]:
+        tr, tl = v.trace, v.timeline
+        assert tl.restore_at > 0 and tr.dist[-1] == 0.0
+        st = model.new_state()
+        model.prefill(encode(v.prompt)[: tl.token_match], st)
+        S = np.stack([x.S for x in st.kda])
+        naive = float(np.linalg.norm(tr.states[-1] - S) / np.linalg.norm(S))
+        assert tr.uncached_error == pytest.approx(naive, rel=1e-9)
+        assert 1e-4 < tr.uncached_error < 0.05  # measured 0.006-0.009
 
 
 def test_restore_drift() -> None:

@@ -104,7 +104,7 @@ def test_trace_is_read_only(conv: W.Trace) -> None:
         (_line(hash_ids=[0, -1]), "non-negative ints"),
         (_line(hash_ids=[0, "a"]), "non-negative ints"),
         (_line(hash_ids="01"), "must be a list"),
-        ("", "empty line"),
+        ("  x  ", "invalid JSON"),
     ],
 )
 def test_bad_lines_name_the_line_number(line: str, msg: str) -> None:
@@ -144,6 +144,19 @@ def test_load_mooncake_roundtrip(tmp_path) -> None:
     assert t.offsets.tolist() == [0, 1, 4]
     assert t.blocks.tolist() == [0, 0, 1, 2]
     assert W.ideal_prefix_tokens(t).tolist() == [0, 512]
+    # blank lines (a trailing one, a blank one in between, whitespace) are skipped
+    q = tmp_path / "blank.jsonl"
+    q.write_text(p.read_text().replace("\n", "\n\n", 1) + "\n  \n")
+    t2 = W.load_mooncake(q)
+    assert len(t2) == 2 and t2.blocks.tolist() == t.blocks.tolist()
+    assert t2.arrival_s.tolist() == t.arrival_s.tolist()
+    # a malformed line after blank lines still fails, with its line number in the file
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(q.read_text() + _line(timestamp=2000, hash_ids=[0]) + "\n")
+    with pytest.raises(ValueError, match="line 6: .*needs"):
+        W.load_mooncake(bad)
+    with pytest.raises(ValueError, match="no requests"):
+        W.parse_mooncake_lines(["", "  ", "\n"])
 
 
 def _check_synthetic(t: W.Trace) -> None:

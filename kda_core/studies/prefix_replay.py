@@ -16,9 +16,10 @@ once (stepping through the replay only indexes precomputed arrays):
   evictions (cumulative over the scenario so far);
 * ``ReplayTrace`` - one step per replayed token: position, token, the stacked KDA states
   ``states [n, L, H, K, V]``, ``dist [n]`` = relative Frobenius distance of all KDA states to
-  the state at the token match (the uncached state: ``uncached_error`` is its distance to an
-  independent uncached prefill, ~1e-16), exactly 0 at the match; ``heatmap`` slices one
-  (step, layer, head).
+  the replayed state at the token match (exactly 0 there); ``uncached_error`` is that state's
+  relative distance to an uncached prefill of the same tokens (the engine's
+  ``dist_to_uncached`` at the match): ~1e-16 for exact restores, the propagated quantization
+  error (~1e-3) with INT8 checkpoints. ``heatmap`` slices one (step, layer, head).
 
 ``restore_drift`` runs a scenario three ways (exact restore, INT8 checkpoints, and the
 inconsistent teaching restore for one request: MLA KV at the token match, KDA state at the
@@ -172,10 +173,10 @@ class ReplayTrace:
     positions: np.ndarray  # [n]
     tokens: np.ndarray  # [n] token consumed to reach the position (-1 at n=0 root)
     token_text: tuple[str, ...]
-    dist: np.ndarray  # [n] relative distance to the state at the match; dist[-1] == 0
+    dist: np.ndarray  # [n] relative distance to the replayed state at the match; dist[-1] == 0
     state_norm: np.ndarray  # [n]
     states: np.ndarray  # [n, L, H, K, V]
-    uncached_error: float  # distance of the state at the match to an uncached prefill
+    uncached_error: float  # relative distance of the state at the match to an uncached prefill
 
 
 @dataclass(slots=True, frozen=True)
@@ -352,13 +353,8 @@ def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
         return ReplayTrace(
             np.zeros(0, np.int64), np.zeros(0, np.int64), (), e, e, np.zeros(shape), 0.0
         )
-    ref = model.new_state()
-    if r.token_match:
-        model.prefill(list(r.prompt[: r.token_match]), ref)
-    S_ref = np.stack([s.S for s in ref.kda])
-    target = r.replay_states[-1]
-    den = float(np.linalg.norm(S_ref))
-    unc = float(np.linalg.norm(target - S_ref)) / den if den > 0 else 0.0
+    # the engine measured the state at the match against an uncached prefill (record_states)
+    unc = float(steps[-1].dist_to_uncached)
     toks = np.array([r.prompt[s.pos - 1] for s in steps], dtype=np.int64)
     return ReplayTrace(
         positions=np.array([s.pos for s in steps], dtype=np.int64),

@@ -1,0 +1,559 @@
+"""Shared UI helpers for every KDA State Lab app (a stable API: the seven apps build on it).
+
+Apps draw what ``kda_core.studies`` returns; this module holds only presentation glue.
+
+Registry (the hub lists every entry; a module that does not exist yet is skipped)
+    ``AppInfo(name, title, title_zh, blurb, blurb_zh)``; ``.thumbnail`` -> Path | None
+    (``assets/screenshots/thumbs/<name>.png``, the first figure, else the full page
+    ``assets/screenshots/<name>.png``, once ``python -m apps.screenshots`` ran).
+    ``APPS: tuple[AppInfo, ...]`` (all seven, hub order); ``app_info(name) -> AppInfo``;
+    ``load_app(name) -> module | None`` (None plus a log line when ``apps/<name>.py`` is missing
+    or fails to import).
+
+Palette: ``COLORS`` (kv, state, conv, replay, prefill, decode, hit, free, checkpoint, neutral)
+    and ``SERIES`` re-exported from ``kda_core.palette``.
+
+Layout (call inside ``with gr.Blocks() as demo:``)
+    ``header(name, title, en, zh) -> Lang``: the title, an English / 中文 switch
+        (``elem_id=f"{name}-lang"``) and the plain-language explanation, shown in the chosen
+        language. ``lang.labels({component: "中文标签", ...})`` at the end of ``build()`` makes
+        the switch translate those components' labels as well (English = the label they were
+        built with). ``lang.radio`` is the switch.
+    ``figure_slot(elem_id, label, value=None) -> FigureSlot(plot, csv)``: a ``gr.Plot``
+        (``elem_id``, optional initial figure) and a "Download CSV" button
+        (``elem_id + "-csv"``). A callback returns ``(figure, csv_path)`` into
+        ``[slot.plot, slot.csv]``; ``slot.outputs`` is that list.
+
+Figures
+    ``style(fig, title, x_title, y_title, *, height=400, legend=True) -> go.Figure``: one look
+        for every figure (a light white template "kda", pinned font, title, axis titles with
+        units, hover mode, horizontal legend at the bottom under the x-axis title).
+    ``empty_figure(title, message)``: a placeholder figure with a centred note.
+
+Data behind each figure (CSV, written to a per-process temp dir, named by a content hash so
+repeated calls do not pile up files)
+    ``write_csv(stem, columns: Mapping[str, Sequence]) -> str`` (equal-length columns).
+    ``series_csv(stem, series: Mapping[str, (x, y)], x_name, y_name) -> str`` (long format:
+        series, x, y; for series of different lengths).
+
+Validation (every message names the argument and the allowed range)
+    ``check_int(name, value, lo, hi) -> int``, ``check_float(name, value, lo, hi) -> float``,
+    ``check_choice(name, value, choices) -> str``: raise ``gr.Error``.
+    ``@study_errors``: a decorator turning ``ValueError`` (kda_core's bad-input error) into
+    ``gr.Error`` with the same message; keeps the wrapped signature (``gr.Progress`` works).
+
+Launch
+    ``THEME``, ``CSS``, ``LAUNCH_KWARGS`` (theme, css, footer_links, run_history: Gradio 6
+    takes them in ``launch()`` / ``mount_gradio_app``), ``HOST`` = 127.0.0.1, ``PORT`` = 7860.
+    ``main(build, argv=None)``: ``python -m apps.<name> [--host H] [--port P]`` for one app.
+    ``launched(demo)``: context manager serving ``demo`` in-process (prevent_thread_lock) on
+    127.0.0.1, yields the URL (tests, benchmarks).
+    ``plot_from_client(value) -> dict``: a ``gradio_client`` plot output as a plotly figure
+    dict with base64 typed arrays decoded to lists.
+
+Testing helpers live in ``tests/e2e/conftest.py`` (browser fixtures ``app_url``, ``hub_url``,
+``browser``, ``ui``; see its docstring).
+
+Conventions every app follows: ``build() -> gr.Blocks``; elem_ids and api_names prefixed with
+the app name (``memory_planner_plan``, ``memory_planner-sizes``); public main actions carry a
+snake_case ``api_name``; UI plumbing (language switch, timers) uses ``api_visibility="private"``;
+per-session data lives in ``gr.State``; the default renders on ``demo.load``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import csv
+import functools
+import hashlib
+import importlib
+import importlib.util
+import io
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from kda_core.palette import COLORS, SERIES
+
+log = logging.getLogger("apps")
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets"
+SCREENSHOTS = ASSETS / "screenshots"
+HOST = "127.0.0.1"
+PORT = 7860
+FONT = "Liberation Sans, DejaVu Sans, Arial, sans-serif"
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppInfo:
+    """One hub card: ``name`` is the module (``apps/<name>.py``) and the URL path (``/<name>``)."""
+
+    name: str
+    title: str
+    title_zh: str
+    blurb: str
+    blurb_zh: str
+
+    @property
+    def thumbnail(self) -> Path | None:
+        """The card image: the first figure (``thumbs/<name>.png``), else the whole page."""
+        for p in (SCREENSHOTS / "thumbs" / f"{self.name}.png", SCREENSHOTS / f"{self.name}.png"):
+            if p.is_file():
+                return p
+        return None
+
+
+APPS: tuple[AppInfo, ...] = (
+    AppInfo(
+        "prefix_replay",
+        "Prefix replay",
+        "前缀命中与重放",
+        "Send requests through the KDA-aware cache and step through the replay to the match.",
+        "把请求送进 KDA 感知的缓存，逐 token 观察从检查点重放到匹配点。",
+    ),
+    AppInfo(
+        "int8_checkpoint",
+        "INT8 checkpoints",
+        "INT8 检查点",
+        "Park a real state as INT8 / fp8 / bf16, restore it, and watch the error and divergence.",
+        "把真实状态以 INT8 / fp8 / bf16 停放再恢复，观察误差与后续输出的偏离。",
+    ),
+    AppInfo(
+        "checkpoint_density",
+        "Checkpoint density",
+        "检查点密度",
+        "Checkpoint every K tokens: state memory ~1/K against replayed tokens ~K, on a real trace.",
+        "每 K 个 token 存一个检查点：状态显存 ~1/K，重放 token ~K，在真实 trace 上权衡。",
+    ),
+    AppInfo(
+        "unified_memory",
+        "Unified memory",
+        "统一显存池",
+        "One byte buffer, MLA KV from one end and state slots from the other, vs static splits.",
+        "一块显存，MLA KV 从一端增长、状态槽从另一端增长，对比静态划分。",
+    ),
+    AppInfo(
+        "chunk_scan",
+        "Chunk scan",
+        "分块扫描",
+        "Chunked equals recurrent; segment maps compose in any grouping but not in any order.",
+        "分块计算等于逐步递推；段映射可任意结合，但不可交换顺序。",
+    ),
+    AppInfo(
+        "speculative_replay",
+        "Speculative replay",
+        "投机解码重放",
+        "Verify D draft tokens, accept a prefix, commit exactly by replaying from the ring.",
+        "验证 D 个草稿 token，接受前缀，从环形缓冲精确重放提交。",
+    ),
+    AppInfo(
+        "memory_planner",
+        "Memory planner",
+        "显存规划",
+        "Real configs: state per request, MLA KV per token, slots, and max running requests.",
+        "真实模型配置：每请求状态、每 token MLA KV、槽位与最大并发请求数。",
+    ),
+)
+
+
+def app_info(name: str) -> AppInfo:
+    for a in APPS:
+        if a.name == name:
+            return a
+    raise KeyError(f"unknown app {name!r}; known: {[a.name for a in APPS]}")
+
+
+def load_app(name: str) -> ModuleType | None:
+    """Import ``apps.<name>``; None (and a log line) when it does not exist or fails to import."""
+    mod = f"apps.{name}"
+    if importlib.util.find_spec(mod) is None:
+        log.warning("app %s skipped: %s.py does not exist yet", name, mod.replace(".", "/"))
+        return None
+    try:
+        m = importlib.import_module(mod)
+    except Exception:  # the hub must survive one broken app
+        log.exception("app %s skipped: import failed", name)
+        return None
+    if not callable(getattr(m, "build", None)):
+        log.warning("app %s skipped: no build()", name)
+        return None
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+# ---------------------------------------------------------------------------------------------
+
+LANGS: tuple[str, str] = ("English", "中文")
+
+
+@dataclass(slots=True)
+class Lang:
+    """The language switch of one app (see ``header``)."""
+
+    radio: gr.Radio
+    text: gr.Markdown
+    en: str
+    zh: str
+    _wired: bool = False
+    _labels: dict[Any, tuple[str, str]] = field(default_factory=dict)
+
+    def labels(self, mapping: Mapping[Any, str]) -> None:
+        """Also translate these components' labels (component -> Chinese label). Call once, at
+        the end of ``build()``, inside the Blocks context."""
+        if self._wired:
+            raise RuntimeError("Lang.labels may be called once per app")
+        self._wired = True
+        comps = list(mapping)
+        self._labels = {c: (str(c.label), zh) for c, zh in mapping.items()}
+        labels = self._labels
+
+        def switch(lang: str) -> list[Any]:
+            i = 1 if lang == LANGS[1] else 0
+            return [gr.update(label=labels[c][i]) for c in comps]
+
+        if comps:
+            self.radio.change(
+                switch, self.radio, comps, api_visibility="private", show_progress="hidden"
+            )
+
+
+def header(name: str, title: str, en: str, zh: str) -> Lang:
+    """Title + English/中文 switch + explanation (English first). Returns the ``Lang``."""
+    with gr.Row(equal_height=True):
+        gr.Markdown(f"# {title}", elem_id=f"{name}-title")
+        radio = gr.Radio(
+            list(LANGS),
+            value=LANGS[0],
+            show_label=False,
+            container=False,
+            elem_id=f"{name}-lang",
+            scale=0,
+            min_width=200,
+        )
+    text = gr.Markdown(en, elem_id=f"{name}-intro", elem_classes=["kda-intro"])
+    lang = Lang(radio, text, en, zh)
+    radio.change(
+        lambda v: zh if v == LANGS[1] else en,
+        radio,
+        text,
+        api_visibility="private",
+        show_progress="hidden",
+    )
+    return lang
+
+
+@dataclass(frozen=True, slots=True)
+class FigureSlot:
+    plot: gr.Plot
+    csv: gr.DownloadButton
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.plot, self.csv]
+
+
+def figure_slot(elem_id: str, label: str, value: go.Figure | None = None) -> FigureSlot:
+    """A plot (optionally with an initial figure) and its "Download CSV" button."""
+    plot = gr.Plot(value, label=label, elem_id=elem_id, show_label=False)
+    btn = gr.DownloadButton(
+        "Download CSV", elem_id=f"{elem_id}-csv", size="sm", variant="secondary"
+    )
+    return FigureSlot(plot, btn)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+
+
+_AXIS = {"gridcolor": "#EBF0F8", "zerolinecolor": "#EBF0F8", "automargin": True}
+# A small white template: plotly_white's look without its cost (assigning plotly_white deep-
+# copies a large template, ~20 ms per figure; this one ~3 ms).
+pio.templates["kda"] = go.layout.Template(
+    layout={
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "colorway": list(SERIES),
+        "xaxis": _AXIS,
+        "yaxis": _AXIS,
+        "hoverlabel": {"align": "left"},
+    }
+)
+
+
+def style(
+    fig: go.Figure,
+    title: str,
+    x_title: str,
+    y_title: str,
+    *,
+    height: int = 400,
+    legend: bool = True,
+) -> go.Figure:
+    """Apply the suite's look; titles should carry units, e.g. ``"context (tokens)"``."""
+    fig.update_layout(
+        template="kda",
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        font={"family": FONT, "size": 12},
+        height=height,
+        margin={"l": 64, "r": 24, "t": 44, "b": 112 if legend else 52},
+        hovermode="closest",
+        showlegend=legend,
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0.0,
+            "yanchor": "bottom",
+            "x": 0.0,
+            "xanchor": "left",
+            "font": {"size": 11},
+        },
+    )
+    fig.update_xaxes(title_text=x_title, showline=True, linecolor="#888", zeroline=False)
+    fig.update_yaxes(title_text=y_title, showline=True, linecolor="#888", zeroline=False)
+    return fig
+
+
+def empty_figure(title: str, message: str = "no data") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    style(fig, title, "", "", legend=False)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV of the data behind a figure
+# ---------------------------------------------------------------------------------------------
+
+_CSV_DIR: Path | None = None
+
+
+def _csv_dir() -> Path:
+    global _CSV_DIR
+    if _CSV_DIR is None or not _CSV_DIR.is_dir():
+        _CSV_DIR = Path(tempfile.mkdtemp(prefix="kda-csv-"))
+    return _CSV_DIR
+
+
+def _cell(x: object) -> object:
+    if isinstance(x, (float, np.floating)):
+        return repr(float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _write(stem: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for r in rows:
+        w.writerow([_cell(x) for x in r])
+    text = buf.getvalue()
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem) or "data"
+    path = _csv_dir() / f"{safe}-{digest}.csv"
+    if not path.is_file():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return str(path)
+
+
+def write_csv(stem: str, columns: Mapping[str, Sequence[object] | np.ndarray]) -> str:
+    """Write equal-length columns as ``<stem>-<hash>.csv``; returns the path."""
+    cols = {
+        k: list(np.asarray(v).tolist()) if isinstance(v, np.ndarray) else list(v)
+        for k, v in columns.items()
+    }
+    lengths = {len(v) for v in cols.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"write_csv: columns must have equal lengths, got {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    return _write(stem, list(cols), [[cols[k][i] for k in cols] for i in range(n)])
+
+
+def series_csv(
+    stem: str,
+    series: Mapping[str, tuple[Sequence[object] | np.ndarray, Sequence[object] | np.ndarray]],
+    x_name: str = "x",
+    y_name: str = "y",
+) -> str:
+    """Long format (series, x, y) for several series of possibly different lengths."""
+    rows: list[list[object]] = []
+    for name, (x, y) in series.items():
+        xs = np.asarray(x).tolist()
+        ys = np.asarray(y).tolist()
+        if len(xs) != len(ys):
+            raise ValueError(f"series_csv: {name!r} has {len(xs)} x and {len(ys)} y values")
+        rows.extend([name, a, b] for a, b in zip(xs, ys))
+    return _write(stem, ["series", x_name, y_name], rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _err(message: str) -> gr.Error:
+    return gr.Error(message, print_exception=False)
+
+
+def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
+    try:
+        if isinstance(value, bool) or value is None or (isinstance(value, str) and not value):
+            raise TypeError
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {value!r}") from None
+    if not math.isfinite(v) or not lo <= v <= hi:
+        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {value!r}")
+    return v
+
+
+def check_int(name: str, value: object, lo: int, hi: int) -> int:
+    """``value`` as an int in ``[lo, hi]`` (integral floats such as 3.0 are accepted)."""
+    v = _number(name, value, lo, hi, "an integer")
+    if v != int(v):
+        raise _err(f"{name} must be an integer in [{lo:g}, {hi:g}], got {value!r}")
+    return int(v)
+
+
+def check_float(name: str, value: object, lo: float, hi: float) -> float:
+    return _number(name, value, lo, hi, "a number")
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise _err(f"{name} must be one of {list(choices)}, got {value!r}")
+    return str(value)
+
+
+def study_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn ``ValueError`` from the studies into ``gr.Error`` (same message)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from e
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch
+# ---------------------------------------------------------------------------------------------
+
+THEME = gr.themes.Default(primary_hue="indigo", secondary_hue="slate")
+CSS = """
+.gradio-container { max-width: 1280px !important; margin: auto; }
+.kda-intro { font-size: 0.97rem; }
+.kda-metrics table { font-size: 0.9rem; }
+"""
+LAUNCH_KWARGS: dict[str, Any] = {
+    "theme": THEME,
+    "css": CSS,
+    "footer_links": ["api"],
+    "run_history": False,
+}
+
+
+@contextlib.contextmanager
+def launched(demo: gr.Blocks) -> Iterator[str]:
+    """Serve ``demo`` in-process on 127.0.0.1 (a free port) for tests and benchmarks; yields
+    its URL and closes the server afterwards."""
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name=HOST, quiet=True, **LAUNCH_KWARGS)
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+def _decode_typed(x: Any) -> Any:
+    if isinstance(x, dict):
+        if set(x) >= {"dtype", "bdata"}:
+            arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
+            if "shape" in x:
+                shape = [int(n) for n in str(x["shape"]).split(",")]
+                arr = arr.reshape(shape)
+            return arr.tolist()
+        return {k: _decode_typed(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_decode_typed(v) for v in x]
+    return x
+
+
+def plot_from_client(value: Any) -> dict[str, Any]:
+    """A ``gr.Plot`` value as ``gradio_client`` returns it -> the plotly figure dict, with
+    plotly's base64 typed arrays (``{"dtype", "bdata"}``) decoded to lists."""
+    import json
+
+    if isinstance(value, dict) and "plot" in value:
+        value = value["plot"]
+    fig = json.loads(value) if isinstance(value, str) else value
+    return _decode_typed(fig)
+
+
+def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> None:
+    """``python -m apps.<name> [--host H] [--port P]``: serve one app (blocking)."""
+    ap = argparse.ArgumentParser(description="Serve one KDA State Lab app")
+    ap.add_argument("--host", default=HOST)
+    ap.add_argument("--port", type=int, default=PORT)
+    args = ap.parse_args(argv)
+    build().launch(server_name=args.host, server_port=args.port, **LAUNCH_KWARGS)
+
+
+__all__ = [
+    "APPS",
+    "AppInfo",
+    "COLORS",
+    "CSS",
+    "FigureSlot",
+    "HOST",
+    "LANGS",
+    "LAUNCH_KWARGS",
+    "Lang",
+    "PORT",
+    "SERIES",
+    "THEME",
+    "app_info",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "empty_figure",
+    "figure_slot",
+    "header",
+    "load_app",
+    "launched",
+    "main",
+    "plot_from_client",
+    "series_csv",
+    "study_errors",
+    "style",
+    "write_csv",
+]

@@ -1,0 +1,462 @@
+"""memory_planner: what a real KDA hybrid config costs per GPU and what SGLang would do with it.
+
+Draws ``kda_core.studies.planner.plan``: per-slot sizes, slots per request by strategy, max
+running requests (state- vs KV-limited), the capping message and allocation log lines, the
+ratio that balances a workload, and per-request memory vs context length (MLA grows, KDA flat).
+
+Main action: ``memory_planner_plan`` (all inputs -> sizes table, SGLang log, three figures
+with CSVs, this session's plan history). The history lives in ``gr.State`` (per browser tab).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from apps import common
+from apps.common import COLORS
+from kda_core import sizing
+from kda_core.studies import planner as pl
+
+NAME = "memory_planner"
+PRESETS = ("kimi-k3", "kimi-linear-48b", "custom")
+DTYPES = tuple(sizing.DTYPE_BYTES)
+STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
+MAX_HISTORY = 12
+
+EN = """**One GPU's cache budget for a KDA hybrid.** Every running request needs its own
+*fixed-size* KDA state (recurrent state + short-conv window, red) however long the context,
+while the MLA layers' KV cache (blue) grows with every token. SGLang splits the budget with
+`--mamba-full-memory-ratio`, and with radix caching each request *reserves several state slots*
+(live state + ping-pong track slots). **Look at:** which side caps *max running requests*
+(the two curves in the middle figure cross at the balancing ratio), where MLA KV overtakes the
+KDA slot on the context axis, and the message SGLang prints when the state cache is the limit."""
+
+ZH = """**一块 GPU 上 KDA 混合模型的缓存预算。** 每个正在运行的请求都需要一份*固定大小*的 KDA 状态
+（递推状态 + 短卷积窗口，红色），与上下文长度无关；而 MLA 层的 KV 缓存（蓝色）随每个 token 增长。
+SGLang 用 `--mamba-full-memory-ratio` 划分显存；开启 radix 缓存时每个请求要*预留多个状态槽*
+（活动状态 + 乒乓跟踪槽）。**请看：** 是哪一侧限制了*最大并发请求数*
+（中间图两条曲线在平衡比例处相交），在上下文轴上 MLA KV 在何处超过一个 KDA 槽位，
+以及状态缓存成为瓶颈时 SGLang 打印的提示。"""
+
+
+def _gib(n: float) -> str:
+    return f"{n / sizing.GIB:.2f} GiB"
+
+
+def _mib(n: float) -> str:
+    return f"{n / sizing.MIB:.1f} MiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures (pure: Plan -> figure, csv path)
+# ---------------------------------------------------------------------------------------------
+
+
+def fig_context(p: pl.Plan) -> tuple[go.Figure, str]:
+    x = p.context_lens
+    fig = go.Figure()
+    fig.add_scatter(
+        x=x,
+        y=p.mla_bytes / sizing.MIB,
+        name="MLA KV (grows per token)",
+        line={"color": COLORS["kv"], "width": 3},
+        hovertemplate="context %{x:,} tokens<br>MLA KV %{y:,.1f} MiB<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=p.kda_bytes / sizing.MIB,
+        name="KDA state + conv window (one slot, flat)",
+        line={"color": COLORS["state"], "width": 3},
+        hovertemplate="context %{x:,} tokens<br>KDA slot %{y:,.1f} MiB<extra></extra>",
+    )
+    fig.add_vline(
+        x=p.crossover_context,
+        line={"color": COLORS["neutral"], "dash": "dot"},
+        annotation_text=f"MLA > KDA from {p.crossover_context:,} tokens",
+        annotation_position="top left",
+    )
+    common.style(
+        fig,
+        f"One request's memory on one GPU vs context ({p.model}, TP{p.tp})",
+        "context length (tokens, log scale)",
+        "memory per request (MiB, log scale)",
+    )
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    csv = common.write_csv(
+        f"{NAME}-memory_vs_context",
+        {
+            "context_tokens": x,
+            "mla_kv_bytes": p.mla_bytes,
+            "kda_slot_bytes": p.kda_bytes,
+        },
+    )
+    return fig, csv
+
+
+def fig_ratio(p: pl.Plan) -> tuple[go.Figure, str]:
+    r = p.ratios
+    fig = go.Figure()
+    fig.add_scatter(
+        x=r,
+        y=p.running_by_state,
+        name="limit from state slots",
+        line={"color": COLORS["state"], "width": 3},
+        hovertemplate="ratio %{x:.3f}<br>%{y:,} requests (state)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=r,
+        y=p.running_by_kv,
+        name=f"limit from KV ({p.tokens_per_request:,} tokens/request)",
+        line={"color": COLORS["kv"], "width": 3},
+        hovertemplate="ratio %{x:.3f}<br>%{y:,} requests (KV)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=r,
+        y=np.minimum(p.running_by_state, p.running_by_kv),
+        name="max running requests",
+        line={"color": "black", "width": 1.5, "dash": "dash"},
+        hovertemplate="ratio %{x:.3f}<br>max running %{y:,}<extra></extra>",
+    )
+    fig.add_vline(
+        x=p.balanced_ratio,
+        line={"color": COLORS["checkpoint"], "dash": "dot"},
+        annotation_text=f"balanced {p.balanced_ratio:.3g}",
+        annotation_position="top right",
+    )
+    if p.ratios.min() <= p.ratio <= p.ratios.max():
+        fig.add_scatter(
+            x=[p.ratio],
+            y=[p.max_running],
+            mode="markers",
+            name=f"this plan (ratio {p.ratio:g})",
+            marker={"color": "black", "size": 11, "symbol": "diamond"},
+            hovertemplate="this plan<br>ratio %{x:g}<br>max running %{y:,}<extra></extra>",
+        )
+    common.style(
+        fig,
+        "Max running requests vs --mamba-full-memory-ratio",
+        "mamba-full-memory-ratio (state : KV bytes, log scale)",
+        "running requests",
+    )
+    fig.update_xaxes(type="log")
+    csv = common.write_csv(
+        f"{NAME}-running_vs_ratio",
+        {
+            "ratio": r,
+            "running_by_state": p.running_by_state,
+            "running_by_kv": p.running_by_kv,
+            "max_running": np.minimum(p.running_by_state, p.running_by_kv),
+        },
+    )
+    return fig, csv
+
+
+def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
+    names = list(p.strategy_names)
+    valid = p.strategy_reserved >= 0
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.14,
+        subplot_titles=("state slots per request", f"max running from {p.state_slots:,} slots"),
+    )
+    fig.add_bar(
+        x=names,
+        y=np.where(valid, p.strategy_reserved, 0),
+        name="slots reserved / request",
+        marker_color=COLORS["checkpoint"],
+        hovertemplate="%{x}<br>reserved %{y} slots<extra></extra>",
+        row=1,
+        col=1,
+    )
+    fig.add_bar(
+        x=names,
+        y=np.where(valid, p.strategy_held, 0),
+        name="slots held / request",
+        marker_color=COLORS["state"],
+        hovertemplate="%{x}<br>held %{y} slots<extra></extra>",
+        row=1,
+        col=1,
+    )
+    fig.add_bar(
+        x=names,
+        y=np.where(valid, p.strategy_max_running, 0),
+        name="max running requests (state cap)",
+        marker_color=COLORS["neutral"],
+        text=[f"{v:,}" if ok else "n/a" for v, ok in zip(p.strategy_max_running, valid)],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate="%{x}<br>max running %{y:,}<extra></extra>",
+        row=1,
+        col=2,
+    )
+    common.style(fig, "Radix strategies: slots per request and the concurrency they allow", "", "")
+    fig.update_layout(barmode="group", margin={"t": 80})
+    fig.update_yaxes(title_text="slots per request", row=1, col=1)
+    top = float(max(p.strategy_max_running.max(), 1))
+    fig.update_yaxes(title_text="running requests", range=[0, top * 1.18], row=1, col=2)
+    fig.update_xaxes(title_text="strategy")
+    csv = common.write_csv(
+        f"{NAME}-strategies",
+        {
+            "strategy": names,
+            "slots_reserved": p.strategy_reserved,
+            "slots_held": p.strategy_held,
+            "max_running_by_state": p.strategy_max_running,
+        },
+    )
+    return fig, csv
+
+
+def summary_markdown(p: pl.Plan) -> str:
+    rows = [
+        ("KDA recurrent state / slot", _mib(p.ssm_bytes), f"{p.spec.n_kda_layers} layers"),
+        ("conv window / slot", _mib(p.conv_bytes), f"kernel {p.spec.conv_kernel}"),
+        ("one state slot", _mib(p.slot_bytes), f"= {p.tokens_per_slot:,.0f} tokens of MLA KV"),
+        ("MLA KV / token", f"{p.kv_bytes_per_token:,} B", f"{p.spec.n_mla_layers} layers"),
+        ("state slots (max_mamba_cache_size)", f"{p.state_slots:,}", _gib(p.split.state_bytes)),
+        ("KV tokens", f"{p.kv_tokens:,}", _gib(p.kv_tokens * p.kv_bytes_per_token)),
+        (
+            "slots reserved / held per request",
+            f"{p.slots_per_request} / {p.slots_held}",
+            p.strategy,
+        ),
+        ("**max running requests**", f"**{p.max_running:,}**", f"limited by **{p.limited_by}**"),
+        (
+            "balancing ratio for this workload",
+            f"{p.balanced_ratio:.4g}",
+            f"{p.tokens_per_request:,} tokens / request",
+        ),
+        ("checkpoints per request", f"{p.checkpoints_per_request}", "chunk + decode track"),
+    ]
+    if p.draft_tokens:
+        ring = sum(p.ring_bytes.values())
+        rows.append(("ReplaySSM rings (all slots)", _gib(ring), f"L={p.ring_len}"))
+        rows.append(
+            ("per-draft states instead", _gib(p.naive_draft_state_bytes), f"D={p.draft_tokens}")
+        )
+    body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+    return "| quantity | value | note |\n|---|---:|---|\n" + body
+
+
+def log_text(p: pl.Plan) -> str:
+    lines = list(p.log_lines)
+    if p.capping_message:
+        lines.append(p.capping_message)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Callback
+# ---------------------------------------------------------------------------------------------
+
+
+def _spec(model, n_kda, n_mla, heads, head_dim, conv_k, lora, rope):
+    if model != "custom":
+        return model
+    return pl.custom_spec(
+        n_kda_layers=common.check_int("KDA layers", n_kda, 1, 512),
+        n_mla_layers=common.check_int("MLA layers", n_mla, 1, 512),
+        kda_heads=common.check_int("KDA heads", heads, 1, 1024),
+        head_dim=common.check_int("head dim", head_dim, 8, 1024),
+        conv_kernel=common.check_int("conv kernel", conv_k, 1, 16),
+        kv_lora_rank=common.check_int("kv_lora_rank", lora, 0, 8192),
+        qk_rope_head_dim=common.check_int("qk_rope_head_dim", rope, 0, 1024),
+    )
+
+
+@common.study_errors
+def run_plan(
+    model: str = "kimi-k3",
+    n_kda: float = 69,
+    n_mla: float = 24,
+    heads: float = 96,
+    head_dim: float = 128,
+    conv_k: float = 4,
+    lora: float = 512,
+    rope: float = 64,
+    tp: float = 8,
+    ssm_dtype: str = "bfloat16",
+    conv_dtype: str = "bfloat16",
+    kv_dtype: str = "bfloat16",
+    budget_gib: float = 28.0,
+    ratio: float = 0.9,
+    max_slots: float = 0,
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_lock: bool = False,
+    draft: float = 0,
+    input_len: float = 16_000,
+    output_len: float = 3_000,
+    history: list | None = None,
+):
+    """Validate, plan, draw. Returns the outputs wired in ``build``: summary, log, three
+    (figure, csv) pairs, the history table (markdown) and the history (session state)."""
+    model = common.check_choice("model", model, PRESETS)
+    spec = _spec(model, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
+    tp_i = common.check_int("TP", tp, 1, 64)
+    for nm, d in (("SSM dtype", ssm_dtype), ("conv dtype", conv_dtype), ("KV dtype", kv_dtype)):
+        common.check_choice(nm, d, DTYPES)
+    budget = common.check_float("GPU memory for caches (GiB)", budget_gib, 0.5, 1024)
+    r = common.check_float("mamba-full-memory-ratio", ratio, 0.01, 10)
+    slots = common.check_int("max_mamba_cache_size (0 = from ratio)", max_slots, 0, 1_000_000)
+    strategy = common.check_choice("strategy", strategy, STRATEGIES)
+    d = common.check_int("draft tokens D", draft, 0, 64)
+    i_len = common.check_int("input length", input_len, 1, 10_000_000)
+    o_len = common.check_int("output length", output_len, 0, 10_000_000)
+    heads_n = (sizing.preset(model) if model != "custom" else spec).kda_heads
+    if heads_n % tp_i:
+        raise gr.Error(f"TP must divide the {heads_n} KDA heads; got TP={tp_i}")
+    p = pl.plan(
+        spec,
+        tp=tp_i,
+        budget_gib=budget,
+        ratio=r,
+        max_mamba_cache_size=slots or None,
+        ssm_dtype=ssm_dtype,
+        conv_dtype=conv_dtype,
+        kv_dtype=kv_dtype,
+        strategy=strategy,
+        overlap=bool(overlap),
+        skip_decode_lock=bool(skip_lock),
+        draft_tokens=d,
+        input_len=i_len,
+        output_len=o_len,
+    )
+    f1, c1 = fig_context(p)
+    f2, c2 = fig_ratio(p)
+    f3, c3 = fig_strategies(p)
+    hist = list(history or [])
+    hist.append(
+        [
+            len(hist) + 1,
+            p.model,
+            p.tp,
+            f"{budget:g}",
+            f"{r:g}" if not slots else f"{slots} slots",
+            p.strategy,
+            p.max_running,
+            p.limited_by,
+        ]
+    )
+    hist = hist[-MAX_HISTORY:]
+    return summary_markdown(p), log_text(p), f1, c1, f2, c2, f3, c3, history_markdown(hist), hist
+
+
+HISTORY_HEADERS = [
+    "#",
+    "model",
+    "TP",
+    "GiB",
+    "ratio / slots",
+    "strategy",
+    "max running",
+    "limited by",
+]
+
+
+def history_markdown(hist: list) -> str:
+    head = "| " + " | ".join(HISTORY_HEADERS) + " |\n|" + "---|" * len(HISTORY_HEADERS)
+    body = "\n".join("| " + " | ".join(str(x) for x in row) + " |" for row in hist)
+    return "**Plans in this session**\n\n" + head + "\n" + body
+
+
+def build() -> gr.Blocks:
+    with gr.Blocks(title="Memory planner · KDA State Lab") as demo:
+        lang = common.header(NAME, "Memory planner · 显存规划", EN, ZH)
+        history = gr.State([])
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                model = gr.Dropdown(
+                    list(PRESETS), value="kimi-k3", label="Model", elem_id=f"{NAME}-model"
+                )
+                with gr.Accordion("Custom config (model = custom)", open=False):
+                    n_kda = gr.Number(69, label="KDA layers", precision=0)
+                    n_mla = gr.Number(24, label="MLA layers", precision=0)
+                    heads = gr.Number(96, label="KDA heads", precision=0)
+                    head_dim = gr.Number(128, label="head dim (K = V)", precision=0)
+                    conv_k = gr.Number(4, label="conv kernel", precision=0)
+                    lora = gr.Number(512, label="kv_lora_rank", precision=0)
+                    rope = gr.Number(64, label="qk_rope_head_dim", precision=0)
+                with gr.Row():
+                    tp = gr.Number(8, label="TP (1-64)", precision=0, elem_id=f"{NAME}-tp")
+                    budget = gr.Number(
+                        28, label="Cache memory per GPU (GiB)", elem_id=f"{NAME}-budget"
+                    )
+                with gr.Row():
+                    ratio = gr.Number(
+                        0.9, label="mamba-full-memory-ratio (0.01-10)", elem_id=f"{NAME}-ratio"
+                    )
+                    max_slots = gr.Number(0, label="max-mamba-cache-size (0 = ratio)", precision=0)
+                with gr.Row():
+                    ssm_dtype = gr.Dropdown(list(DTYPES), value="bfloat16", label="SSM dtype")
+                    conv_dtype = gr.Dropdown(list(DTYPES), value="bfloat16", label="conv dtype")
+                    kv_dtype = gr.Dropdown(list(DTYPES), value="bfloat16", label="KV dtype")
+                strategy = gr.Radio(list(STRATEGIES), value="extra_buffer", label="Radix strategy")
+                with gr.Row():
+                    overlap = gr.Checkbox(True, label="overlap scheduler")
+                    skip_lock = gr.Checkbox(False, label="skip decode lock")
+                with gr.Row():
+                    draft = gr.Number(0, label="speculative draft tokens D (0-64)", precision=0)
+                    input_len = gr.Number(
+                        16_000, label="input tokens", precision=0, elem_id=f"{NAME}-input"
+                    )
+                    output_len = gr.Number(3_000, label="output tokens", precision=0)
+                run = gr.Button("Plan", variant="primary", elem_id=f"{NAME}-run")
+            with gr.Column(scale=2):
+                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                logs = gr.Code(
+                    label="What SGLang would print", language=None, lines=4, elem_id=f"{NAME}-log"
+                )
+                s1 = common.figure_slot(f"{NAME}-context", "Memory vs context")
+                s2 = common.figure_slot(f"{NAME}-ratio-fig", "Running requests vs ratio")
+                s3 = common.figure_slot(f"{NAME}-strategies", "Strategies")
+                hist_md = gr.Markdown(elem_id=f"{NAME}-history", elem_classes=["kda-metrics"])
+        inputs = [
+            model,
+            n_kda,
+            n_mla,
+            heads,
+            head_dim,
+            conv_k,
+            lora,
+            rope,
+            tp,
+            ssm_dtype,
+            conv_dtype,
+            kv_dtype,
+            budget,
+            ratio,
+            max_slots,
+            strategy,
+            overlap,
+            skip_lock,
+            draft,
+            input_len,
+            output_len,
+            history,
+        ]
+        outputs = [summary, logs, *s1.outputs, *s2.outputs, *s3.outputs, hist_md, history]
+        run.click(run_plan, inputs, outputs, api_name=f"{NAME}_plan")
+        demo.load(run_plan, inputs, outputs, api_visibility="private")
+        lang.labels(
+            {
+                model: "模型",
+                tp: "张量并行 TP (1-64)",
+                budget: "每卡缓存显存 (GiB)",
+                ratio: "mamba-full-memory-ratio (0.01-10)",
+                strategy: "Radix 策略",
+                input_len: "输入 token 数",
+                output_len: "输出 token 数",
+                logs: "SGLang 会打印的日志",
+            }
+        )
+    return demo
+
+
+if __name__ == "__main__":
+    common.main(build)

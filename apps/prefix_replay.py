@@ -1,0 +1,942 @@
+"""prefix_replay: a token prefix hit is not a state hit; watch the replay close the gap.
+
+Draws ``kda_core.studies.prefix_replay``: requests (a built-in scenario or the reader's own
+texts, Chinese included) served one by one through the real caching engine on TinyHybrid. Per
+request: the token timeline (reused prefix vs replay span vs fresh prefill vs decode), the radix
+tree (checkpoint nodes vs KV-only tombstones, locks, LRU ages), the pools, and the replay stepped
+token by token with the KDA state heatmap and its distance to the uncached state (exactly 0 at
+the token match). The inconsistent restore (MLA KV at the match, KDA state at the checkpoint,
+no replay) shows how far the logits drift.
+
+Per-session data: ``Session`` in ``gr.State`` holds this tab's request texts, settings and the
+served result; two tabs never see each other's requests. The engine itself is rebuilt by the
+study for every (texts, settings) tuple (deterministic, cached), so changing a toggle re-serves
+the same session under the new settings.
+
+Public actions (api_name): ``prefix_replay_load`` (a built-in scenario), ``prefix_replay_send``
+(one more request), ``prefix_replay_apply`` (re-serve with new settings),
+``prefix_replay_inspect`` (request / layer / head / view), ``prefix_replay_step`` (go to a
+replay step), ``prefix_replay_prev`` / ``prefix_replay_next``. The play timer is private.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, replace
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from apps import common
+from apps.common import COLORS
+from kda_core.model import encode
+from kda_core.studies import prefix_replay as pr
+
+NAME = "prefix_replay"
+POLICIES = pr.POLICIES
+SCENARIOS = pr.SCENARIO_NAMES
+STAGES = ("while the request holds its restore lock", "after the request (inserted)")
+N_LAYERS = 6  # KDA layers of TinyHybrid (3 KDA : 1 MLA, 8 layers)
+N_HEADS = 4
+PLAY_INTERVAL_S = 0.4
+PHASE_STYLE = {
+    "restore": (COLORS["hit"], "reused: KV + state from the checkpoint"),
+    "replay": (COLORS["replay"], "replayed: KV cached, state recomputed"),
+    "prefill": (COLORS["prefill"], "fresh prefill (no token match)"),
+    "decode": (COLORS["decode"], "decode (generated tokens)"),
+}
+
+EN = """**A prefix hit is not a state hit.** The radix cache matches your prompt token by token,
+but a KDA layer can only resume where its *recurrent state and conv window* were saved together
+with the MLA KV: at a checkpoint. The engine restores the deepest checkpoint on the matched
+path and **replays** the tokens from there up to the token match (violet), then prefills the
+rest (green). **Look at:** the gap between the checkpoint diamond and the match line on the
+timeline; the tree (red nodes hold a state, grey ones are KV-only tombstones, black outlines are
+locked; hover a node for its locks and LRU ages); then press **Play**: the state heatmap
+converges and its distance to the uncached state
+falls to **exactly 0** at the match. Tick *inconsistent restore* to see what skipping the replay
+does to the logits."""
+
+ZH = (
+    "**前缀命中不等于状态命中。** radix 缓存逐 token 匹配你的提示词，但 KDA 层只能从*递推状态"
+    "与卷积窗口*和 MLA KV 一起保存的位置——检查点——继续。引擎恢复匹配路径上最深的检查点，然后"
+    "从那里**重放**到 token 匹配点（紫色），再预填充剩余部分（绿色）。**请看：** 时间线上检查"
+    "点菱形与匹配线之间的距离；radix 树（红色节点带状态，灰色是只有 KV 的墓碑节点，黑框表示被"
+    "锁定；悬停查看锁与 LRU 年龄）；然后按**Play**：状态热图逐步收敛，"
+    "它与不走缓存的状态之间的距离在匹配点**精确降为"
+    " 0**。勾选*不一致恢复* 看跳过重放会让 logits 偏离多远。"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Session (gr.State)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Session:
+    """One browser tab: its request texts, settings, the served result and the view."""
+
+    prompts: tuple[str, ...]
+    scenario: str  # a built-in name, or "custom" once the reader sent own texts
+    policy: str = "interval"
+    spacing: int = 32
+    slots: int | None = None
+    int8: bool = False
+    result: pr.ScenarioResult | None = None
+    req: int = 0
+    step: int = 0
+    layer: int = 0
+    head: int = 0
+    delta: bool = True
+    stage: int = 0
+
+    @property
+    def request(self) -> pr.RequestView:
+        assert self.result is not None
+        return self.result.requests[self.req]
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.request.trace.positions.size)
+
+
+def _serve(s: Session, progress: gr.Progress | None = None) -> Session:
+    if progress is not None:
+        progress(0.0, desc=f"serving {len(s.prompts)} request(s) through the engine")
+    res = pr.run_scenario(
+        s.scenario if s.scenario in SCENARIOS else "custom",
+        prompts=None if s.scenario in SCENARIOS else s.prompts,
+        policy=s.policy,
+        spacing=s.spacing,
+        int8=s.int8,
+        checkpoint_slots=s.slots,
+    )
+    return replace(s, result=res, req=len(res.requests) - 1, step=0)
+
+
+def _settings(policy: object, spacing: object, slots: object, int8: object) -> dict:
+    return {
+        "policy": common.check_choice("policy", policy, POLICIES),
+        "spacing": common.check_int("checkpoint spacing (tokens)", spacing, 1, 1024),
+        "slots": common.check_int("checkpoint slots (0 = unlimited)", slots, 0, 4096) or None,
+        "int8": bool(int8),
+    }
+
+
+def _view(layer: object, head: object, delta: object, stage: object) -> dict:
+    return {
+        "layer": common.check_int("KDA layer", layer, 0, N_LAYERS - 1),
+        "head": common.check_int("head", head, 0, N_HEADS - 1),
+        "delta": bool(delta),
+        "stage": STAGES.index(common.check_choice("tree snapshot", stage, STAGES)),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures (pure: study data -> figure, csv path)
+# ---------------------------------------------------------------------------------------------
+
+
+def _short(text: str, n: int = 28) -> str:
+    t = text.replace("\n", "⏎")
+    return t if len(t) <= n else "…" + t[-(n - 1) :]
+
+
+def fig_timeline(res: pr.ScenarioResult, sel: int) -> tuple[go.Figure, str]:
+    """One row per request: reused / replay / prefill / decode spans, checkpoints, match."""
+    fig = go.Figure()
+    rows = [f"#{i + 1}" for i in range(len(res.requests))]
+    shown: set[str] = set()
+    csv: dict[str, list] = {"request": [], "phase": [], "start": [], "end": []}
+    for i, r in enumerate(res.requests):
+        for a, b, ph in r.timeline.segments:
+            color, name = PHASE_STYLE[ph]
+            fig.add_bar(
+                y=[rows[i]],
+                x=[b - a],
+                base=[a],
+                orientation="h",
+                name=name,
+                legendgroup=ph,
+                showlegend=ph not in shown,
+                marker={"color": color, "line": {"width": 2 if i == sel else 0, "color": "black"}},
+                opacity=1.0 if i == sel else 0.55,
+                hovertemplate=(
+                    f"request #{i + 1}<br>{ph} [{a}, {b}): {b - a} tokens<extra></extra>"
+                ),
+            )
+            shown.add(ph)
+            for k, v in zip(csv, (i + 1, ph, a, b)):
+                csv[k].append(v)
+    cx = [p for r in res.requests for p in r.timeline.checkpoints]
+    cy = [rows[i] for i, r in enumerate(res.requests) for _ in r.timeline.checkpoints]
+    fig.add_scatter(
+        x=cx, y=cy, mode="markers", name="checkpoint parked (state + conv)",
+        marker={"symbol": "diamond", "size": 11, "color": COLORS["checkpoint"],
+                "line": {"width": 1, "color": "black"}},
+        hovertemplate="checkpoint at %{x} tokens<extra></extra>",
+    )  # fmt: skip
+    mx = [r.timeline.token_match for r in res.requests]
+    fig.add_scatter(
+        x=mx, y=rows, mode="markers", name="token match",
+        marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": "black"}},
+        hovertemplate="token match at %{x} tokens<extra></extra>",
+    )  # fmt: skip
+    t = res.requests[sel].timeline
+    for x, txt, pos in (
+        (t.restore_at, f"restore {t.restore_at}", "top left"),
+        (t.token_match, f"match {t.token_match}", "top right"),
+    ):
+        fig.add_vline(
+            x=x,
+            line={"color": COLORS["neutral"], "dash": "dot"},
+            annotation_text=txt,
+            annotation_position=pos,
+        )
+    common.style(
+        fig,
+        f"Token timeline: request #{sel + 1} restores at {t.restore_at}, replays "
+        f"{t.token_match - t.restore_at}, prefills {t.prompt_len - t.token_match}",
+        "token position (tokens)",
+        "request",
+        height=150 + 42 * len(rows),
+    )
+    fig.update_layout(barmode="overlay", bargap=0.35)
+    fig.update_yaxes(
+        type="category", autorange="reversed", categoryorder="array", categoryarray=rows
+    )
+    for i, p in enumerate(cx):
+        csv["request"].append(int(cy[i][1:]))
+        csv["phase"].append("checkpoint")
+        csv["start"].append(p)
+        csv["end"].append(p)
+    return fig, common.write_csv(f"{NAME}-timeline", csv)
+
+
+def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
+    """Icicle layout: a bar per node over its token span, one row per branch."""
+    fig = go.Figure()
+    kids = np.arange(snap.node_id.size)[snap.parent >= 0]
+    index = {int(n): i for i, n in enumerate(snap.node_id)}
+    locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
+    for has, color, name in (
+        (True, COLORS["state"], "checkpoint node (KV + KDA state)"),
+        (False, COLORS["free"], "tombstone (KV only, no state)"),
+    ):
+        sel = [i for i in kids if bool(snap.has_state[i]) == has]
+        if not sel:
+            continue
+        fig.add_bar(
+            y=snap.row[sel], x=(snap.end - snap.start)[sel], base=snap.start[sel],
+            orientation="h", name=name, width=0.6,
+            marker={"color": color, "line": {"width": [3 if locked[i] else 0.5 for i in sel],
+                                             "color": "black"}},
+            text=[snap.label[i] for i in sel], textposition="inside",
+            insidetextanchor="start", textfont={"color": "white" if has else "black"},
+            customdata=np.stack([snap.node_id[sel], snap.start[sel], snap.end[sel],
+                                 snap.kv_lock[sel], snap.state_lock[sel], snap.kv_age[sel],
+                                 snap.state_age[sel], snap.depth[sel]], axis=1),
+            hovertext=[snap.label[i] for i in sel],
+            hovertemplate=("node %{customdata[0]} '%{hovertext}'<br>tokens [%{customdata[1]}, "
+                           "%{customdata[2]}) depth %{customdata[7]}<br>locks: KV "
+                           "%{customdata[3]}, state %{customdata[4]}<br>LRU age: KV "
+                           "%{customdata[5]}, state %{customdata[6]} ticks<extra></extra>"),
+        )  # fmt: skip
+    ex: list = []
+    ey: list = []
+    for i in kids:
+        p = index[int(snap.parent[i])]
+        if snap.parent[i] != snap.node_id[0] and snap.row[p] != snap.row[i]:
+            ex += [snap.end[p], snap.start[i], None]
+            ey += [snap.row[p], snap.row[i], None]
+    if ex:
+        fig.add_scatter(
+            x=ex,
+            y=ey,
+            mode="lines",
+            name="edge to a branch",
+            line={"color": COLORS["neutral"], "width": 1},
+            hoverinfo="skip",
+        )
+    if locked[kids].any():
+        li = kids[locked[kids]]
+        fig.add_scatter(
+            x=snap.end[li], y=snap.row[li], mode="markers", name="locked (in use)",
+            marker={"symbol": "square-open", "size": 12, "color": "black",
+                    "line": {"width": 2}},
+            hovertemplate="locked node ends at %{x}<extra></extra>",
+        )  # fmt: skip
+    n_rows = int(snap.row.max()) + 1 if snap.row.size else 1
+    common.style(
+        fig,
+        f"{title}: {snap.states} checkpoint nodes, {snap.tombstones} tombstones",
+        "token position (tokens)",
+        "branch",
+        height=190 + 46 * n_rows,
+    )
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(
+        autorange="reversed",
+        tickmode="array",
+        tickvals=list(range(n_rows)),
+        ticktext=[f"b{r}" for r in range(n_rows)],
+    )
+    csv = common.write_csv(
+        f"{NAME}-tree",
+        {
+            "node_id": snap.node_id,
+            "parent": snap.parent,
+            "depth": snap.depth,
+            "start": snap.start,
+            "end": snap.end,
+            "has_state": snap.has_state,
+            "kv_lock": snap.kv_lock,
+            "state_lock": snap.state_lock,
+            "kv_lru_age": snap.kv_age,
+            "state_lru_age": snap.state_age,
+            "row": snap.row,
+            "label": list(snap.label),
+        },
+    )
+    return fig, csv
+
+
+_REPLAY_BASE: dict[tuple, tuple[pr.ReplayTrace, dict]] = {}
+_REPLAY_BASE_MAX = 64
+
+
+def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> dict:
+    """The styled replay figure of one (trace, layer, head, view) as a plain dict, built once:
+    a step only swaps the heatmap, the marker and the title (plotly's object model costs ~50 ms
+    per styled figure, a dict -> Figure ~5 ms; the step budget is 150 ms)."""
+    key = (id(trace), layer, head, delta)
+    hit = _REPLAY_BASE.get(key)
+    if hit is not None and hit[0] is trace:
+        return hit[1]
+    ref = trace.states[:, layer, head]
+    zmax = float(np.abs(ref - ref[-1] if delta else ref).max()) or 1.0
+    fig = make_subplots(
+        rows=1, cols=2, column_widths=[0.42, 0.58], horizontal_spacing=0.17,
+        subplot_titles=(
+            f"{'S − S_match' if delta else 'state S'} (KDA layer {layer}, head {head})",
+            f"distance to the state at the match (vs uncached: {trace.uncached_error:.0e})",
+        ),
+    )  # fmt: skip
+    fig.add_heatmap(
+        z=ref[0], zmin=-zmax, zmax=zmax, colorscale="RdBu_r", row=1, col=1,
+        colorbar={"title": {"text": "value"}, "x": 0.37, "len": 0.8, "thickness": 12},
+        hovertemplate="key k=%{y}, value v=%{x}<br>%{z:.4f}<extra></extra>", showlegend=False,
+    )  # fmt: skip
+    fig.add_scatter(
+        x=trace.positions, y=trace.dist, mode="lines+markers", row=1, col=2,
+        name="‖S − S_uncached‖ / ‖S_uncached‖ (all KDA layers)",
+        line={"color": COLORS["replay"], "width": 2}, marker={"size": 5},
+        customdata=np.array(trace.token_text, dtype=object),
+        hovertemplate="position %{x} (token '%{customdata}')<br>distance %{y:.3g}<extra></extra>",
+    )  # fmt: skip
+    fig.add_scatter(
+        x=[0], y=[0.0], mode="markers", row=1, col=2, name="this step",
+        marker={"size": 14, "color": COLORS["state"], "line": {"width": 1, "color": "black"}},
+        hovertemplate="step position %{x}<br>distance %{y:.3g}<extra></extra>",
+    )  # fmt: skip
+    common.style(fig, "Replay step", "", "", height=430)
+    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    fig.update_xaxes(title_text="value channel v", row=1, col=1, showline=False)
+    fig.update_yaxes(title_text="key channel k", row=1, col=1, autorange="reversed", showline=False)
+    fig.update_xaxes(title_text="token position (tokens)", row=1, col=2)
+    fig.update_yaxes(
+        title_text="relative distance (1 = norm of S)", row=1, col=2, rangemode="tozero"
+    )
+    base = fig.to_dict()
+    if len(_REPLAY_BASE) >= _REPLAY_BASE_MAX:
+        _REPLAY_BASE.pop(next(iter(_REPLAY_BASE)))
+    _REPLAY_BASE[key] = (trace, base)
+    return base
+
+
+def fig_replay(
+    trace: pr.ReplayTrace, step: int, layer: int, head: int, delta: bool, req: int
+) -> tuple[go.Figure, str]:
+    """Heatmap of one (layer, head) state at ``step`` + the distance to the uncached state."""
+    n = trace.positions.size
+    if n == 0:
+        fig = common.empty_figure(
+            f"Replay of request #{req + 1}",
+            "nothing restored: no checkpoint on this request's path (cold prefill)",
+        )
+        return fig, common.write_csv(f"{NAME}-replay", {"position": [], "distance": []})
+    S = pr.heatmap(trace, step, layer, head, delta=delta)
+    pos = int(trace.positions[step])
+    d = float(trace.dist[step])
+    tok = trace.token_text[step] if trace.tokens[step] >= 0 else "-"
+    at = "= the token match" if step == n - 1 else f"{n - 1 - step} tokens before the match"
+    base = _replay_base(trace, layer, head, delta)
+    data = [dict(t) for t in base["data"]]
+    data[0]["z"] = S
+    data[1]["x"], data[1]["y"] = trace.positions, trace.dist  # arrays, not base64 (tests)
+    data[2]["x"], data[2]["y"] = [pos], [d]
+    layout = dict(base["layout"])
+    layout["title"] = {
+        **layout["title"],
+        "text": f"Replay step {step}/{n - 1}: position {pos} (token '{tok}'), {at}; "
+        f"distance {d:.3g}",
+    }
+    fig = go.Figure({"data": data, "layout": layout})
+    kk, vv = np.meshgrid(np.arange(S.shape[0]), np.arange(S.shape[1]), indexing="ij")
+    rows = S.size + n
+    csv = common.write_csv(
+        f"{NAME}-replay",
+        {
+            "kind": ["state"] * S.size + ["distance"] * n,
+            "key_channel_or_position": np.concatenate([kk.ravel(), trace.positions]),
+            "value_channel": np.concatenate([vv.ravel(), np.full(n, -1)]),
+            "value": np.concatenate([S.ravel(), trace.dist]),
+            "step": [step] * rows,
+        },
+    )
+    return fig, csv
+
+
+def fig_pools(res: pr.ScenarioResult) -> tuple[go.Figure, str]:
+    """Cumulative pool counters after each request."""
+    x = [f"#{i + 1}" for i in range(len(res.requests))]
+    cols = {
+        "checkpoint slots used": ([r.pools.checkpoint_used for r in res.requests],
+                                  COLORS["checkpoint"]),
+        "COW copies (restores)": ([r.pools.copies for r in res.requests], COLORS["hit"]),
+        "donations (track slot -> pool)": ([r.pools.donations for r in res.requests],
+                                           COLORS["state"]),
+        "evicted states": ([r.pools.evicted_states for r in res.requests], COLORS["neutral"]),
+        "active slots (peak)": ([r.pools.active_peak for r in res.requests], COLORS["kv"]),
+    }  # fmt: skip
+    fig = go.Figure()
+    for name, (ys, color) in cols.items():
+        fig.add_bar(
+            x=x,
+            y=ys,
+            name=name,
+            marker_color=color,
+            hovertemplate=f"after request %{{x}}<br>{name}: %{{y}}<extra></extra>",
+        )
+    cap = res.requests[-1].pools.checkpoint_capacity
+    if cap < 4096:
+        fig.add_hline(
+            y=cap,
+            line={"color": COLORS["checkpoint"], "dash": "dash"},
+            annotation_text=f"checkpoint pool capacity {cap}",
+            annotation_position="top left",
+        )
+    common.style(
+        fig,
+        "Pools after each request (cumulative)",
+        "request",
+        "count (slots / events)",
+        height=360,
+    )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(type="category")
+    data = {"request": list(range(1, len(x) + 1))}
+    data.update({k: v for k, (v, _) in cols.items()})
+    data["checkpoint bytes"] = [r.pools.checkpoint_bytes for r in res.requests]
+    data["evicted KV tokens"] = [r.pools.evicted_kv_tokens for r in res.requests]
+    return fig, common.write_csv(f"{NAME}-pools", data)
+
+
+def fig_drift(d: pr.DriftStudy | None, spacing: int) -> tuple[go.Figure, str]:
+    if d is None:
+        fig = common.empty_figure(
+            "Logit drift of the inconsistent restore",
+            "tick 'Inconsistent restore' (settings) to restore MLA KV at the match and the KDA "
+            "state at the checkpoint, without replay",
+        )
+        fig.update_layout(height=160)
+        return fig, common.write_csv(f"{NAME}-drift", {"token": []})
+    n = np.arange(1, d.exact.size + 1)
+    fig = go.Figure()
+    floor = 1e-17  # exact restores differ by rounding only (~1e-15); keep them on a log axis
+    for y, name, color, toks in (
+        (d.inconsistent, "inconsistent: MLA at the match, KDA at the checkpoint, no replay",
+         COLORS["state"], d.inconsistent_tokens),
+        (d.int8, "INT8 checkpoint + exact replay", COLORS["checkpoint"], d.int8_tokens),
+        (d.exact, "exact restore + replay", COLORS["prefill"], d.exact_tokens),
+    ):  # fmt: skip
+        same = np.array(toks) == np.array(d.uncached_tokens)
+        fig.add_scatter(
+            x=n, y=np.maximum(y, floor), mode="lines+markers", name=name,
+            line={"color": color, "width": 2},
+            customdata=np.where(same, "same token", "different token"),
+            hovertemplate="generated token %{x}<br>max |Δlogit| %{y:.3g}<br>"
+                          "%{customdata} as the uncached run<extra></extra>",
+        )  # fmt: skip
+    agree = sum(a == b for a, b in zip(d.inconsistent_tokens, d.uncached_tokens))
+    common.style(
+        fig,
+        f"Request #{d.request + 1} (interval {spacing}: restore {d.restore_at}, match "
+        f"{d.token_match}): logit drift vs an uncached run; inconsistent keeps {agree}/{n.size} "
+        "greedy tokens",
+        "generated token (index)",
+        "max |logit − uncached logit| (log scale)",
+        height=380,
+    )
+    fig.update_yaxes(type="log", exponentformat="power")
+    csv = common.write_csv(
+        f"{NAME}-drift",
+        {
+            "token": n,
+            "exact": d.exact,
+            "int8": d.int8,
+            "inconsistent": d.inconsistent,
+            "uncached_token": list(d.uncached_tokens),
+            "inconsistent_token": list(d.inconsistent_tokens),
+        },
+    )
+    return fig, csv
+
+
+# ---------------------------------------------------------------------------------------------
+# Text panels
+# ---------------------------------------------------------------------------------------------
+
+
+def _esc(text: str) -> str:
+    t = html.escape(text.replace("\n", "⏎"))
+    return t.replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
+
+
+def summary_markdown(s: Session) -> str:
+    res, r = s.result, s.request
+    assert res is not None
+    t, p = r.timeline, r.pools
+    cap = "unlimited" if p.checkpoint_capacity >= 4096 else str(p.checkpoint_capacity)
+    rows = [
+        ("prompt", f"{t.prompt_len} tokens", _esc(_short(r.prompt, 60))),
+        ("token match", f"{t.token_match}", "longest cached token prefix"),
+        ("**restore point**", f"**{t.restore_at}**", "deepest checkpoint on that path"),
+        ("**replayed**", f"**{t.token_match - t.restore_at}**", f"tokens [{t.restore_at}, "
+                                                               f"{t.token_match})"),
+        ("prefilled / decoded", f"{t.prompt_len - t.token_match} / {t.decode[1] - t.decode[0]}",
+         "output: " + _esc(repr(r.output))),
+        ("checkpoints parked", f"{len(t.checkpoints)}", ", ".join(map(str, t.checkpoints))),
+        ("state at match vs uncached", f"{r.trace.uncached_error:.1e}", "relative, all layers"),
+        ("pools: active slots", f"peak {p.active_peak} / {p.active_capacity}", s.policy),
+        ("pools: checkpoint slots", f"{p.checkpoint_used} / {cap}",
+         f"{p.checkpoint_bytes / 1024:.0f} KiB{' INT8' if p.int8 else ''}"),
+        ("pools: COW copies / donations", f"{p.copies} / {p.donations}",
+         f"track writes {p.track_writes}"),
+        ("pools: evictions", f"{p.evicted_states} states", f"{p.evicted_kv_tokens} KV tokens"),
+        ("session", f"{len(res.requests)} requests",
+         f"state hits {res.state_hits}, replayed {res.replayed_tokens}, prefill saved "
+         f"{res.saved_fraction:.0%}"),
+    ]  # fmt: skip
+    body = "\n".join(f"| {a} | {b}<br><small>{c}</small> |" for a, b, c in rows)
+    return f"**Request #{s.req + 1}**\n\n| quantity | value |\n|---|---|\n" + body
+
+
+def step_markdown(s: Session) -> str:
+    n = s.n_steps
+    if n == 0:
+        return "No replay for this request (it restored nothing)."
+    tr = s.request.trace
+    return (
+        f"Step **{s.step} / {n - 1}** · position {int(tr.positions[s.step])} · "
+        f"distance {float(tr.dist[s.step]):.3g} · state at match vs uncached prefill "
+        f"{tr.uncached_error:.1e}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def _request_choices(s: Session) -> list[tuple[str, int]]:
+    return [(f"#{i + 1} {_short(p, 22)}", i) for i, p in enumerate(s.prompts)]
+
+
+def _step_slider(s: Session) -> dict:
+    n = s.n_steps
+    return gr.update(maximum=max(n - 1, 1), value=s.step, interactive=n > 1)
+
+
+def _replay_outputs(s: Session) -> tuple:
+    fig, csv = fig_replay(s.request.trace, s.step, s.layer, s.head, s.delta, s.req)
+    return fig, csv, step_markdown(s), _step_slider(s)
+
+
+def _drift(s: Session, inconsistent: bool) -> pr.DriftStudy | None:
+    if not inconsistent or s.result is None:
+        return None
+    return pr.restore_drift(
+        s.scenario if s.scenario in SCENARIOS else "custom",
+        s.req,
+        prompts=None if s.scenario in SCENARIOS else s.prompts,
+        spacing=s.spacing,
+    )
+
+
+def _inspect_outputs(s: Session, inconsistent: bool) -> tuple:
+    assert s.result is not None
+    r = s.request
+    snap = (r.tree_during, r.tree_after)[s.stage]
+    title = (
+        f"Radix tree while request #{s.req + 1} holds its lock",
+        f"Radix tree after request #{s.req + 1}",
+    )[s.stage]
+    return (
+        summary_markdown(s),
+        *fig_timeline(s.result, s.req),
+        *fig_tree(snap, title),
+        *_replay_outputs(s),
+        *fig_drift(_drift(s, inconsistent), s.spacing),
+        gr.update(choices=_request_choices(s), value=s.req),
+        s,
+    )
+
+
+def _all_outputs(s: Session, inconsistent: bool) -> tuple:
+    out = _inspect_outputs(s, inconsistent)
+    assert s.result is not None
+    return (*out[:-1], *fig_pools(s.result), out[-1])
+
+
+@common.study_errors
+def load_scenario(
+    scenario: str = "system_tools_branches",
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: Session | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """A fresh session with the built-in scenario's prompts, served under the settings."""
+    name = common.check_choice("scenario", scenario, SCENARIOS)
+    s = Session(
+        pr.SCENARIOS[name].prompts,
+        name,
+        **_settings(policy, spacing, slots, int8),
+        **_view(layer, head, delta, stage),
+    )
+    return _all_outputs(_serve(s, progress), bool(inconsistent))
+
+
+@common.study_errors
+def send_request(
+    text: str,
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: Session | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Append one request (free text) to this session and serve the session."""
+    if not isinstance(text, str) or not text.strip():
+        raise gr.Error(
+            "request text must be non-empty (1 to 1024 UTF-8 bytes)", print_exception=False
+        )
+    nbytes = len(encode(text))
+    if nbytes > pr.MAX_PROMPT_TOKENS:
+        raise gr.Error(
+            f"request text must be 1 to {pr.MAX_PROMPT_TOKENS} UTF-8 bytes (tokens), got {nbytes}",
+            print_exception=False,
+        )
+    prompts = session.prompts if session is not None else ()
+    if len(prompts) >= pr.MAX_PROMPTS:
+        raise gr.Error(
+            f"a session holds at most {pr.MAX_PROMPTS} requests; load a scenario "
+            "or press Reset to start over",
+            print_exception=False,
+        )
+    s = Session(
+        prompts + (text,),
+        "custom",
+        **_settings(policy, spacing, slots, int8),
+        **_view(layer, head, delta, stage),
+    )
+    return _all_outputs(_serve(s, progress), bool(inconsistent))
+
+
+@common.study_errors
+def apply_settings(
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: Session | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Re-serve this session's requests under new settings (keeps the selected request)."""
+    base = session or Session(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
+    if not base.prompts:
+        raise gr.Error(
+            "the session is empty: send a request or load a scenario first", print_exception=False
+        )
+    s = replace(base, **_settings(policy, spacing, slots, int8), **_view(layer, head, delta, stage))
+    keep = base.req
+    s = _serve(s, progress)
+    s.req = min(keep, len(s.prompts) - 1) if session is not None else s.req
+    return _all_outputs(s, bool(inconsistent))
+
+
+def reset_session() -> tuple:
+    """An empty session: placeholders until a request is sent."""
+    msg = "empty session: send a request or load a scenario"
+    figs = [
+        common.empty_figure(t, msg)
+        for t in ("Token timeline", "Radix tree", "Replay", "Logit drift", "Pools")
+    ]
+    return (
+        "*(empty session)*",
+        figs[0],
+        None,
+        figs[1],
+        None,
+        figs[2],
+        None,
+        "",
+        gr.update(maximum=1, value=0, interactive=False),
+        figs[3],
+        None,
+        gr.update(choices=[], value=None),
+        figs[4],
+        None,
+        Session((), "custom"),
+    )
+
+
+def _need(session: Session | None) -> Session:
+    if session is None or session.result is None:
+        raise gr.Error(
+            "the session is empty: send a request or load a scenario first", print_exception=False
+        )
+    return session
+
+
+@common.study_errors
+def inspect(
+    request: float = -1,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    inconsistent: bool = False,
+    session: Session | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Choose the request (1-based index shown as #n; value = 0-based), layer, head, view.
+    With ``inconsistent`` the drift study of that request runs (~1 s the first time)."""
+    s = _need(session)
+    if inconsistent and progress is not None:
+        progress(0.0, desc="restoring exactly, from INT8 and inconsistently")
+    n = len(s.prompts)
+    i = common.check_int("request", -1 if request is None else request, -n, n - 1) % n
+    s = replace(s, req=i, step=0 if i != s.req else s.step, **_view(layer, head, delta, stage))
+    return _inspect_outputs(s, bool(inconsistent))
+
+
+def go_to_step(step: float, session: Session | None = None) -> tuple:
+    """Show replay step ``step`` (0 = the restore point, last = the token match)."""
+    s = _need(session)
+    n = s.n_steps
+    if n == 0:
+        raise gr.Error(
+            f"request #{s.req + 1} has no replay steps (it restored nothing)", print_exception=False
+        )
+    s = replace(s, step=common.check_int("step", step, 0, n - 1))
+    return (*_replay_outputs(s), s)
+
+
+def step_by(delta: int, session: Session | None) -> tuple:
+    s = _need(session)
+    n = s.n_steps
+    s = replace(s, step=int(np.clip(s.step + delta, 0, max(n - 1, 0))))
+    return (*_replay_outputs(s), s)
+
+
+def prev_step(session: Session | None = None) -> tuple:
+    return step_by(-1, session)
+
+
+def next_step(session: Session | None = None) -> tuple:
+    return step_by(+1, session)
+
+
+def play_tick(session: Session | None) -> tuple:
+    """Timer tick: one step forward; stops the timer at the match."""
+    if session is None or session.result is None or session.n_steps == 0:
+        return (gr.skip(),) * 5 + (gr.Timer(active=False),)
+    s = replace(session, step=min(session.step + 1, session.n_steps - 1))
+    done = s.step >= s.n_steps - 1
+    return (*_replay_outputs(s), s, gr.Timer(active=not done))
+
+
+def play(session: Session | None) -> tuple:
+    """Start playing (from the restore point if already at the match)."""
+    s = _need(session)
+    if s.n_steps and s.step >= s.n_steps - 1:
+        s = replace(s, step=0)
+        return (*_replay_outputs(s), s, gr.Timer(active=True))
+    return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+# ---------------------------------------------------------------------------------------------
+
+
+def build() -> gr.Blocks:
+    with gr.Blocks(title="Prefix replay · KDA State Lab") as demo:
+        lang = common.header(NAME, "Prefix replay · 前缀命中与重放", EN, ZH)
+        session = gr.State(None)
+        timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                scenario = gr.Dropdown(
+                    [(pr.SCENARIOS[n].title, n) for n in SCENARIOS], value=SCENARIOS[0],
+                    label="Example scenario", elem_id=f"{NAME}-scenario",
+                )  # fmt: skip
+                load = gr.Button("Load scenario", elem_id=f"{NAME}-load")
+                text = gr.Textbox(
+                    label="Your request (free text, 中文 works; 1-1024 UTF-8 bytes)",
+                    lines=3, elem_id=f"{NAME}-text",
+                    value=pr.SCENARIOS[SCENARIOS[0]].prompts[0].rsplit("User:", 1)[0]
+                    + "User: 明天上海的天气怎么样？\nAssistant:",
+                )  # fmt: skip
+                with gr.Row():
+                    send = gr.Button("Send", variant="primary", elem_id=f"{NAME}-send")
+                    reset = gr.Button("Reset session", elem_id=f"{NAME}-reset")
+                with gr.Accordion("Cache settings", open=True):
+                    policy = gr.Radio(
+                        list(POLICIES),
+                        value="interval",
+                        label="Checkpoint policy",
+                        elem_id=f"{NAME}-policy",
+                    )
+                    with gr.Row():
+                        spacing = gr.Number(
+                            32,
+                            label="Checkpoint spacing (1-1024 tokens)",
+                            precision=0,
+                            elem_id=f"{NAME}-spacing",
+                        )
+                        slots = gr.Number(
+                            0,
+                            label="Checkpoint slots (0 = unlimited, max 4096)",
+                            precision=0,
+                            elem_id=f"{NAME}-slots",
+                        )
+                    with gr.Row():
+                        int8 = gr.Checkbox(False, label="INT8 parking", elem_id=f"{NAME}-int8")
+                        inconsistent = gr.Checkbox(
+                            False, label="Inconsistent restore", elem_id=f"{NAME}-inconsistent"
+                        )
+                    apply = gr.Button("Apply settings", elem_id=f"{NAME}-apply")
+                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+            with gr.Column(scale=2):
+                first = Session(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
+                request = gr.Dropdown(
+                    _request_choices(first), value=len(first.prompts) - 1,
+                    label="Request to inspect", elem_id=f"{NAME}-request",
+                )  # fmt: skip
+                s_time = common.figure_slot(f"{NAME}-timeline", "Token timeline")
+                with gr.Row():
+                    layer = gr.Slider(
+                        0, N_LAYERS - 1, value=0, step=1, label="KDA layer", elem_id=f"{NAME}-layer"
+                    )
+                    head = gr.Slider(
+                        0, N_HEADS - 1, value=0, step=1, label="Head", elem_id=f"{NAME}-head"
+                    )
+                    delta = gr.Checkbox(True, label="show S − S_match (difference)")
+                with gr.Row():
+                    prev = gr.Button("◀ Prev", elem_id=f"{NAME}-prev", size="sm")
+                    play_btn = gr.Button(
+                        "▶ Play", elem_id=f"{NAME}-play", size="sm", variant="primary"
+                    )
+                    pause = gr.Button("❚❚ Pause", elem_id=f"{NAME}-pause", size="sm")
+                    nxt = gr.Button("Next ▶", elem_id=f"{NAME}-next", size="sm")
+                step = gr.Slider(0, 1, value=0, step=1, label="Replay step", elem_id=f"{NAME}-step")
+                step_md = gr.Markdown(elem_id=f"{NAME}-step-info")
+                s_replay = common.figure_slot(f"{NAME}-replay", "Replay step")
+                stage = gr.Radio(
+                    list(STAGES), value=STAGES[0], label="Tree snapshot", elem_id=f"{NAME}-stage"
+                )
+                s_tree = common.figure_slot(f"{NAME}-tree", "Radix tree")
+                s_drift = common.figure_slot(f"{NAME}-drift", "Logit drift")
+                s_pools = common.figure_slot(f"{NAME}-pools", "Pools")
+
+        settings = [policy, spacing, slots, int8, inconsistent, layer, head, delta, stage]
+        replay_out = [*s_replay.outputs, step_md, step]
+        inspect_out = [
+            summary,
+            *s_time.outputs,
+            *s_tree.outputs,
+            *replay_out,
+            *s_drift.outputs,
+            request,
+            session,
+        ]
+        all_out = [*inspect_out[:-1], *s_pools.outputs, session]
+        load.click(load_scenario, [scenario, *settings, session], all_out, api_name=f"{NAME}_load")
+        demo.load(load_scenario, [scenario, *settings, session], all_out, api_visibility="private")
+        send.click(send_request, [text, *settings, session], all_out, api_name=f"{NAME}_send")
+        apply.click(apply_settings, [*settings, session], all_out, api_name=f"{NAME}_apply")
+        gr.on(
+            [policy.input, int8.input, inconsistent.input],
+            apply_settings,
+            [*settings, session],
+            all_out,
+            api_visibility="private",
+        )
+        reset.click(reset_session, None, all_out, api_name=f"{NAME}_reset")
+        view_in = [request, layer, head, delta, stage, inconsistent, session]
+        inspect_btn_triggers = [
+            request.input,
+            layer.release,
+            head.release,
+            delta.input,
+            stage.input,
+        ]
+        gr.on(inspect_btn_triggers, inspect, view_in, inspect_out, api_name=f"{NAME}_inspect")
+        step.release(go_to_step, [step, session], [*replay_out, session], api_name=f"{NAME}_step")
+        prev.click(prev_step, session, [*replay_out, session], api_name=f"{NAME}_prev")
+        nxt.click(next_step, session, [*replay_out, session], api_name=f"{NAME}_next")
+        play_btn.click(play, session, [*replay_out, session, timer], api_visibility="private")
+        pause.click(lambda: gr.Timer(active=False), None, timer, api_visibility="private")
+        timer.tick(
+            play_tick,
+            session,
+            [*replay_out, session, timer],
+            api_visibility="private",
+            show_progress="hidden",
+        )
+        lang.labels({
+            scenario: "示例场景", text: "你的请求（任意文本，支持中文；1-1024 个 UTF-8 字节）",
+            policy: "检查点策略", spacing: "检查点间隔（1-1024 token）",
+            slots: "检查点槽位（0 = 不限，最多 4096）", int8: "INT8 停放",
+            inconsistent: "不一致恢复", request: "查看的请求", layer: "KDA 层", head: "头",
+            delta: "显示 S − S_match", step: "重放步", stage: "树快照",
+        })  # fmt: skip
+    return demo
+
+
+if __name__ == "__main__":
+    common.main(build)

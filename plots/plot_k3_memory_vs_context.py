@@ -1,0 +1,113 @@
+"""Kimi K3 memory vs context length: one request's MLA KV grows per token, its KDA state is flat.
+
+Compares, per GPU at TP8 in bf16 (``kda_core.studies.planner.plan``):
+  * MLA latent KV of one request (24 MLA layers x 576 values per token), growing linearly;
+  * one KDA state slot (69 layers' recurrent states + short-conv windows), the same at any length;
+  * the crossover length where both weigh the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib import ticker
+from matplotlib.figure import Figure
+
+from kda_core.studies import planner
+from plots import style
+
+NAME = "k3_memory_vs_context"
+
+TEXT = {
+    "en": {
+        "title": "Kimi K3: one request's memory vs context length",
+        "x": "context length (tokens)",
+        "y": "bytes per request",
+        "mla": "MLA latent KV (grows with every token)",
+        "kda": "KDA state slot: recurrent states + conv windows (flat)",
+        "cross": "equal at {n:,} tokens",
+        "end_mla": "{b} at {n:,} tokens",
+        "end_kda": "{b} at any length",
+    },
+    "zh": {
+        "title": "Kimi K3：单个请求的显存与上下文长度",
+        "x": "上下文长度（token）",
+        "y": "每个请求的字节数",
+        "mla": "MLA 潜在 KV（每个 token 都增长）",
+        "kda": "KDA 状态槽：递归状态 + 卷积窗口（恒定）",
+        "cross": "在 {n:,} 个 token 处相等",
+        "end_mla": "{n:,} 个 token 时 {b}",
+        "end_kda": "任意长度均为 {b}",
+    },
+}
+
+
+def compute(quick: bool = False) -> planner.Plan:
+    """The planner's default Kimi K3 plan (TP8, bf16), contexts 1 .. 1M tokens."""
+    return planner.plan("kimi-k3", tp=8, n_context=16 if quick else 64)
+
+
+def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
+    t = style.translations(TEXT, lang)
+    fig = style.new_figure(
+        "single",
+        f"per GPU · kda_core.studies.planner.plan('{data.model}', tp={data.tp}) · {data.kv_dtype}",
+    )
+    ax = fig.add_subplot()
+    x = data.context_lens
+    ax.plot(x, data.mla_bytes, color=style.COLORS["kv"], label=t["mla"], gid="mla")
+    ax.plot(x, data.kda_bytes, color=style.COLORS["state"], label=t["kda"], gid="kda")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    style.bytes_axis(ax.yaxis, log=True)
+    ax.xaxis.set_major_formatter(
+        ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}" if v < 1e6 else f"{v / 1e6:g}M")
+    )
+    c = data.crossover_context
+    ax.axvline(c, color=style.COLORS["neutral"], ls=":", lw=1.2)
+    ax.annotate(
+        t["cross"].format(n=c),
+        (c, data.slot_bytes),
+        xytext=(8, -28),
+        textcoords="offset points",
+        fontsize=9,
+        color="#333333",
+        arrowprops={"arrowstyle": "-", "color": style.COLORS["neutral"], "lw": 0.8},
+    )
+    ax.annotate(
+        t["end_mla"].format(b=style.format_bytes(data.mla_bytes[-1]), n=int(x[-1])),
+        (x[-1], data.mla_bytes[-1]),
+        xytext=(-6, 8),
+        textcoords="offset points",
+        ha="right",
+        fontsize=8.5,
+        color=style.COLORS["kv"],
+    )
+    ax.annotate(
+        t["end_kda"].format(b=style.format_bytes(data.kda_bytes[-1])),
+        (x[-1], data.kda_bytes[-1]),
+        xytext=(-6, 8),
+        textcoords="offset points",
+        ha="right",
+        fontsize=8.5,
+        color=style.COLORS["state"],
+    )
+    ax.set_xlim(x[0], x[-1])
+    ax.margins(y=0.12)
+    ax.set_xlabel(t["x"])
+    ax.set_ylabel(t["y"])
+    ax.set_title(t["title"])
+    ax.legend(loc="upper left")
+    ax.grid(True, which="major")
+    return fig
+
+
+def main(argv: Sequence[str] | None = None) -> list[Path]:
+    import sys
+
+    return style.main_for(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Unified two-ended memory pool vs static partitions, over a workload whose mix shifts.
+
+Compares (``kda_core.studies.memory.compare`` on ``memory.shifting_mix()``: a chat phase of short
+prompts, then a long-context phase; Kimi K3 per GPU at TP8, bf16, 28 GiB):
+  * the unified pool over time: KDA state slots grow from the bottom of one byte buffer, MLA KV
+    pages from the top; x marks the steps where the two ends met (the head of the queue waited);
+  * running requests over time: unified vs the best static ratio in hindsight and the ratios
+    tuned for each phase alone;
+  * mean concurrency vs the static ratio, against the unified pool.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib import ticker
+from matplotlib.figure import Figure
+
+from kda_core.studies import memory
+from plots import style
+
+NAME = "unified_memory"
+
+TEXT = {
+    "en": {
+        "suptitle": "One buffer, two ends: unified pool vs static partitions",
+        "title_tl": "Unified pool ({kind}): state grows from the bottom, KV from the top",
+        "step": "scheduler step",
+        "offset": "byte offset in the buffer",
+        "state": "KDA state slots",
+        "kv": "MLA KV pages",
+        "met": "ends met: head of queue waits",
+        "title_run": "Running requests",
+        "running": "requests",
+        "unified": "unified",
+        "best": "best static r={r:.2g}",
+        "tuned": "static for {phase} r={r:.2g}",
+        "title_ratio": "Concurrency vs static ratio",
+        "best_pt": "best static {c:.1f}",
+        "makespan": "{name} · {n:,} steps",
+        "ratio": "static ratio r (state : KV bytes)",
+        "conc": "mean running requests",
+        "phase": {"chat": "chat", "long-context": "long ctx"},
+    },
+    "zh": {
+        "suptitle": "一块显存，两端增长：统一池 vs 静态划分",
+        "title_tl": "统一池（{kind}）：状态从底端增长，KV 从顶端增长",
+        "step": "调度步",
+        "offset": "显存中的字节偏移",
+        "state": "KDA 状态槽",
+        "kv": "MLA KV 页",
+        "met": "两端相遇：队首请求等待",
+        "title_run": "运行中的请求",
+        "running": "请求数",
+        "unified": "统一池",
+        "best": "最佳静态 r={r:.2g}",
+        "tuned": "为{phase}调优 r={r:.2g}",
+        "title_ratio": "并发与静态比例",
+        "best_pt": "最佳静态 {c:.1f}",
+        "makespan": "{name} · {n:,} 步",
+        "ratio": "静态比例 r（状态 : KV 字节）",
+        "conc": "平均运行请求数",
+        "phase": {"chat": "对话阶段", "long-context": "长上下文阶段"},
+    },
+}
+
+
+def compute(quick: bool = False) -> memory.Comparison:
+    """The unified_memory app's default comparison (~6 s); ``quick``: 10x fewer requests."""
+    mix = memory.shifting_mix(n_chat=300, n_long=15) if quick else memory.shifting_mix()
+    return memory.compare(mix, memory.ReplayConfig(), mode="eager")
+
+
+def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
+    t = style.translations(TEXT, lang)
+    u = data.unified
+    tl = u.timeline
+    fig = style.new_figure(
+        "tall",
+        "kda_core.studies.memory.compare(shifting_mix()) · Kimi K3 per GPU, TP8, bf16, "
+        f"{style.format_bytes(u.total_bytes)}, full reservation, FIFO",
+    )
+    fig.suptitle(t["suptitle"])
+    gs = fig.add_gridspec(2, 2, height_ratios=(1.0, 1.05))
+    ax = fig.add_subplot(gs[0, :])
+    steps = range(tl.state_frontier.shape[0])
+    ax.fill_between(steps, 0, tl.state_frontier, step="post", color=style.COLORS["state"],
+                    alpha=0.85, lw=0, label=t["state"], gid="state")  # fmt: skip
+    ax.fill_between(steps, tl.kv_frontier, u.total_bytes, step="post", color=style.COLORS["kv"],
+                    alpha=0.85, lw=0, label=t["kv"], gid="kv")  # fmt: skip
+    blocked = tl.blocked.astype(bool)
+    if blocked.any():
+        ax.plot(tl.blocked.nonzero()[0], tl.state_frontier[blocked], ".", color="black", ms=2.2,
+                label=t["met"], gid="met")  # fmt: skip
+    ax.set_xlim(0, tl.state_frontier.shape[0])
+    ax.set_ylim(0, u.total_bytes)
+    style.bytes_axis(ax.yaxis)
+    ax.set_xlabel(t["step"])
+    ax.set_ylabel(t["offset"])
+    ax.set_title(t["title_tl"].format(kind=u.kind))
+    ax.legend(loc="upper right", ncols=3, fontsize=8, frameon=True, framealpha=0.9, markerscale=3)
+    ax.grid(False)
+
+    br = fig.add_subplot(gs[1, 0])
+    pools = [(t["unified"], u, style.COLORS["state"], 2.2)]
+    pools.append((t["best"].format(r=data.best_ratio), data.best_static, style.SERIES[2], 1.4))
+    for i, (ph, r, res) in enumerate(zip(data.phase_names, data.phase_ratios, data.phase_static)):
+        name = t["tuned"].format(phase=t["phase"].get(ph, ph), r=r)
+        pools.append((name, res, style.SERIES[3 + i], 1.4))
+    for name, res, color, lw in pools:
+        br.plot(res.timeline.running, color=color, lw=lw, gid=f"running_{res.kind}_{res.ratio}",
+                label=t["makespan"].format(name=name, n=res.makespan))  # fmt: skip
+    br.set_xlabel(t["step"])
+    br.set_ylabel(t["running"])
+    br.set_title(t["title_run"])
+    br.legend(loc="upper right", fontsize=7.5)
+    br.set_ylim(0, 1.4 * u.peak_concurrency)  # room for the legend above the curves
+    br.set_xlim(0, 2 * u.makespan)  # the slowest static pool runs on past the edge
+
+    cr = fig.add_subplot(gs[1, 1])
+    cr.plot(data.ratios, data.static_mean_concurrency, marker="o", color=style.SERIES[2],
+            lw=1.6, ms=4, label="static", gid="static")  # fmt: skip
+    cr.axhline(u.mean_concurrency, color=style.COLORS["state"], lw=2.2, label=t["unified"],
+               gid="unified_mean")  # fmt: skip
+    cr.annotate(f"{t['unified']} {u.mean_concurrency:.1f}", (data.ratios[-1], u.mean_concurrency),
+                xytext=(0, 4), textcoords="offset points", color=style.COLORS["state"],
+                ha="right", fontsize=8.5)  # fmt: skip
+    for i, r in enumerate(data.phase_ratios):
+        cr.axvline(r, color=style.SERIES[3 + i], ls=":", lw=1.3)
+    cr.plot([data.best_ratio], [data.best_static.mean_concurrency], "D", color="black", ms=6)
+    cr.annotate(t["best_pt"].format(c=data.best_static.mean_concurrency),
+                (data.best_ratio, data.best_static.mean_concurrency), xytext=(0, 8),
+                textcoords="offset points", ha="center", fontsize=8.5)  # fmt: skip
+    cr.set_xscale("log")
+    cr.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+    cr.set_ylim(0, u.mean_concurrency * 1.15)
+    cr.set_xlabel(t["ratio"])
+    cr.set_ylabel(t["conc"])
+    cr.set_title(t["title_ratio"])
+    return fig
+
+
+def main(argv: Sequence[str] | None = None) -> list[Path]:
+    return style.main_for(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

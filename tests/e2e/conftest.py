@@ -1,0 +1,210 @@
+"""Browser-test fixtures (playwright + Debian chromium) for every app and the hub.
+
+A test module sets ``APP = "<name>"`` (a name from ``apps.common.APPS``) and uses:
+
+    app_url   (module scope) the app served in-process (``build().launch(prevent_thread_lock=True)``
+              on 127.0.0.1), e.g. "http://127.0.0.1:7861/"; closed after the module
+    hub_url   (module scope) the whole hub (``apps.__main__.build_hub``) on a free port
+    browser   (module scope) one headless Debian chromium per module
+    ui        (function scope) a ``Ui`` on a fresh page: console errors, page errors and
+              HTTP responses >= 400 are collected (``ui.errors``); the test fails at teardown
+              if any were logged (set ``ui.allowed_errors`` to substrings to tolerate)
+
+``Ui`` helpers (all wait with timeouts, never on "networkidle", which never settles in Gradio):
+    ui.goto(url)                       load and wait for the Gradio app to mount
+    ui.wait_plot(elem_id)              wait until the plotly figure in ``#elem_id`` is drawn
+    ui.figure(elem_id) -> str          the figure's data+layout as JSON (compare before/after)
+    ui.wait_new_figure(elem_id, old)   wait until the figure differs from ``old``
+    ui.click(name)                     click the button with that accessible name
+    ui.fill(elem_id, value)            type into the input of a Number/Textbox by elem_id
+    ui.expect_error(text)              wait for a Gradio error toast containing ``text``
+    ui.close_toasts()                  dismiss toasts
+    ui.screenshot(path)                full-page PNG
+
+Chromium: ``$CHROMIUM`` or ``/usr/bin/chromium`` / ``chromium`` / ``chromium-browser`` on PATH.
+When none is found the e2e tests are skipped with the reason, except when ``$CI`` is set: then
+they fail. ``playwright install`` is never needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+TIMEOUT_MS = 30_000
+
+
+def find_chromium() -> str | None:
+    env = os.environ.get("CHROMIUM")
+    if env and Path(env).is_file():
+        return env
+    for cand in ("/usr/bin/chromium", "chromium", "chromium-browser"):
+        p = cand if Path(cand).is_file() else shutil.which(cand)
+        if p:
+            return p
+    return None
+
+
+def _require_chromium() -> str:
+    path = find_chromium()
+    if path is None:
+        msg = "no chromium found (set $CHROMIUM or apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(f"e2e: {msg}; CI is set, so this is a failure")
+        pytest.skip(f"e2e: {msg}")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("e2e: playwright is not installed; CI is set, so this is a failure")
+        pytest.skip("e2e: playwright (python) is not installed")
+    return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    path = _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    _require_chromium()
+    name = getattr(request.module, "APP", None)
+    if not name:
+        raise RuntimeError("set APP = '<app name>' in the e2e test module")
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
+    from apps import common
+
+    mod = common.load_app(name)
+    if mod is None:
+        pytest.fail(f"app {name} could not be loaded")
+    demo = mod.build()
+    _, url, _ = demo.launch(
+        prevent_thread_lock=True, server_name=common.HOST, quiet=True, **common.LAUNCH_KWARGS
+    )
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def hub_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    _require_chromium()
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
+    from apps.__main__ import Server, build_hub
+
+    hub = build_hub()
+    with Server(hub.app) as s:
+        yield s.url + "/"
+
+
+class Ui:
+    def __init__(self, page: object) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.allowed_errors: list[str] = []
+        page.on("console", self._on_console)  # type: ignore[attr-defined]
+        page.on("response", self._on_response)  # type: ignore[attr-defined]
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))  # type: ignore[attr-defined]
+        page.set_default_timeout(TIMEOUT_MS)  # type: ignore[attr-defined]
+
+    def _on_console(self, msg: object) -> None:
+        if msg.type == "error":  # type: ignore[attr-defined]
+            self.errors.append(msg.text)  # type: ignore[attr-defined]
+
+    def _on_response(self, resp: object) -> None:
+        if resp.status >= 400:  # type: ignore[attr-defined]
+            self.errors.append(f"HTTP {resp.status} {resp.url}")  # type: ignore[attr-defined]
+
+    def unexpected_errors(self) -> list[str]:
+        return [e for e in self.errors if not any(a in e for a in self.allowed_errors)]
+
+    def goto(self, url: str) -> None:
+        self.page.goto(url, wait_until="domcontentloaded")  # type: ignore[attr-defined]
+        self.page.wait_for_selector(".gradio-container", state="attached")  # type: ignore[attr-defined]
+
+    def wait_plot(self, elem_id: str) -> None:
+        self.page.wait_for_selector(f"#{elem_id} .js-plotly-plot .main-svg")  # type: ignore[attr-defined]
+
+    def figure(self, elem_id: str) -> str:
+        return self.page.evaluate(  # type: ignore[attr-defined]
+            """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+                 if (!g || !g.data) return '';
+                 return JSON.stringify({d: g.data, t: g.layout && g.layout.title}); }""",
+            elem_id,
+        )
+
+    def wait_new_figure(self, elem_id: str, old: str, timeout: float = TIMEOUT_MS / 1000) -> str:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            cur = self.figure(elem_id)
+            if cur and cur != old:
+                return cur
+            self.page.wait_for_timeout(100)  # type: ignore[attr-defined]
+        raise AssertionError(f"figure #{elem_id} did not change within {timeout:.0f} s")
+
+    def click(self, name: str) -> None:
+        self.page.get_by_role("button", name=name, exact=True).first.click()  # type: ignore[attr-defined]
+
+    def fill(self, elem_id: str, value: object) -> None:
+        box = self.page.locator(f"#{elem_id} input, #{elem_id} textarea").first  # type: ignore[attr-defined]
+        box.fill(str(value))
+        box.press("Tab")
+
+    def expect_error(self, text: str) -> None:
+        self.page.locator(".toast-body", has_text=text).first.wait_for(state="visible")  # type: ignore[attr-defined]
+
+    def close_toasts(self) -> None:
+        for btn in self.page.locator(".toast-close").all():  # type: ignore[attr-defined]
+            with contextlib.suppress(Exception):  # a toast may vanish on its own
+                btn.click(timeout=1000)
+
+    def screenshot(self, path: str | Path) -> None:
+        self.page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def ui(browser: object) -> Iterator[Ui]:
+    ctx = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    page = ctx.new_page()
+    u = Ui(page)
+    try:
+        yield u
+    finally:
+        ctx.close()
+    bad = u.unexpected_errors()
+    assert not bad, "browser console errors:\n" + json.dumps(bad, indent=1, ensure_ascii=False)

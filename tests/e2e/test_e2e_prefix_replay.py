@@ -1,0 +1,47 @@
+"""prefix_replay in headless Chromium: default render, stepping and play, a new request, a bad
+input, the language switch."""
+
+from __future__ import annotations
+
+from kda_core.studies import prefix_replay as pr
+
+APP = "prefix_replay"
+N = "prefix_replay"
+
+
+def test_page(app_url, ui):
+    last = pr.run_scenario().requests[-1].trace.positions.size - 1  # the default request
+    ui.goto(app_url)
+    for fig in ("timeline", "replay", "tree", "pools"):
+        ui.wait_plot(f"{N}-{fig}")
+    old = ui.figure(f"{N}-replay")
+    assert f"Replay step 0/{last}" in old
+
+    ui.click("Next ▶")
+    step1 = ui.wait_new_figure(f"{N}-replay", old)
+    assert f"Replay step 1/{last}" in step1
+
+    ui.click("▶ Play")  # the timer steps to the match, where the distance is exactly 0
+    ui.page.get_by_text(f"Step {last} / {last}").wait_for()
+    assert "= the token match; distance 0" in ui.figure(f"{N}-replay")
+
+    tl = ui.figure(f"{N}-timeline")
+    ui.fill(f"{N}-text", "System: You are Kimi, a concise assistant. 你好！")
+    ui.click("Send")
+    new_tl = ui.wait_new_figure(f"{N}-timeline", tl)
+    assert "#4" in new_tl
+    ui.page.locator(f"#{N}-summary").get_by_text("Request #4").wait_for()
+
+    ui.fill(f"{N}-spacing", 0)
+    ui.click("Apply settings")
+    ui.expect_error("checkpoint spacing (tokens) must be an integer in [1, 1024], got 0")
+    ui.close_toasts()
+
+    ui.fill(f"{N}-spacing", 16)
+    ui.click("Apply settings")
+    again = ui.wait_new_figure(f"{N}-timeline", new_tl)
+    assert "#4" in again  # the same session, re-served
+
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.page.get_by_text("前缀命中不等于状态命中").wait_for()
+    ui.page.get_by_text("检查点策略").wait_for()

@@ -1,0 +1,39 @@
+"""speculative_replay in headless Chromium: default figures, a chosen acceptance, a bad input,
+the generation loop."""
+
+from __future__ import annotations
+
+from kda_core.studies import speculative as sp
+
+APP = "speculative_replay"
+N = "speculative_replay"
+
+
+def test_page(app_url, ui):
+    a = sp.verify_step().n_accept  # the default verify step's greedy acceptance
+    ui.goto(app_url)
+    for fig in ("verify", "ring", "exactness", "memory", "generation", "acceptance"):
+        ui.wait_plot(f"{N}-{fig}")
+    old = ui.figure(f"{N}-ring")
+    assert f"the commit keeps {a} of 8 steps" in old
+
+    ui.fill(f"{N}-accept", 6)
+    ui.click("Verify and commit")
+    new = ui.wait_new_figure(f"{N}-ring", old)
+    assert "the commit keeps 6 of 8 steps" in new
+
+    ui.fill(f"{N}-d", 100)
+    ui.click("Verify and commit")
+    ui.expect_error("draft tokens D must be an integer in [1, 64], got 100")
+    ui.close_toasts()
+
+    ui.fill(f"{N}-d", 4)
+    ui.fill(f"{N}-accept", -1)
+    ui.click("Verify and commit")
+    again = ui.wait_new_figure(f"{N}-ring", new)
+    assert "of 4 steps" in again
+
+    gen = ui.figure(f"{N}-generation")
+    ui.fill(f"{N}-new", 16)
+    ui.click("Run speculative generation")
+    assert "Generation: 16 tokens" in ui.wait_new_figure(f"{N}-generation", gen)

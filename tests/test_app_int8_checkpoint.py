@@ -1,0 +1,176 @@
+"""apps.int8_checkpoint: the callback's values against the int8 study, bad inputs, the API."""
+
+from __future__ import annotations
+
+import csv
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from apps import common
+from apps import int8_checkpoint as app
+from kda_core.studies import int8 as st
+
+N_MAX = len(st.DEFAULT_TEXT.encode("utf-8"))  # tokens = UTF-8 bytes of the default text
+SUMMARY, ERR, ERR_CSV, HIST, HIST_CSV, DIV, DIV_CSV, VAR, VAR_CSV, CAP, CAP_CSV = range(11)
+HIST_MD, HISTORY = 11, 12
+
+
+def _rows(path: str) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def default_out():
+    return app.run()
+
+
+@pytest.fixture(scope="module")
+def study():
+    return st.int8_study()
+
+
+def test_summary_numbers(default_out, study):
+    s = default_out[SUMMARY]
+    assert "| parked after | 64 tokens<br>" in s
+    assert f"| relative error (all layers) | {study.table.rel_fro[0]:.3g}<br>" in s
+    k3 = study.memory_k3
+    assert k3.labels[:2] == ("native", "int8 / key channel") and k3.gain[1] > 1.5
+    assert (
+        f"| **capacity gained** | **×{k3.gain[1]:.2f}**<br><small>{k3.capacity[1]:,} vs "
+        f"{k3.capacity[0]:,} checkpoints</small> |"
+    ) in s
+    assert default_out[HISTORY] == [
+        [
+            1,
+            64,
+            "int8 / key channel",
+            f"{study.table.rel_fro[0]:.3g}",
+            f"{study.divergence.every_step_state_dist[-1]:.3g}",
+            f"×{study.memory_k3.gain[1]:.2f}",
+        ]
+    ]
+
+
+def test_error_map_is_the_study(default_out, study):
+    fig = default_out[ERR]
+    np.testing.assert_array_equal(fig.data[0].z, study.errors.state)
+    np.testing.assert_array_equal(fig.data[1].z, study.errors.error)
+    np.testing.assert_array_equal(fig.data[1].customdata, study.errors.bound)
+    assert np.all(np.abs(study.errors.error) <= study.errors.bound * (1 + 1e-12))
+    rows = _rows(default_out[ERR_CSV])
+    assert rows[0] == ["key_channel", "value_channel", "state", "restored", "error", "bound"]
+    assert len(rows) == 1 + 32 * 32
+    assert float(rows[1][4]) == study.errors.error[0, 0]
+
+
+def test_histograms_divergence_variants_capacity(default_out, study):
+    e, d = study.errors, study.divergence
+    h = default_out[HIST]
+    np.testing.assert_array_equal(h.data[0].y, e.err_counts)
+    assert int(np.sum(h.data[0].y)) == 6 * 4 * 32 * 32  # every element of every KDA layer
+    div = default_out[DIV]
+    np.testing.assert_array_equal(div.data[0].y, d.park_once_state_dist)
+    np.testing.assert_array_equal(div.data[2].y, d.every_step_state_dist)
+    assert d.every_step_state_dist[-1] > 3 * d.park_once_state_dist[-1]
+    same = int(d.park_once_agree.sum()) - 1  # index 0 is the parking point
+    assert f"park once {same}/16" in div.layout.title.text
+    var = default_out[VAR]
+    np.testing.assert_array_equal(var.data[0].y, study.table.rel_fro)
+    np.testing.assert_array_equal(var.data[1].y, study.table.bound_rel_fro)
+    assert list(var.data[0].x) == list(app.VARIANT_LABELS)
+    cap = default_out[CAP]
+    np.testing.assert_array_equal(cap.data[0].y, study.memory_k3.capacity)
+    np.testing.assert_array_equal(cap.data[1].y, study.memory_tiny.capacity)
+    rows = _rows(default_out[CAP_CSV])
+    assert rows[1][:2] == ["kimi-k3", "native"] and len(rows) == 1 + 2 * 6
+    assert _rows(default_out[DIV_CSV])[0][0] == "step"
+    assert _rows(default_out[VAR_CSV])[1][0] == "int8 / key channel"
+    assert _rows(default_out[HIST_CSV])[0] == ["series", "bin_center", "count"]
+
+
+def test_other_variant_text_and_history(monkeypatch):
+    out = app.run(
+        "前缀命中不等于状态命中。" * 3,
+        30,
+        "fp8-e4m3 / key channel",
+        2,
+        3,
+        8,
+        "float32",
+        4,
+        2.0,
+        history=[[1, 64, "x", "", "", ""]],
+    )
+    ref = st.int8_study(
+        "前缀命中不等于状态命中。" * 3, 30, "fp8_e4m3", "channel", 2, 3, 8, "float32", 4, 2.0
+    )
+    np.testing.assert_array_equal(out[ERR].data[1].z, ref.errors.error)
+    assert "(KDA layer 2, head 3)" in out[ERR].layout.annotations[0].text
+    assert out[DIV].data[0].x.size == 9
+    assert "fp8-e4m3 / key channel" in out[SUMMARY] and "kimi-k3 TP4, 2 GiB" in str(
+        out[CAP].layout.annotations
+    )
+    assert len(out[HISTORY]) == 2 and out[HISTORY][1][0] == 2
+    monkeypatch.setattr(app, "MAX_HISTORY", 2)
+    many = []
+    for _ in range(3):
+        many = app.run(history=many)[HISTORY]
+    assert [h[0] for h in many] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"text": ""}, "text must be non-empty"),
+        ({"text": "x" * 4001}, "text must be 1 to 4000 characters, got 4001"),
+        (
+            {"n_tokens": 0},
+            f"tokens to park (≤ the text's UTF-8 bytes) must be an integer in [1, {N_MAX}], got 0",
+        ),
+        ({"text": "a" * 2000, "n_tokens": 1025}, "must be an integer in [1, 1024], got 1025"),
+        ({"text": "abc", "n_tokens": 4}, "must be an integer in [1, 3], got 4"),
+        ({"variant": "int4"}, "format must be one of"),
+        ({"layer": 6}, "KDA layer must be an integer in [0, 5], got 6"),
+        ({"head": -1}, "head must be an integer in [0, 3], got -1"),
+        ({"steps": 65}, "tokens to decode must be an integer in [1, 64], got 65"),
+        ({"native_dtype": "fp16"}, "native state dtype must be one of"),
+        ({"tp": 5}, "TP must divide Kimi K3's 96 KDA heads; got TP=5"),
+        ({"budget_gib": 0}, "checkpoint budget (GiB) must be a number in [0.01, 4096], got 0"),
+        ({"n_tokens": None}, f"must be an integer in [1, {N_MAX}], got None"),
+    ],
+)
+def test_bad_inputs_raise_gr_error(kwargs, message):
+    with pytest.raises(gr.Error) as e:
+        app.run(**kwargs)
+    assert message in e.value.message
+
+
+def test_api_names():
+    cfg = app.build().get_config_file()
+    public = [d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"]
+    assert public == ["int8_checkpoint_run"]
+
+
+def test_client_roundtrip_and_sessions(tmp_path, study):
+    from gradio_client import Client
+
+    with common.launched(app.build()) as url:
+        c = Client(url, verbose=False, download_files=str(tmp_path))
+        out = c.predict(api_name="/int8_checkpoint_run")
+        assert len(out) == 12
+        fig = common.plot_from_client(out[1])
+        np.testing.assert_array_equal(np.array(fig["data"][1]["z"]), study.errors.error)
+        assert _rows(out[10])[1][:2] == ["kimi-k3", "native"]
+        out2 = c.predict(variant="int8 / tensor", api_name="/int8_checkpoint_run")
+        assert "| 2 | 64 | int8 / tensor |" in out2[11]
+        other = Client(url, verbose=False, download_files=str(tmp_path))
+        assert "| 2 |" not in other.predict(api_name="/int8_checkpoint_run")[11]
+        with pytest.raises(Exception, match=r"KDA layer must be an integer in \[0, 5\]|maximum"):
+            c.predict(layer=9, api_name="/int8_checkpoint_run")
+        with pytest.raises(Exception, match=r"TP must divide"):
+            c.predict(tp=7, api_name="/int8_checkpoint_run")
+        out3 = c.predict(api_name="/int8_checkpoint_run")  # still working after the errors
+        assert "| 3 | 64 | int8 / key channel |" in out3[11]

@@ -1,0 +1,146 @@
+"""apps.memory_planner: the callback's values against the planner study, bad inputs, the API."""
+
+from __future__ import annotations
+
+import csv
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from apps import common
+from apps import memory_planner as mp
+from kda_core.studies import planner as pl
+
+
+def _rows(path: str) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def default_out():
+    return mp.run_plan()
+
+
+def test_default_plan_numbers(default_out):
+    summary, logs, f1, c1, f2, c2, f3, c3, table, hist = default_out
+    p = pl.plan()
+    assert p.max_running == 30 and p.limited_by == "kv"
+    assert "| **max running requests** | **30** | limited by **kv** |" in summary
+    assert f"| KV tokens | {p.kv_tokens:,} |" in summary
+    assert "| slots reserved / held per request | 5 / 3 | extra_buffer |" in summary
+    assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 490")
+    assert logs.splitlines()[-1].startswith("KV Cache is allocated. dtype: torch.bfloat16")
+    assert hist == [[1, "kimi-k3", 8, "28", "0.9", "extra_buffer", 30, "kv"]]
+    assert table.endswith("| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |")
+
+
+def test_context_figure_is_the_study_data(default_out):
+    f1, c1 = default_out[2], default_out[3]
+    p = pl.plan()
+    np.testing.assert_array_equal(f1.data[0].x, p.context_lens)
+    np.testing.assert_allclose(f1.data[0].y, p.mla_bytes / (1 << 20), rtol=0, atol=0)
+    np.testing.assert_allclose(f1.data[1].y, p.kda_bytes / (1 << 20), rtol=0, atol=0)
+    assert f1.layout.xaxis.type == "log" and "tokens" in f1.layout.xaxis.title.text
+    rows = _rows(c1)
+    assert rows[0] == ["context_tokens", "mla_kv_bytes", "kda_slot_bytes"]
+    assert len(rows) == 1 + p.context_lens.size
+    assert [int(x) for x in rows[-1]] == [p.context_lens[-1], p.mla_bytes[-1], p.kda_bytes[-1]]
+
+
+def test_ratio_and_strategy_figures(default_out):
+    f2, c2, f3, c3 = default_out[4:8]
+    p = pl.plan()
+    np.testing.assert_array_equal(f2.data[0].y, p.running_by_state)
+    np.testing.assert_array_equal(f2.data[1].y, p.running_by_kv)
+    np.testing.assert_array_equal(f2.data[2].y, np.minimum(p.running_by_state, p.running_by_kv))
+    assert f2.data[3].x[0] == 0.9 and f2.data[3].y[0] == 30
+    rows = _rows(c3)
+    assert rows[1:] == [
+        ["radix_off", "1", "1", "490"],
+        ["no_buffer", "3", "1", "163"],
+        ["extra_buffer", "5", "3", "98"],
+        ["extra_buffer_lazy", "4", "2", "122"],
+    ]
+    assert list(f3.data[0].y) == [1, 3, 5, 4]
+
+
+def test_seed_example_capping_message():
+    out = mp.run_plan(max_slots=80, kv_dtype="fp8_e4m3")
+    assert "| **max running requests** | **16** | limited by **state** |" in out[0]
+    assert "max_running_requests is capped to 16 by the mamba state cache" in out[1]
+    assert "(max_mamba_cache_size=80, 5 state slots per request)" in out[1]
+
+
+def test_custom_config_and_history_cap():
+    hist = []
+    for i in range(mp.MAX_HISTORY + 2):
+        out = mp.run_plan(
+            "custom", 20, 7, 32, 128, 4, 512, 64, tp=1, budget_gib=20 + i, history=hist
+        )
+        hist = out[9]
+    assert len(hist) == mp.MAX_HISTORY and hist[-1][1] == "custom" and hist[-1][3] == "33"
+    # the custom spec is kimi-linear-48b's shape: same sizes as the preset
+    a = mp.run_plan("custom", 20, 7, 32, 128, 4, 512, 64, tp=1)[0]
+    b = mp.run_plan("kimi-linear-48b", tp=1)[0]
+    assert a == b
+
+
+def test_draft_tokens_show_rings():
+    s = mp.run_plan(draft=4)[0]
+    assert "ReplaySSM rings (all slots)" in s and "D=4" in s
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tp": 0}, "TP must be an integer in [1, 64], got 0"),
+        ({"tp": 5}, "TP must divide the 96 KDA heads; got TP=5"),
+        ({"ratio": 50}, "mamba-full-memory-ratio must be a number in [0.01, 10], got 50"),
+        ({"budget_gib": None}, "GPU memory for caches (GiB) must be a number in [0.5, 1024]"),
+        ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b', 'custom']"),
+        ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
+        ({"input_len": 1.5}, "input length must be an integer in [1, 1e+07], got 1.5"),
+        ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
+        ({"model": "custom", "n_kda": 0}, "KDA layers must be an integer in [1, 512], got 0"),
+        ({"strategy": "extra_buffer_lazy", "overlap": False}, "requires overlap=True"),
+    ],
+)
+def test_bad_inputs_raise_gr_error(kwargs, message):
+    with pytest.raises(gr.Error) as e:
+        mp.run_plan(**kwargs)
+    assert message in e.value.message
+
+
+def test_api_names():
+    cfg = mp.build().get_config_file()
+    public = [d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"]
+    assert public == ["memory_planner_plan"]
+
+
+def test_client_roundtrip_and_sessions(tmp_path):
+    from gradio_client import Client
+
+    with common.launched(mp.build()) as url:
+        c = Client(url, verbose=False, download_files=str(tmp_path))
+        out = c.predict(api_name="/memory_planner_plan")
+        assert len(out) == 9
+        assert "| **max running requests** | **30** |" in out[0]
+        fig = common.plot_from_client(out[2])
+        assert fig["data"][0]["x"] == pl.plan().context_lens.tolist()
+        assert _rows(out[3])[0] == ["context_tokens", "mla_kv_bytes", "kda_slot_bytes"]
+        out2 = c.predict(tp=4, api_name="/memory_planner_plan")
+        lines = out2[8].splitlines()
+        assert lines[-2] == "| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |"
+        p4 = pl.plan(tp=4)
+        assert lines[-1] == (
+            f"| 2 | kimi-k3 | 4 | 28 | 0.9 | extra_buffer | {p4.max_running} | {p4.limited_by} |"
+        )
+        other = Client(url, verbose=False, download_files=str(tmp_path))
+        out3 = other.predict(api_name="/memory_planner_plan")
+        assert "| 2 |" not in out3[8]  # a second session does not see the first
+        with pytest.raises(Exception, match=r"TP must be an integer in \[1, 64\], got 0"):
+            c.predict(tp=0, api_name="/memory_planner_plan")
+        out4 = c.predict(api_name="/memory_planner_plan")  # still working after the error
+        assert out4[8].splitlines()[-1].startswith("| 3 | kimi-k3 | 8 |")  # error not recorded

@@ -1,0 +1,278 @@
+"""apps.prefix_replay: callbacks against the prefix_replay study, stepping, sessions, the API."""
+
+from __future__ import annotations
+
+import csv
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from apps import common
+from apps import prefix_replay as app
+from kda_core.studies import prefix_replay as pr
+
+# output positions of the full render (see build(): all_out)
+SUMMARY, TL, TL_CSV, TREE, TREE_CSV, REPLAY, REPLAY_CSV, STEP_MD, STEP, DRIFT, DRIFT_CSV = range(11)
+REQUEST, POOLS, POOLS_CSV, SESSION = 11, 12, 13, 14
+
+
+def _rows(path: str) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def default_out():
+    return app.load_scenario(progress=None)
+
+
+@pytest.fixture(scope="module")
+def study():
+    return pr.run_scenario()
+
+
+def test_default_session_is_the_study(default_out, study):
+    s = default_out[SESSION]
+    assert s.prompts == pr.SCENARIOS["system_tools_branches"].prompts
+    assert s.result is study and s.req == 2 and s.step == 0
+    t = study.requests[2].timeline
+    a, b = t.restore_at, t.token_match
+    assert 0 < a < b < t.prompt_len  # the worked default restores, replays and prefills
+    summary = default_out[SUMMARY]
+    assert summary.startswith("**Request #3**")
+    assert f"| **restore point** | **{a}**<br>" in summary
+    assert f"| **replayed** | **{b - a}**<br><small>tokens [{a}, {b})</small> |" in summary
+    assert f"state hits {study.state_hits}, replayed {study.replayed_tokens}" in summary
+    assert default_out[REQUEST]["choices"][2][1] == 2 and default_out[REQUEST]["value"] == 2
+
+
+def test_timeline_figure(default_out, study):
+    fig, path = default_out[TL], default_out[TL_CSV]
+    bars = [d for d in fig.data if d.type == "bar"]
+    segs = [seg for r in study.requests for seg in r.timeline.segments]
+    assert [(int(b.base[0]), int(b.base[0] + b.x[0])) for b in bars] == [(a, b) for a, b, _ in segs]
+    match = next(d for d in fig.data if d.name == "token match")
+    assert list(match.x) == [r.timeline.token_match for r in study.requests]
+    t = study.requests[2].timeline
+    a, b, n = t.restore_at, t.token_match, t.prompt_len
+    assert f"restores at {a}, replays {b - a}, prefills {n - b}" in fig.layout.title.text
+    rows = _rows(path)
+    assert rows[0] == ["request", "phase", "start", "end"]
+    assert ["3", "replay", str(a), str(b)] in rows
+
+
+def test_tree_figure_during_and_after(default_out, study):
+    fig = default_out[TREE]
+    snap = study.requests[2].tree_during
+    ck = next(d for d in fig.data if d.name.startswith("checkpoint node"))
+    tomb = next(d for d in fig.data if d.name.startswith("tombstone"))
+    assert len(ck.x) == snap.states and len(tomb.x) == snap.tombstones
+    assert f"{snap.states} checkpoint nodes, {snap.tombstones} tombstones" in fig.layout.title.text
+    assert any(d.name == "locked (in use)" for d in fig.data)  # the restore path is locked
+    rows = _rows(default_out[TREE_CSV])
+    assert len(rows) == 1 + snap.node_id.size and rows[0][5:8] == [
+        "has_state",
+        "kv_lock",
+        "state_lock",
+    ]
+    after = app.inspect(2, 0, 0, True, app.STAGES[1], False, default_out[SESSION])
+    snap2 = study.requests[2].tree_after
+    assert f"{snap2.states} checkpoint nodes" in after[TREE].layout.title.text
+    assert not any(d.name == "locked (in use)" for d in after[TREE].data)
+
+
+def test_replay_heatmap_and_distance(default_out, study):
+    tr = study.requests[2].trace
+    fig = default_out[REPLAY]
+    np.testing.assert_array_equal(fig.data[0].z, pr.heatmap(tr, 0, 0, 0, delta=True))
+    np.testing.assert_array_equal(fig.data[1].y, tr.dist)
+    assert fig.data[2].y[0] == tr.dist[0] > 0.1
+    n = tr.positions.size
+    assert n == study.requests[2].timeline.token_match - study.requests[2].timeline.restore_at + 1
+    assert default_out[STEP]["maximum"] == n - 1 and default_out[STEP]["value"] == 0
+    rows = _rows(default_out[REPLAY_CSV])
+    assert len(rows) == 1 + 32 * 32 + n
+
+
+def test_stepping_reaches_zero_at_the_match(default_out, study):
+    s = default_out[SESSION]
+    tr = study.requests[2].trace
+    last = tr.positions.size - 1
+    out = app.prev_step(s)  # clamped at the restore point
+    assert out[-1].step == 0
+    for k in range(1, last + 1):
+        out = app.next_step(out[-1])
+        assert out[-1].step == k
+        assert out[0].data[2].y[0] == tr.dist[k]
+    assert out[0].data[2].y[0] == 0.0 and tr.dist[-1] == 0.0
+    assert "= the token match" in out[0].layout.title.text
+    np.testing.assert_array_equal(out[0].data[0].z, np.zeros((32, 32)))  # S - S_match
+    assert app.next_step(out[-1])[-1].step == last  # clamped at the match
+    k = last - 1
+    sk = app.go_to_step(k, s)
+    assert sk[-1].step == k and f"Step **{k} / {last}** · position {tr.positions[k]}" in sk[2]
+    raw = app.inspect(2, 1, 2, False, app.STAGES[0], False, sk[-1])
+    np.testing.assert_array_equal(raw[REPLAY].data[0].z, tr.states[k, 1, 2])
+    assert s.step == 0  # sessions are replaced, never mutated
+
+
+def test_play_timer(default_out):
+    s = default_out[SESSION]
+    last = s.n_steps - 1
+    out = app.play(s)
+    assert out[-1].active is True and out[-2].step == 0
+    for _ in range(last):
+        out = app.play_tick(out[-2])
+    assert out[-2].step == last and out[-1].active is False
+    restart = app.play(out[-2])  # at the match: play starts over from the restore point
+    assert restart[-2].step == 0 and restart[-1].active is True
+
+
+def test_send_custom_requests_chinese():
+    out = app.send_request("你好，世界！今天天气很好。", progress=None)
+    s = out[SESSION]
+    assert s.scenario == "custom" and len(s.prompts) == 1 and s.result.requests[0].timeline
+    assert "| prompt | 39 tokens<br>" in out[SUMMARY]  # 13 CJK characters x 3 bytes
+    assert out[REPLAY].layout.annotations[0].text.startswith("nothing restored")
+    out2 = app.send_request("你好，世界！明天呢？", session=s, progress=None)
+    t = out2[SESSION].result.requests[1].timeline
+    ref = pr.run_scenario("custom", prompts=("你好，世界！今天天气很好。", "你好，世界！明天呢？"))
+    assert t == ref.requests[1].timeline and t.token_match == 18  # the shared 18 bytes
+    assert len(s.prompts) == 1  # the first session value is untouched
+
+
+def test_settings_change_the_served_session(default_out):
+    s = default_out[SESSION]
+    out = app.apply_settings("interval", 32, 2, False, False, session=s, progress=None)
+    ref = pr.run_scenario(checkpoint_slots=2)
+    assert out[SESSION].result is ref
+    ev = ref.requests[-1].pools.evicted_states
+    assert ev > 0 and f"| pools: evictions | {ev} states<br>" in out[SUMMARY]
+    cap_line = [a for a in out[POOLS].layout.annotations if "capacity" in a.text]
+    assert cap_line and cap_line[0].text == "checkpoint pool capacity 2"
+    q = app.apply_settings("sglang", 32, 0, True, False, session=s, progress=None)
+    assert q[SESSION].result is pr.run_scenario(policy="sglang", int8=True)
+    assert "INT8" in q[SUMMARY] and q[SESSION].req == 2
+    rows = _rows(q[POOLS_CSV])
+    assert rows[0][:3] == ["request", "checkpoint slots used", "COW copies (restores)"]
+
+
+def test_inconsistent_restore_drift(default_out):
+    out = app.inspect(2, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
+    d = pr.restore_drift(request=2)
+    fig = out[DRIFT]
+    names = [t.name for t in fig.data]
+    assert names[0].startswith("inconsistent") and names[2].startswith("exact")
+    np.testing.assert_array_equal(fig.data[0].y, d.inconsistent)
+    assert max(fig.data[2].y) < 1e-12 < 0.1 < min(fig.data[0].y)
+    rows = _rows(out[DRIFT_CSV])
+    assert rows[0][:4] == ["token", "exact", "int8", "inconsistent"] and len(rows) == 17
+    off = app.inspect(2, 0, 0, True, app.STAGES[0], False, default_out[SESSION])
+    assert off[DRIFT].layout.annotations[0].text.startswith("tick 'Inconsistent restore'")
+
+
+def test_reset_and_empty_session():
+    out = app.reset_session()
+    s = out[-1]
+    assert s.prompts == () and s.result is None
+    for fn in (
+        lambda: app.next_step(s),
+        lambda: app.inspect(0, session=s),
+        lambda: app.apply_settings(session=s, progress=None),
+    ):
+        with pytest.raises(gr.Error, match="the session is empty"):
+            fn()
+    assert app.send_request("hello", session=s, progress=None)[SESSION].prompts == ("hello",)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: app.load_scenario("nope", progress=None), "scenario must be one of"),
+        (
+            lambda s: app.load_scenario(spacing=0, progress=None),
+            "checkpoint spacing (tokens) must be an integer in [1, 1024], got 0",
+        ),
+        (
+            lambda s: app.apply_settings(slots=5000, session=s, progress=None),
+            "checkpoint slots (0 = unlimited) must be an integer in [0, 4096], got 5000",
+        ),
+        (
+            lambda s: app.apply_settings(policy="lru", session=s, progress=None),
+            "policy must be one of ['interval', 'sglang', 'vllm', 'marconi']",
+        ),
+        (lambda s: app.inspect(3, session=s), "request must be an integer in [-3, 2], got 3"),
+        (lambda s: app.inspect(0, layer=6, session=s), "KDA layer must be an integer in [0, 5]"),
+        (lambda s: app.inspect(0, head=1.5, session=s), "head must be an integer in [0, 3]"),
+        (lambda s: app.go_to_step(99, s), "step must be an integer in [0, "),
+        (lambda s: app.go_to_step(2, app.inspect(0, session=s)[-1]), "has no replay steps"),
+        (lambda s: app.send_request("", session=s, progress=None), "must be non-empty"),
+        (
+            lambda s: app.send_request("x" * 1025, session=s, progress=None),
+            "request text must be 1 to 1024 UTF-8 bytes (tokens), got 1025",
+        ),
+        (lambda s: app.send_request("中" * 342, session=s, progress=None), "got 1026"),
+    ],
+)
+def test_bad_inputs_raise_gr_error(default_out, call, message):
+    with pytest.raises(gr.Error) as e:
+        call(default_out[SESSION])
+    assert message in e.value.message
+
+
+def test_session_request_cap():
+    s = app.Session(tuple(f"q{i}" for i in range(pr.MAX_PROMPTS)), "custom")
+    with pytest.raises(gr.Error, match="at most 12 requests"):
+        app.send_request("one more", session=s, progress=None)
+
+
+def test_api_names():
+    cfg = app.build().get_config_file()
+    public = sorted(d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public")
+    assert public == sorted(f"prefix_replay_{n}" for n in (
+        "load", "send", "apply", "reset", "inspect", "step", "prev", "next"))  # fmt: skip
+    timer = [d for d in cfg["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
+    assert timer and all(d["api_visibility"] == "private" for d in timer)
+
+
+@pytest.mark.slow
+def test_client_every_endpoint_and_sessions(tmp_path):
+    from gradio_client import Client
+
+    def client() -> Client:
+        return Client(url, verbose=False, download_files=str(tmp_path))
+
+    with common.launched(app.build()) as url:
+        c = client()
+        out = c.predict("long_document", api_name="/prefix_replay_load")
+        study = pr.run_scenario("long_document")
+        t = study.requests[2].timeline
+        assert f"| **restore point** | **{t.restore_at}**<br>" in out[0]
+        fig = common.plot_from_client(out[5])
+        assert fig["data"][1]["y"] == study.requests[2].trace.dist.tolist()
+        nxt = c.predict(api_name="/prefix_replay_next")  # the session persists on this client
+        assert f"Step **1 / {t.token_match - t.restore_at}**" in nxt[2]
+        stp = c.predict(3, api_name="/prefix_replay_step")
+        assert "Step **3 / " in stp[2]
+        prv = c.predict(api_name="/prefix_replay_prev")
+        assert "Step **2 / " in prv[2]
+        ins = c.predict(1, 2, 1, False, app.STAGES[1], False, api_name="/prefix_replay_inspect")
+        assert ins[0].startswith("**Request #2**")
+        dflt = c.predict(api_name="/prefix_replay_inspect")  # every input has a default
+        assert dflt[0].startswith("**Request #3**")
+        app_ = c.predict("vllm", 16, 0, False, False, api_name="/prefix_replay_apply")
+        ref = pr.run_scenario("long_document", policy="vllm", spacing=16)
+        assert f"state hits {ref.state_hits}" in app_[0]
+        with pytest.raises(Exception, match=r"999 is greater than maximum value"):
+            c.predict(999, api_name="/prefix_replay_step")  # the slider's own bound
+        again = c.predict(api_name="/prefix_replay_next")  # still working after the error
+        assert again[2].startswith("Step **1 / ")
+        sent = c.predict("Q: 为什么？", api_name="/prefix_replay_send")
+        assert sent[0].startswith("**Request #4**")  # appended to this client's 3 requests
+
+        other = client()
+        mine = other.predict("hello", api_name="/prefix_replay_send")
+        assert mine[0].startswith("**Request #1**")  # never sees the other session
+        rst = c.predict(api_name="/prefix_replay_reset")
+        assert rst[0] == "*(empty session)*"

@@ -1,0 +1,206 @@
+"""apps.common: validation messages, CSV of figure data, figure style, registry, language switch,
+offline defaults of the apps package, client plot decoding."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from apps import common
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rows(path: str) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(3, 3), (3.0, 3), ("7", 7), (np.int64(1), 1), (10, 10)]
+)
+def test_check_int_accepts(value, expected):
+    assert common.check_int("K", value, 1, 10) == expected
+
+
+@pytest.mark.parametrize("value", [0, 11, 2.5, None, "", "abc", True, float("nan"), float("inf")])
+def test_check_int_rejects_with_range(value):
+    with pytest.raises(gr.Error) as e:
+        common.check_int("interval K", value, 1, 10)
+    assert "interval K must be an integer in [1, 10]" in e.value.message
+
+
+def test_check_float_and_choice():
+    assert common.check_float("ratio", "0.5", 0.01, 10) == 0.5
+    with pytest.raises(gr.Error, match=r"ratio must be a number in \[0.01, 10\], got 11"):
+        common.check_float("ratio", 11, 0.01, 10)
+    assert common.check_choice("mode", "lazy", ("eager", "lazy")) == "lazy"
+    with pytest.raises(gr.Error, match=r"mode must be one of \['eager', 'lazy'\], got 'x'"):
+        common.check_choice("mode", "x", ("eager", "lazy"))
+
+
+def test_study_errors_maps_value_error_and_keeps_signature():
+    @common.study_errors
+    def f(a: int, progress: gr.Progress = gr.Progress()):  # noqa: B008
+        if a < 0:
+            raise ValueError("a must be in [0, 5], got -1")
+        return a * 2
+
+    assert f(2) == 4
+    with pytest.raises(gr.Error, match=r"a must be in \[0, 5\], got -1"):
+        f(-1)
+    assert list(inspect.signature(f).parameters) == ["a", "progress"]
+
+
+def test_write_csv_roundtrip_and_dedup():
+    p1 = common.write_csv("fig a/b", {"x": np.array([1, 2, 3]), "y": [0.5, 0.25, 1e-20]})
+    assert Path(p1).name.startswith("fig_a_b-") and p1.endswith(".csv")
+    assert _rows(p1) == [["x", "y"], ["1", "0.5"], ["2", "0.25"], ["3", "1e-20"]]
+    p2 = common.write_csv("fig a/b", {"x": [1, 2, 3], "y": np.array([0.5, 0.25, 1e-20])})
+    assert p1 == p2  # same content, same file
+    p3 = common.write_csv("fig a/b", {"x": [1, 2, 4], "y": [0.5, 0.25, 1e-20]})
+    assert p3 != p1
+    with pytest.raises(ValueError, match="equal lengths"):
+        common.write_csv("bad", {"x": [1, 2], "y": [1]})
+
+
+def test_float_cells_are_exact():
+    x = 0.1 + 0.2
+    p = common.write_csv("exact", {"v": np.array([x])})
+    assert float(_rows(p)[1][0]) == x
+
+
+def test_series_csv_long_format():
+    p = common.series_csv(
+        "s", {"a": ([1, 2], [10, 20]), "b": (np.array([5]), np.array([7.5]))}, "step", "bytes"
+    )
+    assert _rows(p) == [
+        ["series", "step", "bytes"],
+        ["a", "1", "10"],
+        ["a", "2", "20"],
+        ["b", "5", "7.5"],
+    ]
+    with pytest.raises(ValueError, match="'a' has 2 x and 1 y"):
+        common.series_csv("s", {"a": ([1, 2], [1])})
+
+
+def test_style_sets_titles_font_and_legend():
+    fig = common.style(go.Figure(go.Scatter(x=[1], y=[2])), "T", "x (tokens)", "y (GiB)")
+    assert fig.layout.title.text == "T"
+    assert fig.layout.xaxis.title.text == "x (tokens)"
+    assert fig.layout.yaxis.title.text == "y (GiB)"
+    assert fig.layout.font.family == common.FONT
+    assert fig.layout.showlegend is True and fig.layout.legend.orientation == "h"
+    e = common.empty_figure("nothing", "run first")
+    assert e.layout.annotations[0].text == "run first"
+
+
+def test_palette_is_the_core_palette():
+    from kda_core import palette
+
+    assert common.COLORS is palette.COLORS and common.SERIES is palette.SERIES
+    for key in ("kv", "state", "conv", "replay", "prefill", "decode", "hit", "free", "checkpoint"):
+        assert common.COLORS[key].startswith("#")
+
+
+def test_registry_lists_all_seven():
+    names = [a.name for a in common.APPS]
+    assert names == [
+        "prefix_replay",
+        "int8_checkpoint",
+        "checkpoint_density",
+        "unified_memory",
+        "chunk_scan",
+        "speculative_replay",
+        "memory_planner",
+    ]
+    for a in common.APPS:
+        assert a.title and a.title_zh and a.blurb and a.blurb_zh
+        assert len(a.blurb) <= 100
+        assert common.app_info(a.name) is a
+    with pytest.raises(KeyError):
+        common.app_info("nope")
+
+
+def test_load_app_skips_missing_module(caplog):
+    with caplog.at_level("WARNING", logger="apps"):
+        assert common.load_app("does_not_exist_yet") is None
+    assert "does_not_exist_yet skipped" in caplog.text
+    m = common.load_app("memory_planner")
+    assert m is not None and callable(m.build)
+
+
+def test_header_switches_language_and_labels():
+    with gr.Blocks() as demo:
+        lang = common.header("t", "Title", "hello", "你好")
+        box = gr.Number(1, label="interval K")
+        lang.labels({box: "间隔 K"})
+    cfg = demo.get_config_file()
+    radios = [c for c in cfg["components"] if c["props"].get("elem_id") == "t-lang"]
+    assert radios and radios[0]["props"]["choices"][1][0] == "中文"
+    assert lang._labels[box] == ("interval K", "间隔 K")
+    fns = [d for d in cfg["dependencies"] if d["api_visibility"] == "private"]
+    assert len(fns) == 2
+    # the explanation switch itself
+    fn_text = demo.fns[fns[0]["id"]].fn
+    assert fn_text("中文") == "你好" and fn_text("English") == "hello"
+    fn_labels = demo.fns[fns[1]["id"]].fn
+    assert fn_labels("中文")[0]["label"] == "间隔 K"
+    assert fn_labels("English")[0]["label"] == "interval K"
+    with pytest.raises(RuntimeError):
+        lang.labels({})
+
+
+def test_plot_from_client_decodes_typed_arrays():
+    import base64
+
+    arr = np.array([1.5, 2.5])
+    value = {
+        "type": "plotly",
+        "plot": '{"data": [{"y": {"dtype": "f8", "bdata": "'
+        + base64.b64encode(arr.tobytes()).decode()
+        + '"}, "x": [1, 2]}], "layout": {}}',
+    }
+    fig = common.plot_from_client(value)
+    assert fig["data"][0]["y"] == [1.5, 2.5] and fig["data"][0]["x"] == [1, 2]
+    m = np.arange(6, dtype=np.int32).reshape(2, 3)
+    two = {"dtype": "i4", "bdata": base64.b64encode(m.tobytes()).decode(), "shape": "2, 3"}
+    assert common.plot_from_client({"plot": {"z": two}})["z"] == m.tolist()
+
+
+def test_package_sets_offline_defaults_before_numpy():
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "GRADIO_ANALYTICS_ENABLED",
+            "HF_HUB_OFFLINE",
+            "HF_HUB_DISABLE_TELEMETRY",
+            "OPENBLAS_NUM_THREADS",
+        )
+    }
+    code = (
+        "import sys, os, apps; assert 'numpy' not in sys.modules; "
+        "print(os.environ['GRADIO_ANALYTICS_ENABLED'], os.environ['HF_HUB_OFFLINE'], "
+        "os.environ['HF_HUB_DISABLE_TELEMETRY'], os.environ['OPENBLAS_NUM_THREADS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "1", "1", "1"]
+    env["OPENBLAS_NUM_THREADS"] = "2"  # setdefault: the caller's value wins
+    code2 = "import os, apps; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code2], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "2"

@@ -1,0 +1,295 @@
+"""The blog figures: every plots/plot_*.py runs, writes non-trivial byte-identical files, and
+draws exactly the arrays kda_core.studies returns (small study parameters: ``--quick``)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from xml.etree import ElementTree
+
+import matplotlib
+import numpy as np
+import pytest
+
+from plots import style
+from plots.__main__ import SCRIPTS
+from plots.__main__ import main as run_all
+
+REPO = Path(__file__).resolve().parents[1]
+MODULES = {name: importlib.import_module(f"plots.{name}") for name in SCRIPTS}
+DPI = 40  # small rasters keep the suite fast; the bytes still depend on every artist
+MIN_BYTES = {"png": 4_000, "svg": 20_000}
+
+_DATA: dict[str, object] = {}
+
+
+def quick(name: str) -> object:
+    """``compute(quick=True)`` of a script, computed once per test session."""
+    if name not in _DATA:
+        _DATA[name] = MODULES[name].compute(quick=True)
+    return _DATA[name]
+
+
+def figure(name: str, lang: str = "en"):  # noqa: ANN201
+    with style.rc(DPI, lang):
+        return MODULES[name].make_figure(quick(name), lang=lang)
+
+
+def by_gid(fig, gid: str) -> list:  # noqa: ANN001
+    found = fig.findobj(lambda a: a.get_gid() == gid)
+    assert found, f"no artist with gid {gid!r}"
+    return found
+
+
+def line(fig, gid: str):  # noqa: ANN001, ANN201
+    (art,) = by_gid(fig, gid)
+    return art
+
+
+# ---------------------------------------------------------------------------------------------
+# every script: files, determinism, Chinese labels
+
+
+@pytest.mark.slow  # ~1-4 s per script (three renders); all nine take ~20 s on a busy machine
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_writes_identical_nontrivial_files(name: str, tmp_path: Path) -> None:
+    mod = MODULES[name]
+    a, b = tmp_path / "a", tmp_path / "b"
+    paths = mod.main(["--out", str(a), "--format", "both", "--dpi", str(DPI), "--quick"])
+    assert sorted(p.name for p in paths) == [f"{mod.NAME}.png", f"{mod.NAME}.svg"]
+    for p in paths:
+        assert p.stat().st_size > MIN_BYTES[p.suffix[1:]], p
+    assert (a / f"{mod.NAME}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = (a / f"{mod.NAME}.svg").read_text()
+    assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # no date, no version
+    ElementTree.fromstring(svg)  # still well-formed after the clip ids are renumbered
+    assert 'clip-path="url(#clip0)"' in svg
+    # a second run from freshly computed data
+    style.render(mod.NAME, mod.compute(quick=True), mod.make_figure, b, ("png", "svg"), DPI)
+    for p in paths:
+        assert (b / p.name).read_bytes() == p.read_bytes(), f"{p.name} differs between runs"
+    if style.cjk_font():  # the Chinese version draws every glyph (no tofu warnings)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. "Glyph ... missing from font(s)"
+            (zh,) = style.render(mod.NAME, quick(name), mod.make_figure, b, ("png",), DPI, ("zh",))
+        assert zh.name == f"{mod.NAME}_zh.png" and zh.stat().st_size > MIN_BYTES["png"]
+
+
+def test_identical_bytes_in_a_fresh_process(tmp_path: Path) -> None:
+    """Another interpreter (another hash seed) writes the same bytes as this one."""
+    mod = MODULES["plot_k3_memory_vs_context"]
+    here = mod.main(["--out", str(tmp_path / "here"), "--format", "both", "--dpi", str(DPI)])
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    subprocess.run(
+        [sys.executable, "-m", "plots.plot_k3_memory_vs_context", "--out", str(tmp_path / "there"),
+         "--format", "both", "--dpi", str(DPI)],
+        cwd=REPO, env=env, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    for p in here:
+        assert (tmp_path / "there" / p.name).read_bytes() == p.read_bytes(), p.name
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_translations_cover_the_same_keys(name: str) -> None:
+    text = MODULES[name].TEXT
+    assert set(text) == set(style.LANGS)
+
+    en, zh = text["en"], text["zh"]
+    assert set(en) == set(zh)
+    for k, v in en.items():  # nested tables translate study labels: zh covers at least en's
+        assert isinstance(zh[k], type(v)), k
+        if isinstance(v, dict):
+            assert set(v) <= set(zh[k]), k
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_import_only_studies_from_the_core(name: str) -> None:
+    """plots/ draws; kda_core.studies computes. The only other core imports allowed: the
+    palette and the bundled trace loader (an input to a study)."""
+    tree = ast.parse((REPO / "plots" / f"{name}.py").read_text())
+    allowed = ("kda_core.studies", "kda_core.palette", "kda_core.workloads")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kda_core"):
+            assert node.module.startswith(allowed), node.module
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                assert not a.name.startswith("kda_core") or a.name.startswith(allowed), a.name
+
+
+# ---------------------------------------------------------------------------------------------
+# the data drawn is the study's
+
+
+def test_k3_memory_vs_context_draws_the_plan() -> None:
+    p = quick("plot_k3_memory_vs_context")
+    fig = figure("plot_k3_memory_vs_context")
+    mla, kda = line(fig, "mla"), line(fig, "kda")
+    np.testing.assert_array_equal(mla.get_xdata(), p.context_lens)
+    np.testing.assert_array_equal(mla.get_ydata(), p.mla_bytes)
+    np.testing.assert_array_equal(kda.get_ydata(), p.kda_bytes)
+    assert p.mla_bytes[0] == 24 * (512 + 64) * 2  # one token of K3's MLA latent, bf16
+    assert set(p.kda_bytes.tolist()) == {p.slot_bytes} and p.slot_bytes == 29_039_616
+    assert p.context_lens[-1] == 1_000_000 and p.crossover_context == 1051
+
+
+def test_chunk_agreement_draws_errors_and_cost() -> None:
+    d = quick("plot_chunk_agreement")
+    fig = figure("plot_chunk_agreement")
+    ag, cost = d.agreement, d.cost
+    for i, T in enumerate(ag.T_values.tolist()):
+        ln = line(fig, f"T{T}")
+        np.testing.assert_array_equal(ln.get_xdata(), ag.chunk_sizes)
+        np.testing.assert_array_equal(ln.get_ydata(), ag.o_rel[i])
+    assert ag.o_rel.max() < 1e-13  # float64 agreement
+    np.testing.assert_array_equal(line(fig, "steps").get_ydata(), cost.steps_ratio[-1])
+    np.testing.assert_array_equal(line(fig, "flops").get_ydata(), cost.flops_ratio[-1])
+    # 65,536 tokens divide evenly: the step saving is exactly C; chunking costs more FLOPs
+    np.testing.assert_array_equal(cost.steps_ratio[-1], cost.chunk_sizes)
+    assert (cost.flops_ratio[-1] > 1).all()
+
+
+def test_affine_composition_draws_groupings_and_orders() -> None:
+    d = quick("plot_affine_composition")
+    fig = figure("plot_affine_composition")
+    g = [r.get_width() for r in by_gid(fig, "grouping")]
+    o = [r.get_width() for r in by_gid(fig, "order")]
+    np.testing.assert_array_equal(g, d.grouping_S_diff)
+    np.testing.assert_array_equal(o, d.order_S_rel)
+    assert max(g) < 1e-12 and o[0] < 1e-12 and min(o[1:]) > 1e-3
+    (im,) = by_gid(fig, "b_A->B->C")
+    np.testing.assert_array_equal(im.get_array(), d.b_true)
+
+
+def test_int8_checkpoint_draws_error_capacity_and_divergence() -> None:
+    d = quick("plot_int8_checkpoint")
+    fig = figure("plot_int8_checkpoint")
+    (im,) = by_gid(fig, "error")
+    np.testing.assert_array_equal(im.get_array(), d.errors.error)
+    caps = [r.get_width() for r in by_gid(fig, "capacity")]
+    np.testing.assert_array_equal(caps, d.memory_k3.capacity)
+    assert d.memory_k3.labels[:2] == ("native", "int8 / key channel")
+    assert caps[1] > 1.8 * caps[0]  # INT8 nearly doubles the checkpoints per budget
+    dv = d.divergence
+    np.testing.assert_array_equal(line(fig, "state_once").get_ydata(), dv.park_once_state_dist)
+    np.testing.assert_array_equal(line(fig, "state_every").get_ydata(), dv.every_step_state_dist)
+    np.testing.assert_array_equal(line(fig, "logit_once").get_ydata(), dv.park_once_logit_diff)
+    assert dv.every_step_state_dist[-1] > dv.park_once_state_dist[-1]
+
+
+def test_unified_memory_draws_the_comparison() -> None:
+    c = quick("plot_unified_memory")
+    fig = figure("plot_unified_memory")
+    np.testing.assert_array_equal(line(fig, "static").get_ydata(), c.static_mean_concurrency)
+    np.testing.assert_array_equal(line(fig, "static").get_xdata(), c.ratios)
+    assert line(fig, "unified_mean").get_ydata()[0] == c.unified.mean_concurrency
+    run = line(fig, "running_eager_None").get_ydata()
+    np.testing.assert_array_equal(run, c.unified.timeline.running)
+    assert c.unified.mean_concurrency > c.best_static.mean_concurrency
+
+
+def test_speculative_memory_draws_rings_and_states() -> None:
+    m = quick("plot_speculative_memory")
+    fig = figure("plot_speculative_memory")
+    np.testing.assert_array_equal(line(fig, "per_draft").get_ydata(), m.per_draft_state_bytes[1])
+    np.testing.assert_array_equal(line(fig, "rings").get_ydata(), m.ring_bytes[1])
+    np.testing.assert_array_equal(line(fig, "conv").get_ydata(), m.conv_window_bytes[1])
+    bars = [r.get_height() for r in by_gid(fig, "deploy")]
+    assert bars == [m.deploy_ring_bytes, m.deploy_per_draft_bytes, m.deploy_conv_window_bytes]
+    assert m.models == ("k3-mini", "kimi-k3")
+    assert (m.ring_bytes < m.per_draft_state_bytes).all()
+
+
+def test_prefix_replay_draws_segments_replay_and_drift() -> None:
+    d = quick("plot_prefix_replay")
+    fig = figure("plot_prefix_replay")
+    for i, req in enumerate(d.scenario.requests):
+        for a, b, phase in req.timeline.segments:
+            (bar,) = by_gid(fig, f"turn{i}_{phase}")
+            assert (bar.get_x(), bar.get_width()) == (a, b - a)
+    last = d.scenario.requests[-1]
+    assert last.timeline.restore_at < last.timeline.token_match  # a real replay
+    dist = line(fig, "dist").get_ydata()
+    np.testing.assert_array_equal(dist, last.trace.dist)
+    assert dist[-1] == 0.0 and dist[0] > 0.1
+    np.testing.assert_array_equal(line(fig, "exact").get_ydata(), d.drift.exact)
+    np.testing.assert_array_equal(line(fig, "bad").get_ydata(), d.drift.inconsistent)
+    assert d.drift.exact.max() < 1e-10 < d.drift.int8.min() and d.drift.inconsistent.min() > 0.1
+
+
+def test_checkpoint_density_draws_the_sweep() -> None:
+    s = quick("plot_checkpoint_density")
+    fig = figure("plot_checkpoint_density")
+    for j in range(len(s.budget_labels)):
+        np.testing.assert_array_equal(line(fig, f"mem{j}").get_ydata(), s.peak_state_bytes[:, j])
+        np.testing.assert_array_equal(line(fig, f"ttft{j}").get_ydata(), s.ttft_mean_s[:, j])
+        star = line(fig, f"opt{j}")
+        assert star.get_xdata()[0] == s.intervals[s.optimum[j]]
+    np.testing.assert_array_equal(line(fig, "an_mem").get_ydata(), s.analytic.state_bytes)
+    assert s.trace_name.endswith(f"[:{MODULES['plot_checkpoint_density'].QUICK_REQUESTS}]")
+
+
+def test_retention_policies_draws_the_sweep() -> None:
+    s = quick("plot_retention_policies")
+    fig = figure("plot_retention_policies")
+    for i in range(len(s.labels)):
+        np.testing.assert_array_equal(line(fig, f"hit{i}").get_ydata(), s.state_hit_rate[i])
+        np.testing.assert_array_equal(line(fig, f"ck{i}").get_ydata(), s.checkpoints_stored[i])
+    assert line(fig, "ideal").get_ydata()[0] == s.ideal_token_hit_rate
+    assert (s.state_hit_rate <= s.ideal_token_hit_rate + 1e-12).all()  # token hit is the ceiling
+
+
+# ---------------------------------------------------------------------------------------------
+# style and runner
+
+
+def test_format_bytes() -> None:
+    assert style.format_bytes(1 << 30) == "1 GiB"
+    assert style.format_bytes(29_039_616) == "27.7 MiB"
+    assert style.format_bytes(512) == "512 B"
+
+
+def test_rendering_leaves_global_rcparams_alone(tmp_path: Path) -> None:
+    before = dict(matplotlib.rcParams)
+    mod = MODULES["plot_speculative_memory"]
+    style.render(mod.NAME, quick("plot_speculative_memory"), mod.make_figure, tmp_path,
+                 ("svg",), DPI, ("en",))  # fmt: skip
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_zh_without_a_cjk_font_degrades_to_english(monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001
+    monkeypatch.setattr(style, "cjk_font", lambda: None)
+    assert style.resolve_lang("zh") == "en"
+    assert "apt-get install fonts-wqy-zenhei" in capsys.readouterr().err
+    paths = MODULES["plot_speculative_memory"].main(
+        ["--out", str(tmp_path), "--lang", "zh", "--dpi", str(DPI)]
+    )
+    assert [p.name for p in paths] == ["speculative_memory.png"]
+    with pytest.raises(ValueError, match="lang"):
+        style.resolve_lang("fr")
+
+
+def test_runner_renders_a_selection_with_progress(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    argv = ["--out", str(tmp_path), "--dpi", str(DPI), "--quick", "--lang", "en"]
+    assert run_all([*argv, "--only", "k3_memory_vs_context", "speculative_memory"]) == 0
+    out = capsys.readouterr().out
+    assert "[1/2] k3_memory_vs_context" in out and "[2/2] speculative_memory" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "k3_memory_vs_context.png",
+        "speculative_memory.png",
+    ]
+    assert run_all([*argv, "--only", "nope"]) == 2
+    assert run_all(["--list"]) == 0
+    assert capsys.readouterr().out.split() == [s.removeprefix("plot_") for s in SCRIPTS]
+
+
+def test_bad_flags_exit_with_a_usage_error(capsys) -> None:  # noqa: ANN001
+    with pytest.raises(SystemExit) as e:
+        MODULES["plot_k3_memory_vs_context"].main(["--dpi", "5"])
+    assert e.value.code == 2 and "--dpi must be in [30, 600]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_all(["--jobs", "0"])
