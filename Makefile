@@ -18,11 +18,12 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m apps
 
-# Debian's chromium when present (or installable as root); playwright's own download otherwise.
+# Debian's chromium (+ a CJK font) when present or installable as root; playwright's own
+# browser download otherwise.
 chromium: $(VENV)/.installed
 	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && apt-get install -y -qq chromium; \
+		apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei; \
 	else $(PY) -m playwright install chromium; fi
 
 test: $(VENV)/.installed chromium

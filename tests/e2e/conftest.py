@@ -58,7 +58,14 @@ def find_chromium() -> str | None:
         p = cand if Path(cand).is_file() else shutil.which(cand)
         if p:
             return p
-    return None
+    try:  # the browser `python -m playwright install chromium` downloaded (make test's fallback)
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as pw:
+            exe = pw.chromium.executable_path
+        return exe if exe and Path(exe).is_file() else None
+    except Exception:
+        return None
 
 
 def _require_chromium() -> str:
