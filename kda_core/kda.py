@@ -12,12 +12,17 @@ Shapes: q, k [T, H, K]; v [T, H, V]; g [T, H, K] (log decay, <= 0); beta [T, H];
 state [H, K, V]; o [T, H, V]. q and k are used as given (callers L2-normalise them).
 
 `recurrent` is the naive twin every fast path is tested against; `chunked` processes C tokens at
-a time with batched matmuls over heads and chunks. Left out: grouped value heads (GVA), varlen
-batches and the V-first state layout — a single sequence with H = HV is all the lab needs.
+a time with batched matmuls over heads and chunks (WY/UT transform, kda-math.md §6): per slab of
+a few chunks it computes every state-independent quantity at once (decayed k-k / q-k scores
+factorised per 16-row sub-chunk as fla does, the unit-lower inverse), then carries the state
+across the slab's chunks with four small matmuls each. Inputs are never transposed: chunk views
+of the [T, H, K] arrays go to BLAS as strided matrices. Left out: grouped value heads (GVA),
+varlen batches and the V-first state layout — a single sequence with H = HV is all the lab needs.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,9 +30,20 @@ import numpy as np
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
 
+# `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
+# [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
+# and the scan (1 MiB measured best on a 2 MiB-L2 machine, ~1.3x faster than one slab).
+_SLAB_BYTES = 1 << 20
+# The scan cuts its two big products (kq S: 2C x K x V, Kd^T Vn: K x C x V) into row blocks of
+# at most this many multiply-adds. OpenBLAS runs a GEMM above ~2^19 of them on all its threads;
+# for 128-sized products that costs more than it gains, and on a busy machine the waiting
+# threads made `chunked` 1.8x to 40x slower in wall time (load-dependent). Below it BLAS stays
+# on the calling thread, and the blocked products were also a little faster single-threaded
+# (measured, K = V = 128; OPENBLAS_NUM_THREADS=1 makes the cut irrelevant).
+_GEMM_MNK = 1 << 19
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
-# Largest decay spread inside one sub-chunk for which the diagonal block is factorised around its
-# middle row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
+# Largest decay spread inside one sub-chunk for which its scores are factorised around its first
+# row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
 _BLOCK_SPREAD = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 80.0}
 
 
@@ -40,7 +56,11 @@ def _as_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = arr.astype(dtype, copy=False)
-    if not np.all(np.isfinite(arr)):
+    # one read-only pass: a finite sum proves every entry finite; otherwise check exactly
+    # (finite entries can still overflow the sum)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = arr.sum()
+    if not np.isfinite(total) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return arr
 
@@ -71,7 +91,7 @@ def _validate(q, k, v, g, beta, initial_state, scale):
         raise ValueError(f"g must have shape [T, H, K] = {(T, H, K)}, got {g.shape}")
     if beta.shape != (T, H):
         raise ValueError(f"beta must have shape [T, H] = {(T, H)}, got {beta.shape}")
-    if np.any(g > 0):
+    if g.max() > 0:
         raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
     if np.any(beta < 0) or np.any(beta > 2):
         raise ValueError(f"beta must be in [0, 2], got range [{beta.min():.3g}, {beta.max():.3g}]")
@@ -85,8 +105,12 @@ def _validate(q, k, v, g, beta, initial_state, scale):
             )
     if scale is None:
         scale = K**-0.5
-    elif not np.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
+    elif (
+        isinstance(scale, (bool, np.bool_))
+        or not isinstance(scale, (int, float, np.integer, np.floating))
+        or not np.isfinite(scale)
+    ):
+        raise ValueError(f"scale must be a finite real number, got {scale!r}")
     return q, k, v, g, beta, S0, float(scale)
 
 
@@ -118,28 +142,59 @@ def recurrent(q, k, v, g, beta, *, scale=None, initial_state=None):
 
 # --------------------------------------------------------------------------------------------
 # chunkwise form
+#
+# Memory layout: every [T, H, *] input is only reshaped to token-major chunks [N, C, H, *] (no
+# transpose copy) and elementwise results keep that layout; matmuls take head-major *views*
+# [N, H, C, *] (`_heads`), which BLAS reads with a row stride of H*K, and write into such views
+# (the output o included). Only the small [N, H, C, C] score matrices are head-major.
 
 
 @dataclass(slots=True)
 class _Intra:
-    """Per-chunk quantities that do not depend on the incoming state. Chunks on axis 1."""
+    """Per-chunk quantities of one slab that do not depend on the incoming state."""
 
-    WQ: np.ndarray  # [H, N, 2C, K]  rows 0..C: Wm = (I + L)^-1 Diag(beta) (k * exp(Gam));
-    #                                 rows C..2C: Qg = scale * q * exp(Gam)
-    U: np.ndarray  # [H, N, C, V]    (I + L)^-1 Diag(beta) v
-    Aqk: np.ndarray  # [H, N, C, C]  causal q-k scores with decay (diagonal included), scaled
-    Kd: np.ndarray  # [H, N, C, K]   k * exp(gam - Gam)
-    decay: np.ndarray  # [H, N, K]   exp(gam), the chunk's total decay
+    KQ: np.ndarray  # [N, 2C, H, K]  rows 0..C: k * exp(Gam); rows C..2C: scale * q * exp(Gam)
+    Tb: np.ndarray  # [N, H, C, C]   (I + L)^-1 Diag(beta), the UT transform
+    V: np.ndarray  # [N, C, H, V]    the values, token-major (a view of the input)
+    Aqk: np.ndarray  # [N, H, C, C]  causal q-k scores with decay (diagonal included), scaled
+    Kd: np.ndarray  # [N, C, H, K]   k * exp(gam - Gam), token-major like the input
+    decay: np.ndarray  # [N, H, K]   exp(gam), the chunk's total decay
 
 
-def _to_chunks(x: np.ndarray, C: int) -> np.ndarray:
-    """[T, H, *] -> [H, N, C, *] contiguous, zero padded (zero k, v, g, beta leave S unchanged)."""
+def _chunk_rows(x: np.ndarray, C: int) -> np.ndarray:
+    """[T, H, *] -> [N, C, H, *], a free reshape; zero padded (a copy) only if C does not divide
+    T. Zero k, v, g, beta rows leave the state unchanged and their outputs are dropped."""
     T = x.shape[0]
     N = -(-T // C)
     if N * C != T:
         x = np.concatenate([x, np.zeros((N * C - T,) + x.shape[1:], x.dtype)], axis=0)
-    x = x.reshape((N, C) + x.shape[1:])
-    return np.ascontiguousarray(np.moveaxis(x, 2, 0))
+    return x.reshape((N, C) + x.shape[1:])
+
+
+def _heads(x: np.ndarray) -> np.ndarray:
+    """[N, C, H, *] -> [N, H, C, *] as a view: numpy hands strided rows to BLAS without a copy."""
+    return np.swapaxes(x, 1, 2)
+
+
+def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
+    """Inclusive cumsum over each chunk's C axis, g [N, C, H, K] -> Gam (decreasing along C).
+
+    C row additions over [N, H, K] slabs: np.cumsum on a middle axis is ~10x slower here, and a
+    lower-triangular matmul does C/2 times the arithmetic."""
+    Gam = np.empty_like(g)
+    Gam[:, 0] = g[:, 0]
+    for i in range(1, g.shape[1]):
+        np.add(Gam[:, i - 1], g[:, i], out=Gam[:, i])
+    return Gam
+
+
+@functools.lru_cache(maxsize=16)
+def _tril_masks(C: int) -> tuple[np.ndarray, np.ndarray]:
+    """Strictly lower and lower (diagonal included) boolean masks [C, C], shared read-only."""
+    masks = np.tril(np.ones((C, C), bool), -1), np.tril(np.ones((C, C), bool))
+    for m in masks:
+        m.flags.writeable = False
+    return masks
 
 
 def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
@@ -170,121 +225,187 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     return Ti
 
 
-def _times_exp(x: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """x * exp(e), in place on the fresh array e."""
-    np.exp(e, out=e)
-    e *= x
-    return e
+def _intra_chunk(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    g: np.ndarray,
+    beta: np.ndarray,
+    scale: float,
+    C: int,
+) -> _Intra:
+    """Everything independent of the incoming state, for all chunks of a slab and all heads at
+    once; q, k, v, g, beta are the slab's [T, H, *] rows (zero padded to whole chunks here).
 
-
-def _decayed_scores(k: np.ndarray, q: np.ndarray, Gam: np.ndarray) -> np.ndarray:
-    """Lower triangles (diagonal included) of the decayed k-k and q-k scores of every chunk:
-
-        P[i, j] = sum_c x[i,c] k[j,c] exp(Gam[i,c] - Gam[j,c]),   x = k (rows 0..C) or q (C..2C)
-
-    k, q, Gam [H, N, C, K], Gam decreasing along C. Returns [H, N, 2C, C]; entries above the
-    diagonal are garbage. As in fla the chunk is cut into sub-chunks of 16 rows, each with its
-    first row r as reference: exp(Gam_i - Gam_r) <= 1 for its rows, and exp(Gam_r - Gam_j) <= 1
-    for earlier columns, <= exp(spread) inside the block. That is bounded while the sub-chunk's
-    decay spread stays below _BLOCK_SPREAD (always so for K3's lower-bound gate: 15 * 5 = 75);
-    a sub-chunk beyond it is masked before exp instead, exactly.
+    Decayed scores P[i, j] = sum_c x[i,c] k[j,c] exp(Gam[i,c] - Gam[j,c]) (x = k or q) are
+    factorised per sub-chunk of B = 16 rows with the sub-chunk's first row as reference r (fla's
+    scheme): rows x_i exp(Gam_i - r) <= 1, columns k_j exp(r - Gam_j) <= 1 left of the
+    sub-chunk and <= exp(spread) inside it. That is bounded while the sub-chunk's decay spread
+    stays below _BLOCK_SPREAD (always for K3's lower-bound gate: 15 * 5 = 75); a sub-chunk beyond
+    it gets its diagonal block from masked exponents and its chunk's columns from exponents
+    <= 0, both exact. The same factors give k exp(Gam), q exp(Gam) and k exp(gam - Gam) with one
+    small per-sub-chunk multiply each, so the big arrays see exp once.
     """
-    H, N, C, K = Gam.shape
+    q, k, v, g = (_chunk_rows(x, C) for x in (q, k, v, g))  # [N, C, H, *]
+    beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
+    N, _, H, K = k.shape
+    dtype = k.dtype
     B = min(C, _SUB)
     nb = C // B
-    out = np.zeros((H, N, 2 * C, C), k.dtype)
-    causal = np.tril(np.ones((B, B), bool))
-    refs = Gam[:, :, ::B]  # [H, N, nb, K] the first row of every sub-chunk
-    with np.errstate(over="ignore", invalid="ignore"):  # only above-diagonal garbage overflows
-        # k_j exp(ref_b - Gam_j) for j in sub-chunk b; moved to another block's reference below
-        # by a per-channel factor exp(ref_s - ref_b) <= 1 (a multiply, no exp on big arrays)
-        kn = refs[:, :, :, None, :] - Gam.reshape(H, N, nb, B, K)
-        np.exp(kn, out=kn)
-        kn *= k.reshape(H, N, nb, B, K)
-    spread = (refs - Gam[:, :, B - 1 :: B]).max(axis=(0, 3))  # [N, nb]
-    limit = _BLOCK_SPREAD[Gam.dtype]
-    wild = np.flatnonzero(spread.max(axis=1) > limit)  # chunks where kn may have overflowed
-    for blk in range(nb):
-        s = blk * B
-        rows = np.exp(Gam[:, :, s : s + B] - refs[:, :, blk : blk + 1])  # <= 1
-        shift = np.exp(refs[:, :, blk : blk + 1] - refs[:, :, : blk + 1])  # [H, N, blk+1, K] <= 1
-        with np.errstate(invalid="ignore"):  # inf * 0 only where `wild` recomputes below
-            right = (kn[:, :, : blk + 1] * shift[:, :, :, None, :]).reshape(H, N, s + B, K)
-        if wild.size:  # exp(ref_s - Gam_j) directly: <= 1 left of the diagonal block
-            with np.errstate(over="ignore"):
-                ref = refs[:, wild, blk : blk + 1]
-                right[:, wild] = k[:, wild, : s + B] * np.exp(ref - Gam[:, wild, : s + B])
-        rightT = np.swapaxes(right, -1, -2)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out[:, :, s : s + B, : s + B] = np.matmul(k[:, :, s : s + B] * rows, rightT)
-            out[:, :, C + s : C + s + B, : s + B] = np.matmul(q[:, :, s : s + B] * rows, rightT)
-        for n in np.flatnonzero(spread[:, blk] > limit):
-            G = Gam[:, n, s : s + B]  # [H, B, K]
-            E = np.exp(np.where(causal[None, :, :, None], G[:, :, None] - G[:, None], -np.inf))
-            kb = k[:, n, s : s + B]
-            out[:, n, s : s + B, s : s + B] = np.einsum("hik,hjk,hijk->hij", kb, kb, E)
-            qk = np.einsum("hik,hjk,hijk->hij", q[:, n, s : s + B], kb, E)
-            out[:, n, C + s : C + s + B, s : s + B] = qk
-    return out
+    sub = (N, nb, B, H, K)  # token-major, C split into sub-chunks
+    Gam = _chunk_cumsum(g)  # [N, C, H, K]
+    gam = Gam[:, -1]  # [N, H, K]
+    refs = Gam.reshape(sub)[:, :, :1]  # [N, nb, 1, H, K] first row of every sub-chunk
+    E = Gam.reshape(sub) - refs  # in [-spread, 0]
+    spread = -E[:, :, -1].min(axis=(-2, -1))  # [N, nb]
+    wild = spread > _BLOCK_SPREAD[dtype]  # sub-chunks whose factors may over/underflow
+    np.exp(E, out=E)
+    X = np.empty((N, nb, 2, B, H, K), dtype)  # per sub-chunk: k rows, then q rows, scaled by E
+    np.multiply(k.reshape(sub), E, out=X[:, :, 0])
+    np.multiply(q.reshape(sub), E, out=X[:, :, 1])
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # wild sub-chunks only
+        kn = np.divide(k.reshape(sub), E, out=E)  # k exp(r - Gam), own sub-chunk's reference
+    P = _decayed_scores(X.reshape(N, nb, 2 * B, H, K), kn, refs, k, q, Gam, wild)
 
-
-def _intra_chunk(q, k, v, g, beta, scale: float, C: int) -> _Intra:
-    # [T, H, *] -> [H, N, C, *]
-    q, k, v, g, beta = (_to_chunks(x, C) for x in (q, k, v, g, beta))  # beta [H, N, C]
-    dtype = q.dtype
-    # inclusive cumsum within each chunk (decreasing), as a matmul: numpy's strided cumsum is slow
-    Gam = np.matmul(np.tril(np.ones((C, C), dtype)), g)
-    gam = Gam[:, :, -1, :]  # [H, N, K]
-    eG = np.exp(Gam)  # <= 1
-    lower = np.tril(np.ones((C, C), bool), -1)
-    causal = np.tril(np.ones((C, C), bool), 0)
-    H, N = Gam.shape[:2]
-    kq = np.empty((H, N, 2 * C, k.shape[-1]), dtype)  # rows: k exp(Gam), then scale q exp(Gam)
-    np.multiply(k, eG, out=kq[:, :, :C])
-    np.multiply(q, eG, out=kq[:, :, C:])
-    kq[:, :, C:] *= scale
-    P = _decayed_scores(k, q, Gam)  # [H, N, 2C, C]: k-k rows, then q-k rows (unscaled)
-
-    L = np.where(lower, beta[..., :, None] * P[:, :, :C], 0.0)
-    Tm = _unit_lower_inverse(L)  # the UT transform
-    Tb = Tm * beta[..., None, :]  # (I + L)^-1 Diag(beta), scaled on the small C x C side
-    kq[:, :, :C] = np.matmul(Tb, kq[:, :, :C])
-    return _Intra(
-        WQ=kq,
-        U=np.matmul(Tb, v),
-        Aqk=np.where(causal, P[:, :, C:] * scale, 0.0),
-        Kd=_times_exp(k, gam[:, :, None, :] - Gam),
-        decay=np.exp(gam),
+    lower, causal = (m.reshape(nb, B, C) for m in _tril_masks(C))
+    L = np.zeros((N, H, C, C), dtype)  # Diag(beta) (strictly lower k-k scores)
+    np.multiply(
+        P[:, :, :, :B], beta.reshape(N, H, nb, B, 1), out=L.reshape(N, H, nb, B, C), where=lower
     )
+    Aqk = np.zeros((N, H, C, C), dtype)
+    np.multiply(P[:, :, :, B:], scale, out=Aqk.reshape(N, H, nb, B, C), where=causal)
+    Tb = _unit_lower_inverse(L)  # the UT transform
+    Tb *= beta[:, :, None, :]  # (I + L)^-1 Diag(beta), scaled on the small C x C side
+
+    er = np.exp(refs)  # [N, nb, 1, H, K], the factor X misses
+    KQ = np.empty((N, 2, nb, B, H, K), dtype)  # token-major [N, 2C, H, K]
+    np.multiply(X[:, :, 0], er, out=KQ[:, 0])  # k exp(Gam)
+    np.multiply(X[:, :, 1], er * scale, out=KQ[:, 1])  # Qg
+    Kd = kn  # k exp(r - Gam) exp(gam - r), in place
+    with np.errstate(invalid="ignore"):  # inf * 0 only in the wild chunks fixed below
+        Kd *= np.exp(gam[:, None, None] - refs)
+    for n in np.flatnonzero(wild.any(axis=1)):  # where k exp(r - Gam) may have overflowed
+        Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
+    KQ = KQ.reshape(N, 2 * C, H, K)
+    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam))
+
+
+def _decayed_scores(
+    X: np.ndarray,
+    kn: np.ndarray,
+    refs: np.ndarray,
+    k: np.ndarray,
+    q: np.ndarray,
+    Gam: np.ndarray,
+    wild: np.ndarray,
+) -> np.ndarray:
+    """Per row sub-chunk a, the k-k and q-k scores against columns 0..(a+1)B (see _intra_chunk).
+
+    X [N, nb, 2B, H, K] rows scaled by exp(Gam_i - r_a); kn [N, nb, B, H, K] columns scaled by
+    exp(r_b - Gam_j), moved to reference r_a by the per-channel factor exp(r_a - r_b) <= 1 (a
+    multiply, no exp on big arrays). Returns P [N, H, nb, 2B, C]: rows 0..B k-k, rows B..2B q-k
+    (unscaled); entries right of the diagonal are garbage or unset. k, q, Gam [N, C, H, K] for
+    the exact fallbacks; wild [N, nb] marks sub-chunks beyond _BLOCK_SPREAD.
+    """
+    N, nb, B2, H, K = X.shape
+    B = B2 // 2
+    C = nb * B
+    P = np.empty((N, H, nb, 2 * B, C), X.dtype)
+    causal = _tril_masks(B)[1][:, :, None, None]
+    for a in range(nb):
+        s, w = a * B, (a + 1) * B
+        if a == 0:
+            right = kn[:, 0]  # [N, B, H, K]
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # inf * 0 only where fixed below
+                right = (kn[:, : a + 1] * np.exp(refs[:, a : a + 1] - refs[:, : a + 1])).reshape(
+                    N, w, H, K
+                )
+            for n in np.flatnonzero(wild[:, :a].any(axis=1)):  # exp(r_a - Gam_j) <= 1 directly
+                right[n, :s] = k[n, :s] * np.exp(refs[n, a] - Gam[n, :s])
+        with np.errstate(over="ignore", invalid="ignore"):  # garbage right of the diagonal
+            np.matmul(_heads(X[:, a]), right.transpose(0, 2, 3, 1), out=P[:, :, a, :, :w])
+        for n in np.flatnonzero(wild[:, a]):  # diagonal block from masked exponents
+            G = Gam[n, s:w]  # [B, H, K]
+            E = np.exp(np.where(causal, G[:, None] - G[None, :], -np.inf))  # [B, B, H, K]
+            kb = k[n, s:w]
+            P[n, :, a, :B, s:w] = np.einsum("ihk,jhk,ijhk->hij", kb, kb, E)
+            P[n, :, a, B:, s:w] = np.einsum("ihk,jhk,ijhk->hij", q[n, s:w], kb, E)
+    return P
+
+
+def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """The sequential part, chunk by chunk (all heads at once), writing o [N, C, H, V] in place.
+
+    Per chunk with incoming state S0, kg = k exp(Gam) and Qg = scale q exp(Gam):
+        Vn = Tb (v - kg S0)            pseudo-values: each token's actual rank-1 write
+        O  = Qg S0 + Aqk Vn
+        S1 = Diag(exp(gam)) S0 + Kd^T Vn
+    Applying Tb here (C x C x V) instead of forming Wm = Tb kg and U = Tb v up front saves one
+    C x C x K product per chunk. Buffers are reused and products written in place: this loop
+    is about half the run time, nearly all of it in BLAS (see _GEMM_MNK for the row blocks).
+    """
+    N, C2, H, K = it.KQ.shape
+    C = C2 // 2
+    V = S.shape[-1]
+    rq = _block_rows(C2, K * V)  # rows per block of kq S
+    rk = _block_rows(K, C * V)  # state rows per block of Kd^T Vn
+    R = np.empty((H, C2 // rq, rq, V), S.dtype)
+    Rf = R.reshape(H, C2, V)
+    Y = np.empty((H, C, V), S.dtype)
+    Vn = np.empty((H, C, V), S.dtype)
+    KV = np.empty((H, K // rk, rk, V), S.dtype)
+    for n in range(N):
+        kq = np.swapaxes(it.KQ[n], 0, 1).reshape(H, C2 // rq, rq, K)
+        np.matmul(kq, S[:, None], out=R)  # kg S0 and Qg S0 in one product
+        np.subtract(np.swapaxes(it.V[n], 0, 1), Rf[:, :C], out=Y)
+        np.matmul(it.Tb[n], Y, out=Vn)
+        on = np.swapaxes(o[n], 0, 1)  # [H, C, V] view of the output rows
+        np.matmul(it.Aqk[n], Vn, out=on)
+        on += Rf[:, C:]
+        kd = it.Kd[n].transpose(1, 2, 0).reshape(H, K // rk, rk, C)  # Kd^T
+        np.matmul(kd, Vn[:, None], out=KV)
+        S *= it.decay[n][:, :, None]
+        S += KV.reshape(H, K, V)
+    return S
+
+
+def _block_rows(rows: int, per_row: int) -> int:
+    """Largest divisor of `rows` with at most _GEMM_MNK / per_row rows, but >= 16 if possible."""
+    r = min(rows, max(16, _GEMM_MNK // per_row))
+    while rows % r:
+        r -= 1
+    return r
 
 
 def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     """Chunkwise KDA (WY/UT transform, fla `chunk_kda`). Any T; the last chunk may be ragged.
 
-    Per chunk of C tokens with incoming state S0 (all heads at once):
-        Vn = U - Wm S0                 pseudo-values: each token's actual rank-1 write
-        O  = Qg S0 + Aqk Vn
-        S1 = Diag(exp(gam)) S0 + Kd^T Vn
-    Everything independent of S0 is computed for all chunks in one batched pass.
+    Tokens are processed in slabs of whole chunks: everything independent of the incoming state
+    is computed for all chunks of a slab in one batched pass (`_intra_chunk`), then `_scan`
+    carries the state across them with four matmuls per chunk while the slab is still in cache.
+    Intermediates scale with the slab, not with T; only the output o is [T, H, V].
     """
     C = _check_chunk_size(chunk_size)
     q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
-    T = q.shape[0]
+    T, H, K = q.shape
     C = _effective_chunk(C, T)
-    it = _intra_chunk(q, k, v, g, beta, scale, C)
-    H, N = it.U.shape[:2]
-    o = np.empty((H, N, C, v.shape[2]), S.dtype)
-    for n in range(N):
-        R = np.matmul(it.WQ[:, n], S)  # [H, 2C, V]: Wm S0 and Qg S0 in one product
-        Vn = it.U[:, n] - R[:, :C]
-        o[:, n] = R[:, C:] + np.matmul(it.Aqk[:, n], Vn)
-        S = it.decay[:, n, :, None] * S + np.matmul(np.swapaxes(it.Kd[:, n], -1, -2), Vn)
-    o = np.moveaxis(o.reshape(H, N * C, -1), 0, 1)[:T]
-    return np.ascontiguousarray(o), S
+    N = -(-T // C)
+    o = np.empty((N, C, H, v.shape[2]), S.dtype)
+    S = S.copy()
+    rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
+    for t0 in range(0, T, rows):
+        t = slice(t0, t0 + rows)
+        it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
+        _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
+    return o.reshape(N * C, H, -1)[:T], S
 
 
 def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:
-    """Matmul FLOPs (2 per multiply-add) of `chunked`, for the fraction-of-peak benchmark."""
+    """Nominal matmul FLOPs (2 per multiply-add) of the chunkwise algorithm, for the
+    fraction-of-peak benchmark: full C x C score blocks, Wm = Tb kg and U = Tb v formed per chunk.
+    `chunked` itself does ~15% less at C=64 (only the lower score blocks; Tb applied once to
+    v - kg S0 in the scan), so this count is the yardstick, not a measurement."""
     C = _effective_chunk(chunk_size, T)
     N = -(-T // C)
     intra = 2 * (2 * C) * C * K + (2 * C**3) // 3 + 2 * C * C * (K + V)  # KK|QK, inverse, WY
@@ -390,6 +511,8 @@ class AffineMap:
 
 
 def _validate_map_inputs(k, v, g, beta):
+    if np.ndim(k) != 3:
+        raise ValueError(f"k must have shape [T, H, K], got rank {np.ndim(k)}")
     T, H, K = np.shape(k)
     q = np.zeros((T, H, K))
     _, k, v, g, beta, _, _ = _validate(q, k, v, g, beta, None, 1.0)
@@ -422,12 +545,13 @@ def segment_map(k, v, g, beta, *, chunk_size: int = 64) -> AffineMap:
     C = _check_chunk_size(chunk_size)
     k, v, g, beta = _validate_map_inputs(k, v, g, beta)
     T, H, K = k.shape
-    it = _intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, _effective_chunk(C, T))
-    KdT = np.swapaxes(it.Kd, -1, -2)  # [H, N, K, C]
-    Wm = it.WQ[:, :, : it.U.shape[2]]
-    M = np.einsum("hnk,kj->hnkj", it.decay, np.eye(K)) - np.matmul(KdT, Wm)
-    b = np.matmul(KdT, it.U)
-    out = AffineMap(M[:, 0], b[:, 0])
-    for n in range(1, M.shape[1]):
-        out = out.then(AffineMap(M[:, n], b[:, n]))
+    C = _effective_chunk(C, T)
+    it = _intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, C)
+    KdT = it.Kd.transpose(0, 2, 3, 1)  # [N, H, K, C]
+    Wm = np.matmul(it.Tb, _heads(it.KQ[:, :C]))  # (I + L)^-1 Diag(beta) k exp(Gam)
+    M = np.einsum("nhk,kj->nhkj", it.decay, np.eye(K)) - np.matmul(KdT, Wm)
+    b = np.matmul(KdT, np.matmul(it.Tb, _heads(it.V)))
+    out = AffineMap(M[0], b[0])
+    for n in range(1, M.shape[0]):
+        out = out.then(AffineMap(M[n], b[n]))
     return out

@@ -190,6 +190,34 @@ def test_bad_inputs_name_the_argument(rng, fn, mutate, name):
         fn(**args)
 
 
+@pytest.mark.parametrize("scale", ["a", np.nan, True, [1.0]])
+def test_bad_scale(rng, scale):
+    q, k, v, g, beta, _ = kda_inputs(rng, 10)
+    with pytest.raises(ValueError, match="^scale"):
+        kda.chunked(q, k, v, g, beta, scale=scale)
+
+
+def test_segment_map_rejects_wrong_rank(rng):
+    _, k, v, g, beta, _ = kda_inputs(rng, 10)
+    with pytest.raises(ValueError, match="^k must have shape"):
+        kda.segment_map(k[0], v, g, beta)
+    with pytest.raises(ValueError, match="^k must have shape"):
+        kda.token_maps(k[0], v, g, beta)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-4)])
+def test_mixed_sub_chunks_some_beyond_the_spread_limit(rng, dtype, tol):
+    # one sub-chunk decays hard enough to take the masked path, its neighbours do not
+    q, k, v, g, beta, S0 = kda_inputs(rng, 150, H=2, K=8, V=4)
+    g[40:48] = -12.0 if dtype == np.float32 else -80.0
+    args = [x.astype(dtype) for x in (q, k, v, g, beta)]
+    o_ref, S_ref = kda.recurrent(*args, initial_state=S0.astype(dtype))
+    o, S = kda.chunked(*args, initial_state=S0.astype(dtype))
+    assert np.all(np.isfinite(o))
+    assert rel(o.astype(np.float64), o_ref.astype(np.float64)) <= tol
+    assert rel(S.astype(np.float64), S_ref.astype(np.float64)) <= tol
+
+
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, 5000])
 def test_bad_chunk_size(rng, bad):
     q, k, v, g, beta, _ = kda_inputs(rng, 10)
