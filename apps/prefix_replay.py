@@ -8,10 +8,12 @@ token by token with the KDA state heatmap and its distance to the uncached state
 the token match). The inconsistent restore (MLA KV at the match, KDA state at the checkpoint,
 no replay) shows how far the logits drift.
 
-Per-session data: ``Session`` in ``gr.State`` holds this tab's request texts, settings and the
-served result; two tabs never see each other's requests. The engine itself is rebuilt by the
-study for every (texts, settings) tuple (deterministic, cached), so changing a toggle re-serves
-the same session under the new settings.
+Per-session data: ``Session`` in ``gr.State`` holds this tab's request texts, settings, the
+study's ``prefix_replay.Session`` (the engine that served them) and its result; two tabs never
+see each other's requests. **Send** forks that engine (a deep copy, ~10 ms) and serves only
+the new request, so its cost does not grow with the session; **Load** and **Apply settings**
+re-serve the texts on a fresh engine (settings change the engine; deterministic, cached).
+Callbacks never mutate a session they were given: they return a new one.
 
 Public actions (api_name): ``prefix_replay_load`` (a built-in scenario), ``prefix_replay_send``
 (one more request), ``prefix_replay_apply`` (re-serve with new settings),
@@ -86,6 +88,7 @@ class Session:
     slots: int | None = None
     int8: bool = False
     result: pr.ScenarioResult | None = None
+    study: pr.Session | None = None  # the engine that served `prompts` (fork before sending)
     req: int = 0
     step: int = 0
     layer: int = 0
@@ -106,7 +109,7 @@ class Session:
 def _serve(s: Session, progress: gr.Progress | None = None) -> Session:
     if progress is not None:
         progress(0.0, desc=f"serving {len(s.prompts)} request(s) through the engine")
-    res = pr.run_scenario(
+    study = pr.serve(
         s.scenario if s.scenario in SCENARIOS else "custom",
         prompts=None if s.scenario in SCENARIOS else s.prompts,
         policy=s.policy,
@@ -114,14 +117,26 @@ def _serve(s: Session, progress: gr.Progress | None = None) -> Session:
         int8=s.int8,
         checkpoint_slots=s.slots,
     )
-    return replace(s, result=res, req=len(res.requests) - 1, step=0)
+    res = study.result()
+    return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
+
+
+def _send_one(base: Session, text: str, s: Session, progress: gr.Progress | None) -> Session:
+    """``s`` (= base + text) served incrementally: fork base's engine, serve only ``text``."""
+    assert base.study is not None
+    if progress is not None:
+        progress(0.0, desc=f"serving request #{len(s.prompts)} through the engine")
+    study = base.study.fork("custom")
+    study.send(text)
+    res = study.result()
+    return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
 
 
 def _settings(policy: object, spacing: object, slots: object, int8: object) -> dict:
     return {
         "policy": common.check_choice("policy", policy, POLICIES),
         "spacing": common.check_int("checkpoint spacing (tokens)", spacing, 1, 1024),
-        "slots": common.check_int("checkpoint slots (0 = unlimited)", slots, 0, 4096) or None,
+        "slots": common.check_int("checkpoint slots (0 = default 256)", slots, 0, 4096) or None,
         "int8": bool(int8),
     }
 
@@ -400,8 +415,9 @@ def fig_replay(
     return fig, csv
 
 
-def fig_pools(res: pr.ScenarioResult) -> tuple[go.Figure, str]:
-    """Cumulative pool counters after each request."""
+def fig_pools(res: pr.ScenarioResult, capped: bool = True) -> tuple[go.Figure, str]:
+    """Cumulative pool counters after each request; ``capped``: draw the checkpoint pool
+    capacity (the reader set a budget; the engine default of 256 would dwarf the bars)."""
     x = [f"#{i + 1}" for i in range(len(res.requests))]
     cols = {
         "checkpoint slots used": ([r.pools.checkpoint_used for r in res.requests],
@@ -422,7 +438,7 @@ def fig_pools(res: pr.ScenarioResult) -> tuple[go.Figure, str]:
             hovertemplate=f"after request %{{x}}<br>{name}: %{{y}}<extra></extra>",
         )
     cap = res.requests[-1].pools.checkpoint_capacity
-    if cap < 4096:
+    if capped:
         fig.add_hline(
             y=cap,
             line={"color": COLORS["checkpoint"], "dash": "dash"},
@@ -445,7 +461,16 @@ def fig_pools(res: pr.ScenarioResult) -> tuple[go.Figure, str]:
     return fig, common.write_csv(f"{NAME}-pools", data)
 
 
-def fig_drift(d: pr.DriftStudy | None, spacing: int) -> tuple[go.Figure, str]:
+def settings_label(policy: str, spacing: int, slots: int | None, int8: bool) -> str:
+    """'interval 32', 'sglang grid 32', 'vllm block 32', 'marconi' + slots + INT8."""
+    what = {"interval": "interval", "sglang": "sglang grid", "vllm": "vllm block"}
+    text = f"{what[policy]} {spacing}" if policy in what else policy
+    if slots is not None:
+        text += f", {slots} slots"
+    return text + (", INT8" if int8 else "")
+
+
+def fig_drift(d: pr.DriftStudy | None) -> tuple[go.Figure, str]:
     if d is None:
         fig = common.empty_figure(
             "Logit drift of the inconsistent restore",
@@ -458,7 +483,8 @@ def fig_drift(d: pr.DriftStudy | None, spacing: int) -> tuple[go.Figure, str]:
     fig = go.Figure()
     floor = 1e-17  # exact restores differ by rounding only (~1e-15); keep them on a log axis
     for y, name, color, toks in (
-        (d.inconsistent, "inconsistent: MLA at the match, KDA at the checkpoint, no replay",
+        (d.inconsistent, "inconsistent: MLA at the match, KDA at the checkpoint"
+         f"{' (INT8)' if d.inconsistent_int8 else ''}, no replay",
          COLORS["state"], d.inconsistent_tokens),
         (d.int8, "INT8 checkpoint + exact replay", COLORS["checkpoint"], d.int8_tokens),
         (d.exact, "exact restore + replay", COLORS["prefill"], d.exact_tokens),
@@ -474,7 +500,9 @@ def fig_drift(d: pr.DriftStudy | None, spacing: int) -> tuple[go.Figure, str]:
     agree = sum(a == b for a, b in zip(d.inconsistent_tokens, d.uncached_tokens))
     common.style(
         fig,
-        f"Request #{d.request + 1} (interval {spacing}: restore {d.restore_at}, match "
+        f"Request #{d.request + 1} ("
+        f"{settings_label(d.policy, d.spacing, d.checkpoint_slots, d.inconsistent_int8)}: "
+        f"restore {d.restore_at}, match "
         f"{d.token_match}): logit drift vs an uncached run; inconsistent keeps {agree}/{n.size} "
         "greedy tokens",
         "generated token (index)",
@@ -510,7 +538,7 @@ def summary_markdown(s: Session) -> str:
     res, r = s.result, s.request
     assert res is not None
     t, p = r.timeline, r.pools
-    cap = "unlimited" if p.checkpoint_capacity >= 4096 else str(p.checkpoint_capacity)
+    cap = str(p.checkpoint_capacity) + ("" if s.slots else " (default)")
     rows = [
         ("prompt", f"{t.prompt_len} tokens", _esc(_short(r.prompt, 60))),
         ("token match", f"{t.token_match}", "longest cached token prefix"),
@@ -573,7 +601,10 @@ def _drift(s: Session, inconsistent: bool) -> pr.DriftStudy | None:
         s.scenario if s.scenario in SCENARIOS else "custom",
         s.req,
         prompts=None if s.scenario in SCENARIOS else s.prompts,
+        policy=s.policy,
         spacing=s.spacing,
+        checkpoint_slots=s.slots,
+        int8=s.int8,
     )
 
 
@@ -590,7 +621,7 @@ def _inspect_outputs(s: Session, inconsistent: bool) -> tuple:
         *fig_timeline(s.result, s.req),
         *fig_tree(snap, title),
         *_replay_outputs(s),
-        *fig_drift(_drift(s, inconsistent), s.spacing),
+        *fig_drift(_drift(s, inconsistent)),
         gr.update(choices=_request_choices(s), value=s.req),
         s,
     )
@@ -599,7 +630,7 @@ def _inspect_outputs(s: Session, inconsistent: bool) -> tuple:
 def _all_outputs(s: Session, inconsistent: bool) -> tuple:
     out = _inspect_outputs(s, inconsistent)
     assert s.result is not None
-    return (*out[:-1], *fig_pools(s.result), out[-1])
+    return (*out[:-1], *fig_pools(s.result, s.slots is not None), out[-1])
 
 
 @common.study_errors
@@ -643,7 +674,8 @@ def send_request(
     session: Session | None = None,
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
-    """Append one request (free text) to this session and serve the session."""
+    """Append one request (free text) to this session and serve it on the session's engine
+    (incremental: one request's cost); with changed settings, re-serve every text."""
     if not isinstance(text, str) or not text.strip():
         raise gr.Error(
             "request text must be non-empty (1 to 1024 UTF-8 bytes)", print_exception=False
@@ -661,13 +693,18 @@ def send_request(
             "or press Reset to start over",
             print_exception=False,
         )
-    s = Session(
-        prompts + (text,),
-        "custom",
-        **_settings(policy, spacing, slots, int8),
-        **_view(layer, head, delta, stage),
-    )
-    return _all_outputs(_serve(s, progress), bool(inconsistent))
+    settings = _settings(policy, spacing, slots, int8)
+    s = Session(prompts + (text,), "custom", **settings, **_view(layer, head, delta, stage))
+    if (
+        session is not None
+        and session.study is not None
+        and session.study.prompts == prompts
+        and all(getattr(session, k) == v for k, v in settings.items())
+    ):  # same engine settings: serve the new request only
+        s = _send_one(session, text, s, progress)
+    else:  # first request, or new settings: a fresh engine serves every text
+        s = _serve(s, progress)
+    return _all_outputs(s, bool(inconsistent))
 
 
 @common.study_errors
@@ -840,7 +877,7 @@ def build() -> gr.Blocks:
                         )
                         slots = gr.Number(
                             0,
-                            label="Checkpoint slots (0 = unlimited, max 4096)",
+                            label="Checkpoint slots (0 = default 256, max 4096)",
                             precision=0,
                             elem_id=f"{NAME}-slots",
                         )
@@ -931,7 +968,7 @@ def build() -> gr.Blocks:
         lang.labels({
             scenario: "示例场景", text: "你的请求（任意文本，支持中文；1-1024 个 UTF-8 字节）",
             policy: "检查点策略", spacing: "检查点间隔（1-1024 token）",
-            slots: "检查点槽位（0 = 不限，最多 4096）", int8: "INT8 停放",
+            slots: "检查点槽位（0 = 默认 256，最多 4096）", int8: "INT8 停放",
             inconsistent: "不一致恢复", request: "查看的请求", layer: "KDA 层", head: "头",
             delta: "显示 S − S_match", step: "重放步", stage: "树快照",
         })  # fmt: skip

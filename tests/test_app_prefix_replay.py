@@ -142,6 +142,47 @@ def test_send_custom_requests_chinese():
     assert len(s.prompts) == 1  # the first session value is untouched
 
 
+def _same_views(got: pr.ScenarioResult, ref: pr.ScenarioResult) -> None:
+    assert len(got.requests) == len(ref.requests)
+    for name in ("state_hits", "restored_tokens", "replayed_tokens", "prefilled_tokens"):
+        assert getattr(got, name) == getattr(ref, name)
+    for a, b in zip(got.requests, ref.requests):
+        assert (a.index, a.prompt, a.output) == (b.index, b.prompt, b.output)
+        assert a.timeline == b.timeline and a.pools == b.pools
+        np.testing.assert_array_equal(a.trace.states, b.trace.states)
+        np.testing.assert_array_equal(a.trace.dist, b.trace.dist)
+        for x, y in ((a.tree_during, b.tree_during), (a.tree_after, b.tree_after)):
+            assert x.label == y.label
+            for f in ("node_id", "start", "end", "has_state", "state_lock", "kv_age"):
+                np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
+
+
+def test_send_is_incremental_and_equals_the_study(default_out):
+    """Send serves only the new request on a fork of the session's engine: same values as
+    re-serving every text; the session it was given is untouched."""
+    s0 = default_out[SESSION]
+    texts = ("System: You are Kimi, a concise assistant. 你好！", s0.prompts[0])
+    s1 = app.send_request(texts[0], session=s0, progress=None)[SESSION]
+    out = app.send_request(texts[1], session=s1, progress=None)
+    s2 = out[SESSION]
+    prompts = (*s0.prompts, *texts)
+    assert s2.prompts == prompts and s2.study.prompts == prompts and s2.req == 4
+    ref = pr.run_scenario(prompts=prompts)
+    _same_views(s2.result, ref)
+    assert s2.result.requests[:3] == s0.result.requests  # the served views are reused
+    assert s2.result.requests[4].timeline.restore_at > 0  # a repeat restores deep
+    assert len(s0.study.views) == 3 and s0.study.engine.stats().requests == 3
+    assert len(s1.study.views) == 4 and s2.study.engine is not s1.study.engine
+    s2.study.engine.check_integrity()
+    t = ref.requests[4].timeline
+    assert f"restores at {t.restore_at}" in out[TL].layout.title.text
+    assert [r[0] for r in out[REQUEST]["choices"]][-1].startswith("#5 ")
+    # new settings in the form: every text re-served on a fresh engine under them
+    q = app.send_request(texts[0], spacing=16, session=s1, progress=None)[SESSION]
+    _same_views(q.result, pr.run_scenario(prompts=(*prompts[:4], texts[0]), spacing=16))
+    assert q.spacing == 16 and q.result.spacing == 16
+
+
 def test_settings_change_the_served_session(default_out):
     s = default_out[SESSION]
     out = app.apply_settings("interval", 32, 2, False, False, session=s, progress=None)
@@ -151,6 +192,10 @@ def test_settings_change_the_served_session(default_out):
     assert ev > 0 and f"| pools: evictions | {ev} states<br>" in out[SUMMARY]
     cap_line = [a for a in out[POOLS].layout.annotations if "capacity" in a.text]
     assert cap_line and cap_line[0].text == "checkpoint pool capacity 2"
+    assert "| pools: checkpoint slots | " in out[SUMMARY] and " / 2<br>" in out[SUMMARY]
+    assert not any("capacity" in a.text for a in default_out[POOLS].layout.annotations)
+    used = s.result.requests[-1].pools.checkpoint_used
+    assert f"| pools: checkpoint slots | {used} / 256 (default)<br>" in default_out[SUMMARY]
     q = app.apply_settings("sglang", 32, 0, True, False, session=s, progress=None)
     assert q[SESSION].result is pr.run_scenario(policy="sglang", int8=True)
     assert "INT8" in q[SUMMARY] and q[SESSION].req == 2
@@ -170,6 +215,20 @@ def test_inconsistent_restore_drift(default_out):
     assert rows[0][:4] == ["token", "exact", "int8", "inconsistent"] and len(rows) == 17
     off = app.inspect(2, 0, 0, True, app.STAGES[0], False, default_out[SESSION])
     assert off[DRIFT].layout.annotations[0].text.startswith("tick 'Inconsistent restore'")
+
+
+def test_drift_uses_the_session_settings(default_out):
+    s = app.apply_settings(
+        "sglang", 32, 0, True, False, session=default_out[SESSION], progress=None
+    )
+    out = app.inspect(2, 0, 0, True, app.STAGES[0], True, s[SESSION])
+    d = pr.restore_drift(request=2, policy="sglang", spacing=32, int8=True)
+    fig = out[DRIFT]
+    assert "(sglang grid 32, INT8: restore" in fig.layout.title.text
+    assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
+    np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
+    assert app.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
+    assert app.settings_label("marconi", 8, None, False) == "marconi"
 
 
 def test_reset_and_empty_session():
@@ -196,7 +255,7 @@ def test_reset_and_empty_session():
         ),
         (
             lambda s: app.apply_settings(slots=5000, session=s, progress=None),
-            "checkpoint slots (0 = unlimited) must be an integer in [0, 4096], got 5000",
+            "checkpoint slots (0 = default 256) must be an integer in [0, 4096], got 5000",
         ),
         (
             lambda s: app.apply_settings(policy="lru", session=s, progress=None),

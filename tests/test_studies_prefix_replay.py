@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -177,3 +179,132 @@ def test_bad_drift_and_heatmap_input(default: pr.ScenarioResult) -> None:
         pr.heatmap(tr, 0, layer=6)
     with pytest.raises(ValueError, match="head"):
         pr.heatmap(tr, 0, head=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# incremental sessions (what the app's Send uses): identical to run_scenario
+
+
+def _same(a: object, b: object, path: str = "") -> None:
+    """Field-by-field equality of study dataclasses (arrays exactly; ``seconds`` is timing)."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, path
+        np.testing.assert_array_equal(a, b, err_msg=path)
+    elif hasattr(a, "__dataclass_fields__"):
+        assert type(a) is type(b), path
+        for f in a.__dataclass_fields__:
+            if f != "seconds":
+                _same(getattr(a, f), getattr(b, f), f"{path}.{f}")
+    elif isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b and type(a) is type(b), (path, a, b)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(policy="sglang", spacing=16, int8=True),
+        dict(policy="marconi", checkpoint_slots=3),  # evictions + the policy's counters
+        dict(policy="vllm", spacing=16, strategy="no_buffer", max_new_tokens=3),
+    ],
+)
+def test_incremental_session_equals_run_scenario(kw: dict) -> None:
+    prompts = pr.SCENARIOS["multi_turn"].prompts + pr.SCENARIOS["system_tools_branches"].prompts
+    s = pr.Session.new(**kw)
+    assert s.prompts == () and s.views == ()
+    sent = [s.send(p) for p in prompts]
+    ref = pr.run_scenario(prompts=prompts, **kw)
+    res = s.result()
+    assert res is s.result()  # built once per length
+    _same(res, ref)
+    assert res.state_hits >= 3 and res.replayed_tokens > 0
+    assert tuple(sent) == res.requests and s.prompts == prompts
+    assert [v.index for v in res.requests] == list(range(len(prompts)))
+    if "checkpoint_slots" in kw:
+        assert res.requests[-1].pools.evicted_states > 0
+    s.engine.check_integrity()
+
+
+def test_fork_is_independent_and_equal() -> None:
+    prompts = pr.SCENARIOS["long_document"].prompts
+    base = pr.serve("long_document")  # a private fork of the cached served session
+    assert base.result() is pr.run_scenario("long_document")
+    a, b = base.fork(), copy.deepcopy(base)  # deepcopy == fork: the weights are shared
+    assert b.engine.model is base.engine.model and b.engine is not base.engine
+    assert b.engine.tree is not base.engine.tree and b.views is base.views
+    extra = prompts[0].replace("decay act on", "state hold")
+    va, vb = a.send(extra), b.send(extra)
+    _same(va, vb)
+    assert va.timeline.restore_at > 0 and va.index == 3
+    assert len(base.views) == 3 and base.engine.stats().requests == 3  # untouched
+    base.engine.check_integrity()
+    a.engine.check_integrity()
+    assert a.result().name == "long_document"
+    _same(a.fork("custom").result(), pr.run_scenario(prompts=(*prompts, extra)))
+    # the cached run is untouched by sends on forks
+    assert len(pr.run_scenario("long_document").requests) == 3
+    assert len(pr.serve("long_document").views) == 3
+
+
+def test_session_bad_input_leaves_it_unchanged() -> None:
+    s = pr.Session.new()
+    with pytest.raises(ValueError, match="the session is empty"):
+        s.result()
+    for bad in ("", "x" * (pr.MAX_PROMPT_TOKENS + 1), None):
+        with pytest.raises(ValueError, match="prompt"):
+            s.send(bad)  # type: ignore[arg-type]
+    assert s.views == () and s.engine.stats().requests == 0
+    for i in range(pr.MAX_PROMPTS):
+        s.send(f"q{i}")
+    with pytest.raises(ValueError, match=f"at most {pr.MAX_PROMPTS} requests"):
+        s.send("one more")
+    assert len(s.result().requests) == pr.MAX_PROMPTS
+    for kw, arg in (
+        (dict(name="nope"), "name"),
+        (dict(policy="lru"), "policy"),
+        (dict(spacing=2000), "spacing"),
+        (dict(int8=1), "int8"),
+        (dict(checkpoint_slots=0), "checkpoint_slots"),
+        (dict(max_new_tokens=65), "max_new_tokens"),
+        (dict(strategy="ring"), "strategy"),
+    ):
+        with pytest.raises(ValueError, match=arg):
+            pr.Session.new(**kw)
+
+
+def test_restore_drift_takes_the_session_settings() -> None:
+    """The drift under sglang / 4 slots / INT8 parking; naive twin: three fresh engines."""
+    from kda_core.engine import Engine
+
+    kw = dict(policy="sglang", spacing=16, checkpoint_slots=4)
+    d = pr.restore_drift("multi_turn", max_new_tokens=6, int8=True, **kw)
+    assert (d.policy, d.spacing, d.checkpoint_slots, d.inconsistent_int8) == ("sglang", 16, 4, True)
+    ps = pr.SCENARIOS["multi_turn"].prompts
+    model = TinyHybrid()
+
+    def naive(q: bool, **gen: object):
+        e = Engine(
+            pr.make_policy("sglang", 16), int8_checkpoints=q, checkpoint_slots=4, model=model
+        )
+        for p in ps[:2]:
+            e.generate(p, 6)
+        return e.generate(ps[2], 6, reference=True, **gen)
+
+    exact, q, bad = naive(False), naive(True), naive(True, restore="inconsistent")
+    assert d.restore_at == exact.restore_at > 0 and d.token_match == exact.token_match
+    for got, r in ((d.exact, exact), (d.int8, q), (d.inconsistent, bad)):
+        assert r.ref_logits is not None
+        np.testing.assert_allclose(got, np.abs(r.logits - r.ref_logits).max(1), rtol=0, atol=1e-12)
+    assert d.exact.max() < 1e-9 < 1e-3 < d.inconsistent.max()
+    native = pr.restore_drift("multi_turn", max_new_tokens=6, **kw)
+    assert not native.inconsistent_int8
+    assert not np.array_equal(native.inconsistent, d.inconsistent)  # INT8 parking shows
+    np.testing.assert_array_equal(native.exact, d.exact)
+    with pytest.raises(ValueError, match="policy"):
+        pr.restore_drift(policy="lru")
+    with pytest.raises(ValueError, match="checkpoint_slots"):
+        pr.restore_drift(checkpoint_slots=0)

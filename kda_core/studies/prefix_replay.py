@@ -21,9 +21,15 @@ once (stepping through the replay only indexes precomputed arrays):
   ``dist_to_uncached`` at the match): ~1e-16 for exact restores, the propagated quantization
   error (~1e-3) with INT8 checkpoints. ``heatmap`` slices one (step, layer, head).
 
+``Session`` serves the same requests incrementally: ``Session.new(...)``, ``send(prompt) ->
+RequestView`` (one request's cost), ``result() -> ScenarioResult``; ``run_scenario`` is built
+on it (identical views), ``serve(...)`` returns a private (forked) served session to extend.
+
 ``restore_drift`` runs a scenario three ways (exact restore, INT8 checkpoints, and the
 inconsistent teaching restore for one request: MLA KV at the token match, KDA state at the
-checkpoint, no replay) and returns the per-token max |logit - uncached logit| of each.
+checkpoint, no replay) under a session's settings (policy, spacing, checkpoint slots, INT8
+parking for the inconsistent arm) and returns the per-token max |logit - uncached logit| of
+each.
 
 Results are cached per argument tuple (``functools.lru_cache``): treat them as read-only.
 Left out: concurrency (one request at a time), sampling (greedy), scenario texts beyond the
@@ -32,6 +38,7 @@ three built-ins (``prompts=`` takes any texts).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -225,6 +232,10 @@ class DriftStudy:
     inconsistent_tokens: tuple[int, ...]
     uncached_tokens: tuple[int, ...]
     int8_restore_error: tuple[float, float]  # (max abs, rel Frobenius) of the parked state
+    policy: str = "interval"  # the settings all three arms were served with
+    spacing: int = 32
+    checkpoint_slots: int | None = None
+    inconsistent_int8: bool = False  # the inconsistent arm restored from INT8 checkpoints
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,8 +394,192 @@ def heatmap(trace: ReplayTrace, step: int, layer: int = 0, head: int = 0, *, del
 # studies
 
 
-@lru_cache(maxsize=32)
-def _run(
+def _check_settings(
+    policy: str,
+    spacing: int,
+    int8: bool,
+    checkpoint_slots: int | None,
+    max_new_tokens: int,
+) -> tuple[str, int, bool, int | None, int]:
+    make_policy(policy, spacing)  # validates policy and spacing
+    if not isinstance(int8, bool):
+        raise ValueError(f"int8 must be a bool, got {int8!r}")
+    if checkpoint_slots is not None:
+        checkpoint_slots = _check_int(checkpoint_slots, "checkpoint_slots", 1, 4096)
+    n = _check_int(max_new_tokens, "max_new_tokens", 1, MAX_NEW)
+    return policy, int(spacing), int8, checkpoint_slots, n
+
+
+def _check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError("prompt must be a non-empty text")
+    if len(encode(prompt)) > MAX_PROMPT_TOKENS:
+        raise ValueError(f"prompt: at most {MAX_PROMPT_TOKENS} tokens (UTF-8 bytes) each")
+    return prompt
+
+
+@dataclass(slots=True, eq=False)
+class Session:
+    """One engine serving requests incrementally: the state behind ``run_scenario``.
+
+    ``Session.new(...)`` builds an empty engine under the settings; ``send(prompt)`` serves ONE
+    request and returns its ``RequestView`` (cost: that request only, not the session so far);
+    ``result()`` gives the ``ScenarioResult`` of every request sent so far (built once per
+    length, then the same object). ``run_scenario(prompts=P)`` is exactly
+    ``Session.new(...)`` + ``send`` of each prompt + ``result()`` (tests: identical views).
+
+    ``send`` mutates the session (its engine). ``fork()`` is an independent copy (the engine
+    deep-copied, the TinyHybrid weights and the immutable views shared: ~ms): fork before
+    sending from a session another holder may still use (the app's ``gr.State``, the
+    ``serve`` cache). At most ``MAX_PROMPTS`` requests; settings are fixed per session (a new
+    setting means a new engine: re-serve the prompts). Memory: besides the views, the engine
+    holds its checkpoints (~0.2 MB each native, at most ``checkpoint_slots``, default 256)
+    and the tree's MLA KV (measured: ~7 MB after 12 requests of ~110 tokens, spacing 32).
+    """
+
+    name: str
+    policy: str
+    spacing: int
+    int8: bool
+    checkpoint_slots: int | None
+    strategy: str
+    max_new_tokens: int
+    engine: Engine
+    views: tuple[RequestView, ...] = ()
+    peak: int = 0  # most active slots in use at once, over the session so far
+    _result: ScenarioResult | None = None
+
+    @classmethod
+    def new(
+        cls,
+        name: str = "custom",
+        *,
+        policy: str = "interval",
+        spacing: int = 32,
+        int8: bool = False,
+        checkpoint_slots: int | None = None,
+        strategy: str = "extra_buffer",
+        max_new_tokens: int = 6,
+    ) -> Session:
+        """An empty session; arguments as in ``run_scenario`` (``name`` only labels the result:
+        a built-in scenario name or "custom")."""
+        if name != "custom" and name not in SCENARIOS:
+            raise ValueError(f"name must be 'custom' or one of {SCENARIO_NAMES}, got {name!r}")
+        policy, spacing, int8, slots, n = _check_settings(
+            policy, spacing, int8, checkpoint_slots, max_new_tokens
+        )
+        engine = Engine(
+            make_policy(policy, spacing),
+            int8_checkpoints=int8,
+            checkpoint_slots=slots,
+            strategy=strategy,
+            model=_model(),
+        )
+        return cls(name, policy, spacing, int8, slots, strategy, n, engine)
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        return tuple(v.prompt for v in self.views)
+
+    def fork(self, name: str | None = None) -> Session:
+        """An independent copy (``name``: relabel it, e.g. "custom" once the reader adds texts)."""
+        model = self.engine.model
+        return self._copy(copy.deepcopy(self.engine, {id(model): model}), name)
+
+    def __deepcopy__(self, memo: dict) -> Session:
+        """``copy.deepcopy`` == ``fork()``: the model weights and the immutable views are shared."""
+        model = self.engine.model
+        memo.setdefault(id(model), model)
+        return self._copy(copy.deepcopy(self.engine, memo), None)
+
+    def _copy(self, engine: Engine, name: str | None) -> Session:
+        return Session(
+            self.name if name is None else name,
+            self.policy,
+            self.spacing,
+            self.int8,
+            self.checkpoint_slots,
+            self.strategy,
+            self.max_new_tokens,
+            engine,
+            self.views,
+            self.peak,
+            self._result if name is None else None,
+        )
+
+    def send(self, prompt: str) -> RequestView:
+        """Serve one more request (a non-empty text of at most ``MAX_PROMPT_TOKENS`` UTF-8
+        bytes) through this session's engine. On error the session is unchanged."""
+        prompt = _check_prompt(prompt)
+        if len(self.views) >= MAX_PROMPTS:
+            raise ValueError(f"prompts: a session holds at most {MAX_PROMPTS} requests")
+        engine = self.engine
+        snaps: dict[str, TreeSnapshot] = {}
+        peak = [self.peak]
+
+        def observe(stage: str, eng: Engine) -> None:
+            snaps[stage] = tree_snapshot(eng.tree.export())
+            peak[0] = max(peak[0], eng.active.n_used)
+
+        r = engine.generate(prompt, self.max_new_tokens, record_states=True, observe=observe)
+        st = engine.stats()
+        ps = r.pools
+        view = RequestView(
+            index=len(self.views),
+            prompt=prompt,
+            output=r.text,
+            timeline=_timeline(r),
+            tree_during=snaps["restored"],
+            tree_after=snaps["finished"],
+            pools=PoolsPanel(
+                active_capacity=ps.active_capacity,
+                active_peak=peak[0],
+                checkpoint_capacity=ps.checkpoint_capacity,
+                checkpoint_used=ps.checkpoint_used,
+                checkpoint_bytes=ps.checkpoint_bytes,
+                checkpoint_slot_bytes=engine.checkpoints.slot_bytes,
+                copies=ps.copies,
+                donations=ps.donations,
+                track_writes=ps.track_writes,
+                evicted_states=st.evicted_states,
+                evicted_kv_tokens=st.evicted_kv_tokens,
+                int8=ps.int8,
+            ),
+            trace=_trace(r, engine.model),
+            copies=r.copies,
+            donations=r.donations,
+            evicted_states=r.evicted_states,
+            seconds=r.seconds,
+        )
+        self.views = (*self.views, view)
+        self.peak = peak[0]
+        self._result = None
+        return view
+
+    def result(self) -> ScenarioResult:
+        """Every request sent so far (at least one), with the engine's cumulative counters."""
+        if not self.views:
+            raise ValueError("the session is empty: send a prompt first")
+        if self._result is None:
+            st = self.engine.stats()
+            self._result = ScenarioResult(
+                name=self.name,
+                policy=self.policy,
+                spacing=self.spacing,
+                int8=self.int8,
+                requests=self.views,
+                state_hits=st.state_hits,
+                restored_tokens=st.restored_tokens,
+                replayed_tokens=st.replayed_tokens,
+                prefilled_tokens=st.prefilled_tokens,
+                prompt_tokens=st.prompt_tokens,
+                saved_fraction=st.prefill_saved_fraction,
+            )
+        return self._result
+
+
+@lru_cache(maxsize=16)
+def _served(
     prompts: tuple[str, ...],
     policy: str,
     spacing: int,
@@ -393,71 +588,58 @@ def _run(
     strategy: str,
     max_new_tokens: int,
     name: str,
-) -> ScenarioResult:
-    model = _model()
-    engine = Engine(
-        make_policy(policy, spacing),
-        int8_checkpoints=int8,
-        checkpoint_slots=checkpoint_slots,
-        strategy=strategy,
-        model=model,
-    )
-    views = []
-    peak = [0]
-
-    for i, p in enumerate(prompts):
-        snaps: dict[str, TreeSnapshot] = {}
-
-        def observe(stage: str, eng: Engine, snaps: dict = snaps) -> None:
-            snaps[stage] = tree_snapshot(eng.tree.export())
-            peak[0] = max(peak[0], eng.active.n_used)
-
-        r = engine.generate(p, max_new_tokens, record_states=True, observe=observe)
-        st = engine.stats()
-        ps = r.pools
-        views.append(
-            RequestView(
-                index=i,
-                prompt=p,
-                output=r.text,
-                timeline=_timeline(r),
-                tree_during=snaps["restored"],
-                tree_after=snaps["finished"],
-                pools=PoolsPanel(
-                    active_capacity=ps.active_capacity,
-                    active_peak=peak[0],
-                    checkpoint_capacity=ps.checkpoint_capacity,
-                    checkpoint_used=ps.checkpoint_used,
-                    checkpoint_bytes=ps.checkpoint_bytes,
-                    checkpoint_slot_bytes=engine.checkpoints.slot_bytes,
-                    copies=ps.copies,
-                    donations=ps.donations,
-                    track_writes=ps.track_writes,
-                    evicted_states=st.evicted_states,
-                    evicted_kv_tokens=st.evicted_kv_tokens,
-                    int8=ps.int8,
-                ),
-                trace=_trace(r, model),
-                copies=r.copies,
-                donations=r.donations,
-                evicted_states=r.evicted_states,
-                seconds=r.seconds,
-            )
-        )
-    st = engine.stats()
-    return ScenarioResult(
-        name=name,
+) -> Session:
+    s = Session.new(
+        name,
         policy=policy,
         spacing=spacing,
         int8=int8,
-        requests=tuple(views),
-        state_hits=st.state_hits,
-        restored_tokens=st.restored_tokens,
-        replayed_tokens=st.replayed_tokens,
-        prefilled_tokens=st.prefilled_tokens,
-        prompt_tokens=st.prompt_tokens,
-        saved_fraction=st.prefill_saved_fraction,
+        checkpoint_slots=checkpoint_slots,
+        strategy=strategy,
+        max_new_tokens=max_new_tokens,
     )
+    for p in prompts:
+        s.send(p)
+    s.result()
+    return s
+
+
+def _served_args(
+    name: str,
+    prompts: tuple[str, ...] | None,
+    policy: str,
+    spacing: int,
+    int8: bool,
+    checkpoint_slots: int | None,
+    strategy: str,
+    max_new_tokens: int,
+) -> tuple:
+    ps = _prompts(name, prompts)
+    policy, spacing, int8, slots, n = _check_settings(
+        policy, spacing, int8, checkpoint_slots, max_new_tokens
+    )
+    label = name if prompts is None else "custom"
+    return ps, policy, spacing, int8, slots, strategy, n, label
+
+
+def serve(
+    name: str = "system_tools_branches",
+    *,
+    prompts: tuple[str, ...] | None = None,
+    policy: str = "interval",
+    spacing: int = 32,
+    int8: bool = False,
+    checkpoint_slots: int | None = None,
+    strategy: str = "extra_buffer",
+    max_new_tokens: int = 6,
+) -> Session:
+    """A session that has served the scenario's prompts (or ``prompts``): a fork of a cached
+    one, so the caller may ``send`` more. ``serve(...).result()`` is ``run_scenario(...)``
+    (the same object)."""
+    return _served(
+        *_served_args(name, prompts, policy, spacing, int8, checkpoint_slots, strategy,
+                      max_new_tokens)
+    ).fork()  # fmt: skip
 
 
 def run_scenario(
@@ -471,35 +653,47 @@ def run_scenario(
     strategy: str = "extra_buffer",
     max_new_tokens: int = 6,
 ) -> ScenarioResult:
-    """Send a scenario's prompts (or ``prompts``) through a fresh engine, one by one.
+    """Send a scenario's prompts (or ``prompts``) through a fresh engine, one by one
+    (``Session.new`` + ``send`` each + ``result``).
 
     ``spacing`` in [1, 1024] (see ``make_policy``); ``checkpoint_slots`` None or [1, 4096];
     ``max_new_tokens`` in [1, 64]. Deterministic; cached per arguments.
     """
-    ps = _prompts(name, prompts)
-    make_policy(policy, spacing)  # validates
-    if not isinstance(int8, bool):
-        raise ValueError(f"int8 must be a bool, got {int8!r}")
-    if checkpoint_slots is not None:
-        _check_int(checkpoint_slots, "checkpoint_slots", 1, 4096)
-    n = _check_int(max_new_tokens, "max_new_tokens", 1, MAX_NEW)
-    label = name if prompts is None else "custom"
-    return _run(ps, policy, int(spacing), int8, checkpoint_slots, strategy, n, label)
+    return _served(
+        *_served_args(name, prompts, policy, spacing, int8, checkpoint_slots, strategy,
+                      max_new_tokens)
+    ).result()  # fmt: skip
 
 
 @lru_cache(maxsize=16)
-def _drift(prompts: tuple[str, ...], request: int, spacing: int, n: int) -> DriftStudy:
+def _drift(
+    prompts: tuple[str, ...],
+    request: int,
+    policy: str,
+    spacing: int,
+    checkpoint_slots: int | None,
+    int8: bool,
+    n: int,
+) -> DriftStudy:
     model = _model()
 
-    def run(**kw: object):  # every earlier request exact, the chosen one with `kw`
-        e = Engine(make_policy("interval", spacing), model=model, **kw)  # type: ignore[arg-type]
+    def history(q: bool) -> Engine:  # every earlier request served exactly
+        e = Engine(
+            make_policy(policy, spacing),
+            int8_checkpoints=q,
+            checkpoint_slots=checkpoint_slots,
+            model=model,
+        )
         for p in prompts[:request]:
             e.generate(p, n)
         return e
 
-    exact = run().generate(prompts[request], n, reference=True)
-    q = run(int8_checkpoints=True).generate(prompts[request], n, reference=True)
-    bad = run().generate(prompts[request], n, reference=True, restore="inconsistent")
+    native, quant = history(False), history(True)
+    # the inconsistent restore runs on a copy of the session-like engine (native or INT8)
+    mine = copy.deepcopy(quant if int8 else native, {id(model): model})
+    bad = mine.generate(prompts[request], n, reference=True, restore="inconsistent")
+    exact = native.generate(prompts[request], n, reference=True)
+    q = quant.generate(prompts[request], n, reference=True)
     assert exact.ref_logits is not None and q.ref_logits is not None
     assert bad.ref_logits is not None
     ref = exact.ref_logits
@@ -515,6 +709,10 @@ def _drift(prompts: tuple[str, ...], request: int, spacing: int, n: int) -> Drif
         inconsistent_tokens=tuple(bad.tokens),
         uncached_tokens=tuple(int(t) for t in ref.argmax(axis=1)),
         int8_restore_error=q.restore_error,
+        policy=policy,
+        spacing=spacing,
+        checkpoint_slots=checkpoint_slots,
+        inconsistent_int8=int8,
     )
 
 
@@ -523,14 +721,23 @@ def restore_drift(
     request: int = -1,
     *,
     prompts: tuple[str, ...] | None = None,
+    policy: str = "interval",
     spacing: int = 32,
+    checkpoint_slots: int | None = None,
+    int8: bool = False,
     max_new_tokens: int = 16,
 ) -> DriftStudy:
     """How far the logits of request ``request`` drift from an uncached run when it is restored
     exactly, from an INT8 checkpoint, or inconsistently (MLA at the match, KDA at the
-    checkpoint, no replay). Earlier requests are served exactly to fill the cache."""
+    checkpoint, no replay). Earlier requests are served exactly to fill the cache.
+
+    ``policy``, ``spacing``, ``checkpoint_slots`` as in ``run_scenario`` (all three arms);
+    ``int8`` is the session's parking, used by the inconsistent arm (the exact arm always parks
+    natively, the INT8 arm always as INT8). Earlier requests decode ``max_new_tokens`` each.
+    """
     ps = _prompts(name, prompts)
     request = _check_int(request, "request", -len(ps), len(ps) - 1) % len(ps)
-    spacing = _check_int(spacing, "spacing", 1, 1024)
-    n = _check_int(max_new_tokens, "max_new_tokens", 1, MAX_NEW)
-    return _drift(ps, request, spacing, n)
+    policy, spacing, int8, slots, n = _check_settings(
+        policy, spacing, int8, checkpoint_slots, max_new_tokens
+    )
+    return _drift(ps, request, policy, spacing, slots, int8, n)

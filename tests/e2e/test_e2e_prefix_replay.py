@@ -31,6 +31,11 @@ def test_page(app_url, ui):
     new_tl = ui.wait_new_figure(f"{N}-timeline", tl)
     assert "#4" in new_tl
     ui.page.locator(f"#{N}-summary").get_by_text("Request #4").wait_for()
+    ui.fill(f"{N}-text", "System: You are Kimi, a concise assistant. 你好！再见。")
+    ui.click("Send")  # served incrementally on this tab's engine
+    new_tl = ui.wait_new_figure(f"{N}-timeline", new_tl)
+    assert "#5" in new_tl
+    ui.page.locator(f"#{N}-summary").get_by_text("Request #5").wait_for()
 
     ui.fill(f"{N}-spacing", 0)
     ui.click("Apply settings")
@@ -40,7 +45,7 @@ def test_page(app_url, ui):
     ui.fill(f"{N}-spacing", 16)
     ui.click("Apply settings")
     again = ui.wait_new_figure(f"{N}-timeline", new_tl)
-    assert "#4" in again  # the same session, re-served
+    assert "#5" in again  # the same session, re-served
 
     ui.page.get_by_role("radio", name="中文").check()
     ui.page.get_by_text("前缀命中不等于状态命中").wait_for()
