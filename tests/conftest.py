@@ -17,16 +17,3 @@ import pytest  # noqa: E402
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
-
-
-def kda_inputs(rng: np.random.Generator, T: int, H: int = 3, K: int = 8, V: int = 6, g_scale=1.0):
-    """Seeded KDA inputs the way fla's tests make them: normalised q/k, logsigmoid gates."""
-    from kda_core.kda import l2norm
-
-    q = l2norm(rng.random((T, H, K)))
-    k = l2norm(rng.random((T, H, K)))
-    v = rng.standard_normal((T, H, V))
-    g = -np.logaddexp(0.0, -rng.standard_normal((T, H, K))) * g_scale  # logsigmoid
-    beta = 1.0 / (1.0 + np.exp(-rng.standard_normal((T, H))))
-    S0 = rng.standard_normal((H, K, V))
-    return q, k, v, g, beta, S0

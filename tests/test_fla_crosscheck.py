@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import kda_inputs
+from kda_testdata import kda_inputs
 
 from kda_core import kda
 

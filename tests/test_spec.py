@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import kda_inputs
+from kda_testdata import kda_inputs
 
 from kda_core import kda, sizing, spec
 from kda_core import model as M
