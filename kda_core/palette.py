@@ -18,14 +18,16 @@ COLORS: dict[str, str] = {
     "neutral": "#7f7f7f",
 }
 
-# Series colours for comparing several policies or configurations.
+# Categorical colours (budgets, policies, formats, configurations, accepted vs rejected ...):
+# hues that none of the semantic colours above use, so a category never reads as "KV" or
+# "state". Colour-blind safe (Paul Tol's muted scheme, reordered for contrast).
 SERIES: tuple[str, ...] = (
-    "#1f77b4",
-    "#d62728",
-    "#2ca02c",
-    "#9467bd",
-    "#ff7f0e",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
+    "#332288",  # indigo
+    "#999933",  # olive
+    "#882255",  # wine
+    "#DDAA33",  # sand
+    "#004949",  # dark teal
+    "#CC6677",  # rose
+    "#44AA99",  # teal
+    "#661100",  # dark brown
 )
