@@ -68,7 +68,7 @@ header p { margin: 2px 0; color: #4b5563; }
         text-decoration: none; color: inherit; display: flex; flex-direction: column;
         box-shadow: 0 1px 2px rgba(0,0,0,.05); }
 .card:hover { border-color: #6366f1; box-shadow: 0 4px 12px rgba(99,102,241,.2); }
-.card img { width: 100%; aspect-ratio: 16 / 9; object-fit: cover; object-position: top;
+.card img { width: 100%; aspect-ratio: 16 / 9; object-fit: contain; object-position: center;
             border-bottom: 1px solid #e5e7eb; background: #fafafa; }
 .card h2 { font-size: 18px; margin: 12px 14px 2px; }
 .card h2 span { color: #6b7280; font-weight: normal; font-size: 15px; margin-left: 6px; }

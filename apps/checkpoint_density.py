@@ -1,7 +1,10 @@
 """checkpoint_density: how often to checkpoint a KDA state, on a real trace or a synthetic one.
 
-Draws ``kda_core.studies.density``: the interval sweep (peak state memory ~1/K, replay per hit
-~K, mean TTFT, the optimum per budget) with the analytic model over the simulated points, token
+Draws ``kda_core.studies.density``: the interval sweep (peak state memory ~1/K, replay per hit,
+mean TTFT, the optimum per budget) with the study's analytic curves over the simulated points
+(one analytic replay curve, the same as plots/plot_checkpoint_density.py, and the study's note on
+why simulated replay stays flat on the conversation trace; the title says "replay ~K" only if the
+simulated data shows it: ``density.headline``), token
 vs state hit rate against K and accumulated over the trace, the Pareto frontier of memory vs
 state hit, and the checkpoint policies side by side at one budget.
 
@@ -14,9 +17,6 @@ Main action: ``checkpoint_density_run``. The runs of a session are listed from `
 """
 
 from __future__ import annotations
-
-import functools
-import itertools
 
 import gradio as gr
 import numpy as np
@@ -50,16 +50,20 @@ MAX_HISTORY = 10
 EN = """**How often should a KDA state be checkpointed?** A prefix cache can only resume a request
 at a token where the recurrent state was saved. Save it every K tokens and the saved states take
 memory ~1/K, but a request whose prefix matches between two checkpoints must *replay* ~K/2
-tokens from the last one. Under a memory budget, dense checkpoints also evict each other.
-**Look at:** the three panels against K (memory falls, replay grows, TTFT has a minimum: the
-star), the gap between the *token* hit rate (what a KV cache would reuse) and the *state* hit
-rate (what KDA can actually resume), the Pareto frontier, and how the policies (SGLang,
-Marconi, vLLM) compare at one budget."""
+tokens from the last one. (On the real chat trace, follow-up turns mostly match *at* a
+checkpoint, so the simulated replay per hit stays nearly flat: the note in the middle panel says
+why.) Under a memory budget, dense checkpoints also evict each other.
+**Look at:** the three panels against K (memory falls; replay per hit against the analytic
+curve; TTFT has a minimum: the star), the gap between the *token* hit rate (what a KV cache
+would reuse) and the *state* hit rate (what KDA can actually resume), the Pareto frontier,
+and how the policies (SGLang, Marconi, vLLM) compare at one budget."""
 
 ZH = """**KDA 状态应该多久存一次检查点？** 前缀缓存只能在保存了递推状态的 token 处恢复请求。
 每 K 个 token 存一次，状态占用的显存约为 1/K；但前缀匹配点落在两个检查点之间的请求，必须从上一个
-检查点*重放*约 K/2 个 token。在显存预算下，过密的检查点还会互相驱逐。**请看：** 随 K 变化的三幅子图
-（显存下降、重放增加、首 token 延迟有最小值：星号），*token* 命中率（KV 缓存能复用的部分）与*状态*
+检查点*重放*约 K/2 个 token。（在真实对话 trace 上，后续轮次大多恰好在检查点处匹配，
+所以模拟的每次命中重放量几乎不变：中间子图的注释说明了原因。）在显存预算下，过密的检查点还会
+互相驱逐。**请看：** 随 K 变化的三幅子图（显存下降；每次命中的重放量与解析曲线对比；
+首 token 延迟有最小值：星号），*token* 命中率（KV 缓存能复用的部分）与*状态*
 命中率（KDA 真正能恢复的部分）之间的差距，Pareto 前沿，以及在同一预算下各策略（SGLang、Marconi、
 vLLM）的对比。"""
 
@@ -69,18 +73,10 @@ vLLM）的对比。"""
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=8)
 def load_workload(label: str) -> wl.Trace:
+    """The trace behind a workload label (loading and slicing live in the study)."""
     kind, arg = WORKLOADS[label]
-    if kind == "head":
-        path = wl.TRACES_DIR / wl.BUNDLED_TRACES[arg]
-        with path.open("r", encoding="utf-8") as f:
-            return wl.parse_mooncake_lines(
-                itertools.islice(f, HEAD_REQUESTS), name=f"{arg}[:{HEAD_REQUESTS}]"
-            )
-    if kind == "bundled":
-        return wl.bundled_trace(arg)
-    return wl.workload(arg)
+    return ds.load_workload(kind, arg, HEAD_REQUESTS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,42 +146,50 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
     fig.add_scatter(
         x=k,
         y=a.state_bytes / GIB,
-        name="analytic ~1/K, ~K/2",
+        name="analytic memory: distinct prefix / K",
         mode="lines",
         line={"color": COLORS["neutral"], "dash": "dash"},
-        legendgroup="analytic",
-        hovertemplate="analytic<br>K=%{x}<br>%{y:.2f} GiB<extra></extra>",
+        hovertemplate="analytic memory<br>K=%{x:,}<br>%{y:.2f} GiB<extra></extra>",
         row=1,
         col=1,
     )
     fig.add_scatter(
         x=k,
-        y=a.mean_replay_per_hit,
-        showlegend=False,
+        y=a.replay_curve,
+        name="analytic replay: ideal match − floor to K (KV kept for every token)",
         mode="lines",
-        line={"color": COLORS["neutral"], "dash": "dash"},
-        legendgroup="analytic",
-        hovertemplate="analytic (trace match points)<br>K=%{x}<br>%{y:,.0f} tokens<extra></extra>",
+        line={"color": COLORS["neutral"], "dash": "dashdot"},
+        hovertemplate="analytic replay<br>K=%{x:,}<br>%{y:,.0f} tokens/hit<extra></extra>",
         row=2,
         col=1,
     )
-    fig.add_scatter(
-        x=k,
-        y=a.uniform_replay,
-        name="(K − block)/2",
-        mode="lines",
-        line={"color": COLORS["replay"], "dash": "dot"},
-        hovertemplate="uniform match points<br>K=%{x}<br>%{y:,.0f} tokens<extra></extra>",
-        row=2,
-        col=1,
+    top = float(max(np.nanmax(a.replay_curve), np.nanmax(s.mean_replay_per_hit), 1.0))
+    fig.add_annotation(
+        text=ds.replay_note(s, width=95).replace("\n", "<br>"),
+        xref="x2 domain",
+        yref="y2 domain",
+        x=0.01,
+        y=0.98,
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        showarrow=False,
+        font={"size": 10, "color": "#333"},
+        bgcolor="rgba(255,255,255,0.85)",
+        bordercolor="#ccc",
+        borderwidth=1,
     )
-    common.style(fig, f"Memory vs replay vs TTFT ({s.trace_name}, {s.model})", "", "", height=720)
-    fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d")
+    common.style(
+        fig, f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>", "", "", height=780
+    )
+    for r in (1, 2, 3):
+        common.log_axis(fig, "x", k, row=r, col=1, fmt=lambda v: f"{v:,.0f}")
     fig.update_xaxes(title_text="checkpoint interval K (tokens, log scale)", row=3, col=1)
-    fig.update_yaxes(title_text="peak state (GiB)", type="log", row=1, col=1)
-    fig.update_yaxes(title_text="replay per hit (tokens)", row=2, col=1)
+    fig.update_yaxes(title_text="peak state (GiB)", row=1, col=1)
+    common.log_axis(fig, "y", row=1, col=1)
+    fig.update_yaxes(title_text="replay per hit (tokens)", range=[0, top * 1.9], row=2, col=1)
     fig.update_yaxes(title_text="mean TTFT (s)", row=3, col=1)
-    fig.update_layout(margin={"b": 130})
+    fig.update_layout(margin={"b": 130, "t": 64})
     rows = [
         (
             int(k[i]),
@@ -269,7 +273,7 @@ def fig_hit_rates(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         "checkpoint interval K (tokens, log scale)",
         "hit rate (share of input tokens)",
     )
-    fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d")
+    common.log_axis(fig, "x", k, fmt=lambda v: f"{v:,.0f}")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     a = s.analytic
     csv = common.write_csv(
@@ -277,8 +281,7 @@ def fig_hit_rates(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         {
             "interval": k,
             "analytic_state_hit_rate": a.state_hit_rate,
-            "analytic_replay_per_hit": a.mean_replay_per_hit,
-            "uniform_replay": a.uniform_replay,
+            "analytic_replay_per_hit": a.replay_curve,
             "analytic_states": a.states,
             "analytic_state_bytes": a.state_bytes,
             "ideal_token_hit_rate": np.full(k.shape, a.ideal_token_hit_rate),
@@ -369,7 +372,7 @@ def fig_pareto(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         "peak state memory (GiB per GPU, log scale)",
         "state hit rate",
     )
-    fig.update_xaxes(type="log")
+    common.log_axis(fig, "x")
     fig.update_yaxes(tickformat=".0%")
     csv = common.write_csv(
         f"{NAME}-pareto",
@@ -479,7 +482,8 @@ def _intervals(text: str, block: int) -> tuple[int, ...]:
     parts = [p.strip() for p in str(text or "").replace(";", ",").split(",") if p.strip()]
     if not 1 <= len(parts) <= MAX_INTERVALS:
         raise gr.Error(
-            f"intervals: give 1 to {MAX_INTERVALS} comma-separated token counts, got {text!r}"
+            f"intervals: give 1 to {MAX_INTERVALS} comma-separated token counts, "
+            f"got {common.clip_text(text)}"
         )
     out = []
     for p in parts:
@@ -498,7 +502,7 @@ def _budgets(text: str) -> tuple[float | None, ...]:
     if not 1 <= len(parts) <= MAX_BUDGETS:
         raise gr.Error(
             f"budgets: give 1 to {MAX_BUDGETS} comma-separated GiB values or "
-            f"'unlimited', got {text!r}"
+            f"'unlimited', got {common.clip_text(text)}"
         )
     out: list[float | None] = []
     for p in parts:
@@ -530,7 +534,8 @@ def run(
     chosen = [p for p in ds.DEFAULT_POLICIES if p[0] in set(policies or ())]
     if not chosen or any(p not in POLICY_LABELS for p in policies):
         raise gr.Error(
-            f"policies: choose 1 to {len(POLICY_LABELS)} of {list(POLICY_LABELS)}, got {policies!r}"
+            f"policies: choose 1 to {len(POLICY_LABELS)} of {list(POLICY_LABELS)}, "
+            f"got {common.clip_text(policies)}"
         )
 
     def part(lo: float, hi: float):
@@ -587,7 +592,7 @@ def build() -> gr.Blocks:
                     policy_budget = gr.Number(
                         8, label="policy budget (GiB)", elem_id=f"{NAME}-policy-budget"
                     )
-                    every = gr.Number(4096, label="timeline interval K", precision=0)
+                    every = gr.Number(4096, label="timeline interval K", step=1)
                 policies = gr.CheckboxGroup(
                     list(POLICY_LABELS),
                     value=list(POLICY_LABELS),
@@ -623,6 +628,9 @@ def build() -> gr.Blocks:
                 budgets: "状态显存预算（每卡 GiB 或 'unlimited'，1-4 个）",
                 policy_budget: "策略对比预算 (GiB)",
                 every: "时间线的间隔 K",
+                policies: "在策略预算下对比的策略",
+                run_btn: "运行",
+                **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5)},
             }
         )
     return demo

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import common
-from apps.common import COLORS, SERIES
+from apps.common import SERIES
 from kda_core.studies import chunk_scan as cs
 
 NAME = "chunk_scan"
@@ -85,20 +85,17 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
             cols["chunk_size"].append(C)
             for key in ("o_max_abs", "o_rel", "S_max_abs", "S_rel"):
                 cols[key].append(float(getattr(a, key)[i, j]))
-    fig.add_hline(
-        y=np.finfo(np.float64).eps,
-        line={"color": COLORS["neutral"], "dash": "dash"},
-        annotation_text="float64 eps",
-        annotation_position="bottom right",
-    )
+    eps = float(np.finfo(np.float64).eps)
+    common.hline(fig, eps, f"float64 machine epsilon {eps:.1e}", log=True, dash="dash")
     common.style(
         fig,
         f"Chunked vs recurrent: max abs difference ({a.source})",
         "chunk size C (tokens, log scale)",
         "max |chunked − recurrent| (log scale)",
     )
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log", range=[-18, -10], exponentformat="power")
+    common.log_axis(fig, "x", a.chunk_sizes, fmt=lambda v: f"{v:g}")
+    common.log_axis(fig, "y")
+    fig.update_yaxes(range=[-18, -10], exponentformat="power")
     return fig, common.write_csv(f"{NAME}-agreement", cols)
 
 
@@ -158,9 +155,12 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
         "chunk size C (tokens)",
         "",
     )
-    fig.update_yaxes(type="log", title_text="steps (log scale)", row=1, col=1)
+    fig.update_yaxes(title_text="steps (log scale)", row=1, col=1)
+    common.log_axis(fig, "y", row=1, col=1)
     fig.update_yaxes(title_text="FLOPs ratio (×)", rangemode="tozero", row=1, col=2)
-    fig.update_xaxes(type="log", title_text="chunk size C (tokens)")
+    fig.update_xaxes(title_text="chunk size C (tokens, log scale)")
+    for col in (1, 2):
+        common.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
     fig.update_layout(margin={"t": 80})
     return fig, common.write_csv(f"{NAME}-cost", cols)
 
@@ -168,10 +168,10 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
 def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
     labels = [g.replace("->", "→") for g in m.grouping_labels]
     fig = go.Figure()
-    for key, name, color in (
-        ("grouping_M_diff", "max |ΔM| vs (A→B)→C", COLORS["state"]),
-        ("grouping_b_diff", "max |Δb| vs (A→B)→C", COLORS["kv"]),
-        ("grouping_S_diff", "max |map(S0) − recurrent S|", COLORS["hit"]),
+    for key, name, color in (  # categorical: palette.SERIES in its fixed order
+        ("grouping_M_diff", "max |ΔM| vs (A→B)→C", SERIES[0]),
+        ("grouping_b_diff", "max |Δb| vs (A→B)→C", SERIES[1]),
+        ("grouping_S_diff", "max |map(S0) − recurrent S|", SERIES[2]),
     ):
         v = getattr(m, key)
         fig.add_bar(
@@ -183,12 +183,8 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
             customdata=v,
             hovertemplate="%{y}<br>" + name + ": %{customdata:.2e}<extra></extra>",
         )
-    fig.add_vline(
-        x=np.finfo(np.float64).eps,
-        line={"color": COLORS["neutral"], "dash": "dash"},
-        annotation_text="float64 eps",
-        annotation_position="top",
-    )
+    eps = float(np.finfo(np.float64).eps)
+    common.vline(fig, eps, f"float64 machine epsilon {eps:.1e}", log=True, dash="dash")
     seg = ", ".join(f"{a}={n}" for a, n in zip(m.labels, m.lengths.tolist()))
     common.style(
         fig,
@@ -197,7 +193,10 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
         "",
         height=420,
     )
-    fig.update_xaxes(type="log", range=[-18.5, -12], exponentformat="power")
+    top = max(float(np.max([m.grouping_M_diff, m.grouping_b_diff, m.grouping_S_diff])), eps)
+    common.log_axis(fig, "x")
+    fig.update_xaxes(range=[-18.5, np.log10(top) + 0.8], exponentformat="power")
+    fig.update_layout(margin={"t": 64})
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed")
     csv = common.write_csv(
@@ -214,7 +213,7 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
 
 def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
     labels = [s.replace("->", "→") for s in m.order_labels]
-    colors = [COLORS["hit"]] + [COLORS["state"]] * (len(labels) - 1)
+    colors = [SERIES[2]] + [SERIES[1]] * (len(labels) - 1)  # categorical: true vs other orders
     fig = go.Figure()
     fig.add_bar(
         x=labels,
@@ -275,7 +274,7 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
     )
     fig.add_heatmap(
         z=d,
-        colorscale="RdBu",
+        colorscale="RdBu_r",  # the suite's diverging orientation: negative blue, positive red
         zmid=0,
         zmin=-lim,
         zmax=lim,
@@ -316,7 +315,7 @@ def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
             y=t.recurrent_s * 1e3,
             name=f"#{n} recurrent",
             mode="lines+markers",
-            line={"color": COLORS["replay"], "dash": dash},
+            line={"color": SERIES[0], "dash": dash},
             hovertemplate="T=%{x}<br>recurrent %{y:.2f} ms<extra></extra>",
         )
         series[f"run{n} recurrent"] = (t.T_values, t.recurrent_s)
@@ -326,7 +325,7 @@ def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
                 y=t.chunked_s[:, j] * 1e3,
                 name=f"#{n} chunked C={C}",
                 mode="lines+markers",
-                line={"color": SERIES[(j + 2) % len(SERIES)], "dash": dash},
+                line={"color": SERIES[(j + 1) % len(SERIES)], "dash": dash},
                 customdata=t.speedup[:, j],
                 hovertemplate=f"T=%{{x}}, C={C}<br>%{{y:.2f}} ms "
                 "(×%{customdata:.2f} faster)<extra></extra>",
@@ -340,8 +339,8 @@ def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
         "sequence length T (tokens)",
         "time (ms, log scale)",
     )
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    common.log_axis(fig, "x", runs[-1].T_values, fmt=lambda v: f"{v:,.0f}")
+    common.log_axis(fig, "y")
     return fig, common.series_csv(f"{NAME}-timing", series, "T", "seconds")
 
 
@@ -375,7 +374,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     if not 2 <= len(parts) <= cs.MAX_SEGMENTS:
         raise gr.Error(
             f"segment lengths: give 2 to {cs.MAX_SEGMENTS} comma-separated integers "
-            f"in [1, 256], got {text!r}"
+            f"in [1, 256], got {common.clip_text(text)}"
         )
     return tuple(common.check_int("segment length", p.strip(), 1, 256) for p in parts)
 
@@ -453,9 +452,9 @@ def build() -> gr.Blocks:
                     elem_id=f"{NAME}-text",
                 )
                 with gr.Row():
-                    seed = gr.Number(0, label="seed", precision=0)
+                    seed = gr.Number(0, label="seed", step=1)
                     chunk = gr.Number(
-                        64, label="chunk size C (1-256)", precision=0, elem_id=f"{NAME}-chunk"
+                        64, label="chunk size C (1-256)", step=1, elem_id=f"{NAME}-chunk"
                     )
                 with gr.Row():
                     lengths = gr.Textbox(
@@ -463,11 +462,11 @@ def build() -> gr.Blocks:
                         label="segment lengths (2-5 values)",
                         elem_id=f"{NAME}-lengths",
                     )
-                    head = gr.Number(0, label="head", precision=0)
+                    head = gr.Number(0, label="head", step=1)
                 run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
                 summary = gr.Markdown(elem_id=f"{NAME}-summary")
                 gr.Markdown("**Speed** (wall clock on this machine, takes about a second)")
-                repeats = gr.Number(3, label="repeats (1-5)", precision=0)
+                repeats = gr.Number(3, label="repeats (1-5)", step=1)
                 time_btn = gr.Button("Measure speed", elem_id=f"{NAME}-time")
             with gr.Column(scale=2):
                 s1 = common.figure_slot(f"{NAME}-agreement", "Chunked vs recurrent")
@@ -479,6 +478,7 @@ def build() -> gr.Blocks:
                     f"{NAME}-timing",
                     "Measured speed",
                     common.empty_figure("Measured speed", "press “Measure speed”"),
+                    csv_visible=False,  # no dead download button before a measurement
                 )
         inputs = [source, text, seed, chunk, lengths, head]
         outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs]
@@ -486,7 +486,7 @@ def build() -> gr.Blocks:
         demo.load(run, inputs, outputs, api_visibility="private")
         time_btn.click(
             measure, [chunk, repeats, timings], [*s6.outputs, timings], api_name=f"{NAME}_time"
-        )
+        ).then(lambda: gr.update(visible=True), None, s6.csv, api_visibility="private")
         lang.labels(
             {
                 source: "输入",
@@ -496,6 +496,9 @@ def build() -> gr.Blocks:
                 head: "头",
                 seed: "随机种子",
                 repeats: "重复次数 (1-5)",
+                run_btn: "运行",
+                time_btn: "测量速度",
+                **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
             }
         )
     return demo

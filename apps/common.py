@@ -18,17 +18,32 @@ Layout (call inside ``with gr.Blocks() as demo:``)
         (``elem_id=f"{name}-lang"``) and the plain-language explanation, shown in the chosen
         language. ``lang.labels({component: "中文标签", ...})`` at the end of ``build()`` makes
         the switch translate those components' labels as well (English = the label they were
-        built with). ``lang.radio`` is the switch.
-    ``figure_slot(elem_id, label, value=None) -> FigureSlot(plot, csv)``: a ``gr.Plot``
-        (``elem_id``, optional initial figure) and a "Download CSV" button
-        (``elem_id + "-csv"``). A callback returns ``(figure, csv_path)`` into
-        ``[slot.plot, slot.csv]``; ``slot.outputs`` is that list.
+        built with; buttons: their text; ``slot.csv: CSV_ZH`` for the download buttons).
+        ``lang.radio`` is the switch.
+    ``figure_slot(elem_id, label, value=None, *, csv_visible=True) -> FigureSlot(plot, csv)``:
+        a ``gr.Plot`` (``elem_id``, optional initial figure) and a "Download CSV" button
+        (``elem_id + "-csv"``; ``csv_visible=False`` hides it until there is data). A callback
+        returns ``(figure, csv_path)`` into ``[slot.plot, slot.csv]``; ``slot.outputs`` is that
+        list.
 
 Figures
     ``style(fig, title, x_title, y_title, *, height=400, legend=True) -> go.Figure``: one look
         for every figure (a light white template "kda", pinned font, title, axis titles with
         units, hover mode, horizontal legend at the bottom under the x-axis title).
     ``empty_figure(title, message)``: a placeholder figure with a centred note.
+    ``log_axis(fig, axis="x", values=None, *, row=None, col=None, fmt=None) -> go.Figure``: make
+        an axis logarithmic with readable ticks: decade ticks only (1, 10, 100, ... shown as
+        1, 10, 100, 1k, ...; no stray minor "2" / "5" labels that read like values), or, given
+        ``values``, exactly those ticks (e.g. the chunk sizes drawn), labelled with ``fmt``
+        (a callable, default: compact ``1k`` / ``1M`` style).
+    ``vline(fig, x, text="", *, log=False, color=..., dash="dot", y=1.0, xanchor="left",
+        row=None, col=None) -> go.Figure``: a vertical line with its label placed by
+        ``fig.add_annotation`` at the line (plotly's ``add_vline(annotation_text=...)``
+        misplaces the label on a log x axis; pass ``log=True`` for a log axis: the annotation
+        x is then ``log10(x)``). ``y`` is in paper units (1 = top of the plot area).
+    ``hline(fig, y, text="", *, log=False, color=..., dash="dot", x=1.0, xanchor="right",
+        yanchor="bottom", row=None, col=None) -> go.Figure``: the same for a horizontal line
+        (label at paper ``x``, at ``log10(y)`` on a log y axis).
 
 Data behind each figure (CSV, written to a per-process temp dir, named by a content hash so
 repeated calls do not pile up files)
@@ -38,9 +53,14 @@ repeated calls do not pile up files)
 
 Validation (every message names the argument and the allowed range)
     ``check_int(name, value, lo, hi) -> int``, ``check_float(name, value, lo, hi) -> float``,
-    ``check_choice(name, value, choices) -> str``: raise ``gr.Error``.
+    ``check_choice(name, value, choices) -> str``: raise ``gr.Error``. Integer fields reject
+    non-integers (3.5 -> error, 3.0 accepted).
+    ``clip_text(value, n=40) -> str``: ``repr`` of a user value cut to ``n`` characters (with
+        "… (N chars)"); every echoed value in an error message goes through it, so a 2000-value
+        list never becomes a 10 KB toast.
     ``@study_errors``: a decorator turning ``ValueError`` (kda_core's bad-input error) into
-    ``gr.Error`` with the same message; keeps the wrapped signature (``gr.Progress`` works).
+    ``gr.Error`` with the same message (cut to 300 characters); keeps the wrapped signature
+    (``gr.Progress`` works).
 
 Launch
     ``THEME``, ``CSS``, ``LAUNCH_KWARGS`` (theme, css, footer_links, run_history: Gradio 6
@@ -140,8 +160,8 @@ APPS: tuple[AppInfo, ...] = (
         "checkpoint_density",
         "Checkpoint density",
         "检查点密度",
-        "Checkpoint every K tokens: state memory ~1/K against replayed tokens ~K, on a real trace.",
-        "每 K 个 token 存一个检查点：状态显存 ~1/K，重放 token ~K，在真实 trace 上权衡。",
+        "Checkpoint every K tokens: state memory ~1/K against replay per hit, on a real trace.",
+        "每 K 个 token 存一个检查点：状态显存 ~1/K 与每次命中的重放量，在真实 trace 上权衡。",
     ),
     AppInfo(
         "unified_memory",
@@ -218,22 +238,39 @@ class Lang:
 
     def labels(self, mapping: Mapping[Any, str]) -> None:
         """Also translate these components' labels (component -> Chinese label). Call once, at
-        the end of ``build()``, inside the Blocks context."""
+        the end of ``build()``, inside the Blocks context. A ``gr.Button`` switches its text
+        (``value``); a ``gr.DownloadButton`` its ``label`` (its value is the file)."""
         if self._wired:
             raise RuntimeError("Lang.labels may be called once per app")
         self._wired = True
         comps = list(mapping)
-        self._labels = {c: (str(c.label), zh) for c, zh in mapping.items()}
+        self._labels = {c: (_text_of(c), zh) for c, zh in mapping.items()}
         labels = self._labels
 
         def switch(lang: str) -> list[Any]:
             i = 1 if lang == LANGS[1] else 0
-            return [gr.update(label=labels[c][i]) for c in comps]
+            return [_relabel(c, labels[c][i]) for c in comps]
 
         if comps:
             self.radio.change(
                 switch, self.radio, comps, api_visibility="private", show_progress="hidden"
             )
+
+
+def _is_text_button(c: Any) -> bool:
+    return isinstance(c, gr.Button) and not isinstance(c, gr.DownloadButton)
+
+
+def _text_of(c: Any) -> str:
+    return str(c.value) if _is_text_button(c) else str(c.label)
+
+
+def _relabel(c: Any, text: str) -> Any:
+    return gr.update(value=text) if _is_text_button(c) else gr.update(label=text)
+
+
+CSV_ZH = "下载 CSV"
+"""The Chinese text of every figure slot's "Download CSV" button (for ``Lang.labels``)."""
 
 
 def header(name: str, title: str, en: str, zh: str) -> Lang:
@@ -271,11 +308,18 @@ class FigureSlot:
         return [self.plot, self.csv]
 
 
-def figure_slot(elem_id: str, label: str, value: go.Figure | None = None) -> FigureSlot:
-    """A plot (optionally with an initial figure) and its "Download CSV" button."""
+def figure_slot(
+    elem_id: str, label: str, value: go.Figure | None = None, *, csv_visible: bool = True
+) -> FigureSlot:
+    """A plot (optionally with an initial figure) and its "Download CSV" button (hidden with
+    ``csv_visible=False`` until a callback returns ``gr.update(value=path, visible=True)``)."""
     plot = gr.Plot(value, label=label, elem_id=elem_id, show_label=False)
     btn = gr.DownloadButton(
-        "Download CSV", elem_id=f"{elem_id}-csv", size="sm", variant="secondary"
+        "Download CSV",
+        elem_id=f"{elem_id}-csv",
+        size="sm",
+        variant="secondary",
+        visible=csv_visible,
     )
     return FigureSlot(plot, btn)
 
@@ -339,6 +383,126 @@ def empty_figure(title: str, message: str = "no data") -> go.Figure:
     style(fig, title, "", "", legend=False)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+    return fig
+
+
+def _compact(v: float) -> str:
+    a = abs(v)
+    for div, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            q = v / div
+            return f"{q:.0f}{suf}" if q == round(q) else f"{q:.3g}{suf}"
+    if a >= 1 or a == 0:
+        return f"{v:.0f}" if v == round(v) else f"{v:.3g}"
+    return f"{v:.0e}" if a < 1e-3 else f"{v:g}"
+
+
+def log_axis(
+    fig: go.Figure,
+    axis: str = "x",
+    values: Sequence[float] | np.ndarray | None = None,
+    *,
+    row: int | None = None,
+    col: int | None = None,
+    fmt: Callable[[float], str] | None = None,
+) -> go.Figure:
+    """Logarithmic ``axis`` ("x" or "y") with decade ticks only, or ticks at ``values``."""
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    f = fmt or _compact
+    kw: dict[str, Any] = {"type": "log", "minor": {"showgrid": False}}
+    if values is not None:
+        vals = [float(v) for v in np.unique(np.asarray(values, dtype=np.float64)) if v > 0]
+        kw.update(tickmode="array", tickvals=vals, ticktext=[f(v) for v in vals])
+    else:
+        kw.update(dtick=1)
+    upd = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    if row is not None or col is not None:
+        upd(row=row, col=col, **kw)
+    else:
+        upd(**kw)
+    return fig
+
+
+def vline(
+    fig: go.Figure,
+    x: float,
+    text: str = "",
+    *,
+    log: bool = False,
+    color: str = COLORS["neutral"],
+    dash: str = "dot",
+    width: float = 1.5,
+    y: float = 1.0,
+    xanchor: str = "left",
+    row: int | None = None,
+    col: int | None = None,
+) -> go.Figure:
+    """A vertical line at data ``x``; its label is an annotation at the line (see module doc)."""
+    xv = float(x)
+    if log and xv <= 0:
+        raise ValueError(f"x must be > 0 on a log axis, got {xv!r}")
+    kw: dict[str, Any] = {} if row is None and col is None else {"row": row, "col": col}
+    fig.add_vline(x=xv, line={"color": color, "dash": dash, "width": width}, **kw)
+    if text:
+        xref = "x"
+        if row is not None or col is not None:
+            ref = fig.get_subplot(row or 1, col or 1)
+            xref = ref.xaxis.plotly_name.replace("axis", "") if ref is not None else "x"
+        fig.add_annotation(
+            x=math.log10(xv) if log else xv,
+            xref=xref,
+            y=y,
+            yref="paper",
+            text=text,
+            showarrow=False,
+            xanchor=xanchor,
+            yanchor="bottom" if y >= 1 else "top",
+            xshift=3 if xanchor == "left" else (-3 if xanchor == "right" else 0),
+            font={"size": 11, "color": color},
+            bgcolor="rgba(255,255,255,0.8)",
+        )
+    return fig
+
+
+def hline(
+    fig: go.Figure,
+    y: float,
+    text: str = "",
+    *,
+    log: bool = False,
+    color: str = COLORS["neutral"],
+    dash: str = "dot",
+    width: float = 1.5,
+    x: float = 1.0,
+    xanchor: str = "right",
+    yanchor: str = "bottom",
+    row: int | None = None,
+    col: int | None = None,
+) -> go.Figure:
+    """A horizontal line at data ``y`` with its label as an annotation (see ``vline``)."""
+    yv = float(y)
+    if log and yv <= 0:
+        raise ValueError(f"y must be > 0 on a log axis, got {yv!r}")
+    kw: dict[str, Any] = {} if row is None and col is None else {"row": row, "col": col}
+    fig.add_hline(y=yv, line={"color": color, "dash": dash, "width": width}, **kw)
+    if text:
+        yref = "y"
+        if row is not None or col is not None:
+            ref = fig.get_subplot(row or 1, col or 1)
+            yref = ref.yaxis.plotly_name.replace("axis", "") if ref is not None else "y"
+        fig.add_annotation(
+            x=x,
+            xref="paper",
+            y=math.log10(yv) if log else yv,
+            yref=yref,
+            text=text,
+            showarrow=False,
+            xanchor=xanchor,
+            yanchor=yanchor,
+            font={"size": 11, "color": color},
+            bgcolor="rgba(255,255,255,0.8)",
+        )
     return fig
 
 
@@ -418,6 +582,14 @@ def series_csv(
 # ---------------------------------------------------------------------------------------------
 
 
+def clip_text(value: object, n: int = 40) -> str:
+    """``repr(value)`` cut to ``n`` characters (for echoing user input in error messages)."""
+    r = repr(value)
+    if len(r) <= n:
+        return r
+    return f"{r[: max(n - 1, 1)]}… ({len(r):,} chars)"
+
+
 def _err(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
@@ -428,9 +600,9 @@ def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
             raise TypeError
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {value!r}") from None
+        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}") from None
     if not math.isfinite(v) or not lo <= v <= hi:
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {value!r}")
+        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}")
     return v
 
 
@@ -438,7 +610,7 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` as an int in ``[lo, hi]`` (integral floats such as 3.0 are accepted)."""
     v = _number(name, value, lo, hi, "an integer")
     if v != int(v):
-        raise _err(f"{name} must be an integer in [{lo:g}, {hi:g}], got {value!r}")
+        raise _err(f"{name} must be an integer in [{lo:g}, {hi:g}], got {clip_text(value)}")
     return int(v)
 
 
@@ -448,7 +620,7 @@ def check_float(name: str, value: object, lo: float, hi: float) -> float:
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     if value not in choices:
-        raise _err(f"{name} must be one of {list(choices)}, got {value!r}")
+        raise _err(f"{name} must be one of {list(choices)}, got {clip_text(value)}")
     return str(value)
 
 
@@ -460,7 +632,10 @@ def study_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from e
+            msg = str(e)
+            if len(msg) > 300:  # never a 10 KB toast, whatever a study echoed
+                msg = msg[:299] + "…"
+            raise gr.Error(msg, print_exception=False) from e
 
     return wrapper
 
@@ -474,6 +649,9 @@ CSS = """
 .gradio-container { max-width: 1280px !important; margin: auto; }
 .kda-intro { font-size: 0.97rem; }
 .kda-metrics table { font-size: 0.9rem; }
+.kda-metrics th { word-break: normal !important; overflow-wrap: normal !important;
+  hyphens: none; }
+.gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
 LAUNCH_KWARGS: dict[str, Any] = {
     "theme": THEME,
@@ -533,6 +711,7 @@ __all__ = [
     "AppInfo",
     "COLORS",
     "CSS",
+    "CSV_ZH",
     "FigureSlot",
     "HOST",
     "LANGS",
@@ -545,15 +724,19 @@ __all__ = [
     "check_choice",
     "check_float",
     "check_int",
+    "clip_text",
     "empty_figure",
     "figure_slot",
     "header",
+    "hline",
     "load_app",
     "launched",
+    "log_axis",
     "main",
     "plot_from_client",
     "series_csv",
     "study_errors",
     "style",
+    "vline",
     "write_csv",
 ]

@@ -27,6 +27,20 @@ VARIANT_LABELS = tuple(v[0] for v in st.VARIANTS)
 N_LAYERS = 6
 N_HEADS = 4
 MAX_HISTORY = 10
+# categorical colours (palette rule: SERIES in a fixed order, never a semantic colour)
+RUN_COLORS = {run: SERIES[i] for i, run in enumerate(st.RUNS)}  # park once, every step
+OTHER, SELECTED = SERIES[0], SERIES[1]  # the formats chart: other formats vs the selected one
+
+
+def ticks_125(lo: float, hi: float) -> list[float]:
+    """1-2-5 tick values covering [lo, hi] (> 0): readable log ticks over a narrow range."""
+    k0, k1 = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    vals = [m * 10.0**k for k in range(k0, k1 + 1) for m in (1, 2, 5)]
+    inside = [v for v in vals if lo <= v <= hi]
+    below = [v for v in vals if v < lo][-1:]
+    above = [v for v in vals if v > hi][:1]
+    return below + inside + above
+
 
 EN = """**Parking a checkpoint in fewer bytes.** A checkpoint is a copy of every KDA layer's
 recurrent state (plus the short-conv window). SGLang can park it as **INT8 with one scale per
@@ -56,6 +70,10 @@ def _variant(label: str) -> tuple[str, str | None]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _tick(v: float) -> str:
+    return f"{v:g}"
+
+
 def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.16,
@@ -70,7 +88,7 @@ def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
         hovertemplate="key k=%{y}, value v=%{x}<br>S %{z:.4f}<extra></extra>",
     )  # fmt: skip
     fig.add_heatmap(
-        z=e.error, zmin=-ze, zmax=ze, colorscale="PuOr_r", row=1, col=2,
+        z=e.error, zmin=-ze, zmax=ze, colorscale="RdBu_r", row=1, col=2,
         colorbar={"title": {"text": "error"}, "x": 1.0, "len": 0.8, "thickness": 12},
         customdata=e.bound,
         hovertemplate="key k=%{y}, value v=%{x}<br>error %{z:.2e}<br>bound %{customdata:.2e}"
@@ -78,8 +96,8 @@ def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
     )  # fmt: skip
     common.style(
         fig,
-        f"Error map of {e.label}: max |error| {np.abs(e.error).max():.2e}, "
-        f"max error / bound {float(np.max(np.abs(e.error) / e.bound)):.2f}",
+        f"Error map of {e.label}: max |error| {e.max_abs_error:.2e}, "
+        f"max error / bound {e.max_bound_ratio:.4g} (≤ 1: within the bound)",
         "value channel v",
         "key channel k",
         height=420,
@@ -117,7 +135,7 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
         row=1,
         col=1,
         name=f"error ({e.label})",
-        marker_color=COLORS["checkpoint"],
+        marker_color=OTHER,
         hovertemplate="error %{x:.2e}<br>%{y} elements<extra></extra>",
     )
     fig.add_bar(
@@ -140,7 +158,8 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
     fig.update_xaxes(title_text="restored − S", row=1, col=1)
     fig.update_xaxes(title_text="state value", row=1, col=2)
-    fig.update_yaxes(type="log")
+    for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
+        common.log_axis(fig, "y", row=1, col=c)
     fig.update_layout(bargap=0.02)
     csv = common.series_csv(
         f"{NAME}-histograms",
@@ -157,9 +176,9 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
         subplot_titles=("state distance to the exact run", "max |logit − exact logit|"),
     )  # fmt: skip
     runs = (
-        ("quantized once at parking", COLORS["checkpoint"], d.park_once_state_dist,
+        ("quantized once at parking", RUN_COLORS["park_once"], d.park_once_state_dist,
          d.park_once_logit_diff, d.park_once_agree),
-        ("re-quantized at every step", COLORS["state"], d.every_step_state_dist,
+        ("re-quantized at every step", RUN_COLORS["every_step"], d.every_step_state_dist,
          d.every_step_logit_diff, d.every_step_agree),
     )  # fmt: skip
     for name, color, sd, ld, agree in runs:
@@ -199,8 +218,8 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
                 marker={"symbol": "x", "size": 12, "color": color},
                 hovertemplate="token %{x}: greedy token differs<extra></extra>",
             )
-    same = int(d.park_once_agree.sum() - 1), int(d.every_step_agree.sum() - 1)
-    n = d.steps.size - 1
+    same = d.park_once_same, d.every_step_same
+    n = d.decoded
     common.style(
         fig,
         f"Decoding {n} tokens after the restore ({d.label}); same greedy token: "
@@ -230,11 +249,17 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
 def fig_variants(t: st.VariantTable, chosen: str) -> tuple[go.Figure, str]:
     labels = list(t.labels)
     fig = go.Figure()
-    fig.add_bar(
-        x=labels, y=t.rel_fro, name="measured ‖error‖ / ‖S‖",
-        marker={"color": [COLORS["state"] if x == chosen else SERIES[0] for x in labels]},
-        hovertemplate="%{x}<br>relative error %{y:.3g}<extra></extra>",
-    )  # fmt: skip
+    sel = np.array([x == chosen for x in labels])
+    for mask, name, color in (
+        (~sel, "measured ‖error‖ / ‖S‖, other formats", OTHER),
+        (sel, f"measured ‖error‖ / ‖S‖, selected: {chosen}", SELECTED),
+    ):
+        if mask.any():
+            fig.add_bar(
+                x=[x for x, m in zip(labels, mask) if m], y=t.rel_fro[mask], name=name,
+                marker_color=color,
+                hovertemplate="%{x}<br>relative error %{y:.3g}<extra></extra>",
+            )  # fmt: skip
     fig.add_scatter(
         x=labels, y=t.bound_rel_fro, mode="markers", name="theoretical ceiling",
         marker={"symbol": "line-ew", "size": 34, "line": {"width": 3, "color": "black"}},
@@ -247,7 +272,10 @@ def fig_variants(t: st.VariantTable, chosen: str) -> tuple[go.Figure, str]:
         "relative Frobenius error (log scale)",
         height=380,
     )
-    fig.update_yaxes(type="log")
+    vals = np.concatenate([t.rel_fro, t.bound_rel_fro])
+    common.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
     csv = common.write_csv(
         f"{NAME}-variants",
         {
@@ -273,16 +301,25 @@ def fig_capacity(
                         f"{tiny.model} (tiny), {tiny.budget_bytes / (1 << 20):g} MiB"),
     )  # fmt: skip
     for col, c in ((1, k3), (2, tiny)):
-        fig.add_bar(
-            x=list(c.labels), y=c.capacity, row=1, col=col, showlegend=col == 1,
-            name="checkpoints that fit (red: the chosen format)",
-            marker_color=[COLORS["state"] if x == chosen else COLORS["checkpoint"]
-                          for x in c.labels],
-            text=[f"×{g:.2f}" for g in c.gain], textposition="outside",
-            customdata=np.stack([c.state_bytes, c.conv_bytes, c.total_bytes], axis=1),
-            hovertemplate="%{x}<br>%{y:,} checkpoints<br>state %{customdata[0]:,} B + conv "
-            "%{customdata[1]:,} B = %{customdata[2]:,} B each<extra></extra>",
-        )  # fmt: skip
+        sel = np.array([x == chosen for x in c.labels])
+        cd = np.stack([c.state_bytes, c.conv_bytes, c.total_bytes], axis=1)
+        for mask, name, color in (
+            (~sel, "checkpoints that fit", COLORS["checkpoint"]),
+            (sel, f"checkpoints that fit, selected: {chosen}", SELECTED),
+        ):
+            if not mask.any():
+                continue
+            fig.add_bar(
+                x=[x for x, m in zip(c.labels, mask) if m], y=c.capacity[mask], row=1, col=col,
+                showlegend=col == 1, name=name, legendgroup=name, marker_color=color,
+                text=[f"×{g:.2f}" for g in c.gain[mask]], textposition="outside",
+                customdata=cd[mask],
+                hovertemplate="%{x}<br>%{y:,} checkpoints<br>state %{customdata[0]:,} B + conv "
+                "%{customdata[1]:,} B = %{customdata[2]:,} B each<extra></extra>",
+            )  # fmt: skip
+        fig.update_xaxes(
+            type="category", categoryorder="array", categoryarray=list(c.labels), row=1, col=col
+        )
     common.style(
         fig,
         f"Checkpoint capacity per format (native pool {k3.native_dtype}; ×gain vs native)",
@@ -290,7 +327,7 @@ def fig_capacity(
         "checkpoints in the budget (count)",
         height=400,
     )
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    fig.update_layout(margin={"t": 86}, barmode="overlay")  # room for the subplot titles
     fig.update_xaxes(tickangle=-25)
     for col, c in ((1, k3), (2, tiny)):  # headroom for the "×gain" labels above the bars
         fig.update_yaxes(range=[0, 1.18 * max(int(c.capacity.max()), 1)], row=1, col=col)
@@ -322,7 +359,9 @@ def summary_markdown(s: st.Int8Study, chosen: str) -> str:
         ("parked after", f"{s.n_tokens} tokens", text[-60:]),
         ("format", chosen, "scales in the native dtype"),
         ("relative error (all layers)", f"{t.rel_fro[i]:.3g}", f"ceiling {t.bound_rel_fro[i]:.3g}"),
-        ("max abs error", f"{t.max_abs[i]:.3g}", f"≤ bound: {bool(t.bound_holds[i])}"),
+        ("max abs error", f"{t.max_abs[i]:.3g}",
+         f"max error / bound {t.max_bound_ratio[i]:.4g}"
+         + (" (≤ 1: within the bound)" if t.bound_holds[i] else " (> 1: ABOVE the bound)")),
         ("park once, last step", f"{d.park_once_state_dist[-1]:.3g}",
          f"max Δlogit {d.park_once_logit_diff.max():.3g}"),
         ("every step, last step", f"{d.every_step_state_dist[-1]:.3g}",
@@ -424,7 +463,6 @@ def build() -> gr.Blocks:
                 )
                 n_tokens = gr.Number(
                     64,
-                    precision=0,
                     elem_id=f"{NAME}-tokens",
                     label="Tokens before parking (1-1024, ≤ text bytes)",
                 )
@@ -439,7 +477,6 @@ def build() -> gr.Blocks:
                     head = gr.Slider(0, N_HEADS - 1, value=0, step=1, label="Head")
                 steps = gr.Number(
                     16,
-                    precision=0,
                     elem_id=f"{NAME}-steps",
                     label=f"Tokens to decode after restore (1-{st.MAX_STEPS})",
                 )
@@ -448,9 +485,7 @@ def build() -> gr.Blocks:
                         list(st.NATIVE_DTYPES), value="bfloat16", label="Native state pool dtype"
                     )
                     with gr.Row():
-                        tp = gr.Number(
-                            8, precision=0, label="TP (divides 96)", elem_id=f"{NAME}-tp"
-                        )
+                        tp = gr.Number(8, label="TP (divides 96)", elem_id=f"{NAME}-tp")
                         budget = gr.Number(
                             8.0,
                             label="Checkpoint budget (GiB, 0.01-4096)",

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import common
-from apps.common import COLORS
+from apps.common import COLORS, SERIES
 from kda_core import sizing
 from kda_core.studies import planner as pl
 
@@ -72,11 +72,12 @@ def fig_context(p: pl.Plan) -> tuple[go.Figure, str]:
         line={"color": COLORS["state"], "width": 3},
         hovertemplate="context %{x:,} tokens<br>KDA slot %{y:,.1f} MiB<extra></extra>",
     )
-    fig.add_vline(
-        x=p.crossover_context,
-        line={"color": COLORS["neutral"], "dash": "dot"},
-        annotation_text=f"MLA > KDA from {p.crossover_context:,} tokens",
-        annotation_position="top left",
+    common.vline(
+        fig,
+        p.crossover_context,
+        f"MLA > KDA from {p.crossover_context:,} tokens",
+        log=True,
+        xanchor="right",
     )
     common.style(
         fig,
@@ -84,8 +85,9 @@ def fig_context(p: pl.Plan) -> tuple[go.Figure, str]:
         "context length (tokens, log scale)",
         "memory per request (MiB, log scale)",
     )
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    common.log_axis(fig, "x")
+    common.log_axis(fig, "y")
+    fig.update_layout(margin={"t": 64})
     csv = common.write_csv(
         f"{NAME}-memory_vs_context",
         {
@@ -116,17 +118,12 @@ def fig_ratio(p: pl.Plan) -> tuple[go.Figure, str]:
     )
     fig.add_scatter(
         x=r,
-        y=np.minimum(p.running_by_state, p.running_by_kv),
+        y=p.max_running_by_ratio,
         name="max running requests",
         line={"color": "black", "width": 1.5, "dash": "dash"},
         hovertemplate="ratio %{x:.3f}<br>max running %{y:,}<extra></extra>",
     )
-    fig.add_vline(
-        x=p.balanced_ratio,
-        line={"color": COLORS["checkpoint"], "dash": "dot"},
-        annotation_text=f"balanced {p.balanced_ratio:.3g}",
-        annotation_position="top right",
-    )
+    common.vline(fig, p.balanced_ratio, f"balanced {p.balanced_ratio:.3g}", log=True)
     if p.ratios.min() <= p.ratio <= p.ratios.max():
         fig.add_scatter(
             x=[p.ratio],
@@ -142,14 +139,15 @@ def fig_ratio(p: pl.Plan) -> tuple[go.Figure, str]:
         "mamba-full-memory-ratio (state : KV bytes, log scale)",
         "running requests",
     )
-    fig.update_xaxes(type="log")
+    common.log_axis(fig, "x")
+    fig.update_layout(margin={"t": 64})
     csv = common.write_csv(
         f"{NAME}-running_vs_ratio",
         {
             "ratio": r,
             "running_by_state": p.running_by_state,
             "running_by_kv": p.running_by_kv,
-            "max_running": np.minimum(p.running_by_state, p.running_by_kv),
+            "max_running": p.max_running_by_ratio,
         },
     )
     return fig, csv
@@ -168,7 +166,7 @@ def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
         x=names,
         y=np.where(valid, p.strategy_reserved, 0),
         name="slots reserved / request",
-        marker_color=COLORS["checkpoint"],
+        marker_color=SERIES[0],
         hovertemplate="%{x}<br>reserved %{y} slots<extra></extra>",
         row=1,
         col=1,
@@ -177,7 +175,7 @@ def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
         x=names,
         y=np.where(valid, p.strategy_held, 0),
         name="slots held / request",
-        marker_color=COLORS["state"],
+        marker_color=SERIES[1],
         hovertemplate="%{x}<br>held %{y} slots<extra></extra>",
         row=1,
         col=1,
@@ -199,7 +197,16 @@ def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
     fig.update_yaxes(title_text="slots per request", row=1, col=1)
     top = float(max(p.strategy_max_running.max(), 1))
     fig.update_yaxes(title_text="running requests", range=[0, top * 1.18], row=1, col=2)
-    fig.update_xaxes(title_text="strategy")
+    # short horizontal tick labels (two lines for the long name) so nothing overlaps the title
+    ticks = [n.replace("_lazy", "<br>_lazy") for n in names]
+    fig.update_xaxes(
+        title_text="strategy",
+        tickangle=0,
+        tickmode="array",
+        tickvals=names,
+        ticktext=ticks,
+        title_standoff=8,
+    )
     csv = common.write_csv(
         f"{NAME}-strategies",
         {
@@ -216,7 +223,11 @@ def summary_markdown(p: pl.Plan) -> str:
     rows = [
         ("KDA recurrent state / slot", _mib(p.ssm_bytes), f"{p.spec.n_kda_layers} layers"),
         ("conv window / slot", _mib(p.conv_bytes), f"kernel {p.spec.conv_kernel}"),
-        ("one state slot", _mib(p.slot_bytes), f"= {p.tokens_per_slot:,.0f} tokens of MLA KV"),
+        (
+            "one state slot",
+            _mib(p.slot_bytes),
+            f"MLA KV outweighs it from {p.crossover_context:,} tokens",
+        ),
         ("MLA KV / token", f"{p.kv_bytes_per_token:,} B", f"{p.spec.n_mla_layers} layers"),
         ("state slots (max_mamba_cache_size)", f"{p.state_slots:,}", _gib(p.split.state_bytes)),
         ("KV tokens", f"{p.kv_tokens:,}", _gib(p.kv_tokens * p.kv_bytes_per_token)),
@@ -375,15 +386,15 @@ def build() -> gr.Blocks:
                     list(PRESETS), value="kimi-k3", label="Model", elem_id=f"{NAME}-model"
                 )
                 with gr.Accordion("Custom config (model = custom)", open=False):
-                    n_kda = gr.Number(69, label="KDA layers", precision=0)
-                    n_mla = gr.Number(24, label="MLA layers", precision=0)
-                    heads = gr.Number(96, label="KDA heads", precision=0)
-                    head_dim = gr.Number(128, label="head dim (K = V)", precision=0)
-                    conv_k = gr.Number(4, label="conv kernel", precision=0)
-                    lora = gr.Number(512, label="kv_lora_rank", precision=0)
-                    rope = gr.Number(64, label="qk_rope_head_dim", precision=0)
+                    n_kda = gr.Number(69, label="KDA layers", step=1)
+                    n_mla = gr.Number(24, label="MLA layers", step=1)
+                    heads = gr.Number(96, label="KDA heads", step=1)
+                    head_dim = gr.Number(128, label="head dim (K = V)", step=1)
+                    conv_k = gr.Number(4, label="conv kernel", step=1)
+                    lora = gr.Number(512, label="kv_lora_rank", step=1)
+                    rope = gr.Number(64, label="qk_rope_head_dim", step=1)
                 with gr.Row():
-                    tp = gr.Number(8, label="TP (1-64)", precision=0, elem_id=f"{NAME}-tp")
+                    tp = gr.Number(8, label="TP (1-64)", step=1, elem_id=f"{NAME}-tp")
                     budget = gr.Number(
                         28, label="Cache memory per GPU (GiB)", elem_id=f"{NAME}-budget"
                     )
@@ -391,7 +402,7 @@ def build() -> gr.Blocks:
                     ratio = gr.Number(
                         0.9, label="mamba-full-memory-ratio (0.01-10)", elem_id=f"{NAME}-ratio"
                     )
-                    max_slots = gr.Number(0, label="max-mamba-cache-size (0 = ratio)", precision=0)
+                    max_slots = gr.Number(0, label="max-mamba-cache-size (0 = ratio)", step=1)
                 with gr.Row():
                     ssm_dtype = gr.Dropdown(list(DTYPES), value="bfloat16", label="SSM dtype")
                     conv_dtype = gr.Dropdown(list(DTYPES), value="bfloat16", label="conv dtype")
@@ -401,11 +412,11 @@ def build() -> gr.Blocks:
                     overlap = gr.Checkbox(True, label="overlap scheduler")
                     skip_lock = gr.Checkbox(False, label="skip decode lock")
                 with gr.Row():
-                    draft = gr.Number(0, label="speculative draft tokens D (0-64)", precision=0)
+                    draft = gr.Number(0, label="speculative draft tokens D (0-64)", step=1)
                     input_len = gr.Number(
-                        16_000, label="input tokens", precision=0, elem_id=f"{NAME}-input"
+                        16_000, label="input tokens", step=1, elem_id=f"{NAME}-input"
                     )
-                    output_len = gr.Number(3_000, label="output tokens", precision=0)
+                    output_len = gr.Number(3_000, label="output tokens", step=1)
                 run = gr.Button("Plan", variant="primary", elem_id=f"{NAME}-run")
             with gr.Column(scale=2):
                 summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
@@ -453,6 +464,8 @@ def build() -> gr.Blocks:
                 input_len: "输入 token 数",
                 output_len: "输出 token 数",
                 logs: "SGLang 会打印的日志",
+                run: "规划",
+                **{s.csv: common.CSV_ZH for s in (s1, s2, s3)},
             }
         )
     return demo

@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import common
-from apps.common import COLORS
+from apps.common import COLORS, SERIES
 from kda_core.model import encode
 from kda_core.studies import prefix_replay as pr
 
@@ -55,20 +55,22 @@ but a KDA layer can only resume where its *recurrent state and conv window* were
 with the MLA KV: at a checkpoint. The engine restores the deepest checkpoint on the matched
 path and **replays** the tokens from there up to the token match (violet), then prefills the
 rest (green). **Look at:** the gap between the checkpoint diamond and the match line on the
-timeline; the tree (red nodes hold a state, grey ones are KV-only tombstones, black outlines are
-locked; hover a node for its locks and LRU ages); then press **Play**: the state heatmap
-converges and its distance to the uncached state
-falls to **exactly 0** at the match. Tick *inconsistent restore* to see what skipping the replay
-does to the logits."""
+timeline; the tree (pink nodes hold a checkpoint, blue ones are MLA-KV-only tombstones, black
+outlines are locked; hover a node for its locks and LRU ages); then press **Play**: the state
+heatmap converges and its distance to the uncached state falls to **exactly 0** at the match.
+Tick *inconsistent restore* to see what skipping the replay does to the logits.
+*TinyHybrid has random weights: its generated tokens are arbitrary bytes, shown as token ids
+and escapes (`\\xd8`).*"""
 
 ZH = (
     "**前缀命中不等于状态命中。** radix 缓存逐 token 匹配你的提示词，但 KDA 层只能从*递推状态"
     "与卷积窗口*和 MLA KV 一起保存的位置——检查点——继续。引擎恢复匹配路径上最深的检查点，然后"
     "从那里**重放**到 token 匹配点（紫色），再预填充剩余部分（绿色）。**请看：** 时间线上检查"
-    "点菱形与匹配线之间的距离；radix 树（红色节点带状态，灰色是只有 KV 的墓碑节点，黑框表示被"
+    "点菱形与匹配线之间的距离；radix 树（粉色节点带检查点，蓝色是只有 MLA KV 的墓碑节点，黑框表示被"
     "锁定；悬停查看锁与 LRU 年龄）；然后按**Play**：状态热图逐步收敛，"
     "它与不走缓存的状态之间的距离在匹配点**精确降为"
     " 0**。勾选*不一致恢复* 看跳过重放会让 logits 偏离多远。"
+    "*TinyHybrid 是随机权重：生成的 token 是任意字节，以 token id 和转义（`\\xd8`）显示。*"
 )
 
 
@@ -155,6 +157,11 @@ def _view(layer: object, head: object, delta: object, stage: object) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def _n(k: int, noun: str) -> str:
+    """'1 tombstone', '2 tombstones'."""
+    return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
+
+
 def _short(text: str, n: int = 28) -> str:
     t = text.replace("\n", "⏎")
     return t if len(t) <= n else "…" + t[-(n - 1) :]
@@ -200,17 +207,20 @@ def fig_timeline(res: pr.ScenarioResult, sel: int) -> tuple[go.Figure, str]:
         marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": "black"}},
         hovertemplate="token match at %{x} tokens<extra></extra>",
     )  # fmt: skip
+    fig.add_scatter(  # legend entry for the inspected request's darker, outlined bars
+        x=[None], y=[None], mode="markers",
+        name=f"{rows[sel]} = the inspected request (dark, outlined)",
+        marker={"symbol": "square", "size": 12, "color": COLORS["neutral"],
+                "line": {"width": 2, "color": "black"}},
+        hoverinfo="skip",
+    )  # fmt: skip
     t = res.requests[sel].timeline
-    for x, txt, pos in (
-        (t.restore_at, f"restore {t.restore_at}", "top left"),
-        (t.token_match, f"match {t.token_match}", "top right"),
-    ):
-        fig.add_vline(
-            x=x,
-            line={"color": COLORS["neutral"], "dash": "dot"},
-            annotation_text=txt,
-            annotation_position=pos,
-        )
+    if t.restore_at == t.token_match:  # one line, one label (no "restore 0match 0")
+        what = " (cold prefill)" if t.token_match == 0 else " (nothing to replay)"
+        common.vline(fig, t.token_match, f"restore = match = {t.token_match}{what}")
+    else:
+        common.vline(fig, t.restore_at, f"restore {t.restore_at}", xanchor="right")
+        common.vline(fig, t.token_match, f"match {t.token_match}", xanchor="left")
     common.style(
         fig,
         f"Token timeline: request #{sel + 1} restores at {t.restore_at}, replays "
@@ -238,8 +248,8 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
     index = {int(n): i for i, n in enumerate(snap.node_id)}
     locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
     for has, color, name in (
-        (True, COLORS["state"], "checkpoint node (KV + KDA state)"),
-        (False, COLORS["free"], "tombstone (KV only, no state)"),
+        (True, COLORS["checkpoint"], "checkpoint node (KV + KDA state)"),
+        (False, COLORS["kv"], "tombstone (MLA KV only, no state)"),
     ):
         sel = [i for i in kids if bool(snap.has_state[i]) == has]
         if not sel:
@@ -250,7 +260,7 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
             marker={"color": color, "line": {"width": [3 if locked[i] else 0.5 for i in sel],
                                              "color": "black"}},
             text=[snap.label[i] for i in sel], textposition="inside",
-            insidetextanchor="start", textfont={"color": "white" if has else "black"},
+            insidetextanchor="start", textfont={"color": "black" if has else "white"},
             customdata=np.stack([snap.node_id[sel], snap.start[sel], snap.end[sel],
                                  snap.kv_lock[sel], snap.state_lock[sel], snap.kv_age[sel],
                                  snap.state_age[sel], snap.depth[sel]], axis=1),
@@ -287,7 +297,7 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
     n_rows = int(snap.row.max()) + 1 if snap.row.size else 1
     common.style(
         fig,
-        f"{title}: {snap.states} checkpoint nodes, {snap.tombstones} tombstones",
+        f"{title}: {_n(snap.states, 'checkpoint node')}, {_n(snap.tombstones, 'tombstone')}",
         "token position (tokens)",
         "branch",
         height=190 + 46 * n_rows,
@@ -337,7 +347,7 @@ def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> d
         rows=1, cols=2, column_widths=[0.42, 0.58], horizontal_spacing=0.17,
         subplot_titles=(
             f"{'S − S_match' if delta else 'state S'} (KDA layer {layer}, head {head})",
-            f"distance to the state at the match (vs uncached: {trace.uncached_error:.0e})",
+            f"distance to S_match (S_match vs uncached {trace.uncached_error:.0e})",
         ),
     )  # fmt: skip
     fig.add_heatmap(
@@ -347,14 +357,14 @@ def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> d
     )  # fmt: skip
     fig.add_scatter(
         x=trace.positions, y=trace.dist, mode="lines+markers", row=1, col=2,
-        name="‖S − S_uncached‖ / ‖S_uncached‖ (all KDA layers)",
+        name="‖S − S_match‖ / ‖S_match‖ (all KDA layers)",
         line={"color": COLORS["replay"], "width": 2}, marker={"size": 5},
         customdata=np.array(trace.token_text, dtype=object),
         hovertemplate="position %{x} (token '%{customdata}')<br>distance %{y:.3g}<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
         x=[0], y=[0.0], mode="markers", row=1, col=2, name="this step",
-        marker={"size": 14, "color": COLORS["state"], "line": {"width": 1, "color": "black"}},
+        marker={"size": 14, "color": "black", "line": {"width": 2, "color": "white"}},
         hovertemplate="step position %{x}<br>distance %{y:.3g}<extra></extra>",
     )  # fmt: skip
     common.style(fig, "Replay step", "", "", height=430)
@@ -424,9 +434,9 @@ def fig_pools(res: pr.ScenarioResult, capped: bool = True) -> tuple[go.Figure, s
                                   COLORS["checkpoint"]),
         "COW copies (restores)": ([r.pools.copies for r in res.requests], COLORS["hit"]),
         "donations (track slot -> pool)": ([r.pools.donations for r in res.requests],
-                                           COLORS["state"]),
+                                           SERIES[0]),
         "evicted states": ([r.pools.evicted_states for r in res.requests], COLORS["neutral"]),
-        "active slots (peak)": ([r.pools.active_peak for r in res.requests], COLORS["kv"]),
+        "active slots (peak)": ([r.pools.active_peak for r in res.requests], COLORS["state"]),
     }  # fmt: skip
     fig = go.Figure()
     for name, (ys, color) in cols.items():
@@ -470,34 +480,48 @@ def settings_label(policy: str, spacing: int, slots: int | None, int8: bool) -> 
     return text + (", INT8" if int8 else "")
 
 
-def fig_drift(d: pr.DriftStudy | None) -> tuple[go.Figure, str]:
-    if d is None:
-        fig = common.empty_figure(
-            "Logit drift of the inconsistent restore",
-            "tick 'Inconsistent restore' (settings) to restore MLA KV at the match and the KDA "
-            "state at the checkpoint, without replay",
-        )
-        fig.update_layout(height=160)
-        return fig, common.write_csv(f"{NAME}-drift", {"token": []})
+DRIFT_TITLE = "Logit drift of the inconsistent restore"
+DRIFT_FLOOR = 1e-17  # exact restores differ by rounding only (~1e-15); keep zeros on a log axis
+DRIFT_TICKS = (DRIFT_FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0, 1e3)
+ARM_COLORS = {arm: SERIES[i] for i, arm in enumerate(pr.ARMS)}  # categorical: SERIES in order
+
+
+def _drift_tick(v: float) -> str:
+    if v <= DRIFT_FLOOR:
+        return "0"
+    return "1" if v == 1 else f"10<sup>{round(np.log10(v))}</sup>"
+
+
+def fig_no_drift(req: int, t: pr.Timeline, replaying: tuple[int, ...]) -> go.Figure:
+    """The request replayed nothing: the inconsistent restore IS the exact one, nothing to show."""
+    others = ", ".join(f"#{i + 1}" for i in replaying)
+    pick = f"pick one with a replay: {others}" if others else "no request of this session replays"
+    fig = common.empty_figure(
+        DRIFT_TITLE,
+        f"request #{req + 1} replayed nothing (restore = match = {t.token_match}), so the "
+        f"inconsistent restore equals the exact one;<br>{pick} (Request to inspect)",
+    )
+    fig.update_layout(height=200)
+    return fig
+
+
+def fig_drift(d: pr.DriftStudy) -> tuple[go.Figure, str]:
     n = np.arange(1, d.exact.size + 1)
     fig = go.Figure()
-    floor = 1e-17  # exact restores differ by rounding only (~1e-15); keep them on a log axis
-    for y, name, color, toks in (
-        (d.inconsistent, "inconsistent: MLA at the match, KDA at the checkpoint"
-         f"{' (INT8)' if d.inconsistent_int8 else ''}, no replay",
-         COLORS["state"], d.inconsistent_tokens),
-        (d.int8, "INT8 checkpoint + exact replay", COLORS["checkpoint"], d.int8_tokens),
-        (d.exact, "exact restore + replay", COLORS["prefill"], d.exact_tokens),
+    for arm, y, name in (
+        ("inconsistent", d.inconsistent, "inconsistent: MLA at the match, KDA at the checkpoint"
+         f"{' (INT8)' if d.inconsistent_int8 else ''}, no replay"),
+        ("int8", d.int8, "INT8 checkpoint + exact replay"),
+        ("exact", d.exact, "exact restore + replay"),
     ):  # fmt: skip
-        same = np.array(toks) == np.array(d.uncached_tokens)
         fig.add_scatter(
-            x=n, y=np.maximum(y, floor), mode="lines+markers", name=name,
-            line={"color": color, "width": 2},
-            customdata=np.where(same, "same token", "different token"),
+            x=n, y=np.maximum(y, DRIFT_FLOOR), mode="lines+markers", name=name,
+            line={"color": ARM_COLORS[arm], "width": 2},
+            customdata=np.where(d.agree(arm), "same token", "different token"),
             hovertemplate="generated token %{x}<br>max |Δlogit| %{y:.3g}<br>"
                           "%{customdata} as the uncached run<extra></extra>",
         )  # fmt: skip
-    agree = sum(a == b for a, b in zip(d.inconsistent_tokens, d.uncached_tokens))
+    agree = d.same_tokens("inconsistent")
     common.style(
         fig,
         f"Request #{d.request + 1} ("
@@ -509,7 +533,9 @@ def fig_drift(d: pr.DriftStudy | None) -> tuple[go.Figure, str]:
         "max |logit − uncached logit| (log scale)",
         height=380,
     )
-    fig.update_yaxes(type="log", exponentformat="power")
+    common.log_axis(fig, "y", DRIFT_TICKS, fmt=_drift_tick)
+    top = float(np.log10(max(d.inconsistent.max(), d.int8.max(), 1.0)))
+    fig.update_yaxes(range=[-17.5, top + 0.4])  # the floor and every curve in view
     csv = common.write_csv(
         f"{NAME}-drift",
         {
@@ -534,6 +560,11 @@ def _esc(text: str) -> str:
     return t.replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
 
 
+def _code(text: str) -> str:
+    """Readable bytes as inline code inside a markdown table cell."""
+    return "`" + text.replace("`", "'").replace("|", "¦") + "`"
+
+
 def summary_markdown(s: Session) -> str:
     res, r = s.result, s.request
     assert res is not None
@@ -546,7 +577,8 @@ def summary_markdown(s: Session) -> str:
         ("**replayed**", f"**{t.token_match - t.restore_at}**", f"tokens [{t.restore_at}, "
                                                                f"{t.token_match})"),
         ("prefilled / decoded", f"{t.prompt_len - t.token_match} / {t.decode[1] - t.decode[0]}",
-         "output: " + _esc(repr(r.output))),
+         f"output ids {', '.join(map(str, r.output_tokens))} = {_code(r.output_readable)} "
+         "(random weights · 随机权重)"),
         ("checkpoints parked", f"{len(t.checkpoints)}", ", ".join(map(str, t.checkpoints))),
         ("state at match vs uncached", f"{r.trace.uncached_error:.1e}", "relative, all layers"),
         ("pools: active slots", f"peak {p.active_peak} / {p.active_capacity}", s.policy),
@@ -590,13 +622,32 @@ def _step_slider(s: Session) -> dict:
 
 
 def _replay_outputs(s: Session) -> tuple:
+    """(figure, CSV button, step text, slider); the CSV button hides when there is no replay."""
     fig, csv = fig_replay(s.request.trace, s.step, s.layer, s.head, s.delta, s.req)
-    return fig, csv, step_markdown(s), _step_slider(s)
+    has = s.n_steps > 0
+    btn = gr.update(value=csv if has else None, visible=has)
+    return fig, btn, step_markdown(s), _step_slider(s)
 
 
-def _drift(s: Session, inconsistent: bool) -> pr.DriftStudy | None:
+def _drift_outputs(s: Session, inconsistent: bool) -> tuple:
+    """The drift panel (plot, CSV button): hidden until 'Inconsistent restore' is ticked; a note
+    instead of curves when the inspected request replayed nothing (item: never suggest that a
+    wrong restore is harmless)."""
     if not inconsistent or s.result is None:
-        return None
+        return gr.update(value=None, visible=False), gr.update(value=None, visible=False)
+    t = s.request.timeline
+    if t.replayed == 0:
+        fig = fig_no_drift(s.req, t, s.result.replaying)
+        return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
+    d = _drift(s)
+    if d.replayed == 0:  # the drift study's own serving restored at the match
+        fig = fig_no_drift(s.req, t, s.result.replaying)
+        return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
+    fig, csv = fig_drift(d)
+    return gr.update(value=fig, visible=True), gr.update(value=csv, visible=True)
+
+
+def _drift(s: Session) -> pr.DriftStudy:
     return pr.restore_drift(
         s.scenario if s.scenario in SCENARIOS else "custom",
         s.req,
@@ -621,7 +672,7 @@ def _inspect_outputs(s: Session, inconsistent: bool) -> tuple:
         *fig_timeline(s.result, s.req),
         *fig_tree(snap, title),
         *_replay_outputs(s),
-        *fig_drift(_drift(s, inconsistent)),
+        *_drift_outputs(s, inconsistent),
         gr.update(choices=_request_choices(s), value=s.req),
         s,
     )
@@ -748,11 +799,11 @@ def reset_session() -> tuple:
         figs[1],
         None,
         figs[2],
-        None,
+        gr.update(value=None, visible=False),
         "",
         gr.update(maximum=1, value=0, interactive=False),
-        figs[3],
-        None,
+        gr.update(value=None, visible=False),
+        gr.update(value=None, visible=False),
         gr.update(choices=[], value=None),
         figs[4],
         None,
@@ -872,13 +923,11 @@ def build() -> gr.Blocks:
                         spacing = gr.Number(
                             32,
                             label="Checkpoint spacing (1-1024 tokens)",
-                            precision=0,
                             elem_id=f"{NAME}-spacing",
                         )
                         slots = gr.Number(
                             0,
                             label="Checkpoint slots (0 = default 256, max 4096)",
-                            precision=0,
                             elem_id=f"{NAME}-slots",
                         )
                     with gr.Row():
@@ -918,6 +967,7 @@ def build() -> gr.Blocks:
                 )
                 s_tree = common.figure_slot(f"{NAME}-tree", "Radix tree")
                 s_drift = common.figure_slot(f"{NAME}-drift", "Logit drift")
+                s_drift.plot.visible = s_drift.csv.visible = False  # until the toggle is on
                 s_pools = common.figure_slot(f"{NAME}-pools", "Pools")
 
         settings = [policy, spacing, slots, int8, inconsistent, layer, head, delta, stage]

@@ -19,7 +19,6 @@ from plotly.subplots import make_subplots
 
 from apps import common
 from apps.common import COLORS, SERIES
-from kda_core.model import decode
 from kda_core.studies import speculative as sp
 
 NAME = "speculative_replay"
@@ -29,7 +28,14 @@ MAX_D = 64
 MAX_HISTORY = 10
 NOISES = (0.0, 0.1, 0.2, 0.4)
 FLOOR = 1e-17  # exact zeros on a log axis
-SLOT_KIND = {-1: "empty", 0: "older history", 1: "accepted step", 2: "rejected step"}
+SLOT_KIND = sp.SLOT_KINDS
+# categorical colours (palette rule: SERIES in a fixed order): accepted first, rejected second
+ACCEPTED, REJECTED = SERIES[0], SERIES[1]
+SLOT_COLOR = {-1: COLORS["free"], 0: COLORS["neutral"], 1: ACCEPTED, 2: REJECTED}
+RANDOM_NOTE = (
+    "TinyHybrid has random weights, so its tokens are arbitrary bytes (shown as ids and "
+    "escapes) · TinyHybrid 是随机权重，输出的是任意字节（以 id 和转义显示）"
+)
 
 EN = """**Speculative decoding with a recurrent state.** A draft proposes D tokens; the target model
 verifies them in one pass and keeps the longest correct prefix. A KV cache just drops the
@@ -38,7 +44,9 @@ state per draft token, ReplaySSM writes each step's small inputs (d, k, g, raw v
 a **ring** and, once the accepted count is known, **replays exactly** those steps from the old
 state. **Look at:** the ring slots the commit keeps (the rejected ones are freed), the commit
 error (rounding, ~1e-15, for every acceptance count) against the bf16 fold, and how much smaller
-the rings are than per-draft states at Kimi K3 scale. Pick how many tokens are accepted."""
+the rings are than per-draft states at Kimi K3 scale. Pick how many tokens are accepted.
+*TinyHybrid has random weights: its tokens are arbitrary bytes, shown as token ids and escapes
+(`\\xd8`); what matters is that the commit is exact and the output equals plain greedy.*"""
 
 ZH = (
     "**带递推状态的投机解码。** 草稿模型提出 D 个 token，目标模型一次前向验证，保留最长的正确"
@@ -47,12 +55,32 @@ ZH = (
     "冲**，知道接受数量后从旧状态**精确重放**这些步。**请看：** 提交保留了哪些环槽（被拒的被"
     "释放），各接受数量下的提交误差（舍入级，约 1e-15）与 bf16 折叠的对比，以及在 Kimi K3 规"
     "模下环比逐草稿状态小多少。可以自己选接受几个 token。"
+    "\n*TinyHybrid 是随机权重：它生成的是任意字节，以 token id 和转义（`\\xd8`）显示；"
+    "重要的是提交精确、输出与普通贪心解码一致。*"
 )
 
 
+EXACT_TICKS = (FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0)
+
+
+def _power(v: float) -> str:
+    """Tick label of the exactness axis: FLOOR is an exact 0, the rest powers of ten."""
+    return "0 (exact)" if v <= FLOOR else f"10<sup>{round(np.log10(v))}</sup>"
+
+
+def _mib(v: float) -> str:
+    return f"{v:g}"
+
+
 def _tok(t: int) -> str:
-    s = decode([int(t)])
-    return s if s.isprintable() and s != "�" else f"⟨{int(t)}⟩"
+    """Token id and its byte as readable text (escaped when not printable)."""
+    return f"{int(t)} {sp.readable([int(t)])}"
+
+
+def _code(text: str, n: int = 48) -> str:
+    """Readable bytes as inline markdown code (no markdown escapes needed), cut at ``n``."""
+    t = text if len(text) <= n else text[: n - 1] + "…"
+    return "`" + t.replace("`", "'").replace("|", "¦") + "`"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,13 +92,13 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     """Ring field norms per draft step (heatmap) over the verified / target tokens."""
     n = v.inputs.size
     steps = np.arange(n)
-    acc = steps < v.n_accept
+    acc = v.committed
     fig = make_subplots(
         rows=2, cols=1, row_heights=[0.32, 0.68], shared_xaxes=True, vertical_spacing=0.08
     )
     for mask, name, color in (
-        (acc, "committed (accepted prefix)", COLORS["prefill"]),
-        (~acc, "rejected (rolled back)", COLORS["state"]),
+        (acc, "committed (accepted prefix)", ACCEPTED),
+        (~acc, "rejected (rolled back)", REJECTED),
     ):
         if mask.any():
             fig.add_bar(
@@ -113,24 +141,16 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     return fig, common.write_csv(f"{NAME}-verify", cols)
 
 
-def _slot_kinds(v: sp.VerifyStudy, pos: np.ndarray) -> np.ndarray:
-    kind = np.where(pos >= 0, 0, -1)
-    for j, slot in enumerate(v.ring_slot):
-        if pos[slot] >= 0:
-            kind[slot] = 1 if j < v.n_accept else 2
-    return kind
-
-
 def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     """The L ring slots after verify and after commit: which position each holds."""
     L = v.ring_len
     rows = ("after verify", "after commit")
     fig = go.Figure()
-    colors = {-1: COLORS["free"], 0: COLORS["neutral"], 1: COLORS["prefill"], 2: COLORS["state"]}
     data = {"stage": [], "slot": [], "position": [], "kind": []}
     shown: set[int] = set()
-    for r, pos in zip(rows, (v.pos_after_verify, v.pos_after_commit)):
-        kind = _slot_kinds(v, pos)
+    for r, pos, kind in zip(
+        rows, (v.pos_after_verify, v.pos_after_commit), (v.kind_after_verify, v.kind_after_commit)
+    ):
         for k in (1, 2, 0, -1):
             m = kind == k
             if not m.any():
@@ -139,7 +159,7 @@ def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
                 x=np.ones(int(m.sum())), base=np.arange(L)[m] - 0.5, y=[r] * int(m.sum()),
                 orientation="h", width=0.6, name=SLOT_KIND[k], legendgroup=SLOT_KIND[k],
                 showlegend=k not in shown,
-                marker={"color": colors[k], "line": {"width": 1, "color": "white"}},
+                marker={"color": SLOT_COLOR[k], "line": {"width": 1, "color": "white"}},
                 text=[str(p) if p >= 0 else "" for p in pos[m]], textposition="inside",
                 insidetextanchor="middle", customdata=np.stack([np.arange(L)[m], pos[m]], 1),
                 hovertemplate=f"{r}<br>slot %{{customdata[0]}}: position %{{customdata[1]}} "
@@ -170,9 +190,9 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     m = np.arange(v.draft_tokens + 1)
     fig = go.Figure()
     for y, name, color in (
-        (v.fold_bf16_error, "open-loop fold of bf16 d, k (no raw v / k)", COLORS["state"]),
-        (v.fold_error, "open-loop fold, float64", COLORS["conv"]),
-        (v.commit_error, "ReplaySSM commit (exact replay from the ring)", COLORS["prefill"]),
+        (v.fold_bf16_error, "open-loop fold of bf16 d, k (no raw v / k)", SERIES[0]),
+        (v.fold_error, "open-loop fold, float64", SERIES[1]),
+        (v.commit_error, "ReplaySSM commit (exact replay from the ring)", SERIES[2]),
     ):
         fig.add_scatter(
             x=m, y=np.maximum(y, FLOOR), mode="lines+markers", name=name,
@@ -180,12 +200,7 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
             hovertemplate="accept %{x} tokens<br>max |state error| %{customdata:.3g}"
             "<extra></extra>",
         )  # fmt: skip
-    fig.add_vline(
-        x=v.n_accept,
-        line={"color": "black", "dash": "dot"},
-        annotation_text=f"this commit: {v.n_accept}",
-        annotation_position="top left",
-    )
+    common.vline(fig, v.n_accept, f"this commit: {v.n_accept}", color="black", xanchor="right")
     common.style(
         fig,
         f"Commit exactness vs a sequential run (verify logits error {v.logits_error:.1e}, "
@@ -194,7 +209,7 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         "max |state error| (log scale)",
         height=380,
     )
-    fig.update_yaxes(type="log", exponentformat="power")
+    common.log_axis(fig, "y", EXACT_TICKS, fmt=_power)
     fig.update_xaxes(tickmode="linear", dtick=1 if v.draft_tokens <= 16 else 4)
     csv = common.write_csv(
         f"{NAME}-exactness",
@@ -235,8 +250,9 @@ def fig_memory(mem: sp.MemoryOverD, d: int) -> tuple[go.Figure, str]:
         height=400,
     )  # fmt: skip
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
-    fig.update_yaxes(type="log", title_text="bytes per request (MiB, log scale)", row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=2)
+    for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
+        common.log_axis(fig, "y", row=1, col=c, fmt=_mib)
+    fig.update_yaxes(title_text="bytes per request (MiB, log scale)", row=1, col=1)
     data = {
         "model": [],
         "D": [],
@@ -262,7 +278,7 @@ def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
         x=steps,
         y=g.committed,
         name="committed (accepted + 1)",
-        marker_color=COLORS["prefill"],
+        marker_color=ACCEPTED,
         customdata=np.stack([g.start, g.drafted], axis=1),
         hovertemplate="verify %{x} at position %{customdata[0]}<br>committed %{y} of "
         "%{customdata[1]} drafted + 1<extra></extra>",
@@ -297,12 +313,12 @@ def fig_acceptance(a: sp.AcceptanceCurve, d: int) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
         x=a.noise, y=a.acceptance_rate, mode="lines+markers", name="drafts accepted (fraction)",
-        line={"color": SERIES[3], "width": 2},
+        line={"color": SERIES[0], "width": 2},
         hovertemplate="noise %{x}<br>acceptance %{y:.2f}<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
         x=a.noise, y=a.tokens_per_step / d, mode="lines+markers", line={"dash": "dot",
-        "color": COLORS["prefill"], "width": 2}, name=f"tokens per verify / D (D={d})",
+        "color": SERIES[1], "width": 2}, name=f"tokens per verify / D (D={d})",
         customdata=a.tokens_per_step,
         hovertemplate="noise %{x}<br>%{customdata:.2f} tokens per verify<extra></extra>",
     )  # fmt: skip
@@ -324,8 +340,9 @@ def fig_acceptance(a: sp.AcceptanceCurve, d: int) -> tuple[go.Figure, str]:
 
 def summary_markdown(v: sp.VerifyStudy, mem: sp.MemoryOverD) -> str:
     toks = " ".join(
-        f"**{_tok(t)}**" if i < v.n_accept else f"~~{_tok(t)}~~" for i, t in enumerate(v.inputs)
+        f"**{int(t)}**" if i < v.n_accept else f"~~{int(t)}~~" for i, t in enumerate(v.inputs)
     )
+    toks += "<br>" + _code(sp.readable(v.inputs)) + " (token ids; bold = committed)"
     rows = [
         ("prompt", f"{v.prompt_tokens} tokens", "byte tokens"),
         ("verified tokens (D)", f"{v.draft_tokens}", toks.replace("|", "&#124;")),
@@ -333,8 +350,7 @@ def summary_markdown(v: sp.VerifyStudy, mem: sp.MemoryOverD) -> str:
         ("max commit error", f"{v.commit_error.max():.1e}", "all acceptance counts"),
         ("bf16 fold error", f"{v.fold_bf16_error.max():.1e}", "why the ring keeps raw v, k"),
         ("ring bytes (this run, float64)", f"{v.ring_bytes:,}", f"L={v.ring_len}"),
-        ("per-draft states instead", f"{v.per_draft_state_bytes:,}",
-         f"×{v.per_draft_state_bytes / v.ring_bytes:.1f}"),
+        ("per-draft states instead", f"{v.per_draft_state_bytes:,}", f"×{v.memory_ratio:.1f}"),
         ("K3 deployment: rings, all slots", f"{mem.deploy_ring_bytes / (1 << 30):.2f} GiB",
          f"{mem.deploy_slots} slots, D={mem.deploy_draft_tokens}"),
         ("K3 deployment: per-draft states", f"{mem.deploy_per_draft_bytes / (1 << 30):.2f} GiB",
@@ -434,10 +450,12 @@ def generate(
     if progress is not None:
         progress(0.0, desc="speculative generation and plain greedy")
     g = sp.generation(text, n, draft_tokens=d, noise=nz, seed=sd)
+    ids = ", ".join(str(int(t)) for t in g.tokens[:12]) + (", …" if g.tokens.size > 12 else "")
     md = (
-        f"**Generated** {g.tokens.size} tokens (untrained byte model): {_esc(g.text[:24])}… · "
+        f"**Generated** {g.tokens.size} tokens · ids {ids} · bytes {_code(g.readable, 40)} · "
         f"acceptance {g.acceptance_rate:.2f} · "
         f"{g.tokens_per_step:.2f} tokens per verify · equal to greedy: **{g.equals_greedy}**"
+        f"\n\n<small>{RANDOM_NOTE}</small>"
     )
     return (md, *fig_generation(g))
 
@@ -456,10 +474,6 @@ def acceptance(
         progress(0.0, desc=f"{len(NOISES)} speculative generations at several draft noises")
     a = sp.acceptance_vs_noise(NOISES, text, min(n, 16), draft_tokens=d, seed=sd)
     return fig_acceptance(a, d)
-
-
-def _esc(text: str) -> str:
-    return repr(text).replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
 
 
 HISTORY_HEADERS = ["#", "D", "greedy accept", "committed", "commit error"]
@@ -484,24 +498,20 @@ def build() -> gr.Blocks:
                     label="Prompt (1-512 UTF-8 bytes, 中文 works)",
                 )
                 with gr.Row():
-                    d = gr.Number(
-                        8, precision=0, label="Draft tokens D (1-64)", elem_id=f"{NAME}-d"
-                    )
+                    d = gr.Number(8, label="Draft tokens D (1-64)", elem_id=f"{NAME}-d")
                     accept = gr.Number(
                         -1,
-                        precision=0,
                         elem_id=f"{NAME}-accept",
                         label="Accepted tokens (-1 = greedy, 0-D)",
                     )
                 with gr.Row():
                     noise = gr.Number(0.1, label="Draft noise (0-10)", elem_id=f"{NAME}-noise")
-                    seed = gr.Number(2, precision=0, label="Seed (0-1000000)")
+                    seed = gr.Number(2, label="Seed (0-1000000)")
                 with gr.Row():
                     layer = gr.Slider(0, N_LAYERS - 1, value=0, step=1, label="KDA layer")
                     head = gr.Slider(0, N_HEADS - 1, value=0, step=1, label="Head")
                 ring = gr.Number(
                     0,
-                    precision=0,
                     elem_id=f"{NAME}-ring-len",
                     label="Ring length L (0 = next_pow2(2D); power of two ≤ 1024)",
                 )
@@ -516,7 +526,6 @@ def build() -> gr.Blocks:
                 with gr.Row():
                     n_new = gr.Number(
                         32,
-                        precision=0,
                         label="Tokens to generate (1-128)",
                         elem_id=f"{NAME}-new",
                         scale=1,

@@ -47,52 +47,37 @@ ZH = """**两种缓存，一块显存。** KDA 混合模型需要两类显存：
 # ---------------------------------------------------------------------------------------------
 
 
+def pool_color(i: int) -> str:
+    """Categorical colours of the running/ratio figures: 0 unified (black), 1 best static,
+    2.. static tuned for each phase (palette.SERIES in a fixed order, never a semantic colour)."""
+    return "black" if i == 0 else SERIES[(i + 1) % len(SERIES)]
+
+
 def _pools(c: mem.Comparison) -> list[tuple[str, mem.ReplayResult]]:
     rows = [(f"unified ({c.unified.kind})", c.unified)]
     rows += [(f"static r={r:.3g}", res) for r, res in zip(c.ratios.tolist(), c.static)]
     return rows
 
 
-def _at(tl: mem.Timeline, field: str, step: int) -> int:
-    a = getattr(tl, field)
-    return int(a[step]) if step < a.shape[0] else 0
-
-
 def buffer_figure(c: mem.Comparison, step: int, state_slot_bytes: int) -> tuple[go.Figure, str]:
-    """Every pool's buffer at ``step``: state live | state holes | free | KV holes | KV live;
-    a black tick marks each static partition's border."""
+    """Every pool's buffer at ``step`` (``memory.buffer_at``): state live | state holes | free |
+    KV holes | KV live; a black tick marks each static partition's border."""
     T = c.unified.total_bytes
-    names, cols = (
-        [],
-        {
-            k: []
-            for k in (
-                "state_live",
-                "state_holes",
-                "free",
-                "kv_holes",
-                "kv_live",
-                "running",
-                "queued",
-                "blocked",
-            )
-        },
-    )
-    for label, res in _pools(c):
-        tl = res.timeline
-        done = step >= tl.running.shape[0]
-        sf = 0 if done else _at(tl, "state_frontier", step)
-        kf = T if done else _at(tl, "kv_frontier", step)
-        sb, kb = _at(tl, "state_bytes", step), _at(tl, "kv_bytes", step)
-        names.append(label)
-        cols["state_live"].append(sb)
-        cols["state_holes"].append(max(sf - sb, 0))
-        cols["free"].append(max(kf - sf, 0))
-        cols["kv_holes"].append(max(T - kf - kb, 0))
-        cols["kv_live"].append(kb)
-        cols["running"].append(_at(tl, "running", step))
-        cols["queued"].append(_at(tl, "queued", step))
-        cols["blocked"].append(_at(tl, "blocked", step))
+    b = mem.buffer_at(c, step, state_slot_bytes)
+    names = [label for label, _ in _pools(c)]
+    cols = {
+        k: getattr(b, k)
+        for k in (
+            "state_live",
+            "state_holes",
+            "free",
+            "kv_holes",
+            "kv_live",
+            "running",
+            "queued",
+            "blocked",
+        )
+    }
     fig = go.Figure()
     base = np.zeros(len(names))
     segs = (
@@ -116,10 +101,10 @@ def buffer_figure(c: mem.Comparison, step: int, state_slot_bytes: int) -> tuple[
             "queued %{customdata[1]}<extra></extra>",
         )
         base = base + w
-    for i, res in enumerate(r for _, r in _pools(c)):
-        if res.state_capacity is None:
+    for i, e in enumerate(b.state_edge.tolist()):
+        if not np.isfinite(e):
             continue
-        edge = res.state_capacity * state_slot_bytes / GIB
+        edge = e / GIB
         fig.add_shape(
             type="line",
             x0=edge,
@@ -128,7 +113,7 @@ def buffer_figure(c: mem.Comparison, step: int, state_slot_bytes: int) -> tuple[
             y1=i + 0.45,
             line={"color": "black", "width": 2},
         )
-    met = [n for n, b in zip(names, cols["blocked"]) if b]
+    met = [n for n, bl in zip(names, cols["blocked"].tolist()) if bl]
     title = f"The buffer at step {step} of {c.unified.makespan}"
     if met:
         title += f" · full: {', '.join(met[:3])}{'…' if len(met) > 3 else ''}"
@@ -174,7 +159,7 @@ def frontier_figure(c: mem.Comparison, step: int | None = None) -> tuple[go.Figu
         x=t[mv],
         y=tl.moves[mv],
         name=f"compaction moves ({c.unified.total_moves:,})",
-        marker_color=COLORS["replay"],
+        marker_color=COLORS["neutral"],
         yaxis="y2",
         opacity=0.6,
         hovertemplate="step %{x}<br>%{y:,} moves<extra></extra>",
@@ -222,7 +207,7 @@ def running_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
     for i, (label, res) in enumerate(pools):
         tl = res.timeline
         t = np.arange(tl.running.shape[0])
-        color = COLORS["state"] if i == 0 else SERIES[(i + 1) % len(SERIES)]
+        color = pool_color(i)
         fig.add_scatter(
             x=t,
             y=tl.running,
@@ -262,16 +247,24 @@ def ratio_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
     )
     fig.add_hline(
         y=c.unified.mean_concurrency,
-        line={"color": COLORS["state"], "width": 3},
+        line={"color": pool_color(0), "width": 3},
         annotation_text=f"unified {c.unified.mean_concurrency:.1f}",
         annotation_position="top left",
     )
-    for name, r in zip(c.phase_names, c.phase_ratios):
-        fig.add_vline(
-            x=r,
-            line={"color": COLORS["neutral"], "dash": "dot"},
-            annotation_text=f"tuned for {name}",
-            annotation_position="bottom right",
+    # labels by annotation at each line (add_vline's own label lands wrongly on a log axis);
+    # the lower ratio's label goes left of its line, the higher one's right, at two heights
+    order = np.argsort(np.asarray(c.phase_ratios, dtype=np.float64))
+    for rank, j in enumerate(order.tolist()):
+        name, r = c.phase_names[j], float(c.phase_ratios[j])
+        common.vline(
+            fig,
+            r,
+            f"tuned for {name} (r={r:.3g})",
+            log=True,
+            color=pool_color(2 + j),
+            dash="dash",
+            y=1.0 if rank % 2 == 0 else 0.93,
+            xanchor="right" if rank == 0 else "left",
         )
     fig.add_scatter(
         x=[c.best_ratio],
@@ -287,7 +280,9 @@ def ratio_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
         "static ratio state : KV (log scale)",
         "mean running requests",
     )
-    fig.update_xaxes(type="log")
+    ticks = np.concatenate([c.ratios, np.asarray(c.phase_ratios)])
+    common.log_axis(fig, "x", ticks, fmt=lambda v: f"{v:.3g}")
+    fig.update_layout(margin={"t": 64})
     csv = common.write_csv(
         f"{NAME}-ratios",
         {
@@ -330,7 +325,9 @@ def summary_markdown(c: mem.Comparison) -> str:
 def _parse_ratios(text: str) -> list[float]:
     parts = [x for x in str(text or "").replace(";", ",").split(",") if x.strip()]
     if not 1 <= len(parts) <= 8:
-        raise gr.Error(f"static ratios: give 1 to 8 comma-separated numbers, got {text!r}")
+        raise gr.Error(
+            f"static ratios: give 1 to 8 comma-separated numbers, got {common.clip_text(text)}"
+        )
     return sorted({common.check_float("static ratio", x.strip(), 0.01, 100) for x in parts})
 
 
@@ -363,7 +360,7 @@ def run(
     progress(0.2, desc=f"replaying the unified pool and {len(grid) + 2} static partitions")
     c = mem.compare(wl, cfg, ratios=grid, mode=mode)
     session = {"cmp": c, "slot": cfg.state_slot_bytes}
-    peak = int(np.argmax(c.unified.timeline.running))  # open on the busiest step
+    peak = mem.busiest_step(c)  # open on the busiest step
     f0, c0 = buffer_figure(c, peak, cfg.state_slot_bytes)
     f1, c1 = frontier_figure(c)
     f2, c2 = running_figure(c)
@@ -400,9 +397,9 @@ def build() -> gr.Blocks:
             with gr.Column(scale=1, min_width=280):
                 with gr.Row():
                     n_chat = gr.Number(
-                        300, label="chat requests (0-3000)", precision=0, elem_id=f"{NAME}-nchat"
+                        300, label="chat requests (0-3000)", step=1, elem_id=f"{NAME}-nchat"
                     )
-                    n_long = gr.Number(15, label="long-context requests (0-150)", precision=0)
+                    n_long = gr.Number(15, label="long-context requests (0-150)", step=1)
                 with gr.Row():
                     chat_rate = gr.Number(15, label="chat arrivals / step")
                     long_rate = gr.Number(0.6, label="long arrivals / step")
@@ -413,7 +410,7 @@ def build() -> gr.Blocks:
                     label="static ratios state:KV (1-8 values)",
                     elem_id=f"{NAME}-ratios",
                 )
-                seed = gr.Number(0, label="seed", precision=0)
+                seed = gr.Number(0, label="seed", step=1)
                 go_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
             with gr.Column(scale=2):
                 summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
@@ -453,6 +450,10 @@ def build() -> gr.Blocks:
                 ratios: "静态比例 状态:KV（1-8 个值）",
                 seed: "随机种子",
                 step: "步",
+                go_btn: "运行",
+                play: "播放",
+                pause: "暂停",
+                **{s.csv: common.CSV_ZH for s in (s0, s1, s2, s3)},
             }
         )
     return demo

@@ -66,6 +66,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kda_core import policy as policy_mod
+from kda_core._checks import check_int
 from kda_core.model import (
     MAX_TOKENS,
     TOKENIZER_FINGERPRINT,
@@ -202,11 +203,7 @@ def _bool(value: Any, name: str) -> bool:
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    if not lo <= int(value) <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return int(value)
+    return check_int(name, value, lo, hi)
 
 
 def _norm(S: np.ndarray) -> float:
@@ -416,13 +413,7 @@ class Engine:
         """
         try:
             return self._generate(
-                prompt,
-                max_new_tokens,
-                restore=restore,
-                step_replay=step_replay,
-                record_states=record_states,
-                reference=reference,
-                observe=observe,
+                prompt, max_new_tokens, restore, step_replay, record_states, reference, observe
             )
         except BaseException:
             self._abort()
@@ -443,14 +434,14 @@ class Engine:
     def _generate(
         self,
         prompt: Any,
-        max_new_tokens: int = 8,
-        *,
-        restore: str | None = None,
-        step_replay: bool = False,
-        record_states: bool = False,
-        reference: bool = False,
-        observe: Callable[[str, Engine], None] | None = None,
+        max_new_tokens: int,
+        restore: str | None,
+        step_replay: bool,
+        record_states: bool,
+        reference: bool,
+        observe: Callable[[str, Engine], None] | None,
     ) -> GenerateReport:
+        """The body of :meth:`generate` (arguments and defaults as documented there)."""
         t0 = time.perf_counter()
         ids = self._tokens(prompt)
         n_new = _int(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)

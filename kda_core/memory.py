@@ -47,20 +47,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kda_core._checks import check_int as _check_int
+
 SIDES: tuple[str, str] = ("state", "kv")
 MODES: tuple[str, str] = ("eager", "lazy")
 MAX_BUFFER_BYTES: int = 256 << 20  # cap on a real (store=True) buffer
 MAX_VIRTUAL_BYTES: int = 1 << 44  # cap on an accounting-only (store=False) pool
 MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables are int64)
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
 
 
 def _vids(vids: object, scalar: bool = False) -> np.ndarray:

@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from kda_core._checks import check_integral as _int
 from kda_core.radix import Evicted, Node, RadixStateCache
 
 MAX_LEN = 1 << 24
@@ -90,18 +91,6 @@ __all__ = [
     "make",
     "marconi_flops",
 ]
-
-
-def _int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
-    if type(value) is int and value >= lo and (hi is None or value <= hi):
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
-    v = int(value)
-    if v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be {rng}, got {v}")
-    return v
 
 
 def _opt_int(value: Any, name: str, lo: int, hi: int | None = None) -> int | None:

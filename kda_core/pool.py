@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
 from kda_core.quant import quantize_int8
 
@@ -78,14 +79,6 @@ __all__ = [
 
 class PoolError(AssertionError):
     """Raised by ``check_integrity`` when an invariant is broken."""
-
-
-def _check_slots(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [1, {MAX_SLOTS}], got {value!r}")
-    if not 1 <= int(value) <= MAX_SLOTS:
-        raise ValueError(f"{name} must be in [1, {MAX_SLOTS}], got {value}")
-    return int(value)
 
 
 @dataclass(slots=True, frozen=True)
@@ -224,20 +217,10 @@ class _Slots:
             raise PoolError(f"{self.name}: slot id out of range")
 
 
-class ActivePool:
-    """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
+class _SlotView:
+    """The slot bookkeeping both pools expose, read through their ``_slots`` (a :class:`_Slots`)."""
 
-    def __init__(self, shape: StateShape, slots: int) -> None:
-        if not isinstance(shape, StateShape):
-            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
-        self.shape = shape
-        self._slots = _Slots(_check_slots(slots, "slots"), "active")
-        self._S: list[np.ndarray | None] = [None] * self._slots.capacity
-        self._conv: list[np.ndarray | None] = [None] * self._slots.capacity
-
-    @classmethod
-    def for_model(cls, model: TinyHybrid, slots: int) -> ActivePool:
-        return cls(StateShape.of(model), slots)
+    _slots: _Slots
 
     @property
     def capacity(self) -> int:
@@ -254,6 +237,32 @@ class ActivePool:
     def can_allocate(self, n: int = 1) -> bool:
         return self._slots.can_allocate(n)
 
+    def owner(self, slot: int) -> str | None:
+        return self._slots.owner(slot)
+
+    def set_owner(self, slot: int, owner: str) -> None:
+        """Hand the slot to another owner (e.g. a checkpoint to "tree" after insert)."""
+        self._slots.set_owner(slot, owner)
+
+    def owned(self) -> dict[int, str]:
+        return self._slots.owned()
+
+
+class ActivePool(_SlotView):
+    """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
+
+    def __init__(self, shape: StateShape, slots: int) -> None:
+        if not isinstance(shape, StateShape):
+            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
+        self.shape = shape
+        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "active")
+        self._S: list[np.ndarray | None] = [None] * self._slots.capacity
+        self._conv: list[np.ndarray | None] = [None] * self._slots.capacity
+
+    @classmethod
+    def for_model(cls, model: TinyHybrid, slots: int) -> ActivePool:
+        return cls(StateShape.of(model), slots)
+
     def allocate(self, owner: str) -> int:
         """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
         slot = self._slots.take(owner)
@@ -266,15 +275,6 @@ class ActivePool:
         s = self._slots.release(slot)
         self._S[s] = None
         self._conv[s] = None
-
-    def owner(self, slot: int) -> str | None:
-        return self._slots.owner(slot)
-
-    def set_owner(self, slot: int, owner: str) -> None:
-        self._slots.set_owner(slot, owner)
-
-    def owned(self) -> dict[int, str]:
-        return self._slots.owned()
 
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
@@ -343,7 +343,7 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.flags.writeable = False
 
 
-class CheckpointPool:
+class CheckpointPool(_SlotView):
     """Read-only checkpoints: INT8 (or native) S + native conv, owned by the tree or a request."""
 
     def __init__(self, shape: StateShape, slots: int, *, int8: bool = False) -> None:
@@ -353,7 +353,7 @@ class CheckpointPool:
             raise ValueError(f"int8 must be a bool, got {type(int8).__name__}")
         self.shape = shape
         self.int8 = int8
-        self._slots = _Slots(_check_slots(slots, "slots"), "checkpoint")
+        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint")
         self._data: list[_Ckpt | None] = [None] * self._slots.capacity
         self.copies = 0
         self.donations = 0
@@ -363,19 +363,7 @@ class CheckpointPool:
     def for_model(cls, model: TinyHybrid, slots: int, *, int8: bool = False) -> CheckpointPool:
         return cls(StateShape.of(model), slots, int8=int8)
 
-    # -- slots ---------------------------------------------------------------------------------
-    @property
-    def capacity(self) -> int:
-        return self._slots.capacity
-
-    @property
-    def n_free(self) -> int:
-        return self._slots.n_free
-
-    @property
-    def n_used(self) -> int:
-        return self._slots.n_used
-
+    # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: _SlotView) ----
     @property
     def slot_bytes(self) -> int:
         """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
@@ -384,19 +372,6 @@ class CheckpointPool:
     @property
     def used_bytes(self) -> int:
         return sum(d.nbytes for d in self._data if d is not None)
-
-    def can_allocate(self, n: int = 1) -> bool:
-        return self._slots.can_allocate(n)
-
-    def owner(self, slot: int) -> str | None:
-        return self._slots.owner(slot)
-
-    def set_owner(self, slot: int, owner: str) -> None:
-        """Hand a checkpoint to another owner (e.g. "tree" after insert)."""
-        self._slots.set_owner(slot, owner)
-
-    def owned(self) -> dict[int, str]:
-        return self._slots.owned()
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""

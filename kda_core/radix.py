@@ -102,6 +102,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kda_core._checks import check_integral as _check_int
+
 MAX_KEY_LEN = 1 << 22
 """Longest key (elements) accepted by ``match``/``insert``; caps memory per call."""
 MAX_PAGE_SIZE = 1 << 16
@@ -323,18 +325,6 @@ def _common_prefix(e: tuple, k: tuple, i: int, limit: int) -> int:
             lo += 1
         return lo
     return limit
-
-
-def _check_int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
-    if type(value) is int and value >= lo and (hi is None or value <= hi):
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
-    v = int(value)
-    if v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be {rng}, got {v}")
-    return v
 
 
 class _Acc:

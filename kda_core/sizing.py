@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kda_core._checks import check_int as _check_int
+
 GIB: int = 1 << 30
 MIB: int = 1 << 20
 
@@ -59,15 +61,6 @@ MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP: int = 2
 
 _MAX_DIM = 1 << 16  # cap on layers, heads, head dims, latent ranks
 _MAX_COUNT = 1 << 40  # cap on slots, tokens, byte budgets given as counts
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
 
 
 def dtype_bytes(dtype: str, name: str = "dtype") -> int:
@@ -634,8 +627,14 @@ def mamba_allocation_log(
 
     With ``draft_tokens > 0`` the intermediate (per-draft) buffers are printed too, for
     ``max_running`` requests (default ``size // 5``, extra_buffer + overlap). With
-    ``ring_len`` set, the ReplaySSM ring line follows; its d/k/rawv/rawk tensors are in
-    ``ring_dtype`` (bf16 in all of the seed's logs, even with an fp32 SSM state).
+    ``replayssm`` (``--enable-linear-replayssm-spec``) and ``ring_len`` set, the ReplaySSM ring
+    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the seed's
+    logs, even with an fp32 SSM state).
+
+    The rings follow the flag, not ``draft_tokens``: the seed's two "no spark spec" logs
+    (51 and 80 slots, no intermediate buffers, i.e. D = 0) both print the ring line, so a
+    D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
+    line (and, with D > 0, a full per-draft SSM buffer instead).
     """
     size = _check_int("max_mamba_cache_size", max_mamba_cache_size, 0, _MAX_COUNT)
     phys = size + 1
@@ -654,7 +653,7 @@ def mamba_allocation_log(
             f"intermediate_conv_window_cache size: {_gb(conv_i, 2)}"
         )
     lines = [line]
-    if ring_len is not None:
+    if replayssm and ring_len is not None:
         r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
         lines.append(
             f"GDN ReplaySSM ring buffers allocated (L={ring_len}): "

@@ -151,6 +151,20 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _offsets(counts: list[int]) -> np.ndarray:
+    """CSR offsets ``[len(counts) + 1]`` int64: 0, then the running sum of ``counts``."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, flat int64 ids) of a list of id lists."""
+    offsets = _offsets([len(r) for r in rows])
+    flat = np.fromiter((h for r in rows for h in r), dtype=np.int64, count=offsets[-1])
+    return offsets, flat
+
+
 def _make_trace(
     name: str,
     block_size: int,
@@ -225,23 +239,24 @@ def validate(trace: Trace) -> None:
     outs = trace.out_blocks.tolist() if has_out else []
     ooffs = trace.out_offsets.tolist() if has_out else []
     for i in range(n):
-        prev = -1
         ids = blocks[offs[i] : offs[i + 1]]
-        for h in ids:
-            p = parent.setdefault(h, prev)
-            if p != prev:
-                raise ValueError(f"request {i}: block id {h} follows {prev} here but {p} before")
-            prev = h
+        _check_chain(parent, ids, -1, f"request {i}: block id")
         if has_out:
             n_full = int(trace.input_len[i]) // trace.block_size
             prev = ids[n_full - 1] if n_full else -1
-            for h in outs[ooffs[i] : ooffs[i + 1]]:
-                p = parent.setdefault(h, prev)
-                if p != prev:
-                    raise ValueError(
-                        f"request {i}: output block id {h} follows {prev} here but {p} before"
-                    )
-                prev = h
+            _check_chain(
+                parent, outs[ooffs[i] : ooffs[i + 1]], prev, f"request {i}: output block id"
+            )
+
+
+def _check_chain(parent: dict[int, int], ids: list[int], prev: int, what: str) -> None:
+    """Record each id's parent (``prev`` for the first); ValueError when an id seen before had
+    another parent. ``what`` starts the message (e.g. "request 3: block id")."""
+    for h in ids:
+        p = parent.setdefault(h, prev)
+        if p != prev:
+            raise ValueError(f"{what} {h} follows {prev} here but {p} before")
+        prev = h
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,8 +352,7 @@ def parse_mooncake_lines(
         blocks.extend(h)
     if not ts:
         raise ValueError(f"{name}: the trace has no requests")
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    offsets = _offsets(counts)
     n = len(ts)
     return _make_trace(
         name,
@@ -458,6 +472,14 @@ class _Builder:
         self.n_blocks = 0
         self.kind_names = kind_names
 
+    @staticmethod
+    def _check_blocks(n_blocks: int) -> None:
+        if n_blocks > MAX_TOTAL_BLOCKS:
+            raise ValueError(
+                f"the workload exceeds {MAX_TOTAL_BLOCKS} blocks; "
+                "lower its size or raise block_size"
+            )
+
     def seg(self, length: int) -> Segment:
         self.next_seg += 1
         return (self.next_seg, int(length))
@@ -467,11 +489,7 @@ class _Builder:
         total = sum(n for _, n in segs)
         if total > MAX_INPUT_TOKENS:
             raise ValueError(f"a prompt reached {total} tokens; the cap is {MAX_INPUT_TOKENS}")
-        if self.n_blocks + -(-total // b) > MAX_TOTAL_BLOCKS:
-            raise ValueError(
-                f"the workload exceeds {MAX_TOTAL_BLOCKS} blocks; "
-                "lower its size or raise block_size"
-            )
+        self._check_blocks(self.n_blocks + -(-total // b))
         out: list[int] = []
         start_tok = 0
         if prev is not None:
@@ -536,13 +554,28 @@ class _Builder:
         if len(self.rows) >= MAX_REQUESTS:
             raise ValueError(f"the workload exceeds {MAX_REQUESTS} requests; lower its size")
         self.n_blocks += len(ids)
-        if self.n_blocks > MAX_TOTAL_BLOCKS:
-            raise ValueError(
-                f"the workload exceeds {MAX_TOTAL_BLOCKS} blocks; "
-                "lower its size or raise block_size"
-            )
+        self._check_blocks(self.n_blocks)
         n_in = sum(n for _, n in segs)
         self.rows.append((float(t), n_in, int(n_out), ids, sess, kind, out_ids or []))
+
+    def turn(
+        self,
+        t: float,
+        segs: list[Segment],
+        prev: tuple[list[Segment], list[int]] | None,
+        mean_out: float,
+        max_out: int,
+        sess: int,
+        kind: str,
+    ) -> tuple[Segment, tuple[list[Segment], list[int]]]:
+        """Add one request of a session: prompt ``segs`` (sharing ids with ``prev``), output a
+        new log-normal segment in [1, ``max_out``] whose full blocks the next turn can reuse.
+        Returns (output segment, the ``prev`` for the next turn)."""
+        ids = self.ids(segs, prev)
+        out = self.seg(self.length(mean_out, 1, max_out))
+        oids = self.out_ids(segs, ids, out)
+        self.add(t, segs, ids, out[1], sess, KINDS.index(kind), oids)
+        return out, (segs, ids)
 
     def length(self, mean: float, lo: int, hi: int) -> int:
         """A log-normal length (sigma 0.6) with the given mean, clipped to [lo, hi]."""
@@ -555,15 +588,8 @@ class _Builder:
             raise ValueError(f"{name}: the workload has no requests")
         order = sorted(range(len(self.rows)), key=lambda i: (self.rows[i][0], i))
         rows = [self.rows[i] for i in order]
-        counts = [len(r[3]) for r in rows]
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        blocks = np.fromiter((h for r in rows for h in r[3]), dtype=np.int64, count=offsets[-1])
-        out_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum([len(r[6]) for r in rows], out=out_offsets[1:])
-        out_blocks = np.fromiter(
-            (h for r in rows for h in r[6]), dtype=np.int64, count=out_offsets[-1]
-        )
+        offsets, blocks = _csr([r[3] for r in rows])
+        out_offsets, out_blocks = _csr([r[6] for r in rows])
         return _make_trace(
             name,
             self.b,
@@ -620,11 +646,7 @@ def _chat_into(
             segs = segs + [bld.seg(bld.length(user_tokens, 8, 32_768))]
             if sum(n for _, n in segs) > max_context:
                 break
-            ids = bld.ids(segs, prev)
-            ans = bld.seg(bld.length(answer_tokens, 1, 8192))
-            oids = bld.out_ids(segs, ids, ans)
-            bld.add(t, segs, ids, ans[1], sess0 + s, KINDS.index("chat"), oids)
-            prev = (segs, ids)
+            ans, prev = bld.turn(t, segs, prev, answer_tokens, 8192, sess0 + s, "chat")
             segs = segs + [ans]
             t += rng.exponential(think_time_s) + 1e-3
 
@@ -720,11 +742,7 @@ def _agent_into(
                 segs = fixed + [x for pair in turns_ for x in pair]
                 if sum(n for _, n in segs) > max_context:
                     break
-                ids = bld.ids(segs, prev)
-                act = bld.seg(bld.length(action_tokens, 1, 4096))
-                oids = bld.out_ids(segs, ids, act)
-                bld.add(t, segs, ids, act[1], sess0 + s, KINDS.index("agent"), oids)
-                prev = (segs, ids)
+                act, prev = bld.turn(t, segs, prev, action_tokens, 4096, sess0 + s, "agent")
                 obs_len = bld.length(observation_tokens, 1, 32_768)
                 turns_ = turns_ + [(act, bld.seg(obs_len))]
                 left -= 1

@@ -25,6 +25,9 @@ from plots import style
 
 NAME = "affine_composition"
 COLUMN = style.COLUMN_WIDTH
+# Categories (not concepts): maps equal to the recurrence vs maps that differ, first two SERIES.
+SAME_COLOR, OTHER_COLOR = style.SERIES[0], style.SERIES[1]
+HEADS = 2
 
 TEXT = {
     "en": {
@@ -38,6 +41,10 @@ TEXT = {
         "key": "key channel",
         "value": "value channel (head {h})",
         "eps": "float64 ε",
+        "cbar": "entry of b",
+        "source": "Data: KDA on {source} inputs, segments {segments} tokens, "
+        "{H} heads, K = {K}, V = {V}; float64",
+        "random": "random (seed {seed})",
         "groupings": {
             "pairwise tree (parallel scan)": "pairwise tree (parallel scan)",
             "closed form of the whole span": "closed form of the whole span",
@@ -55,6 +62,10 @@ TEXT = {
         "key": "键通道",
         "value": "值通道（头 {h}）",
         "eps": "float64 ε",
+        "cbar": "b 的元素值",
+        "source": "数据：KDA 在{source}输入上，分段 {segments} 个 token，"
+        "{H} 个头，K = {K}，V = {V}；float64",
+        "random": "随机（种子 {seed}）",
         "groupings": {
             "pairwise tree (parallel scan)": "两两归约树（并行扫描）",
             "closed form of the whole span": "整段的闭式解",
@@ -66,7 +77,7 @@ TEXT = {
 
 def compute(quick: bool = False) -> chunk_scan.Composition:
     """Three segments of 16 tokens, H = 2, K = V = 16, seed 0 (the chunk_scan app's default)."""
-    return chunk_scan.composition(lengths=(16, 16, 16), H=2, K=16, V=16, seed=0, head=0)
+    return chunk_scan.composition(lengths=(16, 16, 16), H=HEADS, K=16, V=16, seed=0, head=0)
 
 
 def _arrows(label: str) -> str:
@@ -77,7 +88,8 @@ def _bars(ax, labels, values, colors, xlabel: str, eps_label: str, gid: str) -> 
     y = np.arange(len(labels))
     ax.barh(y, values, color=colors, height=0.62, gid=gid)
     ax.set_yticks(y, labels)
-    ax.invert_yaxis()
+    # inverted y with an empty strip below the last bar for the ε label
+    ax.set_ylim(len(labels) - 0.5 + 0.55, -0.5)
     ax.set_xscale("log")
     ax.set_xlim(1e-17, 1e4)
     ax.grid(False, axis="y")
@@ -95,18 +107,19 @@ def _bars(ax, labels, values, colors, xlabel: str, eps_label: str, gid: str) -> 
 
 def make_figure(data: chunk_scan.Composition, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
-    seg = ", ".join(f"{a}={n}" for a, n in zip(data.labels, data.lengths.tolist()))
+    seg = ", ".join(f"{a} = {n}" for a, n in zip(data.labels, data.lengths.tolist()))
+    K, V = data.b_true.shape  # [K, V] of one head
+    source = style.input_source(data.source, t["random"])
     fig = style.new_figure(
-        (COLUMN, 7.0), f"kda_core.studies.chunk_scan.composition() · {data.source} · tokens {seg}"
+        (COLUMN, 7.0), t["source"].format(source=source, segments=seg, H=HEADS, K=K, V=V)
     )
     fig.suptitle(t["suptitle"])
     top, bottom = fig.subfigures(2, 1, height_ratios=(1.0, 1.0))
     ag, ao = top.subplots(1, 2)
     g_labels = [_arrows(t["groupings"].get(x, x)) for x in data.grouping_labels]
-    green = style.COLORS["prefill"]
-    _bars(ag, g_labels, data.grouping_S_diff, green, t["x_g"], t["eps"], "grouping")
+    _bars(ag, g_labels, data.grouping_S_diff, SAME_COLOR, t["x_g"], t["eps"], "grouping")
     ag.set_title(t["title_g"], loc="right")
-    o_colors = [style.COLORS["prefill"]] + [style.COLORS["state"]] * (len(data.order_labels) - 1)
+    o_colors = [SAME_COLOR] + [OTHER_COLOR] * (len(data.order_labels) - 1)
     o_labels = [_arrows(x) for x in data.order_labels]
     o_labels[0] = f"{o_labels[0]} ({t['true']})"
     _bars(ao, o_labels, data.order_S_rel, o_colors, t["x_o"], t["eps"], "order")
@@ -123,7 +136,8 @@ def make_figure(data: chunk_scan.Composition, lang: str = "en") -> Figure:
         ax.set_yticks([])
         ax.set_xlabel(t["value"].format(h=data.head))
         ax.set_ylabel(t["key"])
-    bottom.colorbar(im, ax=axes, shrink=0.9, pad=0.02)
+    cb = bottom.colorbar(im, ax=axes, shrink=0.9, pad=0.02)
+    cb.set_label(t["cbar"])
     return fig
 
 

@@ -1,12 +1,15 @@
-"""Checkpoint density on a real trace: memory ~1/K, replay ~K, and the TTFT optimum in between.
+"""Checkpoint density on a real trace: memory ~1/K, replay per hit, and the TTFT optimum.
 
 Compares (``kda_core.studies.density.density_sweep``: the trace-driven simulator with the shared
 radix cache, ``policy.make("interval", every=K)``, Kimi K3 per GPU at TP8) over the checkpoint
 interval K and four state budgets per GPU:
   * peak checkpoint memory (unlimited: ~1/K, the analytic distinct-prefix / K beside it);
   * state hit rate (restorable prefix / input tokens);
-  * mean replayed tokens per state hit (analytic: the trace's ideal match points floored to K;
-    the simulated cache replays less, since a follow-up turn usually matches at a checkpoint);
+  * mean replayed tokens per state hit, with the study's ONE analytic curve
+    (``DensityAnalytic.replay_curve``: the trace's ideal match points floored to K, the same
+    curve the app draws) and the study's on-chart note (``density.replay_note``) on why the
+    simulated replay stays flat on this trace (a follow-up turn usually matches exactly at a
+    checkpoint); the suptitle (``density.headline``) says "replay ~K" only if the data shows it;
   * mean time to first token, the best interval of each budget marked.
 Trace: the first 4,000 requests (~19 min) of the bundled Mooncake conversation trace; the whole
 trace (12,031 requests) gives the same optima but takes ~45 s with the retention figure, over
@@ -34,7 +37,6 @@ BUDGETS_GIB = (8.0, 32.0, 128.0, None)
 
 TEXT = {
     "en": {
-        "suptitle": "A checkpoint every K tokens: memory ~1/K, replay ~K",
         "k": "checkpoint interval K (tokens)",
         "title_mem": "Peak checkpoint memory",
         "mem": "bytes per GPU",
@@ -48,10 +50,11 @@ TEXT = {
         "unlimited": "unlimited",
         "an_mem": "distinct prefix / K (analytic)",
         "an_rep": "ideal match − floor to K (analytic)",
+        "source": "Data: simulated prefix cache on the first {n:,} requests of the Mooncake "
+        "conversation trace · {model} TP8 · block {block} tokens · {ckpt} per checkpoint",
         "opt": "best K for the budget",
     },
     "zh": {
-        "suptitle": "每 K 个 token 一个检查点：显存 ~1/K，重放 ~K",
         "k": "检查点间隔 K（token）",
         "title_mem": "检查点显存峰值",
         "mem": "每卡字节数",
@@ -65,6 +68,8 @@ TEXT = {
         "unlimited": "不限",
         "an_mem": "不同前缀 / K（解析）",
         "an_rep": "理想匹配点 − 向下取整到 K（解析）",
+        "source": "数据：在 Mooncake 对话 trace 的前 {n:,} 个请求上模拟前缀缓存 · {model} TP8 · "
+        "块 {block} token · 每个检查点 {ckpt}",
         "opt": "该预算下最佳 K",
     },
 }
@@ -82,6 +87,12 @@ def compute(quick: bool = False) -> density.DensitySweep:
     return density.density_sweep(trace(), INTERVALS, BUDGETS_GIB)
 
 
+def _n_requests(trace_name: str) -> int:
+    """Request count from a head trace's name (``name[:N]``), else TRACE_REQUESTS."""
+    tail = trace_name.rsplit("[:", 1)[-1].rstrip("]")
+    return int(tail) if tail.isdigit() else TRACE_REQUESTS
+
+
 def _budget(t: dict, label: str) -> str:
     return t["budget"].format(b=t["unlimited"] if label == "unlimited" else label)
 
@@ -91,11 +102,14 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
     an = data.analytic
     fig = style.new_figure(
         (style.COLUMN_WIDTH, 6.9),
-        f"kda_core.studies.density.density_sweep() · trace {data.trace_name} · {data.model} "
-        f"TP8 · block {data.block_size} · {style.format_bytes(data.state_bytes_per_checkpoint)} "
-        "per checkpoint",
+        t["source"].format(
+            n=_n_requests(data.trace_name),
+            model=data.model,
+            block=data.block_size,
+            ckpt=style.format_bytes(data.state_bytes_per_checkpoint),
+        ),
     )
-    fig.suptitle(t["suptitle"])
+    fig.suptitle(density.headline(data, lang))
     gs = fig.add_gridspec(3, 2, height_ratios=(0.16, 1.0, 1.0))
     lg = fig.add_subplot(gs[0, :])
     am = fig.add_subplot(gs[1, 0])
@@ -115,13 +129,19 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
                 label=t["opt"] if j == 0 else None, gid=f"opt{j}")  # fmt: skip
     am.plot(k, an.state_bytes, color=style.COLORS["neutral"], ls="--", lw=1.3, label=t["an_mem"],
             gid="an_mem")  # fmt: skip
-    ar.plot(k, an.mean_replay_per_hit, color=style.COLORS["neutral"], ls="--", lw=1.3,
+    ar.plot(k, an.replay_curve, color=style.COLORS["neutral"], ls="--", lw=1.3,
             label=t["an_rep"], gid="an_rep")  # fmt: skip
+    top = max(float(an.replay_curve.max()), float(data.mean_replay_per_hit.max()), 1.0)
+    ar.set_ylim(0, top * 2.1)
+    ar.text(0.02, 0.97, density.replay_note(data, lang, width=22 if lang == "zh" else 44),
+            transform=ar.transAxes, va="top", ha="left", fontsize=5.6, linespacing=1.15,
+            color="#333", gid="replay_note",
+            bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#ccc", "lw": 0.5,
+                  "alpha": 0.9})  # fmt: skip
     am.set_yscale("log")
     style.bytes_axis(am.yaxis, log=True, subs=(1.0, 4.0, 16.0, 64.0, 256.0))
     ah.yaxis.set_major_formatter(ticker.PercentFormatter(1.0, decimals=0))
     ah.set_ylim(bottom=0)
-    ar.set_ylim(bottom=0)
     for ax in (am, ah):
         ax.tick_params(axis="x", labelbottom=False)
     for ax, title, ylabel in (

@@ -24,6 +24,8 @@ from kda_core.studies import chunk_scan
 from plots import style
 
 NAME = "chunk_agreement"
+# Two metrics (categories, not concepts): the first two SERIES colours, in legend order.
+STEPS_COLOR, FLOPS_COLOR = style.SERIES[0], style.SERIES[1]
 
 TEXT = {
     "en": {
@@ -36,6 +38,9 @@ TEXT = {
         "steps": "fewer sequential steps: T / ⌈T/C⌉",
         "flops": "more matmul FLOPs: chunked / recurrent",
         "y_b": "ratio to the token recurrence",
+        "source": "Data: KDA on {source} inputs, float64; cost model: one Kimi K3 KDA layer, "
+        "{H} heads, K = {K}, V = {V}",
+        "random": "random (seed {seed})",
     },
     "zh": {
         "title_a": "分块 = 递归\n（float64，固定种子输入）",
@@ -47,6 +52,9 @@ TEXT = {
         "steps": "顺序步数减少：T / ⌈T/C⌉",
         "flops": "矩阵乘 FLOPs 增加：分块 / 递归",
         "y_b": "相对逐 token 递归的比值",
+        "source": "数据：KDA 在{source}输入上，float64；代价模型：Kimi K3 的一个 KDA 层，"
+        "{H} 个头，K = {K}，V = {V}",
+        "random": "随机（种子 {seed}）",
     },
 }
 
@@ -59,10 +67,9 @@ def compute(quick: bool = False) -> chunk_scan.ChunkScanStudy:
 def make_figure(data: chunk_scan.ChunkScanStudy, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     ag, cost = data.agreement, data.cost
+    source = style.input_source(ag.source, t["random"])
     fig = style.new_figure(
-        "double",
-        f"kda_core.studies.chunk_scan.chunk_scan_study() · {ag.source} · "
-        f"H={cost.H}, K={cost.K}, V={cost.V} for the cost model",
+        "double", t["source"].format(source=source, H=cost.H, K=cost.K, V=cost.V)
     )
     ax, bx = fig.subplots(1, 2)
     for i, T in enumerate(ag.T_values.tolist()):
@@ -90,22 +97,22 @@ def make_figure(data: chunk_scan.ChunkScanStudy, lang: str = "en") -> Figure:
     row = -1  # the longest sequence of the cost grid
     T = int(cost.T_values[row])
     bx.plot(
-        cost.chunk_sizes, cost.steps_ratio[row], marker="o", color=style.COLORS["prefill"],
+        cost.chunk_sizes, cost.steps_ratio[row], marker="o", color=STEPS_COLOR,
         label=t["steps"], gid="steps",
     )  # fmt: skip
     bx.plot(
-        cost.chunk_sizes, cost.flops_ratio[row], marker="s", color=style.COLORS["replay"],
+        cost.chunk_sizes, cost.flops_ratio[row], marker="s", color=FLOPS_COLOR,
         label=t["flops"], gid="flops",
     )  # fmt: skip
     for x, y in zip(cost.chunk_sizes.tolist(), cost.steps_ratio[row].tolist()):
         bx.annotate(f"{y:.0f}×", (x, y), xytext=(0, 6), textcoords="offset points", ha="center",
-                    fontsize=8, color=style.COLORS["prefill"])  # fmt: skip
+                    fontsize=8, color=STEPS_COLOR)  # fmt: skip
     for x, y in zip(cost.chunk_sizes.tolist(), cost.flops_ratio[row].tolist()):
         bx.annotate(f"{y:.2f}×", (x, y), xytext=(0, -13), textcoords="offset points",
-                    ha="center", fontsize=8, color=style.COLORS["replay"])  # fmt: skip
+                    ha="center", fontsize=8, color=FLOPS_COLOR)  # fmt: skip
     bx.set_xscale("log", base=2)
     bx.set_yscale("log", base=2)
-    bx.set_ylim(0.5, 512)
+    bx.set_ylim(0.5, 4096)  # headroom: the legend sits above the largest label (128×)
     bx.set_xticks(cost.chunk_sizes)
     bx.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
     bx.xaxis.set_minor_locator(ticker.NullLocator())

@@ -24,6 +24,9 @@ from kda_core.studies import int8
 from plots import style
 
 NAME = "int8_checkpoint"
+# Park once vs every step is a comparison, not a concept: the first two SERIES colours, in this
+# order (palette rule; the int8 app should draw the same two).
+ONCE_COLOR, EVERY_COLOR = style.SERIES[0], style.SERIES[1]
 
 TEXT = {
     "en": {
@@ -42,6 +45,9 @@ TEXT = {
         "once": "park once: quantize at parking",
         "every": "every step: re-quantize after each token",
         "flip": "argmax differs",
+        "cbar": "dequantized − exact",
+        "source": "Data: KDA states of TinyHybrid (k3-mini, random weights) after {n} tokens, "
+        "teacher-forced decoding; capacity: Kimi K3 state size per GPU",
     },
     "zh": {
         "suptitle": "以 INT8 暂存 KDA 状态：每次命中只舍入一次，而不是每步一次",
@@ -59,6 +65,9 @@ TEXT = {
         "once": "暂存时量化一次",
         "every": "每个 token 后都重新量化",
         "flip": "argmax 不同",
+        "cbar": "反量化值 − 精确值",
+        "source": "数据：TinyHybrid（k3-mini，随机权重）处理 {n} 个 token 后的 KDA 状态，"
+        "teacher forcing 解码；容量：Kimi K3 每卡的状态大小",
     },
 }
 
@@ -71,11 +80,7 @@ def compute(quick: bool = False) -> int8.Int8Study:
 def make_figure(data: int8.Int8Study, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     e, d, cap = data.errors, data.divergence, data.memory_k3
-    fig = style.new_figure(
-        (style.COLUMN_WIDTH, 6.6),
-        f"kda_core.studies.int8.int8_study(n_tokens={data.n_tokens}) · TinyHybrid (k3-mini) "
-        f"states, teacher-forced decoding · capacity from kda_core.sizing",
-    )
+    fig = style.new_figure((style.COLUMN_WIDTH, 6.6), t["source"].format(n=data.n_tokens))
     fig.suptitle(t["suptitle"])
     top, bottom = fig.subfigures(2, 1, height_ratios=(1.0, 1.0))
     ae, ac = top.subplots(1, 2, width_ratios=(1.0, 1.05))
@@ -90,13 +95,14 @@ def make_figure(data: int8.Int8Study, lang: str = "en") -> Figure:
     ae.grid(False)
     cb = top.colorbar(im, ax=ae, shrink=0.9, pad=0.02)
     cb.formatter.set_powerlimits((-2, 2))
+    cb.set_label(t["cbar"], fontsize=8.5)
     cb.ax.tick_params(labelsize=8)
 
     native = t["native"].format(dtype=cap.native_dtype)
     labels = [native if x == "native" else x for x in cap.labels]
     y = np.arange(len(labels))
-    colors = [style.COLORS["state"]] + [style.COLORS["checkpoint"]] * (len(labels) - 1)
-    ac.barh(y, cap.capacity, color=colors, height=0.62, gid="capacity")
+    # every bar counts checkpoint slots (the concept colour); the format is on the y axis
+    ac.barh(y, cap.capacity, color=style.COLORS["checkpoint"], height=0.62, gid="capacity")
     ac.set_yticks(y, labels, fontsize=8)
     ac.invert_yaxis()
     ac.grid(False, axis="y")
@@ -117,8 +123,8 @@ def make_figure(data: int8.Int8Study, lang: str = "en") -> Figure:
          d.every_step_agree, t["logit_y"], t["title_logit"]),
     ):  # fmt: skip
         kind = "state" if once_ok is None else "logit"
-        ax.plot(d.steps, once, color=style.COLORS["prefill"], label=t["once"], gid=f"{kind}_once")
-        ax.plot(d.steps, every, color=style.COLORS["state"], label=t["every"], gid=f"{kind}_every")
+        ax.plot(d.steps, once, color=ONCE_COLOR, label=t["once"], gid=f"{kind}_once")
+        ax.plot(d.steps, every, color=EVERY_COLOR, label=t["every"], gid=f"{kind}_every")
         if once_ok is not None:
             for vals, ok in ((once, once_ok), (every, every_ok)):
                 if (~ok).any():

@@ -3,7 +3,8 @@
 Compares, per GPU at TP8 in bf16 (``kda_core.studies.planner.plan``):
   * MLA latent KV of one request (24 MLA layers x 576 values per token), growing linearly;
   * one KDA state slot (69 layers' recurrent states + short-conv windows), the same at any length;
-  * the crossover length where both weigh the same.
+  * the crossover: the first context length where MLA KV outweighs one KDA slot
+    (``Plan.crossover_context``, the same number the memory_planner app prints).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ TEXT = {
         "y": "bytes per request",
         "mla": "MLA latent KV (grows with every token)",
         "kda": "KDA state slot: recurrent states + conv windows (flat)",
-        "cross": "equal at {n:,} tokens",
+        "cross": "MLA > KDA from {n:,} tokens",
+        "source": "Data: model config sizes · {model} per GPU at TP{tp} · "
+        "KV, state, conv in {dtype}",
         "end_mla": "{b} at {n:,} tokens",
         "end_kda": "{b} at any length",
     },
@@ -36,7 +39,8 @@ TEXT = {
         "y": "每个请求的字节数",
         "mla": "MLA 潜在 KV（每个 token 都增长）",
         "kda": "KDA 状态槽：递归状态 + 卷积窗口（恒定）",
-        "cross": "在 {n:,} 个 token 处相等",
+        "cross": "从 {n:,} 个 token 起 MLA > KDA",
+        "source": "数据：模型配置尺寸 · {model} 每卡，TP{tp} · KV、状态与卷积均为 {dtype}",
         "end_mla": "{n:,} 个 token 时 {b}",
         "end_kda": "任意长度均为 {b}",
     },
@@ -52,7 +56,7 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     fig = style.new_figure(
         "single",
-        f"per GPU · kda_core.studies.planner.plan('{data.model}', tp={data.tp}) · {data.kv_dtype}",
+        t["source"].format(model=data.model, tp=data.tp, dtype=data.kv_dtype),
     )
     ax = fig.add_subplot()
     x = data.context_lens

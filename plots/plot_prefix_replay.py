@@ -32,13 +32,18 @@ PHASE_COLORS = {
     "prefill": style.COLORS["prefill"],
     "decode": style.COLORS["decode"],
 }
+# How the last turn was restored: categories, so the SERIES colours in legend order.
+# The app colours them the same way: SERIES in the study's ARMS order (exact, int8, inconsistent).
+_ARM = {"exact": "exact", "int8": "int8", "bad": "inconsistent"}
+DRIFT_COLORS = {key: style.SERIES[prefix_replay.ARMS.index(arm)] for key, arm in _ARM.items()}
 
 TEXT = {
     "en": {
         "suptitle": "A token hit is not a state hit: restore, replay, then prefill",
         "title_tl": "{title}: a checkpoint every {k} tokens",
         "turn": "turn {i}",
-        "tokens": "token position",
+        "tokens": "position in the conversation (tokens)",
+        "replay_x": "token position (tokens): replay {r} → {m}",
         "restore": "restored from a checkpoint",
         "replay": "replayed (checkpoint → token match)",
         "prefill": "prefilled",
@@ -54,12 +59,15 @@ TEXT = {
         "exact": "exact restore + replay",
         "int8": "INT8 checkpoint + replay",
         "bad": "MLA at match, KDA at checkpoint, no replay",
+        "source": "Data: the lab's caching engine serving TinyHybrid (random weights, greedy "
+        "decoding), a checkpoint every {k} tokens",
     },
     "zh": {
         "suptitle": "前缀命中不等于状态命中：恢复、重放，再预填充",
         "title_tl": "{title}：每 {k} 个 token 一个检查点",
         "turn": "第 {i} 轮",
-        "tokens": "token 位置",
+        "tokens": "对话中的位置（token）",
+        "replay_x": "token 位置（token）：重放 {r} → {m}",
         "restore": "从检查点恢复",
         "replay": "重放（检查点 → 前缀匹配点）",
         "prefill": "预填充",
@@ -75,6 +83,8 @@ TEXT = {
         "exact": "精确恢复 + 重放",
         "int8": "INT8 检查点 + 重放",
         "bad": "MLA 在匹配点、KDA 在检查点、不重放",
+        "source": "数据：本实验室的缓存引擎运行 TinyHybrid（随机权重，贪心解码），"
+        "每 {k} 个 token 一个检查点",
     },
 }
 
@@ -98,11 +108,8 @@ def make_figure(data: Data, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     sc, dr = data.scenario, data.drift
     meta = prefix_replay.SCENARIOS[sc.name]
-    fig = style.new_figure(
-        "tall",
-        f"kda_core.studies.prefix_replay.run_scenario('{sc.name}') + restore_drift · "
-        f"TinyHybrid, policy {sc.policy} every {sc.spacing}, greedy",
-    )
+    title = meta.title_zh if lang == "zh" else meta.title
+    fig = style.new_figure("tall", t["source"].format(k=sc.spacing))
     fig.suptitle(t["suptitle"])
     gs = fig.add_gridspec(2, 2, height_ratios=(0.95, 1.0))
     ax = fig.add_subplot(gs[0, :])
@@ -131,7 +138,6 @@ def make_figure(data: Data, lang: str = "en") -> Figure:
     ax.set_xlim(0, None)
     ax.set_xlabel(t["tokens"])
     ax.grid(False, axis="y")
-    title = meta.title_zh if lang == "zh" else meta.title
     ax.set_title(t["title_tl"].format(title=title, k=sc.spacing))
     handles, names = ax.get_legend_handles_labels()
     order = [t[k] for k in ("restore", "replay", "prefill", "decode", "ckpt", "match")]
@@ -143,17 +149,18 @@ def make_figure(data: Data, lang: str = "en") -> Figure:
     tr = last.trace
     bx = fig.add_subplot(gs[1, 0])
     bx.plot(tr.positions, tr.dist, marker="o", ms=3.5, color=style.COLORS["replay"], gid="dist")
-    bx.set_xticks(tr.positions, [s if s.isprintable() and s != " " else repr(s)[1:-1]
-                                 for s in tr.token_text], fontsize=6.5, rotation=90)  # fmt: skip
+    # positions, not token text: the tokenizer is byte-level (a Chinese character is 3 tokens)
+    bx.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 4, 5, 10]))
+    bx.set_xlim(tr.positions[0] - 0.5, tr.positions[-1] + 0.5)
+    bx.set_xlabel(t["replay_x"].format(r=last.timeline.restore_at, m=last.timeline.token_match))
     bx.set_ylim(bottom=0)
     bx.set_ylabel(t["dist"])
     bx.set_title(t["title_dist"].format(i=last.index + 1), fontsize=9.5)
 
     cx = fig.add_subplot(gs[1, 1])
     steps = np.arange(1, dr.exact.shape[0] + 1)
-    cx.plot(steps, dr.inconsistent, color=style.COLORS["state"], label=t["bad"], gid="bad")
-    cx.plot(steps, dr.int8, color=style.COLORS["checkpoint"], label=t["int8"], gid="int8")
-    cx.plot(steps, dr.exact, color=style.COLORS["prefill"], label=t["exact"], gid="exact")
+    for key, y in (("bad", dr.inconsistent), ("int8", dr.int8), ("exact", dr.exact)):
+        cx.plot(steps, y, color=DRIFT_COLORS[key], label=t[key], gid=key)
     cx.set_yscale("log")
     cx.set_ylim(1e-17, 1e3)
     cx.xaxis.set_major_locator(MaxNLocator(integer=True))

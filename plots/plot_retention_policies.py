@@ -38,6 +38,8 @@ TEXT = {
         "title_ck": "Checkpoints stored",
         "ck": "checkpoints over the run",
         "policies": {},
+        "source": "Data: trace-driven simulation of {trace}, {model} per GPU at TP8",
+        "trace": "the first {n:,} requests of the Mooncake conversation trace",
     },
     "zh": {
         "suptitle": "保留哪些检查点：各策略 vs 状态预算（真实 trace）",
@@ -49,6 +51,8 @@ TEXT = {
         "title_ck": "保存的检查点",
         "ck": "整个运行中保存的检查点数",
         "policies": {"every block": "每个块", "interval 4096": "每 4096 个 token"},
+        "source": "数据：在{trace}上做 trace 驱动模拟，{model} 每卡 TP8",
+        "trace": "Mooncake 对话 trace 的前 {n:,} 个请求",
     },
 }
 
@@ -65,7 +69,7 @@ def make_figure(data: density.PolicySweep, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     fig = style.new_figure(
         (style.COLUMN_WIDTH, 4.3),
-        f"kda_core.studies.density.policy_sweep() · trace {data.trace_name} · {data.model} TP8",
+        t["source"].format(trace=style.trace_label(data.trace_name, t["trace"]), model=data.model),
     )
     fig.suptitle(t["suptitle"])
     gs = fig.add_gridspec(2, 2, height_ratios=(1.0, 0.2))

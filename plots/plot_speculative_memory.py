@@ -39,6 +39,8 @@ TEXT = {
         "deploy_rings": "rings\n(every slot)",
         "deploy_draft": "per-draft states\n({n} running)",
         "deploy_conv": "conv windows\n({n} running)",
+        "source": "Data: buffer shapes of SGLang's speculative verify for {model} at TP{tp} "
+        "and the lab's tiny model, {dtype}",
     },
     "zh": {
         "suptitle": "推测解码：ReplaySSM 环形缓冲 vs 每个草稿 token 一份状态",
@@ -54,6 +56,7 @@ TEXT = {
         "deploy_rings": "环\n（每个槽）",
         "deploy_draft": "草稿状态\n（{n} 个运行中）",
         "deploy_conv": "卷积窗口\n（{n} 个运行中）",
+        "source": "数据：SGLang 推测验证缓冲区的形状，{model}（TP{tp}）与实验室的小模型，{dtype}",
     },
 }
 
@@ -66,7 +69,7 @@ def compute(quick: bool = False) -> speculative.MemoryOverD:
 def make_figure(data: speculative.MemoryOverD, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     fig = style.new_figure(
-        "grid", "kda_core.studies.speculative.memory_over_d() · sizes from kda_core.sizing"
+        "grid", t["source"].format(model=data.models[1], tp=data.tp, dtype=data.dtype)
     )
     fig.suptitle(t["suptitle"])
     gs = fig.add_gridspec(2, 2, height_ratios=(1.15, 1.0))
@@ -89,7 +92,7 @@ def make_figure(data: speculative.MemoryOverD, lang: str = "en") -> Figure:
 
     bx = fig.add_subplot(gs[1, 0])
     for i, name in enumerate(data.models):
-        bx.plot(d, data.ratio[i], marker="o", ms=3.5, lw=1.6, color=style.SERIES[2 + i],
+        bx.plot(d, data.ratio[i], marker="o", ms=3.5, lw=1.6, color=style.SERIES[i],
                 label=name, gid=f"ratio_{name}")  # fmt: skip
     bx.set_xticks([1, 4, 8, 12, 16])
     bx.set_xlabel(t["d"])

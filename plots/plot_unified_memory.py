@@ -43,6 +43,9 @@ TEXT = {
         "ratio": "static ratio r (state : KV bytes)",
         "conc": "mean running requests",
         "phase": {"chat": "chat", "long-context": "long ctx"},
+        "more": "→ runs to step {n:,}",
+        "source": "Data: simulated scheduler on a chat-then-long-context workload · "
+        "Kimi K3 per GPU, TP8, bf16, {size} buffer, full reservation, FIFO",
     },
     "zh": {
         "suptitle": "一块显存，两端增长：统一池 vs 静态划分",
@@ -63,6 +66,9 @@ TEXT = {
         "ratio": "静态比例 r（状态 : KV 字节）",
         "conc": "平均运行请求数",
         "phase": {"chat": "对话阶段", "long-context": "长上下文阶段"},
+        "more": "→ 持续到第 {n:,} 步",
+        "source": "数据：先对话后长上下文负载的调度模拟 · Kimi K3 每卡，TP8，bf16，{size} 缓冲区，"
+        "全量预留，FIFO",
     },
 }
 
@@ -79,11 +85,11 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     tl = u.timeline
     fig = style.new_figure(
         "tall",
-        "kda_core.studies.memory.compare(shifting_mix()) · Kimi K3 per GPU, TP8, bf16, "
-        f"{style.format_bytes(u.total_bytes)}, full reservation, FIFO",
+        t["source"].format(size=style.format_bytes(u.total_bytes)),
     )
     fig.suptitle(t["suptitle"])
-    gs = fig.add_gridspec(2, 2, height_ratios=(1.0, 1.05))
+    # a legend row under the buffer panel (inside the panel the legend covered the KV area)
+    gs = fig.add_gridspec(3, 2, height_ratios=(1.0, 0.07, 1.05))
     ax = fig.add_subplot(gs[0, :])
     steps = range(tl.state_frontier.shape[0])
     ax.fill_between(steps, 0, tl.state_frontier, step="post", color=style.COLORS["state"],
@@ -100,11 +106,16 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     ax.set_xlabel(t["step"])
     ax.set_ylabel(t["offset"])
     ax.set_title(t["title_tl"].format(kind=u.kind))
-    ax.legend(loc="upper right", ncols=3, fontsize=8, frameon=True, framealpha=0.9, markerscale=3)
+    lg = fig.add_subplot(gs[1, :])
+    lg.axis("off")
+    handles, names = ax.get_legend_handles_labels()
+    lg.legend(handles, names, loc="center", ncols=3, fontsize=8, frameon=False, markerscale=3,
+              borderaxespad=0)  # fmt: skip
     ax.grid(False)
 
-    br = fig.add_subplot(gs[1, 0])
-    pools = [(t["unified"], u, style.COLORS["state"], 2.2)]
+    br = fig.add_subplot(gs[2, 0])
+    # categorical colours (palette.SERIES in a fixed order; unified black), as in the app
+    pools = [(t["unified"], u, "black", 2.2)]
     pools.append((t["best"].format(r=data.best_ratio), data.best_static, style.SERIES[2], 1.4))
     for i, (ph, r, res) in enumerate(zip(data.phase_names, data.phase_ratios, data.phase_static)):
         name = t["tuned"].format(phase=t["phase"].get(ph, ph), r=r)
@@ -117,18 +128,27 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     br.set_title(t["title_run"])
     br.legend(loc="upper right", fontsize=7.5)
     br.set_ylim(0, 1.4 * u.peak_concurrency)  # room for the legend above the curves
-    br.set_xlim(0, 2 * u.makespan)  # the slowest static pool runs on past the edge
+    x_end = 2 * u.makespan  # the slowest static pool runs on past the edge: mark where it ends
+    br.set_xlim(0, x_end)
+    for n_cut, (_name, res, color, _lw) in enumerate(p for p in pools if p[1].makespan > x_end):
+        y_cut = float(res.timeline.running[x_end - 1])
+        br.plot([x_end], [y_cut], ">", color=color, ms=7, clip_on=False, gid=f"cut{n_cut}")
+        br.annotate(t["more"].format(n=res.makespan), (x_end, y_cut), xytext=(-4, 6 + 11 * n_cut),
+                    textcoords="offset points", ha="right", fontsize=7.5, color=color)  # fmt: skip
 
-    cr = fig.add_subplot(gs[1, 1])
+    cr = fig.add_subplot(gs[2, 1])
     cr.plot(data.ratios, data.static_mean_concurrency, marker="o", color=style.SERIES[2],
             lw=1.6, ms=4, label="static", gid="static")  # fmt: skip
-    cr.axhline(u.mean_concurrency, color=style.COLORS["state"], lw=2.2, label=t["unified"],
+    cr.axhline(u.mean_concurrency, color="black", lw=2.2, label=t["unified"],
                gid="unified_mean")  # fmt: skip
     cr.annotate(f"{t['unified']} {u.mean_concurrency:.1f}", (data.ratios[-1], u.mean_concurrency),
-                xytext=(0, 4), textcoords="offset points", color=style.COLORS["state"],
+                xytext=(0, 4), textcoords="offset points", color="black",
                 ha="right", fontsize=8.5)  # fmt: skip
-    for i, r in enumerate(data.phase_ratios):
+    for i, (ph, r) in enumerate(zip(data.phase_names, data.phase_ratios)):
         cr.axvline(r, color=style.SERIES[3 + i], ls=":", lw=1.3)
+        cr.text(r, 0.55, f" {t['phase'].get(ph, ph)}", transform=cr.get_xaxis_transform(),
+                rotation=90, va="bottom", ha="right", fontsize=7.5,
+                color=style.SERIES[3 + i])  # fmt: skip
     cr.plot([data.best_ratio], [data.best_static.mean_concurrency], "D", color="black", ms=6)
     cr.annotate(t["best_pt"].format(c=data.best_static.mean_concurrency),
                 (data.best_ratio, data.best_static.mean_concurrency), xytext=(0, 8),

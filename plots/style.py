@@ -178,8 +178,8 @@ def rc(dpi: int = DEFAULT_DPI, lang: str = "en") -> Iterator[None]:
 
 
 def new_figure(size: str | tuple[float, float] = "single", source: str | None = None) -> Figure:
-    """A pyplot-free Figure with constrained layout; ``source`` is printed small at the bottom
-    (which study call produced the data)."""
+    """A pyplot-free Figure with constrained layout; ``source`` is printed small at the bottom:
+    where the data comes from, in the reader's words and language (no function names)."""
     figsize = SIZES[size] if isinstance(size, str) else size
     bottom = 0.035 if source else 0.0
     fig = Figure(
@@ -249,6 +249,26 @@ def annotate_end(ax: Any, x: float, y: float, text: str, color: str, dy: float =
         va="center",
         ha="left",
     )
+
+
+_RANDOM_SOURCE = re.compile(r"random \(seed (-?\d+)\)")
+
+
+def input_source(source: str, random_template: str) -> str:
+    """A study's input description for a footer: ``"random (seed 3)"`` becomes
+    ``random_template.format(seed=3)`` (the reader's language); anything else is kept as is."""
+    m = _RANDOM_SOURCE.fullmatch(source)
+    return random_template.format(seed=int(m.group(1))) if m else source
+
+
+_MOONCAKE_HEAD = re.compile(r"mooncake_conversation_trace\[:(\d+)\]")
+
+
+def trace_label(name: str, head_template: str) -> str:
+    """A trace name for a footer: ``"mooncake_conversation_trace[:4000]"`` becomes
+    ``head_template.format(n=4000)`` (the reader's language); other names are kept as is."""
+    m = _MOONCAKE_HEAD.fullmatch(name)
+    return head_template.format(n=int(m.group(1))) if m else name
 
 
 def translations(table: Mapping[str, Mapping[str, str]], lang: str) -> Mapping[str, str]:
@@ -366,6 +386,8 @@ __all__ = [
     "count_axis",
     "annotate_end",
     "translations",
+    "input_source",
+    "trace_label",
     "save",
     "render",
     "parser",

@@ -163,3 +163,33 @@ def test_api_and_client(tmp_path):
             c.predict(intervals="700", api_name="/checkpoint_density_run")
         out = c.predict(intervals="4096", budgets="16", api_name="/checkpoint_density_run")
         assert "| 2 | conversation[:1000] | 1 | 16 GiB: K=4,096 |" in out[11]
+
+
+def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):
+    fig = out[1]
+    an = [d for d in fig.data if d.name and d.name.startswith("analytic replay")]
+    assert len(an) == 1  # ONE analytic replay curve: the study's, as in the static figure
+    np.testing.assert_array_equal(an[0].y, sweep.analytic.replay_curve)
+    assert not any(d.name and "(K − block)/2" in d.name for d in fig.data)
+    # the title states only what the data shows; the note explains the flat replay
+    assert not sweep.replay_follows_k
+    assert fig.layout.title.text.startswith(ds.headline(sweep))
+    assert "replay ~K" not in fig.layout.title.text
+    notes = [a.text for a in fig.layout.annotations if "deepest checkpoint" in a.text]
+    assert notes == [ds.replay_note(sweep, width=95).replace("\n", "<br>")]
+    # K ticks are exactly the intervals drawn (no stray log-axis minor labels)
+    assert fig.layout.xaxis3.tickvals == tuple(float(k) for k in sweep.intervals)
+
+
+def test_workload_loading_lives_in_the_study(trace):
+    assert trace is ds.load_workload("head", "conversation", app.HEAD_REQUESTS)
+
+
+def test_long_bad_input_is_echoed_short():
+    long = ", ".join(["512"] * 2000)
+    with pytest.raises(gr.Error) as e:
+        app.run(progress=NOOP, intervals=long)
+    assert "intervals: give 1 to 8" in e.value.message and len(e.value.message) < 160
+    with pytest.raises(gr.Error) as e:
+        app.run(progress=NOOP, timeline_every=4096.5)
+    assert "interval K must be an integer" in e.value.message

@@ -63,7 +63,14 @@ def test_groupings_same_orders_different(out, study):
     assert list(o_fig.data[0].x) == [s.replace("->", "→") for s in m.order_labels]
     np.testing.assert_array_equal(o_fig.data[0].y, m.order_S_rel)
     assert m.order_S_rel[0] < 1e-14 and m.order_S_rel[1:].min() > 0.1
-    assert o_fig.data[0].marker.color[0] == common.COLORS["hit"]
+    # categorical (true order vs other orders): palette.SERIES, never a semantic colour
+    assert o_fig.data[0].marker.color[0] == common.SERIES[2]
+    assert set(o_fig.data[0].marker.color[1:]) == {common.SERIES[1]}
+    # the eps line's label is an annotation at log10(eps) on the log x axis
+    eps = np.finfo(np.float64).eps
+    ann = [a for a in g_fig.layout.annotations if "epsilon" in a.text]
+    assert len(ann) == 1 and ann[0].x == pytest.approx(np.log10(eps), abs=1e-12)
+    assert g_fig.layout.xaxis.range[1] < -12  # no wasted decades up to 1e-12
 
 
 def test_map_heatmaps(out, study):
@@ -140,3 +147,10 @@ def test_client(tmp_path):
         assert len(common.plot_from_client(f1)["data"]) == 3
         assert len(common.plot_from_client(f2)["data"]) == 6  # the session kept run 1
         assert _rows(p2)[-1][0] == "run2 chunked C=64"
+
+
+def test_timing_download_hidden_until_measured():
+    demo = app.build()
+    comps = {c.elem_id: c for c in demo.blocks.values() if getattr(c, "elem_id", None)}
+    assert comps["chunk_scan-timing-csv"].visible is False
+    assert comps["chunk_scan-agreement-csv"].visible is True

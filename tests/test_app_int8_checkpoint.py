@@ -22,6 +22,17 @@ def _rows(path: str) -> list[list[str]]:
         return list(csv.reader(f))
 
 
+def _bars(fig, xaxis: str = "x") -> dict:
+    """label -> bar height over every bar trace of one subplot, in the axis' category order."""
+    got = {}
+    for t in fig.data:
+        if t.type == "bar" and (t.xaxis or "x") == xaxis:
+            got.update(zip(t.x, t.y))
+    order = [ax for ax in fig.layout if ax.startswith("xaxis")]
+    arr = fig.layout[order[0] if xaxis == "x" else "xaxis" + xaxis[1:]].categoryarray
+    return {k: got[k] for k in arr}
+
+
 @pytest.fixture(scope="module")
 def default_out():
     return app.run()
@@ -78,12 +89,16 @@ def test_histograms_divergence_variants_capacity(default_out, study):
     same = int(d.park_once_agree.sum()) - 1  # index 0 is the parking point
     assert f"park once {same}/16" in div.layout.title.text
     var = default_out[VAR]
-    np.testing.assert_array_equal(var.data[0].y, study.table.rel_fro)
-    np.testing.assert_array_equal(var.data[1].y, study.table.bound_rel_fro)
-    assert list(var.data[0].x) == list(app.VARIANT_LABELS)
+    bars = _bars(var)
+    assert list(bars) == list(app.VARIANT_LABELS)  # category order kept
+    np.testing.assert_array_equal(list(bars.values()), study.table.rel_fro)
+    np.testing.assert_array_equal(var.data[2].y, study.table.bound_rel_fro)
     cap = default_out[CAP]
-    np.testing.assert_array_equal(cap.data[0].y, study.memory_k3.capacity)
-    np.testing.assert_array_equal(cap.data[1].y, study.memory_tiny.capacity)
+    k3 = _bars(cap, "x")
+    assert list(k3) == list(study.memory_k3.labels)
+    np.testing.assert_array_equal(list(k3.values()), study.memory_k3.capacity)
+    tiny = _bars(cap, "x2")
+    np.testing.assert_array_equal(list(tiny.values()), study.memory_tiny.capacity)
     rows = _rows(default_out[CAP_CSV])
     assert rows[1][:2] == ["kimi-k3", "native"] and len(rows) == 1 + 2 * 6
     assert _rows(default_out[DIV_CSV])[0][0] == "step"
@@ -174,3 +189,40 @@ def test_client_roundtrip_and_sessions(tmp_path, study):
             c.predict(tp=7, api_name="/int8_checkpoint_run")
         out3 = c.predict(api_name="/int8_checkpoint_run")  # still working after the errors
         assert "| 3 | 64 | int8 / key channel |" in out3[11]
+
+
+def test_palette_ticks_and_wording(default_out, study):
+    """Formats / runs are categorical (SERIES in order); log axes have no stray minor labels;
+    the bound is stated as a ratio, not as a Python bool."""
+    var = default_out[VAR]
+    assert [t.marker.color for t in var.data[:2]] == [app.SERIES[0], app.SERIES[1]]
+    assert var.data[1].name.endswith("selected: int8 / key channel")
+    assert list(var.data[1].x) == ["int8 / key channel"]
+    ticks = list(var.layout.yaxis.tickvals)
+    assert all(round(v / 10 ** np.floor(np.log10(v)), 9) in (1, 2, 5) for v in ticks)
+    vals = np.concatenate([study.table.rel_fro, study.table.bound_rel_fro])
+    assert ticks[0] <= vals.min() and ticks[-1] >= vals.max()
+    assert app.ticks_125(0.0017, 0.045) == [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]
+    div = default_out[DIV]
+    assert div.data[0].line.color == app.SERIES[0] and div.data[2].line.color == app.SERIES[1]
+    assert default_out[HIST].layout.yaxis.dtick == 1
+    assert default_out[ERR].data[1].colorscale == default_out[ERR].data[0].colorscale
+    cap = default_out[CAP]
+    assert {t.marker.color for t in cap.data} == {app.COLORS["checkpoint"], app.SERIES[1]}
+    r = study.table.max_bound_ratio[0]
+    assert f"max error / bound {r:.4g} (≤ 1: within the bound)" in default_out[SUMMARY]
+    assert "True" not in default_out[SUMMARY]
+    e = study.errors
+    assert f"max error / bound {e.max_bound_ratio:.4g}" in default_out[ERR].layout.title.text
+
+
+@pytest.mark.parametrize("field", ["n_tokens", "steps", "tp", "layer"])
+def test_non_integers_are_rejected(field):
+    with pytest.raises(gr.Error, match=r"must be an integer in .*got 3\.5"):
+        app.run(**{field: 3.5})
+
+
+def test_number_fields_do_not_round():
+    cfg = app.build().get_config_file()
+    nums = [c for c in cfg["components"] if c["type"] == "number"]
+    assert len(nums) == 4 and all(c["props"].get("precision") is None for c in nums)

@@ -144,3 +144,27 @@ def test_client_roundtrip_and_sessions(tmp_path):
             c.predict(tp=0, api_name="/memory_planner_plan")
         out4 = c.predict(api_name="/memory_planner_plan")  # still working after the error
         assert out4[8].splitlines()[-1].startswith("| 3 | kimi-k3 | 8 |")  # error not recorded
+
+
+def test_vertical_line_labels_sit_on_their_log_axis_lines(default_out):
+    f1, f2 = default_out[2], default_out[4]
+    p = pl.plan()
+    (a1,) = [a for a in f1.layout.annotations if "MLA > KDA" in a.text]
+    assert a1.text == f"MLA > KDA from {p.crossover_context:,} tokens"
+    assert a1.x == pytest.approx(np.log10(p.crossover_context), abs=1e-12) and a1.yref == "paper"
+    (a2,) = [a for a in f2.layout.annotations if a.text.startswith("balanced")]
+    assert a2.x == pytest.approx(np.log10(p.balanced_ratio), abs=1e-12)
+    # decade ticks only on the log axes (no stray "2" / "5" minor labels)
+    assert f1.layout.xaxis.dtick == 1 and f1.layout.yaxis.dtick == 1
+    np.testing.assert_array_equal(f2.data[2].y, p.max_running_by_ratio)
+
+
+def test_one_crossover_value_in_table_and_figure(default_out):
+    p = pl.plan()
+    assert f"MLA KV outweighs it from {p.crossover_context:,} tokens" in default_out[0]
+    assert p.crossover_context == 1051
+
+
+def test_integer_fields_reject_fractions():
+    with pytest.raises(gr.Error, match=r"TP must be an integer in \[1, 64\], got 3.5"):
+        mp.run_plan(tp=3.5)

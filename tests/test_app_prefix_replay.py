@@ -68,7 +68,9 @@ def test_tree_figure_during_and_after(default_out, study):
     ck = next(d for d in fig.data if d.name.startswith("checkpoint node"))
     tomb = next(d for d in fig.data if d.name.startswith("tombstone"))
     assert len(ck.x) == snap.states and len(tomb.x) == snap.tombstones
-    assert f"{snap.states} checkpoint nodes, {snap.tombstones} tombstones" in fig.layout.title.text
+    assert snap.tombstones == 1  # singular: "1 tombstone", not "1 tombstones"
+    assert f"{snap.states} checkpoint nodes, 1 tombstone" in fig.layout.title.text
+    assert ck.marker.color == app.COLORS["checkpoint"] and tomb.marker.color == app.COLORS["kv"]
     assert any(d.name == "locked (in use)" for d in fig.data)  # the restore path is locked
     rows = _rows(default_out[TREE_CSV])
     assert len(rows) == 1 + snap.node_id.size and rows[0][5:8] == [
@@ -91,7 +93,8 @@ def test_replay_heatmap_and_distance(default_out, study):
     n = tr.positions.size
     assert n == study.requests[2].timeline.token_match - study.requests[2].timeline.restore_at + 1
     assert default_out[STEP]["maximum"] == n - 1 and default_out[STEP]["value"] == 0
-    rows = _rows(default_out[REPLAY_CSV])
+    assert default_out[REPLAY_CSV]["visible"] is True
+    rows = _rows(default_out[REPLAY_CSV]["value"])
     assert len(rows) == 1 + 32 * 32 + n
 
 
@@ -135,6 +138,7 @@ def test_send_custom_requests_chinese():
     assert s.scenario == "custom" and len(s.prompts) == 1 and s.result.requests[0].timeline
     assert "| prompt | 39 tokens<br>" in out[SUMMARY]  # 13 CJK characters x 3 bytes
     assert out[REPLAY].layout.annotations[0].text.startswith("nothing restored")
+    assert out[REPLAY_CSV] == {"__type__": "update", "value": None, "visible": False}
     out2 = app.send_request("你好，世界！明天呢？", session=s, progress=None)
     t = out2[SESSION].result.requests[1].timeline
     ref = pr.run_scenario("custom", prompts=("你好，世界！今天天气很好。", "你好，世界！明天呢？"))
@@ -206,15 +210,21 @@ def test_settings_change_the_served_session(default_out):
 def test_inconsistent_restore_drift(default_out):
     out = app.inspect(2, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
     d = pr.restore_drift(request=2)
-    fig = out[DRIFT]
+    assert out[DRIFT]["visible"] is True and out[DRIFT_CSV]["visible"] is True
+    fig = out[DRIFT]["value"]
     names = [t.name for t in fig.data]
     assert names[0].startswith("inconsistent") and names[2].startswith("exact")
     np.testing.assert_array_equal(fig.data[0].y, d.inconsistent)
     assert max(fig.data[2].y) < 1e-12 < 0.1 < min(fig.data[0].y)
-    rows = _rows(out[DRIFT_CSV])
+    assert [t.line.color for t in fig.data] == [app.SERIES[2], app.SERIES[1], app.SERIES[0]]
+    assert f"inconsistent keeps {d.same_tokens('inconsistent')}/16" in fig.layout.title.text
+    y = fig.layout.yaxis  # decade ticks (and the exact-zero floor), no stray "2" / "5"
+    assert list(y.tickvals) == list(app.DRIFT_TICKS) and y.ticktext[0] == "0"
+    rows = _rows(out[DRIFT_CSV]["value"])
     assert rows[0][:4] == ["token", "exact", "int8", "inconsistent"] and len(rows) == 17
     off = app.inspect(2, 0, 0, True, app.STAGES[0], False, default_out[SESSION])
-    assert off[DRIFT].layout.annotations[0].text.startswith("tick 'Inconsistent restore'")
+    assert off[DRIFT]["visible"] is False and off[DRIFT_CSV]["visible"] is False  # no dead panel
+    assert default_out[DRIFT]["visible"] is False and default_out[DRIFT_CSV]["visible"] is False
 
 
 def test_drift_uses_the_session_settings(default_out):
@@ -223,7 +233,7 @@ def test_drift_uses_the_session_settings(default_out):
     )
     out = app.inspect(2, 0, 0, True, app.STAGES[0], True, s[SESSION])
     d = pr.restore_drift(request=2, policy="sglang", spacing=32, int8=True)
-    fig = out[DRIFT]
+    fig = out[DRIFT]["value"]
     assert "(sglang grid 32, INT8: restore" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
@@ -335,3 +345,65 @@ def test_client_every_endpoint_and_sessions(tmp_path):
         assert mine[0].startswith("**Request #1**")  # never sees the other session
         rst = c.predict(api_name="/prefix_replay_reset")
         assert rst[0] == "*(empty session)*"
+
+
+def test_drift_of_a_request_that_replayed_nothing(default_out, study):
+    """Item 3: a request with no replay must not show 'inconsistent keeps 16/16' (harmless-
+    looking): the panel says it replayed nothing and names the requests that did."""
+    assert study.requests[0].timeline.replayed == 0 and study.replaying == (1, 2)
+    out = app.inspect(0, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
+    fig = out[DRIFT]["value"]
+    assert out[DRIFT]["visible"] is True and out[DRIFT_CSV]["visible"] is False
+    assert not fig.data  # no curves
+    note = fig.layout.annotations[0].text
+    assert note.startswith("request #1 replayed nothing (restore = match = 0)")
+    assert "pick one with a replay: #2, #3" in note
+    sent = app.send_request("完全不同的新请求。", inconsistent=True, progress=None)
+    assert "request #1 replayed nothing" in sent[DRIFT]["value"].layout.annotations[0].text
+    assert "no request of this session replays" in sent[DRIFT]["value"].layout.annotations[0].text
+
+
+def test_timeline_labels_and_selected_legend(default_out, study):
+    fig = default_out[TL]
+    t = study.requests[2].timeline
+    texts = {a.text: a for a in fig.layout.annotations}
+    assert texts[f"restore {t.restore_at}"].xanchor == "right"  # left of its line
+    assert texts[f"match {t.token_match}"].xanchor == "left"  # right of its line
+    assert texts[f"restore {t.restore_at}"].x == t.restore_at
+    assert any(d.name == "#3 = the inspected request (dark, outlined)" for d in fig.data)
+    first = app.inspect(0, 0, 0, True, app.STAGES[0], False, default_out[SESSION])[TL]
+    labels = [a.text for a in first.layout.annotations]
+    assert labels == ["restore = match = 0 (cold prefill)"]  # one label, no "restore 0match 0"
+    assert any(d.name == "#1 = the inspected request (dark, outlined)" for d in first.data)
+
+
+def test_tokens_readable_and_palette(default_out, study):
+    r = study.requests[2]
+    s = default_out[SUMMARY]
+    assert "\ufffd" not in s and f"output ids {', '.join(map(str, r.output_tokens))} = `" in s
+    assert "random weights" in s and "随机权重" in s
+    tree = default_out[TREE]
+    assert all("\ufffd" not in (t.text or ()) for t in tree.data if t.type == "bar")
+    pools = {t.name: t.marker.color for t in default_out[POOLS].data}
+    assert pools["active slots (peak)"] == app.COLORS["state"]
+    assert pools["donations (track slot -> pool)"] == app.SERIES[0]
+    rep = default_out[REPLAY]
+    assert rep.data[2].marker.color == "black"  # "this step": not a semantic colour
+    assert len(rep.layout.annotations[1].text) <= 48  # the right subplot title fits
+
+
+@pytest.mark.parametrize("field", ["spacing", "slots"])
+def test_non_integers_are_rejected(default_out, field):
+    with pytest.raises(gr.Error, match=r"must be an integer in .*got 3\.5"):
+        app.apply_settings(**{field: 3.5}, session=default_out[SESSION], progress=None)
+    cfg = app.build().get_config_file()
+    nums = [c for c in cfg["components"] if c["type"] == "number"]
+    assert len(nums) == 2 and all(c["props"].get("precision") is None for c in nums)
+
+
+def test_drift_curves_stay_in_view(default_out):
+    out = app.inspect(2, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
+    fig = out[DRIFT]["value"]
+    lo, hi = fig.layout.yaxis.range
+    for t in fig.data:
+        assert lo <= np.log10(min(t.y)) and np.log10(max(t.y)) <= hi

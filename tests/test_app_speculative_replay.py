@@ -180,3 +180,37 @@ def test_client_roundtrip_and_sessions(tmp_path, study):
         assert "equal to greedy: **True**" in gen[0]
         acc = c.predict(max_new_tokens=4, api_name="/speculative_replay_acceptance")
         assert common.plot_from_client(acc[0])["data"][0]["x"] == list(app.NOISES)
+
+
+def test_palette_and_log_ticks(default_out):
+    """Accepted / rejected are categorical: SERIES in order, never a semantic colour; the log
+    axes label decades (or exact-zero) only, no stray minor "2" / "5"."""
+    ver, ring = default_out[VER], default_out[RING]
+    assert (ver.data[0].marker.color, ver.data[1].marker.color) == (app.SERIES[0], app.SERIES[1])
+    colors = {t.name: t.marker.color for t in ring.data}
+    assert colors["accepted step"] == app.SERIES[0] and colors["rejected step"] == app.SERIES[1]
+    ex = default_out[EXACT].layout.yaxis
+    assert ex.type == "log" and list(ex.tickvals) == list(app.EXACT_TICKS)
+    assert ex.ticktext[0] == "0 (exact)" and ex.ticktext[2] == "10<sup>-12</sup>"
+    mem = default_out[MEM].layout
+    assert mem.yaxis.dtick == 1 and mem.yaxis2.dtick == 1 and mem.yaxis2.type == "log"
+    label = [a for a in default_out[EXACT].layout.annotations if a.text.startswith("this commit")]
+    assert label and label[0].x == 3  # at the line (linear x axis)
+
+
+def test_tokens_shown_as_ids_and_escapes(default_out, study):
+    s = default_out[SUMMARY]
+    assert "\ufffd" not in s and f"~~{int(study.inputs[-1])}~~" in s
+    md, _, _ = app.generate(max_new_tokens=12, progress=None)
+    g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.1, seed=2)
+    assert f"ids {', '.join(str(int(t)) for t in g.tokens[:12])} ·" in md
+    assert "\ufffd" not in md and "random weights" in md and "随机权重" in md
+
+
+@pytest.mark.parametrize("field", ["draft_tokens", "n_accept", "seed", "ring_len"])
+def test_non_integers_are_rejected(field):
+    with pytest.raises(gr.Error, match=r"must be an integer in .*got 3\.5"):
+        app.verify(**{field: 3.5})
+    cfg = app.build().get_config_file()
+    nums = [c for c in cfg["components"] if c["type"] == "number"]
+    assert nums and all(c["props"].get("precision") is None for c in nums)  # no silent rounding

@@ -158,3 +158,24 @@ def test_client_run_step_and_error(tmp_path):
         assert common.plot_from_client(step_fig)["layout"]["title"]["text"].startswith(
             "The buffer at step 1 of "
         )
+
+
+def test_ratio_figure_labels_on_log_axis_and_colours(out, study):
+    f3 = out[7]
+    for name, r in zip(study.phase_names, study.phase_ratios):
+        (a,) = [a for a in f3.layout.annotations if a.text.startswith(f"tuned for {name}")]
+        assert a.x == pytest.approx(np.log10(r), abs=1e-12) and a.yref == "paper"
+    assert set(study.ratios.tolist()) <= set(f3.layout.xaxis.tickvals)
+    # categorical colours: unified black, never the semantic "state" red
+    f2 = out[5]
+    assert f2.data[0].line.color == "black" == um.pool_color(0)
+    assert um.common.COLORS["state"] not in {d.line.color for d in f2.data}
+
+
+def test_long_ratio_list_is_echoed_short():
+    with pytest.raises(gr.Error) as e:
+        um.run(progress=lambda *a, **k: None, ratios=", ".join(["1"] * 2000))
+    assert "give 1 to 8 comma-separated numbers" in e.value.message
+    assert len(e.value.message) < 140
+    with pytest.raises(gr.Error, match="chat requests must be an integer"):
+        um.run(progress=lambda *a, **k: None, n_chat=3.5)

@@ -204,3 +204,70 @@ def test_package_sets_offline_defaults_before_numpy():
         [sys.executable, "-c", code2], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "2"
+
+
+def test_clip_text_cuts_long_values():
+    assert common.clip_text("abc") == "'abc'"
+    long = list(range(2000))
+    out = common.clip_text(long)
+    assert len(out) < 70 and out.startswith("[0, 1, 2") and f"({len(repr(long)):,} chars)" in out
+    with pytest.raises(gr.Error) as e:
+        common.check_float("ratio", "9" * 5000, 0.01, 10)
+    assert len(e.value.message) < 120
+
+
+def test_study_errors_cuts_long_messages():
+    @common.study_errors
+    def f() -> None:
+        raise ValueError("x must be small, got " + "1, " * 3000)
+
+    with pytest.raises(gr.Error) as e:
+        f()
+    assert len(e.value.message) == 300 and e.value.message.endswith("…")
+
+
+def test_log_axis_decades_or_given_ticks():
+    fig = go.Figure(go.Scatter(x=[1, 10, 1000], y=[1, 2, 3]))
+    common.log_axis(fig, "x")
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.dtick == 1
+    common.log_axis(fig, "y", [16, 64, 1024, 64, 2_000_000])
+    assert fig.layout.yaxis.tickvals == (16.0, 64.0, 1024.0, 2_000_000.0)
+    assert fig.layout.yaxis.ticktext == ("16", "64", "1.02k", "2M")
+    with pytest.raises(ValueError, match="axis must be"):
+        common.log_axis(fig, "z")
+
+
+def test_vline_and_hline_labels_sit_on_their_lines():
+    from plotly.subplots import make_subplots
+
+    fig = go.Figure(go.Scatter(x=[1, 1000], y=[1e-18, 1e-10]))
+    fig.update_xaxes(type="log")
+    common.vline(fig, 250.0, "balanced", log=True)
+    common.hline(fig, 2.2e-16, "eps", log=True)
+    v, h = fig.layout.annotations
+    assert v.text == "balanced" and v.x == pytest.approx(np.log10(250.0), abs=1e-12)
+    assert v.xref == "x" and v.yref == "paper" and v.y == 1.0
+    assert h.y == pytest.approx(np.log10(2.2e-16), abs=1e-12) and h.xref == "paper"
+    assert [s.x0 for s in fig.layout.shapes][0] == 250.0
+    sub = make_subplots(rows=1, cols=2)
+    common.vline(sub, 3.0, "lin", row=1, col=2)
+    assert sub.layout.annotations[0].xref == "x2" and sub.layout.annotations[0].x == 3.0
+    with pytest.raises(ValueError, match="x must be > 0"):
+        common.vline(fig, 0.0, "bad", log=True)
+
+
+def test_css_headers_and_bold_weight():
+    assert ".kda-metrics th" in common.CSS and "word-break: normal" in common.CSS
+    assert "font-weight: 600" in common.CSS
+
+
+def test_lang_labels_translate_buttons_and_download_buttons():
+    with gr.Blocks():
+        lang = common.header("t", "T", "en", "zh")
+        run = gr.Button("Run")
+        slot = common.figure_slot("t-fig", "fig")
+        lang.labels({run: "运行", slot.csv: common.CSV_ZH})
+    assert lang._labels[run] == ("Run", "运行")
+    assert lang._labels[slot.csv] == ("Download CSV", "下载 CSV")
+    assert common._relabel(run, "运行") == gr.update(value="运行")
+    assert common._relabel(slot.csv, "下载 CSV") == gr.update(label="下载 CSV")

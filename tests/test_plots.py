@@ -15,6 +15,7 @@ from xml.etree import ElementTree
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from plots import style
 from plots.__main__ import SCRIPTS
@@ -221,6 +222,107 @@ def test_prefix_replay_draws_segments_replay_and_drift() -> None:
     assert d.drift.exact.max() < 1e-10 < d.drift.int8.min() and d.drift.inconsistent.min() > 0.1
 
 
+# the scripts of this block: reader-facing footers, the palette rule, readable axes
+MINE = (
+    "plot_chunk_agreement",
+    "plot_affine_composition",
+    "plot_prefix_replay",
+    "plot_int8_checkpoint",
+    "plot_retention_policies",
+    "plot_speculative_memory",
+)
+
+
+def _footer(fig) -> str:  # noqa: ANN001
+    (text,) = [t for t in fig.texts if t.get_position()[1] < 0.02]  # new_figure's source line
+    return text.get_text()
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_footer_names_the_data_not_the_code(name: str) -> None:
+    en, zh = _footer(figure(name)), _footer(figure(name, "zh"))
+    for text in (en, zh):
+        assert "kda_core" not in text and "()" not in text and "studies." not in text, text
+    assert en.startswith("Data: ") and zh.startswith("数据：")
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in zh)  # translated, not the English line
+
+
+def _color(artist) -> str:  # noqa: ANN001
+    c = artist.get_color() if hasattr(artist, "get_color") else artist.get_facecolor()
+    return matplotlib.colors.to_hex(c)
+
+
+def test_categories_use_series_colours_in_order() -> None:
+    """Palette rule: comparisons (park once vs every step, restore modes, models, metrics,
+    same vs other map) take SERIES in a fixed order; concepts keep their COLORS."""
+    s = style.SERIES
+    fig = figure("plot_int8_checkpoint")
+    for kind in ("state", "logit"):
+        assert _color(line(fig, f"{kind}_once")) == s[0]
+        assert _color(line(fig, f"{kind}_every")) == s[1]
+    assert {_color(r) for r in by_gid(fig, "capacity")} == {style.COLORS["checkpoint"]}
+    fig = figure("plot_speculative_memory")
+    assert [_color(line(fig, f"ratio_{m}")) for m in ("k3-mini", "kimi-k3")] == [s[0], s[1]]
+    assert _color(line(fig, "rings")) == style.COLORS["replay"]
+    fig = figure("plot_prefix_replay")
+    assert [_color(line(fig, k)) for k in ("exact", "int8", "bad")] == [s[0], s[1], s[2]]
+    fig = figure("plot_chunk_agreement")
+    assert [_color(line(fig, k)) for k in ("steps", "flops")] == [s[0], s[1]]
+    fig = figure("plot_affine_composition")
+    assert {_color(r) for r in by_gid(fig, "grouping")} == {s[0]}
+    assert [_color(r) for r in by_gid(fig, "order")][:2] == [s[0], s[1]]
+
+
+def test_prefix_replay_replay_axis_shows_positions_in_tokens() -> None:
+    d = quick("plot_prefix_replay")
+    fig = figure("plot_prefix_replay")
+    bx = line(fig, "dist").axes
+    fig.draw_without_rendering()
+    ticks = [t.get_text() for t in bx.get_xticklabels() if t.get_text()]
+    assert ticks and all(t.isdigit() for t in ticks)  # no raw bytes such as "\\xbd"
+    lo, hi = bx.get_xlim()
+    pos = d.scenario.requests[-1].trace.positions
+    assert lo < pos[0] and hi > pos[-1]  # every replayed position is in view
+    tl = d.scenario.requests[-1].timeline
+    xlabel = bx.get_xlabel()
+    assert "(tokens)" in xlabel and f"{tl.restore_at} → {tl.token_match}" in xlabel
+
+
+def test_int8_colour_bar_is_labelled() -> None:
+    fig = figure("plot_int8_checkpoint")
+    (im,) = by_gid(fig, "error")
+    assert im.colorbar.ax.get_ylabel() == "dequantized − exact"
+    (im,) = by_gid(figure("plot_int8_checkpoint", "zh"), "error")
+    assert im.colorbar.ax.get_ylabel() == "反量化值 − 精确值"
+
+
+def _drawn(name: str):  # noqa: ANN201
+    """The figure drawn once on an Agg canvas (text extents need a real renderer)."""
+    fig = figure(name)
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def _overlaps(fig, a, b) -> bool:  # noqa: ANN001
+    r = fig.canvas.get_renderer()
+    return a.get_window_extent(r).overlaps(b.get_window_extent(r))
+
+
+def test_labels_clear_legends_and_bars() -> None:
+    # chunk_agreement: the step-saving labels ("128×") stay below the legend
+    fig = _drawn("plot_chunk_agreement")
+    bx = line(fig, "steps").axes
+    labels = [t for t in bx.texts if t.get_text().endswith("×")]
+    assert labels and not any(_overlaps(fig, t, bx.get_legend()) for t in labels)
+    # affine_composition: the float64 ε label sits below the last bar
+    fig = _drawn("plot_affine_composition")
+    for gid in ("grouping", "order"):
+        bars = by_gid(fig, gid)
+        ax = bars[0].axes
+        (eps,) = [t for t in ax.texts if t.get_text() == "float64 ε"]
+        assert not any(_overlaps(fig, eps, b) for b in bars)
+
+
 def test_checkpoint_density_draws_the_sweep() -> None:
     s = quick("plot_checkpoint_density")
     fig = figure("plot_checkpoint_density")
@@ -293,3 +395,57 @@ def test_bad_flags_exit_with_a_usage_error(capsys) -> None:  # noqa: ANN001
     assert e.value.code == 2 and "--dpi must be in [30, 600]" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run_all(["--jobs", "0"])
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint_density, k3_memory_vs_context, unified_memory (footers, one analytic curve, markers)
+
+DENSITY_MEMORY = ("plot_checkpoint_density", "plot_k3_memory_vs_context", "plot_unified_memory")
+
+
+@pytest.mark.parametrize("name", DENSITY_MEMORY)
+def test_density_memory_footers_name_the_data(name: str) -> None:
+    en, zh = _footer(figure(name)), _footer(figure(name, "zh"))
+    for text in (en, zh):
+        assert "kda_core" not in text and "()" not in text and "studies." not in text, text
+    assert en.startswith("Data: ") and zh.startswith("数据：")
+
+
+def test_checkpoint_density_one_analytic_replay_curve_and_note() -> None:
+    from kda_core.studies import density
+
+    s = quick("plot_checkpoint_density")
+    fig = figure("plot_checkpoint_density")
+    np.testing.assert_array_equal(line(fig, "an_rep").get_ydata(), s.analytic.replay_curve)
+    (note,) = by_gid(fig, "replay_note")
+    assert note.get_text() == density.replay_note(s, "en", width=44)
+    assert fig._suptitle.get_text() == density.headline(s)
+    if not s.replay_follows_k:
+        assert "replay ~K" not in fig._suptitle.get_text()
+
+
+def test_k3_crossover_is_the_plans_value() -> None:
+    p = quick("plot_k3_memory_vs_context")
+    fig = figure("plot_k3_memory_vs_context")
+    ax = line(fig, "mla").axes
+    assert f"MLA > KDA from {p.crossover_context:,} tokens" in [t.get_text() for t in ax.texts]
+
+
+def test_unified_memory_marks_the_cut_long_context_line() -> None:
+    c = quick("plot_unified_memory")
+    fig = _drawn("plot_unified_memory")
+    x_end = 2 * c.unified.makespan
+    cut = [res for res in (c.best_static, *c.phase_static) if res.makespan > x_end]
+    marks = fig.findobj(lambda a: a.get_gid() == "cut0")
+    assert len(marks) == (1 if cut else 0)
+    if cut:
+        assert marks[0].get_xdata()[0] == x_end
+        texts = [t.get_text() for t in marks[0].axes.texts]
+        assert f"→ runs to step {cut[0].makespan:,}" in texts
+    # the buffer panel's legend sits below the panel, off the KV area
+    top = line(fig, "kv").axes
+    assert top.get_legend() is None
+    r = fig.canvas.get_renderer()
+    (leg,) = [a.get_legend() for a in fig.axes if a.get_legend() is not None and a is not top
+              and "KDA" in a.get_legend().get_texts()[0].get_text()]  # fmt: skip
+    assert leg.get_window_extent(r).y1 < top.get_window_extent(r).y0

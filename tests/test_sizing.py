@@ -207,6 +207,28 @@ def test_log_bf16kv_fp32ssm_51_slots():
     )
 
 
+def test_ring_line_follows_the_replayssm_flag_not_the_draft_tokens():
+    # The seed's "no spark spec" logs (no intermediate buffers: D = 0) print the ring line, so
+    # the rings are allocated by --enable-linear-replayssm-spec, whatever D is.
+    with_d0 = sz.mamba_allocation_log(K3, 51, tp=8, ssm_dtype="float32", draft_tokens=0)
+    assert len(with_d0) == 2 and with_d0[1].startswith("GDN ReplaySSM ring buffers allocated")
+    assert "intermediate" not in with_d0[0]
+    # without the flag: no rings, and with D > 0 a full SSM state per draft token instead
+    off = sz.mamba_allocation_log(K3, 119, tp=8, draft_tokens=8, replayssm=False)
+    assert len(off) == 1
+    full = sz.intermediate_ssm_bytes(K3, 23, 8, tp=8, replayssm=False)
+    assert full == 24 * 8 * 27_131_904
+    assert f"intermediate_ssm_state_cache size: {full / GIB:.2f}GB" in off[0]  # 4.85GB
+    assert sz.mamba_allocation_log(K3, 119, tp=8, draft_tokens=0, replayssm=False) == [
+        "Mamba Cache is allocated. max_mamba_cache_size: 119, conv_state size: 0.21GB, "
+        "ssm_state size: 3.03GB"
+    ]
+    # the flag's line is the same with D = 0 and D = 8 (rings are sized by slots and L only)
+    on8 = sz.mamba_allocation_log(K3, 119, tp=8, draft_tokens=8)
+    on0 = sz.mamba_allocation_log(K3, 119, tp=8, draft_tokens=0)
+    assert on8[1] == on0[1]
+
+
 def test_log_fp8kv_bf16ssm_80_slots():
     # "kv_cache_dtype = fp8_e4m3 mamba_ssm_dtype = bfloat16 Mamba Cache is allocated.
     #  max_mamba_cache_size: 80, conv_state size: 0.14GB, ssm_state size: 2.05GB GDN ReplaySSM

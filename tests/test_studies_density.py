@@ -139,3 +139,65 @@ def test_bad_input(head: W.Trace) -> None:
         D.policy_sweep(head, (("x", "interval"),), (None,))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="progress"):
         D.density_sweep(head, (512,), (None,), progress=3)  # type: ignore[arg-type]
+
+
+def test_loglog_slope_against_polyfit() -> None:
+    x = np.array([1024.0, 2048.0, 4096.0, 8192.0])
+    y = np.array([400.0, 420.0, 500.0, 900.0])
+    want = np.polyfit(np.log(x), np.log(y), 1)[0]
+    assert D.loglog_slope(x, y) == pytest.approx(want, rel=1e-12)
+    assert D.loglog_slope(x, 3.0 * x) == pytest.approx(1.0, abs=1e-12)
+    # non-positive points are left out; fewer than two distinct x -> nan
+    assert D.loglog_slope(np.array([512.0, 1024.0, 2048.0]), np.array([0.0, 5.0, 10.0])) == (
+        pytest.approx(1.0, abs=1e-12)
+    )
+    assert np.isnan(D.loglog_slope(np.array([1.0, 2.0]), np.array([0.0, 1.0])))
+    with pytest.raises(ValueError, match="same length"):
+        D.loglog_slope(np.ones(2), np.ones(3))
+
+
+def test_replay_slope_flat_on_the_conversation_trace(sweep: tuple) -> None:
+    # the study's claim: on the chat trace simulated replay per hit stays ~flat while the one
+    # analytic curve grows; the slope is fitted over K > block only
+    s, _ = sweep
+    big = s.intervals > s.block_size
+    for j in range(s.replay_slope.size):
+        want = D.loglog_slope(s.intervals[big], s.mean_replay_per_hit[big, j])
+        assert s.replay_slope[j] == want
+    assert np.all(s.replay_slope < D.REPLAY_SLOPE_K)
+    assert not s.replay_follows_k
+    a = s.analytic
+    assert a.replay_curve is a.mean_replay_per_hit
+    assert a.replay_slope > s.replay_slope.max()
+    assert "~flat" in D.headline(s) and "~K" not in D.headline(s).split("memory ~1/K")[1]
+    note = D.replay_note(s)
+    lo = s.mean_replay_per_hit[big].min()
+    assert f"{lo:,.0f}-" in note and "deepest checkpoint" in note
+    assert f"{a.replay_curve[big].max():,.0f} tokens" in note
+    assert all(len(line) <= 60 for line in D.replay_note(s, width=60).split("\n"))
+    assert "几乎不变" in D.replay_note(s, "zh") and "重放几乎不变" in D.headline(s, "zh")
+
+
+def test_replay_follows_k_on_uniform_match_points() -> None:
+    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    s = D.density_sweep(t, (512, 1024, 4096), (None,))
+    assert s.replay_slope[0] == pytest.approx(1.0, abs=0.1)
+    assert s.replay_follows_k
+    assert D.headline(s).endswith("replay ~K")
+    assert "stays flat" not in D.replay_note(s)
+
+
+def test_load_workload_head_equals_sliced_trace() -> None:
+    got = D.load_workload("head", "conversation", 50)
+    want = W.bundled_trace("conversation").head(50)
+    assert len(got) == 50 and got.name == "conversation[:50]"
+    assert np.array_equal(got.input_len, want.input_len)
+    assert np.array_equal(got.blocks, want.blocks)
+    assert np.array_equal(got.offsets, want.offsets)
+    assert D.load_workload("head", "conversation", 50) is got  # memoised
+    with pytest.raises(ValueError, match="kind must be one of"):
+        D.load_workload("nope", "conversation")
+    with pytest.raises(ValueError, match="n_head must be"):
+        D.load_workload("head", "conversation", 0)
+    with pytest.raises(ValueError, match="name must be one of"):
+        D.load_workload("head", "x" * 500)

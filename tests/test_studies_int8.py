@@ -186,3 +186,24 @@ def test_chinese_text_and_other_variant():
 def test_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         si.int8_study(**kwargs)
+
+
+def test_error_map_ratio_and_agreement_counts(study):
+    """The figures' numbers come from the study: a naive per-element loop for the error / bound
+    ratio of the drawn (layer, head), and the agreement counts of both divergence runs."""
+    e = study.errors
+    worst, ratio = 0.0, 0.0
+    for k in range(e.error.shape[0]):
+        for v in range(e.error.shape[1]):
+            err = abs(float(e.restored[k, v]) - float(e.state[k, v]))
+            worst = max(worst, err)
+            if e.bound[k, v] > 0:
+                ratio = max(ratio, err / float(e.bound[k, v]))
+    assert e.max_abs_error == pytest.approx(worst, rel=1e-12, abs=1e-18)
+    assert e.max_bound_ratio == pytest.approx(ratio, rel=1e-12)
+    assert 0.5 < e.max_bound_ratio <= 1 + 1e-12  # the bound holds and is nearly reached
+    d = study.divergence
+    assert d.decoded == 16 == d.tokens.size
+    assert d.park_once_same == sum(bool(x) for x in d.park_once_agree[1:])
+    assert d.every_step_same == sum(bool(x) for x in d.every_step_agree[1:])
+    assert si.RUNS == ("park_once", "every_step")

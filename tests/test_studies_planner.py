@@ -72,7 +72,10 @@ def test_running_vs_ratio_and_balance():
     p = pl.plan(input_len=4000, output_len=1000, n_ratios=81)
     assert (np.diff(p.running_by_state) >= 0).all()
     assert (np.diff(p.running_by_kv) <= 0).all()
-    best = int(np.argmax(np.minimum(p.running_by_state, p.running_by_kv)))
+    # the max-running curve is the study's field (the app and its CSV only draw it)
+    assert np.array_equal(p.max_running_by_ratio, np.minimum(p.running_by_state, p.running_by_kv))
+    assert p.max_running_by_ratio.dtype == np.int64
+    best = int(np.argmax(p.max_running_by_ratio))
     # the best grid ratio sits next to the analytic balancing ratio
     assert p.ratios[max(best - 2, 0)] <= p.balanced_ratio <= p.ratios[min(best + 2, 80)]
     assert p.balanced_ratio == pytest.approx(5 * 29_039_616 / (5000 * 27_648), rel=1e-12)

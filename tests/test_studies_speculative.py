@@ -129,3 +129,35 @@ def test_acceptance_falls_with_noise():
     assert c.all_equal_greedy
     assert c.acceptance_rate[0] == 1.0 and c.acceptance_rate[1] < 1.0
     assert c.tokens_per_step[0] > c.tokens_per_step[1]
+
+
+def test_slot_kinds_match_the_ring_positions(step):
+    """The per-slot kinds (drawn by the app) against a naive reading of the positions."""
+    D, L, a, p0 = step.draft_tokens, step.ring_len, step.n_accept, step.prompt_tokens
+    for pos, kind, stage in (
+        (step.pos_after_verify, step.kind_after_verify, "verify"),
+        (step.pos_after_commit, step.kind_after_commit, "commit"),
+    ):
+        naive = []
+        for slot in range(L):
+            p = int(pos[slot])
+            if p < 0:
+                naive.append(-1)
+            elif p0 <= p < p0 + D:
+                naive.append(1 if p - p0 < a else 2)
+            else:
+                naive.append(0)
+        assert kind.tolist() == naive, stage
+    assert int((step.kind_after_verify == 1).sum()) == a
+    assert int((step.kind_after_verify == 2).sum()) == D - a
+    assert int((step.kind_after_commit == 2).sum()) == 0  # rejected slots are freed
+    assert step.committed.tolist() == [True] * a + [False] * (D - a)
+    assert sp.SLOT_KINDS[1] == "accepted step" and sp.SLOT_KINDS[-1] == "empty"
+    assert step.memory_ratio == step.per_draft_state_bytes / step.ring_bytes > 1
+
+
+def test_generation_text_is_readable():
+    g = sp.generation(sp.DEFAULT_PROMPT, 8, draft_tokens=4, noise=0.1, seed=2)
+    assert g.readable == sp.readable(g.tokens.tolist())
+    assert "\ufffd" not in g.readable and all(c.isprintable() for c in g.readable)
+    assert sp.readable([0xE4, 0xB8, 0xAD, 0x0F, 0xFF, 0x0A, 0x41]) == "中\\x0f\\xff⏎A"

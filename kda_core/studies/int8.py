@@ -62,6 +62,8 @@ VARIANTS: tuple[tuple[str, str, str | None], ...] = (
     ("bf16", "bf16", None),
 )
 NATIVE_DTYPES: tuple[str, ...] = ("bfloat16", "float32")
+# the two divergence runs in a fixed order (series colours follow it)
+RUNS: tuple[str, ...] = ("park_once", "every_step")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,6 +77,11 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     if not lo <= v <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
     return v
+
+
+def _ratio(err: np.ndarray, bound: np.ndarray) -> float:
+    """max(err / bound) over the elements with a positive bound (0 where both are 0)."""
+    return float(np.divide(err, bound, out=np.zeros_like(err), where=bound > 0).max())
 
 
 def _check_variant(fmt: str, granularity: str | None) -> tuple[str, str | None]:
@@ -224,6 +231,8 @@ class ErrorMap:
     err_counts: np.ndarray
     value_edges: np.ndarray
     value_counts: np.ndarray
+    max_abs_error: float = 0.0  # max |error| over this (layer, head)
+    max_bound_ratio: float = 0.0  # max |error| / bound over this (layer, head); <= 1
 
 
 def error_map(
@@ -264,6 +273,8 @@ def error_map(
         err_counts=err_counts,
         value_edges=value_edges,
         value_counts=value_counts,
+        max_abs_error=float(np.abs(err[layer, head]).max()),
+        max_bound_ratio=_ratio(np.abs(err[layer, head]), bound[layer, head]),
     )
 
 
@@ -292,6 +303,21 @@ class Divergence:
     every_step_state_dist: np.ndarray
     park_once_agree: np.ndarray
     every_step_agree: np.ndarray
+
+    @property
+    def decoded(self) -> int:
+        """Tokens decoded after parking (``steps.size - 1``)."""
+        return int(self.steps.size - 1)
+
+    @property
+    def park_once_same(self) -> int:
+        """Decoded tokens whose greedy choice equals the exact run's (index 0 excluded)."""
+        return int(self.park_once_agree[1:].sum())
+
+    @property
+    def every_step_same(self) -> int:
+        """As ``park_once_same`` for the run re-quantized at every step."""
+        return int(self.every_step_agree[1:].sum())
 
 
 def divergence(

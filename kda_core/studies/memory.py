@@ -610,7 +610,82 @@ def k3_ratio_hint(config: ReplayConfig | None = None) -> float:
     return cfg.state_slot_bytes / cfg.kv_bytes_per_token
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class BufferSnapshot:
+    """Every pool's byte buffer at one scheduler step (the unified_memory app's buffer bars).
+
+    Pools ``P`` = the unified pool then every static pool of ``Comparison.static`` (in order).
+    Bytes ``[P]`` int64 from offset 0: ``state_live`` | ``state_holes`` (freed slots below the
+    state frontier) | ``free`` (between the frontiers) | ``kv_holes`` | ``kv_live`` (at the top
+    end); the five sum to the buffer size at every step before a pool finishes (a finished pool
+    is all free). ``running`` / ``queued`` / ``blocked`` ``[P]`` at the step; ``state_edge [P]``
+    float64: a static pool's border (state region bytes), NaN for the unified pool.
+    """
+
+    step: int
+    kinds: tuple[str, ...]
+    ratios: tuple[float | None, ...]
+    state_live: np.ndarray
+    state_holes: np.ndarray
+    free: np.ndarray
+    kv_holes: np.ndarray
+    kv_live: np.ndarray
+    running: np.ndarray
+    queued: np.ndarray
+    blocked: np.ndarray
+    state_edge: np.ndarray
+
+
+def busiest_step(c: Comparison) -> int:
+    """The first step with the most running requests in the unified pool."""
+    return int(np.argmax(c.unified.timeline.running))
+
+
+def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> BufferSnapshot:
+    """The buffers of ``c``'s pools at ``step`` (0 <= step < the unified makespan + 10**6)."""
+    st = _check_int("step", step, 0, max(int(c.unified.makespan), 0) + 1_000_000)
+    slot = _check_int("state_slot_bytes", state_slot_bytes, 1, 1 << 40)
+    pools = (c.unified, *c.static)
+    n = len(pools)
+    cols = {
+        k: np.zeros(n, np.int64)
+        for k in ("state_live", "state_holes", "free", "kv_holes", "kv_live")
+    }
+    running, queued, blocked = (np.zeros(n, np.int64) for _ in range(3))
+    edge = np.full(n, np.nan)
+    for i, res in enumerate(pools):
+        tl = res.timeline
+        total = int(res.total_bytes)
+        if st < tl.running.shape[0]:
+            sf, kf = int(tl.state_frontier[st]), int(tl.kv_frontier[st])
+            sb, kb = int(tl.state_bytes[st]), int(tl.kv_bytes[st])
+            running[i], queued[i] = int(tl.running[st]), int(tl.queued[st])
+            blocked[i] = int(tl.blocked[st])
+        else:  # this pool has finished: all free
+            sf, kf, sb, kb = 0, total, 0, 0
+        cols["state_live"][i] = sb
+        cols["state_holes"][i] = max(sf - sb, 0)
+        cols["free"][i] = max(kf - sf, 0)
+        cols["kv_holes"][i] = max(total - kf - kb, 0)
+        cols["kv_live"][i] = kb
+        if res.state_capacity is not None:
+            edge[i] = float(res.state_capacity) * slot
+    return BufferSnapshot(
+        step=st,
+        kinds=tuple(r.kind for r in pools),
+        ratios=tuple(r.ratio for r in pools),
+        running=running,
+        queued=queued,
+        blocked=blocked,
+        state_edge=edge,
+        **cols,
+    )
+
+
 __all__ = [
+    "BufferSnapshot",
+    "buffer_at",
+    "busiest_step",
     "Workload",
     "from_lengths",
     "shifting_mix",

@@ -32,7 +32,9 @@ class Plan:
     ``strategy_max_running [4]`` (for this plan's slot count; -1 where a strategy is invalid,
     e.g. lazy without overlap). Context series ``context_lens [C]``, ``mla_bytes [C]`` (one
     request's MLA KV), ``kda_bytes [C]`` (one slot, flat). Ratio series ``ratios [R]``,
-    ``running_by_state [R]``, ``running_by_kv [R]`` (for ``tokens_per_request``).
+    ``running_by_state [R]``, ``running_by_kv [R]`` (for ``tokens_per_request``),
+    ``max_running_by_ratio [R]`` = elementwise min of the two (the concurrency SGLang reaches at
+    each ratio; its argmax is near ``balanced_ratio``).
     """
 
     model: str
@@ -81,6 +83,7 @@ class Plan:
     ratios: np.ndarray
     running_by_state: np.ndarray
     running_by_kv: np.ndarray
+    max_running_by_ratio: np.ndarray
 
 
 def custom_spec(
@@ -292,6 +295,7 @@ def plan(
         ratios=ratios,
         running_by_state=rs_state,
         running_by_kv=rs_kv,
+        max_running_by_ratio=np.minimum(rs_state, rs_kv),
     )
 
 

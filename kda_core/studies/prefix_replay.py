@@ -39,6 +39,7 @@ three built-ins (``prompts=`` takes any texts).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -46,13 +47,15 @@ import numpy as np
 
 from kda_core import policy as pol
 from kda_core.engine import Engine, GenerateReport
-from kda_core.model import TinyHybrid, decode, encode
+from kda_core.model import TinyHybrid, encode
 from kda_core.radix import NodeView
 
 MAX_PROMPTS = 12
 MAX_PROMPT_TOKENS = 1024
 MAX_NEW = 64
 POLICIES: tuple[str, ...] = ("interval", "sglang", "vllm", "marconi")
+# the three restores of ``restore_drift`` in a fixed order (series colours follow it)
+ARMS: tuple[str, ...] = ("exact", "int8", "inconsistent")
 
 _SYS = (
     "System: You are Kimi, a concise assistant. Answer in one line.\n"
@@ -135,6 +138,11 @@ class Timeline:
     checkpoints: tuple[int, ...]  # positions parked by this request
     segments: tuple[tuple[int, int, str], ...]  # (start, end, phase), contiguous from 0
 
+    @property
+    def replayed(self) -> int:
+        """Tokens replayed (``token_match - restore_at``; 0: the restore point is the match)."""
+        return self.token_match - self.restore_at
+
 
 @dataclass(slots=True, frozen=True)
 class TreeSnapshot:
@@ -200,6 +208,12 @@ class RequestView:
     donations: int
     evicted_states: int
     seconds: float
+    output_tokens: tuple[int, ...] = ()  # the decoded token ids (``output`` is their text)
+
+    @property
+    def output_readable(self) -> str:
+        """``output_tokens`` as readable text (see ``readable``; TinyHybrid has random weights)."""
+        return readable(self.output_tokens)
 
 
 @dataclass(slots=True, frozen=True)
@@ -215,6 +229,11 @@ class ScenarioResult:
     prefilled_tokens: int
     prompt_tokens: int
     saved_fraction: float  # restored / prompt tokens
+
+    @property
+    def replaying(self) -> tuple[int, ...]:
+        """Indices of the requests that replayed at least one token."""
+        return tuple(r.index for r in self.requests if r.timeline.replayed > 0)
 
 
 @dataclass(slots=True, frozen=True)
@@ -236,6 +255,22 @@ class DriftStudy:
     spacing: int = 32
     checkpoint_slots: int | None = None
     inconsistent_int8: bool = False  # the inconsistent arm restored from INT8 checkpoints
+
+    @property
+    def replayed(self) -> int:
+        """Tokens the exact arm replayed; 0 means the inconsistent restore IS the exact one."""
+        return self.token_match - self.restore_at
+
+    def agree(self, arm: str) -> np.ndarray:
+        """[n] bool: the arm's greedy token equals the uncached run's (arm in ``ARMS``)."""
+        if arm not in ARMS:
+            raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+        toks = getattr(self, f"{arm}_tokens")
+        return np.array(toks, dtype=np.int64) == np.array(self.uncached_tokens, dtype=np.int64)
+
+    def same_tokens(self, arm: str) -> int:
+        """How many of the arm's greedy tokens equal the uncached run's."""
+        return int(self.agree(arm).sum())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,8 +319,24 @@ def _prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ..
     return out
 
 
+def readable(tokens: Sequence[int]) -> str:
+    """Byte tokens as readable text: valid UTF-8 decoded, every other byte as ``\\xNN``,
+    newlines as ⏎ and other control characters escaped (``\\x0f``), so that the output of the
+    untrained TinyHybrid (random weights: arbitrary bytes) never prints as mojibake."""
+    text = bytes(int(t) for t in tokens).decode("utf-8", errors="backslashreplace")
+    out = []
+    for ch in text:
+        if ch == "\n":
+            out.append("⏎")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
 def _label(key: tuple, width: int = 18) -> str:
-    text = decode(list(key)).replace("\n", "⏎")
+    text = readable(key)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -370,7 +421,7 @@ def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
     return ReplayTrace(
         positions=np.array([s.pos for s in steps], dtype=np.int64),
         tokens=toks,
-        token_text=tuple(repr(bytes([t]))[2:-1] if t >= 0x80 else chr(t) for t in toks),
+        token_text=tuple(readable([t]) for t in toks),
         dist=np.array([s.dist_to_match for s in steps]),
         state_norm=np.array([s.state_norm for s in steps]),
         states=r.replay_states,
@@ -550,6 +601,7 @@ class Session:
             donations=r.donations,
             evicted_states=r.evicted_states,
             seconds=r.seconds,
+            output_tokens=tuple(int(t) for t in r.tokens),
         )
         self.views = (*self.views, view)
         self.peak = peak[0]

@@ -27,10 +27,18 @@ import numpy as np
 
 from kda_core import sizing, spec
 from kda_core.model import ModelState, TinyHybrid, check_tokens, encode
+from kda_core.studies.prefix_replay import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
 MAX_PROMPT_TOKENS = 512
 FIELDS: tuple[str, ...] = spec.RING_FIELDS
+# what a ring slot holds, by the codes of ``slot_kinds`` (the app's legend and CSV names)
+SLOT_KINDS: dict[int, str] = {
+    -1: "empty",
+    0: "older history",
+    1: "accepted step",
+    2: "rejected step",
+}
 
 _MODEL: TinyHybrid | None = None
 
@@ -58,6 +66,20 @@ def _prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     return ids
 
 
+def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndarray:
+    """Code per ring slot (``SLOT_KINDS``): -1 empty (``pos < 0``), 0 a position written
+    before this verify, 1 a draft step inside the accepted prefix (``j < n_accept``), 2 a
+    rejected draft step still held (after the commit the rejected slots are empty).
+
+    ``ring_slot [n]`` is the slot of draft step j, ``pos [L]`` the position each slot holds.
+    """
+    kind = np.where(pos >= 0, 0, -1)
+    for j, slot in enumerate(np.asarray(ring_slot)):
+        if pos[slot] >= 0:
+            kind[slot] = 1 if j < n_accept else 2
+    return kind
+
+
 def _max_state_error(a: ModelState, b: ModelState) -> float:
     return max(
         max(float(np.max(np.abs(x.S - y.S))), float(np.max(np.abs(x.conv - y.conv))))
@@ -79,7 +101,9 @@ class VerifyStudy:
     ``ring[name]`` with d, rawv ``[n, V]``, k, g, rawk ``[n, K]``, beta ``[n]``;
     ``ring_norms [6, n]`` the L2 norm of each field over all heads; ``ring_slot [n]`` the slot
     ``position & (L-1)``; ``pos_after_verify [L]`` / ``pos_after_commit [L]`` the position each
-    slot holds (-1 empty). Conv: ``conv_windows [n, W-1, 3*H*K]`` (window after each step),
+    slot holds (-1 empty); ``kind_after_verify [L]`` / ``kind_after_commit [L]`` what it holds
+    (codes of ``SLOT_KINDS``, see ``slot_kinds``); ``committed [n]`` step j < n_accept.
+    Conv: ``conv_windows [n, W-1, 3*H*K]`` (window after each step),
     ``committed_window`` (index kept; -1 = the old window). Exactness: ``logits_error`` (verify vs
     plain forward), ``reconstruct_error`` (outputs from S0 + ring vs the verify's, all layers),
     ``commit_error [D+1]`` (committed S and conv window vs a sequential run, per acceptance
@@ -112,6 +136,14 @@ class VerifyStudy:
     ring_bytes: int
     per_draft_state_bytes: int
     conv_window_bytes: int
+    kind_after_verify: np.ndarray
+    kind_after_commit: np.ndarray
+    committed: np.ndarray
+
+    @property
+    def memory_ratio(self) -> float:
+        """Per-draft full states / rings (bytes of this run)."""
+        return self.per_draft_state_bytes / self.ring_bytes
 
 
 def verify_step(
@@ -218,6 +250,9 @@ def verify_step(
         ring_bytes=rs.ring_nbytes,
         per_draft_state_bytes=rs.per_draft_state_nbytes,
         conv_window_bytes=rs.conv_window_nbytes,
+        kind_after_verify=slot_kinds(slot, a, pos_verify),
+        kind_after_commit=slot_kinds(slot, a, pos_commit),
+        committed=np.arange(D) < a,
     )
 
 
@@ -322,6 +357,7 @@ class GenerationStudy:
     greedy_passes: int
     equals_greedy: bool
     logits_error: float
+    readable: str = ""  # ``tokens`` as readable text (``prefix_replay.readable``: escapes)
 
 
 def generation(
@@ -358,6 +394,7 @@ def generation(
         greedy_passes=max_new_tokens - 1,
         equals_greedy=out.tokens == ref,
         logits_error=float(np.max(np.abs(out.logits - ref_logits))),
+        readable=readable(out.tokens),
     )
 
 

@@ -25,6 +25,11 @@ def test_page(app_url, ui):
     ui.expect_error(f"must be an integer in [1, {n_max}], got 5000")
     ui.close_toasts()
 
+    ui.fill(f"{N}-tokens", 3.5)  # an integer field: rejected, never rounded silently
+    ui.click("Park and restore")
+    ui.expect_error(f"must be an integer in [1, {n_max}], got 3.5")
+    ui.close_toasts()
+
     ui.fill(f"{N}-tokens", 32)
     ui.click("Park and restore")
     ui.page.locator(f"#{N}-summary").get_by_text("32 tokens").wait_for()

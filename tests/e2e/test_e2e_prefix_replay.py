@@ -14,6 +14,8 @@ def test_page(app_url, ui):
     ui.goto(app_url)
     for fig in ("timeline", "replay", "tree", "pools"):
         ui.wait_plot(f"{N}-{fig}")
+    assert not ui.page.locator(f"#{N}-drift").is_visible()  # hidden until the toggle is on
+    assert not ui.page.locator(f"#{N}-drift-csv").is_visible()
     old = ui.figure(f"{N}-replay")
     assert f"Replay step 0/{last}" in old
 
@@ -40,6 +42,11 @@ def test_page(app_url, ui):
     ui.fill(f"{N}-spacing", 0)
     ui.click("Apply settings")
     ui.expect_error("checkpoint spacing (tokens) must be an integer in [1, 1024], got 0")
+    ui.close_toasts()
+
+    ui.fill(f"{N}-spacing", 3.5)  # an integer field: rejected, never rounded silently
+    ui.click("Apply settings")
+    ui.expect_error("checkpoint spacing (tokens) must be an integer in [1, 1024], got 3.5")
     ui.close_toasts()
 
     ui.fill(f"{N}-spacing", 16)

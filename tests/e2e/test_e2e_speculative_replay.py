@@ -27,6 +27,11 @@ def test_page(app_url, ui):
     ui.expect_error("draft tokens D must be an integer in [1, 64], got 100")
     ui.close_toasts()
 
+    ui.fill(f"{N}-d", 3.5)  # an integer field: rejected, never rounded silently
+    ui.click("Verify and commit")
+    ui.expect_error("draft tokens D must be an integer in [1, 64], got 3.5")
+    ui.close_toasts()
+
     ui.fill(f"{N}-d", 4)
     ui.fill(f"{N}-accept", -1)
     ui.click("Verify and commit")
