@@ -526,6 +526,7 @@ def build() -> gr.Blocks:
             variant: "格式 / 缩放粒度", layer: "KDA 层", head: "头",
             steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", native: "原生状态池精度",
             tp: "TP（整除 96）", budget: "检查点预算（GiB，0.01-4096）",
+            btn: "停放并恢复", **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
         })  # fmt: skip
     return demo
 

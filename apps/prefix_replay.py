@@ -1021,6 +1021,9 @@ def build() -> gr.Blocks:
             slots: "检查点槽位（0 = 默认 256，最多 4096）", int8: "INT8 停放",
             inconsistent: "不一致恢复", request: "查看的请求", layer: "KDA 层", head: "头",
             delta: "显示 S − S_match", step: "重放步", stage: "树快照",
+            load: "载入场景", send: "发送", reset: "重置会话", apply: "应用设置",
+            prev: "◀ 上一步", play_btn: "▶ 播放", pause: "❚❚ 暂停", nxt: "下一步 ▶",
+            **{sl.csv: common.CSV_ZH for sl in (s_time, s_replay, s_tree, s_drift, s_pools)},
         })  # fmt: skip
     return demo
 

@@ -555,6 +555,8 @@ def build() -> gr.Blocks:
             seed: "随机种子（0-1000000）", layer: "KDA 层", head: "头",
             ring: "环长度 L（0 = next_pow2(2D)；2 的幂，≤ 1024）",
             n_new: "生成 token 数（1-128）",
+            btn: "验证并提交", gen: "运行投机生成", acc_btn: "接受率与噪声",
+            **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5, s6)},
         })  # fmt: skip
     return demo
 
