@@ -94,39 +94,24 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for j, (label, color) in enumerate(zip(s.budget_labels, _budget_colors(len(s.budget_labels)))):
         opt = int(s.optimum[j])
-        fig.add_scatter(
-            x=k,
-            y=s.peak_state_bytes[:, j] / GIB,
-            name=f"budget {label}",
-            legendgroup=label,
-            mode="lines+markers",
-            line={"color": color},
-            hovertemplate=f"{label}<br>K=%{{x}}<br>peak state %{{y:.2f}} GiB<extra></extra>",
-            row=1,
-            col=1,
+        panels = (
+            (s.peak_state_bytes[:, j] / GIB, "peak state %{y:.2f} GiB"),
+            (s.mean_replay_per_hit[:, j], "replay %{y:,.0f} tokens/hit"),
+            (s.ttft_mean_s[:, j], "mean TTFT %{y:.3f} s"),
         )
-        fig.add_scatter(
-            x=k,
-            y=s.mean_replay_per_hit[:, j],
-            legendgroup=label,
-            showlegend=False,
-            mode="lines+markers",
-            line={"color": color},
-            hovertemplate=f"{label}<br>K=%{{x}}<br>replay %{{y:,.0f}} tokens/hit<extra></extra>",
-            row=2,
-            col=1,
-        )
-        fig.add_scatter(
-            x=k,
-            y=s.ttft_mean_s[:, j],
-            legendgroup=label,
-            showlegend=False,
-            mode="lines+markers",
-            line={"color": color},
-            hovertemplate=f"{label}<br>K=%{{x}}<br>mean TTFT %{{y:.3f}} s<extra></extra>",
-            row=3,
-            col=1,
-        )
+        for row, (y, hover) in enumerate(panels, start=1):
+            fig.add_scatter(
+                x=k,
+                y=y,
+                name=f"budget {label}",
+                legendgroup=label,
+                showlegend=row == 1,
+                mode="lines+markers",
+                line={"color": color},
+                hovertemplate=f"{label}<br>K=%{{x}}<br>{hover}<extra></extra>",
+                row=row,
+                col=1,
+            )
         fig.add_scatter(
             x=[k[opt]],
             y=[s.ttft_mean_s[opt, j]],
