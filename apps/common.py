@@ -94,6 +94,7 @@ import io
 import logging
 import math
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -661,11 +662,39 @@ LAUNCH_KWARGS: dict[str, Any] = {
 }
 
 
+def free_port(host: str = HOST) -> int:
+    """A port the kernel just handed out on ``host`` (bind to 0). Gradio's own search walks up
+    from 7860, so two test runs on one machine would race for the same ports; ephemeral ports
+    from the kernel do not collide."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def launch_on_free_port(demo: gr.Blocks, attempts: int = 5) -> str:
+    """``demo.launch`` in-process on 127.0.0.1 at a free port (retried if another process took
+    it between the probe and the bind); returns the URL."""
+    for attempt in range(attempts):
+        try:
+            _, url, _ = demo.launch(
+                prevent_thread_lock=True,
+                server_name=HOST,
+                server_port=free_port(),
+                quiet=True,
+                **LAUNCH_KWARGS,
+            )
+            return url
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def launched(demo: gr.Blocks) -> Iterator[str]:
     """Serve ``demo`` in-process on 127.0.0.1 (a free port) for tests and benchmarks; yields
     its URL and closes the server afterwards."""
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name=HOST, quiet=True, **LAUNCH_KWARGS)
+    url = launch_on_free_port(demo)
     try:
         yield url
     finally:
@@ -730,6 +759,8 @@ __all__ = [
     "header",
     "hline",
     "load_app",
+    "free_port",
+    "launch_on_free_port",
     "launched",
     "log_axis",
     "main",

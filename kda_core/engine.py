@@ -610,7 +610,10 @@ class Engine:
             slot_at = dict(pending)
             for pos in r.existed:
                 self.checkpoints.free(slot_at[pos])
-            created, existed = len(r.new), len(r.existed)
+            # the per-path cap may tombstone a state this very insert added (its slot is freed
+            # through on_free_state): count only the new states still in the tree
+            created = sum(self.checkpoints.owner(slot_at[pos]) is not None for pos in r.new)
+            existed = len(r.existed)
         if locked is not None:
             self.tree.unlock_state(locked)
             self._locked = None

@@ -44,6 +44,7 @@ Left out: slot 0 as a padding sink, device streams / deferred COW, host offload,
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -299,9 +300,12 @@ class ActivePool(_SlotView):
         return S, conv
 
     def layer_states(self, slot: int) -> list[KDALayerState]:
-        """The slot's state as per-layer ``KDALayerState`` views (the request runs on these)."""
+        """The slot's state as per-layer read-only ``KDALayerState`` views (the request runs on
+        these; the model never writes a state in place). Read-only because a later ``donate``
+        hands the base buffers to a checkpoint: freezing a base does not freeze views made
+        before, so a writable view would let a request change a stored checkpoint."""
         S, conv = self.buffers(slot)
-        return [KDALayerState(S[i], conv[i]) for i in range(self.shape.layers)]
+        return [KDALayerState(_readonly(S[i]), _readonly(conv[i])) for i in range(len(S))]
 
     def _swap(self, slot: int, S: np.ndarray, conv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = self._slots.check(slot)
@@ -343,6 +347,11 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.flags.writeable = False
 
 
+def _readonly(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view
+
+
 class CheckpointPool(_SlotView):
     """Read-only checkpoints: INT8 (or native) S + native conv, owned by the tree or a request."""
 
@@ -362,6 +371,18 @@ class CheckpointPool(_SlotView):
     @classmethod
     def for_model(cls, model: TinyHybrid, slots: int, *, int8: bool = False) -> CheckpointPool:
         return cls(StateShape.of(model), slots, int8=int8)
+
+    def __deepcopy__(self, memo: dict) -> CheckpointPool:
+        """A deep copy whose stored arrays are read-only again (numpy's deepcopy returns
+        writable arrays, which would break the read-only promise in every forked engine)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            setattr(new, key, copy.deepcopy(value, memo))
+        for ck in new._data:
+            if ck is not None:
+                _freeze(*(a for a in (ck.S, ck.qdata, ck.scale, ck.conv) if a is not None))
+        return new
 
     # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: _SlotView) ----
     @property

@@ -32,7 +32,7 @@ Why L >= 2D (our reading of SGLang's rule): two consecutive verify windows [n, n
 overwrites an entry of the previous one while it may still be read (overlap scheduling).
 
 Left out: batching, trees of drafts (only a chain), sampling other than greedy, a bf16 ring
-(``round_bf16`` shows what it would do to an open-loop fold), and the draft model's own cache.
+(``quant.round_bf16`` shows what it would do to an open-loop fold), and the draft model's own cache.
 """
 
 from __future__ import annotations
@@ -232,14 +232,6 @@ def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:
         d[t] = beta[t][:, None] * resid  # times beta
         S += k[t][:, :, None] * d[t][:, None, :]  # rank-1 update
     return S, d
-
-
-def round_bf16(x) -> np.ndarray:
-    """Round float64 values to the nearest bfloat16 (ties to even), returned as float64."""
-    f = np.asarray(x, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-    return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 # --------------------------------------------------------------------------------------------

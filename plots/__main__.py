@@ -1,8 +1,9 @@
 """Render every blog figure: ``python -m plots [--out DIR] [--format png|svg|both] [--lang ...]``.
 
 Each figure's study is computed once and drawn in every requested language (default: English
-and Chinese); one progress line per figure (name, seconds, files). ``--jobs 2`` (the default on
-a multi-core machine) renders in two worker processes; the figures whose studies share
+and Chinese); one progress line per figure as it completes (``[i/n]`` counts completed figures,
+then name, seconds, files). ``--jobs 2`` (the default on a multi-core machine) renders in two
+worker processes, so figures may complete out of list order; the figures whose studies share
 simulations (checkpoint density and retention policies) run in the same worker. A figure whose
 module cannot be imported is reported and skipped (exit status 1 at the end, so CI notices).
 """

@@ -392,6 +392,18 @@ def test_per_path_checkpoint_cap() -> None:
     e.check_integrity()
 
 
+def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
+    """The per-path cap can tombstone a state the same insert added: it is not "created"."""
+    e = _engine(policy=pol.make("sglang", grid=8, chunked_prefill_size=8, max_states_per_path=2))
+    prompt = SYS + "a long enough request to get many checkpoints"
+    before = e.tree.stats().capped
+    r = e.generate(prompt, 1)
+    capped = e.tree.stats().capped - before
+    assert capped > 0
+    states = sum(len(positions) for _, positions in e.tree.paths())
+    assert r.checkpoints_created == states == e.checkpoints.n_used  # empty tree before
+
+
 def test_int8_trace_distances_match_versus_uncached() -> None:
     e = _engine(int8_checkpoints=True)
     e.generate(SYS + "User A: hi", 2)

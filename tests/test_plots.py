@@ -379,7 +379,11 @@ def test_runner_renders_a_selection_with_progress(tmp_path: Path, capsys) -> Non
     argv = ["--out", str(tmp_path), "--dpi", str(DPI), "--quick", "--lang", "en"]
     assert run_all([*argv, "--only", "k3_memory_vs_context", "speculative_memory"]) == 0
     out = capsys.readouterr().out
-    assert "[1/2] k3_memory_vs_context" in out and "[2/2] speculative_memory" in out
+    # Contract: ``[i/n]`` counts completed figures, so the counters run 1..n in print order while
+    # the names come in whatever order the parallel jobs finish (never assert that order).
+    progress = [line.split() for line in out.splitlines() if line.startswith("[")]
+    assert [row[0] for row in progress] == ["[1/2]", "[2/2]"]
+    assert sorted(row[1] for row in progress) == ["k3_memory_vs_context", "speculative_memory"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "k3_memory_vs_context.png",
         "speculative_memory.png",

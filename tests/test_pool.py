@@ -124,6 +124,45 @@ def test_donate_moves_ownership_without_copy(rng: np.random.Generator) -> None:
     pool.check_integrity()
 
 
+def test_views_taken_before_a_donation_cannot_change_the_checkpoint(
+    rng: np.random.Generator,
+) -> None:
+    """Freezing a base array does not freeze views made before: the views themselves are
+    read-only, so a request holding them can never write into a donated checkpoint."""
+    pool, a, _ = _filled(rng)
+    views = pool.layer_states(a)  # what a request runs on (the engine keeps these)
+    ck = CheckpointPool(SHAPE, 2)
+    c = ck.donate(pool, a, "tree")
+    S, conv = ck.raw(c)
+    assert np.shares_memory(views[0].S, S)  # no copy was made
+    before = S.copy()
+    for layer in views:
+        assert not layer.S.flags.writeable and not layer.conv.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            layer.S[0, 0, 0] = 99.0
+        with pytest.raises(ValueError, match="read-only"):
+            layer.conv[0, 0] = 99.0
+    np.testing.assert_array_equal(S, before)
+    ck.check_integrity()
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_deep_copied_checkpoints_stay_read_only(rng: np.random.Generator, int8: bool) -> None:
+    import copy
+
+    pool, a, _ = _filled(rng)
+    ck = CheckpointPool(SHAPE, 3, int8=int8)
+    ck.store_from_active(pool, a, "tree")
+    ck.donate(pool, a, "tree")
+    twin = copy.deepcopy(ck)
+    for c in twin.owned():
+        for x, y in zip(twin.raw(c), ck.raw(c)):
+            assert not x.flags.writeable
+            assert not np.shares_memory(x, y)
+            np.testing.assert_array_equal(x, y)
+    twin.check_integrity()
+
+
 def test_int8_checkpoint_matches_quantize_int8(rng: np.random.Generator) -> None:
     pool, a, _ = _filled(rng)
     ck = CheckpointPool(SHAPE, 2, int8=True)

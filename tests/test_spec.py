@@ -9,6 +9,7 @@ from kda_testdata import kda_inputs
 
 from kda_core import kda, sizing, spec
 from kda_core import model as M
+from kda_core.quant import round_bf16
 
 PROMPT = "ReplaySSM 只保存轻量输入。"
 DRAFT = [101, 7, 200, 33, 64, 150, 9, 250]  # D = 8 arbitrary tokens
@@ -130,11 +131,14 @@ def test_exact_replay_is_the_recurrence_on_raw_inputs(rng):
     assert np.max(np.abs(d - spec.per_draft_states(S0, q, k_n, v, g, beta).d)) <= 1e-12
 
 
-def test_round_bf16_known_values():
-    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.0, 0.0, 3.140625])
-    assert spec.round_bf16(x).tolist() == [1.0, 1.0, 1 + 2**-6, -2.0, 0.0, 3.140625]
+def test_one_bf16_rounding_in_the_project():
+    """spec used to round float64 -> float32 -> bf16 (twice): 1 + 2^-8 + 2^-30 lies just above
+    the tie between 1 and 1 + 2^-7, so one rounding gives 1 + 2^-7 and the double one gave 1."""
+    assert not hasattr(spec, "round_bf16")
+    x = np.array([1.0, 1 + 2**-8, 1 + 2**-8 + 2**-30, 1 + 3 * 2**-8, -2.0, 0.0, 3.140625])
+    assert round_bf16(x).tolist() == [1.0, 1.0, 1.0078125, 1 + 2**-6, -2.0, 0.0, 3.140625]
     r = np.random.default_rng(0).standard_normal(1000)
-    assert np.max(np.abs(spec.round_bf16(r) - r) / np.abs(r)) <= 2**-8
+    assert np.max(np.abs(round_bf16(r) - r) / np.abs(r)) <= 2**-8
 
 
 def test_bf16_d_fold_drifts_but_exact_replay_does_not(rng):
@@ -143,7 +147,7 @@ def test_bf16_d_fold_drifts_but_exact_replay_does_not(rng):
     q, rawk, v, g, beta, S0 = kda_inputs(rng, T)
     k = kda.l2norm(rawk)  # what the model feeds the recurrence
     naive = spec.per_draft_states(S0, q, k, v, g, beta)
-    folded = spec.fold_state(S0, spec.round_bf16(naive.d), spec.round_bf16(k), g)
+    folded = spec.fold_state(S0, round_bf16(naive.d), round_bf16(k), g)
     exact, _ = spec.exact_replay(S0, rawk, v, g, beta)
     err_fold = np.max(np.abs(folded - naive.states[-1]))
     err_exact = np.max(np.abs(exact - naive.states[-1]))

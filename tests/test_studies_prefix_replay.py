@@ -250,6 +250,19 @@ def test_fork_is_independent_and_equal() -> None:
     assert len(pr.serve("long_document").views) == 3
 
 
+def test_forked_sessions_keep_checkpoints_read_only() -> None:
+    """The app serves every session through forks: a fork's stored checkpoints must be as
+    read-only as the original's (numpy's deepcopy alone returns writable arrays)."""
+    base = pr.serve("long_document")
+    for fork in (base.fork(), copy.deepcopy(base)):
+        pool = fork.engine.checkpoints
+        assert pool.owned(), "the scenario stores checkpoints"
+        for slot in pool.owned():
+            for arr in pool.raw(slot):
+                assert not arr.flags.writeable
+        fork.engine.check_integrity()
+
+
 def test_session_bad_input_leaves_it_unchanged() -> None:
     s = pr.Session.new()
     with pytest.raises(ValueError, match="the session is empty"):

@@ -27,6 +27,7 @@ import numpy as np
 
 from kda_core import sizing, spec
 from kda_core.model import ModelState, TinyHybrid, check_tokens, encode
+from kda_core.quant import round_bf16
 from kda_core.studies.prefix_replay import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
@@ -204,7 +205,7 @@ def verify_step(
                 r.read("beta", res.start, m),
             )  # fmt: skip
             f64 = spec.fold_state(S0, d, k, g)
-            f16 = spec.fold_state(S0, spec.round_bf16(d), spec.round_bf16(k), g)
+            f16 = spec.fold_state(S0, round_bf16(d), round_bf16(k), g)
             fold_err[m] = max(fold_err[m], float(np.max(np.abs(f64 - exact))))
             fold16_err[m] = max(fold16_err[m], float(np.max(np.abs(f16 - exact))))
 

@@ -119,9 +119,7 @@ def app_url(
     if mod is None:
         pytest.fail(f"app {name} could not be loaded")
     demo = mod.build()
-    _, url, _ = demo.launch(
-        prevent_thread_lock=True, server_name=common.HOST, quiet=True, **common.LAUNCH_KWARGS
-    )
+    url = common.launch_on_free_port(demo)
     try:
         yield url
     finally:
