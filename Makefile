@@ -8,7 +8,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: demo test chromium lint bench figures screenshots clean
+.PHONY: demo test chromium lint bench figures readme-figures screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,12 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# Figures go to build/figures (ignored); readme-figures rewrites the committed README figures.
 figures: $(VENV)/.installed
 	$(PY) -m plots
+
+readme-figures: $(VENV)/.installed
+	$(PY) -m plots --out assets/figures
 
 screenshots: $(VENV)/.installed chromium
 	$(PY) -m apps.screenshots

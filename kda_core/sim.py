@@ -1,11 +1,12 @@
 """Trace-driven simulator: a request trace through the KDA-aware radix cache, with byte budgets.
 
 The simulator drives the SAME ``RadixStateCache`` and ``policy`` code as the real engine, with
-byte-count payloads instead of arrays: the tree is keyed by block ids (``block_keys=True``,
-page = the trace's block size), every edge's KV payload is its token count (the tree tracks
-tokens; bytes = tokens * MLA KV bytes per token) and every checkpoint's payload is its byte
-size (KDA state + conv window of all KDA layers on one GPU, from ``kda_core.sizing``; Kimi K3
-at TP8 in bf16 by default: 29,039,616 B per checkpoint, 27,648 B of MLA KV per token).
+no arrays: the tree is keyed by block ids (``block_keys=True``, page = the trace's block
+size); KV payloads are ``None`` (the tree counts an edge's KV in tokens from its key; bytes =
+tokens * MLA KV bytes per token); a checkpoint's payload is its own position (a label only)
+and its size is passed as ``state_bytes`` (KDA state + conv window of all KDA layers on one
+GPU, from ``kda_core.sizing``; Kimi K3 at TP8 in bf16 by default: 29,039,616 B per checkpoint,
+27,648 B of MLA KV per token).
 
 Per request, in arrival order (strictly sequential: no batching, no concurrency, as Marconi's
 simulator):
@@ -20,7 +21,8 @@ simulator):
    positions that still do not fit are dropped, deepest first;
 4. with a KV budget, evict LRU KV leaves (the matched path stays locked) so that the tree's
    KV plus this request's new KV fit the budget;
-5. ``cache.insert(block_ids, kv=tokens, states=positions)`` (the tree cuts the key at the
+5. ``cache.insert(block_ids, None, [(p, p) for p in positions], state_bytes=ckpt)`` (the tree
+   cuts the key at the
    deepest position: KV beyond the last checkpoint can never be restored), sample the KV held
    now (the request's high-water mark), unlock, and if the KV budget is still exceeded (the
    request's own path alone is larger than the budget) evict LRU KV leaves down to it.

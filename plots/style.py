@@ -10,7 +10,7 @@
   software metadata in SVG or PNG. Two runs on one machine give identical bytes (a different
   matplotlib version or font set may render differently).
 * CLI: every ``plots/plot_<topic>.py`` calls ``main(argv)`` = ``parser()`` + ``render()``:
-  ``--out DIR`` (default assets/figures/), ``--format png|svg|both``, ``--dpi``,
+  ``--out DIR`` (default build/figures/, ignored by git), ``--format png|svg|both``, ``--dpi``,
   ``--lang en|zh`` and ``--quick`` (small study parameters, for tests).
 
 A script module exposes ``NAME``, ``compute(quick=False)`` (calls ``kda_core.studies`` only),
@@ -42,7 +42,10 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from kda_core.palette import COLORS, SERIES
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = REPO / "assets" / "figures"
+DEFAULT_OUT = REPO / "build" / "figures"
+"""Where figures go unless ``--out`` says otherwise: an ignored folder, so regenerating never
+dirties the work tree. Font rasterisation differs between freetype / matplotlib builds, so a
+figure is byte-identical across runs on one machine, not across machines."""
 DEFAULT_DPI = 200
 FORMATS: dict[str, tuple[str, ...]] = {"png": ("png",), "svg": ("svg",), "both": ("png", "svg")}
 LANGS: tuple[str, ...] = ("en", "zh")

@@ -8,7 +8,8 @@ import pytest
 
 from kda_core import policy as pol
 from kda_core.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
-from kda_core.model import TinyHybrid, encode
+from kda_core.model import KDALayerState, TinyHybrid, encode
+from kda_core.quant import quantize_int8
 
 MODEL = TinyHybrid()
 
@@ -266,21 +267,40 @@ def test_existing_checkpoints_are_freed() -> None:
     e.check_integrity()
 
 
-def test_int8_checkpoints_bounded_error() -> None:
+# Per key channel INT8 errs by at most max|row| / 254 per element, so a parked state's relative
+# Frobenius error is at most sqrt(V) / 254 (0.022 at V = 32). Through a replay, layer 0's update
+# is a contraction (alpha <= 1, ||I - beta k k^T|| <= 1) and deeper layers see perturbed inputs:
+# the tests allow twice that at the match.
+INT8_REL_BOUND = np.sqrt(MODEL.config.head_dim) / 254
+
+
+def int8_restore_twin(ids: list[int], restore_at: int, n_new: int) -> tuple[list[int], np.ndarray]:
+    """Naive twin of an INT8 restore: exact prefill to the checkpoint, S quantized once with
+    ``quantize_int8`` (conv window and MLA KV stay exact, as the pool keeps them), then greedy."""
+    st = MODEL.new_state()
+    MODEL.prefill(ids[:restore_at], st)
+    st.kda = [KDALayerState(quantize_int8(x.S).dequantize(), x.conv) for x in st.kda]
+    return MODEL.generate(ids[restore_at:], n_new, state=st)
+
+
+def test_int8_checkpoints_equal_their_twin() -> None:
+    """An INT8 restore moves logits by exactly what a once-quantized state does (twin), never by
+    more: the bound is the twin's own drift, not a band measured on this engine."""
     e = _engine(int8_checkpoints=True)
     e.generate(SYS + "parked", 1)
-    worst = 0.0
     for q in ("what now?", "tell me more", "计算 6*7"):
-        r = e.generate(SYS + q, 4, reference=True)
+        ids = encode(SYS + q)
+        r = e.generate(ids, 4, reference=True)
         assert r.restore_at == 48
         mx, rel = r.restore_error
-        assert mx > 0 and 0 < rel < 0.01  # INT8 per-channel error of the parked state
-        assert r.ref_max_abs_diff is not None
-        worst = max(worst, r.ref_max_abs_diff)
-    # measured 0.029-0.048 over 4 tokens (rel. restore error 0.0066). Across restore points
-    # the logit error does not track restore_error (it stays 0.0065-0.0070 while the logit
-    # error varies 0.02-0.04, correlation ~0), so only the bound is asserted.
-    assert 1e-3 < worst < 0.1, worst
+        assert 0 < rel <= INT8_REL_BOUND
+        toks, logits = int8_restore_twin(ids, r.restore_at, 4)
+        assert r.tokens == toks
+        np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
+        exact_toks, exact_logits = reference(ids, 4)
+        drift = np.abs(logits - exact_logits).max()
+        assert drift > 1e-6  # quantizing the parked state is visible in the logits
+        assert r.ref_max_abs_diff == pytest.approx(drift, rel=1e-6, abs=1e-9)
     assert e.checkpoints.slot_bytes < Engine(model=MODEL).checkpoints.slot_bytes
     e.check_integrity()
 
@@ -417,7 +437,7 @@ def test_int8_trace_distances_match_versus_uncached() -> None:
     S_ref = np.stack([s.S for s in ref.kda])
     naive = float(np.linalg.norm(r.replay_states[-1] - S_ref) / np.linalg.norm(S_ref))
     assert steps[-1].dist_to_uncached == pytest.approx(naive, rel=1e-9)
-    assert 1e-4 < naive < 0.05  # the INT8 restore error carried through the replay
+    assert 0 < naive < 2 * INT8_REL_BOUND  # see INT8_REL_BOUND: carried through the replay
     # without step tracing no extra prefill is run: the uncached distance is not measured
     r2 = e.generate(SYS + "User C: more", 2)
     assert r2.restore_at == 48 < r2.token_match

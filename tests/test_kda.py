@@ -25,6 +25,18 @@ def test_chunked_matches_recurrent(rng, T, C):
     assert rel(S, S_ref) <= 1e-10
 
 
+@pytest.mark.parametrize("C", [1, 5, 17, 100])
+@pytest.mark.parametrize("T", [1, 4, 16, 17, 99, 101, 257])
+def test_chunked_at_chunk_sizes_not_multiples_of_16(rng, T, C):
+    """Chunk sizes below, between and above the 16-row sub-chunks, with a ragged last chunk
+    (T not a multiple of C) and a last sub-chunk shorter than 16 rows."""
+    q, k, v, g, beta, S0 = kda_inputs(rng, T)
+    o_ref, S_ref = kda.recurrent(q, k, v, g, beta, initial_state=S0)
+    o, S = kda.chunked(q, k, v, g, beta, initial_state=S0, chunk_size=C)
+    assert rel(o, o_ref) <= 1e-10
+    assert rel(S, S_ref) <= 1e-10
+
+
 def test_chunked_with_extreme_gates_uses_the_masked_path(rng):
     # g = -1000 on some tokens (fla's varlen test) makes exp(-Gamma) overflow: the chunk must
     # take the masked path and still agree, with nothing NaN.

@@ -453,3 +453,16 @@ def test_unified_memory_marks_the_cut_long_context_line() -> None:
     (leg,) = [a.get_legend() for a in fig.axes if a.get_legend() is not None and a is not top
               and "KDA" in a.get_legend().get_texts()[0].get_text()]  # fmt: skip
     assert leg.get_window_extent(r).y1 < top.get_window_extent(r).y0
+
+
+def test_default_output_folder_is_ignored_by_git() -> None:
+    """``make figures`` must not rewrite committed files: its default folder is git-ignored
+    (the committed README figures are rewritten only by ``make readme-figures``)."""
+    import shutil
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = style.DEFAULT_OUT / "k3_memory_vs_context.png"
+    assert not probe.resolve().is_relative_to((REPO / "assets").resolve())
+    r = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=REPO, check=False)
+    assert r.returncode == 0, f"{probe} is not ignored by git"

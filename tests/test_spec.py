@@ -272,7 +272,7 @@ def test_speculative_generation_equals_greedy(tiny, greedy, draft):
         assert out.acceptance_rate == 1.0 and len(out.steps) == 5  # ceil(39 / 8)
     if draft == "bad":
         assert out.accepted == 0 and len(out.steps) == len(ids) - 1
-    if draft == "noisy":  # some drafts accepted, some rejected (measured 0.53)
+    if draft == "noisy":  # noise 0.0 on random logits: some drafts accepted, some rejected
         assert 0.0 < out.acceptance_rate < 1.0
         assert 0 < out.accepted < out.drafted
 

@@ -128,7 +128,13 @@ def test_int8_and_budget_options() -> None:
         S = np.stack([x.S for x in st.kda])
         naive = float(np.linalg.norm(tr.states[-1] - S) / np.linalg.norm(S))
         assert tr.uncached_error == pytest.approx(naive, rel=1e-9)
-        assert 1e-4 < tr.uncached_error < 0.05  # measured 0.006-0.009
+        # Per key channel INT8 errs by at most max|row| / 254 per element, so the parked
+        # state's relative Frobenius error is at most sqrt(V) / 254 (0.022 at V = 32) when it
+        # is restored. The replay then runs exact arithmetic on it: layer 0's update is a
+        # contraction (alpha <= 1, ||I - beta k k^T|| <= 1), deeper layers see perturbed
+        # inputs, so we allow twice the restore bound at the match (the twin above is exact).
+        bound = np.sqrt(model.config.head_dim) / 254
+        assert 0 < tr.uncached_error < 2 * bound
 
 
 def test_restore_drift() -> None:
@@ -139,7 +145,7 @@ def test_restore_drift() -> None:
     assert d.inconsistent.max() > 1e-3
     assert 1e-6 < d.int8.max() < 0.25
     assert d.exact_tokens == d.uncached_tokens
-    assert 0 < d.int8_restore_error[1] < 0.01
+    assert 0 < d.int8_restore_error[1] <= np.sqrt(TinyHybrid().config.head_dim) / 254
 
 
 def test_custom_prompts_and_policies() -> None:
