@@ -35,14 +35,16 @@ understanding them; the receiving instance validates every field and refuses a m
 longest jointly restorable prefix and matches one instance exactly); which field each mismatch
 is refused on; how far a forced splice drifts; what host and remote tiers add on the real trace."""
 
-ZH = """**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA KV、KD
-A 递归状态和卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并行布局时，前缀才
-能被恢复。因此跨实例服务搬运的是*模型状态对象*：三个部分加上元数据（token 范围、前缀哈希
-、指纹、布局、精度），这里用 safetensors 保存。存储（内嵌存储或Mooncake S
-tore）按前缀哈希搬运字节而不理解内容；接收方逐字段校验，不匹配就拒绝。**请看：**K3 规
-模下对象的各个部分；时间线（prefill 发布，decode 取回最长可联合恢复前缀，结果与单
-实例完全一致）；每种不匹配被哪个字段拒绝；强行拼接会漂移多远；在真实 trace 上 host
-与远端层级带来多少收益。"""
+ZH = (
+    "**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA K"
+    "V、KDA 递归状态和卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并"
+    "行布局时，前缀才能被恢复。因此跨实例服务搬运的是*模型状态对象*：三个部分加上元数据（t"
+    "oken 范围、前缀哈希、指纹、布局、精度），这里用 safetensors 保存。存储"
+    "（内嵌存储或Mooncake Store）按前缀哈希搬运字节而不理解内容；接收方逐字段校"
+    "验，不匹配就拒绝。**请看**：K3 规模下对象的各个部分；时间线（prefill 发布"
+    "，decode 取回最长可联合恢复前缀，结果与单实例完全一致）；每种不匹配被哪个字段拒绝"
+    "；强行拼接会漂移多远；在真实 trace 上 host与远端层级带来多少收益。"
+)
 
 T = {
     "en": {
@@ -66,6 +68,11 @@ T = {
         "moved": "loaded (GB)",
         "names": {"mla_kv": "MLA KV", "kda_state": "KDA state", "conv_window": "conv window"},
         "setups": {"device": "device", "device+host": "+ host", "device+host+remote": "+ remote"},
+        "kinds": {},
+        "tiers_names": {"host": "host", "remote": "remote"},
+        "sources": {},
+        "meta": "safetensors header of the tiny object",
+        "kv": ("key", "value"),
     },
     "zh": {
         "anat": "一个对象的组成：Kimi K3 每卡（TP{tp}，bf16，{tokens:,} token）vs 小模型",
@@ -87,6 +94,20 @@ T = {
         "moved": "加载量（GB）",
         "names": {"mla_kv": "MLA KV", "kda_state": "KDA 状态", "conv_window": "卷积窗口"},
         "setups": {"device": "仅设备", "device+host": "+ host", "device+host+remote": "+ 远端"},
+        "kinds": {
+            "publish": "发布",
+            "fetch": "取回",
+            "lookup": "查找",
+            "restore": "恢复",
+            "refuse": "拒绝",
+            "serve": "服务",
+            "host_load": "host 加载",
+            "offload": "卸载到 host",
+        },
+        "tiers_names": {"host": "host", "remote": "远端"},
+        "sources": {"store": "存储", "host": "host", "device": "设备", "none": "（无）"},
+        "meta": "小模型对象的 safetensors 头",
+        "kv": ("键", "值"),
     },
 }
 KIND_COLORS = {
@@ -132,14 +153,16 @@ def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def metadata_markdown(a: st.Anatomy) -> str:
+def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
     rows = "\n".join(f"| `{k}` | `{common.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
+    t = T[lang]
+    unit = "字节" if lang == "zh" else "bytes"
     return (
-        f"**safetensors header of the tiny object** ({a.file_bytes:,} bytes; {shapes})\n\n"
-        f"| key | value |\n|---|---|\n{rows}"
+        f"**{t['meta']}** ({a.file_bytes:,} {unit}; {shapes})\n\n"
+        f"| {t['kv'][0]} | {t['kv'][1]} |\n|---|---|\n{rows}"
     )
 
 
@@ -157,7 +180,7 @@ def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
             x=[1e3 * (e.t - t0) for e in ev],
             y=[e.boundary for e in ev],
             mode="markers",
-            name=kind,
+            name=t["kinds"].get(kind, kind),
             marker={
                 "color": color,
                 "size": 12,
@@ -186,7 +209,8 @@ def pd_markdown(r: st.PDRun, lang: str = "en") -> str:
     same = r.tokens == r.reference_tokens
     if lang == "zh":
         return (
-            f"**decode 从{r.source}恢复到第 {r.restore_at} 个 token**"
+            f"**decode 从{T['zh']['sources'].get(r.source, r.source)}"
+            f"恢复到第 {r.restore_at} 个 token**"
             f"（提示 {r.prompt_len} 个 token；prefill 在 {list(r.published)} 发布）"
             f" · 取回 {r.bytes_moved:,} 字节 · 与单实例 token {'一致' if same else '不同'}，"
             f"最大 |Δlogit| = {r.max_dlogit:.1e}"
@@ -261,7 +285,12 @@ def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
     )
     for j, (tier, color) in enumerate((("host", COLORS["hit"]), ("remote", COLORS["kv"]))):
         fig.add_bar(
-            x=names, y=r.bytes_loaded[:, j] / 1e9, name=tier, marker_color=color, row=1, col=3
+            x=names,
+            y=r.bytes_loaded[:, j] / 1e9,
+            name=t["tiers_names"][tier],
+            marker_color=color,
+            row=1,
+            col=3,
         )
     fig.update_layout(barmode="stack")
     title = t["tiers"].format(n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
@@ -303,7 +332,7 @@ def _text(value: object, name: str) -> str:
 def draw_pd(a: st.Anatomy, r: st.PDRun, lang: str) -> tuple:
     return (
         *anatomy_figure(a, lang),
-        metadata_markdown(a),
+        metadata_markdown(a, lang),
         *timeline_figure(r, lang),
         pd_markdown(r, lang),
     )
@@ -390,7 +419,7 @@ def build() -> gr.Blocks:
                     label="Splice: prompt B (empty = prompt A reversed)",
                 )
                 spl_btn = gr.Button("Force a splice", elem_id=f"{NAME}-splice-run")
-                with gr.Accordion("Tiers on the Mooncake trace", open=True):
+                with gr.Accordion("Tiers on the Mooncake trace", open=True) as acc:
                     n_req = gr.Number(
                         1000, label="Trace requests (100-12031)", elem_id=f"{NAME}-req"
                     )
@@ -440,7 +469,8 @@ def build() -> gr.Blocks:
             mis_btn: "交给不匹配的实例", text_b: "拼接：提示 B（留空 = 把提示 A 反转）",
             spl_btn: "强行拼接", n_req: "trace 请求数（100-12031）",
             dev: "设备检查点数（1-4096）", ratio: "host / 设备 比例（0.1-64）",
-            tier_btn: "模拟层级", **{s.csv: common.CSV_ZH for s in (s_tl, s_an, s_sp, s_ti)},
+            tier_btn: "模拟层级", acc: "Mooncake trace 上的存储层级",
+            **{s.csv: common.CSV_ZH for s in (s_tl, s_an, s_sp, s_ti)},
         })  # fmt: skip
     return demo
 
