@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from kda_core.transfer.pd import run_selftest
 
-    res = run_selftest(a.store)
+    try:
+        res = run_selftest(a.store)
+    except RuntimeError as e:  # Mooncake missing / not starting: say so in one line
+        print(f"pd selftest: could not run with --store {a.store}: {e}")
+        return 2
     ok = res.identical == res.requests and res.refused == res.mismatches
     print(res.line())
     return 0 if ok else 1

@@ -67,9 +67,12 @@ NON_TRANSFER_FIELDS = frozenset(
 """Device-only scratch that never leaves the device (L2 host / L3 store / PD transfer).
 
 SGLang: ``MambaPool._NON_TRANSFER_STATE_FIELDS`` in ``python/sglang/srt/mem_cache/
-memory_pool.py``, skipped by ``MambaPool._iter_transfer_state_entries`` (upstream lists the
-two ``intermediate_*`` speculative scratch buffers; the K3 branch adds the six ReplaySSM ring
-fields, seed 004 "replayssm" paragraph)."""
+memory_pool.py``, skipped by ``MambaPool._iter_transfer_state_entries`` (which feeds the PD
+transfer's buffer lists). Read with the search tools in a public CPU port of the v0.5.20
+MambaPool methods (the upstream set is ``{"intermediate_ssm", "intermediate_conv_window"}``;
+the stored copy of the real file is cut before that class); the K3 branch adds the six
+ReplaySSM ring fields (seed 004, "replayssm" paragraph: "当前实现将以下字段列入
+_NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
     "FORMAT",
