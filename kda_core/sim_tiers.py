@@ -129,6 +129,34 @@ def _make_room(cache, pol, budget: int, need: int) -> int:
     return evicted
 
 
+def _tier_lookup(
+    blocks: np.ndarray, dev: int, host: _LRU | None, remote: _LRU | None, cfg: TierConfig, ck: int
+) -> tuple[int, int, float, str]:
+    """Longest restorable prefix (blocks) over device / host / remote -> (blocks, source code
+    0 none 1 device 2 host 3 remote, load seconds, tier name)."""
+    best, src, load, name = dev, 1 if dev else 0, 0.0, ""
+    for tier, code, bw, lat, tname in (
+        (host, 2, cfg.host_bw, cfg.host_latency_s, "host"),
+        (remote, 3, cfg.remote_bw, cfg.remote_latency_s, "remote"),
+    ):
+        p = tier.longest(blocks, best) if tier is not None else 0
+        if p > best:
+            best, src, load, name = p, code, lat + ck / bw, tname
+    return best, src, load, name
+
+
+def _fit_positions(cache, pol, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
+    """Evict (the restore node locked) until this request's states fit; keep the shallowest
+    positions that still fit. -> (states evicted, positions kept)."""
+    if m.restore_at:
+        cache.lock_state(m.node)
+    evicted = _make_room(cache, pol, budget, ck * len(positions))
+    if m.restore_at:
+        cache.unlock_state(m.node)
+    fit = max(0, (budget - cache.state_bytes) // ck)
+    return evicted, sorted(positions)[: int(fit)]
+
+
 def simulate_tiers(
     trace: Trace | None = None,
     setup: str = "device+host",
@@ -163,16 +191,7 @@ def simulate_tiers(
         key = tuple(int(b) for b in blocks)
         m = cache.match(key)
         dev = m.restore_at // page
-        best, src = dev, 1 if dev else 0
-        for tier, code, bw, lat, name in (
-            (host, 2, cfg.host_bw, cfg.host_latency_s, "host"),
-            (remote, 3, cfg.remote_bw, cfg.remote_latency_s, "remote"),
-        ):
-            p = tier.longest(blocks, best) if tier is not None else 0
-            if p > best:
-                best, src = p, code
-                load_s[i] = lat + ck / bw
-                bytes_from = name
+        best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
         if src >= 2:
             loaded[bytes_from] += ck
             evictions += _make_room(cache, pol, cfg.device_bytes, ck)
@@ -181,13 +200,8 @@ def simulate_tiers(
             m = cache.match(key)
         restore[i], source[i] = best * page, src
         positions = pol.checkpoint_positions(L, m, page_size=page)
-        if m.restore_at:
-            cache.lock_state(m.node)
-        evictions += _make_room(cache, pol, cfg.device_bytes, ck * len(positions))
-        if m.restore_at:
-            cache.unlock_state(m.node)
-        fit = max(0, (cfg.device_bytes - cache.state_bytes) // ck)
-        positions = sorted(positions)[: int(fit)]
+        ev, positions = _fit_positions(cache, pol, cfg.device_bytes, ck, m, positions)
+        evictions += ev
         if positions:
             cache.insert(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])
             last = int(blocks[positions[-1] // page - 1])  # the last tracked state only
