@@ -8,7 +8,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: demo test chromium lint bench figures readme-figures screenshots clean
+.PHONY: demo test chromium libibverbs mooncake-services lint bench figures readme-figures screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,18 @@ chromium: $(VENV)/.installed
 		apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei; \
 	else $(PY) -m playwright install chromium; fi
 
-test: $(VENV)/.installed chromium
+# Mooncake Store's engine.so links Debian's libibverbs1 even for TCP (kda_core/transfer/mooncake.py)
+libibverbs:
+	@if ldconfig -p 2>/dev/null | grep -q 'libibverbs.so.1 '; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && apt-get install -y -qq libibverbs1; \
+	else echo "libibverbs1 missing: Mooncake tests skip (apt-get install libibverbs1)"; fi
+
+# a Mooncake master + storage node on 127.0.0.1 (Ctrl-C stops them)
+mooncake-services: $(VENV)/.installed libibverbs
+	$(PY) -m kda_core.transfer mooncake-services
+
+test: $(VENV)/.installed chromium libibverbs
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest
 
 lint: $(VENV)/.installed

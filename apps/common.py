@@ -1,4 +1,4 @@
-"""Shared UI helpers for every KDA State Lab app (a stable API: the seven apps build on it).
+"""Shared UI helpers for every KDA State Lab app (a stable API: every app builds on it).
 
 Apps draw what ``kda_core.studies`` returns; this module holds only presentation glue.
 
@@ -6,7 +6,7 @@ Registry (the hub lists every entry; a module that does not exist yet is skipped
     ``AppInfo(name, title, title_zh, blurb, blurb_zh)``; ``.thumbnail`` -> Path | None
     (``assets/screenshots/thumbs/<name>.png``, the first figure, else the full page
     ``assets/screenshots/<name>.png``, once ``python -m apps.screenshots`` ran).
-    ``APPS: tuple[AppInfo, ...]`` (all seven, hub order); ``app_info(name) -> AppInfo``;
+    ``APPS: tuple[AppInfo, ...]`` (every app, hub order); ``app_info(name) -> AppInfo``;
     ``load_app(name) -> module | None`` (None plus a log line when ``apps/<name>.py`` is missing
     or fails to import).
 
@@ -191,6 +191,13 @@ APPS: tuple[AppInfo, ...] = (
         "显存规划",
         "Real configs: state per request, MLA KV per token, slots, and max running requests.",
         "真实模型配置：每请求状态、每 token MLA KV、槽位与最大并发请求数。",
+    ),
+    AppInfo(
+        "state_transfer",
+        "State transfer",
+        "跨实例状态传输",
+        "Model-state objects across instances: prefill to decode, refusals, splices, tiers.",
+        "跨实例的模型状态对象：prefill 到 decode、拒绝不匹配、拼接漂移、存储层级。",
     ),
 )
 

@@ -71,6 +71,7 @@ from kda_core.model import (
     MAX_TOKENS,
     TOKENIZER_FINGERPRINT,
     VOCAB,
+    KDALayerState,
     ModelState,
     TinyHybrid,
     check_tokens,
@@ -687,6 +688,33 @@ class Engine:
             pools=self.pool_stats(),
             seconds=time.perf_counter() - t0,
         )
+
+    # -- hook for kda_core.transfer (restoring a state made elsewhere) ---------------------------
+    def adopt_checkpoint(
+        self, tokens: list[int], mla_kv: np.ndarray, kda_state: np.ndarray, conv: np.ndarray
+    ) -> bool:
+        """Put a validated state (S [L, H, K, V], conv [L, W-1, D] and the MLA KV of ``tokens``)
+        into the tree as a checkpoint at ``len(tokens)``; the next ``generate`` restores from it.
+        Call between requests. Returns False if no checkpoint slot can be made free."""
+        if not self.cache_on:
+            return False
+        ids = check_tokens(tokens, name="tokens")
+        ok, _ = self._ckpt_slot()
+        if not ok:
+            return False
+        a = self.active.allocate("adopt")
+        try:
+            layers = [KDALayerState(kda_state[i], conv[i]) for i in range(kda_state.shape[0])]
+            self.active.bind(a, layers)
+            slot = self.checkpoints.store_from_active(self.active, a, "tree")
+        finally:
+            self.active.free(a)
+        r = self.tree.insert(
+            ids, np.asarray(mla_kv), [(len(ids), slot, self.checkpoints.slot_bytes)]
+        )
+        if r.existed:
+            self.checkpoints.free(slot)
+        return True
 
     # -- views ---------------------------------------------------------------------------------
     def pool_stats(self) -> PoolStats:

@@ -397,6 +397,9 @@ class RadixStateCache:
             raise ValueError("kv_slice must be callable or None")
         self.on_free_kv = on_free_kv
         self.on_free_state = on_free_state
+        # set by kda_core.transfer.tiers: sees a node while its state is still attached, so a
+        # host tier can copy the state (and the path's tokens and KV) before it is dropped
+        self.before_drop_state: Callable[[Node], Any] | None = None
         self._kv_slice = kv_slice or _default_kv_slice
         self.max_key_len = _check_int(max_key_len, "max_key_len", 1, MAX_KEY_LEN)
         # elements per page, tokens per element
@@ -641,6 +644,8 @@ class RadixStateCache:
 
     def _detach_state(self, node: Node, acc: _Acc | None, count: bool = True) -> None:
         """Drop the node's state (callback), keep the node. Caller fixes leaf status."""
+        if self.before_drop_state is not None:
+            self.before_drop_state(node)
         if node.sprot:
             self._n_sprot -= 1
             self._sprot_bytes -= node.state_bytes

@@ -33,6 +33,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_retention_policies",
     "plot_unified_memory",
     "plot_speculative_memory",
+    "plot_state_tiers",
 )
 # Scripts rendered by one worker, in this order (the second reuses the first's simulations).
 TOGETHER: tuple[tuple[str, ...], ...] = (("plot_checkpoint_density", "plot_retention_policies"),)

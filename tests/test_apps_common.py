@@ -112,7 +112,7 @@ def test_palette_is_the_core_palette():
         assert common.COLORS[key].startswith("#")
 
 
-def test_registry_lists_all_seven():
+def test_registry_lists_every_app():
     names = [a.name for a in common.APPS]
     assert names == [
         "prefix_replay",
@@ -122,6 +122,7 @@ def test_registry_lists_all_seven():
         "chunk_scan",
         "speculative_replay",
         "memory_planner",
+        "state_transfer",
     ]
     for a in common.APPS:
         assert a.title and a.title_zh and a.blurb and a.blurb_zh

@@ -1,0 +1,238 @@
+"""State tiers on a trace: device-only vs + host (HiCache L2) vs + remote (Mooncake Store L3).
+
+The device holds checkpoints in the KDA-aware radix tree (block keys, as ``kda_core.sim``)
+under a state byte budget, placed and evicted by the same ``policy`` code. The host and the
+remote tier hold *only the last tracked state of each request* (seed 004: "最终 HiCache 通常只
+offload 最新边界对应的一个 Mamba state slot"): when a request finishes, its deepest checkpoint
+is written through to the host (and on to the remote tier), as SGLang's
+``hicache_write_policy="write_through"``; intermediate checkpoints live on the device only and
+are lost when evicted there. Each tier is an LRU under a byte capacity.
+
+Per request: the restore point is the longest boundary found on the device tree, the host or
+the remote tier (Mooncake block ids are chained, so the id of block p-1 names the whole
+p-block prefix). A host / remote hit is loaded onto the device (it becomes a device checkpoint)
+and costs ``latency + bytes / bandwidth`` before the prefill of ``[restore, input)`` starts:
+
+    TTFT = load_s + TimeModel.seconds(prefill_flops(restore_at, input_len))
+
+Write-through traffic is counted in bytes moved but not in TTFT (it is asynchronous). MLA KV is
+assumed resident on the device (``sim``'s unlimited-KV default); the tiers model the scarce part,
+the recurrent state, so bytes moved are checkpoint bytes (Kimi K3, TP8, bf16: 29,039,616 B).
+
+Defaults (per GPU; public figures):
+
+* device state budget 64 checkpoints (~1.9 GB): an example share of HBM for the Mamba pool;
+* host capacity = 2 x the device budget: SGLang ``ServerArgs.hicache_ratio = 2.0``
+  (``python/sglang/srt/server_args.py``, host pool / device pool);
+* host bandwidth 50 GB/s: PCIe 5.0 x16 carries 64 GB/s per direction raw (PCI-SIG), ~80 %
+  effective; latency 10 us;
+* remote capacity 128 GiB per GPU (a 1 TiB Mooncake DRAM pool over 8 GPUs: an assumption);
+  remote bandwidth 23.75 GB/s = the Mooncake README's 190 GB/s Transfer Engine figure on
+  8 x 400 Gbps RoCE, over the node's 8 GPUs; latency 100 us.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kda_core import costmodel
+from kda_core.sim import checkpoint_bytes, resolve_policy
+from kda_core.workloads import Trace, bundled_trace
+
+__all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]
+
+CKPT_K3_TP8 = checkpoint_bytes("kimi-k3", 8)
+TIER_SETUPS = ("device", "device+host", "device+host+remote")
+
+
+@dataclass(slots=True, frozen=True)
+class TierConfig:
+    device_bytes: int = 64 * CKPT_K3_TP8
+    host_bytes: int = 128 * CKPT_K3_TP8
+    remote_bytes: int = 128 << 30
+    host_bw: float = 50e9
+    remote_bw: float = 190e9 / 8
+    host_latency_s: float = 10e-6
+    remote_latency_s: float = 100e-6
+
+    def __post_init__(self) -> None:
+        for name in ("device_bytes", "host_bytes", "remote_bytes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1 << 50:
+                raise ValueError(f"{name} must be an integer in [0, 2**50], got {v!r}")
+        for name in ("host_bw", "remote_bw"):
+            if not 1e6 <= getattr(self, name) <= 1e13:
+                raise ValueError(
+                    f"{name} must be in [1e6, 1e13] bytes/s, got {getattr(self, name)}"
+                )
+        for name in ("host_latency_s", "remote_latency_s"):
+            if not 0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1] s, got {getattr(self, name)}")
+
+
+@dataclass(slots=True, frozen=True)
+class TierResult:
+    setup: str
+    n_requests: int
+    input_tokens: int
+    state_hit_rate: float  # restorable prefix / input tokens
+    hits: dict  # restores by tier: device / host / remote
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    bytes_loaded: dict  # host -> device, remote -> device
+    bytes_written: dict  # device -> host, host -> remote (write-through)
+    device_evictions: int
+    restore_at: np.ndarray  # per request, tokens
+    source: np.ndarray  # per request: 0 none, 1 device, 2 host, 3 remote
+
+
+class _LRU:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.d: OrderedDict[int, int] = OrderedDict()
+        self.used = 0
+
+    def put(self, key: int, nbytes: int) -> bool:
+        if nbytes > self.capacity:
+            return False
+        if key in self.d:
+            self.d.move_to_end(key)
+            return False
+        while self.used + nbytes > self.capacity:
+            _, n = self.d.popitem(last=False)
+            self.used -= n
+        self.d[key] = nbytes
+        self.used += nbytes
+        return True
+
+    def longest(self, blocks: np.ndarray, lo: int) -> int:
+        """Longest p > lo (blocks) whose prefix id blocks[p-1] is held; 0 if none."""
+        for p in range(len(blocks), lo, -1):
+            if int(blocks[p - 1]) in self.d:
+                self.d.move_to_end(int(blocks[p - 1]))
+                return p
+        return 0
+
+
+def _make_room(cache, pol, budget: int, need: int) -> int:
+    evicted = 0
+    while cache.state_bytes + need > budget:
+        r = pol.evict_states(cache, num=1)
+        if r.states == 0:
+            break
+        evicted += r.states
+    return evicted
+
+
+def _tier_lookup(
+    blocks: np.ndarray, dev: int, host: _LRU | None, remote: _LRU | None, cfg: TierConfig, ck: int
+) -> tuple[int, int, float, str]:
+    """Longest restorable prefix (blocks) over device / host / remote -> (blocks, source code
+    0 none 1 device 2 host 3 remote, load seconds, tier name)."""
+    best, src, load, name = dev, 1 if dev else 0, 0.0, ""
+    for tier, code, bw, lat, tname in (
+        (host, 2, cfg.host_bw, cfg.host_latency_s, "host"),
+        (remote, 3, cfg.remote_bw, cfg.remote_latency_s, "remote"),
+    ):
+        p = tier.longest(blocks, best) if tier is not None else 0
+        if p > best:
+            best, src, load, name = p, code, lat + ck / bw, tname
+    return best, src, load, name
+
+
+def _fit_positions(cache, pol, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
+    """Evict (the restore node locked) until this request's states fit; keep the shallowest
+    positions that still fit. -> (states evicted, positions kept)."""
+    if m.restore_at:
+        cache.lock_state(m.node)
+    evicted = _make_room(cache, pol, budget, ck * len(positions))
+    if m.restore_at:
+        cache.unlock_state(m.node)
+    fit = max(0, (budget - cache.state_bytes) // ck)
+    return evicted, sorted(positions)[: int(fit)]
+
+
+def simulate_tiers(
+    trace: Trace | None = None,
+    setup: str = "device+host",
+    config: TierConfig | None = None,
+    policy: Any = "sglang",
+    time_model: costmodel.TimeModel | None = None,
+) -> TierResult:
+    """Run ``trace`` (default: the bundled Mooncake conversation trace) with ``setup`` tiers."""
+    if setup not in TIER_SETUPS:
+        raise ValueError(f"setup must be one of {TIER_SETUPS}, got {setup!r}")
+    trace = bundled_trace("conversation") if trace is None else trace
+    if not isinstance(trace, Trace):
+        raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+    cfg = config or TierConfig()
+    tm = time_model or costmodel.TimeModel()
+    pol = resolve_policy(policy)
+    spec = costmodel.cost_spec("kimi-k3")
+    page, ck = trace.block_size, CKPT_K3_TP8
+    cache = pol.make_cache(page, block_keys=True)
+    host = _LRU(cfg.host_bytes) if "host" in setup else None
+    remote = _LRU(cfg.remote_bytes) if "remote" in setup else None
+    n = len(trace)
+    restore = np.zeros(n, dtype=np.int64)
+    source = np.zeros(n, dtype=np.int64)
+    load_s = np.zeros(n)
+    loaded = {"host": 0, "remote": 0}
+    written = {"host": 0, "remote": 0}
+    evictions = 0
+    for i in range(n):
+        L = int(trace.input_len[i])
+        blocks = trace.block_ids(i)[: L // page]
+        key = tuple(int(b) for b in blocks)
+        m = cache.match(key)
+        dev = m.restore_at // page
+        best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
+        if src >= 2:
+            loaded[bytes_from] += ck
+            evictions += _make_room(cache, pol, cfg.device_bytes, ck)
+            if cache.state_bytes + ck <= cfg.device_bytes:
+                cache.insert(key[:best], kv=best * page, states=[(best * page, ck, ck)])
+            m = cache.match(key)
+        restore[i], source[i] = best * page, src
+        positions = pol.checkpoint_positions(L, m, page_size=page)
+        ev, positions = _fit_positions(cache, pol, cfg.device_bytes, ck, m, positions)
+        evictions += ev
+        if positions:
+            cache.insert(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])
+            last = int(blocks[positions[-1] // page - 1])  # the last tracked state only
+            if host is not None and host.put(last, ck):
+                written["host"] += ck
+            if remote is not None and remote.put(last, ck):
+                written["remote"] += ck
+    L = trace.input_len
+    flops = np.asarray(costmodel.prefill_flops(spec, restore, L), dtype=np.float64)
+    ttft = load_s + np.asarray(tm.seconds(flops), dtype=np.float64)
+    tot = int(L.sum())
+    return TierResult(
+        setup,
+        n,
+        tot,
+        float(restore.sum() / tot) if tot else 0.0,
+        {k: int((source == c).sum()) for k, c in (("device", 1), ("host", 2), ("remote", 3))},
+        float(ttft.mean()) if n else 0.0,
+        float(np.percentile(ttft, 50)) if n else 0.0,
+        float(np.percentile(ttft, 95)) if n else 0.0,
+        loaded,
+        written,
+        evictions,
+        restore,
+        source,
+    )
+
+
+def compare_tiers(
+    trace: Trace | None = None, config: TierConfig | None = None, policy: Any = "sglang"
+) -> list[TierResult]:
+    """The three setups on one trace, same device budget and policy."""
+    trace = bundled_trace("conversation") if trace is None else trace
+    return [simulate_tiers(trace, s, config, policy) for s in TIER_SETUPS]

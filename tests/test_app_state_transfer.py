@@ -1,0 +1,110 @@
+"""apps.state_transfer: callbacks draw exactly what kda_core.studies.transfer returns; bad
+inputs raise gr.Error; the language switch re-draws figures and tables."""
+
+from __future__ import annotations
+
+import csv
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from apps import common
+from apps import state_transfer as app
+from kda_core.studies import transfer as st
+
+
+def _rows(path: str) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def pd_out():
+    return app.run_pd()
+
+
+def test_pd_draws_the_study(pd_out):
+    f_an, c_an, meta, f_tl, c_tl, summary, (a, r) = pd_out
+    np.testing.assert_array_equal(f_an.data[0].y, a.k3_bytes)
+    np.testing.assert_array_equal(f_an.data[1].y, a.tiny_bytes)
+    # K3 per GPU at TP8 in bf16: 69 layers x 12 heads x 128 x 128 x 2 B (the seed's 25.9 MB)
+    assert a.k3_bytes[1] == 69 * 12 * 128 * 128 * 2
+    assert f_an.layout.yaxis.type == "log"
+    assert _rows(c_an)[0] == ["part", "k3_bytes_per_gpu", "tiny_bytes"]
+    assert "`kda-state-object`" in meta and "`tokenizer_fingerprint`" in meta
+    ev = r.events
+    assert sum(len(tr.x) for tr in f_tl.data) == len(ev)
+    assert sorted(y for tr in f_tl.data for y in tr.y) == sorted(e.boundary for e in ev)
+    assert len(_rows(c_tl)) == 1 + len(ev)
+    assert r.max_dlogit <= 1e-9 and r.tokens == r.reference_tokens
+    assert r.restore_at == r.prompt_len - 1 and r.source == "store"
+    assert f"at token {r.restore_at}" in summary and "identical to one instance" in summary
+
+
+def test_mismatch_table_names_every_field():
+    md, m = app.run_mismatch()
+    assert m.fields == (
+        "model_fingerprint",
+        "tokenizer_fingerprint",
+        "layout",
+        "corrupt",
+        "truncated",
+        "format",
+    )
+    assert all(m.served_ok)
+    for f in m.fields:
+        assert f"`{f}`" in md
+    assert md.count("✓") == len(m.kinds)
+
+
+def test_splice_figure_is_the_study():
+    fig, path, d = app.run_splice(n_new=6)
+    np.testing.assert_array_equal(fig.data[1].y, np.maximum(d.drift_splice, 1e-17))
+    assert d.refused_field == "boundary"
+    assert d.drift_clean.max() <= 1e-9 < 1e-3 < d.drift_splice.min()
+    assert len(_rows(path)) == 1 + 6
+
+
+def test_tiers_figure_is_the_study():
+    fig, path, r = app.run_tiers(300, 8, 2.0)
+    np.testing.assert_array_equal(fig.data[0].y, r.state_hit_rate)
+    np.testing.assert_array_equal(fig.data[1].y, r.ttft_mean_s)
+    np.testing.assert_allclose(fig.data[3].y, r.bytes_loaded[:, 1] / 1e9)
+    assert r.n_requests == 300 and r.host_ckpts == 16
+    assert _rows(path)[0][:3] == ["setup", "state_hit_rate", "ttft_mean_s"]
+
+
+@pytest.mark.parametrize(
+    "call, msg",
+    [
+        (lambda: app.run_pd(text=""), "text must be non-empty"),
+        (lambda: app.run_pd(n_new=0), "new tokens must be an integer in [1, 64]"),
+        (lambda: app.run_pd(tp=7), "tp must divide"),
+        (lambda: app.run_pd(text="x" * 3000), "at most 2000"),
+        (lambda: app.run_splice(text_b="System: you are"), "text_b must differ"),
+        (lambda: app.run_tiers(n_requests=5), "trace requests must be an integer in [100, 12031]"),
+        (lambda: app.run_tiers(host_ratio=0), "host / device ratio"),
+    ],
+)
+def test_bad_inputs_raise_gr_error(call, msg):
+    with pytest.raises(gr.Error, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        call()
+
+
+def test_language_switch_redraws(pd_out):
+    state = pd_out[-1]
+    tiers = app.run_tiers(300, 8, 2.0)[-1]
+    out = app.redraw(common.LANGS[1], state, None, None, tiers)
+    assert "小模型" in out[0].data[1].name and "传输时间线" in out[3].layout.title.text
+    assert "decode 从" in out[5]
+    assert "状态层级" in out[-2].layout.title.text
+    back = app.redraw(common.LANGS[0], state, None, None, tiers)
+    assert "tiny model" in back[0].data[1].name
+
+
+def test_build_names_its_actions():
+    cfg = app.build().get_config_file()
+    names = {d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"}
+    assert names == {f"state_transfer_{x}" for x in ("pd", "mismatch", "splice", "tiers")}
+    assert st.MAX_NEW == 64
