@@ -1,0 +1,337 @@
+"""Varlen (packed) KDA and short conv: many sequences in one call, each with its own state.
+
+The serving runner feeds every running request's tokens of one scheduler step as one packed
+array: ``x [T_total, ...]`` with ``cu_seqlens [N + 1]`` (sequence ``i`` is rows
+``cu_seqlens[i]:cu_seqlens[i + 1]``, fla / flash-attn's convention), per-sequence initial
+states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
+
+* ``chunked_varlen`` - the chunkwise KDA of ``kda.chunked`` over packed sequences. Each
+  sequence is cut into chunks of C tokens (its last one zero padded: zero k, v, g, beta rows
+  leave the state unchanged and their outputs are dropped, as in ``kda.chunked``), so no chunk
+  straddles two sequences. The state-independent work (``kda._intra_chunk``) runs on all
+  chunks of all sequences at once; the scan runs *level by level*: level j holds the j-th chunk
+  of every sequence that has one, and ``kda._scan`` advances all of them together by treating
+  (sequence, head) pairs as heads. So 32 sequences of 4 chunks cost 4 batched scan steps
+  where one 128-chunk sequence costs 128.
+* ``step_batch`` - one token for B independent states in one numpy step (batched decode).
+* ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
+  rest through ``chunked_varlen``.
+* ``short_conv_varlen`` - ``conv.short_conv`` with one window per sequence, all sequences in
+  W shifted multiply-adds.
+
+Every fast path has a per-sequence twin (``*_naive``: a loop of the single-sequence
+function); tests/test_varlen.py checks they agree to 1e-10 in float64.
+
+Left out: grouped value heads, float32 fast paths (float64 only, like the model).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kda_core import kda
+from kda_core.conv import ACTIVATIONS, short_conv, silu
+
+__all__ = [
+    "check_cu_seqlens",
+    "chunked_varlen",
+    "chunked_varlen_naive",
+    "kda_varlen",
+    "short_conv_varlen",
+    "short_conv_varlen_naive",
+    "step_batch",
+    "step_batch_naive",
+]
+
+MAX_SEQS = 1 << 16
+
+
+def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
+    """int64 offsets ``[N + 1]``: 0 first, non-decreasing, ``total`` last (N in [1, 65536])."""
+    cu = np.asarray(cu_seqlens)
+    if cu.ndim != 1 or cu.dtype.kind not in "iu":
+        raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
+    if not 2 <= cu.size <= MAX_SEQS + 1:
+        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {MAX_SEQS}]")
+    cu = cu.astype(np.int64)
+    if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
+        raise ValueError(
+            f"cu_seqlens must start at 0, never decrease and end at T = {total}, "
+            f"got [{cu[0]}, ..., {cu[-1]}]"
+        )
+    return cu
+
+
+def _states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
+    if initial_states is None:
+        return np.zeros((N, H, K, V))
+    S = np.array(initial_states, dtype=np.float64)  # a copy: the caller's array is not written
+    if S.shape != (N, H, K, V):
+        raise ValueError(
+            f"initial_states must have shape [N, H, K, V] = {(N, H, K, V)}, got {S.shape}"
+        )
+    if not np.all(np.isfinite(S)):
+        raise ValueError("initial_states must be finite (found NaN or inf)")
+    return S
+
+
+def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
+    q, k, v, g, beta, _, scale = kda._validate(q, k, v, g, beta, None, scale)
+    if q.dtype != np.float64:
+        q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
+    T, H, K = q.shape
+    cu = check_cu_seqlens(cu_seqlens, T)
+    S = _states(initial_states, cu.size - 1, H, K, v.shape[2])
+    return q, k, v, g, beta, cu, S, scale
+
+
+# --------------------------------------------------------------------------------------------
+# chunkwise
+
+
+def _level_layout(cu: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Level-major chunk layout. Returns (order, src, level_sizes).
+
+    ``order``: sequences by chunk count, most first (stable), so level j's members are
+    ``order[:level_sizes[j]]``; ``src [n_chunks * C]``: the packed row each padded row reads
+    (``T`` = the appended zero row for padding), chunks in level-major order.
+    """
+    lens = np.diff(cu)
+    nch = -(-lens // C)
+    order = np.argsort(-nch, kind="stable")
+    sizes = [int(np.count_nonzero(nch > j)) for j in range(int(nch.max(initial=0)))]
+    T = int(cu[-1])
+    parts = []
+    off = np.arange(C)
+    for j, b in enumerate(sizes):
+        seqs = order[:b]
+        rows = cu[seqs, None] + j * C + off  # [b, C]
+        rows = np.where(rows < cu[seqs + 1, None], rows, T)
+        parts.append(rows.reshape(-1))
+    src = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return order, src, sizes
+
+
+def _level_intra(it: kda._Intra, a: int, b: int) -> kda._Intra:
+    """Chunks a..b of a slab (one level, one chunk per sequence) as ONE chunk whose heads are
+    the (sequence, head) pairs, in the layouts ``kda._scan`` expects."""
+    B = b - a
+    _, C2, H, K = it.KQ.shape
+    C = C2 // 2
+    Vd = it.V.shape[-1]
+
+    def token_major(x: np.ndarray, D: int, rows: int) -> np.ndarray:  # [B, rows, H, D]
+        return np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, rows, B * H, D)
+
+    return kda._Intra(
+        KQ=token_major(it.KQ[a:b], K, C2),
+        Tb=it.Tb[a:b].reshape(1, B * H, C, C),
+        V=token_major(it.V[a:b], Vd, C),
+        Aqk=it.Aqk[a:b].reshape(1, B * H, C, C),
+        Kd=token_major(it.Kd[a:b], K, C),
+        decay=it.decay[a:b].reshape(1, B * H, K),
+    )
+
+
+def chunked_varlen(
+    q, k, v, g, beta, cu_seqlens, *, scale=None, initial_states=None, chunk_size: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed chunkwise KDA. q, k, g [T, H, K]; v [T, H, V]; beta [T, H]; cu_seqlens [N + 1];
+    initial_states [N, H, K, V] (zeros if None). Returns (o [T, H, V], S [N, H, K, V]).
+
+    Equal (to rounding) to ``kda.chunked`` run on each sequence with its own initial state;
+    empty sequences (repeated offsets) keep their state."""
+    C = kda._check_chunk_size(chunk_size)
+    q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    T, H, K = q.shape
+    Vd = v.shape[2]
+    lens = np.diff(cu)
+    C = kda._effective_chunk(C, max(int(lens.max()), 1))
+    order, src, sizes = _level_layout(cu, C)
+    pad = [np.concatenate([x, np.zeros((1,) + x.shape[1:])]) for x in (q, k, v, g, beta)]
+    qp, kp, vp, gp, bp = (x[src] for x in pad)  # [n_chunks * C, ...] level-major
+    o_pad = np.empty((len(src), H, Vd))
+    per_slab = max(1, kda._SLAB_BYTES // (C * H * max(K, Vd) * 8))  # chunks, as kda.chunked
+    lvl = 0
+    chunk0 = 0
+    while lvl < len(sizes):
+        top = lvl + 1  # whole levels per slab, at least one
+        while top < len(sizes) and sum(sizes[lvl : top + 1]) <= per_slab:
+            top += 1
+        n = sum(sizes[lvl:top])
+        rows = slice(chunk0 * C, (chunk0 + n) * C)
+        it = kda._intra_chunk(qp[rows], kp[rows], vp[rows], gp[rows], bp[rows], scale, C)
+        a = 0
+        for j in range(lvl, top):
+            b = a + sizes[j]
+            seqs = order[: sizes[j]]
+            Sj = S[seqs].reshape(-1, K, Vd)
+            oj = np.empty((1, C, (b - a) * H, Vd))
+            kda._scan(_level_intra(it, a, b), Sj, oj)
+            S[seqs] = Sj.reshape(-1, H, K, Vd)
+            r0 = (chunk0 + a) * C
+            o_pad[r0 : r0 + (b - a) * C] = (
+                oj.reshape(C, b - a, H, Vd).transpose(1, 0, 2, 3).reshape(-1, H, Vd)
+            )
+            a = b
+        chunk0 += n
+        lvl = top
+    o = np.empty((T, H, Vd))
+    real = src < T
+    o[src[real]] = o_pad[real]
+    return o, S
+
+
+def chunked_varlen_naive(
+    q, k, v, g, beta, cu_seqlens, *, scale=None, initial_states=None, chunk_size: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``kda.chunked`` on each sequence in turn (empty ones keep their state)."""
+    q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    o = np.empty((q.shape[0], q.shape[1], v.shape[2]))
+    for i in range(cu.size - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            o[s], S[i] = kda.chunked(
+                q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i],
+                chunk_size=chunk_size,
+            )  # fmt: skip
+    return o, S
+
+
+# --------------------------------------------------------------------------------------------
+# one token for a batch of states (batched decode)
+
+
+def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """One token each for B sequences: S [B, H, K, V]; q, k, g [B, H, K]; v [B, H, V];
+    beta [B, H]. Returns (o [B, H, V], S' [B, H, K, V]) without touching the input S.
+
+    The recurrence of ``kda.recurrent`` (decay, delta-rule error, rank-1 write, read-out after
+    the write) with the batch folded into the head axis."""
+    S = np.asarray(S, dtype=np.float64)
+    if S.ndim != 4:
+        raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
+    B, H, K, Vd = S.shape
+    q, k, v, g, beta, _, scale = kda._validate(
+        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1), np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(beta, (1, B * H)), None, scale,
+    )  # fmt: skip
+    q, k, v, g, beta = q[0], k[0], v[0], g[0], beta[0]  # [BH, K] ...
+    Sf = S.reshape(B * H, K, Vd) * np.exp(g)[:, :, None]  # decay rows first (a new array)
+    kS = np.matmul(k[:, None, :], Sf)[:, 0, :]
+    u = beta[:, None] * (v - kS)
+    Sf += k[:, :, None] * u[:, None, :]
+    o = np.matmul(q[:, None, :], Sf)[:, 0, :] * scale
+    return o.reshape(B, H, Vd), Sf.reshape(B, H, K, Vd)
+
+
+def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``kda.step`` per sequence."""
+    S = np.asarray(S, dtype=np.float64)
+    outs, states = [], []
+    for b in range(S.shape[0]):
+        o, Sb = kda.step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
+        outs.append(o)
+        states.append(Sb)
+    return np.stack(outs), np.stack(states)
+
+
+def kda_varlen(
+    q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runner's KDA call: length-1 sequences (decode) through ``step_batch``, the others
+    (prefill chunks) through ``chunked_varlen``; same shapes as ``chunked_varlen``."""
+    cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
+    lens = np.diff(cu)
+    S = np.array(initial_states, dtype=np.float64)
+    o = np.empty(np.shape(v))
+    one = np.flatnonzero(lens == 1)
+    if one.size:
+        r = cu[one]
+        o[r], S[one] = step_batch(S[one], q[r], k[r], v[r], g[r], beta[r], scale=scale)
+    many = np.flatnonzero(lens > 1)
+    if many.size:
+        rows = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in many])
+        sub = np.concatenate([[0], np.cumsum(lens[many])])
+        o[rows], S[many] = chunked_varlen(
+            q[rows], k[rows], v[rows], g[rows], beta[rows], sub, scale=scale,
+            initial_states=S[many], chunk_size=chunk_size,
+        )  # fmt: skip
+    return o, S
+
+
+# --------------------------------------------------------------------------------------------
+# short conv
+
+
+def _conv_args(x, w, cu_seqlens, windows, activation):
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] < 1:
+        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
+    D, W = w.shape
+    if x.ndim != 2 or x.shape[1] != D:
+        raise ValueError(f"x must have shape [T, D] with D={D}, got {x.shape}")
+    cu = check_cu_seqlens(cu_seqlens, x.shape[0])
+    N = cu.size - 1
+    if windows is None:
+        win = np.zeros((N, W - 1, D))
+    else:
+        win = np.asarray(windows, dtype=np.float64)
+        if win.shape != (N, W - 1, D):
+            raise ValueError(
+                f"windows must have shape [N, W-1, D] = {(N, W - 1, D)}, got {win.shape}"
+            )
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    for name, arr in (("x", x), ("w", w), ("windows", win)):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return x, w, cu, win
+
+
+def short_conv_varlen(
+    x, w, cu_seqlens, windows=None, activation: str = "silu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed causal conv: x [T, D], w [D, W], cu_seqlens [N + 1], windows [N, W-1, D] (oldest
+    first; zeros if None). Returns (y [T, D], new windows [N, W-1, D]).
+
+    Each sequence's window is laid in front of its rows (``full``: N*(W-1) + T rows), then W
+    shifted gathers with multiply-adds, as ``short_conv`` does for one sequence."""
+    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    D, W = w.shape
+    N, T = cu.size - 1, x.shape[0]
+    lens = np.diff(cu)
+    seq_of = np.repeat(np.arange(N), lens)
+    # row of token t in `full`: its packed index + (W-1) rows of window per sequence up to it
+    at = np.arange(T) + (W - 1) * (seq_of + 1)
+    starts = cu[:-1] + (W - 1) * np.arange(N)  # where each sequence's window begins in full
+    full = np.empty((T + N * (W - 1), D))
+    full[at] = x
+    if W > 1:
+        wrows = (starts[:, None] + np.arange(W - 1)).reshape(-1)
+        full[wrows] = win.reshape(-1, D)
+    y = np.zeros((T, D))
+    for i in range(W):  # tap i reads the row W-1-i before the token
+        y += full[at - (W - 1 - i)] * w[:, i]
+    if activation == "silu":
+        y = silu(y)
+    # new window: the last W-1 rows of each sequence's [window, x] block
+    ends = starts + (W - 1) + lens  # one past each block
+    new = full[(ends[:, None] - (W - 1) + np.arange(W - 1)).reshape(-1)]
+    return y, new.reshape(N, W - 1, D)
+
+
+def short_conv_varlen_naive(
+    x, w, cu_seqlens, windows=None, activation: str = "silu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
+    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    y = np.empty_like(x)
+    new = win.copy()
+    for i in range(cu.size - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            y[s], new[i] = short_conv(x[s], w, win[i], activation)
+    return y, new
