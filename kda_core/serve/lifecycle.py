@@ -39,6 +39,7 @@ class Lifecycle:
         self.e = engine
         self.serve_id = serve_id
         self.kv_cache_on = engine.cache_on
+        self.running: list[RequestState] | None = None
 
     # -- resources -------------------------------------------------------------------------
     def ckpt_slot(self, r: RequestState) -> bool:
@@ -279,6 +280,10 @@ class Lifecycle:
         if r.slots is not None:
             e.pingpong.close(r.slots)
             r.slots = None
+
+    def _running_view(self) -> list[RequestState]:
+        """The scheduler's running list (set by the scheduler; tests read it)."""
+        return list(self.running) if self.running is not None else []
 
     def retract(self, r: RequestState) -> None:
         self.release(r)

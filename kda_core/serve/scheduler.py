@@ -65,6 +65,7 @@ class Scheduler:
         self.tree = life.e.tree
         self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
         self.running: list[RequestState] = []
+        life.running = self.running
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
