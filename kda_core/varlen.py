@@ -8,11 +8,15 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
 * ``chunked_varlen`` - the chunkwise KDA of ``kda.chunked`` over packed sequences. Each
   sequence is cut into chunks of C tokens (its last one zero padded: zero k, v, g, beta rows
   leave the state unchanged and their outputs are dropped, as in ``kda.chunked``), so no chunk
-  straddles two sequences. The state-independent work (``kda._intra_chunk``) runs on all
-  chunks of all sequences at once; the scan runs *level by level*: level j holds the j-th chunk
-  of every sequence that has one, and ``kda._scan`` advances all of them together by treating
-  (sequence, head) pairs as heads. So 32 sequences of 4 chunks cost 4 batched scan steps
-  where one 128-chunk sequence costs 128.
+  straddles two sequences. The work runs in rounds: round j takes the j-th chunk of every
+  sequence (a tail of r < C tokens is its own chunk of about r tokens, so short sequences are
+  not padded to C), in groups of about one ``kda.chunked`` slab; the state-independent part
+  (``kda._intra_chunk``) runs on a group's chunks at once and one batched scan step
+  (``_scan_step``, ``kda._scan``'s math with matmuls over (sequence, head)) advances all of
+  them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
+  256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
+  those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
+  join the rounds.
 * ``step_batch`` - one token for B independent states in one numpy step (batched decode).
 * ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
   rest through ``chunked_varlen``.
@@ -44,6 +48,11 @@ __all__ = [
 ]
 
 MAX_SEQS = 1 << 16
+_OWN_SLABS = 3
+"""Sequences with at least this many full chunks run ``kda.chunked`` on those contiguous rows
+(a few scan steps amortise its per-chunk Python cost, and it needs no gather); their tails and
+the shorter sequences (the serving case: prefill chunks of at most ``chunk_size`` tokens) are
+batched across sequences, where the per-chunk cost would dominate (bench/bench_serve.py)."""
 
 
 def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
@@ -89,48 +98,41 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
 # chunkwise
 
 
-def _level_layout(cu: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Level-major chunk layout. Returns (order, src, level_sizes).
-
-    ``order``: sequences by chunk count, most first (stable), so level j's members are
-    ``order[:level_sizes[j]]``; ``src [n_chunks * C]``: the packed row each padded row reads
-    (``T`` = the appended zero row for padding), chunks in level-major order.
-    """
-    lens = np.diff(cu)
-    nch = -(-lens // C)
-    order = np.argsort(-nch, kind="stable")
-    sizes = [int(np.count_nonzero(nch > j)) for j in range(int(nch.max(initial=0)))]
-    T = int(cu[-1])
-    parts = []
-    off = np.arange(C)
-    for j, b in enumerate(sizes):
-        seqs = order[:b]
-        rows = cu[seqs, None] + j * C + off  # [b, C]
-        rows = np.where(rows < cu[seqs + 1, None], rows, T)
-        parts.append(rows.reshape(-1))
-    src = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return order, src, sizes
+def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
+    """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
+    (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
+    round pieces are bucketed by their chunk size (a tail of r tokens gets
+    ``kda._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
+    row, rows) per bucket."""
+    full = lens // C
+    tail = lens % C
+    n_pieces = full + (tail > 0)
+    for j in range(int(n_pieces.max(initial=0))):
+        have = np.flatnonzero(n_pieces > j)
+        is_full = full[have] > j
+        size = np.where(is_full, C, tail[have])
+        width = np.array([C if f else kda._effective_chunk(C, int(r)) for f, r in
+                          zip(is_full, size)])  # fmt: skip
+        for Cp in np.unique(width):
+            pick = width == Cp
+            seqs = have[pick]
+            yield int(Cp), seqs, starts[seqs] + j * C, size[pick]
 
 
-def _level_intra(it: kda._Intra, a: int, b: int) -> kda._Intra:
-    """Chunks a..b of a slab (one level, one chunk per sequence) as ONE chunk whose heads are
-    the (sequence, head) pairs, in the layouts ``kda._scan`` expects."""
-    B = b - a
-    _, C2, H, K = it.KQ.shape
-    C = C2 // 2
-    Vd = it.V.shape[-1]
-
-    def token_major(x: np.ndarray, D: int, rows: int) -> np.ndarray:  # [B, rows, H, D]
-        return np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, rows, B * H, D)
-
-    return kda._Intra(
-        KQ=token_major(it.KQ[a:b], K, C2),
-        Tb=it.Tb[a:b].reshape(1, B * H, C, C),
-        V=token_major(it.V[a:b], Vd, C),
-        Aqk=it.Aqk[a:b].reshape(1, B * H, C, C),
-        Kd=token_major(it.Kd[a:b], K, C),
-        decay=it.decay[a:b].reshape(1, B * H, K),
-    )
+def _scan_step(it: kda._Intra, S: np.ndarray) -> np.ndarray:
+    """One chunk for each of B sequences (``it`` holds one chunk per sequence, S [B, H, K, V]
+    updated in place). The math of ``kda._scan`` for one chunk, with matmuls batched over
+    (sequence, head) on strided views of the token-major intra arrays (no transposed copies):
+        R = [kg; Qg] S0,  Vn = Tb (v - kg S0),  O = Qg S0 + Aqk Vn,  S1 = D S0 + Kd^T Vn.
+    Returns O [B, H, C, V]."""
+    C = it.Tb.shape[-1]
+    R = np.matmul(np.swapaxes(it.KQ, 1, 2), S)  # [B, H, 2C, V]
+    Vn = np.matmul(it.Tb, np.swapaxes(it.V, 1, 2) - R[:, :, :C])
+    O = np.matmul(it.Aqk, Vn)
+    O += R[:, :, C:]
+    S *= it.decay[..., None]
+    S += np.matmul(it.Kd.transpose(0, 2, 3, 1), Vn)
+    return O
 
 
 def chunked_varlen(
@@ -147,38 +149,39 @@ def chunked_varlen(
     Vd = v.shape[2]
     lens = np.diff(cu)
     C = kda._effective_chunk(C, max(int(lens.max()), 1))
-    order, src, sizes = _level_layout(cu, C)
-    pad = [np.concatenate([x, np.zeros((1,) + x.shape[1:])]) for x in (q, k, v, g, beta)]
-    qp, kp, vp, gp, bp = (x[src] for x in pad)  # [n_chunks * C, ...] level-major
-    o_pad = np.empty((len(src), H, Vd))
-    per_slab = max(1, kda._SLAB_BYTES // (C * H * max(K, Vd) * 8))  # chunks, as kda.chunked
-    lvl = 0
-    chunk0 = 0
-    while lvl < len(sizes):
-        top = lvl + 1  # whole levels per slab, at least one
-        while top < len(sizes) and sum(sizes[lvl : top + 1]) <= per_slab:
-            top += 1
-        n = sum(sizes[lvl:top])
-        rows = slice(chunk0 * C, (chunk0 + n) * C)
-        it = kda._intra_chunk(qp[rows], kp[rows], vp[rows], gp[rows], bp[rows], scale, C)
-        a = 0
-        for j in range(lvl, top):
-            b = a + sizes[j]
-            seqs = order[: sizes[j]]
-            Sj = S[seqs].reshape(-1, K, Vd)
-            oj = np.empty((1, C, (b - a) * H, Vd))
-            kda._scan(_level_intra(it, a, b), Sj, oj)
-            S[seqs] = Sj.reshape(-1, H, K, Vd)
-            r0 = (chunk0 + a) * C
-            o_pad[r0 : r0 + (b - a) * C] = (
-                oj.reshape(C, b - a, H, Vd).transpose(1, 0, 2, 3).reshape(-1, H, Vd)
-            )
-            a = b
-        chunk0 += n
-        lvl = top
     o = np.empty((T, H, Vd))
-    real = src < T
-    o[src[real]] = o_pad[real]
+    starts, rest = cu[:-1].copy(), lens.copy()
+    for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
+        n = lens[i] // C * C
+        s = slice(cu[i], cu[i] + n)
+        o[s], S[i] = kda.chunked(
+            q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i], chunk_size=C
+        )
+        starts[i] += n
+        rest[i] -= n  # its tail (< C tokens) joins the batched rounds
+    idx = np.flatnonzero(rest > 0)
+    for Cp, seqs, row0, size in _rounds(starts[idx], rest[idx], C):
+        seqs = idx[seqs]
+        # groups of about one kda.chunked slab: intermediates stay in cache between the intra
+        # pass and the scan step
+        group = max(1, kda._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
+        off = np.arange(Cp)
+        for g0 in range(0, len(seqs), group):
+            gs = slice(g0, g0 + group)
+            rows = (row0[gs, None] + off).reshape(-1)
+            pad = (off[None, :] >= size[gs, None]).reshape(-1)  # past the piece's end
+            src = np.minimum(rows, T - 1)
+            xs = [x[src] for x in (q, k, v, g, beta)]
+            if pad.any():  # zero k, v, g, beta rows leave the state unchanged
+                for x in xs:
+                    x[pad] = 0.0
+            it = kda._intra_chunk(*xs, scale, Cp)
+            Sj = S[seqs[gs]]
+            oj = _scan_step(it, Sj)  # [n, H, Cp, V]
+            S[seqs[gs]] = Sj
+            oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
+            keep = ~pad
+            o[rows[keep]] = oj[keep]
     return o, S
 
 
