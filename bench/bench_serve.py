@@ -94,7 +94,9 @@ def varlen_prefill(T: int, n: int, H: int, K: int, repeat: int) -> dict:
         t = {"one": best(lambda: kda.chunked(q, k, v, g, beta), repeat)}
         for name, cu in layouts.items():
             for fn, tag in ((varlen.chunked_varlen, ""), (varlen.chunked_varlen_naive, "_loop")):
-                t[name + tag] = best(lambda: fn(q, k, v, g, beta, cu, initial_states=S0), repeat)
+                t[name + tag] = best(
+                    lambda fn=fn, cu=cu: fn(q, k, v, g, beta, cu, initial_states=S0), repeat
+                )
         for key, val in t.items():
             out[key] = min(out.get(key, np.inf), val)
     return {key: out["one"] / val for key, val in out.items() if key != "one"}

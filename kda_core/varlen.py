@@ -220,13 +220,23 @@ def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarr
         np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
         np.reshape(beta, (1, B * H)), None, scale,
     )  # fmt: skip
-    q, k, v, g, beta = q[0], k[0], v[0], g[0], beta[0]  # [BH, K] ...
-    Sf = S.reshape(B * H, K, Vd) * np.exp(g)[:, :, None]  # decay rows first (a new array)
-    kS = np.matmul(k[:, None, :], Sf)[:, 0, :]
-    u = beta[:, None] * (v - kS)
-    Sf += k[:, :, None] * u[:, None, :]
-    o = np.matmul(q[:, None, :], Sf)[:, 0, :] * scale
-    return o.reshape(B, H, Vd), Sf.reshape(B, H, K, Vd)
+    o, Sn = _step(S, q[0], k[0], v[0], g[0], beta[0], scale)
+    return o, Sn
+
+
+def _step(S, q, k, v, g, beta, scale: float, out=None) -> tuple[np.ndarray, np.ndarray]:
+    """``step_batch`` without validation (the runner's inputs come from the model): S
+    [B, H, K, V] (any strides, not written), q, k, g [B, H, K], v [B, H, V], beta [B, H];
+    the new state goes to ``out`` [B, H, K, V] if given (any strides), else a new array."""
+    B, H, K, Vd = S.shape
+    q, k, v, g = (x.reshape(B, H, -1) for x in (q, k, v, g))
+    beta = beta.reshape(B, H)
+    Sn = np.multiply(S, np.exp(g)[..., None], out=out)  # decay rows first
+    kS = np.matmul(k[:, :, None, :], Sn)[:, :, 0, :]
+    u = beta[..., None] * (v - kS)
+    Sn += k[..., None] * u[:, :, None, :]
+    o = np.matmul(q[:, :, None, :], Sn)[:, :, 0, :] * scale
+    return o, Sn
 
 
 def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
@@ -241,13 +251,23 @@ def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np
 
 
 def kda_varlen(
-    q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64
+    q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64, out=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The runner's KDA call: length-1 sequences (decode) through ``step_batch``, the others
-    (prefill chunks) through ``chunked_varlen``; same shapes as ``chunked_varlen``."""
+    (prefill chunks) through ``chunked_varlen``; same shapes as ``chunked_varlen``. The new
+    states are written to ``out`` [N, H, K, V] when given (and returned)."""
     cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
     lens = np.diff(cu)
-    S = np.array(initial_states, dtype=np.float64)
+    S0 = np.asarray(initial_states, dtype=np.float64)
+    if lens.size == np.shape(q)[0] and np.all(lens == 1):  # all decodes: no gathers, no copy
+        if scale is None:
+            scale = np.shape(q)[-1] ** -0.5
+        return _step(S0, q, k, v, g, beta, float(scale), out)
+    if out is None:
+        S = S0.copy()
+    else:
+        S = out
+        S[...] = S0
     o = np.empty(np.shape(v))
     one = np.flatnonzero(lens == 1)
     if one.size:
@@ -306,6 +326,10 @@ def short_conv_varlen(
     D, W = w.shape
     N, T = cu.size - 1, x.shape[0]
     lens = np.diff(cu)
+    if N == T and W > 1 and np.all(lens == 1):  # all decodes: one token per window
+        y = np.einsum("nwd,dw->nd", win, w[:, : W - 1]) + x * w[:, W - 1]
+        new = np.concatenate([win[:, 1:], x[:, None]], axis=1)
+        return (silu(y) if activation == "silu" else y), new
     seq_of = np.repeat(np.arange(N), lens)
     # row of token t in `full`: its packed index + (W-1) rows of window per sequence up to it
     at = np.arange(T) + (W - 1) * (seq_of + 1)

@@ -31,7 +31,7 @@ from kda_core.model import (
     check_tokens,
 )
 
-__all__ = ["decode_batch", "forward_batch"]
+__all__ = ["decode_batch", "forward_batch", "forward_packed"]
 
 
 def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> list[list[int]]:
@@ -50,8 +50,9 @@ def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> l
     return ids
 
 
-def _kda_layer(model, layer, h, cu, S0, win):
-    """One KDA mixer over packed rows; returns (y [T, D], S [N, H, K, V], windows)."""
+def _kda_layer(model, layer, h, cu, S0, win, out):
+    """One KDA mixer over packed rows; the new states go to ``out`` [N, H, K, V].
+    Returns (y [T, D], new states, windows)."""
     c = model.config
     w: KDAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
     T, H, K = h.shape[0], c.n_heads, c.head_dim
@@ -60,31 +61,36 @@ def _kda_layer(model, layer, h, cu, S0, win):
     f = ((h @ w.f_a) @ w.f_b).reshape(T, H, K)
     g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
     beta = _sigmoid(h @ w.w_beta)
-    o, S = varlen.kda_varlen(kda.l2norm(q), kda.l2norm(k), v, g, beta, cu, S0)
+    o, S = varlen.kda_varlen(kda.l2norm(q), kda.l2norm(k), v, g, beta, cu, S0, out=out)
     return model.kda_readout(layer, h, o), S, new_win
 
 
 def _mla_decode(model, layer, h, pasts):
     """Latent attention of one query per request (h [B, D]) over each request's own past
-    latents plus its new one: a padded batch with the padding masked out."""
+    latents plus its new one: a padded batch with the padding masked out, in the absorbed
+    form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h) . c and
+    outputs W_uv,h (p . c), so the past latents are never up-projected."""
     c = model.config
     w: MLAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
     B, Hm, dh = h.shape[0], c.mla_heads, c.mla_head_dim
     new = model.mla_latent(layer, h)  # [B, C]
+    C = new.shape[1]
     n = np.array([p.shape[0] for p in pasts]) + 1
     L = int(n.max())
-    lat = np.zeros((B, L, new.shape[1]))
+    lat = np.zeros((B, L, C))
     for b, p in enumerate(pasts):
         lat[b, : n[b] - 1] = p
-        lat[b, n[b] - 1] = new[b]
-    q = (h @ w.w_q).reshape(B, Hm, dh)
-    kk = (lat @ w.w_uk).reshape(B, L, Hm, dh)
-    vv = (lat @ w.w_uv).reshape(B, L, Hm, dh)
-    s = np.einsum("bhd,blhd->bhl", q, kk) / np.sqrt(dh)
+    lat[np.arange(B), n - 1] = new
+    q = (h @ w.w_q).reshape(B, Hm, 1, dh)
+    uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
+    uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
+    qa = np.matmul(q, uk)  # [B, Hm, 1, C]
+    s = np.matmul(qa, lat[:, None].swapaxes(-1, -2))[:, :, 0] / np.sqrt(dh)  # [B, Hm, L]
     s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     p = s / s.sum(axis=-1, keepdims=True)
-    o = np.einsum("bhl,blhd->bhd", p, vv).reshape(B, Hm * dh)
+    ctx = np.matmul(p[:, :, None, :], lat[:, None])  # [B, Hm, 1, C]
+    o = np.matmul(ctx, uv).reshape(B, Hm * dh)
     return (o * _sigmoid(h @ w.w_gate)) @ w.w_o, new
 
 
@@ -106,6 +112,42 @@ def _mla_layer(model, layer, h, cu, pasts):
     return y, lats
 
 
+def forward_packed(
+    model: TinyHybrid,
+    ids: list[list[int]],
+    S: np.ndarray,
+    conv: np.ndarray,
+    pasts: Sequence[np.ndarray],
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The core of ``forward_batch`` on layer-major state arrays (no validation).
+
+    S [L, N, H, K, V] and conv [L, N, W-1, D] (L = KDA layers; read only), pasts[i] the MLA
+    latents [P_i, n_mla, C] of sequence i. Returns (logits per sequence, new S, new conv,
+    new latents per sequence [len_i, n_mla, C]); the new arrays are fresh, so request i's
+    state is the view ``S_new[:, i]`` (the runner binds those views to the slots: no copy).
+    """
+    lens = np.array([len(s) for s in ids])
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    x = model.embed[np.concatenate(ids)]
+    S_new = np.empty_like(S)
+    W_new = np.empty_like(conv)
+    new_lat: list[list[np.ndarray]] = []
+    for layer, kind in enumerate(model.layer_kinds):
+        h = model.norm1(layer, x)
+        j = model._slot[layer]
+        if kind == "kda":
+            y, _, W_new[j] = _kda_layer(model, layer, h, cu, S[j], conv[j], S_new[j])
+        else:
+            y, lats = _mla_layer(model, layer, h, cu, pasts)
+            new_lat.append(lats)
+        x = x + y
+        x = x + model.mlp(layer, x)
+    logits = model.logits(x)
+    out = [logits[cu[i] : cu[i + 1]] for i in range(len(ids))]
+    kv = [np.stack([lat[i] for lat in new_lat], axis=1) for i in range(len(ids))]
+    return out, S_new, W_new, kv
+
+
 def forward_batch(
     model: TinyHybrid, seqs: Sequence[Sequence[int]], states: Sequence[ModelState]
 ) -> tuple[list[np.ndarray], list[ModelState]]:
@@ -114,37 +156,20 @@ def forward_batch(
     Returns (logits per sequence [len_i, vocab], new states), as ``model.forward`` would for
     each sequence alone (to rounding)."""
     ids = _check(model, seqs, states)
-    lens = np.array([len(s) for s in ids])
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    x = model.embed[np.concatenate(ids)]
-    kda_S = [np.stack([st.kda[j].S for st in states]) for j in range(len(model.kda_layers))]
-    kda_W = [np.stack([st.kda[j].conv for st in states]) for j in range(len(model.kda_layers))]
-    pasts = [st.mla_kv for st in states]
-    new_lat: list[list[np.ndarray]] = []
-    for layer, kind in enumerate(model.layer_kinds):
-        h = model.norm1(layer, x)
-        j = model._slot[layer]
-        if kind == "kda":
-            y, kda_S[j], kda_W[j] = _kda_layer(model, layer, h, cu, kda_S[j], kda_W[j])
-        else:
-            y, lats = _mla_layer(model, layer, h, cu, pasts)
-            new_lat.append(lats)
-        x = x + y
-        x = x + model.mlp(layer, x)
-    logits = model.logits(x)
-    out, new_states = [], []
-    for i, st in enumerate(states):
-        kv_new = np.stack([lat[i] for lat in new_lat], axis=1)
-        new_states.append(
-            ModelState(
-                [KDALayerState(kda_S[j][i], kda_W[j][i]) for j in range(len(kda_S))],
-                np.concatenate([st.mla_kv, kv_new], axis=0),
-                st.tokens + ids[i],
-                st.version,
-                st.fingerprint,
-            )
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    conv = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    out, S_new, W_new, kv = forward_packed(model, ids, S, conv, [st.mla_kv for st in states])
+    new_states = [
+        ModelState(
+            [KDALayerState(S_new[j, i], W_new[j, i]) for j in range(L)],
+            np.concatenate([st.mla_kv, kv[i]], axis=0),
+            st.tokens + ids[i],
+            st.version,
+            st.fingerprint,
         )
-        out.append(logits[cu[i] : cu[i + 1]])
+        for i, st in enumerate(states)
+    ]
     return out, new_states
 
 

@@ -101,6 +101,8 @@ class Lifecycle:
             r.token_match = r.restore_at = 0
         if r.restore_at == 0:
             e.active.bind(a, model.new_state().kda)
+        # the state's KDA arrays live in the active slot (the runner reads and rebinds them
+        # there each step); r.state.kda is this first view and is not kept current
         r.state = ModelState(
             e.active.layer_states(a),
             kv,
@@ -140,11 +142,8 @@ class Lifecycle:
     def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
         """The runner consumed ``n`` tokens of ``r`` (its state is new). Bind the state, record,
         park a planned checkpoint, emit a token when the prompt is done. -> finished?"""
-        e = self.e
         st = r.state
         assert st is not None and r.slots is not None
-        e.active.bind(r.slots.active, st.kda)
-        st.kda = e.active.layer_states(r.slots.active)
         pos = st.boundary
         if r.phase == "prefill":
             kind = "replay" if pos <= r.token_match else "prefill"
@@ -241,6 +240,7 @@ class Lifecycle:
             if e.strategy == "no_buffer":
                 if r.total in r.plan:
                     if self.ckpt_slot(r):
+                        self._compact(r.slots.active)
                         c = e.checkpoints.donate(e.active, r.slots.active, r.rid)
                         r.bump("copies" if e.int8 else "donations")
                         r.pending.append((r.total, c))
@@ -264,6 +264,14 @@ class Lifecycle:
         r.finished_at = step
         r.seconds = time.perf_counter() - r.t0
         return self.report(r)
+
+    def _compact(self, slot: int) -> None:
+        """The runner binds views of a step's batch array to active slots; before such a
+        buffer goes to the checkpoint pool (kept long) it gets its own memory, or it would
+        pin the whole batch array. One state copy, counted with the donation."""
+        S, conv = self.e.active.buffers(slot)
+        if S.base is not None or conv.base is not None:
+            self.e.active._swap(slot, S.copy(), conv.copy())
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:

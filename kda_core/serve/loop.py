@@ -147,7 +147,7 @@ def serve(
     sched = Scheduler(
         live, life, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens
     )
-    runner = Runner(engine.model)
+    runner = Runner(engine.model, engine.active)
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
