@@ -323,13 +323,27 @@ def short_conv_varlen(
     Each sequence's window is laid in front of its rows (``full``: N*(W-1) + T rows), then W
     shifted gathers with multiply-adds, as ``short_conv`` does for one sequence."""
     x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    return _conv_packed(x, w, cu, win, activation)
+
+
+def _conv_step(x: np.ndarray, w: np.ndarray, win: np.ndarray, activation: str):
+    """One token per window, no validation (the runner's decode path): x [N, D], win
+    [N, W-1, D] -> (y [N, D], new windows)."""
+    W = w.shape[1]
+    y = x * w[:, W - 1]
+    for i in range(W - 1):  # tap i multiplies the window row i (oldest first)
+        y += win[:, i] * w[:, i]
+    new = np.concatenate([win[:, 1:], x[:, None]], axis=1)
+    return (silu(y) if activation == "silu" else y), new
+
+
+def _conv_packed(x, w, cu, win, activation: str):
+    """``short_conv_varlen`` after validation (the runner calls it directly)."""
     D, W = w.shape
     N, T = cu.size - 1, x.shape[0]
     lens = np.diff(cu)
     if N == T and W > 1 and np.all(lens == 1):  # all decodes: one token per window
-        y = np.einsum("nwd,dw->nd", win, w[:, : W - 1]) + x * w[:, W - 1]
-        new = np.concatenate([win[:, 1:], x[:, None]], axis=1)
-        return (silu(y) if activation == "silu" else y), new
+        return _conv_step(x, w, win, activation)
     seq_of = np.repeat(np.arange(N), lens)
     # row of token t in `full`: its packed index + (W-1) rows of window per sequence up to it
     at = np.arange(T) + (W - 1) * (seq_of + 1)

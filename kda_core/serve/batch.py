@@ -56,7 +56,7 @@ def _kda_layer(model, layer, h, cu, S0, win, out):
     c = model.config
     w: KDAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
     T, H, K = h.shape[0], c.n_heads, c.head_dim
-    act, new_win = varlen.short_conv_varlen(h @ w.w_qkv, w.conv_w, cu, win, "silu")
+    act, new_win = varlen._conv_packed(h @ w.w_qkv, w.conv_w, cu, win, "silu")
     q, k, v = (act[:, i * H * K : (i + 1) * H * K].reshape(T, H, K) for i in range(3))
     f = ((h @ w.f_a) @ w.f_b).reshape(T, H, K)
     g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
@@ -77,10 +77,13 @@ def _mla_decode(model, layer, h, pasts):
     C = new.shape[1]
     n = np.array([p.shape[0] for p in pasts]) + 1
     L = int(n.max())
-    lat = np.zeros((B, L, C))
-    for b, p in enumerate(pasts):
-        lat[b, : n[b] - 1] = p
-    lat[np.arange(B), n - 1] = new
+    if np.all(n == L):  # equal lengths (steady decoding of a batch admitted together)
+        lat = np.concatenate([np.stack(pasts), new[:, None]], axis=1)
+    else:
+        lat = np.zeros((B, L, C))
+        for b, p in enumerate(pasts):
+            lat[b, : n[b] - 1] = p
+        lat[np.arange(B), n - 1] = new
     q = (h @ w.w_q).reshape(B, Hm, 1, dh)
     uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
     uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
