@@ -252,3 +252,22 @@ def test_retraction_victim_is_sglangs(monkeypatch):
         assert len(pool) >= 2  # at least one request stays
         assert (n_out, -P) == min((n, -p) for n, p in pool)
     assert_exact(rep, reqs)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_legacy_pools_and_cache_off(cache):
+    """Without state_slots the legacy pools run one request at a time (3 active slots,
+    extra_buffer holds 3); with state_slots and cache=False nothing is cached. Both exact."""
+    reqs = [Request(SYSTEM + f"q{i}", 4, arrival=i % 2) for i in range(4)]
+    e = Engine(model=MODEL, cache=cache)
+    rep = e.serve(reqs)
+    assert rep.peak_running == 1 and rep.capping_message is None
+    assert_exact(rep, reqs)
+    e.check_integrity()
+    e2 = Engine(model=MODEL, cache=cache, state_slots=30)
+    rep2 = e2.serve(reqs, kv_tokens=200)
+    assert rep2.peak_running > 1
+    assert_exact(rep2, reqs)
+    if not cache:
+        assert e2.tree.n_states == 0 and all(r.restore_at == 0 for r in rep2.reports)
+    assert_rows_consistent(e2, rep2)
