@@ -52,8 +52,17 @@ one Policy object never share mutable state such as Marconi's counters). Marconi
 ``alpha="auto"`` is simulator-only (``kda_core.sim`` runs the tuning replays): the engine
 rejects it. The policy's placement is checked against ``chunk_size`` at construction.
 
-Left out: batching / concurrency (requests run one at a time, so at most one request holds
-active slots), overlap scheduling, sampling other than greedy, host tiers, speculative decoding.
+Many requests at once: ``Engine.serve(requests)`` (``kda_core/serve/``: a scheduler that batches
+chunked prefill and decode under a token budget, admits by state slots, retracts under KV
+pressure, and a runner that executes each step as one packed TinyHybrid pass). With
+``state_slots`` the running and cached states share one pool of that many slots (SGLang's
+``MambaPool``; INT8 off) or, with ``int8_checkpoints``, the active pool has ``state_slots``
+and the INT8 checkpoint pool ``checkpoint_slots`` (default 2 x ``state_slots``, SGLang's
+``int8_mamba_ckpt_size`` default). Without ``state_slots`` the pools are the legacy pair sized
+by ``active_slots`` / ``checkpoint_slots``, and ``serve`` runs as many requests at once as the
+active pool holds.
+
+Left out: overlap scheduling, sampling other than greedy, host tiers, speculative decoding.
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kda_core import policy as policy_mod
+from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.model import (
     MAX_TOKENS,
@@ -91,6 +101,10 @@ from kda_core.pool import (
     StateShape,
 )
 from kda_core.radix import RadixStateCache
+from kda_core.serve.loop import ServeReport, StepRow
+from kda_core.serve.loop import serve as _serve
+from kda_core.serve.pools import SharedBudget, int8_checkpoint_slots, share
+from kda_core.serve.request import Request
 
 RESTORE_MODES: tuple[str, ...] = ("exact", "inconsistent")
 MAX_NEW_TOKENS = 4096
@@ -108,6 +122,9 @@ __all__ = [
     "Engine",
     "EngineStats",
     "GenerateReport",
+    "Request",
+    "ServeReport",
+    "StepRow",
     "TraceStep",
 ]
 
@@ -238,6 +255,11 @@ class Engine:
             (e.g. vLLM align needs chunk_size >= block_size).
         restore: "exact" or "inconsistent" (teaching mode, see module docstring).
         model: the TinyHybrid to serve (default ``TinyHybrid()``).
+        state_slots: one state pool of this many slots for running and cached states (INT8
+            off; then ``active_slots`` / ``checkpoint_slots`` must be None), or the active pool
+            size with ``int8_checkpoints`` (checkpoint pool: ``checkpoint_slots`` or 2 x this).
+            In [slots SGLang reserves per request (3 / 5 / 4 by strategy), 4096]. None: the
+            legacy separate pools.
     """
 
     def __init__(
@@ -253,6 +275,7 @@ class Engine:
         chunk_size: int = 64,
         restore: str = "exact",
         model: TinyHybrid | None = None,
+        state_slots: int | None = None,
     ) -> None:
         if policy is None:
             params = dict(DEFAULT_POLICY)
@@ -282,16 +305,20 @@ class Engine:
         self.restore_mode = restore
         self.chunk_size = _int(chunk_size, "chunk_size", 1, MAX_TOKENS)
         self._check_policy_chunk()
-        ck = DEFAULT_CHECKPOINT_SLOTS if checkpoint_slots is None else checkpoint_slots
-        ck = _int(ck, "checkpoint_slots", 1, MAX_SLOTS)
-        need = SLOTS_UP_FRONT[strategy]
-        act = SLOTS_MAX[strategy] if active_slots is None else active_slots
-        act = _int(act, "active_slots", 1, MAX_SLOTS)
-        if act < need:
-            raise ValueError(
-                f"active_slots must be >= {need} for strategy {strategy!r} "
-                f"(the slots one request holds up front), got {act}"
-            )
+        self.state_slots = None
+        if state_slots is not None:
+            ck, act = self._shared_sizes(state_slots, active_slots, checkpoint_slots, strategy)
+        else:
+            ck = DEFAULT_CHECKPOINT_SLOTS if checkpoint_slots is None else checkpoint_slots
+            ck = _int(ck, "checkpoint_slots", 1, MAX_SLOTS)
+            need = SLOTS_UP_FRONT[strategy]
+            act = SLOTS_MAX[strategy] if active_slots is None else active_slots
+            act = _int(act, "active_slots", 1, MAX_SLOTS)
+            if act < need:
+                raise ValueError(
+                    f"active_slots must be >= {need} for strategy {strategy!r} "
+                    f"(the slots one request holds up front), got {act}"
+                )
         self.kv_budget = None if kv_budget is None else _int(kv_budget, "kv_budget", 0, 1 << 40)
         if model is not None and not isinstance(model, TinyHybrid):
             raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
@@ -299,11 +326,14 @@ class Engine:
         shape = StateShape.of(self.model)
         self.active = ActivePool(shape, act)
         self.checkpoints = CheckpointPool(shape, ck, int8=self.int8)
+        if self.state_slots is not None and not self.int8:
+            share(self.active, self.checkpoints, SharedBudget(self.state_slots))
         self.pingpong = PingPong(self.active, strategy)
         self.tree: RadixStateCache = self.policy.make_cache(
             1, on_free_state=self._on_free_state, kv_slice=_kv_slice
         )
         self._n = 0
+        self._serves = 0
         self._locked: Any = None
         self._tot = dict.fromkeys(
             (
@@ -320,6 +350,24 @@ class Engine:
             ),
             0,
         )
+
+    def _shared_sizes(
+        self, state_slots: Any, active_slots: Any, checkpoint_slots: Any, strategy: str
+    ) -> tuple[int, int]:
+        """(checkpoint pool, active pool) capacities for ``state_slots``."""
+        spr = sizing.slots_per_request(strategy)
+        n = _int(state_slots, "state_slots", spr, MAX_SLOTS)
+        if active_slots is not None:
+            raise ValueError("active_slots must be None when state_slots is given")
+        self.state_slots = n
+        if not self.int8:
+            if checkpoint_slots is not None:
+                raise ValueError(
+                    "checkpoint_slots must be None when state_slots is given without INT8 "
+                    "checkpoints (running and cached states share the state_slots pool)"
+                )
+            return n, n
+        return int8_checkpoint_slots(n, checkpoint_slots), n
 
     def _check_policy_chunk(self) -> None:
         """Place checkpoints once for the longest prompt: a policy that cannot work with this
@@ -688,6 +736,56 @@ class Engine:
             pools=self.pool_stats(),
             seconds=time.perf_counter() - t0,
         )
+
+    # -- many requests -------------------------------------------------------------------------
+    def serve(
+        self,
+        requests: Any,
+        *,
+        max_batch_tokens: int | None = None,
+        max_running_requests: int | None = None,
+        kv_tokens: int | None = None,
+    ) -> ServeReport:
+        """Serve ``Request``s concurrently (continuous batching; see ``kda_core/serve/``).
+
+        Args:
+            requests: a sequence of ``Request(prompt, max_new_tokens, arrival=0)``, at most
+                4096; ``arrival`` is the scheduler step it arrives at (>= 0).
+            max_batch_tokens: tokens per scheduler step, decodes included, in [1, 65536]
+                (None: 4 x ``chunk_size``).
+            max_running_requests: SGLang's ``--max-running-requests`` in [1, 4096]; the state
+                pool caps it at ``sizing.max_running_requests(state_slots, strategy)`` and
+                the report carries SGLang's capping message when it does.
+            kv_tokens: the MLA KV token pool in [1, 2^40] shared by running requests and the
+                tree (None: unlimited). A request needing more than all of it is rejected
+                with an SGLang-style message; decodes that would overflow it retract requests.
+
+        Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
+        """
+        mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
+        mbt = _int(mbt, "max_batch_tokens", 1, 1 << 16)
+        mrr = None
+        if max_running_requests is not None:
+            mrr = _int(max_running_requests, "max_running_requests", 1, MAX_SLOTS)
+        kvt = None if kv_tokens is None else _int(kv_tokens, "kv_tokens", 1, 1 << 40)
+        if self.restore_mode != "exact":
+            raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
+        return _serve(self, requests, max_batch_tokens=mbt, max_running_requests=mrr, kv_tokens=kvt)
+
+    def _count(self, r: GenerateReport) -> None:
+        """Add one served request to the engine's totals (``stats``)."""
+        self._n += 1
+        t = self._tot
+        t["state_hits"] += r.restore_at > 0
+        t["token_hits"] += r.token_match > 0
+        t["prompt_tokens"] += len(r.prompt)
+        t["restored_tokens"] += r.restore_at
+        t["replayed_tokens"] += r.replayed
+        t["prefilled_tokens"] += r.prefilled
+        t["decoded_tokens"] += r.decoded
+        t["evicted_states"] += r.evicted_states
+        t["evicted_kv_tokens"] += r.evicted_kv_tokens
+        t["checkpoints_skipped"] += r.checkpoints_skipped
 
     # -- hook for kda_core.transfer (restoring a state made elsewhere) ---------------------------
     def adopt_checkpoint(

@@ -1,0 +1,186 @@
+"""TinyHybrid over a batch of requests in one pass: packed (varlen) prefill and batched decode.
+
+``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
+every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
+projections, MLPs and the LM head are single matmuls over all tokens; KDA layers run
+``varlen.short_conv_varlen`` and ``varlen.kda_varlen`` (length-1 sequences - decodes - through
+the batched step, prefill chunks through the level-by-level chunked scan), each sequence from
+its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
+masked batch; prefill chunks one sequence at a time (their causal masks differ).
+
+``decode_batch`` is the all-decode case (one token per request) advancing states in place.
+
+Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kda_core import kda, varlen
+from kda_core.model import (
+    MAX_TOKENS,
+    KDALayerState,
+    KDAWeights,
+    MLAWeights,
+    ModelState,
+    TinyHybrid,
+    _sigmoid,
+    check_tokens,
+)
+
+__all__ = ["decode_batch", "forward_batch", "forward_packed"]
+
+
+def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> list[list[int]]:
+    if not isinstance(model, TinyHybrid):
+        raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
+    if len(seqs) != len(states) or not seqs:
+        raise ValueError(
+            f"seqs and states must be non-empty and of one length, got {len(seqs)} and "
+            f"{len(states)}"
+        )
+    ids = [check_tokens(s, name=f"seqs[{i}]") for i, s in enumerate(seqs)]
+    for i, st in enumerate(states):
+        model.check_state(st)
+        if st.boundary + len(ids[i]) > MAX_TOKENS:
+            raise ValueError(f"seqs[{i}]: a request holds at most {MAX_TOKENS} tokens in all")
+    return ids
+
+
+def _kda_layer(model, layer, h, cu, S0, win, out):
+    """One KDA mixer over packed rows; the new states go to ``out`` [N, H, K, V].
+    Returns (y [T, D], new states, windows)."""
+    c = model.config
+    w: KDAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
+    T, H, K = h.shape[0], c.n_heads, c.head_dim
+    act, new_win = varlen._conv_packed(h @ w.w_qkv, w.conv_w, cu, win, "silu")
+    q, k, v = (act[:, i * H * K : (i + 1) * H * K].reshape(T, H, K) for i in range(3))
+    f = ((h @ w.f_a) @ w.f_b).reshape(T, H, K)
+    g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
+    beta = _sigmoid(h @ w.w_beta)
+    o, S = varlen.kda_varlen(kda.l2norm(q), kda.l2norm(k), v, g, beta, cu, S0, out=out)
+    return model.kda_readout(layer, h, o), S, new_win
+
+
+def _mla_decode(model, layer, h, pasts):
+    """Latent attention of one query per request (h [B, D]) over each request's own past
+    latents plus its new one: a padded batch with the padding masked out, in the absorbed
+    form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h) . c and
+    outputs W_uv,h (p . c), so the past latents are never up-projected."""
+    c = model.config
+    w: MLAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
+    B, Hm, dh = h.shape[0], c.mla_heads, c.mla_head_dim
+    new = model.mla_latent(layer, h)  # [B, C]
+    C = new.shape[1]
+    n = np.array([p.shape[0] for p in pasts]) + 1
+    L = int(n.max())
+    if np.all(n == L):  # equal lengths (steady decoding of a batch admitted together)
+        lat = np.concatenate([np.stack(pasts), new[:, None]], axis=1)
+    else:
+        lat = np.zeros((B, L, C))
+        for b, p in enumerate(pasts):
+            lat[b, : n[b] - 1] = p
+        lat[np.arange(B), n - 1] = new
+    q = (h @ w.w_q).reshape(B, Hm, 1, dh)
+    uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
+    uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
+    qa = np.matmul(q, uk)  # [B, Hm, 1, C]
+    s = np.matmul(qa, lat[:, None].swapaxes(-1, -2))[:, :, 0] / np.sqrt(dh)  # [B, Hm, L]
+    s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = s / s.sum(axis=-1, keepdims=True)
+    ctx = np.matmul(p[:, :, None, :], lat[:, None])  # [B, Hm, 1, C]
+    o = np.matmul(ctx, uv).reshape(B, Hm * dh)
+    return (o * _sigmoid(h @ w.w_gate)) @ w.w_o, new
+
+
+def _mla_layer(model, layer, h, cu, pasts):
+    """MLA over packed rows: decodes batched, prefill chunks per sequence."""
+    j = model._slot[layer]
+    lens = np.diff(cu)
+    y = np.empty_like(h)
+    lats: list[np.ndarray] = [None] * len(pasts)  # type: ignore[list-item]
+    one = np.flatnonzero(lens == 1)
+    if one.size:
+        yb, nb = _mla_decode(model, layer, h[cu[one]], [pasts[i][:, j] for i in one])
+        y[cu[one]] = yb
+        for r, i in enumerate(one):
+            lats[i] = nb[r : r + 1]
+    for i in np.flatnonzero(lens != 1):
+        s = slice(cu[i], cu[i + 1])
+        y[s], lats[i] = model.mla_mixer(layer, h[s], pasts[i][:, j])
+    return y, lats
+
+
+def forward_packed(
+    model: TinyHybrid,
+    ids: list[list[int]],
+    S: np.ndarray,
+    conv: np.ndarray,
+    pasts: Sequence[np.ndarray],
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The core of ``forward_batch`` on layer-major state arrays (no validation).
+
+    S [L, N, H, K, V] and conv [L, N, W-1, D] (L = KDA layers; read only), pasts[i] the MLA
+    latents [P_i, n_mla, C] of sequence i. Returns (logits per sequence, new S, new conv,
+    new latents per sequence [len_i, n_mla, C]); the new arrays are fresh, so request i's
+    state is the view ``S_new[:, i]`` (the runner binds those views to the slots: no copy).
+    """
+    lens = np.array([len(s) for s in ids])
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    x = model.embed[np.concatenate(ids)]
+    S_new = np.empty_like(S)
+    W_new = np.empty_like(conv)
+    new_lat: list[list[np.ndarray]] = []
+    for layer, kind in enumerate(model.layer_kinds):
+        h = model.norm1(layer, x)
+        j = model._slot[layer]
+        if kind == "kda":
+            y, _, W_new[j] = _kda_layer(model, layer, h, cu, S[j], conv[j], S_new[j])
+        else:
+            y, lats = _mla_layer(model, layer, h, cu, pasts)
+            new_lat.append(lats)
+        x = x + y
+        x = x + model.mlp(layer, x)
+    logits = model.logits(x)
+    out = [logits[cu[i] : cu[i + 1]] for i in range(len(ids))]
+    kv = [np.stack([lat[i] for lat in new_lat], axis=1) for i in range(len(ids))]
+    return out, S_new, W_new, kv
+
+
+def forward_batch(
+    model: TinyHybrid, seqs: Sequence[Sequence[int]], states: Sequence[ModelState]
+) -> tuple[list[np.ndarray], list[ModelState]]:
+    """Pure forward of ``seqs[i]`` after ``states[i]`` for every i in one pass.
+
+    Returns (logits per sequence [len_i, vocab], new states), as ``model.forward`` would for
+    each sequence alone (to rounding)."""
+    ids = _check(model, seqs, states)
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    conv = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    out, S_new, W_new, kv = forward_packed(model, ids, S, conv, [st.mla_kv for st in states])
+    new_states = [
+        ModelState(
+            [KDALayerState(S_new[j, i], W_new[j, i]) for j in range(L)],
+            np.concatenate([st.mla_kv, kv[i]], axis=0),
+            st.tokens + ids[i],
+            st.version,
+            st.fingerprint,
+        )
+        for i, st in enumerate(states)
+    ]
+    return out, new_states
+
+
+def decode_batch(
+    model: TinyHybrid, tokens: Sequence[int], states: Sequence[ModelState]
+) -> np.ndarray:
+    """One token per request, every state advanced in place. Returns logits [B, vocab]."""
+    logits, new = forward_batch(model, [[t] for t in tokens], states)
+    for st, nw in zip(states, new):
+        st.kda, st.mla_kv, st.tokens = nw.kda, nw.mla_kv, nw.tokens
+    return np.concatenate(logits, axis=0)

@@ -1,0 +1,158 @@
+"""Which requests run in the next step, and with how many tokens (SGLang's scheduler, small).
+
+Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run`` with
+``--enable-mixed-chunk``: the running decodes and the prefill chunks share one forward):
+
+1. **decode**: every running request past its prompt gets one token. If the MLA KV token pool
+   (``kv_tokens``) cannot hold them, unlocked tree leaves are evicted, then running requests
+   are **retracted** until it can (``ScheduleBatch.retract_decode``: sort by (outputs,
+   -input length) descending and pop the last, i.e. the request with the fewest outputs and
+   then the longest prompt; at least one request stays). A retracted request releases
+   everything (see ``lifecycle``) and waits again, FCFS by arrival.
+2. **prefill**: the token budget left (``max_batch_tokens`` minus the decodes) goes to the
+   running requests still in their prompt, oldest first, each up to its next cut (a chunk of
+   ``chunk_size`` from its restore point, or a checkpoint position) - chunked prefill.
+3. **admit**: while budget is left, the oldest arrived waiting request is admitted if fewer
+   than ``max_running`` run (``sizing.max_running_requests`` for the state pool: reserving 3 /
+   5 / 4 slots per request), the state pool can open its slots (1 / 3 / 2) after evicting
+   unlocked cached checkpoints, and the KV pool can hold its prompt beyond the cached prefix
+   (prompts of admitted requests are reserved until prefilled). FCFS: a head that does not fit
+   blocks the queue (SGLang's default policy).
+
+Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own time (the bench
+reports it as a fraction of the step).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kda_core.serve.lifecycle import Lifecycle
+from kda_core.serve.request import RequestState
+
+__all__ = ["Batch", "Scheduler"]
+
+
+@dataclass(slots=True)
+class Batch:
+    """One step's work: decodes (one token each), prefill chunks, and what changed."""
+
+    step: int
+    decode: list[RequestState] = field(default_factory=list)
+    prefill: list[tuple[RequestState, int]] = field(default_factory=list)
+    admitted: list[RequestState] = field(default_factory=list)
+    retracted: list[RequestState] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.decode and not self.prefill
+
+
+class Scheduler:
+    """FCFS continuous batching over one engine's pools (see the module docstring)."""
+
+    def __init__(
+        self,
+        requests: list[RequestState],
+        life: Lifecycle,
+        *,
+        max_running: int,
+        max_batch_tokens: int,
+        kv_tokens: int | None,
+    ) -> None:
+        self.life = life
+        self.tree = life.e.tree
+        self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
+        self.running: list[RequestState] = []
+        life.running = self.running
+        self.max_running = max_running
+        self.max_batch_tokens = max_batch_tokens
+        self.kv_cap = kv_tokens
+        self.seconds = 0.0
+        self.peak_running = 0
+
+    # -- the KV token pool -----------------------------------------------------------------
+    def kv_used(self) -> int:
+        """Tree KV plus each running request's tokens beyond the prefix it holds in the tree,
+        plus the prompt tokens admitted requests have yet to prefill (reserved)."""
+        own = sum(max(r.pos, r.P) - r.locked_len for r in self.running)
+        return self.tree.kv_tokens + own
+
+    def kv_room(self, n: int) -> bool:
+        """Make ``n`` more KV tokens available (evicting unlocked tree leaves). -> enough?"""
+        if self.kv_cap is None:
+            return True
+        short = self.kv_used() + n - self.kv_cap
+        if short > 0 and self.life.kv_cache_on:
+            self.tree.evict_kv(short)
+            short = self.kv_used() + n - self.kv_cap
+        return short <= 0
+
+    # -- one step --------------------------------------------------------------------------
+    def schedule(self, step: int) -> Batch:
+        t0 = time.perf_counter()
+        b = Batch(step)
+        self._decodes(b)
+        budget = self.max_batch_tokens - len(b.decode)
+        for r in self.running:
+            if budget <= 0:
+                break
+            if r.phase == "prefill":
+                n = min(self.life.next_cut(r) - r.pos, budget)
+                b.prefill.append((r, n))
+                budget -= n
+        while budget > 0 and not b.retracted and self._admit_head(step):
+            r = self.running[-1]
+            b.admitted.append(r)
+            n = min(self.life.next_cut(r) - r.pos, budget)
+            b.prefill.append((r, n))
+            budget -= n
+        self.peak_running = max(self.peak_running, len(self.running))
+        self.seconds += time.perf_counter() - t0
+        return b
+
+    def _decodes(self, b: Batch) -> None:
+        dec = [r for r in self.running if r.phase == "decode"]
+        while dec and not self.kv_room(len(dec)) and len(self.running) > 1:
+            victim = min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
+            self.running.remove(victim)
+            if victim in dec:
+                dec.remove(victim)
+            self.life.retract(victim)
+            b.retracted.append(victim)
+            self._requeue(victim)
+        b.decode = dec
+
+    def _requeue(self, r: RequestState) -> None:
+        key = (r.arrival, r.idx)
+        i = 0
+        while i < len(self.waiting) and (self.waiting[i].arrival, self.waiting[i].idx) < key:
+            i += 1
+        self.waiting.insert(i, r)
+
+    def _admit_head(self, step: int) -> bool:
+        if not self.waiting or len(self.running) >= self.max_running:
+            return False
+        r = self.waiting[0]
+        if r.arrival > step:
+            return False
+        if not self.life.make_room_to_open(r):
+            return False
+        if self.kv_cap is not None:
+            node, restore = self.life.probe_lock(r)
+            ok = self.kv_room(r.P - restore)
+            self.life.probe_unlock(node)
+            if not ok:
+                return False
+        self.waiting.pop(0)
+        self.life.admit(r, step)
+        self.running.append(r)
+        return True
+
+    def done(self, r: RequestState) -> None:
+        self.running.remove(r)
+
+    def idle(self, step: int) -> bool:
+        """Nothing runs and nothing has arrived yet (the loop just lets the step pass)."""
+        return not self.running and bool(self.waiting) and self.waiting[0].arrival > step

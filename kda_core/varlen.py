@@ -1,0 +1,378 @@
+"""Varlen (packed) KDA and short conv: many sequences in one call, each with its own state.
+
+The serving runner feeds every running request's tokens of one scheduler step as one packed
+array: ``x [T_total, ...]`` with ``cu_seqlens [N + 1]`` (sequence ``i`` is rows
+``cu_seqlens[i]:cu_seqlens[i + 1]``, fla / flash-attn's convention), per-sequence initial
+states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
+
+* ``chunked_varlen`` - the chunkwise KDA of ``kda.chunked`` over packed sequences. Each
+  sequence is cut into chunks of C tokens (its last one zero padded: zero k, v, g, beta rows
+  leave the state unchanged and their outputs are dropped, as in ``kda.chunked``), so no chunk
+  straddles two sequences. The work runs in rounds: round j takes the j-th chunk of every
+  sequence (a tail of r < C tokens is its own chunk of about r tokens, so short sequences are
+  not padded to C), in groups of about one ``kda.chunked`` slab; the state-independent part
+  (``kda._intra_chunk``) runs on a group's chunks at once and one batched scan step
+  (``_scan_step``, ``kda._scan``'s math with matmuls over (sequence, head)) advances all of
+  them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
+  256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
+  those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
+  join the rounds.
+* ``step_batch`` - one token for B independent states in one numpy step (batched decode).
+* ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
+  rest through ``chunked_varlen``.
+* ``short_conv_varlen`` - ``conv.short_conv`` with one window per sequence, all sequences in
+  W shifted multiply-adds.
+
+Every fast path has a per-sequence twin (``*_naive``: a loop of the single-sequence
+function); tests/test_varlen.py checks they agree to 1e-10 in float64.
+
+Left out: grouped value heads, float32 fast paths (float64 only, like the model).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kda_core import kda
+from kda_core.conv import ACTIVATIONS, short_conv, silu
+
+__all__ = [
+    "check_cu_seqlens",
+    "chunked_varlen",
+    "chunked_varlen_naive",
+    "kda_varlen",
+    "short_conv_varlen",
+    "short_conv_varlen_naive",
+    "step_batch",
+    "step_batch_naive",
+]
+
+MAX_SEQS = 1 << 16
+_OWN_SLABS = 3
+"""Sequences with at least this many full chunks run ``kda.chunked`` on those contiguous rows
+(a few scan steps amortise its per-chunk Python cost, and it needs no gather); their tails and
+the shorter sequences (the serving case: prefill chunks of at most ``chunk_size`` tokens) are
+batched across sequences, where the per-chunk cost would dominate (bench/bench_serve.py)."""
+
+
+def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
+    """int64 offsets ``[N + 1]``: 0 first, non-decreasing, ``total`` last (N in [1, 65536])."""
+    cu = np.asarray(cu_seqlens)
+    if cu.ndim != 1 or cu.dtype.kind not in "iu":
+        raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
+    if not 2 <= cu.size <= MAX_SEQS + 1:
+        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {MAX_SEQS}]")
+    cu = cu.astype(np.int64)
+    if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
+        raise ValueError(
+            f"cu_seqlens must start at 0, never decrease and end at T = {total}, "
+            f"got [{cu[0]}, ..., {cu[-1]}]"
+        )
+    return cu
+
+
+def _states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
+    if initial_states is None:
+        return np.zeros((N, H, K, V))
+    S = np.array(initial_states, dtype=np.float64)  # a copy: the caller's array is not written
+    if S.shape != (N, H, K, V):
+        raise ValueError(
+            f"initial_states must have shape [N, H, K, V] = {(N, H, K, V)}, got {S.shape}"
+        )
+    if not np.all(np.isfinite(S)):
+        raise ValueError("initial_states must be finite (found NaN or inf)")
+    return S
+
+
+def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
+    q, k, v, g, beta, _, scale = kda._validate(q, k, v, g, beta, None, scale)
+    if q.dtype != np.float64:
+        q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
+    T, H, K = q.shape
+    cu = check_cu_seqlens(cu_seqlens, T)
+    S = _states(initial_states, cu.size - 1, H, K, v.shape[2])
+    return q, k, v, g, beta, cu, S, scale
+
+
+# --------------------------------------------------------------------------------------------
+# chunkwise
+
+
+def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
+    """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
+    (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
+    round pieces are bucketed by their chunk size (a tail of r tokens gets
+    ``kda._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
+    row, rows) per bucket."""
+    full = lens // C
+    tail = lens % C
+    n_pieces = full + (tail > 0)
+    for j in range(int(n_pieces.max(initial=0))):
+        have = np.flatnonzero(n_pieces > j)
+        is_full = full[have] > j
+        size = np.where(is_full, C, tail[have])
+        width = np.array([C if f else kda._effective_chunk(C, int(r)) for f, r in
+                          zip(is_full, size)])  # fmt: skip
+        for Cp in np.unique(width):
+            pick = width == Cp
+            seqs = have[pick]
+            yield int(Cp), seqs, starts[seqs] + j * C, size[pick]
+
+
+def _scan_step(it: kda._Intra, S: np.ndarray) -> np.ndarray:
+    """One chunk for each of B sequences (``it`` holds one chunk per sequence, S [B, H, K, V]
+    updated in place). The math of ``kda._scan`` for one chunk, with matmuls batched over
+    (sequence, head) on strided views of the token-major intra arrays (no transposed copies):
+        R = [kg; Qg] S0,  Vn = Tb (v - kg S0),  O = Qg S0 + Aqk Vn,  S1 = D S0 + Kd^T Vn.
+    Returns O [B, H, C, V]."""
+    C = it.Tb.shape[-1]
+    R = np.matmul(np.swapaxes(it.KQ, 1, 2), S)  # [B, H, 2C, V]
+    Vn = np.matmul(it.Tb, np.swapaxes(it.V, 1, 2) - R[:, :, :C])
+    O = np.matmul(it.Aqk, Vn)
+    O += R[:, :, C:]
+    S *= it.decay[..., None]
+    S += np.matmul(it.Kd.transpose(0, 2, 3, 1), Vn)
+    return O
+
+
+def chunked_varlen(
+    q, k, v, g, beta, cu_seqlens, *, scale=None, initial_states=None, chunk_size: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed chunkwise KDA. q, k, g [T, H, K]; v [T, H, V]; beta [T, H]; cu_seqlens [N + 1];
+    initial_states [N, H, K, V] (zeros if None). Returns (o [T, H, V], S [N, H, K, V]).
+
+    Equal (to rounding) to ``kda.chunked`` run on each sequence with its own initial state;
+    empty sequences (repeated offsets) keep their state."""
+    C = kda._check_chunk_size(chunk_size)
+    q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    T, H, K = q.shape
+    Vd = v.shape[2]
+    lens = np.diff(cu)
+    C = kda._effective_chunk(C, max(int(lens.max()), 1))
+    o = np.empty((T, H, Vd))
+    starts, rest = cu[:-1].copy(), lens.copy()
+    for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
+        n = lens[i] // C * C
+        s = slice(cu[i], cu[i] + n)
+        o[s], S[i] = kda.chunked(
+            q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i], chunk_size=C
+        )
+        starts[i] += n
+        rest[i] -= n  # its tail (< C tokens) joins the batched rounds
+    idx = np.flatnonzero(rest > 0)
+    for Cp, seqs, row0, size in _rounds(starts[idx], rest[idx], C):
+        seqs = idx[seqs]
+        # groups of about one kda.chunked slab: intermediates stay in cache between the intra
+        # pass and the scan step
+        group = max(1, kda._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
+        off = np.arange(Cp)
+        for g0 in range(0, len(seqs), group):
+            gs = slice(g0, g0 + group)
+            rows = (row0[gs, None] + off).reshape(-1)
+            pad = (off[None, :] >= size[gs, None]).reshape(-1)  # past the piece's end
+            src = np.minimum(rows, T - 1)
+            xs = [x[src] for x in (q, k, v, g, beta)]
+            if pad.any():  # zero k, v, g, beta rows leave the state unchanged
+                for x in xs:
+                    x[pad] = 0.0
+            it = kda._intra_chunk(*xs, scale, Cp)
+            Sj = S[seqs[gs]]
+            oj = _scan_step(it, Sj)  # [n, H, Cp, V]
+            S[seqs[gs]] = Sj
+            oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
+            keep = ~pad
+            o[rows[keep]] = oj[keep]
+    return o, S
+
+
+def chunked_varlen_naive(
+    q, k, v, g, beta, cu_seqlens, *, scale=None, initial_states=None, chunk_size: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``kda.chunked`` on each sequence in turn (empty ones keep their state)."""
+    q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    o = np.empty((q.shape[0], q.shape[1], v.shape[2]))
+    for i in range(cu.size - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            o[s], S[i] = kda.chunked(
+                q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i],
+                chunk_size=chunk_size,
+            )  # fmt: skip
+    return o, S
+
+
+# --------------------------------------------------------------------------------------------
+# one token for a batch of states (batched decode)
+
+
+def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """One token each for B sequences: S [B, H, K, V]; q, k, g [B, H, K]; v [B, H, V];
+    beta [B, H]. Returns (o [B, H, V], S' [B, H, K, V]) without touching the input S.
+
+    The recurrence of ``kda.recurrent`` (decay, delta-rule error, rank-1 write, read-out after
+    the write) with the batch folded into the head axis."""
+    S = np.asarray(S, dtype=np.float64)
+    if S.ndim != 4:
+        raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
+    B, H, K, Vd = S.shape
+    q, k, v, g, beta, _, scale = kda._validate(
+        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1), np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(beta, (1, B * H)), None, scale,
+    )  # fmt: skip
+    o, Sn = _step(S, q[0], k[0], v[0], g[0], beta[0], scale)
+    return o, Sn
+
+
+def _step(S, q, k, v, g, beta, scale: float, out=None) -> tuple[np.ndarray, np.ndarray]:
+    """``step_batch`` without validation (the runner's inputs come from the model): S
+    [B, H, K, V] (any strides, not written), q, k, g [B, H, K], v [B, H, V], beta [B, H];
+    the new state goes to ``out`` [B, H, K, V] if given (any strides), else a new array."""
+    B, H, K, Vd = S.shape
+    q, k, v, g = (x.reshape(B, H, -1) for x in (q, k, v, g))
+    beta = beta.reshape(B, H)
+    Sn = np.multiply(S, np.exp(g)[..., None], out=out)  # decay rows first
+    kS = np.matmul(k[:, :, None, :], Sn)[:, :, 0, :]
+    u = beta[..., None] * (v - kS)
+    Sn += k[..., None] * u[:, :, None, :]
+    o = np.matmul(q[:, :, None, :], Sn)[:, :, 0, :] * scale
+    return o, Sn
+
+
+def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``kda.step`` per sequence."""
+    S = np.asarray(S, dtype=np.float64)
+    outs, states = [], []
+    for b in range(S.shape[0]):
+        o, Sb = kda.step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
+        outs.append(o)
+        states.append(Sb)
+    return np.stack(outs), np.stack(states)
+
+
+def kda_varlen(
+    q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64, out=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runner's KDA call: length-1 sequences (decode) through ``step_batch``, the others
+    (prefill chunks) through ``chunked_varlen``; same shapes as ``chunked_varlen``. The new
+    states are written to ``out`` [N, H, K, V] when given (and returned)."""
+    cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
+    lens = np.diff(cu)
+    S0 = np.asarray(initial_states, dtype=np.float64)
+    if lens.size == np.shape(q)[0] and np.all(lens == 1):  # all decodes: no gathers, no copy
+        if scale is None:
+            scale = np.shape(q)[-1] ** -0.5
+        return _step(S0, q, k, v, g, beta, float(scale), out)
+    if out is None:
+        S = S0.copy()
+    else:
+        S = out
+        S[...] = S0
+    o = np.empty(np.shape(v))
+    one = np.flatnonzero(lens == 1)
+    if one.size:
+        r = cu[one]
+        o[r], S[one] = step_batch(S[one], q[r], k[r], v[r], g[r], beta[r], scale=scale)
+    many = np.flatnonzero(lens > 1)
+    if many.size:
+        rows = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in many])
+        sub = np.concatenate([[0], np.cumsum(lens[many])])
+        o[rows], S[many] = chunked_varlen(
+            q[rows], k[rows], v[rows], g[rows], beta[rows], sub, scale=scale,
+            initial_states=S[many], chunk_size=chunk_size,
+        )  # fmt: skip
+    return o, S
+
+
+# --------------------------------------------------------------------------------------------
+# short conv
+
+
+def _conv_args(x, w, cu_seqlens, windows, activation):
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] < 1:
+        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
+    D, W = w.shape
+    if x.ndim != 2 or x.shape[1] != D:
+        raise ValueError(f"x must have shape [T, D] with D={D}, got {x.shape}")
+    cu = check_cu_seqlens(cu_seqlens, x.shape[0])
+    N = cu.size - 1
+    if windows is None:
+        win = np.zeros((N, W - 1, D))
+    else:
+        win = np.asarray(windows, dtype=np.float64)
+        if win.shape != (N, W - 1, D):
+            raise ValueError(
+                f"windows must have shape [N, W-1, D] = {(N, W - 1, D)}, got {win.shape}"
+            )
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    for name, arr in (("x", x), ("w", w), ("windows", win)):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return x, w, cu, win
+
+
+def short_conv_varlen(
+    x, w, cu_seqlens, windows=None, activation: str = "silu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed causal conv: x [T, D], w [D, W], cu_seqlens [N + 1], windows [N, W-1, D] (oldest
+    first; zeros if None). Returns (y [T, D], new windows [N, W-1, D]).
+
+    Each sequence's window is laid in front of its rows (``full``: N*(W-1) + T rows), then W
+    shifted gathers with multiply-adds, as ``short_conv`` does for one sequence."""
+    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    return _conv_packed(x, w, cu, win, activation)
+
+
+def _conv_step(x: np.ndarray, w: np.ndarray, win: np.ndarray, activation: str):
+    """One token per window, no validation (the runner's decode path): x [N, D], win
+    [N, W-1, D] -> (y [N, D], new windows)."""
+    W = w.shape[1]
+    y = x * w[:, W - 1]
+    for i in range(W - 1):  # tap i multiplies the window row i (oldest first)
+        y += win[:, i] * w[:, i]
+    new = np.concatenate([win[:, 1:], x[:, None]], axis=1)
+    return (silu(y) if activation == "silu" else y), new
+
+
+def _conv_packed(x, w, cu, win, activation: str):
+    """``short_conv_varlen`` after validation (the runner calls it directly)."""
+    D, W = w.shape
+    N, T = cu.size - 1, x.shape[0]
+    lens = np.diff(cu)
+    if N == T and W > 1 and np.all(lens == 1):  # all decodes: one token per window
+        return _conv_step(x, w, win, activation)
+    seq_of = np.repeat(np.arange(N), lens)
+    # row of token t in `full`: its packed index + (W-1) rows of window per sequence up to it
+    at = np.arange(T) + (W - 1) * (seq_of + 1)
+    starts = cu[:-1] + (W - 1) * np.arange(N)  # where each sequence's window begins in full
+    full = np.empty((T + N * (W - 1), D))
+    full[at] = x
+    if W > 1:
+        wrows = (starts[:, None] + np.arange(W - 1)).reshape(-1)
+        full[wrows] = win.reshape(-1, D)
+    y = np.zeros((T, D))
+    for i in range(W):  # tap i reads the row W-1-i before the token
+        y += full[at - (W - 1 - i)] * w[:, i]
+    if activation == "silu":
+        y = silu(y)
+    # new window: the last W-1 rows of each sequence's [window, x] block
+    ends = starts + (W - 1) + lens  # one past each block
+    new = full[(ends[:, None] - (W - 1) + np.arange(W - 1)).reshape(-1)]
+    return y, new.reshape(N, W - 1, D)
+
+
+def short_conv_varlen_naive(
+    x, w, cu_seqlens, windows=None, activation: str = "silu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
+    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    y = np.empty_like(x)
+    new = win.copy()
+    for i in range(cu.size - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            y[s], new[i] = short_conv(x[s], w, win[i], activation)
+    return y, new

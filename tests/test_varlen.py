@@ -1,0 +1,160 @@
+"""Varlen (packed) KDA, batched step and short conv against their per-sequence twins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kda_core import kda, varlen
+from kda_core.conv import short_conv
+from tests.kda_testdata import kda_inputs
+
+H, K, V = 3, 8, 6
+
+
+def packed(rng, lens, g_scale=1.0):
+    T = int(sum(lens))
+    q, k, v, g, beta, _ = kda_inputs(rng, max(T, 1), H, K, V, g_scale)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    S0 = rng.standard_normal((len(lens), H, K, V))
+    return q[:T], k[:T], v[:T], g[:T], beta[:T], cu, S0
+
+
+def recurrent_loop(q, k, v, g, beta, cu, S0):
+    """An independent reference: the token recurrence per sequence (not the chunked code)."""
+    o = np.empty(v.shape)
+    S = S0.copy()
+    for i in range(len(cu) - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            o[s], S[i] = kda.recurrent(q[s], k[s], v[s], g[s], beta[s], initial_state=S0[i])
+    return o, S
+
+
+@pytest.mark.parametrize(
+    "lens",
+    [[1], [1, 1, 1], [5], [64], [65, 1, 130, 7], [1, 200, 3, 16, 17, 0, 64], [300], [16] * 9],
+)
+@pytest.mark.parametrize("chunk_size", [16, 64])
+def test_chunked_varlen_equals_per_sequence(lens, chunk_size):
+    rng = np.random.default_rng(len(lens) * 100 + sum(lens))
+    q, k, v, g, beta, cu, S0 = packed(rng, lens)
+    if cu[-1] == 0:
+        pytest.skip("no tokens")
+    o, S = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0, chunk_size=chunk_size)
+    o2, S2 = varlen.chunked_varlen_naive(
+        q, k, v, g, beta, cu, initial_states=S0, chunk_size=chunk_size
+    )
+    o3, S3 = recurrent_loop(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(o, o2, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S, S2, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(o, o3, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S, S3, atol=1e-10, rtol=0)
+    for i in np.flatnonzero(np.diff(cu) == 0):  # an empty sequence keeps its state
+        np.testing.assert_array_equal(S[i], S0[i])
+
+
+def test_many_sequences_and_strong_decay():
+    rng = np.random.default_rng(7)
+    lens = list(rng.integers(1, 90, 40))
+    q, k, v, g, beta, cu, S0 = packed(rng, lens, g_scale=8.0)
+    o, S = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
+    o2, S2 = recurrent_loop(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(o, o2, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S, S2, atol=1e-10, rtol=0)
+
+
+def test_initial_states_not_written_and_zero_default():
+    rng = np.random.default_rng(3)
+    q, k, v, g, beta, cu, S0 = packed(rng, [10, 20])
+    keep = S0.copy()
+    varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
+    np.testing.assert_array_equal(S0, keep)
+    o, S = varlen.chunked_varlen(q, k, v, g, beta, cu)
+    o2, S2 = recurrent_loop(q, k, v, g, beta, cu, np.zeros_like(S0))
+    np.testing.assert_allclose(S, S2, atol=1e-10, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 70), min_size=1, max_size=12), st.sampled_from([16, 32, 64]))
+def test_chunked_varlen_hypothesis(lens, chunk_size):
+    if sum(lens) == 0:
+        lens = lens + [1]
+    rng = np.random.default_rng(sum(lens))
+    q, k, v, g, beta, cu, S0 = packed(rng, lens)
+    o, S = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0, chunk_size=chunk_size)
+    o2, S2 = recurrent_loop(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(o, o2, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S, S2, atol=1e-10, rtol=0)
+
+
+def test_step_batch_equals_step_and_kda_varlen_mixes():
+    rng = np.random.default_rng(11)
+    B = 7
+    q, k, v, g, beta, _ = kda_inputs(rng, B, H, K, V)
+    S0 = rng.standard_normal((B, H, K, V))
+    o, S = varlen.step_batch(S0, q, k, v, g, beta)
+    o2, S2 = varlen.step_batch_naive(S0, q, k, v, g, beta)
+    np.testing.assert_allclose(o, o2, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(S, S2, atol=1e-12, rtol=0)
+    lens = [1, 40, 1, 0, 3, 1]
+    q, k, v, g, beta, cu, S0 = packed(rng, lens)
+    o, S = varlen.kda_varlen(q, k, v, g, beta, cu, S0)
+    o2, S2 = recurrent_loop(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(o, o2, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S, S2, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("W", [1, 2, 4])
+@pytest.mark.parametrize("lens", [[1], [1, 1, 5], [2, 0, 9, 1, 3], [30, 1]])
+def test_short_conv_varlen_equals_per_sequence(W, lens):
+    rng = np.random.default_rng(W * 10 + len(lens))
+    D = 5
+    T = sum(lens)
+    x = rng.standard_normal((T, D))
+    w = rng.standard_normal((D, W))
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    win = rng.standard_normal((len(lens), W - 1, D))
+    for act in ("silu", "identity"):
+        y, nw = varlen.short_conv_varlen(x, w, cu, win, act)
+        y2, nw2 = varlen.short_conv_varlen_naive(x, w, cu, win, act)
+        np.testing.assert_allclose(y, y2, atol=1e-12, rtol=0)
+        np.testing.assert_allclose(nw, nw2, atol=0, rtol=0)
+        for i in range(len(lens)):  # and against conv.short_conv directly
+            s = slice(cu[i], cu[i + 1])
+            if lens[i]:
+                yi, wi = short_conv(x[s], w, win[i], act)
+                np.testing.assert_allclose(y[s], yi, atol=1e-12, rtol=0)
+                np.testing.assert_array_equal(nw[i], wi)
+            else:
+                np.testing.assert_array_equal(nw[i], win[i])
+
+
+@pytest.mark.parametrize(
+    "cu, msg",
+    [
+        ([0, 3, 2, 5], "never decrease"),
+        ([1, 5], "start at 0"),
+        ([0, 4], "end at T = 5"),
+        ([0], "N \\+ 1 offsets"),
+        ([0.0, 5.0], "integer"),
+    ],
+)
+def test_bad_cu_seqlens(cu, msg):
+    rng = np.random.default_rng(0)
+    q, k, v, g, beta, _ = kda_inputs(rng, 5, H, K, V)
+    with pytest.raises(ValueError, match=msg):
+        varlen.chunked_varlen(q, k, v, g, beta, np.array(cu))
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), np.array(cu))
+
+
+def test_bad_initial_states_and_windows():
+    rng = np.random.default_rng(0)
+    q, k, v, g, beta, _ = kda_inputs(rng, 5, H, K, V)
+    with pytest.raises(ValueError, match="initial_states must have shape"):
+        varlen.chunked_varlen(q, k, v, g, beta, [0, 2, 5], initial_states=np.zeros((3, H, K, V)))
+    with pytest.raises(ValueError, match="windows must have shape"):
+        varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), [0, 5], np.zeros((1, 1, 2)))
