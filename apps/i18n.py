@@ -8,7 +8,9 @@ maker stays one function and a translation is one table entry.
     TR.text("Pools after each request")      -> "每个请求之后的池"
     TR.figure(fig)                            -> a translated copy (titles, axis titles,
                                                  legend names, annotations, hover templates,
-                                                 tick labels, colour-bar titles)
+                                                 tick labels, colour-bar titles); a sentence
+                                                 a study computed in both languages rides
+                                                 along as ``layout.meta = {"zh": {en: zh}}``
     TR.value(output)                          -> any callback output translated: figures,
                                                  markdown, ``gr.update`` dicts (value, label,
                                                  choices' display text), tuples of those;
@@ -25,8 +27,10 @@ and are not touched.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import itertools
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -130,26 +134,29 @@ class Translator:
             parts[i] = self._re.sub(lambda m: self.table[m.group(0)], parts[i])
         return "".join(parts)
 
-    def _walk(self, node: Any, key: str | None) -> Any:
-        """Translate the strings under text-like keys (titles, names, annotation texts)."""
+    def _walk(self, node: Any, key: str | None, whole: Mapping[str, str]) -> Any:
+        """Translate the strings under text-like keys (titles, names, annotation texts);
+        ``whole``: exact sentences the figure carries its own Chinese for."""
         if isinstance(node, dict):
-            return {k: v if k in _DATA_KEYS else self._walk(v, k) for k, v in node.items()}
+            return {k: v if k in _DATA_KEYS else self._walk(v, k, whole) for k, v in node.items()}
         if isinstance(node, list):
-            return [self._walk(v, key) for v in node]
+            return [self._walk(v, key, whole) for v in node]
         if isinstance(node, str) and key in _FIGURE_TEXT_KEYS:
-            return self.text(node)
+            return whole[node] if node in whole else self.text(node)
         return node
 
     def figure(self, fig: go.Figure) -> go.Figure:
         d = fig.to_dict()
-        layout = self._walk(d.get("layout", {}), None)
-        data = [self._trace(t) for t in d.get("data", [])]
+        meta = d.get("layout", {}).get("meta")
+        whole = meta.get("zh", {}) if isinstance(meta, dict) else {}
+        layout = self._walk(d.get("layout", {}), None, whole)
+        data = [self._trace(t, whole) for t in d.get("data", [])]
         return go.Figure({"data": data, "layout": layout}, skip_invalid=True)
 
-    def _trace(self, t: dict) -> dict:
+    def _trace(self, t: dict, whole: Mapping[str, str]) -> dict:
         """A trace: its name, hover template and colour bar; its text/customdata are data."""
         keep = ("name", "hovertemplate", "legendgrouptitle", "colorbar", "marker")
-        return {k: self._walk(v, k) if k in keep else v for k, v in t.items()}
+        return {k: self._walk(v, k, whole) if k in keep else v for k, v in t.items()}
 
     def value(self, v: Any) -> Any:
         """A callback output (or a tuple of them) in Chinese."""
@@ -210,4 +217,98 @@ def localized(fn: Callable[..., Any], tr: Translator) -> Callable[..., Any]:
     return wrapper
 
 
-__all__ = ["COMMON", "Translator", "ZH_LANG", "is_zh", "localized", "verbatim"]
+_REDRAWN = (gr.Plot, gr.Markdown, gr.HTML, gr.Dataframe)
+_STAMP = itertools.count(1)  # orders the kept outputs of different events (no clocks)
+
+
+class Localizer:
+    """The language switch for an app whose outputs come from a few events.
+
+    ``loc.wrap(fn, outputs)`` returns ``(callback, outputs + [kept])``: the callback takes the
+    language as its last input (before ``gr.Progress``), returns ``fn``'s outputs translated
+    for 中文 and keeps the English ones in a per-session ``gr.State``. ``loc.finish()`` (after
+    every ``wrap``) makes the switch redraw the kept figures / markdown in the chosen language
+    without computing anything again; where two events wrote the same output, the later one
+    wins. States, sliders and other inputs are never re-sent."""
+
+    def __init__(self, radio: gr.Radio, tr: Translator) -> None:
+        self.radio = radio
+        self.tr = tr
+        self._events: list[tuple[list[Any], gr.State]] = []
+
+    def wrap(self, fn: Callable[..., Any], outputs: list[Any]) -> tuple[Callable, list[Any]]:
+        kept = gr.State(None)
+        inner = localized(fn, self.tr)
+        tr = self.tr
+
+        @functools.wraps(inner)
+        def callback(*args: Any, **kwargs: Any) -> Any:
+            out = fn_outputs(fn, args, kwargs, inner.__signature__)  # type: ignore[attr-defined]
+            language = out[0]
+            eng = out[1]
+            tup = eng if isinstance(eng, tuple) else (eng,)
+            shown = tr.value(tup) if is_zh(language) else tup
+            return (*shown, (next(_STAMP), tup))
+
+        callback.__signature__ = inner.__signature__  # type: ignore[attr-defined]
+        with contextlib.suppress(AttributeError):
+            del callback.__wrapped__
+        self._events.append((outputs, kept))
+        return callback, [*outputs, kept]
+
+    def finish(self) -> None:
+        comps: list[Any] = []
+        for outs, _ in self._events:
+            for c in outs:
+                if isinstance(c, _REDRAWN) and c not in comps:
+                    comps.append(c)
+        events = list(self._events)
+        tr = self.tr
+
+        def redraw(language: str, *kept: Any) -> list[Any]:
+            latest: dict[int, tuple[int, Any]] = {}
+            for (outs, _), k in zip(events, kept):
+                if not k:
+                    continue
+                stamp, values = k
+                for c, v in zip(outs, values):
+                    i = id(c)
+                    if c in comps and (i not in latest or latest[i][0] < stamp):
+                        latest[i] = (stamp, v)
+            res = []
+            for c in comps:
+                if id(c) not in latest:
+                    res.append(gr.skip())
+                    continue
+                v = latest[id(c)][1]
+                res.append(tr.value(v) if is_zh(language) else v)
+            return res
+
+        if comps:
+            self.radio.change(
+                redraw,
+                [self.radio, *(k for _, k in events)],
+                comps,
+                api_visibility="private",
+                show_progress="hidden",
+            )
+
+
+def fn_outputs(
+    fn: Callable[..., Any], args: tuple, kwargs: dict, sig: inspect.Signature
+) -> tuple[Any, Any]:
+    """Call ``fn`` with the wrapper's arguments minus ``language``: (language, outputs)."""
+    arguments = dict(sig.bind(*args, **kwargs).arguments)
+    language = arguments.pop("language", "English")
+    return language, fn(**arguments)
+
+
+__all__ = [
+    "COMMON",
+    "Localizer",
+    "Translator",
+    "ZH_LANG",
+    "is_zh",
+    "localized",
+    "verbatim",
+]
