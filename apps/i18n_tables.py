@@ -164,7 +164,9 @@ CHECKPOINT_DENSITY = Translator(
         "A checkpoint every K tokens: memory ~1/K, replay ~flat": (
             "每 K 个 token 一个检查点：显存 ~1/K，重放几乎不变"
         ),
-        "A checkpoint every K tokens: memory ~1/K, replay ~K": "每 K 个 token 一个检查点：显存 ~1/K，重放 ~K",
+        "A checkpoint every K tokens: memory ~1/K, replay ~K": (
+            "每 K 个 token 一个检查点：显存 ~1/K，重放 ~K"
+        ),
         "peak state (GiB)": "状态峰值 (GiB)",
         "peak state": "状态峰值",
         "replay per hit (tokens)": "每次命中的重放量（token）",
@@ -218,7 +220,9 @@ CHECKPOINT_DENSITY = Translator(
         "workload": "负载",
         "intervals": "间隔数",
         "conversation trace (first 1,000 requests)": "对话 trace（前 1,000 个请求）",
-        "conversation trace (all 12,031 requests, ~1 min)": "对话 trace（全部 12,031 个请求，约 1 分钟）",
+        "conversation trace (all 12,031 requests, ~1 min)": (
+            "对话 trace（全部 12,031 个请求，约 1 分钟）"
+        ),
         "Mooncake synthetic trace": "Mooncake 合成 trace",
         "multi-turn chat (synthetic)": "多轮对话（合成）",
         "agentic sessions (synthetic)": "智能体会话（合成）",

@@ -73,7 +73,8 @@ id => {
     if (tr.visible !== true || !tr.x || !tr.y || tr.type === 'heatmap' || tr.type === 'bar')
       return;
     if (tr.mode === 'text') return;
-    const xa = fl[(tr.xaxis || 'x').replace('x', 'xaxis')], ya = fl[(tr.yaxis || 'y').replace('y', 'yaxis')];
+    const xa = fl[(tr.xaxis || 'x').replace('x', 'xaxis')];
+    const ya = fl[(tr.yaxis || 'y').replace('y', 'yaxis')];
     if (!xa || !ya) return;
     const pts = [];
     for (let i = 0; i < tr.x.length; i++) {
