@@ -459,6 +459,21 @@ def log_axis(
     return fig
 
 
+def log_ticks(lo: float, hi: float, at_least: int = 3) -> list[float]:
+    """Tick values for a log axis over [lo, hi]: decades, or 1-2-5 steps when the range holds
+    fewer than ``at_least`` decade ticks (a 3-20 ms axis gets 5, 10, 20, not one lone 10)."""
+    if not (lo > 0 and hi >= lo and math.isfinite(hi)):
+        raise ValueError(f"log_ticks needs 0 < lo <= hi < inf, got {lo!r}, {hi!r}")
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for mults in ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):
+        ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in mults]
+        inside = [t for t in ticks if lo <= t <= hi]
+        if len(inside) >= at_least:
+            return inside
+    # a very narrow range: the two ends and the middle, rounded to 2 significant digits
+    return sorted({float(f"{v:.2g}") for v in (lo, math.sqrt(lo * hi), hi)})
+
+
 def vline(
     fig: go.Figure,
     x: float,
@@ -819,6 +834,7 @@ __all__ = [
     "load_app",
     "launched",
     "log_axis",
+    "log_ticks",
     "main",
     "plot_from_client",
     "series_csv",
