@@ -644,15 +644,22 @@ def _err(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def _bound(v: float) -> str:
+    """A range end as the reader would type it: 2147483647, not 2.14748e+09."""
+    return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
+
+
 def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
     try:
         if isinstance(value, bool) or value is None or (isinstance(value, str) and not value):
             raise TypeError
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}") from None
+        raise _err(
+            f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}"
+        ) from None
     if not math.isfinite(v) or not lo <= v <= hi:
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}")
+        raise _err(f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}")
     return v
 
 
@@ -660,7 +667,9 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` as an int in ``[lo, hi]`` (integral floats such as 3.0 are accepted)."""
     v = _number(name, value, lo, hi, "an integer")
     if v != int(v):
-        raise _err(f"{name} must be an integer in [{lo:g}, {hi:g}], got {clip_text(value)}")
+        raise _err(
+            f"{name} must be an integer in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}"
+        )
     return int(v)
 
 
