@@ -346,7 +346,9 @@ UNIFIED_MEMORY = Translator(
         "ends at step": "结束于第",
         "off the axis": "步，超出坐标轴",
         "queued (unified)": "排队（统一池）",
-        "Mean running requests: unified pool vs static ratios": "平均运行请求数：统一池对比静态比例",
+        "Mean running requests: unified pool vs static ratios": (
+            "平均运行请求数：统一池对比静态比例"
+        ),
         "static ratio state : KV (log scale)": "静态比例 状态 : KV（对数坐标）",
         "mean running requests": "平均运行请求数",
         "static partition": "静态划分",
