@@ -690,6 +690,8 @@ def study_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except gr.Error:  # already a reader-facing message (gr.Error is a ValueError too)
+            raise
         except ValueError as e:
             msg = str(e)
             if len(msg) > 300:  # never a 10 KB toast, whatever a study echoed
@@ -718,6 +720,11 @@ CSS = """
 .kda-metrics table { font-size: 0.9rem; }
 .kda-metrics th { word-break: normal !important; overflow-wrap: normal !important;
   hyphens: none; }
+/* tables: numbers never wrap mid-digit; a wide table scrolls inside its column instead of
+   overflowing it; escaped byte strings (code) may break anywhere */
+.prose table { display: block; max-width: 100%; overflow-x: auto; }
+.prose td, .prose th { word-break: normal !important; overflow-wrap: normal !important; }
+.prose td code { word-break: break-all !important; white-space: normal !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
 LAUNCH_KWARGS: dict[str, Any] = {
