@@ -397,7 +397,9 @@ SPECULATIVE_REPLAY = Translator(
         "the commit keeps": "提交保留",
         "steps": "步",
         "conv window kept: after step": "保留的卷积窗口：第",
-        "nothing accepted, the old state and conv window are kept": "没有接受任何 token，保留旧状态与卷积窗口",
+        "nothing accepted, the old state and conv window are kept": (
+            "没有接受任何 token，保留旧状态与卷积窗口"
+        ),
         "ring slot": "环槽位",
         "after verify": "验证之后",
         "after commit": "提交之后",

@@ -307,4 +307,5 @@ def test_font_stack_is_local_and_covers_chinese():
     with every Latin glyph in bold and a CJK face, no network font."""
     css = common.THEME._get_theme_css()
     assert "--font: Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei" in css
-    assert "IBM Plex" not in css and "@import" not in css and "url(" not in css
+    assert "IBM Plex" not in css and "@import" not in css and "@font-face" not in css
+    assert "url(http" not in css  # only inline data: icons
