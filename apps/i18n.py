@@ -247,7 +247,12 @@ class Localizer:
             language = out[0]
             eng = out[1]
             tup = eng if isinstance(eng, tuple) else (eng,)
-            shown = tr.value(tup) if is_zh(language) else tup
+            shown = tup
+            if is_zh(language):  # a gr.Code output is program text (a log): never translated
+                shown = tuple(
+                    v if i < len(outputs) and isinstance(outputs[i], gr.Code) else tr.value(v)
+                    for i, v in enumerate(tup)
+                )
             return (*shown, (next(_STAMP), tup))
 
         callback.__signature__ = inner.__signature__  # type: ignore[attr-defined]
