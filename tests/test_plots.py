@@ -449,3 +449,25 @@ def test_unified_memory_marks_the_cut_long_context_line() -> None:
     (leg,) = [a.get_legend() for a in fig.axes if a.get_legend() is not None and a is not top
               and "KDA" in a.get_legend().get_texts()[0].get_text()]  # fmt: skip
     assert leg.get_window_extent(r).y1 < top.get_window_extent(r).y0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_density_footer_and_unified_labels_stay_readable(lang: str) -> None:
+    """Issue 17 item 6: checkpoint_density's source line fits the figure (it wraps); in
+    unified_memory's ratio panel no two texts overlap (the phase lines are named in a legend,
+    not by rotated text over the best-static label)."""
+    fig = figure("plot_checkpoint_density", lang)
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    (foot,) = [t for t in fig.texts if t.get_position()[1] < 0.02]
+    box = foot.get_window_extent(r)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width + 0.5, (box, fig.bbox.width)
+    fig = figure("plot_unified_memory", lang)
+    FigureCanvasAgg(fig).draw()
+    cr = line(fig, "unified_mean").axes
+    texts = [t for t in cr.texts if t.get_text().strip()]
+    assert len(texts) >= 2
+    for i, a in enumerate(texts):
+        for b in texts[i + 1 :]:
+            assert not _overlaps(fig, a, b), (a.get_text(), b.get_text())
+        assert not _overlaps(fig, a, cr.get_legend()), a.get_text()
