@@ -521,10 +521,11 @@ def build() -> gr.Blocks:
                 s3 = common.figure_slot(f"{NAME}-groupings", "Groupings")
                 s4 = common.figure_slot(f"{NAME}-orders", "Orders")
                 s5 = common.figure_slot(f"{NAME}-maps", "Transition matrices")
+                no_timing = common.empty_figure("Measured speed", "press “Measure speed”")
                 s6 = common.figure_slot(
                     f"{NAME}-timing",
                     "Measured speed",
-                    common.empty_figure("Measured speed", "press “Measure speed”"),
+                    no_timing,
                     csv_visible=False,  # no dead download button before a measurement
                 )
         inputs = [source, text, seed, chunk, lengths, head]
@@ -554,6 +555,7 @@ def build() -> gr.Blocks:
                 lambda v: common.check_int("repeats", v, 1, 5),
             ),
         ).then(lambda: gr.update(visible=True), None, s6.csv, api_visibility="private")
+        loc.initial(s6.plot, no_timing)
         loc.finish()
         lang.labels(
             {

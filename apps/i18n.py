@@ -235,6 +235,12 @@ class Localizer:
         self.radio = radio
         self.tr = tr
         self._events: list[tuple[list[Any], gr.State]] = []
+        self._initial: dict[int, tuple[Any, Any]] = {}
+
+    def initial(self, component: Any, value: Any) -> None:
+        """``component`` shows ``value`` (English) until an event writes it: the switch
+        translates that placeholder too."""
+        self._initial[id(component)] = (component, value)
 
     def wrap(self, fn: Callable[..., Any], outputs: list[Any]) -> tuple[Callable, list[Any]]:
         kept = gr.State(None)
@@ -262,13 +268,14 @@ class Localizer:
         return callback, [*outputs, kept]
 
     def finish(self) -> None:
-        comps: list[Any] = []
+        comps: list[Any] = [c for c, _ in self._initial.values()]
         for outs, _ in self._events:
             for c in outs:
                 if isinstance(c, _REDRAWN) and c not in comps:
                     comps.append(c)
         events = list(self._events)
         tr = self.tr
+        initial = dict(self._initial)
 
         def redraw(language: str, *kept: Any) -> list[Any]:
             latest: dict[int, tuple[int, Any]] = {}
@@ -282,6 +289,8 @@ class Localizer:
                         latest[i] = (stamp, v)
             res = []
             for c in comps:
+                if id(c) not in latest and id(c) in initial:
+                    latest[id(c)] = (0, initial[id(c)][1])
                 if id(c) not in latest:
                     res.append(gr.skip())
                     continue

@@ -254,6 +254,21 @@ class Ui:
             state="visible"
         )
 
+    def rejects(self, elem_id: str, value: object, button: str, message: str,
+                figs: tuple[str, ...]) -> None:  # fmt: skip
+        """A bad ``value`` in ``#elem_id`` then ``button``: the message shows once, on that
+        input; the figures ``figs`` and every other output keep their previous values and
+        no "Error" badge appears (Gradio's validator: the callback never ran)."""
+        self.allow_validation_errors()
+        before = self.figures(*figs)
+        assert all(before.values()), "figures must be drawn before the bad input"
+        self.fill(elem_id, value)
+        self.click(button)
+        self.expect_invalid(elem_id, message)
+        self.page.wait_for_timeout(400)  # type: ignore[attr-defined]
+        assert self.error_badges() == 0
+        assert self.figures(*figs) == before
+
     def error_badges(self) -> int:
         """How many red "Error" status badges / toasts are on the page (0 after a validated
         rejection: the outputs keep their values)."""
