@@ -278,7 +278,8 @@ def _zh_of(c: Any, zh: str | None, tr: Any) -> str:
     if tr is None:
         return en if zh is None else zh
     if zh == CSV_ZH and en.startswith("Download CSV (") and en.endswith(")"):
-        return f"{CSV_ZH}（{tr.text(en[len('Download CSV (') : -1])}）"
+        inner = en[len("Download CSV (") : -1]
+        return f"{CSV_ZH}（{tr.text(inner[:1].upper() + inner[1:])}）"  # the figure's label
     return tr.text(en) if zh is None else zh
 
 

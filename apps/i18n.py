@@ -90,12 +90,13 @@ COMMON: dict[str, str] = {
 
 
 def _boundary(phrase: str) -> str:
-    """A phrase matched whole: no ASCII letter directly before / after an ASCII end."""
+    """A phrase matched whole: no ASCII letter, digit or _ directly before / after an ASCII
+    end."""
     p = re.escape(phrase)
     if phrase[:1].isascii() and phrase[:1].isalnum():
-        p = r"(?<![A-Za-z])" + p
+        p = r"(?<![A-Za-z0-9_])" + p  # never inside an identifier such as S_match
     if phrase[-1:].isascii() and phrase[-1:].isalnum():
-        p += r"(?![A-Za-z])"
+        p += r"(?![A-Za-z0-9_])"
     return p
 
 

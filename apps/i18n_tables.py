@@ -156,6 +156,10 @@ PREFIX_REPLAY = Translator(
         "while the request holds its restore lock": "请求持有恢复锁期间",
         "after the request (inserted)": "请求之后（已插入）",
         "Cache settings": "缓存设置",
+        "System prompt + tools, two user branches": "系统提示词 + 工具，两个用户分支",
+        "Multi-turn chat (English and Chinese)": "多轮对话（中英文）",
+        "Long document, several questions": "长文档，多个问题",
+        "Replay state heatmap": "重放状态热图",
     },
 )
 CHECKPOINT_DENSITY = Translator(

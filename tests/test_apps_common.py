@@ -292,7 +292,7 @@ def test_messages_are_plain_and_ranges_exact():
 def test_lang_labels_with_a_translator_name_every_csv_button_and_radio_option():
     from apps.i18n import Translator
 
-    tr = Translator({"token timeline": "token 时间线", "alpha": "甲", "beta": "乙"})
+    tr = Translator({"Token timeline": "token 时间线", "alpha": "甲", "beta": "乙"})
     with gr.Blocks():
         lang = common.header("t", "T", "en", "zh")
         slot = common.figure_slot("t-fig", "Token timeline")
@@ -309,3 +309,15 @@ def test_font_stack_is_local_and_covers_chinese():
     assert "--font: Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei" in css
     assert "IBM Plex" not in css and "@import" not in css and "@font-face" not in css
     assert "url(http" not in css  # only inline data: icons
+
+
+def test_translator_matches_whole_phrases_only():
+    from apps.i18n import Translator, verbatim
+
+    tr = Translator({"match": "匹配点", "state": "状态", "request": "请求"})
+    assert tr.text("S − S_match at the match") == "S − S_match at the 匹配点"
+    assert tr.text("requests state %{customdata[0]} <b>state</b>") == (
+        "requests 状态 %{customdata[0]} <b>状态</b>"
+    )
+    assert tr.text("`state` " + verbatim("my state") + " state").endswith("状态")
+    assert "my state" in tr.text(verbatim("my state"))
