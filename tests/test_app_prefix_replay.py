@@ -451,3 +451,22 @@ def test_drift_curves_stay_in_view(default_out):
     lo, hi = fig.layout.yaxis.range
     for t in fig.data:
         assert lo <= np.log10(min(t.y)) and np.log10(max(t.y)) <= hi
+
+
+def test_tree_with_a_hundred_nodes_stays_readable():
+    """Issue 17 item 9: a 100-node tree (12 requests, spacing 8) is drawn with one lane per
+    leaf, nodes of at least 10 px and a height that grows with the lanes, not the nodes."""
+    base = "System: You are Kimi. Tools: search, calc, weather. "
+    ps = tuple(
+        base + f"User{i % 4}: question {i} about topic {i % 3} and more words here to extend {i}"
+        for i in range(pr.MAX_PROMPTS)
+    )
+    snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
+    assert snap.node_id.size >= 50
+    fig, _ = app.fig_tree(snap, "Radix tree")
+    nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
+    assert sum(len(d.x) for d in nodes) == snap.node_id.size
+    assert all(d.marker.size >= 10 for d in nodes)
+    lanes = int(snap.is_leaf.sum())
+    assert len(fig.layout.yaxis.tickvals) == lanes < snap.node_id.size / 4
+    assert fig.layout.height <= 200 + 34 * lanes
