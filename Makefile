@@ -1,9 +1,11 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   create .venv, install, serve every app on http://127.0.0.1:7860
+#               (make demo PORT=8000 for another port; a taken port moves to the next free one)
 #   make test   create .venv, install the test extras, make sure a headless Chromium exists, run pytest
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PORT ?= 7860
 export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
@@ -16,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) -m apps
+	$(PY) -m apps --port $(PORT)
 
 # Debian's chromium (+ a CJK font) when present or installable as root; playwright's own
 # browser download otherwise.

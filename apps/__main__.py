@@ -206,7 +206,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m apps", description=__doc__.split("\n")[0])
     ap.add_argument("app", nargs="?", help="serve only this app (one of the registry names)")
     ap.add_argument("--host", default=common.HOST)
-    ap.add_argument("--port", type=int, default=common.PORT)
+    ap.add_argument(
+        "--port",
+        type=int,
+        default=common.PORT,
+        help=f"port (default {common.PORT}); when taken, the next free one is used and printed",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.app:
@@ -216,20 +221,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         mod = common.load_app(args.app)
         if mod is None:
             ap.error(f"app {args.app!r} is not available")
-        mod.build().launch(server_name=args.host, server_port=args.port, **common.LAUNCH_KWARGS)
+        port, note = common.free_port(args.host, args.port)
+        if note:
+            log.warning(note)
+        mod.build().launch(server_name=args.host, server_port=port, **common.LAUNCH_KWARGS)
         return
     t0 = time.perf_counter()
+    try:
+        sock, note = common.bind_port(args.host, args.port)  # bound before it is announced
+    except (OSError, ValueError) as e:
+        ap.exit(2, f"python -m apps: {e}\n")
+    if note:
+        log.warning(note)
     hub = build_hub()
+    port = sock.getsockname()[1]
     log.info(
         "serving %d apps (%s) on http://%s:%d/ (built in %.1f s); skipped: %s",
         len(hub.mounted),
         ", ".join(hub.mounted),
         args.host,
-        args.port,
+        port,
         time.perf_counter() - t0,
         ", ".join(hub.skipped) or "none",
     )
-    uvicorn.run(hub.app, host=args.host, port=args.port, log_level="warning")
+    config = uvicorn.Config(hub.app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import CHECKPOINT_DENSITY as TR
 from kda_core import workloads as wl
 from kda_core.studies import density as ds
 
@@ -34,7 +35,7 @@ HEAD_REQUESTS = 1000
 WORKLOADS: dict[str, tuple[str, str]] = {  # label -> (kind, argument)
     f"conversation trace (first {HEAD_REQUESTS:,} requests)": ("head", "conversation"),
     "conversation trace (all 12,031 requests, ~1 min)": ("bundled", "conversation"),
-    "Mooncake synthetic trace (~20 s)": ("bundled", "synthetic"),
+    "Mooncake synthetic trace": ("bundled", "synthetic"),
     "multi-turn chat (synthetic)": ("generated", "chat"),
     "agentic sessions (synthetic)": ("generated", "agentic"),
     "one-shot documents (synthetic)": ("generated", "documents"),
@@ -149,8 +150,10 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         col=1,
     )
     top = float(max(np.nanmax(a.replay_curve), np.nanmax(s.mean_replay_per_hit), 1.0))
+    note = ds.replay_note(s, width=95).replace("\n", "<br>")
+    fig.update_layout(meta={"zh": {note: ds.replay_note(s, "zh", width=48).replace("\n", "<br>")}})
     fig.add_annotation(
-        text=ds.replay_note(s, width=95).replace("\n", "<br>"),
+        text=note,
         xref="x2 domain",
         yref="y2 domain",
         x=0.01,
@@ -509,7 +512,8 @@ def run(
     history: list | None = None,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio's injection idiom
 ):
-    """Returns the summary, five (figure, csv) pairs, the history table and the history."""
+    """Returns the summary, five (figure, csv) pairs, the history table, the history and the
+    stale-results note (hidden again)."""
     workload = common.check_choice("workload", workload, tuple(WORKLOADS))
     tr = load_workload(workload)
     ks = _intervals(intervals, tr.block_size)
@@ -548,7 +552,45 @@ def run(
         "**Runs in this session**\n\n| # | workload | intervals | optimum |\n|---|---|---:|---|\n"
     )
     table += "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in hist)
-    return (summary_markdown(sweep, len(tr)), *[x for pair in figs for x in pair], table, hist)
+    return (
+        summary_markdown(sweep, len(tr)),
+        *[x for pair in figs for x in pair],
+        table,
+        hist,
+        gr.update(value="", visible=False),  # the results are the workload's again
+    )
+
+
+def stale_note(workload: str, language: str = "English") -> dict:
+    """The workload changed: the figures still show the previous one until Run."""
+    if language == common.LANGS[1]:
+        text = f"⚠ 下面的结果仍是上一个负载的；按 **运行** 计算 **{workload}**。"
+    else:
+        text = (
+            f"⚠ The results below are for the previous workload; press **Run** for **{workload}**."
+        )
+    return gr.update(value=text, visible=True)
+
+
+def _check_policies(policies: object) -> None:
+    chosen = list(policies or ()) if isinstance(policies, (list, tuple)) else []
+    if not chosen or any(p not in POLICY_LABELS for p in chosen):
+        raise gr.Error(
+            f"policies: choose 1 to {len(POLICY_LABELS)} of {list(POLICY_LABELS)}, "
+            f"got {common.clip_text(policies)}"
+        )
+
+
+def _cross_intervals(workload: str, intervals: str, _b: object, _p: object, every: object,
+                     *_: object) -> tuple[int, str] | None:  # fmt: skip
+    """Intervals must be multiples of the workload's block size (known after loading it)."""
+    block = load_workload(workload).block_size
+    for i, text in ((1, intervals), (4, str(every))):
+        try:
+            _intervals(text, block)
+        except gr.Error as e:
+            return i, guard.message_of(e)
+    return None
 
 
 def build() -> gr.Blocks:
@@ -585,9 +627,18 @@ def build() -> gr.Blocks:
                     elem_id=f"{NAME}-policies-choice",
                 )
                 run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
-                hist_md = gr.Markdown(elem_id=f"{NAME}-history", elem_classes=["kda-metrics"])
+                hist_md = gr.Markdown(
+                    label="Runs in this session",
+                    elem_id=f"{NAME}-history",
+                    elem_classes=["kda-metrics"],
+                )
             with gr.Column(scale=2):
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                stale = gr.Markdown(visible=False, label="Stale results", elem_id=f"{NAME}-stale")
+                summary = gr.Markdown(
+                    label="Optimum per budget",
+                    elem_id=f"{NAME}-summary",
+                    elem_classes=["kda-metrics"],
+                )
                 s1 = common.figure_slot(f"{NAME}-tradeoff", "Memory, replay, TTFT")
                 s2 = common.figure_slot(f"{NAME}-hits", "Token vs state hit")
                 s3 = common.figure_slot(f"{NAME}-timeline", "Hit rates over the trace")
@@ -604,8 +655,22 @@ def build() -> gr.Blocks:
             hist_md,
             history,
         ]
-        run_btn.click(run, inputs, outputs, api_name=f"{NAME}_run")
-        demo.load(run, inputs, outputs, api_visibility="private")
+        loc = i18n.Localizer(lang.radio, TR)
+        run_fn, run_out = loc.wrap(run, [*outputs, stale])
+        run_in = [*inputs, lang.radio]
+        checks = guard.validator(
+            lambda v: common.check_choice("workload", v, tuple(WORKLOADS)),
+            None,  # intervals: checked against the workload's block size (cross)
+            _budgets,
+            lambda v: common.check_float("policy budget (GiB)", v, 0.5, 1024),
+            None,
+            _check_policies,
+            cross=_cross_intervals,
+        )
+        run_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=checks)
+        demo.load(run_fn, run_in, run_out, api_visibility="private")
+        workload.input(stale_note, [workload, lang.radio], stale, api_visibility="private")
+        loc.finish()
         lang.labels(
             {
                 workload: "负载",
@@ -616,7 +681,8 @@ def build() -> gr.Blocks:
                 policies: "在策略预算下对比的策略",
                 run_btn: "运行",
                 **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5)},
-            }
+            },
+            tr=TR,
         )
     return demo
 

@@ -16,8 +16,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import SERIES
+from apps.i18n_tables import CHUNK_SCAN as TR
 from kda_core.studies import chunk_scan as cs
 
 NAME = "chunk_scan"
@@ -86,7 +87,12 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
             for key in ("o_max_abs", "o_rel", "S_max_abs", "S_rel"):
                 cols[key].append(float(getattr(a, key)[i, j]))
     eps = float(np.finfo(np.float64).eps)
-    common.hline(fig, eps, f"float64 machine epsilon {eps:.1e}", log=True, dash="dash")
+    fig.add_scatter(  # a legend entry, not a label box: nothing sits over the curves
+        x=[float(a.chunk_sizes.min()), float(a.chunk_sizes.max())], y=[eps, eps], mode="lines",
+        name=f"float64 machine epsilon {eps:.1e}",
+        line={"color": common.COLORS["neutral"], "dash": "dash", "width": 1.5},
+        hovertemplate=f"float64 machine epsilon {eps:.1e}<extra></extra>",
+    )  # fmt: skip
     common.style(
         fig,
         f"Chunked vs recurrent: max abs difference ({a.source})",
@@ -184,7 +190,12 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
             hovertemplate="%{y}<br>" + name + ": %{customdata:.2e}<extra></extra>",
         )
     eps = float(np.finfo(np.float64).eps)
-    common.vline(fig, eps, f"float64 machine epsilon {eps:.1e}", log=True, dash="dash")
+    common.vline(fig, eps, log=True, dash="dash")
+    fig.add_scatter(  # the line's name in the legend (a label box would cover bars)
+        x=[None], y=[None], mode="lines", name=f"float64 machine epsilon {eps:.1e} (dashed)",
+        line={"color": common.COLORS["neutral"], "dash": "dash", "width": 1.5},
+        hoverinfo="skip",
+    )  # fmt: skip
     seg = ", ".join(f"{a}={n}" for a, n in zip(m.labels, m.lengths.tolist()))
     common.style(
         fig,
@@ -211,34 +222,52 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
     return fig, csv
 
 
+ORDER_LABELS_MAX = 12  # more orders than this (5 segments: 120) are drawn sorted, unlabelled
+
+
 def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
+    """Relative state distance of every order of the segment maps; the true order is 0. With
+    more than ORDER_LABELS_MAX orders the bars are sorted by distance and the order itself is
+    in the hover (120 rotated labels are unreadable)."""
     labels = [s.replace("->", "→") for s in m.order_labels]
-    colors = [SERIES[2]] + [SERIES[1]] * (len(labels) - 1)  # categorical: true vs other orders
+    many = len(labels) > ORDER_LABELS_MAX
+    idx = np.argsort(m.order_S_rel, kind="stable") if many else np.arange(len(labels))
+    x = list(range(1, len(labels) + 1)) if many else labels
+    true_pos = int(np.flatnonzero(idx == 0)[0])
+    colors = [SERIES[2] if i == 0 else SERIES[1] for i in idx]  # categorical: true vs others
     fig = go.Figure()
     fig.add_bar(
-        x=labels,
-        y=m.order_S_rel,
+        x=x,
+        y=m.order_S_rel[idx],
         marker_color=colors,
         name="relative state distance",
-        customdata=np.stack([m.order_M_diff, m.order_b_diff], axis=1),
-        hovertemplate="%{x}<br>‖S − S_true‖/‖S_true‖ = %{y:.3g}<br>max |ΔM| "
-        "%{customdata[0]:.3g}, max |Δb| %{customdata[1]:.3g}<extra></extra>",
+        customdata=np.stack(
+            [np.array(labels, dtype=object)[idx], m.order_M_diff[idx], m.order_b_diff[idx]],
+            axis=1,
+        ),
+        hovertemplate="%{customdata[0]}<br>‖S − S_true‖/‖S_true‖ = %{y:.3g}<br>max |ΔM| "
+        "%{customdata[1]:.3g}, max |Δb| %{customdata[2]:.3g}<extra></extra>",
     )
-    fig.add_annotation(
-        x=labels[0],
-        y=float(m.order_S_rel[0]),
-        text="true order",
-        showarrow=True,
-        arrowhead=2,
-        ay=-40,
-    )
+    top = float(np.max(m.order_S_rel)) or 1.0
+    for name, color in (
+        (f"true order {x[true_pos] if not many else labels[0]} (distance 0)", SERIES[2]),
+        ("another order", SERIES[1]),
+    ):  # the colours' legend (a text box over the bars would hide them)
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+            marker={"symbol": "square", "size": 12, "color": color},
+        )  # fmt: skip
     common.style(
         fig,
-        "The order matters: other orders give other states",
-        "order of the segment maps",
+        "The order matters: other orders give other states"
+        + (f" ({len(labels)} orders, sorted)" if many else ""),
+        "orders of the segment maps, sorted by distance" if many else "order of the segment maps",
         "‖S − S_true‖ / ‖S_true‖",
-        legend=False,
     )
+    fig.data[0].showlegend = False
+    fig.update_yaxes(range=[0, top * 1.15])
+    if many:
+        fig.update_xaxes(showticklabels=False, ticks="")
     csv = common.write_csv(
         f"{NAME}-orders",
         {
@@ -340,7 +369,8 @@ def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
         "time (ms, log scale)",
     )
     common.log_axis(fig, "x", runs[-1].T_values, fmt=lambda v: f"{v:,.0f}")
-    common.log_axis(fig, "y")
+    ms = np.concatenate([np.r_[t.recurrent_s, t.chunked_s.ravel()] * 1e3 for t in runs])
+    common.log_axis(fig, "y", common.log_ticks(float(ms.min()), float(ms.max())))
     return fig, common.series_csv(f"{NAME}-timing", series, "T", "seconds")
 
 
@@ -377,6 +407,23 @@ def _lengths(text: str) -> tuple[int, ...]:
             f"in [1, 256], got {common.clip_text(text)}"
         )
     return tuple(common.check_int("segment length", p.strip(), 1, 256) for p in parts)
+
+
+def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: str,
+               head: object, *_: object) -> tuple[int, str] | None:  # fmt: skip
+    """The checks that need two inputs (the same as ``run``'s)."""
+    lens = _lengths(lengths)
+    if source == SOURCES[1]:
+        n = len(str(text or "").encode("utf-8"))
+        if not 3 <= n <= 2048:
+            return 1, f"text must be 3 to 2048 UTF-8 bytes long, got {n}"
+        if sum(lens) > n:
+            return 4, f"segment lengths must sum to at most the text's {n} bytes, got {sum(lens)}"
+    try:
+        common.check_int("head", head, 0, 3 if source == SOURCES[1] else 1)
+    except gr.Error as e:
+        return 5, guard.message_of(e)
+    return None
 
 
 @common.study_errors
@@ -464,8 +511,8 @@ def build() -> gr.Blocks:
                     )
                     head = gr.Number(0, label="head", step=1)
                 run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
-                summary = gr.Markdown(elem_id=f"{NAME}-summary")
-                gr.Markdown("**Speed** (wall clock on this machine, takes about a second)")
+                summary = gr.Markdown(label="Summary", elem_id=f"{NAME}-summary")
+                speed_md = gr.Markdown("**Speed** (wall clock on this machine)")
                 repeats = gr.Number(3, label="repeats (1-5)", step=1)
                 time_btn = gr.Button("Measure speed", elem_id=f"{NAME}-time")
             with gr.Column(scale=2):
@@ -474,19 +521,42 @@ def build() -> gr.Blocks:
                 s3 = common.figure_slot(f"{NAME}-groupings", "Groupings")
                 s4 = common.figure_slot(f"{NAME}-orders", "Orders")
                 s5 = common.figure_slot(f"{NAME}-maps", "Transition matrices")
+                no_timing = common.empty_figure("Measured speed", "press “Measure speed”")
                 s6 = common.figure_slot(
                     f"{NAME}-timing",
                     "Measured speed",
-                    common.empty_figure("Measured speed", "press “Measure speed”"),
+                    no_timing,
                     csv_visible=False,  # no dead download button before a measurement
                 )
         inputs = [source, text, seed, chunk, lengths, head]
         outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs]
-        run_btn.click(run, inputs, outputs, api_name=f"{NAME}_run")
-        demo.load(run, inputs, outputs, api_visibility="private")
+        loc = i18n.Localizer(lang.radio, TR)
+        run_fn, run_out = loc.wrap(run, outputs)
+        run_in = [*inputs, lang.radio]
+        run_v = guard.validator(
+            lambda v: common.check_choice("source", v, SOURCES),
+            None,
+            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
+            lambda v: common.check_int("chunk size", v, 1, 256),
+            _lengths,
+            None,
+            cross=_cross_run,
+        )
+        run_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(run_fn, run_in, run_out, api_visibility="private")
+        time_fn, time_out = loc.wrap(measure, [*s6.outputs, timings])
         time_btn.click(
-            measure, [chunk, repeats, timings], [*s6.outputs, timings], api_name=f"{NAME}_time"
+            time_fn,
+            [chunk, repeats, timings, lang.radio],
+            time_out,
+            api_name=f"{NAME}_time",
+            validator=guard.validator(
+                lambda v: common.check_int("chunk size", v, 1, 256),
+                lambda v: common.check_int("repeats", v, 1, 5),
+            ),
         ).then(lambda: gr.update(visible=True), None, s6.csv, api_visibility="private")
+        loc.initial(s6.plot, no_timing)
+        loc.finish()
         lang.labels(
             {
                 source: "输入",
@@ -498,8 +568,10 @@ def build() -> gr.Blocks:
                 repeats: "重复次数 (1-5)",
                 run_btn: "运行",
                 time_btn: "测量速度",
+                speed_md: "**速度**（本机实测耗时）",
                 **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
-            }
+            },
+            tr=TR,
         )
     return demo
 

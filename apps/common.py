@@ -116,7 +116,7 @@ ASSETS = ROOT / "assets"
 SCREENSHOTS = ASSETS / "screenshots"
 HOST = "127.0.0.1"
 PORT = 7860
-FONT = "Liberation Sans, DejaVu Sans, Arial, sans-serif"
+FONT = "Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei, Noto Sans CJK SC, Arial, sans-serif"
 
 # ---------------------------------------------------------------------------------------------
 # Registry
@@ -244,20 +244,35 @@ class Lang:
     _wired: bool = False
     _labels: dict[Any, tuple[str, str]] = field(default_factory=dict)
 
-    def labels(self, mapping: Mapping[Any, str]) -> None:
-        """Also translate these components' labels (component -> Chinese label). Call once, at
-        the end of ``build()``, inside the Blocks context. A ``gr.Button`` switches its text
-        (``value``); a ``gr.DownloadButton`` its ``label`` (its value is the file)."""
+    def labels(self, mapping: Mapping[Any, str | None], tr: Any = None) -> None:
+        """Also translate these components (component -> Chinese label). Call once, at the end
+        of ``build()``, inside the Blocks context. A ``gr.Button`` switches its text
+        (``value``); a ``gr.DownloadButton`` its ``label`` (its value is the file); a
+        ``gr.Markdown`` its text; a ``gr.Accordion`` its title. With ``tr`` (an
+        ``apps.i18n.Translator``): a ``None`` label and ``CSV_ZH`` are translated from the
+        English one, and a Radio's / Dropdown's options show translated text (their values,
+        what the callbacks receive, stay English)."""
         if self._wired:
             raise RuntimeError("Lang.labels may be called once per app")
         self._wired = True
         comps = list(mapping)
-        self._labels = {c: (_text_of(c), zh) for c, zh in mapping.items()}
+        self._labels = {c: (_text_of(c), _zh_of(c, zh, tr)) for c, zh in mapping.items()}
         labels = self._labels
+        choices = {
+            c: (list(c.choices), [(tr.text(str(d)), v) for d, v in c.choices])
+            for c in comps
+            if tr is not None and isinstance(c, (gr.Radio, gr.Dropdown)) and c.choices
+        }
 
         def switch(lang: str) -> list[Any]:
             i = 1 if lang == LANGS[1] else 0
-            return [_relabel(c, labels[c][i]) for c in comps]
+            out = []
+            for c in comps:
+                upd = _relabel(c, labels[c][i])
+                if c in choices:
+                    upd["choices"] = choices[c][i]
+                out.append(upd)
+            return out
 
         if comps:
             self.radio.change(
@@ -265,20 +280,40 @@ class Lang:
             )
 
 
+def _zh_of(c: Any, zh: str | None, tr: Any) -> str:
+    en = _text_of(c)
+    if tr is None:
+        return en if zh is None else zh
+    if zh == CSV_ZH and en.startswith("Download CSV (") and en.endswith(")"):
+        inner = en[len("Download CSV (") : -1]
+        return f"{CSV_ZH}（{tr.text(inner[:1].upper() + inner[1:])}）"  # the figure's label
+    return tr.text(en) if zh is None else zh
+
+
 def _is_text_button(c: Any) -> bool:
     return isinstance(c, gr.Button) and not isinstance(c, gr.DownloadButton)
 
 
 def _text_of(c: Any) -> str:
-    return str(c.value) if _is_text_button(c) else str(c.label)
+    if _is_text_button(c) or isinstance(c, gr.Markdown):
+        return str(c.value)
+    return str(c.label)
 
 
 def _relabel(c: Any, text: str) -> Any:
-    return gr.update(value=text) if _is_text_button(c) else gr.update(label=text)
+    if _is_text_button(c) or isinstance(c, gr.Markdown):
+        return gr.update(value=text)
+    return gr.update(label=text)
 
 
 CSV_ZH = "下载 CSV"
-"""The Chinese text of every figure slot's "Download CSV" button (for ``Lang.labels``)."""
+"""The Chinese text of every figure slot's "Download CSV" button (for ``Lang.labels``): the
+button then reads "下载 CSV（<the figure's label, translated>）"."""
+
+
+def csv_label(figure_label: str) -> str:
+    """'Download CSV (token timeline)': one name per button in the API listing."""
+    return f"Download CSV ({figure_label[:1].lower()}{figure_label[1:]})"
 
 
 def header(name: str, title: str, en: str, zh: str) -> Lang:
@@ -323,7 +358,7 @@ def figure_slot(
     ``csv_visible=False`` until a callback returns ``gr.update(value=path, visible=True)``)."""
     plot = gr.Plot(value, label=label, elem_id=elem_id, show_label=False)
     btn = gr.DownloadButton(
-        "Download CSV",
+        csv_label(label),
         elem_id=f"{elem_id}-csv",
         size="sm",
         variant="secondary",
@@ -430,6 +465,21 @@ def log_axis(
     else:
         upd(**kw)
     return fig
+
+
+def log_ticks(lo: float, hi: float, at_least: int = 3) -> list[float]:
+    """Tick values for a log axis over [lo, hi]: decades, or 1-2-5 steps when the range holds
+    fewer than ``at_least`` decade ticks (a 3-20 ms axis gets 5, 10, 20, not one lone 10)."""
+    if not (lo > 0 and hi >= lo and math.isfinite(hi)):
+        raise ValueError(f"log_ticks needs 0 < lo <= hi < inf, got {lo!r}, {hi!r}")
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for mults in ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):
+        ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in mults]
+        inside = [t for t in ticks if lo <= t <= hi]
+        if len(inside) >= at_least:
+            return inside
+    # a very narrow range: the two ends and the middle, rounded to 2 significant digits
+    return sorted({float(f"{v:.2g}") for v in (lo, math.sqrt(lo * hi), hi)})
 
 
 def vline(
@@ -602,15 +652,22 @@ def _err(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def _bound(v: float) -> str:
+    """A range end as the reader would type it: 2147483647, not 2.14748e+09."""
+    return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
+
+
 def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
     try:
         if isinstance(value, bool) or value is None or (isinstance(value, str) and not value):
             raise TypeError
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}") from None
+        raise _err(
+            f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}"
+        ) from None
     if not math.isfinite(v) or not lo <= v <= hi:
-        raise _err(f"{name} must be {kind} in [{lo:g}, {hi:g}], got {clip_text(value)}")
+        raise _err(f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}")
     return v
 
 
@@ -618,7 +675,9 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` as an int in ``[lo, hi]`` (integral floats such as 3.0 are accepted)."""
     v = _number(name, value, lo, hi, "an integer")
     if v != int(v):
-        raise _err(f"{name} must be an integer in [{lo:g}, {hi:g}], got {clip_text(value)}")
+        raise _err(
+            f"{name} must be an integer in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}"
+        )
     return int(v)
 
 
@@ -639,6 +698,8 @@ def study_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except gr.Error:  # already a reader-facing message (gr.Error is a ValueError too)
+            raise
         except ValueError as e:
             msg = str(e)
             if len(msg) > 300:  # never a 10 KB toast, whatever a study echoed
@@ -652,13 +713,26 @@ def study_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 # Launch
 # ---------------------------------------------------------------------------------------------
 
-THEME = gr.themes.Default(primary_hue="indigo", secondary_hue="slate")
+# System fonts only (no network, no bundled webfont): Gradio's default IBM Plex Sans SemiBold
+# ships 55 glyphs, so bold "KDA" / "GiB" mixed two faces. Liberation Sans and DejaVu Sans have
+# every Latin glyph in regular and bold; WenQuanYi Zen Hei / Noto CJK cover 中文.
+FONT_STACK = ("Liberation Sans", "DejaVu Sans", "WenQuanYi Zen Hei", "Noto Sans CJK SC",
+              "sans-serif")  # fmt: skip
+MONO_STACK = ("DejaVu Sans Mono", "Liberation Mono", "WenQuanYi Zen Hei Mono", "monospace")
+THEME = gr.themes.Default(
+    primary_hue="indigo", secondary_hue="slate", font=FONT_STACK, font_mono=MONO_STACK
+)
 CSS = """
 .gradio-container { max-width: 1280px !important; margin: auto; }
 .kda-intro { font-size: 0.97rem; }
 .kda-metrics table { font-size: 0.9rem; }
 .kda-metrics th { word-break: normal !important; overflow-wrap: normal !important;
   hyphens: none; }
+/* tables: numbers never wrap mid-digit; a wide table scrolls inside its column instead of
+   overflowing it; escaped byte strings (code) may break anywhere */
+.prose table { display: block; max-width: 100%; overflow-x: auto; }
+.prose td, .prose th { word-break: normal !important; overflow-wrap: normal !important; }
+.prose td code { word-break: break-all !important; white-space: normal !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
 LAUNCH_KWARGS: dict[str, Any] = {
@@ -733,13 +807,57 @@ def plot_from_client(value: Any) -> dict[str, Any]:
     return _decode_typed(fig)
 
 
+PORT_TRIES = 20
+
+
+def bind_port(host: str, port: int, tries: int = PORT_TRIES) -> tuple[socket.socket, str]:
+    """A listening socket on ``host:port``, or on the next free port above it (``tries``
+    ports at most); returns it and a line for the reader (empty when ``port`` itself was
+    free). Raises ``OSError`` naming the range and the ``--port`` option when none is free."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in [0, 65535], got {port}")
+    last: OSError | None = None
+    for p in range(port, min(port + tries, 65536)) if port else [0]:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            sock.bind((host, p))
+            sock.listen(128)
+        except OSError as e:
+            sock.close()
+            last = e
+            continue
+        got = sock.getsockname()[1]
+        note = "" if p == port or not port else (
+            f"port {port} is in use; serving on {got}, the next free port "
+            f"(choose one with --port P, or make demo PORT=P)"
+        )  # fmt: skip
+        return sock, note
+    raise OSError(
+        f"ports {port}-{port + tries - 1} on {host} are all in use ({last}); choose another "
+        "with --port P (make demo PORT=P)"
+    )
+
+
+def free_port(host: str, port: int) -> tuple[int, str]:
+    """Like ``bind_port`` but returns the port number (the socket is closed again; for
+    ``Blocks.launch``, which binds by itself)."""
+    sock, note = bind_port(host, port)
+    got = int(sock.getsockname()[1])
+    sock.close()
+    return got, note
+
+
 def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> None:
-    """``python -m apps.<name> [--host H] [--port P]``: serve one app (blocking)."""
+    """``python -m apps.<name> [--host H] [--port P]``: serve one app (blocking); a port in
+    use moves to the next free one, said on stderr."""
     ap = argparse.ArgumentParser(description="Serve one KDA State Lab app")
     ap.add_argument("--host", default=HOST)
     ap.add_argument("--port", type=int, default=PORT)
     args = ap.parse_args(argv)
-    build().launch(server_name=args.host, server_port=args.port, **LAUNCH_KWARGS)
+    port, note = free_port(args.host, args.port)
+    if note:
+        log.warning(note)
+    build().launch(server_name=args.host, server_port=port, **LAUNCH_KWARGS)
 
 
 __all__ = [
@@ -770,6 +888,7 @@ __all__ = [
     "launch_on_free_port",
     "launched",
     "log_axis",
+    "log_ticks",
     "main",
     "plot_from_client",
     "series_csv",
@@ -777,4 +896,7 @@ __all__ = [
     "style",
     "vline",
     "write_csv",
+    "bind_port",
+    "csv_label",
+    "free_port",
 ]

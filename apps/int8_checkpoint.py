@@ -18,8 +18,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import INT8_CHECKPOINT as TR
 from kda_core.studies import int8 as st
 
 NAME = "int8_checkpoint"
@@ -356,7 +357,7 @@ def summary_markdown(s: st.Int8Study, chosen: str) -> str:
     d = s.divergence
     text = s.parked_text.replace("\n", "⏎").replace("|", "&#124;")
     rows = [
-        ("parked after", f"{s.n_tokens} tokens", text[-60:]),
+        ("parked after", f"{s.n_tokens} tokens", i18n.verbatim(text[-60:])),
         ("format", chosen, "scales in the native dtype"),
         ("relative error (all layers)", f"{t.rel_fro[i]:.3g}", f"ceiling {t.bound_rel_fro[i]:.3g}"),
         ("max abs error", f"{t.max_abs[i]:.3g}",
@@ -449,6 +450,40 @@ def history_markdown(hist: list) -> str:
     return "**Runs in this session**\n\n" + head + "\n" + body
 
 
+def _run_validator():  # noqa: ANN202
+    """``run``'s checks, per input (so a rejected input leaves the page as it was)."""
+
+    def text_ok(text: object) -> None:
+        if not isinstance(text, str) or not text.strip():
+            raise gr.Error(f"text must be non-empty (1 to {st.MAX_TEXT_CHARS} characters)")
+        if len(text) > st.MAX_TEXT_CHARS:
+            raise gr.Error(f"text must be 1 to {st.MAX_TEXT_CHARS} characters, got {len(text)}")
+
+    def cross(text: str, n_tokens: object, *rest: object) -> tuple[int, str] | None:
+        n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
+        try:
+            common.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
+        except gr.Error as e:
+            return 1, guard.message_of(e)
+        tp_i = int(float(rest[5]))  # type: ignore[arg-type]
+        if 96 % tp_i:
+            return 7, f"TP must divide Kimi K3's 96 KDA heads; got TP={tp_i}"
+        return None
+
+    return guard.validator(
+        text_ok,
+        None,
+        lambda v: _variant(v),
+        lambda v: common.check_int("KDA layer", v, 0, N_LAYERS - 1),
+        lambda v: common.check_int("head", v, 0, N_HEADS - 1),
+        lambda v: common.check_int("tokens to decode", v, 1, st.MAX_STEPS),
+        lambda v: common.check_choice("native state dtype", v, st.NATIVE_DTYPES),
+        lambda v: common.check_int("TP", v, 1, 64),
+        lambda v: common.check_float("checkpoint budget (GiB)", v, 0.01, 4096),
+        cross=cross,
+    )
+
+
 def build() -> gr.Blocks:
     with gr.Blocks(title="INT8 checkpoints · KDA State Lab") as demo:
         lang = common.header(NAME, "INT8 checkpoints · INT8 检查点", EN, ZH)
@@ -480,7 +515,7 @@ def build() -> gr.Blocks:
                     elem_id=f"{NAME}-steps",
                     label=f"Tokens to decode after restore (1-{st.MAX_STEPS})",
                 )
-                with gr.Accordion("Kimi K3 capacity", open=False):
+                with gr.Accordion("Kimi K3 capacity", open=False) as capacity_box:
                     native = gr.Radio(
                         list(st.NATIVE_DTYPES), value="bfloat16", label="Native state pool dtype"
                     )
@@ -492,8 +527,16 @@ def build() -> gr.Blocks:
                             elem_id=f"{NAME}-budget",
                         )
                 btn = gr.Button("Park and restore", variant="primary", elem_id=f"{NAME}-run")
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
-                hist_md = gr.Markdown(elem_id=f"{NAME}-history", elem_classes=["kda-metrics"])
+                summary = gr.Markdown(
+                    label="Park and restore summary",
+                    elem_id=f"{NAME}-summary",
+                    elem_classes=["kda-metrics"],
+                )
+                hist_md = gr.Markdown(
+                    label="Runs in this session",
+                    elem_id=f"{NAME}-history",
+                    elem_classes=["kda-metrics"],
+                )
             with gr.Column(scale=2):
                 s1 = common.figure_slot(f"{NAME}-errmap", "Error map")
                 s3 = common.figure_slot(f"{NAME}-divergence", "Divergence")
@@ -511,23 +554,29 @@ def build() -> gr.Blocks:
             hist_md,
             history,
         ]
-        btn.click(run, inputs, outputs, api_name=f"{NAME}_run")
-        demo.load(run, inputs, outputs, api_visibility="private")
+        loc = i18n.Localizer(lang.radio, TR)
+        run_fn, run_out = loc.wrap(run, outputs)
+        run_in, run_v = [*inputs, lang.radio], _run_validator()
+        btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(run_fn, run_in, run_out, api_visibility="private")
         gr.on(
             [variant.input, layer.release, head.release, native.input],
-            run,
-            inputs,
-            outputs,
+            run_fn,
+            run_in,
+            run_out,
             api_visibility="private",
+            validator=run_v,
         )
+        loc.finish()
         lang.labels({
             text: f"模型读取的文本（1-{st.MAX_TEXT_CHARS} 个字符）",
             n_tokens: "停放前的 token 数（1-1024，不超过文本字节数）",
             variant: "格式 / 缩放粒度", layer: "KDA 层", head: "头",
             steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", native: "原生状态池精度",
             tp: "TP（整除 96）", budget: "检查点预算（GiB，0.01-4096）",
-            btn: "停放并恢复", **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
-        })  # fmt: skip
+            btn: "停放并恢复", capacity_box: "Kimi K3 容量",
+            **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
+        }, tr=TR)  # fmt: skip
     return demo
 
 

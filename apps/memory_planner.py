@@ -15,8 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import MEMORY_PLANNER as TR
 from kda_core import sizing
 from kda_core.studies import planner as pl
 
@@ -236,7 +237,7 @@ def summary_markdown(p: pl.Plan) -> str:
             f"{p.slots_per_request} / {p.slots_held}",
             p.strategy,
         ),
-        ("**max running requests**", f"**{p.max_running:,}**", f"limited by **{p.limited_by}**"),
+        ("**max running requests**", f"**{p.max_running:,}**", _limit_note(p)),
         (
             "balancing ratio for this workload",
             f"{p.balanced_ratio:.4g}",
@@ -252,6 +253,21 @@ def summary_markdown(p: pl.Plan) -> str:
         )
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     return "| quantity | value | note |\n|---|---:|---|\n" + body
+
+
+def _limit_note(p: pl.Plan) -> str:
+    """What limits the running requests; at 0, say plainly that one request does not fit."""
+    if p.max_running > 0:
+        return f"limited by **{p.limited_by}**"
+    if p.limited_by == "kv":
+        return (
+            f"**one request does not fit**: it needs {p.tokens_per_request:,} KV tokens, the "
+            f"KV pool holds {p.kv_tokens:,} (more memory, a lower ratio or a shorter request)"
+        )
+    return (
+        f"**one request does not fit**: it holds {p.slots_held} state slots, the pool has "
+        f"{p.state_slots:,} (more memory or a higher ratio)"
+    )
 
 
 def log_text(p: pl.Plan) -> str:
@@ -358,6 +374,44 @@ def run_plan(
     return summary_markdown(p), log_text(p), f1, c1, f2, c2, f3, c3, history_markdown(hist), hist
 
 
+def _plan_validator():  # noqa: ANN202
+    """The per-input checks of ``run_plan`` (same names and ranges), and TP vs heads."""
+
+    def i(name: str, lo: int, hi: int):  # noqa: ANN202
+        return lambda v: common.check_int(name, v, lo, hi)
+
+    def dt(name: str):  # noqa: ANN202
+        return lambda v: common.check_choice(name, v, DTYPES)
+
+    def cross(model: str, *v: object) -> tuple[int, str] | None:
+        if model == "custom":
+            return None  # the custom spec's own checks run in the callback
+        heads_n = sizing.preset(model).kda_heads
+        tp_i = int(float(v[7]))  # type: ignore[arg-type]
+        if heads_n % tp_i:
+            return 8, f"TP must divide the {heads_n} KDA heads; got TP={tp_i}"
+        return None
+
+    return guard.validator(
+        lambda v: common.check_choice("model", v, PRESETS),
+        *[None] * 7,  # the custom config: checked with the spec in the callback
+        i("TP", 1, 64),
+        dt("SSM dtype"),
+        dt("conv dtype"),
+        dt("KV dtype"),
+        lambda v: common.check_float("GPU memory for caches (GiB)", v, 0.5, 1024),
+        lambda v: common.check_float("mamba-full-memory-ratio", v, 0.01, 10),
+        i("max_mamba_cache_size (0 = from ratio)", 0, 1_000_000),
+        lambda v: common.check_choice("strategy", v, STRATEGIES),
+        None,
+        None,
+        i("draft tokens D", 0, 64),
+        i("input length", 1, 10_000_000),
+        i("output length", 0, 10_000_000),
+        cross=cross,
+    )
+
+
 HISTORY_HEADERS = [
     "#",
     "model",
@@ -385,7 +439,7 @@ def build() -> gr.Blocks:
                 model = gr.Dropdown(
                     list(PRESETS), value="kimi-k3", label="Model", elem_id=f"{NAME}-model"
                 )
-                with gr.Accordion("Custom config (model = custom)", open=False):
+                with gr.Accordion("Custom config (model = custom)", open=False) as custom_box:
                     n_kda = gr.Number(69, label="KDA layers", step=1)
                     n_mla = gr.Number(24, label="MLA layers", step=1)
                     heads = gr.Number(96, label="KDA heads", step=1)
@@ -419,14 +473,20 @@ def build() -> gr.Blocks:
                     output_len = gr.Number(3_000, label="output tokens", step=1)
                 run = gr.Button("Plan", variant="primary", elem_id=f"{NAME}-run")
             with gr.Column(scale=2):
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                summary = gr.Markdown(
+                    label="Plan", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"]
+                )
                 logs = gr.Code(
                     label="What SGLang would print", language=None, lines=4, elem_id=f"{NAME}-log"
                 )
                 s1 = common.figure_slot(f"{NAME}-context", "Memory vs context")
                 s2 = common.figure_slot(f"{NAME}-ratio-fig", "Running requests vs ratio")
                 s3 = common.figure_slot(f"{NAME}-strategies", "Strategies")
-                hist_md = gr.Markdown(elem_id=f"{NAME}-history", elem_classes=["kda-metrics"])
+                hist_md = gr.Markdown(
+                    label="Plans in this session",
+                    elem_id=f"{NAME}-history",
+                    elem_classes=["kda-metrics"],
+                )
         inputs = [
             model,
             n_kda,
@@ -452,8 +512,12 @@ def build() -> gr.Blocks:
             history,
         ]
         outputs = [summary, logs, *s1.outputs, *s2.outputs, *s3.outputs, hist_md, history]
-        run.click(run_plan, inputs, outputs, api_name=f"{NAME}_plan")
-        demo.load(run_plan, inputs, outputs, api_visibility="private")
+        loc = i18n.Localizer(lang.radio, TR)
+        plan_fn, plan_out = loc.wrap(run_plan, outputs)
+        plan_in = [*inputs, lang.radio]
+        run.click(plan_fn, plan_in, plan_out, api_name=f"{NAME}_plan", validator=_plan_validator())
+        demo.load(plan_fn, plan_in, plan_out, api_visibility="private")
+        loc.finish()
         lang.labels(
             {
                 model: "模型",
@@ -465,8 +529,10 @@ def build() -> gr.Blocks:
                 output_len: "输出 token 数",
                 logs: "SGLang 会打印的日志",
                 run: "规划",
+                custom_box: "自定义配置（模型 = custom）",
                 **{s.csv: common.CSV_ZH for s in (s1, s2, s3)},
-            }
+            },
+            tr=TR,
         )
     return demo
 

@@ -31,10 +31,12 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import PREFIX_REPLAY as TR
 from kda_core.model import encode
 from kda_core.studies import prefix_replay as pr
+from kda_core.studies import tree_layout
 
 NAME = "prefix_replay"
 POLICIES = pr.POLICIES
@@ -241,74 +243,98 @@ def fig_timeline(res: pr.ScenarioResult, sel: int) -> tuple[go.Figure, str]:
     return fig, common.write_csv(f"{NAME}-timeline", csv)
 
 
+TREE_LABEL_PX = 6.5  # about one character of the 11 px label font
+TREE_PLOT_PX = 720  # the plot area's width at the suite's 1280 px page (2/3 column)
+
+
 def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
-    """Icicle layout: a bar per node over its token span, one row per branch."""
+    """The radix tree as a tree (``tree_layout.layout``): a point per node at the token where
+    its span ends, elbow edges, branch points ringed; colour = checkpoint vs tombstone, a thick
+    black outline = locked. Labels sit above each node's edge where they fit; hover has all."""
+    lay = tree_layout.layout(snap.node_id, snap.parent, snap.end)
     fig = go.Figure()
-    kids = np.arange(snap.node_id.size)[snap.parent >= 0]
-    index = {int(n): i for i, n in enumerate(snap.node_id)}
+    fig.add_scatter(
+        x=list(lay.edge_x), y=list(lay.edge_y), mode="lines", name="edge (parent → child)",
+        line={"color": "#9aa3b2", "width": 1.5}, hoverinfo="skip",
+    )  # fmt: skip
     locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
-    for has, color, name in (
-        (True, COLORS["checkpoint"], "checkpoint node (KV + KDA state)"),
-        (False, COLORS["kv"], "tombstone (MLA KV only, no state)"),
-    ):
-        sel = [i for i in kids if bool(snap.has_state[i]) == has]
-        if not sel:
+    n = snap.node_id.size
+    size = 13 if n <= 40 else 10
+    custom = np.stack(
+        [snap.node_id, snap.start, snap.end, snap.kv_lock, snap.state_lock, snap.kv_age,
+         snap.state_age, snap.depth, lay.children], axis=1,
+    )  # fmt: skip
+    hover = (
+        "node %{customdata[0]} '%{hovertext}'<br>tokens [%{customdata[1]}, %{customdata[2]}) "
+        "· depth %{customdata[7]} · children %{customdata[8]}<br>locks: KV %{customdata[3]}, "
+        "state %{customdata[4]}<br>LRU age: KV %{customdata[5]}, state %{customdata[6]} ticks"
+        "<extra></extra>"
+    )
+    groups = (
+        ("root", np.arange(n) == 0, "white"),
+        ("checkpoint node (KV + KDA state)", (np.arange(n) > 0) & snap.has_state,
+         COLORS["checkpoint"]),
+        ("tombstone (MLA KV only, no state)", (np.arange(n) > 0) & ~snap.has_state,
+         COLORS["kv"]),
+    )  # fmt: skip
+    for name, mask, color in groups:
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
             continue
-        fig.add_bar(
-            y=snap.row[sel], x=(snap.end - snap.start)[sel], base=snap.start[sel],
-            orientation="h", name=name, width=0.6,
-            marker={"color": color, "line": {"width": [3 if locked[i] else 0.5 for i in sel],
-                                             "color": "black"}},
-            text=[snap.label[i] for i in sel], textposition="inside",
-            insidetextanchor="start", textfont={"color": "black" if has else "white"},
-            customdata=np.stack([snap.node_id[sel], snap.start[sel], snap.end[sel],
-                                 snap.kv_lock[sel], snap.state_lock[sel], snap.kv_age[sel],
-                                 snap.state_age[sel], snap.depth[sel]], axis=1),
-            hovertext=[snap.label[i] for i in sel],
-            hovertemplate=("node %{customdata[0]} '%{hovertext}'<br>tokens [%{customdata[1]}, "
-                           "%{customdata[2]}) depth %{customdata[7]}<br>locks: KV "
-                           "%{customdata[3]}, state %{customdata[4]}<br>LRU age: KV "
-                           "%{customdata[5]}, state %{customdata[6]} ticks<extra></extra>"),
-        )  # fmt: skip
-    ex: list = []
-    ey: list = []
-    for i in kids:
-        p = index[int(snap.parent[i])]
-        if snap.parent[i] != snap.node_id[0] and snap.row[p] != snap.row[i]:
-            ex += [snap.end[p], snap.start[i], None]
-            ey += [snap.row[p], snap.row[i], None]
-    if ex:
         fig.add_scatter(
-            x=ex,
-            y=ey,
-            mode="lines",
-            name="edge to a branch",
-            line={"color": COLORS["neutral"], "width": 1},
-            hoverinfo="skip",
-        )
-    if locked[kids].any():
-        li = kids[locked[kids]]
-        fig.add_scatter(
-            x=snap.end[li], y=snap.row[li], mode="markers", name="locked (in use)",
-            marker={"symbol": "square-open", "size": 12, "color": "black",
-                    "line": {"width": 2}},
-            hovertemplate="locked node ends at %{x}<extra></extra>",
+            x=lay.x[idx], y=lay.lane[idx], mode="markers", name=name,
+            marker={"color": color, "size": size, "symbol": "circle",
+                    "line": {"color": "black", "width": [3 if locked[i] else 1 for i in idx]}},
+            customdata=custom[idx], hovertext=[snap.label[i] for i in idx],
+            hovertemplate=hover,
         )  # fmt: skip
-    n_rows = int(snap.row.max()) + 1 if snap.row.size else 1
+    bp = np.flatnonzero(lay.branch)
+    if bp.size:
+        fig.add_scatter(
+            x=lay.x[bp], y=lay.lane[bp], mode="markers", name="branch point (prompts diverge)",
+            marker={"symbol": "circle-open", "size": size + 10, "color": "black",
+                    "line": {"width": 1.5}},
+            hovertemplate="branch at %{x} tokens<extra></extra>",
+        )  # fmt: skip
+    fig.add_scatter(  # legend entry only: what a thick outline means
+        x=[None], y=[None], mode="markers", name="locked (thick outline: in use)",
+        marker={"symbol": "circle", "size": 12, "color": "white",
+                "line": {"color": "black", "width": 3}},
+        hoverinfo="skip",
+    )  # fmt: skip
+    span = float(max(lay.x.max(), 1.0)) if n else 1.0
+    px_per_token = TREE_PLOT_PX / span
+    lx, ly, lt = [], [], []
+    for i in range(1, n):
+        room = (snap.end[i] - snap.start[i]) * px_per_token
+        chars = int(room / TREE_LABEL_PX) - 1
+        if chars >= 4 and lay.n_lanes <= 30:
+            text = (
+                snap.label[i] if len(snap.label[i]) <= chars else snap.label[i][: chars - 1] + "…"
+            )
+            lx.append((snap.start[i] + snap.end[i]) / 2)
+            ly.append(lay.lane[i])
+            lt.append(text)
+    if lt:
+        fig.add_scatter(
+            x=lx, y=ly, mode="text", text=lt, textposition="top center", name="node labels",
+            textfont={"size": 10, "color": "#374151"}, hoverinfo="skip", showlegend=False,
+        )  # fmt: skip
+    lane_px = 34 if lay.n_lanes <= 12 else 22
     common.style(
         fig,
-        f"{title}: {_n(snap.states, 'checkpoint node')}, {_n(snap.tombstones, 'tombstone')}",
+        f"{title}: {_n(snap.states, 'checkpoint node')}, {_n(snap.tombstones, 'tombstone')}, "
+        f"{_n(int(lay.branch.sum()), 'branch point')}",
         "token position (tokens)",
         "branch",
-        height=190 + 46 * n_rows,
+        height=200 + lane_px * lay.n_lanes,
     )
-    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(range=[-0.03 * span, span * 1.03])
     fig.update_yaxes(
-        autorange="reversed",
-        tickmode="array",
-        tickvals=list(range(n_rows)),
-        ticktext=[f"b{r}" for r in range(n_rows)],
-    )
+        autorange=False, range=[lay.n_lanes - 0.4, -0.7], tickmode="array",
+        tickvals=list(range(lay.n_lanes)), ticktext=[f"b{r}" for r in range(lay.n_lanes)],
+        showgrid=False,
+    )  # fmt: skip
     csv = common.write_csv(
         f"{NAME}-tree",
         {
@@ -322,7 +348,8 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
             "state_lock": snap.state_lock,
             "kv_lru_age": snap.kv_age,
             "state_lru_age": snap.state_age,
-            "row": snap.row,
+            "lane": lay.lane,
+            "children": lay.children,
             "label": list(snap.label),
         },
     )
@@ -492,15 +519,36 @@ def _drift_tick(v: float) -> str:
     return "1" if v == 1 else f"10<sup>{round(np.log10(v))}</sup>"
 
 
-def fig_no_drift(req: int, t: pr.Timeline, replaying: tuple[int, ...]) -> go.Figure:
-    """The request replayed nothing: the inconsistent restore IS the exact one, nothing to show."""
-    others = ", ".join(f"#{i + 1}" for i in replaying)
-    pick = f"pick one with a replay: {others}" if others else "no request of this session replays"
-    fig = common.empty_figure(
-        DRIFT_TITLE,
-        f"request #{req + 1} replayed nothing (restore = match = {t.token_match}), so the "
-        f"inconsistent restore equals the exact one;<br>{pick} (Request to inspect)",
+def can_drift(t: pr.Timeline) -> bool:
+    """An inconsistent restore differs from the exact one only when a checkpoint state was
+    restored (restore > 0) short of the match (something to replay)."""
+    return 0 < t.restore_at < t.token_match
+
+
+def drifting(res: pr.ScenarioResult) -> tuple[int, ...]:
+    """The requests whose restore differs from their match (the ones worth a drift view)."""
+    return tuple(r.index for r in res.requests if can_drift(r.timeline))
+
+
+def fig_no_drift(req: int, t: pr.Timeline, candidates: tuple[int, ...]) -> go.Figure:
+    """Nothing can drift for this request: say why, and name the requests that can."""
+    if t.restore_at == t.token_match:
+        why = (
+            f"request #{req + 1} restores at its match ({t.token_match} tokens): nothing is "
+            "replayed, so the inconsistent restore is the exact one"
+        )
+    else:
+        why = (
+            f"request #{req + 1} restores no checkpoint (restore 0, match {t.token_match}): "
+            "it recomputes from an empty state, so there is no parked state to misuse"
+        )
+    others = ", ".join(f"#{i + 1}" for i in candidates)
+    pick = (
+        f"requests whose restore differs from their match: {others} (Request to inspect)"
+        if others
+        else "no request of this session restores short of its match: nothing can drift here"
     )
+    fig = common.empty_figure(DRIFT_TITLE, f"{why};<br>{pick}")
     fig.update_layout(height=200)
     return fig
 
@@ -524,15 +572,15 @@ def fig_drift(d: pr.DriftStudy) -> tuple[go.Figure, str]:
     agree = d.same_tokens("inconsistent")
     common.style(
         fig,
-        f"Request #{d.request + 1} ("
-        f"{settings_label(d.policy, d.spacing, d.checkpoint_slots, d.inconsistent_int8)}: "
-        f"restore {d.restore_at}, match "
-        f"{d.token_match}): logit drift vs an uncached run; inconsistent keeps {agree}/{n.size} "
-        "greedy tokens",
+        f"Request #{d.request + 1}: logit drift vs an uncached run; inconsistent keeps "
+        f"{agree}/{n.size} greedy tokens<br><span style='font-size:12px'>"
+        f"{settings_label(d.policy, d.spacing, d.checkpoint_slots, d.inconsistent_int8)}; "
+        f"restore {d.restore_at}, match {d.token_match}</span>",
         "generated token (index)",
         "max |logit − uncached logit| (log scale)",
         height=380,
     )
+    fig.update_layout(margin={"t": 64})  # the two-line title
     common.log_axis(fig, "y", DRIFT_TICKS, fmt=_drift_tick)
     top = float(np.log10(max(d.inconsistent.max(), d.int8.max(), 1.0)))
     fig.update_yaxes(range=[-17.5, top + 0.4])  # the floor and every curve in view
@@ -571,7 +619,7 @@ def summary_markdown(s: Session) -> str:
     t, p = r.timeline, r.pools
     cap = str(p.checkpoint_capacity) + ("" if s.slots else " (default)")
     rows = [
-        ("prompt", f"{t.prompt_len} tokens", _esc(_short(r.prompt, 60))),
+        ("prompt", f"{t.prompt_len} tokens", i18n.verbatim(_esc(_short(r.prompt, 60)))),
         ("token match", f"{t.token_match}", "longest cached token prefix"),
         ("**restore point**", f"**{t.restore_at}**", "deepest checkpoint on that path"),
         ("**replayed**", f"**{t.token_match - t.restore_at}**", f"tokens [{t.restore_at}, "
@@ -613,7 +661,7 @@ def step_markdown(s: Session) -> str:
 
 
 def _request_choices(s: Session) -> list[tuple[str, int]]:
-    return [(f"#{i + 1} {_short(p, 22)}", i) for i, p in enumerate(s.prompts)]
+    return [(f"#{i + 1} {i18n.verbatim(_short(p, 22))}", i) for i, p in enumerate(s.prompts)]
 
 
 def _step_slider(s: Session) -> dict:
@@ -636,12 +684,12 @@ def _drift_outputs(s: Session, inconsistent: bool) -> tuple:
     if not inconsistent or s.result is None:
         return gr.update(value=None, visible=False), gr.update(value=None, visible=False)
     t = s.request.timeline
-    if t.replayed == 0:
-        fig = fig_no_drift(s.req, t, s.result.replaying)
+    if not can_drift(t):
+        fig = fig_no_drift(s.req, t, drifting(s.result))
         return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
     d = _drift(s)
-    if d.replayed == 0:  # the drift study's own serving restored at the match
-        fig = fig_no_drift(s.req, t, s.result.replaying)
+    if not 0 < d.restore_at < d.token_match:  # the drift study's own serving differed
+        fig = fig_no_drift(s.req, t, drifting(s.result))
         return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
     fig, csv = fig_drift(d)
     return gr.update(value=fig, visible=True), gr.update(value=csv, visible=True)
@@ -710,6 +758,29 @@ def load_scenario(
     return _all_outputs(_serve(s, progress), bool(inconsistent))
 
 
+def _check_text(text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise gr.Error(
+            "request text must be non-empty (1 to 1024 UTF-8 bytes)", print_exception=False
+        )
+    nbytes = len(encode(text))
+    if nbytes > pr.MAX_PROMPT_TOKENS:
+        raise gr.Error(
+            f"request text must be 1 to {pr.MAX_PROMPT_TOKENS} UTF-8 bytes (tokens), got {nbytes}",
+            print_exception=False,
+        )
+    return text
+
+
+def _check_room(session: Session | None) -> None:
+    if session is not None and len(session.prompts) >= pr.MAX_PROMPTS:
+        raise gr.Error(
+            f"a session holds at most {pr.MAX_PROMPTS} requests; load a scenario "
+            "or press Reset to start over",
+            print_exception=False,
+        )
+
+
 @common.study_errors
 def send_request(
     text: str,
@@ -727,23 +798,9 @@ def send_request(
 ) -> tuple:
     """Append one request (free text) to this session and serve it on the session's engine
     (incremental: one request's cost); with changed settings, re-serve every text."""
-    if not isinstance(text, str) or not text.strip():
-        raise gr.Error(
-            "request text must be non-empty (1 to 1024 UTF-8 bytes)", print_exception=False
-        )
-    nbytes = len(encode(text))
-    if nbytes > pr.MAX_PROMPT_TOKENS:
-        raise gr.Error(
-            f"request text must be 1 to {pr.MAX_PROMPT_TOKENS} UTF-8 bytes (tokens), got {nbytes}",
-            print_exception=False,
-        )
+    _check_text(text)
     prompts = session.prompts if session is not None else ()
-    if len(prompts) >= pr.MAX_PROMPTS:
-        raise gr.Error(
-            f"a session holds at most {pr.MAX_PROMPTS} requests; load a scenario "
-            "or press Reset to start over",
-            print_exception=False,
-        )
+    _check_room(session)
     settings = _settings(policy, spacing, slots, int8)
     s = Session(prompts + (text,), "custom", **settings, **_view(layer, head, delta, stage))
     if (
@@ -886,6 +943,88 @@ def play(session: Session | None) -> tuple:
     return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
 
 
+def redraw(inconsistent: bool = False, session: Session | None = None) -> tuple:
+    """Every output of the current session again (the language switch redraws in 中文)."""
+    if session is None or session.result is None:
+        return (gr.skip(),) * 15
+    return _all_outputs(session, bool(inconsistent))
+
+
+# ---------------------------------------------------------------------------------------------
+# Validators (Gradio's validator=: a rejected input leaves every output as it was)
+# ---------------------------------------------------------------------------------------------
+
+
+def _request_api_info() -> dict:
+    return {
+        "type": "integer",
+        "description": "0-based index of a request of this session (-1 = the last)",
+    }
+
+
+def _scenario_check(v: object) -> None:
+    common.check_choice("scenario", v, SCENARIOS)
+
+
+def _settings_checks() -> list:
+    """Checks aligned with ``settings`` = policy, spacing, slots, int8, inconsistent, layer,
+    head, delta, stage (the same ranges as ``_settings`` / ``_view``)."""
+    return [
+        lambda v: common.check_choice("policy", v, POLICIES),
+        lambda v: common.check_int("checkpoint spacing (tokens)", v, 1, 1024),
+        lambda v: common.check_int("checkpoint slots (0 = default 256)", v, 0, 4096),
+        None,
+        None,
+        lambda v: common.check_int("KDA layer", v, 0, N_LAYERS - 1),
+        lambda v: common.check_int("head", v, 0, N_HEADS - 1),
+        None,
+        lambda v: common.check_choice("tree snapshot", v, STAGES),
+    ]
+
+
+def _room_cross(*values: object) -> tuple[int, str] | None:
+    try:
+        _check_room(values[-2])  # type: ignore[arg-type]
+    except gr.Error as e:
+        return 0, guard.message_of(e)
+    return None
+
+
+def _nonempty_cross(n_settings: int):  # noqa: ANN202
+    def cross(*values: object) -> tuple[int, str] | None:
+        session = values[n_settings]
+        if isinstance(session, Session) and not session.prompts:
+            return 0, "the session is empty: send a request or load a scenario first"
+        return None
+
+    return cross
+
+
+def _request_cross(request: object, *values: object) -> tuple[int, str] | None:
+    session = values[-2]
+    if not isinstance(session, Session) or session.result is None:
+        return 0, "the session is empty: send a request or load a scenario first"
+    n = len(session.prompts)
+    try:
+        common.check_int("request", -1 if request is None else request, -n, n - 1)
+    except gr.Error as e:
+        return 0, guard.message_of(e)
+    return None
+
+
+def _step_cross(step: object, session: object, *_: object) -> tuple[int, str] | None:
+    if not isinstance(session, Session) or session.result is None:
+        return 0, "the session is empty: send a request or load a scenario first"
+    n = session.n_steps
+    if n == 0:
+        return 0, f"request #{session.req + 1} has no replay steps (it restored nothing)"
+    try:
+        common.check_int("step", step, 0, n - 1)
+    except gr.Error as e:
+        return 0, guard.message_of(e)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Layout
 # ---------------------------------------------------------------------------------------------
@@ -912,7 +1051,7 @@ def build() -> gr.Blocks:
                 with gr.Row():
                     send = gr.Button("Send", variant="primary", elem_id=f"{NAME}-send")
                     reset = gr.Button("Reset session", elem_id=f"{NAME}-reset")
-                with gr.Accordion("Cache settings", open=True):
+                with gr.Accordion("Cache settings", open=True) as cache_box:
                     policy = gr.Radio(
                         list(POLICIES),
                         value="interval",
@@ -936,13 +1075,18 @@ def build() -> gr.Blocks:
                             False, label="Inconsistent restore", elem_id=f"{NAME}-inconsistent"
                         )
                     apply = gr.Button("Apply settings", elem_id=f"{NAME}-apply")
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                summary = gr.Markdown(
+                    label="Request summary",
+                    elem_id=f"{NAME}-summary",
+                    elem_classes=["kda-metrics"],
+                )
             with gr.Column(scale=2):
                 first = Session(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
                 request = gr.Dropdown(
                     _request_choices(first), value=len(first.prompts) - 1,
                     label="Request to inspect", elem_id=f"{NAME}-request",
                 )  # fmt: skip
+                request.api_info = _request_api_info  # an index, not the build-time choices
                 s_time = common.figure_slot(f"{NAME}-timeline", "Token timeline")
                 with gr.Row():
                     layer = gr.Slider(
@@ -960,8 +1104,8 @@ def build() -> gr.Blocks:
                     pause = gr.Button("❚❚ Pause", elem_id=f"{NAME}-pause", size="sm")
                     nxt = gr.Button("Next ▶", elem_id=f"{NAME}-next", size="sm")
                 step = gr.Slider(0, 1, value=0, step=1, label="Replay step", elem_id=f"{NAME}-step")
-                step_md = gr.Markdown(elem_id=f"{NAME}-step-info")
-                s_replay = common.figure_slot(f"{NAME}-replay", "Replay step")
+                step_md = gr.Markdown(label="Replay step details", elem_id=f"{NAME}-step-info")
+                s_replay = common.figure_slot(f"{NAME}-replay", "Replay state heatmap")
                 stage = gr.Radio(
                     list(STAGES), value=STAGES[0], label="Tree snapshot", elem_id=f"{NAME}-stage"
                 )
@@ -982,19 +1126,40 @@ def build() -> gr.Blocks:
             session,
         ]
         all_out = [*inspect_out[:-1], *s_pools.outputs, session]
-        load.click(load_scenario, [scenario, *settings, session], all_out, api_name=f"{NAME}_load")
-        demo.load(load_scenario, [scenario, *settings, session], all_out, api_visibility="private")
-        send.click(send_request, [text, *settings, session], all_out, api_name=f"{NAME}_send")
-        apply.click(apply_settings, [*settings, session], all_out, api_name=f"{NAME}_apply")
+        lr = lang.radio
+
+        def loc(fn):  # noqa: ANN001, ANN202 - the callback with the language input
+            return i18n.localized(fn, TR)
+
+        v_settings = _settings_checks()
+        load_v = guard.validator(_scenario_check, *v_settings)
+        load.click(
+            loc(load_scenario), [scenario, *settings, session, lr], all_out,
+            api_name=f"{NAME}_load", validator=load_v,
+        )  # fmt: skip
+        demo.load(
+            loc(load_scenario), [scenario, *settings, session, lr], all_out,
+            api_visibility="private",
+        )  # fmt: skip
+        send.click(
+            loc(send_request), [text, *settings, session, lr], all_out, api_name=f"{NAME}_send",
+            validator=guard.validator(_check_text, *v_settings, cross=_room_cross),
+        )  # fmt: skip
+        apply_v = guard.validator(*v_settings, cross=_nonempty_cross(len(settings)))
+        apply.click(
+            loc(apply_settings), [*settings, session, lr], all_out, api_name=f"{NAME}_apply",
+            validator=apply_v,
+        )  # fmt: skip
         gr.on(
             [policy.input, int8.input, inconsistent.input],
-            apply_settings,
-            [*settings, session],
+            loc(apply_settings),
+            [*settings, session, lr],
             all_out,
             api_visibility="private",
+            validator=apply_v,
         )
-        reset.click(reset_session, None, all_out, api_name=f"{NAME}_reset")
-        view_in = [request, layer, head, delta, stage, inconsistent, session]
+        reset.click(loc(reset_session), [lr], all_out, api_name=f"{NAME}_reset")
+        view_in = [request, layer, head, delta, stage, inconsistent, session, lr]
         inspect_btn_triggers = [
             request.input,
             layer.release,
@@ -1002,19 +1167,32 @@ def build() -> gr.Blocks:
             delta.input,
             stage.input,
         ]
-        gr.on(inspect_btn_triggers, inspect, view_in, inspect_out, api_name=f"{NAME}_inspect")
-        step.release(go_to_step, [step, session], [*replay_out, session], api_name=f"{NAME}_step")
-        prev.click(prev_step, session, [*replay_out, session], api_name=f"{NAME}_prev")
-        nxt.click(next_step, session, [*replay_out, session], api_name=f"{NAME}_next")
-        play_btn.click(play, session, [*replay_out, session, timer], api_visibility="private")
+        gr.on(
+            inspect_btn_triggers, loc(inspect), view_in, inspect_out, api_name=f"{NAME}_inspect",
+            validator=guard.validator(None, *v_settings[5:7], None, v_settings[8],
+                                      cross=_request_cross),
+        )  # fmt: skip
+        step.release(
+            loc(go_to_step), [step, session, lr], [*replay_out, session],
+            api_name=f"{NAME}_step", validator=guard.validator(cross=_step_cross),
+        )  # fmt: skip
+        prev.click(loc(prev_step), [session, lr], [*replay_out, session], api_name=f"{NAME}_prev")
+        nxt.click(loc(next_step), [session, lr], [*replay_out, session], api_name=f"{NAME}_next")
+        play_btn.click(
+            loc(play), [session, lr], [*replay_out, session, timer], api_visibility="private"
+        )
         pause.click(lambda: gr.Timer(active=False), None, timer, api_visibility="private")
         timer.tick(
-            play_tick,
-            session,
+            loc(play_tick),
+            [session, lr],
             [*replay_out, session, timer],
             api_visibility="private",
             show_progress="hidden",
         )
+        lr.change(
+            loc(redraw), [inconsistent, session, lr], all_out, api_visibility="private",
+            show_progress="hidden",
+        )  # fmt: skip
         lang.labels({
             scenario: "示例场景", text: "你的请求（任意文本，支持中文；1-1024 个 UTF-8 字节）",
             policy: "检查点策略", spacing: "检查点间隔（1-1024 token）",
@@ -1023,8 +1201,9 @@ def build() -> gr.Blocks:
             delta: "显示 S − S_match", step: "重放步", stage: "树快照",
             load: "载入场景", send: "发送", reset: "重置会话", apply: "应用设置",
             prev: "◀ 上一步", play_btn: "▶ 播放", pause: "❚❚ 暂停", nxt: "下一步 ▶",
+            cache_box: "缓存设置",
             **{sl.csv: common.CSV_ZH for sl in (s_time, s_replay, s_tree, s_drift, s_pools)},
-        })  # fmt: skip
+        }, tr=TR)  # fmt: skip
     return demo
 
 

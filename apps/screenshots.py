@@ -3,8 +3,9 @@
 Serves the hub in-process on a free loopback port, opens each ``/<name>/`` in headless Debian
 Chromium (playwright with ``executable_path``; never ``playwright install``), waits until the
 default figures are drawn and stop changing, and writes ``assets/screenshots/<name>.png``
-(1366 px wide) plus ``thumbs/<name>.png`` (the first figure, the hub's card image). The
-landing page (``hub.png``) is taken last so that it shows the fresh
+(1366 px wide) plus ``thumbs/<name>.png`` (the first figure, the hub's card image); then
+switches the page to 中文, waits until the figures are redrawn, and writes
+``<name>_zh.png``. The landing page (``hub.png``) is taken last so that it shows the fresh
 thumbnails. Options: ``--out DIR``, ``--apps name ...``, ``--chromium PATH``, ``--width``.
 """
 
@@ -62,6 +63,18 @@ def _settle(page: object, timeout_s: float = 60.0, quiet_s: float = 1.5) -> int:
     return int(page.evaluate("document.querySelectorAll('.js-plotly-plot').length"))  # type: ignore[attr-defined]
 
 
+def _settle_zh(page: object, timeout_s: float = 30.0) -> None:
+    """After the switch: wait until every figure title has Chinese in it (or the time is up:
+    a title made only of numbers and names stays as it is), then until nothing changes."""
+    js = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(g => {
+              const t = g.layout && g.layout.title; const s = t ? (t.text || t) : '';
+              return !s || /[\u4e00-\u9fff]/.test(s); })"""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s and not page.evaluate(js):  # type: ignore[attr-defined]
+        page.wait_for_timeout(200)  # type: ignore[attr-defined]
+    _settle(page, quiet_s=1.0)
+
+
 def take(
     out_dir: Path,
     names: Sequence[str] | None = None,
@@ -89,8 +102,12 @@ def take(
                 thumb = out_dir / "thumbs" / f"{name}.png"
                 thumb.parent.mkdir(exist_ok=True)
                 page.locator(".js-plotly-plot").first.screenshot(path=str(thumb))
+                zh = out_dir / f"{name}_zh.png"
+                page.get_by_role("radio", name=common.LANGS[1]).check()
+                _settle_zh(page)
+                page.screenshot(path=str(zh), full_page=True)
                 page.close()
-                written += [path, thumb]
+                written += [path, thumb, zh]
                 log.info("%s: %d figures, %.1f s -> %s", name, n, time.perf_counter() - t0, path)
             page = browser.new_page(viewport={"width": width, "height": 900})
             page.goto(srv.url + "/", wait_until="load")

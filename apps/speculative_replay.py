@@ -17,8 +17,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import SPECULATIVE_REPLAY as TR
 from kda_core.studies import speculative as sp
 
 NAME = "speculative_replay"
@@ -96,6 +97,14 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=2, cols=1, row_heights=[0.32, 0.68], shared_xaxes=True, vertical_spacing=0.08
     )
+
+    # bar text by width: "id byte → id byte" up to 8 steps, the input id up to 24, none
+    # beyond (a 16-step strip of two-line labels was unreadable); the hover always has both
+    def strip_text(a: int, b: int) -> str:
+        if n <= 8:
+            return f"{_tok(a)}<br>→ {_tok(b)}"
+        return str(int(a)) if n <= 24 else ""
+
     for mask, name, color in (
         (acc, "committed (accepted prefix)", ACCEPTED),
         (~acc, "rejected (rolled back)", REJECTED),
@@ -103,10 +112,13 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         if mask.any():
             fig.add_bar(
                 x=steps[mask], y=np.ones(mask.sum()), name=name, marker_color=color,
-                text=[f"{_tok(a)}<br>→ {_tok(b)}"
-                      for a, b in zip(v.inputs[mask], v.targets[mask])],
+                text=[strip_text(a, b) for a, b in zip(v.inputs[mask], v.targets[mask])],
                 textposition="inside", textangle=0, insidetextanchor="middle", row=1, col=1,
-                customdata=np.stack([v.inputs[mask], v.targets[mask]], axis=1),
+                textfont={"size": 11 if n <= 8 else 10}, constraintext="none",
+                customdata=np.stack(
+                    [[_tok(a) for a in v.inputs[mask]], [_tok(b) for b in v.targets[mask]]],
+                    axis=1,
+                ),
                 hovertemplate="step %{x}<br>input token %{customdata[0]}<br>target's greedy "
                 "next %{customdata[1]}<extra></extra>",
             )  # fmt: skip
@@ -380,6 +392,26 @@ def _prompt(text: object) -> str:
     return text
 
 
+def _cross_verify(_p: object, d: object, n_accept: object, *rest: object) -> tuple[int, str] | None:
+    """The accepted count and the ring length depend on D (the same rules as ``verify``)."""
+    dd = common.check_int("draft tokens D", d, 1, MAX_D)
+    try:
+        common.check_int(f"accepted tokens (-1 = greedy, 0-{dd})", n_accept, -1, dd)
+    except gr.Error as e:
+        return 2, guard.message_of(e)
+    ring = rest[4]  # noise, seed, layer, head, ring_len
+    try:
+        rl = common.check_int("ring length L (0 = auto)", ring, 0, 1024)
+    except gr.Error as e:
+        return 7, guard.message_of(e)
+    if rl and (rl & (rl - 1) or rl < 2 * dd):
+        return 7, (
+            f"ring length L must be 0 (auto) or a power of two in [2D, 1024] = "
+            f"[{2 * dd}, 1024], got {rl}"
+        )
+    return None
+
+
 @common.study_errors
 def verify(
     prompt: str = sp.DEFAULT_PROMPT,
@@ -516,8 +548,14 @@ def build() -> gr.Blocks:
                     label="Ring length L (0 = next_pow2(2D); power of two ≤ 1024)",
                 )
                 btn = gr.Button("Verify and commit", variant="primary", elem_id=f"{NAME}-run")
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
-                hist_md = gr.Markdown(elem_id=f"{NAME}-history", elem_classes=["kda-metrics"])
+                summary = gr.Markdown(
+                    label="Verify summary", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"]
+                )
+                hist_md = gr.Markdown(
+                    label="Verify steps in this session",
+                    elem_id=f"{NAME}-history",
+                    elem_classes=["kda-metrics"],
+                )
             with gr.Column(scale=2):
                 s1 = common.figure_slot(f"{NAME}-verify", "Verify step")
                 s2 = common.figure_slot(f"{NAME}-ring", "Ring slots")
@@ -532,23 +570,40 @@ def build() -> gr.Blocks:
                     )
                     gen = gr.Button("Run speculative generation", elem_id=f"{NAME}-gen", scale=1)
                     acc_btn = gr.Button("Acceptance vs noise", elem_id=f"{NAME}-acc", scale=1)
-                gen_md = gr.Markdown(elem_id=f"{NAME}-gen-info")
+                gen_md = gr.Markdown(label="Generation summary", elem_id=f"{NAME}-gen-info")
                 s5 = common.figure_slot(f"{NAME}-generation", "Generation")
                 s6 = common.figure_slot(f"{NAME}-acceptance", "Acceptance vs noise")
         inputs = [prompt, d, accept, noise, seed, layer, head, ring, history]
         outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, hist_md, history]
         gen_in = [prompt, d, noise, seed, n_new]
         gen_out = [gen_md, *s5.outputs]
-        btn.click(verify, inputs, outputs, api_name=f"{NAME}_verify")
-        acc_in = [prompt, d, seed, n_new]
-        gen.click(generate, gen_in, gen_out, api_name=f"{NAME}_generate").success(
-            acceptance, acc_in, s6.outputs, api_visibility="private"
-        )
-        acc_btn.click(acceptance, acc_in, s6.outputs, api_name=f"{NAME}_acceptance")
-        demo.load(verify, inputs, outputs, api_visibility="private").then(
-            generate, gen_in, gen_out, api_visibility="private"
-        ).then(acceptance, acc_in, s6.outputs, api_visibility="private")
-        gr.on([layer.release, head.release], verify, inputs, outputs, api_visibility="private")
+        loc = i18n.Localizer(lang.radio, TR)
+        lr = lang.radio
+        ver_fn, ver_out = loc.wrap(verify, outputs)
+        gen_fn, gen_out2 = loc.wrap(generate, gen_out)
+        acc_fn, acc_out = loc.wrap(acceptance, s6.outputs)
+        prompt_ok = _prompt
+        d_ok = lambda v: common.check_int("draft tokens D", v, 1, MAX_D)  # noqa: E731
+        seed_ok = lambda v: common.check_int("seed", v, 0, 1_000_000)  # noqa: E731
+        noise_ok = lambda v: common.check_float("draft noise", v, 0.0, 10.0)  # noqa: E731
+        new_ok = lambda v: common.check_int("tokens to generate", v, 1, 128)  # noqa: E731
+        ver_v = guard.validator(prompt_ok, d_ok, None, noise_ok, seed_ok, cross=_cross_verify)
+        gen_v = guard.validator(prompt_ok, d_ok, noise_ok, seed_ok, new_ok)
+        acc_v = guard.validator(prompt_ok, d_ok, seed_ok, new_ok)
+        btn.click(ver_fn, [*inputs, lr], ver_out, api_name=f"{NAME}_verify", validator=ver_v)
+        acc_in = [prompt, d, seed, n_new, lr]
+        gen.click(
+            gen_fn, [*gen_in, lr], gen_out2, api_name=f"{NAME}_generate", validator=gen_v
+        ).success(acc_fn, acc_in, acc_out, api_visibility="private")
+        acc_btn.click(acc_fn, acc_in, acc_out, api_name=f"{NAME}_acceptance", validator=acc_v)
+        demo.load(ver_fn, [*inputs, lr], ver_out, api_visibility="private").then(
+            gen_fn, [*gen_in, lr], gen_out2, api_visibility="private"
+        ).then(acc_fn, acc_in, acc_out, api_visibility="private")
+        gr.on(
+            [layer.release, head.release], ver_fn, [*inputs, lr], ver_out,
+            api_visibility="private", validator=ver_v,
+        )  # fmt: skip
+        loc.finish()
         lang.labels({
             prompt: "提示词（1-512 个 UTF-8 字节，支持中文）", d: "草稿 token 数 D（1-64）",
             accept: "接受的 token 数（-1 = 贪心，0-D）", noise: "草稿噪声（0-10）",
@@ -557,7 +612,7 @@ def build() -> gr.Blocks:
             n_new: "生成 token 数（1-128）",
             btn: "验证并提交", gen: "运行投机生成", acc_btn: "接受率与噪声",
             **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5, s6)},
-        })  # fmt: skip
+        }, tr=TR)  # fmt: skip
     return demo
 
 

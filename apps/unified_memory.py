@@ -15,8 +15,9 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 
-from apps import common
+from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
+from apps.i18n_tables import UNIFIED_MEMORY as TR
 from kda_core.studies import memory as mem
 
 NAME = "unified_memory"
@@ -204,10 +205,16 @@ def running_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
     pools.append((f"best static r={c.best_ratio:.3g}", c.best_static))
     for name, r, res in zip(c.phase_names, c.phase_ratios, c.phase_static):
         pools.append((f"static tuned for {name} r={r:.3g}", res))
+    # the x axis shows the unified pool's and the best static split's runs; a slower split
+    # (one tuned for a single phase can take 10x longer) would squeeze both phases to the left
+    base = max(c.unified.makespan, c.best_static.makespan)
+    x_end = 1.05 * max(r.makespan for _, r in pools if r.makespan <= 2 * base)
     for i, (label, res) in enumerate(pools):
         tl = res.timeline
         t = np.arange(tl.running.shape[0])
         color = pool_color(i)
+        if res.makespan > x_end:
+            label = f"{label} (ends at step {res.makespan:,}, off the axis)"
         fig.add_scatter(
             x=t,
             y=tl.running,
@@ -231,6 +238,7 @@ def running_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
         "scheduler step",
         "requests",
     )
+    fig.update_xaxes(range=[0, x_end])
     csv = common.series_csv(f"{NAME}-running", series, "step", "requests")
     return fig, csv
 
@@ -245,27 +253,23 @@ def ratio_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
         line={"color": SERIES[2], "width": 2},
         hovertemplate="ratio %{x:.3g}<br>mean running %{y:.1f}<extra></extra>",
     )
-    fig.add_hline(
-        y=c.unified.mean_concurrency,
+    lo = float(min(c.ratios.min(), min(c.phase_ratios))) / 1.3
+    hi = float(max(c.ratios.max(), max(c.phase_ratios))) * 1.3
+    top = float(max(c.static_mean_concurrency.max(), c.unified.mean_concurrency)) * 1.08
+    fig.add_scatter(  # lines with legend names: a label box would cover another line
+        x=[lo, hi], y=[c.unified.mean_concurrency] * 2, mode="lines",
+        name=f"unified pool {c.unified.mean_concurrency:.1f}",
         line={"color": pool_color(0), "width": 3},
-        annotation_text=f"unified {c.unified.mean_concurrency:.1f}",
-        annotation_position="top left",
-    )
-    # labels by annotation at each line (add_vline's own label lands wrongly on a log axis);
-    # the lower ratio's label goes left of its line, the higher one's right, at two heights
-    order = np.argsort(np.asarray(c.phase_ratios, dtype=np.float64))
-    for rank, j in enumerate(order.tolist()):
-        name, r = c.phase_names[j], float(c.phase_ratios[j])
-        common.vline(
-            fig,
-            r,
-            f"tuned for {name} (r={r:.3g})",
-            log=True,
-            color=pool_color(2 + j),
-            dash="dash",
-            y=1.0 if rank % 2 == 0 else 0.93,
-            xanchor="right" if rank == 0 else "left",
-        )
+        hovertemplate=f"unified pool<br>mean running {c.unified.mean_concurrency:.1f}"
+        "<extra></extra>",
+    )  # fmt: skip
+    for j, (name, r) in enumerate(zip(c.phase_names, c.phase_ratios)):
+        fig.add_scatter(
+            x=[float(r), float(r)], y=[0, top], mode="lines",
+            name=f"static tuned for {name} (r={float(r):.3g})",
+            line={"color": pool_color(2 + j), "dash": "dash", "width": 1.5},
+            hovertemplate=f"tuned for {name}<br>ratio {float(r):.3g}<extra></extra>",
+        )  # fmt: skip
     fig.add_scatter(
         x=[c.best_ratio],
         y=[c.best_static.mean_concurrency],
@@ -282,7 +286,8 @@ def ratio_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
     )
     ticks = np.concatenate([c.ratios, np.asarray(c.phase_ratios)])
     common.log_axis(fig, "x", ticks, fmt=lambda v: f"{v:.3g}")
-    fig.update_layout(margin={"t": 64})
+    fig.update_xaxes(range=[np.log10(lo), np.log10(hi)])
+    fig.update_yaxes(range=[0, top], rangemode="tozero")
     csv = common.write_csv(
         f"{NAME}-ratios",
         {
@@ -329,6 +334,23 @@ def _parse_ratios(text: str) -> list[float]:
             f"static ratios: give 1 to 8 comma-separated numbers, got {common.clip_text(text)}"
         )
     return sorted({common.check_float("static ratio", x.strip(), 0.01, 100) for x in parts})
+
+
+def _cross_counts(n_chat: object, n_long: object, *_: object) -> tuple[int, str] | None:
+    if int(float(n_chat)) + int(float(n_long)) == 0:  # type: ignore[arg-type]
+        return 0, "chat requests + long-context requests must be >= 1"
+    return None
+
+
+def _cross_step(step: object, session: object, *_: object) -> tuple[int, str] | None:
+    if not session:
+        return 0, "run a replay first (press Run)"
+    last = max(session["cmp"].unified.makespan - 1, 0)  # type: ignore[index]
+    try:
+        common.check_int("step", step, 0, last)
+    except gr.Error as e:
+        return 0, guard.message_of(e)
+    return None
 
 
 @common.study_errors
@@ -413,7 +435,9 @@ def build() -> gr.Blocks:
                 seed = gr.Number(0, label="seed", step=1)
                 go_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
             with gr.Column(scale=2):
-                summary = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                summary = gr.Markdown(
+                    label="Pool comparison", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"]
+                )
                 with gr.Row():
                     step = gr.Slider(0, 100, value=0, step=1, label="step", elem_id=f"{NAME}-step")
                     play = gr.Button("Play", scale=0, min_width=90, elem_id=f"{NAME}-play")
@@ -425,20 +449,38 @@ def build() -> gr.Blocks:
         timer = gr.Timer(0.4, active=False)
         inputs = [n_chat, n_long, chat_rate, long_rate, total, mode, ratios, seed]
         outputs = [summary, *s0.outputs, *s1.outputs, *s2.outputs, *s3.outputs, step, session]
-        go_btn.click(run, inputs, outputs, api_name=f"{NAME}_run")
-        demo.load(run, inputs, outputs, api_visibility="private")
-        step.release(
-            show_step, [step, session], s0.outputs, api_name=f"{NAME}_step", show_progress="hidden"
+        loc = i18n.Localizer(lang.radio, TR)
+        run_fn, run_out = loc.wrap(run, outputs)
+        run_in = [*inputs, lang.radio]
+        run_v = guard.validator(
+            lambda v: common.check_int("chat requests", v, 0, 3000),
+            lambda v: common.check_int("long-context requests", v, 0, 150),
+            lambda v: common.check_float("chat arrivals per step", v, 0.1, 100),
+            lambda v: common.check_float("long arrivals per step", v, 0.01, 10),
+            lambda v: common.check_float("buffer size (GiB)", v, 4, 192),
+            lambda v: common.check_choice("unified mode", v, MODES),
+            _parse_ratios,
+            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
+            cross=_cross_counts,
         )
+        go_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(run_fn, run_in, run_out, api_visibility="private")
+        step_fn, step_out = loc.wrap(show_step, s0.outputs)
+        step.release(
+            step_fn, [step, session, lang.radio], step_out, api_name=f"{NAME}_step",
+            show_progress="hidden", validator=guard.validator(cross=_cross_step),
+        )  # fmt: skip
         play.click(lambda: gr.Timer(active=True), None, timer, api_visibility="private")
         pause.click(lambda: gr.Timer(active=False), None, timer, api_visibility="private")
+        tick_fn, tick_out = loc.wrap(tick, [step, *s0.outputs, timer])
         timer.tick(
-            tick,
-            [step, session],
-            [step, *s0.outputs, timer],
+            tick_fn,
+            [step, session, lang.radio],
+            tick_out,
             api_visibility="private",
             show_progress="hidden",
         )
+        loc.finish()
         lang.labels(
             {
                 n_chat: "短对话请求数 (0-3000)",
@@ -454,7 +496,8 @@ def build() -> gr.Blocks:
                 play: "播放",
                 pause: "暂停",
                 **{s.csv: common.CSV_ZH for s in (s0, s1, s2, s3)},
-            }
+            },
+            tr=TR,
         )
     return demo
 

@@ -109,6 +109,8 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
             ckpt=style.format_bytes(data.state_bytes_per_checkpoint),
         ),
     )
+    for footer in fig.texts:  # the source line wraps at the figure edge instead of running off
+        footer.set_wrap(True)
     fig.suptitle(density.headline(data, lang))
     gs = fig.add_gridspec(3, 2, height_ratios=(0.16, 1.0, 1.0))
     lg = fig.add_subplot(gs[0, :])

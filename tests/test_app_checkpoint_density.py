@@ -52,7 +52,8 @@ def test_summary_names_the_optimum(out, sweep):
             in summary
         )
     assert f"ideal token hit **{sweep.analytic.ideal_token_hit_rate:.1%}**" in summary
-    assert out[-1] == [
+    assert out[-1] == {"__type__": "update", "value": "", "visible": False}  # not stale
+    assert out[-2] == [
         [
             1,
             "conversation[:1000]",
@@ -156,11 +157,11 @@ def test_api_and_client(tmp_path):
     with common.launched(demo) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
         out = c.predict(intervals="2048, 8192", budgets="16", api_name="/checkpoint_density_run")
-        assert len(out) == 12 and "| 16 GiB |" in out[0]
+        assert len(out) == 13 and "| 16 GiB |" in out[0]  # + the (hidden) stale note
         fig = common.plot_from_client(out[1])
         assert fig["data"][0]["x"] == [2048, 8192]
         with pytest.raises(Exception, match="multiple of the block size 512"):
-            c.predict(intervals="700", api_name="/checkpoint_density_run")
+            c.predict(intervals="700", api_name="/checkpoint_density_run")  # the validator
         out = c.predict(intervals="4096", budgets="16", api_name="/checkpoint_density_run")
         assert "| 2 | conversation[:1000] | 1 | 16 GiB: K=4,096 |" in out[11]
 
@@ -193,3 +194,18 @@ def test_long_bad_input_is_echoed_short():
     with pytest.raises(gr.Error) as e:
         app.run(progress=NOOP, timeline_every=4096.5)
     assert "interval K must be an integer" in e.value.message
+
+
+def test_stale_note_names_the_new_workload():
+    en = app.stale_note("multi-turn chat (synthetic)")
+    assert en["visible"] is True and "previous workload" in en["value"]
+    assert "**multi-turn chat (synthetic)**" in en["value"]
+    assert "上一个负载" in app.stale_note("multi-turn chat (synthetic)", "中文")["value"]
+
+
+def test_chinese_figures_carry_the_studys_own_note(out, sweep):
+    zh = app.TR.value(out)
+    notes = [a.text for a in zh[1].layout.annotations if "几乎不变" in a.text]
+    assert notes == [ds.replay_note(sweep, "zh", width=48).replace("\n", "<br>")]
+    assert zh[3].layout.title.text == "token 命中不等于状态命中"
+    assert "| 预算 | 最优 K |" in zh[0]

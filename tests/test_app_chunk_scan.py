@@ -66,11 +66,38 @@ def test_groupings_same_orders_different(out, study):
     # categorical (true order vs other orders): palette.SERIES, never a semantic colour
     assert o_fig.data[0].marker.color[0] == common.SERIES[2]
     assert set(o_fig.data[0].marker.color[1:]) == {common.SERIES[1]}
-    # the eps line's label is an annotation at log10(eps) on the log x axis
+    # the eps line is a dashed shape at eps, named in the legend: no label box over the bars
     eps = np.finfo(np.float64).eps
-    ann = [a for a in g_fig.layout.annotations if "epsilon" in a.text]
-    assert len(ann) == 1 and ann[0].x == pytest.approx(np.log10(eps), abs=1e-12)
+    assert not [a for a in g_fig.layout.annotations if "epsilon" in a.text]
+    assert [sh.x0 for sh in g_fig.layout.shapes] == [pytest.approx(eps)]
+    assert any(d.name.startswith("float64 machine epsilon") for d in g_fig.data)
     assert g_fig.layout.xaxis.range[1] < -12  # no wasted decades up to 1e-12
+
+
+def test_five_segments_orders_are_sorted_not_120_labels():
+    """Issue 17 item 7: 5 segments give 5! = 120 orders; they are drawn sorted by distance
+    with the order in the hover, not as 120 rotated tick labels."""
+    from kda_core.studies import chunk_scan as cs
+
+    m = cs.composition(lengths=(8, 8, 8, 8, 8), seed=0, head=0)
+    fig, _ = app.fig_orders(m)
+    assert len(m.order_labels) == 120
+    bars = fig.data[0]
+    assert list(bars.x) == list(range(1, 121)) and fig.layout.xaxis.showticklabels is False
+    assert list(bars.y) == sorted(m.order_S_rel.tolist())
+    assert bars.customdata[0][0] == m.order_labels[0].replace("->", "→")  # true order first
+    assert bars.marker.color[0] == common.SERIES[2]
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "expect"),
+    [(3.0, 18.0, [5.0, 10.0]), (0.2, 400.0, [1.0, 10.0, 100.0]), (1.0, 1e4, None)],
+)
+def test_log_ticks_never_leave_one_lone_tick(lo, hi, expect):
+    ticks = common.log_ticks(lo, hi)
+    assert len(ticks) >= 2 and all(lo <= t <= hi for t in ticks)
+    if expect is not None:
+        assert set(expect) <= set(ticks)
 
 
 def test_map_heatmaps(out, study):

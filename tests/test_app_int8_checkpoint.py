@@ -183,7 +183,8 @@ def test_client_roundtrip_and_sessions(tmp_path, study):
         assert "| 2 | 64 | int8 / tensor |" in out2[11]
         other = Client(url, verbose=False, download_files=str(tmp_path))
         assert "| 2 |" not in other.predict(api_name="/int8_checkpoint_run")[11]
-        with pytest.raises(Exception, match=r"KDA layer must be an integer in \[0, 5\]|maximum"):
+        # a value outside the slider's own range fails in Gradio's preprocessing (400)
+        with pytest.raises(Exception, match=r"KDA layer must be an integer|maximum|Bad Request"):
             c.predict(layer=9, api_name="/int8_checkpoint_run")
         with pytest.raises(Exception, match=r"TP must divide"):
             c.predict(tp=7, api_name="/int8_checkpoint_run")

@@ -101,7 +101,7 @@ def test_draft_tokens_show_rings():
         ({"budget_gib": None}, "GPU memory for caches (GiB) must be a number in [0.5, 1024]"),
         ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b', 'custom']"),
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
-        ({"input_len": 1.5}, "input length must be an integer in [1, 1e+07], got 1.5"),
+        ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),
         ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
         ({"model": "custom", "n_kda": 0}, "KDA layers must be an integer in [1, 512], got 0"),
         ({"strategy": "extra_buffer_lazy", "overlap": False}, "requires overlap=True"),
@@ -168,3 +168,18 @@ def test_one_crossover_value_in_table_and_figure(default_out):
 def test_integer_fields_reject_fractions():
     with pytest.raises(gr.Error, match=r"TP must be an integer in \[1, 64\], got 3.5"):
         mp.run_plan(tp=3.5)
+
+
+def test_zero_running_requests_says_one_request_does_not_fit():
+    """Issue 17 item 8: 'max running 0, limited by kv' must say that one request does not
+    fit, with the two numbers (needed vs the pool)."""
+    out = mp.run_plan(budget_gib=1, input_len=1_000_000)
+    (row,) = [ln for ln in out[0].splitlines() if "max running requests" in ln]
+    assert "| **0** |" in row and "**one request does not fit**" in row
+    assert "it needs 1,003,000 KV tokens" in row  # 1,000,000 input + 3,000 output
+
+
+def test_tp_error_has_no_literal_quotes():
+    with pytest.raises(gr.Error) as e:
+        mp.run_plan(tp=7)
+    assert e.value.message == "TP must divide the 96 KDA heads; got TP=7"

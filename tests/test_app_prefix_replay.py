@@ -71,7 +71,15 @@ def test_tree_figure_during_and_after(default_out, study):
     assert snap.tombstones == 1  # singular: "1 tombstone", not "1 tombstones"
     assert f"{snap.states} checkpoint nodes, 1 tombstone" in fig.layout.title.text
     assert ck.marker.color == app.COLORS["checkpoint"] and tomb.marker.color == app.COLORS["kv"]
-    assert any(d.name == "locked (in use)" for d in fig.data)  # the restore path is locked
+    locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
+    assert locked.sum() >= 1  # the restore path is locked while the request runs
+    assert _thick(fig) == int(locked[1:].sum())  # one thick outline per locked non-root node
+    # a tree, not bars: one edge polyline per non-root node, lanes = leaves, a branch point
+    edges = next(d for d in fig.data if d.name.startswith("edge"))
+    assert sum(v is None for v in edges.x) == snap.node_id.size - 1
+    assert len(fig.layout.yaxis.tickvals) == int(snap.is_leaf.sum())
+    bp = next(d for d in fig.data if d.name.startswith("branch point"))
+    assert len(bp.x) >= 1 and set(bp.x) <= set(snap.end.tolist())
     rows = _rows(default_out[TREE_CSV])
     assert len(rows) == 1 + snap.node_id.size and rows[0][5:8] == [
         "has_state",
@@ -81,7 +89,19 @@ def test_tree_figure_during_and_after(default_out, study):
     after = app.inspect(2, 0, 0, True, app.STAGES[1], False, default_out[SESSION])
     snap2 = study.requests[2].tree_after
     assert f"{snap2.states} checkpoint nodes" in after[TREE].layout.title.text
-    assert not any(d.name == "locked (in use)" for d in after[TREE].data)
+    locked2 = (snap2.kv_lock > 0) | (snap2.state_lock > 0)
+    assert _thick(after[TREE]) == int(locked2[1:].sum()) == 0  # the lock was released
+
+
+def _thick(fig) -> int:
+    """Nodes drawn with the thick 'locked' outline."""
+    n = 0
+    for d in fig.data:
+        drawn = d.mode == "markers" and d.x is not None and len(d.x) and d.x[0] is not None
+        if drawn and not d.name.startswith("branch point"):
+            w = d.marker.line.width
+            n += sum(1 for x in (w if isinstance(w, (list, tuple)) else [w] * len(d.x)) if x == 3)
+    return n
 
 
 def test_replay_heatmap_and_distance(default_out, study):
@@ -234,7 +254,7 @@ def test_drift_uses_the_session_settings(default_out):
     out = app.inspect(2, 0, 0, True, app.STAGES[0], True, s[SESSION])
     d = pr.restore_drift(request=2, policy="sglang", spacing=32, int8=True)
     fig = out[DRIFT]["value"]
-    assert "(sglang grid 32, INT8: restore" in fig.layout.title.text
+    assert "sglang grid 32, INT8; restore 160, match 167" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
     assert app.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
@@ -333,7 +353,7 @@ def test_client_every_endpoint_and_sessions(tmp_path):
         app_ = c.predict("vllm", 16, 0, False, False, api_name="/prefix_replay_apply")
         ref = pr.run_scenario("long_document", policy="vllm", spacing=16)
         assert f"state hits {ref.state_hits}" in app_[0]
-        with pytest.raises(Exception, match=r"999 is greater than maximum value"):
+        with pytest.raises(Exception, match=r"maximum|Bad Request"):
             c.predict(999, api_name="/prefix_replay_step")  # the slider's own bound
         again = c.predict(api_name="/prefix_replay_next")  # still working after the error
         assert again[2].startswith("Step **1 / ")
@@ -356,11 +376,35 @@ def test_drift_of_a_request_that_replayed_nothing(default_out, study):
     assert out[DRIFT]["visible"] is True and out[DRIFT_CSV]["visible"] is False
     assert not fig.data  # no curves
     note = fig.layout.annotations[0].text
-    assert note.startswith("request #1 replayed nothing (restore = match = 0)")
-    assert "pick one with a replay: #2, #3" in note
+    assert note.startswith("request #1 restores at its match (0 tokens): nothing is replayed")
+    assert "requests whose restore differs from their match: #2, #3" in note
     sent = app.send_request("完全不同的新请求。", inconsistent=True, progress=None)
-    assert "request #1 replayed nothing" in sent[DRIFT]["value"].layout.annotations[0].text
-    assert "no request of this session replays" in sent[DRIFT]["value"].layout.annotations[0].text
+    note = sent[DRIFT]["value"].layout.annotations[0].text
+    assert "request #1 restores at its match" in note
+    assert "no request of this session restores short of its match: nothing can drift" in note
+
+
+def test_drift_pointer_skips_a_request_restored_at_zero():
+    """Issue 17 item 5: restore 0 with match 21 replays 21 tokens but from an empty state, so
+    the three drift lines coincide (checked on the study itself): the app must not offer it
+    as 'a request with a replay', and must say why nothing drifts there."""
+    ps = ("Hello there, general Kenobi. You are", "Hello there, general Grievous!")
+    res = pr.serve("custom", prompts=ps).result()
+    t = res.requests[1].timeline
+    assert (t.restore_at, t.token_match) == (0, 21) and res.replaying == (1,)
+    d = pr.restore_drift("custom", 1, prompts=ps)
+    assert float(np.max(np.abs(d.inconsistent - d.exact))) == 0.0  # nothing can drift
+    assert app.drifting(res) == ()
+    out = app.send_request(
+        ps[1],
+        inconsistent=True,
+        session=app.send_request(ps[0], progress=None)[SESSION],
+        progress=None,
+    )
+    note = out[DRIFT]["value"].layout.annotations[0].text
+    assert "restores no checkpoint (restore 0, match 21)" in note
+    assert "nothing can drift here" in note
+    assert not out[DRIFT]["value"].data
 
 
 def test_timeline_labels_and_selected_legend(default_out, study):
@@ -407,3 +451,22 @@ def test_drift_curves_stay_in_view(default_out):
     lo, hi = fig.layout.yaxis.range
     for t in fig.data:
         assert lo <= np.log10(min(t.y)) and np.log10(max(t.y)) <= hi
+
+
+def test_tree_with_a_hundred_nodes_stays_readable():
+    """Issue 17 item 9: a 100-node tree (12 requests, spacing 8) is drawn with one lane per
+    leaf, nodes of at least 10 px and a height that grows with the lanes, not the nodes."""
+    base = "System: You are Kimi. Tools: search, calc, weather. "
+    ps = tuple(
+        base + f"User{i % 4}: question {i} about topic {i % 3} and more words here to extend {i}"
+        for i in range(pr.MAX_PROMPTS)
+    )
+    snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
+    assert snap.node_id.size >= 50
+    fig, _ = app.fig_tree(snap, "Radix tree")
+    nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
+    assert sum(len(d.x) for d in nodes) == snap.node_id.size
+    assert all(d.marker.size >= 10 for d in nodes)
+    lanes = int(snap.is_leaf.sum())
+    assert len(fig.layout.yaxis.tickvals) == lanes < snap.node_id.size / 4
+    assert fig.layout.height <= 200 + 34 * lanes

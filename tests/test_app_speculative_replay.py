@@ -123,7 +123,7 @@ def test_acceptance_vs_noise():
         ({"draft_tokens": 0}, "draft tokens D must be an integer in [1, 64], got 0"),
         ({"n_accept": 9}, "accepted tokens (-1 = greedy, 0-8) must be an integer in [-1, 8]"),
         ({"noise": -0.1}, "draft noise must be a number in [0, 10], got -0.1"),
-        ({"seed": 1.5}, "seed must be an integer in [0, 1e+06], got 1.5"),
+        ({"seed": 1.5}, "seed must be an integer in [0, 1000000], got 1.5"),
         ({"layer": 6}, "KDA layer must be an integer in [0, 5], got 6"),
         (
             {"ring_len": 12},

@@ -162,9 +162,12 @@ def test_client_run_step_and_error(tmp_path):
 
 def test_ratio_figure_labels_on_log_axis_and_colours(out, study):
     f3 = out[7]
+    assert not f3.layout.annotations  # every line is named in the legend: no label boxes
     for name, r in zip(study.phase_names, study.phase_ratios):
-        (a,) = [a for a in f3.layout.annotations if a.text.startswith(f"tuned for {name}")]
-        assert a.x == pytest.approx(np.log10(r), abs=1e-12) and a.yref == "paper"
+        (tr,) = [d for d in f3.data if d.name.startswith(f"static tuned for {name}")]
+        assert list(tr.x) == [pytest.approx(r)] * 2  # a vertical line at the tuned ratio
+    (uni,) = [d for d in f3.data if d.name.startswith("unified pool")]
+    assert list(uni.y) == [pytest.approx(study.unified.mean_concurrency)] * 2
     assert set(study.ratios.tolist()) <= set(f3.layout.xaxis.tickvals)
     # categorical colours: unified black, never the semantic "state" red
     f2 = out[5]
@@ -179,3 +182,14 @@ def test_long_ratio_list_is_echoed_short():
     assert len(e.value.message) < 140
     with pytest.raises(gr.Error, match="chat requests must be an integer"):
         um.run(progress=lambda *a, **k: None, n_chat=3.5)
+
+
+def test_running_axis_is_not_stretched_by_the_slowest_split(out, study):
+    """Issue 17 item 7: a static split far slower than the unified pool (more than twice the
+    makespan of the unified pool and the best split) must not set the x axis."""
+    f2 = out[5]
+    base = max(study.unified.makespan, study.best_static.makespan)
+    slow = [r for r in study.phase_static if r.makespan > 2 * base]
+    assert slow, "the default workload has a split tuned for one phase that is >2x slower"
+    assert f2.layout.xaxis.range[1] <= 1.05 * 2 * base
+    assert any("off the axis" in d.name for d in f2.data)

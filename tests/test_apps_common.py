@@ -269,6 +269,56 @@ def test_lang_labels_translate_buttons_and_download_buttons():
         slot = common.figure_slot("t-fig", "fig")
         lang.labels({run: "运行", slot.csv: common.CSV_ZH})
     assert lang._labels[run] == ("Run", "运行")
-    assert lang._labels[slot.csv] == ("Download CSV", "下载 CSV")
+    assert lang._labels[slot.csv] == ("Download CSV (fig)", "下载 CSV")
     assert common._relabel(run, "运行") == gr.update(value="运行")
     assert common._relabel(slot.csv, "下载 CSV") == gr.update(label="下载 CSV")
+
+
+def test_messages_are_plain_and_ranges_exact():
+    """Issue 17 item 8: no literal quotes around a message that passed through
+    ``study_errors`` (gr.Error is a ValueError), and integer bounds printed exactly."""
+    import gradio as gr
+
+    from apps import common as c
+
+    @c.study_errors
+    def f(x: object) -> int:
+        return c.check_int("seed", x, 0, 2**31 - 1)
+
+    with pytest.raises(gr.Error) as e:
+        f(-1)
+    assert e.value.message == "seed must be an integer in [0, 2147483647], got -1"
+
+
+def test_lang_labels_with_a_translator_name_every_csv_button_and_radio_option():
+    from apps.i18n import Translator
+
+    tr = Translator({"Token timeline": "token 时间线", "alpha": "甲", "beta": "乙"})
+    with gr.Blocks():
+        lang = common.header("t", "T", "en", "zh")
+        slot = common.figure_slot("t-fig", "Token timeline")
+        radio = gr.Radio(["alpha", "beta"], value="alpha", label="pick")
+        lang.labels({slot.csv: common.CSV_ZH, radio: "选择"}, tr=tr)
+    assert slot.csv.label == "Download CSV (token timeline)"  # one API name per button
+    assert lang._labels[slot.csv] == ("Download CSV (token timeline)", "下载 CSV（token 时间线）")
+
+
+def test_font_stack_is_local_and_covers_chinese():
+    """Issue 17 item 4: no webfont (Gradio's IBM Plex SemiBold has 55 glyphs), system fonts
+    with every Latin glyph in bold and a CJK face, no network font."""
+    css = common.THEME._get_theme_css()
+    assert "--font: Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei" in css
+    assert "IBM Plex" not in css and "@import" not in css and "@font-face" not in css
+    assert "url(http" not in css  # only inline data: icons
+
+
+def test_translator_matches_whole_phrases_only():
+    from apps.i18n import Translator, verbatim
+
+    tr = Translator({"match": "匹配点", "state": "状态", "request": "请求"})
+    assert tr.text("S − S_match at the match") == "S − S_match at the 匹配点"
+    assert tr.text("requests state %{customdata[0]} <b>state</b>") == (
+        "requests 状态 %{customdata[0]} <b>状态</b>"
+    )
+    assert tr.text("`state` " + verbatim("my state") + " state").endswith("状态")
+    assert "my state" in tr.text(verbatim("my state"))

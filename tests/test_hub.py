@@ -99,3 +99,45 @@ def test_cli_rejects_unknown_app():
 def test_registry_entries_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         common.APPS[0].title = "x"  # type: ignore[misc]
+
+
+def test_a_taken_port_moves_to_the_next_free_one_and_says_so():
+    """Issue 17 item 1: the port is bound before it is announced; a taken one is reported
+    with the way to choose another, and the next free port is used."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind((common.HOST, 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        sock, note = common.bind_port(common.HOST, port)
+        try:
+            got = sock.getsockname()[1]
+            assert got != port and port < got < port + common.PORT_TRIES
+            assert f"port {port} is in use; serving on {got}" in note
+            assert "--port P" in note and "make demo PORT=P" in note
+        finally:
+            sock.close()
+        free, note2 = common.bind_port(common.HOST, 0)  # 0: any free port, nothing to say
+        free.close()
+        assert note2 == ""
+    finally:
+        taken.close()
+
+
+def test_no_free_port_in_range_is_an_error_naming_the_option():
+    import socket
+
+    held = []
+    try:
+        first = socket.socket()
+        first.bind((common.HOST, 0))
+        first.listen()
+        held.append(first)
+        base = first.getsockname()[1]
+        with pytest.raises(OSError, match=r"all in use.*--port P"):
+            common.bind_port(common.HOST, base, tries=1)
+    finally:
+        for s in held:
+            s.close()

@@ -466,3 +466,25 @@ def test_default_output_folder_is_ignored_by_git() -> None:
     assert not probe.resolve().is_relative_to((REPO / "assets").resolve())
     r = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=REPO, check=False)
     assert r.returncode == 0, f"{probe} is not ignored by git"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_density_footer_and_unified_labels_stay_readable(lang: str) -> None:
+    """Issue 17 item 6: checkpoint_density's source line fits the figure (it wraps); in
+    unified_memory's ratio panel no two texts overlap (the phase lines are named in a legend,
+    not by rotated text over the best-static label)."""
+    fig = figure("plot_checkpoint_density", lang)
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    (foot,) = [t for t in fig.texts if t.get_position()[1] < 0.02]
+    box = foot.get_window_extent(r)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width + 0.5, (box, fig.bbox.width)
+    fig = figure("plot_unified_memory", lang)
+    FigureCanvasAgg(fig).draw()
+    cr = line(fig, "unified_mean").axes
+    texts = [t for t in cr.texts if t.get_text().strip()]
+    assert len(texts) >= 2
+    for i, a in enumerate(texts):
+        for b in texts[i + 1 :]:
+            assert not _overlaps(fig, a, b), (a.get_text(), b.get_text())
+        assert not _overlaps(fig, a, cr.get_legend()), a.get_text()

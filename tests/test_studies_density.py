@@ -201,3 +201,13 @@ def test_load_workload_head_equals_sliced_trace() -> None:
         D.load_workload("head", "conversation", 0)
     with pytest.raises(ValueError, match="name must be one of"):
         D.load_workload("head", "x" * 500)
+
+
+def test_replay_note_with_one_interval_has_no_nan_slope():
+    """Issue 17 item 8: one interval gives no slope; the note says so instead of 'nan'."""
+    tr = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    s = D.density_sweep(tr, (1024,), (None,))
+    assert not np.isfinite(s.replay_slope).any()
+    en, zh = D.replay_note(s), D.replay_note(s, "zh")
+    assert "nan" not in en and "a slope needs two or more K" in en
+    assert "nan" not in zh and "至少需要两个 K" in zh

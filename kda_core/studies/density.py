@@ -406,7 +406,11 @@ def replay_note(s: DensitySweep, lang: str = "en", width: int | None = None) -> 
         parts = (
             [
                 f"模拟：每次命中重放 {lo:,.0f}–{hi:,.0f} token"
-                f"（K={k0:,}–{k1:,}，对数斜率 {sl:.2f}，1 即 ~K）。"
+                + (
+                    f"（K={k0:,}–{k1:,}，对数斜率 {sl:.2f}，1 即 ~K）。"
+                    if math.isfinite(sl)
+                    else f"（只有 K={k0:,} 一个间隔：算不出斜率，至少需要两个 K）。"
+                )
             ]
             + (
                 []
@@ -424,8 +428,12 @@ def replay_note(s: DensitySweep, lang: str = "en", width: int | None = None) -> 
     else:
         parts = (
             [
-                f"Simulated replay per hit: {lo:,.0f}-{hi:,.0f} tokens over K={k0:,}-{k1:,} "
-                f"(log-log slope {sl:.2f}; 1 would be ~K)."
+                f"Simulated replay per hit: {lo:,.0f}-{hi:,.0f} tokens "
+                + (
+                    f"over K={k0:,}-{k1:,} (log-log slope {sl:.2f}; 1 would be ~K)."
+                    if math.isfinite(sl)
+                    else f"at the one interval K={k0:,} (a slope needs two or more K)."
+                )
             ]
             + (
                 []

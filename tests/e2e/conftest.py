@@ -49,6 +49,55 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 30_000
 
+# Gradio answers a validator rejection with HTTP 422 on queue/join (the browser logs it): the
+# expected response to a bad input, tolerated by tests that send one.
+VALIDATION_ERRORS = ("HTTP 422", "status of 422 (Unprocessable Entity)")
+
+# For each annotation and the legend: its bounding box on the page; for each trace: its points
+# in page pixels (plotly's axis l2p + the plot area offset; lines sampled between vertices).
+# Returns "annotation text ~ trace name" for every box that covers a point of a trace.
+OVERLAP_JS = """
+id => {
+  const g = document.querySelector('#' + id + ' .js-plotly-plot');
+  if (!g || !g._fullLayout) return ['no figure'];
+  const fl = g._fullLayout, root = g.getBoundingClientRect();
+  const boxes = [];
+  g.querySelectorAll('.annotation').forEach((a, i) => {
+    const bg = a.querySelector('.bg') || a; const r = bg.getBoundingClientRect();
+    if (r.width > 0) boxes.push({name: a.textContent.trim(), r});
+  });
+  const lg = g.querySelector('.legend .bg');
+  if (lg) boxes.push({name: 'legend', r: lg.getBoundingClientRect()});
+  const hits = [];
+  g._fullData.forEach(tr => {
+    if (tr.visible !== true || !tr.x || !tr.y || tr.type === 'heatmap' || tr.type === 'bar')
+      return;
+    if (tr.mode === 'text') return;
+    const xa = fl[(tr.xaxis || 'x').replace('x', 'xaxis')];
+    const ya = fl[(tr.yaxis || 'y').replace('y', 'yaxis')];
+    if (!xa || !ya) return;
+    const pts = [];
+    for (let i = 0; i < tr.x.length; i++) {
+      if (tr.x[i] === null || tr.y[i] === null) { pts.push(null); continue; }
+      const px = xa.l2p(xa.d2l(tr.x[i])) + xa._offset + root.left;
+      const py = ya.l2p(ya.d2l(tr.y[i])) + ya._offset + root.top;
+      if (isFinite(px) && isFinite(py)) pts.push([px, py]); else pts.push(null);
+    }
+    const sample = [];
+    for (let i = 0; i < pts.length; i++) {
+      if (!pts[i]) continue; sample.push(pts[i]);
+      if (i + 1 < pts.length && pts[i + 1] && (tr.mode || '').includes('lines'))
+        for (let k = 1; k < 8; k++) sample.push([pts[i][0] + (pts[i+1][0]-pts[i][0]) * k / 8,
+                                                 pts[i][1] + (pts[i+1][1]-pts[i][1]) * k / 8]);
+    }
+    for (const b of boxes) for (const [x, y] of sample)
+      if (x > b.r.left + 1 && x < b.r.right - 1 && y > b.r.top + 1 && y < b.r.bottom - 1) {
+        hits.push(b.name + ' ~ ' + (tr.name || 'trace')); break; }
+  });
+  return hits;
+}
+"""
+
 
 def find_chromium() -> str | None:
     env = os.environ.get("CHROMIUM")
@@ -192,6 +241,64 @@ class Ui:
 
     def expect_error(self, text: str) -> None:
         self.page.locator(".toast-body", has_text=text).first.wait_for(state="visible")  # type: ignore[attr-defined]
+
+    def allow_validation_errors(self) -> None:
+        """This test sends bad input on purpose: tolerate the validator's HTTP 422."""
+        self.allowed_errors += list(VALIDATION_ERRORS)
+
+    def expect_invalid(self, elem_id: str, text: str) -> None:
+        """A rejected input: Gradio's validator draws the message on that input."""
+        self.page.locator(f"#{elem_id} .validation-error", has_text=text).first.wait_for(  # type: ignore[attr-defined]
+            state="visible"
+        )
+
+    def rejects(self, elem_id: str, value: object, button: str, message: str,
+                figs: tuple[str, ...]) -> None:  # fmt: skip
+        """A bad ``value`` in ``#elem_id`` then ``button``: the message shows once, on that
+        input; the figures ``figs`` and every other output keep their previous values and
+        no "Error" badge appears (Gradio's validator: the callback never ran)."""
+        self.allow_validation_errors()
+        before = self.figures(*figs)
+        assert all(before.values()), "figures must be drawn before the bad input"
+        self.fill(elem_id, value)
+        self.click(button)
+        self.expect_invalid(elem_id, message)
+        self.page.wait_for_timeout(400)  # type: ignore[attr-defined]
+        assert self.error_badges() == 0
+        assert self.figures(*figs) == before
+
+    def error_badges(self) -> int:
+        """How many red "Error" status badges / toasts are on the page (0 after a validated
+        rejection: the outputs keep their values)."""
+        return self.page.get_by_text("Error", exact=True).count()  # type: ignore[attr-defined]
+
+    def figures(self, *elem_ids: str) -> dict[str, str]:
+        return {e: self.figure(e) for e in elem_ids}
+
+    def title(self, elem_id: str) -> str:
+        """The drawn figure's title text (from the page's plotly layout)."""
+        return self.page.evaluate(  # type: ignore[attr-defined]
+            """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+                 const t = g && g.layout && g.layout.title;
+                 return t ? (typeof t === 'string' ? t : t.text || '') : ''; }""",
+            elem_id,
+        )
+
+    def wait_title(self, elem_id: str, text: str, timeout: float = TIMEOUT_MS / 1000) -> str:
+        t0 = time.monotonic()
+        cur = ""
+        while time.monotonic() - t0 < timeout:
+            cur = self.title(elem_id)
+            if text in cur:
+                return cur
+            self.page.wait_for_timeout(100)  # type: ignore[attr-defined]
+        raise AssertionError(f"#{elem_id} title {cur!r} never contained {text!r}")
+
+    def overlaps(self, elem_id: str) -> list[str]:
+        """Text boxes of the drawn figure (annotations, legend) that overlap a data trace:
+        each annotation / legend box from the page is tested against every drawn point and
+        line vertex of the traces (their screen positions from plotly's own axes)."""
+        return self.page.evaluate(OVERLAP_JS, elem_id)  # type: ignore[attr-defined]
 
     def close_toasts(self) -> None:
         for btn in self.page.locator(".toast-close").all():  # type: ignore[attr-defined]

@@ -8,6 +8,9 @@ APP = "int8_checkpoint"
 N = "int8_checkpoint"
 
 
+FIGS = ("errmap", "divergence", "variants", "hist", "capacity")
+
+
 def test_page(app_url, ui):
     ui.goto(app_url)
     for fig in ("errmap", "divergence", "variants", "hist", "capacity"):
@@ -19,16 +22,13 @@ def test_page(app_url, ui):
     new = ui.wait_new_figure(f"{N}-errmap", old)
     assert "Error map of int8 / tensor" in new
 
-    ui.fill(f"{N}-tokens", 5000)
-    ui.click("Park and restore")
     n_max = len(st.DEFAULT_TEXT.encode("utf-8"))
-    ui.expect_error(f"must be an integer in [1, {n_max}], got 5000")
-    ui.close_toasts()
-
-    ui.fill(f"{N}-tokens", 3.5)  # an integer field: rejected, never rounded silently
-    ui.click("Park and restore")
-    ui.expect_error(f"must be an integer in [1, {n_max}], got 3.5")
-    ui.close_toasts()
+    figs = tuple(f"{N}-{f}" for f in FIGS)
+    ui.rejects(f"{N}-tokens", 5000, "Park and restore",
+               f"must be an integer in [1, {n_max}], got 5000", figs)  # fmt: skip
+    # an integer field: rejected, never rounded silently
+    ui.rejects(f"{N}-tokens", 3.5, "Park and restore",
+               f"must be an integer in [1, {n_max}], got 3.5", figs)  # fmt: skip
 
     ui.fill(f"{N}-tokens", 32)
     ui.click("Park and restore")
@@ -37,3 +37,16 @@ def test_page(app_url, ui):
 
     ui.page.get_by_role("radio", name="中文").check()
     ui.page.get_by_text("用更少的字节停放检查点").wait_for()
+
+
+def test_chinese_figures_and_no_text_over_data(app_url, ui):
+    ui.goto(app_url)
+    for fig in FIGS:
+        ui.wait_plot(f"{N}-{fig}")
+        assert ui.overlaps(f"{N}-{fig}") == [], fig
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.wait_title(f"{N}-errmap", "误差图")
+    ui.wait_title(f"{N}-hist", "直方图")
+    ui.wait_title(f"{N}-variants", "同一停放状态上的各种格式")
+    ui.wait_title(f"{N}-capacity", "各格式的检查点容量")
+    ui.page.get_by_text("Kimi K3 容量").wait_for()  # the accordion

@@ -25,10 +25,9 @@ def test_page(app_url, ui):
     new = ui.wait_new_figure("memory_planner-context", old)
     assert "kimi-k3, TP4" in new
 
-    ui.fill("memory_planner-tp", 0)
-    ui.click("Plan")
-    ui.expect_error("TP must be an integer in [1, 64], got 0")
-    ui.close_toasts()
+    figs = ("memory_planner-context", "memory_planner-ratio-fig", "memory_planner-strategies")
+    ui.rejects("memory_planner-tp", 0, "Plan", "TP must be an integer in [1, 64], got 0", figs)
+    ui.rejects("memory_planner-tp", 7, "Plan", "TP must divide the 96 KDA heads; got TP=7", figs)
 
     ui.fill("memory_planner-tp", 2)
     ui.click("Plan")
@@ -40,3 +39,15 @@ def test_page(app_url, ui):
     ui.page.get_by_label("中文").check()
     ui.page.get_by_text("一块 GPU 上 KDA 混合模型的缓存预算").wait_for()
     ui.page.get_by_text("张量并行 TP (1-64)").wait_for()
+
+    ui.wait_title("memory_planner-context", "单卡上一个请求的显存随上下文的变化")
+    ui.wait_title("memory_planner-strategies", "Radix 策略")
+    ui.page.get_by_text("SGLang 会打印的日志").wait_for()
+    assert "Mamba Cache is allocated" in ui.page.inner_text("#memory_planner-log")  # as printed
+
+
+def test_no_text_over_data(app_url, ui):
+    ui.goto(app_url)
+    for fig in ("context", "ratio-fig", "strategies"):
+        ui.wait_plot(f"memory_planner-{fig}")
+        assert ui.overlaps(f"memory_planner-{fig}") == [], fig

@@ -9,10 +9,13 @@ APP = "speculative_replay"
 N = "speculative_replay"
 
 
+FIGS = ("verify", "ring", "exactness", "memory", "generation", "acceptance")
+
+
 def test_page(app_url, ui):
     a = sp.verify_step().n_accept  # the default verify step's greedy acceptance
     ui.goto(app_url)
-    for fig in ("verify", "ring", "exactness", "memory", "generation", "acceptance"):
+    for fig in FIGS:
         ui.wait_plot(f"{N}-{fig}")
     old = ui.figure(f"{N}-ring")
     assert f"the commit keeps {a} of 8 steps" in old
@@ -22,15 +25,12 @@ def test_page(app_url, ui):
     new = ui.wait_new_figure(f"{N}-ring", old)
     assert "the commit keeps 6 of 8 steps" in new
 
-    ui.fill(f"{N}-d", 100)
-    ui.click("Verify and commit")
-    ui.expect_error("draft tokens D must be an integer in [1, 64], got 100")
-    ui.close_toasts()
-
-    ui.fill(f"{N}-d", 3.5)  # an integer field: rejected, never rounded silently
-    ui.click("Verify and commit")
-    ui.expect_error("draft tokens D must be an integer in [1, 64], got 3.5")
-    ui.close_toasts()
+    figs = tuple(f"{N}-{f}" for f in FIGS)
+    ui.rejects(f"{N}-d", 100, "Verify and commit",
+               "draft tokens D must be an integer in [1, 64], got 100", figs)  # fmt: skip
+    # an integer field: rejected, never rounded silently
+    ui.rejects(f"{N}-d", 3.5, "Verify and commit",
+               "draft tokens D must be an integer in [1, 64], got 3.5", figs)  # fmt: skip
 
     ui.fill(f"{N}-d", 4)
     ui.fill(f"{N}-accept", -1)
@@ -42,3 +42,15 @@ def test_page(app_url, ui):
     ui.fill(f"{N}-new", 16)
     ui.click("Run speculative generation")
     assert "Generation: 16 tokens" in ui.wait_new_figure(f"{N}-generation", gen)
+
+
+def test_chinese_figures_and_no_text_over_data(app_url, ui):
+    ui.goto(app_url)
+    for fig in FIGS:
+        ui.wait_plot(f"{N}-{fig}")
+        assert ui.overlaps(f"{N}-{fig}") == [], fig
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.wait_title(f"{N}-verify", "验证 D=8")
+    ui.wait_title(f"{N}-exactness", "提交精确度")
+    ui.wait_title(f"{N}-generation", "生成")
+    ui.wait_title(f"{N}-acceptance", "接受率与草稿噪声")
