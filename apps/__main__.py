@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         mod = common.load_app(args.app)
         if mod is None:
             ap.error(f"app {args.app!r} is not available")
-        port, note = common.free_port(args.host, args.port)
+        port, note = common.next_free_port(args.host, args.port)
         if note:
             log.warning(note)
         mod.build().launch(server_name=args.host, server_port=port, **common.LAUNCH_KWARGS)

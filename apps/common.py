@@ -747,9 +747,7 @@ def free_port(host: str = HOST) -> int:
     """A port the kernel just handed out on ``host`` (bind to 0). Gradio's own search walks up
     from 7860, so two test runs on one machine would race for the same ports; ephemeral ports
     from the kernel do not collide."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return next_free_port(host, 0)[0]
 
 
 def launch_on_free_port(demo: gr.Blocks, attempts: int = 5) -> str:
@@ -838,7 +836,7 @@ def bind_port(host: str, port: int, tries: int = PORT_TRIES) -> tuple[socket.soc
     )
 
 
-def free_port(host: str, port: int) -> tuple[int, str]:
+def next_free_port(host: str, port: int) -> tuple[int, str]:
     """Like ``bind_port`` but returns the port number (the socket is closed again; for
     ``Blocks.launch``, which binds by itself)."""
     sock, note = bind_port(host, port)
@@ -854,7 +852,7 @@ def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> N
     ap.add_argument("--host", default=HOST)
     ap.add_argument("--port", type=int, default=PORT)
     args = ap.parse_args(argv)
-    port, note = free_port(args.host, args.port)
+    port, note = next_free_port(args.host, args.port)
     if note:
         log.warning(note)
     build().launch(server_name=args.host, server_port=port, **LAUNCH_KWARGS)
@@ -887,6 +885,7 @@ __all__ = [
     "free_port",
     "launch_on_free_port",
     "launched",
+    "next_free_port",
     "log_axis",
     "log_ticks",
     "main",
