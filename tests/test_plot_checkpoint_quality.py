@@ -30,9 +30,9 @@ def test_lines_are_the_deltas_and_bars_the_bits_per_byte(data):
     for i in range(len(data.labels)):
         (ln,) = fig.findobj(lambda a, i=i: a.get_gid() == f"delta_{i}")
         np.testing.assert_array_equal(ln.get_ydata(), data.delta[i])
-        assert matplotlib.colors.to_hex(ln.get_color()) == style.SERIES[i]
+        assert matplotlib.colors.to_hex(ln.get_color()) == style.SERIES[i].lower()
     bars = [r.get_width() for r in fig.findobj(lambda a: a.get_gid() == "bpb")]
-    want = [data.exact_bpb, data.bpb[0, -1], *data.inconsistent_bpb]
+    want = [data.delta[0, -1], *(data.inconsistent_bpb - data.exact_bpb)]
     np.testing.assert_allclose(bars, want, rtol=0, atol=0)
 
 

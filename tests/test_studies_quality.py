@@ -79,7 +79,7 @@ def test_quality_relations_on_the_trained_model(study):
     [
         ({"n_passages": 0}, "n_passages"),
         ({"length": 64, "park_at": 63}, "park_at"),
-        ({"length": 64, "park_at": 32, "gap": 4, "cycles": (16,)}, "cycles"),
+        ({"length": 64, "park_at": 32, "gap": 4, "cycles": (16,), "lags": (8,)}, "cycles"),
         ({"park_at": 32, "lags": (32,)}, "lags"),
         ({"n_passages": 32, "length": 2048}, "passages"),
     ],
