@@ -10,7 +10,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: demo test chromium libibverbs mooncake-services lint bench figures readme-figures screenshots clean
+.PHONY: demo test chromium libibverbs mooncake-services lint bench figures readme-figures screenshots train clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ readme-figures: $(VENV)/.installed
 
 screenshots: $(VENV)/.installed chromium
 	$(PY) -m apps.screenshots
+
+# Retrain k3-mini (CPU, deterministic, ~25 min on 2 cores) -> assets/weights/k3-mini.npz
+train: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[train]'
+	$(PY) -m kda_core.train
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .gradio .hypothesis

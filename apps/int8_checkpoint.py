@@ -13,6 +13,8 @@ session's history). The history lives in ``gr.State``.
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
@@ -22,6 +24,7 @@ from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
 from apps.i18n_tables import INT8_CHECKPOINT as TR
 from kda_core.studies import int8 as st
+from kda_core.studies import quality
 
 NAME = "int8_checkpoint"
 VARIANT_LABELS = tuple(v[0] for v in st.VARIANTS)
@@ -438,7 +441,58 @@ def run(
         ]
     )
     hist = hist[-MAX_HISTORY:]
-    return (summary_markdown(s, variant), *f1, *f2, *f3, *f4, *f5, history_markdown(hist), hist)
+    cont = continuation_markdown(quality.continuation(text, n, fmt, gran, max(stp, 32)))
+    return (
+        summary_markdown(s, variant),
+        *f1,
+        *f2,
+        *f3,
+        *f4,
+        *f5,
+        history_markdown(hist),
+        hist,
+        cont,
+    )
+
+
+def _cell(text: str) -> str:
+    """Decoded text safe inside a markdown table cell (HTML-escaped, markdown characters as
+    entities, so backslash escapes and pipes print as they are)."""
+    t = html.escape(text, quote=False)
+    for ch, ent in (
+        ("\\", "&#92;"),
+        ("|", "&#124;"),
+        ("*", "&#42;"),
+        ("_", "&#95;"),
+        ("`", "&#96;"),
+    ):
+        t = t.replace(ch, ent)
+    return t
+
+
+def continuation_markdown(c: quality.Continuation) -> str:
+    """Exact vs compressed greedy continuations side by side; the first difference marked."""
+    k = c.first_divergence
+
+    def row(pieces: tuple[str, ...]) -> str:
+        if k is None:
+            return _cell("".join(pieces))
+        first = _cell(pieces[k] or "…")
+        return (
+            _cell("".join(pieces[:k]))
+            + f"<mark><b>{first}</b></mark>"
+            + _cell("".join(pieces[k + 1 :]))
+        )
+
+    verdict = (
+        f"identical for all {len(c.exact)} tokens" if k is None
+        else f"first difference at token {k + 1} of {len(c.exact)}, marked"
+    )  # fmt: skip
+    return (
+        f"**Greedy continuation after the restore** ({verdict}) · after “…{_cell(c.prompt_tail)}”"
+        "\n\n| restored from | continuation |\n|---|---|\n"
+        f"| exact checkpoint | {row(c.exact_pieces)} |\n| {c.label} | {row(c.compressed_pieces)} |"
+    )
 
 
 HISTORY_HEADERS = ["#", "tokens", "format", "error", "drift", "gain"]
@@ -540,6 +594,7 @@ def build() -> gr.Blocks:
             with gr.Column(scale=2):
                 s1 = common.figure_slot(f"{NAME}-errmap", "Error map")
                 s3 = common.figure_slot(f"{NAME}-divergence", "Divergence")
+                cont = gr.Markdown(elem_id=f"{NAME}-continuation")
                 s4 = common.figure_slot(f"{NAME}-variants", "Variants")
                 s2 = common.figure_slot(f"{NAME}-hist", "Histograms")
                 s5 = common.figure_slot(f"{NAME}-capacity", "Capacity")
@@ -553,6 +608,7 @@ def build() -> gr.Blocks:
             *s5.outputs,
             hist_md,
             history,
+            cont,
         ]
         loc = i18n.Localizer(lang.radio, TR)
         run_fn, run_out = loc.wrap(run, outputs)

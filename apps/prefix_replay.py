@@ -61,8 +61,7 @@ timeline; the tree (pink nodes hold a checkpoint, blue ones are MLA-KV-only tomb
 outlines are locked; hover a node for its locks and LRU ages); then press **Play**: the state
 heatmap converges and its distance to the uncached state falls to **exactly 0** at the match.
 Tick *inconsistent restore* to see what skipping the replay does to the logits.
-*TinyHybrid has random weights: its generated tokens are arbitrary bytes, shown as token ids
-and escapes (`\\xd8`).*"""
+*TinyHybrid is trained on Python's docstrings: its output is shown as decoded text.*"""
 
 ZH = (
     "**前缀命中不等于状态命中。** radix 缓存逐 token 匹配你的提示词，但 KDA 层只能从*递推状态"
@@ -72,7 +71,7 @@ ZH = (
     "锁定；悬停查看锁与 LRU 年龄）；然后按**Play**：状态热图逐步收敛，"
     "它与不走缓存的状态之间的距离在匹配点**精确降为"
     " 0**。勾选*不一致恢复* 看跳过重放会让 logits 偏离多远。"
-    "*TinyHybrid 是随机权重：生成的 token 是任意字节，以 token id 和转义（`\\xd8`）显示。*"
+    "*TinyHybrid 在 Python 文档字符串上训练过：输出以解码后的文本显示。*"
 )
 
 
@@ -625,8 +624,7 @@ def summary_markdown(s: Session) -> str:
         ("**replayed**", f"**{t.token_match - t.restore_at}**", f"tokens [{t.restore_at}, "
                                                                f"{t.token_match})"),
         ("prefilled / decoded", f"{t.prompt_len - t.token_match} / {t.decode[1] - t.decode[0]}",
-         f"output ids {', '.join(map(str, r.output_tokens))} = {_code(r.output_readable)} "
-         "(random weights · 随机权重)"),
+         f"output {_code(r.output_readable)} ({len(r.output_tokens)} byte tokens)"),
         ("checkpoints parked", f"{len(t.checkpoints)}", ", ".join(map(str, t.checkpoints))),
         ("state at match vs uncached", f"{r.trace.uncached_error:.1e}", "relative, all layers"),
         ("pools: active slots", f"peak {p.active_peak} / {p.active_capacity}", s.policy),

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
 from apps.i18n_tables import SPECULATIVE_REPLAY as TR
+from kda_core import tokenizer
 from kda_core.studies import speculative as sp
 
 NAME = "speculative_replay"
@@ -34,8 +35,8 @@ SLOT_KIND = sp.SLOT_KINDS
 ACCEPTED, REJECTED = SERIES[0], SERIES[1]
 SLOT_COLOR = {-1: COLORS["free"], 0: COLORS["neutral"], 1: ACCEPTED, 2: REJECTED}
 RANDOM_NOTE = (
-    "TinyHybrid has random weights, so its tokens are arbitrary bytes (shown as ids and "
-    "escapes) · TinyHybrid 是随机权重，输出的是任意字节（以 id 和转义显示）"
+    "TinyHybrid is trained on Python's docstrings; tokens are UTF-8 bytes, shown as decoded text "
+    "· TinyHybrid 在 Python 文档字符串上训练过；token 是 UTF-8 字节，以解码后的文本显示"
 )
 
 EN = """**Speculative decoding with a recurrent state.** A draft proposes D tokens; the target model
@@ -46,8 +47,8 @@ a **ring** and, once the accepted count is known, **replays exactly** those step
 state. **Look at:** the ring slots the commit keeps (the rejected ones are freed), the commit
 error (rounding, ~1e-15, for every acceptance count) against the bf16 fold, and how much smaller
 the rings are than per-draft states at Kimi K3 scale. Pick how many tokens are accepted.
-*TinyHybrid has random weights: its tokens are arbitrary bytes, shown as token ids and escapes
-(`\\xd8`); what matters is that the commit is exact and the output equals plain greedy.*"""
+*TinyHybrid is trained on Python's docstrings; its tokens (UTF-8 bytes) are shown as decoded
+text. What matters is that the commit is exact and the output equals plain greedy.*"""
 
 ZH = (
     "**带递推状态的投机解码。** 草稿模型提出 D 个 token，目标模型一次前向验证，保留最长的正确"
@@ -56,7 +57,7 @@ ZH = (
     "冲**，知道接受数量后从旧状态**精确重放**这些步。**请看：** 提交保留了哪些环槽（被拒的被"
     "释放），各接受数量下的提交误差（舍入级，约 1e-15）与 bf16 折叠的对比，以及在 Kimi K3 规"
     "模下环比逐草稿状态小多少。可以自己选接受几个 token。"
-    "\n*TinyHybrid 是随机权重：它生成的是任意字节，以 token id 和转义（`\\xd8`）显示；"
+    "\n*TinyHybrid 在 Python 文档字符串上训练过；它的 token（UTF-8 字节）以解码后的文本显示。"
     "重要的是提交精确、输出与普通贪心解码一致。*"
 )
 
@@ -74,8 +75,8 @@ def _mib(v: float) -> str:
 
 
 def _tok(t: int) -> str:
-    """Token id and its byte as readable text (escaped when not printable)."""
-    return f"{int(t)} {sp.readable([int(t)])}"
+    """A token as decoded text (`kda_core.tokenizer`: escaped only outside valid UTF-8)."""
+    return tokenizer.display([int(t)])
 
 
 def _code(text: str, n: int = 48) -> str:
@@ -354,7 +355,7 @@ def summary_markdown(v: sp.VerifyStudy, mem: sp.MemoryOverD) -> str:
     toks = " ".join(
         f"**{int(t)}**" if i < v.n_accept else f"~~{int(t)}~~" for i, t in enumerate(v.inputs)
     )
-    toks += "<br>" + _code(sp.readable(v.inputs)) + " (token ids; bold = committed)"
+    toks += "<br>" + _code(sp.readable(v.inputs)) + " (token ids and text; bold = committed)"
     rows = [
         ("prompt", f"{v.prompt_tokens} tokens", "byte tokens"),
         ("verified tokens (D)", f"{v.draft_tokens}", toks.replace("|", "&#124;")),
@@ -484,7 +485,7 @@ def generate(
     g = sp.generation(text, n, draft_tokens=d, noise=nz, seed=sd)
     ids = ", ".join(str(int(t)) for t in g.tokens[:12]) + (", …" if g.tokens.size > 12 else "")
     md = (
-        f"**Generated** {g.tokens.size} tokens · ids {ids} · bytes {_code(g.readable, 40)} · "
+        f"**Generated** {g.tokens.size} tokens · text {_code(g.readable, 40)} · ids {ids} · "
         f"acceptance {g.acceptance_rate:.2f} · "
         f"{g.tokens_per_step:.2f} tokens per verify · equal to greedy: **{g.equals_greedy}**"
         f"\n\n<small>{RANDOM_NOTE}</small>"

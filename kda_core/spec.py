@@ -654,8 +654,8 @@ def speculative_generate(
     emitted tokens equal ``model.generate(prompt, max_new_tokens)`` exactly (greedy is decided
     by the target's own logits); only the number of forward passes changes.
     ``draft``: "noisy" (``make_noisy_draft(model, noise, seed)``, the default), "ngram"
-    (``ngram_draft``; it rarely hits on TinyHybrid's random weights, whose greedy text does not
-    repeat) or a callable ``(history, state, n) -> tokens``.
+    (``ngram_draft``: it hits where the greedy text repeats what came before) or a callable
+    ``(history, state, n) -> tokens``.
     """
     max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 0, 4096)
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")

@@ -29,6 +29,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_affine_composition",
     "plot_prefix_replay",
     "plot_int8_checkpoint",
+    "plot_checkpoint_quality",
     "plot_checkpoint_density",
     "plot_retention_policies",
     "plot_unified_memory",

@@ -46,7 +46,7 @@ TEXT = {
         "every": "every step: re-quantize after each token",
         "flip": "argmax differs",
         "cbar": "dequantized − exact",
-        "source": "Data: KDA states of TinyHybrid (k3-mini, random weights) after {n} tokens, "
+        "source": "Data: KDA states of TinyHybrid (trained k3-mini) after {n} tokens, "
         "teacher-forced decoding; capacity: Kimi K3 state size per GPU",
     },
     "zh": {
@@ -66,7 +66,7 @@ TEXT = {
         "every": "每个 token 后都重新量化",
         "flip": "argmax 不同",
         "cbar": "反量化值 − 精确值",
-        "source": "数据：TinyHybrid（k3-mini，随机权重）处理 {n} 个 token 后的 KDA 状态，"
+        "source": "数据：TinyHybrid（训练后的 k3-mini）处理 {n} 个 token 后的 KDA 状态，"
         "teacher forcing 解码；容量：Kimi K3 每卡的状态大小",
     },
 }

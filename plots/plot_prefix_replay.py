@@ -59,7 +59,7 @@ TEXT = {
         "exact": "exact restore + replay",
         "int8": "INT8 checkpoint + replay",
         "bad": "MLA at match, KDA at checkpoint, no replay",
-        "source": "Data: the lab's caching engine serving TinyHybrid (random weights, greedy "
+        "source": "Data: the lab's caching engine serving TinyHybrid (trained k3-mini, greedy "
         "decoding), a checkpoint every {k} tokens",
     },
     "zh": {
@@ -83,7 +83,7 @@ TEXT = {
         "exact": "精确恢复 + 重放",
         "int8": "INT8 检查点 + 重放",
         "bad": "MLA 在匹配点、KDA 在检查点、不重放",
-        "source": "数据：本实验室的缓存引擎运行 TinyHybrid（随机权重，贪心解码），"
+        "source": "数据：本实验室的缓存引擎运行 TinyHybrid（训练后的 k3-mini，贪心解码），"
         "每 {k} 个 token 一个检查点",
     },
 }

@@ -175,7 +175,7 @@ def test_client_roundtrip_and_sessions(tmp_path, study):
     with common.launched(app.build()) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
         out = c.predict(api_name="/int8_checkpoint_run")
-        assert len(out) == 12
+        assert len(out) == 13 and "Greedy continuation after the restore" in out[12]
         fig = common.plot_from_client(out[1])
         np.testing.assert_array_equal(np.array(fig["data"][1]["z"]), study.errors.error)
         assert _rows(out[10])[1][:2] == ["kimi-k3", "native"]
@@ -227,3 +227,24 @@ def test_number_fields_do_not_round():
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
     assert len(nums) == 4 and all(c["props"].get("precision") is None for c in nums)
+
+
+def test_continuations_side_by_side_with_the_first_difference_marked(default_out):
+    from kda_core.studies import quality
+
+    md = default_out[HISTORY + 1]
+    c = quality.continuation(st.DEFAULT_TEXT, 64, "int8", "channel", 32)
+    assert "Greedy continuation after the restore" in md and "int8 / key channel" in md
+    assert app._cell("".join(c.exact_pieces)) in md.replace("<mark><b>", "").replace(
+        "</b></mark>", ""
+    )
+    if c.first_divergence is None:
+        assert "identical for all 32 tokens" in md and "<mark>" not in md
+    # a made-up divergence is marked at its token, in the compressed row only
+    fake = quality.Continuation("x", "tail", (97, 98), (97, 99), ("a", "b"), ("a", "c"), 1)
+    out = app.continuation_markdown(fake)
+    assert "first difference at token 2 of 2" in out
+    assert "| exact checkpoint | a<mark><b>b</b></mark> |" in out
+    assert "| x | a<mark><b>c</b></mark> |" in out
+    pipes = quality.Continuation("y", "t", (124,), (124,), ("|",), ("|",), None)
+    assert "| y | &#124; |" in app.continuation_markdown(pipes)  # a pipe cannot break the table

@@ -182,7 +182,7 @@ def test_client_roundtrip_and_sessions(tmp_path, study):
         assert common.plot_from_client(acc[0])["data"][0]["x"] == list(app.NOISES)
 
 
-def test_palette_and_log_ticks(default_out):
+def test_palette_and_log_ticks(default_out, study):
     """Accepted / rejected are categorical: SERIES in order, never a semantic colour; the log
     axes label decades (or exact-zero) only, no stray minor "2" / "5"."""
     ver, ring = default_out[VER], default_out[RING]
@@ -195,7 +195,7 @@ def test_palette_and_log_ticks(default_out):
     mem = default_out[MEM].layout
     assert mem.yaxis.dtick == 1 and mem.yaxis2.dtick == 1 and mem.yaxis2.type == "log"
     label = [a for a in default_out[EXACT].layout.annotations if a.text.startswith("this commit")]
-    assert label and label[0].x == 3  # at the line (linear x axis)
+    assert label and label[0].x == study.n_accept  # at the line (linear x axis)
 
 
 def test_tokens_shown_as_ids_and_escapes(default_out, study):
@@ -204,7 +204,8 @@ def test_tokens_shown_as_ids_and_escapes(default_out, study):
     md, _, _ = app.generate(max_new_tokens=12, progress=None)
     g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.1, seed=2)
     assert f"ids {', '.join(str(int(t)) for t in g.tokens[:12])} ·" in md
-    assert "\ufffd" not in md and "random weights" in md and "随机权重" in md
+    assert "\ufffd" not in md and "shown as decoded text" in md and "以解码后的文本显示" in md
+    assert f"text {app._code(g.readable, 40)} ·" in md
 
 
 @pytest.mark.parametrize("field", ["draft_tokens", "n_accept", "seed", "ring_len"])

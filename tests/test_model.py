@@ -85,7 +85,7 @@ def test_generate_is_greedy_and_matches_decode_loop(tiny):
 
 
 def test_weights_are_deterministic_and_seeded():
-    a, b, c = M.TinyHybrid(), M.TinyHybrid(), M.TinyHybrid(M.ModelConfig(seed=1))
+    a, b, c = (M.TinyHybrid(weights="random", seed=s) for s in (0, 0, 1))
     assert np.array_equal(a.embed, b.embed) and a.version == b.version
     assert not np.array_equal(a.embed, c.embed) and a.version != c.version
     A = np.exp(a.blocks[0].mixer.A_log)
@@ -130,7 +130,7 @@ def test_integer_ids_of_any_integer_type_are_accepted(tiny):
 def test_bad_chunk_and_state(tiny):
     with pytest.raises(ValueError, match="chunk_size"):
         tiny.prefill([1, 2], tiny.new_state(), chunk_size=0)
-    other = M.TinyHybrid(M.ModelConfig(seed=3)).new_state()
+    other = M.TinyHybrid(weights="random", seed=3).new_state()
     with pytest.raises(ValueError, match="state"):
         tiny.prefill([1, 2], other)
     with pytest.raises(ValueError, match="n_layers"):

@@ -253,8 +253,9 @@ def test_speculative_generation_equals_greedy(tiny, greedy, draft):
     ids, logits, st_ref = greedy
     if draft == "perfect":
         kw = {"draft": "noisy", "noise": 0.0}
-    elif draft == "bad":
-        kw = {"draft": lambda hist, st, n: [(hist[-1] + 1) % 256] * n}
+    elif draft == "bad":  # a byte the greedy output never contains: no draft can be accepted
+        never = next(t for t in range(256) if t not in ids)
+        kw = {"draft": lambda hist, st, n: [never] * n}
     else:
         kw = {"draft": draft}
     out = spec.speculative_generate(tiny, M.encode(PROMPT), 40, draft_tokens=8, **kw)

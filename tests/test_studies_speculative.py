@@ -17,7 +17,8 @@ def step() -> sp.VerifyStudy:
 def test_default_step_accepts_a_partial_prefix(step):
     D = step.draft_tokens
     assert D == 8 and step.ring_len == 16
-    assert step.natural_accept == step.n_accept == 3
+    # partial: the noisy draft's first token is right (trained weights: 1 of 8), a later one not
+    assert 1 <= step.natural_accept == step.n_accept < D
     # accepted drafts equal the target's greedy tokens; the next one does not
     a = step.n_accept
     assert np.array_equal(step.inputs[1:a], step.targets[: a - 1])

@@ -20,11 +20,11 @@ recurrent states (one ``[H, K, V]`` per KDA layer) are what a checkpoint pool wo
   many checkpoints fit a byte budget, for the tiny config and for Kimi K3 (kda_core.sizing).
   Scales are stored in the native state dtype (SGLang's choice); the conv window stays native.
 
-Measured (defaults: the bilingual DEFAULT_TEXT, 64 tokens, all 6 KDA layers; tests assert
-these relations): relative Frobenius error int8 per key channel 6.4e-3 (ceiling 1.13e-2),
-per head 1.25e-2, per tensor 1.58e-2, fp8-e4m3 per channel 2.27e-2, bf16 1.7e-3. Over 16
-decoded tokens the park-once state distance stays at 6.4e-3 -> 7.4e-3 (max logit change
-0.043, same greedy tokens) while re-quantizing every step grows it to 2.7e-2 (logits 0.12).
+Measured (defaults: the bilingual DEFAULT_TEXT, 64 tokens, all 6 KDA layers, trained weights;
+tests assert these relations): relative Frobenius error int8 per key channel 7.2e-3 (ceiling
+1.25e-2), per head 1.74e-2, per tensor 2.20e-2, fp8-e4m3 per channel 2.16e-2, bf16 1.6e-3. Over
+16 decoded tokens the park-once state distance goes 7.2e-3 -> 5.6e-3 (max logit change 0.014,
+same greedy tokens) while re-quantizing every step grows it to 2.4e-2 (logits 0.034).
 Kimi K3 at TP8, bf16 pool, 8 GiB: 295 native checkpoints vs 547 INT8 (x1.85; x3.28 against a
 float32 pool); bf16 parking of a bf16 pool gains nothing; tiny config x1.63 (the native conv
 window is a larger share).

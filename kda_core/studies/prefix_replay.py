@@ -46,6 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from kda_core import policy as pol
+from kda_core import tokenizer
 from kda_core.engine import Engine, GenerateReport
 from kda_core.model import TinyHybrid, encode
 from kda_core.radix import NodeView
@@ -212,7 +213,7 @@ class RequestView:
 
     @property
     def output_readable(self) -> str:
-        """``output_tokens`` as readable text (see ``readable``; TinyHybrid has random weights)."""
+        """``output_tokens`` as one line of decoded text (see ``readable``)."""
         return readable(self.output_tokens)
 
 
@@ -320,19 +321,9 @@ def _prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ..
 
 
 def readable(tokens: Sequence[int]) -> str:
-    """Byte tokens as readable text: valid UTF-8 decoded, every other byte as ``\\xNN``,
-    newlines as ⏎ and other control characters escaped (``\\x0f``), so that the output of the
-    untrained TinyHybrid (random weights: arbitrary bytes) never prints as mojibake."""
-    text = bytes(int(t) for t in tokens).decode("utf-8", errors="backslashreplace")
-    out = []
-    for ch in text:
-        if ch == "\n":
-            out.append("⏎")
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-    return "".join(out)
+    """Byte tokens as one line of decoded text (`kda_core.tokenizer.display`: escapes only for
+    bytes that are not valid UTF-8, newlines as ⏎)."""
+    return tokenizer.display([int(t) for t in tokens])
 
 
 def _label(key: tuple, width: int = 18) -> str:
@@ -418,10 +409,11 @@ def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
     # the engine measured the state at the match against an uncached prefill (record_states)
     unc = float(steps[-1].dist_to_uncached)
     toks = np.array([r.prompt[s.pos - 1] for s in steps], dtype=np.int64)
+    labels = tokenizer.token_labels(r.prompt)  # in context: a character's bytes name it
     return ReplayTrace(
         positions=np.array([s.pos for s in steps], dtype=np.int64),
         tokens=toks,
-        token_text=tuple(readable([t]) for t in toks),
+        token_text=tuple(labels[s.pos - 1] for s in steps),
         dist=np.array([s.dist_to_match for s in steps]),
         state_norm=np.array([s.state_norm for s in steps]),
         states=r.replay_states,

@@ -160,7 +160,7 @@ def verify_step(
 ) -> VerifyStudy:
     """Verify D tokens after ``prompt``, accept ``n_accept`` (None: the greedy acceptance).
 
-    The defaults (noise 0.1, seed 2) give a partial acceptance: 3 of 8 tokens committed.
+    The defaults (noise 0.1, seed 2) give a partial acceptance (trained weights: 1 of 8).
     """
     model = _model()
     ids = _prompt_ids(prompt)

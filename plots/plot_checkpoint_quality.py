@@ -1,0 +1,105 @@
+"""What a compressed checkpoint costs in quality: held-out bits per byte after restores.
+
+Draws ``kda_core.studies.quality.quality_study`` (trained TinyHybrid, held-out passages of the
+stdlib-docstring corpus):
+  * left: extra bits per byte over an exact restore after k park/restore cycles (k = 1, 4, 16)
+    for every format (INT8 per key channel / head / tensor, fp8-e4m3, bf16);
+  * right: the same extra bits per byte for INT8 per key channel after 16 cycles and for the
+    inconsistent restore (MLA KV at the match, KDA state ``lag`` tokens earlier, no replay).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from kda_core.studies import quality
+from plots import style
+
+NAME = "checkpoint_quality"
+# formats are categories (SERIES, as in int8_checkpoint); the inconsistent restore is the cost of
+# a skipped replay, so it takes the replay colour
+WRONG_COLOR = style.COLORS["replay"]
+
+TEXT = {
+    "en": {
+        "suptitle": "What a restore costs in held-out bits per byte",
+        "title_delta": "Compressed, k restores",
+        "cycles": "park/restore cycles k",
+        "delta_y": "Δ bits per byte vs exact",
+        "title_bpb": "vs skipping the replay",
+        "int8_16": "int8 / key channel, k = 16",
+        "wrong": "inconsistent, KDA {lag} tokens behind",
+        "bpb_x": "Δ bits per byte vs exact",
+        "source": "Data: trained k3-mini, {n} held-out passages, {scored:,} scored bytes; "
+        "exact restore {exact:.3f} bits per byte",
+    },
+    "zh": {
+        "suptitle": "一次恢复在留出文本上的代价（每字节比特数）",
+        "title_delta": "压缩，恢复 k 次",
+        "cycles": "暂存/恢复次数 k",
+        "delta_y": "相对精确恢复的 Δ 比特/字节",
+        "title_bpb": "对比：跳过重放",
+        "int8_16": "int8 / key 通道，k = 16",
+        "wrong": "不一致恢复，KDA 落后 {lag} 个 token",
+        "bpb_x": "相对精确恢复的 Δ 比特/字节",
+        "source": "数据：训练后的 k3-mini，{n} 段留出文本，计分 {scored:,} 字节；"
+        "精确恢复 {exact:.3f} 比特/字节",
+    },
+}
+
+
+def compute(quick: bool = False) -> quality.QualityStudy:
+    """Six 512-byte passages (quick: one 128-byte passage, restores every 4 bytes)."""
+    if quick:
+        return quality.quality_study(1, 128, 48, 4, (1, 4, 16), (8, 32))
+    return quality.quality_study()
+
+
+def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
+    t = style.translations(TEXT, lang)
+    source = t["source"].format(n=data.passages, scored=data.scored, exact=data.exact_bpb)
+    fig = style.new_figure("double", source)
+    fig.suptitle(t["suptitle"])
+    ad, ab = fig.subplots(1, 2, width_ratios=(1.0, 1.1))
+    x = np.arange(len(data.cycles))
+    for i, label in enumerate(data.labels):
+        ad.plot(x, data.delta[i], marker="o", color=style.SERIES[i % len(style.SERIES)],
+                label=label, gid=f"delta_{i}")  # fmt: skip
+    ad.axhline(0.0, color="black", lw=0.8)
+    ad.set_xticks(x, [str(k) for k in data.cycles])
+    ad.set_xlabel(t["cycles"])
+    ad.set_ylabel(t["delta_y"])
+    ad.set_title(t["title_delta"], loc="center")
+    ad.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    ad.legend(fontsize=7, loc="lower left")
+
+    j16 = data.cycles.index(max(data.cycles))
+    names = [t["int8_16"]] + [t["wrong"].format(lag=g) for g in data.lags]
+    vals = [float(data.delta[0, j16])] + list(data.inconsistent_bpb - data.exact_bpb)
+    colors = [style.SERIES[0]] + [WRONG_COLOR] * len(data.lags)
+    y = np.arange(len(names))
+    ab.barh(y, vals, color=colors, height=0.62, gid="bpb")
+    for yi, v in zip(y.tolist(), vals):
+        ab.annotate(f"{v:+.4f}", (max(v, 0.0), yi), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=7.5)  # fmt: skip
+    ab.axvline(0.0, color="black", lw=0.8)
+    ab.set_yticks(y, names, fontsize=8)
+    ab.invert_yaxis()
+    ab.grid(False, axis="y")
+    ab.margins(x=0.3)
+    ab.set_xlabel(t["bpb_x"])
+    ab.set_title(t["title_bpb"], loc="center")
+    return fig
+
+
+def main(argv: Sequence[str] | None = None) -> list[Path]:
+    return style.main_for(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()
