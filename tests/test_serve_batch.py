@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.model import ModelConfig, TinyHybrid
+from kda_core.model import TinyHybrid
 from kda_core.serve.batch import decode_batch, forward_batch
 
-MODELS = {0: TinyHybrid(), 5: TinyHybrid(ModelConfig(seed=5))}
+MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
 
 def prefilled(model, rng, n):

@@ -11,7 +11,7 @@ import pytest
 from safetensors.numpy import save as st_save
 
 from kda_core.engine import Engine
-from kda_core.model import TOKENIZER_FINGERPRINT, ModelConfig, TinyHybrid, encode
+from kda_core.model import TOKENIZER_FINGERPRINT, TinyHybrid, encode
 from kda_core.transfer.identity import (
     Identity,
     Layout,
@@ -84,13 +84,13 @@ def test_fingerprint_sees_weights_not_object_identity():
     c = TinyHybrid()
     c.lm_head[0, 0] += 1e-12  # one weight element changed, config the same
     assert model_fingerprint(c) != model_fingerprint(a)
-    assert model_fingerprint(TinyHybrid(ModelConfig(seed=1))) != model_fingerprint(a)
+    assert model_fingerprint(TinyHybrid(weights="random", seed=1)) != model_fingerprint(a)
 
 
 @pytest.mark.parametrize(
     "identity_kw, field",
     [
-        ({"model": TinyHybrid(ModelConfig(seed=1))}, "model_fingerprint"),
+        ({"model": TinyHybrid(weights="random", seed=1)}, "model_fingerprint"),
         ({"tokenizer_fingerprint": "utf8-bytes-v2"}, "tokenizer_fingerprint"),
         ({"layout": Layout(2, 0)}, "layout"),
         ({"layout": Layout(2, 1)}, "layout"),

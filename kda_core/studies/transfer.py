@@ -24,7 +24,7 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core.engine import Engine
-from kda_core.model import ModelConfig, TinyHybrid, encode
+from kda_core.model import TinyHybrid, encode
 from kda_core.sim_tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
 from kda_core.transfer.identity import Identity, Layout
 from kda_core.transfer.instance import Event, Instance
@@ -81,8 +81,9 @@ def _int(value: object, name: str, lo: int, hi: int) -> int:
 
 @functools.lru_cache(maxsize=2)
 def _model(seed: int = 0) -> TinyHybrid:
-    """One TinyHybrid per seed, shared (a forward pass never changes the weights)."""
-    return TinyHybrid(ModelConfig(seed=seed))
+    """Seed 0: the shipped trained weights; another seed: random weights from that seed (an
+    instance with other weights). Shared: a forward pass never changes the weights."""
+    return TinyHybrid() if seed == 0 else TinyHybrid(weights="random", seed=seed)
 
 
 def _engine(seed: int = 0, **kw: object) -> Engine:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from kda_core.engine import DEFAULT_POLICY, Engine
-from kda_core.model import ModelConfig, TinyHybrid, encode
+from kda_core.model import TinyHybrid, encode
 from kda_core.policy import SGLangPolicy
 from kda_core.transfer.identity import Layout
 from kda_core.transfer.instance import Instance
@@ -109,7 +109,7 @@ def open_store(spec: str) -> Any:
 
 
 def _mismatch_instances(store: Any) -> dict[str, Instance]:
-    other = Engine(model=TinyHybrid(ModelConfig(seed=1)))
+    other = Engine(model=TinyHybrid(weights="random", seed=1))
     return {
         "weights": Instance("decode-other-weights", engine=other, store=store),
         "tokenizer": Instance(
