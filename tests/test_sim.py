@@ -184,7 +184,7 @@ def test_integrity_under_all_budgets(agent: W.Trace) -> None:
 def test_kv_and_unified_budgets_hold(agent: W.Trace) -> None:
     kvb = 20_000 * 27_648
     unl = sim.simulate(agent, "sglang", None)
-    assert unl.peak_kv_bytes > 60 * kvb  # the budget binds
+    assert unl.peak_kv_bytes > 10 * kvb  # the budget binds (by a wide margin)
     r = sim.simulate(agent, "sglang", None, kv_budget_bytes=kvb)
     # the peak is sampled right after each insert (before any clean-up eviction): it stays
     # under the budget because leaves are evicted to make room BEFORE the insert
