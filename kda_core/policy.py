@@ -66,8 +66,10 @@ Policies (``make(name, **params)``; unknown names or parameters raise ``ValueErr
     multiples of k plus those, dense when k == B). LRU eviction with a request's blocks freed
     tail-first.
 
-Left out: the real engines' kernel details (``_force_track_h``), EAGLE lookahead blocks,
-SegLen, Marconi's one-pool KV+state budget (the simulator owns budgets), periodic re-tuning.
+Checked against the engines' own code by ``tests/real/`` (SGLang 0.5.23, vLLM 0.33.0, README
+"Fidelity"). Left out: EAGLE lookahead blocks, DCP, lazy / speculative tracking, vLLM's
+internal prefill checkpoints, SegLen, Marconi's one-pool KV+state budget (the simulator owns
+budgets), periodic re-tuning.
 """
 
 from __future__ import annotations
