@@ -258,6 +258,17 @@ def test_marconi_auto_alpha_tunes(agent: W.Trace) -> None:
     assert r.policy_params["alpha_value"] in policy_mod.ALPHA_GRID
 
 
+def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None:
+    # retention.md §1.5: N0 = requests served when the first eviction happens, the evicting
+    # request included (the simulator counts a request on arrival, as the engine does)
+    pol = policy_mod.make("marconi", alpha=1.0)
+    ckpt = sim.checkpoint_bytes("kimi-k3", 8, "bfloat16", "bfloat16")
+    out = sim._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)
+    first = int(np.flatnonzero(out["evicted_cum"] > 0)[0])
+    assert first > 0 and pol._first_eviction == first + 1
+    assert pol._requests == len(agent)
+
+
 def test_progress_callback(agent: W.Trace) -> None:
     calls: list[tuple[int, int]] = []
     sim.simulate(agent, "sglang", None, progress=lambda d, t: calls.append((d, t)))
