@@ -10,10 +10,13 @@ budget - against its 30 s target. The interval K is each policy's density knob:
     sglang       chunked_prefill_size=K         one state per prefill chunk (last grid point)
     vllm align   block_size=K, batched tokens K a state per block at scheduler-step ends
     vllm retain  mode=all, retention=K          per-block states (block = trace block), of
-                                                which every K-th and the latest are kept
+                                                which every K-th, the replay boundary and
+                                                the shared-prefix junction are kept
 
 (Marconi has no interval: it places states at branch points and request ends, so it is not
-in the K sweep; its passes are timed above.) ``--budget-sweep`` also runs the interval
+in the K sweep; its passes are timed above. Its default alpha is "auto", as the artifact: at
+a binding budget its pass includes the bootstrap tuning, 21 replays of the first 5 N0
+requests, so it is also timed with a fixed alpha 0.) ``--budget-sweep`` also runs the interval
 policy's 6 intervals x 4 budgets grid of the density app.
 
     .venv/bin/python bench/bench_sim.py [--repeat 3] [--quick] [--budget-gib 32]
@@ -37,6 +40,7 @@ SWEEP_TARGET_S = 30.0
 POLICIES: tuple[tuple[str, str, dict], ...] = (
     ("sglang", "sglang", {}),
     ("marconi", "marconi", {}),
+    ("marconi alpha 0", "marconi", {"alpha": 0.0}),
     ("interval 4096", "interval", {"every": 4096}),
     ("every block", "interval", {"every": 512}),
     ("vllm align", "vllm", {"mode": "align"}),

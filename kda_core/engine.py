@@ -240,7 +240,8 @@ class Engine:
 
     Args:
         policy: a ``kda_core.policy`` Policy (copied), a policy name, or None
-            (``DEFAULT_POLICY``). Marconi with ``alpha="auto"`` is rejected (sim-only).
+            (``DEFAULT_POLICY``). Marconi's ``alpha="auto"`` stays at its starting 0 here
+            (the tuning replays a trace: ``kda_core.sim`` runs it).
         cache: use the radix cache (False: every request computed from scratch).
         int8_checkpoints: park checkpoint states as INT8 (conv windows stay native).
         checkpoint_slots: checkpoint pool capacity in [1, 4096] (None:
@@ -288,11 +289,6 @@ class Engine:
             raise ValueError(
                 f"policy must be a Policy, one of {policy_mod.POLICY_NAMES} or None, "
                 f"got {type(policy).__name__}"
-            )
-        if getattr(policy, "alpha", None) == "auto":
-            raise ValueError(
-                "policy: Marconi alpha='auto' is simulator-only (kda_core.sim runs the tuning "
-                "replays); give the engine a fixed alpha in [0, 100]"
             )
         self.policy = policy
         self.cache_on = _bool(cache, "cache")

@@ -20,17 +20,20 @@ Policies (``make(name, **params)``; unknown names or parameters raise ``ValueErr
 
 ``interval`` - ``every`` (256): a checkpoint at every multiple of ``every`` tokens;
     ``request_end`` (False): also at the request end. LRU eviction, refresh the restore node.
-``sglang`` - SGLang extra_buffer (engines.md §1.9): ``grid`` (64, mamba_cache_chunk_size;
-    effective grid ``lcm(grid, page)``): in each prefill step (``chunked_prefill_size`` 8192,
-    overridden by ``chunk_size``) the last grid point inside the step, or the branch hint
-    ``floor(token_match/grid)*grid`` instead when it lies strictly before it in the step
-    (SGLang counts the grid from the step start, which is grid-aligned whenever the restore
-    point is, so both agree there; absolute alignment keeps request-end restores shareable);
-    decode at ``seq_len % lcm(grid, page, track_interval) == 0`` (``track_interval`` 256;
-    SGLang rejects intervals that are not page multiples, here the lcm absorbs them);
-    ``request_end`` (True: the no_buffer / finished-request insert);
-    ``max_states_per_path`` (None); ``lru`` ("node": refresh only the consumed state,
-    PRs #31643/#31648; "path": legacy whole-path refresh, ancestors evicted first).
+``sglang`` - SGLang 0.5.23 mamba tracking (engines.md §1.9). ``buffer`` "extra_buffer":
+    in each prefill step from ``prefix_len`` (``chunked_prefill_size`` 8192, overridden by
+    ``chunk_size``) that extends ``E >= G`` tokens, the state at ``prefix_len + floor(E/G)*G``
+    (``G = lcm(max(grid, page), page)``, ``grid`` 64 = the FLA chunk; counted from the step
+    start, as ``ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_extend``), or the branch
+    hint ``floor(token_match/G)*G`` instead when it lies inside the step on the step's chunk
+    grid; each step's state is inserted after the step (``checkpoint_kv_cache``). Decode
+    (``_mamba_prefix_cache_update``) only flips the ping-pong index at ``seq_len %
+    lcm(G, track_interval) == 0`` (``track_interval`` 256) and records the length: the
+    finished insert keeps only the last decode boundary, no request-end state. "no_buffer"
+    (page 1 only): a state at every prefill step end (the prompt end included) and the
+    finished length. ``request_end`` (False; a lab extension, not SGLang: also the request
+    end in extra_buffer); ``max_states_per_path`` (None); ``lru`` ("node": refresh only the
+    consumed state, PRs #31643/#31648; "path": legacy whole-path refresh, ancestors first).
 ``marconi`` - Marconi (retention.md §1.3-1.5): speculative insertion keeps only the branch
     point discovered by the lookup (``token_match`` when it exceeds ``restore_at``: the insert
     splits an edge or reaches a tombstone there) and the last token of the request. Eviction
@@ -38,27 +41,35 @@ Policies (``make(name, **params)``; unknown names or parameters raise ``ValueErr
     alpha * minmax(flop_efficiency)``, recency = 1 / (1 + now - last_access), efficiency =
     FLOPs a hit saves relative to the nearest checkpointed ancestor / (state bytes + KV bytes
     of the whole prefix); lowest score evicted, recomputed after every victim. ``alpha``
-    (1.0, or "auto": 0 until ``tuning_due()``, then ``tune(evaluate)`` grid-searches
-    ``alpha_grid`` 0.0..2.0 step 0.1 as the artifact does); ``bootstrap`` (5): tuning after
-    ``bootstrap * N0`` requests, N0 = requests seen at the first eviction (count them with
-    ``note_request``). FLOP model (Marconi Table 1, its MLP-parent quirk fixed): ``d_model``
+    ("auto", the artifact's default: 0 until ``tuning_due()``, then ``tune(evaluate)``
+    grid-searches ``alpha_grid`` 0.0..2.0 step 0.1; or a fixed float); ``bootstrap`` (5):
+    tuning after ``bootstrap * N0`` requests, N0 = requests seen at the first eviction, the
+    evicting request included (call ``note_request`` when a request arrives, before it
+    evicts). FLOP model (Marconi Table 1, its MLP-parent quirk fixed): ``d_model``
     4096, ``d_state`` 128, ``n_ssm_layers`` 24, ``n_attn_layers`` 4, ``n_mlp_layers`` 28,
     ``kv_bytes_per_token`` (default ``n_attn_layers * 4 * d_model``, fp16 K and V), or
     ``efficiency_fn(length, anc_length, state_bytes) -> array`` to plug in another model.
-``vllm`` - vLLM V1 (engines.md §2): ``mode`` "align" (a state only where a scheduler step
-    ends on a block boundary: prefill steps of ``max_num_batched_tokens`` 2048 (or
-    ``chunk_size``) cut to whole blocks and stopped exactly at the prompt's last block
-    boundary; decode block boundaries) or "all" (every block boundary); ``block_size`` (None:
-    ``lcm(64, page)``); ``shared_prefix`` (True, #37898: also the last aligned point of the
-    shared prefix, ``floor(token_match/u)*u``); ``partial_hits`` (False: fine-grained hits, the
-    unit ``u`` becomes ``match_unit`` (16, rounded to a page multiple, must divide the block)
-    and the prompt's partial-tail boundary ``floor(prompt_len/u)*u`` is kept too);
-    ``retention`` (None = dense: keep every base position; 0 = keep only the latest one;
-    k > 0, a multiple of the block: keep multiples of k plus the latest) - the shared-prefix
-    and tail points are always kept. LRU eviction with a request's blocks freed tail-first.
+``vllm`` - vLLM 0.33 V1 (engines.md §2): ``mode`` "align" (prefill chunks of
+    ``max_num_batched_tokens`` 2048 (or ``chunk_size``) split as
+    ``Scheduler._mamba_block_aligned_split`` does: cut to whole blocks, stopped at the last
+    cacheable boundary ``floor((P-1)/B)*B`` (so a block-aligned prompt also stops at P - B),
+    at the shared-prefix junction and, from a mid-block start, at the next boundary; a block
+    wider than the chunk advances within the block; a state where a chunk ends on a block
+    boundary, then at every decode block boundary) or "all" (a lab idealisation: every block
+    boundary); ``block_size`` (None: ``lcm(64, page)``); ``shared_prefix`` (True: the junction
+    ``floor(min(token_match, P-1)/u)*u`` is a chunk stop and is retained; False = before
+    #37898, an ablation); ``partial_hits`` (False: fine-grained hits, the unit ``u`` becomes
+    ``match_unit`` (16, rounded to a page multiple, must divide the block) and the prompt's
+    tail boundary ``floor((P-1)/u)*u`` is a stop too); ``retention``
+    (``MambaManager.reachable_block_mask``: None = dense; 0 = only the reachable boundaries,
+    the replay point ``floor((P-1)/u)*u`` and the junction; k > 0, a multiple of the block:
+    multiples of k plus those, dense when k == B). LRU eviction with a request's blocks freed
+    tail-first.
 
-Left out: the real engines' kernel details (``_force_track_h``), EAGLE lookahead blocks,
-SegLen, Marconi's one-pool KV+state budget (the simulator owns budgets), periodic re-tuning.
+Checked against the engines' own code by ``tests/real/`` (SGLang 0.5.23, vLLM 0.33.0, README
+"Fidelity"). Left out: EAGLE lookahead blocks, DCP, lazy / speculative tracking, vLLM's
+internal prefill checkpoints, SegLen, Marconi's one-pool KV+state budget (the simulator owns
+budgets), periodic re-tuning.
 """
 
 from __future__ import annotations
@@ -79,6 +90,7 @@ MAX_LEN = 1 << 24
 MAX_POSITIONS = 1 << 18
 """Most checkpoint positions one call may return (caps memory)."""
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
+SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
 
 __all__ = [
     "ALPHA_GRID",
@@ -236,15 +248,19 @@ class IntervalPolicy(Policy):
 
 @dataclass(slots=True)
 class SGLangPolicy(Policy):
-    """SGLang extra_buffer tracking + request end, per-path cap, LRU (see module doc)."""
+    """SGLang mamba state tracking (extra_buffer or no_buffer), per-path cap, LRU.
+
+    See the module doc; each rule cites the SGLang 0.5.23 function it follows.
+    """
 
     grid: int = 64
     chunked_prefill_size: int = 8192
     track_interval: int = 256
     branch: bool = True
-    request_end: bool = True
+    request_end: bool = False
     max_states_per_path: int | None = None
     lru: str = "node"
+    buffer: str = "extra_buffer"
     name = "sglang"
 
     def __post_init__(self) -> None:
@@ -256,34 +272,59 @@ class SGLangPolicy(Policy):
         self.max_states_per_path = _opt_int(self.max_states_per_path, "max_states_per_path", 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
+        if self.buffer not in SGLANG_BUFFERS:
+            raise ValueError(f"buffer must be one of {SGLANG_BUFFERS}, got {self.buffer!r}")
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
-        g = math.lcm(self.grid, ctx.page)
+    def _steps(self, ctx: _Ctx) -> list[tuple[int, int]]:
+        """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
         chunk = ctx.chunk or self.chunked_prefill_size
+        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        starts = range(ctx.restore_at, ctx.prompt_len, chunk)
+        return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        if self.buffer == "no_buffer":
+            return self._no_buffer_positions(ctx)
+        # mamba_cache_chunk_size = max(FLA chunk, page); checkpoint grid = lcm(that, page)
+        cache_chunk = max(self.grid, ctx.page)
+        g = math.lcm(cache_chunk, ctx.page)
+        # MambaComponent.finalize_match_result_in_tree_core: the branching seqlen
         aligned = ctx.down(ctx.token_match, g)
         br = aligned if (self.branch and aligned > ctx.restore_at) else None
         out = []
-        a = ctx.restore_at
-        steps = 0
-        while a < ctx.prompt_len:
-            b = min(a + chunk, ctx.prompt_len)
-            track = b // g * g
-            if track > a:
-                if br is not None and a < br < track:
-                    track = br
-                out.append(track)
-            a = b
-            steps += 1
-            if steps > MAX_POSITIONS:
-                raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        for a, b in self._steps(ctx):
+            # ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_extend
+            ext = b - a
+            if ext < g:
+                continue
+            track = a + ext // g * g
+            fla = a + ext // self.grid * self.grid
+            raw = b if fla == track else track + 1  # _force_track_h: read from h
+            if br is not None and a < br < raw and (br - a) % cache_chunk == 0:
+                track = br
+            out.append(track)  # checkpoint_kv_cache inserts it after the step
+        # decode: _mamba_prefix_cache_update records seq_len % lcm(grid, interval) == 0 and
+        # only flips the ping-pong index; the finished insert keeps only the last one
+        # (MambaComponent.prepare_for_caching_req / _select_finished_checkpoint)
         d = math.lcm(g, self.track_interval)
-        out.extend(ctx.multiples(d, ctx.prompt_len, ctx.total_len, "track_interval"))
+        last = ctx.down(ctx.total_len, d)
+        if last > ctx.prompt_len:
+            out.append(last)
         if self.request_end:
             out.append(ctx.down(ctx.total_len, ctx.page))
         return out
+
+    def _no_buffer_positions(self, ctx: _Ctx) -> list[int]:
+        # MambaComponent.__init__ asserts page_size == 1 without the extra buffer
+        if ctx.page != 1:
+            raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {ctx.page}")
+        # prepare_for_caching_req without the extra buffer: cache_len = the key length,
+        # after every prefill step (checkpoint_kv_cache) and at the finished insert
+        return [b for _, b in self._steps(ctx)] + [ctx.total_len]
 
 
 def marconi_flops(
@@ -331,7 +372,7 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 class MarconiPolicy(Policy):
     """Marconi: branch + last admission, FLOP-aware eviction (see module doc)."""
 
-    alpha: Any = 1.0
+    alpha: Any = "auto"
     bootstrap: int = 5
     alpha_grid: tuple = ALPHA_GRID
     d_model: int = 4096
@@ -537,7 +578,8 @@ class VLLMPolicy(Policy):
     def cache_options(self) -> dict:
         return {"state_touch": "path_tail_first", "max_states_per_path": None}
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+    def _units(self, ctx: _Ctx) -> tuple[int, int]:
+        """(block B, hit unit u): u = B, or the fine-grained match unit with partial hits."""
         page = ctx.page
         B = self.block_size if self.block_size is not None else math.lcm(64, page)
         if B % page:
@@ -554,44 +596,74 @@ class VLLMPolicy(Policy):
             raise ValueError(
                 f"retention must be a multiple of block_size={B}, got {self.retention}"
             )
+        return B, u
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        B, u = self._units(ctx)
         P, T = ctx.prompt_len, ctx.total_len
-        if self.mode == "all":
+        # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
+        # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
+        tm = min(ctx.token_match, P - 1)
+        junction = ctx.down(tm, u) if self.shared_prefix else 0
+        if junction <= ctx.restore_at:
+            junction = 0
+        # replay_boundaries (kv_cache_coordinator.py): a resend resumes at P - 1
+        replay = ctx.down(P - 1, u)
+        tail = replay if self.partial_hits else 0
+        if self.mode == "all":  # lab idealisation: a state at every block boundary
             base = list(ctx.multiples(B, ctx.restore_at, T, "block_size"))
+            base += [p for p in (junction, tail) if p % B]
         else:
             chunk = ctx.chunk or self.max_num_batched_tokens
-            if chunk < B:
-                raise ValueError(f"chunk_size must be >= block_size={B} in align mode, got {chunk}")
-            base = []
-            last = P - P % B
-            computed = ctx.restore_at
-            steps = 0
-            while computed < P:
-                num_new = min(chunk, P - computed)
-                after = computed + num_new
-                if after < last:
-                    num_new = num_new // B * B
-                elif computed < last < after:
-                    num_new = last - computed
-                computed += num_new
-                if computed % B == 0:
-                    base.append(computed)
-                steps += 1
-                if steps > MAX_POSITIONS:
-                    raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
-            base.extend(ctx.multiples(B, P, T, "block_size"))
-        keep = base
-        if self.retention is not None and base:
-            latest = max(base)
-            if self.retention == 0:
-                keep = [latest]
-            else:
-                keep = [p for p in base if p % self.retention == 0] + [latest]
-        extra = []
-        if self.shared_prefix:
-            extra.append(ctx.down(ctx.token_match, u))
-        if self.partial_hits:
-            extra.append(ctx.down(P, u))
-        return keep + extra
+            base = _vllm_align_chunk_ends(ctx.restore_at, P, B, chunk, junction, tail)
+            base = [p for p in base if p % B == 0 or p in (junction, tail)]
+            # decode: the block a prompt's last chunk left is advanced to each boundary
+            base += list(ctx.multiples(B, P, T, "block_size"))
+        if self.retention is None:
+            return base
+        # MambaManager.reachable_block_mask: segment ends every `retention` tokens (dense
+        # when retention <= B) plus the reachable boundaries (replay point and junction)
+        if 0 < self.retention <= B:
+            return base
+        keep = {replay, junction}
+        return [p for p in base if p in keep or (self.retention and p % self.retention == 0)]
+
+
+def _vllm_align_chunk_ends(
+    start: int, prompt_len: int, block: int, chunk: int, junction: int, tail: int
+) -> list[int]:
+    """Prefill chunk ends of ``Scheduler._mamba_block_aligned_split`` (vLLM 0.33, align mode,
+    one request, no EAGLE, no internal prefill checkpoint), from ``start`` to the prompt end.
+
+    A chunk is cut to whole blocks unless it ends the prompt (or a block is wider than the
+    chunk: then it advances within the block); it also stops at the next block boundary
+    when it starts mid-block, at the last cacheable boundary ``floor((P - 1) / B) * B``, at
+    the partial-hit tail boundary and at the shared-prefix junction.
+    """
+    last_cache = max((prompt_len - 1) // block * block, 0)
+    out = []
+    steps = 0
+    while start < prompt_len:
+        end = min(start + chunk, prompt_len)
+        if end < prompt_len:
+            aligned_end = end // block * block
+            if aligned_end > start or block <= chunk:
+                end = aligned_end
+        stops = (
+            (start // block + 1) * block if start % block else 0,
+            last_cache,
+            tail if last_cache < tail < prompt_len else 0,
+            junction,
+        )
+        end = min((s for s in stops if start < s < end), default=end)
+        if end <= start:  # cannot happen for chunk >= 1; guards the loop
+            raise ValueError(f"chunk_size={chunk} makes no progress at {start}")
+        out.append(end)
+        start = end
+        steps += 1
+        if steps > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+    return out
 
 
 _POLICIES: dict[str, type[Policy]] = {

@@ -447,6 +447,8 @@ def _run(
     for i in range(n):
         key = blocks[offs[i] : offs[i + 1]]
         L = lens[i]
+        if marconi is not None:
+            marconi.note_request()  # on arrival: N0 counts the request that first evicts
         m = match(key)
         tm = m.token_match if m.token_match < L else L
         ra = m.restore_at if m.restore_at < tm else tm
@@ -512,10 +514,8 @@ def _run(
         kvpeak[i] = cache.kv_tokens  # sampled before the clean-up eviction below
         if kb is not None and cache.kv_tokens * kvb > kb:
             ev += cache.evict_kv(-(-(cache.kv_tokens * kvb - kb) // kvb)).states
-        if marconi is not None:
-            marconi.note_request()
-            if auto and marconi.tuning_due():
-                _tune_marconi(trace, marconi, i + 1, sb, kb, ub, ckpt, kvb, outputs, cspec)
+        if auto and marconi.tuning_due():  # type: ignore[union-attr]
+            _tune_marconi(trace, marconi, i + 1, sb, kb, ub, ckpt, kvb, outputs, cspec)
         sbytes[i] = cache.state_bytes
         kvtok[i] = cache.kv_tokens
         nstates[i] = cache.n_states

@@ -58,6 +58,14 @@ STRATEGIES: tuple[str, ...] = (
 # SGLang constants (kv_cache_configurator.py).
 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: int = 3
 MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP: int = 2
+MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP: int = 1
+# KVCacheConfigurator.resolve_max_num_reqs: request-pool estimate tokens / ctx * 512,
+# clamped to [2048, 4096]
+REQ_POOL_PER_CONTEXT: int = 512
+REQ_POOL_MIN: int = 2048
+REQ_POOL_MAX: int = 4096
+SIZING_FORMULAS: tuple[str, ...] = ("legacy", "sglang-0.5.23")
+"""``split_memory`` is the seed's (legacy) formula; ``split_memory_0523`` SGLang 0.5.23's."""
 
 _MAX_DIM = 1 << 16  # cap on layers, heads, head dims, latent ranks
 _MAX_COUNT = 1 << 40  # cap on slots, tokens, byte budgets given as counts
@@ -338,7 +346,9 @@ def slots_per_request(
 
     radix_off 1; no_buffer 3; extra_buffer 3 + 2 with the overlap scheduler, 3 + 1 without;
     extra_buffer_lazy 3 + 1 (requires overlap). ``skip_decode_lock``
-    (SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1) takes one off (not below 1). "auto" = extra_buffer.
+    (SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1) takes one off the base of the extra-buffer
+    strategies; no_buffer stays at 3 (SGLang adds the drop back: its prefill->decode peak
+    needs 3 slots). "auto" = extra_buffer. (``KVCacheConfigurator._calculate_mamba_ratio``.)
     """
     s = _strategy(strategy)
     if s == "radix_off":
@@ -353,8 +363,8 @@ def slots_per_request(
         if not overlap:
             raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
         ratio = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + 1
-    if skip_decode_lock:
-        ratio -= 1
+    if skip_decode_lock and s != "no_buffer":
+        ratio -= MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP
     return max(ratio, 1)
 
 
@@ -385,8 +395,9 @@ def max_running_requests(
 ) -> int:
     """Concurrency cap from the state cache: ``state_slots // slots_per_request(...)``.
 
-    Optionally also capped by ``cuda_graph_max_bs`` and ``token_capacity // 2``
-    (``resolve_max_num_reqs``). 80 slots, extra_buffer + overlap (5 per request) -> 16.
+    Optionally also capped by ``cuda_graph_max_bs`` and ``token_capacity // 2``; SGLang's
+    full rule (also the request-pool estimate) is ``resolve_max_num_reqs``. 80 slots,
+    extra_buffer + overlap (5 per request) -> 16.
     """
     state_slots = _check_int("state_slots", state_slots, 0, _MAX_COUNT)
     n = state_slots // slots_per_request(strategy, overlap, skip_decode_lock)
@@ -394,6 +405,43 @@ def max_running_requests(
         n = min(n, _check_int("cuda_graph_max_bs", cuda_graph_max_bs, 1, _MAX_COUNT))
     if token_capacity is not None:
         n = min(n, _check_int("token_capacity", token_capacity, 0, _MAX_COUNT) // 2)
+    return n
+
+
+def request_pool_estimate(token_capacity: int, context_len: int) -> int:
+    """SGLang's request-pool size: ``max(min(int(tokens / context_len * 512), 4096), 2048)``."""
+    t = _check_int("token_capacity", token_capacity, 0, _MAX_COUNT)
+    c = _check_int("context_len", context_len, 1, _MAX_COUNT)
+    return max(min(int(t / c * REQ_POOL_PER_CONTEXT), REQ_POOL_MAX), REQ_POOL_MIN)
+
+
+def resolve_max_num_reqs(
+    state_slots: int,
+    token_capacity: int,
+    context_len: int,
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    requested: int | None = None,
+) -> int:
+    """``KVCacheConfigurator.resolve_max_num_reqs`` (SGLang 0.5.23, one DP worker): the
+    requested ``--max-running-requests`` (or the request-pool estimate when None), capped by
+    ``token_capacity // 2`` and by the state cache ``state_slots // slots_per_request``.
+
+    ``ValueError`` where SGLang raises (the state cache cannot serve one request).
+    """
+    cap_tokens = _check_int("token_capacity", token_capacity, 0, _MAX_COUNT) // 2
+    if requested is None:
+        n = min(request_pool_estimate(token_capacity, context_len), cap_tokens)
+    else:
+        n = min(max(1, _check_int("requested", requested, 0, _MAX_COUNT)), cap_tokens)
+        _check_int("context_len", context_len, 1, _MAX_COUNT)
+    n = min(n, max_running_requests(state_slots, strategy, overlap, skip_decode_lock))
+    if n <= 0:
+        raise ValueError(
+            f"state_slots={state_slots} (or token_capacity={token_capacity}) serves no "
+            "request: SGLang refuses to start"
+        )
     return n
 
 
@@ -451,6 +499,68 @@ def split_memory(
     per_tok = mla_kv_bytes_per_token(spec, kv_dtype)
     tokens = kv // per_tok if per_tok else 0
     return MemorySplit(rest_bytes, r, budget, slots, state, kv, tokens, running)
+
+
+def split_memory_0523(
+    spec: ModelSpec | str,
+    rest_bytes: int,
+    ratio: float = 0.9,
+    tp: int = 1,
+    ssm_dtype: str = "float32",
+    conv_dtype: str = "bfloat16",
+    kv_dtype: str = "bfloat16",
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    draft_tokens: int = 0,
+    replayssm: bool = True,
+    ring_len: int = 16,
+) -> MemorySplit:
+    """SGLang 0.5.23's auto sizing (``KVCacheConfigurator._handle_max_mamba_cache``), beside
+    the seed's ``split_memory`` (labelled "legacy"; see ``SIZING_FORMULAS``).
+
+    Differences from the legacy formula: the padding slot 0 is paid out of the budget
+    (``slots = (budget - per_slot) // per_slot``, and ``slots + 1`` are allocated); with
+    ReplaySSM (``replayssm``, ``--enable-linear-replayssm-spec``, on by default here as in
+    the seed's deployments) the KDA ring of ``ring_len`` (``--linear-replayssm-cache-len``,
+    16) is part of every slot's cost (``per_slot = state + conv + ring``) and no per-draft
+    state is reserved; the SSM dtype defaults to float32 (what that flag sets when
+    ``--mamba-ssm-dtype`` is not given). Without ReplaySSM and with D draft tokens:
+    ``slots = (budget - per_slot * (1 + D)) // (per_slot * (1 + D / spr))`` and the
+    intermediate states ``per_slot * (running + 1) * D`` are taken from the KV share.
+    The budget is ``rest * r / (1 + r)`` in float bytes, as SGLang computes it in GiB.
+    """
+    rest_bytes = _check_int("rest_bytes", rest_bytes, 0, _MAX_COUNT)
+    if (
+        isinstance(ratio, (bool, np.bool_))
+        or not isinstance(ratio, (int, float, np.integer, np.floating))
+        or not 0.0 < float(ratio) <= 1e6
+    ):
+        raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
+    if not isinstance(replayssm, bool):
+        raise ValueError(f"replayssm must be a bool, got {replayssm!r}")
+    d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
+    r = float(ratio)
+    per_req = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
+    spr = slots_per_request(strategy, overlap, skip_decode_lock)
+    budget = rest_bytes / GIB * r / (1.0 + r) * GIB
+    ring = sum(replayssm_ring_bytes(spec, 1, tp, ring_len, conv_dtype).values())
+    if d and not replayssm:
+        slots = int((budget - per_req * (1 + d)) // (per_req * (1.0 + d / spr)))
+        slots = max(slots, 0)
+        running = slots // spr
+        intermediate = per_req * (running + 1) * d
+        per_slot = per_req
+    else:
+        per_slot = per_req + (ring if replayssm else 0)
+        slots = max(int((budget - per_slot) // per_slot), 0)
+        running = slots // spr
+        intermediate = 0
+    state = (slots + 1) * per_slot
+    kv = max(rest_bytes - state - intermediate, 0)
+    per_tok = mla_kv_bytes_per_token(spec, kv_dtype)
+    tokens = kv // per_tok if per_tok else 0
+    return MemorySplit(rest_bytes, r, int(budget), slots, state, kv, tokens, running)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -755,8 +865,12 @@ __all__ = [
     "slots_per_request",
     "slots_held_per_request",
     "max_running_requests",
+    "request_pool_estimate",
+    "resolve_max_num_reqs",
     "MemorySplit",
+    "SIZING_FORMULAS",
     "split_memory",
+    "split_memory_0523",
     "decode_track_points",
     "checkpoints_per_request",
     "checkpoints_upper_bound",

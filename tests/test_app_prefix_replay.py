@@ -251,8 +251,9 @@ def test_drift_uses_the_session_settings(default_out):
     s = app.apply_settings(
         "sglang", 32, 0, True, False, session=default_out[SESSION], progress=None
     )
-    out = app.inspect(2, 0, 0, True, app.STAGES[0], True, s[SESSION])
-    d = pr.restore_drift(request=2, policy="sglang", spacing=32, int8=True)
+    # request #2 replays under SGLang's rules (restore 128, match 145); #3 hits 160 exactly
+    out = app.inspect(1, 0, 0, True, app.STAGES[0], True, s[SESSION])
+    d = pr.restore_drift(request=1, policy="sglang", spacing=32, int8=True)
     fig = out[DRIFT]["value"]
     assert "sglang grid 32, INT8; restore 160, match 167" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name

@@ -404,7 +404,9 @@ def test_locked_restore_point_survives_a_full_pool() -> None:
 
 
 def test_per_path_checkpoint_cap() -> None:
-    e = _engine(policy=pol.make("sglang", grid=8, chunked_prefill_size=8, max_states_per_path=2))
+    e = _engine(
+        policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8
+    )  # a state after every 8-token step: more than 2 on the path
     e.generate(SYS + "a long enough request to get many checkpoints", 1)
     for _, positions in e.tree.paths():
         assert len(positions) <= 2
@@ -460,8 +462,9 @@ def test_policy_objects_are_copied() -> None:
         e1.generate(SYS + q, 1)
     assert e1.policy._requests == 3  # type: ignore[attr-defined]
     assert p._requests == 0 and e2.policy._requests == 0  # type: ignore[attr-defined]
-    with pytest.raises(ValueError, match="alpha='auto' is simulator-only"):
-        Engine(pol.make("marconi", alpha="auto"), model=MODEL)
+    # alpha="auto" (the default, as Marconi's artifact) stays at its starting 0 here: the
+    # tuning replays a trace, which only kda_core.sim does
+    assert p.alpha == "auto" and e1.policy.alpha_value == 0.0  # type: ignore[attr-defined]
 
 
 def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
@@ -487,8 +490,16 @@ def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
 
 
 def test_policy_chunk_incompatibility_fails_at_construction() -> None:
-    with pytest.raises(ValueError, match="chunk_size=16 does not suit policy 'vllm'"):
-        Engine(pol.make("vllm"), chunk_size=16, model=MODEL)  # align needs chunk >= 64
-    e = Engine(pol.make("vllm", block_size=16), chunk_size=16, model=MODEL)
+    class NeedsBigChunks(pol.IntervalPolicy):
+        def _positions(self, ctx):  # type: ignore[no-untyped-def]
+            if (ctx.chunk or 0) < 64:
+                raise ValueError("chunk_size must be >= 64")
+            return super()._positions(ctx)
+
+    with pytest.raises(ValueError, match="chunk_size=16 does not suit policy 'interval'"):
+        Engine(NeedsBigChunks(every=16), chunk_size=16, model=MODEL)
+    # vLLM align with a chunk smaller than its block advances within the block
+    # (Scheduler._mamba_block_aligned_split), so it serves
+    e = Engine(pol.make("vllm"), chunk_size=16, model=MODEL)
     e.generate(SYS + "ok", 1)
     e.check_integrity()

@@ -24,11 +24,12 @@ def test_make_builds_every_policy_with_defaults():
     assert P.POLICY_NAMES == ("interval", "sglang", "marconi", "vllm")
     assert P.make("interval").params() == {"every": 256, "request_end": False}
     s = P.make("sglang")
-    assert (s.grid, s.track_interval, s.chunked_prefill_size, s.request_end) == (
+    assert (s.grid, s.track_interval, s.chunked_prefill_size, s.request_end, s.buffer) == (
         64,
         256,
         8192,
-        True,
+        False,
+        "extra_buffer",
     )
     assert s.cache_options() == {"state_touch": "node", "max_states_per_path": None}
     assert P.make("sglang", lru="path", max_states_per_path=3).cache_options() == {
@@ -36,7 +37,8 @@ def test_make_builds_every_policy_with_defaults():
         "max_states_per_path": 3,
     }
     m = P.make("marconi")
-    assert (m.alpha, m.alpha_value, m.kv_bytes_per_token) == (1.0, 1.0, 4 * 4 * 4096)
+    # the artifact starts at alpha 0 and tunes it (retention.md §1.5)
+    assert (m.alpha, m.alpha_value, m.kv_bytes_per_token) == ("auto", 0.0, 4 * 4 * 4096)
     assert m.alpha_grid == tuple(round(0.1 * i, 1) for i in range(21))
     v = P.make("vllm", mode="all")
     assert (v.mode, v.retention, v.cache_options()["state_touch"]) == (
@@ -61,6 +63,7 @@ def test_make_builds_every_policy_with_defaults():
         ("sglang", {"track_interval": -1}, "track_interval"),
         ("sglang", {"max_states_per_path": 0}, "max_states_per_path"),
         ("sglang", {"lru": "lfu"}, "lru"),
+        ("sglang", {"buffer": "lazy"}, "buffer"),
         ("marconi", {"alpha": -0.1}, "alpha"),
         ("marconi", {"alpha": "tuned"}, "alpha"),
         ("marconi", {"bootstrap": 0}, "bootstrap"),
@@ -127,41 +130,68 @@ def test_interval_positions():
         P.make("interval", every=100).checkpoint_positions(3000, page_size=512)
 
 
-def test_sglang_positions_track_each_step_branch_decode_and_end():
+def test_sglang_seed_example_keeps_four_states():
+    # The seed: 13,600 in, 512 out, chunked prefill 6,144, track interval 256 -> 4 states.
+    # Prefill steps [0, 6144), [6144, 12288), [12288, 13600): each tracks
+    # prefix + floor(extend / 64) * 64 (ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_
+    # extend), so 6144, 12288 and 12288 + 1280; decode consumes up to 13600 + 511 tokens and
+    # crosses 13824 and 14080 (seq_len % 256 == 0, _mamba_prefix_cache_update), of which the
+    # finished insert keeps only the last (MambaComponent.prepare_for_caching_req).
     p = P.make("sglang")
-    # steps of 256 from 0: last grid point per step; decode every 256; request end
+    pos = p.checkpoint_positions(13600, None, total_len=13600 + 512 - 1, chunk_size=6144)
+    assert pos == (6144, 12288, 13568, 14080)
+    # the same count as sizing's seed arithmetic
+    from kda_core import sizing
+
+    assert len(pos) == sizing.checkpoints_per_request(13600, 512, 6144, 256) == 4
+
+
+def test_sglang_no_buffer_example():
+    # no_buffer: the key length after every prefill step and at the finished insert
+    # (prepare_for_caching_req without the extra buffer); 150 in, 80 out (229 consumed)
+    p = P.make("sglang", buffer="no_buffer")
+    assert p.checkpoint_positions(150, None, total_len=229, chunk_size=64) == (64, 128, 150, 229)
+    # restored at 100: steps [100, 164) and [164, 200), no decode
+    assert p.checkpoint_positions(200, hit(120, 100), chunk_size=64) == (164, 200)
+    with pytest.raises(ValueError, match="page_size=1"):
+        p.checkpoint_positions(1024, None, page_size=16)
+
+
+def test_sglang_extra_buffer_steps_branch_and_decode():
+    p = P.make("sglang")
+    # steps of 256 from 0; the last step [768, 1000) extends 232 -> 768 + 192 = 960; decode
+    # boundaries 1024 and 1280 in (1000, 1300]: only the last (1280) is inserted
     assert p.checkpoint_positions(1000, None, total_len=1300, chunk_size=256) == (
         256,
         512,
         768,
         960,
-        1024,
+        1280,
+    )
+    # the track counts from the step start: restored at 100, steps [100, 356), [356, 612),
+    # ... the last [868, 1000) extends 132 -> 868 + 128
+    assert p.checkpoint_positions(1000, hit(100, 100), chunk_size=256) == (356, 612, 868, 996)
+    # a step shorter than the grid (64) tracks nothing
+    assert p.checkpoint_positions(1000, hit(990, 960), chunk_size=64) == ()
+    # branch hint floor(300/64)*64 = 256 replaces the first step's track (512): it lies in
+    # (0, 512] and (256 - 0) % 64 == 0
+    assert p.checkpoint_positions(1000, hit(300, 0), chunk_size=512) == (256, 960)
+    # one 8192 step by default
+    assert p.checkpoint_positions(1000, hit(300, 0)) == (256,)
+    assert P.make("sglang", branch=False).checkpoint_positions(1000, hit(300, 0)) == (960,)
+    # from restore 100 the branch 256 is off the step's grid (156 % 64 != 0): not tracked
+    assert p.checkpoint_positions(1000, hit(300, 100)) == (996,)
+    # request_end (a lab extension) adds the request end
+    assert P.make("sglang", request_end=True).checkpoint_positions(1000, None, total_len=1300) == (
+        960,
         1280,
         1300,
     )
-    # branch hint floor(300/64)*64 = 256 replaces the first step's track (512)
-    assert p.checkpoint_positions(1000, hit(300, 0), total_len=1000, chunk_size=512) == (
-        256,
-        960,
-        1000,
-    )
-    # one 8192 step by default; steps shorter than the grid track nothing
-    assert p.checkpoint_positions(1000, hit(300, 0)) == (256, 1000)
-    assert p.checkpoint_positions(1000, hit(990, 960), chunk_size=64) == (1000,)
-    assert P.make("sglang", branch=False, request_end=False).checkpoint_positions(
-        1000, hit(300, 0)
-    ) == (960,)
-    # page 512: grid lcm(64, 512) = 512, decode grid lcm(512, 256) = 512
+    # page 512: grid lcm(max(64, 512), 512) = 512, decode grid lcm(512, 256) = 512
     assert P.make("sglang", track_interval=512).checkpoint_positions(
         3000, hit(1500, 0), total_len=4000, page_size=512, chunk_size=8192
-    ) == (1024, 3072, 3584)
-    # track_interval 256 at page 512: decode grid lcm(512, 256) = 512
-    assert p.checkpoint_positions(3000, None, total_len=4200, page_size=512) == (
-        2560,
-        3072,
-        3584,
-        4096,
-    )
+    ) == (1024, 3584)
+    assert p.checkpoint_positions(3000, None, total_len=4200, page_size=512) == (2560, 4096)
 
 
 def test_marconi_positions_are_branch_and_last_only():
@@ -194,29 +224,53 @@ def test_marconi_shared_prefix_is_reused_on_third_occurrence():
 
 def test_vllm_align_positions():
     p = P.make("vllm", block_size=64, max_num_batched_tokens=256, shared_prefix=False)
-    # steps of 256 (block multiples), stop exactly at 960 = last block boundary of the prompt
+    # steps of 256 (block multiples); the last cacheable boundary floor(999/64)*64 = 960 is
+    # a stop (Scheduler._mamba_block_aligned_split), the last chunk ends the prompt at 1000
     assert p.checkpoint_positions(1000, None) == (256, 512, 768, 960)
-    # from an unaligned restore point steps end unaligned until the forced stop at 960
-    assert p.checkpoint_positions(1000, hit(100, 100)) == (960,)
+    # from an unaligned restore point the first chunk stops at the next block boundary
+    assert p.checkpoint_positions(1000, hit(100, 100)) == (128, 384, 640, 896, 960)
     # decode block boundaries
     assert p.checkpoint_positions(1000, None, total_len=1100) == (256, 512, 768, 960, 1024, 1088)
-    # shared-prefix junction floor(300/64)*64
+    # a block-aligned prompt also stops at P - B: a resend hits at most P - 1 tokens
+    assert p.checkpoint_positions(1024, None) == (256, 512, 768, 960, 1024)
+    assert P.make("vllm", block_size=64).checkpoint_positions(256, None) == (192, 256)
+    # the shared-prefix junction floor(330/64)*64 = 320 is a chunk stop: later chunks shift
     q = P.make("vllm", block_size=64, max_num_batched_tokens=256)
-    assert q.checkpoint_positions(1000, hit(300, 0)) == (256, 512, 768, 960)
+    assert q.checkpoint_positions(1000, hit(330, 0)) == (256, 320, 576, 832, 960)
     assert q.checkpoint_positions(1000, hit(330, 0), chunk_size=1024) == (320, 960)
-    with pytest.raises(ValueError, match="chunk_size"):
-        p.checkpoint_positions(1000, chunk_size=32)
+    # a junction at or below the restore point changes nothing
+    assert q.checkpoint_positions(1000, hit(330, 320)) == (576, 832, 960)
+    # a chunk smaller than the block advances within the block and re-aligns
+    assert p.checkpoint_positions(200, None, chunk_size=48) == (64, 128, 192)
+    assert p.checkpoint_positions(100, None, chunk_size=16) == (64,)
 
 
-def test_vllm_all_retention_and_partial_hits():
+def test_vllm_retention_keeps_the_replay_boundary_and_the_junction():
+    # MambaManager.reachable_block_mask: retention 0 keeps only the replay boundary
+    # floor((P - 1) / B) * B and the junction, not the latest position. P = 300, 500 consumed:
+    # states at 256 (prefill stop), 320, 384, 448 (decode); vLLM keeps 256
+    r0 = P.make("vllm", block_size=64, retention=0)
+    assert r0.checkpoint_positions(300, None, total_len=500) == (256,)
+    assert r0.checkpoint_positions(300, hit(200, 0), total_len=500) == (192, 256)
+    # retention 128: multiples of 128 plus the replay boundary 576
+    r2 = P.make("vllm", mode="all", block_size=64, retention=128, shared_prefix=False)
+    assert r2.checkpoint_positions(600, None) == (128, 256, 384, 512, 576)
+    assert r2.checkpoint_positions(600, None, total_len=700) == (128, 256, 384, 512, 576, 640)
+    # retention == block: dense
+    r1 = P.make("vllm", block_size=64, retention=64)
+    assert r1.checkpoint_positions(300, None, total_len=500) == (256, 320, 384, 448)
+
+
+def test_vllm_all_and_partial_hits():
     p = P.make("vllm", mode="all", block_size=64, shared_prefix=False)
     assert p.checkpoint_positions(300, hit(100, 64)) == (128, 192, 256)
     r0 = P.make("vllm", mode="all", block_size=64, retention=0)
-    assert r0.checkpoint_positions(300, hit(100, 0)) == (64, 256)  # junction + latest
-    r2 = P.make("vllm", mode="all", block_size=64, retention=128, shared_prefix=False)
-    assert r2.checkpoint_positions(600, None) == (128, 256, 384, 512, 576)
+    assert r0.checkpoint_positions(300, hit(100, 0)) == (64, 256)  # junction + replay point
+    # fine-grained units of 16: junction floor(100/16)*16 = 96, tail floor(299/16)*16 = 288
     ph = P.make("vllm", mode="all", block_size=64, retention=0, partial_hits=True, match_unit=16)
-    assert ph.checkpoint_positions(300, hit(100, 0)) == (96, 256, 288)
+    assert ph.checkpoint_positions(300, hit(100, 0)) == (96, 288)
+    pa = P.make("vllm", block_size=64, partial_hits=True, match_unit=16, shared_prefix=False)
+    assert pa.checkpoint_positions(300, None) == (256, 288)
     with pytest.raises(ValueError, match="retention"):
         P.make("vllm", retention=100, block_size=64).checkpoint_positions(300)
     with pytest.raises(ValueError, match="match_unit"):
@@ -259,24 +313,81 @@ def test_positions_are_sorted_page_aligned_and_inside_the_request(
 # ---------------------------------------------------------------- eviction
 
 
-def test_lru_policies_evict_like_the_cache():
-    def build(pol):
-        c = pol.make_cache(1)
-        for i in range(6):
-            c.insert([i] * 4 + [9, 9], states=[(4, (i, 4), 1), (6, (i, 6), 2)])
-        c.match([2] * 4)
-        return c
+def _naive_lru_victim(cache):
+    """Independent LRU: walk the tree, the unprotected state with the oldest access time.
+    Protected = state-locked, or a KV-locked leaf (radix.py module doc)."""
+    best = None
+    stack = [cache.root]
+    while stack:
+        nd = stack.pop()
+        stack.extend(nd.children.values())
+        if nd is cache.root or not nd.has_state:
+            continue
+        if nd.state_lock > 0 or (not nd.children and nd.kv_lock > 0):
+            continue
+        if best is None or nd.state_time < best.state_time:
+            best = nd
+    return best
 
-    for name in ("interval", "sglang", "vllm"):
-        pol = P.make(name)
-        a, b = build(pol), build(pol)
-        log: list = []
-        log_b: list = []
-        a.on_free_state = lambda s, n, log=log: log.append(s)
-        ra = pol.evict_states(a, num=3, nbytes=5)
-        b.on_free_state = lambda s, n, log_b=log_b: log_b.append(s)
-        rb = b.evict_states(3, 5)
-        assert ra == rb and log == log_b and len(log) >= 3
+
+class _WalkingLRU(P.IntervalPolicy):
+    """Overrides choose_victim, so Policy.evict_states runs its general victim loop."""
+
+    def choose_victim(self, cache):  # type: ignore[no-untyped-def]
+        return _naive_lru_victim(cache)
+
+
+def _random_cache(pol, ops):
+    c = pol.make_cache(1)
+    for key, pos, nbytes, touch, lock in ops:
+        ps = sorted(p for p in pos if p <= len(key)) or [len(key)]
+        c.insert(key, states=[(p, (tuple(key), p), nbytes + p) for p in ps])
+        m = c.match(key[: max(1, len(key) * touch // 4)])
+        if lock and m.restore_at:
+            c.lock_state(m.node)
+    return c
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 3), min_size=1, max_size=10),
+            st.sets(st.integers(1, 10), min_size=1, max_size=3),
+            st.integers(1, 50),
+            st.integers(0, 4),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=15,
+    ),
+    st.integers(0, 6),
+    st.integers(0, 400),
+    st.sampled_from(["interval", "sglang", "vllm", "walking"]),
+)
+def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
+    # The policy's evict_states (the cache's fast path for the LRU policies, the general
+    # victim loop for "walking") against a naive loop over _naive_lru_victim on a twin cache:
+    # same victims in the same order, same totals, stopping as soon as both targets are met.
+    pol = _WalkingLRU() if name == "walking" else P.make(name)
+    got_c, want_c = _random_cache(pol, ops), _random_cache(pol, ops)
+    got_log: list = []
+    want_log: list = []
+    got_c.on_free_state = lambda s, n: got_log.append((s, n))
+    want_c.on_free_state = lambda s, n: want_log.append((s, n))
+    r = pol.evict_states(got_c, num=num, nbytes=nbytes)
+    states = freed = 0
+    while states < num or freed < nbytes:
+        v = _naive_lru_victim(want_c)
+        if v is None:
+            break
+        states += 1
+        freed += v.state_bytes
+        want_c.evict_state_node(v)
+    assert got_log == want_log
+    assert (r.states, r.state_bytes) == (states, freed)
+    assert freed == sum(n for _, n in want_log) and states == len(want_log)
+    got_c.check_integrity()
 
 
 def test_marconi_flops_formula():

@@ -184,7 +184,7 @@ def test_integrity_under_all_budgets(agent: W.Trace) -> None:
 def test_kv_and_unified_budgets_hold(agent: W.Trace) -> None:
     kvb = 20_000 * 27_648
     unl = sim.simulate(agent, "sglang", None)
-    assert unl.peak_kv_bytes > 60 * kvb  # the budget binds
+    assert unl.peak_kv_bytes > 10 * kvb  # the budget binds (by a wide margin)
     r = sim.simulate(agent, "sglang", None, kv_budget_bytes=kvb)
     # the peak is sampled right after each insert (before any clean-up eviction): it stays
     # under the budget because leaves are evicted to make room BEFORE the insert
@@ -256,6 +256,17 @@ def test_marconi_auto_alpha_tunes(agent: W.Trace) -> None:
     assert 0 <= r.state_hit_rate <= r.token_hit_rate
     assert r.evictions > 0 and r.policy_params["alpha"] == "auto"
     assert r.policy_params["alpha_value"] in policy_mod.ALPHA_GRID
+
+
+def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None:
+    # retention.md §1.5: N0 = requests served when the first eviction happens, the evicting
+    # request included (the simulator counts a request on arrival, as the engine does)
+    pol = policy_mod.make("marconi", alpha=1.0)
+    ckpt = sim.checkpoint_bytes("kimi-k3", 8, "bfloat16", "bfloat16")
+    out = sim._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)
+    first = int(np.flatnonzero(out["evicted_cum"] > 0)[0])
+    assert first > 0 and pol._first_eviction == first + 1
+    assert pol._requests == len(agent)
 
 
 def test_progress_callback(agent: W.Trace) -> None:

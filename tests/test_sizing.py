@@ -265,7 +265,10 @@ def test_slots_per_request_by_strategy():
     assert sz.slots_per_request("radix_off") == 1
     assert sz.slots_per_request("extra_buffer", skip_decode_lock=True) == 4
     assert sz.slots_per_request("extra_buffer_lazy", skip_decode_lock=True) == 3
-    assert sz.slots_per_request("no_buffer", skip_decode_lock=True) == 2
+    # no_buffer stays at 3: _calculate_mamba_ratio adds the skip's drop back
+    # (MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER), its prefill->decode peak needs 3
+    assert sz.slots_per_request("no_buffer", skip_decode_lock=True) == 3
+    assert sz.slots_per_request("extra_buffer", overlap=False, skip_decode_lock=True) == 3
     assert sz.slots_per_request("radix_off", skip_decode_lock=True) == 1
     with pytest.raises(ValueError, match="requires overlap"):
         sz.slots_per_request("extra_buffer_lazy", overlap=False)
@@ -284,11 +287,65 @@ def test_max_running_requests():
     assert sz.max_running_requests(80, skip_decode_lock=True) == 20
     assert sz.max_running_requests(80, "extra_buffer_lazy") == 20
     assert sz.max_running_requests(80, "no_buffer") == 26
+    assert sz.max_running_requests(80, "no_buffer", skip_decode_lock=True) == 26
     assert sz.max_running_requests(80, cuda_graph_max_bs=8) == 8
     assert sz.max_running_requests(80, token_capacity=10) == 5
     assert sz.max_running_requests(4) == 0
     with pytest.raises(ValueError, match="state_slots"):
         sz.max_running_requests(-1)
+
+
+def test_resolve_max_num_reqs_caps_by_the_request_pool_estimate():
+    # KVCacheConfigurator.resolve_max_num_reqs: estimate = int(tokens / ctx * 512) clamped to
+    # [2048, 4096]; then min(estimate or requested, tokens // 2, slots // per-request)
+    assert sz.request_pool_estimate(1_000_000, 262_144) == 2048  # 1953 -> floor 2048
+    assert sz.request_pool_estimate(1_947_648, 131_072) == 4096  # 7608 -> ceiling 4096
+    assert sz.request_pool_estimate(1_947_648, 262_144) == 3804  # 1947648 * 512 / 262144
+    assert sz.request_pool_estimate(10**9, 4096) == 4096
+    # the state cache binds first in the seed's deployments
+    assert sz.resolve_max_num_reqs(80, 1_947_648, 262_144) == 16
+    # a huge state cache: the estimate binds (20000 // 5 = 4000 > 3804)
+    assert sz.resolve_max_num_reqs(20_000, 1_947_648, 262_144) == 3804
+    # without the estimate the cap would be 4000: max_running_requests alone misses it
+    assert sz.max_running_requests(20_000) == 4000
+    # a requested --max-running-requests replaces the estimate, still capped by tokens // 2
+    assert sz.resolve_max_num_reqs(20_000, 1_947_648, 262_144, requested=5000) == 4000
+    assert sz.resolve_max_num_reqs(20_000, 6000, 262_144, requested=5000) == 3000
+    assert sz.resolve_max_num_reqs(80, 1_947_648, 262_144, "no_buffer", requested=8) == 8
+    with pytest.raises(ValueError, match="state_slots"):
+        sz.resolve_max_num_reqs(4, 1_947_648, 262_144)
+    with pytest.raises(ValueError, match="context_len"):
+        sz.resolve_max_num_reqs(80, 1000, 0)
+
+
+def test_split_memory_0523_pays_slot_zero_and_the_ring():
+    # _handle_max_mamba_cache (SGLang 0.5.23), derived by hand from the per-tensor sizes
+    rest = 30 * GIB
+    budget = rest / GIB * 0.9 / 1.9 * GIB
+    state = 69 * 12 * 128 * 128 * 4  # fp32 SSM [69, 12, 128, 128] at TP8
+    conv = 69 * 3 * 12 * 384 * 2  # bf16 conv window [69, 3, 12 * 384]
+    ring = 69 * 12 * 16 * (128 * 2 * 4 + 128 * 4 + 4)  # d, k, rawv, rawk bf16; g, beta fp32
+    assert sz.slot_bytes(K3, 8, "float32") == state + conv
+    assert sum(sz.replayssm_ring_bytes(K3, 1, 8).values()) == ring
+    per = state + conv + ring
+    s = sz.split_memory_0523(K3, rest, 0.9, tp=8)
+    assert s.max_mamba_cache_size == int((budget - per) // per)
+    assert s.state_bytes == (s.max_mamba_cache_size + 1) * per
+    assert s.kv_tokens == (rest - s.state_bytes) // 27648
+    assert s.max_running == s.max_mamba_cache_size // 5
+    # the legacy formula, same dtype and no ring, gives more slots (no slot 0, no ring)
+    legacy = sz.split_memory(K3, rest, 0.9, tp=8, ssm_dtype="float32")
+    assert legacy.max_mamba_cache_size == int(rest * 0.9 / 1.9) // (state + conv)
+    assert legacy.max_mamba_cache_size > s.max_mamba_cache_size
+    # without ReplaySSM, D draft tokens: joint solve with the per-draft states
+    d = sz.split_memory_0523(K3, rest, 0.9, tp=8, draft_tokens=8, replayssm=False)
+    per0 = state + conv
+    assert d.max_mamba_cache_size == int((budget - per0 * 9) // (per0 * (1 + 8 / 5)))
+    inter = per0 * (d.max_mamba_cache_size // 5 + 1) * 8
+    assert d.kv_bytes == rest - (d.max_mamba_cache_size + 1) * per0 - inter
+    assert sz.SIZING_FORMULAS == ("legacy", "sglang-0.5.23")
+    with pytest.raises(ValueError, match="replayssm"):
+        sz.split_memory_0523(K3, rest, replayssm=1)  # type: ignore[arg-type]
 
 
 def test_capping_message_matches_sglang():

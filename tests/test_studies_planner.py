@@ -97,3 +97,20 @@ def test_speculative_and_custom():
         pl.plan(budget_gib=1e9)
     with pytest.raises(ValueError, match="model must"):
         pl.plan(model=3)  # type: ignore[arg-type]
+
+
+def test_plan_can_use_the_sglang_0523_formula() -> None:
+    legacy = pl.plan(ssm_dtype="float32")
+    new = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23")
+    assert (legacy.formula, new.formula) == ("legacy", "sglang-0.5.23")
+    want = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, "float32")
+    assert new.split == want and new.state_slots == want.max_mamba_cache_size
+    # slot 0 and the ring cost slots: fewer than the seed's formula
+    assert new.state_slots < legacy.state_slots
+    no_ring = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23", ring_len=None)
+    plain = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, replayssm=False)
+    assert no_ring.state_slots == plain.max_mamba_cache_size
+    # without the ring only slot 0 (and float rounding of the budget) separates the formulas
+    assert legacy.state_slots - 1 <= no_ring.state_slots <= legacy.state_slots
+    with pytest.raises(ValueError, match="formula"):
+        pl.plan(formula="new")

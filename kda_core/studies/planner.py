@@ -14,7 +14,9 @@ draft model's own KV, page rounding of the KV pool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -84,6 +86,7 @@ class Plan:
     running_by_state: np.ndarray
     running_by_kv: np.ndarray
     max_running_by_ratio: np.ndarray
+    formula: str = "legacy"  # sizing.SIZING_FORMULAS: the seed's, or SGLang 0.5.23's
 
 
 def custom_spec(
@@ -141,11 +144,14 @@ def plan(
     max_context: int = 1_000_000,
     n_context: int = 64,
     n_ratios: int = 41,
+    formula: str = "legacy",
 ) -> Plan:
     """Plan one GPU's caches for ``model`` (a preset name or a ModelSpec).
 
     The state slots come from ``max_mamba_cache_size`` when given (KV gets the rest of the
-    budget), else from ``ratio`` (``sizing.split_memory``, jointly with ``draft_tokens``).
+    budget), else from ``ratio`` (``sizing.split_memory``, jointly with ``draft_tokens``;
+    ``formula="sglang-0.5.23"``: ``sizing.split_memory_0523``, which also pays slot 0 and,
+    with ``ring_len``, the ReplaySSM ring per slot).
     ``max_running`` is the minimum of the state cap (slots // reserved per request) and the KV
     cap (KV tokens // tokens per request); ``limited_by`` names the binding one.
     """
@@ -168,7 +174,8 @@ def plan(
         raise ValueError("model must have at least one MLA layer for the planner")
     spr = sizing.slots_per_request(strategy, overlap, skip_decode_lock)
     held = sizing.slots_held_per_request(strategy, overlap)
-    split = sizing.split_memory(
+    split_fn = _split_fn(formula, ring_len)
+    split = split_fn(
         spec,
         budget,
         ratio,
@@ -216,7 +223,7 @@ def plan(
     rs_state = np.empty(n_ratios, np.int64)
     rs_kv = np.empty(n_ratios, np.int64)
     for j, r in enumerate(ratios.tolist()):
-        s = sizing.split_memory(
+        s = split_fn(
             spec,
             budget,
             r,
@@ -296,7 +303,19 @@ def plan(
         running_by_state=rs_state,
         running_by_kv=rs_kv,
         max_running_by_ratio=np.minimum(rs_state, rs_kv),
+        formula=formula,
     )
+
+
+def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
+    """The sizing formula by its label (``sizing.SIZING_FORMULAS``)."""
+    if formula == "legacy":
+        return sizing.split_memory
+    if formula == "sglang-0.5.23":
+        return partial(
+            sizing.split_memory_0523, replayssm=ring_len is not None, ring_len=ring_len or 16
+        )
+    raise ValueError(f"formula must be one of {sizing.SIZING_FORMULAS}, got {formula!r}")
 
 
 __all__ = ["Plan", "plan", "custom_spec", "STRATEGY_ROWS"]
