@@ -255,7 +255,8 @@ def test_drift_uses_the_session_settings(default_out):
     out = app.inspect(1, 0, 0, True, app.STAGES[0], True, s[SESSION])
     d = pr.restore_drift(request=1, policy="sglang", spacing=32, int8=True)
     fig = out[DRIFT]["value"]
-    assert "sglang grid 32, INT8; restore 160, match 167" in fig.layout.title.text
+    assert (d.restore_at, d.token_match) == (128, 145)
+    assert "sglang grid 32, INT8; restore 128, match 145" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
     assert app.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"

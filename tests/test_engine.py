@@ -416,7 +416,7 @@ def test_per_path_checkpoint_cap() -> None:
 
 def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
     """The per-path cap can tombstone a state the same insert added: it is not "created"."""
-    e = _engine(policy=pol.make("sglang", grid=8, chunked_prefill_size=8, max_states_per_path=2))
+    e = _engine(policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8)
     prompt = SYS + "a long enough request to get many checkpoints"
     before = e.tree.stats().capped
     r = e.generate(prompt, 1)
