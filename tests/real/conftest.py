@@ -19,7 +19,6 @@ for p in (HERE, ROOT):
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import fakes  # noqa: E402
 

@@ -43,9 +43,7 @@ class RealSGLangCache:
         slot = self.pool.mamba_allocator.alloc(1)
         assert slot is not None, "mamba pool exhausted: raise mamba_slots"
         result = self.cache.insert(
-            InsertParams(
-                key=RadixKey(array("q", tokens)), value=value, mamba_value=slot.view(1)
-            )
+            InsertParams(key=RadixKey(array("q", tokens)), value=value, mamba_value=slot.view(1))
         )
         # The tree keeps what it did not have; the duplicates are the caller's to free, as in
         # SGLang's cache_finished_req (value[:prefix_len], and the slot when mamba_exist).
