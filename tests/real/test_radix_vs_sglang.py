@@ -113,3 +113,29 @@ def test_random_operations_agree_with_sglang(seed: int) -> None:
     for step in range(STEPS):
         _step(pair, rng, bases, f"seed {seed} step {step}")
     pair.ours.check_integrity()
+
+
+def test_issue_examples_on_the_real_sglang_and_ours() -> None:
+    """The two examples tests/test_radix.py pins, run on SGLang itself (issue #12)."""
+    # A childless tombstone stays a KV leaf (unified_tree_core.py, leaf deletion re-files the
+    # parent with _update_evictable_leaf_sets; no cascade): 7 tokens freed, 5 still match.
+    pair = Pair()
+    for tokens in (list(range(1, 11)), [1, 2, 3, 4, 5, 99, 98]):
+        pair.real.insert(tokens)
+        pair.ours.insert(tokens, states=[(len(tokens), None, 1)])
+    real = pair.real.evict(mamba_num=2)
+    ours = pair.ours.evict_states(num=2)
+    assert (real.num_tokens_evicted, ours.kv_tokens) == (7, 7)
+    assert pair.real.match(list(range(1, 11))).full_kv_hit_length == 5
+    assert pair.ours.match(list(range(1, 11))).token_match == 5
+    # A split stamps the lower half as just used (_split_node: child.last_access_time =
+    # get_and_increase_time_counter()): one KV eviction takes [50..55], not the tail [6..10].
+    pair = Pair()
+    for tokens in (list(range(1, 11)), list(range(50, 56)), [1, 2, 3, 4, 5, 99]):
+        pair.real.insert(tokens)
+        pair.ours.insert(tokens, states=[(len(tokens), None, 1)])
+    real = pair.real.evict(num_tokens=1)
+    ours = pair.ours.evict_kv(1)
+    assert (real.num_tokens_evicted, ours.kv_tokens) == (6, 6)
+    assert pair.real.match(list(range(50, 56))).full_kv_hit_length == 0
+    assert pair.real.match(list(range(1, 11))).full_kv_hit_length == 10
