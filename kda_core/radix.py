@@ -12,9 +12,9 @@ keeps them apart, following SGLang's ``MambaRadixCache`` (engines.md §1.2-1.8):
   path holding a checkpoint; the root never counts), KV payloads only up to the restore
   point, and SGLang's branch hint,
 * two LRU orders: KV (eviction takes the least recent unlocked *leaf*, frees its KV and its
-  state, then prunes tombstone ancestors that became leaves) and states (eviction takes the
-  least recent unlocked state anywhere: internal node -> tombstone, leaf -> deleted like a
-  KV leaf),
+  state; a parent left childless becomes a leaf, tombstone or not, as in SGLang) and states
+  (eviction takes the least recent unlocked state anywhere: internal node -> tombstone,
+  leaf -> deleted like a KV leaf),
 * lock references: ``lock_kv`` on the path to the root, ``lock_state`` on one node (it also
   takes a KV lock on the path, so ``kv_lock >= state_lock`` as in SGLang),
 * a soft per-path checkpoint budget (SGLang ``--mamba-max-states-per-path``).
@@ -35,7 +35,7 @@ Invariants (``check_integrity`` verifies all of them):
 
 1. parent/child links agree; a child is filed under its first element (page); every edge is
    non-empty and a whole number of pages; ``end(child) = end(parent) + len(edge)``.
-2. every leaf holds a state, except a KV-locked tombstone leaf, which is pruned on unlock.
+2. a leaf may be a tombstone (KV, no state): SGLang keeps it and evicts it by KV LRU.
 3. the root holds no state, no KV and is in neither LRU order.
 4. ``kv_lock(n) >= sum(kv_lock(children))``, ``kv_lock(n) >= state_lock(n) >= 0``,
    ``state_lock > 0`` only on nodes holding a state.
@@ -156,6 +156,7 @@ class Node:
         "srow",
         "sprot",
         "alive",
+        "__weakref__",  # tests check that removed nodes are unreachable (issue #11, bug 5)
     )
 
     def __init__(self, nid: int, owner: int, key: tuple, kv: Any, parent: Node | None, plen: int):
@@ -419,7 +420,10 @@ class RadixStateCache:
         self._n_sprot = 0
         self._sprot_bytes = 0
         self._slru: OrderedDict[int, Node] = OrderedDict()
-        self._heap: list[tuple[int, int, Node]] = []
+        # KV leaf heap of (access time, seq, node id): ids, not nodes, so a stale entry keeps
+        # nothing alive; ``_live`` maps the ids of the nodes in the tree (bug #11.5).
+        self._heap: list[tuple[int, int, int]] = []
+        self._live: dict[int, Node] = {}
         self._hseq = 0
         # state table
         cap = 64
@@ -526,7 +530,7 @@ class RadixStateCache:
 
     def _push_leaf(self, node: Node) -> None:
         self._hseq += 1
-        heapq.heappush(self._heap, (node.kv_time, self._hseq, node))
+        heapq.heappush(self._heap, (node.kv_time, self._hseq, node.id))
 
     def _touch_state(self, node: Node) -> None:
         t = self._tick()
@@ -685,51 +689,58 @@ class RadixStateCache:
         head = self._kv_slice(child.kv, 0, c * tpe, length)
         tail = self._kv_slice(child.kv, c * tpe, length, length)
         upper = Node(self._next_id, self._owner, e[:c], head, parent, parent.plen + c)
+        self._live[upper.id] = upper
         self._next_id += 1
         self._n_nodes += 1
         upper.kv_lock = child.kv_lock
-        upper.kv_time = child.kv_time
+        # SGLang stamps both halves as just used (unified_tree_core.py, ``_split_node``: the new
+        # upper node is created with a fresh access time, then ``child.last_access_time =
+        # get_and_increase_time_counter()``), on insert and on a splitting match alike. The
+        # state LRU order is untouched (there ``insert_after(child, node)`` keeps it).
+        upper.kv_time = self._tick()
         parent.children[self._ck(e, 0)] = upper
         child.key = e[c:]
         child.kv = tail
         child.parent = upper
         upper.children = {self._ck(child.key, 0): child}
+        child.kv_time = self._tick()
+        if not child.children:
+            self._push_leaf(child)
         self._c["splits"] += 1
         return upper
 
     def _remove_leaf(self, node: Node, acc: _Acc) -> None:
-        """Delete a leaf (KV + state), then prune tombstone ancestors that become leaves."""
-        while True:
-            parent = node.parent
-            assert parent is not None and not node.children
-            if node.has_state:
-                self._detach_state(node, acc)
-            ntok = len(node.key) * self._tpe
-            self._kv_tokens -= ntok
-            if node.kv_lock > 0:  # only a locked tombstone leaf pruned on unlock reaches here
-                self._kv_protected -= ntok
-            del parent.children[self._ck(node.key, 0)]
-            node.alive = False
-            node.parent = None
-            self._n_nodes -= 1
-            self._c["evicted_kv_tokens"] += ntok
-            acc.kv_tokens += ntok
-            acc.nodes += 1
-            payload = node.kv
-            node.kv = None
-            if self.on_free_kv is not None:
-                self.on_free_kv(payload, ntok)
-            if parent is self.root or parent.children:
-                self._sync(parent)
-                return
-            if not parent.has_state and parent.kv_lock == 0:
-                self._c["pruned"] += 1
-                node = parent
-                continue
-            # parent became a leaf that stays: index it
-            self._push_leaf(parent)
-            self._sync(parent)
-            return
+        """Delete a leaf (KV + state). A parent left childless stays as a leaf, state or not.
+
+        SGLang keeps a childless node that has KV but no state as an ordinary KV leaf
+        (unified_tree_core.py: ``_delete_leaf`` then ``_update_evictable_leaf_sets(parent)``;
+        no cascade): later KV eviction reaches it in LRU order, and it still serves token
+        matches. (This lab pruned such tombstone leaves at once before; issue #12.)
+        """
+        parent = node.parent
+        assert parent is not None and not node.children
+        if node.has_state:
+            self._detach_state(node, acc)
+        ntok = len(node.key) * self._tpe
+        self._kv_tokens -= ntok
+        if node.kv_lock > 0:  # callers never remove a KV-locked leaf; kept for the sums
+            self._kv_protected -= ntok
+        del parent.children[self._ck(node.key, 0)]
+        node.alive = False
+        node.parent = None
+        self._n_nodes -= 1
+        self._c["evicted_kv_tokens"] += ntok
+        acc.kv_tokens += ntok
+        acc.nodes += 1
+        payload = node.kv
+        node.kv = None
+        if self.on_free_kv is not None:
+            self.on_free_kv(payload, ntok)
+        # Bug #11.5: heap entries name nodes by id, so a removed node is unreachable now.
+        del self._live[node.id]
+        if parent is not self.root and not parent.children:
+            self._push_leaf(parent)  # parent became a leaf: index it
+        self._sync(parent)
 
     def _state_touch_path(self, nodes: list[Node]) -> None:
         holders = [n for n in nodes if n.has_state]
@@ -965,6 +976,7 @@ class RadixStateCache:
                     parent,
                     pos,
                 )
+                self._live[nid] = seg
                 if parent.children is _NO_CHILDREN:
                     parent.children = {}
                 parent.children[k[prev] if epp == 1 else k[prev : prev + epp]] = seg
@@ -1041,7 +1053,7 @@ class RadixStateCache:
                 stack.extend(nd.children.values())
             else:
                 self._hseq += 1
-                heap.append((nd.kv_time, self._hseq, nd))
+                heap.append((nd.kv_time, self._hseq, nd.id))
         heapq.heapify(heap)
         self._heap = heap
 
@@ -1061,7 +1073,8 @@ class RadixStateCache:
         self._sync(node)
 
     def unlock_kv(self, node: Node) -> None:
-        """Release one ``lock_kv``; prunes the node if it is now an unlocked tombstone leaf."""
+        """Release one ``lock_kv``. A tombstone leaf stays (SGLang ``dec_lock_ref`` only moves
+        sizes from protected to evictable; the leaf is evicted later in KV LRU order)."""
         self._check_node(node)
         if node is self.root:
             return
@@ -1075,9 +1088,6 @@ class RadixStateCache:
                 self._kv_protected -= len(nd.key) * tpe
             nd = nd.parent
         self._sync(node)
-        if not node.children and not node.has_state and node.kv_lock == 0:
-            self._c["pruned"] += 1
-            self._remove_leaf(node, _Acc())
 
     def lock_state(self, node: Node) -> None:
         """Protect the checkpoint of ``node`` (and the KV of its path). No-op on the root."""
@@ -1131,7 +1141,7 @@ class RadixStateCache:
         """Evict LRU unprotected states until ``num`` states and ``nbytes`` bytes are freed.
 
         Internal nodes become tombstones; leaves are deleted with their KV, and tombstone
-        ancestors left as leaves are pruned. Stops early when nothing is evictable.
+        parents left childless stay as leaves (SGLang). Stops early when nothing is evictable.
         """
         num = _check_int(num, "num", 0)
         nbytes = _check_int(nbytes, "nbytes", 0)
@@ -1153,8 +1163,9 @@ class RadixStateCache:
         heap = self._heap
         while acc.kv_tokens < num_tokens and heap:
             entry = heapq.heappop(heap)
-            t, _, nd = entry
-            if not nd.alive or nd.children or nd.kv_time != t:
+            t, _, nid = entry
+            nd = self._live.get(nid)
+            if nd is None or nd.children or nd.kv_time != t:
                 continue
             if nd.kv_lock > 0:
                 skipped.append(entry)
@@ -1317,8 +1328,6 @@ class RadixStateCache:
                 kv_prot += ntok
             if not nd.children:
                 leaves.add(nd.id)
-                if not nd.has_state and nd.kv_lock == 0:
-                    fail(f"node {nd.id}: unlocked tombstone leaf")
             if nd.has_state:
                 n_states += 1
                 s_bytes += nd.state_bytes
@@ -1373,11 +1382,14 @@ class RadixStateCache:
             fail("state LRU not ordered by access time")
         if self._table_on and int(self._st_live.sum()) != n_states:
             fail("state table live rows != number of states")
-        current = {
-            nd.id
-            for t, _, nd in self._heap
-            if nd.alive and not nd.children and nd.kv_time == t and nd is not root
-        }
+        live_ids = {nd.id for nd, _ in self._walk() if nd is not root}
+        if set(self._live) != live_ids:
+            fail("live-node index does not hold exactly the tree's nodes")
+        current = set()
+        for t, _, nid in self._heap:
+            nd = self._live.get(nid)
+            if nd is not None and not nd.children and nd.kv_time == t:
+                current.add(nid)
         if current != leaves:
             fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
         if self._clock < max([0] + times):

@@ -10,8 +10,15 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
+import importlib.util  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+# tests/real needs the real SGLang/vLLM packages and runs in its own venv (make test-real);
+# this venv does not have them, so it does not collect that folder.
+if importlib.util.find_spec("sglang") is None:
+    collect_ignore = ["real"]
 
 
 @pytest.fixture

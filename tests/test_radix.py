@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 
 import numpy as np
 import pytest
@@ -205,7 +207,7 @@ def test_kv_too_short_is_rejected():
 # ---------------------------------------------------------------- LRU orders
 
 
-def test_kv_lru_evicts_least_recent_leaf_first_and_prunes_tombstone_parents():
+def test_kv_lru_evicts_least_recent_leaf_first_and_keeps_tombstone_parents_as_leaves():
     log, on_kv, on_state = _free_log()
     c = _cache(on_free_kv=on_kv, on_free_state=on_state)
     c.insert([1, 1, 1], states=[(3, "A", 10)])
@@ -217,14 +219,19 @@ def test_kv_lru_evicts_least_recent_leaf_first_and_prunes_tombstone_parents():
     assert log["state"] == [("B", 10)]
     c.evict_kv(1)
     assert log["state"][-1] == ("C", 10)
-    # tombstone cascade: two leaves under a split tombstone; evicting both prunes it
+    # two leaves under a split tombstone. Before issue #12 evicting both pruned the tombstone
+    # in the same call (4 tokens freed); SGLang keeps it as a KV leaf (unified_tree_core.py,
+    # ``_delete_leaf`` + ``_update_evictable_leaf_sets(parent)``): it goes by a later eviction.
     c.insert([5, 5, 5, 5], states=[(4, "D", 1)])
     c.insert([5, 5, 6, 6], states=[(4, "E", 1)])
     assert c.stats().tombstones == 1
     r = c.evict_kv(5)  # stops once 5 tokens are freed: A (3 tokens) then D (2)
     assert (r.kv_tokens, r.nodes, r.states) == (5, 2, 2)
-    r = c.evict_kv(1)  # E goes, and the tombstone [5, 5] left as a leaf is pruned
-    assert (r.kv_tokens, r.nodes, r.states) == (4, 2, 1) and c.stats().pruned == 1
+    r = c.evict_kv(1)  # E goes; the tombstone [5, 5] stays, now a leaf
+    assert (r.kv_tokens, r.nodes, r.states) == (2, 1, 1) and c.stats().pruned == 0
+    assert c.n_nodes == 1 and c.match([5, 5, 6]).token_match == 2
+    r = c.evict_kv(1)  # the tombstone leaf: KV only
+    assert (r.kv_tokens, r.nodes, r.states) == (2, 1, 0)
     assert c.n_nodes == 0 and c.kv_tokens == 0 and c.n_states == 0
     c.check_integrity()
 
@@ -257,7 +264,11 @@ def test_state_lru_order_by_touch_mode(touch, order):
         c.evict_states(num=1)
         c.check_integrity()
     assert [p for p, _ in log["state"]] == order
-    assert c.n_nodes == 0
+    # s4 evicted while it still had a child leaves [0..3] a tombstone; once s8 goes too it is
+    # a childless tombstone, which SGLang keeps as a KV leaf (issue #12). s8 first: s4's node
+    # is a leaf when its state goes, so it is deleted with its KV.
+    tombstone_left = order.index("s4") < order.index("s8")
+    assert (c.n_nodes, c.kv_tokens) == ((1, 4) if tombstone_left else (0, 0))
 
 
 def test_state_eviction_tombstones_internal_and_deletes_leaves():
@@ -268,9 +279,9 @@ def test_state_eviction_tombstones_internal_and_deletes_leaves():
     assert c.kv_tokens == 8 and c.n_states == 1
     assert c.match(list(range(6))).restore_at == 0  # KV still matches, no state
     assert c.match(list(range(6))).token_match == 6
-    r = c.evict_states(nbytes=1)  # the leaf: deleted with KV, tombstone pruned
-    assert (r.states, r.state_bytes, r.kv_tokens, r.nodes) == (1, 7, 8, 2)
-    assert c.n_nodes == 0
+    r = c.evict_states(nbytes=1)  # the leaf: deleted with its KV; the tombstone stays (#12)
+    assert (r.states, r.state_bytes, r.kv_tokens, r.nodes) == (1, 7, 4, 1)
+    assert c.n_nodes == 1 and c.match(list(range(8))).token_match == 4
     c.check_integrity()
 
 
@@ -331,7 +342,7 @@ def test_kv_lock_on_leaf_protects_its_state_but_not_internal_states():
     c.check_integrity()
 
 
-def test_kv_locked_tombstone_leaf_is_kept_then_pruned_on_unlock():
+def test_kv_locked_tombstone_leaf_is_kept_and_stays_after_unlock():
     c = _cache()
     c.insert(list(range(8)), states=[(8, "a", 1)])
     c.insert([0, 1, 2, 3, 5], states=[(5, "b", 1)])
@@ -342,7 +353,11 @@ def test_kv_locked_tombstone_leaf_is_kept_then_pruned_on_unlock():
     assert c.n_nodes == 1 and c.kv_tokens == 4  # locked tombstone leaf survives
     c.check_integrity()
     c.unlock_kv(tomb)
-    assert c.n_nodes == 0 and not tomb.alive
+    # SGLang's dec_lock_ref only moves the sizes to evictable (before #12 the lab pruned here)
+    assert c.n_nodes == 1 and tomb.alive and c.stats().kv_evictable == 4
+    c.check_integrity()
+    r = c.evict_kv(1)
+    assert (r.kv_tokens, r.nodes, r.states) == (4, 1, 0) and not tomb.alive
     c.check_integrity()
     with pytest.raises(ValueError, match="not alive"):
         c.lock_kv(tomb)
@@ -470,7 +485,11 @@ def test_export_describes_nodes_for_drawing():
     ]
     leaf = next(v for v in views if v.key == (3, 4))
     assert (leaf.kv_lock, leaf.state_lock, leaf.state_bytes) == (1, 1, 9)
-    assert leaf.kv_age == 0 or leaf.kv_age >= 0
+    # match([1, 2, 3, 4]) ticks the clock once per touch: KV of [1, 2], KV of [3, 4], then the
+    # restore node's state ("node" mode); export reads ages against the clock after that. So
+    # the leaf's KV is 1 tick old, its parent's 2, and the leaf's state 0.
+    assert leaf.kv_age == 1 and leaf.state_age == 0
+    assert next(v for v in views if v.key == (1, 2)).kv_age == 2
     other = next(v for v in views if v.key == (7,))
     assert other.state_age > leaf.state_age  # touched longer ago
     assert next(v for v in views if v.key == (1, 2)).state_age == -1
@@ -574,7 +593,8 @@ def test_state_table_grows_past_initial_capacity():
     assert c.n_states == 400
     c.check_integrity()
     c.evict_states(num=400)
-    assert c.n_nodes == 0
+    # each path [i] -> [i + 1000]: the leaf goes with its KV, [i] stays a tombstone leaf (#12)
+    assert c.n_states == 0 and c.n_nodes == 200 and c.kv_tokens == 200
     c.check_integrity()
 
 
@@ -639,3 +659,78 @@ def test_module_docstring_usage_example_runs():
     assert (r.states, r.kv_tokens) == (1, 36) and freed == [slot_b]
     assert cache.evict_kv(4096).kv_tokens == 64 and freed == [slot_b, slot_a]
     cache.check_integrity()
+
+
+# ---------------------------------------------------------------- SGLang's rules (issue #12)
+# Each example was run on the real SGLang 0.5.23 UnifiedRadixCache (FULL + MAMBA components,
+# Python tree core) in tests/real/test_radix_vs_sglang.py; these copies need no real venv.
+
+
+def test_sglang_keeps_a_childless_tombstone_as_a_kv_leaf():
+    """sglang/srt/mem_cache/unified_cache/unified_tree_core.py: deleting a leaf only re-files
+    its parent as an evictable leaf (``_update_evictable_leaf_sets``); nothing cascades.
+    Insert [1..10] and [1..5, 99, 98], evict 2 states: SGLang frees 7 tokens (the two leaves,
+    5 + 2) and still matches 5 tokens. The lab used to prune the tombstone [1..5] too (12)."""
+    c = _cache()
+    c.insert(list(range(1, 11)), states=[(10, "a", 1)])
+    c.insert([1, 2, 3, 4, 5, 99, 98], states=[(7, "b", 1)])
+    r = c.evict_states(num=2)
+    assert (r.states, r.kv_tokens) == (2, 7)
+    m = c.match(list(range(1, 11)))
+    assert (m.token_match, m.restore_at) == (5, 0)
+    assert c.kv_tokens == 5 and c.n_states == 0
+    c.check_integrity()
+
+
+def test_sglang_split_stamps_the_lower_half_as_just_used_on_insert():
+    """unified_tree_core.py ``_split_node``: ``child.last_access_time =
+    get_and_increase_time_counter()``. Insert [1..10], [50..55], [1..5, 99], evict one KV leaf:
+    the split-off tail [6..10] is newer than [50..55], so SGLang evicts [50..55] (6 tokens).
+    The lab used to keep the tail's old time and evict it (5 tokens)."""
+    c = _cache()
+    c.insert(list(range(1, 11)), states=[(10, "a", 1)])
+    c.insert(list(range(50, 56)), states=[(6, "b", 1)])
+    c.insert([1, 2, 3, 4, 5, 99], states=[(6, "c", 1)])
+    r = c.evict_kv(1)
+    assert (r.kv_tokens, r.states) == (6, 1)
+    assert c.match(list(range(50, 56))).token_match == 0
+    assert c.match(list(range(1, 11))).token_match == 10
+
+
+def test_sglang_split_stamps_the_lower_half_as_just_used_on_a_splitting_match():
+    """Same rule through ``match(split=True)`` (SGLang's match_prefix splits mid-edge)."""
+    c = _cache()
+    c.insert(list(range(1, 11)), states=[(10, "a", 1)])
+    c.insert(list(range(50, 56)), states=[(6, "b", 1)])
+    m = c.match([1, 2, 3, 4, 5, 77], split=True)  # no state on the path: nothing else touched
+    assert m.mid_edge and m.restore_at == 0
+    r = c.evict_kv(1)
+    assert r.kv_tokens == 6 and c.match(list(range(1, 11))).token_match == 10
+    c.check_integrity()
+
+
+def _weak_nodes(cache: RadixStateCache) -> list:
+    return [weakref.ref(nd) for nd, _ in cache._walk() if nd is not cache.root]
+
+
+def test_removed_nodes_are_unreachable_at_once():
+    """Issue #11, bug 5: the KV heap kept Node objects (and their key tuples) of leaves removed
+    by evict_states until a rebuild threshold (4 x nodes + 1024). A node the tree removed must
+    be garbage as soon as the caller drops it."""
+    c = _cache()
+    for i in range(200):
+        c.insert([i, 10_000 + i], states=[(2, None, 1)])
+    refs = _weak_nodes(c)
+    assert len(refs) == 200
+    c.evict_states(num=200)  # every leaf deleted with its KV (no tombstone: one node a path)
+    assert c.n_nodes == 0
+    for i in range(300):
+        c.insert([50_000 + i], states=[(1, None, 1)])
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    # the same through KV eviction and through a split-then-evict
+    refs = _weak_nodes(c)
+    c.insert([50_000, 7], states=[(2, None, 1)])
+    c.evict_kv(10**6)
+    gc.collect()
+    assert c.n_nodes == 0 and sum(r() is not None for r in refs) == 0
