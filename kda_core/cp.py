@@ -401,16 +401,21 @@ def halo_windows(x: np.ndarray, bounds: Sequence[int], window: np.ndarray) -> li
     return out
 
 
-def short_conv_cp(x, w, *, ranks, window=None, activation="silu", chunk_size=64):
+def short_conv_cp(x, w, *, ranks, window=None, activation="silu", chunk_size=64, group=None):
     """`conv.short_conv` with x [T, D] split over ``ranks`` (the same boundaries as
-    `context_parallel`): each rank convolves its rows after receiving the previous W-1 rows.
-    Returns (y [T, D], new_window) like short_conv."""
+    `context_parallel`): each rank convolves its rows after receiving the previous W-1 rows
+    (``group``: on real gloo ranks). Returns (y [T, D], new_window) like short_conv."""
     x, w, window = conv._check(x, w, window, activation)
     T = x.shape[0]
     ranks = _check_int("ranks", ranks, 1, MAX_RANKS)
     if not 1 <= ranks <= T:
         raise ValueError(f"ranks must be in [1, T={T}], got {ranks}")
     bounds = split_points(T, ranks, chunk_size)
+    if group is not None:
+        if group.ranks != ranks:
+            raise ValueError(f"group has {group.ranks} ranks, but ranks={ranks}")
+        res = group.run_conv(x, w, window, activation, bounds)
+        return np.concatenate([r["y"] for r in res], axis=0), res[-1]["window"]
     wins = halo_windows(x, bounds, window)
     ys, new = [], window
     for r in range(ranks):
