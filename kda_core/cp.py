@@ -10,9 +10,10 @@ do not add. What composes is the segment's *affine map* S_end = M S_start + b (k
    Rank 0 knows its initial state and runs plain `kda.chunked`: its element is a constant map.
 2. Scan. An exclusive prefix over the ranks' maps gives every rank its incoming state:
    ``allgather`` (every rank receives every map, folds the ones before it: P-1 blocks sent per
-   rank in a ring) or ``logdepth`` (Hillis-Steele over the maps with send/recv in ceil(log2 P)
-   steps, then one state shifted to the right neighbour). A message is H*K*(K+V) numbers (a map)
-   or H*K*V (a state, when the sender's prefix already reaches a known state): whatever T is.
+   rank in a ring) or ``logdepth`` (each map shifted to the right neighbour, then Hillis-Steele
+   over the shifted maps with send/recv: 1 + ceil(log2(P-1)) steps). A message is H*K*(K+V)
+   numbers (a map) or H*K*V (a state, when the sender's prefix already reaches a known state):
+   whatever T is.
 3. Finish. o += qM S_in on the rank's open piece; the last rank's M S_in + b is the final state.
 
 Varlen (packed documents, ``cu_seqlens``, one initial state each) is the same machinery: a rank
@@ -98,20 +99,26 @@ class Message:
 
 
 def logdepth_schedule(constant: Sequence[bool]) -> list[list[Message]]:
-    """Hillis-Steele inclusive scan over P elements, then a shift by one rank. ``constant[r]``
-    says rank r's element is constant; a prefix is constant once it covers a constant element,
-    so its sender ships only the state. Steps: ceil(log2 P) + 1 (the shift)."""
+    """Exclusive log-depth scan over P elements: first every rank hands its own element to the
+    right neighbour (now rank r holds e_{r-1}), then a Hillis-Steele inclusive scan over ranks
+    1..P-1 (distances 1, 2, 4, ...). Afterwards rank r holds e_0..e_{r-1} composed: its incoming
+    state. ``constant[r]`` says e_r is constant; a prefix is constant once it covers a constant
+    element (e_0 always is), and then its sender ships only the state. Steps: 1 + ceil(log2(P-1))
+    (P > 2)."""
     const = list(constant)
     P = len(const)
-    steps: list[list[Message]] = []
+    if P < 2:
+        return []
+    steps = [[Message(0, r, r + 1, "state" if const[r] else "map") for r in range(P - 1)]]
+    held = [False] + const[:-1]  # whether the prefix rank r holds is constant
     d = 1
-    while d < P:
-        step = [Message(len(steps), r, r + d, "state" if const[r] else "map") for r in range(P - d)]
-        const = [const[r] or (r >= d and const[r - d]) for r in range(P)]
+    while 1 + d < P:
+        step = [
+            Message(len(steps), r, r + d, "state" if held[r] else "map") for r in range(1, P - d)
+        ]
+        held = [held[r] or (r - d >= 1 and held[r - d]) for r in range(P)]
         steps.append(step)
         d *= 2
-    if P > 1:
-        steps.append([Message(len(steps), r, r + 1, "state") for r in range(P - 1)])
     return steps
 
 
@@ -167,8 +174,8 @@ class Plan:
 
 
 def split_points(T: int, ranks: int, chunk_size: int = 64) -> tuple[int, ...]:
-    """Rank boundaries: equal shares, rounded to whole chunks when every rank still gets one."""
-    C = chunk_size if ranks * chunk_size <= T else 1
+    """Rank boundaries: equal shares, rounded to whole chunks when every rank gets >= 8."""
+    C = chunk_size if 8 * ranks * chunk_size <= T else 1  # rounding must not unbalance ranks
     pts = [0] + [round(r * T / ranks / C) * C for r in range(1, ranks)] + [T]
     return tuple(pts)
 
@@ -299,18 +306,16 @@ def scan_in_process(elements: Sequence[Element], scan: str, H: int, K: int, V: i
         S_in = sequential_states(gathered)  # each rank folds the maps before it
     else:
         sched = logdepth_schedule([e.M is None for e in elements])
-        x = list(elements)
-        S_in = [None] * P
+        held: list[Element | None] = [None] * P  # the prefix each rank holds
         for step in sched:
-            new = list(x)
+            new = list(held)
             for m in step:
-                if m.kind == "map" and x[m.src].M is None:
+                sent = elements[m.src] if m.step == 0 else held[m.src]
+                if (m.kind == "state") != (sent.M is None):
                     raise AssertionError("schedule and elements disagree on a constant map")
-                if step is sched[-1]:
-                    S_in[m.dst] = x[m.src].b.copy()
-                else:
-                    new[m.dst] = combine(x[m.src], x[m.dst])
-            x = new
+                new[m.dst] = sent if m.step == 0 else combine(sent, held[m.dst])
+            held = new
+        S_in = [None] + [h.b.copy() for h in held[1:]]
     return ScanTrace(sched, S_in, bytes_sent(sched, P, H, K, V, itemsize))
 
 

@@ -223,30 +223,27 @@ def _scan_allgather(dist, lp: cp.LocalPass, constant, rank: int, P: int):
 def _scan_logdepth(dist, lp: cp.LocalPass, constant, rank: int):
     import torch
 
-    x = lp.element
-    H, K, V = x.b.shape
-    sched = cp.logdepth_schedule(constant)
-    sent, S_in = 0, None
-    for i, step in enumerate(sched):
+    own = lp.element
+    H, K, V = own.b.shape
+    held = None  # the prefix of the ranks before this one, once received
+    sent = 0
+    for step in cp.logdepth_schedule(constant):
         out = next((m for m in step if m.src == rank), None)
         inc = next((m for m in step if m.dst == rank), None)
         work = None
         if out is not None:
-            payload = _tensor(_element_bytes(x, out.kind))
+            payload = _tensor(_element_bytes(own if out.step == 0 else held, out.kind))
             sent += payload.numel() * payload.element_size()
             work = dist.isend(payload, out.dst)
         if inc is not None:
             width = V if inc.kind == "state" else K + V
-            buf = torch.empty((H, K, width), dtype=_tensor(x.b).dtype)
+            buf = torch.empty((H, K, width), dtype=_tensor(own.b).dtype)
             dist.recv(buf, inc.src)
             y = _element_from(buf.numpy(), inc.kind, K)
-            if i == len(sched) - 1:
-                S_in = y.b
-            else:
-                x = cp.combine(y, x)
+            held = y if inc.step == 0 else cp.combine(y, held)
         if work is not None:
             work.wait()
-    return S_in, sent
+    return (None if held is None else held.b), sent
 
 
 def _task_plan(dist, task: dict, rank: int, P: int) -> dict:
