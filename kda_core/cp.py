@@ -173,19 +173,38 @@ class Plan:
         return tuple(len(p) > 1 or p[0].starts_doc for p in self.pieces)
 
 
-def split_points(T: int, ranks: int, chunk_size: int = 64) -> tuple[int, ...]:
-    """Rank boundaries: equal shares, rounded to whole chunks when every rank gets >= 8."""
+def split_points(
+    T: int, ranks: int, chunk_size: int = 64, first_weight: float = 1.0
+) -> tuple[int, ...]:
+    """Rank boundaries: shares in proportion 1 : ... : 1, with rank 0's share ``first_weight``
+    times the others' (rank 0 runs the plain pass, the others the wider augmented one: see
+    `balance_weight`); rounded to whole chunks when every rank gets >= 8 of them."""
+    if not 1.0 <= first_weight <= 8.0:
+        raise ValueError(f"first_weight must be in [1, 8], got {first_weight}")
     C = chunk_size if 8 * ranks * chunk_size <= T else 1  # rounding must not unbalance ranks
-    pts = [0] + [round(r * T / ranks / C) * C for r in range(1, ranks)] + [T]
+    total = first_weight + ranks - 1
+    pts = [0] + [round(T * (first_weight + r - 1) / total / C) * C for r in range(1, ranks)]
+    pts.append(T)
+    if any(a >= b for a, b in zip(pts, pts[1:])):  # tiny T: plain equal shares
+        pts = [round(r * T / ranks) for r in range(ranks)] + [T]
     return tuple(pts)
 
 
-def make_plan(T: int, ranks: int, cu_seqlens=None, chunk_size: int = 64) -> Plan:
+def balance_weight(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> float:
+    """How much more a token costs in the augmented pass (state width V + K) than in the plain
+    one (width V), by `kda.chunked_flops`: rank 0 gets that many times the others' share, so the
+    ranks finish their local passes together (K = V = 128: 1.72)."""
+    return kda.chunked_flops(T, H, K, V + K, chunk_size) / kda.chunked_flops(T, H, K, V, chunk_size)
+
+
+def make_plan(
+    T: int, ranks: int, cu_seqlens=None, chunk_size: int = 64, first_weight: float = 1.0
+) -> Plan:
     ranks = _check_int("ranks", ranks, 1, MAX_RANKS)
     if ranks > T:
         raise ValueError(f"ranks must be in [1, T={T}] (one token per rank at least), got {ranks}")
     cu = _check_cu_seqlens(cu_seqlens, T)
-    bounds = split_points(T, ranks, chunk_size)
+    bounds = split_points(T, ranks, chunk_size, first_weight)
     starts = set(cu[:-1])
     pieces = []
     for r in range(ranks):
@@ -336,17 +355,20 @@ def _initial_states(initial_states, n_docs: int, H: int, K: int, V: int, dtype) 
 
 def context_parallel_varlen(
     q, k, v, g, beta, *, ranks, cu_seqlens=None, initial_states=None, scan="logdepth",
-    scale=None, chunk_size=64, group=None,
+    scale=None, chunk_size=64, group=None, balance=True,
 ):  # fmt: skip
     """Packed documents split over ``ranks``: -> (o [T, H, V], final states [N_docs, H, K, V]),
     equal to `kda.chunked` per document. ``group`` (a cp_gloo.GlooGroup of ``ranks`` processes)
-    runs the ranks for real; without it they run in this process."""
+    runs the ranks for real; without it they run in this process. ``balance``: rank 0 (plain
+    pass) gets `balance_weight` times the others' share; False: equal shares."""
     q, k, v, g, beta, _, scale = kda._validate(q, k, v, g, beta, None, scale)
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
     T, H, K = q.shape
     V = v.shape[2]
-    plan = make_plan(T, ranks, cu_seqlens, kda._check_chunk_size(chunk_size))
+    C = kda._check_chunk_size(chunk_size)
+    weight = balance_weight(T, H, K, V, C) if balance and cu_seqlens is None else 1.0
+    plan = make_plan(T, ranks, cu_seqlens, C, weight)
     S0 = _initial_states(initial_states, len(plan.cu_seqlens) - 1, H, K, V, q.dtype)
     if group is not None:
         if group.ranks != plan.ranks:
@@ -378,7 +400,7 @@ def run_in_process(plan: Plan, inputs, S0: np.ndarray, scan: str, scale: float, 
 
 def context_parallel(
     q, k, v, g, beta, *, ranks, scan="allgather", initial_state=None, scale=None,
-    chunk_size=64, group=None,
+    chunk_size=64, group=None, balance=True,
 ):  # fmt: skip
     """One sequence over ``ranks`` ranks -> (o [T, H, V], S [H, K, V]), equal to `kda.chunked`.
 
@@ -387,7 +409,7 @@ def context_parallel(
     S0 = None if initial_state is None else np.asarray(initial_state)[None]
     o, S = context_parallel_varlen(
         q, k, v, g, beta, ranks=ranks, initial_states=S0, scan=scan, scale=scale,
-        chunk_size=chunk_size, group=group,
+        chunk_size=chunk_size, group=group, balance=balance,
     )  # fmt: skip
     return o, S[0]
 
@@ -406,16 +428,18 @@ def halo_windows(x: np.ndarray, bounds: Sequence[int], window: np.ndarray) -> li
     return out
 
 
-def short_conv_cp(x, w, *, ranks, window=None, activation="silu", chunk_size=64, group=None):
-    """`conv.short_conv` with x [T, D] split over ``ranks`` (the same boundaries as
-    `context_parallel`): each rank convolves its rows after receiving the previous W-1 rows
-    (``group``: on real gloo ranks). Returns (y [T, D], new_window) like short_conv."""
+def short_conv_cp(
+    x, w, *, ranks, window=None, activation="silu", chunk_size=64, first_weight=1.0, group=None
+):
+    """`conv.short_conv` with x [T, D] split over ``ranks`` at `split_points` (pass the
+    ``first_weight`` the KDA layer's split used): each rank convolves its rows after receiving
+    the previous W-1 rows (``group``: on real gloo ranks). Returns (y [T, D], new_window)."""
     x, w, window = conv._check(x, w, window, activation)
     T = x.shape[0]
     ranks = _check_int("ranks", ranks, 1, MAX_RANKS)
     if not 1 <= ranks <= T:
         raise ValueError(f"ranks must be in [1, T={T}], got {ranks}")
-    bounds = split_points(T, ranks, chunk_size)
+    bounds = split_points(T, ranks, chunk_size, first_weight)
     if group is not None:
         if group.ranks != ranks:
             raise ValueError(f"group has {group.ranks} ranks, but ranks={ranks}")

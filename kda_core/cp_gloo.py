@@ -163,6 +163,13 @@ class GlooGroup:
         ]
         return self._run(tasks, "short_conv_cp")
 
+    def pingpong(self, nbytes: int, repeat: int) -> float:
+        """Median seconds of one round trip of ``nbytes`` between ranks 0 and 1 (bench only)."""
+        if self.ranks < 2:
+            raise ValueError("pingpong needs a group of at least 2 ranks")
+        tasks = [{"kind": "pingpong", "nbytes": nbytes, "repeat": repeat}] * self.ranks
+        return self._run(tasks, "pingpong")[0]["seconds"]
+
     def close(self) -> None:
         """Stop the workers (a goodbye, then terminate / kill stragglers) and free the store."""
         for conn in self._send:
@@ -292,6 +299,24 @@ def _task_conv(dist, task: dict, rank: int, P: int) -> dict:
     return {"y": y, "window": new_window, "bytes_sent": sent}
 
 
+def _task_pingpong(dist, task: dict, rank: int, P: int) -> dict:
+    import torch
+
+    buf = torch.zeros(max(1, task["nbytes"]), dtype=torch.uint8)
+    times = []
+    dist.barrier()
+    for _ in range(task["repeat"] if rank < 2 else 0):
+        t0 = time.perf_counter()
+        if rank == 0:
+            dist.send(buf, 1)
+            dist.recv(buf, 1)
+        else:
+            dist.recv(buf, 0)
+            dist.send(buf, 0)
+        times.append(time.perf_counter() - t0)
+    return {"seconds": float(np.median(times)) if times else 0.0}
+
+
 def _worker() -> None:
     import torch.distributed as dist
 
@@ -304,7 +329,7 @@ def _worker() -> None:
     timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=P, timeout=timeout)
     send.send({"rank": rank, "pid": os.getpid()})
-    tasks = {"plan": _task_plan, "conv": _task_conv}
+    tasks = {"plan": _task_plan, "conv": _task_conv, "pingpong": _task_pingpong}
     try:
         while True:
             try:

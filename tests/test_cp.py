@@ -196,3 +196,21 @@ def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
     o_rec, S_rec = kda.recurrent(q, k, v, g, beta, initial_state=S0)
     assert rel(o3, o1) <= 1e-13 and rel(S3, S1) <= 1e-13
     assert rel(o3, o_rec) <= 1e-10 and rel(S3, S_rec) <= 1e-10
+
+
+def test_balanced_split_gives_rank0_more_and_stays_exact(rng):
+    # rank 0 runs the plain pass; the others carry [b | M] (width V + K): by chunked_flops a
+    # token costs ~1.72x more there at K = V = 128, ~1.3x at the test's K = 8, V = 6
+    assert kda.chunked_flops(4096, 8, 128, 256) / kda.chunked_flops(4096, 8, 128, 128) > 1.7
+    w = cp.balance_weight(4096, 8, 128, 128)
+    b = cp.split_points(32768, 2, 64, w)
+    assert b[1] / (32768 - b[1]) == pytest.approx(w, rel=0.01)
+    q, k, v, g, beta, S0 = kda_inputs(rng, 600)
+    w = cp.balance_weight(600, 3, 8, 6)
+    assert 1.2 < w < 1.5
+    o_ref, S_ref = kda.chunked(q, k, v, g, beta, initial_state=S0)
+    for bal in (True, False):
+        o, S = cp.context_parallel(q, k, v, g, beta, ranks=3, initial_state=S0, balance=bal)
+        assert rel(o, o_ref) <= 1e-10 and rel(S, S_ref) <= 1e-10
+    with pytest.raises(ValueError, match=r"first_weight must be in \[1, 8\]"):
+        cp.split_points(100, 2, 64, 0.5)

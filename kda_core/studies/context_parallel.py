@@ -214,17 +214,39 @@ class CostModel:
     costs: StepCosts
 
 
-def _scan_seconds(scan: str, P: int, c: StepCosts) -> float:
-    m = cp.message_bytes("map", c.H, c.K, c.V, c.itemsize)
-    s = cp.message_bytes("state", c.H, c.K, c.V, c.itemsize)
+def _schedule(scan: str, P: int) -> list[list[cp.Message]]:
+    # one sequence: only rank 0's element is constant
+    if scan == "allgather":
+        return cp.allgather_schedule(P)
+    return cp.logdepth_schedule([True] + [False] * (P - 1))
+
+
+def rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np.ndarray]:
+    """When each rank is done (seconds from the start) and when its scan ended, walking the
+    schedule: a message leaves when its sender holds the value, arrives after latency +
+    bytes / bandwidth; the receiver then composes (map) or applies (state)."""
+    bounds = cp.split_points(T, P, 64, cp.balance_weight(T, c.H, c.K, c.V))  # as cp splits
+    share = np.diff(bounds)
+    ready = np.array([(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r]
+                      for r in range(P)])  # fmt: skip
+    t = ready.copy()
     if P == 1:
-        return 0.0
-    if scan == "allgather":  # ring: P-1 hops of one map, then the last rank folds P-1 applies
-        return (P - 1) * (c.latency_s + m / c.bandwidth_Bps) + (P - 1) * c.apply_s
-    steps = math.ceil(math.log2(P))  # the critical path: the last rank receives maps each step
-    return steps * (c.latency_s + m / c.bandwidth_Bps + c.compose_s) + (
-        c.latency_s + s / c.bandwidth_Bps
-    )
+        return t, np.zeros(1)
+    if scan == "allgather":  # a collective: everyone waits for the slowest, P-1 ring hops
+        hop = c.latency_s + cp.message_bytes("map", c.H, c.K, c.V, c.itemsize) / c.bandwidth_Bps
+        t = ready.max() + (P - 1) * hop + np.maximum(np.arange(P) - 1, 0) * c.apply_s
+    else:
+        for step in _schedule(scan, P):
+            new = t.copy()
+            for m in step:
+                nbytes = cp.message_bytes(m.kind, c.H, c.K, c.V, c.itemsize)
+                arrive = t[m.src] + c.latency_s + nbytes / c.bandwidth_Bps
+                op = 0.0 if m.step == 0 else c.apply_s + (c.compose_s if m.kind == "map" else 0)
+                new[m.dst] = max(new[m.dst], arrive) + op
+            t = new
+    scan_end = t
+    done = scan_end + np.where(np.arange(P) > 0, c.finish_s_per_token * share, 0.0)
+    return done, scan_end - ready
 
 
 def cost_model(
@@ -232,8 +254,9 @@ def cost_model(
     T: int = 32768,
     P_values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
 ) -> CostModel:
-    """Wall time per layer over P from ``costs``: the slowest rank's local pass (T/P tokens,
-    augmented), the scan's critical path, the finish; and the bytes one rank sends."""
+    """Wall time of one layer over P from ``costs`` (the slowest rank: local pass on its T/P
+    tokens, the scan's critical path through the schedule, the finish) and the bytes one rank
+    sends at most."""
     T = _check_int("T", T, 1, MAX_MODEL_T)
     Ps = np.array([_check_int("P", p, 1, min(MAX_MODEL_P, T)) for p in P_values])
     for name in ("chunked_s_per_token", "local_s_per_token", "bandwidth_Bps"):
@@ -244,13 +267,10 @@ def cost_model(
     for scan in cp.SCANS:
         w, sc, b = [], [], []
         for P in Ps.tolist():
-            share = math.ceil(T / P)
-            local = (costs.local_s_per_token if P > 1 else costs.chunked_s_per_token) * share
-            fin = costs.finish_s_per_token * share if P > 1 else 0.0
-            sc.append(_scan_seconds(scan, P, costs))
-            w.append(local + sc[-1] + fin)
-            sched = (cp.allgather_schedule(P) if scan == "allgather"
-                     else cp.logdepth_schedule([True] + [False] * (P - 1)))  # fmt: skip
+            done, in_scan = rank_times(scan, T, P, costs)
+            w.append(float(done.max()))
+            sc.append(float(in_scan.max()))
+            sched = _schedule(scan, P)
             b.append(int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max()))
         wall[scan], scan_s[scan], sent[scan] = np.array(w), np.array(sc), np.array(b)
         speed[scan] = one / wall[scan]
@@ -260,10 +280,9 @@ def cost_model(
 
 
 def crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth") -> int:
-    """The context length above which the KV all-gather sends more than the scan (per rank)."""
+    """The context length from which a KV ring all-gather sends more than the scan per rank."""
     P = _check_int("P", P, 2, MAX_MODEL_P)
-    sched = (cp.allgather_schedule(P) if scan == "allgather"
-             else cp.logdepth_schedule([True] + [False] * (P - 1)))  # fmt: skip
+    sched = _schedule(scan, P)
     scan_b = int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max())
     per = mla_layer_bytes_per_token() * (P - 1) / P
     return math.ceil(scan_b / per)
