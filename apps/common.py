@@ -191,6 +191,13 @@ APPS: tuple[AppInfo, ...] = (
         "Real configs: state per request, MLA KV per token, slots, and max running requests.",
         "真实模型配置：每请求状态、每 token MLA KV、槽位与最大并发请求数。",
     ),
+    AppInfo(
+        "context_parallel",
+        "Context parallel",
+        "上下文并行",
+        "Split one sequence over P ranks: a prefix scan of affine maps, not a KV broadcast.",
+        "把一条序列切到 P 个 rank 上：扫描仿射映射，而不是广播 KV。",
+    ),
 )
 
 

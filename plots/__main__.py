@@ -32,6 +32,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_retention_policies",
     "plot_unified_memory",
     "plot_speculative_memory",
+    "plot_context_parallel",
 )
 # Scripts rendered by one worker, in this order (the second reuses the first's simulations).
 TOGETHER: tuple[tuple[str, ...], ...] = (("plot_checkpoint_density", "plot_retention_policies"),)

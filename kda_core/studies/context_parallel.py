@@ -207,7 +207,9 @@ class CostModel:
     P: np.ndarray  # [n]
     wall_s: dict[str, np.ndarray]  # scan -> [n] modelled wall time
     speedup: dict[str, np.ndarray]  # scan -> [n] vs one rank's plain chunked
-    scan_s: dict[str, np.ndarray]  # scan -> [n] time in the scan
+    scan_s: dict[str, np.ndarray]  # scan -> [n] longest time a rank spends in the scan
+    phases: dict[str, dict[str, np.ndarray]]  # scan -> local / scan / finish -> [n] seconds
+    # of the slowest rank (they add up to wall_s)
     bytes_sent: dict[str, np.ndarray]  # scan -> [n] max bytes one rank sends
     kv_bytes: np.ndarray  # [n] MLA KV ring all-gather, per rank
     one_rank_s: float
@@ -222,16 +224,16 @@ def _schedule(scan: str, P: int) -> list[list[cp.Message]]:
 
 
 def rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np.ndarray]:
-    """When each rank is done (seconds from the start) and when its scan ended, walking the
-    schedule: a message leaves when its sender holds the value, arrives after latency +
-    bytes / bandwidth; the receiver then composes (map) or applies (state)."""
+    """Per rank: (its local pass ends, its scan ends, it is done), seconds from the start,
+    walking the schedule: a message leaves when its sender holds the value, arrives after
+    latency + bytes / bandwidth; the receiver then composes (map) or applies (state)."""
     bounds = cp.split_points(T, P, 64, cp.balance_weight(T, c.H, c.K, c.V))  # as cp splits
     share = np.diff(bounds)
     ready = np.array([(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r]
                       for r in range(P)])  # fmt: skip
     t = ready.copy()
     if P == 1:
-        return t, np.zeros(1)
+        return ready, t, t
     if scan == "allgather":  # a collective: everyone waits for the slowest, P-1 ring hops
         hop = c.latency_s + cp.message_bytes("map", c.H, c.K, c.V, c.itemsize) / c.bandwidth_Bps
         t = ready.max() + (P - 1) * hop + np.maximum(np.arange(P) - 1, 0) * c.apply_s
@@ -244,9 +246,8 @@ def rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np.
                 op = 0.0 if m.step == 0 else c.apply_s + (c.compose_s if m.kind == "map" else 0)
                 new[m.dst] = max(new[m.dst], arrive) + op
             t = new
-    scan_end = t
-    done = scan_end + np.where(np.arange(P) > 0, c.finish_s_per_token * share, 0.0)
-    return done, scan_end - ready
+    done = t + np.where(np.arange(P) > 0, c.finish_s_per_token * share, 0.0)
+    return ready, t, done
 
 
 def cost_model(
@@ -263,20 +264,31 @@ def cost_model(
         if not getattr(costs, name) > 0:
             raise ValueError(f"costs.{name} must be > 0, got {getattr(costs, name)}")
     one = costs.chunked_s_per_token * T
-    wall, speed, scan_s, sent = {}, {}, {}, {}
+    wall, speed, scan_s, sent, phases = {}, {}, {}, {}, {}
     for scan in cp.SCANS:
         w, sc, b = [], [], []
+        ph: dict[str, list[float]] = {"local": [], "scan": [], "finish": []}
         for P in Ps.tolist():
-            done, in_scan = rank_times(scan, T, P, costs)
-            w.append(float(done.max()))
-            sc.append(float(in_scan.max()))
+            ready, scan_end, done = rank_times(scan, T, P, costs)
+            i = int(np.argmax(done))
+            w.append(float(done[i]))
+            sc.append(float((scan_end - ready).max()))
+            ph["local"].append(float(ready[i]))
+            ph["scan"].append(float(scan_end[i] - ready[i]))
+            ph["finish"].append(float(done[i] - scan_end[i]))
             sched = _schedule(scan, P)
             b.append(int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max()))
         wall[scan], scan_s[scan], sent[scan] = np.array(w), np.array(sc), np.array(b)
+        phases[scan] = {k: np.array(v) for k, v in ph.items()}
         speed[scan] = one / wall[scan]
     per_tok = mla_layer_bytes_per_token()
     kv = np.array([kv_allgather_bytes(T, P, per_tok) for P in Ps.tolist()])
-    return CostModel(T, Ps, wall, speed, scan_s, sent, kv, one, costs)
+    return CostModel(T, Ps, wall, speed, scan_s, phases, sent, kv, one, costs)
+
+
+def phase_shares(m: CostModel, scan: str) -> dict[str, np.ndarray]:
+    """The slowest rank's phases as fractions of the wall time, per P."""
+    return {k: v / m.wall_s[scan] for k, v in m.phases[scan].items()}
 
 
 def crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth") -> int:
@@ -286,3 +298,59 @@ def crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth"
     scan_b = int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max())
     per = mla_layer_bytes_per_token() * (P - 1) / P
     return math.ceil(scan_b / per)
+
+
+@dataclass(slots=True)
+class BytesVsContext:
+    P: int
+    T: np.ndarray  # [n] context lengths
+    scan_bytes: dict[str, int]  # scan -> max bytes one rank sends (the same for every T)
+    kv_bytes: np.ndarray  # [n] MLA KV ring all-gather, per rank
+    crossover: dict[str, int]  # scan -> T from which the KV all-gather sends more
+    H: int
+    K: int
+    V: int
+    itemsize: int
+
+
+def bytes_vs_context(
+    P: int = 8, T_values: Sequence[int] | None = None, costs: StepCosts = MEASURED
+) -> BytesVsContext:
+    """Per-rank bytes over the context length: the scan is flat, the KV all-gather grows."""
+    P = _check_int("P", P, 2, MAX_MODEL_P)
+    Ts = np.array(
+        [_check_int("T", t, P, MAX_MODEL_T) for t in (T_values or [2**i for i in range(10, 21)])]
+    )
+    per = mla_layer_bytes_per_token()
+    scan_b = {
+        s: int(cp.bytes_sent(_schedule(s, P), P, costs.H, costs.K, costs.V, costs.itemsize).max())
+        for s in cp.SCANS
+    }
+    return BytesVsContext(
+        P=P,
+        T=Ts,
+        scan_bytes=scan_b,
+        kv_bytes=np.array([kv_allgather_bytes(int(t), P, per) for t in Ts]),
+        crossover={s: crossover_tokens(P, costs, s) for s in cp.SCANS},
+        H=costs.H,
+        K=costs.K,
+        V=costs.V,
+        itemsize=costs.itemsize,
+    )
+
+
+@dataclass(slots=True)
+class FigureData:
+    model: CostModel
+    bytes: BytesVsContext
+    demo: Demo
+
+
+def figure_data(quick: bool = False, costs: StepCosts = MEASURED) -> FigureData:
+    """What plots/plot_context_parallel.py draws: the cost model at T = 32k over P = 1..64,
+    bytes over T at P = 8, and an in-process run's exactness per rank."""
+    return FigureData(
+        model=cost_model(costs, T=32768, P_values=(1, 2, 4, 8, 16, 32, 64)),
+        bytes=bytes_vs_context(8, costs=costs),
+        demo=demo(T=256 if quick else 1024, P=4 if quick else 8, scan="logdepth"),
+    )
