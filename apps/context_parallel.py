@@ -23,6 +23,10 @@ from kda_core.studies import context_parallel as cps
 
 NAME = "context_parallel"
 SCANS = ("logdepth", "allgather")
+SCAN_CHOICES = [
+    ("log-depth · 对数深度", "logdepth"),
+    ("all-gather + fold · 全收集 + 折叠", "allgather"),
+]
 MAX_DOCS_TEXT = 200
 
 EN = """**Context parallelism for KDA: scan the maps, do not broadcast the KV.** An attention layer
@@ -57,7 +61,7 @@ TEXT = {
         "doc": "document start",
         "state_title": "State handed to rank {r} (head 0) and its difference from the truth",
         "received": "received S_in",
-        "diff": "S_in − true state",
+        "diff": "S_in − true state (max |Δ| {d:.1e})",
         "key": "key channel",
         "value": "value channel",
         "exact_title": "Outputs per rank vs one rank (float64)",
@@ -68,7 +72,8 @@ TEXT = {
         "demo_layer": "this demo's layer",
         "k3_layer": "a K3 layer (8 heads × 128, fp32)",
         "kv": "MLA KV all-gather",
-        "speed_title": "Modelled speed-up of one K3 layer at T = {T} (measured step costs)",
+        "speed_title": "Modelled speed-up of one K3 layer (8 heads, measured step costs)",
+        "ctx": "{scan}, T = {T}",
         "P": "ranks P",
         "speedup": "speed-up vs one rank",
         "ideal": "P (ideal)",
@@ -86,7 +91,7 @@ TEXT = {
         "doc": "文档起点",
         "state_title": "交给 rank {r} 的状态（头 0）及其与真实状态之差",
         "received": "收到的 S_in",
-        "diff": "S_in − 真实状态",
+        "diff": "S_in − 真实状态（max |Δ| {d:.1e}）",
         "key": "键通道",
         "value": "值通道",
         "exact_title": "每个 rank 的输出与单 rank 相比（float64）",
@@ -97,7 +102,8 @@ TEXT = {
         "demo_layer": "本演示的层",
         "k3_layer": "K3 的一层（8 个头 × 128，fp32）",
         "kv": "MLA KV 全收集",
-        "speed_title": "K3 一层在 T = {T} 时的模型加速比（实测的步骤开销）",
+        "speed_title": "K3 一层的模型加速比（8 个头，实测的步骤开销）",
+        "ctx": "{scan}，T = {T}",
         "P": "rank 数 P",
         "speedup": "相对单 rank 的加速比",
         "ideal": "P（理想）",
@@ -157,7 +163,8 @@ def t_scan(t: dict, scan: str) -> str:
 def fig_state(d: cps.Demo, rank: int, t: dict) -> tuple[go.Figure, str]:
     S, diff = d.S_in[rank], d.S_in[rank] - d.S_true[rank]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                        subplot_titles=(t["received"], t["diff"]))  # fmt: skip
+                        subplot_titles=(t["received"],
+                                        t["diff"].format(d=float(np.abs(diff).max()))))  # fmt: skip
     lim = float(np.abs(S).max()) or 1.0
     fig.add_heatmap(z=S, zmin=-lim, zmax=lim, colorscale="RdBu_r", row=1, col=1,
                     colorbar={"x": 0.43, "len": 0.9}, hovertemplate="k %{y}, v %{x}: %{z:.4f}"
@@ -179,7 +186,8 @@ def fig_exact(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
     floor = 1e-18
     fig = go.Figure()
     fig.add_bar(x=list(range(d.P)), y=np.maximum(d.o_rel, floor), customdata=d.o_rel,
-                marker_color=SERIES[0], name="o", showlegend=False,
+                marker_color=SERIES[0], name="o", showlegend=False, textposition="outside",
+                text=[f"{v:.1e}" if v else "0" for v in d.o_rel.tolist()],
                 hovertemplate=f"{t['rank']} %{{x}}: %{{customdata:.2e}}"
                 "<extra></extra>")  # fmt: skip
     common.hline(fig, 1e-10, t["bound"], log=True, dash="dash")
@@ -214,19 +222,34 @@ def fig_bytes(d: cps.Demo, m: cps.CostModel, t: dict) -> tuple[go.Figure, str]:
     return fig, common.write_csv(f"{NAME}-bytes", rows)
 
 
-def fig_speedup(m: cps.CostModel, t: dict) -> tuple[go.Figure, str]:
+SPEEDUP_T = (8192, 32768, 131072, 1 << 20)
+
+
+def _k(T: int) -> str:
+    return f"{T >> 20}M" if T >= 1 << 20 else f"{T >> 10}k"
+
+
+def fig_speedup(models: dict[int, cps.CostModel], t: dict) -> tuple[go.Figure, str]:
+    """Log-depth at every context of SPEEDUP_T; all-gather at 32k (dotted) for contrast."""
     fig = go.Figure()
-    fig.add_scatter(x=m.P, y=m.P, mode="lines", name=t["ideal"],
+    P = next(iter(models.values())).P
+    fig.add_scatter(x=P, y=P, mode="lines", name=t["ideal"],
                     line={"color": COLORS["neutral"], "dash": "dash"})  # fmt: skip
-    for i, scan in enumerate(SCANS):
-        fig.add_scatter(x=m.P, y=m.speedup[scan], mode="lines+markers", name=t["scans"][scan],
-                        line={"color": SERIES[i]},
-                        hovertemplate="P=%{x}: ×%{y:.2f}<extra></extra>")  # fmt: skip
-    common.style(fig, t["speed_title"].format(T=m.T), t["P"], t["speedup"], height=380)
-    common.log_axis(fig, "x", m.P, fmt=lambda v: f"{v:g}")
+    cols: dict[str, object] = {"P": P}
+    for i, (T, m) in enumerate(models.items()):
+        for scan in SCANS:
+            cols[f"speedup_{scan}_T{T}"] = m.speedup[scan]
+            if scan == "allgather" and T != 32768:
+                continue
+            fig.add_scatter(
+                x=P, y=m.speedup[scan], mode="lines+markers",
+                name=t["ctx"].format(scan=t["scans"][scan], T=_k(T)),
+                line={"color": SERIES[i], "dash": "dot" if scan == "allgather" else "solid"},
+                hovertemplate=f"T={_k(T)}, P=%{{x}}: ×%{{y:.2f}}<extra></extra>",
+            )  # fmt: skip
+    common.style(fig, t["speed_title"], t["P"], t["speedup"], height=400)
+    common.log_axis(fig, "x", P, fmt=lambda v: f"{v:g}")
     common.log_axis(fig, "y", [1, 2, 4, 8, 16, 32, 64], fmt=lambda v: f"{v:g}")
-    cols = {"P": m.P, **{f"speedup_{s}": m.speedup[s] for s in SCANS},
-            **{f"bytes_{s}": m.bytes_sent[s] for s in SCANS}, "kv_bytes": m.kv_bytes}  # fmt: skip
     return fig, common.write_csv(f"{NAME}-speedup", cols)
 
 
@@ -236,7 +259,8 @@ def summary_markdown(d: cps.Demo, seed: int, lang: str) -> str:
     sent, kv = int(d.bytes_sent.max()), d.kv_bytes
     n = d.cu_seqlens.size - 1
     if zh:
-        return (f"- {d.P} 个 rank，{d.T} 个 token，随机输入（种子 {seed}），{n} 个文档：输出最大相对误差 **{worst:.1e}**，"
+        return (f"- {d.P} 个 rank，{d.T} 个 token，随机输入（种子 {seed}），{n} 个文档："
+                f"输出最大相对误差 **{worst:.1e}**，"
                 f"最终状态 **{d.S_final_rel:.1e}**\n- 扫描：每个 rank 最多发送 **{sent:,} B**；"
                 f"同样上下文的 MLA KV 全收集（K3 一层）：**{kv:,} B**")  # fmt: skip
     return (f"- {d.P} ranks, {d.T} tokens, random inputs (seed {seed}), {n} document"
@@ -272,11 +296,14 @@ def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank
     sd = common.check_int("seed", seed, 0, 2**31 - 1)
     lang = common.check_choice("language", lang, common.LANGS)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
-    m = cps.cost_model(cps.MEASURED, T=max(T, 64), P_values=(1, 2, 4, 8, 16, 32, 64))
+    models = {
+        ctx: cps.cost_model(cps.MEASURED, T=ctx, P_values=(1, 2, 4, 8, 16, 32, 64))
+        for ctx in SPEEDUP_T
+    }
     mp = cps.cost_model(cps.MEASURED, T=T, P_values=(P,))
     t = _t(lang)
     figs = [fig_steps(d, t), fig_state(d, r, t), fig_exact(d, t), fig_bytes(d, mp, t),
-            fig_speedup(m, t)]  # fmt: skip
+            fig_speedup(models, t)]  # fmt: skip
     return (summary_markdown(d, sd, lang), *[x for pair in figs for x in pair])
 
 
@@ -287,7 +314,7 @@ def build() -> gr.Blocks:
             with gr.Column(scale=1, min_width=280):
                 T = gr.Number(512, label=f"tokens T (16-{cps.MAX_T})", step=1, elem_id=f"{NAME}-T")
                 P = gr.Number(4, label=f"ranks P (1-{cps.MAX_P})", step=1, elem_id=f"{NAME}-P")
-                scan = gr.Radio(list(SCANS), value=SCANS[0], label="scan", elem_id=f"{NAME}-scan")
+                scan = gr.Radio(SCAN_CHOICES, value=SCANS[0], label="scan", elem_id=f"{NAME}-scan")
                 docs = gr.Textbox(
                     "",
                     label="document lengths (empty: one document)",

@@ -56,6 +56,7 @@ def test_state_figure_is_rank_1s_state(out, demo):
     np.testing.assert_array_equal(fig.data[0].z, demo.S_in[1])
     np.testing.assert_array_equal(fig.data[1].z, demo.S_in[1] - demo.S_true[1])
     assert np.abs(fig.data[1].z).max() < 1e-12
+    assert "max |Δ|" in fig.layout.annotations[1].text
     assert len(_rows(path)) == 1 + 16 * 16
 
 
@@ -70,8 +71,12 @@ def test_bytes_figure(out, demo):
 
 def test_speedup_figure_is_the_cost_model(out):
     fig = out[9]
-    m = cps.cost_model(cps.MEASURED, T=512, P_values=(1, 2, 4, 8, 16, 32, 64))
+    m = cps.cost_model(cps.MEASURED, T=8192, P_values=(1, 2, 4, 8, 16, 32, 64))
     np.testing.assert_array_equal(fig.data[1].y, m.speedup["logdepth"])
+    m32 = cps.cost_model(cps.MEASURED, T=32768, P_values=(1, 2, 4, 8, 16, 32, 64))
+    (ag,) = [tr for tr in fig.data if tr.line.dash == "dot"]
+    np.testing.assert_array_equal(ag.y, m32.speedup["allgather"])
+    assert [tr.name for tr in fig.data[1:]][-1] == "log-depth scan, T = 1M"
 
 
 def test_chinese_figures():

@@ -214,3 +214,36 @@ def test_balanced_split_gives_rank0_more_and_stays_exact(rng):
         assert rel(o, o_ref) <= 1e-10 and rel(S, S_ref) <= 1e-10
     with pytest.raises(ValueError, match=r"first_weight must be in \[1, 8\]"):
         cp.split_points(100, 2, 64, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_long_decay_forgets_the_incoming_state_exactly(rng, monkeypatch, dtype):
+    # strong decay (g = -3 per token) drives M through the subnormal range to zero within a
+    # few hundred tokens: the open piece flushes it, then runs plain from b (no S_in needed)
+    monkeypatch.setattr(cp, "OPEN_SEGMENT", 64)
+    q, k, v, g, beta, S0 = kda_inputs(rng, 1200)
+    g = np.full_like(g, -3.0)
+    q, k, v, g, beta, S0 = (a.astype(dtype) for a in (q, k, v, g, beta, S0))
+    plan = cp.make_plan(1200, 2)
+    _, _, (passes, _) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
+                                          8**-0.5, 64)  # fmt: skip
+    lp = passes[1]
+    assert not lp.open_map.M.any()  # forgotten
+    n_live = int(np.flatnonzero(np.abs(lp.qM).sum(axis=(1, 2)))[-1]) + 1
+    assert 0 < n_live < lp.open_len  # qM rows after forgetting are exactly zero
+    o_ref, S_ref = kda.chunked(q, k, v, g, beta, initial_state=S0)
+    o, S = cp.context_parallel(q, k, v, g, beta, ranks=2, initial_state=S0, balance=False)
+    tol = 1e-10 if dtype == np.float64 else 1e-5
+    assert rel(o, o_ref) <= tol and rel(S, S_ref) <= tol
+
+
+def test_mild_decay_keeps_the_map(rng, monkeypatch):
+    monkeypatch.setattr(cp, "OPEN_SEGMENT", 64)  # many segments, flushed between them
+    q, k, v, g, beta, S0 = kda_inputs(rng, 600, g_scale=0.01)
+    plan = cp.make_plan(600, 2)
+    _, _, (passes, _) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
+                                          8**-0.5, 64)  # fmt: skip
+    assert np.abs(passes[1].open_map.M).max() > 1e-3  # nothing flushed that matters
+    o_ref, S_ref = kda.chunked(q, k, v, g, beta, initial_state=S0)
+    o, S = cp.context_parallel(q, k, v, g, beta, ranks=2, initial_state=S0)
+    assert rel(o, o_ref) <= 1e-10 and rel(S, S_ref) <= 1e-10
