@@ -185,19 +185,6 @@ def test_bad_cu_seqlens(rng, cu, match):
         cp.context_parallel_varlen(q, k, v, g, beta, ranks=2, cu_seqlens=cu)
 
 
-def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
-    # heads split over threads (large inputs only) must not change a head's arithmetic
-    q, k, v, g, beta, S0 = kda_inputs(rng, 300, H=5)
-    o1, S1 = kda.chunked(q, k, v, g, beta, initial_state=S0)
-    monkeypatch.setattr(kda, "_THREAD_ELEMENTS", 0)
-    monkeypatch.setenv("KDA_THREADS", "3")
-    assert len(kda._head_groups(5, 1)) == 3
-    o3, S3 = kda.chunked(q, k, v, g, beta, initial_state=S0)
-    o_rec, S_rec = kda.recurrent(q, k, v, g, beta, initial_state=S0)
-    assert rel(o3, o1) <= 1e-13 and rel(S3, S1) <= 1e-13
-    assert rel(o3, o_rec) <= 1e-10 and rel(S3, S_rec) <= 1e-10
-
-
 def test_balanced_split_gives_rank0_more_and_stays_exact(rng):
     # rank 0 runs the plain pass; the others carry [b | M] (width V + K): by chunked_flops a
     # token costs ~1.72x more there at K = V = 128, ~1.3x at the test's K = 8, V = 6
