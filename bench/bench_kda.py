@@ -147,14 +147,15 @@ def main() -> None:
 
 
 def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
-    """float32 only: per round the GEMM peak, then chunked (threads) and chunked (1 thread)."""
+    """float32 only: per round chunked (threads), chunked (1 thread), then the GEMM peak."""
     q, k, v, g, beta = inputs(T, H, K, np.float32)
     flops = kda.chunked_flops(T, H, K, K)
     fracs = []
     for r in range(rounds):
-        peak = gemm_peak(np.float32)
+        # chunked before the peak: OpenBLAS's own threads spin for a while after a big GEMM
         wall, cpu = timed(lambda: kda.chunked(q, k, v, g, beta), repeat)
         wall1, _ = timed(one_thread(lambda: kda.chunked(q, k, v, g, beta)), repeat)
+        peak = gemm_peak(np.float32)
         fracs.append(flops / wall / peak)
         print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
               f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "

@@ -317,8 +317,11 @@ def _intra_whole_chunks(q, k, v, Gam, beta, scale: float) -> _Intra:
     np.multiply(q, E, out=X[:, 1])
     kn = np.divide(k, E, out=E)  # k exp(r - Gam)
     P = np.empty((N, H, 2 * C, C), dtype)
+    rows = _block_rows(2 * C, 2 * K * C)  # on the calling thread: see _GEMM_MNK
+    Xh, knT = _heads(X.reshape(N, 2 * C, H, K)), kn.transpose(0, 2, 3, 1)
     with np.errstate(over="ignore", invalid="ignore"):  # garbage above the diagonal only
-        np.matmul(_heads(X.reshape(N, 2 * C, H, K)), kn.transpose(0, 2, 3, 1), out=P)
+        for r in range(0, 2 * C, rows):
+            np.matmul(Xh[:, :, r : r + rows], knT, out=P[:, :, r : r + rows])
     lower, causal = _tril_masks(C)
     L = np.zeros((N, H, C, C), dtype)
     np.multiply(P[:, :, :C], beta[:, :, :, None], out=L, where=lower)
