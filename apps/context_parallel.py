@@ -286,13 +286,14 @@ def _docs(text: str, T: int) -> list[int] | None:
 
 
 @common.study_errors
-def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank: float = 1,
+def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank: float = 2,
         seed: float = 0, lang: str = common.LANGS[0]):  # fmt: skip
     """Returns the summary and five (figure, csv) pairs."""
     T = common.check_int("T", T, 16, cps.MAX_T)
     P = common.check_int("ranks P", P, 1, min(cps.MAX_P, T))
     scan = common.check_choice("scan", scan, SCANS)
-    r = common.check_int("rank to inspect", rank, 0, P - 1)
+    # the last rank when P shrank below the chosen one (the title names the rank shown)
+    r = min(common.check_int("rank to inspect", rank, 0, cps.MAX_P - 1), P - 1)
     sd = common.check_int("seed", seed, 0, 2**31 - 1)
     lang = common.check_choice("language", lang, common.LANGS)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
@@ -322,7 +323,7 @@ def build() -> gr.Blocks:
                     elem_id=f"{NAME}-docs",
                 )
                 with gr.Row():
-                    rank = gr.Number(1, label="rank to inspect", step=1, elem_id=f"{NAME}-rank")
+                    rank = gr.Number(2, label="rank to inspect", step=1, elem_id=f"{NAME}-rank")
                     seed = gr.Number(0, label="seed", step=1)
                 run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
                 summary = gr.Markdown(elem_id=f"{NAME}-summary")

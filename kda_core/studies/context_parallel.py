@@ -111,7 +111,9 @@ def demo(
         cu = np.concatenate([[0], np.cumsum(lens)])
     n = len(cu) - 1
     S0 = np.stack([x.S0] + [random_inputs(1, H, K, V, seed + d).S0 for d in range(1, n)])
-    plan = cp.make_plan(T, P, cu)
+    # context_parallel's default split: rank 0 (plain pass) gets more tokens for one sequence
+    weight = cp.balance_weight(T, H, K, V) if docs is None else 1.0
+    plan = cp.make_plan(T, P, cu, 64, weight)
     inputs = (x.q, x.k, x.v, x.g, x.beta)
     scale = K**-0.5
     o, finals, (_, trace) = cp.run_in_process(plan, inputs, S0, scan, scale, 64)
