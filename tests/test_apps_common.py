@@ -122,6 +122,7 @@ def test_registry_lists_all_seven():
         "chunk_scan",
         "speculative_replay",
         "memory_planner",
+        "context_parallel",
     ]
     for a in common.APPS:
         assert a.title and a.title_zh and a.blurb and a.blurb_zh
