@@ -47,7 +47,8 @@ _GEMM_MNK = 1 << 19
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
 # above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# overrides the count (1 = the single-thread path); the default is the usable cores, at most 4.
+# overrides the count (1 = the single-thread path); the default is the idle usable cores, at most
+# 4 (see _threads).
 _THREAD_ELEMENTS = 1 << 18
 _MAX_THREADS = 4
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
@@ -259,13 +260,11 @@ def _intra_chunk(
     beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
     N, _, H, K = k.shape
     dtype = k.dtype
-    Gam = _chunk_cumsum(g)  # [N, C, H, K]
-    gam = Gam[:, -1]  # [N, H, K]
-    if float((Gam[:, 0] - gam).max()) <= _BLOCK_SPREAD[dtype]:  # every chunk tame
-        return _intra_whole_chunks(q, k, v, Gam, beta, scale)
     B = min(C, _SUB)
     nb = C // B
     sub = (N, nb, B, H, K)  # token-major, C split into sub-chunks
+    Gam = _chunk_cumsum(g)  # [N, C, H, K]
+    gam = Gam[:, -1]  # [N, H, K]
     refs = Gam.reshape(sub)[:, :, :1]  # [N, nb, 1, H, K] first row of every sub-chunk
     E = Gam.reshape(sub) - refs  # in [-spread, 0]
     spread = -E[:, :, -1].min(axis=(-2, -1))  # [N, nb]
@@ -299,43 +298,6 @@ def _intra_chunk(
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
     return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam))
-
-
-def _intra_whole_chunks(q, k, v, Gam, beta, scale: float) -> _Intra:
-    """`_intra_chunk` when every chunk's decay spread (first row to last, any head and key
-    channel) stays below _BLOCK_SPREAD: the scores factorise around each chunk's first row r,
-    rows x_i exp(Gam_i - r) <= 1 and columns k_j exp(r - Gam_j) <= exp(spread), so one
-    [2C, K] x [K, C] product per chunk and head gives the k-k and q-k scores (bigger GEMMs,
-    no per-sub-chunk column copies). Same arithmetic otherwise; the masks read only i >= j."""
-    N, C, H, K = k.shape
-    dtype = k.dtype
-    ref = Gam[:, :1]  # [N, 1, H, K]
-    E = np.subtract(Gam, ref)  # in [-spread, 0]
-    np.exp(E, out=E)
-    X = np.empty((N, 2, C, H, K), dtype)  # k rows, then q rows, scaled by E
-    np.multiply(k, E, out=X[:, 0])
-    np.multiply(q, E, out=X[:, 1])
-    kn = np.divide(k, E, out=E)  # k exp(r - Gam)
-    P = np.empty((N, H, 2 * C, C), dtype)
-    rows = _block_rows(2 * C, 2 * K * C)  # on the calling thread: see _GEMM_MNK
-    Xh, knT = _heads(X.reshape(N, 2 * C, H, K)), kn.transpose(0, 2, 3, 1)
-    with np.errstate(over="ignore", invalid="ignore"):  # garbage above the diagonal only
-        for r in range(0, 2 * C, rows):
-            np.matmul(Xh[:, :, r : r + rows], knT, out=P[:, :, r : r + rows])
-    lower, causal = _tril_masks(C)
-    L = np.zeros((N, H, C, C), dtype)
-    np.multiply(P[:, :, :C], beta[:, :, :, None], out=L, where=lower)
-    Aqk = np.zeros((N, H, C, C), dtype)
-    np.multiply(P[:, :, C:], scale, out=Aqk, where=causal)
-    Tb = _unit_lower_inverse(L)
-    Tb *= beta[:, :, None, :]
-    er = np.exp(ref)  # [N, 1, H, K]
-    np.multiply(X[:, 0], er, out=X[:, 0])  # k exp(Gam)
-    np.multiply(X[:, 1], er * scale, out=X[:, 1])  # Qg
-    gam = Gam[:, -1:]
-    kn *= np.exp(gam - ref)  # Kd = k exp(gam - Gam)
-    return _Intra(KQ=X.reshape(N, 2 * C, H, K), Tb=Tb, V=v, Aqk=Aqk, Kd=kn,
-                  decay=np.exp(gam[:, 0]))  # fmt: skip
 
 
 def _decayed_scores(
@@ -481,6 +443,10 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
 
 
 def _threads() -> int:
+    """KDA_THREADS if set; else the cores this process may use that the 1-minute load average
+    leaves idle (at least 1, at most _MAX_THREADS). On a saturated machine extra threads only
+    add context switches: measured on 2 shared cores at load 5, one thread reached 34-38% of
+    the GEMM peak where two reached 28-33% (bench_kda --quick)."""
     env = os.environ.get("KDA_THREADS", "")
     if env.strip().isdigit() and int(env) >= 1:
         return min(int(env), 64)
@@ -488,7 +454,11 @@ def _threads() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(cores, _MAX_THREADS))
+    try:
+        idle = int(cores - os.getloadavg()[0] + 1)  # + 1: this process's own share
+    except OSError:
+        idle = cores
+    return max(1, min(cores, idle, _MAX_THREADS))
 
 
 def _head_groups(H: int, elements: int) -> list[slice]:
