@@ -199,6 +199,13 @@ APPS: tuple[AppInfo, ...] = (
         "Model-state objects across instances: prefill to decode, refusals, splices, tiers.",
         "跨实例的模型状态对象：prefill 到 decode、拒绝不匹配、拼接漂移、存储层级。",
     ),
+    AppInfo(
+        "context_parallel",
+        "Context parallel",
+        "上下文并行",
+        "Split one sequence over P ranks: a prefix scan of affine maps, not a KV broadcast.",
+        "把一条序列切到 P 个 rank 上：扫描仿射映射，而不是广播 KV。",
+    ),
 )
 
 

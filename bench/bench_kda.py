@@ -6,7 +6,11 @@ Prints a table of median wall seconds, median CPU seconds (time.process_time, al
 this process), tokens/s and wall-time ratios, and the fraction of this machine's numpy GEMM peak
 (same dtype) that `chunked` reaches (its matmul FLOPs / wall time / measured GEMM FLOP/s).
 Targets (issue 2): chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda,
->= 25% of matmul peak.
+>= 25% of matmul peak; issue 16: >= 35% of the 2-thread GEMM peak at T = 4096, H = 8,
+K = V = 128, float32. `chunked` splits heads over threads (KDA_THREADS, default: the usable
+cores, at most 4); the "1 thread" row is the same call with KDA_THREADS=1. ``--quick`` skips
+the slow rows (per-token loop, fla) and float64; ``--rounds N`` repeats the peak / chunked pair
+N times in this run (the machine is shared: compare the ratios, and look at their spread).
 
 BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls, which OpenBLAS
 splits across all cores by default; on a busy shared machine the waiting threads burn CPU and
@@ -66,10 +70,34 @@ def inputs(T: int, H: int, K: int, dtype):
     return [x.astype(dtype) for x in (q, k, v, g, beta)]
 
 
-def bench_dtype(dtype, T: int, H: int, K: int, repeat: int, fla) -> dict[str, tuple]:
+def one_thread(fn):
+    """``fn`` with KDA_THREADS=1 (chunked reads it per call)."""
+
+    def run():
+        old = os.environ.get("KDA_THREADS")
+        os.environ["KDA_THREADS"] = "1"
+        try:
+            return fn()
+        finally:
+            if old is None:
+                del os.environ["KDA_THREADS"]
+            else:
+                os.environ["KDA_THREADS"] = old
+
+    return run
+
+
+def bench_dtype(dtype, T: int, H: int, K: int, repeat: int, fla, quick: bool = False):
     q, k, v, g, beta = inputs(T, H, K, dtype)
     rows = {
         "chunked (numpy, C=64)": timed(lambda: kda.chunked(q, k, v, g, beta), repeat),
+        "chunked (C=64, 1 thread)": timed(
+            one_thread(lambda: kda.chunked(q, k, v, g, beta)), repeat
+        ),
+    }
+    if quick:
+        return rows
+    rows |= {
         "chunked (numpy, C=16)": timed(
             lambda: kda.chunked(q, k, v, g, beta, chunk_size=16), repeat
         ),
@@ -92,12 +120,18 @@ def main() -> None:
     ap.add_argument("--H", type=int, default=8)
     ap.add_argument("--K", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="float32 chunked rows only")
+    ap.add_argument("--rounds", type=int, default=1, help="peak / chunked pairs (--quick)")
     args = ap.parse_args()
     T, H, K = args.T, args.H, args.K
     fla = load_fla_naive()
     threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
-    print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}")
-    print(f"OPENBLAS_NUM_THREADS={threads}")
+    print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {kda._threads()} thread(s)")
+    if args.quick:
+        quick_rounds(T, H, K, args.repeat, args.rounds)
+        return
     print(f"{'dtype':8} {'impl':28} {'wall s':>9} {'cpu s':>9} {'tok/s':>10} {'chunked is':>11}")
     for dtype in (np.float32, np.float64):
         rows = bench_dtype(dtype, T, H, K, args.repeat, fla)
@@ -110,6 +144,25 @@ def main() -> None:
         print(f"{name:8} GEMM peak {peak / 1e9:.1f} GFLOP/s; chunked reaches {100 * frac:.1f}%")
     if fla is None:
         print("(fla-core/torch not installed: fla rows skipped)")
+
+
+def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
+    """float32 only: per round chunked (threads), chunked (1 thread), then the GEMM peak."""
+    q, k, v, g, beta = inputs(T, H, K, np.float32)
+    flops = kda.chunked_flops(T, H, K, K)
+    fracs = []
+    for r in range(rounds):
+        # chunked before the peak: OpenBLAS's own threads spin for a while after a big GEMM
+        wall, cpu = timed(lambda: kda.chunked(q, k, v, g, beta), repeat)
+        wall1, _ = timed(one_thread(lambda: kda.chunked(q, k, v, g, beta)), repeat)
+        peak = gemm_peak(np.float32)
+        fracs.append(flops / wall / peak)
+        print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
+              f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
+              f"= {100 * flops / wall1 / peak:.1f}%; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    if rounds > 1:
+        print(f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
+              f"GEMM peak, median {100 * statistics.median(fracs):.1f}%")  # fmt: skip
 
 
 if __name__ == "__main__":

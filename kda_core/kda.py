@@ -23,6 +23,8 @@ varlen batches and the V-first state layout — a single sequence with H = HV is
 from __future__ import annotations
 
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +43,14 @@ _SLAB_BYTES = 1 << 20
 # on the calling thread, and the blocked products were also a little faster single-threaded
 # (measured, K = V = 128; OPENBLAS_NUM_THREADS=1 makes the cut irrelevant).
 _GEMM_MNK = 1 << 19
+# Heads are independent, so `chunked` hands groups of heads to a few threads (numpy releases the
+# GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
+# single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
+# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
+# overrides the count (1 = the single-thread path); the default is the idle usable cores, at most
+# 4 (see _threads).
+_THREAD_ELEMENTS = 1 << 18
+_MAX_THREADS = 4
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 # Largest decay spread inside one sub-chunk for which its scores are factorised around its first
 # row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
@@ -384,21 +394,83 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     Tokens are processed in slabs of whole chunks: everything independent of the incoming state
     is computed for all chunks of a slab in one batched pass (`_intra_chunk`), then `_scan`
     carries the state across them with four matmuls per chunk while the slab is still in cache.
-    Intermediates scale with the slab, not with T; only the output o is [T, H, V].
+    Intermediates scale with the slab, not with T; only the output o is [T, H, V]. Large inputs
+    split their heads over a few threads (see _THREAD_ELEMENTS); every head's arithmetic is the
+    same either way.
     """
     C = _check_chunk_size(chunk_size)
     q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
     T, H, K = q.shape
+    V = v.shape[2]
     C = _effective_chunk(C, T)
     N = -(-T // C)
-    o = np.empty((N, C, H, v.shape[2]), S.dtype)
+    o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
+    groups = _head_groups(H, T * H * max(K, V))
+    if len(groups) == 1:
+        _chunked_heads(q, k, v, g, beta, scale, C, S, o)
+    else:
+        pool = _pool(len(groups))
+        jobs = [
+            pool.submit(
+                _chunked_heads,
+                q[:, h],
+                k[:, h],
+                v[:, h],
+                g[:, h],
+                beta[:, h],
+                scale,
+                C,
+                S[h],
+                o[:, :, h],
+            )
+            for h in groups
+        ]
+        for job in jobs:
+            job.result()  # re-raises a worker's exception
+    return o.reshape(N * C, H, -1)[:T], S
+
+
+def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.ndarray) -> None:
+    """The slab pipeline on (a group of) heads: S [h, K, V] and o [N, C, h, V] are written in
+    place (views of the caller's arrays)."""
+    T, H, K = q.shape
     rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
     for t0 in range(0, T, rows):
         t = slice(t0, t0 + rows)
         it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
         _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
-    return o.reshape(N * C, H, -1)[:T], S
+
+
+def _threads() -> int:
+    """KDA_THREADS if set; else the cores this process may use that the 1-minute load average
+    leaves idle (at least 1, at most _MAX_THREADS). On a saturated machine extra threads only
+    add context switches: measured on 2 shared cores at load 5, one thread reached 34-38% of
+    the GEMM peak where two reached 28-33% (bench_kda --quick)."""
+    env = os.environ.get("KDA_THREADS", "")
+    if env.strip().isdigit() and int(env) >= 1:
+        return min(int(env), 64)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        idle = int(cores - os.getloadavg()[0] + 1)  # + 1: this process's own share
+    except OSError:
+        idle = cores
+    return max(1, min(cores, idle, _MAX_THREADS))
+
+
+def _head_groups(H: int, elements: int) -> list[slice]:
+    """Contiguous head ranges, one per thread (a single range for small inputs)."""
+    n = min(H, _threads()) if elements >= _THREAD_ELEMENTS else 1
+    edges = [H * i // n for i in range(n + 1)]
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kda-chunked")
 
 
 def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:

@@ -123,6 +123,7 @@ def test_registry_lists_every_app():
         "speculative_replay",
         "memory_planner",
         "state_transfer",
+        "context_parallel",
     ]
     for a in common.APPS:
         assert a.title and a.title_zh and a.blurb and a.blurb_zh
