@@ -72,7 +72,10 @@ def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
         text=[common._compact(v) + "B" for v in a.tiny_bytes.tolist()],
     )
     common.style(fig, t["anat"].format(tp=a.tp, tokens=a.tokens), t["part"], t["bytes"], height=380)
-    fig.update_yaxes(type="log")
+    sizes = np.concatenate([a.k3_bytes, a.tiny_bytes]).astype(np.float64)
+    lo, hi = int(np.floor(np.log10(sizes.min()))), int(np.ceil(np.log10(sizes.max())))
+    decades = [10.0**e for e in range(lo, hi + 1)]  # tick labels with their unit
+    common.log_axis(fig, "y", decades, fmt=lambda v: common._compact(v) + "B")
     csv = common.write_csv(
         f"{NAME}-anatomy",
         {"part": list(a.parts), "k3_bytes_per_gpu": a.k3_bytes, "tiny_bytes": a.tiny_bytes},
@@ -125,8 +128,8 @@ def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
     floor = 1e-17  # exact restores differ by rounding only; keep them visible on a log axis
     fig = go.Figure()
     for key, y, color in (
-        ("clean", d.drift_clean, COLORS["hit"]),
-        ("splice", d.drift_splice, COLORS["state"]),
+        ("clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
+        ("splice", d.drift_splice, SERIES[2]),
     ):
         fig.add_scatter(
             x=d.steps,
@@ -136,7 +139,7 @@ def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
             line={"color": color, "width": 2},
         )
     common.style(fig, t["spl"].format(n=d.boundary), t["step"], t["drift"], height=340)
-    fig.update_yaxes(type="log")
+    common.log_axis(fig, "y", [10.0**e for e in range(-18, 1, 3)])  # 1e-18 ... 1
     csv = common.write_csv(
         f"{NAME}-splice",
         {"step": d.steps, "drift_clean": d.drift_clean, "drift_splice": d.drift_splice},

@@ -58,6 +58,7 @@ T = {
         "sources": {},
         "meta": "safetensors header of the tiny object",
         "kv": ("key", "value"),
+        "mismatch": {},
     },
     "zh": {
         "anat": "一个对象的组成：Kimi K3 每卡（TP{tp}，bf16，{tokens:,} token）vs 小模型",
@@ -93,6 +94,15 @@ T = {
         "sources": {"store": "存储", "host": "host", "device": "设备", "none": "（无）"},
         "meta": "小模型对象的 safetensors 头",
         "kv": ("键", "值"),
+        # the study's mismatch kinds (its refusal messages stay as the instance prints them)
+        "mismatch": {
+            "weights": "权重不同",
+            "tokenizer": "分词器不同",
+            "layout": "TP 布局不同",
+            "corrupt": "数据损坏",
+            "truncated": "文件截断",
+            "foreign": "非状态对象文件",
+        },
     },
 }
 
@@ -168,8 +178,10 @@ def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
         if lang == "zh"
         else "| mismatch | refused on | message | still serves correctly |"
     )
+    kinds = T[lang]["mismatch"]
     rows = "\n".join(
-        f"| {k} | `{f or '—'}` | {common.clip_text(msg, 110)[1:-1]} | {'✓' if ok else '✗'} |"
+        f"| {kinds.get(k, k)} | `{f or '—'}` | {common.clip_text(msg, 110)[1:-1]} | "
+        f"{'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )
     return f"{head}\n|---|---|---|---|\n{rows}"
