@@ -8,7 +8,8 @@ refused by instances that differ), ``splice_drift`` (the teaching switch) and ``
 
 Main actions: ``state_transfer_pd``, ``state_transfer_mismatch``, ``state_transfer_splice``,
 ``state_transfer_tiers``. Figures and tables follow the language switch (re-drawn from the
-results kept in ``gr.State``).
+results kept in ``gr.State``). Every action checks its inputs in a Gradio ``validator``
+(``apps.guard``) first, so a rejected input leaves the page as it was.
 """
 
 from __future__ import annotations
@@ -18,98 +19,24 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard
 from apps.common import COLORS, SERIES
+from apps.state_transfer_text import (
+    EN,
+    LABELS_ZH,
+    MIS_PLACEHOLDER,
+    SPLICE_PLACEHOLDER,
+    TR,
+    ZH,
+    T,
+    metadata_markdown,
+    pd_markdown,
+    refusals_markdown,
+)
 from kda_core.studies import transfer as st
 
 NAME = "state_transfer"
-MB = float(1 << 20)
 
-EN = """**A decode instance needs three things at one boundary.** With KDA, a prefix is resumable
-only where the MLA KV, the KDA recurrent state and the conv window were saved together, from the
-same weights, tokenizer and tensor-parallel layout. So serving across instances moves *model-state
-objects*: the three parts plus metadata (token range, prefix hash, fingerprints, layout, dtypes),
-here as safetensors. A store (embedded, or Mooncake Store) moves the bytes by prefix hash without
-understanding them; the receiving instance validates every field and refuses a mismatch.
-**Look at:** the object's parts at K3 scale; the timeline (prefill publishes, decode fetches the
-longest jointly restorable prefix and matches one instance exactly); which field each mismatch
-is refused on; how far a forced splice drifts; what host and remote tiers add on the real trace."""
-
-ZH = (
-    "**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA K"
-    "V、KDA 递归状态和卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并"
-    "行布局时，前缀才能被恢复。因此跨实例服务搬运的是*模型状态对象*：三个部分加上元数据（t"
-    "oken 范围、前缀哈希、指纹、布局、精度），这里用 safetensors 保存。存储"
-    "（内嵌存储或Mooncake Store）按前缀哈希搬运字节而不理解内容；接收方逐字段校"
-    "验，不匹配就拒绝。**请看**：K3 规模下对象的各个部分；时间线（prefill 发布"
-    "，decode 取回最长可联合恢复前缀，结果与单实例完全一致）；每种不匹配被哪个字段拒绝"
-    "；强行拼接会漂移多远；在真实 trace 上 host与远端层级带来多少收益。"
-)
-
-T = {
-    "en": {
-        "anat": "One object's parts: Kimi K3 per GPU (TP{tp}, bf16, {tokens:,} tokens) "
-        "vs the tiny model",
-        "part": "part",
-        "bytes": "bytes (log)",
-        "k3": "Kimi K3 per GPU",
-        "tiny": "tiny model ({n} tokens)",
-        "tl": "Transfer timeline: prefill (●) publishes, decode (◆) fetches and restores",
-        "boundary": "boundary (tokens)",
-        "time": "time since prefill started (ms)",
-        "spl": "Forced splice: MLA KV of prefix A + KDA state of prefix B ({n} tokens)",
-        "step": "decoded token",
-        "drift": "max |Δlogit| vs one instance (log)",
-        "clean": "clean restore",
-        "splice": "spliced restore",
-        "tiers": "State tiers on the Mooncake trace ({n} requests, {d} device / {h} host ckpts)",
-        "hit": "state hit rate",
-        "ttft": "mean TTFT (s)",
-        "moved": "loaded (GB)",
-        "names": {"mla_kv": "MLA KV", "kda_state": "KDA state", "conv_window": "conv window"},
-        "setups": {"device": "device", "device+host": "+ host", "device+host+remote": "+ remote"},
-        "kinds": {},
-        "tiers_names": {"host": "host", "remote": "remote"},
-        "sources": {},
-        "meta": "safetensors header of the tiny object",
-        "kv": ("key", "value"),
-    },
-    "zh": {
-        "anat": "一个对象的组成：Kimi K3 每卡（TP{tp}，bf16，{tokens:,} token）vs 小模型",
-        "part": "部分",
-        "bytes": "字节（对数）",
-        "k3": "Kimi K3 每卡",
-        "tiny": "小模型（{n} 个 token）",
-        "tl": "传输时间线：prefill（●）发布，decode（◆）取回并恢复",
-        "boundary": "边界（token）",
-        "time": "自 prefill 开始的时间（毫秒）",
-        "spl": "强行拼接：前缀 A 的 MLA KV + 前缀 B 的 KDA 状态（{n} 个 token）",
-        "step": "已解码 token",
-        "drift": "与单实例的最大 |Δlogit|（对数）",
-        "clean": "正确恢复",
-        "splice": "拼接恢复",
-        "tiers": "Mooncake trace 上的状态层级（{n} 个请求，设备 {d} / host {h} 个检查点）",
-        "hit": "状态命中率",
-        "ttft": "平均首 token 时间（秒）",
-        "moved": "加载量（GB）",
-        "names": {"mla_kv": "MLA KV", "kda_state": "KDA 状态", "conv_window": "卷积窗口"},
-        "setups": {"device": "仅设备", "device+host": "+ host", "device+host+remote": "+ 远端"},
-        "kinds": {
-            "publish": "发布",
-            "fetch": "取回",
-            "lookup": "查找",
-            "restore": "恢复",
-            "refuse": "拒绝",
-            "serve": "服务",
-            "host_load": "host 加载",
-            "offload": "卸载到 host",
-        },
-        "tiers_names": {"host": "host", "remote": "远端"},
-        "sources": {"store": "存储", "host": "host", "device": "设备", "none": "（无）"},
-        "meta": "小模型对象的 safetensors 头",
-        "kv": ("键", "值"),
-    },
-}
 KIND_COLORS = {
     "publish": COLORS["prefill"],
     "fetch": COLORS["kv"],
@@ -145,25 +72,15 @@ def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
         text=[common._compact(v) + "B" for v in a.tiny_bytes.tolist()],
     )
     common.style(fig, t["anat"].format(tp=a.tp, tokens=a.tokens), t["part"], t["bytes"], height=380)
-    fig.update_yaxes(type="log")
+    sizes = np.concatenate([a.k3_bytes, a.tiny_bytes]).astype(np.float64)
+    lo, hi = int(np.floor(np.log10(sizes.min()))), int(np.ceil(np.log10(sizes.max())))
+    decades = [10.0**e for e in range(lo, hi + 1)]  # tick labels with their unit
+    common.log_axis(fig, "y", decades, fmt=lambda v: common._compact(v) + "B")
     csv = common.write_csv(
         f"{NAME}-anatomy",
         {"part": list(a.parts), "k3_bytes_per_gpu": a.k3_bytes, "tiny_bytes": a.tiny_bytes},
     )
     return fig, csv
-
-
-def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
-    rows = "\n".join(f"| `{k}` | `{common.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
-    shapes = ", ".join(
-        f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
-    )
-    t = T[lang]
-    unit = "字节" if lang == "zh" else "bytes"
-    return (
-        f"**{t['meta']}** ({a.file_bytes:,} {unit}; {shapes})\n\n"
-        f"| {t['kv'][0]} | {t['kv'][1]} |\n|---|---|\n{rows}"
-    )
 
 
 def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
@@ -188,8 +105,9 @@ def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
                 "line": {"color": "white", "width": 1},
             },
             customdata=[[e.instance, e.nbytes, e.detail] for e in ev],
-            hovertemplate=f"%{{customdata[0]}}: {kind}<br>boundary %{{y}} tokens<br>"
-            "%{customdata[1]:,} B<br>%{customdata[2]}<br>%{x:.1f} ms<extra></extra>",
+            hovertemplate=f"%{{customdata[0]}}: {t['kinds'].get(kind, kind)}<br>"
+            f"{t['boundary']} = %{{y}}<br>%{{customdata[1]:,}} B<br>%{{customdata[2]}}<br>"
+            "%{x:.1f} ms<extra></extra>",
         )
     common.style(fig, t["tl"], t["time"], t["boundary"], height=360)
     csv = common.write_csv(
@@ -205,44 +123,13 @@ def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def pd_markdown(r: st.PDRun, lang: str = "en") -> str:
-    same = r.tokens == r.reference_tokens
-    if lang == "zh":
-        return (
-            f"**decode 从{T['zh']['sources'].get(r.source, r.source)}"
-            f"恢复到第 {r.restore_at} 个 token**"
-            f"（提示 {r.prompt_len} 个 token；prefill 在 {list(r.published)} 发布）"
-            f" · 取回 {r.bytes_moved:,} 字节 · 与单实例 token {'一致' if same else '不同'}，"
-            f"最大 |Δlogit| = {r.max_dlogit:.1e}"
-        )
-    return (
-        f"**decode restored from the {r.source} at token {r.restore_at}** (prompt {r.prompt_len} "
-        f"tokens; prefill published at {list(r.published)}) · fetched {r.bytes_moved:,} bytes · "
-        f"tokens {'identical to' if same else 'DIFFERENT from'} one instance, max |Δlogit| = "
-        f"{r.max_dlogit:.1e}"
-    )
-
-
-def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
-    head = (
-        "| 不匹配 | 拒绝字段 | 信息 | 仍正确服务 |"
-        if lang == "zh"
-        else "| mismatch | refused on | message | still serves correctly |"
-    )
-    rows = "\n".join(
-        f"| {k} | `{f or '—'}` | {common.clip_text(msg, 110)[1:-1]} | {'✓' if ok else '✗'} |"
-        for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
-    )
-    return f"{head}\n|---|---|---|---|\n{rows}"
-
-
 def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
     t = T[lang]
     floor = 1e-17  # exact restores differ by rounding only; keep them visible on a log axis
     fig = go.Figure()
     for key, y, color in (
-        ("clean", d.drift_clean, COLORS["hit"]),
-        ("splice", d.drift_splice, COLORS["state"]),
+        ("clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
+        ("splice", d.drift_splice, SERIES[2]),
     ):
         fig.add_scatter(
             x=d.steps,
@@ -252,7 +139,7 @@ def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
             line={"color": color, "width": 2},
         )
     common.style(fig, t["spl"].format(n=d.boundary), t["step"], t["drift"], height=340)
-    fig.update_yaxes(type="log")
+    common.log_axis(fig, "y", [10.0**e for e in range(-18, 1, 3)])  # 1e-18 ... 1
     csv = common.write_csv(
         f"{NAME}-splice",
         {"step": d.steps, "drift_clean": d.drift_clean, "drift_splice": d.drift_splice},
@@ -322,11 +209,43 @@ def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
 
 
 def _text(value: object, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise gr.Error(f"{name} must be non-empty text")
-    if len(value) > st.MAX_TEXT:
-        raise gr.Error(f"{name}: at most {st.MAX_TEXT} characters, got {len(value)}")
-    return value
+    try:
+        st.check_text(value, name)
+    except ValueError as e:
+        raise gr.Error(str(e), print_exception=False) from None
+    return str(value)
+
+
+def _tp(value: object) -> int:
+    tp = common.check_int("TP", value, 1, 96)
+    if 96 % tp:
+        raise gr.Error(f"tp must divide K3's 96 KDA heads, got {tp}", print_exception=False)
+    return tp
+
+
+def _new(value: object) -> int:
+    return common.check_int("new tokens", value, 1, st.MAX_NEW)
+
+
+def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] | None:
+    try:
+        st.check_splice(text_a, text_b if isinstance(text_b, str) else "")
+    except ValueError as e:
+        return 1, str(e)
+    return None
+
+
+# one check per input (the language radio last: nothing to check); a rejected input leaves the
+# page as it was (apps.guard)
+PD_CHECKS = guard.validator(lambda v: _text(v, "text"), _new, _tp, None)
+MISMATCH_CHECKS = guard.validator(lambda v: _text(v, "text"), None)
+SPLICE_CHECKS = guard.validator(lambda v: _text(v, "text A"), None, _new, None, cross=_splice_pair)
+TIER_CHECKS = guard.validator(
+    lambda v: common.check_int("trace requests", v, 100, 12031),
+    lambda v: common.check_int("device checkpoints", v, 1, 4096),
+    lambda v: common.check_float("host / device ratio", v, 0.1, 64),
+    None,
+)
 
 
 def draw_pd(a: st.Anatomy, r: st.PDRun, lang: str) -> tuple:
@@ -343,12 +262,10 @@ def run_pd(
     text: str = st.DEFAULT_TEXT, n_new: float = 16, tp: float = 8, language: str = "English"
 ):
     text = _text(text, "text")
-    n = common.check_int("new tokens", n_new, 1, st.MAX_NEW)
-    tp = common.check_int("TP", tp, 1, 96)
-    lang = _lang(language)
-    a = st.anatomy(tp=tp, text=text)
+    n, tp_i = _new(n_new), _tp(tp)
+    a = st.anatomy(tp=tp_i, text=text)
     r = st.prefill_decode(text, n)
-    return (*draw_pd(a, r, lang), (a, r))
+    return (*draw_pd(a, r, _lang(language)), (a, r))
 
 
 @common.study_errors
@@ -363,8 +280,7 @@ def run_splice(
 ):
     a = _text(text_a, "text A")
     b = text_b if isinstance(text_b, str) else ""
-    n = common.check_int("new tokens", n_new, 1, st.MAX_NEW)
-    d = st.splice_drift(a, b, n)
+    d = st.splice_drift(a, b, _new(n_new))
     return (*splice_figure(d, _lang(language)), d)
 
 
@@ -383,13 +299,17 @@ def run_tiers(
 
 
 def redraw(language: str, pd_state, mis_state, spl_state, tier_state) -> list:
-    """The language switch: re-draw every figure and table from the kept results."""
+    """The language switch: re-draw every figure and table from the kept results (the
+    placeholders of actions not yet run switch too)."""
     lang = _lang(language)
     out: list = []
-    out += list(draw_pd(*pd_state, lang)) if pd_state else [gr.update()] * 6
-    out += [refusals_markdown(mis_state, lang) if mis_state else gr.update()]
-    out += list(splice_figure(spl_state, lang)) if spl_state else [gr.update()] * 2
-    out += list(tiers_figure(tier_state, lang)) if tier_state else [gr.update()] * 2
+    out += list(draw_pd(*pd_state, lang)) if pd_state else [gr.skip()] * 6
+    out += [refusals_markdown(mis_state, lang) if mis_state else MIS_PLACEHOLDER[lang]]
+    if spl_state:
+        out += list(splice_figure(spl_state, lang))
+    else:
+        out += [common.empty_figure(*SPLICE_PLACEHOLDER[lang]), gr.skip()]
+    out += list(tiers_figure(tier_state, lang)) if tier_state else [gr.skip()] * 2
     return out
 
 
@@ -430,30 +350,49 @@ def build() -> gr.Blocks:
                     tier_btn = gr.Button("Simulate tiers", elem_id=f"{NAME}-tiers-run")
             with gr.Column(scale=2):
                 s_an = common.figure_slot(f"{NAME}-anatomy", "Object anatomy")
-                meta_md = gr.Markdown(elem_id=f"{NAME}-metadata", elem_classes=["kda-metrics"])
-                pd_md = gr.Markdown(elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+                meta_md = gr.Markdown(
+                    label="Object header",
+                    elem_id=f"{NAME}-metadata",
+                    elem_classes=["kda-metrics"],
+                )
+                pd_md = gr.Markdown(
+                    label="Prefill to decode summary",
+                    elem_id=f"{NAME}-summary",
+                    elem_classes=["kda-metrics"],
+                )
                 s_tl = common.figure_slot(f"{NAME}-timeline", "Transfer timeline")
                 mis_md = gr.Markdown(
-                    "*Press “Offer to mismatched instances”.*",
+                    MIS_PLACEHOLDER["en"],
+                    label="Refusals",
                     elem_id=f"{NAME}-refusals",
                     elem_classes=["kda-metrics"],
                 )
                 s_sp = common.figure_slot(
                     f"{NAME}-splice",
                     "Splice drift",
-                    common.empty_figure("Forced splice", "Press “Force a splice”"),
+                    common.empty_figure(*SPLICE_PLACEHOLDER["en"]),
                 )
                 s_ti = common.figure_slot(f"{NAME}-tiers", "Tiers")
         pd_out = [*s_an.outputs, meta_md, *s_tl.outputs, pd_md, pd_state]
         pd_in = [text, n_new, tp, lang.radio]
-        pd_btn.click(run_pd, pd_in, pd_out, api_name=f"{NAME}_pd")
+        pd_btn.click(run_pd, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
         mis_btn.click(
-            run_mismatch, [text, lang.radio], [mis_md, mis_state], api_name=f"{NAME}_mismatch"
+            run_mismatch,
+            [text, lang.radio],
+            [mis_md, mis_state],
+            api_name=f"{NAME}_mismatch",
+            validator=MISMATCH_CHECKS,
         )
         spl_in = [text, text_b, n_new, lang.radio]
-        spl_btn.click(run_splice, spl_in, [*s_sp.outputs, spl_state], api_name=f"{NAME}_splice")
+        spl_out = [*s_sp.outputs, spl_state]
+        spl_btn.click(
+            run_splice, spl_in, spl_out, api_name=f"{NAME}_splice", validator=SPLICE_CHECKS
+        )
         tier_in = [n_req, dev, ratio, lang.radio]
-        tier_btn.click(run_tiers, tier_in, [*s_ti.outputs, tier_state], api_name=f"{NAME}_tiers")
+        tier_out = [*s_ti.outputs, tier_state]
+        tier_btn.click(
+            run_tiers, tier_in, tier_out, api_name=f"{NAME}_tiers", validator=TIER_CHECKS
+        )
         demo.load(run_pd, pd_in, pd_out, api_visibility="private")
         demo.load(run_tiers, tier_in, [*s_ti.outputs, tier_state], api_visibility="private")
         lang.radio.change(
@@ -463,15 +402,11 @@ def build() -> gr.Blocks:
             api_visibility="private",
             show_progress="hidden",
         )
-        lang.labels({
-            text: f"提示（1-{st.MAX_TEXT} 个字符）", n_new: f"新 token 数（1-{st.MAX_NEW}）",
-            tp: "K3 张量并行 TP（整除 96）", pd_btn: "Prefill → decode",
-            mis_btn: "交给不匹配的实例", text_b: "拼接：提示 B（留空 = 把提示 A 反转）",
-            spl_btn: "强行拼接", n_req: "trace 请求数（100-12031）",
-            dev: "设备检查点数（1-4096）", ratio: "host / 设备 比例（0.1-64）",
-            tier_btn: "模拟层级", acc: "Mooncake trace 上的存储层级",
-            **{s.csv: common.CSV_ZH for s in (s_tl, s_an, s_sp, s_ti)},
-        })  # fmt: skip
+        named = {"text": text, "n_new": n_new, "tp": tp, "pd_btn": pd_btn, "mis_btn": mis_btn,
+                 "text_b": text_b, "spl_btn": spl_btn, "n_req": n_req, "dev": dev,
+                 "ratio": ratio, "tier_btn": tier_btn, "acc": acc}  # fmt: skip
+        labels: dict = {named[k]: zh for k, zh in LABELS_ZH.items()}
+        lang.labels({**labels, **{s.csv: common.CSV_ZH for s in (s_an, s_tl, s_sp, s_ti)}}, tr=TR)
     return demo
 
 

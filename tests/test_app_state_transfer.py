@@ -108,3 +108,38 @@ def test_build_names_its_actions():
     names = {d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"}
     assert names == {f"state_transfer_{x}" for x in ("pd", "mismatch", "splice", "tiers")}
     assert st.MAX_NEW == 64
+
+
+def _invalid(results: list[dict]) -> dict[int, str]:
+    return {i: r["message"] for i, r in enumerate(results) if not r["is_valid"]}
+
+
+def test_validators_name_the_bad_input_before_the_callback_runs():
+    text = st.DEFAULT_TEXT
+    assert _invalid(app.PD_CHECKS(text, 16, 8, "English")) == {}
+    assert _invalid(app.PD_CHECKS("", 0, 8, "English")) == {
+        0: "text must be non-empty text",
+        1: "new tokens must be an integer in [1, 64], got 0",
+    }
+    assert _invalid(app.PD_CHECKS(text, 16, 7, "English")) == {
+        2: "tp must divide K3's 96 KDA heads, got 7"
+    }
+    assert _invalid(app.MISMATCH_CHECKS("abc", "English")) == {
+        0: "text must be at least 4 bytes long, got 3"
+    }
+    # text B equal to A within their common length is no splice: refused on text B (input 1)
+    assert _invalid(app.SPLICE_CHECKS(text, text, 16, "English")) == {
+        1: "text_b must differ from text_a within their common length"
+    }
+    assert _invalid(app.SPLICE_CHECKS(text, "", 16, "English")) == {}  # empty = A reversed
+    bad = _invalid(app.TIER_CHECKS(5, 16, 0, "English"))
+    assert sorted(bad) == [0, 2] and "[100, 12031]" in bad[0] and "host / device" in bad[2]
+
+
+def test_switch_before_any_run_translates_the_placeholders():
+    out = app.redraw(common.LANGS[1], None, None, None, None)
+    assert out[6] == "*请按“交给不匹配的实例”。*"
+    assert out[7].layout.title.text.startswith("强行拼接")
+    assert all(o["__type__"] == "update" for o in out[:6] + out[9:])  # gr.skip(): untouched
+    md, m = app.run_mismatch(language=common.LANGS[1])
+    assert md.startswith("| 不匹配 | 拒绝字段 |") and "权重不同" in md and "`layout`" in md

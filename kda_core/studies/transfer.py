@@ -55,6 +55,8 @@ __all__ = [
     "SpliceDrift",
     "TierRates",
     "anatomy",
+    "check_splice",
+    "check_text",
     "mismatches",
     "prefill_decode",
     "splice_drift",
@@ -62,7 +64,9 @@ __all__ = [
 ]
 
 
-def _text(text: object, name: str = "text") -> list[int]:
+def check_text(text: object, name: str = "text") -> list[int]:
+    """The token ids of a prompt; ValueError naming ``name`` when it is empty, longer than
+    ``MAX_TEXT`` characters or shorter than 4 bytes."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{name} must be non-empty text")
     if len(text) > MAX_TEXT:
@@ -71,6 +75,20 @@ def _text(text: object, name: str = "text") -> list[int]:
     if len(ids) < 4:
         raise ValueError(f"{name} must be at least 4 bytes long, got {len(ids)}")
     return ids
+
+
+_text = check_text
+
+
+def check_splice(text_a: object, text_b: object) -> tuple[list[int], list[int], int]:
+    """(ids of A, ids of B, splice boundary); B empty means A reversed. ValueError when B does
+    not differ from A within their common length (a splice of equal prefixes is no splice)."""
+    a = check_text(text_a, "text_a")
+    b = check_text(text_b or str(text_a)[::-1], "text_b")
+    n = min(len(a), len(b)) - 1  # leave one token of A to compute
+    if a[:n] == b[:n]:
+        raise ValueError("text_b must differ from text_a within their common length")
+    return a, b, n
 
 
 def _int(value: object, name: str, lo: int, hi: int) -> int:
@@ -239,12 +257,8 @@ class SpliceDrift:
 
 def splice_drift(text_a: str = DEFAULT_TEXT, text_b: str = "", n_new: int = 16) -> SpliceDrift:
     """MLA KV from prefix A, KDA state and conv window from prefix B (same length), forced."""
-    a = _text(text_a, "text_a")
-    b = _text(text_b or text_a[::-1], "text_b")
+    a, b, n = check_splice(text_a, text_b)
     n_new = _int(n_new, "n_new", 1, MAX_NEW)
-    n = min(len(a), len(b)) - 1  # leave one token of A to compute
-    if a[:n] == b[:n]:
-        raise ValueError("text_b must differ from text_a within their common length")
     model = _model()
     ident = Identity.of(model)
     objs = []
