@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common
+from apps import common, guard
 from apps.common import COLORS, SERIES
 from kda_core.studies import context_parallel as cps
 
@@ -285,9 +285,21 @@ def _docs(text: str, T: int) -> list[int] | None:
     return lens
 
 
+def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[int, str] | None:
+    """Checks that need two inputs: P <= T, and document lengths that sum to T."""
+    t = int(T)
+    if int(P) > t:
+        return 1, f"ranks P must be in [1, {min(cps.MAX_P, t)}] (at most T), got {int(P)}"
+    try:
+        _docs(docs, t)
+    except (gr.Error, ValueError) as e:
+        return 3, guard.message_of(e)
+    return None
+
+
 @common.study_errors
 def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank: float = 2,
-        seed: float = 0, lang: str = common.LANGS[0]):  # fmt: skip
+        seed: float = 0, language: str = common.LANGS[0]):  # fmt: skip
     """Returns the summary and five (figure, csv) pairs."""
     T = common.check_int("T", T, 16, cps.MAX_T)
     P = common.check_int("ranks P", P, 1, min(cps.MAX_P, T))
@@ -295,7 +307,7 @@ def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank
     # the last rank when P shrank below the chosen one (the title names the rank shown)
     r = min(common.check_int("rank to inspect", rank, 0, cps.MAX_P - 1), P - 1)
     sd = common.check_int("seed", seed, 0, 2**31 - 1)
-    lang = common.check_choice("language", lang, common.LANGS)
+    lang = common.check_choice("language", language, common.LANGS)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
     models = {
         ctx: cps.cost_model(cps.MEASURED, T=ctx, P_values=(1, 2, 4, 8, 16, 32, 64))
@@ -326,7 +338,7 @@ def build() -> gr.Blocks:
                     rank = gr.Number(2, label="rank to inspect", step=1, elem_id=f"{NAME}-rank")
                     seed = gr.Number(0, label="seed", step=1)
                 run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
-                summary = gr.Markdown(elem_id=f"{NAME}-summary")
+                summary = gr.Markdown(label="Context parallel summary", elem_id=f"{NAME}-summary")
             with gr.Column(scale=2):
                 slots = [
                     common.figure_slot(f"{NAME}-{k}", k)
@@ -334,7 +346,17 @@ def build() -> gr.Blocks:
                 ]
         inputs = [T, P, scan, docs, rank, seed, lang.radio]
         outputs = [summary] + [o for s in slots for o in s.outputs]
-        run_btn.click(run, inputs, outputs, api_name=f"{NAME}_run")
+        run_v = guard.validator(
+            lambda v: common.check_int("T", v, 16, cps.MAX_T),
+            lambda v: common.check_int("ranks P", v, 1, cps.MAX_P),
+            lambda v: common.check_choice("scan", v, SCANS),
+            None,
+            lambda v: common.check_int("rank to inspect", v, 0, cps.MAX_P - 1),
+            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
+            None,
+            cross=_cross_run,
+        )
+        run_btn.click(run, inputs, outputs, api_name=f"{NAME}_run", validator=run_v)
         demo.load(run, inputs, outputs, api_visibility="private")
         lang.radio.change(run, inputs, outputs, api_visibility="private")
         lang.labels(

@@ -594,7 +594,9 @@ def build() -> gr.Blocks:
             with gr.Column(scale=2):
                 s1 = common.figure_slot(f"{NAME}-errmap", "Error map")
                 s3 = common.figure_slot(f"{NAME}-divergence", "Divergence")
-                cont = gr.Markdown(elem_id=f"{NAME}-continuation")
+                cont = gr.Markdown(
+                    label="Exact vs compressed continuations", elem_id=f"{NAME}-continuation"
+                )
                 s4 = common.figure_slot(f"{NAME}-variants", "Variants")
                 s2 = common.figure_slot(f"{NAME}-hist", "Histograms")
                 s5 = common.figure_slot(f"{NAME}-capacity", "Capacity")

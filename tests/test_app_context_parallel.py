@@ -81,7 +81,7 @@ def test_speedup_figure_is_the_cost_model(out):
 
 
 def test_chinese_figures():
-    zh = app.run(lang=common.LANGS[1])
+    zh = app.run(language=common.LANGS[1])
     assert "输出最大相对误差" in zh[0]
     assert zh[1].layout.title.text.startswith("rank 与扫描步骤（对数深度扫描")
     assert zh[7].data[2].name == "MLA KV 全收集"
@@ -138,3 +138,16 @@ def test_client(tmp_path):
         assert max(fig["data"][0]["customdata"]) <= 1e-10
         with pytest.raises(Exception, match=r"ranks P must be an integer in \[1, 16\]"):
             c.predict(P=99, api_name="/context_parallel_run")
+
+
+def test_validator_flags_the_offending_input() -> None:
+    """The page-keeping validator names the input: P above T, lengths that miss T."""
+    assert app._cross_run(16, 32, "allgather", "") == (
+        1,
+        "ranks P must be in [1, 16] (at most T), got 32",
+    )
+    assert app._cross_run(512, 4, "allgather", "100, 100") == (
+        3,
+        "document lengths must sum to T = 512, got 200",
+    )
+    assert app._cross_run(512, 4, "allgather", "100, 300, 112") is None

@@ -24,11 +24,17 @@ def test_page(app_url, ui):
     ui.click("Run")
     ui.page.get_by_text("3 documents").wait_for()
 
-    ui.fill("context_parallel-docs", "100, 100")
-    ui.click("Run")
-    ui.expect_error("document lengths must sum to T = 512, got 200")
-    ui.close_toasts()
+    # a rejected input: the message on that input, every figure and the summary kept
+    figs = tuple(f"context_parallel-{f}" for f in FIGS)
+    ui.rejects(
+        "context_parallel-docs",
+        "100, 100",
+        "Run",
+        "document lengths must sum to T = 512, got 200",
+        figs,
+    )
     assert "3 documents" in ui.page.locator("#context_parallel-summary").inner_text()
+    ui.fill("context_parallel-docs", "100, 300, 112")
 
     steps = ui.figure("context_parallel-steps")
     ui.page.get_by_label("中文").check()
