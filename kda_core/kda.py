@@ -47,10 +47,8 @@ _GEMM_MNK = 1 << 19
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
 # above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# overrides the count (1 = the single-thread path); the default is the idle usable cores, at most
-# 4 (see _threads).
+# sets the count (default 1, the single-thread path; see _threads).
 _THREAD_ELEMENTS = 1 << 18
-_MAX_THREADS = 4
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 # Largest decay spread inside one sub-chunk for which its scores are factorised around its first
 # row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
@@ -443,22 +441,13 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
 
 
 def _threads() -> int:
-    """KDA_THREADS if set; else the cores this process may use that the 1-minute load average
-    leaves idle (at least 1, at most _MAX_THREADS). On a saturated machine extra threads only
-    add context switches: measured on 2 shared cores at load 5, one thread reached 34-38% of
-    the GEMM peak where two reached 28-33% (bench_kda --quick)."""
+    """KDA_THREADS if set (1-64), else 1. Opt-in: measured on 2 shared cores, two threads were
+    1.3x faster on a quiet machine but slower under load (34-38% vs 28-33% of the GEMM peak at
+    load 5), and a default that read the load average would make a run depend on the machine."""
     env = os.environ.get("KDA_THREADS", "")
     if env.strip().isdigit() and int(env) >= 1:
         return min(int(env), 64)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    try:
-        idle = int(cores - os.getloadavg()[0] + 1)  # + 1: this process's own share
-    except OSError:
-        idle = cores
-    return max(1, min(cores, idle, _MAX_THREADS))
+    return 1
 
 
 def _head_groups(H: int, elements: int) -> list[slice]:
@@ -468,8 +457,13 @@ def _head_groups(H: int, elements: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
 
 
-@functools.lru_cache(maxsize=4)
 def _pool(workers: int) -> ThreadPoolExecutor:
+    # keyed by process: a pool inherited through fork has no live threads in the child
+    return _pool_of(os.getpid(), workers)
+
+
+@functools.lru_cache(maxsize=4)
+def _pool_of(pid: int, workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kda-chunked")
 
 

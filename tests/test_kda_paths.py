@@ -33,4 +33,14 @@ def test_small_inputs_stay_on_one_thread(monkeypatch):
     assert len(kda._head_groups(8, kda._THREAD_ELEMENTS)) == 4
     assert len(kda._head_groups(2, kda._THREAD_ELEMENTS)) == 2  # never more groups than heads
     monkeypatch.setenv("KDA_THREADS", "junk")
-    assert 1 <= kda._threads() <= kda._MAX_THREADS
+    assert kda._threads() == 1  # threads are opt-in
+    monkeypatch.delenv("KDA_THREADS")
+    assert kda._threads() == 1
+
+
+def test_thread_pool_is_per_process(monkeypatch):
+    """A pool inherited through fork has no live threads: the child gets its own."""
+    a = kda._pool(2)
+    assert kda._pool(2) is a
+    monkeypatch.setattr(kda.os, "getpid", lambda: -1)
+    assert kda._pool(2) is not a
