@@ -458,6 +458,15 @@ class MemorySplit(NamedTuple):
     max_running: int
 
 
+def _check_ratio(ratio: object) -> None:
+    if (
+        isinstance(ratio, (bool, np.bool_))
+        or not isinstance(ratio, (int, float, np.integer, np.floating))
+        or not 0.0 < float(ratio) <= 1e6
+    ):
+        raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
+
+
 def split_memory(
     spec: ModelSpec | str,
     rest_bytes: int,
@@ -479,12 +488,7 @@ def split_memory(
     gets the rest. ReplaySSM rings are not part of this formula (left out).
     """
     rest_bytes = _check_int("rest_bytes", rest_bytes, 0, _MAX_COUNT)
-    if (
-        isinstance(ratio, (bool, np.bool_))
-        or not isinstance(ratio, (int, float, np.integer, np.floating))
-        or not 0.0 < float(ratio) <= 1e6
-    ):
-        raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
+    _check_ratio(ratio)
     d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
     r = float(ratio)
     per_slot = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
@@ -531,12 +535,7 @@ def split_memory_0523(
     The budget is ``rest * r / (1 + r)`` in float bytes, as SGLang computes it in GiB.
     """
     rest_bytes = _check_int("rest_bytes", rest_bytes, 0, _MAX_COUNT)
-    if (
-        isinstance(ratio, (bool, np.bool_))
-        or not isinstance(ratio, (int, float, np.integer, np.floating))
-        or not 0.0 < float(ratio) <= 1e6
-    ):
-        raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
+    _check_ratio(ratio)
     if not isinstance(replayssm, bool):
         raise ValueError(f"replayssm must be a bool, got {replayssm!r}")
     d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
