@@ -176,6 +176,7 @@ def fig_state(d: cps.Demo, rank: int, t: dict) -> tuple[go.Figure, str]:
     common.style(fig, t["state_title"].format(r=rank), t["value"], t["key"], height=380,
                  legend=False)  # fmt: skip
     fig.update_yaxes(autorange="reversed")
+    fig.update_layout(margin={"t": 72})  # room for the subplot titles under the figure title
     K, V = S.shape
     cols = {"key": np.repeat(np.arange(K), V), "value": np.tile(np.arange(V), K),
             "S_in": S.ravel(), "S_true": d.S_true[rank].ravel()}  # fmt: skip
