@@ -105,6 +105,17 @@ def landing_html(mounted: Sequence[str]) -> str:
     )
 
 
+def _bind_validators_to_mount(app: FastAPI, demo: gr.Blocks, path: str) -> None:
+    """Gradio 6.31 runs an event's ``validator=`` against ``demo.app`` (``queueing.py``
+    ``Queue.push``) but the event itself against the app ``mount_gradio_app`` created
+    (``server_app``), and mounting does not set ``demo.app``: the validator then reads an empty
+    session (``gr.State`` at its default) and rejects every call that needs the session. Point
+    both at the mounted app."""
+    mounted = next(r.app for r in reversed(app.routes) if getattr(r, "path", None) == path)
+    demo.app = mounted
+    demo._queue.set_server_app(mounted)
+
+
 def build_hub(names: Sequence[str] | None = None) -> Hub:
     """A FastAPI app with the landing page and every available app mounted at ``/<name>``."""
     wanted = [a.name for a in common.APPS] if names is None else list(names)
@@ -124,6 +135,7 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
             skipped.append(name)
             continue
         gr.mount_gradio_app(app, demo, path=f"/{name}", **common.LAUNCH_KWARGS)
+        _bind_validators_to_mount(app, demo, f"/{name}")
         mounted.append(name)
     page = landing_html(mounted)
     svgs = {a.name: _placeholder_svg(a, i) for i, a in enumerate(common.APPS)}

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,12 +40,6 @@ STEP_NAMES = ("step", "tick", "next", "prev")  # api names ending like this targ
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rss_mb(pid: int) -> float:
@@ -267,7 +260,7 @@ def main() -> None:
         f"direct callback, default inputs, {args.calls} calls", direct_times(names, args.calls)
     )
 
-    port = _free_port()
+    port = common.free_port()
     url = f"http://127.0.0.1:{port}"
     proc, t0 = start_hub(port)
     try:

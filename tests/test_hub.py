@@ -141,3 +141,21 @@ def test_no_free_port_in_range_is_an_error_naming_the_option():
     finally:
         for s in held:
             s.close()
+
+
+def test_validators_see_the_session_through_the_hub():
+    """Mounted apps: a validator must read the caller's session (it used to read an empty one
+    through the hub, so every call that needs a served session was rejected), and still reject
+    a bad value."""
+    from gradio_client import Client
+
+    from apps.__main__ import Server
+
+    h = hub.build_hub(["prefix_replay"])
+    with Server(h.app) as s:
+        c = Client(s.url + "/prefix_replay/", verbose=False)
+        c.predict(api_name="/prefix_replay_load")
+        c.predict(api_name="/prefix_replay_inspect")
+        c.predict(0, api_name="/prefix_replay_step")
+        with pytest.raises(Exception, match="400|step"):  # outside the slider: a 400
+            c.predict(999, api_name="/prefix_replay_step")
