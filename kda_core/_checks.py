@@ -1,6 +1,6 @@
 """Shared argument checks for the core modules (numpy only).
 
-Each raises ``ValueError`` whose message names the argument and the allowed range; the
+Argument checks raise ``ValueError`` whose message names the argument and the allowed range; the
 messages are part of the modules' contracts (tests match on them), so they stay as they were
 when each module kept its own copy. Left out: float checks (each module words its own).
 """
@@ -41,3 +41,17 @@ def check_integral(value: Any, name: str, lo: int, hi: int | None = None) -> int
         rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"{name} must be {rng}, got {v}")
     return v
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` if it is a real ``bool`` (not 0/1, not a numpy bool)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def rel_error(a: np.ndarray, ref: np.ndarray) -> float:
+    """``||a - ref||_F / ||ref||_F``; the absolute distance ``||a - ref||_F`` when ref is zero."""
+    diff = float(np.linalg.norm(np.asarray(a) - np.asarray(ref)))
+    den = float(np.linalg.norm(ref))
+    return diff / den if den > 0 else diff
