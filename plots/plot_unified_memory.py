@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from kda_core.studies import memory
@@ -82,7 +83,6 @@ def compute(quick: bool = False) -> memory.Comparison:
 def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     u = data.unified
-    tl = u.timeline
     fig = style.new_figure(
         "tall",
         t["source"].format(size=style.format_bytes(u.total_bytes)),
@@ -91,6 +91,20 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     # a legend row under the buffer panel (inside the panel the legend covered the KV area)
     gs = fig.add_gridspec(3, 2, height_ratios=(1.0, 0.07, 1.05))
     ax = fig.add_subplot(gs[0, :])
+    _draw_buffer(ax, u, t)
+    lg = fig.add_subplot(gs[1, :])
+    lg.axis("off")
+    handles, names = ax.get_legend_handles_labels()
+    lg.legend(handles, names, loc="center", ncols=3, fontsize=8, frameon=False, markerscale=3,
+              borderaxespad=0)  # fmt: skip
+    _draw_running(fig.add_subplot(gs[2, 0]), data, t)
+    _draw_ratio_sweep(fig.add_subplot(gs[2, 1]), data, t)
+    return fig
+
+
+def _draw_buffer(ax: Axes, u: memory.ReplayResult, t: dict) -> None:
+    """The one byte buffer over time: state slots from the bottom, MLA KV from the top."""
+    tl = u.timeline
     steps = range(tl.state_frontier.shape[0])
     ax.fill_between(steps, 0, tl.state_frontier, step="post", color=style.COLORS["state"],
                     alpha=0.85, lw=0, label=t["state"], gid="state")  # fmt: skip
@@ -106,14 +120,12 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     ax.set_xlabel(t["step"])
     ax.set_ylabel(t["offset"])
     ax.set_title(t["title_tl"].format(kind=u.kind))
-    lg = fig.add_subplot(gs[1, :])
-    lg.axis("off")
-    handles, names = ax.get_legend_handles_labels()
-    lg.legend(handles, names, loc="center", ncols=3, fontsize=8, frameon=False, markerscale=3,
-              borderaxespad=0)  # fmt: skip
     ax.grid(False)
 
-    br = fig.add_subplot(gs[2, 0])
+
+def _draw_running(br: Axes, data: memory.Comparison, t: dict) -> None:
+    """Running requests per step: the unified pool against the static partitions."""
+    u = data.unified
     # categorical colours (palette.SERIES in a fixed order; unified black), as in the app
     pools = [(t["unified"], u, "black", 2.2)]
     pools.append((t["best"].format(r=data.best_ratio), data.best_static, style.SERIES[2], 1.4))
@@ -136,7 +148,10 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
         br.annotate(t["more"].format(n=res.makespan), (x_end, y_cut), xytext=(-4, 6 + 11 * n_cut),
                     textcoords="offset points", ha="right", fontsize=7.5, color=color)  # fmt: skip
 
-    cr = fig.add_subplot(gs[2, 1])
+
+def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: dict) -> None:
+    """Mean concurrency of static partitions over the KV:state ratio, unified as a line."""
+    u = data.unified
     cr.plot(data.ratios, data.static_mean_concurrency, marker="o", color=style.SERIES[2],
             lw=1.6, ms=4, label="static", gid="static")  # fmt: skip
     cr.axhline(u.mean_concurrency, color="black", lw=2.2, label=t["unified"],
@@ -162,7 +177,6 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     cr.set_xlabel(t["ratio"])
     cr.set_ylabel(t["conc"])
     cr.set_title(t["title_ratio"])
-    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
