@@ -1,1 +1,1 @@
-"""Per-app plotly figure builders, one module per app: they draw what ``kda_core.studies`` returns."""
+"""Per-app plotly figure builders, one module per app (they draw what kda_core.studies returns)."""
