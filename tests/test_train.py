@@ -11,10 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is the optional [train] extra")
 
-from kda_core import corpus, kda  # noqa: E402
+from kda_core import kda  # noqa: E402
 from kda_core import model as M  # noqa: E402
-from kda_core import train as T  # noqa: E402
-from kda_core import weights as W  # noqa: E402
+from kda_core.model import corpus  # noqa: E402
+from kda_core.model import train as T  # noqa: E402
+from kda_core.model import weights as W  # noqa: E402
 
 TEXT = "Return the number of bytes in the buffer. 状态大小固定。" * 4
 

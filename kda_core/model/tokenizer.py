@@ -1,22 +1,66 @@
-"""Showing byte tokens as text: what every app prints where it shows tokens.
+"""The byte tokenizer of TinyHybrid, and how byte tokens are shown as text.
 
-TinyHybrid's tokens are UTF-8 bytes (`kda_core.model.encode`), so a token is often a piece of a
-character (a Chinese character is three tokens). `display` decodes a token sequence: valid UTF-8
-becomes its characters, and only bytes that are not part of valid UTF-8 become ``\\xNN``;
-invisible characters are made visible (newline ⏎, tab ⇥, other control characters ``\\xNN`` /
-``\\uNNNN``) so a one-line display never breaks or hides bytes. `pieces` gives one label per
-token whose concatenation is `display`'s text: a multi-byte character is shown on its first
-byte and its other bytes get "" (they belong to that character).
+Tokens are UTF-8 bytes (vocab 256), so any text, Chinese included, is a token sequence and a
+token is often a piece of a character (a Chinese character is three tokens). `encode` /
+`decode` / `check_tokens` are the tokenizer; `display` decodes a token sequence for people:
+valid UTF-8 becomes its characters, and only bytes that are not part of valid UTF-8 become
+``\\xNN``; invisible characters are made visible (newline ⏎, tab ⇥, other control characters
+``\\xNN`` / ``\\uNNNN``) so a one-line display never breaks or hides bytes. `pieces` gives one
+label per token whose concatenation is `display`'s text: a multi-byte character is shown on its
+first byte and its other bytes get "" (they belong to that character).
+
+Left out: any learned vocabulary (BPE), special tokens (there is no BOS / EOS).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
-from kda_core.model import check_tokens
+import numpy as np
 
+VOCAB = 256
+TOKENIZER_NAME = "utf8-bytes-v1"
+TOKENIZER_FINGERPRINT = hashlib.sha256(f"{TOKENIZER_NAME}:{VOCAB}".encode()).hexdigest()[:16]
+MAX_TOKENS = 16384  # per request: keeps MLA attention and memory bounded
 NEWLINE = "⏎"
 TAB = "⇥"
+
+
+def encode(text: str) -> list[int]:
+    """UTF-8 bytes. Example: encode("hi") -> [104, 105]."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    return list(text.encode("utf-8"))
+
+
+def decode(ids) -> str:
+    """Inverse of `encode`; partial multi-byte characters become U+FFFD."""
+    return bytes(check_tokens(ids, allow_empty=True)).decode("utf-8", errors="replace")
+
+
+def check_tokens(tokens, *, name: str = "tokens", allow_empty: bool = False) -> list[int]:
+    """Integer ids in [0, VOCAB); bools, floats and strings are refused, not truncated."""
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError(
+            f"{name} must be a sequence of integer token ids, got {type(tokens).__name__}"
+        )
+    try:
+        ids = list(tokens)
+    except TypeError as e:
+        raise ValueError(f"{name} must be a sequence of integer token ids") from e
+    for t in ids:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise ValueError(f"{name} must be integer token ids, got {t!r}")
+    ids = [int(t) for t in ids]
+    if not ids and not allow_empty:
+        raise ValueError(f"{name} must not be empty")
+    if len(ids) > MAX_TOKENS:
+        raise ValueError(f"{name}: at most {MAX_TOKENS} tokens, got {len(ids)}")
+    bad = [t for t in ids if not 0 <= t < VOCAB]
+    if bad:
+        raise ValueError(f"{name} must be ids in [0, {VOCAB - 1}], got {bad[0]}")
+    return ids
 
 
 def _visible(ch: str, newline: str) -> str:

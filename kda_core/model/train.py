@@ -1,7 +1,7 @@
 """Train k3-mini on the frozen stdlib-docstring corpus (torch on CPU; `pip install .[train]`).
 
-    python -m kda_core.train                 # the shipped run -> assets/weights/k3-mini.npz
-    python -m kda_core.train --steps 20 --out /tmp/w.npz
+    python -m kda_core.model.train                 # the shipped run -> assets/weights/k3-mini.npz
+    python -m kda_core.model.train --steps 20 --out /tmp/w.npz
 
 The torch forward is the same network as `kda_core.model.TinyHybrid` (same parameter names,
 same layer code, written for batches): pre-norm blocks, 3 KDA : 1 MLA, byte tokens. Training
@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kda_core import corpus, model, weights
+from kda_core import model
+from kda_core.model import corpus, weights
 
 DEFAULT_OUT = weights.DEFAULT_PATH
 HELDOUT_EVAL_BYTES = 16384  # the record's held-out score (numpy, the first 16 KiB of documents)
@@ -247,7 +248,7 @@ def train(cfg: TrainConfig, text: str | None = None, log=print) -> tuple[dict, l
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        prog="python -m kda_core.train", description=(__doc__ or "").split("\n")[0]
+        prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     for f in dataclasses.fields(TrainConfig):

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import corpus, quant, tokenizer
-from kda_core.model import ModelState, TinyHybrid, encode, next_byte_bits
+from kda_core import quant
+from kda_core.model import ModelState, TinyHybrid, corpus, encode, next_byte_bits, tokenizer
 from kda_core.studies import int8
 
 CYCLES: tuple[int, ...] = (1, 4, 16)
@@ -89,7 +89,7 @@ def _inconsistent(model: TinyHybrid, ids: list[int], park_at: int, lag: int) -> 
     full = model.new_state()
     model.prefill(ids[:park_at], full)
     return ModelState(
-        ckpt.kda_copy(), full.mla_kv.copy(), list(ids[:park_at]), full.version, full.fingerprint
+        [s.copy() for s in ckpt.kda], full.mla_kv.copy(), list(ids[:park_at]), full.version, full.fingerprint
     )
 
 
