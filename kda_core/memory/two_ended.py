@@ -15,7 +15,6 @@ compaction rule in full. Left out: the slot-0 dummy sink and ``min_slot_index``,
 history for speculative rollback, pages pending reuse by a running kernel, and 3+ sub-pools.
 """
 
-
 from __future__ import annotations
 
 import zlib
@@ -340,7 +339,12 @@ class TwoEndedPool:
         o = self._offset(s, p)
         return self.buffer[o : o + s.entry_bytes].copy()
 
-    def liveas_vids(self, side: str) -> np.ndarray:
+    def positions(self, side: str) -> np.ndarray:
+        """Virtual id at each physical position below the watermark (-1 = hole); a copy."""
+        s = self._side(side)
+        return s.p2v[: s.wm].copy()
+
+    def live_vids(self, side: str) -> np.ndarray:
         """Virtual ids currently allocated on ``side`` (sorted)."""
         s = self._side(side)
         return np.sort(s.p2v[: s.wm][s.p2v[: s.wm] >= 0])

@@ -31,8 +31,6 @@ K3_REFERENCE = {
 }
 
 
-
-
 @dataclass(slots=True, frozen=True)
 class ModelConfig:
     d_model: int = 128
