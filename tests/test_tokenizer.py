@@ -1,4 +1,4 @@
-"""kda_core.tokenizer: decoded text, with escapes only for bytes that are not valid UTF-8."""
+"""kda_core.model.tokenizer: decoded text, with escapes only for bytes that are not valid UTF-8."""
 
 from __future__ import annotations
 
