@@ -27,8 +27,9 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
 from kda_core.memory.pools import StaticPool, UnifiedPool
-from kda_core.memory.replay import GIB, ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
+from kda_core.memory.replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
 from kda_core.memory.workload import Workload, from_lengths, from_trace, shifting_mix
+from kda_core.sizing import GIB
 
 
 def k3_config(

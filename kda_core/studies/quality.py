@@ -171,8 +171,8 @@ class Continuation:
     """Greedy continuations after an exact and a compressed restore of the same parked state.
 
     ``exact`` / ``compressed``: generated token ids; ``*_pieces``: one display label per token
-    (`kda_core.model.tokenizer.pieces`); ``first_divergence``: index of the first differing token, or
-    None when all ``steps`` tokens agree.
+    (`kda_core.model.tokenizer.pieces`); ``first_divergence``: index of the first differing
+    token, or None when all ``steps`` tokens agree.
     """
 
     label: str
