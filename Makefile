@@ -72,7 +72,7 @@ screenshots: $(VENV)/.installed chromium
 # Retrain k3-mini (CPU, deterministic, ~25 min on 2 cores) -> assets/weights/k3-mini.npz
 train: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[train]'
-	$(PY) -m kda_core.train
+	$(PY) -m kda_core.model.train
 
 clean:
 	rm -rf $(VENV) $(REAL_VENV) .pytest_cache .ruff_cache .gradio .hypothesis

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from apps import common, guard, i18n
 from apps.common import COLORS, SERIES
 from apps.i18n_tables import SPECULATIVE_REPLAY as TR
-from kda_core import tokenizer
+from kda_core.model import tokenizer
 from kda_core.studies import speculative as sp
 
 NAME = "speculative_replay"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kda_core import corpus as C
+from kda_core.model import corpus as C
 
 
 def test_frozen_files_match_the_manifest():

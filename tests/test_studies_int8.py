@@ -137,7 +137,7 @@ def test_capacity_float32_and_tiny():
     assert c.total_bytes[0] == native and c.total_bytes[1] == int8
     assert c.gain[1] == pytest.approx(((8 << 30) // int8) / ((8 << 30) // native), rel=1e-15)
     assert c.gain[1] > 3.2
-    spec = si.tiny_spec()
+    spec = sizing.tiny_spec()
     assert (spec.n_kda_layers, spec.kda_heads, spec.head_k_dim) == (6, 4, 32)
     t = si.capacity(spec, tp=1, native_dtype="bfloat16", budget_bytes=1 << 20)
     # tiny: 6 x 4 x 32 x 32 x 2 state + 6 x 3 x 4 x 96 x 2 conv

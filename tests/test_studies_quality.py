@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core import corpus, quant, tokenizer
 from kda_core import model as M
+from kda_core import quant
+from kda_core.model import corpus, tokenizer
 from kda_core.studies import int8 as si
 from kda_core.studies import quality as Q
 
@@ -63,7 +64,7 @@ def test_inconsistent_arm_equals_the_engine_splice(study, ids):
     early, full = m.new_state(), m.new_state()
     m.prefill(ids[:16], early)
     m.prefill(ids[:48], full)
-    full.kda = early.kda_copy()
+    full.kda = [s.copy() for s in early.kda]
     assert study.inconsistent_bpb[1] == pytest.approx(_bits(m, full, ids, 48).mean(), abs=1e-9)
 
 

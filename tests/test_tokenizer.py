@@ -1,4 +1,4 @@
-"""kda_core.tokenizer: decoded text, with escapes only for bytes that are not valid UTF-8."""
+"""kda_core.model.tokenizer: decoded text, with escapes only for bytes that are not valid UTF-8."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
-from kda_core import tokenizer as T
 from kda_core.model import encode
+from kda_core.model import tokenizer as T
 
 
 def test_valid_text_decodes_whole_characters():

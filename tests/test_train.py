@@ -1,4 +1,4 @@
-"""kda_core.train: the torch network equals TinyHybrid, and a short run repeats bit for bit.
+"""kda_core.model.train: the torch network equals TinyHybrid, and a short run repeats bit for bit.
 
 Skipped without torch (the optional `[train]` extra); CI installs torch. The full training run
 (~25 min) never runs here: a 20-step run on a small batch checks determinism.
@@ -11,10 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is the optional [train] extra")
 
-from kda_core import corpus, kda  # noqa: E402
+from kda_core import kda  # noqa: E402
 from kda_core import model as M  # noqa: E402
-from kda_core import train as T  # noqa: E402
-from kda_core import weights as W  # noqa: E402
+from kda_core.model import corpus  # noqa: E402
+from kda_core.model import train as T  # noqa: E402
+from kda_core.model import weights as W  # noqa: E402
 
 TEXT = "Return the number of bytes in the buffer. 状态大小固定。" * 4
 
@@ -76,7 +77,7 @@ def test_twenty_steps_are_bit_for_bit_reproducible():
 
 
 def test_shipped_record_matches_the_training_defaults():
-    """The shipped file was made by this module's defaults (so `python -m kda_core.train`
+    """The shipped file was made by this module's defaults (so `python -m kda_core.model.train`
     reproduces it), and its training run fits the issue's 30-minute budget."""
     import dataclasses
 

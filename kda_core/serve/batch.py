@@ -27,9 +27,9 @@ from kda_core.model import (
     MLAWeights,
     ModelState,
     TinyHybrid,
-    _sigmoid,
     check_tokens,
 )
+from kda_core.model.functional import sigmoid as _sigmoid
 
 __all__ = ["decode_batch", "forward_batch", "forward_packed"]
 

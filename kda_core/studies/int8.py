@@ -1,24 +1,14 @@
 """Data for the int8_checkpoint app and figure: park a real state compressed, restore, decode on.
 
-A real state: TinyHybrid consumes the first ``n_tokens`` bytes of the user's text; its KDA
-recurrent states (one ``[H, K, V]`` per KDA layer) are what a checkpoint pool would park.
-
-* Variants: INT8 per key channel (SGLang's layout), per head, per tensor (one scale per layer's
-  ``[H, K, V]``); fp8-e4m3 with per-channel scales (amax / 448); bf16 (no scale). Each is
-  measured on every KDA layer of the real state at once: max abs error, relative Frobenius
-  error and its theoretical ceiling (kda_core.quant).
-* Error map of one (layer, head): signed error ``[K, V]``, the per-element bound, the per-channel
-  amax; histograms of the errors (all layers) and of the state's values.
-* Divergence: decode ``steps`` greedy tokens after the parking point three ways — exact, restored
-  once from the compressed checkpoint ("park once", SGLang's design: one rounding per hit), and
-  re-compressed after every decode step ("every step", what a quantize/dequantize loop inside
-  the recurrence would do). All three runs are fed the exact run's greedy tokens (teacher
-  forcing), so the curves measure how the state error propagates, not a different text; whether
-  each run would have picked the same token is reported as well. Conv windows and MLA KV are
-  never compressed (conv windows stay native, as in SGLang).
-* Memory: bytes of one checkpoint (all KDA layers' states + conv windows) per format, and how
-  many checkpoints fit a byte budget, for the tiny config and for Kimi K3 (kda_core.sizing).
-  Scales are stored in the native state dtype (SGLang's choice); the conv window stays native.
+For the state `kda_core.studies.parking.park` keeps (TinyHybrid after ``n_tokens`` bytes of the
+user's text): `variant_table` measures every format of ``VARIANTS`` on all KDA layers at once
+(max abs error, relative Frobenius error and its theoretical ceiling, `kda_core.quant`);
+`error_map` shows one (layer, head); `divergence` decodes on three ways, exact, restored once
+from the compressed checkpoint ("park once", SGLang's design) and re-compressed after every step
+("every step"), teacher-forced on the exact run's greedy tokens so the curves measure how the
+state error propagates; `capacity` counts how many checkpoints fit a byte budget per format, for
+the tiny config and for Kimi K3 (`kda_core.sizing`; scales in the native state dtype, conv
+windows native).
 
 Measured (defaults: the bilingual DEFAULT_TEXT, 64 tokens, all 6 KDA layers, trained weights;
 tests assert these relations): relative Frobenius error int8 per key channel 7.2e-3 (ceiling
@@ -29,120 +19,42 @@ Kimi K3 at TP8, bf16 pool, 8 GiB: 295 native checkpoints vs 547 INT8 (x1.85; x3.
 float32 pool); bf16 parking of a bf16 pool gains nothing; tiny config x1.63 (the native conv
 window is a larger share).
 
-Left out: compressing MLA KV, compressed *active* states, and the float32 cast of SGLang's
-dequantization (the lab's states are float64; the errors are those of the format, not of fp32).
+The parking names (``DEFAULT_TEXT``, ``VARIANTS``, ``park``, the limits) are imported here for
+the app's controls. Left out: compressing MLA KV, compressed *active* states.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from kda_core import quant, sizing
-from kda_core.model import ModelState, TinyHybrid, encode
+from kda_core._checks import check_int as _check_int
 from kda_core.sizing import GIB, ModelSpec
+from kda_core.studies.parking import (  # noqa: F401 (MAX_* are the app's limits)
+    DEFAULT_TEXT,
+    MAX_PARK_TOKENS,
+    MAX_STEPS,
+    MAX_TEXT_CHARS,
+    VARIANTS,
+    Parked,
+    check_variant,
+    compress_states,
+    park,
+    tiny_model,
+    variant_label,
+)
 
-DEFAULT_TEXT = (
-    "Kimi Delta Attention keeps one fixed-size state per request instead of a growing KV cache. "
-    "前缀命中不等于状态命中：请求只能从保存了状态的检查点恢复，然后重放中间的词元。"
-)
-MAX_TEXT_CHARS = 4000
-MAX_TEXT_TOKENS = 4096
-MAX_PARK_TOKENS = 1024
-MAX_STEPS = 64
 HIST_BINS = 41
-# (label, fmt, granularity) of every variant the study measures, SGLang's default first
-VARIANTS: tuple[tuple[str, str, str | None], ...] = (
-    ("int8 / key channel", "int8", "channel"),
-    ("int8 / head", "int8", "head"),
-    ("int8 / tensor", "int8", "tensor"),
-    ("fp8-e4m3 / key channel", "fp8_e4m3", "channel"),
-    ("bf16", "bf16", None),
-)
 NATIVE_DTYPES: tuple[str, ...] = ("bfloat16", "float32")
 # the two divergence runs in a fixed order (series colours follow it)
 RUNS: tuple[str, ...] = ("park_once", "every_step")
 
 
-# ---------------------------------------------------------------------------------------------
-# validation
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
-
-
 def _ratio(err: np.ndarray, bound: np.ndarray) -> float:
     """max(err / bound) over the elements with a positive bound (0 where both are 0)."""
     return float(np.divide(err, bound, out=np.zeros_like(err), where=bound > 0).max())
-
-
-def _check_variant(fmt: str, granularity: str | None) -> tuple[str, str | None]:
-    quant.check_format(fmt, granularity)  # ValueError naming fmt / granularity
-    return fmt, (None if fmt == "bf16" else (granularity or "channel"))
-
-
-def variant_label(fmt: str, granularity: str | None) -> str:
-    fmt, granularity = _check_variant(fmt, granularity)
-    for label, f, g in VARIANTS:
-        if (f, g) == (fmt, granularity):
-            return label
-    return f"{fmt} / {granularity}"
-
-
-@functools.lru_cache(maxsize=1)
-def _model() -> TinyHybrid:
-    return TinyHybrid()
-
-
-# ---------------------------------------------------------------------------------------------
-# parking a real state
-
-
-@dataclass(slots=True)
-class Parked:
-    """The tiny model's state after ``n_tokens`` tokens of ``text`` (never mutated by studies).
-
-    ``logits_last [vocab]`` predicts the first continued token (computed before parking).
-    """
-
-    text: str
-    tokens: list[int]
-    n_tokens: int
-    state: ModelState
-    logits_last: np.ndarray
-
-    @property
-    def kda_states(self) -> np.ndarray:
-        """All KDA recurrent states stacked: [L_kda, H, K, V] (a copy)."""
-        return np.stack([s.S for s in self.state.kda])
-
-
-def park(text: str = DEFAULT_TEXT, n_tokens: int = 64) -> Parked:
-    """Prefill the first ``n_tokens`` byte tokens of ``text`` on TinyHybrid."""
-    if not isinstance(text, str) or not 1 <= len(text) <= MAX_TEXT_CHARS:
-        raise ValueError(f"text must be a str of 1..{MAX_TEXT_CHARS} characters")
-    tokens = encode(text)
-    if len(tokens) > MAX_TEXT_TOKENS:
-        raise ValueError(f"text must encode to at most {MAX_TEXT_TOKENS} bytes, got {len(tokens)}")
-    n = _check_int("n_tokens", n_tokens, 1, min(len(tokens), MAX_PARK_TOKENS))
-    model = _model()
-    state = model.new_state()
-    logits = model.prefill(tokens[:n], state)
-    return Parked(text, tokens, n, state, logits[-1].copy())
-
-
-def _compress_states(state: ModelState, fmt: str, granularity: str | None) -> None:
-    """Replace every KDA recurrent state by its compressed round trip (conv, MLA untouched)."""
-    for layer in state.kda:
-        layer.S = quant.roundtrip(layer.S, fmt, granularity)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +156,7 @@ def error_map(
     bins: int = HIST_BINS,
 ) -> ErrorMap:
     """Signed error of one variant; ``layer`` indexes the KDA layers (0 = the first KDA layer)."""
-    fmt, granularity = _check_variant(fmt, granularity)
+    fmt, granularity = check_variant(fmt, granularity)
     x = parked.kda_states
     L, H = x.shape[:2]
     layer = _check_int("layer", layer, 0, L - 1)
@@ -324,12 +236,12 @@ def divergence(
     parked: Parked, fmt: str = "int8", granularity: str | None = "channel", steps: int = 16
 ) -> Divergence:
     """Teacher-forced greedy continuation for ``steps`` tokens (see `Divergence`)."""
-    fmt, granularity = _check_variant(fmt, granularity)
+    fmt, granularity = check_variant(fmt, granularity)
     steps = _check_int("steps", steps, 1, MAX_STEPS)
-    model = _model()
+    model = tiny_model()
     exact = parked.state.copy()
     once = parked.state.copy()
-    _compress_states(once, fmt, granularity)
+    compress_states(once, fmt, granularity)
     every = once.copy()
     n = steps + 1
     out = {k: np.zeros(n) for k in ("ol", "el", "os", "es")}
@@ -342,7 +254,7 @@ def divergence(
         le = model.decode_step(tok, exact)
         lo = model.decode_step(tok, once)
         lv = model.decode_step(tok, every)
-        _compress_states(every, fmt, granularity)
+        compress_states(every, fmt, granularity)
         out["ol"][i] = float(np.abs(lo - le).max())
         out["el"][i] = float(np.abs(lv - le).max())
         out["os"][i] = once.kda_distance(exact)
@@ -365,24 +277,6 @@ def divergence(
 
 # ---------------------------------------------------------------------------------------------
 # memory and capacity
-
-
-def tiny_spec() -> ModelSpec:
-    """The tiny model's shape facts as a sizing.ModelSpec (so the same arithmetic sizes both)."""
-    m = _model()
-    c = m.config
-    return ModelSpec(
-        name="k3-mini",
-        n_kda_layers=len(m.kda_layers),
-        n_mla_layers=len(m.mla_layers),
-        kda_heads=c.n_heads,
-        head_k_dim=c.head_dim,
-        head_v_dim=c.head_dim,
-        conv_kernel=c.conv_size,
-        kv_lora_rank=c.mla_latent,
-        qk_rope_head_dim=0,
-        mla_heads=c.mla_heads,
-    )
 
 
 @dataclass(slots=True)
@@ -417,7 +311,7 @@ def capacity(
     if native_dtype not in NATIVE_DTYPES:
         raise ValueError(f"native_dtype must be one of {NATIVE_DTYPES}, got {native_dtype!r}")
     budget_bytes = _check_int("budget_bytes", budget_bytes, 1, 1 << 50)
-    spec = sizing._spec(spec)
+    spec = sizing.as_spec(spec)
     name = spec.name
     h = sizing.local_heads(spec, tp)
     sb = sizing.dtype_bytes(native_dtype)
@@ -485,7 +379,7 @@ def int8_study(
     tiny_budget_bytes: int = 1 << 20,
 ) -> Int8Study:
     """Park ``n_tokens`` of ``text`` and measure the chosen variant (plus the table of all)."""
-    fmt, granularity = _check_variant(fmt, granularity)
+    fmt, granularity = check_variant(fmt, granularity)
     if isinstance(budget_gib, bool) or not isinstance(budget_gib, (int, float, np.number)):
         raise ValueError(f"budget_gib must be a number in (0, 4096], got {budget_gib!r}")
     if not 0 < float(budget_gib) <= 4096:
@@ -498,6 +392,6 @@ def int8_study(
         table=variant_table(parked),
         errors=error_map(parked, fmt, granularity, layer, head),
         divergence=divergence(parked, fmt, granularity, steps),
-        memory_tiny=capacity(tiny_spec(), 1, native_dtype, tiny_budget_bytes),
+        memory_tiny=capacity(sizing.tiny_spec(), 1, native_dtype, tiny_budget_bytes),
         memory_k3=capacity("kimi-k3", tp, native_dtype, int(float(budget_gib) * GIB)),
     )

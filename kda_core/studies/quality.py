@@ -1,12 +1,12 @@
 """What a compressed checkpoint costs in quality: bits per byte on held-out text, and the text.
 
 TinyHybrid (trained weights) reads held-out passages of the frozen corpus
-(`kda_core.corpus`, modules never seen in training). Each passage's first ``park_at`` bytes are
-the cached prefix; the rest is scored, byte by byte, by the model continuing from a restored
-checkpoint. Arms, all scoring the same predictions (bytes ``park_at + 1 .. length - 1``):
+(`kda_core.model.corpus`, modules never seen in training). Each passage's first ``park_at``
+bytes are the cached prefix; the rest is scored, byte by byte, by the model continuing from a
+restored checkpoint. Arms, all scoring the same predictions (bytes ``park_at + 1 .. length - 1``):
 
 * exact: the state continues untouched (a restore from an exact checkpoint is the identity);
-* every format of `kda_core.studies.int8.VARIANTS` (INT8 per key channel / head / tensor,
+* every format of `kda_core.studies.parking.VARIANTS` (INT8 per key channel / head / tensor,
   fp8-e4m3 per channel, bf16), restored ``k`` times: the KDA recurrent states are compressed
   and restored at ``k`` boundaries ``park_at + j * gap`` (j = 0 .. k-1), as when a
   conversation is parked and resumed k times (each turn's checkpoint is the previous restore
@@ -20,39 +20,27 @@ arm, `kda_core.model.next_byte_bits`); a restore that changes nothing scores the
 
 `continuations` is the reader's view: greedy decoding after a restore from an exact vs a
 compressed checkpoint (free-running, each from its own state), decoded with
-`kda_core.tokenizer`, with the first byte where they differ.
+`kda_core.model.tokenizer`, with the first byte where they differ.
 
 Left out: compressing MLA KV or conv windows, and sampling (greedy only).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import corpus, quant, tokenizer
-from kda_core.model import ModelState, TinyHybrid, encode, next_byte_bits
-from kda_core.studies import int8
+from kda_core import quant
+from kda_core._checks import check_int as _check_int
+from kda_core.model import ModelState, TinyHybrid, corpus, encode, next_byte_bits, tokenizer
+from kda_core.studies import parking
+from kda_core.studies.parking import tiny_model
 
 CYCLES: tuple[int, ...] = (1, 4, 16)
 LAGS: tuple[int, ...] = (8, 32, 128)
 MAX_PASSAGES = 32
 MAX_LENGTH = 2048
-
-
-@functools.lru_cache(maxsize=1)
-def _model() -> TinyHybrid:
-    return TinyHybrid()
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    if not lo <= int(value) <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return int(value)
 
 
 def passages(n: int, length: int) -> list[list[int]]:
@@ -89,7 +77,11 @@ def _inconsistent(model: TinyHybrid, ids: list[int], park_at: int, lag: int) -> 
     full = model.new_state()
     model.prefill(ids[:park_at], full)
     return ModelState(
-        ckpt.kda_copy(), full.mla_kv.copy(), list(ids[:park_at]), full.version, full.fingerprint
+        [s.copy() for s in ckpt.kda],
+        full.mla_kv.copy(),
+        list(ids[:park_at]),
+        full.version,
+        full.fingerprint,
     )
 
 
@@ -135,14 +127,14 @@ def quality_study(
             f"cycles: the last restore (park_at + (max cycles - 1) * gap = "
             f"{park_at + (max(cycles) - 1) * gap}) must come before byte {length - 1}"
         )
-    model = _model()
+    model = tiny_model()
     texts = passages(n, length)
-    exact_bits, bits, inc = [], np.zeros((len(int8.VARIANTS), len(cycles))), np.zeros(len(lags))
+    exact_bits, bits, inc = [], np.zeros((len(parking.VARIANTS), len(cycles))), np.zeros(len(lags))
     for ids in texts:
         parked = model.new_state()
         model.prefill(ids[:park_at], parked)
         exact_bits.append(_score(model, parked.copy(), ids, [], None, None))
-        for i, (_, fmt, gran) in enumerate(int8.VARIANTS):
+        for i, (_, fmt, gran) in enumerate(parking.VARIANTS):
             for j, k in enumerate(cycles):
                 cuts = [park_at + c * gap for c in range(k)]
                 bits[i, j] += _score(model, parked.copy(), ids, cuts, fmt, gran).sum()
@@ -153,9 +145,9 @@ def quality_study(
     scored = n * (length - park_at - 1)
     exact = float(np.concatenate(exact_bits).sum() / scored)
     return QualityStudy(
-        labels=tuple(v[0] for v in int8.VARIANTS),
-        fmts=tuple(v[1] for v in int8.VARIANTS),
-        granularities=tuple(v[2] for v in int8.VARIANTS),
+        labels=tuple(v[0] for v in parking.VARIANTS),
+        fmts=tuple(v[1] for v in parking.VARIANTS),
+        granularities=tuple(v[2] for v in parking.VARIANTS),
         cycles=cycles,
         lags=lags,
         exact_bpb=exact,
@@ -179,8 +171,8 @@ class Continuation:
     """Greedy continuations after an exact and a compressed restore of the same parked state.
 
     ``exact`` / ``compressed``: generated token ids; ``*_pieces``: one display label per token
-    (`kda_core.tokenizer.pieces`); ``first_divergence``: index of the first differing token, or
-    None when all ``steps`` tokens agree.
+    (`kda_core.model.tokenizer.pieces`); ``first_divergence``: index of the first differing
+    token, or None when all ``steps`` tokens agree.
     """
 
     label: str
@@ -193,7 +185,7 @@ class Continuation:
 
 
 def continuation(
-    text: str = int8.DEFAULT_TEXT,
+    text: str = parking.DEFAULT_TEXT,
     n_tokens: int = 64,
     fmt: str = "int8",
     granularity: str | None = "channel",
@@ -201,10 +193,10 @@ def continuation(
 ) -> Continuation:
     """Park ``n_tokens`` of ``text`` (as the int8 study does), restore exactly and compressed,
     decode ``steps`` greedy tokens from each."""
-    parked = int8.park(text, n_tokens)
-    steps = _check_int("steps", steps, 1, int8.MAX_STEPS)
-    fmt, granularity = int8._check_variant(fmt, granularity)
-    model = _model()
+    parked = parking.park(text, n_tokens)
+    steps = _check_int("steps", steps, 1, parking.MAX_STEPS)
+    fmt, granularity = parking.check_variant(fmt, granularity)
+    model = tiny_model()
     runs = []
     for compress in (False, True):
         state = parked.state.copy()
@@ -219,7 +211,7 @@ def continuation(
     diff = [i for i, (a, b) in enumerate(zip(*runs)) if a != b]
     full = parked.tokens[: parked.n_tokens]
     return Continuation(
-        label=int8.variant_label(fmt, granularity),
+        label=parking.variant_label(fmt, granularity),
         prompt_tail=tokenizer.display(full[-48:]),
         exact=runs[0],
         compressed=runs[1],
@@ -231,5 +223,5 @@ def continuation(
 
 def greedy_sample(prompt: str, steps: int = 120) -> str:
     """The README's sample: greedy continuation of ``prompt`` (display text)."""
-    ids, _ = _model().generate(encode(prompt), _check_int("steps", steps, 1, 4096))
+    ids, _ = tiny_model().generate(encode(prompt), _check_int("steps", steps, 1, 4096))
     return tokenizer.display(ids, newline="\n")

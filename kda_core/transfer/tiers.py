@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kda_core._checks import check_int
 from kda_core.engine import Engine
 from kda_core.radix import Node
 from kda_core.transfer.identity import Identity
@@ -45,13 +46,7 @@ class HostTier:
     """An LRU of state objects in host memory, keyed by prefix hash, capped in bytes."""
 
     def __init__(self, capacity_bytes: int = 1 << 30) -> None:
-        if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, int):
-            raise ValueError(f"capacity_bytes must be an integer, got {capacity_bytes!r}")
-        if not 1 <= capacity_bytes <= MAX_HOST_BYTES:
-            raise ValueError(
-                f"capacity_bytes must be in [1, {MAX_HOST_BYTES}], got {capacity_bytes}"
-            )
-        self.capacity_bytes = capacity_bytes
+        self.capacity_bytes = check_int("capacity_bytes", capacity_bytes, 1, MAX_HOST_BYTES)
         self._objs: OrderedDict[str, StateObject] = OrderedDict()
         self.used_bytes = 0
         self.stats = TierStats()

@@ -1,25 +1,18 @@
 """Train k3-mini on the frozen stdlib-docstring corpus (torch on CPU; `pip install .[train]`).
 
-    python -m kda_core.train                 # the shipped run -> assets/weights/k3-mini.npz
-    python -m kda_core.train --steps 20 --out /tmp/w.npz
+    python -m kda_core.model.train            # the shipped run -> assets/weights/k3-mini.npz
+    python -m kda_core.model.train --steps 20 --out /tmp/w.npz
 
 The torch forward is the same network as `kda_core.model.TinyHybrid` (same parameter names,
-same layer code, written for batches): pre-norm blocks, 3 KDA : 1 MLA, byte tokens. Training
-starts from the numpy initialisation of `ModelConfig(seed=0)` (`TinyHybrid(weights="random")`),
-so the only randomness beyond it is the batch sampler, a seeded numpy Generator.
+same layer code, written for batches). Training starts from the numpy initialisation of
+`ModelConfig(seed=0)` (`TinyHybrid(weights="random")`), so the only randomness beyond it is the
+batch sampler, a seeded numpy Generator. KDA here is the chunkwise (WY/UT) form with chunk C,
+its pairwise decay factors taken around the chunk's middle row so float32 cannot overflow
+(the equations: docs/model.md). Determinism: deterministic torch algorithms, a fixed thread
+count, a seeded sampler and a fixed step count, so a run repeats bit for bit on one machine
+kind (`tests/test_train.py` repeats a 20-step run and checks the forward against TinyHybrid).
 
-KDA here is the chunkwise (WY/UT) form with chunk C (kda-math.md §6). Within a chunk, with
-Gam_t = cumsum of g up to t, S0 the state entering the chunk and U the delta-rule pseudo-values:
-    (I + Diag(beta) A) U = Diag(beta) (V - (k * e^Gam) S0),  A_ts = k_t e^Gam_t . k_s e^-Gam_s, s<t
-    o = scale ((q * e^Gam) S0 + B U),                         B_ts likewise with q_t, s <= t
-    S_C = e^Gam_C * S0 + (k * e^(Gam_C - Gam))^T U
-The pairwise factors are taken around the chunk's middle row (e^(Gam_t - Gam_mid), e^(Gam_mid -
-Gam_s)), so no factor exceeds e^(5 C / 2) (e^40 for C = 16) in float32. `tests/test_train.py`
-checks it against the numpy recurrence, and the whole forward against TinyHybrid.
-
-Determinism: torch.use_deterministic_algorithms(True), a fixed thread count (``threads``), a
-seeded sampler and fixed step count (no wall-clock budget), so a run is bit-for-bit repeatable
-on one machine kind (`tests/test_train.py` repeats a 20-step run).
+Left out: GPU training, mixed precision, any wall-clock budget.
 """
 
 from __future__ import annotations
@@ -35,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kda_core import corpus, model, weights
+from kda_core import model
+from kda_core.model import corpus, weights
 
 DEFAULT_OUT = weights.DEFAULT_PATH
 HELDOUT_EVAL_BYTES = 16384  # the record's held-out score (numpy, the first 16 KiB of documents)
@@ -247,7 +241,7 @@ def train(cfg: TrainConfig, text: str | None = None, log=print) -> tuple[dict, l
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        prog="python -m kda_core.train", description=(__doc__ or "").split("\n")[0]
+        prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     for f in dataclasses.fields(TrainConfig):

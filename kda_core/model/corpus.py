@@ -1,6 +1,6 @@
 """The training corpus: English prose from CPython's standard-library docstrings, frozen once.
 
-`python -m kda_core.corpus freeze` parses (never imports) every ``.py`` file of the running
+`python -m kda_core.model.corpus freeze` parses (never imports) every ``.py`` file of the running
 interpreter's standard library, keeps the prose paragraphs of module / class / function
 docstrings and writes them to ``assets/corpus/`` (``train.txt``, ``heldout.txt``,
 ``manifest.json`` with the Python version, sizes and sha256). The files are committed, so
@@ -32,7 +32,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "assets" / "corpus"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 SPLITS: tuple[str, ...] = ("train", "heldout")
 HELDOUT_BYTE_BELOW = 26  # first sha256 byte < 26 of 256: ~10 % of modules held out
 MIN_CHARS = 60
@@ -160,7 +160,7 @@ def load(split: str = "train", corpus_dir: Path = CORPUS_DIR) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        prog="python -m kda_core.corpus", description=(__doc__ or "").split("\n")[0]
+        prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("command", choices=("freeze", "show"))
     ap.add_argument("--out", type=Path, default=CORPUS_DIR)
@@ -182,7 +182,8 @@ def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> floa
     """Bits per byte over the documents of ``text``, each scored from a fresh state (total bits
     / total predictions, so long documents weigh by their length); the documents are taken in
     order until ``max_bytes`` (None: all; a longer document is cut at the MAX_TOKENS cap)."""
-    from kda_core.model import MAX_TOKENS, bits_per_byte
+    from kda_core.model.tiny import bits_per_byte
+    from kda_core.model.tokenizer import MAX_TOKENS
 
     bits = count = 0.0
     for doc in documents(text):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "assets" / "weights" / "k3-mini.npz"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "weights" / "k3-mini.npz"
 META_KEY = "__meta__"
 MAX_FILE_BYTES = 8 << 20  # the cap on the shipped file
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -70,7 +70,9 @@ def _load_cached(path: str, mtime_ns: int) -> tuple[dict[str, np.ndarray], dict,
 def _checked(path: Path) -> tuple[dict[str, np.ndarray], dict, str]:
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"weights file {p} does not exist (train it: python -m kda_core.train)")
+        raise ValueError(
+            f"weights file {p} does not exist (train it: python -m kda_core.model.train)"
+        )
     if p.stat().st_size > MAX_FILE_BYTES:
         raise ValueError(f"weights file {p} is larger than {MAX_FILE_BYTES} bytes")
     return _load_cached(str(p.resolve()), p.stat().st_mtime_ns)

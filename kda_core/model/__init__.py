@@ -1,0 +1,58 @@
+"""The tiny Kimi K3 ("k3-mini"): TinyHybrid, its state, tokenizer, weights, corpus and training.
+
+Modules: ``tiny`` (TinyHybrid, bits_per_byte), ``state`` (ModelState), ``params`` (ModelConfig,
+weights and their init), ``functional`` (rmsnorm, sigmoid), ``tokenizer`` (UTF-8 bytes and how
+they are shown), ``weights`` (the shipped file), ``corpus`` (the training text), ``train``
+(torch; ``python -m kda_core.model.train``, not imported here). This file only re-exports the
+names other code uses; see docs/model.md.
+"""
+
+from kda_core.model.functional import rmsnorm, sigmoid
+from kda_core.model.params import (
+    K3_REFERENCE,
+    BlockWeights,
+    KDAWeights,
+    MLAWeights,
+    ModelConfig,
+)
+from kda_core.model.state import KDALayerState, ModelState
+from kda_core.model.tiny import (
+    KDAFeatures,
+    TinyHybrid,
+    bits_per_byte,
+    named_weights,
+    next_byte_bits,
+)
+from kda_core.model.tokenizer import (
+    MAX_TOKENS,
+    TOKENIZER_FINGERPRINT,
+    TOKENIZER_NAME,
+    VOCAB,
+    check_tokens,
+    decode,
+    encode,
+)
+
+__all__ = [
+    "K3_REFERENCE",
+    "MAX_TOKENS",
+    "TOKENIZER_FINGERPRINT",
+    "TOKENIZER_NAME",
+    "VOCAB",
+    "BlockWeights",
+    "KDAFeatures",
+    "KDALayerState",
+    "KDAWeights",
+    "MLAWeights",
+    "ModelConfig",
+    "ModelState",
+    "TinyHybrid",
+    "bits_per_byte",
+    "check_tokens",
+    "decode",
+    "encode",
+    "named_weights",
+    "next_byte_bits",
+    "rmsnorm",
+    "sigmoid",
+]

@@ -1,0 +1,20 @@
+"""The elementwise pieces of TinyHybrid's forward: RMSNorm and the logistic sigmoid (numpy).
+
+One definition each, shared by the model (`kda_core.model.tiny`) and the batched forward of the
+serving loop (`kda_core.serve.batch`), so the two cannot drift apart. SiLU lives with the short
+convolution (`kda_core.conv.silu`). Left out: any fused or lower-precision variant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """``x / sqrt(mean(x**2, last axis) + eps) * w``."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))``, written with tanh so large ``|x|`` cannot overflow ``exp``."""
+    return 0.5 * (1.0 + np.tanh(0.5 * x))

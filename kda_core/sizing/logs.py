@@ -1,0 +1,138 @@
+"""The lines SGLang prints about its pools, rebuilt from the arithmetic (to compare with logs).
+
+``mamba_allocation_log`` / ``kv_allocation_log`` (allocation), ``usage_log`` (the scheduler's
+usage fragment), ``capping_message`` (the state cache caps concurrency). "GB" in SGLang's lines
+is GiB; sizes count ``max_mamba_cache_size + 1`` slots (slot 0 is a dummy sink).
+Left out: every other log line, and the exact wording of SGLang's warnings (ours is SGLang-like).
+"""
+
+from __future__ import annotations
+
+from kda_core._checks import check_int as _check_int
+from kda_core.sizing.presets import GIB, MAX_COUNT, TORCH_DTYPE_NAME, ModelSpec, dtype_bytes
+from kda_core.sizing.sizes import (
+    conv_state_bytes,
+    intermediate_conv_window_bytes,
+    intermediate_ssm_bytes,
+    kda_state_bytes,
+    mla_kv_bytes_per_token,
+    replayssm_ring_bytes,
+)
+from kda_core.sizing.slots import max_running_requests, slots_per_request
+
+
+def capping_message(
+    state_slots: int,
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    ssm_dtype: str | None = None,
+    requested: int | None = None,
+) -> str | None:
+    """SGLang-like warning when the state cache caps concurrency, else None.
+
+    None is returned when ``requested`` (the wanted max_running_requests) fits under the cap.
+    The bf16 hint is left out when ``ssm_dtype`` is given and already 2 bytes or smaller.
+    """
+    cap = max_running_requests(state_slots, strategy, overlap, skip_decode_lock)
+    spr = slots_per_request(strategy, overlap, skip_decode_lock)
+    if requested is not None and _check_int("requested", requested, 0, MAX_COUNT) <= cap:
+        return None
+    hint = "increase --mamba-full-memory-ratio or --max-mamba-cache-size"
+    if ssm_dtype is None or dtype_bytes(ssm_dtype, "ssm_dtype") > 2:
+        hint += ", or halve the state size with --mamba-ssm-dtype bfloat16"
+    elif not skip_decode_lock and spr > 1:
+        hint += ", or reserve one slot fewer with SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"
+    return (
+        f"max_running_requests is capped to {cap} by the mamba state cache "
+        f"(max_mamba_cache_size={state_slots}, {spr} state slots per request). "
+        f"To raise it: {hint}."
+    )
+
+
+def _gb(n: int, digits: int) -> str:
+    return f"{n / GIB:.{digits}f}GB"
+
+
+def mamba_allocation_log(
+    spec: ModelSpec | str,
+    max_mamba_cache_size: int,
+    tp: int = 1,
+    ssm_dtype: str = "bfloat16",
+    conv_dtype: str = "bfloat16",
+    draft_tokens: int = 0,
+    max_running: int | None = None,
+    replayssm: bool = True,
+    ring_len: int | None = 16,
+    ring_dtype: str = "bfloat16",
+) -> list[str]:
+    """The lines SGLang logs when it allocates the state cache (sizes count size + 1 slots).
+
+    With ``draft_tokens > 0`` the intermediate (per-draft) buffers are printed too, for
+    ``max_running`` requests (default ``size // 5``, extra_buffer + overlap). With
+    ``replayssm`` (``--enable-linear-replayssm-spec``) and ``ring_len`` set, the ReplaySSM ring
+    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the seed's
+    logs, even with an fp32 SSM state).
+
+    The rings follow the flag, not ``draft_tokens``: the seed's two "no spark spec" logs
+    (51 and 80 slots, no intermediate buffers, i.e. D = 0) both print the ring line, so a
+    D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
+    line (and, with D > 0, a full per-draft SSM buffer instead).
+    """
+    size = _check_int("max_mamba_cache_size", max_mamba_cache_size, 0, MAX_COUNT)
+    phys = size + 1
+    line = (
+        f"Mamba Cache is allocated. max_mamba_cache_size: {size}, "
+        f"conv_state size: {_gb(phys * conv_state_bytes(spec, tp, conv_dtype), 2)}, "
+        f"ssm_state size: {_gb(phys * kda_state_bytes(spec, tp, ssm_dtype), 2)}"
+    )
+    d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
+    if d:
+        run = size // 5 if max_running is None else max_running
+        ssm_i = intermediate_ssm_bytes(spec, run, d, tp, ssm_dtype, replayssm)
+        conv_i = intermediate_conv_window_bytes(spec, run, d, tp, conv_dtype)
+        line += (
+            f", intermediate_ssm_state_cache size: {_gb(ssm_i, 2)}, "
+            f"intermediate_conv_window_cache size: {_gb(conv_i, 2)}"
+        )
+    lines = [line]
+    if replayssm and ring_len is not None:
+        r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
+        lines.append(
+            f"GDN ReplaySSM ring buffers allocated (L={ring_len}): "
+            f"d={_gb(r['d'], 3)}, k={_gb(r['k'], 3)}, g={_gb(r['g'], 3)}, "
+            f"rawv={_gb(r['rawv'], 3)}, rawk={_gb(r['rawk'], 3)}, beta={_gb(r['beta'], 3)}"
+        )
+    return lines
+
+
+def pool_usage(used: int, total: int, name: str = "used") -> float:
+    """Fraction of a pool in use, ``used / total`` (0.0 for an empty pool); used in [0, total]."""
+    t = _check_int("total", total, 0, MAX_COUNT)
+    u = _check_int(name, used, 0, t)
+    return u / t if t else 0.0
+
+
+def usage_log(full_used: int, full_total: int, mamba_used: int, mamba_total: int) -> str:
+    """SGLang's scheduler usage fragment for a hybrid model, usages to two decimals.
+
+    ``#full token: N, full token usage: U, mamba num: M, mamba usage: V`` where
+    U = ``full_used / full_total`` (KV pool tokens) and V = ``mamba_used / mamba_total``
+    (state slots, ``max_mamba_cache_size``).
+    """
+    fu = pool_usage(full_used, full_total, "full_used")
+    mu = pool_usage(mamba_used, mamba_total, "mamba_used")
+    return (
+        f"#full token: {int(full_used)}, full token usage: {fu:.2f}, "
+        f"mamba num: {int(mamba_used)}, mamba usage: {mu:.2f}"
+    )
+
+
+def kv_allocation_log(spec: ModelSpec | str, num_tokens: int, kv_dtype: str = "bfloat16") -> str:
+    """SGLang's KV pool line: ``KV Cache is allocated. dtype: ..., #tokens: N, KV size: X GB``."""
+    n = _check_int("num_tokens", num_tokens, 0, MAX_COUNT)
+    size = n * mla_kv_bytes_per_token(spec, kv_dtype)
+    return (
+        f"KV Cache is allocated. dtype: {TORCH_DTYPE_NAME[kv_dtype]}, #tokens: {n}, "
+        f"KV size: {size / GIB:.2f} GB"
+    )

@@ -1,0 +1,161 @@
+"""The shape facts that size a KDA hybrid's caches: ModelSpec, the real presets, dtypes.
+
+``preset("kimi-k3")`` (69 KDA + 24 MLA layers, 96 heads) and ``preset("kimi-linear-48b")``
+(20 + 7, 32 heads); `tiny_spec` is TinyHybrid as a spec. Every size in ``kda_core.sizing`` takes a
+ModelSpec or a preset name. Left out: MoE and attention shapes that do not size a cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kda_core._checks import check_int as _check_int
+from kda_core.model.params import ModelConfig
+
+GIB: int = 1 << 30
+MIB: int = 1 << 20
+
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8_e4m3": 1,
+    "int8": 1,
+}
+TORCH_DTYPE_NAME: dict[str, str] = {
+    "float32": "torch.float32",
+    "bfloat16": "torch.bfloat16",
+    "float16": "torch.float16",
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "int8": "torch.int8",
+}
+MAX_DIM: int = 1 << 16  # cap on layers, heads, head dims, latent ranks
+MAX_COUNT: int = 1 << 40  # cap on slots, tokens, byte budgets given as counts
+
+
+def dtype_bytes(dtype: str, name: str = "dtype") -> int:
+    """Bytes per element of ``dtype`` (one of ``DTYPE_BYTES``); ValueError otherwise."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"{name} must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+    return DTYPE_BYTES[dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """The shape facts that size a KDA hybrid's caches.
+
+    ``n_kda_layers`` KDA layers with ``kda_heads`` heads of ``head_k_dim`` x ``head_v_dim``
+    (state ``[H, K, V]`` per layer) and a short conv of kernel ``conv_kernel`` (window W-1);
+    ``n_mla_layers`` MLA layers each caching ``kv_lora_rank + qk_rope_head_dim`` values per
+    token. ``mla_heads`` is informational (the latent cache does not depend on it).
+    """
+
+    name: str
+    n_kda_layers: int
+    n_mla_layers: int
+    kda_heads: int
+    head_k_dim: int = 128
+    head_v_dim: int = 128
+    conv_kernel: int = 4
+    kv_lora_rank: int = 512
+    qk_rope_head_dim: int = 64
+    mla_heads: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(f"name must be a string, got {self.name!r}")
+        _check_int("n_kda_layers", self.n_kda_layers, 0, MAX_DIM)
+        _check_int("n_mla_layers", self.n_mla_layers, 0, MAX_DIM)
+        _check_int("kda_heads", self.kda_heads, 1, MAX_DIM)
+        _check_int("head_k_dim", self.head_k_dim, 1, MAX_DIM)
+        _check_int("head_v_dim", self.head_v_dim, 1, MAX_DIM)
+        _check_int("conv_kernel", self.conv_kernel, 1, 64)
+        _check_int("kv_lora_rank", self.kv_lora_rank, 0, MAX_DIM)
+        _check_int("qk_rope_head_dim", self.qk_rope_head_dim, 0, MAX_DIM)
+        _check_int("mla_heads", self.mla_heads, 0, MAX_DIM)
+        if self.n_kda_layers + self.n_mla_layers == 0:
+            raise ValueError("n_kda_layers + n_mla_layers must be >= 1")
+
+    @property
+    def n_layers(self) -> int:
+        return self.n_kda_layers + self.n_mla_layers
+
+    @property
+    def mla_latent_dim(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+PRESETS: dict[str, ModelSpec] = {
+    # 93 layers = 23 x (3 KDA + 1 MLA) + a final MLA: 69 KDA + 24 MLA.
+    "kimi-k3": ModelSpec(
+        name="kimi-k3",
+        n_kda_layers=69,
+        n_mla_layers=24,
+        kda_heads=96,
+        head_k_dim=128,
+        head_v_dim=128,
+        conv_kernel=4,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        mla_heads=96,
+    ),
+    # 27 layers: 20 KDA + 7 MLA (kda-math.md §9).
+    "kimi-linear-48b": ModelSpec(
+        name="kimi-linear-48b",
+        n_kda_layers=20,
+        n_mla_layers=7,
+        kda_heads=32,
+        head_k_dim=128,
+        head_v_dim=128,
+        conv_kernel=4,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        mla_heads=32,
+    ),
+}
+
+
+def preset(name: str) -> ModelSpec:
+    """The ModelSpec of a real model: ``"kimi-k3"`` or ``"kimi-linear-48b"``."""
+    if name not in PRESETS:
+        raise ValueError(f"name must be one of {sorted(PRESETS)}, got {name!r}")
+    return PRESETS[name]
+
+
+def as_spec(spec: ModelSpec | str) -> ModelSpec:
+    """``spec`` itself, or the preset it names."""
+    if isinstance(spec, str):
+        return preset(spec)
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"spec must be a ModelSpec or a preset name, got {type(spec).__name__}")
+    return spec
+
+
+def local_heads(spec: ModelSpec | str, tp: int = 1) -> int:
+    """KDA heads per GPU at tensor-parallel size ``tp`` (which must divide the head count)."""
+    spec = as_spec(spec)
+    tp = _check_int("tp", tp, 1, MAX_DIM)
+    if spec.kda_heads % tp:
+        raise ValueError(
+            f"tp must divide the KDA head count {spec.kda_heads} of {spec.name}, got tp={tp}"
+        )
+    return spec.kda_heads // tp
+
+
+def tiny_spec(config: ModelConfig | None = None) -> ModelSpec:
+    """TinyHybrid's config (default ``ModelConfig()``) as a ModelSpec, so its serving bytes use
+    the same formulas as the real models. The one place the tiny model's shape becomes a spec."""
+    c = ModelConfig() if config is None else config
+    kinds = c.layer_kinds
+    return ModelSpec(
+        name="k3-mini",
+        n_kda_layers=kinds.count("kda"),
+        n_mla_layers=kinds.count("mla"),
+        kda_heads=c.n_heads,
+        head_k_dim=c.head_dim,
+        head_v_dim=c.head_dim,
+        conv_kernel=c.conv_size,
+        kv_lora_rank=c.mla_latent,
+        qk_rope_head_dim=0,
+        mla_heads=c.mla_heads,
+    )
