@@ -23,9 +23,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common, guard, i18n
-from apps.common import COLORS, SERIES
+from apps import ui
 from apps.i18n_tables import CHECKPOINT_DENSITY as TR
+from apps.ui import COLORS, SERIES, guard, i18n
 from kda_core import workloads as wl
 from kda_core.studies import density as ds
 
@@ -167,14 +167,14 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         bordercolor="#ccc",
         borderwidth=1,
     )
-    common.style(
+    ui.style(
         fig, f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>", "", "", height=780
     )
     for r in (1, 2, 3):
-        common.log_axis(fig, "x", k, row=r, col=1, fmt=lambda v: f"{v:,.0f}")
+        ui.log_axis(fig, "x", k, row=r, col=1, fmt=lambda v: f"{v:,.0f}")
     fig.update_xaxes(title_text="checkpoint interval K (tokens, log scale)", row=3, col=1)
     fig.update_yaxes(title_text="peak state (GiB)", row=1, col=1)
-    common.log_axis(fig, "y", row=1, col=1)
+    ui.log_axis(fig, "y", row=1, col=1)
     fig.update_yaxes(title_text="replay per hit (tokens)", range=[0, top * 1.9], row=2, col=1)
     fig.update_yaxes(title_text="mean TTFT (s)", row=3, col=1)
     fig.update_layout(margin={"b": 130, "t": 64})
@@ -217,7 +217,7 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         "optimum",
         "pareto",
     ]
-    csv = common.write_csv(f"{NAME}-sweep", {c: [r[n] for r in rows] for n, c in enumerate(cols)})
+    csv = ui.write_csv(f"{NAME}-sweep", {c: [r[n] for r in rows] for n, c in enumerate(cols)})
     return fig, csv
 
 
@@ -255,16 +255,16 @@ def fig_hit_rates(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         annotation_text=f"ideal token hit {s.analytic.ideal_token_hit_rate:.1%}",
         annotation_position="top left",
     )
-    common.style(
+    ui.style(
         fig,
         "A token hit is not a state hit",
         "checkpoint interval K (tokens, log scale)",
         "hit rate (share of input tokens)",
     )
-    common.log_axis(fig, "x", k, fmt=lambda v: f"{v:,.0f}")
+    ui.log_axis(fig, "x", k, fmt=lambda v: f"{v:,.0f}")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     a = s.analytic
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-analytic",
         {
             "interval": k,
@@ -297,7 +297,7 @@ def fig_timeline(h: ds.HitTimeline, every: int, budget: str) -> tuple[go.Figure,
         fillcolor="rgba(148,103,189,0.25)",
         hovertemplate="after %{x:,} requests<br>state hit %{y:.1%}<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         f"Cumulative hit rates over the trace (interval {every:,}, budget {budget})"
         "; the shaded gap is replayed or re-prefilled",
@@ -305,7 +305,7 @@ def fig_timeline(h: ds.HitTimeline, every: int, budget: str) -> tuple[go.Figure,
         "cumulative hit rate",
     )
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-timeline",
         {
             "request": n,
@@ -354,15 +354,15 @@ def fig_pareto(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         line={"color": "black", "dash": "dash", "shape": "hv"},
         hovertemplate="frontier<br>%{x:.2f} GiB<br>%{y:.1%}<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         "Memory vs state hit: the Pareto frontier",
         "peak state memory (GiB per GPU, log scale)",
         "state hit rate",
     )
-    common.log_axis(fig, "x")
+    ui.log_axis(fig, "x")
     fig.update_yaxes(tickformat=".0%")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-pareto",
         {
             "interval": np.repeat(s.intervals, len(s.budget_labels)),
@@ -417,7 +417,7 @@ def fig_policies(p: ds.PolicySweep) -> tuple[go.Figure, str]:
         annotation_text=f"ideal {p.ideal_token_hit_rate:.1%}",
         annotation_position="top right",
     )
-    common.style(
+    ui.style(
         fig,
         f"Policies at one budget ({p.budget_labels[0]} of state per GPU)",
         "checkpoint policy",
@@ -425,7 +425,7 @@ def fig_policies(p: ds.PolicySweep) -> tuple[go.Figure, str]:
     )
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-policies",
         {
             "policy": labels,
@@ -471,11 +471,11 @@ def _intervals(text: str, block: int) -> tuple[int, ...]:
     if not 1 <= len(parts) <= MAX_INTERVALS:
         raise gr.Error(
             f"intervals: give 1 to {MAX_INTERVALS} comma-separated token counts, "
-            f"got {common.clip_text(text)}"
+            f"got {ui.clip_text(text)}"
         )
     out = []
     for p in parts:
-        k = common.check_int("interval K", p, block, 65_536)
+        k = ui.check_int("interval K", p, block, 65_536)
         if k % block:
             raise gr.Error(
                 f"interval K must be a multiple of the block size {block} in "
@@ -490,18 +490,18 @@ def _budgets(text: str) -> tuple[float | None, ...]:
     if not 1 <= len(parts) <= MAX_BUDGETS:
         raise gr.Error(
             f"budgets: give 1 to {MAX_BUDGETS} comma-separated GiB values or "
-            f"'unlimited', got {common.clip_text(text)}"
+            f"'unlimited', got {ui.clip_text(text)}"
         )
     out: list[float | None] = []
     for p in parts:
         if p.lower() in ("unlimited", "none", "inf"):
             out.append(None)
         else:
-            out.append(common.check_float("budget (GiB)", p, 0.5, 1024))
+            out.append(ui.check_float("budget (GiB)", p, 0.5, 1024))
     return tuple(out)
 
 
-@common.study_errors
+@ui.study_errors
 def run(
     workload: str = DEFAULT_WORKLOAD,
     intervals: str = DEFAULT_INTERVALS,
@@ -514,17 +514,17 @@ def run(
 ):
     """Returns the summary, five (figure, csv) pairs, the history table, the history and the
     stale-results note (hidden again)."""
-    workload = common.check_choice("workload", workload, tuple(WORKLOADS))
+    workload = ui.check_choice("workload", workload, tuple(WORKLOADS))
     tr = load_workload(workload)
     ks = _intervals(intervals, tr.block_size)
     bs = _budgets(budgets)
-    pb = common.check_float("policy budget (GiB)", policy_budget, 0.5, 1024)
+    pb = ui.check_float("policy budget (GiB)", policy_budget, 0.5, 1024)
     every = _intervals(str(timeline_every), tr.block_size)[0]
     chosen = [p for p in ds.DEFAULT_POLICIES if p[0] in set(policies or ())]
     if not chosen or any(p not in POLICY_LABELS for p in policies):
         raise gr.Error(
             f"policies: choose 1 to {len(POLICY_LABELS)} of {list(POLICY_LABELS)}, "
-            f"got {common.clip_text(policies)}"
+            f"got {ui.clip_text(policies)}"
         )
 
     def part(lo: float, hi: float):
@@ -563,7 +563,7 @@ def run(
 
 def stale_note(workload: str, language: str = "English") -> dict:
     """The workload changed: the figures still show the previous one until Run."""
-    if language == common.LANGS[1]:
+    if language == ui.LANGS[1]:
         text = f"⚠ 下面的结果仍是上一个负载的；按 **运行** 计算 **{workload}**。"
     else:
         text = (
@@ -577,7 +577,7 @@ def _check_policies(policies: object) -> None:
     if not chosen or any(p not in POLICY_LABELS for p in chosen):
         raise gr.Error(
             f"policies: choose 1 to {len(POLICY_LABELS)} of {list(POLICY_LABELS)}, "
-            f"got {common.clip_text(policies)}"
+            f"got {ui.clip_text(policies)}"
         )
 
 
@@ -595,7 +595,7 @@ def _cross_intervals(workload: str, intervals: str, _b: object, _p: object, ever
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Checkpoint density · KDA State Lab") as demo:
-        lang = common.header(NAME, "Checkpoint density · 检查点密度", EN, ZH)
+        lang = ui.header(NAME, "Checkpoint density · 检查点密度", EN, ZH)
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=290):
@@ -639,11 +639,11 @@ def build() -> gr.Blocks:
                     elem_id=f"{NAME}-summary",
                     elem_classes=["kda-metrics"],
                 )
-                s1 = common.figure_slot(f"{NAME}-tradeoff", "Memory, replay, TTFT")
-                s2 = common.figure_slot(f"{NAME}-hits", "Token vs state hit")
-                s3 = common.figure_slot(f"{NAME}-timeline", "Hit rates over the trace")
-                s4 = common.figure_slot(f"{NAME}-pareto", "Pareto frontier")
-                s5 = common.figure_slot(f"{NAME}-policies", "Policies")
+                s1 = ui.figure_slot(f"{NAME}-tradeoff", "Memory, replay, TTFT")
+                s2 = ui.figure_slot(f"{NAME}-hits", "Token vs state hit")
+                s3 = ui.figure_slot(f"{NAME}-timeline", "Hit rates over the trace")
+                s4 = ui.figure_slot(f"{NAME}-pareto", "Pareto frontier")
+                s5 = ui.figure_slot(f"{NAME}-policies", "Policies")
         inputs = [workload, intervals, budgets, policy_budget, every, policies, history]
         outputs = [
             summary,
@@ -659,10 +659,10 @@ def build() -> gr.Blocks:
         run_fn, run_out = loc.wrap(run, [*outputs, stale])
         run_in = [*inputs, lang.radio]
         checks = guard.validator(
-            lambda v: common.check_choice("workload", v, tuple(WORKLOADS)),
+            lambda v: ui.check_choice("workload", v, tuple(WORKLOADS)),
             None,  # intervals: checked against the workload's block size (cross)
             _budgets,
-            lambda v: common.check_float("policy budget (GiB)", v, 0.5, 1024),
+            lambda v: ui.check_float("policy budget (GiB)", v, 0.5, 1024),
             None,
             _check_policies,
             cross=_cross_intervals,
@@ -680,7 +680,7 @@ def build() -> gr.Blocks:
                 every: "时间线的间隔 K",
                 policies: "在策略预算下对比的策略",
                 run_btn: "运行",
-                **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5)},
+                **{s.csv: ui.CSV_ZH for s in (s1, s2, s3, s4, s5)},
             },
             tr=TR,
         )
@@ -688,4 +688,4 @@ def build() -> gr.Blocks:
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

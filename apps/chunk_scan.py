@@ -16,9 +16,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common, guard, i18n
-from apps.common import SERIES
+from apps import ui
 from apps.i18n_tables import CHUNK_SCAN as TR
+from apps.ui import SERIES, guard, i18n
 from kda_core.studies import chunk_scan as cs
 
 NAME = "chunk_scan"
@@ -90,19 +90,19 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
     fig.add_scatter(  # a legend entry, not a label box: nothing sits over the curves
         x=[float(a.chunk_sizes.min()), float(a.chunk_sizes.max())], y=[eps, eps], mode="lines",
         name=f"float64 machine epsilon {eps:.1e}",
-        line={"color": common.COLORS["neutral"], "dash": "dash", "width": 1.5},
+        line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hovertemplate=f"float64 machine epsilon {eps:.1e}<extra></extra>",
     )  # fmt: skip
-    common.style(
+    ui.style(
         fig,
         f"Chunked vs recurrent: max abs difference ({a.source})",
         "chunk size C (tokens, log scale)",
         "max |chunked − recurrent| (log scale)",
     )
-    common.log_axis(fig, "x", a.chunk_sizes, fmt=lambda v: f"{v:g}")
-    common.log_axis(fig, "y")
+    ui.log_axis(fig, "x", a.chunk_sizes, fmt=lambda v: f"{v:g}")
+    ui.log_axis(fig, "y")
     fig.update_yaxes(range=[-18, -10], exponentformat="power")
-    return fig, common.write_csv(f"{NAME}-agreement", cols)
+    return fig, ui.write_csv(f"{NAME}-agreement", cols)
 
 
 def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
@@ -155,20 +155,20 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
             cols["recurrent_flops"].append(int(c.recurrent_flops[i]))
             cols["chunked_flops"].append(int(c.chunked_flops[i, j]))
             cols["flops_ratio"].append(float(c.flops_ratio[i, j]))
-    common.style(
+    ui.style(
         fig,
         f"What chunking buys: one KDA layer, H={c.H}, K={c.K}, V={c.V}",
         "chunk size C (tokens)",
         "",
     )
     fig.update_yaxes(title_text="steps (log scale)", row=1, col=1)
-    common.log_axis(fig, "y", row=1, col=1)
+    ui.log_axis(fig, "y", row=1, col=1)
     fig.update_yaxes(title_text="FLOPs ratio (×)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="chunk size C (tokens, log scale)")
     for col in (1, 2):
-        common.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
+        ui.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
     fig.update_layout(margin={"t": 80})
-    return fig, common.write_csv(f"{NAME}-cost", cols)
+    return fig, ui.write_csv(f"{NAME}-cost", cols)
 
 
 def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
@@ -190,14 +190,14 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
             hovertemplate="%{y}<br>" + name + ": %{customdata:.2e}<extra></extra>",
         )
     eps = float(np.finfo(np.float64).eps)
-    common.vline(fig, eps, log=True, dash="dash")
+    ui.vline(fig, eps, log=True, dash="dash")
     fig.add_scatter(  # the line's name in the legend (a label box would cover bars)
         x=[None], y=[None], mode="lines", name=f"float64 machine epsilon {eps:.1e} (dashed)",
-        line={"color": common.COLORS["neutral"], "dash": "dash", "width": 1.5},
+        line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hoverinfo="skip",
     )  # fmt: skip
     seg = ", ".join(f"{a}={n}" for a, n in zip(m.labels, m.lengths.tolist()))
-    common.style(
+    ui.style(
         fig,
         f"Any grouping gives the same map (segments {seg} tokens)",
         "max abs difference (log scale; 0 drawn at 1e-18)",
@@ -205,12 +205,12 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
         height=420,
     )
     top = max(float(np.max([m.grouping_M_diff, m.grouping_b_diff, m.grouping_S_diff])), eps)
-    common.log_axis(fig, "x")
+    ui.log_axis(fig, "x")
     fig.update_xaxes(range=[-18.5, np.log10(top) + 0.8], exponentformat="power")
     fig.update_layout(margin={"t": 64})
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-groupings",
         {
             "grouping": list(m.grouping_labels),
@@ -257,7 +257,7 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
             x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
             marker={"symbol": "square", "size": 12, "color": color},
         )  # fmt: skip
-    common.style(
+    ui.style(
         fig,
         "The order matters: other orders give other states"
         + (f" ({len(labels)} orders, sorted)" if many else ""),
@@ -268,7 +268,7 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
     fig.update_yaxes(range=[0, top * 1.15])
     if many:
         fig.update_xaxes(showticklabels=False, ticks="")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-orders",
         {
             "order": list(m.order_labels),
@@ -312,7 +312,7 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
         colorbar={"title": "Δ", "x": 1.02},
         hovertemplate="row %{y}, col %{x}<br>ΔM = %{z:.2e}<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         "The composed transition matrix M [K, K]",
         "key channel (column)",
@@ -327,7 +327,7 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
     fig.update_yaxes(title_text="", row=1, col=2)
     K = m.M_true.shape[0]
     r, c = np.divmod(np.arange(K * K), K)
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-maps",
         {"row": r, "col": c, "M_true": m.M_true.ravel(), "M_swapped": m.M_swapped.ravel()},
     )
@@ -361,17 +361,17 @@ def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
             )
             series[f"run{n} chunked C={C}"] = (t.T_values, t.chunked_s[:, j])
     t = runs[-1]
-    common.style(
+    ui.style(
         fig,
         f"Measured on this CPU (numpy, H={t.H}, K={t.K}, V={t.V}, best of "
         f"{t.repeats}); the latest run is solid",
         "sequence length T (tokens)",
         "time (ms, log scale)",
     )
-    common.log_axis(fig, "x", runs[-1].T_values, fmt=lambda v: f"{v:,.0f}")
+    ui.log_axis(fig, "x", runs[-1].T_values, fmt=lambda v: f"{v:,.0f}")
     ms = np.concatenate([np.r_[t.recurrent_s, t.chunked_s.ravel()] * 1e3 for t in runs])
-    common.log_axis(fig, "y", common.log_ticks(float(ms.min()), float(ms.max())))
-    return fig, common.series_csv(f"{NAME}-timing", series, "T", "seconds")
+    ui.log_axis(fig, "y", ui.log_ticks(float(ms.min()), float(ms.max())))
+    return fig, ui.series_csv(f"{NAME}-timing", series, "T", "seconds")
 
 
 def summary_markdown(s: cs.ChunkScanStudy, m: cs.Composition) -> str:
@@ -404,9 +404,9 @@ def _lengths(text: str) -> tuple[int, ...]:
     if not 2 <= len(parts) <= cs.MAX_SEGMENTS:
         raise gr.Error(
             f"segment lengths: give 2 to {cs.MAX_SEGMENTS} comma-separated integers "
-            f"in [1, 256], got {common.clip_text(text)}"
+            f"in [1, 256], got {ui.clip_text(text)}"
         )
-    return tuple(common.check_int("segment length", p.strip(), 1, 256) for p in parts)
+    return tuple(ui.check_int("segment length", p.strip(), 1, 256) for p in parts)
 
 
 def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: str,
@@ -420,13 +420,13 @@ def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: st
         if sum(lens) > n:
             return 4, f"segment lengths must sum to at most the text's {n} bytes, got {sum(lens)}"
     try:
-        common.check_int("head", head, 0, 3 if source == SOURCES[1] else 1)
+        ui.check_int("head", head, 0, 3 if source == SOURCES[1] else 1)
     except gr.Error as e:
         return 5, guard.message_of(e)
     return None
 
 
-@common.study_errors
+@ui.study_errors
 def run(
     source: str = SOURCES[0],
     text: str = DEFAULT_TEXT,
@@ -436,9 +436,9 @@ def run(
     head: float = 0,
 ):
     """Returns the summary and five (figure, csv) pairs."""
-    source = common.check_choice("source", source, SOURCES)
-    sd = common.check_int("seed", seed, 0, 2**31 - 1)
-    C = common.check_int("chunk size", chunk_size, 1, 256)
+    source = ui.check_choice("source", source, SOURCES)
+    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
+    C = ui.check_int("chunk size", chunk_size, 1, 256)
     lens = _lengths(lengths)
     if source == SOURCES[1]:
         text = str(text or "")
@@ -449,11 +449,11 @@ def run(
             raise gr.Error(
                 f"segment lengths must sum to at most the text's {n} bytes, got {sum(lens)}"
             )
-        hd = common.check_int("head", head, 0, 3)
+        hd = ui.check_int("head", head, 0, 3)
         study = cs.chunk_scan_study(text=text, chunk_size=C)
         comp = cs.composition(lengths=lens, text=text, head=hd)
     else:
-        hd = common.check_int("head", head, 0, 1)
+        hd = ui.check_int("head", head, 0, 1)
         study = cs.chunk_scan_study(seed=sd, chunk_size=C)
         comp = cs.composition(lengths=lens, seed=sd, head=hd)
     figs = [
@@ -466,7 +466,7 @@ def run(
     return (summary_markdown(study, comp), *[x for pair in figs for x in pair])
 
 
-@common.study_errors
+@ui.study_errors
 def measure(
     chunk_size: float = 64,
     repeats: float = 3,
@@ -474,8 +474,8 @@ def measure(
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio's injection idiom
 ):
     """Time both forms (best of ``repeats``); the session keeps the last MAX_TIMINGS runs."""
-    C = common.check_int("chunk size", chunk_size, 1, 256)
-    r = common.check_int("repeats", repeats, 1, 5)
+    C = ui.check_int("chunk size", chunk_size, 1, 256)
+    r = ui.check_int("repeats", repeats, 1, 5)
     progress(0.1, desc="timing recurrent and chunked forms")
     t = cs.timing(chunk_sizes=tuple(sorted({16, 64, C})), repeats=r)
     kept = (list(runs or []) + [t])[-MAX_TIMINGS:]
@@ -485,7 +485,7 @@ def measure(
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Chunk scan · KDA State Lab") as demo:
-        lang = common.header(NAME, "Chunk scan · 分块扫描", EN, ZH)
+        lang = ui.header(NAME, "Chunk scan · 分块扫描", EN, ZH)
         timings = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
@@ -516,13 +516,13 @@ def build() -> gr.Blocks:
                 repeats = gr.Number(3, label="repeats (1-5)", step=1)
                 time_btn = gr.Button("Measure speed", elem_id=f"{NAME}-time")
             with gr.Column(scale=2):
-                s1 = common.figure_slot(f"{NAME}-agreement", "Chunked vs recurrent")
-                s2 = common.figure_slot(f"{NAME}-cost", "What chunking buys")
-                s3 = common.figure_slot(f"{NAME}-groupings", "Groupings")
-                s4 = common.figure_slot(f"{NAME}-orders", "Orders")
-                s5 = common.figure_slot(f"{NAME}-maps", "Transition matrices")
-                no_timing = common.empty_figure("Measured speed", "press “Measure speed”")
-                s6 = common.figure_slot(
+                s1 = ui.figure_slot(f"{NAME}-agreement", "Chunked vs recurrent")
+                s2 = ui.figure_slot(f"{NAME}-cost", "What chunking buys")
+                s3 = ui.figure_slot(f"{NAME}-groupings", "Groupings")
+                s4 = ui.figure_slot(f"{NAME}-orders", "Orders")
+                s5 = ui.figure_slot(f"{NAME}-maps", "Transition matrices")
+                no_timing = ui.empty_figure("Measured speed", "press “Measure speed”")
+                s6 = ui.figure_slot(
                     f"{NAME}-timing",
                     "Measured speed",
                     no_timing,
@@ -534,10 +534,10 @@ def build() -> gr.Blocks:
         run_fn, run_out = loc.wrap(run, outputs)
         run_in = [*inputs, lang.radio]
         run_v = guard.validator(
-            lambda v: common.check_choice("source", v, SOURCES),
+            lambda v: ui.check_choice("source", v, SOURCES),
             None,
-            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
-            lambda v: common.check_int("chunk size", v, 1, 256),
+            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
+            lambda v: ui.check_int("chunk size", v, 1, 256),
             _lengths,
             None,
             cross=_cross_run,
@@ -551,8 +551,8 @@ def build() -> gr.Blocks:
             time_out,
             api_name=f"{NAME}_time",
             validator=guard.validator(
-                lambda v: common.check_int("chunk size", v, 1, 256),
-                lambda v: common.check_int("repeats", v, 1, 5),
+                lambda v: ui.check_int("chunk size", v, 1, 256),
+                lambda v: ui.check_int("repeats", v, 1, 5),
             ),
         ).then(lambda: gr.update(visible=True), None, s6.csv, api_visibility="private")
         loc.initial(s6.plot, no_timing)
@@ -569,7 +569,7 @@ def build() -> gr.Blocks:
                 run_btn: "运行",
                 time_btn: "测量速度",
                 speed_md: "**速度**（本机实测耗时）",
-                **{s.csv: common.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
+                **{s.csv: ui.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
             },
             tr=TR,
         )
@@ -577,4 +577,4 @@ def build() -> gr.Blocks:
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

@@ -17,8 +17,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common, guard
-from apps.common import COLORS, SERIES
+from apps import ui
+from apps.ui import COLORS, SERIES, guard
 from kda_core.studies import context_parallel as cps
 
 NAME = "context_parallel"
@@ -114,7 +114,7 @@ KIND_COLORS = {"map": SERIES[0], "state": COLORS["state"]}
 
 
 def _t(lang: str) -> dict:
-    return TEXT["zh" if lang == common.LANGS[1] else "en"]
+    return TEXT["zh" if lang == ui.LANGS[1] else "en"]
 
 
 def fig_steps(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
@@ -143,7 +143,7 @@ def fig_steps(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
             f"{int(d.msg_bytes[i]):,} B<extra></extra>",
         )  # fmt: skip
         shown.add(kind)
-    common.style(fig, t["steps"].format(scan=t_scan(t, d.scan), P=d.P, T=d.T), "", "",
+    ui.style(fig, t["steps"].format(scan=t_scan(t, d.scan), P=d.P, T=d.T), "", "",
                  height=460)  # fmt: skip
     fig.update_xaxes(title_text=t["tokens"], row=1, col=1)
     fig.update_xaxes(title_text=t["rank"], dtick=1, row=2, col=1)
@@ -153,7 +153,7 @@ def fig_steps(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
         "step": d.msg_step, "src": d.msg_src, "dst": d.msg_dst,
         "kind": [str(k) for k in d.msg_kind], "bytes": d.msg_bytes,
     }  # fmt: skip
-    return fig, common.write_csv(f"{NAME}-messages", cols)
+    return fig, ui.write_csv(f"{NAME}-messages", cols)
 
 
 def t_scan(t: dict, scan: str) -> str:
@@ -173,14 +173,14 @@ def fig_state(d: cps.Demo, rank: int, t: dict) -> tuple[go.Figure, str]:
     fig.add_heatmap(z=diff, zmin=-dl, zmax=dl, colorscale="RdBu_r", row=1, col=2,
                     colorbar={"x": 1.0, "len": 0.9, "exponentformat": "e"},
                     hovertemplate="k %{y}, v %{x}: %{z:.2e}<extra></extra>")  # fmt: skip
-    common.style(fig, t["state_title"].format(r=rank), t["value"], t["key"], height=380,
+    ui.style(fig, t["state_title"].format(r=rank), t["value"], t["key"], height=380,
                  legend=False)  # fmt: skip
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(margin={"t": 72})  # room for the subplot titles under the figure title
     K, V = S.shape
     cols = {"key": np.repeat(np.arange(K), V), "value": np.tile(np.arange(V), K),
             "S_in": S.ravel(), "S_true": d.S_true[rank].ravel()}  # fmt: skip
-    return fig, common.write_csv(f"{NAME}-state", cols)
+    return fig, ui.write_csv(f"{NAME}-state", cols)
 
 
 def fig_exact(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
@@ -191,13 +191,13 @@ def fig_exact(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
                 text=[f"{v:.1e}" if v else "0" for v in d.o_rel.tolist()],
                 hovertemplate=f"{t['rank']} %{{x}}: %{{customdata:.2e}}"
                 "<extra></extra>")  # fmt: skip
-    common.hline(fig, 1e-10, t["bound"], log=True, dash="dash")
-    common.style(fig, t["exact_title"], t["rank"], t["rel"], height=340, legend=False)
-    common.log_axis(fig, "y")
+    ui.hline(fig, 1e-10, t["bound"], log=True, dash="dash")
+    ui.style(fig, t["exact_title"], t["rank"], t["rel"], height=340, legend=False)
+    ui.log_axis(fig, "y")
     fig.update_yaxes(range=[-18, -8], exponentformat="power")
     fig.update_xaxes(dtick=1)
     cols = {"rank": np.arange(d.P), "o_rel": d.o_rel, "S_in_rel": d.S_in_rel}
-    return fig, common.write_csv(f"{NAME}-exactness", cols)
+    return fig, ui.write_csv(f"{NAME}-exactness", cols)
 
 
 def fig_bytes(d: cps.Demo, m: cps.CostModel, t: dict) -> tuple[go.Figure, str]:
@@ -217,10 +217,10 @@ def fig_bytes(d: cps.Demo, m: cps.CostModel, t: dict) -> tuple[go.Figure, str]:
                 hovertemplate="%{x}: %{y:,} B<extra></extra>")  # fmt: skip
     for g, v in zip(groups, kv):
         rows["group"].append(g), rows["series"].append("mla_kv_allgather"), rows["bytes"].append(v)
-    common.style(fig, t["bytes_title"].format(T=d.T, P=d.P), "", t["bytes"], height=360)
-    common.log_axis(fig, "y")
+    ui.style(fig, t["bytes_title"].format(T=d.T, P=d.P), "", t["bytes"], height=360)
+    ui.log_axis(fig, "y")
     fig.update_layout(barmode="group")
-    return fig, common.write_csv(f"{NAME}-bytes", rows)
+    return fig, ui.write_csv(f"{NAME}-bytes", rows)
 
 
 SPEEDUP_T = (8192, 32768, 131072, 1 << 20)
@@ -248,14 +248,14 @@ def fig_speedup(models: dict[int, cps.CostModel], t: dict) -> tuple[go.Figure, s
                 line={"color": SERIES[i], "dash": "dot" if scan == "allgather" else "solid"},
                 hovertemplate=f"T={_k(T)}, P=%{{x}}: ×%{{y:.2f}}<extra></extra>",
             )  # fmt: skip
-    common.style(fig, t["speed_title"], t["P"], t["speedup"], height=400)
-    common.log_axis(fig, "x", P, fmt=lambda v: f"{v:g}")
-    common.log_axis(fig, "y", [1, 2, 4, 8, 16, 32, 64], fmt=lambda v: f"{v:g}")
-    return fig, common.write_csv(f"{NAME}-speedup", cols)
+    ui.style(fig, t["speed_title"], t["P"], t["speedup"], height=400)
+    ui.log_axis(fig, "x", P, fmt=lambda v: f"{v:g}")
+    ui.log_axis(fig, "y", [1, 2, 4, 8, 16, 32, 64], fmt=lambda v: f"{v:g}")
+    return fig, ui.write_csv(f"{NAME}-speedup", cols)
 
 
 def summary_markdown(d: cps.Demo, seed: int, lang: str) -> str:
-    zh = lang == common.LANGS[1]
+    zh = lang == ui.LANGS[1]
     worst = float(d.o_rel.max())
     sent, kv = int(d.bytes_sent.max()), d.kv_bytes
     n = d.cu_seqlens.size - 1
@@ -280,7 +280,7 @@ def _docs(text: str, T: int) -> list[int] | None:
     parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
     if not 1 <= len(parts) <= cps.MAX_DOCS:
         raise gr.Error(f"document lengths: give 1 to {cps.MAX_DOCS} comma-separated integers")
-    lens = [common.check_int("document length", p.strip(), 1, T) for p in parts]
+    lens = [ui.check_int("document length", p.strip(), 1, T) for p in parts]
     if sum(lens) != T:
         raise gr.Error(f"document lengths must sum to T = {T}, got {sum(lens)}")
     return lens
@@ -298,17 +298,17 @@ def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[in
     return None
 
 
-@common.study_errors
+@ui.study_errors
 def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank: float = 2,
-        seed: float = 0, language: str = common.LANGS[0]):  # fmt: skip
+        seed: float = 0, language: str = ui.LANGS[0]):  # fmt: skip
     """Returns the summary and five (figure, csv) pairs."""
-    T = common.check_int("T", T, 16, cps.MAX_T)
-    P = common.check_int("ranks P", P, 1, min(cps.MAX_P, T))
-    scan = common.check_choice("scan", scan, SCANS)
+    T = ui.check_int("T", T, 16, cps.MAX_T)
+    P = ui.check_int("ranks P", P, 1, min(cps.MAX_P, T))
+    scan = ui.check_choice("scan", scan, SCANS)
     # the last rank when P shrank below the chosen one (the title names the rank shown)
-    r = min(common.check_int("rank to inspect", rank, 0, cps.MAX_P - 1), P - 1)
-    sd = common.check_int("seed", seed, 0, 2**31 - 1)
-    lang = common.check_choice("language", language, common.LANGS)
+    r = min(ui.check_int("rank to inspect", rank, 0, cps.MAX_P - 1), P - 1)
+    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
+    lang = ui.check_choice("language", language, ui.LANGS)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
     models = {
         ctx: cps.cost_model(cps.MEASURED, T=ctx, P_values=(1, 2, 4, 8, 16, 32, 64))
@@ -323,7 +323,7 @@ def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Context parallel · KDA State Lab") as demo:
-        lang = common.header(NAME, "Context parallel · 上下文并行", EN, ZH)
+        lang = ui.header(NAME, "Context parallel · 上下文并行", EN, ZH)
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
                 T = gr.Number(512, label=f"tokens T (16-{cps.MAX_T})", step=1, elem_id=f"{NAME}-T")
@@ -342,18 +342,18 @@ def build() -> gr.Blocks:
                 summary = gr.Markdown(label="Context parallel summary", elem_id=f"{NAME}-summary")
             with gr.Column(scale=2):
                 slots = [
-                    common.figure_slot(f"{NAME}-{k}", k)
+                    ui.figure_slot(f"{NAME}-{k}", k)
                     for k in ("steps", "state", "exactness", "bytes", "speedup")
                 ]
         inputs = [T, P, scan, docs, rank, seed, lang.radio]
         outputs = [summary] + [o for s in slots for o in s.outputs]
         run_v = guard.validator(
-            lambda v: common.check_int("T", v, 16, cps.MAX_T),
-            lambda v: common.check_int("ranks P", v, 1, cps.MAX_P),
-            lambda v: common.check_choice("scan", v, SCANS),
+            lambda v: ui.check_int("T", v, 16, cps.MAX_T),
+            lambda v: ui.check_int("ranks P", v, 1, cps.MAX_P),
+            lambda v: ui.check_choice("scan", v, SCANS),
             None,
-            lambda v: common.check_int("rank to inspect", v, 0, cps.MAX_P - 1),
-            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
+            lambda v: ui.check_int("rank to inspect", v, 0, cps.MAX_P - 1),
+            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
             None,
             cross=_cross_run,
         )
@@ -369,11 +369,11 @@ def build() -> gr.Blocks:
                 rank: "查看的 rank",
                 seed: "随机种子",
                 run_btn: "运行",
-                **{s.csv: common.CSV_ZH for s in slots},
+                **{s.csv: ui.CSV_ZH for s in slots},
             }
         )
     return demo
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

@@ -20,9 +20,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common, guard, i18n
-from apps.common import COLORS, SERIES
+from apps import ui
 from apps.i18n_tables import INT8_CHECKPOINT as TR
+from apps.ui import COLORS, SERIES, guard, i18n
 from kda_core.studies import int8 as st
 from kda_core.studies import quality
 
@@ -64,7 +64,7 @@ ZH = (
 
 
 def _variant(label: str) -> tuple[str, str | None]:
-    label = common.check_choice("format", label, VARIANT_LABELS)
+    label = ui.check_choice("format", label, VARIANT_LABELS)
     _, fmt, gran = st.VARIANTS[VARIANT_LABELS.index(label)]
     return fmt, gran
 
@@ -98,7 +98,7 @@ def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
         hovertemplate="key k=%{y}, value v=%{x}<br>error %{z:.2e}<br>bound %{customdata:.2e}"
         "<extra></extra>",
     )  # fmt: skip
-    common.style(
+    ui.style(
         fig,
         f"Error map of {e.label}: max |error| {e.max_abs_error:.2e}, "
         f"max error / bound {e.max_bound_ratio:.4g} (≤ 1: within the bound)",
@@ -111,7 +111,7 @@ def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
     fig.update_yaxes(autorange="reversed", showline=False)
     fig.update_xaxes(showline=False)
     kk, vv = np.meshgrid(np.arange(e.state.shape[0]), np.arange(e.state.shape[1]), indexing="ij")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-error_map",
         {
             "key_channel": kk.ravel(),
@@ -152,7 +152,7 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
         marker_color=COLORS["state"],
         hovertemplate="value %{x:.3f}<br>%{y} elements<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         "Histograms: where the rounding error and the values fall",
         "",
@@ -163,9 +163,9 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
     fig.update_xaxes(title_text="restored − S", row=1, col=1)
     fig.update_xaxes(title_text="state value", row=1, col=2)
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
-        common.log_axis(fig, "y", row=1, col=c)
+        ui.log_axis(fig, "y", row=1, col=c)
     fig.update_layout(bargap=0.02)
-    csv = common.series_csv(
+    csv = ui.series_csv(
         f"{NAME}-histograms",
         {"error": (ec, e.err_counts), "state_value": (vc, e.value_counts)},
         "bin_center",
@@ -224,7 +224,7 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
             )
     same = d.park_once_same, d.every_step_same
     n = d.decoded
-    common.style(
+    ui.style(
         fig,
         f"Decoding {n} tokens after the restore ({d.label}); same greedy token: "
         f"park once {same[0]}/{n}, every step {same[1]}/{n}",
@@ -235,7 +235,7 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
     fig.update_yaxes(title_text="relative Frobenius distance", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="max |Δlogit| (logit units)", row=1, col=2, rangemode="tozero")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-divergence",
         {
             "step": d.steps,
@@ -269,7 +269,7 @@ def fig_variants(t: st.VariantTable, chosen: str) -> tuple[go.Figure, str]:
         marker={"symbol": "line-ew", "size": 34, "line": {"width": 3, "color": "black"}},
         hovertemplate="%{x}<br>ceiling %{y:.3g}<extra></extra>",
     )  # fmt: skip
-    common.style(
+    ui.style(
         fig,
         "Every format on the same parked state (all KDA layers)",
         "format / scale granularity",
@@ -277,10 +277,10 @@ def fig_variants(t: st.VariantTable, chosen: str) -> tuple[go.Figure, str]:
         height=380,
     )
     vals = np.concatenate([t.rel_fro, t.bound_rel_fro])
-    common.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
+    ui.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-variants",
         {
             "variant": labels,
@@ -324,7 +324,7 @@ def fig_capacity(
         fig.update_xaxes(
             type="category", categoryorder="array", categoryarray=list(c.labels), row=1, col=col
         )
-    common.style(
+    ui.style(
         fig,
         f"Checkpoint capacity per format (native pool {k3.native_dtype}; ×gain vs native)",
         "",
@@ -349,7 +349,7 @@ def fig_capacity(
         rows["variant"] += list(c.labels)
         for k in ("state_bytes", "conv_bytes", "total_bytes", "capacity", "gain"):
             rows[k] += list(getattr(c, k))
-    return fig, common.write_csv(f"{NAME}-capacity", rows)
+    return fig, ui.write_csv(f"{NAME}-capacity", rows)
 
 
 def summary_markdown(s: st.Int8Study, chosen: str) -> str:
@@ -384,7 +384,7 @@ def summary_markdown(s: st.Int8Study, chosen: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@common.study_errors
+@ui.study_errors
 def run(
     text: str = st.DEFAULT_TEXT,
     n_tokens: float = 64,
@@ -409,18 +409,18 @@ def run(
             print_exception=False,
         )
     n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
-    n = common.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
+    n = ui.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
     fmt, gran = _variant(variant)
-    lay = common.check_int("KDA layer", layer, 0, N_LAYERS - 1)
-    hd = common.check_int("head", head, 0, N_HEADS - 1)
-    stp = common.check_int("tokens to decode", steps, 1, st.MAX_STEPS)
-    nat = common.check_choice("native state dtype", native_dtype, st.NATIVE_DTYPES)
-    tp_i = common.check_int("TP", tp, 1, 64)
+    lay = ui.check_int("KDA layer", layer, 0, N_LAYERS - 1)
+    hd = ui.check_int("head", head, 0, N_HEADS - 1)
+    stp = ui.check_int("tokens to decode", steps, 1, st.MAX_STEPS)
+    nat = ui.check_choice("native state dtype", native_dtype, st.NATIVE_DTYPES)
+    tp_i = ui.check_int("TP", tp, 1, 64)
     if 96 % tp_i:
         raise gr.Error(
             f"TP must divide Kimi K3's 96 KDA heads; got TP={tp_i}", print_exception=False
         )
-    gib = common.check_float("checkpoint budget (GiB)", budget_gib, 0.01, 4096)
+    gib = ui.check_float("checkpoint budget (GiB)", budget_gib, 0.01, 4096)
     s = st.int8_study(text, n, fmt, gran, lay, hd, stp, nat, tp_i, gib)
     f1 = fig_error_map(s.errors)
     f2 = fig_histograms(s.errors)
@@ -516,7 +516,7 @@ def _run_validator():  # noqa: ANN202
     def cross(text: str, n_tokens: object, *rest: object) -> tuple[int, str] | None:
         n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
         try:
-            common.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
+            ui.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
         except gr.Error as e:
             return 1, guard.message_of(e)
         tp_i = int(float(rest[5]))  # type: ignore[arg-type]
@@ -528,19 +528,19 @@ def _run_validator():  # noqa: ANN202
         text_ok,
         None,
         lambda v: _variant(v),
-        lambda v: common.check_int("KDA layer", v, 0, N_LAYERS - 1),
-        lambda v: common.check_int("head", v, 0, N_HEADS - 1),
-        lambda v: common.check_int("tokens to decode", v, 1, st.MAX_STEPS),
-        lambda v: common.check_choice("native state dtype", v, st.NATIVE_DTYPES),
-        lambda v: common.check_int("TP", v, 1, 64),
-        lambda v: common.check_float("checkpoint budget (GiB)", v, 0.01, 4096),
+        lambda v: ui.check_int("KDA layer", v, 0, N_LAYERS - 1),
+        lambda v: ui.check_int("head", v, 0, N_HEADS - 1),
+        lambda v: ui.check_int("tokens to decode", v, 1, st.MAX_STEPS),
+        lambda v: ui.check_choice("native state dtype", v, st.NATIVE_DTYPES),
+        lambda v: ui.check_int("TP", v, 1, 64),
+        lambda v: ui.check_float("checkpoint budget (GiB)", v, 0.01, 4096),
         cross=cross,
     )
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="INT8 checkpoints · KDA State Lab") as demo:
-        lang = common.header(NAME, "INT8 checkpoints · INT8 检查点", EN, ZH)
+        lang = ui.header(NAME, "INT8 checkpoints · INT8 检查点", EN, ZH)
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
@@ -592,14 +592,14 @@ def build() -> gr.Blocks:
                     elem_classes=["kda-metrics"],
                 )
             with gr.Column(scale=2):
-                s1 = common.figure_slot(f"{NAME}-errmap", "Error map")
-                s3 = common.figure_slot(f"{NAME}-divergence", "Divergence")
+                s1 = ui.figure_slot(f"{NAME}-errmap", "Error map")
+                s3 = ui.figure_slot(f"{NAME}-divergence", "Divergence")
                 cont = gr.Markdown(
                     label="Exact vs compressed continuations", elem_id=f"{NAME}-continuation"
                 )
-                s4 = common.figure_slot(f"{NAME}-variants", "Variants")
-                s2 = common.figure_slot(f"{NAME}-hist", "Histograms")
-                s5 = common.figure_slot(f"{NAME}-capacity", "Capacity")
+                s4 = ui.figure_slot(f"{NAME}-variants", "Variants")
+                s2 = ui.figure_slot(f"{NAME}-hist", "Histograms")
+                s5 = ui.figure_slot(f"{NAME}-capacity", "Capacity")
         inputs = [text, n_tokens, variant, layer, head, steps, native, tp, budget, history]
         outputs = [
             summary,
@@ -633,10 +633,10 @@ def build() -> gr.Blocks:
             steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", native: "原生状态池精度",
             tp: "TP（整除 96）", budget: "检查点预算（GiB，0.01-4096）",
             btn: "停放并恢复", capacity_box: "Kimi K3 容量",
-            **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
+            **{sl.csv: ui.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
         }, tr=TR)  # fmt: skip
     return demo
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

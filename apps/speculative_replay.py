@@ -17,9 +17,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from apps import common, guard, i18n
-from apps.common import COLORS, SERIES
+from apps import ui
 from apps.i18n_tables import SPECULATIVE_REPLAY as TR
+from apps.ui import COLORS, SERIES, guard, i18n
 from kda_core import tokenizer
 from kda_core.studies import speculative as sp
 
@@ -130,7 +130,7 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         hovertemplate="step %{x}, field %{y}<br>L2 norm %{customdata:.3g}<extra></extra>",
     )  # fmt: skip
     fig.add_vline(x=v.n_accept - 0.5, line={"color": "black", "dash": "dash", "width": 2})
-    common.style(
+    ui.style(
         fig,
         f"Verify D={v.draft_tokens}: committed {v.n_accept} (greedy acceptance "
         f"{v.natural_accept}); ring of KDA layer {v.layer}, all heads",
@@ -151,7 +151,7 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     cols = {"step": steps, "input": v.inputs, "target": v.targets, "committed": acc}
     for f, row in zip(sp.FIELDS, v.ring_norms):
         cols[f"norm_{f}"] = row
-    return fig, common.write_csv(f"{NAME}-verify", cols)
+    return fig, ui.write_csv(f"{NAME}-verify", cols)
 
 
 def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
@@ -183,7 +183,7 @@ def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         data["slot"] += list(range(L))
         data["position"] += pos.tolist()
         data["kind"] += [SLOT_KIND[int(k)] for k in kind]
-    common.style(
+    ui.style(
         fig,
         f"Ring of L={L} slots (slot = position mod L): the commit keeps {v.n_accept} of "
         f"{v.draft_tokens} steps; conv window kept: after step {v.committed_window}"
@@ -196,7 +196,7 @@ def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[-0.5, L - 0.5], tickmode="linear", dtick=1 if L <= 32 else 8)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
-    return fig, common.write_csv(f"{NAME}-ring", data)
+    return fig, ui.write_csv(f"{NAME}-ring", data)
 
 
 def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
@@ -213,8 +213,8 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
             hovertemplate="accept %{x} tokens<br>max |state error| %{customdata:.3g}"
             "<extra></extra>",
         )  # fmt: skip
-    common.vline(fig, v.n_accept, f"this commit: {v.n_accept}", color="black", xanchor="right")
-    common.style(
+    ui.vline(fig, v.n_accept, f"this commit: {v.n_accept}", color="black", xanchor="right")
+    ui.style(
         fig,
         f"Commit exactness vs a sequential run (verify logits error {v.logits_error:.1e}, "
         f"outputs rebuilt from the ring {v.reconstruct_error:.1e})",
@@ -222,9 +222,9 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         "max |state error| (log scale)",
         height=380,
     )
-    common.log_axis(fig, "y", EXACT_TICKS, fmt=_power)
+    ui.log_axis(fig, "y", EXACT_TICKS, fmt=_power)
     fig.update_xaxes(tickmode="linear", dtick=1 if v.draft_tokens <= 16 else 4)
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-exactness",
         {"accepted": m, "commit_error": v.commit_error, "fold_error": v.fold_error,
          "fold_bf16_error": v.fold_bf16_error},
@@ -253,7 +253,7 @@ def fig_memory(mem: sp.MemoryOverD, d: int) -> tuple[go.Figure, str]:
             )  # fmt: skip
     for c in (1, 2):
         fig.add_vline(x=d, line={"color": "black", "dash": "dot"}, row=1, col=c)
-    common.style(
+    ui.style(
         fig,
         f"Per-request memory over D (dtype {mem.dtype}): rings vs per-draft states "
         f"(×{mem.ratio[1][list(mem.d_values).index(d)]:.1f} at D={d} for K3)"
@@ -264,7 +264,7 @@ def fig_memory(mem: sp.MemoryOverD, d: int) -> tuple[go.Figure, str]:
     )  # fmt: skip
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
-        common.log_axis(fig, "y", row=1, col=c, fmt=_mib)
+        ui.log_axis(fig, "y", row=1, col=c, fmt=_mib)
     fig.update_yaxes(title_text="bytes per request (MiB, log scale)", row=1, col=1)
     data = {
         "model": [],
@@ -281,7 +281,7 @@ def fig_memory(mem: sp.MemoryOverD, d: int) -> tuple[go.Figure, str]:
         data["ring_len"] += mem.ring_len.tolist()
         for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
             data[k] += getattr(mem, k)[i].tolist()
-    return fig, common.write_csv(f"{NAME}-memory", data)
+    return fig, ui.write_csv(f"{NAME}-memory", data)
 
 
 def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
@@ -304,7 +304,7 @@ def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
         marker={"symbol": "line-ew", "size": 18, "line": {"width": 2, "color": "black"}},
         hovertemplate="verify %{x}: %{y} tokens<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         f"Generation: {g.tokens.size} tokens in {g.verify_passes} verify passes (greedy needs "
         f"{g.greedy_passes}); equal to greedy: {g.equals_greedy}, logits error "
@@ -314,7 +314,7 @@ def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
         height=360,
     )
     fig.update_yaxes(rangemode="tozero")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-generation",
         {"verify_step": steps, "start": g.start, "drafted": g.drafted, "accepted": g.accepted,
          "committed": g.committed},
@@ -335,7 +335,7 @@ def fig_acceptance(a: sp.AcceptanceCurve, d: int) -> tuple[go.Figure, str]:
         customdata=a.tokens_per_step,
         hovertemplate="noise %{x}<br>%{customdata:.2f} tokens per verify<extra></extra>",
     )  # fmt: skip
-    common.style(
+    ui.style(
         fig,
         f"Acceptance vs draft noise (every run equals greedy: {a.all_equal_greedy})",
         "draft noise (logit standard deviation)",
@@ -343,7 +343,7 @@ def fig_acceptance(a: sp.AcceptanceCurve, d: int) -> tuple[go.Figure, str]:
         height=340,
     )
     fig.update_yaxes(range=[0, 1.05])
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-acceptance",
         {"noise": a.noise, "acceptance_rate": a.acceptance_rate,
          "tokens_per_step": a.tokens_per_step},
@@ -395,14 +395,14 @@ def _prompt(text: object) -> str:
 
 def _cross_verify(_p: object, d: object, n_accept: object, *rest: object) -> tuple[int, str] | None:
     """The accepted count and the ring length depend on D (the same rules as ``verify``)."""
-    dd = common.check_int("draft tokens D", d, 1, MAX_D)
+    dd = ui.check_int("draft tokens D", d, 1, MAX_D)
     try:
-        common.check_int(f"accepted tokens (-1 = greedy, 0-{dd})", n_accept, -1, dd)
+        ui.check_int(f"accepted tokens (-1 = greedy, 0-{dd})", n_accept, -1, dd)
     except gr.Error as e:
         return 2, guard.message_of(e)
     ring = rest[4]  # noise, seed, layer, head, ring_len
     try:
-        rl = common.check_int("ring length L (0 = auto)", ring, 0, 1024)
+        rl = ui.check_int("ring length L (0 = auto)", ring, 0, 1024)
     except gr.Error as e:
         return 7, guard.message_of(e)
     if rl and (rl & (rl - 1) or rl < 2 * dd):
@@ -413,7 +413,7 @@ def _cross_verify(_p: object, d: object, n_accept: object, *rest: object) -> tup
     return None
 
 
-@common.study_errors
+@ui.study_errors
 def verify(
     prompt: str = sp.DEFAULT_PROMPT,
     draft_tokens: float = 8,
@@ -428,13 +428,13 @@ def verify(
     """One verify + commit. ``n_accept`` -1 = the greedy acceptance; ``ring_len`` 0 = SGLang's
     default next_pow2(2D). Outputs: summary, four (figure, csv) pairs, history md, history."""
     text = _prompt(prompt)
-    d = common.check_int("draft tokens D", draft_tokens, 1, MAX_D)
-    a = common.check_int(f"accepted tokens (-1 = greedy, 0-{d})", n_accept, -1, d)
-    nz = common.check_float("draft noise", noise, 0.0, 10.0)
-    sd = common.check_int("seed", seed, 0, 1_000_000)
-    lay = common.check_int("KDA layer", layer, 0, N_LAYERS - 1)
-    hd = common.check_int("head", head, 0, N_HEADS - 1)
-    rl = common.check_int("ring length L (0 = auto)", ring_len, 0, 1024)
+    d = ui.check_int("draft tokens D", draft_tokens, 1, MAX_D)
+    a = ui.check_int(f"accepted tokens (-1 = greedy, 0-{d})", n_accept, -1, d)
+    nz = ui.check_float("draft noise", noise, 0.0, 10.0)
+    sd = ui.check_int("seed", seed, 0, 1_000_000)
+    lay = ui.check_int("KDA layer", layer, 0, N_LAYERS - 1)
+    hd = ui.check_int("head", head, 0, N_HEADS - 1)
+    rl = ui.check_int("ring length L (0 = auto)", ring_len, 0, 1024)
     if rl and (rl & (rl - 1) or rl < 2 * d):
         raise gr.Error(
             f"ring length L must be 0 (auto) or a power of two in [2D, 1024] = "
@@ -462,13 +462,13 @@ def verify(
 def _gen_args(prompt: object, draft_tokens: object, seed: object, max_new_tokens: object):
     return (
         _prompt(prompt),
-        common.check_int("draft tokens D", draft_tokens, 1, MAX_D),
-        common.check_int("seed", seed, 0, 1_000_000),
-        common.check_int("tokens to generate", max_new_tokens, 1, 128),
+        ui.check_int("draft tokens D", draft_tokens, 1, MAX_D),
+        ui.check_int("seed", seed, 0, 1_000_000),
+        ui.check_int("tokens to generate", max_new_tokens, 1, 128),
     )
 
 
-@common.study_errors
+@ui.study_errors
 def generate(
     prompt: str = sp.DEFAULT_PROMPT,
     draft_tokens: float = 8,
@@ -479,7 +479,7 @@ def generate(
 ) -> tuple:
     """The speculative loop vs plain greedy on the same prompt."""
     text, d, sd, n = _gen_args(prompt, draft_tokens, seed, max_new_tokens)
-    nz = common.check_float("draft noise", noise, 0.0, 10.0)
+    nz = ui.check_float("draft noise", noise, 0.0, 10.0)
     if progress is not None:
         progress(0.0, desc="speculative generation and plain greedy")
     g = sp.generation(text, n, draft_tokens=d, noise=nz, seed=sd)
@@ -493,7 +493,7 @@ def generate(
     return (md, *fig_generation(g))
 
 
-@common.study_errors
+@ui.study_errors
 def acceptance(
     prompt: str = sp.DEFAULT_PROMPT,
     draft_tokens: float = 8,
@@ -520,7 +520,7 @@ def history_markdown(hist: list) -> str:
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Speculative replay · KDA State Lab") as demo:
-        lang = common.header(NAME, "Speculative replay · 投机解码重放", EN, ZH)
+        lang = ui.header(NAME, "Speculative replay · 投机解码重放", EN, ZH)
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
@@ -558,10 +558,10 @@ def build() -> gr.Blocks:
                     elem_classes=["kda-metrics"],
                 )
             with gr.Column(scale=2):
-                s1 = common.figure_slot(f"{NAME}-verify", "Verify step")
-                s2 = common.figure_slot(f"{NAME}-ring", "Ring slots")
-                s3 = common.figure_slot(f"{NAME}-exactness", "Commit exactness")
-                s4 = common.figure_slot(f"{NAME}-memory", "Memory over D")
+                s1 = ui.figure_slot(f"{NAME}-verify", "Verify step")
+                s2 = ui.figure_slot(f"{NAME}-ring", "Ring slots")
+                s3 = ui.figure_slot(f"{NAME}-exactness", "Commit exactness")
+                s4 = ui.figure_slot(f"{NAME}-memory", "Memory over D")
                 with gr.Row():
                     n_new = gr.Number(
                         32,
@@ -572,8 +572,8 @@ def build() -> gr.Blocks:
                     gen = gr.Button("Run speculative generation", elem_id=f"{NAME}-gen", scale=1)
                     acc_btn = gr.Button("Acceptance vs noise", elem_id=f"{NAME}-acc", scale=1)
                 gen_md = gr.Markdown(label="Generation summary", elem_id=f"{NAME}-gen-info")
-                s5 = common.figure_slot(f"{NAME}-generation", "Generation")
-                s6 = common.figure_slot(f"{NAME}-acceptance", "Acceptance vs noise")
+                s5 = ui.figure_slot(f"{NAME}-generation", "Generation")
+                s6 = ui.figure_slot(f"{NAME}-acceptance", "Acceptance vs noise")
         inputs = [prompt, d, accept, noise, seed, layer, head, ring, history]
         outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, hist_md, history]
         gen_in = [prompt, d, noise, seed, n_new]
@@ -584,10 +584,10 @@ def build() -> gr.Blocks:
         gen_fn, gen_out2 = loc.wrap(generate, gen_out)
         acc_fn, acc_out = loc.wrap(acceptance, s6.outputs)
         prompt_ok = _prompt
-        d_ok = lambda v: common.check_int("draft tokens D", v, 1, MAX_D)  # noqa: E731
-        seed_ok = lambda v: common.check_int("seed", v, 0, 1_000_000)  # noqa: E731
-        noise_ok = lambda v: common.check_float("draft noise", v, 0.0, 10.0)  # noqa: E731
-        new_ok = lambda v: common.check_int("tokens to generate", v, 1, 128)  # noqa: E731
+        d_ok = lambda v: ui.check_int("draft tokens D", v, 1, MAX_D)  # noqa: E731
+        seed_ok = lambda v: ui.check_int("seed", v, 0, 1_000_000)  # noqa: E731
+        noise_ok = lambda v: ui.check_float("draft noise", v, 0.0, 10.0)  # noqa: E731
+        new_ok = lambda v: ui.check_int("tokens to generate", v, 1, 128)  # noqa: E731
         ver_v = guard.validator(prompt_ok, d_ok, None, noise_ok, seed_ok, cross=_cross_verify)
         gen_v = guard.validator(prompt_ok, d_ok, noise_ok, seed_ok, new_ok)
         acc_v = guard.validator(prompt_ok, d_ok, seed_ok, new_ok)
@@ -612,10 +612,10 @@ def build() -> gr.Blocks:
             ring: "环长度 L（0 = next_pow2(2D)；2 的幂，≤ 1024）",
             n_new: "生成 token 数（1-128）",
             btn: "验证并提交", gen: "运行投机生成", acc_btn: "接受率与噪声",
-            **{sl.csv: common.CSV_ZH for sl in (s1, s2, s3, s4, s5, s6)},
+            **{sl.csv: ui.CSV_ZH for sl in (s1, s2, s3, s4, s5, s6)},
         }, tr=TR)  # fmt: skip
     return demo
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

@@ -5,8 +5,8 @@ figure-slot and CSV-button names)."""
 
 from __future__ import annotations
 
-from apps import common
-from apps.i18n import COMMON, Translator
+from apps import ui
+from apps.ui.i18n import COMMON, Translator
 from kda_core.studies import transfer as st
 from kda_core.studies.transfer import MAX_NEW, MAX_TEXT
 
@@ -142,7 +142,7 @@ TR = Translator(
 
 
 def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
-    rows = "\n".join(f"| `{k}` | `{common.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
+    rows = "\n".join(f"| `{k}` | `{ui.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
@@ -180,7 +180,7 @@ def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
     )
     kinds = T[lang]["mismatch"]
     rows = "\n".join(
-        f"| {kinds.get(k, k)} | `{f or '—'}` | {common.clip_text(msg, 110)[1:-1]} | "
+        f"| {kinds.get(k, k)} | `{f or '—'}` | {ui.clip_text(msg, 110)[1:-1]} | "
         f"{'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )

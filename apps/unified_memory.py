@@ -15,9 +15,9 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 
-from apps import common, guard, i18n
-from apps.common import COLORS, SERIES
+from apps import ui
 from apps.i18n_tables import UNIFIED_MEMORY as TR
+from apps.ui import COLORS, SERIES, guard, i18n
 from kda_core.studies import memory as mem
 
 NAME = "unified_memory"
@@ -118,11 +118,11 @@ def buffer_figure(c: mem.Comparison, step: int, state_slot_bytes: int) -> tuple[
     title = f"The buffer at step {step} of {c.unified.makespan}"
     if met:
         title += f" · full: {', '.join(met[:3])}{'…' if len(met) > 3 else ''}"
-    common.style(fig, title, "byte offset in the buffer (GiB)", "", height=170 + 34 * len(names))
+    ui.style(fig, title, "byte offset in the buffer (GiB)", "", height=170 + 34 * len(names))
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(range=[0, T / GIB])
     fig.update_yaxes(autorange="reversed")
-    csv = common.write_csv(f"{NAME}-buffer-step{step}", {"pool": names, **cols})
+    csv = ui.write_csv(f"{NAME}-buffer-step{step}", {"pool": names, **cols})
     return fig, csv
 
 
@@ -167,7 +167,7 @@ def frontier_figure(c: mem.Comparison, step: int | None = None) -> tuple[go.Figu
     )
     if step is not None:
         fig.add_vline(x=step, line={"color": COLORS["neutral"], "dash": "dot"})
-    common.style(
+    ui.style(
         fig,
         f"Unified pool ({c.unified.kind}): where the two ends are",
         "scheduler step",
@@ -183,7 +183,7 @@ def frontier_figure(c: mem.Comparison, step: int | None = None) -> tuple[go.Figu
             "rangemode": "tozero",
         }
     )
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-frontiers",
         {
             "step": t,
@@ -232,14 +232,14 @@ def running_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
         line={"color": COLORS["neutral"], "dash": "dot"},
         hovertemplate="step %{x}<br>queued %{y}<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         "Running requests over time (chat phase, then long-context)",
         "scheduler step",
         "requests",
     )
     fig.update_xaxes(range=[0, x_end])
-    csv = common.series_csv(f"{NAME}-running", series, "step", "requests")
+    csv = ui.series_csv(f"{NAME}-running", series, "step", "requests")
     return fig, csv
 
 
@@ -278,17 +278,17 @@ def ratio_figure(c: mem.Comparison) -> tuple[go.Figure, str]:
         marker={"color": "black", "size": 11, "symbol": "diamond"},
         hovertemplate="best static<br>ratio %{x:.3g}<br>%{y:.1f}<extra></extra>",
     )
-    common.style(
+    ui.style(
         fig,
         "Mean running requests: unified pool vs static ratios",
         "static ratio state : KV (log scale)",
         "mean running requests",
     )
     ticks = np.concatenate([c.ratios, np.asarray(c.phase_ratios)])
-    common.log_axis(fig, "x", ticks, fmt=lambda v: f"{v:.3g}")
+    ui.log_axis(fig, "x", ticks, fmt=lambda v: f"{v:.3g}")
     fig.update_xaxes(range=[np.log10(lo), np.log10(hi)])
     fig.update_yaxes(range=[0, top], rangemode="tozero")
-    csv = common.write_csv(
+    csv = ui.write_csv(
         f"{NAME}-ratios",
         {
             "ratio": c.ratios,
@@ -331,9 +331,9 @@ def _parse_ratios(text: str) -> list[float]:
     parts = [x for x in str(text or "").replace(";", ",").split(",") if x.strip()]
     if not 1 <= len(parts) <= 8:
         raise gr.Error(
-            f"static ratios: give 1 to 8 comma-separated numbers, got {common.clip_text(text)}"
+            f"static ratios: give 1 to 8 comma-separated numbers, got {ui.clip_text(text)}"
         )
-    return sorted({common.check_float("static ratio", x.strip(), 0.01, 100) for x in parts})
+    return sorted({ui.check_float("static ratio", x.strip(), 0.01, 100) for x in parts})
 
 
 def _cross_counts(n_chat: object, n_long: object, *_: object) -> tuple[int, str] | None:
@@ -347,13 +347,13 @@ def _cross_step(step: object, session: object, *_: object) -> tuple[int, str] | 
         return 0, "run a replay first (press Run)"
     last = max(session["cmp"].unified.makespan - 1, 0)  # type: ignore[index]
     try:
-        common.check_int("step", step, 0, last)
+        ui.check_int("step", step, 0, last)
     except gr.Error as e:
         return 0, guard.message_of(e)
     return None
 
 
-@common.study_errors
+@ui.study_errors
 def run(
     n_chat: float = 300,
     n_long: float = 15,
@@ -366,16 +366,16 @@ def run(
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio's injection idiom
 ):
     """Replay the workload; returns (summary, 4 figures + CSVs, step slider, session state)."""
-    nc = common.check_int("chat requests", n_chat, 0, 3000)
-    nl = common.check_int("long-context requests", n_long, 0, 150)
+    nc = ui.check_int("chat requests", n_chat, 0, 3000)
+    nl = ui.check_int("long-context requests", n_long, 0, 150)
     if nc + nl == 0:
         raise gr.Error("chat requests + long-context requests must be >= 1")
-    cr = common.check_float("chat arrivals per step", chat_rate, 0.1, 100)
-    lr = common.check_float("long arrivals per step", long_rate, 0.01, 10)
-    gib = common.check_float("buffer size (GiB)", total_gib, 4, 192)
-    mode = common.check_choice("unified mode", mode, MODES)
+    cr = ui.check_float("chat arrivals per step", chat_rate, 0.1, 100)
+    lr = ui.check_float("long arrivals per step", long_rate, 0.01, 10)
+    gib = ui.check_float("buffer size (GiB)", total_gib, 4, 192)
+    mode = ui.check_choice("unified mode", mode, MODES)
     grid = _parse_ratios(ratios)
-    sd = common.check_int("seed", seed, 0, 2**31 - 1)
+    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
     progress(0.05, desc="building the workload")
     wl = mem.shifting_mix(n_chat=nc, n_long=nl, seed=sd, chat_rate=cr, long_rate=lr)
     cfg = mem.k3_config(total_gib=gib)
@@ -396,7 +396,7 @@ def show_step(step: float, session: dict | None):
     if not session:
         raise gr.Error("run a replay first (press Run)")
     c = session["cmp"]
-    s = common.check_int("step", step, 0, max(c.unified.makespan - 1, 0))
+    s = ui.check_int("step", step, 0, max(c.unified.makespan - 1, 0))
     fig, csv = buffer_figure(c, s, session["slot"])
     return fig, csv
 
@@ -413,7 +413,7 @@ def tick(step: float, session: dict | None):
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Unified memory · KDA State Lab") as demo:
-        lang = common.header(NAME, "Unified memory · 统一显存池", EN, ZH)
+        lang = ui.header(NAME, "Unified memory · 统一显存池", EN, ZH)
         session = gr.State(None)
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
@@ -442,10 +442,10 @@ def build() -> gr.Blocks:
                     step = gr.Slider(0, 100, value=0, step=1, label="step", elem_id=f"{NAME}-step")
                     play = gr.Button("Play", scale=0, min_width=90, elem_id=f"{NAME}-play")
                     pause = gr.Button("Pause", scale=0, min_width=90)
-                s0 = common.figure_slot(f"{NAME}-buffer", "Buffer")
-                s1 = common.figure_slot(f"{NAME}-frontiers", "Frontiers")
-                s2 = common.figure_slot(f"{NAME}-running", "Running requests")
-                s3 = common.figure_slot(f"{NAME}-ratio-fig", "Concurrency vs ratio")
+                s0 = ui.figure_slot(f"{NAME}-buffer", "Buffer")
+                s1 = ui.figure_slot(f"{NAME}-frontiers", "Frontiers")
+                s2 = ui.figure_slot(f"{NAME}-running", "Running requests")
+                s3 = ui.figure_slot(f"{NAME}-ratio-fig", "Concurrency vs ratio")
         timer = gr.Timer(0.4, active=False)
         inputs = [n_chat, n_long, chat_rate, long_rate, total, mode, ratios, seed]
         outputs = [summary, *s0.outputs, *s1.outputs, *s2.outputs, *s3.outputs, step, session]
@@ -453,14 +453,14 @@ def build() -> gr.Blocks:
         run_fn, run_out = loc.wrap(run, outputs)
         run_in = [*inputs, lang.radio]
         run_v = guard.validator(
-            lambda v: common.check_int("chat requests", v, 0, 3000),
-            lambda v: common.check_int("long-context requests", v, 0, 150),
-            lambda v: common.check_float("chat arrivals per step", v, 0.1, 100),
-            lambda v: common.check_float("long arrivals per step", v, 0.01, 10),
-            lambda v: common.check_float("buffer size (GiB)", v, 4, 192),
-            lambda v: common.check_choice("unified mode", v, MODES),
+            lambda v: ui.check_int("chat requests", v, 0, 3000),
+            lambda v: ui.check_int("long-context requests", v, 0, 150),
+            lambda v: ui.check_float("chat arrivals per step", v, 0.1, 100),
+            lambda v: ui.check_float("long arrivals per step", v, 0.01, 10),
+            lambda v: ui.check_float("buffer size (GiB)", v, 4, 192),
+            lambda v: ui.check_choice("unified mode", v, MODES),
             _parse_ratios,
-            lambda v: common.check_int("seed", v, 0, 2**31 - 1),
+            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
             cross=_cross_counts,
         )
         go_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
@@ -495,7 +495,7 @@ def build() -> gr.Blocks:
                 go_btn: "运行",
                 play: "播放",
                 pause: "暂停",
-                **{s.csv: common.CSV_ZH for s in (s0, s1, s2, s3)},
+                **{s.csv: ui.CSV_ZH for s in (s0, s1, s2, s3)},
             },
             tr=TR,
         )
@@ -503,4 +503,4 @@ def build() -> gr.Blocks:
 
 
 if __name__ == "__main__":
-    common.main(build)
+    ui.main(build)

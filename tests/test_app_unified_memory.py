@@ -8,7 +8,7 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
+from apps import ui as common
 from apps import unified_memory as um
 from kda_core.studies import memory as mem
 
