@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kda_core.studies import chunk_scan as cs
 from kda_core.studies import density as ds
 
 _SWEEP_METRICS = (
@@ -51,4 +52,52 @@ def density_pareto_columns(s: ds.DensitySweep) -> dict[str, list]:
         "peak_state_bytes": s.peak_state_bytes.ravel().tolist(),
         "state_hit_rate": s.state_hit_rate.ravel().tolist(),
         "pareto": s.pareto.ravel().tolist(),
+    }
+
+
+def chunk_agreement_columns(a: cs.Agreement) -> dict[str, list]:
+    """One row per (T, chunk size): chunked vs recurrent differences of outputs and state."""
+    keys = ("o_max_abs", "o_rel", "S_max_abs", "S_rel")
+    cols: dict[str, list] = {"T": [], "chunk_size": [], **{k: [] for k in keys}}
+    for i, T in enumerate(a.T_values.tolist()):
+        for j, C in enumerate(a.chunk_sizes.tolist()):
+            cols["T"].append(T)
+            cols["chunk_size"].append(C)
+            for key in keys:
+                cols[key].append(float(getattr(a, key)[i, j]))
+    return cols
+
+
+def chunk_cost_columns(c: cs.Cost) -> dict[str, list]:
+    """One row per (T, chunk size): sequential steps and matmul FLOPs of both forms."""
+    cols: dict[str, list] = {
+        "T": [],
+        "chunk_size": [],
+        "recurrent_steps": [],
+        "chunked_steps": [],
+        "recurrent_flops": [],
+        "chunked_flops": [],
+        "flops_ratio": [],
+    }
+    for i, T in enumerate(c.T_values.tolist()):
+        for j, C in enumerate(c.chunk_sizes.tolist()):
+            cols["T"].append(T)
+            cols["chunk_size"].append(C)
+            cols["recurrent_steps"].append(int(c.recurrent_steps[i]))
+            cols["chunked_steps"].append(int(c.chunked_steps[i, j]))
+            cols["recurrent_flops"].append(int(c.recurrent_flops[i]))
+            cols["chunked_flops"].append(int(c.chunked_flops[i, j]))
+            cols["flops_ratio"].append(float(c.flops_ratio[i, j]))
+    return cols
+
+
+def chunk_maps_columns(m: cs.Composition) -> dict[str, list]:
+    """One row per entry (row, col) of the composed transition matrix, true and swapped order."""
+    K = m.M_true.shape[0]
+    r, c = np.divmod(np.arange(K * K), K)
+    return {
+        "row": r.tolist(),
+        "col": c.tolist(),
+        "M_true": m.M_true.ravel().tolist(),
+        "M_swapped": m.M_swapped.ravel().tolist(),
     }
