@@ -9,9 +9,12 @@ rooms; these row builders moved here from the apps' figure functions (issue 18).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from kda_core.studies import chunk_scan as cs
+from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
 
 _SWEEP_METRICS = (
@@ -101,3 +104,44 @@ def chunk_maps_columns(m: cs.Composition) -> dict[str, list]:
         "M_true": m.M_true.ravel().tolist(),
         "M_swapped": m.M_swapped.ravel().tolist(),
     }
+
+
+CP_SCANS = ("logdepth", "allgather")  # the two scans of kda_core.kda.cp, in the apps' order
+
+
+def cp_state_columns(d: cps.Demo, rank: int) -> dict[str, list]:
+    """One row per (key, value) entry: the state ``rank`` received next to the true one."""
+    S = d.S_in[rank]
+    K, V = S.shape
+    return {
+        "key": np.repeat(np.arange(K), V).tolist(),
+        "value": np.tile(np.arange(V), K).tolist(),
+        "S_in": S.ravel().tolist(),
+        "S_true": d.S_true[rank].ravel().tolist(),
+    }
+
+
+def cp_bytes_columns(d: cps.Demo, m: cps.CostModel, groups: Sequence[str]) -> dict[str, list]:
+    """Bytes per rank of both scans and of an MLA KV all-gather; ``groups`` names the two
+    contexts (this demo's layer, a K3 layer at the demo's T) as the figure labels them."""
+    other = "allgather" if d.scan == "logdepth" else "logdepth"
+    demo_b = {d.scan: int(d.bytes_sent.max()), other: int(d.bytes_other.max())}
+    rows: dict[str, list] = {"group": [], "series": [], "bytes": []}
+    series = [(s, [demo_b[s], int(m.bytes_sent[s][-1])]) for s in CP_SCANS]
+    series.append(("mla_kv_allgather", [d.kv_bytes, int(m.kv_bytes[-1])]))
+    for name, vals in series:
+        for g, v in zip(groups, vals):
+            rows["group"].append(g)
+            rows["series"].append(name)
+            rows["bytes"].append(v)
+    return rows
+
+
+def cp_speedup_columns(models: Mapping[int, cps.CostModel]) -> dict[str, list]:
+    """The modelled speed-up over P, one column per (scan, context T)."""
+    P = next(iter(models.values())).P
+    cols: dict[str, list] = {"P": np.asarray(P).tolist()}
+    for T, m in models.items():
+        for scan in CP_SCANS:
+            cols[f"speedup_{scan}_T{T}"] = np.asarray(m.speedup[scan]).tolist()
+    return cols
