@@ -16,6 +16,7 @@ import numpy as np
 from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
+from kda_core.studies import int8 as i8
 
 _SWEEP_METRICS = (
     "peak_state_bytes",
@@ -145,3 +146,28 @@ def cp_speedup_columns(models: Mapping[int, cps.CostModel]) -> dict[str, list]:
         for scan in CP_SCANS:
             cols[f"speedup_{scan}_T{T}"] = np.asarray(m.speedup[scan]).tolist()
     return cols
+
+
+def int8_error_map_columns(e: i8.ErrorMap) -> dict[str, list]:
+    """One row per (key channel, value channel) of the parked state: value, restored, error."""
+    kk, vv = np.meshgrid(np.arange(e.state.shape[0]), np.arange(e.state.shape[1]), indexing="ij")
+    return {
+        "key_channel": kk.ravel().tolist(),
+        "value_channel": vv.ravel().tolist(),
+        "state": e.state.ravel().tolist(),
+        "restored": e.restored.ravel().tolist(),
+        "error": e.error.ravel().tolist(),
+        "bound": e.bound.ravel().tolist(),
+    }
+
+
+def int8_capacity_columns(*capacities: i8.Capacity) -> dict[str, list]:
+    """One row per (model, format): bytes per checkpoint and how many fit the budget."""
+    metrics = ("state_bytes", "conv_bytes", "total_bytes", "capacity", "gain")
+    rows: dict[str, list] = {"model": [], "variant": [], **{k: [] for k in metrics}}
+    for c in capacities:
+        rows["model"] += [c.model] * len(c.labels)
+        rows["variant"] += list(c.labels)
+        for k in metrics:
+            rows[k] += np.asarray(getattr(c, k)).tolist()
+    return rows
