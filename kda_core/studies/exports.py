@@ -17,6 +17,7 @@ from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
 from kda_core.studies import int8 as i8
+from kda_core.studies import speculative as sp
 
 _SWEEP_METRICS = (
     "peak_state_bytes",
@@ -171,3 +172,38 @@ def int8_capacity_columns(*capacities: i8.Capacity) -> dict[str, list]:
         for k in metrics:
             rows[k] += np.asarray(getattr(c, k)).tolist()
     return rows
+
+
+def spec_ring_columns(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, list]:
+    """One row per (stage, ring slot): the position each slot holds after verify / commit and
+    its kind (``sp.SLOT_KINDS``); ``stages`` names the two stages as the figure does."""
+    L = v.ring_len
+    data: dict[str, list] = {"stage": [], "slot": [], "position": [], "kind": []}
+    for r, pos, kind in zip(
+        stages, (v.pos_after_verify, v.pos_after_commit), (v.kind_after_verify, v.kind_after_commit)
+    ):
+        data["stage"] += [r] * L
+        data["slot"] += list(range(L))
+        data["position"] += pos.tolist()
+        data["kind"] += [sp.SLOT_KINDS[int(k)] for k in kind]
+    return data
+
+
+def spec_memory_columns(mem: sp.MemoryOverD) -> dict[str, list]:
+    """One row per (model, D): ring bytes against a full state per draft token."""
+    data: dict[str, list] = {
+        "model": [],
+        "D": [],
+        "ring_len": [],
+        "ring_bytes": [],
+        "per_draft_state_bytes": [],
+        "conv_window_bytes": [],
+        "ratio": [],
+    }
+    for i, model in enumerate(mem.models):
+        data["model"] += [model] * mem.d_values.size
+        data["D"] += mem.d_values.tolist()
+        data["ring_len"] += mem.ring_len.tolist()
+        for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
+            data[k] += getattr(mem, k)[i].tolist()
+    return data
