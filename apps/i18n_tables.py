@@ -164,66 +164,6 @@ PREFIX_REPLAY = Translator(
 )
 
 
-UNIFIED_MEMORY = Translator(
-    COMMON,
-    {
-        "pool": "显存池",
-        "mean running": "平均运行数",
-        "mean queueing (steps)": "平均排队（步）",
-        "makespan": "总步数",
-        "ends met (steps)": "两端相遇（步）",
-        "moves": "搬移次数",
-        "unified (eager)": "统一池（eager）",
-        "unified (lazy)": "统一池（lazy）",
-        "best static": "最佳静态",
-        "static for": "静态，针对",
-        "static tuned for": "为此调优的静态：",
-        "tuned for": "调优目标：",
-        "chat": "对话",
-        "long-context": "长上下文",
-        "The buffer at step": "显存缓冲区：第",
-        "of": "步，共",
-        "full": "已满",
-        "byte offset in the buffer (GiB)": "缓冲区中的字节偏移 (GiB)",
-        "KDA state slots (live)": "KDA 状态槽（在用）",
-        "freed state slots (holes)": "已释放的状态槽（空洞）",
-        "freed KV pages (holes)": "已释放的 KV 页（空洞）",
-        "MLA KV pages (live)": "MLA KV 页（在用）",
-        "Unified pool (eager): where the two ends are": "统一池（eager）：两端的位置",
-        "Unified pool (lazy): where the two ends are": "统一池（lazy）：两端的位置",
-        "byte offset (GiB)": "字节偏移 (GiB)",
-        "moves per step": "每步搬移次数",
-        "state frontier (grows up)": "状态前沿（向上增长）",
-        "KV frontier (grows down)": "KV 前沿（向下增长）",
-        "state end": "状态端",
-        "KV end": "KV 端",
-        "ends met: head of queue blocked": "两端相遇：队首被阻塞",
-        "blocked": "阻塞",
-        "compaction moves": "整理搬移",
-        "Running requests over time (chat phase, then long-context)": (
-            "运行中的请求随时间变化（先对话阶段，后长上下文阶段）"
-        ),
-        "ends at step": "结束于第",
-        "off the axis": "步，超出坐标轴",
-        "queued (unified)": "排队（统一池）",
-        "Mean running requests: unified pool vs static ratios": (
-            "平均运行请求数：统一池对比静态比例"
-        ),
-        "static ratio state : KV (log scale)": "静态比例 状态 : KV（对数坐标）",
-        "mean running requests": "平均运行请求数",
-        "static partition": "静态划分",
-        "unified pool": "统一池",
-        "best static in hindsight": "事后看最佳的静态划分",
-        "Buffer": "缓冲区",
-        "Frontiers": "前沿",
-        "Running requests": "运行中的请求",
-        "Concurrency vs ratio": "并发与比例",
-        "unified pool compaction": "统一池整理方式",
-        "Pool comparison": "显存池对比",
-    },
-)
-
-
 MEMORY_PLANNER = Translator(
     COMMON,
     {
