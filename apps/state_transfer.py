@@ -15,197 +15,29 @@ results kept in ``gr.State``). Every action checks its inputs in a Gradio ``vali
 from __future__ import annotations
 
 import gradio as gr
-import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.state_transfer_text import (
+from apps.figures.state_transfer import (
+    NAME,
+    _lang,
+    anatomy_figure,
+    splice_figure,
+    tiers_figure,
+    timeline_figure,
+)
+from apps.text.state_transfer import (
     EN,
     LABELS_ZH,
     MIS_PLACEHOLDER,
     SPLICE_PLACEHOLDER,
     TR,
     ZH,
-    T,
     metadata_markdown,
     pd_markdown,
     refusals_markdown,
 )
-from apps.ui import COLORS, SERIES, guard
+from apps.ui import guard
 from kda_core.studies import transfer as st
-
-NAME = "state_transfer"
-
-KIND_COLORS = {
-    "publish": COLORS["prefill"],
-    "fetch": COLORS["kv"],
-    "lookup": COLORS["neutral"],
-    "restore": COLORS["checkpoint"],
-    "refuse": COLORS["state"],
-    "serve": COLORS["decode"],
-    "host_load": COLORS["hit"],
-    "offload": COLORS["conv"],
-}
-
-
-def _lang(lang: str | None) -> str:
-    return "zh" if lang == ui.LANGS[1] else "en"
-
-
-def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
-    names = [t["names"][p] for p in a.parts]
-    fig = go.Figure()
-    fig.add_bar(
-        x=names,
-        y=a.k3_bytes,
-        name=t["k3"],
-        marker_color=SERIES[0],
-        text=[ui._compact(v) + "B" for v in a.k3_bytes.tolist()],
-    )
-    fig.add_bar(
-        x=names,
-        y=a.tiny_bytes,
-        name=t["tiny"].format(n=a.tiny_tokens),
-        marker_color=SERIES[1],
-        text=[ui._compact(v) + "B" for v in a.tiny_bytes.tolist()],
-    )
-    ui.style(fig, t["anat"].format(tp=a.tp, tokens=a.tokens), t["part"], t["bytes"], height=380)
-    sizes = np.concatenate([a.k3_bytes, a.tiny_bytes]).astype(np.float64)
-    lo, hi = int(np.floor(np.log10(sizes.min()))), int(np.ceil(np.log10(sizes.max())))
-    decades = [10.0**e for e in range(lo, hi + 1)]  # tick labels with their unit
-    ui.log_axis(fig, "y", decades, fmt=lambda v: ui._compact(v) + "B")
-    csv = ui.write_csv(
-        f"{NAME}-anatomy",
-        {"part": list(a.parts), "k3_bytes_per_gpu": a.k3_bytes, "tiny_bytes": a.tiny_bytes},
-    )
-    return fig, csv
-
-
-def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
-    """Every event at (time, boundary): prefill circles, decode diamonds, colour = kind."""
-    t = T[lang]
-    fig = go.Figure()
-    t0 = r.events[0].t if r.events else 0.0
-    symbols = {"prefill": "circle", "decode": "diamond"}
-    for kind, color in KIND_COLORS.items():
-        ev = [e for e in r.events if e.kind == kind]
-        if not ev:
-            continue
-        fig.add_scatter(
-            x=[1e3 * (e.t - t0) for e in ev],
-            y=[e.boundary for e in ev],
-            mode="markers",
-            name=t["kinds"].get(kind, kind),
-            marker={
-                "color": color,
-                "size": 12,
-                "symbol": [symbols.get(e.instance, "square") for e in ev],
-                "line": {"color": "white", "width": 1},
-            },
-            customdata=[[e.instance, e.nbytes, e.detail] for e in ev],
-            hovertemplate=f"%{{customdata[0]}}: {t['kinds'].get(kind, kind)}<br>"
-            f"{t['boundary']} = %{{y}}<br>%{{customdata[1]:,}} B<br>%{{customdata[2]}}<br>"
-            "%{x:.1f} ms<extra></extra>",
-        )
-    ui.style(fig, t["tl"], t["time"], t["boundary"], height=360)
-    csv = ui.write_csv(
-        f"{NAME}-timeline",
-        {
-            "t_ms": [1e3 * (e.t - t0) for e in r.events],
-            "instance": [e.instance for e in r.events],
-            "kind": [e.kind for e in r.events],
-            "boundary": [e.boundary for e in r.events],
-            "bytes": [e.nbytes for e in r.events],
-        },
-    )
-    return fig, csv
-
-
-def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
-    floor = 1e-17  # exact restores differ by rounding only; keep them visible on a log axis
-    fig = go.Figure()
-    for key, y, color in (
-        ("clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
-        ("splice", d.drift_splice, SERIES[2]),
-    ):
-        fig.add_scatter(
-            x=d.steps,
-            y=np.maximum(y, floor),
-            name=t[key],
-            mode="lines+markers",
-            line={"color": color, "width": 2},
-        )
-    ui.style(fig, t["spl"].format(n=d.boundary), t["step"], t["drift"], height=340)
-    ui.log_axis(fig, "y", [10.0**e for e in range(-18, 1, 3)])  # 1e-18 ... 1
-    csv = ui.write_csv(
-        f"{NAME}-splice",
-        {"step": d.steps, "drift_clean": d.drift_clean, "drift_splice": d.drift_splice},
-    )
-    return fig, csv
-
-
-def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
-    names = [t["setups"][s] for s in r.setups]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=(t["hit"], t["ttft"], t["moved"]))
-    colors = [SERIES[i] for i in range(len(names))]
-    fig.add_bar(
-        x=names,
-        y=r.state_hit_rate,
-        marker_color=colors,
-        showlegend=False,
-        row=1,
-        col=1,
-        text=[f"{v:.1%}" for v in r.state_hit_rate.tolist()],
-    )
-    fig.add_bar(
-        x=names,
-        y=r.ttft_mean_s,
-        marker_color=colors,
-        showlegend=False,
-        row=1,
-        col=2,
-        text=[f"{v:.2f}" for v in r.ttft_mean_s.tolist()],
-    )
-    for j, (tier, color) in enumerate((("host", COLORS["hit"]), ("remote", COLORS["kv"]))):
-        fig.add_bar(
-            x=names,
-            y=r.bytes_loaded[:, j] / 1e9,
-            name=t["tiers_names"][tier],
-            marker_color=color,
-            row=1,
-            col=3,
-        )
-    fig.update_layout(barmode="stack")
-    title = t["tiers"].format(n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
-    ui.style(fig, title, "", "", height=400)
-    fig.update_layout(margin={"t": 80})
-    fig.update_annotations(yshift=4)
-    csv = ui.write_csv(
-        f"{NAME}-tiers",
-        {
-            "setup": list(r.setups),
-            "state_hit_rate": r.state_hit_rate,
-            "ttft_mean_s": r.ttft_mean_s,
-            "ttft_p95_s": r.ttft_p95_s,
-            "hits_device": r.hits[:, 0],
-            "hits_host": r.hits[:, 1],
-            "hits_remote": r.hits[:, 2],
-            "bytes_loaded_host": r.bytes_loaded[:, 0],
-            "bytes_loaded_remote": r.bytes_loaded[:, 1],
-            "bytes_written_host": r.bytes_written[:, 0],
-            "bytes_written_remote": r.bytes_written[:, 1],
-        },
-    )
-    return fig, csv
-
-
-# ---------------------------------------------------------------------------------------------
-# Callbacks (validate, call the study, draw)
-# ---------------------------------------------------------------------------------------------
 
 
 def _text(value: object, name: str) -> str:
@@ -238,8 +70,14 @@ def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] 
 # one check per input (the language radio last: nothing to check); a rejected input leaves the
 # page as it was (apps.ui.guard)
 PD_CHECKS = guard.validator(lambda v: _text(v, "text"), _new, _tp, None)
+
+
 MISMATCH_CHECKS = guard.validator(lambda v: _text(v, "text"), None)
+
+
 SPLICE_CHECKS = guard.validator(lambda v: _text(v, "text A"), None, _new, None, cross=_splice_pair)
+
+
 TIER_CHECKS = guard.validator(
     lambda v: ui.check_int("trace requests", v, 100, 12031),
     lambda v: ui.check_int("device checkpoints", v, 1, 4096),
@@ -313,41 +151,54 @@ def redraw(language: str, pd_state, mis_state, spl_state, tier_state) -> list:
     return out
 
 
+def _controls() -> tuple:
+    """The left column: the prompt, the four actions and the tier inputs."""
+    text = gr.Textbox(
+        st.DEFAULT_TEXT,
+        lines=5,
+        elem_id=f"{NAME}-text",
+        label=f"Prompt (1-{st.MAX_TEXT} chars)",
+    )
+    with gr.Row():
+        n_new = gr.Number(16, label=f"New tokens (1-{st.MAX_NEW})", elem_id=f"{NAME}-new")
+        tp = gr.Number(8, label="K3 TP (divides 96)", elem_id=f"{NAME}-tp")
+    pd_btn = gr.Button("Prefill → decode", variant="primary", elem_id=f"{NAME}-run")
+    mis_btn = gr.Button("Offer to mismatched instances", elem_id=f"{NAME}-mismatch")
+    text_b = gr.Textbox(
+        "",
+        lines=2,
+        elem_id=f"{NAME}-text-b",
+        label="Splice: prompt B (empty = prompt A reversed)",
+    )
+    spl_btn = gr.Button("Force a splice", elem_id=f"{NAME}-splice-run")
+    with gr.Accordion("Tiers on the Mooncake trace", open=True) as acc:
+        n_req = gr.Number(1000, label="Trace requests (100-12031)", elem_id=f"{NAME}-req")
+        dev = gr.Number(16, label="Device checkpoints (1-4096)", elem_id=f"{NAME}-dev")
+        ratio = gr.Number(2.0, label="Host / device ratio (0.1-64)", elem_id=f"{NAME}-ratio")
+        tier_btn = gr.Button("Simulate tiers", elem_id=f"{NAME}-tiers-run")
+    return text, pd_btn, mis_btn, text_b, spl_btn, n_new, tp, acc, n_req, dev, ratio, tier_btn
+
+
 def build() -> gr.Blocks:
     with gr.Blocks(title="State transfer · KDA State Lab") as demo:
         lang = ui.header(NAME, "State transfer · 跨实例状态传输", EN, ZH)
         pd_state, mis_state, spl_state, tier_state = (gr.State(None) for _ in range(4))
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                text = gr.Textbox(
-                    st.DEFAULT_TEXT,
-                    lines=5,
-                    elem_id=f"{NAME}-text",
-                    label=f"Prompt (1-{st.MAX_TEXT} chars)",
-                )
-                with gr.Row():
-                    n_new = gr.Number(
-                        16, label=f"New tokens (1-{st.MAX_NEW})", elem_id=f"{NAME}-new"
-                    )
-                    tp = gr.Number(8, label="K3 TP (divides 96)", elem_id=f"{NAME}-tp")
-                pd_btn = gr.Button("Prefill → decode", variant="primary", elem_id=f"{NAME}-run")
-                mis_btn = gr.Button("Offer to mismatched instances", elem_id=f"{NAME}-mismatch")
-                text_b = gr.Textbox(
-                    "",
-                    lines=2,
-                    elem_id=f"{NAME}-text-b",
-                    label="Splice: prompt B (empty = prompt A reversed)",
-                )
-                spl_btn = gr.Button("Force a splice", elem_id=f"{NAME}-splice-run")
-                with gr.Accordion("Tiers on the Mooncake trace", open=True) as acc:
-                    n_req = gr.Number(
-                        1000, label="Trace requests (100-12031)", elem_id=f"{NAME}-req"
-                    )
-                    dev = gr.Number(16, label="Device checkpoints (1-4096)", elem_id=f"{NAME}-dev")
-                    ratio = gr.Number(
-                        2.0, label="Host / device ratio (0.1-64)", elem_id=f"{NAME}-ratio"
-                    )
-                    tier_btn = gr.Button("Simulate tiers", elem_id=f"{NAME}-tiers-run")
+                (
+                    text,
+                    pd_btn,
+                    mis_btn,
+                    text_b,
+                    spl_btn,
+                    n_new,
+                    tp,
+                    acc,
+                    n_req,
+                    dev,
+                    ratio,
+                    tier_btn,
+                ) = _controls()
             with gr.Column(scale=2):
                 s_an = ui.figure_slot(f"{NAME}-anatomy", "Object anatomy")
                 meta_md = gr.Markdown(

@@ -79,7 +79,8 @@ def empty_figure(title: str, message: str = "no data") -> go.Figure:
     return fig
 
 
-def _compact(v: float) -> str:
+def compact(v: float) -> str:
+    """A tick label: 1k, 2.5M, 0.01, 1e-05 (compact, at most 3 significant digits)."""
     a = abs(v)
     for div, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if a >= div:
@@ -102,7 +103,7 @@ def log_axis(
     """Logarithmic ``axis`` ("x" or "y") with decade ticks only, or ticks at ``values``."""
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
-    f = fmt or _compact
+    f = fmt or compact
     kw: dict[str, Any] = {"type": "log", "minor": {"showgrid": False}}
     if values is not None:
         vals = [float(v) for v in np.unique(np.asarray(values, dtype=np.float64)) if v > 0]

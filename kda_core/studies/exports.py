@@ -18,6 +18,7 @@ from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
 from kda_core.studies import int8 as i8
 from kda_core.studies import speculative as sp
+from kda_core.studies import transfer as tr
 
 _SWEEP_METRICS = (
     "peak_state_bytes",
@@ -207,3 +208,15 @@ def spec_memory_columns(mem: sp.MemoryOverD) -> dict[str, list]:
         for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
             data[k] += getattr(mem, k)[i].tolist()
     return data
+
+
+def transfer_timeline_columns(r: tr.PDRun) -> dict[str, list]:
+    """One row per event of the prefill -> decode run (time from the first event, in ms)."""
+    t0 = r.events[0].t if r.events else 0.0
+    return {
+        "t_ms": [1e3 * (e.t - t0) for e in r.events],
+        "instance": [e.instance for e in r.events],
+        "kind": [e.kind for e in r.events],
+        "boundary": [e.boundary for e in r.events],
+        "bytes": [e.nbytes for e in r.events],
+    }
