@@ -233,4 +233,3 @@ MEMORY_PLANNER = Translator(
         "Custom config (model = custom)": "自定义配置（模型 = custom）",
     },
 )
-
