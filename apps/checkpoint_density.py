@@ -35,8 +35,6 @@ from kda_core import workloads as wl
 from kda_core.studies import density as ds
 
 HEAD_REQUESTS = 1000
-
-
 WORKLOADS: dict[str, tuple[str, str]] = {  # label -> (kind, argument)
     f"conversation trace (first {HEAD_REQUESTS:,} requests)": ("head", "conversation"),
     "conversation trace (all 12,031 requests, ~1 min)": ("bundled", "conversation"),
@@ -45,26 +43,12 @@ WORKLOADS: dict[str, tuple[str, str]] = {  # label -> (kind, argument)
     "agentic sessions (synthetic)": ("generated", "agentic"),
     "one-shot documents (synthetic)": ("generated", "documents"),
 }
-
-
 DEFAULT_WORKLOAD = next(iter(WORKLOADS))
-
-
 POLICY_LABELS = tuple(p[0] for p in ds.DEFAULT_POLICIES)
-
-
 DEFAULT_INTERVALS = "1024, 2048, 4096, 8192, 16384"
-
-
 DEFAULT_BUDGETS = "8, unlimited"
-
-
 MAX_INTERVALS = 8
-
-
 MAX_BUDGETS = 4
-
-
 MAX_HISTORY = 10
 
 

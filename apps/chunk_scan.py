@@ -28,14 +28,10 @@ from apps.ui import guard, i18n
 from kda_core.studies import chunk_scan as cs
 
 SOURCES = ("random inputs", "tiny model on text")
-
-
 DEFAULT_TEXT = (
     "KDA 为每个请求保存固定大小的状态。A token prefix hit is not a state hit: "
     "the request resumes at a checkpoint and replays the tokens up to the match."
 )
-
-
 MAX_TIMINGS = 6
 
 

@@ -33,8 +33,6 @@ SCAN_CHOICES = [
     ("log-depth · 对数深度", "logdepth"),
     ("all-gather + fold · 全收集 + 折叠", "allgather"),
 ]
-
-
 MAX_DOCS_TEXT = 200
 
 

@@ -39,14 +39,8 @@ from kda_core.studies import int8 as st
 from kda_core.studies import quality
 
 VARIANT_LABELS = tuple(v[0] for v in st.VARIANTS)
-
-
 N_LAYERS = 6
-
-
 N_HEADS = 4
-
-
 MAX_HISTORY = 10
 
 

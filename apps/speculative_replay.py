@@ -38,17 +38,9 @@ from apps.ui import SERIES, guard, i18n
 from kda_core.studies import speculative as sp
 
 N_LAYERS = 6
-
-
 N_HEADS = 4
-
-
 MAX_D = 64
-
-
 MAX_HISTORY = 10
-
-
 NOISES = (0.0, 0.1, 0.2, 0.4)
 
 

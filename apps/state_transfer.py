@@ -70,14 +70,8 @@ def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] 
 # one check per input (the language radio last: nothing to check); a rejected input leaves the
 # page as it was (apps.ui.guard)
 PD_CHECKS = guard.validator(lambda v: _text(v, "text"), _new, _tp, None)
-
-
 MISMATCH_CHECKS = guard.validator(lambda v: _text(v, "text"), None)
-
-
 SPLICE_CHECKS = guard.validator(lambda v: _text(v, "text A"), None, _new, None, cross=_splice_pair)
-
-
 TIER_CHECKS = guard.validator(
     lambda v: ui.check_int("trace requests", v, 100, 12031),
     lambda v: ui.check_int("device checkpoints", v, 1, 4096),

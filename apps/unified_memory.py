@@ -27,11 +27,7 @@ from apps.ui import guard, i18n
 from kda_core.studies import memory as mem
 
 MODES = ("eager", "lazy")
-
-
 DEFAULT_RATIOS = "0.1, 0.3, 1, 3"
-
-
 FRAMES = 60  # a Play pass shows about this many steps
 
 

@@ -12,8 +12,6 @@ from kda_core.studies import chunk_scan as cs
 from kda_core.studies import exports
 
 NAME = "chunk_scan"
-
-
 FLOOR = 1e-18  # zero differences are drawn at this floor on log axes
 
 

@@ -13,11 +13,7 @@ from kda_core.studies import context_parallel as cps
 from kda_core.studies import exports
 
 NAME = "context_parallel"
-
-
 SCANS = exports.CP_SCANS
-
-
 KIND_COLORS = {"map": SERIES[0], "state": COLORS["state"]}
 
 

@@ -13,11 +13,8 @@ from kda_core.studies import int8 as st
 
 NAME = "int8_checkpoint"
 
-
 # categorical colours (palette rule: SERIES in a fixed order, never a semantic colour)
 RUN_COLORS = {run: SERIES[i] for i, run in enumerate(st.RUNS)}  # park once, every step
-
-
 OTHER, SELECTED = SERIES[0], SERIES[1]  # the formats chart: other formats vs the selected one
 
 

@@ -13,21 +13,12 @@ from kda_core.studies import exports
 from kda_core.studies import speculative as sp
 
 NAME = "speculative_replay"
-
-
 FLOOR = 1e-17  # exact zeros on a log axis
-
-
 SLOT_KIND = sp.SLOT_KINDS
-
 
 # categorical colours (palette rule: SERIES in a fixed order): accepted first, rejected second
 ACCEPTED, REJECTED = SERIES[0], SERIES[1]
-
-
 SLOT_COLOR = {-1: COLORS["free"], 0: COLORS["neutral"], 1: ACCEPTED, 2: REJECTED}
-
-
 EXACT_TICKS = (FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0)
 
 

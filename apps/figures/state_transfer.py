@@ -15,8 +15,6 @@ from kda_core.studies import exports
 from kda_core.studies import transfer as st
 
 NAME = "state_transfer"
-
-
 KIND_COLORS = {
     "publish": COLORS["prefill"],
     "fetch": COLORS["kv"],

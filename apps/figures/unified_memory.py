@@ -10,8 +10,6 @@ from apps.ui import COLORS, SERIES
 from kda_core.studies import memory as mem
 
 NAME = "unified_memory"
-
-
 GIB = float(1 << 30)
 
 

@@ -80,11 +80,7 @@ TR = Translator(
         "Policies": "策略",
     },
 )
-
-
 GIB = float(1 << 30)
-
-
 EN = """**How often should a KDA state be checkpointed?** A prefix cache can only resume a request
 at a token where the recurrent state was saved. Save it every K tokens and the saved states take
 memory ~1/K, but a request whose prefix matches between two checkpoints must *replay* ~K/2
@@ -95,8 +91,6 @@ why.) Under a memory budget, dense checkpoints also evict each other.
 curve; TTFT has a minimum: the star), the gap between the *token* hit rate (what a KV cache
 would reuse) and the *state* hit rate (what KDA can actually resume), the Pareto frontier,
 and how the policies (SGLang, Marconi, vLLM) compare at one budget."""
-
-
 ZH = """**KDA 状态应该多久存一次检查点？** 前缀缓存只能在保存了递推状态的 token 处恢复请求。
 每 K 个 token 存一次，状态占用的显存约为 1/K；但前缀匹配点落在两个检查点之间的请求，必须从上一个
 检查点*重放*约 K/2 个 token。（在真实对话 trace 上，后续轮次大多恰好在检查点处匹配，

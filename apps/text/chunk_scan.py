@@ -76,8 +76,6 @@ TR = Translator(
         "Transition matrices": "转移矩阵",
     },
 )
-
-
 EN = """**Chunked = recurrent, and why checkpoints compose.** KDA's state update is an *affine map*
 S → M S + b for every token; a run of tokens (a segment, a chunk) is one composed map. The
 chunkwise kernel evaluates these maps 64 tokens at a time with matrix multiplies instead of one
@@ -86,8 +84,6 @@ token at a time. **Look at:** the errors against the token recurrence (float64 r
 *more* arithmetic; segment maps grouped any way give the same map (associative: a parallel scan
 works), but applied in another order they give a different state (not commutative: a cache may
 only resume a prefix from a checkpoint *of that prefix*)."""
-
-
 ZH = """**分块计算等于逐步递推，以及检查点为何可以组合。** KDA 每个 token 的状态更新是一个*仿射映射*
 S → M S + b；一段 token（一个段、一个块）就是一个复合映射。分块内核每次用矩阵乘法处理 64 个 token，
 而不是逐个 token。**请看：** 与逐步递推相比的误差（float64 舍入误差，约 1e-15，

@@ -15,8 +15,6 @@ outputs. **Look at:** the messages per step (a map is H·K·(K+V) numbers, a sta
 whatever T is), the state each rank receives (equal to the true one), errors at float64
 round-off, and bytes against an MLA KV all-gather that grows with T. Packed documents reset the
 scan at their starts."""
-
-
 ZH = """**KDA 的上下文并行：扫描映射，而不是广播 KV。** 注意力层切到 P 个 rank 上时，可以把其他 rank
 的 KV 发给每个 rank。KDA 层不行：rank 1 处理完之后的状态取决于 rank 0 结束时的状态，而不同段的状态
 不能相加。能够组合的是每一段的*仿射映射* S → M S + b。**每个 rank** 用一次分块计算得到自己的映射；
@@ -24,8 +22,6 @@ ZH = """**KDA 的上下文并行：扫描映射，而不是广播 KV。** 注意
 自己的初始状态，然后完成自己的输出。**请看：** 每一步的消息（一个映射是 H·K·(K+V) 个数，一个状态是
 H·K·V 个数，与 T 无关）、每个 rank 收到的状态（与真实状态相同）、float64 舍入级的误差，以及与随 T
 增长的 MLA KV 全收集相比的字节数。打包的多个文档在各自的起点重置扫描。"""
-
-
 TEXT = {
     "en": {
         "steps": "Ranks and scan steps ({scan}, P = {P}, T = {T})",

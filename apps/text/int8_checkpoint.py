@@ -79,8 +79,6 @@ TR = Translator(
         "Kimi K3 capacity": "Kimi K3 容量",
     },
 )
-
-
 EN = """**Parking a checkpoint in fewer bytes.** A checkpoint is a copy of every KDA layer's
 recurrent state (plus the short-conv window). SGLang can park it as **INT8 with one scale per
 (head, key channel)** and dequantize on restore: one rounding per cache hit, about half the bytes
@@ -88,8 +86,6 @@ of bf16, so about twice the checkpoints fit. Here the tiny model reads your text
 is compressed and restored. **Look at:** the error map (stripes along key channels with large
 values), the error against its theoretical ceiling per variant, and the divergence: quantizing
 *once* at parking stays flat, quantizing *at every step* keeps adding error."""
-
-
 ZH = (
     "**用更少的字节停放检查点。** 检查点是每个 KDA 层递推状态（加短卷积窗口）的一份拷贝。SGLa"
     "ng 可以把它以 **INT8、每个 (头, key 通道) 一个缩放因子** 停放，恢复时反量化：每次命中只"

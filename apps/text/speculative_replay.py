@@ -113,14 +113,10 @@ TR = Translator(
         "Generation summary": "生成摘要",
     },
 )
-
-
 RANDOM_NOTE = (
     "TinyHybrid is trained on Python's docstrings; tokens are UTF-8 bytes, shown as decoded text "
     "· TinyHybrid 在 Python 文档字符串上训练过；token 是 UTF-8 字节，以解码后的文本显示"
 )
-
-
 EN = """**Speculative decoding with a recurrent state.** A draft proposes D tokens; the target model
 verifies them in one pass and keeps the longest correct prefix. A KV cache just drops the
 rejected tokens' entries, but a KDA state has already absorbed them. Instead of saving a full
@@ -131,8 +127,6 @@ error (rounding, ~1e-15, for every acceptance count) against the bf16 fold, and 
 the rings are than per-draft states at Kimi K3 scale. Pick how many tokens are accepted.
 *TinyHybrid is trained on Python's docstrings; its tokens (UTF-8 bytes) are shown as decoded
 text. What matters is that the commit is exact and the output equals plain greedy.*"""
-
-
 ZH = (
     "**带递推状态的投机解码。** 草稿模型提出 D 个 token，目标模型一次前向验证，保留最长的正确"
     "前缀。KV 缓存只需丢弃被拒 token 的条目，但 KDA 状态已经吸收了它们。ReplaySSM 不为每个草"

@@ -63,8 +63,6 @@ TR = Translator(
         "Pool comparison": "显存池对比",
     },
 )
-
-
 EN = """**Two caches, one buffer.** A KDA hybrid needs two kinds of GPU memory: per-token MLA KV
 pages (blue, growing from the top end) and fixed-size KDA state slots (red, growing from the bottom
 end). A *static* split (SGLang's ratio) fixes the border in advance; a *unified* pool lets the
@@ -73,8 +71,6 @@ two ends grow toward each other until they meet. The workload first sends many s
 bars while you play the timeline (where the ends meet, which static region fills first), the
 running-requests curve in each phase, and how no single static ratio matches the unified pool
 in both phases."""
-
-
 ZH = """**两种缓存，一块显存。** KDA 混合模型需要两类显存：
 按 token 增长的 MLA KV 页（蓝色，从顶端增长）和固定大小的 KDA 状态槽（红色，从底端增长）。
 *静态*划分（SGLang 的比例）事先固定边界；*统一*池让两端相向增长，直到相遇。
