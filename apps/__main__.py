@@ -12,7 +12,7 @@ URL layout (default http://127.0.0.1:7860):
 
 ``python -m apps <name> [--host H] [--port P]`` serves one app alone (at ``/``).
 
-Apps come from ``apps.common.APPS``; one whose module does not exist yet (or fails to import
+Apps come from ``apps.ui.registry.APPS``; one whose module does not exist yet (or fails to import
 or build) is skipped with a log line, the others still serve. Offline settings come from
 ``apps/__init__.py`` (no analytics, HF hub offline, no telemetry).
 """
@@ -32,7 +32,8 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from apps import common
+from apps import ui
+from apps.ui import registry
 
 log = logging.getLogger("apps.hub")
 
@@ -44,8 +45,8 @@ class Hub:
     skipped: tuple[str, ...]
 
 
-def _placeholder_svg(info: common.AppInfo, i: int) -> str:
-    c = common.SERIES[i % len(common.SERIES)]
+def _placeholder_svg(info: ui.AppInfo, i: int) -> str:
+    c = ui.SERIES[i % len(ui.SERIES)]
     t = html.escape(info.title)
     return (
         '<svg xmlns="http://www.w3.org/2000/svg" width="480" height="270" viewBox="0 0 480 270">'
@@ -81,7 +82,7 @@ header p { margin: 2px 0; color: #4b5563; }
 def landing_html(mounted: Sequence[str]) -> str:
     """The landing page: one card per registered app (cards of skipped apps are greyed)."""
     cards = []
-    for info in common.APPS:
+    for info in registry.APPS:
         ok = info.name in mounted
         cls = "card" if ok else "card missing"
         href = f"./{info.name}/" if ok else "#"
@@ -118,13 +119,13 @@ def _bind_validators_to_mount(app: FastAPI, demo: gr.Blocks, path: str) -> None:
 
 def build_hub(names: Sequence[str] | None = None) -> Hub:
     """A FastAPI app with the landing page and every available app mounted at ``/<name>``."""
-    wanted = [a.name for a in common.APPS] if names is None else list(names)
+    wanted = [a.name for a in registry.APPS] if names is None else list(names)
     app = FastAPI(title="KDA State Lab", docs_url=None, redoc_url=None, openapi_url=None)
     mounted: list[str] = []
     skipped: list[str] = []
     for name in wanted:
-        common.app_info(name)
-        mod = common.load_app(name)
+        ui.app_info(name)
+        mod = ui.load_app(name)
         if mod is None:
             skipped.append(name)
             continue
@@ -134,11 +135,11 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
             log.exception("app %s skipped: build() failed", name)
             skipped.append(name)
             continue
-        gr.mount_gradio_app(app, demo, path=f"/{name}", **common.LAUNCH_KWARGS)
+        gr.mount_gradio_app(app, demo, path=f"/{name}", **ui.LAUNCH_KWARGS)
         _bind_validators_to_mount(app, demo, f"/{name}")
         mounted.append(name)
     page = landing_html(mounted)
-    svgs = {a.name: _placeholder_svg(a, i) for i, a in enumerate(common.APPS)}
+    svgs = {a.name: _placeholder_svg(a, i) for i, a in enumerate(registry.APPS)}
     m = tuple(mounted)
 
     @app.get("/", response_class=HTMLResponse)
@@ -149,7 +150,7 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
     def thumbnail(name: str) -> Response:
         if name not in svgs:
             return Response(status_code=404)
-        p = common.app_info(name).thumbnail
+        p = ui.app_info(name).thumbnail
         if p is not None:
             return FileResponse(p, media_type="image/png")
         return Response(svgs[name], media_type="image/svg+xml")
@@ -158,8 +159,8 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
     def favicon() -> Response:
         svg = (
             '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
-            f'<rect width="16" height="16" rx="3" fill="{common.COLORS["state"]}"/>'
-            f'<rect x="3" y="3" width="10" height="4" fill="{common.COLORS["kv"]}"/></svg>'
+            f'<rect width="16" height="16" rx="3" fill="{ui.COLORS["state"]}"/>'
+            f'<rect x="3" y="3" width="10" height="4" fill="{ui.COLORS["kv"]}"/></svg>'
         )
         return Response(svg, media_type="image/svg+xml")
 
@@ -173,7 +174,7 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
 class Server:
     """uvicorn in a background thread (tests, benchmarks): ``with Server(app) as s: s.url``."""
 
-    def __init__(self, app: FastAPI, host: str = common.HOST, port: int = 0) -> None:
+    def __init__(self, app: FastAPI, host: str = ui.HOST, port: int = 0) -> None:
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -217,30 +218,30 @@ class Server:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m apps", description=__doc__.split("\n")[0])
     ap.add_argument("app", nargs="?", help="serve only this app (one of the registry names)")
-    ap.add_argument("--host", default=common.HOST)
+    ap.add_argument("--host", default=ui.HOST)
     ap.add_argument(
         "--port",
         type=int,
-        default=common.PORT,
-        help=f"port (default {common.PORT}); when taken, the next free one is used and printed",
+        default=ui.PORT,
+        help=f"port (default {ui.PORT}); when taken, the next free one is used and printed",
     )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.app:
-        names = [a.name for a in common.APPS]
+        names = [a.name for a in registry.APPS]
         if args.app not in names:
             ap.error(f"unknown app {args.app!r}; choose one of {names}")
-        mod = common.load_app(args.app)
+        mod = ui.load_app(args.app)
         if mod is None:
             ap.error(f"app {args.app!r} is not available")
-        port, note = common.next_free_port(args.host, args.port)
+        port, note = ui.next_free_port(args.host, args.port)
         if note:
             log.warning(note)
-        mod.build().launch(server_name=args.host, server_port=port, **common.LAUNCH_KWARGS)
+        mod.build().launch(server_name=args.host, server_port=port, **ui.LAUNCH_KWARGS)
         return
     t0 = time.perf_counter()
     try:
-        sock, note = common.bind_port(args.host, args.port)  # bound before it is announced
+        sock, note = ui.bind_port(args.host, args.port)  # bound before it is announced
     except (OSError, ValueError) as e:
         ap.exit(2, f"python -m apps: {e}\n")
     if note:

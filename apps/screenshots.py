@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from apps import common
+from apps import ui
 from apps.__main__ import Server, build_hub
 
 CHROMIUM_ARGS = [
@@ -103,7 +103,7 @@ def take(
                 thumb.parent.mkdir(exist_ok=True)
                 page.locator(".js-plotly-plot").first.screenshot(path=str(thumb))
                 zh = out_dir / f"{name}_zh.png"
-                page.get_by_role("radio", name=common.LANGS[1]).check()
+                page.get_by_role("radio", name=ui.LANGS[1]).check()
                 _settle_zh(page)
                 page.screenshot(path=str(zh), full_page=True)
                 page.close()
@@ -125,7 +125,7 @@ def take(
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m apps.screenshots", description=__doc__)
-    ap.add_argument("--out", type=Path, default=common.SCREENSHOTS)
+    ap.add_argument("--out", type=Path, default=ui.SCREENSHOTS)
     ap.add_argument("--apps", nargs="*", default=None, help="only these apps")
     ap.add_argument("--chromium", default=None)
     ap.add_argument("--width", type=int, default=1366)

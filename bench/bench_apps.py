@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps import common  # noqa: E402  (sets the offline environment first)
+from apps import ui as common  # noqa: E402  (sets the offline environment first)
 
 STEP_NAMES = ("step", "tick", "next", "prev")  # api names ending like this target 150 ms
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from gradio_client import utils as client_utils
 
-from apps import common
+from apps import ui as common
 
 
 @pytest.fixture(scope="module", params=[a.name for a in common.APPS])

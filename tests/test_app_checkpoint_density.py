@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from apps import checkpoint_density as app
-from apps import common
+from apps import ui as common
 from kda_core.studies import density as ds
 
 GIB = float(1 << 30)

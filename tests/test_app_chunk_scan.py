@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from apps import chunk_scan as app
-from apps import common
+from apps import ui as common
 from kda_core.studies import chunk_scan as cs
 
 

@@ -9,8 +9,8 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import context_parallel as app
+from apps import ui as common
 from kda_core.studies import context_parallel as cps
 
 

@@ -8,8 +8,8 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import int8_checkpoint as app
+from apps import ui as common
 from kda_core.studies import int8 as st
 
 N_MAX = len(st.DEFAULT_TEXT.encode("utf-8"))  # tokens = UTF-8 bytes of the default text

@@ -8,8 +8,8 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import speculative_replay as app
+from apps import ui as common
 from kda_core.studies import speculative as sp
 
 SUMMARY, VER, VER_CSV, RING, RING_CSV, EXACT, EXACT_CSV, MEM, MEM_CSV = range(9)

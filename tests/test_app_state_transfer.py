@@ -9,8 +9,8 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import state_transfer as app
+from apps import ui as common
 from kda_core.studies import transfer as st
 
 

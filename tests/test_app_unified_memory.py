@@ -8,7 +8,7 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
+from apps import ui as common
 from apps import unified_memory as um
 from kda_core.studies import memory as mem
 
@@ -172,7 +172,7 @@ def test_ratio_figure_labels_on_log_axis_and_colours(out, study):
     # categorical colours: unified black, never the semantic "state" red
     f2 = out[5]
     assert f2.data[0].line.color == "black" == um.pool_color(0)
-    assert um.common.COLORS["state"] not in {d.line.color for d in f2.data}
+    assert common.COLORS["state"] not in {d.line.color for d in f2.data}
 
 
 def test_long_ratio_list_is_echoed_short():

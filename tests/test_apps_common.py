@@ -1,4 +1,4 @@
-"""apps.common: validation messages, CSV of figure data, figure style, registry, language switch,
+"""apps.ui: validation messages, CSV of figure data, figure style, registry, language switch,
 offline defaults of the apps package, client plot decoding."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from apps import common
+from apps import ui as common
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -280,7 +280,7 @@ def test_messages_are_plain_and_ranges_exact():
     ``study_errors`` (gr.Error is a ValueError), and integer bounds printed exactly."""
     import gradio as gr
 
-    from apps import common as c
+    from apps import ui as c
 
     @c.study_errors
     def f(x: object) -> int:
@@ -292,7 +292,7 @@ def test_messages_are_plain_and_ranges_exact():
 
 
 def test_lang_labels_with_a_translator_name_every_csv_button_and_radio_option():
-    from apps.i18n import Translator
+    from apps.ui.i18n import Translator
 
     tr = Translator({"Token timeline": "token 时间线", "alpha": "甲", "beta": "乙"})
     with gr.Blocks():
@@ -314,7 +314,7 @@ def test_font_stack_is_local_and_covers_chinese():
 
 
 def test_translator_matches_whole_phrases_only():
-    from apps.i18n import Translator, verbatim
+    from apps.ui.i18n import Translator, verbatim
 
     tr = Translator({"match": "匹配点", "state": "状态", "request": "请求"})
     assert tr.text("S − S_match at the match") == "S − S_match at the 匹配点"

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from apps import __main__ as hub
-from apps import common
+from apps import ui as common
 
 MINE = ("memory_planner", "chunk_scan")
 
@@ -31,7 +31,7 @@ def test_landing_html_has_one_card_per_app():
 
 def test_missing_app_is_skipped(monkeypatch, caplog):
     ghost = common.AppInfo("not_written_yet", "Ghost", "幽灵", "x", "x")
-    monkeypatch.setattr(common, "APPS", (*common.APPS, ghost))
+    monkeypatch.setattr("apps.ui.registry.APPS", (*common.APPS, ghost))
     with caplog.at_level("WARNING", logger="apps"):
         h = hub.build_hub(["memory_planner", "not_written_yet"])
     assert h.mounted == ("memory_planner",) and h.skipped == ("not_written_yet",)

@@ -320,7 +320,7 @@ def _prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ..
 
 
 def readable(tokens: Sequence[int]) -> str:
-    """Byte tokens as one line of decoded text (`kda_core.tokenizer.display`: escapes only for
+    """Byte tokens as one line of decoded text (`kda_core.model.tokenizer.display`: escapes only for
     bytes that are not valid UTF-8, newlines as ⏎)."""
     return tokenizer.display([int(t) for t in tokens])
 

@@ -1,6 +1,6 @@
 """Browser-test fixtures (playwright + Debian chromium) for every app and the hub.
 
-A test module sets ``APP = "<name>"`` (a name from ``apps.common.APPS``) and uses:
+A test module sets ``APP = "<name>"`` (a name from ``apps.ui.APPS``) and uses:
 
     app_url   (module scope) the app served in-process (``build().launch(prevent_thread_lock=True)``
               on 127.0.0.1), e.g. "http://127.0.0.1:7861/"; closed after the module
@@ -162,7 +162,7 @@ def app_url(
     if not name:
         raise RuntimeError("set APP = '<app name>' in the e2e test module")
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
-    from apps import common
+    from apps import ui as common
 
     mod = common.load_app(name)
     if mod is None:

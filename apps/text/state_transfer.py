@@ -5,8 +5,8 @@ figure-slot and CSV-button names)."""
 
 from __future__ import annotations
 
-from apps import common
-from apps.i18n import COMMON, Translator
+from apps import ui
+from apps.ui.i18n import COMMON, Translator
 from kda_core.studies import transfer as st
 from kda_core.studies.transfer import MAX_NEW, MAX_TEXT
 
@@ -19,7 +19,6 @@ understanding them; the receiving instance validates every field and refuses a m
 **Look at:** the object's parts at K3 scale; the timeline (prefill publishes, decode fetches the
 longest jointly restorable prefix and matches one instance exactly); which field each mismatch
 is refused on; how far a forced splice drifts; what host and remote tiers add on the real trace."""
-
 ZH = (
     "**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA K"
     "V、KDA 递归状态和卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并"
@@ -30,7 +29,6 @@ ZH = (
     "，decode 取回最长可联合恢复前缀，结果与单实例完全一致）；每种不匹配被哪个字段拒绝"
     "；强行拼接会漂移多远；在真实 trace 上 host与远端层级带来多少收益。"
 )
-
 T = {
     "en": {
         "anat": "One object's parts: Kimi K3 per GPU (TP{tp}, bf16, {tokens:,} tokens) "
@@ -105,7 +103,6 @@ T = {
         },
     },
 }
-
 LABELS_ZH = {
     "text": f"提示（1-{MAX_TEXT} 个字符）",
     "n_new": f"新 token 数（1-{MAX_NEW}）",
@@ -120,7 +117,6 @@ LABELS_ZH = {
     "tier_btn": "模拟层级",
     "acc": "Mooncake trace 上的存储层级",
 }
-
 MIS_PLACEHOLDER = {
     "en": "*Press “Offer to mismatched instances”.*",
     "zh": "*请按“交给不匹配的实例”。*",
@@ -129,7 +125,6 @@ SPLICE_PLACEHOLDER = {
     "en": ("Forced splice", "Press “Force a splice”"),
     "zh": ("强行拼接", "请按“强行拼接”"),
 }
-
 TR = Translator(
     COMMON,
     {
@@ -142,7 +137,7 @@ TR = Translator(
 
 
 def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
-    rows = "\n".join(f"| `{k}` | `{common.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
+    rows = "\n".join(f"| `{k}` | `{ui.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
@@ -180,7 +175,7 @@ def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
     )
     kinds = T[lang]["mismatch"]
     rows = "\n".join(
-        f"| {kinds.get(k, k)} | `{f or '—'}` | {common.clip_text(msg, 110)[1:-1]} | "
+        f"| {kinds.get(k, k)} | `{f or '—'}` | {ui.clip_text(msg, 110)[1:-1]} | "
         f"{'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )

@@ -1,0 +1,172 @@
+"""State transfer app: the plotly figures (what ``kda_core.studies.transfer`` returns)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from apps import ui
+from apps.text.state_transfer import (
+    T,
+)
+from apps.ui import COLORS, SERIES
+from kda_core.studies import exports
+from kda_core.studies import transfer as st
+
+NAME = "state_transfer"
+KIND_COLORS = {
+    "publish": COLORS["prefill"],
+    "fetch": COLORS["kv"],
+    "lookup": COLORS["neutral"],
+    "restore": COLORS["checkpoint"],
+    "refuse": COLORS["state"],
+    "serve": COLORS["decode"],
+    "host_load": COLORS["hit"],
+    "offload": COLORS["conv"],
+}
+
+
+def _lang(lang: str | None) -> str:
+    return "zh" if lang == ui.LANGS[1] else "en"
+
+
+def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
+    t = T[lang]
+    names = [t["names"][p] for p in a.parts]
+    fig = go.Figure()
+    fig.add_bar(
+        x=names,
+        y=a.k3_bytes,
+        name=t["k3"],
+        marker_color=SERIES[0],
+        text=[ui.compact(v) + "B" for v in a.k3_bytes.tolist()],
+    )
+    fig.add_bar(
+        x=names,
+        y=a.tiny_bytes,
+        name=t["tiny"].format(n=a.tiny_tokens),
+        marker_color=SERIES[1],
+        text=[ui.compact(v) + "B" for v in a.tiny_bytes.tolist()],
+    )
+    ui.style(fig, t["anat"].format(tp=a.tp, tokens=a.tokens), t["part"], t["bytes"], height=380)
+    sizes = np.concatenate([a.k3_bytes, a.tiny_bytes]).astype(np.float64)
+    lo, hi = int(np.floor(np.log10(sizes.min()))), int(np.ceil(np.log10(sizes.max())))
+    decades = [10.0**e for e in range(lo, hi + 1)]  # tick labels with their unit
+    ui.log_axis(fig, "y", decades, fmt=lambda v: ui.compact(v) + "B")
+    csv = ui.write_csv(
+        f"{NAME}-anatomy",
+        {"part": list(a.parts), "k3_bytes_per_gpu": a.k3_bytes, "tiny_bytes": a.tiny_bytes},
+    )
+    return fig, csv
+
+
+def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
+    """Every event at (time, boundary): prefill circles, decode diamonds, colour = kind."""
+    t = T[lang]
+    fig = go.Figure()
+    t0 = r.events[0].t if r.events else 0.0
+    symbols = {"prefill": "circle", "decode": "diamond"}
+    for kind, color in KIND_COLORS.items():
+        ev = [e for e in r.events if e.kind == kind]
+        if not ev:
+            continue
+        fig.add_scatter(
+            x=[1e3 * (e.t - t0) for e in ev],
+            y=[e.boundary for e in ev],
+            mode="markers",
+            name=t["kinds"].get(kind, kind),
+            marker={
+                "color": color,
+                "size": 12,
+                "symbol": [symbols.get(e.instance, "square") for e in ev],
+                "line": {"color": "white", "width": 1},
+            },
+            customdata=[[e.instance, e.nbytes, e.detail] for e in ev],
+            hovertemplate=f"%{{customdata[0]}}: {t['kinds'].get(kind, kind)}<br>"
+            f"{t['boundary']} = %{{y}}<br>%{{customdata[1]:,}} B<br>%{{customdata[2]}}<br>"
+            "%{x:.1f} ms<extra></extra>",
+        )
+    ui.style(fig, t["tl"], t["time"], t["boundary"], height=360)
+    csv = ui.write_csv(f"{NAME}-timeline", exports.transfer_timeline_columns(r))
+    return fig, csv
+
+
+def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
+    t = T[lang]
+    floor = 1e-17  # exact restores differ by rounding only; keep them visible on a log axis
+    fig = go.Figure()
+    for key, y, color in (
+        ("clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
+        ("splice", d.drift_splice, SERIES[2]),
+    ):
+        fig.add_scatter(
+            x=d.steps,
+            y=np.maximum(y, floor),
+            name=t[key],
+            mode="lines+markers",
+            line={"color": color, "width": 2},
+        )
+    ui.style(fig, t["spl"].format(n=d.boundary), t["step"], t["drift"], height=340)
+    ui.log_axis(fig, "y", [10.0**e for e in range(-18, 1, 3)])  # 1e-18 ... 1
+    csv = ui.write_csv(
+        f"{NAME}-splice",
+        {"step": d.steps, "drift_clean": d.drift_clean, "drift_splice": d.drift_splice},
+    )
+    return fig, csv
+
+
+def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
+    t = T[lang]
+    names = [t["setups"][s] for s in r.setups]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=(t["hit"], t["ttft"], t["moved"]))
+    colors = [SERIES[i] for i in range(len(names))]
+    fig.add_bar(
+        x=names,
+        y=r.state_hit_rate,
+        marker_color=colors,
+        showlegend=False,
+        row=1,
+        col=1,
+        text=[f"{v:.1%}" for v in r.state_hit_rate.tolist()],
+    )
+    fig.add_bar(
+        x=names,
+        y=r.ttft_mean_s,
+        marker_color=colors,
+        showlegend=False,
+        row=1,
+        col=2,
+        text=[f"{v:.2f}" for v in r.ttft_mean_s.tolist()],
+    )
+    for j, (tier, color) in enumerate((("host", COLORS["hit"]), ("remote", COLORS["kv"]))):
+        fig.add_bar(
+            x=names,
+            y=r.bytes_loaded[:, j] / 1e9,
+            name=t["tiers_names"][tier],
+            marker_color=color,
+            row=1,
+            col=3,
+        )
+    fig.update_layout(barmode="stack")
+    title = t["tiers"].format(n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
+    ui.style(fig, title, "", "", height=400)
+    fig.update_layout(margin={"t": 80})
+    fig.update_annotations(yshift=4)
+    csv = ui.write_csv(
+        f"{NAME}-tiers",
+        {
+            "setup": list(r.setups),
+            "state_hit_rate": r.state_hit_rate,
+            "ttft_mean_s": r.ttft_mean_s,
+            "ttft_p95_s": r.ttft_p95_s,
+            "hits_device": r.hits[:, 0],
+            "hits_host": r.hits[:, 1],
+            "hits_remote": r.hits[:, 2],
+            "bytes_loaded_host": r.bytes_loaded[:, 0],
+            "bytes_loaded_remote": r.bytes_loaded[:, 1],
+            "bytes_written_host": r.bytes_written[:, 0],
+            "bytes_written_remote": r.bytes_written[:, 1],
+        },
+    )
+    return fig, csv

@@ -1,0 +1,170 @@
+"""Serving: theme / CSS / launch keywords, ports, ``main`` for ``python -m apps.<name>``.
+
+Everything binds 127.0.0.1. ``launched(demo)`` serves in-process on a kernel-chosen free port
+(tests, benchmarks); ``bind_port`` / ``next_free_port`` walk up from a busy ``--port``;
+``plot_from_client`` decodes a ``gradio_client`` plot output. The offline environment is set
+by importing ``apps`` (``apps/__init__.py``), before gradio is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+log = logging.getLogger("apps")
+
+HOST = "127.0.0.1"
+PORT = 7860
+
+
+# System fonts only (no network, no bundled webfont): Gradio's default IBM Plex Sans SemiBold
+# ships 55 glyphs, so bold "KDA" / "GiB" mixed two faces. Liberation Sans and DejaVu Sans have
+# every Latin glyph in regular and bold; WenQuanYi Zen Hei / Noto CJK cover 中文.
+FONT_STACK = ("Liberation Sans", "DejaVu Sans", "WenQuanYi Zen Hei", "Noto Sans CJK SC",
+              "sans-serif")  # fmt: skip
+MONO_STACK = ("DejaVu Sans Mono", "Liberation Mono", "WenQuanYi Zen Hei Mono", "monospace")
+THEME = gr.themes.Default(
+    primary_hue="indigo", secondary_hue="slate", font=FONT_STACK, font_mono=MONO_STACK
+)
+CSS = """
+.gradio-container { max-width: 1280px !important; margin: auto; }
+.kda-intro { font-size: 0.97rem; }
+.kda-metrics table { font-size: 0.9rem; }
+.kda-metrics th { word-break: normal !important; overflow-wrap: normal !important;
+  hyphens: none; }
+/* tables: numbers never wrap mid-digit; a wide table scrolls inside its column instead of
+   overflowing it; escaped byte strings (code) may break anywhere */
+.prose table { display: block; max-width: 100%; overflow-x: auto; }
+.prose td, .prose th { word-break: normal !important; overflow-wrap: normal !important; }
+.prose td code { word-break: break-all !important; white-space: normal !important; }
+.gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
+"""
+LAUNCH_KWARGS: dict[str, Any] = {
+    "theme": THEME,
+    "css": CSS,
+    "footer_links": ["api"],
+    "run_history": False,
+}
+
+
+def free_port(host: str = HOST) -> int:
+    """A port the kernel just handed out on ``host`` (bind to 0). Gradio's own search walks up
+    from 7860, so two test runs on one machine would race for the same ports; ephemeral ports
+    from the kernel do not collide."""
+    return next_free_port(host, 0)[0]
+
+
+def launch_on_free_port(demo: gr.Blocks, attempts: int = 5) -> str:
+    """``demo.launch`` in-process on 127.0.0.1 at a free port (retried if another process took
+    it between the probe and the bind); returns the URL."""
+    for attempt in range(attempts):
+        try:
+            _, url, _ = demo.launch(
+                prevent_thread_lock=True,
+                server_name=HOST,
+                server_port=free_port(),
+                quiet=True,
+                **LAUNCH_KWARGS,
+            )
+            return url
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def launched(demo: gr.Blocks) -> Iterator[str]:
+    """Serve ``demo`` in-process on 127.0.0.1 (a free port) for tests and benchmarks; yields
+    its URL and closes the server afterwards."""
+    url = launch_on_free_port(demo)
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+def _decode_typed(x: Any) -> Any:
+    if isinstance(x, dict):
+        if set(x) >= {"dtype", "bdata"}:
+            arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
+            if "shape" in x:
+                shape = [int(n) for n in str(x["shape"]).split(",")]
+                arr = arr.reshape(shape)
+            return arr.tolist()
+        return {k: _decode_typed(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_decode_typed(v) for v in x]
+    return x
+
+
+def plot_from_client(value: Any) -> dict[str, Any]:
+    """A ``gr.Plot`` value as ``gradio_client`` returns it -> the plotly figure dict, with
+    plotly's base64 typed arrays (``{"dtype", "bdata"}``) decoded to lists."""
+    import json
+
+    if isinstance(value, dict) and "plot" in value:
+        value = value["plot"]
+    fig = json.loads(value) if isinstance(value, str) else value
+    return _decode_typed(fig)
+
+
+PORT_TRIES = 20
+
+
+def bind_port(host: str, port: int, tries: int = PORT_TRIES) -> tuple[socket.socket, str]:
+    """A listening socket on ``host:port``, or on the next free port above it (``tries``
+    ports at most); returns it and a line for the reader (empty when ``port`` itself was
+    free). Raises ``OSError`` naming the range and the ``--port`` option when none is free."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in [0, 65535], got {port}")
+    last: OSError | None = None
+    for p in range(port, min(port + tries, 65536)) if port else [0]:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            sock.bind((host, p))
+            sock.listen(128)
+        except OSError as e:
+            sock.close()
+            last = e
+            continue
+        got = sock.getsockname()[1]
+        note = "" if p == port or not port else (
+            f"port {port} is in use; serving on {got}, the next free port "
+            f"(choose one with --port P, or make demo PORT=P)"
+        )  # fmt: skip
+        return sock, note
+    raise OSError(
+        f"ports {port}-{port + tries - 1} on {host} are all in use ({last}); choose another "
+        "with --port P (make demo PORT=P)"
+    )
+
+
+def next_free_port(host: str, port: int) -> tuple[int, str]:
+    """Like ``bind_port`` but returns the port number (the socket is closed again; for
+    ``Blocks.launch``, which binds by itself)."""
+    sock, note = bind_port(host, port)
+    got = int(sock.getsockname()[1])
+    sock.close()
+    return got, note
+
+
+def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> None:
+    """``python -m apps.<name> [--host H] [--port P]``: serve one app (blocking); a port in
+    use moves to the next free one, said on stderr."""
+    ap = argparse.ArgumentParser(description="Serve one KDA State Lab app")
+    ap.add_argument("--host", default=HOST)
+    ap.add_argument("--port", type=int, default=PORT)
+    args = ap.parse_args(argv)
+    port, note = next_free_port(args.host, args.port)
+    if note:
+        log.warning(note)
+    build().launch(server_name=args.host, server_port=port, **LAUNCH_KWARGS)

@@ -1,0 +1,222 @@
+"""The CSV columns behind the apps' figures, built from the studies' results.
+
+Each function takes a study result (a dataclass of numpy arrays) and returns ordered columns
+``{name: list}`` of equal length, ready for ``apps.ui.write_csv``: long format (one row per
+point of a grid), so a spreadsheet can filter by any key. Only reshaping: nothing is
+recomputed here, and nothing imports a UI library. The studies themselves belong to other
+rooms; these row builders moved here from the apps' figure functions (issue 18).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from kda_core.studies import chunk_scan as cs
+from kda_core.studies import context_parallel as cps
+from kda_core.studies import density as ds
+from kda_core.studies import int8 as i8
+from kda_core.studies import speculative as sp
+from kda_core.studies import transfer as tr
+
+_SWEEP_METRICS = (
+    "peak_state_bytes",
+    "mean_replay_per_hit",
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "state_hit_rate",
+    "token_hit_rate",
+    "checkpoints_stored",
+    "evictions",
+)
+
+
+def density_sweep_columns(s: ds.DensitySweep) -> dict[str, list]:
+    """One row per (interval, budget): every metric of the sweep, the optimum and Pareto flags."""
+    rows = [
+        (
+            int(s.intervals[i]),
+            lab,
+            *(getattr(s, m)[i, j].item() for m in _SWEEP_METRICS),
+            bool(s.optimum[j] == i),
+            bool(s.pareto[i, j]),
+        )
+        for i in range(s.intervals.size)
+        for j, lab in enumerate(s.budget_labels)
+    ]
+    cols = ["interval", "budget", *_SWEEP_METRICS, "optimum", "pareto"]
+    return {c: [r[n] for r in rows] for n, c in enumerate(cols)}
+
+
+def density_pareto_columns(s: ds.DensitySweep) -> dict[str, list]:
+    """One row per (interval, budget): peak state memory against state hit, on the frontier?"""
+    return {
+        "interval": np.repeat(s.intervals, len(s.budget_labels)).tolist(),
+        "budget": list(s.budget_labels) * s.intervals.size,
+        "peak_state_bytes": s.peak_state_bytes.ravel().tolist(),
+        "state_hit_rate": s.state_hit_rate.ravel().tolist(),
+        "pareto": s.pareto.ravel().tolist(),
+    }
+
+
+def chunk_agreement_columns(a: cs.Agreement) -> dict[str, list]:
+    """One row per (T, chunk size): chunked vs recurrent differences of outputs and state."""
+    keys = ("o_max_abs", "o_rel", "S_max_abs", "S_rel")
+    cols: dict[str, list] = {"T": [], "chunk_size": [], **{k: [] for k in keys}}
+    for i, T in enumerate(a.T_values.tolist()):
+        for j, C in enumerate(a.chunk_sizes.tolist()):
+            cols["T"].append(T)
+            cols["chunk_size"].append(C)
+            for key in keys:
+                cols[key].append(float(getattr(a, key)[i, j]))
+    return cols
+
+
+def chunk_cost_columns(c: cs.Cost) -> dict[str, list]:
+    """One row per (T, chunk size): sequential steps and matmul FLOPs of both forms."""
+    cols: dict[str, list] = {
+        "T": [],
+        "chunk_size": [],
+        "recurrent_steps": [],
+        "chunked_steps": [],
+        "recurrent_flops": [],
+        "chunked_flops": [],
+        "flops_ratio": [],
+    }
+    for i, T in enumerate(c.T_values.tolist()):
+        for j, C in enumerate(c.chunk_sizes.tolist()):
+            cols["T"].append(T)
+            cols["chunk_size"].append(C)
+            cols["recurrent_steps"].append(int(c.recurrent_steps[i]))
+            cols["chunked_steps"].append(int(c.chunked_steps[i, j]))
+            cols["recurrent_flops"].append(int(c.recurrent_flops[i]))
+            cols["chunked_flops"].append(int(c.chunked_flops[i, j]))
+            cols["flops_ratio"].append(float(c.flops_ratio[i, j]))
+    return cols
+
+
+def chunk_maps_columns(m: cs.Composition) -> dict[str, list]:
+    """One row per entry (row, col) of the composed transition matrix, true and swapped order."""
+    K = m.M_true.shape[0]
+    r, c = np.divmod(np.arange(K * K), K)
+    return {
+        "row": r.tolist(),
+        "col": c.tolist(),
+        "M_true": m.M_true.ravel().tolist(),
+        "M_swapped": m.M_swapped.ravel().tolist(),
+    }
+
+
+CP_SCANS = ("logdepth", "allgather")  # the two scans of kda_core.kda.cp, in the apps' order
+
+
+def cp_state_columns(d: cps.Demo, rank: int) -> dict[str, list]:
+    """One row per (key, value) entry: the state ``rank`` received next to the true one."""
+    S = d.S_in[rank]
+    K, V = S.shape
+    return {
+        "key": np.repeat(np.arange(K), V).tolist(),
+        "value": np.tile(np.arange(V), K).tolist(),
+        "S_in": S.ravel().tolist(),
+        "S_true": d.S_true[rank].ravel().tolist(),
+    }
+
+
+def cp_bytes_columns(d: cps.Demo, m: cps.CostModel, groups: Sequence[str]) -> dict[str, list]:
+    """Bytes per rank of both scans and of an MLA KV all-gather; ``groups`` names the two
+    contexts (this demo's layer, a K3 layer at the demo's T) as the figure labels them."""
+    other = "allgather" if d.scan == "logdepth" else "logdepth"
+    demo_b = {d.scan: int(d.bytes_sent.max()), other: int(d.bytes_other.max())}
+    rows: dict[str, list] = {"group": [], "series": [], "bytes": []}
+    series = [(s, [demo_b[s], int(m.bytes_sent[s][-1])]) for s in CP_SCANS]
+    series.append(("mla_kv_allgather", [d.kv_bytes, int(m.kv_bytes[-1])]))
+    for name, vals in series:
+        for g, v in zip(groups, vals):
+            rows["group"].append(g)
+            rows["series"].append(name)
+            rows["bytes"].append(v)
+    return rows
+
+
+def cp_speedup_columns(models: Mapping[int, cps.CostModel]) -> dict[str, list]:
+    """The modelled speed-up over P, one column per (scan, context T)."""
+    P = next(iter(models.values())).P
+    cols: dict[str, list] = {"P": np.asarray(P).tolist()}
+    for T, m in models.items():
+        for scan in CP_SCANS:
+            cols[f"speedup_{scan}_T{T}"] = np.asarray(m.speedup[scan]).tolist()
+    return cols
+
+
+def int8_error_map_columns(e: i8.ErrorMap) -> dict[str, list]:
+    """One row per (key channel, value channel) of the parked state: value, restored, error."""
+    kk, vv = np.meshgrid(np.arange(e.state.shape[0]), np.arange(e.state.shape[1]), indexing="ij")
+    return {
+        "key_channel": kk.ravel().tolist(),
+        "value_channel": vv.ravel().tolist(),
+        "state": e.state.ravel().tolist(),
+        "restored": e.restored.ravel().tolist(),
+        "error": e.error.ravel().tolist(),
+        "bound": e.bound.ravel().tolist(),
+    }
+
+
+def int8_capacity_columns(*capacities: i8.Capacity) -> dict[str, list]:
+    """One row per (model, format): bytes per checkpoint and how many fit the budget."""
+    metrics = ("state_bytes", "conv_bytes", "total_bytes", "capacity", "gain")
+    rows: dict[str, list] = {"model": [], "variant": [], **{k: [] for k in metrics}}
+    for c in capacities:
+        rows["model"] += [c.model] * len(c.labels)
+        rows["variant"] += list(c.labels)
+        for k in metrics:
+            rows[k] += np.asarray(getattr(c, k)).tolist()
+    return rows
+
+
+def spec_ring_columns(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, list]:
+    """One row per (stage, ring slot): the position each slot holds after verify / commit and
+    its kind (``sp.SLOT_KINDS``); ``stages`` names the two stages as the figure does."""
+    L = v.ring_len
+    data: dict[str, list] = {"stage": [], "slot": [], "position": [], "kind": []}
+    for r, pos, kind in zip(
+        stages, (v.pos_after_verify, v.pos_after_commit), (v.kind_after_verify, v.kind_after_commit)
+    ):
+        data["stage"] += [r] * L
+        data["slot"] += list(range(L))
+        data["position"] += pos.tolist()
+        data["kind"] += [sp.SLOT_KINDS[int(k)] for k in kind]
+    return data
+
+
+def spec_memory_columns(mem: sp.MemoryOverD) -> dict[str, list]:
+    """One row per (model, D): ring bytes against a full state per draft token."""
+    data: dict[str, list] = {
+        "model": [],
+        "D": [],
+        "ring_len": [],
+        "ring_bytes": [],
+        "per_draft_state_bytes": [],
+        "conv_window_bytes": [],
+        "ratio": [],
+    }
+    for i, model in enumerate(mem.models):
+        data["model"] += [model] * mem.d_values.size
+        data["D"] += mem.d_values.tolist()
+        data["ring_len"] += mem.ring_len.tolist()
+        for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
+            data[k] += getattr(mem, k)[i].tolist()
+    return data
+
+
+def transfer_timeline_columns(r: tr.PDRun) -> dict[str, list]:
+    """One row per event of the prefill -> decode run (time from the first event, in ms)."""
+    t0 = r.events[0].t if r.events else 0.0
+    return {
+        "t_ms": [1e3 * (e.t - t0) for e in r.events],
+        "instance": [e.instance for e in r.events],
+        "kind": [e.kind for e in r.events],
+        "boundary": [e.boundary for e in r.events],
+        "bytes": [e.nbytes for e in r.events],
+    }
