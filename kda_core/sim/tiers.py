@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from kda_core import costmodel
-from kda_core.sim import checkpoint_bytes, resolve_policy
+from kda_core.sim import costmodel
+from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
 from kda_core.workloads import Trace, bundled_trace
 
 __all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]
