@@ -24,11 +24,11 @@ Marconi's formulas (retention.md §1.4), reproduced by the ``"marconi-7b"`` pres
 ``causal=False``: attention ``8 L D^2 + 4 L^2 D``, MLP ``16 L D^2``, Mamba
 ``12 L D^2 + 16 L D N + 10 L D``.
 
-Left out: embeddings and the LM head (one token per prefill), norms, activations, the softmax,
-MoE routing imbalance, kernel efficiency differences between layer types, restore (copy) time.
-The Kimi K3 MoE shape (896 experts, 16 active + 2 shared of width 3072, latent routed width
-3584, one dense layer of width 33792) comes from a third-party copy of the released config,
-not from the config itself; Kimi-Linear's dense width 9216 is assumed.
+Left out: embeddings and the LM head, norms, activations, the softmax, MoE routing imbalance,
+kernel efficiency differences between layer types, restore (copy) time. The Kimi K3 MoE shape
+(896 experts, 16 active + 2 shared of width 3072, latent routed width 3584, one dense layer of
+width 33792) comes from a third-party copy of the released config, not from the config itself;
+Kimi-Linear's dense width 9216 is assumed.
 """
 
 from __future__ import annotations

@@ -180,3 +180,9 @@ class _Builder:
 
 
 KINDS: tuple[str, ...] = ("chat", "agent", "document", "probe")
+
+
+def _check_pos(name: str, v: float, lo: float = 0.0, hi: float = 1e9) -> float:
+    if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
+    return float(v)

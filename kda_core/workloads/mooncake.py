@@ -49,6 +49,52 @@ def _int_field(obj: dict, key: str, lineno: int, lo: int, hi: int) -> int:
     return v
 
 
+def _parse_line(
+    line: str, lineno: int, block_size: int, last_t: float, parent: dict[int, int]
+) -> tuple[float, int, int, list[int]]:
+    """One JSONL line -> (timestamp ms, input length, output length, hash ids); records each
+    id's parent in ``parent`` (ValueError naming the line on any violation)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"line {lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"line {lineno}: expected a JSON object")
+    if "timestamp" not in obj:
+        raise ValueError(f"line {lineno}: missing field 'timestamp'")
+    t = obj["timestamp"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        raise ValueError(f"line {lineno}: 'timestamp' must be a finite number, got {t!r}")
+    if t < 0:
+        raise ValueError(f"line {lineno}: 'timestamp' must be >= 0, got {t}")
+    if t < last_t:
+        raise ValueError(f"line {lineno}: 'timestamp' {t} is before the previous {last_t}")
+    n_in = _int_field(obj, "input_length", lineno, 1, MAX_INPUT_TOKENS)
+    n_out = _int_field(obj, "output_length", lineno, 0, MAX_OUTPUT_TOKENS)
+    if "hash_ids" not in obj:
+        raise ValueError(f"line {lineno}: missing field 'hash_ids'")
+    h = obj["hash_ids"]
+    if not isinstance(h, list):
+        raise ValueError(f"line {lineno}: 'hash_ids' must be a list")
+    want = -(-n_in // block_size)
+    if len(h) != want:
+        raise ValueError(
+            f"line {lineno}: 'hash_ids' has {len(h)} ids, input_length {n_in} needs "
+            f"ceil({n_in}/{block_size}) = {want}"
+        )
+    prev = -1
+    for x in h:
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise ValueError(f"line {lineno}: 'hash_ids' must be non-negative ints, got {x!r}")
+        p = parent.setdefault(x, prev)
+        if p != prev:
+            raise ValueError(
+                f"line {lineno}: hash id {x} follows {prev} here but {p} on an earlier line"
+            )
+        prev = x
+    return float(t), n_in, n_out, h
+
+
 def parse_mooncake_lines(
     lines: Iterable[str],
     *,
@@ -75,48 +121,12 @@ def parse_mooncake_lines(
             continue  # blank lines (e.g. a trailing one) carry no request
         if len(ts) >= max_requests:
             raise ValueError(f"line {lineno}: more than max_requests={max_requests} requests")
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"line {lineno}: invalid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"line {lineno}: expected a JSON object")
-        if "timestamp" not in obj:
-            raise ValueError(f"line {lineno}: missing field 'timestamp'")
-        t = obj["timestamp"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            raise ValueError(f"line {lineno}: 'timestamp' must be a finite number, got {t!r}")
-        if t < 0:
-            raise ValueError(f"line {lineno}: 'timestamp' must be >= 0, got {t}")
-        if t < last_t:
-            raise ValueError(f"line {lineno}: 'timestamp' {t} is before the previous {last_t}")
-        last_t = float(t)
-        n_in = _int_field(obj, "input_length", lineno, 1, MAX_INPUT_TOKENS)
-        n_out = _int_field(obj, "output_length", lineno, 0, MAX_OUTPUT_TOKENS)
-        if "hash_ids" not in obj:
-            raise ValueError(f"line {lineno}: missing field 'hash_ids'")
-        h = obj["hash_ids"]
-        if not isinstance(h, list):
-            raise ValueError(f"line {lineno}: 'hash_ids' must be a list")
-        want = -(-n_in // block_size)
-        if len(h) != want:
-            raise ValueError(
-                f"line {lineno}: 'hash_ids' has {len(h)} ids, input_length {n_in} needs "
-                f"ceil({n_in}/{block_size}) = {want}"
-            )
-        prev = -1
-        for x in h:
-            if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-                raise ValueError(f"line {lineno}: 'hash_ids' must be non-negative ints, got {x!r}")
-            p = parent.setdefault(x, prev)
-            if p != prev:
-                raise ValueError(
-                    f"line {lineno}: hash id {x} follows {prev} here but {p} on an earlier line"
-                )
-            prev = x
+        t, n_in, n_out, h = _parse_line(line, lineno, block_size, last_t, parent)
+        last_t = t
+        want = len(h)
         if len(blocks) + want > MAX_TOTAL_BLOCKS:
             raise ValueError(f"line {lineno}: more than {MAX_TOTAL_BLOCKS} blocks in total")
-        ts.append(float(t) / 1000.0)
+        ts.append(t / 1000.0)
         ins.append(n_in)
         outs.append(n_out)
         counts.append(want)

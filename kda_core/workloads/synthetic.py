@@ -13,12 +13,8 @@ Left out: raw token ids (blocks only), tokenizer effects. Parameters: docs/workl
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from kda_core._checks import check_int as _check_int
-from kda_core.workloads.builder import KINDS, Segment, _Builder
+from kda_core.workloads.builder import KINDS, Segment, _Builder, _check_pos
 from kda_core.workloads.mooncake import BUNDLED_TRACES, bundled_trace
 from kda_core.workloads.traces import (
     MAX_INPUT_TOKENS,
@@ -27,12 +23,6 @@ from kda_core.workloads.traces import (
     MAX_TOTAL_BLOCKS,
     Trace,
 )
-
-
-def _check_pos(name: str, v: float, lo: float = 0.0, hi: float = 1e9) -> float:
-    if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and lo <= v <= hi):
-        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
-    return float(v)
 
 
 def _chat_into(
