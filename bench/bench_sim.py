@@ -76,7 +76,11 @@ def main() -> None:
     )
     ap.add_argument("--budget-sweep", action="store_true", help="also the interval x budget grid")
     ap.add_argument("--sweep-only", action="store_true", help="skip the per-pass table")
+    ap.add_argument("--schedules", action="store_true", help="only sequential vs in-flight")
     args = ap.parse_args()
+    if args.schedules:
+        schedules_side_by_side(bundled_trace("conversation"))
+        return
     if not 0 <= args.budget_gib <= 1 << 20:
         raise ValueError(f"--budget-gib must be in [0, 2**20], got {args.budget_gib}")
     if args.sweep_only:
@@ -124,9 +128,38 @@ def main() -> None:
     print("(req/s, steps/s and x target use CPU seconds: wall time on a shared machine varies)")
     if args.quick:
         return
+    schedules_side_by_side(trace)
     density_by_policy(trace, args.budget_gib)
     if args.budget_sweep:
         density_by_budget(trace)
+
+
+def schedules_side_by_side(trace) -> None:
+    """Every (policy, budget) under both schedules in one run: hit rates and their change."""
+    hdr = (
+        f"{'policy':<16} {'budget':>9} {'state seq':>9} {'in-flight':>9} {'d pts':>6} "
+        f"{'token seq':>9} {'in-flight':>9} {'d pts':>6} {'ckpts seq':>9} {'in-flight':>9} "
+        f"{'evict seq':>9} {'in-flight':>9} {'shorter':>7} {'cpu s':>11}"
+    )
+    print("sequential vs in-flight (TimeModel defaults; 'shorter': requests restoring less)")
+    print(hdr)
+    print("-" * len(hdr))
+    for label, name, params in POLICIES:
+        for blabel, b in BUDGETS:
+            c = time.process_time()
+            a = sim.simulate(trace, (name, params), b, schedule="sequential")
+            ca = time.process_time() - c
+            f = sim.simulate(trace, (name, params), b, schedule="inflight")
+            cf = time.process_time() - c - ca
+            short = int((f.series.restore_at < a.series.restore_at).sum())
+            ds = 100 * (f.state_hit_rate - a.state_hit_rate)
+            dt = 100 * (f.token_hit_rate - a.token_hit_rate)
+            print(
+                f"{label:<16} {blabel:>9} {a.state_hit_rate:9.4f} {f.state_hit_rate:9.4f} "
+                f"{ds:+6.2f} {a.token_hit_rate:9.4f} {f.token_hit_rate:9.4f} {dt:+6.2f} "
+                f"{a.checkpoints_stored:9d} {f.checkpoints_stored:9d} {a.evictions:9d} "
+                f"{f.evictions:9d} {short:7d} {ca:5.1f}/{cf:5.1f}"
+            )
 
 
 def _progress() -> density.Progress:

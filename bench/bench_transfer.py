@@ -128,7 +128,7 @@ def inner(master: str | None, quick: bool) -> dict:
 
 
 def report(res: dict) -> None:
-    from kda_core import costmodel
+    from kda_core.sim import costmodel
 
     mb = res["object_bytes"] / 1e6
     print(f"== put/get of a Kimi K3 TP8 state object ({mb:.1f} MB), {res['n_objects']} objects")

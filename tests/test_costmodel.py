@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core import costmodel as C
+from kda_core.sim import costmodel as C
 
 
 def _marconi_reference(L: float, D: float = 4096.0, N: float = 128.0) -> float:

@@ -8,9 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from kda_core import costmodel
-from kda_core.sim import simulate
-from kda_core.sim_tiers import CKPT_K3_TP8, TierConfig, compare_tiers, simulate_tiers
+from kda_core.sim import costmodel, simulate
+from kda_core.sim.tiers import CKPT_K3_TP8, TierConfig, compare_tiers, simulate_tiers
 from kda_core.workloads import bundled_trace, parse_mooncake_lines
 
 CK = CKPT_K3_TP8

@@ -25,7 +25,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core.engine import Engine
 from kda_core.model import TinyHybrid, encode
-from kda_core.sim_tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
+from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
 from kda_core.transfer.identity import Identity, Layout
 from kda_core.transfer.instance import Event, Instance
 from kda_core.transfer.objects import (

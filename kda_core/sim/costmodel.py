@@ -24,11 +24,11 @@ Marconi's formulas (retention.md §1.4), reproduced by the ``"marconi-7b"`` pres
 ``causal=False``: attention ``8 L D^2 + 4 L^2 D``, MLP ``16 L D^2``, Mamba
 ``12 L D^2 + 16 L D N + 10 L D``.
 
-Left out: embeddings and the LM head (one token per prefill), norms, activations, the softmax,
-MoE routing imbalance, kernel efficiency differences between layer types, restore (copy) time.
-The Kimi K3 MoE shape (896 experts, 16 active + 2 shared of width 3072, latent routed width
-3584, one dense layer of width 33792) comes from a third-party copy of the released config,
-not from the config itself; Kimi-Linear's dense width 9216 is assumed.
+Left out: embeddings and the LM head, norms, activations, the softmax, MoE routing imbalance,
+kernel efficiency differences between layer types, restore (copy) time. The Kimi K3 MoE shape
+(896 experts, 16 active + 2 shared of width 3072, latent routed width 3584, one dense layer of
+width 33792) comes from a third-party copy of the released config, not from the config itself;
+Kimi-Linear's dense width 9216 is assumed.
 """
 
 from __future__ import annotations
@@ -287,17 +287,24 @@ class TimeModel:
 
     The default 3.2 PFLOP/s is one TP8 instance at about 400 TFLOP/s effective per GPU (roughly
     40 % of an H100/H800's dense bf16 peak). Marconi's fitted Jamba profile (17.8 ms + 0.053
-    ms/token) is the same form with FLOPs replaced by uncached tokens.
+    ms/token) is the same form with FLOPs replaced by uncached tokens. ``decode_s_per_token``
+    (only the simulator's in-flight schedule reads it: how long a request keeps running, and
+    holding its locks, after its prefill) is an assumed 20 ms per output token (50 tokens/s
+    per request, a typical large-MoE serving speed; not a measurement).
     """
 
     flops_per_s: float = 3.2e15
     overhead_s: float = 0.0
+    decode_s_per_token: float = 0.02
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.flops_per_s) and 1e6 <= self.flops_per_s <= 1e21):
             raise ValueError(f"flops_per_s must be in [1e6, 1e21], got {self.flops_per_s!r}")
         if not (math.isfinite(self.overhead_s) and 0 <= self.overhead_s <= 1e4):
             raise ValueError(f"overhead_s must be in [0, 1e4], got {self.overhead_s!r}")
+        d = self.decode_s_per_token
+        if not (math.isfinite(d) and 0 <= d <= 10.0):
+            raise ValueError(f"decode_s_per_token must be in [0, 10], got {d!r}")
 
     def seconds(self, flops: np.ndarray | float) -> np.ndarray | float:
         return self.overhead_s + np.asarray(flops, dtype=np.float64) / self.flops_per_s

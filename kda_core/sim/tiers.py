@@ -19,16 +19,9 @@ Write-through traffic is counted in bytes moved but not in TTFT (it is asynchron
 assumed resident on the device (``sim``'s unlimited-KV default); the tiers model the scarce part,
 the recurrent state, so bytes moved are checkpoint bytes (Kimi K3, TP8, bf16: 29,039,616 B).
 
-Defaults (per GPU; public figures):
-
-* device state budget 64 checkpoints (~1.9 GB): an example share of HBM for the Mamba pool;
-* host capacity = 2 x the device budget: SGLang ``ServerArgs.hicache_ratio = 2.0``
-  (``python/sglang/srt/server_args.py``, host pool / device pool);
-* host bandwidth 50 GB/s: PCIe 5.0 x16 carries 64 GB/s per direction raw (PCI-SIG), ~80 %
-  effective; latency 10 us;
-* remote capacity 128 GiB per GPU (a 1 TiB Mooncake DRAM pool over 8 GPUs: an assumption);
-  remote bandwidth 23.75 GB/s = the Mooncake README's 190 GB/s Transfer Engine figure on
-  8 x 400 Gbps RoCE, over the node's 8 GPUs; latency 100 us.
+Defaults (per GPU: a 64-checkpoint device budget, host = 2 x device as SGLang's
+``hicache_ratio``, PCIe 5.0 host link, Mooncake Transfer Engine remote link) and their sources:
+docs/simulator.md. Runs the simulator's sequential schedule.
 """
 
 from __future__ import annotations
@@ -39,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from kda_core import costmodel
-from kda_core.sim import checkpoint_bytes, resolve_policy
+from kda_core.sim import costmodel
+from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
 from kda_core.workloads import Trace, bundled_trace
 
 __all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]

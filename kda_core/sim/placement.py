@@ -1,0 +1,162 @@
+"""One request's checkpoints into the tree under the byte budgets, and the per-request log.
+
+Shared by both schedules of the simulator (``sequential`` and ``inflight``): ``place`` makes
+room for a list of new checkpoint positions (states evicted through the policy, a unified
+budget falling back to KV-leaf eviction, a KV budget evicting LRU KV leaves; positions that
+still do not fit are dropped, deepest first) and inserts them (the tree cuts the key at the
+deepest position). The caller holds whatever locks protect the request's own path.
+``RequestLog`` holds the per-request arrays a run returns. Budget rules: docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kda_core import policy as policy_mod
+
+
+@dataclass(slots=True)
+class RunCtx:
+    """One run's cache, policy, budgets (bytes, None = unlimited) and running counters."""
+
+    cache: Any
+    pol: policy_mod.Policy
+    sb: int | None
+    kb: int | None
+    ub: int | None
+    ckpt: int
+    kvb: int
+    page: int
+    evictions: int = 0
+    dropped: int = 0
+    steps: int = 0
+
+    @property
+    def may_evict(self) -> bool:
+        return self.sb is not None or self.kb is not None or self.ub is not None
+
+
+def _room_for_states(ctx: RunCtx, pos: list[int]) -> list[int]:
+    """Evict states (policy order) until ``pos`` fit the state budget; drop the deepest rest."""
+    cache, ckpt, sb = ctx.cache, ctx.ckpt, ctx.sb
+    need = len(pos) * ckpt
+    if sb is None or cache.state_bytes + need <= sb:
+        return pos
+    ctx.evictions += ctx.pol.evict_states(cache, nbytes=cache.state_bytes + need - sb).states
+    room = sb - cache.state_bytes
+    if room < need:
+        keep = max(room, 0) // ckpt
+        ctx.dropped += len(pos) - keep
+        pos = pos[:keep]
+    return pos
+
+
+def _room_unified(ctx: RunCtx, pos: list[int], held_tokens: int) -> list[int]:
+    """Fit states + KV under the unified budget: states first, then KV leaves, else drop.
+
+    New KV = tokens beyond the locked path (``held_tokens``) up to the deepest position (a
+    partly matched edge below it may be evicted and re-inserted)."""
+    cache, ckpt, kvb, ub = ctx.cache, ctx.ckpt, ctx.kvb, ctx.ub
+    assert ub is not None
+    need = len(pos) * ckpt
+    new_kv = max(pos[-1] - held_tokens, 0) * kvb
+    while pos:
+        over = cache.state_bytes + need + cache.kv_tokens * kvb + new_kv - ub
+        if over <= 0:
+            break
+        r = ctx.pol.evict_states(cache, num=1)
+        ctx.evictions += r.states
+        if r.states == 0:
+            r = cache.evict_kv(max(1, -(-over // kvb)))
+            ctx.evictions += r.states
+            if r.kv_tokens == 0:
+                ctx.dropped += 1
+                pos = pos[:-1]
+                need -= ckpt
+                new_kv = max((pos[-1] if pos else 0) - held_tokens, 0) * kvb
+    return pos
+
+
+def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> tuple[int, Any]:
+    """Make room for checkpoints at ``pos`` (ascending) and insert them with ``ins_key``.
+
+    ``held_tokens``: the length of the request's path the caller keeps locked.
+    -> (states new, the tree's InsertResult or None when every position was dropped)."""
+    pos = _room_for_states(ctx, pos)
+    if ctx.ub is not None and pos:
+        pos = _room_unified(ctx, pos, held_tokens)
+    if ctx.kb is not None and pos:
+        # make room for the new KV first (beyond the locked path)
+        new_tok = max(pos[-1] - held_tokens, 0)
+        over = (ctx.cache.kv_tokens + new_tok) * ctx.kvb - ctx.kb
+        if over > 0:
+            ctx.evictions += ctx.cache.evict_kv(-(-over // ctx.kvb)).states
+    if not pos:
+        return 0, None
+    r = ctx.cache.insert(ins_key, None, [(p, p) for p in pos], state_bytes=ctx.ckpt)
+    ctx.steps += r.inserted_len // ctx.page
+    return len(r.new), r
+
+
+def kv_cleanup(ctx: RunCtx) -> None:
+    """With a KV budget, evict LRU KV leaves down to it (after a request's own path alone
+    was larger than the budget)."""
+    kb, kvb, cache = ctx.kb, ctx.kvb, ctx.cache
+    if kb is not None and cache.kv_tokens * kvb > kb:
+        ctx.evictions += cache.evict_kv(-(-(cache.kv_tokens * kvb - kb) // kvb)).states
+
+
+@dataclass(slots=True)
+class RequestLog:
+    """Per-request arrays of one run (arrival order), filled as requests are matched / end."""
+
+    n: int
+    token_match: np.ndarray = field(init=False)
+    restore_at: np.ndarray = field(init=False)
+    state_bytes: np.ndarray = field(init=False)
+    kv_tokens: np.ndarray = field(init=False)
+    kv_peak: np.ndarray = field(init=False)
+    n_states: np.ndarray = field(init=False)
+    new: np.ndarray = field(init=False)
+    evicted_cum: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        for f in (
+            "token_match",
+            "restore_at",
+            "state_bytes",
+            "kv_tokens",
+            "kv_peak",
+            "n_states",
+            "new",
+            "evicted_cum",
+        ):
+            setattr(self, f, np.zeros(self.n, dtype=np.int64))
+
+    def sample(self, i: int, ctx: RunCtx) -> None:
+        """The tree after request ``i`` (and its evictions)."""
+        c = ctx.cache
+        self.state_bytes[i] = c.state_bytes
+        self.kv_tokens[i] = c.kv_tokens
+        self.n_states[i] = c.n_states
+        self.evicted_cum[i] = ctx.evictions
+
+    def as_dict(self, ctx: RunCtx) -> dict:
+        out = {
+            f: getattr(self, f)
+            for f in (
+                "token_match",
+                "restore_at",
+                "state_bytes",
+                "kv_tokens",
+                "kv_peak",
+                "n_states",
+                "new",
+                "evicted_cum",
+            )
+        }
+        out.update(dropped=ctx.dropped, steps=ctx.steps, stats=ctx.cache.stats())
+        return out

@@ -1,0 +1,295 @@
+"""Trace-driven simulator: a request trace through the KDA-aware radix cache, with byte budgets.
+
+The simulator drives the SAME ``RadixStateCache`` and ``policy`` code as the real engine, with
+no arrays: the tree is keyed by block ids (``block_keys=True``, page = the trace's block size);
+KV payloads are ``None`` (bytes = tokens * MLA KV bytes per token); a checkpoint's payload is
+its own position and its size is ``state_bytes`` (KDA state + conv window of all KDA layers on
+one GPU, from ``kda_core.sizing``; Kimi K3 at TP8 in bf16: 29,039,616 B per checkpoint, 27,648
+B of MLA KV per token).
+
+Two schedules (``schedule=``): ``"sequential"`` (the default: one request at a time, inserted
+whole, as Marconi's simulator; ``kda_core.sim.sequential``) and ``"inflight"`` (requests overlap
+in time, checkpoints inserted as prefill reaches them, locks held while running, as the batched
+engine; ``kda_core.sim.inflight``). Metrics, budget rules, the time model and what is left out:
+docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from kda_core import policy as policy_mod
+from kda_core import sizing
+from kda_core.sim import costmodel
+from kda_core.sim.inflight import Timing, run_inflight
+from kda_core.sim.placement import RunCtx
+from kda_core.sim.result import SimResult, series_from, summarise
+from kda_core.sim.sequential import run_sequential
+from kda_core.workloads import Trace, bundled_trace
+
+ProgressFn = Callable[[int, int], Any]
+DEFAULT_TP = 8
+MAX_BUDGET = 1 << 60
+SCHEDULES = ("sequential", "inflight")
+
+
+def _budget(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and 0 <= v <= MAX_BUDGET):
+        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
+    return int(v)
+
+
+def resolve_policy(policy: Any) -> policy_mod.Policy:
+    """A fresh policy object from a name, a ``(name, params)`` pair or a Policy (copied, so
+    per-run state such as Marconi's tuning never leaks between runs)."""
+    try:
+        if isinstance(policy, str):
+            return policy_mod.make(policy)
+        if isinstance(policy, tuple) and len(policy) == 2 and isinstance(policy[0], str):
+            return policy_mod.make(policy[0], **dict(policy[1]))
+    except ValueError as e:
+        raise ValueError(f"policy: {e}") from None
+    if isinstance(policy, policy_mod.Policy):
+        return replace(policy)
+    raise ValueError(
+        f"policy must be a name in {policy_mod.POLICY_NAMES}, a (name, params) pair or a Policy, "
+        f"got {type(policy).__name__}"
+    )
+
+
+def checkpoint_bytes(
+    model: str = "kimi-k3",
+    tp: int = DEFAULT_TP,
+    state_dtype: str = "bfloat16",
+    conv_dtype: str = "bfloat16",
+) -> int:
+    """Bytes of one checkpoint on one GPU: KDA state + conv window of every KDA layer."""
+    spec = sizing.preset(model)
+    return sizing.kda_state_bytes(spec, tp, state_dtype) + sizing.conv_state_bytes(
+        spec, tp, conv_dtype
+    )
+
+
+def marconi_efficiency_fn(
+    model: str | costmodel.CostSpec, kv_bytes_per_token: int
+) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Marconi's FLOP efficiency with this lab's cost model: FLOPs a hit at ``length`` saves
+    over restoring at the nearest checkpointed ancestor, per byte held (state + KV of the whole
+    prefix, as in the paper)."""
+    spec = costmodel.cost_spec(model)
+    kvb = float(kv_bytes_per_token)
+    per_tok = spec.per_token_flops
+    pair = spec.n_attn_layers * spec.attn_pair_flops
+    causal = spec.causal
+
+    def eff(length: np.ndarray, anc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        # costmodel.prefill_flops(spec, anc, length) inlined (called once per eviction; the
+        # agreement is tested)
+        L = np.asarray(length, dtype=np.float64)
+        P = np.asarray(anc, dtype=np.float64)
+        pairs = (L * (L + 1.0) - P * (P + 1.0)) / 2.0 if causal else L * L - P * P
+        fl = (L - P) * per_tok + pair * pairs
+        return fl / np.maximum(np.asarray(nbytes, dtype=np.float64) + kvb * L, 1.0)
+
+    return eff
+
+
+def _policy_params(pol: policy_mod.Policy) -> dict:
+    out = {k: v for k, v in pol.params().items() if k != "efficiency_fn"}
+    if isinstance(pol, policy_mod.MarconiPolicy):
+        out["alpha_value"] = pol.alpha_value  # the alpha in use at the end (tuned if "auto")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """Validated arguments of one ``simulate`` call."""
+
+    trace: Trace
+    pol: policy_mod.Policy
+    sb: int | None
+    kb: int | None
+    ub: int | None
+    ckpt: int
+    kvb: int
+    cspec: costmodel.CostSpec
+    time_model: costmodel.TimeModel
+    servers: int | None
+    schedule: str
+    outputs: bool
+
+
+def _check_servers(servers: Any) -> int | None:
+    if servers is None:
+        return None
+    if (
+        isinstance(servers, (bool, np.bool_))
+        or not isinstance(servers, (int, np.integer))
+        or not 1 <= int(servers) <= 4096
+    ):
+        raise ValueError(f"servers must be None or an integer in [1, 4096], got {servers!r}")
+    return int(servers)
+
+
+def _setup(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) -> _Setup:
+    """Validate ``simulate``'s arguments (ValueError naming the argument)."""
+    if trace is None:
+        trace = bundled_trace("conversation")
+    if not isinstance(trace, Trace):
+        raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+    pol = resolve_policy(policy)
+    sb, kb, ub = (_budget(v, k) for k, v in budgets.items())
+    if opts["progress"] is not None and not callable(opts["progress"]):
+        raise ValueError("progress must be callable or None")
+    servers = _check_servers(opts["servers"])
+    tm = opts["time_model"] if opts["time_model"] is not None else costmodel.TimeModel()
+    if not isinstance(tm, costmodel.TimeModel):
+        raise ValueError("time_model must be a costmodel.TimeModel or None")
+    if model not in sizing.PRESETS or model not in costmodel.COST_PRESETS:
+        allowed = sorted(set(sizing.PRESETS) & set(costmodel.COST_PRESETS))
+        raise ValueError(f"model must be one of {allowed}, got {model!r}")
+    if opts["schedule"] not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {opts['schedule']!r}")
+    if not isinstance(opts["outputs"], bool):
+        raise ValueError(f"outputs must be a bool, got {opts['outputs']!r}")
+    cspec = costmodel.cost_spec(model)
+    ckpt = checkpoint_bytes(model, opts["tp"], opts["state_dtype"], opts["conv_dtype"])
+    kvb = sizing.mla_kv_bytes_per_token(sizing.preset(model), opts["kv_dtype"])
+    if isinstance(pol, policy_mod.MarconiPolicy) and pol.efficiency_fn is None:
+        pol = replace(pol, efficiency_fn=marconi_efficiency_fn(cspec, kvb), kv_bytes_per_token=kvb)
+    return _Setup(
+        trace, pol, sb, kb, ub, ckpt, kvb, cspec, tm, servers, opts["schedule"], opts["outputs"]
+    )
+
+
+def _run(
+    trace: Trace,
+    pol: policy_mod.Policy,
+    sb: int | None,
+    kb: int | None,
+    ub: int | None,
+    ckpt: int,
+    kvb: int,
+    progress: ProgressFn | None,
+    check: bool,
+    n_max: int | None = None,
+    outputs: bool = True,
+    cspec: costmodel.CostSpec | None = None,
+    schedule: str = "sequential",
+    timing: Timing | None = None,
+) -> dict:
+    """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
+    page = trace.block_size
+    ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, ckpt, kvb, page)
+    n = len(trace) if n_max is None else min(n_max, len(trace))
+    spec = cspec if cspec is not None else costmodel.cost_spec("kimi-k3")
+    if timing is None:
+        timing = Timing(spec, costmodel.TimeModel(), None)
+    tuner = None
+    if isinstance(pol, policy_mod.MarconiPolicy) and pol.alpha == "auto":
+        marconi = pol
+
+        def tuner(n_seen: int) -> None:
+            if not marconi.tuning_due():
+                return
+            # Marconi's bootstrap grid search (the artifact's ``config_tuner``): replay the
+            # first ``n_seen`` requests from an empty tree for each alpha and keep the one
+            # saving the most FLOPs over the last 500 of them
+            last = min(500, n_seen)
+
+            def evaluate(alpha: float) -> float:
+                p = replace(marconi.with_alpha(alpha))
+                r = _run(trace, p, sb, kb, ub, ckpt, kvb, None, False, n_seen, outputs, spec,
+                         schedule, timing)  # fmt: skip
+                ra = r["restore_at"][-last:]
+                return float(np.sum(costmodel.prefill_flops(spec, np.zeros_like(ra), ra)))
+
+            marconi.tune(evaluate)
+
+    if schedule == "inflight":
+        return run_inflight(ctx, trace, n, outputs, progress, check, tuner, timing)
+    return run_sequential(ctx, trace, n, outputs, progress, check, tuner)
+
+
+def simulate(
+    trace: Trace | None = None,
+    policy: Any = "sglang",
+    state_budget_bytes: float | None = None,
+    model: str = "kimi-k3",
+    *,
+    kv_budget_bytes: float | None = None,
+    unified_budget_bytes: float | None = None,
+    tp: int = DEFAULT_TP,
+    state_dtype: str = "bfloat16",
+    conv_dtype: str = "bfloat16",
+    kv_dtype: str = "bfloat16",
+    time_model: costmodel.TimeModel | None = None,
+    servers: int | None = None,
+    schedule: str = "sequential",
+    progress: ProgressFn | None = None,
+    check_integrity: bool = False,
+    outputs: bool = True,
+) -> SimResult:
+    """Run ``trace`` (default: the bundled Mooncake conversation trace) through the radix
+    cache under ``policy`` and the byte budgets (``None`` = unlimited).
+
+    ``policy``: a name (``"interval"``, ``"sglang"``, ``"marconi"``, ``"vllm"``), a ``(name,
+    params)`` pair or a ``Policy`` (copied; Marconi gets this lab's cost model for ``model``).
+    Budgets: ``state_budget_bytes`` (checkpoints on one GPU), ``kv_budget_bytes`` (MLA KV,
+    LRU leaves), ``unified_budget_bytes`` (both together). ``model`` ``"kimi-k3"`` or
+    ``"kimi-linear-48b"`` at tensor parallel ``tp`` with the given dtypes. ``time_model``:
+    TTFT = overhead + FLOPs / throughput (and the in-flight schedule's clock); ``servers``: FCFS
+    queueing over that many prefill servers. ``progress(done, total)`` every 1000 requests and
+    at the end; ``check_integrity`` after every request (slow; tests). ``outputs``: insert a
+    synthetic trace's output blocks (decode-time checkpoints); Mooncake traces have none.
+
+    ``schedule``: ``"sequential"`` (default) serves one request at a time and inserts it whole
+    (Marconi's simulator; a property of the trace and the policy alone, so the policy
+    comparisons and the request-by-request Marconi agreement checks stay like for like);
+    ``"inflight"`` lets requests overlap on the trace's clock and inserts checkpoints as
+    prefill reaches them, with running requests' paths locked, as ``Engine.serve`` does: the
+    more faithful number, but it depends on the assumed time model. The two agree when no
+    requests overlap and budgets are unlimited. Deterministic. See docs/simulator.md.
+    """
+    t0 = time.perf_counter()
+    budgets = {
+        "state_budget_bytes": state_budget_bytes,
+        "kv_budget_bytes": kv_budget_bytes,
+        "unified_budget_bytes": unified_budget_bytes,
+    }
+    opts = dict(
+        progress=progress, servers=servers, time_model=time_model, schedule=schedule,
+        outputs=outputs, tp=tp, state_dtype=state_dtype, conv_dtype=conv_dtype,
+        kv_dtype=kv_dtype,
+    )  # fmt: skip
+    s = _setup(trace, policy, model, budgets, opts)
+    timing = Timing(s.cspec, s.time_model, s.servers)
+    # The tree is one long-lived object graph: generational GC passes while it grows only
+    # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        core = _run(s.trace, s.pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, progress, check_integrity,
+                    None, s.outputs, s.cspec, s.schedule, timing)  # fmt: skip
+    finally:
+        if gc_was_on:
+            gc.enable()
+    series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
+    return summarise(
+        series, core, s.cspec, policy=s.pol.name, policy_params=_policy_params(s.pol),
+        model=model, schedule=s.schedule, state_budget_bytes=s.sb, kv_budget_bytes=s.kb,
+        unified_budget_bytes=s.ub, state_bytes_per_checkpoint=s.ckpt, kv_bytes_per_token=s.kvb,
+        elapsed_s=time.perf_counter() - t0,
+    )  # fmt: skip

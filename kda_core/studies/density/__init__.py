@@ -1,0 +1,64 @@
+"""Checkpoint density: interval K vs state memory (~1/K) vs replay (~K) vs TTFT, and retention
+policies side by side (data for the checkpoint_density app and the density / retention
+figures). ``sweep`` (simulated sweeps), ``analytic`` (the model beside them), ``notes`` (the
+claims the figures print), ``policies`` (policy comparison, hit timeline, workloads).
+See docs/simulator.md."""
+
+from kda_core.studies.density.analytic import (
+    REPLAY_SLOPE_K,
+    DensityAnalytic,
+    analytic_model,
+    loglog_slope,
+)
+from kda_core.studies.density.notes import headline, replay_note
+from kda_core.studies.density.policies import (
+    LOAD_KINDS,
+    HitTimeline,
+    PolicySweep,
+    hit_timeline,
+    load_workload,
+    policies_at_budget,
+    policy_sweep,
+)
+from kda_core.studies.density.sweep import (
+    DEFAULT_BUDGETS_GIB,
+    DEFAULT_INTERVALS,
+    DEFAULT_POLICIES,
+    GIB,
+    MAX_RUNS,
+    DensitySweep,
+    Progress,
+    _memo,
+    budget_label,
+    density_sweep,
+    pareto_mask,
+    run_metrics,
+)
+
+__all__ = [
+    "DEFAULT_BUDGETS_GIB",
+    "DEFAULT_INTERVALS",
+    "DEFAULT_POLICIES",
+    "GIB",
+    "LOAD_KINDS",
+    "MAX_RUNS",
+    "REPLAY_SLOPE_K",
+    "DensityAnalytic",
+    "DensitySweep",
+    "HitTimeline",
+    "PolicySweep",
+    "Progress",
+    "_memo",
+    "analytic_model",
+    "budget_label",
+    "density_sweep",
+    "headline",
+    "hit_timeline",
+    "load_workload",
+    "loglog_slope",
+    "pareto_mask",
+    "policies_at_budget",
+    "policy_sweep",
+    "replay_note",
+    "run_metrics",
+]

@@ -1,0 +1,274 @@
+"""The workload container: a :class:`Trace` of requests with chained block ids, its invariants
+(:func:`validate`) and summary numbers (:func:`ideal_prefix_tokens`, :func:`trace_stats`).
+
+A trace lists requests in arrival order, each with an input length, an output length and the
+chained ids of its input blocks (``block_size`` tokens per block, the last usually partial), in
+a CSR layout ``blocks[offsets[i]:offsets[i+1]]``. Two requests share block id ``h`` at position
+``j`` iff their inputs are identical up to and including block ``j`` (the Mooncake convention),
+so the ids load straight into a block-level radix tree. Invariants and the id convention:
+docs/workloads.md. Left out: raw token ids, tokenizer effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+MOONCAKE_BLOCK_TOKENS = 512
+MAX_REQUESTS = 200_000
+MAX_TOTAL_BLOCKS = 20_000_000
+MAX_INPUT_TOKENS = 4_000_000
+MAX_OUTPUT_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Trace:
+    """Requests in arrival order; block ids in CSR layout (see the module docstring).
+
+    Arrays (N requests, B blocks in total): ``arrival_s [N]`` float64 seconds since the start,
+    ``input_len [N]``, ``output_len [N]`` int64 tokens, ``offsets [N+1]`` int64, ``blocks [B]``
+    int64 chained block ids, ``session [N]`` int64 (-1 when unknown), ``kind [N]`` int64 indexes
+    ``kind_names``. All arrays are read-only.
+
+    Optional output blocks (synthetic workloads whose outputs the next turn reuses):
+    ``out_blocks[out_offsets[i]:out_offsets[i+1]]`` are the ids of the full blocks of
+    input + output beyond the input's full blocks, i.e. blocks ``floor(in/b)`` ..
+    ``floor((in+out)/b) - 1`` of the sequence after decoding; the simulator inserts them so a
+    checkpoint after the last decoded token can be hit. ``None`` for Mooncake traces.
+    """
+
+    name: str
+    block_size: int
+    arrival_s: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    offsets: np.ndarray
+    blocks: np.ndarray
+    session: np.ndarray
+    kind: np.ndarray
+    kind_names: tuple[str, ...]
+    out_offsets: np.ndarray | None = None
+    out_blocks: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.input_len.shape[0])
+
+    @property
+    def n_requests(self) -> int:
+        return len(self)
+
+    @property
+    def total_input_tokens(self) -> int:
+        return int(self.input_len.sum())
+
+    def block_ids(self, i: int) -> np.ndarray:
+        """Chained block ids of request ``i`` (read-only view)."""
+        if not 0 <= i < len(self):
+            raise ValueError(f"i must be in [0, {len(self)}), got {i}")
+        return self.blocks[self.offsets[i] : self.offsets[i + 1]]
+
+    def out_block_ids(self, i: int) -> np.ndarray:
+        """Output block ids of request ``i`` (empty when the trace has none)."""
+        if not 0 <= i < len(self):
+            raise ValueError(f"i must be in [0, {len(self)}), got {i}")
+        if self.out_offsets is None or self.out_blocks is None:
+            return np.zeros(0, dtype=np.int64)
+        return self.out_blocks[self.out_offsets[i] : self.out_offsets[i + 1]]
+
+    def head(self, n: int) -> Trace:
+        """The first ``n`` requests (all of them if n >= len)."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        n = min(int(n), len(self))
+        end = int(self.offsets[n])
+        oo = ob = None
+        if self.out_offsets is not None and self.out_blocks is not None:
+            oo = self.out_offsets[: n + 1]
+            ob = self.out_blocks[: int(oo[-1])]
+        return _make_trace(
+            f"{self.name}[:{n}]",
+            self.block_size,
+            self.arrival_s[:n],
+            self.input_len[:n],
+            self.output_len[:n],
+            self.offsets[: n + 1],
+            self.blocks[:end],
+            self.session[:n],
+            self.kind[:n],
+            self.kind_names,
+            oo,
+            ob,
+        )
+
+
+class TraceStats(NamedTuple):
+    n_requests: int
+    duration_s: float
+    total_input_tokens: int
+    mean_input: float
+    median_input: float
+    p99_input: float
+    max_input: int
+    mean_output: float
+    distinct_blocks: int
+    ideal_token_hit_rate: float
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+def _offsets(counts: list[int]) -> np.ndarray:
+    """CSR offsets ``[len(counts) + 1]`` int64: 0, then the running sum of ``counts``."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, flat int64 ids) of a list of id lists."""
+    offsets = _offsets([len(r) for r in rows])
+    flat = np.fromiter((h for r in rows for h in r), dtype=np.int64, count=offsets[-1])
+    return offsets, flat
+
+
+def _make_trace(
+    name: str,
+    block_size: int,
+    arrival_s: np.ndarray,
+    input_len: np.ndarray,
+    output_len: np.ndarray,
+    offsets: np.ndarray,
+    blocks: np.ndarray,
+    session: np.ndarray,
+    kind: np.ndarray,
+    kind_names: tuple[str, ...],
+    out_offsets: np.ndarray | None = None,
+    out_blocks: np.ndarray | None = None,
+) -> Trace:
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if out_offsets is not None and out_blocks is not None:
+        oo = np.asarray(out_offsets, dtype=np.int64)
+        out_offsets = _readonly(oo - oo[0])
+        out_blocks = _readonly(np.asarray(out_blocks, dtype=np.int64))
+    else:
+        out_offsets = out_blocks = None
+    return Trace(
+        name=name,
+        block_size=int(block_size),
+        arrival_s=_readonly(np.asarray(arrival_s, dtype=np.float64)),
+        input_len=_readonly(np.asarray(input_len, dtype=np.int64)),
+        output_len=_readonly(np.asarray(output_len, dtype=np.int64)),
+        offsets=_readonly(offsets - offsets[0]),
+        blocks=_readonly(np.asarray(blocks, dtype=np.int64)),
+        session=_readonly(np.asarray(session, dtype=np.int64)),
+        kind=_readonly(np.asarray(kind, dtype=np.int64)),
+        kind_names=tuple(kind_names),
+        out_offsets=out_offsets,
+        out_blocks=out_blocks,
+    )
+
+
+def validate(trace: Trace) -> None:
+    """Check every invariant of the module docstring; ``ValueError`` naming the first failure."""
+    n = len(trace)
+    if trace.block_size < 1:
+        raise ValueError(f"trace.block_size must be >= 1, got {trace.block_size}")
+    for field in ("arrival_s", "output_len", "session", "kind"):
+        if getattr(trace, field).shape != (n,):
+            raise ValueError(f"trace.{field} must have shape [{n}]")
+    if trace.offsets.shape != (n + 1,) or trace.offsets[0] != 0:
+        raise ValueError(f"trace.offsets must have shape [{n + 1}] and start at 0")
+    if trace.offsets[-1] != trace.blocks.shape[0]:
+        raise ValueError("trace.offsets[-1] must equal len(trace.blocks)")
+    a = trace.arrival_s
+    if n and (not np.all(np.isfinite(a)) or a[0] < 0 or np.any(np.diff(a) < 0)):
+        raise ValueError("trace.arrival_s must be finite, >= 0 and non-decreasing")
+    if n and (trace.input_len.min() < 1 or trace.output_len.min() < 0):
+        raise ValueError("trace.input_len must be >= 1 and trace.output_len >= 0")
+    want = -(-trace.input_len // trace.block_size)
+    if not np.array_equal(np.diff(trace.offsets), want):
+        raise ValueError("trace block counts must equal ceil(input_len / block_size)")
+    if n and (trace.kind.min() < 0 or trace.kind.max() >= len(trace.kind_names)):
+        raise ValueError("trace.kind must index trace.kind_names")
+    has_out = trace.out_offsets is not None and trace.out_blocks is not None
+    if has_out:
+        oo = trace.out_offsets
+        if oo.shape != (n + 1,) or oo[0] != 0 or oo[-1] != len(trace.out_blocks):
+            raise ValueError(f"trace.out_offsets must have shape [{n + 1}] and cover out_blocks")
+        b = trace.block_size
+        room = (trace.input_len + trace.output_len) // b - trace.input_len // b
+        if np.any(np.diff(oo) > room) or np.any(np.diff(oo) < 0):
+            raise ValueError("trace output block counts must be <= floor((in+out)/b) - floor(in/b)")
+    parent: dict[int, int] = {}
+    blocks = trace.blocks.tolist()
+    offs = trace.offsets.tolist()
+    outs = trace.out_blocks.tolist() if has_out else []
+    ooffs = trace.out_offsets.tolist() if has_out else []
+    for i in range(n):
+        ids = blocks[offs[i] : offs[i + 1]]
+        _check_chain(parent, ids, -1, f"request {i}: block id")
+        if has_out:
+            n_full = int(trace.input_len[i]) // trace.block_size
+            prev = ids[n_full - 1] if n_full else -1
+            _check_chain(
+                parent, outs[ooffs[i] : ooffs[i + 1]], prev, f"request {i}: output block id"
+            )
+
+
+def _check_chain(parent: dict[int, int], ids: list[int], prev: int, what: str) -> None:
+    """Record each id's parent (``prev`` for the first); ValueError when an id seen before had
+    another parent. ``what`` starts the message (e.g. "request 3: block id")."""
+    for h in ids:
+        p = parent.setdefault(h, prev)
+        if p != prev:
+            raise ValueError(f"{what} {h} follows {prev} here but {p} before")
+        prev = h
+
+
+def ideal_prefix_tokens(trace: Trace) -> np.ndarray:
+    """Per request, the longest input prefix already seen by an infinite block cache ``[N]``.
+
+    Counts ``min(matched_blocks * block_size, input_len)``: the ceiling any KV-only cache (or a
+    hybrid with a checkpoint at every block and no budget) can reach.
+    """
+    seen: set[int] = set()
+    out = np.zeros(len(trace), dtype=np.int64)
+    blocks = trace.blocks.tolist()
+    offs = trace.offsets.tolist()
+    b = trace.block_size
+    lens = trace.input_len.tolist()
+    for i in range(len(trace)):
+        ids = blocks[offs[i] : offs[i + 1]]
+        m = 0
+        for h in ids:
+            if h not in seen:
+                break
+            m += 1
+        out[i] = min(m * b, lens[i])
+        seen.update(ids)
+    return out
+
+
+def trace_stats(trace: Trace) -> TraceStats:
+    """Summary numbers of a trace (lengths in tokens)."""
+    if len(trace) == 0:
+        raise ValueError("trace must have at least one request")
+    lens = trace.input_len
+    ideal = ideal_prefix_tokens(trace)
+    return TraceStats(
+        n_requests=len(trace),
+        duration_s=float(trace.arrival_s[-1] - trace.arrival_s[0]),
+        total_input_tokens=int(lens.sum()),
+        mean_input=float(lens.mean()),
+        median_input=float(np.median(lens)),
+        p99_input=float(np.percentile(lens, 99)),
+        max_input=int(lens.max()),
+        mean_output=float(trace.output_len.mean()),
+        distinct_blocks=int(np.unique(trace.blocks).shape[0]),
+        ideal_token_hit_rate=float(ideal.sum() / lens.sum()),
+    )
