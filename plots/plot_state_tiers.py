@@ -1,6 +1,6 @@
 """State tiers on the Mooncake conversation trace: device-only vs + host vs + remote.
 
-Draws ``kda_core.studies.transfer.tier_rates`` (``kda_core.sim_tiers``: Kimi K3 at TP8, bf16
+Draws ``kda_core.studies.transfer.tier_rates`` (``kda_core.sim.tiers``: Kimi K3 at TP8, bf16
 checkpoints of 29 MB per GPU, SGLang placement, only each request's last tracked state written
 through to host / remote): the state hit rate, the mean and p95 TTFT, and the bytes loaded from
 each tier onto the device.

@@ -11,7 +11,7 @@
   instance still serving correct output;
 * ``splice_drift(text_a, text_b, n_new)``: the teaching switch: MLA KV of one prefix with the KDA
   state of another of the same length, restored anyway; logit drift per decoded token;
-* ``tier_rates(n_requests, device_ckpts, host_ratio)``: ``kda_core.sim_tiers`` on the Mooncake
+* ``tier_rates(n_requests, device_ckpts, host_ratio)``: ``kda_core.sim.tiers`` on the Mooncake
   trace, device-only vs + host vs + remote.
 """
 
