@@ -6,7 +6,9 @@ finished, rejected), the tokens of the step, and the state pool by kind (slots h
 requests, cached checkpoints, free) next to the planner's cap (``sizing.max_running_requests``)
 and SGLang's capping message. With ``reference=True`` each request is also run alone and
 uncached, and the largest logit difference is reported (0 up to rounding: the batch does not
-change any answer).
+change any answer). ``phase_table`` / ``pool_table`` are the CSV rows of the two figures;
+``admission_check`` is the memory planner's live run (a scaled pool, a few short requests).
+Left out: sampling (greedy), the KV pool's own series (``kv_tokens`` only retracts / rejects).
 """
 
 from __future__ import annotations
@@ -30,6 +32,26 @@ PHASES: tuple[str, ...] = (
     "rejected",
 )
 MAX_REQUESTS = 64
+# the prefix_replay app's default batch: the default scenario's three branches and three more
+# arriving later, all on the same system prompt (the later ones restore it from the tree)
+_SYS = (
+    "System: You are Kimi, a concise assistant. Answer in one line.\n"
+    "Tools: weather(city) -> forecast; calc(expr) -> number; search(q) -> links.\n"
+)
+DEFAULT_PROMPTS: tuple[str, ...] = tuple(
+    _SYS + f"User: {q}\nAssistant:"
+    for q in (
+        "What's the weather in Paris?",
+        "Compute 17*23.",
+        "What's the weather in Berlin?",
+        "What's the weather in Tokyo?",
+        "Compute 3+4.",
+        "你好！",
+    )
+)
+DEFAULT_ARRIVALS: tuple[int, ...] = (0, 0, 0, 2, 4, 6)
+# the planner's live check: short prompts, more of them than any strategy admits on 16 slots
+ADMISSION_PROMPTS: tuple[str, ...] = tuple(f"Request {i}: count to five." for i in range(8))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +80,34 @@ class BatchView:
     rejected: dict[int, str]
     texts: tuple[str, ...]
     max_abs_logit_diff: float | None  # vs each request alone, uncached (reference=True)
+    retracted_steps: int = 0  # steps in which at least one request was retracted
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.running.size)
+
+    @property
+    def peak_running(self) -> int:
+        """Most requests running in one scheduler step (0 if nothing ran)."""
+        return int(self.running.max()) if self.running.size else 0
+
+    @property
+    def peak_step(self) -> int:
+        """The first step at ``peak_running`` (-1 if nothing ran)."""
+        return int(np.argmax(self.running)) if self.running.size else -1
+
+    def slots_at(self, step: int) -> dict[str, int]:
+        """The state pool by kind after ``step`` (running / cached / free slots)."""
+        return {
+            "running": int(self.slots_running[step]),
+            "cached": int(self.slots_cached[step]),
+            "free": int(self.slots_free[step]),
+        }
+
+    @property
+    def capped(self) -> bool:
+        """The state pool capped concurrency AND the workload reached the cap."""
+        return self.capping_message is not None and self.peak_running >= self.max_running
 
 
 def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
@@ -165,4 +215,50 @@ def batch_view(
         rejected=dict(rep.rejected),
         texts=tuple("" if r is None else r.text for r in rep.reports),
         max_abs_logit_diff=diff,
+        retracted_steps=sum(1 for r in rows if r.retracted),
+    )
+
+
+def phase_table(v: BatchView) -> dict[str, list]:
+    """One row per (request, step): the request's phase in that step (``PHASES`` names)."""
+    n, steps = v.phase.shape
+    return {
+        "request": [i + 1 for i in range(n) for _ in range(steps)],
+        "step": [s for _ in range(n) for s in range(steps)],
+        "phase": [PHASES[int(c)] for c in v.phase.ravel()],
+    }
+
+
+def pool_table(v: BatchView) -> dict[str, np.ndarray]:
+    """One row per step: running requests, tokens, the state pool's slots by kind."""
+    return {
+        "step": np.arange(v.n_steps),
+        "running_requests": v.running,
+        "prefill_tokens": v.prefill_tokens,
+        "decode_tokens": v.decode_tokens,
+        "slots_running": v.slots_running,
+        "slots_cached": v.slots_cached,
+        "slots_free": v.slots_free,
+        "max_running": np.full(v.n_steps, v.max_running),
+    }
+
+
+def admission_check(
+    strategy: str = "extra_buffer",
+    *,
+    state_slots: int = 16,
+    max_new_tokens: int = 6,
+    model: TinyHybrid | None = None,
+) -> BatchView:
+    """The memory planner's live run: ``ADMISSION_PROMPTS`` (8 short requests, all at step 0)
+    served on a ``state_slots`` pool under ``strategy`` (overlap on, as the engine runs). With
+    enough requests waiting, ``peak_running`` reaches ``planner_max_running``; the report
+    carries SGLang's capping message when the pool caps it."""
+    return batch_view(
+        list(ADMISSION_PROMPTS),
+        max_new_tokens,
+        strategy=strategy,
+        state_slots=state_slots,
+        max_batch_tokens=64,
+        model=model,
     )
