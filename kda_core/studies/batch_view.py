@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -32,14 +33,15 @@ PHASES: tuple[str, ...] = (
     "rejected",
 )
 MAX_REQUESTS = 64
-# the prefix_replay app's default batch: the default scenario's three branches and three more
-# arriving later, all on the same system prompt (the later ones restore it from the tree)
+# the prefix_replay app's default batch (one line each: the app's text box takes one prompt per
+# line): three requests at step 0 and three later ones, all on one system prompt, so the later
+# ones restore it from the tree that the first ones fill in flight
 _SYS = (
-    "System: You are Kimi, a concise assistant. Answer in one line.\n"
-    "Tools: weather(city) -> forecast; calc(expr) -> number; search(q) -> links.\n"
+    "System: You are Kimi, a concise assistant. Answer in one line. "
+    "Tools: weather(city) -> forecast; calc(expr) -> number. User: "
 )
 DEFAULT_PROMPTS: tuple[str, ...] = tuple(
-    _SYS + f"User: {q}\nAssistant:"
+    _SYS + q + " Assistant:"
     for q in (
         "What's the weather in Paris?",
         "Compute 17*23.",
@@ -110,6 +112,12 @@ class BatchView:
         return self.capping_message is not None and self.peak_running >= self.max_running
 
 
+@cache
+def shared_model() -> TinyHybrid:
+    """The shipped TinyHybrid, loaded once (the default ``model`` of this module's studies)."""
+    return TinyHybrid()
+
+
 def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
     code = {p: i for i, p in enumerate(PHASES)}
     out = np.zeros((n, len(rep.steps)), np.int8)
@@ -160,7 +168,12 @@ def batch_view(
     arr = [0] * n if arrivals is None else list(arrivals)
     if len(news) != n or len(arr) != n:
         raise ValueError(f"max_new_tokens and arrivals must give one value per prompt ({n})")
-    e = Engine(model=model, strategy=strategy, state_slots=state_slots, chunk_size=chunk_size)
+    e = Engine(
+        model=model or shared_model(),
+        strategy=strategy,
+        state_slots=state_slots,
+        chunk_size=chunk_size,
+    )
     reqs = [Request(p, m, a) for p, m, a in zip(prompts, news, arr)]
     rep = e.serve(
         reqs,
