@@ -10,6 +10,7 @@ import pytest
 
 from apps import common
 from apps import prefix_replay as app
+from apps.common import COLORS, SERIES
 from apps.figures import prefix_replay as figs
 from apps.text import prefix_replay as text
 from kda_core.studies import prefix_replay as pr
@@ -72,7 +73,7 @@ def test_tree_figure_during_and_after(default_out, study):
     assert len(ck.x) == snap.states and len(tomb.x) == snap.tombstones
     assert snap.tombstones == 1  # singular: "1 tombstone", not "1 tombstones"
     assert f"{snap.states} checkpoint nodes, 1 tombstone" in fig.layout.title.text
-    assert ck.marker.color == common.COLORS["checkpoint"] and tomb.marker.color == common.COLORS["kv"]
+    assert ck.marker.color == COLORS["checkpoint"] and tomb.marker.color == COLORS["kv"]
     locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
     assert locked.sum() >= 1  # the restore path is locked while the request runs
     assert _thick(fig) == int(locked[1:].sum())  # one thick outline per locked non-root node
@@ -238,7 +239,7 @@ def test_inconsistent_restore_drift(default_out):
     assert names[0].startswith("inconsistent") and names[2].startswith("exact")
     np.testing.assert_array_equal(fig.data[0].y, d.inconsistent)
     assert max(fig.data[2].y) < 1e-12 < 0.1 < min(fig.data[0].y)
-    assert [t.line.color for t in fig.data] == [common.SERIES[2], common.SERIES[1], common.SERIES[0]]
+    assert [t.line.color for t in fig.data] == [SERIES[2], SERIES[1], SERIES[0]]
     assert f"inconsistent keeps {d.same_tokens('inconsistent')}/16" in fig.layout.title.text
     y = fig.layout.yaxis  # decade ticks (and the exact-zero floor), no stray "2" / "5"
     assert list(y.tickvals) == list(figs.DRIFT_TICKS) and y.ticktext[0] == "0"
@@ -437,8 +438,8 @@ def test_tokens_readable_and_palette(default_out, study):
     pools = {t.name: t.marker.color for t in default_out[POOLS].data}
     # issue 13: one-at-a-time "active slots (peak)" is gone (the batch run shows concurrency)
     assert "active slots (peak)" not in pools
-    assert pools["checkpoint slots used"] == common.COLORS["checkpoint"]
-    assert pools["donations (track slot -> pool)"] == common.SERIES[0]
+    assert pools["checkpoint slots used"] == COLORS["checkpoint"]
+    assert pools["donations (track slot -> pool)"] == SERIES[0]
     rep = default_out[REPLAY]
     assert rep.data[2].marker.color == "black"  # "this step": not a semantic colour
     assert len(rep.layout.annotations[1].text) <= 48  # the right subplot title fits
