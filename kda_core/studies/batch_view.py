@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -256,6 +256,7 @@ def pool_table(v: BatchView) -> dict[str, np.ndarray]:
     }
 
 
+@lru_cache(maxsize=8)
 def admission_check(
     strategy: str = "extra_buffer",
     *,
@@ -266,7 +267,7 @@ def admission_check(
     """The memory planner's live run: ``ADMISSION_PROMPTS`` (8 short requests, all at step 0)
     served on a ``state_slots`` pool under ``strategy`` (overlap on, as the engine runs). With
     enough requests waiting, ``peak_running`` reaches ``planner_max_running``; the report
-    carries SGLang's capping message when the pool caps it."""
+    carries SGLang's capping message when the pool caps it. Cached per arguments (read-only)."""
     return batch_view(
         list(ADMISSION_PROMPTS),
         max_new_tokens,

@@ -353,4 +353,31 @@ def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     raise ValueError(f"formula must be one of {sizing.SIZING_FORMULAS}, got {formula!r}")
 
 
-__all__ = ["Plan", "plan", "custom_spec", "STRATEGY_ROWS"]
+def context_table(p: Plan) -> dict[str, np.ndarray]:
+    """CSV rows of memory vs context: one request's MLA KV bytes vs one KDA slot."""
+    return {"context_tokens": p.context_lens, "mla_kv_bytes": p.mla_bytes,
+            "kda_slot_bytes": p.kda_bytes}  # fmt: skip
+
+
+def ratio_table(p: Plan) -> dict[str, np.ndarray]:
+    """CSV rows of running requests vs ``--mamba-full-memory-ratio`` (state, KV, min)."""
+    return {"ratio": p.ratios, "running_by_state": p.running_by_state,
+            "running_by_kv": p.running_by_kv, "max_running": p.max_running_by_ratio}  # fmt: skip
+
+
+def strategy_table(p: Plan) -> dict[str, object]:
+    """CSV rows of the strategy table (-1 where a strategy is invalid)."""
+    return {"strategy": list(p.strategy_names), "slots_reserved": p.strategy_reserved,
+            "slots_held": p.strategy_held,
+            "max_running_by_state": p.strategy_max_running}  # fmt: skip
+
+
+__all__ = [
+    "Plan",
+    "plan",
+    "custom_spec",
+    "STRATEGY_ROWS",
+    "context_table",
+    "ratio_table",
+    "strategy_table",
+]
