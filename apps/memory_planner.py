@@ -130,7 +130,7 @@ def run_plan(
     hist = hist[-MAX_HISTORY:]
     live = None if strategy == "radix_off" else bv.admission_check(strategy, state_slots=LIVE_SLOTS)
     f4, c4 = fig_live(live, strategy)
-    live_md = live_markdown(live, strategy, bool(overlap), bool(skip_lock))
+    live_md = live_markdown(live, p)
     return (
         summary_markdown(p), log_text(p), f1, c1, f2, c2, f3, c3, history_markdown(hist), hist,
         live_md, f4, c4,

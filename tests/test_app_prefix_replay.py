@@ -524,7 +524,8 @@ def test_batch_view_draws_what_serve_did(batch_out):
     right = [t for t in batch_out[B_POOLS].data if t.offsetgroup == "peak"]
     at = v.slots_at(v.peak_step)
     assert [int(t.y[0]) for t in right] == [at["running"], at["cached"], at["free"]]
-    assert f"{v.peak_running} running / max 3" in right[0].x[0]
+    assert right[0].x[0] == f"step {v.peak_step}"
+    assert batch_out[B_POOLS].layout.xaxis2.title.text == f"{v.peak_running} running / max 3"
     assert sum(int(t.y[0]) for t in right) == 16
 
 

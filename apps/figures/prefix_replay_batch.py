@@ -81,7 +81,7 @@ def fig_batch_pool(v: bv.BatchView) -> tuple[go.Figure, str]:
     and the max running requests line (the cap, labelled when the state pool bites)."""
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.58, 0.42],
-        subplot_titles=(f"state slots ({v.state_slots} in the pool)", "running requests"),
+        subplot_titles=(f"state slots (pool size {v.state_slots})", "running requests"),
     )  # fmt: skip
     steps = np.arange(v.n_steps)
     for field, name, color in POOL_KINDS:
@@ -143,9 +143,9 @@ def fig_pools(
             y=cap, line={"color": COLORS["checkpoint"], "dash": "dash"}, row=1, col=1,
             annotation_text=f"checkpoint pool capacity {cap}", annotation_position="top left",
         )  # fmt: skip
-    _peak_bars(fig, batch)
     title = "Pools after each request (cumulative) · real concurrency"
     common.style(fig, title, "", "", height=400)
+    _peak_bars(fig, batch)  # after style: it sets the right panel's own axis titles
     fig.update_layout(barmode="group", margin={"t": 72})
     fig.update_xaxes(type="category", title_text="request", row=1, col=1)
     fig.update_yaxes(title_text="count (slots / events)", row=1, col=1)
@@ -163,7 +163,7 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None) -> None:
         fig.update_yaxes(visible=False, row=1, col=2)
         return
     at = batch.slots_at(batch.peak_step)
-    what = f"step {batch.peak_step}: {batch.peak_running} running / max {batch.max_running}"
+    what = f"step {batch.peak_step}"  # a category (data); the axis title says what it holds
     for (field, name, color), n in zip(POOL_KINDS, at.values()):
         fig.add_bar(
             x=[what], y=[n], name=name, marker_color=color, legendgroup=field, row=1, col=2,
@@ -172,7 +172,10 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None) -> None:
     fig.update_yaxes(
         title_text="state slots at the peak", range=[0, batch.state_slots], row=1, col=2
     )
-    fig.update_xaxes(type="category", row=1, col=2)
+    fig.update_xaxes(
+        type="category", row=1, col=2,
+        title_text=f"{batch.peak_running} running / max {batch.max_running}",
+    )  # fmt: skip
     _stack(fig)
 
 

@@ -7,6 +7,7 @@ run next to the planner's number. All numbers come from ``studies.planner.Plan``
 
 from __future__ import annotations
 
+from apps import i18n
 from apps.i18n import COMMON, Translator
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
@@ -122,6 +123,8 @@ TR = Translator(
         "the engine always keeps a radix cache": "引擎始终保留 radix 缓存",
         "SGLang would print": "SGLang 会打印",
         "live run": "实时运行",
+        "this plan at full scale": "本方案在完整规模下",
+        "requests waiting": "个请求等待",
         "the engine runs the overlap scheduler with the decode lock": (
             "引擎使用重叠调度器并保留解码锁"
         ),
@@ -204,18 +207,21 @@ def history_markdown(hist: list) -> str:
     return "**Plans in this session**\n\n" + head + "\n" + body
 
 
-def live_markdown(v: bv.BatchView | None, strategy: str, overlap: bool, skip: bool) -> str:
-    """The live run next to the planner: peak running vs ``sizing.max_running_requests``."""
+def live_markdown(v: bv.BatchView | None, p: pl.Plan) -> str:
+    """The live run next to the planner: peak running vs ``sizing.max_running_requests`` on
+    the scaled pool, and this plan's own number at full scale."""
     if v is None:
-        return f"**Live run:** no live run for {strategy} (the engine always keeps a radix cache)"
+        return f"**Live run:** no live run for {p.strategy} (the engine always keeps a radix cache)"
     same = "=" if v.peak_running == v.planner_max_running else "≠"
     lines = [
         f"**Live run** ({v.strategy}, {v.state_slots} state slots, {len(v.prompts)} requests "
         f"waiting): peak **{v.peak_running}** running {same} the planner's max running "
-        f"requests **{v.planner_max_running}**"
+        f"requests **{v.planner_max_running}** (this plan at full scale: {p.max_running:,}; "
+        f"state slots: {p.state_slots:,})"
     ]
-    if not overlap or skip:
+    if not p.overlap or p.skip_decode_lock:
         lines.append("(the engine runs the overlap scheduler with the decode lock)")
     if v.capping_message and v.capped:
-        lines.append(f"SGLang would print:\n\n> {v.capping_message}")
+        msg = i18n.verbatim(v.capping_message)  # as SGLang prints it, in English
+        lines.append(f"SGLang would print:\n\n> {msg}")
     return "\n\n".join(lines)

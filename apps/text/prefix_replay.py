@@ -224,11 +224,13 @@ TR = Translator(
         "Batch pool": "批处理状态池",
         "steps": "步",
         "retractions": "撤回",
-        "the state pool caps concurrency": "状态池限制了并发",
+        "The state pool caps concurrency.": "状态池限制了并发。",
+        "restored tokens from the tree": "从树中恢复的 token",
+        "pool size": "池大小",
+        "running / max": "运行中 / 上限",
+        "requests": "个请求",
         "SGLang would print": "SGLang 会打印",
         "no cap: the workload never reached": "没有触顶：负载从未达到",
-        "restored": "恢复",
-        "tokens from the tree": "个 token 来自树",
     },
 )
 
@@ -311,13 +313,13 @@ def batch_markdown(v: bv.BatchView) -> str:
         f"running requests **{v.max_running}** (sizing: {v.planner_max_running})",
     ]
     if v.capped:
-        lines.append(f"**The state pool caps concurrency.** SGLang would print:\n\n"
-                     f"> {v.capping_message}")  # fmt: skip
+        msg = i18n.verbatim(v.capping_message or "")  # as SGLang prints it, in English
+        lines.append(f"**The state pool caps concurrency.** SGLang would print:\n\n> {msg}")
     else:
         lines.append(f"no cap: the workload never reached {v.max_running} running requests")
     restored = [f"#{i + 1}: {int(r)}" for i, r in enumerate(v.restore_at) if r > 0]
     if restored:
-        lines.append("restored tokens from the tree: " + ", ".join(restored))
+        lines.append("restored tokens from the tree: " + ", ".join(restored))  # per request
     if v.retractions.sum():
         lines.append(f"retractions {int(v.retractions.sum())} (in {v.retracted_steps} steps)")
     for i, msg in sorted(v.rejected.items()):
