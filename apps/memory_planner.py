@@ -115,18 +115,9 @@ def run_plan(
     f2, c2 = fig_ratio(p)
     f3, c3 = fig_strategies(p)
     hist = list(history or [])
-    hist.append(
-        [
-            len(hist) + 1,
-            p.model,
-            p.tp,
-            f"{budget:g}",
-            f"{r:g}" if not slots else f"{slots} slots",
-            p.strategy,
-            p.max_running,
-            p.limited_by,
-        ]
-    )
+    hist.append([len(hist) + 1, p.model, p.tp, f"{budget:g}",
+                 f"{r:g}" if not slots else f"{slots} slots", p.strategy, p.max_running,
+                 p.limited_by])  # fmt: skip
     hist = hist[-MAX_HISTORY:]
     live = None if strategy == "radix_off" else bv.admission_check(strategy, state_slots=LIVE_SLOTS)
     f4, c4 = fig_live(live, strategy)
@@ -175,6 +166,27 @@ def _plan_validator():  # noqa: ANN202
     )
 
 
+def _results_column() -> tuple:
+    """The right column: plan table, SGLang's log, three figures, history, the live run."""
+    summary = gr.Markdown(label="Plan", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
+    logs = gr.Code(label="What SGLang would print", language=None, lines=4, elem_id=f"{NAME}-log")
+    s1 = common.figure_slot(f"{NAME}-context", "Memory vs context")
+    s2 = common.figure_slot(f"{NAME}-ratio-fig", "Running requests vs ratio")
+    s3 = common.figure_slot(f"{NAME}-strategies", "Strategies")
+    hist_md = gr.Markdown(
+        label="Plans in this session",
+        elem_id=f"{NAME}-history",
+        elem_classes=["kda-metrics"],
+    )
+    live_md = gr.Markdown(
+        label="Live run summary",
+        elem_id=f"{NAME}-live-summary",
+        elem_classes=["kda-metrics"],
+    )
+    s4 = common.figure_slot(f"{NAME}-live", "Live run")
+    return summary, logs, s1, s2, s3, hist_md, live_md, s4
+
+
 def build() -> gr.Blocks:
     with gr.Blocks(title="Memory planner · KDA State Lab") as demo:
         lang = common.header(NAME, "Memory planner · 显存规划", EN, ZH)
@@ -218,48 +230,12 @@ def build() -> gr.Blocks:
                     output_len = gr.Number(3_000, label="output tokens", step=1)
                 run = gr.Button("Plan", variant="primary", elem_id=f"{NAME}-run")
             with gr.Column(scale=2):
-                summary = gr.Markdown(
-                    label="Plan", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"]
-                )
-                logs = gr.Code(
-                    label="What SGLang would print", language=None, lines=4, elem_id=f"{NAME}-log"
-                )
-                s1 = common.figure_slot(f"{NAME}-context", "Memory vs context")
-                s2 = common.figure_slot(f"{NAME}-ratio-fig", "Running requests vs ratio")
-                s3 = common.figure_slot(f"{NAME}-strategies", "Strategies")
-                hist_md = gr.Markdown(
-                    label="Plans in this session",
-                    elem_id=f"{NAME}-history",
-                    elem_classes=["kda-metrics"],
-                )
-                live_md = gr.Markdown(
-                    label="Live run", elem_id=f"{NAME}-live-summary", elem_classes=["kda-metrics"]
-                )
-                s4 = common.figure_slot(f"{NAME}-live", "Live run")
+                summary, logs, s1, s2, s3, hist_md, live_md, s4 = _results_column()
         inputs = [
-            model,
-            n_kda,
-            n_mla,
-            heads,
-            head_dim,
-            conv_k,
-            lora,
-            rope,
-            tp,
-            ssm_dtype,
-            conv_dtype,
-            kv_dtype,
-            budget,
-            ratio,
-            max_slots,
-            strategy,
-            overlap,
-            skip_lock,
-            draft,
-            input_len,
-            output_len,
-            history,
-        ]
+            model, n_kda, n_mla, heads, head_dim, conv_k, lora, rope, tp, ssm_dtype, conv_dtype,
+            kv_dtype, budget, ratio, max_slots, strategy, overlap, skip_lock, draft, input_len,
+            output_len, history,
+        ]  # fmt: skip
         outputs = [
             summary, logs, *s1.outputs, *s2.outputs, *s3.outputs, hist_md, history, live_md,
             *s4.outputs,

@@ -151,6 +151,29 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
                 "line": {"color": "black", "width": 3}},
         hoverinfo="skip",
     )  # fmt: skip
+    span = _tree_labels(fig, snap, lay)
+    lane_px = 34 if lay.n_lanes <= 12 else 22
+    common.style(
+        fig,
+        f"{title}: {_n(snap.states, 'checkpoint node')}, {_n(snap.tombstones, 'tombstone')}, "
+        f"{_n(int(lay.branch.sum()), 'branch point')}",
+        "token position (tokens)",
+        "branch",
+        height=200 + lane_px * lay.n_lanes,
+    )
+    fig.update_xaxes(range=[-0.03 * span, span * 1.03])
+    fig.update_yaxes(
+        autorange=False, range=[lay.n_lanes - 0.4, -0.7], tickmode="array",
+        tickvals=list(range(lay.n_lanes)), ticktext=[f"b{r}" for r in range(lay.n_lanes)],
+        showgrid=False,
+    )  # fmt: skip
+    return fig, common.write_csv(f"{NAME}-tree", pr.tree_table(snap))
+
+
+def _tree_labels(fig: go.Figure, snap: pr.TreeSnapshot, lay: tree_layout.TreeLayout) -> float:
+    """Node labels above each node's edge where they fit (about one character per 6.5 px at
+    the page's plot width); returns the x span in tokens."""
+    n = snap.node_id.size
     span = float(max(lay.x.max(), 1.0)) if n else 1.0
     px_per_token = TREE_PLOT_PX / span
     lx, ly, lt = [], [], []
@@ -169,22 +192,7 @@ def fig_tree(snap: pr.TreeSnapshot, title: str) -> tuple[go.Figure, str]:
             x=lx, y=ly, mode="text", text=lt, textposition="top center", name="node labels",
             textfont={"size": 10, "color": "#374151"}, hoverinfo="skip", showlegend=False,
         )  # fmt: skip
-    lane_px = 34 if lay.n_lanes <= 12 else 22
-    common.style(
-        fig,
-        f"{title}: {_n(snap.states, 'checkpoint node')}, {_n(snap.tombstones, 'tombstone')}, "
-        f"{_n(int(lay.branch.sum()), 'branch point')}",
-        "token position (tokens)",
-        "branch",
-        height=200 + lane_px * lay.n_lanes,
-    )
-    fig.update_xaxes(range=[-0.03 * span, span * 1.03])
-    fig.update_yaxes(
-        autorange=False, range=[lay.n_lanes - 0.4, -0.7], tickmode="array",
-        tickvals=list(range(lay.n_lanes)), ticktext=[f"b{r}" for r in range(lay.n_lanes)],
-        showgrid=False,
-    )  # fmt: skip
-    return fig, common.write_csv(f"{NAME}-tree", pr.tree_table(snap))
+    return span
 
 
 _REPLAY_BASE: dict[tuple, tuple[pr.ReplayTrace, dict]] = {}

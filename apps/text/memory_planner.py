@@ -108,6 +108,7 @@ TR = Translator(
         "Plan": "方案",
         "Custom config (model = custom)": "自定义配置（模型 = custom）",
         # the live run
+        "Live run summary": "实时运行摘要",
         "Live run": "实时运行",
         "Live run on a scaled pool": "缩放后状态池上的实时运行",
         "state slots": "状态槽",

@@ -143,6 +143,21 @@ def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
     return out
 
 
+def _per_request_steps(rows, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: the step of its first admission, of its finish (-1: never), retractions."""
+    admitted = np.full(n, -1, np.int64)
+    finished = np.full(n, -1, np.int64)
+    retractions = np.zeros(n, np.int64)
+    for row in rows:
+        for i in row.admitted:
+            admitted[i] = row.step if admitted[i] < 0 else admitted[i]
+        for i in row.finished:
+            finished[i] = row.step
+        for i in row.retracted:
+            retractions[i] += 1
+    return admitted, finished, retractions
+
+
 def batch_view(
     prompts: Sequence[str],
     max_new_tokens: int | Sequence[int] = 8,
@@ -189,16 +204,7 @@ def batch_view(
     def per_request(fn) -> np.ndarray:
         return np.array([-1 if r is None else fn(r) for r in rep.reports], np.int64)
 
-    admitted = np.full(n, -1, np.int64)
-    finished = np.full(n, -1, np.int64)
-    retractions = np.zeros(n, np.int64)
-    for row in rows:
-        for i in row.admitted:
-            admitted[i] = row.step if admitted[i] < 0 else admitted[i]
-        for i in row.finished:
-            finished[i] = row.step
-        for i in row.retracted:
-            retractions[i] += 1
+    admitted, finished, retractions = _per_request_steps(rows, n)
     diff = None
     if reference:
         diff = 0.0
