@@ -103,6 +103,7 @@ def test_batch_view(app_url, ui):
     assert "no_buffer" in new and "max running requests 5" in new  # 16 slots // 3 per request
     ui.rejects(f"{N}-batch-slots", 4, "Serve together",
                "state slots must be an integer in [5, 64], got 4", figs)  # fmt: skip
+    ui.fill(f"{N}-batch-slots", 16)  # back in range: the next check is the arrivals' count
     ui.rejects(f"{N}-batch-arrivals", "0, 1", "Serve together",
                "arrival steps must give one step in [0, 64] per request (6)", figs)  # fmt: skip
     ui.page.get_by_role("radio", name="中文").check()
