@@ -219,6 +219,7 @@ TR = Translator(
         "running": "运行中",
         "peak": "峰值",
         "Batch summary": "批处理摘要",
+        "Batch": "批处理",
         "Batch view": "批处理视图",
         "Batch swimlane": "批处理泳道图",
         "Batch pool": "批处理状态池",
