@@ -8,8 +8,8 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import memory_planner as mp
+from apps import ui as common
 from kda_core.studies import planner as pl
 
 
@@ -24,7 +24,7 @@ def default_out():
 
 
 def test_default_plan_numbers(default_out):
-    summary, logs, f1, c1, f2, c2, f3, c3, table, hist = default_out
+    summary, logs, f1, c1, f2, c2, f3, c3, table, hist, *_live = default_out
     p = pl.plan()
     assert p.max_running == 30 and p.limited_by == "kv"
     assert "| **max running requests** | **30** | limited by **kv** |" in summary
@@ -125,7 +125,7 @@ def test_client_roundtrip_and_sessions(tmp_path):
     with common.launched(mp.build()) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
         out = c.predict(api_name="/memory_planner_plan")
-        assert len(out) == 9
+        assert len(out) == 12  # 9 + the live run (markdown, figure, CSV); the state is not sent
         assert "| **max running requests** | **30** |" in out[0]
         fig = common.plot_from_client(out[2])
         assert fig["data"][0]["x"] == pl.plan().context_lens.tolist()
@@ -183,3 +183,33 @@ def test_tp_error_has_no_literal_quotes():
     with pytest.raises(gr.Error) as e:
         mp.run_plan(tp=7)
     assert e.value.message == "TP must divide the 96 KDA heads; got TP=7"
+
+
+# ---- issue 13: the planner's max running requests next to what a live run admitted ---------
+@pytest.mark.parametrize(
+    ("strategy", "reserved"), [("extra_buffer", 5), ("extra_buffer_lazy", 4), ("no_buffer", 3)]
+)
+def test_live_run_admits_the_planners_max_running(strategy, reserved):
+    from kda_core import sizing
+
+    out = mp.run_plan(strategy=strategy)
+    live_md, fig, csv_path = out[10:13]
+    # 16 slots, `reserved` per request under overlap (sizing.slots_per_request; SGLang's rule)
+    cap = 16 // reserved
+    assert sizing.max_running_requests(16, strategy) == cap
+    bars = fig.data[0]
+    assert max(bars.y) == cap  # the engine's scheduler ran exactly that many at once
+    assert list(fig.data[1].y) == [cap, cap]
+    assert f"peak **{cap}** running = the planner's max running requests **{cap}**" in live_md
+    assert f"max_running_requests is capped to {cap} by the mamba state cache" in live_md
+    assert f"{reserved} state slots per request" in live_md
+    rows = _rows(csv_path)
+    assert rows[0][:2] == ["step", "running_requests"]
+    assert max(int(r[1]) for r in rows[1:]) == cap
+
+
+def test_live_run_for_radix_off_and_without_overlap():
+    out = mp.run_plan(strategy="radix_off")
+    assert "no live run for radix_off" in out[10] and out[12] is None
+    out = mp.run_plan(overlap=False)
+    assert "(the engine runs the overlap scheduler with the decode lock)" in out[10]

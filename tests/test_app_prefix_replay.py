@@ -8,8 +8,11 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from apps import common
 from apps import prefix_replay as app
+from apps import ui as common
+from apps.figures import prefix_replay as figs
+from apps.text import prefix_replay as text
+from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
 
 # output positions of the full render (see build(): all_out)
@@ -70,7 +73,7 @@ def test_tree_figure_during_and_after(default_out, study):
     assert len(ck.x) == snap.states and len(tomb.x) == snap.tombstones
     assert snap.tombstones == 1  # singular: "1 tombstone", not "1 tombstones"
     assert f"{snap.states} checkpoint nodes, 1 tombstone" in fig.layout.title.text
-    assert ck.marker.color == app.COLORS["checkpoint"] and tomb.marker.color == app.COLORS["kv"]
+    assert ck.marker.color == COLORS["checkpoint"] and tomb.marker.color == COLORS["kv"]
     locked = (snap.kv_lock > 0) | (snap.state_lock > 0)
     assert locked.sum() >= 1  # the restore path is locked while the request runs
     assert _thick(fig) == int(locked[1:].sum())  # one thick outline per locked non-root node
@@ -236,10 +239,10 @@ def test_inconsistent_restore_drift(default_out):
     assert names[0].startswith("inconsistent") and names[2].startswith("exact")
     np.testing.assert_array_equal(fig.data[0].y, d.inconsistent)
     assert max(fig.data[2].y) < 1e-12 < 0.1 < min(fig.data[0].y)
-    assert [t.line.color for t in fig.data] == [app.SERIES[2], app.SERIES[1], app.SERIES[0]]
+    assert [t.line.color for t in fig.data] == [SERIES[2], SERIES[1], SERIES[0]]
     assert f"inconsistent keeps {d.same_tokens('inconsistent')}/16" in fig.layout.title.text
     y = fig.layout.yaxis  # decade ticks (and the exact-zero floor), no stray "2" / "5"
-    assert list(y.tickvals) == list(app.DRIFT_TICKS) and y.ticktext[0] == "0"
+    assert list(y.tickvals) == list(figs.DRIFT_TICKS) and y.ticktext[0] == "0"
     rows = _rows(out[DRIFT_CSV]["value"])
     assert rows[0][:4] == ["token", "exact", "int8", "inconsistent"] and len(rows) == 17
     off = app.inspect(2, 0, 0, True, app.STAGES[0], False, default_out[SESSION])
@@ -259,8 +262,8 @@ def test_drift_uses_the_session_settings(default_out):
     assert "sglang grid 32, INT8; restore 128, match 145" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
-    assert app.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
-    assert app.settings_label("marconi", 8, None, False) == "marconi"
+    assert text.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
+    assert text.settings_label("marconi", 8, None, False) == "marconi"
 
 
 def test_reset_and_empty_session():
@@ -313,7 +316,7 @@ def test_bad_inputs_raise_gr_error(default_out, call, message):
 
 
 def test_session_request_cap():
-    s = app.Session(tuple(f"q{i}" for i in range(pr.MAX_PROMPTS)), "custom")
+    s = app.TabState(tuple(f"q{i}" for i in range(pr.MAX_PROMPTS)), "custom")
     with pytest.raises(gr.Error, match="at most 12 requests"):
         app.send_request("one more", session=s, progress=None)
 
@@ -322,7 +325,7 @@ def test_api_names():
     cfg = app.build().get_config_file()
     public = sorted(d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public")
     assert public == sorted(f"prefix_replay_{n}" for n in (
-        "load", "send", "apply", "reset", "inspect", "step", "prev", "next"))  # fmt: skip
+        "load", "send", "apply", "reset", "inspect", "step", "prev", "next", "batch"))  # fmt: skip
     timer = [d for d in cfg["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
     assert timer and all(d["api_visibility"] == "private" for d in timer)
 
@@ -396,7 +399,7 @@ def test_drift_pointer_skips_a_request_restored_at_zero():
     assert (t.restore_at, t.token_match) == (0, 21) and res.replaying == (1,)
     d = pr.restore_drift("custom", 1, prompts=ps)
     assert float(np.max(np.abs(d.inconsistent - d.exact))) == 0.0  # nothing can drift
-    assert app.drifting(res) == ()
+    assert figs.drifting(res) == ()
     out = app.send_request(
         ps[1],
         inconsistent=True,
@@ -428,13 +431,15 @@ def test_tokens_readable_and_palette(default_out, study):
     s = default_out[SUMMARY]
     assert (
         "\ufffd" not in s
-        and f"output {app._code(r.output_readable)} ({len(r.output_tokens)} byte" in s
+        and f"output {text._code(r.output_readable)} ({len(r.output_tokens)} byte" in s
     )
     tree = default_out[TREE]
     assert all("\ufffd" not in (t.text or ()) for t in tree.data if t.type == "bar")
     pools = {t.name: t.marker.color for t in default_out[POOLS].data}
-    assert pools["active slots (peak)"] == app.COLORS["state"]
-    assert pools["donations (track slot -> pool)"] == app.SERIES[0]
+    # issue 13: one-at-a-time "active slots (peak)" is gone (the batch run shows concurrency)
+    assert "active slots (peak)" not in pools
+    assert pools["checkpoint slots used"] == COLORS["checkpoint"]
+    assert pools["donations (track slot -> pool)"] == SERIES[0]
     rep = default_out[REPLAY]
     assert rep.data[2].marker.color == "black"  # "this step": not a semantic colour
     assert len(rep.layout.annotations[1].text) <= 48  # the right subplot title fits
@@ -446,7 +451,8 @@ def test_non_integers_are_rejected(default_out, field):
         app.apply_settings(**{field: 3.5}, session=default_out[SESSION], progress=None)
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
-    assert len(nums) == 2 and all(c["props"].get("precision") is None for c in nums)
+    # 2 cache settings + 3 batch numbers (max new tokens, token budget, state slots)
+    assert len(nums) == 5 and all(c["props"].get("precision") is None for c in nums)
 
 
 def test_drift_curves_stay_in_view(default_out):
@@ -467,7 +473,7 @@ def test_tree_with_a_hundred_nodes_stays_readable():
     )
     snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
     assert snap.node_id.size >= 50
-    fig, _ = app.fig_tree(snap, "Radix tree")
+    fig, _ = figs.fig_tree(snap, "Radix tree")
     nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
     assert sum(len(d.x) for d in nodes) == snap.node_id.size
     assert all(d.marker.size >= 10 for d in nodes)

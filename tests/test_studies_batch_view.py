@@ -56,3 +56,22 @@ def test_bad_input():
         batch_view(["a", "b"], [1], model=MODEL)
     with pytest.raises(ValueError, match=r"state_slots must be in \[5, 4096\]"):
         batch_view(["a"], state_slots=3, model=MODEL)
+
+
+@pytest.mark.parametrize("strategy", ["no_buffer", "extra_buffer", "extra_buffer_lazy"])
+def test_admission_check_reaches_the_planner_cap(strategy):
+    from kda_core.studies.batch_view import admission_check, phase_table, pool_table
+
+    v = admission_check(strategy, model=MODEL)
+    # 16 slots // (3 | 5 | 4) slots reserved per request under overlap (SGLang's reservation)
+    cap = {"no_buffer": 5, "extra_buffer": 3, "extra_buffer_lazy": 4}[strategy]
+    assert v.planner_max_running == v.max_running == cap
+    assert v.peak_running == cap == v.running[v.peak_step] and v.capped  # 8 requests wait
+    assert np.all(v.running[: v.peak_step] < cap)  # the first step at the peak
+    at = v.slots_at(v.peak_step)
+    assert sum(at.values()) == 16 and at["running"] >= cap  # each running request holds >= 1
+    rows = phase_table(v)
+    assert len(rows["phase"]) == v.phase.size and set(rows["phase"]) <= set(PHASES)
+    pool = pool_table(v)
+    assert np.array_equal(pool["running_requests"], v.running)
+    assert np.all(pool["slots_running"] + pool["slots_cached"] + pool["slots_free"] == 16)

@@ -220,7 +220,7 @@ def _same(a: object, b: object, path: str = "") -> None:
 )
 def test_incremental_session_equals_run_scenario(kw: dict) -> None:
     prompts = pr.SCENARIOS["multi_turn"].prompts + pr.SCENARIOS["system_tools_branches"].prompts
-    s = pr.Session.new(**kw)
+    s = pr.ServingSession.new(**kw)
     assert s.prompts == () and s.views == ()
     sent = [s.send(p) for p in prompts]
     ref = pr.run_scenario(prompts=prompts, **kw)
@@ -270,7 +270,7 @@ def test_forked_sessions_keep_checkpoints_read_only() -> None:
 
 
 def test_session_bad_input_leaves_it_unchanged() -> None:
-    s = pr.Session.new()
+    s = pr.ServingSession.new()
     with pytest.raises(ValueError, match="the session is empty"):
         s.result()
     for bad in ("", "x" * (pr.MAX_PROMPT_TOKENS + 1), None):
@@ -292,7 +292,7 @@ def test_session_bad_input_leaves_it_unchanged() -> None:
         (dict(strategy="ring"), "strategy"),
     ):
         with pytest.raises(ValueError, match=arg):
-            pr.Session.new(**kw)
+            pr.ServingSession.new(**kw)
 
 
 def test_restore_drift_takes_the_session_settings() -> None:

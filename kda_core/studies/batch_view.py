@@ -6,13 +6,16 @@ finished, rejected), the tokens of the step, and the state pool by kind (slots h
 requests, cached checkpoints, free) next to the planner's cap (``sizing.max_running_requests``)
 and SGLang's capping message. With ``reference=True`` each request is also run alone and
 uncached, and the largest logit difference is reported (0 up to rounding: the batch does not
-change any answer).
+change any answer). ``phase_table`` / ``pool_table`` are the CSV rows of the two figures;
+``admission_check`` is the memory planner's live run (a scaled pool, a few short requests).
+Left out: sampling (greedy), the KV pool's own series (``kv_tokens`` only retracts / rejects).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -30,6 +33,27 @@ PHASES: tuple[str, ...] = (
     "rejected",
 )
 MAX_REQUESTS = 64
+# the prefix_replay app's default batch (one line each: the app's text box takes one prompt per
+# line): three requests at step 0 and three later ones, all on one system prompt, so the later
+# ones restore it from the tree that the first ones fill in flight
+_SYS = (
+    "System: You are Kimi, a concise assistant. Answer in one line. "
+    "Tools: weather(city) -> forecast; calc(expr) -> number. User: "
+)
+DEFAULT_PROMPTS: tuple[str, ...] = tuple(
+    _SYS + q + " Assistant:"
+    for q in (
+        "What's the weather in Paris?",
+        "Compute 17*23.",
+        "What's the weather in Berlin?",
+        "What's the weather in Tokyo?",
+        "Compute 3+4.",
+        "你好！",
+    )
+)
+DEFAULT_ARRIVALS: tuple[int, ...] = (0, 0, 0, 2, 4, 6)
+# the planner's live check: short prompts, more of them than any strategy admits on 16 slots
+ADMISSION_PROMPTS: tuple[str, ...] = tuple(f"Request {i}: count to five." for i in range(8))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +82,40 @@ class BatchView:
     rejected: dict[int, str]
     texts: tuple[str, ...]
     max_abs_logit_diff: float | None  # vs each request alone, uncached (reference=True)
+    retracted_steps: int = 0  # steps in which at least one request was retracted
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.running.size)
+
+    @property
+    def peak_running(self) -> int:
+        """Most requests running in one scheduler step (0 if nothing ran)."""
+        return int(self.running.max()) if self.running.size else 0
+
+    @property
+    def peak_step(self) -> int:
+        """The first step at ``peak_running`` (-1 if nothing ran)."""
+        return int(np.argmax(self.running)) if self.running.size else -1
+
+    def slots_at(self, step: int) -> dict[str, int]:
+        """The state pool by kind after ``step`` (running / cached / free slots)."""
+        return {
+            "running": int(self.slots_running[step]),
+            "cached": int(self.slots_cached[step]),
+            "free": int(self.slots_free[step]),
+        }
+
+    @property
+    def capped(self) -> bool:
+        """The state pool capped concurrency AND the workload reached the cap."""
+        return self.capping_message is not None and self.peak_running >= self.max_running
+
+
+@cache
+def shared_model() -> TinyHybrid:
+    """The shipped TinyHybrid, loaded once (the default ``model`` of this module's studies)."""
+    return TinyHybrid()
 
 
 def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
@@ -85,6 +143,21 @@ def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
     return out
 
 
+def _per_request_steps(rows, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: the step of its first admission, of its finish (-1: never), retractions."""
+    admitted = np.full(n, -1, np.int64)
+    finished = np.full(n, -1, np.int64)
+    retractions = np.zeros(n, np.int64)
+    for row in rows:
+        for i in row.admitted:
+            admitted[i] = row.step if admitted[i] < 0 else admitted[i]
+        for i in row.finished:
+            finished[i] = row.step
+        for i in row.retracted:
+            retractions[i] += 1
+    return admitted, finished, retractions
+
+
 def batch_view(
     prompts: Sequence[str],
     max_new_tokens: int | Sequence[int] = 8,
@@ -110,7 +183,12 @@ def batch_view(
     arr = [0] * n if arrivals is None else list(arrivals)
     if len(news) != n or len(arr) != n:
         raise ValueError(f"max_new_tokens and arrivals must give one value per prompt ({n})")
-    e = Engine(model=model, strategy=strategy, state_slots=state_slots, chunk_size=chunk_size)
+    e = Engine(
+        model=model or shared_model(),
+        strategy=strategy,
+        state_slots=state_slots,
+        chunk_size=chunk_size,
+    )
     reqs = [Request(p, m, a) for p, m, a in zip(prompts, news, arr)]
     rep = e.serve(
         reqs,
@@ -126,16 +204,7 @@ def batch_view(
     def per_request(fn) -> np.ndarray:
         return np.array([-1 if r is None else fn(r) for r in rep.reports], np.int64)
 
-    admitted = np.full(n, -1, np.int64)
-    finished = np.full(n, -1, np.int64)
-    retractions = np.zeros(n, np.int64)
-    for row in rows:
-        for i in row.admitted:
-            admitted[i] = row.step if admitted[i] < 0 else admitted[i]
-        for i in row.finished:
-            finished[i] = row.step
-        for i in row.retracted:
-            retractions[i] += 1
+    admitted, finished, retractions = _per_request_steps(rows, n)
     diff = None
     if reference:
         diff = 0.0
@@ -165,4 +234,51 @@ def batch_view(
         rejected=dict(rep.rejected),
         texts=tuple("" if r is None else r.text for r in rep.reports),
         max_abs_logit_diff=diff,
+        retracted_steps=sum(1 for r in rows if r.retracted),
+    )
+
+
+def phase_table(v: BatchView) -> dict[str, list]:
+    """One row per (request, step): the request's phase in that step (``PHASES`` names)."""
+    n, steps = v.phase.shape
+    return {
+        "request": [i + 1 for i in range(n) for _ in range(steps)],
+        "step": [s for _ in range(n) for s in range(steps)],
+        "phase": [PHASES[int(c)] for c in v.phase.ravel()],
+    }
+
+
+def pool_table(v: BatchView) -> dict[str, np.ndarray]:
+    """One row per step: running requests, tokens, the state pool's slots by kind."""
+    return {
+        "step": np.arange(v.n_steps),
+        "running_requests": v.running,
+        "prefill_tokens": v.prefill_tokens,
+        "decode_tokens": v.decode_tokens,
+        "slots_running": v.slots_running,
+        "slots_cached": v.slots_cached,
+        "slots_free": v.slots_free,
+        "max_running": np.full(v.n_steps, v.max_running),
+    }
+
+
+@lru_cache(maxsize=8)
+def admission_check(
+    strategy: str = "extra_buffer",
+    *,
+    state_slots: int = 16,
+    max_new_tokens: int = 6,
+    model: TinyHybrid | None = None,
+) -> BatchView:
+    """The memory planner's live run: ``ADMISSION_PROMPTS`` (8 short requests, all at step 0)
+    served on a ``state_slots`` pool under ``strategy`` (overlap on, as the engine runs). With
+    enough requests waiting, ``peak_running`` reaches ``planner_max_running``; the report
+    carries SGLang's capping message when the pool caps it. Cached per arguments (read-only)."""
+    return batch_view(
+        list(ADMISSION_PROMPTS),
+        max_new_tokens,
+        strategy=strategy,
+        state_slots=state_slots,
+        max_batch_tokens=64,
+        model=model,
     )

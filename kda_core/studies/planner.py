@@ -21,6 +21,7 @@ from functools import partial
 import numpy as np
 
 from kda_core import sizing
+from kda_core._checks import check_int
 from kda_core.sizing import GIB, MemorySplit, ModelSpec
 
 STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
@@ -160,84 +161,19 @@ def plan(
         raise ValueError("model must be a preset name or a ModelSpec")
     if not 0.001 <= float(budget_gib) <= 16384:
         raise ValueError(f"budget_gib must be in [0.001, 16384], got {budget_gib}")
-    n_context = sizing._check_int("n_context", n_context, 2, 4096)
-    n_ratios = sizing._check_int("n_ratios", n_ratios, 2, 4096)
-    max_context = sizing._check_int("max_context", max_context, 2, 1 << 32)
-    i_len = sizing._check_int("input_len", input_len, 1, 1 << 32)
-    o_len = sizing._check_int("output_len", output_len, 0, 1 << 32)
-    budget = int(float(budget_gib) * GIB)
-    ssm = sizing.kda_state_bytes(spec, tp, ssm_dtype)
-    conv = sizing.conv_state_bytes(spec, tp, conv_dtype)
-    slot = ssm + conv
-    kv_tok = sizing.mla_kv_bytes_per_token(spec, kv_dtype)
-    if kv_tok == 0:
-        raise ValueError("model must have at least one MLA layer for the planner")
-    spr = sizing.slots_per_request(strategy, overlap, skip_decode_lock)
-    held = sizing.slots_held_per_request(strategy, overlap)
-    split_fn = _split_fn(formula, ring_len)
-    split = split_fn(
-        spec,
-        budget,
-        ratio,
-        tp,
-        ssm_dtype,
-        conv_dtype,
-        kv_dtype,
-        strategy,
-        overlap,
-        skip_decode_lock,
-        draft_tokens,
-    )
-    if max_mamba_cache_size is None:
-        slots = split.max_mamba_cache_size
-        kv_tokens = split.kv_tokens
-    else:
-        slots = sizing._check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
-        kv_tokens = max(budget - slots * slot, 0) // kv_tok
+    n_context = check_int("n_context", n_context, 2, 4096)
+    n_ratios = check_int("n_ratios", n_ratios, 2, 4096)
+    max_context = check_int("max_context", max_context, 2, 1 << 32)
+    i_len = check_int("input_len", input_len, 1, 1 << 32)
+    o_len = check_int("output_len", output_len, 0, 1 << 32)
+    knobs = _Knobs(
+        spec, tp, int(float(budget_gib) * GIB), ssm_dtype, conv_dtype, kv_dtype, strategy,
+        overlap, skip_decode_lock, draft_tokens, _split_fn(formula, ring_len),
+    )  # fmt: skip
+    sizes = _sizes(knobs, ratio, max_mamba_cache_size)
     tokens_per_req = i_len + o_len
-    by_state = sizing.max_running_requests(slots, strategy, overlap, skip_decode_lock)
-    by_kv = kv_tokens // tokens_per_req
-    max_running = min(by_state, by_kv)
-    limited_by = "state" if by_state <= by_kv else "kv"
-    if requested_running is not None:
-        max_running = min(max_running, requested_running)
-    msg = (
-        sizing.capping_message(slots, strategy, overlap, skip_decode_lock, None, requested_running)
-        if limited_by == "state"
-        else None
-    )
-    logs = sizing.mamba_allocation_log(
-        spec, slots, tp, ssm_dtype, conv_dtype, draft_tokens, by_state, True, ring_len
-    )
-    logs.append(sizing.kv_allocation_log(spec, kv_tokens, kv_dtype))
-    rings = (
-        sizing.replayssm_ring_bytes(spec, slots + 1, tp, ring_len)
-        if ring_len is not None
-        else {k: 0 for k in ("d", "k", "g", "rawv", "rawk", "beta")}
-    )
-    names = STRATEGY_ROWS
-    rows = np.array([_strategy_row(s, overlap, skip_decode_lock, slots) for s in names])
-    ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
-    mla_b, kda_b = sizing.memory_vs_context(spec, ctx, tp, ssm_dtype, conv_dtype, kv_dtype)
-    ratios = np.geomspace(0.01, 10.0, n_ratios)
-    rs_state = np.empty(n_ratios, np.int64)
-    rs_kv = np.empty(n_ratios, np.int64)
-    for j, r in enumerate(ratios.tolist()):
-        s = split_fn(
-            spec,
-            budget,
-            r,
-            tp,
-            ssm_dtype,
-            conv_dtype,
-            kv_dtype,
-            strategy,
-            overlap,
-            skip_decode_lock,
-            draft_tokens,
-        )
-        rs_state[j] = s.max_running
-        rs_kv[j] = s.kv_tokens // tokens_per_req
+    caps = _caps(knobs, sizes, tokens_per_req, requested_running, ring_len)
+    series = _series(knobs, sizes["state_slots"], tokens_per_req, max_context, n_context, n_ratios)
     return Plan(
         model=spec.name,
         spec=spec,
@@ -248,63 +184,162 @@ def plan(
         strategy=strategy,
         overlap=overlap,
         skip_decode_lock=skip_decode_lock,
-        ssm_bytes=ssm,
-        conv_bytes=conv,
-        slot_bytes=slot,
-        kv_bytes_per_token=kv_tok,
-        tokens_per_slot=slot / kv_tok,
-        slots_per_request=spr,
-        slots_held=held,
-        budget_bytes=budget,
+        budget_bytes=knobs.budget,
         ratio=float(ratio),
-        split=split,
-        state_slots=slots,
-        kv_tokens=kv_tokens,
-        max_running=max_running,
-        limited_by=limited_by,
-        capping_message=msg,
-        log_lines=tuple(logs),
         draft_tokens=draft_tokens,
         ring_len=ring_len,
-        ring_bytes=rings,
-        intermediate_conv_bytes=sizing.intermediate_conv_window_bytes(
-            spec, by_state, draft_tokens, tp, conv_dtype
-        ),
-        naive_draft_state_bytes=sizing.intermediate_ssm_bytes(
-            spec, by_state, draft_tokens, tp, ssm_dtype, replayssm=False
-        ),
         input_len=i_len,
         output_len=o_len,
         tokens_per_request=tokens_per_req,
         checkpoints_per_request=sizing.checkpoints_per_request(
             i_len, o_len, chunked_prefill_size, track_interval
         ),
-        balanced_ratio=sizing.balanced_ratio(
-            spec,
-            tokens_per_req,
-            tp,
-            ssm_dtype,
-            conv_dtype,
-            kv_dtype,
-            None,
-            strategy,
-            overlap,
-            skip_decode_lock,
-        ),
-        strategy_names=names,
-        strategy_reserved=rows[:, 0].astype(np.int64),
-        strategy_held=rows[:, 1].astype(np.int64),
-        strategy_max_running=rows[:, 2].astype(np.int64),
-        context_lens=ctx,
-        mla_bytes=mla_b,
-        kda_bytes=kda_b,
-        crossover_context=sizing.crossover_context(spec, tp, ssm_dtype, conv_dtype, kv_dtype),
-        ratios=ratios,
-        running_by_state=rs_state,
-        running_by_kv=rs_kv,
-        max_running_by_ratio=np.minimum(rs_state, rs_kv),
         formula=formula,
+        **sizes,
+        **caps,
+        **series,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Knobs:
+    """The serving knobs every sizing call of one plan repeats."""
+
+    spec: ModelSpec
+    tp: int
+    budget: int  # bytes
+    ssm_dtype: str
+    conv_dtype: str
+    kv_dtype: str
+    strategy: str
+    overlap: bool
+    skip: bool
+    draft_tokens: int
+    split_fn: Callable[..., MemorySplit]
+
+    def split(self, ratio: float) -> MemorySplit:
+        k = self
+        return k.split_fn(
+            k.spec, k.budget, ratio, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype, k.strategy,
+            k.overlap, k.skip, k.draft_tokens,
+        )  # fmt: skip
+
+
+def _sizes(k: _Knobs, ratio: float, max_mamba_cache_size: int | None) -> dict:
+    """Per-slot bytes, slots per request, the split and the resulting slot / KV-token counts."""
+    ssm = sizing.kda_state_bytes(k.spec, k.tp, k.ssm_dtype)
+    conv = sizing.conv_state_bytes(k.spec, k.tp, k.conv_dtype)
+    slot = ssm + conv
+    kv_tok = sizing.mla_kv_bytes_per_token(k.spec, k.kv_dtype)
+    if kv_tok == 0:
+        raise ValueError("model must have at least one MLA layer for the planner")
+    spr = sizing.slots_per_request(k.strategy, k.overlap, k.skip)
+    held = sizing.slots_held_per_request(k.strategy, k.overlap)
+    split = k.split(ratio)
+    if max_mamba_cache_size is None:
+        slots, kv_tokens = split.max_mamba_cache_size, split.kv_tokens
+    else:
+        slots = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
+        kv_tokens = max(k.budget - slots * slot, 0) // kv_tok
+    return {
+        "ssm_bytes": ssm,
+        "conv_bytes": conv,
+        "slot_bytes": slot,
+        "kv_bytes_per_token": kv_tok,
+        "tokens_per_slot": slot / kv_tok,
+        "slots_per_request": spr,
+        "slots_held": held,
+        "split": split,
+        "state_slots": slots,
+        "kv_tokens": kv_tokens,
+    }
+
+
+def _caps(
+    k: _Knobs, sizes: dict, tokens_per_req: int, requested: int | None, ring_len: int | None
+) -> dict:
+    """Max running requests (state vs KV cap), SGLang's message and log lines, ring bytes."""
+    slots, kv_tokens = sizes["state_slots"], sizes["kv_tokens"]
+    by_state = sizing.max_running_requests(slots, k.strategy, k.overlap, k.skip)
+    by_kv = kv_tokens // tokens_per_req
+    max_running = min(by_state, by_kv)
+    limited_by = "state" if by_state <= by_kv else "kv"
+    if requested is not None:
+        max_running = min(max_running, requested)
+    msg = (
+        sizing.capping_message(slots, k.strategy, k.overlap, k.skip, None, requested)
+        if limited_by == "state"
+        else None
+    )
+    logs = sizing.mamba_allocation_log(
+        k.spec, slots, k.tp, k.ssm_dtype, k.conv_dtype, k.draft_tokens, by_state, True, ring_len
+    )
+    logs.append(sizing.kv_allocation_log(k.spec, kv_tokens, k.kv_dtype))
+    rings = (
+        sizing.replayssm_ring_bytes(k.spec, slots + 1, k.tp, ring_len)
+        if ring_len is not None
+        else {name: 0 for name in ("d", "k", "g", "rawv", "rawk", "beta")}
+    )
+    return {
+        "max_running": max_running,
+        "limited_by": limited_by,
+        "capping_message": msg,
+        "log_lines": tuple(logs),
+        "ring_bytes": rings,
+        "intermediate_conv_bytes": sizing.intermediate_conv_window_bytes(
+            k.spec, by_state, k.draft_tokens, k.tp, k.conv_dtype
+        ),
+        "naive_draft_state_bytes": sizing.intermediate_ssm_bytes(
+            k.spec, by_state, k.draft_tokens, k.tp, k.ssm_dtype, replayssm=False
+        ),
+        "balanced_ratio": sizing.balanced_ratio(
+            k.spec,
+            tokens_per_req,
+            k.tp,
+            k.ssm_dtype,
+            k.conv_dtype,
+            k.kv_dtype,
+            None,
+            k.strategy,
+            k.overlap,
+            k.skip,
+        ),  # fmt: skip
+    }
+
+
+def _series(
+    k: _Knobs, slots: int, tokens_per_req: int, max_context: int, n_context: int, n_ratios: int
+) -> dict:
+    """The strategy table, memory vs context, and running requests vs ratio."""
+    names = STRATEGY_ROWS
+    rows = np.array([_strategy_row(s, k.overlap, k.skip, slots) for s in names])
+    ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
+    mla_b, kda_b = sizing.memory_vs_context(
+        k.spec, ctx, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype
+    )
+    ratios = np.geomspace(0.01, 10.0, n_ratios)
+    rs_state = np.empty(n_ratios, np.int64)
+    rs_kv = np.empty(n_ratios, np.int64)
+    for j, r in enumerate(ratios.tolist()):
+        s = k.split(r)
+        rs_state[j] = s.max_running
+        rs_kv[j] = s.kv_tokens // tokens_per_req
+    return {
+        "strategy_names": names,
+        "strategy_reserved": rows[:, 0].astype(np.int64),
+        "strategy_held": rows[:, 1].astype(np.int64),
+        "strategy_max_running": rows[:, 2].astype(np.int64),
+        "context_lens": ctx,
+        "mla_bytes": mla_b,
+        "kda_bytes": kda_b,
+        "crossover_context": sizing.crossover_context(
+            k.spec, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype
+        ),
+        "ratios": ratios,
+        "running_by_state": rs_state,
+        "running_by_kv": rs_kv,
+        "max_running_by_ratio": np.minimum(rs_state, rs_kv),
+    }
 
 
 def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
@@ -318,4 +353,31 @@ def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     raise ValueError(f"formula must be one of {sizing.SIZING_FORMULAS}, got {formula!r}")
 
 
-__all__ = ["Plan", "plan", "custom_spec", "STRATEGY_ROWS"]
+def context_table(p: Plan) -> dict[str, np.ndarray]:
+    """CSV rows of memory vs context: one request's MLA KV bytes vs one KDA slot."""
+    return {"context_tokens": p.context_lens, "mla_kv_bytes": p.mla_bytes,
+            "kda_slot_bytes": p.kda_bytes}  # fmt: skip
+
+
+def ratio_table(p: Plan) -> dict[str, np.ndarray]:
+    """CSV rows of running requests vs ``--mamba-full-memory-ratio`` (state, KV, min)."""
+    return {"ratio": p.ratios, "running_by_state": p.running_by_state,
+            "running_by_kv": p.running_by_kv, "max_running": p.max_running_by_ratio}  # fmt: skip
+
+
+def strategy_table(p: Plan) -> dict[str, object]:
+    """CSV rows of the strategy table (-1 where a strategy is invalid)."""
+    return {"strategy": list(p.strategy_names), "slots_reserved": p.strategy_reserved,
+            "slots_held": p.strategy_held,
+            "max_running_by_state": p.strategy_max_running}  # fmt: skip
+
+
+__all__ = [
+    "Plan",
+    "plan",
+    "custom_spec",
+    "STRATEGY_ROWS",
+    "context_table",
+    "ratio_table",
+    "strategy_table",
+]

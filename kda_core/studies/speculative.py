@@ -28,7 +28,7 @@ import numpy as np
 from kda_core import sizing, spec
 from kda_core.model import ModelState, TinyHybrid, check_tokens, encode
 from kda_core.quant import round_bf16
-from kda_core.studies.prefix_replay import readable
+from kda_core.studies.prefix_replay.views import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
 MAX_PROMPT_TOKENS = 512

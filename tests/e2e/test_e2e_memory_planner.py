@@ -36,6 +36,12 @@ def test_page(app_url, ui):
     rows = ui.page.locator("#memory_planner-history table tbody tr").count()
     assert rows == 3  # load + two good plans in this tab's session
 
+    # issue 13: the planner's max running requests next to what a live run admitted
+    ui.wait_plot("memory_planner-live")
+    live = ui.page.inner_text("#memory_planner-live-summary")
+    assert "peak 3 running = the planner's max running requests 3" in live
+    assert "max_running_requests is capped to 3 by the mamba state cache" in live
+
     ui.page.get_by_label("中文").check()
     ui.page.get_by_text("一块 GPU 上 KDA 混合模型的缓存预算").wait_for()
     ui.page.get_by_text("张量并行 TP (1-64)").wait_for()

@@ -85,3 +85,27 @@ def test_text_boxes_do_not_hide_data(app_url, ui):
     for fig in ("timeline", "replay", "tree", "pools"):
         ui.wait_plot(f"{N}-{fig}")
         assert ui.overlaps(f"{N}-{fig}") == [], fig
+
+
+def test_batch_view(app_url, ui):
+    """Issue 13: the batch view renders by default; a new batch redraws; a bad batch input is
+    rejected on its field with the page unchanged; the pool figure redraws in Chinese."""
+    ui.goto(app_url)
+    figs = (f"{N}-batch-phases", f"{N}-batch-pool", f"{N}-pools")
+    for fig in figs:
+        ui.wait_plot(fig)
+    assert "capped to 3 by the mamba state cache" in ui.page.inner_text(f"#{N}-batch-summary")
+    old = ui.figure(f"{N}-batch-pool")
+    assert "peak 3 running" in old
+    ui.page.locator(f"#{N}-batch-strategy").get_by_label("no_buffer").check()
+    ui.click("Serve together")
+    new = ui.wait_new_figure(f"{N}-batch-pool", old)
+    assert "no_buffer" in new and "max running requests 5" in new  # 16 slots // 3 per request
+    ui.rejects(f"{N}-batch-slots", 4, "Serve together",
+               "state slots must be an integer in [5, 64], got 4", figs)  # fmt: skip
+    ui.fill(f"{N}-batch-slots", 16)  # back in range: the next check is the arrivals' count
+    ui.rejects(f"{N}-batch-arrivals", "0, 1", "Serve together",
+               "arrival steps must give one step in [0, 64] per request (6)", figs)  # fmt: skip
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.wait_title(f"{N}-batch-pool", "同一个状态池随时间的变化")
+    ui.wait_title(f"{N}-batch-phases", "批处理")

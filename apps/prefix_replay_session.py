@@ -1,0 +1,380 @@
+"""prefix_replay's per-tab state and callbacks (the entry module ``apps.prefix_replay`` wires them).
+
+``TabState`` (in ``gr.State``) holds this tab's request texts, settings, the study's
+``ServingSession`` (the engine that served them), its result, the view (request, layer, head,
+replay step, tree snapshot) and the last batch run; two tabs never see each other's requests.
+**Send** forks that engine (a deep copy, ~10 ms) and serves only the new request; **Load** and
+**Apply settings** re-serve the texts on a fresh engine (deterministic, cached). Callbacks
+never mutate a state they were given: they return a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import gradio as gr
+import numpy as np
+
+from apps import ui
+from apps.figures.prefix_replay import (
+    can_drift,
+    drifting,
+    fig_drift,
+    fig_no_drift,
+    fig_replay,
+    fig_timeline,
+    fig_tree,
+)
+from apps.figures.prefix_replay_batch import fig_pools
+from apps.prefix_replay_checks import EMPTY, STAGES, check_room, check_text
+from apps.text.prefix_replay import short, step_markdown, summary_markdown
+from apps.ui import i18n
+from kda_core.studies import batch_view as bv
+from kda_core.studies import prefix_replay as pr
+
+POLICIES = pr.POLICIES
+SCENARIOS = pr.SCENARIO_NAMES
+
+
+@dataclass(slots=True)
+class TabState:
+    """One browser tab: its request texts, settings, the served result, the view, the batch."""
+
+    prompts: tuple[str, ...]
+    scenario: str  # a built-in name, or "custom" once the reader sent own texts
+    policy: str = "interval"
+    spacing: int = 32
+    slots: int | None = None
+    int8: bool = False
+    result: pr.ScenarioResult | None = None
+    study: pr.ServingSession | None = None  # the engine that served `prompts` (fork before sending)
+    req: int = 0
+    step: int = 0
+    layer: int = 0
+    head: int = 0
+    delta: bool = True
+    stage: int = 0
+    batch: bv.BatchView | None = None  # the last batch run (the pools panel shows it)
+
+    @property
+    def request(self) -> pr.RequestView:
+        assert self.result is not None
+        return self.result.requests[self.req]
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.request.trace.positions.size)
+
+
+def _serve(s: TabState, progress: gr.Progress | None = None) -> TabState:
+    if progress is not None:
+        progress(0.0, desc=f"serving {len(s.prompts)} request(s) through the engine")
+    study = pr.serve(
+        s.scenario if s.scenario in SCENARIOS else "custom",
+        prompts=None if s.scenario in SCENARIOS else s.prompts,
+        policy=s.policy,
+        spacing=s.spacing,
+        int8=s.int8,
+        checkpoint_slots=s.slots,
+    )
+    res = study.result()
+    return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
+
+
+def _send_one(base: TabState, text: str, s: TabState, progress: gr.Progress | None) -> TabState:
+    """``s`` (= base + text) served incrementally: fork base's engine, serve only ``text``."""
+    assert base.study is not None
+    if progress is not None:
+        progress(0.0, desc=f"serving request #{len(s.prompts)} through the engine")
+    study = base.study.fork("custom")
+    study.send(text)
+    res = study.result()
+    return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
+
+
+def _settings(policy: object, spacing: object, slots: object, int8: object) -> dict:
+    return {
+        "policy": ui.check_choice("policy", policy, POLICIES),
+        "spacing": ui.check_int("checkpoint spacing (tokens)", spacing, 1, 1024),
+        "slots": ui.check_int("checkpoint slots (0 = default 256)", slots, 0, 4096) or None,
+        "int8": bool(int8),
+    }
+
+
+def _view(layer: object, head: object, delta: object, stage: object) -> dict:
+    return {
+        "layer": ui.check_int("KDA layer", layer, 0, pr.kda_shape()[0] - 1),
+        "head": ui.check_int("head", head, 0, pr.kda_shape()[1] - 1),
+        "delta": bool(delta),
+        "stage": STAGES.index(ui.check_choice("tree snapshot", stage, STAGES)),
+    }
+
+
+def _request_choices(s: TabState) -> list[tuple[str, int]]:
+    return [(f"#{i + 1} {i18n.verbatim(short(p, 22))}", i) for i, p in enumerate(s.prompts)]
+
+
+def _step_slider(s: TabState) -> dict:
+    n = s.n_steps
+    return gr.update(maximum=max(n - 1, 1), value=s.step, interactive=n > 1)
+
+
+def _replay_outputs(s: TabState) -> tuple:
+    """(figure, CSV button, step text, slider); the CSV button hides when there is no replay."""
+    fig, csv = fig_replay(s.request.trace, s.step, s.layer, s.head, s.delta, s.req)
+    has = s.n_steps > 0
+    btn = gr.update(value=csv if has else None, visible=has)
+    return fig, btn, step_markdown(s.request.trace, s.step), _step_slider(s)
+
+
+def _drift_outputs(s: TabState, inconsistent: bool) -> tuple:
+    """The drift panel (plot, CSV button): hidden until 'Inconsistent restore' is ticked; a note
+    instead of curves when the inspected request replayed nothing (item: never suggest that a
+    wrong restore is harmless)."""
+    if not inconsistent or s.result is None:
+        return gr.update(value=None, visible=False), gr.update(value=None, visible=False)
+    t = s.request.timeline
+    if not can_drift(t):
+        fig = fig_no_drift(s.req, t, drifting(s.result))
+        return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
+    d = _drift(s)
+    if not 0 < d.restore_at < d.token_match:  # the drift study's own serving differed
+        fig = fig_no_drift(s.req, t, drifting(s.result))
+        return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
+    fig, csv = fig_drift(d)
+    return gr.update(value=fig, visible=True), gr.update(value=csv, visible=True)
+
+
+def _drift(s: TabState) -> pr.DriftStudy:
+    return pr.restore_drift(
+        s.scenario if s.scenario in SCENARIOS else "custom",
+        s.req,
+        prompts=None if s.scenario in SCENARIOS else s.prompts,
+        policy=s.policy,
+        spacing=s.spacing,
+        checkpoint_slots=s.slots,
+        int8=s.int8,
+    )
+
+
+def _inspect_outputs(s: TabState, inconsistent: bool) -> tuple:
+    assert s.result is not None
+    r = s.request
+    snap = (r.tree_during, r.tree_after)[s.stage]
+    title = (
+        f"Radix tree while request #{s.req + 1} holds its lock",
+        f"Radix tree after request #{s.req + 1}",
+    )[s.stage]
+    return (
+        summary_markdown(s.result, s.req, s.slots, s.policy),
+        *fig_timeline(s.result, s.req),
+        *fig_tree(snap, title),
+        *_replay_outputs(s),
+        *_drift_outputs(s, inconsistent),
+        gr.update(choices=_request_choices(s), value=s.req),
+        s,
+    )
+
+
+def _all_outputs(s: TabState, inconsistent: bool) -> tuple:
+    out = _inspect_outputs(s, inconsistent)
+    assert s.result is not None
+    return (*out[:-1], *fig_pools(s.result, s.slots is not None, s.batch), out[-1])
+
+
+@ui.study_errors
+def load_scenario(
+    scenario: str = "system_tools_branches",
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: TabState | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """A fresh session with the built-in scenario's prompts, served under the settings."""
+    name = ui.check_choice("scenario", scenario, SCENARIOS)
+    s = TabState(
+        pr.SCENARIOS[name].prompts,
+        name,
+        **_settings(policy, spacing, slots, int8),
+        **_view(layer, head, delta, stage),
+        batch=session.batch if session is not None else None,
+    )
+    return _all_outputs(_serve(s, progress), bool(inconsistent))
+
+
+@ui.study_errors
+def send_request(
+    text: str,
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: TabState | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Append one request (free text) to this session and serve it on the session's engine
+    (incremental: one request's cost); with changed settings, re-serve every text."""
+    check_text(text)
+    prompts = session.prompts if session is not None else ()
+    check_room(session)
+    settings = _settings(policy, spacing, slots, int8)
+    s = TabState(
+        prompts + (text,),
+        "custom",
+        **settings,
+        **_view(layer, head, delta, stage),
+        batch=session.batch if session is not None else None,
+    )
+    if (
+        session is not None
+        and session.study is not None
+        and session.study.prompts == prompts
+        and all(getattr(session, k) == v for k, v in settings.items())
+    ):  # same engine settings: serve the new request only
+        s = _send_one(session, text, s, progress)
+    else:  # first request, or new settings: a fresh engine serves every text
+        s = _serve(s, progress)
+    return _all_outputs(s, bool(inconsistent))
+
+
+@ui.study_errors
+def apply_settings(
+    policy: str = "interval",
+    spacing: float = 32,
+    slots: float = 0,
+    int8: bool = False,
+    inconsistent: bool = False,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    session: TabState | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Re-serve this session's requests under new settings (keeps the selected request)."""
+    base = session or TabState(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
+    if not base.prompts:
+        raise gr.Error(EMPTY, print_exception=False)
+    s = replace(base, **_settings(policy, spacing, slots, int8), **_view(layer, head, delta, stage))
+    keep = base.req
+    s = _serve(s, progress)
+    s.req = min(keep, len(s.prompts) - 1) if session is not None else s.req
+    return _all_outputs(s, bool(inconsistent))
+
+
+def reset_session() -> tuple:
+    """An empty session: placeholders until a request is sent."""
+    msg = "empty session: send a request or load a scenario"
+    figs = [
+        ui.empty_figure(t, msg)
+        for t in ("Token timeline", "Radix tree", "Replay", "Logit drift", "Pools")
+    ]
+    return (
+        "*(empty session)*",
+        figs[0],
+        None,
+        figs[1],
+        None,
+        figs[2],
+        gr.update(value=None, visible=False),
+        "",
+        gr.update(maximum=1, value=0, interactive=False),
+        gr.update(value=None, visible=False),
+        gr.update(value=None, visible=False),
+        gr.update(choices=[], value=None),
+        figs[4],
+        None,
+        TabState((), "custom"),
+    )
+
+
+def _need(session: TabState | None) -> TabState:
+    if session is None or session.result is None:
+        raise gr.Error(EMPTY, print_exception=False)
+    return session
+
+
+@ui.study_errors
+def inspect(
+    request: float = -1,
+    layer: float = 0,
+    head: float = 0,
+    delta: bool = True,
+    stage: str = STAGES[0],
+    inconsistent: bool = False,
+    session: TabState | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008
+) -> tuple:
+    """Choose the request (1-based index shown as #n; value = 0-based), layer, head, view.
+    With ``inconsistent`` the drift study of that request runs (~1 s the first time)."""
+    s = _need(session)
+    if inconsistent and progress is not None:
+        progress(0.0, desc="restoring exactly, from INT8 and inconsistently")
+    n = len(s.prompts)
+    i = ui.check_int("request", -1 if request is None else request, -n, n - 1) % n
+    s = replace(s, req=i, step=0 if i != s.req else s.step, **_view(layer, head, delta, stage))
+    return _inspect_outputs(s, bool(inconsistent))
+
+
+def go_to_step(step: float, session: TabState | None = None) -> tuple:
+    """Show replay step ``step`` (0 = the restore point, last = the token match)."""
+    s = _need(session)
+    n = s.n_steps
+    if n == 0:
+        raise gr.Error(
+            f"request #{s.req + 1} has no replay steps (it restored nothing)", print_exception=False
+        )
+    s = replace(s, step=ui.check_int("step", step, 0, n - 1))
+    return (*_replay_outputs(s), s)
+
+
+def step_by(delta: int, session: TabState | None) -> tuple:
+    s = _need(session)
+    n = s.n_steps
+    s = replace(s, step=int(np.clip(s.step + delta, 0, max(n - 1, 0))))
+    return (*_replay_outputs(s), s)
+
+
+def prev_step(session: TabState | None = None) -> tuple:
+    return step_by(-1, session)
+
+
+def next_step(session: TabState | None = None) -> tuple:
+    return step_by(+1, session)
+
+
+def play_tick(session: TabState | None) -> tuple:
+    """Timer tick: one step forward; stops the timer at the match."""
+    if session is None or session.result is None or session.n_steps == 0:
+        return (gr.skip(),) * 5 + (gr.Timer(active=False),)
+    s = replace(session, step=min(session.step + 1, session.n_steps - 1))
+    done = s.step >= s.n_steps - 1
+    return (*_replay_outputs(s), s, gr.Timer(active=not done))
+
+
+def play(session: TabState | None) -> tuple:
+    """Start playing (from the restore point if already at the match)."""
+    s = _need(session)
+    if s.n_steps and s.step >= s.n_steps - 1:
+        s = replace(s, step=0)
+        return (*_replay_outputs(s), s, gr.Timer(active=True))
+    return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
+
+
+def redraw(inconsistent: bool = False, session: TabState | None = None) -> tuple:
+    """Every output of the current session again (the language switch redraws in 中文)."""
+    if session is None or session.result is None:
+        return (gr.skip(),) * 15
+    return _all_outputs(session, bool(inconsistent))
