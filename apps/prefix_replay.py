@@ -24,7 +24,6 @@ import gradio as gr
 
 from apps import prefix_replay_batch as pb
 from apps import prefix_replay_checks as checks
-from apps import ui
 from apps.prefix_replay_batch import redraw_batch, serve_batch
 from apps.prefix_replay_checks import STAGES
 from apps.prefix_replay_session import (
@@ -44,7 +43,7 @@ from apps.prefix_replay_session import (
     send_request,
 )
 from apps.text.prefix_replay import EN, TR, ZH
-from apps.ui import guard, i18n
+from apps.ui import CSV_ZH, figure_slot, guard, header, i18n, main
 from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
 
@@ -56,7 +55,7 @@ PLAY_INTERVAL_S = 0.4
 def build() -> gr.Blocks:
     ui = SimpleNamespace()  # every component, by name: the layout helpers fill it, wiring reads it
     with gr.Blocks(title="Prefix replay · KDA State Lab") as demo:
-        ui.lang = ui.header(NAME, "Prefix replay · 前缀命中与重放", EN, ZH)
+        ui.lang = header(NAME, "Prefix replay · 前缀命中与重放", EN, ZH)
         ui.session = gr.State(None)
         ui.timer = gr.Timer(PLAY_INTERVAL_S, active=False)
         with gr.Row():
@@ -131,7 +130,7 @@ def _views(ui: SimpleNamespace) -> None:
         label="Request to inspect", elem_id=f"{NAME}-request",
     )  # fmt: skip
     ui.request.api_info = checks.request_api_info  # an index, not the build-time choices
-    ui.s_time = ui.figure_slot(f"{NAME}-timeline", "Token timeline")
+    ui.s_time = figure_slot(f"{NAME}-timeline", "Token timeline")
     with gr.Row():
         ui.layer = gr.Slider(
             0, n_layers - 1, value=0, step=1, label="KDA layer", elem_id=f"{NAME}-layer"
@@ -145,14 +144,14 @@ def _views(ui: SimpleNamespace) -> None:
         ui.nxt = gr.Button("Next ▶", elem_id=f"{NAME}-next", size="sm")
     ui.step = gr.Slider(0, 1, value=0, step=1, label="Replay step", elem_id=f"{NAME}-step")
     ui.step_md = gr.Markdown(label="Replay step details", elem_id=f"{NAME}-step-info")
-    ui.s_replay = ui.figure_slot(f"{NAME}-replay", "Replay state heatmap")
+    ui.s_replay = figure_slot(f"{NAME}-replay", "Replay state heatmap")
     ui.stage = gr.Radio(
         list(STAGES), value=STAGES[0], label="Tree snapshot", elem_id=f"{NAME}-stage"
     )
-    ui.s_tree = ui.figure_slot(f"{NAME}-tree", "Radix tree")
-    ui.s_drift = ui.figure_slot(f"{NAME}-drift", "Logit drift")
+    ui.s_tree = figure_slot(f"{NAME}-tree", "Radix tree")
+    ui.s_drift = figure_slot(f"{NAME}-drift", "Logit drift")
     ui.s_drift.plot.visible = ui.s_drift.csv.visible = False  # until the toggle is on
-    ui.s_pools = ui.figure_slot(f"{NAME}-pools", "Pools")
+    ui.s_pools = figure_slot(f"{NAME}-pools", "Pools")
 
 
 def _batch_panel(ui: SimpleNamespace) -> None:
@@ -195,8 +194,8 @@ def _batch_panel(ui: SimpleNamespace) -> None:
                     label="Batch summary", elem_id=f"{NAME}-batch-summary",
                     elem_classes=["kda-metrics"],
                 )  # fmt: skip
-            ui.s_phases = ui.figure_slot(f"{NAME}-batch-phases", "Batch swimlane")
-            ui.s_bpool = ui.figure_slot(f"{NAME}-batch-pool", "Batch pool")
+            ui.s_phases = figure_slot(f"{NAME}-batch-phases", "Batch swimlane")
+            ui.s_bpool = figure_slot(f"{NAME}-batch-pool", "Batch pool")
 
 
 def _outputs(ui: SimpleNamespace) -> None:
@@ -392,9 +391,9 @@ def _labels(ui: SimpleNamespace) -> None:
         ui.b_arr: "到达步（每个请求一个，0-64；留空 = 全部在第 0 步）",
         ui.b_new: f"最多新 token（1-{pb.MAX_NEW}）", ui.b_budget: "每步 token 预算（8-256）",
         ui.b_strategy: "策略", ui.b_slots: "状态槽位（5-64）", ui.b_run: "一起服务",
-        **{sl.csv: ui.CSV_ZH for sl in slots},
+        **{sl.csv: CSV_ZH for sl in slots},
     }, tr=TR)  # fmt: skip
 
 
 if __name__ == "__main__":
-    ui.main(build)
+    main(build)
