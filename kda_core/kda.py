@@ -47,12 +47,16 @@ _GEMM_MNK = 1 << 19
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
 # above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# sets the count (default 1, the single-thread path; see _threads).
+# sets the count (default min(2, cores); see _threads).
 _THREAD_ELEMENTS = 1 << 18
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 # Largest decay spread inside one sub-chunk for which its scores are factorised around its first
 # row; beyond it the block's pairwise exponents are masked, then exp'd (exact, slower).
 _BLOCK_SPREAD = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 80.0}
+# Largest decay of a whole chunk (-min gam) for which a slab takes `_intra_smooth`, the scores
+# factorised around the chunk start: factors reach exp(+-spread), kept well inside the normal
+# range (float32 down to 1e-38, so exp(-60) leaves 11 decades for small entries of k and q).
+_CHUNK_SPREAD = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 60.0}
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,13 +260,15 @@ def _intra_chunk(
     """
     q, k, v, g = (_chunk_rows(x, C) for x in (q, k, v, g))  # [N, C, H, *]
     beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
+    Gam = _chunk_cumsum(g)  # [N, C, H, K]
+    gam = Gam[:, -1]  # [N, H, K]
+    if -gam.min() <= _CHUNK_SPREAD[k.dtype]:
+        return _intra_smooth(q, k, v, beta, Gam, scale)
     N, _, H, K = k.shape
     dtype = k.dtype
     B = min(C, _SUB)
     nb = C // B
     sub = (N, nb, B, H, K)  # token-major, C split into sub-chunks
-    Gam = _chunk_cumsum(g)  # [N, C, H, K]
-    gam = Gam[:, -1]  # [N, H, K]
     refs = Gam.reshape(sub)[:, :, :1]  # [N, nb, 1, H, K] first row of every sub-chunk
     E = Gam.reshape(sub) - refs  # in [-spread, 0]
     spread = -E[:, :, -1].min(axis=(-2, -1))  # [N, nb]
@@ -296,6 +302,41 @@ def _intra_chunk(
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
     return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam))
+
+
+def _intra_smooth(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, beta: np.ndarray, Gam: np.ndarray, scale: float
+) -> _Intra:
+    """`_intra_chunk` for a slab whose chunks all decay by at most _CHUNK_SPREAD: the scores
+    factorised around each chunk's start, P = (x exp(Gam)) (k exp(-Gam))^T, with both factors
+    in [exp(-spread), exp(spread)] |x|, so one [2C, K] x [K, C] product per chunk and head and
+    five elementwise passes (the sub-chunk path needs about ten). Gam is overwritten."""
+    N, C, H, K = k.shape
+    eG = np.exp(Gam, out=Gam)  # in [exp(-spread), 1]
+    KQ = np.empty((N, 2, C, H, K), k.dtype)  # token-major [N, 2C, H, K]
+    np.multiply(k, eG, out=KQ[:, 0])  # k exp(Gam)
+    np.multiply(q, eG, out=KQ[:, 1])
+    KQ[:, 1] *= scale  # Qg
+    decay = eG[:, -1].copy()  # exp(gam)
+    # k exp(-Gam) <= exp(spread) |k|, stored as [N, H, K, C]: BLAS reads it much faster as a
+    # row-major right operand here and as the left one of Kd^T Vn in the scan than transposed
+    knT = np.empty((N, H, K, C), k.dtype)
+    np.divide(k, eG, out=knT.transpose(0, 3, 1, 2))
+    KQ = KQ.reshape(N, 2 * C, H, K)
+    r = _block_rows(2 * C, C * K)
+    P = np.empty((N, H, 2 * C // r, r, C), k.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
+        np.matmul(_heads(KQ).reshape(P.shape[:-1] + (K,)), knT[:, :, None], out=P)
+    P = P.reshape(N, H, 2 * C, C)
+    lower, causal = _tril_masks(C)
+    L = np.zeros((N, H, C, C), k.dtype)  # Diag(beta) (strictly lower k-k scores)
+    np.multiply(P[:, :, :C], beta[..., None], out=L, where=lower)
+    Aqk = np.zeros((N, H, C, C), k.dtype)  # scaled through Qg
+    np.copyto(Aqk, P[:, :, C:], where=causal)
+    Tb = _unit_lower_inverse(L)
+    Tb *= beta[:, :, None, :]
+    knT *= decay[..., None]  # k exp(gam - Gam)
+    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay)
 
 
 def _decayed_scores(
@@ -441,13 +482,13 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
 
 
 def _threads() -> int:
-    """KDA_THREADS if set (1-64), else 1. Opt-in: measured on 2 shared cores, two threads were
-    1.3x faster on a quiet machine but slower under load (34-38% vs 28-33% of the GEMM peak at
-    load 5), and a default that read the load average would make a run depend on the machine."""
+    """KDA_THREADS if set (1-64), else min(2, cores). Two threads measured 1.6x one thread's
+    fraction of the 2-thread GEMM peak in one run (bench_kda --quick, load 1.4); only inputs
+    above _THREAD_ELEMENTS use them, so tests and small calls stay on the calling thread."""
     env = os.environ.get("KDA_THREADS", "")
     if env.strip().isdigit() and int(env) >= 1:
         return min(int(env), 64)
-    return 1
+    return min(2, os.cpu_count() or 1)
 
 
 def _head_groups(H: int, elements: int) -> list[slice]:
