@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kda_core import conv, kda
+from kda_core._checks import check_int
 
 SCANS = ("allgather", "logdepth")
 MAX_RANKS = 64
@@ -203,7 +204,7 @@ def balance_weight(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> floa
 def make_plan(
     T: int, ranks: int, cu_seqlens=None, chunk_size: int = 64, first_weight: float = 1.0
 ) -> Plan:
-    ranks = _check_int("ranks", ranks, 1, MAX_RANKS)
+    ranks = check_int("ranks", ranks, 1, MAX_RANKS)
     if ranks > T:
         raise ValueError(f"ranks must be in [1, T={T}] (one token per rank at least), got {ranks}")
     cu = _check_cu_seqlens(cu_seqlens, T)
@@ -232,14 +233,6 @@ def _check_cu_seqlens(cu_seqlens, T: int) -> tuple[int, ...]:
     if cu[0] != 0 or cu[-1] != T or np.any(np.diff(cu) < 1):
         raise ValueError(f"cu_seqlens must rise strictly from 0 to T={T}, got {cu.tolist()!r:.80}")
     return tuple(int(c) for c in cu)
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    if not lo <= int(value) <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,20 +462,55 @@ def short_conv_cp(
     """`conv.short_conv` with x [T, D] split over ``ranks`` at `split_points` (pass the
     ``first_weight`` the KDA layer's split used): each rank convolves its rows after receiving
     the previous W-1 rows (``group``: on real gloo ranks). Returns (y [T, D], new_window)."""
+    y, windows = short_conv_cp_varlen(
+        x, w, ranks=ranks, window=window, activation=activation, chunk_size=chunk_size,
+        first_weight=first_weight, group=group,
+    )  # fmt: skip
+    return y, windows[0]
+
+
+def short_conv_cp_varlen(
+    x, w, *, ranks, cu_seqlens=None, window=None, activation="silu", chunk_size=64,
+    first_weight=1.0, group=None,
+):  # fmt: skip
+    """`short_conv_cp` over packed documents (``cu_seqlens``, as `context_parallel_varlen`):
+    the window resets at every document start, so no row of one document reaches another's
+    conv. ``window`` [W-1, D] is the first document's incoming window; every other document
+    starts from zeros. A rank receives its predecessor's window only when its segment starts
+    inside a document (that window began at the document's start, zero padded). Returns
+    (y [T, D], each document's final window [N_docs, W-1, D])."""
     x, w, window = conv._check(x, w, window, activation)
     T = x.shape[0]
-    ranks = _check_int("ranks", ranks, 1, MAX_RANKS)
+    ranks = check_int("ranks", ranks, 1, MAX_RANKS)
     if not 1 <= ranks <= T:
         raise ValueError(f"ranks must be in [1, T={T}], got {ranks}")
-    bounds = split_points(T, ranks, chunk_size, first_weight)
+    plan = make_plan(T, ranks, cu_seqlens, chunk_size, first_weight)
     if group is not None:
         if group.ranks != ranks:
             raise ValueError(f"group has {group.ranks} ranks, but ranks={ranks}")
-        res = group.run_conv(x, w, window, activation, bounds)
-        return np.concatenate([r["y"] for r in res], axis=0), res[-1]["window"]
-    wins = halo_windows(x, bounds, window)
-    ys, new = [], window
-    for r in range(ranks):
-        y, new = conv.short_conv(x[bounds[r] : bounds[r + 1]], w, wins[r], activation)
+        res = group.run_conv(x, w, window, activation, plan)
+        ys, finals = [r["y"] for r in res], {d: f for r in res for d, f in r["finals"].items()}
+    else:
+        ys, finals, halo = [], {}, window
+        for pieces in plan.pieces:
+            rows = x[pieces[0].start : pieces[-1].stop]
+            y, halo, f = conv_pieces(rows, w, pieces, halo, window, activation)
+            ys.append(y)
+            finals.update(f)
+    return np.concatenate(ys, axis=0), np.stack([finals[d] for d in range(len(finals))])
+
+
+def conv_pieces(x, w, pieces, halo, first_window, activation):
+    """One rank's conv over its rows x (from pieces[0].start): a piece that starts a document
+    starts from zeros (document 0 from ``first_window``), the open first piece from ``halo``
+    (the predecessor's outgoing window). -> (y, outgoing window, {doc: final window})."""
+    s0 = pieces[0].start
+    ys, finals, win = [], {}, halo
+    for p in pieces:
+        if p.starts_doc:
+            win = first_window if p.start == 0 else np.zeros_like(first_window)
+        y, win = conv.short_conv(x[p.start - s0 : p.stop - s0], w, win, activation)
         ys.append(y)
-    return np.concatenate(ys, axis=0), new
+        if p.ends_doc:
+            finals[p.doc] = win
+    return np.concatenate(ys, axis=0), win, finals

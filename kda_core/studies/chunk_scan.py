@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import kda
+from kda_core._checks import check_int, rel_error
 from kda_core.model import TinyHybrid, encode
 
 MAX_T = 4096
@@ -54,21 +55,12 @@ LETTERS = "ABCDE"
 # validation and inputs
 
 
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
-
-
 def _check_grid(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
     if not 1 <= len(values) <= MAX_GRID:
         raise ValueError(f"{name} must hold 1..{MAX_GRID} values, got {len(values)}")
-    return tuple(_check_int(name, v, lo, hi) for v in values)
+    return tuple(check_int(name, v, lo, hi) for v in values)
 
 
 @dataclass(slots=True)
@@ -89,11 +81,11 @@ def random_inputs(T: int, H: int = 2, K: int = 32, V: int = 32, seed: int = 0) -
     (dt = exp(U[log 1e-3, log 1e-1]) per key channel, dt_bias = inverse softplus of dt, so
     channels range from slow (alpha ~ 0.995) to fast (alpha ~ 0.6)); beta = sigmoid(randn);
     S0 ~ randn."""
-    T = _check_int("T", T, 1, MAX_T)
-    H = _check_int("H", H, 1, MAX_HEADS)
-    K = _check_int("K", K, 1, MAX_DIM)
-    V = _check_int("V", V, 1, MAX_DIM)
-    seed = _check_int("seed", seed, 0, 2**32 - 1)
+    T = check_int("T", T, 1, MAX_T)
+    H = check_int("H", H, 1, MAX_HEADS)
+    K = check_int("K", K, 1, MAX_DIM)
+    V = check_int("V", V, 1, MAX_DIM)
+    seed = check_int("seed", seed, 0, 2**32 - 1)
     rng = np.random.default_rng(seed)
     q = kda.l2norm(rng.random((T, H, K)))
     k = kda.l2norm(rng.random((T, H, K)))
@@ -114,7 +106,7 @@ def model_inputs(text: str, T: int | None = None) -> Inputs:
     tokens = encode(text)
     if len(tokens) > MAX_T:
         raise ValueError(f"text must encode to at most {MAX_T} bytes, got {len(tokens)}")
-    T = len(tokens) if T is None else _check_int("T", T, 1, len(tokens))
+    T = len(tokens) if T is None else check_int("T", T, 1, len(tokens))
     m = _model()
     h = m.norm1(0, m.embed[tokens[:T]])
     window = np.zeros((m.config.conv_size - 1, 3 * m.config.n_heads * m.config.head_dim))
@@ -130,11 +122,6 @@ def _model() -> TinyHybrid:
 
 def _slice(x: Inputs, T: int) -> Inputs:
     return Inputs(x.q[:T], x.k[:T], x.v[:T], x.g[:T], x.beta[:T], x.S0, x.source)
-
-
-def _rel(a: np.ndarray, ref: np.ndarray) -> float:
-    n = float(np.linalg.norm(ref))
-    return float(np.linalg.norm(a - ref)) / n if n > 0 else float(np.linalg.norm(a - ref))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,8 +171,8 @@ def agreement(
             o, S = kda.chunked(*args, initial_state=y.S0, chunk_size=C)
             o_abs[i, j] = np.abs(o - o_ref).max()
             S_abs[i, j] = np.abs(S - S_ref).max()
-            o_rel[i, j] = _rel(o, o_ref)
-            S_rel[i, j] = _rel(S, S_ref)
+            o_rel[i, j] = rel_error(o, o_ref)
+            S_rel[i, j] = rel_error(S, S_ref)
     return Agreement(x.source, np.array(Ts), np.array(Cs), o_abs, o_rel, S_abs, S_rel)
 
 
@@ -224,7 +211,7 @@ def timing(
     """Time both forms at modest sizes (T <= 4096, H <= 16, K, V <= 128)."""
     Ts = _check_grid("T_values", T_values, 1, MAX_T)
     Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
-    repeats = _check_int("repeats", repeats, 1, MAX_REPEATS)
+    repeats = check_int("repeats", repeats, 1, MAX_REPEATS)
     x = random_inputs(max(Ts), H, K, V, seed)
     rec = np.zeros(len(Ts))
     chk = np.zeros((len(Ts), len(Cs)))
@@ -285,9 +272,9 @@ def cost(
     128 x 128) on one GPU without TP."""
     Ts = _check_grid("T_values", T_values, 1, MAX_COST_T)
     Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
-    H = _check_int("H", H, 1, 4096)
-    K = _check_int("K", K, 1, 1024)
-    V = _check_int("V", V, 1, 1024)
+    H = check_int("H", H, 1, 4096)
+    K = check_int("K", K, 1, 1024)
+    V = check_int("V", V, 1, 1024)
     rs = np.array(Ts, dtype=np.int64)
     cs = np.array([[-(-T // min(C, T)) for C in Cs] for T in Ts], dtype=np.int64)
     rf = np.array([recurrent_flops(T, H, K, V) for T in Ts], dtype=np.int64)
@@ -376,7 +363,7 @@ def composition(
         raise ValueError(f"lengths must be a sequence of 2..{MAX_SEGMENTS} segment lengths")
     if not 2 <= len(lengths) <= MAX_SEGMENTS:
         raise ValueError(f"lengths must hold 2..{MAX_SEGMENTS} segments, got {len(lengths)}")
-    lens = tuple(_check_int("lengths", n, 1, 1024) for n in lengths)
+    lens = tuple(check_int("lengths", n, 1, 1024) for n in lengths)
     T = sum(lens)
     if T > MAX_T:
         raise ValueError(f"lengths must sum to at most {MAX_T}, got {T}")
@@ -387,7 +374,7 @@ def composition(
         if x.q.shape[0] < T:
             raise ValueError(f"lengths must sum to <= the text's {x.q.shape[0]} bytes, got {T}")
         x = _slice(x, T)
-    head = _check_int("head", head, 0, x.q.shape[1] - 1)
+    head = check_int("head", head, 0, x.q.shape[1] - 1)
     names = tuple(LETTERS[: len(lens)])
     edges = np.concatenate([[0], np.cumsum(lens)])
     maps = [
@@ -419,7 +406,7 @@ def composition(
     ol = tuple(_arrows([names[i] for i in p]) for p in perms)
     oM = np.array([np.abs(m.M - left.M).max() for m in composed])
     ob = np.array([np.abs(m.b - left.b).max() for m in composed])
-    oS = np.array([_rel(m.apply(x.S0), S_ref) for m in composed])
+    oS = np.array([rel_error(m.apply(x.S0), S_ref) for m in composed])
 
     bd = np.zeros(n)
     for i in range(n):
@@ -475,7 +462,7 @@ def chunk_scan_study(
 
     Without timing this takes ~0.2 s; ``measure_time=True`` adds `timing()` (~0.5-1 s, wall
     clock, not deterministic: the figure scripts should leave it off or draw `cost`)."""
-    C = _check_int("chunk_size", chunk_size, 1, 1024)
+    C = check_int("chunk_size", chunk_size, 1, 1024)
     grid = tuple(sorted({1, 8, 16, 32, 64, 128, C}))
     if text is None:
         ag = agreement(chunk_sizes=grid, seed=seed)
