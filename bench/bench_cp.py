@@ -31,7 +31,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kda_core import cp  # noqa: E402
+from kda_core.kda import cp  # noqa: E402
 from kda_core.studies import context_parallel as study  # noqa: E402
 
 
@@ -102,7 +102,7 @@ def main() -> None:
     try:
         import torch.distributed  # noqa: F401
 
-        from kda_core.cp_gloo import GlooGroup
+        from kda_core.kda.cp_gloo import GlooGroup
     except ImportError as e:
         print(f"bench_cp: skipped, real ranks need torch ({e})")
         return

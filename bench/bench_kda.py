@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from kda_core import kda
+from kda_core.kda import chunkwise
 
 
 def timed(fn, repeat: int) -> tuple[float, float]:
@@ -128,7 +129,7 @@ def main() -> None:
     threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
     print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {kda._threads()} thread(s)")
+    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {chunkwise._threads()} thread(s)")
     if args.quick:
         quick_rounds(T, H, K, args.repeat, args.rounds)
         return

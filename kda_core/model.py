@@ -32,7 +32,7 @@ import numpy as np
 
 from kda_core import kda
 from kda_core import weights as weights_file
-from kda_core.conv import short_conv, silu
+from kda_core.kda.conv import short_conv, silu
 
 VOCAB = 256
 TOKENIZER_NAME = "utf8-bytes-v1"

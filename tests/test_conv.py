@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.conv import conv_naive, conv_step, short_conv
+from kda_core.kda.conv import conv_naive, conv_step, short_conv
 
 
 @pytest.fixture

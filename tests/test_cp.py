@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from kda_testdata import kda_inputs
 
-from kda_core import conv, cp, kda
+from kda_core import kda
+from kda_core.kda import conv, cp
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:

@@ -10,10 +10,11 @@ import pytest
 from kda_testdata import kda_inputs
 from test_cp import VARLEN_CU, conv_kda_layer, layer_inputs
 
-from kda_core import conv, cp, kda
+from kda_core import kda
+from kda_core.kda import conv, cp
 
 pytest.importorskip("torch.distributed", reason="real ranks need torch (CI installs torch==2.13.0)")
-from kda_core.cp_gloo import GlooGroup  # noqa: E402
+from kda_core.kda.cp_gloo import GlooGroup  # noqa: E402
 
 P = 3
 

@@ -1,10 +1,10 @@
-"""Real ranks for `kda_core.cp`: P worker processes in one torch.distributed gloo group on CPU.
+"""Real ranks for `kda_core.kda.cp`: P worker processes in one torch.distributed gloo group on CPU.
 
     with GlooGroup(2) as group:
         o, S = cp.context_parallel(q, k, v, g, beta, ranks=2, scan="logdepth", group=group)
 
 The group is started once (spawning and initialising 2-4 processes takes 7-20 s on a 2-core
-machine) and then runs any number of tasks. Workers are ``python -m kda_core.cp_gloo``
+machine) and then runs any number of tasks. Workers are ``python -m kda_core.kda.cp_gloo``
 subprocesses (cwd and PYTHONPATH = the project root) on 127.0.0.1 only: GLOO_SOCKET_IFNAME=lo,
 MASTER_ADDR=127.0.0.1, and a TCPStore that this process opens on a free port the OS picks at run
 time (no fixed ports). Tasks and results travel as pickles over each worker's stdin / stdout
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kda_core import cp
 from kda_core._checks import check_int
+from kda_core.kda import cp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the project root (kda_core/kda/cp_gloo.py)
 START_TIMEOUT = 180.0  # seconds for all workers to join the group (a loaded 2-core machine)
 TASK_TIMEOUT = 600.0
 COLLECTIVE_TIMEOUT = 300.0
@@ -69,7 +69,7 @@ class GlooGroup:
                 )
                 log = open(self._logs / f"rank{r}.log", "wb")  # noqa: SIM115 - closed in close()
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "kda_core.cp_gloo"],
+                    [sys.executable, "-m", "kda_core.kda.cp_gloo"],
                     cwd=ROOT,
                     env=env,
                     stdin=subprocess.PIPE,

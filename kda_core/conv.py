@@ -1,0 +1,8 @@
+"""Contract facade (DESIGN.md): ``kda_core.conv.short_conv(x, w, window=None, activation="silu")
+-> (y, new_window)``, the short causal depthwise conv with a carried window. It lives in
+`kda_core.kda.conv`; code inside the project imports it from there.
+"""
+
+from kda_core.kda.conv import ACTIVATIONS, conv_naive, conv_step, short_conv, silu
+
+__all__ = ["ACTIVATIONS", "conv_naive", "conv_step", "short_conv", "silu"]
