@@ -36,7 +36,7 @@ from kda_core.studies import context_parallel as study  # noqa: E402
 
 
 def inputs(T: int, H: int, K: int, dtype) -> list[np.ndarray]:
-    from kda_core.studies.chunk_scan import random_inputs
+    from kda_core.studies.kda_inputs import random_inputs
 
     x = random_inputs(min(T, 4096), H=H, K=K, V=K, seed=0)  # tiled: the study caps T at 4096
     reps = -(-T // x.q.shape[0])
