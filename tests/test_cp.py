@@ -313,3 +313,11 @@ def test_varlen_conv_segments_shorter_than_the_window(rng):
     y1, n1 = cp.short_conv_cp(x, w, ranks=7, window=win0)  # no cu_seqlens: one document
     y0, n0 = conv.short_conv(x, w, win0)
     assert np.array_equal(y1, y0) and np.array_equal(n1, n0)
+
+
+def test_contract_facade_is_the_real_cp():
+    # DESIGN.md fixes kda_core.cp.context_parallel; the code lives in kda_core.kda.cp
+    import kda_core.cp as facade
+
+    assert facade.context_parallel is cp.context_parallel
+    assert facade.short_conv_cp_varlen is cp.short_conv_cp_varlen and facade.SCANS == cp.SCANS
