@@ -3,8 +3,6 @@ threads it picks."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from kda_testdata import kda_inputs
@@ -37,11 +35,10 @@ def test_small_inputs_stay_on_one_thread(monkeypatch):
     assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS)) == 4
     # never more groups than heads
     assert len(chunkwise._head_groups(2, chunkwise._THREAD_ELEMENTS)) == 2
-    default = min(2, os.cpu_count() or 1)  # both cores of the lab machine, never more than 2
     monkeypatch.setenv("KDA_THREADS", "junk")
-    assert chunkwise._threads() == default
+    assert chunkwise._threads() == 1  # threads are opt-in
     monkeypatch.delenv("KDA_THREADS")
-    assert chunkwise._threads() == default
+    assert chunkwise._threads() == 1
     monkeypatch.setenv("KDA_THREADS", "1")
     assert chunkwise._threads() == 1
 

@@ -2,8 +2,8 @@
 
 Tokens go in slabs of whole chunks: `intra` computes every state-independent quantity of a slab
 at once, then `_scan` carries the state across its chunks with four small matmuls each while
-the slab is still in cache. Large inputs split their heads over threads (default min(2,
-cores)); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
+the slab is still in cache. Large inputs split their heads over KDA_THREADS threads (opt-in,
+default 1); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
 the V-first state layout. Design, measurements and sources: docs/kda.md.
 """
 
@@ -27,7 +27,7 @@ _SLAB_BYTES = 1 << 20
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
 # above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# sets the count (default min(2, cores); see _threads).
+# sets the count (default 1, the single-thread path; see _threads).
 _THREAD_ELEMENTS = 1 << 18
 
 
@@ -122,13 +122,14 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
 
 
 def _threads() -> int:
-    """KDA_THREADS if set (1-64), else min(2, cores). Two threads measured 1.6x one thread's
-    fraction of the 2-thread GEMM peak in one run (bench_kda --quick, load 1.4); only inputs
-    above _THREAD_ELEMENTS use them, so tests and small calls stay on the calling thread."""
+    """KDA_THREADS if set (1-64), else 1. Opt-in: side by side in one run (bench_kda --quick),
+    two threads beat one at load 1.4 (26.5% vs 16.5% of the GEMM peak) but lost every round at
+    load 3.2 (27.6-31.9% vs 32.4-48.3%), and a default that read the load would make a run
+    depend on the machine."""
     env = os.environ.get("KDA_THREADS", "")
     if env.strip().isdigit() and int(env) >= 1:
         return min(int(env), 64)
-    return min(2, os.cpu_count() or 1)
+    return 1
 
 
 def _head_groups(H: int, elements: int) -> list[slice]:
