@@ -31,12 +31,12 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kda_core import cp  # noqa: E402
+from kda_core.kda import cp  # noqa: E402
 from kda_core.studies import context_parallel as study  # noqa: E402
 
 
 def inputs(T: int, H: int, K: int, dtype) -> list[np.ndarray]:
-    from kda_core.studies.chunk_scan import random_inputs
+    from kda_core.studies.kda_inputs import random_inputs
 
     x = random_inputs(min(T, 4096), H=H, K=K, V=K, seed=0)  # tiled: the study caps T at 4096
     reps = -(-T // x.q.shape[0])
@@ -102,7 +102,7 @@ def main() -> None:
     try:
         import torch.distributed  # noqa: F401
 
-        from kda_core.cp_gloo import GlooGroup
+        from kda_core.kda.cp_gloo import GlooGroup
     except ImportError as e:
         print(f"bench_cp: skipped, real ranks need torch ({e})")
         return

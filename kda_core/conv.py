@@ -1,80 +1,8 @@
-"""Short causal depthwise convolution with a carried window (fla `ShortConvolution`).
-
-    y_t[d] = act( sum_{i=0}^{W-1} w[d, i] * x_{t-W+1+i}[d] )
-
-x [T, D] are raw projections (pre-conv, pre-activation); w [D, W] (the last column multiplies the
-current token); the window [W-1, D] holds the last W-1 raw inputs, oldest first (zeros before the
-sequence starts). The window plus the recurrent state fully determine a KDA layer's continuation.
-
-Left out: a bias (KDA uses none) and fla's [N, D, W] cache layout with its dead oldest slot: the
-window here is vLLM's W-1 rows.
+"""Contract facade (DESIGN.md): ``kda_core.conv.short_conv(x, w, window=None, activation="silu")
+-> (y, new_window)``, the short causal depthwise conv with a carried window. It lives in
+`kda_core.kda.conv`; code inside the project imports it from there.
 """
 
-from __future__ import annotations
+from kda_core.kda.conv import ACTIVATIONS, conv_naive, conv_step, short_conv, silu
 
-import numpy as np
-
-ACTIVATIONS = ("silu", "identity")
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    # x * sigmoid(x), written with tanh so large |x| cannot overflow exp
-    return x * (0.5 * (1.0 + np.tanh(0.5 * x)))
-
-
-def _check(x, w, window, activation):
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] < 1:
-        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
-    D, W = w.shape
-    if x.ndim != 2 or x.shape[1] != D:
-        raise ValueError(f"x must have shape [T, D] with D={D}, got {x.shape}")
-    if window is None:
-        window = np.zeros((W - 1, D))
-    else:
-        window = np.asarray(window, dtype=np.float64)
-        if window.shape != (W - 1, D):
-            raise ValueError(f"window must have shape [W-1, D] = {(W - 1, D)}, got {window.shape}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    for name, arr in (("x", x), ("w", w), ("window", window)):
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return x, w, window
-
-
-def short_conv(x, w, window=None, activation: str = "silu") -> tuple[np.ndarray, np.ndarray]:
-    """Whole-sequence causal conv. Returns (y [T, D], new_window [W-1, D])."""
-    x, w, window = _check(x, w, window, activation)
-    W = w.shape[1]
-    T = x.shape[0]
-    full = np.concatenate([window, x], axis=0)  # [W-1+T, D]
-    y = np.zeros_like(x)
-    for i in range(W):  # W shifted multiply-adds instead of a per-token loop
-        y += full[i : i + T] * w[:, i]
-    if activation == "silu":
-        y = silu(y)
-    return y, full[T:].copy()
-
-
-def conv_step(x, w, window, activation: str = "silu") -> tuple[np.ndarray, np.ndarray]:
-    """One token: x [D], window [W-1, D] -> (y [D], new window). The decode path."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"x must have shape [D], got {x.shape}")
-    y, new_window = short_conv(x[None], w, window, activation)
-    return y[0], new_window
-
-
-def conv_naive(x, w, window=None, activation: str = "silu") -> tuple[np.ndarray, np.ndarray]:
-    """Token-by-token twin of `short_conv`: roll the window, dot with w (fla's decode kernel)."""
-    x, w, window = _check(x, w, window, activation)
-    buf = np.concatenate([np.zeros((1, w.shape[0])), window], axis=0)  # [W, D], dead slot 0
-    y = np.empty_like(x)
-    for t in range(x.shape[0]):
-        buf = np.roll(buf, -1, axis=0)
-        buf[-1] = x[t]
-        acc = np.sum(buf * w.T, axis=0)
-        y[t] = silu(acc) if activation == "silu" else acc
-    return y, buf[1:].copy()
+__all__ = ["ACTIVATIONS", "conv_naive", "conv_step", "short_conv", "silu"]

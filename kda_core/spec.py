@@ -44,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core import kda, sizing
-from kda_core.conv import short_conv
+from kda_core.kda.conv import short_conv
 from kda_core.model import (
     MAX_TOKENS,
     VOCAB,

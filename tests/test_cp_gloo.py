@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kda_testdata import kda_inputs
+from test_cp import VARLEN_CU, conv_kda_layer, layer_inputs
 
-from kda_core import conv, cp, kda
+from kda_core import kda
+from kda_core.kda import conv, cp
 
 pytest.importorskip("torch.distributed", reason="real ranks need torch (CI installs torch==2.13.0)")
-from kda_core.cp_gloo import GlooGroup  # noqa: E402
+from kda_core.kda.cp_gloo import GlooGroup  # noqa: E402
 
 P = 3
 
@@ -80,6 +82,23 @@ def test_gloo_conv_halo(group):
     y_ref, n_ref = conv.short_conv(x, w, win)
     y, n = cp.short_conv_cp(x, w, ranks=P, window=win, group=group)
     assert np.allclose(y, y_ref, rtol=0, atol=1e-14) and np.array_equal(n, n_ref)
+
+
+@pytest.mark.parametrize("cu", [VARLEN_CU, [0, 5, 38, 42, 120]])
+def test_gloo_varlen_conv_and_scan_equal_each_document_alone(group, cu):
+    """The conv halo over real ranks resets at document starts too. Bounds (0, 40, 80, 120):
+    with VARLEN_CU rank 1 starts a document (no halo is sent to it) and rank 2 starts inside
+    [61, 120); with the second split rank 1 starts inside [38, 42), 2 rows old (a zero row
+    pads its halo)."""
+    H, K = 2, 4
+    x, w, win0, g, beta, S0 = layer_inputs(np.random.default_rng(12), 120, len(cu) - 1, H, K)
+    y, wins, o, S = conv_kda_layer(x, w, win0, g, beta, S0, cu, H, K, P=P, group=group)
+    y_ref, wins_ref, o_ref, S_ref = conv_kda_layer(x, w, win0, g, beta, S0, cu, H, K)
+    assert np.array_equal(y, y_ref) and np.array_equal(wins, wins_ref)
+    assert rel(o, o_ref) <= 1e-10 and rel(S, S_ref) <= 1e-10
+    res = group.run_conv(x, w, win0, "silu", cp.make_plan(120, P, cu))
+    halo = [r["bytes_sent"] for r in res]
+    assert halo == ([0, win0.nbytes, 0] if cu == VARLEN_CU else [win0.nbytes, win0.nbytes, 0])
 
 
 def test_group_size_must_match(group, rng):

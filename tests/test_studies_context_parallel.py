@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from kda_core import cp, kda, sizing
+from kda_core import kda, sizing
+from kda_core.kda import cp
 from kda_core.studies import context_parallel as cps
-from kda_core.studies.chunk_scan import random_inputs
+from kda_core.studies.kda_inputs import random_inputs
 
 
 def test_demo_is_exact_and_hands_on_the_true_states():

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kda_core import kda, varlen
-from kda_core.conv import short_conv
+from kda_core import kda
+from kda_core.kda import varlen
+from kda_core.kda.conv import short_conv
 from tests.kda_testdata import kda_inputs
 
 H, K, V = 3, 8, 6

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kda_core import kda
-from kda_core.conv import short_conv, silu
+from kda_core.kda.conv import short_conv, silu
 from kda_core.model import weights as weights_file
 from kda_core.model.functional import rmsnorm, sigmoid
 from kda_core.model.params import (

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core import kda, varlen
+from kda_core import kda
+from kda_core.kda import varlen
 from kda_core.model import (
     MAX_TOKENS,
     KDALayerState,

@@ -28,7 +28,6 @@ Left out: float32 / bf16 kernels' rounding, GPU timings, and the MLA side.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import time
@@ -38,103 +37,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import kda
-from kda_core.model import TinyHybrid, encode
+from kda_core._checks import check_int, rel_error
+from kda_core.studies.chunk_cost import Cost, cost
+from kda_core.studies.kda_inputs import (  # the limits are chunk_scan's too (app, tests)
+    MAX_DIM,  # noqa: F401
+    MAX_HEADS,  # noqa: F401
+    MAX_T,
+    Inputs,
+    _check_grid,
+    _slice,
+    model_inputs,
+    random_inputs,
+)
 
-MAX_T = 4096
-MAX_HEADS = 16
-MAX_DIM = 128
-MAX_GRID = 12  # values per axis of a grid
-MAX_COST_T = 1 << 24
 MAX_SEGMENTS = 5
 MAX_REPEATS = 10
 LETTERS = "ABCDE"
-
-
-# ---------------------------------------------------------------------------------------------
-# validation and inputs
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
-
-
-def _check_grid(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
-    if not 1 <= len(values) <= MAX_GRID:
-        raise ValueError(f"{name} must hold 1..{MAX_GRID} values, got {len(values)}")
-    return tuple(_check_int(name, v, lo, hi) for v in values)
-
-
-@dataclass(slots=True)
-class Inputs:
-    """One sequence of KDA inputs: q, k, g [T, H, K]; v [T, H, V]; beta [T, H]; S0 [H, K, V]."""
-
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    g: np.ndarray
-    beta: np.ndarray
-    S0: np.ndarray
-    source: str
-
-
-def random_inputs(T: int, H: int = 2, K: int = 32, V: int = 32, seed: int = 0) -> Inputs:
-    """Seeded inputs: L2-normalised q, k; K3's lower-bound gate (-5) with fla's dt_bias init
-    (dt = exp(U[log 1e-3, log 1e-1]) per key channel, dt_bias = inverse softplus of dt, so
-    channels range from slow (alpha ~ 0.995) to fast (alpha ~ 0.6)); beta = sigmoid(randn);
-    S0 ~ randn."""
-    T = _check_int("T", T, 1, MAX_T)
-    H = _check_int("H", H, 1, MAX_HEADS)
-    K = _check_int("K", K, 1, MAX_DIM)
-    V = _check_int("V", V, 1, MAX_DIM)
-    seed = _check_int("seed", seed, 0, 2**32 - 1)
-    rng = np.random.default_rng(seed)
-    q = kda.l2norm(rng.random((T, H, K)))
-    k = kda.l2norm(rng.random((T, H, K)))
-    v = rng.standard_normal((T, H, V))
-    beta = 1.0 / (1.0 + np.exp(-rng.standard_normal((T, H))))
-    S0 = rng.standard_normal((H, K, V))
-    dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), H * K))
-    dt_bias = dt + np.log(-np.expm1(-dt))  # softplus(dt_bias) = dt
-    g = kda.lowerbound_gate(rng.standard_normal((T, H, K)), dt_bias, -5.0)
-    return Inputs(q, k, v, g, beta, S0, f"random (seed {seed})")
-
-
-def model_inputs(text: str, T: int | None = None) -> Inputs:
-    """TinyHybrid's first KDA layer on the first T bytes of ``text`` (all of it if None), S0 = 0:
-    the q, k, v, g, beta that layer really consumes (H = 4, K = V = 32)."""
-    if not isinstance(text, str) or not text:
-        raise ValueError(f"text must be a non-empty str of at most {MAX_T} UTF-8 bytes")
-    tokens = encode(text)
-    if len(tokens) > MAX_T:
-        raise ValueError(f"text must encode to at most {MAX_T} bytes, got {len(tokens)}")
-    T = len(tokens) if T is None else _check_int("T", T, 1, len(tokens))
-    m = _model()
-    h = m.norm1(0, m.embed[tokens[:T]])
-    window = np.zeros((m.config.conv_size - 1, 3 * m.config.n_heads * m.config.head_dim))
-    f = m.kda_features(0, h, window)
-    H, K = m.config.n_heads, m.config.head_dim
-    return Inputs(f.q, f.k, f.v, f.g, f.beta, np.zeros((H, K, K)), "TinyHybrid layer 0")
-
-
-@functools.lru_cache(maxsize=1)
-def _model() -> TinyHybrid:
-    return TinyHybrid()
-
-
-def _slice(x: Inputs, T: int) -> Inputs:
-    return Inputs(x.q[:T], x.k[:T], x.v[:T], x.g[:T], x.beta[:T], x.S0, x.source)
-
-
-def _rel(a: np.ndarray, ref: np.ndarray) -> float:
-    n = float(np.linalg.norm(ref))
-    return float(np.linalg.norm(a - ref)) / n if n > 0 else float(np.linalg.norm(a - ref))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,8 +102,8 @@ def agreement(
             o, S = kda.chunked(*args, initial_state=y.S0, chunk_size=C)
             o_abs[i, j] = np.abs(o - o_ref).max()
             S_abs[i, j] = np.abs(S - S_ref).max()
-            o_rel[i, j] = _rel(o, o_ref)
-            S_rel[i, j] = _rel(S, S_ref)
+            o_rel[i, j] = rel_error(o, o_ref)
+            S_rel[i, j] = rel_error(S, S_ref)
     return Agreement(x.source, np.array(Ts), np.array(Cs), o_abs, o_rel, S_abs, S_rel)
 
 
@@ -224,7 +142,7 @@ def timing(
     """Time both forms at modest sizes (T <= 4096, H <= 16, K, V <= 128)."""
     Ts = _check_grid("T_values", T_values, 1, MAX_T)
     Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
-    repeats = _check_int("repeats", repeats, 1, MAX_REPEATS)
+    repeats = check_int("repeats", repeats, 1, MAX_REPEATS)
     x = random_inputs(max(Ts), H, K, V, seed)
     rec = np.zeros(len(Ts))
     chk = np.zeros((len(Ts), len(Cs)))
@@ -242,57 +160,6 @@ def timing(
     return Timing(
         np.array(Ts), np.array(Cs), int(H), int(K), int(V), repeats, rec, chk, rec[:, None] / chk
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# what chunking buys (deterministic arithmetic)
-
-
-def recurrent_flops(T: int, H: int, K: int, V: int) -> int:
-    """Matmul-like FLOPs of the token recurrence (2 per multiply-add): S^T k, the rank-1 write
-    and the read-out, 2 K V each per token and head (the K V decay multiply is not counted,
-    as `kda.chunked_flops` does not count elementwise work)."""
-    return 6 * T * H * K * V
-
-
-@dataclass(slots=True)
-class Cost:
-    """Per layer and sequence: ``T_values [nT]`` x ``chunk_sizes [nC]``. ``recurrent_steps [nT]``
-    = T; ``chunked_steps [nT, nC]`` = ceil(T / C); ``recurrent_flops [nT]``; ``chunked_flops
-    [nT, nC]``; ``flops_ratio`` = chunked / recurrent; ``steps_ratio`` = T / ceil(T / C)."""
-
-    H: int
-    K: int
-    V: int
-    T_values: np.ndarray
-    chunk_sizes: np.ndarray
-    recurrent_steps: np.ndarray
-    chunked_steps: np.ndarray
-    recurrent_flops: np.ndarray
-    chunked_flops: np.ndarray
-    flops_ratio: np.ndarray
-    steps_ratio: np.ndarray
-
-
-def cost(
-    T_values: Sequence[int] = (1024, 8192, 65536),
-    chunk_sizes: Sequence[int] = (16, 32, 64, 128),
-    H: int = 96,
-    K: int = 128,
-    V: int = 128,
-) -> Cost:
-    """Sequential steps and FLOPs of both forms; defaults: one Kimi K3 KDA layer (96 heads of
-    128 x 128) on one GPU without TP."""
-    Ts = _check_grid("T_values", T_values, 1, MAX_COST_T)
-    Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
-    H = _check_int("H", H, 1, 4096)
-    K = _check_int("K", K, 1, 1024)
-    V = _check_int("V", V, 1, 1024)
-    rs = np.array(Ts, dtype=np.int64)
-    cs = np.array([[-(-T // min(C, T)) for C in Cs] for T in Ts], dtype=np.int64)
-    rf = np.array([recurrent_flops(T, H, K, V) for T in Ts], dtype=np.int64)
-    cf = np.array([[kda.chunked_flops(T, H, K, V, C) for C in Cs] for T in Ts], dtype=np.int64)
-    return Cost(H, K, V, rs, np.array(Cs), rs, cs, rf, cf, cf / rf[:, None], rs[:, None] / cs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +243,7 @@ def composition(
         raise ValueError(f"lengths must be a sequence of 2..{MAX_SEGMENTS} segment lengths")
     if not 2 <= len(lengths) <= MAX_SEGMENTS:
         raise ValueError(f"lengths must hold 2..{MAX_SEGMENTS} segments, got {len(lengths)}")
-    lens = tuple(_check_int("lengths", n, 1, 1024) for n in lengths)
+    lens = tuple(check_int("lengths", n, 1, 1024) for n in lengths)
     T = sum(lens)
     if T > MAX_T:
         raise ValueError(f"lengths must sum to at most {MAX_T}, got {T}")
@@ -387,7 +254,7 @@ def composition(
         if x.q.shape[0] < T:
             raise ValueError(f"lengths must sum to <= the text's {x.q.shape[0]} bytes, got {T}")
         x = _slice(x, T)
-    head = _check_int("head", head, 0, x.q.shape[1] - 1)
+    head = check_int("head", head, 0, x.q.shape[1] - 1)
     names = tuple(LETTERS[: len(lens)])
     edges = np.concatenate([[0], np.cumsum(lens)])
     maps = [
@@ -397,38 +264,9 @@ def composition(
     _, S_ref = kda.recurrent(x.q, x.k, x.v, x.g, x.beta, initial_state=x.S0)
 
     left = _fold(maps)
-    n = len(maps)
-    groupings = {  # with two segments the left and right folds are the same grouping
-        "(" * (n - 2) + "->".join(names[:2]) + "".join(f")->{c}" for c in names[2:]): left
-    }
-    right = "".join(f"{c}->(" for c in names[:-2]) + "->".join(names[-2:]) + ")" * (n - 2)
-    groupings.setdefault(right, _fold_right(maps))
-    groupings["pairwise tree (parallel scan)"] = _tree(maps)
-    groupings["closed form of the whole span"] = kda.segment_map(x.k, x.v, x.g, x.beta)
-    groupings["token by token"] = kda.segment_map_naive(x.k, x.v, x.g, x.beta)
-    gl = tuple(groupings)
-    gM = np.array([np.abs(m.M - left.M).max() for m in groupings.values()])
-    gb = np.array([np.abs(m.b - left.b).max() for m in groupings.values()])
-    gS = np.array([np.abs(m.apply(x.S0) - S_ref).max() for m in groupings.values()])
-
-    perms = list(itertools.permutations(range(n)))
-    swap = tuple(range(n - 2)) + (n - 1, n - 2)
-    perms.remove(swap)
-    perms.insert(1, swap)  # true order first, then the last two swapped
-    composed = [_fold([maps[i] for i in p]) for p in perms]
-    ol = tuple(_arrows([names[i] for i in p]) for p in perms)
-    oM = np.array([np.abs(m.M - left.M).max() for m in composed])
-    ob = np.array([np.abs(m.b - left.b).max() for m in composed])
-    oS = np.array([_rel(m.apply(x.S0), S_ref) for m in composed])
-
-    bd = np.zeros(n)
-    for i in range(n):
-        T_i = int(edges[i + 1])
-        _, S_i = kda.recurrent(
-            x.q[:T_i], x.k[:T_i], x.v[:T_i], x.g[:T_i], x.beta[:T_i], initial_state=x.S0
-        )
-        bd[i] = np.abs(_fold(maps[: i + 1]).apply(x.S0) - S_i).max()
-
+    gl, gM, gb, gS = _groupings(maps, names, x, left, S_ref)
+    ol, oM, ob, oS, composed = _orders(maps, names, x, left, S_ref)
+    bd = _boundaries(maps, edges, x)
     return Composition(
         source=x.source,
         head=head,
@@ -449,6 +287,52 @@ def composition(
         b_true=left.b[head].copy(),
         b_swapped=composed[1].b[head].copy(),
     )
+
+
+def _groupings(maps, names, x: Inputs, left: kda.AffineMap, S_ref: np.ndarray):
+    """Labels and max-abs differences (M, b vs the left fold; map(S0) vs the true state)."""
+    n = len(maps)
+    groupings = {  # with two segments the left and right folds are the same grouping
+        "(" * (n - 2) + "->".join(names[:2]) + "".join(f")->{c}" for c in names[2:]): left
+    }
+    right = "".join(f"{c}->(" for c in names[:-2]) + "->".join(names[-2:]) + ")" * (n - 2)
+    groupings.setdefault(right, _fold_right(maps))
+    groupings["pairwise tree (parallel scan)"] = _tree(maps)
+    groupings["closed form of the whole span"] = kda.segment_map(x.k, x.v, x.g, x.beta)
+    groupings["token by token"] = kda.segment_map_naive(x.k, x.v, x.g, x.beta)
+    gl = tuple(groupings)
+    gM = np.array([np.abs(m.M - left.M).max() for m in groupings.values()])
+    gb = np.array([np.abs(m.b - left.b).max() for m in groupings.values()])
+    gS = np.array([np.abs(m.apply(x.S0) - S_ref).max() for m in groupings.values()])
+    return gl, gM, gb, gS
+
+
+def _orders(maps, names, x: Inputs, left: kda.AffineMap, S_ref: np.ndarray):
+    """Every order of the segments, the true one first and the last two swapped second."""
+    n = len(maps)
+    perms = list(itertools.permutations(range(n)))
+    swap = tuple(range(n - 2)) + (n - 1, n - 2)
+    perms.remove(swap)
+    perms.insert(1, swap)  # true order first, then the last two swapped
+    composed = [_fold([maps[i] for i in p]) for p in perms]
+    ol = tuple(_arrows([names[i] for i in p]) for p in perms)
+    oM = np.array([np.abs(m.M - left.M).max() for m in composed])
+    ob = np.array([np.abs(m.b - left.b).max() for m in composed])
+    oS = np.array([rel_error(m.apply(x.S0), S_ref) for m in composed])
+    return ol, oM, ob, oS, composed
+
+
+def _boundaries(maps, edges: np.ndarray, x: Inputs) -> np.ndarray:
+    """|prefix composition(S0) - recurrent state| at every segment boundary."""
+    n = len(maps)
+    bd = np.zeros(n)
+    for i in range(n):
+        T_i = int(edges[i + 1])
+        _, S_i = kda.recurrent(
+            x.q[:T_i], x.k[:T_i], x.v[:T_i], x.g[:T_i], x.beta[:T_i], initial_state=x.S0
+        )
+        bd[i] = np.abs(_fold(maps[: i + 1]).apply(x.S0) - S_i).max()
+    return bd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +359,7 @@ def chunk_scan_study(
 
     Without timing this takes ~0.2 s; ``measure_time=True`` adds `timing()` (~0.5-1 s, wall
     clock, not deterministic: the figure scripts should leave it off or draw `cost`)."""
-    C = _check_int("chunk_size", chunk_size, 1, 1024)
+    C = check_int("chunk_size", chunk_size, 1, 1024)
     grid = tuple(sorted({1, 8, 16, 32, 64, 128, C}))
     if text is None:
         ag = agreement(chunk_sizes=grid, seed=seed)

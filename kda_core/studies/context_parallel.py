@@ -27,18 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import cp, kda, sizing
-from kda_core.studies.chunk_scan import random_inputs
+from kda_core import kda, sizing
+from kda_core._checks import check_int, rel_error
+from kda_core.kda import cp
+from kda_core.studies.kda_inputs import random_inputs
 
 MAX_T = 4096
 MAX_P = 16
 MAX_DOCS = 8
 MAX_MODEL_P = 1024
 MAX_MODEL_T = 1 << 24
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    return cp._check_int(name, value, lo, hi)
 
 
 def mla_layer_bytes_per_token(model: str = "kimi-k3", dtype: str = "bfloat16") -> int:
@@ -97,15 +95,15 @@ def demo(
 ) -> Demo:
     """Run ``P`` in-process ranks on seeded inputs (float64). ``docs``: document lengths summing
     to T (packed varlen, each document with its own random initial state); None = one."""
-    T = _check_int("T", T, 1, MAX_T)
-    P = _check_int("P", P, 1, min(MAX_P, T))
+    T = check_int("T", T, 1, MAX_T)
+    P = check_int("P", P, 1, min(MAX_P, T))
     if scan not in cp.SCANS:
         raise ValueError(f"scan must be one of {cp.SCANS}, got {scan!r}")
     x = random_inputs(T, H=H, K=K, V=V, seed=seed)
     if docs is None:
         cu = np.array([0, T])
     else:
-        lens = [_check_int("document length", d, 1, T) for d in docs]
+        lens = [check_int("document length", d, 1, T) for d in docs]
         if not 1 <= len(lens) <= MAX_DOCS or sum(lens) != T:
             raise ValueError(f"docs must be 1..{MAX_DOCS} lengths summing to T={T}, got {lens}")
         cu = np.concatenate([[0], np.cumsum(lens)])
@@ -132,9 +130,9 @@ def demo(
         msg_kind=np.array([m.kind for m in msgs], dtype=object),
         msg_bytes=np.array([cp.message_bytes(m.kind, H, K, V, 8) for m in msgs], int),
         S_in=S_in, S_true=S_true,
-        o_rel=np.array([_rel(o[b[r]: b[r + 1]], o_ref[b[r]: b[r + 1]]) for r in range(P)]),
-        S_final_rel=_rel(np.stack([finals[d] for d in range(n)]), S_ref),
-        S_in_rel=np.array([_rel(S_in[r], S_true[r]) for r in range(P)]),
+        o_rel=np.array([rel_error(o[b[r]: b[r + 1]], o_ref[b[r]: b[r + 1]]) for r in range(P)]),
+        S_final_rel=rel_error(np.stack([finals[d] for d in range(n)]), S_ref),
+        S_in_rel=np.array([rel_error(S_in[r], S_true[r]) for r in range(P)]),
         bytes_sent=trace.bytes_sent, bytes_other=trace_other.bytes_sent,
         kv_bytes=kv_allgather_bytes(T, P, mla_layer_bytes_per_token()),
         source=f"{x.source}, {n} document{'s' if n > 1 else ''}",
@@ -160,11 +158,6 @@ def _reference(inputs, cu, S0, bounds):
         finals.append(S_d)
     S_true = np.stack([states[t] for t in bounds[:-1]])
     return np.concatenate(o_parts), np.stack(finals), S_true
-
-
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    n = float(np.linalg.norm(b))
-    return float(np.linalg.norm(a - b)) / (n if n > 0 else 1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,8 +257,8 @@ def cost_model(
     """Wall time of one layer over P from ``costs`` (the slowest rank: local pass on its T/P
     tokens, the scan's critical path through the schedule, the finish) and the bytes one rank
     sends at most."""
-    T = _check_int("T", T, 1, MAX_MODEL_T)
-    Ps = np.array([_check_int("P", p, 1, min(MAX_MODEL_P, T)) for p in P_values])
+    T = check_int("T", T, 1, MAX_MODEL_T)
+    Ps = np.array([check_int("P", p, 1, min(MAX_MODEL_P, T)) for p in P_values])
     for name in ("chunked_s_per_token", "local_s_per_token", "bandwidth_Bps"):
         if not getattr(costs, name) > 0:
             raise ValueError(f"costs.{name} must be > 0, got {getattr(costs, name)}")
@@ -299,7 +292,7 @@ def phase_shares(m: CostModel, scan: str) -> dict[str, np.ndarray]:
 
 def crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth") -> int:
     """The context length from which a KV ring all-gather sends more than the scan per rank."""
-    P = _check_int("P", P, 2, MAX_MODEL_P)
+    P = check_int("P", P, 2, MAX_MODEL_P)
     sched = _schedule(scan, P)
     scan_b = int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max())
     per = mla_layer_bytes_per_token() * (P - 1) / P
@@ -323,9 +316,9 @@ def bytes_vs_context(
     P: int = 8, T_values: Sequence[int] | None = None, costs: StepCosts = MEASURED
 ) -> BytesVsContext:
     """Per-rank bytes over the context length: the scan is flat, the KV all-gather grows."""
-    P = _check_int("P", P, 2, MAX_MODEL_P)
+    P = check_int("P", P, 2, MAX_MODEL_P)
     Ts = np.array(
-        [_check_int("T", t, P, MAX_MODEL_T) for t in (T_values or [2**i for i in range(10, 21)])]
+        [check_int("T", t, P, MAX_MODEL_T) for t in (T_values or [2**i for i in range(10, 21)])]
     )
     per = mla_layer_bytes_per_token()
     scan_b = {

@@ -11,8 +11,8 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
   straddles two sequences. The work runs in rounds: round j takes the j-th chunk of every
   sequence (a tail of r < C tokens is its own chunk of about r tokens, so short sequences are
   not padded to C), in groups of about one ``kda.chunked`` slab; the state-independent part
-  (``kda._intra_chunk``) runs on a group's chunks at once and one batched scan step
-  (``_scan_step``, ``kda._scan``'s math with matmuls over (sequence, head)) advances all of
+  (``intra._intra_chunk``) runs on a group's chunks at once and one batched scan step
+  (``_scan_step``, ``chunkwise._scan``'s math with matmuls over (sequence, head)) advances all of
   them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
   256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
   those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from kda_core import kda
-from kda_core.conv import ACTIVATIONS, short_conv, silu
+from kda_core.kda import chunkwise, inputs, intra
+from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
 
 __all__ = [
     "check_cu_seqlens",
@@ -85,7 +86,7 @@ def _states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
 
 
 def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
-    q, k, v, g, beta, _, scale = kda._validate(q, k, v, g, beta, None, scale)
+    q, k, v, g, beta, _, scale = inputs._validate(q, k, v, g, beta, None, scale)
     if q.dtype != np.float64:
         q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
     T, H, K = q.shape
@@ -102,7 +103,7 @@ def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
     """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
     (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
     round pieces are bucketed by their chunk size (a tail of r tokens gets
-    ``kda._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
+    ``inputs._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
     row, rows) per bucket."""
     full = lens // C
     tail = lens % C
@@ -111,7 +112,7 @@ def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
         have = np.flatnonzero(n_pieces > j)
         is_full = full[have] > j
         size = np.where(is_full, C, tail[have])
-        width = np.array([C if f else kda._effective_chunk(C, int(r)) for f, r in
+        width = np.array([C if f else inputs._effective_chunk(C, int(r)) for f, r in
                           zip(is_full, size)])  # fmt: skip
         for Cp in np.unique(width):
             pick = width == Cp
@@ -119,9 +120,9 @@ def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
             yield int(Cp), seqs, starts[seqs] + j * C, size[pick]
 
 
-def _scan_step(it: kda._Intra, S: np.ndarray) -> np.ndarray:
+def _scan_step(it: intra._Intra, S: np.ndarray) -> np.ndarray:
     """One chunk for each of B sequences (``it`` holds one chunk per sequence, S [B, H, K, V]
-    updated in place). The math of ``kda._scan`` for one chunk, with matmuls batched over
+    updated in place). The math of ``chunkwise._scan`` for one chunk, with matmuls batched over
     (sequence, head) on strided views of the token-major intra arrays (no transposed copies):
         R = [kg; Qg] S0,  Vn = Tb (v - kg S0),  O = Qg S0 + Aqk Vn,  S1 = D S0 + Kd^T Vn.
     Returns O [B, H, C, V]."""
@@ -143,12 +144,12 @@ def chunked_varlen(
 
     Equal (to rounding) to ``kda.chunked`` run on each sequence with its own initial state;
     empty sequences (repeated offsets) keep their state."""
-    C = kda._check_chunk_size(chunk_size)
+    C = inputs._check_chunk_size(chunk_size)
     q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
     T, H, K = q.shape
     Vd = v.shape[2]
     lens = np.diff(cu)
-    C = kda._effective_chunk(C, max(int(lens.max()), 1))
+    C = inputs._effective_chunk(C, max(int(lens.max()), 1))
     o = np.empty((T, H, Vd))
     starts, rest = cu[:-1].copy(), lens.copy()
     for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
@@ -164,7 +165,7 @@ def chunked_varlen(
         seqs = idx[seqs]
         # groups of about one kda.chunked slab: intermediates stay in cache between the intra
         # pass and the scan step
-        group = max(1, kda._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
+        group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
         off = np.arange(Cp)
         for g0 in range(0, len(seqs), group):
             gs = slice(g0, g0 + group)
@@ -175,7 +176,7 @@ def chunked_varlen(
             if pad.any():  # zero k, v, g, beta rows leave the state unchanged
                 for x in xs:
                     x[pad] = 0.0
-            it = kda._intra_chunk(*xs, scale, Cp)
+            it = intra._intra_chunk(*xs, scale, Cp)
             Sj = S[seqs[gs]]
             oj = _scan_step(it, Sj)  # [n, H, Cp, V]
             S[seqs[gs]] = Sj
@@ -215,7 +216,7 @@ def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarr
     if S.ndim != 4:
         raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
     B, H, K, Vd = S.shape
-    q, k, v, g, beta, _, scale = kda._validate(
+    q, k, v, g, beta, _, scale = inputs._validate(
         np.reshape(q, (B * H, 1, K)).swapaxes(0, 1), np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
         np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
         np.reshape(beta, (1, B * H)), None, scale,

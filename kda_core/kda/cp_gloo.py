@@ -1,10 +1,10 @@
-"""Real ranks for `kda_core.cp`: P worker processes in one torch.distributed gloo group on CPU.
+"""Real ranks for `kda_core.kda.cp`: P worker processes in one torch.distributed gloo group on CPU.
 
     with GlooGroup(2) as group:
         o, S = cp.context_parallel(q, k, v, g, beta, ranks=2, scan="logdepth", group=group)
 
 The group is started once (spawning and initialising 2-4 processes takes 7-20 s on a 2-core
-machine) and then runs any number of tasks. Workers are ``python -m kda_core.cp_gloo``
+machine) and then runs any number of tasks. Workers are ``python -m kda_core.kda.cp_gloo``
 subprocesses (cwd and PYTHONPATH = the project root) on 127.0.0.1 only: GLOO_SOCKET_IFNAME=lo,
 MASTER_ADDR=127.0.0.1, and a TCPStore that this process opens on a free port the OS picks at run
 time (no fixed ports). Tasks and results travel as pickles over each worker's stdin / stdout
@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kda_core import cp
+from kda_core._checks import check_int
+from kda_core.kda import cp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the project root (kda_core/kda/cp_gloo.py)
 START_TIMEOUT = 180.0  # seconds for all workers to join the group (a loaded 2-core machine)
 TASK_TIMEOUT = 600.0
 COLLECTIVE_TIMEOUT = 300.0
@@ -46,7 +47,7 @@ class GlooGroup:
     def __init__(self, ranks: int, *, timeout: float = START_TIMEOUT) -> None:
         import torch.distributed as dist  # ImportError: the caller skips real ranks
 
-        self.ranks = cp._check_int("ranks", ranks, 1, cp.MAX_RANKS)
+        self.ranks = check_int("ranks", ranks, 1, cp.MAX_RANKS)
         self._store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
         self._logs = Path(tempfile.mkdtemp(prefix="kda-cp-"))
         self._procs: list[subprocess.Popen] = []
@@ -68,7 +69,7 @@ class GlooGroup:
                 )
                 log = open(self._logs / f"rank{r}.log", "wb")  # noqa: SIM115 - closed in close()
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "kda_core.cp_gloo"],
+                    [sys.executable, "-m", "kda_core.kda.cp_gloo"],
                     cwd=ROOT,
                     env=env,
                     stdin=subprocess.PIPE,
@@ -149,14 +150,20 @@ class GlooGroup:
         return self._run(tasks, "context_parallel")
 
     def run_conv(self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str,
-                 bounds) -> list[dict]:  # fmt: skip
-        """The conv halo exchange: each rank receives the W-1 rows before its segment."""
+                 plan: cp.Plan) -> list[dict]:  # fmt: skip
+        """The conv halo exchange over ``plan``'s segments: a rank whose segment starts inside
+        a document receives its predecessor's outgoing window (W-1 rows, all of that document);
+        -> per rank {y, window, finals, bytes_sent}."""
+        opens = [not pieces[0].starts_doc for pieces in plan.pieces] + [False]
         tasks = [
             {
                 "kind": "conv",
-                "x": np.ascontiguousarray(x[bounds[r] : bounds[r + 1]]),
+                "x": np.ascontiguousarray(x[plan.bounds[r] : plan.bounds[r + 1]]),
                 "w": w,
-                "window": window if r == 0 else None,
+                "window": window,
+                "pieces": plan.pieces[r],
+                "recv_halo": opens[r],
+                "send_halo": opens[r + 1],
                 "activation": activation,
             }
             for r in range(self.ranks)
@@ -281,21 +288,17 @@ def _task_plan(dist, task: dict, rank: int, P: int) -> dict:
 
 
 def _task_conv(dist, task: dict, rank: int, P: int) -> dict:
-    from kda_core import conv
-
-    x, w = task["x"], task["w"]
-    W1, D = w.shape[1] - 1, w.shape[0]
-    window = task["window"]
-    sent = 0
-    if rank > 0:  # a segment shorter than W-1 rows passes on part of what it received
-        buf = _tensor(np.empty((W1, D), x.dtype))
+    x, w, window = task["x"], task["w"], task["window"]
+    halo, sent = None, 0
+    if task["recv_halo"]:  # the segment starts inside a document
+        buf = _tensor(np.empty(window.shape, x.dtype))
         dist.recv(buf, rank - 1)
-        window = buf.numpy()
-    y, new_window = conv.short_conv(x, w, window, task["activation"])
-    if rank < P - 1:
-        dist.send(_tensor(new_window), rank + 1)
-        sent = new_window.nbytes
-    return {"y": y, "window": new_window, "bytes_sent": sent}
+        halo = buf.numpy()
+    y, out, finals = cp.conv_pieces(x, w, task["pieces"], halo, window, task["activation"])
+    if task["send_halo"]:
+        dist.send(_tensor(out), rank + 1)
+        sent = out.nbytes
+    return {"y": y, "window": out, "finals": finals, "bytes_sent": sent}
 
 
 def _task_pingpong(dist, task: dict, rank: int, P: int) -> dict:

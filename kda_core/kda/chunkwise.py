@@ -1,0 +1,161 @@
+"""Chunkwise KDA (WY/UT transform, fla `chunk_kda`): `chunked` and its FLOP yardstick.
+
+Tokens go in slabs of whole chunks: `intra` computes every state-independent quantity of a slab
+at once, then `_scan` carries the state across its chunks with four small matmuls each while
+the slab is still in cache. Large inputs split their heads over KDA_THREADS threads (opt-in,
+default 1); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
+the V-first state layout. Design, measurements and sources: docs/kda.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from kda_core.kda.inputs import _check_chunk_size, _effective_chunk, _validate
+from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
+
+# `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
+# [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
+# and the scan (1 MiB measured best on a 2 MiB-L2 machine, ~1.3x faster than one slab).
+_SLAB_BYTES = 1 << 20
+
+# Heads are independent, so `chunked` hands groups of heads to a few threads (numpy releases the
+# GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
+# single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
+# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
+# sets the count (default 1, the single-thread path; see _threads).
+_THREAD_ELEMENTS = 1 << 18
+
+
+def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """The sequential part, chunk by chunk (all heads at once), writing o [N, C, H, V] in place.
+
+    Per chunk with incoming state S0, kg = k exp(Gam) and Qg = scale q exp(Gam):
+        Vn = Tb (v - kg S0)            pseudo-values: each token's actual rank-1 write
+        O  = Qg S0 + Aqk Vn
+        S1 = Diag(exp(gam)) S0 + Kd^T Vn
+    Applying Tb here (C x C x V) instead of forming Wm = Tb kg and U = Tb v up front saves one
+    C x C x K product per chunk. Buffers are reused and products written in place: this loop
+    is about half the run time, nearly all of it in BLAS (see _GEMM_MNK for the row blocks).
+    """
+    N, C2, H, K = it.KQ.shape
+    C = C2 // 2
+    V = S.shape[-1]
+    rq = _block_rows(C2, K * V)  # rows per block of kq S
+    rk = _block_rows(K, C * V)  # state rows per block of Kd^T Vn
+    R = np.empty((H, C2 // rq, rq, V), S.dtype)
+    Rf = R.reshape(H, C2, V)
+    Y = np.empty((H, C, V), S.dtype)
+    Vn = np.empty((H, C, V), S.dtype)
+    KV = np.empty((H, K // rk, rk, V), S.dtype)
+    for n in range(N):
+        kq = np.swapaxes(it.KQ[n], 0, 1).reshape(H, C2 // rq, rq, K)
+        np.matmul(kq, S[:, None], out=R)  # kg S0 and Qg S0 in one product
+        np.subtract(np.swapaxes(it.V[n], 0, 1), Rf[:, :C], out=Y)
+        np.matmul(it.Tb[n], Y, out=Vn)
+        on = np.swapaxes(o[n], 0, 1)  # [H, C, V] view of the output rows
+        np.matmul(it.Aqk[n], Vn, out=on)
+        on += Rf[:, C:]
+        kd = it.Kd[n].transpose(1, 2, 0).reshape(H, K // rk, rk, C)  # Kd^T
+        np.matmul(kd, Vn[:, None], out=KV)
+        S *= it.decay[n][:, :, None]
+        S += KV.reshape(H, K, V)
+    return S
+
+
+def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
+    """Chunkwise KDA (WY/UT transform, fla `chunk_kda`). Any T; the last chunk may be ragged.
+
+    Tokens are processed in slabs of whole chunks: everything independent of the incoming state
+    is computed for all chunks of a slab in one batched pass (`_intra_chunk`), then `_scan`
+    carries the state across them with four matmuls per chunk while the slab is still in cache.
+    Intermediates scale with the slab, not with T; only the output o is [T, H, V]. Large inputs
+    split their heads over a few threads (see _THREAD_ELEMENTS); every head's arithmetic is the
+    same either way.
+    """
+    C = _check_chunk_size(chunk_size)
+    q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
+    T, H, K = q.shape
+    V = v.shape[2]
+    C = _effective_chunk(C, T)
+    N = -(-T // C)
+    o = np.empty((N, C, H, V), S.dtype)
+    S = S.copy()
+    groups = _head_groups(H, T * H * max(K, V))
+    if len(groups) == 1:
+        _chunked_heads(q, k, v, g, beta, scale, C, S, o)
+    else:
+        pool = _pool(len(groups))
+        jobs = [
+            pool.submit(
+                _chunked_heads,
+                q[:, h],
+                k[:, h],
+                v[:, h],
+                g[:, h],
+                beta[:, h],
+                scale,
+                C,
+                S[h],
+                o[:, :, h],
+            )
+            for h in groups
+        ]
+        for job in jobs:
+            job.result()  # re-raises a worker's exception
+    return o.reshape(N * C, H, -1)[:T], S
+
+
+def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.ndarray) -> None:
+    """The slab pipeline on (a group of) heads: S [h, K, V] and o [N, C, h, V] are written in
+    place (views of the caller's arrays)."""
+    T, H, K = q.shape
+    rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
+    for t0 in range(0, T, rows):
+        t = slice(t0, t0 + rows)
+        it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
+        _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
+
+
+def _threads() -> int:
+    """KDA_THREADS if set (1-64), else 1. Opt-in: side by side in one run (bench_kda --quick),
+    two threads beat one at load 1.4 (26.5% vs 16.5% of the GEMM peak) but lost every round at
+    load 3.2 (27.6-31.9% vs 32.4-48.3%), and a default that read the load would make a run
+    depend on the machine."""
+    env = os.environ.get("KDA_THREADS", "")
+    if env.strip().isdigit() and int(env) >= 1:
+        return min(int(env), 64)
+    return 1
+
+
+def _head_groups(H: int, elements: int) -> list[slice]:
+    """Contiguous head ranges, one per thread (a single range for small inputs)."""
+    n = min(H, _threads()) if elements >= _THREAD_ELEMENTS else 1
+    edges = [H * i // n for i in range(n + 1)]
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    # keyed by process: a pool inherited through fork has no live threads in the child
+    return _pool_of(os.getpid(), workers)
+
+
+@functools.lru_cache(maxsize=4)
+def _pool_of(pid: int, workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kda-chunked")
+
+
+def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:
+    """Nominal matmul FLOPs (2 per multiply-add) of the chunkwise algorithm, for the
+    fraction-of-peak benchmark: full C x C score blocks, Wm = Tb kg and U = Tb v formed per chunk.
+    `chunked` itself does ~15% less at C=64 (only the lower score blocks; Tb applied once to
+    v - kg S0 in the scan), so this count is the yardstick, not a measurement."""
+    C = _effective_chunk(chunk_size, T)
+    N = -(-T // C)
+    intra = 2 * (2 * C) * C * K + (2 * C**3) // 3 + 2 * C * C * (K + V)  # KK|QK, inverse, WY
+    inter = 3 * (2 * C * K * V) + 2 * C * C * V  # Wm S, Qg S, Kd^T Vn; Aqk Vn
+    return H * N * (intra + inter)

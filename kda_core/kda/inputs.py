@@ -1,0 +1,90 @@
+"""Argument checks shared by every KDA entry point: dtypes, shapes, ranges, chunk sizes.
+
+float32 inputs stay float32 (everything else computes in float64); one read-only pass proves
+the inputs finite. Messages name the argument and the allowed range (tests match on them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_TOKENS = 1 << 20
+MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
+_SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
+
+
+def _as_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    arr = arr.astype(dtype, copy=False)
+    # one read-only pass: a finite sum proves every entry finite; otherwise check exactly
+    # (finite entries can still overflow the sum)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = arr.sum()
+    if not np.isfinite(total) and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return arr
+
+
+def _common_dtype(*arrays: object) -> np.dtype:
+    dt = np.result_type(*[np.asarray(a) for a in arrays if a is not None])
+    return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
+
+
+def _validate(q, k, v, g, beta, initial_state, scale):
+    dtype = _common_dtype(q, k, v, g, beta, initial_state)
+    q, k, v, g, beta = (
+        _as_float(n, x, dtype) for n, x in zip(["q", "k", "v", "g", "beta"], (q, k, v, g, beta))
+    )
+    if q.ndim != 3:
+        raise ValueError(f"q must have shape [T, H, K], got rank {q.ndim}")
+    T, H, K = q.shape
+    if T < 1 or T > MAX_TOKENS:
+        raise ValueError(f"q: T must be in [1, {MAX_TOKENS}], got {T}")
+    if k.shape != (T, H, K):
+        raise ValueError(f"k must have shape [T, H, K] = {(T, H, K)}, got {k.shape}")
+    if v.ndim != 3 or v.shape[:2] != (T, H):
+        raise ValueError(f"v must have shape [T, H, V] with T={T}, H={H}, got {v.shape}")
+    V = v.shape[2]
+    if T * H * max(K, V) > MAX_ELEMENTS:
+        raise ValueError(f"q/v: T*H*max(K, V) must be <= {MAX_ELEMENTS}, got {T * H * max(K, V)}")
+    if g.shape != (T, H, K):
+        raise ValueError(f"g must have shape [T, H, K] = {(T, H, K)}, got {g.shape}")
+    if beta.shape != (T, H):
+        raise ValueError(f"beta must have shape [T, H] = {(T, H)}, got {beta.shape}")
+    if g.max() > 0:
+        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
+    if np.any(beta < 0) or np.any(beta > 2):
+        raise ValueError(f"beta must be in [0, 2], got range [{beta.min():.3g}, {beta.max():.3g}]")
+    if initial_state is None:
+        S0 = np.zeros((H, K, V), dtype)
+    else:
+        S0 = _as_float("initial_state", initial_state, dtype)
+        if S0.shape != (H, K, V):
+            raise ValueError(
+                f"initial_state must have shape [H, K, V] = {(H, K, V)}, got {S0.shape}"
+            )
+    if scale is None:
+        scale = K**-0.5
+    elif (
+        isinstance(scale, (bool, np.bool_))
+        or not isinstance(scale, (int, float, np.integer, np.floating))
+        or not np.isfinite(scale)
+    ):
+        raise ValueError(f"scale must be a finite real number, got {scale!r}")
+    return q, k, v, g, beta, S0, float(scale)
+
+
+def _effective_chunk(C: int, T: int) -> int:
+    """min(C, T), rounded up to whole sub-chunks of 16 (results do not depend on C)."""
+    C = min(C, T)
+    return C if C <= _SUB else -(-C // _SUB) * _SUB
+
+
+def _check_chunk_size(chunk_size: int) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    if chunk_size < 1 or chunk_size > 1024:
+        raise ValueError(f"chunk_size must be in [1, 1024], got {chunk_size}")
+    return int(chunk_size)
