@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from kda_core import costmodel, sizing
-from kda_core import policy as policy_mod
+from kda_core.cache import policy as policy_mod
 from kda_core.workloads import Trace, bundled_trace
 
 ProgressFn = Callable[[int, int], Any]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kda_core import policy as P
-from kda_core.radix import RadixStateCache
+from kda_core.cache import policy as P
+from kda_core.cache.radix import RadixStateCache
 
 
 def hit(token_match: int, restore_at: int) -> SimpleNamespace:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kda_core.radix import IntegrityError, RadixStateCache, _common_prefix
+from kda_core.cache.radix import IntegrityError, RadixStateCache
+from kda_core.cache.radix.nodes import _common_prefix
 
 
 def _free_log():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from kda_core import costmodel, sim, sizing
-from kda_core import policy as policy_mod
 from kda_core import workloads as W
+from kda_core.cache import policy as policy_mod
 
 GIB = 1 << 30
 

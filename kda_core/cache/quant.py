@@ -1,36 +1,26 @@
 """Compressed recurrent-state checkpoints: INT8 (SGLang's layout), scaled fp8-e4m3, bf16.
 
-A KDA state is `[H, K, V]` (more generally `[..., K, V]`: leading axes such as layers or heads
-are kept). SGLang's INT8 checkpoint store (shared/reference/engines.md §1.11) keeps one scale
-per (head, key channel), the max over V of |x| divided by 127 — key channel because the decay
-Diag(alpha) acts per key channel, so rows of S live on different magnitudes:
+A KDA state is ``[H, K, V]`` (more generally ``[..., K, V]``; leading axes are kept). SGLang's
+INT8 checkpoint store (engines.md §1.11) keeps one scale per (head, key channel), because
+the decay Diag(alpha) acts per key channel:
 
     amax  = max(max_V |x|, 1e-8)          per [..., K]        (granularity "channel")
     scale = amax / 127                    cast to the state dtype *before* dividing
-    q     = clamp(round(x / scale), -127, 127)   int8, round half to even (torch.round)
-    x'    = q * scale
+    q     = clamp(round(x / scale), -127, 127)   int8, round half to even
+    x'    = q * scale                     |x - x'| <= scale / 2 per element
 
-Invariant: |x - x'| <= scale / 2 for every element (up to one ulp of float rounding).
-Coarser granularities share one scale per head ("head": amax over [K, V]) or per tensor
-("tensor": amax over everything); the bound is the same formula with the coarser scale, so a
-coarser granularity never has a smaller bound.
+Coarser granularities share one scale per head ("head") or per tensor ("tensor"). For
+comparison, fp8-e4m3 (OCP E4M3FN, saturating at ±448, with a scale amax / 448) and bf16 (no
+scale) are emulated exactly in numpy (round to nearest even, subnormals included).
 
-For comparison, two float formats emulated exactly in numpy (round to nearest, ties to even,
-onto the representable grid, subnormals included):
+One class, ``QuantizedState``, holds every format. DESIGN.md's contract names the result of
+``quantize_int8`` ``Int8State``: that name lives only in the contract facade
+``kda_core.quant`` (an alias of this class), because an fp8 / bf16 state is not "Int8".
+Format details and the error bounds: docs/pools.md ("Compressed checkpoints").
 
-* fp8-e4m3 (OCP "E4M3FN", torch.float8_e4m3fn): 1 sign, 4 exponent (bias 7), 3 mantissa bits;
-  max 448, min normal 2^-6, min subnormal 2^-9, no infinities. Values beyond ±448 *saturate* to
-  ±448 (the "satfinite" cast quantisation kernels use; a plain torch cast gives NaN). Used with
-  a scale like INT8: scale = amax / 448 at the same granularities. Codes are stored as uint8
-  bit patterns.
-* bf16: 1 sign, 8 exponent (bias 127), 7 mantissa bits; the float32 exponent range, overflow
-  to ±inf as in IEEE rounding. No scale (granularity "none"). Codes are uint16 bit patterns.
-
-Conv windows are not quantized: a checkpoint keeps them at native precision (they are tiny
-and their error would enter every one of the next W-1 tokens' projections directly).
-
-Left out: stochastic rounding, fp8-e5m2, the V-first state layout (the reduction axis would be
-the first of the last two), and quantizing the scales themselves.
+Left out: stochastic rounding, fp8-e5m2, the V-first state layout, quantizing the scales,
+quantizing conv windows (a checkpoint keeps them native: tiny, and their error would enter
+the next W-1 tokens' projections directly).
 """
 
 from __future__ import annotations
@@ -252,9 +242,6 @@ class QuantizedState:
             return np.ldexp(1.0, e - 4) * s
         e = np.maximum(_binade(y), -126)
         return np.ldexp(1.0, e - 8) * s
-
-
-Int8State = QuantizedState  # the name the contract uses for quantize_int8's result
 
 
 def quantize(state: object, fmt: str = "int8", granularity: str | None = None) -> QuantizedState:

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import quant, sizing
+from kda_core import sizing
+from kda_core.cache import quant
 from kda_core.model import ModelState, TinyHybrid, encode
 from kda_core.sizing import GIB, ModelSpec
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import corpus, quant, tokenizer
+from kda_core import corpus, tokenizer
+from kda_core.cache import quant
 from kda_core.model import ModelState, TinyHybrid, encode, next_byte_bits
 from kda_core.studies import int8
 

@@ -18,7 +18,7 @@ import random
 import pytest
 from sglang_cache import RealSGLangCache
 
-from kda_core.radix import RadixStateCache
+from kda_core.cache.radix import RadixStateCache
 
 SEEDS = range(100)
 STEPS = 500

@@ -1,0 +1,8 @@
+"""Contract facade (DESIGN.md): ``kda_core.policy.make(name, **params)`` builds a policy.
+
+The implementation is ``kda_core.cache.policy``; internal code imports it from there.
+"""
+
+from kda_core.cache.policy.registry import make
+
+__all__ = ["make"]
