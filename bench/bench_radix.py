@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kda_core import policy as P
-from kda_core.radix import RadixStateCache
+from kda_core.cache import policy as P
+from kda_core.cache.radix import RadixStateCache
 
 
 def _median_time(fn, reps: int) -> float:

@@ -74,21 +74,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kda_core import policy as policy_mod
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.model import (
-    MAX_TOKENS,
-    TOKENIZER_FINGERPRINT,
-    VOCAB,
-    KDALayerState,
-    ModelState,
-    TinyHybrid,
-    check_tokens,
-    decode,
-    encode,
-)
-from kda_core.pool import (
+from kda_core.cache import policy as policy_mod
+from kda_core.cache.pool import (
     MAX_SLOTS,
     SLOTS_MAX,
     SLOTS_UP_FRONT,
@@ -100,7 +89,18 @@ from kda_core.pool import (
     RequestSlots,
     StateShape,
 )
-from kda_core.radix import RadixStateCache
+from kda_core.cache.radix import RadixStateCache
+from kda_core.model import (
+    MAX_TOKENS,
+    TOKENIZER_FINGERPRINT,
+    VOCAB,
+    KDALayerState,
+    ModelState,
+    TinyHybrid,
+    check_tokens,
+    decode,
+    encode,
+)
 from kda_core.serve.loop import ServeReport, StepRow
 from kda_core.serve.loop import serve as _serve
 from kda_core.serve.pools import SharedBudget, int8_checkpoint_slots, share

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core import policy as pol
+from kda_core.cache import policy as pol
+from kda_core.cache.quant import quantize_int8
 from kda_core.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
 from kda_core.model import KDALayerState, TinyHybrid, encode
-from kda_core.quant import quantize_int8
 
 MODEL = TinyHybrid()
 

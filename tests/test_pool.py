@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.model import KDALayerState
-from kda_core.pool import (
+from kda_core.cache.pool import (
     SLOTS_UP_FRONT,
     ActivePool,
     CheckpointPool,
@@ -14,7 +13,8 @@ from kda_core.pool import (
     PoolError,
     StateShape,
 )
-from kda_core.quant import quantize_int8
+from kda_core.cache.quant import quantize_int8
+from kda_core.model import KDALayerState
 
 SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
 
@@ -215,16 +215,15 @@ def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
     pool.bind(req.active, st)
     first = pp.track(req, 16)
     if strategy == "no_buffer":
-        assert first is None and pp.keep(req) is None
+        assert first is None and pp.valid(req) == []
     else:
-        assert pp.keep(req) == (first, 16)
+        assert pp.valid(req) == [(first, 16)]
         # compare with the states that were bound, not with the active slot (itself, if shared)
         np.testing.assert_array_equal(pool.buffers(first)[0], np.stack([x.S for x in st]))
         np.testing.assert_array_equal(pool.buffers(first)[1], np.stack([x.conv for x in st]))
         pool.bind(req.active, _states(rng))
         second = pp.track(req, 32)
         assert second != first and pool.n_used == 3  # lazy took its second slot now
-        assert pp.keep(req) == (second, 32)
         assert pp.valid(req) == [(first, 16), (second, 32)]
         assert pp.overwritten_next(req) == (first, 16)  # next write would overwrite 16
         pp.mark_donated(req, first)

@@ -8,9 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from kda_core import quant
-from kda_core.quant import (
-    Int8State,
+from kda_core.cache import quant
+from kda_core.cache.quant import (
     QuantizedState,
     bf16_decode,
     bf16_encode,
@@ -23,6 +22,7 @@ from kda_core.quant import (
     round_fp8_e4m3,
     roundtrip,
 )
+from kda_core.quant import Int8State  # the contract name (DESIGN.md)
 
 # ---------------------------------------------------------------------------------------------
 # naive twins: one element at a time, plain Python floats

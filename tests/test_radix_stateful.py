@@ -21,7 +21,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from kda_core.radix import RadixStateCache
+from kda_core.cache.radix import RadixStateCache
 
 KEYS = st.lists(st.integers(0, 2), min_size=0, max_size=10)
 

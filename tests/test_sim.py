@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core import policy as policy_mod
 from kda_core import sim, sizing
 from kda_core import workloads as W
+from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
 
 GIB = 1 << 30

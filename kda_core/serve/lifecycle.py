@@ -271,7 +271,7 @@ class Lifecycle:
         pin the whole batch array. One state copy, counted with the donation."""
         S, conv = self.e.active.buffers(slot)
         if S.base is not None or conv.base is not None:
-            self.e.active._swap(slot, S.copy(), conv.copy())
+            self.e.active.rebind(slot, S.copy(), conv.copy())
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from kda_core import sizing
 from kda_core._checks import check_int
+from kda_core.cache.pool import SLOTS_MAX
 from kda_core.model import MAX_TOKENS
-from kda_core.pool import SLOTS_MAX
 from kda_core.serve.lifecycle import Lifecycle
 from kda_core.serve.request import Request, RequestState
 from kda_core.serve.runner import Runner

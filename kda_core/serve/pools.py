@@ -23,7 +23,8 @@ Left out: SGLang's slot 0 padding sink (our free lists start at 0).
 from __future__ import annotations
 
 from kda_core._checks import check_int
-from kda_core.pool import MAX_SLOTS, ActivePool, CheckpointPool, PoolError, _Slots
+from kda_core.cache.pool import ActivePool, CheckpointPool
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, _Slots
 
 __all__ = ["SharedBudget", "SharedSlots", "int8_checkpoint_slots", "share"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from kda_core.cache.pool import RequestSlots
 from kda_core.model import ModelState
-from kda_core.pool import RequestSlots
 
 PHASES: tuple[str, ...] = ("waiting", "prefill", "decode", "finished", "rejected")
 """A request's phase in a scheduler step (``retracted`` is marked per step in the rows)."""

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
+from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
-from kda_core.pool import ActivePool
 from kda_core.serve.batch import forward_packed
 from kda_core.serve.request import RequestState
 from kda_core.serve.scheduler import Batch
@@ -59,7 +59,7 @@ class Runner:
         out, views = [], []
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
             view = S_new[:, i]
-            self.pool._swap(slots[i], view, W_new[:, i])
+            self.pool.rebind(slots[i], view, W_new[:, i])
             views.append(view)
             st = r.state
             assert st is not None

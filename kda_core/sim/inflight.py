@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kda_core import policy as policy_mod
+from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
 from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place
 from kda_core.sim.sequential import PROGRESS_EVERY, Tuner, request_keys

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kda_core import policy as policy_mod
+from kda_core.cache import policy as policy_mod
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kda_core import policy as policy_mod
+from kda_core.cache import policy as policy_mod
 from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place
 from kda_core.workloads import Trace
 

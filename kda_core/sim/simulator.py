@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from kda_core import policy as policy_mod
 from kda_core import sizing
+from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
 from kda_core.sim.inflight import Timing, run_inflight
 from kda_core.sim.placement import RunCtx

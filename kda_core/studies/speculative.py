@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import sizing, spec
+from kda_core.cache.quant import round_bf16
 from kda_core.model import ModelState, TinyHybrid, check_tokens, encode
-from kda_core.quant import round_bf16
 from kda_core.studies.prefix_replay.views import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."

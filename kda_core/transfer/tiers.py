@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int
+from kda_core.cache.radix import Node
 from kda_core.engine import Engine
-from kda_core.radix import Node
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 

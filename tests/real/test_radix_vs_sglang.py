@@ -18,7 +18,7 @@ import random
 import pytest
 from sglang_cache import RealSGLangCache
 
-from kda_core.radix import RadixStateCache
+from kda_core.cache.radix import RadixStateCache
 
 SEEDS = range(100)
 STEPS = 500
@@ -116,7 +116,7 @@ def test_random_operations_agree_with_sglang(seed: int) -> None:
 
 
 def test_issue_examples_on_the_real_sglang_and_ours() -> None:
-    """The two examples tests/test_radix.py pins, run on SGLang itself (issue #12)."""
+    """The two examples tests/test_radix_rules.py pins, run on SGLang itself (issue #12)."""
     # A childless tombstone stays a KV leaf (unified_tree_core.py, leaf deletion re-files the
     # parent with _update_evictable_leaf_sets; no cascade): 7 tokens freed, 5 still match.
     pair = Pair()

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kda_core import policy as P
+from kda_core.cache import policy as P
 
 sb = pytest.importorskip("sglang.srt.managers.schedule_batch")
 brp = pytest.importorskip("sglang.srt.managers.scheduler_components.batch_result_processor")

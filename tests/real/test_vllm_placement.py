@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kda_core import policy as P
+from kda_core.cache import policy as P
 
 sched_mod = pytest.importorskip("vllm.v1.core.sched.scheduler")
 stkm = pytest.importorskip("vllm.v1.core.single_type_kv_cache_manager")

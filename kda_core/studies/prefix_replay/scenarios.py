@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kda_core import policy as pol
 from kda_core._checks import check_int
+from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
 
 MAX_PROMPTS = 12

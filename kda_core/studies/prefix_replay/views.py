@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int
+from kda_core.cache.radix import NodeView
 from kda_core.engine import GenerateReport
 from kda_core.model import TinyHybrid, tokenizer
-from kda_core.radix import NodeView
 from kda_core.studies.prefix_replay.scenarios import ARMS
 
 

@@ -1,0 +1,135 @@
+"""The policy interface: validated call context, the ``Policy`` base (LRU eviction).
+
+A policy answers ``checkpoint_positions(prompt_len, match, *, total_len, chunk_size,
+page_size)`` (where a request saves states), ``cache_options()`` (how the tree refreshes and
+caps) and ``choose_victim`` / ``evict_states`` (which states go). docs/policies.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kda_core._checks import check_integral as _int
+from kda_core.cache.protocol import Evicted
+from kda_core.cache.radix import Node, RadixStateCache
+
+MAX_LEN = 1 << 24
+"""Longest prompt / total length (tokens) a policy plans for."""
+MAX_POSITIONS = 1 << 18
+"""Most checkpoint positions one call may return (caps memory)."""
+
+__all__ = ["MAX_LEN", "MAX_POSITIONS", "Policy"]
+
+
+def _opt_int(value: Any, name: str, lo: int, hi: int | None = None) -> int | None:
+    return None if value is None else _int(value, name, lo, hi)
+
+
+class _Ctx:
+    """Validated arguments of one ``checkpoint_positions`` call."""
+
+    __slots__ = ("prompt_len", "total_len", "token_match", "restore_at", "chunk", "page")
+
+    def __init__(
+        self, prompt_len: Any, match: Any, total_len: Any, chunk_size: Any, page_size: Any
+    ) -> None:
+        self.prompt_len = _int(prompt_len, "prompt_len", 1, MAX_LEN)
+        self.total_len = (
+            self.prompt_len
+            if total_len is None
+            else _int(total_len, "total_len", self.prompt_len, MAX_LEN)
+        )
+        self.page = _int(page_size, "page_size", 1, 1 << 16)
+        self.chunk = _opt_int(chunk_size, "chunk_size", 1, MAX_LEN)
+        if match is None:
+            tm, ra = 0, 0
+        else:
+            try:
+                tm, ra = match.token_match, match.restore_at
+            except AttributeError:
+                raise ValueError(
+                    "match must have token_match and restore_at (or be None)"
+                ) from None
+            tm = _int(tm, "match.token_match", 0, MAX_LEN)
+            ra = _int(ra, "match.restore_at", 0, tm)
+            # a block-key match may cover the prompt's partial last block: clip to the prompt
+            tm = min(tm, self.prompt_len)
+            ra = min(ra, tm)
+        self.token_match = tm
+        self.restore_at = ra
+
+    def down(self, x: int, unit: int) -> int:
+        return x // unit * unit
+
+    def finish(self, positions: Iterable[int]) -> tuple[int, ...]:
+        lo, hi, page = self.restore_at, self.total_len, self.page
+        return tuple(sorted({p for p in positions if lo < p <= hi and p % page == 0}))
+
+    def multiples(self, unit: int, lo: int, hi: int, name: str) -> range:
+        first = (lo // unit + 1) * unit
+        if hi >= first and (hi - first) // unit + 1 > MAX_POSITIONS:
+            raise ValueError(
+                f"{name}={unit} gives more than {MAX_POSITIONS} positions up to {hi} tokens"
+            )
+        return range(first, hi + 1, unit)
+
+
+@dataclass(slots=True)
+class Policy:
+    """Base: LRU eviction through the cache, placement left to subclasses."""
+
+    name = "base"
+
+    def cache_options(self) -> dict:
+        """Keyword options for ``RadixStateCache`` that this policy prescribes."""
+        return {"state_touch": "node", "max_states_per_path": None}
+
+    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
+        """``RadixStateCache(page_size, **cache_options(), **kwargs)``."""
+        opts = self.cache_options()
+        opts.update(kwargs)
+        return RadixStateCache(page_size, **opts)
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+    def checkpoint_positions(
+        self,
+        prompt_len: int,
+        match: Any = None,
+        *,
+        total_len: int | None = None,
+        chunk_size: int | None = None,
+        page_size: int = 1,
+    ) -> tuple[int, ...]:
+        """Sorted positions in ``(restore_at, total_len]``, multiples of ``page_size``."""
+        ctx = _Ctx(prompt_len, match, total_len, chunk_size, page_size)
+        return ctx.finish(self._positions(ctx))
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        return ()
+
+    def choose_victim(self, cache: RadixStateCache) -> Node | None:
+        """The state node to evict next (None when nothing is evictable)."""
+        return cache.lru_state_victim()
+
+    def evict_states(self, cache: RadixStateCache, num: int = 0, nbytes: int = 0) -> Evicted:
+        """Evict states chosen by ``choose_victim`` until ``num`` states and ``nbytes``
+        bytes are freed (or nothing is evictable)."""
+        if not isinstance(cache, RadixStateCache):
+            raise ValueError("cache must be a RadixStateCache")
+        num = _int(num, "num", 0)
+        nbytes = _int(nbytes, "nbytes", 0)
+        if type(self).choose_victim is Policy.choose_victim:
+            return cache.evict_states(num, nbytes)
+        tot = [0, 0, 0, 0, 0]
+        while tot[0] < num or tot[1] < nbytes:
+            victim = self.choose_victim(cache)
+            if victim is None:
+                break
+            r = cache.evict_state_node(victim)
+            for i, v in enumerate(r):
+                tot[i] += v
+        return Evicted(*tot)

@@ -1,0 +1,35 @@
+"""``interval``: a checkpoint every ``every`` tokens (plus the request end), LRU eviction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kda_core._checks import check_bool
+from kda_core._checks import check_integral as _int
+from kda_core.cache.policy.base import MAX_LEN, Policy, _Ctx
+
+__all__ = ["IntervalPolicy"]
+
+
+@dataclass(slots=True)
+class IntervalPolicy(Policy):
+    """A checkpoint every ``every`` tokens (plus the request end if ``request_end``)."""
+
+    every: int = 256
+    request_end: bool = False
+    name = "interval"
+
+    def __post_init__(self) -> None:
+        self.every = _int(self.every, "every", 1, MAX_LEN)
+        self.request_end = check_bool(self.request_end, "request_end")
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        if self.every % ctx.page:
+            raise ValueError(
+                f"every must be a multiple of page_size={ctx.page}, got every={self.every}"
+            )
+        out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
+        if self.request_end:
+            out.append(ctx.down(ctx.total_len, ctx.page))
+        return out

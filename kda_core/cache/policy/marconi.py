@@ -1,0 +1,249 @@
+"""``marconi``: Marconi's speculative insertion and FLOP-aware eviction (retention.md §1.3-1.5).
+
+Placement keeps the lookup's branch point and the request's last token; eviction scores
+unlocked nodes with at most one child by ``minmax(recency) + alpha * minmax(efficiency)``
+(FLOPs a hit saves per byte held), alpha tuned by grid search after a bootstrap window.
+docs/policies.md has the FLOP model and the artifact's quirk fixed here.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from kda_core._checks import check_integral as _int
+from kda_core.cache.policy.base import Policy, _Ctx
+from kda_core.cache.protocol import Evicted
+from kda_core.cache.radix import Node, RadixStateCache
+
+ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
+
+__all__ = ["ALPHA_GRID", "MarconiPolicy", "marconi_flops"]
+
+
+def marconi_flops(
+    length: np.ndarray,
+    anc_length: np.ndarray,
+    *,
+    d_model: int = 4096,
+    d_state: int = 128,
+    n_ssm_layers: int = 24,
+    n_attn_layers: int = 4,
+    n_mlp_layers: int = 28,
+) -> np.ndarray:
+    """FLOPs a hit at ``length`` saves over restoring at ``anc_length`` (Marconi Table 1).
+
+    attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 + 16*L*D*N + 10*L*D; SSM counted
+    on the own segment, attention and MLP as prefix differences (the artifact subtracts the
+    parent's attention FLOPs in the MLP term; fixed here).
+    """
+    L = np.asarray(length, dtype=np.float64)
+    P = np.asarray(anc_length, dtype=np.float64)
+    D, N = float(d_model), float(d_state)
+
+    def attn(x: np.ndarray) -> np.ndarray:
+        return 8.0 * x * D * D + 4.0 * x * x * D
+
+    own = L - P
+    ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+    return (
+        n_ssm_layers * ssm
+        + n_attn_layers * (attn(L) - attn(P))
+        + n_mlp_layers * 16.0 * (L - P) * D * D
+    )
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    if x.size <= 1:
+        return np.ones_like(x)
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo:
+        return np.ones_like(x)
+    return (x - lo) / (hi - lo)
+
+
+@dataclass(slots=True)
+class MarconiPolicy(Policy):
+    """Marconi: branch + last admission, FLOP-aware eviction (see module doc)."""
+
+    alpha: Any = "auto"
+    bootstrap: int = 5
+    alpha_grid: tuple = ALPHA_GRID
+    d_model: int = 4096
+    d_state: int = 128
+    n_ssm_layers: int = 24
+    n_attn_layers: int = 4
+    n_mlp_layers: int = 28
+    kv_bytes_per_token: int | None = None
+    efficiency_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+    _alpha_value: float = field(default=0.0, init=False, repr=False)
+    _tuned: bool = field(default=False, init=False, repr=False)
+    _requests: int = field(default=0, init=False, repr=False)
+    _first_eviction: int | None = field(default=None, init=False, repr=False)
+    _eff_owner: int = field(default=-1, init=False, repr=False)
+    _eff: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
+    _eff_ver: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int64), init=False, repr=False
+    )
+    name = "marconi"
+
+    def __post_init__(self) -> None:
+        if self.alpha == "auto":
+            self._alpha_value = 0.0
+        elif (
+            isinstance(self.alpha, numbers.Real)
+            and not isinstance(self.alpha, bool)
+            and 0.0 <= float(self.alpha) <= 100.0
+        ):
+            self.alpha = float(self.alpha)
+            self._alpha_value = self.alpha
+        else:
+            raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+        self.bootstrap = _int(self.bootstrap, "bootstrap", 1, 1000)
+        grid = tuple(self.alpha_grid)
+        if not grid or not all(
+            isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
+        ):
+            raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
+        self.alpha_grid = tuple(float(a) for a in grid)
+        self.d_model = _int(self.d_model, "d_model", 1, 1 << 20)
+        self.d_state = _int(self.d_state, "d_state", 1, 1 << 20)
+        self.n_ssm_layers = _int(self.n_ssm_layers, "n_ssm_layers", 0, 10000)
+        self.n_attn_layers = _int(self.n_attn_layers, "n_attn_layers", 0, 10000)
+        self.n_mlp_layers = _int(self.n_mlp_layers, "n_mlp_layers", 0, 10000)
+        if self.kv_bytes_per_token is None:
+            self.kv_bytes_per_token = self.n_attn_layers * 4 * self.d_model
+        self.kv_bytes_per_token = _int(self.kv_bytes_per_token, "kv_bytes_per_token", 0)
+        if self.efficiency_fn is not None and not callable(self.efficiency_fn):
+            raise ValueError("efficiency_fn must be callable or None")
+
+    @property
+    def alpha_value(self) -> float:
+        """The alpha in use now (0 before tuning when alpha='auto')."""
+        return self._alpha_value
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        out = [ctx.down(ctx.total_len, ctx.page)]
+        if ctx.token_match > ctx.restore_at:
+            out.append(ctx.down(ctx.token_match, ctx.page))
+        return out
+
+    def efficiency(
+        self, length: np.ndarray, anc_length: np.ndarray, state_bytes: np.ndarray
+    ) -> np.ndarray:
+        """FLOPs saved per byte held, per candidate."""
+        if self.efficiency_fn is not None:
+            return np.asarray(self.efficiency_fn(length, anc_length, state_bytes), np.float64)
+        fl = marconi_flops(
+            length,
+            anc_length,
+            d_model=self.d_model,
+            d_state=self.d_state,
+            n_ssm_layers=self.n_ssm_layers,
+            n_attn_layers=self.n_attn_layers,
+            n_mlp_layers=self.n_mlp_layers,
+        )
+        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * np.asarray(
+            length, np.float64
+        )
+        return fl / np.maximum(mem, 1.0)
+
+    def _row_efficiency(self, cache: RadixStateCache, t: Any, rows: np.ndarray) -> np.ndarray:
+        """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
+        cap = t.version.shape[0]
+        if self._eff_owner != cache.cache_id or self._eff.shape[0] != cap:
+            old_eff, old_ver = self._eff, self._eff_ver
+            self._eff = np.zeros(cap)
+            self._eff_ver = np.full(cap, -1, np.int64)
+            if self._eff_owner == cache.cache_id:
+                n = min(cap, old_eff.shape[0])
+                self._eff[:n] = old_eff[:n]
+                self._eff_ver[:n] = old_ver[:n]
+            self._eff_owner = cache.cache_id
+        stale = rows[self._eff_ver[rows] != t.version[rows]]
+        if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
+            self._eff[stale] = self.efficiency(
+                t.length[stale], t.anc_length[stale], t.nbytes[stale]
+            )
+            self._eff_ver[stale] = t.version[stale]
+        elif stale.size:  # a few new rows: scalar twin of efficiency() (numpy call overhead)
+            for r in stale.tolist():
+                self._eff[r] = self._scalar_efficiency(
+                    float(t.length[r]), float(t.anc_length[r]), float(t.nbytes[r])
+                )
+                self._eff_ver[r] = t.version[r]
+        return self._eff[rows]
+
+    def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
+        """Same operations, in the same order, as ``marconi_flops`` + ``efficiency``."""
+        D, N = float(self.d_model), float(self.d_state)
+        own = L - P
+        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
+        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
+        fl = (
+            self.n_ssm_layers * ssm
+            + self.n_attn_layers * (attn_l - attn_p)
+            + self.n_mlp_layers * 16.0 * (L - P) * D * D
+        )
+        mem = nbytes + float(self.kv_bytes_per_token) * L
+        return fl / max(mem, 1.0)
+
+    def scores(self, cache: RadixStateCache) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the current eviction candidates (for the apps)."""
+        t = cache.state_table()
+        rows = np.flatnonzero(t.evictable & (t.nchild <= 1))
+        if rows.size == 0:
+            return rows, np.zeros(0)
+        rec = 1.0 / (1.0 + (cache.clock - t.time[rows]))
+        if self._alpha_value == 0.0:
+            return rows, _minmax(rec)
+        eff = self._row_efficiency(cache, t, rows)
+        return rows, _minmax(rec) + self._alpha_value * _minmax(eff)
+
+    def choose_victim(self, cache: RadixStateCache) -> Node | None:
+        rows, score = self.scores(cache)
+        if rows.size == 0:
+            return None
+        lowest = rows[score <= score.min()]
+        t = cache.state_table().time
+        return cache.node_at_row(int(lowest[np.argmin(t[lowest])]))
+
+    def evict_states(self, cache: RadixStateCache, num: int = 0, nbytes: int = 0) -> Evicted:
+        r = Policy.evict_states(self, cache, num, nbytes)
+        if r.states and self._first_eviction is None:
+            self._first_eviction = self._requests
+        return r
+
+    def note_request(self) -> None:
+        """Count one served request (drives the bootstrap window when alpha='auto')."""
+        self._requests += 1
+
+    def tuning_due(self) -> bool:
+        """True once, when alpha='auto' and ``bootstrap * N0`` requests have been seen."""
+        if self.alpha != "auto" or self._tuned or self._first_eviction is None:
+            return False
+        return self._requests >= self.bootstrap * max(self._first_eviction, 1)
+
+    def tune(self, evaluate: Callable[[float], float]) -> float:
+        """Adopt the grid alpha maximising ``evaluate(alpha)`` (the artifact: FLOPs saved over
+        the last 500 requests of a replay from an empty tree); ties keep the smaller alpha."""
+        if not callable(evaluate):
+            raise ValueError("evaluate must be callable")
+        best_a, best_v = self.alpha_grid[0], -math.inf
+        for a in self.alpha_grid:
+            v = float(evaluate(a))
+            if v > best_v:
+                best_a, best_v = a, v
+        self._alpha_value = best_a
+        self._tuned = True
+        return best_a
+
+    def with_alpha(self, alpha: float) -> MarconiPolicy:
+        """A fresh copy with a fixed alpha (for tuning replays)."""
+        return replace(self, alpha=alpha)

@@ -1,0 +1,35 @@
+"""``make(name, **params)``: build a policy by name; unknown names or parameters raise."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from kda_core.cache.policy.base import Policy
+from kda_core.cache.policy.interval import IntervalPolicy
+from kda_core.cache.policy.marconi import MarconiPolicy
+from kda_core.cache.policy.sglang import SGLangPolicy
+from kda_core.cache.policy.vllm import VLLMPolicy
+
+__all__ = ["POLICY_NAMES", "make"]
+
+
+_POLICIES: dict[str, type[Policy]] = {
+    "interval": IntervalPolicy,
+    "sglang": SGLangPolicy,
+    "marconi": MarconiPolicy,
+    "vllm": VLLMPolicy,
+}
+POLICY_NAMES = tuple(_POLICIES)
+
+
+def make(name: str, **params: Any) -> Policy:
+    """Build a policy by name (parameters and defaults: docs/policies.md)."""
+    if name not in _POLICIES:
+        raise ValueError(f"name must be one of {POLICY_NAMES}, got {name!r}")
+    cls = _POLICIES[name]
+    allowed = {f.name for f in fields(cls) if not f.name.startswith("_")}
+    for key in params:
+        if key not in allowed:
+            raise ValueError(f"{key} is not a parameter of policy {name!r}; use {sorted(allowed)}")
+    return cls(**params)

@@ -1,0 +1,100 @@
+"""``sglang``: SGLang 0.5.23 mamba state tracking (extra_buffer / no_buffer), per-path cap.
+
+Each rule cites the SGLang function it follows (docs/policies.md; checked against SGLang's
+own code by tests/real/test_sglang_placement.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kda_core._checks import check_bool
+from kda_core._checks import check_integral as _int
+from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy, _Ctx, _opt_int
+
+SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
+
+__all__ = ["SGLANG_BUFFERS", "SGLangPolicy"]
+
+
+@dataclass(slots=True)
+class SGLangPolicy(Policy):
+    """SGLang mamba state tracking (extra_buffer or no_buffer), per-path cap, LRU.
+
+    See the module doc; each rule cites the SGLang 0.5.23 function it follows.
+    """
+
+    grid: int = 64
+    chunked_prefill_size: int = 8192
+    track_interval: int = 256
+    branch: bool = True
+    request_end: bool = False
+    max_states_per_path: int | None = None
+    lru: str = "node"
+    buffer: str = "extra_buffer"
+    name = "sglang"
+
+    def __post_init__(self) -> None:
+        self.grid = _int(self.grid, "grid", 1, MAX_LEN)
+        self.chunked_prefill_size = _int(self.chunked_prefill_size, "chunked_prefill_size", 1)
+        self.track_interval = _int(self.track_interval, "track_interval", 1, MAX_LEN)
+        self.branch = check_bool(self.branch, "branch")
+        self.request_end = check_bool(self.request_end, "request_end")
+        self.max_states_per_path = _opt_int(self.max_states_per_path, "max_states_per_path", 1)
+        if self.lru not in ("node", "path"):
+            raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
+        if self.buffer not in SGLANG_BUFFERS:
+            raise ValueError(f"buffer must be one of {SGLANG_BUFFERS}, got {self.buffer!r}")
+
+    def cache_options(self) -> dict:
+        return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
+
+    def _steps(self, ctx: _Ctx) -> list[tuple[int, int]]:
+        """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
+        chunk = ctx.chunk or self.chunked_prefill_size
+        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        starts = range(ctx.restore_at, ctx.prompt_len, chunk)
+        return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        if self.buffer == "no_buffer":
+            return self._no_buffer_positions(ctx)
+        # mamba_cache_chunk_size = max(FLA chunk, page); checkpoint grid = lcm(that, page)
+        cache_chunk = max(self.grid, ctx.page)
+        g = math.lcm(cache_chunk, ctx.page)
+        # MambaComponent.finalize_match_result_in_tree_core: the branching seqlen
+        aligned = ctx.down(ctx.token_match, g)
+        br = aligned if (self.branch and aligned > ctx.restore_at) else None
+        out = []
+        for a, b in self._steps(ctx):
+            # ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_extend
+            ext = b - a
+            if ext < g:
+                continue
+            track = a + ext // g * g
+            fla = a + ext // self.grid * self.grid
+            raw = b if fla == track else track + 1  # _force_track_h: read from h
+            if br is not None and a < br < raw and (br - a) % cache_chunk == 0:
+                track = br
+            out.append(track)  # checkpoint_kv_cache inserts it after the step
+        # decode: _mamba_prefix_cache_update records seq_len % lcm(grid, interval) == 0 and
+        # only flips the ping-pong index; the finished insert keeps only the last one
+        # (MambaComponent.prepare_for_caching_req / _select_finished_checkpoint)
+        d = math.lcm(g, self.track_interval)
+        last = ctx.down(ctx.total_len, d)
+        if last > ctx.prompt_len:
+            out.append(last)
+        if self.request_end:
+            out.append(ctx.down(ctx.total_len, ctx.page))
+        return out
+
+    def _no_buffer_positions(self, ctx: _Ctx) -> list[int]:
+        # MambaComponent.__init__ asserts page_size == 1 without the extra buffer
+        if ctx.page != 1:
+            raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {ctx.page}")
+        # prepare_for_caching_req without the extra buffer: cache_len = the key length,
+        # after every prefill step (checkpoint_kv_cache) and at the finished insert
+        return [b for _, b in self._steps(ctx)] + [ctx.total_len]

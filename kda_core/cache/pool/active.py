@@ -1,0 +1,95 @@
+"""``ActivePool``: full-precision running-state slots (S and conv window of every KDA layer).
+
+A running request writes its state only into slots it owns. Buffers are bound, not copied
+(``bind`` / ``rebind`` store references: the model never writes a state in place).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kda_core._checks import check_int
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, StateShape, _Slots, _SlotView
+from kda_core.model import KDALayerState, TinyHybrid
+
+__all__ = ["ActivePool"]
+
+
+class ActivePool(_SlotView):
+    """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
+
+    def __init__(self, shape: StateShape, slots: int) -> None:
+        if not isinstance(shape, StateShape):
+            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
+        self.shape = shape
+        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "active")
+        self._S: list[np.ndarray | None] = [None] * self._slots.capacity
+        self._conv: list[np.ndarray | None] = [None] * self._slots.capacity
+
+    @classmethod
+    def for_model(cls, model: TinyHybrid, slots: int) -> ActivePool:
+        return cls(StateShape.of(model), slots)
+
+    def allocate(self, owner: str) -> int:
+        """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
+        slot = self._slots.take(owner)
+        self._S[slot] = np.zeros(self.shape.s)
+        self._conv[slot] = np.zeros(self.shape.conv)
+        return slot
+
+    def free(self, slot: int) -> None:
+        """Return ``slot`` to the free list (ValueError on a double free)."""
+        s = self._slots.release(slot)
+        self._S[s] = None
+        self._conv[s] = None
+
+    def bind(self, slot: int, kda: list[KDALayerState]) -> None:
+        """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
+        s = self._slots.check(slot)
+        if len(kda) != self.shape.layers:
+            raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
+        S = np.stack([st.S for st in kda])
+        conv = np.stack([st.conv for st in kda])
+        if S.shape != self.shape.s or conv.shape != self.shape.conv:
+            raise ValueError(
+                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, "
+                f"got {S.shape} / {conv.shape}"
+            )
+        self._S[s] = S
+        self._conv[s] = conv
+
+    def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""
+        s = self._slots.check(slot)
+        S, conv = self._S[s], self._conv[s]
+        assert S is not None and conv is not None
+        return S, conv
+
+    def layer_states(self, slot: int) -> list[KDALayerState]:
+        """The slot's state as per-layer read-only ``KDALayerState`` views (the request runs on
+        these; the model never writes a state in place). Read-only because a later ``donate``
+        hands the base buffers to a checkpoint: freezing a base does not freeze views made
+        before, so a writable view would let a request change a stored checkpoint."""
+        S, conv = self.buffers(slot)
+        return [KDALayerState(_readonly(S[i]), _readonly(conv[i])) for i in range(len(S))]
+
+    def rebind(self, slot: int, S: np.ndarray, conv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bind new (S, conv) buffers to an allocated ``slot`` without a copy; returns the old
+        ones (a donation hands them on, a restore or track write drops them)."""
+        s = self._slots.check(slot)
+        old = (self._S[s], self._conv[s])
+        self._S[s], self._conv[s] = S, conv
+        assert old[0] is not None and old[1] is not None
+        return old  # type: ignore[return-value]
+
+    def check_integrity(self) -> None:
+        self._slots.check_integrity()
+        for s in range(self.capacity):
+            held = self._slots.owner(s) is not None
+            if held != (self._S[s] is not None) or held != (self._conv[s] is not None):
+                raise PoolError(f"active: slot {s} buffers do not match its ownership")
+
+
+def _readonly(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view

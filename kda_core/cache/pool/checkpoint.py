@@ -1,0 +1,207 @@
+"""``CheckpointPool``: read-only checkpoints (INT8 or native S + native conv); snapshot,
+zero-copy donate and copy-on-write restore between it and an ``ActivePool``.
+
+Stored arrays are made read-only and their digest is kept, so ``check_integrity`` proves a
+shared checkpoint never changed. ``copies`` counts full-state data copies, ``donations``
+zero-copy ownership moves (an INT8 donation quantizes: a copy). docs/pools.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.pool.active import ActivePool
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, StateShape, _Slots, _SlotView
+from kda_core.cache.quant import quantize_int8
+from kda_core.model import TinyHybrid
+
+__all__ = ["CheckpointPool"]
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).view(np.uint8))
+    return h.hexdigest()
+
+
+@dataclass(slots=True)
+class _Ckpt:
+    S: np.ndarray | None  # native [L, H, K, V] (None when int8)
+    qdata: np.ndarray | None  # int8 [L, H, K, V]
+    scale: np.ndarray | None  # [L, H, K, 1]
+    conv: np.ndarray  # [L, W-1, D] native
+    digest: str
+    nbytes: int
+    qerr_max: float = 0.0  # max |S - S'| at store time (0 native)
+    qerr_rel: float = 0.0  # ||S - S'||_F / ||S||_F at store time
+    donated: bool = False
+
+
+def _freeze(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.flags.writeable = False
+
+
+class CheckpointPool(_SlotView):
+    """Read-only checkpoints: INT8 (or native) S + native conv, owned by the tree or a request."""
+
+    def __init__(self, shape: StateShape, slots: int, *, int8: bool = False) -> None:
+        if not isinstance(shape, StateShape):
+            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
+        self.shape = shape
+        self.int8 = check_bool(int8, "int8")
+        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint")
+        self._data: list[_Ckpt | None] = [None] * self._slots.capacity
+        self.copies = 0
+        self.donations = 0
+        self.loads = 0
+
+    @classmethod
+    def for_model(cls, model: TinyHybrid, slots: int, *, int8: bool = False) -> CheckpointPool:
+        return cls(StateShape.of(model), slots, int8=int8)
+
+    def __deepcopy__(self, memo: dict) -> CheckpointPool:
+        """A deep copy whose stored arrays are read-only again (numpy's deepcopy returns
+        writable arrays, which would break the read-only promise in every forked engine)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            setattr(new, key, copy.deepcopy(value, memo))
+        for ck in new._data:
+            if ck is not None:
+                _freeze(*(a for a in (ck.S, ck.qdata, ck.scale, ck.conv) if a is not None))
+        return new
+
+    # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: _SlotView) ----
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
+        return self.shape.int8_bytes if self.int8 else self.shape.native_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(d.nbytes for d in self._data if d is not None)
+
+    def free(self, slot: int) -> None:
+        """Release a checkpoint slot (ValueError on a double free)."""
+        s = self._slots.release(slot)
+        self._data[s] = None
+
+    # -- data ----------------------------------------------------------------------------------
+    def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
+        slot = self._slots.take(owner)
+        if self.int8:
+            q = quantize_int8(S)
+            qdata, scale = q.qdata, q.scale
+            deq = q.dequantize()
+            err = np.abs(deq - S)
+            den = float(np.linalg.norm(S))
+            rel = float(np.linalg.norm(deq - S)) / den if den > 0 else 0.0
+            conv_c = conv.copy()
+            _freeze(qdata, scale, conv_c)
+            ck = _Ckpt(
+                None,
+                qdata,
+                scale,
+                conv_c,
+                _digest(qdata, scale, conv_c),
+                int(qdata.nbytes + scale.nbytes + conv_c.nbytes),
+                float(err.max()) if err.size else 0.0,
+                rel,
+            )
+            self.copies += 1
+        else:
+            if copy:
+                S, conv = S.copy(), conv.copy()
+                self.copies += 1
+            else:
+                self.donations += 1
+            _freeze(S, conv)
+            ck = _Ckpt(S, None, None, conv, _digest(S, conv), int(S.nbytes + conv.nbytes))
+            ck.donated = not copy
+        self._data[slot] = ck
+        return slot
+
+    def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
+        """Snapshot: copy (INT8: quantize) active slot ``a_slot`` into a new checkpoint slot.
+
+        The active slot is untouched and stays with its request. Raises ValueError when full.
+        """
+        if not self._slots.can_allocate(1):
+            raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot store")
+        S, conv = active.buffers(a_slot)
+        return self._put(owner, S, conv, copy=True)
+
+    def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:
+        """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy.
+
+        The active slot stays allocated to its owner with a fresh zero buffer (the stale one
+        SGLang queues for zeroing). INT8: the buffers must be quantized, so this is a copy.
+        """
+        if not self._slots.can_allocate(1):
+            raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot donate")
+        fresh = (np.zeros(self.shape.s), np.zeros(self.shape.conv))
+        S, conv = active.rebind(a_slot, *fresh)
+        return self._put(owner, S, conv, copy=False)
+
+    def load_to_active(self, c_slot: int, active: ActivePool, a_slot: int) -> None:
+        """Copy-on-write restore: a private (dequantized) copy of checkpoint ``c_slot`` goes into
+        active slot ``a_slot``; the checkpoint stays read-only and unchanged."""
+        s = self._slots.check(c_slot, "c_slot")
+        ck = self._data[s]
+        assert ck is not None
+        if ck.S is not None:
+            S = ck.S.copy()
+        else:
+            assert ck.qdata is not None and ck.scale is not None
+            S = ck.qdata.astype(np.float64) * ck.scale.astype(np.float64)
+        active.rebind(a_slot, S, ck.conv.copy())
+        self.copies += 1
+        self.loads += 1
+
+    def buffers(self, c_slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """Read-only (S as restored [L, H, K, V], conv) of a checkpoint (INT8: dequantized)."""
+        s = self._slots.check(c_slot, "c_slot")
+        ck = self._data[s]
+        assert ck is not None
+        if ck.S is not None:
+            return ck.S, ck.conv
+        assert ck.qdata is not None and ck.scale is not None
+        return ck.qdata.astype(np.float64) * ck.scale, ck.conv
+
+    def raw(self, c_slot: int) -> tuple[np.ndarray, ...]:
+        """The stored arrays themselves (native: (S, conv); INT8: (qdata, scale, conv))."""
+        s = self._slots.check(c_slot, "c_slot")
+        ck = self._data[s]
+        assert ck is not None
+        if ck.S is not None:
+            return (ck.S, ck.conv)
+        assert ck.qdata is not None and ck.scale is not None
+        return (ck.qdata, ck.scale, ck.conv)
+
+    def quant_error(self, c_slot: int) -> tuple[float, float]:
+        """(max |S - S'|, relative Frobenius error) measured when the checkpoint was stored."""
+        s = self._slots.check(c_slot, "c_slot")
+        ck = self._data[s]
+        assert ck is not None
+        return ck.qerr_max, ck.qerr_rel
+
+    def check_integrity(self) -> None:
+        """Slots are free or owned once; every checkpoint's bytes equal their stored digest."""
+        self._slots.check_integrity()
+        for s in range(self.capacity):
+            ck = self._data[s]
+            held = self._slots.owner(s) is not None
+            if held != (ck is not None):
+                raise PoolError(f"checkpoint: slot {s} data does not match its ownership")
+            if ck is None:
+                continue
+            arrays = (ck.S, ck.conv) if ck.S is not None else (ck.qdata, ck.scale, ck.conv)
+            if _digest(*arrays) != ck.digest:  # type: ignore[arg-type]
+                raise PoolError(f"checkpoint: slot {s} changed while shared")

@@ -1,0 +1,144 @@
+"""The prefix-cache protocol: match, insert, lock an opaque handle, evict, sizes, integrity.
+
+Modelled on mini-sglang's ``BasePrefixCache`` (python/minisgl/kvcache/base.py:
+``match_prefix``, ``insert_prefix``, ``lock_handle(handle, unlock=False)``, ``evict``,
+``size_info``, ``check_integrity``; ``SizeInfo`` / ``InsertResult`` / ``MatchResult``), widened
+for a KDA cache where a token match is not a state hit: a match returns TWO handles, the
+restore point (lock it to keep the checkpoint and the KV before it) and the matched path
+(lock it to keep only the KV); sizes are reported for KV tokens and state bytes separately.
+
+Callers hold handles, never tree nodes. A handle belongs to the cache that made it and
+counts its own locks, so a foreign handle, a double unlock or a handle whose node (or state)
+was evicted raises ``HandleError`` (a ``ValueError``) naming what went wrong.
+``kda_core.cache.radix.RadixStateCache`` implements it (docs/radix.md).
+
+Left out: mini-sglang's ``reset`` and host handles (HiCache); eviction by a policy other
+than LRU goes through ``kda_core.cache.policy`` (``policy.evict_states(cache, ...)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+__all__ = [
+    "CacheHandle",
+    "Evicted",
+    "HandleError",
+    "PrefixCache",
+    "PrefixInsert",
+    "PrefixMatch",
+    "SizeInfo",
+]
+
+
+class HandleError(ValueError):
+    """A handle passed to ``lock_handle`` is foreign, stale, or unlocked twice."""
+
+
+class CacheHandle:
+    """Opaque reference to a cached prefix; only ``cached_len`` (tokens) is public.
+
+    Implementations subclass it and keep what they need in private slots.
+    """
+
+    __slots__ = ("cached_len",)
+
+    def __init__(self, cached_len: int) -> None:
+        self.cached_len = cached_len
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(cached_len={self.cached_len})"
+
+
+class Evicted(NamedTuple):
+    """What one eviction call freed."""
+
+    states: int
+    state_bytes: int
+    kv_tokens: int
+    nodes: int
+    tombstoned: int
+
+
+class SizeInfo(NamedTuple):
+    """Evictable and protected (locked) sizes: KV in tokens, states in bytes."""
+
+    kv_evictable: int
+    kv_protected: int
+    state_bytes_evictable: int
+    state_bytes_protected: int
+
+    @property
+    def kv_total(self) -> int:
+        return self.kv_evictable + self.kv_protected
+
+    @property
+    def state_bytes_total(self) -> int:
+        return self.state_bytes_evictable + self.state_bytes_protected
+
+
+class PrefixMatch(NamedTuple):
+    """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``.
+
+    restore: the restore point's handle (``cached_len == restore_at``); lock it while the
+    state and ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest
+    fully matched node's handle (``cached_len <= token_match``); lock it to keep the KV.
+    """
+
+    token_match: int
+    restore_at: int
+    state: Any
+    state_bytes: int
+    kv: tuple
+    branch: int | None
+    mid_edge: bool
+    restore: CacheHandle
+    path: CacheHandle
+
+
+class PrefixInsert(NamedTuple):
+    """Result of ``insert_prefix``; lengths in tokens.
+
+    cached_len: tokens of the key already cached before the insert (mini-sglang's name);
+    new / existed: checkpoint positions stored now / already present (free your copy);
+    handle: the deepest checkpoint's handle (None when no checkpoint was given).
+    """
+
+    cached_len: int
+    inserted_len: int
+    new: tuple[int, ...]
+    existed: tuple[int, ...]
+    capped: int
+    handle: CacheHandle | None
+
+
+@runtime_checkable
+class PrefixCache(Protocol):
+    """What the engine and the simulator need from a KDA prefix cache."""
+
+    def match_prefix(self, key: Any, *, touch: bool = True) -> PrefixMatch:
+        """Longest match and restore point of ``key``; never changes the tree's shape."""
+        ...
+
+    def insert_prefix(
+        self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
+    ) -> PrefixInsert:
+        """Insert ``key`` with its KV and checkpoints ``(position, payload[, nbytes])``."""
+        ...
+
+    def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
+        """Lock (or unlock) what a handle refers to; locked prefixes are never evicted."""
+        ...
+
+    def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
+        """Free LRU states (``states`` / ``state_bytes``), then LRU KV leaves (``kv_tokens``)."""
+        ...
+
+    @property
+    def size_info(self) -> SizeInfo:
+        """Evictable and protected sizes now."""
+        ...
+
+    def check_integrity(self) -> None:
+        """Raise if an invariant is broken."""
+        ...

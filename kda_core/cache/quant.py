@@ -1,0 +1,319 @@
+"""Compressed recurrent-state checkpoints: INT8 (SGLang's layout), scaled fp8-e4m3, bf16.
+
+A KDA state is ``[H, K, V]`` (more generally ``[..., K, V]``; leading axes are kept). SGLang's
+INT8 checkpoint store (engines.md §1.11) keeps one scale per (head, key channel), because
+the decay Diag(alpha) acts per key channel:
+
+    amax  = max(max_V |x|, 1e-8)          per [..., K]        (granularity "channel")
+    scale = amax / 127                    cast to the state dtype *before* dividing
+    q     = clamp(round(x / scale), -127, 127)   int8, round half to even
+    x'    = q * scale                     |x - x'| <= scale / 2 per element
+
+Coarser granularities share one scale per head ("head") or per tensor ("tensor"). For
+comparison, fp8-e4m3 (OCP E4M3FN, saturating at ±448, with a scale amax / 448) and bf16 (no
+scale) are emulated exactly in numpy (round to nearest even, subnormals included).
+
+One class, ``QuantizedState``, holds every format. DESIGN.md's contract names the result of
+``quantize_int8`` ``Int8State``: that name lives only in the contract facade
+``kda_core.quant`` (an alias of this class), because an fp8 / bf16 state is not "Int8".
+Format details and the error bounds: docs/pools.md ("Compressed checkpoints").
+
+Left out: stochastic rounding, fp8-e5m2, the V-first state layout, quantizing the scales,
+quantizing conv windows (a checkpoint keeps them native: tiny, and their error would enter
+the next W-1 tokens' projections directly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+FORMATS: tuple[str, ...] = ("int8", "fp8_e4m3", "bf16")
+GRANULARITIES: tuple[str, ...] = ("channel", "head", "tensor")
+AMAX_FLOOR = 1e-8
+INT8_MAX = 127
+FP8_E4M3_MAX = 448.0
+FP8_E4M3_MIN_NORMAL = 2.0**-6
+FP8_E4M3_MIN_SUBNORMAL = 2.0**-9
+BF16_MAX = (2.0 - 2.0**-7) * 2.0**127
+BF16_MIN_NORMAL = 2.0**-126
+BF16_MIN_SUBNORMAL = 2.0**-133
+MAX_ELEMENTS = 1 << 28  # ~2 GiB of float64: cap so no input can exhaust memory
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_state(state: object, name: str = "state") -> np.ndarray:
+    arr = np.asarray(state)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a real numeric array [..., K, V], got dtype {arr.dtype}")
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have shape [..., K, V] (rank >= 2), got shape {arr.shape}")
+    if arr.size == 0 or arr.size > MAX_ELEMENTS:
+        raise ValueError(f"{name} must have 1..{MAX_ELEMENTS} elements, got {arr.size}")
+    if arr.dtype != np.float32:
+        arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return arr
+
+
+def _check_values(x: object, name: str = "x") -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if arr.size > MAX_ELEMENTS:
+        raise ValueError(f"{name} must have at most {MAX_ELEMENTS} elements, got {arr.size}")
+    arr = arr.astype(np.float64)
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not contain NaN")
+    return arr
+
+
+def check_format(fmt: str, granularity: str | None) -> tuple[str, str]:
+    """Validate a (fmt, granularity) pair; None means the default ("channel"; bf16: "none")."""
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if fmt == "bf16":
+        if granularity not in (None, "none"):
+            raise ValueError(
+                f"granularity must be 'none' (or None) for fmt 'bf16', got {granularity!r}"
+            )
+        return fmt, "none"
+    if granularity is None:
+        granularity = "channel"
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+    return fmt, granularity
+
+
+def _amax(x: np.ndarray, granularity: str) -> np.ndarray:
+    """max |x| over the axes a scale is shared by, keepdims, floored at AMAX_FLOOR (float64)."""
+    axes = {"channel": (-1,), "head": (-2, -1), "tensor": tuple(range(x.ndim))}[granularity]
+    return np.maximum(np.max(np.abs(x), axis=axes, keepdims=True).astype(np.float64), AMAX_FLOOR)
+
+
+# ---------------------------------------------------------------------------------------------
+# float grids
+
+
+def _binade(a: np.ndarray) -> np.ndarray:
+    """floor(log2(a)) for a > 0, exactly (frexp: a = m 2^E with m in [0.5, 1)); 0 -> -1075."""
+    _, E = np.frexp(a)
+    return np.where(a > 0, E - 1, -1075)
+
+
+def round_fp8_e4m3(x: object) -> np.ndarray:
+    """x rounded to the nearest fp8-e4m3 value (ties to even), saturating at ±448. float64 out.
+
+    Grid: quantum 2^(e-3) in binade [2^e, 2^(e+1)) for e >= -6, and 2^-9 below 2^-6
+    (subnormals). Infinities saturate to ±448 too; NaN is rejected.
+    """
+    x = _check_values(x)
+    a = np.abs(x)
+    e = np.maximum(_binade(np.minimum(a, 2.0 * FP8_E4M3_MAX)), -6)
+    quantum = np.ldexp(1.0, e - 3)
+    r = np.minimum(np.round(np.minimum(a, 2.0 * FP8_E4M3_MAX) / quantum) * quantum, FP8_E4M3_MAX)
+    return np.copysign(r, x)
+
+
+def round_bf16(x: object) -> np.ndarray:
+    """x rounded to the nearest bf16 value (ties to even), overflow to ±inf. float64 out.
+
+    Grid: quantum 2^(e-7) in binade [2^e, 2^(e+1)) for e >= -126, and 2^-133 below 2^-126
+    (subnormals). Exactly representable in float32.
+    """
+    x = _check_values(x)
+    a = np.abs(x)
+    finite = np.isfinite(a)
+    af = np.where(finite, a, 0.0)
+    e = np.maximum(_binade(af), -126)
+    quantum = np.ldexp(1.0, e - 7)
+    r = np.round(af / quantum) * quantum
+    r = np.where(finite & (r <= BF16_MAX), r, np.inf)
+    return np.copysign(r, x)
+
+
+def _fp8_table() -> np.ndarray:
+    """Value of every fp8-e4m3 bit pattern 0..255 (0x7F and 0xFF are NaN)."""
+    b = np.arange(256)
+    s = np.where(b >> 7, -1.0, 1.0)
+    e = (b >> 3) & 15
+    m = b & 7
+    mag = np.where(e == 0, m * 2.0**-9, (1.0 + m / 8.0) * np.ldexp(1.0, e - 7))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return s * mag
+
+
+FP8_E4M3_VALUES = _fp8_table()
+_FP8_POSITIVE = FP8_E4M3_VALUES[:127]  # 0x00..0x7E, strictly increasing, 0 .. 448
+
+
+def fp8_e4m3_encode(x: object) -> np.ndarray:
+    """Round x to fp8-e4m3 (see `round_fp8_e4m3`) and return the uint8 bit patterns."""
+    r = round_fp8_e4m3(x)
+    idx = np.searchsorted(_FP8_POSITIVE, np.abs(r))
+    return (idx | (np.signbit(r).astype(np.int64) << 7)).astype(np.uint8)
+
+
+def fp8_e4m3_decode(bits: object) -> np.ndarray:
+    """uint8 bit patterns -> float64 values (0x7F / 0xFF decode to NaN)."""
+    b = np.asarray(bits)
+    if b.dtype != np.uint8:
+        raise ValueError(f"bits must be a uint8 array, got dtype {b.dtype}")
+    return FP8_E4M3_VALUES[b]
+
+
+def bf16_encode(x: object) -> np.ndarray:
+    """Round x to bf16 (see `round_bf16`) and return the uint16 bit patterns."""
+    r = round_bf16(x).astype(np.float32)  # exact: the bf16 grid is a subset of float32's
+    return (r.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bf16_decode(bits: object) -> np.ndarray:
+    """uint16 bit patterns -> float64 values."""
+    b = np.asarray(bits)
+    if b.dtype != np.uint16:
+        raise ValueError(f"bits must be a uint16 array, got dtype {b.dtype}")
+    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# quantized states
+
+
+@dataclass(slots=True)
+class QuantizedState:
+    """A compressed state: `qdata` codes plus `scale` broadcastable to the state's shape.
+
+    fmt "int8": qdata int8 in [-127, 127], x' = qdata * scale.
+    fmt "fp8_e4m3": qdata uint8 e4m3 bit patterns, x' = decode(qdata) * scale.
+    fmt "bf16": qdata uint16 bf16 bit patterns, scale all ones and not stored (granularity
+    "none"). `scale` keeps the reduced axes as size 1 (channel: [..., K, 1]; head:
+    [..., 1, 1]; tensor: all ones) and has the state's dtype, like SGLang's store.
+    """
+
+    qdata: np.ndarray
+    scale: np.ndarray
+    fmt: str = "int8"
+    granularity: str = "channel"
+    dtype: np.dtype = np.dtype(np.float64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.qdata.shape
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a checkpoint pool would hold: codes plus scales (bf16: codes only)."""
+        return int(self.qdata.nbytes + (0 if self.fmt == "bf16" else self.scale.nbytes))
+
+    def dequantize(self) -> np.ndarray:
+        """The restored state in the original dtype (computed in float64, then cast)."""
+        if self.fmt == "int8":
+            vals = self.qdata.astype(np.float64)
+        elif self.fmt == "fp8_e4m3":
+            vals = fp8_e4m3_decode(self.qdata)
+        else:
+            vals = bf16_decode(self.qdata)
+        return (vals * self.scale.astype(np.float64)).astype(self.dtype)
+
+    def bound(self, state: object | None = None) -> np.ndarray:
+        """Per-element worst-case |x - x'| (state shape).
+
+        int8: scale / 2 (needs no state). fp8 / bf16: half the grid quantum at |x| / scale,
+        times the scale (needs the original state: the quantum depends on the binade).
+        """
+        s = self.scale.astype(np.float64)
+        if self.fmt == "int8":
+            return np.broadcast_to(s / 2.0, self.shape).copy()
+        if state is None:
+            raise ValueError(f"state is required for the error bound of fmt {self.fmt!r}")
+        x = _check_state(state)
+        if x.shape != self.shape:
+            raise ValueError(f"state must have shape {self.shape}, got {x.shape}")
+        y = np.abs(x.astype(np.float64)) / s
+        if self.fmt == "fp8_e4m3":
+            e = np.maximum(_binade(np.minimum(y, FP8_E4M3_MAX)), -6)
+            return np.ldexp(1.0, e - 4) * s
+        e = np.maximum(_binade(y), -126)
+        return np.ldexp(1.0, e - 8) * s
+
+
+def quantize(state: object, fmt: str = "int8", granularity: str | None = None) -> QuantizedState:
+    """Compress a state `[..., K, V]` in `fmt` ("int8", "fp8_e4m3", "bf16") at `granularity`
+    ("channel" = one scale per (..., key channel), the default; "head"; "tensor"; bf16: "none").
+    """
+    fmt, granularity = check_format(fmt, granularity)
+    x = _check_state(state)
+    dtype = x.dtype
+    if fmt == "bf16":
+        return QuantizedState(
+            bf16_encode(x), np.ones((1,) * x.ndim, dtype), fmt, granularity, np.dtype(dtype)
+        )
+    qmax = INT8_MAX if fmt == "int8" else FP8_E4M3_MAX
+    scale = (_amax(x, granularity) / qmax).astype(dtype)  # cast before dividing (SGLang)
+    y = x.astype(np.float64) / scale.astype(np.float64)
+    if fmt == "int8":
+        codes = np.clip(np.round(y), -INT8_MAX, INT8_MAX).astype(np.int8)
+    else:
+        codes = fp8_e4m3_encode(y)
+    return QuantizedState(codes, scale, fmt, granularity, np.dtype(dtype))
+
+
+def quantize_int8(state: object, granularity: str = "channel") -> QuantizedState:
+    """INT8 checkpoint of a state `[H, K, V]` (or `[..., K, V]`), SGLang's layout by default:
+    one scale per (head, key channel) = max over V of |x| / 127 (amax floored at 1e-8)."""
+    if granularity is None:
+        raise ValueError(f"granularity must be one of {GRANULARITIES}, got None")
+    return quantize(state, "int8", granularity)
+
+
+def roundtrip(state: object, fmt: str = "int8", granularity: str | None = None) -> np.ndarray:
+    """quantize(...).dequantize(): what a restore from a compressed checkpoint yields."""
+    return quantize(state, fmt, granularity).dequantize()
+
+
+# ---------------------------------------------------------------------------------------------
+# error metrics
+
+
+class QuantError(NamedTuple):
+    """Errors of a restored state x' against the original x.
+
+    max_abs = max |x - x'|; mean_abs; rel_fro = ||x - x'||_F / ||x||_F (0 if x == 0);
+    bound_rel_fro = ||bound||_F / ||x||_F, the theoretical ceiling of rel_fro;
+    max_bound_ratio = max |x - x'| / bound (<= 1 when the per-element bound holds);
+    bound_holds = every |x - x'| <= bound (1 + 1e-12) + eps(dtype) |x| (slack for the final
+    cast to the state's dtype; eps = 2.2e-16 for float64).
+    """
+
+    max_abs: float
+    mean_abs: float
+    rel_fro: float
+    bound_rel_fro: float
+    max_bound_ratio: float
+    bound_holds: bool
+
+
+def quant_error(state: object, q: QuantizedState) -> QuantError:
+    """Measure how far `q.dequantize()` is from `state`, and against its theoretical bound."""
+    x = _check_state(state).astype(np.float64)
+    if x.shape != q.shape:
+        raise ValueError(f"state must have shape {q.shape}, got {x.shape}")
+    err = np.abs(x - q.dequantize().astype(np.float64))
+    bound = q.bound(x)
+    norm = float(np.linalg.norm(x))
+    ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err > 0, np.inf, 0))
+    return QuantError(
+        max_abs=float(err.max()),
+        mean_abs=float(err.mean()),
+        rel_fro=float(np.linalg.norm(err) / norm) if norm > 0 else 0.0,
+        bound_rel_fro=float(np.linalg.norm(bound) / norm) if norm > 0 else 0.0,
+        max_bound_ratio=float(ratio.max()),
+        bound_holds=bool(np.all(err <= bound * (1.0 + 1e-12) + np.finfo(q.dtype).eps * np.abs(x))),
+    )

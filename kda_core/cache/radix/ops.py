@@ -1,0 +1,211 @@
+"""Radix operations on nodes: match, KV / state locks, LRU eviction (the legacy API).
+
+These take and return tree nodes; ``kda_core.cache.radix.cache`` wraps them in the opaque
+handles of the cache protocol.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from kda_core._checks import check_integral as _check_int
+from kda_core.cache.radix.nodes import Evicted, MatchResult, Node, _Acc, _common_prefix
+
+
+class _OpsMixin:
+    """match / lock / evict part of ``RadixStateCache``."""
+
+    def match(self, key: Any, *, touch: bool = True, split: bool = False) -> MatchResult:
+        """Longest token match and restore point of ``key`` (truncated to whole pages).
+
+        With ``touch`` the KV of the path up to the restore node is refreshed and the states
+        per ``state_touch``. With ``split`` a match ending inside an edge splits it (SGLang):
+        the upper half becomes a tombstone and is returned as ``last_node``.
+        """
+        return self._match(self._as_key(key), touch, split, True)
+
+    def _match(self, k: tuple, touch: bool, split: bool, count: bool) -> MatchResult:
+        epp = self._epp
+        n = len(k) - len(k) % epp
+        if n != len(k):
+            k = k[:n]
+        node = self.root
+        path: list[Node] = []
+        best = self.root
+        best_i = 0
+        best_depth = 0
+        i = 0
+        mid = False
+        while i < n:
+            child = node.children.get(k[i] if epp == 1 else k[i : i + epp])
+            if child is None:
+                break
+            e = child.key
+            le = len(e)
+            if k[i : i + le] == e:
+                i += le
+                node = child
+                path.append(child)
+                if child.has_state:
+                    best = child
+                    best_i = i
+                    best_depth = len(path)
+                continue
+            c = _common_prefix(e, k, i, min(le, n - i))
+            c -= c % epp
+            if c > 0:
+                mid = True
+                i += c
+                if split:
+                    node = self._split(child, c)
+                    path.append(node)
+            break
+        tpe = self._tpe
+        token_match = i * tpe
+        restore_at = best_i * tpe
+        if count:
+            self._c["matches"] += 1
+            if restore_at:
+                self._c["state_hits"] += 1
+            if token_match:
+                self._c["token_hits"] += 1
+        if touch and best is not self.root:
+            used = path[:best_depth]
+            for nd in used:
+                self._touch_kv(nd)
+            if self.state_touch == "node":
+                self._touch_state(best)
+            else:
+                self._state_touch_path(used)
+        aligned = token_match // self.grid * self.grid
+        return MatchResult(
+            token_match=token_match,
+            restore_at=restore_at,
+            node=best,
+            state=best.state,
+            state_bytes=best.state_bytes,
+            kv=tuple(nd.kv for nd in path[:best_depth]),
+            branch=aligned if aligned > restore_at else None,
+            mid_edge=mid,
+            last_node=node,
+        )
+
+    # ------------------------------------------------------------------ locks
+    def lock_kv(self, node: Node) -> None:
+        """Protect the KV of ``node`` and all its ancestors (no-op on the root)."""
+        self._check_node(node)
+        if node is self.root:
+            return
+        nd = node
+        tpe = self._tpe
+        while nd is not self.root:
+            if nd.kv_lock == 0:
+                self._kv_protected += len(nd.key) * tpe
+            nd.kv_lock += 1
+            nd = nd.parent
+        self._sync(node)
+
+    def unlock_kv(self, node: Node) -> None:
+        """Release one ``lock_kv``. A tombstone leaf stays (SGLang ``dec_lock_ref`` only moves
+        sizes from protected to evictable; the leaf is evicted later in KV LRU order)."""
+        self._check_node(node)
+        if node is self.root:
+            return
+        if node.kv_lock <= 0:
+            raise ValueError("node is not KV-locked (unlock_kv without lock_kv)")
+        nd = node
+        tpe = self._tpe
+        while nd is not self.root:
+            nd.kv_lock -= 1
+            if nd.kv_lock == 0:
+                self._kv_protected -= len(nd.key) * tpe
+            nd = nd.parent
+        self._sync(node)
+
+    def lock_state(self, node: Node) -> None:
+        """Protect the checkpoint of ``node`` (and the KV of its path). No-op on the root."""
+        self._check_node(node)
+        if node is self.root:
+            return
+        if not node.has_state:
+            raise ValueError("node has no state (tombstone): cannot lock_state")
+        node.state_lock += 1
+        self.lock_kv(node)
+
+    def unlock_state(self, node: Node) -> None:
+        """Release one ``lock_state`` (and its KV lock). No-op on the root."""
+        self._check_node(node)
+        if node is self.root:
+            return
+        if node.state_lock <= 0:
+            raise ValueError("node is not state-locked (unlock_state without lock_state)")
+        node.state_lock -= 1
+        self.unlock_kv(node)
+
+    # ------------------------------------------------------------------ eviction
+    def lru_state_victim(self) -> Node | None:
+        """Least recently used unprotected state node (None if there is none)."""
+        for nd in self._slru.values():
+            if not nd.sprot:
+                return nd
+        return None
+
+    def _evict_state(self, node: Node, acc: _Acc) -> None:
+        if node.children:
+            self._detach_state(node, acc)
+            acc.tombstoned += 1
+            self._c["tombstoned"] += 1
+        else:
+            self._remove_leaf(node, acc)
+
+    def evict_state_node(self, node: Node) -> Evicted:
+        """Evict the state of one chosen node (internal -> tombstone, leaf -> deleted)."""
+        self._check_node(node)
+        if node is self.root or not node.has_state:
+            raise ValueError("node has no state to evict")
+        if node.sprot:
+            raise ValueError("node's state is protected by a lock")
+        acc = _Acc()
+        self._evict_state(node, acc)
+        self._clock += 1
+        return acc.result()
+
+    def evict_states(self, num: int = 0, nbytes: int = 0) -> Evicted:
+        """Evict LRU unprotected states until ``num`` states and ``nbytes`` bytes are freed.
+
+        Internal nodes become tombstones; leaves are deleted with their KV, and tombstone
+        parents left childless stay as leaves (SGLang). Stops early when nothing is evictable.
+        """
+        num = _check_int(num, "num", 0)
+        nbytes = _check_int(nbytes, "nbytes", 0)
+        acc = _Acc()
+        while acc.states < num or acc.state_bytes < nbytes:
+            victim = self.lru_state_victim()
+            if victim is None:
+                break
+            self._evict_state(victim, acc)
+            self._clock += 1
+        return acc.result()
+
+    def evict_kv(self, num_tokens: int) -> Evicted:
+        """Evict LRU unlocked leaves (KV + state + tombstone cascade) until ``num_tokens``
+        tokens of KV are freed or nothing is evictable."""
+        num_tokens = _check_int(num_tokens, "num_tokens", 0)
+        acc = _Acc()
+        skipped = []
+        heap = self._heap
+        while acc.kv_tokens < num_tokens and heap:
+            entry = heapq.heappop(heap)
+            t, _, nid = entry
+            nd = self._live.get(nid)
+            if nd is None or nd.children or nd.kv_time != t:
+                continue
+            if nd.kv_lock > 0:
+                skipped.append(entry)
+                continue
+            self._remove_leaf(nd, acc)
+            self._clock += 1
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return acc.result()
