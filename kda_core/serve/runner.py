@@ -23,6 +23,8 @@ import numpy as np
 from kda_core.model import TinyHybrid
 from kda_core.pool import ActivePool
 from kda_core.serve.batch import forward_packed
+from kda_core.serve.decode import decode_packed
+from kda_core.serve.fused import FusedWeights
 from kda_core.serve.request import RequestState
 from kda_core.serve.scheduler import Batch
 
@@ -32,6 +34,7 @@ __all__ = ["Runner"]
 class Runner:
     def __init__(self, model: TinyHybrid, pool: ActivePool) -> None:
         self.model = model
+        self.weights = FusedWeights.of(model)
         self.pool = pool
         self.seconds = 0.0
         self.gathers = 0  # steps that had to stack the slots' buffers
@@ -55,7 +58,13 @@ class Runner:
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
         S, W = self._gather(slots)
         pasts = [r.state.mla_kv for r, _ in work]  # type: ignore[union-attr]
-        logits, S_new, W_new, kv = forward_packed(self.model, [s for _, s in work], S, W, pasts)
+        if batch.prefill:
+            seqs = [s for _, s in work]
+            logits, S_new, W_new, kv = forward_packed(self.model, seqs, S, W, pasts, self.weights)
+        else:  # every request decodes: the fused one-token pass
+            toks = [s[0] for _, s in work]
+            lg, S_new, W_new, kv = decode_packed(self.weights, toks, S, W, pasts)
+            logits = lg[:, None]
         out, views = [], []
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
             view = S_new[:, i]
