@@ -90,12 +90,9 @@ from kda_core.model import (
 )
 from kda_core.pool import (
     MAX_SLOTS,
-    SLOTS_MAX,
-    SLOTS_UP_FRONT,
     STRATEGIES,
     ActivePool,
     CheckpointPool,
-    PingPong,
     PoolStats,
     RequestSlots,
     StateShape,
@@ -103,7 +100,14 @@ from kda_core.pool import (
 from kda_core.radix import RadixStateCache
 from kda_core.serve.loop import ServeReport, StepRow
 from kda_core.serve.loop import serve as _serve
-from kda_core.serve.pools import SharedBudget, int8_checkpoint_slots, share
+from kda_core.serve.pools import (
+    ServePingPong,
+    SharedBudget,
+    int8_checkpoint_slots,
+    share,
+    slots_held,
+    slots_up_front,
+)
 from kda_core.serve.request import Request
 
 RESTORE_MODES: tuple[str, ...] = ("exact", "inconsistent")
@@ -277,6 +281,7 @@ class Engine:
         restore: str = "exact",
         model: TinyHybrid | None = None,
         state_slots: int | None = None,
+        overlap: bool = True,
     ) -> None:
         if policy is None:
             params = dict(DEFAULT_POLICY)
@@ -296,6 +301,9 @@ class Engine:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.strategy = strategy
+        self.overlap = _bool(overlap, "overlap")
+        if strategy == "extra_buffer_lazy" and not overlap:
+            raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
         if restore not in RESTORE_MODES:
             raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
         self.restore_mode = restore
@@ -307,8 +315,8 @@ class Engine:
         else:
             ck = DEFAULT_CHECKPOINT_SLOTS if checkpoint_slots is None else checkpoint_slots
             ck = _int(ck, "checkpoint_slots", 1, MAX_SLOTS)
-            need = SLOTS_UP_FRONT[strategy]
-            act = SLOTS_MAX[strategy] if active_slots is None else active_slots
+            need = slots_up_front(strategy, overlap)
+            act = slots_held(strategy, overlap) if active_slots is None else active_slots
             act = _int(act, "active_slots", 1, MAX_SLOTS)
             if act < need:
                 raise ValueError(
@@ -324,7 +332,7 @@ class Engine:
         self.checkpoints = CheckpointPool(shape, ck, int8=self.int8)
         if self.state_slots is not None and not self.int8:
             share(self.active, self.checkpoints, SharedBudget(self.state_slots))
-        self.pingpong = PingPong(self.active, strategy)
+        self.pingpong = ServePingPong(self.active, strategy, overlap)
         self.tree: RadixStateCache = self.policy.make_cache(
             1, on_free_state=self._on_free_state, kv_slice=_kv_slice
         )
@@ -351,7 +359,7 @@ class Engine:
         self, state_slots: Any, active_slots: Any, checkpoint_slots: Any, strategy: str
     ) -> tuple[int, int]:
         """(checkpoint pool, active pool) capacities for ``state_slots``."""
-        spr = sizing.slots_per_request(strategy)
+        spr = sizing.slots_per_request(strategy, self.overlap)
         n = _int(state_slots, "state_slots", spr, MAX_SLOTS)
         if active_slots is not None:
             raise ValueError("active_slots must be None when state_slots is given")

@@ -11,6 +11,15 @@ extra_buffer(_lazy) writes a track slot and donates it straight away. Decode-tim
 (track interval, request end) stay with the request and are inserted when it finishes
 (``cache_finished_req``), as in SGLang.
 
+Overlap scheduling (``Engine(overlap=True)``, SGLang's default ``Scheduler.event_loop_overlap``:
+the CPU schedules and launches step N+1 before it post-processes step N): a state tracked for an
+in-flight checkpoint at step N is read (donated and inserted) only after step N+1's forward, so
+step N+1's track write must go to the other ping-pong slot (``ServePingPong.busy`` refuses the
+hazard) and the checkpoint becomes visible to admissions one step later. Without overlap the
+post-processing follows each forward and one track slot suffices. Modelled: that ordering and
+the slot counts; not modelled: sampling through a future map (tokens, finishes and slot frees
+still apply at the end of the step that produced them).
+
 Retraction (SGLang ``ScheduleBatch.retract_decode``) releases the request's slots, lock and
 not-yet-inserted checkpoints without inserting anything more (``release_kv_cache(...,
 is_insert=False)``); what it inserted in flight stays in the tree (valid states).
@@ -40,6 +49,9 @@ class Lifecycle:
         self.serve_id = serve_id
         self.kv_cache_on = engine.cache_on
         self.running: list[RequestState] | None = None
+        self.overlap = engine.overlap
+        self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
+        self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
 
     # -- resources -------------------------------------------------------------------------
     def ckpt_slot(self, r: RequestState) -> bool:
@@ -188,8 +200,35 @@ class Lifecycle:
             r.parked.pop()
             return
         r.bump("track_writes")
-        if inflight:
+        if inflight and self.overlap:
+            self.queue.append((r, tw, pos))  # read by the post-processing after the next forward
+        elif inflight:
             self.donate(r, tw, pos, inflight=True)
+
+    # -- overlap: post-processing one step late ---------------------------------------------
+    def end_step(self) -> None:
+        """After a step's forward: post-process the previous step's tracked states, then hand
+        this step's to the next one (no-op without overlap)."""
+        busy = self.e.pingpong.busy
+        for r, slot, pos in self.deferred:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+        self.deferred, self.queue = self.queue, []
+        busy.update(slot for _, slot, _ in self.deferred)
+
+    def _flush(self, r: RequestState) -> None:
+        """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
+        busy = self.e.pingpong.busy
+        mine = [it for it in self.deferred + self.queue if it[0] is r]
+        self.deferred = [it for it in self.deferred if it[0] is not r]
+        self.queue = [it for it in self.queue if it[0] is not r]
+        for _, slot, pos in mine:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+
+    def drop_deferred(self) -> None:
+        self.e.pingpong.busy.clear()
+        self.deferred, self.queue = [], []
 
     def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> None:
         e = self.e
@@ -236,6 +275,7 @@ class Lifecycle:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         e = self.e
         assert r.slots is not None and r.state is not None
+        self._flush(r)
         if self.kv_cache_on:
             if e.strategy == "no_buffer":
                 if r.total in r.plan:
@@ -294,6 +334,7 @@ class Lifecycle:
         return list(self.running) if self.running is not None else []
 
     def retract(self, r: RequestState) -> None:
+        self._flush(r)  # its computed chunks' states are valid: they go into the tree
         self.release(r)
         r.retractions += 1
         r.reset()
