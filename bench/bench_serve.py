@@ -30,9 +30,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from kda_core import kda, varlen  # noqa: E402
-from kda_core.engine import Engine, Request  # noqa: E402
 from kda_core.model import TinyHybrid  # noqa: E402
 from kda_core.serve.batch import forward_batch  # noqa: E402
+from kda_core.serve.engine import Engine, Request  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:

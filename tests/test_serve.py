@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kda_core import sizing
-from kda_core.engine import Engine, Request
 from kda_core.model import TinyHybrid, encode
 from kda_core.pool import STRATEGIES
+from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
 _REF: dict[tuple, tuple[list[int], np.ndarray]] = {}

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from kda_core import sizing
-from kda_core.engine import Engine, Request
 from kda_core.model import TinyHybrid, encode
 from kda_core.pool import STRATEGIES, PoolError
+from kda_core.serve.engine import Engine, Request
 from kda_core.serve.pools import ServePingPong
 
 MODEL = TinyHybrid()

@@ -1,7 +1,7 @@
 """A served request's life on the engine's cache and pools: admit, advance, park, finish, retract.
 
 The same steps as ``Engine.generate`` (match, lock, copy-on-write restore, plan, track,
-donate, insert; see kda_core/engine.py), cut into the pieces a scheduler step needs, with one
+donate, insert; see serve/generate.py), cut into the pieces a scheduler step needs, with one
 difference SGLang makes for chunked prefill: **checkpoints are inserted in flight**. After each
 prefill chunk that ends at a planned position the state goes into the tree at once
 (``cache_unfinished_req`` in SGLang's ``mamba_radix_cache.py``: insert the prefix, move the
@@ -36,7 +36,8 @@ from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState, decode
 from kda_core.serve.request import RequestState
 
 if TYPE_CHECKING:
-    from kda_core.engine import Engine, GenerateReport
+    from kda_core.serve.engine import Engine
+    from kda_core.serve.report import GenerateReport
 
 __all__ = ["Lifecycle"]
 
@@ -66,10 +67,10 @@ class Lifecycle:
         while not pp.can_open():
             if not self.kv_cache_on:
                 return False
-            ev = self.e.policy.evict_states(self.e.tree, num=1)
-            if ev.states == 0:
+            n = self.e.cache.evict_one_state()
+            if n == 0:
                 return False
-            r.bump("evicted_states", ev.states)
+            r.bump("evicted_states", n)
         return True
 
     # -- admit -----------------------------------------------------------------------------
@@ -78,15 +79,15 @@ class Lifecycle:
         for the rest of the prompt cannot evict it. -> (locked node or None, restore point)."""
         if not self.kv_cache_on or r.P <= 1:
             return None, 0
-        m = self.e.tree.match(r.ids[:-1], touch=False)
+        m = self.e.cache.match(r.ids[:-1], touch=False)
         if m.restore_at == 0:
             return None, 0
-        self.e.tree.lock_state(m.node)
+        self.e.cache.lock(m.node)
         return m.node, m.restore_at
 
     def probe_unlock(self, node: object) -> None:
         if node is not None:
-            self.e.tree.unlock_state(node)
+            self.e.cache.unlock(node)
 
     def admit(self, r: RequestState, step: int) -> None:
         """Open slots (the caller made room), match, lock, restore, plan the checkpoints."""
@@ -100,15 +101,15 @@ class Lifecycle:
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
         m = None
         if self.kv_cache_on and r.P > 1:
-            m = e.tree.match(r.ids[:-1])
+            m = e.cache.match(r.ids[:-1])
             r.token_match, r.restore_at = m.token_match, m.restore_at
             if r.restore_at > 0:
-                e.tree.lock_state(m.node)
+                e.cache.lock(m.node)
                 r.locked, r.locked_len = m.node, r.restore_at
                 e.checkpoints.load_to_active(m.state, e.active, a)
                 r.bump("copies")
                 r.restore_error = e.checkpoints.quant_error(m.state)
-                kv = np.concatenate(m.kv, axis=0)
+                kv = e.cache.path_kv(m)
         else:
             r.token_match = r.restore_at = 0
         if r.restore_at == 0:
@@ -253,21 +254,14 @@ class Lifecycle:
         e = self.e
         st = r.state
         assert st is not None
-        ckpts.sort()
-        for _, slot in ckpts:
-            e.checkpoints.set_owner(slot, "tree")
-        nb = e.checkpoints.slot_bytes
-        end = ckpts[-1][0]
-        res = e.tree.insert(st.tokens[:end], st.mla_kv[:end], [(p, s, nb) for p, s in ckpts])
-        slot_at = dict(ckpts)
-        for p in res.existed:
-            e.checkpoints.free(slot_at[p])
+        end = max(p for p, _ in ckpts)
+        res = e.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
         r.bump("created", len(res.new))
         r.bump("existed", len(res.existed))
-        if move_lock and res.node is not None and res.node.has_state:
-            e.tree.lock_state(res.node)  # lock the new node first: the path is never unlocked
+        if move_lock and e.cache.holds_state(res.node):
+            e.cache.lock(res.node)  # lock the new node first: the path is never unlocked
             if r.locked is not None:
-                e.tree.unlock_state(r.locked)
+                e.cache.unlock(r.locked)
             r.locked, r.locked_len = res.node, end
 
     # -- finish / retract ------------------------------------------------------------------
@@ -294,8 +288,8 @@ class Lifecycle:
             self._insert(r, list(r.pending), move_lock=False)
             r.pending.clear()
         self._unlock(r)
-        if e.kv_budget is not None and e.tree.kv_tokens > e.kv_budget:
-            ev = e.tree.evict_kv(e.tree.kv_tokens - e.kv_budget)
+        if e.kv_budget is not None and e.cache.kv_tokens > e.kv_budget:
+            ev = e.cache.evict_kv(e.cache.kv_tokens - e.kv_budget)
             r.bump("evicted_states", ev.states)
             r.bump("evicted_kv", ev.kv_tokens)
         e.pingpong.close(r.slots)
@@ -315,7 +309,7 @@ class Lifecycle:
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:
-            self.e.tree.unlock_state(r.locked)
+            self.e.cache.unlock(r.locked)
             r.locked, r.locked_len = None, 0
 
     def release(self, r: RequestState) -> None:
@@ -341,7 +335,7 @@ class Lifecycle:
 
     # -- report ----------------------------------------------------------------------------
     def report(self, r: RequestState) -> GenerateReport:
-        from kda_core.engine import GenerateReport, TraceStep
+        from kda_core.serve.report import GenerateReport, TraceStep
 
         c = r.counts.get
         nan = float("nan")

@@ -24,7 +24,8 @@ from kda_core.serve.runner import Runner
 from kda_core.serve.scheduler import Batch, Scheduler
 
 if TYPE_CHECKING:
-    from kda_core.engine import Engine, GenerateReport
+    from kda_core.serve.engine import Engine
+    from kda_core.serve.report import GenerateReport
 
 __all__ = ["MAX_REQUESTS", "MAX_STEPS", "ServeReport", "StepRow", "serve"]
 
@@ -118,7 +119,7 @@ def concurrency(engine: Engine, requested: int | None) -> tuple[int, str | None]
 
 
 def _slots(engine: Engine) -> tuple[int, int, int, int | None]:
-    tree_states = engine.tree.n_states
+    tree_states = engine.cache.n_states
     held = engine.active.n_used + engine.checkpoints.n_used - tree_states
     if engine.state_slots is not None and not engine.int8:
         return held, tree_states, engine.active.n_free, None

@@ -47,9 +47,9 @@ import numpy as np
 
 from kda_core import policy as pol
 from kda_core import tokenizer
-from kda_core.engine import Engine, GenerateReport
 from kda_core.model import TinyHybrid, encode
 from kda_core.radix import NodeView
+from kda_core.serve.engine import Engine, GenerateReport
 
 MAX_PROMPTS = 12
 MAX_PROMPT_TOKENS = 1024

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.engine import Engine
 from kda_core.radix import Node
+from kda_core.serve.engine import Engine
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 
