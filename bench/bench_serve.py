@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     rep = 1 if args.quick else 3
     model = TinyHybrid()
     ok = True
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average {load} (a shared machine: compare ratios within one run)")
     print("== serving: 32 requests x (16 prompt + 64 new tokens)")
     s = serving(model, 32, 16, 64, 1 if args.quick else 2)
     print(f"one at a time {s['seq_tps']:8.0f} tok/s | batched {s['batch_tps']:8.0f} tok/s | "

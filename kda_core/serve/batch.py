@@ -8,8 +8,6 @@ the batched step, prefill chunks through the level-by-level chunked scan), each 
 its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
 masked batch; prefill chunks one sequence at a time (their causal masks differ).
 
-``decode_batch`` is the all-decode case (one token per request) advancing states in place.
-
 Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py).
 """
 
@@ -40,7 +38,7 @@ from kda_core.serve.fused import (
     silu,
 )
 
-__all__ = ["decode_batch", "forward_batch", "forward_packed", "mla_decode_attention"]
+__all__ = ["forward_batch", "forward_packed", "mla_decode_attention"]
 
 
 def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> list[list[int]]:
@@ -199,13 +197,3 @@ def forward_batch(
         for i, st in enumerate(states)
     ]
     return out, new_states
-
-
-def decode_batch(
-    model: TinyHybrid, tokens: Sequence[int], states: Sequence[ModelState]
-) -> np.ndarray:
-    """One token per request, every state advanced in place. Returns logits [B, vocab]."""
-    logits, new = forward_batch(model, [[t] for t in tokens], states)
-    for st, nw in zip(states, new):
-        st.kda, st.mla_kv, st.tokens = nw.kda, nw.mla_kv, nw.tokens
-    return np.concatenate(logits, axis=0)

@@ -5,7 +5,8 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
   MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``);
-* the conv step as one einsum over ``[window, x]`` (the new window is its last W-1 rows);
+* the conv step as one einsum over the window plus the token's tap (the new window: the old
+  one shifted by a row, the token's raw projection last);
 * the delta-rule step touching each state three times (an einsum decay into the new state, an
   einsum outer product into a scratch array, one add) and reading the old state once for both
   ``k^T diag(alpha) S`` and ``q^T diag(alpha) S``: with ``S' = diag(alpha) S + k u^T``,
@@ -35,9 +36,13 @@ def _kda_decode(wt, c, h, S, win, S_out, W_out, scratch):
     N, H, K = h.shape[0], c.n_heads, c.head_dim
     HK = H * K
     z = h @ wt.w_in
-    full = np.concatenate([win, z[:, None, : 3 * HK]], axis=1)  # [N, W, 3HK]
-    W_out[...] = full[:, 1:]
-    act = silu(np.einsum("nwd,wd->nd", full, wt.taps)).reshape(N, 3, H, K)
+    raw = z[:, : 3 * HK]
+    y = np.einsum("nwd,wd->nd", win, wt.taps[:-1])  # the window's taps, then the token's
+    y += raw * wt.taps[-1]
+    if W_out.shape[1]:  # conv_size 1 keeps no window
+        W_out[:, :-1] = win[:, 1:]
+        W_out[:, -1] = raw
+    act = silu(y).reshape(N, 3, H, K)
     q, k, v = l2norm(act[:, 0]), l2norm(act[:, 1]), act[:, 2]
     f = (z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b).reshape(N, H, K)
     alpha = np.exp(c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias)))

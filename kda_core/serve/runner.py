@@ -37,7 +37,6 @@ class Runner:
         self.weights = FusedWeights.of(model)
         self.pool = pool
         self.seconds = 0.0
-        self.gathers = 0  # steps that had to stack the slots' buffers
         self._prev: tuple[list[int], list[np.ndarray], np.ndarray, np.ndarray] | None = None
 
     def _gather(self, slots: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +45,6 @@ class Runner:
             p_slots, p_views, p_S, p_W = self._prev
             if p_slots == slots and all(b[0] is v for b, v in zip(bufs, p_views)):
                 return p_S, p_W
-        self.gathers += 1
         return np.stack([b[0] for b in bufs], axis=1), np.stack([b[1] for b in bufs], axis=1)
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
