@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kda_core import sizing
 from kda_core.model import TinyHybrid, encode
@@ -99,3 +101,36 @@ def test_overlap_with_one_track_slot_would_overwrite_an_unread_state():
     rep = no_overlap.serve(reqs)  # one slot is enough: each step is post-processed at once
     assert_exact(rep, reqs)
     assert no_overlap.stats().tree_states == ok.stats().tree_states
+
+
+@st.composite
+def shared_prefix_workloads(draw):
+    base = draw(st.text("ab", min_size=0, max_size=48))
+    reqs = []
+    for _ in range(draw(st.integers(1, 5))):
+        cut = draw(st.integers(0, len(base)))
+        tail = draw(st.text("ab", min_size=1, max_size=8))
+        reqs.append(Request(base[:cut] + tail, draw(st.integers(1, 8)), draw(st.integers(0, 4))))
+    return reqs
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shared_prefix_workloads(),
+    st.sampled_from(MODES),
+    st.integers(1, 40),
+    st.integers(0, 12),
+)
+def test_serve_exact_in_every_mode(reqs, mode, budget, extra_slots):
+    """Exactness holds with overlap on and off (in-flight checkpoints one step late or not)."""
+    strategy, overlap = mode
+    spr = sizing.slots_per_request(strategy, overlap)
+    e = Engine(
+        model=MODEL, strategy=strategy, state_slots=spr + extra_slots, chunk_size=16,
+        overlap=overlap,
+    )  # fmt: skip
+    rep = e.serve(reqs, max_batch_tokens=budget)
+    assert_exact(rep, reqs)
+    assert rep.peak_running <= sizing.max_running_requests(spr + extra_slots, strategy, overlap)
+    e.check_integrity()
+    assert not e.pingpong.busy
