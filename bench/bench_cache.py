@@ -30,8 +30,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from kda_core.cache import policy as P  # noqa: E402
-from kda_core.engine import Engine  # noqa: E402
 from kda_core.model import TinyHybrid, encode  # noqa: E402
+from kda_core.serve.engine import Engine  # noqa: E402
 
 TOOLS = (
     "weather(city)",

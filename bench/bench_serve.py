@@ -29,11 +29,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from kda_core import kda  # noqa: E402
-from kda_core.engine import Engine, Request  # noqa: E402
-from kda_core.kda import varlen  # noqa: E402
+from kda_core import kda, varlen  # noqa: E402
 from kda_core.model import TinyHybrid  # noqa: E402
 from kda_core.serve.batch import forward_batch  # noqa: E402
+from kda_core.serve.engine import Engine, Request  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:
@@ -120,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     rep = 1 if args.quick else 3
     model = TinyHybrid()
     ok = True
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average {load} (a shared machine: compare ratios within one run)")
     print("== serving: 32 requests x (16 prompt + 64 new tokens)")
     s = serving(model, 32, 16, 64, 1 if args.quick else 2)
     print(f"one at a time {s['seq_tps']:8.0f} tok/s | batched {s['batch_tps']:8.0f} tok/s | "

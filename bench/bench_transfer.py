@@ -70,8 +70,8 @@ def _throughput(store, blobs: list[bytes], tag: str) -> dict:
 
 
 def tiny_transfer_vs_recompute(store, boundaries: list[int], reps: int) -> list[dict]:
-    from kda_core.engine import Engine
     from kda_core.model import TinyHybrid
+    from kda_core.serve.engine import Engine
     from kda_core.transfer.instance import Instance
     from kda_core.transfer.pd import _handoff_policy
 

@@ -8,8 +8,8 @@ import pytest
 
 from kda_core.cache import policy as pol
 from kda_core.cache.quant import quantize_int8
-from kda_core.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
 from kda_core.model import KDALayerState, TinyHybrid, encode
+from kda_core.serve.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
 
 MODEL = TinyHybrid()
 
@@ -503,3 +503,15 @@ def test_policy_chunk_incompatibility_fails_at_construction() -> None:
     e = Engine(pol.make("vllm"), chunk_size=16, model=MODEL)
     e.generate(SYS + "ok", 1)
     e.check_integrity()
+
+
+def test_contract_facade_is_the_serving_engine():
+    import kda_core.engine as facade
+    from kda_core.serve import engine as real
+    from kda_core.serve.loop import ServeReport
+    from kda_core.serve.report import GenerateReport
+    from kda_core.serve.request import Request
+
+    assert facade.Engine is real.Engine and facade.Request is Request
+    assert facade.GenerateReport is GenerateReport and facade.ServeReport is ServeReport
+    assert set(facade.__all__) <= set(dir(facade))

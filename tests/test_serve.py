@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from kda_core import sizing
 from kda_core.cache.pool import STRATEGIES
-from kda_core.engine import Engine, Request
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
 _REF: dict[tuple, tuple[list[int], np.ndarray]] = {}
@@ -87,19 +87,27 @@ def test_serve_one_equals_generate_and_generate_still_works():
     e2.check_integrity()
 
 
-def test_inflight_checkpoint_serves_a_later_request():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_inflight_checkpoint_serves_a_later_request(overlap):
     """B arrives while A (a long prompt, 16-token chunks one per step) is still prefilling and
-    restores from A's in-flight checkpoint: A's prefix is in the tree before A finishes."""
+    restores from A's in-flight checkpoint: A's prefix is in the tree before A finishes.
+    Without overlap A's checkpoints at 16 and 32 (steps 0 and 1) are in the tree when B is
+    admitted at step 2; with overlap (SGLang ``scheduler.py`` ``event_loop_overlap``: step N is
+    post-processed after step N+1 is launched) the one at 32 is inserted only after step 2's
+    forward, so B restores at 16."""
     long = SYSTEM * 4
     reqs = [Request(long + "A", 4, arrival=0), Request(long[:64] + "B", 4, arrival=2)]
-    e = Engine(model=MODEL, state_slots=20, chunk_size=16)
+    e = Engine(model=MODEL, state_slots=20, chunk_size=16, overlap=overlap)
     rep = e.serve(reqs, max_batch_tokens=24)  # A's 16-token chunk leaves B 8 tokens a step
     a, b = rep.reports
     admitted_b = next(row.step for row in rep.steps if 1 in row.admitted)
     finished_a = next(row.step for row in rep.steps if 0 in row.finished)
     assert admitted_b < finished_a
     assert rep.steps[admitted_b].phases[0] == "prefill"  # A was still in its prompt
-    assert b.restore_at >= 32 and b.restore_at % 16 == 0
+    if overlap:
+        assert b.restore_at == 16
+    else:
+        assert b.restore_at >= 32 and b.restore_at % 16 == 0
     assert_exact(rep, reqs)
     assert_rows_consistent(e, rep)
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kda_core.kda import varlen
 from kda_core.model import TinyHybrid
-from kda_core.serve.batch import decode_batch, forward_batch
+from kda_core.serve.batch import forward_batch, forward_packed
+from kda_core.serve.decode import decode_packed
+from kda_core.serve.fused import FusedWeights, conv_packed
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -43,14 +46,15 @@ def test_forward_batch_equals_per_request_forward(seed, pasts, lens):
 
 
 @pytest.mark.parametrize("seed", sorted(MODELS))
-def test_decode_batch_equals_decode_step_over_many_steps(seed):
+def test_batched_decode_equals_decode_step_over_many_steps(seed):
     model = MODELS[seed]
     rng = np.random.default_rng(1)
     states = [prefilled(model, rng, n) for n in (1, 9, 30, 2, 64)]
     twins = [st.copy() for st in states]
     toks = [int(t) for t in rng.integers(0, 256, len(states))]
     for _ in range(6):
-        got = decode_batch(model, toks, states)
+        logits, states = forward_batch(model, [[t] for t in toks], states)
+        got = np.concatenate(logits, axis=0)
         ref = np.stack([model.decode_step(t, st) for t, st in zip(toks, twins)])
         np.testing.assert_allclose(got, ref, atol=1e-10, rtol=0)
         toks = [int(np.argmax(r)) for r in ref]
@@ -67,3 +71,38 @@ def test_forward_batch_bad_input():
         forward_batch(model, [[300]], [st])
     with pytest.raises(ValueError, match="model must be a TinyHybrid"):
         forward_batch(object(), [[1]], [st])
+
+
+@pytest.mark.parametrize("seed", sorted(MODELS))
+@pytest.mark.parametrize("pasts", [[0, 0, 0], [3, 3, 3, 3], [0, 5, 17, 2, 40]])
+def test_decode_packed_equals_forward_packed(seed, pasts):
+    """The fused all-decode pass against the general packed pass (ragged and equal pasts).
+    Bounds: rounding of D = 128-term float64 dot products of O(1) values (~1e-13), with room."""
+    model = MODELS[seed]
+    rng = np.random.default_rng(len(pasts) + seed)
+    states = [prefilled(model, rng, n) for n in pasts]
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    kvs = [st.mla_kv for st in states]
+    toks = [int(t) for t in rng.integers(0, 256, len(states))]
+    ref = forward_packed(model, [[t] for t in toks], S, W, kvs)
+    got = decode_packed(FusedWeights.of(model), toks, S, W, kvs)
+    np.testing.assert_allclose(got[0], np.concatenate(ref[0]), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(got[1], ref[1], atol=1e-12, rtol=0)
+    np.testing.assert_allclose(got[2], ref[2], atol=1e-12, rtol=0)
+    np.testing.assert_allclose(got[3], np.stack(ref[3]), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("lens", [[5, 5, 5], [1, 7, 3, 16], [2], [4, 0, 3]])
+def test_conv_packed_equals_varlen_twin(lens):
+    rng = np.random.default_rng(sum(lens))
+    D, W = 12, 4
+    cu = np.concatenate([[0], np.cumsum(lens)])
+    x = rng.standard_normal((int(cu[-1]), D))
+    w = rng.standard_normal((D, W))
+    win = rng.standard_normal((len(lens), W - 1, D))
+    y, new = conv_packed(x, np.ascontiguousarray(w.T), cu, win)
+    y_ref, new_ref = varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
+    np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
+    np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from kda_testdata import kda_inputs
 
-from kda_core import kda, sizing, spec
+from kda_core import kda, sizing
 from kda_core import model as M
 from kda_core.cache.quant import round_bf16
+from kda_core.serve import spec
 
 PROMPT = "ReplaySSM 只保存轻量输入。"
 DRAFT = [101, 7, 200, 33, 64, 150, 9, 250]  # D = 8 arbitrary tokens

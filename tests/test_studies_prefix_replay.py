@@ -297,7 +297,7 @@ def test_session_bad_input_leaves_it_unchanged() -> None:
 
 def test_restore_drift_takes_the_session_settings() -> None:
     """The drift under sglang / 4 slots / INT8 parking; naive twin: three fresh engines."""
-    from kda_core.engine import Engine
+    from kda_core.serve.engine import Engine
 
     kw = dict(policy="sglang", spacing=16, checkpoint_slots=4)
     d = pr.restore_drift("multi_turn", max_new_tokens=6, int8=True, **kw)

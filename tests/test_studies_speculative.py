@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core import sizing, spec
+from kda_core import sizing
+from kda_core.serve import spec
 from kda_core.studies import speculative as sp
 
 

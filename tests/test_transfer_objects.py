@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as st_save
 
-from kda_core.engine import Engine
 from kda_core.model import TOKENIZER_FINGERPRINT, TinyHybrid, encode
+from kda_core.serve.engine import Engine
 from kda_core.transfer.identity import (
     Identity,
     Layout,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.engine import Engine
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve.engine import Engine
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import PART_KINDS
 from kda_core.transfer.tiers import HostTier

@@ -34,7 +34,7 @@ MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables ar
 
 class TwoEndedPoolStats(NamedTuple):
     """Counters and occupancy of a two-ended pool (`UnifiedPool` or `StaticPool`), in entries or
-    bytes. (Not `kda_core.pool`'s serving-pool counts.)"""
+    bytes. (Not `kda_core.cache.pool`'s serving-pool counts.)"""
 
     total_bytes: int
     state_live: int

@@ -17,4 +17,7 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """``1 / (1 + exp(-x))``, written with tanh so large ``|x|`` cannot overflow ``exp``."""
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    t = np.tanh(0.5 * x)
+    t += 1.0  # in place: one temporary (the batched serving path calls this per layer)
+    t *= 0.5
+    return t

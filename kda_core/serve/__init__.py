@@ -1,14 +1,16 @@
-"""Serving many requests at once on TinyHybrid (``Engine.serve``), in small parts:
+"""Serving TinyHybrid (``Engine``; the contract facade is ``kda_core.engine``), in small parts:
 
-* ``request``   - ``Request`` (the caller's) and ``RequestState`` (tokens, phase, slots, lock,
-  last tracked position, counters);
-* ``pools``     - one state pool shared by running and cached states (SGLang's ``MambaPool``),
-  the INT8 checkpoint pool's size;
-* ``lifecycle`` - admit / advance / park (in-flight checkpoints) / finish / retract on the
-  engine's tree and pools;
-* ``scheduler`` - FCFS continuous batching: decodes, chunked prefill under a token budget,
-  admission by state slots and KV tokens, retraction;
-* ``batch``     - the model over a batch in one pass (varlen packed prefill, batched decode);
+* ``engine`` / ``engine_args`` - ``Engine`` and its argument checks; ``report`` the reports;
+* ``generate``  - one request (``Engine.generate``): ``OneRequest``;
+* ``cache_ops`` - every call into the radix cache (one adapter);
+* ``request``   - ``Request`` (the caller's) and ``RequestState`` (one request in ``serve``);
+* ``pools``     - one state pool for running and cached states, the ping-pong ring by mode;
+* ``lifecycle`` - admit / advance / park / finish / retract, overlap post-processing;
+* ``scheduler`` - FCFS continuous batching: decodes, chunked prefill, admission, retraction;
+* ``batch`` / ``fused`` / ``decode`` - the model over a batch (packed prefill, fused decode);
 * ``runner``    - one step's forward with the states bound to their slots as views;
-* ``loop``      - ``serve`` itself, ``ServeReport`` and ``StepRow``.
+* ``loop``      - ``serve`` itself, ``ServeReport`` and ``StepRow``;
+* ``spec``      - speculative decoding with ReplaySSM.
+
+See docs/serving.md and docs/speculative.md.
 """

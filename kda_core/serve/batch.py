@@ -8,8 +8,6 @@ the batched step, prefill chunks through the level-by-level chunked scan), each 
 its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
 masked batch; prefill chunks one sequence at a time (their causal masks differ).
 
-``decode_batch`` is the all-decode case (one token per request) advancing states in place.
-
 Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py).
 """
 
@@ -19,20 +17,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core import kda
 from kda_core.kda import varlen
 from kda_core.model import (
     MAX_TOKENS,
     KDALayerState,
-    KDAWeights,
     MLAWeights,
     ModelState,
     TinyHybrid,
     check_tokens,
 )
-from kda_core.model.functional import sigmoid as _sigmoid
+from kda_core.serve.fused import (
+    FusedWeights,
+    KDALayer,
+    conv_packed,
+    l2norm,
+    mlp,
+    rms,
+    sigmoid,
+    silu,
+)
 
-__all__ = ["decode_batch", "forward_batch", "forward_packed"]
+__all__ = ["forward_batch", "forward_packed", "mla_decode_attention"]
 
 
 def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> list[list[int]]:
@@ -51,31 +56,46 @@ def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> l
     return ids
 
 
-def _kda_layer(model, layer, h, cu, S0, win, out):
-    """One KDA mixer over packed rows; the new states go to ``out`` [N, H, K, V].
-    Returns (y [T, D], new states, windows)."""
+def _kda_layer(model, wt: KDALayer, h, cu, S0, win, out):
+    """One KDA mixer over packed rows (fused projections); the new states go to ``out``
+    [N, H, K, V]. Returns (y [T, D], new states, windows)."""
     c = model.config
-    w: KDAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
     T, H, K = h.shape[0], c.n_heads, c.head_dim
-    act, new_win = varlen._conv_packed(h @ w.w_qkv, w.conv_w, cu, win, "silu")
-    q, k, v = (act[:, i * H * K : (i + 1) * H * K].reshape(T, H, K) for i in range(3))
-    f = ((h @ w.f_a) @ w.f_b).reshape(T, H, K)
-    g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
-    beta = _sigmoid(h @ w.w_beta)
-    o, S = varlen.kda_varlen(kda.l2norm(q), kda.l2norm(k), v, g, beta, cu, S0, out=out)
-    return model.kda_readout(layer, h, o), S, new_win
+    HK = H * K
+    z = h @ wt.w_in
+    y, new_win = conv_packed(z[:, : 3 * HK], wt.taps, cu, win)
+    act = silu(y).reshape(T, 3, H, K)
+    f = (z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b).reshape(T, H, K)
+    g = c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias))
+    beta = sigmoid(z[:, -H:])
+    q, k = l2norm(act[:, 0]), l2norm(act[:, 1])
+    o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
+    gate = sigmoid(z[:, 3 * HK : 4 * HK])
+    return (rms(o, wt.norm_w, c.norm_eps).reshape(T, HK) * gate) @ wt.w_o, S, new_win
 
 
 def _mla_decode(model, layer, h, pasts):
     """Latent attention of one query per request (h [B, D]) over each request's own past
-    latents plus its new one: a padded batch with the padding masked out, in the absorbed
-    form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h) . c and
-    outputs W_uv,h (p . c), so the past latents are never up-projected."""
+    latents plus its new one (``mla_decode_attention``)."""
     c = model.config
     w: MLAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
-    B, Hm, dh = h.shape[0], c.mla_heads, c.mla_head_dim
+    Hm, dh = c.mla_heads, c.mla_head_dim
     new = model.mla_latent(layer, h)  # [B, C]
     C = new.shape[1]
+    uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
+    uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
+    o = mla_decode_attention(h @ w.w_q, new, pasts, uk, uv, dh)
+    return (o * sigmoid(h @ w.w_gate)) @ w.w_o, new
+
+
+def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
+    """Attention of one query per request, q [B, Hm dh], over its past latents pasts[b]
+    [P_b, C] and its new one new[b]: a padded batch with the padding masked out, in the
+    absorbed form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h)
+    . c and outputs W_uv,h (p . c), so the past latents are never up-projected. uk [Hm, dh,
+    C], uv [Hm, C, dh]. Returns the attention outputs [B, Hm dh] (before gate and W_o)."""
+    B, C = new.shape
+    Hm = uk.shape[0]
     n = np.array([p.shape[0] for p in pasts]) + 1
     L = int(n.max())
     if np.all(n == L):  # equal lengths (steady decoding of a batch admitted together)
@@ -85,17 +105,14 @@ def _mla_decode(model, layer, h, pasts):
         for b, p in enumerate(pasts):
             lat[b, : n[b] - 1] = p
         lat[np.arange(B), n - 1] = new
-    q = (h @ w.w_q).reshape(B, Hm, 1, dh)
-    uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
-    uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
-    qa = np.matmul(q, uk)  # [B, Hm, 1, C]
+    qa = np.matmul(q.reshape(B, Hm, 1, dh), uk)  # [B, Hm, 1, C]
     s = np.matmul(qa, lat[:, None].swapaxes(-1, -2))[:, :, 0] / np.sqrt(dh)  # [B, Hm, L]
-    s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
+    if int(n.min()) < L:  # ragged: mask the padding
+        s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     p = s / s.sum(axis=-1, keepdims=True)
     ctx = np.matmul(p[:, :, None, :], lat[:, None])  # [B, Hm, 1, C]
-    o = np.matmul(ctx, uv).reshape(B, Hm * dh)
-    return (o * _sigmoid(h @ w.w_gate)) @ w.w_o, new
+    return np.matmul(ctx, uv).reshape(B, Hm * dh)
 
 
 def _mla_layer(model, layer, h, cu, pasts):
@@ -122,6 +139,7 @@ def forward_packed(
     S: np.ndarray,
     conv: np.ndarray,
     pasts: Sequence[np.ndarray],
+    wts: FusedWeights | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, list[np.ndarray]]:
     """The core of ``forward_batch`` on layer-major state arrays (no validation).
 
@@ -129,24 +147,27 @@ def forward_packed(
     latents [P_i, n_mla, C] of sequence i. Returns (logits per sequence, new S, new conv,
     new latents per sequence [len_i, n_mla, C]); the new arrays are fresh, so request i's
     state is the view ``S_new[:, i]`` (the runner binds those views to the slots: no copy).
+    ``wts``: the model's ``FusedWeights`` (None: made here).
     """
+    wts = FusedWeights.of(model) if wts is None else wts
     lens = np.array([len(s) for s in ids])
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     x = model.embed[np.concatenate(ids)]
     S_new = np.empty_like(S)
     W_new = np.empty_like(conv)
     new_lat: list[list[np.ndarray]] = []
-    for layer, kind in enumerate(model.layer_kinds):
-        h = model.norm1(layer, x)
+    for layer in range(len(model.layer_kinds)):
+        wt = wts.layers[layer]
+        h = rms(x, wt.norm1, model.config.norm_eps)
         j = model._slot[layer]
-        if kind == "kda":
-            y, _, W_new[j] = _kda_layer(model, layer, h, cu, S[j], conv[j], S_new[j])
+        if isinstance(wt, KDALayer):
+            y, _, W_new[j] = _kda_layer(model, wt, h, cu, S[j], conv[j], S_new[j])
         else:
             y, lats = _mla_layer(model, layer, h, cu, pasts)
             new_lat.append(lats)
         x = x + y
-        x = x + model.mlp(layer, x)
-    logits = model.logits(x)
+        x = x + mlp(model, layer, x)
+    logits = rms(x, model.final_norm, model.config.norm_eps) @ model.lm_head
     out = [logits[cu[i] : cu[i + 1]] for i in range(len(ids))]
     kv = [np.stack([lat[i] for lat in new_lat], axis=1) for i in range(len(ids))]
     return out, S_new, W_new, kv
@@ -175,13 +196,3 @@ def forward_batch(
         for i, st in enumerate(states)
     ]
     return out, new_states
-
-
-def decode_batch(
-    model: TinyHybrid, tokens: Sequence[int], states: Sequence[ModelState]
-) -> np.ndarray:
-    """One token per request, every state advanced in place. Returns logits [B, vocab]."""
-    logits, new = forward_batch(model, [[t] for t in tokens], states)
-    for st, nw in zip(states, new):
-        st.kda, st.mla_kv, st.tokens = nw.kda, nw.mla_kv, nw.tokens
-    return np.concatenate(logits, axis=0)

@@ -1,7 +1,7 @@
 """A served request's life on the engine's cache and pools: admit, advance, park, finish, retract.
 
 The same steps as ``Engine.generate`` (match, lock, copy-on-write restore, plan, track,
-donate, insert; see kda_core/engine.py), cut into the pieces a scheduler step needs, with one
+donate, insert; see serve/generate.py), cut into the pieces a scheduler step needs, with one
 difference SGLang makes for chunked prefill: **checkpoints are inserted in flight**. After each
 prefill chunk that ends at a planned position the state goes into the tree at once
 (``cache_unfinished_req`` in SGLang's ``mamba_radix_cache.py``: insert the prefix, move the
@@ -10,6 +10,15 @@ that an earlier one is still prefilling. no_buffer snapshots the active slot the
 extra_buffer(_lazy) writes a track slot and donates it straight away. Decode-time checkpoints
 (track interval, request end) stay with the request and are inserted when it finishes
 (``cache_finished_req``), as in SGLang.
+
+Overlap scheduling (``Engine(overlap=True)``, SGLang's default ``Scheduler.event_loop_overlap``:
+the CPU schedules and launches step N+1 before it post-processes step N): a state tracked for an
+in-flight checkpoint at step N is read (donated and inserted) only after step N+1's forward, so
+step N+1's track write must go to the other ping-pong slot (``ServePingPong.busy`` refuses the
+hazard) and the checkpoint becomes visible to admissions one step later. Without overlap the
+post-processing follows each forward and one track slot suffices. Modelled: that ordering and
+the slot counts; not modelled: sampling through a future map (tokens, finishes and slot frees
+still apply at the end of the step that produced them).
 
 Retraction (SGLang ``ScheduleBatch.retract_decode``) releases the request's slots, lock and
 not-yet-inserted checkpoints without inserting anything more (``release_kv_cache(...,
@@ -27,7 +36,8 @@ from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState, decode
 from kda_core.serve.request import RequestState
 
 if TYPE_CHECKING:
-    from kda_core.engine import Engine, GenerateReport
+    from kda_core.serve.engine import Engine
+    from kda_core.serve.report import GenerateReport
 
 __all__ = ["Lifecycle"]
 
@@ -40,6 +50,9 @@ class Lifecycle:
         self.serve_id = serve_id
         self.kv_cache_on = engine.cache_on
         self.running: list[RequestState] | None = None
+        self.overlap = engine.overlap
+        self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
+        self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
 
     # -- resources -------------------------------------------------------------------------
     def ckpt_slot(self, r: RequestState) -> bool:
@@ -54,10 +67,10 @@ class Lifecycle:
         while not pp.can_open():
             if not self.kv_cache_on:
                 return False
-            ev = self.e.policy.evict_states(self.e.tree, num=1)
-            if ev.states == 0:
+            n = self.e.cache.evict_one_state()
+            if n == 0:
                 return False
-            r.bump("evicted_states", ev.states)
+            r.bump("evicted_states", n)
         return True
 
     # -- admit -----------------------------------------------------------------------------
@@ -66,15 +79,15 @@ class Lifecycle:
         for the rest of the prompt cannot evict it. -> (locked node or None, restore point)."""
         if not self.kv_cache_on or r.P <= 1:
             return None, 0
-        m = self.e.tree.match(r.ids[:-1], touch=False)
+        m = self.e.cache.match(r.ids[:-1], touch=False)
         if m.restore_at == 0:
             return None, 0
-        self.e.tree.lock_state(m.node)
+        self.e.cache.lock(m.node)
         return m.node, m.restore_at
 
     def probe_unlock(self, node: object) -> None:
         if node is not None:
-            self.e.tree.unlock_state(node)
+            self.e.cache.unlock(node)
 
     def admit(self, r: RequestState, step: int) -> None:
         """Open slots (the caller made room), match, lock, restore, plan the checkpoints."""
@@ -88,15 +101,15 @@ class Lifecycle:
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
         m = None
         if self.kv_cache_on and r.P > 1:
-            m = e.tree.match(r.ids[:-1])
+            m = e.cache.match(r.ids[:-1])
             r.token_match, r.restore_at = m.token_match, m.restore_at
             if r.restore_at > 0:
-                e.tree.lock_state(m.node)
+                e.cache.lock(m.node)
                 r.locked, r.locked_len = m.node, r.restore_at
                 e.checkpoints.load_to_active(m.state, e.active, a)
                 r.bump("copies")
                 r.restore_error = e.checkpoints.quant_error(m.state)
-                kv = np.concatenate(m.kv, axis=0)
+                kv = e.cache.path_kv(m)
         else:
             r.token_match = r.restore_at = 0
         if r.restore_at == 0:
@@ -188,8 +201,35 @@ class Lifecycle:
             r.parked.pop()
             return
         r.bump("track_writes")
-        if inflight:
+        if inflight and self.overlap:
+            self.queue.append((r, tw, pos))  # read by the post-processing after the next forward
+        elif inflight:
             self.donate(r, tw, pos, inflight=True)
+
+    # -- overlap: post-processing one step late ---------------------------------------------
+    def end_step(self) -> None:
+        """After a step's forward: post-process the previous step's tracked states, then hand
+        this step's to the next one (no-op without overlap)."""
+        busy = self.e.pingpong.busy
+        for r, slot, pos in self.deferred:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+        self.deferred, self.queue = self.queue, []
+        busy.update(slot for _, slot, _ in self.deferred)
+
+    def _flush(self, r: RequestState) -> None:
+        """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
+        busy = self.e.pingpong.busy
+        mine = [it for it in self.deferred + self.queue if it[0] is r]
+        self.deferred = [it for it in self.deferred if it[0] is not r]
+        self.queue = [it for it in self.queue if it[0] is not r]
+        for _, slot, pos in mine:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+
+    def drop_deferred(self) -> None:
+        self.e.pingpong.busy.clear()
+        self.deferred, self.queue = [], []
 
     def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> None:
         e = self.e
@@ -214,21 +254,14 @@ class Lifecycle:
         e = self.e
         st = r.state
         assert st is not None
-        ckpts.sort()
-        for _, slot in ckpts:
-            e.checkpoints.set_owner(slot, "tree")
-        nb = e.checkpoints.slot_bytes
-        end = ckpts[-1][0]
-        res = e.tree.insert(st.tokens[:end], st.mla_kv[:end], [(p, s, nb) for p, s in ckpts])
-        slot_at = dict(ckpts)
-        for p in res.existed:
-            e.checkpoints.free(slot_at[p])
+        end = max(p for p, _ in ckpts)
+        res = e.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
         r.bump("created", len(res.new))
         r.bump("existed", len(res.existed))
-        if move_lock and res.node is not None and res.node.has_state:
-            e.tree.lock_state(res.node)  # lock the new node first: the path is never unlocked
+        if move_lock and e.cache.holds_state(res.node):
+            e.cache.lock(res.node)  # lock the new node first: the path is never unlocked
             if r.locked is not None:
-                e.tree.unlock_state(r.locked)
+                e.cache.unlock(r.locked)
             r.locked, r.locked_len = res.node, end
 
     # -- finish / retract ------------------------------------------------------------------
@@ -236,6 +269,7 @@ class Lifecycle:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         e = self.e
         assert r.slots is not None and r.state is not None
+        self._flush(r)
         if self.kv_cache_on:
             if e.strategy == "no_buffer":
                 if r.total in r.plan:
@@ -254,8 +288,8 @@ class Lifecycle:
             self._insert(r, list(r.pending), move_lock=False)
             r.pending.clear()
         self._unlock(r)
-        if e.kv_budget is not None and e.tree.kv_tokens > e.kv_budget:
-            ev = e.tree.evict_kv(e.tree.kv_tokens - e.kv_budget)
+        if e.kv_budget is not None and e.cache.kv_tokens > e.kv_budget:
+            ev = e.cache.evict_kv(e.cache.kv_tokens - e.kv_budget)
             r.bump("evicted_states", ev.states)
             r.bump("evicted_kv", ev.kv_tokens)
         e.pingpong.close(r.slots)
@@ -275,7 +309,7 @@ class Lifecycle:
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:
-            self.e.tree.unlock_state(r.locked)
+            self.e.cache.unlock(r.locked)
             r.locked, r.locked_len = None, 0
 
     def release(self, r: RequestState) -> None:
@@ -294,13 +328,14 @@ class Lifecycle:
         return list(self.running) if self.running is not None else []
 
     def retract(self, r: RequestState) -> None:
+        self._flush(r)  # its computed chunks' states are valid: they go into the tree
         self.release(r)
         r.retractions += 1
         r.reset()
 
     # -- report ----------------------------------------------------------------------------
     def report(self, r: RequestState) -> GenerateReport:
-        from kda_core.engine import GenerateReport, TraceStep
+        from kda_core.serve.report import GenerateReport, TraceStep
 
         c = r.counts.get
         nan = float("nan")

@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.cache.pool import SLOTS_MAX
 from kda_core.model import MAX_TOKENS
 from kda_core.serve.lifecycle import Lifecycle
+from kda_core.serve.pools import slots_held
 from kda_core.serve.request import Request, RequestState
 from kda_core.serve.runner import Runner
 from kda_core.serve.scheduler import Batch, Scheduler
 
 if TYPE_CHECKING:
-    from kda_core.engine import Engine, GenerateReport
+    from kda_core.serve.engine import Engine
+    from kda_core.serve.report import GenerateReport
 
 __all__ = ["MAX_REQUESTS", "MAX_STEPS", "ServeReport", "StepRow", "serve"]
 
@@ -108,15 +109,17 @@ def concurrency(engine: Engine, requested: int | None) -> tuple[int, str | None]
     """Max running requests and SGLang's capping message (shared / INT8 active pool); the
     legacy per-request pool (no ``state_slots``) runs ``active_slots // slots held``."""
     if engine.state_slots is None:
-        cap = max(engine.active.capacity // SLOTS_MAX[engine.strategy], 1)
+        cap = max(engine.active.capacity // slots_held(engine.strategy, engine.overlap), 1)
         return (cap if requested is None else min(cap, requested)), None
-    cap = sizing.max_running_requests(engine.state_slots, engine.strategy)
-    msg = sizing.capping_message(engine.state_slots, engine.strategy, requested=requested)
+    cap = sizing.max_running_requests(engine.state_slots, engine.strategy, engine.overlap)
+    msg = sizing.capping_message(
+        engine.state_slots, engine.strategy, engine.overlap, requested=requested
+    )
     return (cap if requested is None else min(cap, requested)), msg
 
 
 def _slots(engine: Engine) -> tuple[int, int, int, int | None]:
-    tree_states = engine.tree.n_states
+    tree_states = engine.cache.n_states
     held = engine.active.n_used + engine.checkpoints.n_used - tree_states
     if engine.state_slots is not None and not engine.int8:
         return held, tree_states, engine.active.n_free, None
@@ -152,8 +155,11 @@ def serve(
     rows: list[StepRow] = []
     step = 0
     try:
-        while sched.running or sched.waiting:
+        while sched.running or sched.waiting or life.deferred:
             b = sched.schedule(step)
+            if b.empty and not sched.running and not sched.waiting:
+                life.end_step()  # the last step's deferred post-processing
+                continue
             if b.empty:
                 if not sched.idle(step):
                     raise RuntimeError("serve: no request can run and none is coming (a bug)")
@@ -167,9 +173,11 @@ def serve(
                     engine._count(reports[r.idx])
                     sched.done(r)
                     finished.append(r.idx)
+            life.end_step()  # overlap: the previous step's post-processing, after this forward
             rows.append(_row(engine, step, b, finished, states))
             step += 1
     except BaseException:
+        life.drop_deferred()
         for r in list(sched.running):
             life.release(r)
         raise

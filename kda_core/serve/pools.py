@@ -17,16 +17,51 @@ slots, default ``2 * mamba_size`` (``python/sglang/srt/mem_cache/mamba_checkpoin
 ``maybe_init_int8_mamba_checkpoint_pool``: ``ckpt_size = int8_mamba_ckpt_size or (2 *
 mamba_size)``). ``int8_checkpoint_slots`` does that arithmetic.
 
+``ServePingPong`` sizes the ping-pong ring by the scheduler mode, as SGLang does
+(``memory_pool.py`` ``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2
+if enable_overlap_schedule else 1``; ``get_mamba_ping_pong_other_idx``): extra_buffer holds 1 +
+2 track slots with the overlap scheduler, 1 + 1 without; extra_buffer_lazy (overlap only) 1 + 1
+up front and a second on demand. ``busy`` is the set of track slots whose state the deferred
+post-processing of the previous step has yet to read; writing one raises (the write-after-read
+hazard the second slot exists to avoid; see ``lifecycle``).
+
 Left out: SGLang's slot 0 padding sink (our free lists start at 0).
 """
 
 from __future__ import annotations
 
-from kda_core._checks import check_int
-from kda_core.cache.pool import ActivePool, CheckpointPool
-from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, _Slots
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.pool import (
+    MAX_SLOTS,
+    ActivePool,
+    CheckpointPool,
+    PingPong,
+    PoolError,
+    RequestSlots,
+)
+from kda_core.cache.pool.slots import _Slots
 
-__all__ = ["SharedBudget", "SharedSlots", "int8_checkpoint_slots", "share"]
+__all__ = [
+    "ServePingPong",
+    "SharedBudget",
+    "SharedSlots",
+    "int8_checkpoint_slots",
+    "share",
+    "slots_held",
+    "slots_up_front",
+]
+
+
+def slots_up_front(strategy: str, overlap: bool = True) -> int:
+    """Active-pool slots a request opens with: 1 / 1 + ring (extra_buffer) / 2 (lazy)."""
+    if strategy == "extra_buffer":
+        return 1 + (2 if overlap else 1)
+    return {"no_buffer": 1, "extra_buffer_lazy": 2}[strategy]
+
+
+def slots_held(strategy: str, overlap: bool = True) -> int:
+    """Most active-pool slots a request holds at once (lazy: its on-demand second track)."""
+    return 3 if strategy == "extra_buffer_lazy" else slots_up_front(strategy, overlap)
 
 
 class SharedBudget:
@@ -96,3 +131,55 @@ def int8_checkpoint_slots(state_slots: int, int8_ckpt_size: int | None = None) -
     if int8_ckpt_size is not None:
         return check_int("checkpoint_slots", int8_ckpt_size, 1, MAX_SLOTS)
     return min(2 * n, MAX_SLOTS)
+
+
+class ServePingPong(PingPong):
+    """``PingPong`` with the ring sized by the scheduler mode (see the module docstring)."""
+
+    def __init__(self, pool: ActivePool, strategy: str = "extra_buffer", overlap: bool = True):
+        super().__init__(pool, strategy)
+        self.overlap = check_bool(overlap, "overlap")
+        if strategy == "extra_buffer_lazy" and not overlap:
+            raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+        self.ring = 1 if strategy == "extra_buffer" and not overlap else 2
+        self.busy: set[int] = set()
+
+    def can_open(self) -> bool:
+        return self.pool.can_allocate(slots_up_front(self.strategy, self.overlap))
+
+    def open(self, owner: str) -> RequestSlots:
+        need = slots_up_front(self.strategy, self.overlap)
+        if not self.pool.can_allocate(need):
+            raise ValueError(
+                f"active pool has {self.pool.n_free} free slots, strategy "
+                f"{self.strategy!r} needs {need}"
+            )
+        active = self.pool.allocate(owner)
+        track = [self.pool.allocate(owner + ":track") for _ in range(need - 1)]
+        return RequestSlots(owner, self.strategy, active, track, [None] * len(track))
+
+    def track(self, req: RequestSlots, position: int) -> int | None:
+        """``PingPong.track`` on a ring of ``self.ring`` slots; refuses a busy slot."""
+        if self.strategy == "no_buffer":
+            return None
+        if req.next >= len(req.track):  # lazy: take the second slot at a boundary
+            if not self.pool.can_allocate(1):
+                return None
+            req.track.append(self.pool.allocate(req.owner + ":track"))
+            req.track_pos.append(None)
+        slot = req.track[req.next]
+        if slot in self.busy:
+            raise PoolError(
+                f"track slot {slot} is written while the previous step's post-processing "
+                f"has yet to read it (ping-pong ring of {self.ring})"
+            )
+        S, conv = self.pool.buffers(req.active)
+        self.pool.rebind(slot, S.copy(), conv.copy())  # a real copy (see PingPong.track)
+        req.track_pos[req.next] = position
+        self.track_writes += 1
+        req.next = (req.next + 1) % self.ring
+        return slot
+
+    def close(self, req: RequestSlots) -> None:
+        self.busy.difference_update(req.track)
+        super().close(req)

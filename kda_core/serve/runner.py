@@ -23,6 +23,8 @@ import numpy as np
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_packed
+from kda_core.serve.decode import decode_packed
+from kda_core.serve.fused import FusedWeights
 from kda_core.serve.request import RequestState
 from kda_core.serve.scheduler import Batch
 
@@ -32,9 +34,9 @@ __all__ = ["Runner"]
 class Runner:
     def __init__(self, model: TinyHybrid, pool: ActivePool) -> None:
         self.model = model
+        self.weights = FusedWeights.of(model)
         self.pool = pool
         self.seconds = 0.0
-        self.gathers = 0  # steps that had to stack the slots' buffers
         self._prev: tuple[list[int], list[np.ndarray], np.ndarray, np.ndarray] | None = None
 
     def _gather(self, slots: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +45,6 @@ class Runner:
             p_slots, p_views, p_S, p_W = self._prev
             if p_slots == slots and all(b[0] is v for b, v in zip(bufs, p_views)):
                 return p_S, p_W
-        self.gathers += 1
         return np.stack([b[0] for b in bufs], axis=1), np.stack([b[1] for b in bufs], axis=1)
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
@@ -55,7 +56,13 @@ class Runner:
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
         S, W = self._gather(slots)
         pasts = [r.state.mla_kv for r, _ in work]  # type: ignore[union-attr]
-        logits, S_new, W_new, kv = forward_packed(self.model, [s for _, s in work], S, W, pasts)
+        if batch.prefill:
+            seqs = [s for _, s in work]
+            logits, S_new, W_new, kv = forward_packed(self.model, seqs, S, W, pasts, self.weights)
+        else:  # every request decodes: the fused one-token pass
+            toks = [s[0] for _, s in work]
+            lg, S_new, W_new, kv = decode_packed(self.weights, toks, S, W, pasts)
+            logits = lg[:, None]
         out, views = [], []
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
             view = S_new[:, i]

@@ -62,7 +62,7 @@ class Scheduler:
         kv_tokens: int | None,
     ) -> None:
         self.life = life
-        self.tree = life.e.tree
+        self.cache = life.e.cache
         self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
         self.running: list[RequestState] = []
         life.running = self.running
@@ -77,7 +77,7 @@ class Scheduler:
         """Tree KV plus each running request's tokens beyond the prefix it holds in the tree,
         plus the prompt tokens admitted requests have yet to prefill (reserved)."""
         own = sum(max(r.pos, r.P) - r.locked_len for r in self.running)
-        return self.tree.kv_tokens + own
+        return self.cache.kv_tokens + own
 
     def kv_room(self, n: int) -> bool:
         """Make ``n`` more KV tokens available (evicting unlocked tree leaves). -> enough?"""
@@ -85,7 +85,7 @@ class Scheduler:
             return True
         short = self.kv_used() + n - self.kv_cap
         if short > 0 and self.life.kv_cache_on:
-            self.tree.evict_kv(short)
+            self.cache.evict_kv(short)
             short = self.kv_used() + n - self.kv_cap
         return short <= 0
 

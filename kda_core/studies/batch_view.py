@@ -20,8 +20,8 @@ from functools import cache, lru_cache
 import numpy as np
 
 from kda_core import sizing
-from kda_core.engine import Engine, Request
 from kda_core.model import TinyHybrid
+from kda_core.serve.engine import Engine, Request
 
 PHASES: tuple[str, ...] = (
     "not_arrived",

@@ -14,7 +14,7 @@
 * ``generation`` / ``acceptance_vs_noise``: the full speculative loop, its acceptance stats,
   and the check that it emits exactly the greedy tokens.
 
-Everything is computed by ``kda_core.spec`` and ``kda_core.sizing``; this module only packages
+Everything is computed by ``kda_core.serve.spec`` and ``kda_core.sizing``; this module only packages
 it. Left out: draft trees, sampling, batching.
 """
 
@@ -25,10 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import sizing, spec
-from kda_core.cache.quant import round_bf16
-from kda_core.model import ModelState, TinyHybrid, check_tokens, encode
-from kda_core.studies.prefix_replay.views import readable
+from kda_core import sizing
+from kda_core._checks import check_int
+from kda_core.model import TinyHybrid, check_tokens, encode
+from kda_core.serve import spec
+from kda_core.studies.prefix_replay import readable
+from kda_core.studies.speculative_errors import commit_errors, fold_errors
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
 MAX_PROMPT_TOKENS = 512
@@ -51,15 +53,6 @@ def _model() -> TinyHybrid:
     return _MODEL
 
 
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
-    return v
-
-
 def _prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")
     if len(ids) > MAX_PROMPT_TOKENS:
@@ -79,13 +72,6 @@ def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndar
         if pos[slot] >= 0:
             kind[slot] = 1 if j < n_accept else 2
     return kind
-
-
-def _max_state_error(a: ModelState, b: ModelState) -> float:
-    return max(
-        max(float(np.max(np.abs(x.S - y.S))), float(np.max(np.abs(x.conv - y.conv))))
-        for x, y in zip(a.kda, b.kda)
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,10 +153,10 @@ def verify_step(
     D = spec.check_draft_tokens(draft_tokens)
     rs = spec.ReplaySSM(model, D, ring_len)
     n_kda = len(model.kda_layers)
-    layer = _check_int("layer", layer, 0, n_kda - 1)
-    head = _check_int("head", head, 0, model.config.n_heads - 1)
+    layer = check_int("layer", layer, 0, n_kda - 1)
+    head = check_int("head", head, 0, model.config.n_heads - 1)
     if n_accept is not None:
-        n_accept = _check_int("n_accept", n_accept, 0, D)
+        n_accept = check_int("n_accept", n_accept, 0, D)
     draft = spec.make_noisy_draft(model, noise, seed)
 
     state = model.new_state()
@@ -193,38 +179,10 @@ def verify_step(
         float(np.max(np.abs(rs.reconstruct(state, res, j) - res.o[j]))) for j in range(n_kda)
     )
 
-    # fold (fast group) vs exact replay (exact group), per acceptance count, max over layers
-    fold_err = np.zeros(D + 1)
-    fold16_err = np.zeros(D + 1)
-    for m in range(1, D + 1):
-        for j, r in enumerate(rs.rings):
-            S0 = state.kda[j].S
-            d, k, g = (r.read(f, res.start, m) for f in ("d", "k", "g"))
-            exact, _ = spec.exact_replay(
-                S0, r.read("rawk", res.start, m), r.read("rawv", res.start, m), g,
-                r.read("beta", res.start, m),
-            )  # fmt: skip
-            f64 = spec.fold_state(S0, d, k, g)
-            f16 = spec.fold_state(S0, round_bf16(d), round_bf16(k), g)
-            fold_err[m] = max(fold_err[m], float(np.max(np.abs(f64 - exact))))
-            fold16_err[m] = max(fold16_err[m], float(np.max(np.abs(f16 - exact))))
-
+    fold_err, fold16_err = fold_errors(rs, state, res, D)
     committed = rs.commit(state, res, a)
     pos_commit = ring.pos.copy()
-
-    # commit vs a sequential run, for every acceptance count 0..D
-    commit_err = np.zeros(D + 1)
-    seq = state.copy()
-    for m in range(D + 1):
-        if m:
-            model.decode_step(inputs[m - 1], seq)
-        if m == a:
-            commit_err[m] = _max_state_error(committed, seq)
-        else:
-            other = spec.ReplaySSM(model, D, rs.ring_len)
-            commit_err[m] = _max_state_error(
-                other.commit(state, other.verify(state, inputs), m), seq
-            )
+    commit_err = commit_errors(model, rs, state, inputs, committed, a)
 
     return VerifyStudy(
         prompt_tokens=len(ids),
@@ -304,7 +262,7 @@ def memory_over_d(
     ds = [spec.check_draft_tokens(d) for d in d_values]
     if not 1 <= len(ds) <= 64:
         raise ValueError(f"d_values must hold 1..64 values, got {len(ds)}")
-    deploy_slots = _check_int("deploy_slots", deploy_slots, 1, 1 << 20)
+    deploy_slots = check_int("deploy_slots", deploy_slots, 1, 1 << 20)
     dd = spec.check_draft_tokens(deploy_draft_tokens)
     specs = (spec.tiny_spec(), sizing.preset("kimi-k3"))
     tps = (1, tp)
@@ -375,7 +333,7 @@ def generation(
 
     model = _model()
     ids = _prompt_ids(prompt)
-    max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 1, 256)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
         raise ValueError(f"draft must be 'noisy' or 'ngram', got {draft!r}")
     out = spec.speculative_generate(

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import sizing
-from kda_core.engine import Engine
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve.engine import Engine
 from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
 from kda_core.transfer.identity import Identity, Layout
 from kda_core.transfer.instance import Event, Instance

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from kda_core.engine import Engine, GenerateReport
 from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
+from kda_core.serve.engine import Engine, GenerateReport
 from kda_core.transfer.identity import Identity, Layout, prefix_hashes
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
 from kda_core.transfer.tiers import HostTier, attach_host_tier, node_object

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from kda_core.cache.policy import SGLangPolicy
-from kda_core.engine import DEFAULT_POLICY, Engine
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve.engine import DEFAULT_POLICY, Engine
 from kda_core.transfer.identity import Layout
 from kda_core.transfer.instance import Instance
 

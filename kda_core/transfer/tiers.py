@@ -23,7 +23,7 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.cache.radix import Node
-from kda_core.engine import Engine
+from kda_core.serve.engine import Engine
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 

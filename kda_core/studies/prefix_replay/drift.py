@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.engine import Engine
+from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay.scenarios import (
     _check_settings,
     _model,

@@ -15,7 +15,7 @@ import copy
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kda_core.engine import Engine
+from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay.scenarios import (
     MAX_PROMPTS,
     SCENARIO_NAMES,

@@ -1,0 +1,142 @@
+"""TinyHybrid's layers rearranged for batched serving: fused weights and lean elementwise ops.
+
+``FusedWeights.of(model)`` concatenates each layer's input projections so that one matmul
+makes them all (KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``, MLA ``h @ [w_dkv | w_q |
+w_gate]``), stores the conv taps and the MLA up-projections in the layouts the batched passes
+read, and is built once per ``Engine.serve`` (the weights are copied, so a model changed later
+is not seen by a serve already running). ``rms`` / ``silu`` / ``sigmoid`` / ``l2norm`` are the
+model's functions with fewer temporaries (equal to rounding); ``mlp`` is ``TinyHybrid.mlp`` on
+them; ``conv_packed`` is ``varlen.short_conv_varlen`` on contiguous slices (the twin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kda_core.kda import varlen
+from kda_core.model import KDAWeights, MLAWeights, TinyHybrid
+from kda_core.model.functional import sigmoid
+
+__all__ = ["FusedWeights", "conv_packed", "l2norm", "mlp", "rms", "sigmoid", "silu"]
+
+
+@dataclass(slots=True)
+class KDALayer:
+    norm1: np.ndarray
+    w_in: np.ndarray  # [D, 3HK | HK | r | H]
+    f_b: np.ndarray
+    taps: np.ndarray  # conv weights [W, 3HK] (row i multiplies window row i; last: the token)
+    dt_bias: np.ndarray  # [H, K]
+    decay: np.ndarray  # exp(A_log) [H, 1]
+    norm_w: np.ndarray
+    w_o: np.ndarray
+
+
+@dataclass(slots=True)
+class MLALayer:
+    norm1: np.ndarray
+    w_in: np.ndarray  # [D, C | Hm dh | Hm dh]
+    norm_c: np.ndarray
+    uk: np.ndarray  # [Hm, dh, C]
+    uv: np.ndarray  # [Hm, C, dh]
+    w_o: np.ndarray
+
+
+@dataclass(slots=True)
+class FusedWeights:
+    """The model's weights rearranged for the batched passes (see the module docstring)."""
+
+    model: TinyHybrid
+    layers: list[KDALayer | MLALayer]
+
+    @classmethod
+    def of(cls, model: TinyHybrid) -> FusedWeights:
+        c = model.config
+        H, K, Hm, dh = c.n_heads, c.head_dim, c.mla_heads, c.mla_head_dim
+        layers: list[KDALayer | MLALayer] = []
+        for blk in model.blocks:
+            w = blk.mixer
+            if isinstance(w, KDAWeights):
+                w_in = np.concatenate([w.w_qkv, w.w_gate, w.f_a, w.w_beta], axis=1)
+                layers.append(
+                    KDALayer(
+                        blk.norm1, w_in, w.f_b, np.ascontiguousarray(w.conv_w.T),
+                        w.dt_bias.reshape(H, K), np.exp(w.A_log)[:, None], w.norm_w, w.w_o,
+                    )
+                )  # fmt: skip
+            else:
+                assert isinstance(w, MLAWeights)
+                C = w.w_dkv.shape[1]
+                layers.append(
+                    MLALayer(
+                        blk.norm1, np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1), w.norm_c,
+                        w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
+                        w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
+                    )
+                )  # fmt: skip
+        return cls(model, layers)
+
+
+def rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm over the last axis (``model.rmsnorm``, with a reciprocal instead of a divide)."""
+    ms = np.einsum("...d,...d->...", x, x) / x.shape[-1]
+    return x * (1.0 / np.sqrt(ms + eps))[..., None] * w
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x sigmoid(x) = (x/2)(1 + tanh(x/2)) (``conv.silu``, two temporaries fewer)."""
+    h = 0.5 * x
+    t = np.tanh(h)
+    t += 1.0
+    t *= h
+    return t
+
+
+def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """``kda.l2norm`` over the last axis."""
+    return x * (1.0 / np.sqrt(np.einsum("...k,...k->...", x, x) + eps))[..., None]
+
+
+def mlp(model: TinyHybrid, layer: int, x: np.ndarray) -> np.ndarray:
+    """``TinyHybrid.mlp`` (gated SiLU MLP after its RMSNorm)."""
+    blk = model.blocks[layer]
+    c = model.config
+    gu = rms(x, blk.norm2, c.norm_eps) @ blk.w_up
+    F = c.mlp_hidden
+    return (silu(gu[:, :F]) * gu[:, F:]) @ blk.w_down
+
+
+def conv_packed(x: np.ndarray, taps: np.ndarray, cu: np.ndarray, win: np.ndarray):
+    """Packed causal conv before its activation: x [T, D] (sequences by ``cu``), taps [W, D]
+    (``conv_w.T``), windows [N, W-1, D] -> (y [T, D], new windows [N, W-1, D]).
+
+    Each sequence's window is laid in front of its rows; the W taps are multiply-adds of
+    contiguous row slices (equal lengths: a [N, W-1+len, D] block; ragged: over all rows of
+    the packed [window, x] blocks, then one gather of the token rows)."""
+    W, D = taps.shape
+    N, T = cu.size - 1, x.shape[0]
+    if W == 1:
+        return varlen._conv_packed(x, np.ascontiguousarray(taps.T), cu, win, "identity")
+    lens = np.diff(cu)
+    if np.all(lens == lens[0]) and lens[0] > 0:
+        n = int(lens[0])
+        full = np.concatenate([win, x.reshape(N, n, D)], axis=1)
+        y = full[:, W - 1 :] * taps[W - 1]
+        for i in range(W - 1):
+            y += full[:, i : i + n] * taps[i]
+        return y.reshape(T, D), full[:, n:].copy()
+    pieces = []
+    for i in range(N):
+        pieces += [win[i], x[cu[i] : cu[i + 1]]]
+    full = np.concatenate(pieces, axis=0)  # [T + N (W-1), D]
+    R = full.shape[0]
+    yfull = full[W - 1 :] * taps[W - 1]  # row r: the output for the token at full row r+W-1
+    for i in range(W - 1):
+        yfull += full[i : R - (W - 1) + i] * taps[i]
+    seq_of = np.repeat(np.arange(N), lens)
+    y = yfull[np.arange(T) + (W - 1) * seq_of]
+    ends = cu[1:] + (W - 1) * np.arange(1, N + 1)  # one past each [window, x] block
+    new = full[(ends[:, None] - (W - 1) + np.arange(W - 1)).reshape(-1)]
+    return y, new.reshape(N, W - 1, D)
