@@ -29,7 +29,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from kda_core import kda, varlen  # noqa: E402
+from kda_core import kda  # noqa: E402
+from kda_core.kda import varlen  # noqa: E402
 from kda_core.model import TinyHybrid  # noqa: E402
 from kda_core.serve.batch import forward_batch  # noqa: E402
 from kda_core.serve.engine import Engine, Request  # noqa: E402
