@@ -296,3 +296,14 @@ def test_handle_errors_are_value_errors() -> None:
         c.evict(-1)
     with pytest.raises(ValueError, match="touch must be a bool"):
         c.match_prefix([1], touch=None)  # type: ignore[arg-type]
+
+
+def test_state_payloads_follow_inserts_and_evictions() -> None:
+    """The engine checks its checkpoint pool against these (serve/cache_ops.check_integrity)."""
+    c = RadixStateCache()
+    c.insert_prefix(list(range(8)), kv=list(range(8)), states=[(4, "s4", 10), (8, "s8", 20)])
+    c.insert_prefix([0, 1, 2, 3, 7, 7], kv=[0, 1, 2, 3, 7, 7], states=[(6, "b6", 5)])
+    assert sorted(c.state_payloads()) == ["b6", "s4", "s8"]
+    assert c.evict(states=2).states == 2
+    assert len(c.state_payloads()) == 1
+    assert RadixStateCache().state_payloads() == []

@@ -3,10 +3,13 @@
 ``CacheOps`` wraps the engine's ``RadixStateCache`` (built by the policy), the policy's state
 eviction and the checkpoint pool that holds the tree's states: match, lock / unlock, insert
 (the checkpoint slots change owner to "tree"; copies the tree already had are freed), KV and
-state eviction, the MLA KV along a matched path, sizes, and the walk that checks the tree's
-states against the pool. Nothing else in ``serve/`` calls the tree or walks its nodes, so
-moving to the cache protocol (``match_prefix`` / ``insert_prefix`` / ``evict`` /
-``lock_handle`` / ``size_info`` / ``check_integrity``) changes this file only.
+state eviction, the MLA KV along a matched path, sizes, and the check of the tree's states
+against the pool. It speaks the cache protocol (``kda_core.cache.protocol``: ``match_prefix``
+/ ``insert_prefix`` / ``lock_handle`` / ``evict`` / ``size_info`` / ``check_integrity``):
+callers hold opaque handles, never tree nodes. One exception, ``tree_kv``: the teaching-only
+inconsistent restore takes MLA KV up to the token match, past the restore point, which a
+consistent engine never needs (it replays), so the protocol does not offer it; it reads the
+tree's node API here and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kda_core.cache.pool import CheckpointPool
+from kda_core.cache.protocol import CacheHandle, Evicted, HandleError, PrefixInsert, PrefixMatch
 from kda_core.cache.radix import RadixStateCache
 
 __all__ = ["CacheOps", "kv_slice"]
@@ -40,27 +44,35 @@ class CacheOps:
         self.checkpoints.free(payload)
 
     # -- lookups and locks -------------------------------------------------------------------
-    def match(self, ids: list[int], *, touch: bool = True) -> Any:
-        return self.tree.match(ids, touch=touch)
+    def match(self, ids: list[int], *, touch: bool = True) -> PrefixMatch:
+        return self.tree.match_prefix(ids, touch=touch)
 
-    def lock(self, node: Any) -> None:
-        self.tree.lock_state(node)
+    def lock(self, handle: CacheHandle) -> None:
+        self.tree.lock_handle(handle)
 
-    def unlock(self, node: Any) -> None:
-        self.tree.unlock_state(node)
+    def unlock(self, handle: CacheHandle) -> None:
+        self.tree.lock_handle(handle, unlock=True)
 
-    def holds_state(self, node: Any) -> bool:
-        """Whether ``node`` (e.g. an insert's deepest node) holds a checkpoint state."""
-        return node is not None and node.has_state
+    def try_lock(self, handle: CacheHandle | None) -> bool:
+        """Lock an insert's checkpoint handle if its state is still in the tree (the per-path
+        cap may have tombstoned it during the same insert). -> locked?"""
+        if handle is None:
+            return False
+        try:
+            self.tree.lock_handle(handle)
+        except HandleError:  # stale: the state this handle names is gone
+            return False
+        return True
 
     def path_kv(self, m: Any) -> np.ndarray:
         """MLA KV of ``[0, m.restore_at)`` (the matched checkpoint's path)."""
         return np.concatenate(m.kv, axis=0)
 
-    def tree_kv(self, ids: list[int], m: Any, upto: int, empty: np.ndarray) -> np.ndarray:
-        """MLA KV of ids[:upto] along the matched path (upto <= token_match)."""
+    def tree_kv(self, ids: list[int], upto: int, empty: np.ndarray) -> np.ndarray:
+        """MLA KV of ids[:upto] along the matched path (upto <= token_match; node API, see the
+        module docstring)."""
         nodes = []
-        nd = m.last_node
+        nd = self.tree.match(ids, touch=False).last_node
         while nd is not None and nd is not self.tree.root:
             nodes.append(nd)
             nd = nd.parent
@@ -74,21 +86,23 @@ class CacheOps:
         return kv[:upto]
 
     # -- insert --------------------------------------------------------------------------------
-    def insert(self, tokens: list[int], kv: np.ndarray, ckpts: list[tuple[int, int]]) -> Any:
+    def insert(
+        self, tokens: list[int], kv: np.ndarray, ckpts: list[tuple[int, int]]
+    ) -> PrefixInsert:
         """Insert ``tokens`` / ``kv`` with checkpoints ``(position, checkpoint slot)`` (sorted
-        here); their slots go to the tree, the ones it had already are freed. -> the tree's
-        insert result (``.new``, ``.existed`` positions, ``.node``)."""
+        here); their slots go to the tree, the ones it had already are freed. -> the insert
+        result (``.new``, ``.existed`` positions, ``.handle`` of the deepest checkpoint)."""
         ckpts.sort()
         for _, slot in ckpts:
             self.checkpoints.set_owner(slot, "tree")
         nb = self.checkpoints.slot_bytes
-        res = self.tree.insert(tokens, kv, [(p, s, nb) for p, s in ckpts])
+        res = self.tree.insert_prefix(tokens, kv, [(p, s, nb) for p, s in ckpts])
         slot_at = dict(ckpts)
         for p in res.existed:
             self.checkpoints.free(slot_at[p])
         return res
 
-    def still_held(self, res: Any, ckpts: list[tuple[int, int]]) -> int:
+    def still_held(self, res: PrefixInsert, ckpts: list[tuple[int, int]]) -> int:
         """New states of an insert still in the tree (the per-path cap may tombstone one the
         same insert added; its slot was freed through ``on_free_state``)."""
         slot_at = dict(ckpts)
@@ -99,14 +113,14 @@ class CacheOps:
         """Evict one unlocked cached state through the policy. -> states evicted (0: none)."""
         return self.policy.evict_states(self.tree, num=1).states
 
-    def evict_kv(self, n: int) -> Any:
+    def evict_kv(self, n: int) -> Evicted:
         """Evict LRU leaves until ``n`` KV tokens are freed (or nothing is evictable)."""
-        return self.tree.evict_kv(n)
+        return self.tree.evict(kv_tokens=n)
 
     # -- sizes and integrity -------------------------------------------------------------------
     @property
     def kv_tokens(self) -> int:
-        return self.tree.kv_tokens
+        return self.tree.size_info.kv_total
 
     @property
     def n_states(self) -> int:
@@ -121,14 +135,10 @@ class CacheOps:
         "tree"."""
         self.tree.check_integrity()
         tree_slots = set()
-        stack = [self.tree.root]
-        while stack:
-            nd = stack.pop()
-            stack.extend(nd.children.values())
-            if nd.has_state:
-                if nd.state in tree_slots:
-                    raise AssertionError(f"engine: checkpoint slot {nd.state} held twice")
-                tree_slots.add(nd.state)
+        for slot in self.tree.state_payloads():
+            if slot in tree_slots:
+                raise AssertionError(f"engine: checkpoint slot {slot} held twice")
+            tree_slots.add(slot)
         ck = self.checkpoints
         owned = {s for s, o in ck.owned().items() if o == "tree"}
         if owned != tree_slots or ck.n_used != len(tree_slots):

@@ -93,13 +93,13 @@ class OneRequest:
             self.m = m = e.cache.match(ids[:-1])
             self.token_match, self.restore_at = m.token_match, m.restore_at
             if self.restore_at > 0:
-                e.cache.lock(m.node)
-                self.locked = e._locked = m.node
+                e.cache.lock(m.restore)
+                self.locked = e._locked = m.restore
                 e.checkpoints.load_to_active(m.state, e.active, a)
                 self.restore_err = e.checkpoints.quant_error(m.state)
                 if self.mode == "inconsistent":  # teaching: MLA at the match, KDA at the ckpt
                     upto = self.token_match
-                    kv = e.cache.tree_kv(ids, m, upto, e._empty_kv())
+                    kv = e.cache.tree_kv(ids, upto, e._empty_kv())
                 else:  # the tree's KV for exactly [0, restore_at)
                     upto = self.restore_at
                     kv = e.cache.path_kv(m)

@@ -76,18 +76,18 @@ class Lifecycle:
     # -- admit -----------------------------------------------------------------------------
     def probe_lock(self, r: RequestState) -> tuple[object, int]:
         """Lock the checkpoint a match would restore now (no LRU touch) so that making KV room
-        for the rest of the prompt cannot evict it. -> (locked node or None, restore point)."""
+        for the rest of the prompt cannot evict it. -> (locked handle or None, restore point)."""
         if not self.kv_cache_on or r.P <= 1:
             return None, 0
         m = self.e.cache.match(r.ids[:-1], touch=False)
         if m.restore_at == 0:
             return None, 0
-        self.e.cache.lock(m.node)
-        return m.node, m.restore_at
+        self.e.cache.lock(m.restore)
+        return m.restore, m.restore_at
 
-    def probe_unlock(self, node: object) -> None:
-        if node is not None:
-            self.e.cache.unlock(node)
+    def probe_unlock(self, handle: object) -> None:
+        if handle is not None:
+            self.e.cache.unlock(handle)
 
     def admit(self, r: RequestState, step: int) -> None:
         """Open slots (the caller made room), match, lock, restore, plan the checkpoints."""
@@ -104,8 +104,8 @@ class Lifecycle:
             m = e.cache.match(r.ids[:-1])
             r.token_match, r.restore_at = m.token_match, m.restore_at
             if r.restore_at > 0:
-                e.cache.lock(m.node)
-                r.locked, r.locked_len = m.node, r.restore_at
+                e.cache.lock(m.restore)
+                r.locked, r.locked_len = m.restore, r.restore_at
                 e.checkpoints.load_to_active(m.state, e.active, a)
                 r.bump("copies")
                 r.restore_error = e.checkpoints.quant_error(m.state)
@@ -258,11 +258,10 @@ class Lifecycle:
         res = e.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
         r.bump("created", len(res.new))
         r.bump("existed", len(res.existed))
-        if move_lock and e.cache.holds_state(res.node):
-            e.cache.lock(res.node)  # lock the new node first: the path is never unlocked
-            if r.locked is not None:
+        if move_lock and e.cache.try_lock(res.handle):  # the new node first: the path
+            if r.locked is not None:  # is never unlocked in between
                 e.cache.unlock(r.locked)
-            r.locked, r.locked_len = res.node, end
+            r.locked, r.locked_len = res.handle, end
 
     # -- finish / retract ------------------------------------------------------------------
     def finish(self, r: RequestState, step: int) -> GenerateReport:

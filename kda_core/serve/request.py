@@ -47,7 +47,7 @@ class RequestState:
     rid: str = ""  # slot owner name of the current attempt
     state: ModelState | None = None  # running state (KDA arrays bound to the active slot)
     slots: RequestSlots | None = None
-    locked: Any = None  # radix node whose state this request locks (None: nothing locked)
+    locked: Any = None  # cache handle whose state this request locks (None: nothing locked)
     locked_len: int = 0  # tokens of this request's prefix the tree holds under that lock
     token_match: int = 0
     restore_at: int = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kda_core.cache.radix.nodes import CacheStats, Node, NodeView
 
 
@@ -86,3 +88,8 @@ class _ViewsMixin:
             for c in nd.children.values():
                 stack.append((c, key, ps))
         return out
+
+    def state_payloads(self) -> list[Any]:
+        """The payload of every stored state, depth-first (e.g. a caller checking that its
+        own slot table owns exactly these)."""
+        return [nd.state for nd, _ in self._walk() if nd.has_state]
