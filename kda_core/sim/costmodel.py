@@ -20,9 +20,7 @@ The prefill of tokens ``[start, end)`` on top of a cached prefix of ``start`` to
 One multiply-add counts 2 FLOPs. Replaying tokens from a checkpoint costs exactly what
 prefilling them costs (every layer runs again: KDA outputs feed the later layers).
 
-Marconi's formulas (retention.md §1.4), reproduced by the ``"marconi-7b"`` preset with
-``causal=False``: attention ``8 L D^2 + 4 L^2 D``, MLP ``16 L D^2``, Mamba
-``12 L D^2 + 16 L D N + 10 L D``.
+Marconi's own formulas (the ``"marconi-7b"`` preset, ``causal=False``): docs/simulator.md.
 
 Left out: embeddings and the LM head, norms, activations, the softmax, MoE routing imbalance,
 kernel efficiency differences between layer types, restore (copy) time. The Kimi K3 MoE shape
