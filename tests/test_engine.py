@@ -9,7 +9,7 @@ import pytest
 from kda_core.cache import policy as pol
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import KDALayerState, TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
+from kda_core.serve.engine import Engine
 
 MODEL = TinyHybrid()
 
@@ -329,103 +329,6 @@ def test_kv_budget_and_stats() -> None:
     e.check_integrity()
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "arg"),
-    [
-        (dict(checkpoint_slots=-1), "checkpoint_slots"),
-        (dict(checkpoint_slots=0), "checkpoint_slots"),
-        (dict(kv_budget=-5), "kv_budget"),
-        (dict(active_slots=0), "active_slots"),
-        (dict(active_slots=2), "active_slots"),
-        (dict(policy="lru-magic"), "name"),
-        (dict(policy=3), "policy"),
-        (dict(strategy="triple"), "strategy"),
-        (dict(restore="sometimes"), "restore"),
-        (dict(chunk_size=0), "chunk_size"),
-        (dict(cache="yes"), "cache"),
-        (dict(int8_checkpoints=1), "int8_checkpoints"),
-    ],
-)
-def test_bad_engine_arguments(kwargs: dict, arg: str) -> None:
-    with pytest.raises(ValueError, match=arg):
-        Engine(model=MODEL, **kwargs)
-
-
-@pytest.mark.parametrize(
-    ("prompt", "kw", "arg"),
-    [
-        ("", {}, "prompt"),
-        ([], {}, "prompt"),
-        ([1, 256], {}, "prompt"),
-        ([-1, 3], {}, "prompt"),
-        (3.5, {}, "prompt"),
-        ("ok", dict(max_new_tokens=0), "max_new_tokens"),
-        ("ok", dict(max_new_tokens=5000), "max_new_tokens"),
-        ("ok", dict(restore="maybe"), "restore"),
-    ],
-)
-def test_bad_generate_arguments(prompt: object, kw: dict, arg: str) -> None:
-    e = _engine()
-    with pytest.raises(ValueError, match=arg):
-        e.generate(prompt, **kw)
-    e.check_integrity()  # a rejected request leaks nothing
-
-
-def test_failure_mid_request_releases_everything() -> None:
-    e = _engine()
-    e.generate(SYS + "seed", 1)
-
-    def boom(stage: str, engine: Engine) -> None:
-        if stage == "restored":
-            assert engine.tree.stats().states_protected == 1  # the restore lock is held
-            raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):
-        e.generate(SYS + "next", 2, observe=boom)
-    assert e.tree.stats().states_protected == 0 and e.active.n_used == 0
-    e.check_integrity()
-    r = e.generate(SYS + "next", 2)
-    toks, logits = MODEL.generate(encode(SYS + "next"), 2)
-    assert r.tokens == toks and r.restore_at == 48
-    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
-
-
-def test_locked_restore_point_survives_a_full_pool() -> None:
-    e = _engine(checkpoint_slots=1, policy=pol.make("interval", every=48))
-    e.generate(SYS + "x", 1)  # the one slot: position 48
-    r = e.generate(SYS + "y and many more words here to pass 96 tokens", 2)
-    # new checkpoints (96) need a slot; the only state is the locked restore point: skipped
-    assert r.restore_at == 48 and r.checkpoints_skipped >= 1 and r.evicted_states == 0
-    toks, logits = MODEL.generate(encode(SYS + "y and many more words here to pass 96 tokens"), 2)
-    assert r.tokens == toks
-    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
-    assert e.checkpoints.n_used == 1
-    e.check_integrity()
-
-
-def test_per_path_checkpoint_cap() -> None:
-    e = _engine(
-        policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8
-    )  # a state after every 8-token step: more than 2 on the path
-    e.generate(SYS + "a long enough request to get many checkpoints", 1)
-    for _, positions in e.tree.paths():
-        assert len(positions) <= 2
-    assert e.tree.stats().capped > 0
-    e.check_integrity()
-
-
-def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
-    """The per-path cap can tombstone a state the same insert added: it is not "created"."""
-    e = _engine(policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8)
-    prompt = SYS + "a long enough request to get many checkpoints"
-    before = e.tree.stats().capped
-    r = e.generate(prompt, 1)
-    capped = e.tree.stats().capped - before
-    assert capped > 0
-    states = sum(len(positions) for _, positions in e.tree.paths())
-    assert r.checkpoints_created == states == e.checkpoints.n_used  # empty tree before
-
-
 def test_int8_trace_distances_match_versus_uncached() -> None:
     e = _engine(int8_checkpoints=True)
     e.generate(SYS + "User A: hi", 2)
@@ -445,73 +348,3 @@ def test_int8_trace_distances_match_versus_uncached() -> None:
     assert r2.restore_at == 48 < r2.token_match
     assert all(np.isnan(s.dist_to_uncached) for s in r2.trace)
     assert r2.trace[0].phase == "restore" and r2.trace[0].dist_to_match > 0
-
-
-def test_default_checkpoint_slots_is_bounded() -> None:
-    e = Engine(model=MODEL)
-    assert e.checkpoints.capacity == DEFAULT_CHECKPOINT_SLOTS == 256
-    assert Engine(model=MODEL, checkpoint_slots=4096).checkpoints.capacity == 4096
-
-
-def test_policy_objects_are_copied() -> None:
-    p = pol.make("marconi")
-    e1, e2 = Engine(p, model=MODEL), Engine(p, model=MODEL)
-    assert e1.policy is not p and e2.policy is not p and e1.policy is not e2.policy
-    assert e1.policy.params() == p.params()
-    for q in ("a", "b", "c"):
-        e1.generate(SYS + q, 1)
-    assert e1.policy._requests == 3  # type: ignore[attr-defined]
-    assert p._requests == 0 and e2.policy._requests == 0  # type: ignore[attr-defined]
-    # alpha="auto" (the default, as Marconi's artifact) stays at its starting 0 here: the
-    # tuning replays a trace, which only kda_core.sim does
-    assert p.alpha == "auto" and e1.policy.alpha_value == 0.0  # type: ignore[attr-defined]
-
-
-def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
-    e = _engine(strategy="extra_buffer_lazy", active_slots=2)
-    p = SYS + "a question"
-    r = e.generate(p, 1)
-    # one track slot up front: the first boundary is tracked; the lazy second slot cannot be
-    # taken (2 active slots), so every later track is skipped
-    assert r.planned_checkpoints == (16, 32, 48, 64)
-    assert r.checkpoints == (16,) and r.track_writes == 1 and r.donations == 1
-    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 2
-    toks, logits = reference(encode(p), 1)
-    assert r.tokens == toks
-    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
-    r2 = e.generate(p + "!", 2)
-    assert r2.restore_at == 16
-    toks, logits = reference(encode(p + "!"), 2)
-    assert r2.tokens == toks
-    np.testing.assert_allclose(r2.logits, logits, rtol=0, atol=1e-9)
-    e.check_integrity()
-    with pytest.raises(ValueError, match="active_slots must be >= 2"):
-        _engine(strategy="extra_buffer_lazy", active_slots=1)
-
-
-def test_policy_chunk_incompatibility_fails_at_construction() -> None:
-    class NeedsBigChunks(pol.IntervalPolicy):
-        def _positions(self, ctx):  # type: ignore[no-untyped-def]
-            if (ctx.chunk or 0) < 64:
-                raise ValueError("chunk_size must be >= 64")
-            return super()._positions(ctx)
-
-    with pytest.raises(ValueError, match="chunk_size=16 does not suit policy 'interval'"):
-        Engine(NeedsBigChunks(every=16), chunk_size=16, model=MODEL)
-    # vLLM align with a chunk smaller than its block advances within the block
-    # (Scheduler._mamba_block_aligned_split), so it serves
-    e = Engine(pol.make("vllm"), chunk_size=16, model=MODEL)
-    e.generate(SYS + "ok", 1)
-    e.check_integrity()
-
-
-def test_contract_facade_is_the_serving_engine():
-    import kda_core.engine as facade
-    from kda_core.serve import engine as real
-    from kda_core.serve.loop import ServeReport
-    from kda_core.serve.report import GenerateReport
-    from kda_core.serve.request import Request
-
-    assert facade.Engine is real.Engine and facade.Request is Request
-    assert facade.GenerateReport is GenerateReport and facade.ServeReport is ServeReport
-    assert set(facade.__all__) <= set(dir(facade))
