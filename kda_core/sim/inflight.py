@@ -25,7 +25,7 @@ from typing import Any
 
 from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
-from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place
+from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release, try_lock
 from kda_core.sim.sequential import PROGRESS_EVERY, Tuner, request_keys
 from kda_core.workloads import Trace
 
@@ -60,8 +60,8 @@ class _Running:
     key: list[int]
     ins_key: list[int]
     late: list[int]  # decode-time positions (> input length), inserted at the end
-    kv_node: Any  # KV-locked: the node of the token match
-    state_node: Any  # state-locked: the restore node, then the deepest inserted checkpoint
+    kv_handle: Any  # KV-locked: the matched path's handle
+    state_handle: Any  # state-locked: the restore point's, then the deepest inserted checkpoint's
 
 
 class _Loop:
@@ -92,19 +92,20 @@ class _Loop:
         key, ins_key, total = request_keys(self.trace, i, self.outputs)
         if self.marconi is not None:
             self.marconi.note_request()
-        m = cache.match(key)
+        m = cache.match_prefix(key)
         tm = min(m.token_match, L)
         ra = min(m.restore_at, tm)
         self.log.token_match[i], self.log.restore_at[i] = tm, ra
         pos = ctx.pol.checkpoint_positions(L, m, total_len=total, page_size=ctx.page)
         ctx.steps += len(key)
-        kv_node = m.last_node if m.last_node is not cache.root else None
-        state_node = m.node if m.restore_at > 0 and m.node is not cache.root else None
-        if kv_node is not None:
-            cache.lock_kv(kv_node)
-        if state_node is not None:
-            cache.lock_state(state_node)
-        self.running[i] = _Running(key, ins_key, [p for p in pos if p > L], kv_node, state_node)
+        kv_handle = m.path if m.path.cached_len > 0 else None
+        state_handle = m.restore if m.restore_at > 0 else None
+        if kv_handle is not None:
+            cache.lock_handle(kv_handle)
+        if state_handle is not None:
+            cache.lock_handle(state_handle)
+        late = [p for p in pos if p > L]
+        self.running[i] = _Running(key, ins_key, late, kv_handle, state_handle)
         t0 = now + self.overhead
         for p in pos:
             if p <= L:
@@ -116,19 +117,18 @@ class _Loop:
         self.started += 1
 
     def held_tokens(self, r: _Running) -> int:
-        nodes = [nd for nd in (r.kv_node, r.state_node) if nd is not None]
-        return max((nd.plen for nd in nodes), default=0) * self.ctx.page
+        handles = [h for h in (r.kv_handle, r.state_handle) if h is not None]
+        return max((h.cached_len for h in handles), default=0)
 
     def checkpoint(self, i: int, p: int) -> None:
         r = self.running[i]
         cache = self.ctx.cache
         new, res = place(self.ctx, r.ins_key, [p], self.held_tokens(r))
         self.log.new[i] += new
-        if res is not None and res.node is not None and res.node.has_state:
-            cache.lock_state(res.node)  # the new node first: the path is never unlocked
-            if r.state_node is not None:
-                cache.unlock_state(r.state_node)
-            r.state_node = res.node
+        if res is not None and try_lock(cache, res.handle):  # the new checkpoint first: the
+            if r.state_handle is not None:  # path is never unlocked in between
+                release(cache, r.state_handle)
+            r.state_handle = res.handle
 
     def end(self, i: int) -> None:
         r = self.running.pop(i)
@@ -136,10 +136,10 @@ class _Loop:
         if r.late:
             new, _ = place(ctx, r.ins_key, r.late, self.held_tokens(r))
             self.log.new[i] += new
-        if r.state_node is not None and r.state_node.alive:
-            cache.unlock_state(r.state_node)
-        if r.kv_node is not None and r.kv_node.alive:
-            cache.unlock_kv(r.kv_node)
+        if r.state_handle is not None:
+            release(cache, r.state_handle)
+        if r.kv_handle is not None:
+            release(cache, r.kv_handle)
         self.log.kv_peak[i] = cache.kv_tokens  # sampled before the clean-up eviction below
         kv_cleanup(ctx)
         self.log.sample(i, ctx)

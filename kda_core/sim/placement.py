@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kda_core.cache import policy as policy_mod
+from kda_core.cache.protocol import HandleError
 
 
 @dataclass(slots=True)
@@ -70,7 +71,7 @@ def _room_unified(ctx: RunCtx, pos: list[int], held_tokens: int) -> list[int]:
         r = ctx.pol.evict_states(cache, num=1)
         ctx.evictions += r.states
         if r.states == 0:
-            r = cache.evict_kv(max(1, -(-over // kvb)))
+            r = cache.evict(kv_tokens=max(1, -(-over // kvb)))
             ctx.evictions += r.states
             if r.kv_tokens == 0:
                 ctx.dropped += 1
@@ -84,7 +85,7 @@ def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> 
     """Make room for checkpoints at ``pos`` (ascending) and insert them with ``ins_key``.
 
     ``held_tokens``: the length of the request's path the caller keeps locked.
-    -> (states new, the tree's InsertResult or None when every position was dropped)."""
+    -> (states new, the cache's PrefixInsert or None when every position was dropped)."""
     pos = _room_for_states(ctx, pos)
     if ctx.ub is not None and pos:
         pos = _room_unified(ctx, pos, held_tokens)
@@ -93,12 +94,42 @@ def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> 
         new_tok = max(pos[-1] - held_tokens, 0)
         over = (ctx.cache.kv_tokens + new_tok) * ctx.kvb - ctx.kb
         if over > 0:
-            ctx.evictions += ctx.cache.evict_kv(-(-over // ctx.kvb)).states
+            ctx.evictions += ctx.cache.evict(kv_tokens=-(-over // ctx.kvb)).states
     if not pos:
         return 0, None
-    r = ctx.cache.insert(ins_key, None, [(p, p) for p in pos], state_bytes=ctx.ckpt)
+    r = ctx.cache.insert_prefix(ins_key, None, [(p, p) for p in pos], state_bytes=ctx.ckpt)
     ctx.steps += r.inserted_len // ctx.page
     return len(r.new), r
+
+
+def try_lock(cache: Any, handle: Any) -> bool:
+    """Lock ``handle`` unless it is None or stale (its state was evicted or capped). -> locked?"""
+    if handle is None:
+        return False
+    try:
+        cache.lock_handle(handle)
+    except HandleError:
+        return False
+    return True
+
+
+def release(cache: Any, handle: Any) -> None:
+    """Unlock ``handle``; a stale one (its node or state evicted) holds nothing to release."""
+    try:
+        cache.lock_handle(handle, unlock=True)
+    except HandleError:
+        if not _is_stale(cache, handle):
+            raise  # a real misuse: an unlock without a lock
+
+
+def _is_stale(cache: Any, handle: Any) -> bool:
+    """Probe: a stale handle cannot be locked."""
+    try:
+        cache.lock_handle(handle)
+    except HandleError:
+        return True
+    cache.lock_handle(handle, unlock=True)
+    return False
 
 
 def kv_cleanup(ctx: RunCtx) -> None:
@@ -106,7 +137,7 @@ def kv_cleanup(ctx: RunCtx) -> None:
     was larger than the budget)."""
     kb, kvb, cache = ctx.kb, ctx.kvb, ctx.cache
     if kb is not None and cache.kv_tokens * kvb > kb:
-        ctx.evictions += cache.evict_kv(-(-(cache.kv_tokens * kvb - kb) // kvb)).states
+        ctx.evictions += cache.evict(kv_tokens=-(-(cache.kv_tokens * kvb - kb) // kvb)).states
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kda_core.cache import policy as policy_mod
-from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place
+from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release
 from kda_core.workloads import Trace
 
 PROGRESS_EVERY = 1000
@@ -55,23 +55,23 @@ def run_sequential(
         L = lens[i]
         if marconi is not None:
             marconi.note_request()  # on arrival: N0 counts the request that first evicts
-        m = cache.match(key)
+        m = cache.match_prefix(key)
         tm = min(m.token_match, L)
         log.token_match[i] = tm
         log.restore_at[i] = min(m.restore_at, tm)
         pos = pol.checkpoint_positions(L, m, total_len=total, page_size=ctx.page)
         ctx.steps += len(key)
         if pos:
-            last = m.last_node
+            path = m.path  # the matched path's handle (locks its KV only)
             # protect the matched path while making room (only when eviction may happen)
             sb = ctx.sb
             tight = sb is not None and cache.state_bytes + len(pos) * ctx.ckpt > sb
-            locked = last is not cache.root and (tight or ctx.ub is not None or ctx.kb is not None)
+            locked = path.cached_len > 0 and (tight or ctx.ub is not None or ctx.kb is not None)
             if locked:
-                cache.lock_kv(last)
-            log.new[i], _ = place(ctx, ins_key, list(pos), last.plen * ctx.page)
-            if locked and last.alive:
-                cache.unlock_kv(last)
+                cache.lock_handle(path)
+            log.new[i], _ = place(ctx, ins_key, list(pos), path.cached_len)
+            if locked:
+                release(cache, path)
         log.kv_peak[i] = cache.kv_tokens  # sampled before the clean-up eviction below
         kv_cleanup(ctx)
         if tuner is not None:

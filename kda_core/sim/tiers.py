@@ -139,13 +139,13 @@ def _tier_lookup(
 
 
 def _fit_positions(cache, pol, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
-    """Evict (the restore node locked) until this request's states fit; keep the shallowest
+    """Evict (the restore point locked) until this request's states fit; keep the shallowest
     positions that still fit. -> (states evicted, positions kept)."""
     if m.restore_at:
-        cache.lock_state(m.node)
+        cache.lock_handle(m.restore)
     evicted = _make_room(cache, pol, budget, ck * len(positions))
     if m.restore_at:
-        cache.unlock_state(m.node)
+        cache.lock_handle(m.restore, unlock=True)
     fit = max(0, (budget - cache.state_bytes) // ck)
     return evicted, sorted(positions)[: int(fit)]
 
@@ -182,21 +182,21 @@ def simulate_tiers(
         L = int(trace.input_len[i])
         blocks = trace.block_ids(i)[: L // page]
         key = tuple(int(b) for b in blocks)
-        m = cache.match(key)
+        m = cache.match_prefix(key)
         dev = m.restore_at // page
         best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
         if src >= 2:
             loaded[bytes_from] += ck
             evictions += _make_room(cache, pol, cfg.device_bytes, ck)
             if cache.state_bytes + ck <= cfg.device_bytes:
-                cache.insert(key[:best], kv=best * page, states=[(best * page, ck, ck)])
-            m = cache.match(key)
+                cache.insert_prefix(key[:best], kv=best * page, states=[(best * page, ck, ck)])
+            m = cache.match_prefix(key)
         restore[i], source[i] = best * page, src
         positions = pol.checkpoint_positions(L, m, page_size=page)
         ev, positions = _fit_positions(cache, pol, cfg.device_bytes, ck, m, positions)
         evictions += ev
         if positions:
-            cache.insert(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])
+            cache.insert_prefix(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])
             last = int(blocks[positions[-1] // page - 1])  # the last tracked state only
             if host is not None and host.put(last, ck):
                 written["host"] += ck
