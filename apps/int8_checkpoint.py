@@ -39,8 +39,7 @@ from kda_core.studies import int8 as st
 from kda_core.studies import quality
 
 VARIANT_LABELS = tuple(v[0] for v in st.VARIANTS)
-N_LAYERS = 6
-N_HEADS = 4
+N_LAYERS, N_HEADS = st.kda_shape()  # the served model's, not hard-coded
 MAX_HISTORY = 10
 
 

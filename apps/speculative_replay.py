@@ -37,8 +37,7 @@ from apps.text.speculative_replay import (
 from apps.ui import SERIES, guard, i18n
 from kda_core.studies import speculative as sp
 
-N_LAYERS = 6
-N_HEADS = 4
+N_LAYERS, N_HEADS = sp.kda_shape()  # the served model's, not hard-coded
 MAX_D = 64
 MAX_HISTORY = 10
 NOISES = (0.0, 0.1, 0.2, 0.4)

@@ -42,6 +42,7 @@ from kda_core.studies.parking import (  # noqa: F401 (MAX_* are the app's limits
     Parked,
     check_variant,
     compress_states,
+    kda_shape,
     park,
     tiny_model,
     variant_label,

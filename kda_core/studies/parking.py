@@ -57,6 +57,12 @@ def tiny_model() -> TinyHybrid:
     return TinyHybrid()
 
 
+def kda_shape() -> tuple[int, int]:
+    """(KDA layers, heads per layer) of the parked model: the ranges of the state views."""
+    m = tiny_model()
+    return len(m.kda_layers), int(m.config.n_heads)
+
+
 @dataclass(slots=True)
 class Parked:
     """The tiny model's state after ``n_tokens`` tokens of ``text`` (never mutated by studies).

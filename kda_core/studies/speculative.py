@@ -53,6 +53,12 @@ def _model() -> TinyHybrid:
     return _MODEL
 
 
+def kda_shape() -> tuple[int, int]:
+    """(KDA layers, heads per layer) of the served model: the ranges of the state views."""
+    m = _model()
+    return len(m.kda_layers), int(m.config.n_heads)
+
+
 def _prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")
     if len(ids) > MAX_PROMPT_TOKENS:

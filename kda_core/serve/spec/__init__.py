@@ -14,7 +14,7 @@ from kda_core.serve.spec.generate import (
     ngram_draft,
     speculative_generate,
 )
-from kda_core.serve.spec.memory import SpecMemory, spec_memory, tiny_spec
+from kda_core.serve.spec.memory import SpecMemory, spec_memory
 from kda_core.serve.spec.replay import LayerRing, ReplaySSM, VerifyResult
 from kda_core.serve.spec.segment import (
     L2_EPS,
@@ -30,6 +30,7 @@ from kda_core.serve.spec.segment import (
     reconstruct_outputs,
     ring_verify,
 )
+from kda_core.sizing import tiny_spec
 
 __all__ = [
     "L2_EPS",

@@ -1,7 +1,7 @@
 """Speculative-verify memory of one request: ReplaySSM rings vs a full state per draft token.
 
 ``spec_memory`` is ``kda_core.sizing`` arithmetic for a real preset or TinyHybrid
-(``tiny_spec``: its config as a ``sizing.ModelSpec``).
+(``sizing.tiny_spec``: its config as a ``sizing.ModelSpec``).
 """
 
 from __future__ import annotations
@@ -9,28 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kda_core import sizing
-from kda_core.model import (
-    ModelConfig,
-)
 from kda_core.serve.spec.segment import check_draft_tokens, check_ring_len
-
-
-def tiny_spec(config: ModelConfig | None = None) -> sizing.ModelSpec:
-    """The TinyHybrid config as a ``sizing.ModelSpec`` (so its serving bytes use one formula)."""
-    c = config or ModelConfig()
-    kinds = c.layer_kinds
-    return sizing.ModelSpec(
-        name="k3-mini",
-        n_kda_layers=kinds.count("kda"),
-        n_mla_layers=kinds.count("mla"),
-        kda_heads=c.n_heads,
-        head_k_dim=c.head_dim,
-        head_v_dim=c.head_dim,
-        conv_kernel=c.conv_size,
-        kv_lora_rank=c.mla_latent,
-        qk_rope_head_dim=0,
-        mla_heads=c.mla_heads,
-    )
 
 
 class SpecMemory(NamedTuple):
