@@ -12,6 +12,7 @@ import pytest
 
 from kda_core.cache.protocol import (
     CacheHandle,
+    DroppedState,
     Evicted,
     HandleError,
     PrefixCache,
@@ -307,3 +308,18 @@ def test_state_payloads_follow_inserts_and_evictions() -> None:
     assert c.evict(states=2).states == 2
     assert len(c.state_payloads()) == 1
     assert RadixStateCache().state_payloads() == []
+
+
+def test_before_drop_state_sees_the_path_and_the_state() -> None:
+    """A lower tier (kda_core.transfer.tiers) copies what a dropped state needs: its path's
+    tokens and KV root-first, and the payload, while still attached."""
+    c = RadixStateCache()
+    c.insert_prefix([1, 2, 3, 4], kv=["a", "b", "c", "d"], states=[(2, "s2", 7), (4, "s4", 9)])
+    seen = []
+    c.before_drop_state = seen.append
+    c.evict(states=2)
+    by_state = {d.state: d for d in seen}
+    assert set(by_state) == {"s2", "s4"}
+    assert by_state["s2"] == DroppedState((1, 2), (["a", "b"],), "s2", 7)
+    assert by_state["s4"].tokens == (1, 2, 3, 4) and by_state["s4"].state_bytes == 9
+    assert [x for part in by_state["s4"].kv for x in part] == ["a", "b", "c", "d"]

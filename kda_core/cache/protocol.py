@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
     "CacheHandle",
+    "DroppedState",
     "Evicted",
     "HandleError",
     "PrefixCache",
@@ -48,6 +49,17 @@ class CacheHandle:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(cached_len={self.cached_len})"
+
+
+class DroppedState(NamedTuple):
+    """A state about to leave the cache (``before_drop_state`` hook): what a lower tier needs
+    to keep it. tokens: the key up to the state's boundary; kv: the KV payloads root-first
+    covering exactly those tokens; state / state_bytes: the state payload and its size."""
+
+    tokens: tuple
+    kv: tuple
+    state: Any
+    state_bytes: int
 
 
 class Evicted(NamedTuple):

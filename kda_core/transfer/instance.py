@@ -27,7 +27,7 @@ from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
 from kda_core.serve.engine import Engine, GenerateReport
 from kda_core.transfer.identity import Identity, Layout, prefix_hashes
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
-from kda_core.transfer.tiers import HostTier, attach_host_tier, node_object
+from kda_core.transfer.tiers import HostTier, attach_host_tier, state_object
 
 __all__ = ["Event", "Instance", "Lookup", "Refusal"]
 
@@ -103,20 +103,20 @@ class Instance:
         inner = self.engine.tree.before_drop_state
         assert inner is not None
 
-        def before_drop(node: Any) -> None:
+        def before_drop(d: Any) -> None:  # a kda_core.cache.protocol.DroppedState
             n0 = self.host.stats.offload_bytes  # type: ignore[union-attr]
-            inner(node)
-            self._event("offload", node.plen, self.host.stats.offload_bytes - n0)  # type: ignore[union-attr]
+            inner(d)
+            self._event("offload", len(d.tokens), self.host.stats.offload_bytes - n0)  # type: ignore[union-attr]
 
         self.engine.tree.before_drop_state = before_drop
 
     # -- prefill side ----------------------------------------------------------------------------
     def export(self, tokens: list[int]) -> StateObject | None:
         """The object at boundary ``len(tokens)`` if the local tree holds a state exactly there."""
-        m = self.engine.tree.match(list(tokens), touch=False)
+        m = self.engine.tree.match_prefix(list(tokens), touch=False)
         if m.restore_at != len(tokens) or m.restore_at == 0:
             return None
-        return node_object(self.engine, m.node, self.identity, self.name)
+        return state_object(self.engine, tuple(tokens), m.kv, m.state, self.identity, self.name)
 
     def publish(self, report: GenerateReport) -> list[int]:
         """Store an object at every boundary the request parked; returns the boundaries."""

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.radix import Node
+from kda_core.cache.protocol import DroppedState
 from kda_core.serve.engine import Engine
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 
-__all__ = ["HostTier", "TierStats", "attach_host_tier", "node_object"]
+__all__ = ["HostTier", "TierStats", "attach_host_tier", "state_object"]
 
 MAX_HOST_BYTES = 1 << 34
 
@@ -88,20 +89,16 @@ class HostTier:
         return obj
 
 
-def node_object(engine: Engine, node: Node, identity: Identity, source: str) -> StateObject:
-    """The model-state object of a tree node that holds a state (copies, nothing shared)."""
-    path = []
-    nd = node
-    while nd is not None and nd is not engine.tree.root:
-        path.append(nd)
-        nd = nd.parent
-    path.reverse()
-    tokens = tuple(int(t) for p in path for t in p.key)
-    kv = np.concatenate([p.kv for p in path], axis=0) if path else np.zeros((0, 0, 0))
-    S, conv = engine.checkpoints.buffers(node.state)
-    parts = transferable_parts({"mla_kv": kv, "kda_state": S, "conv_window": conv})
+def state_object(
+    engine: Engine, tokens: tuple, kv: tuple, state: Any, identity: Identity, source: str
+) -> StateObject:
+    """The model-state object of a cached state: its path's tokens and KV payloads (root
+    first) and the checkpoint slot ``state`` (copies, nothing shared)."""
+    mla_kv = np.concatenate(kv, axis=0) if kv else np.zeros((0, 0, 0))
+    S, conv = engine.checkpoints.buffers(state)
+    parts = transferable_parts({"mla_kv": mla_kv, "kda_state": S, "conv_window": conv})
     return StateObject(
-        tokens,
+        tuple(int(t) for t in tokens),
         np.array(parts["mla_kv"], dtype=np.float64),
         np.array(parts["kda_state"], dtype=np.float64),
         np.array(parts["conv_window"], dtype=np.float64),
@@ -117,7 +114,7 @@ def attach_host_tier(engine: Engine, host: HostTier, identity: Identity, source:
     if not isinstance(host, HostTier):
         raise ValueError(f"host must be a HostTier, got {type(host).__name__}")
 
-    def before_drop(node: Node) -> None:
-        host.offload(node_object(engine, node, identity, source))
+    def before_drop(d: DroppedState) -> None:
+        host.offload(state_object(engine, d.tokens, d.kv, d.state, identity, source))
 
     engine.tree.before_drop_state = before_drop

@@ -18,6 +18,7 @@ import numpy as np
 
 from kda_core._checks import check_bool
 from kda_core._checks import check_integral as _check_int
+from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix.nodes import (
     MAX_KEY_LEN,
     MAX_PAGE_SIZE,
@@ -69,9 +70,9 @@ class _TreeBase(_StateTableMixin):
             raise ValueError("kv_slice must be callable or None")
         self.on_free_kv = on_free_kv
         self.on_free_state = on_free_state
-        # set by kda_core.transfer.tiers: sees a node while its state is still attached, so a
-        # host tier can copy the state (and the path's tokens and KV) before it is dropped
-        self.before_drop_state: Callable[[Node], Any] | None = None
+        # set by kda_core.transfer.tiers: sees a DroppedState (the path's tokens and KV and the
+        # state, still attached) so a host tier can copy it before it is dropped
+        self.before_drop_state: Callable[[DroppedState], Any] | None = None
         self._kv_slice = kv_slice or _default_kv_slice
         self.max_key_len = _check_int(max_key_len, "max_key_len", 1, MAX_KEY_LEN)
         self._init_tree()
@@ -250,10 +251,21 @@ class _TreeBase(_StateTableMixin):
             self._sync(node)
         self._c["states_inserted"] += 1
 
+    def _dropped(self, node: Node) -> DroppedState:
+        """The hook's view of ``node``'s state: root-first tokens and KV of its path."""
+        path = []
+        nd: Node | None = node
+        while nd is not None and nd is not self.root:
+            path.append(nd)
+            nd = nd.parent
+        path.reverse()
+        tokens = tuple(t for p in path for t in p.key)
+        return DroppedState(tokens, tuple(p.kv for p in path), node.state, node.state_bytes)
+
     def _detach_state(self, node: Node, acc: _Acc | None, count: bool = True) -> None:
         """Drop the node's state (callback), keep the node. Caller fixes leaf status."""
         if self.before_drop_state is not None:
-            self.before_drop_state(node)
+            self.before_drop_state(self._dropped(node))
         if node.sprot:
             self._n_sprot -= 1
             self._sprot_bytes -= node.state_bytes
