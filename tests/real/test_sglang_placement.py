@@ -53,19 +53,12 @@ def _pool() -> SimpleNamespace:
     return pool
 
 
-def sglang_positions(
-    prompt: int,
-    restore: int,
-    token_match: int,
-    chunk: int,
-    total: int,
-    extra_buffer: bool,
-    track_interval: int,
-    monkeypatch,
-) -> tuple[int, ...]:
+def _sglang_objects(
+    restore: int, token_match: int, extra_buffer: bool, track_interval: int, grid: int
+) -> SimpleNamespace:
+    """The request, batch, cache component and result processor SGLang's methods read (only
+    the fields they touch), for one request restored at ``restore``."""
     page = 1
-    cache_chunk = max(GRID_FLA, page)
-    grid = cache_chunk  # lcm(cache_chunk, page) at page 1
     pool = _pool()
     mamba = SimpleNamespace(
         enable_mamba_extra_buffer=extra_buffer,
@@ -112,6 +105,25 @@ def sglang_positions(
         brp.SchedulerBatchResultProcessor._mamba_check_track_boundary(proc, *a)
     )
     exec_ctx = SimpleNamespace(mamba=mamba)
+    return SimpleNamespace(mamba=mamba, kv=kv, req=req, batch=batch, comp=comp, proc=proc,
+                           exec_ctx=exec_ctx)  # fmt: skip
+
+
+def sglang_positions(
+    prompt: int,
+    restore: int,
+    token_match: int,
+    chunk: int,
+    total: int,
+    extra_buffer: bool,
+    track_interval: int,
+    monkeypatch,
+) -> tuple[int, ...]:
+    page = 1
+    cache_chunk = max(GRID_FLA, page)
+    grid = cache_chunk  # lcm(cache_chunk, page) at page 1
+    o = _sglang_objects(restore, token_match, extra_buffer, track_interval, grid)
+    kv, req, batch, comp, proc, exec_ctx = o.kv, o.req, o.batch, o.comp, o.proc, o.exec_ctx
     out = []
     with monkeypatch.context() as m:
         for mod in (sb, brp, mc):
