@@ -12,7 +12,7 @@ from kda_core.serve.engine import (
     Engine,
 )
 from kda_core.serve.loop import ServeReport, StepRow
-from kda_core.serve.report import EngineStats, GenerateReport, TraceStep
+from kda_core.serve.report import EngineStats, GenerateReport, StepRecord
 from kda_core.serve.request import Request
 
 __all__ = [
@@ -26,5 +26,5 @@ __all__ = [
     "Request",
     "ServeReport",
     "StepRow",
-    "TraceStep",
+    "StepRecord",
 ]

@@ -169,7 +169,7 @@ def test_replay_trace_reaches_the_uncached_state_exactly() -> None:
     # the token match ends inside the first request's tail; the restore is the deepest ckpt
     tm = len(encode(SYS + "User "))
     assert r.token_match == tm and r.restore_at == 48 and r.replayed == tm - 48
-    steps = [s for s in r.trace if s.phase in ("restore", "replay")]
+    steps = [s for s in r.step_log if s.phase in ("restore", "replay")]
     assert [s.pos for s in steps] == list(range(48, tm + 1))
     assert all(s.n == 1 for s in steps[1:])
     d = np.array([s.dist_to_match for s in steps])
@@ -188,7 +188,7 @@ def test_replay_trace_reaches_the_uncached_state_exactly() -> None:
     assert du[-1] < 1e-12
     np.testing.assert_allclose(du, d, rtol=1e-9, atol=1e-12)
     # prefill and decode steps carry no distance
-    for s in r.trace:
+    for s in r.step_log:
         if s.phase in ("prefill", "decode"):
             assert np.isnan(s.dist_to_match) and np.isnan(s.dist_to_uncached)
     toks, logits = MODEL.generate(encode(SYS + "User B: what is 2+2?"), 3)
@@ -334,7 +334,7 @@ def test_int8_trace_distances_match_versus_uncached() -> None:
     e.generate(SYS + "User A: hi", 2)
     p = SYS + "User B: what is 2+2?"
     r = e.generate(p, 2, record_states=True)
-    steps = [s for s in r.trace if s.phase in ("restore", "replay")]
+    steps = [s for s in r.step_log if s.phase in ("restore", "replay")]
     assert r.restore_at == 48 and r.token_match > 48 and r.replay_states is not None
     assert steps[-1].dist_to_match == 0.0  # the replayed state at the match, by construction
     ref = MODEL.new_state()
@@ -346,5 +346,5 @@ def test_int8_trace_distances_match_versus_uncached() -> None:
     # without step tracing no extra prefill is run: the uncached distance is not measured
     r2 = e.generate(SYS + "User C: more", 2)
     assert r2.restore_at == 48 < r2.token_match
-    assert all(np.isnan(s.dist_to_uncached) for s in r2.trace)
-    assert r2.trace[0].phase == "restore" and r2.trace[0].dist_to_match > 0
+    assert all(np.isnan(s.dist_to_uncached) for s in r2.step_log)
+    assert r2.step_log[0].phase == "restore" and r2.step_log[0].dist_to_match > 0

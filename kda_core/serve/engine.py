@@ -57,7 +57,7 @@ from kda_core.serve.pools import (
     SharedBudget,
     share,
 )
-from kda_core.serve.report import EngineStats, GenerateReport, TraceStep
+from kda_core.serve.report import EngineStats, GenerateReport, StepRecord
 from kda_core.serve.request import Request
 
 RESTORE_MODES: tuple[str, ...] = ("exact", "inconsistent")
@@ -74,7 +74,7 @@ __all__ = [
     "Request",
     "ServeReport",
     "StepRow",
-    "TraceStep",
+    "StepRecord",
 ]
 
 
@@ -214,7 +214,7 @@ class Engine:
         """Serve one prompt (text or token ids); greedy decode ``max_new_tokens`` in [1, 4096].
 
         ``restore`` overrides the engine's restore mode for this request; ``step_replay``
-        replays one token per model call (a trace step per token); ``record_states`` keeps the
+        replays one token per model call (a step record per token); ``record_states`` keeps the
         KDA states of every replay step (implies ``step_replay``); ``reference`` also runs the
         uncached model and reports the logits' distance to it. ``observe(stage, engine)`` is
         called at "restored" (the restore node is locked, nothing inserted yet) and "finished"

@@ -4,7 +4,7 @@
 docs/serving.md ("one request") in order: ``restore`` (match, lock, copy-on-write restore of the
 deepest checkpoint, the MLA KV of exactly ``[0, restore_at)``), ``prefill`` (replay and prefill
 in ``chunk_size`` steps cut at checkpoint positions), ``decode`` (greedy), ``finish`` (donate
-what is still tracked, insert, unlock, KV eviction, release), ``distances`` (the trace's
+what is still tracked, insert, unlock, KV eviction, release), ``distances`` (the step log's
 distances to the replayed / uncached state) and ``report``. Every cache call goes through
 ``serve.cache_ops``.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from kda_core._checks import rel_error
 from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState, decode
-from kda_core.serve.report import GenerateReport, TraceStep
+from kda_core.serve.report import GenerateReport, StepRecord
 
 if TYPE_CHECKING:
     from kda_core.serve.engine import Engine
@@ -58,7 +58,7 @@ class OneRequest:
         self.ev_states = self.ev_kv = self.skipped = 0
         self.created = self.existed = 0
         self.pending: list[tuple[int, int]] = []  # (position, checkpoint slot) owned here
-        self.trace: list[TraceStep] = []
+        self.step_log: list[StepRecord] = []
         self.replay_S: list[np.ndarray] = []
         self.gen: list[int] = []
         self.logit_rows: list[np.ndarray] = []
@@ -130,7 +130,7 @@ class OneRequest:
     def record(self, n: int, phase: str) -> None:
         S = self.e.active.buffers(self.req.active)[0]
         st = self.state
-        self.trace.append(TraceStep(st.boundary, n, st.tokens[-1], phase, _norm(S), np.nan))
+        self.step_log.append(StepRecord(st.boundary, n, st.tokens[-1], phase, _norm(S), np.nan))
         if phase == "replay":
             self.replay_S.append(S)  # a reference: bound buffers are never written in place
 
@@ -141,7 +141,7 @@ class OneRequest:
         if start > 0:
             S0 = self.e.active.buffers(self.req.active)[0]
             tok = self.ids[start - 1]
-            self.trace.append(TraceStep(start, 0, tok, "restore", _norm(S0), np.nan))
+            self.step_log.append(StepRecord(start, 0, tok, "restore", _norm(S0), np.nan))
             self.replay_S.append(S0)
         cuts = set(range(start + C, P, C))
         cuts.update(p for p in self.plan if start < p < P)
@@ -237,11 +237,11 @@ class OneRequest:
             ref = self.e.model.new_state()
             self.e.model.prefill(self.ids[: self.token_match], ref)
             unc = np.stack([st.S for st in ref.kda])
-        for i, S in enumerate(self.replay_S):  # trace[i] is the i-th restore/replay step
+        for i, S in enumerate(self.replay_S):  # step_log[i] is the i-th restore/replay step
             kw = {"dist_to_match": rel_error(S, target)}
             if unc is not None:
                 kw["dist_to_uncached"] = rel_error(S, unc)
-            self.trace[i] = self.trace[i]._replace(**kw)
+            self.step_log[i] = self.step_log[i]._replace(**kw)
 
     # -- report --------------------------------------------------------------------------------
     def report(self) -> GenerateReport:
@@ -262,7 +262,7 @@ class OneRequest:
             donations=e.checkpoints.donations - self.don0,
             track_writes=e.pingpong.track_writes - self.tw0, evicted_states=self.ev_states,
             evicted_kv_tokens=self.ev_kv, restore_error=self.restore_err,
-            trace=tuple(self.trace),
+            step_log=tuple(self.step_log),
             replay_states=(
                 np.stack(self.replay_S) if self.record_states and self.replay_S else None
             ),

@@ -139,7 +139,7 @@ class Lifecycle:
         r.last_tracked = start
         r.phase = "prefill"
         if start > 0:
-            r.trace.append((start, 0, r.ids[start - 1], "restore"))
+            r.step_log.append((start, 0, r.ids[start - 1], "restore"))
         if hasattr(e.policy, "note_request"):
             e.policy.note_request()
 
@@ -162,7 +162,7 @@ class Lifecycle:
             kind = "replay" if pos <= r.token_match else "prefill"
         else:
             kind = "decode"
-        r.trace.append((pos, n, st.tokens[-1], kind))
+        r.step_log.append((pos, n, st.tokens[-1], kind))
         r.last = logits[-1]
         if pos in r.plan:
             self.park(r, pos)
@@ -334,7 +334,7 @@ class Lifecycle:
 
     # -- report ----------------------------------------------------------------------------
     def report(self, r: RequestState) -> GenerateReport:
-        from kda_core.serve.report import GenerateReport, TraceStep
+        from kda_core.serve.report import GenerateReport, StepRecord
 
         c = r.counts.get
         nan = float("nan")
@@ -360,7 +360,7 @@ class Lifecycle:
             evicted_states=c("evicted_states", 0),
             evicted_kv_tokens=c("evicted_kv", 0),
             restore_error=r.restore_error,
-            trace=tuple(TraceStep(p, n, t, ph, nan, nan) for p, n, t, ph in r.trace),
+            step_log=tuple(StepRecord(p, n, t, ph, nan, nan) for p, n, t, ph in r.step_log),
             replay_states=None,
             ref_logits=None,
             ref_max_abs_diff=None,

@@ -1,4 +1,4 @@
-"""What a served request reports: ``GenerateReport`` (one request), ``TraceStep`` (one model
+"""What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``EngineStats`` (an engine's totals). Shared by ``Engine.generate`` and ``Engine.serve``;
 ``kda_core.engine`` re-exports them (the contract).
 """
@@ -12,10 +12,10 @@ import numpy as np
 
 from kda_core.cache.pool import PoolStats
 
-__all__ = ["EngineStats", "GenerateReport", "TraceStep"]
+__all__ = ["EngineStats", "GenerateReport", "StepRecord"]
 
 
-class TraceStep(NamedTuple):
+class StepRecord(NamedTuple):
     """One model call. ``pos`` = boundary after it; ``n`` tokens consumed; ``token`` the last."""
 
     pos: int
@@ -52,7 +52,7 @@ class GenerateReport:
     evicted_states: int
     evicted_kv_tokens: int
     restore_error: tuple[float, float]  # (max |S - S'|, rel Frobenius) of the restored ckpt
-    trace: tuple[TraceStep, ...]
+    step_log: tuple[StepRecord, ...]
     replay_states: np.ndarray | None  # [restore_at..token_match, L, H, K, V] if recorded
     ref_logits: np.ndarray | None  # uncached run's logits (reference=True)
     ref_max_abs_diff: float | None  # max |logits - ref_logits|

@@ -61,7 +61,7 @@ class RequestState:
     logit_rows: list[np.ndarray] = field(default_factory=list)
     pending: list[tuple[int, int]] = field(default_factory=list)  # (pos, ckpt slot) not in tree
     parked: list[int] = field(default_factory=list)  # every checkpoint position parked
-    trace: list[tuple[int, int, int, str]] = field(default_factory=list)  # pos, n, token, phase
+    step_log: list[tuple[int, int, int, str]] = field(default_factory=list)  # pos, n, token, phase
     counts: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
     admitted_at: int = -1
@@ -103,6 +103,6 @@ class RequestState:
         self.logit_rows.clear()
         self.pending.clear()
         self.parked.clear()
-        self.trace.clear()
+        self.step_log.clear()
         self.counts.clear()
         self.last_tracked = 0

@@ -250,7 +250,7 @@ def _timeline(r: GenerateReport) -> Timeline:
 
 
 def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
-    steps = [s for s in r.trace if s.phase in ("restore", "replay")]
+    steps = [s for s in r.step_log if s.phase in ("restore", "replay")]
     if r.replay_states is None or not steps:
         c = model.config
         shape = (0, len(model.kda_layers), c.n_heads, c.head_dim, c.head_dim)
