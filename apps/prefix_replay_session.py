@@ -63,7 +63,7 @@ class TabState:
 
     @property
     def n_steps(self) -> int:
-        return int(self.request.trace.positions.size)
+        return int(self.request.replay_steps.positions.size)
 
 
 def _serve(s: TabState, progress: gr.Progress | None = None) -> TabState:
@@ -121,10 +121,10 @@ def _step_slider(s: TabState) -> dict:
 
 def _replay_outputs(s: TabState) -> tuple:
     """(figure, CSV button, step text, slider); the CSV button hides when there is no replay."""
-    fig, csv = fig_replay(s.request.trace, s.step, s.layer, s.head, s.delta, s.req)
+    fig, csv = fig_replay(s.request.replay_steps, s.step, s.layer, s.head, s.delta, s.req)
     has = s.n_steps > 0
     btn = gr.update(value=csv if has else None, visible=has)
-    return fig, btn, step_markdown(s.request.trace, s.step), _step_slider(s)
+    return fig, btn, step_markdown(s.request.replay_steps, s.step), _step_slider(s)
 
 
 def _drift_outputs(s: TabState, inconsistent: bool) -> tuple:

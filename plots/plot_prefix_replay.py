@@ -146,7 +146,7 @@ def make_figure(data: Data, lang: str = "en") -> Figure:
     ax.set_xlim(0, sc.requests[-1].timeline.decode[1] * 1.45)
 
     last = sc.requests[-1]
-    tr = last.trace
+    tr = last.replay_steps
     bx = fig.add_subplot(gs[1, 0])
     bx.plot(tr.positions, tr.dist, marker="o", ms=3.5, color=style.COLORS["replay"], gid="dist")
     # positions, not token text: the tokenizer is byte-level (a Chinese character is 3 tokens)

@@ -107,7 +107,7 @@ def _thick(fig) -> int:
 
 
 def test_replay_heatmap_and_distance(default_out, study):
-    tr = study.requests[2].trace
+    tr = study.requests[2].replay_steps
     fig = default_out[REPLAY]
     np.testing.assert_array_equal(fig.data[0].z, pr.heatmap(tr, 0, 0, 0, delta=True))
     np.testing.assert_array_equal(fig.data[1].y, tr.dist)
@@ -122,7 +122,7 @@ def test_replay_heatmap_and_distance(default_out, study):
 
 def test_stepping_reaches_zero_at_the_match(default_out, study):
     s = default_out[SESSION]
-    tr = study.requests[2].trace
+    tr = study.requests[2].replay_steps
     last = tr.positions.size - 1
     out = app.prev_step(s)  # clamped at the restore point
     assert out[-1].step == 0
@@ -175,8 +175,8 @@ def _same_views(got: pr.ScenarioResult, ref: pr.ScenarioResult) -> None:
     for a, b in zip(got.requests, ref.requests):
         assert (a.index, a.prompt, a.output) == (b.index, b.prompt, b.output)
         assert a.timeline == b.timeline and a.pools == b.pools
-        np.testing.assert_array_equal(a.trace.states, b.trace.states)
-        np.testing.assert_array_equal(a.trace.dist, b.trace.dist)
+        np.testing.assert_array_equal(a.replay_steps.states, b.replay_steps.states)
+        np.testing.assert_array_equal(a.replay_steps.dist, b.replay_steps.dist)
         for x, y in ((a.tree_during, b.tree_during), (a.tree_after, b.tree_after)):
             assert x.label == y.label
             for f in ("node_id", "start", "end", "has_state", "state_lock", "kv_age"):

@@ -100,7 +100,7 @@ def test_client_every_endpoint_and_sessions(tmp_path):
         t = study.requests[2].timeline
         assert f"| **restore point** | **{t.restore_at}**<br>" in out[0]
         fig = common.plot_from_client(out[5])
-        assert fig["data"][1]["y"] == study.requests[2].trace.dist.tolist()
+        assert fig["data"][1]["y"] == study.requests[2].replay_steps.dist.tolist()
         nxt = c.predict(api_name="/prefix_replay_next")  # the session persists on this client
         assert f"Step **1 / {t.token_match - t.restore_at}**" in nxt[2]
         stp = c.predict(3, api_name="/prefix_replay_step")

@@ -101,7 +101,7 @@ def test_prefix_replay_draws_segments_replay_and_drift() -> None:
     last = d.scenario.requests[-1]
     assert last.timeline.restore_at < last.timeline.token_match  # a real replay
     dist = line(fig, "dist").get_ydata()
-    np.testing.assert_array_equal(dist, last.trace.dist)
+    np.testing.assert_array_equal(dist, last.replay_steps.dist)
     assert dist[-1] == 0.0 and dist[0] > 0.1
     np.testing.assert_array_equal(line(fig, "exact").get_ydata(), d.drift.exact)
     np.testing.assert_array_equal(line(fig, "bad").get_ydata(), d.drift.inconsistent)
@@ -167,7 +167,7 @@ def test_prefix_replay_replay_axis_shows_positions_in_tokens() -> None:
     ticks = [t.get_text() for t in bx.get_xticklabels() if t.get_text()]
     assert ticks and all(t.isdigit() for t in ticks)  # no raw bytes such as "\\xbd"
     lo, hi = bx.get_xlim()
-    pos = d.scenario.requests[-1].trace.positions
+    pos = d.scenario.requests[-1].replay_steps.positions
     assert lo < pos[0] and hi > pos[-1]  # every replayed position is in view
     tl = d.scenario.requests[-1].timeline
     xlabel = bx.get_xlabel()

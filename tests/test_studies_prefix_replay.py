@@ -1,4 +1,4 @@
-"""prefix_replay study: timelines, tree snapshots, pools panel, replay trace, restore drift."""
+"""prefix_replay study: timelines, tree snapshots, pools panel, replay steps, restore drift."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_timeline_segments(default: pr.ScenarioResult) -> None:
 def test_replay_trace_reaches_zero_at_the_match(default: pr.ScenarioResult) -> None:
     model = TinyHybrid()
     for v in default.requests[1:]:
-        tr, tl = v.trace, v.timeline
+        tr, tl = v.replay_steps, v.timeline
         n = tl.token_match - tl.restore_at + 1
         assert tr.positions.tolist() == list(range(tl.restore_at, tl.token_match + 1))
         assert tr.states.shape == (n, 6, 4, 32, 32) and tr.dist.shape == (n,)
@@ -62,12 +62,12 @@ def test_replay_trace_reaches_zero_at_the_match(default: pr.ScenarioResult) -> N
         )
         norms = np.sqrt(np.sum(tr.states**2, axis=(1, 2, 3, 4)))
         np.testing.assert_allclose(tr.state_norm, norms, rtol=1e-12)
-    tr = default.requests[1].trace
+    tr = default.requests[1].replay_steps
     h = pr.heatmap(tr, 0, layer=2, head=3)
     np.testing.assert_array_equal(h, tr.states[0, 2, 3])
     assert h.shape == (32, 32)
     assert np.all(pr.heatmap(tr, len(tr.dist) - 1, 1, 1, delta=True) == 0.0)
-    first = default.requests[0].trace
+    first = default.requests[0].replay_steps
     assert first.states.shape[0] == 0  # nothing restored
     with pytest.raises(ValueError, match="no replay steps"):
         pr.heatmap(first, 0)
@@ -121,7 +121,7 @@ def test_int8_and_budget_options() -> None:
     # is not the uncached one; uncached_error says by how much (naive twin: a fresh prefill)
     model = TinyHybrid()
     for v in q.requests[1:]:
-        tr, tl = v.trace, v.timeline
+        tr, tl = v.replay_steps, v.timeline
         assert tl.restore_at > 0 and tr.dist[-1] == 0.0
         st = model.new_state()
         model.prefill(encode(v.prompt)[: tl.token_match], st)
@@ -178,7 +178,7 @@ def test_bad_input(kw: dict, arg: str) -> None:
 def test_bad_drift_and_heatmap_input(default: pr.ScenarioResult) -> None:
     with pytest.raises(ValueError, match="request"):
         pr.restore_drift(request=5)
-    tr = default.requests[1].trace
+    tr = default.requests[1].replay_steps
     with pytest.raises(ValueError, match="step"):
         pr.heatmap(tr, 999)
     with pytest.raises(ValueError, match="layer"):
@@ -341,7 +341,7 @@ def test_readable_tokens_and_outputs():
         assert all(c.isprintable() for c in r.output_readable)
         for snap in (r.tree_during, r.tree_after):
             assert all("\ufffd" not in lab and lab.isprintable() for lab in snap.label)
-        assert all(len(t) in (1, 4) for t in r.trace.token_text)  # a char or \xNN
+        assert all(len(t) in (1, 4) for t in r.replay_steps.token_text)  # a char or \xNN
     assert [r.timeline.replayed for r in res.requests] == [
         r.timeline.token_match - r.timeline.restore_at for r in res.requests
     ]

@@ -195,25 +195,25 @@ def _tree_labels(fig: go.Figure, snap: pr.TreeSnapshot, lay: tree_layout.TreeLay
     return span
 
 
-_REPLAY_BASE: dict[tuple, tuple[pr.ReplayTrace, dict]] = {}
+_REPLAY_BASE: dict[tuple, tuple[pr.ReplaySteps, dict]] = {}
 _REPLAY_BASE_MAX = 64
 
 
-def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> dict:
-    """The styled replay figure of one (trace, layer, head, view) as a plain dict, built once:
+def _replay_base(replay_steps: pr.ReplaySteps, layer: int, head: int, delta: bool) -> dict:
+    """The styled replay figure of one (replay steps, layer, head, view) as a dict, built once:
     a step only swaps the heatmap, the marker and the title (plotly's object model costs ~50 ms
     per styled figure, a dict -> Figure ~5 ms; the step budget is 150 ms)."""
-    key = (id(trace), layer, head, delta)
+    key = (id(replay_steps), layer, head, delta)
     hit = _REPLAY_BASE.get(key)
-    if hit is not None and hit[0] is trace:
+    if hit is not None and hit[0] is replay_steps:
         return hit[1]
-    ref = trace.states[:, layer, head]
+    ref = replay_steps.states[:, layer, head]
     zmax = float(np.abs(ref - ref[-1] if delta else ref).max()) or 1.0
     fig = make_subplots(
         rows=1, cols=2, column_widths=[0.42, 0.58], horizontal_spacing=0.17,
         subplot_titles=(
             f"{'S − S_match' if delta else 'state S'} (KDA layer {layer}, head {head})",
-            f"distance to S_match (S_match vs uncached {trace.uncached_error:.0e})",
+            f"distance to S_match (S_match vs uncached {replay_steps.uncached_error:.0e})",
         ),
     )  # fmt: skip
     fig.add_heatmap(
@@ -222,10 +222,10 @@ def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> d
         hovertemplate="key k=%{y}, value v=%{x}<br>%{z:.4f}<extra></extra>", showlegend=False,
     )  # fmt: skip
     fig.add_scatter(
-        x=trace.positions, y=trace.dist, mode="lines+markers", row=1, col=2,
+        x=replay_steps.positions, y=replay_steps.dist, mode="lines+markers", row=1, col=2,
         name="‖S − S_match‖ / ‖S_match‖ (all KDA layers)",
         line={"color": COLORS["replay"], "width": 2}, marker={"size": 5},
-        customdata=np.array(trace.token_text, dtype=object),
+        customdata=np.array(replay_steps.token_text, dtype=object),
         hovertemplate="position %{x} (token '%{customdata}')<br>distance %{y:.3g}<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
@@ -244,30 +244,33 @@ def _replay_base(trace: pr.ReplayTrace, layer: int, head: int, delta: bool) -> d
     base = fig.to_dict()
     if len(_REPLAY_BASE) >= _REPLAY_BASE_MAX:
         _REPLAY_BASE.pop(next(iter(_REPLAY_BASE)))
-    _REPLAY_BASE[key] = (trace, base)
+    _REPLAY_BASE[key] = (replay_steps, base)
     return base
 
 
 def fig_replay(
-    trace: pr.ReplayTrace, step: int, layer: int, head: int, delta: bool, req: int
+    replay_steps: pr.ReplaySteps, step: int, layer: int, head: int, delta: bool, req: int
 ) -> tuple[go.Figure, str]:
     """Heatmap of one (layer, head) state at ``step`` + the distance to the uncached state."""
-    n = trace.positions.size
+    n = replay_steps.positions.size
     if n == 0:
         fig = ui.empty_figure(
             f"Replay of request #{req + 1}",
             "nothing restored: no checkpoint on this request's path (cold prefill)",
         )
         return fig, ui.write_csv(f"{NAME}-replay", {"position": [], "distance": []})
-    S = pr.heatmap(trace, step, layer, head, delta=delta)
-    pos = int(trace.positions[step])
-    d = float(trace.dist[step])
-    tok = trace.token_text[step] if trace.tokens[step] >= 0 else "-"
+    S = pr.heatmap(replay_steps, step, layer, head, delta=delta)
+    pos = int(replay_steps.positions[step])
+    d = float(replay_steps.dist[step])
+    tok = replay_steps.token_text[step] if replay_steps.tokens[step] >= 0 else "-"
     at = "= the token match" if step == n - 1 else f"{n - 1 - step} tokens before the match"
-    base = _replay_base(trace, layer, head, delta)
+    base = _replay_base(replay_steps, layer, head, delta)
     data = [dict(t) for t in base["data"]]
     data[0]["z"] = S
-    data[1]["x"], data[1]["y"] = trace.positions, trace.dist  # arrays, not base64 (tests)
+    data[1]["x"], data[1]["y"] = (
+        replay_steps.positions,
+        replay_steps.dist,
+    )  # arrays, not base64 (tests)
     data[2]["x"], data[2]["y"] = [pos], [d]
     layout = dict(base["layout"])
     layout["title"] = {
@@ -276,7 +279,7 @@ def fig_replay(
         f"distance {d:.3g}",
     }
     fig = go.Figure({"data": data, "layout": layout})
-    table = pr.replay_table(trace, step, layer, head, delta)
+    table = pr.replay_table(replay_steps, step, layer, head, delta)
     return fig, ui.write_csv(f"{NAME}-replay", table)
 
 

@@ -280,7 +280,8 @@ def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy
         ("prefilled / decoded", f"{t.prompt_len - t.token_match} / {t.decode[1] - t.decode[0]}",
          f"output {_code(r.output_readable)} ({len(r.output_tokens)} byte tokens)"),
         ("checkpoints parked", f"{len(t.checkpoints)}", ", ".join(map(str, t.checkpoints))),
-        ("state at match vs uncached", f"{r.trace.uncached_error:.1e}", "relative, all layers"),
+        ("state at match vs uncached", f"{r.replay_steps.uncached_error:.1e}",
+         "relative, all layers"),
         ("pools: active slots", f"peak {p.active_peak} / {p.active_capacity}", policy),
         ("pools: checkpoint slots", f"{p.checkpoint_used} / {cap}",
          f"{p.checkpoint_bytes / 1024:.0f} KiB{' INT8' if p.int8 else ''}"),
@@ -295,14 +296,14 @@ def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy
     return f"**Request #{req + 1}**\n\n| quantity | value |\n|---|---|\n" + body
 
 
-def step_markdown(trace: pr.ReplayTrace, step: int) -> str:
-    n = int(trace.positions.size)
+def step_markdown(replay_steps: pr.ReplaySteps, step: int) -> str:
+    n = int(replay_steps.positions.size)
     if n == 0:
         return "No replay for this request (it restored nothing)."
     return (
-        f"Step **{step} / {n - 1}** · position {int(trace.positions[step])} · "
-        f"distance {float(trace.dist[step]):.3g} · state at match vs uncached prefill "
-        f"{trace.uncached_error:.1e}"
+        f"Step **{step} / {n - 1}** · position {int(replay_steps.positions[step])} · "
+        f"distance {float(replay_steps.dist[step]):.3g} · state at match vs uncached prefill "
+        f"{replay_steps.uncached_error:.1e}"
     )
 
 

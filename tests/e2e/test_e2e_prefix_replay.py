@@ -10,7 +10,7 @@ N = "prefix_replay"
 
 
 def test_page(app_url, ui):
-    last = pr.run_scenario().requests[-1].trace.positions.size - 1  # the default request
+    last = pr.run_scenario().requests[-1].replay_steps.positions.size - 1  # the default request
     ui.goto(app_url)
     for fig in ("timeline", "replay", "tree", "pools"):
         ui.wait_plot(f"{N}-{fig}")

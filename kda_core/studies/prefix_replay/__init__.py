@@ -1,7 +1,7 @@
 """Prefix hit vs state hit, for real: requests through the caching engine (the prefix_replay app).
 
 Re-exports only. ``scenarios`` (built-in scenarios, caps, policies, checks), ``views`` (what a
-served request shows: timeline, tree snapshots, pools, replay trace), ``session`` (one engine
+served request shows: timeline, tree snapshots, pools, replay steps), ``session`` (one engine
 serving requests incrementally; ``run_scenario`` / ``serve``), ``drift`` (exact vs INT8 vs
 inconsistent restore), ``tables`` (the CSV rows behind each figure). Long prose:
 docs/prefix_replay.md.
@@ -32,7 +32,7 @@ from kda_core.studies.prefix_replay.tables import (
 from kda_core.studies.prefix_replay.views import (
     DriftStudy,
     PoolsPanel,
-    ReplayTrace,
+    ReplaySteps,
     RequestView,
     ScenarioResult,
     Timeline,
@@ -53,7 +53,7 @@ __all__ = [
     "SCENARIO_NAMES",
     "DriftStudy",
     "PoolsPanel",
-    "ReplayTrace",
+    "ReplaySteps",
     "RequestView",
     "Scenario",
     "ScenarioResult",

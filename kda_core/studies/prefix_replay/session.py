@@ -31,8 +31,8 @@ from kda_core.studies.prefix_replay.views import (
     RequestView,
     ScenarioResult,
     TreeSnapshot,
+    _replay_steps,
     _timeline,
-    _trace,
     tree_snapshot,
 )
 
@@ -164,7 +164,7 @@ class ServingSession:
                 evicted_kv_tokens=st.evicted_kv_tokens,
                 int8=ps.int8,
             ),
-            trace=_trace(r, engine.model),
+            replay_steps=_replay_steps(r, engine.model),
             copies=r.copies,
             donations=r.donations,
             evicted_states=r.evicted_states,

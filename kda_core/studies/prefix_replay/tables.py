@@ -11,7 +11,7 @@ import numpy as np
 from kda_core.studies import tree_layout
 from kda_core.studies.prefix_replay.views import (
     DriftStudy,
-    ReplayTrace,
+    ReplaySteps,
     ScenarioResult,
     TreeSnapshot,
     heatmap,
@@ -58,18 +58,18 @@ def tree_table(snap: TreeSnapshot) -> Table:
     }
 
 
-def replay_table(trace: ReplayTrace, step: int, layer: int, head: int, delta: bool) -> Table:
+def replay_table(replay_steps: ReplaySteps, step: int, layer: int, head: int, delta: bool) -> Table:
     """The heatmap of one (step, layer, head) cell by cell, then the distance per position."""
-    n = trace.positions.size
+    n = replay_steps.positions.size
     if n == 0:
         return {"position": [], "distance": []}
-    S = heatmap(trace, step, layer, head, delta=delta)
+    S = heatmap(replay_steps, step, layer, head, delta=delta)
     kk, vv = np.meshgrid(np.arange(S.shape[0]), np.arange(S.shape[1]), indexing="ij")
     return {
         "kind": ["state"] * S.size + ["distance"] * n,
-        "key_channel_or_position": np.concatenate([kk.ravel(), trace.positions]),
+        "key_channel_or_position": np.concatenate([kk.ravel(), replay_steps.positions]),
         "value_channel": np.concatenate([vv.ravel(), np.full(n, -1)]),
-        "value": np.concatenate([S.ravel(), trace.dist]),
+        "value": np.concatenate([S.ravel(), replay_steps.dist]),
         "step": [step] * (S.size + n),
     }
 

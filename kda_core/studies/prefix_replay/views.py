@@ -6,7 +6,7 @@
 * ``TreeSnapshot``: one row per radix node (depth, token span, checkpoint vs tombstone, locks,
   LRU ages, a short label), taken while the request holds its restore lock and after it;
 * ``PoolsPanel``: the engine's pool counters after the request (cumulative);
-* ``ReplayTrace``: one step per replayed token, the stacked KDA states ``[n, L, H, K, V]`` and
+* ``ReplaySteps``: one step per replayed token, the stacked KDA states ``[n, L, H, K, V]`` and
   their relative distance to the state at the token match (exactly 0 there);
 * ``ScenarioResult`` (every request of a session) and ``DriftStudy`` (three restores of one
   request). Left out: drawing (the app and plots do it).
@@ -81,7 +81,7 @@ class PoolsPanel:
 
 
 @dataclass(slots=True, frozen=True)
-class ReplayTrace:
+class ReplaySteps:
     """Steps restore_at..token_match (n = replayed + 1; n = 0 when nothing was restored)."""
 
     positions: np.ndarray  # [n]
@@ -102,7 +102,7 @@ class RequestView:
     tree_during: TreeSnapshot
     tree_after: TreeSnapshot
     pools: PoolsPanel
-    trace: ReplayTrace
+    replay_steps: ReplaySteps
     copies: int
     donations: int
     evicted_states: int
@@ -249,20 +249,20 @@ def _timeline(r: GenerateReport) -> Timeline:
     )
 
 
-def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
+def _replay_steps(r: GenerateReport, model: TinyHybrid) -> ReplaySteps:
     steps = [s for s in r.step_log if s.phase in ("restore", "replay")]
     if r.replay_states is None or not steps:
         c = model.config
         shape = (0, len(model.kda_layers), c.n_heads, c.head_dim, c.head_dim)
         e = np.zeros(0)
-        return ReplayTrace(
+        return ReplaySteps(
             np.zeros(0, np.int64), np.zeros(0, np.int64), (), e, e, np.zeros(shape), 0.0
         )
     # the engine measured the state at the match against an uncached prefill (record_states)
     unc = float(steps[-1].dist_to_uncached)
     toks = np.array([r.prompt[s.pos - 1] for s in steps], dtype=np.int64)
     labels = tokenizer.token_labels(r.prompt)  # in context: a character's bytes name it
-    return ReplayTrace(
+    return ReplaySteps(
         positions=np.array([s.pos for s in steps], dtype=np.int64),
         tokens=toks,
         token_text=tuple(labels[s.pos - 1] for s in steps),
@@ -273,13 +273,15 @@ def _trace(r: GenerateReport, model: TinyHybrid) -> ReplayTrace:
     )
 
 
-def heatmap(trace: ReplayTrace, step: int, layer: int = 0, head: int = 0, *, delta: bool = False):
+def heatmap(
+    replay_steps: ReplaySteps, step: int, layer: int = 0, head: int = 0, *, delta: bool = False
+):
     """State ``[K, V]`` of one (step, KDA layer, head); ``delta``: minus the state at the match."""
-    n, L, H = trace.states.shape[:3]
+    n, L, H = replay_steps.states.shape[:3]
     if n == 0:
-        raise ValueError("trace has no replay steps (nothing was restored)")
+        raise ValueError("no replay steps (nothing was restored)")
     step = check_int("step", step, 0, n - 1)
     layer = check_int("layer", layer, 0, L - 1)
     head = check_int("head", head, 0, H - 1)
-    S = trace.states[step, layer, head]
-    return S - trace.states[-1, layer, head] if delta else S
+    S = replay_steps.states[step, layer, head]
+    return S - replay_steps.states[-1, layer, head] if delta else S
