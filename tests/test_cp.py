@@ -43,13 +43,13 @@ def test_the_incoming_state_matters(rng):
     # a rank that started from zeros instead of its scan state would be visibly wrong
     q, k, v, g, beta, S0 = kda_inputs(rng, 200)
     plan = cp.make_plan(200, 2)
-    o, _, (passes, trace) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
+    o, _, (passes, scan_log) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
                                               8**-0.5, 64)  # fmt: skip
     o_ref, _ = kda.chunked(q, k, v, g, beta, initial_state=S0)
     t1 = plan.bounds[1]
     o_zero, _ = kda.chunked(q[t1:], k[t1:], v[t1:], g[t1:], beta[t1:])
     assert rel(o_zero, o_ref[t1:]) > 1e-3
-    assert rel(trace.S_in[1], kda.chunked(q[:t1], k[:t1], v[:t1], g[:t1], beta[:t1],
+    assert rel(scan_log.S_in[1], kda.chunked(q[:t1], k[:t1], v[:t1], g[:t1], beta[:t1],
                                           initial_state=S0)[1]) <= 1e-12  # fmt: skip
 
 
@@ -60,13 +60,13 @@ def test_logdepth_equals_sequential_fold(rng, P):
     for r in range(1, P):  # some ranks reset (constant), as a document start does
         M = None if r % 4 == 3 else 0.5 * rng.standard_normal((H, K, K))
         elems.append(cp.Element(M, rng.standard_normal((H, K, V))))
-    trace = cp.scan_in_process(elems, "logdepth", H, K, V)
+    scan_log = cp.scan_in_process(elems, "logdepth", H, K, V)
     ref = cp.sequential_states(elems)
-    assert trace.S_in[0] is None
+    assert scan_log.S_in[0] is None
     for r in range(1, P):
-        assert np.allclose(trace.S_in[r], ref[r], rtol=1e-12, atol=1e-12)
+        assert np.allclose(scan_log.S_in[r], ref[r], rtol=1e-12, atol=1e-12)
     # the shift, then ceil(log2(P - 1)) doubling steps
-    assert len(trace.schedule) == 1 + (math.ceil(math.log2(P - 1)) if P > 2 else 0)
+    assert len(scan_log.schedule) == 1 + (math.ceil(math.log2(P - 1)) if P > 2 else 0)
 
 
 def test_sequential_fold_by_hand(rng):
@@ -85,9 +85,9 @@ def test_bytes_per_rank_do_not_grow_with_T(rng):
     for T in (100, 800):
         q, k, v, g, beta, S0 = kda_inputs(rng, T)
         plan = cp.make_plan(T, 4)
-        *_, (_, trace) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
+        *_, (_, scan_log) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",
                                            K**-0.5, 64)  # fmt: skip
-        sent[T] = trace.bytes_sent
+        sent[T] = scan_log.bytes_sent
     assert np.array_equal(sent[100], sent[800])
     m, s = H * K * (K + V) * 8, H * K * V * 8  # a map (M and b), a state (b only)
     # P = 4: shift: rank 0 a state, ranks 1, 2 maps; d=1: rank 1 (holds e0) a state to 2,

@@ -35,7 +35,7 @@ from kda_core.kda.cp_plan import (
 from kda_core.kda.cp_scan import (
     Element,
     Message,
-    ScanTrace,
+    ScanLog,
     allgather_schedule,
     bytes_sent,
     combine,
@@ -47,7 +47,7 @@ from kda_core.kda.cp_scan import (
 
 __all__ = [
     "FLUSH_BELOW", "MAX_DOCS", "MAX_RANKS", "OPEN_SEGMENT", "SCANS", "Element", "LocalPass",
-    "Message", "Piece", "Plan", "ScanTrace", "allgather_schedule", "balance_weight",
+    "Message", "Piece", "Plan", "ScanLog", "allgather_schedule", "balance_weight",
     "bytes_sent", "combine", "context_parallel", "context_parallel_varlen", "conv_pieces",
     "finish", "halo_windows", "local_pass", "logdepth_schedule", "make_plan", "message_bytes",
     "run_in_process", "scan_in_process", "sequential_states", "short_conv_cp",
@@ -190,20 +190,20 @@ def context_parallel_varlen(
 
 
 def run_in_process(plan: Plan, inputs, S0: np.ndarray, scan: str, scale: float, chunk_size: int):
-    """All ranks of ``plan`` in this process -> (o, finals, (local passes, ScanTrace))."""
+    """All ranks of ``plan`` in this process -> (o, finals, (local passes, ScanLog))."""
     H, K, V = S0.shape[1:]
     passes = []
     for r in range(plan.ranks):
         t = slice(plan.bounds[r], plan.bounds[r + 1])
         rows = [x[t] for x in inputs]
         passes.append(local_pass(*rows, plan.pieces[r], S0, scale=scale, chunk_size=chunk_size))
-    trace = scan_in_process([lp.element for lp in passes], scan, H, K, V)
+    scan_log = scan_in_process([lp.element for lp in passes], scan, H, K, V)
     o_parts, finals = [], {}
-    for lp, S_in in zip(passes, trace.S_in):
+    for lp, S_in in zip(passes, scan_log.S_in):
         o_r, f_r = finish(lp, S_in)
         o_parts.append(o_r)
         finals.update(f_r)
-    return np.concatenate(o_parts, axis=0), finals, (passes, trace)
+    return np.concatenate(o_parts, axis=0), finals, (passes, scan_log)
 
 
 def context_parallel(

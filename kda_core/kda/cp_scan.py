@@ -107,7 +107,7 @@ def bytes_sent(schedule: list[list[Message]], P: int, H: int, K: int, V: int, it
 
 
 @dataclass(slots=True)
-class ScanTrace:
+class ScanLog:
     """What the in-process scan did: the schedule, each rank's incoming state and the states
     each step left on each rank (for the app)."""
 
@@ -116,7 +116,7 @@ class ScanTrace:
     bytes_sent: np.ndarray  # [P]
 
 
-def scan_in_process(elements: Sequence[Element], scan: str, H: int, K: int, V: int) -> ScanTrace:
+def scan_in_process(elements: Sequence[Element], scan: str, H: int, K: int, V: int) -> ScanLog:
     """Run `scan` over the ranks' elements as the real ranks would (messages are copies)."""
     P = len(elements)
     itemsize = elements[0].b.dtype.itemsize
@@ -136,4 +136,4 @@ def scan_in_process(elements: Sequence[Element], scan: str, H: int, K: int, V: i
                 new[m.dst] = sent if m.step == 0 else combine(sent, held[m.dst])
             held = new
         S_in = [None] + [h.b.copy() for h in held[1:]]
-    return ScanTrace(sched, S_in, bytes_sent(sched, P, H, K, V, itemsize))
+    return ScanLog(sched, S_in, bytes_sent(sched, P, H, K, V, itemsize))

@@ -114,12 +114,12 @@ def demo(
     plan = cp.make_plan(T, P, cu, 64, weight)
     inputs = (x.q, x.k, x.v, x.g, x.beta)
     scale = K**-0.5
-    o, finals, (_, trace) = cp.run_in_process(plan, inputs, S0, scan, scale, 64)
+    o, finals, (_, scan_log) = cp.run_in_process(plan, inputs, S0, scan, scale, 64)
     o_ref, S_ref, S_true = _reference(inputs, cu, S0, plan.bounds)
     other = "allgather" if scan == "logdepth" else "logdepth"
-    _, _, (_, trace_other) = cp.run_in_process(plan, inputs, S0, other, scale, 64)
-    msgs = [m for step in trace.schedule for m in step]
-    S_in = np.stack([S_true[0] if s is None else s[0] for s in trace.S_in])
+    _, _, (_, scan_log_other) = cp.run_in_process(plan, inputs, S0, other, scale, 64)
+    msgs = [m for step in scan_log.schedule for m in step]
+    S_in = np.stack([S_true[0] if s is None else s[0] for s in scan_log.S_in])
     b = plan.bounds
     return Demo(
         T=T, P=P, H=H, K=K, V=V, scan=scan,
@@ -133,7 +133,7 @@ def demo(
         o_rel=np.array([rel_error(o[b[r]: b[r + 1]], o_ref[b[r]: b[r + 1]]) for r in range(P)]),
         S_final_rel=rel_error(np.stack([finals[d] for d in range(n)]), S_ref),
         S_in_rel=np.array([rel_error(S_in[r], S_true[r]) for r in range(P)]),
-        bytes_sent=trace.bytes_sent, bytes_other=trace_other.bytes_sent,
+        bytes_sent=scan_log.bytes_sent, bytes_other=scan_log_other.bytes_sent,
         kv_bytes=kv_allgather_bytes(T, P, mla_layer_bytes_per_token()),
         source=f"{x.source}, {n} document{'s' if n > 1 else ''}",
     )  # fmt: skip
