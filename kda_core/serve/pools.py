@@ -144,19 +144,9 @@ class ServePingPong(PingPong):
         self.ring = 1 if strategy == "extra_buffer" and not overlap else 2
         self.busy: set[int] = set()
 
-    def can_open(self) -> bool:
-        return self.pool.can_allocate(slots_up_front(self.strategy, self.overlap))
-
-    def open(self, owner: str) -> RequestSlots:
-        need = slots_up_front(self.strategy, self.overlap)
-        if not self.pool.can_allocate(need):
-            raise ValueError(
-                f"active pool has {self.pool.n_free} free slots, strategy "
-                f"{self.strategy!r} needs {need}"
-            )
-        active = self.pool.allocate(owner)
-        track = [self.pool.allocate(owner + ":track") for _ in range(need - 1)]
-        return RequestSlots(owner, self.strategy, active, track, [None] * len(track))
+    def slots_up_front(self) -> int:
+        """1 live + the ring's track slots (extra_buffer without overlap: 1 + 1)."""
+        return slots_up_front(self.strategy, self.overlap)
 
     def track(self, req: RequestSlots, position: int) -> int | None:
         """``PingPong.track`` on a ring of ``self.ring`` slots; refuses a busy slot."""

@@ -11,7 +11,7 @@ deepest position). The caller holds whatever locks protect the request's own pat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -144,6 +144,10 @@ def kv_cleanup(ctx: RunCtx) -> None:
 class RequestLog:
     """Per-request arrays of one run (arrival order), filled as requests are matched / end."""
 
+    SERIES: ClassVar[tuple[str, ...]] = (
+        "token_match", "restore_at", "state_bytes", "kv_tokens", "kv_peak", "n_states", "new",
+        "evicted_cum",
+    )  # fmt: skip
     n: int
     token_match: np.ndarray = field(init=False)
     restore_at: np.ndarray = field(init=False)
@@ -155,16 +159,7 @@ class RequestLog:
     evicted_cum: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        for f in (
-            "token_match",
-            "restore_at",
-            "state_bytes",
-            "kv_tokens",
-            "kv_peak",
-            "n_states",
-            "new",
-            "evicted_cum",
-        ):
+        for f in self.SERIES:
             setattr(self, f, np.zeros(self.n, dtype=np.int64))
 
     def sample(self, i: int, ctx: RunCtx) -> None:
@@ -176,18 +171,6 @@ class RequestLog:
         self.evicted_cum[i] = ctx.evictions
 
     def as_dict(self, ctx: RunCtx) -> dict:
-        out = {
-            f: getattr(self, f)
-            for f in (
-                "token_match",
-                "restore_at",
-                "state_bytes",
-                "kv_tokens",
-                "kv_peak",
-                "n_states",
-                "new",
-                "evicted_cum",
-            )
-        }
+        out = {f: getattr(self, f) for f in self.SERIES}
         out.update(dropped=ctx.dropped, steps=ctx.steps, stats=ctx.cache.stats())
         return out

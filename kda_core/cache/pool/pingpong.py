@@ -41,11 +41,15 @@ class PingPong:
         self.track_writes = 0
 
     def can_open(self) -> bool:
-        return self.pool.can_allocate(SLOTS_UP_FRONT[self.strategy])
+        return self.pool.can_allocate(self.slots_up_front())
+
+    def slots_up_front(self) -> int:
+        """Slots a request holds from admission: 1 / 3 / 2 (no_buffer / extra_buffer / lazy)."""
+        return SLOTS_UP_FRONT[self.strategy]
 
     def open(self, owner: str) -> RequestSlots:
-        """Allocate the slots a request holds from admission (1 / 3 / 2)."""
-        need = SLOTS_UP_FRONT[self.strategy]
+        """Allocate the slots a request holds from admission (``slots_up_front``)."""
+        need = self.slots_up_front()
         if not self.pool.can_allocate(need):
             raise ValueError(
                 f"active pool has {self.pool.n_free} free slots, strategy "
