@@ -31,7 +31,7 @@ REQ_POOL_MIN: int = 2048
 REQ_POOL_MAX: int = 4096
 
 
-def _strategy(strategy: str) -> str:
+def _check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
     return "extra_buffer" if strategy == "auto" else strategy
@@ -48,7 +48,7 @@ def slots_per_request(
     strategies; no_buffer stays at 3 (SGLang adds the drop back: its prefill->decode peak
     needs 3 slots). "auto" = extra_buffer. (``KVCacheConfigurator._calculate_mamba_ratio``.)
     """
-    s = _strategy(strategy)
+    s = _check_strategy(strategy)
     if s == "radix_off":
         return 1
     if s == "no_buffer":
@@ -72,7 +72,7 @@ def slots_held_per_request(strategy: str = "extra_buffer", overlap: bool = True)
     no_buffer / radix_off 1 (the live state); extra_buffer 1 live + ping-pong track slots
     (2 with overlap, 1 without); extra_buffer_lazy 1 live + 1 track.
     """
-    s = _strategy(strategy)
+    s = _check_strategy(strategy)
     if s in ("radix_off", "no_buffer"):
         return 1
     if s == "extra_buffer":

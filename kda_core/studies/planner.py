@@ -159,6 +159,10 @@ def plan(
     spec = sizing.preset(model) if isinstance(model, str) else model
     if not isinstance(spec, ModelSpec):
         raise ValueError("model must be a preset name or a ModelSpec")
+    if spec.n_mla_layers * spec.mla_latent_dim == 0:
+        raise ValueError("model must have at least one MLA layer for the planner")
+    if max_mamba_cache_size is not None:
+        max_mamba_cache_size = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
     if not 0.001 <= float(budget_gib) <= 16384:
         raise ValueError(f"budget_gib must be in [0.001, 16384], got {budget_gib}")
     n_context = check_int("n_context", n_context, 2, 4096)
@@ -168,7 +172,7 @@ def plan(
     o_len = check_int("output_len", output_len, 0, 1 << 32)
     knobs = _Knobs(
         spec, tp, int(float(budget_gib) * GIB), ssm_dtype, conv_dtype, kv_dtype, strategy,
-        overlap, skip_decode_lock, draft_tokens, _split_fn(formula, ring_len),
+        overlap, skip_decode_lock, draft_tokens, _parse_formula(formula, ring_len),
     )  # fmt: skip
     sizes = _sizes(knobs, ratio, max_mamba_cache_size)
     tokens_per_req = i_len + o_len
@@ -231,15 +235,14 @@ def _sizes(k: _Knobs, ratio: float, max_mamba_cache_size: int | None) -> dict:
     conv = sizing.conv_state_bytes(k.spec, k.tp, k.conv_dtype)
     slot = ssm + conv
     kv_tok = sizing.mla_kv_bytes_per_token(k.spec, k.kv_dtype)
-    if kv_tok == 0:
-        raise ValueError("model must have at least one MLA layer for the planner")
+    assert kv_tok > 0, "plan checked that the model has MLA layers"
     spr = sizing.slots_per_request(k.strategy, k.overlap, k.skip)
     held = sizing.slots_held_per_request(k.strategy, k.overlap)
     split = k.split(ratio)
     if max_mamba_cache_size is None:
         slots, kv_tokens = split.max_mamba_cache_size, split.kv_tokens
     else:
-        slots = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
+        slots = max_mamba_cache_size  # checked by plan
         kv_tokens = max(k.budget - slots * slot, 0) // kv_tok
     return {
         "ssm_bytes": ssm,
@@ -342,7 +345,7 @@ def _series(
     }
 
 
-def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
+def _parse_formula(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     """The sizing formula by its label (``sizing.SIZING_FORMULAS``)."""
     if formula == "legacy":
         return sizing.split_memory

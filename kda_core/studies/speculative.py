@@ -59,7 +59,7 @@ def kda_shape() -> tuple[int, int]:
     return len(m.kda_layers), int(m.config.n_heads)
 
 
-def _prompt_ids(prompt: str | Sequence[int]) -> list[int]:
+def _check_prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")
     if len(ids) > MAX_PROMPT_TOKENS:
         raise ValueError(f"prompt: at most {MAX_PROMPT_TOKENS} tokens, got {len(ids)}")
@@ -155,7 +155,7 @@ def verify_step(
     The defaults (noise 0.1, seed 2) give a partial acceptance (trained weights: 1 of 8).
     """
     model = _model()
-    ids = _prompt_ids(prompt)
+    ids = _check_prompt_ids(prompt)
     D = spec.check_draft_tokens(draft_tokens)
     rs = spec.ReplaySSM(model, D, ring_len)
     n_kda = len(model.kda_layers)
@@ -338,7 +338,7 @@ def generation(
     from kda_core.model import decode
 
     model = _model()
-    ids = _prompt_ids(prompt)
+    ids = _check_prompt_ids(prompt)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
         raise ValueError(f"draft must be 'noisy' or 'ngram', got {draft!r}")
