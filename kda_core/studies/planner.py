@@ -23,6 +23,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.sizing import GIB, MemorySplit, ModelSpec
+from kda_core.sizing.presets import MAX_DIM
 
 STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
@@ -101,6 +102,7 @@ def custom_spec(
     qk_rope_head_dim: int = 64,
 ) -> ModelSpec:
     """A ModelSpec from the few numbers a planner user types (K = V = ``head_dim``)."""
+    head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say head_k_dim
     return ModelSpec(
         name=name,
         n_kda_layers=n_kda_layers,
@@ -156,9 +158,11 @@ def plan(
     ``max_running`` is the minimum of the state cap (slots // reserved per request) and the KV
     cap (KV tokens // tokens per request); ``limited_by`` names the binding one.
     """
+    sizing.check_knobs(
+        model, overlap, skip_decode_lock, ssm_dtype=ssm_dtype, conv_dtype=conv_dtype,
+        kv_dtype=kv_dtype,
+    )  # fmt: skip
     spec = sizing.preset(model) if isinstance(model, str) else model
-    if not isinstance(spec, ModelSpec):
-        raise ValueError("model must be a preset name or a ModelSpec")
     if spec.n_mla_layers * spec.mla_latent_dim == 0:
         raise ValueError("model must have at least one MLA layer for the planner")
     if max_mamba_cache_size is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import sizing
-from kda_core._checks import check_int
+from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, encode
 from kda_core.serve import spec
 from kda_core.studies.prefix_replay import readable
@@ -163,7 +163,7 @@ def verify_step(
     head = check_int("head", head, 0, model.config.n_heads - 1)
     if n_accept is not None:
         n_accept = check_int("n_accept", n_accept, 0, D)
-    draft = spec.make_noisy_draft(model, noise, seed)
+    draft = spec.make_noisy_draft(model, noise, check_seed(seed))
 
     state = model.new_state()
     pending = int(np.argmax(model.prefill(ids, state)[-1]))
@@ -269,7 +269,7 @@ def memory_over_d(
     if not 1 <= len(ds) <= 64:
         raise ValueError(f"d_values must hold 1..64 values, got {len(ds)}")
     deploy_slots = check_int("deploy_slots", deploy_slots, 1, 1 << 20)
-    dd = spec.check_draft_tokens(deploy_draft_tokens)
+    dd = check_int("deploy_draft_tokens", deploy_draft_tokens, 1, spec.MAX_DRAFT_TOKENS)
     specs = (spec.tiny_spec(), sizing.preset("kimi-k3"))
     tps = (1, tp)
     rows = [[spec.spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
@@ -335,13 +335,21 @@ def generation(
     seed: int = 0,
 ) -> GenerationStudy:
     """Run ``spec.speculative_generate`` and plain greedy on the same prompt; package both."""
-    from kda_core.model import decode
-
-    model = _model()
     ids = _check_prompt_ids(prompt)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
         raise ValueError(f"draft must be 'noisy' or 'ngram', got {draft!r}")
+    return _generation(ids, max_new_tokens, draft, draft_tokens, noise, check_seed(seed))
+
+
+def _generation(
+    ids: list[int], max_new_tokens: int, draft: str, draft_tokens: int, noise: float, seed: int
+) -> GenerationStudy:
+    """`generation` on checked arguments (``draft_tokens`` and ``noise`` are checked by
+    ``spec.speculative_generate``)."""
+    from kda_core.model import decode
+
+    model = _model()
     out = spec.speculative_generate(
         model, ids, max_new_tokens, draft=draft, draft_tokens=draft_tokens, noise=noise, seed=seed
     )
@@ -385,10 +393,10 @@ def acceptance_vs_noise(
     ns = [float(x) for x in noises]
     if not 1 <= len(ns) <= 16:
         raise ValueError(f"noises must hold 1..16 values, got {len(ns)}")
-    runs = [
-        generation(prompt, max_new_tokens, draft_tokens=draft_tokens, noise=x, seed=seed)
-        for x in ns
-    ]
+    ids = _check_prompt_ids(prompt)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
+    seed = check_seed(seed)
+    runs = [_generation(ids, max_new_tokens, "noisy", draft_tokens, x, seed) for x in ns]
     return AcceptanceCurve(
         noise=np.array(ns),
         acceptance_rate=np.array([r.acceptance_rate for r in runs]),

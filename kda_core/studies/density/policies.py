@@ -162,6 +162,7 @@ def policies_at_budget(
     **sim_kwargs: Any,
 ) -> PolicySweep:
     """All policies at one budget (a ``PolicySweep`` with B = 1)."""
+    _check_budget_bytes(budget_gib, "budget_gib")  # so the message names this argument
     return policy_sweep(trace, policies, (budget_gib,), model, progress=progress, **sim_kwargs)
 
 
@@ -191,7 +192,8 @@ def hit_timeline(
     """Cumulative token and state hit rates after each request of one simulation."""
     tr = bundled_trace("conversation") if trace is None else trace
     params = {"every": 4096} if (params is None and policy == "interval") else (params or {})
-    r = sim.simulate(tr, (policy, params), _check_budget_bytes(budget_gib), model, **sim_kwargs)
+    budget = _check_budget_bytes(budget_gib, "budget_gib")
+    r = sim.simulate(tr, (policy, params), budget, model, **sim_kwargs)
     s = r.series
     cum_in = np.cumsum(s.input_len).astype(np.float64)
     return HitTimeline(

@@ -74,13 +74,13 @@ def _trace_key(trace: Trace) -> tuple:
     )
 
 
-def _check_budget_bytes(budget_gib: float | None) -> int | None:
+def _check_budget_bytes(budget_gib: float | None, name: str = "budgets") -> int | None:
     if budget_gib is None:
         return None
     if not isinstance(budget_gib, (int, float)) or not (
         math.isfinite(budget_gib) and 0 <= budget_gib <= 1 << 20
     ):
-        raise ValueError(f"budgets must be None or GiB in [0, 2**20], got {budget_gib!r}")
+        raise ValueError(f"{name} must be None or GiB in [0, 2**20], got {budget_gib!r}")
     return int(budget_gib * GIB)
 
 
