@@ -5,7 +5,7 @@ An AST scan over every file of ``kda_core`` lists ``raise ValueError`` inside pr
 function whose name starts with ``_`` (dunders excluded) or any function nested in another.
 Validators named ``_check*`` / ``_validate*`` / ``_require*`` / ``_parse*`` are where checks
 live (called from a public entry, or where outside data is read) and may raise. The same rule
-as /work/notes/tools/validate_scan.py, kept here so CI enforces it. The public entry points
+as the scan issue 18 used, kept here so CI enforces it. The public entry points
 themselves are exercised in tests/test_validation_entries.py.
 """
 
