@@ -125,6 +125,17 @@ def _strategy_row(name: str, overlap: bool, skip: bool, slots: int) -> tuple[int
     return reserved, held, slots // reserved
 
 
+def _check_model(
+    model: str | ModelSpec, overlap: bool, skip: bool, dtypes: dict[str, str]
+) -> ModelSpec:
+    """The planner's model (with MLA layers: the KV side it plans) after ``check_knobs``."""
+    sizing.check_knobs(model, overlap, skip, **dtypes)
+    spec = sizing.preset(model) if isinstance(model, str) else model
+    if spec.n_mla_layers * spec.mla_latent_dim == 0:
+        raise ValueError("model must have at least one MLA layer for the planner")
+    return spec
+
+
 def plan(
     model: str | ModelSpec = "kimi-k3",
     tp: int = 8,
@@ -158,13 +169,8 @@ def plan(
     ``max_running`` is the minimum of the state cap (slots // reserved per request) and the KV
     cap (KV tokens // tokens per request); ``limited_by`` names the binding one.
     """
-    sizing.check_knobs(
-        model, overlap, skip_decode_lock, ssm_dtype=ssm_dtype, conv_dtype=conv_dtype,
-        kv_dtype=kv_dtype,
-    )  # fmt: skip
-    spec = sizing.preset(model) if isinstance(model, str) else model
-    if spec.n_mla_layers * spec.mla_latent_dim == 0:
-        raise ValueError("model must have at least one MLA layer for the planner")
+    dtypes = {"ssm_dtype": ssm_dtype, "conv_dtype": conv_dtype, "kv_dtype": kv_dtype}
+    spec = _check_model(model, overlap, skip_decode_lock, dtypes)
     if max_mamba_cache_size is not None:
         max_mamba_cache_size = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
     if not 0.001 <= float(budget_gib) <= 16384:

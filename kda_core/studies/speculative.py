@@ -80,7 +80,6 @@ def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndar
     return kind
 
 
-# ---------------------------------------------------------------------------------------------
 # one verify / commit step
 
 
@@ -221,7 +220,6 @@ def verify_step(
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # memory over D
 
 
@@ -299,7 +297,6 @@ def memory_over_d(
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # the generation loop
 
 
@@ -345,8 +342,7 @@ def generation(
 def _generation(
     ids: list[int], max_new_tokens: int, draft: str, draft_tokens: int, noise: float, seed: int
 ) -> GenerationStudy:
-    """`generation` on checked arguments (``draft_tokens`` and ``noise`` are checked by
-    ``spec.speculative_generate``)."""
+    """`generation` on checked arguments (``spec.speculative_generate`` checks D and noise)."""
     from kda_core.model import decode
 
     model = _model()
@@ -393,9 +389,8 @@ def acceptance_vs_noise(
     ns = [float(x) for x in noises]
     if not 1 <= len(ns) <= 16:
         raise ValueError(f"noises must hold 1..16 values, got {len(ns)}")
-    ids = _check_prompt_ids(prompt)
+    ids, seed = _check_prompt_ids(prompt), check_seed(seed)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
-    seed = check_seed(seed)
     runs = [_generation(ids, max_new_tokens, "noisy", draft_tokens, x, seed) for x in ns]
     return AcceptanceCurve(
         noise=np.array(ns),
