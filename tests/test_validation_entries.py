@@ -54,6 +54,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("weights", lambda: TinyHybrid(weights="no-such-weights")),
     # memory
     ("total_bytes", lambda: memory.UnifiedPool(0, 64, 128)),
+    ("verify", lambda: memory.UnifiedPool(1 << 12, 64, 128, verify="yes")),
     ("kind", lambda: memory.make_pool("ring", 1 << 12, 64, 128)),
     ("n", lambda: _pool().alloc("state", -1)),
     ("side", lambda: _pool().alloc("slots", 1)),
@@ -64,9 +65,15 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("strategy", lambda: sizing.slots_per_request("ping_pong")),
     ("ratio", lambda: sizing.split_memory("kimi-k3", 1 << 30, ratio=0)),
     ("kv_dtype", lambda: sizing.check_knobs(kv_dtype="fp4")),
+    ("ssm_dtype", lambda: sizing.slot_bytes("kimi-k3", 8, ssm_dtype="fp4")),
+    ("kv_dtype", lambda: sizing.split_memory("kimi-k3", 1 << 30, kv_dtype="fp4")),
+    ("overlap", lambda: sizing.slots_per_request("extra_buffer", overlap="yes")),
+    ("tp", lambda: sizing.intermediate_ssm_bytes("kimi-k3", 4, 8, tp=7)),
+    ("dcp", lambda: sizing.balanced_ratio("kimi-k3", 1000.0, dcp="yes")),
     # workloads
     ("block_size", lambda: workloads.parse_mooncake_lines([], block_size=0)),
     ("max_requests", lambda: workloads.parse_mooncake_lines([], max_requests=0)),
+    ("seed", lambda: workloads.multi_turn_chat(seed=-1)),
     # transfer
     ("tp_size", lambda: Layout(tp_size=0)),
     # studies the apps call

@@ -65,9 +65,10 @@ class TwoEndedPool:
         max_moves_per_flush: int = 4096,
         verify: bool = True,
     ) -> None:
-        if not isinstance(store, bool):
-            raise ValueError(f"store must be a bool, got {store!r}")
-        self.verify = bool(verify) and store
+        for name, flag in (("store", store), ("verify", verify)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be a bool, got {flag!r}")
+        self.verify = verify and store
         hi = MAX_BUFFER_BYTES if store else MAX_VIRTUAL_BYTES
         self.total_bytes = _check_int("total_bytes", total_bytes, 1, hi)
         t = self.total_bytes
