@@ -97,6 +97,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("tiny_budget_bytes", lambda: int8.int8_study(tiny_budget_bytes=0)),
     ("spacing", lambda: prefix_replay.serve(spacing=0)),
     ("state_slots", lambda: batch_view.batch_view(["a"], state_slots=-1)),
+    ("reference", lambda: batch_view.batch_view(["a"], reference="yes")),
     # the contracts of DESIGN.md
     ("chunk_size", lambda: Engine(chunk_size=0)),
     ("strategy", lambda: Engine(strategy="ping_pong")),

@@ -150,14 +150,16 @@ class TwoEndedPool:
 
     def schedulable_available(self, side: str) -> int:
         """Entries ``side`` could allocate after the shortfall ladder (credits peer holes)."""
-        s = self._check_side(side)
+        return self._schedulable(self._check_side(side), side)
+
+    def _schedulable(self, s: Side, side: str) -> int:
         return min(s.holes + self._room_after_relief(side), s.n_free_vids)
 
     def can_alloc(self, side: str, n: int) -> bool:
         """True iff ``alloc(side, n)`` would succeed (the ladder included). Pure query."""
         s = self._check_side(side)
         n = _check_int("n", n, 0, s.cap)
-        return min(s.holes + self._room_after_relief(side), s.n_free_vids) >= n
+        return self._schedulable(s, side) >= n
 
     def live(self, side: str) -> int:
         return self._check_side(side).live
