@@ -27,6 +27,7 @@ from kda_core.studies import (
     prefix_replay,
     speculative,
 )
+from kda_core.studies import context_parallel as context_parallel_study
 from kda_core.studies import memory as memory_study
 from kda_core.studies import transfer as transfer_study
 from kda_core.transfer.identity import Layout
@@ -98,6 +99,8 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("spacing", lambda: prefix_replay.serve(spacing=0)),
     ("state_slots", lambda: batch_view.batch_view(["a"], state_slots=-1)),
     ("reference", lambda: batch_view.batch_view(["a"], reference="yes")),
+    ("P", lambda: context_parallel_study.kv_allgather_bytes(1024, 0, 1152)),
+    ("T", lambda: context_parallel_study.cost_model(T=0)),
     # the contracts of DESIGN.md
     ("chunk_size", lambda: Engine(chunk_size=0)),
     ("strategy", lambda: Engine(strategy="ping_pong")),
