@@ -31,6 +31,7 @@ from kda_core.studies import context_parallel as context_parallel_study
 from kda_core.studies import memory as memory_study
 from kda_core.studies import transfer as transfer_study
 from kda_core.transfer.identity import Layout
+from kda_core.transfer.store import EmbeddedStore
 
 T, H, K, V = 8, 2, 4, 4
 
@@ -77,6 +78,8 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("seed", lambda: workloads.multi_turn_chat(seed=-1)),
     # transfer
     ("tp_size", lambda: Layout(tp_size=0)),
+    ("key", lambda: EmbeddedStore().put("", b"x")),
+    ("data", lambda: EmbeddedStore().put("0123abcd", "text")),
     # studies the apps call
     ("budget_gib", lambda: planner.plan(budget_gib=0)),
     ("ssm_dtype", lambda: planner.plan(ssm_dtype="fp4")),
