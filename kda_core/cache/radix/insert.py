@@ -20,6 +20,9 @@ class _InsertMixin:
     """insert part of ``RadixStateCache``."""
 
     def _parse_states(self, states: Any, n_elems: int, default_bytes: int) -> list:
+        fast = self._parse_states_fast(states, n_elems, default_bytes)
+        if fast is not None:
+            return fast
         if isinstance(states, dict):
             items = list(states.items())
         elif isinstance(states, Iterable) and not isinstance(states, (str, bytes)):
@@ -57,6 +60,30 @@ class _InsertMixin:
                 if a[0] == b[0]:
                     raise ValueError(f"states positions must be unique, got {a[0] * tpe} twice")
         return out
+
+    def _parse_states_fast(self, states: Any, n_elems: int, default_bytes: int) -> list | None:
+        """``_parse_states`` for the common call (a list / tuple of ``(position, payload)``
+        pairs, int positions ascending and valid), in whole-list steps; None for anything
+        else, which the per-entry loop then checks (and words the error of)."""
+        if type(states) not in (list, tuple) or not states:
+            return None
+        if set(map(type, states)) != {tuple} or set(map(len, states)) != {2}:
+            return None
+        pos, payloads = zip(*states)
+        if set(map(type, pos)) != {int}:
+            return None
+        tpe, page = self._tpe, self.page_size
+        if pos[0] <= 0 or pos[-1] > n_elems * tpe:
+            return None
+        elems = [p // tpe for p in pos]
+        if tpe == page:
+            aligned = [e * tpe for e in elems] == list(pos)
+        else:
+            aligned = not any(p % page for p in pos)
+        # strictly ascending (then the two ends checked above bound every position)
+        if not aligned or len(set(elems)) != len(elems) or elems != sorted(elems):
+            return None
+        return list(zip(elems, payloads, [default_bytes] * len(elems)))
 
     def insert(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
@@ -126,7 +153,7 @@ class _InsertMixin:
                 break
             e = child.key
             le = len(e)
-            if le <= end - i and k[i : i + le] == e:
+            if le <= end - i and (le == epp or k[i : i + le] == e):  # one page: found whole
                 c = le
             else:
                 c = _common_prefix(e, k, i, min(le, end - i))

@@ -43,7 +43,8 @@ class _OpsMixin:
                 break
             e = child.key
             le = len(e)
-            if k[i : i + le] == e:
+            # the child was found by its first page of elements: a one-page edge matches whole
+            if le == epp or k[i : i + le] == e:
                 i += le
                 node = child
                 path.append(child)
@@ -92,19 +93,13 @@ class _OpsMixin:
         )
 
     # ------------------------------------------------------------------ locks
+    # The public lock methods check their node, then call the unchecked ``_*_node`` twins,
+    # which the cache protocol's ``lock_handle`` calls directly on a validated handle.
     def lock_kv(self, node: Node) -> None:
         """Protect the KV of ``node`` and all its ancestors (no-op on the root)."""
         self._check_node(node)
-        if node is self.root:
-            return
-        nd = node
-        tpe = self._tpe
-        while nd is not self.root:
-            if nd.kv_lock == 0:
-                self._kv_protected += len(nd.key) * tpe
-            nd.kv_lock += 1
-            nd = nd.parent
-        self._sync(node)
+        if node is not self.root:
+            self._lock_kv_node(node)
 
     def unlock_kv(self, node: Node) -> None:
         """Release one ``lock_kv``. A tombstone leaf stays (SGLang ``dec_lock_ref`` only moves
@@ -114,14 +109,7 @@ class _OpsMixin:
             return
         if node.kv_lock <= 0:
             raise ValueError("node is not KV-locked (unlock_kv without lock_kv)")
-        nd = node
-        tpe = self._tpe
-        while nd is not self.root:
-            nd.kv_lock -= 1
-            if nd.kv_lock == 0:
-                self._kv_protected -= len(nd.key) * tpe
-            nd = nd.parent
-        self._sync(node)
+        self._unlock_kv_node(node)
 
     def lock_state(self, node: Node) -> None:
         """Protect the checkpoint of ``node`` (and the KV of its path). No-op on the root."""
@@ -130,8 +118,7 @@ class _OpsMixin:
             return
         if not node.has_state:
             raise ValueError("node has no state (tombstone): cannot lock_state")
-        node.state_lock += 1
-        self.lock_kv(node)
+        self._lock_state_node(node)
 
     def unlock_state(self, node: Node) -> None:
         """Release one ``lock_state`` (and its KV lock). No-op on the root."""
@@ -140,8 +127,41 @@ class _OpsMixin:
             return
         if node.state_lock <= 0:
             raise ValueError("node is not state-locked (unlock_state without lock_state)")
+        self._unlock_state_node(node)
+
+    def _lock_kv_node(self, node: Node) -> None:
+        assert node.alive and node is not self.root, "a live non-root node of this cache"
+        nd = node
+        root = self.root
+        tpe = self._tpe
+        while nd is not root:
+            if nd.kv_lock == 0:
+                self._kv_protected += len(nd.key) * tpe
+            nd.kv_lock += 1
+            nd = nd.parent
+        self._sync(node)
+
+    def _unlock_kv_node(self, node: Node) -> None:
+        assert node.alive and node.kv_lock > 0, "unlock of a KV-locked live node"
+        nd = node
+        root = self.root
+        tpe = self._tpe
+        while nd is not root:
+            nd.kv_lock -= 1
+            if nd.kv_lock == 0:
+                self._kv_protected -= len(nd.key) * tpe
+            nd = nd.parent
+        self._sync(node)
+
+    def _lock_state_node(self, node: Node) -> None:
+        assert node.has_state, "lock_state needs a state node"
+        node.state_lock += 1
+        self._lock_kv_node(node)
+
+    def _unlock_state_node(self, node: Node) -> None:
+        assert node.state_lock > 0, "unlock of a state-locked node"
         node.state_lock -= 1
-        self.unlock_kv(node)
+        self._unlock_kv_node(node)
 
     # ------------------------------------------------------------------ eviction
     def lru_state_victim(self) -> Node | None:
@@ -180,11 +200,23 @@ class _OpsMixin:
         num = _check_int(num, "num", 0)
         nbytes = _check_int(nbytes, "nbytes", 0)
         acc = _Acc()
+        slru = self._slru
+        counters = self._c
+        # lru_state_victim and _evict_state inlined: this loop runs once per evicted state
         while acc.states < num or acc.state_bytes < nbytes:
-            victim = self.lru_state_victim()
+            victim = None
+            for nd in slru.values():
+                if not nd.sprot:
+                    victim = nd
+                    break
             if victim is None:
                 break
-            self._evict_state(victim, acc)
+            if victim.children:
+                self._detach_state(victim, acc)
+                acc.tombstoned += 1
+                counters["tombstoned"] += 1
+            else:
+                self._remove_leaf(victim, acc)
             self._clock += 1
         return acc.result()
 
