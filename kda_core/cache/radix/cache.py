@@ -117,7 +117,7 @@ class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _Tr
         point's state and KV (``lock_state``), ``path`` the matched path's KV (``lock_kv``)."""
         if touch is not True:
             check_bool(touch, "touch")
-        m = self._match(self._as_key(key), touch, False, True)
+        m = self._match(self._check_key(key), touch, False, True)
         return PrefixMatch(
             m.token_match,
             m.restore_at,

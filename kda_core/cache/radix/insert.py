@@ -101,7 +101,7 @@ class _InsertMixin:
         edges split where the key diverges or a checkpoint falls inside an edge, tombstones
         at a checkpoint position are revived, and the per-path budget is applied.
         """
-        k = self._as_key(key)
+        k = self._check_key(key)
         state_bytes = _check_int(state_bytes, "state_bytes", 0)
         epp, tpe = self._epp, self._tpe
         sts = self._parse_states(states, len(k) - len(k) % epp, state_bytes)

@@ -23,7 +23,7 @@ class _OpsMixin:
         per ``state_touch``. With ``split`` a match ending inside an edge splits it (SGLang):
         the upper half becomes a tombstone and is returned as ``last_node``.
         """
-        return self._match(self._as_key(key), touch, split, True)
+        return self._match(self._check_key(key), touch, split, True)
 
     def _match(self, k: tuple, touch: bool, split: bool, count: bool) -> MatchResult:
         epp = self._epp
@@ -200,6 +200,9 @@ class _OpsMixin:
         num = _check_int(num, "num", 0)
         nbytes = _check_int(nbytes, "nbytes", 0)
         acc = _Acc()
+        if self._plain():
+            self._evict_lru_plain(num, nbytes, acc)
+            return acc.result()
         slru = self._slru
         counters = self._c
         # lru_state_victim and _evict_state inlined: this loop runs once per evicted state
@@ -241,3 +244,68 @@ class _OpsMixin:
         for entry in skipped:
             heapq.heappush(heap, entry)
         return acc.result()
+
+    def _plain(self) -> bool:
+        """No hook, no callback and no state table: eviction has nothing to tell anyone."""
+        return (
+            self.before_drop_state is None
+            and self.on_free_state is None
+            and self.on_free_kv is None
+            and not self._table_on
+        )
+
+    def _evict_lru_plain(self, num: int, nbytes: int, acc: _Acc) -> None:
+        """``evict_states``'s loop for a plain cache (``_plain``), with ``_detach_state`` and
+        ``_remove_leaf`` inlined and the counters kept in locals (the simulator evicts up to
+        262,000 states per pass). tests/test_radix_rules.py checks it against the general
+        loop (a no-op hook forces that one)."""
+        slru, live, root, tpe = self._slru, self._live, self.root, self._tpe
+        epp = self._epp
+        states = sbytes = kv_tok = nodes = tomb = 0
+        while acc.states + states < num or acc.state_bytes + sbytes < nbytes:
+            victim = None
+            for nd in slru.values():
+                if not nd.sprot:
+                    victim = nd
+                    break
+            if victim is None:
+                break
+            # unprotected: state_lock == 0, and a leaf has kv_lock == 0 (see _sprot_of)
+            del slru[victim.id]
+            nb = victim.state_bytes
+            victim.has_state = False
+            victim.state = None
+            victim.state_bytes = 0
+            states += 1
+            sbytes += nb
+            self._clock += 1
+            if victim.children:
+                tomb += 1
+                continue
+            parent = victim.parent
+            ntok = len(victim.key) * tpe
+            kv_tok += ntok
+            nodes += 1
+            k = victim.key
+            del parent.children[k[0] if epp == 1 else k[:epp]]
+            victim.alive = False
+            victim.parent = None
+            victim.kv = None
+            del live[victim.id]
+            if parent is not root and not parent.children:
+                self._push_leaf(parent)
+            self._sync(parent)
+        self._n_states -= states
+        self._state_bytes -= sbytes
+        self._kv_tokens -= kv_tok
+        self._n_nodes -= nodes
+        c = self._c
+        c["evicted_states"] += states
+        c["evicted_state_bytes"] += sbytes
+        c["evicted_kv_tokens"] += kv_tok
+        c["tombstoned"] += tomb
+        acc.states += states
+        acc.state_bytes += sbytes
+        acc.kv_tokens += kv_tok
+        acc.nodes += nodes
+        acc.tombstoned += tomb
