@@ -63,27 +63,24 @@ class _InsertMixin:
 
     def _parse_states_fast(self, states: Any, n_elems: int, default_bytes: int) -> list | None:
         """``_parse_states`` for the common call (a list / tuple of ``(position, payload)``
-        pairs, int positions ascending and valid), in whole-list steps; None for anything
-        else, which the per-entry loop then checks (and words the error of)."""
-        if type(states) not in (list, tuple) or not states:
-            return None
-        if set(map(type, states)) != {tuple} or set(map(len, states)) != {2}:
-            return None
-        pos, payloads = zip(*states)
-        if set(map(type, pos)) != {int}:
+        pairs, int positions strictly ascending and valid) in one lean pass; None at the first
+        entry that is anything else, and the per-entry loop then checks (and words the error
+        of) the whole call."""
+        if type(states) is not list and type(states) is not tuple:
             return None
         tpe, page = self._tpe, self.page_size
-        if pos[0] <= 0 or pos[-1] > n_elems * tpe:
-            return None
-        elems = [p // tpe for p in pos]
-        if tpe == page:
-            aligned = [e * tpe for e in elems] == list(pos)
-        else:
-            aligned = not any(p % page for p in pos)
-        # strictly ascending (then the two ends checked above bound every position)
-        if not aligned or len(set(elems)) != len(elems) or elems != sorted(elems):
-            return None
-        return list(zip(elems, payloads, [default_bytes] * len(elems)))
+        max_pos = n_elems * tpe
+        prev = 0
+        out = []
+        for it in states:
+            if type(it) is not tuple or len(it) != 2:
+                return None
+            pos = it[0]
+            if type(pos) is not int or not prev < pos <= max_pos or pos % page:
+                return None
+            out.append((pos // tpe, it[1], default_bytes))
+            prev = pos
+        return out
 
     def insert(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
@@ -220,12 +217,13 @@ class _InsertMixin:
         owner = self._owner
         slru = self._slru
         table_on = self._table_on
+        live = self._live
+        nid = self._next_id
+        clock = self._clock
         added_tokens = added_bytes = 0
         created: list[Node] = []
         for j in range(pi, len(sts)):
             pos, payload, nb = sts[j]
-            nid = self._next_id
-            self._next_id = nid + 1
             seg = Node(
                 nid,
                 owner,
@@ -234,18 +232,21 @@ class _InsertMixin:
                 parent,
                 pos,
             )
-            self._live[nid] = seg
+            live[nid] = seg
+            first = k[prev] if epp == 1 else k[prev : prev + epp]
             if parent.children is _NO_CHILDREN:
-                parent.children = {}
-            parent.children[k[prev] if epp == 1 else k[prev : prev + epp]] = seg
+                parent.children = {first: seg}
+            else:
+                parent.children[first] = seg
             added_tokens += (pos - prev) * tpe
             seg.has_state = True
             seg.state = payload
             seg.state_bytes = nb
             added_bytes += nb
-            self._clock += 1
-            seg.state_time = self._clock
+            clock += 1
+            seg.state_time = clock
             slru[nid] = seg
+            nid += 1
             if table_on:
                 if parent.has_state:
                     self._st_nchild[parent.srow] = len(parent.children)
@@ -256,6 +257,8 @@ class _InsertMixin:
             new.append(anc)
             parent = seg
             prev = pos
+        self._next_id = nid
+        self._clock = clock
         n_new = len(sts) - pi
         self._n_nodes += n_new
         self._kv_tokens += added_tokens
