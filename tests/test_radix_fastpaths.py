@@ -2,7 +2,8 @@
 
 * ``evict_states`` on a plain cache (no hook, callback or state table) runs
   ``_evict_lru_plain``; a no-op ``before_drop_state`` hook forces the general loop
-  (``_detach_state`` / ``_remove_leaf``). Both must leave the same tree, counters and results.
+  (``_detach_state`` / ``_remove_leaf``). Both must leave the same tree, counters and results,
+  and later KV evictions (the leaf heap the plain loop fills at its end) must agree too.
 * ``_parse_states`` tries ``_parse_states_fast`` first; the per-entry loop must give the same
   list for every input the fast path accepts, and the fast path must decline the rest.
 """
@@ -65,9 +66,12 @@ def test_plain_lru_eviction_matches_the_general_loop(page: int, block_keys: bool
             ha, hb = held.pop(rng.randrange(len(held)))
             plain.lock_handle(ha, unlock=True)
             hooked.lock_handle(hb, unlock=True)
-        else:
+        elif op < 0.95:
             num, nbytes = rng.randint(0, 4), rng.randint(0, 30)
             assert plain.evict_states(num, nbytes) == hooked.evict_states(num, nbytes)
+        else:  # KV leaves in heap order: the parents the plain loop left as leaves count
+            n_tok = rng.randint(1, 8) * tpe * epp
+            assert plain.evict(kv_tokens=n_tok) == hooked.evict(kv_tokens=n_tok)
         assert _view(plain) == _view(hooked)
     plain.check_integrity()
     hooked.check_integrity()

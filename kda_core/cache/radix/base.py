@@ -362,5 +362,15 @@ class _TreeBase(_StateTableMixin):
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
+        if self._table_on:
+            for n in holders:
+                self._touch_state(n)
+            return
+        # _touch_state inlined (no state table to update)
+        clock = self._clock
+        to_end = self._slru.move_to_end
         for n in holders:
-            self._touch_state(n)
+            clock += 1
+            n.state_time = clock
+            to_end(n.id)
+        self._clock = clock

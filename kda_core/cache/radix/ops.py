@@ -262,6 +262,7 @@ class _OpsMixin:
         slru, live, root, tpe = self._slru, self._live, self.root, self._tpe
         epp = self._epp
         states = sbytes = kv_tok = nodes = tomb = 0
+        became_leaf: list[Node] = []
         while acc.states + states < num or acc.state_bytes + sbytes < nbytes:
             victim = None
             for nd in slru.values():
@@ -293,8 +294,13 @@ class _OpsMixin:
             victim.kv = None
             del live[victim.id]
             if parent is not root and not parent.children:
-                self._push_leaf(parent)
+                became_leaf.append(parent)
             self._sync(parent)
+        # parents left childless enter the KV heap once, at the end: a chain evicted leaf by
+        # leaf would push every parent only to remove it next (nothing pops the heap here)
+        for nd in became_leaf:
+            if nd.alive and not nd.children:
+                self._push_leaf(nd)
         self._n_states -= states
         self._state_bytes -= sbytes
         self._kv_tokens -= kv_tok
