@@ -279,7 +279,6 @@ class _OpsMixin:
             victim.state_bytes = 0
             states += 1
             sbytes += nb
-            self._clock += 1
             if victim.children:
                 tomb += 1
                 continue
@@ -295,7 +294,9 @@ class _OpsMixin:
             del live[victim.id]
             if parent is not root and not parent.children:
                 became_leaf.append(parent)
-            self._sync(parent)
+            if parent.has_state:  # _sync does nothing to a tombstone
+                self._sync(parent)
+        self._clock += states  # a tick per evicted state, as the general loop
         # parents left childless enter the KV heap once, at the end: a chain evicted leaf by
         # leaf would push every parent only to remove it next (nothing pops the heap here)
         for nd in became_leaf:
