@@ -224,6 +224,7 @@ class _InsertMixin:
         created: list[Node] = []
         for j in range(pi, len(sts)):
             pos, payload, nb = sts[j]
+            clock += 1
             seg = Node(
                 nid,
                 owner,
@@ -231,6 +232,10 @@ class _InsertMixin:
                 None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len),
                 parent,
                 pos,
+                True,
+                payload,
+                nb,
+                clock,
             )
             live[nid] = seg
             first = k[prev] if epp == 1 else k[prev : prev + epp]
@@ -239,12 +244,7 @@ class _InsertMixin:
             else:
                 parent.children[first] = seg
             added_tokens += (pos - prev) * tpe
-            seg.has_state = True
-            seg.state = payload
-            seg.state_bytes = nb
             added_bytes += nb
-            clock += 1
-            seg.state_time = clock
             slru[nid] = seg
             nid += 1
             if table_on:

@@ -73,8 +73,13 @@ class _OpsMixin:
                 self._c["token_hits"] += 1
         if touch and best is not self.root:
             used = path[:best_depth]
-            for nd in used:
-                self._touch_kv(nd)
+            clock = self._clock
+            for nd in used:  # _touch_kv inlined (up to one call per key element)
+                clock += 1
+                nd.kv_time = clock
+                if not nd.children:
+                    self._push_leaf(nd)
+            self._clock = clock
             if self.state_touch == "node":
                 self._touch_state(best)
             else:
