@@ -225,7 +225,7 @@ def cost_spec(model: str | CostSpec) -> CostSpec:
     return COST_PRESETS[model]
 
 
-def _bounds(start: object, end: object) -> tuple[np.ndarray, np.ndarray]:
+def _check_bounds(start: object, end: object) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(start, dtype=np.float64)
     e = np.asarray(end, dtype=np.float64)
     if s.shape != e.shape and s.ndim and e.ndim:
@@ -239,7 +239,7 @@ def _bounds(start: object, end: object) -> tuple[np.ndarray, np.ndarray]:
 
 def context_pairs(start: object, end: object, causal: bool = True) -> np.ndarray | float:
     """Query-key pairs of the queries ``[start, end)`` (see the module docstring); float64."""
-    s, e = _bounds(start, end)
+    s, e = _check_bounds(start, end)
     out = (e * (e + 1.0) - s * (s + 1.0)) / 2.0 if causal else e * e - s * s
     return float(out) if out.ndim == 0 else out
 
@@ -257,7 +257,7 @@ class FlopBreakdown(NamedTuple):
 def prefill_breakdown(model: str | CostSpec, start: object, end: object) -> FlopBreakdown:
     """FLOPs to compute tokens ``[start, end)`` given a cached prefix of ``start`` tokens."""
     spec = cost_spec(model)
-    s, e = _bounds(start, end)
+    s, e = _check_bounds(start, end)
     n = e - s
     ap = n * (spec.n_attn_layers * spec.attn_proj_flops)
     pairs = (e * (e + 1.0) - s * (s + 1.0)) / 2.0 if spec.causal else e * e - s * s
@@ -273,7 +273,7 @@ def prefill_breakdown(model: str | CostSpec, start: object, end: object) -> Flop
 def prefill_flops(model: str | CostSpec, start: object, end: object) -> np.ndarray | float:
     """Total FLOPs to compute tokens ``[start, end)`` on top of a ``start``-token prefix."""
     spec = cost_spec(model)
-    s, e = _bounds(start, end)
+    s, e = _check_bounds(start, end)
     pairs = (e * (e + 1.0) - s * (s + 1.0)) / 2.0 if spec.causal else e * e - s * s
     tot = (e - s) * spec.per_token_flops + spec.n_attn_layers * spec.attn_pair_flops * pairs
     return float(tot) if tot.ndim == 0 else tot

@@ -40,7 +40,7 @@ MAX_BUDGET = 1 << 60
 SCHEDULES = ("sequential", "inflight")
 
 
-def _budget(value: Any, name: str) -> int | None:
+def _check_budget(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -143,14 +143,32 @@ def _check_servers(servers: Any) -> int | None:
     return int(servers)
 
 
-def _setup(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) -> _Setup:
+def _check_trace_lengths(trace: Trace) -> None:
+    """The schedules plan through ``Policy._plan``, which trusts its lengths: check them here,
+    once (a request's planned length is its input, or its full input blocks plus its output
+    blocks)."""
+    if not len(trace):
+        return
+    top = int(trace.input_len.max())
+    if trace.out_offsets is not None and trace.out_blocks is not None:
+        n_out = np.diff(trace.out_offsets)
+        full = trace.input_len // trace.block_size + n_out
+        top = max(top, int(full.max()) * trace.block_size)
+    if int(trace.input_len.min()) < 1 or top > policy_mod.MAX_LEN:
+        raise ValueError(
+            f"trace request lengths must be in [1, {policy_mod.MAX_LEN}] tokens, got up to {top}"
+        )
+
+
+def _check_args(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) -> _Setup:
     """Validate ``simulate``'s arguments (ValueError naming the argument)."""
     if trace is None:
         trace = bundled_trace("conversation")
     if not isinstance(trace, Trace):
         raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+    _check_trace_lengths(trace)
     pol = resolve_policy(policy)
-    sb, kb, ub = (_budget(v, k) for k, v in budgets.items())
+    sb, kb, ub = (_check_budget(v, k) for k, v in budgets.items())
     if opts["progress"] is not None and not callable(opts["progress"]):
         raise ValueError("progress must be callable or None")
     servers = _check_servers(opts["servers"])
@@ -192,6 +210,7 @@ def _run(
 ) -> dict:
     """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
     page = trace.block_size
+    pol._check_page(page)  # once per run: the schedules plan through pol._plan
     ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, ckpt, kvb, page)
     n = len(trace) if n_max is None else min(n_max, len(trace))
     spec = cspec if cspec is not None else costmodel.cost_spec("kimi-k3")
@@ -274,7 +293,7 @@ def simulate(
         outputs=outputs, tp=tp, state_dtype=state_dtype, conv_dtype=conv_dtype,
         kv_dtype=kv_dtype,
     )  # fmt: skip
-    s = _setup(trace, policy, model, budgets, opts)
+    s = _check_args(trace, policy, model, budgets, opts)
     timing = Timing(s.cspec, s.time_model, s.servers)
     # The tree is one long-lived object graph: generational GC passes while it grows only
     # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.

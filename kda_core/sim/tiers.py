@@ -168,6 +168,7 @@ def simulate_tiers(
     pol = resolve_policy(policy)
     spec = costmodel.cost_spec("kimi-k3")
     page, ck = trace.block_size, CKPT_K3_TP8
+    pol._check_page(page)  # once: _plan below leaves it out
     cache = pol.make_cache(page, block_keys=True)
     host = _LRU(cfg.host_bytes) if "host" in setup else None
     remote = _LRU(cfg.remote_bytes) if "remote" in setup else None
@@ -192,7 +193,7 @@ def simulate_tiers(
                 cache.insert_prefix(key[:best], kv=best * page, states=[(best * page, ck, ck)])
             m = cache.match_prefix(key)
         restore[i], source[i] = best * page, src
-        positions = pol.checkpoint_positions(L, m, page_size=page)
+        positions = pol._plan(L, m.token_match, m.restore_at, None, page)  # validated values
         ev, positions = _fit_positions(cache, pol, cfg.device_bytes, ck, m, positions)
         evictions += ev
         if positions:

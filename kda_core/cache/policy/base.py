@@ -60,6 +60,22 @@ class _Ctx:
         self.token_match = tm
         self.restore_at = ra
 
+    @classmethod
+    def trusted(
+        cls, prompt_len: int, token_match: int, restore_at: int, total_len: int | None, page: int
+    ) -> _Ctx:
+        """A context from values the caller has validated (``Policy._plan``): no checks."""
+        assert 1 <= prompt_len <= MAX_LEN and 0 <= restore_at <= token_match, "validated"
+        ctx = cls.__new__(cls)
+        ctx.prompt_len = prompt_len
+        ctx.total_len = prompt_len if total_len is None else total_len
+        assert prompt_len <= ctx.total_len <= MAX_LEN, "total_len validated by the caller"
+        ctx.page = page
+        ctx.chunk = None
+        ctx.token_match = tm = min(token_match, prompt_len)
+        ctx.restore_at = min(restore_at, tm)
+        return ctx
+
     def down(self, x: int, unit: int) -> int:
         return x // unit * unit
 
@@ -106,9 +122,28 @@ class Policy:
     ) -> tuple[int, ...]:
         """Sorted positions in ``(restore_at, total_len]``, multiples of ``page_size``."""
         ctx = _Ctx(prompt_len, match, total_len, chunk_size, page_size)
+        self._check_page(ctx.page)
+        self._check_sizes(ctx)
         return ctx.finish(self._positions(ctx))
 
+    def _plan(
+        self, prompt_len: int, token_match: int, restore_at: int, total_len: int | None, page: int
+    ) -> tuple[int, ...]:
+        """``checkpoint_positions`` for a caller whose values are validated (the simulator:
+        lengths from a trace checked when read, a match from the cache, ``_check_page`` run
+        once per run). Only ``_check_sizes``, a bound on this call's work, stays per call."""
+        ctx = _Ctx.trusted(prompt_len, token_match, restore_at, total_len, page)
+        self._check_sizes(ctx)
+        return ctx.finish(self._positions(ctx))
+
+    def _check_page(self, page: int) -> None:
+        """Raise ``ValueError`` if this policy's parameters do not suit ``page_size``."""
+
+    def _check_sizes(self, ctx: _Ctx) -> None:
+        """Raise ``ValueError`` if one call would plan more than ``MAX_POSITIONS`` steps."""
+
     def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        """The policy's positions for a checked context (any order; ``finish`` filters)."""
         return ()
 
     def choose_victim(self, cache: RadixStateCache) -> Node | None:

@@ -24,11 +24,14 @@ class IntervalPolicy(Policy):
         self.every = _int(self.every, "every", 1, MAX_LEN)
         self.request_end = check_bool(self.request_end, "request_end")
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
-        if self.every % ctx.page:
+    def _check_page(self, page: int) -> None:
+        if self.every % page:
             raise ValueError(
-                f"every must be a multiple of page_size={ctx.page}, got every={self.every}"
+                f"every must be a multiple of page_size={page}, got every={self.every}"
             )
+
+    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+        assert self.every % ctx.page == 0, "_check_page ran"
         out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
         if self.request_end:
             out.append(ctx.down(ctx.total_len, ctx.page))

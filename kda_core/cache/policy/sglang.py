@@ -51,11 +51,19 @@ class SGLangPolicy(Policy):
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
 
-    def _steps(self, ctx: _Ctx) -> list[tuple[int, int]]:
-        """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
+    def _check_page(self, page: int) -> None:
+        # MambaComponent.__init__ asserts page_size == 1 without the extra buffer
+        if self.buffer == "no_buffer" and page != 1:
+            raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {page}")
+
+    def _check_sizes(self, ctx: _Ctx) -> None:
         chunk = ctx.chunk or self.chunked_prefill_size
         if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
             raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+
+    def _steps(self, ctx: _Ctx) -> list[tuple[int, int]]:
+        """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
+        chunk = ctx.chunk or self.chunked_prefill_size
         starts = range(ctx.restore_at, ctx.prompt_len, chunk)
         return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
 
@@ -92,9 +100,7 @@ class SGLangPolicy(Policy):
         return out
 
     def _no_buffer_positions(self, ctx: _Ctx) -> list[int]:
-        # MambaComponent.__init__ asserts page_size == 1 without the extra buffer
-        if ctx.page != 1:
-            raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {ctx.page}")
+        assert ctx.page == 1, "_check_page ran"
         # prepare_for_caching_req without the extra buffer: cache_len = the key length,
         # after every prefill step (checkpoint_kv_cache) and at the finished insert
         return [b for _, b in self._steps(ctx)] + [ctx.total_len]

@@ -46,28 +46,38 @@ class VLLMPolicy(Policy):
     def cache_options(self) -> dict:
         return {"state_touch": "path_tail_first", "max_states_per_path": None}
 
-    def _units(self, ctx: _Ctx) -> tuple[int, int]:
+    def _units(self, page: int) -> tuple[int, int]:
         """(block B, hit unit u): u = B, or the fine-grained match unit with partial hits."""
-        page = ctx.page
         B = self.block_size if self.block_size is not None else math.lcm(64, page)
+        u = math.lcm(self.match_unit, page) if self.partial_hits else B
+        return B, u
+
+    def _check_page(self, page: int) -> None:
+        B, u = self._units(page)
         if B % page:
             raise ValueError(f"block_size must be a multiple of page_size={page}, got {B}")
-        u = B
-        if self.partial_hits:
-            u = math.lcm(self.match_unit, page)
-            if B % u:
-                raise ValueError(
-                    f"match_unit={self.match_unit} (rounded to page {page}: {u}) must divide "
-                    f"block_size={B}"
-                )
+        if self.partial_hits and B % u:
+            raise ValueError(
+                f"match_unit={self.match_unit} (rounded to page {page}: {u}) must divide "
+                f"block_size={B}"
+            )
         if self.retention is not None and self.retention % B:
             raise ValueError(
                 f"retention must be a multiple of block_size={B}, got {self.retention}"
             )
-        return B, u
+
+    def _check_sizes(self, ctx: _Ctx) -> None:
+        if self.mode != "align":
+            return  # "all" plans through ctx.multiples, which bounds itself
+        # _vllm_align_chunk_ends takes at most 2 * ceil(span / chunk) + 8 steps (a step
+        # advances a chunk or reaches a block boundary; the 3 fixed stops add 2 steps each)
+        chunk = ctx.chunk or self.max_num_batched_tokens
+        span = max(ctx.prompt_len - ctx.restore_at, 0)
+        if 2 * -(-span // chunk) + 8 > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
 
     def _positions(self, ctx: _Ctx) -> Iterable[int]:
-        B, u = self._units(ctx)
+        B, u = self._units(ctx.page)
         P, T = ctx.prompt_len, ctx.total_len
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
@@ -109,6 +119,7 @@ def _vllm_align_chunk_ends(
     the partial-hit tail boundary and at the shared-prefix junction.
     """
     last_cache = max((prompt_len - 1) // block * block, 0)
+    start0 = start
     out = []
     steps = 0
     while start < prompt_len:
@@ -124,11 +135,9 @@ def _vllm_align_chunk_ends(
             junction,
         )
         end = min((s for s in stops if start < s < end), default=end)
-        if end <= start:  # cannot happen for chunk >= 1; guards the loop
-            raise ValueError(f"chunk_size={chunk} makes no progress at {start}")
+        assert end > start, "chunk >= 1 always progresses"
         out.append(end)
         start = end
         steps += 1
-        if steps > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+    assert steps <= 2 * -(-(prompt_len - start0) // chunk) + 8, "VLLMPolicy._check_sizes' bound"
     return out

@@ -62,7 +62,7 @@ class _TreeBase(_StateTableMixin):
         kv_slice: Callable[[Any, int, int, int], Any] | None = None,
         max_key_len: int = MAX_KEY_LEN,
     ) -> None:
-        self._init_options(page_size, block_keys, grid, max_states_per_path, state_touch)
+        self._check_options(page_size, block_keys, grid, max_states_per_path, state_touch)
         for name, fn in (("on_free_kv", on_free_kv), ("on_free_state", on_free_state)):
             if fn is not None and not callable(fn):
                 raise ValueError(f"{name} must be callable or None")
@@ -79,7 +79,7 @@ class _TreeBase(_StateTableMixin):
         self._init_table()
         self._c = dict.fromkeys(COUNTERS, 0)
 
-    def _init_options(
+    def _check_options(
         self,
         page_size: Any,
         block_keys: Any,
@@ -161,7 +161,7 @@ class _TreeBase(_StateTableMixin):
         return self._kv_tokens - self._kv_protected
 
     # ------------------------------------------------------------------ helpers
-    def _as_key(self, key: Any, name: str = "key") -> tuple:
+    def _check_key(self, key: Any, name: str = "key") -> tuple:
         if isinstance(key, np.ndarray):
             if key.ndim != 1 or not np.issubdtype(key.dtype, np.integer):
                 raise ValueError(f"{name} must be a 1-D integer array, got {key.dtype} {key.shape}")
@@ -362,5 +362,15 @@ class _TreeBase(_StateTableMixin):
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
+        if self._table_on:
+            for n in holders:
+                self._touch_state(n)
+            return
+        # _touch_state inlined (no state table to update)
+        clock = self._clock
+        to_end = self._slru.move_to_end
         for n in holders:
-            self._touch_state(n)
+            clock += 1
+            n.state_time = clock
+            to_end(n.id)
+        self._clock = clock

@@ -20,6 +20,9 @@ class _InsertMixin:
     """insert part of ``RadixStateCache``."""
 
     def _parse_states(self, states: Any, n_elems: int, default_bytes: int) -> list:
+        fast = self._parse_states_fast(states, n_elems, default_bytes)
+        if fast is not None:
+            return fast
         if isinstance(states, dict):
             items = list(states.items())
         elif isinstance(states, Iterable) and not isinstance(states, (str, bytes)):
@@ -58,6 +61,27 @@ class _InsertMixin:
                     raise ValueError(f"states positions must be unique, got {a[0] * tpe} twice")
         return out
 
+    def _parse_states_fast(self, states: Any, n_elems: int, default_bytes: int) -> list | None:
+        """``_parse_states`` for the common call (a list / tuple of ``(position, payload)``
+        pairs, int positions strictly ascending and valid) in one lean pass; None at the first
+        entry that is anything else, and the per-entry loop then checks (and words the error
+        of) the whole call."""
+        if type(states) is not list and type(states) is not tuple:
+            return None
+        tpe, page = self._tpe, self.page_size
+        max_pos = n_elems * tpe
+        prev = 0
+        out = []
+        for it in states:
+            if type(it) is not tuple or len(it) != 2:
+                return None
+            pos = it[0]
+            if type(pos) is not int or not prev < pos <= max_pos or pos % page:
+                return None
+            out.append((pos // tpe, it[1], default_bytes))
+            prev = pos
+        return out
+
     def insert(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> InsertResult:
@@ -74,7 +98,7 @@ class _InsertMixin:
         edges split where the key diverges or a checkpoint falls inside an edge, tombstones
         at a checkpoint position are revived, and the per-path budget is applied.
         """
-        k = self._as_key(key)
+        k = self._check_key(key)
         state_bytes = _check_int(state_bytes, "state_bytes", 0)
         epp, tpe = self._epp, self._tpe
         sts = self._parse_states(states, len(k) - len(k) % epp, state_bytes)
@@ -126,7 +150,7 @@ class _InsertMixin:
                 break
             e = child.key
             le = len(e)
-            if le <= end - i and k[i : i + le] == e:
+            if le <= end - i and (le == epp or k[i : i + le] == e):  # one page: found whole
                 c = le
             else:
                 c = _common_prefix(e, k, i, min(le, end - i))
@@ -193,12 +217,14 @@ class _InsertMixin:
         owner = self._owner
         slru = self._slru
         table_on = self._table_on
+        live = self._live
+        nid = self._next_id
+        clock = self._clock
         added_tokens = added_bytes = 0
         created: list[Node] = []
         for j in range(pi, len(sts)):
             pos, payload, nb = sts[j]
-            nid = self._next_id
-            self._next_id = nid + 1
+            clock += 1
             seg = Node(
                 nid,
                 owner,
@@ -206,19 +232,21 @@ class _InsertMixin:
                 None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len),
                 parent,
                 pos,
+                True,
+                payload,
+                nb,
+                clock,
             )
-            self._live[nid] = seg
+            live[nid] = seg
+            first = k[prev] if epp == 1 else k[prev : prev + epp]
             if parent.children is _NO_CHILDREN:
-                parent.children = {}
-            parent.children[k[prev] if epp == 1 else k[prev : prev + epp]] = seg
+                parent.children = {first: seg}
+            else:
+                parent.children[first] = seg
             added_tokens += (pos - prev) * tpe
-            seg.has_state = True
-            seg.state = payload
-            seg.state_bytes = nb
             added_bytes += nb
-            self._clock += 1
-            seg.state_time = self._clock
             slru[nid] = seg
+            nid += 1
             if table_on:
                 if parent.has_state:
                     self._st_nchild[parent.srow] = len(parent.children)
@@ -229,6 +257,8 @@ class _InsertMixin:
             new.append(anc)
             parent = seg
             prev = pos
+        self._next_id = nid
+        self._clock = clock
         n_new = len(sts) - pi
         self._n_nodes += n_new
         self._kv_tokens += added_tokens

@@ -70,7 +70,19 @@ class Node:
         "__weakref__",  # tests check that removed nodes are unreachable (issue #11, bug 5)
     )
 
-    def __init__(self, nid: int, owner: int, key: tuple, kv: Any, parent: Node | None, plen: int):
+    def __init__(
+        self,
+        nid: int,
+        owner: int,
+        key: tuple,
+        kv: Any,
+        parent: Node | None,
+        plen: int,
+        has_state: bool = False,
+        state: Any = None,
+        state_bytes: int = 0,
+        state_time: int = 0,
+    ):
         self.id = nid
         self.owner = owner
         self.key = key
@@ -78,13 +90,13 @@ class Node:
         self.parent = parent
         self.children: dict = _NO_CHILDREN
         self.plen = plen
-        self.has_state = False
-        self.state: Any = None
-        self.state_bytes = 0
+        self.has_state = has_state  # the insert's new chain creates its nodes with a state
+        self.state: Any = state
+        self.state_bytes = state_bytes
         self.kv_lock = 0
         self.state_lock = 0
         self.kv_time = 0
-        self.state_time = 0
+        self.state_time = state_time
         self.srow = -1
         self.sprot = False
         self.alive = True

@@ -23,7 +23,7 @@ class _OpsMixin:
         per ``state_touch``. With ``split`` a match ending inside an edge splits it (SGLang):
         the upper half becomes a tombstone and is returned as ``last_node``.
         """
-        return self._match(self._as_key(key), touch, split, True)
+        return self._match(self._check_key(key), touch, split, True)
 
     def _match(self, k: tuple, touch: bool, split: bool, count: bool) -> MatchResult:
         epp = self._epp
@@ -43,7 +43,8 @@ class _OpsMixin:
                 break
             e = child.key
             le = len(e)
-            if k[i : i + le] == e:
+            # the child was found by its first page of elements: a one-page edge matches whole
+            if le == epp or k[i : i + le] == e:
                 i += le
                 node = child
                 path.append(child)
@@ -72,8 +73,13 @@ class _OpsMixin:
                 self._c["token_hits"] += 1
         if touch and best is not self.root:
             used = path[:best_depth]
-            for nd in used:
-                self._touch_kv(nd)
+            clock = self._clock
+            for nd in used:  # _touch_kv inlined (up to one call per key element)
+                clock += 1
+                nd.kv_time = clock
+                if not nd.children:
+                    self._push_leaf(nd)
+            self._clock = clock
             if self.state_touch == "node":
                 self._touch_state(best)
             else:
@@ -92,19 +98,13 @@ class _OpsMixin:
         )
 
     # ------------------------------------------------------------------ locks
+    # The public lock methods check their node, then call the unchecked ``_*_node`` twins,
+    # which the cache protocol's ``lock_handle`` calls directly on a validated handle.
     def lock_kv(self, node: Node) -> None:
         """Protect the KV of ``node`` and all its ancestors (no-op on the root)."""
         self._check_node(node)
-        if node is self.root:
-            return
-        nd = node
-        tpe = self._tpe
-        while nd is not self.root:
-            if nd.kv_lock == 0:
-                self._kv_protected += len(nd.key) * tpe
-            nd.kv_lock += 1
-            nd = nd.parent
-        self._sync(node)
+        if node is not self.root:
+            self._lock_kv_node(node)
 
     def unlock_kv(self, node: Node) -> None:
         """Release one ``lock_kv``. A tombstone leaf stays (SGLang ``dec_lock_ref`` only moves
@@ -114,14 +114,7 @@ class _OpsMixin:
             return
         if node.kv_lock <= 0:
             raise ValueError("node is not KV-locked (unlock_kv without lock_kv)")
-        nd = node
-        tpe = self._tpe
-        while nd is not self.root:
-            nd.kv_lock -= 1
-            if nd.kv_lock == 0:
-                self._kv_protected -= len(nd.key) * tpe
-            nd = nd.parent
-        self._sync(node)
+        self._unlock_kv_node(node)
 
     def lock_state(self, node: Node) -> None:
         """Protect the checkpoint of ``node`` (and the KV of its path). No-op on the root."""
@@ -130,8 +123,7 @@ class _OpsMixin:
             return
         if not node.has_state:
             raise ValueError("node has no state (tombstone): cannot lock_state")
-        node.state_lock += 1
-        self.lock_kv(node)
+        self._lock_state_node(node)
 
     def unlock_state(self, node: Node) -> None:
         """Release one ``lock_state`` (and its KV lock). No-op on the root."""
@@ -140,8 +132,41 @@ class _OpsMixin:
             return
         if node.state_lock <= 0:
             raise ValueError("node is not state-locked (unlock_state without lock_state)")
+        self._unlock_state_node(node)
+
+    def _lock_kv_node(self, node: Node) -> None:
+        assert node.alive and node is not self.root, "a live non-root node of this cache"
+        nd = node
+        root = self.root
+        tpe = self._tpe
+        while nd is not root:
+            if nd.kv_lock == 0:
+                self._kv_protected += len(nd.key) * tpe
+            nd.kv_lock += 1
+            nd = nd.parent
+        self._sync(node)
+
+    def _unlock_kv_node(self, node: Node) -> None:
+        assert node.alive and node.kv_lock > 0, "unlock of a KV-locked live node"
+        nd = node
+        root = self.root
+        tpe = self._tpe
+        while nd is not root:
+            nd.kv_lock -= 1
+            if nd.kv_lock == 0:
+                self._kv_protected -= len(nd.key) * tpe
+            nd = nd.parent
+        self._sync(node)
+
+    def _lock_state_node(self, node: Node) -> None:
+        assert node.has_state, "lock_state needs a state node"
+        node.state_lock += 1
+        self._lock_kv_node(node)
+
+    def _unlock_state_node(self, node: Node) -> None:
+        assert node.state_lock > 0, "unlock of a state-locked node"
         node.state_lock -= 1
-        self.unlock_kv(node)
+        self._unlock_kv_node(node)
 
     # ------------------------------------------------------------------ eviction
     def lru_state_victim(self) -> Node | None:
@@ -180,11 +205,26 @@ class _OpsMixin:
         num = _check_int(num, "num", 0)
         nbytes = _check_int(nbytes, "nbytes", 0)
         acc = _Acc()
+        if self._plain():
+            self._evict_lru_plain(num, nbytes, acc)
+            return acc.result()
+        slru = self._slru
+        counters = self._c
+        # lru_state_victim and _evict_state inlined: this loop runs once per evicted state
         while acc.states < num or acc.state_bytes < nbytes:
-            victim = self.lru_state_victim()
+            victim = None
+            for nd in slru.values():
+                if not nd.sprot:
+                    victim = nd
+                    break
             if victim is None:
                 break
-            self._evict_state(victim, acc)
+            if victim.children:
+                self._detach_state(victim, acc)
+                acc.tombstoned += 1
+                counters["tombstoned"] += 1
+            else:
+                self._remove_leaf(victim, acc)
             self._clock += 1
         return acc.result()
 
@@ -209,3 +249,75 @@ class _OpsMixin:
         for entry in skipped:
             heapq.heappush(heap, entry)
         return acc.result()
+
+    def _plain(self) -> bool:
+        """No hook, no callback and no state table: eviction has nothing to tell anyone."""
+        return (
+            self.before_drop_state is None
+            and self.on_free_state is None
+            and self.on_free_kv is None
+            and not self._table_on
+        )
+
+    def _evict_lru_plain(self, num: int, nbytes: int, acc: _Acc) -> None:
+        """``evict_states``'s loop for a plain cache (``_plain``), with ``_detach_state`` and
+        ``_remove_leaf`` inlined and the counters kept in locals (the simulator evicts up to
+        262,000 states per pass). tests/test_radix_rules.py checks it against the general
+        loop (a no-op hook forces that one)."""
+        slru, live, root, tpe = self._slru, self._live, self.root, self._tpe
+        epp = self._epp
+        states = sbytes = kv_tok = nodes = tomb = 0
+        became_leaf: list[Node] = []
+        while acc.states + states < num or acc.state_bytes + sbytes < nbytes:
+            victim = None
+            for nd in slru.values():
+                if not nd.sprot:
+                    victim = nd
+                    break
+            if victim is None:
+                break
+            # unprotected: state_lock == 0, and a leaf has kv_lock == 0 (see _sprot_of)
+            del slru[victim.id]
+            nb = victim.state_bytes
+            victim.has_state = False
+            victim.state = None
+            victim.state_bytes = 0
+            states += 1
+            sbytes += nb
+            if victim.children:
+                tomb += 1
+                continue
+            parent = victim.parent
+            ntok = len(victim.key) * tpe
+            kv_tok += ntok
+            nodes += 1
+            k = victim.key
+            del parent.children[k[0] if epp == 1 else k[:epp]]
+            victim.alive = False
+            victim.parent = None
+            victim.kv = None
+            del live[victim.id]
+            if parent is not root and not parent.children:
+                became_leaf.append(parent)
+            if parent.has_state:  # _sync does nothing to a tombstone
+                self._sync(parent)
+        self._clock += states  # a tick per evicted state, as the general loop
+        # parents left childless enter the KV heap once, at the end: a chain evicted leaf by
+        # leaf would push every parent only to remove it next (nothing pops the heap here)
+        for nd in became_leaf:
+            if nd.alive and not nd.children:
+                self._push_leaf(nd)
+        self._n_states -= states
+        self._state_bytes -= sbytes
+        self._kv_tokens -= kv_tok
+        self._n_nodes -= nodes
+        c = self._c
+        c["evicted_states"] += states
+        c["evicted_state_bytes"] += sbytes
+        c["evicted_kv_tokens"] += kv_tok
+        c["tombstoned"] += tomb
+        acc.states += states
+        acc.state_bytes += sbytes
+        acc.kv_tokens += kv_tok
+        acc.nodes += nodes
+        acc.tombstoned += tomb

@@ -1,0 +1,114 @@
+"""Fast paths of kda_core.cache.radix against their general twins.
+
+* ``evict_states`` on a plain cache (no hook, callback or state table) runs
+  ``_evict_lru_plain``; a no-op ``before_drop_state`` hook forces the general loop
+  (``_detach_state`` / ``_remove_leaf``). Both must leave the same tree, counters and results,
+  and later KV evictions (the leaf heap the plain loop fills at its end) must agree too.
+* ``_parse_states`` tries ``_parse_states_fast`` first; the per-entry loop must give the same
+  list for every input the fast path accepts, and the fast path must decline the rest.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kda_core.cache.radix import RadixStateCache
+
+
+def _twin_caches(page: int, block_keys: bool) -> tuple[RadixStateCache, RadixStateCache]:
+    plain = RadixStateCache(page, block_keys=block_keys)
+    hooked = RadixStateCache(page, block_keys=block_keys)
+    hooked.before_drop_state = lambda dropped: None  # forces the general eviction loop
+    assert plain._plain() and not hooked._plain()
+    return plain, hooked
+
+
+def _view(c: RadixStateCache) -> tuple:
+    nodes = [
+        (v.parent, v.depth, v.start, v.end, v.key, v.has_state, v.state_bytes, v.kv_lock)
+        for v in c.export()
+    ]
+    return nodes, c.stats(), sorted(c.paths())
+
+
+@pytest.mark.parametrize("page,block_keys", [(1, False), (4, False), (4, True)])
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_lru_eviction_matches_the_general_loop(page: int, block_keys: bool, seed: int):
+    rng = random.Random(seed)
+    plain, hooked = _twin_caches(page, block_keys)
+    tpe = page if block_keys else 1
+    epp = 1 if block_keys else page
+    held: list[tuple] = []  # (handle in plain, handle in hooked) locked now
+    for step in range(300):
+        n_pages = rng.randint(1, 12)
+        key = [rng.choice((0, 0, 1, 2)) for _ in range(n_pages * epp)]
+        op = rng.random()
+        if op < 0.55:
+            pos = sorted(rng.sample(range(1, n_pages + 1), rng.randint(1, n_pages)))
+            states = [(p * epp * tpe, f"s{step}.{p}", rng.randint(1, 9)) for p in pos]
+            a = plain.insert_prefix(key, None, states)
+            b = hooked.insert_prefix(key, None, states)
+            assert a[:5] == b[:5]
+        elif op < 0.75:
+            a, b = plain.match_prefix(key), hooked.match_prefix(key)
+            assert a[:7] == b[:7]
+            if a.restore_at and rng.random() < 0.5:
+                plain.lock_handle(a.restore)
+                hooked.lock_handle(b.restore)
+                held.append((a.restore, b.restore))
+            elif a.path.cached_len and rng.random() < 0.5:
+                plain.lock_handle(a.path)
+                hooked.lock_handle(b.path)
+                held.append((a.path, b.path))
+        elif op < 0.85 and held:
+            ha, hb = held.pop(rng.randrange(len(held)))
+            plain.lock_handle(ha, unlock=True)
+            hooked.lock_handle(hb, unlock=True)
+        elif op < 0.95:
+            num, nbytes = rng.randint(0, 4), rng.randint(0, 30)
+            assert plain.evict_states(num, nbytes) == hooked.evict_states(num, nbytes)
+        else:  # KV leaves in heap order: the parents the plain loop left as leaves count
+            n_tok = rng.randint(1, 8) * tpe * epp
+            assert plain.evict(kv_tokens=n_tok) == hooked.evict(kv_tokens=n_tok)
+        assert _view(plain) == _view(hooked)
+    plain.check_integrity()
+    hooked.check_integrity()
+    assert plain.stats().evicted_states > 50  # the comparison covered real evictions
+
+
+@pytest.mark.parametrize(
+    "states",
+    [
+        [(4, "a"), (8, "b")],
+        ((4, "a"), (12, "b"), (16, "c")),
+        [(8, "a"), (4, "b")],  # unsorted: the loop sorts
+        [(4, "a"), (4, "b")],  # duplicate: the loop raises
+        [(4, "a", 3), (8, "b")],  # an explicit size
+        [(0, "a")],
+        [(20, "a")],  # beyond the key
+        [(6, "a")],  # off the page grid
+        [(True, "a")],
+        [[4, "a"]],
+        {4: "a", 8: "b"},
+        [],
+    ],
+)
+@pytest.mark.parametrize("page,block_keys", [(1, False), (4, False), (4, True)])
+def test_fast_state_parse_agrees_with_the_loop(states, page: int, block_keys: bool):
+    c = RadixStateCache(page, block_keys=block_keys)
+    n_elems = 16 if not block_keys else 4  # a 16-token key either way
+    fast = c._parse_states_fast(states, n_elems, 7)
+    c._parse_states_fast = lambda *a: None  # the per-entry loop alone
+    try:
+        slow = c._parse_states(states, n_elems, 7)
+    except ValueError:
+        assert fast is None  # the fast path never accepts what the loop rejects
+        return
+    pairs = type(states) in (list, tuple) and all(type(s) is tuple and len(s) == 2 for s in states)
+    ascending = pairs and [s[0] for s in states] == sorted({s[0] for s in states})
+    if pairs and ascending and states:
+        assert fast == slow  # the common call takes the fast path
+    else:
+        assert fast is None or fast == slow
