@@ -3,12 +3,14 @@ threads it picks."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from kda_testdata import kda_inputs
 
 from kda_core import kda
-from kda_core.kda import chunkwise, intra
+from kda_core.kda import chunkwise, intra, threads
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -35,20 +37,50 @@ def test_small_inputs_stay_on_one_thread(monkeypatch):
     assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS)) == 4
     # never more groups than heads
     assert len(chunkwise._head_groups(2, chunkwise._THREAD_ELEMENTS)) == 2
-    monkeypatch.setenv("KDA_THREADS", "junk")
-    assert chunkwise._threads() == 1  # threads are opt-in
-    monkeypatch.delenv("KDA_THREADS")
-    assert chunkwise._threads() == 1
+
+
+def test_thread_count_defaults_to_every_available_core(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("KDA_THREADS", raising=False)
+    assert threads.kda_threads() == min(cores, 64)
+    monkeypatch.setenv("KDA_THREADS", "junk")  # not a count: the default
+    assert threads.kda_threads() == min(cores, 64)
+    monkeypatch.setenv("KDA_THREADS", "0")
+    assert threads.kda_threads() == min(cores, 64)
     monkeypatch.setenv("KDA_THREADS", "1")
-    assert chunkwise._threads() == 1
+    assert threads.kda_threads() == 1
+    monkeypatch.setenv("KDA_THREADS", "1000")
+    assert threads.kda_threads() == 64
+    # on one of the pool's own threads: never a nested split (it could wait on itself)
+    assert threads.pool(2).submit(threads.kda_threads).result() == 1
 
 
 def test_thread_pool_is_per_process(monkeypatch):
     """A pool inherited through fork has no live threads: the child gets its own."""
-    a = chunkwise._pool(2)
-    assert chunkwise._pool(2) is a
-    monkeypatch.setattr(chunkwise.os, "getpid", lambda: -1)
-    assert chunkwise._pool(2) is not a
+    a = threads.pool(2)
+    assert threads.pool(2) is a
+    monkeypatch.setattr(threads.os, "getpid", lambda: -1)
+    assert threads.pool(2) is not a
+
+
+def test_reduce_rows_splits_large_arrays_and_combines_exactly(rng, monkeypatch):
+    monkeypatch.setenv("KDA_THREADS", "3")
+    x = rng.standard_normal((7, 5))
+    parts = threads.reduce_rows(np.max, x)
+    assert len(parts) == 1 and parts[0] == x.max()  # small: one call
+    monkeypatch.setattr(threads, "_REDUCE_ELEMENTS", 0)
+    parts = threads.reduce_rows(np.max, x)
+    assert len(parts) == 3 and max(parts) == x.max()
+    assert np.isclose(sum(threads.reduce_rows(np.sum, x)), x.sum(), rtol=1e-13)
+    x[5, 2] = np.nan  # a non-finite entry in any part reaches the caller's check
+    assert np.isnan(np.max(threads.reduce_rows(np.max, x)))
+    q, k, v, g, beta, _ = kda_inputs(rng, 30, H=2)
+    q[-1, 1, 0] = np.inf  # in the last of the three row ranges
+    with pytest.raises(ValueError, match="q must be finite"):
+        kda.chunked(q, k, v, g, beta)
+    g[-1, 1, 0] = 1e-3  # g's max comes from the same split reduction
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0, got max 0.001"):
+        kda.chunked(k, k, v, g, beta)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-10), (np.float32, 1e-4)])

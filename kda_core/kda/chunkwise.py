@@ -2,21 +2,18 @@
 
 Tokens go in slabs of whole chunks: `intra` computes every state-independent quantity of a slab
 at once, then `_scan` carries the state across its chunks with four small matmuls each while
-the slab is still in cache. Large inputs split their heads over KDA_THREADS threads (opt-in,
-default 1); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
+the slab is still in cache. Large inputs split their heads over threads (every available core
+by default, KDA_THREADS to choose); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
 the V-first state layout. Design, measurements and sources: docs/kda.md.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from kda_core.kda.inputs import _check_chunk_size, _effective_chunk, _validate
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
+from kda_core.kda.threads import kda_threads, pool
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
 # [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
@@ -26,8 +23,8 @@ _SLAB_BYTES = 1 << 20
 # Heads are independent, so `chunked` hands groups of heads to a few threads (numpy releases the
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
-# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# sets the count (default 1, the single-thread path; see _threads).
+# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. The count is
+# threads.kda_threads(): every available core unless KDA_THREADS says otherwise.
 _THREAD_ELEMENTS = 1 << 18
 
 
@@ -89,9 +86,9 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     if len(groups) == 1:
         _chunked_heads(q, k, v, g, beta, scale, C, S, o)
     else:
-        pool = _pool(len(groups))
+        workers = pool(len(groups))
         jobs = [
-            pool.submit(
+            workers.submit(
                 _chunked_heads,
                 q[:, h],
                 k[:, h],
@@ -121,32 +118,11 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
         _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
 
 
-def _threads() -> int:
-    """KDA_THREADS if set (1-64), else 1. Opt-in: side by side in one run (bench_kda --quick),
-    two threads beat one at load 1.4 (26.5% vs 16.5% of the GEMM peak) but lost every round at
-    load 3.2 (27.6-31.9% vs 32.4-48.3%), and a default that read the load would make a run
-    depend on the machine."""
-    env = os.environ.get("KDA_THREADS", "")
-    if env.strip().isdigit() and int(env) >= 1:
-        return min(int(env), 64)
-    return 1
-
-
 def _head_groups(H: int, elements: int) -> list[slice]:
     """Contiguous head ranges, one per thread (a single range for small inputs)."""
-    n = min(H, _threads()) if elements >= _THREAD_ELEMENTS else 1
+    n = min(H, kda_threads()) if elements >= _THREAD_ELEMENTS else 1
     edges = [H * i // n for i in range(n + 1)]
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    # keyed by process: a pool inherited through fork has no live threads in the child
-    return _pool_of(os.getpid(), workers)
-
-
-@functools.lru_cache(maxsize=4)
-def _pool_of(pid: int, workers: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kda-chunked")
 
 
 def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:

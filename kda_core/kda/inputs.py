@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kda_core.kda.threads import reduce_rows
+
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
@@ -18,10 +20,10 @@ def _as_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = arr.astype(dtype, copy=False)
-    # one read-only pass: a finite sum proves every entry finite; otherwise check exactly
-    # (finite entries can still overflow the sum)
+    # one read-only pass (split over threads for large inputs): a finite sum proves every entry
+    # finite; otherwise check exactly (finite entries can still overflow the sum)
     with np.errstate(over="ignore", invalid="ignore"):
-        total = arr.sum()
+        total = sum(reduce_rows(np.sum, arr))
     if not np.isfinite(total) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return arr
@@ -53,8 +55,9 @@ def _validate(q, k, v, g, beta, initial_state, scale):
         raise ValueError(f"g must have shape [T, H, K] = {(T, H, K)}, got {g.shape}")
     if beta.shape != (T, H):
         raise ValueError(f"beta must have shape [T, H] = {(T, H)}, got {beta.shape}")
-    if g.max() > 0:
-        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
+    g_max = np.max(reduce_rows(np.max, g))  # np.max: a NaN partial is never dropped
+    if g_max > 0:
+        raise ValueError(f"g is a log decay and must be <= 0, got max {g_max:.3g}")
     if np.any(beta < 0) or np.any(beta > 2):
         raise ValueError(f"beta must be in [0, 2], got range [{beta.min():.3g}, {beta.max():.3g}]")
     if initial_state is None:

@@ -197,21 +197,25 @@ def _intra_smooth(
     np.multiply(q, eG, out=KQ[:, 1])
     KQ[:, 1] *= scale  # Qg
     decay = eG[:, -1].copy()  # exp(gam)
-    # k exp(-Gam) <= exp(spread) |k|, stored as [N, H, K, C]: BLAS reads it much faster as a
-    # row-major right operand here and as the left one of Kd^T Vn in the scan than transposed
+    # k exp(-Gam) <= exp(spread) |k|, stored as [N, H, K, C] for BLAS: handed a transposed view
+    # instead, OpenBLAS ran these products on all its threads (measured: its worker burned as
+    # much CPU as the caller); dividing straight into the strided layout is ~2x slower than
+    # this contiguous divide plus one copy
+    kn = np.divide(k, eG)
     knT = np.empty((N, H, K, C), k.dtype)
-    np.divide(k, eG, out=knT.transpose(0, 3, 1, 2))
+    np.copyto(knT, kn.transpose(0, 2, 3, 1))
     KQ = KQ.reshape(N, 2 * C, H, K)
     r = _block_rows(2 * C, C * K)
     P = np.empty((N, H, 2 * C // r, r, C), k.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
         np.matmul(_heads(KQ).reshape(P.shape[:-1] + (K,)), knT[:, :, None], out=P)
     P = P.reshape(N, H, 2 * C, C)
-    lower, causal = _tril_masks(C)
-    L = np.zeros((N, H, C, C), k.dtype)  # Diag(beta) (strictly lower k-k scores)
-    np.multiply(P[:, :, :C], beta[..., None], out=L, where=lower)
+    # Diag(beta) (k-k scores): _unit_lower_inverse reads only its strictly lower part, so the
+    # garbage on and right of the diagonal needs no mask
+    with np.errstate(over="ignore", invalid="ignore"):
+        L = np.multiply(P[:, :, :C], beta[..., None])
     Aqk = np.zeros((N, H, C, C), k.dtype)  # scaled through Qg
-    np.copyto(Aqk, P[:, :, C:], where=causal)
+    np.copyto(Aqk, P[:, :, C:], where=_tril_masks(C)[1])
     Tb = _unit_lower_inverse(L)
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
