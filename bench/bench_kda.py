@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from kda_core import kda
-from kda_core.kda import chunkwise
+from kda_core.kda.threads import kda_threads
 
 TARGET_FRACTION = 0.35  # issue 16: of the 2-thread GEMM peak, T = 4096, H = 8, K = V = 128, f32
 
@@ -132,7 +132,7 @@ def main() -> None:
     threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
     print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {chunkwise._threads()} thread(s)")
+    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {kda_threads()} thread(s)")
     if args.quick:
         quick_rounds(T, H, K, args.repeat, args.rounds)
         return

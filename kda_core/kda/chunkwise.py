@@ -3,8 +3,8 @@
 Tokens go in slabs of whole chunks: `intra` computes every state-independent quantity of a slab
 at once, then `_scan` carries the state across its chunks with four small matmuls each while
 the slab is still in cache. Large inputs split their heads over threads (every available core
-by default, KDA_THREADS to choose); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
-the V-first state layout. Design, measurements and sources: docs/kda.md.
+by default, KDA_THREADS to choose); a head's arithmetic is the same either way. Left out:
+grouped value heads (GVA) and the V-first state layout. Design, measurements and sources: docs/kda.md.
 """
 
 from __future__ import annotations
@@ -76,7 +76,14 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     """
     C = _check_chunk_size(chunk_size)
     q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
+    return _chunked(q, k, v, g, beta, S, scale, C)
+
+
+def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """`chunked` after validation, for callers that validated once (varlen, context
+    parallelism): float arrays of one dtype, S [H, K, V] (not written), C >= 1."""
     T, H, K = q.shape
+    assert S.dtype == q.dtype == v.dtype and S.shape == (H, K, v.shape[2]), "unvalidated input"
     V = v.shape[2]
     C = _effective_chunk(C, T)
     N = -(-T // C)

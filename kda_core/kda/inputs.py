@@ -15,7 +15,7 @@ MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tenso
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 
 
-def _as_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _check_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
@@ -37,7 +37,7 @@ def _common_dtype(*arrays: object) -> np.dtype:
 def _validate(q, k, v, g, beta, initial_state, scale):
     dtype = _common_dtype(q, k, v, g, beta, initial_state)
     q, k, v, g, beta = (
-        _as_float(n, x, dtype) for n, x in zip(["q", "k", "v", "g", "beta"], (q, k, v, g, beta))
+        _check_float(n, x, dtype) for n, x in zip(["q", "k", "v", "g", "beta"], (q, k, v, g, beta))
     )
     if q.ndim != 3:
         raise ValueError(f"q must have shape [T, H, K], got rank {q.ndim}")
@@ -63,7 +63,7 @@ def _validate(q, k, v, g, beta, initial_state, scale):
     if initial_state is None:
         S0 = np.zeros((H, K, V), dtype)
     else:
-        S0 = _as_float("initial_state", initial_state, dtype)
+        S0 = _check_float("initial_state", initial_state, dtype)
         if S0.shape != (H, K, V):
             raise ValueError(
                 f"initial_state must have shape [H, K, V] = {(H, K, V)}, got {S0.shape}"
