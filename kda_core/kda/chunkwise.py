@@ -4,7 +4,8 @@ Tokens go in slabs of whole chunks: `intra` computes every state-independent qua
 at once, then `_scan` carries the state across its chunks with four small matmuls each while
 the slab is still in cache. Large inputs split their heads over threads (every available core
 by default, KDA_THREADS to choose); a head's arithmetic is the same either way. Left out:
-grouped value heads (GVA) and the V-first state layout. Design, measurements and sources: docs/kda.md.
+grouped value heads (GVA) and the V-first state layout. Design, measurements and sources:
+docs/kda.md.
 """
 
 from __future__ import annotations
