@@ -53,6 +53,35 @@ def gemm_peak(dtype, n: int = 2048, repeat: int = 3) -> float:
     return 2 * n**3 / timed(lambda: a @ a, repeat)[0]
 
 
+def _task_cpu_ticks() -> dict[int, int]:
+    """CPU clock ticks (user + system) per thread of this process, from /proc (Linux)."""
+    ticks = {}
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        ticks[int(task.name)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def foreign_cpu(fn, repeat: int = 3) -> float | None:
+    """CPU seconds that threads other than the caller and `chunked`'s own pool spent while
+    ``fn`` ran ``repeat`` times: OpenBLAS's workers, busy only if some product went
+    multi-threaded (it then costs more than it gains; see docs/kda.md). None without /proc."""
+    if not Path("/proc/self/task").exists():
+        return None
+    import threading
+
+    fn()
+    before = _task_cpu_ticks()
+    for _ in range(repeat):
+        fn()
+    after = _task_cpu_ticks()
+    ours = {threading.get_native_id()} | {
+        t.native_id for t in threading.enumerate() if t.name.startswith("kda-chunked")
+    }
+    ticks = sum(after[t] - before.get(t, 0) for t in after if t not in ours)
+    return ticks / os.sysconf("SC_CLK_TCK") / repeat
+
+
 def load_fla_naive():
     spec = importlib.util.find_spec("fla")
     if spec is None or importlib.util.find_spec("torch") is None:
@@ -164,6 +193,10 @@ def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
         print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
               f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
               f"= {100 * flops / wall1 / peak:.1f}%; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    spent = foreign_cpu(lambda: kda.chunked(q, k, v, g, beta))
+    if spent is not None:
+        print(f"OpenBLAS worker CPU per chunked call: {1000 * spent:.0f} ms (0 unless a product "
+              "went multi-threaded)")  # fmt: skip
     if rounds > 1:
         print(f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
               f"GEMM peak, median {100 * statistics.median(fracs):.1f}% "

@@ -205,21 +205,29 @@ def _intra_smooth(
     knT = np.empty((N, H, K, C), k.dtype)
     np.copyto(knT, kn.transpose(0, 2, 3, 1))
     KQ = KQ.reshape(N, 2 * C, H, K)
-    r = _block_rows(2 * C, C * K)
-    P = np.empty((N, H, 2 * C // r, r, C), k.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
-        np.matmul(_heads(KQ).reshape(P.shape[:-1] + (K,)), knT[:, :, None], out=P)
-    P = P.reshape(N, H, 2 * C, C)
-    # Diag(beta) (k-k scores): _unit_lower_inverse reads only its strictly lower part, so the
-    # garbage on and right of the diagonal needs no mask
-    with np.errstate(over="ignore", invalid="ignore"):
-        L = np.multiply(P[:, :, :C], beta[..., None])
-    Aqk = np.zeros((N, H, C, C), k.dtype)  # scaled through Qg
-    np.copyto(Aqk, P[:, :, C:], where=_tril_masks(C)[1])
+    L, Aqk = _smooth_scores(_heads(KQ).reshape(N, H, 2, C, K), knT, beta)
     Tb = _unit_lower_inverse(L)
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
     return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay)
+
+
+def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):
+    """L = Diag(beta) (k-k scores) and Aqk (q-k scores, causal) from X [N, H, 2, C, K] (k rows,
+    q rows) and knT [N, H, K, C]. Only the lower triangle is needed, so rows 0..h of each chunk
+    (h = C/2) are multiplied by columns 0..h only: 3/4 of the full product. L is left unset on
+    and right of the diagonal (`_unit_lower_inverse` reads only its strictly lower part)."""
+    N, H, _, C, K = X.shape
+    h = C // 2
+    L = np.empty((N, H, C, C), X.dtype)
+    Aqk = np.zeros((N, H, C, C), X.dtype)  # scaled through Qg
+    causal = _tril_masks(C)[1]
+    with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
+        for rows, cols in ((slice(0, h), slice(0, h)), (slice(h, C), slice(0, C))):
+            P = np.matmul(X[:, :, :, rows], knT[:, :, None, :, cols])  # [N, H, 2, rows, cols]
+            np.multiply(P[:, :, 0], beta[:, :, rows, None], out=L[:, :, rows, cols])
+            np.copyto(Aqk[:, :, rows, cols], P[:, :, 1], where=causal[rows, cols])
+    return L, Aqk
 
 
 def _decayed_scores(
