@@ -36,6 +36,7 @@ import numpy as np
 from kda_core import kda
 from kda_core.kda import chunkwise, inputs, intra
 from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
+from kda_core.kda.threads import pool
 
 __all__ = [
     "check_cu_seqlens",
@@ -151,14 +152,45 @@ def chunked_varlen(
 
 def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
     """`chunked_varlen` after validation (float64 arrays, int64 offsets); S [N, H, K, V] is
-    updated in place and returned."""
+    updated in place and returned. Large inputs split their heads over threads as
+    `kda.chunked` does (chunkwise._head_groups), so packing costs no parallelism."""
     T, H, K = q.shape
-    Vd = v.shape[2]
     assert q.dtype == v.dtype == S.dtype == np.float64 and S.shape[0] == cu.size - 1
     assert int(C) == C >= 1, "chunk size"
+    o = np.empty((T, H, v.shape[2]))
+    groups = chunkwise._head_groups(H, T * H * max(K, v.shape[2]))
+    if len(groups) == 1:
+        _varlen_heads(q, k, v, g, beta, cu, S, scale, C, o)
+        return o, S
+    workers = pool(len(groups))
+    jobs = [
+        workers.submit(
+            _varlen_heads,
+            q[:, h],
+            k[:, h],
+            v[:, h],
+            g[:, h],
+            beta[:, h],
+            cu,
+            S[:, h],
+            scale,
+            C,
+            o[:, h],
+        )  # fmt: skip
+        for h in groups
+    ]
+    for job in jobs:
+        job.result()  # re-raises a worker's exception
+    return o, S
+
+
+def _varlen_heads(q, k, v, g, beta, cu, S, scale: float, C: int, o: np.ndarray) -> None:
+    """The packed pipeline on (a group of) heads: S [N, h, K, V] and o [T, h, V] are written in
+    place (views of the caller's arrays)."""
+    T, H, K = q.shape
+    Vd = v.shape[2]
     lens = np.diff(cu)
     C = inputs._effective_chunk(C, max(int(lens.max()), 1))
-    o = np.empty((T, H, Vd))
     starts, rest = cu[:-1].copy(), lens.copy()
     for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
         n = lens[i] // C * C
@@ -189,7 +221,6 @@ def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
             oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
             keep = ~pad
             o[rows[keep]] = oj[keep]
-    return o, S
 
 
 def chunked_varlen_naive(
