@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.kda.inputs import _check_chunk_size, _effective_chunk, _validate
+from kda_core.kda.inputs import (
+    _check_chunk_size,
+    _check_finite_result,
+    _effective_chunk,
+    _validate_deferred,
+)
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
 from kda_core.kda.threads import kda_threads, pool
 
@@ -76,8 +81,11 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     same either way.
     """
     C = _check_chunk_size(chunk_size)
-    q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
-    return _chunked(q, k, v, g, beta, S, scale, C)
+    # q, k and v are proven finite from o and S (one pass over o instead of three over inputs)
+    q, k, v, g, beta, S, scale = _validate_deferred(q, k, v, g, beta, initial_state, scale)
+    o, S = _chunked(q, k, v, g, beta, S, scale, C)
+    _check_finite_result(q, k, v, o, S)
+    return o, S
 
 
 def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.ndarray]:
@@ -120,10 +128,13 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
     place (views of the caller's arrays)."""
     T, H, K = q.shape
     rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
-    for t0 in range(0, T, rows):
-        t = slice(t0, t0 + rows)
-        it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
-        _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
+    # silent here (a thread's own errstate): a non-finite q, k or v flows through to o and S,
+    # where _check_finite_result names it, or warns once if finite inputs overflowed
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t0 in range(0, T, rows):
+            t = slice(t0, t0 + rows)
+            it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
+            _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
 
 
 def _head_groups(H: int, elements: int) -> list[slice]:
