@@ -88,6 +88,7 @@ def test_refused_when_heads_run_on_threads(rng, monkeypatch):
     from kda_core.kda import chunkwise
 
     monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
     monkeypatch.setenv("KDA_THREADS", "2")
     q, k, v, g, beta, _ = kda_inputs(rng, 90, H=4)
     k[77, 3, 1] = np.nan  # in the second thread's heads

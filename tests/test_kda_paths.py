@@ -23,8 +23,10 @@ def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
     monkeypatch.setenv("KDA_THREADS", "1")
     o1, S1 = kda.chunked(q, k, v, g, beta, initial_state=S0)
     monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
     monkeypatch.setenv("KDA_THREADS", "3")
-    assert [(s.start, s.stop) for s in chunkwise._head_groups(5, 1)] == [(0, 1), (1, 3), (3, 5)]
+    groups = chunkwise._head_groups(1, 5, 8, 6)
+    assert [(s.start, s.stop) for s in groups] == [(0, 1), (1, 3), (3, 5)]
     o3, S3 = kda.chunked(q, k, v, g, beta, initial_state=S0)
     o_rec, S_rec = kda.recurrent(q, k, v, g, beta, initial_state=S0)
     assert rel(o3, o1) <= 1e-13 and rel(S3, S1) <= 1e-13
@@ -33,10 +35,15 @@ def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
 
 def test_small_inputs_stay_on_one_thread(monkeypatch):
     monkeypatch.setenv("KDA_THREADS", "4")
-    assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS - 1)) == 1
-    assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS)) == 4
+    T = chunkwise._THREAD_ELEMENTS // (8 * 128)  # T * H * max(K, V) at the threshold
+    assert len(chunkwise._head_groups(T - 1, 8, 128, 128)) == 1
+    assert len(chunkwise._head_groups(T, 8, 128, 128)) == 4  # 2 heads of 128 x 128 per group
     # never more groups than heads
-    assert len(chunkwise._head_groups(2, chunkwise._THREAD_ELEMENTS)) == 2
+    assert len(chunkwise._head_groups(8 * T, 2, 128, 128)) == 2
+    # small heads: groups keep >= _GROUP_STATE = 2^14 state elements (2 heads of 64 x 64 are
+    # too few, 4 are enough)
+    assert len(chunkwise._head_groups(8 * T, 8, 64, 64)) == 2
+    assert len(chunkwise._head_groups(8 * T, 4, 32, 32)) == 1
 
 
 def test_thread_count_defaults_to_every_available_core(monkeypatch):

@@ -171,8 +171,9 @@ def test_chunked_varlen_heads_over_threads_equal_one_thread(monkeypatch):
     monkeypatch.setenv("KDA_THREADS", "1")
     o1, S1 = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
     monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
     monkeypatch.setenv("KDA_THREADS", "2")
-    assert len(chunkwise._head_groups(H, 1)) == 2  # the split really happens
+    assert len(chunkwise._head_groups(1, H, K, V)) == 2  # the split really happens
     o2, S2 = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
     np.testing.assert_allclose(o2, o1, atol=1e-13, rtol=0)
     np.testing.assert_allclose(S2, S1, atol=1e-13, rtol=0)

@@ -32,6 +32,11 @@ _SLAB_BYTES = 1 << 20
 # above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. The count is
 # threads.kda_threads(): every available core unless KDA_THREADS says otherwise.
 _THREAD_ELEMENTS = 1 << 18
+# ... and only while every group keeps at least this many state elements (heads * K * V): with
+# small heads each numpy call is a few microseconds and two threads mostly pass the GIL back
+# and forth (measured: H = 4, K = V = 32 at T = 8192 ran 1.2x slower on two threads than a loop
+# of single-thread calls; H = 8, K = V = 128 scales).
+_GROUP_STATE = 1 << 14  # one 128 x 128 head
 
 
 def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
@@ -98,7 +103,7 @@ def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.
     N = -(-T // C)
     o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
-    groups = _head_groups(H, T * H * max(K, V))
+    groups = _head_groups(T, H, K, V)
     if len(groups) == 1:
         _chunked_heads(q, k, v, g, beta, scale, C, S, o)
     else:
@@ -137,9 +142,11 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
             _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
 
 
-def _head_groups(H: int, elements: int) -> list[slice]:
-    """Contiguous head ranges, one per thread (a single range for small inputs)."""
-    n = min(H, kda_threads()) if elements >= _THREAD_ELEMENTS else 1
+def _head_groups(T: int, H: int, K: int, V: int) -> list[slice]:
+    """Contiguous head ranges, one per thread (a single range for small inputs or heads)."""
+    n = min(H, kda_threads()) if T * H * max(K, V) >= _THREAD_ELEMENTS else 1
+    while n > 1 and (H // n) * K * V < _GROUP_STATE:
+        n -= 1
     edges = [H * i // n for i in range(n + 1)]
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
 

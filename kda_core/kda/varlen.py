@@ -103,9 +103,8 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
 def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
     """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
     (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
-    round pieces are bucketed by their chunk size (a tail of r tokens gets
-    ``inputs._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
-    row, rows) per bucket."""
+    round pieces are bucketed by their chunk size (a tail of r tokens is padded to whole
+    16-row sub-chunks, at most C). Yields (chunk size, sequences, first row, rows) per bucket."""
     full = lens // C
     tail = lens % C
     n_pieces = full + (tail > 0)
@@ -113,8 +112,11 @@ def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
         have = np.flatnonzero(n_pieces > j)
         is_full = full[have] > j
         size = np.where(is_full, C, tail[have])
-        width = np.array([C if f else inputs._effective_chunk(C, int(r)) for f, r in
-                          zip(is_full, size)])  # fmt: skip
+        # a tail of r tokens is padded to whole sub-chunks of 16 (at least one): tails of 1..16
+        # tokens share one bucket instead of one tiny intra call per length
+        width = np.where(
+            is_full, C, np.minimum(C, -(-np.maximum(size, 1) // inputs._SUB) * inputs._SUB)
+        )
         for Cp in np.unique(width):
             pick = width == Cp
             seqs = have[pick]
@@ -158,7 +160,7 @@ def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
     assert q.dtype == v.dtype == S.dtype == np.float64 and S.shape[0] == cu.size - 1
     assert int(C) == C >= 1, "chunk size"
     o = np.empty((T, H, v.shape[2]))
-    groups = chunkwise._head_groups(H, T * H * max(K, v.shape[2]))
+    groups = chunkwise._head_groups(T, H, K, v.shape[2])
     if len(groups) == 1:
         _varlen_heads(q, k, v, g, beta, cu, S, scale, C, o)
         return o, S
