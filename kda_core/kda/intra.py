@@ -201,7 +201,7 @@ def _intra_smooth(
     # instead, OpenBLAS ran these products on all its threads (measured: its worker burned as
     # much CPU as the caller); dividing straight into the strided layout is ~2x slower than
     # this contiguous divide plus one copy
-    kn = np.divide(k, eG)
+    kn = np.divide(k, eG, out=eG)  # eG is not needed after this: its buffer is reused
     knT = np.empty((N, H, K, C), k.dtype)
     np.copyto(knT, kn.transpose(0, 2, 3, 1))
     KQ = KQ.reshape(N, 2 * C, H, K)
