@@ -114,3 +114,13 @@ def test_whole_chunk_factorisation_and_sub_chunk_path_agree(rng, monkeypatch, dt
         assert o.dtype == dtype
         assert rel(o.astype(np.float64), o_ref) <= tol
         assert rel(S.astype(np.float64), S_ref) <= tol
+
+
+@pytest.mark.parametrize("C, H, K", [(64, 8, 128), (16, 3, 5), (1, 2, 4), (48, 1, 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chunk_cumsum_equals_the_row_loop(rng, C, H, K, dtype):
+    g = -rng.random((3, C, H, K)).astype(dtype)
+    fast, naive = intra._chunk_cumsum(g), intra._chunk_cumsum_naive(g)
+    tol = 1e-6 if dtype == np.float32 else 1e-14  # C terms of magnitude <= 1
+    np.testing.assert_allclose(fast, naive, atol=tol * C, rtol=0)
+    np.testing.assert_allclose(naive[:, -1], g.sum(axis=1), atol=tol * C, rtol=0)

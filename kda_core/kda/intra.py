@@ -70,13 +70,35 @@ def _heads(x: np.ndarray) -> np.ndarray:
 def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
     """Inclusive cumsum over each chunk's C axis, g [N, C, H, K] -> Gam (decreasing along C).
 
-    C row additions over [N, H, K] slabs: np.cumsum on a middle axis is ~10x slower here, and a
-    lower-triangular matmul does C/2 times the arithmetic."""
+    One batched product with the lower-triangular ones matrix, in column blocks below
+    OpenBLAS's threading threshold: C times the additions of a row-by-row loop, but one call
+    instead of C - 1 tiny ones, which on two head threads mostly passed the GIL back and forth
+    (measured: the whole `chunked` 11% faster in wall time). np.cumsum on a middle axis is
+    ~4x slower still. Its twin is `_chunk_cumsum_naive`."""
+    N, C, H, K = g.shape
+    b = _block_rows(H * K, C * C)
+    Gam = np.empty_like(g)
+    blocks = (N, C, H * K // b, b)
+    np.matmul(_ones_lower(C, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
+              out=Gam.reshape(blocks).transpose(0, 2, 1, 3))  # fmt: skip
+    return Gam
+
+
+def _chunk_cumsum_naive(g: np.ndarray) -> np.ndarray:
+    """The twin: C row additions over [N, H, K] slabs."""
     Gam = np.empty_like(g)
     Gam[:, 0] = g[:, 0]
     for i in range(1, g.shape[1]):
         np.add(Gam[:, i - 1], g[:, i], out=Gam[:, i])
     return Gam
+
+
+@functools.lru_cache(maxsize=16)
+def _ones_lower(C: int, dtype: np.dtype) -> np.ndarray:
+    """The [C, C] lower-triangular ones matrix (diagonal included), shared read-only."""
+    m = np.tril(np.ones((C, C), dtype))
+    m.flags.writeable = False
+    return m
 
 
 @functools.lru_cache(maxsize=16)
