@@ -11,6 +11,8 @@ Main actions: ``chunk_scan_run`` (inputs -> five figures + CSVs) and ``chunk_sca
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gradio as gr
 
 from apps import ui
@@ -119,7 +121,23 @@ def measure(
     return fig, csv, kept
 
 
-def _controls() -> tuple:
+class Controls(NamedTuple):
+    """The left column's components (`_controls`), by name."""
+
+    source: gr.Radio
+    text: gr.Textbox
+    run_btn: gr.Button
+    summary: gr.Markdown
+    speed_md: gr.Markdown
+    repeats: gr.Number
+    time_btn: gr.Button
+    seed: gr.Number
+    chunk: gr.Number
+    lengths: gr.Textbox
+    head: gr.Number
+
+
+def _controls() -> Controls:
     """The left column: the inputs, Run, the summary and the speed measurement."""
     source = gr.Radio(list(SOURCES), value=SOURCES[0], label="inputs", elem_id=f"{NAME}-source")
     text = gr.Textbox(
@@ -143,7 +161,19 @@ def _controls() -> tuple:
     speed_md = gr.Markdown("**Speed** (wall clock on this machine)")
     repeats = gr.Number(3, label="repeats (1-5)", step=1)
     time_btn = gr.Button("Measure speed", elem_id=f"{NAME}-time")
-    return source, text, run_btn, summary, speed_md, repeats, time_btn, seed, chunk, lengths, head
+    return Controls(
+        source=source,
+        text=text,
+        run_btn=run_btn,
+        summary=summary,
+        speed_md=speed_md,
+        repeats=repeats,
+        time_btn=time_btn,
+        seed=seed,
+        chunk=chunk,
+        lengths=lengths,
+        head=head,
+    )
 
 
 def build() -> gr.Blocks:
@@ -152,19 +182,7 @@ def build() -> gr.Blocks:
         timings = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
-                (
-                    source,
-                    text,
-                    run_btn,
-                    summary,
-                    speed_md,
-                    repeats,
-                    time_btn,
-                    seed,
-                    chunk,
-                    lengths,
-                    head,
-                ) = _controls()
+                ctl = _controls()
             with gr.Column(scale=2):
                 s1 = ui.figure_slot(f"{NAME}-agreement", "Chunked vs recurrent")
                 s2 = ui.figure_slot(f"{NAME}-cost", "What chunking buys")
@@ -178,8 +196,8 @@ def build() -> gr.Blocks:
                     no_timing,
                     csv_visible=False,  # no dead download button before a measurement
                 )
-        inputs = [source, text, seed, chunk, lengths, head]
-        outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs]
+        inputs = [ctl.source, ctl.text, ctl.seed, ctl.chunk, ctl.lengths, ctl.head]
+        outputs = [ctl.summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs]
         loc = i18n.Localizer(lang.radio, TR)
         run_fn, run_out = loc.wrap(run, outputs)
         run_in = [*inputs, lang.radio]
@@ -192,12 +210,12 @@ def build() -> gr.Blocks:
             None,
             cross=_cross_run,
         )
-        run_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+        ctl.run_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
         demo.load(run_fn, run_in, run_out, api_visibility="private")
         time_fn, time_out = loc.wrap(measure, [*s6.outputs, timings])
-        time_btn.click(
+        ctl.time_btn.click(
             time_fn,
-            [chunk, repeats, timings, lang.radio],
+            [ctl.chunk, ctl.repeats, timings, lang.radio],
             time_out,
             api_name=f"{NAME}_time",
             validator=guard.validator(
@@ -209,16 +227,16 @@ def build() -> gr.Blocks:
         loc.finish()
         lang.labels(
             {
-                source: "输入",
-                text: "文本（小模型，3-2048 字节）",
-                chunk: "块大小 C (1-256)",
-                lengths: "段长度（2-5 个值）",
-                head: "头",
-                seed: "随机种子",
-                repeats: "重复次数 (1-5)",
-                run_btn: "运行",
-                time_btn: "测量速度",
-                speed_md: "**速度**（本机实测耗时）",
+                ctl.source: "输入",
+                ctl.text: "文本（小模型，3-2048 字节）",
+                ctl.chunk: "块大小 C (1-256)",
+                ctl.lengths: "段长度（2-5 个值）",
+                ctl.head: "头",
+                ctl.seed: "随机种子",
+                ctl.repeats: "重复次数 (1-5)",
+                ctl.run_btn: "运行",
+                ctl.time_btn: "测量速度",
+                ctl.speed_md: "**速度**（本机实测耗时）",
                 **{s.csv: ui.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
             },
             tr=TR,

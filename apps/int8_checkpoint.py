@@ -13,6 +13,8 @@ session's history). The history lives in ``gr.State``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gradio as gr
 
 from apps import ui
@@ -154,7 +156,25 @@ def _run_validator():  # noqa: ANN202
     )
 
 
-def _controls() -> tuple:
+class Controls(NamedTuple):
+    """The left column's components (`_controls`), by name."""
+
+    text: gr.Textbox
+    n_tokens: gr.Number
+    variant: gr.Radio
+    steps: gr.Number
+    btn: gr.Button
+    summary: gr.Markdown
+    hist_md: gr.Markdown
+    layer: gr.Slider
+    head: gr.Slider
+    capacity_box: gr.Accordion
+    native: gr.Radio
+    tp: gr.Number
+    budget: gr.Number
+
+
+def _controls() -> Controls:
     """The left column: the text, the format, the K3 capacity inputs, the summaries."""
     text = gr.Textbox(
         st.DEFAULT_TEXT,
@@ -201,20 +221,20 @@ def _controls() -> tuple:
         elem_id=f"{NAME}-history",
         elem_classes=["kda-metrics"],
     )
-    return (
-        text,
-        n_tokens,
-        variant,
-        steps,
-        btn,
-        summary,
-        hist_md,
-        layer,
-        head,
-        capacity_box,
-        native,
-        tp,
-        budget,
+    return Controls(
+        text=text,
+        n_tokens=n_tokens,
+        variant=variant,
+        steps=steps,
+        btn=btn,
+        summary=summary,
+        hist_md=hist_md,
+        layer=layer,
+        head=head,
+        capacity_box=capacity_box,
+        native=native,
+        tp=tp,
+        budget=budget,
     )
 
 
@@ -224,21 +244,7 @@ def build() -> gr.Blocks:
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                (
-                    text,
-                    n_tokens,
-                    variant,
-                    steps,
-                    btn,
-                    summary,
-                    hist_md,
-                    layer,
-                    head,
-                    capacity_box,
-                    native,
-                    tp,
-                    budget,
-                ) = _controls()
+                ctl = _controls()
             with gr.Column(scale=2):
                 s1 = ui.figure_slot(f"{NAME}-errmap", "Error map")
                 s3 = ui.figure_slot(f"{NAME}-divergence", "Divergence")
@@ -248,25 +254,36 @@ def build() -> gr.Blocks:
                 s4 = ui.figure_slot(f"{NAME}-variants", "Variants")
                 s2 = ui.figure_slot(f"{NAME}-hist", "Histograms")
                 s5 = ui.figure_slot(f"{NAME}-capacity", "Capacity")
-        inputs = [text, n_tokens, variant, layer, head, steps, native, tp, budget, history]
+        inputs = [
+            ctl.text,
+            ctl.n_tokens,
+            ctl.variant,
+            ctl.layer,
+            ctl.head,
+            ctl.steps,
+            ctl.native,
+            ctl.tp,
+            ctl.budget,
+            history,
+        ]
         outputs = [
-            summary,
+            ctl.summary,
             *s1.outputs,
             *s2.outputs,
             *s3.outputs,
             *s4.outputs,
             *s5.outputs,
-            hist_md,
+            ctl.hist_md,
             history,
             cont,
         ]
         loc = i18n.Localizer(lang.radio, TR)
         run_fn, run_out = loc.wrap(run, outputs)
         run_in, run_v = [*inputs, lang.radio], _run_validator()
-        btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+        ctl.btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
         demo.load(run_fn, run_in, run_out, api_visibility="private")
         gr.on(
-            [variant.input, layer.release, head.release, native.input],
+            [ctl.variant.input, ctl.layer.release, ctl.head.release, ctl.native.input],
             run_fn,
             run_in,
             run_out,
@@ -275,12 +292,12 @@ def build() -> gr.Blocks:
         )
         loc.finish()
         lang.labels({
-            text: f"模型读取的文本（1-{st.MAX_TEXT_CHARS} 个字符）",
-            n_tokens: "停放前的 token 数（1-1024，不超过文本字节数）",
-            variant: "格式 / 缩放粒度", layer: "KDA 层", head: "头",
-            steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", native: "原生状态池精度",
-            tp: "TP（整除 96）", budget: "检查点预算（GiB，0.01-4096）",
-            btn: "停放并恢复", capacity_box: "Kimi K3 容量",
+            ctl.text: f"模型读取的文本（1-{st.MAX_TEXT_CHARS} 个字符）",
+            ctl.n_tokens: "停放前的 token 数（1-1024，不超过文本字节数）",
+            ctl.variant: "格式 / 缩放粒度", ctl.layer: "KDA 层", ctl.head: "头",
+            ctl.steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", ctl.native: "原生状态池精度",
+            ctl.tp: "TP（整除 96）", ctl.budget: "检查点预算（GiB，0.01-4096）",
+            ctl.btn: "停放并恢复", ctl.capacity_box: "Kimi K3 容量",
             **{sl.csv: ui.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
         }, tr=TR)  # fmt: skip
     return demo

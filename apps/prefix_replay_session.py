@@ -373,6 +373,7 @@ def play(session: TabState | None) -> tuple:
     return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
 
 
+@ui.study_errors  # the drift panel runs pr.restore_drift when "inconsistent" is ticked
 def redraw(inconsistent: bool = False, session: TabState | None = None) -> tuple:
     """Every output of the current session again (the language switch redraws in 中文)."""
     if session is None or session.result is None:

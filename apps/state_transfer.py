@@ -14,6 +14,8 @@ results kept in ``gr.State``). Every action checks its inputs in a Gradio ``vali
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gradio as gr
 
 from apps import ui
@@ -145,7 +147,24 @@ def redraw(language: str, pd_state, mis_state, spl_state, tier_state) -> list:
     return out
 
 
-def _controls() -> tuple:
+class Controls(NamedTuple):
+    """The left column's components (`_controls`), by name."""
+
+    text: gr.Textbox
+    pd_btn: gr.Button
+    mis_btn: gr.Button
+    text_b: gr.Textbox
+    spl_btn: gr.Button
+    n_new: gr.Number
+    tp: gr.Number
+    acc: gr.Accordion
+    n_req: gr.Number
+    dev: gr.Number
+    ratio: gr.Number
+    tier_btn: gr.Button
+
+
+def _controls() -> Controls:
     """The left column: the prompt, the four actions and the tier inputs."""
     text = gr.Textbox(
         st.DEFAULT_TEXT,
@@ -170,7 +189,20 @@ def _controls() -> tuple:
         dev = gr.Number(16, label="Device checkpoints (1-4096)", elem_id=f"{NAME}-dev")
         ratio = gr.Number(2.0, label="Host / device ratio (0.1-64)", elem_id=f"{NAME}-ratio")
         tier_btn = gr.Button("Simulate tiers", elem_id=f"{NAME}-tiers-run")
-    return text, pd_btn, mis_btn, text_b, spl_btn, n_new, tp, acc, n_req, dev, ratio, tier_btn
+    return Controls(
+        text=text,
+        pd_btn=pd_btn,
+        mis_btn=mis_btn,
+        text_b=text_b,
+        spl_btn=spl_btn,
+        n_new=n_new,
+        tp=tp,
+        acc=acc,
+        n_req=n_req,
+        dev=dev,
+        ratio=ratio,
+        tier_btn=tier_btn,
+    )
 
 
 def build() -> gr.Blocks:
@@ -179,20 +211,7 @@ def build() -> gr.Blocks:
         pd_state, mis_state, spl_state, tier_state = (gr.State(None) for _ in range(4))
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                (
-                    text,
-                    pd_btn,
-                    mis_btn,
-                    text_b,
-                    spl_btn,
-                    n_new,
-                    tp,
-                    acc,
-                    n_req,
-                    dev,
-                    ratio,
-                    tier_btn,
-                ) = _controls()
+                ctl = _controls()
             with gr.Column(scale=2):
                 s_an = ui.figure_slot(f"{NAME}-anatomy", "Object anatomy")
                 meta_md = gr.Markdown(
@@ -219,23 +238,23 @@ def build() -> gr.Blocks:
                 )
                 s_ti = ui.figure_slot(f"{NAME}-tiers", "Tiers")
         pd_out = [*s_an.outputs, meta_md, *s_tl.outputs, pd_md, pd_state]
-        pd_in = [text, n_new, tp, lang.radio]
-        pd_btn.click(run_pd, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
-        mis_btn.click(
+        pd_in = [ctl.text, ctl.n_new, ctl.tp, lang.radio]
+        ctl.pd_btn.click(run_pd, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
+        ctl.mis_btn.click(
             run_mismatch,
-            [text, lang.radio],
+            [ctl.text, lang.radio],
             [mis_md, mis_state],
             api_name=f"{NAME}_mismatch",
             validator=MISMATCH_CHECKS,
         )
-        spl_in = [text, text_b, n_new, lang.radio]
+        spl_in = [ctl.text, ctl.text_b, ctl.n_new, lang.radio]
         spl_out = [*s_sp.outputs, spl_state]
-        spl_btn.click(
+        ctl.spl_btn.click(
             run_splice, spl_in, spl_out, api_name=f"{NAME}_splice", validator=SPLICE_CHECKS
         )
-        tier_in = [n_req, dev, ratio, lang.radio]
+        tier_in = [ctl.n_req, ctl.dev, ctl.ratio, lang.radio]
         tier_out = [*s_ti.outputs, tier_state]
-        tier_btn.click(
+        ctl.tier_btn.click(
             run_tiers, tier_in, tier_out, api_name=f"{NAME}_tiers", validator=TIER_CHECKS
         )
         demo.load(run_pd, pd_in, pd_out, api_visibility="private")
@@ -247,10 +266,7 @@ def build() -> gr.Blocks:
             api_visibility="private",
             show_progress="hidden",
         )
-        named = {"text": text, "n_new": n_new, "tp": tp, "pd_btn": pd_btn, "mis_btn": mis_btn,
-                 "text_b": text_b, "spl_btn": spl_btn, "n_req": n_req, "dev": dev,
-                 "ratio": ratio, "tier_btn": tier_btn, "acc": acc}  # fmt: skip
-        labels: dict = {named[k]: zh for k, zh in LABELS_ZH.items()}
+        labels: dict = {getattr(ctl, k): zh for k, zh in LABELS_ZH.items()}
         lang.labels({**labels, **{s.csv: ui.CSV_ZH for s in (s_an, s_tl, s_sp, s_ti)}}, tr=TR)
     return demo
 

@@ -50,6 +50,15 @@ def check_bool(value: Any, name: str) -> bool:
     return value
 
 
+MAX_SEED: int = 2**63 - 1
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """A random seed: an int in ``[0, 2**63 - 1]`` (numpy's ``default_rng`` takes any
+    non-negative int; the cap only keeps the message finite)."""
+    return check_int(name, value, 0, MAX_SEED)
+
+
 def rel_error(a: np.ndarray, ref: np.ndarray) -> float:
     """``||a - ref||_F / ||ref||_F``; the absolute distance ``||a - ref||_F`` when ref is zero."""
     diff = float(np.linalg.norm(np.asarray(a) - np.asarray(ref)))

@@ -33,8 +33,7 @@ class UnifiedPool(TwoEndedPool):
         return (self.gap_bytes + peer.holes * peer.entry_bytes) // self._sides[side].entry_bytes
 
     def _relieve(self, side: str) -> None:
-        peer = "kv" if side == "state" else "state"
-        self.flush(peer)  # urgent: no cap on moves
+        self._flush(self._peer(side), None)  # urgent: no cap on moves
 
     def state_cost_in_kv_entries(self) -> int:
         """KV entries an admission must reserve per new state slot: ceil(S / P)."""
@@ -73,11 +72,14 @@ class StaticPool(TwoEndedPool):
         self.kv_capacity = (t - self.state_capacity * state_entry_bytes) // kv_entry_bytes
 
     def capacity(self, side: str) -> int:
-        self._side(side)
+        self._check_side(side)
+        return self._capacity(side)
+
+    def _capacity(self, side: str) -> int:
         return self.state_capacity if side == "state" else self.kv_capacity
 
     def _room(self, side: str) -> int:
-        return self.capacity(side) - self._sides[side].wm
+        return self._capacity(side) - self._sides[side].wm
 
     def on_idle(self) -> int:
         return 0
@@ -86,7 +88,7 @@ class StaticPool(TwoEndedPool):
         """The shared invariants, plus: each side stays inside its fixed region."""
         super().check_integrity(check_bytes)
         for side in SIDES:
-            if self._sides[side].wm > self.capacity(side):
+            if self._sides[side].wm > self._capacity(side):
                 raise AssertionError(f"{side} side crossed its static region")
 
 

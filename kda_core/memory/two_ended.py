@@ -65,9 +65,10 @@ class TwoEndedPool:
         max_moves_per_flush: int = 4096,
         verify: bool = True,
     ) -> None:
-        if not isinstance(store, bool):
-            raise ValueError(f"store must be a bool, got {store!r}")
-        self.verify = bool(verify) and store
+        for name, flag in (("store", store), ("verify", verify)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be a bool, got {flag!r}")
+        self.verify = verify and store
         hi = MAX_BUFFER_BYTES if store else MAX_VIRTUAL_BYTES
         self.total_bytes = _check_int("total_bytes", total_bytes, 1, hi)
         t = self.total_bytes
@@ -95,7 +96,9 @@ class TwoEndedPool:
 
     # --- geometry ------------------------------------------------------------------------
 
-    def _side(self, side: str) -> Side:
+    def _check_side(self, side: str) -> Side:
+        """The ``side`` a public method was given, or ValueError (internal callers that hold
+        a known side name read ``self._sides`` directly)."""
         s = self._sides.get(side)
         if s is None:
             raise ValueError(f"side must be one of {list(SIDES)}, got {side!r}")
@@ -105,7 +108,7 @@ class TwoEndedPool:
         return self._sides["kv" if side == "state" else "state"]
 
     def entry_bytes(self, side: str) -> int:
-        return self._side(side).entry_bytes
+        return self._check_side(side).entry_bytes
 
     def _offset(self, s: Side, p: int) -> int:
         return p * s.entry_bytes if s.grows_up else self.total_bytes - (p + 1) * s.entry_bytes
@@ -140,32 +143,36 @@ class TwoEndedPool:
 
     def available(self, side: str) -> int:
         """Entries ``side`` can allocate now without any compaction (own holes + room)."""
-        s = self._side(side)
+        return self._available(self._check_side(side), side)
+
+    def _available(self, s: Side, side: str) -> int:
         return min(s.holes + self._room(side), s.n_free_vids)
 
     def schedulable_available(self, side: str) -> int:
         """Entries ``side`` could allocate after the shortfall ladder (credits peer holes)."""
-        s = self._side(side)
+        return self._schedulable(self._check_side(side), side)
+
+    def _schedulable(self, s: Side, side: str) -> int:
         return min(s.holes + self._room_after_relief(side), s.n_free_vids)
 
     def can_alloc(self, side: str, n: int) -> bool:
         """True iff ``alloc(side, n)`` would succeed (the ladder included). Pure query."""
-        s = self._side(side)
+        s = self._check_side(side)
         n = _check_int("n", n, 0, s.cap)
-        return self.schedulable_available(side) >= n
+        return self._schedulable(s, side) >= n
 
     def live(self, side: str) -> int:
-        return self._side(side).live
+        return self._check_side(side).live
 
     def holes(self, side: str) -> int:
-        return self._side(side).holes
+        return self._check_side(side).holes
 
     def watermark(self, side: str) -> int:
-        return self._side(side).wm
+        return self._check_side(side).wm
 
     def physical(self, side: str, vids: np.ndarray | int) -> np.ndarray:
         """Physical positions of virtual ids (-1 where unbound)."""
-        s = self._side(side)
+        s = self._check_side(side)
         v = as_vids(vids, scalar=True)
         if v.size and (v.min() < 0 or v.max() >= s.cap):
             raise ValueError(f"vids must be in [0, {s.cap}) for side {side!r}")
@@ -199,13 +206,13 @@ class TwoEndedPool:
         All or nothing. On a shortfall the ladder runs (peer compaction, re-check); None means
         the ends met: the caller must evict or queue. Entries hold stale bytes until written.
         """
-        s = self._side(side)
+        s = self._check_side(side)
         n = _check_int("n", n, 0, s.cap)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        if self.available(side) < n:
+        if self._available(s, side) < n:
             self._relieve(side)
-            if self.available(side) < n:
+            if self._available(s, side) < n:
                 self.ends_met += 1
                 s.failed += 1
                 return None
@@ -221,7 +228,7 @@ class TwoEndedPool:
         Eager: compact now (minimal moves). Lazy / static: the positions become holes and the
         watermark retreats past any holes at the top (no moves).
         """
-        s = self._side(side)
+        s = self._check_side(side)
         v = as_vids(vids)
         if v.size == 0:
             return 0
@@ -264,11 +271,15 @@ class TwoEndedPool:
         Full compaction moves exactly the live entries above ``wm - holes`` into the holes below
         it. With ``max_moves`` only the highest live entries move into the lowest holes.
         """
-        s = self._side(side)
-        if s.holes == 0:
-            return 0
+        s = self._check_side(side)
         if max_moves is not None:
             max_moves = _check_int("max_moves", max_moves, 0, 1 << 30)
+        return self._flush(s, max_moves)
+
+    def _flush(self, s: Side, max_moves: int | None) -> int:
+        """`flush` on a side and a move cap already checked (the ladder and ``on_idle``)."""
+        if s.holes == 0:
+            return 0
         holes = np.flatnonzero(s.is_hole[: s.wm])
         new_wm = s.wm - holes.size
         dst = holes[holes < new_wm]
@@ -292,7 +303,7 @@ class TwoEndedPool:
         """Idle-time flush of both sides, each capped at ``max_moves_per_flush`` moves."""
         if self.mode != "lazy":
             return 0
-        return sum(self.flush(side, self.max_moves_per_flush) for side in SIDES)
+        return sum(self._flush(self._sides[side], self.max_moves_per_flush) for side in SIDES)
 
     # --- bytes ---------------------------------------------------------------------------
 
@@ -301,7 +312,7 @@ class TwoEndedPool:
         o = self._offset(s, p)
         return zlib.crc32(self.buffer[o : o + s.entry_bytes].data) & 0xFFFFFFFF
 
-    def _bound(self, s: Side, side: str, vid: int) -> int:
+    def _check_vid(self, s: Side, side: str, vid: int) -> int:
         v = _check_int("vid", vid, 0, s.cap - 1)
         p = int(s.v2p[v])
         if p < 0:
@@ -312,8 +323,8 @@ class TwoEndedPool:
         """Write ``data`` (bytes or a uint8 array) into entry ``vid`` at byte ``offset``."""
         if self.buffer is None:
             raise ValueError("write needs store=True (this pool only counts bytes)")
-        s = self._side(side)
-        p = self._bound(s, side, vid)
+        s = self._check_side(side)
+        p = self._check_vid(s, side, vid)
         if isinstance(data, (bytes, bytearray)):
             arr = np.frombuffer(data, dtype=np.uint8)
         else:
@@ -334,19 +345,19 @@ class TwoEndedPool:
         """A copy of entry ``vid``'s bytes (uint8 ``[entry_bytes]``)."""
         if self.buffer is None:
             raise ValueError("read needs store=True (this pool only counts bytes)")
-        s = self._side(side)
-        p = self._bound(s, side, vid)
+        s = self._check_side(side)
+        p = self._check_vid(s, side, vid)
         o = self._offset(s, p)
         return self.buffer[o : o + s.entry_bytes].copy()
 
     def positions(self, side: str) -> np.ndarray:
         """Virtual id at each physical position below the watermark (-1 = hole); a copy."""
-        s = self._side(side)
+        s = self._check_side(side)
         return s.p2v[: s.wm].copy()
 
     def live_vids(self, side: str) -> np.ndarray:
         """Virtual ids currently allocated on ``side`` (sorted)."""
-        s = self._side(side)
+        s = self._check_side(side)
         return np.sort(s.p2v[: s.wm][s.p2v[: s.wm] >= 0])
 
     # --- integrity -----------------------------------------------------------------------

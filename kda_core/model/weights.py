@@ -51,7 +51,7 @@ def save(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(path: str, mtime_ns: int) -> tuple[dict[str, np.ndarray], dict, str]:
+def _parse_weights_file(path: str, mtime_ns: int) -> tuple[dict[str, np.ndarray], dict, str]:
     p = Path(path)
     rec = record_path(p)
     got = sha256_file(p)
@@ -75,7 +75,7 @@ def _checked(path: Path) -> tuple[dict[str, np.ndarray], dict, str]:
         )
     if p.stat().st_size > MAX_FILE_BYTES:
         raise ValueError(f"weights file {p} is larger than {MAX_FILE_BYTES} bytes")
-    return _load_cached(str(p.resolve()), p.stat().st_mtime_ns)
+    return _parse_weights_file(str(p.resolve()), p.stat().st_mtime_ns)
 
 
 def digest(path: Path = DEFAULT_PATH) -> str:

@@ -115,6 +115,23 @@ PRESETS: dict[str, ModelSpec] = {
 }
 
 
+def check_knobs(
+    model: object = "kimi-k3", overlap: bool = True, skip_decode_lock: bool = False, **dtypes: str
+) -> None:
+    """ValueError naming the argument unless ``model`` is a preset name or a ModelSpec, the
+    flags are bools and each ``dtypes`` value (keyword = argument name) a known dtype: the
+    checks a study entry point runs once before it calls the sizing functions."""
+    if isinstance(model, str) and model not in PRESETS:
+        raise ValueError(f"model must be one of {sorted(PRESETS)} or a ModelSpec, got {model!r}")
+    if not isinstance(model, (str, ModelSpec)):
+        raise ValueError("model must be a preset name or a ModelSpec")
+    for name, flag in (("overlap", overlap), ("skip_decode_lock", skip_decode_lock)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be a bool, got {flag!r}")
+    for name, dtype in dtypes.items():
+        dtype_bytes(dtype, name)
+
+
 def preset(name: str) -> ModelSpec:
     """The ModelSpec of a real model: ``"kimi-k3"`` or ``"kimi-linear-48b"``."""
     if name not in PRESETS:

@@ -20,8 +20,12 @@ def kda_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16")
     Kimi K3 at TP8 in bf16: 69 * 12 * 128 * 128 * 2 = 27,131,904 B (25.9 MiB).
     """
     spec = as_spec(spec)
-    h = local_heads(spec, tp)
-    return spec.n_kda_layers * h * spec.head_k_dim * spec.head_v_dim * dtype_bytes(dtype)
+    return _state_bytes(spec, local_heads(spec, tp), dtype_bytes(dtype))
+
+
+def _state_bytes(spec: ModelSpec, h: int, b: int) -> int:
+    """`kda_state_bytes` for a checked spec, ``h`` local heads and ``b`` bytes per value."""
+    return spec.n_kda_layers * h * spec.head_k_dim * spec.head_v_dim * b
 
 
 def conv_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16") -> int:
@@ -31,9 +35,13 @@ def conv_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16"
     69 * 3 * 12 * 384 * 2 = 1,907,712 B (1.82 MiB).
     """
     spec = as_spec(spec)
-    h = local_heads(spec, tp)
+    return _conv_bytes(spec, local_heads(spec, tp), dtype_bytes(dtype))
+
+
+def _conv_bytes(spec: ModelSpec, h: int, b: int) -> int:
+    """`conv_state_bytes` for a checked spec, ``h`` local heads and ``b`` bytes per value."""
     width = 2 * spec.head_k_dim + spec.head_v_dim
-    return spec.n_kda_layers * (spec.conv_kernel - 1) * h * width * dtype_bytes(dtype)
+    return spec.n_kda_layers * (spec.conv_kernel - 1) * h * width * b
 
 
 def slot_bytes(
@@ -43,7 +51,10 @@ def slot_bytes(
     conv_dtype: str = "bfloat16",
 ) -> int:
     """Bytes of one state slot on one GPU (SSM state + conv window): SGLang's per-slot size."""
-    return kda_state_bytes(spec, tp, ssm_dtype) + conv_state_bytes(spec, tp, conv_dtype)
+    spec = as_spec(spec)
+    h = local_heads(spec, tp)
+    ssm, conv = dtype_bytes(ssm_dtype, "ssm_dtype"), dtype_bytes(conv_dtype, "conv_dtype")
+    return _state_bytes(spec, h, ssm) + _conv_bytes(spec, h, conv)
 
 
 def int8_scale_bytes(spec: ModelSpec | str, tp: int = 1, scale_dtype: str = "bfloat16") -> int:
@@ -53,13 +64,16 @@ def int8_scale_bytes(spec: ModelSpec | str, tp: int = 1, scale_dtype: str = "bfl
     return spec.n_kda_layers * h * spec.head_k_dim * dtype_bytes(scale_dtype, "scale_dtype")
 
 
-def mla_kv_bytes_per_token(spec: ModelSpec | str, dtype: str = "bfloat16") -> int:
+def mla_kv_bytes_per_token(
+    spec: ModelSpec | str, dtype: str = "bfloat16", *, name: str = "dtype"
+) -> int:
     """MLA latent cache bytes per token (same on every TP rank): ``L_mla * (r_kv + r_rope) * b``.
 
-    Kimi K3: 24 * 576 * 2 = 27,648 B (27 KiB) in bf16, 13,824 B (13.5 KiB) in fp8.
+    Kimi K3: 24 * 576 * 2 = 27,648 B (27 KiB) in bf16, 13,824 B (13.5 KiB) in fp8. ``name`` is
+    the caller's argument a bad ``dtype`` message names (``kv_dtype`` in the split functions).
     """
     spec = as_spec(spec)
-    return spec.n_mla_layers * spec.mla_latent_dim * dtype_bytes(dtype)
+    return spec.n_mla_layers * spec.mla_latent_dim * dtype_bytes(dtype, name)
 
 
 def kv_tokens_for_bytes(spec: ModelSpec | str, kv_bytes: int, dtype: str = "bfloat16") -> int:
@@ -148,6 +162,7 @@ def intermediate_ssm_bytes(
     """
     max_running = _check_int("max_running", max_running, 0, MAX_COUNT)
     d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
-    if replayssm:
-        return 0
-    return (max_running + 1) * d * kda_state_bytes(spec, tp, dtype)
+    if not isinstance(replayssm, bool):
+        raise ValueError(f"replayssm must be a bool, got {replayssm!r}")
+    per_state = kda_state_bytes(spec, tp, dtype)  # checked even when the buffer is empty
+    return 0 if replayssm else (max_running + 1) * d * per_state

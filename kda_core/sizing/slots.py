@@ -31,9 +31,13 @@ REQ_POOL_MIN: int = 2048
 REQ_POOL_MAX: int = 4096
 
 
-def _strategy(strategy: str) -> str:
+def _check_strategy(strategy: str, overlap: bool, skip_decode_lock: bool = False) -> str:
+    """The strategy ("auto" resolved) after checking it and the two flags."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+    for name, flag in (("overlap", overlap), ("skip_decode_lock", skip_decode_lock)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be a bool, got {flag!r}")
     return "extra_buffer" if strategy == "auto" else strategy
 
 
@@ -48,7 +52,7 @@ def slots_per_request(
     strategies; no_buffer stays at 3 (SGLang adds the drop back: its prefill->decode peak
     needs 3 slots). "auto" = extra_buffer. (``KVCacheConfigurator._calculate_mamba_ratio``.)
     """
-    s = _strategy(strategy)
+    s = _check_strategy(strategy, overlap, skip_decode_lock)
     if s == "radix_off":
         return 1
     if s == "no_buffer":
@@ -72,7 +76,7 @@ def slots_held_per_request(strategy: str = "extra_buffer", overlap: bool = True)
     no_buffer / radix_off 1 (the live state); extra_buffer 1 live + ping-pong track slots
     (2 with overlap, 1 without); extra_buffer_lazy 1 live + 1 track.
     """
-    s = _strategy(strategy)
+    s = _check_strategy(strategy, overlap)
     if s in ("radix_off", "no_buffer"):
         return 1
     if s == "extra_buffer":

@@ -84,7 +84,7 @@ def split_memory(
     if d:
         state += intermediate_conv_window_bytes(spec, running, d, tp, conv_dtype)
     kv = max(rest_bytes - state, 0)
-    per_tok = mla_kv_bytes_per_token(spec, kv_dtype)
+    per_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
     tokens = kv // per_tok if per_tok else 0
     return MemorySplit(rest_bytes, r, budget, slots, state, kv, tokens, running)
 
@@ -141,7 +141,7 @@ def split_memory_0523(
         intermediate = 0
     state = (slots + 1) * per_slot
     kv = max(rest_bytes - state - intermediate, 0)
-    per_tok = mla_kv_bytes_per_token(spec, kv_dtype)
+    per_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
     tokens = kv // per_tok if per_tok else 0
     return MemorySplit(rest_bytes, r, int(budget), slots, state, kv, tokens, running)
 
@@ -174,6 +174,8 @@ def balanced_ratio(
         0 < float(tokens_per_request) <= 1e9
     ):
         raise ValueError(f"tokens_per_request must be in (0, 1e9], got {tokens_per_request!r}")
+    if not isinstance(dcp, bool):
+        raise ValueError(f"dcp must be a bool, got {dcp!r}")
     if slots_per_req is None:
         spr = float(slots_per_request(strategy, overlap, skip_decode_lock))
     else:
@@ -181,7 +183,7 @@ def balanced_ratio(
         if not 0 < spr <= 1e6:
             raise ValueError(f"slots_per_req must be in (0, 1e6], got {slots_per_req!r}")
     per_slot = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
-    kv_tok = mla_kv_bytes_per_token(spec, kv_dtype)
+    kv_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
     if kv_tok == 0:
         raise ValueError("spec has no MLA layers: there is no KV pool to balance against")
     r = spr * per_slot / (float(tokens_per_request) * kv_tok)
@@ -205,7 +207,7 @@ def memory_vs_context(
         raise ValueError("context_lens must be a 1-D integer array of at most 1e6 entries")
     if ctx.size and (ctx.min() < 0 or ctx.max() > 1 << 32):
         raise ValueError("context_lens must be in [0, 2**32]")
-    kv = ctx.astype(np.int64) * mla_kv_bytes_per_token(spec, kv_dtype)
+    kv = ctx.astype(np.int64) * mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
     st = np.full(ctx.shape, slot_bytes(spec, tp, ssm_dtype, conv_dtype), dtype=np.int64)
     return kv, st
 
@@ -218,7 +220,7 @@ def crossover_context(
     kv_dtype: str = "bfloat16",
 ) -> int:
     """Smallest context length at which one request's MLA KV exceeds its one KDA slot."""
-    per = mla_kv_bytes_per_token(spec, kv_dtype)
+    per = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
     if per == 0:
         raise ValueError("spec has no MLA layers")
     return slot_bytes(spec, tp, ssm_dtype, conv_dtype) // per + 1

@@ -48,6 +48,12 @@ def mla_layer_bytes_per_token(model: str = "kimi-k3", dtype: str = "bfloat16") -
 def kv_allgather_bytes(T: int, P: int, per_token: int) -> int:
     """Bytes one rank sends in a ring all-gather of T tokens' KV over P ranks (P-1 blocks of
     T/P tokens; the largest rank's share when P does not divide T)."""
+    T = check_int("T", T, 1, MAX_MODEL_T)
+    P = check_int("P", P, 1, MAX_MODEL_P)
+    return _kv_allgather_bytes(T, P, check_int("per_token", per_token, 0, 1 << 40))
+
+
+def _kv_allgather_bytes(T: int, P: int, per_token: int) -> int:
     return (P - 1) * math.ceil(T / P) * per_token
 
 
@@ -222,7 +228,7 @@ def _schedule(scan: str, P: int) -> list[list[cp.Message]]:
     return cp.logdepth_schedule([True] + [False] * (P - 1))
 
 
-def rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np.ndarray]:
+def _rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np.ndarray]:
     """Per rank: (its local pass ends, its scan ends, it is done), seconds from the start,
     walking the schedule: a message leaves when its sender holds the value, arrives after
     latency + bytes / bandwidth; the receiver then composes (map) or applies (state)."""
@@ -268,7 +274,7 @@ def cost_model(
         w, sc, b = [], [], []
         ph: dict[str, list[float]] = {"local": [], "scan": [], "finish": []}
         for P in Ps.tolist():
-            ready, scan_end, done = rank_times(scan, T, P, costs)
+            ready, scan_end, done = _rank_times(scan, T, P, costs)
             i = int(np.argmax(done))
             w.append(float(done[i]))
             sc.append(float((scan_end - ready).max()))
@@ -281,7 +287,7 @@ def cost_model(
         phases[scan] = {k: np.array(v) for k, v in ph.items()}
         speed[scan] = one / wall[scan]
     per_tok = mla_layer_bytes_per_token()
-    kv = np.array([kv_allgather_bytes(T, P, per_tok) for P in Ps.tolist()])
+    kv = np.array([_kv_allgather_bytes(T, P, per_tok) for P in Ps.tolist()])
     return CostModel(T, Ps, wall, speed, scan_s, phases, sent, kv, one, costs)
 
 
@@ -329,7 +335,7 @@ def bytes_vs_context(
         P=P,
         T=Ts,
         scan_bytes=scan_b,
-        kv_bytes=np.array([kv_allgather_bytes(int(t), P, per) for t in Ts]),
+        kv_bytes=np.array([_kv_allgather_bytes(int(t), P, per) for t in Ts]),
         crossover={s: crossover_tokens(P, costs, s) for s in cp.SCANS},
         H=costs.H,
         K=costs.K,

@@ -382,6 +382,7 @@ def int8_study(
 ) -> Int8Study:
     """Park ``n_tokens`` of ``text`` and measure the chosen variant (plus the table of all)."""
     fmt, granularity = check_variant(fmt, granularity)
+    tiny_budget_bytes = _check_int("tiny_budget_bytes", tiny_budget_bytes, 1, 1 << 50)
     if isinstance(budget_gib, bool) or not isinstance(budget_gib, (int, float, np.number)):
         raise ValueError(f"budget_gib must be a number in (0, 4096], got {budget_gib!r}")
     if not 0 < float(budget_gib) <= 4096:

@@ -23,6 +23,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.sizing import GIB, MemorySplit, ModelSpec
+from kda_core.sizing.presets import MAX_DIM
 
 STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
@@ -101,6 +102,7 @@ def custom_spec(
     qk_rope_head_dim: int = 64,
 ) -> ModelSpec:
     """A ModelSpec from the few numbers a planner user types (K = V = ``head_dim``)."""
+    head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say head_k_dim
     return ModelSpec(
         name=name,
         n_kda_layers=n_kda_layers,
@@ -121,6 +123,17 @@ def _strategy_row(name: str, overlap: bool, skip: bool, slots: int) -> tuple[int
     except ValueError:
         return -1, -1, -1
     return reserved, held, slots // reserved
+
+
+def _check_model(
+    model: str | ModelSpec, overlap: bool, skip: bool, dtypes: dict[str, str]
+) -> ModelSpec:
+    """The planner's model (with MLA layers: the KV side it plans) after ``check_knobs``."""
+    sizing.check_knobs(model, overlap, skip, **dtypes)
+    spec = sizing.preset(model) if isinstance(model, str) else model
+    if spec.n_mla_layers * spec.mla_latent_dim == 0:
+        raise ValueError("model must have at least one MLA layer for the planner")
+    return spec
 
 
 def plan(
@@ -156,9 +169,10 @@ def plan(
     ``max_running`` is the minimum of the state cap (slots // reserved per request) and the KV
     cap (KV tokens // tokens per request); ``limited_by`` names the binding one.
     """
-    spec = sizing.preset(model) if isinstance(model, str) else model
-    if not isinstance(spec, ModelSpec):
-        raise ValueError("model must be a preset name or a ModelSpec")
+    dtypes = {"ssm_dtype": ssm_dtype, "conv_dtype": conv_dtype, "kv_dtype": kv_dtype}
+    spec = _check_model(model, overlap, skip_decode_lock, dtypes)
+    if max_mamba_cache_size is not None:
+        max_mamba_cache_size = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
     if not 0.001 <= float(budget_gib) <= 16384:
         raise ValueError(f"budget_gib must be in [0.001, 16384], got {budget_gib}")
     n_context = check_int("n_context", n_context, 2, 4096)
@@ -168,7 +182,7 @@ def plan(
     o_len = check_int("output_len", output_len, 0, 1 << 32)
     knobs = _Knobs(
         spec, tp, int(float(budget_gib) * GIB), ssm_dtype, conv_dtype, kv_dtype, strategy,
-        overlap, skip_decode_lock, draft_tokens, _split_fn(formula, ring_len),
+        overlap, skip_decode_lock, draft_tokens, _parse_formula(formula, ring_len),
     )  # fmt: skip
     sizes = _sizes(knobs, ratio, max_mamba_cache_size)
     tokens_per_req = i_len + o_len
@@ -231,15 +245,14 @@ def _sizes(k: _Knobs, ratio: float, max_mamba_cache_size: int | None) -> dict:
     conv = sizing.conv_state_bytes(k.spec, k.tp, k.conv_dtype)
     slot = ssm + conv
     kv_tok = sizing.mla_kv_bytes_per_token(k.spec, k.kv_dtype)
-    if kv_tok == 0:
-        raise ValueError("model must have at least one MLA layer for the planner")
+    assert kv_tok > 0, "plan checked that the model has MLA layers"
     spr = sizing.slots_per_request(k.strategy, k.overlap, k.skip)
     held = sizing.slots_held_per_request(k.strategy, k.overlap)
     split = k.split(ratio)
     if max_mamba_cache_size is None:
         slots, kv_tokens = split.max_mamba_cache_size, split.kv_tokens
     else:
-        slots = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
+        slots = max_mamba_cache_size  # checked by plan
         kv_tokens = max(k.budget - slots * slot, 0) // kv_tok
     return {
         "ssm_bytes": ssm,
@@ -342,7 +355,7 @@ def _series(
     }
 
 
-def _split_fn(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
+def _parse_formula(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     """The sizing formula by its label (``sizing.SIZING_FORMULAS``)."""
     if formula == "legacy":
         return sizing.split_memory

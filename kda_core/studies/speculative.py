@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import sizing
-from kda_core._checks import check_int
+from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, encode
 from kda_core.serve import spec
 from kda_core.studies.prefix_replay import readable
@@ -59,7 +59,7 @@ def kda_shape() -> tuple[int, int]:
     return len(m.kda_layers), int(m.config.n_heads)
 
 
-def _prompt_ids(prompt: str | Sequence[int]) -> list[int]:
+def _check_prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     ids = check_tokens(encode(prompt) if isinstance(prompt, str) else prompt, name="prompt")
     if len(ids) > MAX_PROMPT_TOKENS:
         raise ValueError(f"prompt: at most {MAX_PROMPT_TOKENS} tokens, got {len(ids)}")
@@ -80,7 +80,6 @@ def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndar
     return kind
 
 
-# ---------------------------------------------------------------------------------------------
 # one verify / commit step
 
 
@@ -155,7 +154,7 @@ def verify_step(
     The defaults (noise 0.1, seed 2) give a partial acceptance (trained weights: 1 of 8).
     """
     model = _model()
-    ids = _prompt_ids(prompt)
+    ids = _check_prompt_ids(prompt)
     D = spec.check_draft_tokens(draft_tokens)
     rs = spec.ReplaySSM(model, D, ring_len)
     n_kda = len(model.kda_layers)
@@ -163,7 +162,7 @@ def verify_step(
     head = check_int("head", head, 0, model.config.n_heads - 1)
     if n_accept is not None:
         n_accept = check_int("n_accept", n_accept, 0, D)
-    draft = spec.make_noisy_draft(model, noise, seed)
+    draft = spec.make_noisy_draft(model, noise, check_seed(seed))
 
     state = model.new_state()
     pending = int(np.argmax(model.prefill(ids, state)[-1]))
@@ -221,7 +220,6 @@ def verify_step(
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # memory over D
 
 
@@ -269,7 +267,7 @@ def memory_over_d(
     if not 1 <= len(ds) <= 64:
         raise ValueError(f"d_values must hold 1..64 values, got {len(ds)}")
     deploy_slots = check_int("deploy_slots", deploy_slots, 1, 1 << 20)
-    dd = spec.check_draft_tokens(deploy_draft_tokens)
+    dd = check_int("deploy_draft_tokens", deploy_draft_tokens, 1, spec.MAX_DRAFT_TOKENS)
     specs = (spec.tiny_spec(), sizing.preset("kimi-k3"))
     tps = (1, tp)
     rows = [[spec.spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
@@ -299,7 +297,6 @@ def memory_over_d(
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # the generation loop
 
 
@@ -335,13 +332,20 @@ def generation(
     seed: int = 0,
 ) -> GenerationStudy:
     """Run ``spec.speculative_generate`` and plain greedy on the same prompt; package both."""
-    from kda_core.model import decode
-
-    model = _model()
-    ids = _prompt_ids(prompt)
+    ids = _check_prompt_ids(prompt)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
         raise ValueError(f"draft must be 'noisy' or 'ngram', got {draft!r}")
+    return _generation(ids, max_new_tokens, draft, draft_tokens, noise, check_seed(seed))
+
+
+def _generation(
+    ids: list[int], max_new_tokens: int, draft: str, draft_tokens: int, noise: float, seed: int
+) -> GenerationStudy:
+    """`generation` on checked arguments (``spec.speculative_generate`` checks D and noise)."""
+    from kda_core.model import decode
+
+    model = _model()
     out = spec.speculative_generate(
         model, ids, max_new_tokens, draft=draft, draft_tokens=draft_tokens, noise=noise, seed=seed
     )
@@ -385,10 +389,9 @@ def acceptance_vs_noise(
     ns = [float(x) for x in noises]
     if not 1 <= len(ns) <= 16:
         raise ValueError(f"noises must hold 1..16 values, got {len(ns)}")
-    runs = [
-        generation(prompt, max_new_tokens, draft_tokens=draft_tokens, noise=x, seed=seed)
-        for x in ns
-    ]
+    ids, seed = _check_prompt_ids(prompt), check_seed(seed)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
+    runs = [_generation(ids, max_new_tokens, "noisy", draft_tokens, x, seed) for x in ns]
     return AcceptanceCurve(
         noise=np.array(ns),
         acceptance_rate=np.array([r.acceptance_rate for r in runs]),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core import sizing
+from kda_core._checks import check_int
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine
 from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
@@ -91,12 +92,6 @@ def check_splice(text_a: object, text_b: object) -> tuple[list[int], list[int], 
     return a, b, n
 
 
-def _int(value: object, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
 @functools.lru_cache(maxsize=2)
 def _model(seed: int = 0) -> TinyHybrid:
     """Seed 0: the shipped trained weights; another seed: random weights from that seed (an
@@ -124,10 +119,10 @@ class Anatomy:
 
 def anatomy(tp: int = 8, tokens: int = 8192, text: str = DEFAULT_TEXT) -> Anatomy:
     """Parts of one object at K3 scale (per GPU) and a real tiny-model object of ``text``."""
-    tp = _int(tp, "tp", 1, 96)
+    tp = check_int("tp", tp, 1, 96)
     if 96 % tp:
         raise ValueError(f"tp must divide K3's 96 KDA heads, got {tp}")
-    tokens = _int(tokens, "tokens", 1, 1 << 20)
+    tokens = check_int("tokens", tokens, 1, 1 << 20)
     ids = _text(text)
     spec = sizing.preset("kimi-k3")
     k3 = np.array(
@@ -175,7 +170,7 @@ def prefill_decode(text: str = DEFAULT_TEXT, n_new: int = 16) -> PDRun:
     """Prefill publishes at its boundaries; decode restores the longest jointly restorable
     prefix from the store and decodes ``n_new`` tokens (one process, one embedded store)."""
     ids = _text(text)
-    n_new = _int(n_new, "n_new", 1, MAX_NEW)
+    n_new = check_int("n_new", n_new, 1, MAX_NEW)
     store = EmbeddedStore()
     pre = Instance("prefill", engine=_engine(policy=_handoff_policy()), store=store)
     dec = Instance("decode", engine=_engine(), store=store)
@@ -209,7 +204,7 @@ class Refusals:
 def mismatches(text: str = DEFAULT_TEXT, n_new: int = 4) -> Refusals:
     """Offer prefill's objects to instances / as bytes that must be refused."""
     ids = _text(text)
-    n_new = _int(n_new, "n_new", 1, MAX_NEW)
+    n_new = check_int("n_new", n_new, 1, MAX_NEW)
     store = EmbeddedStore()
     pre = Instance("prefill", engine=_engine(policy=_handoff_policy()), store=store)
     pre.publish(pre.engine.generate(ids, 1))
@@ -258,7 +253,7 @@ class SpliceDrift:
 def splice_drift(text_a: str = DEFAULT_TEXT, text_b: str = "", n_new: int = 16) -> SpliceDrift:
     """MLA KV from prefix A, KDA state and conv window from prefix B (same length), forced."""
     a, b, n = check_splice(text_a, text_b)
-    n_new = _int(n_new, "n_new", 1, MAX_NEW)
+    n_new = check_int("n_new", n_new, 1, MAX_NEW)
     model = _model()
     ident = Identity.of(model)
     objs = []
@@ -307,8 +302,8 @@ def tier_rates(
     n_requests: int = 1000, device_ckpts: int = 16, host_ratio: float = 2.0
 ) -> TierRates:
     """Mooncake conversation trace (first ``n_requests``), K3 at TP8, sglang placement."""
-    n_requests = _int(n_requests, "n_requests", 100, 12031)
-    device_ckpts = _int(device_ckpts, "device_ckpts", 1, 4096)
+    n_requests = check_int("n_requests", n_requests, 100, 12031)
+    device_ckpts = check_int("device_ckpts", device_ckpts, 1, 4096)
     if not isinstance(host_ratio, (int, float)) or not 0.0 < host_ratio <= 64:
         raise ValueError(f"host_ratio must be in (0, 64], got {host_ratio!r}")
     host_ckpts = max(1, int(round(device_ckpts * host_ratio)))

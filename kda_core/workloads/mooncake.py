@@ -34,7 +34,7 @@ BUNDLED_TRACES: dict[str, str] = {
 }
 
 
-def _int_field(obj: dict, key: str, lineno: int, lo: int, hi: int) -> int:
+def _parse_int_field(obj: dict, key: str, lineno: int, lo: int, hi: int) -> int:
     if key not in obj:
         raise ValueError(f"line {lineno}: missing field {key!r}")
     v = obj[key]
@@ -69,8 +69,8 @@ def _parse_line(
         raise ValueError(f"line {lineno}: 'timestamp' must be >= 0, got {t}")
     if t < last_t:
         raise ValueError(f"line {lineno}: 'timestamp' {t} is before the previous {last_t}")
-    n_in = _int_field(obj, "input_length", lineno, 1, MAX_INPUT_TOKENS)
-    n_out = _int_field(obj, "output_length", lineno, 0, MAX_OUTPUT_TOKENS)
+    n_in = _parse_int_field(obj, "input_length", lineno, 1, MAX_INPUT_TOKENS)
+    n_out = _parse_int_field(obj, "output_length", lineno, 0, MAX_OUTPUT_TOKENS)
     if "hash_ids" not in obj:
         raise ValueError(f"line {lineno}: missing field 'hash_ids'")
     h = obj["hash_ids"]

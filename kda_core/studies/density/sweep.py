@@ -23,7 +23,7 @@ from kda_core import sim
 from kda_core.studies.density.analytic import (
     REPLAY_SLOPE_K,
     DensityAnalytic,
-    _intervals,
+    _check_intervals,
     analytic_model,
     loglog_slope,
 )
@@ -74,13 +74,13 @@ def _trace_key(trace: Trace) -> tuple:
     )
 
 
-def _budget_bytes(budget_gib: float | None) -> int | None:
+def _check_budget_bytes(budget_gib: float | None, name: str = "budgets") -> int | None:
     if budget_gib is None:
         return None
     if not isinstance(budget_gib, (int, float)) or not (
         math.isfinite(budget_gib) and 0 <= budget_gib <= 1 << 20
     ):
-        raise ValueError(f"budgets must be None or GiB in [0, 2**20], got {budget_gib!r}")
+        raise ValueError(f"{name} must be None or GiB in [0, 2**20], got {budget_gib!r}")
     return int(budget_gib * GIB)
 
 
@@ -194,7 +194,7 @@ def density_sweep(
     None = unlimited). ``progress(fraction, message)`` is called as runs advance (gr.Progress
     compatible)."""
     tr = bundled_trace("conversation") if trace is None else trace
-    ks = _intervals(tr, intervals)
+    ks = _check_intervals(tr, intervals)
     bl = list(budgets_gib)
     if not 1 <= len(bl) <= 32:
         raise ValueError(f"budgets_gib must hold 1..32 values, got {len(bl)}")
@@ -202,7 +202,7 @@ def density_sweep(
         raise ValueError(f"intervals x budgets must be <= {MAX_RUNS} runs")
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable or None")
-    bb = [_budget_bytes(b) for b in bl]
+    bb = [_check_budget_bytes(b) for b in bl]
     shape = (len(ks), len(bb))
     vals = {m: np.zeros(shape) for m in _METRICS}
     n_runs = shape[0] * shape[1]

@@ -17,9 +17,9 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay.scenarios import (
+    _check_prompts,
     _check_settings,
     _model,
-    _prompts,
     make_policy,
 )
 from kda_core.studies.prefix_replay.views import DriftStudy
@@ -95,7 +95,7 @@ def restore_drift(
     ``int8`` is the session's parking, used by the inconsistent arm (the exact arm always parks
     natively, the INT8 arm always as INT8). Earlier requests decode ``max_new_tokens`` each.
     """
-    ps = _prompts(name, prompts)
+    ps = _check_prompts(name, prompts)
     request = check_int("request", request, -len(ps), len(ps) - 1) % len(ps)
     policy, spacing, int8, slots, n = _check_settings(
         policy, spacing, int8, checkpoint_slots, max_new_tokens

@@ -109,7 +109,7 @@ def make_policy(name: str, spacing: int) -> pol.Policy:
     return pol.make("marconi")
 
 
-def _prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ...]:
+def _check_prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ...]:
     if prompts is None:
         if name not in SCENARIOS:
             raise ValueError(f"name must be one of {SCENARIO_NAMES}, got {name!r}")

@@ -21,9 +21,9 @@ from kda_core.studies.prefix_replay.scenarios import (
     SCENARIO_NAMES,
     SCENARIOS,
     _check_prompt,
+    _check_prompts,
     _check_settings,
     _model,
-    _prompts,
     make_policy,
 )
 from kda_core.studies.prefix_replay.views import (
@@ -234,7 +234,7 @@ def _served_args(
     strategy: str,
     max_new_tokens: int,
 ) -> tuple:
-    ps = _prompts(name, prompts)
+    ps = _check_prompts(name, prompts)
     policy, spacing, int8, slots, n = _check_settings(
         policy, spacing, int8, checkpoint_slots, max_new_tokens
     )
