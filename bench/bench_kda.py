@@ -7,16 +7,16 @@ this process), tokens/s and wall-time ratios, and the fraction of this machine's
 (same dtype) that `chunked` reaches (its matmul FLOPs / wall time / measured GEMM FLOP/s).
 Targets (issue 2): chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda,
 >= 25% of matmul peak; issue 16: >= 35% of the 2-thread GEMM peak at T = 4096, H = 8,
-K = V = 128, float32. `chunked` splits large inputs' heads over threads only when KDA_THREADS is
-set (default 1; run with KDA_THREADS=2 to compare); the "1 thread" row forces KDA_THREADS=1.
+K = V = 128, float32. `chunked` splits large inputs' heads over every available core
+(KDA_THREADS to choose); the "1 thread" row forces KDA_THREADS=1.
 ``--quick`` skips the slow rows (per-token loop, fla) and float64; ``--rounds N`` repeats the
 peak / chunked pair N times in this run (the machine is shared: compare the ratios, and look
 at their spread).
 
-BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls, which OpenBLAS
-splits across all cores by default; on a busy shared machine the waiting threads burn CPU and
-wall time. Compare with `OPENBLAS_NUM_THREADS=1 python bench/bench_kda.py` (the header says
-which setting a run used).
+BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls and keeps each below
+OpenBLAS's threading threshold (a threaded small product costs more than it gains, and its
+waiting workers burn CPU); ``--quick`` prints the OpenBLAS workers' CPU per call, 0 when that
+holds. The header says which OPENBLAS_NUM_THREADS a run used.
 """
 
 from __future__ import annotations
