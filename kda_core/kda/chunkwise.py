@@ -19,7 +19,7 @@ from kda_core.kda.inputs import (
     _validate_deferred,
 )
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
-from kda_core.kda.threads import kda_threads, pool
+from kda_core.kda.threads import for_head_groups, kda_threads
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
 # [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
@@ -103,28 +103,10 @@ def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.
     N = -(-T // C)
     o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
-    groups = _head_groups(T, H, K, V)
-    if len(groups) == 1:
-        _chunked_heads(q, k, v, g, beta, scale, C, S, o)
-    else:
-        workers = pool(len(groups))
-        jobs = [
-            workers.submit(
-                _chunked_heads,
-                q[:, h],
-                k[:, h],
-                v[:, h],
-                g[:, h],
-                beta[:, h],
-                scale,
-                C,
-                S[h],
-                o[:, :, h],
-            )
-            for h in groups
-        ]
-        for job in jobs:
-            job.result()  # re-raises a worker's exception
+    # one job per head group, on the pool when there are several (a head's arithmetic is the
+    # same either way); the jobs write their heads of S and o in place
+    for_head_groups(_head_groups(T, H, K, V), lambda h: _chunked_heads(
+        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], scale, C, S[h], o[:, :, h]))  # fmt: skip
     return o.reshape(N * C, H, -1)[:T], S
 
 

@@ -61,3 +61,13 @@ def reduce_rows(reduce: Callable[[np.ndarray], np.generic], x: np.ndarray) -> li
     edges = [x.shape[0] * i // n for i in range(n + 1)]
     parts = [x[a:b] for a, b in zip(edges[:-1], edges[1:])]
     return list(pool(n).map(reduce, parts))
+
+
+def for_head_groups(groups: list[slice], job: Callable[[slice], None]) -> None:
+    """``job(h)`` for every head group ``h``: on the calling thread when there is one, else on
+    the pool (one thread per group); a worker's exception is re-raised here."""
+    if len(groups) == 1:
+        job(groups[0])
+        return
+    for future in [pool(len(groups)).submit(job, h) for h in groups]:
+        future.result()

@@ -36,7 +36,7 @@ import numpy as np
 from kda_core import kda
 from kda_core.kda import chunkwise, inputs, intra
 from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
-from kda_core.kda.threads import pool
+from kda_core.kda.threads import for_head_groups
 
 __all__ = [
     "check_cu_seqlens",
@@ -161,28 +161,8 @@ def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
     assert int(C) == C >= 1, "chunk size"
     o = np.empty((T, H, v.shape[2]))
     groups = chunkwise._head_groups(T, H, K, v.shape[2])
-    if len(groups) == 1:
-        _varlen_heads(q, k, v, g, beta, cu, S, scale, C, o)
-        return o, S
-    workers = pool(len(groups))
-    jobs = [
-        workers.submit(
-            _varlen_heads,
-            q[:, h],
-            k[:, h],
-            v[:, h],
-            g[:, h],
-            beta[:, h],
-            cu,
-            S[:, h],
-            scale,
-            C,
-            o[:, h],
-        )  # fmt: skip
-        for h in groups
-    ]
-    for job in jobs:
-        job.result()  # re-raises a worker's exception
+    for_head_groups(groups, lambda h: _varlen_heads(
+        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h]))  # fmt: skip
     return o, S
 
 
