@@ -162,7 +162,8 @@ def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
     o = np.empty((T, H, v.shape[2]))
     groups = chunkwise._head_groups(T, H, K, v.shape[2])
     for_head_groups(groups, lambda h: _varlen_heads(
-        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h]))  # fmt: skip
+        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h]
+    ))  # fmt: skip
     return o, S
 
 
