@@ -7,16 +7,16 @@ this process), tokens/s and wall-time ratios, and the fraction of this machine's
 (same dtype) that `chunked` reaches (its matmul FLOPs / wall time / measured GEMM FLOP/s).
 Targets (issue 2): chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda,
 >= 25% of matmul peak; issue 16: >= 35% of the 2-thread GEMM peak at T = 4096, H = 8,
-K = V = 128, float32. `chunked` splits large inputs' heads over threads only when KDA_THREADS is
-set (default 1; run with KDA_THREADS=2 to compare); the "1 thread" row forces KDA_THREADS=1.
+K = V = 128, float32. `chunked` splits large inputs' heads over every available core
+(KDA_THREADS to choose); the "1 thread" row forces KDA_THREADS=1.
 ``--quick`` skips the slow rows (per-token loop, fla) and float64; ``--rounds N`` repeats the
 peak / chunked pair N times in this run (the machine is shared: compare the ratios, and look
 at their spread).
 
-BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls, which OpenBLAS
-splits across all cores by default; on a busy shared machine the waiting threads burn CPU and
-wall time. Compare with `OPENBLAS_NUM_THREADS=1 python bench/bench_kda.py` (the header says
-which setting a run used).
+BLAS threads matter: `chunked` makes thousands of 64..128-sized GEMM calls and keeps each below
+OpenBLAS's threading threshold (a threaded small product costs more than it gains, and its
+waiting workers burn CPU); ``--quick`` prints the OpenBLAS workers' CPU per call, 0 when that
+holds. The header says which OPENBLAS_NUM_THREADS a run used.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from kda_core import kda
-from kda_core.kda import chunkwise
+from kda_core.kda.threads import kda_threads
 
 TARGET_FRACTION = 0.35  # issue 16: of the 2-thread GEMM peak, T = 4096, H = 8, K = V = 128, f32
 
@@ -51,6 +51,35 @@ def timed(fn, repeat: int) -> tuple[float, float]:
 def gemm_peak(dtype, n: int = 2048, repeat: int = 3) -> float:
     a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)
     return 2 * n**3 / timed(lambda: a @ a, repeat)[0]
+
+
+def _task_cpu_ticks() -> dict[int, int]:
+    """CPU clock ticks (user + system) per thread of this process, from /proc (Linux)."""
+    ticks = {}
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        ticks[int(task.name)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def foreign_cpu(fn, repeat: int = 3) -> float | None:
+    """CPU seconds that threads other than the caller and `chunked`'s own pool spent while
+    ``fn`` ran ``repeat`` times: OpenBLAS's workers, busy only if some product went
+    multi-threaded (it then costs more than it gains; see docs/kda.md). None without /proc."""
+    if not Path("/proc/self/task").exists():
+        return None
+    import threading
+
+    fn()
+    before = _task_cpu_ticks()
+    for _ in range(repeat):
+        fn()
+    after = _task_cpu_ticks()
+    ours = {threading.get_native_id()} | {
+        t.native_id for t in threading.enumerate() if t.name.startswith("kda-chunked")
+    }
+    ticks = sum(after[t] - before.get(t, 0) for t in after if t not in ours)
+    return ticks / os.sysconf("SC_CLK_TCK") / repeat
 
 
 def load_fla_naive():
@@ -132,7 +161,7 @@ def main() -> None:
     threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
     print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {chunkwise._threads()} thread(s)")
+    print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {kda_threads()} thread(s)")
     if args.quick:
         quick_rounds(T, H, K, args.repeat, args.rounds)
         return
@@ -164,6 +193,10 @@ def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
         print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
               f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
               f"= {100 * flops / wall1 / peak:.1f}%; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    spent = foreign_cpu(lambda: kda.chunked(q, k, v, g, beta))
+    if spent is not None:
+        print(f"OpenBLAS worker CPU per chunked call: {1000 * spent:.0f} ms (0 unless a product "
+              "went multi-threaded)")  # fmt: skip
     if rounds > 1:
         print(f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
               f"GEMM peak, median {100 * statistics.median(fracs):.1f}% "

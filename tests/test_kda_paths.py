@@ -3,12 +3,14 @@ threads it picks."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from kda_testdata import kda_inputs
 
 from kda_core import kda
-from kda_core.kda import chunkwise, intra
+from kda_core.kda import chunkwise, intra, threads
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -21,8 +23,10 @@ def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
     monkeypatch.setenv("KDA_THREADS", "1")
     o1, S1 = kda.chunked(q, k, v, g, beta, initial_state=S0)
     monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
     monkeypatch.setenv("KDA_THREADS", "3")
-    assert [(s.start, s.stop) for s in chunkwise._head_groups(5, 1)] == [(0, 1), (1, 3), (3, 5)]
+    groups = chunkwise._head_groups(1, 5, 8, 6)
+    assert [(s.start, s.stop) for s in groups] == [(0, 1), (1, 3), (3, 5)]
     o3, S3 = kda.chunked(q, k, v, g, beta, initial_state=S0)
     o_rec, S_rec = kda.recurrent(q, k, v, g, beta, initial_state=S0)
     assert rel(o3, o1) <= 1e-13 and rel(S3, S1) <= 1e-13
@@ -31,24 +35,59 @@ def test_threaded_chunked_equals_one_thread(rng, monkeypatch):
 
 def test_small_inputs_stay_on_one_thread(monkeypatch):
     monkeypatch.setenv("KDA_THREADS", "4")
-    assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS - 1)) == 1
-    assert len(chunkwise._head_groups(8, chunkwise._THREAD_ELEMENTS)) == 4
+    T = chunkwise._THREAD_ELEMENTS // (8 * 128)  # T * H * max(K, V) at the threshold
+    assert len(chunkwise._head_groups(T - 1, 8, 128, 128)) == 1
+    assert len(chunkwise._head_groups(T, 8, 128, 128)) == 4  # 2 heads of 128 x 128 per group
     # never more groups than heads
-    assert len(chunkwise._head_groups(2, chunkwise._THREAD_ELEMENTS)) == 2
-    monkeypatch.setenv("KDA_THREADS", "junk")
-    assert chunkwise._threads() == 1  # threads are opt-in
-    monkeypatch.delenv("KDA_THREADS")
-    assert chunkwise._threads() == 1
+    assert len(chunkwise._head_groups(8 * T, 2, 128, 128)) == 2
+    # small heads: groups keep >= _GROUP_STATE = 2^14 state elements (2 heads of 64 x 64 are
+    # too few, 4 are enough)
+    assert len(chunkwise._head_groups(8 * T, 8, 64, 64)) == 2
+    assert len(chunkwise._head_groups(8 * T, 4, 32, 32)) == 1
+
+
+def test_thread_count_defaults_to_every_available_core(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("KDA_THREADS", raising=False)
+    assert threads.kda_threads() == min(cores, 64)
+    monkeypatch.setenv("KDA_THREADS", "junk")  # not a count: the default
+    assert threads.kda_threads() == min(cores, 64)
+    monkeypatch.setenv("KDA_THREADS", "0")
+    assert threads.kda_threads() == min(cores, 64)
     monkeypatch.setenv("KDA_THREADS", "1")
-    assert chunkwise._threads() == 1
+    assert threads.kda_threads() == 1
+    monkeypatch.setenv("KDA_THREADS", "1000")
+    assert threads.kda_threads() == 64
+    # on one of the pool's own threads: never a nested split (it could wait on itself)
+    assert threads.pool(2).submit(threads.kda_threads).result() == 1
 
 
 def test_thread_pool_is_per_process(monkeypatch):
     """A pool inherited through fork has no live threads: the child gets its own."""
-    a = chunkwise._pool(2)
-    assert chunkwise._pool(2) is a
-    monkeypatch.setattr(chunkwise.os, "getpid", lambda: -1)
-    assert chunkwise._pool(2) is not a
+    a = threads.pool(2)
+    assert threads.pool(2) is a
+    monkeypatch.setattr(threads.os, "getpid", lambda: -1)
+    assert threads.pool(2) is not a
+
+
+def test_reduce_rows_splits_large_arrays_and_combines_exactly(rng, monkeypatch):
+    monkeypatch.setenv("KDA_THREADS", "3")
+    x = rng.standard_normal((7, 5))
+    parts = threads.reduce_rows(np.max, x)
+    assert len(parts) == 1 and parts[0] == x.max()  # small: one call
+    monkeypatch.setattr(threads, "_REDUCE_ELEMENTS", 0)
+    parts = threads.reduce_rows(np.max, x)
+    assert len(parts) == 3 and max(parts) == x.max()
+    assert np.isclose(sum(threads.reduce_rows(np.sum, x)), x.sum(), rtol=1e-13)
+    x[5, 2] = np.nan  # a non-finite entry in any part reaches the caller's check
+    assert np.isnan(np.max(threads.reduce_rows(np.max, x)))
+    q, k, v, g, beta, _ = kda_inputs(rng, 30, H=2)
+    q[-1, 1, 0] = np.inf  # in the last of the three row ranges
+    with pytest.raises(ValueError, match="q must be finite"):
+        kda.chunked(q, k, v, g, beta)
+    g[-1, 1, 0] = 1e-3  # g's max comes from the same split reduction
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0, got max 0.001"):
+        kda.chunked(k, k, v, g, beta)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-10), (np.float32, 1e-4)])
@@ -75,3 +114,13 @@ def test_whole_chunk_factorisation_and_sub_chunk_path_agree(rng, monkeypatch, dt
         assert o.dtype == dtype
         assert rel(o.astype(np.float64), o_ref) <= tol
         assert rel(S.astype(np.float64), S_ref) <= tol
+
+
+@pytest.mark.parametrize("C, H, K", [(64, 8, 128), (16, 3, 5), (1, 2, 4), (48, 1, 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chunk_cumsum_equals_the_row_loop(rng, C, H, K, dtype):
+    g = -rng.random((3, C, H, K)).astype(dtype)
+    fast, naive = intra._chunk_cumsum(g), intra._chunk_cumsum_naive(g)
+    tol = 1e-6 if dtype == np.float32 else 1e-14  # C terms of magnitude <= 1
+    np.testing.assert_allclose(fast, naive, atol=tol * C, rtol=0)
+    np.testing.assert_allclose(naive[:, -1], g.sum(axis=1), atol=tol * C, rtol=0)

@@ -159,3 +159,24 @@ def test_bad_initial_states_and_windows():
         varlen.chunked_varlen(q, k, v, g, beta, [0, 2, 5], initial_states=np.zeros((3, H, K, V)))
     with pytest.raises(ValueError, match="windows must have shape"):
         varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), [0, 5], np.zeros((1, 1, 2)))
+
+
+def test_chunked_varlen_heads_over_threads_equal_one_thread(monkeypatch):
+    """Large packed inputs split their heads over threads as kda.chunked does; a head's
+    arithmetic (long sequences through chunkwise, short ones in batched rounds) is unchanged."""
+    from kda_core.kda import chunkwise
+
+    rng = np.random.default_rng(7)
+    q, k, v, g, beta, cu, S0 = packed(rng, [300, 5, 64, 1, 130])
+    monkeypatch.setenv("KDA_THREADS", "1")
+    o1, S1 = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
+    monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
+    monkeypatch.setenv("KDA_THREADS", "2")
+    assert len(chunkwise._head_groups(1, H, K, V)) == 2  # the split really happens
+    o2, S2 = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
+    np.testing.assert_allclose(o2, o1, atol=1e-13, rtol=0)
+    np.testing.assert_allclose(S2, S1, atol=1e-13, rtol=0)
+    o3, S3 = recurrent_loop(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(o2, o3, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(S2, S3, atol=1e-10, rtol=0)

@@ -2,21 +2,24 @@
 
 Tokens go in slabs of whole chunks: `intra` computes every state-independent quantity of a slab
 at once, then `_scan` carries the state across its chunks with four small matmuls each while
-the slab is still in cache. Large inputs split their heads over KDA_THREADS threads (opt-in,
-default 1); a head's arithmetic is the same either way. Left out: grouped value heads (GVA) and
-the V-first state layout. Design, measurements and sources: docs/kda.md.
+the slab is still in cache. Large inputs split their heads over threads (every available core
+by default, KDA_THREADS to choose); a head's arithmetic is the same either way. Left out:
+grouped value heads (GVA) and the V-first state layout. Design, measurements and sources:
+docs/kda.md.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from kda_core.kda.inputs import _check_chunk_size, _effective_chunk, _validate
+from kda_core.kda.inputs import (
+    _check_chunk_size,
+    _check_finite_result,
+    _effective_chunk,
+    _validate_deferred,
+)
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
+from kda_core.kda.threads import for_head_groups, kda_threads
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
 # [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
@@ -26,9 +29,14 @@ _SLAB_BYTES = 1 << 20
 # Heads are independent, so `chunked` hands groups of heads to a few threads (numpy releases the
 # GIL in BLAS and in ufunc loops): each thread runs the whole slab pipeline on its heads with
 # single-threaded BLAS calls (see _GEMM_MNK), instead of OpenBLAS splitting each small GEMM. Only
-# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. KDA_THREADS
-# sets the count (default 1, the single-thread path; see _threads).
+# above _THREAD_ELEMENTS (T*H*max(K, V)) does that pay for the thread hand-off. The count is
+# threads.kda_threads(): every available core unless KDA_THREADS says otherwise.
 _THREAD_ELEMENTS = 1 << 18
+# ... and only while every group keeps at least this many state elements (heads * K * V): with
+# small heads each numpy call is a few microseconds and two threads mostly pass the GIL back
+# and forth (measured: H = 4, K = V = 32 at T = 8192 ran 1.2x slower on two threads than a loop
+# of single-thread calls; H = 8, K = V = 128 scales).
+_GROUP_STATE = 1 << 14  # one 128 x 128 head
 
 
 def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
@@ -78,35 +86,27 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     same either way.
     """
     C = _check_chunk_size(chunk_size)
-    q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
+    # q, k and v are proven finite from o and S (one pass over o instead of three over inputs)
+    q, k, v, g, beta, S, scale = _validate_deferred(q, k, v, g, beta, initial_state, scale)
+    o, S = _chunked(q, k, v, g, beta, S, scale, C)
+    _check_finite_result(q, k, v, o, S)
+    return o, S
+
+
+def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """`chunked` after validation, for callers that validated once (varlen, context
+    parallelism): float arrays of one dtype, S [H, K, V] (not written), C >= 1."""
     T, H, K = q.shape
+    assert S.dtype == q.dtype == v.dtype and S.shape == (H, K, v.shape[2]), "unvalidated input"
     V = v.shape[2]
     C = _effective_chunk(C, T)
     N = -(-T // C)
     o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
-    groups = _head_groups(H, T * H * max(K, V))
-    if len(groups) == 1:
-        _chunked_heads(q, k, v, g, beta, scale, C, S, o)
-    else:
-        pool = _pool(len(groups))
-        jobs = [
-            pool.submit(
-                _chunked_heads,
-                q[:, h],
-                k[:, h],
-                v[:, h],
-                g[:, h],
-                beta[:, h],
-                scale,
-                C,
-                S[h],
-                o[:, :, h],
-            )
-            for h in groups
-        ]
-        for job in jobs:
-            job.result()  # re-raises a worker's exception
+    # one job per head group, on the pool when there are several (a head's arithmetic is the
+    # same either way); the jobs write their heads of S and o in place
+    for_head_groups(_head_groups(T, H, K, V), lambda h: _chunked_heads(
+        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], scale, C, S[h], o[:, :, h]))  # fmt: skip
     return o.reshape(N * C, H, -1)[:T], S
 
 
@@ -115,38 +115,22 @@ def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.
     place (views of the caller's arrays)."""
     T, H, K = q.shape
     rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
-    for t0 in range(0, T, rows):
-        t = slice(t0, t0 + rows)
-        it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
-        _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
+    # silent here (a thread's own errstate): a non-finite q, k or v flows through to o and S,
+    # where _check_finite_result names it, or warns once if finite inputs overflowed
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t0 in range(0, T, rows):
+            t = slice(t0, t0 + rows)
+            it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
+            _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
 
 
-def _threads() -> int:
-    """KDA_THREADS if set (1-64), else 1. Opt-in: side by side in one run (bench_kda --quick),
-    two threads beat one at load 1.4 (26.5% vs 16.5% of the GEMM peak) but lost every round at
-    load 3.2 (27.6-31.9% vs 32.4-48.3%), and a default that read the load would make a run
-    depend on the machine."""
-    env = os.environ.get("KDA_THREADS", "")
-    if env.strip().isdigit() and int(env) >= 1:
-        return min(int(env), 64)
-    return 1
-
-
-def _head_groups(H: int, elements: int) -> list[slice]:
-    """Contiguous head ranges, one per thread (a single range for small inputs)."""
-    n = min(H, _threads()) if elements >= _THREAD_ELEMENTS else 1
+def _head_groups(T: int, H: int, K: int, V: int) -> list[slice]:
+    """Contiguous head ranges, one per thread (a single range for small inputs or heads)."""
+    n = min(H, kda_threads()) if T * H * max(K, V) >= _THREAD_ELEMENTS else 1
+    while n > 1 and (H // n) * K * V < _GROUP_STATE:
+        n -= 1
     edges = [H * i // n for i in range(n + 1)]
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    # keyed by process: a pool inherited through fork has no live threads in the child
-    return _pool_of(os.getpid(), workers)
-
-
-@functools.lru_cache(maxsize=4)
-def _pool_of(pid: int, workers: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kda-chunked")
 
 
 def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kda_core import kda
-from kda_core.kda import inputs
+from kda_core.kda import chunkwise, inputs
 from kda_core.kda.cp_conv import conv_pieces, halo_windows, short_conv_cp, short_conv_cp_varlen
 from kda_core.kda.cp_plan import (
     MAX_DOCS,
@@ -85,9 +84,7 @@ def local_pass(q, k, v, g, beta, pieces, initial_states, *, scale, chunk_size) -
         t = slice(p.start - s0, p.stop - s0)
         args = (q[t], k[t], v[t], g[t], beta[t])
         if p.starts_doc:
-            o[t], S = kda.chunked(
-                *args, scale=scale, initial_state=initial_states[p.doc], chunk_size=chunk_size
-            )
+            o[t], S = chunkwise._chunked(*args, initial_states[p.doc], scale, chunk_size)
             lp.element = Element(None, S)
             if p.ends_doc:
                 lp.finals[p.doc] = S
@@ -124,13 +121,10 @@ def _open_piece(args, o: np.ndarray, scale: float, chunk_size: int):
         t = slice(a, min(n, a + step))
         if not X[:, :, V:].any():  # forgotten: M = 0 from here on
             rows = (q[t], k[t], v[t], g[t], beta[t])
-            o[t], X[:, :, :V] = kda.chunked(
-                *rows, scale=scale, initial_state=X[:, :, :V], chunk_size=chunk_size
-            )
+            o[t], X[:, :, :V] = chunkwise._chunked(*rows, X[:, :, :V], scale, chunk_size)
             continue
         v_aug = np.concatenate([v[t], np.zeros((t.stop - a, H, K), v.dtype)], axis=2)
-        o_aug, X = kda.chunked(q[t], k[t], v_aug, g[t], beta[t], scale=scale, initial_state=X,
-                               chunk_size=chunk_size)  # fmt: skip
+        o_aug, X = chunkwise._chunked(q[t], k[t], v_aug, g[t], beta[t], X, scale, chunk_size)
         o[t] = o_aug[:, :, :V]
         qM[t] = _flush(o_aug[:, :, V:])
         _flush(X[:, :, V:])
@@ -150,7 +144,7 @@ def finish(lp: LocalPass, S_in: np.ndarray | None) -> tuple[np.ndarray, dict[int
     return lp.o, finals
 
 
-def _initial_states(initial_states, n_docs: int, H: int, K: int, V: int, dtype) -> np.ndarray:
+def _check_initial_states(initial_states, n_docs: int, H: int, K: int, V: int, dtype) -> np.ndarray:
     if initial_states is None:
         return np.zeros((n_docs, H, K, V), dtype)
     S = np.asarray(initial_states)
@@ -158,7 +152,7 @@ def _initial_states(initial_states, n_docs: int, H: int, K: int, V: int, dtype) 
         raise ValueError(
             f"initial_states must have shape [N_docs, H, K, V] = {(n_docs, H, K, V)}, got {S.shape}"
         )
-    return np.stack([inputs._as_float("initial_states", s, np.dtype(dtype)) for s in S])
+    return np.stack([inputs._check_float("initial_states", s, np.dtype(dtype)) for s in S])
 
 
 def context_parallel_varlen(
@@ -177,7 +171,7 @@ def context_parallel_varlen(
     C = inputs._check_chunk_size(chunk_size)
     weight = balance_weight(T, H, K, V, C) if balance and cu_seqlens is None else 1.0
     plan = make_plan(T, ranks, cu_seqlens, C, weight)
-    S0 = _initial_states(initial_states, len(plan.cu_seqlens) - 1, H, K, V, q.dtype)
+    S0 = _check_initial_states(initial_states, len(plan.cu_seqlens) - 1, H, K, V, q.dtype)
     if group is not None:
         if group.ranks != plan.ranks:
             raise ValueError(f"group has {group.ranks} ranks, but ranks={plan.ranks}")

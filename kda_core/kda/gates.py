@@ -13,7 +13,7 @@ def l2norm(x, eps: float = 1e-6) -> np.ndarray:
     return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
-def _head_bias(dt_bias, H: int, K: int) -> np.ndarray:
+def _check_head_bias(dt_bias, H: int, K: int) -> np.ndarray:
     b = np.asarray(dt_bias, dtype=np.float64)
     if b.size != H * K:
         raise ValueError(
@@ -31,7 +31,7 @@ def softplus_gate(f, A_log, dt_bias) -> np.ndarray:
     A = np.asarray(A_log, dtype=np.float64)
     if A.shape != (H,):
         raise ValueError(f"A_log must have shape [H] = {(H,)}, got {A.shape}")
-    return -np.exp(A)[:, None] * np.logaddexp(0.0, f + _head_bias(dt_bias, H, K))
+    return -np.exp(A)[:, None] * np.logaddexp(0.0, f + _check_head_bias(dt_bias, H, K))
 
 
 def lowerbound_gate(f, dt_bias, lower_bound: float = -5.0, A_log=None) -> np.ndarray:
@@ -42,7 +42,7 @@ def lowerbound_gate(f, dt_bias, lower_bound: float = -5.0, A_log=None) -> np.nda
     if not (-50.0 <= lower_bound < 0):
         raise ValueError(f"lower_bound must be in [-50, 0), got {lower_bound}")
     _, H, K = f.shape
-    z = f + _head_bias(dt_bias, H, K)
+    z = f + _check_head_bias(dt_bias, H, K)
     if A_log is not None:
         A = np.asarray(A_log, dtype=np.float64)
         if A.shape != (H,):

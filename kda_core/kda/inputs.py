@@ -6,22 +6,28 @@ the inputs finite. Messages name the argument and the allowed range (tests match
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+
+from kda_core.kda.threads import reduce_rows
 
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
 _SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 
 
-def _as_float(name: str, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _check_float(name: str, x: np.ndarray, dtype: np.dtype, finite: bool = True) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = arr.astype(dtype, copy=False)
-    # one read-only pass: a finite sum proves every entry finite; otherwise check exactly
-    # (finite entries can still overflow the sum)
+    if not finite:
+        return arr
+    # one read-only pass (split over threads for large inputs): a finite sum proves every entry
+    # finite; otherwise check exactly (finite entries can still overflow the sum)
     with np.errstate(over="ignore", invalid="ignore"):
-        total = arr.sum()
+        total = sum(reduce_rows(np.sum, arr))
     if not np.isfinite(total) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return arr
@@ -32,10 +38,15 @@ def _common_dtype(*arrays: object) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
 
-def _validate(q, k, v, g, beta, initial_state, scale):
+def _validate(q, k, v, g, beta, initial_state, scale, *, finite_qkv: bool = True):
+    """Every check of the KDA entry points, in a fixed order (the first failure is the error).
+    ``finite_qkv=False`` skips the finiteness passes over q, k and v only: `chunked` proves
+    them from its outputs instead (see `_validate_deferred`)."""
     dtype = _common_dtype(q, k, v, g, beta, initial_state)
+    names = ["q", "k", "v", "g", "beta"]
     q, k, v, g, beta = (
-        _as_float(n, x, dtype) for n, x in zip(["q", "k", "v", "g", "beta"], (q, k, v, g, beta))
+        _check_float(n, x, dtype, finite_qkv or n in ("g", "beta"))
+        for n, x in zip(names, (q, k, v, g, beta))
     )
     if q.ndim != 3:
         raise ValueError(f"q must have shape [T, H, K], got rank {q.ndim}")
@@ -53,14 +64,15 @@ def _validate(q, k, v, g, beta, initial_state, scale):
         raise ValueError(f"g must have shape [T, H, K] = {(T, H, K)}, got {g.shape}")
     if beta.shape != (T, H):
         raise ValueError(f"beta must have shape [T, H] = {(T, H)}, got {beta.shape}")
-    if g.max() > 0:
-        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
+    g_max = np.max(reduce_rows(np.max, g))  # np.max: a NaN partial is never dropped
+    if g_max > 0:
+        raise ValueError(f"g is a log decay and must be <= 0, got max {g_max:.3g}")
     if np.any(beta < 0) or np.any(beta > 2):
         raise ValueError(f"beta must be in [0, 2], got range [{beta.min():.3g}, {beta.max():.3g}]")
     if initial_state is None:
         S0 = np.zeros((H, K, V), dtype)
     else:
-        S0 = _as_float("initial_state", initial_state, dtype)
+        S0 = _check_float("initial_state", initial_state, dtype)
         if S0.shape != (H, K, V):
             raise ValueError(
                 f"initial_state must have shape [H, K, V] = {(H, K, V)}, got {S0.shape}"
@@ -74,6 +86,31 @@ def _validate(q, k, v, g, beta, initial_state, scale):
     ):
         raise ValueError(f"scale must be a finite real number, got {scale!r}")
     return q, k, v, g, beta, S0, float(scale)
+
+
+def _validate_deferred(q, k, v, g, beta, initial_state, scale):
+    """`_validate` without the passes over q, k and v for finiteness; any failure is reported
+    as the full check reports it (same message, same order). The caller must call
+    `_check_finite_result` on its outputs: a NaN or inf in q, k or v always reaches o or S
+    (products with it are inf or NaN, and dense products spread NaN; docs/kda.md)."""
+    try:
+        return _validate(q, k, v, g, beta, initial_state, scale, finite_qkv=False)
+    except ValueError:
+        _validate(q, k, v, g, beta, initial_state, scale)  # the first failure of the full check
+        raise
+
+
+def _check_finite_result(q, k, v, o: np.ndarray, S: np.ndarray) -> None:
+    """After a run on `_validate_deferred` inputs: finite o and S prove q, k, v finite; else the
+    full finiteness check names the argument (finite inputs can still overflow: then it passes
+    and the results stand, as they would have without the deferral)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = sum(reduce_rows(np.sum, o)) + S.sum()
+    if np.isfinite(total) or (np.all(np.isfinite(o)) and np.all(np.isfinite(S))):
+        return
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_float(name, x, x.dtype)
+    warnings.warn("kda.chunked: finite inputs overflowed to NaN or inf", RuntimeWarning, 2)
 
 
 def _effective_chunk(C: int, T: int) -> int:

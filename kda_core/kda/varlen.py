@@ -36,6 +36,7 @@ import numpy as np
 from kda_core import kda
 from kda_core.kda import chunkwise, inputs, intra
 from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
+from kda_core.kda.threads import for_head_groups
 
 __all__ = [
     "check_cu_seqlens",
@@ -72,7 +73,7 @@ def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
     return cu
 
 
-def _states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
+def _check_states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
     if initial_states is None:
         return np.zeros((N, H, K, V))
     S = np.array(initial_states, dtype=np.float64)  # a copy: the caller's array is not written
@@ -91,7 +92,7 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
         q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
     T, H, K = q.shape
     cu = check_cu_seqlens(cu_seqlens, T)
-    S = _states(initial_states, cu.size - 1, H, K, v.shape[2])
+    S = _check_states(initial_states, cu.size - 1, H, K, v.shape[2])
     return q, k, v, g, beta, cu, S, scale
 
 
@@ -102,9 +103,8 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
 def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
     """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
     (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
-    round pieces are bucketed by their chunk size (a tail of r tokens gets
-    ``inputs._effective_chunk(C, r)``, so little padding). Yields (chunk size, sequences, first
-    row, rows) per bucket."""
+    round pieces are bucketed by their chunk size (a tail of r tokens is padded to whole
+    16-row sub-chunks, at most C). Yields (chunk size, sequences, first row, rows) per bucket."""
     full = lens // C
     tail = lens % C
     n_pieces = full + (tail > 0)
@@ -112,8 +112,11 @@ def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
         have = np.flatnonzero(n_pieces > j)
         is_full = full[have] > j
         size = np.where(is_full, C, tail[have])
-        width = np.array([C if f else inputs._effective_chunk(C, int(r)) for f, r in
-                          zip(is_full, size)])  # fmt: skip
+        # a tail of r tokens is padded to whole sub-chunks of 16 (at least one): tails of 1..16
+        # tokens share one bucket instead of one tiny intra call per length
+        width = np.where(
+            is_full, C, np.minimum(C, -(-np.maximum(size, 1) // inputs._SUB) * inputs._SUB)
+        )
         for Cp in np.unique(width):
             pick = width == Cp
             seqs = have[pick]
@@ -146,18 +149,36 @@ def chunked_varlen(
     empty sequences (repeated offsets) keep their state."""
     C = inputs._check_chunk_size(chunk_size)
     q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    return _chunked_varlen(q, k, v, g, beta, cu, S, scale, C)
+
+
+def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
+    """`chunked_varlen` after validation (float64 arrays, int64 offsets); S [N, H, K, V] is
+    updated in place and returned. Large inputs split their heads over threads as
+    `kda.chunked` does (chunkwise._head_groups), so packing costs no parallelism."""
+    T, H, K = q.shape
+    assert q.dtype == v.dtype == S.dtype == np.float64 and S.shape[0] == cu.size - 1
+    assert int(C) == C >= 1, "chunk size"
+    o = np.empty((T, H, v.shape[2]))
+    groups = chunkwise._head_groups(T, H, K, v.shape[2])
+    for_head_groups(groups, lambda h: _varlen_heads(
+        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h]
+    ))  # fmt: skip
+    return o, S
+
+
+def _varlen_heads(q, k, v, g, beta, cu, S, scale: float, C: int, o: np.ndarray) -> None:
+    """The packed pipeline on (a group of) heads: S [N, h, K, V] and o [T, h, V] are written in
+    place (views of the caller's arrays)."""
     T, H, K = q.shape
     Vd = v.shape[2]
     lens = np.diff(cu)
     C = inputs._effective_chunk(C, max(int(lens.max()), 1))
-    o = np.empty((T, H, Vd))
     starts, rest = cu[:-1].copy(), lens.copy()
     for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
         n = lens[i] // C * C
         s = slice(cu[i], cu[i] + n)
-        o[s], S[i] = kda.chunked(
-            q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i], chunk_size=C
-        )
+        o[s], S[i] = chunkwise._chunked(q[s], k[s], v[s], g[s], beta[s], S[i], scale, C)
         starts[i] += n
         rest[i] -= n  # its tail (< C tokens) joins the batched rounds
     idx = np.flatnonzero(rest > 0)
@@ -183,7 +204,6 @@ def chunked_varlen(
             oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
             keep = ~pad
             o[rows[keep]] = oj[keep]
-    return o, S
 
 
 def chunked_varlen_naive(
@@ -254,16 +274,17 @@ def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np
 def kda_varlen(
     q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64, out=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The runner's KDA call: length-1 sequences (decode) through ``step_batch``, the others
-    (prefill chunks) through ``chunked_varlen``; same shapes as ``chunked_varlen``. The new
-    states are written to ``out`` [N, H, K, V] when given (and returned)."""
+    """The runner's KDA call: length-1 sequences (decode) through ``step_batch``'s math, the
+    others (prefill chunks) through ``chunked_varlen``'s; same shapes as ``chunked_varlen``. The
+    new states are written to ``out`` [N, H, K, V] when given (and returned). Its inputs come
+    from the model, so only the offsets are checked; the packed paths do not re-validate every
+    step (tests/test_varlen.py holds them to the validated public functions)."""
     cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)
+    scale = np.shape(q)[-1] ** -0.5 if scale is None else float(scale)
     if lens.size == np.shape(q)[0] and np.all(lens == 1):  # all decodes: no gathers, no copy
-        if scale is None:
-            scale = np.shape(q)[-1] ** -0.5
-        return _step(S0, q, k, v, g, beta, float(scale), out)
+        return _step(S0, q, k, v, g, beta, scale, out)
     if out is None:
         S = S0.copy()
     else:
@@ -273,15 +294,13 @@ def kda_varlen(
     one = np.flatnonzero(lens == 1)
     if one.size:
         r = cu[one]
-        o[r], S[one] = step_batch(S[one], q[r], k[r], v[r], g[r], beta[r], scale=scale)
+        o[r], S[one] = _step(S[one], q[r], k[r], v[r], g[r], beta[r], scale)
     many = np.flatnonzero(lens > 1)
     if many.size:
         rows = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in many])
         sub = np.concatenate([[0], np.cumsum(lens[many])])
-        o[rows], S[many] = chunked_varlen(
-            q[rows], k[rows], v[rows], g[rows], beta[rows], sub, scale=scale,
-            initial_states=S[many], chunk_size=chunk_size,
-        )  # fmt: skip
+        rows_of = [np.asarray(x, dtype=np.float64)[rows] for x in (q, k, v, g, beta)]
+        o[rows], S[many] = _chunked_varlen(*rows_of, sub, S[many], scale, chunk_size)
     return o, S
 
 
@@ -289,7 +308,7 @@ def kda_varlen(
 # short conv
 
 
-def _conv_args(x, w, cu_seqlens, windows, activation):
+def _check_conv_args(x, w, cu_seqlens, windows, activation):
     x = np.asarray(x, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
     if w.ndim != 2 or w.shape[1] < 1:
@@ -323,7 +342,7 @@ def short_conv_varlen(
 
     Each sequence's window is laid in front of its rows (``full``: N*(W-1) + T rows), then W
     shifted gathers with multiply-adds, as ``short_conv`` does for one sequence."""
-    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
     return _conv_packed(x, w, cu, win, activation)
 
 
@@ -369,7 +388,7 @@ def short_conv_varlen_naive(
     x, w, cu_seqlens, windows=None, activation: str = "silu"
 ) -> tuple[np.ndarray, np.ndarray]:
     """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
-    x, w, cu, win = _conv_args(x, w, cu_seqlens, windows, activation)
+    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
     y = np.empty_like(x)
     new = win.copy()
     for i in range(cu.size - 1):
