@@ -189,6 +189,7 @@ def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
         wall, cpu = timed(lambda: kda.chunked(q, k, v, g, beta), repeat)
         wall1, _ = timed(one_thread(lambda: kda.chunked(q, k, v, g, beta)), repeat)
         peak = gemm_peak(np.float32)
+        time.sleep(0.5)  # ... and the next round's chunked must not run beside that spinning
         fracs.append(flops / wall / peak)
         print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
               f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
