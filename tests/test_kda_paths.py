@@ -124,3 +124,16 @@ def test_chunk_cumsum_equals_the_row_loop(rng, C, H, K, dtype):
     tol = 1e-6 if dtype == np.float32 else 1e-14  # C terms of magnitude <= 1
     np.testing.assert_allclose(fast, naive, atol=tol * C, rtol=0)
     np.testing.assert_allclose(naive[:, -1], g.sum(axis=1), atol=tol * C, rtol=0)
+
+
+@pytest.mark.parametrize("C", [1, 5, 16, 32, 48, 64, 128])
+def test_unit_lower_inverse_equals_a_dense_inverse(rng, C):
+    """The UT transform's (I + L)^-1 (row substitution in 16-row blocks, blocks merged) against
+    LAPACK's general inverse; only L's strictly lower part may be read (garbage above it)."""
+    L = rng.standard_normal((3, 2, C, C)) * 0.3
+    lower = np.tril(L, -1)
+    T = intra._unit_lower_inverse(L.copy())
+    ref = np.linalg.inv(np.eye(C) + lower)
+    # float64 round-off relative to the inverse's size (its entries grow with C: ~20 at 128)
+    np.testing.assert_allclose(T, ref, atol=1e-13 * max(1.0, np.abs(ref).max()), rtol=0)
+    assert np.all(np.triu(T, 1) == 0)

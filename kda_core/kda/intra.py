@@ -119,22 +119,22 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     C = L.shape[-1]
     B = min(C, _SUB)
     nb = C // B
-    Lb = np.stack([L[..., i * B : (i + 1) * B, i * B : (i + 1) * B] for i in range(nb)], axis=-3)
-    eye = np.eye(B, dtype=L.dtype)
+    Ln = np.negative(L)  # -L once: every product below then writes its result in place
+    Lb = np.stack([Ln[..., i * B : (i + 1) * B, i * B : (i + 1) * B] for i in range(nb)], axis=-3)
     Tb = np.zeros_like(Lb)  # [..., nb, B, B]
-    Tb[..., 0, 0] = 1.0
+    diag = np.arange(B)
+    Tb[..., diag, diag] = 1.0
+    # row i: T[i, :i] = -L[i, :i] T[:i, :i] (one call per row: few numpy calls matter on head
+    # threads, where each call is a chance to wait for the GIL)
     for i in range(1, B):
-        Tb[..., i, : i + 1] = (
-            eye[i, : i + 1] - np.matmul(Lb[..., i : i + 1, :i], Tb[..., :i, : i + 1])[..., 0, :]
-        )
+        np.matmul(Lb[..., i : i + 1, :i], Tb[..., :i, :i], out=Tb[..., i : i + 1, :i])
     Ti = np.zeros_like(L)
     Ti[..., :B, :B] = Tb[..., 0, :, :]
     for a in range(1, nb):
         s = a * B
         Ti[..., s : s + B, s : s + B] = Tb[..., a, :, :]
-        Ti[..., s : s + B, :s] = -np.matmul(
-            Tb[..., a, :, :], np.matmul(L[..., s : s + B, :s], Ti[..., :s, :s])
-        )
+        np.matmul(Tb[..., a, :, :], np.matmul(Ln[..., s : s + B, :s], Ti[..., :s, :s]),
+                  out=Ti[..., s : s + B, :s])  # fmt: skip
     return Ti
 
 
