@@ -105,14 +105,17 @@ def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
         for b, p in enumerate(pasts):
             lat[b, : n[b] - 1] = p
         lat[np.arange(B), n - 1] = new
-    qa = np.matmul(q.reshape(B, Hm, 1, dh), uk)  # [B, Hm, 1, C]
-    s = np.matmul(qa, lat[:, None].swapaxes(-1, -2))[:, :, 0] / np.sqrt(dh)  # [B, Hm, L]
+    # per head over the batch (Hm matmuls), then per request over its heads (B matmuls)
+    qa = np.matmul(q.reshape(B, Hm, dh).transpose(1, 0, 2), uk).transpose(1, 0, 2)  # [B, Hm, C]
+    s = np.matmul(qa, lat.swapaxes(1, 2))  # [B, Hm, L]
+    s *= 1.0 / np.sqrt(dh)
     if int(n.min()) < L:  # ragged: mask the padding
         s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    p = s / s.sum(axis=-1, keepdims=True)
-    ctx = np.matmul(p[:, :, None, :], lat[:, None])  # [B, Hm, 1, C]
-    return np.matmul(ctx, uv).reshape(B, Hm * dh)
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s *= 1.0 / s.sum(axis=-1, keepdims=True)
+    ctx = np.matmul(s, lat)  # [B, Hm, C]
+    return np.matmul(ctx.transpose(1, 0, 2), uv).transpose(1, 0, 2).reshape(B, Hm * dh)
 
 
 def _mla_layer(model, layer, h, cu, pasts):

@@ -4,15 +4,24 @@
 functions; once every request in a step decodes, ``decode_packed`` does the same pass with
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
-  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``);
+  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``), with the
+  RMSNorm weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``,
+  so a norm is one scale per row);
 * the conv step as one einsum over the window plus the token's tap (the new window: the old
   one shifted by a row, the token's raw projection last);
-* the delta-rule step touching each state three times (an einsum decay into the new state, an
-  einsum outer product into a scratch array, one add) and reading the old state once for both
-  ``k^T diag(alpha) S`` and ``q^T diag(alpha) S``: with ``S' = diag(alpha) S + k u^T``,
-  ``u = beta (v - S^T diag(alpha) k)``, the read-out is ``S'^T q = S^T diag(alpha) q + u (k.q)``
-  (the recurrence of ``kda.recurrent``: decay, delta-rule error, rank-1 write, read-out after
-  the write).
+* the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
+  / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
+* the delta-rule step reading the old state once for both ``k^T diag(alpha) S`` and
+  ``q^T diag(alpha) S`` and touching each state three times (decay into the new state, outer
+  product into a scratch array, one add; blocking the requests to stay in cache, broadcasting
+  multiplies and in-place updates measured no faster): with
+  ``S' = diag(alpha) S + k u^T``, ``u = beta (v - S^T diag(alpha) k)``, the read-out is
+  ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the recurrence of ``kda.recurrent``: decay,
+  delta-rule error, rank-1 write, read-out after the write);
+* the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
+  s^2)``) and the norm weight into ``w_o``;
+* MLA attention in the absorbed form with one matmul per request over its heads
+  (``serve.batch.mla_decode_attention``).
 
 Same shapes and contract as ``forward_packed`` (its twin; tests/test_serve_batch.py checks
 they agree to rounding, and both against ``TinyHybrid.forward`` per request).
@@ -25,17 +34,26 @@ from collections.abc import Sequence
 import numpy as np
 
 from kda_core.serve.batch import mla_decode_attention
-from kda_core.serve.fused import FusedWeights, KDALayer, l2norm, mlp, rms, sigmoid, silu
+from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, silu
 
 __all__ = ["decode_packed"]
 
 
-def _kda_decode(wt, c, h, S, win, S_out, W_out, scratch):
-    """One KDA mixer, one token per request: h [N, D], S [N, H, K, V], win [N, W-1, 3HK];
-    the new state goes to S_out, the new window to W_out. Returns y [N, D]."""
-    N, H, K = h.shape[0], c.n_heads, c.head_dim
+def _inv_rms(x: np.ndarray, eps: float) -> np.ndarray:
+    """1 / sqrt(mean(x^2, last axis) + eps), with a trailing axis (the RMSNorm scale)."""
+    ms = np.einsum("...d,...d->...", x, x)
+    ms *= 1.0 / x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    return np.divide(1.0, ms, out=ms)[..., None]
+
+
+def _kda_decode(wt: KDALayer, c, x, S, win, S_out, W_out, scratch):
+    """One KDA mixer, one token per request: x [N, D] (before norm1), S [N, H, K, V], win
+    [N, W-1, 3HK]; the new state goes to S_out, the new window to W_out. Returns y [N, D]."""
+    N, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
-    z = h @ wt.w_in
+    z = (x * _inv_rms(x, c.norm_eps)) @ wt.w_in_n
     raw = z[:, : 3 * HK]
     y = np.einsum("nwd,wd->nd", win, wt.taps[:-1])  # the window's taps, then the token's
     y += raw * wt.taps[-1]
@@ -43,30 +61,55 @@ def _kda_decode(wt, c, h, S, win, S_out, W_out, scratch):
         W_out[:, :-1] = win[:, 1:]
         W_out[:, -1] = raw
     act = silu(y).reshape(N, 3, H, K)
-    q, k, v = l2norm(act[:, 0]), l2norm(act[:, 1]), act[:, 2]
-    f = (z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b).reshape(N, H, K)
-    alpha = np.exp(c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias)))
-    beta = sigmoid(z[:, -H:])
-    read = np.matmul(np.stack([alpha * k, alpha * q], axis=2), S)  # [N, H, 2, V]
-    u = beta[..., None] * (v - read[:, :, 0])
+    ss = np.einsum("nahk,nahk->nah", act[:, :2], act[:, :2])
+    qk = act[:, :2] * (1.0 / np.sqrt(ss + 1e-6))[..., None]  # kda.l2norm of q and k
+    q, k = qk[:, 0], qk[:, 1]
+    t = z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b_half
+    t += wt.g_bias_half
+    np.tanh(t, out=t)
+    lb = 0.5 * c.gate_lower_bound
+    t *= lb
+    t += lb
+    alpha = np.exp(t, out=t).reshape(N, H, K)
+    beta = 0.5 * (1.0 + np.tanh(0.5 * z[:, -H:]))  # the model's sigmoid
+    aqk = np.multiply(qk.transpose(0, 2, 1, 3), alpha[:, :, None])  # [N, H, 2, K]: a q, a k
+    read = np.matmul(aqk, S)  # [N, H, 2, V]: the old state read once for both
+    u = act[:, 2] - read[:, :, 1]
+    u *= beta[..., None]
+    np.einsum("nhk,nhkv->nhkv", alpha, S, out=S_out)  # decay, rank-1 write, add
     np.einsum("nhk,nhv->nhkv", k, u, out=scratch)
-    np.einsum("nhk,nhkv->nhkv", alpha, S, out=S_out)
-    np.add(S_out, scratch, out=S_out)
-    qk = np.einsum("nhk,nhk->nh", q, k)
-    o = (read[:, :, 1] + qk[..., None] * u) * (K**-0.5)
-    gate = sigmoid(z[:, 3 * HK : 4 * HK])
-    y = rms(o, wt.norm_w, c.norm_eps).reshape(N, HK) * gate
-    return y @ wt.w_o
+    S_out += scratch
+    o = np.einsum("nhk,nhk->nh", q, k)[..., None] * u
+    o += read[:, :, 0]  # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
+    o *= _inv_rms(o, c.norm_eps * K)
+    gate = np.tanh(0.5 * z[:, 3 * HK : 4 * HK])
+    gate += 1.0
+    gate *= 0.5
+    gate *= o.reshape(N, HK)
+    return gate @ wt.w_o_n
 
 
-def _mla_decode(wt, c, h, pasts):
+def _mla_decode(wt: MLALayer, c, x, pasts):
     """One MLA mixer, one query per request over its own past latents plus the new one."""
     C = wt.norm_c.shape[0]
     Hd = c.mla_heads * c.mla_head_dim
-    z = h @ wt.w_in
-    new = rms(z[:, :C], wt.norm_c, c.norm_eps)
+    z = (x * _inv_rms(x, c.norm_eps)) @ wt.w_in_n
+    lat = z[:, :C]
+    new = lat * _inv_rms(lat, c.norm_eps) * wt.norm_c
     o = mla_decode_attention(z[:, C : C + Hd], new, pasts, wt.uk, wt.uv, c.mla_head_dim)
-    return (o * sigmoid(z[:, C + Hd :])) @ wt.w_o, new
+    gate = np.tanh(0.5 * z[:, C + Hd :])
+    gate += 1.0
+    gate *= 0.5
+    gate *= o
+    return gate @ wt.w_o, new
+
+
+def _mlp(w_up_n: np.ndarray, w_down: np.ndarray, F: int, x: np.ndarray, eps: float):
+    """``TinyHybrid.mlp`` with norm2 folded into w_up."""
+    gu = (x * _inv_rms(x, eps)) @ w_up_n
+    a = silu(gu[:, :F])
+    a *= gu[:, F:]
+    return a @ w_down
 
 
 def decode_packed(
@@ -84,20 +127,20 @@ def decode_packed(
     """
     model = wts.model
     c = model.config
+    eps, F = c.norm_eps, c.mlp_hidden
     x = model.embed[np.asarray(tokens)]
     S_new = np.empty_like(S)
     W_new = np.empty_like(conv)
     scratch = np.empty_like(S[0])
     lats = []
     for layer, wt in enumerate(wts.layers):
-        h = rms(x, wt.norm1, c.norm_eps)
         j = model._slot[layer]
         if isinstance(wt, KDALayer):
-            y = _kda_decode(wt, c, h, S[j], conv[j], S_new[j], W_new[j], scratch)
+            y = _kda_decode(wt, c, x, S[j], conv[j], S_new[j], W_new[j], scratch)
         else:
-            y, new = _mla_decode(wt, c, h, [p[:, j] for p in pasts])
+            y, new = _mla_decode(wt, c, x, [p[:, j] for p in pasts])
             lats.append(new)
         x = x + y
-        x = x + mlp(model, layer, x)
-    logits = rms(x, model.final_norm, c.norm_eps) @ model.lm_head
+        x += _mlp(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
+    logits = (x * _inv_rms(x, eps) * model.final_norm) @ model.lm_head
     return logits, S_new, W_new, np.stack(lats, axis=1)[:, None]
