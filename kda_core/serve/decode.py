@@ -157,7 +157,10 @@ def decode_packed(
     Sa_new = np.empty_like(Sa)
     S_new = Sa_new[:, :, :, :K]
     W_new = np.empty_like(conv)
-    M = np.zeros((N, H, K, K + 1))
+    M = wts.update_mats.get(N)
+    if M is None or M.shape != (N, H, K, K + 1):
+        wts.update_mats.clear()  # one batch size kept: the batch changes rarely
+        M = wts.update_mats[N] = np.zeros((N, H, K, K + 1))
     lats = []
     for layer, wt in enumerate(wts.layers):
         j = model._slot[layer]

@@ -11,7 +11,7 @@ them; ``conv_packed`` is ``varlen.short_conv_varlen`` on contiguous slices (the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +59,9 @@ class FusedWeights:
     model: TinyHybrid
     layers: list[KDALayer | MLALayer]
     w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the one-token pass's MLP)
+    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
+    # kept between steps, its zeros are never written
+    update_mats: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: TinyHybrid) -> FusedWeights:
