@@ -10,7 +10,8 @@
    model's sizes, and H = 8, K = V = 128), and the whole model (``serve.batch.forward_batch``
    vs ``TinyHybrid.forward``). Target: varlen >= 0.8x the single sequence's tokens/s.
 3. Scheduler bookkeeping: the batched serve's time outside the model pass (scheduling,
-   admission, binding states to slots, checkpoints, step rows) over its total, at 32 running.
+   admission, binding states to slots, checkpoints, step rows) over its total, at 32 running,
+   in CPU seconds (``ServeReport.seconds`` / ``runner_seconds``), in the fastest batched run.
    Target: <= 10 %.
 
 Times are CPU seconds (``time.process_time``, best of a few repeats): the machine is shared.
