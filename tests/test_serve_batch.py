@@ -8,7 +8,7 @@ import pytest
 from kda_core.kda import varlen
 from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_batch, forward_packed
-from kda_core.serve.decode import decode_packed
+from kda_core.serve.decode import decode_packed, state_update_gemm, state_update_naive
 from kda_core.serve.fused import FusedWeights, conv_packed
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
@@ -24,7 +24,13 @@ def prefilled(model, rng, n):
 @pytest.mark.parametrize("seed", sorted(MODELS))
 @pytest.mark.parametrize(
     "pasts, lens",
-    [([0], [1]), ([0, 3, 0], [1, 1, 1]), ([0, 5, 17, 0], [40, 1, 3, 70]), ([2] * 9, [1] * 9)],
+    [
+        ([0], [1]),
+        ([0, 3, 0], [1, 1, 1]),
+        ([0, 5, 17, 0], [40, 1, 3, 70]),
+        ([2] * 9, [1] * 9),
+        ([0, 4, 0], [16, 16, 5]),  # prefill chunks only (chunked_varlen directly)
+    ],
 )
 def test_forward_batch_equals_per_request_forward(seed, pasts, lens):
     model = MODELS[seed]
@@ -92,6 +98,57 @@ def test_decode_packed_equals_forward_packed(seed, pasts):
     np.testing.assert_allclose(got[1], ref[1], atol=1e-12, rtol=0)
     np.testing.assert_allclose(got[2], ref[2], atol=1e-12, rtol=0)
     np.testing.assert_allclose(got[3], np.stack(ref[3]), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("N, H, K, V", [(1, 1, 1, 1), (3, 2, 4, 5), (32, 4, 32, 32)])
+def test_state_update_gemm_equals_elementwise_twin(N, H, K, V):
+    """The one-GEMM delta-rule write against diag(alpha) S + k u^T in three passes; also
+    that only the scratch row K of the augmented buffer is written. Bound: one rounding of
+    O(1) sums of 2 nonzero terms (the K-1 zeros of the row add exact 0s)."""
+    rng = np.random.default_rng(N + K)
+    Sa = rng.standard_normal((N, H, K + 1, V))
+    before = Sa[:, :, :K].copy()
+    alpha = rng.uniform(0.0, 1.0, (N, H, K))
+    k, u = rng.standard_normal((N, H, K)), rng.standard_normal((N, H, V))
+    M = np.zeros((N, H, K, K + 1))
+    out = np.empty((N, H, K, V))
+    state_update_gemm(Sa, alpha, k, u, M, out)
+    ref = state_update_naive(before, alpha, k, u)
+    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
+    np.testing.assert_array_equal(Sa[:, :, :K], before)
+    np.testing.assert_array_equal(Sa[:, :, K], u)
+    state_update_gemm(Sa, alpha[::-1], k[::-1], u[::-1], M, out)  # M reused: rewritten
+    ref = state_update_naive(before, alpha[::-1], k[::-1], u[::-1])
+    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
+
+
+@pytest.mark.parametrize("pasts", [[0, 0, 0], [0, 5, 17, 2, 40]])
+def test_decode_packed_chained_on_its_own_output(pasts):
+    """Steady decoding feeds decode_packed its own new state (the augmented buffer is reused,
+    its scratch row written): several steps against forward_packed chained, and the states a
+    step returned are not changed by the next one."""
+    model = MODELS[5]
+    rng = np.random.default_rng(len(pasts))
+    states = [prefilled(model, rng, n) for n in pasts]
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    kvs = [st.mla_kv for st in states]
+    rS, rW, rkv = S, W, kvs
+    wts = FusedWeights.of(model)
+    for _ in range(4):
+        toks = [int(t) for t in rng.integers(0, 256, len(states))]
+        ref = forward_packed(model, [[t] for t in toks], rS, rW, rkv)
+        kept = S.copy()
+        got = decode_packed(wts, toks, S, W, kvs)
+        np.testing.assert_allclose(got[0], np.concatenate(ref[0]), atol=1e-11, rtol=0)
+        np.testing.assert_allclose(got[1], ref[1], atol=1e-11, rtol=0)
+        rS, rW = ref[1], ref[2]
+        rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
+        np.testing.assert_array_equal(S, kept)  # the input state stayed as it was
+        S, W = got[1:3]
+        kvs = [np.concatenate([p, n], axis=0) for p, n in zip(kvs, got[3])]
+    assert S.base is not None and S.base.shape[3] == S.shape[3] + 1  # the reuse path ran
 
 
 @pytest.mark.parametrize("lens", [[5, 5, 5], [1, 7, 3, 16], [2], [4, 0, 3]])

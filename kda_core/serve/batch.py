@@ -69,7 +69,11 @@ def _kda_layer(model, wt: KDALayer, h, cu, S0, win, out):
     g = c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias))
     beta = sigmoid(z[:, -H:])
     q, k = l2norm(act[:, 0]), l2norm(act[:, 1])
-    o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
+    if np.all(np.diff(cu) > 1):  # prefill chunks only: no decode rows to split off
+        o, S = varlen.chunked_varlen(q, k, act[:, 2], g, beta, cu, initial_states=S0)
+        out[...] = S
+    else:
+        o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
     gate = sigmoid(z[:, 3 * HK : 4 * HK])
     return (rms(o, wt.norm_w, c.norm_eps).reshape(T, HK) * gate) @ wt.w_o, S, new_win
 
@@ -105,14 +109,17 @@ def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
         for b, p in enumerate(pasts):
             lat[b, : n[b] - 1] = p
         lat[np.arange(B), n - 1] = new
-    qa = np.matmul(q.reshape(B, Hm, 1, dh), uk)  # [B, Hm, 1, C]
-    s = np.matmul(qa, lat[:, None].swapaxes(-1, -2))[:, :, 0] / np.sqrt(dh)  # [B, Hm, L]
+    # per head over the batch (Hm matmuls), then per request over its heads (B matmuls)
+    qa = np.matmul(q.reshape(B, Hm, dh).transpose(1, 0, 2), uk).transpose(1, 0, 2)  # [B, Hm, C]
+    s = np.matmul(qa, lat.swapaxes(1, 2))  # [B, Hm, L]
+    s *= 1.0 / np.sqrt(dh)
     if int(n.min()) < L:  # ragged: mask the padding
         s = np.where((np.arange(L)[None, :] < n[:, None])[:, None, :], s, -np.inf)
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    p = s / s.sum(axis=-1, keepdims=True)
-    ctx = np.matmul(p[:, :, None, :], lat[:, None])  # [B, Hm, 1, C]
-    return np.matmul(ctx, uv).reshape(B, Hm * dh)
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s *= 1.0 / s.sum(axis=-1, keepdims=True)
+    ctx = np.matmul(s, lat)  # [B, Hm, C]
+    return np.matmul(ctx.transpose(1, 0, 2), uv).transpose(1, 0, 2).reshape(B, Hm * dh)
 
 
 def _mla_layer(model, layer, h, cu, pasts):

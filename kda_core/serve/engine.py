@@ -254,6 +254,17 @@ class Engine:
         observe: Callable[[str, Engine], None] | None,
     ) -> GenerateReport:
         """The body of :meth:`generate` (arguments and defaults as documented there)."""
+        ids, n_new, mode, step_replay, record_states = self._check_generate(
+            prompt, max_new_tokens, restore, step_replay, record_states, reference, observe
+        )
+        one = OneRequest(self, ids, n_new, mode, step_replay, record_states, reference, observe)
+        return one.run()
+
+    def _check_generate(
+        self, prompt, max_new_tokens, restore, step_replay, record_states, reference, observe
+    ) -> tuple[list[int], int, str, bool, bool]:
+        """:meth:`generate`'s arguments, validated once. -> (ids, n_new, restore mode,
+        step_replay, record_states)."""
         ids = self._tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
@@ -264,8 +275,7 @@ class Engine:
         check_bool(reference, "reference")
         if observe is not None and not callable(observe):
             raise ValueError("observe must be callable or None")
-        one = OneRequest(self, ids, n_new, mode, step_replay, record_states, reference, observe)
-        return one.run()
+        return ids, n_new, mode, step_replay, record_states
 
     # -- many requests -------------------------------------------------------------------------
     def serve(

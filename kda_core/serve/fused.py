@@ -11,7 +11,7 @@ them; ``conv_packed`` is ``varlen.short_conv_varlen`` on contiguous slices (the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,13 @@ class KDALayer:
     decay: np.ndarray  # exp(A_log) [H, 1]
     norm_w: np.ndarray
     w_o: np.ndarray
+    # the one-token pass's forms (serve.decode): norm1 folded into the rows of w_in, the gate
+    # as an affine tanh (sigmoid(x) = (1 + tanh(x/2)) / 2, with exp(A_log) / 2 folded into
+    # f_b's columns and the bias), the per-head norm weight folded into w_o's rows
+    w_in_n: np.ndarray  # norm1[:, None] * w_in
+    f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
+    g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
+    w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
 
 
 @dataclass(slots=True)
@@ -42,6 +49,7 @@ class MLALayer:
     uk: np.ndarray  # [Hm, dh, C]
     uv: np.ndarray  # [Hm, C, dh]
     w_o: np.ndarray
+    w_in_n: np.ndarray  # norm1[:, None] * w_in (the one-token pass)
 
 
 @dataclass(slots=True)
@@ -50,6 +58,10 @@ class FusedWeights:
 
     model: TinyHybrid
     layers: list[KDALayer | MLALayer]
+    w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the one-token pass's MLP)
+    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
+    # kept between steps, its zeros are never written
+    update_mats: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: TinyHybrid) -> FusedWeights:
@@ -60,10 +72,13 @@ class FusedWeights:
             w = blk.mixer
             if isinstance(w, KDAWeights):
                 w_in = np.concatenate([w.w_qkv, w.w_gate, w.f_a, w.w_beta], axis=1)
+                half = np.repeat(0.5 * np.exp(w.A_log), K)  # [H K]
                 layers.append(
                     KDALayer(
                         blk.norm1, w_in, w.f_b, np.ascontiguousarray(w.conv_w.T),
                         w.dt_bias.reshape(H, K), np.exp(w.A_log)[:, None], w.norm_w, w.w_o,
+                        blk.norm1[:, None] * w_in, w.f_b * half, half * w.dt_bias,
+                        np.tile(w.norm_w, H)[:, None] * w.w_o,
                     )
                 )  # fmt: skip
             else:
@@ -74,9 +89,10 @@ class FusedWeights:
                         blk.norm1, np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1), w.norm_c,
                         w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
                         w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
+                        blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
                     )
                 )  # fmt: skip
-        return cls(model, layers)
+        return cls(model, layers, [blk.norm2[:, None] * blk.w_up for blk in model.blocks])
 
 
 def rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:

@@ -169,7 +169,7 @@ class Lifecycle:
         if pos < r.P:
             return False
         r.phase = "decode"
-        nxt = int(np.argmax(r.last))
+        nxt = int(r.last.argmax())  # the method: no dispatch wrapper (per request per step)
         r.gen.append(nxt)
         r.logit_rows.append(r.last)
         return len(r.gen) >= r.n_new

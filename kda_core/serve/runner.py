@@ -9,9 +9,11 @@ Memory layout (why this is fast): the step's states are one layer-major array
 ``S_new[:, i]``, bound to its active slot without a copy (``ActivePool._swap``: the kernel
 "writing into the slot"). When the next step runs the same requests in the same order and no
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
-nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these arrays
-later: tracks, snapshots and restores copy, and a state donated to the checkpoint pool is
-compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch array.
+nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
+later (the next one-token pass writes only its buffer's scratch row K, outside every state
+view: ``serve.decode``): tracks, snapshots and restores copy, and a state donated to the
+checkpoint pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a
+batch array.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class Runner:
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
         """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch."""
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         work: list[tuple[RequestState, list[int]]] = [(r, [r.gen[-1]]) for r in batch.decode]
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
@@ -74,5 +76,5 @@ class Runner:
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
         self._prev = (slots, views, S_new, W_new)
-        self.seconds += time.perf_counter() - t0
+        self.seconds += time.process_time() - t0
         return out

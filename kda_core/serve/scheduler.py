@@ -19,8 +19,8 @@ Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run
    (prompts of admitted requests are reserved until prefilled). FCFS: a head that does not fit
    blocks the queue (SGLang's default policy).
 
-Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own time (the bench
-reports it as a fraction of the step).
+Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own CPU time (the
+bench reports it as a fraction of the step).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Scheduler:
 
     # -- one step --------------------------------------------------------------------------
     def schedule(self, step: int) -> Batch:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         b = Batch(step)
         self._decodes(b)
         budget = self.max_batch_tokens - len(b.decode)
@@ -109,7 +109,7 @@ class Scheduler:
             b.prefill.append((r, n))
             budget -= n
         self.peak_running = max(self.peak_running, len(self.running))
-        self.seconds += time.perf_counter() - t0
+        self.seconds += time.process_time() - t0
         return b
 
     def _decodes(self, b: Batch) -> None:

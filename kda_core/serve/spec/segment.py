@@ -45,7 +45,7 @@ def check_ring_len(ring_len: object, draft_tokens: int) -> int:
     return n
 
 
-def _segment_inputs(S0, q, k, g, name_v: str, v=None, beta=None):
+def _check_segment_inputs(S0, q, k, g, name_v: str, v=None, beta=None):
     S0 = np.asarray(S0, dtype=np.float64)
     if S0.ndim != 3:
         raise ValueError(f"S0 must have shape [H, K, V], got {S0.shape}")
@@ -108,7 +108,7 @@ def ring_verify(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentO
     i.e. a unit lower-triangular solve for d (the UT transform of the chunked form).
     S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64.
     """
-    S0, q, k, g, v, beta = _segment_inputs(S0, q, k, g, "v", v, beta)
+    S0, q, k, g, v, beta = _check_segment_inputs(S0, q, k, g, "v", v, beta)
     K = S0.shape[1]
     scale = K**-0.5 if scale is None else float(scale)
     Gam, A = _pair_decay(g)
@@ -126,7 +126,7 @@ def ring_verify(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentO
 
 def per_draft_states(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentOutputs:
     """The naive twin: step the recurrence token by token and keep every state [n, H, K, V]."""
-    S0, q, k, g, v, beta = _segment_inputs(S0, q, k, g, "v", v, beta)
+    S0, q, k, g, v, beta = _check_segment_inputs(S0, q, k, g, "v", v, beta)
     K = S0.shape[1]
     scale = K**-0.5 if scale is None else float(scale)
     S = S0.copy()
@@ -145,7 +145,7 @@ def per_draft_states(S0, q, k, v, g, beta, *, scale: float | None = None) -> Seg
 
 def reconstruct_outputs(S0, q, d, k, g, *, scale: float | None = None) -> np.ndarray:
     """Outputs o [n, H, V] rebuilt from the checkpoint S0 and the ring's (d, k, g) plus q."""
-    S0, q, k, g, d, _ = _segment_inputs(S0, q, k, g, "d", d)
+    S0, q, k, g, d, _ = _check_segment_inputs(S0, q, k, g, "d", d)
     K = S0.shape[1]
     scale = K**-0.5 if scale is None else float(scale)
     Gam, A = _pair_decay(g)
@@ -160,7 +160,7 @@ def fold_state(S0, d, k, g) -> np.ndarray:
     Exact in exact arithmetic; with a rounded d (bf16 in SGLang) its error enters the state,
     which is why commit uses ``exact_replay`` instead.
     """
-    S0, _, k, g, d, _ = _segment_inputs(S0, None, k, g, "d", d)
+    S0, _, k, g, d, _ = _check_segment_inputs(S0, None, k, g, "d", d)
     Gam = np.cumsum(g, axis=0)
     kt = k * np.exp(Gam[-1][None] - Gam)  # [n, H, K]
     return np.exp(Gam[-1])[:, :, None] * S0 + np.einsum("jhk,jhv->hkv", kt, d)
@@ -172,7 +172,7 @@ def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:
     Per token (the seed's four lines): k = rawk / sqrt(|rawk|^2 + eps); S = Diag(alpha) S;
     d = beta (rawv - S^T k); S = S + k d^T. Returns (S [H, K, V], recomputed d [n, H, V]).
     """
-    S0, _, rawk, g, rawv, beta = _segment_inputs(S0, None, rawk, g, "rawv", rawv, beta)
+    S0, _, rawk, g, rawv, beta = _check_segment_inputs(S0, None, rawk, g, "rawv", rawv, beta)
     k = kda.l2norm(rawk, L2_EPS)
     S = S0.copy()
     d = np.empty_like(rawv)
