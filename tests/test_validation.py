@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "kda_core"
 VALIDATOR_PREFIXES = ("_check", "_validate", "_require", "_parse")
 
-# Rooms converted on this branch: the scan must find nothing there. "." = the top-level modules
+# Every room: the scan must find nothing there. "." = the top-level modules
 # (kda_core/*.py: the facades, _checks, palette).
 ROOMS = (
     ".",
@@ -28,16 +28,12 @@ ROOMS = (
     "kda",
     "memory",
     "model",
+    "serve",
     "sim",
     "sizing",
     "studies",
     "transfer",
     "workloads",
-)
-# Rooms converted on other branches at the same time; the lead removes this mark at merge.
-ROOMS_ELSEWHERE = ("serve",)
-CONVERTED_ELSEWHERE = pytest.mark.xfail(
-    strict=False, reason="converted on another branch; lead enables at merge"
 )
 
 # Exceptions that stay, as "path::Qualified.name": why. A stale entry (no longer a hit) fails
@@ -88,7 +84,7 @@ def _room_hits(room: str) -> list[str]:
 
 def test_every_room_is_scanned() -> None:
     subpackages = {p.parent.name for p in CORE.glob("*/__init__.py")}
-    assert subpackages == set(ROOMS[1:]) | set(ROOMS_ELSEWHERE)
+    assert subpackages == set(ROOMS[1:])
 
 
 @pytest.mark.parametrize("room", ROOMS)
@@ -96,15 +92,8 @@ def test_private_code_raises_no_value_error(room: str) -> None:
     assert [h for h in _room_hits(room) if h not in ALLOWED] == []
 
 
-@pytest.mark.parametrize(
-    "room", [pytest.param(r, marks=CONVERTED_ELSEWHERE) for r in ROOMS_ELSEWHERE]
-)
-def test_private_code_raises_no_value_error_elsewhere(room: str) -> None:
-    assert [h for h in _room_hits(room) if h not in ALLOWED] == []
-
-
 def test_allow_list_is_not_stale() -> None:
-    every = {h for r in ROOMS + ROOMS_ELSEWHERE for h in _room_hits(r)}
+    every = {h for r in ROOMS for h in _room_hits(r)}
     assert set(ALLOWED) - every == set()
 
 
