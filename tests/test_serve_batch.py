@@ -29,7 +29,7 @@ def prefilled(model, rng, n):
         ([0, 3, 0], [1, 1, 1]),
         ([0, 5, 17, 0], [40, 1, 3, 70]),
         ([2] * 9, [1] * 9),
-        ([0, 4, 0], [16, 16, 5]),  # prefill chunks only (chunked_varlen directly)
+        ([0, 4, 0], [16, 16, 5]),  # prefill chunks only (kda_varlen gathers no rows)
     ],
 )
 def test_forward_batch_equals_per_request_forward(seed, pasts, lens):

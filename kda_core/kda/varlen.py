@@ -277,8 +277,7 @@ def kda_varlen(
     """The runner's KDA call: length-1 sequences (decode) through ``step_batch``'s math, the
     others (prefill chunks) through ``chunked_varlen``'s; same shapes as ``chunked_varlen``. The
     new states are written to ``out`` [N, H, K, V] when given (and returned). Its inputs come
-    from the model, so only the offsets are checked; the packed paths do not re-validate every
-    step (tests/test_varlen.py holds them to the validated public functions)."""
+    from the model, so only the offsets are checked (tests hold it to the public functions)."""
     cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)
@@ -290,6 +289,9 @@ def kda_varlen(
     else:
         S = out
         S[...] = S0
+    if np.all(lens > 1):  # prefill chunks only: no rows to gather
+        arrays = [np.asarray(x, dtype=np.float64) for x in (q, k, v, g, beta)]
+        return _chunked_varlen(*arrays, cu, S, scale, chunk_size)
     o = np.empty(np.shape(v))
     one = np.flatnonzero(lens == 1)
     if one.size:

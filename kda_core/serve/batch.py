@@ -69,11 +69,7 @@ def _kda_layer(model, wt: KDALayer, h, cu, S0, win, out):
     g = c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias))
     beta = sigmoid(z[:, -H:])
     q, k = l2norm(act[:, 0]), l2norm(act[:, 1])
-    if np.all(np.diff(cu) > 1):  # prefill chunks only: no decode rows to split off
-        o, S = varlen.chunked_varlen(q, k, act[:, 2], g, beta, cu, initial_states=S0)
-        out[...] = S
-    else:
-        o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
+    o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
     gate = sigmoid(z[:, 3 * HK : 4 * HK])
     return (rms(o, wt.norm_w, c.norm_eps).reshape(T, HK) * gate) @ wt.w_o, S, new_win
 
