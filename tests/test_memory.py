@@ -201,6 +201,9 @@ def test_make_pool():
     assert isinstance(make_pool("static", 240, P, S, ratio=1.0), StaticPool)
     with pytest.raises(ValueError, match="kind must be one of"):
         make_pool("dynamic", 240, P, S)
+    for kind in ("lazy", "eager", "static"):  # refused even where only "static" would use it
+        with pytest.raises(ValueError, match="ratio must be a number in"):
+            make_pool(kind, 240, P, S, ratio=-1.0)
 
 
 def test_accounting_only_pool_at_gpu_scale():

@@ -59,13 +59,7 @@ class StaticPool(TwoEndedPool):
         super().__init__(
             total_bytes, kv_entry_bytes, state_entry_bytes, "lazy", store, verify=verify
         )
-        if (
-            isinstance(ratio, bool)
-            or not isinstance(ratio, (int, float, np.floating))
-            or not (0.0 <= float(ratio) <= 1e6)
-        ):
-            raise ValueError(f"ratio must be a number in [0, 1e6], got {ratio!r}")
-        self.ratio = float(ratio)
+        self.ratio = _check_ratio(ratio)
         t = self.total_bytes
         budget = int(t * self.ratio / (1.0 + self.ratio))
         self.state_capacity = budget // state_entry_bytes
@@ -92,6 +86,16 @@ class StaticPool(TwoEndedPool):
                 raise AssertionError(f"{side} side crossed its static region")
 
 
+def _check_ratio(ratio: object) -> float:
+    if (
+        isinstance(ratio, bool)
+        or not isinstance(ratio, (int, float, np.floating))
+        or not (0.0 <= float(ratio) <= 1e6)
+    ):
+        raise ValueError(f"ratio must be a number in [0, 1e6], got {ratio!r}")
+    return float(ratio)
+
+
 def make_pool(
     kind: str,
     total_bytes: int,
@@ -101,7 +105,9 @@ def make_pool(
     store: bool = True,
     verify: bool = True,
 ) -> TwoEndedPool:
-    """``kind`` = "eager" | "lazy" (UnifiedPool) or "static" (StaticPool at ``ratio``)."""
+    """``kind`` = "eager" | "lazy" (UnifiedPool) or "static" (StaticPool at ``ratio``). A bad
+    ``ratio`` is refused whatever the kind (only "static" uses it)."""
+    _check_ratio(ratio)
     if kind == "static":
         return StaticPool(total_bytes, kv_entry_bytes, state_entry_bytes, ratio, store, verify)
     if kind in MODES:
