@@ -137,3 +137,29 @@ def test_unit_lower_inverse_equals_a_dense_inverse(rng, C):
     # float64 round-off relative to the inverse's size (its entries grow with C: ~20 at 128)
     np.testing.assert_allclose(T, ref, atol=1e-13 * max(1.0, np.abs(ref).max()), rtol=0)
     assert np.all(np.triu(T, 1) == 0)
+
+
+def test_any_memory_layout_gives_the_same_result(rng):
+    """Fortran-ordered arrays and transposed views (non-C layouts reach the chunk cumsum's
+    blocked product, whose output must be a view of C-ordered memory) equal C-ordered input."""
+    q, k, v, g, beta, S0 = kda_inputs(rng, 128, H=4, K=16, V=16)
+    o_ref, S_ref = kda.chunked(q, k, v, g, beta, initial_state=S0)
+    fortran = [np.asfortranarray(x) for x in (q, k, v, g, beta)]
+    transposed = [np.ascontiguousarray(x.swapaxes(1, -1)).swapaxes(1, -1) for x in (q, k, v, g)]
+    for args in (fortran, [*transposed, beta]):
+        o, S = kda.chunked(*args, initial_state=S0)
+        np.testing.assert_allclose(o, o_ref, atol=1e-12, rtol=0)
+        np.testing.assert_allclose(S, S_ref, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(8, 0, 4), (8, 2, 0)])
+def test_empty_heads_or_channels_are_refused(shape):
+    x = np.zeros(shape)
+    with pytest.raises(ValueError, match="q must have H >= 1 heads of K >= 1 channels"):
+        kda.chunked(x, x, np.zeros((8, shape[1], 3)), x, np.zeros(shape[:2]))
+
+
+def test_empty_value_channels_are_refused():
+    x = np.zeros((8, 2, 4))
+    with pytest.raises(ValueError, match="v must have V >= 1 channels"):
+        kda.chunked(x, x, np.zeros((8, 2, 0)), x, np.zeros((8, 2)))

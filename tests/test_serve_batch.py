@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.kda import varlen
+from kda_core.kda import conv_varlen
 from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_batch, forward_packed
 from kda_core.serve.decode import decode_packed, state_update_gemm, state_update_naive
@@ -160,6 +160,6 @@ def test_conv_packed_equals_varlen_twin(lens):
     w = rng.standard_normal((D, W))
     win = rng.standard_normal((len(lens), W - 1, D))
     y, new = conv_packed(x, np.ascontiguousarray(w.T), cu, win)
-    y_ref, new_ref = varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
+    y_ref, new_ref = conv_varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
     np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
     np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core import kda
-from kda_core.kda import varlen
+from kda_core.kda import conv_varlen, varlen
 from kda_core.kda.conv import short_conv
 from tests.kda_testdata import kda_inputs
 
@@ -119,8 +119,8 @@ def test_short_conv_varlen_equals_per_sequence(W, lens):
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     win = rng.standard_normal((len(lens), W - 1, D))
     for act in ("silu", "identity"):
-        y, nw = varlen.short_conv_varlen(x, w, cu, win, act)
-        y2, nw2 = varlen.short_conv_varlen_naive(x, w, cu, win, act)
+        y, nw = conv_varlen.short_conv_varlen(x, w, cu, win, act)
+        y2, nw2 = conv_varlen.short_conv_varlen_naive(x, w, cu, win, act)
         np.testing.assert_allclose(y, y2, atol=1e-12, rtol=0)
         np.testing.assert_allclose(nw, nw2, atol=0, rtol=0)
         for i in range(len(lens)):  # and against conv.short_conv directly
@@ -149,7 +149,7 @@ def test_bad_cu_seqlens(cu, msg):
     with pytest.raises(ValueError, match=msg):
         varlen.chunked_varlen(q, k, v, g, beta, np.array(cu))
     with pytest.raises(ValueError, match="cu_seqlens"):
-        varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), np.array(cu))
+        conv_varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), np.array(cu))
 
 
 def test_bad_initial_states_and_windows():
@@ -158,7 +158,9 @@ def test_bad_initial_states_and_windows():
     with pytest.raises(ValueError, match="initial_states must have shape"):
         varlen.chunked_varlen(q, k, v, g, beta, [0, 2, 5], initial_states=np.zeros((3, H, K, V)))
     with pytest.raises(ValueError, match="windows must have shape"):
-        varlen.short_conv_varlen(np.zeros((5, 2)), np.zeros((2, 3)), [0, 5], np.zeros((1, 1, 2)))
+        conv_varlen.short_conv_varlen(
+            np.zeros((5, 2)), np.zeros((2, 3)), [0, 5], np.zeros((1, 1, 2))
+        )
 
 
 def test_chunked_varlen_heads_over_threads_equal_one_thread(monkeypatch):
@@ -180,3 +182,36 @@ def test_chunked_varlen_heads_over_threads_equal_one_thread(monkeypatch):
     o3, S3 = recurrent_loop(q, k, v, g, beta, cu, S0)
     np.testing.assert_allclose(o2, o3, atol=1e-10, rtol=0)
     np.testing.assert_allclose(S2, S3, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("lens", [[100, 156], [100, 1, 155]])  # prefill only; mixed with a decode
+def test_kda_varlen_out_and_layouts(lens):
+    """A float32 ``out`` is filled (the work stays float64) and returned; Fortran-ordered inputs
+    give the same result; the offsets, chunk size and state shape are checked."""
+    rng = np.random.default_rng(3)
+    q, k, v, g, beta, cu, S0 = packed(rng, lens)
+    o_ref, S_ref = varlen.kda_varlen(q, k, v, g, beta, cu, S0)
+    np.testing.assert_allclose(S_ref, recurrent_loop(q, k, v, g, beta, cu, S0)[1], atol=1e-10)
+    out = np.empty(S0.shape, np.float32)
+    o, S = varlen.kda_varlen(q, k, v, g, beta, cu, S0, out=out)
+    assert S is out
+    np.testing.assert_array_equal(out, S_ref.astype(np.float32))
+    np.testing.assert_array_equal(o, o_ref)
+    fortran = [np.asfortranarray(x) for x in (q, k, v, g, beta)]
+    o_f, S_f = varlen.kda_varlen(*fortran, cu, S0)
+    np.testing.assert_allclose(o_f, o_ref, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(S_f, S_ref, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="chunk_size must be"):
+        varlen.kda_varlen(q, k, v, g, beta, cu, S0, chunk_size=0)
+    with pytest.raises(ValueError, match=r"initial_states must have shape \[N, H, K, V\]"):
+        varlen.kda_varlen(q, k, v, g, beta, cu, S0[0])
+
+
+def test_chunked_varlen_fortran_ordered_inputs():
+    rng = np.random.default_rng(4)
+    q, k, v, g, beta, cu, S0 = packed(rng, [64, 128, 64])
+    o, S = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0)
+    fortran = [np.asfortranarray(x) for x in (q, k, v, g, beta)]
+    o_f, S_f = varlen.chunked_varlen(*fortran, cu, initial_states=S0)
+    np.testing.assert_allclose(o_f, o, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(S_f, S, atol=1e-12, rtol=0)

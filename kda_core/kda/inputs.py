@@ -53,11 +53,15 @@ def _validate(q, k, v, g, beta, initial_state, scale, *, finite_qkv: bool = True
     T, H, K = q.shape
     if T < 1 or T > MAX_TOKENS:
         raise ValueError(f"q: T must be in [1, {MAX_TOKENS}], got {T}")
+    if H < 1 or K < 1:
+        raise ValueError(f"q must have H >= 1 heads of K >= 1 channels, got {q.shape}")
     if k.shape != (T, H, K):
         raise ValueError(f"k must have shape [T, H, K] = {(T, H, K)}, got {k.shape}")
     if v.ndim != 3 or v.shape[:2] != (T, H):
         raise ValueError(f"v must have shape [T, H, V] with T={T}, H={H}, got {v.shape}")
     V = v.shape[2]
+    if V < 1:
+        raise ValueError(f"v must have V >= 1 channels, got {v.shape}")
     if T * H * max(K, V) > MAX_ELEMENTS:
         raise ValueError(f"q/v: T*H*max(K, V) must be <= {MAX_ELEMENTS}, got {T * H * max(K, V)}")
     if g.shape != (T, H, K):

@@ -77,7 +77,7 @@ def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
     ~4x slower still. Its twin is `_chunk_cumsum_naive`."""
     N, C, H, K = g.shape
     b = _block_rows(H * K, C * C)
-    Gam = np.empty_like(g)
+    Gam = np.empty(g.shape, g.dtype)  # C order whatever g's: out= below must be a view of it
     blocks = (N, C, H * K // b, b)
     np.matmul(_ones_lower(C, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
               out=Gam.reshape(blocks).transpose(0, 2, 1, 3))  # fmt: skip

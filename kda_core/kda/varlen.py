@@ -20,8 +20,7 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
 * ``step_batch`` - one token for B independent states in one numpy step (batched decode).
 * ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
   rest through ``chunked_varlen``.
-* ``short_conv_varlen`` - ``conv.short_conv`` with one window per sequence, all sequences in
-  W shifted multiply-adds.
+* the packed short conv lives in ``conv_varlen``.
 
 Every fast path has a per-sequence twin (``*_naive``: a loop of the single-sequence
 function); tests/test_varlen.py checks they agree to 1e-10 in float64.
@@ -35,7 +34,6 @@ import numpy as np
 
 from kda_core import kda
 from kda_core.kda import chunkwise, inputs, intra
-from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
 from kda_core.kda.threads import for_head_groups
 
 __all__ = [
@@ -43,8 +41,6 @@ __all__ = [
     "chunked_varlen",
     "chunked_varlen_naive",
     "kda_varlen",
-    "short_conv_varlen",
-    "short_conv_varlen_naive",
     "step_batch",
     "step_batch_naive",
 ]
@@ -277,21 +273,34 @@ def kda_varlen(
     """The runner's KDA call: length-1 sequences (decode) through ``step_batch``'s math, the
     others (prefill chunks) through ``chunked_varlen``'s; same shapes as ``chunked_varlen``. The
     new states are written to ``out`` [N, H, K, V] when given (and returned). Its inputs come
-    from the model, so only the offsets are checked (tests hold it to the public functions)."""
+    from the model, so only offsets, chunk size and state shape are checked (tests hold it to
+    the public functions)."""
     cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
+    C = inputs._check_chunk_size(chunk_size)
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)
+    shape = (lens.size, np.shape(q)[1], np.shape(q)[2], np.shape(v)[2])
+    if S0.shape != shape:
+        raise ValueError(f"initial_states must have shape [N, H, K, V] = {shape}, got {S0.shape}")
     scale = np.shape(q)[-1] ** -0.5 if scale is None else float(scale)
     if lens.size == np.shape(q)[0] and np.all(lens == 1):  # all decodes: no gathers, no copy
         return _step(S0, q, k, v, g, beta, scale, out)
-    if out is None:
-        S = S0.copy()
-    else:
-        S = out
+    # float64 throughout; a float64 out is worked in directly, any other is filled at the end
+    S = out if out is not None and out.dtype == np.float64 else S0.copy()
+    if S is out:
         S[...] = S0
+    o = _packed_steps(q, k, v, g, beta, cu, lens, S, scale, C)
+    if out is not None and S is not out:
+        out[...] = S
+        S = out
+    return o, S
+
+
+def _packed_steps(q, k, v, g, beta, cu, lens, S, scale: float, C: int) -> np.ndarray:
+    """`kda_varlen`'s non-decode step: S [N, H, K, V] float64, updated in place; returns o."""
     if np.all(lens > 1):  # prefill chunks only: no rows to gather
         arrays = [np.asarray(x, dtype=np.float64) for x in (q, k, v, g, beta)]
-        return _chunked_varlen(*arrays, cu, S, scale, chunk_size)
+        return _chunked_varlen(*arrays, cu, S, scale, C)[0]
     o = np.empty(np.shape(v))
     one = np.flatnonzero(lens == 1)
     if one.size:
@@ -302,99 +311,5 @@ def kda_varlen(
         rows = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in many])
         sub = np.concatenate([[0], np.cumsum(lens[many])])
         rows_of = [np.asarray(x, dtype=np.float64)[rows] for x in (q, k, v, g, beta)]
-        o[rows], S[many] = _chunked_varlen(*rows_of, sub, S[many], scale, chunk_size)
-    return o, S
-
-
-# --------------------------------------------------------------------------------------------
-# short conv
-
-
-def _check_conv_args(x, w, cu_seqlens, windows, activation):
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] < 1:
-        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
-    D, W = w.shape
-    if x.ndim != 2 or x.shape[1] != D:
-        raise ValueError(f"x must have shape [T, D] with D={D}, got {x.shape}")
-    cu = check_cu_seqlens(cu_seqlens, x.shape[0])
-    N = cu.size - 1
-    if windows is None:
-        win = np.zeros((N, W - 1, D))
-    else:
-        win = np.asarray(windows, dtype=np.float64)
-        if win.shape != (N, W - 1, D):
-            raise ValueError(
-                f"windows must have shape [N, W-1, D] = {(N, W - 1, D)}, got {win.shape}"
-            )
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    for name, arr in (("x", x), ("w", w), ("windows", win)):
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return x, w, cu, win
-
-
-def short_conv_varlen(
-    x, w, cu_seqlens, windows=None, activation: str = "silu"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Packed causal conv: x [T, D], w [D, W], cu_seqlens [N + 1], windows [N, W-1, D] (oldest
-    first; zeros if None). Returns (y [T, D], new windows [N, W-1, D]).
-
-    Each sequence's window is laid in front of its rows (``full``: N*(W-1) + T rows), then W
-    shifted gathers with multiply-adds, as ``short_conv`` does for one sequence."""
-    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
-    return _conv_packed(x, w, cu, win, activation)
-
-
-def _conv_step(x: np.ndarray, w: np.ndarray, win: np.ndarray, activation: str):
-    """One token per window, no validation (the runner's decode path): x [N, D], win
-    [N, W-1, D] -> (y [N, D], new windows)."""
-    W = w.shape[1]
-    y = x * w[:, W - 1]
-    for i in range(W - 1):  # tap i multiplies the window row i (oldest first)
-        y += win[:, i] * w[:, i]
-    new = np.concatenate([win[:, 1:], x[:, None]], axis=1)
-    return (silu(y) if activation == "silu" else y), new
-
-
-def _conv_packed(x, w, cu, win, activation: str):
-    """``short_conv_varlen`` after validation (the runner calls it directly)."""
-    D, W = w.shape
-    N, T = cu.size - 1, x.shape[0]
-    lens = np.diff(cu)
-    if N == T and W > 1 and np.all(lens == 1):  # all decodes: one token per window
-        return _conv_step(x, w, win, activation)
-    seq_of = np.repeat(np.arange(N), lens)
-    # row of token t in `full`: its packed index + (W-1) rows of window per sequence up to it
-    at = np.arange(T) + (W - 1) * (seq_of + 1)
-    starts = cu[:-1] + (W - 1) * np.arange(N)  # where each sequence's window begins in full
-    full = np.empty((T + N * (W - 1), D))
-    full[at] = x
-    if W > 1:
-        wrows = (starts[:, None] + np.arange(W - 1)).reshape(-1)
-        full[wrows] = win.reshape(-1, D)
-    y = np.zeros((T, D))
-    for i in range(W):  # tap i reads the row W-1-i before the token
-        y += full[at - (W - 1 - i)] * w[:, i]
-    if activation == "silu":
-        y = silu(y)
-    # new window: the last W-1 rows of each sequence's [window, x] block
-    ends = starts + (W - 1) + lens  # one past each block
-    new = full[(ends[:, None] - (W - 1) + np.arange(W - 1)).reshape(-1)]
-    return y, new.reshape(N, W - 1, D)
-
-
-def short_conv_varlen_naive(
-    x, w, cu_seqlens, windows=None, activation: str = "silu"
-) -> tuple[np.ndarray, np.ndarray]:
-    """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
-    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
-    y = np.empty_like(x)
-    new = win.copy()
-    for i in range(cu.size - 1):
-        s = slice(cu[i], cu[i + 1])
-        if cu[i + 1] > cu[i]:
-            y[s], new[i] = short_conv(x[s], w, win[i], activation)
-    return y, new
+        o[rows], S[many] = _chunked_varlen(*rows_of, sub, S[many], scale, C)
+    return o

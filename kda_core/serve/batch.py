@@ -3,7 +3,7 @@
 ``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
 every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
 projections, MLPs and the LM head are single matmuls over all tokens; KDA layers run
-``varlen.short_conv_varlen`` and ``varlen.kda_varlen`` (length-1 sequences - decodes - through
+``conv_varlen.short_conv_varlen`` and ``varlen.kda_varlen`` (length-1 sequences - decodes - through
 the batched step, prefill chunks through the level-by-level chunked scan), each sequence from
 its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
 masked batch; prefill chunks one sequence at a time (their causal masks differ).

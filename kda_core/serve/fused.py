@@ -6,7 +6,7 @@ w_gate]``), stores the conv taps and the MLA up-projections in the layouts the b
 read, and is built once per ``Engine.serve`` (the weights are copied, so a model changed later
 is not seen by a serve already running). ``rms`` / ``silu`` / ``sigmoid`` / ``l2norm`` are the
 model's functions with fewer temporaries (equal to rounding); ``mlp`` is ``TinyHybrid.mlp`` on
-them; ``conv_packed`` is ``varlen.short_conv_varlen`` on contiguous slices (the twin).
+them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices (the twin).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kda_core.kda import varlen
+from kda_core.kda import conv_varlen
 from kda_core.model import KDAWeights, MLAWeights, TinyHybrid
 from kda_core.model.functional import sigmoid
 
@@ -134,7 +134,7 @@ def conv_packed(x: np.ndarray, taps: np.ndarray, cu: np.ndarray, win: np.ndarray
     W, D = taps.shape
     N, T = cu.size - 1, x.shape[0]
     if W == 1:
-        return varlen._conv_packed(x, np.ascontiguousarray(taps.T), cu, win, "identity")
+        return conv_varlen._conv_packed(x, np.ascontiguousarray(taps.T), cu, win, "identity")
     lens = np.diff(cu)
     if np.all(lens == lens[0]) and lens[0] > 0:
         n = int(lens[0])
