@@ -69,14 +69,16 @@ def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
     return cu
 
 
+def _check_state_shape(S: np.ndarray, shape: tuple[int, int, int, int]) -> None:
+    if S.shape != shape:
+        raise ValueError(f"initial_states must have shape [N, H, K, V] = {shape}, got {S.shape}")
+
+
 def _check_states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
     if initial_states is None:
         return np.zeros((N, H, K, V))
     S = np.array(initial_states, dtype=np.float64)  # a copy: the caller's array is not written
-    if S.shape != (N, H, K, V):
-        raise ValueError(
-            f"initial_states must have shape [N, H, K, V] = {(N, H, K, V)}, got {S.shape}"
-        )
+    _check_state_shape(S, (N, H, K, V))
     if not np.all(np.isfinite(S)):
         raise ValueError("initial_states must be finite (found NaN or inf)")
     return S
@@ -279,9 +281,7 @@ def kda_varlen(
     C = inputs._check_chunk_size(chunk_size)
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)
-    shape = (lens.size, np.shape(q)[1], np.shape(q)[2], np.shape(v)[2])
-    if S0.shape != shape:
-        raise ValueError(f"initial_states must have shape [N, H, K, V] = {shape}, got {S0.shape}")
+    _check_state_shape(S0, (lens.size, np.shape(q)[1], np.shape(q)[2], np.shape(v)[2]))
     scale = np.shape(q)[-1] ** -0.5 if scale is None else float(scale)
     if lens.size == np.shape(q)[0] and np.all(lens == 1):  # all decodes: no gathers, no copy
         return _step(S0, q, k, v, g, beta, scale, out)
