@@ -155,7 +155,7 @@ def _chunked_heads(
             os_ = o[t0 // C : t0 // C + it.Tb.shape[0]]
             _scan(it, S, os_)
             if measure:
-                seen = seen.add(Measured(g[t].max(), it.least_gam, float(os_.sum())))
+                seen = seen.add(Measured(it.g_max, it.least_gam, float(os_.sum())))
     return seen if measure else None
 
 

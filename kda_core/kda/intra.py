@@ -51,6 +51,7 @@ class _Intra:
     Kd: np.ndarray  # [N, C, H, K]   k * exp(gam - Gam), token-major like the input
     decay: np.ndarray  # [N, H, K]   exp(gam), the chunk's total decay
     least_gam: float  # min of gam, the chunks' sums of g (-inf or NaN if g holds one)
+    g_max: float  # max of the slab's g (NaN if g holds one), read while the cumsum left it in cache
 
 
 def _chunk_rows(x: np.ndarray, C: int) -> np.ndarray:
@@ -172,9 +173,9 @@ def _intra_chunk(
     beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
     Gam = _chunk_cumsum(g)  # [N, C, H, K]
     gam = Gam[:, -1]  # [N, H, K]
-    least = float(gam.min())
-    if -least <= _CHUNK_SPREAD[k.dtype]:
-        return _intra_smooth(q, k, v, beta, Gam, scale, least)
+    seen = float(gam.min()), float(g.max())  # for chunked's deferred checks of g
+    if -seen[0] <= _CHUNK_SPREAD[k.dtype]:
+        return _intra_smooth(q, k, v, beta, Gam, scale, seen)
     N, _, H, K = k.shape
     dtype = k.dtype
     B = min(C, _SUB)
@@ -213,7 +214,7 @@ def _intra_chunk(
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
     return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam),
-                  least_gam=least)  # fmt: skip
+                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
 def _intra_smooth(
@@ -223,7 +224,7 @@ def _intra_smooth(
     beta: np.ndarray,
     Gam: np.ndarray,
     scale: float,
-    least_gam: float,
+    seen: tuple[float, float],
 ) -> _Intra:
     """`_intra_chunk` for a slab whose chunks all decay by at most _CHUNK_SPREAD: the scores
     factorised around each chunk's start, P = (x exp(Gam)) (k exp(-Gam))^T, with both factors
@@ -249,7 +250,7 @@ def _intra_smooth(
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
     return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay,
-                  least_gam=least_gam)  # fmt: skip
+                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
 def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):
