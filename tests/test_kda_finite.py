@@ -1,5 +1,7 @@
-"""kda.chunked proves q, k and v finite from its outputs (inputs._validate_deferred): a NaN or
-inf anywhere in them must still be refused by name, whatever else conspires to hide it."""
+"""kda.chunked proves q, k and v finite from its outputs and g finite and <= 0 from what its
+head threads measure (inputs._validate_deferred / _check_deferred): a NaN or inf anywhere in
+them, or a positive g, must still be refused by name and in the full check's order, whatever
+else conspires to hide it."""
 
 from __future__ import annotations
 
@@ -93,4 +95,82 @@ def test_refused_when_heads_run_on_threads(rng, monkeypatch):
     q, k, v, g, beta, _ = kda_inputs(rng, 90, H=4)
     k[77, 3, 1] = np.nan  # in the second thread's heads
     with pytest.raises(ValueError, match="^k must be finite"):
+        kda.chunked(q, k, v, g, beta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    T=st.integers(1, 150),
+    bad=st.sampled_from([np.nan, np.inf, -np.inf, 0.25]),
+    where=st.floats(0, 1, exclude_max=True),
+    chunk=st.sampled_from([1, 16, 64]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    hide=st.sampled_from(["none", "beta0", "k0", "zero_state", "all", "strong_decay"]),
+    seed=st.integers(0, 2**16),
+)
+def test_a_bad_g_is_refused_by_name(T, bad, where, chunk, dtype, hide, seed):
+    """g's checks run on the head threads: its max (NaN, +inf and positive entries) and each
+    chunk's sum of g (a -inf makes it -inf), whatever the token's key, beta or state."""
+    rng = np.random.default_rng(seed)
+    q, k, v, g, beta, S0 = kda_inputs(rng, T, H=2, K=4, V=3)
+    t, h = int(where * T), int(rng.integers(2))
+    if hide in ("beta0", "all"):
+        beta[t, h] = 0.0
+    if hide in ("k0", "all"):
+        k[t, h] = 0.0
+    if hide in ("zero_state", "all"):
+        S0[:] = 0.0
+    if hide == "strong_decay":
+        g *= 300.0
+    g[t, h, int(rng.integers(4))] = bad
+    cast = [x.astype(dtype) for x in (q, k, v, g, beta, S0)]
+    message = "^g is a log decay and must be <= 0" if bad == 0.25 else "^g must be finite"
+    with pytest.raises(ValueError, match=message):
+        kda.chunked(*cast[:5], initial_state=cast[5], chunk_size=chunk)
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        ({"g": np.nan, "beta": 3.0}, "^g must be finite"),  # finiteness checks come first
+        ({"g": 0.5, "beta": 3.0}, "^g is a log decay"),  # g's range before beta's
+        ({"q": np.inf, "g": 0.5}, "^q must be finite"),
+        ({"g": -np.inf, "v": np.nan}, "^v must be finite"),  # v is checked before g
+    ],
+)
+def test_two_bad_arguments_give_the_full_checks_first_error(rng, plant, message):
+    q, k, v, g, beta, _ = kda_inputs(rng, 40)
+    args = {"q": q, "k": k, "v": v, "g": g, "beta": beta}
+    for name, value in plant.items():
+        args[name][(7, 1)] = value
+    with pytest.raises(ValueError, match=message):
+        kda.chunked(q, k, v, g, beta)
+    with pytest.raises(ValueError, match=message):  # the full check's own order
+        kda.recurrent(q, k, v, g, beta)
+
+
+def test_a_finite_g_whose_chunk_sum_overflows_is_not_refused():
+    """float32 g of -3e38 twice in one chunk sums to -inf: the run's measure flags it, the full
+    check finds g finite, so no argument is refused; what the run made of such a decay stands
+    with the overflow warning, exactly as when g is checked up front (`_validate`)."""
+    rng = np.random.default_rng(5)
+    q, k, v, g, beta, S0 = (x.astype(np.float32) for x in kda_inputs(rng, 48))
+    g[10:12, 0, 2] = -3e38
+    inputs._validate(q, k, v, g, beta, S0, None)  # the full check passes
+    with pytest.warns(RuntimeWarning, match="finite inputs overflowed"):
+        kda.chunked(q, k, v, g, beta, initial_state=S0)
+
+
+def test_a_bad_g_is_refused_when_heads_run_on_threads(rng, monkeypatch):
+    from kda_core.kda import chunkwise
+
+    monkeypatch.setattr(chunkwise, "_THREAD_ELEMENTS", 0)
+    monkeypatch.setattr(chunkwise, "_GROUP_STATE", 0)
+    monkeypatch.setenv("KDA_THREADS", "2")
+    q, k, v, g, beta, _ = kda_inputs(rng, 90, H=4)
+    g[77, 3, 1] = -np.inf  # in the second thread's heads
+    with pytest.raises(ValueError, match="^g must be finite"):
+        kda.chunked(q, k, v, g, beta)
+    g[77, 3, 1] = 1.0
+    with pytest.raises(ValueError, match="^g is a log decay"):
         kda.chunked(q, k, v, g, beta)

@@ -10,11 +10,14 @@ docs/kda.md.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kda_core.kda.inputs import (
+    Measured,
     _check_chunk_size,
-    _check_finite_result,
+    _check_deferred,
     _effective_chunk,
     _validate_deferred,
 )
@@ -57,21 +60,31 @@ def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
     rk = _block_rows(K, C * V)  # state rows per block of Kd^T Vn
     R = np.empty((H, C2 // rq, rq, V), S.dtype)
     Rf = R.reshape(H, C2, V)
+    Rk, Rq = Rf[:, :C], Rf[:, C:]
     Y = np.empty((H, C, V), S.dtype)
     Vn = np.empty((H, C, V), S.dtype)
+    Vn4 = Vn[:, None]
     KV = np.empty((H, K // rk, rk, V), S.dtype)
+    KVf = KV.reshape(H, K, V)
+    S4 = S[:, None]
+    # every per-chunk operand as one view of the slab, so the loop indexes it once: on head
+    # threads each Python-level step is a chance to wait for (and bounce) the GIL
+    kqs = np.swapaxes(it.KQ, 1, 2).reshape(N, H, C2 // rq, rq, K)
+    vs = np.swapaxes(it.V, 1, 2)
+    kds = it.Kd.transpose(0, 2, 3, 1).reshape(N, H, K // rk, rk, C)  # Kd^T
+    decays = it.decay[..., None]
+    os_ = np.swapaxes(o, 1, 2)  # [N, H, C, V] view of the output rows
+    Tb, Aqk = it.Tb, it.Aqk
     for n in range(N):
-        kq = np.swapaxes(it.KQ[n], 0, 1).reshape(H, C2 // rq, rq, K)
-        np.matmul(kq, S[:, None], out=R)  # kg S0 and Qg S0 in one product
-        np.subtract(np.swapaxes(it.V[n], 0, 1), Rf[:, :C], out=Y)
-        np.matmul(it.Tb[n], Y, out=Vn)
-        on = np.swapaxes(o[n], 0, 1)  # [H, C, V] view of the output rows
-        np.matmul(it.Aqk[n], Vn, out=on)
-        on += Rf[:, C:]
-        kd = it.Kd[n].transpose(1, 2, 0).reshape(H, K // rk, rk, C)  # Kd^T
-        np.matmul(kd, Vn[:, None], out=KV)
-        S *= it.decay[n][:, :, None]
-        S += KV.reshape(H, K, V)
+        np.matmul(kqs[n], S4, out=R)  # kg S0 and Qg S0 in one product
+        np.subtract(vs[n], Rk, out=Y)
+        np.matmul(Tb[n], Y, out=Vn)
+        on = os_[n]
+        np.matmul(Aqk[n], Vn, out=on)
+        on += Rq
+        np.matmul(kds[n], Vn4, out=KV)
+        S *= decays[n]
+        S += KVf
     return S
 
 
@@ -86,16 +99,24 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     same either way.
     """
     C = _check_chunk_size(chunk_size)
-    # q, k and v are proven finite from o and S (one pass over o instead of three over inputs)
-    q, k, v, g, beta, S, scale = _validate_deferred(q, k, v, g, beta, initial_state, scale)
-    o, S = _chunked(q, k, v, g, beta, S, scale, C)
-    _check_finite_result(q, k, v, o, S)
+    args = (q, k, v, g, beta, initial_state, scale)
+    # the passes over q, k, v and g happen inside the run, on its threads, while each slab is
+    # in cache: q, k and v are proven finite from o and S, g from its max and chunk sums
+    q, k, v, g, beta, S, scale = _validate_deferred(*args)
+    o, S, seen = _run(q, k, v, g, beta, S, scale, C, measure=True)
+    _check_deferred(args, q, k, v, o, S, seen)
     return o, S
 
 
 def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.ndarray]:
     """`chunked` after validation, for callers that validated once (varlen, context
     parallelism): float arrays of one dtype, S [H, K, V] (not written), C >= 1."""
+    o, S, _ = _run(q, k, v, g, beta, S, scale, C, measure=False)
+    return o, S
+
+
+def _run(q, k, v, g, beta, S, scale: float, C: int, measure: bool):
+    """(o, S, what the run measured for `_check_deferred`, or None unless ``measure``)."""
     T, H, K = q.shape
     assert S.dtype == q.dtype == v.dtype and S.shape == (H, K, v.shape[2]), "unvalidated input"
     V = v.shape[2]
@@ -103,25 +124,39 @@ def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.
     N = -(-T // C)
     o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
+
     # one job per head group, on the pool when there are several (a head's arithmetic is the
     # same either way); the jobs write their heads of S and o in place
-    for_head_groups(_head_groups(T, H, K, V), lambda h: _chunked_heads(
-        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], scale, C, S[h], o[:, :, h]))  # fmt: skip
-    return o.reshape(N * C, H, -1)[:T], S
+    def job(h: slice) -> Measured | None:
+        return _chunked_heads(
+            q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], scale, C, S[h], o[:, :, h], measure
+        )
+
+    seen = for_head_groups(_head_groups(T, H, K, V), job)
+    total = functools.reduce(Measured.add, seen) if measure else None
+    return o.reshape(N * C, H, -1)[:T], S, total
 
 
-def _chunked_heads(q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.ndarray) -> None:
+def _chunked_heads(
+    q, k, v, g, beta, scale: float, C: int, S: np.ndarray, o: np.ndarray, measure: bool
+) -> Measured | None:
     """The slab pipeline on (a group of) heads: S [h, K, V] and o [N, C, h, V] are written in
-    place (views of the caller's arrays)."""
+    place (views of the caller's arrays). With ``measure``, also g's max, its least chunk sum
+    and o's sum, each slab's while it is in cache."""
     T, H, K = q.shape
     rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
+    seen = Measured()
     # silent here (a thread's own errstate): a non-finite q, k or v flows through to o and S,
-    # where _check_finite_result names it, or warns once if finite inputs overflowed
+    # where _check_deferred names it, or warns once if finite inputs overflowed
     with np.errstate(over="ignore", invalid="ignore"):
         for t0 in range(0, T, rows):
             t = slice(t0, t0 + rows)
             it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
-            _scan(it, S, o[t0 // C : t0 // C + it.Tb.shape[0]])
+            os_ = o[t0 // C : t0 // C + it.Tb.shape[0]]
+            _scan(it, S, os_)
+            if measure:
+                seen = seen.add(Measured(it.g_max, it.least_gam, float(os_.sum())))
+    return seen if measure else None
 
 
 def _head_groups(T: int, H: int, K: int, V: int) -> list[slice]:

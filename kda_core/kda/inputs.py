@@ -7,6 +7,7 @@ the inputs finite. Messages name the argument and the allowed range (tests match
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,14 +39,14 @@ def _common_dtype(*arrays: object) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
 
-def _validate(q, k, v, g, beta, initial_state, scale, *, finite_qkv: bool = True):
+def _validate(q, k, v, g, beta, initial_state, scale, *, deferred: bool = False):
     """Every check of the KDA entry points, in a fixed order (the first failure is the error).
-    ``finite_qkv=False`` skips the finiteness passes over q, k and v only: `chunked` proves
-    them from its outputs instead (see `_validate_deferred`)."""
+    ``deferred=True`` skips the passes over q, k, v and g (their finiteness, and g <= 0):
+    `chunked` proves those from what its run measures instead (see `_validate_deferred`)."""
     dtype = _common_dtype(q, k, v, g, beta, initial_state)
     names = ["q", "k", "v", "g", "beta"]
     q, k, v, g, beta = (
-        _check_float(n, x, dtype, finite_qkv or n in ("g", "beta"))
+        _check_float(n, x, dtype, not deferred or n == "beta")
         for n, x in zip(names, (q, k, v, g, beta))
     )
     if q.ndim != 3:
@@ -68,7 +69,7 @@ def _validate(q, k, v, g, beta, initial_state, scale, *, finite_qkv: bool = True
         raise ValueError(f"g must have shape [T, H, K] = {(T, H, K)}, got {g.shape}")
     if beta.shape != (T, H):
         raise ValueError(f"beta must have shape [T, H] = {(T, H)}, got {beta.shape}")
-    g_max = np.max(reduce_rows(np.max, g))  # np.max: a NaN partial is never dropped
+    g_max = -np.inf if deferred else np.max(reduce_rows(np.max, g))  # NaN partials stay
     if g_max > 0:
         raise ValueError(f"g is a log decay and must be <= 0, got max {g_max:.3g}")
     if np.any(beta < 0) or np.any(beta > 2):
@@ -93,28 +94,55 @@ def _validate(q, k, v, g, beta, initial_state, scale, *, finite_qkv: bool = True
 
 
 def _validate_deferred(q, k, v, g, beta, initial_state, scale):
-    """`_validate` without the passes over q, k and v for finiteness; any failure is reported
-    as the full check reports it (same message, same order). The caller must call
-    `_check_finite_result` on its outputs: a NaN or inf in q, k or v always reaches o or S
-    (products with it are inf or NaN, and dense products spread NaN; docs/kda.md)."""
+    """`_validate` without the passes over q, k, v and g; any failure is reported as the full
+    check reports it (same message, same order). The caller must call `_check_deferred` with
+    what its run measured: a NaN or inf in q, k or v always reaches o or S (products with it
+    are inf or NaN, and dense products spread NaN; docs/kda.md), and g's max and chunk sums
+    show a g that is positive, NaN or infinite."""
     try:
-        return _validate(q, k, v, g, beta, initial_state, scale, finite_qkv=False)
+        return _validate(q, k, v, g, beta, initial_state, scale, deferred=True)
     except ValueError:
         _validate(q, k, v, g, beta, initial_state, scale)  # the first failure of the full check
         raise
 
 
-def _check_finite_result(q, k, v, o: np.ndarray, S: np.ndarray) -> None:
-    """After a run on `_validate_deferred` inputs: finite o and S prove q, k, v finite; else the
-    full finiteness check names the argument (finite inputs can still overflow: then it passes
-    and the results stand, as they would have without the deferral)."""
+def _check_deferred(args: tuple, q, k, v, o: np.ndarray, S: np.ndarray, seen: Measured) -> None:
+    """After a run on `_validate_deferred` inputs (``args``: the arguments as the caller gave
+    them, q, k, v as validated), with what the run measured:
+
+    * g: its max is <= 0 (False for NaN), and no chunk's sum of g is -inf or NaN (a -inf in g
+      makes its chunk's sum -inf). Otherwise the full check runs and names the first bad
+      argument; it passes only if a chunk of finite g overflowed, and the results stand.
+    * q, k, v: finite o and S prove them finite; otherwise the full finiteness check names the
+      argument (finite inputs can still overflow: then it passes and the results stand, with
+      one RuntimeWarning, as they would have without the deferral).
+    """
+    if not (seen.g_max <= 0 and np.isfinite(seen.least_chunk_sum)):
+        _validate(*args)
     with np.errstate(over="ignore", invalid="ignore"):
-        total = sum(reduce_rows(np.sum, o)) + S.sum()
+        total = seen.o_sum + S.sum()
     if np.isfinite(total) or (np.all(np.isfinite(o)) and np.all(np.isfinite(S))):
         return
     for name, x in (("q", q), ("k", k), ("v", v)):
         _check_float(name, x, x.dtype)
-    warnings.warn("kda.chunked: finite inputs overflowed to NaN or inf", RuntimeWarning, 2)
+    warnings.warn("kda.chunked: finite inputs overflowed to NaN or inf", RuntimeWarning, 3)
+
+
+@dataclass(slots=True)
+class Measured:
+    """What a `chunked` run measures for `_check_deferred`, per head group then combined."""
+
+    g_max: float = -np.inf  # max of g (NaN if g holds one)
+    least_chunk_sum: float = np.inf  # least sum of g over a chunk (per head and channel)
+    o_sum: float = 0.0  # sum of o
+
+    def add(self, other: Measured) -> Measured:
+        # np.maximum / np.minimum keep a NaN (Python's max and min may drop it)
+        return Measured(
+            float(np.maximum(self.g_max, other.g_max)),
+            float(np.minimum(self.least_chunk_sum, other.least_chunk_sum)),
+            self.o_sum + other.o_sum,
+        )
 
 
 def _effective_chunk(C: int, T: int) -> int:

@@ -50,6 +50,8 @@ class _Intra:
     Aqk: np.ndarray  # [N, H, C, C]  causal q-k scores with decay (diagonal included), scaled
     Kd: np.ndarray  # [N, C, H, K]   k * exp(gam - Gam), token-major like the input
     decay: np.ndarray  # [N, H, K]   exp(gam), the chunk's total decay
+    least_gam: float  # min of gam, the chunks' sums of g (-inf or NaN if g holds one)
+    g_max: float  # max of the slab's g (NaN if g holds one), read while the cumsum left it in cache
 
 
 def _chunk_rows(x: np.ndarray, C: int) -> np.ndarray:
@@ -70,17 +72,25 @@ def _heads(x: np.ndarray) -> np.ndarray:
 def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
     """Inclusive cumsum over each chunk's C axis, g [N, C, H, K] -> Gam (decreasing along C).
 
-    One batched product with the lower-triangular ones matrix, in column blocks below
-    OpenBLAS's threading threshold: C times the additions of a row-by-row loop, but one call
-    instead of C - 1 tiny ones, which on two head threads mostly passed the GIL back and forth
-    (measured: the whole `chunked` 11% faster in wall time). np.cumsum on a middle axis is
-    ~4x slower still. Its twin is `_chunk_cumsum_naive`."""
+    Two levels: a batched product with the lower-triangular ones matrix inside each 16-row
+    sub-chunk (column blocks below OpenBLAS's threading threshold), then each sub-chunk's
+    carry, the sum of the sub-chunks before it (one small product), added to its rows. Three
+    calls instead of C - 1 tiny row additions, which on two head threads mostly passed the GIL
+    back and forth (measured: the whole `chunked` 11% faster in wall time), and a quarter of
+    the multiply-adds of one C x C product at C = 64. np.cumsum on a middle axis is ~4x slower
+    still. Its twin is `_chunk_cumsum_naive`."""
     N, C, H, K = g.shape
-    b = _block_rows(H * K, C * C)
+    B = _SUB if C % _SUB == 0 else C
+    nb = C // B
+    b = _block_rows(H * K, B * B)
     Gam = np.empty(g.shape, g.dtype)  # C order whatever g's: out= below must be a view of it
-    blocks = (N, C, H * K // b, b)
-    np.matmul(_ones_lower(C, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
+    blocks = (N * nb, B, H * K // b, b)
+    np.matmul(_ones_lower(B, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
               out=Gam.reshape(blocks).transpose(0, 2, 1, 3))  # fmt: skip
+    if nb > 1:
+        sub = Gam.reshape(N, nb, B, H * K)
+        carry = np.matmul(_ones_lower(nb - 1, g.dtype), sub[:, :-1, -1])  # [N, nb-1, HK]
+        sub[:, 1:] += carry[:, :, None]
     return Gam
 
 
@@ -163,8 +173,9 @@ def _intra_chunk(
     beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
     Gam = _chunk_cumsum(g)  # [N, C, H, K]
     gam = Gam[:, -1]  # [N, H, K]
-    if -gam.min() <= _CHUNK_SPREAD[k.dtype]:
-        return _intra_smooth(q, k, v, beta, Gam, scale)
+    seen = float(gam.min()), float(g.max())  # for chunked's deferred checks of g
+    if -seen[0] <= _CHUNK_SPREAD[k.dtype]:
+        return _intra_smooth(q, k, v, beta, Gam, scale, seen)
     N, _, H, K = k.shape
     dtype = k.dtype
     B = min(C, _SUB)
@@ -202,11 +213,18 @@ def _intra_chunk(
     for n in np.flatnonzero(wild.any(axis=1)):  # where k exp(r - Gam) may have overflowed
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
-    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam))
+    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam),
+                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
 def _intra_smooth(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, beta: np.ndarray, Gam: np.ndarray, scale: float
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    beta: np.ndarray,
+    Gam: np.ndarray,
+    scale: float,
+    seen: tuple[float, float],
 ) -> _Intra:
     """`_intra_chunk` for a slab whose chunks all decay by at most _CHUNK_SPREAD: the scores
     factorised around each chunk's start, P = (x exp(Gam)) (k exp(-Gam))^T, with both factors
@@ -231,7 +249,8 @@ def _intra_smooth(
     Tb = _unit_lower_inverse(L)
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
-    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay)
+    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay,
+                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
 def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):

@@ -12,11 +12,13 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
 MAX_THREADS = 64
 _PREFIX = "kda-chunked"
+T = TypeVar("T")
 
 # Reductions (the input checks) split over threads only above this many elements: a smaller
 # array is reduced faster than the hand-off to a thread takes.
@@ -63,11 +65,9 @@ def reduce_rows(reduce: Callable[[np.ndarray], np.generic], x: np.ndarray) -> li
     return list(pool(n).map(reduce, parts))
 
 
-def for_head_groups(groups: list[slice], job: Callable[[slice], None]) -> None:
-    """``job(h)`` for every head group ``h``: on the calling thread when there is one, else on
+def for_head_groups(groups: list[slice], job: Callable[[slice], T]) -> list[T]:
+    """``[job(h) for h in groups]``: on the calling thread when there is one group, else on
     the pool (one thread per group); a worker's exception is re-raised here."""
     if len(groups) == 1:
-        job(groups[0])
-        return
-    for future in [pool(len(groups)).submit(job, h) for h in groups]:
-        future.result()
+        return [job(groups[0])]
+    return [future.result() for future in [pool(len(groups)).submit(job, h) for h in groups]]
