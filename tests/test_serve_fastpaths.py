@@ -87,3 +87,28 @@ def test_checkpoint_digest_catches_any_one_byte_change(int8):
             raw[pos] ^= 1  # restored: the digest agrees again
             pool.check_integrity()
         arr.flags.writeable = False
+
+
+def test_exp_form_logistic_equals_the_models_tanh_form():
+    """``fused.sigmoid`` / ``fused.silu`` (exp form, clipped at -x = 700) against the logistic
+    computed stably branch by branch (relative 1e-14: a few ulps) and against the model's tanh
+    form ``functional.sigmoid`` / ``conv.silu`` (absolute: 1 + tanh cancels for x < 0, so the
+    tanh form itself is only good to ~1e-16 absolute), from the middle to far past exp's
+    overflow (|x| > 709): finite and no overflow raised (the clip)."""
+    from kda_core.kda.conv import silu as silu_ref
+    from kda_core.model.functional import sigmoid as sigmoid_ref
+    from kda_core.serve.fused import sigmoid, silu
+
+    x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
+    with np.errstate(over="raise", invalid="raise"):  # an overflow in exp would raise
+        s, f = sigmoid(x), silu(x)
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(-np.abs(x))  # in (0, 1]: the stable branches
+        exact = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    small = x > -700  # below, the clip gives e^-700 (~1e-304) where the truth is smaller
+    np.testing.assert_allclose(s[small], exact[small], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(f[small], (x * exact)[small], rtol=1e-14, atol=0)
+    assert np.all(np.abs(s[~small]) < 1e-300) and np.all(np.abs(f[~small]) < 1e-295)
+    np.testing.assert_allclose(s, sigmoid_ref(x), rtol=0, atol=4.5e-16)  # 2 ulps of 1
+    np.testing.assert_allclose(f, silu_ref(x), rtol=0, atol=1e-14)
+    assert np.all(np.isfinite(s)) and np.all(np.isfinite(f))
