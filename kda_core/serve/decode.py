@@ -25,8 +25,9 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
   (``serve.batch.mla_attend_padded``), over one padded array of every request's latents
   built once per step (``serve.batch.padded_latents``).
 
-Same shapes and contract as ``forward_packed`` (its twin; tests/test_serve_batch.py checks
-they agree to rounding, and both against ``TinyHybrid.forward`` per request).
+Same inputs and contract as ``forward_packed`` (its twin; tests/test_serve_batch.py checks
+they agree to rounding, and both against ``TinyHybrid.forward`` per request), except that it
+returns every request's whole latents after the step (views), not only the new rows.
 """
 
 from __future__ import annotations
