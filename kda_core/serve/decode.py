@@ -21,13 +21,11 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
   delta-rule error, rank-1 write, read-out after the write);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
-* MLA attention in the absorbed form with one matmul per request over its heads
-  (``serve.batch.mla_attend_padded``), over one padded array of every request's latents
-  built once per step (``serve.batch.padded_latents``).
+* MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
+  array of every request's latents, built once per step (``serve.batch.padded_latents``).
 
-Same inputs and contract as ``forward_packed`` (its twin; tests/test_serve_batch.py checks
-they agree to rounding, and both against ``TinyHybrid.forward`` per request), except that it
-returns every request's whole latents after the step (views), not only the new rows.
+Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
+both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
 """
 
 from __future__ import annotations
