@@ -97,7 +97,11 @@ def test_decode_packed_equals_forward_packed(seed, pasts):
     np.testing.assert_allclose(got[0], np.concatenate(ref[0]), atol=1e-12, rtol=0)
     np.testing.assert_allclose(got[1], ref[1], atol=1e-12, rtol=0)
     np.testing.assert_allclose(got[2], ref[2], atol=1e-12, rtol=0)
-    np.testing.assert_allclose(got[3], np.stack(ref[3]), atol=1e-12, rtol=0)
+    assert len(got[3]) == len(kvs)
+    for a, p, b in zip(got[3], kvs, ref[3]):  # every request's latents: its pasts, then new
+        assert a.shape == (p.shape[0] + 1,) + p.shape[1:] and not a.flags.writeable
+        np.testing.assert_array_equal(a[:-1], p)
+        np.testing.assert_allclose(a[-1:], b, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("N, H, K, V", [(1, 1, 1, 1), (3, 2, 4, 5), (32, 4, 32, 32)])
@@ -147,7 +151,7 @@ def test_decode_packed_chained_on_its_own_output(pasts):
         rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
         np.testing.assert_array_equal(S, kept)  # the input state stayed as it was
         S, W = got[1:3]
-        kvs = [np.concatenate([p, n], axis=0) for p, n in zip(kvs, got[3])]
+        kvs = got[3]
     assert S.base is not None and S.base.shape[3] == S.shape[3] + 1  # the reuse path ran
 
 

@@ -37,7 +37,13 @@ from kda_core.serve.fused import (
     silu,
 )
 
-__all__ = ["forward_batch", "forward_packed", "mla_decode_attention"]
+__all__ = [
+    "forward_batch",
+    "forward_packed",
+    "mla_attend_padded",
+    "mla_decode_attention",
+    "padded_latents",
+]
 
 
 def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> list[list[int]]:
@@ -90,21 +96,39 @@ def _mla_decode(model, layer, h, pasts):
 
 def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
     """Attention of one query per request, q [B, Hm dh], over its past latents pasts[b]
-    [P_b, C] and its new one new[b]: a padded batch with the padding masked out, in the
-    absorbed form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h)
-    . c and outputs W_uv,h (p . c), so the past latents are never up-projected. uk [Hm, dh,
-    C], uv [Hm, C, dh]. Returns the attention outputs [B, Hm dh] (before gate and W_o)."""
-    B, C = new.shape
-    Hm = uk.shape[0]
+    [P_b, C] and its new one new[b]: the latents laid in one padded batch
+    (``padded_latents``), then ``mla_attend_padded``. uk [Hm, dh, C], uv [Hm, C, dh].
+    Returns the attention outputs [B, Hm dh] (before gate and W_o)."""
+    lat, n = padded_latents(pasts, new[:, None])
+    return mla_attend_padded(q, lat, n, uk, uv, dh)
+
+
+def padded_latents(pasts: Sequence[np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Request b's past latents pasts[b] [P_b, ...] then its new ones new[b] [1, ...] as rows
+    ``:n_b`` of one zero-padded [B, max n, ...] array (n_b = P_b + 1). -> (array, n)."""
+    B = new.shape[0]
     n = np.array([p.shape[0] for p in pasts]) + 1
     L = int(n.max())
     if np.all(n == L):  # equal lengths (steady decoding of a batch admitted together)
-        lat = np.concatenate([np.stack(pasts), new[:, None]], axis=1)
-    else:
-        lat = np.zeros((B, L, C))
-        for b, p in enumerate(pasts):
-            lat[b, : n[b] - 1] = p
-        lat[np.arange(B), n - 1] = new
+        lat = np.empty((B, L) + new.shape[2:])
+        np.stack(pasts, out=lat[:, : L - 1])  # (concatenate on axis 1 measured ~10x slower)
+        lat[:, L - 1] = new[:, 0]
+        return lat, n
+    lat = np.zeros((B, L) + new.shape[2:])
+    for b, p in enumerate(pasts):
+        lat[b, : n[b] - 1] = p
+    lat[np.arange(B), n - 1] = new[:, 0]
+    return lat, n
+
+
+def mla_attend_padded(q, lat, n, uk, uv, dh: int) -> np.ndarray:
+    """Attention of one query per request, q [B, Hm dh], over rows ``:n[b]`` of lat[b]
+    [B, L, C] (rows from n[b] on are padding, masked out: exp(-inf) is an exact 0), in the
+    absorbed form (DeepSeek-V2 / SGLang MLA decode): scores q_h . (W_uk,h c) = (W_uk,h^T q_h)
+    . c and outputs W_uv,h (p . c), so the past latents are never up-projected. uk [Hm, dh,
+    C], uv [Hm, C, dh]. Returns the attention outputs [B, Hm dh] (before gate and W_o)."""
+    B, L, C = lat.shape
+    Hm = uk.shape[0]
     # per head over the batch (Hm matmuls), then per request over its heads (B matmuls)
     qa = np.matmul(q.reshape(B, Hm, dh).transpose(1, 0, 2), uk).transpose(1, 0, 2)  # [B, Hm, C]
     s = np.matmul(qa, lat.swapaxes(1, 2))  # [B, Hm, L]

@@ -21,11 +21,11 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
   delta-rule error, rank-1 write, read-out after the write);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
-* MLA attention in the absorbed form with one matmul per request over its heads
-  (``serve.batch.mla_decode_attention``).
+* MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
+  array of every request's latents, built once per step (``serve.batch.padded_latents``).
 
-Same shapes and contract as ``forward_packed`` (its twin; tests/test_serve_batch.py checks
-they agree to rounding, and both against ``TinyHybrid.forward`` per request).
+Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
+both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core.serve.batch import mla_decode_attention
+from kda_core.serve.batch import mla_attend_padded, padded_latents
 from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, silu
 
 __all__ = ["decode_packed", "state_update_gemm", "state_update_naive"]
@@ -110,19 +110,22 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     return gate @ wt.w_o_n
 
 
-def _mla_decode(wt: MLALayer, c, x, pasts):
-    """One MLA mixer, one query per request over its own past latents plus the new one."""
+def _mla_decode(wt: MLALayer, c, x, lat, n, rows):
+    """One MLA mixer, one query per request over rows ``:n[i]`` of lat [N, L, C] (request i's
+    past latents, then its new one, written here into row ``rows[i]`` = n[i] - 1)."""
     C = wt.norm_c.shape[0]
     Hd = c.mla_heads * c.mla_head_dim
     z = (x * _inv_rms(x, c.norm_eps)) @ wt.w_in_n
-    lat = z[:, :C]
-    new = lat * _inv_rms(lat, c.norm_eps) * wt.norm_c
-    o = mla_decode_attention(z[:, C : C + Hd], new, pasts, wt.uk, wt.uv, c.mla_head_dim)
+    new = z[:, :C]
+    new *= _inv_rms(new, c.norm_eps)
+    new *= wt.norm_c
+    lat[rows] = new
+    o = mla_attend_padded(z[:, C : C + Hd], lat, n, wt.uk, wt.uv, c.mla_head_dim)
     gate = np.tanh(0.5 * z[:, C + Hd :])
     gate += 1.0
     gate *= 0.5
     gate *= o
-    return gate @ wt.w_o, new
+    return gate @ wt.w_o
 
 
 def _mlp(w_up_n: np.ndarray, w_down: np.ndarray, F: int, x: np.ndarray, eps: float):
@@ -139,14 +142,17 @@ def decode_packed(
     S: np.ndarray,
     conv: np.ndarray,
     pasts: Sequence[np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """``forward_packed`` for one token per request (no validation).
 
     S [L, N, H, K, V], conv [L, N, W-1, D] (read only), pasts[i] [P_i, n_mla, C]. Returns
-    (logits [N, vocab], new S, new conv, new latents [N, 1, n_mla, C]); request i's new state
-    is the view ``S_new[:, i]`` of fresh arrays. S is not changed; when it is a previous
-    call's new S, that call's buffer (rows :K of [L, N, H, K+1, V]) is used as is and its
-    scratch row K written (``_augmented``).
+    (logits [N, vocab], new S, new conv, every request's latents after the step: request i's
+    [P_i + 1, n_mla, C], its pasts then the new row). Request i's new state is the view
+    ``S_new[:, i]`` of fresh arrays, its latents a read-only view of one fresh padded array
+    (the pasts are copied into it once per step, and both MLA layers read it: no per-layer
+    gather, no per-request concatenation). S is not changed; when it is a previous call's
+    new S, that call's buffer (rows :K of [L, N, H, K+1, V]) is used as is and its scratch
+    row K written (``_augmented``).
     """
     model = wts.model
     c = model.config
@@ -161,18 +167,20 @@ def decode_packed(
     if M is None or M.shape != (N, H, K, K + 1):
         wts.update_mats.clear()  # one batch size kept: the batch changes rarely
         M = wts.update_mats[N] = np.zeros((N, H, K, K + 1))
-    lats = []
+    n_mla, C = pasts[0].shape[1:]
+    lat, n = padded_latents(pasts, np.zeros((N, 1, n_mla, C)))  # new rows: written per layer
+    rows = (np.arange(N), n - 1)
     for layer, wt in enumerate(wts.layers):
         j = model._slot[layer]
         if isinstance(wt, KDALayer):
             y = _kda_decode(wt, c, x, Sa[j], conv[j], S_new[j], W_new[j], M)
         else:
-            y, new = _mla_decode(wt, c, x, [p[:, j] for p in pasts])
-            lats.append(new)
+            y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
         x = x + y
         x += _mlp(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
     logits = (x * _inv_rms(x, eps) * model.final_norm) @ model.lm_head
-    return logits, S_new, W_new, np.stack(lats, axis=1)[:, None]
+    lat.flags.writeable = False  # shared by every request's view: nothing writes into it
+    return logits, S_new, W_new, [lat[i, : n[i]] for i in range(N)]
 
 
 def _augmented(S: np.ndarray) -> np.ndarray:

@@ -5,8 +5,10 @@ makes them all (KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``, MLA ``h @ [w_dkv | 
 w_gate]``), stores the conv taps and the MLA up-projections in the layouts the batched passes
 read, and is built once per ``Engine.serve`` (the weights are copied, so a model changed later
 is not seen by a serve already running). ``rms`` / ``silu`` / ``sigmoid`` / ``l2norm`` are the
-model's functions with fewer temporaries (equal to rounding); ``mlp`` is ``TinyHybrid.mlp`` on
-them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices (the twin).
+model's functions with fewer temporaries (equal to rounding; the logistic in its exp form,
+faster than the model's tanh form, clipped so it cannot overflow); ``mlp`` is
+``TinyHybrid.mlp`` on them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on
+contiguous slices (the twin).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from kda_core.kda import conv_varlen
 from kda_core.model import KDAWeights, MLAWeights, TinyHybrid
-from kda_core.model.functional import sigmoid
 
 __all__ = ["FusedWeights", "conv_packed", "l2norm", "mlp", "rms", "sigmoid", "silu"]
 
@@ -101,13 +103,27 @@ def rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x * (1.0 / np.sqrt(ms + eps))[..., None] * w
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """x sigmoid(x) = (x/2)(1 + tanh(x/2)) (``conv.silu``, two temporaries fewer)."""
-    h = 0.5 * x
-    t = np.tanh(h)
+def _exp_neg(x: np.ndarray) -> np.ndarray:
+    """exp(-x), with -x clipped at 700 first so it stays finite: 1 / (1 + e^700) is 0 to
+    double precision (~1e-304), as the true value of the logistic there rounds to."""
+    t = np.negative(x)
+    np.minimum(t, 700.0, out=t)
+    return np.exp(t, out=t)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) (``functional.sigmoid``'s twin, equal to rounding). exp measured
+    ~2.8x faster than the tanh form on [512, 384] (packed prefill), ~10 % on [32, 384]."""
+    t = _exp_neg(x)
     t += 1.0
-    t *= h
-    return t
+    return np.divide(1.0, t, out=t)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x sigmoid(x) = x / (1 + exp(-x)) (``conv.silu``'s twin; the exp form, see ``sigmoid``)."""
+    t = _exp_neg(x)
+    t += 1.0
+    return np.divide(x, t, out=t)
 
 
 def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -138,19 +154,20 @@ def conv_packed(x: np.ndarray, taps: np.ndarray, cu: np.ndarray, win: np.ndarray
     lens = np.diff(cu)
     if np.all(lens == lens[0]) and lens[0] > 0:
         n = int(lens[0])
-        full = np.concatenate([win, x.reshape(N, n, D)], axis=1)
-        y = full[:, W - 1 :] * taps[W - 1]
-        for i in range(W - 1):
-            y += full[:, i : i + n] * taps[i]
+        full = np.empty((N, W - 1 + n, D))
+        full[:, : W - 1] = win
+        full[:, W - 1 :] = x.reshape(N, n, D)
+        # y[:, t] = sum_i full[:, t + i] taps[i]: one einsum over the sliding windows (a view),
+        # measured ~3x faster than W multiply-adds of [N, n, D] slices
+        y = np.einsum("nwdt,wd->ntd", sliding_window_view(full, n, axis=1), taps)
         return y.reshape(T, D), full[:, n:].copy()
     pieces = []
     for i in range(N):
         pieces += [win[i], x[cu[i] : cu[i + 1]]]
     full = np.concatenate(pieces, axis=0)  # [T + N (W-1), D]
     R = full.shape[0]
-    yfull = full[W - 1 :] * taps[W - 1]  # row r: the output for the token at full row r+W-1
-    for i in range(W - 1):
-        yfull += full[i : R - (W - 1) + i] * taps[i]
+    # row r: the output for the token at full row r+W-1
+    yfull = np.einsum("wdr,wd->rd", sliding_window_view(full, R - (W - 1), axis=0), taps)
     seq_of = np.repeat(np.arange(N), lens)
     y = yfull[np.arange(T) + (W - 1) * seq_of]
     ends = cu[1:] + (W - 1) * np.arange(1, N + 1)  # one past each [window, x] block

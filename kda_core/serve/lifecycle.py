@@ -293,6 +293,8 @@ class Lifecycle:
             r.bump("evicted_kv", ev.kv_tokens)
         e.pingpong.close(r.slots)
         r.slots = None
+        if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
+            r.state.mla_kv = r.state.mla_kv.copy()
         r.phase = "finished"
         r.finished_at = step
         r.seconds = time.perf_counter() - r.t0

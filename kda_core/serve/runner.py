@@ -13,7 +13,9 @@ nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes int
 later (the next one-token pass writes only its buffer's scratch row K, outside every state
 view: ``serve.decode``): tracks, snapshots and restores copy, and a state donated to the
 checkpoint pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a
-batch array.
+batch array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a
+read-only view of that step's padded latents array (``decode_packed``); the radix tree copies
+what it keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ class Runner:
         if batch.prefill:
             seqs = [s for _, s in work]
             logits, S_new, W_new, kv = forward_packed(self.model, seqs, S, W, pasts, self.weights)
-        else:  # every request decodes: the fused one-token pass
+            lat = [np.concatenate([p, k], axis=0) for p, k in zip(pasts, kv)]
+        else:  # every request decodes: the fused one-token pass (all latents, as views)
             toks = [s[0] for _, s in work]
-            lg, S_new, W_new, kv = decode_packed(self.weights, toks, S, W, pasts)
+            lg, S_new, W_new, lat = decode_packed(self.weights, toks, S, W, pasts)
             logits = lg[:, None]
         out, views = [], []
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
@@ -72,7 +75,7 @@ class Runner:
             views.append(view)
             st = r.state
             assert st is not None
-            st.mla_kv = np.concatenate([st.mla_kv, kv[i]], axis=0)
+            st.mla_kv = lat[i]
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
         self._prev = (slots, views, S_new, W_new)
