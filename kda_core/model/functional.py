@@ -1,8 +1,9 @@
 """The elementwise pieces of TinyHybrid's forward: RMSNorm and the logistic sigmoid (numpy).
 
-One definition each, shared by the model (`kda_core.model.tiny`) and the batched forward of the
-serving loop (`kda_core.serve.batch`), so the two cannot drift apart. SiLU lives with the short
-convolution (`kda_core.conv.silu`). Left out: any fused or lower-precision variant.
+The model's definitions (`kda_core.model.tiny`). The serving loop's batched passes use their
+own exp-form logistic and SiLU with fewer temporaries (`kda_core.serve.fused`), tested equal to
+these to rounding (tests/test_serve_fastpaths.py). SiLU lives with the short convolution
+(`kda_core.conv.silu`). Left out: any lower-precision variant.
 """
 
 from __future__ import annotations
