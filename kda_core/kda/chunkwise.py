@@ -19,6 +19,7 @@ from kda_core.kda.inputs import (
     _check_chunk_size,
     _check_deferred,
     _effective_chunk,
+    _validate,
     _validate_deferred,
 )
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
@@ -104,7 +105,7 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     # in cache: q, k and v are proven finite from o and S, g from its max and chunk sums
     q, k, v, g, beta, S, scale = _validate_deferred(*args)
     o, S, seen = _run(q, k, v, g, beta, S, scale, C, measure=True)
-    _check_deferred(args, q, k, v, o, S, seen)
+    _check_deferred(lambda: _validate(*args), o, S, seen)
     return o, S
 
 

@@ -7,6 +7,7 @@ the inputs finite. Messages name the argument and the allowed range (tests match
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,26 +107,30 @@ def _validate_deferred(q, k, v, g, beta, initial_state, scale):
         raise
 
 
-def _check_deferred(args: tuple, q, k, v, o: np.ndarray, S: np.ndarray, seen: Measured) -> None:
-    """After a run on `_validate_deferred` inputs (``args``: the arguments as the caller gave
-    them, q, k, v as validated), with what the run measured:
+def _check_deferred(revalidate: Callable[[], object], o, S, seen: Measured) -> None:
+    """After a run on deferred-validation inputs (`_validate_deferred`, varlen's), with what
+    the run measured; ``revalidate`` runs the entry's full check (it raises the first failure
+    in the usual order):
 
     * g: its max is <= 0 (False for NaN), and no chunk's sum of g is -inf or NaN (a -inf in g
-      makes its chunk's sum -inf). Otherwise the full check runs and names the first bad
-      argument; it passes only if a chunk of finite g overflowed, and the results stand.
-    * q, k, v: finite o and S prove them finite; otherwise the full finiteness check names the
-      argument (finite inputs can still overflow: then it passes and the results stand, with
-      one RuntimeWarning, as they would have without the deferral).
+      makes its chunk's sum -inf).
+    * q, k, v (and varlen's initial states): finite o and S prove them finite.
+
+    Otherwise the full check runs and names the first bad argument. It passes only if finite
+    inputs overflowed (a chunk's sum of g, or values inside the run): then the results stand,
+    with one RuntimeWarning if o or S is not finite, as they would without the deferral.
     """
-    if not (seen.g_max <= 0 and np.isfinite(seen.least_chunk_sum)):
-        _validate(*args)
     with np.errstate(over="ignore", invalid="ignore"):
         total = seen.o_sum + S.sum()
-    if np.isfinite(total) or (np.all(np.isfinite(o)) and np.all(np.isfinite(S))):
+    g_ok = seen.g_max <= 0 and np.isfinite(seen.least_chunk_sum)
+    if g_ok and np.isfinite(total):
         return
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_float(name, x, x.dtype)
-    warnings.warn("kda.chunked: finite inputs overflowed to NaN or inf", RuntimeWarning, 3)
+    finite = bool(np.all(np.isfinite(o)) and np.all(np.isfinite(S)))
+    if g_ok and finite:
+        return
+    revalidate()
+    if not finite:
+        warnings.warn("kda.chunked: finite inputs overflowed to NaN or inf", RuntimeWarning, 3)
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ import numpy as np
 MAX_THREADS = 64
 _PREFIX = "kda-chunked"
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 # Reductions (the input checks) split over threads only above this many elements: a smaller
 # array is reduced faster than the hand-off to a thread takes.
@@ -65,9 +66,14 @@ def reduce_rows(reduce: Callable[[np.ndarray], np.generic], x: np.ndarray) -> li
     return list(pool(n).map(reduce, parts))
 
 
+def for_each(items: list[Item], job: Callable[[Item], T]) -> list[T]:
+    """``[job(x) for x in items]``: on the calling thread when there is one item, else on
+    the pool (one thread per item); a worker's exception is re-raised here."""
+    if len(items) == 1:
+        return [job(items[0])]
+    return [future.result() for future in [pool(len(items)).submit(job, x) for x in items]]
+
+
 def for_head_groups(groups: list[slice], job: Callable[[slice], T]) -> list[T]:
-    """``[job(h) for h in groups]``: on the calling thread when there is one group, else on
-    the pool (one thread per group); a worker's exception is re-raised here."""
-    if len(groups) == 1:
-        return [job(groups[0])]
-    return [future.result() for future in [pool(len(groups)).submit(job, h) for h in groups]]
+    """``job(h)`` for every head group ``h`` (see `for_each`)."""
+    return for_each(groups, job)

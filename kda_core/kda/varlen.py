@@ -30,11 +30,13 @@ Left out: grouped value heads, float32 fast paths (float64 only, like the model)
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kda_core import kda
 from kda_core.kda import chunkwise, inputs, intra
-from kda_core.kda.threads import for_head_groups
+from kda_core.kda.threads import for_each
 
 __all__ = [
     "check_cu_seqlens",
@@ -46,6 +48,9 @@ __all__ = [
 ]
 
 MAX_SEQS = 1 << 16
+# `_chunked_varlen` splits sequences over its threads only if the heaviest part carries at most
+# this much more than its share of the tokens (else it splits heads, which always balance)
+_BALANCE = 0.1
 _OWN_SLABS = 3
 """Sequences with at least this many full chunks run ``kda.chunked`` on those contiguous rows
 (a few scan steps amortise its per-chunk Python cost, and it needs no gather); their tails and
@@ -74,24 +79,40 @@ def _check_state_shape(S: np.ndarray, shape: tuple[int, int, int, int]) -> None:
         raise ValueError(f"initial_states must have shape [N, H, K, V] = {shape}, got {S.shape}")
 
 
-def _check_states(initial_states, N: int, H: int, K: int, V: int) -> np.ndarray:
+def _check_states(
+    initial_states, N: int, H: int, K: int, V: int, deferred: bool = False
+) -> np.ndarray:
     if initial_states is None:
         return np.zeros((N, H, K, V))
     S = np.array(initial_states, dtype=np.float64)  # a copy: the caller's array is not written
     _check_state_shape(S, (N, H, K, V))
-    if not np.all(np.isfinite(S)):
+    if not deferred and not np.all(np.isfinite(S)):
         raise ValueError("initial_states must be finite (found NaN or inf)")
     return S
 
 
-def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale):
-    q, k, v, g, beta, _, scale = inputs._validate(q, k, v, g, beta, None, scale)
+def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale, deferred: bool = False):
+    """Every check, in a fixed order; ``deferred=True`` skips the passes over q, k, v, g and
+    the initial states that `chunked_varlen` proves from its run (see `_validate_deferred`)."""
+    q, k, v, g, beta, _, scale = inputs._validate(q, k, v, g, beta, None, scale, deferred=deferred)
     if q.dtype != np.float64:
         q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
     T, H, K = q.shape
     cu = check_cu_seqlens(cu_seqlens, T)
-    S = _check_states(initial_states, cu.size - 1, H, K, v.shape[2])
+    S = _check_states(initial_states, cu.size - 1, H, K, v.shape[2], deferred)
     return q, k, v, g, beta, cu, S, scale
+
+
+def _validate_deferred(*args):
+    """`_validate` without the passes over q, k, v, g and the initial states; a failure is
+    reported as the full check reports it (same message, same order). The run then proves
+    them (`inputs._check_deferred`): a NaN or inf in the initial states, as in q, k, v, always
+    reaches o or the final states (decays and dense products keep it), and g is measured."""
+    try:
+        return _validate(*args, deferred=True)
+    except ValueError:
+        _validate(*args)  # the first failure of the full check
+        raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,42 +167,89 @@ def chunked_varlen(
     Equal (to rounding) to ``kda.chunked`` run on each sequence with its own initial state;
     empty sequences (repeated offsets) keep their state."""
     C = inputs._check_chunk_size(chunk_size)
-    q, k, v, g, beta, cu, S, scale = _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale)
-    return _chunked_varlen(q, k, v, g, beta, cu, S, scale, C)
+    args = (q, k, v, g, beta, cu_seqlens, initial_states, scale)
+    q, k, v, g, beta, cu, S, scale = _validate_deferred(*args)
+    o, S, seen = _run(q, k, v, g, beta, cu, S, scale, C, measure=True)
+    inputs._check_deferred(lambda: _validate(*args), o, S, seen)
+    return o, S
 
 
 def _chunked_varlen(q, k, v, g, beta, cu, S, scale: float, C: int):
+    """`chunked_varlen` after validation (see `_run`): (o, S)."""
+    return _run(q, k, v, g, beta, cu, S, scale, C, measure=False)[:2]
+
+
+def _run(q, k, v, g, beta, cu, S, scale: float, C: int, measure: bool):
     """`chunked_varlen` after validation (float64 arrays, int64 offsets); S [N, H, K, V] is
-    updated in place and returned. Large inputs split their heads over threads as
-    `kda.chunked` does (chunkwise._head_groups), so packing costs no parallelism."""
+    updated in place and returned. Large inputs run on `kda.chunked`'s threads
+    (chunkwise._head_groups says how many): split by sequences when they balance (each
+    thread takes every head of about 1/n of the tokens: half the numpy calls of a head split,
+    each twice the size), else by heads as `kda.chunked` does, so packing costs no
+    parallelism either way."""
     T, H, K = q.shape
     assert q.dtype == v.dtype == S.dtype == np.float64 and S.shape[0] == cu.size - 1
     assert int(C) == C >= 1, "chunk size"
     o = np.empty((T, H, v.shape[2]))
+    lens = np.diff(cu)
+    C = inputs._effective_chunk(C, max(int(lens.max()), 1))  # one chunk size for every part
     groups = chunkwise._head_groups(T, H, K, v.shape[2])
-    for_head_groups(groups, lambda h: _varlen_heads(
-        q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h]
-    ))  # fmt: skip
-    return o, S
+    parts = _balanced_parts(lens, len(groups))
+    if parts is not None:
+        seen = for_each(parts, lambda ids: _varlen_part(
+            q, k, v, g, beta, cu, S, scale, C, o, ids, measure))  # fmt: skip
+    else:
+        every = np.arange(cu.size - 1)
+        seen = for_each(groups, lambda h: _varlen_part(
+            q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h], every,
+            measure))  # fmt: skip
+    return o, S, functools.reduce(inputs.Measured.add, seen) if measure else None
 
 
-def _varlen_heads(q, k, v, g, beta, cu, S, scale: float, C: int, o: np.ndarray) -> None:
-    """The packed pipeline on (a group of) heads: S [N, h, K, V] and o [T, h, V] are written in
-    place (views of the caller's arrays)."""
+def _balanced_parts(lens: np.ndarray, n: int) -> list[np.ndarray] | None:
+    """The sequences in n parts of nearly equal token counts (longest first, each to the
+    lightest part), or None if n < 2 or the heaviest part would exceed the mean by more than
+    _BALANCE (one long sequence among short ones: a head split balances better)."""
+    if n < 2 or lens.size < n:
+        return None
+    load = np.zeros(n, np.int64)
+    owner = np.empty(lens.size, np.int64)
+    for i in np.argsort(-lens, kind="stable"):
+        j = int(np.argmin(load))
+        owner[i] = j
+        load[j] += lens[i]
+    if load.max() > (1 + _BALANCE) * lens.sum() / n:
+        return None
+    return [np.flatnonzero(owner == j) for j in range(n)]
+
+
+def _varlen_part(*args) -> inputs.Measured | None:
+    """`_pipeline` on this thread, silent: a non-finite input flows through to o and S, where
+    `inputs._check_deferred` names it (or warns once if finite inputs overflowed)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _pipeline(*args)
+
+
+def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Measured | None:
+    """The packed pipeline on sequences ``ids`` (and the heads of q, ..., S, o, views of the
+    caller's arrays): their rows of o and their S are written in place. C is effective. With
+    ``measure``, returns what `inputs._check_deferred` needs (g's max and least chunk sum, o's
+    sum) over the rows it ran."""
+    seen = inputs.Measured()
     T, H, K = q.shape
     Vd = v.shape[2]
-    lens = np.diff(cu)
-    C = inputs._effective_chunk(C, max(int(lens.max()), 1))
-    starts, rest = cu[:-1].copy(), lens.copy()
-    for i in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
-        n = lens[i] // C * C
+    lens = np.diff(cu)[ids]
+    starts, rest = cu[ids].copy(), lens.copy()
+    for j in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
+        i, n = ids[j], lens[j] // C * C
         s = slice(cu[i], cu[i] + n)
-        o[s], S[i] = chunkwise._chunked(q[s], k[s], v[s], g[s], beta[s], S[i], scale, C)
-        starts[i] += n
-        rest[i] -= n  # its tail (< C tokens) joins the batched rounds
-    idx = np.flatnonzero(rest > 0)
-    for Cp, seqs, row0, size in _rounds(starts[idx], rest[idx], C):
-        seqs = idx[seqs]
+        o[s], S[i], m = chunkwise._run(q[s], k[s], v[s], g[s], beta[s], S[i], scale, C, measure)
+        if measure:
+            seen = seen.add(m)
+        starts[j] += n
+        rest[j] -= n  # its tail (< C tokens) joins the batched rounds
+    live = np.flatnonzero(rest > 0)
+    for Cp, pos, row0, size in _rounds(starts[live], rest[live], C):
+        seqs = ids[live[pos]]
         # groups of about one kda.chunked slab: intermediates stay in cache between the intra
         # pass and the scan step
         group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
@@ -199,9 +267,12 @@ def _varlen_heads(q, k, v, g, beta, cu, S, scale: float, C: int, o: np.ndarray) 
             Sj = S[seqs[gs]]
             oj = _scan_step(it, Sj)  # [n, H, Cp, V]
             S[seqs[gs]] = Sj
+            if measure:  # padded rows have zero q: their outputs are 0 unless S is not finite
+                seen = seen.add(inputs.Measured(it.g_max, it.least_gam, float(oj.sum())))
             oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
             keep = ~pad
             o[rows[keep]] = oj[keep]
+    return seen if measure else None
 
 
 def chunked_varlen_naive(
