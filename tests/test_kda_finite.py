@@ -17,6 +17,25 @@ from kda_core import kda
 from kda_core.kda import inputs
 
 
+def conspiring_inputs(seed: int, T: int, where: float, hide: str):
+    """Seeded inputs (H=2, K=4, V=3) and the token t, head h a test spoils, with what could
+    hide a bad entry there: its token writes nothing (beta 0), its key is zero, the state
+    starts at zero, all three, or decays so strong that the sub-chunk path with masked
+    exponents runs. Returns (rng, inputs, t, h); rng goes on to pick the channel."""
+    rng = np.random.default_rng(seed)
+    q, k, v, g, beta, S0 = kda_inputs(rng, T, H=2, K=4, V=3)
+    t, h = int(where * T), int(rng.integers(2))
+    if hide in ("beta0", "all"):
+        beta[t, h] = 0.0
+    if hide in ("k0", "all"):
+        k[t, h] = 0.0
+    if hide in ("zero_state", "all"):
+        S0[:] = 0.0
+    if hide == "strong_decay":
+        g *= 300.0
+    return rng, (q, k, v, g, beta, S0), t, h
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     T=st.integers(1, 150),
@@ -32,17 +51,7 @@ def test_a_non_finite_q_k_or_v_is_refused_by_name(T, name, bad, where, chunk, dt
     """Conspiracies that could hide the bad entry: its token writes nothing (beta 0), its key
     is zero, the state starts at zero, all three, or decays so strong that the sub-chunk path
     with masked exponents runs."""
-    rng = np.random.default_rng(seed)
-    q, k, v, g, beta, S0 = kda_inputs(rng, T, H=2, K=4, V=3)
-    t, h = int(where * T), int(rng.integers(2))
-    if hide in ("beta0", "all"):
-        beta[t, h] = 0.0
-    if hide in ("k0", "all"):
-        k[t, h] = 0.0
-    if hide in ("zero_state", "all"):
-        S0[:] = 0.0
-    if hide == "strong_decay":
-        g *= 300.0
+    rng, (q, k, v, g, beta, S0), t, h = conspiring_inputs(seed, T, where, hide)
     args = {"q": q, "k": k, "v": v}
     args[name][t, h, int(rng.integers(args[name].shape[2]))] = bad
     cast = [x.astype(dtype) for x in (q, k, v, g, beta, S0)]
@@ -111,17 +120,7 @@ def test_refused_when_heads_run_on_threads(rng, monkeypatch):
 def test_a_bad_g_is_refused_by_name(T, bad, where, chunk, dtype, hide, seed):
     """g's checks run on the head threads: its max (NaN, +inf and positive entries) and each
     chunk's sum of g (a -inf makes it -inf), whatever the token's key, beta or state."""
-    rng = np.random.default_rng(seed)
-    q, k, v, g, beta, S0 = kda_inputs(rng, T, H=2, K=4, V=3)
-    t, h = int(where * T), int(rng.integers(2))
-    if hide in ("beta0", "all"):
-        beta[t, h] = 0.0
-    if hide in ("k0", "all"):
-        k[t, h] = 0.0
-    if hide in ("zero_state", "all"):
-        S0[:] = 0.0
-    if hide == "strong_decay":
-        g *= 300.0
+    rng, (q, k, v, g, beta, S0), t, h = conspiring_inputs(seed, T, where, hide)
     g[t, h, int(rng.integers(4))] = bad
     cast = [x.astype(dtype) for x in (q, k, v, g, beta, S0)]
     message = "^g is a log decay and must be <= 0" if bad == 0.25 else "^g must be finite"

@@ -23,7 +23,7 @@ from kda_core.kda.inputs import (
     _validate_deferred,
 )
 from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
-from kda_core.kda.threads import for_head_groups, kda_threads
+from kda_core.kda.threads import for_each, kda_threads
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
 # [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass
@@ -133,7 +133,7 @@ def _run(q, k, v, g, beta, S, scale: float, C: int, measure: bool):
             q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], scale, C, S[h], o[:, :, h], measure
         )
 
-    seen = for_head_groups(_head_groups(T, H, K, V), job)
+    seen = for_each(_head_groups(T, H, K, V), job)
     total = functools.reduce(Measured.add, seen) if measure else None
     return o.reshape(N * C, H, -1)[:T], S, total
 

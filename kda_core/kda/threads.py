@@ -72,8 +72,3 @@ def for_each(items: list[Item], job: Callable[[Item], T]) -> list[T]:
     if len(items) == 1:
         return [job(items[0])]
     return [future.result() for future in [pool(len(items)).submit(job, x) for x in items]]
-
-
-def for_head_groups(groups: list[slice], job: Callable[[slice], T]) -> list[T]:
-    """``job(h)`` for every head group ``h`` (see `for_each`)."""
-    return for_each(groups, job)
