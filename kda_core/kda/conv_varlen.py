@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
+from kda_core.kda.conv import ACTIVATIONS, _check_x_w, short_conv, silu
 from kda_core.kda.varlen import check_cu_seqlens
 
 __all__ = ["short_conv_varlen", "short_conv_varlen_naive"]
 
 
 def _check_conv_args(x, w, cu_seqlens, windows, activation):
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] < 1:
-        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
+    x, w = _check_x_w(x, w)
     D, W = w.shape
-    if x.ndim != 2 or x.shape[1] != D:
-        raise ValueError(f"x must have shape [T, D] with D={D}, got {x.shape}")
     cu = check_cu_seqlens(cu_seqlens, x.shape[0])
     N = cu.size - 1
     if windows is None:
