@@ -70,9 +70,9 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     HK = H * K
     z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
     y, new_win = conv_packed(z[:, : 3 * HK], wt.taps, cu, win)
-    act = silu(y).reshape(T, 3, H, K)
+    act = silu(y).reshape(T, 3, H, K)  # a fresh array: q and k are normalised in it
     qk = act[:, :2]  # q and k through kda.l2norm in one pass
-    qk = qk * (1.0 / np.sqrt(np.einsum("tahk,tahk->tah", qk, qk) + 1e-6))[..., None]
+    qk *= (1.0 / np.sqrt(np.einsum("tahk,tahk->tah", qk, qk) + 1e-6))[..., None]
     # g = lb sigmoid(A (f + b)) = lb / (1 + exp(t)), t = -A (f + b) (-A folded into f_b)
     t = z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b_neg
     t += wt.g_bias_neg
@@ -81,7 +81,7 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     t += 1.0
     g = np.divide(c.gate_lower_bound, t, out=t).reshape(T, H, K)
     beta = sigmoid(z[:, -H:])
-    o, _ = varlen.kda_varlen(qk[:, 0], qk[:, 1], act[:, 2], g, beta, cu, S0, out=out)
+    o, _ = varlen.kda_varlen(act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, out=out)
     o *= inv_rms(o, c.norm_eps)  # the per-head norm; its weight is folded into w_o_n
     gate = sigmoid(z[:, 3 * HK : 4 * HK])
     gate *= o.reshape(T, HK)
