@@ -2,13 +2,18 @@
 
 ``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
 every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
-projections, MLPs and the LM head are single matmuls over all tokens; KDA layers run
-``conv_varlen.short_conv_varlen`` and ``varlen.kda_varlen`` (length-1 sequences - decodes - through
-the batched step, prefill chunks through the level-by-level chunked scan), each sequence from
-its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
-masked batch; prefill chunks one sequence at a time (their causal masks differ).
+projections, MLPs and the LM head are single matmuls over all tokens (``serve.fused``: one
+input matmul per mixer, the RMSNorm weights folded into the matrices); KDA layers run the
+packed conv and ``varlen.kda_varlen`` (length-1 sequences - decodes - through the batched step,
+prefill chunks through the level-by-level chunked scan), each sequence from its own state and
+conv window. MLA attends per request in the absorbed form: decodes (one query each) as one
+padded, masked batch (``mla_attend_padded``), prefill chunks of one length together
+(``mla_attend_chunks``: their latents padded to the group's longest past, the causal mask
+P_b + t covering the padding), a chunk alone when that padding would more than double its
+group's latents.
 
-Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py).
+Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py,
+tests/test_serve_fastpaths.py).
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 
 ``FusedWeights.of(model)`` concatenates each layer's input projections so that one matmul
 makes them all (KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``, MLA ``h @ [w_dkv | w_q |
-w_gate]``), stores the conv taps and the MLA up-projections in the layouts the batched passes
-read, and is built once per ``Engine.serve`` (the weights are copied, so a model changed later
-is not seen by a serve already running). ``rms`` / ``silu`` / ``sigmoid`` / ``l2norm`` are the
-model's functions with fewer temporaries (equal to rounding; the logistic in its exp form,
-faster than the model's tanh form, clipped so it cannot overflow); ``mlp`` is
-``TinyHybrid.mlp`` on them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on
-contiguous slices (the twin).
+w_gate]``), folds the RMSNorm weights into the matrices that follow them (``rms(x, w) @ W =
+(x inv_rms(x)) @ (diag(w) W)``: norm1 into the input projections, norm2 into w_up, the KDA
+per-head norm into w_o, the final norm into the LM head) and the gate's ``exp(A_log)`` into
+f_b, stores the conv taps and the MLA up-projections in the layouts the batched passes read,
+and is built once per ``Engine.serve`` (the weights are copied, so a model changed later is not
+seen by a serve already running). ``inv_rms`` / ``silu`` / ``sigmoid`` are the model's
+functions with fewer temporaries (equal to rounding; the logistic in its exp form, faster than
+the model's tanh form, clipped so it cannot overflow); ``mlp_folded`` is ``TinyHybrid.mlp`` on
+them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices (the twin).
 """
 
 from __future__ import annotations
@@ -25,10 +27,7 @@ __all__ = [
     "FusedWeights",
     "conv_packed",
     "inv_rms",
-    "l2norm",
-    "mlp",
     "mlp_folded",
-    "rms",
     "sigmoid",
     "silu",
 ]
@@ -114,12 +113,6 @@ class FusedWeights:
         return cls(model, layers, w_up_n, model.final_norm[:, None] * model.lm_head)
 
 
-def rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    """RMSNorm over the last axis (``model.rmsnorm``, with a reciprocal instead of a divide)."""
-    ms = np.einsum("...d,...d->...", x, x) / x.shape[-1]
-    return x * (1.0 / np.sqrt(ms + eps))[..., None] * w
-
-
 def inv_rms(x: np.ndarray, eps: float) -> np.ndarray:
     """1 / sqrt(mean(x^2, last axis) + eps), with a trailing axis (the RMSNorm scale: with the
     norm weight folded into the next matrix, ``rms(x, w) @ W = (x inv_rms(x)) @ (diag(w) W)``)."""
@@ -151,20 +144,6 @@ def silu(x: np.ndarray) -> np.ndarray:
     t = _exp_neg(x)
     t += 1.0
     return np.divide(x, t, out=t)
-
-
-def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """``kda.l2norm`` over the last axis."""
-    return x * (1.0 / np.sqrt(np.einsum("...k,...k->...", x, x) + eps))[..., None]
-
-
-def mlp(model: TinyHybrid, layer: int, x: np.ndarray) -> np.ndarray:
-    """``TinyHybrid.mlp`` (gated SiLU MLP after its RMSNorm)."""
-    blk = model.blocks[layer]
-    c = model.config
-    gu = rms(x, blk.norm2, c.norm_eps) @ blk.w_up
-    F = c.mlp_hidden
-    return (silu(gu[:, :F]) * gu[:, F:]) @ blk.w_down
 
 
 def mlp_folded(w_up_n: np.ndarray, w_down: np.ndarray, F: int, x: np.ndarray, eps: float):

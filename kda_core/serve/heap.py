@@ -20,7 +20,6 @@ runner is made. Other C libraries (macOS, musl's no-op ``mallopt``): nothing hap
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 __all__ = ["MMAP_BYTES", "TRIM_BYTES", "keep_freed_memory"]
@@ -39,7 +38,7 @@ def keep_freed_memory() -> bool:
     ok = False
     if sys.platform.startswith("linux"):
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them
             gnu = libc.gnu_get_libc_version  # glibc only (musl's mallopt does nothing)
             gnu.restype = ctypes.c_char_p
             ok = bool(gnu()) and bool(
