@@ -4,7 +4,10 @@
   step) against per-request concatenation;
 * ``mla_attend_padded`` on a strided per-layer view (how ``decode_packed`` calls it) against
   one request at a time through ``TinyHybrid.mla_mixer``'s attention written out;
-* the checkpoint pool's digest: any one-byte change of any stored array is caught.
+* the checkpoint pool's digest: any one-byte change of any stored array is caught;
+* ``mla_attend_chunks`` (the packed prefill's MLA, chunks batched) against causal attention per
+  query, and ``forward_batch`` on the batch shapes that pick each MLA path;
+* ``serve.heap.keep_freed_memory``: freed blocks are not faulted in again.
 """
 
 from __future__ import annotations
@@ -112,3 +115,94 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     np.testing.assert_allclose(s, sigmoid_ref(x), rtol=0, atol=4.5e-16)  # 2 ulps of 1
     np.testing.assert_allclose(f, silu_ref(x), rtol=0, atol=1e-14)
     assert np.all(np.isfinite(s)) and np.all(np.isfinite(f))
+
+
+@pytest.mark.parametrize("pasts, n", [([0, 0, 0], 5), ([4, 4], 3), ([0, 6, 1, 9], 4), ([2], 1)])
+def test_mla_attend_chunks_equals_causal_attention_per_query(pasts, n):
+    """The packed prefill's batched chunk attention (equal and ragged pasts: the zero padding
+    of the shorter ones must be masked) against each query of each chunk alone over the
+    latents it may see, its chunk's pasts then its own first t + 1 (the naive form above).
+    Bound: as the test above."""
+    from kda_core.serve.batch import mla_attend_chunks
+
+    rng = np.random.default_rng(sum(pasts) + n)
+    B, C, Hm, dh = len(pasts), 8, 2, 4
+    past = [rng.standard_normal((p, C)) for p in pasts]
+    new = rng.standard_normal((B, n, C))
+    q = rng.standard_normal((B, n, Hm * dh))
+    uk, uv = rng.standard_normal((Hm, dh, C)), rng.standard_normal((Hm, C, dh))
+    got = mla_attend_chunks(q, new, past, uk, uv, dh)
+    assert got.shape == (B, n, Hm * dh)
+    for b in range(B):
+        lat = np.concatenate([past[b], new[b]], axis=0)
+        for t in range(n):
+            ref = _attend_one(q[b, t], lat[: pasts[b] + t + 1], uk, uv, dh)
+            np.testing.assert_allclose(got[b, t], ref, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "pasts, lens",
+    [
+        ([16, 16, 16], [16, 16, 16]),  # second chunks: equal pasts, one batched group
+        ([0, 5, 0, 11], [6, 6, 6, 6]),  # ragged pasts in one group (padded, masked)
+        ([0, 0, 0, 90], [4, 4, 4, 4]),  # one long past: the group runs chunk by chunk
+        ([3, 0, 7, 7, 2, 0], [16, 1, 9, 16, 1, 9]),  # decodes + two groups, interleaved
+    ],
+)
+def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens):
+    """forward_batch (fused projections, batched MLA chunk groups) against TinyHybrid.forward
+    per request, for the batch shapes that pick each MLA path. Bounds as
+    tests/test_serve_batch.py: rounding of O(1) float64 dot products, with room."""
+    from kda_core.model import TinyHybrid
+    from kda_core.serve.batch import forward_batch
+
+    model = TinyHybrid(weights="random", seed=7)
+    rng = np.random.default_rng(sum(lens))
+    states = []
+    for p in pasts:
+        st = model.new_state()
+        if p:
+            model.prefill([int(t) for t in rng.integers(0, 256, p)], st)
+        states.append(st)
+    seqs = [[int(t) for t in rng.integers(0, 256, n)] for n in lens]
+    logits, new = forward_batch(model, seqs, states)
+    for i, (seq, st) in enumerate(zip(seqs, states)):
+        ref, ref_state = model.forward(seq, st)
+        np.testing.assert_allclose(logits[i], ref, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(new[i].mla_kv, ref_state.mla_kv, atol=1e-12, rtol=0)
+        for a, b in zip(new[i].kda, ref_state.kda):
+            np.testing.assert_allclose(a.S, b.S, atol=1e-10, rtol=0)
+            np.testing.assert_allclose(a.conv, b.conv, atol=1e-12, rtol=0)
+
+
+def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
+    """serve.heap: after ``keep_freed_memory`` a packed prefill of 32 x 16 tokens reuses the
+    heap its previous call freed, so a repeat call faults (almost) no pages in; glibc's
+    default thresholds measured 2,500-6,500 minor faults per call (its multi-megabyte
+    temporaries freshly mmapped or the heap top trimmed and grown again). Counts pages, not
+    time; glibc only."""
+    import resource
+
+    from kda_core.model import TinyHybrid
+    from kda_core.serve.batch import forward_packed
+    from kda_core.serve.fused import FusedWeights
+    from kda_core.serve.heap import keep_freed_memory
+
+    if not keep_freed_memory():
+        pytest.skip("not glibc: keep_freed_memory does nothing")
+    assert keep_freed_memory()  # idempotent
+    model = TinyHybrid(weights="random", seed=7)
+    c, N = model.config, 32
+    rng = np.random.default_rng(0)
+    ids = [[int(t) for t in rng.integers(0, 256, 16)] for _ in range(N)]
+    L = len(model.kda_layers)
+    S = np.zeros((L, N, c.n_heads, c.head_dim, c.head_dim))
+    W = np.zeros((L, N, c.conv_size - 1, 3 * c.n_heads * c.head_dim))
+    pasts = [np.zeros((0, len(model.mla_layers), c.mla_latent)) for _ in range(N)]
+    wts = FusedWeights.of(model)
+    faults = []
+    for _ in range(3):  # the first call may grow the heap
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        forward_packed(model, ids, S, W, pasts, wts)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    assert min(faults[1:]) < 300, faults

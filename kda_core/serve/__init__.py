@@ -8,7 +8,8 @@
 * ``lifecycle`` - admit / advance / park / finish / retract, overlap post-processing;
 * ``scheduler`` - FCFS continuous batching: decodes, chunked prefill, admission, retraction;
 * ``batch`` / ``fused`` / ``decode`` - the model over a batch (packed prefill, fused decode);
-* ``runner``    - one step's forward with the states bound to their slots as views;
+* ``runner``    - one step's forward with the states bound to their slots as views; ``heap``
+  keeps freed memory paged in while serving (glibc malloc thresholds);
 * ``loop``      - ``serve`` itself, ``ServeReport`` and ``StepRow``;
 * ``spec``      - speculative decoding with ReplaySSM.
 

@@ -2,13 +2,18 @@
 
 ``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
 every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
-projections, MLPs and the LM head are single matmuls over all tokens; KDA layers run
-``conv_varlen.short_conv_varlen`` and ``varlen.kda_varlen`` (length-1 sequences - decodes - through
-the batched step, prefill chunks through the level-by-level chunked scan), each sequence from
-its own state and conv window. MLA attends per request: decodes (one query each) as one padded,
-masked batch; prefill chunks one sequence at a time (their causal masks differ).
+projections, MLPs and the LM head are single matmuls over all tokens (``serve.fused``: one
+input matmul per mixer, the RMSNorm weights folded into the matrices); KDA layers run the
+packed conv and ``varlen.kda_varlen`` (length-1 sequences - decodes - through the batched step,
+prefill chunks through the level-by-level chunked scan), each sequence from its own state and
+conv window. MLA attends per request in the absorbed form: decodes (one query each) as one
+padded, masked batch (``mla_attend_padded``), prefill chunks of one length together
+(``mla_attend_chunks``: their latents padded to the group's longest past, the causal mask
+P_b + t covering the padding), a chunk alone when that padding would more than double its
+group's latents.
 
-Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py).
+Twins: ``TinyHybrid.forward`` / ``decode_step`` per request (tests/test_serve_batch.py,
+tests/test_serve_fastpaths.py).
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from kda_core.kda import varlen
 from kda_core.model import (
     MAX_TOKENS,
     KDALayerState,
-    MLAWeights,
     ModelState,
     TinyHybrid,
     check_tokens,
@@ -29,10 +33,10 @@ from kda_core.model import (
 from kda_core.serve.fused import (
     FusedWeights,
     KDALayer,
+    MLALayer,
     conv_packed,
-    l2norm,
-    mlp,
-    rms,
+    inv_rms,
+    mlp_folded,
     sigmoid,
     silu,
 )
@@ -40,6 +44,7 @@ from kda_core.serve.fused import (
 __all__ = [
     "forward_batch",
     "forward_packed",
+    "mla_attend_chunks",
     "mla_attend_padded",
     "mla_decode_attention",
     "padded_latents",
@@ -62,36 +67,30 @@ def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> l
     return ids
 
 
-def _kda_layer(model, wt: KDALayer, h, cu, S0, win, out):
-    """One KDA mixer over packed rows (fused projections); the new states go to ``out``
-    [N, H, K, V]. Returns (y [T, D], new states, windows)."""
-    c = model.config
-    T, H, K = h.shape[0], c.n_heads, c.head_dim
+def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
+    """One KDA mixer over packed rows x [T, D] (before norm1): fused projections with the norms
+    folded in (``FusedWeights``); the new states go to ``out`` [N, H, K, V]. Returns (y [T, D],
+    new conv windows [N, W-1, 3HK])."""
+    T, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
-    z = h @ wt.w_in
+    z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
     y, new_win = conv_packed(z[:, : 3 * HK], wt.taps, cu, win)
-    act = silu(y).reshape(T, 3, H, K)
-    f = (z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b).reshape(T, H, K)
-    g = c.gate_lower_bound * sigmoid(wt.decay * (f + wt.dt_bias))
+    act = silu(y).reshape(T, 3, H, K)  # a fresh array: q and k are normalised in it
+    qk = act[:, :2]  # q and k through kda.l2norm in one pass
+    qk *= (1.0 / np.sqrt(np.einsum("tahk,tahk->tah", qk, qk) + 1e-6))[..., None]
+    # g = lb sigmoid(A (f + b)) = lb / (1 + exp(t)), t = -A (f + b) (-A folded into f_b)
+    t = z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b_neg
+    t += wt.g_bias_neg
+    np.minimum(t, 700.0, out=t)  # exp stays finite (fused.sigmoid's clip)
+    np.exp(t, out=t)
+    t += 1.0
+    g = np.divide(c.gate_lower_bound, t, out=t).reshape(T, H, K)
     beta = sigmoid(z[:, -H:])
-    q, k = l2norm(act[:, 0]), l2norm(act[:, 1])
-    o, S = varlen.kda_varlen(q, k, act[:, 2], g, beta, cu, S0, out=out)
+    o, _ = varlen.kda_varlen(act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, out=out)
+    o *= inv_rms(o, c.norm_eps)  # the per-head norm; its weight is folded into w_o_n
     gate = sigmoid(z[:, 3 * HK : 4 * HK])
-    return (rms(o, wt.norm_w, c.norm_eps).reshape(T, HK) * gate) @ wt.w_o, S, new_win
-
-
-def _mla_decode(model, layer, h, pasts):
-    """Latent attention of one query per request (h [B, D]) over each request's own past
-    latents plus its new one (``mla_decode_attention``)."""
-    c = model.config
-    w: MLAWeights = model.blocks[layer].mixer  # type: ignore[assignment]
-    Hm, dh = c.mla_heads, c.mla_head_dim
-    new = model.mla_latent(layer, h)  # [B, C]
-    C = new.shape[1]
-    uk = w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0)  # [Hm, dh, C]
-    uv = w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2)  # [Hm, C, dh]
-    o = mla_decode_attention(h @ w.w_q, new, pasts, uk, uv, dh)
-    return (o * sigmoid(h @ w.w_gate)) @ w.w_o, new
+    gate *= o.reshape(T, HK)
+    return gate @ wt.w_o_n, new_win
 
 
 def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
@@ -142,22 +141,82 @@ def mla_attend_padded(q, lat, n, uk, uv, dh: int) -> np.ndarray:
     return np.matmul(ctx.transpose(1, 0, 2), uv).transpose(1, 0, 2).reshape(B, Hm * dh)
 
 
-def _mla_layer(model, layer, h, cu, pasts):
-    """MLA over packed rows: decodes batched, prefill chunks per sequence."""
-    j = model._slot[layer]
+def mla_attend_chunks(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
+    """Causal latent attention of B prefill chunks of n tokens each: q [B, n, Hm dh] over
+    chunk b's past latents pasts[b] [P_b, C] then its own new ones new[b] [n, C], query t
+    seeing the P_b + t + 1 first (``TinyHybrid.mla_mixer``'s mask, per chunk). The latents are
+    laid in one zero-padded [B, max P + n, C] array (pasts, then the chunk), the padding masked
+    out by the causal rule itself (exp(-inf) is an exact 0); the absorbed form of
+    ``mla_attend_padded``. uk [Hm, dh, C], uv [Hm, C, dh]. Returns [B, n, Hm dh]."""
+    B, n, C = new.shape
+    Hm = uk.shape[0]
+    P = np.array([p.shape[0] for p in pasts])
+    L = int(P.max()) + n
+    if P.min() == P.max():
+        lat = np.empty((B, L, C))
+        if P[0]:
+            np.stack(pasts, out=lat[:, : P[0]])
+        lat[:, P[0] :] = new
+    else:
+        lat = np.zeros((B, L, C))
+        for b, p in enumerate(pasts):
+            lat[b, : P[b]] = p
+            lat[b, P[b] : P[b] + n] = new[b]
+    qa = np.matmul(q.reshape(B * n, Hm, dh).transpose(1, 0, 2), uk)  # [Hm, B n, C]
+    qa = qa.reshape(Hm, B, n, C).transpose(1, 0, 2, 3).reshape(B, Hm * n, C)
+    s = np.matmul(qa, lat.swapaxes(1, 2)).reshape(B, Hm, n, L)
+    s *= 1.0 / np.sqrt(dh)
+    sees = np.arange(L) <= (P[:, None] + np.arange(n))[..., None]  # [B, n, L]
+    s = np.where(sees[:, None], s, -np.inf)
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s *= 1.0 / s.sum(axis=-1, keepdims=True)
+    ctx = np.matmul(s.reshape(B, Hm * n, L), lat)  # [B, Hm n, C]
+    ctx = ctx.reshape(B, Hm, n, C).transpose(1, 0, 2, 3).reshape(Hm, B * n, C)
+    return np.matmul(ctx, uv).transpose(1, 0, 2).reshape(B, n, Hm * dh)
+
+
+def _chunk_groups(lens: np.ndarray, P: np.ndarray) -> list[np.ndarray]:
+    """The prefill chunks (lens > 1) in groups for ``mla_attend_chunks``: equal lengths, and
+    alone when padding the group's latents to its longest past would more than double them."""
+    groups = []
+    for n in np.unique(lens[lens > 1]):
+        seqs = np.flatnonzero(lens == n)
+        if seqs.size > 1 and seqs.size * (P[seqs].max() + n) > 2 * (P[seqs] + n).sum():
+            groups += [seqs[i : i + 1] for i in range(seqs.size)]
+        else:
+            groups.append(seqs)
+    return groups
+
+
+def _mla_layer(wt: MLALayer, c, x, cu, pasts):
+    """One MLA mixer over packed rows x [T, D] (before norm1), pasts[i] [P_i, C]: one fused
+    projection for every row, decodes in one padded batch (``mla_decode_attention``), prefill
+    chunks of equal length together (``mla_attend_chunks``). Returns (y [T, D], new latents
+    [T, C])."""
+    C, Hm, dh = wt.norm_c.shape[0], c.mla_heads, c.mla_head_dim
+    Hd = Hm * dh
+    z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
+    new = z[:, :C] * inv_rms(z[:, :C], c.norm_eps)
+    new *= wt.norm_c
+    q = z[:, C : C + Hd]
+    o = np.empty((x.shape[0], Hd))
     lens = np.diff(cu)
-    y = np.empty_like(h)
-    lats: list[np.ndarray] = [None] * len(pasts)  # type: ignore[list-item]
     one = np.flatnonzero(lens == 1)
     if one.size:
-        yb, nb = _mla_decode(model, layer, h[cu[one]], [pasts[i][:, j] for i in one])
-        y[cu[one]] = yb
-        for r, i in enumerate(one):
-            lats[i] = nb[r : r + 1]
-    for i in np.flatnonzero(lens != 1):
-        s = slice(cu[i], cu[i + 1])
-        y[s], lats[i] = model.mla_mixer(layer, h[s], pasts[i][:, j])
-    return y, lats
+        r = cu[one]
+        o[r] = mla_decode_attention(q[r], new[r], [pasts[i] for i in one], wt.uk, wt.uv, dh)
+    P = np.array([p.shape[0] for p in pasts])
+    for seqs in _chunk_groups(lens, P):
+        n = int(lens[seqs[0]])
+        rows = (cu[seqs, None] + np.arange(n)).reshape(-1)
+        o[rows] = mla_attend_chunks(
+            q[rows].reshape(seqs.size, n, Hd), new[rows].reshape(seqs.size, n, C),
+            [pasts[i] for i in seqs], wt.uk, wt.uv, dh,
+        ).reshape(-1, Hd)  # fmt: skip
+    gate = sigmoid(z[:, C + Hd :])
+    gate *= o
+    return gate @ wt.w_o, new
 
 
 def forward_packed(
@@ -177,27 +236,24 @@ def forward_packed(
     ``wts``: the model's ``FusedWeights`` (None: made here).
     """
     wts = FusedWeights.of(model) if wts is None else wts
+    c = model.config
     lens = np.array([len(s) for s in ids])
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    x = model.embed[np.concatenate(ids)]
+    x = model.embed[np.concatenate(ids)]  # a fresh array: the residual adds go in place
     S_new = np.empty_like(S)
     W_new = np.empty_like(conv)
-    new_lat: list[list[np.ndarray]] = []
-    for layer in range(len(model.layer_kinds)):
-        wt = wts.layers[layer]
-        h = rms(x, wt.norm1, model.config.norm_eps)
+    lat = np.empty((x.shape[0], len(model.mla_layers), c.mla_latent))
+    for layer, wt in enumerate(wts.layers):
         j = model._slot[layer]
         if isinstance(wt, KDALayer):
-            y, _, W_new[j] = _kda_layer(model, wt, h, cu, S[j], conv[j], S_new[j])
+            y, W_new[j] = _kda_layer(wt, c, x, cu, S[j], conv[j], S_new[j])
         else:
-            y, lats = _mla_layer(model, layer, h, cu, pasts)
-            new_lat.append(lats)
-        x = x + y
-        x = x + mlp(model, layer, x)
-    logits = rms(x, model.final_norm, model.config.norm_eps) @ model.lm_head
+            y, lat[:, j] = _mla_layer(wt, c, x, cu, [p[:, j] for p in pasts])
+        x += y
+        x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, c.mlp_hidden, x, c.norm_eps)
+    logits = (x * inv_rms(x, c.norm_eps)) @ wts.lm_head_n
     out = [logits[cu[i] : cu[i + 1]] for i in range(len(ids))]
-    kv = [np.stack([lat[i] for lat in new_lat], axis=1) for i in range(len(ids))]
-    return out, S_new, W_new, kv
+    return out, S_new, W_new, [lat[cu[i] : cu[i + 1]] for i in range(len(ids))]
 
 
 def forward_batch(

@@ -35,18 +35,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from kda_core.serve.batch import mla_attend_padded, padded_latents
-from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, silu
+from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
 
 __all__ = ["decode_packed", "state_update_gemm", "state_update_naive"]
-
-
-def _inv_rms(x: np.ndarray, eps: float) -> np.ndarray:
-    """1 / sqrt(mean(x^2, last axis) + eps), with a trailing axis (the RMSNorm scale)."""
-    ms = np.einsum("...d,...d->...", x, x)
-    ms *= 1.0 / x.shape[-1]
-    ms += eps
-    np.sqrt(ms, out=ms)
-    return np.divide(1.0, ms, out=ms)[..., None]
 
 
 def state_update_naive(S, alpha, k, u) -> np.ndarray:
@@ -76,7 +67,7 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     the new window to W_out. Returns y [N, D]."""
     N, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
-    z = (x * _inv_rms(x, c.norm_eps)) @ wt.w_in_n
+    z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
     raw = z[:, : 3 * HK]
     y = np.einsum("nwd,wd->nd", win, wt.taps[:-1])  # the window's taps, then the token's
     y += raw * wt.taps[-1]
@@ -102,7 +93,7 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     state_update_gemm(Sa, alpha, k, u, M, S_out)
     o = np.einsum("nhk,nhk->nh", q, k)[..., None] * u
     o += read[:, :, 0]  # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
-    o *= _inv_rms(o, c.norm_eps * K)
+    o *= inv_rms(o, c.norm_eps * K)
     gate = np.tanh(0.5 * z[:, 3 * HK : 4 * HK])
     gate += 1.0
     gate *= 0.5
@@ -115,9 +106,9 @@ def _mla_decode(wt: MLALayer, c, x, lat, n, rows):
     past latents, then its new one, written here into row ``rows[i]`` = n[i] - 1)."""
     C = wt.norm_c.shape[0]
     Hd = c.mla_heads * c.mla_head_dim
-    z = (x * _inv_rms(x, c.norm_eps)) @ wt.w_in_n
+    z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
     new = z[:, :C]
-    new *= _inv_rms(new, c.norm_eps)
+    new *= inv_rms(new, c.norm_eps)
     new *= wt.norm_c
     lat[rows] = new
     o = mla_attend_padded(z[:, C : C + Hd], lat, n, wt.uk, wt.uv, c.mla_head_dim)
@@ -126,14 +117,6 @@ def _mla_decode(wt: MLALayer, c, x, lat, n, rows):
     gate *= 0.5
     gate *= o
     return gate @ wt.w_o
-
-
-def _mlp(w_up_n: np.ndarray, w_down: np.ndarray, F: int, x: np.ndarray, eps: float):
-    """``TinyHybrid.mlp`` with norm2 folded into w_up."""
-    gu = (x * _inv_rms(x, eps)) @ w_up_n
-    a = silu(gu[:, :F])
-    a *= gu[:, F:]
-    return a @ w_down
 
 
 def decode_packed(
@@ -177,8 +160,8 @@ def decode_packed(
         else:
             y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
         x = x + y
-        x += _mlp(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
-    logits = (x * _inv_rms(x, eps) * model.final_norm) @ model.lm_head
+        x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
+    logits = (x * inv_rms(x, eps) * model.final_norm) @ model.lm_head
     lat.flags.writeable = False  # shared by every request's view: nothing writes into it
     return logits, S_new, W_new, [lat[i, : n[i]] for i in range(N)]
 

@@ -2,13 +2,15 @@
 
 ``FusedWeights.of(model)`` concatenates each layer's input projections so that one matmul
 makes them all (KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``, MLA ``h @ [w_dkv | w_q |
-w_gate]``), stores the conv taps and the MLA up-projections in the layouts the batched passes
-read, and is built once per ``Engine.serve`` (the weights are copied, so a model changed later
-is not seen by a serve already running). ``rms`` / ``silu`` / ``sigmoid`` / ``l2norm`` are the
-model's functions with fewer temporaries (equal to rounding; the logistic in its exp form,
-faster than the model's tanh form, clipped so it cannot overflow); ``mlp`` is
-``TinyHybrid.mlp`` on them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on
-contiguous slices (the twin).
+w_gate]``), folds the RMSNorm weights into the matrices that follow them (``rms(x, w) @ W =
+(x inv_rms(x)) @ (diag(w) W)``: norm1 into the input projections, norm2 into w_up, the KDA
+per-head norm into w_o, the final norm into the LM head) and the gate's ``exp(A_log)`` into
+f_b, stores the conv taps and the MLA up-projections in the layouts the batched passes read,
+and is built once per ``Engine.serve`` (the weights are copied, so a model changed later is not
+seen by a serve already running). ``inv_rms`` / ``silu`` / ``sigmoid`` are the model's
+functions with fewer temporaries (equal to rounding; the logistic in its exp form, faster than
+the model's tanh form, clipped so it cannot overflow); ``mlp_folded`` is ``TinyHybrid.mlp`` on
+them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices (the twin).
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from numpy.lib.stride_tricks import sliding_window_view
 from kda_core.kda import conv_varlen
 from kda_core.model import KDAWeights, MLAWeights, TinyHybrid
 
-__all__ = ["FusedWeights", "conv_packed", "l2norm", "mlp", "rms", "sigmoid", "silu"]
+__all__ = [
+    "FusedWeights",
+    "conv_packed",
+    "inv_rms",
+    "mlp_folded",
+    "sigmoid",
+    "silu",
+]
 
 
 @dataclass(slots=True)
@@ -41,6 +50,10 @@ class KDALayer:
     f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
     g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
     w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
+    # the packed prefill's gate (serve.batch): g = lb / (1 + exp(t)) with t = -A (f + b), -A
+    # folded into f_b's columns and the bias (one matmul, one add, then the logistic)
+    f_b_neg: np.ndarray  # -f_b * exp(A_log)[h], column h K + k
+    g_bias_neg: np.ndarray  # -exp(A_log)[h] dt_bias[h, k], [H K]
 
 
 @dataclass(slots=True)
@@ -60,7 +73,8 @@ class FusedWeights:
 
     model: TinyHybrid
     layers: list[KDALayer | MLALayer]
-    w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the one-token pass's MLP)
+    w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the MLP of the batched passes)
+    lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (the packed prefill's logits)
     # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
@@ -80,7 +94,8 @@ class FusedWeights:
                         blk.norm1, w_in, w.f_b, np.ascontiguousarray(w.conv_w.T),
                         w.dt_bias.reshape(H, K), np.exp(w.A_log)[:, None], w.norm_w, w.w_o,
                         blk.norm1[:, None] * w_in, w.f_b * half, half * w.dt_bias,
-                        np.tile(w.norm_w, H)[:, None] * w.w_o,
+                        np.tile(w.norm_w, H)[:, None] * w.w_o, -2.0 * w.f_b * half,
+                        -2.0 * half * w.dt_bias,
                     )
                 )  # fmt: skip
             else:
@@ -94,13 +109,18 @@ class FusedWeights:
                         blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
                     )
                 )  # fmt: skip
-        return cls(model, layers, [blk.norm2[:, None] * blk.w_up for blk in model.blocks])
+        w_up_n = [blk.norm2[:, None] * blk.w_up for blk in model.blocks]
+        return cls(model, layers, w_up_n, model.final_norm[:, None] * model.lm_head)
 
 
-def rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    """RMSNorm over the last axis (``model.rmsnorm``, with a reciprocal instead of a divide)."""
-    ms = np.einsum("...d,...d->...", x, x) / x.shape[-1]
-    return x * (1.0 / np.sqrt(ms + eps))[..., None] * w
+def inv_rms(x: np.ndarray, eps: float) -> np.ndarray:
+    """1 / sqrt(mean(x^2, last axis) + eps), with a trailing axis (the RMSNorm scale: with the
+    norm weight folded into the next matrix, ``rms(x, w) @ W = (x inv_rms(x)) @ (diag(w) W)``)."""
+    ms = np.einsum("...d,...d->...", x, x)
+    ms *= 1.0 / x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    return np.divide(1.0, ms, out=ms)[..., None]
 
 
 def _exp_neg(x: np.ndarray) -> np.ndarray:
@@ -126,18 +146,13 @@ def silu(x: np.ndarray) -> np.ndarray:
     return np.divide(x, t, out=t)
 
 
-def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """``kda.l2norm`` over the last axis."""
-    return x * (1.0 / np.sqrt(np.einsum("...k,...k->...", x, x) + eps))[..., None]
-
-
-def mlp(model: TinyHybrid, layer: int, x: np.ndarray) -> np.ndarray:
-    """``TinyHybrid.mlp`` (gated SiLU MLP after its RMSNorm)."""
-    blk = model.blocks[layer]
-    c = model.config
-    gu = rms(x, blk.norm2, c.norm_eps) @ blk.w_up
-    F = c.mlp_hidden
-    return (silu(gu[:, :F]) * gu[:, F:]) @ blk.w_down
+def mlp_folded(w_up_n: np.ndarray, w_down: np.ndarray, F: int, x: np.ndarray, eps: float):
+    """``TinyHybrid.mlp`` with norm2 folded into w_up (``FusedWeights.w_up_n``), in place on
+    its temporaries."""
+    gu = (x * inv_rms(x, eps)) @ w_up_n
+    a = silu(gu[:, :F])
+    a *= gu[:, F:]
+    return a @ w_down
 
 
 def conv_packed(x: np.ndarray, taps: np.ndarray, cu: np.ndarray, win: np.ndarray):
