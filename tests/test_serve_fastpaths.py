@@ -7,10 +7,13 @@
 * the checkpoint pool's digest: any one-byte change of any stored array is caught;
 * ``mla_attend_chunks`` (the packed prefill's MLA, chunks batched) against causal attention per
   query, and ``forward_batch`` on the batch shapes that pick each MLA path;
-* ``serve.heap.keep_freed_memory``: freed blocks are not faulted in again.
+* ``serve.heap.keep_freed_memory``: freed blocks are not faulted in again; an Engine sets it
+  once per process unless the environment declines it.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -206,3 +209,42 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
         forward_packed(model, ids, S, W, pasts, wts)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     assert min(faults[1:]) < 300, faults
+
+
+@pytest.mark.parametrize(
+    "env, expect",
+    [
+        ({}, "[True] None"),
+        ({"KDA_KEEP_FREED_MEMORY": "0"}, "[False] KDA_KEEP_FREED_MEMORY"),
+        ({"MALLOC_TRIM_THRESHOLD_": "1048576"}, "[False] MALLOC_TRIM_THRESHOLD_"),
+    ],
+)
+def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
+    """serve.heap in a fresh process (the setting is process-wide): nothing is set on import,
+    making an Engine sets the thresholds (so ``generate`` and ``serve`` run alike), and
+    KDA_KEEP_FREED_MEMORY=0 or a glibc MALLOC_*_ variable of the user's own declines it."""
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc: keep_freed_memory does nothing")
+    code = (
+        "from kda_core.serve import heap\n"
+        "from kda_core.serve.engine import Engine\n"
+        "assert heap._done == [], heap._done\n"
+        "Engine(); Engine()\n"
+        "print(heap._done, heap.declined())\n"
+    )
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "KDA_KEEP_FREED_MEMORY" and not k.startswith("MALLOC_")
+    }
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=base | env | {"PYTHONPATH": str(root)},
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert out.strip() == expect

@@ -50,6 +50,7 @@ from kda_core.serve.engine_args import (
     shared_sizes,
 )
 from kda_core.serve.generate import OneRequest
+from kda_core.serve.heap import keep_freed_memory
 from kda_core.serve.loop import ServeReport, StepRow
 from kda_core.serve.loop import serve as _serve
 from kda_core.serve.pools import (
@@ -152,6 +153,7 @@ class Engine:
         if model is not None and not isinstance(model, TinyHybrid):
             raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
         self.model = model or TinyHybrid()
+        keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
         shape = StateShape.of(self.model)
         self.active = ActivePool(shape, act)
         self.checkpoints = CheckpointPool(shape, ck, int8=self.int8)

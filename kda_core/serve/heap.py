@@ -13,16 +13,21 @@ figures). The cost: the process keeps up to ``TRIM_BYTES`` of freed heap instead
 it, and blocks up to ``MMAP_BYTES`` come from the heap (fragmentation is bounded by the same).
 
 The same knobs as the environment variables ``MALLOC_MMAP_THRESHOLD_`` /
-``MALLOC_TRIM_THRESHOLD_`` (glibc's ``mallopt(3)``), set once per process when the serving
-runner is made. Other C libraries (macOS, musl's no-op ``mallopt``): nothing happens.
+``MALLOC_TRIM_THRESHOLD_`` (glibc's ``mallopt(3)``), set once per process when the first
+``Engine`` is made (so ``generate`` and ``serve`` run under the same allocator, and a bench
+comparing them compares like with like). It is process-wide, so it can be declined:
+``KDA_KEEP_FREED_MEMORY=0`` leaves glibc's defaults, and either glibc variable set in the
+environment is the user's own choice, which glibc applied at start and this leaves alone.
+Other C libraries (macOS, musl's no-op ``mallopt``): nothing happens.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
-__all__ = ["MMAP_BYTES", "TRIM_BYTES", "keep_freed_memory"]
+__all__ = ["MMAP_BYTES", "OPT_OUT", "TRIM_BYTES", "declined", "keep_freed_memory"]
 
 MMAP_BYTES = 32 << 20  # blocks below this come from the heap, not a fresh mmap
 TRIM_BYTES = 128 << 20  # the heap's top is returned to the kernel past this much free
@@ -30,13 +35,25 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h> parameter nu
 _done: list[bool] = []
 
 
+OPT_OUT = "KDA_KEEP_FREED_MEMORY"
+_GLIBC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def declined() -> str | None:
+    """Why the thresholds are left alone (the variable that says so), or None."""
+    if os.environ.get(OPT_OUT, "").strip() == "0":
+        return OPT_OUT
+    return next((var for var in _GLIBC_VARS if var in os.environ), None)
+
+
 def keep_freed_memory() -> bool:
     """Set glibc's mmap and trim thresholds (``MMAP_BYTES``, ``TRIM_BYTES``) once per process.
-    Returns True if they are set (now or earlier), False where there is no glibc."""
+    Returns True if they are set (now or earlier); False where there is no glibc or the
+    environment declines it (``declined``)."""
     if _done:
         return _done[0]
     ok = False
-    if sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux") and declined() is None:
         try:
             libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them
             gnu = libc.gnu_get_libc_version  # glibc only (musl's mallopt does nothing)

@@ -29,7 +29,6 @@ from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_packed
 from kda_core.serve.decode import decode_packed
 from kda_core.serve.fused import FusedWeights
-from kda_core.serve.heap import keep_freed_memory
 from kda_core.serve.request import RequestState
 from kda_core.serve.scheduler import Batch
 
@@ -38,7 +37,6 @@ __all__ = ["Runner"]
 
 class Runner:
     def __init__(self, model: TinyHybrid, pool: ActivePool) -> None:
-        keep_freed_memory()  # the steps' multi-megabyte temporaries stay paged in (serve.heap)
         self.model = model
         self.weights = FusedWeights.of(model)
         self.pool = pool
