@@ -150,14 +150,22 @@ def test_mla_attend_chunks_equals_causal_attention_per_query(pasts, n):
         ([0, 5, 0, 11], [6, 6, 6, 6]),  # ragged pasts in one group (padded, masked)
         ([0, 0, 0, 90], [4, 4, 4, 4]),  # one long past: the group runs chunk by chunk
         ([3, 0, 7, 7, 2, 0], [16, 1, 9, 16, 1, 9]),  # decodes + two groups, interleaved
+        ([0, 4, 2, 0, 3], [8, 8, 8, 8, 8]),  # cut by the score cap (set small below)
     ],
 )
-def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens):
+def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens, monkeypatch):
     """forward_batch (fused projections, batched MLA chunk groups) against TinyHybrid.forward
     per request, for the batch shapes that pick each MLA path. Bounds as
     tests/test_serve_batch.py: rounding of O(1) float64 dot products, with room."""
     from kda_core.model import TinyHybrid
-    from kda_core.serve.batch import forward_batch
+    from kda_core.serve import batch
+    from kda_core.serve.batch import _chunk_groups, forward_batch
+
+    if lens == [8] * 5:  # a cap of two chunks' scores: groups of 2, 2 and 1
+        heads = TinyHybrid(weights="random", seed=7).config.mla_heads
+        monkeypatch.setattr(batch, "_MAX_GROUP_SCORES", 2 * heads * 8 * (4 + 8))
+        cut = _chunk_groups(np.array(lens), np.array(pasts), heads)
+        assert [g.tolist() for g in cut] == [[0, 1], [2, 3], [4]]
 
     model = TinyHybrid(weights="random", seed=7)
     rng = np.random.default_rng(sum(lens))
@@ -192,7 +200,7 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     from kda_core.serve.heap import keep_freed_memory
 
     if not keep_freed_memory():
-        pytest.skip("not glibc: keep_freed_memory does nothing")
+        pytest.skip("not glibc, or the environment declines it: keep_freed_memory does nothing")
     assert keep_freed_memory()  # idempotent
     model = TinyHybrid(weights="random", seed=7)
     c, N = model.config, 32
@@ -217,6 +225,9 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
         ({}, "[True] None"),
         ({"KDA_KEEP_FREED_MEMORY": "0"}, "[False] KDA_KEEP_FREED_MEMORY"),
         ({"MALLOC_TRIM_THRESHOLD_": "1048576"}, "[False] MALLOC_TRIM_THRESHOLD_"),
+        ({"KDA_KEEP_FREED_MEMORY": "Off"}, "[False] KDA_KEEP_FREED_MEMORY"),
+        ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, "[False] GLIBC_TUNABLES"),
+        ({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}, "[True] None"),  # not a threshold
     ],
 )
 def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
@@ -240,7 +251,7 @@ def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
     base = {
         k: v
         for k, v in os.environ.items()
-        if k != "KDA_KEEP_FREED_MEMORY" and not k.startswith("MALLOC_")
+        if k not in ("KDA_KEEP_FREED_MEMORY", "GLIBC_TUNABLES") and not k.startswith("MALLOC_")
     }
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(

@@ -166,8 +166,8 @@ def mla_attend_chunks(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
     qa = qa.reshape(Hm, B, n, C).transpose(1, 0, 2, 3).reshape(B, Hm * n, C)
     s = np.matmul(qa, lat.swapaxes(1, 2)).reshape(B, Hm, n, L)
     s *= 1.0 / np.sqrt(dh)
-    sees = np.arange(L) <= (P[:, None] + np.arange(n))[..., None]  # [B, n, L]
-    s = np.where(sees[:, None], s, -np.inf)
+    hidden = np.arange(L) > (P[:, None] + np.arange(n))[..., None]  # [B, n, L]
+    np.copyto(s, -np.inf, where=hidden[:, None])  # in place: no second score-sized array
     s -= s.max(axis=-1, keepdims=True)
     np.exp(s, out=s)
     s *= 1.0 / s.sum(axis=-1, keepdims=True)
@@ -176,16 +176,25 @@ def mla_attend_chunks(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
     return np.matmul(ctx, uv).transpose(1, 0, 2).reshape(B, n, Hm * dh)
 
 
-def _chunk_groups(lens: np.ndarray, P: np.ndarray) -> list[np.ndarray]:
-    """The prefill chunks (lens > 1) in groups for ``mla_attend_chunks``: equal lengths, and
-    alone when padding the group's latents to its longest past would more than double them."""
+# A group's score array holds B * mla_heads * n * (max past + n) float64s: groups are cut so it
+# stays under this many (32 MiB), about what one long chunk alone needs, so batching chunks never
+# multiplies the prefill's peak memory by the group size.
+_MAX_GROUP_SCORES = 1 << 22
+
+
+def _chunk_groups(lens: np.ndarray, P: np.ndarray, heads: int) -> list[np.ndarray]:
+    """The prefill chunks (lens > 1) in groups for ``mla_attend_chunks``: equal lengths; alone
+    when padding the group's latents to its longest past would more than double them; and cut
+    so a group's scores stay under _MAX_GROUP_SCORES (a chunk bigger than that runs alone)."""
     groups = []
     for n in np.unique(lens[lens > 1]):
         seqs = np.flatnonzero(lens == n)
         if seqs.size > 1 and seqs.size * (P[seqs].max() + n) > 2 * (P[seqs] + n).sum():
             groups += [seqs[i : i + 1] for i in range(seqs.size)]
-        else:
-            groups.append(seqs)
+            continue
+        per_chunk = heads * int(n) * (int(P[seqs].max()) + int(n))
+        step = max(1, _MAX_GROUP_SCORES // per_chunk)
+        groups += [seqs[i : i + step] for i in range(0, seqs.size, step)]
     return groups
 
 
@@ -207,7 +216,7 @@ def _mla_layer(wt: MLALayer, c, x, cu, pasts):
         r = cu[one]
         o[r] = mla_decode_attention(q[r], new[r], [pasts[i] for i in one], wt.uk, wt.uv, dh)
     P = np.array([p.shape[0] for p in pasts])
-    for seqs in _chunk_groups(lens, P):
+    for seqs in _chunk_groups(lens, P, Hm):
         n = int(lens[seqs[0]])
         rows = (cu[seqs, None] + np.arange(n)).reshape(-1)
         o[rows] = mla_attend_chunks(
@@ -253,6 +262,7 @@ def forward_packed(
         x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, c.mlp_hidden, x, c.norm_eps)
     logits = (x * inv_rms(x, c.norm_eps)) @ wts.lm_head_n
     out = [logits[cu[i] : cu[i + 1]] for i in range(len(ids))]
+    lat.flags.writeable = False  # every sequence's latents are views of it: nothing writes
     return out, S_new, W_new, [lat[cu[i] : cu[i + 1]] for i in range(len(ids))]
 
 

@@ -6,8 +6,10 @@ w_gate]``), folds the RMSNorm weights into the matrices that follow them (``rms(
 (x inv_rms(x)) @ (diag(w) W)``: norm1 into the input projections, norm2 into w_up, the KDA
 per-head norm into w_o, the final norm into the LM head) and the gate's ``exp(A_log)`` into
 f_b, stores the conv taps and the MLA up-projections in the layouts the batched passes read,
-and is built once per ``Engine.serve`` (the weights are copied, so a model changed later is not
-seen by a serve already running). ``inv_rms`` / ``silu`` / ``sigmoid`` are the model's
+and is built once per ``Engine.serve`` (and per ``forward_batch`` call). The folded matrices
+are copies, while ``w_down``, MLA's ``w_o`` and (in the one-token pass) the final norm and LM
+head are read from the model: a serve assumes the model's weights do not change under it.
+``inv_rms`` / ``silu`` / ``sigmoid`` are the model's
 functions with fewer temporaries (equal to rounding; the logistic in its exp form, faster than
 the model's tanh form, clipped so it cannot overflow); ``mlp_folded`` is ``TinyHybrid.mlp`` on
 them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices (the twin).

@@ -9,15 +9,18 @@ trims the top of its heap once more than ``M_TRIM_THRESHOLD`` is free there. A p
 KDA's gathers and intra-chunk arrays per layer: measured 2,500-6,500 minor page faults per
 ``forward_packed`` call, 7-11 ms of system time on an ~80 ms call (2-vCPU VM). With the
 thresholds below the faults go to 0 (``keep_freed_memory``; docs/serving.md has the A/B
-figures). The cost: the process keeps up to ``TRIM_BYTES`` of freed heap instead of returning
-it, and blocks up to ``MMAP_BYTES`` come from the heap (fragmentation is bounded by the same).
+figures). The cost: each malloc arena (glibc keeps one per thread that allocates, up to 8 per
+core) keeps up to ``TRIM_BYTES`` free at its top instead of returning it, and blocks up to
+``MMAP_BYTES`` come from the heaps, where freed holes below the top are kept for reuse, not
+bounded by either threshold.
 
 The same knobs as the environment variables ``MALLOC_MMAP_THRESHOLD_`` /
 ``MALLOC_TRIM_THRESHOLD_`` (glibc's ``mallopt(3)``), set once per process when the first
 ``Engine`` is made (so ``generate`` and ``serve`` run under the same allocator, and a bench
 comparing them compares like with like). It is process-wide, so it can be declined:
-``KDA_KEEP_FREED_MEMORY=0`` leaves glibc's defaults, and either glibc variable set in the
-environment is the user's own choice, which glibc applied at start and this leaves alone.
+``KDA_KEEP_FREED_MEMORY=0`` (or false / no / off) leaves glibc's defaults, and either glibc
+variable, or a ``GLIBC_TUNABLES`` naming a malloc threshold, set in the environment is the
+user's own choice, which glibc applied at start and this leaves alone.
 Other C libraries (macOS, musl's no-op ``mallopt``): nothing happens.
 """
 
@@ -41,8 +44,11 @@ _GLIBC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 def declined() -> str | None:
     """Why the thresholds are left alone (the variable that says so), or None."""
-    if os.environ.get(OPT_OUT, "").strip() == "0":
+    if os.environ.get(OPT_OUT, "").strip().lower() in ("0", "false", "no", "off"):
         return OPT_OUT
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if "malloc.mmap_threshold" in tunables or "malloc.trim_threshold" in tunables:
+        return "GLIBC_TUNABLES"
     return next((var for var in _GLIBC_VARS if var in os.environ), None)
 
 
