@@ -79,7 +79,7 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     qk = act[:, :2]  # q and k through kda.l2norm in one pass
     qk *= (1.0 / np.sqrt(np.einsum("tahk,tahk->tah", qk, qk) + 1e-6))[..., None]
     # g = lb sigmoid(A (f + b)) = lb / (1 + exp(t)), t = -A (f + b) (-A folded into f_b)
-    t = z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b_neg
+    t = z[:, 4 * HK : 4 * HK + wt.f_b_neg.shape[0]] @ wt.f_b_neg
     t += wt.g_bias_neg
     np.minimum(t, 700.0, out=t)  # exp stays finite (fused.sigmoid's clip)
     np.exp(t, out=t)

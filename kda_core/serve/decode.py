@@ -78,7 +78,7 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     ss = np.einsum("nahk,nahk->nah", act[:, :2], act[:, :2])
     qk = act[:, :2] * (1.0 / np.sqrt(ss + 1e-6))[..., None]  # kda.l2norm of q and k
     q, k = qk[:, 0], qk[:, 1]
-    t = z[:, 4 * HK : 4 * HK + wt.f_b.shape[0]] @ wt.f_b_half
+    t = z[:, 4 * HK : 4 * HK + wt.f_b_half.shape[0]] @ wt.f_b_half
     t += wt.g_bias_half
     np.tanh(t, out=t)
     lb = 0.5 * c.gate_lower_bound
@@ -161,7 +161,7 @@ def decode_packed(
             y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
         x = x + y
         x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
-    logits = (x * inv_rms(x, eps) * model.final_norm) @ model.lm_head
+    logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
     lat.flags.writeable = False  # shared by every request's view: nothing writes into it
     return logits, S_new, W_new, [lat[i, : n[i]] for i in range(N)]
 

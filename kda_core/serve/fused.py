@@ -7,8 +7,8 @@ w_gate]``), folds the RMSNorm weights into the matrices that follow them (``rms(
 per-head norm into w_o, the final norm into the LM head) and the gate's ``exp(A_log)`` into
 f_b, stores the conv taps and the MLA up-projections in the layouts the batched passes read,
 and is built once per ``Engine.serve`` (and per ``forward_batch`` call). The folded matrices
-are copies, while ``w_down``, MLA's ``w_o`` and (in the one-token pass) the final norm and LM
-head are read from the model: a serve assumes the model's weights do not change under it.
+are copies, while ``w_down`` and MLA's ``w_o`` are read from the model: a serve assumes the
+model's weights do not change under it.
 ``inv_rms`` / ``silu`` / ``sigmoid`` are the model's
 functions with fewer temporaries (equal to rounding; the logistic in its exp form, faster than
 the model's tanh form, clipped so it cannot overflow); ``mlp_folded`` is ``TinyHybrid.mlp`` on
@@ -37,21 +37,17 @@ __all__ = [
 
 @dataclass(slots=True)
 class KDALayer:
-    norm1: np.ndarray
-    w_in: np.ndarray  # [D, 3HK | HK | r | H]
-    f_b: np.ndarray
+    """One KDA mixer's weights in the batched passes' forms: norm1 folded into the rows of the
+    fused input projection [D, 3HK | HK | r | H], the per-head norm weight into w_o's rows,
+    exp(A_log) into the gate's low-rank up-projection f_b and its bias."""
+
     taps: np.ndarray  # conv weights [W, 3HK] (row i multiplies window row i; last: the token)
-    dt_bias: np.ndarray  # [H, K]
-    decay: np.ndarray  # exp(A_log) [H, 1]
-    norm_w: np.ndarray
-    w_o: np.ndarray
-    # the one-token pass's forms (serve.decode): norm1 folded into the rows of w_in, the gate
-    # as an affine tanh (sigmoid(x) = (1 + tanh(x/2)) / 2, with exp(A_log) / 2 folded into
-    # f_b's columns and the bias), the per-head norm weight folded into w_o's rows
-    w_in_n: np.ndarray  # norm1[:, None] * w_in
+    w_in_n: np.ndarray  # norm1[:, None] * [w_qkv | w_gate | f_a | w_beta]
+    w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
+    # the one-token pass's gate (serve.decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
+    # / 2, with exp(A_log) / 2 folded into f_b's columns and the bias
     f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
     g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
-    w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
     # the packed prefill's gate (serve.batch): g = lb / (1 + exp(t)) with t = -A (f + b), -A
     # folded into f_b's columns and the bias (one matmul, one add, then the logistic)
     f_b_neg: np.ndarray  # -f_b * exp(A_log)[h], column h K + k
@@ -60,13 +56,13 @@ class KDALayer:
 
 @dataclass(slots=True)
 class MLALayer:
-    norm1: np.ndarray
-    w_in: np.ndarray  # [D, C | Hm dh | Hm dh]
+    """One MLA mixer's weights: norm1 folded into the fused input projection."""
+
     norm_c: np.ndarray
     uk: np.ndarray  # [Hm, dh, C]
     uv: np.ndarray  # [Hm, C, dh]
     w_o: np.ndarray
-    w_in_n: np.ndarray  # norm1[:, None] * w_in (the one-token pass)
+    w_in_n: np.ndarray  # norm1[:, None] * [w_dkv | w_q | w_gate]
 
 
 @dataclass(slots=True)
@@ -76,7 +72,7 @@ class FusedWeights:
     model: TinyHybrid
     layers: list[KDALayer | MLALayer]
     w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the MLP of the batched passes)
-    lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (the packed prefill's logits)
+    lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (both passes' logits)
     # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
@@ -93,11 +89,9 @@ class FusedWeights:
                 half = np.repeat(0.5 * np.exp(w.A_log), K)  # [H K]
                 layers.append(
                     KDALayer(
-                        blk.norm1, w_in, w.f_b, np.ascontiguousarray(w.conv_w.T),
-                        w.dt_bias.reshape(H, K), np.exp(w.A_log)[:, None], w.norm_w, w.w_o,
-                        blk.norm1[:, None] * w_in, w.f_b * half, half * w.dt_bias,
-                        np.tile(w.norm_w, H)[:, None] * w.w_o, -2.0 * w.f_b * half,
-                        -2.0 * half * w.dt_bias,
+                        np.ascontiguousarray(w.conv_w.T), blk.norm1[:, None] * w_in,
+                        np.tile(w.norm_w, H)[:, None] * w.w_o, w.f_b * half, half * w.dt_bias,
+                        -2.0 * w.f_b * half, -2.0 * half * w.dt_bias,
                     )
                 )  # fmt: skip
             else:
@@ -105,8 +99,7 @@ class FusedWeights:
                 C = w.w_dkv.shape[1]
                 layers.append(
                     MLALayer(
-                        blk.norm1, np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1), w.norm_c,
-                        w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
+                        w.norm_c, w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
                         w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
                         blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
                     )
