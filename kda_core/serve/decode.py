@@ -34,10 +34,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core.serve.batch import mla_attend_padded, padded_latents
+from kda_core.serve.batch import mla_attend_padded
 from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
 
-__all__ = ["decode_packed", "state_update_gemm", "state_update_naive"]
+__all__ = ["LatentRows", "decode_packed", "state_update_gemm", "state_update_naive"]
 
 
 def state_update_naive(S, alpha, k, u) -> np.ndarray:
@@ -150,8 +150,9 @@ def decode_packed(
     if M is None or M.shape != (N, H, K, K + 1):
         wts.update_mats.clear()  # one batch size kept: the batch changes rarely
         M = wts.update_mats[N] = np.zeros((N, H, K, K + 1))
-    n_mla, C = pasts[0].shape[1:]
-    lat, n = padded_latents(pasts, np.zeros((N, 1, n_mla, C)))  # new rows: written per layer
+    if not isinstance(wts.latents, LatentRows) or not wts.latents.extends(pasts):
+        wts.latents = LatentRows(pasts)
+    lat, n = wts.latents.grow()  # every request's rows then one new row (written per layer)
     rows = (np.arange(N), n - 1)
     for layer, wt in enumerate(wts.layers):
         j = model._slot[layer]
@@ -162,8 +163,61 @@ def decode_packed(
         x = x + y
         x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
     logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
-    lat.flags.writeable = False  # shared by every request's view: nothing writes into it
-    return logits, S_new, W_new, [lat[i, : n[i]] for i in range(N)]
+    return logits, S_new, W_new, wts.latents.views()
+
+
+class LatentRows:
+    """Every request's MLA latents as rows ``:n[i]`` of one zero-padded buffer [N, cap, n_mla,
+    C] that the one-token pass appends to in place: a step whose pasts are this buffer's
+    views from the previous step (same requests, same order) writes only the new rows, where
+    laying the pasts out again copied every request's whole history once per step.
+
+    The views handed out (``views``) are read-only and cover rows ``:n[i]``; a row is written
+    only past every view handed out for its request (its high-water mark), so no view ever
+    sees a change. Rows past ``n[i]`` stay zero (finite: attention masks them with exact 0
+    weights, and 0 times a finite value is 0). The capacity doubles when full (one copy)."""
+
+    def __init__(self, pasts: Sequence[np.ndarray]) -> None:
+        n = np.array([p.shape[0] for p in pasts])
+        cap = max(16, 2 * (int(n.max()) + 1))
+        self.buf = np.zeros((len(pasts), cap) + pasts[0].shape[1:])
+        for i, p in enumerate(pasts):
+            self.buf[i, : n[i]] = p
+        self.n = n  # rows filled per request = its high-water mark
+
+    def extends(self, pasts: Sequence[np.ndarray]) -> bool:
+        """Whether pasts[i] is exactly rows ``:n[i]`` of this buffer for every i."""
+        b = self.buf
+        if len(pasts) != b.shape[0]:
+            return False
+        ptr, step = b.__array_interface__["data"][0], b.strides[0]
+        for i, p in enumerate(pasts):
+            if (
+                p.shape[0] != self.n[i]
+                or p.strides != b.strides[1:]
+                or p.__array_interface__["data"][0] != ptr + i * step
+            ):
+                return False
+        return True
+
+    def grow(self) -> tuple[np.ndarray, np.ndarray]:
+        """One more row per request: -> (rows ``:max n`` of the buffer, the new n)."""
+        n = self.n + 1
+        L = int(n.max())
+        if L > self.buf.shape[1]:
+            buf = np.zeros((self.buf.shape[0], 2 * L) + self.buf.shape[2:])
+            buf[:, : self.buf.shape[1]] = self.buf
+            self.buf = buf
+        self.n = n
+        return self.buf[:, :L], n
+
+    def views(self) -> list[np.ndarray]:
+        out = []
+        for i, m in enumerate(self.n):
+            v = self.buf[i, :m]
+            v.flags.writeable = False
+            out.append(v)
+        return out
 
 
 def _augmented(S: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -76,6 +77,8 @@ class FusedWeights:
     # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
+    # the one-token pass's latents buffer (serve.decode.LatentRows), appended to in place
+    latents: Any = None
 
     @classmethod
     def of(cls, model: TinyHybrid) -> FusedWeights:
