@@ -8,8 +8,9 @@ import pytest
 from kda_core.kda import conv_varlen
 from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_batch, forward_packed
-from kda_core.serve.decode import decode_packed, state_update_gemm, state_update_naive
+from kda_core.serve.decode import decode_packed, state_update_naive
 from kda_core.serve.fused import FusedWeights, conv_packed
+from kda_core.serve.window import DEFER_STEPS, StateWindow, window_steps
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -104,26 +105,44 @@ def test_decode_packed_equals_forward_packed(seed, pasts):
         np.testing.assert_allclose(a[-1:], b, atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("N, H, K, V", [(1, 1, 1, 1), (3, 2, 4, 5), (32, 4, 32, 32)])
-def test_state_update_gemm_equals_elementwise_twin(N, H, K, V):
-    """The one-GEMM delta-rule write against diag(alpha) S + k u^T in three passes; also
-    that only the scratch row K of the augmented buffer is written. Bound: one rounding of
-    O(1) sums of 2 nonzero terms (the K-1 zeros of the row add exact 0s)."""
-    rng = np.random.default_rng(N + K)
-    Sa = rng.standard_normal((N, H, K + 1, V))
-    before = Sa[:, :, :K].copy()
-    alpha = rng.uniform(0.0, 1.0, (N, H, K))
-    k, u = rng.standard_normal((N, H, K)), rng.standard_normal((N, H, V))
-    M = np.zeros((N, H, K, K + 1))
-    out = np.empty((N, H, K, V))
-    state_update_gemm(Sa, alpha, k, u, M, out)
-    ref = state_update_naive(before, alpha, k, u)
-    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
-    np.testing.assert_array_equal(Sa[:, :, :K], before)
-    np.testing.assert_array_equal(Sa[:, :, K], u)
-    state_update_gemm(Sa, alpha[::-1], k[::-1], u[::-1], M, out)  # M reused: rewritten
-    ref = state_update_naive(before, alpha[::-1], k[::-1], u[::-1])
-    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
+@pytest.mark.parametrize(
+    "N, H, K, V, R, lb", [(1, 1, 1, 1, 1, -5.0), (3, 2, 4, 5, 2, -5.0), (5, 2, 8, 6, 8, -5.0),
+                          (4, 4, 32, 32, 8, -5.0), (3, 2, 4, 5, 6, -50.0)],
+)  # fmt: skip
+def test_state_window_equals_the_step_by_step_recurrence(N, H, K, V, R, lb):
+    """StateWindow (deferred writes) against the delta rule written every step, in the three
+    elementwise passes of ``state_update_naive``: read-outs every step, states whenever the
+    window writes (full, or at random steps) and whenever its pending entries are written out
+    mid-window (``write_pending``, which leaves the window as it was). lb = -50 with R = 6
+    (window_steps' cap there): the gates' product reaches e^-300 and stays exact. Bound: the
+    same sums in another order, O(T) roundings of O(1) terms."""
+    rng = np.random.default_rng(N * K + R)
+    L, T = 2, 19
+    S = rng.standard_normal((L, N, H, K, V))
+    window = StateWindow.of(S, R)
+    M = np.zeros((N, H, K, K + R))
+    for _ in range(T):
+        write = window.r + 1 == R or rng.random() < 0.25
+        new = window.new_buffer() if write else None
+        for j in range(L):
+            qk = rng.standard_normal((N, 2, H, K))
+            qk /= np.linalg.norm(qk, axis=-1, keepdims=True)
+            q, k = qk[:, 0], qk[:, 1]
+            v = rng.standard_normal((N, H, V))
+            alpha = np.exp(lb * rng.uniform(0.9 if lb < -10 else 0.0, 1.0, (N, H, K)))
+            beta = rng.uniform(0.0, 1.0, (N, H))
+            read_k = np.einsum("nhk,nhkv->nhv", alpha * k, S[j])
+            u = beta[..., None] * (v - read_k)
+            S[j] = state_update_naive(S[j], alpha, k, u)
+            out = None if new is None else new[j, :, :, :K]
+            o = window.step(j, qk, v, alpha, beta, M, out)
+            np.testing.assert_allclose(o, np.einsum("nhk,nhkv->nhv", q, S[j]), atol=1e-12, rtol=0)
+            if out is not None:
+                np.testing.assert_allclose(out, S[j], atol=1e-12, rtol=0)
+        window = window.advanced(new)
+        if window.r and rng.random() < 0.3:
+            np.testing.assert_allclose(window.write_pending(M), S, atol=1e-12, rtol=0)
+    assert window_steps(-5.0) == DEFER_STEPS and window_steps(-50.0) == 6
 
 
 @pytest.mark.parametrize("pasts", [[0, 0, 0], [0, 5, 17, 2, 40]])
@@ -150,9 +169,46 @@ def test_decode_packed_chained_on_its_own_output(pasts):
         rS, rW = ref[1], ref[2]
         rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
         np.testing.assert_array_equal(S, kept)  # the input state stayed as it was
+        for a, b in zip(got[3], rkv):  # every request's latents: the chained reference's
+            np.testing.assert_allclose(a, b, atol=1e-11, rtol=0)
         S, W = got[1:3]
         kvs = got[3]
     assert S.base is not None and S.base.shape[3] == S.shape[3] + 1  # the reuse path ran
+
+
+@pytest.mark.parametrize("pasts", [[0, 3], [7, 0, 2]])
+def test_decode_latents_appended_in_place_never_change_a_view(pasts):
+    """LatentRows: chained steps append each request's new latent row in place (one buffer,
+    across a capacity doubling: 16 rows, then 2 x), every view a step handed out stays equal
+    to what it was and read-only, and the latents equal per-request concatenation; a step
+    whose pasts are not the buffer's last views (here one request's shortened) starts a new
+    buffer and leaves the old views as they were."""
+    model = MODELS[5]
+    rng = np.random.default_rng(sum(pasts))
+    states = [prefilled(model, rng, n) for n in pasts]
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    kvs = [st.mla_kv for st in states]
+    wts = FusedWeights.of(model)
+    handed: list[tuple[np.ndarray, np.ndarray]] = []  # (view, its values when handed out)
+    bases = set()
+    for _ in range(20):
+        toks = [int(t) for t in rng.integers(0, 256, len(states))]
+        logits, S, W, new = decode_packed(wts, toks, S, W, kvs)
+        for p, v in zip(kvs, new):
+            assert not v.flags.writeable and v.shape[0] == p.shape[0] + 1
+            np.testing.assert_array_equal(v[:-1], p)
+        handed += [(v, v.copy()) for v in new]
+        bases.add(id(wts.latents.buf))
+        kvs = new
+    assert len(bases) == 2  # one buffer, then one doubling (max past 7 + 20 > 16 rows)
+    kvs = [kvs[0][:-1]] + kvs[1:]  # not the last views: a new buffer
+    old = wts.latents.buf
+    decode_packed(wts, [1] * len(kvs), S, W, kvs)
+    assert wts.latents.buf is not old
+    for v, was in handed:
+        np.testing.assert_array_equal(v, was)
 
 
 @pytest.mark.parametrize("lens", [[5, 5, 5], [1, 7, 3, 16], [2], [4, 0, 3]])

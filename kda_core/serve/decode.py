@@ -22,7 +22,9 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
 * MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
-  array of every request's latents, built once per step (``serve.batch.padded_latents``).
+  buffer of every request's latents that steady decoding appends to in place (``LatentRows``:
+  one new row per request and step, where laying every past out again copied the whole
+  history each step).
 
 Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
 both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
@@ -36,8 +38,9 @@ import numpy as np
 
 from kda_core.serve.batch import mla_attend_padded
 from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.serve.window import StateWindow
 
-__all__ = ["LatentRows", "decode_packed", "state_update_gemm", "state_update_naive"]
+__all__ = ["LatentRows", "decode_packed", "decode_window", "state_update_naive", "write_matrix"]
 
 
 def state_update_naive(S, alpha, k, u) -> np.ndarray:
@@ -48,23 +51,11 @@ def state_update_naive(S, alpha, k, u) -> np.ndarray:
     return out
 
 
-def state_update_gemm(Sa, alpha, k, u, M, out) -> None:
-    """``out = diag(alpha) S + k u^T`` per (request, head) as one batched matmul, S being rows
-    ``:K`` of the augmented buffer Sa [N, H, K+1, V]: u^T goes into its row K and
-    ``out = [diag(alpha) | k] @ [S; u^T]``. M [N, H, K, K+1] is zero off its diagonal and
-    last column (only those are written here). One pass over the states where the elementwise
-    form takes three (``state_update_naive``, the twin; the zeros add exact 0s)."""
-    K = alpha.shape[-1]
-    Sa[:, :, K] = u
-    M.reshape(M.shape[0], M.shape[1], -1)[:, :, :: K + 2] = alpha  # the diagonal (i, i)
-    M[..., K] = k
-    np.matmul(M, Sa, out=out)
-
-
-def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
-    """One KDA mixer, one token per request: x [N, D] (before norm1), Sa [N, H, K+1, V] (rows
-    :K the state; row K scratch), win [N, W-1, 3HK]; the new state goes to S_out [N, H, K, V],
-    the new window to W_out. Returns y [N, D]."""
+def _kda_decode(wt: KDALayer, c, x, win, W_out, window: StateWindow, j: int, M, S_out):
+    """One KDA mixer (layer j of the window's states), one token per request: x [N, D] (before
+    norm1), win [N, W-1, 3HK] (the new window goes to W_out); with S_out (rows :K of layer j
+    of a new window buffer) the states are written there (``StateWindow.step``). Returns y
+    [N, D]."""
     N, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
     z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
@@ -77,7 +68,6 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     act = silu(y).reshape(N, 3, H, K)
     ss = np.einsum("nahk,nahk->nah", act[:, :2], act[:, :2])
     qk = act[:, :2] * (1.0 / np.sqrt(ss + 1e-6))[..., None]  # kda.l2norm of q and k
-    q, k = qk[:, 0], qk[:, 1]
     t = z[:, 4 * HK : 4 * HK + wt.f_b_half.shape[0]] @ wt.f_b_half
     t += wt.g_bias_half
     np.tanh(t, out=t)
@@ -86,13 +76,8 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     t += lb
     alpha = np.exp(t, out=t).reshape(N, H, K)
     beta = 0.5 * (1.0 + np.tanh(0.5 * z[:, -H:]))  # the model's sigmoid
-    aqk = np.multiply(qk.transpose(0, 2, 1, 3), alpha[:, :, None])  # [N, H, 2, K]: a q, a k
-    read = np.matmul(aqk, Sa[:, :, :K])  # [N, H, 2, V]: the old state read once for both
-    u = act[:, 2] - read[:, :, 1]
-    u *= beta[..., None]
-    state_update_gemm(Sa, alpha, k, u, M, S_out)
-    o = np.einsum("nhk,nhk->nh", q, k)[..., None] * u
-    o += read[:, :, 0]  # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
+    o = window.step(j, qk, act[:, 2], alpha, beta, M, S_out)  # S_t^T q, [N, H, V]
+    # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
     o *= inv_rms(o, c.norm_eps * K)
     gate = np.tanh(0.5 * z[:, 3 * HK : 4 * HK])
     gate += 1.0
@@ -119,37 +104,44 @@ def _mla_decode(wt: MLALayer, c, x, lat, n, rows):
     return gate @ wt.w_o
 
 
-def decode_packed(
+def write_matrix(wts: FusedWeights, N: int, H: int, K: int, R: int) -> np.ndarray:
+    """The zeroed [N, H, K, K+R] write matrix of ``StateWindow`` (kept between steps in
+    ``wts.update_mats``: its off-diagonal zeros in the first K columns are never written)."""
+    M = wts.update_mats.get(N)
+    if M is None or M.shape != (N, H, K, K + R):
+        wts.update_mats.clear()  # one batch size kept: the batch changes rarely
+        M = wts.update_mats[N] = np.zeros((N, H, K, K + R))
+    return M
+
+
+def decode_window(
     wts: FusedWeights,
     tokens: Sequence[int],
-    S: np.ndarray,
+    window: StateWindow,
     conv: np.ndarray,
     pasts: Sequence[np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """``forward_packed`` for one token per request (no validation).
+    write: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, list[np.ndarray], StateWindow]:
+    """``forward_packed`` for one token per request (no validation), from a ``StateWindow``.
 
-    S [L, N, H, K, V], conv [L, N, W-1, D] (read only), pasts[i] [P_i, n_mla, C]. Returns
-    (logits [N, vocab], new S, new conv, every request's latents after the step: request i's
-    [P_i + 1, n_mla, C], its pasts then the new row). Request i's new state is the view
-    ``S_new[:, i]`` of fresh arrays, its latents a read-only view of one fresh padded array
-    (the pasts are copied into it once per step, and both MLA layers read it: no per-layer
-    gather, no per-request concatenation). S is not changed; when it is a previous call's
-    new S, that call's buffer (rows :K of [L, N, H, K+1, V]) is used as is and its scratch
-    row K written (``_augmented``).
+    conv [L, N, W-1, D] (read only), pasts[i] [P_i, n_mla, C]. Returns (logits [N, vocab],
+    the new S [L, N, H, K, V] when ``write`` (else None: the step stays pending in the window),
+    new conv, every request's latents after the step: request i's [P_i + 1, n_mla, C], its
+    pasts then the new row, the window for the next step). Request i's new state is the view
+    ``S_new[:, i]`` of fresh arrays (rows :K of the next window's buffer), its latents a
+    read-only view of one padded buffer (``LatentRows``, kept in ``wts.latents``: when the
+    pasts are its views from the previous step only the new rows are written, else the pasts
+    are copied into a new one; both MLA layers read it: no per-layer gather, no per-request
+    concatenation). A full window must write.
     """
     model = wts.model
     c = model.config
     eps, F = c.norm_eps, c.mlp_hidden
-    L, N, H, K, V = S.shape
+    L, N, H, K, V = window.base.shape
     x = model.embed[np.asarray(tokens)]
-    Sa = _augmented(S)
-    Sa_new = np.empty_like(Sa)
-    S_new = Sa_new[:, :, :, :K]
+    new = window.new_buffer() if write else None
     W_new = np.empty_like(conv)
-    M = wts.update_mats.get(N)
-    if M is None or M.shape != (N, H, K, K + 1):
-        wts.update_mats.clear()  # one batch size kept: the batch changes rarely
-        M = wts.update_mats[N] = np.zeros((N, H, K, K + 1))
+    M = write_matrix(wts, N, H, K, window.R)
     if not isinstance(wts.latents, LatentRows) or not wts.latents.extends(pasts):
         wts.latents = LatentRows(pasts)
     lat, n = wts.latents.grow()  # every request's rows then one new row (written per layer)
@@ -157,13 +149,31 @@ def decode_packed(
     for layer, wt in enumerate(wts.layers):
         j = model._slot[layer]
         if isinstance(wt, KDALayer):
-            y = _kda_decode(wt, c, x, Sa[j], conv[j], S_new[j], W_new[j], M)
+            out = None if new is None else new[j, :, :, :K]
+            y = _kda_decode(wt, c, x, conv[j], W_new[j], window, j, M, out)
         else:
             y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
         x = x + y
         x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
     logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
-    return logits, S_new, W_new, wts.latents.views()
+    S_new = None if new is None else new[:, :, :, :K]
+    return logits, S_new, W_new, wts.latents.views(), window.advanced(new)
+
+
+def decode_packed(
+    wts: FusedWeights,
+    tokens: Sequence[int],
+    S: np.ndarray,
+    conv: np.ndarray,
+    pasts: Sequence[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``decode_window`` writing every step (a window of one step: the eager form). S [L, N,
+    H, K, V] is not changed; when it is a previous call's new S, that call's buffer (rows :K
+    of [L, N, H, K+1, V]) is used as is and its scratch row K written. Returns (logits, new
+    S, new conv, latents)."""
+    out = decode_window(wts, tokens, StateWindow.of(S, 1), conv, pasts, True)
+    assert out[1] is not None
+    return out[0], out[1], out[2], out[3]
 
 
 class LatentRows:
@@ -204,7 +214,7 @@ class LatentRows:
         """One more row per request: -> (rows ``:max n`` of the buffer, the new n)."""
         n = self.n + 1
         L = int(n.max())
-        if L > self.buf.shape[1]:
+        if self.buf.shape[1] < L:
             buf = np.zeros((self.buf.shape[0], 2 * L) + self.buf.shape[2:])
             buf[:, : self.buf.shape[1]] = self.buf
             self.buf = buf
@@ -218,23 +228,3 @@ class LatentRows:
             v.flags.writeable = False
             out.append(v)
         return out
-
-
-def _augmented(S: np.ndarray) -> np.ndarray:
-    """S [L, N, H, K, V] as rows :K of an [L, N, H, K+1, V] buffer: the buffer S is a view of
-    when it came out of ``decode_packed`` (steady decoding: no copy; its row K is scratch, in
-    no request's state), else a new one holding a copy of S."""
-    L, N, H, K, V = S.shape
-    base = S.base
-    if (
-        isinstance(base, np.ndarray)
-        and base.shape == (L, N, H, K + 1, V)
-        and base.dtype == S.dtype
-        and base.flags.c_contiguous
-        and S.strides == base.strides
-        and S.__array_interface__["data"][0] == base.__array_interface__["data"][0]
-    ):
-        return base
-    Sa = np.empty((L, N, H, K + 1, V), dtype=S.dtype)
-    Sa[:, :, :, :K] = S
-    return Sa
