@@ -1,7 +1,8 @@
 """The all-decode step (one token per request) as few, large numpy calls: the runner's hot path.
 
 ``forward_packed`` handles any mix of prefill chunks and decodes through the model's own layer
-functions; once every request in a step decodes, ``decode_packed`` does the same pass with
+functions; once every request in a step decodes, ``decode_window`` (``decode_packed``: the
+form that writes every step) does the same pass with
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
   MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``), with the
@@ -11,14 +12,16 @@ functions; once every request in a step decodes, ``decode_packed`` does the same
   one shifted by a row, the token's raw projection last);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
-* the delta-rule step reading the old state once for both ``k^T diag(alpha) S`` and
-  ``q^T diag(alpha) S``, and writing the new state in one batched matmul over an augmented
-  buffer, ``S' = [diag(alpha) | k] @ [S; u^T]`` (``state_update_gemm``; the three elementwise
-  passes it replaces are its twin ``state_update_naive``, measured ~1.5x slower in place;
-  blocking the requests to stay in cache or updating in place measured no faster): with
-  ``S' = diag(alpha) S + k u^T``, ``u = beta (v - S^T diag(alpha) k)``, the read-out is
-  ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the recurrence of ``kda.recurrent``: decay,
-  delta-rule error, rank-1 write, read-out after the write);
+* the delta-rule step through ``serve.window.StateWindow``: reads of the old state (``k^T
+  diag(alpha) S`` and ``q^T diag(alpha) S`` in one matmul) and, when the step writes, the new
+  state as one batched matmul over an augmented buffer, ``S' = [diag(alpha) | k] @ [S;
+  u^T]`` (with steps pending, one more column and row per pending step); the three
+  elementwise passes it replaces are the twin ``state_update_naive`` (measured ~1.5x slower
+  in place; blocking the requests to stay in cache, updating in place or splitting the state
+  into two row blocks measured no faster). With ``S' = diag(alpha) S + k u^T``, ``u = beta (v
+  - S^T diag(alpha) k)``, the read-out is ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the
+  recurrence of ``kda.recurrent``: decay, delta-rule error, rank-1 write, read-out after the
+  write);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
 * MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
