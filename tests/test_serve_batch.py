@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kda_core.kda import conv_varlen
-from kda_core.model import TinyHybrid
+from kda_core.model import ModelConfig, TinyHybrid
 from kda_core.serve.batch import forward_batch, forward_packed
 from kda_core.serve.decode import decode_packed, state_update_naive
 from kda_core.serve.fused import FusedWeights, conv_packed
@@ -176,36 +176,48 @@ def test_decode_packed_chained_on_its_own_output(pasts):
     assert S.base is not None and S.base.shape[3] == S.shape[3] + 1  # the reuse path ran
 
 
-@pytest.mark.parametrize("pasts", [[0, 3], [7, 0, 2]])
-def test_decode_latents_appended_in_place_never_change_a_view(pasts):
-    """LatentRows: chained steps append each request's new latent row in place (one buffer,
-    across a capacity doubling: 16 rows, then 2 x), every view a step handed out stays equal
-    to what it was and read-only, and the latents equal per-request concatenation; a step
-    whose pasts are not the buffer's last views (here one request's shortened) starts a new
-    buffer and leaves the old views as they were."""
-    model = MODELS[5]
+@pytest.mark.parametrize("pasts, conv_size", [([0, 3], 4), ([7, 0, 2], 4), ([2, 5], 1)])
+def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
+    """serve.rows: chained steps append each request's new latent row and conv row in place
+    (latents: one buffer of 16 rows, then one doubling; conv: 16 spare rows, then a move to a
+    new buffer), every latent and conv view a step handed out stays equal to what it was
+    (latents read-only), each step equals forward_packed chained on copies, and a step whose
+    pasts are not the buffer's last views (one request's shortened) starts a new buffer and
+    leaves the old views as they were. conv_size 1: no window, only the token's row."""
+    model = (
+        MODELS[5]
+        if conv_size == 4
+        else TinyHybrid(ModelConfig(conv_size=1), weights="random", seed=3)
+    )
     rng = np.random.default_rng(sum(pasts))
     states = [prefilled(model, rng, n) for n in pasts]
     L = len(model.kda_layers)
     S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
     W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
     kvs = [st.mla_kv for st in states]
+    rS, rW, rkv = S.copy(), W.copy(), [p.copy() for p in kvs]
     wts = FusedWeights.of(model)
     handed: list[tuple[np.ndarray, np.ndarray]] = []  # (view, its values when handed out)
-    bases = set()
+    lat_bases, conv_bases = set(), set()
     for _ in range(20):
         toks = [int(t) for t in rng.integers(0, 256, len(states))]
+        ref = forward_packed(model, [[t] for t in toks], rS, rW, rkv)
         logits, S, W, new = decode_packed(wts, toks, S, W, kvs)
+        np.testing.assert_allclose(logits, np.concatenate(ref[0]), atol=1e-11, rtol=0)
+        np.testing.assert_allclose(W, ref[2], atol=1e-12, rtol=0)
+        rS, rW = ref[1], ref[2]
+        rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
         for p, v in zip(kvs, new):
             assert not v.flags.writeable and v.shape[0] == p.shape[0] + 1
             np.testing.assert_array_equal(v[:-1], p)
-        handed += [(v, v.copy()) for v in new]
-        bases.add(id(wts.latents.buf))
+        handed += [(v, v.copy()) for v in new] + [(W, W.copy())]
+        lat_bases.add(id(wts.latents.buf))
+        conv_bases.add(id(wts.convs.buf))
         kvs = new
-    assert len(bases) == 2  # one buffer, then one doubling (max past 7 + 20 > 16 rows)
+    assert len(lat_bases) == 2 and len(conv_bases) == 2  # each buffer once full, moved once
     kvs = [kvs[0][:-1]] + kvs[1:]  # not the last views: a new buffer
     old = wts.latents.buf
-    decode_packed(wts, [1] * len(kvs), S, W, kvs)
+    decode_packed(wts, [1] * len(kvs), S, W[:, ::-1].copy(), kvs)  # nor the last conv view
     assert wts.latents.buf is not old
     for v, was in handed:
         np.testing.assert_array_equal(v, was)

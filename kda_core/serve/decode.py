@@ -8,8 +8,8 @@ form that writes every step) does the same pass with
   MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``), with the
   RMSNorm weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``,
   so a norm is one scale per row);
-* the conv step as one einsum over the window plus the token's tap (the new window: the old
-  one shifted by a row, the token's raw projection last);
+* the conv step as one einsum over the window and the token's row, appended in place
+  (``serve.rows.ConvRows``: the new window is the old one moved by a row, a view);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
 * the delta-rule step through ``serve.window.StateWindow``: reads of the old state (``k^T
@@ -41,9 +41,10 @@ import numpy as np
 
 from kda_core.serve.batch import mla_attend_padded
 from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.serve.rows import ConvRows, LatentRows
 from kda_core.serve.window import StateWindow
 
-__all__ = ["LatentRows", "decode_packed", "decode_window", "state_update_naive", "write_matrix"]
+__all__ = ["decode_packed", "decode_window", "state_update_naive", "write_matrix"]
 
 
 def state_update_naive(S, alpha, k, u) -> np.ndarray:
@@ -54,20 +55,16 @@ def state_update_naive(S, alpha, k, u) -> np.ndarray:
     return out
 
 
-def _kda_decode(wt: KDALayer, c, x, win, W_out, window: StateWindow, j: int, M, S_out):
+def _kda_decode(wt: KDALayer, c, x, conv_rows, window: StateWindow, j: int, M, S_out):
     """One KDA mixer (layer j of the window's states), one token per request: x [N, D] (before
-    norm1), win [N, W-1, 3HK] (the new window goes to W_out); with S_out (rows :K of layer j
-    of a new window buffer) the states are written there (``StateWindow.step``). Returns y
-    [N, D]."""
+    norm1), conv_rows [N, W, 3HK] (the window, then the row this step's raw projections go
+    into: ``ConvRows``); with S_out (rows :K of layer j of a new window buffer) the states are
+    written there (``StateWindow.step``). Returns y [N, D]."""
     N, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
     z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
-    raw = z[:, : 3 * HK]
-    y = np.einsum("nwd,wd->nd", win, wt.taps[:-1])  # the window's taps, then the token's
-    y += raw * wt.taps[-1]
-    if W_out.shape[1]:  # conv_size 1 keeps no window
-        W_out[:, :-1] = win[:, 1:]
-        W_out[:, -1] = raw
+    conv_rows[:, -1] = z[:, : 3 * HK]  # the token's row: the next window is the last W-1 rows
+    y = np.einsum("nwd,wd->nd", conv_rows, wt.taps)
     act = silu(y).reshape(N, 3, H, K)
     ss = np.einsum("nahk,nahk->nah", act[:, :2], act[:, :2])
     qk = act[:, :2] * (1.0 / np.sqrt(ss + 1e-6))[..., None]  # kda.l2norm of q and k
@@ -143,7 +140,9 @@ def decode_window(
     L, N, H, K, V = window.base.shape
     x = model.embed[np.asarray(tokens)]
     new = window.new_buffer() if write else None
-    W_new = np.empty_like(conv)
+    if not isinstance(wts.convs, ConvRows) or not wts.convs.extends(conv):
+        wts.convs = ConvRows(conv)
+    conv_rows = wts.convs.begin()
     M = write_matrix(wts, N, H, K, window.R)
     if not isinstance(wts.latents, LatentRows) or not wts.latents.extends(pasts):
         wts.latents = LatentRows(pasts)
@@ -153,14 +152,14 @@ def decode_window(
         j = model._slot[layer]
         if isinstance(wt, KDALayer):
             out = None if new is None else new[j, :, :, :K]
-            y = _kda_decode(wt, c, x, conv[j], W_new[j], window, j, M, out)
+            y = _kda_decode(wt, c, x, conv_rows[j], window, j, M, out)
         else:
             y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
         x = x + y
         x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
     logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
     S_new = None if new is None else new[:, :, :, :K]
-    return logits, S_new, W_new, wts.latents.views(), window.advanced(new)
+    return logits, S_new, wts.convs.advance(), wts.latents.views(), window.advanced(new)
 
 
 def decode_packed(
@@ -177,57 +176,3 @@ def decode_packed(
     out = decode_window(wts, tokens, StateWindow.of(S, 1), conv, pasts, True)
     assert out[1] is not None
     return out[0], out[1], out[2], out[3]
-
-
-class LatentRows:
-    """Every request's MLA latents as rows ``:n[i]`` of one zero-padded buffer [N, cap, n_mla,
-    C] that the one-token pass appends to in place: a step whose pasts are this buffer's
-    views from the previous step (same requests, same order) writes only the new rows, where
-    laying the pasts out again copied every request's whole history once per step.
-
-    The views handed out (``views``) are read-only and cover rows ``:n[i]``; a row is written
-    only past every view handed out for its request (its high-water mark), so no view ever
-    sees a change. Rows past ``n[i]`` stay zero (finite: attention masks them with exact 0
-    weights, and 0 times a finite value is 0). The capacity doubles when full (one copy)."""
-
-    def __init__(self, pasts: Sequence[np.ndarray]) -> None:
-        n = np.array([p.shape[0] for p in pasts])
-        cap = max(16, 2 * (int(n.max()) + 1))
-        self.buf = np.zeros((len(pasts), cap) + pasts[0].shape[1:])
-        for i, p in enumerate(pasts):
-            self.buf[i, : n[i]] = p
-        self.n = n  # rows filled per request = its high-water mark
-
-    def extends(self, pasts: Sequence[np.ndarray]) -> bool:
-        """Whether pasts[i] is exactly rows ``:n[i]`` of this buffer for every i."""
-        b = self.buf
-        if len(pasts) != b.shape[0]:
-            return False
-        ptr, step = b.__array_interface__["data"][0], b.strides[0]
-        for i, p in enumerate(pasts):
-            if (
-                p.shape[0] != self.n[i]
-                or p.strides != b.strides[1:]
-                or p.__array_interface__["data"][0] != ptr + i * step
-            ):
-                return False
-        return True
-
-    def grow(self) -> tuple[np.ndarray, np.ndarray]:
-        """One more row per request: -> (rows ``:max n`` of the buffer, the new n)."""
-        n = self.n + 1
-        L = int(n.max())
-        if self.buf.shape[1] < L:
-            buf = np.zeros((self.buf.shape[0], 2 * L) + self.buf.shape[2:])
-            buf[:, : self.buf.shape[1]] = self.buf
-            self.buf = buf
-        self.n = n
-        return self.buf[:, :L], n
-
-    def views(self) -> list[np.ndarray]:
-        out = []
-        for i, m in enumerate(self.n):
-            v = self.buf[i, :m]
-            v.flags.writeable = False
-            out.append(v)
-        return out

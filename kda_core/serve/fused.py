@@ -77,8 +77,9 @@ class FusedWeights:
     # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
-    # the one-token pass's latents buffer (serve.decode.LatentRows), appended to in place
+    # the one-token pass's latents and conv buffers (serve.rows), appended to in place
     latents: Any = None
+    convs: Any = None
 
     @classmethod
     def of(cls, model: TinyHybrid) -> FusedWeights:
