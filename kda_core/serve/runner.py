@@ -107,8 +107,8 @@ class Runner:
                 self.pool.rebind(s, S[:, i], b.conv[:, i])
         self._bound = None
 
-    def _gather(self, slots: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        if self._same(slots):
+    def _gather(self, slots: list[int], same: bool) -> tuple[np.ndarray, np.ndarray]:
+        if same:
             assert self._bound is not None
             return self._bound.S, self._bound.conv
         bufs = [self.pool.buffers(s) for s in slots]
@@ -121,19 +121,20 @@ class Runner:
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
-        decoding = not batch.prefill
-        if self.pending and not (decoding and self._same(slots)):
+        decoding, same = not batch.prefill, self._same(slots)
+        if self.pending and not (decoding and same):
             self._write_pending()
+            same = False
         pasts = [r.state.mla_kv for r, _ in work]  # type: ignore[union-attr]
         window = None
         if decoding:  # every request decodes: the fused one-token pass (all latents, as views)
             b = self._bound
-            steady = b is not None and b.window is not None and self._same(slots)
+            steady = same and b is not None and b.window is not None
             if steady:
                 assert b is not None and b.window is not None
                 window, W = b.window, b.conv
             else:  # a new batch writes its first step: its slots then hold the window's base
-                S, W = self._gather(slots)
+                S, W = self._gather(slots, same)
                 window = StateWindow.of(S, self.window_steps)
             write = (
                 not steady or window.r + 1 >= window.R or any(_read_after(r) for r in batch.decode)
@@ -143,7 +144,7 @@ class Runner:
             lg, S_new, W_new, lat, window = decode_window(wts, toks, window, W, pasts, write)
             logits = lg[:, None]
         else:
-            S, W = self._gather(slots)
+            S, W = self._gather(slots, same)
             seqs = [s for _, s in work]
             logits, S_new, W_new, kv = forward_packed(self.model, seqs, S, W, pasts, self.weights)
             lat = [np.concatenate([p, k], axis=0) for p, k in zip(pasts, kv)]
