@@ -235,3 +235,27 @@ def test_conv_packed_equals_varlen_twin(lens):
     y_ref, new_ref = conv_varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
     np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
     np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)
+
+
+def test_fused_weights_are_folded_once_per_model():
+    """FusedWeights.of: the folded arrays are shared by every call on one model (made once, so
+    a serve does not refold ~4 ms of weights) and read-only, the per-serve buffers are fresh,
+    and another model gets its own (a dead model's entry goes with it)."""
+    import gc
+
+    from kda_core.serve import fused
+
+    model = TinyHybrid(weights="random", seed=11)
+    a, b = FusedWeights.of(model), FusedWeights.of(model)
+    assert a.layers is b.layers and a.lm_head_n is b.lm_head_n
+    assert a.update_mats is not b.update_mats and b.latents is None and b.convs is None
+    assert not a.layers[0].w_in_n.flags.writeable and not a.w_up_n[0].flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        a.lm_head_n[0, 0] = 1.0
+    other = FusedWeights.of(MODELS[5])
+    assert other.layers is not a.layers
+    assert not np.array_equal(other.layers[0].w_in_n, a.layers[0].w_in_n)
+    n = len(fused._FOLDED)
+    del model, a, b
+    gc.collect()
+    assert len(fused._FOLDED) == n - 1

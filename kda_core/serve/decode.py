@@ -5,29 +5,23 @@ functions; once every request in a step decodes, ``decode_window`` (``decode_pac
 form that writes every step) does the same pass with
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
-  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``), with the
-  RMSNorm weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``,
-  so a norm is one scale per row);
+  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, folded once per model), the RMSNorm
+  weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``);
 * the conv step as one einsum over the window and the token's row, appended in place
   (``serve.rows.ConvRows``: the new window is the old one moved by a row, a view);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
-* the delta-rule step through ``serve.window.StateWindow``: reads of the old state (``k^T
-  diag(alpha) S`` and ``q^T diag(alpha) S`` in one matmul) and, when the step writes, the new
-  state as one batched matmul over an augmented buffer, ``S' = [diag(alpha) | k] @ [S;
-  u^T]`` (with steps pending, one more column and row per pending step); the three
-  elementwise passes it replaces are the twin ``state_update_naive`` (measured ~1.5x slower
-  in place; blocking the requests to stay in cache, updating in place or splitting the state
-  into two row blocks measured no faster). With ``S' = diag(alpha) S + k u^T``, ``u = beta (v
-  - S^T diag(alpha) k)``, the read-out is ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the
-  recurrence of ``kda.recurrent``: decay, delta-rule error, rank-1 write, read-out after the
-  write);
+* the delta-rule step through ``serve.window.StateWindow``: the old state read once for ``k^T
+  diag(alpha) S`` and ``q^T diag(alpha) S``, and, when the step writes, the new state as one
+  batched matmul ``S' = [diag(alpha) | k] @ [S; u^T]`` (one more column and row per pending
+  step); twin ``state_update_naive``, the three elementwise passes (~1.5x slower in place;
+  blocking the requests, updating in place or two row blocks measured no faster). ``u = beta
+  (v - S^T diag(alpha) k)``, read-out ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the
+  recurrence of ``kda.recurrent``);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
 * MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
-  buffer of every request's latents that steady decoding appends to in place (``LatentRows``:
-  one new row per request and step, where laying every past out again copied the whole
-  history each step).
+  buffer of every request's latents, appended to in place (``serve.rows.LatentRows``).
 
 Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
 both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
