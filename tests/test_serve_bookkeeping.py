@@ -97,3 +97,42 @@ def test_reports_and_step_rows_equal_their_naive_builds():
             assert (ph == "retracted") == (i in row.retracted), (row.step, i)
     saw = {ph for row in out.steps for ph in row.phases}
     assert {"retracted", "decode", "finished"} <= saw
+
+
+@pytest.mark.parametrize("algo", ["xxh3_128", "sha1"])
+@pytest.mark.parametrize("int8", [False, True])
+def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monkeypatch):
+    """The digest's hash (XXH3-128, the declared dependency; SHA-1 where it is missing):
+    either one catches a one-bit change of any stored array's first, middle or last byte,
+    and agrees again once the bit is restored."""
+    import hashlib
+
+    import xxhash
+
+    from kda_core.cache.pool import CheckpointPool, PoolError, checkpoint
+    from kda_core.model import KDALayerState
+
+    assert checkpoint._new_hash is xxhash.xxh3_128  # installed: the fast hash is the one used
+    hasher = xxhash.xxh3_128 if algo == "xxh3_128" else hashlib.sha1
+    monkeypatch.setattr(checkpoint, "_new_hash", hasher)
+    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    rng = np.random.default_rng(11)
+    active = ActivePool(shape, 1)
+    a = active.allocate("r")
+    layers = [KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))]
+    active.bind(a, layers * 2)
+    pool = CheckpointPool(shape, 1, int8=int8)
+    c = pool.store_from_active(active, a, "tree")
+    digest = pool._data[c].digest
+    assert len(digest) == (32 if algo == "xxh3_128" else 40)  # 128 / 160 bits in hex
+    pool.check_integrity()
+    for arr in pool.raw(c):
+        arr.flags.writeable = True  # force writes: the digest must notice each one
+        raw = arr.reshape(-1).view(np.uint8)
+        for pos in (0, raw.size // 2, raw.size - 1):
+            raw[pos] ^= 0x80  # the top bit of one byte (of a float64's last byte: its sign)
+            with pytest.raises(PoolError, match="changed while shared"):
+                pool.check_integrity()
+            raw[pos] ^= 0x80
+            pool.check_integrity()
+        arr.flags.writeable = False

@@ -23,12 +23,25 @@ from kda_core.model import TinyHybrid
 __all__ = ["CheckpointPool"]
 
 
+try:
+    import xxhash
+except ImportError:  # the declared dependency is missing: SHA-1 (slower, as good here)
+    xxhash = None
+
+# The digest's hash: xxHash's XXH3 with a 128-bit result where the package is installed
+# (a pinned dependency), SHA-1 (160 bits) otherwise. The threat is a bug writing into a shared
+# checkpoint, not an adversary, so a non-cryptographic hash with good avalanche (XXH3 passes
+# SMHasher) is enough: an accidental change goes unnoticed only if the changed bytes collide
+# with the stored ones, probability about 2^-128 (SHA-1: 2^-160). XXH3-128 measured ~30x
+# faster than SHA-1 on one 246 KiB TinyHybrid state (5.5 us vs 170 us; SHA-1 was itself
+# 1.8x faster than the blake2b it replaced): the serving loop digests every checkpoint it
+# stores, 64 per bench serve (~11 ms of SHA-1 in a ~45 ms bookkeeping budget).
+_new_hash = xxhash.xxh3_128 if xxhash is not None else hashlib.sha1
+
+
 def _digest(*arrays: np.ndarray) -> str:
-    """A 160-bit SHA-1 of the arrays' bytes: an accidental change goes unnoticed with
-    probability 2^-160 (the threat is a bug writing into a shared checkpoint, not an
-    adversary). Measured 1.8x faster here than the blake2b it replaced: the serving loop
-    digests every checkpoint it stores."""
-    h = hashlib.sha1()
+    """The hex digest of the arrays' bytes (``_new_hash``: see above)."""
+    h = _new_hash()
     for a in arrays:
         h.update(np.ascontiguousarray(a).view(np.uint8))
     return h.hexdigest()
