@@ -346,6 +346,7 @@ class Lifecycle:
         c = r.counts.get
         nan = float("nan")
         mk = StepRecord._make  # one record per consumed chunk or token: the tuple fast path
+        untraced = (nan, nan, nan)  # state_norm, dist_to_match, dist_to_uncached
         return GenerateReport(
             prompt=tuple(r.ids),
             tokens=list(r.gen),
@@ -368,7 +369,7 @@ class Lifecycle:
             evicted_states=c("evicted_states", 0),
             evicted_kv_tokens=c("evicted_kv", 0),
             restore_error=r.restore_error,
-            step_log=tuple([mk((p, n, t, ph, nan, nan, nan)) for p, n, t, ph in r.step_log]),
+            step_log=tuple([mk(rec + untraced) for rec in r.step_log]),
             replay_states=None,
             ref_logits=None,
             ref_max_abs_diff=None,
