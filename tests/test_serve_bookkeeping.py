@@ -136,3 +136,79 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
             raw[pos] ^= 0x80
             pool.check_integrity()
         arr.flags.writeable = False
+
+
+@pytest.mark.parametrize("strategy", ["extra_buffer", "extra_buffer_lazy"])
+def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy):
+    """Track slots (``allocate_unfilled``) and a slot whose buffers were donated are bound to
+    the pool's shared read-only ``zero_state``: they read as the zeros ``allocate`` binds (the
+    naive twin), cannot be written in place, and a track write still binds its own copy."""
+    import copy
+
+    from kda_core.cache.pool import CheckpointPool, PingPong
+
+    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    pool = ActivePool(shape, 4)
+    pp = PingPong(pool, strategy)
+    req = pp.open("r")
+    fresh = pool.allocate("naive")  # allocate's zeros: the twin
+    S0, conv0 = pool.buffers(fresh)
+    rng = np.random.default_rng(5)
+    pool.rebind(req.active, rng.standard_normal(shape.s), rng.standard_normal(shape.conv))
+    assert req.track  # both strategies open at least one track slot
+    for t in req.track:
+        S, conv = pool.buffers(t)
+        np.testing.assert_array_equal(S, S0)
+        np.testing.assert_array_equal(conv, conv0)
+        assert not S.flags.writeable and not conv.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            S[0, 0, 0, 0] = 1.0
+    t = pp.track(req, 7)
+    assert t is not None
+    S_t, conv_t = pool.buffers(t)
+    np.testing.assert_array_equal(S_t, pool.buffers(req.active)[0])
+    assert S_t.flags.writeable and not np.shares_memory(S_t, pool.zero_state[0])
+    ck = CheckpointPool(shape, 2)
+    c = ck.donate(pool, t, "tree")
+    assert ck.raw(c)[0] is S_t  # zero-copy: the very buffer
+    S_d, conv_d = pool.buffers(t)
+    np.testing.assert_array_equal(S_d, S0)
+    np.testing.assert_array_equal(conv_d, conv0)
+    assert not np.shares_memory(S_d, ck.raw(c)[0])
+    assert not S0.any() and not conv0.any()  # the twin really is zeros
+    np.testing.assert_array_equal(ck.raw(c)[0], S_t)
+    twin = copy.deepcopy(pool)  # a fork's zero state is read-only and shared again
+    assert all(not a.flags.writeable for a in twin.zero_state)
+    assert twin.buffers(t)[0] is twin.zero_state[0]
+    pool.check_integrity()
+    ck.check_integrity()
+    twin.check_integrity()
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
+    """``CheckpointPool.used_bytes`` (a counter kept by store / donate / free) against the sum
+    over the stored checkpoints, through a serve that stores, shares (restores) and frees
+    copies the tree had already, and directly: the counter follows every put and free, and a
+    corrupted counter is caught."""
+    from kda_core.cache.pool import PoolError
+
+    rng = np.random.default_rng(9)
+    base = [int(t) for t in rng.integers(0, 256, 16)]
+    prompts = [base + [int(t) for t in rng.integers(0, 256, n)] for n in (4, 9, 1, 14)]
+    e = Engine(model=MODEL, state_slots=10, int8_checkpoints=int8)
+    out = e.serve([Request(p, 20) for p in prompts], max_batch_tokens=64)
+    assert sum(r.checkpoints_existed for r in out.reports) > 0  # freed through insert
+    assert e.stats().state_hits > 0
+    ck = e.checkpoints
+    assert ck.n_used > 0
+    assert ck.used_bytes == ck._used_bytes_naive() == ck.n_used * ck.slot_bytes
+    ck.check_integrity()
+    slots = list(ck.owned())
+    ck.free(slots[0])
+    assert ck.used_bytes == ck._used_bytes_naive() == (len(slots) - 1) * ck.slot_bytes
+    ck._used_bytes += 1  # a counter out of step with the slots: integrity must say so
+    with pytest.raises(PoolError, match="used bytes"):
+        ck.check_integrity()
+    ck._used_bytes -= 1
+    ck.check_integrity()
