@@ -6,6 +6,7 @@
   table;
 * ``Lifecycle.admit`` no longer binds a fresh zero state over the slot ``open`` allocated:
   the slot it leaves is the zero state ``bind(model.new_state().kda)`` would have bound;
+* ``Lifecycle.report``'s text (bytes of the model's own tokens) equals ``tokenizer.decode``;
 * ``Lifecycle.report``'s step log (``StepRecord._make``) equals the records built field by
   field, and the serve's step rows (phases built without the retraction set when nothing is
   retracted) mark a request "retracted" exactly in the rows that retract it.
@@ -18,7 +19,7 @@ import pytest
 
 from kda_core.cache.pool import ActivePool, StateShape
 from kda_core.cache.pool.slots import _Slots
-from kda_core.model import TinyHybrid
+from kda_core.model import TinyHybrid, decode
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.pools import SharedBudget, SharedSlots
 from kda_core.serve.report import StepRecord
@@ -86,6 +87,7 @@ def test_reports_and_step_rows_equal_their_naive_builds():
     nan = float("nan")
     for rep in out.reports:
         assert rep is not None
+        assert rep.text == decode(rep.tokens)  # the tokenizer's own decode: the naive twin
         for rec in rep.step_log:
             naive = StepRecord(rec.pos, rec.n, rec.token, rec.phase, nan, nan)
             assert type(rec) is StepRecord and rec[:4] == naive[:4]
@@ -212,3 +214,22 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
         ck.check_integrity()
     ck._used_bytes -= 1
     ck.check_integrity()
+
+
+def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
+    """The report's text on outputs with multi-byte, cut and invalid UTF-8 (a served TinyHybrid
+    mostly writes ASCII): byte for byte what ``tokenizer.decode`` makes of the same ids."""
+    from kda_core.model import VOCAB
+    from kda_core.serve.lifecycle import Lifecycle
+    from kda_core.serve.request import RequestState
+
+    life = Lifecycle(Engine(model=MODEL, state_slots=20), 1)
+    rng = np.random.default_rng(13)
+    cases = [list("中文 ok".encode()), list("中文".encode())[:-1], [0xFF, 0x41, 0xC3], []]
+    cases += [[int(t) for t in rng.integers(0, VOCAB, 40)] for _ in range(20)]
+    for gen in cases:
+        r = RequestState(0, [1, 2], max(len(gen), 1), 0)
+        r.gen = list(gen)
+        r.logit_rows = [np.zeros(VOCAB)] * len(gen)
+        assert life.report(r).text == decode(gen), gen
+    assert decode(cases[1]).endswith("\ufffd")  # the cut character: the case means something

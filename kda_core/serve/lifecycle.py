@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState, decode
+from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState
 from kda_core.serve.request import RequestState
 
 if TYPE_CHECKING:
@@ -350,7 +350,9 @@ class Lifecycle:
         return GenerateReport(
             prompt=tuple(r.ids),
             tokens=list(r.gen),
-            text=decode(r.gen),
+            # tokenizer.decode without re-checking ids the model itself produced (argmax over
+            # VOCAB = 256 byte tokens); tests/test_serve_bookkeeping.py compares the two
+            text=bytes(r.gen).decode("utf-8", errors="replace"),
             logits=np.array(r.logit_rows).reshape(len(r.gen), VOCAB),
             token_match=r.token_match,
             restore_at=r.restore_at,
