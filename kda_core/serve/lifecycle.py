@@ -113,8 +113,8 @@ class Lifecycle:
         else:
             r.token_match = r.restore_at = 0
         # restore_at == 0: the slot starts from the zero state, which ``open`` (ActivePool.
-        # allocate_unfilled) just bound to it: nothing to bind (``bind(a, model.new_state().kda)``
-        # would stack fresh zeros in its place)
+        # allocate) just bound to it: nothing to bind (``bind(a, model.new_state().kda)`` would
+        # stack fresh zeros over zeros)
         # the state's KDA arrays live in the active slot (the runner reads and rebinds them
         # there each step); r.state.kda is this first view and is not kept current
         r.state = ModelState(

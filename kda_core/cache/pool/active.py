@@ -28,10 +28,10 @@ class ActivePool(_SlotView):
         self._S: list[np.ndarray | None] = [None] * self._slots.capacity
         self._conv: list[np.ndarray | None] = [None] * self._slots.capacity
         # one read-only zero state bound to every slot that holds no state yet and is only
-        # ever rebound (``allocate_unfilled``: a request's slots from ``PingPong.open``;
-        # ``CheckpointPool.donate``'s refill): zeroing 246 KiB per slot, for buffers the first
-        # bind or track write drops, was ~17 us each in the serving loop. Read-only, so a bug
-        # writing into it in place raises instead of reaching every slot that shares it.
+        # ever rebound, never read for its zeros (``allocate_unfilled``, ``CheckpointPool.
+        # donate``'s refill): zeroing 246 KiB per track slot, for buffers the first track
+        # write drops, was ~17 us each in the serving loop. Read-only, so a bug writing into
+        # it in place raises instead of reaching every slot that shares it.
         self.zero_state = (_readonly(np.zeros(shape.s)), _readonly(np.zeros(shape.conv)))
 
     @classmethod
@@ -58,9 +58,8 @@ class ActivePool(_SlotView):
 
     def allocate_unfilled(self, owner: str) -> int:
         """Take the lowest free slot for ``owner``, bound to the shared read-only
-        ``zero_state``: for a slot written by ``bind`` / ``rebind`` only (a request's active
-        slot: the model binds each new state; a track slot: a track write binds a copy).
-        Reads as zeros, like ``allocate``'s; an in-place write raises."""
+        ``zero_state``: for a slot that is written by ``rebind`` only (a track slot: its first
+        track write binds a copy). Reads as zeros, like ``allocate``'s."""
         slot = self._slots.take(owner)
         self._S[slot], self._conv[slot] = self.zero_state
         return slot

@@ -55,9 +55,7 @@ class PingPong:
                 f"active pool has {self.pool.n_free} free slots, strategy "
                 f"{self.strategy!r} needs {need}"
             )
-        # every slot starts at the shared read-only zero state: the model binds each new state
-        # (ActivePool.bind / rebind) and never writes one in place, so none needs zeroing
-        active = self.pool.allocate_unfilled(owner)
+        active = self.pool.allocate(owner)
         track = [self.pool.allocate_unfilled(owner + ":track") for _ in range(need - 1)]
         return RequestSlots(owner, self.strategy, active, track, [None] * len(track))
 
