@@ -205,7 +205,12 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     ck = e.checkpoints
     assert ck.n_used > 0
     assert ck.used_bytes == ck._used_bytes_naive() == ck.n_used * ck.slot_bytes
+    # CacheOps.insert hands the tree (position, slot) pairs and one state_bytes: every state
+    # the tree holds is still counted at the pool's slot size
+    assert e.cache.n_states == ck.n_used
+    assert e.cache.tree.state_bytes == e.cache.n_states * ck.slot_bytes
     ck.check_integrity()
+    e.cache.check_integrity()
     slots = list(ck.owned())
     ck.free(slots[0])
     assert ck.used_bytes == ck._used_bytes_naive() == (len(slots) - 1) * ck.slot_bytes
