@@ -95,8 +95,8 @@ class CacheOps:
         ckpts.sort()
         for _, slot in ckpts:
             self.checkpoints.set_owner(slot, "tree")
-        nb = self.checkpoints.slot_bytes
-        res = self.tree.insert_prefix(tokens, kv, [(p, s, nb) for p, s in ckpts])
+        # (position, slot) pairs with one state_bytes: the tree's lean parse of the common call
+        res = self.tree.insert_prefix(tokens, kv, ckpts, state_bytes=self.checkpoints.slot_bytes)
         slot_at = dict(ckpts)
         for p in res.existed:
             self.checkpoints.free(slot_at[p])

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState, decode
+from kda_core.model import TOKENIZER_FINGERPRINT, VOCAB, ModelState
 from kda_core.serve.request import RequestState
 
 if TYPE_CHECKING:
@@ -112,8 +112,9 @@ class Lifecycle:
                 kv = e.cache.path_kv(m)
         else:
             r.token_match = r.restore_at = 0
-        if r.restore_at == 0:
-            e.active.bind(a, model.new_state().kda)
+        # restore_at == 0: the slot starts from the zero state, which ``open`` (ActivePool.
+        # allocate) just bound to it: nothing to bind (``bind(a, model.new_state().kda)`` would
+        # stack fresh zeros over zeros)
         # the state's KDA arrays live in the active slot (the runner reads and rebinds them
         # there each step); r.state.kda is this first view and is not kept current
         r.state = ModelState(
@@ -155,24 +156,28 @@ class Lifecycle:
     def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
         """The runner consumed ``n`` tokens of ``r`` (its state is new). Bind the state, record,
         park a planned checkpoint, emit a token when the prompt is done. -> finished?"""
+        # runs for every request every step: locals, no properties (st.boundary, r.P)
         st = r.state
         assert st is not None and r.slots is not None
-        pos = st.boundary
-        if r.phase == "prefill":
-            kind = "replay" if pos <= r.token_match else "prefill"
-        else:
+        tokens = st.tokens
+        pos = len(tokens)  # st.boundary
+        if r.phase != "prefill":
             kind = "decode"
-        r.step_log.append((pos, n, st.tokens[-1], kind))
-        r.last = logits[-1]
+        elif pos <= r.token_match:
+            kind = "replay"
+        else:
+            kind = "prefill"
+        r.step_log.append((pos, n, tokens[-1], kind))
+        r.last = last = logits[-1]
         if pos in r.plan:
             self.park(r, pos)
-        if pos < r.P:
+        if pos < len(r.ids):
             return False
         r.phase = "decode"
-        nxt = int(r.last.argmax())  # the method: no dispatch wrapper (per request per step)
-        r.gen.append(nxt)
-        r.logit_rows.append(r.last)
-        return len(r.gen) >= r.n_new
+        gen = r.gen
+        gen.append(int(last.argmax()))  # the method: no dispatch wrapper (per request per step)
+        r.logit_rows.append(last)
+        return len(gen) >= r.n_new
 
     def park(self, r: RequestState, pos: int) -> None:
         """A checkpoint at ``pos``: in flight into the tree during prefill, pending in decode."""
@@ -340,10 +345,14 @@ class Lifecycle:
 
         c = r.counts.get
         nan = float("nan")
+        mk = StepRecord._make  # one record per consumed chunk or token: the tuple fast path
+        untraced = (nan, nan, nan)  # state_norm, dist_to_match, dist_to_uncached
         return GenerateReport(
             prompt=tuple(r.ids),
             tokens=list(r.gen),
-            text=decode(r.gen),
+            # tokenizer.decode without re-checking ids the model itself produced (argmax over
+            # VOCAB = 256 byte tokens); tests/test_serve_bookkeeping.py compares the two
+            text=bytes(r.gen).decode("utf-8", errors="replace"),
             logits=np.array(r.logit_rows).reshape(len(r.gen), VOCAB),
             token_match=r.token_match,
             restore_at=r.restore_at,
@@ -362,7 +371,7 @@ class Lifecycle:
             evicted_states=c("evicted_states", 0),
             evicted_kv_tokens=c("evicted_kv", 0),
             restore_error=r.restore_error,
-            step_log=tuple(StepRecord(p, n, t, ph, nan, nan) for p, n, t, ph in r.step_log),
+            step_log=tuple([mk(rec + untraced) for rec in r.step_log]),
             replay_states=None,
             ref_logits=None,
             ref_max_abs_diff=None,

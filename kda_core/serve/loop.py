@@ -200,8 +200,12 @@ def serve(
 def _row(engine: Engine, step: int, b: Batch, finished: list[int], states) -> StepRow:
     held, cached, free, ck_free = _slots(engine)
     ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
-    retracted = {r.idx for r in b.retracted}
-    phases = tuple("retracted" if r.idx in retracted else r.phase for r in states)
+    if b.retracted:
+        retracted = {r.idx for r in b.retracted}
+        phases = tuple(["retracted" if r.idx in retracted else r.phase for r in states])
+    else:  # the common step: every request's phase as it is
+        retracted = set()
+        phases = tuple([r.phase for r in states])
     return StepRow(
         step=step,
         running=ran,

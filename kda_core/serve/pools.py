@@ -155,7 +155,7 @@ class ServePingPong(PingPong):
         if req.next >= len(req.track):  # lazy: take the second slot at a boundary
             if not self.pool.can_allocate(1):
                 return None
-            req.track.append(self.pool.allocate(req.owner + ":track"))
+            req.track.append(self.pool.allocate_unfilled(req.owner + ":track"))
             req.track_pos.append(None)
         slot = req.track[req.next]
         if slot in self.busy:

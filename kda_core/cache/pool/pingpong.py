@@ -56,7 +56,7 @@ class PingPong:
                 f"{self.strategy!r} needs {need}"
             )
         active = self.pool.allocate(owner)
-        track = [self.pool.allocate(owner + ":track") for _ in range(need - 1)]
+        track = [self.pool.allocate_unfilled(owner + ":track") for _ in range(need - 1)]
         return RequestSlots(owner, self.strategy, active, track, [None] * len(track))
 
     def track(self, req: RequestSlots, position: int) -> int | None:
@@ -71,7 +71,7 @@ class PingPong:
         if req.next >= len(req.track):  # lazy: take the second slot at a boundary
             if not self.pool.can_allocate(1):
                 return None
-            req.track.append(self.pool.allocate(req.owner + ":track"))
+            req.track.append(self.pool.allocate_unfilled(req.owner + ":track"))
             req.track_pos.append(None)
         slot = req.track[req.next]
         S, conv = self.pool.buffers(req.active)

@@ -6,6 +6,7 @@ both pools expose. Constants: per-strategy slot counts (SGLang §1.10 "held" cou
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class StateShape:
     @property
     def native_bytes(self) -> int:
         """Bytes of one full-precision slot (S + conv, float64)."""
-        return 8 * (int(np.prod(self.s)) + int(np.prod(self.conv)))
+        return 8 * (math.prod(self.s) + math.prod(self.conv))  # per insert: no numpy call
 
     @property
     def int8_bytes(self) -> int:
@@ -129,6 +130,14 @@ class _Slots:
         return slot
 
     def check(self, slot: Any, name: str = "slot") -> int:
+        # fast path (the runner binds every request's state each step): a plain int the
+        # owner table holds is allocated, so in range; anything else takes the checks below
+        if type(slot) is int and slot in self._owner:
+            return slot
+        return self._check_slot(slot, name)
+
+    def _check_slot(self, slot: Any, name: str) -> int:
+        """The full check (the naive twin of ``check``'s fast path; tests compare them)."""
         if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)):
             raise ValueError(f"{name} must be an integer slot id, got {slot!r}")
         s = int(slot)
