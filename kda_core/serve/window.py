@@ -33,8 +33,9 @@ import numpy as np
 __all__ = ["DEFER_STEPS", "StateWindow", "window_steps"]
 
 # Pending steps before a write (measured: one-token steps of the bench's 32 x 6 KDA layers,
-# KDA core alone, deferred / eager 0.90 at R = 2, ~0.75 at 4, ~0.78 at 8, 0.80 at 16; the
-# entries' small matmuls grow with R while the write is amortised over it)
+# KDA core alone, deferred / eager 0.90 at R = 2, ~0.75 at 4, ~0.78 at 8, 0.80 at 16; whole
+# batched serves, R = 4 and 16 against 8: 1.01x and 1.05x the CPU time; the entries' small
+# matmuls grow with R while the write is amortised over it)
 DEFER_STEPS = 8
 _LOG_C_MIN = -300.0  # c = product of the window's gates stays >= e^-300: k / c stays finite
 
