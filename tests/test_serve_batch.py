@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from kda_core.kda import conv_varlen
-from kda_core.model import TinyHybrid
+from kda_core.model import ModelConfig, TinyHybrid
 from kda_core.serve.batch import forward_batch, forward_packed
-from kda_core.serve.decode import decode_packed, state_update_gemm, state_update_naive
+from kda_core.serve.decode import decode_packed, state_update_naive
 from kda_core.serve.fused import FusedWeights, conv_packed
+from kda_core.serve.window import DEFER_STEPS, StateWindow, window_steps
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -104,26 +105,44 @@ def test_decode_packed_equals_forward_packed(seed, pasts):
         np.testing.assert_allclose(a[-1:], b, atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("N, H, K, V", [(1, 1, 1, 1), (3, 2, 4, 5), (32, 4, 32, 32)])
-def test_state_update_gemm_equals_elementwise_twin(N, H, K, V):
-    """The one-GEMM delta-rule write against diag(alpha) S + k u^T in three passes; also
-    that only the scratch row K of the augmented buffer is written. Bound: one rounding of
-    O(1) sums of 2 nonzero terms (the K-1 zeros of the row add exact 0s)."""
-    rng = np.random.default_rng(N + K)
-    Sa = rng.standard_normal((N, H, K + 1, V))
-    before = Sa[:, :, :K].copy()
-    alpha = rng.uniform(0.0, 1.0, (N, H, K))
-    k, u = rng.standard_normal((N, H, K)), rng.standard_normal((N, H, V))
-    M = np.zeros((N, H, K, K + 1))
-    out = np.empty((N, H, K, V))
-    state_update_gemm(Sa, alpha, k, u, M, out)
-    ref = state_update_naive(before, alpha, k, u)
-    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
-    np.testing.assert_array_equal(Sa[:, :, :K], before)
-    np.testing.assert_array_equal(Sa[:, :, K], u)
-    state_update_gemm(Sa, alpha[::-1], k[::-1], u[::-1], M, out)  # M reused: rewritten
-    ref = state_update_naive(before, alpha[::-1], k[::-1], u[::-1])
-    np.testing.assert_allclose(out, ref, atol=1e-14, rtol=0)
+@pytest.mark.parametrize(
+    "N, H, K, V, R, lb", [(1, 1, 1, 1, 1, -5.0), (3, 2, 4, 5, 2, -5.0), (5, 2, 8, 6, 8, -5.0),
+                          (4, 4, 32, 32, 8, -5.0), (3, 2, 4, 5, 6, -50.0)],
+)  # fmt: skip
+def test_state_window_equals_the_step_by_step_recurrence(N, H, K, V, R, lb):
+    """StateWindow (deferred writes) against the delta rule written every step, in the three
+    elementwise passes of ``state_update_naive``: read-outs every step, states whenever the
+    window writes (full, or at random steps) and whenever its pending entries are written out
+    mid-window (``write_pending``, which leaves the window as it was). lb = -50 with R = 6
+    (window_steps' cap there): the gates' product reaches e^-300 and stays exact. Bound: the
+    same sums in another order, O(T) roundings of O(1) terms."""
+    rng = np.random.default_rng(N * K + R)
+    L, T = 2, 19
+    S = rng.standard_normal((L, N, H, K, V))
+    window = StateWindow.of(S, R)
+    M = np.zeros((N, H, K, K + R))
+    for _ in range(T):
+        write = window.r + 1 == R or rng.random() < 0.25
+        new = window.new_buffer() if write else None
+        for j in range(L):
+            qk = rng.standard_normal((N, 2, H, K))
+            qk /= np.linalg.norm(qk, axis=-1, keepdims=True)
+            q, k = qk[:, 0], qk[:, 1]
+            v = rng.standard_normal((N, H, V))
+            alpha = np.exp(lb * rng.uniform(0.9 if lb < -10 else 0.0, 1.0, (N, H, K)))
+            beta = rng.uniform(0.0, 1.0, (N, H))
+            read_k = np.einsum("nhk,nhkv->nhv", alpha * k, S[j])
+            u = beta[..., None] * (v - read_k)
+            S[j] = state_update_naive(S[j], alpha, k, u)
+            out = None if new is None else new[j, :, :, :K]
+            o = window.step(j, qk, v, alpha, beta, M, out)
+            np.testing.assert_allclose(o, np.einsum("nhk,nhkv->nhv", q, S[j]), atol=1e-12, rtol=0)
+            if out is not None:
+                np.testing.assert_allclose(out, S[j], atol=1e-12, rtol=0)
+        window = window.advanced(new)
+        if window.r and rng.random() < 0.3:
+            np.testing.assert_allclose(window.write_pending(M), S, atol=1e-12, rtol=0)
+    assert window_steps(-5.0) == DEFER_STEPS and window_steps(-50.0) == 6
 
 
 @pytest.mark.parametrize("pasts", [[0, 0, 0], [0, 5, 17, 2, 40]])
@@ -150,9 +169,58 @@ def test_decode_packed_chained_on_its_own_output(pasts):
         rS, rW = ref[1], ref[2]
         rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
         np.testing.assert_array_equal(S, kept)  # the input state stayed as it was
+        for a, b in zip(got[3], rkv):  # every request's latents: the chained reference's
+            np.testing.assert_allclose(a, b, atol=1e-11, rtol=0)
         S, W = got[1:3]
         kvs = got[3]
     assert S.base is not None and S.base.shape[3] == S.shape[3] + 1  # the reuse path ran
+
+
+@pytest.mark.parametrize("pasts, conv_size", [([0, 3], 4), ([7, 0, 2], 4), ([2, 5], 1)])
+def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
+    """serve.rows: chained steps append each request's new latent row and conv row in place
+    (latents: one buffer of 16 rows, then one doubling; conv: 16 spare rows, then a move to a
+    new buffer), every latent and conv view a step handed out stays equal to what it was
+    (latents read-only), each step equals forward_packed chained on copies, and a step whose
+    pasts are not the buffer's last views (one request's shortened) starts a new buffer and
+    leaves the old views as they were. conv_size 1: no window, only the token's row."""
+    model = (
+        MODELS[5]
+        if conv_size == 4
+        else TinyHybrid(ModelConfig(conv_size=1), weights="random", seed=3)
+    )
+    rng = np.random.default_rng(sum(pasts))
+    states = [prefilled(model, rng, n) for n in pasts]
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    kvs = [st.mla_kv for st in states]
+    rS, rW, rkv = S.copy(), W.copy(), [p.copy() for p in kvs]
+    wts = FusedWeights.of(model)
+    handed: list[tuple[np.ndarray, np.ndarray]] = []  # (view, its values when handed out)
+    lat_bases, conv_bases = set(), set()
+    for _ in range(20):
+        toks = [int(t) for t in rng.integers(0, 256, len(states))]
+        ref = forward_packed(model, [[t] for t in toks], rS, rW, rkv)
+        logits, S, W, new = decode_packed(wts, toks, S, W, kvs)
+        np.testing.assert_allclose(logits, np.concatenate(ref[0]), atol=1e-11, rtol=0)
+        np.testing.assert_allclose(W, ref[2], atol=1e-12, rtol=0)
+        rS, rW = ref[1], ref[2]
+        rkv = [np.concatenate([p, n], axis=0) for p, n in zip(rkv, ref[3])]
+        for p, v in zip(kvs, new):
+            assert not v.flags.writeable and v.shape[0] == p.shape[0] + 1
+            np.testing.assert_array_equal(v[:-1], p)
+        handed += [(v, v.copy()) for v in new] + [(W, W.copy())]
+        lat_bases.add(id(wts.latents.buf))
+        conv_bases.add(id(wts.convs.buf))
+        kvs = new
+    assert len(lat_bases) == 2 and len(conv_bases) == 2  # each buffer once full, moved once
+    kvs = [kvs[0][:-1]] + kvs[1:]  # not the last views: a new buffer
+    old = wts.latents.buf
+    decode_packed(wts, [1] * len(kvs), S, W[:, ::-1].copy(), kvs)  # nor the last conv view
+    assert wts.latents.buf is not old
+    for v, was in handed:
+        np.testing.assert_array_equal(v, was)
 
 
 @pytest.mark.parametrize("lens", [[5, 5, 5], [1, 7, 3, 16], [2], [4, 0, 3]])
@@ -167,3 +235,27 @@ def test_conv_packed_equals_varlen_twin(lens):
     y_ref, new_ref = conv_varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
     np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
     np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)
+
+
+def test_fused_weights_are_folded_once_per_model():
+    """FusedWeights.of: the folded arrays are shared by every call on one model (made once, so
+    a serve does not refold ~4 ms of weights) and read-only, the per-serve buffers are fresh,
+    and another model gets its own (a dead model's entry goes with it)."""
+    import gc
+
+    from kda_core.serve import fused
+
+    model = TinyHybrid(weights="random", seed=11)
+    a, b = FusedWeights.of(model), FusedWeights.of(model)
+    assert a.layers is b.layers and a.lm_head_n is b.lm_head_n
+    assert a.update_mats is not b.update_mats and b.latents is None and b.convs is None
+    assert not a.layers[0].w_in_n.flags.writeable and not a.w_up_n[0].flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        a.lm_head_n[0, 0] = 1.0
+    other = FusedWeights.of(MODELS[5])
+    assert other.layers is not a.layers
+    assert not np.array_equal(other.layers[0].w_in_n, a.layers[0].w_in_n)
+    n = len(fused._FOLDED)
+    del model, a, b
+    gc.collect()
+    assert len(fused._FOLDED) == n - 1

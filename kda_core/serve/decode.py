@@ -1,28 +1,27 @@
 """The all-decode step (one token per request) as few, large numpy calls: the runner's hot path.
 
 ``forward_packed`` handles any mix of prefill chunks and decodes through the model's own layer
-functions; once every request in a step decodes, ``decode_packed`` does the same pass with
+functions; once every request in a step decodes, ``decode_window`` (``decode_packed``: the
+form that writes every step) does the same pass with
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
-  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, built once per ``serve``), with the
-  RMSNorm weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``,
-  so a norm is one scale per row);
-* the conv step as one einsum over the window plus the token's tap (the new window: the old
-  one shifted by a row, the token's raw projection last);
+  MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, folded once per model), the RMSNorm
+  weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``);
+* the conv step as one einsum over the window and the token's row, appended in place
+  (``serve.rows.ConvRows``: the new window is the old one moved by a row, a view);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
-* the delta-rule step reading the old state once for both ``k^T diag(alpha) S`` and
-  ``q^T diag(alpha) S``, and writing the new state in one batched matmul over an augmented
-  buffer, ``S' = [diag(alpha) | k] @ [S; u^T]`` (``state_update_gemm``; the three elementwise
-  passes it replaces are its twin ``state_update_naive``, measured ~1.5x slower in place;
-  blocking the requests to stay in cache or updating in place measured no faster): with
-  ``S' = diag(alpha) S + k u^T``, ``u = beta (v - S^T diag(alpha) k)``, the read-out is
-  ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the recurrence of ``kda.recurrent``: decay,
-  delta-rule error, rank-1 write, read-out after the write);
+* the delta-rule step through ``serve.window.StateWindow``: the old state read once for ``k^T
+  diag(alpha) S`` and ``q^T diag(alpha) S``, and, when the step writes, the new state as one
+  batched matmul ``S' = [diag(alpha) | k] @ [S; u^T]`` (one more column and row per pending
+  step); twin ``state_update_naive``, the three elementwise passes (~1.5x slower in place;
+  blocking the requests, updating in place or two row blocks measured no faster). ``u = beta
+  (v - S^T diag(alpha) k)``, read-out ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the
+  recurrence of ``kda.recurrent``);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
 * MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
-  array of every request's latents, built once per step (``serve.batch.padded_latents``).
+  buffer of every request's latents, appended to in place (``serve.rows.LatentRows``).
 
 Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
 both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
@@ -34,10 +33,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core.serve.batch import mla_attend_padded, padded_latents
+from kda_core.serve.batch import mla_attend_padded
 from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.serve.rows import ConvRows, LatentRows
+from kda_core.serve.window import StateWindow
 
-__all__ = ["decode_packed", "state_update_gemm", "state_update_naive"]
+__all__ = ["decode_packed", "decode_window", "state_update_naive", "write_matrix"]
 
 
 def state_update_naive(S, alpha, k, u) -> np.ndarray:
@@ -48,36 +49,19 @@ def state_update_naive(S, alpha, k, u) -> np.ndarray:
     return out
 
 
-def state_update_gemm(Sa, alpha, k, u, M, out) -> None:
-    """``out = diag(alpha) S + k u^T`` per (request, head) as one batched matmul, S being rows
-    ``:K`` of the augmented buffer Sa [N, H, K+1, V]: u^T goes into its row K and
-    ``out = [diag(alpha) | k] @ [S; u^T]``. M [N, H, K, K+1] is zero off its diagonal and
-    last column (only those are written here). One pass over the states where the elementwise
-    form takes three (``state_update_naive``, the twin; the zeros add exact 0s)."""
-    K = alpha.shape[-1]
-    Sa[:, :, K] = u
-    M.reshape(M.shape[0], M.shape[1], -1)[:, :, :: K + 2] = alpha  # the diagonal (i, i)
-    M[..., K] = k
-    np.matmul(M, Sa, out=out)
-
-
-def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
-    """One KDA mixer, one token per request: x [N, D] (before norm1), Sa [N, H, K+1, V] (rows
-    :K the state; row K scratch), win [N, W-1, 3HK]; the new state goes to S_out [N, H, K, V],
-    the new window to W_out. Returns y [N, D]."""
+def _kda_decode(wt: KDALayer, c, x, conv_rows, window: StateWindow, j: int, M, S_out):
+    """One KDA mixer (layer j of the window's states), one token per request: x [N, D] (before
+    norm1), conv_rows [N, W, 3HK] (the window, then the row this step's raw projections go
+    into: ``ConvRows``); with S_out (rows :K of layer j of a new window buffer) the states are
+    written there (``StateWindow.step``). Returns y [N, D]."""
     N, H, K = x.shape[0], c.n_heads, c.head_dim
     HK = H * K
     z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
-    raw = z[:, : 3 * HK]
-    y = np.einsum("nwd,wd->nd", win, wt.taps[:-1])  # the window's taps, then the token's
-    y += raw * wt.taps[-1]
-    if W_out.shape[1]:  # conv_size 1 keeps no window
-        W_out[:, :-1] = win[:, 1:]
-        W_out[:, -1] = raw
+    conv_rows[:, -1] = z[:, : 3 * HK]  # the token's row: the next window is the last W-1 rows
+    y = np.einsum("nwd,wd->nd", conv_rows, wt.taps)
     act = silu(y).reshape(N, 3, H, K)
     ss = np.einsum("nahk,nahk->nah", act[:, :2], act[:, :2])
     qk = act[:, :2] * (1.0 / np.sqrt(ss + 1e-6))[..., None]  # kda.l2norm of q and k
-    q, k = qk[:, 0], qk[:, 1]
     t = z[:, 4 * HK : 4 * HK + wt.f_b_half.shape[0]] @ wt.f_b_half
     t += wt.g_bias_half
     np.tanh(t, out=t)
@@ -86,13 +70,8 @@ def _kda_decode(wt: KDALayer, c, x, Sa, win, S_out, W_out, M):
     t += lb
     alpha = np.exp(t, out=t).reshape(N, H, K)
     beta = 0.5 * (1.0 + np.tanh(0.5 * z[:, -H:]))  # the model's sigmoid
-    aqk = np.multiply(qk.transpose(0, 2, 1, 3), alpha[:, :, None])  # [N, H, 2, K]: a q, a k
-    read = np.matmul(aqk, Sa[:, :, :K])  # [N, H, 2, V]: the old state read once for both
-    u = act[:, 2] - read[:, :, 1]
-    u *= beta[..., None]
-    state_update_gemm(Sa, alpha, k, u, M, S_out)
-    o = np.einsum("nhk,nhk->nh", q, k)[..., None] * u
-    o += read[:, :, 0]  # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
+    o = window.step(j, qk, act[:, 2], alpha, beta, M, S_out)  # S_t^T q, [N, H, V]
+    # K^-0.5 o through the norm: rmsnorm(s o, eps) = rmsnorm(o, eps / s^2)
     o *= inv_rms(o, c.norm_eps * K)
     gate = np.tanh(0.5 * z[:, 3 * HK : 4 * HK])
     gate += 1.0
@@ -119,6 +98,64 @@ def _mla_decode(wt: MLALayer, c, x, lat, n, rows):
     return gate @ wt.w_o
 
 
+def write_matrix(wts: FusedWeights, N: int, H: int, K: int, R: int) -> np.ndarray:
+    """The zeroed [N, H, K, K+R] write matrix of ``StateWindow`` (kept between steps in
+    ``wts.update_mats``: its off-diagonal zeros in the first K columns are never written)."""
+    M = wts.update_mats.get(N)
+    if M is None or M.shape != (N, H, K, K + R):
+        wts.update_mats.clear()  # one batch size kept: the batch changes rarely
+        M = wts.update_mats[N] = np.zeros((N, H, K, K + R))
+    return M
+
+
+def decode_window(
+    wts: FusedWeights,
+    tokens: Sequence[int],
+    window: StateWindow,
+    conv: np.ndarray,
+    pasts: Sequence[np.ndarray],
+    write: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, list[np.ndarray], StateWindow]:
+    """``forward_packed`` for one token per request (no validation), from a ``StateWindow``.
+
+    conv [L, N, W-1, D] (read only), pasts[i] [P_i, n_mla, C]. Returns (logits [N, vocab],
+    the new S [L, N, H, K, V] when ``write`` (else None: the step stays pending in the window),
+    new conv, every request's latents after the step: request i's [P_i + 1, n_mla, C], its
+    pasts then the new row, the window for the next step). Request i's new state is the view
+    ``S_new[:, i]`` of fresh arrays (rows :K of the next window's buffer), its latents a
+    read-only view of one padded buffer (``LatentRows``, kept in ``wts.latents``: when the
+    pasts are its views from the previous step only the new rows are written, else the pasts
+    are copied into a new one; both MLA layers read it: no per-layer gather, no per-request
+    concatenation). A full window must write.
+    """
+    model = wts.model
+    c = model.config
+    eps, F = c.norm_eps, c.mlp_hidden
+    L, N, H, K, V = window.base.shape
+    x = model.embed[np.asarray(tokens)]
+    new = window.new_buffer() if write else None
+    if not isinstance(wts.convs, ConvRows) or not wts.convs.extends(conv):
+        wts.convs = ConvRows(conv)
+    conv_rows = wts.convs.begin()
+    M = write_matrix(wts, N, H, K, window.R)
+    if not isinstance(wts.latents, LatentRows) or not wts.latents.extends(pasts):
+        wts.latents = LatentRows(pasts)
+    lat, n = wts.latents.grow()  # every request's rows then one new row (written per layer)
+    rows = (np.arange(N), n - 1)
+    for layer, wt in enumerate(wts.layers):
+        j = model._slot[layer]
+        if isinstance(wt, KDALayer):
+            out = None if new is None else new[j, :, :, :K]
+            y = _kda_decode(wt, c, x, conv_rows[j], window, j, M, out)
+        else:
+            y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
+        x = x + y
+        x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
+    logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
+    S_new = None if new is None else new[:, :, :, :K]
+    return logits, S_new, wts.convs.advance(), wts.latents.views(), window.advanced(new)
+
+
 def decode_packed(
     wts: FusedWeights,
     tokens: Sequence[int],
@@ -126,61 +163,10 @@ def decode_packed(
     conv: np.ndarray,
     pasts: Sequence[np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """``forward_packed`` for one token per request (no validation).
-
-    S [L, N, H, K, V], conv [L, N, W-1, D] (read only), pasts[i] [P_i, n_mla, C]. Returns
-    (logits [N, vocab], new S, new conv, every request's latents after the step: request i's
-    [P_i + 1, n_mla, C], its pasts then the new row). Request i's new state is the view
-    ``S_new[:, i]`` of fresh arrays, its latents a read-only view of one fresh padded array
-    (the pasts are copied into it once per step, and both MLA layers read it: no per-layer
-    gather, no per-request concatenation). S is not changed; when it is a previous call's
-    new S, that call's buffer (rows :K of [L, N, H, K+1, V]) is used as is and its scratch
-    row K written (``_augmented``).
-    """
-    model = wts.model
-    c = model.config
-    eps, F = c.norm_eps, c.mlp_hidden
-    L, N, H, K, V = S.shape
-    x = model.embed[np.asarray(tokens)]
-    Sa = _augmented(S)
-    Sa_new = np.empty_like(Sa)
-    S_new = Sa_new[:, :, :, :K]
-    W_new = np.empty_like(conv)
-    M = wts.update_mats.get(N)
-    if M is None or M.shape != (N, H, K, K + 1):
-        wts.update_mats.clear()  # one batch size kept: the batch changes rarely
-        M = wts.update_mats[N] = np.zeros((N, H, K, K + 1))
-    n_mla, C = pasts[0].shape[1:]
-    lat, n = padded_latents(pasts, np.zeros((N, 1, n_mla, C)))  # new rows: written per layer
-    rows = (np.arange(N), n - 1)
-    for layer, wt in enumerate(wts.layers):
-        j = model._slot[layer]
-        if isinstance(wt, KDALayer):
-            y = _kda_decode(wt, c, x, Sa[j], conv[j], S_new[j], W_new[j], M)
-        else:
-            y = _mla_decode(wt, c, x, lat[:, :, j], n, rows)
-        x = x + y
-        x += mlp_folded(wts.w_up_n[layer], model.blocks[layer].w_down, F, x, eps)
-    logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
-    lat.flags.writeable = False  # shared by every request's view: nothing writes into it
-    return logits, S_new, W_new, [lat[i, : n[i]] for i in range(N)]
-
-
-def _augmented(S: np.ndarray) -> np.ndarray:
-    """S [L, N, H, K, V] as rows :K of an [L, N, H, K+1, V] buffer: the buffer S is a view of
-    when it came out of ``decode_packed`` (steady decoding: no copy; its row K is scratch, in
-    no request's state), else a new one holding a copy of S."""
-    L, N, H, K, V = S.shape
-    base = S.base
-    if (
-        isinstance(base, np.ndarray)
-        and base.shape == (L, N, H, K + 1, V)
-        and base.dtype == S.dtype
-        and base.flags.c_contiguous
-        and S.strides == base.strides
-        and S.__array_interface__["data"][0] == base.__array_interface__["data"][0]
-    ):
-        return base
-    Sa = np.empty((L, N, H, K + 1, V), dtype=S.dtype)
-    Sa[:, :, :, :K] = S
-    return Sa
+    """``decode_window`` writing every step (a window of one step: the eager form). S [L, N,
+    H, K, V] is not changed; when it is a previous call's new S, that call's buffer (rows :K
+    of [L, N, H, K+1, V]) is used as is and its scratch row K written. Returns (logits, new
+    S, new conv, latents)."""
+    out = decode_window(wts, tokens, StateWindow.of(S, 1), conv, pasts, True)
+    assert out[1] is not None
+    return out[0], out[1], out[2], out[3]

@@ -17,7 +17,9 @@ them; ``conv_packed`` is ``conv_varlen.short_conv_varlen`` on contiguous slices 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -76,36 +78,65 @@ class FusedWeights:
     # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
+    # the one-token pass's latents and conv buffers (serve.rows), appended to in place
+    latents: Any = None
+    convs: Any = None
 
     @classmethod
     def of(cls, model: TinyHybrid) -> FusedWeights:
-        c = model.config
-        H, K, Hm, dh = c.n_heads, c.head_dim, c.mla_heads, c.mla_head_dim
-        layers: list[KDALayer | MLALayer] = []
-        for blk in model.blocks:
-            w = blk.mixer
-            if isinstance(w, KDAWeights):
-                w_in = np.concatenate([w.w_qkv, w.w_gate, w.f_a, w.w_beta], axis=1)
-                half = np.repeat(0.5 * np.exp(w.A_log), K)  # [H K]
-                layers.append(
-                    KDALayer(
-                        np.ascontiguousarray(w.conv_w.T), blk.norm1[:, None] * w_in,
-                        np.tile(w.norm_w, H)[:, None] * w.w_o, w.f_b * half, half * w.dt_bias,
-                        -2.0 * w.f_b * half, -2.0 * half * w.dt_bias,
-                    )
-                )  # fmt: skip
-            else:
-                assert isinstance(w, MLAWeights)
-                C = w.w_dkv.shape[1]
-                layers.append(
-                    MLALayer(
-                        w.norm_c, w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
-                        w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
-                        blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
-                    )
-                )  # fmt: skip
-        w_up_n = [blk.norm2[:, None] * blk.w_up for blk in model.blocks]
-        return cls(model, layers, w_up_n, model.final_norm[:, None] * model.lm_head)
+        """The model's weights in the batched passes' forms, with fresh per-serve buffers. The
+        folded arrays are made once per model and kept while it lives (read-only; a model's
+        weights are fixed when it is built: ``TinyHybrid.version``); folding them took ~4 ms
+        of every serve."""
+        folded = _FOLDED.get(model)
+        if folded is None:
+            folded = _FOLDED[model] = _fold(model)
+        layers, w_up_n, lm_head_n = folded
+        return cls(model, layers, w_up_n, lm_head_n)
+
+
+# model -> its folded weights (weak: a model's folded arrays go with it; they hold no reference
+# back to the model)
+_FOLDED: weakref.WeakKeyDictionary[TinyHybrid, tuple] = weakref.WeakKeyDictionary()
+
+
+def _fold(model: TinyHybrid) -> tuple[list[KDALayer | MLALayer], list[np.ndarray], np.ndarray]:
+    c = model.config
+    H, K, Hm, dh = c.n_heads, c.head_dim, c.mla_heads, c.mla_head_dim
+    layers: list[KDALayer | MLALayer] = []
+    for blk in model.blocks:
+        w = blk.mixer
+        if isinstance(w, KDAWeights):
+            w_in = np.concatenate([w.w_qkv, w.w_gate, w.f_a, w.w_beta], axis=1)
+            half = np.repeat(0.5 * np.exp(w.A_log), K)  # [H K]
+            layers.append(
+                KDALayer(
+                    np.ascontiguousarray(w.conv_w.T), blk.norm1[:, None] * w_in,
+                    np.tile(w.norm_w, H)[:, None] * w.w_o, w.f_b * half, half * w.dt_bias,
+                    -2.0 * w.f_b * half, -2.0 * half * w.dt_bias,
+                )
+            )  # fmt: skip
+        else:
+            assert isinstance(w, MLAWeights)
+            C = w.w_dkv.shape[1]
+            layers.append(
+                MLALayer(
+                    w.norm_c, w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
+                    w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
+                    blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
+                )
+            )  # fmt: skip
+    w_up_n = [blk.norm2[:, None] * blk.w_up for blk in model.blocks]
+    lm_head_n = model.final_norm[:, None] * model.lm_head
+    made = w_up_n + [lm_head_n]  # the folded copies (the model's own arrays stay as they are)
+    for lay in layers:
+        if isinstance(lay, KDALayer):
+            made += [getattr(lay, f) for f in KDALayer.__slots__]
+        else:
+            made += [lay.uk, lay.uv, lay.w_in_n]
+    for arr in made:
+        arr.flags.writeable = False
+    return layers, w_up_n, lm_head_n
 
 
 def inv_rms(x: np.ndarray, eps: float) -> np.ndarray:

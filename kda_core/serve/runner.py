@@ -10,45 +10,108 @@ Memory layout (why this is fast): the step's states are one layer-major array
 "writing into the slot"). When the next step runs the same requests in the same order and no
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
 nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
-later (the next one-token pass writes only its buffer's scratch row K, outside every state
-view: ``serve.decode``): tracks, snapshots and restores copy, and a state donated to the
-checkpoint pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a
-batch array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a
-read-only view of that step's padded latents array (``decode_packed``); the radix tree copies
-what it keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
+later (a one-token pass writes only its buffer's rows below them, outside every state view:
+``serve.window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
+pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
+array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
+view of the padded latents buffer the one-token pass appends to (``decode_window``,
+``LatentRows``: rows a view covers are never written again); the radix tree copies what it
+keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
+
+Deferred writes (the lab's numpy choice, ``serve.window``): in steady decoding (the same
+requests as the last step, nobody rebound their slots) a step need not write the states out;
+it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
+are written (and the slots rebound to them) when the window is full, at any step after which
+the serving loop reads a request's state (``_read_after``: a planned checkpoint or the last
+token), and before any other batch runs (``_write_pending``; a request retracted meanwhile
+released its state unread). Until then the slots show the window's base, some steps behind:
+tests/test_serve_window.py wraps the pool's accessors for whole serves and fails if anything
+but the runner touches such a slot.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
 from kda_core.serve.batch import forward_packed
-from kda_core.serve.decode import decode_packed
+from kda_core.serve.decode import decode_window, write_matrix
 from kda_core.serve.fused import FusedWeights
 from kda_core.serve.request import RequestState
 from kda_core.serve.scheduler import Batch
+from kda_core.serve.window import StateWindow, window_steps
 
 __all__ = ["Runner"]
 
 
+@dataclass(slots=True)
+class _Bound:
+    """The last step's requests, their slots, the state views bound to those slots and, after
+    an all-decode step, the window those views are the base of (steps pending in it: the
+    slots' states are that many steps behind, and ``conv`` holds their current windows)."""
+
+    reqs: list[RequestState]
+    slots: list[int]
+    views: list[np.ndarray]
+    S: np.ndarray
+    conv: np.ndarray
+    window: StateWindow | None
+
+
+def _read_after(r: RequestState) -> bool:
+    """Whether the serving loop reads r's state after its next decode step: the step ends at
+    a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
+    token (``Lifecycle.finish`` donates it). Nothing else reads a running request's state
+    (retraction releases it unread); the runner writes pending steps out before any other
+    batch runs."""
+    nxt = r.pos + 1
+    return nxt >= r.total or nxt in r.plan
+
+
 class Runner:
-    def __init__(self, model: TinyHybrid, pool: ActivePool) -> None:
+    def __init__(self, model: TinyHybrid, pool: ActivePool, defer: int | None = None) -> None:
         self.model = model
         self.weights = FusedWeights.of(model)
         self.pool = pool
         self.seconds = 0.0
-        self._prev: tuple[list[int], list[np.ndarray], np.ndarray, np.ndarray] | None = None
+        self.window_steps = window_steps(model.config.gate_lower_bound, defer)
+        self._bound: _Bound | None = None
 
-    def _gather(self, slots: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    @property
+    def pending(self) -> int:
+        """Decode steps not yet written to the slots' states (0: every state is current)."""
+        b = self._bound
+        return 0 if b is None or b.window is None else b.window.r
+
+    def _same(self, slots: list[int]) -> bool:
+        """The batch is the last step's requests in the same order on buffers nobody rebound."""
+        b = self._bound
+        if b is None or b.slots != slots:
+            return False
+        return all(self.pool.buffers(s)[0] is v for s, v in zip(slots, b.views))
+
+    def _write_pending(self) -> None:
+        """Write the pending steps into the states of every last-step request still running
+        on its slot (a retracted one's slot is gone: its state was released unread)."""
+        b = self._bound
+        assert b is not None and b.window is not None and b.window.r
+        N, H, K = b.S.shape[1:4]
+        S = b.window.write_pending(write_matrix(self.weights, N, H, K, b.window.R))
+        for i, (r, s) in enumerate(zip(b.reqs, b.slots)):
+            mine = r.slots is not None and r.slots.active == s
+            if mine and self.pool.buffers(s)[0] is b.views[i]:
+                self.pool.rebind(s, S[:, i], b.conv[:, i])
+        self._bound = None
+
+    def _gather(self, slots: list[int], same: bool) -> tuple[np.ndarray, np.ndarray]:
+        if same:
+            assert self._bound is not None
+            return self._bound.S, self._bound.conv
         bufs = [self.pool.buffers(s) for s in slots]
-        if self._prev is not None:
-            p_slots, p_views, p_S, p_W = self._prev
-            if p_slots == slots and all(b[0] is v for b, v in zip(bufs, p_views)):
-                return p_S, p_W
         return np.stack([b[0] for b in bufs], axis=1), np.stack([b[1] for b in bufs], axis=1)
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
@@ -58,26 +121,49 @@ class Runner:
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
-        S, W = self._gather(slots)
+        decoding, same = not batch.prefill, self._same(slots)
+        if self.pending and not (decoding and same):
+            self._write_pending()
+            same = False
         pasts = [r.state.mla_kv for r, _ in work]  # type: ignore[union-attr]
-        if batch.prefill:
+        window = None
+        if decoding:  # every request decodes: the fused one-token pass (all latents, as views)
+            b = self._bound
+            steady = same and b is not None and b.window is not None
+            if steady:
+                assert b is not None and b.window is not None
+                window, W = b.window, b.conv
+            else:  # a new batch writes its first step: its slots then hold the window's base
+                S, W = self._gather(slots, same)
+                window = StateWindow.of(S, self.window_steps)
+            write = (
+                not steady or window.r + 1 >= window.R or any(_read_after(r) for r in batch.decode)
+            )
+            toks = [s[0] for _, s in work]
+            wts = self.weights
+            lg, S_new, W_new, lat, window = decode_window(wts, toks, window, W, pasts, write)
+            logits = lg[:, None]
+        else:
+            S, W = self._gather(slots, same)
             seqs = [s for _, s in work]
             logits, S_new, W_new, kv = forward_packed(self.model, seqs, S, W, pasts, self.weights)
             lat = [np.concatenate([p, k], axis=0) for p, k in zip(pasts, kv)]
-        else:  # every request decodes: the fused one-token pass (all latents, as views)
-            toks = [s[0] for _, s in work]
-            lg, S_new, W_new, lat = decode_packed(self.weights, toks, S, W, pasts)
-            logits = lg[:, None]
-        out, views = [], []
+        out = []
+        reqs = [r for r, _ in work]
+        if S_new is not None:  # bind every request's new state (a view: no copy)
+            views = [S_new[:, i] for i in range(len(work))]
+            for i, v in enumerate(views):
+                self.pool.rebind(slots[i], v, W_new[:, i])
+            self._bound = _Bound(reqs, slots, views, S_new, W_new, window)
+        else:  # the step is pending in the window: the slots keep the base's views
+            b = self._bound
+            assert b is not None and window is not None
+            self._bound = _Bound(reqs, slots, b.views, b.S, W_new, window)
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
-            view = S_new[:, i]
-            self.pool.rebind(slots[i], view, W_new[:, i])
-            views.append(view)
             st = r.state
             assert st is not None
             st.mla_kv = lat[i]
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
-        self._prev = (slots, views, S_new, W_new)
         self.seconds += time.process_time() - t0
         return out
