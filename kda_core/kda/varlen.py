@@ -253,26 +253,57 @@ def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Meas
         # groups of about one kda.chunked slab: intermediates stay in cache between the intra
         # pass and the scan step
         group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
-        off = np.arange(Cp)
         for g0 in range(0, len(seqs), group):
             gs = slice(g0, g0 + group)
-            rows = (row0[gs, None] + off).reshape(-1)
-            pad = (off[None, :] >= size[gs, None]).reshape(-1)  # past the piece's end
-            src = np.minimum(rows, T - 1)
-            xs = [x[src] for x in (q, k, v, g, beta)]
-            if pad.any():  # zero k, v, g, beta rows leave the state unchanged
-                for x in xs:
-                    x[pad] = 0.0
-            it = intra._intra_chunk(*xs, scale, Cp)
-            Sj = S[seqs[gs]]
-            oj = _scan_step(it, Sj)  # [n, H, Cp, V]
-            S[seqs[gs]] = Sj
-            if measure:  # padded rows have zero q: their outputs are 0 unless S is not finite
-                seen = seen.add(inputs.Measured(it.g_max, it.least_gam, float(oj.sum())))
-            oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
-            keep = ~pad
-            o[rows[keep]] = oj[keep]
+            m = _piece_group(q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp,
+                             measure)  # fmt: skip
+            if measure:
+                seen = seen.add(m)
     return seen if measure else None
+
+
+def _piece_group(q, k, v, g, beta, S, o, seqs, row0, size, scale: float, Cp: int, measure: bool):
+    """One chunk of Cp rows for each of the sequences ``seqs`` (piece i: rows row0[i] ..
+    row0[i] + size[i], zero padded to Cp): the intra pass and one batched scan step; their
+    rows of o and their S are written in place. Pieces of Cp rows laid end to end (the serving
+    case: every request's prefill chunk of one length) are read and written as views of q, ...
+    and o, and sequences numbered consecutively keep their states in S itself (no gathers);
+    otherwise the rows and states are gathered and scattered. With ``measure``, returns what
+    `inputs._check_deferred` needs over these rows."""
+    T, H, Vd = q.shape[0], q.shape[1], v.shape[2]
+    n = seqs.size
+    whole = bool(size.min() == Cp)  # no padded rows
+    if whole and row0[-1] - row0[0] == (n - 1) * Cp and np.all(np.diff(row0) == Cp):
+        rows = slice(int(row0[0]), int(row0[0]) + n * Cp)
+        it = intra._intra_chunk(*(x[rows] for x in (q, k, v, g, beta)), scale, Cp)
+        pad = None
+    else:
+        off = np.arange(Cp)
+        rows = (row0[:, None] + off).reshape(-1)
+        pad = (off[None, :] >= size[:, None]).reshape(-1)  # past the piece's end
+        xs = [x[np.minimum(rows, T - 1)] for x in (q, k, v, g, beta)]
+        if not whole:  # zero k, v, g, beta rows leave the state unchanged
+            for x in xs:
+                x[pad] = 0.0
+        it = intra._intra_chunk(*xs, scale, Cp)
+    assert np.all(np.diff(seqs) > 0), "pieces come in sequence order"
+    if seqs[-1] - seqs[0] == n - 1:  # increasing, so consecutive: S's rows as a view
+        oj = _scan_step(it, S[int(seqs[0]) : int(seqs[0]) + n])  # [n, H, Cp, V]
+    else:
+        Sj = S[seqs]
+        oj = _scan_step(it, Sj)
+        S[seqs] = Sj
+    # padded rows have zero q: their outputs are 0 unless S is not finite
+    seen = inputs.Measured(it.g_max, it.least_gam, float(oj.sum())) if measure else None
+    oj = oj.transpose(0, 2, 1, 3)  # [n, Cp, H, V]
+    if pad is None:
+        dst = o[rows].reshape(n, Cp, H, Vd)  # splitting the row axis: always a view
+        assert np.may_share_memory(dst, o), "a view of o"
+        dst[...] = oj
+    else:
+        keep = ~pad
+        o[rows[keep]] = oj.reshape(-1, H, Vd)[keep]
+    return seen
 
 
 def chunked_varlen_naive(
