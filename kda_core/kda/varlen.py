@@ -147,8 +147,14 @@ def _scan_step(it: intra._Intra, S: np.ndarray) -> np.ndarray:
     updated in place). The math of ``chunkwise._scan`` for one chunk, with matmuls batched over
     (sequence, head) on strided views of the token-major intra arrays (no transposed copies):
         R = [kg; Qg] S0,  Vn = Tb (v - kg S0),  O = Qg S0 + Aqk Vn,  S1 = D S0 + Kd^T Vn.
-    Returns O [B, H, C, V]."""
+    From zero states (every request's first prefill chunk without a cached prefix) R is 0, so
+    Vn = Tb v, O = Aqk Vn and S1 = Kd^T Vn: the same numbers (x - 0, x + 0 and 0 d + x are x
+    exactly) without the largest product and two passes over S. Returns O [B, H, C, V]."""
     C = it.Tb.shape[-1]
+    if not S.any():  # zero states
+        Vn = np.matmul(it.Tb, np.swapaxes(it.V, 1, 2))
+        np.matmul(it.Kd.transpose(0, 2, 3, 1), Vn, out=S)
+        return np.matmul(it.Aqk, Vn)
     R = np.matmul(np.swapaxes(it.KQ, 1, 2), S)  # [B, H, 2C, V]
     Vn = np.matmul(it.Tb, np.swapaxes(it.V, 1, 2) - R[:, :, :C])
     O = np.matmul(it.Aqk, Vn)
