@@ -235,7 +235,8 @@ def _intra_smooth(
     KQ = np.empty((N, 2, C, H, K), k.dtype)  # token-major [N, 2C, H, K]
     np.multiply(k, eG, out=KQ[:, 0])  # k exp(Gam)
     np.multiply(q, eG, out=KQ[:, 1])
-    KQ[:, 1] *= scale  # Qg
+    if scale != 1.0:  # (the packed prefill folds the scale into q's norm: no pass here)
+        KQ[:, 1] *= scale  # Qg
     decay = eG[:, -1].copy()  # exp(gam)
     # k exp(-Gam) <= exp(spread) |k|, stored as [N, H, K, C] for BLAS: handed a transposed view
     # instead, OpenBLAS ran these products on all its threads (measured: its worker burned as
