@@ -244,3 +244,19 @@ def test_short_pieces_views_and_zero_states(lens, zero, chunk_size):
     for oo, SS in ((o, S), (o2, S2)):
         np.testing.assert_allclose(oo, o_ref, atol=1e-10, rtol=0)
         np.testing.assert_allclose(SS, S_ref, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 40, 64])
+@pytest.mark.parametrize("C", [16, 64])
+def test_rounds_of_equal_pieces_equal_the_general_rounds(n, C):
+    """The one-bucket shortcut for pieces of one length (up to C) against the general bucketing
+    (same chunk size, sequences, first rows and sizes); longer ones take the general path."""
+    lens = np.full(7, n)
+    starts = np.arange(7) * 100 + 3
+    fast = list(varlen._rounds(starts, lens, C))
+    slow = list(varlen._rounds_general(starts, lens, C))
+    assert len(fast) == len(slow) >= 1
+    for (c1, *arrays1), (c2, *arrays2) in zip(fast, slow):
+        assert c1 == c2
+        for a, b in zip(arrays1, arrays2):
+            np.testing.assert_array_equal(a, b)
