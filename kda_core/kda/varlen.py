@@ -16,10 +16,7 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
   them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
   256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
   those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
-  join the rounds.
-  The rounds live in ``varlen_rounds``: pieces laid end to end (every request's prefill chunk
-  of one length) are read and written as views, no gathers, and a group of zero states (first
-  chunks) is scanned without the S0 terms.
+  join the rounds (``varlen_rounds``: views, not gathers, where pieces lie end to end).
 * ``step_batch`` - one token for B independent states in one numpy step (batched decode).
 * ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
   rest through ``chunked_varlen``.
