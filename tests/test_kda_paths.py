@@ -139,6 +139,23 @@ def test_unit_lower_inverse_equals_a_dense_inverse(rng, C):
     assert np.all(np.triu(T, 1) == 0)
 
 
+@pytest.mark.parametrize("C", [1, 5, 16, 32, 64])
+def test_smooth_scores_equal_dense_products(rng, C):
+    """The whole-chunk scores (one product for chunks of <= 16 rows, the lower three quarters
+    above) against the dense products written out: L = Diag(beta) (k-k scores), read only
+    strictly below the diagonal, and Aqk = the causal q-k scores (zeros above the diagonal)."""
+    N, H, K = 2, 3, 8
+    X = rng.standard_normal((N, H, 2, C, K))
+    knT = rng.standard_normal((N, H, K, C))
+    beta = rng.random((N, H, C))
+    L, Aqk = intra._smooth_scores(X, knT, beta)
+    P = np.einsum("nhsik,nhkj->nhsij", X, knT)
+    strict = np.tril(np.ones((C, C), bool), -1)
+    np.testing.assert_allclose(L[..., strict], (beta[..., None] * P[:, :, 0])[..., strict],
+                               atol=1e-13, rtol=0)  # fmt: skip
+    np.testing.assert_allclose(Aqk, np.tril(P[:, :, 1]), atol=1e-13, rtol=0)
+
+
 def test_any_memory_layout_gives_the_same_result(rng):
     """Fortran-ordered arrays and transposed views (non-C layouts reach the chunk cumsum's
     blocked product, whose output must be a view of C-ordered memory) equal C-ordered input."""

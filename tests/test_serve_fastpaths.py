@@ -120,6 +120,30 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     assert np.all(np.isfinite(s)) and np.all(np.isfinite(f))
 
 
+def test_packed_prefill_unclipped_logistic_equals_stable_branches():
+    """The packed prefill's four-pass logistic forms (``batch._silu_into``, written over its
+    input, and ``batch._gated`` = sigmoid(x) o), exp not clipped, against the logistic
+    computed stably branch by branch (relative 1e-14, as above), from the middle to far past
+    exp's overflow (x < -709), where exp(-x) = inf must give exactly 0 (the truth is below
+    1e-300 there; finite, no warning raised)."""
+    from kda_core.serve.batch import _gated, _silu_into
+
+    x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
+    o = np.random.default_rng(0).standard_normal(x.shape)
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(-np.abs(x))
+        exact = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    y = x.copy()
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # overflow handled inside
+        f, gated = _silu_into(y), _gated(x, o)
+    assert f is y  # written over its input (the conv's fresh output)
+    fine = x > -709  # below, exp(-x) overflows: 0 where the truth is below 1e-300
+    np.testing.assert_allclose(f[fine], (x * exact)[fine], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(gated[fine], (o * exact)[fine], rtol=1e-14, atol=0)
+    assert np.all(f[~fine] == 0.0) and np.all(gated[~fine] == 0.0)
+    assert np.all(np.abs((x * exact)[~fine]) < 1e-300)
+
+
 @pytest.mark.parametrize("pasts, n", [([0, 0, 0], 5), ([4, 4], 3), ([0, 6, 1, 9], 4), ([2], 1)])
 def test_mla_attend_chunks_equals_causal_attention_per_query(pasts, n):
     """The packed prefill's batched chunk attention (equal and ragged pasts: the zero padding

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core import kda
-from kda_core.kda import conv_varlen, varlen
+from kda_core.kda import conv_varlen, varlen, varlen_rounds
 from kda_core.kda.conv import short_conv
 from tests.kda_testdata import kda_inputs
 
@@ -215,3 +215,48 @@ def test_chunked_varlen_fortran_ordered_inputs():
     o_f, S_f = varlen.chunked_varlen(*fortran, cu, initial_states=S0)
     np.testing.assert_allclose(o_f, o, atol=1e-12, rtol=0)
     np.testing.assert_allclose(S_f, S, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "lens, zero",
+    [
+        ([16] * 6, []),  # pieces end to end, states consecutive: views of q, ..., o and S
+        ([16] * 6, [0, 1, 2, 3, 4, 5]),  # ... from zero states: the scan without S0's terms
+        ([16] * 6, [0, 2, 3, 5]),  # some zero, some not: the full scan
+        ([16, 5, 16, 9], [1, 2]),  # padded pieces: rows gathered, zeros written in
+        ([16, 200, 16, 40], [0, 3]),  # a long one's full chunks in kda.chunked, its tail joins
+        ([16, 40, 16, 16], [0, 2, 3]),  # chunk 64: 40 in its own bucket, states 0, 2, 3 gathered
+    ],
+)
+@pytest.mark.parametrize("chunk_size", [16, 64])
+def test_short_pieces_views_and_zero_states(lens, zero, chunk_size):
+    """The batched rounds' fast paths (pieces read and written as views, a group of zero
+    states scanned without their terms) against the token recurrence per sequence; through
+    kda_varlen (the serving call, states into ``out``) and chunked_varlen."""
+    rng = np.random.default_rng(sum(lens) + len(zero))
+    q, k, v, g, beta, cu, S0 = packed(rng, lens)
+    S0[zero] = 0.0
+    o_ref, S_ref = recurrent_loop(q, k, v, g, beta, cu, S0)
+    out = np.full(S0.shape, np.nan)
+    o, S = varlen.kda_varlen(q, k, v, g, beta, cu, S0, chunk_size=chunk_size, out=out)
+    assert S is out
+    o2, S2 = varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0, chunk_size=chunk_size)
+    for oo, SS in ((o, S), (o2, S2)):
+        np.testing.assert_allclose(oo, o_ref, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(SS, S_ref, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 40, 64])
+@pytest.mark.parametrize("C", [16, 64])
+def test_rounds_of_equal_pieces_equal_the_general_rounds(n, C):
+    """The one-bucket shortcut for pieces of one length (up to C) against the general bucketing
+    (same chunk size, sequences, first rows and sizes); longer ones take the general path."""
+    lens = np.full(7, n)
+    starts = np.arange(7) * 100 + 3
+    fast = list(varlen_rounds._rounds(starts, lens, C))
+    slow = list(varlen_rounds._rounds_general(starts, lens, C))
+    assert len(fast) == len(slow) >= 1
+    for (c1, *arrays1), (c2, *arrays2) in zip(fast, slow):
+        assert c1 == c2
+        for a, b in zip(arrays1, arrays2):
+            np.testing.assert_array_equal(a, b)

@@ -130,6 +130,13 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     B = min(C, _SUB)
     nb = C // B
     Ln = np.negative(L)  # -L once: every product below then writes its result in place
+    if nb == 1:  # one block (chunks of <= 16 rows: the packed prefill's): substitute in place
+        Ti = np.zeros_like(L)
+        diag = np.arange(C)
+        Ti[..., diag, diag] = 1.0
+        for i in range(1, C):
+            np.matmul(Ln[..., i : i + 1, :i], Ti[..., :i, :i], out=Ti[..., i : i + 1, :i])
+        return Ti
     Lb = np.stack([Ln[..., i * B : (i + 1) * B, i * B : (i + 1) * B] for i in range(nb)], axis=-3)
     Tb = np.zeros_like(Lb)  # [..., nb, B, B]
     diag = np.arange(B)
@@ -235,7 +242,8 @@ def _intra_smooth(
     KQ = np.empty((N, 2, C, H, K), k.dtype)  # token-major [N, 2C, H, K]
     np.multiply(k, eG, out=KQ[:, 0])  # k exp(Gam)
     np.multiply(q, eG, out=KQ[:, 1])
-    KQ[:, 1] *= scale  # Qg
+    if scale != 1.0:  # (the packed prefill folds the scale into q's norm: no pass here)
+        KQ[:, 1] *= scale  # Qg
     decay = eG[:, -1].copy()  # exp(gam)
     # k exp(-Gam) <= exp(spread) |k|, stored as [N, H, K, C] for BLAS: handed a transposed view
     # instead, OpenBLAS ran these products on all its threads (measured: its worker burned as
@@ -259,10 +267,17 @@ def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):
     (h = C/2) are multiplied by columns 0..h only: 3/4 of the full product. L is left unset on
     and right of the diagonal (`_unit_lower_inverse` reads only its strictly lower part)."""
     N, H, _, C, K = X.shape
+    causal = _tril_masks(C)[1]
+    if C <= _SUB:  # small chunks: one product (fewer calls beat the quarter of the work)
+        P = np.matmul(X.reshape(N, H, 2 * C, K), knT)  # [N, H, 2C, C]
+        with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
+            L = np.multiply(P[:, :, :C], beta[:, :, :, None])
+        Aqk = np.zeros((N, H, C, C), X.dtype)
+        np.copyto(Aqk, P[:, :, C:], where=causal)
+        return L, Aqk
     h = C // 2
     L = np.empty((N, H, C, C), X.dtype)
     Aqk = np.zeros((N, H, C, C), X.dtype)  # scaled through Qg
-    causal = _tril_masks(C)[1]
     with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
         for rows, cols in ((slice(0, h), slice(0, h)), (slice(h, C), slice(0, C))):
             P = np.matmul(X[:, :, :, rows], knT[:, :, None, :, cols])  # [N, H, 2, rows, cols]

@@ -16,7 +16,7 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
   them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
   256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
   those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
-  join the rounds.
+  join the rounds (``varlen_rounds``: views, not gathers, where pieces lie end to end).
 * ``step_batch`` - one token for B independent states in one numpy step (batched decode).
 * ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
   rest through ``chunked_varlen``.
@@ -35,8 +35,9 @@ import functools
 import numpy as np
 
 from kda_core import kda
-from kda_core.kda import chunkwise, inputs, intra
+from kda_core.kda import chunkwise, inputs
 from kda_core.kda.threads import for_each
+from kda_core.kda.varlen_rounds import _piece_group, _rounds
 
 __all__ = [
     "check_cu_seqlens",
@@ -117,45 +118,6 @@ def _validate_deferred(*args):
 
 # --------------------------------------------------------------------------------------------
 # chunkwise
-
-
-def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
-    """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
-    (its full chunks of C tokens, then its tail), so a sequence's pieces run in order. Within a
-    round pieces are bucketed by their chunk size (a tail of r tokens is padded to whole
-    16-row sub-chunks, at most C). Yields (chunk size, sequences, first row, rows) per bucket."""
-    full = lens // C
-    tail = lens % C
-    n_pieces = full + (tail > 0)
-    for j in range(int(n_pieces.max(initial=0))):
-        have = np.flatnonzero(n_pieces > j)
-        is_full = full[have] > j
-        size = np.where(is_full, C, tail[have])
-        # a tail of r tokens is padded to whole sub-chunks of 16 (at least one): tails of 1..16
-        # tokens share one bucket instead of one tiny intra call per length
-        width = np.where(
-            is_full, C, np.minimum(C, -(-np.maximum(size, 1) // inputs._SUB) * inputs._SUB)
-        )
-        for Cp in np.unique(width):
-            pick = width == Cp
-            seqs = have[pick]
-            yield int(Cp), seqs, starts[seqs] + j * C, size[pick]
-
-
-def _scan_step(it: intra._Intra, S: np.ndarray) -> np.ndarray:
-    """One chunk for each of B sequences (``it`` holds one chunk per sequence, S [B, H, K, V]
-    updated in place). The math of ``chunkwise._scan`` for one chunk, with matmuls batched over
-    (sequence, head) on strided views of the token-major intra arrays (no transposed copies):
-        R = [kg; Qg] S0,  Vn = Tb (v - kg S0),  O = Qg S0 + Aqk Vn,  S1 = D S0 + Kd^T Vn.
-    Returns O [B, H, C, V]."""
-    C = it.Tb.shape[-1]
-    R = np.matmul(np.swapaxes(it.KQ, 1, 2), S)  # [B, H, 2C, V]
-    Vn = np.matmul(it.Tb, np.swapaxes(it.V, 1, 2) - R[:, :, :C])
-    O = np.matmul(it.Aqk, Vn)
-    O += R[:, :, C:]
-    S *= it.decay[..., None]
-    S += np.matmul(it.Kd.transpose(0, 2, 3, 1), Vn)
-    return O
 
 
 def chunked_varlen(
@@ -253,25 +215,12 @@ def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Meas
         # groups of about one kda.chunked slab: intermediates stay in cache between the intra
         # pass and the scan step
         group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
-        off = np.arange(Cp)
         for g0 in range(0, len(seqs), group):
             gs = slice(g0, g0 + group)
-            rows = (row0[gs, None] + off).reshape(-1)
-            pad = (off[None, :] >= size[gs, None]).reshape(-1)  # past the piece's end
-            src = np.minimum(rows, T - 1)
-            xs = [x[src] for x in (q, k, v, g, beta)]
-            if pad.any():  # zero k, v, g, beta rows leave the state unchanged
-                for x in xs:
-                    x[pad] = 0.0
-            it = intra._intra_chunk(*xs, scale, Cp)
-            Sj = S[seqs[gs]]
-            oj = _scan_step(it, Sj)  # [n, H, Cp, V]
-            S[seqs[gs]] = Sj
-            if measure:  # padded rows have zero q: their outputs are 0 unless S is not finite
-                seen = seen.add(inputs.Measured(it.g_max, it.least_gam, float(oj.sum())))
-            oj = oj.transpose(0, 2, 1, 3).reshape(-1, H, Vd)
-            keep = ~pad
-            o[rows[keep]] = oj[keep]
+            m = _piece_group(q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp,
+                             measure)  # fmt: skip
+            if measure:
+                seen = seen.add(m)
     return seen if measure else None
 
 

@@ -38,7 +38,6 @@ from kda_core.serve.fused import (
     inv_rms,
     mlp_folded,
     sigmoid,
-    silu,
 )
 
 __all__ = [
@@ -67,6 +66,27 @@ def _check(model: TinyHybrid, seqs: Sequence, states: Sequence[ModelState]) -> l
     return ids
 
 
+def _silu_into(y: np.ndarray) -> np.ndarray:
+    """silu(y) = y / (1 + exp(-y)) written over y (``fused.silu``'s twin, equal to rounding),
+    in four passes: exp(-y) is not clipped, an overflow to inf gives y / inf = -0, the value
+    silu rounds to there (|silu(y)| < 1e-300 for y < -700)."""
+    t = np.negative(y)
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
+    t += 1.0
+    return np.divide(y, t, out=y)
+
+
+def _gated(x: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """sigmoid(x) o = o / (1 + exp(-x)) in four passes (``fused.sigmoid`` times o, equal to
+    rounding; an overflow of exp(-x) gives o / inf = 0, as the logistic rounds to there)."""
+    t = np.negative(x)
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
+    t += 1.0
+    return np.divide(o, t, out=t)
+
+
 def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     """One KDA mixer over packed rows x [T, D] (before norm1): fused projections with the norms
     folded in (``FusedWeights``); the new states go to ``out`` [N, H, K, V]. Returns (y [T, D],
@@ -75,22 +95,28 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     HK = H * K
     z = (x * inv_rms(x, c.norm_eps)) @ wt.w_in_n
     y, new_win = conv_packed(z[:, : 3 * HK], wt.taps, cu, win)
-    act = silu(y).reshape(T, 3, H, K)  # a fresh array: q and k are normalised in it
-    qk = act[:, :2]  # q and k through kda.l2norm in one pass
-    qk *= (1.0 / np.sqrt(np.einsum("tahk,tahk->tah", qk, qk) + 1e-6))[..., None]
-    # g = lb sigmoid(A (f + b)) = lb / (1 + exp(t)), t = -A (f + b) (-A folded into f_b)
+    act = _silu_into(y).reshape(T, 3, H, K)  # y is fresh: q and k are normalised in it
+    qk = act[:, :2]  # q and k through kda.l2norm in one pass, q's 1/sqrt(K) scale folded in
+    inv = np.einsum("tahk,tahk->tah", qk, qk)
+    inv += 1e-6
+    np.sqrt(inv, out=inv)
+    np.divide(1.0, inv, out=inv)
+    inv[:, 0] *= K**-0.5
+    qk *= inv[..., None]
+    # g = lb sigmoid(A (f + b)) = lb / (1 + exp(t)), t = -A (f + b) (-A folded into f_b); an
+    # overflow of exp(t) gives lb / inf = -0, the gate's value to rounding
     t = z[:, 4 * HK : 4 * HK + wt.f_b_neg.shape[0]] @ wt.f_b_neg
     t += wt.g_bias_neg
-    np.minimum(t, 700.0, out=t)  # exp stays finite (fused.sigmoid's clip)
-    np.exp(t, out=t)
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
     t += 1.0
     g = np.divide(c.gate_lower_bound, t, out=t).reshape(T, H, K)
     beta = sigmoid(z[:, -H:])
-    o, _ = varlen.kda_varlen(act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, out=out)
+    o, _ = varlen.kda_varlen(
+        act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, scale=1.0, out=out
+    )  # fmt: skip
     o *= inv_rms(o, c.norm_eps)  # the per-head norm; its weight is folded into w_o_n
-    gate = sigmoid(z[:, 3 * HK : 4 * HK])
-    gate *= o.reshape(T, HK)
-    return gate @ wt.w_o_n, new_win
+    return _gated(z[:, 3 * HK : 4 * HK], o.reshape(T, HK)) @ wt.w_o_n, new_win
 
 
 def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
