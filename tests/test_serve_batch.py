@@ -22,6 +22,16 @@ def prefilled(model, rng, n):
     return st
 
 
+def prefilled_batch(model, rng, pasts):
+    """A state per past length and the batch arrays a decode step reads: (states, S [L, N, H,
+    K, V], conv [L, N, W-1, D], latents per request)."""
+    states = [prefilled(model, rng, n) for n in pasts]
+    L = len(model.kda_layers)
+    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
+    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
+    return states, S, W, [st.mla_kv for st in states]
+
+
 @pytest.mark.parametrize("seed", sorted(MODELS))
 @pytest.mark.parametrize(
     "pasts, lens",
@@ -87,11 +97,7 @@ def test_decode_packed_equals_forward_packed(seed, pasts):
     Bounds: rounding of D = 128-term float64 dot products of O(1) values (~1e-13), with room."""
     model = MODELS[seed]
     rng = np.random.default_rng(len(pasts) + seed)
-    states = [prefilled(model, rng, n) for n in pasts]
-    L = len(model.kda_layers)
-    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
-    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
-    kvs = [st.mla_kv for st in states]
+    states, S, W, kvs = prefilled_batch(model, rng, pasts)
     toks = [int(t) for t in rng.integers(0, 256, len(states))]
     ref = forward_packed(model, [[t] for t in toks], S, W, kvs)
     got = decode_packed(FusedWeights.of(model), toks, S, W, kvs)
@@ -152,11 +158,7 @@ def test_decode_packed_chained_on_its_own_output(pasts):
     step returned are not changed by the next one."""
     model = MODELS[5]
     rng = np.random.default_rng(len(pasts))
-    states = [prefilled(model, rng, n) for n in pasts]
-    L = len(model.kda_layers)
-    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
-    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
-    kvs = [st.mla_kv for st in states]
+    states, S, W, kvs = prefilled_batch(model, rng, pasts)
     rS, rW, rkv = S, W, kvs
     wts = FusedWeights.of(model)
     for _ in range(4):
@@ -190,11 +192,7 @@ def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
         else TinyHybrid(ModelConfig(conv_size=1), weights="random", seed=3)
     )
     rng = np.random.default_rng(sum(pasts))
-    states = [prefilled(model, rng, n) for n in pasts]
-    L = len(model.kda_layers)
-    S = np.stack([np.stack([st.kda[j].S for st in states]) for j in range(L)])
-    W = np.stack([np.stack([st.kda[j].conv for st in states]) for j in range(L)])
-    kvs = [st.mla_kv for st in states]
+    states, S, W, kvs = prefilled_batch(model, rng, pasts)
     rS, rW, rkv = S.copy(), W.copy(), [p.copy() for p in kvs]
     wts = FusedWeights.of(model)
     handed: list[tuple[np.ndarray, np.ndarray]] = []  # (view, its values when handed out)
