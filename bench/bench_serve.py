@@ -11,8 +11,10 @@
    ``varlen.chunked_varlen`` call vs one 8192-token ``kda.chunked`` (H = 4, K = V = 32, the
    model's sizes, and H = 8, K = V = 128), and the whole model (``serve.batch.forward_batch``
    vs ``TinyHybrid.forward``). Target: varlen >= 0.8x the single sequence's tokens/s. A round
-   times every variant (the best of ``repeat`` calls); the ratio is the median over rounds
-   (5 with --quick, 7 without) of each round's ratio.
+   times every variant next to the single sequence (the best of ``repeat`` calls each, the
+   two in alternating order from round to round); the ratio is the median over rounds (5 with
+   --quick, 7 without) of each round's pair. Until 2026-12-02 a round timed the single
+   sequence once, before all four variants: the ragged call came three calls after it.
 3. Scheduler bookkeeping: the batched serve's time outside the model pass (scheduling,
    admission, binding states to slots, checkpoints, step rows) over its total, at 32 running,
    in CPU seconds (``ServeReport.seconds`` / ``runner_seconds``), the median over every batched
@@ -54,6 +56,16 @@ def best(fn, repeat: int) -> float:
         fn()
         out.append(time.process_time() - t)
     return min(out)
+
+
+def next_to_each_other(first, second, repeat: int, flip: bool) -> tuple[float, float]:
+    """(first's time, second's time), each the best of ``repeat`` calls, timed one right after
+    the other (second first if ``flip``), so that a load change hits both alike."""
+    if flip:
+        t2 = best(second, repeat)
+        return best(first, repeat), t2
+    t1 = best(first, repeat)
+    return t1, best(second, repeat)
 
 
 def serving(model: TinyHybrid, n: int, prompt_len: int, new: int, rounds: int) -> dict:
@@ -115,11 +127,14 @@ def varlen_prefill(T: int, n: int, H: int, K: int, repeat: int, rounds: int) -> 
     layouts = {"equal": np.arange(n + 1) * (T // n), "ragged": np.concatenate([[0], cuts, [T]])}
     S0 = rng.standard_normal((n, H, K, K)) * 0.1
     ratios: dict[str, list[float]] = {}
-    for _ in range(rounds):  # paired rounds: a load change hits every variant of a round alike
-        one = best(lambda: kda.chunked(q, k, v, g, beta), repeat)
+    for r in range(rounds):
         for name, cu in layouts.items():
             for fn, tag in ((varlen.chunked_varlen, ""), (varlen.chunked_varlen_naive, "_loop")):
-                t = best(lambda fn=fn, cu=cu: fn(q, k, v, g, beta, cu, initial_states=S0), repeat)
+                one, t = next_to_each_other(
+                    lambda: kda.chunked(q, k, v, g, beta),
+                    lambda fn=fn, cu=cu: fn(q, k, v, g, beta, cu, initial_states=S0),
+                    repeat, flip=r % 2 == 1,
+                )  # fmt: skip
                 ratios.setdefault(name + tag, []).append(one / t)
     return {key: float(np.median(val)) for key, val in ratios.items()} | {
         key + "_range": (min(val), max(val)) for key, val in ratios.items()

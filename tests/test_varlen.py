@@ -15,6 +15,18 @@ from tests.kda_testdata import kda_inputs
 H, K, V = 3, 8, 6
 
 
+@pytest.fixture(params=["gathered", "per_piece"])
+def state_path(request, monkeypatch):
+    """Both ways the batched rounds hold states that are not numbered consecutively: gathered
+    into one array for a batched scan step (small states, the default at these sizes), or
+    stepped piece by piece on their own rows of S (states of >= _STATE_VIEW_BYTES)."""
+    if request.param == "per_piece":
+        monkeypatch.setattr(varlen_rounds, "_STATE_VIEW_BYTES", 0)
+    else:
+        assert np.zeros((H, K, V)).nbytes < varlen_rounds._STATE_VIEW_BYTES
+    return request.param
+
+
 def packed(rng, lens, g_scale=1.0):
     T = int(sum(lens))
     q, k, v, g, beta, _ = kda_inputs(rng, max(T, 1), H, K, V, g_scale)
@@ -39,7 +51,7 @@ def recurrent_loop(q, k, v, g, beta, cu, S0):
     [[1], [1, 1, 1], [5], [64], [65, 1, 130, 7], [1, 200, 3, 16, 17, 0, 64], [300], [16] * 9],
 )
 @pytest.mark.parametrize("chunk_size", [16, 64])
-def test_chunked_varlen_equals_per_sequence(lens, chunk_size):
+def test_chunked_varlen_equals_per_sequence(lens, chunk_size, state_path):
     rng = np.random.default_rng(len(lens) * 100 + sum(lens))
     q, k, v, g, beta, cu, S0 = packed(rng, lens)
     if cu[-1] == 0:
@@ -229,7 +241,7 @@ def test_chunked_varlen_fortran_ordered_inputs():
     ],
 )
 @pytest.mark.parametrize("chunk_size", [16, 64])
-def test_short_pieces_views_and_zero_states(lens, zero, chunk_size):
+def test_short_pieces_views_and_zero_states(lens, zero, chunk_size, state_path):
     """The batched rounds' fast paths (pieces read and written as views, a group of zero
     states scanned without their terms) against the token recurrence per sequence; through
     kda_varlen (the serving call, states into ``out``) and chunked_varlen."""

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kda_testdata import kda_inputs
 
-from kda_core.kda import chunkwise, varlen
+from kda_core.kda import chunkwise, varlen, varlen_rounds
 
 H, K, V = 2, 4, 3
 
@@ -32,10 +32,19 @@ def packed(rng, lens):
     chunk=st.sampled_from([16, 64]),
     hide=st.sampled_from(["none", "beta0", "k0", "zero_states"]),
     seed=st.integers(0, 2**16),
+    per_piece=st.booleans(),
 )
-def test_a_bad_entry_is_refused_by_name(lens, name, bad, where, chunk, hide, seed):
+def test_a_bad_entry_is_refused_by_name(lens, name, bad, where, chunk, hide, seed, per_piece):
     """0.5 is bad only for g (a positive log decay); the others are bad everywhere. An
-    initial state's bad entry may sit in an empty sequence's state (it is only carried)."""
+    initial state's bad entry may sit in an empty sequence's state (it is only carried).
+    ``per_piece``: the rounds step big states piece by piece (varlen_rounds._STATE_VIEW_BYTES)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if per_piece:
+            mp.setattr(varlen_rounds, "_STATE_VIEW_BYTES", 0)
+        _refused_by_name(lens, name, bad, where, chunk, hide, seed)
+
+
+def _refused_by_name(lens, name, bad, where, chunk, hide, seed):
     rng = np.random.default_rng(seed)
     q, k, v, g, beta, cu, S0 = packed(rng, lens)
     t, h = int(where * cu[-1]), int(rng.integers(H))
@@ -116,3 +125,20 @@ def test_one_long_sequence_among_short_ones_splits_heads():
     assert varlen._balanced_parts(np.array([900, 10, 20, 30]), 2) is None
     assert varlen._balanced_parts(np.array([100, 100]), 1) is None
     assert varlen._balanced_parts(np.array([500]), 2) is None
+
+
+@pytest.mark.parametrize("per_piece", [False, True])
+@pytest.mark.parametrize("name", ["q", "v"])
+def test_a_bad_entry_in_a_gathered_round_is_refused(monkeypatch, per_piece, name):
+    """Chunk 64, lengths 16, 40, 16: sequences 0 and 2 share a 16-row bucket, not numbered
+    consecutively, so their states are gathered (or, ``per_piece``, stepped on their own rows).
+    A NaN in q there reaches only o, so the rounds' measured sum of o must carry it."""
+    if per_piece:
+        monkeypatch.setattr(varlen_rounds, "_STATE_VIEW_BYTES", 0)
+    rng = np.random.default_rng(3)
+    q, k, v, g, beta, cu, S0 = packed(rng, [16, 40, 16])
+    buckets = [list(seqs) for _, seqs, _, _ in varlen_rounds._rounds(cu[:-1], np.diff(cu), 64)]
+    assert [0, 2] in buckets
+    dict(q=q, v=v)[name][cu[2] + 3, 1, 0] = np.nan  # row 3 of sequence 2
+    with pytest.raises(ValueError, match=f"^{name} must be finite"):
+        varlen.chunked_varlen(q, k, v, g, beta, cu, initial_states=S0, chunk_size=64)

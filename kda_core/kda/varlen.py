@@ -204,7 +204,11 @@ def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Meas
     for j in np.flatnonzero(lens // C >= _OWN_SLABS):  # long: kda.chunked on its full chunks
         i, n = ids[j], lens[j] // C * C
         s = slice(cu[i], cu[i] + n)
-        o[s], S[i], m = chunkwise._run(q[s], k[s], v[s], g[s], beta[s], S[i], scale, C, measure)
+        # in place: its rows of o (n is whole chunks, so splitting the row axis is a view) and
+        # its S[i] (the thread is a pool thread or the only one: no head split to hand on)
+        dst = o[s].reshape(n // C, C, H, Vd)
+        assert np.may_share_memory(dst, o), "a view of o"
+        m = chunkwise._chunked_heads(q[s], k[s], v[s], g[s], beta[s], scale, C, S[i], dst, measure)
         if measure:
             seen = seen.add(m)
         starts[j] += n

@@ -9,6 +9,11 @@ import numpy as np
 
 from kda_core.kda import inputs, intra
 
+# a round's states are gathered into one array for its batched scan step only while each is
+# smaller than this; bigger ones (H = 8, K = V = 128: 1 MiB) step piece by piece on their own
+# rows of S, where a gather and a scatter would cost more than the extra numpy calls
+_STATE_VIEW_BYTES = 1 << 18
+
 
 def _rounds(starts: np.ndarray, lens: np.ndarray, C: int):
     """Pieces of the short sequences, round by round: round j holds every sequence's j-th piece
@@ -43,6 +48,14 @@ def _rounds_general(starts: np.ndarray, lens: np.ndarray, C: int):
             pick = width == Cp
             seqs = have[pick]
             yield int(Cp), seqs, starts[seqs] + j * C, size[pick]
+
+
+def _piece(it: intra._Intra, j: int) -> intra._Intra:
+    """Chunk j of ``it`` alone (views)."""
+    one = slice(j, j + 1)
+    return intra._Intra(KQ=it.KQ[one], Tb=it.Tb[one], V=it.V[one], Aqk=it.Aqk[one],
+                        Kd=it.Kd[one], decay=it.decay[one], least_gam=it.least_gam,
+                        g_max=it.g_max)  # fmt: skip
 
 
 def _scan_step(it: intra._Intra, S: np.ndarray) -> np.ndarray:
@@ -94,6 +107,8 @@ def _piece_group(q, k, v, g, beta, S, o, seqs, row0, size, scale: float, Cp: int
     assert np.all(np.diff(seqs) > 0), "pieces come in sequence order"
     if seqs[-1] - seqs[0] == n - 1:  # increasing, so consecutive: S's rows as a view
         oj = _scan_step(it, S[int(seqs[0]) : int(seqs[0]) + n])  # [n, H, Cp, V]
+    elif S[0].nbytes >= _STATE_VIEW_BYTES:  # big states: no gather, no scatter
+        return _piece_by_piece(it, S, o, seqs, row0, size, measure)
     else:
         Sj = S[seqs]
         oj = _scan_step(it, Sj)
@@ -109,3 +124,16 @@ def _piece_group(q, k, v, g, beta, S, o, seqs, row0, size, scale: float, Cp: int
         keep = ~pad
         o[rows[keep]] = oj.reshape(-1, H, Vd)[keep]
     return seen
+
+
+def _piece_by_piece(it: intra._Intra, S, o, seqs, row0, size, measure: bool):
+    """`_piece_group`'s scan for big states: one scan step per piece on its own row of S, its
+    output rows written straight to o; with ``measure``, what `inputs._check_deferred` needs."""
+    total = 0.0
+    for j, i in enumerate(seqs.tolist()):
+        oj = _scan_step(_piece(it, j), S[i : i + 1])[0]  # [H, Cp, V]
+        if measure:  # padded rows included, as in the batched step
+            total += float(oj.sum())
+        a, r = int(row0[j]), int(size[j])
+        o[a : a + r] = oj[:, :r].swapaxes(0, 1)
+    return inputs.Measured(it.g_max, it.least_gam, total) if measure else None
