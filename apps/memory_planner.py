@@ -86,7 +86,7 @@ def run_plan(
     tp_i = ui.check_int("TP", tp, 1, 64)
     for nm, d in (("SSM dtype", ssm_dtype), ("conv dtype", conv_dtype), ("KV dtype", kv_dtype)):
         ui.check_choice(nm, d, DTYPES)
-    budget = ui.check_float("GPU memory for caches (GiB)", budget_gib, 0.5, 1024)
+    budget = ui.check_float("cache memory per GPU (GiB)", budget_gib, 0.5, 1024)
     r = ui.check_float("mamba-full-memory-ratio", ratio, 0.01, 10)
     slots = ui.check_int("max_mamba_cache_size (0 = from ratio)", max_slots, 0, 1_000_000)
     strategy = ui.check_choice("strategy", strategy, STRATEGIES)
@@ -154,7 +154,7 @@ def _plan_validator():  # noqa: ANN202
         dt("SSM dtype"),
         dt("conv dtype"),
         dt("KV dtype"),
-        lambda v: ui.check_float("GPU memory for caches (GiB)", v, 0.5, 1024),
+        lambda v: ui.check_float("cache memory per GPU (GiB)", v, 0.5, 1024),
         lambda v: ui.check_float("mamba-full-memory-ratio", v, 0.01, 10),
         i("max_mamba_cache_size (0 = from ratio)", 0, 1_000_000),
         lambda v: ui.check_choice("strategy", v, STRATEGIES),

@@ -185,9 +185,14 @@ def _batch_panel(ui: SimpleNamespace) -> None:
                     list(pb.BATCH_STRATEGIES), value="extra_buffer", label="Strategy",
                     elem_id=f"{NAME}-batch-strategy",
                 )  # fmt: skip
-            ui.b_slots = gr.Number(
-                16, label="State slots (5-64)", step=1, elem_id=f"{NAME}-batch-slots"
-            )
+            with gr.Row():
+                ui.b_slots = gr.Number(
+                    16, label="State slots (5-64)", step=1, elem_id=f"{NAME}-batch-slots"
+                )
+                ui.b_kv = gr.Number(
+                        0, label=f"KV pool in tokens (0 = no limit; up to {pb.KV_RANGE[1]})",
+                        step=1, elem_id=f"{NAME}-batch-kv",
+                    )  # fmt: skip
             ui.b_run = gr.Button("Serve together", variant="primary", elem_id=f"{NAME}-batch-run")
         with gr.Column(scale=2):
             ui.b_md = gr.Markdown(
@@ -231,6 +236,7 @@ def _outputs(ui: SimpleNamespace) -> None:
         ui.b_strategy,
         ui.b_slots,
         ui.b_budget,
+        ui.b_kv,
         ui.session,
         ui.lr,
     ]
@@ -391,6 +397,7 @@ def _labels(ui: SimpleNamespace) -> None:
         ui.b_arr: "到达步（每个请求一个，0-64；留空 = 全部在第 0 步）",
         ui.b_new: f"最多新 token（1-{pb.MAX_NEW}）", ui.b_budget: "每步 token 预算（8-256）",
         ui.b_strategy: "策略", ui.b_slots: "状态槽位（5-64）", ui.b_run: "一起服务",
+        ui.b_kv: f"KV 池（token；0 = 不限，最多 {pb.KV_RANGE[1]}）",
         **{sl.csv: CSV_ZH for sl in slots},
     }, tr=TR)  # fmt: skip
 

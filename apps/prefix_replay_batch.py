@@ -1,7 +1,7 @@
 """prefix_replay's batch view callbacks: several requests served at once on one state pool.
 
 ``serve_batch`` checks the batch inputs (one prompt per line, arrival steps, max new tokens,
-strategy, state slots, token budget; capped ranges), runs ``studies.batch_view.batch_view``
+strategy, state slots, token budget, KV pool; capped ranges), runs ``studies.batch_view.batch_view``
 (``Engine.serve``) and returns the batch summary, the swimlane, the pool over time and the
 pools panel (which shows the batch run's real concurrency next to the session's counters);
 ``redraw_batch`` redraws them (the language switch). ``batch_validator`` is the same checks
@@ -29,6 +29,10 @@ MAX_ARRIVAL = 64
 MAX_NEW = 32
 SLOTS_RANGE = (5, 64)  # one extra_buffer request reserves 5 slots
 BUDGET_RANGE = (8, 256)
+# the MLA KV token pool (0: no limit). A small one makes the scheduler retract a decoding
+# request (back to waiting, redone later) and reject one that can never fit, as SGLang does
+KV_RANGE = (0, 65536)
+KV_NAME = "KV pool in tokens (0 = no limit)"
 PROMPTS_NAME = "batch requests (one per line)"
 ARRIVALS_NAME = "arrival steps"
 
@@ -59,8 +63,8 @@ def parse_arrivals(text: object, n: int | None = None) -> list[int] | None:
     if text is None or (isinstance(text, str) and not text.strip()):
         return None
     parts = [p for p in re.split(r"[,\s]+", str(text).strip()) if p]
-    try:
-        nums = [float(p) for p in parts]
+    try:  # integers keep their own spelling in an error message (-3, not -3.0)
+        nums = [int(p) if re.fullmatch(r"[+-]?\d+", p) else float(p) for p in parts]
     except ValueError:
         raise gr.Error(
             f"{ARRIVALS_NAME} must be integers in [0, {MAX_ARRIVAL}] separated by commas, "
@@ -86,6 +90,7 @@ def _checks() -> list:
         lambda v: ui.check_choice("strategy", v, BATCH_STRATEGIES),
         lambda v: ui.check_int("state slots", v, *SLOTS_RANGE),
         lambda v: ui.check_int("token budget per step", v, *BUDGET_RANGE),
+        lambda v: ui.check_int(KV_NAME, v, *KV_RANGE),
     ]
 
 
@@ -120,6 +125,7 @@ def serve_batch(
     strategy: str = "extra_buffer",
     state_slots: float = 16,
     token_budget: float = 64,
+    kv_pool: float = 0,
     session: object = None,
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
@@ -130,9 +136,13 @@ def serve_batch(
     strat = ui.check_choice("strategy", strategy, BATCH_STRATEGIES)
     slots = ui.check_int("state slots", state_slots, *SLOTS_RANGE)
     budget = ui.check_int("token budget per step", token_budget, *BUDGET_RANGE)
+    kv = ui.check_int(KV_NAME, kv_pool, *KV_RANGE) or None
     if progress is not None:
         progress(0.0, desc=f"serving {len(lines)} requests together")
-    v = bv.batch_view(lines, n_new, arr, strategy=strat, state_slots=slots, max_batch_tokens=budget)
+    v = bv.batch_view(
+        lines, n_new, arr, strategy=strat, state_slots=slots, max_batch_tokens=budget,
+        kv_tokens=kv,
+    )  # fmt: skip
     return _outputs(v, session)
 
 

@@ -98,7 +98,7 @@ def test_draft_tokens_show_rings():
         ({"tp": 0}, "TP must be an integer in [1, 64], got 0"),
         ({"tp": 5}, "TP must divide the 96 KDA heads; got TP=5"),
         ({"ratio": 50}, "mamba-full-memory-ratio must be a number in [0.01, 10], got 50"),
-        ({"budget_gib": None}, "GPU memory for caches (GiB) must be a number in [0.5, 1024]"),
+        ({"budget_gib": None}, "cache memory per GPU (GiB) must be a number in [0.5, 1024]"),
         ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b', 'custom']"),
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
         ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),

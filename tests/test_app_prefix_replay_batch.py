@@ -89,12 +89,54 @@ def test_batch_in_chinese_and_bad_input(default_out):
         ({"state_slots": 4}, r"state slots must be an integer in \[5, 64\]"),
         ({"token_budget": 1000}, r"token budget per step must be an integer in \[8, 256\]"),
         ({"strategy": "radix_off"}, "strategy must be one of"),
+        ({"kv_pool": -1}, r"KV pool in tokens \(0 = no limit\) must be an integer in \[0, 65536\]"),
+        ({"kv_pool": 10**6}, r"KV pool in tokens \(0 = no limit\) must be .*got 1000000"),
+        ({"arrivals": "0,0,0,0,0,-3"}, r"arrival steps must be an integer in \[0, 64\], got -3\b"),
     ]
     for kw, msg in bad:
         with pytest.raises(gr.Error, match=msg):
             app.serve_batch(**kw, session=s, progress=None)
     validate = app.pb.batch_validator()
-    ok = validate("a\nb", "", 8, "extra_buffer", 16, 64, s, "English")
+    ok = validate("a\nb", "", 8, "extra_buffer", 16, 64, 0, s, "English")
     assert all(v["is_valid"] for v in ok)
-    out = validate("a\nb", "0", 8, "extra_buffer", 16, 64, s, "English")
+    out = validate("a\nb", "0", 8, "extra_buffer", 16, 64, 0, s, "English")
     assert not out[1]["is_valid"] and "one step in [0, 64] per request (2)" in out[1]["message"]
+    out = validate("a\nb", "", 8, "extra_buffer", 16, 64, -5, s, "English")
+    assert [v["is_valid"] for v in out[:7]] == [True] * 6 + [False]  # the KV pool's field
+    assert "KV pool in tokens (0 = no limit) must be an integer in [0, 65536]" in out[6]["message"]
+
+
+def test_a_small_kv_pool_retracts_and_rejects(default_out):
+    """The KV pool field (issue 13: the batch view shows retracted requests): the swimlane's
+    retracted cells are the steps ``Engine.serve`` retracted in, the summary says why, and a
+    request that can never fit the pool is rejected with SGLang's message while the others are
+    served."""
+    from kda_core.model import encode
+    from kda_core.studies import batch_view as bv
+
+    s = default_out[SESSION]
+    out = app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, progress=None)
+    v = out[B_SESSION].batch
+    ref = bv.batch_view(
+        list(bv.DEFAULT_PROMPTS), 16, list(bv.DEFAULT_ARRIVALS), state_slots=16, kv_tokens=200
+    )
+    assert v.kv_tokens == 200 and np.array_equal(v.phase, ref.phase)
+    retracted = bv.PHASES.index("retracted")
+    assert int(v.retractions.sum()) >= 1 and (v.phase == retracted).sum() >= 1
+    assert np.array_equal((v.phase == retracted).sum(axis=1) > 0, v.retractions > 0)
+    assert "retracted" in {t.name for t in out[B_PHASES].data}
+    md = out[B_MD]
+    assert "KV pool 200 tokens" in md and f"retractions {int(v.retractions.sum())}" in md
+    assert ", KV pool" not in app.serve_batch(session=s, progress=None)[B_MD]  # 0: no limit
+    # a request needs its prompt + every new token but the last (loop.reject_message): the
+    # longest prompt's 8 new tokens do not fit a pool one token short of that
+    longest = max(len(encode(p)) for p in bv.DEFAULT_PROMPTS)
+    pool = longest + 6
+    out = app.serve_batch(kv_pool=pool, session=s, progress=None)
+    v = out[B_SESSION].batch
+    too_big = [i for i, p in enumerate(bv.DEFAULT_PROMPTS) if len(encode(p)) + 7 > pool]
+    assert sorted(v.rejected) == too_big and too_big
+    assert all("exceeds the KV cache capacity" in m for m in v.rejected.values())
+    served = [i for i in range(6) if i not in too_big]
+    assert all(v.finished_step[i] >= 0 for i in served)
+    assert "rejected" in {t.name for t in out[B_PHASES].data}

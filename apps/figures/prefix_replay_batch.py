@@ -173,7 +173,7 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None) -> None:
         title_text="state slots at the peak", range=[0, batch.state_slots], row=1, col=2
     )
     fig.update_xaxes(
-        type="category", row=1, col=2,
+        type="category", row=1, col=2, tickvals=[what], ticktext=[what],  # ticktext: translated
         title_text=f"{batch.peak_running} running / max {batch.max_running}",
     )  # fmt: skip
     _stack(fig)

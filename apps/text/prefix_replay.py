@@ -225,6 +225,14 @@ TR = Translator(
         "Batch pool": "批处理状态池",
         "steps": "步",
         "retractions": "撤回",
+        "KV pool": "KV 池",
+        "steps with a retraction": "发生撤回的步数",
+        "(SGLang's retract_decode)": "（SGLang 的 retract_decode）",
+        "the KV pool could not hold the next decode tokens, so the running request with the "
+        "fewest new tokens (then the longest prompt) went back to waiting, to be redone later": (
+            "KV 池放不下下一步的解码 token，于是新 token 最少（其次提示词最长）的运行中请求"
+            "退回等待，稍后重做"
+        ),
         "The state pool caps concurrency.": "状态池限制了并发。",
         "restored tokens from the tree": "从树中恢复的 token",
         "pool size": "池大小",
@@ -311,7 +319,9 @@ def batch_markdown(v: bv.BatchView) -> str:
     """Peak vs cap, the capping message when it bites, retractions, rejections, restores."""
     lines = [
         f"**Batch: {len(v.prompts)} requests, {v.n_steps} steps** · {v.strategy}, "
-        f"{v.state_slots} state slots · peak running requests **{v.peak_running}** / max "
+        f"{v.state_slots} state slots"
+        + ("" if v.kv_tokens is None else f", KV pool {v.kv_tokens} tokens")
+        + f" · peak running requests **{v.peak_running}** / max "
         f"running requests **{v.max_running}** (sizing: {v.planner_max_running})",
     ]
     if v.capped:
@@ -323,7 +333,13 @@ def batch_markdown(v: bv.BatchView) -> str:
     if restored:
         lines.append("restored tokens from the tree: " + ", ".join(restored))  # per request
     if v.retractions.sum():
-        lines.append(f"retractions {int(v.retractions.sum())} (in {v.retracted_steps} steps)")
+        lines.append(
+            f"retractions {int(v.retractions.sum())} · steps with a retraction "
+            f"{v.retracted_steps}: the KV "
+            "pool could not hold the next decode tokens, so the running request with the "
+            "fewest new tokens (then the longest prompt) went back to waiting, to be redone "
+            "later (SGLang's retract_decode)"
+        )
     for i, msg in sorted(v.rejected.items()):
         lines.append(f"request #{i + 1} rejected: {msg}")
     return "\n\n".join(lines)

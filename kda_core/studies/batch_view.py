@@ -84,6 +84,7 @@ class BatchView:
     texts: tuple[str, ...]
     max_abs_logit_diff: float | None  # vs each request alone, uncached (reference=True)
     retracted_steps: int = 0  # steps in which at least one request was retracted
+    kv_tokens: int | None = None  # the MLA KV token pool (None: no limit)
 
     @property
     def n_steps(self) -> int:
@@ -237,6 +238,7 @@ def batch_view(
         texts=tuple("" if r is None else r.text for r in rep.reports),
         max_abs_logit_diff=diff,
         retracted_steps=sum(1 for r in rows if r.retracted),
+        kv_tokens=kv_tokens,
     )
 
 

@@ -106,6 +106,22 @@ def test_batch_view(app_url, ui):
     ui.fill(f"{N}-batch-slots", 16)  # back in range: the next check is the arrivals' count
     ui.rejects(f"{N}-batch-arrivals", "0, 1", "Serve together",
                "arrival steps must give one step in [0, 64] per request (6)", figs)  # fmt: skip
+    ui.fill(f"{N}-batch-arrivals", "0, 0, 0, 2, 4, 6")
+    # a small KV pool: decoding requests are retracted, and the swimlane shows it
+    ui.fill(f"{N}-batch-new", 16)
+    ui.fill(f"{N}-batch-kv", 200)
+    old = ui.figure(f"{N}-batch-phases")
+    assert '"retracted"' not in old
+    ui.click("Serve together")
+    new = ui.wait_new_figure(f"{N}-batch-phases", old)
+    assert '"name":"retracted"' in new
+    summary = ui.page.inner_text(f"#{N}-batch-summary")
+    assert "KV pool 200 tokens" in summary and "retract_decode" in summary
+    ui.rejects(f"{N}-batch-kv", -1, "Serve together",
+               "KV pool in tokens (0 = no limit) must be an integer in [0, 65536], got -1",
+               figs)  # fmt: skip
+    ui.fill(f"{N}-batch-kv", 200)
     ui.page.get_by_role("radio", name="中文").check()
     ui.wait_title(f"{N}-batch-pool", "同一个状态池随时间的变化")
     ui.wait_title(f"{N}-batch-phases", "批处理")
+    assert '"name":"被撤回"' in ui.figure(f"{N}-batch-phases")
