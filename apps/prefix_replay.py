@@ -44,7 +44,6 @@ from apps.prefix_replay_session import (
 )
 from apps.text.prefix_replay import EN, TR, ZH
 from apps.ui import CSV_ZH, figure_slot, guard, header, i18n, main
-from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
 
 NAME = "prefix_replay"
@@ -63,7 +62,7 @@ def build() -> gr.Blocks:
                 _controls(ui)
             with gr.Column(scale=2):
                 _views(ui)
-        _batch_panel(ui)
+        pb.batch_panel(ui, NAME)
         _outputs(ui)
         _wire_session(demo, ui)
         _wire_view(ui)
@@ -152,55 +151,6 @@ def _views(ui: SimpleNamespace) -> None:
     ui.s_drift = figure_slot(f"{NAME}-drift", "Logit drift")
     ui.s_drift.plot.visible = ui.s_drift.csv.visible = False  # until the toggle is on
     ui.s_pools = figure_slot(f"{NAME}-pools", "Pools")
-
-
-def _batch_panel(ui: SimpleNamespace) -> None:
-    """The batch view: several requests submitted at once (inputs left, figures right)."""
-
-    with (
-        gr.Accordion("Batch view: several requests at once", open=True) as ui.batch_box,
-        gr.Row(),
-    ):
-        with gr.Column(scale=1, min_width=300):
-            ui.b_text = gr.Textbox(
-                    "\n".join(bv.DEFAULT_PROMPTS), lines=6, max_lines=14,
-                    label=f"Batch requests (one prompt per line, 1-{pb.MAX_BATCH} lines)",
-                    elem_id=f"{NAME}-batch-text",
-                )  # fmt: skip
-            ui.b_arr = gr.Textbox(
-                    ", ".join(map(str, bv.DEFAULT_ARRIVALS)),
-                    label="Arrival steps (one per request, 0-64; empty = all at step 0)",
-                    elem_id=f"{NAME}-batch-arrivals",
-                )  # fmt: skip
-            with gr.Row():
-                ui.b_new = gr.Number(
-                        8, label=f"Max new tokens (1-{pb.MAX_NEW})", step=1,
-                        elem_id=f"{NAME}-batch-new",
-                    )  # fmt: skip
-                ui.b_budget = gr.Number(
-                        64, label="Token budget per step (8-256)", step=1,
-                        elem_id=f"{NAME}-batch-budget",
-                    )  # fmt: skip
-            ui.b_strategy = gr.Radio(
-                    list(pb.BATCH_STRATEGIES), value="extra_buffer", label="Strategy",
-                    elem_id=f"{NAME}-batch-strategy",
-                )  # fmt: skip
-            with gr.Row():
-                ui.b_slots = gr.Number(
-                    16, label="State slots (5-64)", step=1, elem_id=f"{NAME}-batch-slots"
-                )
-                ui.b_kv = gr.Number(
-                        0, label=f"KV pool in tokens (0 = no limit; up to {pb.KV_RANGE[1]})",
-                        step=1, elem_id=f"{NAME}-batch-kv",
-                    )  # fmt: skip
-            ui.b_run = gr.Button("Serve together", variant="primary", elem_id=f"{NAME}-batch-run")
-        with gr.Column(scale=2):
-            ui.b_md = gr.Markdown(
-                    label="Batch summary", elem_id=f"{NAME}-batch-summary",
-                    elem_classes=["kda-metrics"],
-                )  # fmt: skip
-            ui.s_phases = figure_slot(f"{NAME}-batch-phases", "Batch swimlane")
-            ui.s_bpool = figure_slot(f"{NAME}-batch-pool", "Batch pool")
 
 
 def _outputs(ui: SimpleNamespace) -> None:

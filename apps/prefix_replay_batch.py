@@ -1,24 +1,26 @@
-"""prefix_replay's batch view callbacks: several requests served at once on one state pool.
+"""prefix_replay's batch view: its panel and callbacks (several requests at once, one pool).
 
-``serve_batch`` checks the batch inputs (one prompt per line, arrival steps, max new tokens,
-strategy, state slots, token budget, KV pool; capped ranges), runs ``studies.batch_view.batch_view``
-(``Engine.serve``) and returns the batch summary, the swimlane, the pool over time and the
-pools panel (which shows the batch run's real concurrency next to the session's counters);
-``redraw_batch`` redraws them (the language switch). ``batch_validator`` is the same checks
-as Gradio's ``validator=`` (a rejected input leaves the page as it was).
+``batch_panel`` lays out its inputs and figures. ``serve_batch`` checks the batch inputs (one
+prompt per line, arrival steps, max new tokens, strategy, state slots, token budget, KV pool;
+capped ranges), runs ``studies.batch_view.batch_view`` (``Engine.serve``) and returns the batch
+summary, the swimlane, the pool over time and the pools panel (which shows the batch run's real
+concurrency next to the session's counters); ``redraw_batch`` redraws them (the language
+switch). ``batch_validator`` is the same checks as Gradio's ``validator=`` (a rejected input
+leaves the page as it was).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import gradio as gr
 
 from apps import ui
 from apps.figures.prefix_replay_batch import fig_batch_phases, fig_batch_pool, fig_pools
 from apps.text.prefix_replay import batch_markdown
-from apps.ui import guard
+from apps.ui import figure_slot, guard
 from kda_core.model import encode
 from kda_core.studies import batch_view as bv
 
@@ -152,3 +154,53 @@ def redraw_batch(session: object = None) -> tuple:
     if v is None:
         return (gr.skip(),) * 8
     return _outputs(v, session)
+
+
+def batch_panel(ui: SimpleNamespace, name: str) -> None:
+    """The batch view's components on ``ui`` (elem ids ``{name}-batch-*``): several requests
+    submitted at once, inputs left, figures right."""
+
+    with (
+        gr.Accordion("Batch view: several requests at once", open=True) as ui.batch_box,
+        gr.Row(),
+    ):
+        with gr.Column(scale=1, min_width=300):
+            ui.b_text = gr.Textbox(
+                    "\n".join(bv.DEFAULT_PROMPTS), lines=6, max_lines=14,
+                    label=f"Batch requests (one prompt per line, 1-{MAX_BATCH} lines)",
+                    elem_id=f"{name}-batch-text",
+                )  # fmt: skip
+            ui.b_arr = gr.Textbox(
+                    ", ".join(map(str, bv.DEFAULT_ARRIVALS)),
+                    label="Arrival steps (one per request, 0-64; empty = all at step 0)",
+                    elem_id=f"{name}-batch-arrivals",
+                )  # fmt: skip
+            with gr.Row():
+                ui.b_new = gr.Number(
+                        8, label=f"Max new tokens (1-{MAX_NEW})", step=1,
+                        elem_id=f"{name}-batch-new",
+                    )  # fmt: skip
+                ui.b_budget = gr.Number(
+                        64, label="Token budget per step (8-256)", step=1,
+                        elem_id=f"{name}-batch-budget",
+                    )  # fmt: skip
+            ui.b_strategy = gr.Radio(
+                    list(BATCH_STRATEGIES), value="extra_buffer", label="Strategy",
+                    elem_id=f"{name}-batch-strategy",
+                )  # fmt: skip
+            with gr.Row():
+                ui.b_slots = gr.Number(
+                    16, label="State slots (5-64)", step=1, elem_id=f"{name}-batch-slots"
+                )
+                ui.b_kv = gr.Number(
+                        0, label=f"KV pool in tokens (0 = no limit; up to {KV_RANGE[1]})",
+                        step=1, elem_id=f"{name}-batch-kv",
+                    )  # fmt: skip
+            ui.b_run = gr.Button("Serve together", variant="primary", elem_id=f"{name}-batch-run")
+        with gr.Column(scale=2):
+            ui.b_md = gr.Markdown(
+                    label="Batch summary", elem_id=f"{name}-batch-summary",
+                    elem_classes=["kda-metrics"],
+                )  # fmt: skip
+            ui.s_phases = figure_slot(f"{name}-batch-phases", "Batch swimlane")
+            ui.s_bpool = figure_slot(f"{name}-batch-pool", "Batch pool")

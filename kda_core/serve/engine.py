@@ -303,6 +303,9 @@ class Engine:
                 with an SGLang-style message; decodes that would overflow it retract requests.
 
         Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
+        An Engine built without ``state_slots`` keeps the legacy separate pools, whose active
+        pool holds one request's slots (unless ``active_slots`` says more): it serves one
+        request at a time. Pass ``state_slots`` for the one shared pool that SGLang sizes.
         """
         mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
         mbt = check_int("max_batch_tokens", mbt, 1, 1 << 16)
