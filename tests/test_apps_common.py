@@ -39,6 +39,14 @@ def test_check_int_rejects_with_range(value):
     assert "interval K must be an integer in [1, 10]" in e.value.message
 
 
+@pytest.mark.parametrize("value", [None, ""])  # what a cleared Number / Textbox sends
+def test_an_empty_field_is_named_as_such(value):
+    for check in (common.check_int, common.check_float):
+        with pytest.raises(gr.Error) as e:
+            check("interval K", value, 1, 10)
+        assert e.value.message.endswith("in [1, 10], got an empty field")
+
+
 def test_check_float_and_choice():
     assert common.check_float("ratio", "0.5", 0.01, 10) == 0.5
     with pytest.raises(gr.Error, match=r"ratio must be a number in \[0.01, 10\], got 11"):

@@ -34,6 +34,11 @@ def _bound(v: float) -> str:
     return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
 
 
+def _got(value: object) -> str:
+    """How an error message echoes a value: a cleared number field arrives as None or ''."""
+    return "an empty field" if value is None or value == "" else clip_text(value)
+
+
 def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
     try:
         if isinstance(value, bool) or value is None or (isinstance(value, str) and not value):
@@ -41,7 +46,7 @@ def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise _err(
-            f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}"
+            f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {_got(value)}"
         ) from None
     if not math.isfinite(v) or not lo <= v <= hi:
         raise _err(f"{name} must be {kind} in [{_bound(lo)}, {_bound(hi)}], got {clip_text(value)}")
