@@ -32,7 +32,8 @@ MAX_NEW = 32
 SLOTS_RANGE = (5, 64)  # one extra_buffer request reserves 5 slots
 BUDGET_RANGE = (8, 256)
 # the MLA KV token pool (0: no limit). A small one makes the scheduler retract a decoding
-# request (back to waiting, redone later) and reject one that can never fit, as SGLang does
+# request (back to waiting, redone later, as SGLang's retract_decode) and reject one that can
+# never fit (an SGLang-style message: serve.loop.reject_message)
 KV_RANGE = (0, 65536)
 KV_NAME = "KV pool in tokens (0 = no limit)"
 PROMPTS_NAME = "batch requests (one per line)"

@@ -239,8 +239,9 @@ def test_serve_hypothesis(reqs, strategy, chunk, budget, extra_slots, kv_slack):
 
 
 def test_retraction_victim_is_sglangs(monkeypatch):
-    """ScheduleBatch.retract_decode sorts by (len(output_ids), -len(origin_input_ids)) descending
-    and pops the last: the victim has the fewest outputs, then the longest prompt."""
+    """SGLang python/sglang/srt/managers/schedule_batch.py, ScheduleBatch.retract_decode, sorts
+    by (len(output_ids), -len(origin_input_ids)) descending and pops the last: the victim has
+    the fewest outputs, then the longest prompt."""
     from kda_core.serve import lifecycle
 
     seen = []

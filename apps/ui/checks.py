@@ -36,7 +36,8 @@ def _bound(v: float) -> str:
 
 def _got(value: object) -> str:
     """How an error message echoes a value: a cleared number field arrives as None or ''."""
-    return "an empty field" if value is None or value == "" else clip_text(value)
+    empty = value is None or (isinstance(value, str) and not value)
+    return "an empty field" if empty else clip_text(value)
 
 
 def _number(name: str, value: object, lo: float, hi: float, kind: str) -> float:

@@ -46,13 +46,9 @@ class LatentRows:
         b = self.buf
         if len(pasts) != b.shape[0]:
             return False
-        ptr, step = b.__array_interface__["data"][0], b.strides[0]
+        ptr, step = _ptr(b), b.strides[0]
         for i, p in enumerate(pasts):
-            if (
-                p.shape[0] != self.n[i]
-                or p.strides != b.strides[1:]
-                or p.__array_interface__["data"][0] != ptr + i * step
-            ):
+            if p.shape[0] != self.n[i] or p.strides != b.strides[1:] or _ptr(p) != ptr + i * step:
                 return False
         return True
 

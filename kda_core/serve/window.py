@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kda_core.serve.rows import _ptr
+
 __all__ = ["DEFER_STEPS", "StateWindow", "window_steps"]
 
 # Pending steps before a write (measured: one-token steps of the bench's 32 x 6 KDA layers,
@@ -75,7 +77,7 @@ class StateWindow:
             and base.dtype == S.dtype
             and base.flags.c_contiguous
             and S.strides == base.strides
-            and S.__array_interface__["data"][0] == base.__array_interface__["data"][0]
+            and _ptr(S) == _ptr(base)
         ):
             return cls(base, R)
         buf = np.empty((L, N, H, K + R, V), dtype=S.dtype)

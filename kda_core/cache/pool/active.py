@@ -6,12 +6,17 @@ A running request writes its state only into slots it owns. Buffers are bound, n
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, StateShape, _Slots, _SlotView
+from kda_core.cache.pool.slots import (
+    MAX_SLOTS,
+    PoolError,
+    StateShape,
+    _Slots,
+    _SlotView,
+    deepcopy_fields,
+)
 from kda_core.model import KDALayerState, TinyHybrid
 
 __all__ = ["ActivePool"]
@@ -41,10 +46,7 @@ class ActivePool(_SlotView):
     def __deepcopy__(self, memo: dict) -> ActivePool:
         """A deep copy whose shared ``zero_state`` is read-only again (numpy's deepcopy returns
         writable arrays; the memo keeps it one pair shared by the copy's slots)."""
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            setattr(new, key, copy.deepcopy(value, memo))
+        new = deepcopy_fields(self, memo)
         for a in new.zero_state:
             a.flags.writeable = False
         return new

@@ -8,7 +8,6 @@ zero-copy ownership moves (an INT8 donation quantizes: a copy). docs/pools.md.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass
 
@@ -16,7 +15,14 @@ import numpy as np
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.pool.active import ActivePool
-from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, StateShape, _Slots, _SlotView
+from kda_core.cache.pool.slots import (
+    MAX_SLOTS,
+    PoolError,
+    StateShape,
+    _Slots,
+    _SlotView,
+    deepcopy_fields,
+)
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import TinyHybrid
 
@@ -87,10 +93,7 @@ class CheckpointPool(_SlotView):
     def __deepcopy__(self, memo: dict) -> CheckpointPool:
         """A deep copy whose stored arrays are read-only again (numpy's deepcopy returns
         writable arrays, which would break the read-only promise in every forked engine)."""
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            setattr(new, key, copy.deepcopy(value, memo))
+        new = deepcopy_fields(self, memo)
         for ck in new._data:
             if ck is not None:
                 _freeze(*(a for a in (ck.S, ck.qdata, ck.scale, ck.conv) if a is not None))

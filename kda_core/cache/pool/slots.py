@@ -6,6 +6,7 @@ both pools expose. Constants: per-strategy slot counts (SGLang §1.10 "held" cou
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,17 @@ __all__ = [
     "PoolStats",
     "StateShape",
 ]
+
+
+def deepcopy_fields(obj: Any, memo: dict) -> Any:
+    """A new instance of ``type(obj)`` with every attribute deep-copied (``memo`` registered
+    first): the pools' ``__deepcopy__``, which then make their read-only arrays read-only
+    again (numpy's deepcopy returns writable arrays)."""
+    new = type(obj).__new__(type(obj))
+    memo[id(obj)] = new
+    for key, value in obj.__dict__.items():
+        setattr(new, key, copy.deepcopy(value, memo))
+    return new
 
 
 class PoolError(AssertionError):
