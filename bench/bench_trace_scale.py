@@ -13,7 +13,7 @@ seconds, peak RSS), each beside the target of load + one pass <= 60 CPU s within
 microseconds and RSS growth per request).
 
     .venv/bin/python bench/bench_trace_scale.py [--requests 1000000] [--policy sglang]
-        [--kv-budget-gib 64] [--state-budget-gib 32] [--schedule sequential] [--no-hash-ids]
+        [--kv-budget-gib 0] [--state-budget-gib 32] [--schedule sequential] [--no-hash-ids]
         [--load-only] [--profile N]
 """
 
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--policy", default="sglang")
     ap.add_argument("--schedule", default="sequential", choices=("sequential", "inflight"))
-    ap.add_argument("--kv-budget-gib", type=float, default=64.0, help="<= 0: unlimited")
+    ap.add_argument("--kv-budget-gib", type=float, default=0.0, help="<= 0: unlimited")
     ap.add_argument("--state-budget-gib", type=float, default=32.0, help="<= 0: unlimited")
     ap.add_argument("--no-hash-ids", action="store_true", help="a lengths-only trace")
     ap.add_argument("--load-only", action="store_true")

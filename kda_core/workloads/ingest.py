@@ -229,12 +229,19 @@ def _gather_csr(flat: np.ndarray, counts: np.ndarray, order: np.ndarray) -> np.n
 
 
 def _fresh_ids(blocks: np.ndarray, out_blocks: np.ndarray) -> None:
-    """Replace the -1 placeholders of rows without ids by ids above every other id."""
-    fresh = blocks < 0
-    n = int(fresh.sum())
+    """Replace the -1 placeholders of rows without ids by ids above every other id, in
+    file order (a slice at a time: no temporary the size of the whole array)."""
+    step = 1 << 22
+    n = sum(int(np.count_nonzero(blocks[i : i + step] < 0)) for i in range(0, blocks.size, step))
     if not n:
         return
     top = max(int(blocks.max()), int(out_blocks.max()) if out_blocks.size else -1)
     if top + n >= 2**63:
         raise ValueError("the trace's hash ids leave no room for fresh ids (ids near 2**63)")
-    blocks[fresh] = np.arange(top + 1, top + 1 + n, dtype=np.int64)
+    nxt = top + 1
+    for i in range(0, blocks.size, step):
+        part = blocks[i : i + step]
+        fresh = part < 0
+        k = int(np.count_nonzero(fresh))
+        part[fresh] = np.arange(nxt, nxt + k, dtype=np.int64)
+        nxt += k
