@@ -133,8 +133,9 @@ def test_exact_replay_is_the_recurrence_on_raw_inputs(rng):
 
 
 def test_one_bf16_rounding_in_the_project():
-    """spec used to round float64 -> float32 -> bf16 (twice): 1 + 2^-8 + 2^-30 lies just above
-    the tie between 1 and 1 + 2^-7, so one rounding gives 1 + 2^-7 and the double one gave 1."""
+    """bf16 is rounded once, from float64 (never float64 -> float32 -> bf16, two roundings):
+    1 + 2^-8 + 2^-30 lies just above the tie between 1 and 1 + 2^-7, so one rounding gives
+    1 + 2^-7 where the double one would give 1."""
     assert not hasattr(spec, "round_bf16")
     x = np.array([1.0, 1 + 2**-8, 1 + 2**-8 + 2**-30, 1 + 3 * 2**-8, -2.0, 0.0, 3.140625])
     assert round_bf16(x).tolist() == [1.0, 1.0, 1.0078125, 1 + 2**-6, -2.0, 0.0, 3.140625]
