@@ -341,7 +341,7 @@ def test_k3_memory_at_tp8_bf16():
     assert mem.per_draft_state_bytes == 8 * sizing.kda_state_bytes("kimi-k3", 8, "bfloat16")
     assert mem.per_draft_state_bytes == 69 * 8 * h * K * K * 2
     assert mem.ratio == pytest.approx(8 * K * K * 2 / (16 * (4 * K * 2 + K * 4 + 4)))
-    # the seed's log line for 120 physical slots: d = 0.379 GB, g = 0.758 GB, beta = 0.006 GB
+    # the K3 write-up's log line for 120 physical slots: d = 0.379 GB, g = 0.758 GB, beta = 0.006 GB
     assert round(120 * mem.ring_bytes["d"] / sizing.GIB, 3) == 0.379
     assert round(120 * mem.ring_bytes["g"] / sizing.GIB, 3) == 0.758
     assert round(120 * mem.ring_bytes["beta"] / sizing.GIB, 3) == 0.006
