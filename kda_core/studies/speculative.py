@@ -229,10 +229,9 @@ class MemoryOverD:
 
     ``ring_len [n_d]``; ``ring_bytes``, ``per_draft_state_bytes``, ``conv_window_bytes``,
     ``ratio`` (per-draft / rings) are ``[2, n_d]`` with ``models = ("k3-mini", "kimi-k3")``.
-    Deployment example (K3, ``slots`` physical state slots as in the K3 write-up's log,
-    extra_buffer + overlap): rings are allocated for every slot, per-draft states only for
-    ``max_running + 1`` requests, so the saving there is ``deploy_per_draft_bytes /
-    deploy_ring_bytes``.
+    Deployment example (K3, ``slots`` physical slots as in the K3 write-up's log, extra_buffer
+    + overlap): rings for every slot, per-draft states only for ``max_running + 1`` requests,
+    so the saving there is ``deploy_per_draft_bytes / deploy_ring_bytes``.
     """
 
     d_values: np.ndarray
