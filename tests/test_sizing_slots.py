@@ -1,5 +1,5 @@
 """kda_core.sizing: slots per request, concurrency caps, the memory split, checkpoints per
-request and the balancing ratio (the third seed's numbers; split from test_sizing.py).
+request and the balancing ratio (the K3 write-up's numbers, docs/sizing.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_resolve_max_num_reqs_caps_by_the_request_pool_estimate():
     assert sz.request_pool_estimate(1_947_648, 131_072) == 4096  # 7608 -> ceiling 4096
     assert sz.request_pool_estimate(1_947_648, 262_144) == 3804  # 1947648 * 512 / 262144
     assert sz.request_pool_estimate(10**9, 4096) == 4096
-    # the state cache binds first in the seed's deployments
+    # the state cache binds first in the K3 write-up's deployments
     assert sz.resolve_max_num_reqs(80, 1_947_648, 262_144) == 16
     # a huge state cache: the estimate binds (20000 // 5 = 4000 > 3804)
     assert sz.resolve_max_num_reqs(20_000, 1_947_648, 262_144) == 3804

@@ -1,6 +1,6 @@
 """How a GPU's byte budget splits between the state cache and the MLA KV pool.
 
-``split_memory`` is the third seed's (legacy) formula, ``split_memory_0523`` SGLang 0.5.23's
+``split_memory`` is the K3 write-up's (legacy) formula, ``split_memory_0523`` SGLang 0.5.23's
 ``KVCacheConfigurator._handle_max_mamba_cache``; ``balanced_ratio`` is the
 ``--mamba-full-memory-ratio`` at which both pools run out at the same concurrency;
 ``memory_vs_context`` / ``crossover_context`` compare one request's KV with its one slot.
@@ -26,7 +26,7 @@ from kda_core.sizing.sizes import (
 from kda_core.sizing.slots import slots_per_request
 
 SIZING_FORMULAS: tuple[str, ...] = ("legacy", "sglang-0.5.23")
-"""``split_memory`` is the seed's (legacy) formula; ``split_memory_0523`` SGLang 0.5.23's."""
+"""``split_memory`` is the K3 write-up's (legacy) formula; ``split_memory_0523`` SGLang 0.5.23's."""
 
 
 class MemorySplit(NamedTuple):
@@ -105,12 +105,12 @@ def split_memory_0523(
     ring_len: int = 16,
 ) -> MemorySplit:
     """SGLang 0.5.23's auto sizing (``KVCacheConfigurator._handle_max_mamba_cache``), beside
-    the seed's ``split_memory`` (labelled "legacy"; see ``SIZING_FORMULAS``).
+    the K3 write-up's ``split_memory`` (labelled "legacy"; see ``SIZING_FORMULAS``).
 
     Differences from the legacy formula: the padding slot 0 is paid out of the budget
     (``slots = (budget - per_slot) // per_slot``, and ``slots + 1`` are allocated); with
     ReplaySSM (``replayssm``, ``--enable-linear-replayssm-spec``, on by default here as in
-    the seed's deployments) the KDA ring of ``ring_len`` (``--linear-replayssm-cache-len``,
+    the K3 write-up's deployments) the KDA ring of ``ring_len`` (``--linear-replayssm-cache-len``,
     16) is part of every slot's cost (``per_slot = state + conv + ring``) and no per-draft
     state is reserved; the SSM dtype defaults to float32 (what that flag sets when
     ``--mamba-ssm-dtype`` is not given). Without ReplaySSM and with D draft tokens:
@@ -168,7 +168,7 @@ def balanced_ratio(
     to the strategy's reservation (pass e.g. the expected checkpoints + held slots instead).
     Short prompts need a large r, long ones a small r. With ``dcp=True`` (decode context
     parallelism over the ``tp`` ranks) each GPU holds only 1/tp of a request's MLA KV, so the
-    ratio is ``tp`` times larger (the third seed: "开启DCP时 ... 这个mem ratio要乘以TP数").
+    ratio is ``tp`` times larger (the K3 write-up: "开启DCP时 ... 这个mem ratio要乘以TP数").
     """
     if not isinstance(tokens_per_request, (int, float, np.integer, np.floating)) or not (
         0 < float(tokens_per_request) <= 1e9
