@@ -88,6 +88,9 @@ def test_skip_counts_every_bad_row_and_keeps_the_first_reasons(tmp_path: Path) -
     assert len(t.skip_reasons) == W.traces.MAX_SKIP_REASONS
     assert [r.split(":")[0] for r in t.skip_reasons] == [f"line {n}" for n in (1, 4, 7, 8, 11)]
     assert "not UTF-8" in t.skip_reasons[3]
+    h = t.head(3)  # the provenance travels with the requests
+    assert (h.skipped_rows, h.skip_reasons, h.source_format) == (15, t.skip_reasons, "mooncake")
+    W.validate(h)
     with pytest.raises(ValueError, match="line 1: 'input_length' must be in"):
         W.load_trace(p)
     everything_bad = _write(tmp_path, [_moon(input_length=0)] * 3, "bad.jsonl")

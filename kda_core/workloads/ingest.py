@@ -1,10 +1,10 @@
 """Streaming trace assembly: rows in file order become the CSR arrays of a Trace, chunk by chunk.
 
 A format's row parser hands each request to :class:`Accumulator` (arrival, lengths, its block
-ids or None for a lengths-only row); the accumulator appends them to compact ``array`` buffers
-and, every ``FLUSH_ROWS`` requests or ``FLUSH_BLOCKS`` ids, turns the buffers into numpy chunks,
-checking the chain rule of the rows' own ids in bulk (``chains.ChainTable``). No line is kept
-after it is parsed, so memory is the arrays (~8 bytes an id) plus one chunk. A malformed row
+ids or None for a lengths-only row); every ``FLUSH_ROWS`` requests or ``FLUSH_BLOCKS`` ids the
+pending ones are checked in bulk for the chain rule of their own ids (``chains.ChainTable``)
+and appended to growing column arrays (``array``, 8 bytes a value), which become the Trace's
+numpy arrays without a copy. No line is kept after it is parsed. A malformed row
 raises ``ValueError`` naming the source, the line and the field, or (``skip=True``) is skipped,
 counted and its reason kept (the first ``MAX_SKIP_REASONS`` in file order). Caps (checked as the
 rows come, a ``ValueError`` naming the line): ``MAX_TRACE_REQUESTS`` requests,

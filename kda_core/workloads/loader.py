@@ -95,7 +95,7 @@ def detect_format(path: str | Path) -> str:
         if line[0] in "{[":
             try:
                 found = _json_candidates(json.loads(line))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 found = _whole_json(p, lineno)
         else:
             names = {f.strip() for f in split_fields(line)}
@@ -136,6 +136,26 @@ def _check_int(name: str, v: object, lo: int, hi: int) -> int:
     return v
 
 
+def _load_gsp(p: Path, block_size: int, cap: int, limit: int | None) -> Trace:
+    """The generated-shared-prefix trace of a settings file (``shared_prefix``)."""
+    if p.stat().st_size > MAX_SETTINGS_BYTES:
+        raise ValueError(f"{p}: a settings file over {MAX_SETTINGS_BYTES} bytes")
+    try:
+        settings = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ValueError(f"{p}: the settings are not a JSON object ({e})") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{p}: the settings must be a JSON object")
+    try:
+        trace = gsp_from_settings(settings, block_size=block_size)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
+    if len(trace) > cap and limit is None:
+        raise ValueError(f"{p}: {len(trace)} requests, more than max_requests={cap}")
+    trace = replace(trace, name=p.stem, source_format="sglang-gsp")
+    return trace if limit is None else trace.head(limit)
+
+
 def load_trace(
     path: str | Path,
     format: str = "auto",
@@ -165,20 +185,7 @@ def load_trace(
     lim = None if limit is None else _check_int("limit", limit, 1, cap)
     fmt = detect_format(p) if format == "auto" else format
     if fmt == "sglang-gsp":
-        if p.stat().st_size > MAX_SETTINGS_BYTES:
-            raise ValueError(f"{p}: a settings file over {MAX_SETTINGS_BYTES} bytes")
-        try:
-            settings = json.loads(p.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"{p}: the settings are not a JSON object ({e})") from None
-        if not isinstance(settings, dict):
-            raise ValueError(f"{p}: the settings must be a JSON object")
-        try:
-            trace = gsp_from_settings(settings, block_size=b)
-        except ValueError as e:
-            raise ValueError(f"{p}: {e}") from None
-        trace = replace(trace, name=p.stem, source_format=fmt)
-        return trace if lim is None else trace.head(lim)
+        return _load_gsp(p, b, cap, lim)
     kind = None if fmt == "burstgpt" else fmt
     acc = Accumulator(
         f"{p}: ", b, kind, skip=on_error == "skip", chain_check=fmt == "mooncake",

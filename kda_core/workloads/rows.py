@@ -43,6 +43,8 @@ def json_object(line: str) -> object:
         raise RowError("JSON", "invalid JSON (Expecting value)") from None
     except json.JSONDecodeError as e:
         raise RowError("JSON", f"invalid JSON ({e.msg})") from None
+    except RecursionError:
+        raise RowError("JSON", "invalid JSON (nested too deeply)") from None
     if end != len(line):
         raise RowError("JSON", "invalid JSON (Extra data)")
     return obj
