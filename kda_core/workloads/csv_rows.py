@@ -93,7 +93,7 @@ class CsvRows:
         self.cols: dict[str, int] | None = None
         self.width = 0
 
-    def _header(self, fields: list[str], lineno: int) -> None:
+    def _parse_header(self, fields: list[str], lineno: int) -> None:
         names = [f.strip() for f in fields]
         missing = [c for c in self.need if c not in names]
         if missing:
@@ -107,7 +107,7 @@ class CsvRows:
     def __call__(self, line: str, lineno: int) -> None:
         fields = split_fields(line)
         if self.cols is None:
-            self._header(fields, lineno)
+            self._parse_header(fields, lineno)
             return
         if len(fields) != self.width:
             raise RowError("fields", f"{len(fields)} fields where the header has {self.width}")

@@ -134,7 +134,7 @@ class Accumulator:
         if len(self.reasons) > 8 * MAX_SKIP_REASONS:
             self.reasons = sorted(self.reasons)[:MAX_SKIP_REASONS]
 
-    def _refuse_chains(self, keep: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+    def _check_chains(self, keep: np.ndarray, cols: dict[str, np.ndarray]) -> None:
         """Chain-check the pending rows that brought ids; refused ones are cleared in ``keep``."""
         own, cnt = cols["own"], cols["cnt"]
         rows = np.flatnonzero(own)
@@ -163,7 +163,7 @@ class Accumulator:
         cols["blocks"] = np.frombuffer(self.p_blocks, dtype=np.int64)
         cols["oblocks"] = np.frombuffer(self.p_oblocks, dtype=np.int64)
         keep = np.ones(cols["in"].size, dtype=bool)
-        self._refuse_chains(keep, cols)
+        self._check_chains(keep, cols)
         del cols["line"], cols["own"]
         if not keep.all():
             self.n -= int((~keep).sum())
@@ -192,7 +192,9 @@ class Accumulator:
             for k, v in self.cols.items()
         }
         self.cols = {}
-        _fresh_ids(cat["blocks"], cat["oblocks"])
+        first = _check_fresh_room(cat["blocks"], cat["oblocks"])
+        if first >= 0:
+            _fresh_ids(cat["blocks"], first)
         t = cat["t"] - cat["t"].min() if relative_time else cat["t"]
         if t.size > 1 and np.any(np.diff(t) < 0):
             order = np.argsort(t, kind="stable")
@@ -228,20 +230,26 @@ def _gather_csr(flat: np.ndarray, counts: np.ndarray, order: np.ndarray) -> np.n
     return flat[np.repeat(starts - new_starts, new_counts) + np.arange(int(new_counts.sum()))]
 
 
-def _fresh_ids(blocks: np.ndarray, out_blocks: np.ndarray) -> None:
-    """Replace the -1 placeholders of rows without ids by ids above every other id, in
-    file order (a slice at a time: no temporary the size of the whole array)."""
+def _check_fresh_room(blocks: np.ndarray, out_blocks: np.ndarray) -> int:
+    """The first fresh id (above every id of the file), refused if the fresh ids would pass
+    2**63; -1 when no row needs fresh ids."""
     step = 1 << 22
     n = sum(int(np.count_nonzero(blocks[i : i + step] < 0)) for i in range(0, blocks.size, step))
     if not n:
-        return
+        return -1
     top = max(int(blocks.max()), int(out_blocks.max()) if out_blocks.size else -1)
     if top + n >= 2**63:
         raise ValueError("the trace's hash ids leave no room for fresh ids (ids near 2**63)")
-    nxt = top + 1
+    return top + 1
+
+
+def _fresh_ids(blocks: np.ndarray, first: int) -> None:
+    """Replace the -1 placeholders of rows without ids by ``first``, ``first + 1``, ... in
+    file order (a slice at a time: no temporary the size of the whole array)."""
+    step = 1 << 22
     for i in range(0, blocks.size, step):
         part = blocks[i : i + step]
         fresh = part < 0
         k = int(np.count_nonzero(fresh))
-        part[fresh] = np.arange(nxt, nxt + k, dtype=np.int64)
-        nxt += k
+        part[fresh] = np.arange(first, first + k, dtype=np.int64)
+        first += k

@@ -70,7 +70,7 @@ def _json_candidates(obj: object) -> set[str]:
     return found
 
 
-def _whole_json(p: Path, lineno: int) -> set[str]:
+def _parse_whole_json(p: Path, lineno: int) -> set[str]:
     """Candidates of a file whose first line is not JSON alone: a multi-line JSON document."""
     if p.stat().st_size > MAX_SETTINGS_BYTES:
         raise ValueError(f"{p}: line {lineno} is not a JSON value on its own (JSON lines expected)")
@@ -96,7 +96,7 @@ def detect_format(path: str | Path) -> str:
             try:
                 found = _json_candidates(json.loads(line))
             except (json.JSONDecodeError, RecursionError):
-                found = _whole_json(p, lineno)
+                found = _parse_whole_json(p, lineno)
         else:
             names = {f.strip() for f in split_fields(line)}
             found = {f for f, cols in (("burstgpt", BURSTGPT_COLUMNS), ("azure", AZURE_COLUMNS))
@@ -136,7 +136,7 @@ def _check_int(name: str, v: object, lo: int, hi: int) -> int:
     return v
 
 
-def _load_gsp(p: Path, block_size: int, cap: int, limit: int | None) -> Trace:
+def _parse_gsp_file(p: Path, block_size: int, cap: int, limit: int | None) -> Trace:
     """The generated-shared-prefix trace of a settings file (``shared_prefix``)."""
     if p.stat().st_size > MAX_SETTINGS_BYTES:
         raise ValueError(f"{p}: a settings file over {MAX_SETTINGS_BYTES} bytes")
@@ -185,7 +185,7 @@ def load_trace(
     lim = None if limit is None else _check_int("limit", limit, 1, cap)
     fmt = detect_format(p) if format == "auto" else format
     if fmt == "sglang-gsp":
-        return _load_gsp(p, b, cap, lim)
+        return _parse_gsp_file(p, b, cap, lim)
     kind = None if fmt == "burstgpt" else fmt
     acc = Accumulator(
         f"{p}: ", b, kind, skip=on_error == "skip", chain_check=fmt == "mooncake",
