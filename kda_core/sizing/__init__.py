@@ -18,6 +18,7 @@ from kda_core.sizing.checkpoints import (
     mean_checkpoints_per_request,
 )
 from kda_core.sizing.hf import from_hf_config, shipped_configs, shipped_spec
+from kda_core.sizing.logread import LineVerdict, LogReport, read_log
 from kda_core.sizing.logs import (
     capping_message,
     kv_allocation_log,
@@ -83,8 +84,27 @@ from kda_core.sizing.split import (
     split_memory_0523,
     split_memory_legacy,
 )
+from kda_core.sizing.vllm import (
+    VllmPlan,
+    attn_page_per_token,
+    kv_cache_groups,
+    mamba_page_bytes,
+    vllm_log_lines,
+    vllm_plan,
+    vllm_ssm_dtype,
+)
 
 __all__ = [
+    "LineVerdict",
+    "LogReport",
+    "read_log",
+    "VllmPlan",
+    "attn_page_per_token",
+    "kv_cache_groups",
+    "mamba_page_bytes",
+    "vllm_log_lines",
+    "vllm_plan",
+    "vllm_ssm_dtype",
     "from_hf_config",
     "shipped_configs",
     "shipped_spec",

@@ -121,7 +121,7 @@ def split_memory(
     if max_mamba_cache_size is not None:
         slots = _check_int("max_mamba_cache_size", max_mamba_cache_size, 0, MAX_COUNT)
     elif explicit:
-        slots = req  # type: ignore[assignment]  (radix off: one slot per requested request)
+        slots = int(req or 0)  # radix off: one slot per requested request
     elif reserves:
         slots = int((budget - per_req * (1 + d) - ring) // (per_req * (1 + d / spr) + ring))
     else:
