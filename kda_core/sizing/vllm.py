@@ -120,6 +120,15 @@ def _aligned_block_size(
     return max(block_size, kernel * -(-blk // kernel))
 
 
+def _check_plan(spec: ModelSpec, mode: str, alignment: int | None) -> None:
+    if spec.n_mla_layers == 0 or spec.n_kda_layers == 0:
+        raise ValueError("spec must have both attention and linear layers for a hybrid plan")
+    if mode not in MAMBA_CACHE_MODES:
+        raise ValueError(f"mamba_cache_mode must be one of {MAMBA_CACHE_MODES}, got {mode!r}")
+    if alignment is not None:
+        _check_int("checkpoint_alignment", alignment, 1, 1 << 16)
+
+
 def vllm_plan(
     spec: ModelSpec | str,
     available_bytes: int,
@@ -146,10 +155,7 @@ def vllm_plan(
     (e.g. Mamba2: 1 and 1; FLA GDN and KDA: None and 0). ``ssm_dtype`` None = vLLM's auto.
     """
     spec = as_spec(spec)
-    if spec.n_mla_layers == 0 or spec.n_kda_layers == 0:
-        raise ValueError("spec must have both attention and linear layers for a hybrid plan")
-    if mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise ValueError(f"mamba_cache_mode must be one of {MAMBA_CACHE_MODES}")
+    _check_plan(spec, mamba_cache_mode, checkpoint_alignment)
     avail = _check_int("available_bytes", available_bytes, 0, MAX_COUNT)
     length = spec.context_len if max_model_len is None else max_model_len
     length = _check_int("max_model_len", length, 1, 1 << 32)
@@ -157,8 +163,6 @@ def vllm_plan(
     bs0 = _check_int("block_size", block_size, 1, 1 << 20)
     ckpt = _check_int("prefill_checkpoint_blocks", prefill_checkpoint_blocks, 0, 1)
     seqs = _check_int("max_num_seqs", max_num_seqs, 1, MAX_COUNT)
-    if checkpoint_alignment is not None:
-        _check_int("checkpoint_alignment", checkpoint_alignment, 1, 1 << 16)
     ssm = vllm_ssm_dtype(spec, conv_dtype) if ssm_dtype is None else ssm_dtype
     attn = attn_page_per_token(spec, tp, kv_dtype)
     mamba = mamba_page_bytes(spec, tp, conv_dtype, ssm, num_spec)
@@ -171,40 +175,45 @@ def vllm_plan(
     per_mamba = (2 + num_spec + ckpt) if mamba_cache_mode == "align" else (1 + num_spec)
     per_req = n_attn * -(-length // bs) + n_mamba * per_mamba
     conc = blocks / per_req
-    error = None
-    if seqs > blocks:
-        error = (
-            f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode "
-            "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. "
-            f"Please lower max_num_seqs to at most {blocks} or increase gpu_memory_utilization."
-        )
     hit = bs + 1 if mamba_cache_mode == "align" else None
     return VllmPlan(
-        spec,
-        tp,
-        kv_dtype,
-        conv_dtype,
-        ssm,
-        mamba_cache_mode,
-        length,
-        avail,
-        attn,
-        mamba,
-        bs,
-        bs > bs0,
-        page,
-        pad,
-        size,
-        n_attn,
-        n_mamba,
-        per_block,
-        blocks,
-        per_req,
-        conc,
-        int(conc * length),
-        seqs,
-        error,
-        hit,
+        spec=spec,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        conv_dtype=conv_dtype,
+        ssm_dtype=ssm,
+        mamba_cache_mode=mamba_cache_mode,
+        max_model_len=length,
+        available_bytes=avail,
+        attn_page_per_token=attn,
+        mamba_page_bytes=mamba,
+        block_size=bs,
+        block_size_raised=bs > bs0,
+        page_bytes=page,
+        mamba_padding_pct=pad,
+        group_size=size,
+        attn_groups=n_attn,
+        mamba_groups=n_mamba,
+        bytes_per_block=per_block,
+        num_blocks=blocks,
+        blocks_per_request=per_req,
+        max_concurrency=conc,
+        kv_cache_tokens=int(conc * length),
+        max_num_seqs=seqs,
+        max_num_seqs_error=max_num_seqs_error(seqs, blocks),
+        min_prefix_hit_tokens=hit,
+    )
+
+
+def max_num_seqs_error(max_num_seqs: int, num_blocks: int) -> str | None:
+    """vLLM's startup error when ``max_num_seqs`` exceeds the blocks (full decode CUDA graphs
+    need one mamba block per sequence: ``CompilationConfig``), else None."""
+    if max_num_seqs <= num_blocks:
+        return None
+    return (
+        f"max_num_seqs ({max_num_seqs}) exceeds available Mamba cache blocks ({num_blocks}). Each "
+        "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. "
+        f"Please lower max_num_seqs to at most {num_blocks} or increase gpu_memory_utilization."
     )
 
 
