@@ -70,8 +70,9 @@ def _mamba_numbers(spec: ModelSpec, size: int, tp: int, ssm: str) -> tuple[float
 
 
 def infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple[int, str]:
-    """The (TP, SSM dtype) whose state sizes print as the mamba line's conv and ssm GB;
-    ``tp`` given is kept. ValueError if none does."""
+    """The (TP, SSM dtype) whose state sizes print as the mamba line's conv and ssm GB. With
+    ``tp`` given and no dtype matching, the config's (or SGLang's float32 default) is kept and
+    the line will read as different; without ``tp``, ValueError if nothing matches."""
     f = line.fields
     tps = [tp] if tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if spec.kda_heads % t == 0]
     for t in tps:
@@ -82,6 +83,8 @@ def infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple
                 continue
             if (round(conv, 2), round(st, 2)) == (f["conv"], f["ssm"]):
                 return t, ssm
+    if tp:
+        return tp, spec.ssm_dtype or "float32"
     raise ValueError(
         f"no TP and SSM dtype give the mamba line's sizes for {spec.name}: is it this model?"
     )
