@@ -50,6 +50,9 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"size is >= mamba page size"
     ),
     "vllm.padding": re.compile(r"Padding mamba page size by (?P<pct>[\d.]+)% to ensure"),
+    "vllm.padding_layers": re.compile(
+        r"Add (?P<layers>\d+) padding layers, may waste at most (?P<pct>[\d.]+)% KV cache memory"
+    ),
     "vllm.available": re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
     "vllm.kv_size": re.compile(
         r"KV cache size: (?P<tokens>[\d,]+) tokens(?:, Maximum concurrency for "

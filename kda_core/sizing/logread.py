@@ -227,6 +227,16 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
     if x.kind == "vllm.padding":
         pct = p.mamba_padding_pct or 0.0
         return _compare(x, f"padding {pct:.2f}%", [("padding %", f["pct"], pct, 2)])
+    if x.kind == "vllm.padding_layers":
+        pads = [
+            g * p.group_size - n
+            for n, g in (
+                (p.spec.n_mla_layers, p.attn_groups),
+                (p.spec.n_kda_layers, p.mamba_groups),
+            )
+        ]
+        pad = max(pads)
+        return _compare(x, f"{pad} padding layers", [("layers", f["layers"], pad, 0)])
     if x.kind == "vllm.available":
         gib = float(f["gib"])
         lo, hi = int((gib - 0.005) * GIB), int((gib + 0.005) * GIB)

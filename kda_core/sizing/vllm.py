@@ -237,6 +237,12 @@ def vllm_log_lines(p: VllmPlan) -> list[str]:
             "size and attention page size are exactly equal."
         )
     lines.append(f"Available KV cache memory: {format_gib(p.available_bytes)} GiB")
+    for n, groups in ((p.spec.n_mla_layers, p.attn_groups), (p.spec.n_kda_layers, p.mamba_groups)):
+        pad = groups * p.group_size - n
+        if pad:
+            lines.append(
+                f"Add {pad} padding layers, may waste at most {pad / n * 100:.2f}% KV cache memory"
+            )
     lines.append(
         f"GPU KV cache size: {p.kv_cache_tokens:,} tokens, Maximum concurrency for "
         f"{p.max_model_len:,} tokens per request: {p.max_concurrency:.2f}x"
