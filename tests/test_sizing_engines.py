@@ -39,6 +39,16 @@ def test_one_budget_gives_both_seed_deployments():
             assert sz.seed_split(1, rest, r).kv_tokens == 1_947_648
 
 
+def test_the_planners_seed_example_can_print_the_seed_kv_line():
+    s = sz.split_memory_0523(
+        K3, sz.SEED_REST_BYTES, sz.SEED_RATIO, 8, "bfloat16", kv_dtype="fp8_e4m3", page_size=64
+    )
+    assert (s.max_mamba_cache_size, s.kv_tokens) == (80, 1_947_648)
+    assert sz.kv_allocation_log(K3, s.kv_tokens, "fp8_e4m3", tp=8, page_size=64) == (
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1947648, KV size: 25.08 GB"
+    )
+
+
 def test_the_seed_log_lines_come_out():
     log = (DATA / "sglang_k3_seed.log").read_text().splitlines()
     a = sz.seed_split(0)

@@ -24,7 +24,7 @@ NEMOTRON_TYPES = ("nemotron_h",)
 HYBRID_TYPES = KIMI_TYPES + QWEN_TYPES + NEMOTRON_TYPES
 
 
-def _load(cfg: object) -> dict[str, Any]:
+def _parse_file(cfg: object) -> dict[str, Any]:
     """The config as a dict: ``cfg`` itself, or the JSON file (or ``folder/config.json``)."""
     if isinstance(cfg, dict):
         return cfg
@@ -46,7 +46,7 @@ def _load(cfg: object) -> dict[str, Any]:
     return data
 
 
-def _field(c: dict[str, Any], key: str, where: str = "", lo: int = 1) -> int:
+def _parse_field(c: dict[str, Any], key: str, where: str = "", lo: int = 1) -> int:
     """``c[key]`` as an int in ``[lo, MAX_DIM]``; ValueError naming the missing field."""
     name = f"{where}{key}"
     if key not in c or c[key] is None:
@@ -65,7 +65,7 @@ def _context_len(c: dict[str, Any]) -> int:
     return 0
 
 
-def _ssm_dtype(c: dict[str, Any]) -> str:
+def _parse_ssm_dtype(c: dict[str, Any]) -> str:
     d = c.get("mamba_ssm_dtype")
     if d is None:
         return ""
@@ -74,13 +74,13 @@ def _ssm_dtype(c: dict[str, Any]) -> str:
     return d
 
 
-def _kimi(c: dict[str, Any], name: str) -> ModelSpec:
+def _parse_kimi(c: dict[str, Any], name: str) -> ModelSpec:
     """KDA + MLA: a layer (1-based) in ``kda_layers`` is KDA, every other one attention
     (SGLang ``KimiLinearConfig.is_kda_layer`` / ``full_attention_layer_ids``)."""
     lin = c.get("linear_attn_config")
     if not isinstance(lin, dict):
         raise ValueError("config is missing the field 'linear_attn_config'")
-    n = _field(c, "num_hidden_layers")
+    n = _parse_field(c, "num_hidden_layers")
     kda = lin.get("kda_layers")
     if not isinstance(kda, list):
         raise ValueError("config is missing the field 'linear_attn_config.kda_layers'")
@@ -94,27 +94,27 @@ def _kimi(c: dict[str, Any], name: str) -> ModelSpec:
         name=name,
         n_kda_layers=n_kda,
         n_mla_layers=n - n_kda,
-        kda_heads=_field(lin, "num_heads", w),
-        head_k_dim=_field(lin, "head_dim", w),
-        head_v_dim=_field(lin, "head_dim", w),
-        conv_kernel=_field(lin, "short_conv_kernel_size", w),
-        kv_lora_rank=_field(c, "kv_lora_rank"),
-        qk_rope_head_dim=_field(c, "qk_rope_head_dim", lo=0),
-        mla_heads=_field(c, "num_attention_heads"),
-        ssm_dtype=_ssm_dtype(c),
+        kda_heads=_parse_field(lin, "num_heads", w),
+        head_k_dim=_parse_field(lin, "head_dim", w),
+        head_v_dim=_parse_field(lin, "head_dim", w),
+        conv_kernel=_parse_field(lin, "short_conv_kernel_size", w),
+        kv_lora_rank=_parse_field(c, "kv_lora_rank"),
+        qk_rope_head_dim=_parse_field(c, "qk_rope_head_dim", lo=0),
+        mla_heads=_parse_field(c, "num_attention_heads"),
+        ssm_dtype=_parse_ssm_dtype(c),
         context_len=_context_len(c),
     )
 
 
-def _qwen_layers(c: dict[str, Any]) -> tuple[int, int]:
+def _parse_qwen_layers(c: dict[str, Any]) -> tuple[int, int]:
     """(linear, full) layer counts from ``layer_types``, else ``full_attention_interval``
     (SGLang's ``Qwen3NextConfig.layers_block_type`` reads the interval; transformers and vLLM
     the list): when both are given they must agree."""
-    n = _field(c, "num_hidden_layers")
+    n = _parse_field(c, "num_hidden_layers")
     types, interval = c.get("layer_types"), c.get("full_attention_interval")
     from_interval = None
     if interval is not None:
-        k = _field(c, "full_attention_interval")
+        k = _parse_field(c, "full_attention_interval")
         full = sum(1 for i in range(n) if (i + 1) % k == 0)
         from_interval = (n - full, full)
     if types is None:
@@ -134,34 +134,34 @@ def _qwen_layers(c: dict[str, Any]) -> tuple[int, int]:
     return counts
 
 
-def _qwen(c: dict[str, Any], name: str) -> ModelSpec:
+def _parse_qwen(c: dict[str, Any], name: str) -> ModelSpec:
     """Gated DeltaNet + GQA (Qwen3-Next, Qwen3.5): SGLang
     ``Qwen3NextConfig.mamba2_cache_params``."""
-    n_lin, n_full = _qwen_layers(c)
+    n_lin, n_full = _parse_qwen_layers(c)
     if n_lin == 0:
         raise ValueError(f"model {name!r} is not a hybrid: it has no linear_attention layers")
     return ModelSpec(
         name=name,
         n_kda_layers=n_lin,
         n_mla_layers=n_full,
-        kda_heads=_field(c, "linear_num_value_heads"),
-        linear_k_heads=_field(c, "linear_num_key_heads"),
-        head_k_dim=_field(c, "linear_key_head_dim"),
-        head_v_dim=_field(c, "linear_value_head_dim"),
-        conv_kernel=_field(c, "linear_conv_kernel_dim"),
+        kda_heads=_parse_field(c, "linear_num_value_heads"),
+        linear_k_heads=_parse_field(c, "linear_num_key_heads"),
+        head_k_dim=_parse_field(c, "linear_key_head_dim"),
+        head_v_dim=_parse_field(c, "linear_value_head_dim"),
+        conv_kernel=_parse_field(c, "linear_conv_kernel_dim"),
         linear_kind="gdn",
         attn_kind="gqa",
-        attn_kv_heads=_field(c, "num_key_value_heads"),
-        attn_head_dim=_field(c, "head_dim"),
-        mla_heads=_field(c, "num_attention_heads"),
+        attn_kv_heads=_parse_field(c, "num_key_value_heads"),
+        attn_head_dim=_parse_field(c, "head_dim"),
+        mla_heads=_parse_field(c, "num_attention_heads"),
         kv_lora_rank=0,
         qk_rope_head_dim=0,
-        ssm_dtype=_ssm_dtype(c),
+        ssm_dtype=_parse_ssm_dtype(c),
         context_len=_context_len(c),
     )
 
 
-def _nemotron(c: dict[str, Any], name: str) -> ModelSpec:
+def _parse_nemotron(c: dict[str, Any], name: str) -> ModelSpec:
     """Mamba2 + GQA (Nemotron-H): ``hybrid_override_pattern`` M = Mamba2, * = attention
     (SGLang ``NemotronHConfig.mamba_layer_ids`` / ``mamba2_cache_params``)."""
     pattern = c.get("hybrid_override_pattern")
@@ -175,19 +175,19 @@ def _nemotron(c: dict[str, Any], name: str) -> ModelSpec:
         name=name,
         n_kda_layers=pattern.count("M"),
         n_mla_layers=pattern.count("*"),
-        kda_heads=_field(c, "mamba_num_heads"),
-        linear_k_heads=_field(c, "n_groups"),
-        head_k_dim=_field(c, "ssm_state_size"),
-        head_v_dim=_field(c, "mamba_head_dim"),
-        conv_kernel=_field(c, "conv_kernel"),
+        kda_heads=_parse_field(c, "mamba_num_heads"),
+        linear_k_heads=_parse_field(c, "n_groups"),
+        head_k_dim=_parse_field(c, "ssm_state_size"),
+        head_v_dim=_parse_field(c, "mamba_head_dim"),
+        conv_kernel=_parse_field(c, "conv_kernel"),
         linear_kind="mamba2",
         attn_kind="gqa",
-        attn_kv_heads=_field(c, "num_key_value_heads"),
-        attn_head_dim=_field(c, "head_dim"),
-        mla_heads=_field(c, "num_attention_heads"),
+        attn_kv_heads=_parse_field(c, "num_key_value_heads"),
+        attn_head_dim=_parse_field(c, "head_dim"),
+        mla_heads=_parse_field(c, "num_attention_heads"),
         kv_lora_rank=0,
         qk_rope_head_dim=0,
-        ssm_dtype=_ssm_dtype(c),
+        ssm_dtype=_parse_ssm_dtype(c),
         context_len=_context_len(c),
     )
 
@@ -199,7 +199,7 @@ def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
     ``name`` defaults to the (text) ``model_type``. ValueError naming the missing or malformed
     field; a known non-hybrid ``model_type`` or one without linear layers is refused as such.
     """
-    top = _load(cfg)
+    top = _parse_file(cfg)
     text = top.get("text_config")
     c = text if isinstance(text, dict) else top
     mtype = c.get("model_type") or top.get("model_type")
@@ -207,11 +207,11 @@ def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
         raise ValueError("config is missing the field 'model_type'")
     label = name if isinstance(name, str) and name else mtype
     if mtype in KIMI_TYPES or (mtype not in HYBRID_TYPES and "linear_attn_config" in c):
-        return _kimi(c, label)
+        return _parse_kimi(c, label)
     if mtype in QWEN_TYPES:
-        return _qwen(c, label)
+        return _parse_qwen(c, label)
     if mtype in NEMOTRON_TYPES:
-        return _nemotron(c, label)
+        return _parse_nemotron(c, label)
     raise ValueError(
         f"model_type {mtype!r} is not a supported hybrid (one of {list(HYBRID_TYPES)}): "
         "a model without recurrent (linear-attention / Mamba) layers has no state to size"

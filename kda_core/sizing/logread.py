@@ -143,7 +143,7 @@ class LogReport:
         return out
 
 
-def _sglang(spec: ModelSpec, lines: list[LogLine], tp: int | None, page: int) -> LogReport:
+def _parse_sglang(spec: ModelSpec, lines: list[LogLine], tp: int | None, page: int) -> LogReport:
     from kda_core.sizing.logverdict import sglang_verdict
 
     mamba = next((x for x in lines if x.kind == "sglang.mamba"), None)
@@ -193,7 +193,7 @@ def _usage(line: LogLine, kv_tokens: object, size: int) -> LineVerdict:
     return _compare(line, f"full {full:.2f}, mamba {mamba:.2f}", pairs)
 
 
-def _vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]:
+def _parse_vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]:
     args: dict[str, object] = {}
     for x in lines:
         if x.kind == "vllm.args":
@@ -265,10 +265,12 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
     return LineVerdict(x.line_no, x.text, x.kind, NOT_UNDERSTOOD)
 
 
-def _vllm(spec: ModelSpec, lines: list[LogLine], tp: int | None, **plan_kw: object) -> LogReport:
+def _parse_vllm(
+    spec: ModelSpec, lines: list[LogLine], tp: int | None, **plan_kw: object
+) -> LogReport:
     from kda_core.sizing.logverdict import vllm_verdict
 
-    flags = _vllm_flags(lines, tp)
+    flags = _parse_vllm_flags(lines, tp)
     kv = next((x for x in lines if x.kind == "vllm.kv_size"), None)
     conc = next((x for x in lines if "conc" in x.fields), None)
     length = flags.get("max_model_len") or (conc.fields["len"] if conc else spec.context_len)
@@ -311,5 +313,5 @@ def read_log(
     spec = as_spec(spec)
     lines = parse_log(text)
     if engine_of(lines) == "sglang":
-        return _sglang(spec, lines, tp, page_size)
-    return _vllm(spec, lines, tp, **vllm_kw)
+        return _parse_sglang(spec, lines, tp, page_size)
+    return _parse_vllm(spec, lines, tp, **vllm_kw)

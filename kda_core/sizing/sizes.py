@@ -32,7 +32,7 @@ class StateShape(NamedTuple):
         return h * a * b
 
 
-def _divide(n: int, tp: int, what: str) -> int:
+def _check_divides(n: int, tp: int, what: str) -> int:
     if n % tp:
         raise ValueError(f"tp must divide the {what} {n}, got tp={tp}")
     return n // tp
@@ -61,16 +61,16 @@ def state_shape(
     window = spec.conv_kernel - 1 + num_spec
     k_per_tp = hk // tp if hk % tp == 0 else -(-hk // tp)
     if spec.linear_kind == "kda":
-        width = _divide(h * tp * v, tp, "KDA value projection") + 2 * _divide(
+        width = _check_divides(h * tp * v, tp, "KDA value projection") + 2 * _check_divides(
             hk * k, tp, "KDA key projection"
         )
         if engine == "vllm":
-            width = _divide(h * tp * v + 2 * hk * k, tp, "KDA conv width")
+            width = _check_divides(h * tp * v + 2 * hk * k, tp, "KDA conv width")
     elif engine == "vllm" and spec.linear_kind == "gdn":
-        width = _divide(2 * hk * k + h * tp * v, tp, "GDN conv width")
+        width = _check_divides(2 * hk * k + h * tp * v, tp, "GDN conv width")
     else:
         groups = hk if hk % tp == 0 else hk + (tp - hk)
-        width = _divide(h * tp * v + 2 * groups * k, tp, "Mamba2 conv width")
+        width = _check_divides(h * tp * v + 2 * groups * k, tp, "Mamba2 conv width")
     return StateShape(window * width, (h, v, k), k_per_tp)
 
 

@@ -81,10 +81,13 @@ def split_memory_0523(
     draft_tokens: int = 0,
     replayssm: bool = True,
     ring_len: int = 16,
+    page_size: int = 1,
 ) -> MemorySplit:
     """``split_memory`` with the seed's deployment flags as defaults: ReplaySSM on
     (``--enable-linear-replayssm-spec``, ring 16) and float32 SSM states (what that flag sets
-    when ``--mamba-ssm-dtype`` is not given); pages of one token."""
+    when ``--mamba-ssm-dtype`` is not given). The seed's KV line needs ``page_size=64``:
+    ``split_memory_0523("kimi-k3", SEED_REST_BYTES, SEED_RATIO, 8, "bfloat16",
+    kv_dtype="fp8_e4m3", page_size=64).kv_tokens == 1_947_648``."""
     return split_memory(
         spec,
         rest_bytes,
@@ -99,6 +102,7 @@ def split_memory_0523(
         draft_tokens,
         replayssm=replayssm,
         ring_len=ring_len,
+        page_size=page_size,
     )
 
 
