@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's split (the seed's deployments from one budget) and vLLM 0.33's hybrid KV
+"""SGLang 0.5.23's split (the K3 write-up's deployments from one budget) and vLLM 0.33's hybrid KV
 cache plan, derived by hand from the engines' code (the real functions run side by side in
 tests/real)."""
 
@@ -14,34 +14,34 @@ K3 = "kimi-k3"
 DATA = Path(__file__).parent / "data"
 
 
-def test_one_budget_gives_both_seed_deployments():
-    # the seed's Kimi K3 logs: fp32 states + bf16 KV -> 51 slots, 974,656 tokens; bf16 states +
-    # fp8 KV -> 80 slots, 1,947,648 tokens (TP8, ReplaySSM ring L = 16)
-    a, b = sz.seed_split(0), sz.seed_split(1)
+def test_one_budget_gives_both_k3_writeup_deployments():
+    # the K3 write-up's logs: fp32 states + bf16 KV -> 51 slots, 974,656 tokens; bf16 states
+    # + fp8 KV -> 80 slots, 1,947,648 tokens (TP8, ReplaySSM ring L = 16)
+    a, b = sz.k3_split(0), sz.k3_split(1)
     assert (a.max_mamba_cache_size, a.kv_tokens) == (51, 974_656)
     assert (b.max_mamba_cache_size, b.kv_tokens) == (80, 1_947_648)
-    assert a.rest_bytes == b.rest_bytes == sz.SEED_REST_BYTES and a.ratio == b.ratio == 0.15
+    assert a.rest_bytes == b.rest_bytes == sz.K3_REST_BYTES and a.ratio == b.ratio == 0.15
     # the second count needs SGLang's rounding to whole pages (64 tokens): one more page fits
     # without it
     raw = sz.split_memory(
-        K3, sz.SEED_REST_BYTES, 0.15, 8, "bfloat16", "bfloat16", "fp8_e4m3", replayssm=True
+        K3, sz.K3_REST_BYTES, 0.15, 8, "bfloat16", "bfloat16", "fp8_e4m3", replayssm=True
     )
     assert raw.kv_tokens > 1_947_648 and raw.kv_tokens // 64 * 64 == 1_947_648
     # the whole family of budgets and ratios: an interval of each, empty without pages
-    lo, hi = sz.seed_budget_interval(64)
-    assert lo <= sz.SEED_REST_BYTES < hi
-    assert sz.seed_budget_interval(1)[0] >= sz.seed_budget_interval(1)[1]
-    r_lo, r_hi = sz.seed_ratio_interval(sz.SEED_REST_BYTES)
+    lo, hi = sz.k3_budget_interval(64)
+    assert lo <= sz.K3_REST_BYTES < hi
+    assert sz.k3_budget_interval(1)[0] >= sz.k3_budget_interval(1)[1]
+    r_lo, r_hi = sz.k3_ratio_interval(sz.K3_REST_BYTES)
     assert r_lo <= 0.15 < r_hi
     for rest in (lo, hi - 1):
         for r in (r_lo * 1.0001, r_hi * 0.9999):
-            assert sz.seed_split(0, rest, r).max_mamba_cache_size == 51
-            assert sz.seed_split(1, rest, r).kv_tokens == 1_947_648
+            assert sz.k3_split(0, rest, r).max_mamba_cache_size == 51
+            assert sz.k3_split(1, rest, r).kv_tokens == 1_947_648
 
 
-def test_the_planners_seed_example_can_print_the_seed_kv_line():
+def test_the_planners_k3_example_can_print_the_k3_kv_line():
     s = sz.split_memory_0523(
-        K3, sz.SEED_REST_BYTES, sz.SEED_RATIO, 8, "bfloat16", kv_dtype="fp8_e4m3", page_size=64
+        K3, sz.K3_REST_BYTES, sz.K3_RATIO, 8, "bfloat16", kv_dtype="fp8_e4m3", page_size=64
     )
     assert (s.max_mamba_cache_size, s.kv_tokens) == (80, 1_947_648)
     assert sz.kv_allocation_log(K3, s.kv_tokens, "fp8_e4m3", tp=8, page_size=64) == (
@@ -49,14 +49,14 @@ def test_the_planners_seed_example_can_print_the_seed_kv_line():
     )
 
 
-def test_the_seed_log_lines_come_out():
-    log = (DATA / "sglang_k3_seed.log").read_text().splitlines()
-    a = sz.seed_split(0)
+def test_the_k3_writeup_log_lines_come_out():
+    log = (DATA / "sglang_k3_writeup_fp32.log").read_text().splitlines()
+    a = sz.k3_split(0)
     mamba = sz.mamba_allocation_log(K3, a.max_mamba_cache_size, 8, "float32")
     kv = sz.kv_allocation_log(K3, a.kv_tokens, "bfloat16", tp=8, page_size=64)
     assert [*mamba, kv] == log
-    log = (DATA / "sglang_k3_seed_fp8.log").read_text().splitlines()
-    b = sz.seed_split(1)
+    log = (DATA / "sglang_k3_writeup_fp8.log").read_text().splitlines()
+    b = sz.k3_split(1)
     mamba = sz.mamba_allocation_log(K3, b.max_mamba_cache_size, 8, "bfloat16")
     kv = sz.kv_allocation_log(K3, b.kv_tokens, "fp8_e4m3", tp=8, page_size=64)
     assert [*mamba, kv] == log[:3]

@@ -1,6 +1,6 @@
 """kda_core.sizing.read_log: server logs read back line by line against a config.
 
-Data (tests/data): the seed's two Kimi K3 SGLang deployments (their allocation, capping and
+Data (tests/data): the K3 write-up's two Kimi K3 SGLang deployments (their allocation, capping and
 batch lines, docs/sizing.md), and two real vLLM 0.24 startup logs of Qwen3.6-35B-A3B on one GPU
 posted in noonghunna/club-3090#612 and #652 (their KV lines and non-default args)."""
 
@@ -20,8 +20,8 @@ def _read(name: str, spec: object, **kw: object) -> sz.LogReport:
     return sz.read_log((DATA / name).read_text(), spec, **kw)
 
 
-def test_seed_logs_every_number_reproduced():
-    r = _read("sglang_k3_seed.log", "kimi-k3", page_size=64)
+def test_k3_writeup_logs_every_number_reproduced():
+    r = _read("sglang_k3_writeup_fp32.log", "kimi-k3", page_size=64)
     assert r.engine == "sglang" and r.counts() == {
         "reproduced": 3,
         "different": 0,
@@ -30,7 +30,7 @@ def test_seed_logs_every_number_reproduced():
     }
     assert r.inferred["tp"] == 8 and r.inferred["ssm_dtype"] == "float32"
     assert r.inferred["kv_dtype"] == "bfloat16" and r.inferred["ring_len"] == 16
-    r = _read("sglang_k3_seed_fp8.log", "kimi-k3", page_size=64)
+    r = _read("sglang_k3_writeup_fp8.log", "kimi-k3", page_size=64)
     assert r.counts()["reproduced"] == 5 and r.counts()["different"] == 0
     assert r.inferred["ssm_dtype"] == "bfloat16" and r.inferred["kv_dtype"] == "fp8_e4m3"
     # "capped to 16 ... 5 state slots per request" with the KV pool at 0.11: state-bound
@@ -42,7 +42,7 @@ def test_seed_logs_every_number_reproduced():
 
 
 def test_a_wrong_number_is_marked_different():
-    text = (DATA / "sglang_k3_seed.log").read_text().replace("2.63GB", "2.70GB")
+    text = (DATA / "sglang_k3_writeup_fp32.log").read_text().replace("2.63GB", "2.70GB")
     r = sz.read_log(text, "kimi-k3", tp=8, page_size=64)
     with pytest.raises(ValueError, match="no TP and SSM dtype"):
         sz.read_log(text, "kimi-k3", page_size=64)  # nothing explains 2.70 GB

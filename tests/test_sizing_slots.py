@@ -1,5 +1,5 @@
 """kda_core.sizing: slots per request, concurrency caps, the memory split, checkpoints per
-request and the balancing ratio (the third seed's numbers; split from test_sizing.py).
+request and the balancing ratio (the K3 write-up's numbers, docs/sizing.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_resolve_max_num_reqs_caps_by_the_request_pool_estimate():
     assert sz.request_pool_estimate(1_947_648, 131_072) == 4096  # 7608 -> ceiling 4096
     assert sz.request_pool_estimate(1_947_648, 262_144) == 3804  # 1947648 * 512 / 262144
     assert sz.request_pool_estimate(10**9, 4096) == 4096
-    # the state cache binds first in the seed's deployments
+    # the state cache binds first in the K3 write-up's deployments
     assert sz.resolve_max_num_reqs(80, 1_947_648, 262_144) == 16
     # a huge state cache: the estimate binds (20000 // 5 = 4000 > 3804)
     assert sz.resolve_max_num_reqs(20_000, 1_947_648, 262_144) == 3804
@@ -112,7 +112,7 @@ def test_split_memory_0523_pays_slot_zero_and_the_ring():
 
 def test_capping_message_matches_sglang():
     msg = sz.capping_message(80)
-    # seed: "max_running_requests is capped to 16 by the mamba state cache
+    # the K3 write-up: "max_running_requests is capped to 16 by the mamba state cache
     # (max_mamba_cache_size80, 5 state slots per request). To raise it: increase
     # --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with
     # --mamba-ssm-dtype bfloat16."
@@ -175,7 +175,7 @@ def test_pool_usage_and_usage_log_validate():
         sz.checkpoints_upper_bound(10, 0)
 
 
-def test_checkpoints_per_request_seed_examples():
+def test_checkpoints_per_request_k3_writeup_examples():
     # "输入13600, 输出512, chunked prefill 6144 总共进行3次prefill计算存3个state,
     #  然后decode完成存一次, 总共4个mamba state"; bound "in_len // chunked_prefill_size + 2"
     assert sz.checkpoints_per_request(13600, 512, chunked_prefill_size=6144) == 4
@@ -216,7 +216,7 @@ def test_checkpoints_vectorised_agrees_with_naive():
 
 
 def test_balanced_ratio_balances():
-    # short prompts want a large ratio, long ones a small one (seed)
+    # short prompts want a large ratio, long ones a small one (the K3 write-up)
     # with DCP the KV is split over the TP ranks too: the ratio is multiplied by TP
     assert sz.balanced_ratio(K3, 1000, tp=8, dcp=True) == pytest.approx(
         8 * sz.balanced_ratio(K3, 1000, tp=8), rel=1e-15

@@ -1,4 +1,4 @@
-"""kda_core.studies.planner: the memory_planner app's data, checked against the third seed."""
+"""kda_core.studies.planner: the memory_planner app's data, checked against the K3 write-up."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_plan_can_use_the_sglang_0523_formula() -> None:
     assert (legacy.formula, new.formula) == ("legacy", "sglang-0.5.23")
     want = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, "float32")
     assert new.split == want and new.state_slots == want.max_mamba_cache_size
-    # slot 0 and the ring cost slots: fewer than the seed's formula
+    # slot 0 and the ring cost slots: fewer than the K3 write-up's formula
     assert new.state_slots < legacy.state_slots
     no_ring = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23", ring_len=None)
     plain = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, replayssm=False)

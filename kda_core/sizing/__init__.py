@@ -3,7 +3,7 @@ hybrid (recurrent + attention) models.
 
 Modules: ``presets`` (ModelSpec, preset, tiny_spec, dtypes), ``hf`` (``from_hf_config``, the
 shipped real configs), ``sizes`` (bytes per slot, per token, speculative buffers), ``slots``
-(slots per request, concurrency caps), ``sglang`` (SGLang 0.5.23's budget split, the seed's
+(slots per request, concurrency caps), ``sglang`` (SGLang 0.5.23's budget split, the K3 write-up's
 budget), ``split`` (the legacy split, balancing ratio), ``vllm`` (vLLM 0.33's hybrid KV cache
 plan), ``checkpoints`` (states stored per request), ``logs`` (SGLang's log lines), ``logread``
 (a server log read back). Exact integer arithmetic on Python ints; docs/sizing.md has the
@@ -41,13 +41,13 @@ from kda_core.sizing.presets import (
     tiny_spec,
 )
 from kda_core.sizing.sglang import (
-    SEED_DEPLOYMENTS,
-    SEED_PAGE_SIZE,
-    SEED_RATIO,
-    SEED_REST_BYTES,
-    seed_budget_interval,
-    seed_ratio_interval,
-    seed_split,
+    K3_DEPLOYMENTS,
+    K3_PAGE_SIZE,
+    K3_RATIO,
+    K3_REST_BYTES,
+    k3_budget_interval,
+    k3_ratio_interval,
+    k3_split,
 )
 from kda_core.sizing.sizes import (
     StateShape,
@@ -112,10 +112,10 @@ __all__ = [
     "GIB",
     "MIB",
     "PRESETS",
-    "SEED_DEPLOYMENTS",
-    "SEED_PAGE_SIZE",
-    "SEED_RATIO",
-    "SEED_REST_BYTES",
+    "K3_DEPLOYMENTS",
+    "K3_PAGE_SIZE",
+    "K3_RATIO",
+    "K3_REST_BYTES",
     "SIZING_FORMULAS",
     "STRATEGIES",
     "TORCH_DTYPE_NAME",
@@ -152,9 +152,9 @@ __all__ = [
     "replayssm_ring_bytes",
     "request_pool_estimate",
     "resolve_max_num_reqs",
-    "seed_budget_interval",
-    "seed_ratio_interval",
-    "seed_split",
+    "k3_budget_interval",
+    "k3_ratio_interval",
+    "k3_split",
     "slot_bytes",
     "slots_held_per_request",
     "slots_per_request",

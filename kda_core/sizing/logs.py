@@ -3,7 +3,7 @@
 ``mamba_allocation_log`` / ``kv_allocation_log`` (allocation), ``usage_log`` (the scheduler's
 usage fragment), ``capping_message`` (the state cache caps concurrency). "GB" in SGLang's lines
 is GiB; sizes count ``max_mamba_cache_size + 1`` slots (slot 0 is a dummy sink). The ring line
-keeps the seed's ``(L=16)`` header (SGLang 0.5.23 prints ``(record_len=16, fold=...)``).
+keeps the K3 write-up's ``(L=16)`` header (SGLang 0.5.23 prints ``(record_len=16, fold=...)``).
 Left out: every other log line, and the exact wording of SGLang's warnings (ours is SGLang-like).
 """
 
@@ -79,10 +79,10 @@ def mamba_allocation_log(
     With ``draft_tokens > 0`` the intermediate (per-draft) buffers are printed too, for
     ``max_running`` requests (default ``size // 5``, extra_buffer + overlap). With
     ``replayssm`` (``--enable-linear-replayssm-spec``) and ``ring_len`` set, the ReplaySSM ring
-    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the seed's
+    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the K3 write-up's
     logs, even with an fp32 SSM state).
 
-    The rings follow the flag, not ``draft_tokens``: the seed's two "no spark spec" logs
+    The rings follow the flag, not ``draft_tokens``: the K3 write-up's two "no spark spec" logs
     (51 and 80 slots, no intermediate buffers, i.e. D = 0) both print the ring line, so a
     D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
     line (and, with D > 0, a full per-draft SSM buffer instead).

@@ -146,7 +146,7 @@ PRESETS: dict[str, ModelSpec] = {
         qk_rope_head_dim=64,
         mla_heads=96,
     ),
-    # 27 layers: 20 KDA + 7 MLA (kda-math.md §9).
+    # 27 layers: 20 KDA + 7 MLA (docs/sizing.md, "Model configs").
     "kimi-linear-48b": ModelSpec(
         name="kimi-linear-48b",
         n_kda_layers=20,

@@ -4,8 +4,8 @@
 ``DefaultPoolConfigurator.calculate_pool_sizes``: the padding slot 0 and (with
 ``--enable-linear-replayssm-spec`` on a KDA model) the ReplaySSM ring are part of every slot's
 cost, the budget is computed in float GiB as SGLang does, and the KV tokens are rounded down to
-whole pages. It is the formula that reproduces the seed's two deployments from one budget
-(``SEED_DEPLOYMENTS``; docs/sizing.md). Left out: PP stage scaling, DP attention, fused drafts.
+whole pages. It is the formula that reproduces the K3 write-up's two deployments from one budget
+(``K3_DEPLOYMENTS``; docs/sizing.md). Left out: PP stage scaling, DP attention, fused drafts.
 """
 
 from __future__ import annotations
@@ -140,49 +140,49 @@ def split_memory(
     )
 
 
-SEED_DEPLOYMENTS: tuple[tuple[dict[str, str], int, int], ...] = (
+K3_DEPLOYMENTS: tuple[tuple[dict[str, str], int, int], ...] = (
     ({"ssm_dtype": "float32", "kv_dtype": "bfloat16"}, 51, 974_656),
     ({"ssm_dtype": "bfloat16", "kv_dtype": "fp8_e4m3"}, 80, 1_947_648),
 )
-"""The seed's two Kimi K3 deployments (TP8, ReplaySSM ring 16, bf16 conv): the dtypes, the
+"""The K3 write-up's two Kimi K3 deployments (TP8, ReplaySSM ring 16, bf16 conv): the dtypes, the
 slots and the KV tokens their logs print."""
-SEED_PAGE_SIZE: int = 64
-SEED_RATIO: float = 0.15
-SEED_REST_BYTES: int = 29_497 * (1 << 20)
-"""One budget and ratio inside ``seed_budget_interval()`` / ``seed_ratio_interval``: the
+K3_PAGE_SIZE: int = 64
+K3_RATIO: float = 0.15
+K3_REST_BYTES: int = 29_497 * (1 << 20)
+"""One budget and ratio inside ``k3_budget_interval()`` / ``k3_ratio_interval``: the
 profiled rest (28.806 GiB per GPU) that gives both deployments."""
 
 
-def _seed_per_slot(ssm_dtype: str) -> int:
+def _k3_per_slot(ssm_dtype: str) -> int:
     ring = _ring(as_spec("kimi-k3"), 8, True, 16, "bfloat16")
     return slot_bytes("kimi-k3", 8, ssm_dtype, "bfloat16") + ring
 
 
-def seed_budget_interval(page_size: int = SEED_PAGE_SIZE) -> tuple[int, int]:
+def k3_budget_interval(page_size: int = K3_PAGE_SIZE) -> tuple[int, int]:
     """The range ``[lo, hi)`` of ``rest_bytes`` whose KV share page-rounds to both of the
-    seed's token counts; empty (``lo >= hi``) if none does (e.g. ``page_size=1``).
+    K3 write-up's token counts; empty (``lo >= hi``) if none does (e.g. ``page_size=1``).
 
     A deployment with S slots and T tokens of ``cell`` bytes needs
     ``(S + 1) * per_slot + T * cell <= rest < (S + 1) * per_slot + (T + page) * cell``.
     """
     page = _check_int("page_size", page_size, 1, 1 << 20)
     lo, hi = 0, MAX_COUNT
-    for kw, slots, tokens in SEED_DEPLOYMENTS:
-        state = (slots + 1) * _seed_per_slot(kw["ssm_dtype"])
+    for kw, slots, tokens in K3_DEPLOYMENTS:
+        state = (slots + 1) * _k3_per_slot(kw["ssm_dtype"])
         cell = kv_bytes_per_token("kimi-k3", 8, kw["kv_dtype"])
         lo = max(lo, state + tokens * cell)
         hi = min(hi, state + (tokens + page) * cell)
     return lo, hi
 
 
-def seed_ratio_interval(rest_bytes: int) -> tuple[float, float]:
+def k3_ratio_interval(rest_bytes: int) -> tuple[float, float]:
     """The ``--mamba-full-memory-ratio`` range ``[lo, hi)`` that gives both deployments' slot
     counts from ``rest_bytes``: S slots need ``(S + 1) * per_slot <= rest * f < (S + 2) *
     per_slot`` with ``f = r / (1 + r)``."""
     rest = _check_int("rest_bytes", rest_bytes, 1, MAX_COUNT)
     f_lo, f_hi = 0.0, 1.0
-    for kw, slots, _ in SEED_DEPLOYMENTS:
-        per_slot = _seed_per_slot(kw["ssm_dtype"])
+    for kw, slots, _ in K3_DEPLOYMENTS:
+        per_slot = _k3_per_slot(kw["ssm_dtype"])
         f_lo, f_hi = (
             max(f_lo, (slots + 1) * per_slot / rest),
             min(f_hi, (slots + 2) * per_slot / rest),
@@ -190,13 +190,11 @@ def seed_ratio_interval(rest_bytes: int) -> tuple[float, float]:
     return f_lo / (1 - f_lo), f_hi / (1 - f_hi)
 
 
-def seed_split(
-    which: int, rest_bytes: int = SEED_REST_BYTES, ratio: float = SEED_RATIO
-) -> MemorySplit:
-    """``split_memory`` for one of the seed's deployments (0: fp32 states and bf16 KV,
-    1: bf16 states and fp8 KV) at one budget and ratio, pages of ``SEED_PAGE_SIZE``."""
-    which = _check_int("which", which, 0, len(SEED_DEPLOYMENTS) - 1)
-    kw = SEED_DEPLOYMENTS[which][0]
+def k3_split(which: int, rest_bytes: int = K3_REST_BYTES, ratio: float = K3_RATIO) -> MemorySplit:
+    """``split_memory`` for one of the K3 write-up's deployments (0: fp32 states and bf16 KV,
+    1: bf16 states and fp8 KV) at one budget and ratio, pages of ``K3_PAGE_SIZE``."""
+    which = _check_int("which", which, 0, len(K3_DEPLOYMENTS) - 1)
+    kw = K3_DEPLOYMENTS[which][0]
     return split_memory(
         "kimi-k3",
         rest_bytes,
@@ -206,5 +204,5 @@ def seed_split(
         "bfloat16",
         kw["kv_dtype"],
         replayssm=True,
-        page_size=SEED_PAGE_SIZE,
+        page_size=K3_PAGE_SIZE,
     )

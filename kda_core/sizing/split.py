@@ -1,9 +1,9 @@
 """How a GPU's byte budget splits between the state cache and the KV pool.
 
 ``split_memory`` (SGLang 0.5.23's formula, ``kda_core.sizing.sglang``) is the default;
-``split_memory_legacy`` is the third seed's earlier formula (no slot 0, no ring, no pages),
-which cannot give both of the seed's deployments from one budget; ``split_memory_0523`` is
-``split_memory`` with the seed's flags as defaults. ``balanced_ratio`` is the
+``split_memory_legacy`` is the K3 write-up's earlier formula (no slot 0, no ring, no pages),
+which cannot give both of the K3 write-up's deployments from one budget; ``split_memory_0523`` is
+``split_memory`` with the K3 write-up's flags as defaults. ``balanced_ratio`` is the
 ``--mamba-full-memory-ratio`` at which both pools run out at the same concurrency;
 ``memory_vs_context`` / ``crossover_context`` compare one request's KV with its one slot.
 Derivations: docs/sizing.md. Left out: DCP sizing (except ``balanced_ratio``'s ``dcp`` factor).
@@ -26,7 +26,7 @@ from kda_core.sizing.sizes import (
 from kda_core.sizing.slots import slots_per_request
 
 SIZING_FORMULAS: tuple[str, ...] = ("legacy", "sglang-0.5.23")
-"""Labels of ``split_formula``: the seed's earlier formula, and SGLang 0.5.23's (the default)."""
+"""Labels of ``split_formula``: the K3 write-up's earlier formula; SGLang 0.5.23's (default)."""
 
 
 def split_memory_legacy(
@@ -42,7 +42,7 @@ def split_memory_legacy(
     skip_decode_lock: bool = False,
     draft_tokens: int = 0,
 ) -> MemorySplit:
-    """The seed's earlier auto sizing of ``rest_bytes`` on one GPU (kept for comparison).
+    """The K3 write-up's earlier auto sizing of ``rest_bytes`` on one GPU (kept for comparison).
 
     ``state budget = rest * r / (1 + r)``; ``slots = floor(budget / per_slot)`` or, with
     ``draft_tokens = D > 0`` (speculative decoding, per-draft buffers sized jointly),
@@ -83,10 +83,10 @@ def split_memory_0523(
     ring_len: int = 16,
     page_size: int = 1,
 ) -> MemorySplit:
-    """``split_memory`` with the seed's deployment flags as defaults: ReplaySSM on
+    """``split_memory`` with the K3 write-up's deployment flags as defaults: ReplaySSM on
     (``--enable-linear-replayssm-spec``, ring 16) and float32 SSM states (what that flag sets
-    when ``--mamba-ssm-dtype`` is not given). The seed's KV line needs ``page_size=64``:
-    ``split_memory_0523("kimi-k3", SEED_REST_BYTES, SEED_RATIO, 8, "bfloat16",
+    when ``--mamba-ssm-dtype`` is not given). The K3 write-up's KV line needs ``page_size=64``:
+    ``split_memory_0523("kimi-k3", K3_REST_BYTES, K3_RATIO, 8, "bfloat16",
     kv_dtype="fp8_e4m3", page_size=64).kv_tokens == 1_947_648``."""
     return split_memory(
         spec,
@@ -107,7 +107,7 @@ def split_memory_0523(
 
 
 def split_formula(label: str) -> Callable[..., MemorySplit]:
-    """The split function of a ``SIZING_FORMULAS`` label: ``"legacy"`` the seed's earlier
+    """The split function of a ``SIZING_FORMULAS`` label: ``"legacy"`` the K3 write-up's earlier
     formula, ``"sglang-0.5.23"`` ``split_memory`` (both take the same positional knobs)."""
     if label == "legacy":
         return split_memory_legacy
@@ -138,7 +138,7 @@ def balanced_ratio(
     to the strategy's reservation (pass e.g. the expected checkpoints + held slots instead).
     Short prompts need a large r, long ones a small r. With ``dcp=True`` (decode context
     parallelism over the ``tp`` ranks) each GPU holds only 1/tp of a request's MLA KV, so the
-    ratio is ``tp`` times larger (the third seed: "开启DCP时 ... 这个mem ratio要乘以TP数").
+    ratio is ``tp`` times larger (the K3 write-up: "开启DCP时 ... 这个mem ratio要乘以TP数").
     """
     if not isinstance(tokens_per_request, (int, float, np.integer, np.floating)) or not (
         0 < float(tokens_per_request) <= 1e9

@@ -88,7 +88,7 @@ class Plan:
     running_by_state: np.ndarray
     running_by_kv: np.ndarray
     max_running_by_ratio: np.ndarray
-    formula: str = "legacy"  # sizing.SIZING_FORMULAS: the seed's, or SGLang 0.5.23's
+    formula: str = "legacy"  # sizing.SIZING_FORMULAS: the K3 write-up's, or SGLang 0.5.23's
 
 
 def custom_spec(
