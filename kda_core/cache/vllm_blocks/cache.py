@@ -102,7 +102,7 @@ class _Request:
         self.started = False
 
 
-def _tokens(tokens: Any, name: str) -> list[int]:
+def _check_tokens(tokens: Any, name: str) -> list[int]:
     try:
         out = list(tokens)
     except TypeError:
@@ -183,7 +183,7 @@ class VLLMBlockCache:
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
         """What a new request with these tokens would hit (``get_computed_blocks``: at most
         ``len(tokens) - 1`` tokens, the last one is recomputed for its logits). Read-only."""
-        toks = _tokens(tokens, "tokens")
+        toks = _check_tokens(tokens, "tokens")
         hashes = self.chain.peek(toks)
         return self._hit(*self._find(hashes, len(toks) - 1))
 
@@ -192,12 +192,12 @@ class VLLMBlockCache:
         """Queue a request (``Request``); its lookup runs at its first ``step``."""
         if not isinstance(request_id, str) or request_id in self._reqs:
             raise ValueError(f"request_id must be a new str, got {request_id!r}")
-        toks = _tokens(prompt, "prompt")
+        toks = _check_tokens(prompt, "prompt")
         hashes: list[int] = []
         self.chain.extend(hashes, toks)
         self._reqs[request_id] = _Request(request_id, toks, hashes)
 
-    def _get(self, request_id: Any) -> _Request:
+    def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
         if req is None:
             raise ValueError(f"request_id {request_id!r} is not in the cache")
@@ -205,7 +205,7 @@ class VLLMBlockCache:
 
     def append(self, request_id: str, token: int) -> None:
         """Feed back a decoded token (``Request.append_output_token_ids``)."""
-        req = self._get(request_id)
+        req = self._require_request(request_id)
         if len(req.tokens) >= MAX_TOKENS:
             raise ValueError(f"a request holds at most {MAX_TOKENS} tokens")
         req.tokens.append(check_integral(token, "token", 0))
@@ -214,7 +214,7 @@ class VLLMBlockCache:
     def step(self, request_id: str) -> Step:
         """Schedule the request's next chunk: the lookup on its first step, the aligned
         cut, ``allocate_slots`` (blocks, copy-on-write, keys) and the copies' release."""
-        req = self._get(request_id)
+        req = self._require_request(request_id)
         B = self.block_size
         found = None if req.started else self._find(req.hashes, len(req.tokens) - 1)
         hits = found[2] if found else 0
@@ -230,12 +230,10 @@ class VLLMBlockCache:
         if n <= 0:
             raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
         self.pool.log.clear()
+        self.state.remove_skipped(request_id, start)  # the KV group frees nothing
+        self._require_room(req, start, start + n, found)
         req.started, req.junction = True, junction
-        try:
-            new = self._allocate(req, start, n, found)
-        except ValueError:  # too few blocks: nothing was taken, the request stays queued
-            req.started = found is None
-            raise
+        new = self._allocate(req, start, n, found)
         req.computed = start + n
         copies = self._release_copies()
         table = self.state.req_blocks[request_id]
@@ -249,20 +247,24 @@ class VLLMBlockCache:
             new_blocks=new,
         )
 
-    def _allocate(
-        self, req: _Request, start: int, n: int, found: tuple | None
-    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``KVCacheManager.allocate_slots`` for ``n`` new tokens after ``start`` computed."""
-        rid, need = req.rid, start + n
-        self.state.remove_skipped(rid, start)  # the KV group frees nothing (full attention)
+    def _require_room(self, req: _Request, start: int, need: int, found: tuple | None) -> None:
+        """``get_num_blocks_to_allocate`` against the free blocks: vLLM would not schedule
+        the step (``allocate_slots`` returns None); a one-request model cannot wait."""
         kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
-        wanted = self.kv.num_to_allocate(rid, need, kv_hit, start)
-        wanted += self.state.num_to_allocate(rid, need, st_hit, start)
+        wanted = self.kv.num_to_allocate(req.rid, need, kv_hit, start)
+        wanted += self.state.num_to_allocate(req.rid, need, st_hit, start)
         if wanted > self.pool.num_free():
             raise ValueError(
                 f"num_blocks={len(self.pool.blocks)} is too small: this step needs {wanted} "
                 f"blocks, {self.pool.num_free()} are free or evictable"
             )
+
+    def _allocate(
+        self, req: _Request, start: int, n: int, found: tuple | None
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``KVCacheManager.allocate_slots`` for ``n`` new tokens after ``start`` computed."""
+        rid, need = req.rid, start + n
+        kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
         if found is not None:
             self.kv.add_hit(rid, kv_hit, start)
             self.state.add_hit(rid, st_hit, start)
@@ -295,7 +297,7 @@ class VLLMBlockCache:
     def finish(self, request_id: str) -> None:
         """Free the request's blocks, each group's table tail first (``KVCacheManager.free``):
         keyed blocks stay cached (evictable), the rest are reused first."""
-        self._get(request_id)
+        self._require_request(request_id)
         del self._reqs[request_id]
         for group in (self.kv, self.state):
             self.pool.free_blocks(reversed(group.pop(request_id)))
@@ -303,7 +305,7 @@ class VLLMBlockCache:
     def serve(self, prompt: Sequence[int], outputs: Sequence[int] = ()) -> RequestRecord:
         """Run one request to its end: prefill ``prompt`` chunk by chunk, then compute each
         of ``outputs`` as a decoded token, then free it."""
-        outs = _tokens(outputs, "outputs") if len(outputs) else []
+        outs = _check_tokens(outputs, "outputs") if len(outputs) else []
         self._served += 1
         rid = f"request-{self._served}"
         while rid in self._reqs:
