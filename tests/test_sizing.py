@@ -136,7 +136,7 @@ def test_log_fp8kv_bf16ssm_119_slots_with_spec():
     assert "intermediate_conv_window_cache size: 0.34GB" in lines[0]
     ring = lines[1].replace("=", "")
     assert ring == (
-        "GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB, "
+        "GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB "
         "rawv0.379GB, rawk0.379GB, beta0.006GB"
     )
 

@@ -37,7 +37,7 @@ def test_sizes_match_sizing():
     assert p.slot_bytes == p.ssm_bytes + p.conv_bytes
     assert p.kv_bytes_per_token == 27_648
     assert p.tokens_per_slot == pytest.approx(29_039_616 / 27_648, rel=1e-15)
-    s = sizing.split_memory("kimi-k3", p.budget_bytes, 0.9, 8)
+    s = sizing.split_memory_legacy("kimi-k3", p.budget_bytes, 0.9, 8)
     assert p.split == s and p.state_slots == s.max_mamba_cache_size
     assert p.max_running == min(s.max_running, s.kv_tokens // 19_000)
     assert p.checkpoints_per_request == sizing.checkpoints_per_request(16_000, 3_000, 8192, 256)

@@ -358,7 +358,7 @@ def _series(
 def _parse_formula(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     """The sizing formula by its label (``sizing.SIZING_FORMULAS``)."""
     if formula == "legacy":
-        return sizing.split_memory
+        return sizing.split_memory_legacy
     if formula == "sglang-0.5.23":
         return partial(
             sizing.split_memory_0523, replayssm=ring_len is not None, ring_len=ring_len or 16
