@@ -32,7 +32,7 @@ def test_aligned_split_matches_vllms_documented_schedule():
     assert aligned_split(9984, 2016, 12_000, 12_000, 512, 32, True, 8192, 0) == 256
 
 
-def test_seed_96_of_a_128_token_block():
+def test_96_of_a_128_token_block():
     cache = VLLMBlockCache(128, 32, num_blocks=16)
     first = _distinct(97)
     rec = cache.serve(first, [500])
@@ -55,7 +55,7 @@ def test_seed_96_of_a_128_token_block():
     assert coarse.lookup(other).tokens == 0
 
 
-def test_seed_4480_inside_4096():
+def test_4480_inside_4096():
     cache = VLLMBlockCache(4096, 64, num_blocks=8, max_num_batched_tokens=2048)
     first = _distinct(4481)
     rec = cache.serve(first, [1, 2])

@@ -110,7 +110,7 @@ class Pair:
         return steps
 
 
-def test_seed_example_96_of_a_128_token_block():
+def test_96_of_a_128_token_block():
     # a prompt of 97 tokens registers the state after 96 tokens (its last 32-token boundary
     # before the token recomputed for logits) in the block covering tokens (0, 128]
     pair = Pair(block_size=128, prefix_match_unit=32, num_blocks=64)
@@ -128,7 +128,7 @@ def test_seed_example_96_of_a_128_token_block():
     assert coarse.lookup(other) == 0
 
 
-def test_seed_example_4480_inside_4096():
+def test_4480_inside_4096():
     # 4096-token blocks, 64-token match unit: a first request of 4481 tokens leaves states at
     # 4096 (a block end) and 4480 (its prompt's last unit boundary, inside block 1)
     pair = Pair(block_size=4096, prefix_match_unit=64, num_blocks=16, max_num_batched_tokens=2048)

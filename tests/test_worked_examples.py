@@ -1,4 +1,5 @@
-"""The source document's worked examples, pinned through the public APIs.
+"""The worked examples of KDA prefix caching (restore point vs token match, checkpoint
+density, fine-grained partial hits), pinned through the public APIs.
 
 Each example runs the lab's own path: a placement policy (``kda_core.policy.make``) says where
 checkpoints go, the radix cache protocol (``insert_prefix`` / ``match_prefix``) or the trace
