@@ -144,3 +144,10 @@ def test_kv_bound_when_the_pool_is_full_and_slots_are_free():
     )
     r = sz.read_log(Q38_LOG + batch, Q38, ratio=0.9)
     assert r.verdict == "kv_tokens" and "KV pool 97% used" in r.explanation
+
+
+def test_a_gdn_ring_line_needs_the_request_count():
+    with pytest.raises(ValueError, match="ring_requests"):
+        sz.mamba_allocation_log(QN, 40, 4, "float32")
+    with pytest.raises(ValueError, match="ring_requests"):
+        sz.mamba_allocation_log(QN, 40, 4, "float32", ring_requests=-1)

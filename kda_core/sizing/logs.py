@@ -111,7 +111,10 @@ def mamba_allocation_log(
         )
     lines = [line]
     if replayssm and ring_len is not None and as_spec(spec).linear_kind != "kda":
-        lines.append(_gdn_ring_line(spec, tp, ring_len, ring_dtype, ring_requests))
+        if ring_requests is None:
+            raise ValueError("ring_requests is required for a GDN model's ReplaySSM ring")
+        requests = _check_int("ring_requests", ring_requests, 0, MAX_COUNT)
+        lines.append(_gdn_ring_line(spec, tp, ring_len, ring_dtype, requests))
     elif replayssm and ring_len is not None:
         r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
         lines.append(
@@ -122,13 +125,8 @@ def mamba_allocation_log(
     return lines
 
 
-def _gdn_ring_line(
-    spec: ModelSpec | str, tp: int, ring_len: int, dtype: str, requests: int | None
-) -> str:
-    if requests is None:
-        raise ValueError("ring_requests is required for a GDN model's ReplaySSM ring")
-    n = _check_int("ring_requests", requests, 0, MAX_COUNT) + 1
-    r = replayssm_ring_bytes(spec, n, tp, ring_len, dtype)
+def _gdn_ring_line(spec: ModelSpec | str, tp: int, ring_len: int, dtype: str, requests: int) -> str:
+    r = replayssm_ring_bytes(spec, requests + 1, tp, ring_len, dtype)
     line = (
         f"GDN ReplaySSM ring buffers allocated (record_len={ring_len}, fold=False): "
         f"d={_gb(r['d'], 3)}, k={_gb(r['k'], 3)}, g={_gb(r['g'], 3)} "
