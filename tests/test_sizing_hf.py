@@ -18,6 +18,7 @@ SHIPPED = {
     "kimi-linear-48b-a3b-instruct": ("kda", 20, 7, 32, 32, "mla"),
     "qwen3-next-80b-a3b-instruct": ("gdn", 36, 12, 32, 16, "gqa"),
     "qwen3.6-35b-a3b": ("gdn", 30, 10, 32, 16, "gqa"),
+    "qwen3.8-27b-fp8": ("gdn", 48, 16, 48, 16, "gqa"),
     "nvidia-nemotron-nano-9b-v2": ("mamba2", 27, 4, 128, 8, "gqa"),
 }
 
@@ -27,7 +28,7 @@ def test_shipped_configs_name_their_source_and_parse():
     assert set(configs) == set(SHIPPED)
     for name, (kind, n_lin, n_attn, h, hk, attn) in SHIPPED.items():
         src = configs[name]["source"]
-        assert "/" in src["hf_model_id"] and "copied" in src["fields"]
+        assert "/" in src["hf_model_id"] and "config.json" in src["fields"]
         s = sz.shipped_spec(name)
         assert (s.linear_kind, s.n_linear_layers, s.n_attn_layers) == (kind, n_lin, n_attn)
         assert (s.kda_heads, s.k_heads, s.attn_kind) == (h, hk, attn)

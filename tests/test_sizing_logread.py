@@ -1,8 +1,9 @@
 """kda_core.sizing.read_log: server logs read back line by line against a config.
 
-Data (tests/data): the K3 write-up's two Kimi K3 SGLang deployments (their allocation, capping and
-batch lines, docs/sizing.md), and two real vLLM 0.24 startup logs of Qwen3.6-35B-A3B on one GPU
-posted in noonghunna/club-3090#612 and #652 (their KV lines and non-default args)."""
+Data (tests/data, sources in tests/data/SOURCES.md): the K3 write-up's two Kimi K3 SGLang
+deployments; two real SGLang boot logs: Kimi K3 at TP8 from sgl-project/sglang's
+compute-mamba-ratio skill and Qwen3.8-27B-FP8 on one H100 from farbodtavakkoli/OTel; two real
+vLLM 0.24 startup logs of Qwen3.6-35B-A3B posted in noonghunna/club-3090#612 and #652."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_k3_writeup_logs_every_number_reproduced():
         "different": 0,
         "input": 0,
         "not understood": 0,
+        "skipped": 0,
     }
     assert r.inferred["tp"] == 8 and r.inferred["ssm_dtype"] == "float32"
     assert r.inferred["kv_dtype"] == "bfloat16" and r.inferred["ring_len"] == 16
@@ -105,10 +107,32 @@ def test_malformed_logs_are_refused(text, match):
         sz.read_log(text, "kimi-k3")
 
 
-def test_parse_log_keeps_unknown_lines():
+def test_parse_log_keeps_unknown_lines_and_reads_dtypeless_kv():
     lines = parse_log(
         "[2026-01-01] [TP0] Load weight end.\nKV Cache is allocated. dtype: "
         "torch.bfloat16, #tokens: 10, K size: 0.01 GB, V size: 0.01 GB"
     )
     assert [x.kind for x in lines] == ["unknown", "sglang.kv"]
     assert lines[1].fields["tokens"] == 10 and lines[1].fields["k"] == 0.01
+    # older SGLang prints no dtype on the KV line (Granite PR log form)
+    old = parse_log("KV Cache is allocated. #tokens: 399740, K size: 1.52 GB, V size: 1.52 GB")
+    assert old[0].kind == "sglang.kv" and "dtype" not in old[0].fields
+
+
+def test_vllm_stats_and_metrics_back_the_verdict():
+    # club-3090#612 runs max_num_seqs 1: one running request with the KV blocks 12% used and
+    # two waiting is bound by max_num_seqs, not by the 4.33x the blocks hold
+    stats = (
+        "(APIServer pid=1) INFO 07-06 23:00:00 [loggers.py:260] Engine 000: Avg prompt "
+        "throughput: 0.0 tokens/s, Avg generation throughput: 80.1 tokens/s, Running: 1 reqs, "
+        "Waiting: 2 reqs, GPU KV cache usage: 12.0%, Prefix cache hit rate: 0.0%\n"
+        'vllm:prefix_cache_queries_total{engine="0",model_name="q"} 40000.0\n'
+        'vllm:prefix_cache_hits_total{engine="0",model_name="q"} 2096.0'
+    )
+    text = (DATA / "vllm_qwen36_club3090_612.log").read_text() + stats
+    r = sz.read_log(text, sz.shipped_spec("qwen3.6-35b-a3b"))
+    assert [v.status for v in r.lines[-3:]] == ["input"] * 3
+    assert r.verdict == "max_num_seqs"
+    assert "seen: 1 running, 2 waiting, KV pool 12% used (at the cap)" in r.explanation
+    assert "prefix cache hits 5.2% of queried tokens" in r.explanation
+    assert dict(r.remedies)["--max-num-seqs 2"] == "up to 4.33 at full length"

@@ -25,14 +25,20 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"intermediate_conv_window_cache size: (?P<iconv>[\d.]+)GB)?"
     ),
     "sglang.ring": re.compile(
-        r"ReplaySSM ring buffers allocated \((?:L=|record_len=)(?P<ring_len>\d+)[^)]*\): "
-        r"d=(?P<d>[\d.]+)GB, k=(?P<k>[\d.]+)GB, g=(?P<g>[\d.]+)GB,? "
-        r"(?:rawv=(?P<rawv>[\d.]+)GB, rawk=(?P<rawk>[\d.]+)GB, (?:beta=(?P<beta>[\d.]+)GB)?)?"
+        r"ReplaySSM ring buffers allocated \((?:L=|record_len=)(?P<ring_len>\d+)"
+        r"(?:, fold=(?P<fold>True|False))?[^)]*\): "
+        r"d=(?P<d>[\d.]+)GB, k=(?P<k>[\d.]+)GB, g=(?P<g>[\d.]+)GB,?"
+        r"(?: rawv=(?P<rawv>[\d.]+)GB, rawk=(?P<rawk>[\d.]+)GB,?(?: beta=(?P<beta>[\d.]+)GB)?)?"
     ),
     "sglang.kv": re.compile(
-        r"KV Cache is allocated\. dtype: (?P<dtype>[\w.]+), #tokens: (?P<tokens>\d+), "
+        r"KV Cache is allocated\. (?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
         r"(?:KV size: (?P<kv>[\d.]+) GB|K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB)"
     ),
+    "sglang.kv_dtype": re.compile(r"Using KV cache dtype: (?P<dtype>[\w.]+)"),
+    "sglang.weights": re.compile(
+        r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB"
+    ),
+    "sglang.args": re.compile(r"server_args=\w*\((?P<args>.*)\)"),
     "sglang.capped": re.compile(
         r"max_running_requests is capped to (?P<cap>\d+) by the mamba state cache "
         r"\(max_mamba_cache_size=(?P<size>\d+), (?P<spr>\d+) state slots per request\)"
@@ -40,6 +46,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "sglang.usage": re.compile(
         r"(?:#running-req: (?P<running>\d+), )?#full token: (?P<full>\d+), full token usage: "
         r"(?P<full_usage>[\d.]+), mamba num: (?P<mamba>\d+), mamba usage: (?P<mamba_usage>[\d.]+)"
+        r"(?:.*?#queue-req: (?P<queue>\d+))?"
     ),
     "sglang.pool": re.compile(
         r"max_total_num_tokens=(?P<tokens>\d+),.*?max_running_requests=(?P<running>\d+)"
@@ -66,7 +73,18 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)"
     ),
     "vllm.args": re.compile(r"non-default args: (?P<args>\{.*\})"),
+    "vllm.stats": re.compile(
+        r"Running: (?P<running>\d+) reqs, Waiting: (?P<waiting>\d+) reqs,.*? KV cache usage: "
+        r"(?P<kv_usage>[\d.]+)%(?:.*?Prefix cache hit rate: (?P<hit>[\d.]+)%)?"
+    ),
     "vllm.version": re.compile(r"Initializing a V1 LLM engine \(v(?P<version>[\w.+-]+)\)"),
+    # a Prometheus /metrics sample: name{labels} value
+    "sglang.metric": re.compile(
+        r"^(?P<metric>sglang:\w+)(?:\{[^}]*\})? (?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?))$"
+    ),
+    "vllm.metric": re.compile(
+        r"^(?P<metric>vllm:\w+)(?:\{[^}]*\})? (?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?))$"
+    ),
 }
 ENGINE_OF_KIND = {k: k.split(".")[0] for k in PATTERNS}
 
@@ -79,6 +97,37 @@ class LogLine:
     text: str
     kind: str
     fields: dict[str, object] = field(default_factory=dict)
+
+
+SGLANG_ARGS: tuple[str, ...] = (
+    "tp_size",
+    "page_size",
+    "mamba_full_memory_ratio",
+    "max_running_requests",
+    "max_mamba_cache_size",
+    "mamba_ssm_dtype",
+    "kv_cache_dtype",
+    "disable_radix_cache",
+    "mamba_radix_cache_strategy",
+    "disable_overlap_schedule",
+    "enable_linear_replayssm_spec",
+    "linear_replayssm_cache_len",
+)
+"""The ``server_args=ServerArgs(...)`` fields the SGLang reader uses (others are skipped)."""
+_ARG_PAIR = re.compile(r"\b(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]+)")
+
+
+def _parse_sglang_args(text: str) -> dict[str, object]:
+    """The known ``SGLANG_ARGS`` of a ``server_args=`` line, as Python values."""
+    out: dict[str, object] = {}
+    for key, raw in _ARG_PAIR.findall(text):
+        if key not in SGLANG_ARGS or key in out:
+            continue
+        try:
+            out[key] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            out[key] = raw.strip()
+    return out
 
 
 def _number(s: str) -> int | float:
@@ -97,8 +146,12 @@ def _fields(kind: str, m: re.Match[str]) -> dict[str, object]:
             except (ValueError, SyntaxError):
                 parsed = None
             out[k] = parsed if isinstance(parsed, dict) else {}
-        elif k in ("dtype", "version"):
+        elif kind == "sglang.args":
+            out[k] = _parse_sglang_args(v)
+        elif k in ("dtype", "version", "fold", "metric"):
             out[k] = v
+        elif k == "value":
+            out[k] = float(v)
         else:
             out[k] = _number(v)
     return out

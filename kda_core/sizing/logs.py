@@ -73,6 +73,7 @@ def mamba_allocation_log(
     replayssm: bool = True,
     ring_len: int | None = 16,
     ring_dtype: str = "bfloat16",
+    ring_requests: int | None = None,
 ) -> list[str]:
     """The lines SGLang logs when it allocates the state cache (sizes count size + 1 slots).
 
@@ -86,6 +87,11 @@ def mamba_allocation_log(
     (51 and 80 slots, no intermediate buffers, i.e. D = 0) both print the ring line, so a
     D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
     line (and, with D > 0, a full per-draft SSM buffer instead).
+
+    A GDN (or Mamba2) model's spec-verify ring is request-lifetime scratch: it covers
+    ``ring_requests + 1`` requests (SGLang's ``max_running_requests``; required for such a
+    model) and prints in SGLang 0.5.23's form, ``(record_len=L, fold=False): d, k, g`` and the
+    low parts of d and k as ``rawv`` / ``rawk`` (``MambaPool.__init__``).
     """
     size = _check_int("max_mamba_cache_size", max_mamba_cache_size, 0, MAX_COUNT)
     phys = size + 1
@@ -104,7 +110,12 @@ def mamba_allocation_log(
             f"intermediate_conv_window_cache size: {_gb(conv_i, 2)}"
         )
     lines = [line]
-    if replayssm and ring_len is not None:
+    if replayssm and ring_len is not None and as_spec(spec).linear_kind != "kda":
+        if ring_requests is None:
+            raise ValueError("ring_requests is required for a GDN model's ReplaySSM ring")
+        requests = _check_int("ring_requests", ring_requests, 0, MAX_COUNT)
+        lines.append(_gdn_ring_line(spec, tp, ring_len, ring_dtype, requests))
+    elif replayssm and ring_len is not None:
         r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
         lines.append(
             f"GDN ReplaySSM ring buffers allocated (L={ring_len}): "
@@ -112,6 +123,17 @@ def mamba_allocation_log(
             f"rawv={_gb(r['rawv'], 3)}, rawk={_gb(r['rawk'], 3)}, beta={_gb(r['beta'], 3)}"
         )
     return lines
+
+
+def _gdn_ring_line(spec: ModelSpec | str, tp: int, ring_len: int, dtype: str, requests: int) -> str:
+    r = replayssm_ring_bytes(spec, requests + 1, tp, ring_len, dtype)
+    line = (
+        f"GDN ReplaySSM ring buffers allocated (record_len={ring_len}, fold=False): "
+        f"d={_gb(r['d'], 3)}, k={_gb(r['k'], 3)}, g={_gb(r['g'], 3)} "
+    )
+    if "d_low" in r:
+        line += f"rawv={_gb(r['d_low'], 3)}, rawk={_gb(r['k_low'], 3)}, "
+    return line
 
 
 def pool_usage(used: int, total: int, name: str = "used") -> float:

@@ -1,10 +1,11 @@
 """SGLang 0.5.23's own config classes built from the lab's shipped configs (tests/real only).
 
 ``sglang_config(name, tp)`` returns the real ``KimiLinearConfig`` / ``KimiK3Config`` /
-``Qwen3NextConfig`` / ``Qwen3_5MoeConfig`` / ``NemotronHConfig`` with the runtime TP size they
-read (``get_parallel().attn_tp_size``, ``linear_attn_tp_size()``) pinned to ``tp``;
-``text_config`` unwraps K3 / Qwen3.5. ``cell_size`` runs ``DefaultPoolConfigurator.
-_compute_cell_size`` on a stand-in configurator carrying the real hf config.
+``Qwen3NextConfig`` / ``Qwen3_5Config`` / ``Qwen3_5MoeConfig`` / ``NemotronHConfig`` with the
+runtime TP size they read (``get_parallel().attn_tp_size``, ``linear_attn_tp_size()``)
+pinned to ``tp``; ``text_config`` unwraps K3 / Qwen3.5. ``cell_size`` runs
+``DefaultPoolConfigurator._compute_cell_size`` on a stand-in configurator carrying the
+real hf config.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ CLASSES = {
     "kimi_linear": kl.KimiLinearConfig,
     "kimi_k3": k3.KimiK3Config,
     "qwen3_next": q3n.Qwen3NextConfig,
+    "qwen3_5": q35.Qwen3_5Config,
     "qwen3_5_moe": q35.Qwen3_5MoeConfig,
     "nemotron_h": nh.NemotronHConfig,
 }
