@@ -140,3 +140,28 @@ def test_a_small_kv_pool_retracts_and_rejects(default_out):
     served = [i for i in range(6) if i not in too_big]
     assert all(v.finished_step[i] >= 0 for i in served)
     assert "rejected" in {t.name for t in out[B_PHASES].data}
+
+
+def test_every_request_rejected_is_shown(default_out):
+    """A KV pool smaller than every request (100 tokens, inside the field's range): each
+    request is rejected with the SGLang-style message, the swimlane shows one rejected lane per
+    request, the pool figure says it stayed empty, and nothing raises."""
+    s = default_out[SESSION]
+    out = app.serve_batch(kv_pool=100, session=s, progress=None)
+    v = out[B_SESSION].batch
+    assert v.n_steps == 0 and sorted(v.rejected) == list(range(6))
+    md = out[B_MD]
+    for i in range(6):
+        assert f"request #{i + 1} rejected: {v.rejected[i]}" in md
+    assert "exceeds the KV cache capacity of 100 tokens" in v.rejected[0]
+    assert "every request was rejected" in md
+    fig = out[B_PHASES]
+    assert {t.name for t in fig.data} == {"rejected"}
+    assert sorted(t.y[0] for t in fig.data) == [f"#{i + 1}" for i in range(6)]
+    rows = _rows(out[B_PHASES_CSV])
+    assert rows[0] == ["request", "step", "phase"] and len(rows) == 1  # no step ran
+    pool = out[B_POOL]
+    notes = " ".join(a.text for a in pool.layout.annotations)
+    assert "every request was rejected" in notes and f"{v.state_slots} free" in notes
+    panel = " ".join(a.text for a in out[B_POOLS].layout.annotations)
+    assert "every request was rejected" in panel

@@ -37,7 +37,10 @@ POOL_COUNTER_COLORS = (COLORS["checkpoint"], COLORS["hit"], SERIES[0], COLORS["n
 
 
 def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:
-    """Contiguous runs (start, end, code) of one request's phase row (drawing only)."""
+    """Contiguous runs (start, end, code) of one request's phase row (drawing only); an empty
+    row (no scheduler step ran) has none."""
+    if row.size == 0:
+        return []
     cuts = np.flatnonzero(np.diff(row)) + 1
     starts = np.concatenate([[0], cuts])
     ends = np.concatenate([cuts, [row.size]])
@@ -60,6 +63,8 @@ def fig_batch_phases(v: bv.BatchView) -> tuple[go.Figure, str]:
                 hovertemplate=f"request #{i + 1}<br>{name}: steps {a}-{b - 1}<extra></extra>",
             )  # fmt: skip
             shown.add(phase)
+    if v.n_steps == 0:  # no step ran: every request was rejected at admission
+        _rejected_at_admission(fig, v, rows)
     ui.style(
         fig,
         f"Batch: each request's phase per scheduler step ({len(rows)} requests, "
@@ -72,8 +77,19 @@ def fig_batch_phases(v: bv.BatchView) -> tuple[go.Figure, str]:
     fig.update_yaxes(
         type="category", autorange="reversed", categoryorder="array", categoryarray=rows
     )
-    fig.update_xaxes(range=[-0.5, v.n_steps + 0.5])
+    fig.update_xaxes(range=[-0.5, max(v.n_steps, 1) + 0.5])
     return fig, ui.write_csv(f"{NAME}-batch-phases", bv.phase_table(v))
+
+
+def _rejected_at_admission(fig: go.Figure, v: bv.BatchView, rows: list[str]) -> None:
+    """One "rejected" cell per rejected request at step 0 (before any step could run)."""
+    color, name = PHASE_LOOK["rejected"]
+    for k, i in enumerate(sorted(v.rejected)):
+        fig.add_bar(
+            y=[rows[i]], x=[1], base=[0], orientation="h", name=name, legendgroup="rejected",
+            showlegend=k == 0, marker={"color": color, "line": {"width": 0.5, "color": "white"}},
+            hovertemplate=f"request #{i + 1}<br>{name} at admission<extra></extra>",
+        )  # fmt: skip
 
 
 def fig_batch_pool(v: bv.BatchView) -> tuple[go.Figure, str]:
@@ -113,6 +129,12 @@ def fig_batch_pool(v: bv.BatchView) -> tuple[go.Figure, str]:
         height=480,
     )
     fig.update_layout(margin={"t": 72})
+    if v.n_steps == 0:
+        fig.add_annotation(
+            text=f"no scheduler step ran: every request was rejected "
+            f"(the pool stayed empty, {v.state_slots} free slots)",
+            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+        )  # fmt: skip
     fig.update_xaxes(title_text="scheduler step", row=2, col=1)
     fig.update_yaxes(title_text="state slots", range=[0, v.state_slots], row=1, col=1)
     top = max(v.max_running, v.peak_running, 1) + 1
@@ -156,7 +178,8 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None) -> None:
     """The state pool by kind at the batch run's peak step, stacked, with the peak running."""
     if batch is None or batch.peak_step < 0:
         fig.add_annotation(
-            text="serve the batch below to see real concurrency", showarrow=False,
+            text="serve the batch below to see real concurrency" if batch is None
+            else "the last batch ran no step: every request was rejected", showarrow=False,
             x=0.5, y=0.5, xref="x2 domain", yref="y2 domain",
         )  # fmt: skip
         fig.update_xaxes(visible=False, row=1, col=2)

@@ -340,6 +340,11 @@ def batch_markdown(v: bv.BatchView) -> str:
             "fewest new tokens (then the longest prompt) went back to waiting, to be redone "
             "later (SGLang's retract_decode)"
         )
+    if v.n_steps == 0 and v.rejected:
+        lines.append(
+            "every request was rejected: none fits the KV pool, so no scheduler step ran and "
+            "the state pool stayed empty"
+        )
     for i, msg in sorted(v.rejected.items()):
         lines.append(f"request #{i + 1} rejected: {msg}")
     return "\n\n".join(lines)
