@@ -43,7 +43,7 @@ from apps.prefix_replay_session import (
     send_request,
 )
 from apps.text.prefix_replay import EN, TR, ZH
-from apps.ui import CSV_ZH, figure_slot, guard, header, i18n, main
+from apps.ui import CSV_ZH, figure_slot, guard, header, i18n, main, player
 from kda_core.studies import prefix_replay as pr
 
 NAME = "prefix_replay"
@@ -141,7 +141,10 @@ def _views(ui: SimpleNamespace) -> None:
         ui.play_btn = gr.Button("▶ Play", elem_id=f"{NAME}-play", size="sm", variant="primary")
         ui.pause = gr.Button("❚❚ Pause", elem_id=f"{NAME}-pause", size="sm")
         ui.nxt = gr.Button("Next ▶", elem_id=f"{NAME}-next", size="sm")
-    ui.step = gr.Slider(0, 1, value=0, step=1, label="Replay step", elem_id=f"{NAME}-step")
+    ui.step = gr.Number(
+        0, label="Replay step (0 = restore point; Enter to go)", minimum=0,
+        maximum=1, elem_id=f"{NAME}-step",
+    )  # fmt: skip
     ui.step_md = gr.Markdown(label="Replay step details", elem_id=f"{NAME}-step-info")
     ui.s_replay = figure_slot(f"{NAME}-replay", "Replay state heatmap")
     ui.stage = gr.Radio(
@@ -277,7 +280,8 @@ def _wire_view(ui: SimpleNamespace) -> None:
             None, *v_settings[5:7], None, v_settings[8], cross=checks.request_cross
         ),
     )
-    ui.step.release(
+    gr.on(
+        [ui.step.submit, ui.step.blur],  # Enter goes there; so does leaving the field
         _loc(go_to_step),
         [ui.step, ui.session, ui.lr],
         [*ui.replay_out, ui.session],
@@ -290,20 +294,11 @@ def _wire_view(ui: SimpleNamespace) -> None:
     ui.nxt.click(
         _loc(next_step), [ui.session, ui.lr], [*ui.replay_out, ui.session], api_name=f"{NAME}_next"
     )
-    ui.play_btn.click(
-        _loc(play),
-        [ui.session, ui.lr],
-        [*ui.replay_out, ui.session, ui.timer],
-        api_visibility="private",
-    )
-    ui.pause.click(lambda: gr.Timer(active=False), None, ui.timer, api_visibility="private")
-    ui.timer.tick(
-        _loc(play_tick),
-        [ui.session, ui.lr],
-        [*ui.replay_out, ui.session, ui.timer],
-        api_visibility="private",
-        show_progress="hidden",
-    )
+    player.wire(
+        ui.timer, ui.play_btn, ui.pause, _loc(play_tick), [ui.session, ui.lr],
+        [*ui.replay_out, ui.session, ui.timer], on_play=_loc(play),
+        play_inputs=[ui.session, ui.lr], play_outputs=[*ui.replay_out, ui.session, ui.timer],
+    )  # fmt: skip
 
 
 def _wire_batch(demo: gr.Blocks, ui: SimpleNamespace) -> None:
@@ -339,7 +334,8 @@ def _labels(ui: SimpleNamespace) -> None:
         ui.policy: "检查点策略", ui.spacing: "检查点间隔（1-1024 token）",
         ui.slots: "检查点槽位（0 = 默认 256，最多 4096）", ui.int8: "INT8 停放",
         ui.inconsistent: "不一致恢复", ui.request: "查看的请求", ui.layer: "KDA 层",
-        ui.head: "头", ui.delta: "显示 S − S_match", ui.step: "重放步", ui.stage: "树快照",
+        ui.head: "头", ui.delta: "显示 S − S_match", ui.stage: "树快照",
+        ui.step: "重放步（0 = 恢复点；回车跳转）",
         ui.load: "载入场景", ui.send: "发送", ui.reset: "重置会话", ui.apply: "应用设置",
         ui.prev: "◀ 上一步", ui.play_btn: "▶ 播放", ui.pause: "❚❚ 暂停", ui.nxt: "下一步 ▶",
         ui.cache_box: "缓存设置", ui.batch_box: "批处理视图：同时服务多个请求",

@@ -28,7 +28,7 @@ from apps.figures.prefix_replay import (
 from apps.figures.prefix_replay_batch import fig_pools
 from apps.prefix_replay_checks import EMPTY, STAGES, check_room, check_text
 from apps.text.prefix_replay import short, step_markdown, summary_markdown
-from apps.ui import i18n
+from apps.ui import i18n, player
 from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
 
@@ -115,6 +115,7 @@ def _request_choices(s: TabState) -> list[tuple[str, int]]:
 
 
 def _step_slider(s: TabState) -> dict:
+    """The replay step field: its value and upper bound (the match)."""
     n = s.n_steps
     return gr.update(maximum=max(n - 1, 1), value=s.step, interactive=n > 1)
 
@@ -358,10 +359,9 @@ def next_step(session: TabState | None = None) -> tuple:
 def play_tick(session: TabState | None) -> tuple:
     """Timer tick: one step forward; stops the timer at the match."""
     if session is None or session.result is None or session.n_steps == 0:
-        return (gr.skip(),) * 5 + (gr.Timer(active=False),)
+        return (gr.skip(),) * 5 + (player.stopped(),)
     s = replace(session, step=min(session.step + 1, session.n_steps - 1))
-    done = s.step >= s.n_steps - 1
-    return (*_replay_outputs(s), s, gr.Timer(active=not done))
+    return (*_replay_outputs(s), s, player.after_tick(s.step >= s.n_steps - 1))
 
 
 def play(session: TabState | None) -> tuple:
@@ -369,8 +369,8 @@ def play(session: TabState | None) -> tuple:
     s = _need(session)
     if s.n_steps and s.step >= s.n_steps - 1:
         s = replace(s, step=0)
-        return (*_replay_outputs(s), s, gr.Timer(active=True))
-    return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
+        return (*_replay_outputs(s), s, player.started())
+    return (gr.skip(),) * 4 + (s, player.started() if s.n_steps > 1 else player.stopped())
 
 
 @ui.study_errors  # the drift panel runs pr.restore_drift when "inconsistent" is ticked

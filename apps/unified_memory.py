@@ -23,7 +23,7 @@ from apps.figures.unified_memory import (
     running_figure,
 )
 from apps.text.unified_memory import EN, TR, ZH, summary_markdown
-from apps.ui import guard, i18n
+from apps.ui import guard, i18n, player
 from kda_core.studies import memory as mem
 
 MODES = ("eager", "lazy")
@@ -108,11 +108,11 @@ def show_step(step: float, session: dict | None):
 def tick(step: float, session: dict | None):
     """Timer tick: advance about 1/FRAMES of the makespan; stop the timer at the end."""
     if not session:
-        return gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
+        return gr.update(), gr.update(), gr.update(), player.stopped()
     last = max(session["cmp"].unified.makespan - 1, 0)
     s = min(int(step or 0) + max(last // FRAMES, 1), last)
     fig, csv = buffer_figure(session["cmp"], s, session["slot"])
-    return s, fig, csv, gr.Timer(active=s < last)
+    return s, fig, csv, player.after_tick(s >= last)
 
 
 def _controls() -> tuple:
@@ -180,16 +180,8 @@ def build() -> gr.Blocks:
             step_fn, [step, session, lang.radio], step_out, api_name=f"{NAME}_step",
             show_progress="hidden", validator=guard.validator(cross=_cross_step),
         )  # fmt: skip
-        play.click(lambda: gr.Timer(active=True), None, timer, api_visibility="private")
-        pause.click(lambda: gr.Timer(active=False), None, timer, api_visibility="private")
         tick_fn, tick_out = loc.wrap(tick, [step, *s0.outputs, timer])
-        timer.tick(
-            tick_fn,
-            [step, session, lang.radio],
-            tick_out,
-            api_visibility="private",
-            show_progress="hidden",
-        )
+        player.wire(timer, play, pause, tick_fn, [step, session, lang.radio], tick_out)
         loc.finish()
         lang.labels(
             {
