@@ -120,7 +120,11 @@ def run_plan(
                  f"{r:g}" if not slots else f"{slots} slots", p.strategy, p.max_running,
                  p.limited_by])  # fmt: skip
     hist = hist[-MAX_HISTORY:]
-    live = None if strategy == "radix_off" else bv.admission_check(strategy, state_slots=LIVE_SLOTS)
+    live = (
+        None
+        if strategy == "radix_off"
+        else bv.admission_check(strategy, state_slots=LIVE_SLOTS, ssm_dtype=ssm_dtype)
+    )
     f4, c4 = fig_live(live, strategy)
     live_md = live_markdown(live, p)
     return (

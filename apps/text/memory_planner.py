@@ -177,8 +177,9 @@ def _limit_note(p: pl.Plan) -> str:
             f"**one request does not fit**: it needs {p.tokens_per_request:,} KV tokens, the "
             f"KV pool holds {p.kv_tokens:,} (more memory, a lower ratio or a shorter request)"
         )
-    return (
-        f"**one request does not fit**: it holds {p.slots_held} state slots, the pool has "
+    return (  # the admission cap: max_mamba_cache_size // slots reserved (not held) per request
+        f"**one request does not fit**: SGLang reserves {p.slots_per_request} state slots per "
+        f"request at admission ({p.slots_held} held while it runs), the pool has "
         f"{p.state_slots:,} (more memory or a higher ratio)"
     )
 
