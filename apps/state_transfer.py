@@ -42,12 +42,18 @@ from apps.ui import guard
 from kda_core.studies import transfer as st
 
 
-def _text(value: object, name: str) -> str:
+def _text(value: object, name: str = "prompt") -> str:
+    if not isinstance(value, str) or not value.strip():  # a cleared field, named as such
+        raise gr.Error(
+            f"{name} must be 1 to {st.MAX_TEXT:,} characters (at least 4 UTF-8 bytes), "
+            "got an empty field",
+            print_exception=False,
+        )
     try:
         st.check_text(value, name)
     except ValueError as e:
         raise gr.Error(str(e), print_exception=False) from None
-    return str(value)
+    return value
 
 
 def _tp(value: object) -> int:
@@ -61,9 +67,12 @@ def _new(value: object) -> int:
     return ui.check_int("new tokens", value, 1, st.MAX_NEW)
 
 
+SPLICE_NAMES = ("the prompt", "prompt B")
+
+
 def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] | None:
     try:
-        st.check_splice(text_a, text_b if isinstance(text_b, str) else "")
+        st.check_splice(text_a, text_b if isinstance(text_b, str) else "", SPLICE_NAMES)
     except ValueError as e:
         return 1, str(e)
     return None
@@ -71,9 +80,9 @@ def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] 
 
 # one check per input (the language radio last: nothing to check); a rejected input leaves the
 # page as it was (apps.ui.guard)
-PD_CHECKS = guard.validator(lambda v: _text(v, "text"), _new, _tp, None)
-MISMATCH_CHECKS = guard.validator(lambda v: _text(v, "text"), None)
-SPLICE_CHECKS = guard.validator(lambda v: _text(v, "text A"), None, _new, None, cross=_splice_pair)
+PD_CHECKS = guard.validator(_text, _new, _tp, None)
+MISMATCH_CHECKS = guard.validator(_text, None)
+SPLICE_CHECKS = guard.validator(_text, None, _new, None, cross=_splice_pair)
 TIER_CHECKS = guard.validator(
     lambda v: ui.check_int("trace requests", v, 100, 12031),
     lambda v: ui.check_int("device checkpoints", v, 1, 4096),
@@ -95,7 +104,7 @@ def draw_pd(a: st.Anatomy, r: st.PDRun, lang: str) -> tuple:
 def run_pd(
     text: str = st.DEFAULT_TEXT, n_new: float = 16, tp: float = 8, language: str = "English"
 ):
-    text = _text(text, "text")
+    text = _text(text)
     n, tp_i = _new(n_new), _tp(tp)
     a = st.anatomy(tp=tp_i, text=text)
     r = st.prefill_decode(text, n)
@@ -104,7 +113,7 @@ def run_pd(
 
 @ui.study_errors
 def run_mismatch(text: str = st.DEFAULT_TEXT, language: str = "English"):
-    m = st.mismatches(_text(text, "text"))
+    m = st.mismatches(_text(text))
     return refusals_markdown(m, _lang(language)), m
 
 
@@ -112,8 +121,9 @@ def run_mismatch(text: str = st.DEFAULT_TEXT, language: str = "English"):
 def run_splice(
     text_a: str = st.DEFAULT_TEXT, text_b: str = "", n_new: float = 16, language: str = "English"
 ):
-    a = _text(text_a, "text A")
+    a = _text(text_a)
     b = text_b if isinstance(text_b, str) else ""
+    st.check_splice(a, b, SPLICE_NAMES)  # the messages name the page's fields
     d = st.splice_drift(a, b, _new(n_new))
     return (*splice_figure(d, _lang(language)), d)
 
@@ -170,7 +180,7 @@ def _controls() -> Controls:
         st.DEFAULT_TEXT,
         lines=5,
         elem_id=f"{NAME}-text",
-        label=f"Prompt (1-{st.MAX_TEXT} chars)",
+        label=f"Prompt (1-{st.MAX_TEXT:,} characters)",
     )
     with gr.Row():
         n_new = gr.Number(16, label=f"New tokens (1-{st.MAX_NEW})", elem_id=f"{NAME}-new")
@@ -181,7 +191,7 @@ def _controls() -> Controls:
         "",
         lines=2,
         elem_id=f"{NAME}-text-b",
-        label="Splice: prompt B (empty = prompt A reversed)",
+        label="Splice: prompt B (empty = the prompt reversed)",
     )
     spl_btn = gr.Button("Force a splice", elem_id=f"{NAME}-splice-run")
     with gr.Accordion("Tiers on the Mooncake trace", open=True) as acc:

@@ -78,11 +78,14 @@ def test_tiers_figure_is_the_study():
 @pytest.mark.parametrize(
     "call, msg",
     [
-        (lambda: app.run_pd(text=""), "text must be non-empty"),
+        (lambda: app.run_pd(text=""), "prompt must be 1 to 2,000 characters"),
         (lambda: app.run_pd(n_new=0), "new tokens must be an integer in [1, 64]"),
         (lambda: app.run_pd(tp=7), "tp must divide"),
-        (lambda: app.run_pd(text="x" * 3000), "at most 2000"),
-        (lambda: app.run_splice(text_b="System: you are"), "text_b must differ"),
+        (
+            lambda: app.run_pd(text="x" * 3000),
+            "got 3,000 characters",
+        ),
+        (lambda: app.run_splice(text_b="System: you are"), "prompt B must differ"),
         (lambda: app.run_tiers(n_requests=5), "trace requests must be an integer in [100, 12031]"),
         (lambda: app.run_tiers(host_ratio=0), "host / device ratio"),
     ],
@@ -118,18 +121,18 @@ def test_validators_name_the_bad_input_before_the_callback_runs():
     text = st.DEFAULT_TEXT
     assert _invalid(app.PD_CHECKS(text, 16, 8, "English")) == {}
     assert _invalid(app.PD_CHECKS("", 0, 8, "English")) == {
-        0: "text must be non-empty text",
+        0: "prompt must be 1 to 2,000 characters (at least 4 UTF-8 bytes), got an empty field",
         1: "new tokens must be an integer in [1, 64], got 0",
     }
     assert _invalid(app.PD_CHECKS(text, 16, 7, "English")) == {
         2: "tp must divide K3's 96 KDA heads, got 7"
     }
     assert _invalid(app.MISMATCH_CHECKS("abc", "English")) == {
-        0: "text must be at least 4 bytes long, got 3"
+        0: "prompt must be 1 to 2,000 characters (at least 4 UTF-8 bytes), got 3 bytes"
     }
     # text B equal to A within their common length is no splice: refused on text B (input 1)
     assert _invalid(app.SPLICE_CHECKS(text, text, 16, "English")) == {
-        1: "text_b must differ from text_a within their common length"
+        1: "prompt B must differ from the prompt within their common length"
     }
     assert _invalid(app.SPLICE_CHECKS(text, "", 16, "English")) == {}  # empty = A reversed
     bad = _invalid(app.TIER_CHECKS(5, 16, 0, "English"))
@@ -143,3 +146,12 @@ def test_switch_before_any_run_translates_the_placeholders():
     assert all(o["__type__"] == "update" for o in out[:6] + out[9:])  # gr.skip(): untouched
     md, m = app.run_mismatch(language=common.LANGS[1])
     assert md.startswith("| 不匹配 | 拒绝字段 |") and "权重不同" in md and "`layout`" in md
+
+
+def test_metadata_values_cut_with_their_length_closed(pd_out):
+    """A long header value is cut with its full length in closed parentheses."""
+    meta = pd_out[2]
+    rows = [ln for ln in meta.splitlines() if ln.startswith("| `")]
+    assert rows and all(ln.count("(") == ln.count(")") for ln in rows)
+    cut = [ln for ln in rows if "…" in ln]
+    assert cut and all(" chars)" in ln for ln in cut)

@@ -5,7 +5,6 @@ figure-slot and CSV-button names)."""
 
 from __future__ import annotations
 
-from apps import ui
 from apps.ui.i18n import COMMON, Translator
 from kda_core.studies import transfer as st
 from kda_core.studies.transfer import MAX_NEW, MAX_TEXT
@@ -136,8 +135,13 @@ TR = Translator(
 )
 
 
+def _clip(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, its full length said in closed parentheses."""
+    return text if len(text) <= n else f"{text[: n - 1]}… ({len(text):,} chars)"
+
+
 def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
-    rows = "\n".join(f"| `{k}` | `{ui.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
+    rows = "\n".join(f"| `{k}` | `{_clip(v, 90)}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
@@ -175,8 +179,7 @@ def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
     )
     kinds = T[lang]["mismatch"]
     rows = "\n".join(
-        f"| {kinds.get(k, k)} | `{f or '—'}` | {ui.clip_text(msg, 110)[1:-1]} | "
-        f"{'✓' if ok else '✗'} |"
+        f"| {kinds.get(k, k)} | `{f or '—'}` | {_clip(msg, 110)} | {'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )
     return f"{head}\n|---|---|---|---|\n{rows}"

@@ -33,6 +33,7 @@ import inspect
 import itertools
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -100,14 +101,33 @@ def _boundary(phrase: str) -> str:
     return p
 
 
-_MARK = "\u2063"  # INVISIBLE SEPARATOR: brackets text that must not be translated
-_PROTECTED = re.compile(r"(%\{[^}]*\}|<[^>]*>|`[^`]*`|\u2063[^\u2063]*\u2063)")
+_PROTECTED = re.compile(r"(%\{[^}]*\}|<[^>]*>|`[^`]*`)")
+_VERBATIM: OrderedDict[str, None] = OrderedDict()  # recent reader texts, never translated
+_VERBATIM_MAX = 512
 
 
 def verbatim(text: str) -> str:
-    """``text`` (the reader's own prompt, say) marked so that no phrase inside it is
-    translated; the marks are invisible."""
-    return f"{_MARK}{text.replace(_MARK, '')}{_MARK}"
+    """``text`` (the reader's own prompt, say), returned unchanged and remembered so that no
+    phrase inside it is translated (the text itself carries no mark)."""
+    if text:
+        _VERBATIM[text] = None
+        _VERBATIM.move_to_end(text)
+        while len(_VERBATIM) > _VERBATIM_MAX:
+            _VERBATIM.popitem(last=False)
+    return text
+
+
+def _kept_spans(s: str) -> list[str]:
+    """``s`` split into [free, kept, free, kept, ...]: kept = remembered reader texts."""
+    hits = sorted({(s.find(t), t) for t in _VERBATIM if t in s}, key=lambda h: (h[0], -len(h[1])))
+    parts, pos = [], 0
+    for _start, t in hits:
+        at = s.find(t, pos)
+        if at < 0:
+            continue
+        parts += [s[pos:at], t]
+        pos = at + len(t)
+    return [*parts, s[pos:]]
 
 
 _FIGURE_TEXT_KEYS = frozenset(
@@ -130,10 +150,16 @@ class Translator:
     def text(self, s: str) -> str:
         if not s or self._re is None:
             return s
-        parts = _PROTECTED.split(s)
-        for i in range(0, len(parts), 2):  # odd indices are the protected spans
-            parts[i] = self._re.sub(lambda m: self.table[m.group(0)], parts[i])
-        return "".join(parts)
+        out = []
+        for j, chunk in enumerate(_kept_spans(s)):
+            if j % 2:  # a reader's text
+                out.append(chunk)
+                continue
+            parts = _PROTECTED.split(chunk)
+            for i in range(0, len(parts), 2):  # odd indices are the protected spans
+                parts[i] = self._re.sub(lambda m: self.table[m.group(0)], parts[i])
+            out.append("".join(parts))
+        return "".join(out)
 
     def _walk(self, node: Any, key: str | None, whole: Mapping[str, str]) -> Any:
         """Translate the strings under text-like keys (titles, names, annotation texts);

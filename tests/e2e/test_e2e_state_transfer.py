@@ -40,7 +40,7 @@ def test_page(app_url, ui, tmp_path):
     ui.rejects(f"{N}-ratio", 0, "Simulate tiers", "host / device ratio", FIGS)
     # text B equal to prompt A: the splice would be no splice; refused on text B
     prompt = ui.page.locator(f"#{N}-text textarea").input_value()
-    ui.rejects(f"{N}-text-b", prompt, "Force a splice", "text_b must differ", FIGS)
+    ui.rejects(f"{N}-text-b", prompt, "Force a splice", "prompt B must differ", FIGS)
     assert ui.page.inner_text(f"#{N}-summary") == summary
     assert ui.page.inner_text(f"#{N}-refusals") == refusals
     ui.close_toasts()
