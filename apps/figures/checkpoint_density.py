@@ -94,7 +94,10 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
     _tradeoff_analytic(fig, s)
     top = float(max(np.nanmax(a.replay_curve), np.nanmax(s.mean_replay_per_hit), 1.0))
     note = ds.replay_note(s, width=95).replace("\n", "<br>")
-    fig.update_layout(meta={"zh": {note: ds.replay_note(s, "zh", width=48).replace("\n", "<br>")}})
+    title = f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>"
+    zh_title = f"{ds.headline(s, 'zh')}<br><sup>{s.trace_name}, {s.model}</sup>"
+    zh_note = ds.replay_note(s, "zh", width=48).replace("\n", "<br>")
+    fig.update_layout(meta={"zh": {note: zh_note, title: zh_title}})
     fig.add_annotation(
         text=note,
         xref="x2 domain",
@@ -110,7 +113,7 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
         bordercolor="#ccc",
         borderwidth=1,
     )
-    ui.style(fig, f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>", "", "", height=780)
+    ui.style(fig, title, "", "", height=780)
     for r in (1, 2, 3):
         ui.log_axis(fig, "x", k, row=r, col=1, fmt=lambda v: f"{v:,.0f}")
     fig.update_xaxes(title_text="checkpoint interval K (tokens, log scale)", row=3, col=1)

@@ -84,18 +84,18 @@ GIB = float(1 << 30)
 EN = """**How often should a KDA state be checkpointed?** A prefix cache can only resume a request
 at a token where the recurrent state was saved. Save it every K tokens and the saved states take
 memory ~1/K, but a request whose prefix matches between two checkpoints must *replay* ~K/2
-tokens from the last one. (On the real chat trace, follow-up turns mostly match *at* a
-checkpoint, so the simulated replay per hit stays nearly flat: the note in the middle panel says
-why.) Under a memory budget, dense checkpoints also evict each other.
+tokens from the last one. Whether the simulated replay per hit really follows K depends on
+the trace and the budget (under a budget, dense checkpoints evict each other): the title and
+the note in the middle panel say what each curve does, with its numbers.
 **Look at:** the three panels against K (memory falls; replay per hit against the analytic
 curve; TTFT has a minimum: the star), the gap between the *token* hit rate (what a KV cache
 would reuse) and the *state* hit rate (what KDA can actually resume), the Pareto frontier,
 and how the policies (SGLang, Marconi, vLLM) compare at one budget."""
 ZH = """**KDA 状态应该多久存一次检查点？** 前缀缓存只能在保存了递推状态的 token 处恢复请求。
 每 K 个 token 存一次，状态占用的显存约为 1/K；但前缀匹配点落在两个检查点之间的请求，必须从上一个
-检查点*重放*约 K/2 个 token。（在真实对话 trace 上，后续轮次大多恰好在检查点处匹配，
-所以模拟的每次命中重放量几乎不变：中间子图的注释说明了原因。）在显存预算下，过密的检查点还会
-互相驱逐。**请看：** 随 K 变化的三幅子图（显存下降；每次命中的重放量与解析曲线对比；
+检查点*重放*约 K/2 个 token。模拟的每次命中重放量是否真的随 K 增长，取决于 trace 和预算
+（有预算时，过密的检查点会互相驱逐）：标题和中间子图的注释按曲线给出各自的走势和数字。
+**请看：** 随 K 变化的三幅子图（显存下降；每次命中的重放量与解析曲线对比；
 首 token 延迟有最小值：星号），*token* 命中率（KV 缓存能复用的部分）与*状态*
 命中率（KDA 真正能恢复的部分）之间的差距，Pareto 前沿，以及在同一预算下各策略（SGLang、Marconi、
 vLLM）的对比。"""
