@@ -95,8 +95,8 @@ def run(
         study = cs.chunk_scan_study(seed=sd, chunk_size=C)
         comp = cs.composition(lengths=lens, seed=sd, head=hd)
     figs = [
-        fig_agreement(study.agreement),
-        fig_cost(study.cost),
+        fig_agreement(study.agreement, C),
+        fig_cost(study.cost, C),
         fig_groupings(comp),
         fig_orders(comp),
         fig_maps(comp),

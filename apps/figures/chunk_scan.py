@@ -15,7 +15,16 @@ NAME = "chunk_scan"
 FLOOR = 1e-18  # zero differences are drawn at this floor on log axes
 
 
-def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
+def _your_c(fig: go.Figure, C: int, ys: np.ndarray, **where: int) -> None:
+    """Open rings at the reader's chunk size on every curve (also when C was already swept)."""
+    fig.add_scatter(
+        x=[C] * len(ys), y=ys, mode="markers", name=f"your chunk size C = {C}",
+        marker={"symbol": "circle-open", "size": 14, "color": "black", "line": {"width": 2}},
+        hovertemplate=f"your chunk size C = {C}<extra></extra>", **where,
+    )  # fmt: skip
+
+
+def fig_agreement(a: cs.Agreement, chunk_size: int = 64) -> tuple[go.Figure, str]:
     fig = go.Figure()
     for i, T in enumerate(a.T_values.tolist()):
         c = SERIES[i % len(SERIES)]
@@ -44,6 +53,8 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
         line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hovertemplate=f"float64 machine epsilon {eps:.1e}<extra></extra>",
     )  # fmt: skip
+    j = int(np.flatnonzero(a.chunk_sizes == chunk_size)[0])
+    _your_c(fig, chunk_size, np.maximum(np.r_[a.o_max_abs[:, j], a.S_max_abs[:, j]], FLOOR))
     ui.style(
         fig,
         f"Chunked vs recurrent: max abs difference ({a.source})",
@@ -56,7 +67,7 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-agreement", exports.chunk_agreement_columns(a))
 
 
-def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
+def fig_cost(c: cs.Cost, chunk_size: int = 64) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -89,6 +100,10 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
             col=2,
             hovertemplate=f"T={T:,}, C=%{{x}}<br>× %{{y:.2f}} FLOPs<extra></extra>",
         )
+    j = int(np.flatnonzero(c.chunk_sizes == chunk_size)[0])
+    _your_c(fig, chunk_size, c.chunked_steps[:, j], row=1, col=1)
+    _your_c(fig, chunk_size, c.flops_ratio[:, j], row=1, col=2)
+    fig.data[-1].showlegend = False
     ui.style(
         fig,
         f"What chunking buys: one KDA layer, H={c.H}, K={c.K}, V={c.V}",
