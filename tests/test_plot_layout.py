@@ -3,6 +3,7 @@ crosses another panel's title or axis labels (matplotlib's own window extents af
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -95,6 +96,21 @@ def _tick_texts(fig) -> set[Text]:  # noqa: ANN001
     return out
 
 
+def texts_over_texts(fig, r) -> list[str]:  # noqa: ANN001
+    """Two text boxes (free texts, annotations, legends, the title) drawn over each other."""
+    boxes = [(f"text {t.get_text()[:30]!r}", t.get_window_extent(r))
+             for t in dict.fromkeys([*fig.texts, *([fig._suptitle] if fig._suptitle else [])])
+             if t.get_visible() and t.get_text().strip()]  # fmt: skip
+    boxes += [("figure legend", lg.get_window_extent(r)) for lg in fig.legends]
+    for ax in fig.axes:
+        boxes += [(f"text {t.get_text()[:30]!r}", t.get_window_extent(r)) for t in ax.texts
+                  if t.get_visible() and t.get_text().strip()]  # fmt: skip
+        if ax.get_legend() is not None and ax.get_legend().get_visible():
+            boxes.append(("legend", ax.get_legend().get_window_extent(r)))
+    return [f"{a} ~ {b}" for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :]
+            if _cross(ba, bb)]  # fmt: skip
+
+
 @pytest.mark.parametrize("lang", style.LANGS)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_nothing_clipped_or_crossing_a_title(name: str, lang: str) -> None:
@@ -103,3 +119,45 @@ def test_nothing_clipped_or_crossing_a_title(name: str, lang: str) -> None:
     fig, r = _drawn(name, lang)
     assert clipped(fig, r) == []
     assert crossings(fig, r) == []
+    assert texts_over_texts(fig, r) == []
+
+
+def _line_points(line, n: int = 24) -> np.ndarray:  # noqa: ANN001
+    """A drawn line's vertices in display pixels, with ``n`` points on every segment."""
+    xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    if line.get_linestyle() in ("None", "", " ") or len(xy) < 2:
+        return xy
+    t = np.linspace(0, 1, n, endpoint=False)[:, None, None]
+    seg = xy[:-1][None] + t * (xy[1:] - xy[:-1])[None]
+    return np.vstack([seg.reshape(-1, 2), xy[-1:]])
+
+
+def texts_over_data(fig, r) -> list[str]:  # noqa: ANN001
+    """A text, annotation or legend inside a panel that a drawn line passes through."""
+    hits = []
+    for ax in fig.axes:
+        boxes = [(f"text {t.get_text()[:30]!r}", t.get_window_extent(r)) for t in ax.texts
+                 if t.get_visible() and t.get_text().strip()]  # fmt: skip
+        lg = ax.get_legend()
+        if lg is not None and lg.get_visible():
+            boxes.append(("legend", lg.get_window_extent(r)))
+        for line in ax.get_lines():
+            if not line.get_visible():
+                continue
+            pts = _line_points(line)
+            for what, b in boxes:
+                inside = (pts[:, 0] > b.x0 + 1) & (pts[:, 0] < b.x1 - 1)
+                inside &= (pts[:, 1] > b.y0 + 1) & (pts[:, 1] < b.y1 - 1)
+                if inside.any():
+                    hits.append(f"{what} ~ line {line.get_label()!r}")
+    return hits
+
+
+@pytest.mark.parametrize("lang", style.LANGS)
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_no_line_through_a_text(name: str, lang: str) -> None:
+    if lang == "zh" and not style.cjk_font():
+        pytest.skip("no CJK font")
+    fig, r = _drawn(name, lang)
+    assert texts_over_data(fig, r) == []
