@@ -174,7 +174,13 @@ def _plan_validator():  # noqa: ANN202
 def _results_column() -> tuple:
     """The right column: plan table, SGLang's log, three figures, history, the live run."""
     summary = gr.Markdown(label="Plan", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"])
-    logs = gr.Code(label="What SGLang would print", language=None, lines=4, elem_id=f"{NAME}-log")
+    logs = gr.Code(
+        label="What SGLang would print",
+        language=None,
+        lines=4,
+        wrap_lines=True,
+        elem_id=f"{NAME}-log",
+    )  # wrapped: a log line is wider than the column
     s1 = ui.figure_slot(f"{NAME}-context", "Memory vs context")
     s2 = ui.figure_slot(f"{NAME}-ratio-fig", "Running requests vs ratio")
     s3 = ui.figure_slot(f"{NAME}-strategies", "Strategies")

@@ -176,8 +176,8 @@ def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):
     assert not sweep.replay_follows_k
     assert fig.layout.title.text.startswith(ds.headline(sweep))
     assert "replay ~K" not in fig.layout.title.text
-    notes = [a.text for a in fig.layout.annotations if "Dashed (analytic)" in a.text]
-    assert notes == [ds.replay_note(sweep, width=95).replace("\n", "<br>")]
+    notes = [a.text for a in fig.layout.annotations if "tokens (slope" in a.text]
+    assert notes == [ds.replay_note(sweep, detail=False).replace("\n", "<br>")]
     # K ticks are exactly the intervals drawn (no stray log-axis minor labels)
     assert fig.layout.xaxis3.tickvals == tuple(float(k) for k in sweep.intervals)
 
@@ -205,7 +205,7 @@ def test_stale_note_names_the_new_workload():
 
 def test_chinese_figures_carry_the_studys_own_note(out, sweep):
     zh = app.TR.value(out)
-    notes = [a.text for a in zh[1].layout.annotations if "虚线（解析）" in a.text]
-    assert notes == [ds.replay_note(sweep, "zh", width=48).replace("\n", "<br>")]
+    notes = [a.text for a in zh[1].layout.annotations if "斜率" in a.text]
+    assert notes == [ds.replay_note(sweep, "zh", detail=False).replace("\n", "<br>")]
     assert zh[3].layout.title.text == "token 命中不等于状态命中"
     assert "| 预算 | 最优 K |" in zh[0]

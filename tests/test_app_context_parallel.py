@@ -151,3 +151,11 @@ def test_validator_flags_the_offending_input() -> None:
         "document lengths must sum to T = 512, got 200",
     )
     assert app._cross_run(512, 4, "allgather", "100, 300, 112") is None
+
+
+def test_colour_bar_leaves_the_next_panel_its_axis(out):
+    """The left heatmap's colour bar sat on the right heatmap's y-axis title."""
+    from figure_layout import colorbar_crossings
+
+    fig = out[3]
+    assert colorbar_crossings(fig) == []

@@ -35,7 +35,7 @@ def test_pd_draws_the_study(pd_out):
     assert "`kda-state-object`" in meta and "`tokenizer_fingerprint`" in meta
     ev = r.events
     assert sum(len(tr.x) for tr in f_tl.data) == len(ev)
-    assert sorted(y for tr in f_tl.data for y in tr.y) == sorted(e.boundary for e in ev)
+    assert sorted(c[3] for tr in f_tl.data for c in tr.customdata) == sorted(e.boundary for e in ev)
     assert len(_rows(c_tl)) == 1 + len(ev)
     assert r.max_dlogit <= 1e-9 and r.tokens == r.reference_tokens
     assert r.restore_at == r.prompt_len - 1 and r.source == "store"
@@ -155,3 +155,21 @@ def test_metadata_values_cut_with_their_length_closed(pd_out):
     assert rows and all(ln.count("(") == ln.count(")") for ln in rows)
     cut = [ln for ln in rows if "…" in ln]
     assert cut and all(" chars)" in ln for ln in cut)
+
+
+def test_timeline_events_never_hide_each_other(pd_out):
+    """fetch, lookup and restore happen at one boundary within a millisecond: each kind has its
+    own lane, so no marker covers another (the fetch marker was hidden under the others)."""
+    fig = pd_out[3]
+    seen: dict[tuple, str] = {}
+    for tr in fig.data:
+        for x, y in zip(tr.x, tr.y):
+            key = (round(float(x), 6), str(y))
+            assert key not in seen, f"{tr.name} covers {seen.get(key)}"
+            seen[key] = tr.name
+    lanes = {tr.name: set(map(str, tr.y)) for tr in fig.data}
+    assert all(len(v) == 1 for v in lanes.values())  # one lane per kind
+    assert len({next(iter(v)) for v in lanes.values()}) == len(lanes)
+    r = pd_out[-1][1]
+    labels = [str(t) for tr in fig.data for t in tr.text]
+    assert sorted(labels) == sorted(str(e.boundary) for e in r.events)  # boundaries still shown

@@ -93,10 +93,10 @@ def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
     _tradeoff_points(fig, s)
     _tradeoff_analytic(fig, s)
     top = float(max(np.nanmax(a.replay_curve), np.nanmax(s.mean_replay_per_hit), 1.0))
-    note = ds.replay_note(s, width=95).replace("\n", "<br>")
+    note = ds.replay_note(s, detail=False).replace("\n", "<br>")  # one short line per curve
     title = f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>"
     zh_title = f"{ds.headline(s, 'zh')}<br><sup>{s.trace_name}, {s.model}</sup>"
-    zh_note = ds.replay_note(s, "zh", width=48).replace("\n", "<br>")
+    zh_note = ds.replay_note(s, "zh", detail=False).replace("\n", "<br>")
     fig.update_layout(meta={"zh": {note: zh_note, title: zh_title}})
     fig.add_annotation(
         text=note,

@@ -58,20 +58,23 @@ def fig_steps(d: cps.Demo, t: dict) -> tuple[go.Figure, str]:
 
 def fig_state(d: cps.Demo, rank: int, t: dict) -> tuple[go.Figure, str]:
     S, diff = d.S_in[rank], d.S_in[rank] - d.S_true[rank]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
                         subplot_titles=(t["received"],
                                         t["diff"].format(d=float(np.abs(diff).max()))))  # fmt: skip
     lim = float(np.abs(S).max()) or 1.0
     fig.add_heatmap(z=S, zmin=-lim, zmax=lim, colorscale="RdBu_r", row=1, col=1,
-                    colorbar={"x": 0.43, "len": 0.9}, hovertemplate="k %{y}, v %{x}: %{z:.4f}"
-                    "<extra></extra>")  # fmt: skip
+                    colorbar={"x": 0.43, "len": 0.9, "thickness": 14},
+                    hovertemplate="k %{y}, v %{x}: %{z:.4f}<extra></extra>")  # fmt: skip
     dl = float(np.abs(diff).max()) or 1e-18
     fig.add_heatmap(z=diff, zmin=-dl, zmax=dl, colorscale="RdBu_r", row=1, col=2,
-                    colorbar={"x": 1.0, "len": 0.9, "exponentformat": "e"},
+                    colorbar={"x": 1.0, "len": 0.9, "thickness": 14, "exponentformat": "e"},
                     hovertemplate="k %{y}, v %{x}: %{z:.2e}<extra></extra>")  # fmt: skip
     ui.style(fig, t["state_title"].format(r=rank), t["value"], t["key"], height=380,
                  legend=False)  # fmt: skip
     fig.update_yaxes(autorange="reversed")
+    # one key-channel axis for both panels: the right one repeats no title, so the left
+    # panel's colour bar has the gap to itself (it covered that title)
+    fig.update_yaxes(title_text="", matches="y", row=1, col=2)
     fig.update_layout(margin={"t": 72})  # room for the subplot titles under the figure title
     return fig, ui.write_csv(f"{NAME}-state", exports.cp_state_columns(d, rank))
 

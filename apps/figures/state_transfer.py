@@ -62,32 +62,39 @@ def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
 
 
 def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
-    """Every event at (time, boundary): prefill circles, decode diamonds, colour = kind."""
+    """One lane per event kind (in order of first occurrence), time on x: prefill circles,
+    decode diamonds, the boundary (tokens) written at each marker. Lookup, fetch and restore
+    happen at one boundary within a millisecond: in lanes none covers another."""
     t = T[lang]
     fig = go.Figure()
     t0 = r.events[0].t if r.events else 0.0
     symbols = {"prefill": "circle", "decode": "diamond"}
-    for kind, color in KIND_COLORS.items():
+    order = list(dict.fromkeys(e.kind for e in r.events))
+    for kind in order:
         ev = [e for e in r.events if e.kind == kind]
-        if not ev:
-            continue
+        name = t["kinds"].get(kind, kind)
         fig.add_scatter(
             x=[1e3 * (e.t - t0) for e in ev],
-            y=[e.boundary for e in ev],
-            mode="markers",
-            name=t["kinds"].get(kind, kind),
+            y=[name] * len(ev),
+            mode="markers+text",
+            text=[str(e.boundary) for e in ev],
+            textposition="top center",
+            textfont={"size": 10},
+            name=name,
             marker={
-                "color": color,
+                "color": KIND_COLORS.get(kind, COLORS["neutral"]),
                 "size": 12,
                 "symbol": [symbols.get(e.instance, "square") for e in ev],
                 "line": {"color": "white", "width": 1},
             },
-            customdata=[[e.instance, e.nbytes, e.detail] for e in ev],
-            hovertemplate=f"%{{customdata[0]}}: {t['kinds'].get(kind, kind)}<br>"
-            f"{t['boundary']} = %{{y}}<br>%{{customdata[1]:,}} B<br>%{{customdata[2]}}<br>"
-            "%{x:.1f} ms<extra></extra>",
+            customdata=[[e.instance, e.nbytes, e.detail, e.boundary] for e in ev],
+            hovertemplate=f"%{{customdata[0]}}: {name}<br>"
+            f"{t['boundary']} = %{{customdata[3]}}<br>%{{customdata[1]:,}} B<br>"
+            "%{customdata[2]}<br>%{x:.1f} ms<extra></extra>",
         )
-    ui.style(fig, t["tl"], t["time"], t["boundary"], height=360)
+    ui.style(fig, t["tl"], t["time"], "", height=120 + 44 * max(len(order), 1), legend=False)
+    names = [t["kinds"].get(k, k) for k in order]
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names[::-1])
     csv = ui.write_csv(f"{NAME}-timeline", exports.transfer_timeline_columns(r))
     return fig, csv
 

@@ -81,8 +81,9 @@ def buffer_figure(c: mem.Comparison, step: int, state_slot_bytes: int) -> tuple[
         )
     met = [n for n, bl in zip(names, cols["blocked"].tolist()) if bl]
     title = f"The buffer at step {step} of {c.unified.makespan}"
-    if met:
-        title += f" · full: {', '.join(met[:3])}{'…' if len(met) > 3 else ''}"
+    if met:  # counted here, named on their rows (a list in the title was cut with "…")
+        title += f" · {len(met)} of {len(names)} pools full (ends met)"
+        fig.update_yaxes(tickvals=names, ticktext=[f"{n} · full" if n in met else n for n in names])
     ui.style(fig, title, "byte offset in the buffer (GiB)", "", height=170 + 34 * len(names))
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(range=[0, T / GIB])

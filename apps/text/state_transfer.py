@@ -36,7 +36,8 @@ T = {
         "bytes": "bytes (log)",
         "k3": "Kimi K3 per GPU",
         "tiny": "tiny model ({n} tokens)",
-        "tl": "Transfer timeline: prefill (●) publishes, decode (◆) fetches and restores",
+        "tl": "Transfer timeline: prefill (●) publishes, decode (◆) fetches and restores; "
+        "numbers: boundary (tokens)",
         "boundary": "boundary (tokens)",
         "time": "time since prefill started (ms)",
         "spl": "Forced splice: MLA KV of prefix A + KDA state of prefix B ({n} tokens)",
@@ -63,7 +64,7 @@ T = {
         "bytes": "字节（对数）",
         "k3": "Kimi K3 每卡",
         "tiny": "小模型（{n} 个 token）",
-        "tl": "传输时间线：prefill（●）发布，decode（◆）取回并恢复",
+        "tl": "传输时间线：prefill（●）发布，decode（◆）取回并恢复；数字为边界（token）",
         "boundary": "边界（token）",
         "time": "自 prefill 开始的时间（毫秒）",
         "spl": "强行拼接：前缀 A 的 MLA KV + 前缀 B 的 KDA 状态（{n} 个 token）",
