@@ -81,7 +81,7 @@ def test_five_segments_orders_are_sorted_not_120_labels():
     from kda_core.studies import chunk_scan as cs
 
     m = cs.composition(lengths=(8, 8, 8, 8, 8), seed=0, head=0)
-    fig, _ = app.fig_orders(m)
+    fig, _ = app.fig_orders(m, app.MSG.lang("English"))
     assert len(m.order_labels) == 120
     bars = fig.data[0]
     assert list(bars.x) == list(range(1, 121)) and fig.layout.xaxis.showticklabels is False

@@ -9,7 +9,9 @@ input) and ``apps.ui.i18n`` (the 中文 phrase tables machinery) are imported as
 
 from __future__ import annotations
 
-from apps.ui.checks import check_choice, check_float, check_int, clip_text, study_errors
+from apps.ui.catalog import LANGS as LANGUAGES
+from apps.ui.catalog import Catalog, Msg, T, UserError
+from apps.ui.checks import check_choice, check_float, check_int, clip_text, fail, study_errors
 from apps.ui.export import series_csv, write_csv
 from apps.ui.figures import (
     COLORS,
@@ -54,6 +56,12 @@ __all__ = [
     "APPS",
     "ASSETS",
     "AppInfo",
+    "Catalog",
+    "LANGUAGES",
+    "Msg",
+    "T",
+    "UserError",
+    "fail",
     "COLORS",
     "CSS",
     "CSV_ZH",

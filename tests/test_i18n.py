@@ -1,0 +1,185 @@
+"""中文 done as whole messages: every app's outputs rendered in 中文 carry no English word of
+the catalogs inside a Chinese sentence, the reader's own text comes back exactly as typed, and
+every catalog message has both languages with the same placeholders.
+
+Each app is rendered through its public callbacks with ``language="中文"`` (figures: titles,
+axis titles, tick labels, legend names, annotations, hover templates, colour-bar titles;
+markdown; option and label updates; validation messages of bad inputs). A "word" is a run of
+2+ Latin letters outside code spans, quoted values, HTML tags and plotly placeholders; it is
+English when it occurs in the catalogs' English messages but in none of their Chinese ones
+(names such as KDA, SGLang or token are written in both).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+
+from apps.ui import catalog as cat
+
+ZH = cat.LANGS[1]
+USER = "fixed-size state per request · the cache hit rate: keep it 原样"  # catalog words inside
+_CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
+_STRIP = re.compile(
+    r"`[^`]*`|'[^']*'|\"[^\"]*\"|“[^”]*”|%\{[^}]*\}|<[^>]*>|\$[^$]*\$|\bhttps?://\S+"
+)
+_WORD = re.compile(r"(?<![\w./-])[A-Za-z][a-z]+(?:[-'][a-z]+)*(?![\w/-])")
+
+
+def _app_catalogs() -> list[cat.Catalog]:
+    from apps.ui.registry import APPS
+
+    out = []
+    for a in APPS:
+        mod = importlib.import_module(f"apps.text.{a.name}")
+        if hasattr(mod, "MSG"):
+            out.append(mod.MSG)
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(_STRIP.sub(" ", text))}
+
+
+def english_vocabulary(catalogs: list[cat.Catalog]) -> set[str]:
+    en: set[str] = set()
+    zh: set[str] = set()
+    for c in catalogs:
+        for e, z in c.messages().values():
+            en |= _words(re.sub(r"\{[^}]*\}", " ", e))
+            zh |= _words(re.sub(r"\{[^}]*\}", " ", z))
+    return {w for w in en - zh if len(w) > 2}
+
+
+def strings(v: Any) -> Iterator[str]:
+    """Every text a reader can see in a callback output (figures, markdown, updates)."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, go.Figure):
+        yield from _figure_texts(v.to_plotly_json())
+    elif isinstance(v, dict):
+        if v.get("__type__") == "update":
+            for k in ("value", "label", "info", "placeholder"):
+                if k in v:
+                    yield from strings(v[k])
+            for c in v.get("choices") or []:
+                yield str(c[0]) if isinstance(c, (list, tuple)) else str(c)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from strings(x)
+
+
+_TEXT_KEYS = {"text", "title", "name", "hovertemplate", "ticktext", "texttemplate"}
+_DATA_KEYS = {"x", "y", "z", "customdata", "hovertext", "ids", "labels", "meta"}
+
+
+def _figure_texts(node: Any, key: str | None = None) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k not in _DATA_KEYS:
+                yield from _figure_texts(v, k)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            yield from _figure_texts(v, key)
+    elif isinstance(node, str) and key in _TEXT_KEYS:
+        yield node
+
+
+def english_inside_chinese(texts: list[str], vocab: set[str], user: tuple[str, ...]) -> list:
+    bad = []
+    for s in texts:
+        for u in user:
+            s = s.replace(u, " ")
+        for part in re.split(r"<br>|\n", s):
+            if not _CJK.search(part):
+                continue  # not a Chinese sentence (a number, a name, a log line)
+            hits = sorted(_words(part) & vocab)
+            if hits:
+                bad.append((hits, part[:120]))
+    return bad
+
+
+# ---- every app, rendered in 中文 through its public callbacks -------------------------------
+
+
+def _chunk_scan(lang: str) -> list[Any]:
+    from apps import chunk_scan as app
+
+    out = [app.run(language=lang), app.run(app.SOURCES[1], USER, language=lang)]
+    out.append(app.measure(32, 1, None, language=lang, progress=lambda *a, **k: None))
+    return out
+
+
+def _chunk_scan_errors(lang: str) -> list[str]:
+    from apps import chunk_scan as app
+
+    return _errors(
+        [
+            lambda: app.run(chunk_size=0, language=lang),
+            lambda: app.run(lengths="1", language=lang),
+            lambda: app.run(app.SOURCES[1], "ab", language=lang),
+        ]  # fmt: skip
+    )
+
+
+def _errors(calls: list[Callable[[], Any]]) -> list[str]:
+    out = []
+    for call in calls:
+        with pytest.raises(gr.Error) as e:
+            call()
+        out.append(e.value.message)
+    return out
+
+
+RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
+    "chunk_scan": (_chunk_scan, _chunk_scan_errors),
+}
+
+_CACHE: dict[tuple[str, str], list[str]] = {}
+
+
+def rendered_texts(name: str, lang: str) -> list[str]:
+    if (name, lang) not in _CACHE:
+        outs, errs = RENDER[name]
+        _CACHE[name, lang] = list(strings(outs(lang))) + errs(lang)
+    return _CACHE[name, lang]
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_no_english_word_inside_a_chinese_sentence(name: str) -> None:
+    vocab = english_vocabulary(_app_catalogs())
+    texts = rendered_texts(name, ZH)
+    assert any(_CJK.search(s) for s in texts), "nothing was drawn in 中文"
+    assert english_inside_chinese(texts, vocab, (USER,)) == []
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_the_readers_text_is_never_changed(name: str) -> None:
+    texts = rendered_texts(name, ZH)
+    where = [s for s in texts if USER[:20] in s]
+    if not where:
+        pytest.skip(f"{name} shows no free text of the reader")
+    assert all(USER in s for s in where), where[:2]
+
+
+def test_every_message_has_both_languages_and_the_same_placeholders() -> None:
+    for c in _app_catalogs():
+        assert cat.problems(c.messages()) == [], c.name
+
+
+def test_the_checker_catches_mixed_sentences() -> None:
+    vocab = english_vocabulary(_app_catalogs())
+    assert english_inside_chinese(["块大小 chunk size 太大"], vocab, ())  # a mixed sentence
+    assert not english_inside_chinese(["块大小 `chunk size` 太大"], vocab, ())  # code span
+    assert not english_inside_chinese(["chunk size only"], vocab, ())  # not Chinese
+    assert not english_inside_chinese([f"你的文本：{USER}"], vocab, (USER,))  # the reader's own
+    with pytest.raises(ValueError, match="placeholders differ"):
+        cat.Catalog("x", {"k": ("{n:,} tokens", "{n} 个 token")})
+    with pytest.raises(ValueError, match="needs a non-empty"):
+        cat.Catalog("x", {"k": ("tokens", "")})
