@@ -166,7 +166,7 @@ def _controls(page: Page) -> Controls:
         lengths = L(gr.Textbox("16, 16, 16", elem_id=f"{NAME}-lengths"), "f_lengths")
         head = L(gr.Number(0, step=1), "f_head")
     run_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
-    summary = gr.Markdown(elem_id=f"{NAME}-summary")
+    summary = gr.Markdown(label="Summary", elem_id=f"{NAME}-summary")  # named in the API
     L(gr.Markdown(), "md_speed")
     repeats = L(gr.Number(3, step=1), "f_repeats")
     time_btn = L(gr.Button(elem_id=f"{NAME}-time"), "b_time")
