@@ -38,7 +38,8 @@ def colorbar_crossings(fig: go.Figure, width: int = WIDTH) -> list[str]:
         bars.append((tr.name or tr.type, x0, x0 + thick + CB_LABELS))
     hits = []
     for key, ax in _axes(fig, "y").items():
-        xa = fig.layout.get("xaxis" + key[5:], None)
+        name = "xaxis" + key[5:]
+        xa = fig.layout[name] if name in fig.layout else None  # noqa: SIM401 (no .get)
         if xa is None or xa.domain is None or ax.showticklabels is False:
             continue
         d0 = left + xa.domain[0] * pw

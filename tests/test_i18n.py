@@ -137,8 +137,24 @@ def _errors(calls: list[Callable[[], Any]]) -> list[str]:
     return out
 
 
+def _context_parallel(lang: str) -> list[Any]:
+    from apps import context_parallel as app
+
+    return [app.run(language=lang), app.run(T=300, P=3, scan="allgather", docs="50, 200, 50",
+                                            language=lang)]  # fmt: skip
+
+
+def _context_parallel_errors(lang: str) -> list[str]:
+    from apps import context_parallel as app
+
+    return _errors([lambda: app.run(T=8, language=lang),
+                    lambda: app.run(docs="100, 100", language=lang),
+                    lambda: app.run(scan="tree", language=lang)])  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
+    "context_parallel": (_context_parallel, _context_parallel_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}
