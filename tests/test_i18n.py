@@ -152,9 +152,27 @@ def _context_parallel_errors(lang: str) -> list[str]:
                     lambda: app.run(scan="tree", language=lang)])  # fmt: skip
 
 
+def _unified_memory(lang: str) -> list[Any]:
+    from apps import unified_memory as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    out = app.run(language=lang, progress=noop)
+    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang)]
+
+
+def _unified_memory_errors(lang: str) -> list[str]:
+    from apps import unified_memory as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    return _errors([lambda: app.run(ratios="0.5, x", language=lang, progress=noop),
+                    lambda: app.run(n_chat=0, n_long=0, language=lang, progress=noop),
+                    lambda: app.show_step(0, None, language=lang)])  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
+    "unified_memory": (_unified_memory, _unified_memory_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}
