@@ -169,10 +169,27 @@ def _unified_memory_errors(lang: str) -> list[str]:
                     lambda: app.show_step(0, None, language=lang)])  # fmt: skip
 
 
+def _speculative_replay(lang: str) -> list[Any]:
+    from apps import speculative_replay as app
+
+    return [app.verify(language=lang), app.verify(n_accept=0, language=lang),
+            app.generate(max_new_tokens=8, language=lang, progress=None),
+            app.acceptance(max_new_tokens=4, language=lang, progress=None)]  # fmt: skip
+
+
+def _speculative_replay_errors(lang: str) -> list[str]:
+    from apps import speculative_replay as app
+
+    return _errors([lambda: app.verify(prompt="", language=lang),
+                    lambda: app.verify(ring_len=12, language=lang),
+                    lambda: app.verify(n_accept=9, language=lang)])  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
     "unified_memory": (_unified_memory, _unified_memory_errors),
+    "speculative_replay": (_speculative_replay, _speculative_replay_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}
