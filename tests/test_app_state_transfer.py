@@ -96,13 +96,14 @@ def test_bad_inputs_raise_gr_error(call, msg):
 
 
 def test_language_switch_redraws(pd_out):
-    state = pd_out[-1]
-    tiers = app.run_tiers(300, 8, 2.0)[-1]
-    out = app.redraw(common.LANGS[1], state, None, None, tiers)
+    view = pd_out[-1]
+    t = app.MSG.lang(common.LANGS[1])
+    out = app.draw_pd(view, t)
     assert "小模型" in out[0].data[1].name and "传输时间线" in out[3].layout.title.text
     assert "decode 从" in out[5]
-    assert "状态层级" in out[-2].layout.title.text
-    back = app.redraw(common.LANGS[0], state, None, None, tiers)
+    tiers = app.draw_tiers(app.compute_tiers(300, 8, 2.0), t)
+    assert "状态层级" in tiers[0].layout.title.text
+    back = app.draw_pd(view, app.MSG.lang(common.LANGS[0]))
     assert "tiny model" in back[0].data[1].name
 
 
@@ -140,12 +141,10 @@ def test_validators_name_the_bad_input_before_the_callback_runs():
 
 
 def test_switch_before_any_run_translates_the_placeholders():
-    out = app.redraw(common.LANGS[1], None, None, None, None)
-    assert out[6] == "*请按“交给不匹配的实例”。*"
-    assert out[7].layout.title.text.startswith("强行拼接")
-    assert all(o["__type__"] == "update" for o in out[:6] + out[9:])  # gr.skip(): untouched
     md, m = app.run_mismatch(language=common.LANGS[1])
     assert md.startswith("| 不匹配 | 拒绝字段 |") and "权重不同" in md and "`layout`" in md
+    zh = app.MSG.lang(common.LANGS[1])
+    assert zh("mis_placeholder") == "*请按“交给不匹配的实例”。*"
 
 
 def test_metadata_values_cut_with_their_length_closed(pd_out):

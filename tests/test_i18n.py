@@ -185,11 +185,30 @@ def _speculative_replay_errors(lang: str) -> list[str]:
                     lambda: app.verify(n_accept=9, language=lang)])  # fmt: skip
 
 
+def _state_transfer(lang: str) -> list[Any]:
+    from apps import state_transfer as app
+
+    return [app.run_pd(USER + " and more", language=lang), app.run_mismatch(language=lang),
+            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang)]  # fmt: skip
+
+
+def _state_transfer_errors(lang: str) -> list[str]:
+    from apps import state_transfer as app
+
+    text = app.st.DEFAULT_TEXT
+    return _errors([lambda: app.run_pd("", language=lang),
+                    lambda: app.run_pd(tp=7, language=lang),
+                    lambda: app.run_splice(text, text, language=lang)]) + [
+        r["message"] for r in app.PD_CHECKS("abc", 0, 7, lang) if not r["is_valid"]
+    ]  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
     "unified_memory": (_unified_memory, _unified_memory_errors),
     "speculative_replay": (_speculative_replay, _speculative_replay_errors),
+    "state_transfer": (_state_transfer, _state_transfer_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}

@@ -91,6 +91,13 @@ def _text_of(c: Any, t: T, value: Msg) -> dict[str, Any]:
     return {"label": text}
 
 
+def _set_value(c: Any, value: Any) -> None:
+    """``c`` shows ``value`` as if it had been built with it (Gradio postprocesses a value
+    given to the constructor: a figure becomes its JSON)."""
+    v = c.postprocess(value)
+    c.value = v.model_dump() if hasattr(v, "model_dump") else v
+
+
 @dataclass(frozen=True, slots=True)
 class FigureSlot:
     plot: gr.Plot
@@ -130,9 +137,11 @@ class Page:
         page's language; returns the component."""
         m = key if isinstance(key, Msg) else self.catalog(key, **params)
         self._labels[component] = m
-        upd = _text_of(component, self.en, m)
-        for k, v in upd.items():
-            setattr(component, k, v)
+        for k, v in _text_of(component, self.en, m).items():
+            if k == "value":
+                _set_value(component, v)
+            else:
+                setattr(component, k, v)
         return component
 
     def choices(self, component: Any, options: list[tuple[str | Msg, Any]]) -> Any:
@@ -177,7 +186,7 @@ class Page:
     def initial(self, component: Any, draw: Callable[[T], Any]) -> None:
         """``component`` shows ``draw(t)`` until an event writes it (a placeholder)."""
         self._initial[id(component)] = (component, draw)
-        component.value = draw(self.en)
+        _set_value(component, draw(self.en))
 
     def finish(self) -> None:
         """Wire the switch: labels, options and the kept views, in the chosen language."""
