@@ -155,7 +155,7 @@ def _controls(page: Page) -> Controls:
     """The left column: the inputs, Run, the summary and the speed measurement."""
     L = page.label
     source = page.choices(
-        L(gr.Radio(value=SOURCES[0], elem_id=f"{NAME}-source"), "f_source"),
+        L(gr.Radio(list(SOURCES), value=SOURCES[0], elem_id=f"{NAME}-source"), "f_source"),
         [("o_random", SOURCES[0]), ("o_text", SOURCES[1])],
     )
     text = L(gr.Textbox(DEFAULT_TEXT, lines=3, elem_id=f"{NAME}-text"), "f_text")

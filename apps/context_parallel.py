@@ -111,7 +111,7 @@ def build() -> gr.Blocks:
                 T = L(gr.Number(512, step=1, elem_id=f"{NAME}-T"), "f_T", max=cps.MAX_T)
                 P = L(gr.Number(4, step=1, elem_id=f"{NAME}-P"), "f_P", max=cps.MAX_P)
                 scan = page.choices(
-                    L(gr.Radio(value=SCANS[0], elem_id=f"{NAME}-scan"), "f_scan"),
+                    L(gr.Radio(list(SCANS), value=SCANS[0], elem_id=f"{NAME}-scan"), "f_scan"),
                     [(f"o_{s}", s) for s in SCANS],
                 )
                 docs = L(gr.Textbox("", placeholder="100, 300, 112", elem_id=f"{NAME}-docs"),

@@ -149,7 +149,9 @@ def _controls(page: Page) -> tuple:
         chat_rate = L(gr.Number(15), "f_chat_rate")
         long_rate = L(gr.Number(0.6), "f_long_rate")
     total = L(gr.Number(28), "f_total")
-    mode = page.choices(L(gr.Radio(value="eager"), "f_mode"), [(f"mode_{m}", m) for m in MODES])
+    mode = page.choices(
+        L(gr.Radio(list(MODES), value="eager"), "f_mode"), [(f"mode_{m}", m) for m in MODES]
+    )
     ratios = L(gr.Textbox(DEFAULT_RATIOS, elem_id=f"{NAME}-ratios"), "f_ratios")
     seed = L(gr.Number(0, step=1), "f_seed")
     go_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")

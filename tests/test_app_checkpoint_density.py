@@ -53,17 +53,11 @@ def test_summary_names_the_optimum(out, sweep):
         )
     assert f"ideal token hit **{sweep.analytic.ideal_token_hit_rate:.1%}**" in summary
     assert out[-1] == {"__type__": "update", "value": "", "visible": False}  # not stale
-    assert out[-2] == [
-        [
-            1,
-            "conversation[:1000]",
-            5,
-            ", ".join(
-                f"{lab}: K={int(sweep.intervals[int(i)]):,}"
-                for lab, i in zip(sweep.budget_labels, sweep.optimum)
-            ),
-        ]
-    ]
+    best = [(lab, int(sweep.intervals[int(i)])) for lab, i in zip(sweep.budget_labels,
+                                                                   sweep.optimum)]  # fmt: skip
+    assert out[-2] == [[1, "conversation[:1000]", 5, best]]
+    runs = out[-3]
+    assert ", ".join(f"{lab}: K={k:,}" for lab, k in best) in runs
 
 
 def test_tradeoff_figure_and_csv(out, sweep):
@@ -163,7 +157,7 @@ def test_api_and_client(tmp_path):
         with pytest.raises(Exception, match="multiple of the block size 512"):
             c.predict(intervals="700", api_name="/checkpoint_density_run")  # the validator
         out = c.predict(intervals="4096", budgets="16", api_name="/checkpoint_density_run")
-        assert "| 2 | conversation[:1000] | 1 | 16 GiB: K=4,096 |" in out[11]
+        assert "| 2 | `conversation[:1000]` | 1 | 16 GiB: K=4,096 |" in out[11]
 
 
 def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):
@@ -203,9 +197,10 @@ def test_stale_note_names_the_new_workload():
     assert "上一个负载" in app.stale_note("multi-turn chat (synthetic)", "中文")["value"]
 
 
-def test_chinese_figures_carry_the_studys_own_note(out, sweep):
-    zh = app.TR.value(out)
+def test_chinese_figures_carry_the_studys_own_note(sweep):
+    zh = app.run(language="中文", progress=NOOP)
     notes = [a.text for a in zh[1].layout.annotations if "斜率" in a.text]
     assert notes == [ds.replay_note(sweep, "zh", detail=False).replace("\n", "<br>")]
     assert zh[3].layout.title.text == "token 命中不等于状态命中"
-    assert "| 预算 | 最优 K |" in zh[0]
+    assert "| 预算 | 最优 K |" in zh[0] and "| 不限 |" in zh[0]
+    assert "随 K 增大而下降" in zh[0]  # the per-curve notes in the summary

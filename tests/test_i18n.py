@@ -203,12 +203,32 @@ def _state_transfer_errors(lang: str) -> list[str]:
     ]  # fmt: skip
 
 
+def _checkpoint_density(lang: str) -> list[Any]:
+    from apps import checkpoint_density as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    first = app.run(language=lang, progress=noop)
+    again = app.run(intervals="2048, 8192", budgets="16, unlimited", history=first[-2],
+                    language=lang, progress=noop)  # fmt: skip
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang)]
+
+
+def _checkpoint_density_errors(lang: str) -> list[str]:
+    from apps import checkpoint_density as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    return _errors([lambda: app.run(intervals="1000", language=lang, progress=noop),
+                    lambda: app.run(budgets="8, x", language=lang, progress=noop),
+                    lambda: app.run(policies=[], language=lang, progress=noop)])  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
     "unified_memory": (_unified_memory, _unified_memory_errors),
     "speculative_replay": (_speculative_replay, _speculative_replay_errors),
     "state_transfer": (_state_transfer, _state_transfer_errors),
+    "checkpoint_density": (_checkpoint_density, _checkpoint_density_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}
