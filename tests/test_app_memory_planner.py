@@ -32,7 +32,7 @@ def test_default_plan_numbers(default_out):
     assert "| slots reserved / held per request | 5 / 3 | extra_buffer |" in summary
     assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 490")
     assert logs.splitlines()[-1].startswith("KV Cache is allocated. dtype: torch.bfloat16")
-    assert hist == [[1, "kimi-k3", 8, "28", "0.9", "extra_buffer", 30, "kv"]]
+    assert hist == [[1, "kimi-k3", 8, "28", "0.9", 0, "extra_buffer", 30, "kv"]]
     assert table.endswith("| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |")
 
 

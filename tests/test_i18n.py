@@ -222,6 +222,27 @@ def _checkpoint_density_errors(lang: str) -> list[str]:
                     lambda: app.run(policies=[], language=lang, progress=noop)])  # fmt: skip
 
 
+def _memory_planner(lang: str) -> list[Any]:
+    from apps import memory_planner as app
+
+    first = app.run_plan(language=lang)
+    return [first, app.run_plan(max_slots=40, ssm_dtype="float32", history=first[9],
+                                language=lang),
+            app.run_plan(max_slots=4, language=lang), app.run_plan(budget_gib=1,
+            input_len=1_000_000, language=lang), app.run_plan(strategy="radix_off",
+            overlap=False, draft=4, language=lang)]  # fmt: skip
+
+
+def _memory_planner_errors(lang: str) -> list[str]:
+    from apps import memory_planner as app
+
+    return _errors([lambda: app.run_plan(tp=5, language=lang),
+                    lambda: app.run_plan(model="gpt", language=lang),
+                    lambda: app.run_plan(model="custom", n_kda=0, language=lang),
+                    lambda: app.run_plan(strategy="extra_buffer_lazy", overlap=False,
+                                         language=lang)])  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
@@ -229,6 +250,7 @@ RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]]
     "speculative_replay": (_speculative_replay, _speculative_replay_errors),
     "state_transfer": (_state_transfer, _state_transfer_errors),
     "checkpoint_density": (_checkpoint_density, _checkpoint_density_errors),
+    "memory_planner": (_memory_planner, _memory_planner_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}

@@ -23,7 +23,7 @@ COMMON = Catalog(
         "empty_field": ("an empty field", "空白"),
         "invalid": ("invalid value", "无效的值"),
         # a kda_core ValueError: its own (English) sentence, inside one in the page's language
-        "core_refused": ("{message}", "输入被拒绝（原文）：{message}"),
+        "core_refused": ("{message}", "输入被拒绝，计算代码的原话是：“{message}”"),
         # every figure's CSV button names its figure
         "csv": ("Download CSV ({figure})", "下载 CSV（{figure}）"),
         "no_data": ("no data", "无数据"),
