@@ -283,8 +283,9 @@ def test_drift_uses_the_session_settings(default_out):
     assert "sglang grid 32, INT8; restore 128, match 145" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
-    assert text.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
-    assert text.settings_label("marconi", 8, None, False) == "marconi"
+    en = text.MSG.lang("English")
+    assert text.settings_label("interval", 8, 4, False, en) == "interval 8, 4 slots"
+    assert text.settings_label("marconi", 8, None, False, en) == "marconi"
 
 
 def test_reset_and_empty_session():

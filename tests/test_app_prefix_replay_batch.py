@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from apps import prefix_replay as app
-from apps.text import prefix_replay as text
 
 SESSION = 14  # the state's position in the full render (see tests/test_app_prefix_replay.py)
 
@@ -72,11 +71,7 @@ def test_batch_view_draws_what_serve_did(batch_out):
 
 
 def test_batch_in_chinese_and_bad_input(default_out):
-    from apps.ui import i18n
-
-    zh = i18n.localized(app.serve_batch, text.TR)(
-        session=default_out[SESSION], language="中文", progress=None
-    )
+    zh = app.serve_batch(session=default_out[SESSION], language="中文", progress=None)
     assert "同一个状态池随时间的变化" in zh[B_POOL].layout.title.text
     s = default_out[SESSION]
     bad = [

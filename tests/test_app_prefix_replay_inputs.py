@@ -13,6 +13,7 @@ from apps import prefix_replay as app
 from apps import ui as common
 from apps.figures import prefix_replay as figs
 from apps.text import prefix_replay as text
+from apps.text.prefix_replay import MSG
 from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
 
@@ -230,7 +231,7 @@ def test_tree_with_a_hundred_nodes_stays_readable():
     )
     snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
     assert snap.node_id.size >= 50
-    fig, _ = figs.fig_tree(snap, "Radix tree")
+    fig, _ = figs.fig_tree(snap, "Radix tree", MSG.lang("English"))
     nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
     assert sum(len(d.x) for d in nodes) == snap.node_id.size
     assert all(d.marker.size >= 10 for d in nodes)

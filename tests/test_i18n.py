@@ -12,6 +12,7 @@ English when it occurs in the catalogs' English messages but in none of their Ch
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 from collections.abc import Callable, Iterator
@@ -91,11 +92,23 @@ def _figure_texts(node: Any, key: str | None = None) -> Iterator[str]:
         yield node
 
 
+def _without(s: str, user: str, least: int = 8) -> str:
+    """``s`` without any piece of ``user`` of ``least`` or more characters (the reader's text
+    is often shown cut: "…r request, keep it 原样")."""
+    while True:
+        m = difflib.SequenceMatcher(None, s, user, autojunk=False).find_longest_match(
+            0, len(s), 0, len(user)
+        )
+        if m.size < least:
+            return s
+        s = s[: m.a] + " " + s[m.a + m.size :]
+
+
 def english_inside_chinese(texts: list[str], vocab: set[str], user: tuple[str, ...]) -> list:
     bad = []
     for s in texts:
         for u in user:
-            s = s.replace(u, " ")
+            s = _without(s, u)
         for part in re.split(r"<br>|\n|\|", s):  # a table cell is a sentence of its own
             if not _CJK.search(part):
                 continue  # not a Chinese sentence (a number, a name, a log line)
@@ -259,6 +272,38 @@ def _int8_checkpoint_errors(lang: str) -> list[str]:
                     lambda: app.run(variant="int4", language=lang)])  # fmt: skip
 
 
+def _prefix_replay(lang: str) -> list[Any]:
+    from apps import prefix_replay as app
+
+    first = app.load_scenario(language=lang, progress=None)
+    sent = app.send_request(USER, session=first[-1], language=lang, progress=None)
+    s = sent[-1]
+    return [first, sent, app.inspect(1, inconsistent=True, session=s, language=lang,
+                                     progress=None),
+            app.inspect(0, inconsistent=True, session=s, language=lang, progress=None),
+            app.go_to_step(2, session=first[-1], language=lang),
+            app.serve_batch(session=s, language=lang, progress=None),
+            app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
+            app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
+                            progress=None),
+            app.reset_session(language=lang)]  # fmt: skip
+
+
+def _prefix_replay_errors(lang: str) -> list[str]:
+    from apps import prefix_replay as app
+
+    s = app.load_scenario(progress=None)[-1]
+    return _errors([lambda: app.send_request("", language=lang, progress=None),
+                    lambda: app.apply_settings(spacing=0, session=s, language=lang,
+                                               progress=None),
+                    lambda: app.go_to_step(99, session=s, language=lang),
+                    lambda: app.serve_batch(arrivals="0, 1", session=s, language=lang,
+                                            progress=None)]) + [
+        r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
+        if not r["is_valid"]
+    ]  # fmt: skip
+
+
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
     "chunk_scan": (_chunk_scan, _chunk_scan_errors),
     "context_parallel": (_context_parallel, _context_parallel_errors),
@@ -268,6 +313,7 @@ RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]]
     "checkpoint_density": (_checkpoint_density, _checkpoint_density_errors),
     "memory_planner": (_memory_planner, _memory_planner_errors),
     "int8_checkpoint": (_int8_checkpoint, _int8_checkpoint_errors),
+    "prefix_replay": (_prefix_replay, _prefix_replay_errors),
 }
 
 _CACHE: dict[tuple[str, str], list[str]] = {}
