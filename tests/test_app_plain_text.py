@@ -8,8 +8,6 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from apps.ui import i18n
-
 INVISIBLE = ("\u2063", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
 
@@ -27,21 +25,15 @@ def _strings(v: Any) -> list[str]:
 
 def _outputs() -> list[tuple[str, Any]]:
     from apps import int8_checkpoint, memory_planner, prefix_replay
-    from apps.text import int8_checkpoint as t_int8
-    from apps.text import memory_planner as t_plan
-    from apps.text import prefix_replay as t_pr
 
     out = []
     for lang in ("English", "中文"):
-        pr = i18n.localized(prefix_replay.load_scenario, t_pr.TR)(language=lang, progress=None)
-        session = pr[-1]
-        batch = i18n.localized(prefix_replay.serve_batch, t_pr.TR)
+        pr = prefix_replay.load_scenario(language=lang, progress=None)
+        batch = prefix_replay.serve_batch(session=pr[-1], language=lang, progress=None)
         out.append((f"prefix_replay {lang}", pr))
-        out.append((f"prefix_replay batch {lang}", batch(session=session, language=lang)))
-        plan = i18n.localized(memory_planner.run_plan, t_plan.TR)
-        out.append((f"memory_planner {lang}", plan(max_slots=40, language=lang)))
-        int8 = i18n.localized(int8_checkpoint.run, t_int8.TR)
-        out.append((f"int8_checkpoint {lang}", int8(language=lang)))
+        out.append((f"prefix_replay batch {lang}", batch))
+        out.append((f"memory_planner {lang}", memory_planner.run_plan(max_slots=40, language=lang)))
+        out.append((f"int8_checkpoint {lang}", int8_checkpoint.run(language=lang)))
     return out
 
 

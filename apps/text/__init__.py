@@ -1,1 +1,2 @@
-"""Per-app phrase tables (English -> 中文) and explanations, one module per app."""
+"""Every word each app shows, in English and 中文: one catalog of whole messages per app
+(``MSG``), plus ``common.COMMON`` (the messages every app shares)."""
