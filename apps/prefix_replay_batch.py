@@ -19,7 +19,8 @@ import gradio as gr
 
 from apps import ui
 from apps.figures.prefix_replay_batch import fig_batch_phases, fig_batch_pool, fig_pools
-from apps.text.prefix_replay import MSG, batch_markdown
+from apps.text.prefix_replay import MSG
+from apps.text.prefix_replay_batch import batch_markdown
 from apps.ui import guard
 from apps.ui.catalog import Msg, UserError
 from apps.ui.catalog import T as Lang

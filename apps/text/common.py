@@ -26,11 +26,7 @@ COMMON = Catalog(
         "core_refused": ("{message}", "输入被拒绝，计算代码的原话是：“{message}”"),
         # every figure's CSV button names its figure
         "csv": ("Download CSV ({figure})", "下载 CSV（{figure}）"),
-        "no_data": ("no data", "无数据"),
         "h1": ("# {title}", "# {title}"),
-        "log_scale": ("log scale", "对数坐标"),
-        "lang_en": ("English", "English"),
-        "lang_zh": ("中文", "中文"),
     },
 )
 

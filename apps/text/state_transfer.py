@@ -95,7 +95,6 @@ MSG = Catalog(
             "传输时间线：prefill（●）发布，decode（◆）取回并恢复；数字为边界（token）",
         ),
         "x_time": ("time since prefill started (ms)", "自 prefill 开始的时间（毫秒）"),
-        "boundary": ("boundary (tokens)", "边界（token）"),
         "kind_publish": ("publish", "发布"),
         "kind_fetch": ("fetch", "取回"),
         "kind_lookup": ("lookup", "查找"),
