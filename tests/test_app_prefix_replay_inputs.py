@@ -12,7 +12,6 @@ import pytest
 from apps import prefix_replay as app
 from apps import ui as common
 from apps.figures import prefix_replay as figs
-from apps.text import prefix_replay as text
 from apps.text.prefix_replay import MSG
 from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
@@ -188,7 +187,7 @@ def test_tokens_readable_and_palette(default_out, study):
     s = default_out[SUMMARY]
     assert (
         "\ufffd" not in s
-        and f"output {text._code(r.output_readable)} ({len(r.output_tokens)} byte" in s
+        and f"output `{r.output_readable.replace('|', '¦')}` ({len(r.output_tokens)} byte" in s
     )
     tree = default_out[TREE]
     assert all("\ufffd" not in (t.text or ()) for t in tree.data if t.type == "bar")
