@@ -300,3 +300,9 @@ def test_reset_and_empty_session():
         with pytest.raises(gr.Error, match="the session is empty"):
             fn()
     assert app.send_request("hello", session=s, progress=None)[SESSION].prompts == ("hello",)
+
+
+def test_replay_colour_bar_leaves_the_distance_axis_its_title(default_out):
+    from figure_layout import colorbar_crossings
+
+    assert colorbar_crossings(default_out[REPLAY]) == []

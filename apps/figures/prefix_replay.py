@@ -206,15 +206,15 @@ def _replay_base(replay_steps: pr.ReplaySteps, layer: int, head: int, delta: boo
     ref = replay_steps.states[:, layer, head]
     zmax = float(np.abs(ref - ref[-1] if delta else ref).max()) or 1.0
     fig = make_subplots(
-        rows=1, cols=2, column_widths=[0.42, 0.58], horizontal_spacing=0.17,
+        rows=1, cols=2, column_widths=[0.42, 0.58], horizontal_spacing=0.21,
         subplot_titles=(
             t("st_S", what=t("st_S_delta") if delta else t("st_S_state"), layer=layer, head=head),
-            t("st_dist", e=replay_steps.uncached_error),
+            t("st_dist"),  # S_match vs uncached: in the step text below the figure
         ),
     )  # fmt: skip
     fig.add_heatmap(
         z=ref[0], zmin=-zmax, zmax=zmax, colorscale="RdBu_r", row=1, col=1,
-        colorbar={"title": {"text": t("cb_value")}, "x": 0.37, "len": 0.8, "thickness": 12},
+        colorbar={"title": {"text": t("cb_value")}, "x": 0.345, "len": 0.8, "thickness": 10},
         hovertemplate=_hover(t("h_cell", y="%{y}", x="%{x}", z="%{z:.4f}")), showlegend=False,
     )  # fmt: skip
     fig.add_scatter(

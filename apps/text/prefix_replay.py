@@ -198,10 +198,7 @@ MSG = Catalog(
         ),
         "st_S_delta": ("S − S_match", "S − S_match"),
         "st_S_state": ("state S", "状态 S"),
-        "st_dist": (
-            "distance to S_match (S_match vs uncached {e:.0e})",
-            "到 S_match 的距离（S_match 与不走缓存相比 {e:.0e}）",
-        ),
+        "st_dist": ("distance to S_match", "到 S_match 的距离"),
         "cb_value": ("value", "数值"),
         "h_cell": ("key k={y}, value v={x}<br>{z}", "key k={y}，value v={x}<br>{z}"),
         "l_dist": (
