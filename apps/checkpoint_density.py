@@ -95,8 +95,8 @@ def _budgets(text: str) -> tuple[float | None, ...]:
 def _check_policies(policies: object) -> list:
     chosen = list(policies or ()) if isinstance(policies, (list, tuple)) else []
     if not chosen or any(p not in POLICY_LABELS for p in chosen):
-        raise fail("e_policies", MSG, n=len(POLICY_LABELS), all=repr(list(POLICY_LABELS)),
-                   got=ui.clip_text(policies))  # fmt: skip
+        names = tuple(MSG(f"pol_{p}") for p in POLICY_LABELS)  # as the page shows them
+        raise fail("e_policies", MSG, n=len(names), all=names, got=ui.clip_text(policies))
     return chosen
 
 
@@ -150,7 +150,7 @@ def draw_run(v: dict, t: Lang) -> tuple:
         fig_pareto(s, t),
         fig_policies(v["pols"], t),
     ]
-    rows = [[n, trace, k, ", ".join(f"{budget(b, t)}: K={kk:,}" for b, kk in best)]
+    rows = [[n, trace, k, "<br>".join(f"{budget(b, t)}: K={kk:,}" for b, kk in best)]
             for n, trace, k, best in v["history"]]  # fmt: skip
     return (
         summary_markdown(s, v["n"], t),

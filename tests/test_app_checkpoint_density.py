@@ -57,7 +57,7 @@ def test_summary_names_the_optimum(out, sweep):
                                                                    sweep.optimum)]  # fmt: skip
     assert out[-2] == [[1, "conversation[:1000]", 5, best]]
     runs = out[-3]
-    assert ", ".join(f"{lab}: K={k:,}" for lab, k in best) in runs
+    assert "<br>".join(f"{lab}: K={k:,}" for lab, k in best) in runs
 
 
 def test_tradeoff_figure_and_csv(out, sweep):
@@ -157,7 +157,7 @@ def test_api_and_client(tmp_path):
         with pytest.raises(Exception, match="multiple of the block size 512"):
             c.predict(intervals="700", api_name="/checkpoint_density_run")  # the validator
         out = c.predict(intervals="4096", budgets="16", api_name="/checkpoint_density_run")
-        assert "| 2 | `conversation[:1000]` | 1 | 16 GiB: K=4,096 |" in out[11]
+        assert "| 2 | conversation[:1000] | 1 | 16 GiB: K=4,096 |" in out[11]
 
 
 def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):

@@ -231,7 +231,9 @@ def test_tree_with_a_hundred_nodes_stays_readable():
     snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
     assert snap.node_id.size >= 50
     fig, _ = figs.fig_tree(snap, "Radix tree", MSG.lang("English"))
-    nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
+    nodes = [
+        d for d in fig.data if (d.name or "").startswith(("checkpoint node", "tombstone", "root"))
+    ]
     assert sum(len(d.x) for d in nodes) == snap.node_id.size
     assert all(d.marker.size >= 10 for d in nodes)
     lanes = int(snap.is_leaf.sum())

@@ -92,6 +92,48 @@ def _figure_texts(node: Any, key: str | None = None) -> Iterator[str]:
         yield node
 
 
+def figure_labels(v: Any) -> Iterator[str]:
+    """The words a figure shows on its own: titles, legend names, tick and bar labels (a
+    category axis shows its string x / y values), annotations."""
+    if isinstance(v, go.Figure):
+        yield from _labels(v.to_plotly_json())
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from figure_labels(x)
+
+
+def _labels(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("x", "y") and isinstance(v, (list, tuple)) and v:
+                yield from (a for a in v if isinstance(a, str))
+            elif k in _TEXT_KEYS and isinstance(v, str):
+                yield v
+            elif k not in _DATA_KEYS:
+                yield from _labels(v)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            yield from _labels(v)
+
+
+_LOWER = re.compile(r"(?<![\w-])[a-z]{3,}(?![\w-])")  # not a flag, an identifier or a model
+_NOTATION = {"max", "min"}  # "max |ΔM|"
+
+
+def english_labels(labels: list[str], user: tuple[str, ...]) -> list[str]:
+    """Labels with no Chinese at all that read as English: two or more lowercase words."""
+    bad = []
+    for s in labels:
+        for u in user:
+            s = _without(s, u)
+        for part in re.split(r"<br>|\n", s):
+            part = re.sub(r"<[^>]*>|%\{[^}]*\}", " ", part)
+            words = [w for w in _LOWER.findall(part) if w not in _NOTATION]
+            if not _CJK.search(part) and len(words) >= 2:
+                bad.append(part.strip())
+    return sorted(set(bad))
+
+
 def _without(s: str, user: str, least: int = 8) -> str:
     """``s`` without any piece of ``user`` of ``least`` or more characters (the reader's text
     is often shown cut: "…r request, keep it 原样")."""
@@ -316,14 +358,19 @@ RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]]
     "prefix_replay": (_prefix_replay, _prefix_replay_errors),
 }
 
-_CACHE: dict[tuple[str, str], list[str]] = {}
+_CACHE: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+
+
+def _rendered(name: str, lang: str) -> tuple[list[str], list[str]]:
+    if (name, lang) not in _CACHE:
+        outs, errs = RENDER[name]
+        out = outs(lang)
+        _CACHE[name, lang] = list(strings(out)) + errs(lang), list(figure_labels(out))
+    return _CACHE[name, lang]
 
 
 def rendered_texts(name: str, lang: str) -> list[str]:
-    if (name, lang) not in _CACHE:
-        outs, errs = RENDER[name]
-        _CACHE[name, lang] = list(strings(outs(lang))) + errs(lang)
-    return _CACHE[name, lang]
+    return _rendered(name, lang)[0]
 
 
 @pytest.mark.parametrize("name", sorted(RENDER))
@@ -332,6 +379,13 @@ def test_no_english_word_inside_a_chinese_sentence(name: str) -> None:
     texts = rendered_texts(name, ZH)
     assert any(_CJK.search(s) for s in texts), "nothing was drawn in 中文"
     assert english_inside_chinese(texts, vocab, (USER,)) == []
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_no_english_label_in_a_chinese_figure(name: str) -> None:
+    """A legend name, bar or tick label left wholly in English (no Chinese sentence around it
+    for the check above to catch)."""
+    assert english_labels(_rendered(name, ZH)[1], (USER,)) == []
 
 
 @pytest.mark.parametrize("name", sorted(RENDER))
@@ -358,6 +412,8 @@ def test_the_checker_catches_mixed_sentences() -> None:
     assert not english_inside_chinese(["块大小 `chunk size` 太大"], vocab, ())  # code span
     assert not english_inside_chinese(["chunk size only"], vocab, ())  # not Chinese
     assert not english_inside_chinese([f"你的文本：{USER}"], vocab, (USER,))  # the reader's own
+    assert english_labels(["token by token", "逐 token"], ()) == ["token by token"]
+    assert not english_labels(["max |ΔM|, max |Δb|", "radix_off", "kimi-k3 decode"], ())
     with pytest.raises(ValueError, match="placeholders differ"):
         cat.Catalog("x", {"k": ("{n:,} tokens", "{n} 个 token")})
     with pytest.raises(ValueError, match="needs a non-empty"):

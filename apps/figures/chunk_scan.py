@@ -121,8 +121,16 @@ def fig_cost(c: cs.Cost, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-cost", exports.chunk_cost_columns(c))
 
 
+def _grouping(label: str, t: Lang) -> str:
+    """A grouping of the study ("(A->B)->C", "token by token") as the page writes it."""
+    try:
+        return t(f"g_{label}")
+    except KeyError:  # a bracketing of the segment names: no words in it
+        return label.replace("->", "→")
+
+
 def fig_groupings(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
-    labels = [g.replace("->", "→") for g in m.grouping_labels]
+    labels = [_grouping(g, t) for g in m.grouping_labels]
     fig = go.Figure()
     for key, name, color in (  # categorical: palette.SERIES in its fixed order
         ("grouping_M_diff", t("l_dM"), SERIES[0]),

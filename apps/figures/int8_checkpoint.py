@@ -177,6 +177,7 @@ def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
 
 def fig_variants(tb: st.VariantTable, chosen: str, t: Lang) -> tuple[go.Figure, str]:
     labels = list(tb.labels)
+    names = [variant(x, t) for x in labels]  # the categories in the page's language
     fig = go.Figure()
     sel = np.array([x == chosen for x in labels])
     for mask, name, color in (
@@ -185,12 +186,12 @@ def fig_variants(tb: st.VariantTable, chosen: str, t: Lang) -> tuple[go.Figure, 
     ):
         if mask.any():
             fig.add_bar(
-                x=[x for x, m in zip(labels, mask) if m], y=tb.rel_fro[mask], name=name,
+                x=[x for x, m in zip(names, mask) if m], y=tb.rel_fro[mask], name=name,
                 marker_color=color,
                 hovertemplate=t("h_rel", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
             )  # fmt: skip
     fig.add_scatter(
-        x=labels, y=tb.bound_rel_fro, mode="markers", name=t("l_ceiling"),
+        x=names, y=tb.bound_rel_fro, mode="markers", name=t("l_ceiling"),
         marker={"symbol": "line-ew", "size": 34, "line": {"width": 3, "color": "black"}},
         hovertemplate=t("h_ceiling", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
     )  # fmt: skip
@@ -198,8 +199,7 @@ def fig_variants(tb: st.VariantTable, chosen: str, t: Lang) -> tuple[go.Figure, 
     vals = np.concatenate([tb.rel_fro, tb.bound_rel_fro])
     ui.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
-                     tickvals=labels, ticktext=[variant(x, t) for x in labels])  # fmt: skip
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=names)
     csv = ui.write_csv(
         f"{NAME}-variants",
         {
@@ -226,6 +226,7 @@ def fig_capacity(
     )  # fmt: skip
     for col, c in ((1, k3), (2, tiny)):
         sel = np.array([x == chosen for x in c.labels])
+        names = [variant(x, t) for x in c.labels]
         cd = np.stack([c.state_bytes, c.conv_bytes, c.total_bytes], axis=1)
         for mask, name, color in (
             (~sel, t("l_fit"), COLORS["checkpoint"]),
@@ -234,7 +235,7 @@ def fig_capacity(
             if not mask.any():
                 continue
             fig.add_bar(
-                x=[x for x, m in zip(c.labels, mask) if m], y=c.capacity[mask], row=1, col=col,
+                x=[x for x, m in zip(names, mask) if m], y=c.capacity[mask], row=1, col=col,
                 showlegend=col == 1, name=name, legendgroup=name, marker_color=color,
                 text=[f"×{g:.2f}" for g in c.gain[mask]], textposition="outside",
                 customdata=cd[mask],
@@ -243,9 +244,8 @@ def fig_capacity(
                 + "<extra></extra>",
             )  # fmt: skip
         fig.update_xaxes(
-            type="category", categoryorder="array", categoryarray=list(c.labels), row=1, col=col,
-            tickvals=list(c.labels), ticktext=[variant(x, t) for x in c.labels],
-        )  # fmt: skip
+            type="category", categoryorder="array", categoryarray=names, row=1, col=col
+        )
     ui.style(fig, t("t_capacity", dtype=k3.native_dtype), "", t("y_capacity"), height=400)
     fig.update_layout(margin={"t": 86}, barmode="overlay")  # room for the subplot titles
     fig.update_xaxes(tickangle=-25)

@@ -185,7 +185,7 @@ def _tree_labels(fig: go.Figure, snap: pr.TreeSnapshot, lay: tree_layout.TreeLay
             lt.append(text)
     if lt:
         fig.add_scatter(
-            x=lx, y=ly, mode="text", text=lt, textposition="top center", name="node labels",
+            x=lx, y=ly, mode="text", text=lt, textposition="top center",
             textfont={"size": 10, "color": "#374151"}, hoverinfo="skip", showlegend=False,
         )  # fmt: skip
     return span

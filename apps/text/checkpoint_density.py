@@ -75,8 +75,8 @@ _APP: dict[str, tuple[str, str]] = {
         "预算：请给出 1 到 {n} 个以逗号分隔的 GiB 值或 'unlimited'，收到 {got}",
     ),
     "e_policies": (
-        "policies: choose 1 to {n} of {all}, got {got}",
-        "策略：请从 {all} 中选 1 到 {n} 个，收到 {got}",
+        "policies: choose 1 to {n} of: {all}; got {got}",
+        "策略：请从{all}中选 1 到 {n} 个，收到 {got}",
     ),
     "progress_hits": ("token vs state hit over the trace", "正在计算 trace 上的 token 与状态命中"),
     "progress_sim": ("simulating: {what}", "正在模拟：{what}"),
@@ -214,5 +214,5 @@ def summary_markdown(s: ds.DensitySweep, n_requests: int, t: T) -> str:
 
 
 def runs_markdown(hist: list, t: T) -> str:
-    body = "\n".join(f"| {a} | `{b}` | {c} | {d} |" for a, b, c, d in hist)
+    body = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in hist)
     return f"{t('runs_title')}\n\n{t('runs_th')}\n|---|---|---:|---|\n{body}"

@@ -112,6 +112,12 @@ MSG = Catalog(
             "max abs difference (log scale; 0 drawn at 1e-18)",
             "最大绝对差（对数坐标；0 画在 1e-18）",
         ),
+        "g_pairwise tree (parallel scan)": (
+            "pairwise tree (parallel scan)",
+            "两两归约树（并行扫描）",
+        ),
+        "g_closed form of the whole span": ("closed form of the whole span", "整段的闭式解"),
+        "g_token by token": ("token by token", "逐 token 递推"),
         "l_dM": ("max |ΔM| vs (A→B)→C", "max |ΔM|，对比 (A→B)→C"),
         "l_db": ("max |Δb| vs (A→B)→C", "max |Δb|，对比 (A→B)→C"),
         "l_dS": ("max |map(S0) − recurrent S|", "max |map(S0) − 逐步递推的 S|"),

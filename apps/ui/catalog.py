@@ -62,6 +62,15 @@ class Msg:
         return self.render("en")
 
 
+def _rendered(value: Any, lang: str) -> Any:
+    """A placeholder's value in ``lang``: a ``Msg`` rendered, a tuple of them listed."""
+    if isinstance(value, Msg):
+        return value.render(lang)
+    if isinstance(value, tuple) and value and all(isinstance(v, Msg) for v in value):
+        return ("、" if lang == "zh" else ", ").join(v.render(lang) for v in value)
+    return value
+
+
 class Catalog:
     """Messages ``key -> (English, 中文)``; ``bases`` are searched after this one's own."""
 
@@ -90,8 +99,7 @@ class Catalog:
     def text(self, language: object, key: str, **params: Any) -> str:
         lang = code(language)
         template = self.pair(key)[CODES.index(lang)]
-        vals = {k: v.render(lang) if isinstance(v, Msg) else v for k, v in params.items()}
-        return template.format(**vals)
+        return template.format(**{k: _rendered(v, lang) for k, v in params.items()})
 
     def lang(self, language: object) -> T:
         return T(self, code(language))

@@ -26,7 +26,7 @@ from typing import Any
 import gradio as gr
 
 from apps.text.common import COMMON
-from apps.ui.catalog import LANGS, Msg, UserError, message_in
+from apps.ui.catalog import CODES, LANGS, Msg, UserError, message_in
 
 Check = Callable[[Any], object] | None
 
@@ -45,7 +45,7 @@ def validator(
     *checks: Check, cross: Callable[..., tuple[int, str | Msg] | None] | None = None
 ) -> Callable[..., list[dict[str, Any]]]:
     def validate(*values: Any) -> list[dict[str, Any]]:
-        lang = values[-1] if values and values[-1] in LANGS else "en"
+        lang = values[-1] if values and values[-1] in (*LANGS, *CODES) else "en"
         out: list[dict[str, Any]] = []
         for i, v in enumerate(values):
             chk = checks[i] if i < len(checks) else None
