@@ -18,7 +18,7 @@ KIND_COLORS = {"map": SERIES[0], "state": COLORS["state"]}
 
 
 def fig_steps(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.16)
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.22)
     for r in range(d.P):
         a, b = int(d.bounds[r]), int(d.bounds[r + 1])
         fig.add_bar(x=[b - a], base=[a], y=[t("rank_n", r=r)], orientation="h",
@@ -43,7 +43,7 @@ def fig_steps(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
                             n=int(d.msg_bytes[i])) + "<extra></extra>",
         )  # fmt: skip
         shown.add(kind)
-    ui.style(fig, t("t_steps", scan=t(f"scan_{d.scan}"), P=d.P, T=d.T), "", "", height=460)
+    ui.style(fig, t("t_steps", scan=t(f"scan_{d.scan}"), P=d.P, T=d.T), "", "", height=500)
     fig.update_xaxes(title_text=t("x_tokens"), row=1, col=1)
     fig.update_xaxes(title_text=t("x_rank"), dtick=1, row=2, col=1)
     fig.update_yaxes(categoryorder="array", categoryarray=ys[::-1], row=2, col=1)

@@ -55,6 +55,22 @@ def anatomy_figure(a: st.Anatomy, t: Lang) -> tuple[go.Figure, str]:
     return fig, csv
 
 
+def _boundary_labels(xs: list[float], bounds: list[int], near: float) -> tuple[list, list]:
+    """One label per marker, except that markers closer than ``near`` (ms) share one label
+    written to the right of the first ("64, 128, 160"): their labels would print over each
+    other."""
+    text, where = [""] * len(xs), ["top center"] * len(xs)
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] - xs[i] < near:
+            j += 1
+        text[i] = ", ".join(str(b) for b in bounds[i : j + 1])
+        where[i] = "top right" if j > i else "top center"
+        i = j + 1
+    return text, where
+
+
 def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
     """One lane per event kind (in order of first occurrence), time on x: prefill circles,
     decode diamonds, the boundary (tokens) written at each marker. Lookup, fetch and restore
@@ -63,15 +79,18 @@ def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
     t0 = r.events[0].t if r.events else 0.0
     symbols = {"prefill": "circle", "decode": "diamond"}
     order = list(dict.fromkeys(e.kind for e in r.events))
+    span = 1e3 * (r.events[-1].t - t0) if r.events else 0.0
     for kind in order:
         ev = [e for e in r.events if e.kind == kind]
         name = name_of("kind", kind, t)
+        xs = [1e3 * (e.t - t0) for e in ev]
+        text, where = _boundary_labels(xs, [e.boundary for e in ev], 0.06 * span)
         fig.add_scatter(
-            x=[1e3 * (e.t - t0) for e in ev],
+            x=xs,
             y=[name] * len(ev),
             mode="markers+text",
-            text=[str(e.boundary) for e in ev],
-            textposition="top center",
+            text=text,
+            textposition=where,
             textfont={"size": 10},
             name=name,
             marker={

@@ -164,7 +164,7 @@ MSG = Catalog(
         "y_mib": ("bytes per request (MiB, log scale)", "每个请求的字节数（MiB，对数坐标）"),
         # generation
         "l_gen_committed": ("committed (accepted + 1)", "已提交（接受数 + 1）"),
-        "l_gen_verified": ("verified (D)", "已验证 (D)"),
+        "l_gen_verified": ("verified (D)", "已验证（D）"),
         "h_gen": (
             "verify {x} at position {p}<br>committed {y} of {d} drafted + 1",
             "第 {x} 次验证，位置 {p}<br>提交 {y} 个，共 {d} 个草稿 + 1",
