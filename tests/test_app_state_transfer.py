@@ -80,7 +80,7 @@ def test_tiers_figure_is_the_study():
     [
         (lambda: app.run_pd(text=""), "prompt must be 1 to 2,000 characters"),
         (lambda: app.run_pd(n_new=0), "new tokens must be an integer in [1, 64]"),
-        (lambda: app.run_pd(tp=7), "tp must divide"),
+        (lambda: app.run_pd(tp=7), "TP must divide"),
         (
             lambda: app.run_pd(text="x" * 3000),
             "got 3,000 characters",
@@ -126,7 +126,7 @@ def test_validators_name_the_bad_input_before_the_callback_runs():
         1: "new tokens must be an integer in [1, 64], got 0",
     }
     assert _invalid(app.PD_CHECKS(text, 16, 7, "English")) == {
-        2: "tp must divide K3's 96 KDA heads, got 7"
+        2: "TP must divide K3's 96 KDA heads, got 7"
     }
     assert _invalid(app.MISMATCH_CHECKS("abc", "English")) == {
         0: "prompt must be 1 to 2,000 characters (at least 4 UTF-8 bytes), got 3 bytes"

@@ -20,7 +20,7 @@ COMMON = Catalog(
             "{name} must be one of {choices}, got {got}",
             "{name}必须是 {choices} 之一，收到 {got}",
         ),
-        "empty_field": ("an empty field", "空白"),
+        "empty_field": ("an empty field", "空白输入"),
         "invalid": ("invalid value", "无效的值"),
         # a kda_core ValueError: its own (English) sentence, inside one in the page's language
         "core_refused": ("{message}", "输入被拒绝，计算代码的原话是：“{message}”"),

@@ -68,8 +68,8 @@ MSG = Catalog(
             "{b}与{a}在共同长度内必须不同",
         ),
         "e_tp": (
-            "tp must divide K3's 96 KDA heads, got {tp}",
-            "tp 必须整除 K3 的 96 个 KDA 头，收到 {tp}",
+            "TP must divide K3's 96 KDA heads, got {tp}",
+            "TP 必须整除 K3 的 96 个 KDA 头，收到 {tp}",
         ),
         "n_anatomy": ("object anatomy", "对象组成"),
         "n_timeline": ("transfer timeline", "传输时间线"),
