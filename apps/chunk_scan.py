@@ -7,6 +7,7 @@ the last two segments swapped, and, on demand, measured speed.
 
 Main actions: ``chunk_scan_run`` (inputs -> five figures + CSVs) and ``chunk_scan_time``
 (measures both forms; every measurement of the session is kept in ``gr.State`` and overlaid).
+Every word comes from ``apps.text.chunk_scan.MSG`` in the page's language.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from apps.figures.chunk_scan import (
     fig_orders,
     fig_timing,
 )
-from apps.text.chunk_scan import EN, TR, ZH, summary_markdown
-from apps.ui import guard, i18n
+from apps.text.chunk_scan import MSG, summary_markdown
+from apps.ui import guard
+from apps.ui.catalog import T, UserError
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
 from kda_core.studies import chunk_scan as cs
 
 SOURCES = ("random inputs", "tiny model on text")
@@ -40,85 +44,96 @@ MAX_TIMINGS = 6
 def _lengths(text: str) -> tuple[int, ...]:
     parts = [p for p in str(text or "").replace(";", ",").split(",") if p.strip()]
     if not 2 <= len(parts) <= cs.MAX_SEGMENTS:
-        raise gr.Error(
-            f"segment lengths: give 2 to {cs.MAX_SEGMENTS} comma-separated integers "
-            f"in [1, 256], got {ui.clip_text(text)}"
-        )
-    return tuple(ui.check_int("segment length", p.strip(), 1, 256) for p in parts)
+        raise fail("e_lengths", MSG, n=cs.MAX_SEGMENTS, got=ui.clip_text(text))
+    return tuple(ui.check_int(MSG("v_length"), p.strip(), 1, 256) for p in parts)
 
 
-def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: str,
-               head: object, *_: object) -> tuple[int, str] | None:  # fmt: skip
-    """The checks that need two inputs (the same as ``run``'s)."""
-    lens = _lengths(lengths)
-    if source == SOURCES[1]:
-        n = len(str(text or "").encode("utf-8"))
-        if not 3 <= n <= 2048:
-            return 1, f"text must be 3 to 2048 UTF-8 bytes long, got {n}"
-        if sum(lens) > n:
-            return 4, f"segment lengths must sum to at most the text's {n} bytes, got {sum(lens)}"
-    try:
-        ui.check_int("head", head, 0, 3 if source == SOURCES[1] else 1)
-    except gr.Error as e:
-        return 5, guard.message_of(e)
+def _text_checks(source: str, text: object, lens: tuple[int, ...]) -> tuple[int, object] | None:
+    """(input index, error) of the checks that need the source and the text, or None."""
+    if source != SOURCES[1]:
+        return None
+    n = len(str(text or "").encode("utf-8"))
+    if not 3 <= n <= 2048:
+        return 1, fail("e_text", MSG, n=n)
+    if sum(lens) > n:
+        return 4, fail("e_sum", MSG, n=n, got=sum(lens))
     return None
 
 
-@ui.study_errors
-def run(
+def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: str,
+               head: object, *_: object) -> tuple[int, object] | None:  # fmt: skip
+    """The checks that need two inputs (the same as ``run``'s)."""
+    bad = _text_checks(source, text, _lengths(lengths))
+    if bad is not None:
+        return bad[0], bad[1].msg  # type: ignore[attr-defined]
+    try:
+        ui.check_int(MSG("v_head"), head, 0, 3 if source == SOURCES[1] else 1)
+    except UserError as e:
+        return 5, e.msg
+    return None
+
+
+def compute_run(
     source: str = SOURCES[0],
     text: str = DEFAULT_TEXT,
     seed: float = 0,
     chunk_size: float = 64,
     lengths: str = "16, 16, 16",
     head: float = 0,
-):
-    """Returns the summary and five (figure, csv) pairs."""
-    source = ui.check_choice("source", source, SOURCES)
-    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
-    C = ui.check_int("chunk size", chunk_size, 1, 256)
+) -> tuple[cs.ChunkScanStudy, cs.Composition]:
+    source = ui.check_choice(MSG("v_source"), source, SOURCES)
+    sd = ui.check_int(MSG("v_seed"), seed, 0, 2**31 - 1)
+    C = ui.check_int(MSG("v_chunk"), chunk_size, 1, 256)
     lens = _lengths(lengths)
+    bad = _text_checks(source, text, lens)
+    if bad is not None:
+        raise bad[1]  # type: ignore[misc]
     if source == SOURCES[1]:
-        text = str(text or "")
-        n = len(text.encode("utf-8"))
-        if not 3 <= n <= 2048:
-            raise gr.Error(f"text must be 3 to 2048 UTF-8 bytes long, got {n}")
-        if sum(lens) > n:
-            raise gr.Error(
-                f"segment lengths must sum to at most the text's {n} bytes, got {sum(lens)}"
-            )
-        hd = ui.check_int("head", head, 0, 3)
-        study = cs.chunk_scan_study(text=text, chunk_size=C)
-        comp = cs.composition(lengths=lens, text=text, head=hd)
-    else:
-        hd = ui.check_int("head", head, 0, 1)
-        study = cs.chunk_scan_study(seed=sd, chunk_size=C)
-        comp = cs.composition(lengths=lens, seed=sd, head=hd)
+        hd = ui.check_int(MSG("v_head"), head, 0, 3)
+        study = cs.chunk_scan_study(text=str(text), chunk_size=C)
+        return study, cs.composition(lengths=lens, text=str(text), head=hd)
+    hd = ui.check_int(MSG("v_head"), head, 0, 1)
+    study = cs.chunk_scan_study(seed=sd, chunk_size=C)
+    return study, cs.composition(lengths=lens, seed=sd, head=hd)
+
+
+def draw_run(view: tuple[cs.ChunkScanStudy, cs.Composition], t: T) -> tuple:
+    """The summary and five (figure, csv) pairs."""
+    study, comp = view
     figs = [
-        fig_agreement(study.agreement),
-        fig_cost(study.cost),
-        fig_groupings(comp),
-        fig_orders(comp),
-        fig_maps(comp),
+        fig_agreement(study.agreement, study.chunk_size, t),
+        fig_cost(study.cost, study.chunk_size, t),
+        fig_groupings(comp, t),
+        fig_orders(comp, t),
+        fig_maps(comp, t),
     ]
-    return (summary_markdown(study, comp), *[x for pair in figs for x in pair])
+    return (summary_markdown(study, comp, t), *[x for pair in figs for x in pair])
 
 
-@ui.study_errors
-def measure(
+run = rendered(compute_run, draw_run, MSG)
+
+
+def compute_measure(
     chunk_size: float = 64,
     repeats: float = 3,
     runs: list | None = None,
+    language: str = "en",
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio's injection idiom
-):
+) -> list[cs.Timing]:
     """Time both forms (best of ``repeats``); the session keeps the last MAX_TIMINGS runs."""
-    C = ui.check_int("chunk size", chunk_size, 1, 256)
-    r = ui.check_int("repeats", repeats, 1, 5)
-    progress(0.1, desc="timing recurrent and chunked forms")
+    C = ui.check_int(MSG("v_chunk"), chunk_size, 1, 256)
+    r = ui.check_int(MSG("v_repeats"), repeats, 1, 5)
+    progress(0.1, desc=MSG("progress_time").render(language))
     t = cs.timing(chunk_sizes=tuple(sorted({16, 64, C})), repeats=r)
-    kept = (list(runs or []) + [t])[-MAX_TIMINGS:]
-    fig, csv = fig_timing(kept)
+    return (list(runs or []) + [t])[-MAX_TIMINGS:]
+
+
+def draw_measure(kept: list[cs.Timing], t: T) -> tuple:
+    fig, csv = fig_timing(kept, t)
     return fig, csv, kept
+
+
+measure = rendered(compute_measure, draw_measure, MSG)
 
 
 class Controls(NamedTuple):
@@ -128,7 +143,6 @@ class Controls(NamedTuple):
     text: gr.Textbox
     run_btn: gr.Button
     summary: gr.Markdown
-    speed_md: gr.Markdown
     repeats: gr.Number
     time_btn: gr.Button
     seed: gr.Number
@@ -137,112 +151,73 @@ class Controls(NamedTuple):
     head: gr.Number
 
 
-def _controls() -> Controls:
+def _controls(page: Page) -> Controls:
     """The left column: the inputs, Run, the summary and the speed measurement."""
-    source = gr.Radio(list(SOURCES), value=SOURCES[0], label="inputs", elem_id=f"{NAME}-source")
-    text = gr.Textbox(
-        DEFAULT_TEXT,
-        lines=3,
-        label="text (tiny model, 3-2048 bytes)",
-        elem_id=f"{NAME}-text",
+    L = page.label
+    source = page.choices(
+        L(gr.Radio(list(SOURCES), value=SOURCES[0], elem_id=f"{NAME}-source"), "f_source"),
+        [("o_random", SOURCES[0]), ("o_text", SOURCES[1])],
     )
+    text = L(gr.Textbox(DEFAULT_TEXT, lines=3, elem_id=f"{NAME}-text"), "f_text")
     with gr.Row():
-        seed = gr.Number(0, label="seed", step=1)
-        chunk = gr.Number(64, label="chunk size C (1-256)", step=1, elem_id=f"{NAME}-chunk")
+        seed = L(gr.Number(0, step=1), "f_seed")
+        chunk = L(gr.Number(64, step=1, elem_id=f"{NAME}-chunk"), "f_chunk")
     with gr.Row():
-        lengths = gr.Textbox(
-            "16, 16, 16",
-            label="segment lengths (2-5 values)",
-            elem_id=f"{NAME}-lengths",
-        )
-        head = gr.Number(0, label="head", step=1)
-    run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
-    summary = gr.Markdown(label="Summary", elem_id=f"{NAME}-summary")
-    speed_md = gr.Markdown("**Speed** (wall clock on this machine)")
-    repeats = gr.Number(3, label="repeats (1-5)", step=1)
-    time_btn = gr.Button("Measure speed", elem_id=f"{NAME}-time")
-    return Controls(
-        source=source,
-        text=text,
-        run_btn=run_btn,
-        summary=summary,
-        speed_md=speed_md,
-        repeats=repeats,
-        time_btn=time_btn,
-        seed=seed,
-        chunk=chunk,
-        lengths=lengths,
-        head=head,
-    )
+        lengths = L(gr.Textbox("16, 16, 16", elem_id=f"{NAME}-lengths"), "f_lengths")
+        head = L(gr.Number(0, step=1), "f_head")
+    run_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
+    summary = gr.Markdown(label="Summary", elem_id=f"{NAME}-summary")  # named in the API
+    L(gr.Markdown(), "md_speed")
+    repeats = L(gr.Number(3, step=1), "f_repeats")
+    time_btn = L(gr.Button(elem_id=f"{NAME}-time"), "b_time")
+    return Controls(source, text, run_btn, summary, repeats, time_btn, seed, chunk, lengths, head)
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Chunk scan · KDA State Lab") as demo:
-        lang = ui.header(NAME, "Chunk scan · 分块扫描", EN, ZH)
+        page = Page(NAME, MSG)
         timings = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
-                ctl = _controls()
+                ctl = _controls(page)
             with gr.Column(scale=2):
-                s1 = ui.figure_slot(f"{NAME}-agreement", "Chunked vs recurrent")
-                s2 = ui.figure_slot(f"{NAME}-cost", "What chunking buys")
-                s3 = ui.figure_slot(f"{NAME}-groupings", "Groupings")
-                s4 = ui.figure_slot(f"{NAME}-orders", "Orders")
-                s5 = ui.figure_slot(f"{NAME}-maps", "Transition matrices")
-                no_timing = ui.empty_figure("Measured speed", "press “Measure speed”")
-                s6 = ui.figure_slot(
-                    f"{NAME}-timing",
-                    "Measured speed",
-                    no_timing,
-                    csv_visible=False,  # no dead download button before a measurement
-                )
-        inputs = [ctl.source, ctl.text, ctl.seed, ctl.chunk, ctl.lengths, ctl.head]
-        outputs = [ctl.summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs]
-        loc = i18n.Localizer(lang.radio, TR)
-        run_fn, run_out = loc.wrap(run, outputs)
-        run_in = [*inputs, lang.radio]
+                slots = [
+                    page.figure_slot(f"{NAME}-{k}", f"n_{k}")
+                    for k in ("agreement", "cost", "groupings", "orders", "maps")
+                ]
+                s6 = page.figure_slot(f"{NAME}-timing", "n_timing", csv=False)
+        page.initial(s6.plot, lambda t: ui.empty_figure(t("t_no_timing"), t("no_timing")))
+        inputs = [ctl.source, ctl.text, ctl.seed, ctl.chunk, ctl.lengths, ctl.head, page.radio]
+        run_fn, run_out = page.event(
+            compute_run, draw_run, [ctl.summary, *(o for s in slots for o in s.outputs)]
+        )
         run_v = guard.validator(
-            lambda v: ui.check_choice("source", v, SOURCES),
+            lambda v: ui.check_choice(MSG("v_source"), v, SOURCES),
             None,
-            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
-            lambda v: ui.check_int("chunk size", v, 1, 256),
+            lambda v: ui.check_int(MSG("v_seed"), v, 0, 2**31 - 1),
+            lambda v: ui.check_int(MSG("v_chunk"), v, 1, 256),
             _lengths,
             None,
             cross=_cross_run,
         )
-        ctl.run_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
-        demo.load(run_fn, run_in, run_out, api_visibility="private")
-        time_fn, time_out = loc.wrap(measure, [*s6.outputs, timings])
+        ctl.run_btn.click(run_fn, inputs, run_out, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(run_fn, inputs, run_out, api_visibility="private")
+        time_fn, time_out = page.event(compute_measure, draw_measure, [*s6.outputs, timings])
         ctl.time_btn.click(
             time_fn,
-            [ctl.chunk, ctl.repeats, timings, lang.radio],
+            [ctl.chunk, ctl.repeats, timings, page.radio],
             time_out,
             api_name=f"{NAME}_time",
             validator=guard.validator(
-                lambda v: ui.check_int("chunk size", v, 1, 256),
-                lambda v: ui.check_int("repeats", v, 1, 5),
+                lambda v: ui.check_int(MSG("v_chunk"), v, 1, 256),
+                lambda v: ui.check_int(MSG("v_repeats"), v, 1, 5),
             ),
         ).then(lambda: gr.update(visible=True), None, s6.csv, api_visibility="private")
-        loc.initial(s6.plot, no_timing)
-        loc.finish()
-        lang.labels(
-            {
-                ctl.source: "输入",
-                ctl.text: "文本（小模型，3-2048 字节）",
-                ctl.chunk: "块大小 C (1-256)",
-                ctl.lengths: "段长度（2-5 个值）",
-                ctl.head: "头",
-                ctl.seed: "随机种子",
-                ctl.repeats: "重复次数 (1-5)",
-                ctl.run_btn: "运行",
-                ctl.time_btn: "测量速度",
-                ctl.speed_md: "**速度**（本机实测耗时）",
-                **{s.csv: ui.CSV_ZH for s in (s1, s2, s3, s4, s5, s6)},
-            },
-            tr=TR,
-        )
+        page.finish()
     return demo
 
+
+__all__ = ["MSG", "build", "fig_orders", "measure", "run"]
 
 if __name__ == "__main__":
     ui.main(build)

@@ -6,11 +6,14 @@ every rank's outputs against a single rank, the bytes each rank sends against an
 all-gather of the same context, and the modelled speed-up over P from measured per-step costs.
 The ranks run in this process (the plan and messages the gloo ranks run; no processes here).
 
-Main action: ``context_parallel_run`` (inputs -> summary + five figures + CSVs). Every figure
-follows the language switch (the switch re-renders them).
+Main action: ``context_parallel_run`` (inputs -> summary + five figures + CSVs). Every word
+comes from ``apps.text.context_parallel.MSG`` in the page's language; the switch redraws the
+last run.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -25,14 +28,14 @@ from apps.figures.context_parallel import (
     fig_state,
     fig_steps,
 )
-from apps.text.context_parallel import EN, ZH, _t, summary_markdown
+from apps.text.context_parallel import MSG, summary_markdown
 from apps.ui import guard
+from apps.ui.catalog import T as Lang
+from apps.ui.catalog import UserError
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
 from kda_core.studies import context_parallel as cps
 
-SCAN_CHOICES = [
-    ("log-depth · 对数深度", "logdepth"),
-    ("all-gather + fold · 全收集 + 折叠", "allgather"),
-]
 MAX_DOCS_TEXT = 200
 
 
@@ -41,104 +44,109 @@ def _docs(text: str, T: int) -> list[int] | None:
     if not text:
         return None
     if len(text) > MAX_DOCS_TEXT:
-        raise gr.Error(f"document lengths: at most {MAX_DOCS_TEXT} characters")
+        raise fail("e_docs_chars", MSG, n=MAX_DOCS_TEXT)
     parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
     if not 1 <= len(parts) <= cps.MAX_DOCS:
-        raise gr.Error(f"document lengths: give 1 to {cps.MAX_DOCS} comma-separated integers")
-    lens = [ui.check_int("document length", p.strip(), 1, T) for p in parts]
+        raise fail("e_docs_count", MSG, n=cps.MAX_DOCS)
+    lens = [ui.check_int(MSG("v_doc"), p.strip(), 1, T) for p in parts]
     if sum(lens) != T:
-        raise gr.Error(f"document lengths must sum to T = {T}, got {sum(lens)}")
+        raise fail("e_docs_sum", MSG, T=T, got=sum(lens))
     return lens
 
 
-def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[int, str] | None:
+def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[int, object] | None:
     """Checks that need two inputs: P <= T, and document lengths that sum to T."""
     t = int(T)
     if int(P) > t:
-        return 1, f"ranks P must be in [1, {min(cps.MAX_P, t)}] (at most T), got {int(P)}"
+        return 1, MSG("e_P_T", hi=min(cps.MAX_P, t), got=int(P))
     try:
         _docs(docs, t)
-    except (gr.Error, ValueError) as e:
-        return 3, guard.message_of(e)
+    except UserError as e:
+        return 3, e.msg
     return None
 
 
-@ui.study_errors
-def run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "", rank: float = 2,
-        seed: float = 0, language: str = ui.LANGS[0]):  # fmt: skip
-    """Returns the summary and five (figure, csv) pairs."""
-    T = ui.check_int("T", T, 16, cps.MAX_T)
-    P = ui.check_int("ranks P", P, 1, min(cps.MAX_P, T))
-    scan = ui.check_choice("scan", scan, SCANS)
+@dataclass(frozen=True, slots=True)
+class View:
+    demo: cps.Demo
+    rank: int
+    seed: int
+    models: dict[int, cps.CostModel]
+    model_P: cps.CostModel
+
+
+def compute_run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "",
+                rank: float = 2, seed: float = 0) -> View:  # fmt: skip
+    T = ui.check_int(MSG("v_T"), T, 16, cps.MAX_T)
+    P = ui.check_int(MSG("v_P"), P, 1, min(cps.MAX_P, T))
+    scan = ui.check_choice(MSG("v_scan"), scan, SCANS)
     # the last rank when P shrank below the chosen one (the title names the rank shown)
-    r = min(ui.check_int("rank to inspect", rank, 0, cps.MAX_P - 1), P - 1)
-    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
-    lang = ui.check_choice("language", language, ui.LANGS)
+    r = min(ui.check_int(MSG("v_rank"), rank, 0, cps.MAX_P - 1), P - 1)
+    sd = ui.check_int(MSG("v_seed"), seed, 0, 2**31 - 1)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
     models = {
         ctx: cps.cost_model(cps.MEASURED, T=ctx, P_values=(1, 2, 4, 8, 16, 32, 64))
         for ctx in SPEEDUP_T
     }
-    mp = cps.cost_model(cps.MEASURED, T=T, P_values=(P,))
-    t = _t(lang)
-    figs = [fig_steps(d, t), fig_state(d, r, t), fig_exact(d, t), fig_bytes(d, mp, t),
-            fig_speedup(models, t)]  # fmt: skip
-    return (summary_markdown(d, sd, lang), *[x for pair in figs for x in pair])
+    return View(d, r, sd, models, cps.cost_model(cps.MEASURED, T=T, P_values=(P,)))
+
+
+def draw_run(v: View, t: Lang) -> tuple:
+    """The summary and five (figure, csv) pairs."""
+    d = v.demo
+    figs = [fig_steps(d, t), fig_state(d, v.rank, t), fig_exact(d, t),
+            fig_bytes(d, v.model_P, t), fig_speedup(v.models, t)]  # fmt: skip
+    return (summary_markdown(d, v.seed, t), *[x for pair in figs for x in pair])
+
+
+run = rendered(compute_run, draw_run, MSG)
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Context parallel · KDA State Lab") as demo:
-        lang = ui.header(NAME, "Context parallel · 上下文并行", EN, ZH)
+        page = Page(NAME, MSG)
+        L = page.label
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
-                T = gr.Number(512, label=f"tokens T (16-{cps.MAX_T})", step=1, elem_id=f"{NAME}-T")
-                P = gr.Number(4, label=f"ranks P (1-{cps.MAX_P})", step=1, elem_id=f"{NAME}-P")
-                scan = gr.Radio(SCAN_CHOICES, value=SCANS[0], label="scan", elem_id=f"{NAME}-scan")
-                docs = gr.Textbox(
-                    "",
-                    label="document lengths (empty: one document)",
-                    placeholder="e.g. 100, 300, 112",
-                    elem_id=f"{NAME}-docs",
+                T = L(gr.Number(512, step=1, elem_id=f"{NAME}-T"), "f_T", max=cps.MAX_T)
+                P = L(gr.Number(4, step=1, elem_id=f"{NAME}-P"), "f_P", max=cps.MAX_P)
+                scan = page.choices(
+                    L(gr.Radio(list(SCANS), value=SCANS[0], elem_id=f"{NAME}-scan"), "f_scan"),
+                    [(f"o_{s}", s) for s in SCANS],
                 )
+                docs = L(gr.Textbox("", placeholder="100, 300, 112", elem_id=f"{NAME}-docs"),
+                         "f_docs")  # fmt: skip
                 with gr.Row():
-                    rank = gr.Number(2, label="rank to inspect", step=1, elem_id=f"{NAME}-rank")
-                    seed = gr.Number(0, label="seed", step=1)
-                run_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
+                    rank = L(gr.Number(2, step=1, elem_id=f"{NAME}-rank"), "f_rank")
+                    seed = L(gr.Number(0, step=1), "f_seed")
+                run_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
                 summary = gr.Markdown(label="Context parallel summary", elem_id=f"{NAME}-summary")
             with gr.Column(scale=2):
                 slots = [
-                    ui.figure_slot(f"{NAME}-{k}", k)
+                    page.figure_slot(f"{NAME}-{k}", f"n_{k}")
                     for k in ("steps", "state", "exactness", "bytes", "speedup")
                 ]
-        inputs = [T, P, scan, docs, rank, seed, lang.radio]
-        outputs = [summary] + [o for s in slots for o in s.outputs]
+        inputs = [T, P, scan, docs, rank, seed, page.radio]
+        fn, outputs = page.event(
+            compute_run, draw_run, [summary] + [o for s in slots for o in s.outputs]
+        )
         run_v = guard.validator(
-            lambda v: ui.check_int("T", v, 16, cps.MAX_T),
-            lambda v: ui.check_int("ranks P", v, 1, cps.MAX_P),
-            lambda v: ui.check_choice("scan", v, SCANS),
+            lambda v: ui.check_int(MSG("v_T"), v, 16, cps.MAX_T),
+            lambda v: ui.check_int(MSG("v_P"), v, 1, cps.MAX_P),
+            lambda v: ui.check_choice(MSG("v_scan"), v, SCANS),
             None,
-            lambda v: ui.check_int("rank to inspect", v, 0, cps.MAX_P - 1),
-            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
+            lambda v: ui.check_int(MSG("v_rank"), v, 0, cps.MAX_P - 1),
+            lambda v: ui.check_int(MSG("v_seed"), v, 0, 2**31 - 1),
             None,
             cross=_cross_run,
         )
-        run_btn.click(run, inputs, outputs, api_name=f"{NAME}_run", validator=run_v)
-        demo.load(run, inputs, outputs, api_visibility="private")
-        lang.radio.change(run, inputs, outputs, api_visibility="private")
-        lang.labels(
-            {
-                T: f"token 数 T (16-{cps.MAX_T})",
-                P: f"rank 数 P (1-{cps.MAX_P})",
-                scan: "扫描方式",
-                docs: "文档长度（留空：一个文档）",
-                rank: "查看的 rank",
-                seed: "随机种子",
-                run_btn: "运行",
-                **{s.csv: ui.CSV_ZH for s in slots},
-            }
-        )
+        run_btn.click(fn, inputs, outputs, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(fn, inputs, outputs, api_visibility="private")
+        page.finish()
     return demo
 
+
+__all__ = ["MSG", "build", "run"]
 
 if __name__ == "__main__":
     ui.main(build)

@@ -13,8 +13,6 @@ session's history). The history lives in ``gr.State``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import gradio as gr
 
 from apps import ui
@@ -28,15 +26,17 @@ from apps.figures.int8_checkpoint import (
     ticks_125,
 )
 from apps.text.int8_checkpoint import (
-    EN,
-    TR,
-    ZH,
+    MSG,
     _cell,
     continuation_markdown,
     history_markdown,
     summary_markdown,
 )
-from apps.ui import COLORS, SERIES, guard, i18n
+from apps.ui import COLORS, SERIES, guard
+from apps.ui.catalog import T as Lang
+from apps.ui.catalog import UserError
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
 from kda_core.studies import int8 as st
 from kda_core.studies import quality
 
@@ -46,13 +46,32 @@ MAX_HISTORY = 10
 
 
 def _variant(label: str) -> tuple[str, str | None]:
-    label = ui.check_choice("format", label, VARIANT_LABELS)
+    label = ui.check_choice(MSG("v_format"), label, VARIANT_LABELS)
     _, fmt, gran = st.VARIANTS[VARIANT_LABELS.index(label)]
     return fmt, gran
 
 
-@ui.study_errors
-def run(
+def _text(text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise fail("e_text_empty", MSG, n=st.MAX_TEXT_CHARS)
+    if len(text) > st.MAX_TEXT_CHARS:
+        raise fail("e_text_long", MSG, n=st.MAX_TEXT_CHARS, got=len(text))
+    return text
+
+
+def _tokens(text: str, n_tokens: object) -> int:
+    n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
+    return ui.check_int(MSG("v_tokens"), n_tokens, 1, n_max)
+
+
+def _tp(tp: object) -> int:
+    tp_i = ui.check_int(MSG("v_tp"), tp, 1, 64)
+    if 96 % tp_i:
+        raise fail("e_tp", MSG, tp=tp_i)
+    return tp_i
+
+
+def compute_run(
     text: str = st.DEFAULT_TEXT,
     n_tokens: float = 64,
     variant: str = VARIANT_LABELS[0],
@@ -64,247 +83,140 @@ def run(
     budget_gib: float = 8.0,
     history: list | None = None,
 ) -> tuple:
-    """Validate, run the study, draw. Outputs: summary, five (figure, csv) pairs, history
-    table (markdown), history (session state)."""
-    if not isinstance(text, str) or not text.strip():
-        raise gr.Error(
-            f"text must be non-empty (1 to {st.MAX_TEXT_CHARS} characters)", print_exception=False
-        )
-    if len(text) > st.MAX_TEXT_CHARS:
-        raise gr.Error(
-            f"text must be 1 to {st.MAX_TEXT_CHARS} characters, got {len(text)}",
-            print_exception=False,
-        )
-    n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
-    n = ui.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
+    """Validate and run the study (and the greedy continuations after a restore)."""
+    text = _text(text)
+    n = _tokens(text, n_tokens)
     fmt, gran = _variant(variant)
-    lay = ui.check_int("KDA layer", layer, 0, N_LAYERS - 1)
-    hd = ui.check_int("head", head, 0, N_HEADS - 1)
-    stp = ui.check_int("tokens to decode", steps, 1, st.MAX_STEPS)
-    nat = ui.check_choice("native state dtype", native_dtype, st.NATIVE_DTYPES)
-    tp_i = ui.check_int("TP", tp, 1, 64)
-    if 96 % tp_i:
-        raise gr.Error(
-            f"TP must divide Kimi K3's 96 KDA heads; got TP={tp_i}", print_exception=False
-        )
-    gib = ui.check_float("checkpoint budget (GiB)", budget_gib, 0.01, 4096)
+    lay = ui.check_int(MSG("v_layer"), layer, 0, N_LAYERS - 1)
+    hd = ui.check_int(MSG("v_head"), head, 0, N_HEADS - 1)
+    stp = ui.check_int(MSG("v_steps"), steps, 1, st.MAX_STEPS)
+    nat = ui.check_choice(MSG("v_native"), native_dtype, st.NATIVE_DTYPES)
+    tp_i = _tp(tp)
+    gib = ui.check_float(MSG("v_budget"), budget_gib, 0.01, 4096)
     s = st.int8_study(text, n, fmt, gran, lay, hd, stp, nat, tp_i, gib)
-    f1 = fig_error_map(s.errors)
-    f2 = fig_histograms(s.errors)
-    f3 = fig_divergence(s.divergence)
-    f4 = fig_variants(s.table, variant)
-    f5 = fig_capacity(s.memory_tiny, s.memory_k3, variant)
     i = s.table.labels.index(variant)
     j = s.memory_k3.labels.index(variant)
     hist = list(history or [])
-    hist.append(
-        [
-            len(hist) + 1,
-            n,
-            variant,
-            f"{s.table.rel_fro[i]:.3g}",
-            f"{s.divergence.every_step_state_dist[-1]:.3g}",
-            f"×{s.memory_k3.gain[j]:.2f}",
-        ]
-    )
-    hist = hist[-MAX_HISTORY:]
-    cont = continuation_markdown(quality.continuation(text, n, fmt, gran, max(stp, 32)))
+    hist.append([len(hist) + 1, n, variant, f"{s.table.rel_fro[i]:.3g}",
+                 f"{s.divergence.every_step_state_dist[-1]:.3g}",
+                 f"×{s.memory_k3.gain[j]:.2f}"])  # fmt: skip
+    cont = quality.continuation(text, n, fmt, gran, max(stp, 32))
+    return s, variant, hist[-MAX_HISTORY:], cont
+
+
+def draw_run(view: tuple, t: Lang) -> tuple:
+    """Summary, five (figure, csv) pairs, the runs table, the history, the continuations."""
+    s, variant, hist, cont = view
     return (
-        summary_markdown(s, variant),
-        *f1,
-        *f2,
-        *f3,
-        *f4,
-        *f5,
-        history_markdown(hist),
+        summary_markdown(s, variant, t),
+        *fig_error_map(s.errors, t),
+        *fig_histograms(s.errors, t),
+        *fig_divergence(s.divergence, t),
+        *fig_variants(s.table, variant, t),
+        *fig_capacity(s.memory_tiny, s.memory_k3, variant, t),
+        history_markdown(hist, t),
         hist,
-        cont,
+        continuation_markdown(cont, t),
     )
+
+
+run = rendered(compute_run, draw_run, MSG)
 
 
 def _run_validator():  # noqa: ANN202
     """``run``'s checks, per input (so a rejected input leaves the page as it was)."""
 
-    def text_ok(text: object) -> None:
-        if not isinstance(text, str) or not text.strip():
-            raise gr.Error(f"text must be non-empty (1 to {st.MAX_TEXT_CHARS} characters)")
-        if len(text) > st.MAX_TEXT_CHARS:
-            raise gr.Error(f"text must be 1 to {st.MAX_TEXT_CHARS} characters, got {len(text)}")
-
-    def cross(text: str, n_tokens: object, *rest: object) -> tuple[int, str] | None:
-        n_max = min(len(text.encode("utf-8")), st.MAX_PARK_TOKENS)
+    def cross(text: str, n_tokens: object, *rest: object) -> tuple[int, object] | None:
         try:
-            ui.check_int("tokens to park (≤ the text's UTF-8 bytes)", n_tokens, 1, n_max)
-        except gr.Error as e:
-            return 1, guard.message_of(e)
-        tp_i = int(float(rest[5]))  # type: ignore[arg-type]
-        if 96 % tp_i:
-            return 7, f"TP must divide Kimi K3's 96 KDA heads; got TP={tp_i}"
+            _tokens(text, n_tokens)
+        except UserError as e:
+            return 1, e.msg
+        try:
+            _tp(rest[5])
+        except UserError as e:
+            return 7, e.msg
         return None
 
     return guard.validator(
-        text_ok,
+        _text,
         None,
-        lambda v: _variant(v),
-        lambda v: ui.check_int("KDA layer", v, 0, N_LAYERS - 1),
-        lambda v: ui.check_int("head", v, 0, N_HEADS - 1),
-        lambda v: ui.check_int("tokens to decode", v, 1, st.MAX_STEPS),
-        lambda v: ui.check_choice("native state dtype", v, st.NATIVE_DTYPES),
-        lambda v: ui.check_int("TP", v, 1, 64),
-        lambda v: ui.check_float("checkpoint budget (GiB)", v, 0.01, 4096),
+        _variant,
+        lambda v: ui.check_int(MSG("v_layer"), v, 0, N_LAYERS - 1),
+        lambda v: ui.check_int(MSG("v_head"), v, 0, N_HEADS - 1),
+        lambda v: ui.check_int(MSG("v_steps"), v, 1, st.MAX_STEPS),
+        lambda v: ui.check_choice(MSG("v_native"), v, st.NATIVE_DTYPES),
+        lambda v: ui.check_int(MSG("v_tp"), v, 1, 64),
+        lambda v: ui.check_float(MSG("v_budget"), v, 0.01, 4096),
         cross=cross,
     )
 
 
-class Controls(NamedTuple):
-    """The left column's components (`_controls`), by name."""
-
-    text: gr.Textbox
-    n_tokens: gr.Number
-    variant: gr.Radio
-    steps: gr.Number
-    btn: gr.Button
-    summary: gr.Markdown
-    hist_md: gr.Markdown
-    layer: gr.Slider
-    head: gr.Slider
-    capacity_box: gr.Accordion
-    native: gr.Radio
-    tp: gr.Number
-    budget: gr.Number
-
-
-def _controls() -> Controls:
-    """The left column: the text, the format, the K3 capacity inputs, the summaries."""
-    text = gr.Textbox(
-        st.DEFAULT_TEXT,
-        lines=4,
-        elem_id=f"{NAME}-text",
-        label=f"Text the model reads (1-{st.MAX_TEXT_CHARS} chars)",
-    )
-    n_tokens = gr.Number(
-        64,
-        elem_id=f"{NAME}-tokens",
-        label="Tokens before parking (1-1024, ≤ text bytes)",
-    )
-    variant = gr.Radio(
-        list(VARIANT_LABELS),
-        value=VARIANT_LABELS[0],
-        label="Format / scale granularity",
-        elem_id=f"{NAME}-variant",
-    )
+def _controls(page: Page) -> list:
+    """The left column's inputs, in ``compute_run``'s order (without the history)."""
+    L = page.label
+    text = L(gr.Textbox(st.DEFAULT_TEXT, lines=4, elem_id=f"{NAME}-text"), "f_text",
+             n=st.MAX_TEXT_CHARS)  # fmt: skip
+    n_tokens = L(gr.Number(64, elem_id=f"{NAME}-tokens"), "f_tokens")
+    variant = page.choices(
+        L(gr.Radio(list(VARIANT_LABELS), value=VARIANT_LABELS[0], elem_id=f"{NAME}-variant"),
+          "f_variant"),
+        [(f"var_{v}", v) for v in VARIANT_LABELS],
+    )  # fmt: skip
     with gr.Row():
-        layer = gr.Slider(0, N_LAYERS - 1, value=0, step=1, label="KDA layer")
-        head = gr.Slider(0, N_HEADS - 1, value=0, step=1, label="Head")
-    steps = gr.Number(
-        16,
-        elem_id=f"{NAME}-steps",
-        label=f"Tokens to decode after restore (1-{st.MAX_STEPS})",
-    )
-    with gr.Accordion("Kimi K3 capacity", open=False) as capacity_box:
-        native = gr.Radio(list(st.NATIVE_DTYPES), value="bfloat16", label="Native state pool dtype")
+        layer = L(gr.Slider(0, N_LAYERS - 1, value=0, step=1), "f_layer")
+        head = L(gr.Slider(0, N_HEADS - 1, value=0, step=1), "f_head")
+    steps = L(gr.Number(16, elem_id=f"{NAME}-steps"), "f_steps", n=st.MAX_STEPS)
+    with gr.Accordion(open=False) as capacity_box:
+        native = L(gr.Radio(list(st.NATIVE_DTYPES), value="bfloat16"), "f_native")
         with gr.Row():
-            tp = gr.Number(8, label="TP (divides 96)", elem_id=f"{NAME}-tp")
-            budget = gr.Number(
-                8.0,
-                label="Checkpoint budget (GiB, 0.01-4096)",
-                elem_id=f"{NAME}-budget",
-            )
-    btn = gr.Button("Park and restore", variant="primary", elem_id=f"{NAME}-run")
-    summary = gr.Markdown(
-        label="Park and restore summary",
-        elem_id=f"{NAME}-summary",
-        elem_classes=["kda-metrics"],
-    )
-    hist_md = gr.Markdown(
-        label="Runs in this session",
-        elem_id=f"{NAME}-history",
-        elem_classes=["kda-metrics"],
-    )
-    return Controls(
-        text=text,
-        n_tokens=n_tokens,
-        variant=variant,
-        steps=steps,
-        btn=btn,
-        summary=summary,
-        hist_md=hist_md,
-        layer=layer,
-        head=head,
-        capacity_box=capacity_box,
-        native=native,
-        tp=tp,
-        budget=budget,
-    )
+            tp = L(gr.Number(8, elem_id=f"{NAME}-tp"), "f_tp")
+            budget = L(gr.Number(8.0, elem_id=f"{NAME}-budget"), "f_budget")
+    L(capacity_box, "acc_k3")
+    return [text, n_tokens, variant, layer, head, steps, native, tp, budget]
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="INT8 checkpoints · KDA State Lab") as demo:
-        lang = ui.header(NAME, "INT8 checkpoints · INT8 检查点", EN, ZH)
+        page = Page(NAME, MSG)
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                ctl = _controls()
+                inputs = _controls(page)
+                btn = page.label(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
+                summary = gr.Markdown(
+                    label="Park and restore summary", elem_id=f"{NAME}-summary",
+                    elem_classes=["kda-metrics"],
+                )  # fmt: skip
             with gr.Column(scale=2):
-                s1 = ui.figure_slot(f"{NAME}-errmap", "Error map")
-                s3 = ui.figure_slot(f"{NAME}-divergence", "Divergence")
+                s1 = page.figure_slot(f"{NAME}-errmap", "n_errmap")
+                s3 = page.figure_slot(f"{NAME}-divergence", "n_divergence")
                 cont = gr.Markdown(
                     label="Exact vs compressed continuations", elem_id=f"{NAME}-continuation"
                 )
-                s4 = ui.figure_slot(f"{NAME}-variants", "Variants")
-                s2 = ui.figure_slot(f"{NAME}-hist", "Histograms")
-                s5 = ui.figure_slot(f"{NAME}-capacity", "Capacity")
-        inputs = [
-            ctl.text,
-            ctl.n_tokens,
-            ctl.variant,
-            ctl.layer,
-            ctl.head,
-            ctl.steps,
-            ctl.native,
-            ctl.tp,
-            ctl.budget,
-            history,
-        ]
-        outputs = [
-            ctl.summary,
-            *s1.outputs,
-            *s2.outputs,
-            *s3.outputs,
-            *s4.outputs,
-            *s5.outputs,
-            ctl.hist_md,
-            history,
-            cont,
-        ]
-        loc = i18n.Localizer(lang.radio, TR)
-        run_fn, run_out = loc.wrap(run, outputs)
-        run_in, run_v = [*inputs, lang.radio], _run_validator()
-        ctl.btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
+                s4 = page.figure_slot(f"{NAME}-variants", "n_variants")
+                s2 = page.figure_slot(f"{NAME}-hist", "n_hist")
+                s5 = page.figure_slot(f"{NAME}-capacity", "n_capacity")
+                # the runs table has six columns: the wide column holds it without scrolling
+                hist_md = gr.Markdown(label="Runs in this session", elem_id=f"{NAME}-history",
+                                      elem_classes=["kda-metrics"])  # fmt: skip
+        outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs,
+                   hist_md, history, cont]  # fmt: skip
+        run_fn, run_out = page.event(compute_run, draw_run, outputs)
+        run_in, run_v = [*inputs, history, page.radio], _run_validator()
+        btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
         demo.load(run_fn, run_in, run_out, api_visibility="private")
+        variant, layer, head, native = inputs[2], inputs[3], inputs[4], inputs[6]
         gr.on(
-            [ctl.variant.input, ctl.layer.release, ctl.head.release, ctl.native.input],
-            run_fn,
-            run_in,
-            run_out,
-            api_visibility="private",
-            validator=run_v,
-        )
-        loc.finish()
-        lang.labels({
-            ctl.text: f"模型读取的文本（1-{st.MAX_TEXT_CHARS} 个字符）",
-            ctl.n_tokens: "停放前的 token 数（1-1024，不超过文本字节数）",
-            ctl.variant: "格式 / 缩放粒度", ctl.layer: "KDA 层", ctl.head: "头",
-            ctl.steps: f"恢复后解码的 token 数（1-{st.MAX_STEPS}）", ctl.native: "原生状态池精度",
-            ctl.tp: "TP（整除 96）", ctl.budget: "检查点预算（GiB，0.01-4096）",
-            ctl.btn: "停放并恢复", ctl.capacity_box: "Kimi K3 容量",
-            **{sl.csv: ui.CSV_ZH for sl in (s1, s2, s3, s4, s5)},
-        }, tr=TR)  # fmt: skip
+            [variant.input, layer.release, head.release, native.input],
+            run_fn, run_in, run_out, api_visibility="private", validator=run_v,
+        )  # fmt: skip
+        page.finish()
     return demo
 
 
 __all__ = [
     "COLORS",
+    "MSG",
     "SERIES",
     "VARIANT_LABELS",
     "_cell",

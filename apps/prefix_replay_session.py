@@ -26,9 +26,11 @@ from apps.figures.prefix_replay import (
     fig_tree,
 )
 from apps.figures.prefix_replay_batch import fig_pools
-from apps.prefix_replay_checks import EMPTY, STAGES, check_room, check_text
-from apps.text.prefix_replay import short, step_markdown, summary_markdown
-from apps.ui import i18n
+from apps.prefix_replay_checks import STAGES, check_room, check_text
+from apps.text.prefix_replay import MSG, short, step_markdown, summary_markdown
+from apps.ui import player
+from apps.ui.catalog import T as Lang
+from apps.ui.checks import fail
 from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
 
@@ -66,9 +68,13 @@ class TabState:
         return int(self.request.replay_steps.positions.size)
 
 
-def _serve(s: TabState, progress: gr.Progress | None = None) -> TabState:
+def _t(language: object) -> Lang:
+    return MSG.lang(language)
+
+
+def _serve(s: TabState, progress: gr.Progress | None = None, lang: str = "en") -> TabState:
     if progress is not None:
-        progress(0.0, desc=f"serving {len(s.prompts)} request(s) through the engine")
+        progress(0.0, desc=MSG("progress_serve", n=len(s.prompts)).render(lang))
     study = pr.serve(
         s.scenario if s.scenario in SCENARIOS else "custom",
         prompts=None if s.scenario in SCENARIOS else s.prompts,
@@ -81,11 +87,13 @@ def _serve(s: TabState, progress: gr.Progress | None = None) -> TabState:
     return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
 
 
-def _send_one(base: TabState, text: str, s: TabState, progress: gr.Progress | None) -> TabState:
+def _send_one(
+    base: TabState, text: str, s: TabState, progress: gr.Progress | None, lang: str = "en"
+) -> TabState:
     """``s`` (= base + text) served incrementally: fork base's engine, serve only ``text``."""
     assert base.study is not None
     if progress is not None:
-        progress(0.0, desc=f"serving request #{len(s.prompts)} through the engine")
+        progress(0.0, desc=MSG("progress_send", n=len(s.prompts)).render(lang))
     study = base.study.fork("custom")
     study.send(text)
     res = study.result()
@@ -94,54 +102,56 @@ def _send_one(base: TabState, text: str, s: TabState, progress: gr.Progress | No
 
 def _settings(policy: object, spacing: object, slots: object, int8: object) -> dict:
     return {
-        "policy": ui.check_choice("policy", policy, POLICIES),
-        "spacing": ui.check_int("checkpoint spacing (tokens)", spacing, 1, 1024),
-        "slots": ui.check_int("checkpoint slots (0 = default 256)", slots, 0, 4096) or None,
+        "policy": ui.check_choice(MSG("v_policy"), policy, POLICIES),
+        "spacing": ui.check_int(MSG("v_spacing"), spacing, 1, 1024),
+        "slots": ui.check_int(MSG("v_slots"), slots, 0, 4096) or None,
         "int8": bool(int8),
     }
 
 
 def _view(layer: object, head: object, delta: object, stage: object) -> dict:
     return {
-        "layer": ui.check_int("KDA layer", layer, 0, pr.kda_shape()[0] - 1),
-        "head": ui.check_int("head", head, 0, pr.kda_shape()[1] - 1),
+        "layer": ui.check_int(MSG("v_layer"), layer, 0, pr.kda_shape()[0] - 1),
+        "head": ui.check_int(MSG("v_head"), head, 0, pr.kda_shape()[1] - 1),
         "delta": bool(delta),
-        "stage": STAGES.index(ui.check_choice("tree snapshot", stage, STAGES)),
+        "stage": STAGES.index(ui.check_choice(MSG("v_stage"), stage, STAGES)),
     }
 
 
-def _request_choices(s: TabState) -> list[tuple[str, int]]:
-    return [(f"#{i + 1} {i18n.verbatim(short(p, 22))}", i) for i, p in enumerate(s.prompts)]
+def _request_choices(s: TabState, t: Lang) -> list[tuple[str, int]]:
+    """One option per request: '#n' and the tail of its prompt (the reader's text as typed)."""
+    return [(t("req_choice", n=i + 1, text=short(p, 22)), i) for i, p in enumerate(s.prompts)]
 
 
 def _step_slider(s: TabState) -> dict:
+    """The replay step field: its value and upper bound (the match)."""
     n = s.n_steps
     return gr.update(maximum=max(n - 1, 1), value=s.step, interactive=n > 1)
 
 
-def _replay_outputs(s: TabState) -> tuple:
-    """(figure, CSV button, step text, slider); the CSV button hides when there is no replay."""
-    fig, csv = fig_replay(s.request.replay_steps, s.step, s.layer, s.head, s.delta, s.req)
+def _replay_outputs(s: TabState, t: Lang) -> tuple:
+    """(figure, CSV button, step text, step field); the CSV button hides without a replay."""
+    fig, csv = fig_replay(s.request.replay_steps, s.step, s.layer, s.head, s.delta, s.req, t)
     has = s.n_steps > 0
     btn = gr.update(value=csv if has else None, visible=has)
-    return fig, btn, step_markdown(s.request.replay_steps, s.step), _step_slider(s)
+    return fig, btn, step_markdown(s.request.replay_steps, s.step, t), _step_slider(s)
 
 
-def _drift_outputs(s: TabState, inconsistent: bool) -> tuple:
+def _drift_outputs(s: TabState, inconsistent: bool, t: Lang) -> tuple:
     """The drift panel (plot, CSV button): hidden until 'Inconsistent restore' is ticked; a note
     instead of curves when the inspected request replayed nothing (item: never suggest that a
     wrong restore is harmless)."""
     if not inconsistent or s.result is None:
         return gr.update(value=None, visible=False), gr.update(value=None, visible=False)
-    t = s.request.timeline
-    if not can_drift(t):
-        fig = fig_no_drift(s.req, t, drifting(s.result))
+    tl = s.request.timeline
+    if not can_drift(tl):
+        fig = fig_no_drift(s.req, tl, drifting(s.result), t)
         return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
     d = _drift(s)
     if not 0 < d.restore_at < d.token_match:  # the drift study's own serving differed
-        fig = fig_no_drift(s.req, t, drifting(s.result))
+        fig = fig_no_drift(s.req, tl, drifting(s.result), t)
         return gr.update(value=fig, visible=True), gr.update(value=None, visible=False)
-    fig, csv = fig_drift(d)
+    fig, csv = fig_drift(d, t)
     return gr.update(value=fig, visible=True), gr.update(value=csv, visible=True)
 
 
@@ -157,29 +167,26 @@ def _drift(s: TabState) -> pr.DriftStudy:
     )
 
 
-def _inspect_outputs(s: TabState, inconsistent: bool) -> tuple:
+def _inspect_outputs(s: TabState, inconsistent: bool, t: Lang) -> tuple:
     assert s.result is not None
     r = s.request
     snap = (r.tree_during, r.tree_after)[s.stage]
-    title = (
-        f"Radix tree while request #{s.req + 1} holds its lock",
-        f"Radix tree after request #{s.req + 1}",
-    )[s.stage]
+    title = t(f"t_tree_{s.stage}", n=s.req + 1)
     return (
-        summary_markdown(s.result, s.req, s.slots, s.policy),
-        *fig_timeline(s.result, s.req),
-        *fig_tree(snap, title),
-        *_replay_outputs(s),
-        *_drift_outputs(s, inconsistent),
-        gr.update(choices=_request_choices(s), value=s.req),
+        summary_markdown(s.result, s.req, s.slots, s.policy, t),
+        *fig_timeline(s.result, s.req, t),
+        *fig_tree(snap, title, t),
+        *_replay_outputs(s, t),
+        *_drift_outputs(s, inconsistent, t),
+        gr.update(choices=_request_choices(s, t), value=s.req),
         s,
     )
 
 
-def _all_outputs(s: TabState, inconsistent: bool) -> tuple:
-    out = _inspect_outputs(s, inconsistent)
+def _all_outputs(s: TabState, inconsistent: bool, t: Lang) -> tuple:
+    out = _inspect_outputs(s, inconsistent, t)
     assert s.result is not None
-    return (*out[:-1], *fig_pools(s.result, s.slots is not None, s.batch), out[-1])
+    return (*out[:-1], *fig_pools(s.result, s.slots is not None, s.batch, t), out[-1])
 
 
 @ui.study_errors
@@ -195,10 +202,12 @@ def load_scenario(
     delta: bool = True,
     stage: str = STAGES[0],
     session: TabState | None = None,
+    language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
     """A fresh session with the built-in scenario's prompts, served under the settings."""
-    name = ui.check_choice("scenario", scenario, SCENARIOS)
+    t = _t(language)
+    name = ui.check_choice(MSG("v_scenario"), scenario, SCENARIOS)
     s = TabState(
         pr.SCENARIOS[name].prompts,
         name,
@@ -206,7 +215,7 @@ def load_scenario(
         **_view(layer, head, delta, stage),
         batch=session.batch if session is not None else None,
     )
-    return _all_outputs(_serve(s, progress), bool(inconsistent))
+    return _all_outputs(_serve(s, progress, t.code), bool(inconsistent), t)
 
 
 @ui.study_errors
@@ -222,10 +231,12 @@ def send_request(
     delta: bool = True,
     stage: str = STAGES[0],
     session: TabState | None = None,
+    language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
     """Append one request (free text) to this session and serve it on the session's engine
     (incremental: one request's cost); with changed settings, re-serve every text."""
+    t = _t(language)
     check_text(text)
     prompts = session.prompts if session is not None else ()
     check_room(session)
@@ -243,10 +254,10 @@ def send_request(
         and session.study.prompts == prompts
         and all(getattr(session, k) == v for k, v in settings.items())
     ):  # same engine settings: serve the new request only
-        s = _send_one(session, text, s, progress)
+        s = _send_one(session, text, s, progress, t.code)
     else:  # first request, or new settings: a fresh engine serves every text
-        s = _serve(s, progress)
-    return _all_outputs(s, bool(inconsistent))
+        s = _serve(s, progress, t.code)
+    return _all_outputs(s, bool(inconsistent), t)
 
 
 @ui.study_errors
@@ -261,28 +272,28 @@ def apply_settings(
     delta: bool = True,
     stage: str = STAGES[0],
     session: TabState | None = None,
+    language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
     """Re-serve this session's requests under new settings (keeps the selected request)."""
+    t = _t(language)
     base = session or TabState(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
     if not base.prompts:
-        raise gr.Error(EMPTY, print_exception=False)
+        raise fail("e_empty", MSG)
     s = replace(base, **_settings(policy, spacing, slots, int8), **_view(layer, head, delta, stage))
     keep = base.req
-    s = _serve(s, progress)
+    s = _serve(s, progress, t.code)
     s.req = min(keep, len(s.prompts) - 1) if session is not None else s.req
-    return _all_outputs(s, bool(inconsistent))
+    return _all_outputs(s, bool(inconsistent), t)
 
 
-def reset_session() -> tuple:
+def reset_session(language: str = "English") -> tuple:
     """An empty session: placeholders until a request is sent."""
-    msg = "empty session: send a request or load a scenario"
-    figs = [
-        ui.empty_figure(t, msg)
-        for t in ("Token timeline", "Radix tree", "Replay", "Logit drift", "Pools")
-    ]
+    t = _t(language)
+    msg = t("empty_fig")
+    figs = [ui.empty_figure(t(k), msg) for k in ("n_timeline", "n_tree", "n_replay", "n_drift")]
     return (
-        "*(empty session)*",
+        t("empty_md"),
         figs[0],
         None,
         figs[1],
@@ -294,7 +305,7 @@ def reset_session() -> tuple:
         gr.update(value=None, visible=False),
         gr.update(value=None, visible=False),
         gr.update(choices=[], value=None),
-        figs[4],
+        ui.empty_figure(t("n_pools"), msg),
         None,
         TabState((), "custom"),
     )
@@ -302,7 +313,7 @@ def reset_session() -> tuple:
 
 def _need(session: TabState | None) -> TabState:
     if session is None or session.result is None:
-        raise gr.Error(EMPTY, print_exception=False)
+        raise fail("e_empty", MSG)
     return session
 
 
@@ -315,67 +326,72 @@ def inspect(
     stage: str = STAGES[0],
     inconsistent: bool = False,
     session: TabState | None = None,
+    language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
     """Choose the request (1-based index shown as #n; value = 0-based), layer, head, view.
     With ``inconsistent`` the drift study of that request runs (~1 s the first time)."""
+    t = _t(language)
     s = _need(session)
     if inconsistent and progress is not None:
-        progress(0.0, desc="restoring exactly, from INT8 and inconsistently")
+        progress(0.0, desc=t("progress_drift"))
     n = len(s.prompts)
-    i = ui.check_int("request", -1 if request is None else request, -n, n - 1) % n
+    i = ui.check_int(MSG("v_request"), -1 if request is None else request, -n, n - 1) % n
     s = replace(s, req=i, step=0 if i != s.req else s.step, **_view(layer, head, delta, stage))
-    return _inspect_outputs(s, bool(inconsistent))
+    return _inspect_outputs(s, bool(inconsistent), t)
 
 
-def go_to_step(step: float, session: TabState | None = None) -> tuple:
+@ui.study_errors
+def go_to_step(step: float, session: TabState | None = None, language: str = "English") -> tuple:
     """Show replay step ``step`` (0 = the restore point, last = the token match)."""
     s = _need(session)
     n = s.n_steps
     if n == 0:
-        raise gr.Error(
-            f"request #{s.req + 1} has no replay steps (it restored nothing)", print_exception=False
-        )
-    s = replace(s, step=ui.check_int("step", step, 0, n - 1))
-    return (*_replay_outputs(s), s)
+        raise fail("e_no_steps", MSG, n=s.req + 1)
+    s = replace(s, step=ui.check_int(MSG("v_step"), step, 0, n - 1))
+    return (*_replay_outputs(s, _t(language)), s)
 
 
-def step_by(delta: int, session: TabState | None) -> tuple:
+@ui.study_errors
+def step_by(delta: int, session: TabState | None, language: str = "English") -> tuple:
     s = _need(session)
     n = s.n_steps
     s = replace(s, step=int(np.clip(s.step + delta, 0, max(n - 1, 0))))
-    return (*_replay_outputs(s), s)
+    return (*_replay_outputs(s, _t(language)), s)
 
 
-def prev_step(session: TabState | None = None) -> tuple:
-    return step_by(-1, session)
+def prev_step(session: TabState | None = None, language: str = "English") -> tuple:
+    return step_by(-1, session, language)
 
 
-def next_step(session: TabState | None = None) -> tuple:
-    return step_by(+1, session)
+def next_step(session: TabState | None = None, language: str = "English") -> tuple:
+    return step_by(+1, session, language)
 
 
-def play_tick(session: TabState | None) -> tuple:
+def play_tick(session: TabState | None, language: str = "English") -> tuple:
     """Timer tick: one step forward; stops the timer at the match."""
     if session is None or session.result is None or session.n_steps == 0:
-        return (gr.skip(),) * 5 + (gr.Timer(active=False),)
+        return (gr.skip(),) * 5 + (player.stopped(),)
     s = replace(session, step=min(session.step + 1, session.n_steps - 1))
     done = s.step >= s.n_steps - 1
-    return (*_replay_outputs(s), s, gr.Timer(active=not done))
+    return (*_replay_outputs(s, _t(language)), s, player.after_tick(done))
 
 
-def play(session: TabState | None) -> tuple:
+@ui.study_errors
+def play(session: TabState | None, language: str = "English") -> tuple:
     """Start playing (from the restore point if already at the match)."""
     s = _need(session)
     if s.n_steps and s.step >= s.n_steps - 1:
         s = replace(s, step=0)
-        return (*_replay_outputs(s), s, gr.Timer(active=True))
-    return (gr.skip(),) * 4 + (s, gr.Timer(active=s.n_steps > 1))
+        return (*_replay_outputs(s, _t(language)), s, player.started())
+    return (gr.skip(),) * 4 + (s, player.started() if s.n_steps > 1 else player.stopped())
 
 
 @ui.study_errors  # the drift panel runs pr.restore_drift when "inconsistent" is ticked
-def redraw(inconsistent: bool = False, session: TabState | None = None) -> tuple:
-    """Every output of the current session again (the language switch redraws in 中文)."""
+def redraw(
+    inconsistent: bool = False, session: TabState | None = None, language: str = "English"
+) -> tuple:
+    """Every output of the current session again, in ``language`` (the switch)."""
     if session is None or session.result is None:
         return (gr.skip(),) * 15
-    return _all_outputs(session, bool(inconsistent))
+    return _all_outputs(session, bool(inconsistent), _t(language))

@@ -21,130 +21,144 @@ import gradio as gr
 from apps import ui
 from apps.figures.state_transfer import (
     NAME,
-    _lang,
     anatomy_figure,
     splice_figure,
     tiers_figure,
     timeline_figure,
 )
 from apps.text.state_transfer import (
-    EN,
-    LABELS_ZH,
-    MIS_PLACEHOLDER,
-    SPLICE_PLACEHOLDER,
-    TR,
-    ZH,
+    MSG,
     metadata_markdown,
     pd_markdown,
     refusals_markdown,
 )
 from apps.ui import guard
+from apps.ui.catalog import T as Lang
+from apps.ui.catalog import UserError
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
 from kda_core.studies import transfer as st
 
+SPLICE_NAMES = ("the prompt", "prompt B")  # the core's names; the page says the same
 
-def _text(value: object, name: str) -> str:
-    try:
-        st.check_text(value, name)
-    except ValueError as e:
-        raise gr.Error(str(e), print_exception=False) from None
-    return str(value)
+
+def _text(value: object, name: str = "v_prompt") -> str:
+    """A prompt: 1 to MAX_TEXT characters and at least 4 UTF-8 bytes (``st.check_text``'s
+    rule, said in the page's language)."""
+    rule = {"name": MSG(name), "n": st.MAX_TEXT}
+    if not isinstance(value, str) or not value.strip():  # a cleared field, named as such
+        raise fail("e_prompt", MSG, **rule, got=MSG("empty_field"))
+    if len(value) > st.MAX_TEXT:
+        raise fail("e_prompt", MSG, **rule, got=MSG("got_chars", n=len(value)))
+    n = len(value.encode("utf-8"))
+    if n < 4:
+        raise fail("e_prompt", MSG, **rule, got=MSG("got_bytes", n=n))
+    st.check_text(value, name)  # the study's own check (the same rule)
+    return value
 
 
 def _tp(value: object) -> int:
-    tp = ui.check_int("TP", value, 1, 96)
+    tp = ui.check_int(MSG("v_tp"), value, 1, 96)
     if 96 % tp:
-        raise gr.Error(f"tp must divide K3's 96 KDA heads, got {tp}", print_exception=False)
+        raise fail("e_tp", MSG, tp=tp)
     return tp
 
 
 def _new(value: object) -> int:
-    return ui.check_int("new tokens", value, 1, st.MAX_NEW)
+    return ui.check_int(MSG("v_new"), value, 1, st.MAX_NEW)
 
 
-def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, str] | None:
+def _splice(text_a: object, text_b: object) -> None:
+    """B must differ from the prompt within their common length (``st.check_splice``)."""
     try:
-        st.check_splice(text_a, text_b if isinstance(text_b, str) else "")
-    except ValueError as e:
-        return 1, str(e)
+        st.check_splice(text_a, text_b if isinstance(text_b, str) else "", SPLICE_NAMES)
+    except ValueError:
+        raise fail("e_splice", MSG, a=MSG("v_the_prompt"), b=MSG("v_prompt_b")) from None
+
+
+def _splice_pair(text_a: object, text_b: object, *_: object) -> tuple[int, object] | None:
+    try:
+        _text(text_b, "v_prompt_b") if isinstance(text_b, str) and text_b else None
+        _splice(text_a, text_b)
+    except UserError as e:
+        return 1, e.msg
     return None
 
 
 # one check per input (the language radio last: nothing to check); a rejected input leaves the
 # page as it was (apps.ui.guard)
-PD_CHECKS = guard.validator(lambda v: _text(v, "text"), _new, _tp, None)
-MISMATCH_CHECKS = guard.validator(lambda v: _text(v, "text"), None)
-SPLICE_CHECKS = guard.validator(lambda v: _text(v, "text A"), None, _new, None, cross=_splice_pair)
+PD_CHECKS = guard.validator(_text, _new, _tp, None)
+MISMATCH_CHECKS = guard.validator(_text, None)
+SPLICE_CHECKS = guard.validator(_text, None, _new, None, cross=_splice_pair)
 TIER_CHECKS = guard.validator(
-    lambda v: ui.check_int("trace requests", v, 100, 12031),
-    lambda v: ui.check_int("device checkpoints", v, 1, 4096),
-    lambda v: ui.check_float("host / device ratio", v, 0.1, 64),
+    lambda v: ui.check_int(MSG("v_req"), v, 100, 12031),
+    lambda v: ui.check_int(MSG("v_dev"), v, 1, 4096),
+    lambda v: ui.check_float(MSG("v_ratio"), v, 0.1, 64),
     None,
 )
 
 
-def draw_pd(a: st.Anatomy, r: st.PDRun, lang: str) -> tuple:
+def compute_pd(text: str = st.DEFAULT_TEXT, n_new: float = 16, tp: float = 8):  # noqa: ANN201
+    text = _text(text)
+    n, tp_i = _new(n_new), _tp(tp)
+    return st.anatomy(tp=tp_i, text=text), st.prefill_decode(text, n)
+
+
+def draw_pd(view: tuple[st.Anatomy, st.PDRun], t: Lang) -> tuple:
+    a, r = view
     return (
-        *anatomy_figure(a, lang),
-        metadata_markdown(a, lang),
-        *timeline_figure(r, lang),
-        pd_markdown(r, lang),
+        *anatomy_figure(a, t),
+        metadata_markdown(a, t),
+        *timeline_figure(r, t),
+        pd_markdown(r, t),
+        view,
     )
 
 
-@ui.study_errors
-def run_pd(
-    text: str = st.DEFAULT_TEXT, n_new: float = 16, tp: float = 8, language: str = "English"
-):
-    text = _text(text, "text")
-    n, tp_i = _new(n_new), _tp(tp)
-    a = st.anatomy(tp=tp_i, text=text)
-    r = st.prefill_decode(text, n)
-    return (*draw_pd(a, r, _lang(language)), (a, r))
+run_pd = rendered(compute_pd, draw_pd, MSG)
 
 
-@ui.study_errors
-def run_mismatch(text: str = st.DEFAULT_TEXT, language: str = "English"):
-    m = st.mismatches(_text(text, "text"))
-    return refusals_markdown(m, _lang(language)), m
+def compute_mismatch(text: str = st.DEFAULT_TEXT) -> st.Refusals:
+    return st.mismatches(_text(text))
 
 
-@ui.study_errors
-def run_splice(
-    text_a: str = st.DEFAULT_TEXT, text_b: str = "", n_new: float = 16, language: str = "English"
-):
-    a = _text(text_a, "text A")
+def draw_mismatch(m: st.Refusals, t: Lang) -> tuple:
+    return refusals_markdown(m, t), m
+
+
+run_mismatch = rendered(compute_mismatch, draw_mismatch, MSG)
+
+
+def compute_splice(
+    text_a: str = st.DEFAULT_TEXT, text_b: str = "", n_new: float = 16
+) -> st.SpliceDrift:
+    a = _text(text_a)
     b = text_b if isinstance(text_b, str) else ""
-    d = st.splice_drift(a, b, _new(n_new))
-    return (*splice_figure(d, _lang(language)), d)
+    _splice(a, b)  # the messages name the page's fields
+    return st.splice_drift(a, b, _new(n_new))
 
 
-@ui.study_errors
-def run_tiers(
-    n_requests: float = 1000,
-    device_ckpts: float = 16,
-    host_ratio: float = 2.0,
-    language: str = "English",
-):
-    n = ui.check_int("trace requests", n_requests, 100, 12031)
-    d = ui.check_int("device checkpoints", device_ckpts, 1, 4096)
-    h = ui.check_float("host / device ratio", host_ratio, 0.1, 64)
-    r = st.tier_rates(n, d, h)
-    return (*tiers_figure(r, _lang(language)), r)
+def draw_splice(d: st.SpliceDrift, t: Lang) -> tuple:
+    return (*splice_figure(d, t), d)
 
 
-def redraw(language: str, pd_state, mis_state, spl_state, tier_state) -> list:
-    """The language switch: re-draw every figure and table from the kept results (the
-    placeholders of actions not yet run switch too)."""
-    lang = _lang(language)
-    out: list = []
-    out += list(draw_pd(*pd_state, lang)) if pd_state else [gr.skip()] * 6
-    out += [refusals_markdown(mis_state, lang) if mis_state else MIS_PLACEHOLDER[lang]]
-    if spl_state:
-        out += list(splice_figure(spl_state, lang))
-    else:
-        out += [ui.empty_figure(*SPLICE_PLACEHOLDER[lang]), gr.skip()]
-    out += list(tiers_figure(tier_state, lang)) if tier_state else [gr.skip()] * 2
-    return out
+run_splice = rendered(compute_splice, draw_splice, MSG)
+
+
+def compute_tiers(
+    n_requests: float = 1000, device_ckpts: float = 16, host_ratio: float = 2.0
+) -> st.TierRates:
+    n = ui.check_int(MSG("v_req"), n_requests, 100, 12031)
+    d = ui.check_int(MSG("v_dev"), device_ckpts, 1, 4096)
+    h = ui.check_float(MSG("v_ratio"), host_ratio, 0.1, 64)
+    return st.tier_rates(n, d, h)
+
+
+def draw_tiers(r: st.TierRates, t: Lang) -> tuple:
+    return (*tiers_figure(r, t), r)
+
+
+run_tiers = rendered(compute_tiers, draw_tiers, MSG)
 
 
 class Controls(NamedTuple):
@@ -164,112 +178,71 @@ class Controls(NamedTuple):
     tier_btn: gr.Button
 
 
-def _controls() -> Controls:
+def _controls(page: Page) -> Controls:
     """The left column: the prompt, the four actions and the tier inputs."""
-    text = gr.Textbox(
-        st.DEFAULT_TEXT,
-        lines=5,
-        elem_id=f"{NAME}-text",
-        label=f"Prompt (1-{st.MAX_TEXT} chars)",
-    )
+    L = page.label
+    text = L(gr.Textbox(st.DEFAULT_TEXT, lines=5, elem_id=f"{NAME}-text"), "f_text", n=st.MAX_TEXT)
     with gr.Row():
-        n_new = gr.Number(16, label=f"New tokens (1-{st.MAX_NEW})", elem_id=f"{NAME}-new")
-        tp = gr.Number(8, label="K3 TP (divides 96)", elem_id=f"{NAME}-tp")
-    pd_btn = gr.Button("Prefill → decode", variant="primary", elem_id=f"{NAME}-run")
-    mis_btn = gr.Button("Offer to mismatched instances", elem_id=f"{NAME}-mismatch")
-    text_b = gr.Textbox(
-        "",
-        lines=2,
-        elem_id=f"{NAME}-text-b",
-        label="Splice: prompt B (empty = prompt A reversed)",
-    )
-    spl_btn = gr.Button("Force a splice", elem_id=f"{NAME}-splice-run")
-    with gr.Accordion("Tiers on the Mooncake trace", open=True) as acc:
-        n_req = gr.Number(1000, label="Trace requests (100-12031)", elem_id=f"{NAME}-req")
-        dev = gr.Number(16, label="Device checkpoints (1-4096)", elem_id=f"{NAME}-dev")
-        ratio = gr.Number(2.0, label="Host / device ratio (0.1-64)", elem_id=f"{NAME}-ratio")
-        tier_btn = gr.Button("Simulate tiers", elem_id=f"{NAME}-tiers-run")
-    return Controls(
-        text=text,
-        pd_btn=pd_btn,
-        mis_btn=mis_btn,
-        text_b=text_b,
-        spl_btn=spl_btn,
-        n_new=n_new,
-        tp=tp,
-        acc=acc,
-        n_req=n_req,
-        dev=dev,
-        ratio=ratio,
-        tier_btn=tier_btn,
-    )
+        n_new = L(gr.Number(16, elem_id=f"{NAME}-new"), "f_new", n=st.MAX_NEW)
+        tp = L(gr.Number(8, elem_id=f"{NAME}-tp"), "f_tp")
+    pd_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_pd")
+    mis_btn = L(gr.Button(elem_id=f"{NAME}-mismatch"), "b_mis")
+    text_b = L(gr.Textbox("", lines=2, elem_id=f"{NAME}-text-b"), "f_text_b")
+    spl_btn = L(gr.Button(elem_id=f"{NAME}-splice-run"), "b_spl")
+    with gr.Accordion(open=True) as acc:
+        n_req = L(gr.Number(1000, elem_id=f"{NAME}-req"), "f_req")
+        dev = L(gr.Number(16, elem_id=f"{NAME}-dev"), "f_dev")
+        ratio = L(gr.Number(2.0, elem_id=f"{NAME}-ratio"), "f_ratio")
+        tier_btn = L(gr.Button(elem_id=f"{NAME}-tiers-run"), "b_tiers")
+    L(acc, "acc_tiers")
+    return Controls(text, pd_btn, mis_btn, text_b, spl_btn, n_new, tp, acc, n_req, dev, ratio,
+                    tier_btn)  # fmt: skip
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="State transfer · KDA State Lab") as demo:
-        lang = ui.header(NAME, "State transfer · 跨实例状态传输", EN, ZH)
+        page = Page(NAME, MSG)
         pd_state, mis_state, spl_state, tier_state = (gr.State(None) for _ in range(4))
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                ctl = _controls()
+                ctl = _controls(page)
             with gr.Column(scale=2):
-                s_an = ui.figure_slot(f"{NAME}-anatomy", "Object anatomy")
-                meta_md = gr.Markdown(
-                    label="Object header",
-                    elem_id=f"{NAME}-metadata",
-                    elem_classes=["kda-metrics"],
-                )
-                pd_md = gr.Markdown(
-                    label="Prefill to decode summary",
-                    elem_id=f"{NAME}-summary",
-                    elem_classes=["kda-metrics"],
-                )
-                s_tl = ui.figure_slot(f"{NAME}-timeline", "Transfer timeline")
-                mis_md = gr.Markdown(
-                    MIS_PLACEHOLDER["en"],
-                    label="Refusals",
-                    elem_id=f"{NAME}-refusals",
-                    elem_classes=["kda-metrics"],
-                )
-                s_sp = ui.figure_slot(
-                    f"{NAME}-splice",
-                    "Splice drift",
-                    ui.empty_figure(*SPLICE_PLACEHOLDER["en"]),
-                )
-                s_ti = ui.figure_slot(f"{NAME}-tiers", "Tiers")
-        pd_out = [*s_an.outputs, meta_md, *s_tl.outputs, pd_md, pd_state]
-        pd_in = [ctl.text, ctl.n_new, ctl.tp, lang.radio]
-        ctl.pd_btn.click(run_pd, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
-        ctl.mis_btn.click(
-            run_mismatch,
-            [ctl.text, lang.radio],
-            [mis_md, mis_state],
-            api_name=f"{NAME}_mismatch",
-            validator=MISMATCH_CHECKS,
+                s_an = page.figure_slot(f"{NAME}-anatomy", "n_anatomy")
+                meta_md = gr.Markdown(label="Object header", elem_id=f"{NAME}-metadata",
+                                      elem_classes=["kda-metrics"])  # fmt: skip
+                pd_md = gr.Markdown(label="Prefill to decode summary", elem_id=f"{NAME}-summary",
+                                    elem_classes=["kda-metrics"])  # fmt: skip
+                s_tl = page.figure_slot(f"{NAME}-timeline", "n_timeline")
+                mis_md = gr.Markdown(label="Refusals", elem_id=f"{NAME}-refusals",
+                                     elem_classes=["kda-metrics"])  # fmt: skip
+                s_sp = page.figure_slot(f"{NAME}-splice", "n_splice")
+                s_ti = page.figure_slot(f"{NAME}-tiers", "n_tiers")
+        page.initial(mis_md, lambda t: t("mis_placeholder"))
+        page.initial(s_sp.plot, lambda t: ui.empty_figure(t("t_spl_none"), t("spl_press")))
+        lr = page.radio
+        pd_fn, pd_out = page.event(
+            compute_pd, draw_pd, [*s_an.outputs, meta_md, *s_tl.outputs, pd_md, pd_state]
         )
-        spl_in = [ctl.text, ctl.text_b, ctl.n_new, lang.radio]
-        spl_out = [*s_sp.outputs, spl_state]
-        ctl.spl_btn.click(
-            run_splice, spl_in, spl_out, api_name=f"{NAME}_splice", validator=SPLICE_CHECKS
-        )
-        tier_in = [ctl.n_req, ctl.dev, ctl.ratio, lang.radio]
-        tier_out = [*s_ti.outputs, tier_state]
-        ctl.tier_btn.click(
-            run_tiers, tier_in, tier_out, api_name=f"{NAME}_tiers", validator=TIER_CHECKS
-        )
-        demo.load(run_pd, pd_in, pd_out, api_visibility="private")
-        demo.load(run_tiers, tier_in, [*s_ti.outputs, tier_state], api_visibility="private")
-        lang.radio.change(
-            redraw,
-            [lang.radio, pd_state, mis_state, spl_state, tier_state],
-            [*s_an.outputs, meta_md, *s_tl.outputs, pd_md, mis_md, *s_sp.outputs, *s_ti.outputs],
-            api_visibility="private",
-            show_progress="hidden",
-        )
-        labels: dict = {getattr(ctl, k): zh for k, zh in LABELS_ZH.items()}
-        lang.labels({**labels, **{s.csv: ui.CSV_ZH for s in (s_an, s_tl, s_sp, s_ti)}}, tr=TR)
+        pd_in = [ctl.text, ctl.n_new, ctl.tp, lr]
+        ctl.pd_btn.click(pd_fn, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
+        mis_fn, mis_out = page.event(compute_mismatch, draw_mismatch, [mis_md, mis_state])
+        ctl.mis_btn.click(mis_fn, [ctl.text, lr], mis_out, api_name=f"{NAME}_mismatch",
+                          validator=MISMATCH_CHECKS)  # fmt: skip
+        spl_fn, spl_out = page.event(compute_splice, draw_splice, [*s_sp.outputs, spl_state])
+        spl_in = [ctl.text, ctl.text_b, ctl.n_new, lr]
+        ctl.spl_btn.click(spl_fn, spl_in, spl_out, api_name=f"{NAME}_splice",
+                          validator=SPLICE_CHECKS)  # fmt: skip
+        tier_fn, tier_out = page.event(compute_tiers, draw_tiers, [*s_ti.outputs, tier_state])
+        tier_in = [ctl.n_req, ctl.dev, ctl.ratio, lr]
+        ctl.tier_btn.click(tier_fn, tier_in, tier_out, api_name=f"{NAME}_tiers",
+                           validator=TIER_CHECKS)  # fmt: skip
+        demo.load(pd_fn, pd_in, pd_out, api_visibility="private")
+        demo.load(tier_fn, tier_in, tier_out, api_visibility="private")
+        page.finish()
     return demo
 
+
+__all__ = ["MSG", "build", "run_mismatch", "run_pd", "run_splice", "run_tiers"]
 
 if __name__ == "__main__":
     ui.main(build)

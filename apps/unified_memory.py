@@ -22,8 +22,11 @@ from apps.figures.unified_memory import (
     ratio_figure,
     running_figure,
 )
-from apps.text.unified_memory import EN, TR, ZH, summary_markdown
-from apps.ui import guard, i18n
+from apps.text.unified_memory import MSG, summary_markdown
+from apps.ui import guard, player
+from apps.ui.catalog import T as Lang
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
 from kda_core.studies import memory as mem
 
 MODES = ("eager", "lazy")
@@ -34,31 +37,28 @@ FRAMES = 60  # a Play pass shows about this many steps
 def _parse_ratios(text: str) -> list[float]:
     parts = [x for x in str(text or "").replace(";", ",").split(",") if x.strip()]
     if not 1 <= len(parts) <= 8:
-        raise gr.Error(
-            f"static ratios: give 1 to 8 comma-separated numbers, got {ui.clip_text(text)}"
-        )
-    return sorted({ui.check_float("static ratio", x.strip(), 0.01, 100) for x in parts})
+        raise fail("e_ratios", MSG, got=ui.clip_text(text))
+    return sorted({ui.check_float(MSG("v_ratio"), x.strip(), 0.01, 100) for x in parts})
 
 
-def _cross_counts(n_chat: object, n_long: object, *_: object) -> tuple[int, str] | None:
+def _cross_counts(n_chat: object, n_long: object, *_: object) -> tuple[int, object] | None:
     if int(float(n_chat)) + int(float(n_long)) == 0:  # type: ignore[arg-type]
-        return 0, "chat requests + long-context requests must be >= 1"
+        return 0, MSG("e_counts")
     return None
 
 
-def _cross_step(step: object, session: object, *_: object) -> tuple[int, str] | None:
+def _cross_step(step: object, session: object, *_: object) -> tuple[int, object] | None:
     if not session:
-        return 0, "run a replay first (press Run)"
+        return 0, MSG("e_no_run")
     last = max(session["cmp"].unified.makespan - 1, 0)  # type: ignore[index]
     try:
-        ui.check_int("step", step, 0, last)
-    except gr.Error as e:
-        return 0, guard.message_of(e)
+        ui.check_int(MSG("v_step"), step, 0, last)
+    except ui.UserError as e:
+        return 0, e.msg
     return None
 
 
-@ui.study_errors
-def run(
+def compute_run(
     n_chat: float = 300,
     n_long: float = 15,
     chat_rate: float = 15.0,
@@ -67,152 +67,155 @@ def run(
     mode: str = "eager",
     ratios: str = DEFAULT_RATIOS,
     seed: float = 0,
+    language: str = "en",
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio's injection idiom
-):
-    """Replay the workload; returns (summary, 4 figures + CSVs, step slider, session state)."""
-    nc = ui.check_int("chat requests", n_chat, 0, 3000)
-    nl = ui.check_int("long-context requests", n_long, 0, 150)
+) -> dict:
+    """Replay the workload; the session: the comparison, the state slot size, the peak step."""
+    nc = ui.check_int(MSG("v_nchat"), n_chat, 0, 3000)
+    nl = ui.check_int(MSG("v_nlong"), n_long, 0, 150)
     if nc + nl == 0:
-        raise gr.Error("chat requests + long-context requests must be >= 1")
-    cr = ui.check_float("chat arrivals per step", chat_rate, 0.1, 100)
-    lr = ui.check_float("long arrivals per step", long_rate, 0.01, 10)
-    gib = ui.check_float("buffer size (GiB)", total_gib, 4, 192)
-    mode = ui.check_choice("unified mode", mode, MODES)
+        raise fail("e_counts", MSG)
+    cr = ui.check_float(MSG("v_chat_rate"), chat_rate, 0.1, 100)
+    lr = ui.check_float(MSG("v_long_rate"), long_rate, 0.01, 10)
+    gib = ui.check_float(MSG("v_total"), total_gib, 4, 192)
+    mode = ui.check_choice(MSG("v_mode"), mode, MODES)
     grid = _parse_ratios(ratios)
-    sd = ui.check_int("seed", seed, 0, 2**31 - 1)
-    progress(0.05, desc="building the workload")
+    sd = ui.check_int(MSG("v_seed"), seed, 0, 2**31 - 1)
+    progress(0.05, desc=MSG("progress_build").render(language))
     wl = mem.shifting_mix(n_chat=nc, n_long=nl, seed=sd, chat_rate=cr, long_rate=lr)
     cfg = mem.k3_config(total_gib=gib)
-    progress(0.2, desc=f"replaying the unified pool and {len(grid) + 2} static partitions")
+    progress(0.2, desc=MSG("progress_replay", n=len(grid) + 2).render(language))
     c = mem.compare(wl, cfg, ratios=grid, mode=mode)
-    session = {"cmp": c, "slot": cfg.state_slot_bytes}
-    peak = mem.busiest_step(c)  # open on the busiest step
-    f0, c0 = buffer_figure(c, peak, cfg.state_slot_bytes)
-    f1, c1 = frontier_figure(c)
-    f2, c2 = running_figure(c)
-    f3, c3 = ratio_figure(c)
+    return {"cmp": c, "slot": cfg.state_slot_bytes, "step": mem.busiest_step(c)}
+
+
+def draw_run(session: dict, t: Lang) -> tuple:
+    """(summary, 4 figures + CSVs, step slider, session state); opens on the busiest step."""
+    c, peak = session["cmp"], session["step"]
+    f0, c0 = buffer_figure(c, peak, session["slot"], t)
+    f1, c1 = frontier_figure(c, t)
+    f2, c2 = running_figure(c, t)
+    f3, c3 = ratio_figure(c, t)
     slider = gr.update(maximum=max(c.unified.makespan - 1, 1), value=peak)
-    return summary_markdown(c), f0, c0, f1, c1, f2, c2, f3, c3, slider, session
+    return summary_markdown(c, t), f0, c0, f1, c1, f2, c2, f3, c3, slider, session
 
 
-def show_step(step: float, session: dict | None):
+run = rendered(compute_run, draw_run, MSG)
+
+
+def compute_step(step: float, session: dict | None) -> tuple[dict, int]:
     """The buffer at ``step`` of this session's replay (``unified_memory_step``)."""
     if not session:
-        raise gr.Error("run a replay first (press Run)")
+        raise fail("e_no_run", MSG)
     c = session["cmp"]
-    s = ui.check_int("step", step, 0, max(c.unified.makespan - 1, 0))
-    fig, csv = buffer_figure(c, s, session["slot"])
-    return fig, csv
+    return session, ui.check_int(MSG("v_step"), step, 0, max(c.unified.makespan - 1, 0))
 
 
-def tick(step: float, session: dict | None):
-    """Timer tick: advance about 1/FRAMES of the makespan; stop the timer at the end."""
+def draw_step(view: tuple[dict, int], t: Lang) -> tuple:
+    session, s = view
+    return buffer_figure(session["cmp"], s, session["slot"], t)
+
+
+show_step = rendered(compute_step, draw_step, MSG)
+
+
+def compute_tick(step: float, session: dict | None) -> tuple[dict | None, int, bool]:
+    """Timer tick: advance about 1/FRAMES of the makespan (done at the end)."""
     if not session:
-        return gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
+        return None, 0, True
     last = max(session["cmp"].unified.makespan - 1, 0)
     s = min(int(step or 0) + max(last // FRAMES, 1), last)
-    fig, csv = buffer_figure(session["cmp"], s, session["slot"])
-    return s, fig, csv, gr.Timer(active=s < last)
+    return session, s, s >= last
 
 
-def _controls() -> tuple:
+def draw_tick(view: tuple[dict | None, int, bool], t: Lang) -> tuple:
+    session, s, done = view
+    if session is None:
+        return gr.update(), gr.update(), gr.update(), player.stopped()
+    fig, csv = buffer_figure(session["cmp"], s, session["slot"], t)
+    return s, fig, csv, player.after_tick(done)
+
+
+tick = rendered(compute_tick, draw_tick, MSG)
+
+
+def _controls(page: Page) -> tuple:
     """The left column: the buffer, the pools compared, the workload mix and Run."""
+    L = page.label
     with gr.Row():
-        n_chat = gr.Number(300, label="chat requests (0-3000)", step=1, elem_id=f"{NAME}-nchat")
-        n_long = gr.Number(15, label="long-context requests (0-150)", step=1)
+        n_chat = L(gr.Number(300, step=1, elem_id=f"{NAME}-nchat"), "f_nchat")
+        n_long = L(gr.Number(15, step=1), "f_nlong")
     with gr.Row():
-        chat_rate = gr.Number(15, label="chat arrivals / step")
-        long_rate = gr.Number(0.6, label="long arrivals / step")
-    total = gr.Number(28, label="buffer per GPU (GiB, 4-192)")
-    mode = gr.Radio(list(MODES), value="eager", label="unified pool compaction")
-    ratios = gr.Textbox(
-        DEFAULT_RATIOS,
-        label="static ratios state:KV (1-8 values)",
-        elem_id=f"{NAME}-ratios",
+        chat_rate = L(gr.Number(15), "f_chat_rate")
+        long_rate = L(gr.Number(0.6), "f_long_rate")
+    total = L(gr.Number(28), "f_total")
+    mode = page.choices(
+        L(gr.Radio(list(MODES), value="eager"), "f_mode"), [(f"mode_{m}", m) for m in MODES]
     )
-    seed = gr.Number(0, label="seed", step=1)
-    go_btn = gr.Button("Run", variant="primary", elem_id=f"{NAME}-run")
+    ratios = L(gr.Textbox(DEFAULT_RATIOS, elem_id=f"{NAME}-ratios"), "f_ratios")
+    seed = L(gr.Number(0, step=1), "f_seed")
+    go_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
     return total, mode, ratios, seed, go_btn, n_chat, n_long, chat_rate, long_rate
+
+
+def _checks() -> list:
+    return [
+        lambda v: ui.check_int(MSG("v_nchat"), v, 0, 3000),
+        lambda v: ui.check_int(MSG("v_nlong"), v, 0, 150),
+        lambda v: ui.check_float(MSG("v_chat_rate"), v, 0.1, 100),
+        lambda v: ui.check_float(MSG("v_long_rate"), v, 0.01, 10),
+        lambda v: ui.check_float(MSG("v_total"), v, 4, 192),
+        lambda v: ui.check_choice(MSG("v_mode"), v, MODES),
+        _parse_ratios,
+        lambda v: ui.check_int(MSG("v_seed"), v, 0, 2**31 - 1),
+    ]
 
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Unified memory · KDA State Lab") as demo:
-        lang = ui.header(NAME, "Unified memory · 统一显存池", EN, ZH)
+        page = Page(NAME, MSG)
         session = gr.State(None)
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
-                total, mode, ratios, seed, go_btn, n_chat, n_long, chat_rate, long_rate = (
-                    _controls()
+                total, mode, ratios, seed, go_btn, n_chat, n_long, chat_rate, long_rate = _controls(
+                    page
                 )
             with gr.Column(scale=2):
                 summary = gr.Markdown(
                     label="Pool comparison", elem_id=f"{NAME}-summary", elem_classes=["kda-metrics"]
                 )
                 with gr.Row():
-                    step = gr.Slider(0, 100, value=0, step=1, label="step", elem_id=f"{NAME}-step")
-                    play = gr.Button("Play", scale=0, min_width=90, elem_id=f"{NAME}-play")
-                    pause = gr.Button("Pause", scale=0, min_width=90)
-                s0 = ui.figure_slot(f"{NAME}-buffer", "Buffer")
-                s1 = ui.figure_slot(f"{NAME}-frontiers", "Frontiers")
-                s2 = ui.figure_slot(f"{NAME}-running", "Running requests")
-                s3 = ui.figure_slot(f"{NAME}-ratio-fig", "Concurrency vs ratio")
+                    step = page.label(
+                        gr.Slider(0, 100, value=0, step=1, elem_id=f"{NAME}-step"), "f_step"
+                    )
+                    play = page.label(gr.Button(scale=0, min_width=90, elem_id=f"{NAME}-play"),
+                                      "b_play")  # fmt: skip
+                    pause = page.label(gr.Button(scale=0, min_width=90), "b_pause")
+                s0, s1, s2, s3 = (
+                    page.figure_slot(f"{NAME}-{k}", f"n_{n}")
+                    for k, n in (("buffer", "buffer"), ("frontiers", "frontiers"),
+                                 ("running", "running"), ("ratio-fig", "ratio"))
+                )  # fmt: skip
         timer = gr.Timer(0.4, active=False)
-        inputs = [n_chat, n_long, chat_rate, long_rate, total, mode, ratios, seed]
+        inputs = [n_chat, n_long, chat_rate, long_rate, total, mode, ratios, seed, page.radio]
         outputs = [summary, *s0.outputs, *s1.outputs, *s2.outputs, *s3.outputs, step, session]
-        loc = i18n.Localizer(lang.radio, TR)
-        run_fn, run_out = loc.wrap(run, outputs)
-        run_in = [*inputs, lang.radio]
-        run_v = guard.validator(
-            lambda v: ui.check_int("chat requests", v, 0, 3000),
-            lambda v: ui.check_int("long-context requests", v, 0, 150),
-            lambda v: ui.check_float("chat arrivals per step", v, 0.1, 100),
-            lambda v: ui.check_float("long arrivals per step", v, 0.01, 10),
-            lambda v: ui.check_float("buffer size (GiB)", v, 4, 192),
-            lambda v: ui.check_choice("unified mode", v, MODES),
-            _parse_ratios,
-            lambda v: ui.check_int("seed", v, 0, 2**31 - 1),
-            cross=_cross_counts,
-        )
-        go_btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
-        demo.load(run_fn, run_in, run_out, api_visibility="private")
-        step_fn, step_out = loc.wrap(show_step, s0.outputs)
+        run_fn, run_out = page.event(compute_run, draw_run, outputs)
+        run_v = guard.validator(*_checks(), cross=_cross_counts)
+        go_btn.click(run_fn, inputs, run_out, api_name=f"{NAME}_run", validator=run_v)
+        demo.load(run_fn, inputs, run_out, api_visibility="private")
+        step_fn, step_out = page.event(compute_step, draw_step, s0.outputs)
         step.release(
-            step_fn, [step, session, lang.radio], step_out, api_name=f"{NAME}_step",
+            step_fn, [step, session, page.radio], step_out, api_name=f"{NAME}_step",
             show_progress="hidden", validator=guard.validator(cross=_cross_step),
         )  # fmt: skip
-        play.click(lambda: gr.Timer(active=True), None, timer, api_visibility="private")
-        pause.click(lambda: gr.Timer(active=False), None, timer, api_visibility="private")
-        tick_fn, tick_out = loc.wrap(tick, [step, *s0.outputs, timer])
-        timer.tick(
-            tick_fn,
-            [step, session, lang.radio],
-            tick_out,
-            api_visibility="private",
-            show_progress="hidden",
-        )
-        loc.finish()
-        lang.labels(
-            {
-                n_chat: "短对话请求数 (0-3000)",
-                n_long: "长上下文请求数 (0-150)",
-                chat_rate: "每步到达的对话数",
-                long_rate: "每步到达的长请求数",
-                total: "每卡缓冲区 (GiB, 4-192)",
-                mode: "统一池整理方式",
-                ratios: "静态比例 状态:KV（1-8 个值）",
-                seed: "随机种子",
-                step: "步",
-                go_btn: "运行",
-                play: "播放",
-                pause: "暂停",
-                **{s.csv: ui.CSV_ZH for s in (s0, s1, s2, s3)},
-            },
-            tr=TR,
-        )
+        tick_fn, tick_out = page.event(compute_tick, draw_tick, [step, *s0.outputs, timer])
+        player.wire(timer, play, pause, tick_fn, [step, session, page.radio], tick_out)
+        page.finish()
     return demo
 
 
 __all__ = [
+    "MSG",
     "FRAMES",
     "build",
     "pool_color",

@@ -111,7 +111,7 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
     )
     for footer in fig.texts:  # the source line wraps at the figure edge instead of running off
         footer.set_wrap(True)
-    fig.suptitle(density.headline(data, lang))
+    fig.suptitle("\n".join(density.wrap(density.headline(data, lang), 38 if lang == "zh" else 66)))
     gs = fig.add_gridspec(3, 2, height_ratios=(0.16, 1.0, 1.0))
     lg = fig.add_subplot(gs[0, :])
     am = fig.add_subplot(gs[1, 0])
@@ -135,7 +135,8 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
             label=t["an_rep"], gid="an_rep")  # fmt: skip
     top = max(float(an.replay_curve.max()), float(data.mean_replay_per_hit.max()), 1.0)
     ar.set_ylim(0, top * 2.1)
-    ar.text(0.02, 0.97, density.replay_note(data, lang, width=22 if lang == "zh" else 44),
+    note = density.replay_note(data, lang, width=30 if lang == "zh" else 52, detail=False)
+    ar.text(0.02, 0.97, note,
             transform=ar.transAxes, va="top", ha="left", fontsize=5.6, linespacing=1.15,
             color="#333", gid="replay_note",
             bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#ccc", "lw": 0.5,

@@ -65,7 +65,8 @@ def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
     source = t["source"].format(n=data.passages, scored=data.scored, exact=data.exact_bpb)
     fig = style.new_figure("double", source)
     fig.suptitle(t["suptitle"])
-    ad, ab = fig.subplots(1, 2, width_ratios=(1.0, 1.1))
+    gs = fig.add_gridspec(2, 2, width_ratios=(1.3, 1.0), height_ratios=(1.0, 0.22))
+    ad, ab, lg = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[:, 1]), fig.add_subplot(gs[1, 0])
     x = np.arange(len(data.cycles))
     for i, label in enumerate(data.labels):
         ad.plot(x, data.delta[i], marker="o", color=style.SERIES[i % len(style.SERIES)],
@@ -76,7 +77,10 @@ def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
     ad.set_ylabel(t["delta_y"])
     ad.set_title(t["title_delta"], loc="center")
     ad.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    ad.legend(fontsize=7, loc="lower left")
+    # in its own row under the panel (inside it the falling curves ran through the entries)
+    lg.axis("off")
+    lg.legend(*ad.get_legend_handles_labels(), loc="center", ncols=2, fontsize=7,
+              borderaxespad=0)  # fmt: skip
 
     j16 = data.cycles.index(max(data.cycles))
     names = [t["int8_16"]] + [t["wrong"].format(lag=g) for g in data.lags]

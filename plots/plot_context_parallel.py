@@ -86,12 +86,18 @@ def _bytes_panel(ax, b: study.BytesVsContext, t) -> None:  # noqa: ANN001
         ax.plot(b.T, y, color=SCAN_COLORS[scan], label=t["scans"][scan], gid=f"bytes_{scan}")
     ax.plot(b.T, b.kv_bytes, color=KV_COLOR, label=t["kv"], gid="bytes_kv")
     cross = b.crossover["logdepth"]
-    ax.axvline(cross, color=style.COLORS["neutral"], ls=":", lw=1.1)
-    ax.annotate(t["cross"].format(T=cross), (cross, 0.5), xycoords=("data", "axes fraction"),
-                xytext=(4, 0), textcoords="offset points", fontsize=7.5,
-                color=style.COLORS["neutral"])  # fmt: skip
+    # a drop line from the crossing down, labelled below the flat scan lines and right of it
+    # (a full-height line ran through the legend; a label higher up sat on the KV line)
+    at = float(np.interp(np.log2(cross), np.log2(b.T), b.kv_bytes))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi)  # frozen: the drop line below is drawn in axes fraction
+    frac = float(np.log(at / lo) / np.log(hi / lo))
+    ax.axvline(cross, ymax=frac, color=style.COLORS["neutral"], ls=":", lw=1.1, gid="crossover")
+    ax.annotate(t["cross"].format(T=cross), (cross, 0.0), xycoords=("data", "axes fraction"),
+                xytext=(4, 3), textcoords="offset points", fontsize=7.5, va="bottom",
+                color=style.COLORS["neutral"])  # fmt: skip
     style.bytes_axis(ax.yaxis, log=True)
     ax.set_xlabel(t["x_b"])
     ax.set_ylabel(t["y_b"])

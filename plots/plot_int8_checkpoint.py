@@ -31,7 +31,7 @@ ONCE_COLOR, EVERY_COLOR = style.SERIES[0], style.SERIES[1]
 TEXT = {
     "en": {
         "suptitle": "Parking a KDA state as INT8: one rounding per hit, not per step",
-        "title_err": "Round-trip error, {label}\n(KDA layer {layer}, head {head})",
+        "title_err": "Round-trip error\n{label}\n(KDA layer {layer}, head {head})",
         "value": "value channel",
         "key": "key channel",
         "title_cap": "Checkpoints per {budget}\n(Kimi K3 per GPU, TP{tp})",
@@ -51,7 +51,7 @@ TEXT = {
     },
     "zh": {
         "suptitle": "以 INT8 暂存 KDA 状态：每次命中只舍入一次，而不是每步一次",
-        "title_err": "往返量化误差，{label}\n（KDA 第 {layer} 层，头 {head}）",
+        "title_err": "往返量化误差\n{label}\n（KDA 第 {layer} 层，头 {head}）",
         "value": "值通道",
         "key": "键通道",
         "title_cap": "{budget} 可容纳的检查点\n（Kimi K3 每卡，TP{tp}）",

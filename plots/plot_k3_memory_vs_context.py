@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
@@ -69,7 +70,7 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
         ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}" if v < 1e6 else f"{v / 1e6:g}M")
     )
     c = data.crossover_context
-    ax.axvline(c, color=style.COLORS["neutral"], ls=":", lw=1.2)
+
     ax.annotate(
         t["cross"].format(n=c),
         (c, data.slot_bytes),
@@ -99,6 +100,11 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
     )
     ax.set_xlim(x[0], x[-1])
     ax.margins(y=0.12)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi)  # frozen: the drop line is drawn in axes fraction
+    frac = float(np.log(data.slot_bytes / lo) / np.log(hi / lo))
+    # a drop line from the crossing to the axis (a full-height one ran through the legend)
+    ax.axvline(c, ymax=frac, color=style.COLORS["neutral"], ls=":", lw=1.2, gid="crossover")
     ax.set_xlabel(t["x"])
     ax.set_ylabel(t["y"])
     ax.set_title(t["title"])

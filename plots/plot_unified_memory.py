@@ -152,6 +152,7 @@ def _draw_running(br: Axes, data: memory.Comparison, t: dict) -> None:
 def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: dict) -> None:
     """Mean concurrency of static partitions over the KV:state ratio, unified as a line."""
     u = data.unified
+    top = u.mean_concurrency * 1.45  # the legend sits above the unified line
     cr.plot(data.ratios, data.static_mean_concurrency, marker="o", color=style.SERIES[2],
             lw=1.6, ms=4, label="static", gid="static")  # fmt: skip
     cr.axhline(u.mean_concurrency, color="black", lw=2.2, label=t["unified"],
@@ -162,7 +163,9 @@ def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: dict) -> None:
     for i, (ph, r) in enumerate(zip(data.phase_names, data.phase_ratios)):
         # named in the legend, not by text on the line: a label there overlapped the
         # best-static label and the curve (unified_memory_zh.png)
-        cr.axvline(r, color=style.SERIES[3 + i], ls=":", lw=1.3, gid=f"phase_{i}",
+        # up to the best static point only: above it sit the labels and the legend
+        cr.axvline(r, ymax=data.best_static.mean_concurrency / top, color=style.SERIES[3 + i],
+                   ls=":", lw=1.3, gid=f"phase_{i}",
                    label=t["tuned"].format(phase=t["phase"].get(ph, ph), r=r))  # fmt: skip
     cr.plot([data.best_ratio], [data.best_static.mean_concurrency], "D", color="black", ms=6)
     cr.annotate(t["best_pt"].format(c=data.best_static.mean_concurrency),
@@ -170,10 +173,10 @@ def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: dict) -> None:
                 textcoords="offset points", ha="center", fontsize=8.5)  # fmt: skip
     cr.set_xscale("log")
     cr.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-    cr.set_ylim(0, u.mean_concurrency * 1.15)
+    cr.set_ylim(0, top)
     handles = [h for h in cr.get_legend_handles_labels()[0] if h.get_gid() not in ("static",)]
     cr.legend(handles=[h for h in handles if str(h.get_gid()).startswith("phase_")],
-              loc="lower center", fontsize=7.5, framealpha=0.9)  # fmt: skip
+              loc="upper left", fontsize=7.5, framealpha=0.9)  # fmt: skip
     cr.set_xlabel(t["ratio"])
     cr.set_ylabel(t["conc"])
     cr.set_title(t["title_ratio"])

@@ -297,6 +297,7 @@ def save(
     # Solve the constrained layout once and freeze it. Otherwise every savefig re-solves it from
     # the previous draw's positions at its own dpi: an SVG saved after a PNG moved by ~0.1 pt,
     # and `--format png` and `--format both` wrote different PNGs. Costs one extra draw.
+    fig.set_dpi(dpi)  # solved at the resolution it is written at: hinted text grows with dpi
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
     paths = []

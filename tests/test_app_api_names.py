@@ -46,7 +46,10 @@ def test_every_public_endpoint_is_named_documentation(api):
 
 
 def test_csv_buttons_name_their_figure():
+    from apps.text.chunk_scan import MSG
+    from apps.ui.page import Page
+
     with __import__("gradio").Blocks():
-        slot = common.figure_slot("x-y", "Token timeline")
-    assert slot.csv.label == "Download CSV (token timeline)"
-    assert _name(slot.csv.label) == "download_csv_token_timeline"
+        slot = Page("x", MSG).figure_slot("x-y", "n_agreement")
+    assert slot.csv.label == "Download CSV (chunked vs recurrent)"
+    assert _name(slot.csv.label) == "download_csv_chunked_vs_recurrent"

@@ -53,17 +53,11 @@ def test_summary_names_the_optimum(out, sweep):
         )
     assert f"ideal token hit **{sweep.analytic.ideal_token_hit_rate:.1%}**" in summary
     assert out[-1] == {"__type__": "update", "value": "", "visible": False}  # not stale
-    assert out[-2] == [
-        [
-            1,
-            "conversation[:1000]",
-            5,
-            ", ".join(
-                f"{lab}: K={int(sweep.intervals[int(i)]):,}"
-                for lab, i in zip(sweep.budget_labels, sweep.optimum)
-            ),
-        ]
-    ]
+    best = [(lab, int(sweep.intervals[int(i)])) for lab, i in zip(sweep.budget_labels,
+                                                                   sweep.optimum)]  # fmt: skip
+    assert out[-2] == [[1, "conversation[:1000]", 5, best]]
+    runs = out[-3]
+    assert "<br>".join(f"{lab}: K={k:,}" for lab, k in best) in runs
 
 
 def test_tradeoff_figure_and_csv(out, sweep):
@@ -172,12 +166,12 @@ def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):
     assert len(an) == 1  # ONE analytic replay curve: the study's, as in the static figure
     np.testing.assert_array_equal(an[0].y, sweep.analytic.replay_curve)
     assert not any(d.name and "(K − block)/2" in d.name for d in fig.data)
-    # the title states only what the data shows; the note explains the flat replay
+    # the title and the note state what each curve does, from the data
     assert not sweep.replay_follows_k
     assert fig.layout.title.text.startswith(ds.headline(sweep))
     assert "replay ~K" not in fig.layout.title.text
-    notes = [a.text for a in fig.layout.annotations if "deepest checkpoint" in a.text]
-    assert notes == [ds.replay_note(sweep, width=95).replace("\n", "<br>")]
+    notes = [a.text for a in fig.layout.annotations if "tokens (slope" in a.text]
+    assert notes == [ds.replay_note(sweep, detail=False).replace("\n", "<br>")]
     # K ticks are exactly the intervals drawn (no stray log-axis minor labels)
     assert fig.layout.xaxis3.tickvals == tuple(float(k) for k in sweep.intervals)
 
@@ -203,9 +197,10 @@ def test_stale_note_names_the_new_workload():
     assert "上一个负载" in app.stale_note("multi-turn chat (synthetic)", "中文")["value"]
 
 
-def test_chinese_figures_carry_the_studys_own_note(out, sweep):
-    zh = app.TR.value(out)
-    notes = [a.text for a in zh[1].layout.annotations if "几乎不变" in a.text]
-    assert notes == [ds.replay_note(sweep, "zh", width=48).replace("\n", "<br>")]
+def test_chinese_figures_carry_the_studys_own_note(sweep):
+    zh = app.run(language="中文", progress=NOOP)
+    notes = [a.text for a in zh[1].layout.annotations if "斜率" in a.text]
+    assert notes == [ds.replay_note(sweep, "zh", detail=False).replace("\n", "<br>")]
     assert zh[3].layout.title.text == "token 命中不等于状态命中"
-    assert "| 预算 | 最优 K |" in zh[0]
+    assert "| 预算 | 最优 K |" in zh[0] and "| 不限 |" in zh[0]
+    assert "随 K 增大而下降" in zh[0]  # the per-curve notes in the summary

@@ -40,7 +40,8 @@ def test_agreement_is_round_off(out, study):
     assert rows[0] == ["T", "chunk_size", "o_max_abs", "o_rel", "S_max_abs", "S_rel"]
     assert len(rows) == 1 + a.T_values.size * a.chunk_sizes.size
     assert float(rows[1][2]) == a.o_max_abs[0, 0]
-    assert f"worst max |Δo| **{a.o_max_abs.max():.2e}**" in out[0]
+    assert f"worst over every C ∈ {a.chunk_sizes.tolist()}" in out[0]
+    assert f"{a.o_max_abs.max():.2e} / {a.S_max_abs.max():.2e}" in out[0]
 
 
 def test_cost_figure(out, study):
@@ -80,7 +81,7 @@ def test_five_segments_orders_are_sorted_not_120_labels():
     from kda_core.studies import chunk_scan as cs
 
     m = cs.composition(lengths=(8, 8, 8, 8, 8), seed=0, head=0)
-    fig, _ = app.fig_orders(m)
+    fig, _ = app.fig_orders(m, app.MSG.lang("English"))
     assert len(m.order_labels) == 120
     bars = fig.data[0]
     assert list(bars.x) == list(range(1, 121)) and fig.layout.xaxis.showticklabels is False
@@ -181,3 +182,17 @@ def test_timing_download_hidden_until_measured():
     comps = {c.elem_id: c for c in demo.blocks.values() if getattr(c, "elem_id", None)}
     assert comps["chunk_scan-timing-csv"].visible is False
     assert comps["chunk_scan-agreement-csv"].visible is True
+
+
+def test_a_chunk_size_already_in_the_sweep_is_still_shown():
+    """C = 32 is one of the swept sizes: the page must still react. The summary quotes the
+    numbers at the chosen C, and the agreement and cost figures mark it."""
+    a, b = app.run(chunk_size=32), app.run(chunk_size=64)
+    assert a[0] != b[0]
+    assert "C = 32 (yours)" in a[0] and "C = 64 (yours)" in b[0]
+    s = cs.chunk_scan_study(chunk_size=32)
+    j = int(np.flatnonzero(s.agreement.chunk_sizes == 32)[0])
+    assert f"{s.agreement.o_max_abs[:, j].max():.2e}" in a[0]
+    for fig in (a[1], a[3]):  # agreement, cost
+        marks = [t for t in fig.data if (t.name or "").startswith("your chunk size")]
+        assert marks and all(32 in list(t.x) for t in marks)

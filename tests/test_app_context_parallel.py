@@ -142,12 +142,17 @@ def test_client(tmp_path):
 
 def test_validator_flags_the_offending_input() -> None:
     """The page-keeping validator names the input: P above T, lengths that miss T."""
-    assert app._cross_run(16, 32, "allgather", "") == (
-        1,
-        "ranks P must be in [1, 16] (at most T), got 32",
-    )
-    assert app._cross_run(512, 4, "allgather", "100, 100") == (
-        3,
-        "document lengths must sum to T = 512, got 200",
-    )
+    i, m = app._cross_run(16, 32, "allgather", "")
+    assert (i, str(m)) == (1, "ranks P must be in [1, 16] (at most T), got 32")
+    i, m = app._cross_run(512, 4, "allgather", "100, 100")
+    assert (i, str(m)) == (3, "document lengths must sum to T = 512, got 200")
+    assert m.render("中文") == "文档长度之和必须等于 T = 512，收到 200"
     assert app._cross_run(512, 4, "allgather", "100, 300, 112") is None
+
+
+def test_colour_bar_leaves_the_next_panel_its_axis(out):
+    """The left heatmap's colour bar sat on the right heatmap's y-axis title."""
+    from figure_layout import colorbar_crossings
+
+    fig = out[3]
+    assert colorbar_crossings(fig) == []

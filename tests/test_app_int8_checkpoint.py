@@ -242,9 +242,10 @@ def test_continuations_side_by_side_with_the_first_difference_marked(default_out
         assert "identical for all 32 tokens" in md and "<mark>" not in md
     # a made-up divergence is marked at its token, in the compressed row only
     fake = quality.Continuation("x", "tail", (97, 98), (97, 99), ("a", "b"), ("a", "c"), 1)
-    out = app.continuation_markdown(fake)
+    en = app.MSG.lang("English")
+    out = app.continuation_markdown(fake, en)
     assert "first difference at token 2 of 2" in out
     assert "| exact checkpoint | a<mark><b>b</b></mark> |" in out
     assert "| x | a<mark><b>c</b></mark> |" in out
     pipes = quality.Continuation("y", "t", (124,), (124,), ("|",), ("|",), None)
-    assert "| y | &#124; |" in app.continuation_markdown(pipes)  # a pipe cannot break the table
+    assert "| y | &#124; |" in app.continuation_markdown(pipes, en)  # a pipe cannot break the table

@@ -32,7 +32,7 @@ def test_default_plan_numbers(default_out):
     assert "| slots reserved / held per request | 5 / 3 | extra_buffer |" in summary
     assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 490")
     assert logs.splitlines()[-1].startswith("KV Cache is allocated. dtype: torch.bfloat16")
-    assert hist == [[1, "kimi-k3", 8, "28", "0.9", "extra_buffer", 30, "kv"]]
+    assert hist == [[1, "kimi-k3", 8, "28", "0.9", 0, "extra_buffer", 30, "kv"]]
     assert table.endswith("| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |")
 
 
@@ -213,3 +213,38 @@ def test_live_run_for_radix_off_and_without_overlap():
     assert "no live run for radix_off" in out[10] and out[12] is None
     out = mp.run_plan(overlap=False)
     assert "(the engine runs the overlap scheduler with the decode lock)" in out[10]
+
+
+def test_bf16_hint_only_when_the_state_is_not_bf16_yet():
+    """SGLang's hint "halve the state size with --mamba-ssm-dtype bfloat16" is advice for a
+    float32 state: with bfloat16 chosen it must not appear, neither in the log nor in the live
+    run; with float32 it must (both places)."""
+    hint = "--mamba-ssm-dtype bfloat16"
+    bf16 = mp.run_plan(ssm_dtype="bfloat16", max_slots=40)  # state-limited: the message shows
+    assert "max_running_requests is capped" in bf16[1] and hint not in bf16[1]
+    assert "max_running_requests is capped" in bf16[10] and hint not in bf16[10]
+    f32 = mp.run_plan(ssm_dtype="float32", max_slots=40)
+    assert hint in f32[1] and hint in f32[10]
+
+
+def test_zero_capacity_names_the_reserved_slots():
+    """4 state slots, extra_buffer + overlap: SGLang reserves 5 slots per running request at
+    admission (``KVCacheConfigurator._calculate_mamba_ratio``: 3 + 2) and caps running requests
+    at ``max_mamba_cache_size // ratio`` = 4 // 5 = 0 (``_resolve_max_num_reqs``, sglang
+    python/sglang/srt/mem_cache/kv_cache_configurator.py). The reason names the 5 reserved
+    slots (as the log line does), not the 3 a running request holds."""
+    out = mp.run_plan(max_slots=4)
+    (row,) = [ln for ln in out[0].splitlines() if "max running requests" in ln]
+    assert "| **0** |" in row and "**one request does not fit**" in row
+    assert "SGLang reserves 5 state slots per request at admission" in row
+    assert "the pool has 4" in row and "holds 3" not in row
+    assert "5 state slots per request" in out[1]  # the log line states the same count
+
+
+def test_skip_decode_lock_hint_only_where_it_frees_a_slot():
+    """SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1 takes one slot off the extra-buffer strategies'
+    reservation but not off no_buffer's 3 (``_calculate_mamba_ratio`` adds the drop back there:
+    the prefill->decode peak needs 3), so the hint appears for the first only."""
+    hint = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"
+    assert hint in mp.run_plan(strategy="extra_buffer", max_slots=40)[1]
+    assert hint not in mp.run_plan(strategy="no_buffer", max_slots=40)[1]

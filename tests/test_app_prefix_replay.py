@@ -143,15 +143,37 @@ def test_stepping_reaches_zero_at_the_match(default_out, study):
 
 
 def test_play_timer(default_out):
+    """Play turns the timer on; a tick never turns it back on (it leaves the timer alone until
+    the match, then stops it), so a tick in flight when Pause is pressed cannot restart it."""
     s = default_out[SESSION]
     last = s.n_steps - 1
     out = app.play(s)
     assert out[-1].active is True and out[-2].step == 0
     for _ in range(last):
         out = app.play_tick(out[-2])
+        if out[-2].step < last:
+            assert not isinstance(out[-1], gr.Timer)  # gr.skip(): the timer stays as it is
     assert out[-2].step == last and out[-1].active is False
     restart = app.play(out[-2])  # at the match: play starts over from the restore point
     assert restart[-2].step == 0 and restart[-1].active is True
+
+
+def test_pause_after_play_stays_paused(default_out):
+    """The race of the issue: Pause (timer off) lands while a tick is in flight; the tick's
+    result must not switch the timer back on. Same mechanism as unified_memory's."""
+    from apps import unified_memory as um
+    from apps.ui import player
+
+    s = default_out[SESSION]
+    out = app.play(s)
+    paused = player.stopped()
+    in_flight = app.play_tick(out[-2])  # computed before Pause, delivered after it
+    timer_after = in_flight[-1] if isinstance(in_flight[-1], gr.Timer) else paused
+    assert timer_after.active is False
+    assert um.tick.__module__ == "apps.unified_memory"
+    um_out = um.run(ratios="1", progress=lambda *a, **k: None)
+    tick = um.tick(0, um_out[10])[-1]
+    assert not isinstance(tick, gr.Timer) or tick.active is False
 
 
 def test_send_custom_requests_chinese():
@@ -261,8 +283,9 @@ def test_drift_uses_the_session_settings(default_out):
     assert "sglang grid 32, INT8; restore 128, match 145" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
-    assert text.settings_label("interval", 8, 4, False) == "interval 8, 4 slots"
-    assert text.settings_label("marconi", 8, None, False) == "marconi"
+    en = text.MSG.lang("English")
+    assert text.settings_label("interval", 8, 4, False, en) == "interval 8, 4 slots"
+    assert text.settings_label("marconi", 8, None, False, en) == "marconi"
 
 
 def test_reset_and_empty_session():
@@ -277,3 +300,9 @@ def test_reset_and_empty_session():
         with pytest.raises(gr.Error, match="the session is empty"):
             fn()
     assert app.send_request("hello", session=s, progress=None)[SESSION].prompts == ("hello",)
+
+
+def test_replay_colour_bar_leaves_the_distance_axis_its_title(default_out):
+    from figure_layout import colorbar_crossings
+
+    assert colorbar_crossings(default_out[REPLAY]) == []

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from apps import prefix_replay as app
-from apps.text import prefix_replay as text
 
 SESSION = 14  # the state's position in the full render (see tests/test_app_prefix_replay.py)
 
@@ -72,11 +71,7 @@ def test_batch_view_draws_what_serve_did(batch_out):
 
 
 def test_batch_in_chinese_and_bad_input(default_out):
-    from apps.ui import i18n
-
-    zh = i18n.localized(app.serve_batch, text.TR)(
-        session=default_out[SESSION], language="中文", progress=None
-    )
+    zh = app.serve_batch(session=default_out[SESSION], language="中文", progress=None)
     assert "同一个状态池随时间的变化" in zh[B_POOL].layout.title.text
     s = default_out[SESSION]
     bad = [
@@ -140,3 +135,28 @@ def test_a_small_kv_pool_retracts_and_rejects(default_out):
     served = [i for i in range(6) if i not in too_big]
     assert all(v.finished_step[i] >= 0 for i in served)
     assert "rejected" in {t.name for t in out[B_PHASES].data}
+
+
+def test_every_request_rejected_is_shown(default_out):
+    """A KV pool smaller than every request (100 tokens, inside the field's range): each
+    request is rejected with the SGLang-style message, the swimlane shows one rejected lane per
+    request, the pool figure says it stayed empty, and nothing raises."""
+    s = default_out[SESSION]
+    out = app.serve_batch(kv_pool=100, session=s, progress=None)
+    v = out[B_SESSION].batch
+    assert v.n_steps == 0 and sorted(v.rejected) == list(range(6))
+    md = out[B_MD]
+    for i in range(6):
+        assert f"request #{i + 1} rejected: {v.rejected[i]}" in md
+    assert "exceeds the KV cache capacity of 100 tokens" in v.rejected[0]
+    assert "every request was rejected" in md
+    fig = out[B_PHASES]
+    assert {t.name for t in fig.data} == {"rejected"}
+    assert sorted(t.y[0] for t in fig.data) == [f"#{i + 1}" for i in range(6)]
+    rows = _rows(out[B_PHASES_CSV])
+    assert rows[0] == ["request", "step", "phase"] and len(rows) == 1  # no step ran
+    pool = out[B_POOL]
+    notes = " ".join(a.text for a in pool.layout.annotations)
+    assert "every request was rejected" in notes and f"{v.state_slots} free" in notes
+    panel = " ".join(a.text for a in out[B_POOLS].layout.annotations)
+    assert "every request was rejected" in panel

@@ -12,7 +12,7 @@ import pytest
 from apps import prefix_replay as app
 from apps import ui as common
 from apps.figures import prefix_replay as figs
-from apps.text import prefix_replay as text
+from apps.text.prefix_replay import MSG
 from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
 
@@ -187,7 +187,7 @@ def test_tokens_readable_and_palette(default_out, study):
     s = default_out[SUMMARY]
     assert (
         "\ufffd" not in s
-        and f"output {text._code(r.output_readable)} ({len(r.output_tokens)} byte" in s
+        and f"output `{r.output_readable.replace('|', '¦')}` ({len(r.output_tokens)} byte" in s
     )
     tree = default_out[TREE]
     assert all("\ufffd" not in (t.text or ()) for t in tree.data if t.type == "bar")
@@ -207,8 +207,9 @@ def test_non_integers_are_rejected(default_out, field):
         app.apply_settings(**{field: 3.5}, session=default_out[SESSION], progress=None)
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
-    # 2 cache settings + 4 batch numbers (max new tokens, token budget, state slots, KV pool)
-    assert len(nums) == 6 and all(c["props"].get("precision") is None for c in nums)
+    # 2 cache settings, the replay step, 4 batch numbers (max new tokens, token budget, state
+    # slots, KV pool)
+    assert len(nums) == 7 and all(c["props"].get("precision") is None for c in nums)
 
 
 def test_drift_curves_stay_in_view(default_out):
@@ -229,8 +230,10 @@ def test_tree_with_a_hundred_nodes_stays_readable():
     )
     snap = pr.serve("custom", prompts=ps, spacing=8).result().requests[-1].tree_after
     assert snap.node_id.size >= 50
-    fig, _ = figs.fig_tree(snap, "Radix tree")
-    nodes = [d for d in fig.data if d.name.startswith(("checkpoint node", "tombstone", "root"))]
+    fig, _ = figs.fig_tree(snap, "Radix tree", MSG.lang("English"))
+    nodes = [
+        d for d in fig.data if (d.name or "").startswith(("checkpoint node", "tombstone", "root"))
+    ]
     assert sum(len(d.x) for d in nodes) == snap.node_id.size
     assert all(d.marker.size >= 10 for d in nodes)
     lanes = int(snap.is_leaf.sum())

@@ -35,7 +35,7 @@ def test_pd_draws_the_study(pd_out):
     assert "`kda-state-object`" in meta and "`tokenizer_fingerprint`" in meta
     ev = r.events
     assert sum(len(tr.x) for tr in f_tl.data) == len(ev)
-    assert sorted(y for tr in f_tl.data for y in tr.y) == sorted(e.boundary for e in ev)
+    assert sorted(c[3] for tr in f_tl.data for c in tr.customdata) == sorted(e.boundary for e in ev)
     assert len(_rows(c_tl)) == 1 + len(ev)
     assert r.max_dlogit <= 1e-9 and r.tokens == r.reference_tokens
     assert r.restore_at == r.prompt_len - 1 and r.source == "store"
@@ -78,11 +78,14 @@ def test_tiers_figure_is_the_study():
 @pytest.mark.parametrize(
     "call, msg",
     [
-        (lambda: app.run_pd(text=""), "text must be non-empty"),
+        (lambda: app.run_pd(text=""), "prompt must be 1 to 2,000 characters"),
         (lambda: app.run_pd(n_new=0), "new tokens must be an integer in [1, 64]"),
-        (lambda: app.run_pd(tp=7), "tp must divide"),
-        (lambda: app.run_pd(text="x" * 3000), "at most 2000"),
-        (lambda: app.run_splice(text_b="System: you are"), "text_b must differ"),
+        (lambda: app.run_pd(tp=7), "TP must divide"),
+        (
+            lambda: app.run_pd(text="x" * 3000),
+            "got 3,000 characters",
+        ),
+        (lambda: app.run_splice(text_b="System: you are"), "prompt B must differ"),
         (lambda: app.run_tiers(n_requests=5), "trace requests must be an integer in [100, 12031]"),
         (lambda: app.run_tiers(host_ratio=0), "host / device ratio"),
     ],
@@ -93,13 +96,14 @@ def test_bad_inputs_raise_gr_error(call, msg):
 
 
 def test_language_switch_redraws(pd_out):
-    state = pd_out[-1]
-    tiers = app.run_tiers(300, 8, 2.0)[-1]
-    out = app.redraw(common.LANGS[1], state, None, None, tiers)
+    view = pd_out[-1]
+    t = app.MSG.lang(common.LANGS[1])
+    out = app.draw_pd(view, t)
     assert "小模型" in out[0].data[1].name and "传输时间线" in out[3].layout.title.text
     assert "decode 从" in out[5]
-    assert "状态层级" in out[-2].layout.title.text
-    back = app.redraw(common.LANGS[0], state, None, None, tiers)
+    tiers = app.draw_tiers(app.compute_tiers(300, 8, 2.0), t)
+    assert "状态层级" in tiers[0].layout.title.text
+    back = app.draw_pd(view, app.MSG.lang(common.LANGS[0]))
     assert "tiny model" in back[0].data[1].name
 
 
@@ -118,18 +122,18 @@ def test_validators_name_the_bad_input_before_the_callback_runs():
     text = st.DEFAULT_TEXT
     assert _invalid(app.PD_CHECKS(text, 16, 8, "English")) == {}
     assert _invalid(app.PD_CHECKS("", 0, 8, "English")) == {
-        0: "text must be non-empty text",
+        0: "prompt must be 1 to 2,000 characters (at least 4 UTF-8 bytes), got an empty field",
         1: "new tokens must be an integer in [1, 64], got 0",
     }
     assert _invalid(app.PD_CHECKS(text, 16, 7, "English")) == {
-        2: "tp must divide K3's 96 KDA heads, got 7"
+        2: "TP must divide K3's 96 KDA heads, got 7"
     }
     assert _invalid(app.MISMATCH_CHECKS("abc", "English")) == {
-        0: "text must be at least 4 bytes long, got 3"
+        0: "prompt must be 1 to 2,000 characters (at least 4 UTF-8 bytes), got 3 bytes"
     }
     # text B equal to A within their common length is no splice: refused on text B (input 1)
     assert _invalid(app.SPLICE_CHECKS(text, text, 16, "English")) == {
-        1: "text_b must differ from text_a within their common length"
+        1: "prompt B must differ from the prompt within their common length"
     }
     assert _invalid(app.SPLICE_CHECKS(text, "", 16, "English")) == {}  # empty = A reversed
     bad = _invalid(app.TIER_CHECKS(5, 16, 0, "English"))
@@ -137,9 +141,38 @@ def test_validators_name_the_bad_input_before_the_callback_runs():
 
 
 def test_switch_before_any_run_translates_the_placeholders():
-    out = app.redraw(common.LANGS[1], None, None, None, None)
-    assert out[6] == "*请按“交给不匹配的实例”。*"
-    assert out[7].layout.title.text.startswith("强行拼接")
-    assert all(o["__type__"] == "update" for o in out[:6] + out[9:])  # gr.skip(): untouched
     md, m = app.run_mismatch(language=common.LANGS[1])
     assert md.startswith("| 不匹配 | 拒绝字段 |") and "权重不同" in md and "`layout`" in md
+    zh = app.MSG.lang(common.LANGS[1])
+    assert zh("mis_placeholder") == "*请按“交给不匹配的实例”。*"
+
+
+def test_metadata_values_cut_with_their_length_closed(pd_out):
+    """A long header value is cut with its full length in closed parentheses."""
+    meta = pd_out[2]
+    rows = [ln for ln in meta.splitlines() if ln.startswith("| `")]
+    assert rows and all(ln.count("(") == ln.count(")") for ln in rows)
+    cut = [ln for ln in rows if "…" in ln]
+    assert cut and all(" chars)" in ln for ln in cut)
+
+
+def test_timeline_events_never_hide_each_other(pd_out):
+    """fetch, lookup and restore happen at one boundary within a millisecond: each kind has its
+    own lane, so no marker covers another (the fetch marker was hidden under the others)."""
+    fig = pd_out[3]
+    seen: dict[tuple, str] = {}
+    for tr in fig.data:
+        for x, y in zip(tr.x, tr.y):
+            key = (round(float(x), 6), str(y))
+            assert key not in seen, f"{tr.name} covers {seen.get(key)}"
+            seen[key] = tr.name
+    lanes = {tr.name: set(map(str, tr.y)) for tr in fig.data}
+    assert all(len(v) == 1 for v in lanes.values())  # one lane per kind
+    assert len({next(iter(v)) for v in lanes.values()}) == len(lanes)
+    r = pd_out[-1][1]
+    shown = [b for tr in fig.data for lab in tr.text if lab for b in lab.split(", ")]
+    assert sorted(shown) == sorted(str(e.boundary) for e in r.events)  # boundaries still shown
+    span = max(x for tr in fig.data for x in tr.x)
+    for tr in fig.data:  # publishes a millisecond apart share one label instead of overprinting
+        at = [x for x, lab in zip(tr.x, tr.text) if lab]
+        assert all(b - a >= 0.06 * span for a, b in zip(at, at[1:])), tr.name

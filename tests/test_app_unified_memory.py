@@ -94,7 +94,7 @@ def test_step_and_tick(out, study):
     assert fig.data[0].x[0] == study.unified.timeline.state_bytes[3] / GIB
     s, fig2, _, timer = um.tick(3, session)
     stride = max((study.unified.makespan - 1) // um.FRAMES, 1)
-    assert s == 3 + stride and timer.active is True
+    assert s == 3 + stride and not isinstance(timer, gr.Timer)  # a tick never restarts Play
     last = study.unified.makespan - 1
     s, _, _, timer = um.tick(last, session)
     assert s == last and timer.active is False
@@ -193,3 +193,14 @@ def test_running_axis_is_not_stretched_by_the_slowest_split(out, study):
     assert slow, "the default workload has a split tuned for one phase that is >2x slower"
     assert f2.layout.xaxis.range[1] <= 1.05 * 2 * base
     assert any("off the axis" in d.name for d in f2.data)
+
+
+def test_full_pools_are_named_on_their_rows_not_cut_in_the_title(out, study):
+    """At the busiest step several pools are full: the title counts them (a list there was cut
+    with "…") and each full pool's row says so."""
+    fig = out[1]
+    assert "…" not in fig.layout.title.text
+    names = list(fig.data[0].y)
+    full = [t for t in fig.layout.yaxis.ticktext if t.endswith(" · full")]
+    assert f"{len(full)} of {len(names)} pools full" in fig.layout.title.text
+    assert len(full) >= 4  # the busiest step: most pools have met

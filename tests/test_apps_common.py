@@ -149,27 +149,6 @@ def test_load_app_skips_missing_module(caplog):
     assert m is not None and callable(m.build)
 
 
-def test_header_switches_language_and_labels():
-    with gr.Blocks() as demo:
-        lang = common.header("t", "Title", "hello", "你好")
-        box = gr.Number(1, label="interval K")
-        lang.labels({box: "间隔 K"})
-    cfg = demo.get_config_file()
-    radios = [c for c in cfg["components"] if c["props"].get("elem_id") == "t-lang"]
-    assert radios and radios[0]["props"]["choices"][1][0] == "中文"
-    assert lang._labels[box] == ("interval K", "间隔 K")
-    fns = [d for d in cfg["dependencies"] if d["api_visibility"] == "private"]
-    assert len(fns) == 2
-    # the explanation switch itself
-    fn_text = demo.fns[fns[0]["id"]].fn
-    assert fn_text("中文") == "你好" and fn_text("English") == "hello"
-    fn_labels = demo.fns[fns[1]["id"]].fn
-    assert fn_labels("中文")[0]["label"] == "间隔 K"
-    assert fn_labels("English")[0]["label"] == "interval K"
-    with pytest.raises(RuntimeError):
-        lang.labels({})
-
-
 def test_plot_from_client_decodes_typed_arrays():
     import base64
 
@@ -271,18 +250,6 @@ def test_css_headers_and_bold_weight():
     assert "font-weight: 600" in common.CSS
 
 
-def test_lang_labels_translate_buttons_and_download_buttons():
-    with gr.Blocks():
-        lang = common.header("t", "T", "en", "zh")
-        run = gr.Button("Run")
-        slot = common.figure_slot("t-fig", "fig")
-        lang.labels({run: "运行", slot.csv: common.CSV_ZH})
-    assert lang._labels[run] == ("Run", "运行")
-    assert lang._labels[slot.csv] == ("Download CSV (fig)", "下载 CSV")
-    assert common._relabel(run, "运行") == gr.update(value="运行")
-    assert common._relabel(slot.csv, "下载 CSV") == gr.update(label="下载 CSV")
-
-
 def test_messages_are_plain_and_ranges_exact():
     """No literal quotes around a message that passed through
     ``study_errors`` (gr.Error is a ValueError), and integer bounds printed exactly."""
@@ -299,19 +266,6 @@ def test_messages_are_plain_and_ranges_exact():
     assert e.value.message == "seed must be an integer in [0, 2147483647], got -1"
 
 
-def test_lang_labels_with_a_translator_name_every_csv_button_and_radio_option():
-    from apps.ui.i18n import Translator
-
-    tr = Translator({"Token timeline": "token 时间线", "alpha": "甲", "beta": "乙"})
-    with gr.Blocks():
-        lang = common.header("t", "T", "en", "zh")
-        slot = common.figure_slot("t-fig", "Token timeline")
-        radio = gr.Radio(["alpha", "beta"], value="alpha", label="pick")
-        lang.labels({slot.csv: common.CSV_ZH, radio: "选择"}, tr=tr)
-    assert slot.csv.label == "Download CSV (token timeline)"  # one API name per button
-    assert lang._labels[slot.csv] == ("Download CSV (token timeline)", "下载 CSV（token 时间线）")
-
-
 def test_font_stack_is_local_and_covers_chinese():
     """No webfont (Gradio's IBM Plex SemiBold has 55 glyphs), system fonts
     with every Latin glyph in bold and a CJK face, no network font."""
@@ -321,13 +275,86 @@ def test_font_stack_is_local_and_covers_chinese():
     assert "url(http" not in css  # only inline data: icons
 
 
-def test_translator_matches_whole_phrases_only():
-    from apps.ui.i18n import Translator, verbatim
+def _switch(demo: gr.Blocks, radio_id: str):  # noqa: ANN202
+    """The page's language switch (the private change event of its radio)."""
+    cfg = demo.get_config_file()
+    radio = next(c["id"] for c in cfg["components"] if c["props"].get("elem_id") == radio_id)
+    dep = next(d for d in cfg["dependencies"] if d["targets"][0][0] == radio)
+    return demo.fns[dep["id"]].fn
 
-    tr = Translator({"match": "匹配点", "state": "状态", "request": "请求"})
-    assert tr.text("S − S_match at the match") == "S − S_match at the 匹配点"
-    assert tr.text("requests state %{customdata[0]} <b>state</b>") == (
-        "requests 状态 %{customdata[0]} <b>状态</b>"
-    )
-    assert tr.text("`state` " + verbatim("my state") + " state").endswith("状态")
-    assert "my state" in tr.text(verbatim("my state"))
+
+def test_page_switches_labels_options_csv_buttons_and_redraws():
+    """One switch: the title, the explanation, every label, button text, option, CSV button
+    (naming its figure) and the last drawn outputs, in the chosen language, without computing
+    anything again (``compute`` runs once)."""
+    from apps.ui.catalog import Catalog
+    from apps.ui.page import Page
+
+    cat = Catalog("t", {
+        "title": ("Title", "标题"), "intro": ("hello", "你好"), "f_k": ("interval K", "间隔 K"),
+        "b_run": ("Run", "运行"), "o_a": ("alpha", "甲"), "o_b": ("beta", "乙"),
+        "n_fig": ("token timeline", "token 时间线"), "md": ("{n} runs", "运行 {n} 次"),
+    }, common.Catalog("c", {}))  # fmt: skip
+    calls = []
+
+    def compute(k: float = 1) -> int:
+        calls.append(k)
+        return int(k)
+
+    def draw(n: int, t) -> tuple:  # noqa: ANN001
+        return (t("md", n=n),)
+
+    with gr.Blocks() as demo:
+        page = Page("t", cat)
+        box = page.label(gr.Number(1), "f_k")
+        run = page.label(gr.Button(), "b_run")
+        radio = page.choices(gr.Radio(["a", "b"], value="a"), [("o_a", "a"), ("o_b", "b")])
+        slot = page.figure_slot("t-fig", "n_fig")
+        md = gr.Markdown()
+        fn, outs = page.event(compute, draw, [md])
+        run.click(fn, [box, page.radio], outs)
+        page.finish()
+    assert box.label == "interval K" and run.value == "Run"
+    assert slot.csv.label == "Download CSV (token timeline)"  # one API name per button
+    assert radio.choices == [("alpha", "a"), ("beta", "b")]
+    out = fn(3, "中文")
+    assert out[0] == "运行 3 次" and calls == [3]
+    switch = _switch(demo, "t-lang")
+    zh = switch("中文", out[-1])
+    by = dict(zip(["title", "intro", "box", "run", "csv", "radio", "md"], zh))
+    assert by["title"]["value"] == "# 标题" and by["intro"]["value"] == "你好"
+    assert by["box"]["label"] == "间隔 K" and by["run"]["value"] == "运行"
+    assert by["radio"]["choices"] == [("甲", "a"), ("乙", "b")]
+    assert by["csv"]["label"] == "下载 CSV（token 时间线）"
+    assert by["md"]["value"] == "运行 3 次" and calls == [3]  # redrawn, not recomputed
+    en = switch("English", out[-1])
+    assert en[2]["label"] == "interval K" and en[-1]["value"] == "3 runs"
+
+
+def test_messages_render_in_the_language_of_the_call():
+    """A validation message is a catalog message: English by default, 中文 through a call
+    whose ``language`` is 中文 (``study_errors``) and through a validator whose last input is
+    the switch (``guard``)."""
+    from apps.ui import guard
+
+    @common.study_errors
+    def f(x: object, language: str = "English") -> int:
+        return common.check_int("seed", x, 0, 9)
+
+    with pytest.raises(gr.Error) as e:
+        f(12, language="中文")
+    assert e.value.message == "seed必须是 [0, 9] 内的整数，收到 12"
+    with pytest.raises(gr.Error) as e:
+        f(12)
+    assert e.value.message == "seed must be an integer in [0, 9], got 12"
+    v = guard.validator(lambda x: common.check_int("seed", x, 0, 9))
+    assert v(12, "中文")[0]["message"] == "seed必须是 [0, 9] 内的整数，收到 12"
+    assert v(None, "English")[0]["message"].endswith("got an empty field")
+
+    @common.study_errors
+    def core(language: str = "English") -> None:
+        raise ValueError("spec must have MLA layers")  # a kda_core message: kept, wrapped
+
+    with pytest.raises(gr.Error) as e:
+        core(language="中文")
+    assert e.value.message == "输入被拒绝，计算代码的原话是：“spec must have MLA layers”"

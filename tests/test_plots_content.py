@@ -253,8 +253,10 @@ def test_checkpoint_density_one_analytic_replay_curve_and_note() -> None:
     fig = figure("plot_checkpoint_density")
     np.testing.assert_array_equal(line(fig, "an_rep").get_ydata(), s.analytic.replay_curve)
     (note,) = by_gid(fig, "replay_note")
-    assert note.get_text() == density.replay_note(s, "en", width=44)
-    assert fig._suptitle.get_text() == density.headline(s)
+    assert note.get_text() == density.replay_note(s, "en", width=52, detail=False)
+    for t in density.replay_trends(s):  # one line per curve, what that curve does
+        assert f"{t.budget}: " in note.get_text()
+    assert fig._suptitle.get_text().replace("\n", " ") == density.headline(s)
     if not s.replay_follows_k:
         assert "replay ~K" not in fig._suptitle.get_text()
 

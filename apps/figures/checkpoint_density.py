@@ -1,4 +1,5 @@
-"""Checkpoint density app: the plotly figures (what ``kda_core.studies.density`` returns)."""
+"""Checkpoint density app: the plotly figures (what ``kda_core.studies.density`` returns), drawn
+in the language of ``t`` (``apps.text.checkpoint_density.MSG``)."""
 
 from __future__ import annotations
 
@@ -7,329 +8,210 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.checkpoint_density import GIB
+from apps.text.checkpoint_density import GIB, budget
 from apps.ui import COLORS, SERIES
+from apps.ui.catalog import T as Lang
 from kda_core.studies import density as ds
 from kda_core.studies import exports
 
 NAME = "checkpoint_density"
+_X = "K=%{x:,}"
 
 
-def _budget_colors(n: int) -> list[str]:
-    return [SERIES[i % len(SERIES)] for i in range(n)]
+def _budgets(s: ds.DensitySweep, t: Lang) -> list[tuple[str, str]]:
+    """(label in ``t``'s language, colour) per budget of the sweep."""
+    return [(budget(b, t), SERIES[i % len(SERIES)]) for i, b in enumerate(s.budget_labels)]
 
 
-def _tradeoff_points(fig: go.Figure, s: ds.DensitySweep) -> None:
+def _hover(text: str) -> str:
+    return text + "<extra></extra>"
+
+
+def _tradeoff_points(fig: go.Figure, s: ds.DensitySweep, t: Lang) -> None:
     """The simulated points per budget in the three panels, and each budget's optimum."""
     k = s.intervals
-    for j, (label, color) in enumerate(zip(s.budget_labels, _budget_colors(len(s.budget_labels)))):
+    for j, (label, color) in enumerate(_budgets(s, t)):
         opt = int(s.optimum[j])
         panels = (
-            (s.peak_state_bytes[:, j] / GIB, "peak state %{y:.2f} GiB"),
-            (s.mean_replay_per_hit[:, j], "replay %{y:,.0f} tokens/hit"),
-            (s.ttft_mean_s[:, j], "mean TTFT %{y:.3f} s"),
+            (s.peak_state_bytes[:, j] / GIB, t("h_peak", y="%{y:.2f}")),
+            (s.mean_replay_per_hit[:, j], t("h_replay", y="%{y:,.0f}")),
+            (s.ttft_mean_s[:, j], t("h_ttft", y="%{y:.3f}")),
         )
         for row, (y, hover) in enumerate(panels, start=1):
             fig.add_scatter(
-                x=k,
-                y=y,
-                name=f"budget {label}",
-                legendgroup=label,
-                showlegend=row == 1,
-                mode="lines+markers",
-                line={"color": color},
-                hovertemplate=f"{label}<br>K=%{{x}}<br>{hover}<extra></extra>",
-                row=row,
-                col=1,
-            )
+                x=k, y=y, name=t("l_budget", b=label), legendgroup=label, showlegend=row == 1,
+                mode="lines+markers", line={"color": color}, row=row, col=1,
+                hovertemplate=_hover(f"{label}<br>{_X}<br>{hover}"),
+            )  # fmt: skip
         fig.add_scatter(
-            x=[k[opt]],
-            y=[s.ttft_mean_s[opt, j]],
-            mode="markers",
-            name=f"optimum at {label}: K={k[opt]:,}",
-            legendgroup=label,
-            marker={
-                "symbol": "star",
-                "size": 16,
-                "color": color,
-                "line": {"color": "black", "width": 1},
-            },
-            hovertemplate=f"optimum ({label})<br>K=%{{x}}<br>TTFT %{{y:.3f}} s<extra></extra>",
-            row=3,
-            col=1,
-        )
+            x=[k[opt]], y=[s.ttft_mean_s[opt, j]], mode="markers", legendgroup=label,
+            name=t("l_optimum", b=label, k=int(k[opt])),
+            marker={"symbol": "star", "size": 16, "color": color,
+                    "line": {"color": "black", "width": 1}},
+            hovertemplate=_hover(t("h_optimum", b=label, x="%{x:,}", y="%{y:.3f}")), row=3, col=1,
+        )  # fmt: skip
 
 
-def _tradeoff_analytic(fig: go.Figure, s: ds.DensitySweep) -> None:
+def _tradeoff_analytic(fig: go.Figure, s: ds.DensitySweep, t: Lang) -> None:
     """The study's analytic memory and replay curves under the simulated points."""
-    k = s.intervals
-    a = s.analytic
+    k, a = s.intervals, s.analytic
     fig.add_scatter(
-        x=k,
-        y=a.state_bytes / GIB,
-        name="analytic memory: distinct prefix / K",
-        mode="lines",
-        line={"color": COLORS["neutral"], "dash": "dash"},
-        hovertemplate="analytic memory<br>K=%{x:,}<br>%{y:.2f} GiB<extra></extra>",
-        row=1,
-        col=1,
-    )
+        x=k, y=a.state_bytes / GIB, name=t("l_an_mem"), mode="lines",
+        line={"color": COLORS["neutral"], "dash": "dash"}, row=1, col=1,
+        hovertemplate=_hover(t("h_an_mem", x="%{x:,}", y="%{y:.2f}")),
+    )  # fmt: skip
     fig.add_scatter(
-        x=k,
-        y=a.replay_curve,
-        name="analytic replay: ideal match − floor to K (KV kept for every token)",
-        mode="lines",
-        line={"color": COLORS["neutral"], "dash": "dashdot"},
-        hovertemplate="analytic replay<br>K=%{x:,}<br>%{y:,.0f} tokens/hit<extra></extra>",
-        row=2,
-        col=1,
-    )
+        x=k, y=a.replay_curve, name=t("l_an_rep"), mode="lines",
+        line={"color": COLORS["neutral"], "dash": "dashdot"}, row=2, col=1,
+        hovertemplate=_hover(t("h_an_rep", x="%{x:,}", y="%{y:,.0f}")),
+    )  # fmt: skip
 
 
-def fig_tradeoff(s: ds.DensitySweep) -> tuple[go.Figure, str]:
-    k = s.intervals
-    a = s.analytic
+def fig_tradeoff(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
+    k, a = s.intervals, s.analytic
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
-    _tradeoff_points(fig, s)
-    _tradeoff_analytic(fig, s)
+    _tradeoff_points(fig, s, t)
+    _tradeoff_analytic(fig, s, t)
     top = float(max(np.nanmax(a.replay_curve), np.nanmax(s.mean_replay_per_hit), 1.0))
-    note = ds.replay_note(s, width=95).replace("\n", "<br>")
-    fig.update_layout(meta={"zh": {note: ds.replay_note(s, "zh", width=48).replace("\n", "<br>")}})
+    note = ds.replay_note(s, t.code, detail=False).replace("\n", "<br>")  # one line per curve
     fig.add_annotation(
-        text=note,
-        xref="x2 domain",
-        yref="y2 domain",
-        x=0.01,
-        y=0.98,
-        xanchor="left",
-        yanchor="top",
-        align="left",
-        showarrow=False,
-        font={"size": 10, "color": "#333"},
-        bgcolor="rgba(255,255,255,0.85)",
-        bordercolor="#ccc",
-        borderwidth=1,
-    )
-    ui.style(fig, f"{ds.headline(s)}<br><sup>{s.trace_name}, {s.model}</sup>", "", "", height=780)
+        text=note, xref="x2 domain", yref="y2 domain", x=0.01, y=0.98, xanchor="left",
+        yanchor="top", align="left", showarrow=False, font={"size": 10, "color": "#333"},
+        bgcolor="rgba(255,255,255,0.85)", bordercolor="#ccc", borderwidth=1,
+    )  # fmt: skip
+    title = f"{ds.headline(s, t.code)}<br><sup>{s.trace_name}, {s.model}</sup>"
+    ui.style(fig, title, "", "", height=780)
     for r in (1, 2, 3):
         ui.log_axis(fig, "x", k, row=r, col=1, fmt=lambda v: f"{v:,.0f}")
-    fig.update_xaxes(title_text="checkpoint interval K (tokens, log scale)", row=3, col=1)
-    fig.update_yaxes(title_text="peak state (GiB)", row=1, col=1)
+    fig.update_xaxes(title_text=t("x_interval_log"), row=3, col=1)
+    fig.update_yaxes(title_text=t("y_peak"), row=1, col=1)
     ui.log_axis(fig, "y", row=1, col=1)
-    fig.update_yaxes(title_text="replay per hit (tokens)", range=[0, top * 1.9], row=2, col=1)
-    fig.update_yaxes(title_text="mean TTFT (s)", row=3, col=1)
+    fig.update_yaxes(title_text=t("y_replay"), range=[0, top * 1.9], row=2, col=1)
+    fig.update_yaxes(title_text=t("y_ttft"), row=3, col=1)
     fig.update_layout(margin={"b": 130, "t": 64})
-    csv = ui.write_csv(f"{NAME}-sweep", exports.density_sweep_columns(s))
-    return fig, csv
+    return fig, ui.write_csv(f"{NAME}-sweep", exports.density_sweep_columns(s))
 
 
-def fig_hit_rates(s: ds.DensitySweep) -> tuple[go.Figure, str]:
+def fig_hit_rates(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
     k = s.intervals
     fig = go.Figure()
-    for j, (label, color) in enumerate(zip(s.budget_labels, _budget_colors(len(s.budget_labels)))):
+    for j, (label, color) in enumerate(_budgets(s, t)):
         fig.add_scatter(
-            x=k,
-            y=s.state_hit_rate[:, j],
-            name=f"state hit, {label}",
-            mode="lines+markers",
+            x=k, y=s.state_hit_rate[:, j], name=t("l_state_hit", b=label), mode="lines+markers",
             line={"color": color, "width": 3},
-            hovertemplate=f"{label}<br>K=%{{x}}<br>state hit %{{y:.1%}}<extra></extra>",
-        )
+            hovertemplate=_hover(t("h_state_hit", b=label, x="%{x}", y="%{y:.1%}")),
+        )  # fmt: skip
         fig.add_scatter(
-            x=k,
-            y=s.token_hit_rate[:, j],
-            name=f"token hit, {label}",
-            mode="lines+markers",
+            x=k, y=s.token_hit_rate[:, j], name=t("l_token_hit", b=label), mode="lines+markers",
             line={"color": color, "dash": "dash"},
-            hovertemplate=f"{label}<br>K=%{{x}}<br>token hit %{{y:.1%}}<extra></extra>",
-        )
+            hovertemplate=_hover(t("h_token_hit", b=label, x="%{x}", y="%{y:.1%}")),
+        )  # fmt: skip
+    a = s.analytic
     fig.add_scatter(
-        x=k,
-        y=s.analytic.state_hit_rate,
-        name="analytic state hit (no budget)",
-        mode="lines",
+        x=k, y=a.state_hit_rate, name=t("l_an_hit"), mode="lines",
         line={"color": COLORS["neutral"], "dash": "dot"},
-        hovertemplate="analytic<br>K=%{x}<br>%{y:.1%}<extra></extra>",
-    )
+        hovertemplate=_hover(t("h_an_hit", x="%{x}", y="%{y:.1%}")),
+    )  # fmt: skip
     fig.add_hline(
-        y=s.analytic.ideal_token_hit_rate,
-        line={"color": COLORS["hit"], "width": 1},
-        annotation_text=f"ideal token hit {s.analytic.ideal_token_hit_rate:.1%}",
+        y=a.ideal_token_hit_rate, line={"color": COLORS["hit"], "width": 1},
+        annotation_text=t("ideal_hit", r=a.ideal_token_hit_rate),
         annotation_position="top left",
-    )
-    ui.style(
-        fig,
-        "A token hit is not a state hit",
-        "checkpoint interval K (tokens, log scale)",
-        "hit rate (share of input tokens)",
-    )
+    )  # fmt: skip
+    ui.style(fig, t("t_hits"), t("x_interval_log"), t("y_hit"))
     ui.log_axis(fig, "x", k, fmt=lambda v: f"{v:,.0f}")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    a = s.analytic
-    csv = ui.write_csv(
-        f"{NAME}-analytic",
-        {
-            "interval": k,
-            "analytic_state_hit_rate": a.state_hit_rate,
-            "analytic_replay_per_hit": a.replay_curve,
-            "analytic_states": a.states,
+    cols = {"interval": k, "analytic_state_hit_rate": a.state_hit_rate,
+            "analytic_replay_per_hit": a.replay_curve, "analytic_states": a.states,
             "analytic_state_bytes": a.state_bytes,
-            "ideal_token_hit_rate": np.full(k.shape, a.ideal_token_hit_rate),
-        },
-    )
-    return fig, csv
+            "ideal_token_hit_rate": np.full(k.shape, a.ideal_token_hit_rate)}  # fmt: skip
+    return fig, ui.write_csv(f"{NAME}-analytic", cols)
 
 
-def fig_timeline(h: ds.HitTimeline, every: int, budget: str) -> tuple[go.Figure, str]:
+def fig_timeline(h: ds.HitTimeline, every: int, budget_gib: float, t: Lang) -> tuple:
     n = np.arange(1, h.arrival_s.size + 1)
     fig = go.Figure()
     fig.add_scatter(
-        x=n,
-        y=h.cum_token_hit_rate,
-        name="token hit (KV could reuse)",
+        x=n, y=h.cum_token_hit_rate, name=t("l_cum_token"),
         line={"color": COLORS["hit"], "width": 2},
-        hovertemplate="after %{x:,} requests<br>token hit %{y:.1%}<extra></extra>",
-    )
+        hovertemplate=_hover(t("h_cum_token", x="%{x:,}", y="%{y:.1%}")),
+    )  # fmt: skip
     fig.add_scatter(
-        x=n,
-        y=h.cum_state_hit_rate,
-        name="state hit (KDA can resume)",
-        line={"color": COLORS["state"], "width": 2},
-        fill="tonexty",
+        x=n, y=h.cum_state_hit_rate, name=t("l_cum_state"),
+        line={"color": COLORS["state"], "width": 2}, fill="tonexty",
         fillcolor="rgba(148,103,189,0.25)",
-        hovertemplate="after %{x:,} requests<br>state hit %{y:.1%}<extra></extra>",
-    )
-    ui.style(
-        fig,
-        f"Cumulative hit rates over the trace (interval {every:,}, budget {budget})"
-        "; the shaded gap is replayed or re-prefilled",
-        "requests served",
-        "cumulative hit rate",
-    )
+        hovertemplate=_hover(t("h_cum_state", x="%{x:,}", y="%{y:.1%}")),
+    )  # fmt: skip
+    title = t("t_timeline", every=every, b=f"{budget_gib:g} GiB")
+    ui.style(fig, title, t("x_served"), t("y_cum"))
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    csv = ui.write_csv(
-        f"{NAME}-timeline",
-        {
-            "request": n,
-            "arrival_s": h.arrival_s,
-            "input_len": h.input_len,
-            "token_match": h.token_match,
-            "restore_at": h.restore_at,
+    cols = {"request": n, "arrival_s": h.arrival_s, "input_len": h.input_len,
+            "token_match": h.token_match, "restore_at": h.restore_at,
             "cum_token_hit_rate": h.cum_token_hit_rate,
-            "cum_state_hit_rate": h.cum_state_hit_rate,
-            "state_bytes": h.state_bytes,
-            "kv_bytes": h.kv_bytes,
-        },
-    )
-    return fig, csv
+            "cum_state_hit_rate": h.cum_state_hit_rate, "state_bytes": h.state_bytes,
+            "kv_bytes": h.kv_bytes}  # fmt: skip
+    return fig, ui.write_csv(f"{NAME}-timeline", cols)
 
 
-def fig_pareto(s: ds.DensitySweep) -> tuple[go.Figure, str]:
+def fig_pareto(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
-    for j, (label, color) in enumerate(zip(s.budget_labels, _budget_colors(len(s.budget_labels)))):
+    for j, (label, color) in enumerate(_budgets(s, t)):
+        front = s.pareto[:, j]
         fig.add_scatter(
-            x=s.peak_state_bytes[:, j] / GIB,
-            y=s.state_hit_rate[:, j],
-            mode="markers+text",
-            name=f"budget {label}",
-            text=[f"K={v:,}" if p else "" for v, p in zip(s.intervals.tolist(), s.pareto[:, j])],
-            customdata=s.intervals,
-            textposition="top center",
-            textfont={"size": 10},
-            marker={
-                "color": color,
-                "size": 10,
-                "symbol": ["diamond" if p else "circle" for p in s.pareto[:, j]],
-            },
-            hovertemplate=f"{label}<br>K=%{{customdata:,}}<br>peak state "
-            "%{x:.2f} GiB<br>state hit %{y:.1%}<extra></extra>",
-        )
+            x=s.peak_state_bytes[:, j] / GIB, y=s.state_hit_rate[:, j], mode="markers+text",
+            name=t("l_budget", b=label),
+            text=[f"K={v:,}" if p else "" for v, p in zip(s.intervals.tolist(), front)],
+            customdata=s.intervals, textposition="top center", textfont={"size": 10},
+            marker={"color": color, "size": 10,
+                    "symbol": ["diamond" if p else "circle" for p in front]},
+            hovertemplate=_hover(t("h_pareto", b=label, k="%{customdata:,}", x="%{x:.2f}",
+                                   y="%{y:.1%}")),
+        )  # fmt: skip
     m = s.pareto.ravel()
     x = (s.peak_state_bytes / GIB).ravel()[m]
     y = s.state_hit_rate.ravel()[m]
     order = np.argsort(x)
     fig.add_scatter(
-        x=x[order],
-        y=y[order],
-        mode="lines",
-        name="Pareto frontier (◆)",
+        x=x[order], y=y[order], mode="lines", name=t("l_frontier"),
         line={"color": "black", "dash": "dash", "shape": "hv"},
-        hovertemplate="frontier<br>%{x:.2f} GiB<br>%{y:.1%}<extra></extra>",
-    )
-    ui.style(
-        fig,
-        "Memory vs state hit: the Pareto frontier",
-        "peak state memory (GiB per GPU, log scale)",
-        "state hit rate",
-    )
+        hovertemplate=_hover(t("h_frontier", x="%{x:.2f}", y="%{y:.1%}")),
+    )  # fmt: skip
+    ui.style(fig, t("t_pareto"), t("x_peak_log"), t("y_state_hit"))
     ui.log_axis(fig, "x")
     fig.update_yaxes(tickformat=".0%")
-    csv = ui.write_csv(f"{NAME}-pareto", exports.density_pareto_columns(s))
-    return fig, csv
+    return fig, ui.write_csv(f"{NAME}-pareto", exports.density_pareto_columns(s))
 
 
-def fig_policies(p: ds.PolicySweep) -> tuple[go.Figure, str]:
-    labels = list(p.labels)
+def fig_policies(p: ds.PolicySweep, t: Lang) -> tuple[go.Figure, str]:
+    labels = [t(f"pol_{lab}") for lab in p.labels]
     extra = np.stack(
-        [
-            p.checkpoints_stored[:, 0],
-            p.mean_replay_per_hit[:, 0],
-            p.evictions[:, 0],
-            p.ttft_p50_s[:, 0],
-            p.peak_state_bytes[:, 0] / GIB,
-        ],
-        axis=1,
-    )
-    hover = (
-        "%{x}<br>%{fullData.name}: %{y:.1%}<br>checkpoints %{customdata[0]:,}<br>replay "
-        "%{customdata[1]:,.0f} tokens/hit<br>evictions %{customdata[2]:,}<br>TTFT p50 "
-        "%{customdata[3]:.3f} s<br>peak state %{customdata[4]:.2f} GiB<extra></extra>"
-    )
+        [p.checkpoints_stored[:, 0], p.mean_replay_per_hit[:, 0], p.evictions[:, 0],
+         p.ttft_p50_s[:, 0], p.peak_state_bytes[:, 0] / GIB], axis=1,
+    )  # fmt: skip
+    hover = _hover(
+        t("h_policy", x="%{x}", name="%{fullData.name}", y="%{y:.1%}", c="%{customdata[0]:,}",
+          r="%{customdata[1]:,.0f}", e="%{customdata[2]:,}", t="%{customdata[3]:.3f}",
+          p="%{customdata[4]:.2f}")
+    )  # fmt: skip
     fig = go.Figure()
+    fig.add_bar(x=labels, y=p.token_hit_rate[:, 0], name=t("l_token"), marker_color=COLORS["hit"],
+                customdata=extra, hovertemplate=hover)  # fmt: skip
     fig.add_bar(
-        x=labels,
-        y=p.token_hit_rate[:, 0],
-        name="token hit",
-        marker_color=COLORS["hit"],
-        customdata=extra,
-        hovertemplate=hover,
-    )
-    fig.add_bar(
-        x=labels,
-        y=p.state_hit_rate[:, 0],
-        name="state hit",
-        marker_color=COLORS["state"],
-        customdata=extra,
-        hovertemplate=hover,
+        x=labels, y=p.state_hit_rate[:, 0], name=t("l_state"), marker_color=COLORS["state"],
+        customdata=extra, hovertemplate=hover, textposition="outside",
         text=[f"{v:.1%}" for v in p.state_hit_rate[:, 0]],
-        textposition="outside",
-    )
+    )  # fmt: skip
     fig.add_hline(
-        y=p.ideal_token_hit_rate,
-        line={"color": COLORS["neutral"], "dash": "dot"},
-        annotation_text=f"ideal {p.ideal_token_hit_rate:.1%}",
-        annotation_position="top right",
-    )
-    ui.style(
-        fig,
-        f"Policies at one budget ({p.budget_labels[0]} of state per GPU)",
-        "checkpoint policy",
-        "hit rate (share of input tokens)",
-    )
+        y=p.ideal_token_hit_rate, line={"color": COLORS["neutral"], "dash": "dot"},
+        annotation_text=t("ideal", r=p.ideal_token_hit_rate), annotation_position="top right",
+    )  # fmt: skip
+    title = t("t_policies", b=budget(p.budget_labels[0], t))
+    ui.style(fig, title, t("x_policy"), t("y_hit"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    csv = ui.write_csv(
-        f"{NAME}-policies",
-        {
-            "policy": labels,
-            "token_hit_rate": p.token_hit_rate[:, 0],
+    cols = {"policy": list(p.labels), "token_hit_rate": p.token_hit_rate[:, 0],
             "state_hit_rate": p.state_hit_rate[:, 0],
             "mean_replay_per_hit": p.mean_replay_per_hit[:, 0],
-            "checkpoints_stored": p.checkpoints_stored[:, 0],
-            "evictions": p.evictions[:, 0],
-            "peak_state_bytes": p.peak_state_bytes[:, 0],
-            "ttft_p50_s": p.ttft_p50_s[:, 0],
-            "ttft_p95_s": p.ttft_p95_s[:, 0],
-        },
-    )
-    return fig, csv
+            "checkpoints_stored": p.checkpoints_stored[:, 0], "evictions": p.evictions[:, 0],
+            "peak_state_bytes": p.peak_state_bytes[:, 0], "ttft_p50_s": p.ttft_p50_s[:, 0],
+            "ttft_p95_s": p.ttft_p95_s[:, 0]}  # fmt: skip
+    return fig, ui.write_csv(f"{NAME}-policies", cols)

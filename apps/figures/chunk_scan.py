@@ -7,7 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
+from apps.text.chunk_scan import source_name
 from apps.ui import SERIES
+from apps.ui.catalog import T as Lang
 from kda_core.studies import chunk_scan as cs
 from kda_core.studies import exports
 
@@ -15,14 +17,24 @@ NAME = "chunk_scan"
 FLOOR = 1e-18  # zero differences are drawn at this floor on log axes
 
 
-def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
+def _your_c(fig: go.Figure, C: int, ys: np.ndarray, t: Lang, **where: int) -> None:
+    """Open rings at the reader's chunk size on every curve (also when C was already swept)."""
+    name = t("l_yours", C=C)
+    fig.add_scatter(
+        x=[C] * len(ys), y=ys, mode="markers", name=name,
+        marker={"symbol": "circle-open", "size": 14, "color": "black", "line": {"width": 2}},
+        hovertemplate=f"{name}<extra></extra>", **where,
+    )  # fmt: skip
+
+
+def fig_agreement(a: cs.Agreement, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     for i, T in enumerate(a.T_values.tolist()):
         c = SERIES[i % len(SERIES)]
         fig.add_scatter(
             x=a.chunk_sizes,
             y=np.maximum(a.o_max_abs[i], FLOOR),
-            name=f"T={T} output",
+            name=t("l_output", T=T),
             mode="lines+markers",
             line={"color": c, "width": 2},
             customdata=a.o_max_abs[i],
@@ -31,7 +43,7 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
         fig.add_scatter(
             x=a.chunk_sizes,
             y=np.maximum(a.S_max_abs[i], FLOOR),
-            name=f"T={T} final state",
+            name=t("l_state", T=T),
             mode="lines+markers",
             line={"color": c, "width": 1, "dash": "dot"},
             customdata=a.S_max_abs[i],
@@ -40,15 +52,17 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
     eps = float(np.finfo(np.float64).eps)
     fig.add_scatter(  # a legend entry, not a label box: nothing sits over the curves
         x=[float(a.chunk_sizes.min()), float(a.chunk_sizes.max())], y=[eps, eps], mode="lines",
-        name=f"float64 machine epsilon {eps:.1e}",
+        name=t("l_eps", eps=eps),
         line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
-        hovertemplate=f"float64 machine epsilon {eps:.1e}<extra></extra>",
+        hovertemplate=t("l_eps", eps=eps) + "<extra></extra>",
     )  # fmt: skip
+    j = int(np.flatnonzero(a.chunk_sizes == chunk_size)[0])
+    _your_c(fig, chunk_size, np.maximum(np.r_[a.o_max_abs[:, j], a.S_max_abs[:, j]], FLOOR), t)
     ui.style(
         fig,
-        f"Chunked vs recurrent: max abs difference ({a.source})",
-        "chunk size C (tokens, log scale)",
-        "max |chunked − recurrent| (log scale)",
+        t("t_agreement", source=source_name(a.source, t)),
+        t("x_chunk_log"),
+        t("y_diff_log"),
     )
     ui.log_axis(fig, "x", a.chunk_sizes, fmt=lambda v: f"{v:g}")
     ui.log_axis(fig, "y")
@@ -56,12 +70,12 @@ def fig_agreement(a: cs.Agreement) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-agreement", exports.chunk_agreement_columns(a))
 
 
-def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
+def fig_cost(c: cs.Cost, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.14,
-        subplot_titles=("sequential steps per layer", "matmul FLOPs, chunked ÷ recurrent"),
+        subplot_titles=(t("st_steps"), t("st_flops")),
     )
     for i, T in enumerate(c.T_values.tolist()):
         col = SERIES[i % len(SERIES)]
@@ -74,8 +88,9 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
             legendgroup=str(T),
             row=1,
             col=1,
-            hovertemplate=f"T={T:,}, C=%{{x}}<br>%{{y:,}} chunk steps "
-            f"(recurrent: {T:,})<extra></extra>",
+            hovertemplate=f"T={T:,}, C=%{{x}}<br>"
+            + t("h_steps", steps="%{y:,}", T=f"{T:,}")
+            + "<extra></extra>",
         )
         fig.add_scatter(
             x=c.chunk_sizes,
@@ -87,31 +102,40 @@ def fig_cost(c: cs.Cost) -> tuple[go.Figure, str]:
             showlegend=False,
             row=1,
             col=2,
-            hovertemplate=f"T={T:,}, C=%{{x}}<br>× %{{y:.2f}} FLOPs<extra></extra>",
+            hovertemplate=f"T={T:,}, C=%{{x}}<br>"
+            + t("h_flops", ratio="%{y:.2f}")
+            + "<extra></extra>",
         )
-    ui.style(
-        fig,
-        f"What chunking buys: one KDA layer, H={c.H}, K={c.K}, V={c.V}",
-        "chunk size C (tokens)",
-        "",
-    )
-    fig.update_yaxes(title_text="steps (log scale)", row=1, col=1)
+    j = int(np.flatnonzero(c.chunk_sizes == chunk_size)[0])
+    _your_c(fig, chunk_size, c.chunked_steps[:, j], t, row=1, col=1)
+    _your_c(fig, chunk_size, c.flops_ratio[:, j], t, row=1, col=2)
+    fig.data[-1].showlegend = False
+    ui.style(fig, t("t_cost", H=c.H, K=c.K, V=c.V), t("x_chunk"), "")
+    fig.update_yaxes(title_text=t("y_steps_log"), row=1, col=1)
     ui.log_axis(fig, "y", row=1, col=1)
-    fig.update_yaxes(title_text="FLOPs ratio (×)", rangemode="tozero", row=1, col=2)
-    fig.update_xaxes(title_text="chunk size C (tokens, log scale)")
+    fig.update_yaxes(title_text=t("y_flops"), rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text=t("x_chunk_log"))
     for col in (1, 2):
         ui.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
     fig.update_layout(margin={"t": 80})
     return fig, ui.write_csv(f"{NAME}-cost", exports.chunk_cost_columns(c))
 
 
-def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
-    labels = [g.replace("->", "→") for g in m.grouping_labels]
+def _grouping(label: str, t: Lang) -> str:
+    """A grouping of the study ("(A->B)->C", "token by token") as the page writes it."""
+    try:
+        return t(f"g_{label}")
+    except KeyError:  # a bracketing of the segment names: no words in it
+        return label.replace("->", "→")
+
+
+def fig_groupings(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
+    labels = [_grouping(g, t) for g in m.grouping_labels]
     fig = go.Figure()
     for key, name, color in (  # categorical: palette.SERIES in its fixed order
-        ("grouping_M_diff", "max |ΔM| vs (A→B)→C", SERIES[0]),
-        ("grouping_b_diff", "max |Δb| vs (A→B)→C", SERIES[1]),
-        ("grouping_S_diff", "max |map(S0) − recurrent S|", SERIES[2]),
+        ("grouping_M_diff", t("l_dM"), SERIES[0]),
+        ("grouping_b_diff", t("l_db"), SERIES[1]),
+        ("grouping_S_diff", t("l_dS"), SERIES[2]),
     ):
         v = getattr(m, key)
         fig.add_bar(
@@ -126,18 +150,12 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
     eps = float(np.finfo(np.float64).eps)
     ui.vline(fig, eps, log=True, dash="dash")
     fig.add_scatter(  # the line's name in the legend (a label box would cover bars)
-        x=[None], y=[None], mode="lines", name=f"float64 machine epsilon {eps:.1e} (dashed)",
+        x=[None], y=[None], mode="lines", name=t("l_eps_dashed", eps=eps),
         line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hoverinfo="skip",
     )  # fmt: skip
     seg = ", ".join(f"{a}={n}" for a, n in zip(m.labels, m.lengths.tolist()))
-    ui.style(
-        fig,
-        f"Any grouping gives the same map (segments {seg} tokens)",
-        "max abs difference (log scale; 0 drawn at 1e-18)",
-        "",
-        height=420,
-    )
+    ui.style(fig, t("t_groupings", seg=seg), t("x_maxdiff"), "", height=420)
     top = max(float(np.max([m.grouping_M_diff, m.grouping_b_diff, m.grouping_S_diff])), eps)
     ui.log_axis(fig, "x")
     fig.update_xaxes(range=[-18.5, np.log10(top) + 0.8], exponentformat="power")
@@ -159,7 +177,7 @@ def fig_groupings(m: cs.Composition) -> tuple[go.Figure, str]:
 ORDER_LABELS_MAX = 12  # more orders than this (5 segments: 120) are drawn sorted, unlabelled
 
 
-def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
+def fig_orders(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     """Relative state distance of every order of the segment maps; the true order is 0. With
     more than ORDER_LABELS_MAX orders the bars are sorted by distance and the order itself is
     in the hover (120 rotated labels are unreadable)."""
@@ -174,7 +192,7 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
         x=x,
         y=m.order_S_rel[idx],
         marker_color=colors,
-        name="relative state distance",
+        name=t("l_distance"),
         customdata=np.stack(
             [np.array(labels, dtype=object)[idx], m.order_M_diff[idx], m.order_b_diff[idx]],
             axis=1,
@@ -184,8 +202,8 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
     )
     top = float(np.max(m.order_S_rel)) or 1.0
     for name, color in (
-        (f"true order {x[true_pos] if not many else labels[0]} (distance 0)", SERIES[2]),
-        ("another order", SERIES[1]),
+        (t("l_true", order=x[true_pos] if not many else labels[0]), SERIES[2]),
+        (t("l_other"), SERIES[1]),
     ):  # the colours' legend (a text box over the bars would hide them)
         fig.add_scatter(
             x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
@@ -193,9 +211,8 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
         )  # fmt: skip
     ui.style(
         fig,
-        "The order matters: other orders give other states"
-        + (f" ({len(labels)} orders, sorted)" if many else ""),
-        "orders of the segment maps, sorted by distance" if many else "order of the segment maps",
+        t("t_orders_many", n=len(labels)) if many else t("t_orders"),
+        t("x_orders_sorted") if many else t("x_orders"),
         "‖S − S_true‖ / ‖S_true‖",
     )
     fig.data[0].showlegend = False
@@ -214,7 +231,7 @@ def fig_orders(m: cs.Composition) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
+def fig_maps(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     d = m.M_swapped - m.M_true
     lim = float(np.abs(d).max()) or 1.0
     swapped = m.order_labels[1].replace("->", "→")
@@ -223,8 +240,8 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
         cols=2,
         horizontal_spacing=0.2,
         subplot_titles=(
-            f"M of {m.order_labels[0].replace('->', '→')} (head {m.head})",
-            f"M of {swapped} − M of the true order",
+            t("st_M", order=m.order_labels[0].replace("->", "→"), head=m.head),
+            t("st_dM", order=swapped),
         ),
     )
     fig.add_heatmap(
@@ -233,7 +250,7 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
         coloraxis="coloraxis",
         row=1,
         col=1,
-        hovertemplate="row %{y}, col %{x}<br>M = %{z:.4f}<extra></extra>",
+        hovertemplate=t("h_map", row="%{y}", col="%{x}") + "<br>M = %{z:.4f}<extra></extra>",
     )
     fig.add_heatmap(
         z=d,
@@ -244,16 +261,9 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
         row=1,
         col=2,
         colorbar={"title": "Δ", "x": 1.02},
-        hovertemplate="row %{y}, col %{x}<br>ΔM = %{z:.2e}<extra></extra>",
+        hovertemplate=t("h_map", row="%{y}", col="%{x}") + "<br>ΔM = %{z:.2e}<extra></extra>",
     )
-    ui.style(
-        fig,
-        "The composed transition matrix M [K, K]",
-        "key channel (column)",
-        "key channel (row)",
-        height=420,
-        legend=False,
-    )
+    ui.style(fig, t("t_maps"), t("x_col"), t("y_row"), height=420, legend=False)
     fig.update_layout(
         coloraxis={"colorscale": "Viridis", "colorbar": {"x": 0.41, "title": "M"}}, margin={"t": 80}
     )
@@ -263,41 +273,36 @@ def fig_maps(m: cs.Composition) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_timing(runs: list[cs.Timing]) -> tuple[go.Figure, str]:
+def fig_timing(runs: list[cs.Timing], t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     series: dict[str, tuple] = {}
-    for n, t in enumerate(runs, 1):
+    for n, run in enumerate(runs, 1):
         dash = "solid" if n == len(runs) else "dot"
         fig.add_scatter(
-            x=t.T_values,
-            y=t.recurrent_s * 1e3,
-            name=f"#{n} recurrent",
+            x=run.T_values,
+            y=run.recurrent_s * 1e3,
+            name=t("l_run_rec", n=n),
             mode="lines+markers",
             line={"color": SERIES[0], "dash": dash},
-            hovertemplate="T=%{x}<br>recurrent %{y:.2f} ms<extra></extra>",
+            hovertemplate="T=%{x}<br>" + t("h_rec", ms="%{y:.2f}") + "<extra></extra>",
         )
-        series[f"run{n} recurrent"] = (t.T_values, t.recurrent_s)
-        for j, C in enumerate(t.chunk_sizes.tolist()):
+        series[f"run{n} recurrent"] = (run.T_values, run.recurrent_s)
+        for j, C in enumerate(run.chunk_sizes.tolist()):
             fig.add_scatter(
-                x=t.T_values,
-                y=t.chunked_s[:, j] * 1e3,
-                name=f"#{n} chunked C={C}",
+                x=run.T_values,
+                y=run.chunked_s[:, j] * 1e3,
+                name=t("l_run_chunk", n=n, C=C),
                 mode="lines+markers",
                 line={"color": SERIES[(j + 1) % len(SERIES)], "dash": dash},
-                customdata=t.speedup[:, j],
-                hovertemplate=f"T=%{{x}}, C={C}<br>%{{y:.2f}} ms "
-                "(×%{customdata:.2f} faster)<extra></extra>",
+                customdata=run.speedup[:, j],
+                hovertemplate=f"T=%{{x}}, C={C}<br>"
+                + t("h_chunk", ms="%{y:.2f}", x="%{customdata:.2f}")
+                + "<extra></extra>",
             )
-            series[f"run{n} chunked C={C}"] = (t.T_values, t.chunked_s[:, j])
-    t = runs[-1]
-    ui.style(
-        fig,
-        f"Measured on this CPU (numpy, H={t.H}, K={t.K}, V={t.V}, best of "
-        f"{t.repeats}); the latest run is solid",
-        "sequence length T (tokens)",
-        "time (ms, log scale)",
-    )
-    ui.log_axis(fig, "x", runs[-1].T_values, fmt=lambda v: f"{v:,.0f}")
-    ms = np.concatenate([np.r_[t.recurrent_s, t.chunked_s.ravel()] * 1e3 for t in runs])
+            series[f"run{n} chunked C={C}"] = (run.T_values, run.chunked_s[:, j])
+    last = runs[-1]
+    ui.style(fig, t("t_timing", H=last.H, K=last.K, V=last.V, r=last.repeats), t("x_T"), t("y_ms"))
+    ui.log_axis(fig, "x", last.T_values, fmt=lambda v: f"{v:,.0f}")
+    ms = np.concatenate([np.r_[r.recurrent_s, r.chunked_s.ravel()] * 1e3 for r in runs])
     ui.log_axis(fig, "y", ui.log_ticks(float(ms.min()), float(ms.max())))
     return fig, ui.series_csv(f"{NAME}-timing", series, "T", "seconds")

@@ -7,7 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
+from apps.text.int8_checkpoint import variant
 from apps.ui import COLORS, SERIES
+from apps.ui.catalog import T as Lang
 from kda_core.studies import exports
 from kda_core.studies import int8 as st
 
@@ -32,35 +34,28 @@ def _tick(v: float) -> str:
     return f"{v:g}"
 
 
-def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
+def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.16,
-        subplot_titles=(f"parked state S (KDA layer {e.layer}, head {e.head})",
-                        f"restored − S ({e.label})"),
+        subplot_titles=(t("st_state", layer=e.layer, head=e.head),
+                        t("st_error", v=variant(e.label, t))),
     )  # fmt: skip
     zs = float(np.abs(e.state).max()) or 1.0
     ze = float(np.abs(e.error).max()) or 1.0
     fig.add_heatmap(
         z=e.state, zmin=-zs, zmax=zs, colorscale="RdBu_r", row=1, col=1,
         colorbar={"title": {"text": "S"}, "x": 0.41, "len": 0.8, "thickness": 12},
-        hovertemplate="key k=%{y}, value v=%{x}<br>S %{z:.4f}<extra></extra>",
+        hovertemplate=t("h_state", y="%{y}", x="%{x}", z="%{z:.4f}") + "<extra></extra>",
     )  # fmt: skip
     fig.add_heatmap(
         z=e.error, zmin=-ze, zmax=ze, colorscale="RdBu_r", row=1, col=2,
-        colorbar={"title": {"text": "error"}, "x": 1.0, "len": 0.8, "thickness": 12},
+        colorbar={"title": {"text": t("cb_error")}, "x": 1.0, "len": 0.8, "thickness": 12},
         customdata=e.bound,
-        hovertemplate="key k=%{y}, value v=%{x}<br>error %{z:.2e}<br>bound %{customdata:.2e}"
-        "<extra></extra>",
+        hovertemplate=t("h_error", y="%{y}", x="%{x}", z="%{z:.2e}", b="%{customdata:.2e}")
+        + "<extra></extra>",
     )  # fmt: skip
-    ui.style(
-        fig,
-        f"Error map of {e.label}: max |error| {e.max_abs_error:.2e}, "
-        f"max error / bound {e.max_bound_ratio:.4g} (≤ 1: within the bound)",
-        "value channel v",
-        "key channel k",
-        height=420,
-        legend=False,
-    )
+    title = t("t_errmap", v=variant(e.label, t), e=e.max_abs_error, r=e.max_bound_ratio)
+    ui.style(fig, title, t("x_value"), t("y_key"), height=420, legend=False)
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
     fig.update_yaxes(autorange="reversed", showline=False)
     fig.update_xaxes(showline=False)
@@ -68,10 +63,10 @@ def fig_error_map(e: st.ErrorMap) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
+def fig_histograms(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.12,
-        subplot_titles=("signed error, all KDA layers", "state values, all KDA layers"),
+        subplot_titles=(t("st_err_hist"), t("st_val_hist")),
     )  # fmt: skip
     ec = 0.5 * (e.err_edges[1:] + e.err_edges[:-1])
     vc = 0.5 * (e.value_edges[1:] + e.value_edges[:-1])
@@ -81,9 +76,9 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
         width=np.diff(e.err_edges),
         row=1,
         col=1,
-        name=f"error ({e.label})",
+        name=t("l_err_hist", v=variant(e.label, t)),
         marker_color=OTHER,
-        hovertemplate="error %{x:.2e}<br>%{y} elements<extra></extra>",
+        hovertemplate=t("h_err_hist", x="%{x:.2e}", y="%{y}") + "<extra></extra>",
     )
     fig.add_bar(
         x=vc,
@@ -91,20 +86,14 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
         width=np.diff(e.value_edges),
         row=1,
         col=2,
-        name="state value",
+        name=t("l_val_hist"),
         marker_color=COLORS["state"],
-        hovertemplate="value %{x:.3f}<br>%{y} elements<extra></extra>",
+        hovertemplate=t("h_val_hist", x="%{x:.3f}", y="%{y}") + "<extra></extra>",
     )
-    ui.style(
-        fig,
-        "Histograms: where the rounding error and the values fall",
-        "",
-        "elements (count, log scale)",
-        height=380,
-    )
+    ui.style(fig, t("t_hist"), "", t("y_count"), height=380)
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
-    fig.update_xaxes(title_text="restored − S", row=1, col=1)
-    fig.update_xaxes(title_text="state value", row=1, col=2)
+    fig.update_xaxes(title_text=t("x_err"), row=1, col=1)
+    fig.update_xaxes(title_text=t("l_val_hist"), row=1, col=2)
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
         ui.log_axis(fig, "y", row=1, col=c)
     fig.update_layout(bargap=0.02)
@@ -117,15 +106,15 @@ def fig_histograms(e: st.ErrorMap) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
+def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.12,
-        subplot_titles=("state distance to the exact run", "max |logit − exact logit|"),
+        subplot_titles=(t("st_dist"), t("st_logit")),
     )  # fmt: skip
     runs = (
-        ("quantized once at parking", RUN_COLORS["park_once"], d.park_once_state_dist,
+        (t("run_park_once"), RUN_COLORS["park_once"], d.park_once_state_dist,
          d.park_once_logit_diff, d.park_once_agree),
-        ("re-quantized at every step", RUN_COLORS["every_step"], d.every_step_state_dist,
+        (t("run_every_step"), RUN_COLORS["every_step"], d.every_step_state_dist,
          d.every_step_logit_diff, d.every_step_agree),
     )  # fmt: skip
     for name, color, sd, ld, agree in runs:
@@ -138,8 +127,7 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
             line={"color": color, "width": 2},
             row=1,
             col=1,
-            hovertemplate=f"{name}<br>after %{{x}} tokens<br>relative distance "
-            "%{y:.3g}<extra></extra>",
+            hovertemplate=t("h_dist", run=name, x="%{x}", y="%{y:.3g}") + "<extra></extra>",
         )
         fig.add_scatter(
             x=d.steps[1:],
@@ -151,7 +139,7 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
             line={"color": color, "width": 2},
             row=1,
             col=2,
-            hovertemplate=f"{name}<br>token %{{x}}<br>max |Δlogit| %{{y:.3g}}<extra></extra>",
+            hovertemplate=t("h_logit", run=name, x="%{x}", y="%{y:.3g}") + "<extra></extra>",
         )
         bad = ~agree
         if bad.any():
@@ -161,23 +149,17 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
                 mode="markers",
                 row=1,
                 col=2,
-                name=f"{name}: different greedy token",
+                name=t("l_differs", run=name),
                 marker={"symbol": "x", "size": 12, "color": color},
-                hovertemplate="token %{x}: greedy token differs<extra></extra>",
+                hovertemplate=t("h_differs", x="%{x}") + "<extra></extra>",
             )
     same = d.park_once_same, d.every_step_same
     n = d.decoded
-    ui.style(
-        fig,
-        f"Decoding {n} tokens after the restore ({d.label}); same greedy token: "
-        f"park once {same[0]}/{n}, every step {same[1]}/{n}",
-        "tokens decoded after parking",
-        "",
-        height=400,
-    )
+    title = t("t_div", n=n, v=variant(d.label, t), a=same[0], b=same[1])
+    ui.style(fig, title, t("x_decoded"), "", height=400)
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
-    fig.update_yaxes(title_text="relative Frobenius distance", row=1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text="max |Δlogit| (logit units)", row=1, col=2, rangemode="tozero")
+    fig.update_yaxes(title_text=t("y_dist"), row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text=t("y_logit"), row=1, col=2, rangemode="tozero")
     csv = ui.write_csv(
         f"{NAME}-divergence",
         {
@@ -193,87 +175,78 @@ def fig_divergence(d: st.Divergence) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_variants(t: st.VariantTable, chosen: str) -> tuple[go.Figure, str]:
-    labels = list(t.labels)
+def fig_variants(tb: st.VariantTable, chosen: str, t: Lang) -> tuple[go.Figure, str]:
+    labels = list(tb.labels)
+    names = [variant(x, t) for x in labels]  # the categories in the page's language
     fig = go.Figure()
     sel = np.array([x == chosen for x in labels])
     for mask, name, color in (
-        (~sel, "measured ‖error‖ / ‖S‖, other formats", OTHER),
-        (sel, f"measured ‖error‖ / ‖S‖, selected: {chosen}", SELECTED),
+        (~sel, t("l_other"), OTHER),
+        (sel, t("l_selected", v=variant(chosen, t)), SELECTED),
     ):
         if mask.any():
             fig.add_bar(
-                x=[x for x, m in zip(labels, mask) if m], y=t.rel_fro[mask], name=name,
+                x=[x for x, m in zip(names, mask) if m], y=tb.rel_fro[mask], name=name,
                 marker_color=color,
-                hovertemplate="%{x}<br>relative error %{y:.3g}<extra></extra>",
+                hovertemplate=t("h_rel", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
             )  # fmt: skip
     fig.add_scatter(
-        x=labels, y=t.bound_rel_fro, mode="markers", name="theoretical ceiling",
+        x=names, y=tb.bound_rel_fro, mode="markers", name=t("l_ceiling"),
         marker={"symbol": "line-ew", "size": 34, "line": {"width": 3, "color": "black"}},
-        hovertemplate="%{x}<br>ceiling %{y:.3g}<extra></extra>",
+        hovertemplate=t("h_ceiling", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
     )  # fmt: skip
-    ui.style(
-        fig,
-        "Every format on the same parked state (all KDA layers)",
-        "format / scale granularity",
-        "relative Frobenius error (log scale)",
-        height=380,
-    )
-    vals = np.concatenate([t.rel_fro, t.bound_rel_fro])
+    ui.style(fig, t("t_variants"), t("x_format"), t("y_rel_log"), height=380)
+    vals = np.concatenate([tb.rel_fro, tb.bound_rel_fro])
     ui.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=names)
     csv = ui.write_csv(
         f"{NAME}-variants",
         {
             "variant": labels,
-            "max_abs": t.max_abs,
-            "mean_abs": t.mean_abs,
-            "rel_fro": t.rel_fro,
-            "bound_rel_fro": t.bound_rel_fro,
-            "max_bound_ratio": t.max_bound_ratio,
-            "bound_holds": t.bound_holds,
-            "state_bytes": t.state_bytes,
+            "max_abs": tb.max_abs,
+            "mean_abs": tb.mean_abs,
+            "rel_fro": tb.rel_fro,
+            "bound_rel_fro": tb.bound_rel_fro,
+            "max_bound_ratio": tb.max_bound_ratio,
+            "bound_holds": tb.bound_holds,
+            "state_bytes": tb.state_bytes,
         },
     )
     return fig, csv
 
 
 def fig_capacity(
-    tiny: st.Capacity, k3: st.Capacity, chosen: str | None = None
+    tiny: st.Capacity, k3: st.Capacity, chosen: str | None, t: Lang
 ) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.1,
-        subplot_titles=(f"{k3.model} TP{k3.tp}, {k3.budget_bytes / (1 << 30):g} GiB",
-                        f"{tiny.model} (tiny), {tiny.budget_bytes / (1 << 20):g} MiB"),
+        subplot_titles=(t("st_k3", model=k3.model, tp=k3.tp, gib=k3.budget_bytes / (1 << 30)),
+                        t("st_tiny", model=tiny.model, mib=tiny.budget_bytes / (1 << 20))),
     )  # fmt: skip
     for col, c in ((1, k3), (2, tiny)):
         sel = np.array([x == chosen for x in c.labels])
+        names = [variant(x, t) for x in c.labels]
         cd = np.stack([c.state_bytes, c.conv_bytes, c.total_bytes], axis=1)
         for mask, name, color in (
-            (~sel, "checkpoints that fit", COLORS["checkpoint"]),
-            (sel, f"checkpoints that fit, selected: {chosen}", SELECTED),
+            (~sel, t("l_fit"), COLORS["checkpoint"]),
+            (sel, t("l_fit_sel", v=variant(str(chosen), t)), SELECTED),
         ):
             if not mask.any():
                 continue
             fig.add_bar(
-                x=[x for x, m in zip(c.labels, mask) if m], y=c.capacity[mask], row=1, col=col,
+                x=[x for x, m in zip(names, mask) if m], y=c.capacity[mask], row=1, col=col,
                 showlegend=col == 1, name=name, legendgroup=name, marker_color=color,
                 text=[f"×{g:.2f}" for g in c.gain[mask]], textposition="outside",
                 customdata=cd[mask],
-                hovertemplate="%{x}<br>%{y:,} checkpoints<br>state %{customdata[0]:,} B + conv "
-                "%{customdata[1]:,} B = %{customdata[2]:,} B each<extra></extra>",
+                hovertemplate=t("h_fit", x="%{x}", y="%{y:,}", s="%{customdata[0]:,}",
+                                c="%{customdata[1]:,}", t="%{customdata[2]:,}")
+                + "<extra></extra>",
             )  # fmt: skip
         fig.update_xaxes(
-            type="category", categoryorder="array", categoryarray=list(c.labels), row=1, col=col
+            type="category", categoryorder="array", categoryarray=names, row=1, col=col
         )
-    ui.style(
-        fig,
-        f"Checkpoint capacity per format (native pool {k3.native_dtype}; ×gain vs native)",
-        "",
-        "checkpoints in the budget (count)",
-        height=400,
-    )
+    ui.style(fig, t("t_capacity", dtype=k3.native_dtype), "", t("y_capacity"), height=400)
     fig.update_layout(margin={"t": 86}, barmode="overlay")  # room for the subplot titles
     fig.update_xaxes(tickangle=-25)
     for col, c in ((1, k3), (2, tiny)):  # headroom for the "×gain" labels above the bars

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS, SERIES
+from apps.ui.catalog import T as Lang
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
@@ -19,135 +20,125 @@ from kda_core.studies import planner as pl
 NAME = "memory_planner"
 
 
-def fig_context(p: pl.Plan) -> tuple[go.Figure, str]:
+def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     x = p.context_lens
     fig = go.Figure()
     fig.add_scatter(
         x=x,
         y=p.mla_bytes / sizing.MIB,
-        name="MLA KV (grows per token)",
+        name=t("l_mla"),
         line={"color": COLORS["kv"], "width": 3},
-        hovertemplate="context %{x:,} tokens<br>MLA KV %{y:,.1f} MiB<extra></extra>",
+        hovertemplate=t("h_mla", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",
     )
     fig.add_scatter(
         x=x,
         y=p.kda_bytes / sizing.MIB,
-        name="KDA state + conv window (one slot, flat)",
+        name=t("l_kda"),
         line={"color": COLORS["state"], "width": 3},
-        hovertemplate="context %{x:,} tokens<br>KDA slot %{y:,.1f} MiB<extra></extra>",
+        hovertemplate=t("h_kda", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",
     )
     ui.vline(
         fig,
         p.crossover_context,
-        f"MLA > KDA from {p.crossover_context:,} tokens",
+        t("cross", n=p.crossover_context),
         log=True,
         xanchor="right",
     )
-    ui.style(
-        fig,
-        f"One request's memory on one GPU vs context ({p.model}, TP{p.tp})",
-        "context length (tokens, log scale)",
-        "memory per request (MiB, log scale)",
-    )
+    ui.style(fig, t("t_context", model=p.model, tp=p.tp), t("x_context"), t("y_mib"))
     ui.log_axis(fig, "x")
     ui.log_axis(fig, "y")
     fig.update_layout(margin={"t": 64})
     return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.context_table(p))
 
 
-def fig_ratio(p: pl.Plan) -> tuple[go.Figure, str]:
+def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     r = p.ratios
     fig = go.Figure()
     fig.add_scatter(
         x=r,
         y=p.running_by_state,
-        name="limit from state slots",
+        name=t("l_by_state"),
         line={"color": COLORS["state"], "width": 3},
-        hovertemplate="ratio %{x:.3f}<br>%{y:,} requests (state)<extra></extra>",
+        hovertemplate=t("h_by_state", x="%{x:.3f}", y="%{y:,}") + "<extra></extra>",
     )
     fig.add_scatter(
         x=r,
         y=p.running_by_kv,
-        name=f"limit from KV ({p.tokens_per_request:,} tokens/request)",
+        name=t("l_by_kv", n=p.tokens_per_request),
         line={"color": COLORS["kv"], "width": 3},
-        hovertemplate="ratio %{x:.3f}<br>%{y:,} requests (KV)<extra></extra>",
+        hovertemplate=t("h_by_kv", x="%{x:.3f}", y="%{y:,}") + "<extra></extra>",
     )
     fig.add_scatter(
         x=r,
         y=p.max_running_by_ratio,
-        name="max running requests",
+        name=t("l_max"),
         line={"color": "black", "width": 1.5, "dash": "dash"},
-        hovertemplate="ratio %{x:.3f}<br>max running %{y:,}<extra></extra>",
+        hovertemplate=t("h_max", x="%{x:.3f}", y="%{y:,}") + "<extra></extra>",
     )
-    ui.vline(fig, p.balanced_ratio, f"balanced {p.balanced_ratio:.3g}", log=True)
+    ui.vline(fig, p.balanced_ratio, t("balanced", r=p.balanced_ratio), log=True)
     if p.ratios.min() <= p.ratio <= p.ratios.max():
         fig.add_scatter(
             x=[p.ratio],
             y=[p.max_running],
             mode="markers",
-            name=f"this plan (ratio {p.ratio:g})",
+            name=t("l_this", r=p.ratio),
             marker={"color": "black", "size": 11, "symbol": "diamond"},
-            hovertemplate="this plan<br>ratio %{x:g}<br>max running %{y:,}<extra></extra>",
+            hovertemplate=t("h_this", x="%{x:g}", y="%{y:,}") + "<extra></extra>",
         )
-    ui.style(
-        fig,
-        "Max running requests vs --mamba-full-memory-ratio",
-        "mamba-full-memory-ratio (state : KV bytes, log scale)",
-        "running requests",
-    )
+    ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_running"))
     ui.log_axis(fig, "x")
     fig.update_layout(margin={"t": 64})
     return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.ratio_table(p))
 
 
-def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
+def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     names = list(p.strategy_names)
     valid = p.strategy_reserved >= 0
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.14,
-        subplot_titles=("state slots per request", f"max running from {p.state_slots:,} slots"),
+        subplot_titles=(t("st_slots"), t("st_max", n=p.state_slots)),
     )
     fig.add_bar(
         x=names,
         y=np.where(valid, p.strategy_reserved, 0),
-        name="slots reserved / request",
+        name=t("l_reserved"),
         marker_color=SERIES[0],
-        hovertemplate="%{x}<br>reserved %{y} slots<extra></extra>",
+        hovertemplate=t("h_reserved", x="%{x}", y="%{y}") + "<extra></extra>",
         row=1,
         col=1,
     )
     fig.add_bar(
         x=names,
         y=np.where(valid, p.strategy_held, 0),
-        name="slots held / request",
+        name=t("l_held"),
         marker_color=SERIES[1],
-        hovertemplate="%{x}<br>held %{y} slots<extra></extra>",
+        hovertemplate=t("h_held", x="%{x}", y="%{y}") + "<extra></extra>",
         row=1,
         col=1,
     )
     fig.add_bar(
         x=names,
         y=np.where(valid, p.strategy_max_running, 0),
-        name="max running requests (state cap)",
+        name=t("l_state_cap"),
         marker_color=COLORS["neutral"],
-        text=[f"{v:,}" if ok else "n/a" for v, ok in zip(p.strategy_max_running, valid)],
+        text=[f"{v:,}" if ok else t("na") for v, ok in zip(p.strategy_max_running, valid)],
         textposition="outside",
         cliponaxis=False,
-        hovertemplate="%{x}<br>max running %{y:,}<extra></extra>",
+        hovertemplate=t("h_state_cap", x="%{x}", y="%{y:,}") + "<extra></extra>",
         row=1,
         col=2,
     )
-    ui.style(fig, "Radix strategies: slots per request and the concurrency they allow", "", "")
+    ui.style(fig, t("t_strategies"), "", "")
     fig.update_layout(barmode="group", margin={"t": 80})
-    fig.update_yaxes(title_text="slots per request", row=1, col=1)
+    fig.update_yaxes(title_text=t("y_slots"), row=1, col=1)
     top = float(max(p.strategy_max_running.max(), 1))
-    fig.update_yaxes(title_text="running requests", range=[0, top * 1.18], row=1, col=2)
+    fig.update_yaxes(title_text=t("y_running"), range=[0, top * 1.18], row=1, col=2)
     # short horizontal tick labels (two lines for the long name) so nothing overlaps the title
     ticks = [n.replace("_lazy", "<br>_lazy") for n in names]
     fig.update_xaxes(
-        title_text="strategy",
+        title_text=t("x_strategy"),
         tickangle=0,
         tickmode="array",
         tickvals=names,
@@ -157,34 +148,26 @@ def fig_strategies(p: pl.Plan) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-strategies", pl.strategy_table(p))
 
 
-def fig_live(v: bv.BatchView | None, strategy: str) -> tuple[go.Figure, str | None]:
+def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure, str | None]:
     """Running requests per scheduler step of the live run vs the planner's max running."""
     if v is None:
-        fig = ui.empty_figure(
-            "Live run", f"no live run for {strategy}: the engine always keeps a radix cache"
-        )
+        fig = ui.empty_figure(t("t_live_none"), t("live_none_fig", s=strategy))
         fig.update_layout(height=220)
         return fig, None
     steps = np.arange(v.n_steps)
     fig = go.Figure()
     fig.add_bar(
-        x=steps, y=v.running, name="what the live run admitted", marker_color=COLORS["state"],
-        hovertemplate="step %{x}<br>%{y} running<extra></extra>",
+        x=steps, y=v.running, name=t("l_admitted"), marker_color=COLORS["state"],
+        hovertemplate=t("h_admitted", x="%{x}", y="%{y}") + "<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
         x=[-0.5, v.n_steps - 0.5], y=[v.planner_max_running] * 2, mode="lines",
-        name=f"the planner's max running requests ({v.planner_max_running})",
+        name=t("l_planner", n=v.planner_max_running),
         line={"color": "black", "dash": "dash", "width": 2},
-        hovertemplate=f"planner: {v.planner_max_running}<extra></extra>",
+        hovertemplate=t("h_planner", n=v.planner_max_running) + "<extra></extra>",
     )  # fmt: skip
-    ui.style(
-        fig,
-        f"Live run on a scaled pool: {v.strategy}, {v.state_slots} state slots, "
-        f"{len(v.prompts)} requests: peak {v.peak_running} running, planner "
-        f"{v.planner_max_running}",
-        "scheduler step",
-        "running requests per step",
-        height=320,
-    )
+    title = t("t_live", s=v.strategy, slots=v.state_slots, n=len(v.prompts),
+              peak=v.peak_running, plan=v.planner_max_running)  # fmt: skip
+    ui.style(fig, title, t("x_step"), t("y_per_step"), height=320)
     fig.update_yaxes(range=[0, max(v.planner_max_running, v.peak_running) + 1.5], dtick=1)
     return fig, ui.write_csv(f"{NAME}-live", bv.pool_table(v))

@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS, SERIES
+from apps.ui.catalog import T as Lang
 from kda_core.model import tokenizer
 from kda_core.studies import exports
 from kda_core.studies import speculative as sp
@@ -22,9 +23,9 @@ SLOT_COLOR = {-1: COLORS["free"], 0: COLORS["neutral"], 1: ACCEPTED, 2: REJECTED
 EXACT_TICKS = (FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0)
 
 
-def _power(v: float) -> str:
+def _power(v: float, t: Lang) -> str:
     """Tick label of the exactness axis: FLOOR is an exact 0, the rest powers of ten."""
-    return "0 (exact)" if v <= FLOOR else f"10<sup>{round(np.log10(v))}</sup>"
+    return t("exact_zero") if v <= FLOOR else f"10<sup>{round(np.log10(v))}</sup>"
 
 
 def _mib(v: float) -> str:
@@ -36,7 +37,7 @@ def _tok(t: int) -> str:
     return tokenizer.display([int(t)])
 
 
-def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
+def fig_verify(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     """Ring field norms per draft step (heatmap) over the verified / target tokens."""
     n = v.inputs.size
     steps = np.arange(n)
@@ -53,8 +54,8 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
         return str(int(a)) if n <= 24 else ""
 
     for mask, name, color in (
-        (acc, "committed (accepted prefix)", ACCEPTED),
-        (~acc, "rejected (rolled back)", REJECTED),
+        (acc, t("l_committed"), ACCEPTED),
+        (~acc, t("l_rejected"), REJECTED),
     ):
         if mask.any():
             fig.add_bar(
@@ -66,28 +67,23 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
                     [[_tok(a) for a in v.inputs[mask]], [_tok(b) for b in v.targets[mask]]],
                     axis=1,
                 ),
-                hovertemplate="step %{x}<br>input token %{customdata[0]}<br>target's greedy "
-                "next %{customdata[1]}<extra></extra>",
+                hovertemplate=t("h_strip", x="%{x}", a="%{customdata[0]}",
+                                b="%{customdata[1]}") + "<extra></extra>",
             )  # fmt: skip
     fig.add_heatmap(
         z=np.log10(np.maximum(v.ring_norms, FLOOR)), x=steps, y=list(sp.FIELDS), row=2, col=1,
         colorscale="Viridis", colorbar={"title": {"text": "log10 ‖·‖"}, "len": 0.6, "y": 0.3},
         customdata=v.ring_norms,
-        hovertemplate="step %{x}, field %{y}<br>L2 norm %{customdata:.3g}<extra></extra>",
+        hovertemplate=t("h_norm", x="%{x}", y="%{y}", v="%{customdata:.3g}")
+        + "<extra></extra>",
     )  # fmt: skip
     fig.add_vline(x=v.n_accept - 0.5, line={"color": "black", "dash": "dash", "width": 2})
-    ui.style(
-        fig,
-        f"Verify D={v.draft_tokens}: committed {v.n_accept} (greedy acceptance "
-        f"{v.natural_accept}); ring of KDA layer {v.layer}, all heads",
-        "",
-        "",
-        height=440,
-    )
+    title = t("t_verify", d=v.draft_tokens, a=v.n_accept, g=v.natural_accept, layer=v.layer)
+    ui.style(fig, title, "", "", height=440)
     fig.update_yaxes(visible=False, row=1, col=1)
-    fig.update_yaxes(title_text="ring field", row=2, col=1, autorange="reversed")
+    fig.update_yaxes(title_text=t("y_field"), row=2, col=1, autorange="reversed")
     fig.update_xaxes(
-        title_text="draft step (token index in the verify)",
+        title_text=t("x_draft_step"),
         row=2,
         col=1,
         tickmode="linear",
@@ -100,10 +96,10 @@ def fig_verify(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-verify", cols)
 
 
-def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
+def fig_ring(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     """The L ring slots after verify and after commit: which position each holds."""
     L = v.ring_len
-    rows = ("after verify", "after commit")
+    rows = (t("stage_verify"), t("stage_commit"))
     fig = go.Figure()
     shown: set[int] = set()
     for r, pos, kind in zip(
@@ -115,55 +111,45 @@ def fig_ring(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
                 continue
             fig.add_bar(
                 x=np.ones(int(m.sum())), base=np.arange(L)[m] - 0.5, y=[r] * int(m.sum()),
-                orientation="h", width=0.6, name=SLOT_KIND[k], legendgroup=SLOT_KIND[k],
+                orientation="h", width=0.6, name=t(f"slot_{k}"), legendgroup=SLOT_KIND[k],
                 showlegend=k not in shown,
                 marker={"color": SLOT_COLOR[k], "line": {"width": 1, "color": "white"}},
                 text=[str(p) if p >= 0 else "" for p in pos[m]], textposition="inside",
                 insidetextanchor="middle", customdata=np.stack([np.arange(L)[m], pos[m]], 1),
-                hovertemplate=f"{r}<br>slot %{{customdata[0]}}: position %{{customdata[1]}} "
-                f"({SLOT_KIND[k]})<extra></extra>",
+                hovertemplate=t("h_slot", stage=r, s="%{customdata[0]}", p="%{customdata[1]}",
+                                kind=t(f"slot_{k}")) + "<extra></extra>",
             )  # fmt: skip
             shown.add(k)
-    ui.style(
-        fig,
-        f"Ring of L={L} slots (slot = position mod L): the commit keeps {v.n_accept} of "
-        f"{v.draft_tokens} steps; conv window kept: after step {v.committed_window}"
-        if v.committed_window >= 0 else
-        f"Ring of L={L} slots: nothing accepted, the old state and conv window are kept",
-        "ring slot",
-        "",
-        height=300,
-    )  # fmt: skip
+    title = (
+        t("t_ring", L=L, a=v.n_accept, d=v.draft_tokens, w=v.committed_window)
+        if v.committed_window >= 0
+        else t("t_ring_none", L=L)
+    )
+    ui.style(fig, title, t("x_ring_slot"), "", height=300)
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[-0.5, L - 0.5], tickmode="linear", dtick=1 if L <= 32 else 8)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
-    return fig, ui.write_csv(f"{NAME}-ring", exports.spec_ring_columns(v, rows))
+    cols = exports.spec_ring_columns(v, ("after verify", "after commit"))  # data names
+    return fig, ui.write_csv(f"{NAME}-ring", cols)
 
 
-def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
+def fig_exactness(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     m = np.arange(v.draft_tokens + 1)
     fig = go.Figure()
     for y, name, color in (
-        (v.fold_bf16_error, "open-loop fold of bf16 d, k (no raw v / k)", SERIES[0]),
-        (v.fold_error, "open-loop fold, float64", SERIES[1]),
-        (v.commit_error, "ReplaySSM commit (exact replay from the ring)", SERIES[2]),
+        (v.fold_bf16_error, t("l_fold_bf16"), SERIES[0]),
+        (v.fold_error, t("l_fold"), SERIES[1]),
+        (v.commit_error, t("l_commit"), SERIES[2]),
     ):
         fig.add_scatter(
             x=m, y=np.maximum(y, FLOOR), mode="lines+markers", name=name,
             line={"color": color, "width": 2}, customdata=y,
-            hovertemplate="accept %{x} tokens<br>max |state error| %{customdata:.3g}"
-            "<extra></extra>",
+            hovertemplate=t("h_exact", x="%{x}", v="%{customdata:.3g}") + "<extra></extra>",
         )  # fmt: skip
-    ui.vline(fig, v.n_accept, f"this commit: {v.n_accept}", color="black", xanchor="right")
-    ui.style(
-        fig,
-        f"Commit exactness vs a sequential run (verify logits error {v.logits_error:.1e}, "
-        f"outputs rebuilt from the ring {v.reconstruct_error:.1e})",
-        "tokens accepted (count)",
-        "max |state error| (log scale)",
-        height=380,
-    )
-    ui.log_axis(fig, "y", EXACT_TICKS, fmt=_power)
+    ui.vline(fig, v.n_accept, t("this_commit", a=v.n_accept), color="black", xanchor="right")
+    title = t("t_exact", le=v.logits_error, re=v.reconstruct_error)
+    ui.style(fig, title, t("x_accepted"), t("y_state_err"), height=380)
+    ui.log_axis(fig, "y", EXACT_TICKS, fmt=lambda x: _power(x, t))
     fig.update_xaxes(tickmode="linear", dtick=1 if v.draft_tokens <= 16 else 4)
     csv = ui.write_csv(
         f"{NAME}-exactness",
@@ -173,72 +159,66 @@ def fig_exactness(v: sp.VerifyStudy) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_memory(mem: sp.MemoryOverD, d: int) -> tuple[go.Figure, str]:
+def fig_memory(mem: sp.MemoryOverD, d: int, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.12,
-        subplot_titles=(f"{mem.models[0]} (tiny), TP1", f"{mem.models[1]}, TP{mem.tp}"),
+        subplot_titles=(
+            t("st_tiny", model=mem.models[0]), t("st_k3", model=mem.models[1], tp=mem.tp)
+        ),
     )  # fmt: skip
     mib = float(1 << 20)
     for col in (0, 1):
         for y, name, color in (
-            (mem.per_draft_state_bytes[col], "per-draft full states", COLORS["state"]),
-            (mem.ring_bytes[col], "ReplaySSM rings", COLORS["replay"]),
-            (mem.conv_window_bytes[col], "conv windows per draft (both need)", COLORS["conv"]),
+            (mem.per_draft_state_bytes[col], t("l_per_draft"), COLORS["state"]),
+            (mem.ring_bytes[col], t("l_rings"), COLORS["replay"]),
+            (mem.conv_window_bytes[col], t("l_conv"), COLORS["conv"]),
         ):
             fig.add_scatter(
                 x=mem.d_values, y=y / mib, mode="lines+markers", name=name, legendgroup=name,
                 showlegend=col == 0, line={"color": color, "width": 2}, row=1, col=col + 1,
                 customdata=mem.ring_len,
-                hovertemplate=f"{name}<br>D=%{{x}} (ring L=%{{customdata}})<br>%{{y:,.3f}} MiB"
-                "<extra></extra>",
+                hovertemplate=t("h_mem", name=name, x="%{x}", L="%{customdata}", y="%{y:,.3f}")
+                + "<extra></extra>",
             )  # fmt: skip
     for c in (1, 2):
         fig.add_vline(x=d, line={"color": "black", "dash": "dot"}, row=1, col=c)
-    ui.style(
-        fig,
-        f"Per-request memory over D (dtype {mem.dtype}): rings vs per-draft states "
-        f"(×{mem.ratio[1][list(mem.d_values).index(d)]:.1f} at D={d} for K3)"
-        if d in mem.d_values else "Per-request memory over D",
-        "draft tokens D",
-        "",
-        height=400,
-    )  # fmt: skip
+    title = (
+        t("t_memory", dtype=mem.dtype, r=mem.ratio[1][list(mem.d_values).index(d)], d=d)
+        if d in mem.d_values
+        else t("t_memory_plain")
+    )
+    ui.style(fig, title, t("x_D"), "", height=400)
     fig.update_layout(margin={"t": 86})  # room for the subplot titles
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
         ui.log_axis(fig, "y", row=1, col=c, fmt=_mib)
-    fig.update_yaxes(title_text="bytes per request (MiB, log scale)", row=1, col=1)
+    fig.update_yaxes(title_text=t("y_mib"), row=1, col=1)
     return fig, ui.write_csv(f"{NAME}-memory", exports.spec_memory_columns(mem))
 
 
-def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
+def fig_generation(g: sp.GenerationStudy, t: Lang) -> tuple[go.Figure, str]:
     steps = np.arange(1, g.start.size + 1)
     fig = go.Figure()
     fig.add_bar(
         x=steps,
         y=g.committed,
-        name="committed (accepted + 1)",
+        name=t("l_gen_committed"),
         marker_color=ACCEPTED,
         customdata=np.stack([g.start, g.drafted], axis=1),
-        hovertemplate="verify %{x} at position %{customdata[0]}<br>committed %{y} of "
-        "%{customdata[1]} drafted + 1<extra></extra>",
+        hovertemplate=t("h_gen", x="%{x}", p="%{customdata[0]}", y="%{y}", d="%{customdata[1]}")
+        + "<extra></extra>",
     )
     fig.add_scatter(
         x=steps,
         y=g.drafted + 1,
         mode="markers",
-        name="verified (D)",
+        name=t("l_gen_verified"),
         marker={"symbol": "line-ew", "size": 18, "line": {"width": 2, "color": "black"}},
-        hovertemplate="verify %{x}: %{y} tokens<extra></extra>",
+        hovertemplate=t("h_gen_verified", x="%{x}", y="%{y}") + "<extra></extra>",
     )
-    ui.style(
-        fig,
-        f"Generation: {g.tokens.size} tokens in {g.verify_passes} verify passes (greedy needs "
-        f"{g.greedy_passes}); equal to greedy: {g.equals_greedy}, logits error "
-        f"{g.logits_error:.1e}",
-        "verify step",
-        "tokens per verify (count)",
-        height=360,
-    )
+    eq = t("yes") if g.equals_greedy else t("no")
+    title = t("t_generation", n=g.tokens.size, v=g.verify_passes, g=g.greedy_passes, eq=eq,
+              le=g.logits_error)  # fmt: skip
+    ui.style(fig, title, t("x_verify_step"), t("y_per_verify"), height=360)
     fig.update_yaxes(rangemode="tozero")
     csv = ui.write_csv(
         f"{NAME}-generation",
@@ -248,26 +228,21 @@ def fig_generation(g: sp.GenerationStudy) -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def fig_acceptance(a: sp.AcceptanceCurve, d: int) -> tuple[go.Figure, str]:
+def fig_acceptance(a: sp.AcceptanceCurve, d: int, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
-        x=a.noise, y=a.acceptance_rate, mode="lines+markers", name="drafts accepted (fraction)",
+        x=a.noise, y=a.acceptance_rate, mode="lines+markers", name=t("l_acc_rate"),
         line={"color": SERIES[0], "width": 2},
-        hovertemplate="noise %{x}<br>acceptance %{y:.2f}<extra></extra>",
+        hovertemplate=t("h_acc", x="%{x}", y="%{y:.2f}") + "<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
         x=a.noise, y=a.tokens_per_step / d, mode="lines+markers", line={"dash": "dot",
-        "color": SERIES[1], "width": 2}, name=f"tokens per verify / D (D={d})",
+        "color": SERIES[1], "width": 2}, name=t("l_per_D", d=d),
         customdata=a.tokens_per_step,
-        hovertemplate="noise %{x}<br>%{customdata:.2f} tokens per verify<extra></extra>",
+        hovertemplate=t("h_per_D", x="%{x}", y="%{customdata:.2f}") + "<extra></extra>",
     )  # fmt: skip
-    ui.style(
-        fig,
-        f"Acceptance vs draft noise (every run equals greedy: {a.all_equal_greedy})",
-        "draft noise (logit standard deviation)",
-        "fraction (0-1)",
-        height=340,
-    )
+    eq = t("yes") if a.all_equal_greedy else t("no")
+    ui.style(fig, t("t_acceptance", eq=eq), t("x_noise"), t("y_fraction"), height=340)
     fig.update_yaxes(range=[0, 1.05])
     csv = ui.write_csv(
         f"{NAME}-acceptance",

@@ -7,10 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.state_transfer import (
-    T,
-)
+from apps.text.state_transfer import name_of
 from apps.ui import COLORS, SERIES
+from apps.ui.catalog import T as Lang
 from kda_core.studies import exports
 from kda_core.studies import transfer as st
 
@@ -27,29 +26,24 @@ KIND_COLORS = {
 }
 
 
-def _lang(lang: str | None) -> str:
-    return "zh" if lang == ui.LANGS[1] else "en"
-
-
-def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
-    names = [t["names"][p] for p in a.parts]
+def anatomy_figure(a: st.Anatomy, t: Lang) -> tuple[go.Figure, str]:
+    names = [name_of("part", p, t) for p in a.parts]
     fig = go.Figure()
     fig.add_bar(
         x=names,
         y=a.k3_bytes,
-        name=t["k3"],
+        name=t("l_k3"),
         marker_color=SERIES[0],
         text=[ui.compact(v) + "B" for v in a.k3_bytes.tolist()],
     )
     fig.add_bar(
         x=names,
         y=a.tiny_bytes,
-        name=t["tiny"].format(n=a.tiny_tokens),
+        name=t("l_tiny", n=a.tiny_tokens),
         marker_color=SERIES[1],
         text=[ui.compact(v) + "B" for v in a.tiny_bytes.tolist()],
     )
-    ui.style(fig, t["anat"].format(tp=a.tp, tokens=a.tokens), t["part"], t["bytes"], height=380)
+    ui.style(fig, t("t_anat", tp=a.tp, tokens=a.tokens), t("x_part"), t("y_bytes"), height=380)
     sizes = np.concatenate([a.k3_bytes, a.tiny_bytes]).astype(np.float64)
     lo, hi = int(np.floor(np.log10(sizes.min()))), int(np.ceil(np.log10(sizes.max())))
     decades = [10.0**e for e in range(lo, hi + 1)]  # tick labels with their unit
@@ -61,53 +55,84 @@ def anatomy_figure(a: st.Anatomy, lang: str = "en") -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def timeline_figure(r: st.PDRun, lang: str = "en") -> tuple[go.Figure, str]:
-    """Every event at (time, boundary): prefill circles, decode diamonds, colour = kind."""
-    t = T[lang]
+def _boundary_labels(xs: list[float], bounds: list[int], near: float) -> tuple[list, list]:
+    """One label per marker, except that markers closer than ``near`` (ms) share one label
+    written to the right of the first ("64, 128, 160"): their labels would print over each
+    other."""
+    text, where = [""] * len(xs), ["top center"] * len(xs)
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] - xs[i] < near:
+            j += 1
+        text[i] = ", ".join(str(b) for b in bounds[i : j + 1])
+        where[i] = "top right" if j > i else "top center"
+        i = j + 1
+    return text, where
+
+
+def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
+    """One lane per event kind (in order of first occurrence), time on x: prefill circles,
+    decode diamonds, the boundary (tokens) written at each marker. Lookup, fetch and restore
+    happen at one boundary within a millisecond: in lanes none covers another."""
     fig = go.Figure()
     t0 = r.events[0].t if r.events else 0.0
     symbols = {"prefill": "circle", "decode": "diamond"}
-    for kind, color in KIND_COLORS.items():
+    order = list(dict.fromkeys(e.kind for e in r.events))
+    span = 1e3 * (r.events[-1].t - t0) if r.events else 0.0
+    for kind in order:
         ev = [e for e in r.events if e.kind == kind]
-        if not ev:
-            continue
+        name = name_of("kind", kind, t)
+        xs = [1e3 * (e.t - t0) for e in ev]
+        text, where = _boundary_labels(xs, [e.boundary for e in ev], 0.06 * span)
         fig.add_scatter(
-            x=[1e3 * (e.t - t0) for e in ev],
-            y=[e.boundary for e in ev],
-            mode="markers",
-            name=t["kinds"].get(kind, kind),
+            x=xs,
+            y=[name] * len(ev),
+            mode="markers+text",
+            text=text,
+            textposition=where,
+            textfont={"size": 10},
+            name=name,
             marker={
-                "color": color,
+                "color": KIND_COLORS.get(kind, COLORS["neutral"]),
                 "size": 12,
                 "symbol": [symbols.get(e.instance, "square") for e in ev],
                 "line": {"color": "white", "width": 1},
             },
-            customdata=[[e.instance, e.nbytes, e.detail] for e in ev],
-            hovertemplate=f"%{{customdata[0]}}: {t['kinds'].get(kind, kind)}<br>"
-            f"{t['boundary']} = %{{y}}<br>%{{customdata[1]:,}} B<br>%{{customdata[2]}}<br>"
-            "%{x:.1f} ms<extra></extra>",
+            customdata=[[e.instance, e.nbytes, e.detail, e.boundary] for e in ev],
+            hovertemplate=t(
+                "h_event",
+                inst=name_of("inst", ev[0].instance, t),
+                kind=name,
+                b="%{customdata[3]}",
+                nbytes="%{customdata[1]:,}",
+                detail="%{customdata[2]}",
+                x="%{x:.1f}",
+            )
+            + "<extra></extra>",
         )
-    ui.style(fig, t["tl"], t["time"], t["boundary"], height=360)
+    ui.style(fig, t("t_tl"), t("x_time"), "", height=120 + 44 * max(len(order), 1), legend=False)
+    names = [name_of("kind", k, t) for k in order]
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names[::-1])
     csv = ui.write_csv(f"{NAME}-timeline", exports.transfer_timeline_columns(r))
     return fig, csv
 
 
-def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
+def splice_figure(d: st.SpliceDrift, t: Lang) -> tuple[go.Figure, str]:
     floor = 1e-17  # exact restores differ by rounding only; keep them visible on a log axis
     fig = go.Figure()
     for key, y, color in (
-        ("clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
-        ("splice", d.drift_splice, SERIES[2]),
+        ("l_clean", d.drift_clean, SERIES[0]),  # two runs: categorical colours
+        ("l_splice", d.drift_splice, SERIES[2]),
     ):
         fig.add_scatter(
             x=d.steps,
             y=np.maximum(y, floor),
-            name=t[key],
+            name=t(key),
             mode="lines+markers",
             line={"color": color, "width": 2},
         )
-    ui.style(fig, t["spl"].format(n=d.boundary), t["step"], t["drift"], height=340)
+    ui.style(fig, t("t_spl", n=d.boundary), t("x_step"), t("y_drift"), height=340)
     ui.log_axis(fig, "y", [10.0**e for e in range(-18, 1, 3)])  # 1e-18 ... 1
     csv = ui.write_csv(
         f"{NAME}-splice",
@@ -116,10 +141,10 @@ def splice_figure(d: st.SpliceDrift, lang: str = "en") -> tuple[go.Figure, str]:
     return fig, csv
 
 
-def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
-    t = T[lang]
-    names = [t["setups"][s] for s in r.setups]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=(t["hit"], t["ttft"], t["moved"]))
+def tiers_figure(r: st.TierRates, t: Lang) -> tuple[go.Figure, str]:
+    names = [name_of("setup", s, t) for s in r.setups]
+    titles = (t("st_hit"), t("st_ttft"), t("st_moved"))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles)
     colors = [SERIES[i] for i in range(len(names))]
     fig.add_bar(
         x=names,
@@ -143,13 +168,13 @@ def tiers_figure(r: st.TierRates, lang: str = "en") -> tuple[go.Figure, str]:
         fig.add_bar(
             x=names,
             y=r.bytes_loaded[:, j] / 1e9,
-            name=t["tiers_names"][tier],
+            name=t(f"tier_{tier}"),
             marker_color=color,
             row=1,
             col=3,
         )
     fig.update_layout(barmode="stack")
-    title = t["tiers"].format(n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
+    title = t("t_tiers", n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
     ui.style(fig, title, "", "", height=400)
     fig.update_layout(margin={"t": 80})
     fig.update_annotations(yshift=4)

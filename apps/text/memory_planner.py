@@ -1,35 +1,237 @@
-"""memory_planner's words: the explanation (EN / 中文), the 中文 phrase table, the text panels.
-
-Panels: the plan's sizes table, what SGLang would print, this tab's plan history and the live
-run next to the planner's number. All numbers come from ``studies.planner.Plan`` /
-``studies.batch_view.BatchView``.
-"""
+"""memory_planner's words (English / 中文): the catalog and the text panels (the plan's sizes
+table, what SGLang would print, this tab's plan history, the live run). Every number comes from
+``studies.planner.Plan`` / ``studies.batch_view.BatchView``; SGLang's own log lines and
+messages are shown as SGLang prints them (English)."""
 
 from __future__ import annotations
 
-from apps.ui import i18n
-from apps.ui.i18n import COMMON, Translator
+from apps.text.common import COMMON
+from apps.ui.catalog import Catalog, T
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
 
-EN = """**One GPU's cache budget for a KDA hybrid.** Every running request needs its own
-*fixed-size* KDA state (recurrent state + short-conv window, red) however long the context,
-while the MLA layers' KV cache (blue) grows with every token. SGLang splits the budget with
-`--mamba-full-memory-ratio`, and with radix caching each request *reserves several state slots*
-(live state + ping-pong track slots). **Look at:** which side caps *max running requests*
-(the two curves in the middle figure cross at the balancing ratio), where MLA KV overtakes the
-KDA slot on the context axis, the message SGLang prints when the state cache is the limit, and
-the **live run**: a scaled pool served by the engine's scheduler, whose peak running requests
-match the planner's number."""
-
-ZH = """**一块 GPU 上 KDA 混合模型的缓存预算。** 每个正在运行的请求都需要一份*固定大小*的 KDA 状态
-（递推状态 + 短卷积窗口，红色），与上下文长度无关；而 MLA 层的 KV 缓存（蓝色）随每个 token 增长。
-SGLang 用 `--mamba-full-memory-ratio` 划分显存；开启 radix 缓存时每个请求要*预留多个状态槽*
-（活动状态 + 乒乓跟踪槽）。**请看：** 是哪一侧限制了*最大并发请求数*
-（中间图两条曲线在平衡比例处相交），在上下文轴上 MLA KV 在何处超过一个 KDA 槽位，
-以及状态缓存成为瓶颈时 SGLang 打印的提示；最后是**实时运行**：引擎的调度器在缩放后的状态池上
-服务请求，其峰值并发与规划器给出的数字一致。"""
+MSG = Catalog(
+    "memory_planner",
+    {
+        "title": ("Memory planner", "显存规划"),
+        "intro": (
+            "**One GPU's cache budget for a KDA hybrid.** Every running request needs its own "
+            "*fixed-size* KDA state (recurrent state + short-conv window, red) however long the "
+            "context, while the MLA layers' KV cache (blue) grows with every token. SGLang "
+            "splits the budget with `--mamba-full-memory-ratio`, and with radix caching each "
+            "request *reserves several state slots* (live state + ping-pong track slots). "
+            "**Look at:** which side caps *max running requests* (the two curves in the middle "
+            "figure cross at the balancing ratio), where MLA KV overtakes the KDA slot on the "
+            "context axis, the message SGLang prints when the state cache is the limit, and the "
+            "**live run**: a scaled pool served by the engine's scheduler, whose peak running "
+            "requests match the planner's number.",
+            "**一块 GPU 上 KDA 混合模型的缓存预算。** 每个正在运行的请求都需要一份*固定大小*的 "
+            "KDA 状态（递推状态 + 短卷积窗口，红色），与上下文长度无关；而 MLA 层的 KV 缓存"
+            "（蓝色）随每个 token 增长。SGLang 用 `--mamba-full-memory-ratio` 划分显存；开启 "
+            "radix 缓存时每个请求要*预留多个状态槽*（活动状态 + 乒乓跟踪槽）。**请看：** 是哪一侧"
+            "限制了*最大并发请求数*（中间图两条曲线在平衡比例处相交），在上下文轴上 MLA KV 在何处"
+            "超过一个 KDA 槽位，状态缓存成为瓶颈时 SGLang 打印的提示，以及**实时运行**：引擎的"
+            "调度器在缩放后的状态池上服务请求，其峰值并发与规划器给出的数字一致。",
+        ),
+        # inputs
+        "f_model": ("Model", "模型"),
+        "o_custom": ("custom", "自定义"),
+        "model_name": ("{name}", "{name}"),
+        "acc_custom": ("Custom config (model = custom)", "自定义配置（模型 = 自定义）"),
+        "f_n_kda": ("KDA layers", "KDA 层数"),
+        "f_n_mla": ("MLA layers", "MLA 层数"),
+        "f_heads": ("KDA heads", "KDA 头数"),
+        "f_head_dim": ("head dim (K = V)", "头维度（K = V）"),
+        "f_conv_k": ("conv kernel", "卷积核大小"),
+        "f_lora": ("kv_lora_rank", "kv_lora_rank"),
+        "f_rope": ("qk_rope_head_dim", "qk_rope_head_dim"),
+        "f_tp": ("TP (1-64)", "张量并行 TP（1-64）"),
+        "f_budget": ("Cache memory per GPU (GiB)", "每卡缓存显存（GiB）"),
+        "f_ratio": ("mamba-full-memory-ratio (0.01-10)", "mamba-full-memory-ratio（0.01-10）"),
+        "f_max_slots": ("max-mamba-cache-size (0 = ratio)", "max-mamba-cache-size（0 = 按比例）"),
+        "f_ssm_dtype": ("SSM dtype", "SSM 精度"),
+        "f_conv_dtype": ("conv dtype", "卷积精度"),
+        "f_kv_dtype": ("KV dtype", "KV 精度"),
+        "f_strategy": ("Radix strategy", "Radix 策略"),
+        "f_overlap": ("overlap scheduler", "重叠调度器"),
+        "f_skip_lock": ("skip decode lock", "跳过解码锁"),
+        "f_draft": ("speculative draft tokens D (0-64)", "投机草稿 token 数 D（0-64）"),
+        "f_input": ("input tokens", "输入 token 数"),
+        "f_output": ("output tokens", "输出 token 数"),
+        "b_plan": ("Plan", "规划"),
+        "f_logs": ("What SGLang would print", "SGLang 会打印的日志"),
+        # the names the checks use
+        "v_model": ("model", "模型"),
+        "v_n_kda": ("KDA layers", "KDA 层数"),
+        "v_n_mla": ("MLA layers", "MLA 层数"),
+        "v_heads": ("KDA heads", "KDA 头数"),
+        "v_head_dim": ("head dim", "头维度"),
+        "v_conv_k": ("conv kernel", "卷积核大小"),
+        "v_lora": ("kv_lora_rank", "kv_lora_rank"),
+        "v_rope": ("qk_rope_head_dim", "qk_rope_head_dim"),
+        "v_tp": ("TP", "TP"),
+        "v_ssm_dtype": ("SSM dtype", "SSM 精度"),
+        "v_conv_dtype": ("conv dtype", "卷积精度"),
+        "v_kv_dtype": ("KV dtype", "KV 精度"),
+        "v_budget": ("cache memory per GPU (GiB)", "每卡缓存显存（GiB）"),
+        "v_ratio": ("mamba-full-memory-ratio", "mamba-full-memory-ratio"),
+        "v_max_slots": (
+            "max_mamba_cache_size (0 = from ratio)",
+            "max_mamba_cache_size（0 = 按比例）",
+        ),
+        "v_strategy": ("strategy", "策略"),
+        "v_draft": ("draft tokens D", "草稿 token 数 D"),
+        "v_input": ("input length", "输入长度"),
+        "v_output": ("output length", "输出长度"),
+        "e_tp": (
+            "TP must divide the {heads} KDA heads; got TP={tp}",
+            "TP 必须整除 {heads} 个 KDA 头；收到 TP={tp}",
+        ),
+        "n_context": ("memory vs context", "显存与上下文"),
+        "n_ratio": ("running requests vs ratio", "并发请求与比例"),
+        "n_strategies": ("strategies", "策略"),
+        "n_live": ("live run", "实时运行"),
+        # summary table
+        "th": ("| quantity | value | note |", "| 量 | 值 | 说明 |"),
+        "r_ssm": ("KDA recurrent state / slot", "KDA 递推状态 / 槽"),
+        "r_layers": ("{n} layers", "{n} 层"),
+        "r_conv": ("conv window / slot", "卷积窗口 / 槽"),
+        "r_kernel": ("kernel {k}", "卷积核 {k}"),
+        "r_slot": ("one state slot", "一个状态槽"),
+        "r_outweighs": (
+            "MLA KV outweighs it from {n:,} tokens",
+            "从 {n:,} 个 token 起 MLA KV 超过它",
+        ),
+        "r_kv_token": ("MLA KV / token", "MLA KV / token"),
+        "r_slots": ("state slots (max_mamba_cache_size)", "状态槽（max_mamba_cache_size）"),
+        "r_kv_tokens": ("KV tokens", "KV token 数"),
+        "r_per_request": ("slots reserved / held per request", "每请求预留 / 持有的槽"),
+        "r_max_running": ("**max running requests**", "**最大并发请求数**"),
+        "r_balanced": ("balancing ratio for this workload", "此负载的平衡比例"),
+        "r_tokens_req": ("{n:,} tokens / request", "每请求 {n:,} 个 token"),
+        "r_ckpts": ("checkpoints per request", "每请求检查点数"),
+        "r_ckpts_n": ("chunk + decode track", "分块 + 解码跟踪"),
+        "r_rings": ("ReplaySSM rings (all slots)", "ReplaySSM 环（全部槽位）"),
+        "r_per_draft": ("per-draft states instead", "改用每草稿完整状态"),
+        "lim_state": ("state", "状态槽"),
+        "lim_kv": ("kv", "KV"),
+        "limited": ("limited by **{by}**", "受限于 **{by}**"),
+        "no_fit_kv": (
+            "**one request does not fit**: it needs {need:,} KV tokens, the KV pool holds "
+            "{have:,} (more memory, a lower ratio or a shorter request)",
+            "**一个请求都放不下**：它需要 {need:,} 个 KV token，KV 池只能容纳 {have:,} 个"
+            "（加显存、降低比例或缩短请求）",
+        ),
+        "no_fit_state": (
+            "**one request does not fit**: SGLang reserves {spr} state slots per request at "
+            "admission ({held} held while it runs), the pool has {have:,} (more memory or a "
+            "higher ratio)",
+            "**一个请求都放不下**：SGLang 在接纳请求时为每个请求预留 {spr} 个状态槽（运行时持有 "
+            "{held} 个），池中只有 {have:,} 个（加显存或提高比例）",
+        ),
+        # history
+        "hist_title": ("**Plans in this session**", "**本会话的方案**"),
+        "hist_th": (
+            "| # | model | TP | GiB | ratio / slots | strategy | max running | limited by |",
+            "| # | 模型 | TP | GiB | 比例 / 槽位 | 策略 | 最大并发 | 受限于 |",
+        ),
+        "n_slots": ("{n} slots", "{n} 个槽"),
+        # live run
+        "live_none": (
+            "**Live run:** no live run for {s} (the engine always keeps a radix cache)",
+            "**实时运行：** {s} 没有实时运行（引擎始终保留 radix 缓存）",
+        ),
+        "live": (
+            "**Live run** ({s}, {slots} state slots, {n} requests waiting): peak **{peak}** "
+            "running {same} the planner's max running requests **{plan}** (this plan at full "
+            "scale: {full:,}; state slots: {full_slots:,})",
+            "**实时运行**（{s}，{slots} 个状态槽，{n} 个请求等待）：峰值并发 **{peak}** {same} "
+            "规划器的最大并发请求数 **{plan}**（本方案在完整规模下：{full:,}；"
+            "状态槽：{full_slots:,}）",
+        ),
+        "live_lock": (
+            "(the engine runs the overlap scheduler with the decode lock)",
+            "（引擎使用重叠调度器并保留解码锁）",
+        ),
+        "live_sglang": ("SGLang would print:", "SGLang 会打印（原文）："),
+        # figures
+        "l_mla": ("MLA KV (grows per token)", "MLA KV（按 token 增长）"),
+        "h_mla": ("context {x} tokens<br>MLA KV {y} MiB", "上下文 {x} 个 token<br>MLA KV {y} MiB"),
+        "l_kda": (
+            "KDA state + conv window (one slot, flat)",
+            "KDA 状态 + 卷积窗口（一个槽，不变）",
+        ),
+        "h_kda": (
+            "context {x} tokens<br>KDA slot {y} MiB",
+            "上下文 {x} 个 token<br>KDA 槽 {y} MiB",
+        ),
+        "cross": ("MLA > KDA from {n:,} tokens", "从 {n:,} 个 token 起 MLA > KDA"),
+        "t_context": (
+            "One request's memory on one GPU vs context ({model}, TP{tp})",
+            "单卡上一个请求的显存随上下文的变化（{model}，TP{tp}）",
+        ),
+        "x_context": ("context length (tokens, log scale)", "上下文长度（token，对数坐标）"),
+        "y_mib": ("memory per request (MiB, log scale)", "每请求显存（MiB，对数坐标）"),
+        "l_by_state": ("limit from state slots", "状态槽决定的上限"),
+        "h_by_state": ("ratio {x}<br>{y} requests (state)", "比例 {x}<br>{y} 个请求（状态槽）"),
+        "l_by_kv": (
+            "limit from KV ({n:,} tokens/request)",
+            "KV 决定的上限（每请求 {n:,} 个 token）",
+        ),
+        "h_by_kv": ("ratio {x}<br>{y} requests (KV)", "比例 {x}<br>{y} 个请求（KV）"),
+        "l_max": ("max running requests", "最大并发请求数"),
+        "h_max": ("ratio {x}<br>max running {y}", "比例 {x}<br>最大并发 {y}"),
+        "balanced": ("balanced {r:.3g}", "平衡点 {r:.3g}"),
+        "l_this": ("this plan (ratio {r:g})", "本方案（比例 {r:g}）"),
+        "h_this": (
+            "this plan<br>ratio {x}<br>max running {y}",
+            "本方案<br>比例 {x}<br>最大并发 {y}",
+        ),
+        "t_ratio": (
+            "Max running requests vs --mamba-full-memory-ratio",
+            "最大并发请求数随 --mamba-full-memory-ratio 的变化",
+        ),
+        "x_ratio": (
+            "mamba-full-memory-ratio (state : KV bytes, log scale)",
+            "mamba-full-memory-ratio（状态 : KV 字节，对数坐标）",
+        ),
+        "y_running": ("running requests", "并发请求数"),
+        "st_slots": ("state slots per request", "每请求状态槽"),
+        "st_max": ("max running from {n:,} slots", "{n:,} 个槽下的最大并发"),
+        "l_reserved": ("slots reserved / request", "每请求预留的槽"),
+        "h_reserved": ("{x}<br>reserved {y} slots", "{x}<br>预留 {y} 个槽"),
+        "l_held": ("slots held / request", "每请求持有的槽"),
+        "h_held": ("{x}<br>held {y} slots", "{x}<br>持有 {y} 个槽"),
+        "l_state_cap": ("max running requests (state cap)", "最大并发请求数（状态上限）"),
+        "h_state_cap": ("{x}<br>max running {y}", "{x}<br>最大并发 {y}"),
+        "na": ("n/a", "不适用"),
+        "t_strategies": (
+            "Radix strategies: slots per request and the concurrency they allow",
+            "Radix 策略：每请求槽位与允许的并发",
+        ),
+        "y_slots": ("slots per request", "每请求槽位"),
+        "x_strategy": ("strategy", "策略"),
+        "t_live_none": ("Live run", "实时运行"),
+        "live_none_fig": (
+            "no live run for {s}: the engine always keeps a radix cache",
+            "{s} 没有实时运行：引擎始终保留 radix 缓存",
+        ),
+        "l_admitted": ("what the live run admitted", "实时运行接纳的请求"),
+        "h_admitted": ("step {x}<br>{y} running", "第 {x} 步<br>运行 {y} 个"),
+        "l_planner": ("the planner's max running requests ({n})", "规划器的最大并发请求数（{n}）"),
+        "h_planner": ("planner: {n}", "规划器：{n}"),
+        "t_live": (
+            "Live run on a scaled pool: {s}, {slots} state slots, {n} requests: peak {peak} "
+            "running, planner {plan}",
+            "缩放后状态池上的实时运行：{s}，{slots} 个状态槽，{n} 个请求：峰值并发 {peak}，"
+            "规划器 {plan}",
+        ),
+        "x_step": ("scheduler step", "调度步"),
+        "y_per_step": ("running requests per step", "每步并发请求数"),
+    },
+    COMMON,
+)
 
 
 def _gib(n: float) -> str:
@@ -40,189 +242,77 @@ def _mib(n: float) -> str:
     return f"{n / sizing.MIB:.1f} MiB"
 
 
-TR = Translator(
-    COMMON,
-    {
-        "note": "说明",
-        "KDA recurrent state / slot": "KDA 递推状态 / 槽",
-        "conv window / slot": "卷积窗口 / 槽",
-        "one state slot": "一个状态槽",
-        "MLA KV outweighs it from": "MLA KV 超过它，自",
-        "MLA KV / token": "MLA KV / token",
-        "layers": "层",
-        "kernel": "卷积核",
-        "state slots (max_mamba_cache_size)": "状态槽（max_mamba_cache_size）",
-        "KV tokens": "KV token 数",
-        "slots reserved / held per request": "每请求预留 / 持有的槽",
-        "max running requests": "最大并发请求数",
-        "limited by": "受限于",
-        "one request does not fit": "一个请求都放不下",
-        "it needs": "它需要",
-        "KV tokens, the KV pool holds": "个 KV token，KV 池只能容纳",
-        "(more memory, a lower ratio or a shorter request)": "（加显存、降低比例或缩短请求）",
-        "it holds": "它占用",
-        "state slots, the pool has": "个状态槽，池中只有",
-        "(more memory or a higher ratio)": "（加显存或提高比例）",
-        "balancing ratio for this workload": "此负载的平衡比例",
-        "tokens / request": "token / 请求",
-        "checkpoints per request": "每请求检查点数",
-        "chunk + decode track": "分块 + 解码跟踪",
-        "ReplaySSM rings (all slots)": "ReplaySSM 环（全部槽位）",
-        "per-draft states instead": "改用每草稿完整状态",
-        "MLA > KDA from": "MLA > KDA，自",
-        "One request's memory on one GPU vs context": "单卡上一个请求的显存随上下文的变化",
-        "context length (tokens, log scale)": "上下文长度（token，对数坐标）",
-        "memory per request (MiB, log scale)": "每请求显存（MiB，对数坐标）",
-        "MLA KV (grows per token)": "MLA KV（按 token 增长）",
-        "KDA state + conv window (one slot, flat)": "KDA 状态 + 卷积窗口（一个槽，不变）",
-        "balanced": "平衡点",
-        "Max running requests vs --mamba-full-memory-ratio": (
-            "最大并发请求数随 --mamba-full-memory-ratio 的变化"
-        ),
-        "mamba-full-memory-ratio (state : KV bytes, log scale)": (
-            "mamba-full-memory-ratio（状态 : KV 字节，对数坐标）"
-        ),
-        "running requests": "并发请求",
-        "limit from state slots": "状态槽决定的上限",
-        "limit from KV": "KV 决定的上限",
-        "tokens/request": "token/请求",
-        "this plan": "本方案",
-        "strategy": "策略",
-        "slots per request": "每请求槽位",
-        "state slots per request": "每请求状态槽",
-        "max running from": "最大并发，按",
-        "Radix strategies: slots per request and the concurrency they allow": (
-            "Radix 策略：每请求槽位与允许的并发"
-        ),
-        "slots reserved / request": "预留槽 / 请求",
-        "slots held / request": "持有槽 / 请求",
-        "max running requests (state cap)": "最大并发请求数（状态上限）",
-        "Plans in this session": "本会话的方案",
-        "model": "模型",
-        "ratio / slots": "比例 / 槽位",
-        "max running": "最大并发",
-        "kv": "KV",
-        "Memory vs context": "显存与上下文",
-        "Running requests vs ratio": "并发请求与比例",
-        "Strategies": "策略",
-        "Plan": "方案",
-        "Custom config (model = custom)": "自定义配置（模型 = custom）",
-        # the live run
-        "Live run summary": "实时运行摘要",
-        "Live run": "实时运行",
-        "Live run on a scaled pool": "缩放后状态池上的实时运行",
-        "state slots": "状态槽",
-        "requests": "个请求",
-        "peak": "峰值",
-        "running": "运行中",
-        "planner": "规划器",
-        "scheduler step": "调度步",
-        "running requests per step": "每步并发请求",
-        "what the live run admitted": "实时运行接纳的请求",
-        "the planner's max running requests": "规划器的最大并发请求数",
-        "no live run": "没有实时运行",
-        "the engine always keeps a radix cache": "引擎始终保留 radix 缓存",
-        "SGLang would print": "SGLang 会打印",
-        "live run": "实时运行",
-        "this plan at full scale": "本方案在完整规模下",
-        "requests waiting": "个请求等待",
-        "the engine runs the overlap scheduler with the decode lock": (
-            "引擎使用重叠调度器并保留解码锁"
-        ),
-    },
-)
-
-
-def summary_markdown(p: pl.Plan) -> str:
+def summary_markdown(p: pl.Plan, t: T) -> str:
+    spr = f"{p.slots_per_request} / {p.slots_held}"
     rows = [
-        ("KDA recurrent state / slot", _mib(p.ssm_bytes), f"{p.spec.n_kda_layers} layers"),
-        ("conv window / slot", _mib(p.conv_bytes), f"kernel {p.spec.conv_kernel}"),
-        (
-            "one state slot",
-            _mib(p.slot_bytes),
-            f"MLA KV outweighs it from {p.crossover_context:,} tokens",
-        ),
-        ("MLA KV / token", f"{p.kv_bytes_per_token:,} B", f"{p.spec.n_mla_layers} layers"),
-        ("state slots (max_mamba_cache_size)", f"{p.state_slots:,}", _gib(p.split.state_bytes)),
-        ("KV tokens", f"{p.kv_tokens:,}", _gib(p.kv_tokens * p.kv_bytes_per_token)),
-        (
-            "slots reserved / held per request",
-            f"{p.slots_per_request} / {p.slots_held}",
-            p.strategy,
-        ),
-        ("**max running requests**", f"**{p.max_running:,}**", _limit_note(p)),
-        (
-            "balancing ratio for this workload",
-            f"{p.balanced_ratio:.4g}",
-            f"{p.tokens_per_request:,} tokens / request",
-        ),
-        ("checkpoints per request", f"{p.checkpoints_per_request}", "chunk + decode track"),
+        (t("r_ssm"), _mib(p.ssm_bytes), t("r_layers", n=p.spec.n_kda_layers)),
+        (t("r_conv"), _mib(p.conv_bytes), t("r_kernel", k=p.spec.conv_kernel)),
+        (t("r_slot"), _mib(p.slot_bytes), t("r_outweighs", n=p.crossover_context)),
+        (t("r_kv_token"), f"{p.kv_bytes_per_token:,} B", t("r_layers", n=p.spec.n_mla_layers)),
+        (t("r_slots"), f"{p.state_slots:,}", _gib(p.split.state_bytes)),
+        (t("r_kv_tokens"), f"{p.kv_tokens:,}", _gib(p.kv_tokens * p.kv_bytes_per_token)),
+        (t("r_per_request"), spr, p.strategy),
+        (t("r_max_running"), f"**{p.max_running:,}**", limit_note(p, t)),
+        (t("r_balanced"), f"{p.balanced_ratio:.4g}", t("r_tokens_req", n=p.tokens_per_request)),
+        (t("r_ckpts"), f"{p.checkpoints_per_request}", t("r_ckpts_n")),
     ]
     if p.draft_tokens:
-        ring = sum(p.ring_bytes.values())
-        rows.append(("ReplaySSM rings (all slots)", _gib(ring), f"L={p.ring_len}"))
-        rows.append(
-            ("per-draft states instead", _gib(p.naive_draft_state_bytes), f"D={p.draft_tokens}")
-        )
+        rows.append((t("r_rings"), _gib(sum(p.ring_bytes.values())), f"L={p.ring_len}"))
+        rows.append((t("r_per_draft"), _gib(p.naive_draft_state_bytes), f"D={p.draft_tokens}"))
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-    return "| quantity | value | note |\n|---|---:|---|\n" + body
+    return t("th") + "\n|---|---:|---|\n" + body
 
 
-def _limit_note(p: pl.Plan) -> str:
-    """What limits the running requests; at 0, say plainly that one request does not fit."""
+def limit_note(p: pl.Plan, t: T) -> str:
+    """What limits the running requests; at 0, say plainly that one request does not fit (the
+    admission cap is max_mamba_cache_size // slots *reserved* per request, not held)."""
     if p.max_running > 0:
-        return f"limited by **{p.limited_by}**"
+        return t("limited", by=t(f"lim_{p.limited_by}"))
     if p.limited_by == "kv":
-        return (
-            f"**one request does not fit**: it needs {p.tokens_per_request:,} KV tokens, the "
-            f"KV pool holds {p.kv_tokens:,} (more memory, a lower ratio or a shorter request)"
-        )
-    return (
-        f"**one request does not fit**: it holds {p.slots_held} state slots, the pool has "
-        f"{p.state_slots:,} (more memory or a higher ratio)"
-    )
+        return t("no_fit_kv", need=p.tokens_per_request, have=p.kv_tokens)
+    return t("no_fit_state", spr=p.slots_per_request, held=p.slots_held, have=p.state_slots)
 
 
 def log_text(p: pl.Plan) -> str:
+    """SGLang's own log lines and capping message, as SGLang prints them."""
     lines = list(p.log_lines)
     if p.capping_message:
         lines.append(p.capping_message)
     return "\n".join(lines)
 
 
-HISTORY_HEADERS = [
-    "#",
-    "model",
-    "TP",
-    "GiB",
-    "ratio / slots",
-    "strategy",
-    "max running",
-    "limited by",
-]
+def history_markdown(hist: list, t: T) -> str:
+    """One row per plan: [#, model, TP, GiB, ratio, slots (0: from the ratio), strategy, max
+    running, limited by]."""
+    rows = []
+    for n, model, tp, gib, ratio, slots, strategy, running, by in hist:
+        rs = t("n_slots", n=slots) if slots else ratio
+        rows.append(f"| {n} | {model} | {tp} | {gib} | {rs} | {strategy} | {running} | "
+                    f"{t(f'lim_{by}')} |")  # fmt: skip
+    return f"{t('hist_title')}\n\n{t('hist_th')}\n|" + "---|" * 8 + "\n" + "\n".join(rows)
 
 
-def history_markdown(hist: list) -> str:
-    head = "| " + " | ".join(HISTORY_HEADERS) + " |\n|" + "---|" * len(HISTORY_HEADERS)
-    body = "\n".join("| " + " | ".join(str(x) for x in row) + " |" for row in hist)
-    return "**Plans in this session**\n\n" + head + "\n" + body
-
-
-def live_markdown(v: bv.BatchView | None, p: pl.Plan) -> str:
+def live_markdown(v: bv.BatchView | None, p: pl.Plan, t: T) -> str:
     """The live run next to the planner: peak running vs ``sizing.max_running_requests`` on
     the scaled pool, and this plan's own number at full scale."""
     if v is None:
-        return f"**Live run:** no live run for {p.strategy} (the engine always keeps a radix cache)"
+        return t("live_none", s=p.strategy)
     same = "=" if v.peak_running == v.planner_max_running else "≠"
     lines = [
-        f"**Live run** ({v.strategy}, {v.state_slots} state slots, {len(v.prompts)} requests "
-        f"waiting): peak **{v.peak_running}** running {same} the planner's max running "
-        f"requests **{v.planner_max_running}** (this plan at full scale: {p.max_running:,}; "
-        f"state slots: {p.state_slots:,})"
+        t(
+            "live",
+            s=v.strategy,
+            slots=v.state_slots,
+            n=len(v.prompts),
+            peak=v.peak_running,
+            same=same,
+            plan=v.planner_max_running,
+            full=p.max_running,
+            full_slots=p.state_slots,
+        )  # fmt: skip
     ]
     if not p.overlap or p.skip_decode_lock:
-        lines.append("(the engine runs the overlap scheduler with the decode lock)")
+        lines.append(t("live_lock"))
     if v.capping_message and v.capped:
-        msg = i18n.verbatim(v.capping_message)  # as SGLang prints it, in English
-        lines.append(f"SGLang would print:\n\n> {msg}")
+        lines.append(f"{t('live_sglang')}\n\n> {v.capping_message}")
     return "\n\n".join(lines)

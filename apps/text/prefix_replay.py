@@ -1,252 +1,339 @@
-"""prefix_replay's words: the explanation (EN / 中文), the 中文 phrase table, the text panels.
-
-The phrase table maps English figure / label phrases to Chinese (``apps.ui.i18n.Translator``:
-whole phrases, longest first; numbers and the reader's own text pass through). The panels
-(request summary, replay step, batch summary) are markdown built from the study's views.
-Long prose about the concept: docs/prefix_replay.md.
-"""
+"""prefix_replay's words (English / 中文): the catalog and the text panels drawn from the
+study's views; the reader's prompts are shown as typed (the batch view: ``prefix_replay_batch``).
+Long prose about the concept: docs/prefix_replay.md."""
 
 from __future__ import annotations
 
 import html
 
-from apps.ui import i18n
-from apps.ui.i18n import COMMON, Translator
-from kda_core.studies import batch_view as bv
+from apps.text.common import COMMON
+from apps.text.prefix_replay_batch import BATCH
+from apps.ui.catalog import Catalog, T
 from kda_core.studies import prefix_replay as pr
 
-EN = """**A prefix hit is not a state hit.** The radix cache matches your prompt token by token,
-but a KDA layer can only resume where its *recurrent state and conv window* were saved together
-with the MLA KV: at a checkpoint. The engine restores the deepest checkpoint on the matched
-path and **replays** the tokens from there up to the token match (violet), then prefills the
-rest (green). **Look at:** the gap between the checkpoint diamond and the match line on the
-timeline; the tree (pink nodes hold a checkpoint, blue ones are MLA-KV-only tombstones, black
-outlines are locked; hover a node for its locks and LRU ages); then press **Play**: the state
-heatmap converges and its distance to the uncached state falls to **exactly 0** at the match.
-Tick *inconsistent restore* to see what skipping the replay does to the logits. Below, the
-**batch view** serves several requests *at once* on one state pool: who waits, prefills,
-decodes or is retracted in each scheduler step, and where the pool caps concurrency.
-*TinyHybrid is trained on Python's docstrings: its output is shown as decoded text.*"""
-
-ZH = (
-    "**前缀命中不等于状态命中。** radix 缓存逐 token 匹配你的提示词，但 KDA 层只能从*递推状态"
-    "与卷积窗口*和 MLA KV 一起保存的位置——检查点——继续。引擎恢复匹配路径上最深的检查点，然后"
-    "从那里**重放**到 token 匹配点（紫色），再预填充剩余部分（绿色）。**请看：** 时间线上检查"
-    "点菱形与匹配线之间的距离；radix 树（粉色节点带检查点，蓝色是只有 MLA KV 的墓碑节点，黑框表示被"
-    "锁定；悬停查看锁与 LRU 年龄）；然后按**Play**：状态热图逐步收敛，"
-    "它与不走缓存的状态之间的距离在匹配点**精确降为"
-    " 0**。勾选*不一致恢复* 看跳过重放会让 logits 偏离多远。下方的**批处理视图**在同一个状态池上"
-    "*同时*服务多个请求：每个调度步里谁在等待、预填充、解码或被撤回，以及状态池在何处限制并发。"
-    "*TinyHybrid 在 Python 文档字符串上训练过：输出以解码后的文本显示。*"
+_INTRO_EN = (
+    "**A prefix hit is not a state hit.** The radix cache matches your prompt token by token, "
+    "but a KDA layer can only resume where its *recurrent state and conv window* were saved "
+    "together with the MLA KV: at a checkpoint. The engine restores the deepest checkpoint on "
+    "the matched path and **replays** the tokens from there up to the token match (violet), "
+    "then prefills the rest (green). **Look at:** the gap between the checkpoint diamond and "
+    "the match line on the timeline; the tree (pink nodes hold a checkpoint, blue ones are "
+    "MLA-KV-only tombstones, black outlines are locked; hover a node for its locks and LRU "
+    "ages); then press **Play**: the state heatmap converges and its distance to the uncached "
+    "state falls to **exactly 0** at the match. Tick *inconsistent restore* to see what "
+    "skipping the replay does to the logits. Below, the **batch view** serves several requests "
+    "*at once* on one state pool: who waits, prefills, decodes or is retracted in each "
+    "scheduler step, and where the pool caps concurrency.\n*TinyHybrid is trained on Python's "
+    "docstrings: its output is shown as decoded text.*"
 )
-
-TR = Translator(
-    COMMON,
+_INTRO_ZH = (
+    "**前缀命中不等于状态命中。** radix 缓存逐 token 匹配你的提示词，但 KDA 层只能从*递推状态与"
+    "卷积窗口*和 MLA KV 一起保存的位置——检查点——继续。引擎恢复匹配路径上最深的检查点，然后从"
+    "那里**重放**到 token 匹配点（紫色），再预填充剩余部分（绿色）。**请看：** 时间线上检查点"
+    "菱形与匹配线之间的距离；radix 树（粉色节点带检查点，蓝色是只有 MLA KV 的墓碑节点，黑框表示"
+    "被锁定；悬停查看锁与 LRU 年龄）；然后按**播放**：状态热图逐步收敛，它与不走缓存的状态之间的"
+    "距离在匹配点**精确降为 0**。勾选*不一致恢复*，看跳过重放会让 logits 偏离多远。下方的"
+    "**批处理视图**在同一个状态池上*同时*服务多个请求：每个调度步里谁在等待、预填充、解码或被"
+    "撤回，以及状态池在何处限制并发。\n*TinyHybrid 在 Python 文档字符串上训练过：输出以解码后的"
+    "文本显示。*"
+)
+MSG = Catalog(
+    "prefix_replay",
     {
+        "title": ("Prefix replay", "前缀命中与重放"),
+        "intro": (_INTRO_EN, _INTRO_ZH),
+        # inputs
+        "f_scenario": ("Example scenario", "示例场景"),
+        "b_load": ("Load scenario", "载入场景"),
+        "f_text": (
+            "Your request (free text, 中文 works; 1-1024 UTF-8 bytes)",
+            "你的请求（任意文本，可写中文；1-1024 个 UTF-8 字节）",
+        ),
+        "b_send": ("Send", "发送"),
+        "b_reset": ("Reset session", "重置会话"),
+        "acc_cache": ("Cache settings", "缓存设置"),
+        "f_policy": ("Checkpoint policy", "检查点策略"),
+        "f_spacing": ("Checkpoint spacing (1-1024 tokens)", "检查点间隔（1-1024 个 token）"),
+        "f_slots": (
+            "Checkpoint slots (0 = default 256, max 4096)",
+            "检查点槽位（0 = 默认 256，最多 4096）",
+        ),
+        "f_int8": ("INT8 parking", "INT8 停放"),
+        "f_inconsistent": ("Inconsistent restore", "不一致恢复"),
+        "b_apply": ("Apply settings", "应用设置"),
+        "f_request": ("Request to inspect", "查看的请求"),
+        "f_layer": ("KDA layer", "KDA 层"),
+        "f_head": ("Head", "头"),
+        "f_delta": ("show S − S_match (difference)", "显示 S − S_match（差值）"),
+        "b_prev": ("◀ Prev", "◀ 上一步"),
+        "b_play": ("▶ Play", "▶ 播放"),
+        "b_pause": ("❚❚ Pause", "❚❚ 暂停"),
+        "b_next": ("Next ▶", "下一步 ▶"),
+        "f_step": (
+            "Replay step (0 = restore point; Enter to go)",
+            "重放步（0 = 恢复点；回车跳转）",
+        ),
+        "f_stage": ("Tree snapshot", "树快照"),
+        "stage_0": ("while the request holds its restore lock", "请求持有恢复锁期间"),
+        "stage_1": ("after the request (inserted)", "请求之后（已插入）"),
+        "pol_interval": ("interval", "固定间隔"),
+        "pol_sglang": ("sglang", "sglang"),
+        "pol_marconi": ("marconi", "marconi"),
+        "pol_vllm": ("vllm", "vllm"),
+        "sc_system_tools_branches": (
+            "System prompt + tools, two user branches",
+            "系统提示词 + 工具，两个用户分支",
+        ),
+        "sc_multi_turn": ("Multi-turn chat (English and Chinese)", "多轮对话（中英文）"),
+        "sc_long_document": ("Long document, several questions", "长文档，多个问题"),
+        "req_choice": ("#{n} {text}", "#{n} {text}"),
+        # batch inputs
+        # the names the checks use and their messages
+        "v_policy": ("policy", "策略"),
+        "v_spacing": ("checkpoint spacing (tokens)", "检查点间隔（token）"),
+        "v_slots": ("checkpoint slots (0 = default 256)", "检查点槽位（0 = 默认 256）"),
+        "v_layer": ("KDA layer", "KDA 层"),
+        "v_head": ("head", "头"),
+        "v_stage": ("tree snapshot", "树快照"),
+        "v_scenario": ("scenario", "场景"),
+        "v_request": ("request", "请求"),
+        "v_step": ("step", "步"),
+        "e_text_empty": (
+            "request text must be non-empty (1 to 1024 UTF-8 bytes)",
+            "请求文本不能为空（1 到 1024 个 UTF-8 字节）",
+        ),
+        "e_text_long": (
+            "request text must be 1 to {n} UTF-8 bytes (tokens), got {got}",
+            "请求文本必须为 1 到 {n} 个 UTF-8 字节（token），收到 {got}",
+        ),
+        "e_room": (
+            "a session holds at most {n} requests; load a scenario or press Reset to start over",
+            "一个会话最多 {n} 个请求；请载入场景或按“重置会话”重新开始",
+        ),
+        "e_empty": (
+            "the session is empty: send a request or load a scenario first",
+            "会话是空的：请先发送一个请求或载入场景",
+        ),
+        "e_no_steps": (
+            "request #{n} has no replay steps (it restored nothing)",
+            "请求 #{n} 没有重放步（它没有恢复任何状态）",
+        ),
+        "progress_serve": ("serving {n} request(s) through the engine", "引擎正在服务 {n} 个请求"),
+        "progress_send": ("serving request #{n} through the engine", "引擎正在服务请求 #{n}"),
+        "progress_drift": (
+            "restoring exactly, from INT8 and inconsistently",
+            "正在精确恢复、从 INT8 恢复和不一致恢复",
+        ),
+        # figure names (CSV buttons)
+        "n_timeline": ("token timeline", "token 时间线"),
+        "n_replay": ("replay state heatmap", "重放状态热图"),
+        "n_tree": ("radix tree", "radix 树"),
+        "n_drift": ("logit drift", "logit 偏离"),
         # timeline
-        "Token timeline": "Token 时间线",
-        "restores at": "恢复于",
-        "replays": "重放",
-        "prefills": "预填充",
-        "reused: KV + state from the checkpoint": "复用：检查点中的 KV 与状态",
-        "replayed: KV cached, state recomputed": "重放：KV 已缓存，状态重新计算",
-        "fresh prefill (no token match)": "全新预填充（无 token 匹配）",
-        "decode (generated tokens)": "解码（生成的 token）",
-        "checkpoint parked (state + conv)": "已停放的检查点（状态 + 卷积窗口）",
-        "checkpoint at": "检查点位于",
-        "token match at": "token 匹配点位于",
-        "token match": "token 匹配点",
-        "= the inspected request (dark, outlined)": "= 正在查看的请求（深色、带边框）",
-        "restore = match =": "恢复点 = 匹配点 =",
-        "(cold prefill)": "（冷启动预填充）",
-        "(nothing to replay)": "（无需重放）",
-        "restore": "恢复点",
-        "match": "匹配点",
+        "ph_restore": ("reused: KV + state from the checkpoint", "复用：检查点中的 KV 与状态"),
+        "ph_replay": ("replayed: KV cached, state recomputed", "重放：KV 已缓存，状态重新计算"),
+        "ph_prefill": ("fresh prefill (no token match)", "全新预填充（无 token 匹配）"),
+        "ph_decode": ("decode (generated tokens)", "解码（生成的 token）"),
+        "phs_restore": ("restore", "恢复"),
+        "phs_replay": ("replay", "重放"),
+        "phs_prefill": ("prefill", "预填充"),
+        "phs_decode": ("decode", "解码"),
+        "h_span": (
+            "request #{n}<br>{ph} [{a}, {b}): {k} tokens",
+            "请求 #{n}<br>{ph} [{a}, {b})：{k} 个 token",
+        ),
+        "l_ckpt": ("checkpoint parked (state + conv)", "停放的检查点（状态 + 卷积）"),
+        "h_ckpt": ("checkpoint at {x} tokens", "检查点位于 {x} 个 token 处"),
+        "l_match": ("token match", "token 匹配点"),
+        "h_match": ("token match at {x} tokens", "token 匹配点位于 {x} 个 token 处"),
+        "l_inspected": (
+            "{row} = the inspected request (dark, outlined)",
+            "{row} = 正在查看的请求（深色、带边框）",
+        ),
+        "v_cold": ("restore = match = {m} (cold prefill)", "恢复点 = 匹配点 = {m}（冷启动预填充）"),
+        "v_nothing": (
+            "restore = match = {m} (nothing to replay)",
+            "恢复点 = 匹配点 = {m}（无需重放）",
+        ),
+        "v_restore": ("restore {a}", "恢复点 {a}"),
+        "v_match": ("match {m}", "匹配点 {m}"),
+        "t_timeline": (
+            "Token timeline: request #{n} restores at {a}, replays {r}, prefills {p}",
+            "Token 时间线：请求 #{n} 恢复于 {a}，重放 {r} 个，预填充 {p} 个",
+        ),
+        "x_tokens": ("token position (tokens)", "token 位置（token）"),
+        "y_request": ("request", "请求"),
         # tree
-        "Radix tree while request": "radix 树：请求",
-        "holds its lock": "持有锁期间",
-        "Radix tree after request": "radix 树：请求之后",
-        "Radix tree": "radix 树",
-        "checkpoint node (KV + KDA state)": "检查点节点（KV + KDA 状态）",
-        "tombstone (MLA KV only, no state)": "墓碑节点（只有 MLA KV，无状态）",
-        "checkpoint node": "检查点节点",
-        "checkpoint nodes": "检查点节点",
-        "tombstone": "墓碑节点",
-        "tombstones": "墓碑节点",
-        "branch point": "分叉点",
-        "branch points": "分叉点",
-        "branch point (prompts diverge)": "分叉点（提示词在此分开）",
-        "branch at": "分叉于",
-        "edge (parent → child)": "边（父 → 子）",
-        "locked (thick outline: in use)": "已锁定（粗边框：使用中）",
-        "root": "根",
-        "branch": "分支",
-        "node": "节点",
-        "depth": "深度",
-        "children": "子节点",
-        "locks": "锁",
-        "LRU age": "LRU 年龄",
-        "ticks": "时钟刻",
+        "t_tree_0": (
+            "Radix tree while request #{n} holds its lock",
+            "请求 #{n} 持有锁期间的 radix 树",
+        ),
+        "t_tree_1": ("Radix tree after request #{n}", "请求 #{n} 之后的 radix 树"),
+        "t_tree": ("{title}: {a}, {b}, {c}", "{title}：{a}，{b}，{c}"),
+        "cnt_ckpt_1": ("1 checkpoint node", "1 个检查点节点"),
+        "cnt_ckpt_n": ("{n} checkpoint nodes", "{n} 个检查点节点"),
+        "cnt_tomb_1": ("1 tombstone", "1 个墓碑节点"),
+        "cnt_tomb_n": ("{n} tombstones", "{n} 个墓碑节点"),
+        "cnt_branch_1": ("1 branch point", "1 个分叉点"),
+        "cnt_branch_n": ("{n} branch points", "{n} 个分叉点"),
+        "l_edge": ("edge (parent → child)", "边（父 → 子）"),
+        "h_node": (
+            "node {id} '{label}'<br>tokens [{a}, {b}) · depth {d} · children {c}<br>locks: KV "
+            "{kl}, state {sl}<br>LRU age: KV {ka}, state {sa} ticks",
+            "节点 {id} '{label}'<br>token [{a}, {b}) · 深度 {d} · 子节点 {c}<br>锁：KV {kl}，"
+            "状态 {sl}<br>LRU 年龄：KV {ka}，状态 {sa} 个时钟刻",
+        ),
+        "l_root": ("root", "根"),
+        "l_ckpt_node": ("checkpoint node (KV + KDA state)", "检查点节点（KV + KDA 状态）"),
+        "l_tomb": ("tombstone (MLA KV only, no state)", "墓碑节点（只有 MLA KV，无状态）"),
+        "l_branch": ("branch point (prompts diverge)", "分叉点（提示词在此分开）"),
+        "h_branch": ("branch at {x} tokens", "分叉于 {x} 个 token 处"),
+        "l_locked": ("locked (thick outline: in use)", "已锁定（粗边框：使用中）"),
+        "y_branch": ("branch", "分支"),
+        "lane": ("b{r}", "分支 {r}"),
         # replay
-        "Replay step": "重放步",
-        "Replay of request": "重放：请求",
-        "position": "位置",
-        "= the token match": "= token 匹配点",
-        "tokens before the match": "个 token 后到达匹配点",
-        "distance": "距离",
-        "distance to S_match": "到 S_match 的距离",
-        "S_match vs uncached": "S_match 与不走缓存相比",
-        "state S": "状态 S",
-        "value channel v": "值通道 v",
-        "key channel k": "键通道 k",
-        "key": "键",
-        "relative distance (1 = norm of S)": "相对距离（1 = S 的范数）",
-        "(all KDA layers)": "（所有 KDA 层）",
-        "this step": "当前步",
-        "step position": "当前步位置",
-        "nothing restored: no checkpoint on this request's path (cold prefill)": (
-            "未恢复任何状态：此请求的路径上没有检查点（冷启动预填充）"
+        "st_S": (
+            "{what} (KDA layer {layer}, head {head})",
+            "{what}（KDA 第 {layer} 层，头 {head}）",
         ),
-        "No replay for this request (it restored nothing).": "此请求没有重放（未恢复任何状态）。",
-        "Step": "步",
-        "state at match vs uncached": "匹配点状态与不走缓存相比",
-        "state at match vs uncached prefill": "匹配点状态与不走缓存的预填充相比",
-        # pools
-        "Pools after each request (cumulative)": "每个请求之后的池（累计）",
-        "after request": "请求之后",
-        "checkpoint slots used": "已用检查点槽位",
-        "COW copies (restores)": "COW 复制（恢复）",
-        "donations (track slot -> pool)": "捐赠（跟踪槽 → 池）",
-        "evicted states": "被驱逐的状态",
-        "active slots (peak)": "活跃槽位（峰值）",
-        "checkpoint pool capacity": "检查点池容量",
-        "count (slots / events)": "计数（槽位 / 事件）",
-        "Pools": "池",
+        "st_S_delta": ("S − S_match", "S − S_match"),
+        "st_S_state": ("state S", "状态 S"),
+        "st_dist": ("distance to S_match", "到 S_match 的距离"),
+        "cb_value": ("value", "数值"),
+        "h_cell": ("key k={y}, value v={x}<br>{z}", "key k={y}，value v={x}<br>{z}"),
+        "l_dist": (
+            "‖S − S_match‖ / ‖S_match‖ (all KDA layers)",
+            "‖S − S_match‖ / ‖S_match‖（所有 KDA 层）",
+        ),
+        "h_dist": (
+            "position {x} (token '{tok}')<br>distance {y}",
+            "位置 {x}（token '{tok}'）<br>距离 {y}",
+        ),
+        "l_this_step": ("this step", "当前步"),
+        "h_this_step": ("step position {x}<br>distance {y}", "当前步位置 {x}<br>距离 {y}"),
+        "t_replay_base": ("Replay step", "重放步"),
+        "x_value": ("value channel v", "value 通道 v"),
+        "y_key": ("key channel k", "key 通道 k"),
+        "y_rel": ("relative distance (1 = norm of S)", "相对距离（1 = S 的范数）"),
+        "at_match": ("= the token match", "= token 匹配点"),
+        "at_before": ("{n} tokens before the match", "距匹配点还有 {n} 个 token"),
+        "t_replay": (
+            "Replay step {s}/{n}: position {pos} (token '{tok}'), {at}; distance {d:.3g}",
+            "重放步 {s}/{n}：位置 {pos}（token '{tok}'），{at}；距离 {d:.3g}",
+        ),
+        "t_replay_none": ("Replay of request #{n}", "请求 #{n} 的重放"),
+        "replay_none": (
+            "nothing restored: no checkpoint on this request's path (cold prefill)",
+            "未恢复任何状态：此请求的路径上没有检查点（冷启动预填充）",
+        ),
         # drift
-        "Logit drift of the inconsistent restore": "不一致恢复的 logit 偏离",
-        "Logit drift": "logit 偏离",
-        "logit drift vs an uncached run": "相对不走缓存的运行的 logit 偏离",
-        "inconsistent keeps": "不一致恢复保留",
-        "greedy tokens": "个贪心 token",
-        "inconsistent: MLA at the match, KDA at the checkpoint": (
-            "不一致：MLA 在匹配点，KDA 在检查点"
+        "t_drift_plain": ("Logit drift of the inconsistent restore", "不一致恢复的 logit 偏离"),
+        "why_at_match": (
+            "request #{n} restores at its match ({m} tokens): nothing is replayed, so the "
+            "inconsistent restore is the exact one",
+            "请求 #{n} 在匹配点（{m} 个 token）恢复：没有重放，所以不一致恢复就是精确恢复",
         ),
-        "no replay": "不重放",
-        "INT8 checkpoint + exact replay": "INT8 检查点 + 精确重放",
-        "exact restore + replay": "精确恢复 + 重放",
-        "generated token (index)": "生成的 token（序号）",
-        "generated token": "生成的 token",
-        "max |logit − uncached logit| (log scale)": "max |logit − 不走缓存的 logit|（对数坐标）",
-        "same token": "相同 token",
-        "different token": "不同 token",
-        "as the uncached run": "（与不走缓存的运行相比）",
-        "restores at its match": "在匹配点恢复",
-        "nothing is replayed, so the inconsistent restore is the exact one": (
-            "没有重放，因此不一致恢复就是精确恢复"
+        "why_none": (
+            "request #{n} restores no checkpoint (restore 0, match {m}): it recomputes from an "
+            "empty state, so there is no parked state to misuse",
+            "请求 #{n} 没有恢复任何检查点（恢复点 0，匹配点 {m}）：它从空状态重新计算，没有可被"
+            "误用的停放状态",
         ),
-        "restores no checkpoint": "没有恢复任何检查点",
-        "it recomputes from an empty state, so there is no parked state to misuse": (
-            "它从空状态重新计算，没有可被误用的停放状态"
+        "pick": (
+            "requests whose restore differs from their match: {others} (Request to inspect)",
+            "恢复点与匹配点不同的请求：{others}（在“查看的请求”中选择）",
         ),
-        "requests whose restore differs from their match": "恢复点与匹配点不同的请求",
-        "(Request to inspect)": "（查看的请求）",
-        "no request of this session restores short of its match: nothing can drift here": (
-            "本会话没有请求在匹配点之前恢复：这里不会产生偏离"
+        "pick_none": (
+            "no request of this session restores short of its match: nothing can drift here",
+            "本会话没有请求在匹配点之前恢复：这里不会产生偏离",
         ),
-        "interval": "间隔",
-        "sglang grid": "sglang 网格",
-        "vllm block": "vllm 块",
-        "slots": "槽位",
+        "arm_inconsistent": (
+            "inconsistent: MLA at the match, KDA at the checkpoint, no replay",
+            "不一致：MLA 在匹配点，KDA 在检查点，不重放",
+        ),
+        "arm_inconsistent8": (
+            "inconsistent: MLA at the match, KDA at the checkpoint (INT8), no replay",
+            "不一致：MLA 在匹配点，KDA 在检查点（INT8），不重放",
+        ),
+        "arm_int8": ("INT8 checkpoint + exact replay", "INT8 检查点 + 精确重放"),
+        "arm_exact": ("exact restore + replay", "精确恢复 + 重放"),
+        "same": ("same token", "相同 token"),
+        "different": ("different token", "不同 token"),
+        "h_drift": (
+            "generated token {x}<br>max |Δlogit| {y}<br>{agree} as the uncached run",
+            "生成的第 {x} 个 token<br>max |Δlogit| {y}<br>与不走缓存的运行相比：{agree}",
+        ),
+        "t_drift": (
+            "Request #{n}: logit drift vs an uncached run; inconsistent keeps {k}/{m} greedy "
+            "tokens<br><span style='font-size:12px'>{settings}; restore {a}, match {b}</span>",
+            "请求 #{n}：相对不走缓存运行的 logit 偏离；不一致恢复保留 {k}/{m} 个贪心 token"
+            "<br><span style='font-size:12px'>{settings}；恢复点 {a}，匹配点 {b}</span>",
+        ),
+        "x_generated": ("generated token (index)", "生成的 token（序号）"),
+        "y_drift": (
+            "max |logit − uncached logit| (log scale)",
+            "max |logit − 不走缓存的 logit|（对数坐标）",
+        ),
+        "set_interval": ("interval {k}", "固定间隔 {k}"),
+        "set_sglang": ("sglang grid {k}", "sglang 网格 {k}"),
+        "set_vllm": ("vllm block {k}", "vllm 块 {k}"),
+        "set_marconi": ("marconi", "marconi"),
+        "set_slots": ("{s}, {n} slots", "{s}，{n} 个槽位"),
+        "set_int8": ("{s}, INT8", "{s}，INT8"),
+        # pools panel
+        # batch figures
         # summary table
-        "Request": "请求",
-        "prompt": "提示词",
-        "longest cached token prefix": "最长的已缓存 token 前缀",
-        "restore point": "恢复点",
-        "deepest checkpoint on that path": "该路径上最深的检查点",
-        "replayed": "重放",
-        "prefilled / decoded": "预填充 / 解码",
-        "output ids": "输出 id",
-        "(random weights · 随机权重)": "（随机权重）",
-        "checkpoints parked": "停放的检查点",
-        "relative, all layers": "相对值，所有层",
-        "pools: active slots": "池：活跃槽位",
-        "pools: checkpoint slots": "池：检查点槽位",
-        "pools: COW copies / donations": "池：COW 复制 / 捐赠",
-        "pools: evictions": "池：驱逐",
-        "track writes": "跟踪写入",
-        "(default)": "（默认）",
-        "session": "会话",
-        "state hits": "状态命中",
-        "prefill saved": "节省的预填充",
-        "KV tokens": "KV token",
-        "states": "状态",
-        "empty session: send a request or load a scenario": "空会话：发送一个请求或载入场景",
-        "*(empty session)*": "*（空会话）*",
-        "Replay": "重放",
-        # radio options
-        "while the request holds its restore lock": "请求持有恢复锁期间",
-        "after the request (inserted)": "请求之后（已插入）",
-        "Cache settings": "缓存设置",
-        "System prompt + tools, two user branches": "系统提示词 + 工具，两个用户分支",
-        "Multi-turn chat (English and Chinese)": "多轮对话（中英文）",
-        "Long document, several questions": "长文档，多个问题",
-        "Replay state heatmap": "重放状态热图",
-        # pools: real concurrency (the batch run)
-        "per request, one at a time": "逐个请求",
-        "the batch run at its peak step": "批处理运行的峰值步",
-        "real concurrency": "真实并发",
-        "state slots at the peak": "峰值时的状态槽位",
-        "peak running requests": "峰值并发请求",
-        "serve the batch below to see real concurrency": "在下方服务批处理以查看真实并发",
-        # batch view
-        "Batch: each request's phase per scheduler step": "批处理：每个请求在各调度步的阶段",
-        "scheduler step": "调度步",
-        "not arrived": "尚未到达",
-        "waiting": "等待",
-        "prefill chunk": "预填充分块",
-        "decode": "解码",
-        "retracted": "被撤回",
-        "finished": "已完成",
-        "rejected": "被拒绝",
-        "One state pool over time": "同一个状态池随时间的变化",
-        "slots held by running requests": "运行中请求占用的槽位",
-        "cached checkpoints": "缓存的检查点",
-        "free slots": "空闲槽位",
-        "state slots": "状态槽位",
-        "running requests": "并发请求",
-        "max running requests": "最大并发请求数",
-        "capped by the state pool": "被状态池限制",
-        "running": "运行中",
-        "peak": "峰值",
-        "Batch summary": "批处理摘要",
-        "Batch": "批处理",
-        "Batch view": "批处理视图",
-        "Batch swimlane": "批处理泳道图",
-        "Batch pool": "批处理状态池",
-        "steps": "步",
-        "retractions": "撤回",
-        "KV pool": "KV 池",
-        "steps with a retraction": "发生撤回的步数",
-        "(SGLang's retract_decode)": "（SGLang 的 retract_decode）",
-        "the KV pool could not hold the next decode tokens, so the running request with the "
-        "fewest new tokens (then the longest prompt) went back to waiting, to be redone later": (
-            "KV 池放不下下一步的解码 token，于是新 token 最少（其次提示词最长）的运行中请求"
-            "退回等待，稍后重做"
+        "th": ("| quantity | value |", "| 量 | 值 |"),
+        "s_request": ("**Request #{n}**", "**请求 #{n}**"),
+        "r_prompt": ("prompt", "提示词"),
+        "r_tokens": ("{n} tokens", "{n} 个 token"),
+        "r_match": ("token match", "token 匹配点"),
+        "r_match_n": ("longest cached token prefix", "最长的已缓存 token 前缀"),
+        "r_restore": ("**restore point**", "**恢复点**"),
+        "r_restore_n": ("deepest checkpoint on that path", "该路径上最深的检查点"),
+        "r_replayed": ("**replayed**", "**重放**"),
+        "r_replayed_n": ("tokens [{a}, {b})", "token [{a}, {b})"),
+        "r_prefilled": ("prefilled / decoded", "预填充 / 解码"),
+        "r_output": ("output {out} ({n} byte tokens)", "输出 {out}（{n} 个字节 token）"),
+        "r_parked": ("checkpoints parked", "停放的检查点"),
+        "r_uncached": ("state at match vs uncached", "匹配点状态与不走缓存相比"),
+        "r_relative": ("relative, all layers", "相对值，所有层"),
+        "r_active": ("pools: active slots", "池：活跃槽位"),
+        "r_peak": ("peak {a} / {b}", "峰值 {a} / {b}"),
+        "r_ckpt_slots": ("pools: checkpoint slots", "池：检查点槽位"),
+        "r_default": ("{n} (default)", "{n}（默认）"),
+        "r_cow": ("pools: COW copies / donations", "池：COW 复制 / 捐赠"),
+        "r_track": ("track writes {n}", "跟踪写入 {n}"),
+        "r_evictions": ("pools: evictions", "池：驱逐"),
+        "r_states": ("{n} states", "{n} 个状态"),
+        "r_kv_tokens": ("{n} KV tokens", "{n} 个 KV token"),
+        "r_session": ("session", "会话"),
+        "r_requests": ("{n} requests", "{n} 个请求"),
+        "r_session_n": (
+            "state hits {h}, replayed {r}, prefill saved {s:.0%}",
+            "状态命中 {h}，重放 {r}，节省的预填充 {s:.0%}",
         ),
-        "The state pool caps concurrency.": "状态池限制了并发。",
-        "restored tokens from the tree": "从树中恢复的 token",
-        "pool size": "池大小",
-        "running / max": "运行中 / 上限",
-        "requests": "个请求",
-        "SGLang would print": "SGLang 会打印",
-        "no cap: the workload never reached": "没有触顶：负载从未达到",
+        "empty_md": ("*(empty session)*", "*（空会话）*"),
+        "empty_fig": (
+            "empty session: send a request or load a scenario",
+            "空会话：发送一个请求或载入场景",
+        ),
+        # step text
+        "step_none": (
+            "No replay for this request (it restored nothing).",
+            "此请求没有重放（没有恢复任何状态）。",
+        ),
+        "step_md": (
+            "Step **{s} / {n}** · position {pos} · distance {d:.3g} · state at match vs uncached "
+            "prefill {e:.1e}",
+            "第 **{s} / {n}** 步 · 位置 {pos} · 距离 {d:.3g} · 匹配点状态与不走缓存的预填充相比 "
+            "{e:.1e}",
+        ),
+        # batch summary
     },
+    BATCH,
+    COMMON,
 )
-
-
-def _n(k: int, noun: str) -> str:
-    """'1 tombstone', '2 tombstones'."""
-    return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
 
 
 def short(text: str, n: int = 28) -> str:
@@ -260,86 +347,51 @@ def _esc(text: str) -> str:
     return t.replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
 
 
-def _code(text: str) -> str:
-    """Readable bytes as inline code inside a markdown table cell."""
-    return "`" + text.replace("`", "'").replace("|", "¦") + "`"
+def count(kind: str, n: int, t: T) -> str:
+    """'1 tombstone', '2 tombstones' (``kind``: ckpt, tomb, branch)."""
+    return t(f"cnt_{kind}_1") if n == 1 else t(f"cnt_{kind}_n", n=n)
 
 
-def settings_label(policy: str, spacing: int, slots: int | None, int8: bool) -> str:
+def settings_label(policy: str, spacing: int, slots: int | None, int8: bool, t: T) -> str:
     """'interval 32', 'sglang grid 32', 'vllm block 32', 'marconi' + slots + INT8."""
-    what = {"interval": "interval", "sglang": "sglang grid", "vllm": "vllm block"}
-    text = f"{what[policy]} {spacing}" if policy in what else policy
+    text = t(f"set_{policy}", k=spacing)
     if slots is not None:
-        text += f", {slots} slots"
-    return text + (", INT8" if int8 else "")
+        text = t("set_slots", s=text, n=slots)
+    return t("set_int8", s=text) if int8 else text
 
 
-def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy: str) -> str:
+def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy: str, t: T) -> str:
     """The inspected request's numbers (``slots``: the reader's checkpoint budget or None)."""
     r = res.requests[req]
-    t, p = r.timeline, r.pools
-    cap = str(p.checkpoint_capacity) + ("" if slots else " (default)")
+    tl, p = r.timeline, r.pools
+    cap = str(p.checkpoint_capacity) if slots else t("r_default", n=p.checkpoint_capacity)
     rows = [
-        ("prompt", f"{t.prompt_len} tokens", i18n.verbatim(_esc(short(r.prompt, 60)))),
-        ("token match", f"{t.token_match}", "longest cached token prefix"),
-        ("**restore point**", f"**{t.restore_at}**", "deepest checkpoint on that path"),
-        ("**replayed**", f"**{t.token_match - t.restore_at}**", f"tokens [{t.restore_at}, "
-                                                               f"{t.token_match})"),
-        ("prefilled / decoded", f"{t.prompt_len - t.token_match} / {t.decode[1] - t.decode[0]}",
-         f"output {_code(r.output_readable)} ({len(r.output_tokens)} byte tokens)"),
-        ("checkpoints parked", f"{len(t.checkpoints)}", ", ".join(map(str, t.checkpoints))),
-        ("state at match vs uncached", f"{r.replay_steps.uncached_error:.1e}",
-         "relative, all layers"),
-        ("pools: active slots", f"peak {p.active_peak} / {p.active_capacity}", policy),
-        ("pools: checkpoint slots", f"{p.checkpoint_used} / {cap}",
+        (t("r_prompt"), t("r_tokens", n=tl.prompt_len), _esc(short(r.prompt, 60))),
+        (t("r_match"), f"{tl.token_match}", t("r_match_n")),
+        (t("r_restore"), f"**{tl.restore_at}**", t("r_restore_n")),
+        (t("r_replayed"), f"**{tl.token_match - tl.restore_at}**",
+         t("r_replayed_n", a=tl.restore_at, b=tl.token_match)),
+        (t("r_prefilled"), f"{tl.prompt_len - tl.token_match} / {tl.decode[1] - tl.decode[0]}",
+         t("r_output", out="`" + r.output_readable.replace("`", "'").replace("|", "¦") + "`",
+           n=len(r.output_tokens))),
+        (t("r_parked"), f"{len(tl.checkpoints)}", ", ".join(map(str, tl.checkpoints))),
+        (t("r_uncached"), f"{r.replay_steps.uncached_error:.1e}", t("r_relative")),
+        (t("r_active"), t("r_peak", a=p.active_peak, b=p.active_capacity), t(f"pol_{policy}")),
+        (t("r_ckpt_slots"), f"{p.checkpoint_used} / {cap}",
          f"{p.checkpoint_bytes / 1024:.0f} KiB{' INT8' if p.int8 else ''}"),
-        ("pools: COW copies / donations", f"{p.copies} / {p.donations}",
-         f"track writes {p.track_writes}"),
-        ("pools: evictions", f"{p.evicted_states} states", f"{p.evicted_kv_tokens} KV tokens"),
-        ("session", f"{len(res.requests)} requests",
-         f"state hits {res.state_hits}, replayed {res.replayed_tokens}, prefill saved "
-         f"{res.saved_fraction:.0%}"),
+        (t("r_cow"), f"{p.copies} / {p.donations}", t("r_track", n=p.track_writes)),
+        (t("r_evictions"), t("r_states", n=p.evicted_states),
+         t("r_kv_tokens", n=p.evicted_kv_tokens)),
+        (t("r_session"), t("r_requests", n=len(res.requests)),
+         t("r_session_n", h=res.state_hits, r=res.replayed_tokens, s=res.saved_fraction)),
     ]  # fmt: skip
     body = "\n".join(f"| {a} | {b}<br><small>{c}</small> |" for a, b, c in rows)
-    return f"**Request #{req + 1}**\n\n| quantity | value |\n|---|---|\n" + body
+    return f"{t('s_request', n=req + 1)}\n\n{t('th')}\n|---|---|\n" + body
 
 
-def step_markdown(replay_steps: pr.ReplaySteps, step: int) -> str:
+def step_markdown(replay_steps: pr.ReplaySteps, step: int, t: T) -> str:
     n = int(replay_steps.positions.size)
     if n == 0:
-        return "No replay for this request (it restored nothing)."
-    return (
-        f"Step **{step} / {n - 1}** · position {int(replay_steps.positions[step])} · "
-        f"distance {float(replay_steps.dist[step]):.3g} · state at match vs uncached prefill "
-        f"{replay_steps.uncached_error:.1e}"
-    )
-
-
-def batch_markdown(v: bv.BatchView) -> str:
-    """Peak vs cap, the capping message when it bites, retractions, rejections, restores."""
-    lines = [
-        f"**Batch: {len(v.prompts)} requests, {v.n_steps} steps** · {v.strategy}, "
-        f"{v.state_slots} state slots"
-        + ("" if v.kv_tokens is None else f", KV pool {v.kv_tokens} tokens")
-        + f" · peak running requests **{v.peak_running}** / max "
-        f"running requests **{v.max_running}** (sizing: {v.planner_max_running})",
-    ]
-    if v.capped:
-        msg = i18n.verbatim(v.capping_message or "")  # as SGLang prints it, in English
-        lines.append(f"**The state pool caps concurrency.** SGLang would print:\n\n> {msg}")
-    else:
-        lines.append(f"no cap: the workload never reached {v.max_running} running requests")
-    restored = [f"#{i + 1}: {int(r)}" for i, r in enumerate(v.restore_at) if r > 0]
-    if restored:
-        lines.append("restored tokens from the tree: " + ", ".join(restored))  # per request
-    if v.retractions.sum():
-        lines.append(
-            f"retractions {int(v.retractions.sum())} · steps with a retraction "
-            f"{v.retracted_steps}: the KV "
-            "pool could not hold the next decode tokens, so the running request with the "
-            "fewest new tokens (then the longest prompt) went back to waiting, to be redone "
-            "later (SGLang's retract_decode)"
-        )
-    for i, msg in sorted(v.rejected.items()):
-        lines.append(f"request #{i + 1} rejected: {msg}")
-    return "\n\n".join(lines)
+        return t("step_none")
+    return t("step_md", s=step, n=n - 1, pos=int(replay_steps.positions[step]),
+             d=float(replay_steps.dist[step]), e=replay_steps.uncached_error)  # fmt: skip

@@ -1,182 +1,215 @@
-"""The texts of apps.state_transfer in English and 中文: the intro, the figure phrases (``T``),
-the markdown tables and summaries drawn from the study results, the Chinese input labels
-(``LABELS_ZH``) and the phrase table for what the switch translates by label (``TR``: the
-figure-slot and CSV-button names)."""
+"""state_transfer's words (English / 中文): the catalog, the object header, the refusals table
+and the prefill -> decode summary."""
 
 from __future__ import annotations
 
-from apps import ui
-from apps.ui.i18n import COMMON, Translator
+from apps.text.common import COMMON
+from apps.ui.catalog import Catalog, T
 from kda_core.studies import transfer as st
 from kda_core.studies.transfer import MAX_NEW, MAX_TEXT
 
-EN = """**A decode instance needs three things at one boundary.** With KDA, a prefix is resumable
-only where the MLA KV, the KDA recurrent state and the conv window were saved together, from the
-same weights, tokenizer and tensor-parallel layout. So serving across instances moves *model-state
-objects*: the three parts plus metadata (token range, prefix hash, fingerprints, layout, dtypes),
-here as safetensors. A store (embedded, or Mooncake Store) moves the bytes by prefix hash without
-understanding them; the receiving instance validates every field and refuses a mismatch.
-**Look at:** the object's parts at K3 scale; the timeline (prefill publishes, decode fetches the
-longest jointly restorable prefix and matches one instance exactly); which field each mismatch
-is refused on; how far a forced splice drifts; what host and remote tiers add on the real trace."""
-ZH = (
-    "**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA K"
-    "V、KDA 递归状态和卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并"
-    "行布局时，前缀才能被恢复。因此跨实例服务搬运的是*模型状态对象*：三个部分加上元数据（t"
-    "oken 范围、前缀哈希、指纹、布局、精度），这里用 safetensors 保存。存储"
-    "（内嵌存储或Mooncake Store）按前缀哈希搬运字节而不理解内容；接收方逐字段校"
-    "验，不匹配就拒绝。**请看**：K3 规模下对象的各个部分；时间线（prefill 发布"
-    "，decode 取回最长可联合恢复前缀，结果与单实例完全一致）；每种不匹配被哪个字段拒绝"
-    "；强行拼接会漂移多远；在真实 trace 上 host与远端层级带来多少收益。"
-)
-T = {
-    "en": {
-        "anat": "One object's parts: Kimi K3 per GPU (TP{tp}, bf16, {tokens:,} tokens) "
-        "vs the tiny model",
-        "part": "part",
-        "bytes": "bytes (log)",
-        "k3": "Kimi K3 per GPU",
-        "tiny": "tiny model ({n} tokens)",
-        "tl": "Transfer timeline: prefill (●) publishes, decode (◆) fetches and restores",
-        "boundary": "boundary (tokens)",
-        "time": "time since prefill started (ms)",
-        "spl": "Forced splice: MLA KV of prefix A + KDA state of prefix B ({n} tokens)",
-        "step": "decoded token",
-        "drift": "max |Δlogit| vs one instance (log)",
-        "clean": "clean restore",
-        "splice": "spliced restore",
-        "tiers": "State tiers on the Mooncake trace ({n} requests, {d} device / {h} host ckpts)",
-        "hit": "state hit rate",
-        "ttft": "mean TTFT (s)",
-        "moved": "loaded (GB)",
-        "names": {"mla_kv": "MLA KV", "kda_state": "KDA state", "conv_window": "conv window"},
-        "setups": {"device": "device", "device+host": "+ host", "device+host+remote": "+ remote"},
-        "kinds": {"host_load": "host load", "offload": "offload to host"},
-        "tiers_names": {"host": "host", "remote": "remote"},
-        "sources": {},
-        "meta": "safetensors header of the tiny object",
-        "kv": ("key", "value"),
-        "mismatch": {},
-    },
-    "zh": {
-        "anat": "一个对象的组成：Kimi K3 每卡（TP{tp}，bf16，{tokens:,} token）vs 小模型",
-        "part": "部分",
-        "bytes": "字节（对数）",
-        "k3": "Kimi K3 每卡",
-        "tiny": "小模型（{n} 个 token）",
-        "tl": "传输时间线：prefill（●）发布，decode（◆）取回并恢复",
-        "boundary": "边界（token）",
-        "time": "自 prefill 开始的时间（毫秒）",
-        "spl": "强行拼接：前缀 A 的 MLA KV + 前缀 B 的 KDA 状态（{n} 个 token）",
-        "step": "已解码 token",
-        "drift": "与单实例的最大 |Δlogit|（对数）",
-        "clean": "正确恢复",
-        "splice": "拼接恢复",
-        "tiers": "Mooncake trace 上的状态层级（{n} 个请求，设备 {d} / host {h} 个检查点）",
-        "hit": "状态命中率",
-        "ttft": "平均首 token 时间（秒）",
-        "moved": "加载量（GB）",
-        "names": {"mla_kv": "MLA KV", "kda_state": "KDA 状态", "conv_window": "卷积窗口"},
-        "setups": {"device": "仅设备", "device+host": "+ host", "device+host+remote": "+ 远端"},
-        "kinds": {
-            "publish": "发布",
-            "fetch": "取回",
-            "lookup": "查找",
-            "restore": "恢复",
-            "refuse": "拒绝",
-            "serve": "服务",
-            "host_load": "host 加载",
-            "offload": "卸载到 host",
-        },
-        "tiers_names": {"host": "host", "remote": "远端"},
-        "sources": {"store": "存储", "host": "host", "device": "设备", "none": "（无）"},
-        "meta": "小模型对象的 safetensors 头",
-        "kv": ("键", "值"),
-        # the study's mismatch kinds (its refusal messages stay as the instance prints them)
-        "mismatch": {
-            "weights": "权重不同",
-            "tokenizer": "分词器不同",
-            "layout": "TP 布局不同",
-            "corrupt": "数据损坏",
-            "truncated": "文件截断",
-            "foreign": "非状态对象文件",
-        },
-    },
-}
-LABELS_ZH = {
-    "text": f"提示（1-{MAX_TEXT} 个字符）",
-    "n_new": f"新 token 数（1-{MAX_NEW}）",
-    "tp": "K3 张量并行 TP（整除 96）",
-    "pd_btn": "Prefill → decode",
-    "mis_btn": "交给不匹配的实例",
-    "text_b": "拼接：提示 B（留空 = 把提示 A 反转）",
-    "spl_btn": "强行拼接",
-    "n_req": "trace 请求数（100-12031）",
-    "dev": "设备检查点数（1-4096）",
-    "ratio": "host / 设备 比例（0.1-64）",
-    "tier_btn": "模拟层级",
-    "acc": "Mooncake trace 上的存储层级",
-}
-MIS_PLACEHOLDER = {
-    "en": "*Press “Offer to mismatched instances”.*",
-    "zh": "*请按“交给不匹配的实例”。*",
-}
-SPLICE_PLACEHOLDER = {
-    "en": ("Forced splice", "Press “Force a splice”"),
-    "zh": ("强行拼接", "请按“强行拼接”"),
-}
-TR = Translator(
-    COMMON,
+MSG = Catalog(
+    "state_transfer",
     {
-        "Object anatomy": "对象组成",
-        "Transfer timeline": "传输时间线",
-        "Splice drift": "拼接漂移",
-        "Tiers": "存储层级",
+        "title": ("State transfer", "跨实例状态传输"),
+        "intro": (
+            "**A decode instance needs three things at one boundary.** With KDA, a prefix is "
+            "resumable only where the MLA KV, the KDA recurrent state and the conv window were "
+            "saved together, from the same weights, tokenizer and tensor-parallel layout. So "
+            "serving across instances moves *model-state objects*: the three parts plus "
+            "metadata (token range, prefix hash, fingerprints, layout, dtypes), here as "
+            "safetensors. A store (embedded, or Mooncake Store) moves the bytes by prefix hash "
+            "without understanding them; the receiving instance validates every field and "
+            "refuses a mismatch. **Look at:** the object's parts at K3 scale; the timeline "
+            "(prefill publishes, decode fetches the longest jointly restorable prefix and "
+            "matches one instance exactly); which field each mismatch is refused on; how far a "
+            "forced splice drifts; what host and remote tiers add on the real trace.",
+            "**Decode 实例需要同一边界上的三样东西。** 对 KDA 来说，只有 MLA KV、KDA 递推状态和"
+            "卷积窗口在同一边界一起保存、且来自同一权重、同一分词器、同一张量并行布局时，前缀才能"
+            "被恢复。因此跨实例服务搬运的是*模型状态对象*：三个部分加上元数据（token 范围、前缀"
+            "哈希、指纹、布局、精度），这里用 safetensors 保存。存储（内嵌存储或 Mooncake Store）"
+            "按前缀哈希搬运字节而不理解内容；接收方逐字段校验，不匹配就拒绝。**请看：** K3 规模下"
+            "对象的各个部分；时间线（prefill 发布，decode 取回最长可联合恢复的前缀，结果与单实例"
+            "完全一致）；每种不匹配被哪个字段拒绝；强行拼接会漂移多远；在真实 trace 上 host 与"
+            "远端层级带来多少收益。",
+        ),
+        "f_text": ("Prompt (1-{n:,} characters)", "提示词（1-{n:,} 个字符）"),
+        "f_new": ("New tokens (1-{n})", "新 token 数（1-{n}）"),
+        "f_tp": ("K3 TP (divides 96)", "K3 张量并行 TP（整除 96）"),
+        "b_pd": ("Prefill → decode", "Prefill → decode"),
+        "b_mis": ("Offer to mismatched instances", "交给不匹配的实例"),
+        "f_text_b": (
+            "Splice: prompt B (empty = the prompt reversed)",
+            "拼接：提示词 B（留空 = 把提示词反转）",
+        ),
+        "b_spl": ("Force a splice", "强行拼接"),
+        "acc_tiers": ("Tiers on the Mooncake trace", "Mooncake trace 上的存储层级"),
+        "f_req": ("Trace requests (100-12031)", "trace 请求数（100-12031）"),
+        "f_dev": ("Device checkpoints (1-4096)", "设备检查点数（1-4096）"),
+        "f_ratio": ("Host / device ratio (0.1-64)", "host / 设备 比例（0.1-64）"),
+        "b_tiers": ("Simulate tiers", "模拟存储层级"),
+        # the names the checks use
+        "v_prompt": ("prompt", "提示词"),
+        "v_prompt_b": ("prompt B", "提示词 B"),
+        "v_the_prompt": ("the prompt", "提示词"),
+        "v_new": ("new tokens", "新 token 数"),
+        "v_tp": ("TP", "TP"),
+        "v_req": ("trace requests", "trace 请求数"),
+        "v_dev": ("device checkpoints", "设备检查点数"),
+        "v_ratio": ("host / device ratio", "host / 设备 比例"),
+        "e_prompt": (
+            "{name} must be 1 to {n:,} characters (at least 4 UTF-8 bytes), got {got}",
+            "{name}必须为 1 到 {n:,} 个字符（至少 4 个 UTF-8 字节），收到 {got}",
+        ),
+        "got_chars": ("{n:,} characters", "{n:,} 个字符"),
+        "got_bytes": ("{n} bytes", "{n} 个字节"),
+        "e_splice": (
+            "{b} must differ from {a} within their common length",
+            "{b}与{a}在共同长度内必须不同",
+        ),
+        "e_tp": (
+            "TP must divide K3's 96 KDA heads, got {tp}",
+            "TP 必须整除 K3 的 96 个 KDA 头，收到 {tp}",
+        ),
+        "n_anatomy": ("object anatomy", "对象组成"),
+        "n_timeline": ("transfer timeline", "传输时间线"),
+        "n_splice": ("splice drift", "拼接漂移"),
+        "n_tiers": ("tiers", "存储层级"),
+        # anatomy
+        "t_anat": (
+            "One object's parts: Kimi K3 per GPU (TP{tp}, bf16, {tokens:,} tokens) vs the tiny "
+            "model",
+            "一个对象的组成：Kimi K3 每卡（TP{tp}，bf16，{tokens:,} 个 token）对比小模型",
+        ),
+        "x_part": ("part", "部分"),
+        "y_bytes": ("bytes (log)", "字节（对数）"),
+        "l_k3": ("Kimi K3 per GPU", "Kimi K3 每卡"),
+        "l_tiny": ("tiny model ({n} tokens)", "小模型（{n} 个 token）"),
+        "part_mla_kv": ("MLA KV", "MLA KV"),
+        "part_kda_state": ("KDA state", "KDA 状态"),
+        "part_conv_window": ("conv window", "卷积窗口"),
+        # timeline
+        "t_tl": (
+            "Transfer timeline: prefill (●) publishes, decode (◆) fetches and restores; "
+            "numbers: boundary (tokens)",
+            "传输时间线：prefill（●）发布，decode（◆）取回并恢复；数字为边界（token）",
+        ),
+        "x_time": ("time since prefill started (ms)", "自 prefill 开始的时间（毫秒）"),
+        "kind_publish": ("publish", "发布"),
+        "kind_fetch": ("fetch", "取回"),
+        "kind_lookup": ("lookup", "查找"),
+        "kind_restore": ("restore", "恢复"),
+        "kind_refuse": ("refuse", "拒绝"),
+        "kind_serve": ("serve", "服务"),
+        "kind_host_load": ("host load", "host 加载"),
+        "kind_offload": ("offload to host", "卸载到 host"),
+        "inst_prefill": ("prefill", "prefill"),
+        "inst_decode": ("decode", "decode"),
+        "h_event": (
+            "{inst}: {kind}<br>boundary = {b} tokens<br>{nbytes} B<br>{detail}<br>{x} ms",
+            "{inst}：{kind}<br>边界 = {b} 个 token<br>{nbytes} B<br>{detail}<br>{x} 毫秒",
+        ),
+        # splice
+        "t_spl": (
+            "Forced splice: MLA KV of prefix A + KDA state of prefix B ({n} tokens)",
+            "强行拼接：前缀 A 的 MLA KV + 前缀 B 的 KDA 状态（{n} 个 token）",
+        ),
+        "x_step": ("decoded token", "已解码 token"),
+        "y_drift": ("max |Δlogit| vs one instance (log)", "与单实例的最大 |Δlogit|（对数）"),
+        "l_clean": ("clean restore", "正确恢复"),
+        "l_splice": ("spliced restore", "拼接恢复"),
+        "t_spl_none": ("Forced splice", "强行拼接"),
+        "spl_press": ("Press “Force a splice”", "请按“强行拼接”"),
+        # tiers
+        "t_tiers": (
+            "State tiers on the Mooncake trace ({n} requests, {d} device / {h} host ckpts)",
+            "Mooncake trace 上的状态层级（{n} 个请求，设备 {d} / host {h} 个检查点）",
+        ),
+        "st_hit": ("state hit rate", "状态命中率"),
+        "st_ttft": ("mean TTFT (s)", "平均首 token 时间（秒）"),
+        "st_moved": ("loaded (GB)", "加载量（GB）"),
+        "setup_device": ("device", "仅设备"),
+        "setup_device+host": ("+ host", "+ host"),
+        "setup_device+host+remote": ("+ remote", "+ 远端"),
+        "tier_host": ("host", "host"),
+        "tier_remote": ("remote", "远端"),
+        # markdown
+        "meta_title": (
+            "**safetensors header of the tiny object** ({n:,} bytes; {shapes})",
+            "**小模型对象的 safetensors 头**（{n:,} 字节；{shapes}）",
+        ),
+        "meta_th": ("| key | value |", "| 键 | 值 |"),
+        "pd_md": (
+            "**decode restored from the {source} at token {at}** (prompt {n} tokens; prefill "
+            "published at {pub}) · fetched {moved:,} bytes · tokens {same} one instance, max "
+            "|Δlogit| = {d:.1e}",
+            "**decode 从{source}恢复到第 {at} 个 token**（提示词 {n} 个 token；prefill 在 {pub} "
+            "发布）· 取回 {moved:,} 字节 · token {same}单实例，最大 |Δlogit| = {d:.1e}",
+        ),
+        "same_yes": ("identical to", "一致于"),
+        "same_no": ("DIFFERENT from", "不同于"),
+        "src_store": ("store", "存储"),
+        "src_host": ("host", "host"),
+        "src_device": ("device", "设备"),
+        "src_none": ("(none)", "（无）"),
+        "mis_placeholder": (
+            "*Press “Offer to mismatched instances”.*",
+            "*请按“交给不匹配的实例”。*",
+        ),
+        "mis_th": (
+            "| mismatch | refused on | message | still serves correctly |",
+            "| 不匹配 | 拒绝字段 | 信息（原文） | 仍正确服务 |",
+        ),
+        "mis_weights": ("weights differ", "权重不同"),
+        "mis_tokenizer": ("tokenizer differs", "分词器不同"),
+        "mis_layout": ("TP layout differs", "TP 布局不同"),
+        "mis_corrupt": ("corrupted data", "数据损坏"),
+        "mis_truncated": ("truncated file", "文件截断"),
+        "mis_foreign": ("not a state object", "非状态对象文件"),
     },
+    COMMON,
 )
+LIMITS = {"text": MAX_TEXT, "new": MAX_NEW}
 
 
-def metadata_markdown(a: st.Anatomy, lang: str = "en") -> str:
-    rows = "\n".join(f"| `{k}` | `{ui.clip_text(v, 90)[1:-1]}` |" for k, v in a.metadata)
+def _clip(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, its full length said in closed parentheses."""
+    return text if len(text) <= n else f"{text[: n - 1]}… ({len(text):,} chars)"
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'").replace("|", "¦") + "`"
+
+
+def name_of(prefix: str, key: str, t: T) -> str:
+    """A study's name (a part, an event kind, a setup) in ``t``'s language; unknown names as
+    they are."""
+    try:
+        return t(f"{prefix}_{key}")
+    except KeyError:
+        return key
+
+
+def metadata_markdown(a: st.Anatomy, t: T) -> str:
+    rows = "\n".join(f"| `{k}` | `{_clip(v, 90)}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
-    t = T[lang]
-    unit = "字节" if lang == "zh" else "bytes"
-    return (
-        f"**{t['meta']}** ({a.file_bytes:,} {unit}; {shapes})\n\n"
-        f"| {t['kv'][0]} | {t['kv'][1]} |\n|---|---|\n{rows}"
-    )
+    return f"{t('meta_title', n=a.file_bytes, shapes=_code(shapes))}\n\n{t('meta_th')}\n" \
+        f"|---|---|\n{rows}"  # fmt: skip
 
 
-def pd_markdown(r: st.PDRun, lang: str = "en") -> str:
-    same = r.tokens == r.reference_tokens
-    if lang == "zh":
-        return (
-            f"**decode 从{T['zh']['sources'].get(r.source, r.source)}"
-            f"恢复到第 {r.restore_at} 个 token**"
-            f"（提示 {r.prompt_len} 个 token；prefill 在 {list(r.published)} 发布）"
-            f" · 取回 {r.bytes_moved:,} 字节 · 与单实例 token {'一致' if same else '不同'}，"
-            f"最大 |Δlogit| = {r.max_dlogit:.1e}"
-        )
-    return (
-        f"**decode restored from the {r.source} at token {r.restore_at}** (prompt {r.prompt_len} "
-        f"tokens; prefill published at {list(r.published)}) · fetched {r.bytes_moved:,} bytes · "
-        f"tokens {'identical to' if same else 'DIFFERENT from'} one instance, max |Δlogit| = "
-        f"{r.max_dlogit:.1e}"
-    )
+def pd_markdown(r: st.PDRun, t: T) -> str:
+    same = t("same_yes") if r.tokens == r.reference_tokens else t("same_no")
+    return t("pd_md", source=name_of("src", r.source, t), at=r.restore_at, n=r.prompt_len,
+             pub=list(r.published), moved=r.bytes_moved, same=same, d=r.max_dlogit)  # fmt: skip
 
 
-def refusals_markdown(m: st.Refusals, lang: str = "en") -> str:
-    head = (
-        "| 不匹配 | 拒绝字段 | 信息 | 仍正确服务 |"
-        if lang == "zh"
-        else "| mismatch | refused on | message | still serves correctly |"
-    )
-    kinds = T[lang]["mismatch"]
+def refusals_markdown(m: st.Refusals, t: T) -> str:
+    """The instance's refusal message is program output: shown as it prints it, as code."""
     rows = "\n".join(
-        f"| {kinds.get(k, k)} | `{f or '—'}` | {ui.clip_text(msg, 110)[1:-1]} | "
+        f"| {name_of('mis', k, t)} | `{f or '—'}` | {_code(_clip(msg, 110))} | "
         f"{'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )
-    return f"{head}\n|---|---|---|---|\n{rows}"
+    return f"{t('mis_th')}\n|---|---|---|---|\n{rows}"

@@ -1,15 +1,18 @@
 """Shared UI package of the KDA State Lab apps (re-exports only; see docs/apps.md).
 
-``from apps import ui`` gives the whole stable API: the registry (``APPS``, ``load_app``), the
-page shell (``header``, ``figure_slot``), figure styling (``style``, ``log_axis``, ``vline``),
-CSV export (``write_csv``, ``series_csv``), validation (``check_int``, ``study_errors``) and
-serving (``main``, ``launched``). ``apps.ui.guard`` (validators that leave the page alone on bad
-input) and ``apps.ui.i18n`` (the 中文 phrase tables machinery) are imported as submodules.
+``from apps import ui`` gives the whole stable API: the registry (``APPS``, ``load_app``),
+messages (``Catalog``, ``Msg``, ``T``, ``UserError``, ``LANGS``), figure styling (``style``,
+``log_axis``, ``vline``), CSV export (``write_csv``, ``series_csv``), validation
+(``check_int``, ``fail``, ``study_errors``) and serving (``main``, ``launched``). The page
+shell and its language switch are ``apps.ui.page`` (``Page``, ``rendered``); ``apps.ui.guard``
+(validators that leave the page alone on bad input) and ``apps.ui.player`` (Play / Pause) are
+imported as submodules.
 """
 
 from __future__ import annotations
 
-from apps.ui.checks import check_choice, check_float, check_int, clip_text, study_errors
+from apps.ui.catalog import LANGS, Catalog, Msg, T, UserError
+from apps.ui.checks import check_choice, check_float, check_int, clip_text, fail, study_errors
 from apps.ui.export import series_csv, write_csv
 from apps.ui.figures import (
     COLORS,
@@ -38,38 +41,29 @@ from apps.ui.launch import (
     next_free_port,
     plot_from_client,
 )
-from apps.ui.layout import (
-    CSV_ZH,
-    LANGS,
-    FigureSlot,
-    Lang,
-    _relabel,  # the switch's per-component update (tested directly)
-    csv_label,
-    figure_slot,
-    header,
-)
 from apps.ui.registry import APPS, ASSETS, ROOT, SCREENSHOTS, AppInfo, app_info, load_app
 
 __all__ = [
     "APPS",
     "ASSETS",
     "AppInfo",
+    "Catalog",
+    "Msg",
+    "T",
+    "UserError",
+    "fail",
     "COLORS",
     "CSS",
-    "CSV_ZH",
     "FONT",
-    "FigureSlot",
     "HOST",
     "LANGS",
     "LAUNCH_KWARGS",
-    "Lang",
     "PORT",
     "PORT_TRIES",
     "ROOT",
     "SCREENSHOTS",
     "SERIES",
     "THEME",
-    "_relabel",
     "app_info",
     "bind_port",
     "check_choice",
@@ -77,11 +71,8 @@ __all__ = [
     "check_int",
     "clip_text",
     "compact",
-    "csv_label",
     "empty_figure",
-    "figure_slot",
     "free_port",
-    "header",
     "hline",
     "launch_on_free_port",
     "launched",

@@ -38,13 +38,16 @@ CSS = """
 .gradio-container { max-width: 1280px !important; margin: auto; }
 .kda-intro { font-size: 0.97rem; }
 .kda-metrics table { font-size: 0.9rem; }
-.kda-metrics th { word-break: normal !important; overflow-wrap: normal !important;
+.kda-metrics th { word-break: keep-all !important; overflow-wrap: normal !important;
   hyphens: none; }
 /* tables: numbers never wrap mid-digit; a wide table scrolls inside its column instead of
-   overflowing it; escaped byte strings (code) may break anywhere */
+   overflowing it; escaped byte strings (code) may break anywhere, a key in the first
+   column (a name) never */
 .prose table { display: block; max-width: 100%; overflow-x: auto; }
 .prose td, .prose th { word-break: normal !important; overflow-wrap: normal !important; }
+.prose th { word-break: keep-all !important; }  /* 中文 headers break between words only */
 .prose td code { word-break: break-all !important; white-space: normal !important; }
+.prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
 LAUNCH_KWARGS: dict[str, Any] = {

@@ -49,7 +49,7 @@ def capping_message(
     hint = "increase --mamba-full-memory-ratio or --max-mamba-cache-size"
     if ssm_dtype is None or dtype_bytes(ssm_dtype, "ssm_dtype") > 2:
         hint += ", or halve the state size with --mamba-ssm-dtype bfloat16"
-    elif not skip_decode_lock and spr > 1:
+    elif not skip_decode_lock and slots_per_request(strategy, overlap, True) < spr:
         hint += ", or reserve one slot fewer with SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"
     return (
         f"max_running_requests is capped to {cap} by the mamba state cache "

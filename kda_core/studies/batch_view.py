@@ -14,7 +14,7 @@ Left out: sampling (greedy), the KV pool's own series (``kv_tokens`` only retrac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 import numpy as np
@@ -273,12 +273,15 @@ def admission_check(
     state_slots: int = 16,
     max_new_tokens: int = 6,
     model: TinyHybrid | None = None,
+    ssm_dtype: str | None = None,
 ) -> BatchView:
     """The memory planner's live run: ``ADMISSION_PROMPTS`` (8 short requests, all at step 0)
     served on a ``state_slots`` pool under ``strategy`` (overlap on, as the engine runs). With
     enough requests waiting, ``peak_running`` reaches ``planner_max_running``; the report
-    carries SGLang's capping message when the pool caps it. Cached per arguments (read-only)."""
-    return batch_view(
+    carries SGLang's capping message when the pool caps it, worded for the planner's
+    ``ssm_dtype`` (the tiny model's own state is float64: without it the message would advise
+    bfloat16 whatever the plan chose). Cached per arguments (read-only)."""
+    v = batch_view(
         list(ADMISSION_PROMPTS),
         max_new_tokens,
         strategy=strategy,
@@ -286,3 +289,7 @@ def admission_check(
         max_batch_tokens=64,
         model=model,
     )
+    if ssm_dtype is None or v.capping_message is None:
+        return v
+    msg = sizing.capping_message(state_slots, strategy, True, False, ssm_dtype)
+    return replace(v, capping_message=msg)

@@ -341,12 +341,14 @@ def _boundaries(maps, edges: np.ndarray, x: Inputs) -> np.ndarray:
 
 @dataclass(slots=True)
 class ChunkScanStudy:
-    """What the chunk_scan app draws by default; ``timing`` is None unless measured."""
+    """What the chunk_scan app draws by default; ``timing`` is None unless measured;
+    ``chunk_size`` is the reader's C (one of the grids' sizes)."""
 
     agreement: Agreement
     cost: Cost
     composition: Composition
     timing: Timing | None
+    chunk_size: int = 64
 
 
 def chunk_scan_study(
@@ -374,4 +376,4 @@ def chunk_scan_study(
             raise ValueError("text must be at least 3 bytes long to split into three segments")
         comp = composition(lengths=(n, n, n), text=text)
     tm = timing(chunk_sizes=tuple(sorted({16, 64, C})), seed=seed) if measure_time else None
-    return ChunkScanStudy(ag, cost(chunk_sizes=tuple(sorted({16, 32, 64, 128, C}))), comp, tm)
+    return ChunkScanStudy(ag, cost(chunk_sizes=tuple(sorted({16, 32, 64, 128, C}))), comp, tm, C)

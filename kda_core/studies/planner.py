@@ -280,7 +280,7 @@ def _caps(
     if requested is not None:
         max_running = min(max_running, requested)
     msg = (
-        sizing.capping_message(slots, k.strategy, k.overlap, k.skip, None, requested)
+        sizing.capping_message(slots, k.strategy, k.overlap, k.skip, k.ssm_dtype, requested)
         if limited_by == "state"
         else None
     )

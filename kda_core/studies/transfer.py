@@ -66,29 +66,33 @@ __all__ = [
 
 
 def check_text(text: object, name: str = "text") -> list[int]:
-    """The token ids of a prompt; ValueError naming ``name`` when it is empty, longer than
-    ``MAX_TEXT`` characters or shorter than 4 bytes."""
+    """The token ids of a prompt; ValueError naming ``name`` and the allowed length when it is
+    empty, longer than ``MAX_TEXT`` characters or shorter than 4 bytes."""
+    rule = f"{name} must be 1 to {MAX_TEXT:,} characters (at least 4 UTF-8 bytes)"
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{name} must be non-empty text")
+        raise ValueError(f"{rule}, got an empty text")
     if len(text) > MAX_TEXT:
-        raise ValueError(f"{name}: at most {MAX_TEXT} characters, got {len(text)}")
+        raise ValueError(f"{rule}, got {len(text):,} characters")
     ids = encode(text)
     if len(ids) < 4:
-        raise ValueError(f"{name} must be at least 4 bytes long, got {len(ids)}")
+        raise ValueError(f"{rule}, got {len(ids)} bytes")
     return ids
 
 
 _text = check_text
 
 
-def check_splice(text_a: object, text_b: object) -> tuple[list[int], list[int], int]:
+def check_splice(
+    text_a: object, text_b: object, names: tuple[str, str] = ("text_a", "text_b")
+) -> tuple[list[int], list[int], int]:
     """(ids of A, ids of B, splice boundary); B empty means A reversed. ValueError when B does
-    not differ from A within their common length (a splice of equal prefixes is no splice)."""
-    a = check_text(text_a, "text_a")
-    b = check_text(text_b or str(text_a)[::-1], "text_b")
+    not differ from A within their common length (a splice of equal prefixes is no splice);
+    ``names``: how the messages call the two texts."""
+    a = check_text(text_a, names[0])
+    b = check_text(text_b or str(text_a)[::-1], names[1])
     n = min(len(a), len(b)) - 1  # leave one token of A to compute
     if a[:n] == b[:n]:
-        raise ValueError("text_b must differ from text_a within their common length")
+        raise ValueError(f"{names[1]} must differ from {names[0]} within their common length")
     return a, b, n
 
 

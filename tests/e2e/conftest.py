@@ -98,6 +98,37 @@ id => {
 }
 """
 
+# The drawn figure's text boxes, from the page: every title, axis title, tick label, legend and
+# annotation inside the figure's canvas; no colour bar, annotation or legend over an axis title
+# (or the figure title). Returns one line per problem.
+LAYOUT_JS = """
+id => {
+  const g = document.querySelector('#' + id + ' .js-plotly-plot');
+  if (!g) return ['no figure'];
+  const svg = g.querySelector('.main-svg').getBoundingClientRect();
+  const box = el => el.getBoundingClientRect();
+  const name = el => (el.textContent || el.getAttribute('class') || '').trim().slice(0, 40);
+  const inside = r => r.left >= svg.left - 1 && r.right <= svg.right + 1 &&
+                      r.top >= svg.top - 1 && r.bottom <= svg.bottom + 1;
+  const cross = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 &&
+                          a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const titles = [...g.querySelectorAll('.g-gtitle text, [class$="title"] text')]
+    .filter(t => t.textContent.trim() && box(t).width > 0);
+  const texts = [...g.querySelectorAll('text')].filter(t => t.textContent.trim() &&
+    box(t).width > 0 && getComputedStyle(t).visibility !== 'hidden' &&
+    !t.closest('.hovertext, .hoverlayer, .textpoint'));
+  const out = [];
+  texts.forEach(t => { if (!inside(box(t))) out.push('outside the canvas: ' + name(t)); });
+  const blocks = [...g.querySelectorAll('.colorbar, .annotation, .legend')]
+    .filter(b => box(b).width > 0);
+  blocks.forEach(b => titles.forEach(t => {
+    if (!b.contains(t) && cross(box(b), box(t)))
+      out.push(name(b) + ' over the title ' + name(t));
+  }));
+  return out;
+}
+"""
+
 
 def find_chromium() -> str | None:
     env = os.environ.get("CHROMIUM")
@@ -299,6 +330,11 @@ class Ui:
         each annotation / legend box from the page is tested against every drawn point and
         line vertex of the traces (their screen positions from plotly's own axes)."""
         return self.page.evaluate(OVERLAP_JS, elem_id)  # type: ignore[attr-defined]
+
+    def layout_problems(self, elem_id: str) -> list[str]:
+        """Text of the drawn figure outside its canvas, or a colour bar / annotation / legend
+        over an axis title (``LAYOUT_JS``)."""
+        return self.page.evaluate(LAYOUT_JS, elem_id)  # type: ignore[attr-defined]
 
     def close_toasts(self) -> None:
         for btn in self.page.locator(".toast-close").all():  # type: ignore[attr-defined]

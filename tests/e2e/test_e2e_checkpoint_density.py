@@ -38,7 +38,7 @@ def test_chinese_figures_stale_note_and_no_text_over_data(app_url, ui):
     ui.page.get_by_role("radio", name="中文").check()
     for fig, title in ZH_TITLES.items():
         ui.wait_title(f"checkpoint_density-{fig}", title)
-    ui.page.get_by_text("几乎不变").first.wait_for()  # the study's own Chinese note
+    ui.page.get_by_text("随 K 增大而下降").first.wait_for()  # the study's own Chinese note
     ui.page.get_by_role("radio", name="English").check()
     ui.wait_title("checkpoint_density-hits", "A token hit is not a state hit")
     ui.page.locator("#checkpoint_density-workload input").click()

@@ -44,7 +44,7 @@ def test_page(app_url, ui):
 
     ui.page.get_by_label("中文").check()
     ui.page.get_by_text("一块 GPU 上 KDA 混合模型的缓存预算").wait_for()
-    ui.page.get_by_text("张量并行 TP (1-64)").wait_for()
+    ui.page.get_by_text("张量并行 TP（1-64）").wait_for()
 
     ui.wait_title("memory_planner-context", "单卡上一个请求的显存随上下文的变化")
     ui.wait_title("memory_planner-strategies", "Radix 策略")

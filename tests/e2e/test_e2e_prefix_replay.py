@@ -125,3 +125,45 @@ def test_batch_view(app_url, ui):
     ui.wait_title(f"{N}-batch-pool", "同一个状态池随时间的变化")
     ui.wait_title(f"{N}-batch-phases", "批处理")
     assert '"name":"被撤回"' in ui.figure(f"{N}-batch-phases")
+
+
+def _step_text(ui) -> str:
+    return ui.page.inner_text(f"#{N}-step-info")
+
+
+def test_pause_stops_play_and_enter_goes_to_a_step(app_url, ui):
+    """Pause after Play: the step stops moving and stays (a tick in flight does not restart the
+    timer). The replay step field goes to a step on Enter, without leaving the field."""
+    ui.goto(app_url)
+    ui.wait_plot(f"{N}-replay")
+    ui.page.locator(f"#{N}-step-info").get_by_text("Step 0 /").wait_for()
+    ui.click("▶ Play")
+    ui.page.locator(f"#{N}-step-info").get_by_text("Step 1 /").wait_for()
+    ui.click("❚❚ Pause")
+    ui.page.wait_for_timeout(1200)  # let a tick already in flight land
+    paused = _step_text(ui)
+    ui.page.wait_for_timeout(2500)  # six timer intervals
+    assert _step_text(ui) == paused, "Play went on after Pause"
+    last = pr.run_scenario().requests[-1].replay_steps.positions.size - 1
+    assert f"Step {last} / {last}" not in paused
+    old = ui.figure(f"{N}-replay")
+    box = ui.page.locator(f"#{N}-step input").first
+    box.fill("4")
+    box.press("Enter")
+    assert "Replay step 4/" in ui.wait_new_figure(f"{N}-replay", old)
+    ui.page.locator(f"#{N}-step-info").get_by_text("Step 4 /").wait_for()
+
+
+def test_batch_with_every_request_rejected(app_url, ui):
+    """A KV pool smaller than every request: each rejection is listed, the page stays intact."""
+    ui.goto(app_url)
+    ui.wait_plot(f"{N}-batch-phases")
+    old = ui.figure(f"{N}-batch-phases")
+    ui.fill(f"{N}-batch-kv", 100)
+    ui.click("Serve together")
+    new = ui.wait_new_figure(f"{N}-batch-phases", old)
+    assert '"name":"rejected"' in new
+    summary = ui.page.locator(f"#{N}-batch-summary")
+    summary.get_by_text("every request was rejected").wait_for()
+    assert "request #6 rejected: Requested token count exceeds" in summary.inner_text()
+    assert ui.error_badges() == 0

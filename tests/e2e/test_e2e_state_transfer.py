@@ -32,7 +32,7 @@ def test_page(app_url, ui, tmp_path):
     refusals = ui.page.inner_text(f"#{N}-refusals")
     ui.rejects(f"{N}-new", 0, "Prefill → decode",
                "new tokens must be an integer in [1, 64], got 0", FIGS)  # fmt: skip
-    ui.rejects(f"{N}-tp", 7, "Prefill → decode", "tp must divide K3's 96 KDA heads, got 7", FIGS)
+    ui.rejects(f"{N}-tp", 7, "Prefill → decode", "TP must divide K3's 96 KDA heads, got 7", FIGS)
     ui.fill(f"{N}-tp", 8)
     ui.fill(f"{N}-new", 16)
     ui.rejects(f"{N}-req", 5, "Simulate tiers",
@@ -40,7 +40,7 @@ def test_page(app_url, ui, tmp_path):
     ui.rejects(f"{N}-ratio", 0, "Simulate tiers", "host / device ratio", FIGS)
     # text B equal to prompt A: the splice would be no splice; refused on text B
     prompt = ui.page.locator(f"#{N}-text textarea").input_value()
-    ui.rejects(f"{N}-text-b", prompt, "Force a splice", "text_b must differ", FIGS)
+    ui.rejects(f"{N}-text-b", prompt, "Force a splice", "prompt B must differ", FIGS)
     assert ui.page.inner_text(f"#{N}-summary") == summary
     assert ui.page.inner_text(f"#{N}-refusals") == refusals
     ui.close_toasts()

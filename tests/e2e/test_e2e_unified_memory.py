@@ -39,7 +39,7 @@ def test_chinese_figures_and_no_text_over_data(app_url, ui):
         ui.wait_plot(f"unified_memory-{fig}")
         assert ui.overlaps(f"unified_memory-{fig}") == [], fig
     ui.page.get_by_role("radio", name="中文").check()
-    ui.wait_title("unified_memory-buffer", "显存缓冲区")
+    ui.wait_title("unified_memory-buffer", "的缓冲区")
     ui.wait_title("unified_memory-frontiers", "两端的位置")
     ui.wait_title("unified_memory-running", "运行中的请求随时间变化")
     ui.wait_title("unified_memory-ratio-fig", "平均运行请求数")

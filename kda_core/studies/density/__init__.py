@@ -10,7 +10,14 @@ from kda_core.studies.density.analytic import (
     analytic_model,
     loglog_slope,
 )
-from kda_core.studies.density.notes import headline, replay_note
+from kda_core.studies.density.notes import (
+    FLAT_SLOPE,
+    ReplayTrend,
+    headline,
+    replay_note,
+    replay_trends,
+    wrap,
+)
 from kda_core.studies.density.policies import (
     LOAD_KINDS,
     HitTimeline,
@@ -37,6 +44,8 @@ from kda_core.studies.density.sweep import (
 
 __all__ = [
     "DEFAULT_BUDGETS_GIB",
+    "FLAT_SLOPE",
+    "ReplayTrend",
     "DEFAULT_INTERVALS",
     "DEFAULT_POLICIES",
     "GIB",
@@ -60,5 +69,7 @@ __all__ = [
     "policies_at_budget",
     "policy_sweep",
     "replay_note",
+    "replay_trends",
+    "wrap",
     "run_metrics",
 ]

@@ -1,96 +1,247 @@
-"""The text a density figure and the app print, true to the data (replay ~K only where the
-simulated replay per hit follows K)."""
+"""What the density figures say about replay, computed per curve from the data.
+
+``replay_trends(s)`` classifies each budget's simulated replay per hit against K by its own
+log-log slope (fitted over K > block, as ``DensitySweep.replay_slope``): it grows like K
+(slope >= ``REPLAY_SLOPE_K``), grows slower than K, stays about flat (|slope| <
+``FLAT_SLOPE``) or falls as K grows. ``headline`` and ``replay_note`` put that into words
+(English / 中文, whole sentences with named placeholders in ``MESSAGES``; numbers are formatted
+once and never split when a line is wrapped).
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
+from kda_core.studies.density.analytic import REPLAY_SLOPE_K, loglog_slope
 from kda_core.studies.density.sweep import DensitySweep
 
+FLAT_SLOPE = 0.15  # |slope| below this: "stays about flat"
+TRENDS: tuple[str, ...] = ("like_k", "slower", "flat", "falls", "one_k")
 
-def headline(s: DensitySweep, lang: str = "en") -> str:
-    """The figure title's claim, true to the data: "replay ~K" only if ``replay_follows_k``."""
-    zh = lang == "zh"
-    if s.replay_follows_k:
-        return (
-            "每 K 个 token 一个检查点：显存 ~1/K，重放 ~K"
-            if zh
-            else ("A checkpoint every K tokens: memory ~1/K, replay ~K")
-        )
-    return (
-        "每 K 个 token 一个检查点：显存 ~1/K，重放几乎不变"
-        if zh
-        else "A checkpoint every K tokens: memory ~1/K, replay ~flat"
-    )
+MESSAGES: dict[str, tuple[str, str]] = {
+    "headline": (
+        "A checkpoint every K tokens: memory ~1/K; replay per hit {parts}",
+        "每 K 个 token 一个检查点：显存 ~1/K；每次命中的重放量{parts}",
+    ),
+    "part_like_k": ("grows like K ({budgets})", "随 K 近似线性增长（{budgets}）"),
+    "part_slower": ("grows slower than K ({budgets})", "增长慢于 K（{budgets}）"),
+    "part_flat": ("stays about flat ({budgets})", "基本持平（{budgets}）"),
+    "part_falls": ("falls as K grows ({budgets})", "随 K 增大而下降（{budgets}）"),
+    "part_one_k": ("has one K only ({budgets})", "只有一个 K（{budgets}）"),
+    "line_like_k": (
+        "{budget}: grows like K, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：随 K 近似线性增长，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "line_slower": (
+        "{budget}: grows slower than K, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}; 1 would be ~K).",
+        "{budget}：增长慢于 K，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}，1 即 ~K）。",
+    ),
+    "line_flat": (
+        "{budget}: stays about flat, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：基本持平，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "line_falls": (
+        "{budget}: falls {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：随 K 增大而下降，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "line_one_k": (
+        "{budget}: {r0:,.0f} tokens at the one interval K = {k0:,} (a slope needs two or more K).",
+        "{budget}：只有 K = {k0:,} 一个间隔，重放 {r0:,.0f} token（算不出斜率，至少需要两个 K）。",
+    ),
+    "short": (
+        "{budget}: {trend}, {r0:,.0f} → {r1:,.0f} tokens (slope {slope:.2f})",
+        "{budget}：{trend}，{r0:,.0f} → {r1:,.0f} token（斜率 {slope:.2f}）",
+    ),
+    "trend_like_k": ("grows like K", "随 K 近似线性增长"),
+    "trend_slower": ("grows slower than K", "增长慢于 K"),
+    "trend_flat": ("about flat", "基本持平"),
+    "trend_falls": ("falls as K grows", "随 K 增大而下降"),
+    "why_falls": (
+        "Why it falls: under a budget a small K stores more checkpoints than fit, so they are "
+        "evicted ({e0:,} evictions at K = {k0:,} vs {e1:,} at K = {k1:,} for {budget}) and a "
+        "hit restores further back.",
+        "为何下降：有预算时，K 小则检查点多到放不下而被驱逐（{budget}：K = {k0:,} 时驱逐 {e0:,} "
+        "次，K = {k1:,} 时 {e1:,} 次），命中只能从更早处恢复。",
+    ),
+    "why_unlimited": (
+        "Without a budget nothing is evicted, yet the cache keeps KV only up to a request's "
+        "deepest checkpoint: a follow-up turn usually matches exactly at a checkpoint and "
+        "replays only at branch points.",
+        "不限预算时没有驱逐，但缓存只保留到请求最深检查点为止的 KV："
+        "后续轮次通常恰好在检查点处匹配，只在分叉点才重放。",
+    ),
+    "analytic": (
+        "Dashed (analytic): replay if KV were kept for every token = ideal match − floor to K, "
+        "{a0:,.0f}–{a1:,.0f} tokens.",
+        "虚线（解析）：若每个 token 的 KV 都保留，重放 = 理想匹配点 − 向下取整到 K，"
+        "{a0:,.0f}–{a1:,.0f} token。",
+    ),
+    "unlimited": ("unlimited", "不限"),
+    "list_sep": (", ", "、"),
+}
 
 
-def replay_note(s: DensitySweep, lang: str = "en", width: int | None = None) -> str:
-    """Why the simulated replay per hit does (not) follow the analytic curve, with the numbers.
+def _msg(key: str, lang: str, **params: object) -> str:
+    return MESSAGES[key][1 if lang == "zh" else 0].format(**params)
 
-    ``width``: wrap lines at about this many characters with "\n" (None: one paragraph)."""
+
+@dataclass(frozen=True, slots=True)
+class ReplayTrend:
+    """One budget's simulated replay per hit over the fitted K range (K > block)."""
+
+    budget: str  # the sweep's label ("8 GiB", "unlimited")
+    trend: str  # one of TRENDS
+    k0: int
+    k1: int
+    replay0: float  # replay per hit at k0 / k1 (tokens)
+    replay1: float
+    slope: float  # log-log slope (nan with one K)
+    evictions0: int
+    evictions1: int
+
+
+def _trend(slope: float) -> str:
+    if not math.isfinite(slope):
+        return "one_k"
+    if slope >= REPLAY_SLOPE_K:
+        return "like_k"
+    if slope >= FLAT_SLOPE:
+        return "slower"
+    return "flat" if slope > -FLAT_SLOPE else "falls"
+
+
+def replay_trends(s: DensitySweep) -> tuple[ReplayTrend, ...]:
+    """Each budget's curve (columns of ``s``), from its own points with replay > 0."""
     big = s.intervals > s.block_size  # K = block replays only the partial last block
     if not big.any():
         big = np.ones_like(big)
-    sim_r = s.mean_replay_per_hit[big]
-    pos = sim_r[sim_r > 0]
-    lo, hi = (float(pos.min()), float(pos.max())) if pos.size else (0.0, 0.0)
-    k0, k1 = int(s.intervals[big][0]), int(s.intervals[big][-1])
-    sl = float(np.nanmax(s.replay_slope)) if np.isfinite(s.replay_slope).any() else math.nan
-    an = s.analytic.replay_curve[big]
-    if lang == "zh":
-        parts = (
-            [
-                f"模拟：每次命中重放 {lo:,.0f}–{hi:,.0f} token"
-                + (
-                    f"（K={k0:,}–{k1:,}，对数斜率 {sl:.2f}，1 即 ~K）。"
-                    if math.isfinite(sl)
-                    else f"（只有 K={k0:,} 一个间隔：算不出斜率，至少需要两个 K）。"
-                )
-            ]
-            + (
-                []
-                if s.replay_follows_k
-                else [
-                    "几乎不变：缓存只保留到请求最深检查点为止的 KV，"
-                    "后续轮次通常恰好在检查点处匹配，只在分叉点才重放。"
-                ]
+    ks = s.intervals[big]
+    out = []
+    for j, label in enumerate(s.budget_labels):
+        y = s.mean_replay_per_hit[big, j]
+        pos = np.flatnonzero(y > 0)
+        i0, i1 = (int(pos[0]), int(pos[-1])) if pos.size else (0, ks.size - 1)
+        ev = s.evictions[big, j]
+        out.append(
+            ReplayTrend(
+                budget=label,
+                trend=_trend(loglog_slope(ks, y)),
+                k0=int(ks[i0]),
+                k1=int(ks[i1]),
+                replay0=float(y[i0]),
+                replay1=float(y[i1]),
+                slope=loglog_slope(ks, y),
+                evictions0=int(ev[i0]),
+                evictions1=int(ev[i1]),
             )
-            + [
-                f"虚线（解析）：若每个 token 的 KV 都保留，重放 = 理想匹配点 − 向下取整到 K，"
-                f"{an.min():,.0f}–{an.max():,.0f} token。"
-            ]
         )
-    else:
-        parts = (
-            [
-                f"Simulated replay per hit: {lo:,.0f}-{hi:,.0f} tokens "
-                + (
-                    f"over K={k0:,}-{k1:,} (log-log slope {sl:.2f}; 1 would be ~K)."
-                    if math.isfinite(sl)
-                    else f"at the one interval K={k0:,} (a slope needs two or more K)."
-                )
-            ]
-            + (
-                []
-                if s.replay_follows_k
-                else [
-                    "It stays flat because the cache keeps KV only up to a request's deepest "
-                    "checkpoint: a follow-up turn usually matches exactly at a checkpoint and "
-                    "replays only at branch points."
-                ]
-            )
-            + [
-                "Dashed (analytic): replay if KV were kept for every token = ideal match "
-                f"- floor to K, {an.min():,.0f}-{an.max():,.0f} tokens."
-            ]
-        )
-    text = ("" if lang == "zh" else " ").join(parts)
-    if width is None:
-        return text
-    import textwrap
+    return tuple(out)
 
-    if lang == "zh":
-        return "\n".join(text[i : i + width] for i in range(0, len(text), width))
-    return "\n".join(textwrap.wrap(text, width))
+
+def _label(budget: str, lang: str) -> str:
+    return _msg("unlimited", lang) if budget == "unlimited" else budget
+
+
+def headline(s: DensitySweep, lang: str = "en") -> str:
+    """The figure title: memory ~1/K, and what replay per hit does, grouped by trend."""
+    trends = replay_trends(s)
+    sep = "；" if lang == "zh" else "; "
+    parts = []
+    for kind in TRENDS:
+        budgets = [_label(t.budget, lang) for t in trends if t.trend == kind]
+        if budgets:
+            parts.append(_msg(f"part_{kind}", lang, budgets=_msg("list_sep", lang).join(budgets)))
+    return _msg("headline", lang, parts=sep.join(parts))
+
+
+def replay_note(
+    s: DensitySweep, lang: str = "en", width: int | None = None, *, detail: bool = True
+) -> str:
+    """One line per budget (its trend and end values), why a budgeted curve falls, why the
+    unlimited one does not follow K, and the analytic curve's range. ``width``: wrap every
+    line at about this many characters with "\n", never inside a number or word.
+    ``detail=False``: only the per-budget lines, short (a small static figure)."""
+    trends = replay_trends(s)
+    if not detail:
+        short = [
+            _msg(
+                "short",
+                lang,
+                budget=_label(t.budget, lang),
+                trend=_msg(f"trend_{t.trend}", lang),
+                r0=t.replay0,
+                r1=t.replay1,
+                slope=t.slope,
+            )  # fmt: skip
+            for t in trends
+            if t.trend != "one_k"
+        ]
+        return "\n".join(w for line in short for w in (wrap(line, width) if width else [line]))
+    lines = [
+        _msg(
+            f"line_{t.trend}",
+            lang,
+            budget=_label(t.budget, lang),
+            r0=t.replay0,
+            r1=t.replay1,
+            k0=t.k0,
+            k1=t.k1,
+            slope=t.slope,
+        )  # fmt: skip
+        for t in trends
+    ]
+    falling = [t for t in trends if t.trend == "falls" and t.evictions0 > t.evictions1]
+    if falling:
+        t = falling[0]
+        lines.append(
+            _msg(
+                "why_falls",
+                lang,
+                budget=_label(t.budget, lang),
+                e0=t.evictions0,
+                e1=t.evictions1,
+                k0=t.k0,
+                k1=t.k1,
+            )  # fmt: skip
+        )
+    if any(t.budget == "unlimited" and t.trend in ("slower", "flat") for t in trends):
+        lines.append(_msg("why_unlimited", lang))
+    big = s.intervals > s.block_size
+    an = s.analytic.replay_curve[big if big.any() else slice(None)]
+    lines.append(_msg("analytic", lang, a0=float(an.min()), a1=float(an.max())))
+    if width is None:
+        return "\n".join(lines)
+    return "\n".join(w for line in lines for w in wrap(line, width))
+
+
+_UNIT = re.compile(r"[A-Za-z0-9_.,:;%+\-−–→~=()（）/|]+\s*|\s+|.", re.S)
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Greedy wrap at ``width`` characters; a run of Latin letters, digits and the marks
+    inside numbers ("3,641", "0.13", "K=1,024–16,384") is never broken, CJK wraps anywhere
+    between characters, and no line starts with a closing CJK mark."""
+    units = _UNIT.findall(text)
+    lines: list[str] = []
+    cur = ""
+    for u in units:
+        if cur and len(cur) + len(u.rstrip()) > width and u.strip() and u[0] not in "，。；：）、":
+            lines.append(cur.rstrip())
+            cur = u.lstrip()
+        else:
+            cur += u
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines

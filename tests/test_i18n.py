@@ -1,0 +1,292 @@
+"""中文 done as whole messages: every app's outputs rendered in 中文 carry no English word of
+the catalogs inside a Chinese sentence, the reader's own text comes back exactly as typed, and
+every catalog message has both languages with the same placeholders.
+
+Each app is rendered through its public callbacks with ``language="中文"`` (figures: titles,
+axis titles, tick labels, legend names, annotations, hover templates, colour-bar titles;
+markdown; option and label updates; validation messages of bad inputs). A "word" is a run of
+2+ Latin letters outside code spans, quoted values, HTML tags and plotly placeholders; it is
+English when it occurs in the catalogs' English messages but in none of their Chinese ones
+(names such as KDA, SGLang or token are written in both).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+import pytest
+from i18n_check import (
+    CJK,
+    USER,
+    ZH,
+    app_catalogs,
+    english_inside_chinese,
+    english_labels,
+    english_vocabulary,
+    figure_labels,
+    strings,
+)
+
+from apps.ui import catalog as cat
+
+# ---- every app, rendered in 中文 through its public callbacks -------------------------------
+
+
+def _chunk_scan(lang: str) -> list[Any]:
+    from apps import chunk_scan as app
+
+    out = [app.run(language=lang), app.run(app.SOURCES[1], USER, lengths="8, 8", language=lang)]
+    out.append(app.measure(32, 1, None, language=lang, progress=lambda *a, **k: None))
+    return out
+
+
+def _chunk_scan_errors(lang: str) -> list[str]:
+    from apps import chunk_scan as app
+
+    return _errors(
+        [
+            lambda: app.run(chunk_size=0, language=lang),
+            lambda: app.run(lengths="1", language=lang),
+            lambda: app.run(app.SOURCES[1], "ab", language=lang),
+        ]  # fmt: skip
+    )
+
+
+def _errors(calls: list[Callable[[], Any]]) -> list[str]:
+    out = []
+    for call in calls:
+        with pytest.raises(gr.Error) as e:
+            call()
+        out.append(e.value.message)
+    return out
+
+
+def _context_parallel(lang: str) -> list[Any]:
+    from apps import context_parallel as app
+
+    return [app.run(language=lang), app.run(T=300, P=3, scan="allgather", docs="50, 200, 50",
+                                            language=lang)]  # fmt: skip
+
+
+def _context_parallel_errors(lang: str) -> list[str]:
+    from apps import context_parallel as app
+
+    return _errors([lambda: app.run(T=8, language=lang),
+                    lambda: app.run(docs="100, 100", language=lang),
+                    lambda: app.run(scan="tree", language=lang)])  # fmt: skip
+
+
+def _unified_memory(lang: str) -> list[Any]:
+    from apps import unified_memory as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    out = app.run(language=lang, progress=noop)
+    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang)]
+
+
+def _unified_memory_errors(lang: str) -> list[str]:
+    from apps import unified_memory as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    return _errors([lambda: app.run(ratios="0.5, x", language=lang, progress=noop),
+                    lambda: app.run(n_chat=0, n_long=0, language=lang, progress=noop),
+                    lambda: app.show_step(0, None, language=lang)])  # fmt: skip
+
+
+def _speculative_replay(lang: str) -> list[Any]:
+    from apps import speculative_replay as app
+
+    return [app.verify(language=lang), app.verify(n_accept=0, language=lang),
+            app.generate(max_new_tokens=8, language=lang, progress=None),
+            app.acceptance(max_new_tokens=4, language=lang, progress=None)]  # fmt: skip
+
+
+def _speculative_replay_errors(lang: str) -> list[str]:
+    from apps import speculative_replay as app
+
+    return _errors([lambda: app.verify(prompt="", language=lang),
+                    lambda: app.verify(ring_len=12, language=lang),
+                    lambda: app.verify(n_accept=9, language=lang)])  # fmt: skip
+
+
+def _state_transfer(lang: str) -> list[Any]:
+    from apps import state_transfer as app
+
+    return [app.run_pd(USER + " and more", language=lang), app.run_mismatch(language=lang),
+            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang)]  # fmt: skip
+
+
+def _state_transfer_errors(lang: str) -> list[str]:
+    from apps import state_transfer as app
+
+    text = app.st.DEFAULT_TEXT
+    return _errors([lambda: app.run_pd("", language=lang),
+                    lambda: app.run_pd(tp=7, language=lang),
+                    lambda: app.run_splice(text, text, language=lang)]) + [
+        r["message"] for r in app.PD_CHECKS("abc", 0, 7, lang) if not r["is_valid"]
+    ]  # fmt: skip
+
+
+def _checkpoint_density(lang: str) -> list[Any]:
+    from apps import checkpoint_density as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    first = app.run(language=lang, progress=noop)
+    again = app.run(intervals="2048, 8192", budgets="16, unlimited", history=first[-2],
+                    language=lang, progress=noop)  # fmt: skip
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang)]
+
+
+def _checkpoint_density_errors(lang: str) -> list[str]:
+    from apps import checkpoint_density as app
+
+    noop = lambda *a, **k: None  # noqa: E731
+    return _errors([lambda: app.run(intervals="1000", language=lang, progress=noop),
+                    lambda: app.run(budgets="8, x", language=lang, progress=noop),
+                    lambda: app.run(policies=[], language=lang, progress=noop)])  # fmt: skip
+
+
+def _memory_planner(lang: str) -> list[Any]:
+    from apps import memory_planner as app
+
+    first = app.run_plan(language=lang)
+    return [first, app.run_plan(max_slots=40, ssm_dtype="float32", history=first[9],
+                                language=lang),
+            app.run_plan(max_slots=4, language=lang), app.run_plan(budget_gib=1,
+            input_len=1_000_000, language=lang), app.run_plan(strategy="radix_off",
+            overlap=False, draft=4, language=lang)]  # fmt: skip
+
+
+def _memory_planner_errors(lang: str) -> list[str]:
+    from apps import memory_planner as app
+
+    return _errors([lambda: app.run_plan(tp=5, language=lang),
+                    lambda: app.run_plan(model="gpt", language=lang),
+                    lambda: app.run_plan(model="custom", n_kda=0, language=lang),
+                    lambda: app.run_plan(strategy="extra_buffer_lazy", overlap=False,
+                                         language=lang)])  # fmt: skip
+
+
+def _int8_checkpoint(lang: str) -> list[Any]:
+    from apps import int8_checkpoint as app
+
+    first = app.run(language=lang)
+    return [first, app.run(USER, 40, "fp8-e4m3 / key channel", history=first[-2],
+                           language=lang)]  # fmt: skip
+
+
+def _int8_checkpoint_errors(lang: str) -> list[str]:
+    from apps import int8_checkpoint as app
+
+    return _errors([lambda: app.run("", language=lang), lambda: app.run(tp=5, language=lang),
+                    lambda: app.run(n_tokens=None, language=lang),
+                    lambda: app.run(variant="int4", language=lang)])  # fmt: skip
+
+
+def _prefix_replay(lang: str) -> list[Any]:
+    from apps import prefix_replay as app
+
+    first = app.load_scenario(language=lang, progress=None)
+    sent = app.send_request(USER, session=first[-1], language=lang, progress=None)
+    s = sent[-1]
+    return [first, sent, app.inspect(1, inconsistent=True, session=s, language=lang,
+                                     progress=None),
+            app.inspect(0, inconsistent=True, session=s, language=lang, progress=None),
+            app.go_to_step(2, session=first[-1], language=lang),
+            app.serve_batch(session=s, language=lang, progress=None),
+            app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
+            app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
+                            progress=None),
+            app.reset_session(language=lang)]  # fmt: skip
+
+
+def _prefix_replay_errors(lang: str) -> list[str]:
+    from apps import prefix_replay as app
+
+    s = app.load_scenario(progress=None)[-1]
+    return _errors([lambda: app.send_request("", language=lang, progress=None),
+                    lambda: app.apply_settings(spacing=0, session=s, language=lang,
+                                               progress=None),
+                    lambda: app.go_to_step(99, session=s, language=lang),
+                    lambda: app.serve_batch(arrivals="0, 1", session=s, language=lang,
+                                            progress=None)]) + [
+        r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
+        if not r["is_valid"]
+    ]  # fmt: skip
+
+
+RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {
+    "chunk_scan": (_chunk_scan, _chunk_scan_errors),
+    "context_parallel": (_context_parallel, _context_parallel_errors),
+    "unified_memory": (_unified_memory, _unified_memory_errors),
+    "speculative_replay": (_speculative_replay, _speculative_replay_errors),
+    "state_transfer": (_state_transfer, _state_transfer_errors),
+    "checkpoint_density": (_checkpoint_density, _checkpoint_density_errors),
+    "memory_planner": (_memory_planner, _memory_planner_errors),
+    "int8_checkpoint": (_int8_checkpoint, _int8_checkpoint_errors),
+    "prefix_replay": (_prefix_replay, _prefix_replay_errors),
+}
+
+_CACHE: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+
+
+def _rendered(name: str, lang: str) -> tuple[list[str], list[str]]:
+    if (name, lang) not in _CACHE:
+        outs, errs = RENDER[name]
+        out = outs(lang)
+        _CACHE[name, lang] = list(strings(out)) + errs(lang), list(figure_labels(out))
+    return _CACHE[name, lang]
+
+
+def rendered_texts(name: str, lang: str) -> list[str]:
+    return _rendered(name, lang)[0]
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_no_english_word_inside_a_chinese_sentence(name: str) -> None:
+    vocab = english_vocabulary(app_catalogs())
+    texts = rendered_texts(name, ZH)
+    assert any(CJK.search(s) for s in texts), "nothing was drawn in 中文"
+    assert english_inside_chinese(texts, vocab, (USER,)) == []
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_no_english_label_in_a_chinese_figure(name: str) -> None:
+    """A legend name, bar or tick label left wholly in English (no Chinese sentence around it
+    for the check above to catch)."""
+    assert english_labels(_rendered(name, ZH)[1], (USER,)) == []
+
+
+@pytest.mark.parametrize("name", sorted(RENDER))
+def test_the_readers_text_is_never_changed(name: str) -> None:
+    """Wherever the reader's text is shown (whole, or cut to its first N bytes), it reads as
+    typed: not translated, not marked."""
+    texts = rendered_texts(name, ZH)
+    shown = [s[s.index(USER[:20]) :] for s in texts if USER[:20] in s]
+    if not shown:
+        pytest.skip(f"{name} shows no free text of the reader")
+    for s in shown:
+        piece = re.split(r"[<|\n”\"]", s[: len(USER)])[0]  # up to the markup around it
+        assert USER.startswith(piece), (piece, USER)
+
+
+def test_every_message_has_both_languages_and_the_same_placeholders() -> None:
+    for c in app_catalogs():
+        assert cat.problems(c.messages()) == [], c.name
+
+
+def test_the_checker_catches_mixed_sentences() -> None:
+    vocab = english_vocabulary(app_catalogs())
+    assert english_inside_chinese(["块大小 chunk size 太大"], vocab, ())  # a mixed sentence
+    assert not english_inside_chinese(["块大小 `chunk size` 太大"], vocab, ())  # code span
+    assert not english_inside_chinese(["chunk size only"], vocab, ())  # not Chinese
+    assert not english_inside_chinese([f"你的文本：{USER}"], vocab, (USER,))  # the reader's own
+    assert english_labels(["token by token", "逐 token"], ()) == ["token by token"]
+    assert not english_labels(["max |ΔM|, max |Δb|", "radix_off", "kimi-k3 decode"], ())
+    with pytest.raises(ValueError, match="placeholders differ"):
+        cat.Catalog("x", {"k": ("{n:,} tokens", "{n} 个 token")})
+    with pytest.raises(ValueError, match="needs a non-empty"):
+        cat.Catalog("x", {"k": ("tokens", "")})
