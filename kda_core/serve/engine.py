@@ -127,12 +127,12 @@ class Engine:
         overlap: bool = True,
     ) -> None:
         self.policy = make_policy(policy)
-        self.cache_on = check_bool(cache, "cache")
-        self.int8 = check_bool(int8_checkpoints, "int8_checkpoints")
+        self.cache_on = check_bool("cache", cache)
+        self.int8 = check_bool("int8_checkpoints", int8_checkpoints)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.strategy = strategy
-        self.overlap = check_bool(overlap, "overlap")
+        self.overlap = check_bool("overlap", overlap)
         if strategy == "extra_buffer_lazy" and not overlap:
             raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
         if restore not in RESTORE_MODES:
@@ -272,9 +272,9 @@ class Engine:
         mode = self.restore_mode if restore is None else restore
         if mode not in RESTORE_MODES:
             raise ValueError(f"restore must be one of {RESTORE_MODES}, got {mode!r}")
-        record_states = check_bool(record_states, "record_states")
-        step_replay = check_bool(step_replay, "step_replay") or record_states
-        check_bool(reference, "reference")
+        record_states = check_bool("record_states", record_states)
+        step_replay = check_bool("step_replay", step_replay) or record_states
+        check_bool("reference", reference)
         if observe is not None and not callable(observe):
             raise ValueError("observe must be callable or None")
         return ids, n_new, mode, step_replay, record_states

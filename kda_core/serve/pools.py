@@ -138,7 +138,7 @@ class ServePingPong(PingPong):
 
     def __init__(self, pool: ActivePool, strategy: str = "extra_buffer", overlap: bool = True):
         super().__init__(pool, strategy)
-        self.overlap = check_bool(overlap, "overlap")
+        self.overlap = check_bool("overlap", overlap)
         if strategy == "extra_buffer_lazy" and not overlap:
             raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
         self.ring = 1 if strategy == "extra_buffer" and not overlap else 2

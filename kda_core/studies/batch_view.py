@@ -180,7 +180,7 @@ def batch_view(
     (default all 0). The other arguments are ``Engine`` / ``Engine.serve``'s."""
     if isinstance(prompts, str) or not 1 <= len(prompts) <= MAX_REQUESTS:
         raise ValueError(f"prompts must be a list of 1 to {MAX_REQUESTS} strings")
-    check_bool(reference, "reference")
+    check_bool("reference", reference)
     n = len(prompts)
     news = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
     arr = [0] * n if arrivals is None else list(arrivals)

@@ -360,7 +360,7 @@ def chunk_scan_study(
     Without timing this takes ~0.2 s; ``measure_time=True`` adds `timing()` (~0.5-1 s, wall
     clock, not deterministic: the figure scripts should leave it off or draw `cost`)."""
     C = check_int("chunk_size", chunk_size, 1, 1024)
-    check_bool(measure_time, "measure_time")
+    check_bool("measure_time", measure_time)
     grid = tuple(sorted({1, 8, 16, 32, 64, 128, C}))
     if text is None:
         ag = agreement(chunk_sizes=grid, seed=seed)

@@ -39,7 +39,7 @@ class _Builder:
         if not 1 <= block_size <= 65536:
             raise ValueError(f"block_size must be in [1, 65536], got {block_size}")
         self.b = int(block_size)
-        self.rng = np.random.default_rng(check_seed(seed))
+        self.rng = np.random.default_rng(check_seed("seed", seed))
         self.table: dict[tuple[int, tuple[tuple[int, int, int], ...]], int] = {}
         self.next_seg = 0
         self.rows: list[tuple[float, int, int, list[int], int, int, list[int]]] = []

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kda_core._checks import check_integral as _int
+from kda_core._checks import check_int
 from kda_core.cache.protocol import Evicted
 from kda_core.cache.radix import Node, RadixStateCache
 
@@ -23,8 +23,8 @@ MAX_POSITIONS = 1 << 18
 __all__ = ["MAX_LEN", "MAX_POSITIONS", "Policy"]
 
 
-def _opt_int(value: Any, name: str, lo: int, hi: int | None = None) -> int | None:
-    return None if value is None else _int(value, name, lo, hi)
+def _opt_int(name: str, value: Any, lo: int, hi: int | None = None) -> int | None:
+    return None if value is None else check_int(name, value, lo, hi)
 
 
 class _Ctx:
@@ -35,14 +35,14 @@ class _Ctx:
     def __init__(
         self, prompt_len: Any, match: Any, total_len: Any, chunk_size: Any, page_size: Any
     ) -> None:
-        self.prompt_len = _int(prompt_len, "prompt_len", 1, MAX_LEN)
+        self.prompt_len = check_int("prompt_len", prompt_len, 1, MAX_LEN)
         self.total_len = (
             self.prompt_len
             if total_len is None
-            else _int(total_len, "total_len", self.prompt_len, MAX_LEN)
+            else check_int("total_len", total_len, self.prompt_len, MAX_LEN)
         )
-        self.page = _int(page_size, "page_size", 1, 1 << 16)
-        self.chunk = _opt_int(chunk_size, "chunk_size", 1, MAX_LEN)
+        self.page = check_int("page_size", page_size, 1, 1 << 16)
+        self.chunk = _opt_int("chunk_size", chunk_size, 1, MAX_LEN)
         if match is None:
             tm, ra = 0, 0
         else:
@@ -52,8 +52,8 @@ class _Ctx:
                 raise ValueError(
                     "match must have token_match and restore_at (or be None)"
                 ) from None
-            tm = _int(tm, "match.token_match", 0, MAX_LEN)
-            ra = _int(ra, "match.restore_at", 0, tm)
+            tm = check_int("match.token_match", tm, 0, MAX_LEN)
+            ra = check_int("match.restore_at", ra, 0, tm)
             # a block-key match may cover the prompt's partial last block: clip to the prompt
             tm = min(tm, self.prompt_len)
             ra = min(ra, tm)
@@ -155,8 +155,8 @@ class Policy:
         bytes are freed (or nothing is evictable)."""
         if not isinstance(cache, RadixStateCache):
             raise ValueError("cache must be a RadixStateCache")
-        num = _int(num, "num", 0)
-        nbytes = _int(nbytes, "nbytes", 0)
+        num = check_int("num", num, 0)
+        nbytes = check_int("nbytes", nbytes, 0)
         if type(self).choose_victim is Policy.choose_victim:
             return cache.evict_states(num, nbytes)
         tot = [0, 0, 0, 0, 0]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy.base import MAX_LEN, Policy, _Ctx
 
 __all__ = ["IntervalPolicy"]
@@ -21,8 +20,8 @@ class IntervalPolicy(Policy):
     name = "interval"
 
     def __post_init__(self) -> None:
-        self.every = _int(self.every, "every", 1, MAX_LEN)
-        self.request_end = check_bool(self.request_end, "request_end")
+        self.every = check_int("every", self.every, 1, MAX_LEN)
+        self.request_end = check_bool("request_end", self.request_end)
 
     def _check_page(self, page: int) -> None:
         if self.every % page:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kda_core._checks import check_integral as _int
+from kda_core._checks import check_int
 from kda_core.cache.policy.base import Policy, _Ctx
 from kda_core.cache.protocol import Evicted
 from kda_core.cache.radix import Node, RadixStateCache
@@ -104,21 +104,21 @@ class MarconiPolicy(Policy):
             self._alpha_value = self.alpha
         else:
             raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
-        self.bootstrap = _int(self.bootstrap, "bootstrap", 1, 1000)
+        self.bootstrap = check_int("bootstrap", self.bootstrap, 1, 1000)
         grid = tuple(self.alpha_grid)
         if not grid or not all(
             isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
         ):
             raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
         self.alpha_grid = tuple(float(a) for a in grid)
-        self.d_model = _int(self.d_model, "d_model", 1, 1 << 20)
-        self.d_state = _int(self.d_state, "d_state", 1, 1 << 20)
-        self.n_ssm_layers = _int(self.n_ssm_layers, "n_ssm_layers", 0, 10000)
-        self.n_attn_layers = _int(self.n_attn_layers, "n_attn_layers", 0, 10000)
-        self.n_mlp_layers = _int(self.n_mlp_layers, "n_mlp_layers", 0, 10000)
+        self.d_model = check_int("d_model", self.d_model, 1, 1 << 20)
+        self.d_state = check_int("d_state", self.d_state, 1, 1 << 20)
+        self.n_ssm_layers = check_int("n_ssm_layers", self.n_ssm_layers, 0, 10000)
+        self.n_attn_layers = check_int("n_attn_layers", self.n_attn_layers, 0, 10000)
+        self.n_mlp_layers = check_int("n_mlp_layers", self.n_mlp_layers, 0, 10000)
         if self.kv_bytes_per_token is None:
             self.kv_bytes_per_token = self.n_attn_layers * 4 * self.d_model
-        self.kv_bytes_per_token = _int(self.kv_bytes_per_token, "kv_bytes_per_token", 0)
+        self.kv_bytes_per_token = check_int("kv_bytes_per_token", self.kv_bytes_per_token, 0)
         if self.efficiency_fn is not None and not callable(self.efficiency_fn):
             raise ValueError("efficiency_fn must be callable or None")
 

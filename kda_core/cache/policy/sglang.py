@@ -10,8 +10,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy, _Ctx, _opt_int
 
 SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
@@ -37,12 +36,12 @@ class SGLangPolicy(Policy):
     name = "sglang"
 
     def __post_init__(self) -> None:
-        self.grid = _int(self.grid, "grid", 1, MAX_LEN)
-        self.chunked_prefill_size = _int(self.chunked_prefill_size, "chunked_prefill_size", 1)
-        self.track_interval = _int(self.track_interval, "track_interval", 1, MAX_LEN)
-        self.branch = check_bool(self.branch, "branch")
-        self.request_end = check_bool(self.request_end, "request_end")
-        self.max_states_per_path = _opt_int(self.max_states_per_path, "max_states_per_path", 1)
+        self.grid = check_int("grid", self.grid, 1, MAX_LEN)
+        self.chunked_prefill_size = check_int("chunked_prefill_size", self.chunked_prefill_size, 1)
+        self.track_interval = check_int("track_interval", self.track_interval, 1, MAX_LEN)
+        self.branch = check_bool("branch", self.branch)
+        self.request_end = check_bool("request_end", self.request_end)
+        self.max_states_per_path = _opt_int("max_states_per_path", self.max_states_per_path, 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
         if self.buffer not in SGLANG_BUFFERS:

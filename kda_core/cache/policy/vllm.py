@@ -11,8 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy, _Ctx, _opt_int
 
 __all__ = ["VLLMPolicy"]
@@ -34,14 +33,14 @@ class VLLMPolicy(Policy):
     def __post_init__(self) -> None:
         if self.mode not in ("align", "all"):
             raise ValueError(f"mode must be 'align' or 'all', got {self.mode!r}")
-        self.block_size = _opt_int(self.block_size, "block_size", 1, MAX_LEN)
-        self.max_num_batched_tokens = _int(
-            self.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_LEN
+        self.block_size = _opt_int("block_size", self.block_size, 1, MAX_LEN)
+        self.max_num_batched_tokens = check_int(
+            "max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_LEN
         )
-        self.retention = _opt_int(self.retention, "retention", 0, MAX_LEN)
-        self.shared_prefix = check_bool(self.shared_prefix, "shared_prefix")
-        self.partial_hits = check_bool(self.partial_hits, "partial_hits")
-        self.match_unit = _int(self.match_unit, "match_unit", 1, MAX_LEN)
+        self.retention = _opt_int("retention", self.retention, 0, MAX_LEN)
+        self.shared_prefix = check_bool("shared_prefix", self.shared_prefix)
+        self.partial_hits = check_bool("partial_hits", self.partial_hits)
+        self.match_unit = check_int("match_unit", self.match_unit, 1, MAX_LEN)
 
     def cache_options(self) -> dict:
         return {"state_touch": "path_tail_first", "max_states_per_path": None}

@@ -78,7 +78,7 @@ class CheckpointPool(_SlotView):
         if not isinstance(shape, StateShape):
             raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
-        self.int8 = check_bool(int8, "int8")
+        self.int8 = check_bool("int8", int8)
         self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint")
         self._data: list[_Ckpt | None] = [None] * self._slots.capacity
         self._used_bytes = 0  # sum of the stored checkpoints' nbytes, kept as they come and go

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _check_int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix.nodes import (
     MAX_KEY_LEN,
@@ -74,7 +73,7 @@ class _TreeBase(_StateTableMixin):
         # state, still attached) so a host tier can copy it before it is dropped
         self.before_drop_state: Callable[[DroppedState], Any] | None = None
         self._kv_slice = kv_slice or _default_kv_slice
-        self.max_key_len = _check_int(max_key_len, "max_key_len", 1, MAX_KEY_LEN)
+        self.max_key_len = check_int("max_key_len", max_key_len, 1, MAX_KEY_LEN)
         self._init_tree()
         self._init_table()
         self._c = dict.fromkeys(COUNTERS, 0)
@@ -87,15 +86,15 @@ class _TreeBase(_StateTableMixin):
         max_states_per_path: Any,
         state_touch: Any,
     ) -> None:
-        self.page_size = _check_int(page_size, "page_size", 1, MAX_PAGE_SIZE)
-        self.block_keys = check_bool(block_keys, "block_keys")
+        self.page_size = check_int("page_size", page_size, 1, MAX_PAGE_SIZE)
+        self.block_keys = check_bool("block_keys", block_keys)
         if grid is None:
             grid = math.lcm(64, self.page_size)
-        self.grid = _check_int(grid, "grid", 1, 1 << 30)
+        self.grid = check_int("grid", grid, 1, 1 << 30)
         if self.grid % self.page_size:
             raise ValueError(f"grid must be a multiple of page_size={self.page_size}, got {grid}")
         if max_states_per_path is not None:
-            max_states_per_path = _check_int(max_states_per_path, "max_states_per_path", 1)
+            max_states_per_path = check_int("max_states_per_path", max_states_per_path, 1)
         self.max_states_per_path = max_states_per_path
         if state_touch not in STATE_TOUCH_MODES:
             raise ValueError(f"state_touch must be one of {STATE_TOUCH_MODES}, got {state_touch!r}")

@@ -116,7 +116,7 @@ class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _Tr
         """``match`` (never splits) with opaque handles: ``restore`` locks the restore
         point's state and KV (``lock_state``), ``path`` the matched path's KV (``lock_kv``)."""
         if touch is not True:
-            check_bool(touch, "touch")
+            check_bool("touch", touch)
         m = self._match(self._check_key(key), touch, False, True)
         return PrefixMatch(
             m.token_match,
@@ -159,7 +159,7 @@ class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _Tr
         evicted. A restore-point / insert handle locks the state and its path's KV, a path
         handle the KV only; handles at the root (``cached_len == 0``) lock nothing."""
         if unlock is not False and unlock is not True:
-            check_bool(unlock, "unlock")
+            check_bool("unlock", unlock)
         node = self._check_handle(handle)
         assert isinstance(handle, RadixHandle)
         if unlock and handle._locks <= 0:

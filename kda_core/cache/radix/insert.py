@@ -12,7 +12,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from kda_core._checks import check_integral as _check_int
+from kda_core._checks import check_int
 from kda_core.cache.radix.nodes import _NO_CHILDREN, InsertResult, Node, _common_prefix
 
 
@@ -40,7 +40,7 @@ class _InsertMixin:
                 raise ValueError("states entries must be (position, payload[, nbytes]) tuples")
             pos = it[0]
             if type(pos) is not int or not 0 < pos <= max_pos:
-                pos = _check_int(pos, "states position", 1, max(max_pos, 1))
+                pos = check_int("states position", pos, 1, max(max_pos, 1))
                 if pos > max_pos:
                     raise ValueError(f"states position must be <= key length {max_pos}, got {pos}")
             if pos % page:
@@ -52,7 +52,7 @@ class _InsertMixin:
             else:
                 nb = it[2]
                 if type(nb) is not int or nb < 0:
-                    nb = _check_int(nb, "states nbytes", 0)
+                    nb = check_int("states nbytes", nb, 0)
             out.append((pos // tpe, it[1], nb))
         if any(a[0] >= b[0] for a, b in zip(out, out[1:])):
             out.sort(key=lambda x: x[0])
@@ -99,7 +99,7 @@ class _InsertMixin:
         at a checkpoint position are revived, and the per-path budget is applied.
         """
         k = self._check_key(key)
-        state_bytes = _check_int(state_bytes, "state_bytes", 0)
+        state_bytes = check_int("state_bytes", state_bytes, 0)
         epp, tpe = self._epp, self._tpe
         sts = self._parse_states(states, len(k) - len(k) % epp, state_bytes)
         kv_len = len(k) * tpe

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from kda_core._checks import check_integral as _check_int
+from kda_core._checks import check_int
 from kda_core.cache.radix.nodes import Evicted, MatchResult, Node, _Acc, _common_prefix
 
 
@@ -202,8 +202,8 @@ class _OpsMixin:
         Internal nodes become tombstones; leaves are deleted with their KV, and tombstone
         parents left childless stay as leaves (SGLang). Stops early when nothing is evictable.
         """
-        num = _check_int(num, "num", 0)
-        nbytes = _check_int(nbytes, "nbytes", 0)
+        num = check_int("num", num, 0)
+        nbytes = check_int("nbytes", nbytes, 0)
         acc = _Acc()
         if self._plain():
             self._evict_lru_plain(num, nbytes, acc)
@@ -231,7 +231,7 @@ class _OpsMixin:
     def evict_kv(self, num_tokens: int) -> Evicted:
         """Evict LRU unlocked leaves (KV + state + tombstone cascade) until ``num_tokens``
         tokens of KV are freed or nothing is evictable."""
-        num_tokens = _check_int(num_tokens, "num_tokens", 0)
+        num_tokens = check_int("num_tokens", num_tokens, 0)
         acc = _Acc()
         skipped = []
         heap = self._heap
