@@ -191,3 +191,45 @@ def test_contract_facade_is_the_serving_engine():
     assert facade.Engine is real.Engine and facade.Request is Request
     assert facade.GenerateReport is GenerateReport and facade.ServeReport is ServeReport
     assert set(facade.__all__) <= set(dir(facade))
+
+
+def _prefilled(ids: list[int]):
+    st = MODEL.new_state()
+    MODEL.prefill(ids, st)
+    S = np.stack([x.S for x in st.kda])
+    conv = np.stack([x.conv for x in st.kda])
+    return st.mla_kv, S, conv
+
+
+def test_adopt_into_a_full_shared_pool_evicts_instead_of_raising() -> None:
+    """Each adopt needs one slot of the shared pool; once the tree's states fill it, the next
+    adopt evicts the least recently used one (nothing is locked between requests)."""
+    e = Engine(model=MODEL, state_slots=5, policy=pol.make("interval", every=16))
+    prompts = [encode(f"adopted prefix number {i}, long enough") for i in range(7)]
+    for i, ids in enumerate(prompts):
+        assert e.adopt_checkpoint(ids, *_prefilled(ids))
+        assert e.tree.n_states == min(i + 1, 5)
+        e.check_integrity()
+    last = prompts[-1] + encode(" and on")
+    r = e.generate(last, 3)
+    assert r.restore_at == len(prompts[-1])
+    toks, logits = reference(last, 3)
+    assert r.tokens == toks
+    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
+
+
+def test_stats_count_only_requests_that_finished() -> None:
+    e = _engine()
+    done = e.generate(SYS + "seed", 1)
+
+    def boom(stage: str, engine: Engine) -> None:
+        if stage == "restored":
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        e.generate(SYS + "next", 2, observe=boom)
+    st = e.stats()
+    assert st.requests == 1 and st.prompt_tokens == len(done.prompt)
+    again = e.generate(SYS + "next", 2)
+    st = e.stats()
+    assert st.requests == 2 and st.prompt_tokens == len(done.prompt) + len(again.prompt)

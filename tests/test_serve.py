@@ -280,3 +280,17 @@ def test_legacy_pools_and_cache_off(cache):
     if not cache:
         assert e2.tree.n_states == 0 and all(r.restore_at == 0 for r in rep2.reports)
     assert_rows_consistent(e2, rep2)
+
+
+def test_serve_jumps_to_the_next_arrival():
+    """Steps where nothing runs and nothing has arrived get no row: the scheduler jumps to the
+    next arrival (a late request costs its own steps, not one row per idle step)."""
+    reqs = [Request("first", 2), Request("late", 2, arrival=100_000)]
+    e = Engine(model=MODEL, state_slots=20)
+    rep = e.serve(reqs)
+    assert_exact(rep, reqs)
+    late = [row for row in rep.steps if 1 in row.running]
+    assert late and late[0].step == 100_000 and 1 in late[0].admitted
+    assert len(rep.steps) <= 8
+    assert all(row.running for row in rep.steps)
+    assert [row.step for row in rep.steps] == sorted({row.step for row in rep.steps})

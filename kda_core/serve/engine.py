@@ -34,7 +34,6 @@ from kda_core.cache.pool import (
 from kda_core.cache.radix import RadixStateCache
 from kda_core.model import (
     MAX_TOKENS,
-    KDALayerState,
     TinyHybrid,
     check_tokens,
 )
@@ -162,7 +161,8 @@ class Engine:
         self.pingpong = ServePingPong(self.active, strategy, overlap)
         self.cache = CacheOps(self.policy, self.checkpoints)
         self.tree: RadixStateCache = self.cache.tree  # read by apps and studies (snapshots)
-        self._n = 0
+        self._n = 0  # requests finished (stats)
+        self._attempts = 0  # requests started (their slot owner names)
         self._serves = 0
         self._locked: Any = None
         self._tot = dict.fromkeys(
@@ -234,7 +234,7 @@ class Engine:
             raise
 
     def _abort(self) -> None:
-        rid = f"req{self._n}"
+        rid = f"req{self._attempts}"
         for slot, owner in self.active.owned().items():
             if owner in (rid, rid + ":track"):
                 self.active.free(slot)
@@ -260,7 +260,9 @@ class Engine:
             prompt, max_new_tokens, restore, step_replay, record_states, reference, observe
         )
         one = OneRequest(self, ids, n_new, mode, step_replay, record_states, reference, observe)
-        return one.run()
+        rep = one.run()
+        self._n += 1
+        return rep
 
     def _check_generate(
         self, prompt, max_new_tokens, restore, step_replay, record_states, reference, observe
@@ -345,16 +347,11 @@ class Engine:
         if not self.cache_on:
             return False
         ids = check_tokens(tokens, name="tokens")
+        self.checkpoints.check_shapes(kda_state, conv)
         ok, _ = self._ckpt_slot()
         if not ok:
             return False
-        a = self.active.allocate("adopt")
-        try:
-            layers = [KDALayerState(kda_state[i], conv[i]) for i in range(kda_state.shape[0])]
-            self.active.bind(a, layers)
-            slot = self.checkpoints.store_from_active(self.active, a, "tree")
-        finally:
-            self.active.free(a)
+        slot = self.checkpoints.store(np.asarray(kda_state), np.asarray(conv), "tree")
         self.cache.insert(ids, np.asarray(mla_kv), [(len(ids), slot)])
         return True
 

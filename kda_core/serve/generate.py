@@ -51,8 +51,8 @@ class OneRequest:
         self.observe = observe
         self.P = len(ids)
         self.total = self.P + n_new - 1  # tokens consumed by the end (the last output is not fed)
-        e._n += 1
-        self.rid = f"req{e._n}"
+        e._attempts += 1
+        self.rid = f"req{e._attempts}"
         self.copies0, self.don0 = e.checkpoints.copies, e.checkpoints.donations
         self.tw0 = e.pingpong.track_writes
         self.ev_states = self.ev_kv = self.skipped = 0
@@ -84,6 +84,8 @@ class OneRequest:
     # -- restore -------------------------------------------------------------------------------
     def restore(self) -> None:
         e, ids, model = self.e, self.ids, self.e.model
+        while e.cache_on and not e.pingpong.can_open() and e.cache.evict_one_state():
+            pass  # a shared pool full of cached states: evict through the policy
         self.req = e.pingpong.open(self.rid)
         a = self.req.active
         e.active.bind(a, model.new_state().kda)

@@ -162,11 +162,10 @@ def serve(
             if b.empty and not sched.running and not sched.waiting:
                 life.end_step()  # the last step's deferred post-processing
                 continue
-            if b.empty:
+            if b.empty:  # nothing runs: jump to the next arrival (no rows for idle steps)
                 if not sched.idle(step):
                     raise RuntimeError("serve: no request can run and none is coming (a bug)")
-                rows.append(_row(engine, step, b, [], states))
-                step += 1
+                step = sched.waiting[0].arrival
                 continue
             finished = []
             for r, n, logits in runner.run(b):

@@ -129,7 +129,7 @@ def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
         for i in range(n):
             if row.phases[i] == "rejected":
                 p = "rejected"
-            elif s < arrivals[i]:
+            elif row.step < arrivals[i]:
                 p = "not_arrived"
             elif i in row.retracted:
                 p = "retracted"

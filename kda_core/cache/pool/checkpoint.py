@@ -158,6 +158,23 @@ class CheckpointPool(_SlotView):
         self._used_bytes += ck.nbytes
         return slot
 
+    def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
+        """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
+        s, c = np.shape(S), np.shape(conv)
+        if s != self.shape.s or c != self.shape.conv:
+            raise ValueError(
+                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, got {s} / {c}"
+            )
+
+    def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
+        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized).
+
+        Raises ValueError when full or when the shapes are not one slot's."""
+        self.check_shapes(S, conv)
+        if not self._slots.can_allocate(1):
+            raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot store")
+        return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
+
     def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
         """Snapshot: copy (INT8: quantize) active slot ``a_slot`` into a new checkpoint slot.
 
