@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = ("kda_core", "apps", "plots", "bench")
-PUBLIC_NAMES_CEILING = 1016  # lowered as names go; see the module docstring for the count
+PUBLIC_NAMES_CEILING = 1121  # lowered as names go; see the module docstring for the count
 
 
 def _modules(root: str) -> dict[str, Path]:
@@ -121,8 +121,49 @@ def private_imports() -> list[str]:
     return hits
 
 
+def _classes() -> dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]]:
+    """(module, class) -> (its public methods and properties, its kda_core base classes)."""
+    mods = _modules("kda_core")
+    out = {}
+    for m, p in mods.items():
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        imported = {
+            a.asname or a.name: (n.module, a.name)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+            for a in n.names
+        }
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = []
+            for b in node.bases:
+                if isinstance(b, ast.Name) and b.id in local:
+                    bases.append((m, b.id))
+                elif isinstance(b, ast.Name) and b.id in imported:
+                    bases.append(imported[b.id])
+            methods = [
+                b.name
+                for b in node.body
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and not b.name.startswith("_")
+            ]
+            out[(m, node.name)] = (methods, bases)
+    return out
+
+
 def public_names() -> list[str]:
     """``kda_core``'s public names (see the module docstring)."""
+    classes = _classes()
+
+    def members(key: tuple[str, str], seen: set) -> set[str]:
+        if key not in classes or key in seen:
+            return set()
+        seen.add(key)
+        methods, bases = classes[key]
+        return set(methods).union(*(members(b, seen) for b in bases))
+
     out = []
     for m, p in _modules("kda_core").items():
         for node in ast.parse(p.read_text(encoding="utf-8")).body:
@@ -131,12 +172,7 @@ def public_names() -> list[str]:
                     continue
                 out.append(f"{m}.{node.name}")
                 if isinstance(node, ast.ClassDef):
-                    out += [
-                        f"{m}.{node.name}.{b.name}"
-                        for b in node.body
-                        if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and not b.name.startswith("_")
-                    ]
+                    out += [f"{m}.{node.name}.{x}" for x in sorted(members((m, node.name), set()))]
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 out += [
