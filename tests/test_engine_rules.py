@@ -10,6 +10,7 @@ import pytest
 from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
+from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()
 SYS = "You are a helpful assistant. Tools: search(q), calc(x). "
@@ -105,7 +106,7 @@ def test_per_path_checkpoint_cap() -> None:
         policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8
     )  # a state after every 8-token step: more than 2 on the path
     e.generate(SYS + "a long enough request to get many checkpoints", 1)
-    for _, positions in e.tree.paths():
+    for _, positions in paths(e.tree):
         assert len(positions) <= 2
     assert e.tree.stats().capped > 0
     e.check_integrity()
@@ -119,7 +120,7 @@ def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
     r = e.generate(prompt, 1)
     capped = e.tree.stats().capped - before
     assert capped > 0
-    states = sum(len(positions) for _, positions in e.tree.paths())
+    states = sum(len(positions) for _, positions in paths(e.tree))
     assert r.checkpoints_created == states == e.checkpoints.n_used  # empty tree before
 
 

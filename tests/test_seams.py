@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = ("kda_core", "apps", "plots", "bench")
-PUBLIC_NAMES_CEILING = 1121  # lowered as names go; see the module docstring for the count
+PUBLIC_NAMES_CEILING = 1099  # lowered as names go; see the module docstring for the count
 
 
 def _modules(root: str) -> dict[str, Path]:
@@ -166,6 +166,8 @@ def public_names() -> list[str]:
 
     out = []
     for m, p in _modules("kda_core").items():
+        if any(part.startswith("_") for part in m.split(".")):
+            continue  # a package's internals
         for node in ast.parse(p.read_text(encoding="utf-8")).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if node.name.startswith("_"):

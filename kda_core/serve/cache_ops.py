@@ -4,22 +4,28 @@
 eviction and the checkpoint pool that holds the tree's states: match, lock / unlock, insert
 (the checkpoint slots change owner to "tree"; copies the tree already had are freed), KV and
 state eviction, the MLA KV along a matched path, sizes, and the check of the tree's states
-against the pool. It speaks the cache protocol (``kda_core.cache.protocol``: ``match_prefix``
-/ ``insert_prefix`` / ``lock_handle`` / ``evict`` / ``size_info`` / ``check_integrity``):
-callers hold opaque handles, never tree nodes. One exception, ``tree_kv``: the teaching-only
-inconsistent restore takes MLA KV up to the token match, past the restore point, which a
-consistent engine never needs (it replays), so the protocol does not offer it; it reads the
-tree's node API here and nowhere else.
+against the pool. It speaks the cache protocol (``kda_core.cache.protocol``): callers hold
+opaque handles, never tree nodes. The teaching-only inconsistent restore takes MLA KV up to
+the token match, past the restore point (a consistent engine never needs it: it replays);
+``tree_kv`` reads it from the read-only ``export`` view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from kda_core.cache.pool import CheckpointPool
-from kda_core.cache.protocol import CacheHandle, Evicted, HandleError, PrefixInsert, PrefixMatch
+from kda_core.cache.protocol import (
+    CacheHandle,
+    DroppedState,
+    Evicted,
+    HandleError,
+    PrefixInsert,
+    PrefixMatch,
+)
 from kda_core.cache.radix import RadixStateCache
 
 __all__ = ["CacheOps", "kv_slice"]
@@ -33,15 +39,29 @@ def kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:
 class CacheOps:
     """The radix cache as the engine uses it (see the module docstring)."""
 
-    def __init__(self, policy: Any, checkpoints: CheckpointPool) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        checkpoints: CheckpointPool,
+        before_drop: Callable[[DroppedState], Any] | None = None,
+    ) -> None:
         self.policy = policy
         self.checkpoints = checkpoints
+        self.before_drop = before_drop
         self.tree: RadixStateCache = policy.make_cache(
-            1, on_free_state=self._on_free_state, kv_slice=kv_slice
+            1,
+            on_free_state=self._on_free_state,
+            kv_slice=kv_slice,
+            before_drop=None if before_drop is None else self._before_drop,
         )
 
     def _on_free_state(self, payload: Any, nbytes: int) -> None:
         self.checkpoints.free(payload)
+
+    def _before_drop(self, d: DroppedState) -> None:
+        """The caller's hook sees the state as arrays (S, conv), not as a pool slot."""
+        assert self.before_drop is not None
+        self.before_drop(d._replace(state=self.checkpoints.buffers(d.state)))
 
     # -- lookups and locks -------------------------------------------------------------------
     def match(self, ids: list[int], *, touch: bool = True) -> PrefixMatch:
@@ -69,21 +89,16 @@ class CacheOps:
         return np.concatenate(m.kv, axis=0)
 
     def tree_kv(self, ids: list[int], upto: int, empty: np.ndarray) -> np.ndarray:
-        """MLA KV of ids[:upto] along the matched path (upto <= token_match; node API, see the
-        module docstring)."""
-        nodes = []
-        nd = self.tree.match(ids, touch=False).last_node
-        while nd is not None and nd is not self.tree.root:
-            nodes.append(nd)
-            nd = nd.parent
-        nodes.reverse()
-        parts = [n.kv for n in nodes]
-        end = nodes[-1].plen if nodes else 0
-        if end < upto:  # the match ends inside an edge: take that edge's head
-            child = (nodes[-1] if nodes else self.tree.root).children[ids[end]]
-            parts.append(child.kv[: upto - end])
-        kv = np.concatenate(parts, axis=0) if parts else empty
-        return kv[:upto]
+        """MLA KV of ``ids[:upto]`` as the tree holds it (``upto`` <= the token match)."""
+        kids: dict[int, list] = {}
+        for v in self.tree.export():
+            kids.setdefault(v.parent, []).append(v)
+        parts, pos, node = [], 0, kids[-1][0].id  # the root's view is the only parentless one
+        while pos < upto:
+            child = next(v for v in kids[node] if v.key[0] == ids[pos])
+            parts.append(child.kv[: upto - pos])
+            pos, node = child.end, child.id
+        return np.concatenate(parts, axis=0) if parts else empty
 
     # -- insert --------------------------------------------------------------------------------
     def insert(
@@ -111,7 +126,7 @@ class CacheOps:
     # -- eviction ------------------------------------------------------------------------------
     def evict_one_state(self) -> int:
         """Evict one unlocked cached state through the policy. -> states evicted (0: none)."""
-        return self.policy.evict_states(self.tree, num=1).states
+        return self.tree.evict(states=1).states
 
     def evict_kv(self, n: int) -> Evicted:
         """Evict LRU leaves until ``n`` KV tokens are freed (or nothing is evictable)."""
@@ -135,7 +150,7 @@ class CacheOps:
         "tree"."""
         self.tree.check_integrity()
         tree_slots = set()
-        for slot in self.tree.state_payloads():
+        for slot in (v.state for v in self.tree.export() if v.has_state):
             if slot in tree_slots:
                 raise AssertionError(f"engine: checkpoint slot {slot} held twice")
             tree_slots.add(slot)

@@ -31,6 +31,7 @@ from kda_core.cache.pool import (
     PoolStats,
     StateShape,
 )
+from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix import RadixStateCache
 from kda_core.model import (
     MAX_TOKENS,
@@ -107,6 +108,8 @@ class Engine:
         overlap: SGLang's overlap scheduler (default, as in SGLang): extra_buffer requests
             hold 2 ping-pong track slots and reserve 3 + 2; False: 1 track slot, 3 + 1
             (extra_buffer_lazy requires overlap). See ``serve.lifecycle``.
+        before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
+            the tree drops a cached state: a lower tier may keep a copy.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class Engine:
         model: TinyHybrid | None = None,
         state_slots: int | None = None,
         overlap: bool = True,
+        before_drop: Callable[[DroppedState], Any] | None = None,
     ) -> None:
         self.policy = make_policy(policy)
         self.cache_on = check_bool("cache", cache)
@@ -159,7 +163,9 @@ class Engine:
         if self.state_slots is not None and not self.int8:
             share(self.active, self.checkpoints, SharedBudget(self.state_slots))
         self.pingpong = ServePingPong(self.active, strategy, overlap)
-        self.cache = CacheOps(self.policy, self.checkpoints)
+        if before_drop is not None and not callable(before_drop):
+            raise ValueError("before_drop must be callable or None")
+        self.cache = CacheOps(self.policy, self.checkpoints, before_drop)
         self.tree: RadixStateCache = self.cache.tree  # read by apps and studies (snapshots)
         self._n = 0  # requests finished (stats)
         self._attempts = 0  # requests started (their slot owner names)
@@ -319,11 +325,9 @@ class Engine:
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
         return _serve(self, requests, max_batch_tokens=mbt, max_running_requests=mrr, kv_tokens=kvt)
 
-    def _count(self, r: GenerateReport) -> None:
-        """Add one served request to the engine's totals (``stats``)."""
+    def _count(self, r: GenerateReport) -> None:  # one served request into ``stats``
         self._n += 1
         self._count_totals(r)
-
     def _count_totals(self, r: GenerateReport) -> None:
         t = self._tot
         t["state_hits"] += r.restore_at > 0

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy.base import MAX_LEN, Policy, _Ctx
+from kda_core.cache.policy.base import MAX_LEN, PlanContext, Policy
 
 __all__ = ["IntervalPolicy"]
 
@@ -23,14 +23,14 @@ class IntervalPolicy(Policy):
         self.every = check_int("every", self.every, 1, MAX_LEN)
         self.request_end = check_bool("request_end", self.request_end)
 
-    def _check_page(self, page: int) -> None:
+    def check_page(self, page: int) -> None:
         if self.every % page:
             raise ValueError(
                 f"every must be a multiple of page_size={page}, got every={self.every}"
             )
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
-        assert self.every % ctx.page == 0, "_check_page ran"
+    def _positions(self, ctx: PlanContext) -> Iterable[int]:
+        assert self.every % ctx.page == 0, "check_page ran"
         out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
         if self.request_end:
             out.append(ctx.down(ctx.total_len, ctx.page))
