@@ -328,6 +328,7 @@ class Engine:
     def _count(self, r: GenerateReport) -> None:  # one served request into ``stats``
         self._n += 1
         self._count_totals(r)
+
     def _count_totals(self, r: GenerateReport) -> None:
         t = self._tot
         t["state_hits"] += r.restore_at > 0
