@@ -5,8 +5,8 @@ imports it from there. See docs/serving.md.
 """
 
 from kda_core.serve.engine import (
-    DEFAULT_CHECKPOINT_SLOTS,
     DEFAULT_POLICY,
+    DEFAULT_STATE_SLOTS,
     PHASES,
     RESTORE_MODES,
     Engine,
@@ -16,8 +16,8 @@ from kda_core.serve.report import EngineStats, GenerateReport, StepRecord
 from kda_core.serve.request import Request
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_SLOTS",
     "DEFAULT_POLICY",
+    "DEFAULT_STATE_SLOTS",
     "PHASES",
     "RESTORE_MODES",
     "Engine",

@@ -9,7 +9,7 @@ import pytest
 
 from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
+from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine
 from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()
@@ -33,8 +33,8 @@ def reference(ids: list[int], n_new: int) -> tuple[list[int], np.ndarray]:
         (dict(checkpoint_slots=-1), "checkpoint_slots"),
         (dict(checkpoint_slots=0), "checkpoint_slots"),
         (dict(kv_budget=-5), "kv_budget"),
-        (dict(active_slots=0), "active_slots"),
-        (dict(active_slots=2), "active_slots"),
+        (dict(state_slots=0), "state_slots"),
+        (dict(state_slots=4), "state_slots"),
         (dict(policy="lru-magic"), "name"),
         (dict(policy=3), "policy"),
         (dict(strategy="triple"), "strategy"),
@@ -126,7 +126,7 @@ def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
 
 def test_default_checkpoint_slots_is_bounded() -> None:
     e = Engine(model=MODEL)
-    assert e.checkpoints.capacity == DEFAULT_CHECKPOINT_SLOTS == 256
+    assert e.checkpoints.capacity == DEFAULT_STATE_SLOTS == 256
     assert Engine(model=MODEL, checkpoint_slots=4096).checkpoints.capacity == 4096
 
 
@@ -145,14 +145,19 @@ def test_policy_objects_are_copied() -> None:
 
 
 def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
-    e = _engine(strategy="extra_buffer_lazy", active_slots=2)
+    """extra_buffer_lazy takes its second track slot at a boundary and evicts nothing for it
+    (SGLang ``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``): in a pool of 4 whose
+    other 2 slots hold cached states the first boundary is tracked, every later one skipped."""
+    e = _engine(strategy="extra_buffer_lazy", state_slots=4)
+    for i in range(2):  # two unrelated cached states fill the rest of the pool
+        ids = encode(f"unrelated prefix {i}, twenty odd")
+        assert e.adopt_checkpoint(ids, *_prefilled(ids))
     p = SYS + "a question"
     r = e.generate(p, 1)
-    # one track slot up front: the first boundary is tracked; the lazy second slot cannot be
-    # taken (2 active slots), so every later track is skipped
     assert r.planned_checkpoints == (16, 32, 48, 64)
     assert r.checkpoints == (16,) and r.track_writes == 1 and r.donations == 1
-    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 2
+    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 4
+    assert r.evicted_states == 1  # the donation of 16 made its room by evicting a cached state
     toks, logits = reference(encode(p), 1)
     assert r.tokens == toks
     np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
@@ -162,8 +167,8 @@ def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
     assert r2.tokens == toks
     np.testing.assert_allclose(r2.logits, logits, rtol=0, atol=1e-9)
     e.check_integrity()
-    with pytest.raises(ValueError, match="active_slots must be >= 2"):
-        _engine(strategy="extra_buffer_lazy", active_slots=1)
+    with pytest.raises(ValueError, match=r"state_slots must be in \[4, 4096\]"):
+        _engine(strategy="extra_buffer_lazy", state_slots=3)
 
 
 def test_policy_chunk_incompatibility_fails_at_construction() -> None:

@@ -1,13 +1,15 @@
 """Every place the engine and ``serve/`` touch the radix cache, in one adapter.
 
-``CacheOps`` wraps the engine's ``RadixStateCache`` (built by the policy), the policy's state
-eviction and the checkpoint pool that holds the tree's states: match, lock / unlock, insert
-(the checkpoint slots change owner to "tree"; copies the tree already had are freed), KV and
-state eviction, the MLA KV along a matched path, sizes, and the check of the tree's states
-against the pool. It speaks the cache protocol (``kda_core.cache.protocol``): callers hold
-opaque handles, never tree nodes. The teaching-only inconsistent restore takes MLA KV up to
-the token match, past the restore point (a consistent engine never needs it: it replays);
-``tree_kv`` reads it from the read-only ``export`` view.
+``CacheOps`` wraps the engine's ``RadixStateCache`` (built by the policy, which may pick the
+states it evicts) and the checkpoint pool that holds the tree's states: match, lock / unlock,
+insert (the checkpoint slots change owner to "tree"; copies the tree already had are freed),
+KV and state eviction, the MLA KV along a matched path, sizes, and the check of the tree's
+states against the pool. It counts the states the tree frees (``frees``, ``freed_at``), so a
+request can tell which of the checkpoints it inserted are still there when it finishes. It
+speaks the cache protocol (``kda_core.cache.protocol``): callers hold opaque handles, never
+tree nodes. The teaching-only inconsistent restore takes MLA KV up to the token match, past
+the restore point (a consistent engine never needs it: it replays); ``tree_kv`` reads it from
+the read-only ``export`` view.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class CacheOps:
         self.policy = policy
         self.checkpoints = checkpoints
         self.before_drop = before_drop
+        self.frees = 0  # states the tree has freed so far
+        self.freed_at: dict[int, int] = {}  # checkpoint slot -> ``frees`` when last freed
         self.tree: RadixStateCache = policy.make_cache(
             1,
             on_free_state=self._on_free_state,
@@ -56,6 +60,8 @@ class CacheOps:
         )
 
     def _on_free_state(self, payload: Any, nbytes: int) -> None:
+        self.frees += 1
+        self.freed_at[payload] = self.frees
         self.checkpoints.free(payload)
 
     def _before_drop(self, d: DroppedState) -> None:
@@ -117,15 +123,14 @@ class CacheOps:
             self.checkpoints.free(slot_at[p])
         return res
 
-    def still_held(self, res: PrefixInsert, ckpts: list[tuple[int, int]]) -> int:
-        """New states of an insert still in the tree (the per-path cap may tombstone one the
-        same insert added; its slot was freed through ``on_free_state``)."""
-        slot_at = dict(ckpts)
-        return sum(self.checkpoints.owner(slot_at[p]) is not None for p in res.new)
+    def still_held(self, inserted: list[tuple[int, int]]) -> int:
+        """How many of these (slot, ``frees`` when inserted) the tree still holds."""
+        freed_at = self.freed_at
+        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     # -- eviction ------------------------------------------------------------------------------
     def evict_one_state(self) -> int:
-        """Evict one unlocked cached state through the policy. -> states evicted (0: none)."""
+        """Evict one unlocked cached state (the policy's choice). -> states evicted (0: none)."""
         return self.tree.evict(states=1).states
 
     def evict_kv(self, n: int) -> Evicted:
@@ -135,7 +140,7 @@ class CacheOps:
     # -- sizes and integrity -------------------------------------------------------------------
     @property
     def kv_tokens(self) -> int:
-        return self.tree.size_info.kv_total
+        return self.tree.kv_tokens
 
     @property
     def n_states(self) -> int:

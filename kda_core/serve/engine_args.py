@@ -1,7 +1,8 @@
-"""``Engine``'s arguments: the default policy, pool sizes by mode, prompt tokens (checked).
+"""``Engine``'s arguments, checked once where they enter: the default policy, the pool sizes,
+prompts, ``generate``'s options and ``serve``'s requests.
 
-Each function raises ``ValueError`` naming the argument and its allowed range; the messages are
-the engine's (tests match on them).
+Each function raises ``ValueError`` naming the argument and its allowed range; the messages
+are the engine's (tests match on them).
 """
 
 from __future__ import annotations
@@ -12,27 +13,35 @@ from typing import Any
 import numpy as np
 
 from kda_core import sizing
-from kda_core._checks import check_int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.pool import MAX_SLOTS
+from kda_core.cache.pool import MAX_SLOTS, STRATEGIES
 from kda_core.model import MAX_TOKENS, check_tokens, encode
-from kda_core.serve.pools import int8_checkpoint_slots, slots_held, slots_up_front
+from kda_core.serve.request import Request, RequestState
 
 MAX_NEW_TOKENS = 4096
+MAX_REQUESTS = 4096
+MAX_STEPS = 1 << 20  # arrivals beyond this are refused
+RESTORE_MODES: tuple[str, ...] = ("exact", "inconsistent")
 DEFAULT_POLICY = {"name": "sglang", "grid": 16, "track_interval": 32}
 """SGLang's placement scaled to the tiny model: grid 16 (instead of 64), decode every 32."""
-DEFAULT_CHECKPOINT_SLOTS = 256
-"""Checkpoint pool capacity when ``checkpoint_slots`` is None (bounds a long app session)."""
+DEFAULT_STATE_SLOTS = 256
+"""The state pool when ``state_slots`` is None: 51 running requests (extra_buffer reserves 5
+each, SGLang's ratio) and the rest for cached states; bounds a long app session's memory."""
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_SLOTS",
     "DEFAULT_POLICY",
+    "DEFAULT_STATE_SLOTS",
     "MAX_NEW_TOKENS",
+    "MAX_REQUESTS",
+    "MAX_STEPS",
+    "RESTORE_MODES",
+    "check_modes",
     "check_policy_chunk",
-    "legacy_sizes",
+    "check_requests",
     "make_policy",
+    "pool_sizes",
     "prompt_tokens",
-    "shared_sizes",
 ]
 
 
@@ -65,54 +74,70 @@ def check_policy_chunk(policy: Any, chunk_size: int) -> None:
         ) from None
 
 
-def shared_sizes(
-    state_slots: Any, active_slots: Any, checkpoint_slots: Any, strategy: str, overlap: bool,
-    int8: bool,
-) -> tuple[int, int, int]:  # fmt: skip
-    """(state_slots, checkpoint pool, active pool) for one shared pool of ``state_slots``."""
-    spr = sizing.slots_per_request(strategy, overlap)
-    n = check_int("state_slots", state_slots, spr, MAX_SLOTS)
-    if active_slots is not None:
-        raise ValueError("active_slots must be None when state_slots is given")
-    if not int8:
-        if checkpoint_slots is not None:
-            raise ValueError(
-                "checkpoint_slots must be None when state_slots is given without INT8 "
-                "checkpoints (running and cached states share the state_slots pool)"
-            )
-        return n, n, n
-    return n, int8_checkpoint_slots(n, checkpoint_slots), n
+def check_modes(strategy: Any, overlap: Any, restore: Any) -> tuple[str, bool, str]:
+    """(strategy, overlap, restore mode), checked."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    overlap = check_bool("overlap", overlap)
+    if strategy == "extra_buffer_lazy" and not overlap:
+        raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+    if restore not in RESTORE_MODES:
+        raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
+    return strategy, overlap, restore
 
 
-def legacy_sizes(
-    checkpoint_slots: Any, active_slots: Any, strategy: str, overlap: bool
+def pool_sizes(
+    state_slots: Any, checkpoint_slots: Any, strategy: str, overlap: bool, int8: bool
 ) -> tuple[int, int]:
-    """(checkpoint pool, active pool) of the separate legacy pools."""
-    ck = DEFAULT_CHECKPOINT_SLOTS if checkpoint_slots is None else checkpoint_slots
-    ck = check_int("checkpoint_slots", ck, 1, MAX_SLOTS)
-    need = slots_up_front(strategy, overlap)
-    act = slots_held(strategy, overlap) if active_slots is None else active_slots
-    act = check_int("active_slots", act, 1, MAX_SLOTS)
-    if act < need:
-        raise ValueError(
-            f"active_slots must be >= {need} for strategy {strategy!r} "
-            f"(the slots one request holds up front), got {act}"
-        )
-    return ck, act
+    """(state pool, checkpoint table): the pool holds at least what one request reserves
+    (``sizing.request_slots``); the checkpoint table defaults to the whole shared pool, or to
+    SGLang's INT8 pool of ``2 * state_slots`` (capped at ``MAX_SLOTS``)."""
+    reserved = sizing.request_slots(strategy, overlap).reserved
+    n = DEFAULT_STATE_SLOTS if state_slots is None else state_slots
+    n = check_int("state_slots", n, reserved, MAX_SLOTS)
+    if checkpoint_slots is not None:
+        return n, check_int("checkpoint_slots", checkpoint_slots, 1, MAX_SLOTS)
+    return n, min(2 * n, MAX_SLOTS) if int8 else n
 
 
-def prompt_tokens(prompt: Any) -> list[int]:
+def prompt_tokens(prompt: Any, name: str = "prompt") -> list[int]:
     """Text (UTF-8 bytes) or token ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them."""
     if isinstance(prompt, str):
         if not prompt:
-            raise ValueError("prompt must not be empty")
+            raise ValueError(f"{name} must not be empty")
         ids = encode(prompt)
     elif isinstance(prompt, (list, tuple, np.ndarray)):
-        ids = check_tokens(prompt, name="prompt")
+        ids = check_tokens(prompt, name=name)
     else:
         raise ValueError(
-            f"prompt must be a str or a list of token ids, got {type(prompt).__name__}"
+            f"{name} must be a str or a list of token ids, got {type(prompt).__name__}"
         )
     if len(ids) > MAX_TOKENS - MAX_NEW_TOKENS:
-        raise ValueError(f"prompt: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
+        raise ValueError(f"{name}: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
     return ids
+
+
+def check_requests(requests: Any) -> list[RequestState]:
+    """``serve``'s requests as the scheduler's states (ids in input order)."""
+    if isinstance(requests, (str, bytes, Request)) or not hasattr(requests, "__len__"):
+        raise ValueError("requests must be a sequence of kda_core.engine.Request")
+    if not 1 <= len(requests) <= MAX_REQUESTS:
+        raise ValueError(f"requests must hold between 1 and {MAX_REQUESTS}, got {len(requests)}")
+    out = []
+    for i, rq in enumerate(requests):
+        if not isinstance(rq, Request):
+            raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
+        ids = prompt_tokens(rq.prompt)
+        n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
+        if isinstance(rq.arrival, bool) or not isinstance(rq.arrival, int):
+            raise ValueError(f"requests[{i}].arrival must be an integer step >= 0")
+        if rq.arrival < 0:
+            raise ValueError(
+                f"requests[{i}].arrival must be in [0, {MAX_STEPS}] (scheduler steps from the "
+                f"start of serve; {rq.arrival} is in the past)"
+            )
+        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)
+        if len(ids) + n_new - 1 > MAX_TOKENS:
+            raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
+        out.append(RequestState(i, ids, n_new, rq.arrival))
+    return out

@@ -1,36 +1,29 @@
-"""``Engine.serve``: validate, reject what can never fit, then step scheduler and runner.
+"""``Engine.serve``'s loop: reject what can never fit, then step until every request is done.
 
-One row per scheduler step (``StepRow``) records who ran, how many prefill and decode tokens,
-admissions, retractions, finishes, every request's phase, and the state pool by kind:
-``running`` (slots held by running requests: active + track slots and their checkpoints not
-yet in the tree), ``cached`` (checkpoints owned by the tree) and ``free``. With one shared pool
-(INT8 off, ``state_slots`` given) the three add up to ``state_slots``; with INT8 checkpoints
-``free`` is the active pool's and ``checkpoint_free`` the INT8 pool's.
+A step is ``Scheduler.schedule`` -> ``Runner.run`` -> post-processing (``Lifecycle.advanced``,
+``finish``, ``end_step``), as nano-vllm's ``LLMEngine.step``: schedule, run, postprocess. When
+nothing runs and the next request has not arrived, the loop jumps to its arrival. One row per
+step that ran (``StepRow``) records who ran, how many prefill and decode tokens, admissions,
+retractions, finishes, every request's phase, and the state pool by kind: ``running`` (slots
+held by running requests: live and track slots, and their checkpoints not yet in the tree),
+``cached`` (checkpoints owned by the tree) and ``free``. With one shared pool (INT8 off) the
+three add up to ``state_slots``; with INT8 checkpoints ``free`` is the active pool's and
+``checkpoint_free`` the INT8 pool's. Each finished request is added to the engine's ``Totals``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from kda_core import sizing
-from kda_core._checks import check_int
-from kda_core.model import MAX_TOKENS
-from kda_core.serve.lifecycle import Lifecycle
-from kda_core.serve.pools import slots_held
-from kda_core.serve.request import Request, RequestState
+from kda_core.serve.lifecycle import Lifecycle, Parts
+from kda_core.serve.report import GenerateReport, Totals
+from kda_core.serve.request import RequestState
 from kda_core.serve.runner import Runner
 from kda_core.serve.scheduler import Batch, Scheduler
 
-if TYPE_CHECKING:
-    from kda_core.serve.engine import Engine
-    from kda_core.serve.report import GenerateReport
-
-__all__ = ["MAX_REQUESTS", "MAX_STEPS", "ServeReport", "StepRow", "serve"]
-
-MAX_REQUESTS = 4096
-MAX_STEPS = 1 << 20  # arrivals beyond this are refused (the loop would idle that long)
+__all__ = ["ServeReport", "StepRow", "serve"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,31 +62,6 @@ class ServeReport:
     runner_seconds: float  # the model passes (Runner.run)
 
 
-def _check_requests(engine: Engine, requests: Any) -> list[RequestState]:
-    if isinstance(requests, (str, bytes, Request)) or not hasattr(requests, "__len__"):
-        raise ValueError("requests must be a sequence of kda_core.engine.Request")
-    if not 1 <= len(requests) <= MAX_REQUESTS:
-        raise ValueError(f"requests must hold between 1 and {MAX_REQUESTS}, got {len(requests)}")
-    out = []
-    for i, rq in enumerate(requests):
-        if not isinstance(rq, Request):
-            raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
-        ids = engine._tokens(rq.prompt)
-        n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, 4096)
-        if isinstance(rq.arrival, bool) or not isinstance(rq.arrival, int):
-            raise ValueError(f"requests[{i}].arrival must be an integer step >= 0")
-        if rq.arrival < 0:
-            raise ValueError(
-                f"requests[{i}].arrival must be in [0, {MAX_STEPS}] (scheduler steps from the "
-                f"start of serve; {rq.arrival} is in the past)"
-            )
-        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)
-        if len(ids) + n_new - 1 > MAX_TOKENS:
-            raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
-        out.append(RequestState(i, ids, n_new, rq.arrival))
-    return out
-
-
 def reject_message(r: RequestState, kv_tokens: int) -> str:
     """SGLang's wording (``tokenizer_manager.py`` ``_validate_one_request``) for a request
     whose KV can never fit: here the limit is the KV token pool, and a request needs its
@@ -107,38 +75,27 @@ def reject_message(r: RequestState, kv_tokens: int) -> str:
     )
 
 
-def concurrency(engine: Engine, requested: int | None) -> tuple[int, str | None]:
-    """Max running requests and SGLang's capping message (shared / INT8 active pool); the
-    legacy per-request pool (no ``state_slots``) runs ``active_slots // slots held``."""
-    if engine.state_slots is None:
-        cap = max(engine.active.capacity // slots_held(engine.strategy, engine.overlap), 1)
-        return (cap if requested is None else min(cap, requested)), None
-    cap = sizing.max_running_requests(engine.state_slots, engine.strategy, engine.overlap)
-    msg = sizing.capping_message(
-        engine.state_slots, engine.strategy, engine.overlap, requested=requested
-    )
+def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
+    """Max running requests and SGLang's capping message for the state pool."""
+    c, n = parts.config, parts.pools.state_slots
+    cap = sizing.max_running_requests(n, c.strategy, c.overlap)
+    msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
     return (cap if requested is None else min(cap, requested)), msg
 
 
-def _slots(engine: Engine) -> tuple[int, int, int, int | None]:
-    tree_states = engine.cache.n_states
-    held = engine.active.n_used + engine.checkpoints.n_used - tree_states
-    if engine.state_slots is not None and not engine.int8:
-        return held, tree_states, engine.active.n_free, None
-    return held, tree_states, engine.active.n_free, engine.checkpoints.n_free
-
-
 def serve(
-    engine: Engine,
-    requests: Any,
+    parts: Parts,
+    states: list[RequestState],
+    totals: Totals,
+    serve_id: int,
     *,
     max_batch_tokens: int,
     max_running_requests: int | None,
     kv_tokens: int | None,
 ) -> ServeReport:
+    """Serve the checked ``states`` (see the module docstring)."""
     t0 = time.process_time()
-    states = _check_requests(engine, requests)
-    cap, msg = concurrency(engine, max_running_requests)
+    cap, msg = concurrency(parts, max_running_requests)
     rejected: dict[int, str] = {}
     live = []
     for r in states:
@@ -147,35 +104,40 @@ def serve(
             rejected[r.idx] = r.error
         else:
             live.append(r)
-    engine._serves += 1
-    life = Lifecycle(engine, engine._serves)
+    life = Lifecycle(parts, serve_id)
     sched = Scheduler(
-        live, life, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens
+        live,
+        life,
+        parts.cache,
+        max_running=cap,
+        max_batch_tokens=max_batch_tokens,
+        kv_tokens=kv_tokens,
     )
-    runner = Runner(engine.model, engine.active)
+    runner = Runner(parts.model, parts.pools.active)
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
     try:
         while sched.running or sched.waiting or life.deferred:
             b = sched.schedule(step)
-            if b.empty and not sched.running and not sched.waiting:
-                life.end_step()  # the last step's deferred post-processing
-                continue
-            if b.empty:  # nothing runs: jump to the next arrival (no rows for idle steps)
-                if not sched.idle(step):
+            if b.empty:
+                jump = sched.next_arrival(step)
+                if jump is not None:  # nothing runs, nothing has arrived: jump to the arrival
+                    step = jump
+                    continue
+                if sched.running or sched.waiting:
                     raise RuntimeError("serve: no request can run and none is coming (a bug)")
-                step = sched.waiting[0].arrival
+                life.end_step()  # the last step's deferred post-processing
                 continue
             finished = []
             for r, n, logits in runner.run(b):
                 if life.advanced(r, n, logits):
-                    reports[r.idx] = life.finish(r, step)
-                    engine._count(reports[r.idx])
+                    reports[r.idx] = rep = life.finish(r, step)
+                    totals.add(rep)
                     sched.done(r)
                     finished.append(r.idx)
             life.end_step()  # overlap: the previous step's post-processing, after this forward
-            rows.append(_row(engine, step, b, finished, states))
+            rows.append(_row(parts, step, b, finished, states))
             step += 1
     except BaseException:
         life.drop_deferred()
@@ -196,8 +158,8 @@ def serve(
     )
 
 
-def _row(engine: Engine, step: int, b: Batch, finished: list[int], states) -> StepRow:
-    held, cached, free, ck_free = _slots(engine)
+def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> StepRow:
+    held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
     ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
     if b.retracted:
         retracted = {r.idx for r in b.retracted}

@@ -1,155 +1,94 @@
-"""One state pool for running and cached states: the active and checkpoint pools share slots.
+"""The engine's state pools: one shared pool for running and cached states, and the ping-pong
+ring each running request tracks its checkpoints in.
 
 SGLang keeps running requests' states and the radix tree's cached states in one ``MambaPool``
-(``sgl-project/sglang`` ``python/sglang/srt/mem_cache/memory_pool.py`` ``MambaPool`` /
-``HybridReqToTokenPool``; engines.md §1.1): a slot is a slot, whoever holds it. Its size is
-``max_mamba_cache_size`` and ``max_running_requests = size // ratio`` with the ratio 3 / 5 / 4 of
-``_calculate_mamba_ratio`` (``model_runner_kv_cache_mixin.py``:
-``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3``, ``MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP =
-2``; ``kda_core.sizing.slots_per_request``). Here ``ActivePool`` and ``CheckpointPool`` keep their
-own slot tables (their buffers and owners differ) but draw from one ``SharedBudget``:
-``active.n_used + checkpoints.n_used <= budget.capacity`` always, and either pool reports as
-free only what the budget still has.
+(``python/sglang/srt/mem_cache/memory_pool.py`` ``MambaPool`` / ``HybridReqToTokenPool``): a
+slot is a slot, whoever holds it; ``max_running_requests`` divides the pool by the slots
+reserved per request (``sizing.request_slots``, SGLang's ``_calculate_mamba_ratio``). Here
+``ActivePool`` (running states) and ``CheckpointPool`` (cached states) keep their own slot
+tables (their buffers differ) but draw from one ``SlotBudget``; the checkpoint table's size is
+the most states the tree may hold (``checkpoint_slots``, default the whole pool). With INT8
+checkpoints the pools are separate, as in SGLang (``mamba_checkpoint_pool.py``
+``maybe_init_int8_mamba_checkpoint_pool``: ``int8_mamba_ckpt_size or 2 * mamba_size``).
 
-With INT8 checkpoints the pools are separate, as in SGLang: the active pool holds
-``state_slots`` full-precision slots and the INT8 checkpoint pool ``int8_mamba_ckpt_size``
-slots, default ``2 * mamba_size`` (``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``
-``maybe_init_int8_mamba_checkpoint_pool``: ``ckpt_size = int8_mamba_ckpt_size or (2 *
-mamba_size)``). ``int8_checkpoint_slots`` does that arithmetic.
-
-``ServePingPong`` sizes the ping-pong ring by the scheduler mode, as SGLang does
-(``memory_pool.py`` ``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2
-if enable_overlap_schedule else 1``; ``get_mamba_ping_pong_other_idx``): extra_buffer holds 1 +
-2 track slots with the overlap scheduler, 1 + 1 without; extra_buffer_lazy (overlap only) 1 + 1
-up front and a second on demand. ``busy`` is the set of track slots whose state the deferred
-post-processing of the previous step has yet to read; writing one raises (the write-after-read
-hazard the second slot exists to avoid; see ``lifecycle``).
-
-Left out: SGLang's slot 0 padding sink (our free lists start at 0).
+``PingPong`` holds each running request's slots: its live state and the ping-pong track slots
+(``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2`` with the overlap
+scheduler, else 1; ``get_mamba_ping_pong_other_idx``). extra_buffer_lazy opens one track slot
+and takes the second at a track boundary, without evicting for it
+(``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``: "a transient slot is not worth
+evicting a cached checkpoint for"). ``busy`` holds the track slots whose state the overlap
+scheduler's post-processing has yet to read; writing one raises (the hazard the second slot
+exists to avoid; see ``lifecycle``). Left out: SGLang's slot 0 padding sink.
 """
 
 from __future__ import annotations
 
-from kda_core._checks import check_bool, check_int
+from dataclasses import dataclass
+
+from kda_core import sizing
 from kda_core.cache.pool import (
-    MAX_SLOTS,
+    STRATEGIES,
     ActivePool,
     CheckpointPool,
-    PingPong,
     PoolError,
-    RequestSlots,
+    PoolStats,
+    SlotBudget,
+    StateShape,
 )
-from kda_core.cache.pool.slots import _Slots
+from kda_core.model import TinyHybrid
 
-__all__ = [
-    "ServePingPong",
-    "SharedBudget",
-    "SharedSlots",
-    "int8_checkpoint_slots",
-    "share",
-    "slots_held",
-    "slots_up_front",
-]
+__all__ = ["PingPong", "RequestSlots", "StatePools"]
 
 
-def slots_up_front(strategy: str, overlap: bool = True) -> int:
-    """Active-pool slots a request opens with: 1 / 1 + ring (extra_buffer) / 2 (lazy)."""
-    if strategy == "extra_buffer":
-        return 1 + (2 if overlap else 1)
-    return {"no_buffer": 1, "extra_buffer_lazy": 2}[strategy]
+@dataclass(slots=True)
+class RequestSlots:
+    """One request's active-pool slots: ``active`` plus ping-pong ``track`` slots.
+
+    ``track_pos[i]`` is the boundary (tokens) of the state held by ``track[i]`` (None: empty
+    or already donated); ``next`` is the index the next track write goes to.
+    """
+
+    owner: str
+    active: int
+    track: list[int]
+    track_pos: list[int | None]
+    next: int = 0
 
 
-def slots_held(strategy: str, overlap: bool = True) -> int:
-    """Most active-pool slots a request holds at once (lazy: its on-demand second track)."""
-    return 3 if strategy == "extra_buffer_lazy" else slots_up_front(strategy, overlap)
+class PingPong:
+    """Every running request's slots by strategy (see the module docstring)."""
 
-
-class SharedBudget:
-    """The slot count both pools draw from."""
-
-    __slots__ = ("capacity", "used")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = check_int("state_slots", capacity, 1, MAX_SLOTS)
-        self.used = 0
-
-    @property
-    def free(self) -> int:
-        return self.capacity - self.used
-
-
-class SharedSlots(_Slots):
-    """A pool's slot table whose allocations also count against a ``SharedBudget``."""
-
-    def __init__(self, capacity: int, name: str, budget: SharedBudget) -> None:
-        super().__init__(capacity, name)
-        self.budget = budget
-
-    @property
-    def n_free(self) -> int:
-        return min(len(self._free), self.budget.free)
-
-    def can_allocate(self, n: int = 1) -> bool:
-        super().can_allocate(n)  # argument check
-        return self.n_free >= n
-
-    def take(self, owner: str) -> int:
-        if self.budget.free <= 0:
-            raise ValueError(
-                f"state pool is full ({self.budget.capacity} slots shared by running and "
-                f"cached states): cannot allocate"
-            )
-        slot = super().take(owner)
-        self.budget.used += 1
-        return slot
-
-    def release(self, slot) -> int:
-        s = super().release(slot)
-        self.budget.used -= 1
-        return s
-
-    def check_integrity(self) -> None:
-        super().check_integrity()
-        if not 0 <= self.budget.used <= self.budget.capacity:
-            raise PoolError(f"{self.name}: shared budget used {self.budget.used} out of range")
-
-
-def share(active: ActivePool, checkpoints: CheckpointPool, budget: SharedBudget) -> None:
-    """Make two fresh (empty) pools draw from ``budget``; each may take up to all of it."""
-    for pool, name in ((active, "active"), (checkpoints, "checkpoint")):
-        if pool.n_used:
-            raise ValueError(f"{name} pool must be empty to be shared")
-        if pool.capacity != budget.capacity:
-            raise ValueError(f"{name} pool must have capacity {budget.capacity}")
-        pool._slots = SharedSlots(budget.capacity, name, budget)
-
-
-def int8_checkpoint_slots(state_slots: int, int8_ckpt_size: int | None = None) -> int:
-    """SGLang's INT8 checkpoint pool size: ``int8_ckpt_size or 2 * state_slots`` (capped at
-    ``MAX_SLOTS``)."""
-    n = check_int("state_slots", state_slots, 1, MAX_SLOTS)
-    if int8_ckpt_size is not None:
-        return check_int("checkpoint_slots", int8_ckpt_size, 1, MAX_SLOTS)
-    return min(2 * n, MAX_SLOTS)
-
-
-class ServePingPong(PingPong):
-    """``PingPong`` with the ring sized by the scheduler mode (see the module docstring)."""
-
-    def __init__(self, pool: ActivePool, strategy: str = "extra_buffer", overlap: bool = True):
-        super().__init__(pool, strategy)
-        self.overlap = check_bool("overlap", overlap)
-        if strategy == "extra_buffer_lazy" and not overlap:
-            raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+    def __init__(self, pool: ActivePool, strategy: str, overlap: bool = True) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        self.pool = pool
+        self.strategy = strategy
+        held = sizing.request_slots(strategy, overlap).held
         self.ring = 1 if strategy == "extra_buffer" and not overlap else 2
+        self.up_front = held - 1 if strategy == "extra_buffer_lazy" else held
         self.busy: set[int] = set()
+        self.track_writes = 0
 
-    def slots_up_front(self) -> int:
-        """1 live + the ring's track slots (extra_buffer without overlap: 1 + 1)."""
-        return slots_up_front(self.strategy, self.overlap)
+    def can_open(self) -> bool:
+        return self.pool.can_allocate(self.up_front)
+
+    def open(self, owner: str) -> RequestSlots:
+        """The slots a request holds from admission (its live state starts at zero)."""
+        if not self.can_open():
+            raise ValueError(
+                f"active pool has {self.pool.n_free} free slots, strategy "
+                f"{self.strategy!r} needs {self.up_front}"
+            )
+        active = self.pool.allocate(owner)
+        track = [self.pool.allocate_unfilled(owner + ":track") for _ in range(self.up_front - 1)]
+        return RequestSlots(owner, active, track, [None] * len(track))
 
     def track(self, req: RequestSlots, position: int) -> int | None:
-        """``PingPong.track`` on a ring of ``self.ring`` slots; refuses a busy slot."""
+        """Write the live state (at boundary ``position``) into ``track[next]``, then flip.
+
+        Returns the track slot written, or None for no_buffer (nothing to track into) or when
+        the lazy second slot cannot be taken. The caller donates a still-valid state in
+        ``track[next]`` first (``overwritten_next``)."""
         if self.strategy == "no_buffer":
             return None
         if req.next >= len(req.track):  # lazy: take the second slot at a boundary
@@ -164,12 +103,90 @@ class ServePingPong(PingPong):
                 f"has yet to read it (ping-pong ring of {self.ring})"
             )
         S, conv = self.pool.buffers(req.active)
-        self.pool.rebind(slot, S.copy(), conv.copy())  # a real copy (see PingPong.track)
+        # a real copy: a later write to the live slot (or donating this one, which freezes its
+        # buffers) never reaches the other slot
+        self.pool.rebind(slot, S.copy(), conv.copy())
         req.track_pos[req.next] = position
         self.track_writes += 1
         req.next = (req.next + 1) % self.ring
         return slot
 
+    def overwritten_next(self, req: RequestSlots) -> tuple[int, int] | None:
+        """(slot, position) of a valid tracked state the next ``track`` would overwrite."""
+        i = req.next
+        if i < len(req.track) and req.track_pos[i] is not None:
+            return req.track[i], req.track_pos[i]  # type: ignore[return-value]
+        return None
+
+    def valid(self, req: RequestSlots) -> list[tuple[int, int]]:
+        """Every (slot, position) still holding an undonated tracked state, oldest first."""
+        held = ((s, p) for s, p in zip(req.track, req.track_pos) if p is not None)
+        return sorted(held, key=lambda x: x[1])
+
+    def mark_donated(self, req: RequestSlots, slot: int) -> None:
+        req.track_pos[req.track.index(slot)] = None
+
     def close(self, req: RequestSlots) -> None:
+        """Free every slot the request holds."""
         self.busy.difference_update(req.track)
-        super().close(req)
+        for s in req.track:
+            self.pool.free(s)
+        self.pool.free(req.active)
+        req.track.clear()
+        req.track_pos.clear()
+
+
+class StatePools:
+    """The engine's pools: ``active`` and ``checkpoints`` (one shared budget of
+    ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring."""
+
+    def __init__(
+        self,
+        model: TinyHybrid,
+        state_slots: int,
+        checkpoint_slots: int,
+        strategy: str,
+        overlap: bool,
+        int8: bool,
+    ) -> None:
+        shape = StateShape.of(model)
+        self.state_slots = state_slots
+        self.budget = None if int8 else SlotBudget(state_slots)
+        self.active = ActivePool(shape, state_slots, self.budget)
+        self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
+        self.pingpong = PingPong(self.active, strategy, overlap)
+
+    @property
+    def shared(self) -> bool:
+        """Running and cached states draw from one budget (INT8 off)."""
+        return self.budget is not None
+
+    def by_kind(self, tree_states: int) -> tuple[int, int, int, int | None]:
+        """(slots held by running requests, cached, free, the INT8 pool's free or None)."""
+        held = self.active.n_used + self.checkpoints.n_used - tree_states
+        ck_free = None if self.shared else self.checkpoints.n_free
+        return held, tree_states, self.active.n_free, ck_free
+
+    def stats(self) -> PoolStats:
+        ck = self.checkpoints
+        return PoolStats(
+            active_capacity=self.active.capacity,
+            active_used=self.active.n_used,
+            checkpoint_capacity=ck.capacity,
+            checkpoint_used=ck.n_used,
+            checkpoint_bytes=ck.used_bytes,
+            copies=ck.copies,
+            donations=ck.donations,
+            loads=ck.loads,
+            track_writes=self.pingpong.track_writes,
+            int8=ck.int8,
+        )
+
+    def check_integrity(self) -> None:
+        """Both tables, and nothing left running (between requests)."""
+        self.active.check_integrity()
+        self.checkpoints.check_integrity()
+        if self.active.n_used:
+            raise PoolError(f"engine: {self.active.n_used} active slots leaked")
+        if self.pingpong.busy:
+            raise PoolError(f"engine: track slots {sorted(self.pingpong.busy)} left busy")

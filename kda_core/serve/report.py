@@ -1,6 +1,6 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
-call), ``EngineStats`` (an engine's totals). Shared by ``Engine.generate`` and ``Engine.serve``;
-``kda_core.engine`` re-exports them (the contract).
+call), ``EngineStats`` (an engine's totals) and ``Totals``, the one object that counts them as
+requests finish. ``kda_core.engine`` re-exports the reports (the contract).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from kda_core.cache.pool import PoolStats
 
-__all__ = ["EngineStats", "GenerateReport", "StepRecord"]
+__all__ = ["EngineStats", "GenerateReport", "StepRecord", "Totals"]
 
 
 class StepRecord(NamedTuple):
@@ -94,3 +94,39 @@ class EngineStats:
     def prefill_saved_fraction(self) -> float:
         """Fraction of prompt tokens not computed (restored)."""
         return self.restored_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+class Totals:
+    """An engine's request totals, added to as each request finishes (the serving loop owns
+    the call): a request that raised or was rejected is not counted."""
+
+    FIELDS = (
+        "state_hits",
+        "token_hits",
+        "prompt_tokens",
+        "restored_tokens",
+        "replayed_tokens",
+        "prefilled_tokens",
+        "decoded_tokens",
+        "evicted_states",
+        "evicted_kv_tokens",
+        "checkpoints_skipped",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, r: GenerateReport) -> None:
+        t = self.counts
+        self.requests += 1
+        t["state_hits"] += r.restore_at > 0
+        t["token_hits"] += r.token_match > 0
+        t["prompt_tokens"] += len(r.prompt)
+        t["restored_tokens"] += r.restore_at
+        t["replayed_tokens"] += r.replayed
+        t["prefilled_tokens"] += r.prefilled
+        t["decoded_tokens"] += r.decoded
+        t["evicted_states"] += r.evicted_states
+        t["evicted_kv_tokens"] += r.evicted_kv_tokens
+        t["checkpoints_skipped"] += r.checkpoints_skipped

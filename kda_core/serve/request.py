@@ -5,11 +5,11 @@ text or token ids, greedy tokens to generate in [1, 4096], and the scheduler ste
 arrives (>= 0; step 0 is the first step of ``Engine.serve``).
 
 ``RequestState`` is one request inside ``serve`` (nano-vllm's ``Sequence``): its tokens, phase,
-active-pool slots, the radix node it locks, the boundary of its last tracked state, and the
-per-request counters its ``GenerateReport`` is built from. A retracted request is reset to
-``waiting`` (SGLang ``retract_decode`` releases it without inserting and re-queues it) and redone
-from its prompt later; its outputs so far are dropped, so what it finally returns is a run from
-scratch (greedy decoding makes that run identical).
+slots, the cache handle it locks, the boundary of its last tracked state, the per-request
+counters its ``GenerateReport`` is built from, and the ``Trace`` of a ``generate`` request. A
+retracted request is reset to ``waiting`` (SGLang ``retract_decode`` releases it without
+inserting and re-queues it) and redone from its prompt later; its outputs so far are dropped,
+so what it finally returns is a run from scratch (greedy decoding makes that run identical).
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from kda_core.cache.pool import RequestSlots
-from kda_core.model import ModelState
+from kda_core.cache.pool import PoolStats
+from kda_core.model import VOCAB, ModelState
+from kda_core.serve.pools import RequestSlots
+from kda_core.serve.report import GenerateReport, StepRecord
+from kda_core.serve.trace import Trace
 
 PHASES: tuple[str, ...] = ("waiting", "prefill", "decode", "finished", "rejected")
 """A request's phase in a scheduler step (``retracted`` is marked per step in the rows)."""
@@ -62,6 +65,7 @@ class RequestState:
     pending: list[tuple[int, int]] = field(default_factory=list)  # (pos, ckpt slot) not in tree
     parked: list[int] = field(default_factory=list)  # every checkpoint position parked
     step_log: list[tuple[int, int, int, str]] = field(default_factory=list)  # pos, n, token, phase
+    inserted: list[tuple[int, int]] = field(default_factory=list)  # (slot, frees) at insert
     counts: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
     admitted_at: int = -1
@@ -69,6 +73,7 @@ class RequestState:
     t0: float = 0.0
     seconds: float = 0.0
     error: str | None = None
+    trace: Trace | None = None  # generate's observer (None in serve)
 
     @property
     def P(self) -> int:
@@ -88,6 +93,11 @@ class RequestState:
     def n_out(self) -> int:
         return len(self.gen)
 
+    @property
+    def inconsistent(self) -> bool:
+        """The teaching restore: MLA at the token match, KDA at the checkpoint, no replay."""
+        return self.trace is not None and self.trace.mode == "inconsistent" and self.restore_at > 0
+
     def bump(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
@@ -104,5 +114,48 @@ class RequestState:
         self.pending.clear()
         self.parked.clear()
         self.step_log.clear()
+        self.inserted.clear()
         self.counts.clear()
         self.last_tracked = 0
+        if self.trace is not None:
+            self.trace.norms.clear()
+            self.trace.replay.clear()
+
+    def report(self, created: int, pools: PoolStats) -> GenerateReport:
+        """The finished request's report (``created``: its checkpoints still in the tree);
+        a ``Trace`` adds what it observed (``Trace.finish``)."""
+        c = self.counts.get
+        nan = float("nan")
+        mk = StepRecord._make  # one record per consumed chunk or token: the tuple fast path
+        untraced = (nan, nan, nan)  # state_norm, dist_to_match, dist_to_uncached
+        return GenerateReport(
+            prompt=tuple(self.ids),
+            tokens=list(self.gen),
+            # tokenizer.decode without re-checking ids the model itself produced (argmax over
+            # VOCAB = 256 byte tokens); tests/test_serve_bookkeeping.py compares the two
+            text=bytes(self.gen).decode("utf-8", errors="replace"),
+            logits=np.array(self.logit_rows).reshape(len(self.gen), VOCAB),
+            token_match=self.token_match,
+            restore_at=self.restore_at,
+            replayed=0 if self.inconsistent else self.token_match - self.restore_at,
+            prefilled=self.P - self.token_match,
+            decoded=self.n_new - 1,
+            restore="exact" if self.trace is None else self.trace.mode,
+            planned_checkpoints=tuple(self.planned),
+            checkpoints=tuple(self.parked),
+            checkpoints_created=created,
+            checkpoints_existed=c("existed", 0),
+            checkpoints_skipped=c("skipped", 0),
+            copies=c("copies", 0),
+            donations=c("donations", 0),
+            track_writes=c("track_writes", 0),
+            evicted_states=c("evicted_states", 0),
+            evicted_kv_tokens=c("evicted_kv", 0),
+            restore_error=self.restore_error,
+            step_log=tuple([mk(rec + untraced) for rec in self.step_log]),
+            replay_states=None,
+            ref_logits=None,
+            ref_max_abs_diff=None,
+            pools=pools,
+            seconds=self.seconds,
+        )

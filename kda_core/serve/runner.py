@@ -6,7 +6,7 @@ decode), each request from the state in its active slot.
 
 Memory layout (why this is fast): the step's states are one layer-major array
 ``S [L, N, H, K, V]`` (and conv windows likewise); request i's new state is the *view*
-``S_new[:, i]``, bound to its active slot without a copy (``ActivePool._swap``: the kernel
+``S_new[:, i]``, bound to its active slot without a copy (``ActivePool.rebind``: the kernel
 "writing into the slot"). When the next step runs the same requests in the same order and no
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
 nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
@@ -65,11 +65,11 @@ class _Bound:
 def _read_after(r: RequestState) -> bool:
     """Whether the serving loop reads r's state after its next decode step: the step ends at
     a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
-    token (``Lifecycle.finish`` donates it). Nothing else reads a running request's state
-    (retraction releases it unread); the runner writes pending steps out before any other
-    batch runs."""
+    token (``Lifecycle.finish`` donates it), or a ``Trace`` watches every step. Nothing else
+    reads a running request's state (retraction releases it unread); the runner writes
+    pending steps out before any other batch runs."""
     nxt = r.pos + 1
-    return nxt >= r.total or nxt in r.plan
+    return nxt >= r.total or nxt in r.plan or r.trace is not None
 
 
 class Runner:

@@ -1,7 +1,8 @@
 """Slot bookkeeping shared by the state pools: shapes, counts, a free list + owner table.
 
-``_Slots`` is the table (``free + owned == capacity`` always); ``_SlotView`` is the part of it
-both pools expose. Constants: per-strategy slot counts (SGLang §1.10 "held" counts).
+``SlotTable`` is the table (``free + owned == capacity`` always), optionally drawing from a
+``SlotBudget`` that several tables share (running and cached states in one pool, as SGLang's
+``MambaPool``); ``SlotPool`` is the part of it both pools expose.
 """
 
 from __future__ import annotations
@@ -18,18 +19,16 @@ from kda_core.model import TinyHybrid
 MAX_SLOTS = 4096
 """Most slots one pool may hold (caps memory)."""
 STRATEGIES: tuple[str, ...] = ("no_buffer", "extra_buffer", "extra_buffer_lazy")
-SLOTS_UP_FRONT: dict[str, int] = {"no_buffer": 1, "extra_buffer": 3, "extra_buffer_lazy": 2}
-"""Active-pool slots a request holds from admission (SGLang §1.10 "held" counts)."""
-SLOTS_MAX: dict[str, int] = {"no_buffer": 1, "extra_buffer": 3, "extra_buffer_lazy": 3}
-"""Most active-pool slots a request can hold at once."""
+"""The serving strategies (slots per request by strategy: ``sizing.request_slots``)."""
 
 __all__ = [
     "MAX_SLOTS",
-    "SLOTS_MAX",
-    "SLOTS_UP_FRONT",
     "STRATEGIES",
     "PoolError",
     "PoolStats",
+    "SlotBudget",
+    "SlotPool",
+    "SlotTable",
     "StateShape",
 ]
 
@@ -108,20 +107,33 @@ class PoolStats:
     int8: bool
 
 
-class _Slots:
-    """A free list + owner table; ``free + owned == capacity`` always."""
+class SlotBudget:
+    """A slot count several ``SlotTable`` s draw from: ``used <= capacity`` always."""
 
-    __slots__ = ("capacity", "_free", "_owner", "name")
+    __slots__ = ("capacity", "used")
 
-    def __init__(self, capacity: int, name: str) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+
+
+class SlotTable:
+    """A free list + owner table (``free + owned == capacity`` always); with a ``budget`` an
+    allocation also counts against it, and only what both have left is free."""
+
+    __slots__ = ("capacity", "_free", "_owner", "name", "budget")
+
+    def __init__(self, capacity: int, name: str, budget: SlotBudget | None = None) -> None:
         self.capacity = capacity
         self.name = name
+        self.budget = budget
         self._free = list(range(capacity - 1, -1, -1))  # pop() gives the lowest slot first
         self._owner: dict[int, str] = {}
 
     @property
     def n_free(self) -> int:
-        return len(self._free)
+        b = self.budget
+        return len(self._free) if b is None else min(len(self._free), b.capacity - b.used)
 
     @property
     def n_used(self) -> int:
@@ -130,15 +142,23 @@ class _Slots:
     def can_allocate(self, n: int = 1) -> bool:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be an integer >= 0, got {n!r}")
-        return len(self._free) >= n
+        return self.n_free >= n
 
     def take(self, owner: str) -> int:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
+        b = self.budget
+        if b is not None and b.used >= b.capacity:
+            raise ValueError(
+                f"state pool is full ({b.capacity} slots shared by running and cached "
+                f"states): cannot allocate"
+            )
         if not self._free:
             raise ValueError(f"{self.name} pool is full ({self.capacity} slots): cannot allocate")
         slot = self._free.pop()
         self._owner[slot] = owner
+        if b is not None:
+            b.used += 1
         return slot
 
     def check(self, slot: Any, name: str = "slot") -> int:
@@ -163,6 +183,8 @@ class _Slots:
         s = self.check(slot)
         del self._owner[s]
         self._free.append(s)
+        if self.budget is not None:
+            self.budget.used -= 1
         return s
 
     def owner(self, slot: Any) -> str | None:
@@ -191,34 +213,37 @@ class _Slots:
             )
         if any(not 0 <= s < self.capacity for s in (*free, *self._owner)):
             raise PoolError(f"{self.name}: slot id out of range")
+        b = self.budget
+        if b is not None and not 0 <= b.used <= b.capacity:
+            raise PoolError(f"{self.name}: shared budget used {b.used} out of range")
 
 
-class _SlotView:
-    """The slot bookkeeping both pools expose, read through their ``_slots`` (a :class:`_Slots`)."""
+class SlotPool:
+    """The slot bookkeeping both pools expose, read through their slot ``table``."""
 
-    _slots: _Slots
+    table: SlotTable
 
     @property
     def capacity(self) -> int:
-        return self._slots.capacity
+        return self.table.capacity
 
     @property
     def n_free(self) -> int:
-        return self._slots.n_free
+        return self.table.n_free
 
     @property
     def n_used(self) -> int:
-        return self._slots.n_used
+        return self.table.n_used
 
     def can_allocate(self, n: int = 1) -> bool:
-        return self._slots.can_allocate(n)
+        return self.table.can_allocate(n)
 
     def owner(self, slot: int) -> str | None:
-        return self._slots.owner(slot)
+        return self.table.owner(slot)
 
     def set_owner(self, slot: int, owner: str) -> None:
         """Hand the slot to another owner (e.g. a checkpoint to "tree" after insert)."""
-        self._slots.set_owner(slot, owner)
+        self.table.set_owner(slot, owner)
 
     def owned(self) -> dict[int, str]:
-        return self._slots.owned()
+        return self.table.owned()
