@@ -11,8 +11,7 @@ from kda_core.serve.engine import (
     RESTORE_MODES,
     Engine,
 )
-from kda_core.serve.loop import ServeReport, StepRow
-from kda_core.serve.report import EngineStats, GenerateReport, StepRecord
+from kda_core.serve.report import EngineStats, GenerateReport, ServeReport, StepRecord, StepRow
 from kda_core.serve.request import Request
 
 __all__ = [

@@ -13,7 +13,7 @@ from kda_core.cache.pool import (
 )
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import KDALayerState
-from kda_core.serve.pools import PingPong
+from kda_core.serve._pools import PingPong
 
 SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
 

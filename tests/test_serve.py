@@ -242,7 +242,7 @@ def test_retraction_victim_is_sglangs(monkeypatch):
     """SGLang python/sglang/srt/managers/schedule_batch.py, ScheduleBatch.retract_decode, sorts
     by (len(output_ids), -len(origin_input_ids)) descending and pops the last: the victim has
     the fewest outputs, then the longest prompt."""
-    from kda_core.serve import scheduler
+    from kda_core.serve import _scheduler as scheduler
 
     seen = []
     original = scheduler.Scheduler.retract_victim

@@ -7,10 +7,10 @@ import pytest
 
 from kda_core.kda import conv_varlen
 from kda_core.model import ModelConfig, TinyHybrid
+from kda_core.serve._decode import decode_packed, state_update_naive
+from kda_core.serve._fused import FusedWeights, conv_packed
+from kda_core.serve._window import DEFER_STEPS, StateWindow, window_steps
 from kda_core.serve.batch import forward_batch, forward_packed
-from kda_core.serve.decode import decode_packed, state_update_naive
-from kda_core.serve.fused import FusedWeights, conv_packed
-from kda_core.serve.window import DEFER_STEPS, StateWindow, window_steps
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -241,7 +241,7 @@ def test_fused_weights_are_folded_once_per_model():
     and another model gets its own (a dead model's entry goes with it)."""
     import gc
 
-    from kda_core.serve import fused
+    from kda_core.serve import _fused as fused
 
     model = TinyHybrid(weights="random", seed=11)
     a, b = FusedWeights.of(model), FusedWeights.of(model)

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from kda_core.cache.pool import ActivePool, StateShape
-from kda_core.cache.pool.slots import SlotBudget, SlotTable
+from kda_core.cache.pool._slots import SlotTable
+from kda_core.cache.pool.slots import SlotBudget
 from kda_core.model import TinyHybrid, decode
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import StepRecord
@@ -57,8 +58,8 @@ def test_slot_check_fast_path_equals_the_full_check(shared):
 
 def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     e = Engine(model=MODEL, state_slots=20)
-    from kda_core.serve.lifecycle import Lifecycle
-    from kda_core.serve.request import RequestState
+    from kda_core.serve._lifecycle import Lifecycle
+    from kda_core.serve._state import RequestState
 
     life = Lifecycle(e.parts, 1)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
@@ -147,7 +148,7 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     import copy
 
     from kda_core.cache.pool import CheckpointPool
-    from kda_core.serve.pools import PingPong
+    from kda_core.serve._pools import PingPong
 
     shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
     pool = ActivePool(shape, 4)
@@ -225,7 +226,7 @@ def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
     """The report's text on outputs with multi-byte, cut and invalid UTF-8 (a served TinyHybrid
     mostly writes ASCII): byte for byte what ``tokenizer.decode`` makes of the same ids."""
     from kda_core.model import VOCAB
-    from kda_core.serve.request import RequestState
+    from kda_core.serve._state import RequestState
 
     rng = np.random.default_rng(13)
     cases = [list("中文 ok".encode()), list("中文".encode())[:-1], [0xFF, 0x41, 0xC3], []]

@@ -103,7 +103,7 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     overflow (|x| > 709): finite and no overflow raised (the clip)."""
     from kda_core.kda.conv import silu as silu_ref
     from kda_core.model.functional import sigmoid as sigmoid_ref
-    from kda_core.serve.fused import sigmoid, silu
+    from kda_core.serve._fused import sigmoid, silu
 
     x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
     with np.errstate(over="raise", invalid="raise"):  # an overflow in exp would raise
@@ -219,9 +219,9 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     import resource
 
     from kda_core.model import TinyHybrid
+    from kda_core.serve._fused import FusedWeights
+    from kda_core.serve._heap import keep_freed_memory
     from kda_core.serve.batch import forward_packed
-    from kda_core.serve.fused import FusedWeights
-    from kda_core.serve.heap import keep_freed_memory
 
     if not keep_freed_memory():
         pytest.skip("not glibc, or the environment declines it: keep_freed_memory does nothing")
@@ -266,7 +266,7 @@ def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("not glibc: keep_freed_memory does nothing")
     code = (
-        "from kda_core.serve import heap\n"
+        "from kda_core.serve import _heap as heap\n"
         "from kda_core.serve.engine import Engine\n"
         "assert heap._done == [], heap._done\n"
         "Engine(); Engine()\n"

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from kda_core import sizing
 from kda_core.cache.pool import STRATEGIES, PoolError
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve._pools import PingPong
 from kda_core.serve.engine import Engine, Request
-from kda_core.serve.pools import PingPong
 
 MODEL = TinyHybrid()
 SYSTEM = "You are a helpful assistant. Answer briefly. "

@@ -30,7 +30,7 @@ from kda_core.model import (
     TinyHybrid,
     check_tokens,
 )
-from kda_core.serve.fused import (
+from kda_core.serve._fused import (
     FusedWeights,
     KDALayer,
     MLALayer,

@@ -27,9 +27,8 @@ from kda_core._checks import check_bool, check_int
 from kda_core.cache.pool import MAX_SLOTS, PoolStats
 from kda_core.cache.protocol import DroppedState
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
-from kda_core.serve import loop
-from kda_core.serve.cache_ops import CacheOps
-from kda_core.serve.engine_args import (
+from kda_core.serve import _loop as loop
+from kda_core.serve._args import (
     DEFAULT_POLICY,
     DEFAULT_STATE_SLOTS,
     MAX_NEW_TOKENS,
@@ -41,15 +40,24 @@ from kda_core.serve.engine_args import (
     pool_sizes,
     prompt_tokens,
 )
-from kda_core.serve.heap import keep_freed_memory
-from kda_core.serve.lifecycle import Parts, ServeConfig
-from kda_core.serve.loop import ServeReport, StepRow
-from kda_core.serve.pools import StatePools
-from kda_core.serve.report import EngineStats, GenerateReport, StepRecord, Totals
-from kda_core.serve.request import Request, RequestState
-from kda_core.serve.trace import Trace
+from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._heap import keep_freed_memory
+from kda_core.serve._lifecycle import Parts, ServeConfig
+from kda_core.serve._pools import StatePools
+from kda_core.serve._state import RequestState
+from kda_core.serve._trace import Trace
+from kda_core.serve.report import (
+    EngineStats,
+    GenerateReport,
+    ServeReport,
+    StepRecord,
+    StepRow,
+    Totals,
+)
+from kda_core.serve.request import Request
 
 PHASES: tuple[str, ...] = ("restore", "replay", "prefill", "decode")
+"""The phases of a request's step records (``StepRecord.phase``)."""
 
 __all__ = [
     "DEFAULT_POLICY",

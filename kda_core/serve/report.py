@@ -1,6 +1,7 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
-call), ``EngineStats`` (an engine's totals) and ``Totals``, the one object that counts them as
-requests finish. ``kda_core.engine`` re-exports the reports (the contract).
+call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
+engine's totals) and ``Totals``, the one object that counts them as requests finish.
+``kda_core.engine`` re-exports the reports (the contract).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from kda_core.cache.pool import PoolStats
 
-__all__ = ["EngineStats", "GenerateReport", "StepRecord", "Totals"]
+__all__ = ["EngineStats", "GenerateReport", "ServeReport", "StepRecord", "StepRow", "Totals"]
 
 
 class StepRecord(NamedTuple):
@@ -94,6 +95,42 @@ class EngineStats:
     def prefill_saved_fraction(self) -> float:
         """Fraction of prompt tokens not computed (restored)."""
         return self.restored_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class StepRow:
+    """One scheduler step. Ids are the requests' positions in the input list."""
+
+    step: int
+    running: tuple[int, ...]  # ran in this step (decodes, then prefill chunks)
+    prefill_tokens: int
+    decode_tokens: int
+    admitted: tuple[int, ...]
+    retracted: tuple[int, ...]
+    finished: tuple[int, ...]
+    phases: tuple[str, ...]  # per request after the step: waiting/prefill/decode/finished/...
+    slots_running: int
+    slots_cached: int
+    slots_free: int
+    checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
+
+
+@dataclass(slots=True)
+class ServeReport:
+    """What ``Engine.serve`` did: one report per request (input order; None if rejected)."""
+
+    reports: list[GenerateReport | None]
+    steps: list[StepRow]
+    rejected: dict[int, str]  # request id -> SGLang-style message
+    max_running: int
+    capping_message: str | None
+    peak_running: int
+    retractions: int
+    # CPU seconds of this process (time.process_time: on a shared machine the wall clock also
+    # counts time descheduled, which lands on whichever part happened to run)
+    seconds: float  # the whole serve
+    scheduler_seconds: float  # Scheduler.schedule
+    runner_seconds: float  # the model passes (Runner.run)
 
 
 class Totals:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.policy.base import PlanContext, Policy
+from kda_core.cache.policy._context import PlanContext
+from kda_core.cache.policy.base import Policy
 from kda_core.cache.radix import RadixStateCache, StateRows
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))

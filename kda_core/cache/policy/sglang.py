@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, PlanContext, Policy
+from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy.base import Policy
 
 SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
 

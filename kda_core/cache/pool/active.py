@@ -9,16 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.pool.slots import (
-    MAX_SLOTS,
-    PoolError,
-    SlotBudget,
-    SlotPool,
-    SlotTable,
-    StateShape,
-    deepcopy_fields,
-)
-from kda_core.model import KDALayerState, TinyHybrid
+from kda_core.cache.pool._slots import SlotPool, SlotTable, deepcopy_fields
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, SlotBudget, StateShape
+from kda_core.model import KDALayerState
 
 __all__ = ["ActivePool"]
 
@@ -39,10 +32,6 @@ class ActivePool(SlotPool):
         # write drops, was ~17 us each in the serving loop. Read-only, so a bug writing into
         # it in place raises instead of reaching every slot that shares it.
         self.zero_state = (_readonly(np.zeros(shape.s)), _readonly(np.zeros(shape.conv)))
-
-    @classmethod
-    def for_model(cls, model: TinyHybrid, slots: int) -> ActivePool:
-        return cls(StateShape.of(model), slots)
 
     def __deepcopy__(self, memo: dict) -> ActivePool:
         """A deep copy whose shared ``zero_state`` is read-only again (numpy's deepcopy returns

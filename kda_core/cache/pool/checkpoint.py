@@ -14,18 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
+from kda_core.cache.pool._slots import SlotPool, SlotTable, deepcopy_fields
 from kda_core.cache.pool.active import ActivePool
-from kda_core.cache.pool.slots import (
-    MAX_SLOTS,
-    PoolError,
-    SlotBudget,
-    SlotPool,
-    SlotTable,
-    StateShape,
-    deepcopy_fields,
-)
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, SlotBudget, StateShape
 from kda_core.cache.quant import quantize_int8
-from kda_core.model import TinyHybrid
 
 __all__ = ["CheckpointPool"]
 
@@ -88,10 +80,6 @@ class CheckpointPool(SlotPool):
         self.copies = 0
         self.donations = 0
         self.loads = 0
-
-    @classmethod
-    def for_model(cls, model: TinyHybrid, slots: int, *, int8: bool = False) -> CheckpointPool:
-        return cls(StateShape.of(model), slots, int8=int8)
 
     def __deepcopy__(self, memo: dict) -> CheckpointPool:
         """A deep copy whose stored arrays are read-only again (numpy's deepcopy returns

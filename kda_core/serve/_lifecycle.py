@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from kda_core.model import TOKENIZER_FINGERPRINT, ModelState, TinyHybrid
-from kda_core.serve.cache_ops import CacheOps
-from kda_core.serve.pools import StatePools
+from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._pools import StatePools
+from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
-from kda_core.serve.request import RequestState
 
 __all__ = ["Lifecycle", "Parts", "ServeConfig"]
 

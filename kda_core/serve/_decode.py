@@ -33,10 +33,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kda_core.serve._fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.serve._rows import ConvRows, LatentRows
+from kda_core.serve._window import StateWindow
 from kda_core.serve.batch import mla_attend_padded
-from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
-from kda_core.serve.rows import ConvRows, LatentRows
-from kda_core.serve.window import StateWindow
 
 __all__ = ["decode_packed", "decode_window", "state_update_naive", "write_matrix"]
 

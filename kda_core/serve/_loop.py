@@ -14,52 +14,15 @@ three add up to ``state_slots``; with INT8 checkpoints ``free`` is the active po
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from kda_core import sizing
-from kda_core.serve.lifecycle import Lifecycle, Parts
-from kda_core.serve.report import GenerateReport, Totals
-from kda_core.serve.request import RequestState
-from kda_core.serve.runner import Runner
-from kda_core.serve.scheduler import Batch, Scheduler
+from kda_core.serve._lifecycle import Lifecycle, Parts
+from kda_core.serve._runner import Runner
+from kda_core.serve._scheduler import Batch, Scheduler
+from kda_core.serve._state import RequestState
+from kda_core.serve.report import GenerateReport, ServeReport, StepRow, Totals
 
-__all__ = ["ServeReport", "StepRow", "serve"]
-
-
-@dataclass(slots=True, frozen=True)
-class StepRow:
-    """One scheduler step. Ids are the requests' positions in the input list."""
-
-    step: int
-    running: tuple[int, ...]  # ran in this step (decodes, then prefill chunks)
-    prefill_tokens: int
-    decode_tokens: int
-    admitted: tuple[int, ...]
-    retracted: tuple[int, ...]
-    finished: tuple[int, ...]
-    phases: tuple[str, ...]  # per request after the step: waiting/prefill/decode/finished/...
-    slots_running: int
-    slots_cached: int
-    slots_free: int
-    checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
-
-
-@dataclass(slots=True)
-class ServeReport:
-    """What ``Engine.serve`` did: one report per request (input order; None if rejected)."""
-
-    reports: list[GenerateReport | None]
-    steps: list[StepRow]
-    rejected: dict[int, str]  # request id -> SGLang-style message
-    max_running: int
-    capping_message: str | None
-    peak_running: int
-    retractions: int
-    # CPU seconds of this process (time.process_time: on a shared machine the wall clock also
-    # counts time descheduled, which lands on whichever part happened to run)
-    seconds: float  # the whole serve
-    scheduler_seconds: float  # Scheduler.schedule
-    runner_seconds: float  # the model passes (Runner.run)
+__all__ = ["serve"]
 
 
 def reject_message(r: RequestState, kv_tokens: int) -> str:

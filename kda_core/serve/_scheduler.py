@@ -30,9 +30,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from kda_core.serve.cache_ops import CacheOps
-from kda_core.serve.lifecycle import Lifecycle
-from kda_core.serve.request import RequestState
+from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._lifecycle import Lifecycle
+from kda_core.serve._state import RequestState
 
 __all__ = ["Batch", "Scheduler"]
 

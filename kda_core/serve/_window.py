@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.serve.rows import _ptr
+from kda_core.serve._rows import _ptr
 
 __all__ = ["DEFER_STEPS", "StateWindow", "window_steps"]
 

@@ -38,12 +38,12 @@ import numpy as np
 
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
+from kda_core.serve._decode import decode_window, write_matrix
+from kda_core.serve._fused import FusedWeights
+from kda_core.serve._scheduler import Batch
+from kda_core.serve._state import RequestState
+from kda_core.serve._window import StateWindow, window_steps
 from kda_core.serve.batch import forward_packed
-from kda_core.serve.decode import decode_window, write_matrix
-from kda_core.serve.fused import FusedWeights
-from kda_core.serve.request import RequestState
-from kda_core.serve.scheduler import Batch
-from kda_core.serve.window import StateWindow, window_steps
 
 __all__ = ["Runner"]
 

@@ -17,7 +17,8 @@ from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
 from kda_core.cache.pool import MAX_SLOTS, STRATEGIES
 from kda_core.model import MAX_TOKENS, check_tokens, encode
-from kda_core.serve.request import Request, RequestState
+from kda_core.serve._state import RequestState
+from kda_core.serve.request import Request
 
 MAX_NEW_TOKENS = 4096
 MAX_REQUESTS = 4096
