@@ -6,7 +6,9 @@ chained ids of its input blocks (``block_size`` tokens per block, the last usual
 a CSR layout ``blocks[offsets[i]:offsets[i+1]]``. Two requests share block id ``h`` at position
 ``j`` iff their inputs are identical up to and including block ``j`` (the Mooncake convention),
 so the ids load straight into a block-level radix tree. Invariants and the id convention:
-docs/workloads.md. Left out: raw token ids, tokenizer effects.
+docs/workloads.md. A trace read from a lengths-only file (BurstGPT, Azure, Mooncake rows without
+``hash_ids``) has ``has_prefix_info=False``: its ids are fresh per block (no sharing) and every
+hit rate computed from it is refused (:func:`require_prefix_info`). Left out: raw token ids.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ MAX_REQUESTS = 200_000
 MAX_TOTAL_BLOCKS = 20_000_000
 MAX_INPUT_TOKENS = 4_000_000
 MAX_OUTPUT_TOKENS = 1_000_000
+MAX_SKIP_REASONS = 5  # reasons kept on a trace loaded with on_error="skip" (the count is exact)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -37,6 +40,10 @@ class Trace:
     input + output beyond the input's full blocks, i.e. blocks ``floor(in/b)`` ..
     ``floor((in+out)/b) - 1`` of the sequence after decoding; the simulator inserts them so a
     checkpoint after the last decoded token can be hit. ``None`` for Mooncake traces.
+
+    Provenance: ``has_prefix_info`` (False: the file gave lengths only, the ids share nothing
+    and hit rates cannot be computed), ``skipped_rows`` and the first ``skip_reasons`` of a
+    load with ``on_error="skip"``, ``source_format`` (the loader's format name, "" if built).
     """
 
     name: str
@@ -51,6 +58,10 @@ class Trace:
     kind_names: tuple[str, ...]
     out_offsets: np.ndarray | None = None
     out_blocks: np.ndarray | None = None
+    has_prefix_info: bool = True
+    skipped_rows: int = 0
+    skip_reasons: tuple[str, ...] = ()
+    source_format: str = ""
 
     def __len__(self) -> int:
         return int(self.input_len.shape[0])
@@ -100,7 +111,17 @@ class Trace:
             self.kind_names,
             oo,
             ob,
+            provenance=self.provenance(),
         )
+
+    def provenance(self) -> dict:
+        """The provenance fields (keyword arguments of ``_make_trace``)."""
+        return {
+            "has_prefix_info": self.has_prefix_info,
+            "skipped_rows": self.skipped_rows,
+            "skip_reasons": self.skip_reasons,
+            "source_format": self.source_format,
+        }
 
 
 class TraceStats(NamedTuple):
@@ -149,6 +170,8 @@ def _make_trace(
     kind_names: tuple[str, ...],
     out_offsets: np.ndarray | None = None,
     out_blocks: np.ndarray | None = None,
+    *,
+    provenance: dict | None = None,
 ) -> Trace:
     offsets = np.asarray(offsets, dtype=np.int64)
     if out_offsets is not None and out_blocks is not None:
@@ -170,7 +193,18 @@ def _make_trace(
         kind_names=tuple(kind_names),
         out_offsets=out_offsets,
         out_blocks=out_blocks,
+        **(provenance or {}),
     )
+
+
+def require_prefix_info(trace: Trace, what: str) -> None:
+    """``ValueError`` saying plainly that ``what`` cannot be computed from a lengths-only trace."""
+    if not trace.has_prefix_info:
+        raise ValueError(
+            f"{what} cannot be computed from trace {trace.name!r}: its "
+            f"{trace.source_format or 'source'} file gives request lengths only, no prefix "
+            "information (block hashes or tokens)"
+        )
 
 
 def validate(trace: Trace) -> None:
@@ -195,6 +229,10 @@ def validate(trace: Trace) -> None:
         raise ValueError("trace block counts must equal ceil(input_len / block_size)")
     if n and (trace.kind.min() < 0 or trace.kind.max() >= len(trace.kind_names)):
         raise ValueError("trace.kind must index trace.kind_names")
+    if trace.skipped_rows < 0 or len(trace.skip_reasons) > min(
+        trace.skipped_rows, MAX_SKIP_REASONS
+    ):
+        raise ValueError("trace.skipped_rows must be >= 0 and cover skip_reasons (at most 5)")
     has_out = trace.out_offsets is not None and trace.out_blocks is not None
     if has_out:
         oo = trace.out_offsets
@@ -234,8 +272,10 @@ def ideal_prefix_tokens(trace: Trace) -> np.ndarray:
     """Per request, the longest input prefix already seen by an infinite block cache ``[N]``.
 
     Counts ``min(matched_blocks * block_size, input_len)``: the ceiling any KV-only cache (or a
-    hybrid with a checkpoint at every block and no budget) can reach.
+    hybrid with a checkpoint at every block and no budget) can reach. Refused (``ValueError``)
+    for a trace without prefix information.
     """
+    require_prefix_info(trace, "the ideal prefix hit")
     seen: set[int] = set()
     out = np.zeros(len(trace), dtype=np.int64)
     blocks = trace.blocks.tolist()
@@ -255,11 +295,12 @@ def ideal_prefix_tokens(trace: Trace) -> np.ndarray:
 
 
 def trace_stats(trace: Trace) -> TraceStats:
-    """Summary numbers of a trace (lengths in tokens)."""
+    """Summary numbers of a trace (lengths in tokens). Without prefix information the ideal
+    token hit rate is NaN (it cannot be computed) and every block is distinct."""
     if len(trace) == 0:
         raise ValueError("trace must have at least one request")
     lens = trace.input_len
-    ideal = ideal_prefix_tokens(trace)
+    ideal = ideal_prefix_tokens(trace) if trace.has_prefix_info else np.full(1, np.nan)
     return TraceStats(
         n_requests=len(trace),
         duration_s=float(trace.arrival_s[-1] - trace.arrival_s[0]),
