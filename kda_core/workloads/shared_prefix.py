@@ -86,7 +86,7 @@ def generated_shared_prefix(
     ratio_ok = isinstance(range_ratio, (int, float)) and not isinstance(range_ratio, bool)
     if not (ratio_ok and 0 <= range_ratio <= 1):
         raise ValueError(f"range_ratio must be a number in [0, 1], got {range_ratio!r}")
-    check_bool(ordered, "ordered")
+    check_bool("ordered", ordered)
     seed = check_int("seed", seed, 0, 2**32 - 1)
     rate = _check_rate(request_rate)
     rs = np.random.RandomState(seed)
