@@ -275,7 +275,8 @@ def test_long_keys_match_exactly():
     c.check_integrity()
 
 
-def test_module_docstring_usage_example_runs():
+def test_docs_usage_example_runs():
+    """docs/radix.md, "Usage"."""
     freed = []
     pool = type("Pool", (), {"free": staticmethod(freed.append)})()
     tokens = list(range(120))

@@ -180,7 +180,7 @@ def test_decode_packed_chained_on_its_own_output(pasts):
 
 @pytest.mark.parametrize("pasts, conv_size", [([0, 3], 4), ([7, 0, 2], 4), ([2, 5], 1)])
 def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
-    """serve.rows: chained steps append each request's new latent row and conv row in place
+    """serve._rows: chained steps append each request's new latent row and conv row in place
     (latents: one buffer of 16 rows, then one doubling; conv: 16 spare rows, then a move to a
     new buffer), every latent and conv view a step handed out stays equal to what it was
     (latents read-only), each step equals forward_packed chained on copies, and a step whose

@@ -7,7 +7,7 @@
 * the checkpoint pool's digest: any one-byte change of any stored array is caught;
 * ``mla_attend_chunks`` (the packed prefill's MLA, chunks batched) against causal attention per
   query, and ``forward_batch`` on the batch shapes that pick each MLA path;
-* ``serve.heap.keep_freed_memory``: freed blocks are not faulted in again; an Engine sets it
+* ``serve._heap.keep_freed_memory``: freed blocks are not faulted in again; an Engine sets it
   once per process unless the environment declines it.
 """
 
@@ -211,7 +211,7 @@ def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens, monkey
 
 
 def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
-    """serve.heap: after ``keep_freed_memory`` a packed prefill of 32 x 16 tokens reuses the
+    """serve._heap: after ``keep_freed_memory`` a packed prefill of 32 x 16 tokens reuses the
     heap its previous call freed, so a repeat call faults (almost) no pages in; glibc's
     default thresholds measured 2,500-6,500 minor faults per call (its multi-megabyte
     temporaries freshly mmapped or the heap top trimmed and grown again). Counts pages, not
@@ -255,7 +255,7 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     ],
 )
 def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
-    """serve.heap in a fresh process (the setting is process-wide): nothing is set on import,
+    """serve._heap in a fresh process (the setting is process-wide): nothing is set on import,
     making an Engine sets the thresholds (so ``generate`` and ``serve`` run alike), and
     KDA_KEEP_FREED_MEMORY=0 or a glibc MALLOC_*_ variable of the user's own declines it."""
     import platform

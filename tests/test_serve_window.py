@@ -1,4 +1,4 @@
-"""The runner's deferred state writes (``serve.window``) inside real serves.
+"""The runner's deferred state writes (``serve._window``) inside real serves.
 
 Long decodes (windows fill), planned checkpoints inside decode, arrivals that change the batch
 mid-window, retractions under a small pool: every request equals its own uncached run (atol

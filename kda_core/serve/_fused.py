@@ -46,7 +46,7 @@ class KDALayer:
     taps: np.ndarray  # conv weights [W, 3HK] (row i multiplies window row i; last: the token)
     w_in_n: np.ndarray  # norm1[:, None] * [w_qkv | w_gate | f_a | w_beta]
     w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
-    # the one-token pass's gate (serve.decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
+    # the one-token pass's gate (serve._decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
     # / 2, with exp(A_log) / 2 folded into f_b's columns and the bias
     f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
     g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
@@ -75,10 +75,10 @@ class FusedWeights:
     layers: list[KDALayer | MLALayer]
     w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the MLP of the batched passes)
     lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (both passes' logits)
-    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
+    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve._decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
-    # the one-token pass's latents and conv buffers (serve.rows), appended to in place
+    # the one-token pass's latents and conv buffers (serve._rows), appended to in place
     latents: Any = None
     convs: Any = None
 

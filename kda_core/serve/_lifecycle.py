@@ -17,7 +17,7 @@ after step N+1's forward, so N+1's track write goes to the other ping-pong slot
 (``PingPong.busy`` refuses the hazard). Retraction (``ScheduleBatch.retract_decode``) releases
 slots, lock and uninserted checkpoints without inserting (``release_kv_cache(...,
 is_insert=False)``); what went in in flight stays. A request's ``Trace`` (``generate``) adds
-the replay cuts, sees every step's state, and finishes the report (``serve.trace``).
+the replay cuts, sees every step's state, and finishes the report (``serve._trace``).
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ Memory layout (why this is fast): the step's states are one layer-major array
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
 nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
 later (a one-token pass writes only its buffer's rows below them, outside every state view:
-``serve.window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
+``serve._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
 pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
 array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
 view of the padded latents buffer the one-token pass appends to (``decode_window``,
 ``LatentRows``: rows a view covers are never written again); the radix tree copies what it
 keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
 
-Deferred writes (the lab's numpy choice, ``serve.window``): in steady decoding (the same
+Deferred writes (the lab's numpy choice, ``serve._window``): in steady decoding (the same
 requests as the last step, nobody rebound their slots) a step need not write the states out;
 it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
 are written (and the slots rebound to them) when the window is full, at any step after which

@@ -2,7 +2,7 @@
 
 ``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
 every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
-projections, MLPs and the LM head are single matmuls over all tokens (``serve.fused``: one
+projections, MLPs and the LM head are single matmuls over all tokens (``serve._fused``: one
 input matmul per mixer, the RMSNorm weights folded into the matrices); KDA layers run the
 packed conv and ``varlen.kda_varlen`` (length-1 sequences - decodes - through the batched step,
 prefill chunks through the level-by-level chunked scan), each sequence from its own state and

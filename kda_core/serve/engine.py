@@ -2,10 +2,10 @@
 
 The engine owns the model, the state pools (one shared pool for running and cached states;
 INT8 checkpoints: a separate pool, as SGLang), the cache and the policy, and only calls down:
-``serve(requests)`` hands its parts to ``serve.loop``, whose steps are schedule -> run ->
+``serve(requests)`` hands its parts to ``serve._loop``, whose steps are schedule -> run ->
 post-process (nano-vllm's ``LLMEngine.step``), and ``generate(prompt)`` is ``serve`` of one
 request with a ``Trace`` on it (step replay, recorded states, the reference run, the restore
-mode, observe callbacks). One lifecycle serves both (``serve.lifecycle``): match, lock,
+mode, observe callbacks). One lifecycle serves both (``serve._lifecycle``): match, lock,
 copy-on-write restore, replay to the token match, chunked prefill, greedy decode, checkpoints
 at the policy's positions (in flight during prefill), retraction under KV pressure, overlap
 scheduling. ``cache=False`` computes everything from scratch; tokens and logits agree with the
@@ -98,7 +98,7 @@ class Engine:
             None: ``DEFAULT_STATE_SLOTS`` (256).
         overlap: SGLang's overlap scheduler (default, as in SGLang): extra_buffer requests
             hold 2 ping-pong track slots and reserve 3 + 2; False: 1 track slot, 3 + 1
-            (extra_buffer_lazy requires overlap). See ``serve.lifecycle``.
+            (extra_buffer_lazy requires overlap). See ``serve._lifecycle``.
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
             the tree drops a cached state: a lower tier may keep a copy.
     """
