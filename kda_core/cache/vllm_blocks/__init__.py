@@ -1,0 +1,38 @@
+"""vLLM 0.33's block-level prefix cache for a KDA hybrid: logical prefix entries (chained
+hashes at every ``prefix_match_unit`` tokens) decoupled from physical blocks (MLA KV pages and
+KDA state blocks from one pool), with fine-grained partial hits in align mode.
+
+``VLLMBlockCache`` (cache.py) drives ``KVGroup`` / ``StateGroup`` (groups.py) over a
+``BlockPool`` (pool.py); what it hands out is in records.py. docs/policies.md, "vLLM's block
+table"; checked against vLLM's own ``KVCacheManager`` by tests/real/test_vllm_blocks.py.
+"""
+
+from kda_core.cache.vllm_blocks.cache import (
+    MAX_BLOCKS,
+    MAX_TOKENS,
+    VLLMBlockCache,
+    aligned_split,
+    reachable_mask,
+)
+from kda_core.cache.vllm_blocks.records import (
+    BlockHit,
+    PhysicalBlock,
+    PoolSnapshot,
+    PrefixEntry,
+    RequestRecord,
+    Step,
+)
+
+__all__ = [
+    "MAX_BLOCKS",
+    "MAX_TOKENS",
+    "BlockHit",
+    "PhysicalBlock",
+    "PoolSnapshot",
+    "PrefixEntry",
+    "RequestRecord",
+    "Step",
+    "VLLMBlockCache",
+    "aligned_split",
+    "reachable_mask",
+]

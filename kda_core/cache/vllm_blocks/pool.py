@@ -1,0 +1,217 @@
+"""vLLM 0.33's block pool: physical blocks, prefix keys, the free queue (LRU eviction order).
+
+Follows ``vllm/v1/core/block_pool.py`` (``BlockPool``, ``BlockHashToBlockMap``) and
+``vllm/v1/core/kv_cache_utils.py`` (``KVCacheBlock``, ``FreeKVCacheBlockQueue``,
+``hash_block_tokens``): one pool of equal-sized physical blocks shared by every KV cache group
+(full-attention KV pages and Mamba/KDA state blocks alike), block 0 the never-cached null
+block. A *key* is the chained hash of a prefix at a hash-unit boundary plus the group id; a
+block carries a primary key (with the number of prefix tokens it covers) and possibly more
+keys, and one key may point at several blocks (the first inserted answers a lookup).
+
+Hashes are interned chain ids instead of sha256 digests: ``(parent id, unit tokens)`` ->
+int, so equal prefixes get equal ids and no two prefixes collide.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+__all__ = ["Block", "BlockPool", "HashChain", "Key"]
+
+Key = tuple[int, int]
+"""(chain id of a prefix at a hash-unit boundary, KV cache group id)."""
+
+
+class HashChain:
+    """Interned prefix hashes at ``unit`` tokens: ``hash_block_tokens(parent, unit tokens)``."""
+
+    def __init__(self, unit: int) -> None:
+        self.unit = unit
+        self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.depth: list[int] = [0]  # depth[chain id] = hash units in that prefix
+
+    def extend(self, hashes: list[int], tokens: Sequence[int]) -> None:
+        """Append the hashes of every full unit of ``tokens`` not yet in ``hashes``
+        (``get_request_block_hasher``: only full units are hashed)."""
+        u = self.unit
+        for start in range(len(hashes) * u, len(tokens) - u + 1, u):
+            parent = hashes[-1] if hashes else 0
+            item = (parent, tuple(tokens[start : start + u]))
+            chain = self._ids.get(item)
+            if chain is None:
+                chain = self._ids[item] = len(self.depth)
+                self.depth.append(len(hashes) + 1)
+            hashes.append(chain)
+
+    def peek(self, tokens: Sequence[int]) -> list[int]:
+        """The known hashes of ``tokens``' full units, stopping at the first unit never seen
+        (no key can exist past it); interns nothing."""
+        out: list[int] = []
+        u = self.unit
+        for start in range(0, len(tokens) - u + 1, u):
+            chain = self._ids.get((out[-1] if out else 0, tuple(tokens[start : start + u])))
+            if chain is None:
+                break
+            out.append(chain)
+        return out
+
+
+class Block:
+    """One physical block (``KVCacheBlock``): id, references, primary key and its tokens."""
+
+    __slots__ = ("block_id", "ref_cnt", "key", "key_tokens", "is_null")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0
+        self.key: Key | None = None
+        self.key_tokens: int | None = None
+        self.is_null = False
+
+    def __repr__(self) -> str:
+        return f"Block({self.block_id}, ref={self.ref_cnt}, tokens={self.key_tokens})"
+
+
+class BlockPool:
+    """Blocks, the key -> blocks map, extra keys per block, and the free queue."""
+
+    def __init__(self, num_blocks: int, unit: int) -> None:
+        self.unit = unit
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.cached: dict[Key, dict[int, Block]] = {}
+        self.extra_keys: dict[int, set[Key]] = {}
+        self.null = self.blocks[0]
+        self.free.popitem(last=False)
+        self.null.is_null = True
+        self.evictions = 0
+        self.log: list[tuple[int, int, int]] = []  # keys added: (group, tokens, block id)
+
+    # lookup -----------------------------------------------------------------------------
+    def get_cached(self, chain_id: int, group: int) -> Block | None:
+        """``get_cached_block`` for one group: the first block inserted under the key."""
+        blocks = self.cached.get((chain_id, group))
+        return next(iter(blocks.values())) if blocks else None
+
+    def _contains(self, key: Key, block: Block) -> bool:
+        return block.block_id in self.cached.get(key, ())
+
+    # keys -------------------------------------------------------------------------------
+    def _insert_key(self, key: Key, block: Block, tokens: int) -> None:
+        """``_insert_block_hash``: the first key becomes primary, later ones extra."""
+        if block.key == key or self._contains(key, block):
+            return
+        if block.key is None:
+            block.key, block.key_tokens = key, tokens
+        else:
+            self.extra_keys.setdefault(block.block_id, set()).add(key)
+        self.cached.setdefault(key, {})[block.block_id] = block
+        self.log.append((key[1], tokens, block.block_id))
+
+    def remove_keys(self, block: Block) -> list[Key]:
+        """``_remove_cached_block_hashes``: drop every key of ``block``; return them."""
+        keys = [block.key] if block.key is not None else []
+        keys.extend(self.extra_keys.pop(block.block_id, ()))
+        removed = []
+        for key in keys:
+            blocks = self.cached.get(key)
+            if blocks is not None and blocks.pop(block.block_id, None) is not None:
+                removed.append(key)
+                if not blocks:
+                    del self.cached[key]
+        block.key = block.key_tokens = None
+        return removed
+
+    def cache_full_blocks(
+        self,
+        blocks: list[Block],
+        view: Sequence[int],
+        first: int,
+        end: int,
+        size: int,
+        group: int,
+        mask: list[bool] | None,
+    ) -> None:
+        """``cache_full_blocks``: key blocks ``[first, end)`` with their block-size hashes;
+        a block keyed at a partial boundary is promoted (old keys dropped)."""
+        for i in range(first, end):
+            blk = blocks[i]
+            if blk.is_null or (mask is not None and not mask[i - first]):
+                continue
+            tokens = (i + 1) * size
+            if blk.key is not None:
+                assert blk.key_tokens is not None and blk.key_tokens < tokens, "promotion"
+                self.remove_keys(blk)
+            self._insert_key((view[i], group), blk, tokens)
+
+    def cache_partial_block(
+        self, hashes: Sequence[int], block: Block, tokens: int, group: int
+    ) -> Key | None:
+        """``cache_partial_block``: key ``block`` at a hash-unit boundary inside it; a block
+        keyed at fewer tokens loses its old keys first (its contents moved on)."""
+        if block.is_null:
+            return None
+        key = (hashes[tokens // self.unit - 1], group)
+        already = block.key == key or self._contains(key, block)
+        if not already and block.key_tokens is not None and block.key_tokens < tokens:
+            self.remove_keys(block)
+        self._insert_key(key, block, tokens)
+        return key
+
+    def move_keys(self, src: Block, dst: Block) -> None:
+        """``move_block_hashes``: re-point every key of ``src`` at ``dst`` (a CoW copy)."""
+        assert dst.key is None and dst.block_id not in self.extra_keys, "fresh CoW target"
+        tokens = src.key_tokens
+        for key in self.remove_keys(src):
+            assert tokens is not None, "a keyed block has a token count"
+            self._insert_key(key, dst, tokens)
+
+    # allocation -------------------------------------------------------------------------
+    def num_free(self) -> int:
+        return len(self.free)
+
+    def get_new_blocks(self, n: int) -> list[Block]:
+        """``get_new_blocks``: pop ``n`` blocks off the free queue's front, evicting keys."""
+        if n > len(self.free):
+            raise ValueError(f"the pool has {len(self.free)} free blocks, {n} needed")
+        out = []
+        for _ in range(n):
+            block = self.blocks[self.free.popitem(last=False)[0]]
+            if self.remove_keys(block):
+                self.evictions += 1
+            assert block.ref_cnt == 0, "a free block has no references"
+            block.ref_cnt = 1
+            out.append(block)
+        return out
+
+    def touch(self, blocks: Iterable[Block]) -> None:
+        """``touch``: a hit takes a reference (a free cached block leaves the queue)."""
+        for block in blocks:
+            if block.is_null:
+                continue
+            if block.ref_cnt == 0:
+                del self.free[block.block_id]
+            block.ref_cnt += 1
+
+    def free_blocks(self, ordered: Iterable[Block]) -> None:
+        """``free_blocks``: unkeyed blocks go to the queue's front (reused first), keyed ones
+        to its back (LRU: evicted last), each list in the given order."""
+        first, last = [], []
+        for block in ordered:
+            if block.is_null:
+                continue
+            block.ref_cnt -= 1
+            assert block.ref_cnt >= 0, "freed more often than referenced"
+            if block.ref_cnt == 0:
+                (first if block.key is None else last).append(block)
+        for block in reversed(first):
+            self.free[block.block_id] = None
+            self.free.move_to_end(block.block_id, last=False)
+        for block in last:
+            self.free[block.block_id] = None
+
+    def keys_of(self, block: Block) -> list[Key]:
+        """Every key of ``block``, primary first."""
+        keys = [block.key] if block.key is not None else []
+        return keys + sorted(self.extra_keys.get(block.block_id, ()))

@@ -1,0 +1,351 @@
+"""Why a sliding-window layer's checkpoints do not carry over to KDA, side by side.
+
+A sliding-window attention (SWA) layer reads the K/V of the last W tokens only. Those K/V
+are per-token records, so its cache can resume at ANY position p whose W preceding tokens'
+K/V are still held, and from the layer's inputs alone the last W tokens rebuild it exactly.
+A KDA layer's state is the whole history folded together,
+
+    S_n = M_n ... M_1 S_0 + sum_i M_n ... M_{i+1} b_i        (kda.AffineMap, per head)
+
+so a state exists only where one was saved: nothing near n gives S_n without every earlier
+transition (starting from zero W tokens back leaves out M_n ... M_{n-W+1} S_{n-W}).
+
+Three functions, each returning plain dataclasses of arrays a figure can draw:
+
+* ``checkpoint_costs``: bytes of one checkpoint, an SWA window of W tokens' K/V (an SWA layer
+  shaped like each KDA layer: same heads, K + V per head) vs the KDA state + conv window
+  (``kda_core.sizing``), and the window at which they cost the same;
+* ``resume_on_workload``: the same requests (a synthetic workload or the bundled trace),
+  checkpoints every k tokens in both caches, no budget: the token match, where each cache
+  resumes, the replayed tokens and the bytes held;
+* ``recent_tokens``: the maths on real arrays: SWA from the last W tokens is exact, KDA from
+  zero state W tokens back is off by exactly the carried term, KDA from a saved state is
+  exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kda_core import kda, sizing
+from kda_core._checks import check_int
+from kda_core.studies.kda_inputs import Inputs, model_inputs, random_inputs
+from kda_core.workloads import Trace, workload
+
+__all__ = [
+    "CheckpointCosts",
+    "RecentTokens",
+    "WorkloadResume",
+    "checkpoint_costs",
+    "recent_tokens",
+    "resume_on_workload",
+    "swa_window_attention",
+]
+
+MAX_WINDOW = 1 << 20
+MAX_GRID = 12  # values per axis
+
+
+def _check_ints(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
+    """A sequence of 1..MAX_GRID distinct ints in [lo, hi], sorted."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
+    if not 1 <= len(values) <= MAX_GRID:
+        raise ValueError(f"{name} must hold 1..{MAX_GRID} values, got {len(values)}")
+    return tuple(sorted({check_int(name, v, lo, hi) for v in values}))
+
+
+@dataclass(frozen=True)
+class CheckpointCosts:
+    """Bytes of one checkpoint over all linear layers (per GPU at ``tp``).
+
+    windows [n]: W; swa_window_bytes [n]: the K/V of W tokens in every SWA layer;
+    kda_checkpoint_bytes: state + conv window (the same for every W); crossover_window: the
+    W at which an SWA window costs as much as a KDA checkpoint (float).
+    """
+
+    model: str
+    layers: int
+    windows: np.ndarray
+    swa_window_bytes: np.ndarray
+    swa_bytes_per_token: int
+    kda_state_bytes: int
+    kda_conv_bytes: int
+    kda_checkpoint_bytes: int
+    crossover_window: float
+
+
+def _kv_heads(spec: sizing.ModelSpec, kv_heads: int | None, tp: int) -> int:
+    heads = spec.kda_heads if kv_heads is None else check_int("kv_heads", kv_heads, 1, 1 << 16)
+    return -(-heads // tp)  # KV heads are replicated when tp exceeds them
+
+
+def checkpoint_costs(
+    model: str | sizing.ModelSpec = "kimi-k3",
+    windows: Sequence[int] = (64, 128, 512, 1024, 4096),
+    *,
+    kv_heads: int | None = None,
+    tp: int = 1,
+    state_dtype: str = "float32",
+    conv_dtype: str = "bfloat16",
+    kv_dtype: str = "bfloat16",
+) -> CheckpointCosts:
+    """One SWA window checkpoint vs one KDA checkpoint, for SWA layers standing in for the
+    model's KDA layers (``kv_heads`` K/V heads, default the KDA heads; head dims K and V)."""
+    sizing.check_knobs(model, state_dtype=state_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype)
+    spec = sizing.as_spec(model)
+    tp = check_int("tp", tp, 1, 1 << 10)
+    ws = np.array(_check_ints("windows", windows, 1, MAX_WINDOW), dtype=np.int64)
+    state = sizing.kda_state_bytes(spec, tp, state_dtype)
+    conv = sizing.conv_state_bytes(spec, tp, conv_dtype)
+    per_token = (
+        spec.n_kda_layers
+        * _kv_heads(spec, kv_heads, tp)
+        * (spec.head_k_dim + spec.head_v_dim)
+        * sizing.dtype_bytes(kv_dtype)
+    )
+    return CheckpointCosts(
+        model=spec.name,
+        layers=spec.n_kda_layers,
+        windows=ws,
+        swa_window_bytes=ws * per_token,
+        swa_bytes_per_token=per_token,
+        kda_state_bytes=state,
+        kda_conv_bytes=conv,
+        kda_checkpoint_bytes=state + conv,
+        crossover_window=(state + conv) / per_token,
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadResume:
+    """The same requests through an SWA-window cache and a KDA-state cache (sums over
+    requests, one entry per interval k).
+
+    token_match: prefix tokens already seen; {swa,kda}_resume: where each cache resumes;
+    {swa,kda}_replay: matched tokens recomputed (match - resume); swa_rebuild_replay: the
+    SWA replay when a layer may also rebuild its window from the inputs of the last W matched
+    tokens (at most W per request; a KDA layer has no such bound); {swa,kda}_bytes: bytes
+    held at the end (distinct SWA K/V blocks x block tokens x bytes per token; distinct KDA
+    states x checkpoint bytes); kda_states / swa_blocks: those counts.
+    """
+
+    trace: str
+    requests: int
+    block_size: int
+    window: int
+    intervals: np.ndarray
+    token_match: int
+    swa_resume: np.ndarray
+    kda_resume: np.ndarray
+    swa_replay: np.ndarray
+    kda_replay: np.ndarray
+    swa_rebuild_replay: np.ndarray
+    swa_bytes: np.ndarray
+    kda_bytes: np.ndarray
+    swa_blocks: np.ndarray
+    kda_states: np.ndarray
+
+
+def _sequences(trace: Trace) -> list[tuple[list[int], list[int]]]:
+    """(input full blocks, input full blocks + decoded output blocks) per request."""
+    b, out = trace.block_size, []
+    for i in range(len(trace)):
+        ids = trace.block_ids(i).tolist()[: int(trace.input_len[i]) // b]
+        out.append((ids, ids + trace.out_block_ids(i).tolist()))
+    return out
+
+
+def _swa_resume(ids: list[int], m: int, wb: int, kv: set[int]) -> int:
+    """Largest p <= m (blocks) whose ``wb`` preceding blocks (all of them when p < wb) are
+    held: an SWA layer resumes there with nothing recomputed."""
+    best = run = 0
+    for i in range(m):
+        run = run + 1 if ids[i] in kv else 0
+        if run >= min(wb, i + 1):
+            best = i + 1
+    return best
+
+
+def _one_interval(seqs: list, kb: int, wb: int) -> tuple[int, ...]:
+    """Serve ``seqs`` in order with checkpoints every ``kb`` blocks; returns (match, SWA
+    resume, KDA resume, SWA replay when the window may be rebuilt from its last ``wb``
+    blocks' inputs, SWA blocks held, KDA states held), all in blocks."""
+    seen: set[int] = set()
+    states: set[int] = set()
+    kv: set[int] = set()
+    match = swa = kd = rebuild = 0
+    for ids, full in seqs:
+        m = 0
+        while m < len(ids) and ids[m] in seen:
+            m += 1
+        c = m // kb * kb
+        while c > 0 and ids[c - 1] not in states:  # a state is keyed by its last block
+            c -= kb
+        p = _swa_resume(ids, m, wb, kv)
+        match, kd, swa, rebuild = match + m, kd + c, swa + p, rebuild + min(m - p, wb)
+        seen.update(full)
+        for end in range(kb, len(full) + 1, kb):
+            states.add(full[end - 1])
+            kv.update(full[max(end - wb, 0) : end])
+    return match, swa, kd, rebuild, len(kv), len(states)
+
+
+def resume_on_workload(
+    trace: Trace | str = "chat",
+    intervals: Sequence[int] = (256, 1024, 4096),
+    *,
+    window: int = 1024,
+    costs: CheckpointCosts | None = None,
+) -> WorkloadResume:
+    """Checkpoints every k tokens (k in ``intervals``, multiples of the trace's block) in both
+    caches, no budget, requests in arrival order: an SWA checkpoint keeps the K/V blocks of
+    the ``window`` tokens before it, a KDA checkpoint the state at it. ``trace`` is a Trace or
+    a workload name (``kda_core.workloads.workload``: "chat" is 30 multi-turn sessions);
+    ``costs`` prices them (default ``checkpoint_costs()`` at ``window``)."""
+    if isinstance(trace, str):
+        trace = workload(trace, n_sessions=30, seed=0) if trace == "chat" else workload(trace)
+    if not isinstance(trace, Trace) or len(trace) == 0:
+        raise ValueError("trace must be a non-empty Trace or a workload name")
+    b = trace.block_size
+    ks = _check_ints("intervals", intervals, b, MAX_WINDOW)
+    window = check_int("window", window, b, MAX_WINDOW)
+    for name, v in [("window", window), *(("intervals", k) for k in ks)]:
+        if v % b:
+            raise ValueError(f"{name} must be multiples of the trace's block size {b}, got {v}")
+    costs = checkpoint_costs(windows=(window,)) if costs is None else costs
+    seqs = _sequences(trace)
+    rows = np.array([_one_interval(seqs, k // b, window // b) for k in ks], dtype=np.int64)
+    match = int(rows[0, 0]) * b
+    swa, kd = rows[:, 1] * b, rows[:, 2] * b
+    return WorkloadResume(
+        trace=trace.name,
+        requests=len(trace),
+        block_size=b,
+        window=window,
+        intervals=np.array(ks, dtype=np.int64),
+        token_match=match,
+        swa_resume=swa,
+        kda_resume=kd,
+        swa_replay=match - swa,
+        kda_replay=match - kd,
+        swa_rebuild_replay=rows[:, 3] * b,
+        swa_bytes=rows[:, 4] * b * costs.swa_bytes_per_token,
+        kda_bytes=rows[:, 5] * costs.kda_checkpoint_bytes,
+        swa_blocks=rows[:, 4],
+        kda_states=rows[:, 5],
+    )
+
+
+@dataclass(frozen=True)
+class RecentTokens:
+    """The maths on real arrays, at the last position T, for each W in ``windows``.
+
+    swa_from_window_error: max |o_T| difference between SWA over the whole sequence (full
+    attention, keys outside the window masked) and an SWA layer run on the last W tokens
+    alone (rounding only: the window is all it reads);
+    kda_from_zero_error: ||S'_T - S_T|| / ||S_T|| for S'_T = KDA from zero state W tokens
+    back (never 0 before W = T); carried_term: ||M_T ... M_{T-W+1} S_{T-W}|| / ||S_T||, the
+    part S'_T leaves out; decomposition_error: max |S_T - (S'_T + M S_{T-W})| (the affine
+    formula holds to rounding); kda_from_state_error: ||S''_T - S_T|| / ||S_T|| for S''_T =
+    the saved S_{T-W} replayed over the same W tokens (exact); affine_error: max |S_T -
+    segment_map(all tokens).apply(S_0)| from a random S_0.
+    """
+
+    source: str
+    T: int
+    windows: np.ndarray
+    swa_from_window_error: np.ndarray
+    kda_from_zero_error: np.ndarray
+    carried_term: np.ndarray
+    decomposition_error: np.ndarray
+    kda_from_state_error: np.ndarray
+    affine_error: float
+
+
+def swa_window_attention(q, k, v, window: int, *, scale: float | None = None) -> np.ndarray:
+    """Sliding-window attention: o_t = softmax(scale q_t . k_j) v_j over the last ``window``
+    tokens j in (t - window, t]. q, k [T, H, K]; v [T, H, V]; returns o [T, H, V]."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    if q.ndim != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
+        raise ValueError("q, k must be [T, H, K] and v [T, H, V] with the same T and H")
+    window = check_int("window", window, 1, MAX_WINDOW)
+    scale = q.shape[2] ** -0.5 if scale is None else float(scale)
+    o = np.empty(v.shape)
+    for t in range(q.shape[0]):
+        lo = max(t - window + 1, 0)
+        s = np.einsum("hk,jhk->hj", q[t], k[lo : t + 1]) * scale
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        o[t] = np.einsum("hj,jhv->hv", p / p.sum(axis=1, keepdims=True), v[lo : t + 1])
+    return o
+
+
+def _masked_last(x: Inputs, window: int) -> np.ndarray:
+    """The last position's SWA output as full causal attention over the whole sequence with
+    every key outside the window masked to -inf (the textbook definition) [H, V]."""
+    T, _, K = x.q.shape
+    s = np.einsum("hk,jhk->hj", x.q[-1], x.k) * K**-0.5
+    s[:, : T - window] = -np.inf
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return np.einsum("hj,jhv->hv", p / p.sum(axis=1, keepdims=True), x.v)
+
+
+def _norm(x: np.ndarray) -> float:
+    return float(np.linalg.norm(x))
+
+
+def _one_window(x: Inputs, W: int, S_T: np.ndarray, swa_full: np.ndarray) -> tuple:
+    """The five errors of ``RecentTokens`` for one window W < T."""
+    T = x.q.shape[0]
+    cut = T - W
+    tail = (x.q[cut:], x.k[cut:], x.v[cut:], x.g[cut:], x.beta[cut:])
+    _, S_cut = kda.recurrent(x.q[:cut], x.k[:cut], x.v[:cut], x.g[:cut], x.beta[:cut])
+    _, S_zero = kda.recurrent(*tail)
+    _, S_saved = kda.recurrent(*tail, initial_state=S_cut)
+    carried = np.matmul(kda.segment_map(*tail[1:]).M, S_cut)
+    swa_tail = swa_window_attention(x.q[cut:], x.k[cut:], x.v[cut:], W)[-1]
+    ref = _norm(S_T)
+    return (
+        float(np.abs(swa_tail - swa_full).max()),
+        _norm(S_zero - S_T) / ref,
+        _norm(carried) / ref,
+        float(np.abs(S_T - (S_zero + carried)).max()),
+        _norm(S_saved - S_T) / ref,
+    )
+
+
+def recent_tokens(
+    T: int = 1024,
+    windows: Sequence[int] = (16, 64, 256, 512),
+    *,
+    text: str | None = None,
+    seed: int = 0,
+) -> RecentTokens:
+    """SWA vs KDA resumed from the last W tokens only, on real arrays: seeded KDA inputs
+    (``kda_inputs.random_inputs``: H = 2, K = V = 32, K3's gate) or, with ``text``,
+    TinyHybrid's first KDA layer on its bytes; the same q, k, v feed the SWA layer."""
+    x = random_inputs(T, seed=seed) if text is None else model_inputs(text, T)
+    T = x.q.shape[0]
+    if T < 2:
+        raise ValueError(f"T must be >= 2, got {T}")
+    ws = _check_ints("windows", windows, 1, T - 1)
+    _, S_T = kda.recurrent(x.q, x.k, x.v, x.g, x.beta)
+    rows = [_one_window(x, W, S_T, _masked_last(x, W)) for W in ws]
+    cols = np.array(rows).T
+    S0 = np.random.default_rng(seed).standard_normal(S_T.shape)
+    _, S_from = kda.recurrent(x.q, x.k, x.v, x.g, x.beta, initial_state=S0)
+    mapped = kda.segment_map(x.k, x.v, x.g, x.beta).apply(S0)
+    return RecentTokens(
+        source=x.source,
+        T=T,
+        windows=np.array(ws, dtype=np.int64),
+        swa_from_window_error=cols[0],
+        kda_from_zero_error=cols[1],
+        carried_term=cols[2],
+        decomposition_error=cols[3],
+        kda_from_state_error=cols[4],
+        affine_error=float(np.abs(S_from - mapped).max()),
+    )

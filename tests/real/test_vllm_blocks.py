@@ -1,0 +1,207 @@
+"""Differential: ``kda_core.cache.vllm_blocks.VLLMBlockCache`` against vLLM 0.33's own
+``KVCacheManager`` (``vllm_blocks_driver.RealBlockCache``), step by step.
+
+The same request sequences go through both; after every scheduled step the two must agree on
+the chunk ``[start, end)``, the lookup (hit length, KV block ids, the state block id and its
+table index, the shared-prefix boundary), the block holding the new state, the queued copies,
+the new block ids per group, and the whole pool: every prefix entry (group, prefix, block id,
+primary or not), every reference count, the free queue's order and the request tables.
+
+Runs in the real-engine venv (tests/real/); skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pytest.importorskip("vllm.v1.core.kv_cache_manager")
+torch = pytest.importorskip("torch")
+
+from vllm_blocks_driver import RealBlockCache  # noqa: E402
+
+from kda_core.cache.vllm_blocks import VLLMBlockCache  # noqa: E402
+
+
+class Pair:
+    """One model and one real cache with the same configuration, driven together."""
+
+    def __init__(self, **cfg) -> None:
+        self.model = VLLMBlockCache(**cfg)
+        self.real = RealBlockCache(**cfg)
+        self.unit = self.real.unit
+        self.prefix: dict[int, tuple[int, ...]] = {}  # model chain id -> prefix tokens
+        self.steps = self.lookups = 0
+
+    def _remember(self, tokens: list[int]) -> None:
+        for i, chain in enumerate(self.model.chain.peek(tokens)):
+            self.prefix.setdefault(chain, tuple(tokens[: (i + 1) * self.unit]))
+
+    def _model_snapshot(self) -> dict:
+        snap = self.model.export()
+        entries = {(e.group, self.prefix[e.chain_id], e.block_id, e.primary) for e in snap.entries}
+        return {
+            "entries": entries,
+            "refs": tuple(b.ref_cnt for b in snap.blocks),
+            "free": snap.free,
+            "tables": snap.tables,
+        }
+
+    def check_pool(self, where: str) -> None:
+        got, want = self._model_snapshot(), self.real.snapshot()
+        for field in ("entries", "refs", "free", "tables"):
+            assert got[field] == want[field], f"{where}: pools differ in {field}"
+
+    def lookup(self, tokens: list[int]) -> int:
+        got, want = self.model.lookup(tokens), self.real.lookup(tokens)
+        self.lookups += 1
+        mine = {
+            "tokens": got.tokens,
+            "kv_blocks": got.kv_blocks,
+            "state_block": got.state_block,
+            "table_index": got.table_index,
+            "shared_prefix_boundary": got.shared_prefix_boundary,
+        }
+        assert mine == want, f"lookup of {len(tokens)} tokens differs"
+        return got.tokens
+
+    def serve(self, rid: str, prompt: list[int], outputs: list[int]) -> list[dict]:
+        """Prefill ``prompt`` then compute each of ``outputs``; compare after every step."""
+        self.model.add(rid, prompt)
+        self.real.add(rid, prompt)
+        tokens = list(prompt)
+        self._remember(tokens)
+        steps = []
+        for token in [None, *outputs]:
+            if token is not None:
+                self.model.append(rid, token)
+                self.real.append(rid, token)
+                tokens.append(token)
+                self._remember(tokens)
+            while True:
+                got, want = self.model.step(rid), self.real.step(rid)
+                self.steps += 1
+                hit = got.hit
+                mine = {
+                    "start": got.start,
+                    "end": got.end,
+                    "hit": None
+                    if hit is None
+                    else {
+                        "tokens": hit.tokens,
+                        "kv_blocks": hit.kv_blocks,
+                        "state_block": hit.state_block,
+                        "table_index": hit.table_index,
+                        "shared_prefix_boundary": hit.shared_prefix_boundary,
+                    },
+                    "state_block": got.state_block,
+                    "copies": got.copies,
+                    "new_blocks": got.new_blocks,
+                }
+                assert mine == want, f"{rid} step {len(steps)} differs"
+                self.check_pool(f"{rid} after step {len(steps)}")
+                steps.append(mine)
+                if got.end == len(tokens):
+                    break
+        self.model.finish(rid)
+        self.real.finish(rid)
+        self.check_pool(f"{rid} freed")
+        return steps
+
+
+def test_96_of_a_128_token_block():
+    # a prompt of 97 tokens registers the state after 96 tokens (its last 32-token boundary
+    # before the token recomputed for logits) in the block covering tokens (0, 128]
+    pair = Pair(block_size=128, prefix_match_unit=32, num_blocks=64)
+    first = list(range(97))
+    pair.serve("a", first, [500, 501])
+    other = first[:96] + [900 + i for i in range(40)]
+    assert pair.lookup(other) == 96
+    hit = pair.model.lookup(other)
+    assert (hit.table_index, hit.partial, len(hit.kv_blocks)) == (0, True, 1)
+    steps = pair.serve("b", other, [600])
+    assert steps[0]["hit"]["tokens"] == 96
+    # block-aligned only (prefix_match_unit = block): the same requests hit nothing
+    coarse = Pair(block_size=128, num_blocks=64)
+    coarse.serve("a", first, [500, 501])
+    assert coarse.lookup(other) == 0
+
+
+def test_4480_inside_4096():
+    # 4096-token blocks, 64-token match unit: a first request of 4481 tokens leaves states at
+    # 4096 (a block end) and 4480 (its prompt's last unit boundary, inside block 1)
+    pair = Pair(block_size=4096, prefix_match_unit=64, num_blocks=16, max_num_batched_tokens=2048)
+    first = [7 + (i % 50_000) for i in range(4481)]
+    steps = pair.serve("turn-1", first, [1, 2, 3])
+    assert [s["end"] for s in steps][:4] == [2048, 4096, 4480, 4481]
+    follow = first[:4480] + [60_000 + i for i in range(300)]
+    assert pair.lookup(follow) == 4480
+    hit = pair.model.lookup(follow)
+    assert (hit.table_index, hit.partial) == (1, True)
+    assert pair.serve("turn-2", follow, [4])[0]["hit"]["tokens"] == 4480
+    # without fine-grained hits the same follow-up restores at the block end, 4096
+    coarse = Pair(block_size=4096, num_blocks=16, max_num_batched_tokens=2048)
+    coarse.serve("turn-1", first, [1, 2, 3])
+    assert coarse.lookup(follow) == 4096
+
+
+def _workload(rng: random.Random, n: int, block: int) -> list[tuple[list[int], list[int]]]:
+    """Shared system prompts, branches, resends and multi-turn growth, lengths around the
+    block and unit boundaries."""
+    systems = [[rng.randrange(1000) for _ in range(rng.randrange(1, 3 * block))] for _ in range(3)]
+    history: list[list[int]] = []
+    out = []
+    for _ in range(n):
+        kind = rng.random()
+        if history and kind < 0.25:  # next turn of an earlier conversation
+            prompt = rng.choice(history) + [
+                rng.randrange(1000) for _ in range(rng.randrange(1, block))
+            ]
+        elif history and kind < 0.35:  # an identical resend
+            prompt = list(rng.choice(history))
+        else:
+            prompt = rng.choice(systems) + [
+                rng.randrange(1000) for _ in range(rng.randrange(0, 2 * block))
+            ]
+        prompt = prompt or [1]
+        outputs = [rng.randrange(1000) for _ in range(rng.randrange(0, block + 2))]
+        history.append(prompt + outputs)
+        out.append((prompt, outputs))
+    return out
+
+
+CONFIGS = [
+    # (block, unit, chunk, num_blocks, retention)
+    (16, 4, 16, 40, None),
+    (16, 4, 48, 24, None),
+    (16, 8, 8, 40, None),
+    (16, 16, 32, 40, None),
+    (32, 8, 64, 30, 0),
+    (32, 4, 24, 48, 64),
+    (64, 16, 256, 32, None),
+    (64, 64, 48, 32, 128),
+    (16, 2, 64, 64, None),
+    (48, 16, 32, 36, 96),
+    (128, 32, 2048, 40, None),
+]
+
+
+@pytest.mark.parametrize("block,unit,chunk,num_blocks,retention", CONFIGS)
+def test_random_sequences_agree_step_by_step(block, unit, chunk, num_blocks, retention):
+    rng = random.Random(block * 1000 + unit * 10 + chunk)
+    cfg = dict(
+        block_size=block,
+        prefix_match_unit=unit,
+        num_blocks=num_blocks,
+        max_num_batched_tokens=chunk,
+        retention=retention,
+    )
+    pair = Pair(**cfg)
+    hits = []
+    for i, (prompt, outputs) in enumerate(_workload(rng, 60, block)):
+        hits.append(pair.lookup(prompt + [0]))
+        pair.serve(f"r{i}", prompt, outputs)
+    assert pair.steps > 100
+    assert any(hits), "the workload must produce hits"
+    assert pair.model.pool.evictions > 0 or num_blocks > 32
