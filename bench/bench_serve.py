@@ -5,7 +5,7 @@
    trace); batched = one ``Engine().serve`` of all 32 arriving at step 0, with the defaults
    (one shared state pool of ``DEFAULT_STATE_SLOTS``: all 32 run at once).
    Tokens/s = (prompt + generated tokens) / CPU seconds. A round times one run one at a
-   time (~5 s) and, over about as long a window, 8 batched runs (~0.6 s each, their mean); the
+   time (~3-5 s) and, over about as long a window, 8 batched runs (~0.6 s each, their mean); the
    ratio is the median over rounds (3 with --quick, 5 without) of each round's ratio.
    Target: batched >= 8x.
 2. Varlen prefill: 32 sequences totalling 8192 tokens (equal and ragged lengths) in one
