@@ -55,17 +55,17 @@ def linear_cost(L: int, every: int | None, reps: int) -> float:
     caches = []
     for _ in range(reps):
         c = RadixStateCache(page_size=1)
-        c.insert(base, states=[(p, None, 1) for p in pos_base])
+        c.insert_prefix(base, states=[(p, None, 1) for p in pos_base])
         caches.append(c)
     it = iter(caches)
 
     def run() -> None:
         c = next(it)
-        m = c.match(q)
+        m = c.match_prefix(q)
         pos = [p for p in range(every or L, L + 1, every or L) if p > m.restore_at] or [L]
         if pos[-1] != L:
             pos.append(L)
-        c.insert(q, states=[(p, None, 1) for p in pos])
+        c.insert_prefix(q, states=[(p, None, 1) for p in pos])
 
     return _median_time(run, reps)
 
@@ -81,14 +81,14 @@ def throughput(page: int, n_req: int, seed: int = 0) -> tuple[float, dict]:
     t0 = time.process_time()
     for i in range(n_req):
         prompt = systems[groups[i]] + uniq[i].tolist()
-        m = cache.match(prompt)
+        m = cache.match_prefix(prompt)
         hits += m.restore_at
         pos = pol.checkpoint_positions(len(prompt), m, page_size=page)
-        cache.insert(prompt, states=[(p, None, 1) for p in pos])
+        cache.insert_prefix(prompt, states=[(p, None, 1) for p in pos])
         if cache.n_states > 4096:
-            pol.evict_states(cache, num=cache.n_states - 4096)
+            cache.evict(states=cache.n_states - 4096)
         if cache.kv_tokens > 4_000_000:
-            cache.evict_kv(cache.kv_tokens - 4_000_000)
+            cache.evict(cache.kv_tokens - 4_000_000)
     dt = time.process_time() - t0
     cache.check_integrity()
     st = cache.stats()
@@ -124,14 +124,14 @@ def trace_pass(
     try:
         t0 = time.process_time()
         for key, n in reqs:
-            m = cache.match(key)
+            m = cache.match_prefix(key)
             restored += min(m.restore_at, n)
             total += n
             pos = pol.checkpoint_positions(n, m, page_size=512)
             if pos:
-                cache.insert(key, states=[(p, None, 1) for p in pos])
+                cache.insert_prefix(key, states=[(p, None, 1) for p in pos])
             if budget is not None and cache.n_states > budget:
-                pol.evict_states(cache, num=cache.n_states - budget)
+                cache.evict(states=cache.n_states - budget)
         dt = time.process_time() - t0
     finally:
         gc.enable()

@@ -1,10 +1,11 @@
 """Serving benchmark: batched vs one at a time, varlen prefill vs one long sequence, bookkeeping.
 
 1. Serving (TinyHybrid, float64): 32 requests of 16 distinct random prompt tokens and 64 new
-   tokens. One at a time = ``Engine.generate`` per request; batched = one ``Engine.serve`` of
-   all 32 arriving at step 0 on a shared state pool big enough to run them all (32 x 5 slots).
+   tokens. One at a time = ``Engine.generate`` per request (``serve`` of one request, with its
+   trace); batched = one ``Engine().serve`` of all 32 arriving at step 0, with the defaults
+   (one shared state pool of ``DEFAULT_STATE_SLOTS``: all 32 run at once).
    Tokens/s = (prompt + generated tokens) / CPU seconds. A round times one run one at a
-   time (~5 s) and, over about as long a window, 8 batched runs (~0.6 s each, their mean); the
+   time (~3-5 s) and, over about as long a window, 8 batched runs (~0.6 s each, their mean); the
    ratio is the median over rounds (3 with --quick, 5 without) of each round's ratio.
    Target: batched >= 8x.
 2. Varlen prefill: 32 sequences totalling 8192 tokens (equal and ragged lengths) in one
@@ -81,8 +82,8 @@ def serving(model: TinyHybrid, n: int, prompt_len: int, new: int, rounds: int) -
     rep = {}
 
     def batched() -> None:
-        e = Engine(model=model, state_slots=5 * n)
-        rep["r"] = e.serve([Request(p, new) for p in prompts], max_batch_tokens=1024)
+        e = Engine(model=model)  # the defaults
+        rep["r"] = e.serve([Request(p, new) for p in prompts])
 
     # paired rounds: one run one at a time, then batched runs over about as long a window (the
     # mean of 8), so a load change hits both sides of a round's ratio alike

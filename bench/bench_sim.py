@@ -176,7 +176,7 @@ def _progress() -> density.Progress:
 def density_by_policy(trace, budget_gib: float | None) -> None:
     """The density sweep: 6 intervals x 4 policies (24 passes) at one budget, timed."""
     pols = [p for k in SWEEP_INTERVALS for p in sweep_policies(k)]
-    density._memo.clear()
+    density.clear_memo()
     t = time.perf_counter()
     c = time.process_time()
     s = density.policy_sweep(trace, pols, (budget_gib,), progress=_progress())
@@ -203,7 +203,7 @@ def density_by_policy(trace, budget_gib: float | None) -> None:
 
 def density_by_budget(trace) -> None:
     """The density app's grid: the interval policy, 6 intervals x 4 budgets, timed."""
-    density._memo.clear()
+    density.clear_memo()
     t = time.perf_counter()
     c = time.process_time()
     s = density.density_sweep(trace, progress=_progress())

@@ -73,13 +73,13 @@ def tiny_transfer_vs_recompute(store, boundaries: list[int], reps: int) -> list[
     from kda_core.model import TinyHybrid
     from kda_core.serve.engine import Engine
     from kda_core.transfer.instance import Instance
-    from kda_core.transfer.pd import _handoff_policy
+    from kda_core.transfer.pd import handoff_policy
 
     model = TinyHybrid()
     rows = []
     for b in boundaries:
         ids = [(7 * i + 3) % 256 for i in range(b + 1)]
-        pre = Instance("prefill", engine=Engine(model=model, policy=_handoff_policy()), store=store)
+        pre = Instance("prefill", engine=Engine(model=model, policy=handoff_policy()), store=store)
         pre.publish(pre.engine.generate(ids, 1))
         t_fetch, t_pre = [], []
         for _ in range(reps):

@@ -5,19 +5,18 @@ imports it from there. See docs/serving.md.
 """
 
 from kda_core.serve.engine import (
-    DEFAULT_CHECKPOINT_SLOTS,
     DEFAULT_POLICY,
+    DEFAULT_STATE_SLOTS,
     PHASES,
     RESTORE_MODES,
     Engine,
 )
-from kda_core.serve.loop import ServeReport, StepRow
-from kda_core.serve.report import EngineStats, GenerateReport, StepRecord
+from kda_core.serve.report import EngineStats, GenerateReport, ServeReport, StepRecord, StepRow
 from kda_core.serve.request import Request
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_SLOTS",
     "DEFAULT_POLICY",
+    "DEFAULT_STATE_SLOTS",
     "PHASES",
     "RESTORE_MODES",
     "Engine",

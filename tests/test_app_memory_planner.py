@@ -61,7 +61,7 @@ def test_ratio_and_strategy_figures(default_out):
         ["radix_off", "1", "1", "490"],
         ["no_buffer", "3", "1", "163"],
         ["extra_buffer", "5", "3", "98"],
-        ["extra_buffer_lazy", "4", "2", "122"],
+        ["extra_buffer_lazy", "4", "3", "122"],
     ]
     assert list(f3.data[0].y) == [1, 3, 5, 4]
 

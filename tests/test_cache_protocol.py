@@ -1,11 +1,10 @@
 """The cache protocol (kda_core.cache.protocol, after mini-sglang's ``BasePrefixCache`` in
-python/minisgl/kvcache/base.py): RadixStateCache conforms to it, the protocol and the node API
-agree step by step on scripted operations, and handle misuse raises clear errors."""
+python/minisgl/kvcache/base.py): RadixStateCache conforms to it, handle misuse raises clear
+errors, and the read-only views and the eviction hooks see what they should."""
 
 from __future__ import annotations
 
 import gc
-import random
 import weakref
 
 import pytest
@@ -21,6 +20,7 @@ from kda_core.cache.protocol import (
     SizeInfo,
 )
 from kda_core.cache.radix import RadixStateCache
+from tests.radix_helpers import Pick, view_at
 
 BIG = 10**9
 
@@ -82,135 +82,11 @@ def test_path_handle_locks_kv_only() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# conformance: the same script through the node API (A) and the protocol (B)
-
-
-def _script(rng: random.Random, steps: int) -> list[tuple]:
-    ops: list[tuple] = []
-    bases = [[rng.randrange(4) for _ in range(rng.randrange(4, 24))] for _ in range(4)]
-    for _ in range(steps):
-        base = rng.choice(bases)
-        key = base[: rng.randrange(1, len(base) + 1)] + [
-            rng.randrange(4) for _ in range(rng.randrange(0, 6))
-        ]
-        kind = rng.random()
-        if kind < 0.35:
-            n = rng.randrange(1, 4)
-            pos = sorted(rng.sample(range(1, len(key) + 1), min(n, len(key))))
-            ops.append(("insert", key, pos, rng.random() < 0.3))
-        elif kind < 0.65:
-            ops.append(("match", key, rng.random() < 0.8, rng.random()))
-        elif kind < 0.8:
-            ops.append(("unlock", rng.random()))
-        else:
-            ops.append(("evict", rng.randrange(0, 12), rng.randrange(0, 3), rng.randrange(0, 40)))
-    return ops
-
-
-def _same_state(a: RadixStateCache, b: RadixStateCache) -> None:
-    assert a.export() == b.export()
-    assert a.paths() == b.paths()
-    sa = a.stats()
-    assert sa == b.stats()
-    assert b.size_info == SizeInfo(
-        sa.kv_evictable, sa.kv_protected, sa.state_bytes_evictable, sa.state_bytes_protected
-    )
-    a.check_integrity()
-    b.check_integrity()
-
-
-def _page_key(key: list[int], page: int) -> list[int]:
-    return key[: len(key) - len(key) % page] if len(key) >= page else []
-
-
-def _run_insert(a, b, op, page, held_a, held_b) -> None:
-    _, key, pos, lock = op
-    key = _page_key(key, page)
-    pos = sorted({p - p % page for p in pos if page <= p <= len(key)})
-    states = [(p, f"s{p}", p) for p in pos]
-    ra = a.insert(key, kv=list(key), states=states)
-    rb = b.insert_prefix(key, kv=list(key), states=states)
-    assert (rb.cached_len, rb.inserted_len, rb.new, rb.existed, rb.capped) == (
-        ra.prefix_len,
-        ra.inserted_len,
-        ra.new,
-        ra.existed,
-        ra.capped,
-    )
-    assert (rb.handle is None) == (ra.node is None)
-    if lock and ra.node is not None:
-        a.lock_state(ra.node)
-        b.lock_handle(rb.handle)
-        held_a.append((a.unlock_state, ra.node))
-        held_b.append(rb.handle)
-
-
-def _run_match(a, b, op, held_a, held_b) -> None:
-    _, key, touch, lock = op
-    ma = a.match(key, touch=touch)
-    mb = b.match_prefix(key, touch=touch)
-    assert (mb.token_match, mb.restore_at, mb.state, mb.state_bytes, mb.kv) == (
-        ma.token_match,
-        ma.restore_at,
-        ma.state,
-        ma.state_bytes,
-        ma.kv,
-    )
-    assert (mb.branch, mb.mid_edge) == (ma.branch, ma.mid_edge)
-    assert mb.restore.cached_len == ma.restore_at
-    assert mb.path.cached_len == ma.last_node.plen  # token keys: plen counts tokens
-    if lock < 0.4:
-        a.lock_state(ma.node)
-        b.lock_handle(mb.restore)
-        held_a.append((a.unlock_state, ma.node))
-        held_b.append(mb.restore)
-    elif lock < 0.6:
-        a.lock_kv(ma.last_node)
-        b.lock_handle(mb.path)
-        held_a.append((a.unlock_kv, ma.last_node))
-        held_b.append(mb.path)
-
-
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("page", [1, 2])
-def test_protocol_matches_node_api(seed: int, page: int) -> None:
-    rng = random.Random(seed)
-    touch_mode = ("node", "path", "path_tail_first")[seed % 3]
-    cap = None if seed % 2 else 3
-    a = RadixStateCache(page, state_touch=touch_mode, max_states_per_path=cap)
-    b = RadixStateCache(page, state_touch=touch_mode, max_states_per_path=cap)
-    held_a: list = []
-    held_b: list = []
-    for op in _script(rng, 250):
-        if op[0] == "insert":
-            _run_insert(a, b, op, page, held_a, held_b)
-        elif op[0] == "match":
-            _run_match(a, b, op, held_a, held_b)
-        elif op[0] == "unlock" and held_a:
-            i = int(op[1] * len(held_a))
-            fn, node = held_a.pop(i)
-            fn(node)
-            b.lock_handle(held_b.pop(i), unlock=True)
-        elif op[0] == "evict":
-            _, kv, n, nb = op
-            ea = a.evict_states(n, nb)
-            eb_kv = a.evict_kv(kv)
-            expect = Evicted(*(x + y for x, y in zip(ea, eb_kv)))
-            assert b.evict(kv, states=n, state_bytes=nb) == expect
-        _same_state(a, b)
-    for (fn, node), h in zip(held_a, held_b):
-        fn(node)
-        b.lock_handle(h, unlock=True)
-    _same_state(a, b)
-    assert b.size_info.kv_protected == 0 and b.size_info.state_bytes_protected == 0
-
-
-# ------------------------------------------------------------------------------------------
 # misuse
 
 
-def _cache_with_two_states() -> RadixStateCache:
-    c = RadixStateCache()
+def _cache_with_two_states(**kw) -> RadixStateCache:
+    c = RadixStateCache(**kw)
     c.insert_prefix([1, 2, 3, 4, 5, 6], states=[(3, "a", 8), (6, "b", 8)])
     c.insert_prefix([1, 2, 3, 9, 9], states=[(5, "c", 8)])  # node at 3 is internal now
     return c
@@ -260,10 +136,11 @@ def test_stale_handle_after_eviction() -> None:
 
 
 def test_stale_handle_state_tombstoned() -> None:
-    c = _cache_with_two_states()
+    pick = Pick()
+    c = _cache_with_two_states(victim=pick)
     h = c.match_prefix([1, 2, 3]).restore
-    node = c.match([1, 2, 3]).node  # node API: evict exactly that state (internal: tombstone)
-    assert c.evict_state_node(node).tombstoned == 1
+    pick.id = view_at(c, [1, 2, 3]).id  # evict exactly that state (internal: tombstone)
+    assert c.evict(states=1).tombstoned == 1
     with pytest.raises(HandleError, match="state was evicted"):
         c.lock_handle(h)
     # the KV path handle of the same node is still good
@@ -276,7 +153,7 @@ def test_stale_handle_state_tombstoned() -> None:
 def test_handle_keeps_no_evicted_node_alive() -> None:
     c = _cache_with_two_states()
     h = c.match_prefix([1, 2, 3, 4, 5, 6]).restore
-    ref = weakref.ref(c.match([1, 2, 3, 4, 5, 6]).node)
+    ref = weakref.ref(c._tree.live[view_at(c, [1, 2, 3, 4, 5, 6]).id])
     c.evict(BIG, states=BIG)
     gc.collect()
     assert ref() is None  # the handle holds its node weakly
@@ -293,30 +170,35 @@ def test_handle_errors_are_value_errors() -> None:
     c.lock_handle(root, unlock=True)
     with pytest.raises(ValueError, match="not locked"):
         c.lock_handle(root, unlock=True)
-    with pytest.raises(ValueError, match="num_tokens must be"):
+    with pytest.raises(ValueError, match="kv_tokens must be"):
         c.evict(-1)
     with pytest.raises(ValueError, match="touch must be a bool"):
         c.match_prefix([1], touch=None)  # type: ignore[arg-type]
 
 
+def _payloads(c: RadixStateCache) -> list:
+    return [v.state for v in c.export() if v.has_state]
+
+
 def test_state_payloads_follow_inserts_and_evictions() -> None:
-    """The engine checks its checkpoint pool against these (serve/cache_ops.check_integrity)."""
+    """The engine checks its checkpoint pool against the export's payloads (CacheOps)."""
     c = RadixStateCache()
     c.insert_prefix(list(range(8)), kv=list(range(8)), states=[(4, "s4", 10), (8, "s8", 20)])
     c.insert_prefix([0, 1, 2, 3, 7, 7], kv=[0, 1, 2, 3, 7, 7], states=[(6, "b6", 5)])
-    assert sorted(c.state_payloads()) == ["b6", "s4", "s8"]
+    assert sorted(_payloads(c)) == ["b6", "s4", "s8"]
+    edges = {v.key: v.kv for v in c.export()[1:]}
+    assert edges == {(0, 1, 2, 3): [0, 1, 2, 3], (4, 5, 6, 7): [4, 5, 6, 7], (7, 7): [7, 7]}
     assert c.evict(states=2).states == 2
-    assert len(c.state_payloads()) == 1
-    assert RadixStateCache().state_payloads() == []
+    assert len(_payloads(c)) == 1
+    assert _payloads(RadixStateCache()) == []
 
 
-def test_before_drop_state_sees_the_path_and_the_state() -> None:
+def test_before_drop_sees_the_path_and_the_state() -> None:
     """A lower tier (kda_core.transfer.tiers) copies what a dropped state needs: its path's
     tokens and KV root-first, and the payload, while still attached."""
-    c = RadixStateCache()
+    seen: list = []
+    c = RadixStateCache(before_drop=seen.append)
     c.insert_prefix([1, 2, 3, 4], kv=["a", "b", "c", "d"], states=[(2, "s2", 7), (4, "s4", 9)])
-    seen = []
-    c.before_drop_state = seen.append
     c.evict(states=2)
     by_state = {d.state: d for d in seen}
     assert set(by_state) == {"s2", "s4"}

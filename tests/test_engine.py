@@ -10,6 +10,7 @@ from kda_core.cache import policy as pol
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import KDALayerState, TinyHybrid, encode
 from kda_core.serve.engine import Engine
+from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()
 
@@ -199,11 +200,11 @@ def test_replay_trace_reaches_the_uncached_state_exactly() -> None:
 def test_restore_point_never_past_deepest_checkpoint_and_kv_matches() -> None:
     e = _engine(policy=pol.make("interval", every=20))
     e.generate(SYS + "first question here", 1)
-    ckpts = {p for _, ps in e.tree.paths() for p in ps}
+    ckpts = {p for _, ps in paths(e.tree) for p in ps}
     r = e.generate(SYS + "second", 1)
     assert r.restore_at == max(p for p in ckpts if p <= r.token_match)
     assert r.restore_at < r.token_match
-    m = e.tree.match(encode(SYS + "second")[:-1], touch=False)
+    m = e.tree.match_prefix(encode(SYS + "second")[:-1], touch=False)
     kv = np.concatenate(m.kv, axis=0)
     assert kv.shape[0] == m.restore_at  # KV restored to the checkpoint, never further
     ref = MODEL.new_state()
@@ -224,7 +225,7 @@ def test_full_repeat_restores_at_the_end() -> None:
 def test_cow_isolation_two_requests_from_one_checkpoint() -> None:
     e = _engine()
     e.generate(SYS + "base", 1)
-    m = e.tree.match(encode(SYS + "x"), touch=False)
+    m = e.tree.match_prefix(encode(SYS + "x"), touch=False)
     assert m.restore_at == 48
     before = [x.copy() for x in e.checkpoints.raw(m.state)]
     r1 = e.generate(SYS + "branch one", 3)

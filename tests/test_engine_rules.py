@@ -9,7 +9,8 @@ import pytest
 
 from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_CHECKPOINT_SLOTS, Engine
+from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine
+from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()
 SYS = "You are a helpful assistant. Tools: search(q), calc(x). "
@@ -32,8 +33,8 @@ def reference(ids: list[int], n_new: int) -> tuple[list[int], np.ndarray]:
         (dict(checkpoint_slots=-1), "checkpoint_slots"),
         (dict(checkpoint_slots=0), "checkpoint_slots"),
         (dict(kv_budget=-5), "kv_budget"),
-        (dict(active_slots=0), "active_slots"),
-        (dict(active_slots=2), "active_slots"),
+        (dict(state_slots=0), "state_slots"),
+        (dict(state_slots=4), "state_slots"),
         (dict(policy="lru-magic"), "name"),
         (dict(policy=3), "policy"),
         (dict(strategy="triple"), "strategy"),
@@ -105,7 +106,7 @@ def test_per_path_checkpoint_cap() -> None:
         policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8
     )  # a state after every 8-token step: more than 2 on the path
     e.generate(SYS + "a long enough request to get many checkpoints", 1)
-    for _, positions in e.tree.paths():
+    for _, positions in paths(e.tree):
         assert len(positions) <= 2
     assert e.tree.stats().capped > 0
     e.check_integrity()
@@ -119,13 +120,13 @@ def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
     r = e.generate(prompt, 1)
     capped = e.tree.stats().capped - before
     assert capped > 0
-    states = sum(len(positions) for _, positions in e.tree.paths())
+    states = sum(len(positions) for _, positions in paths(e.tree))
     assert r.checkpoints_created == states == e.checkpoints.n_used  # empty tree before
 
 
 def test_default_checkpoint_slots_is_bounded() -> None:
     e = Engine(model=MODEL)
-    assert e.checkpoints.capacity == DEFAULT_CHECKPOINT_SLOTS == 256
+    assert e.checkpoints.capacity == DEFAULT_STATE_SLOTS == 256
     assert Engine(model=MODEL, checkpoint_slots=4096).checkpoints.capacity == 4096
 
 
@@ -144,14 +145,19 @@ def test_policy_objects_are_copied() -> None:
 
 
 def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
-    e = _engine(strategy="extra_buffer_lazy", active_slots=2)
+    """extra_buffer_lazy takes its second track slot at a boundary and evicts nothing for it
+    (SGLang ``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``): in a pool of 4 whose
+    other 2 slots hold cached states the first boundary is tracked, every later one skipped."""
+    e = _engine(strategy="extra_buffer_lazy", state_slots=4)
+    for i in range(2):  # two unrelated cached states fill the rest of the pool
+        ids = encode(f"unrelated prefix {i}, twenty odd")
+        assert e.adopt_checkpoint(ids, *_prefilled(ids))
     p = SYS + "a question"
     r = e.generate(p, 1)
-    # one track slot up front: the first boundary is tracked; the lazy second slot cannot be
-    # taken (2 active slots), so every later track is skipped
     assert r.planned_checkpoints == (16, 32, 48, 64)
     assert r.checkpoints == (16,) and r.track_writes == 1 and r.donations == 1
-    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 2
+    assert r.checkpoints_skipped == 3 and r.pools.active_capacity == 4
+    assert r.evicted_states == 1  # the donation of 16 made its room by evicting a cached state
     toks, logits = reference(encode(p), 1)
     assert r.tokens == toks
     np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
@@ -161,8 +167,8 @@ def test_lazy_second_track_slot_unavailable_skips_the_track() -> None:
     assert r2.tokens == toks
     np.testing.assert_allclose(r2.logits, logits, rtol=0, atol=1e-9)
     e.check_integrity()
-    with pytest.raises(ValueError, match="active_slots must be >= 2"):
-        _engine(strategy="extra_buffer_lazy", active_slots=1)
+    with pytest.raises(ValueError, match=r"state_slots must be in \[4, 4096\]"):
+        _engine(strategy="extra_buffer_lazy", state_slots=3)
 
 
 def test_policy_chunk_incompatibility_fails_at_construction() -> None:
@@ -184,10 +190,51 @@ def test_policy_chunk_incompatibility_fails_at_construction() -> None:
 def test_contract_facade_is_the_serving_engine():
     import kda_core.engine as facade
     from kda_core.serve import engine as real
-    from kda_core.serve.loop import ServeReport
-    from kda_core.serve.report import GenerateReport
+    from kda_core.serve.report import GenerateReport, ServeReport
     from kda_core.serve.request import Request
 
     assert facade.Engine is real.Engine and facade.Request is Request
     assert facade.GenerateReport is GenerateReport and facade.ServeReport is ServeReport
     assert set(facade.__all__) <= set(dir(facade))
+
+
+def _prefilled(ids: list[int]):
+    st = MODEL.new_state()
+    MODEL.prefill(ids, st)
+    S = np.stack([x.S for x in st.kda])
+    conv = np.stack([x.conv for x in st.kda])
+    return st.mla_kv, S, conv
+
+
+def test_adopt_into_a_full_shared_pool_evicts_instead_of_raising() -> None:
+    """Each adopt needs one slot of the shared pool; once the tree's states fill it, the next
+    adopt evicts the least recently used one (nothing is locked between requests)."""
+    e = Engine(model=MODEL, state_slots=5, policy=pol.make("interval", every=16))
+    prompts = [encode(f"adopted prefix number {i}, long enough") for i in range(7)]
+    for i, ids in enumerate(prompts):
+        assert e.adopt_checkpoint(ids, *_prefilled(ids))
+        assert e.tree.n_states == min(i + 1, 5)
+        e.check_integrity()
+    last = prompts[-1] + encode(" and on")
+    r = e.generate(last, 3)
+    assert r.restore_at == len(prompts[-1])
+    toks, logits = reference(last, 3)
+    assert r.tokens == toks
+    np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
+
+
+def test_stats_count_only_requests_that_finished() -> None:
+    e = _engine()
+    done = e.generate(SYS + "seed", 1)
+
+    def boom(stage: str, engine: Engine) -> None:
+        if stage == "restored":
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        e.generate(SYS + "next", 2, observe=boom)
+    st = e.stats()
+    assert st.requests == 1 and st.prompt_tokens == len(done.prompt)
+    again = e.generate(SYS + "next", 2)
+    st = e.stats()
+    assert st.requests == 2 and st.prompt_tokens == len(done.prompt) + len(again.prompt)

@@ -1,5 +1,5 @@
 """kda.chunked proves q, k and v finite from its outputs and g finite and <= 0 from what its
-head threads measure (inputs._validate_deferred / _check_deferred): a NaN or inf anywhere in
+head threads measure (inputs.validate_deferred / _check_deferred): a NaN or inf anywhere in
 them, or a positive g, must still be refused by name and in the full check's order, whatever
 else conspires to hide it."""
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kda_testdata import kda_inputs
 
 from kda_core import kda
-from kda_core.kda import inputs
+from kda_core.kda import _inputs as inputs
 
 
 def conspiring_inputs(seed: int, T: int, where: float, hide: str):
@@ -66,7 +66,7 @@ def test_the_deferred_check_reports_what_the_full_check_reports(rng):
     with pytest.raises(ValueError, match="^v must be finite"):
         kda.chunked(q, k, v, g, beta)
     with pytest.raises(ValueError, match="^v must be finite"):
-        inputs._validate_deferred(q, k, v, g, beta, None, None)
+        inputs.validate_deferred(q, k, v, g, beta, None, None)
     k = k[:, :, :3]  # a shape error after a finiteness error: still the finiteness error
     with pytest.raises(ValueError, match="^v must be finite"):
         kda.chunked(q, k, v, g, beta)
@@ -155,7 +155,7 @@ def test_a_finite_g_whose_chunk_sum_overflows_is_not_refused():
     rng = np.random.default_rng(5)
     q, k, v, g, beta, S0 = (x.astype(np.float32) for x in kda_inputs(rng, 48))
     g[10:12, 0, 2] = -3e38
-    inputs._validate(q, k, v, g, beta, S0, None)  # the full check passes
+    inputs.validate(q, k, v, g, beta, S0, None)  # the full check passes
     with pytest.warns(RuntimeWarning, match="finite inputs overflowed"):
         kda.chunked(q, k, v, g, beta, initial_state=S0)
 

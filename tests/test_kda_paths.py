@@ -10,7 +10,8 @@ import pytest
 from kda_testdata import kda_inputs
 
 from kda_core import kda
-from kda_core.kda import chunkwise, intra, threads
+from kda_core.kda import _intra as intra
+from kda_core.kda import chunkwise, threads
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:

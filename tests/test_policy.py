@@ -91,8 +91,6 @@ def test_bad_parameters_name_the_argument(name, params, arg):
         (lambda p: p.checkpoint_positions(10, page_size=0), "page_size"),
         (lambda p: p.checkpoint_positions(10, chunk_size=0), "chunk_size"),
         (lambda p: p.checkpoint_positions(P.MAX_LEN + 1), "prompt_len"),
-        (lambda p: p.evict_states(None, 1), "cache"),
-        (lambda p: p.evict_states(RadixStateCache(), -1), "num"),
     ],
 )
 def test_bad_call_arguments_name_the_argument(call, arg):
@@ -212,10 +210,10 @@ def test_marconi_shared_prefix_is_reused_on_third_occurrence():
     restores = []
     for q in range(4):
         prompt = system + [q] * 10
-        m = cache.match(prompt)
+        m = cache.match_prefix(prompt)
         restores.append(m.restore_at)
         pos = p.checkpoint_positions(len(prompt), m)
-        r = cache.insert(prompt, states=[(x, None, 1) for x in pos])
+        r = cache.insert_prefix(prompt, states=[(x, None, 1) for x in pos])
         assert r.new == pos
     assert restores == [0, 0, 60, 60]
     assert cache.n_states == 5  # 4 request ends + the branch point
@@ -305,5 +303,5 @@ def test_positions_are_sorted_page_aligned_and_inside_the_request(
     # and the cache accepts them as they are
     cache = pol.make_cache(page)
     key = list(range(total))
-    r = cache.insert(key, states=[(p, None, 1) for p in pos])
+    r = cache.insert_prefix(key, states=[(p, None, 1) for p in pos])
     assert r.new == pos

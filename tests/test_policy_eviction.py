@@ -9,42 +9,68 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core.cache import policy as P
+from tests.radix_helpers import Pick
 
 # ---------------------------------------------------------------- eviction
 
 
+def _views(cache) -> tuple[dict, dict]:
+    """(id -> NodeView, id -> number of children) of the cache's export."""
+    views = cache.export()
+    kids: dict[int, int] = {}
+    for v in views:
+        kids[v.parent] = kids.get(v.parent, 0) + 1
+    return {v.id: v for v in views}, kids
+
+
+def _row(rows, node_id) -> int:
+    """The state-table row of a node id (-1: none)."""
+    if node_id is None:
+        return -1
+    return int(np.flatnonzero(rows.live & (rows.node_id == node_id))[0])
+
+
+def _rows(cache):
+    """The state table as the cache's victim hook would see it now."""
+    tree = cache._tree
+    return tree.table.rows(tree.clock, tree.owner)
+
+
 def _naive_lru_victim(cache):
-    """Independent LRU: walk the tree, the unprotected state with the oldest access time.
+    """Independent LRU over the export: the unprotected state touched longest ago.
     Protected = state-locked, or a KV-locked leaf (docs/radix.md, invariant 5)."""
     best = None
-    stack = [cache.root]
-    while stack:
-        nd = stack.pop()
-        stack.extend(nd.children.values())
-        if nd is cache.root or not nd.has_state:
+    for v in cache.export()[1:]:
+        if not v.has_state or v.state_lock > 0 or (v.is_leaf and v.kv_lock > 0):
             continue
-        if nd.state_lock > 0 or (not nd.children and nd.kv_lock > 0):
-            continue
-        if best is None or nd.state_time < best.state_time:
-            best = nd
+        if best is None or v.state_age > best.state_age:
+            best = v
     return best
 
 
 class _WalkingLRU(P.IntervalPolicy):
-    """Overrides choose_victim, so Policy.evict_states runs its general victim loop."""
+    """Its cache's victim hook walks the export (``_naive_lru_victim``), so eviction runs the
+    general victim loop."""
 
-    def choose_victim(self, cache):  # type: ignore[no-untyped-def]
-        return _naive_lru_victim(cache)
+    def make_cache(self, page_size=1, **kw):  # type: ignore[no-untyped-def]
+        box = {}
+
+        def victim(rows):
+            v = _naive_lru_victim(box["cache"])
+            return _row(rows, None if v is None else v.id)
+
+        box["cache"] = P.Policy.make_cache(self, page_size, victim=victim, **kw)
+        return box["cache"]
 
 
-def _random_cache(pol, ops):
-    c = pol.make_cache(1)
+def _random_cache(pol, ops, **hooks):
+    c = pol.make_cache(1, **hooks)
     for key, pos, nbytes, touch, lock in ops:
         ps = sorted(p for p in pos if p <= len(key)) or [len(key)]
-        c.insert(key, states=[(p, (tuple(key), p), nbytes + p) for p in ps])
-        m = c.match(key[: max(1, len(key) * touch // 4)])
+        c.insert_prefix(key, states=[(p, (tuple(key), p), nbytes + p) for p in ps])
+        m = c.match_prefix(key[: max(1, len(key) * touch // 4)])
         if lock and m.restore_at:
-            c.lock_state(m.node)
+            c.lock_handle(m.restore)
     return c
 
 
@@ -66,16 +92,22 @@ def _random_cache(pol, ops):
     st.sampled_from(["interval", "sglang", "vllm", "walking"]),
 )
 def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
-    # The policy's evict_states (the cache's fast path for the LRU policies, the general
-    # victim loop for "walking") against a naive loop over _naive_lru_victim on a twin cache:
-    # same victims in the same order, same totals, stopping as soon as both targets are met.
+    # The cache's state eviction (its fast path for the LRU policies, the general victim loop
+    # for "walking") against a naive loop over _naive_lru_victim on a twin cache, each victim
+    # evicted by a Pick hook: same victims in the same order, same totals, stopping as soon
+    # as both targets are met.
     pol = _WalkingLRU() if name == "walking" else P.make(name)
-    got_c, want_c = _random_cache(pol, ops), _random_cache(pol, ops)
     got_log: list = []
     want_log: list = []
-    got_c.on_free_state = lambda s, n: got_log.append((s, n))
-    want_c.on_free_state = lambda s, n: want_log.append((s, n))
-    r = pol.evict_states(got_c, num=num, nbytes=nbytes)
+    pick = Pick()
+    got_c = _random_cache(pol, ops, on_free_state=lambda s, n: got_log.append((s, n)))
+    want_c = _random_cache(
+        P.make("interval") if name == "walking" else pol,
+        ops,
+        on_free_state=lambda s, n: want_log.append((s, n)),
+        victim=pick,
+    )
+    r = got_c.evict(states=num, state_bytes=nbytes)
     states = freed = 0
     while states < num or freed < nbytes:
         v = _naive_lru_victim(want_c)
@@ -83,7 +115,8 @@ def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
             break
         states += 1
         freed += v.state_bytes
-        want_c.evict_state_node(v)
+        pick.id = v.id
+        assert want_c.evict(states=1).states == 1
     assert got_log == want_log
     assert (r.states, r.state_bytes) == (states, freed)
     assert freed == sum(n for _, n in want_log) and states == len(want_log)
@@ -110,19 +143,17 @@ def test_marconi_flops_formula():
 
 
 def _naive_marconi_victim(pol, cache):
+    by_id, kids = _views(cache)
     rows = []
-    stack = [cache.root]
-    while stack:
-        nd = stack.pop()
-        stack.extend(nd.children.values())
-        if nd is cache.root or not nd.has_state or len(nd.children) > 1:
+    for v in list(by_id.values())[1:]:
+        if not v.has_state or kids.get(v.id, 0) > 1:
             continue
-        if nd.state_lock > 0 or (not nd.children and nd.kv_lock > 0):
+        if v.state_lock > 0 or (v.is_leaf and v.kv_lock > 0):
             continue
-        anc = nd.parent
-        while anc is not cache.root and not anc.has_state:
-            anc = anc.parent
-        L, Lp = float(nd.plen), float(anc.plen)
+        anc = by_id[v.parent]
+        while anc.parent != -1 and not anc.has_state:
+            anc = by_id[anc.parent]
+        L, Lp = float(v.end), float(anc.end)
         D, N = float(pol.d_model), float(pol.d_state)
 
         def attn(x, D=D):
@@ -134,9 +165,9 @@ def _naive_marconi_victim(pol, cache):
             + pol.n_attn_layers * (attn(L) - attn(Lp))
             + pol.n_mlp_layers * 16 * own * D * D
         )
-        eff = fl / max(nd.state_bytes + pol.kv_bytes_per_token * L, 1.0)
-        rec = 1.0 / (1.0 + cache.clock - nd.state_time)
-        rows.append((nd, rec, eff))
+        eff = fl / max(v.state_bytes + pol.kv_bytes_per_token * L, 1.0)
+        rec = 1.0 / (1.0 + v.state_age)
+        rows.append((v, rec, eff))
     if not rows:
         return None
 
@@ -147,10 +178,19 @@ def _naive_marconi_victim(pol, cache):
     rn = norm([r[1] for r in rows])
     en = norm([r[2] for r in rows])
     scored = [
-        (rn[i] + pol.alpha_value * en[i], rows[i][0].state_time, rows[i][0])
+        (rn[i] + pol.alpha_value * en[i], -rows[i][0].state_age, rows[i][0])
         for i in range(len(rows))
     ]
     return min(scored, key=lambda t: (t[0], t[1]))[2]
+
+
+def _chosen(pol, cache):
+    """The view of the node the policy's victim hook picks now (None: none)."""
+    rows = _rows(cache)
+    row = pol.choose_victim(rows)
+    if row < 0:
+        return None
+    return _views(cache)[0][int(rows.node_id[row])]
 
 
 @settings(max_examples=100, deadline=None)
@@ -173,21 +213,23 @@ def test_marconi_vectorised_victim_agrees_with_naive(ops, alpha):
     locked = []
     for key, pos, nbytes, lock in ops:
         ps = sorted(p for p in pos if p <= len(key)) or [len(key)]
-        cache.insert(key, states=[(p, None, nbytes) for p in ps])
-        m = cache.match(key[: len(key) // 2 + 1])
+        cache.insert_prefix(key, states=[(p, None, nbytes) for p in ps])
+        m = cache.match_prefix(key[: len(key) // 2 + 1])
         if lock and m.restore_at:
-            cache.lock_state(m.node)
-            locked.append(m.node)
+            cache.lock_handle(m.restore)
+            locked.append(m.restore)
     while True:
         exp = _naive_marconi_victim(pol, cache)
-        got = pol.choose_victim(cache)
-        assert got is exp
+        got = _chosen(pol, cache)
+        assert (got is None) == (exp is None)
         if got is None:
             break
-        assert len(got.children) <= 1
-        pol.evict_states(cache, num=1)
+        assert got.id == exp.id
+        assert _views(cache)[1].get(got.id, 0) <= 1
+        assert cache.evict(states=1).states == 1
         cache.check_integrity()
-    assert all(n.has_state for n in locked)
+    for h in locked:  # every locked state is still there
+        cache.lock_handle(h)
 
 
 def test_marconi_alpha_trades_recency_for_flop_efficiency():
@@ -196,30 +238,30 @@ def test_marconi_alpha_trades_recency_for_flop_efficiency():
     def build(alpha):
         pol = P.make("marconi", alpha=alpha, d_model=256, d_state=16, kv_bytes_per_token=0)
         c = pol.make_cache(1)
-        c.insert(list(range(4000)), states=[(4000, "long", 1000)])
-        c.insert([-1] * 4, states=[(4, "short", 1000)])
+        c.insert_prefix(list(range(4000)), states=[(4000, "long", 1000)])
+        c.insert_prefix([-1] * 4, states=[(4, "short", 1000)])
         return pol, c
 
     pol, c = build(0.0)
-    assert pol.choose_victim(c).state == "long"
+    assert _chosen(pol, c).state == "long"
     pol, c = build(2.0)
-    assert pol.choose_victim(c).state == "short"
-    rows, scores = pol.scores(c)
+    assert _chosen(pol, c).state == "short"
+    rows, scores = pol.scores(_rows(c))
     assert rows.size == 2 and scores.min() >= 0 and scores.max() <= 3.0
 
 
 def test_marconi_skips_forks_and_evicts_single_child_internal_as_tombstone():
     pol = P.make("marconi", alpha=0.0)
     c = pol.make_cache(1)
-    c.insert(list(range(8)), states=[(4, "fork", 1), (8, "a", 1)])
-    c.insert(list(range(4)) + [9, 9], states=[(6, "b", 1)])
-    c.insert([50, 51, 52, 53], states=[(2, "single", 1), (4, "c", 1)])
-    c.match([50, 51, 52, 53])  # c and its single-child parent are now the most recent
+    c.insert_prefix(list(range(8)), states=[(4, "fork", 1), (8, "a", 1)])
+    c.insert_prefix(list(range(4)) + [9, 9], states=[(6, "b", 1)])
+    c.insert_prefix([50, 51, 52, 53], states=[(2, "single", 1), (4, "c", 1)])
+    c.match_prefix([50, 51, 52, 53])  # c and its single-child parent are now the most recent
     order = []
-    while (v := pol.choose_victim(c)) is not None:
+    while (v := _chosen(pol, c)) is not None:
         order.append(v.state)
-        assert v.state != "fork" or len(v.children) <= 1
-        pol.evict_states(c, num=1)
+        assert v.state != "fork" or _views(c)[1].get(v.id, 0) <= 1
+        c.evict(states=1)
         c.check_integrity()
     # the fork is a candidate only once one of its two children is gone
     assert order.index("fork") > min(order.index("a"), order.index("b"))
@@ -232,8 +274,8 @@ def test_marconi_auto_alpha_bootstrap_and_tune():
     c = pol.make_cache(1)
     for i in range(3):
         pol.note_request()
-        c.insert([i, i], states=[(2, None, 1)])
-    pol.evict_states(c, num=1)  # first eviction after N0 = 3 requests
+        c.insert_prefix([i, i], states=[(2, None, 1)])
+    c.evict(states=1)  # first eviction after N0 = 3 requests
     for _ in range(11):
         pol.note_request()
         assert not pol.tuning_due()
@@ -259,9 +301,9 @@ def test_marconi_custom_efficiency_fn():
 
     pol = P.make("marconi", alpha=100.0, efficiency_fn=eff)
     c = pol.make_cache(1)
-    c.insert([1] * 10, states=[(10, "ten", 5)])
-    c.insert([2] * 3, states=[(3, "three", 7)])
-    assert pol.choose_victim(c).state == "ten"
+    c.insert_prefix([1] * 10, states=[(10, "ten", 5)])
+    c.insert_prefix([2] * 3, states=[(3, "three", 7)])
+    assert _chosen(pol, c).state == "ten"
     lengths, ancs, nb = calls[-1]
     assert sorted(zip(lengths.tolist(), ancs.tolist(), nb.tolist())) == [(3, 0, 7), (10, 0, 5)]
 
@@ -291,14 +333,14 @@ def test_repeat_request_restores_at_the_deepest_planned_checkpoint(name, page):
         prompt = rng.integers(0, 1000, n).tolist()
         total = n + 300
         full = prompt + rng.integers(0, 1000, 300).tolist()
-        m = cache.match(prompt[:-1])
+        m = cache.match_prefix(prompt[:-1])
         assert (m.token_match, m.restore_at) == (0, 0)
         plan = pol.checkpoint_positions(n, m, total_len=total, chunk_size=512, page_size=page)
         if plan:
-            cache.insert(full, states=[(p, None, 1) for p in plan])
+            cache.insert_prefix(full, states=[(p, None, 1) for p in plan])
         # the same conversation continued: restore at the deepest checkpoint inside it
         again = full + [5] * 40
-        m2 = cache.match(again[:-1])
+        m2 = cache.match_prefix(again[:-1])
         assert m2.restore_at == max(plan, default=0)
         assert m2.token_match == (max(plan) if plan else 0)
         cache.check_integrity()

@@ -1,6 +1,6 @@
-"""``Policy._plan`` (the simulator's per-request path: values validated once, by the caller)
+"""``Policy.plan`` (the simulator's per-request path: values validated once, by the caller)
 against the public ``checkpoint_positions`` (validates every call), and the checks that moved
-to ``_check_page`` / ``_check_sizes`` still reaching public callers."""
+to ``check_page`` / ``_check_sizes`` still reaching public callers."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_plan_equals_checkpoint_positions(name: str, params: dict):
     p = pol.make(name, **params)
     rng = random.Random(7)
     page = 512
-    p._check_page(page)
+    p.check_page(page)
     for _ in range(400):
         L = rng.randint(1, 40_000)
         tm = rng.choice([0, rng.randint(0, L + page)])  # a block match may pass the prompt
@@ -38,7 +38,7 @@ def test_plan_equals_checkpoint_positions(name: str, params: dict):
         total = rng.choice([None, L + rng.randint(0, 3) * page])
         m = SimpleNamespace(token_match=tm, restore_at=ra)
         want = p.checkpoint_positions(L, m, total_len=total, page_size=page)
-        assert p._plan(L, tm, ra, total, page) == want
+        assert p.plan(L, tm, ra, total, page) == want
 
 
 def test_moved_checks_still_reach_public_callers():

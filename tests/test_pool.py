@@ -6,15 +6,14 @@ import numpy as np
 import pytest
 
 from kda_core.cache.pool import (
-    SLOTS_UP_FRONT,
     ActivePool,
     CheckpointPool,
-    PingPong,
     PoolError,
     StateShape,
 )
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import KDALayerState
+from kda_core.serve._pools import PingPong
 
 SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
 
@@ -54,7 +53,7 @@ def test_allocate_free_accounting() -> None:
 def test_integrity_detects_double_listing() -> None:
     pool = ActivePool(SHAPE, 2)
     pool.allocate("a")
-    pool._slots._free.append(0)  # corrupt: owned and free
+    pool.table._free.append(0)  # corrupt: owned and free
     with pytest.raises(PoolError):
         pool.check_integrity()
 
@@ -210,7 +209,7 @@ def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
     pool = ActivePool(SHAPE, 3)
     pp = PingPong(pool, strategy)
     req = pp.open("r1")
-    assert pool.n_used == SLOTS_UP_FRONT[strategy]
+    assert pool.n_used == pp.up_front == {"no_buffer": 1, "extra_buffer": 3}.get(strategy, 2)
     st = _states(rng)
     pool.bind(req.active, st)
     first = pp.track(req, 16)

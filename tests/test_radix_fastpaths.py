@@ -1,11 +1,11 @@
 """Fast paths of kda_core.cache.radix against their general twins.
 
-* ``evict_states`` on a plain cache (no hook, callback or state table) runs
-  ``_evict_lru_plain``; a no-op ``before_drop_state`` hook forces the general loop
-  (``_detach_state`` / ``_remove_leaf``). Both must leave the same tree, counters and results,
-  and later KV evictions (the leaf heap the plain loop fills at its end) must agree too.
-* ``_parse_states`` tries ``_parse_states_fast`` first; the per-entry loop must give the same
-  list for every input the fast path accepts, and the fast path must decline the rest.
+* State eviction on a plain cache (no hook, callback or state table) runs the plain LRU loop
+  (``evict._evict_lru_plain``); a no-op ``before_drop`` hook forces the general loop
+  (``RadixTree.detach_state`` / ``remove_leaf``). Both must leave the same tree, counters and
+  results, and later KV evictions (the leaf heap the plain loop fills at its end) must agree.
+* ``insert.parse_states`` tries ``parse_states_fast`` first; the per-entry loop must give the
+  same list for every input the fast path accepts, and the fast path must decline the rest.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import random
 import pytest
 
 from kda_core.cache.radix import RadixStateCache
+from kda_core.cache.radix import _insert as insert
+from tests.radix_helpers import paths
 
 
 def _twin_caches(page: int, block_keys: bool) -> tuple[RadixStateCache, RadixStateCache]:
     plain = RadixStateCache(page, block_keys=block_keys)
-    hooked = RadixStateCache(page, block_keys=block_keys)
-    hooked.before_drop_state = lambda dropped: None  # forces the general eviction loop
-    assert plain._plain() and not hooked._plain()
+    hooked = RadixStateCache(page, block_keys=block_keys, before_drop=lambda dropped: None)
+    assert plain._tree.plain and not hooked._tree.plain  # the hook forces the general loop
     return plain, hooked
 
 
@@ -30,7 +31,7 @@ def _view(c: RadixStateCache) -> tuple:
         (v.parent, v.depth, v.start, v.end, v.key, v.has_state, v.state_bytes, v.kv_lock)
         for v in c.export()
     ]
-    return nodes, c.stats(), sorted(c.paths())
+    return nodes, c.stats(), sorted(paths(c))
 
 
 @pytest.mark.parametrize("page,block_keys", [(1, False), (4, False), (4, True)])
@@ -68,7 +69,8 @@ def test_plain_lru_eviction_matches_the_general_loop(page: int, block_keys: bool
             hooked.lock_handle(hb, unlock=True)
         elif op < 0.95:
             num, nbytes = rng.randint(0, 4), rng.randint(0, 30)
-            assert plain.evict_states(num, nbytes) == hooked.evict_states(num, nbytes)
+            ev = plain.evict(states=num, state_bytes=nbytes)
+            assert ev == hooked.evict(states=num, state_bytes=nbytes)
         else:  # KV leaves in heap order: the parents the plain loop left as leaves count
             n_tok = rng.randint(1, 8) * tpe * epp
             assert plain.evict(kv_tokens=n_tok) == hooked.evict(kv_tokens=n_tok)
@@ -96,13 +98,13 @@ def test_plain_lru_eviction_matches_the_general_loop(page: int, block_keys: bool
     ],
 )
 @pytest.mark.parametrize("page,block_keys", [(1, False), (4, False), (4, True)])
-def test_fast_state_parse_agrees_with_the_loop(states, page: int, block_keys: bool):
-    c = RadixStateCache(page, block_keys=block_keys)
+def test_fast_state_parse_agrees_with_the_loop(states, page: int, block_keys: bool, monkeypatch):
+    tree = RadixStateCache(page, block_keys=block_keys)._tree
     n_elems = 16 if not block_keys else 4  # a 16-token key either way
-    fast = c._parse_states_fast(states, n_elems, 7)
-    c._parse_states_fast = lambda *a: None  # the per-entry loop alone
+    fast = insert.parse_states_fast(tree, states, n_elems, 7)
+    monkeypatch.setattr(insert, "parse_states_fast", lambda *a: None)  # the loop alone
     try:
-        slow = c._parse_states(states, n_elems, 7)
+        slow = insert.parse_states(tree, states, n_elems, 7)
     except ValueError:
         assert fast is None  # the fast path never accepts what the loop rejects
         return

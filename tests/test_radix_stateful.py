@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 )
 
 from kda_core.cache.radix import RadixStateCache
+from tests.radix_helpers import Pick, paths, view_at
 
 KEYS = st.lists(st.integers(0, 2), min_size=0, max_size=10)
 
@@ -77,7 +78,7 @@ class RadixModelMachine(RuleBasedStateMachine):
 
     def _adopt_cache_contents(self) -> tuple[set, set]:
         kv_after, st_after = set(), set()
-        for key, positions in self.cache.paths():
+        for key, positions in paths(self.cache):
             for i in range(self.epp, len(key) + 1, self.epp):
                 kv_after.add(key[:i])
             for p in positions:
@@ -99,7 +100,7 @@ class RadixModelMachine(RuleBasedStateMachine):
         al = self._aligned(key)
         cands = list(range(self.epp, len(al) + 1, self.epp))
         if not cands:
-            r = self.cache.insert(key, states=())
+            r = self.cache.insert_prefix(key, states=())
             assert (r.inserted_len, r.new, r.existed) == (0, (), ())
             return
         chosen = sorted(data.draw(st.sets(st.sampled_from(cands), min_size=1, max_size=4)))
@@ -111,13 +112,13 @@ class RadixModelMachine(RuleBasedStateMachine):
         cut = chosen[-1]
         tm_before, _ = self._model_match(key[:cut])
         states = [(p * self.tpe, payloads[p], nbytes) for p in chosen]
-        r = self.cache.insert(key, kv=kvlist, states=states)
+        r = self.cache.insert_prefix(key, kv=kvlist, states=states)
         exp_new = tuple(p * self.tpe for p in chosen if tuple(key[:p]) not in self.states)
         exp_old = tuple(p * self.tpe for p in chosen if tuple(key[:p]) in self.states)
-        assert r.prefix_len == tm_before * self.tpe
+        assert r.cached_len == tm_before * self.tpe
         assert r.inserted_len == cut * self.tpe
         assert (r.new, r.existed, r.capped) == (exp_new, exp_old, 0)
-        assert r.node.plen == cut
+        assert r.handle.cached_len == cut * self.tpe
         tpe, epp = self.tpe, self.epp
         for i in range(epp, cut + 1, epp):
             pre = tuple(key[:i])
@@ -136,52 +137,47 @@ class RadixModelMachine(RuleBasedStateMachine):
     @rule(key=KEYS, touch=st.booleans(), split=st.booleans())
     def match(self, key, touch, split):
         tm, ra = self._model_match(key)
-        m = self.cache.match(key, touch=touch, split=split)
+        m = self.cache.match_prefix(key, touch=touch, split=split)
         assert (m.token_match, m.restore_at) == (tm * self.tpe, ra * self.tpe)
         got = [e for part in m.kv for e in part]
         exp = [e for i in range(self.epp, ra + 1, self.epp) for e in self.kv[tuple(key[:i])]]
         assert got == exp
         if ra:
             assert (m.state, m.state_bytes) == self.states[tuple(key[:ra])]
-            assert m.node.plen == ra
+            assert m.restore.cached_len == ra * self.tpe
         else:
-            assert m.node is self.cache.root and m.state is None
+            assert m.restore.cached_len == 0 and m.state is None
         aligned = tm * self.tpe // self.cache.grid * self.cache.grid
         assert m.branch == (aligned if aligned > ra * self.tpe else None)
         if split and m.mid_edge:
-            assert m.last_node.plen == tm
+            assert m.path.cached_len == tm * self.tpe
 
     @precondition(lambda self: bool(self.states))
     @rule(data=st.data(), kind=st.sampled_from(["state", "kv"]))
     def lock_checkpoint(self, data, kind):
         pre = data.draw(st.sampled_from(sorted(self.states)))
-        node = self.cache.match(list(pre), touch=False).node
-        assert node.plen == len(pre) and node.has_state
-        if kind == "state":
-            self.cache.lock_state(node)
-        else:
-            self.cache.lock_kv(node)
-        self.held.append((kind, node, pre))
+        m = self.cache.match_prefix(list(pre), touch=False)
+        assert m.restore.cached_len == m.path.cached_len == len(pre) * self.tpe
+        handle = m.restore if kind == "state" else m.path
+        self.cache.lock_handle(handle)
+        self.held.append((kind, handle, pre))
 
     @precondition(lambda self: bool(self.kv))
     @rule(data=st.data())
     def lock_kv_anywhere(self, data):
         pres = sorted(p for p in self.kv if len(p) % self.epp == 0)
         pre = data.draw(st.sampled_from(pres))
-        node = self.cache.match(list(pre), touch=False, split=True).last_node
-        assert node.plen == len(pre)
-        self.cache.lock_kv(node)
-        self.held.append(("kv", node, pre))
+        m = self.cache.match_prefix(list(pre), touch=False, split=True)
+        assert m.path.cached_len == len(pre) * self.tpe
+        self.cache.lock_handle(m.path)
+        self.held.append(("kv", m.path, pre))
 
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data())
     def unlock(self, data):
         i = data.draw(st.integers(0, len(self.held) - 1))
-        kind, node, _ = self.held.pop(i)
-        if kind == "state":
-            self.cache.unlock_state(node)
-        else:
-            self.cache.unlock_kv(node)
+        _, handle, _ = self.held.pop(i)
+        self.cache.lock_handle(handle, unlock=True)
         removed_kv, removed_st = self._adopt_cache_contents()
         assert not removed_st, "unlocking dropped a state"
         # SGLang's dec_lock_ref removes nothing (a tombstone leaf stays)
@@ -193,7 +189,7 @@ class RadixModelMachine(RuleBasedStateMachine):
         leaves = [v for v in views.values() if v.is_leaf and v.kv_lock == 0]
         naive = max(leaves, key=lambda v: v.kv_age) if leaves else None
         kv_before = len(self.kv)
-        r = self.cache.evict_kv(n * self.tpe)
+        r = self.cache.evict(n * self.tpe)
         removed_kv, removed_st = self._adopt_cache_contents()
         assert r.kv_tokens == len(removed_kv) * self.unit == (kv_before - len(self.kv)) * self.unit
         assert r.states == len(removed_st)
@@ -216,7 +212,7 @@ class RadixModelMachine(RuleBasedStateMachine):
         naive = max(cands, key=lambda v: v.state_age) if cands else None
         naive_is_leaf = naive is not None and naive.is_leaf
         before_kv = set(self.kv)
-        r = self.cache.evict_states(0, n) if by_bytes else self.cache.evict_states(n)
+        r = self.cache.evict(state_bytes=n) if by_bytes else self.cache.evict(states=n)
         removed_kv, removed_st = self._adopt_cache_contents()
         assert r.states == len(removed_st)
         assert r.kv_tokens == len(removed_kv) * self.unit
@@ -236,11 +232,6 @@ class RadixModelMachine(RuleBasedStateMachine):
         if got < want:
             assert self.cache.stats().states_evictable == 0
 
-    @rule()
-    def enable_state_table(self):
-        t = self.cache.state_table()  # lazily built, then maintained (checked by integrity)
-        assert int(t.live.sum()) == len(self.states)
-
     # ---------------------------------------------------------------- invariants
     @invariant()
     def integrity(self):
@@ -249,21 +240,18 @@ class RadixModelMachine(RuleBasedStateMachine):
         assert st_.kv_tokens == len(self.kv) * self.unit
         assert st_.states == len(self.states)
         assert st_.state_bytes == sum(n for _, n in self.states.values())
-        for kind, node, pre in self.held:
-            assert node.alive and pre in self.kv, "locked KV evicted"
+        for kind, _, pre in self.held:
+            assert view_at(self.cache, pre) is not None and pre in self.kv, "locked KV evicted"
             if kind == "state":
                 assert pre in self.states, "locked state evicted"
 
     def teardown(self):
         if not hasattr(self, "cache"):
             return
-        for kind, node, _ in reversed(self.held):
-            if kind == "state":
-                self.cache.unlock_state(node)
-            else:
-                self.cache.unlock_kv(node)
+        for _, handle, _ in reversed(self.held):
+            self.cache.lock_handle(handle, unlock=True)
         self.held = []
-        self.cache.evict_kv(1 << 40)
+        self.cache.evict(1 << 40)
         self.cache.check_integrity()
         s = self.cache.stats()
         assert (s.nodes, s.kv_tokens, s.states, s.state_bytes) == (0, 0, 0, 0)
@@ -304,30 +292,41 @@ TestRadixBlockKeys.settings = settings(_settings, max_examples=80)
 # ---------------------------------------------------------------- per-path cap twin
 
 
-def _naive_cap(cache: RadixStateCache, tail, cap: int) -> int:
-    """SGLang _evict_excess_path_states through the public API (root-first, skip tail,
-    locked, forks, leaves)."""
-    holders = []
-    nd = tail
-    while nd is not cache.root:
-        if nd.has_state:
-            holders.append(nd)
-        nd = nd.parent
+def _children(views) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for v in views:
+        out[v.parent] = out.get(v.parent, 0) + 1
+    return out
+
+
+def _naive_cap(cache: RadixStateCache, pick: Pick, tail_key: list, cap: int) -> int:
+    """SGLang _evict_excess_path_states through the protocol (root-first, skip the tail,
+    locked states, forks): each chosen state evicted by ``pick``, the cache's victim hook."""
+    views = cache.export()
+    by_id, kids = {v.id: v for v in views}, _children(views)
+    tail = view_at(cache, tail_key)
+    holders, v = [], tail
+    while v.parent != -1:
+        if v.has_state:
+            holders.append(v)
+        v = by_id[v.parent]
     excess = len(holders) - cap
     done = 0
-    for nd in reversed(holders):
+    for v in reversed(holders):
         if excess <= 0:
             break
-        if nd is tail or nd.state_lock > 0 or len(nd.children) != 1:
+        if v.id == tail.id or v.state_lock > 0 or kids.get(v.id, 0) != 1:
             continue
-        cache.evict_state_node(nd)
+        pick.id = v.id
+        assert cache.evict(states=1).states == 1
         excess -= 1
         done += 1
+    pick.id = None
     return done
 
 
 def _state_set(cache: RadixStateCache) -> set:
-    return {key[:p] for key, ps in cache.paths() for p in ps}
+    return {key[:p] for key, ps in paths(cache) for p in ps}
 
 
 INSERTS = st.lists(
@@ -344,25 +343,29 @@ INSERTS = st.lists(
 @given(INSERTS, st.integers(1, 3), st.lists(st.booleans(), min_size=25, max_size=25))
 def test_per_path_cap_agrees_with_naive_twin(inserts, cap, locks):
     capped = RadixStateCache(max_states_per_path=cap)
-    twin = RadixStateCache()
+    pick = Pick()
+    twin = RadixStateCache(victim=pick)
     for i, (key, pos) in enumerate(inserts):
         if locks[i]:  # hold a state lock on the deepest checkpoint of a half key, in both
             for c in (capped, twin):
-                m = c.match(key[: len(key) // 2 + 1], touch=False)
-                c.lock_state(m.node)
+                m = c.match_prefix(key[: len(key) // 2 + 1], touch=False)
+                c.lock_handle(m.restore)
         positions = sorted(p for p in pos if p <= len(key)) or [len(key)]
         states = [(p, (i, p), 1) for p in positions]
-        a = capped.insert(key, states=states)
-        b = twin.insert(key, states=states)
-        n = _naive_cap(twin, b.node, cap)
+        a = capped.insert_prefix(key, states=states)
+        b = twin.insert_prefix(key, states=states)
+        n = _naive_cap(twin, pick, key[: positions[-1]], cap)
         assert (a.new, a.existed, a.capped) == (b.new, b.existed, n)
         assert _state_set(capped) == _state_set(twin)
         capped.check_integrity()
         # soft cap: over the cap only when every extra holder is a fork, locked or the tail
-        holders, nd = [], a.node
-        while nd is not capped.root:
-            if nd.has_state:
-                holders.append(nd)
-            nd = nd.parent
+        views = capped.export()
+        by_id, kids = {v.id: v for v in views}, _children(views)
+        tail = view_at(capped, key[: positions[-1]])
+        holders, v = [], tail
+        while v.parent != -1:
+            if v.has_state:
+                holders.append(v)
+            v = by_id[v.parent]
         if len(holders) > cap:
-            assert all(h is a.node or len(h.children) != 1 or h.state_lock for h in holders)
+            assert all(h.id == tail.id or kids.get(h.id, 0) != 1 or h.state_lock for h in holders)

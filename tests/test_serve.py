@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kda_core import sizing
 from kda_core.cache.pool import STRATEGIES
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import Engine, Request
+from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine, Request
 
 MODEL = TinyHybrid()
 _REF: dict[tuple, tuple[list[int], np.ndarray]] = {}
@@ -177,8 +177,8 @@ def test_bad_input():
         Engine(model=MODEL, state_slots=4)  # extra_buffer reserves 5 per request
     with pytest.raises(ValueError, match=r"state_slots must be in \[3, 4096\]"):
         Engine(model=MODEL, state_slots=2, strategy="no_buffer")
-    with pytest.raises(ValueError, match="checkpoint_slots must be None"):
-        Engine(model=MODEL, state_slots=10, checkpoint_slots=5)
+    with pytest.raises(ValueError, match=r"checkpoint_slots must be in \[1, 4096\]"):
+        Engine(model=MODEL, state_slots=10, checkpoint_slots=0)
     e = Engine(model=MODEL, state_slots=10)
     with pytest.raises(ValueError, match=r"requests\[1\].arrival must be in \[0, "):
         e.serve([Request("a", 2), Request("b", 2, arrival=-1)])
@@ -242,17 +242,17 @@ def test_retraction_victim_is_sglangs(monkeypatch):
     """SGLang python/sglang/srt/managers/schedule_batch.py, ScheduleBatch.retract_decode, sorts
     by (len(output_ids), -len(origin_input_ids)) descending and pops the last: the victim has
     the fewest outputs, then the longest prompt."""
-    from kda_core.serve import lifecycle
+    from kda_core.serve import _scheduler as scheduler
 
     seen = []
-    original = lifecycle.Lifecycle.retract
+    original = scheduler.Scheduler.retract_victim
 
-    def spy(self, r):
-        running = [x for x in self._running_view() if x is not r] + [r]
-        seen.append(((r.n_out, r.P), [(x.n_out, x.P) for x in running]))
-        original(self, r)
+    def spy(self):
+        r = original(self)
+        seen.append(((r.n_out, r.P), [(x.n_out, x.P) for x in self.running]))
+        return r
 
-    monkeypatch.setattr(lifecycle.Lifecycle, "retract", spy)
+    monkeypatch.setattr(scheduler.Scheduler, "retract_victim", spy)
     reqs = [Request("p" * (5 + 3 * i), 30, arrival=i) for i in range(6)]
     e = Engine(model=MODEL, state_slots=40, chunk_size=16)
     rep = e.serve(reqs, kv_tokens=90)
@@ -264,13 +264,14 @@ def test_retraction_victim_is_sglangs(monkeypatch):
 
 
 @pytest.mark.parametrize("cache", [True, False])
-def test_legacy_pools_and_cache_off(cache):
-    """Without state_slots the legacy pools run one request at a time (3 active slots,
-    extra_buffer holds 3); with state_slots and cache=False nothing is cached. Both exact."""
+def test_default_engine_batches_and_cache_off(cache):
+    """``Engine()`` with defaults batches: its one shared pool of ``DEFAULT_STATE_SLOTS`` runs
+    the requests concurrently; with cache=False nothing is cached. Both exact."""
     reqs = [Request(SYSTEM + f"q{i}", 4, arrival=i % 2) for i in range(4)]
     e = Engine(model=MODEL, cache=cache)
     rep = e.serve(reqs)
-    assert rep.peak_running == 1 and rep.capping_message is None
+    assert e.state_slots == DEFAULT_STATE_SLOTS and rep.max_running == DEFAULT_STATE_SLOTS // 5
+    assert rep.peak_running == 4 and "capped to 51" in rep.capping_message
     assert_exact(rep, reqs)
     e.check_integrity()
     e2 = Engine(model=MODEL, cache=cache, state_slots=30)
@@ -280,3 +281,17 @@ def test_legacy_pools_and_cache_off(cache):
     if not cache:
         assert e2.tree.n_states == 0 and all(r.restore_at == 0 for r in rep2.reports)
     assert_rows_consistent(e2, rep2)
+
+
+def test_serve_jumps_to_the_next_arrival():
+    """Steps where nothing runs and nothing has arrived get no row: the scheduler jumps to the
+    next arrival (a late request costs its own steps, not one row per idle step)."""
+    reqs = [Request("first", 2), Request("late", 2, arrival=100_000)]
+    e = Engine(model=MODEL, state_slots=20)
+    rep = e.serve(reqs)
+    assert_exact(rep, reqs)
+    late = [row for row in rep.steps if 1 in row.running]
+    assert late and late[0].step == 100_000 and 1 in late[0].admitted
+    assert len(rep.steps) <= 8
+    assert all(row.running for row in rep.steps)
+    assert [row.step for row in rep.steps] == sorted({row.step for row in rep.steps})

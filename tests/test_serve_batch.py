@@ -7,10 +7,10 @@ import pytest
 
 from kda_core.kda import conv_varlen
 from kda_core.model import ModelConfig, TinyHybrid
+from kda_core.serve._decode import decode_packed, state_update_naive
+from kda_core.serve._fused import FusedWeights, conv_packed
+from kda_core.serve._window import DEFER_STEPS, StateWindow, window_steps
 from kda_core.serve.batch import forward_batch, forward_packed
-from kda_core.serve.decode import decode_packed, state_update_naive
-from kda_core.serve.fused import FusedWeights, conv_packed
-from kda_core.serve.window import DEFER_STEPS, StateWindow, window_steps
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -180,7 +180,7 @@ def test_decode_packed_chained_on_its_own_output(pasts):
 
 @pytest.mark.parametrize("pasts, conv_size", [([0, 3], 4), ([7, 0, 2], 4), ([2, 5], 1)])
 def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
-    """serve.rows: chained steps append each request's new latent row and conv row in place
+    """serve._rows: chained steps append each request's new latent row and conv row in place
     (latents: one buffer of 16 rows, then one doubling; conv: 16 spare rows, then a move to a
     new buffer), every latent and conv view a step handed out stays equal to what it was
     (latents read-only), each step equals forward_packed chained on copies, and a step whose
@@ -241,7 +241,7 @@ def test_fused_weights_are_folded_once_per_model():
     and another model gets its own (a dead model's entry goes with it)."""
     import gc
 
-    from kda_core.serve import fused
+    from kda_core.serve import _fused as fused
 
     model = TinyHybrid(weights="random", seed=11)
     a, b = FusedWeights.of(model), FusedWeights.of(model)

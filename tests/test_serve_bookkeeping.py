@@ -1,13 +1,13 @@
 """The batched serve's bookkeeping fast paths against their naive twins.
 
-* ``_Slots.check``'s fast path (a plain int the owner table holds) against the full check
-  ``_Slots._check_slot``: same slot back, same ValueError otherwise, for allocated, freed,
+* ``SlotTable.check``'s fast path (a plain int the owner table holds) against the full check
+  ``SlotTable._check_slot``: same slot back, same ValueError otherwise, for allocated, freed,
   out-of-range, negative, bool, numpy-integer and non-integer slots, on a plain and a shared
   table;
 * ``Lifecycle.admit`` binds no fresh zero state over the slot ``open`` allocated: the slot it
   leaves is the zero state ``bind(model.new_state().kda)`` would bind;
-* ``Lifecycle.report``'s text (bytes of the model's own tokens) equals ``tokenizer.decode``;
-* ``Lifecycle.report``'s step log (``StepRecord._make``) equals the records built field by
+* ``RequestState.report``'s text (bytes of the model's own tokens) equals ``tokenizer.decode``;
+* ``RequestState.report``'s step log (``StepRecord._make``) equals the records built field by
   field, and the serve's step rows (phases built without the retraction set when nothing is
   retracted) mark a request "retracted" exactly in the rows that retract it.
 """
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from kda_core.cache.pool import ActivePool, StateShape
-from kda_core.cache.pool.slots import _Slots
+from kda_core.cache.pool._slots import SlotTable
+from kda_core.cache.pool.slots import SlotBudget
 from kda_core.model import TinyHybrid, decode
 from kda_core.serve.engine import Engine, Request
-from kda_core.serve.pools import SharedBudget, SharedSlots
 from kda_core.serve.report import StepRecord
 
 MODEL = TinyHybrid()
@@ -36,7 +36,7 @@ def _outcome(fn, *args):
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_slot_check_fast_path_equals_the_full_check(shared):
-    table = SharedSlots(6, "active", SharedBudget(6)) if shared else _Slots(6, "active")
+    table = SlotTable(6, "active", SlotBudget(6) if shared else None)
     held = [table.take(f"r{i}") for i in range(4)]
     table.release(held[1])  # a freed slot: must be refused by both
     probes = [*range(-2, 8), True, False, np.int64(0), np.int32(2), np.int64(1), 2.0, "0", None]
@@ -58,12 +58,12 @@ def test_slot_check_fast_path_equals_the_full_check(shared):
 
 def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     e = Engine(model=MODEL, state_slots=20)
-    from kda_core.serve.lifecycle import Lifecycle
-    from kda_core.serve.request import RequestState
+    from kda_core.serve._lifecycle import Lifecycle
+    from kda_core.serve._state import RequestState
 
-    life = Lifecycle(e, 1)
+    life = Lifecycle(e.parts, 1)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
-    life.admit(r, 0)
+    life.admit(r, 0, life.match(r))
     assert r.restore_at == 0 and r.slots is not None
     S, conv = e.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state
@@ -147,7 +147,8 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     naive twin), cannot be written in place, and a track write still binds its own copy."""
     import copy
 
-    from kda_core.cache.pool import CheckpointPool, PingPong
+    from kda_core.cache.pool import CheckpointPool
+    from kda_core.serve._pools import PingPong
 
     shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
     pool = ActivePool(shape, 4)
@@ -225,10 +226,8 @@ def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
     """The report's text on outputs with multi-byte, cut and invalid UTF-8 (a served TinyHybrid
     mostly writes ASCII): byte for byte what ``tokenizer.decode`` makes of the same ids."""
     from kda_core.model import VOCAB
-    from kda_core.serve.lifecycle import Lifecycle
-    from kda_core.serve.request import RequestState
+    from kda_core.serve._state import RequestState
 
-    life = Lifecycle(Engine(model=MODEL, state_slots=20), 1)
     rng = np.random.default_rng(13)
     cases = [list("中文 ok".encode()), list("中文".encode())[:-1], [0xFF, 0x41, 0xC3], []]
     cases += [[int(t) for t in rng.integers(0, VOCAB, 40)] for _ in range(20)]
@@ -236,5 +235,5 @@ def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
         r = RequestState(0, [1, 2], max(len(gen), 1), 0)
         r.gen = list(gen)
         r.logit_rows = [np.zeros(VOCAB)] * len(gen)
-        assert life.report(r).text == decode(gen), gen
+        assert r.report(0, Engine(model=MODEL).pool_stats()).text == decode(gen), gen
     assert decode(cases[1]).endswith("\ufffd")  # the cut character: the case means something

@@ -7,7 +7,7 @@
 * the checkpoint pool's digest: any one-byte change of any stored array is caught;
 * ``mla_attend_chunks`` (the packed prefill's MLA, chunks batched) against causal attention per
   query, and ``forward_batch`` on the batch shapes that pick each MLA path;
-* ``serve.heap.keep_freed_memory``: freed blocks are not faulted in again; an Engine sets it
+* ``serve._heap.keep_freed_memory``: freed blocks are not faulted in again; an Engine sets it
   once per process unless the environment declines it.
 """
 
@@ -103,7 +103,7 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     overflow (|x| > 709): finite and no overflow raised (the clip)."""
     from kda_core.kda.conv import silu as silu_ref
     from kda_core.model.functional import sigmoid as sigmoid_ref
-    from kda_core.serve.fused import sigmoid, silu
+    from kda_core.serve._fused import sigmoid, silu
 
     x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
     with np.errstate(over="raise", invalid="raise"):  # an overflow in exp would raise
@@ -211,7 +211,7 @@ def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens, monkey
 
 
 def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
-    """serve.heap: after ``keep_freed_memory`` a packed prefill of 32 x 16 tokens reuses the
+    """serve._heap: after ``keep_freed_memory`` a packed prefill of 32 x 16 tokens reuses the
     heap its previous call freed, so a repeat call faults (almost) no pages in; glibc's
     default thresholds measured 2,500-6,500 minor faults per call (its multi-megabyte
     temporaries freshly mmapped or the heap top trimmed and grown again). Counts pages, not
@@ -219,9 +219,9 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     import resource
 
     from kda_core.model import TinyHybrid
+    from kda_core.serve._fused import FusedWeights
+    from kda_core.serve._heap import keep_freed_memory
     from kda_core.serve.batch import forward_packed
-    from kda_core.serve.fused import FusedWeights
-    from kda_core.serve.heap import keep_freed_memory
 
     if not keep_freed_memory():
         pytest.skip("not glibc, or the environment declines it: keep_freed_memory does nothing")
@@ -255,7 +255,7 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     ],
 )
 def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
-    """serve.heap in a fresh process (the setting is process-wide): nothing is set on import,
+    """serve._heap in a fresh process (the setting is process-wide): nothing is set on import,
     making an Engine sets the thresholds (so ``generate`` and ``serve`` run alike), and
     KDA_KEEP_FREED_MEMORY=0 or a glibc MALLOC_*_ variable of the user's own declines it."""
     import platform
@@ -266,7 +266,7 @@ def test_engine_sets_the_heap_thresholds_once_unless_declined(env, expect):
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("not glibc: keep_freed_memory does nothing")
     code = (
-        "from kda_core.serve import heap\n"
+        "from kda_core.serve import _heap as heap\n"
         "from kda_core.serve.engine import Engine\n"
         "assert heap._done == [], heap._done\n"
         "Engine(); Engine()\n"

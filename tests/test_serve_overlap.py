@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from kda_core import sizing
 from kda_core.cache.pool import STRATEGIES, PoolError
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve._pools import PingPong
 from kda_core.serve.engine import Engine, Request
-from kda_core.serve.pools import ServePingPong
 
 MODEL = TinyHybrid()
 SYSTEM = "You are a helpful assistant. Answer briefly. "
@@ -74,7 +74,7 @@ def test_reservation_bounds_and_lazy_needs_overlap():
 
 def test_busy_track_slot_is_never_written():
     e = Engine(model=MODEL, state_slots=20)
-    pp: ServePingPong = e.pingpong
+    pp: PingPong = e.pingpong
     req = pp.open("r")
     first = pp.track(req, 16)
     pp.busy.add(first)  # its state awaits the previous step's post-processing

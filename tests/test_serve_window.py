@@ -1,4 +1,4 @@
-"""The runner's deferred state writes (``serve.window``) inside real serves.
+"""The runner's deferred state writes (``serve._window``) inside real serves.
 
 Long decodes (windows fill), planned checkpoints inside decode, arrivals that change the batch
 mid-window, retractions under a small pool: every request equals its own uncached run (atol
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from kda_core.cache.pool import STRATEGIES, ActivePool
 from kda_core.model import encode
-from kda_core.serve import loop
+from kda_core.serve import _loop as loop
+from kda_core.serve._lifecycle import Lifecycle
+from kda_core.serve._runner import Runner
+from kda_core.serve._window import DEFER_STEPS
 from kda_core.serve.engine import Engine, Request
-from kda_core.serve.lifecycle import Lifecycle
-from kda_core.serve.runner import Runner
-from kda_core.serve.window import DEFER_STEPS
 from tests.test_serve import MODEL, SYSTEM, assert_exact, assert_rows_consistent
 
 
@@ -64,7 +64,7 @@ def watch(monkeypatch):
 
         def check(self, slot, *a, **k):
             caller = sys._getframe(1).f_globals.get("__name__")
-            if caller != "kda_core.serve.runner":
+            if caller != "kda_core.serve._runner":
                 for r in w.runners:
                     b = r._bound
                     if r.pending and b is not None and slot in b.slots and self is r.pool:

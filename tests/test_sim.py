@@ -6,7 +6,7 @@ import pytest
 from kda_core import sim, sizing
 from kda_core import workloads as W
 from kda_core.cache import policy as policy_mod
-from kda_core.sim import costmodel
+from kda_core.sim import costmodel, simulator
 
 GIB = 1 << 30
 
@@ -266,7 +266,7 @@ def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None
     # engine does)
     pol = policy_mod.make("marconi", alpha=1.0)
     ckpt = sim.checkpoint_bytes("kimi-k3", 8, "bfloat16", "bfloat16")
-    out = sim._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)
+    out = simulator._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)
     first = int(np.flatnonzero(out["evicted_cum"] > 0)[0])
     assert first > 0 and pol._first_eviction == first + 1
     assert pol._requests == len(agent)

@@ -36,11 +36,15 @@ def test_slots_per_request_by_strategy():
         sz.slots_per_request("extra_buffer_lazy", overlap=False)
     with pytest.raises(ValueError, match="strategy must be one of"):
         sz.slots_per_request("lazy")
-    # held: 1 live (+ 2 ping-pong / 1 lazy track); with overlap at least 2 per request
+    # held at most: 1 live + 2 ping-pong (1 without overlap); lazy 1 + 1 and a second track
+    # slot at a boundary (SGLang mamba_lazy_prealloc_at_boundary)
     assert sz.slots_held_per_request("no_buffer") == 1
     assert sz.slots_held_per_request("extra_buffer") == 3
     assert sz.slots_held_per_request("extra_buffer", overlap=False) == 2
-    assert sz.slots_held_per_request("extra_buffer_lazy") == 2
+    assert sz.slots_held_per_request("extra_buffer_lazy") == 3
+    table = {s: sz.request_slots(s) for s in ("radix_off", "no_buffer", "extra_buffer")}
+    assert table == {"radix_off": (1, 1), "no_buffer": (3, 1), "extra_buffer": (5, 3)}
+    assert sz.request_slots("extra_buffer_lazy") == sz.SlotsPerRequest(reserved=4, held=3)
 
 
 def test_max_running_requests():

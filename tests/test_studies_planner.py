@@ -48,7 +48,7 @@ def test_strategy_table():
     p = pl.plan(max_mamba_cache_size=80)
     assert p.strategy_names == ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
     assert p.strategy_reserved.tolist() == [1, 3, 5, 4]
-    assert p.strategy_held.tolist() == [1, 1, 3, 2]
+    assert p.strategy_held.tolist() == [1, 1, 3, 3]
     assert p.strategy_max_running.tolist() == [80, 26, 16, 20]
     q = pl.plan(max_mamba_cache_size=80, overlap=False)
     assert q.strategy_reserved.tolist() == [1, 3, 4, -1]  # lazy needs overlap

@@ -98,7 +98,7 @@ def test_pools_panel(default: pr.ScenarioResult) -> None:
     prev = None
     for v in default.requests:
         p = v.pools
-        assert p.active_capacity == 3 and p.active_peak == 3  # extra_buffer: 1 + 2 track
+        assert p.active_capacity == 256 and p.active_peak == 3  # one pool; 1 + 2 track slots
         assert p.checkpoint_used == v.tree_after.states
         assert p.checkpoint_bytes == p.checkpoint_used * p.checkpoint_slot_bytes
         if prev is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kda_core.transfer.pd import _handoff_policy, run_selftest
+from kda_core.transfer.pd import handoff_policy, run_selftest
 from tests.test_transfer_stores import mooncake_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ LINE = re.compile(
 
 
 def test_handoff_policy_adds_the_last_prompt_boundary():
-    p = _handoff_policy()
+    p = handoff_policy()
     got = p.checkpoint_positions(100, None, total_len=107, chunk_size=64, page_size=1)
     assert 99 in got and 64 in got
 

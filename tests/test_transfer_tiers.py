@@ -22,7 +22,12 @@ def object_bytes(T: int) -> int:
 
 
 def run_chats(host: HostTier | None, slots: int = 3):
-    inst = Instance("dev", engine=Engine(checkpoint_slots=slots), host=host)
+    kw = dict(engine_args=dict(checkpoint_slots=slots), host=host)
+    inst = (
+        Instance("dev", **kw)
+        if host is not None
+        else Instance("dev", engine=Engine(checkpoint_slots=slots))
+    )
     model = TinyHybrid()
     hist = [encode(SYSTEM + f"User {i}: question number {i} about states? ") for i in range(4)]
     restored, worst, same = 0, 0.0, True

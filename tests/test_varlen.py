@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core import kda
-from kda_core.kda import conv_varlen, varlen, varlen_rounds
+from kda_core.kda import _varlen_rounds as varlen_rounds
+from kda_core.kda import conv_varlen, varlen
 from kda_core.kda.conv import short_conv
 from tests.kda_testdata import kda_inputs
 
@@ -265,7 +266,7 @@ def test_rounds_of_equal_pieces_equal_the_general_rounds(n, C):
     (same chunk size, sequences, first rows and sizes); longer ones take the general path."""
     lens = np.full(7, n)
     starts = np.arange(7) * 100 + 3
-    fast = list(varlen_rounds._rounds(starts, lens, C))
+    fast = list(varlen_rounds.rounds(starts, lens, C))
     slow = list(varlen_rounds._rounds_general(starts, lens, C))
     assert len(fast) == len(slow) >= 1
     for (c1, *arrays1), (c2, *arrays2) in zip(fast, slow):

@@ -1,5 +1,5 @@
 """chunked_varlen checks q, k, v, g and the initial states from its run, as kda.chunked does
-(varlen._validate_deferred / inputs._check_deferred): a NaN or inf in any of them, or a positive
+(varlen._validate_deferred / inputs.check_deferred): a NaN or inf in any of them, or a positive
 g, must still be refused by name and in the full check's order, whatever the sequence layout
 (empty sequences, tails in the batched rounds, long ones through chunkwise) or the threads."""
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kda_testdata import kda_inputs
 
-from kda_core.kda import chunkwise, varlen, varlen_rounds
+from kda_core.kda import _varlen_rounds as varlen_rounds
+from kda_core.kda import chunkwise, varlen
 
 H, K, V = 2, 4, 3
 
@@ -137,7 +138,7 @@ def test_a_bad_entry_in_a_gathered_round_is_refused(monkeypatch, per_piece, name
         monkeypatch.setattr(varlen_rounds, "_STATE_VIEW_BYTES", 0)
     rng = np.random.default_rng(3)
     q, k, v, g, beta, cu, S0 = packed(rng, [16, 40, 16])
-    buckets = [list(seqs) for _, seqs, _, _ in varlen_rounds._rounds(cu[:-1], np.diff(cu), 64)]
+    buckets = [list(seqs) for _, seqs, _, _ in varlen_rounds.rounds(cu[:-1], np.diff(cu), 64)]
     assert [0, 2] in buckets
     dict(q=q, v=v)[name][cu[2] + 3, 1, 0] = np.nan  # row 3 of sequence 2
     with pytest.raises(ValueError, match=f"^{name} must be finite"):

@@ -5,15 +5,17 @@ Modelled on mini-sglang's ``BasePrefixCache`` (python/minisgl/kvcache/base.py:
 ``size_info``, ``check_integrity``; ``SizeInfo`` / ``InsertResult`` / ``MatchResult``), widened
 for a KDA cache where a token match is not a state hit: a match returns TWO handles, the
 restore point (lock it to keep the checkpoint and the KV before it) and the matched path
-(lock it to keep only the KV); sizes are reported for KV tokens and state bytes separately.
+(lock it to keep only the KV); sizes are reported for KV tokens and state bytes separately;
+``export`` and ``stats`` are read-only views (for drawing and counting). What happens when a
+state or KV goes (free a pool slot, copy to a lower tier, let a policy pick the victim) is
+given to the cache's constructor as hooks, never patched in later.
 
 Callers hold handles, never tree nodes. A handle belongs to the cache that made it and
 counts its own locks, so a foreign handle, a double unlock or a handle whose node (or state)
 was evicted raises ``HandleError`` (a ``ValueError``) naming what went wrong.
 ``kda_core.cache.radix.RadixStateCache`` implements it (docs/radix.md).
 
-Left out: mini-sglang's ``reset`` and host handles (HiCache); eviction by a policy other
-than LRU goes through ``kda_core.cache.policy`` (``policy.evict_states(cache, ...)``).
+Left out: mini-sglang's ``reset`` and host handles (HiCache).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class CacheHandle:
 
 
 class DroppedState(NamedTuple):
-    """A state about to leave the cache (``before_drop_state`` hook): what a lower tier needs
+    """A state about to leave the cache (the ``before_drop`` hook): what a lower tier needs
     to keep it. tokens: the key up to the state's boundary; kv: the KV payloads root-first
     covering exactly those tokens; state / state_bytes: the state payload and its size."""
 
@@ -126,10 +128,12 @@ class PrefixInsert(NamedTuple):
 
 @runtime_checkable
 class PrefixCache(Protocol):
-    """What the engine and the simulator need from a KDA prefix cache."""
+    """What the engine, the simulator, the transfer tiers and the apps need from a KDA prefix
+    cache."""
 
-    def match_prefix(self, key: Any, *, touch: bool = True) -> PrefixMatch:
-        """Longest match and restore point of ``key``; never changes the tree's shape."""
+    def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
+        """Longest match and restore point of ``key``; ``split`` cuts the edge it ends inside
+        (SGLang's match does), else the tree's shape never changes."""
         ...
 
     def insert_prefix(
@@ -143,7 +147,7 @@ class PrefixCache(Protocol):
         ...
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
-        """Free LRU states (``states`` / ``state_bytes``), then LRU KV leaves (``kv_tokens``)."""
+        """Free states (``states`` / ``state_bytes``), then LRU KV leaves (``kv_tokens``)."""
         ...
 
     @property
@@ -153,4 +157,12 @@ class PrefixCache(Protocol):
 
     def check_integrity(self) -> None:
         """Raise if an invariant is broken."""
+        ...
+
+    def export(self) -> list[Any]:
+        """Every node as a read-only view, root first (for drawing)."""
+        ...
+
+    def stats(self) -> Any:
+        """Sizes and event counters, read-only."""
         ...

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.kda.inputs import _check_chunk_size, _effective_chunk, _validate
-from kda_core.kda.intra import _heads, _intra_chunk
+from kda_core.kda._inputs import check_chunk_size, effective_chunk, validate_map_inputs
+from kda_core.kda._intra import heads, intra_chunk
 
 
 @dataclass(slots=True)
@@ -45,26 +45,17 @@ class AffineMap:
         return AffineMap(np.broadcast_to(np.eye(K), (H, K, K)).copy(), np.zeros((H, K, V)))
 
 
-def _validate_map_inputs(k, v, g, beta):
-    if np.ndim(k) != 3:
-        raise ValueError(f"k must have shape [T, H, K], got rank {np.ndim(k)}")
-    T, H, K = np.shape(k)
-    q = np.zeros((T, H, K))
-    _, k, v, g, beta, _, _ = _validate(q, k, v, g, beta, None, 1.0)
-    return k, v, g, beta
-
-
 def segment_map(k, v, g, beta, *, chunk_size: int = 64) -> AffineMap:
     """Closed-form map of a whole segment: per chunk M = Diag(exp(gam)) - Kd^T Wm, b = Kd^T U."""
-    C = _check_chunk_size(chunk_size)
-    k, v, g, beta = _validate_map_inputs(k, v, g, beta)
+    C = check_chunk_size(chunk_size)
+    k, v, g, beta = validate_map_inputs(k, v, g, beta)
     T, H, K = k.shape
-    C = _effective_chunk(C, T)
-    it = _intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, C)
+    C = effective_chunk(C, T)
+    it = intra_chunk(np.zeros_like(k), k, v, g, beta, 1.0, C)
     KdT = it.Kd.transpose(0, 2, 3, 1)  # [N, H, K, C]
-    Wm = np.matmul(it.Tb, _heads(it.KQ[:, :C]))  # (I + L)^-1 Diag(beta) k exp(Gam)
+    Wm = np.matmul(it.Tb, heads(it.KQ[:, :C]))  # (I + L)^-1 Diag(beta) k exp(Gam)
     M = np.einsum("nhk,kj->nhkj", it.decay, np.eye(K)) - np.matmul(KdT, Wm)
-    b = np.matmul(KdT, np.matmul(it.Tb, _heads(it.V)))
+    b = np.matmul(KdT, np.matmul(it.Tb, heads(it.V)))
     out = AffineMap(M[0], b[0])
     for n in range(1, M.shape[0]):
         out = out.then(AffineMap(M[n], b[n]))

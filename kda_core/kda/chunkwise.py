@@ -14,15 +14,15 @@ import functools
 
 import numpy as np
 
-from kda_core.kda.inputs import (
+from kda_core.kda._inputs import (
     Measured,
-    _check_chunk_size,
-    _check_deferred,
-    _effective_chunk,
-    _validate,
-    _validate_deferred,
+    check_chunk_size,
+    check_deferred,
+    effective_chunk,
+    validate,
+    validate_deferred,
 )
-from kda_core.kda.intra import _block_rows, _Intra, _intra_chunk
+from kda_core.kda._intra import Intra, block_rows, intra_chunk
 from kda_core.kda.threads import for_each, kda_threads
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
@@ -43,7 +43,7 @@ _THREAD_ELEMENTS = 1 << 18
 _GROUP_STATE = 1 << 14  # one 128 x 128 head
 
 
-def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
+def _scan(it: Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
     """The sequential part, chunk by chunk (all heads at once), writing o [N, C, H, V] in place.
 
     Per chunk with incoming state S0, kg = k exp(Gam) and Qg = scale q exp(Gam):
@@ -57,8 +57,8 @@ def _scan(it: _Intra, S: np.ndarray, o: np.ndarray) -> np.ndarray:
     N, C2, H, K = it.KQ.shape
     C = C2 // 2
     V = S.shape[-1]
-    rq = _block_rows(C2, K * V)  # rows per block of kq S
-    rk = _block_rows(K, C * V)  # state rows per block of Kd^T Vn
+    rq = block_rows(C2, K * V)  # rows per block of kq S
+    rk = block_rows(K, C * V)  # state rows per block of Kd^T Vn
     R = np.empty((H, C2 // rq, rq, V), S.dtype)
     Rf = R.reshape(H, C2, V)
     Rk, Rq = Rf[:, :C], Rf[:, C:]
@@ -93,19 +93,19 @@ def chunked(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     """Chunkwise KDA (WY/UT transform, fla `chunk_kda`). Any T; the last chunk may be ragged.
 
     Tokens are processed in slabs of whole chunks: everything independent of the incoming state
-    is computed for all chunks of a slab in one batched pass (`_intra_chunk`), then `_scan`
+    is computed for all chunks of a slab in one batched pass (`intra_chunk`), then `_scan`
     carries the state across them with four matmuls per chunk while the slab is still in cache.
     Intermediates scale with the slab, not with T; only the output o is [T, H, V]. Large inputs
     split their heads over a few threads (see _THREAD_ELEMENTS); every head's arithmetic is the
     same either way.
     """
-    C = _check_chunk_size(chunk_size)
+    C = check_chunk_size(chunk_size)
     args = (q, k, v, g, beta, initial_state, scale)
     # the passes over q, k, v and g happen inside the run, on its threads, while each slab is
     # in cache: q, k and v are proven finite from o and S, g from its max and chunk sums
-    q, k, v, g, beta, S, scale = _validate_deferred(*args)
+    q, k, v, g, beta, S, scale = validate_deferred(*args)
     o, S, seen = _run(q, k, v, g, beta, S, scale, C, measure=True)
-    _check_deferred(lambda: _validate(*args), o, S, seen)
+    check_deferred(lambda: validate(*args), o, S, seen)
     return o, S
 
 
@@ -117,11 +117,11 @@ def _chunked(q, k, v, g, beta, S, scale: float, C: int) -> tuple[np.ndarray, np.
 
 
 def _run(q, k, v, g, beta, S, scale: float, C: int, measure: bool):
-    """(o, S, what the run measured for `_check_deferred`, or None unless ``measure``)."""
+    """(o, S, what the run measured for `check_deferred`, or None unless ``measure``)."""
     T, H, K = q.shape
     assert S.dtype == q.dtype == v.dtype and S.shape == (H, K, v.shape[2]), "unvalidated input"
     V = v.shape[2]
-    C = _effective_chunk(C, T)
+    C = effective_chunk(C, T)
     N = -(-T // C)
     o = np.empty((N, C, H, V), S.dtype)
     S = S.copy()
@@ -148,11 +148,11 @@ def _chunked_heads(
     rows = C * max(1, _SLAB_BYTES // (C * H * max(K, v.shape[2]) * S.dtype.itemsize))
     seen = Measured()
     # silent here (a thread's own errstate): a non-finite q, k or v flows through to o and S,
-    # where _check_deferred names it, or warns once if finite inputs overflowed
+    # where check_deferred names it, or warns once if finite inputs overflowed
     with np.errstate(over="ignore", invalid="ignore"):
         for t0 in range(0, T, rows):
             t = slice(t0, t0 + rows)
-            it = _intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
+            it = intra_chunk(q[t], k[t], v[t], g[t], beta[t], scale, C)
             os_ = o[t0 // C : t0 // C + it.Tb.shape[0]]
             _scan(it, S, os_)
             if measure:
@@ -174,7 +174,7 @@ def chunked_flops(T: int, H: int, K: int, V: int, chunk_size: int = 64) -> int:
     fraction-of-peak benchmark: full C x C score blocks, Wm = Tb kg and U = Tb v formed per chunk.
     `chunked` itself does ~15% less at C=64 (only the lower score blocks; Tb applied once to
     v - kg S0 in the scan), so this count is the yardstick, not a measurement."""
-    C = _effective_chunk(chunk_size, T)
+    C = effective_chunk(chunk_size, T)
     N = -(-T // C)
     intra = 2 * (2 * C) * C * K + (2 * C**3) // 3 + 2 * C * C * (K + V)  # KK|QK, inverse, WY
     inter = 3 * (2 * C * K * V) + 2 * C * C * V  # Wm S, Qg S, Kd^T Vn; Aqk Vn

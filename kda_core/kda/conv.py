@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kda_core.kda._inputs import check_x_w
+
 ACTIVATIONS = ("silu", "identity")
 
 
@@ -22,19 +24,8 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x * (0.5 * (1.0 + np.tanh(0.5 * x)))
 
 
-def _check_x_w(x, w) -> tuple[np.ndarray, np.ndarray]:
-    """x [T, D] and taps w [D, W >= 1] as float64 (shared with `conv_varlen`)."""
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] < 1:
-        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
-    if x.ndim != 2 or x.shape[1] != w.shape[0]:
-        raise ValueError(f"x must have shape [T, D] with D={w.shape[0]}, got {x.shape}")
-    return x, w
-
-
 def _check(x, w, window, activation):
-    x, w = _check_x_w(x, w)
+    x, w = check_x_w(x, w)
     D, W = w.shape
     if window is None:
         window = np.zeros((W - 1, D))

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.kda.conv import ACTIVATIONS, _check_x_w, short_conv, silu
+from kda_core.kda._inputs import check_x_w
+from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
 from kda_core.kda.varlen import check_cu_seqlens
 
 __all__ = ["short_conv_varlen", "short_conv_varlen_naive"]
 
 
 def _check_conv_args(x, w, cu_seqlens, windows, activation):
-    x, w = _check_x_w(x, w)
+    x, w = check_x_w(x, w)
     D, W = w.shape
     cu = check_cu_seqlens(cu_seqlens, x.shape[0])
     N = cu.size - 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kda_core.kda import chunkwise, inputs
+from kda_core.kda import _inputs, chunkwise
 from kda_core.kda.cp_conv import conv_pieces, halo_windows, short_conv_cp, short_conv_cp_varlen
 from kda_core.kda.cp_plan import (
     MAX_DOCS,
@@ -152,7 +152,7 @@ def _check_initial_states(initial_states, n_docs: int, H: int, K: int, V: int, d
         raise ValueError(
             f"initial_states must have shape [N_docs, H, K, V] = {(n_docs, H, K, V)}, got {S.shape}"
         )
-    return np.stack([inputs._check_float("initial_states", s, np.dtype(dtype)) for s in S])
+    return np.stack([_inputs.check_float("initial_states", s, np.dtype(dtype)) for s in S])
 
 
 def context_parallel_varlen(
@@ -163,12 +163,12 @@ def context_parallel_varlen(
     equal to `kda.chunked` per document. ``group`` (a cp_gloo.GlooGroup of ``ranks`` processes)
     runs the ranks for real; without it they run in this process. ``balance``: rank 0 (plain
     pass) gets `balance_weight` times the others' share; False: equal shares."""
-    q, k, v, g, beta, _, scale = inputs._validate(q, k, v, g, beta, None, scale)
+    q, k, v, g, beta, _, scale = _inputs.validate(q, k, v, g, beta, None, scale)
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
     T, H, K = q.shape
     V = v.shape[2]
-    C = inputs._check_chunk_size(chunk_size)
+    C = _inputs.check_chunk_size(chunk_size)
     weight = balance_weight(T, H, K, V, C) if balance and cu_seqlens is None else 1.0
     plan = make_plan(T, ranks, cu_seqlens, C, weight)
     S0 = _check_initial_states(initial_states, len(plan.cu_seqlens) - 1, H, K, V, q.dtype)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.kda.affine import AffineMap, _validate_map_inputs
-from kda_core.kda.inputs import _validate
+from kda_core.kda._inputs import validate, validate_map_inputs
+from kda_core.kda.affine import AffineMap
 
 
 def step(S, q, k, v, g, beta, *, scale=None):
@@ -27,7 +27,7 @@ def step(S, q, k, v, g, beta, *, scale=None):
 
 def recurrent(q, k, v, g, beta, *, scale=None, initial_state=None):
     """Token-by-token KDA (fla `naive_recurrent_kda`). Returns (o [T, H, V], S [H, K, V])."""
-    q, k, v, g, beta, S, scale = _validate(q, k, v, g, beta, initial_state, scale)
+    q, k, v, g, beta, S, scale = validate(q, k, v, g, beta, initial_state, scale)
     S = S.copy()
     alpha = np.exp(g)
     o = np.empty(v.shape, S.dtype)
@@ -42,7 +42,7 @@ def recurrent(q, k, v, g, beta, *, scale=None, initial_state=None):
 
 def token_maps(k, v, g, beta) -> list[AffineMap]:
     """One AffineMap per token: M_t = (I - beta k k^T) Diag(alpha), b_t = beta k v^T."""
-    k, v, g, beta = _validate_map_inputs(k, v, g, beta)
+    k, v, g, beta = validate_map_inputs(k, v, g, beta)
     maps = []
     for t in range(k.shape[0]):
         a = np.exp(g[t])  # [H, K]

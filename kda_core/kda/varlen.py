@@ -11,12 +11,12 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
   straddles two sequences. The work runs in rounds: round j takes the j-th chunk of every
   sequence (a tail of r < C tokens is its own chunk of about r tokens, so short sequences are
   not padded to C), in groups of about one ``kda.chunked`` slab; the state-independent part
-  (``intra._intra_chunk``) runs on a group's chunks at once and one batched scan step
+  (``_intra.intra_chunk``) runs on a group's chunks at once and one batched scan step
   (``_scan_step``, ``chunkwise._scan``'s math with matmuls over (sequence, head)) advances all of
   them: 256 sequences of one chunk cost a few batched steps where one 256-chunk sequence costs
   256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
   those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
-  join the rounds (``varlen_rounds``: views, not gathers, where pieces lie end to end).
+  join the rounds (``_varlen_rounds``: views, not gathers, where pieces lie end to end).
 * ``step_batch`` - one token for B independent states in one numpy step (batched decode).
 * ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
   rest through ``chunked_varlen``.
@@ -35,9 +35,9 @@ import functools
 import numpy as np
 
 from kda_core import kda
-from kda_core.kda import chunkwise, inputs
+from kda_core.kda import _inputs, chunkwise
+from kda_core.kda._varlen_rounds import piece_group, rounds
 from kda_core.kda.threads import for_each
-from kda_core.kda.varlen_rounds import _piece_group, _rounds
 
 __all__ = [
     "check_cu_seqlens",
@@ -95,7 +95,7 @@ def _check_states(
 def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale, deferred: bool = False):
     """Every check, in a fixed order; ``deferred=True`` skips the passes over q, k, v, g and
     the initial states that `chunked_varlen` proves from its run (see `_validate_deferred`)."""
-    q, k, v, g, beta, _, scale = inputs._validate(q, k, v, g, beta, None, scale, deferred=deferred)
+    q, k, v, g, beta, _, scale = _inputs.validate(q, k, v, g, beta, None, scale, deferred=deferred)
     if q.dtype != np.float64:
         q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
     T, H, K = q.shape
@@ -107,7 +107,7 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale, deferred: boo
 def _validate_deferred(*args):
     """`_validate` without the passes over q, k, v, g and the initial states; a failure is
     reported as the full check reports it (same message, same order). The run then proves
-    them (`inputs._check_deferred`): a NaN or inf in the initial states, as in q, k, v, always
+    them (`_inputs.check_deferred`): a NaN or inf in the initial states, as in q, k, v, always
     reaches o or the final states (decays and dense products keep it), and g is measured."""
     try:
         return _validate(*args, deferred=True)
@@ -128,11 +128,11 @@ def chunked_varlen(
 
     Equal (to rounding) to ``kda.chunked`` run on each sequence with its own initial state;
     empty sequences (repeated offsets) keep their state."""
-    C = inputs._check_chunk_size(chunk_size)
+    C = _inputs.check_chunk_size(chunk_size)
     args = (q, k, v, g, beta, cu_seqlens, initial_states, scale)
     q, k, v, g, beta, cu, S, scale = _validate_deferred(*args)
     o, S, seen = _run(q, k, v, g, beta, cu, S, scale, C, measure=True)
-    inputs._check_deferred(lambda: _validate(*args), o, S, seen)
+    _inputs.check_deferred(lambda: _validate(*args), o, S, seen)
     return o, S
 
 
@@ -153,7 +153,7 @@ def _run(q, k, v, g, beta, cu, S, scale: float, C: int, measure: bool):
     assert int(C) == C >= 1, "chunk size"
     o = np.empty((T, H, v.shape[2]))
     lens = np.diff(cu)
-    C = inputs._effective_chunk(C, max(int(lens.max()), 1))  # one chunk size for every part
+    C = _inputs.effective_chunk(C, max(int(lens.max()), 1))  # one chunk size for every part
     groups = chunkwise._head_groups(T, H, K, v.shape[2])
     parts = _balanced_parts(lens, len(groups))
     if parts is not None:
@@ -164,7 +164,7 @@ def _run(q, k, v, g, beta, cu, S, scale: float, C: int, measure: bool):
         seen = for_each(groups, lambda h: _varlen_part(
             q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h], every,
             measure))  # fmt: skip
-    return o, S, functools.reduce(inputs.Measured.add, seen) if measure else None
+    return o, S, functools.reduce(_inputs.Measured.add, seen) if measure else None
 
 
 def _balanced_parts(lens: np.ndarray, n: int) -> list[np.ndarray] | None:
@@ -184,19 +184,19 @@ def _balanced_parts(lens: np.ndarray, n: int) -> list[np.ndarray] | None:
     return [np.flatnonzero(owner == j) for j in range(n)]
 
 
-def _varlen_part(*args) -> inputs.Measured | None:
+def _varlen_part(*args) -> _inputs.Measured | None:
     """`_pipeline` on this thread, silent: a non-finite input flows through to o and S, where
-    `inputs._check_deferred` names it (or warns once if finite inputs overflowed)."""
+    `_inputs.check_deferred` names it (or warns once if finite inputs overflowed)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _pipeline(*args)
 
 
-def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Measured | None:
+def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> _inputs.Measured | None:
     """The packed pipeline on sequences ``ids`` (and the heads of q, ..., S, o, views of the
     caller's arrays): their rows of o and their S are written in place. C is effective. With
-    ``measure``, returns what `inputs._check_deferred` needs (g's max and least chunk sum, o's
+    ``measure``, returns what `_inputs.check_deferred` needs (g's max and least chunk sum, o's
     sum) over the rows it ran."""
-    seen = inputs.Measured()
+    seen = _inputs.Measured()
     T, H, K = q.shape
     Vd = v.shape[2]
     lens = np.diff(cu)[ids]
@@ -214,14 +214,14 @@ def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> inputs.Meas
         starts[j] += n
         rest[j] -= n  # its tail (< C tokens) joins the batched rounds
     live = np.flatnonzero(rest > 0)
-    for Cp, pos, row0, size in _rounds(starts[live], rest[live], C):
+    for Cp, pos, row0, size in rounds(starts[live], rest[live], C):
         seqs = ids[live[pos]]
         # groups of about one kda.chunked slab: intermediates stay in cache between the intra
         # pass and the scan step
         group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
         for g0 in range(0, len(seqs), group):
             gs = slice(g0, g0 + group)
-            m = _piece_group(q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp,
+            m = piece_group(q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp,
                              measure)  # fmt: skip
             if measure:
                 seen = seen.add(m)
@@ -258,7 +258,7 @@ def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarr
     if S.ndim != 4:
         raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
     B, H, K, Vd = S.shape
-    q, k, v, g, beta, _, scale = inputs._validate(
+    q, k, v, g, beta, _, scale = _inputs.validate(
         np.reshape(q, (B * H, 1, K)).swapaxes(0, 1), np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
         np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
         np.reshape(beta, (1, B * H)), None, scale,
@@ -302,7 +302,7 @@ def kda_varlen(
     from the model, so only offsets, chunk size and state shape are checked (tests hold it to
     the public functions)."""
     cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
-    C = inputs._check_chunk_size(chunk_size)
+    C = _inputs.check_chunk_size(chunk_size)
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)
     _check_state_shape(S0, (lens.size, np.shape(q)[1], np.shape(q)[2], np.shape(v)[2]))

@@ -106,7 +106,7 @@ def shifting_mix(
     _check_int("chat_input_median", chat_input_median, 1, 1_000_000)
     _check_int("chat_output_median", chat_output_median, 1, 1_000_000)
     _check_int("long_output_median", long_output_median, 1, 1_000_000)
-    rng = np.random.default_rng(check_seed(seed))
+    rng = np.random.default_rng(check_seed("seed", seed))
     ci = np.maximum(1, np.round(chat_input_median * np.exp(0.5 * rng.standard_normal(n_chat))))
     co = np.maximum(1, np.round(chat_output_median * np.exp(0.5 * rng.standard_normal(n_chat))))
     li = rng.integers(lo, hi + 1, size=n_long)

@@ -1,17 +1,16 @@
-"""Serving TinyHybrid (``Engine``; the contract facade is ``kda_core.engine``), in small parts:
+"""Serving TinyHybrid. The public face: ``engine`` (``Engine``; the contract entry is
+``kda_core.engine``), ``request`` (``Request``), ``report`` (the reports), ``batch`` (the model
+over a batch of sequences) and ``spec`` (speculative decoding with ReplaySSM). The rest is the
+engine's own, one request path, top down:
 
-* ``engine`` / ``engine_args`` - ``Engine`` and its argument checks; ``report`` the reports;
-* ``generate``  - one request (``Engine.generate``): ``OneRequest``;
-* ``cache_ops`` - every call into the radix cache (one adapter);
-* ``request``   - ``Request`` (the caller's) and ``RequestState`` (one request in ``serve``);
-* ``pools``     - one state pool for running and cached states, the ping-pong ring by mode;
-* ``lifecycle`` - admit / advance / park / finish / retract, overlap post-processing;
-* ``scheduler`` - FCFS continuous batching: decodes, chunked prefill, admission, retraction;
-* ``batch`` / ``fused`` / ``decode`` - the model over a batch (packed prefill, fused decode);
-* ``runner``    - one step's forward with the states bound to their slots as views; ``heap``
-  keeps freed memory paged in while serving (glibc malloc thresholds);
-* ``loop``      - ``serve`` itself, ``ServeReport`` and ``StepRow``;
-* ``spec``      - speculative decoding with ReplaySSM.
+* ``_loop``      - ``serve``: each step schedule -> run -> post-process;
+* ``_scheduler`` - FCFS continuous batching: decodes, chunked prefill, admission, retraction;
+* ``_runner``    - one step's forward, the states bound to their slots as views (``_decode``,
+  ``_window``, ``_rows``, ``_fused``: the fused decode pass; ``_heap``: malloc thresholds);
+* ``_lifecycle`` - a request's life on cache and pools: admit, advance, park, finish, retract;
+* ``_trace``     - what ``generate`` observes of its request;
+* ``_state``, ``_pools``, ``_cache_ops``, ``_args`` - the request inside a serve, the state
+  pools and ping-pong ring, the one adapter to the radix cache, the argument checks.
 
 See docs/serving.md and docs/speculative.md.
 """

@@ -2,7 +2,7 @@
 
 ``forward_batch(model, seqs, states)`` is ``TinyHybrid.forward`` for many requests at once:
 every sequence's tokens are packed into one ``[T_total, D]`` array, so embeddings, norms,
-projections, MLPs and the LM head are single matmuls over all tokens (``serve.fused``: one
+projections, MLPs and the LM head are single matmuls over all tokens (``serve._fused``: one
 input matmul per mixer, the RMSNorm weights folded into the matrices); KDA layers run the
 packed conv and ``varlen.kda_varlen`` (length-1 sequences - decodes - through the batched step,
 prefill chunks through the level-by-level chunked scan), each sequence from its own state and
@@ -30,7 +30,7 @@ from kda_core.model import (
     TinyHybrid,
     check_tokens,
 )
-from kda_core.serve.fused import (
+from kda_core.serve._fused import (
     FusedWeights,
     KDALayer,
     MLALayer,
@@ -112,9 +112,7 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     t += 1.0
     g = np.divide(c.gate_lower_bound, t, out=t).reshape(T, H, K)
     beta = sigmoid(z[:, -H:])
-    o, _ = varlen.kda_varlen(
-        act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, scale=1.0, out=out
-    )  # fmt: skip
+    o, _ = varlen.kda_varlen(act[:, 0], act[:, 1], act[:, 2], g, beta, cu, S0, scale=1.0, out=out)
     o *= inv_rms(o, c.norm_eps)  # the per-head norm; its weight is folded into w_o_n
     return _gated(z[:, 3 * HK : 4 * HK], o.reshape(T, HK)) @ wt.w_o_n, new_win
 
@@ -245,10 +243,10 @@ def _mla_layer(wt: MLALayer, c, x, cu, pasts):
     for seqs in _chunk_groups(lens, P, Hm):
         n = int(lens[seqs[0]])
         rows = (cu[seqs, None] + np.arange(n)).reshape(-1)
-        o[rows] = mla_attend_chunks(
-            q[rows].reshape(seqs.size, n, Hd), new[rows].reshape(seqs.size, n, C),
-            [pasts[i] for i in seqs], wt.uk, wt.uv, dh,
-        ).reshape(-1, Hd)  # fmt: skip
+        q_rows = q[rows].reshape(seqs.size, n, Hd)
+        new_rows = new[rows].reshape(seqs.size, n, C)
+        att = mla_attend_chunks(q_rows, new_rows, [pasts[i] for i in seqs], wt.uk, wt.uv, dh)
+        o[rows] = att.reshape(-1, Hd)
     gate = sigmoid(z[:, C + Hd :])
     gate *= o
     return gate @ wt.w_o, new

@@ -1,6 +1,7 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
-call), ``EngineStats`` (an engine's totals). Shared by ``Engine.generate`` and ``Engine.serve``;
-``kda_core.engine`` re-exports them (the contract).
+call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
+engine's totals) and ``Totals``, the one object that counts them as requests finish.
+``kda_core.engine`` re-exports the reports (the contract).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from kda_core.cache.pool import PoolStats
 
-__all__ = ["EngineStats", "GenerateReport", "StepRecord"]
+__all__ = ["EngineStats", "GenerateReport", "ServeReport", "StepRecord", "StepRow", "Totals"]
 
 
 class StepRecord(NamedTuple):
@@ -94,3 +95,75 @@ class EngineStats:
     def prefill_saved_fraction(self) -> float:
         """Fraction of prompt tokens not computed (restored)."""
         return self.restored_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class StepRow:
+    """One scheduler step. Ids are the requests' positions in the input list."""
+
+    step: int
+    running: tuple[int, ...]  # ran in this step (decodes, then prefill chunks)
+    prefill_tokens: int
+    decode_tokens: int
+    admitted: tuple[int, ...]
+    retracted: tuple[int, ...]
+    finished: tuple[int, ...]
+    phases: tuple[str, ...]  # per request after the step: waiting/prefill/decode/finished/...
+    slots_running: int
+    slots_cached: int
+    slots_free: int
+    checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
+
+
+@dataclass(slots=True)
+class ServeReport:
+    """What ``Engine.serve`` did: one report per request (input order; None if rejected)."""
+
+    reports: list[GenerateReport | None]
+    steps: list[StepRow]
+    rejected: dict[int, str]  # request id -> SGLang-style message
+    max_running: int
+    capping_message: str | None
+    peak_running: int
+    retractions: int
+    # CPU seconds of this process (time.process_time: on a shared machine the wall clock also
+    # counts time descheduled, which lands on whichever part happened to run)
+    seconds: float  # the whole serve
+    scheduler_seconds: float  # Scheduler.schedule
+    runner_seconds: float  # the model passes (Runner.run)
+
+
+class Totals:
+    """An engine's request totals, added to as each request finishes (the serving loop owns
+    the call): a request that raised or was rejected is not counted."""
+
+    FIELDS = (
+        "state_hits",
+        "token_hits",
+        "prompt_tokens",
+        "restored_tokens",
+        "replayed_tokens",
+        "prefilled_tokens",
+        "decoded_tokens",
+        "evicted_states",
+        "evicted_kv_tokens",
+        "checkpoints_skipped",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, r: GenerateReport) -> None:
+        t = self.counts
+        self.requests += 1
+        t["state_hits"] += r.restore_at > 0
+        t["token_hits"] += r.token_match > 0
+        t["prompt_tokens"] += len(r.prompt)
+        t["restored_tokens"] += r.restore_at
+        t["replayed_tokens"] += r.replayed
+        t["prefilled_tokens"] += r.prefilled
+        t["decoded_tokens"] += r.decoded
+        t["evicted_states"] += r.evicted_states
+        t["evicted_kv_tokens"] += r.evicted_kv_tokens
+        t["checkpoints_skipped"] += r.checkpoints_skipped

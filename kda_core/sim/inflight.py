@@ -96,7 +96,7 @@ class _Loop:
         tm = min(m.token_match, L)
         ra = min(m.restore_at, tm)
         self.log.token_match[i], self.log.restore_at[i] = tm, ra
-        pos = ctx.pol._plan(L, m.token_match, m.restore_at, total, ctx.page)  # validated values
+        pos = ctx.pol.plan(L, m.token_match, m.restore_at, total, ctx.page)  # validated values
         ctx.steps += len(key)
         kv_handle = m.path if m.path.cached_len > 0 else None
         state_handle = m.restore if m.restore_at > 0 else None

@@ -46,7 +46,7 @@ def _room_for_states(ctx: RunCtx, pos: list[int]) -> list[int]:
     need = len(pos) * ckpt
     if sb is None or cache.state_bytes + need <= sb:
         return pos
-    ctx.evictions += ctx.pol.evict_states(cache, nbytes=cache.state_bytes + need - sb).states
+    ctx.evictions += cache.evict(state_bytes=cache.state_bytes + need - sb).states
     room = sb - cache.state_bytes
     if room < need:
         keep = max(room, 0) // ckpt
@@ -68,7 +68,7 @@ def _room_unified(ctx: RunCtx, pos: list[int], held_tokens: int) -> list[int]:
         over = cache.state_bytes + need + cache.kv_tokens * kvb + new_kv - ub
         if over <= 0:
             break
-        r = ctx.pol.evict_states(cache, num=1)
+        r = cache.evict(states=1)
         ctx.evictions += r.states
         if r.states == 0:
             r = cache.evict(kv_tokens=max(1, -(-over // kvb)))

@@ -59,7 +59,7 @@ def run_sequential(
         tm = min(m.token_match, L)
         log.token_match[i] = tm
         log.restore_at[i] = min(m.restore_at, tm)
-        pos = pol._plan(L, m.token_match, m.restore_at, total, ctx.page)  # validated values
+        pos = pol.plan(L, m.token_match, m.restore_at, total, ctx.page)  # validated values
         ctx.steps += len(key)
         if pos:
             path = m.path  # the matched path's handle (locks its KV only)

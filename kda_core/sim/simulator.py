@@ -144,7 +144,7 @@ def _check_servers(servers: Any) -> int | None:
 
 
 def _check_trace_lengths(trace: Trace) -> None:
-    """The schedules plan through ``Policy._plan``, which trusts its lengths: check them here,
+    """The schedules plan through ``Policy.plan``, which trusts its lengths: check them here,
     once (a request's planned length is its input, or its full input blocks plus its output
     blocks)."""
     if not len(trace):
@@ -210,7 +210,7 @@ def _run(
 ) -> dict:
     """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
     page = trace.block_size
-    pol._check_page(page)  # once per run: the schedules plan through pol._plan
+    pol.check_page(page)  # once per run: the schedules plan through pol.plan
     ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, ckpt, kvb, page)
     n = len(trace) if n_max is None else min(n_max, len(trace))
     spec = cspec if cspec is not None else costmodel.cost_spec("kimi-k3")

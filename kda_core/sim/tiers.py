@@ -112,10 +112,10 @@ class _LRU:
         return 0
 
 
-def _make_room(cache, pol, budget: int, need: int) -> int:
+def _make_room(cache, budget: int, need: int) -> int:
     evicted = 0
     while cache.state_bytes + need > budget:
-        r = pol.evict_states(cache, num=1)
+        r = cache.evict(states=1)
         if r.states == 0:
             break
         evicted += r.states
@@ -138,12 +138,12 @@ def _tier_lookup(
     return best, src, load, name
 
 
-def _fit_positions(cache, pol, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
+def _fit_positions(cache, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
     """Evict (the restore point locked) until this request's states fit; keep the shallowest
     positions that still fit. -> (states evicted, positions kept)."""
     if m.restore_at:
         cache.lock_handle(m.restore)
-    evicted = _make_room(cache, pol, budget, ck * len(positions))
+    evicted = _make_room(cache, budget, ck * len(positions))
     if m.restore_at:
         cache.lock_handle(m.restore, unlock=True)
     fit = max(0, (budget - cache.state_bytes) // ck)
@@ -168,7 +168,7 @@ def simulate_tiers(
     pol = resolve_policy(policy)
     spec = costmodel.cost_spec("kimi-k3")
     page, ck = trace.block_size, CKPT_K3_TP8
-    pol._check_page(page)  # once: _plan below leaves it out
+    pol.check_page(page)  # once: plan below leaves it out
     cache = pol.make_cache(page, block_keys=True)
     host = _LRU(cfg.host_bytes) if "host" in setup else None
     remote = _LRU(cfg.remote_bytes) if "remote" in setup else None
@@ -188,13 +188,13 @@ def simulate_tiers(
         best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
         if src >= 2:
             loaded[bytes_from] += ck
-            evictions += _make_room(cache, pol, cfg.device_bytes, ck)
+            evictions += _make_room(cache, cfg.device_bytes, ck)
             if cache.state_bytes + ck <= cfg.device_bytes:
                 cache.insert_prefix(key[:best], kv=best * page, states=[(best * page, ck, ck)])
             m = cache.match_prefix(key)
         restore[i], source[i] = best * page, src
-        positions = pol._plan(L, m.token_match, m.restore_at, None, page)  # validated values
-        ev, positions = _fit_positions(cache, pol, cfg.device_bytes, ck, m, positions)
+        positions = pol.plan(L, m.token_match, m.restore_at, None, page)  # validated values
+        ev, positions = _fit_positions(cache, cfg.device_bytes, ck, m, positions)
         evictions += ev
         if positions:
             cache.insert_prefix(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])

@@ -67,8 +67,10 @@ from kda_core.sizing.sizes import (
 )
 from kda_core.sizing.slots import (
     STRATEGIES,
+    SlotsPerRequest,
     max_running_requests,
     request_pool_estimate,
+    request_slots,
     resolve_max_num_reqs,
     slots_held_per_request,
     slots_per_request,
@@ -156,6 +158,8 @@ __all__ = [
     "k3_ratio_interval",
     "k3_split",
     "slot_bytes",
+    "SlotsPerRequest",
+    "request_slots",
     "slots_held_per_request",
     "slots_per_request",
     "split_formula",

@@ -1,13 +1,18 @@
 """Slots per request, the concurrency cap and the request pool: SGLang's scheduler arithmetic.
 
-``slots_per_request`` is what SGLang *reserves* per running request
-(``KVCacheConfigurator._calculate_mamba_ratio``), ``slots_held_per_request`` what a request
-actually holds; ``max_running_requests`` / ``resolve_max_num_reqs`` cap concurrency by the state
-cache (SGLang 0.5.23, one DP worker). Sources and the strategy table: docs/sizing.md.
+``request_slots`` is the one table of state slots per request, two named quantities: what
+SGLang *reserves* per running request at admission (``KVCacheConfigurator.
+_calculate_mamba_ratio``: ``max_running_requests`` divides the pool by it) and the most a
+running request *holds* at once; ``slots_per_request`` / ``slots_held_per_request`` read it.
+``max_running_requests`` / ``resolve_max_num_reqs`` cap concurrency by the state cache (SGLang
+0.5.23, one DP worker). The serving engine sizes its pool and ring from the same table.
+Sources and the strategy table: docs/sizing.md.
 Left out: DP attention (several workers) and the DSpark draft model's own pools.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from kda_core._checks import check_int as _check_int
 from kda_core.sizing.presets import MAX_COUNT
@@ -41,50 +46,55 @@ def _check_strategy(strategy: str, overlap: bool, skip_decode_lock: bool = False
     return "extra_buffer" if strategy == "auto" else strategy
 
 
+class SlotsPerRequest(NamedTuple):
+    """State slots per running request: ``reserved`` at admission (SGLang's ratio), ``held``
+    at most at once."""
+
+    reserved: int
+    held: int
+
+
+def request_slots(
+    strategy: str = "extra_buffer", overlap: bool = True, skip_decode_lock: bool = False
+) -> SlotsPerRequest:
+    """The slots-per-request table (SGLang 0.5.23, ``python/sglang/srt/mem_cache/``).
+
+    reserved (``kv_cache_configurator.py`` ``_calculate_mamba_ratio``: 3 + the tracking slots
+    ``allocation_sizing.py`` ``get_mamba_tracking_slots`` gives): radix_off 1; no_buffer 3;
+    extra_buffer 3 + 2 with the overlap scheduler, 3 + 1 without; extra_buffer_lazy 3 + 1
+    (requires overlap). ``skip_decode_lock`` (SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1) takes one
+    off the base of the extra-buffer strategies; no_buffer stays at 3 (SGLang adds the drop
+    back: its prefill->decode peak needs 3 slots). "auto" = extra_buffer.
+
+    held (``memory_pool.py`` ``HybridReqToTokenPool``: one live slot,
+    ``_alloc_ping_pong_buffer`` the tracking slots): no_buffer / radix_off 1; extra_buffer
+    1 + 2 with overlap, 1 + 1 without; extra_buffer_lazy 1 + 1 up front and a second track
+    slot taken at a track boundary (``schedule_batch.py``
+    ``mamba_lazy_prealloc_at_boundary``): 3 at most.
+    """
+    s = _check_strategy(strategy, overlap, skip_decode_lock)
+    if s == "extra_buffer_lazy" and not overlap:
+        raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+    if s == "radix_off":
+        return SlotsPerRequest(1, 1)
+    tracks = {"no_buffer": 0, "extra_buffer": 2 if overlap else 1, "extra_buffer_lazy": 1}[s]
+    reserved = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracks
+    if skip_decode_lock and s != "no_buffer":
+        reserved -= MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP
+    held = 3 if s == "extra_buffer_lazy" else 1 + tracks
+    return SlotsPerRequest(max(reserved, 1), held)
+
+
 def slots_per_request(
     strategy: str = "extra_buffer", overlap: bool = True, skip_decode_lock: bool = False
 ) -> int:
-    """Slots SGLang *reserves* per running request (``_calculate_mamba_ratio``).
-
-    radix_off 1; no_buffer 3; extra_buffer 3 + 2 with the overlap scheduler, 3 + 1 without;
-    extra_buffer_lazy 3 + 1 (requires overlap). ``skip_decode_lock``
-    (SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1) takes one off the base of the extra-buffer
-    strategies; no_buffer stays at 3 (SGLang adds the drop back: its prefill->decode peak
-    needs 3 slots). "auto" = extra_buffer. (``KVCacheConfigurator._calculate_mamba_ratio``.)
-    """
-    s = _check_strategy(strategy, overlap, skip_decode_lock)
-    if s == "radix_off":
-        return 1
-    if s == "no_buffer":
-        ratio = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
-    elif s == "extra_buffer":
-        ratio = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + (
-            MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP if overlap else 1
-        )
-    else:  # extra_buffer_lazy
-        if not overlap:
-            raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
-        ratio = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + 1
-    if skip_decode_lock and s != "no_buffer":
-        ratio -= MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP
-    return max(ratio, 1)
+    """Slots SGLang *reserves* per running request: ``request_slots(...).reserved``."""
+    return request_slots(strategy, overlap, skip_decode_lock).reserved
 
 
 def slots_held_per_request(strategy: str = "extra_buffer", overlap: bool = True) -> int:
-    """Slots a running request actually *holds* (SGLang ``memory_pool.py``
-    ``HybridReqToTokenPool``: one active slot plus ``mamba_ping_pong_track_buffer_size``).
-
-    no_buffer / radix_off 1 (the live state); extra_buffer 1 live + ping-pong track slots
-    (2 with overlap, 1 without); extra_buffer_lazy 1 live + 1 track.
-    """
-    s = _check_strategy(strategy, overlap)
-    if s in ("radix_off", "no_buffer"):
-        return 1
-    if s == "extra_buffer":
-        return 1 + (2 if overlap else 1)
-    if not overlap:
-        raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
-    return 2
+    """The most slots a running request holds at once: ``request_slots(...).held``."""
+    return request_slots(strategy, overlap).held
 
 
 def max_running_requests(

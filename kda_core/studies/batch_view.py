@@ -129,7 +129,7 @@ def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
         for i in range(n):
             if row.phases[i] == "rejected":
                 p = "rejected"
-            elif s < arrivals[i]:
+            elif row.step < arrivals[i]:
                 p = "not_arrived"
             elif i in row.retracted:
                 p = "retracted"
@@ -180,7 +180,7 @@ def batch_view(
     (default all 0). The other arguments are ``Engine`` / ``Engine.serve``'s."""
     if isinstance(prompts, str) or not 1 <= len(prompts) <= MAX_REQUESTS:
         raise ValueError(f"prompts must be a list of 1 to {MAX_REQUESTS} strings")
-    check_bool(reference, "reference")
+    check_bool("reference", reference)
     n = len(prompts)
     news = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
     arr = [0] * n if arrivals is None else list(arrivals)

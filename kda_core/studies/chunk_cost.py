@@ -12,7 +12,7 @@ import numpy as np
 
 from kda_core import kda
 from kda_core._checks import check_int
-from kda_core.studies.kda_inputs import _check_grid
+from kda_core.studies.kda_inputs import check_grid
 
 MAX_COST_T = 1 << 24
 
@@ -52,8 +52,8 @@ def cost(
 ) -> Cost:
     """Sequential steps and FLOPs of both forms; defaults: one Kimi K3 KDA layer (96 heads of
     128 x 128) on one GPU without TP."""
-    Ts = _check_grid("T_values", T_values, 1, MAX_COST_T)
-    Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
+    Ts = check_grid("T_values", T_values, 1, MAX_COST_T)
+    Cs = check_grid("chunk_sizes", chunk_sizes, 1, 1024)
     H = check_int("H", H, 1, 4096)
     K = check_int("K", K, 1, 1024)
     V = check_int("V", V, 1, 1024)

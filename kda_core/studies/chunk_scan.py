@@ -44,10 +44,10 @@ from kda_core.studies.kda_inputs import (  # the limits are chunk_scan's too (ap
     MAX_HEADS,  # noqa: F401
     MAX_T,
     Inputs,
-    _check_grid,
-    _slice,
+    check_grid,
     model_inputs,
     random_inputs,
+    slice_inputs,
 )
 
 MAX_SEGMENTS = 5
@@ -84,8 +84,8 @@ def agreement(
     text: str | None = None,
 ) -> Agreement:
     """Max and relative errors of the chunked form for every T (prefixes of one sequence) and C."""
-    Ts = _check_grid("T_values", T_values, 1, MAX_T)
-    Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
+    Ts = check_grid("T_values", T_values, 1, MAX_T)
+    Cs = check_grid("chunk_sizes", chunk_sizes, 1, 1024)
     if text is None:
         x = random_inputs(max(Ts), H, K, V, seed)
     else:
@@ -95,7 +95,7 @@ def agreement(
     shape = (len(Ts), len(Cs))
     o_abs, o_rel, S_abs, S_rel = (np.zeros(shape) for _ in range(4))
     for i, T in enumerate(Ts):
-        y = _slice(x, T)
+        y = slice_inputs(x, T)
         args = (y.q, y.k, y.v, y.g, y.beta)
         o_ref, S_ref = kda.recurrent(*args, initial_state=y.S0)
         for j, C in enumerate(Cs):
@@ -140,14 +140,14 @@ def timing(
     seed: int = 0,
 ) -> Timing:
     """Time both forms at modest sizes (T <= 4096, H <= 16, K, V <= 128)."""
-    Ts = _check_grid("T_values", T_values, 1, MAX_T)
-    Cs = _check_grid("chunk_sizes", chunk_sizes, 1, 1024)
+    Ts = check_grid("T_values", T_values, 1, MAX_T)
+    Cs = check_grid("chunk_sizes", chunk_sizes, 1, 1024)
     repeats = check_int("repeats", repeats, 1, MAX_REPEATS)
     x = random_inputs(max(Ts), H, K, V, seed)
     rec = np.zeros(len(Ts))
     chk = np.zeros((len(Ts), len(Cs)))
     for i, T in enumerate(Ts):
-        y = _slice(x, T)
+        y = slice_inputs(x, T)
         args = (y.q, y.k, y.v, y.g, y.beta)
         rec[i] = chk[i] = math.inf
         for _ in range(repeats):  # interleaved, so load on a shared machine hits both alike
@@ -253,7 +253,7 @@ def composition(
         x = model_inputs(text)
         if x.q.shape[0] < T:
             raise ValueError(f"lengths must sum to <= the text's {x.q.shape[0]} bytes, got {T}")
-        x = _slice(x, T)
+        x = slice_inputs(x, T)
     head = check_int("head", head, 0, x.q.shape[1] - 1)
     names = tuple(LETTERS[: len(lens)])
     edges = np.concatenate([[0], np.cumsum(lens)])
@@ -362,7 +362,7 @@ def chunk_scan_study(
     Without timing this takes ~0.2 s; ``measure_time=True`` adds `timing()` (~0.5-1 s, wall
     clock, not deterministic: the figure scripts should leave it off or draw `cost`)."""
     C = check_int("chunk_size", chunk_size, 1, 1024)
-    check_bool(measure_time, "measure_time")
+    check_bool("measure_time", measure_time)
     grid = tuple(sorted({1, 8, 16, 32, 64, 128, C}))
     if text is None:
         ag = agreement(chunk_sizes=grid, seed=seed)

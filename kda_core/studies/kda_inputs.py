@@ -23,7 +23,7 @@ MAX_DIM = 128
 MAX_GRID = 12  # values per axis of a grid
 
 
-def _check_grid(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
+def check_grid(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
     if not 1 <= len(values) <= MAX_GRID:
@@ -88,5 +88,5 @@ def _model() -> TinyHybrid:
     return TinyHybrid()
 
 
-def _slice(x: Inputs, T: int) -> Inputs:
+def slice_inputs(x: Inputs, T: int) -> Inputs:
     return Inputs(x.q[:T], x.k[:T], x.v[:T], x.g[:T], x.beta[:T], x.S0, x.source)

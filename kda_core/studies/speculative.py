@@ -162,7 +162,7 @@ def verify_step(
     head = check_int("head", head, 0, model.config.n_heads - 1)
     if n_accept is not None:
         n_accept = check_int("n_accept", n_accept, 0, D)
-    draft = spec.make_noisy_draft(model, noise, check_seed(seed))
+    draft = spec.make_noisy_draft(model, noise, check_seed("seed", seed))
 
     state = model.new_state()
     pending = int(np.argmax(model.prefill(ids, state)[-1]))
@@ -336,7 +336,7 @@ def generation(
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
         raise ValueError(f"draft must be 'noisy' or 'ngram', got {draft!r}")
-    return _generation(ids, max_new_tokens, draft, draft_tokens, noise, check_seed(seed))
+    return _generation(ids, max_new_tokens, draft, draft_tokens, noise, check_seed("seed", seed))
 
 
 def _generation(
@@ -389,7 +389,7 @@ def acceptance_vs_noise(
     ns = [float(x) for x in noises]
     if not 1 <= len(ns) <= 16:
         raise ValueError(f"noises must hold 1..16 values, got {len(ns)}")
-    ids, seed = _check_prompt_ids(prompt), check_seed(seed)
+    ids, seed = _check_prompt_ids(prompt), check_seed("seed", seed)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     runs = [_generation(ids, max_new_tokens, "noisy", draft_tokens, x, seed) for x in ns]
     return AcceptanceCurve(

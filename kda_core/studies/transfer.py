@@ -35,7 +35,7 @@ from kda_core.transfer.objects import (
     from_model_state,
     splice,
 )
-from kda_core.transfer.pd import _handoff_policy
+from kda_core.transfer.pd import handoff_policy
 from kda_core.transfer.store import EmbeddedStore
 from kda_core.workloads import bundled_trace
 
@@ -176,7 +176,7 @@ def prefill_decode(text: str = DEFAULT_TEXT, n_new: int = 16) -> PDRun:
     ids = _text(text)
     n_new = check_int("n_new", n_new, 1, MAX_NEW)
     store = EmbeddedStore()
-    pre = Instance("prefill", engine=_engine(policy=_handoff_policy()), store=store)
+    pre = Instance("prefill", engine=_engine(policy=handoff_policy()), store=store)
     dec = Instance("decode", engine=_engine(), store=store)
     dec._t0 = pre._t0  # one clock for both timelines
     r = pre.engine.generate(ids, 1)
@@ -210,7 +210,7 @@ def mismatches(text: str = DEFAULT_TEXT, n_new: int = 4) -> Refusals:
     ids = _text(text)
     n_new = check_int("n_new", n_new, 1, MAX_NEW)
     store = EmbeddedStore()
-    pre = Instance("prefill", engine=_engine(policy=_handoff_policy()), store=store)
+    pre = Instance("prefill", engine=_engine(policy=handoff_policy()), store=store)
     pre.publish(pre.engine.generate(ids, 1))
     good = store.get(store.keys()[-1])
     assert good is not None

@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from kda_core.cache.protocol import DroppedState
 from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
 from kda_core.serve.engine import Engine, GenerateReport
 from kda_core.transfer.identity import Identity, Layout, prefix_hashes
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
-from kda_core.transfer.tiers import HostTier, attach_host_tier, state_object
+from kda_core.transfer.tiers import HostTier, state_object
 
 __all__ = ["Event", "Instance", "Lookup", "Refusal"]
 
@@ -66,7 +67,11 @@ class Lookup:
 
 
 class Instance:
-    """An engine with an identity, a store (may be None) and a host tier (may be None)."""
+    """An engine with an identity, a store (may be None) and a host tier (may be None).
+
+    With a host tier the instance builds its engine itself (``Engine(**engine_args)``, the
+    tier as its ``before_drop`` hook: every state the device tree drops is copied to the host
+    first); without one it takes ``engine`` (default ``Engine()``)."""
 
     def __init__(
         self,
@@ -78,37 +83,39 @@ class Instance:
         tokenizer_fingerprint: str = TOKENIZER_FINGERPRINT,
         host: HostTier | None = None,
         allow_splice: bool = False,
+        engine_args: dict | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty str")
+        if host is not None and not isinstance(host, HostTier):
+            raise ValueError(f"host must be a HostTier, got {type(host).__name__}")
+        if engine is not None and (host is not None or engine_args is not None):
+            raise ValueError("engine must be None with a host tier or engine_args (built here)")
         self.name = name
-        self.engine = engine or Engine()
-        self.identity = Identity.of(self.engine.model, layout, tokenizer_fingerprint)
         self.store = store
         self.host = host
         self.allow_splice = allow_splice
         self.events: list[Event] = []
         self.refusals: list[Refusal] = []
         self._t0 = time.perf_counter()
-        if host is not None:
-            attach_host_tier(self.engine, host, self.identity, name)
-            self._wrap_offload_events()
+        if engine is None:
+            hook = None if host is None else self._offload
+            engine = Engine(**(engine_args or {}), before_drop=hook)
+        self.engine = engine
+        self.identity = Identity.of(self.engine.model, layout, tokenizer_fingerprint)
 
     # -- timeline --------------------------------------------------------------------------------
     def _event(self, kind: str, boundary: int, nbytes: int = 0, detail: str = "") -> None:
         t = time.perf_counter() - self._t0
         self.events.append(Event(t, self.name, kind, boundary, nbytes, detail))
 
-    def _wrap_offload_events(self) -> None:
-        inner = self.engine.tree.before_drop_state
-        assert inner is not None
-
-        def before_drop(d: Any) -> None:  # a kda_core.cache.protocol.DroppedState
-            n0 = self.host.stats.offload_bytes  # type: ignore[union-attr]
-            inner(d)
-            self._event("offload", len(d.tokens), self.host.stats.offload_bytes - n0)  # type: ignore[union-attr]
-
-        self.engine.tree.before_drop_state = before_drop
+    def _offload(self, d: DroppedState) -> None:
+        """The engine's ``before_drop`` hook: the dropped state goes to the host tier."""
+        assert self.host is not None
+        obj = state_object(d.tokens, d.kv, *d.state, self.identity, self.name)
+        n0 = self.host.stats.offload_bytes
+        self.host.offload(obj)
+        self._event("offload", len(d.tokens), self.host.stats.offload_bytes - n0)
 
     # -- prefill side ----------------------------------------------------------------------------
     def export(self, tokens: list[int]) -> StateObject | None:
@@ -116,7 +123,8 @@ class Instance:
         m = self.engine.tree.match_prefix(list(tokens), touch=False)
         if m.restore_at != len(tokens) or m.restore_at == 0:
             return None
-        return state_object(self.engine, tuple(tokens), m.kv, m.state, self.identity, self.name)
+        S, conv = self.engine.checkpoints.buffers(m.state)
+        return state_object(tuple(tokens), m.kv, S, conv, self.identity, self.name)
 
     def publish(self, report: GenerateReport) -> list[int]:
         """Store an object at every boundary the request parked; returns the boundaries."""
@@ -138,7 +146,7 @@ class Instance:
     def lookup(self, ids: list[int]) -> Lookup:
         """Longest jointly restorable prefix of ``ids[:-1]`` over device, host and store."""
         key_ids = ids[:-1]
-        device = self.engine.tree.match(key_ids, touch=False).restore_at if key_ids else 0
+        device = self.engine.tree.match_prefix(key_ids, touch=False).restore_at if key_ids else 0
         hashes = prefix_hashes(key_ids)
         host = 0
         if self.host is not None:

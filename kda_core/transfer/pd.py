@@ -67,7 +67,7 @@ class HandoffPolicy(SGLangPolicy):
         return out
 
 
-def _handoff_policy() -> HandoffPolicy:
+def handoff_policy() -> HandoffPolicy:
     p = dict(DEFAULT_POLICY)
     p.pop("name")
     return HandoffPolicy(**p)
@@ -152,7 +152,7 @@ def worker_main(role: str, store_spec: str) -> int:
     """Serve JSON-line requests on stdin until ``{"op": "quit"}``."""
     store = open_store(store_spec)
     if role == "prefill":
-        inst: Any = Instance("prefill", engine=Engine(policy=_handoff_policy()), store=store)
+        inst: Any = Instance("prefill", engine=Engine(policy=handoff_policy()), store=store)
     elif role == "decode":
         inst = Instance("decode", store=store)
     elif role == "mismatch":

@@ -1,7 +1,8 @@
 """A host tier under the device checkpoint pool (SGLang HiCache style).
 
 When the device tree drops a state (policy eviction, KV-budget eviction, per-path cap), the
-host tier copies it first - the state, the conv window, the path's tokens and MLA KV, as one
+host tier copies it first (``transfer.instance.Instance`` builds its engine with that as the
+``before_drop`` hook) - the state, the conv window, the path's tokens and MLA KV, as one
 model-state object - instead of losing it (HiCache's write-back on eviction; seed 004: "若存在
 HiCache host backup, GPU 状态被删除后 host 副本仍保留, 但命中时需要重新加载"). A later request
 whose longest restorable prefix is a host copy loads it back onto the device
@@ -18,17 +19,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.protocol import DroppedState
-from kda_core.serve.engine import Engine
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 
-__all__ = ["HostTier", "TierStats", "attach_host_tier", "state_object"]
+__all__ = ["HostTier", "TierStats", "state_object"]
 
 MAX_HOST_BYTES = 1 << 34
 
@@ -90,12 +88,11 @@ class HostTier:
 
 
 def state_object(
-    engine: Engine, tokens: tuple, kv: tuple, state: Any, identity: Identity, source: str
+    tokens: tuple, kv: tuple, S: np.ndarray, conv: np.ndarray, identity: Identity, source: str
 ) -> StateObject:
     """The model-state object of a cached state: its path's tokens and KV payloads (root
-    first) and the checkpoint slot ``state`` (copies, nothing shared)."""
+    first), its KDA state and conv window (copies, nothing shared)."""
     mla_kv = np.concatenate(kv, axis=0) if kv else np.zeros((0, 0, 0))
-    S, conv = engine.checkpoints.buffers(state)
     parts = transferable_parts({"mla_kv": mla_kv, "kda_state": S, "conv_window": conv})
     return StateObject(
         tuple(int(t) for t in tokens),
@@ -107,14 +104,3 @@ def state_object(
         identity.layout.describe(identity.kda_heads),
         source,
     )
-
-
-def attach_host_tier(engine: Engine, host: HostTier, identity: Identity, source: str) -> None:
-    """Every state the device tree drops is copied to ``host`` first."""
-    if not isinstance(host, HostTier):
-        raise ValueError(f"host must be a HostTier, got {type(host).__name__}")
-
-    def before_drop(d: DroppedState) -> None:
-        host.offload(state_object(engine, d.tokens, d.kv, d.state, identity, source))
-
-    engine.tree.before_drop_state = before_drop

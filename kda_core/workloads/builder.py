@@ -18,14 +18,14 @@ from kda_core.workloads.traces import (
     MAX_REQUESTS,
     MAX_TOTAL_BLOCKS,
     Trace,
-    _csr,
-    _make_trace,
+    csr,
+    make_trace,
 )
 
 Segment = tuple[int, int]  # (content id, length in tokens)
 
 
-class _Builder:
+class TraceBuilder:
     """Accumulates requests; turns segment lists into chained block ids.
 
     A prompt is a list of segments (content id, token count). Block j covers tokens
@@ -39,7 +39,7 @@ class _Builder:
         if not 1 <= block_size <= 65536:
             raise ValueError(f"block_size must be in [1, 65536], got {block_size}")
         self.b = int(block_size)
-        self.rng = np.random.default_rng(check_seed(seed))
+        self.rng = np.random.default_rng(check_seed("seed", seed))
         self.table: dict[tuple[int, tuple[tuple[int, int, int], ...]], int] = {}
         self.next_seg = 0
         self.rows: list[tuple[float, int, int, list[int], int, int, list[int]]] = []
@@ -162,9 +162,9 @@ class _Builder:
             raise ValueError(f"{name}: the workload has no requests")
         order = sorted(range(len(self.rows)), key=lambda i: (self.rows[i][0], i))
         rows = [self.rows[i] for i in order]
-        offsets, blocks = _csr([r[3] for r in rows])
-        out_offsets, out_blocks = _csr([r[6] for r in rows])
-        return _make_trace(
+        offsets, blocks = csr([r[3] for r in rows])
+        out_offsets, out_blocks = csr([r[6] for r in rows])
+        return make_trace(
             name,
             self.b,
             np.array([r[0] for r in rows]),
@@ -183,7 +183,7 @@ class _Builder:
 KINDS: tuple[str, ...] = ("chat", "agent", "document", "probe")
 
 
-def _check_pos(name: str, v: float, lo: float = 0.0, hi: float = 1e9) -> float:
+def check_pos(name: str, v: float, lo: float = 0.0, hi: float = 1e9) -> float:
     if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and lo <= v <= hi):
         raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
     return float(v)

@@ -21,8 +21,16 @@ from collections.abc import Iterable
 import numpy as np
 
 from kda_core.workloads.chains import ChainTable
-from kda_core.workloads.rows import RowError
-from kda_core.workloads.traces import MAX_SKIP_REASONS, Trace, _make_trace
+from kda_core.workloads.traces import MAX_SKIP_REASONS, Trace, make_trace
+
+
+class RowError(ValueError):
+    """A malformed row; ``field`` names what is wrong ("JSON", "timestamp", "hash_ids", ...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
 
 MAX_TRACE_FILE_BYTES = 2 << 30  # 2 GiB
 MAX_TRACE_REQUESTS = 2_000_000
@@ -210,7 +218,7 @@ class Accumulator:
             source_format=fmt,
         )
         outs = (_offsets(cat["ocnt"]), cat["oblocks"]) if self.with_outputs else (None, None)
-        return _make_trace(
+        return make_trace(
             name, self.b, t, cat["in"], cat["out"], _offsets(cat["cnt"]), cat["blocks"],
             cat["sess"], cat["kind"], tuple(self.kind_names), *outs, provenance=prov,
         )  # fmt: skip

@@ -15,24 +15,14 @@ import json.scanner
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kda_core.workloads.ingest import Accumulator
+from kda_core.workloads.ingest import Accumulator, RowError
 
 MAX_LINE_BYTES = 32 << 20
 READ_BYTES = 4 << 20
 BATCH_LINES = 4096  # lines a batch when the source is an iterable of lines
 _BOM = b"\xef\xbb\xbf"
 SCAN_JSON = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads uses
-
-
-class RowError(ValueError):
-    """A malformed row; ``field`` names what is wrong ("JSON", "timestamp", "hash_ids", ...)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def json_object(line: str) -> object:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.workloads.builder import _Builder
+from kda_core.workloads.builder import TraceBuilder
 from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_REQUESTS, Trace
 
 # the bench flags (argparse ``dest`` names) with SGLang's defaults
@@ -86,7 +86,7 @@ def generated_shared_prefix(
     ratio_ok = isinstance(range_ratio, (int, float)) and not isinstance(range_ratio, bool)
     if not (ratio_ok and 0 <= range_ratio <= 1):
         raise ValueError(f"range_ratio must be a number in [0, 1], got {range_ratio!r}")
-    check_bool(ordered, "ordered")
+    check_bool("ordered", ordered)
     seed = check_int("seed", seed, 0, 2**32 - 1)
     rate = _check_rate(request_rate)
     rs = np.random.RandomState(seed)
@@ -99,7 +99,7 @@ def generated_shared_prefix(
     n = len(order)
     gaps = np.zeros(n) if math.isinf(rate) else rs.exponential(1.0 / rate, size=n)
     arrival = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-    bld = _Builder(block_size, seed, ("shared-prefix",))
+    bld = TraceBuilder(block_size, seed, ("shared-prefix",))
     system = [bld.seg(int(x)) for x in sys_lens]
     for k, (gi, pi) in enumerate(order):
         segs = [s for s in (system[gi], bld.seg(int(q_lens[gi, pi]))) if s[1] > 0]

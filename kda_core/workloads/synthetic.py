@@ -14,7 +14,7 @@ Left out: raw token ids (blocks only), tokenizer effects. Parameters: docs/workl
 from __future__ import annotations
 
 from kda_core._checks import check_int as _check_int
-from kda_core.workloads.builder import KINDS, Segment, _Builder, _check_pos
+from kda_core.workloads.builder import KINDS, Segment, TraceBuilder, check_pos
 from kda_core.workloads.mooncake import BUNDLED_TRACES, bundled_trace
 from kda_core.workloads.traces import (
     MAX_INPUT_TOKENS,
@@ -26,7 +26,7 @@ from kda_core.workloads.traces import (
 
 
 def _chat_into(
-    bld: _Builder,
+    bld: TraceBuilder,
     n_sessions: int,
     turns: int,
     system_tokens: int,
@@ -79,12 +79,12 @@ def multi_turn_chat(
     _check_int("n_sessions", n_sessions, 1, 20_000)
     _check_int("turns", turns, 1, 200)
     _check_int("system_tokens", system_tokens, 0, 200_000)
-    _check_pos("user_tokens", user_tokens, 1, 100_000)
-    _check_pos("answer_tokens", answer_tokens, 1, 100_000)
-    _check_pos("session_rate", session_rate, 1e-6, 1e6)
-    _check_pos("think_time_s", think_time_s, 0, 1e6)
+    check_pos("user_tokens", user_tokens, 1, 100_000)
+    check_pos("answer_tokens", answer_tokens, 1, 100_000)
+    check_pos("session_rate", session_rate, 1e-6, 1e6)
+    check_pos("think_time_s", think_time_s, 0, 1e6)
     _check_int("max_context", max_context, 1, MAX_INPUT_TOKENS)
-    bld = _Builder(block_size, seed, KINDS)
+    bld = TraceBuilder(block_size, seed, KINDS)
     _chat_into(
         bld,
         n_sessions,
@@ -101,7 +101,7 @@ def multi_turn_chat(
 
 
 def _agent_into(
-    bld: _Builder,
+    bld: TraceBuilder,
     n_sessions: int,
     steps: int,
     system_tokens: int,
@@ -196,17 +196,17 @@ def agentic(
     _check_int("system_tokens", system_tokens, 1, 200_000)
     _check_int("n_toolsets", n_toolsets, 1, 1000)
     _check_int("tool_tokens", tool_tokens, 1, 200_000)
-    _check_pos("task_tokens", task_tokens, 1, 100_000)
-    _check_pos("action_tokens", action_tokens, 1, 100_000)
-    _check_pos("observation_tokens", observation_tokens, 1, 100_000)
+    check_pos("task_tokens", task_tokens, 1, 100_000)
+    check_pos("action_tokens", action_tokens, 1, 100_000)
+    check_pos("observation_tokens", observation_tokens, 1, 100_000)
     _check_int("keep_observations", keep_observations, 0, 1000)
     _check_int("collapsed_tokens", collapsed_tokens, 1, 10_000)
-    _check_pos("branch_prob", branch_prob, 0, 1)
+    check_pos("branch_prob", branch_prob, 0, 1)
     _check_int("max_branches", max_branches, 0, 100)
-    _check_pos("session_rate", session_rate, 1e-6, 1e6)
-    _check_pos("step_time_s", step_time_s, 0, 1e6)
+    check_pos("session_rate", session_rate, 1e-6, 1e6)
+    check_pos("step_time_s", step_time_s, 0, 1e6)
     _check_int("max_context", max_context, 1, MAX_INPUT_TOKENS)
-    bld = _Builder(block_size, seed, KINDS)
+    bld = TraceBuilder(block_size, seed, KINDS)
     _agent_into(
         bld,
         n_sessions,
@@ -230,7 +230,7 @@ def agentic(
 
 
 def _docs_into(
-    bld: _Builder,
+    bld: TraceBuilder,
     n_requests: int,
     doc_tokens: float,
     question_tokens: float,
@@ -267,12 +267,12 @@ def one_shot_documents(
     """One-shot long documents: each request is a fresh document + a question; nothing is reused
     (not even a system prompt), so every checkpoint stored is wasted memory. Poisson arrivals."""
     _check_int("n_requests", n_requests, 1, MAX_REQUESTS)
-    _check_pos("doc_tokens", doc_tokens, 1, MAX_INPUT_TOKENS)
-    _check_pos("question_tokens", question_tokens, 1, 100_000)
-    _check_pos("answer_tokens", answer_tokens, 1, 100_000)
-    _check_pos("rate", rate, 1e-6, 1e6)
+    check_pos("doc_tokens", doc_tokens, 1, MAX_INPUT_TOKENS)
+    check_pos("question_tokens", question_tokens, 1, 100_000)
+    check_pos("answer_tokens", answer_tokens, 1, 100_000)
+    check_pos("rate", rate, 1e-6, 1e6)
     _check_int("max_doc", max_doc, 1, MAX_INPUT_TOKENS - 4096)
-    bld = _Builder(block_size, seed, KINDS)
+    bld = TraceBuilder(block_size, seed, KINDS)
     if n_requests * doc_tokens / bld.b > MAX_TOTAL_BLOCKS:
         raise ValueError(
             f"n_requests * doc_tokens / block_size must be <= {MAX_TOTAL_BLOCKS} blocks, got "
@@ -300,8 +300,8 @@ def uniform_prefix(
     _check_int("doc_tokens", doc_tokens, 1, MAX_INPUT_TOKENS // 2)
     _check_int("suffix_tokens", suffix_tokens, 1, 100_000)
     _check_int("output_tokens", output_tokens, 0, MAX_OUTPUT_TOKENS)
-    _check_pos("rate", rate, 1e-6, 1e6)
-    bld = _Builder(block_size, seed, KINDS)
+    check_pos("rate", rate, 1e-6, 1e6)
+    bld = TraceBuilder(block_size, seed, KINDS)
     if n_requests * (doc_tokens / 2 + suffix_tokens) / bld.b > MAX_TOTAL_BLOCKS:
         raise ValueError(
             f"n_requests * (doc_tokens / 2 + suffix_tokens) / block_size must be <= "
@@ -338,10 +338,10 @@ def mix(
     _check_int("chat_sessions", chat_sessions, 0, 20_000)
     _check_int("agent_sessions", agent_sessions, 0, 20_000)
     _check_int("documents", documents, 0, MAX_REQUESTS)
-    _check_pos("duration_s", duration_s, 1e-3, 1e7)
+    check_pos("duration_s", duration_s, 1e-3, 1e7)
     if chat_sessions + agent_sessions + documents == 0:
         raise ValueError("chat_sessions + agent_sessions + documents must be >= 1")
-    bld = _Builder(block_size, seed, KINDS)
+    bld = TraceBuilder(block_size, seed, KINDS)
     if chat_sessions:
         _chat_into(
             bld, chat_sessions, 8, 1500, 300.0, 400.0, chat_sessions / duration_s, 30.0, 32_768, 0

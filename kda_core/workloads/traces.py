@@ -98,7 +98,7 @@ class Trace:
         if self.out_offsets is not None and self.out_blocks is not None:
             oo = self.out_offsets[: n + 1]
             ob = self.out_blocks[: int(oo[-1])]
-        return _make_trace(
+        return make_trace(
             f"{self.name}[:{n}]",
             self.block_size,
             self.arrival_s[:n],
@@ -115,7 +115,7 @@ class Trace:
         )
 
     def provenance(self) -> dict:
-        """The provenance fields (keyword arguments of ``_make_trace``)."""
+        """The provenance fields (keyword arguments of ``make_trace``)."""
         return {
             "has_prefix_info": self.has_prefix_info,
             "skipped_rows": self.skipped_rows,
@@ -150,14 +150,14 @@ def _offsets(counts: list[int]) -> np.ndarray:
     return offsets
 
 
-def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+def csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, flat int64 ids) of a list of id lists."""
     offsets = _offsets([len(r) for r in rows])
     flat = np.fromiter((h for r in rows for h in r), dtype=np.int64, count=offsets[-1])
     return offsets, flat
 
 
-def _make_trace(
+def make_trace(
     name: str,
     block_size: int,
     arrival_s: np.ndarray,

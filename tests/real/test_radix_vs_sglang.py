@@ -6,7 +6,8 @@ every step: token match, restore point, branch hint, evictable and protected KV 
 states, and what each eviction freed.
 
 Settings that make the two agree (documented lab options, not hidden switches):
-``RadixStateCache(page_size=1, state_touch="node")`` (the default) with ``match(..., split=True)``:
+``RadixStateCache(page_size=1, state_touch="node")`` (the default) with
+``match_prefix(..., split=True)``:
 SGLang's ``match_prefix`` splits an edge where the lookup ends inside it; the lab's default
 ``split=False`` keeps lookups pure and gives the same restore point but a different tree shape.
 One state per insert at the end of the key, as SGLang's ``cache_finished_req`` does."""
@@ -60,36 +61,36 @@ def _step(pair: Pair, rng: random.Random, bases: list[list[int]], where: str) ->
     if op == "insert" or pair.ours.kv_tokens > KV_BUDGET:
         if pair.ours.kv_tokens > KV_BUDGET:
             got_real = pair.real.evict(num_tokens=200)
-            got_ours = pair.ours.evict_kv(200)
+            got_ours = pair.ours.evict(200)
             assert (got_ours.kv_tokens, got_ours.states) == (
                 got_real.num_tokens_evicted,
                 got_real.mamba_num_evicted,
             ), f"{where}: make-room KV eviction freed different amounts"
         tokens = _tokens(rng, bases)
         real = pair.real.insert(tokens)
-        ours = pair.ours.insert(tokens, states=[(len(tokens), None, 1)])
-        assert ours.prefix_len == real.prefix_len, f"{where}: insert prefix {tokens}"
+        ours = pair.ours.insert_prefix(tokens, states=[(len(tokens), None, 1)])
+        assert ours.cached_len == real.prefix_len, f"{where}: insert prefix {tokens}"
         assert bool(ours.existed) == bool(real.mamba_exist), f"{where}: state existed {tokens}"
     elif op in ("match", "lock"):
         tokens = _tokens(rng, bases)
         real = pair.real.match(tokens)
-        ours = pair.ours.match(tokens, split=True)
+        ours = pair.ours.match_prefix(tokens, split=True)
         got = (ours.token_match, ours.restore_at, ours.branch)
         want = (real.full_kv_hit_length, real.device_prefix_len, real.mamba_branching_seqlen)
         assert got == want, f"{where}: match {tokens}"
         if op == "lock":
             real_lock = pair.real.lock(real.last_device_node)
-            pair.ours.lock_state(ours.node)
-            pair.locks.append((real_lock, ours.node))
+            pair.ours.lock_handle(ours.restore)
+            pair.locks.append((real_lock, ours.restore))
     elif op == "unlock":
         if pair.locks:
-            real_lock, node = pair.locks.pop(rng.randrange(len(pair.locks)))
+            real_lock, handle = pair.locks.pop(rng.randrange(len(pair.locks)))
             pair.real.unlock(real_lock)
-            pair.ours.unlock_state(node)
+            pair.ours.lock_handle(handle, unlock=True)
     elif op == "evict_states":
         n = rng.randint(1, 3)
         real = pair.real.evict(mamba_num=n)
-        ours = pair.ours.evict_states(num=n)
+        ours = pair.ours.evict(states=n)
         assert (ours.states, ours.kv_tokens) == (
             real.mamba_num_evicted,
             real.num_tokens_evicted,
@@ -97,7 +98,7 @@ def _step(pair: Pair, rng: random.Random, bases: list[list[int]], where: str) ->
     else:
         n = rng.randint(1, 12)
         real = pair.real.evict(num_tokens=n)
-        ours = pair.ours.evict_kv(n)
+        ours = pair.ours.evict(n)
         assert (ours.kv_tokens, ours.states) == (
             real.num_tokens_evicted,
             real.mamba_num_evicted,
@@ -122,20 +123,20 @@ def test_rule_examples_on_the_real_sglang_and_ours() -> None:
     pair = Pair()
     for tokens in (list(range(1, 11)), [1, 2, 3, 4, 5, 99, 98]):
         pair.real.insert(tokens)
-        pair.ours.insert(tokens, states=[(len(tokens), None, 1)])
+        pair.ours.insert_prefix(tokens, states=[(len(tokens), None, 1)])
     real = pair.real.evict(mamba_num=2)
-    ours = pair.ours.evict_states(num=2)
+    ours = pair.ours.evict(states=2)
     assert (real.num_tokens_evicted, ours.kv_tokens) == (7, 7)
     assert pair.real.match(list(range(1, 11))).full_kv_hit_length == 5
-    assert pair.ours.match(list(range(1, 11))).token_match == 5
+    assert pair.ours.match_prefix(list(range(1, 11))).token_match == 5
     # A split stamps the lower half as just used (_split_node: child.last_access_time =
     # get_and_increase_time_counter()): one KV eviction takes [50..55], not the tail [6..10].
     pair = Pair()
     for tokens in (list(range(1, 11)), list(range(50, 56)), [1, 2, 3, 4, 5, 99]):
         pair.real.insert(tokens)
-        pair.ours.insert(tokens, states=[(len(tokens), None, 1)])
+        pair.ours.insert_prefix(tokens, states=[(len(tokens), None, 1)])
     real = pair.real.evict(num_tokens=1)
-    ours = pair.ours.evict_kv(1)
+    ours = pair.ours.evict(1)
     assert (real.num_tokens_evicted, ours.kv_tokens) == (6, 6)
     assert pair.real.match(list(range(50, 56))).full_kv_hit_length == 0
     assert pair.real.match(list(range(1, 11))).full_kv_hit_length == 10

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
-from kda_core.cache.policy.base import MAX_LEN, Policy, _Ctx
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.policy._context import MAX_LEN, PlanContext
+from kda_core.cache.policy.base import Policy
 
 __all__ = ["IntervalPolicy"]
 
@@ -21,17 +21,17 @@ class IntervalPolicy(Policy):
     name = "interval"
 
     def __post_init__(self) -> None:
-        self.every = _int(self.every, "every", 1, MAX_LEN)
-        self.request_end = check_bool(self.request_end, "request_end")
+        self.every = check_int("every", self.every, 1, MAX_LEN)
+        self.request_end = check_bool("request_end", self.request_end)
 
-    def _check_page(self, page: int) -> None:
+    def check_page(self, page: int) -> None:
         if self.every % page:
             raise ValueError(
                 f"every must be a multiple of page_size={page}, got every={self.every}"
             )
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
-        assert self.every % ctx.page == 0, "_check_page ran"
+    def _positions(self, ctx: PlanContext) -> Iterable[int]:
+        assert self.every % ctx.page == 0, "check_page ran"
         out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
         if self.request_end:
             out.append(ctx.down(ctx.total_len, ctx.page))

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from kda_core._checks import check_integral as _int
-from kda_core.cache.policy.base import Policy, _Ctx
-from kda_core.cache.protocol import Evicted
-from kda_core.cache.radix import Node, RadixStateCache
+from kda_core._checks import check_int
+from kda_core.cache.policy._context import PlanContext
+from kda_core.cache.policy.base import Policy
+from kda_core.cache.radix import RadixStateCache, StateRows
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 
@@ -104,21 +104,21 @@ class MarconiPolicy(Policy):
             self._alpha_value = self.alpha
         else:
             raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
-        self.bootstrap = _int(self.bootstrap, "bootstrap", 1, 1000)
+        self.bootstrap = check_int("bootstrap", self.bootstrap, 1, 1000)
         grid = tuple(self.alpha_grid)
         if not grid or not all(
             isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
         ):
             raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
         self.alpha_grid = tuple(float(a) for a in grid)
-        self.d_model = _int(self.d_model, "d_model", 1, 1 << 20)
-        self.d_state = _int(self.d_state, "d_state", 1, 1 << 20)
-        self.n_ssm_layers = _int(self.n_ssm_layers, "n_ssm_layers", 0, 10000)
-        self.n_attn_layers = _int(self.n_attn_layers, "n_attn_layers", 0, 10000)
-        self.n_mlp_layers = _int(self.n_mlp_layers, "n_mlp_layers", 0, 10000)
+        self.d_model = check_int("d_model", self.d_model, 1, 1 << 20)
+        self.d_state = check_int("d_state", self.d_state, 1, 1 << 20)
+        self.n_ssm_layers = check_int("n_ssm_layers", self.n_ssm_layers, 0, 10000)
+        self.n_attn_layers = check_int("n_attn_layers", self.n_attn_layers, 0, 10000)
+        self.n_mlp_layers = check_int("n_mlp_layers", self.n_mlp_layers, 0, 10000)
         if self.kv_bytes_per_token is None:
             self.kv_bytes_per_token = self.n_attn_layers * 4 * self.d_model
-        self.kv_bytes_per_token = _int(self.kv_bytes_per_token, "kv_bytes_per_token", 0)
+        self.kv_bytes_per_token = check_int("kv_bytes_per_token", self.kv_bytes_per_token, 0)
         if self.efficiency_fn is not None and not callable(self.efficiency_fn):
             raise ValueError("efficiency_fn must be callable or None")
 
@@ -127,7 +127,7 @@ class MarconiPolicy(Policy):
         """The alpha in use now (0 before tuning when alpha='auto')."""
         return self._alpha_value
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+    def _positions(self, ctx: PlanContext) -> Iterable[int]:
         out = [ctx.down(ctx.total_len, ctx.page)]
         if ctx.token_match > ctx.restore_at:
             out.append(ctx.down(ctx.token_match, ctx.page))
@@ -153,18 +153,18 @@ class MarconiPolicy(Policy):
         )
         return fl / np.maximum(mem, 1.0)
 
-    def _row_efficiency(self, cache: RadixStateCache, t: Any, rows: np.ndarray) -> np.ndarray:
+    def _row_efficiency(self, t: StateRows, rows: np.ndarray) -> np.ndarray:
         """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
         cap = t.version.shape[0]
-        if self._eff_owner != cache.cache_id or self._eff.shape[0] != cap:
+        if self._eff_owner != t.owner or self._eff.shape[0] != cap:
             old_eff, old_ver = self._eff, self._eff_ver
             self._eff = np.zeros(cap)
             self._eff_ver = np.full(cap, -1, np.int64)
-            if self._eff_owner == cache.cache_id:
+            if self._eff_owner == t.owner:
                 n = min(cap, old_eff.shape[0])
                 self._eff[:n] = old_eff[:n]
                 self._eff_ver[:n] = old_ver[:n]
-            self._eff_owner = cache.cache_id
+            self._eff_owner = t.owner
         stale = rows[self._eff_ver[rows] != t.version[rows]]
         if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
             self._eff[stale] = self.efficiency(
@@ -194,31 +194,30 @@ class MarconiPolicy(Policy):
         mem = nbytes + float(self.kv_bytes_per_token) * L
         return fl / max(mem, 1.0)
 
-    def scores(self, cache: RadixStateCache) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the current eviction candidates (for the apps)."""
-        t = cache.state_table()
+    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
+        """The base's cache, with ``choose_victim`` as its ``victim`` hook."""
+        return Policy.make_cache(self, page_size, victim=self.choose_victim, **kwargs)
+
+    def scores(self, t: StateRows) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the eviction candidates: unlocked states with at most one child."""
         rows = np.flatnonzero(t.evictable & (t.nchild <= 1))
         if rows.size == 0:
             return rows, np.zeros(0)
-        rec = 1.0 / (1.0 + (cache.clock - t.time[rows]))
+        rec = 1.0 / (1.0 + (t.clock - t.time[rows]))
         if self._alpha_value == 0.0:
             return rows, _minmax(rec)
-        eff = self._row_efficiency(cache, t, rows)
+        eff = self._row_efficiency(t, rows)
         return rows, _minmax(rec) + self._alpha_value * _minmax(eff)
 
-    def choose_victim(self, cache: RadixStateCache) -> Node | None:
-        rows, score = self.scores(cache)
+    def choose_victim(self, t: StateRows) -> int:
+        """The cache's ``victim`` hook: the lowest score, the oldest among ties (-1: none)."""
+        rows, score = self.scores(t)
         if rows.size == 0:
-            return None
-        lowest = rows[score <= score.min()]
-        t = cache.state_table().time
-        return cache.node_at_row(int(lowest[np.argmin(t[lowest])]))
-
-    def evict_states(self, cache: RadixStateCache, num: int = 0, nbytes: int = 0) -> Evicted:
-        r = Policy.evict_states(self, cache, num, nbytes)
-        if r.states and self._first_eviction is None:
+            return -1
+        if self._first_eviction is None:
             self._first_eviction = self._requests
-        return r
+        lowest = rows[score <= score.min()]
+        return int(lowest[np.argmin(t.time[lowest])])
 
     def note_request(self) -> None:
         """Count one served request (drives the bootstrap window when alpha='auto')."""

@@ -10,9 +10,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
-from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy, _Ctx, _opt_int
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy.base import Policy
 
 SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
 
@@ -37,12 +37,13 @@ class SGLangPolicy(Policy):
     name = "sglang"
 
     def __post_init__(self) -> None:
-        self.grid = _int(self.grid, "grid", 1, MAX_LEN)
-        self.chunked_prefill_size = _int(self.chunked_prefill_size, "chunked_prefill_size", 1)
-        self.track_interval = _int(self.track_interval, "track_interval", 1, MAX_LEN)
-        self.branch = check_bool(self.branch, "branch")
-        self.request_end = check_bool(self.request_end, "request_end")
-        self.max_states_per_path = _opt_int(self.max_states_per_path, "max_states_per_path", 1)
+        self.grid = check_int("grid", self.grid, 1, MAX_LEN)
+        self.chunked_prefill_size = check_int("chunked_prefill_size", self.chunked_prefill_size, 1)
+        self.track_interval = check_int("track_interval", self.track_interval, 1, MAX_LEN)
+        self.branch = check_bool("branch", self.branch)
+        self.request_end = check_bool("request_end", self.request_end)
+        if self.max_states_per_path is not None:
+            self.max_states_per_path = check_int("max_states_per_path", self.max_states_per_path, 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
         if self.buffer not in SGLANG_BUFFERS:
@@ -51,23 +52,23 @@ class SGLangPolicy(Policy):
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
 
-    def _check_page(self, page: int) -> None:
+    def check_page(self, page: int) -> None:
         # MambaComponent.__init__ asserts page_size == 1 without the extra buffer
         if self.buffer == "no_buffer" and page != 1:
             raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {page}")
 
-    def _check_sizes(self, ctx: _Ctx) -> None:
+    def _check_sizes(self, ctx: PlanContext) -> None:
         chunk = ctx.chunk or self.chunked_prefill_size
         if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
             raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
 
-    def _steps(self, ctx: _Ctx) -> list[tuple[int, int]]:
+    def _steps(self, ctx: PlanContext) -> list[tuple[int, int]]:
         """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
         chunk = ctx.chunk or self.chunked_prefill_size
         starts = range(ctx.restore_at, ctx.prompt_len, chunk)
         return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+    def _positions(self, ctx: PlanContext) -> Iterable[int]:
         if self.buffer == "no_buffer":
             return self._no_buffer_positions(ctx)
         # mamba_cache_chunk_size = max(FLA chunk, page); checkpoint grid = lcm(that, page)
@@ -99,8 +100,8 @@ class SGLangPolicy(Policy):
             out.append(ctx.down(ctx.total_len, ctx.page))
         return out
 
-    def _no_buffer_positions(self, ctx: _Ctx) -> list[int]:
-        assert ctx.page == 1, "_check_page ran"
+    def _no_buffer_positions(self, ctx: PlanContext) -> list[int]:
+        assert ctx.page == 1, "check_page ran"
         # prepare_for_caching_req without the extra buffer: cache_len = the key length,
         # after every prefill step (checkpoint_kv_cache) and at the finished insert
         return [b for _, b in self._steps(ctx)] + [ctx.total_len]

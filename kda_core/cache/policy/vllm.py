@@ -11,9 +11,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kda_core._checks import check_bool
-from kda_core._checks import check_integral as _int
-from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy, _Ctx, _opt_int
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy.base import Policy
 
 __all__ = ["VLLMPolicy"]
 
@@ -34,14 +34,16 @@ class VLLMPolicy(Policy):
     def __post_init__(self) -> None:
         if self.mode not in ("align", "all"):
             raise ValueError(f"mode must be 'align' or 'all', got {self.mode!r}")
-        self.block_size = _opt_int(self.block_size, "block_size", 1, MAX_LEN)
-        self.max_num_batched_tokens = _int(
-            self.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_LEN
+        if self.block_size is not None:
+            self.block_size = check_int("block_size", self.block_size, 1, MAX_LEN)
+        self.max_num_batched_tokens = check_int(
+            "max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_LEN
         )
-        self.retention = _opt_int(self.retention, "retention", 0, MAX_LEN)
-        self.shared_prefix = check_bool(self.shared_prefix, "shared_prefix")
-        self.partial_hits = check_bool(self.partial_hits, "partial_hits")
-        self.match_unit = _int(self.match_unit, "match_unit", 1, MAX_LEN)
+        if self.retention is not None:
+            self.retention = check_int("retention", self.retention, 0, MAX_LEN)
+        self.shared_prefix = check_bool("shared_prefix", self.shared_prefix)
+        self.partial_hits = check_bool("partial_hits", self.partial_hits)
+        self.match_unit = check_int("match_unit", self.match_unit, 1, MAX_LEN)
 
     def cache_options(self) -> dict:
         return {"state_touch": "path_tail_first", "max_states_per_path": None}
@@ -52,7 +54,7 @@ class VLLMPolicy(Policy):
         u = math.lcm(self.match_unit, page) if self.partial_hits else B
         return B, u
 
-    def _check_page(self, page: int) -> None:
+    def check_page(self, page: int) -> None:
         B, u = self._units(page)
         if B % page:
             raise ValueError(f"block_size must be a multiple of page_size={page}, got {B}")
@@ -66,7 +68,7 @@ class VLLMPolicy(Policy):
                 f"retention must be a multiple of block_size={B}, got {self.retention}"
             )
 
-    def _check_sizes(self, ctx: _Ctx) -> None:
+    def _check_sizes(self, ctx: PlanContext) -> None:
         if self.mode != "align":
             return  # "all" plans through ctx.multiples, which bounds itself
         # _vllm_align_chunk_ends takes at most 2 * ceil(span / chunk) + 8 steps (a step
@@ -76,7 +78,7 @@ class VLLMPolicy(Policy):
         if 2 * -(-span // chunk) + 8 > MAX_POSITIONS:
             raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
 
-    def _positions(self, ctx: _Ctx) -> Iterable[int]:
+    def _positions(self, ctx: PlanContext) -> Iterable[int]:
         B, u = self._units(ctx.page)
         P, T = ctx.prompt_len, ctx.total_len
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the

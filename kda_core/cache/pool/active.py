@@ -9,39 +9,29 @@ from __future__ import annotations
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.pool.slots import (
-    MAX_SLOTS,
-    PoolError,
-    StateShape,
-    _Slots,
-    _SlotView,
-    deepcopy_fields,
-)
-from kda_core.model import KDALayerState, TinyHybrid
+from kda_core.cache.pool._slots import SlotPool, SlotTable, deepcopy_fields
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, SlotBudget, StateShape
+from kda_core.model import KDALayerState
 
 __all__ = ["ActivePool"]
 
 
-class ActivePool(_SlotView):
+class ActivePool(SlotPool):
     """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
 
-    def __init__(self, shape: StateShape, slots: int) -> None:
+    def __init__(self, shape: StateShape, slots: int, budget: SlotBudget | None = None) -> None:
         if not isinstance(shape, StateShape):
             raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
-        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "active")
-        self._S: list[np.ndarray | None] = [None] * self._slots.capacity
-        self._conv: list[np.ndarray | None] = [None] * self._slots.capacity
+        self.table = SlotTable(check_int("slots", slots, 1, MAX_SLOTS), "active", budget)
+        self._S: list[np.ndarray | None] = [None] * self.table.capacity
+        self._conv: list[np.ndarray | None] = [None] * self.table.capacity
         # one read-only zero state bound to every slot that holds no state yet and is only
         # ever rebound, never read for its zeros (``allocate_unfilled``, ``CheckpointPool.
         # donate``'s refill): zeroing 246 KiB per track slot, for buffers the first track
         # write drops, was ~17 us each in the serving loop. Read-only, so a bug writing into
         # it in place raises instead of reaching every slot that shares it.
         self.zero_state = (_readonly(np.zeros(shape.s)), _readonly(np.zeros(shape.conv)))
-
-    @classmethod
-    def for_model(cls, model: TinyHybrid, slots: int) -> ActivePool:
-        return cls(StateShape.of(model), slots)
 
     def __deepcopy__(self, memo: dict) -> ActivePool:
         """A deep copy whose shared ``zero_state`` is read-only again (numpy's deepcopy returns
@@ -53,7 +43,7 @@ class ActivePool(_SlotView):
 
     def allocate(self, owner: str) -> int:
         """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
-        slot = self._slots.take(owner)
+        slot = self.table.take(owner)
         self._S[slot] = np.zeros(self.shape.s)
         self._conv[slot] = np.zeros(self.shape.conv)
         return slot
@@ -62,19 +52,19 @@ class ActivePool(_SlotView):
         """Take the lowest free slot for ``owner``, bound to the shared read-only
         ``zero_state``: for a slot that is written by ``rebind`` only (a track slot: its first
         track write binds a copy). Reads as zeros, like ``allocate``'s."""
-        slot = self._slots.take(owner)
+        slot = self.table.take(owner)
         self._S[slot], self._conv[slot] = self.zero_state
         return slot
 
     def free(self, slot: int) -> None:
         """Return ``slot`` to the free list (ValueError on a double free)."""
-        s = self._slots.release(slot)
+        s = self.table.release(slot)
         self._S[s] = None
         self._conv[s] = None
 
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
-        s = self._slots.check(slot)
+        s = self.table.check(slot)
         if len(kda) != self.shape.layers:
             raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
         S = np.stack([st.S for st in kda])
@@ -89,7 +79,7 @@ class ActivePool(_SlotView):
 
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""
-        s = self._slots.check(slot)
+        s = self.table.check(slot)
         S, conv = self._S[s], self._conv[s]
         assert S is not None and conv is not None
         return S, conv
@@ -105,16 +95,16 @@ class ActivePool(_SlotView):
     def rebind(self, slot: int, S: np.ndarray, conv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bind new (S, conv) buffers to an allocated ``slot`` without a copy; returns the old
         ones (a donation hands them on, a restore or track write drops them)."""
-        s = self._slots.check(slot)
+        s = self.table.check(slot)
         old = (self._S[s], self._conv[s])
         self._S[s], self._conv[s] = S, conv
         assert old[0] is not None and old[1] is not None
         return old  # type: ignore[return-value]
 
     def check_integrity(self) -> None:
-        self._slots.check_integrity()
+        self.table.check_integrity()
         for s in range(self.capacity):
-            held = self._slots.owner(s) is not None
+            held = self.table.owner(s) is not None
             if held != (self._S[s] is not None) or held != (self._conv[s] is not None):
                 raise PoolError(f"active: slot {s} buffers do not match its ownership")
 

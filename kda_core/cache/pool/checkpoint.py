@@ -14,17 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
+from kda_core.cache.pool._slots import SlotPool, SlotTable, deepcopy_fields
 from kda_core.cache.pool.active import ActivePool
-from kda_core.cache.pool.slots import (
-    MAX_SLOTS,
-    PoolError,
-    StateShape,
-    _Slots,
-    _SlotView,
-    deepcopy_fields,
-)
+from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, SlotBudget, StateShape
 from kda_core.cache.quant import quantize_int8
-from kda_core.model import TinyHybrid
 
 __all__ = ["CheckpointPool"]
 
@@ -71,24 +64,22 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.flags.writeable = False
 
 
-class CheckpointPool(_SlotView):
+class CheckpointPool(SlotPool):
     """Read-only checkpoints: INT8 (or native) S + native conv, owned by the tree or a request."""
 
-    def __init__(self, shape: StateShape, slots: int, *, int8: bool = False) -> None:
+    def __init__(
+        self, shape: StateShape, slots: int, *, int8: bool = False, budget: SlotBudget | None = None
+    ) -> None:
         if not isinstance(shape, StateShape):
             raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
-        self.int8 = check_bool(int8, "int8")
-        self._slots = _Slots(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint")
-        self._data: list[_Ckpt | None] = [None] * self._slots.capacity
+        self.int8 = check_bool("int8", int8)
+        self.table = SlotTable(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
+        self._data: list[_Ckpt | None] = [None] * self.table.capacity
         self._used_bytes = 0  # sum of the stored checkpoints' nbytes, kept as they come and go
         self.copies = 0
         self.donations = 0
         self.loads = 0
-
-    @classmethod
-    def for_model(cls, model: TinyHybrid, slots: int, *, int8: bool = False) -> CheckpointPool:
-        return cls(StateShape.of(model), slots, int8=int8)
 
     def __deepcopy__(self, memo: dict) -> CheckpointPool:
         """A deep copy whose stored arrays are read-only again (numpy's deepcopy returns
@@ -99,7 +90,7 @@ class CheckpointPool(_SlotView):
                 _freeze(*(a for a in (ck.S, ck.qdata, ck.scale, ck.conv) if a is not None))
         return new
 
-    # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: _SlotView) ----
+    # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: SlotPool) ----
     @property
     def slot_bytes(self) -> int:
         """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
@@ -116,7 +107,7 @@ class CheckpointPool(_SlotView):
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""
-        s = self._slots.release(slot)
+        s = self.table.release(slot)
         ck = self._data[s]
         if ck is not None:
             self._used_bytes -= ck.nbytes
@@ -124,7 +115,7 @@ class CheckpointPool(_SlotView):
 
     # -- data ----------------------------------------------------------------------------------
     def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
-        slot = self._slots.take(owner)
+        slot = self.table.take(owner)
         if self.int8:
             q = quantize_int8(S)
             qdata, scale = q.qdata, q.scale
@@ -158,15 +149,26 @@ class CheckpointPool(_SlotView):
         self._used_bytes += ck.nbytes
         return slot
 
-    def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
-        """Snapshot: copy (INT8: quantize) active slot ``a_slot`` into a new checkpoint slot.
+    def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
+        """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
+        s, c = np.shape(S), np.shape(conv)
+        if s != self.shape.s or c != self.shape.conv:
+            raise ValueError(
+                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, got {s} / {c}"
+            )
 
-        The active slot is untouched and stays with its request. Raises ValueError when full.
-        """
-        if not self._slots.can_allocate(1):
+    def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
+        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized).
+
+        Raises ValueError when full or when the shapes are not one slot's."""
+        self.check_shapes(S, conv)
+        if not self.table.can_allocate(1):
             raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot store")
-        S, conv = active.buffers(a_slot)
-        return self._put(owner, S, conv, copy=True)
+        return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
+
+    def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
+        """Snapshot: ``store`` active slot ``a_slot``'s state (it stays with its request)."""
+        return self.store(*active.buffers(a_slot), owner)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:
         """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy.
@@ -176,7 +178,7 @@ class CheckpointPool(_SlotView):
         is only ever rebound (a track write, a restore) or freed, never written in place.
         INT8: the buffers must be quantized, so this is a copy.
         """
-        if not self._slots.can_allocate(1):
+        if not self.table.can_allocate(1):
             raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot donate")
         S, conv = active.rebind(a_slot, *active.zero_state)
         return self._put(owner, S, conv, copy=False)
@@ -184,7 +186,7 @@ class CheckpointPool(_SlotView):
     def load_to_active(self, c_slot: int, active: ActivePool, a_slot: int) -> None:
         """Copy-on-write restore: a private (dequantized) copy of checkpoint ``c_slot`` goes into
         active slot ``a_slot``; the checkpoint stays read-only and unchanged."""
-        s = self._slots.check(c_slot, "c_slot")
+        s = self.table.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -198,7 +200,7 @@ class CheckpointPool(_SlotView):
 
     def buffers(self, c_slot: int) -> tuple[np.ndarray, np.ndarray]:
         """Read-only (S as restored [L, H, K, V], conv) of a checkpoint (INT8: dequantized)."""
-        s = self._slots.check(c_slot, "c_slot")
+        s = self.table.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -208,7 +210,7 @@ class CheckpointPool(_SlotView):
 
     def raw(self, c_slot: int) -> tuple[np.ndarray, ...]:
         """The stored arrays themselves (native: (S, conv); INT8: (qdata, scale, conv))."""
-        s = self._slots.check(c_slot, "c_slot")
+        s = self.table.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -218,21 +220,21 @@ class CheckpointPool(_SlotView):
 
     def quant_error(self, c_slot: int) -> tuple[float, float]:
         """(max |S - S'|, relative Frobenius error) measured when the checkpoint was stored."""
-        s = self._slots.check(c_slot, "c_slot")
+        s = self.table.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         return ck.qerr_max, ck.qerr_rel
 
     def check_integrity(self) -> None:
         """Slots are free or owned once; every checkpoint's bytes equal their stored digest."""
-        self._slots.check_integrity()
+        self.table.check_integrity()
         if self._used_bytes != self._used_bytes_naive():
             raise PoolError(
                 f"checkpoint: used bytes {self._used_bytes} != stored {self._used_bytes_naive()}"
             )
         for s in range(self.capacity):
             ck = self._data[s]
-            held = self._slots.owner(s) is not None
+            held = self.table.owner(s) is not None
             if held != (ck is not None):
                 raise PoolError(f"checkpoint: slot {s} data does not match its ownership")
             if ck is None:

@@ -1,35 +1,28 @@
-"""The KDA-aware radix cache (re-exports; the class is ``cache.RadixStateCache``).
+"""The KDA-aware radix cache: ``RadixStateCache`` and the views it hands out.
 
-Modules: ``nodes`` (node and result types), ``base`` (tree state, shared mutations),
-``table`` (numpy state table), ``ops`` (match, locks, eviction), ``insert``, ``views``,
-``integrity``, ``cache`` (the class and the cache protocol). Semantics: docs/radix.md.
+``cache`` is the class (behind the cache protocol) and ``views`` what it hands out; the tree
+itself is the package's own business (``_tree``: nodes, sizes, LRU orders; ``_insert``,
+``_evict``, ``_integrity`` work on it; ``_table`` is the state table a ``victim`` hook reads).
+Semantics: docs/radix.md.
 """
 
-from kda_core.cache.protocol import Evicted
 from kda_core.cache.radix.cache import RadixHandle, RadixStateCache
-from kda_core.cache.radix.nodes import (
+from kda_core.cache.radix.views import (
     MAX_KEY_LEN,
     STATE_TOUCH_MODES,
     CacheStats,
-    InsertResult,
     IntegrityError,
-    MatchResult,
-    Node,
     NodeView,
-    StateTable,
+    StateRows,
 )
 
 __all__ = [
     "MAX_KEY_LEN",
     "STATE_TOUCH_MODES",
     "CacheStats",
-    "Evicted",
-    "InsertResult",
     "IntegrityError",
-    "MatchResult",
-    "Node",
     "NodeView",
     "RadixHandle",
     "RadixStateCache",
-    "StateTable",
+    "StateRows",
 ]

@@ -1,35 +1,29 @@
-"""KDA-aware radix cache: token edges with KV payloads, sparse state checkpoints, tombstones.
+"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol.
 
 A KDA layer cannot be rolled back, so a token-prefix hit is not a state hit: a request
 resumes where the recurrent state was saved (a *checkpoint*) and replays the tokens between
-that checkpoint and the longest token match. This tree stores both resources apart, after
+that checkpoint and the longest token match. The tree stores both resources apart, after
 SGLang's ``MambaRadixCache`` / ``UnifiedRadixCache``: every non-root node owns its edge's KV,
 a node MAY own one checkpoint (else it is a *tombstone*); two LRU orders (KV leaves, states
 anywhere), lock references (``kv_lock >= state_lock``), a soft per-path checkpoint budget.
 
-Two APIs on one object:
-
-* the cache protocol (``kda_core.cache.protocol.PrefixCache``): ``match_prefix``,
-  ``insert_prefix``, ``lock_handle``, ``evict``, ``size_info``, ``check_integrity``, with
-  opaque handles (``RadixHandle``) instead of nodes;
-* the node API the engine and the simulator still call: ``match``, ``insert``,
-  ``lock_kv`` / ``unlock_kv``, ``lock_state`` / ``unlock_state``, ``evict_states``,
-  ``evict_kv``, ``evict_state_node``, ``state_table``, ``stats``, ``export``, ``paths``.
-
-Every length is in tokens (``block_keys=True``: one key element = one ``page_size`` block).
-Semantics, invariants, design choices and the SGLang / vLLM / Marconi sources: docs/radix.md.
-
-Left out: host tiers (HiCache; ``kda_core.transfer.tiers`` hooks ``before_drop_state``),
-speculative ``skip_mamba_match``, Marconi's node merging, thread safety, any clock but a
-logical one ticking on every touch.
+Its one API is the cache protocol (``kda_core.cache.protocol.PrefixCache``): callers hold
+opaque handles (``RadixHandle``), never nodes; ``export`` / ``stats`` are read-only views and
+the hooks (``on_free_kv``, ``on_free_state``, ``before_drop``, ``victim``) are constructor
+arguments. The tree itself is ``_tree.RadixTree``, worked on by ``_insert``, ``_evict`` and
+``_integrity``. Every length is in tokens (``block_keys=True``: one key element = one
+``page_size`` block). Semantics, invariants and sources: docs/radix.md.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 from weakref import ref as _weakref
 
-from kda_core._checks import check_bool
+import numpy as np
+
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.protocol import (
     CacheHandle,
     Evicted,
@@ -38,12 +32,10 @@ from kda_core.cache.protocol import (
     PrefixMatch,
     SizeInfo,
 )
-from kda_core.cache.radix.base import _TreeBase
-from kda_core.cache.radix.insert import _InsertMixin
-from kda_core.cache.radix.integrity import _IntegrityMixin
-from kda_core.cache.radix.nodes import _NO_CHILDREN, Node
-from kda_core.cache.radix.ops import _OpsMixin
-from kda_core.cache.radix.views import _ViewsMixin
+from kda_core.cache.radix import _evict, _insert, _integrity
+from kda_core.cache.radix._node import NO_CHILDREN, Node
+from kda_core.cache.radix._tree import RadixTree
+from kda_core.cache.radix.views import CacheStats, NodeView
 
 __all__ = ["RadixHandle", "RadixStateCache"]
 
@@ -60,83 +52,140 @@ class RadixHandle(CacheHandle):
 
     __slots__ = ("_cache_id", "_node", "_state", "_locks")
 
-    def __init__(self, cache_id: int, node: Node, cached_len: int, state: bool) -> None:
-        super().__init__(cached_len)
-        self._cache_id = cache_id
-        self._node = _weakref(node)
-        self._state = state
-        self._locks = 0
 
-
-class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _TreeBase):
-    """KDA-aware radix tree (module docstring; semantics and invariants in docs/radix.md).
+class RadixStateCache:
+    """KDA-aware radix tree behind the cache protocol (module docstring; docs/radix.md).
 
     Args:
         page_size: tokens per page (1 for the engine; 512 for Mooncake block traces), in
             [1, 65536]. Edges split only at page boundaries.
-        block_keys: key elements are block hashes (one element = one page of tokens) instead
-            of tokens.
+        block_keys: key elements are block hashes (one element = one page of tokens).
         grid: alignment of the branch hint in tokens; default ``lcm(64, page_size)``
             (SGLang ``lcm(mamba_cache_chunk_size, page)``); must be a multiple of page_size.
         max_states_per_path: soft cap on checkpoints per root-to-node path (None = no cap).
         state_touch: which states a hit refreshes: "node", "path" or "path_tail_first".
         on_free_kv: called as ``on_free_kv(payload, n_tokens)`` when the tree drops KV.
         on_free_state: called as ``on_free_state(payload, n_bytes)`` when it drops a state.
+        before_drop: called with a ``DroppedState`` (the path's tokens and KV, the state)
+            before a state is dropped, while still attached: a lower tier may copy it.
         kv_slice: ``kv_slice(payload, start, stop, length) -> payload`` for splitting KV.
+        victim: ``victim(StateRows) -> row`` (-1: none) picks each state ``evict`` frees,
+            instead of the LRU order (a policy's own choice: Marconi); the cache then keeps
+            the state table it reads.
         max_key_len: longest key in elements (default ``MAX_KEY_LEN``).
     """
+
+    def __init__(self, page_size: int = 1, **options: Any) -> None:
+        self._tree = RadixTree(page_size, **options)
+        t = self._tree
+        self.page_size, self.block_keys, self.grid = t.page_size, t.block_keys, t.grid
 
     def __del__(self) -> None:
         # Parent <-> children links make the tree one reference cycle that only the cycle
         # collector frees: a full pass over every node, at some later allocation (0.1-0.2 s
         # after a 170,000-node simulator run). Cutting the links when the cache goes lets
-        # reference counting free the nodes at once. Nodes a caller still holds lose their
-        # links (they belong to no tree any more).
-        live = getattr(self, "_live", None)
-        if live:
-            for nd in live.values():
+        # reference counting free the nodes at once.
+        tree = getattr(self, "_tree", None)
+        if tree is not None:
+            for nd in tree.live.values():
                 nd.parent = None
-                nd.children = _NO_CHILDREN
-        root = getattr(self, "root", None)
-        if root is not None:
-            root.children = _NO_CHILDREN
+                nd.children = NO_CHILDREN
+            tree.root.children = NO_CHILDREN
 
-    # ------------------------------------------------------------------ cache protocol
+    # ------------------------------------------------------------------ sizes (O(1))
+    @property
+    def kv_tokens(self) -> int:
+        """KV tokens held (``size_info.kv_total``, for hot loops)."""
+        return self._tree.kv_tokens
+
+    @property
+    def state_bytes(self) -> int:
+        """State bytes held (``size_info.state_bytes_total``, for hot loops)."""
+        return self._tree.state_bytes
+
+    @property
+    def n_states(self) -> int:
+        return self._tree.n_states
+
+    @property
+    def n_nodes(self) -> int:
+        """Non-root nodes."""
+        return self._tree.n_nodes
+
+    @property
+    def size_info(self) -> SizeInfo:
+        t = self._tree
+        return SizeInfo(
+            kv_evictable=t.kv_tokens - t.kv_protected,
+            kv_protected=t.kv_protected,
+            state_bytes_evictable=t.state_bytes - t.sprot_bytes,
+            state_bytes_protected=t.sprot_bytes,
+        )
+
+    # ------------------------------------------------------------------ the protocol
+    def _check_key(self, key: Any, name: str = "key") -> tuple:
+        if isinstance(key, np.ndarray):
+            if key.ndim != 1 or not np.issubdtype(key.dtype, np.integer):
+                raise ValueError(f"{name} must be a 1-D integer array, got {key.dtype} {key.shape}")
+            k = tuple(key.tolist())
+        elif isinstance(key, (list, tuple, range)):
+            k = tuple(key)
+            types = set(map(type, k))
+            if types - {int}:
+                if not all(issubclass(t, numbers.Integral) and t is not bool for t in types):
+                    raise ValueError(f"{name} must contain ints only")
+                k = tuple(int(x) for x in k)
+        else:
+            raise ValueError(f"{name} must be a list, tuple, range or 1-D int array")
+        if len(k) > self._tree.max_key_len:
+            raise ValueError(f"{name} length must be <= {self._tree.max_key_len}, got {len(k)}")
+        return k
+
     def _handle(self, node: Node, state: bool) -> RadixHandle:
-        # built without RadixHandle.__init__ (two calls per match, one per insert: hot)
+        # built without __init__ (two per match, one per insert: hot)
         h = _new_handle(RadixHandle)
-        h.cached_len = node.plen * self._tpe
-        h._cache_id = self._owner
+        h.cached_len = node.plen * self._tree.tpe
+        h._cache_id = self._tree.owner
         h._node = _weakref(node)
         h._state = state
         h._locks = 0
         return h
 
-    def match_prefix(self, key: Any, *, touch: bool = True) -> PrefixMatch:
-        """``match`` (never splits) with opaque handles: ``restore`` locks the restore
-        point's state and KV (``lock_state``), ``path`` the matched path's KV (``lock_kv``)."""
+    def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
+        """Longest token match and restore point of ``key`` (truncated to whole pages).
+
+        ``touch`` refreshes the KV of the path up to the restore point and the states per
+        ``state_touch``. ``split`` splits an edge the match ends inside, as SGLang's
+        ``match_prefix`` does (the upper half becomes a tombstone; ``path`` names it)."""
         if touch is not True:
-            check_bool(touch, "touch")
-        m = self._match(self._check_key(key), touch, False, True)
-        return PrefixMatch(
-            m.token_match,
-            m.restore_at,
-            m.state,
-            m.state_bytes,
-            m.kv,
-            m.branch,
-            m.mid_edge,
-            self._handle(m.node, True),
-            self._handle(m.last_node, False),
-        )
+            check_bool("touch", touch)
+        if split is not False:
+            check_bool("split", split)
+        tm, ra, node, kv, branch, mid, last = self._tree.match(self._check_key(key), touch, split)
+        state = node.state
+        restore, path = self._handle(node, True), self._handle(last, False)
+        return PrefixMatch(tm, ra, state, node.state_bytes, kv, branch, mid, restore, path)
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> PrefixInsert:
-        """``insert``; ``handle`` (deepest checkpoint) locks like a match's ``restore``."""
-        r = self.insert(key, kv, states, state_bytes=state_bytes)
-        handle = None if r.node is None else self._handle(r.node, True)
-        return PrefixInsert(r.prefix_len, r.inserted_len, r.new, r.existed, r.capped, handle)
+        """Insert ``key`` with its KV and checkpoints at given token positions.
+
+        ``kv`` covers the whole key (sliced per node with ``kv_slice``) or is None;
+        ``states`` is ``{position: payload}`` or ``(position, payload[, nbytes])`` tuples,
+        positions in tokens, multiples of page_size, in [1, len(key)]; ``state_bytes`` the
+        size of entries that give none. The key is cut at the deepest checkpoint; edges split
+        where the key diverges or a checkpoint falls inside one; tombstones at a checkpoint
+        position are revived; the per-path cap applies. ``handle`` (the deepest checkpoint)
+        locks like a match's ``restore``; ``existed`` checkpoints stay the caller's to free."""
+        t = self._tree
+        k = self._check_key(key)
+        nb = check_int("state_bytes", state_bytes, 0)
+        k = k[: len(k) - len(k) % t.epp]
+        sts = _insert.parse_states(t, states, len(k), nb)
+        cached, inserted, tail, new, existed, capped = _insert.insert(t, k, kv, sts)
+        handle = None if tail is None else self._handle(tail, True)
+        return PrefixInsert(cached, inserted, new, existed, capped, handle)
 
     def _check_handle(self, handle: Any) -> Node:
         """The live node behind ``handle``, or a ``HandleError`` saying why there is none."""
@@ -145,12 +194,12 @@ class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _Tr
                 "handle must be a handle returned by match_prefix / insert_prefix, "
                 f"got {type(handle).__name__}"
             )
-        if handle._cache_id != self._owner:
+        if handle._cache_id != self._tree.owner:
             raise HandleError("handle belongs to another cache")
         node = handle._node()
         if node is None or not node.alive:
             raise HandleError("handle is stale: its node was evicted")
-        if handle._state and node is not self.root and not node.has_state:
+        if handle._state and node is not self._tree.root and not node.has_state:
             raise HandleError("handle is stale: its state was evicted (node is a tombstone)")
         return node
 
@@ -159,31 +208,83 @@ class RadixStateCache(_OpsMixin, _InsertMixin, _ViewsMixin, _IntegrityMixin, _Tr
         evicted. A restore-point / insert handle locks the state and its path's KV, a path
         handle the KV only; handles at the root (``cached_len == 0``) lock nothing."""
         if unlock is not False and unlock is not True:
-            check_bool(unlock, "unlock")
+            check_bool("unlock", unlock)
         node = self._check_handle(handle)
         assert isinstance(handle, RadixHandle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
-        # the handle is validated: the node is live, of this cache, and holds the state a
-        # state handle needs, so the unchecked node operations apply (each asserts its rule)
-        if node is not self.root:
+        if node is not self._tree.root:
             if handle._state:
-                (self._unlock_state_node if unlock else self._lock_state_node)(node)
+                self._tree.lock_state(node, unlock)
             else:
-                (self._unlock_kv_node if unlock else self._lock_kv_node)(node)
+                self._tree.lock_kv(node, unlock)
         handle._locks += -1 if unlock else 1
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
-        """LRU: ``evict_states(states, state_bytes)`` first, then ``evict_kv(kv_tokens)``."""
-        a = self.evict_states(states, state_bytes)
-        b = self.evict_kv(kv_tokens)
+        """Free states first (LRU, or the ``victim`` hook's choice) until ``states`` states
+        and ``state_bytes`` bytes are freed, then LRU KV leaves until ``kv_tokens`` tokens
+        are; stops early when nothing is evictable and reports what it freed."""
+        kv_tokens = check_int("kv_tokens", kv_tokens, 0)
+        states = check_int("states", states, 0)
+        state_bytes = check_int("state_bytes", state_bytes, 0)
+        a = _evict.evict_states(self._tree, states, state_bytes) if states or state_bytes else None
+        b = _evict.evict_kv(self._tree, kv_tokens) if kv_tokens else None
+        if a is None or b is None:
+            return a or b or Evicted(0, 0, 0, 0, 0)
         return Evicted(*(x + y for x, y in zip(a, b)))
 
-    @property
-    def size_info(self) -> SizeInfo:
-        return SizeInfo(
-            kv_evictable=self._kv_tokens - self._kv_protected,
-            kv_protected=self._kv_protected,
-            state_bytes_evictable=self._state_bytes - self._sprot_bytes,
-            state_bytes_protected=self._sprot_bytes,
+    def check_integrity(self) -> None:
+        """Verify every invariant (docs/radix.md); raise ``IntegrityError``."""
+        _integrity.check(self._tree)
+
+    # ------------------------------------------------------------------ read-only views
+    def export(self) -> list[NodeView]:
+        """All nodes, depth-first with the root first, for drawing."""
+        t = self._tree
+        tpe, now, root = t.tpe, t.clock, t.root
+        out = []
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            nd, d = stack.pop()
+            stack.extend((c, d + 1) for c in reversed(list(nd.children.values())))
+            end = nd.plen * tpe
+            out.append(
+                NodeView(
+                    id=nd.id,
+                    parent=-1 if nd.parent is None else nd.parent.id,
+                    depth=d,
+                    start=end - len(nd.key) * tpe,
+                    end=end,
+                    key=tuple(nd.key),
+                    has_state=nd.has_state,
+                    state_bytes=nd.state_bytes,
+                    kv_lock=nd.kv_lock if nd is not root else 0,
+                    state_lock=nd.state_lock,
+                    kv_age=now - nd.kv_time if nd is not root else 0,
+                    state_age=now - nd.state_time if nd.has_state else -1,
+                    is_leaf=not nd.children and nd is not root,
+                    state=nd.state,
+                    kv=nd.kv,
+                )
+            )
+        return out
+
+    def stats(self) -> CacheStats:
+        """Sizes and event counters."""
+        t = self._tree
+        c = t.counts
+        return CacheStats(
+            nodes=t.n_nodes,
+            tombstones=t.n_nodes - t.n_states,
+            kv_tokens=t.kv_tokens,
+            kv_protected=t.kv_protected,
+            kv_evictable=t.kv_tokens - t.kv_protected,
+            states=t.n_states,
+            state_bytes=t.state_bytes,
+            states_protected=t.n_sprot,
+            state_bytes_protected=t.sprot_bytes,
+            states_evictable=t.n_states - t.n_sprot,
+            state_bytes_evictable=t.state_bytes - t.sprot_bytes,
+            **c,
+            clock=t.clock,
         )

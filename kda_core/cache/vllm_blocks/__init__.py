@@ -2,8 +2,8 @@
 hashes at every ``prefix_match_unit`` tokens) decoupled from physical blocks (MLA KV pages and
 KDA state blocks from one pool), with fine-grained partial hits in align mode.
 
-``VLLMBlockCache`` (cache.py) drives ``KVGroup`` / ``StateGroup`` (groups.py) over a
-``BlockPool`` (pool.py); what it hands out is in records.py. docs/policies.md, "vLLM's block
+``VLLMBlockCache`` (cache.py) drives ``KVGroup`` / ``StateGroup`` (_groups.py) over a
+``BlockPool`` (_pool.py); what it hands out is in records.py. docs/policies.md, "vLLM's block
 table"; checked against vLLM's own ``KVCacheManager`` by tests/real/test_vllm_blocks.py.
 """
 

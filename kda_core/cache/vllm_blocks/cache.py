@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kda_core._checks import check_integral
-from kda_core.cache.vllm_blocks.groups import KVGroup, StateGroup, checkpoint_position
-from kda_core.cache.vllm_blocks.pool import Block, BlockPool, HashChain
+from kda_core._checks import check_int
+from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup, checkpoint_position
+from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
 from kda_core.cache.vllm_blocks.records import (
     BlockHit,
     PhysicalBlock,
@@ -109,7 +109,7 @@ def _check_tokens(tokens: Any, name: str) -> list[int]:
         raise ValueError(f"{name} must be a sequence of token ids") from None
     if not 1 <= len(out) <= MAX_TOKENS:
         raise ValueError(f"{name} must hold 1 to {MAX_TOKENS} tokens, got {len(out)}")
-    return [check_integral(t, f"{name}[{i}]", 0) for i, t in enumerate(out)]
+    return [check_int(f"{name}[{i}]", t, 0) for i, t in enumerate(out)]
 
 
 class VLLMBlockCache:
@@ -140,20 +140,20 @@ class VLLMBlockCache:
                 f"mamba_cache_mode must be 'align' (vLLM 0.33 caches KDA/Mamba prefixes only "
                 f"in align mode, so no partial hits either), got {mamba_cache_mode!r}"
             )
-        B = check_integral(block_size, "block_size", 1, MAX_TOKENS)
+        B = check_int("block_size", block_size, 1, MAX_TOKENS)
         u = B if prefix_match_unit is None else prefix_match_unit
-        u = check_integral(u, "prefix_match_unit", 1, B)
+        u = check_int("prefix_match_unit", u, 1, B)
         if B % u:
             raise ValueError(f"prefix_match_unit={u} must divide block_size={B}")
         if retention is not None:
-            retention = check_integral(retention, "retention", 0, MAX_TOKENS)
+            retention = check_int("retention", retention, 0, MAX_TOKENS)
             if retention % B:
                 raise ValueError(f"retention must be a multiple of block_size={B}")
         self.block_size, self.unit, self.retention = B, u, retention
         self.fine = u < B  # partial_hash_hits_enabled
         chunk = max_num_batched_tokens
-        self.chunk = check_integral(chunk, "max_num_batched_tokens", 1, MAX_TOKENS)
-        self.pool = BlockPool(check_integral(num_blocks, "num_blocks", 2, MAX_BLOCKS), u)
+        self.chunk = check_int("max_num_batched_tokens", chunk, 1, MAX_TOKENS)
+        self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, MAX_BLOCKS), u)
         self.chain = HashChain(u)
         self.kv = KVGroup(self.pool, 0, B, self.fine)
         self.state = StateGroup(self.pool, 1, B, self.fine)
@@ -208,7 +208,7 @@ class VLLMBlockCache:
         req = self._require_request(request_id)
         if len(req.tokens) >= MAX_TOKENS:
             raise ValueError(f"a request holds at most {MAX_TOKENS} tokens")
-        req.tokens.append(check_integral(token, "token", 0))
+        req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
     def step(self, request_id: str) -> Step:

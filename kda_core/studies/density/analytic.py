@@ -17,7 +17,7 @@ import numpy as np
 from kda_core.workloads import Trace, ideal_prefix_tokens
 
 
-def _check_intervals(trace: Trace, intervals: Sequence[int]) -> list[int]:
+def check_intervals(trace: Trace, intervals: Sequence[int]) -> list[int]:
     ks = [int(k) for k in intervals]
     if not 1 <= len(ks) <= 64:
         raise ValueError(f"intervals must hold 1..64 values, got {len(ks)}")
@@ -72,7 +72,7 @@ def analytic_model(
     trace: Trace, intervals: Sequence[int], state_bytes_per_checkpoint: int
 ) -> DensityAnalytic:
     """Replay ~ K/2 and memory ~ 1/K, evaluated on ``trace``'s ideal match points."""
-    ks = _check_intervals(trace, intervals)
+    ks = check_intervals(trace, intervals)
     ideal = ideal_prefix_tokens(trace).astype(np.float64)
     total = float(trace.input_len.sum())
     hits = ideal > 0

@@ -19,8 +19,8 @@ from kda_core.studies.density.sweep import (
     DEFAULT_POLICIES,
     MAX_RUNS,
     Progress,
-    _check_budget_bytes,
     budget_label,
+    check_budget_bytes,
     run_metrics,
 )
 from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
@@ -95,7 +95,7 @@ def policy_sweep(
     for p in pols:
         if not (isinstance(p, tuple) and len(p) == 3 and isinstance(p[2], dict)):
             raise ValueError("policies entries must be (label, policy name, params dict)")
-    bb = [_check_budget_bytes(b) for b in bl]
+    bb = [check_budget_bytes(b) for b in bl]
     shape = (len(pols), len(bb))
     metrics = (
         "token_hit_rate",
@@ -162,7 +162,7 @@ def policies_at_budget(
     **sim_kwargs: Any,
 ) -> PolicySweep:
     """All policies at one budget (a ``PolicySweep`` with B = 1)."""
-    _check_budget_bytes(budget_gib, "budget_gib")  # so the message names this argument
+    check_budget_bytes(budget_gib, "budget_gib")  # so the message names this argument
     return policy_sweep(trace, policies, (budget_gib,), model, progress=progress, **sim_kwargs)
 
 
@@ -192,7 +192,7 @@ def hit_timeline(
     """Cumulative token and state hit rates after each request of one simulation."""
     tr = bundled_trace("conversation") if trace is None else trace
     params = {"every": 4096} if (params is None and policy == "interval") else (params or {})
-    budget = _check_budget_bytes(budget_gib, "budget_gib")
+    budget = check_budget_bytes(budget_gib, "budget_gib")
     r = sim.simulate(tr, (policy, params), budget, model, **sim_kwargs)
     s = r.series
     cum_in = np.cumsum(s.input_len).astype(np.float64)

@@ -23,8 +23,8 @@ from kda_core import sim
 from kda_core.studies.density.analytic import (
     REPLAY_SLOPE_K,
     DensityAnalytic,
-    _check_intervals,
     analytic_model,
+    check_intervals,
     loglog_slope,
 )
 from kda_core.workloads import Trace, bundled_trace
@@ -64,6 +64,11 @@ _memo: OrderedDict[tuple, dict] = OrderedDict()
 _MEMO_SIZE = 512
 
 
+def clear_memo() -> None:
+    """Forget every memoised `run_metrics` result (bench/bench_sim.py times cold sweeps)."""
+    _memo.clear()
+
+
 def _trace_key(trace: Trace) -> tuple:
     return (
         trace.name,
@@ -74,7 +79,7 @@ def _trace_key(trace: Trace) -> tuple:
     )
 
 
-def _check_budget_bytes(budget_gib: float | None, name: str = "budgets") -> int | None:
+def check_budget_bytes(budget_gib: float | None, name: str = "budgets") -> int | None:
     if budget_gib is None:
         return None
     if not isinstance(budget_gib, (int, float)) or not (
@@ -194,7 +199,7 @@ def density_sweep(
     None = unlimited). ``progress(fraction, message)`` is called as runs advance (gr.Progress
     compatible)."""
     tr = bundled_trace("conversation") if trace is None else trace
-    ks = _check_intervals(tr, intervals)
+    ks = check_intervals(tr, intervals)
     bl = list(budgets_gib)
     if not 1 <= len(bl) <= 32:
         raise ValueError(f"budgets_gib must hold 1..32 values, got {len(bl)}")
@@ -202,7 +207,7 @@ def density_sweep(
         raise ValueError(f"intervals x budgets must be <= {MAX_RUNS} runs")
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable or None")
-    bb = [_check_budget_bytes(b) for b in bl]
+    bb = [check_budget_bytes(b) for b in bl]
     shape = (len(ks), len(bb))
     vals = {m: np.zeros(shape) for m in _METRICS}
     n_runs = shape[0] * shape[1]

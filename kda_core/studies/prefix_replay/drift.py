@@ -17,10 +17,10 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay.scenarios import (
-    _check_prompts,
-    _check_settings,
-    _model,
+    check_prompts,
+    check_settings,
     make_policy,
+    shared_model,
 )
 from kda_core.studies.prefix_replay.views import DriftStudy
 
@@ -35,7 +35,7 @@ def _drift(
     int8: bool,
     n: int,
 ) -> DriftStudy:
-    model = _model()
+    model = shared_model()
 
     def history(q: bool) -> Engine:  # every earlier request served exactly
         e = Engine(
@@ -95,9 +95,9 @@ def restore_drift(
     ``int8`` is the session's parking, used by the inconsistent arm (the exact arm always parks
     natively, the INT8 arm always as INT8). Earlier requests decode ``max_new_tokens`` each.
     """
-    ps = _check_prompts(name, prompts)
+    ps = check_prompts(name, prompts)
     request = check_int("request", request, -len(ps), len(ps) - 1) % len(ps)
-    policy, spacing, int8, slots, n = _check_settings(
+    policy, spacing, int8, slots, n = check_settings(
         policy, spacing, int8, checkpoint_slots, max_new_tokens
     )
     return _drift(ps, request, policy, spacing, slots, int8, n)

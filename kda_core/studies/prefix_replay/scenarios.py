@@ -81,7 +81,7 @@ SCENARIO_NAMES: tuple[str, ...] = tuple(SCENARIOS)
 _MODEL: list[TinyHybrid] = []
 
 
-def _model() -> TinyHybrid:
+def shared_model() -> TinyHybrid:
     if not _MODEL:
         _MODEL.append(TinyHybrid())
     return _MODEL[0]
@@ -89,7 +89,7 @@ def _model() -> TinyHybrid:
 
 def kda_shape() -> tuple[int, int]:
     """(KDA layers, heads per layer) of the served model: the ranges of the replay heatmap."""
-    m = _model()
+    m = shared_model()
     return len(m.kda_layers), int(m.config.n_heads)
 
 
@@ -109,7 +109,7 @@ def make_policy(name: str, spacing: int) -> pol.Policy:
     return pol.make("marconi")
 
 
-def _check_prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ...]:
+def check_prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ...]:
     if prompts is None:
         if name not in SCENARIOS:
             raise ValueError(f"name must be one of {SCENARIO_NAMES}, got {name!r}")
@@ -127,7 +127,7 @@ def _check_prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[s
     return out
 
 
-def _check_settings(
+def check_settings(
     policy: str,
     spacing: int,
     int8: bool,
@@ -143,7 +143,7 @@ def _check_settings(
     return policy, int(spacing), int8, checkpoint_slots, n
 
 
-def _check_prompt(prompt: object) -> str:
+def check_prompt(prompt: object) -> str:
     if not isinstance(prompt, str) or not prompt:
         raise ValueError("prompt must be a non-empty text")
     if len(encode(prompt)) > MAX_PROMPT_TOKENS:

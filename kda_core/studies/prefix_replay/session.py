@@ -20,19 +20,19 @@ from kda_core.studies.prefix_replay.scenarios import (
     MAX_PROMPTS,
     SCENARIO_NAMES,
     SCENARIOS,
-    _check_prompt,
-    _check_prompts,
-    _check_settings,
-    _model,
+    check_prompt,
+    check_prompts,
+    check_settings,
     make_policy,
+    shared_model,
 )
 from kda_core.studies.prefix_replay.views import (
     PoolsPanel,
     RequestView,
     ScenarioResult,
     TreeSnapshot,
-    _replay_steps,
-    _timeline,
+    replay_steps_of,
+    timeline_of,
     tree_snapshot,
 )
 
@@ -84,7 +84,7 @@ class ServingSession:
         a built-in scenario name or "custom")."""
         if name != "custom" and name not in SCENARIOS:
             raise ValueError(f"name must be 'custom' or one of {SCENARIO_NAMES}, got {name!r}")
-        policy, spacing, int8, slots, n = _check_settings(
+        policy, spacing, int8, slots, n = check_settings(
             policy, spacing, int8, checkpoint_slots, max_new_tokens
         )
         engine = Engine(
@@ -92,7 +92,7 @@ class ServingSession:
             int8_checkpoints=int8,
             checkpoint_slots=slots,
             strategy=strategy,
-            model=_model(),
+            model=shared_model(),
         )
         return cls(name, policy, spacing, int8, slots, strategy, n, engine)
 
@@ -129,7 +129,7 @@ class ServingSession:
     def send(self, prompt: str) -> RequestView:
         """Serve one more request (a non-empty text of at most ``MAX_PROMPT_TOKENS`` UTF-8
         bytes) through this session's engine. On error the session is unchanged."""
-        prompt = _check_prompt(prompt)
+        prompt = check_prompt(prompt)
         if len(self.views) >= MAX_PROMPTS:
             raise ValueError(f"prompts: a session holds at most {MAX_PROMPTS} requests")
         engine = self.engine
@@ -147,7 +147,7 @@ class ServingSession:
             index=len(self.views),
             prompt=prompt,
             output=r.text,
-            timeline=_timeline(r),
+            timeline=timeline_of(r),
             tree_during=snaps["restored"],
             tree_after=snaps["finished"],
             pools=PoolsPanel(
@@ -164,7 +164,7 @@ class ServingSession:
                 evicted_kv_tokens=st.evicted_kv_tokens,
                 int8=ps.int8,
             ),
-            replay_steps=_replay_steps(r, engine.model),
+            replay_steps=replay_steps_of(r, engine.model),
             copies=r.copies,
             donations=r.donations,
             evicted_states=r.evicted_states,
@@ -234,8 +234,8 @@ def _served_args(
     strategy: str,
     max_new_tokens: int,
 ) -> tuple:
-    ps = _check_prompts(name, prompts)
-    policy, spacing, int8, slots, n = _check_settings(
+    ps = check_prompts(name, prompts)
+    policy, spacing, int8, slots, n = check_settings(
         policy, spacing, int8, checkpoint_slots, max_new_tokens
     )
     label = name if prompts is None else "custom"

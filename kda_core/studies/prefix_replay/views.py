@@ -225,7 +225,7 @@ def tree_snapshot(views: list[NodeView]) -> TreeSnapshot:
     )
 
 
-def _timeline(r: GenerateReport) -> Timeline:
+def timeline_of(r: GenerateReport) -> Timeline:
     P = len(r.prompt)
     end = P + len(r.tokens)
     segs = []
@@ -249,7 +249,7 @@ def _timeline(r: GenerateReport) -> Timeline:
     )
 
 
-def _replay_steps(r: GenerateReport, model: TinyHybrid) -> ReplaySteps:
+def replay_steps_of(r: GenerateReport, model: TinyHybrid) -> ReplaySteps:
     steps = [s for s in r.step_log if s.phase in ("restore", "replay")]
     if r.replay_states is None or not steps:
         c = model.config

@@ -8,10 +8,10 @@ form that writes every step) does the same pass with
   MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, folded once per model), the RMSNorm
   weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``);
 * the conv step as one einsum over the window and the token's row, appended in place
-  (``serve.rows.ConvRows``: the new window is the old one moved by a row, a view);
+  (``serve._rows.ConvRows``: the new window is the old one moved by a row, a view);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
-* the delta-rule step through ``serve.window.StateWindow``: the old state read once for ``k^T
+* the delta-rule step through ``serve._window.StateWindow``: the old state read once for ``k^T
   diag(alpha) S`` and ``q^T diag(alpha) S``, and, when the step writes, the new state as one
   batched matmul ``S' = [diag(alpha) | k] @ [S; u^T]`` (one more column and row per pending
   step); twin ``state_update_naive``, the three elementwise passes (~1.5x slower in place;
@@ -21,7 +21,7 @@ form that writes every step) does the same pass with
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
 * MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
-  buffer of every request's latents, appended to in place (``serve.rows.LatentRows``).
+  buffer of every request's latents, appended to in place (``serve._rows.LatentRows``).
 
 Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
 both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
@@ -33,10 +33,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kda_core.serve._fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.serve._rows import ConvRows, LatentRows
+from kda_core.serve._window import StateWindow
 from kda_core.serve.batch import mla_attend_padded
-from kda_core.serve.fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
-from kda_core.serve.rows import ConvRows, LatentRows
-from kda_core.serve.window import StateWindow
 
 __all__ = ["decode_packed", "decode_window", "state_update_naive", "write_matrix"]
 

@@ -2,7 +2,7 @@
 transform (I + L)^-1 Diag(beta) and the decayed k, q, computed for all chunks of a slab at once.
 
 Two paths, both exact: `_intra_smooth` factorises a whole chunk's scores around its start when
-the chunk decays by at most _CHUNK_SPREAD; otherwise `_intra_chunk` factorises per 16-row
+the chunk decays by at most _CHUNK_SPREAD; otherwise `intra_chunk` factorises per 16-row
 sub-chunk (fla's scheme) with masked exponents where a sub-chunk exceeds _BLOCK_SPREAD.
 Derivation and bounds: docs/kda.md.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.kda.inputs import _SUB
+from kda_core.kda._inputs import SUB
 
 # The scan cuts its two big products (kq S: 2C x K x V, Kd^T Vn: K x C x V) into row blocks of
 # at most this many multiply-adds. OpenBLAS runs a GEMM above ~2^19 of them on all its threads;
@@ -36,12 +36,12 @@ _CHUNK_SPREAD = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 60.0}
 
 # Memory layout: every [T, H, *] input is only reshaped to token-major chunks [N, C, H, *] (no
 # transpose copy) and elementwise results keep that layout; matmuls take head-major *views*
-# [N, H, C, *] (`_heads`), which BLAS reads with a row stride of H*K, and write into such views
+# [N, H, C, *] (`heads`), which BLAS reads with a row stride of H*K, and write into such views
 # (the output o included). Only the small [N, H, C, C] score matrices are head-major.
 
 
 @dataclass(slots=True)
-class _Intra:
+class Intra:
     """Per-chunk quantities of one slab that do not depend on the incoming state."""
 
     KQ: np.ndarray  # [N, 2C, H, K]  rows 0..C: k * exp(Gam); rows C..2C: scale * q * exp(Gam)
@@ -64,7 +64,7 @@ def _chunk_rows(x: np.ndarray, C: int) -> np.ndarray:
     return x.reshape((N, C) + x.shape[1:])
 
 
-def _heads(x: np.ndarray) -> np.ndarray:
+def heads(x: np.ndarray) -> np.ndarray:
     """[N, C, H, *] -> [N, H, C, *] as a view: numpy hands strided rows to BLAS without a copy."""
     return np.swapaxes(x, 1, 2)
 
@@ -80,9 +80,9 @@ def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
     the multiply-adds of one C x C product at C = 64. np.cumsum on a middle axis is ~4x slower
     still. Its twin is `_chunk_cumsum_naive`."""
     N, C, H, K = g.shape
-    B = _SUB if C % _SUB == 0 else C
+    B = SUB if C % SUB == 0 else C
     nb = C // B
-    b = _block_rows(H * K, B * B)
+    b = block_rows(H * K, B * B)
     Gam = np.empty(g.shape, g.dtype)  # C order whatever g's: out= below must be a view of it
     blocks = (N * nb, B, H * K // b, b)
     np.matmul(_ones_lower(B, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
@@ -127,7 +127,7 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     block rows merged with matmuls: T_ab = -T_aa sum_c L_ac T_cb, as fla's kernels do.
     """
     C = L.shape[-1]
-    B = min(C, _SUB)
+    B = min(C, SUB)
     nb = C // B
     Ln = np.negative(L)  # -L once: every product below then writes its result in place
     if nb == 1:  # one block (chunks of <= 16 rows: the packed prefill's): substitute in place
@@ -155,7 +155,7 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     return Ti
 
 
-def _intra_chunk(
+def intra_chunk(
     q: np.ndarray,
     k: np.ndarray,
     v: np.ndarray,
@@ -163,7 +163,7 @@ def _intra_chunk(
     beta: np.ndarray,
     scale: float,
     C: int,
-) -> _Intra:
+) -> Intra:
     """Everything independent of the incoming state, for all chunks of a slab and all heads at
     once; q, k, v, g, beta are the slab's [T, H, *] rows (zero padded to whole chunks here).
 
@@ -177,7 +177,7 @@ def _intra_chunk(
     small per-sub-chunk multiply each, so the big arrays see exp once.
     """
     q, k, v, g = (_chunk_rows(x, C) for x in (q, k, v, g))  # [N, C, H, *]
-    beta = _heads(_chunk_rows(beta, C))  # [N, H, C] view
+    beta = heads(_chunk_rows(beta, C))  # [N, H, C] view
     Gam = _chunk_cumsum(g)  # [N, C, H, K]
     gam = Gam[:, -1]  # [N, H, K]
     seen = float(gam.min()), float(g.max())  # for chunked's deferred checks of g
@@ -185,7 +185,7 @@ def _intra_chunk(
         return _intra_smooth(q, k, v, beta, Gam, scale, seen)
     N, _, H, K = k.shape
     dtype = k.dtype
-    B = min(C, _SUB)
+    B = min(C, SUB)
     nb = C // B
     sub = (N, nb, B, H, K)  # token-major, C split into sub-chunks
     refs = Gam.reshape(sub)[:, :, :1]  # [N, nb, 1, H, K] first row of every sub-chunk
@@ -220,7 +220,7 @@ def _intra_chunk(
     for n in np.flatnonzero(wild.any(axis=1)):  # where k exp(r - Gam) may have overflowed
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
-    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam),
+    return Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam),
                   least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
@@ -232,8 +232,8 @@ def _intra_smooth(
     Gam: np.ndarray,
     scale: float,
     seen: tuple[float, float],
-) -> _Intra:
-    """`_intra_chunk` for a slab whose chunks all decay by at most _CHUNK_SPREAD: the scores
+) -> Intra:
+    """`intra_chunk` for a slab whose chunks all decay by at most _CHUNK_SPREAD: the scores
     factorised around each chunk's start, P = (x exp(Gam)) (k exp(-Gam))^T, with both factors
     in [exp(-spread), exp(spread)] |x|, so one [2C, K] x [K, C] product per chunk and head and
     five elementwise passes (the sub-chunk path needs about ten). Gam is overwritten."""
@@ -253,11 +253,11 @@ def _intra_smooth(
     knT = np.empty((N, H, K, C), k.dtype)
     np.copyto(knT, kn.transpose(0, 2, 3, 1))
     KQ = KQ.reshape(N, 2 * C, H, K)
-    L, Aqk = _smooth_scores(_heads(KQ).reshape(N, H, 2, C, K), knT, beta)
+    L, Aqk = _smooth_scores(heads(KQ).reshape(N, H, 2, C, K), knT, beta)
     Tb = _unit_lower_inverse(L)
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
-    return _Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay,
+    return Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay,
                   least_gam=seen[0], g_max=seen[1])  # fmt: skip
 
 
@@ -268,7 +268,7 @@ def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):
     and right of the diagonal (`_unit_lower_inverse` reads only its strictly lower part)."""
     N, H, _, C, K = X.shape
     causal = _tril_masks(C)[1]
-    if C <= _SUB:  # small chunks: one product (fewer calls beat the quarter of the work)
+    if C <= SUB:  # small chunks: one product (fewer calls beat the quarter of the work)
         P = np.matmul(X.reshape(N, H, 2 * C, K), knT)  # [N, H, 2C, C]
         with np.errstate(over="ignore", invalid="ignore"):  # right of the diagonal is unused
             L = np.multiply(P[:, :, :C], beta[:, :, :, None])
@@ -295,7 +295,7 @@ def _decayed_scores(
     Gam: np.ndarray,
     wild: np.ndarray,
 ) -> np.ndarray:
-    """Per row sub-chunk a, the k-k and q-k scores against columns 0..(a+1)B (see _intra_chunk).
+    """Per row sub-chunk a, the k-k and q-k scores against columns 0..(a+1)B (see intra_chunk).
 
     X [N, nb, 2B, H, K] rows scaled by exp(Gam_i - r_a); kn [N, nb, B, H, K] columns scaled by
     exp(r_b - Gam_j), moved to reference r_a by the per-channel factor exp(r_a - r_b) <= 1 (a
@@ -320,7 +320,7 @@ def _decayed_scores(
             for n in np.flatnonzero(wild[:, :a].any(axis=1)):  # exp(r_a - Gam_j) <= 1 directly
                 right[n, :s] = k[n, :s] * np.exp(refs[n, a] - Gam[n, :s])
         with np.errstate(over="ignore", invalid="ignore"):  # garbage right of the diagonal
-            np.matmul(_heads(X[:, a]), right.transpose(0, 2, 3, 1), out=P[:, :, a, :, :w])
+            np.matmul(heads(X[:, a]), right.transpose(0, 2, 3, 1), out=P[:, :, a, :, :w])
         for n in np.flatnonzero(wild[:, a]):  # diagonal block from masked exponents
             G = Gam[n, s:w]  # [B, H, K]
             E = np.exp(np.where(causal, G[:, None] - G[None, :], -np.inf))  # [B, B, H, K]
@@ -330,7 +330,7 @@ def _decayed_scores(
     return P
 
 
-def _block_rows(rows: int, per_row: int) -> int:
+def block_rows(rows: int, per_row: int) -> int:
     """Largest divisor of `rows` with at most _GEMM_MNK / per_row rows, but >= 16 if possible."""
     r = min(rows, max(16, _GEMM_MNK // per_row))
     while rows % r:

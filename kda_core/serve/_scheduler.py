@@ -13,12 +13,14 @@ Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run
    running requests still in their prompt, oldest first, each up to its next cut (a chunk of
    ``chunk_size`` from its restore point, or a checkpoint position) - chunked prefill.
 3. **admit**: while budget is left, the oldest arrived waiting request is admitted if fewer
-   than ``max_running`` run (``sizing.max_running_requests`` for the state pool: reserving 3 /
-   5 / 4 slots per request), the state pool can open its slots (1 / 3 / 2) after evicting
-   unlocked cached checkpoints, and the KV pool can hold its prompt beyond the cached prefix
-   (prompts of admitted requests are reserved until prefilled). FCFS: a head that does not fit
-   blocks the queue (SGLang's default policy).
+   than ``max_running`` run (``sizing.max_running_requests`` for the state pool: the slots
+   ``sizing.request_slots`` reserves per request), its prompt is matched and the restore point
+   locked, the state pool can open its slots after evicting unlocked cached checkpoints, and
+   the KV pool can hold its prompt beyond the cached prefix (prompts of admitted requests are
+   reserved until prefilled). FCFS: a head that does not fit blocks the queue (SGLang's
+   default policy).
 
+When nothing runs and the head has not arrived yet, ``next_arrival`` is the step to jump to.
 Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own CPU time (the
 bench reports it as a fraction of the step).
 """
@@ -28,8 +30,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from kda_core.serve.lifecycle import Lifecycle
-from kda_core.serve.request import RequestState
+from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._lifecycle import Lifecycle
+from kda_core.serve._state import RequestState
 
 __all__ = ["Batch", "Scheduler"]
 
@@ -56,16 +59,17 @@ class Scheduler:
         self,
         requests: list[RequestState],
         life: Lifecycle,
+        cache: CacheOps,
         *,
         max_running: int,
         max_batch_tokens: int,
         kv_tokens: int | None,
     ) -> None:
         self.life = life
-        self.cache = life.e.cache
+        self.cache = cache
+        self.cache_on = life.cfg.cache_on
         self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
         self.running: list[RequestState] = []
-        life.running = self.running
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
@@ -84,7 +88,7 @@ class Scheduler:
         if self.kv_cap is None:
             return True
         short = self.kv_used() + n - self.kv_cap
-        if short > 0 and self.life.kv_cache_on:
+        if short > 0 and self.cache_on:
             self.cache.evict_kv(short)
             short = self.kv_used() + n - self.kv_cap
         return short <= 0
@@ -112,10 +116,15 @@ class Scheduler:
         self.seconds += time.process_time() - t0
         return b
 
+    def retract_victim(self) -> RequestState:
+        """SGLang's retraction victim (``ScheduleBatch.retract_decode``): the fewest outputs,
+        then the longest prompt."""
+        return min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
+
     def _decodes(self, b: Batch) -> None:
         dec = [r for r in self.running if r.phase == "decode"]
         while dec and not self.kv_room(len(dec)) and len(self.running) > 1:
-            victim = min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
+            victim = self.retract_victim()
             self.running.remove(victim)
             if victim in dec:
                 dec.remove(victim)
@@ -137,22 +146,21 @@ class Scheduler:
         r = self.waiting[0]
         if r.arrival > step:
             return False
-        if not self.life.make_room_to_open(r):
+        m = self.life.match(r)  # the restore point is locked while room is made
+        restore = 0 if m is None else m.restore_at
+        if not self.life.make_room(r) or not self.kv_room(r.P - restore):
+            self.life.unmatch(m)
             return False
-        if self.kv_cap is not None:
-            node, restore = self.life.probe_lock(r)
-            ok = self.kv_room(r.P - restore)
-            self.life.probe_unlock(node)
-            if not ok:
-                return False
         self.waiting.pop(0)
-        self.life.admit(r, step)
-        self.running.append(r)
+        self.running.append(r)  # running first: a failure in admit releases it
+        self.life.admit(r, step, m)
         return True
 
     def done(self, r: RequestState) -> None:
         self.running.remove(r)
 
-    def idle(self, step: int) -> bool:
-        """Nothing runs and nothing has arrived yet (the loop just lets the step pass)."""
-        return not self.running and bool(self.waiting) and self.waiting[0].arrival > step
+    def next_arrival(self, step: int) -> int | None:
+        """The step to jump to when nothing runs and the head has not arrived (else None)."""
+        if self.running or not self.waiting or self.waiting[0].arrival <= step:
+            return None
+        return self.waiting[0].arrival

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kda_core.cache.vllm_blocks.pool import Block, BlockPool
+from kda_core.cache.vllm_blocks._pool import Block, BlockPool
 
 __all__ = ["KVGroup", "StateGroup", "checkpoint_position"]
 

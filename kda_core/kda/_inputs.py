@@ -16,10 +16,10 @@ from kda_core.kda.threads import reduce_rows
 
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
-_SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
+SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 
 
-def _check_float(name: str, x: np.ndarray, dtype: np.dtype, finite: bool = True) -> np.ndarray:
+def check_float(name: str, x: np.ndarray, dtype: np.dtype, finite: bool = True) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
@@ -40,14 +40,14 @@ def _common_dtype(*arrays: object) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
 
-def _validate(q, k, v, g, beta, initial_state, scale, *, deferred: bool = False):
+def validate(q, k, v, g, beta, initial_state, scale, *, deferred: bool = False):
     """Every check of the KDA entry points, in a fixed order (the first failure is the error).
     ``deferred=True`` skips the passes over q, k, v and g (their finiteness, and g <= 0):
-    `chunked` proves those from what its run measures instead (see `_validate_deferred`)."""
+    `chunked` proves those from what its run measures instead (see `validate_deferred`)."""
     dtype = _common_dtype(q, k, v, g, beta, initial_state)
     names = ["q", "k", "v", "g", "beta"]
     q, k, v, g, beta = (
-        _check_float(n, x, dtype, not deferred or n == "beta")
+        check_float(n, x, dtype, not deferred or n == "beta")
         for n, x in zip(names, (q, k, v, g, beta))
     )
     if q.ndim != 3:
@@ -78,7 +78,7 @@ def _validate(q, k, v, g, beta, initial_state, scale, *, deferred: bool = False)
     if initial_state is None:
         S0 = np.zeros((H, K, V), dtype)
     else:
-        S0 = _check_float("initial_state", initial_state, dtype)
+        S0 = check_float("initial_state", initial_state, dtype)
         if S0.shape != (H, K, V):
             raise ValueError(
                 f"initial_state must have shape [H, K, V] = {(H, K, V)}, got {S0.shape}"
@@ -94,21 +94,21 @@ def _validate(q, k, v, g, beta, initial_state, scale, *, deferred: bool = False)
     return q, k, v, g, beta, S0, float(scale)
 
 
-def _validate_deferred(q, k, v, g, beta, initial_state, scale):
-    """`_validate` without the passes over q, k, v and g; any failure is reported as the full
-    check reports it (same message, same order). The caller must call `_check_deferred` with
+def validate_deferred(q, k, v, g, beta, initial_state, scale):
+    """`validate` without the passes over q, k, v and g; any failure is reported as the full
+    check reports it (same message, same order). The caller must call `check_deferred` with
     what its run measured: a NaN or inf in q, k or v always reaches o or S (products with it
     are inf or NaN, and dense products spread NaN; docs/kda.md), and g's max and chunk sums
     show a g that is positive, NaN or infinite."""
     try:
-        return _validate(q, k, v, g, beta, initial_state, scale, deferred=True)
+        return validate(q, k, v, g, beta, initial_state, scale, deferred=True)
     except ValueError:
-        _validate(q, k, v, g, beta, initial_state, scale)  # the first failure of the full check
+        validate(q, k, v, g, beta, initial_state, scale)  # the first failure of the full check
         raise
 
 
-def _check_deferred(revalidate: Callable[[], object], o, S, seen: Measured) -> None:
-    """After a run on deferred-validation inputs (`_validate_deferred`, varlen's), with what
+def check_deferred(revalidate: Callable[[], object], o, S, seen: Measured) -> None:
+    """After a run on deferred-validation inputs (`validate_deferred`, varlen's), with what
     the run measured; ``revalidate`` runs the entry's full check (it raises the first failure
     in the usual order):
 
@@ -135,7 +135,7 @@ def _check_deferred(revalidate: Callable[[], object], o, S, seen: Measured) -> N
 
 @dataclass(slots=True)
 class Measured:
-    """What a `chunked` run measures for `_check_deferred`, per head group then combined."""
+    """What a `chunked` run measures for `check_deferred`, per head group then combined."""
 
     g_max: float = -np.inf  # max of g (NaN if g holds one)
     least_chunk_sum: float = np.inf  # least sum of g over a chunk (per head and channel)
@@ -150,15 +150,35 @@ class Measured:
         )
 
 
-def _effective_chunk(C: int, T: int) -> int:
+def effective_chunk(C: int, T: int) -> int:
     """min(C, T), rounded up to whole sub-chunks of 16 (results do not depend on C)."""
     C = min(C, T)
-    return C if C <= _SUB else -(-C // _SUB) * _SUB
+    return C if C <= SUB else -(-C // SUB) * SUB
 
 
-def _check_chunk_size(chunk_size: int) -> int:
+def check_chunk_size(chunk_size: int) -> int:
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     if chunk_size < 1 or chunk_size > 1024:
         raise ValueError(f"chunk_size must be in [1, 1024], got {chunk_size}")
     return int(chunk_size)
+
+
+def validate_map_inputs(k, v, g, beta):
+    if np.ndim(k) != 3:
+        raise ValueError(f"k must have shape [T, H, K], got rank {np.ndim(k)}")
+    T, H, K = np.shape(k)
+    q = np.zeros((T, H, K))
+    _, k, v, g, beta, _, _ = validate(q, k, v, g, beta, None, 1.0)
+    return k, v, g, beta
+
+
+def check_x_w(x, w) -> tuple[np.ndarray, np.ndarray]:
+    """x [T, D] and taps w [D, W >= 1] as float64 (``conv`` and ``conv_varlen``)."""
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] < 1:
+        raise ValueError(f"w must have shape [D, W] with W >= 1, got {w.shape}")
+    if x.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise ValueError(f"x must have shape [T, D] with D={w.shape[0]}, got {x.shape}")
+    return x, w

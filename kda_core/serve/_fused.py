@@ -46,7 +46,7 @@ class KDALayer:
     taps: np.ndarray  # conv weights [W, 3HK] (row i multiplies window row i; last: the token)
     w_in_n: np.ndarray  # norm1[:, None] * [w_qkv | w_gate | f_a | w_beta]
     w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
-    # the one-token pass's gate (serve.decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
+    # the one-token pass's gate (serve._decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
     # / 2, with exp(A_log) / 2 folded into f_b's columns and the bias
     f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
     g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
@@ -75,10 +75,10 @@ class FusedWeights:
     layers: list[KDALayer | MLALayer]
     w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the MLP of the batched passes)
     lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (both passes' logits)
-    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve.decode):
+    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve._decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
-    # the one-token pass's latents and conv buffers (serve.rows), appended to in place
+    # the one-token pass's latents and conv buffers (serve._rows), appended to in place
     latents: Any = None
     convs: Any = None
 
@@ -111,21 +111,27 @@ def _fold(model: TinyHybrid) -> tuple[list[KDALayer | MLALayer], list[np.ndarray
             half = np.repeat(0.5 * np.exp(w.A_log), K)  # [H K]
             layers.append(
                 KDALayer(
-                    np.ascontiguousarray(w.conv_w.T), blk.norm1[:, None] * w_in,
-                    np.tile(w.norm_w, H)[:, None] * w.w_o, w.f_b * half, half * w.dt_bias,
-                    -2.0 * w.f_b * half, -2.0 * half * w.dt_bias,
+                    taps=np.ascontiguousarray(w.conv_w.T),
+                    w_in_n=blk.norm1[:, None] * w_in,
+                    w_o_n=np.tile(w.norm_w, H)[:, None] * w.w_o,
+                    f_b_half=w.f_b * half,
+                    g_bias_half=half * w.dt_bias,
+                    f_b_neg=-2.0 * w.f_b * half,
+                    g_bias_neg=-2.0 * half * w.dt_bias,
                 )
-            )  # fmt: skip
+            )
         else:
             assert isinstance(w, MLAWeights)
             C = w.w_dkv.shape[1]
             layers.append(
                 MLALayer(
-                    w.norm_c, w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
-                    w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(), w.w_o,
-                    blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
+                    norm_c=w.norm_c,
+                    uk=w.w_uk.reshape(C, Hm, dh).transpose(1, 2, 0).copy(),
+                    uv=w.w_uv.reshape(C, Hm, dh).transpose(1, 0, 2).copy(),
+                    w_o=w.w_o,
+                    w_in_n=blk.norm1[:, None] * np.concatenate([w.w_dkv, w.w_q, w.w_gate], axis=1),
                 )
-            )  # fmt: skip
+            )
     w_up_n = [blk.norm2[:, None] * blk.w_up for blk in model.blocks]
     lm_head_n = model.final_norm[:, None] * model.lm_head
     made = w_up_n + [lm_head_n]  # the folded copies (the model's own arrays stay as they are)

@@ -18,7 +18,8 @@ import numpy as np
 __all__ = ["ConvRows", "LatentRows"]
 
 
-def _ptr(a: np.ndarray) -> int:
+def address(a: np.ndarray) -> int:
+    """The address of an array's first element (views of one buffer compare by it)."""
     return a.__array_interface__["data"][0]
 
 
@@ -46,9 +47,11 @@ class LatentRows:
         b = self.buf
         if len(pasts) != b.shape[0]:
             return False
-        ptr, step = _ptr(b), b.strides[0]
+        ptr, step = address(b), b.strides[0]
         for i, p in enumerate(pasts):
-            if p.shape[0] != self.n[i] or p.strides != b.strides[1:] or _ptr(p) != ptr + i * step:
+            if p.shape[0] != self.n[i] or p.strides != b.strides[1:]:
+                return False
+            if address(p) != ptr + i * step:
                 return False
         return True
 
@@ -92,7 +95,7 @@ class ConvRows:
             return False
         if not self.w:  # conv_size 1: no window to keep (an empty view's address is arbitrary)
             return True
-        return conv.strides == b.strides and _ptr(conv) == _ptr(b) + self.p * b.strides[2]
+        return conv.strides == b.strides and address(conv) == address(b) + self.p * b.strides[2]
 
     def begin(self) -> np.ndarray:
         """The rows this step reads, [L, N, W, D]: the windows, then the row the step writes

@@ -6,19 +6,19 @@ decode), each request from the state in its active slot.
 
 Memory layout (why this is fast): the step's states are one layer-major array
 ``S [L, N, H, K, V]`` (and conv windows likewise); request i's new state is the *view*
-``S_new[:, i]``, bound to its active slot without a copy (``ActivePool._swap``: the kernel
+``S_new[:, i]``, bound to its active slot without a copy (``ActivePool.rebind``: the kernel
 "writing into the slot"). When the next step runs the same requests in the same order and no
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
 nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
 later (a one-token pass writes only its buffer's rows below them, outside every state view:
-``serve.window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
+``serve._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
 pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
 array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
 view of the padded latents buffer the one-token pass appends to (``decode_window``,
 ``LatentRows``: rows a view covers are never written again); the radix tree copies what it
 keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
 
-Deferred writes (the lab's numpy choice, ``serve.window``): in steady decoding (the same
+Deferred writes (the lab's numpy choice, ``serve._window``): in steady decoding (the same
 requests as the last step, nobody rebound their slots) a step need not write the states out;
 it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
 are written (and the slots rebound to them) when the window is full, at any step after which
@@ -38,12 +38,12 @@ import numpy as np
 
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
+from kda_core.serve._decode import decode_window, write_matrix
+from kda_core.serve._fused import FusedWeights
+from kda_core.serve._scheduler import Batch
+from kda_core.serve._state import RequestState
+from kda_core.serve._window import StateWindow, window_steps
 from kda_core.serve.batch import forward_packed
-from kda_core.serve.decode import decode_window, write_matrix
-from kda_core.serve.fused import FusedWeights
-from kda_core.serve.request import RequestState
-from kda_core.serve.scheduler import Batch
-from kda_core.serve.window import StateWindow, window_steps
 
 __all__ = ["Runner"]
 
@@ -65,11 +65,11 @@ class _Bound:
 def _read_after(r: RequestState) -> bool:
     """Whether the serving loop reads r's state after its next decode step: the step ends at
     a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
-    token (``Lifecycle.finish`` donates it). Nothing else reads a running request's state
-    (retraction releases it unread); the runner writes pending steps out before any other
-    batch runs."""
+    token (``Lifecycle.finish`` donates it), or a ``Trace`` watches every step. Nothing else
+    reads a running request's state (retraction releases it unread); the runner writes
+    pending steps out before any other batch runs."""
     nxt = r.pos + 1
-    return nxt >= r.total or nxt in r.plan
+    return nxt >= r.total or nxt in r.plan or r.trace is not None
 
 
 class Runner:

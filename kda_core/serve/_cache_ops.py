@@ -1,25 +1,33 @@
 """Every place the engine and ``serve/`` touch the radix cache, in one adapter.
 
-``CacheOps`` wraps the engine's ``RadixStateCache`` (built by the policy), the policy's state
-eviction and the checkpoint pool that holds the tree's states: match, lock / unlock, insert
-(the checkpoint slots change owner to "tree"; copies the tree already had are freed), KV and
-state eviction, the MLA KV along a matched path, sizes, and the check of the tree's states
-against the pool. It speaks the cache protocol (``kda_core.cache.protocol``: ``match_prefix``
-/ ``insert_prefix`` / ``lock_handle`` / ``evict`` / ``size_info`` / ``check_integrity``):
-callers hold opaque handles, never tree nodes. One exception, ``tree_kv``: the teaching-only
-inconsistent restore takes MLA KV up to the token match, past the restore point, which a
-consistent engine never needs (it replays), so the protocol does not offer it; it reads the
-tree's node API here and nowhere else.
+``CacheOps`` wraps the engine's ``RadixStateCache`` (built by the policy, which may pick the
+states it evicts) and the checkpoint pool that holds the tree's states: match, lock / unlock,
+insert (the checkpoint slots change owner to "tree"; copies the tree already had are freed),
+KV and state eviction, the MLA KV along a matched path, sizes, and the check of the tree's
+states against the pool. It counts the states the tree frees (``frees``, ``freed_at``), so a
+request can tell which of the checkpoints it inserted are still there when it finishes. It
+speaks the cache protocol (``kda_core.cache.protocol``): callers hold opaque handles, never
+tree nodes. The teaching-only inconsistent restore takes MLA KV up to the token match, past
+the restore point (a consistent engine never needs it: it replays); ``tree_kv`` reads it from
+the read-only ``export`` view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from kda_core.cache.pool import CheckpointPool
-from kda_core.cache.protocol import CacheHandle, Evicted, HandleError, PrefixInsert, PrefixMatch
+from kda_core.cache.protocol import (
+    CacheHandle,
+    DroppedState,
+    Evicted,
+    HandleError,
+    PrefixInsert,
+    PrefixMatch,
+)
 from kda_core.cache.radix import RadixStateCache
 
 __all__ = ["CacheOps", "kv_slice"]
@@ -33,15 +41,33 @@ def kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:
 class CacheOps:
     """The radix cache as the engine uses it (see the module docstring)."""
 
-    def __init__(self, policy: Any, checkpoints: CheckpointPool) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        checkpoints: CheckpointPool,
+        before_drop: Callable[[DroppedState], Any] | None = None,
+    ) -> None:
         self.policy = policy
         self.checkpoints = checkpoints
+        self.before_drop = before_drop
+        self.frees = 0  # states the tree has freed so far
+        self.freed_at: dict[int, int] = {}  # checkpoint slot -> ``frees`` when last freed
         self.tree: RadixStateCache = policy.make_cache(
-            1, on_free_state=self._on_free_state, kv_slice=kv_slice
+            1,
+            on_free_state=self._on_free_state,
+            kv_slice=kv_slice,
+            before_drop=None if before_drop is None else self._before_drop,
         )
 
     def _on_free_state(self, payload: Any, nbytes: int) -> None:
+        self.frees += 1
+        self.freed_at[payload] = self.frees
         self.checkpoints.free(payload)
+
+    def _before_drop(self, d: DroppedState) -> None:
+        """The caller's hook sees the state as arrays (S, conv), not as a pool slot."""
+        assert self.before_drop is not None
+        self.before_drop(d._replace(state=self.checkpoints.buffers(d.state)))
 
     # -- lookups and locks -------------------------------------------------------------------
     def match(self, ids: list[int], *, touch: bool = True) -> PrefixMatch:
@@ -69,21 +95,16 @@ class CacheOps:
         return np.concatenate(m.kv, axis=0)
 
     def tree_kv(self, ids: list[int], upto: int, empty: np.ndarray) -> np.ndarray:
-        """MLA KV of ids[:upto] along the matched path (upto <= token_match; node API, see the
-        module docstring)."""
-        nodes = []
-        nd = self.tree.match(ids, touch=False).last_node
-        while nd is not None and nd is not self.tree.root:
-            nodes.append(nd)
-            nd = nd.parent
-        nodes.reverse()
-        parts = [n.kv for n in nodes]
-        end = nodes[-1].plen if nodes else 0
-        if end < upto:  # the match ends inside an edge: take that edge's head
-            child = (nodes[-1] if nodes else self.tree.root).children[ids[end]]
-            parts.append(child.kv[: upto - end])
-        kv = np.concatenate(parts, axis=0) if parts else empty
-        return kv[:upto]
+        """MLA KV of ``ids[:upto]`` as the tree holds it (``upto`` <= the token match)."""
+        kids: dict[int, list] = {}
+        for v in self.tree.export():
+            kids.setdefault(v.parent, []).append(v)
+        parts, pos, node = [], 0, kids[-1][0].id  # the root's view is the only parentless one
+        while pos < upto:
+            child = next(v for v in kids[node] if v.key[0] == ids[pos])
+            parts.append(child.kv[: upto - pos])
+            pos, node = child.end, child.id
+        return np.concatenate(parts, axis=0) if parts else empty
 
     # -- insert --------------------------------------------------------------------------------
     def insert(
@@ -102,16 +123,15 @@ class CacheOps:
             self.checkpoints.free(slot_at[p])
         return res
 
-    def still_held(self, res: PrefixInsert, ckpts: list[tuple[int, int]]) -> int:
-        """New states of an insert still in the tree (the per-path cap may tombstone one the
-        same insert added; its slot was freed through ``on_free_state``)."""
-        slot_at = dict(ckpts)
-        return sum(self.checkpoints.owner(slot_at[p]) is not None for p in res.new)
+    def still_held(self, inserted: list[tuple[int, int]]) -> int:
+        """How many of these (slot, ``frees`` when inserted) the tree still holds."""
+        freed_at = self.freed_at
+        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     # -- eviction ------------------------------------------------------------------------------
     def evict_one_state(self) -> int:
-        """Evict one unlocked cached state through the policy. -> states evicted (0: none)."""
-        return self.policy.evict_states(self.tree, num=1).states
+        """Evict one unlocked cached state (the policy's choice). -> states evicted (0: none)."""
+        return self.tree.evict(states=1).states
 
     def evict_kv(self, n: int) -> Evicted:
         """Evict LRU leaves until ``n`` KV tokens are freed (or nothing is evictable)."""
@@ -120,7 +140,7 @@ class CacheOps:
     # -- sizes and integrity -------------------------------------------------------------------
     @property
     def kv_tokens(self) -> int:
-        return self.tree.size_info.kv_total
+        return self.tree.kv_tokens
 
     @property
     def n_states(self) -> int:
@@ -135,7 +155,7 @@ class CacheOps:
         "tree"."""
         self.tree.check_integrity()
         tree_slots = set()
-        for slot in self.tree.state_payloads():
+        for slot in (v.state for v in self.tree.export() if v.has_state):
             if slot in tree_slots:
                 raise AssertionError(f"engine: checkpoint slot {slot} held twice")
             tree_slots.add(slot)

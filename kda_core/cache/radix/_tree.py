@@ -1,0 +1,353 @@
+"""``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations they share.
+
+The record ``RadixStateCache`` keeps and the tree's modules work on: ``insert`` (the insert
+walk and the new chain), ``evict`` (the eviction loops), ``integrity`` (the full check). Its
+fields are public to them (documented below); its methods are the mutations that keep sizes,
+protection, the two LRU orders and the state table in step: touching, locking, attaching and
+detaching a state, splitting an edge, removing a leaf, and the match walk. Invariants and
+sources: docs/radix.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.protocol import DroppedState, Evicted
+from kda_core.cache.radix._node import Node, common_prefix, default_kv_slice
+from kda_core.cache.radix._table import StateTable
+from kda_core.cache.radix.views import MAX_KEY_LEN, MAX_PAGE_SIZE, STATE_TOUCH_MODES, StateRows
+
+COUNTERS = (
+    "matches",
+    "state_hits",
+    "token_hits",
+    "states_inserted",
+    "states_existed",
+    "evicted_states",
+    "evicted_state_bytes",
+    "evicted_kv_tokens",
+    "tombstoned",
+    "pruned",
+    "splits",
+    "capped",
+)
+_cache_ids = itertools.count(1)  # nodes and handles carry their cache's id
+
+
+class Freed:
+    """What one eviction call freed so far (``Evicted`` once it is done)."""
+
+    __slots__ = ("states", "state_bytes", "kv_tokens", "nodes", "tombstoned")
+
+    def __init__(self) -> None:
+        self.states = self.state_bytes = self.kv_tokens = self.nodes = self.tombstoned = 0
+
+    def result(self) -> Evicted:
+        return Evicted(self.states, self.state_bytes, self.kv_tokens, self.nodes, self.tombstoned)
+
+
+class RadixTree:
+    """Fields: the options (``page_size``, ``block_keys``, ``grid``, ``max_states_per_path``,
+    ``state_touch``, ``max_key_len``; ``epp`` key elements per page, ``tpe`` tokens per key
+    element), the hooks (``on_free_kv``, ``on_free_state``, ``before_drop``, ``kv_slice``,
+    ``victim``), ``root``, ``live`` (id -> node of every non-root node), the sizes
+    (``n_nodes``, ``kv_tokens``, ``kv_protected``, ``n_states``, ``state_bytes``, ``n_sprot``,
+    ``sprot_bytes``), the logical ``clock``, the state LRU ``slru`` (id -> node, oldest
+    first), the KV leaf heap ``heap`` of (access time, seq, id), the state ``table`` (None
+    without a ``victim``) and the event counters ``counts``. Arguments: ``RadixStateCache``."""
+
+    def __init__(
+        self,
+        page_size: int = 1,
+        *,
+        block_keys: bool = False,
+        grid: int | None = None,
+        max_states_per_path: int | None = None,
+        state_touch: str = "node",
+        on_free_kv: Callable[[Any, int], Any] | None = None,
+        on_free_state: Callable[[Any, int], Any] | None = None,
+        before_drop: Callable[[DroppedState], Any] | None = None,
+        kv_slice: Callable[[Any, int, int, int], Any] | None = None,
+        victim: Callable[[StateRows], int] | None = None,
+        max_key_len: int = MAX_KEY_LEN,
+    ) -> None:
+        self.page_size = check_int("page_size", page_size, 1, MAX_PAGE_SIZE)
+        self.block_keys = check_bool("block_keys", block_keys)
+        grid = math.lcm(64, self.page_size) if grid is None else grid
+        self.grid = check_int("grid", grid, 1, 1 << 30)
+        if self.grid % self.page_size:
+            raise ValueError(f"grid must be a multiple of page_size={self.page_size}, got {grid}")
+        if max_states_per_path is not None:
+            max_states_per_path = check_int("max_states_per_path", max_states_per_path, 1)
+        self.max_states_per_path = max_states_per_path
+        if state_touch not in STATE_TOUCH_MODES:
+            raise ValueError(f"state_touch must be one of {STATE_TOUCH_MODES}, got {state_touch!r}")
+        self.state_touch = state_touch
+        hooks = dict(on_free_kv=on_free_kv, on_free_state=on_free_state, before_drop=before_drop)
+        for name, fn in {**hooks, "kv_slice": kv_slice, "victim": victim}.items():
+            if fn is not None and not callable(fn):
+                raise ValueError(f"{name} must be callable or None")
+        self.on_free_kv, self.on_free_state, self.before_drop = hooks.values()
+        self.kv_slice = kv_slice or default_kv_slice
+        self.victim = victim
+        self.max_key_len = check_int("max_key_len", max_key_len, 1, MAX_KEY_LEN)
+        self.epp = 1 if self.block_keys else self.page_size
+        self.tpe = self.page_size if self.block_keys else 1
+        self.owner = next(_cache_ids)
+        self.next_id = 1
+        self.root = Node(0, self.owner, (), None, None, 0)
+        self.root.kv_lock = 1
+        self.clock = self.n_nodes = self.kv_tokens = self.kv_protected = 0
+        self.n_states = self.state_bytes = self.n_sprot = self.sprot_bytes = 0
+        self.slru: OrderedDict[int, Node] = OrderedDict()
+        # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them)
+        self.heap: list[tuple[int, int, int]] = []
+        self.live: dict[int, Node] = {}
+        self.hseq = 0
+        self.table = StateTable() if victim is not None else None
+        self.counts = dict.fromkeys(COUNTERS, 0)
+        # without hooks or a table nobody needs to hear of an eviction (evict's fast loop)
+        self.plain = all(fn is None for fn in (*hooks.values(), victim))
+
+    # ------------------------------------------------------------------ touching
+    def first(self, k: tuple, i: int) -> Any:
+        """The child key of ``k`` at element ``i`` (its first page)."""
+        return k[i] if self.epp == 1 else k[i : i + self.epp]
+
+    def push_leaf(self, node: Node) -> None:
+        self.hseq += 1
+        heapq.heappush(self.heap, (node.kv_time, self.hseq, node.id))
+
+    def touch_state(self, node: Node) -> None:
+        self.clock += 1
+        node.state_time = self.clock
+        self.slru.move_to_end(node.id)
+        if self.table is not None:
+            self.table.touch(node)
+
+    def touch_states(self, nodes: list[Node]) -> None:
+        """Refresh the states on ``nodes`` in the path modes (``state_touch``)."""
+        holders = [n for n in nodes if n.has_state]
+        if self.state_touch == "path_tail_first":
+            holders.reverse()
+        if self.table is not None:
+            for n in holders:
+                self.touch_state(n)
+            return
+        clock, to_end = self.clock, self.slru.move_to_end  # touch_state inlined: no table
+        for n in holders:
+            clock += 1
+            n.state_time = clock
+            to_end(n.id)
+        self.clock = clock
+
+    def sync(self, node: Node) -> None:
+        """Recompute ``node``'s state protection (and its table row's child count)."""
+        if not node.has_state:
+            return
+        p = node.state_lock > 0 or (not node.children and node.kv_lock > 0)
+        if p != node.sprot:
+            node.sprot = p
+            sign = 1 if p else -1
+            self.n_sprot += sign
+            self.sprot_bytes += sign * node.state_bytes
+        if self.table is not None:
+            self.table.protect(node)
+
+    # ------------------------------------------------------------------ locks
+    def lock_kv(self, node: Node, unlock: bool = False) -> None:
+        """One KV lock more (or less) on ``node`` and every ancestor (not the root)."""
+        assert node.alive and node is not self.root, "a live non-root node"
+        assert not unlock or node.kv_lock > 0, "unlock of a KV-locked node"
+        d, nd, root, tpe = -1 if unlock else 1, node, self.root, self.tpe
+        while nd is not root:
+            if nd.kv_lock == (1 if unlock else 0):
+                self.kv_protected += d * len(nd.key) * tpe
+            nd.kv_lock += d
+            nd = nd.parent  # type: ignore[assignment]
+        self.sync(node)
+
+    def lock_state(self, node: Node, unlock: bool = False) -> None:
+        """One state lock more (or less) on ``node``, with its KV lock."""
+        assert node.has_state and (not unlock or node.state_lock > 0), "a state-locked node"
+        node.state_lock += -1 if unlock else 1
+        self.lock_kv(node, unlock)
+
+    # ------------------------------------------------------------------ states
+    def attach_state(self, node: Node, payload: Any, nbytes: int) -> None:
+        """Store a state on a tombstone."""
+        node.has_state, node.state, node.state_bytes, node.sprot = True, payload, nbytes, False
+        self.n_states += 1
+        self.state_bytes += nbytes
+        self.clock += 1
+        node.state_time = self.clock
+        self.slru[node.id] = node
+        if self.table is not None:
+            self.table.add(node, node.plen * self.tpe, self.ancestor_tokens(node))
+        if node.children or node.kv_lock or node.state_lock:
+            self.sync(node)
+        self.counts["states_inserted"] += 1
+
+    def ancestor_tokens(self, node: Node) -> int:
+        """Tokens at the end of ``node``'s nearest checkpointed proper ancestor (0: root)."""
+        p = node.parent
+        while p is not None and not p.has_state:
+            p = p.parent
+        return 0 if p is None else p.plen * self.tpe
+
+    def dropped(self, node: Node) -> DroppedState:
+        """The ``before_drop`` hook's view of ``node``'s state: its path's tokens and KV."""
+        path = []
+        nd: Node | None = node
+        while nd is not None and nd is not self.root:
+            path.append(nd)
+            nd = nd.parent
+        path.reverse()
+        tokens = tuple(t for p in path for t in p.key)
+        return DroppedState(tokens, tuple(p.kv for p in path), node.state, node.state_bytes)
+
+    def detach_state(self, node: Node, acc: Freed | None, count: bool = True) -> None:
+        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status."""
+        if self.before_drop is not None:
+            self.before_drop(self.dropped(node))
+        if node.sprot:
+            self.n_sprot -= 1
+            self.sprot_bytes -= node.state_bytes
+        node.sprot = False
+        if self.table is not None:
+            self.table.remove(node)
+        del self.slru[node.id]
+        payload, nbytes = node.state, node.state_bytes
+        node.has_state, node.state, node.state_bytes = False, None, 0
+        self.n_states -= 1
+        self.state_bytes -= nbytes
+        if count:
+            self.counts["evicted_states"] += 1
+            self.counts["evicted_state_bytes"] += nbytes
+        if acc is not None:
+            acc.states += 1
+            acc.state_bytes += nbytes
+        if self.on_free_state is not None:
+            self.on_free_state(payload, nbytes)
+
+    # ------------------------------------------------------------------ edges
+    def split(self, child: Node, c: int) -> Node:
+        """Split ``child``'s edge after ``c`` elements; returns the new upper node (tombstone).
+
+        SGLang stamps both halves as just used (unified_tree_core.py ``_split_node``: the new
+        upper node gets a fresh access time, then ``child.last_access_time =
+        get_and_increase_time_counter()``); the state LRU order is untouched."""
+        parent = child.parent
+        assert parent is not None and 0 < c < len(child.key)
+        e, tpe = child.key, self.tpe
+        length = len(e) * tpe
+        head = self.kv_slice(child.kv, 0, c * tpe, length)
+        tail = self.kv_slice(child.kv, c * tpe, length, length)
+        upper = Node(self.next_id, self.owner, e[:c], head, parent, parent.plen + c)
+        self.live[upper.id] = upper
+        self.next_id += 1
+        self.n_nodes += 1
+        upper.kv_lock = child.kv_lock
+        self.clock += 1
+        upper.kv_time = self.clock
+        parent.children[self.first(e, 0)] = upper
+        child.key, child.kv, child.parent = e[c:], tail, upper
+        upper.children = {self.first(child.key, 0): child}
+        self.clock += 1
+        child.kv_time = self.clock
+        if not child.children:
+            self.push_leaf(child)
+        self.counts["splits"] += 1
+        return upper
+
+    def remove_leaf(self, node: Node, acc: Freed) -> None:
+        """Delete a leaf (KV and state). A parent left childless stays as a leaf, state or not
+        (SGLang unified_tree_core.py: ``_delete_leaf`` then ``_update_evictable_leaf_sets``
+        on the parent; nothing cascades: later KV eviction reaches it in LRU order)."""
+        parent = node.parent
+        assert parent is not None and not node.children
+        if node.has_state:
+            self.detach_state(node, acc)
+        ntok = len(node.key) * self.tpe
+        self.kv_tokens -= ntok
+        if node.kv_lock > 0:  # callers never remove a KV-locked leaf; kept for the sums
+            self.kv_protected -= ntok
+        del parent.children[self.first(node.key, 0)]
+        node.alive, node.parent = False, None
+        self.n_nodes -= 1
+        self.counts["evicted_kv_tokens"] += ntok
+        acc.kv_tokens += ntok
+        acc.nodes += 1
+        payload, node.kv = node.kv, None
+        if self.on_free_kv is not None:
+            self.on_free_kv(payload, ntok)
+        del self.live[node.id]
+        if parent is not self.root and not parent.children:
+            self.push_leaf(parent)  # parent became a leaf: index it
+        self.sync(parent)
+
+    # ------------------------------------------------------------------ match
+    def match(self, k: tuple, touch: bool, split: bool, count: bool = True) -> tuple:
+        """The walk of ``match_prefix`` on a checked key -> (token_match, restore_at, restore
+        node, KV payloads root-first up to it, branch hint, mid_edge, last matched node);
+        ``count``: a lookup of the cache's user (an insert's own walk is not counted)."""
+        epp = self.epp
+        n = len(k) - len(k) % epp
+        if n != len(k):
+            k = k[:n]
+        node = best = self.root
+        path: list[Node] = []
+        best_i = best_depth = i = 0
+        mid = False
+        while i < n:
+            child = node.children.get(k[i] if epp == 1 else k[i : i + epp])
+            if child is None:
+                break
+            e = child.key
+            le = len(e)
+            # the child was found by its first page of elements: a one-page edge matches whole
+            if le == epp or k[i : i + le] == e:
+                i += le
+                node = child
+                path.append(child)
+                if child.has_state:
+                    best, best_i, best_depth = child, i, len(path)
+                continue
+            c = common_prefix(e, k, i, min(le, n - i))
+            c -= c % epp
+            if c > 0:
+                mid = True
+                i += c
+                if split:
+                    node = self.split(child, c)
+                    path.append(node)
+            break
+        token_match, restore_at = i * self.tpe, best_i * self.tpe
+        if count:
+            cnt = self.counts
+            cnt["matches"] += 1
+            cnt["state_hits"] += restore_at > 0
+            cnt["token_hits"] += token_match > 0
+        if touch and best is not self.root:
+            used = path[:best_depth]
+            clock = self.clock
+            for nd in used:  # one tick per node, inlined (up to one node per key element)
+                clock += 1
+                nd.kv_time = clock
+                if not nd.children:
+                    self.push_leaf(nd)
+            self.clock = clock
+            if self.state_touch == "node":
+                self.touch_state(best)
+            else:
+                self.touch_states(used)
+        aligned = token_match // self.grid * self.grid
+        branch = aligned if aligned > restore_at else None
+        kv = tuple([nd.kv for nd in path[:best_depth]])
+        return token_match, restore_at, best, kv, branch, mid, node

@@ -1,0 +1,144 @@
+"""``Engine``'s arguments, checked once where they enter: the default policy, the pool sizes,
+prompts, ``generate``'s options and ``serve``'s requests.
+
+Each function raises ``ValueError`` naming the argument and its allowed range; the messages
+are the engine's (tests match on them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from kda_core import sizing
+from kda_core._checks import check_bool, check_int
+from kda_core.cache import policy as policy_mod
+from kda_core.cache.pool import MAX_SLOTS, STRATEGIES
+from kda_core.model import MAX_TOKENS, check_tokens, encode
+from kda_core.serve._state import RequestState
+from kda_core.serve.request import Request
+
+MAX_NEW_TOKENS = 4096
+MAX_REQUESTS = 4096
+MAX_STEPS = 1 << 20  # arrivals beyond this are refused
+RESTORE_MODES: tuple[str, ...] = ("exact", "inconsistent")
+DEFAULT_POLICY = {"name": "sglang", "grid": 16, "track_interval": 32}
+"""SGLang's placement scaled to the tiny model: grid 16 (instead of 64), decode every 32."""
+DEFAULT_STATE_SLOTS = 256
+"""The state pool when ``state_slots`` is None: 51 running requests (extra_buffer reserves 5
+each, SGLang's ratio) and the rest for cached states; bounds a long app session's memory."""
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_STATE_SLOTS",
+    "MAX_NEW_TOKENS",
+    "MAX_REQUESTS",
+    "MAX_STEPS",
+    "RESTORE_MODES",
+    "check_modes",
+    "check_policy_chunk",
+    "check_requests",
+    "make_policy",
+    "pool_sizes",
+    "prompt_tokens",
+]
+
+
+def make_policy(policy: Any) -> Any:
+    """A fresh Policy from a Policy (copied: per-run state is never shared), a name or None."""
+    if policy is None:
+        params = dict(DEFAULT_POLICY)
+        return policy_mod.make(params.pop("name"), **params)
+    if isinstance(policy, str):
+        return policy_mod.make(policy)
+    if isinstance(policy, policy_mod.Policy):
+        return replace(policy)
+    raise ValueError(
+        f"policy must be a Policy, one of {policy_mod.POLICY_NAMES} or None, "
+        f"got {type(policy).__name__}"
+    )
+
+
+def check_policy_chunk(policy: Any, chunk_size: int) -> None:
+    """Place checkpoints once for the longest prompt: a policy that cannot work with this
+    ``chunk_size`` fails here, not on every request."""
+    P = MAX_TOKENS - MAX_NEW_TOKENS
+    try:
+        policy.checkpoint_positions(
+            P, None, total_len=MAX_TOKENS - 1, chunk_size=chunk_size, page_size=1
+        )
+    except ValueError as e:
+        raise ValueError(
+            f"chunk_size={chunk_size} does not suit policy {policy.name!r}: {e}"
+        ) from None
+
+
+def check_modes(strategy: Any, overlap: Any, restore: Any) -> tuple[str, bool, str]:
+    """(strategy, overlap, restore mode), checked."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    overlap = check_bool("overlap", overlap)
+    if strategy == "extra_buffer_lazy" and not overlap:
+        raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+    if restore not in RESTORE_MODES:
+        raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
+    return strategy, overlap, restore
+
+
+def pool_sizes(
+    state_slots: Any, checkpoint_slots: Any, strategy: str, overlap: bool, int8: bool
+) -> tuple[int, int]:
+    """(state pool, checkpoint table): the pool holds at least what one request reserves
+    (``sizing.request_slots``); the checkpoint table defaults to the whole shared pool, or to
+    SGLang's INT8 pool of ``2 * state_slots`` (capped at ``MAX_SLOTS``)."""
+    reserved = sizing.request_slots(strategy, overlap).reserved
+    n = DEFAULT_STATE_SLOTS if state_slots is None else state_slots
+    n = check_int("state_slots", n, reserved, MAX_SLOTS)
+    if checkpoint_slots is not None:
+        return n, check_int("checkpoint_slots", checkpoint_slots, 1, MAX_SLOTS)
+    return n, min(2 * n, MAX_SLOTS) if int8 else n
+
+
+def prompt_tokens(prompt: Any, name: str = "prompt") -> list[int]:
+    """Text (UTF-8 bytes) or token ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them."""
+    if isinstance(prompt, str):
+        if not prompt:
+            raise ValueError(f"{name} must not be empty")
+        ids = encode(prompt)
+    elif isinstance(prompt, (list, tuple, np.ndarray)):
+        ids = check_tokens(prompt, name=name)
+    else:
+        raise ValueError(
+            f"{name} must be a str or a list of token ids, got {type(prompt).__name__}"
+        )
+    if len(ids) > MAX_TOKENS - MAX_NEW_TOKENS:
+        raise ValueError(f"{name}: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
+    return ids
+
+
+def check_requests(requests: Any) -> list[RequestState]:
+    """``serve``'s requests as the scheduler's states (ids in input order)."""
+    if isinstance(requests, (str, bytes, Request)) or not hasattr(requests, "__len__"):
+        raise ValueError("requests must be a sequence of kda_core.engine.Request")
+    if not 1 <= len(requests) <= MAX_REQUESTS:
+        raise ValueError(f"requests must hold between 1 and {MAX_REQUESTS}, got {len(requests)}")
+    out = []
+    for i, rq in enumerate(requests):
+        if not isinstance(rq, Request):
+            raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
+        ids = prompt_tokens(rq.prompt)
+        n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
+        if isinstance(rq.arrival, bool) or not isinstance(rq.arrival, int):
+            raise ValueError(f"requests[{i}].arrival must be an integer step >= 0")
+        if rq.arrival < 0:
+            raise ValueError(
+                f"requests[{i}].arrival must be in [0, {MAX_STEPS}] (scheduler steps from the "
+                f"start of serve; {rq.arrival} is in the past)"
+            )
+        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)
+        if len(ids) + n_new - 1 > MAX_TOKENS:
+            raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
+        out.append(RequestState(i, ids, n_new, rq.arrival))
+    return out

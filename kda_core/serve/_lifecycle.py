@@ -1,0 +1,370 @@
+"""A request's life on the engine's cache and pools: admit, advance, park, finish, retract.
+
+The one lifecycle ``serve`` and ``generate`` share. Admission matches the prompt and locks the
+restore point (SGLang ``Scheduler``: ``match_prefix``, then ``inc_lock_ref``, then the
+allocation that may evict), makes room in the state pool, opens the request's slots, restores
+copy-on-write (the MLA KV of exactly ``[0, restore_at)``) and plans the checkpoints; prefill runs
+in chunks cut at chunk ends, checkpoints and the token match. **Checkpoints are inserted in
+flight** during prefill (``cache_unfinished_req`` in SGLang's ``mamba_radix_cache.py``: insert
+the prefix, move the lock to the new node), so a later request can restore a prefix an earlier
+one is still prefilling; decode-time ones are inserted when the request finishes
+(``cache_finished_req``). no_buffer snapshots the live slot; extra_buffer(_lazy) writes a track
+slot and donates it.
+
+Overlap scheduling (SGLang ``Scheduler.event_loop_overlap``: step N+1 is launched before step
+N is post-processed): a state tracked for an in-flight checkpoint at step N is donated only
+after step N+1's forward, so N+1's track write goes to the other ping-pong slot
+(``PingPong.busy`` refuses the hazard). Retraction (``ScheduleBatch.retract_decode``) releases
+slots, lock and uninserted checkpoints without inserting (``release_kv_cache(...,
+is_insert=False)``); what went in in flight stays. A request's ``Trace`` (``generate``) adds
+the replay cuts, sees every step's state, and finishes the report (``serve._trace``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kda_core.model import TOKENIZER_FINGERPRINT, ModelState, TinyHybrid
+from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._pools import StatePools
+from kda_core.serve._state import RequestState
+from kda_core.serve.report import GenerateReport
+
+__all__ = ["Lifecycle", "Parts", "ServeConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """The engine's settings the lifecycle needs (checked by ``Engine``)."""
+
+    cache_on: bool
+    strategy: str
+    int8: bool
+    overlap: bool
+    chunk_size: int
+    kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The engine's parts a serve works with, handed down: never the engine itself."""
+
+    model: TinyHybrid
+    pools: StatePools
+    cache: CacheOps
+    policy: Any
+    config: ServeConfig
+
+
+class Lifecycle:
+    """Cache and pool operations of the requests of one serve (module docstring)."""
+
+    def __init__(self, parts: Parts, serve_id: int) -> None:
+        self.model, self.pools, self.cache = parts.model, parts.pools, parts.cache
+        self.policy, self.cfg = parts.policy, parts.config
+        self.serve_id = serve_id
+        self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
+        self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
+
+    # -- admit -----------------------------------------------------------------------------
+    def match(self, r: RequestState) -> Any:
+        """Match the prompt (but its last token) and lock the restore point, so that making
+        room for the request cannot evict it. -> the match (None: cache off or one token)."""
+        if not self.cfg.cache_on or r.P <= 1:
+            return None
+        m = self.cache.match(r.ids[:-1])
+        if m.restore_at:
+            self.cache.lock(m.restore)
+        return m
+
+    def unmatch(self, m: Any) -> None:
+        """Undo ``match``'s lock (the request was not admitted after all)."""
+        if m is not None and m.restore_at:
+            self.cache.unlock(m.restore)
+
+    def make_room(self, r: RequestState) -> bool:
+        """Free enough of the shared pool for the request's slots (evicting unlocked cached
+        states through the policy). -> can it open them?"""
+        pp = self.pools.pingpong
+        while not pp.can_open():
+            if not (self.cfg.cache_on and self.pools.shared):
+                return False
+            n = self.cache.evict_one_state()
+            if n == 0:
+                return False
+            r.bump("evicted_states", n)
+        return True
+
+    def admit(self, r: RequestState, step: int, m: Any) -> None:
+        """Open the slots (the caller made room), restore from ``m`` (locked by ``match``),
+        plan the checkpoints and the prefill cuts."""
+        r.rid = f"serve{self.serve_id}:req{r.idx}:try{r.retractions}"
+        r.t0 = time.perf_counter()
+        r.admitted_at = step
+        r.slots = self.pools.pingpong.open(r.rid)
+        active, model = self.pools.active, self.model
+        a = r.slots.active
+        kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
+        r.token_match = r.restore_at = 0
+        if m is not None:
+            r.token_match, r.restore_at = m.token_match, m.restore_at
+        upto = r.restore_at
+        if r.restore_at > 0:
+            r.locked, r.locked_len = m.restore, r.restore_at
+            self.pools.checkpoints.load_to_active(m.state, active, a)
+            r.bump("copies")
+            r.restore_error = self.pools.checkpoints.quant_error(m.state)
+            if r.inconsistent:  # teaching: MLA at the token match, KDA at the checkpoint
+                upto = r.token_match
+                kv = self.cache.tree_kv(r.ids, upto, kv)
+            else:  # the tree's KV for exactly [0, restore_at)
+                kv = self.cache.path_kv(m)
+        # restore_at == 0: the slot starts from the zero state ``open`` bound to it. The state's
+        # KDA arrays live in the active slot (the runner rebinds them there each step)
+        tokens = list(r.ids[:upto])
+        r.state = ModelState(
+            active.layer_states(a), kv, tokens, model.version, TOKENIZER_FINGERPRINT
+        )
+        r.planned = ()
+        if self.cfg.cache_on and not r.inconsistent:
+            r.planned = self.policy.checkpoint_positions(
+                r.P, m, total_len=r.total, chunk_size=self.cfg.chunk_size, page_size=1
+            )
+        r.plan = frozenset(r.planned)
+        r.cuts = self._cuts(r, upto)
+        r.last_tracked = upto
+        r.phase = "prefill"
+        if upto > 0:
+            r.step_log.append((upto, 0, r.ids[upto - 1], "restore"))
+            if r.trace is not None:
+                r.trace.step(active.buffers(a)[0], "restore")
+        if hasattr(self.policy, "note_request"):
+            self.policy.note_request()
+        if r.trace is not None and r.trace.observe is not None:
+            r.trace.observe("restored")
+
+    def _cuts(self, r: RequestState, start: int) -> tuple[int, ...]:
+        """Prefill boundaries after ``start``: chunk ends, checkpoints, the token match (the
+        replayed state there), each replayed token when a trace steps it, the prompt end."""
+        P, tm = r.P, r.token_match
+        cuts = set(range(start + self.cfg.chunk_size, P, self.cfg.chunk_size))
+        cuts.update(p for p in r.plan if start < p < P)
+        if start < tm < P and not r.inconsistent:
+            cuts.add(tm)
+            if r.trace is not None:
+                cuts.update(r.trace.replay_cuts(start, tm, P))
+        cuts.add(P)
+        return tuple(sorted(cuts))
+
+    def next_cut(self, r: RequestState) -> int:
+        """The prefill boundary the request is heading for."""
+        pos = r.pos
+        for c in r.cuts:
+            if c > pos:
+                return c
+        return r.P
+
+    # -- advance ---------------------------------------------------------------------------
+    def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
+        """The runner consumed ``n`` tokens of ``r`` (its state is new). Record, park a
+        planned checkpoint, emit a token when the prompt is done. -> finished?"""
+        # runs for every request every step: locals, no properties (st.boundary, r.P)
+        st = r.state
+        assert st is not None and r.slots is not None
+        tokens = st.tokens
+        pos = len(tokens)  # st.boundary
+        if r.phase != "prefill":
+            kind = "decode"
+        elif pos <= r.token_match and not r.inconsistent:
+            kind = "replay"
+        else:
+            kind = "prefill"
+        r.step_log.append((pos, n, tokens[-1], kind))
+        if r.trace is not None:  # the runner wrote this state (a traced request's, every step)
+            r.trace.step(self.pools.active.buffers(r.slots.active)[0], kind)
+        r.last = last = logits[-1]
+        if pos in r.plan:
+            self.park(r, pos)
+        if pos < len(r.ids):
+            return False
+        r.phase = "decode"
+        gen = r.gen
+        gen.append(int(last.argmax()))  # the method: no dispatch wrapper (per request per step)
+        r.logit_rows.append(last)
+        return len(gen) >= r.n_new
+
+    def ckpt_slot(self, r: RequestState) -> bool:
+        """Room for one checkpoint (evicting unlocked cached states through the policy)."""
+        ck = self.pools.checkpoints
+        while not ck.can_allocate(1):
+            n = self.cache.evict_one_state() if self.cfg.cache_on else 0
+            if n == 0:
+                return False
+            r.bump("evicted_states", n)
+        return True
+
+    def park(self, r: RequestState, pos: int) -> None:
+        """A checkpoint at ``pos``: in flight into the tree during prefill, pending in decode."""
+        assert r.slots is not None
+        pools = self.pools
+        r.parked.append(pos)
+        r.last_tracked = pos
+        inflight = pos <= r.P
+        if self.cfg.strategy == "no_buffer":
+            if pos == r.total:
+                return  # the live slot itself is donated at the end
+            if not self.ckpt_slot(r):
+                r.bump("skipped")
+                r.parked.pop()
+                return
+            slot = pools.checkpoints.store_from_active(pools.active, r.slots.active, r.rid)
+            r.bump("copies")
+            self._keep(r, pos, slot, inflight)
+            return
+        over = pools.pingpong.overwritten_next(r.slots)
+        if over is not None:
+            self.donate(r, *over, inflight=False)
+        tw = pools.pingpong.track(r.slots, pos)
+        if tw is None:
+            r.bump("skipped")
+            r.parked.pop()
+            return
+        r.bump("track_writes")
+        if inflight and self.cfg.overlap:
+            self.queue.append((r, tw, pos))  # read by the post-processing after the next forward
+        elif inflight:
+            self.donate(r, tw, pos, inflight=True)
+
+    # -- overlap: post-processing one step late ---------------------------------------------
+    def end_step(self) -> None:
+        """After a step's forward: post-process the previous step's tracked states, then hand
+        this step's to the next one (no-op without overlap)."""
+        busy = self.pools.pingpong.busy
+        for r, slot, pos in self.deferred:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+        self.deferred, self.queue = self.queue, []
+        busy.update(slot for _, slot, _ in self.deferred)
+
+    def _flush(self, r: RequestState) -> None:
+        """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
+        busy = self.pools.pingpong.busy
+        mine = [it for it in self.deferred + self.queue if it[0] is r]
+        self.deferred = [it for it in self.deferred if it[0] is not r]
+        self.queue = [it for it in self.queue if it[0] is not r]
+        for _, slot, pos in mine:
+            busy.discard(slot)
+            self.donate(r, slot, pos, inflight=True)
+
+    def drop_deferred(self) -> None:
+        self.pools.pingpong.busy.clear()
+        self.deferred, self.queue = [], []
+
+    def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> None:
+        assert r.slots is not None
+        pools = self.pools
+        pools.pingpong.mark_donated(r.slots, slot)
+        if not self.ckpt_slot(r):
+            r.bump("skipped")
+            return
+        c = pools.checkpoints.donate(pools.active, slot, r.rid)
+        r.bump("copies" if self.cfg.int8 else "donations")
+        self._keep(r, pos, c, inflight)
+
+    def _keep(self, r: RequestState, pos: int, slot: int, inflight: bool) -> None:
+        if inflight:
+            self._insert(r, [(pos, slot)], move_lock=True)
+        else:
+            r.pending.append((pos, slot))
+
+    def _insert(self, r: RequestState, ckpts: list[tuple[int, int]], move_lock: bool) -> None:
+        """Insert the request's tokens up to its deepest checkpoint with these checkpoints;
+        optionally move the lock to the new node (the new one first: the path is never
+        unlocked in between)."""
+        st = r.state
+        assert st is not None
+        end = max(p for p, _ in ckpts)
+        frees = self.cache.frees  # a state freed from now on (even by this insert's cap) is gone
+        res = self.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
+        slot_at = dict(ckpts)
+        r.inserted.extend((slot_at[p], frees) for p in res.new)
+        r.bump("existed", len(res.existed))
+        if move_lock and self.cache.try_lock(res.handle):
+            if r.locked is not None:
+                self.cache.unlock(r.locked)
+            r.locked, r.locked_len = res.handle, end
+
+    # -- finish / retract ------------------------------------------------------------------
+    def finish(self, r: RequestState, step: int) -> GenerateReport:
+        """Donate what is still tracked, insert, unlock, release slots; build the report."""
+        assert r.slots is not None and r.state is not None
+        pools = self.pools
+        self._flush(r)
+        if self.cfg.strategy != "no_buffer":
+            for slot, pos in pools.pingpong.valid(r.slots):
+                self.donate(r, slot, pos, inflight=False)
+        elif r.total in r.plan:  # no_buffer: the live slot itself becomes the last checkpoint
+            if self.ckpt_slot(r):
+                self._compact(r.slots.active)
+                c = pools.checkpoints.donate(pools.active, r.slots.active, r.rid)
+                r.bump("copies" if self.cfg.int8 else "donations")
+                r.pending.append((r.total, c))
+            else:
+                r.bump("skipped")
+                r.parked.remove(r.total)
+        if r.pending:
+            self._insert(r, list(r.pending), move_lock=False)
+            r.pending.clear()
+        self._unlock(r)
+        budget = self.cfg.kv_budget
+        if budget is not None and self.cache.kv_tokens > budget:
+            ev = self.cache.evict_kv(self.cache.kv_tokens - budget)
+            r.bump("evicted_states", ev.states)
+            r.bump("evicted_kv", ev.kv_tokens)
+        pools.pingpong.close(r.slots)
+        r.slots = None
+        if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
+            r.state.mla_kv = r.state.mla_kv.copy()
+        r.phase = "finished"
+        r.finished_at = step
+        r.seconds = time.perf_counter() - r.t0
+        if r.trace is not None and r.trace.observe is not None:
+            r.trace.observe("finished")
+        return self.report(r)
+
+    def _compact(self, slot: int) -> None:
+        """The runner binds views of a step's batch array to the slots; before one goes to the
+        checkpoint pool (kept long) it gets its own memory, or it would pin the whole batch
+        array. One state copy, counted with the donation."""
+        S, conv = self.pools.active.buffers(slot)
+        if S.base is not None or conv.base is not None:
+            self.pools.active.rebind(slot, S.copy(), conv.copy())
+
+    def _unlock(self, r: RequestState) -> None:
+        if r.locked is not None:
+            self.cache.unlock(r.locked)
+            r.locked, r.locked_len = None, 0
+
+    def release(self, r: RequestState) -> None:
+        """Give back everything the request holds, insert nothing (retract / abort)."""
+        for _, slot in r.pending:
+            self.pools.checkpoints.free(slot)
+        r.pending.clear()
+        self._unlock(r)
+        if r.slots is not None:
+            self.pools.pingpong.close(r.slots)
+            r.slots = None
+
+    def retract(self, r: RequestState) -> None:
+        self._flush(r)  # its computed chunks' states are valid: they go into the tree
+        self.release(r)
+        r.retractions += 1
+        r.reset()
+
+    def report(self, r: RequestState) -> GenerateReport:
+        rep = r.report(self.cache.still_held(r.inserted), self.pools.stats())
+        return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)

@@ -1,0 +1,146 @@
+"""``Engine.serve``'s loop: reject what can never fit, then step until every request is done.
+
+A step is ``Scheduler.schedule`` -> ``Runner.run`` -> post-processing (``Lifecycle.advanced``,
+``finish``, ``end_step``), as nano-vllm's ``LLMEngine.step``: schedule, run, postprocess. When
+nothing runs and the next request has not arrived, the loop jumps to its arrival. One row per
+step that ran (``StepRow``) records who ran, how many prefill and decode tokens, admissions,
+retractions, finishes, every request's phase, and the state pool by kind: ``running`` (slots
+held by running requests: live and track slots, and their checkpoints not yet in the tree),
+``cached`` (checkpoints owned by the tree) and ``free``. With one shared pool (INT8 off) the
+three add up to ``state_slots``; with INT8 checkpoints ``free`` is the active pool's and
+``checkpoint_free`` the INT8 pool's. Each finished request is added to the engine's ``Totals``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kda_core import sizing
+from kda_core.serve._lifecycle import Lifecycle, Parts
+from kda_core.serve._runner import Runner
+from kda_core.serve._scheduler import Batch, Scheduler
+from kda_core.serve._state import RequestState
+from kda_core.serve.report import GenerateReport, ServeReport, StepRow, Totals
+
+__all__ = ["serve"]
+
+
+def reject_message(r: RequestState, kv_tokens: int) -> str:
+    """SGLang's wording (``tokenizer_manager.py`` ``_validate_one_request``) for a request
+    whose KV can never fit: here the limit is the KV token pool, and a request needs its
+    prompt plus every output but the last."""
+    return (
+        f"Requested token count exceeds the KV cache capacity of {kv_tokens} tokens. You "
+        f"requested a total of {r.P + r.n_new} tokens: {r.P} tokens from the input messages "
+        f"and {r.n_new} tokens for the completion ({r.total} of them are cached). Please "
+        f"reduce the number of tokens in the input messages or the completion to fit within "
+        f"the limit."
+    )
+
+
+def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
+    """Max running requests and SGLang's capping message for the state pool."""
+    c, n = parts.config, parts.pools.state_slots
+    cap = sizing.max_running_requests(n, c.strategy, c.overlap)
+    msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
+    return (cap if requested is None else min(cap, requested)), msg
+
+
+def serve(
+    parts: Parts,
+    states: list[RequestState],
+    totals: Totals,
+    serve_id: int,
+    *,
+    max_batch_tokens: int,
+    max_running_requests: int | None,
+    kv_tokens: int | None,
+) -> ServeReport:
+    """Serve the checked ``states`` (see the module docstring)."""
+    t0 = time.process_time()
+    cap, msg = concurrency(parts, max_running_requests)
+    rejected: dict[int, str] = {}
+    live = []
+    for r in states:
+        if kv_tokens is not None and r.total > kv_tokens:
+            r.phase, r.error = "rejected", reject_message(r, kv_tokens)
+            rejected[r.idx] = r.error
+        else:
+            live.append(r)
+    life = Lifecycle(parts, serve_id)
+    sched = Scheduler(
+        live,
+        life,
+        parts.cache,
+        max_running=cap,
+        max_batch_tokens=max_batch_tokens,
+        kv_tokens=kv_tokens,
+    )
+    runner = Runner(parts.model, parts.pools.active)
+    reports: list[GenerateReport | None] = [None] * len(states)
+    rows: list[StepRow] = []
+    step = 0
+    try:
+        while sched.running or sched.waiting or life.deferred:
+            b = sched.schedule(step)
+            if b.empty:
+                jump = sched.next_arrival(step)
+                if jump is not None:  # nothing runs, nothing has arrived: jump to the arrival
+                    step = jump
+                    continue
+                if sched.running or sched.waiting:
+                    raise RuntimeError("serve: no request can run and none is coming (a bug)")
+                life.end_step()  # the last step's deferred post-processing
+                continue
+            finished = []
+            for r, n, logits in runner.run(b):
+                if life.advanced(r, n, logits):
+                    reports[r.idx] = rep = life.finish(r, step)
+                    totals.add(rep)
+                    sched.done(r)
+                    finished.append(r.idx)
+            life.end_step()  # overlap: the previous step's post-processing, after this forward
+            rows.append(_row(parts, step, b, finished, states))
+            step += 1
+    except BaseException:
+        life.drop_deferred()
+        for r in list(sched.running):
+            life.release(r)
+        raise
+    return ServeReport(
+        reports=reports,
+        steps=rows,
+        rejected=rejected,
+        max_running=cap,
+        capping_message=msg,
+        peak_running=sched.peak_running,
+        retractions=sum(r.retractions for r in states),
+        seconds=time.process_time() - t0,
+        scheduler_seconds=sched.seconds,
+        runner_seconds=runner.seconds,
+    )
+
+
+def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> StepRow:
+    held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
+    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
+    if b.retracted:
+        retracted = {r.idx for r in b.retracted}
+        phases = tuple(["retracted" if r.idx in retracted else r.phase for r in states])
+    else:  # the common step: every request's phase as it is
+        retracted = set()
+        phases = tuple([r.phase for r in states])
+    return StepRow(
+        step=step,
+        running=ran,
+        prefill_tokens=sum(n for _, n in b.prefill),
+        decode_tokens=len(b.decode),
+        admitted=tuple(r.idx for r in b.admitted),
+        retracted=tuple(sorted(retracted)),
+        finished=tuple(finished),
+        phases=phases,
+        slots_running=held,
+        slots_cached=cached,
+        slots_free=free,
+        checkpoint_free=ck_free,
+    )

@@ -1,0 +1,192 @@
+"""The engine's state pools: one shared pool for running and cached states, and the ping-pong
+ring each running request tracks its checkpoints in.
+
+SGLang keeps running requests' states and the radix tree's cached states in one ``MambaPool``
+(``python/sglang/srt/mem_cache/memory_pool.py`` ``MambaPool`` / ``HybridReqToTokenPool``): a
+slot is a slot, whoever holds it; ``max_running_requests`` divides the pool by the slots
+reserved per request (``sizing.request_slots``, SGLang's ``_calculate_mamba_ratio``). Here
+``ActivePool`` (running states) and ``CheckpointPool`` (cached states) keep their own slot
+tables (their buffers differ) but draw from one ``SlotBudget``; the checkpoint table's size is
+the most states the tree may hold (``checkpoint_slots``, default the whole pool). With INT8
+checkpoints the pools are separate, as in SGLang (``mamba_checkpoint_pool.py``
+``maybe_init_int8_mamba_checkpoint_pool``: ``int8_mamba_ckpt_size or 2 * mamba_size``).
+
+``PingPong`` holds each running request's slots: its live state and the ping-pong track slots
+(``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2`` with the overlap
+scheduler, else 1; ``get_mamba_ping_pong_other_idx``). extra_buffer_lazy opens one track slot
+and takes the second at a track boundary, without evicting for it
+(``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``: "a transient slot is not worth
+evicting a cached checkpoint for"). ``busy`` holds the track slots whose state the overlap
+scheduler's post-processing has yet to read; writing one raises (the hazard the second slot
+exists to avoid; see ``lifecycle``). Left out: SGLang's slot 0 padding sink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kda_core import sizing
+from kda_core.cache.pool import (
+    STRATEGIES,
+    ActivePool,
+    CheckpointPool,
+    PoolError,
+    PoolStats,
+    SlotBudget,
+    StateShape,
+)
+from kda_core.model import TinyHybrid
+
+__all__ = ["PingPong", "RequestSlots", "StatePools"]
+
+
+@dataclass(slots=True)
+class RequestSlots:
+    """One request's active-pool slots: ``active`` plus ping-pong ``track`` slots.
+
+    ``track_pos[i]`` is the boundary (tokens) of the state held by ``track[i]`` (None: empty
+    or already donated); ``next`` is the index the next track write goes to.
+    """
+
+    owner: str
+    active: int
+    track: list[int]
+    track_pos: list[int | None]
+    next: int = 0
+
+
+class PingPong:
+    """Every running request's slots by strategy (see the module docstring)."""
+
+    def __init__(self, pool: ActivePool, strategy: str, overlap: bool = True) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        self.pool = pool
+        self.strategy = strategy
+        held = sizing.request_slots(strategy, overlap).held
+        self.ring = 1 if strategy == "extra_buffer" and not overlap else 2
+        self.up_front = held - 1 if strategy == "extra_buffer_lazy" else held
+        self.busy: set[int] = set()
+        self.track_writes = 0
+
+    def can_open(self) -> bool:
+        return self.pool.can_allocate(self.up_front)
+
+    def open(self, owner: str) -> RequestSlots:
+        """The slots a request holds from admission (its live state starts at zero)."""
+        if not self.can_open():
+            raise ValueError(
+                f"active pool has {self.pool.n_free} free slots, strategy "
+                f"{self.strategy!r} needs {self.up_front}"
+            )
+        active = self.pool.allocate(owner)
+        track = [self.pool.allocate_unfilled(owner + ":track") for _ in range(self.up_front - 1)]
+        return RequestSlots(owner, active, track, [None] * len(track))
+
+    def track(self, req: RequestSlots, position: int) -> int | None:
+        """Write the live state (at boundary ``position``) into ``track[next]``, then flip.
+
+        Returns the track slot written, or None for no_buffer (nothing to track into) or when
+        the lazy second slot cannot be taken. The caller donates a still-valid state in
+        ``track[next]`` first (``overwritten_next``)."""
+        if self.strategy == "no_buffer":
+            return None
+        if req.next >= len(req.track):  # lazy: take the second slot at a boundary
+            if not self.pool.can_allocate(1):
+                return None
+            req.track.append(self.pool.allocate_unfilled(req.owner + ":track"))
+            req.track_pos.append(None)
+        slot = req.track[req.next]
+        if slot in self.busy:
+            raise PoolError(
+                f"track slot {slot} is written while the previous step's post-processing "
+                f"has yet to read it (ping-pong ring of {self.ring})"
+            )
+        S, conv = self.pool.buffers(req.active)
+        # a real copy: a later write to the live slot (or donating this one, which freezes its
+        # buffers) never reaches the other slot
+        self.pool.rebind(slot, S.copy(), conv.copy())
+        req.track_pos[req.next] = position
+        self.track_writes += 1
+        req.next = (req.next + 1) % self.ring
+        return slot
+
+    def overwritten_next(self, req: RequestSlots) -> tuple[int, int] | None:
+        """(slot, position) of a valid tracked state the next ``track`` would overwrite."""
+        i = req.next
+        if i < len(req.track) and req.track_pos[i] is not None:
+            return req.track[i], req.track_pos[i]  # type: ignore[return-value]
+        return None
+
+    def valid(self, req: RequestSlots) -> list[tuple[int, int]]:
+        """Every (slot, position) still holding an undonated tracked state, oldest first."""
+        held = ((s, p) for s, p in zip(req.track, req.track_pos) if p is not None)
+        return sorted(held, key=lambda x: x[1])
+
+    def mark_donated(self, req: RequestSlots, slot: int) -> None:
+        req.track_pos[req.track.index(slot)] = None
+
+    def close(self, req: RequestSlots) -> None:
+        """Free every slot the request holds."""
+        self.busy.difference_update(req.track)
+        for s in req.track:
+            self.pool.free(s)
+        self.pool.free(req.active)
+        req.track.clear()
+        req.track_pos.clear()
+
+
+class StatePools:
+    """The engine's pools: ``active`` and ``checkpoints`` (one shared budget of
+    ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring."""
+
+    def __init__(
+        self,
+        model: TinyHybrid,
+        state_slots: int,
+        checkpoint_slots: int,
+        strategy: str,
+        overlap: bool,
+        int8: bool,
+    ) -> None:
+        shape = StateShape.of(model)
+        self.state_slots = state_slots
+        self.budget = None if int8 else SlotBudget(state_slots)
+        self.active = ActivePool(shape, state_slots, self.budget)
+        self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
+        self.pingpong = PingPong(self.active, strategy, overlap)
+
+    @property
+    def shared(self) -> bool:
+        """Running and cached states draw from one budget (INT8 off)."""
+        return self.budget is not None
+
+    def by_kind(self, tree_states: int) -> tuple[int, int, int, int | None]:
+        """(slots held by running requests, cached, free, the INT8 pool's free or None)."""
+        held = self.active.n_used + self.checkpoints.n_used - tree_states
+        ck_free = None if self.shared else self.checkpoints.n_free
+        return held, tree_states, self.active.n_free, ck_free
+
+    def stats(self) -> PoolStats:
+        ck = self.checkpoints
+        return PoolStats(
+            active_capacity=self.active.capacity,
+            active_used=self.active.n_used,
+            checkpoint_capacity=ck.capacity,
+            checkpoint_used=ck.n_used,
+            checkpoint_bytes=ck.used_bytes,
+            copies=ck.copies,
+            donations=ck.donations,
+            loads=ck.loads,
+            track_writes=self.pingpong.track_writes,
+            int8=ck.int8,
+        )
+
+    def check_integrity(self) -> None:
+        """Both tables, and nothing left running (between requests)."""
+        self.active.check_integrity()
+        self.checkpoints.check_integrity()
+        if self.active.n_used:
+            raise PoolError(f"engine: {self.active.n_used} active slots leaked")
+        if self.pingpong.busy:
+            raise PoolError(f"engine: track slots {sorted(self.pingpong.busy)} left busy")
