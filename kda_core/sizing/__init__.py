@@ -18,7 +18,8 @@ from kda_core.sizing.checkpoints import (
     mean_checkpoints_per_request,
 )
 from kda_core.sizing.hf import from_hf_config, shipped_configs, shipped_spec
-from kda_core.sizing.logread import LineVerdict, LogReport, read_log
+from kda_core.sizing.logread import read_log
+from kda_core.sizing.logreport import LineVerdict, LogReport
 from kda_core.sizing.logs import (
     capping_message,
     kv_allocation_log,

@@ -13,79 +13,25 @@ Each line lists the numbers it checked and those it took as input. Details: docs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kda_core._checks import check_int
 from kda_core.sizing.logparse import LogLine, engine_of, parse_log
+from kda_core.sizing.logreport import (
+    INPUT,
+    SKIPPED,
+    LineVerdict,
+    LogReport,
+    compare,
+)
+from kda_core.sizing.logsglang import read_sglang
+from kda_core.sizing.logverdict import vllm_verdict
 from kda_core.sizing.presets import GIB, ModelSpec, as_spec
 from kda_core.sizing.sglang import check_ratio
 from kda_core.sizing.vllm import VllmPlan, format_gib, vllm_plan
 
-REPRODUCED, DIFFERENT, INPUT = "reproduced", "different", "input"
-NOT_UNDERSTOOD, SKIPPED = "not understood", "skipped"
-STATUSES: tuple[str, ...] = (REPRODUCED, DIFFERENT, INPUT, NOT_UNDERSTOOD, SKIPPED)
 VLLM_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3"}
 VLLM_KV_DTYPES.update({"fp8_e4m3": "fp8_e4m3", "float16": "float16"})
-
-Check = tuple[str, float, float]
-
-
-@dataclass(frozen=True, slots=True)
-class LineVerdict:
-    """One log line read back: ``status``; where rebuilt, the lab's line and every number
-    compared as ``(field, logged, rebuilt)`` (``checks``; those that differ at the printed
-    precision in ``diffs``); ``inputs`` names the numbers taken as given."""
-
-    line_no: int
-    text: str
-    kind: str
-    status: str
-    rebuilt: str = ""
-    diffs: tuple[Check, ...] = ()
-    note: str = ""
-    checks: tuple[Check, ...] = ()
-    inputs: tuple[str, ...] = ()
-
-
-def compare(
-    line: LogLine,
-    rebuilt: str,
-    pairs: list[tuple[str, float, float, int]],
-    inputs: tuple[str, ...] = (),
-    note: str = "",
-) -> LineVerdict:
-    """``pairs`` of (field, logged, rebuilt, decimals): reproduced when every one is equal at
-    the printed precision, different otherwise, input when there is nothing to compare."""
-    checks = tuple((f, float(a), float(b)) for f, a, b, _ in pairs)
-    diffs = tuple((f, float(a), float(b)) for f, a, b, nd in pairs if round(a, nd) != round(b, nd))
-    status = DIFFERENT if diffs else REPRODUCED if checks else INPUT
-    return LineVerdict(
-        line.line_no, line.text, line.kind, status, rebuilt, diffs, note, checks, inputs
-    )
-
-
-def gib(n: int) -> float:
-    """Bytes as the "GB" SGLang prints (GiB)."""
-    return n / GIB
-
-
-@dataclass(frozen=True, slots=True)
-class LogReport:
-    """A log read back: per-line verdicts, the inferred flags and the concurrency verdict."""
-
-    engine: str
-    model: str
-    lines: tuple[LineVerdict, ...]
-    inferred: dict[str, object]
-    verdict: str
-    explanation: str
-    remedies: tuple[tuple[str, str], ...]  # (flag change, predicted effect)
-
-    def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
-        for v in self.lines:
-            out[v.status] += 1
-        return out
 
 
 def _parse_vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]:
@@ -171,8 +117,6 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
 def _parse_vllm(
     spec: ModelSpec, lines: list[LogLine], tp: int | None, **plan_kw: object
 ) -> LogReport:
-    from kda_core.sizing.logverdict import vllm_verdict
-
     flags = _parse_vllm_flags(lines, tp)
     kv = next((x for x in lines if x.kind == "vllm.kv_size"), None)
     conc = next((x for x in lines if "conc" in x.fields), None)
@@ -217,8 +161,6 @@ def read_log(
     ``vllm_kw`` are ``vllm_plan`` knobs a vLLM log does not print (``kernel_block_size``,
     ``prefill_checkpoint_blocks``, ...). ValueError for a malformed log (``parse_log``).
     """
-    from kda_core.sizing.logsglang import read_sglang
-
     spec = as_spec(spec)
     tp = None if tp is None else check_int("tp", tp, 1, 1 << 16)
     page_size = None if page_size is None else check_int("page_size", page_size, 1, 1 << 20)

@@ -14,7 +14,7 @@ known) is taken as input, and each line says which. docs/sizing.md.
 from __future__ import annotations
 
 from kda_core.sizing.logparse import LogLine
-from kda_core.sizing.logread import (
+from kda_core.sizing.logreport import (
     INPUT,
     NOT_UNDERSTOOD,
     SKIPPED,
