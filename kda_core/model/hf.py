@@ -19,9 +19,8 @@ architecture, MoE layers (``mlp_layer_types`` "sparse"; the lab's MLP is dense),
 (``q_lora_rank``), grouped KV heads, attention biases, activations other than SiLU, and a
 vocabulary other than the lab's 256 byte tokens.
 
-Transformers' model has no position encoding in its MLA (``qk_rope_head_dim`` names a key part
-shared by all heads, appended unrotated) and no counterpart to K3's lower-bound gate: the
-``k3`` variant cannot be exported (docs/model.md).
+transformers' MLA has no position encoding (``qk_rope_head_dim`` is a key part shared by all
+heads, unrotated) and nothing like K3's lower-bound gate: ``k3`` is not exported (docs/model.md).
 """
 
 from __future__ import annotations
@@ -42,15 +41,8 @@ MODEL_TYPE = "kimi_linear"
 MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
 _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16}
 _SIZE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
-    "qk_nope_head_dim",
-    "v_head_dim",
+    *("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"),
+    *("num_attention_heads", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"),
 )
 _HF_KIND = {"kda": "linear_attention", "mla": "full_attention"}
 
@@ -336,9 +328,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """The tensors of one .safetensors file as float32 / float64 numpy arrays (bfloat16 and
     float16 widened exactly; the format: 8-byte header length, JSON header, raw data)."""
     data = Path(path).read_bytes()
-    if len(data) < 8:
-        raise ValueError(f"{path.name}: not a safetensors file")
-    (n,) = struct.unpack("<Q", data[:8])
+    (n,) = struct.unpack("<Q", data[:8]) if len(data) >= 8 else (0,)
     if not 2 <= n <= len(data) - 8:
         raise ValueError(f"{path.name}: not a safetensors file (header length {n})")
     header = json.loads(data[8 : 8 + n])
