@@ -109,3 +109,11 @@ def test_extraction_is_deterministic_on_one_package():
     a, b = C.extract(lib / "json", packages=()), C.extract(lib / "json", packages=())
     assert a == b and sum(len(d) for d in a["train"] + a["heldout"]) > 2000
     assert "\n>>> " in "".join(a["train"] + a["heldout"])  # the doctest examples are kept
+
+
+def test_out_of_style_text_splits_by_package_in_freeze_order():
+    parts = C.out_of_style_by_package()
+    assert list(parts) == list(C.OUT_OF_STYLE_PACKAGES)
+    assert C.DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
+    assert all(C.OUT_OF_STYLE_BYTES <= len(t) < 2 * C.OUT_OF_STYLE_BYTES for t in parts.values())
+    assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]

@@ -173,11 +173,12 @@ def extract(
     return docs
 
 
-def extract_out_of_style(seen: set[str]) -> list[str]:
-    """The out_of_style documents: per package, modules in sha256 order until
+def extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
+    """The out_of_style documents by package: modules in sha256 order until
     OUT_OF_STYLE_BYTES, docstrings already in ``seen`` (training text) left out."""
-    out = []
+    by_package: dict[str, list[str]] = {}
     for dist, (dirs, _) in OUT_OF_STYLE_PACKAGES.items():
+        out = by_package[dist] = []
         mods = [m for name, root in package_roots(dist, dirs) for m in modules(root, name + "/")]
         mods.sort(key=lambda m: hashlib.sha256(m[0].encode()).digest())
         size = 0
@@ -188,7 +189,7 @@ def extract_out_of_style(seen: set[str]) -> list[str]:
                 size += len(text) + len(DOC_SEPARATOR)
             if size >= OUT_OF_STYLE_BYTES:
                 break
-    return out
+    return by_package
 
 
 def sha256_file(path: Path) -> str:
@@ -227,7 +228,8 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
     stdlib = Path(stdlib or sysconfig.get_paths()["stdlib"])
     seen: set[str] = set()
     docs = extract(stdlib, seen=seen)
-    docs["out_of_style"] = extract_out_of_style(seen)
+    by_package = extract_out_of_style(seen)
+    docs["out_of_style"] = [d for package in by_package.values() for d in package]
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     for split in SPLITS:
@@ -247,6 +249,7 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
         "split_rule": f"held out when sha256(module path)[0] < {HELDOUT_BYTE_BELOW}; "
         f"out_of_style: {', '.join(OUT_OF_STYLE_PACKAGES)} (never trained on)",
         "files": files,
+        "out_of_style_documents": {k: len(v) for k, v in by_package.items()},
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
@@ -271,6 +274,32 @@ def load(split: str = "train", corpus_dir: Path = CORPUS_DIR) -> str:
 def documents(text: str) -> list[str]:
     """The documents of a corpus file (one per module, separated by DOC_SEPARATOR)."""
     return [d.strip("\n") for d in text.split(DOC_SEPARATOR) if len(d.strip("\n").encode()) >= 2]
+
+
+def out_of_style_by_package(corpus_dir: Path = CORPUS_DIR) -> dict[str, str]:
+    """The out_of_style text split by the package it came from (the manifest's counts)."""
+    docs = documents(load("out_of_style", corpus_dir))
+    out, start = {}, 0
+    for package, n in manifest(corpus_dir)["out_of_style_documents"].items():
+        out[package] = DOC_SEPARATOR.join(docs[start : start + n])
+        start += n
+    return out
+
+
+def scores(model, heldout_bytes: int = 65536) -> dict:
+    """What docs/model.md reports: bits per byte in-domain (the first ``heldout_bytes`` of the
+    held-out documents) and out of style (all of it, and per package), and the greedy
+    continuations (64 bytes) of SAMPLE_PROMPTS."""
+    from kda_core.model.tokenizer import decode, encode
+
+    out = {
+        "heldout": corpus_bits_per_byte(model, load("heldout"), heldout_bytes),
+        "out_of_style": corpus_bits_per_byte(model, load("out_of_style")),
+    }
+    for package, text in out_of_style_by_package().items():
+        out[f"out_of_style:{package}"] = corpus_bits_per_byte(model, text)
+    out["greedy"] = {p: decode(model.generate(encode(p), 64)[0]) for p in SAMPLE_PROMPTS}
+    return out
 
 
 def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> float:
@@ -300,9 +329,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
     )
-    ap.add_argument("command", choices=("freeze", "show"))
+    ap.add_argument("command", choices=("freeze", "show", "score"))
     ap.add_argument("--out", type=Path, default=CORPUS_DIR)
     args = ap.parse_args(argv)
+    if args.command == "score":  # the shipped model (or KDA_LAB_CHECKPOINT's)
+        from kda_core.model.tiny import TinyHybrid
+
+        print(json.dumps(scores(TinyHybrid()), indent=2))
+        return
     m = freeze(args.out) if args.command == "freeze" else manifest(args.out)
     print(json.dumps(m, indent=2))
 
