@@ -1,18 +1,21 @@
 """TinyHybrid ("k3-mini"): a scaled-down Kimi K3 that runs in milliseconds on a CPU.
 
-Layers follow K3's pattern, 3 KDA : 1 MLA, ending on MLA; pre-norm blocks
-``x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))``. The KDA mixer is fla's `KimiDeltaAttention`
-(short conv, L2-normalised q/k, sigmoid beta, K3's lower-bound gate, gated per-head RMSNorm);
-the MLA mixer caches one latent per token and up-projects keys and values from it (NoPE, as K3).
-docs/model.md has the layer-by-layer description and its sources.
+Layers follow ``config.layer_types`` (default K3's pattern, 3 KDA : 1 MLA, ending on MLA);
+pre-norm blocks ``x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))``. The KDA mixer is fla's
+`KimiDeltaAttention` (short conv, L2-normalised q/k, sigmoid beta, gated per-head RMSNorm); the
+MLA mixer caches one row per token and up-projects keys and values from it (NoPE). Variant
+``k3``: K3's lower-bound gate, a full-rank output gate, a gated MLA; variant ``kimi-linear``:
+every layer as transformers' ``KimiLinearForCausalLM`` (softplus gate, low-rank output gate,
+a shared key part beside the latent), loaded by `TinyHybrid.from_hf` and written by `export_hf`
+(``kda_core.model.hf``). docs/model.md has the layer-by-layer description and its sources.
 
-`TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`);
-`TinyHybrid(weights="random", seed=s)` draws fla's init distributions instead. `prefill` /
-`decode_step` advance a `ModelState` in place; `forward` is the pure version. `bits_per_byte`
-scores a text. Everything runs in float64 and is deterministic.
+`TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`; or the checkpoint
+folder named by ``CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
+distributions instead. `prefill` / `decode_step` advance a `ModelState` in place; `forward` is
+the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
-Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches this
-model), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
+Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches the
+k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
 """
 
 from __future__ import annotations
