@@ -8,7 +8,7 @@
 2. Hub cold start: ``python -m apps`` in a subprocess until ``/`` and every ``/<name>/`` answer
    (target <= 8 s), and its resident memory.
 3. Load: ``--clients`` (default 20) threads, each with its own session per app, loop over the
-   apps' main actions for ``--seconds`` (default 15; the issue's full run is 60) against that
+   apps' main actions for ``--seconds`` (default 15; a full run is 60) against that
    hub. Reports calls, errors, latency median / p95, per-session leakage checks (a session's
    history table must list exactly its own calls) and the hub's RSS before / after.
 

@@ -5,10 +5,10 @@
 Prints a table of median wall seconds, median CPU seconds (time.process_time, all threads of
 this process), tokens/s and wall-time ratios, and the fraction of this machine's numpy GEMM peak
 (same dtype) that `chunked` reaches (its matmul FLOPs / wall time / measured GEMM FLOP/s).
-Targets (issue 2): chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda,
->= 25% of matmul peak; issue 16: >= 35% of the 2-thread GEMM peak at T = 4096, H = 8,
-K = V = 128, float32. `chunked` splits large inputs' heads over every available core
-(KDA_THREADS to choose); the "1 thread" row forces KDA_THREADS=1.
+Targets: chunked float32 >= 3x the per-token loop, >= 2.5x fla's naive_recurrent_kda, and
+>= 35% of the 2-thread GEMM peak at T = 4096, H = 8, K = V = 128, float32. `chunked` splits
+large inputs' heads over every available core (KDA_THREADS to choose); the "1 thread" row
+forces KDA_THREADS=1.
 ``--quick`` skips the slow rows (per-token loop, fla) and float64; ``--rounds N`` repeats the
 peak / chunked pair N times in this run (the machine is shared: compare the ratios, and look
 at their spread).
@@ -33,7 +33,7 @@ import numpy as np
 from kda_core import kda
 from kda_core.kda.threads import kda_threads
 
-TARGET_FRACTION = 0.35  # issue 16: of the 2-thread GEMM peak, T = 4096, H = 8, K = V = 128, f32
+TARGET_FRACTION = 0.35  # of the 2-thread GEMM peak, T = 4096, H = 8, K = V = 128, float32
 
 
 def timed(fn, repeat: int) -> tuple[float, float]:
@@ -201,7 +201,7 @@ def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
     if rounds > 1:
         print(f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
               f"GEMM peak, median {100 * statistics.median(fracs):.1f}% "
-              f"(issue 16 target: >= {100 * TARGET_FRACTION:.0f}%)")  # fmt: skip
+              f"(target: >= {100 * TARGET_FRACTION:.0f}%)")  # fmt: skip
 
 
 if __name__ == "__main__":

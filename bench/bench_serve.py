@@ -13,19 +13,19 @@
    vs ``TinyHybrid.forward``). Target: varlen >= 0.8x the single sequence's tokens/s. A round
    times every variant next to the single sequence (the best of ``repeat`` calls each, the
    two in alternating order from round to round); the ratio is the median over rounds (5 with
-   --quick, 7 without) of each round's pair. Until 2026-12-02 a round timed the single
-   sequence once, before all four variants: the ragged call came three calls after it.
+   --quick, 7 without) of each round's pair. (Timing the single sequence once ahead of all four
+   variants reads the ragged rows low: the ragged call comes three calls after it.)
 3. Scheduler bookkeeping: the batched serve's time outside the model pass (scheduling,
    admission, binding states to slots, checkpoints, step rows) over its total, at 32 running,
    in CPU seconds (``ServeReport.seconds`` / ``runner_seconds``), the median over every batched
-   run (until 2026-12-01 late evening: the fastest run's). Target: <= 10 %.
+   run (the fastest run's would flatter it). Target: <= 10 %.
 
 Times are CPU seconds (``time.process_time``). Ratios are paired: each round compares runs
 made next to each other, so a load change hits both sides of its ratio, and the median round
 is the estimate (the VM's cores swing by a third within seconds; the best and worst rounds
-are printed beside it). The bench used to divide each side's best run over two rounds: one
-lucky run of either side moved that by 10 % or more (one run of this version read 7.1x that
-way where its median round was 8.2x).
+are printed beside it). Dividing each side's best run over two rounds instead lets one lucky
+run of either side move the ratio by 10 % or more (one run read 7.1x that way where its median
+round was 8.2x).
 Exit status 1 if a target is missed.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python -m bench.bench_serve [--quick]``.

@@ -2,7 +2,7 @@
 
 Prints, side by side: seconds per full pass (median of ``--repeat`` runs) per (policy, budget),
 requests/s, tree steps/s (key elements walked by match + insert), the ratio to the 1.5 s
-target, and the issue's density sweep - 6 checkpoint intervals K x 4 policies (24 full
+target, and the density sweep - 6 checkpoint intervals K x 4 policies (24 full
 passes, through ``studies.density.policy_sweep`` with its progress callback) at one state
 budget - against its 30 s target. The interval K is each policy's density knob:
 
@@ -174,7 +174,7 @@ def _progress() -> density.Progress:
 
 
 def density_by_policy(trace, budget_gib: float | None) -> None:
-    """The issue's sweep: 6 intervals x 4 policies (24 passes) at one budget, timed."""
+    """The density sweep: 6 intervals x 4 policies (24 passes) at one budget, timed."""
     pols = [p for k in SWEEP_INTERVALS for p in sweep_policies(k)]
     density._memo.clear()
     t = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Contract facade (DESIGN.md): ``kda_core.conv.short_conv(x, w, window=None, activation="silu")
+"""Public API entry: ``kda_core.conv.short_conv(x, w, window=None, activation="silu")
 -> (y, new_window)``, the short causal depthwise conv with a carried window. It lives in
 `kda_core.kda.conv`; code inside the project imports it from there.
 """

@@ -1,4 +1,4 @@
-"""Contract facade (DESIGN.md): ``kda_core.cp.context_parallel(q, k, v, g, beta, *, ranks,
+"""Public API entry: ``kda_core.cp.context_parallel(q, k, v, g, beta, *, ranks,
 scan="allgather" | "logdepth", initial_state=None) -> (o, S)``, KDA context parallelism by an
 affine prefix scan (``ranks=1`` needs no torch), with its varlen and conv-halo companions. It
 lives in `kda_core.kda.cp`; code inside the project imports it from there.

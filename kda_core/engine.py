@@ -1,4 +1,4 @@
-"""Contract facade: ``kda_core.engine.Engine`` / ``Request`` and the reports (DESIGN.md).
+"""Public API entry: ``kda_core.engine.Engine`` / ``Request`` and the reports.
 
 The engine lives in ``kda_core.serve.engine`` (serving in ``kda_core.serve``); internal code
 imports it from there. See docs/serving.md.

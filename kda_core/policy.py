@@ -1,4 +1,4 @@
-"""Contract facade (DESIGN.md): ``kda_core.policy.make(name, **params)`` builds a policy.
+"""Public API entry: ``kda_core.policy.make(name, **params)`` builds a policy.
 
 The implementation is ``kda_core.cache.policy``; internal code imports it from there.
 """

@@ -5,7 +5,7 @@ Compares (``kda_core.studies.speculative.memory_over_d``, Kimi K3 per GPU at TP8
     raw k, beta; L = next power of two >= 2D entries) vs D per-draft recurrent states, plus the
     conv windows both designs keep;
   * the per-draft / ring ratio for the tiny lab model and for Kimi K3;
-  * the seed's deployment: rings for every state slot vs per-draft states for the running
+  * the K3 write-up's deployment: rings for every state slot vs per-draft states for the running
     requests only.
 """
 
@@ -62,7 +62,7 @@ TEXT = {
 
 
 def compute(quick: bool = False) -> speculative.MemoryOverD:
-    """D = 1..16 for k3-mini (TP1) and Kimi K3 (TP8), bf16; the seed's 120-slot deployment."""
+    """D = 1..16 for k3-mini (TP1) and Kimi K3 (TP8), bf16; the K3 write-up's 120 slots."""
     return speculative.memory_over_d(tuple(range(1, 17)), tp=8, dtype="bfloat16")
 
 

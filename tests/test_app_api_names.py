@@ -1,4 +1,4 @@
-"""Issue 17 item 10: the API listing (what ``gradio_client``'s ``view_api()`` prints) reads as
+"""The API listing (what ``gradio_client``'s ``view_api()`` prints) reads as
 documentation: every output is named after its component (no generated ``value_27``), no two
 outputs of one endpoint share a name, and no parameter is an enum of digit strings."""
 

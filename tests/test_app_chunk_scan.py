@@ -75,7 +75,7 @@ def test_groupings_same_orders_different(out, study):
 
 
 def test_five_segments_orders_are_sorted_not_120_labels():
-    """Issue 17 item 7: 5 segments give 5! = 120 orders; they are drawn sorted by distance
+    """5 segments give 5! = 120 orders; they are drawn sorted by distance
     with the order in the hover, not as 120 rotated tick labels."""
     from kda_core.studies import chunk_scan as cs
 

@@ -171,7 +171,7 @@ def test_integer_fields_reject_fractions():
 
 
 def test_zero_running_requests_says_one_request_does_not_fit():
-    """Issue 17 item 8: 'max running 0, limited by kv' must say that one request does not
+    """'max running 0, limited by kv' must say that one request does not
     fit, with the two numbers (needed vs the pool)."""
     out = mp.run_plan(budget_gib=1, input_len=1_000_000)
     (row,) = [ln for ln in out[0].splitlines() if "max running requests" in ln]
@@ -185,7 +185,7 @@ def test_tp_error_has_no_literal_quotes():
     assert e.value.message == "TP must divide the 96 KDA heads; got TP=7"
 
 
-# ---- issue 13: the planner's max running requests next to what a live run admitted ---------
+# ---- the planner's max running requests next to what a live run admitted ------------------
 @pytest.mark.parametrize(
     ("strategy", "reserved"), [("extra_buffer", 5), ("extra_buffer_lazy", 4), ("no_buffer", 3)]
 )

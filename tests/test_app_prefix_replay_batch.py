@@ -1,4 +1,4 @@
-"""apps.prefix_replay's batch view (issue 13): several requests at once on one state pool."""
+"""apps.prefix_replay's batch view: several requests at once on one state pool."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def default_out():
     return app.load_scenario(progress=None)
 
 
-# ---- issue 13: the batch view (several requests at once on one state pool) ----------------
+# ---- the batch view (several requests at once on one state pool) -------------------------
 B_MD, B_PHASES, B_PHASES_CSV, B_POOL, B_POOL_CSV, B_POOLS, B_POOLS_CSV, B_SESSION = range(8)
 
 
@@ -107,7 +107,7 @@ def test_batch_in_chinese_and_bad_input(default_out):
 
 
 def test_a_small_kv_pool_retracts_and_rejects(default_out):
-    """The KV pool field (issue 13: the batch view shows retracted requests): the swimlane's
+    """The KV pool field (the batch view shows retracted requests): the swimlane's
     retracted cells are the steps ``Engine.serve`` retracted in, the summary says why, and a
     request that can never fit the pool is rejected with SGLang's message while the others are
     served."""

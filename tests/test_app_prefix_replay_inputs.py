@@ -129,7 +129,7 @@ def test_client_every_endpoint_and_sessions(tmp_path):
 
 
 def test_drift_of_a_request_that_replayed_nothing(default_out, study):
-    """Item 3: a request with no replay must not show 'inconsistent keeps 16/16' (harmless-
+    """A request with no replay must not show 'inconsistent keeps 16/16' (harmless-
     looking): the panel says it replayed nothing and names the requests that did."""
     assert study.requests[0].timeline.replayed == 0 and study.replaying == (1, 2)
     out = app.inspect(0, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
@@ -146,7 +146,7 @@ def test_drift_of_a_request_that_replayed_nothing(default_out, study):
 
 
 def test_drift_pointer_skips_a_request_restored_at_zero():
-    """Issue 17 item 5: restore 0 with match 21 replays 21 tokens but from an empty state, so
+    """Restore 0 with match 21 replays 21 tokens but from an empty state, so
     the three drift lines coincide (checked on the study itself): the app must not offer it
     as 'a request with a replay', and must say why nothing drifts there."""
     ps = ("Hello there, general Kenobi. You are", "Hello there, general Grievous!")
@@ -192,7 +192,7 @@ def test_tokens_readable_and_palette(default_out, study):
     tree = default_out[TREE]
     assert all("\ufffd" not in (t.text or ()) for t in tree.data if t.type == "bar")
     pools = {t.name: t.marker.color for t in default_out[POOLS].data}
-    # issue 13: one-at-a-time "active slots (peak)" is gone (the batch run shows concurrency)
+    # no one-at-a-time "active slots (peak)" trace: the batch view shows concurrency
     assert "active slots (peak)" not in pools
     assert pools["checkpoint slots used"] == COLORS["checkpoint"]
     assert pools["donations (track slot -> pool)"] == SERIES[0]
@@ -220,7 +220,7 @@ def test_drift_curves_stay_in_view(default_out):
 
 
 def test_tree_with_a_hundred_nodes_stays_readable():
-    """Issue 17 item 9: a 100-node tree (12 requests, spacing 8) is drawn with one lane per
+    """A 100-node tree (12 requests, spacing 8) is drawn with one lane per
     leaf, nodes of at least 10 px and a height that grows with the lanes, not the nodes."""
     base = "System: You are Kimi. Tools: search, calc, weather. "
     ps = tuple(

@@ -28,7 +28,7 @@ def test_pd_draws_the_study(pd_out):
     f_an, c_an, meta, f_tl, c_tl, summary, (a, r) = pd_out
     np.testing.assert_array_equal(f_an.data[0].y, a.k3_bytes)
     np.testing.assert_array_equal(f_an.data[1].y, a.tiny_bytes)
-    # K3 per GPU at TP8 in bf16: 69 layers x 12 heads x 128 x 128 x 2 B (the seed's 25.9 MB)
+    # K3 per GPU at TP8 in bf16: 69 layers x 12 heads x 128 x 128 x 2 B (the K3 write-up's 25.9 MB)
     assert a.k3_bytes[1] == 69 * 12 * 128 * 128 * 2
     assert f_an.layout.yaxis.type == "log"
     assert _rows(c_an)[0] == ["part", "k3_bytes_per_gpu", "tiny_bytes"]

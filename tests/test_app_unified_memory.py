@@ -185,7 +185,7 @@ def test_long_ratio_list_is_echoed_short():
 
 
 def test_running_axis_is_not_stretched_by_the_slowest_split(out, study):
-    """Issue 17 item 7: a static split far slower than the unified pool (more than twice the
+    """A static split far slower than the unified pool (more than twice the
     makespan of the unified pool and the best split) must not set the x axis."""
     f2 = out[5]
     base = max(study.unified.makespan, study.best_static.makespan)

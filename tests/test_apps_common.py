@@ -284,7 +284,7 @@ def test_lang_labels_translate_buttons_and_download_buttons():
 
 
 def test_messages_are_plain_and_ranges_exact():
-    """Issue 17 item 8: no literal quotes around a message that passed through
+    """No literal quotes around a message that passed through
     ``study_errors`` (gr.Error is a ValueError), and integer bounds printed exactly."""
     import gradio as gr
 
@@ -313,7 +313,7 @@ def test_lang_labels_with_a_translator_name_every_csv_button_and_radio_option():
 
 
 def test_font_stack_is_local_and_covers_chinese():
-    """Issue 17 item 4: no webfont (Gradio's IBM Plex SemiBold has 55 glyphs), system fonts
+    """No webfont (Gradio's IBM Plex SemiBold has 55 glyphs), system fonts
     with every Latin glyph in bold and a CJK face, no network font."""
     css = common.THEME._get_theme_css()
     assert "--font: Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei" in css

@@ -80,7 +80,7 @@ def test_bad_inputs(data, kwargs, name):
 
 
 def test_contract_facade_is_the_real_conv():
-    # DESIGN.md fixes kda_core.conv.short_conv; the code lives in kda_core.kda.conv
+    # kda_core.conv.short_conv is the public API entry; the code lives in kda_core.kda.conv
     import kda_core.conv as facade
     from kda_core.kda import conv as real
 

@@ -7,7 +7,8 @@ from kda_core.sim import costmodel as C
 
 
 def _marconi_reference(L: float, D: float = 4096.0, N: float = 128.0) -> float:
-    """retention.md §1.4 (Marconi Table 1): 4 attention, 24 Mamba, 28 MLP layers."""
+    """Marconi (Pan et al., MLSys 2025), Table 1 FLOPs for its 7B hybrid: 4 attention, 24 Mamba,
+    28 MLP layers (docs/simulator.md, "Marconi's FLOP formulas")."""
     attn = 8 * L * D * D + 4 * L * L * D
     mlp = 16 * L * D * D
     mamba = 12 * L * D * D + 16 * L * D * N + 10 * L * D

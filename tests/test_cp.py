@@ -316,7 +316,7 @@ def test_varlen_conv_segments_shorter_than_the_window(rng):
 
 
 def test_contract_facade_is_the_real_cp():
-    # DESIGN.md fixes kda_core.cp.context_parallel; the code lives in kda_core.kda.cp
+    # kda_core.cp.context_parallel is the public API entry; the code lives in kda_core.kda.cp
     import kda_core.cp as facade
 
     assert facade.context_parallel is cp.context_parallel

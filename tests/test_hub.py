@@ -102,7 +102,7 @@ def test_registry_entries_are_frozen():
 
 
 def test_a_taken_port_moves_to_the_next_free_one_and_says_so():
-    """Issue 17 item 1: the port is bound before it is announced; a taken one is reported
+    """The port is bound before it is announced; a taken one is reported
     with the way to choose another, and the next free port is used."""
     import socket
 
@@ -144,9 +144,9 @@ def test_no_free_port_in_range_is_an_error_naming_the_option():
 
 
 def test_validators_see_the_session_through_the_hub():
-    """Mounted apps: a validator must read the caller's session (it used to read an empty one
-    through the hub, so every call that needs a served session was rejected), and still reject
-    a bad value."""
+    """Mounted apps: a validator must read the caller's session (reading an empty one through
+    the hub would reject every call that needs a served session), and still reject a bad
+    value."""
     from gradio_client import Client
 
     from apps.__main__ import Server

@@ -1,5 +1,5 @@
-"""The layout rules (issue 18): files <= 400 lines, functions <= 80, module docstrings of the
-core <= 30 lines, the core imports no UI library, and the contract import paths of DESIGN.md
+"""The layout rules: files <= 400 lines, functions <= 80, module docstrings of the core <= 30
+lines, the core imports no UI library, and the public API's entry modules (docs/architecture.md)
 resolve to the code in the subpackages."""
 
 from __future__ import annotations

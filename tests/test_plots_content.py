@@ -288,7 +288,7 @@ def test_unified_memory_marks_the_cut_long_context_line() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_density_footer_and_unified_labels_stay_readable(lang: str) -> None:
-    """Issue 17 item 6: checkpoint_density's source line fits the figure (it wraps); in
+    """checkpoint_density's source line fits the figure (it wraps); in
     unified_memory's ratio panel no two texts overlap (the phase lines are named in a legend,
     not by rotated text over the best-static label)."""
     fig = figure("plot_checkpoint_density", lang)

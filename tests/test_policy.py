@@ -36,7 +36,7 @@ def test_make_builds_every_policy_with_defaults():
         "max_states_per_path": 3,
     }
     m = P.make("marconi")
-    # the artifact starts at alpha 0 and tunes it (retention.md §1.5)
+    # the artifact starts at alpha 0 and tunes it (docs/policies.md, marconi)
     assert (m.alpha, m.alpha_value, m.kv_bytes_per_token) == ("auto", 0.0, 4 * 4 * 4096)
     assert m.alpha_grid == tuple(round(0.1 * i, 1) for i in range(21))
     v = P.make("vllm", mode="all")
@@ -130,7 +130,7 @@ def test_interval_positions():
 
 
 def test_sglang_seed_example_keeps_four_states():
-    # The seed: 13,600 in, 512 out, chunked prefill 6,144, track interval 256 -> 4 states.
+    # The K3 write-up: 13,600 in, 512 out, chunked prefill 6,144, track interval 256 -> 4 states.
     # Prefill steps [0, 6144), [6144, 12288), [12288, 13600): each tracks
     # prefix + floor(extend / 64) * 64 (ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_
     # extend), so 6144, 12288 and 12288 + 1280; decode consumes up to 13600 + 511 tokens and

@@ -22,7 +22,7 @@ from kda_core.cache.quant import (
     round_fp8_e4m3,
     roundtrip,
 )
-from kda_core.quant import Int8State  # the contract name (DESIGN.md)
+from kda_core.quant import Int8State  # the public API name (docs/architecture.md)
 
 # ---------------------------------------------------------------------------------------------
 # naive twins: one element at a time, plain Python floats

@@ -181,9 +181,9 @@ def test_kv_lru_evicts_least_recent_leaf_first_and_keeps_tombstone_parents_as_le
     assert log["state"] == [("B", 10)]
     c.evict_kv(1)
     assert log["state"][-1] == ("C", 10)
-    # two leaves under a split tombstone. Before issue #12 evicting both pruned the tombstone
-    # in the same call (4 tokens freed); SGLang keeps it as a KV leaf (unified_tree_core.py,
-    # ``_delete_leaf`` + ``_update_evictable_leaf_sets(parent)``): it goes by a later eviction.
+    # two leaves under a split tombstone. Evicting both does not prune the tombstone in the same
+    # call: SGLang keeps it as a KV leaf (unified_tree_core.py, ``_delete_leaf`` +
+    # ``_update_evictable_leaf_sets(parent)``), so it goes by a later eviction.
     c.insert([5, 5, 5, 5], states=[(4, "D", 1)])
     c.insert([5, 5, 6, 6], states=[(4, "E", 1)])
     assert c.stats().tombstones == 1
@@ -227,8 +227,8 @@ def test_state_lru_order_by_touch_mode(touch, order):
         c.check_integrity()
     assert [p for p, _ in log["state"]] == order
     # s4 evicted while it still had a child leaves [0..3] a tombstone; once s8 goes too it is
-    # a childless tombstone, which SGLang keeps as a KV leaf (issue #12). s8 first: s4's node
-    # is a leaf when its state goes, so it is deleted with its KV.
+    # a childless tombstone, which SGLang keeps as a KV leaf (unified_tree_core.py). s8 first:
+    # s4's node is a leaf when its state goes, so it is deleted with its KV.
     tombstone_left = order.index("s4") < order.index("s8")
     assert (c.n_nodes, c.kv_tokens) == ((1, 4) if tombstone_left else (0, 0))
 

@@ -284,7 +284,7 @@ def test_module_docstring_usage_example_runs():
     cache.check_integrity()
 
 
-# ---------------------------------------------------------------- SGLang's rules (issue #12)
+# ------------------------------------------------------------------------------ SGLang's rules
 # Each example was run on the real SGLang 0.5.23 UnifiedRadixCache (FULL + MAMBA components,
 # Python tree core) in tests/real/test_radix_vs_sglang.py; these copies need no real venv.
 
@@ -293,7 +293,7 @@ def test_sglang_keeps_a_childless_tombstone_as_a_kv_leaf():
     """sglang/srt/mem_cache/unified_cache/unified_tree_core.py: deleting a leaf only re-files
     its parent as an evictable leaf (``_update_evictable_leaf_sets``); nothing cascades.
     Insert [1..10] and [1..5, 99, 98], evict 2 states: SGLang frees 7 tokens (the two leaves,
-    5 + 2) and still matches 5 tokens. The lab used to prune the tombstone [1..5] too (12)."""
+    5 + 2) and still matches 5 tokens; pruning the tombstone [1..5] at once would free 12."""
     c = _cache()
     c.insert(list(range(1, 11)), states=[(10, "a", 1)])
     c.insert([1, 2, 3, 4, 5, 99, 98], states=[(7, "b", 1)])
@@ -309,7 +309,7 @@ def test_sglang_split_stamps_the_lower_half_as_just_used_on_insert():
     """unified_tree_core.py ``_split_node``: ``child.last_access_time =
     get_and_increase_time_counter()``. Insert [1..10], [50..55], [1..5, 99], evict one KV leaf:
     the split-off tail [6..10] is newer than [50..55], so SGLang evicts [50..55] (6 tokens).
-    The lab used to keep the tail's old time and evict it (5 tokens)."""
+    Keeping the tail's old time would evict the tail instead (5 tokens)."""
     c = _cache()
     c.insert(list(range(1, 11)), states=[(10, "a", 1)])
     c.insert(list(range(50, 56)), states=[(6, "b", 1)])
@@ -337,9 +337,9 @@ def _weak_nodes(cache: RadixStateCache) -> list:
 
 
 def test_removed_nodes_are_unreachable_at_once():
-    """Issue #11, bug 5: the KV heap kept Node objects (and their key tuples) of leaves removed
-    by evict_states until a rebuild threshold (4 x nodes + 1024). A node the tree removed must
-    be garbage as soon as the caller drops it."""
+    """A node the tree removed is garbage as soon as the caller drops it: the KV heap holds no
+    Node objects (or their key tuples) of leaves removed by evict_states until some rebuild
+    threshold."""
     c = _cache()
     for i in range(200):
         c.insert([i, 10_000 + i], states=[(2, None, 1)])

@@ -184,7 +184,7 @@ class RadixModelMachine(RuleBasedStateMachine):
             self.cache.unlock_kv(node)
         removed_kv, removed_st = self._adopt_cache_contents()
         assert not removed_st, "unlocking dropped a state"
-        # SGLang's dec_lock_ref removes nothing (a tombstone leaf stays, issue #12)
+        # SGLang's dec_lock_ref removes nothing (a tombstone leaf stays)
         assert not removed_kv, "unlocking dropped KV"
 
     @rule(n=st.integers(0, 12))

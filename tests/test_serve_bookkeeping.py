@@ -4,8 +4,8 @@
   ``_Slots._check_slot``: same slot back, same ValueError otherwise, for allocated, freed,
   out-of-range, negative, bool, numpy-integer and non-integer slots, on a plain and a shared
   table;
-* ``Lifecycle.admit`` no longer binds a fresh zero state over the slot ``open`` allocated:
-  the slot it leaves is the zero state ``bind(model.new_state().kda)`` would have bound;
+* ``Lifecycle.admit`` binds no fresh zero state over the slot ``open`` allocated: the slot it
+  leaves is the zero state ``bind(model.new_state().kda)`` would bind;
 * ``Lifecycle.report``'s text (bytes of the model's own tokens) equals ``tokenizer.decode``;
 * ``Lifecycle.report``'s step log (``StepRecord._make``) equals the records built field by
   field, and the serve's step rows (phases built without the retraction set when nothing is

@@ -1,4 +1,4 @@
-"""The batched serve's fast paths against their naive twins (issue 13's speed work).
+"""The batched serve's fast paths against their naive twins.
 
 * ``padded_latents`` (every request's MLA latents in one padded array, built once per decode
   step) against per-request concatenation;

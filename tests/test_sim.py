@@ -44,7 +44,8 @@ def test_every_block_unlimited_equals_the_ideal_prefix_hit_rate(conv: W.Trace) -
     assert r.state_hit_rate == pytest.approx(ideal, abs=1e-12)
     assert r.token_hit_rate == pytest.approx(ideal, abs=1e-12)
     assert r.replayed_tokens == 0
-    # the README's 37.4 % (min(m * 512, L) over all blocks) differs only by partial tails
+    # the trace's KV-only ceiling, 37.4 % (min(m * 512, L) over all blocks), differs only by
+    # partial tails
     assert r.state_hit_rate == pytest.approx(0.374, abs=1e-3)
     assert abs(W.trace_stats(conv).ideal_token_hit_rate - r.state_hit_rate) < 5e-4
     assert r.checkpoints_stored == 170_899
@@ -135,7 +136,7 @@ def test_more_budget_never_lowers_lru_hit_rate(conv: W.Trace, pol: object) -> No
 def test_marconi_vs_every_block(conv: W.Trace) -> None:
     dense = sim.simulate(conv, ("interval", {"every": 512}), None)
     marc = sim.simulate(conv, "marconi", None)
-    # many fewer checkpoints (retention.md §4: 10,237 vs 170,899) at nearly the same hit rate
+    # many fewer checkpoints (10,237 vs 170,899, docs/performance.md) at nearly the same hit rate
     assert marc.checkpoints_stored == 10_237
     assert marc.checkpoints_stored * 10 < dense.checkpoints_stored
     assert marc.state_hit_rate == pytest.approx(0.359, abs=1e-3)
@@ -260,8 +261,9 @@ def test_marconi_auto_alpha_tunes(agent: W.Trace) -> None:
 
 
 def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None:
-    # retention.md §1.5: N0 = requests served when the first eviction happens, the evicting
-    # request included (the simulator counts a request on arrival, as the engine does)
+    # Marconi's tuning (docs/policies.md): N0 = requests served when the first eviction
+    # happens, the evicting request included (the simulator counts a request on arrival, as the
+    # engine does)
     pol = policy_mod.make("marconi", alpha=1.0)
     ckpt = sim.checkpoint_bytes("kimi-k3", 8, "bfloat16", "bfloat16")
     out = sim._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)

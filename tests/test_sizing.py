@@ -1,7 +1,7 @@
-"""kda_core.sizing: every Kimi K3 number of the third seed (004_2954827ae5ecc86a.txt).
+"""kda_core.sizing: every Kimi K3 number of the K3 write-up (docs/sizing.md).
 
-The seed's text lost its '=' and '+' signs in extraction ("max_mamba_cache_size80"); the expected
-strings below are quoted from it and compared after removing '=' from ours.
+The write-up's text as quoted lacks its '=' and '+' signs ("max_mamba_cache_size80"); the
+expected strings below are quoted from it and compared after removing '=' from ours.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_k3_state_and_conv_per_gpu_tp8_bf16():
     # "如果k v head_dim一样那么就是layer * 9 * head_num * head_dim * size_of_dtype"
     assert conv == 69 * 9 * 12 * 128 * 2
     assert round(conv / MIB, 2) == 1.82
-    # "TP 8 所有GPU总和为(25.9 + 1.82)*8 = 221.8MB" (the seed adds the rounded figures)
+    # "TP 8 所有GPU总和为(25.9 + 1.82)*8 = 221.8MB" (the write-up adds the rounded figures)
     assert round((round(ssm / MIB, 1) + round(conv / MIB, 2)) * 8, 1) == 221.8
     assert (ssm + conv) * 8 / MIB == pytest.approx(221.8, abs=0.3)
     assert sz.slot_bytes(K3, 8) == ssm + conv
@@ -80,7 +80,7 @@ def test_k3_state_and_conv_per_gpu_tp8_fp32_and_other_dtypes():
     assert sz.kda_state_bytes(K3, 8, "float16") == 27_131_904
     assert sz.kda_state_bytes(K3, 8, "fp8_e4m3") == 27_131_904 // 2
     assert sz.kda_state_bytes(K3, 8, "int8") == 27_131_904 // 2
-    # kda-math.md §9: 69 x 6 MiB = 414 MiB fp32 for the whole (TP1) state
+    # docs/sizing.md, "Model configs": 69 x 6 MiB = 414 MiB fp32 for the whole (TP1) state
     assert sz.kda_state_bytes(K3, 1, "float32") == 414 * MIB
     assert sz.kda_state_bytes("kimi-linear-48b", 1, "float32") == 40 * MIB
     assert sz.int8_scale_bytes(K3, 8, "bfloat16") == 69 * 12 * 128 * 2
@@ -104,7 +104,7 @@ def test_k3_mla_kv_per_token():
     # "24 layer * 576 * 2 (bf16) = 27 KB"; fp8 halves it to 13.5 KB
     assert sz.mla_kv_bytes_per_token(K3, "bfloat16") == 24 * 576 * 2 == 27 * 1024
     assert sz.mla_kv_bytes_per_token(K3, "fp8_e4m3") == 13.5 * 1024
-    # kda-math.md §9: Kimi-Linear 7 x 576 values = 8064 B bf16
+    # docs/sizing.md, "Model configs": Kimi-Linear 7 x 576 values = 8064 B bf16
     assert sz.mla_kv_bytes_per_token("kimi-linear-48b") == 8064
     # MLA KV does not depend on TP; the KDA part is flat in context length
     kv, st = sz.memory_vs_context(K3, np.array([0, 1, 1000, 1_000_000]), tp=8)
@@ -136,7 +136,7 @@ def test_log_fp8kv_bf16ssm_119_slots_with_spec():
     assert "intermediate_conv_window_cache size: 0.34GB" in lines[0]
     ring = lines[1].replace("=", "")
     assert ring == (
-        "GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB, "
+        "GDN ReplaySSM ring buffers allocated (L16): d0.379GB, k0.379GB, g0.758GB "
         "rawv0.379GB, rawk0.379GB, beta0.006GB"
     )
 
@@ -183,8 +183,8 @@ def test_log_bf16kv_fp32ssm_51_slots():
     #  ring buffers allocated (L16): d0.164GB, k0.164GB, g0.328GB rawv0.164GB, rawk0.164GB,
     #  beta0.003GB KV Cache is allocated. dtype: torch.bfloat16, #tokens: 974656,
     #  KV size: 25.10 GB"
-    # The ring's bf16 tensors stay bf16 (the seed's d = 0.164 GB at 52 slots), so the ring dtype
-    # is bf16 even with an fp32 SSM state.
+    # The ring's bf16 tensors stay bf16 (the K3 write-up's d = 0.164 GB at 52 slots), so the ring
+    # dtype is bf16 even with an fp32 SSM state.
     lines = sz.mamba_allocation_log(K3, 51, tp=8, ssm_dtype="float32")
     assert lines[0] == (
         "Mamba Cache is allocated. max_mamba_cache_size: 51, conv_state size: 0.09GB, "
@@ -207,8 +207,8 @@ def test_log_bf16kv_fp32ssm_51_slots():
 
 
 def test_ring_line_follows_the_replayssm_flag_not_the_draft_tokens():
-    # The seed's "no spark spec" logs (no intermediate buffers: D = 0) print the ring line, so
-    # the rings are allocated by --enable-linear-replayssm-spec, whatever D is.
+    # The K3 write-up's "no spark spec" logs (no intermediate buffers: D = 0) print the ring line,
+    # so the rings are allocated by --enable-linear-replayssm-spec, whatever D is.
     with_d0 = sz.mamba_allocation_log(K3, 51, tp=8, ssm_dtype="float32", draft_tokens=0)
     assert len(with_d0) == 2 and with_d0[1].startswith("GDN ReplaySSM ring buffers allocated")
     assert "intermediate" not in with_d0[0]

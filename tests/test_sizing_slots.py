@@ -1,5 +1,5 @@
 """kda_core.sizing: slots per request, concurrency caps, the memory split, checkpoints per
-request and the balancing ratio (the third seed's numbers; split from test_sizing.py).
+request and the balancing ratio (the K3 write-up's numbers, docs/sizing.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_resolve_max_num_reqs_caps_by_the_request_pool_estimate():
     assert sz.request_pool_estimate(1_947_648, 131_072) == 4096  # 7608 -> ceiling 4096
     assert sz.request_pool_estimate(1_947_648, 262_144) == 3804  # 1947648 * 512 / 262144
     assert sz.request_pool_estimate(10**9, 4096) == 4096
-    # the state cache binds first in the seed's deployments
+    # the state cache binds first in the K3 write-up's deployments
     assert sz.resolve_max_num_reqs(80, 1_947_648, 262_144) == 16
     # a huge state cache: the estimate binds (20000 // 5 = 4000 > 3804)
     assert sz.resolve_max_num_reqs(20_000, 1_947_648, 262_144) == 3804
@@ -96,7 +96,7 @@ def test_split_memory_0523_pays_slot_zero_and_the_ring():
     assert s.kv_tokens == (rest - s.state_bytes) // 27648
     assert s.max_running == s.max_mamba_cache_size // 5
     # the legacy formula, same dtype and no ring, gives more slots (no slot 0, no ring)
-    legacy = sz.split_memory(K3, rest, 0.9, tp=8, ssm_dtype="float32")
+    legacy = sz.split_memory_legacy(K3, rest, 0.9, tp=8, ssm_dtype="float32")
     assert legacy.max_mamba_cache_size == int(rest * 0.9 / 1.9) // (state + conv)
     assert legacy.max_mamba_cache_size > s.max_mamba_cache_size
     # without ReplaySSM, D draft tokens: joint solve with the per-draft states
@@ -112,7 +112,7 @@ def test_split_memory_0523_pays_slot_zero_and_the_ring():
 
 def test_capping_message_matches_sglang():
     msg = sz.capping_message(80)
-    # seed: "max_running_requests is capped to 16 by the mamba state cache
+    # the K3 write-up: "max_running_requests is capped to 16 by the mamba state cache
     # (max_mamba_cache_size80, 5 state slots per request). To raise it: increase
     # --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with
     # --mamba-ssm-dtype bfloat16."
@@ -131,31 +131,31 @@ def test_capping_message_matches_sglang():
 # --- memory split, checkpoints, balancing ratio -----------------------------------------------
 
 
-def test_split_memory_formula():
+def test_split_memory_legacy_formula():
     per = sz.slot_bytes(K3, 8)
     rest = 30 * GIB
-    s = sz.split_memory(K3, rest, ratio=0.9, tp=8)
+    s = sz.split_memory_legacy(K3, rest, ratio=0.9, tp=8)
     assert s.state_budget_bytes == int(rest * 0.9 / 1.9)
     assert s.max_mamba_cache_size == s.state_budget_bytes // per
     assert s.max_running == s.max_mamba_cache_size // 5
     assert s.kv_bytes == rest - s.max_mamba_cache_size * per
     assert s.kv_tokens == s.kv_bytes // 27648
     # speculative decoding: floor(budget / (per_req * (1 + D / ratio)))
-    d = sz.split_memory(K3, rest, ratio=0.9, tp=8, draft_tokens=8)
+    d = sz.split_memory_legacy(K3, rest, ratio=0.9, tp=8, draft_tokens=8)
     assert d.max_mamba_cache_size == math.floor(d.state_budget_bytes / (per * (1 + 8 / 5)))
     assert d.max_mamba_cache_size < s.max_mamba_cache_size
     # the joint sizing keeps slots + per-draft conv windows inside the state budget
     assert d.state_bytes <= d.state_budget_bytes
     # a larger ratio buys more slots and fewer KV tokens
-    big = sz.split_memory(K3, rest, ratio=3.0, tp=8)
+    big = sz.split_memory_legacy(K3, rest, ratio=3.0, tp=8)
     assert big.max_mamba_cache_size > s.max_mamba_cache_size and big.kv_tokens < s.kv_tokens
     with pytest.raises(ValueError, match="ratio"):
-        sz.split_memory(K3, rest, ratio=0.0)
+        sz.split_memory_legacy(K3, rest, ratio=0.0)
     for bad in (True, False, np.bool_(True), "0.9", None, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="ratio"):
-            sz.split_memory(K3, rest, ratio=bad)  # type: ignore[arg-type]
+            sz.split_memory_legacy(K3, rest, ratio=bad)  # type: ignore[arg-type]
     # numpy numbers are numbers
-    assert sz.split_memory(K3, rest, ratio=np.float64(0.9), tp=8) == s
+    assert sz.split_memory_legacy(K3, rest, ratio=np.float64(0.9), tp=8) == s
 
 
 def test_pool_usage_and_usage_log_validate():
@@ -175,7 +175,7 @@ def test_pool_usage_and_usage_log_validate():
         sz.checkpoints_upper_bound(10, 0)
 
 
-def test_checkpoints_per_request_seed_examples():
+def test_checkpoints_per_request_k3_writeup_examples():
     # "输入13600, 输出512, chunked prefill 6144 总共进行3次prefill计算存3个state,
     #  然后decode完成存一次, 总共4个mamba state"; bound "in_len // chunked_prefill_size + 2"
     assert sz.checkpoints_per_request(13600, 512, chunked_prefill_size=6144) == 4
@@ -216,7 +216,7 @@ def test_checkpoints_vectorised_agrees_with_naive():
 
 
 def test_balanced_ratio_balances():
-    # short prompts want a large ratio, long ones a small one (seed)
+    # short prompts want a large ratio, long ones a small one (the K3 write-up)
     # with DCP the KV is split over the TP ranks too: the ratio is multiplied by TP
     assert sz.balanced_ratio(K3, 1000, tp=8, dcp=True) == pytest.approx(
         8 * sz.balanced_ratio(K3, 1000, tp=8), rel=1e-15

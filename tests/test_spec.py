@@ -133,8 +133,9 @@ def test_exact_replay_is_the_recurrence_on_raw_inputs(rng):
 
 
 def test_one_bf16_rounding_in_the_project():
-    """spec used to round float64 -> float32 -> bf16 (twice): 1 + 2^-8 + 2^-30 lies just above
-    the tie between 1 and 1 + 2^-7, so one rounding gives 1 + 2^-7 and the double one gave 1."""
+    """bf16 is rounded once, from float64 (never float64 -> float32 -> bf16, two roundings):
+    1 + 2^-8 + 2^-30 lies just above the tie between 1 and 1 + 2^-7, so one rounding gives
+    1 + 2^-7 where the double one would give 1."""
     assert not hasattr(spec, "round_bf16")
     x = np.array([1.0, 1 + 2**-8, 1 + 2**-8 + 2**-30, 1 + 3 * 2**-8, -2.0, 0.0, 3.140625])
     assert round_bf16(x).tolist() == [1.0, 1.0, 1.0078125, 1 + 2**-6, -2.0, 0.0, 3.140625]
@@ -340,7 +341,7 @@ def test_k3_memory_at_tp8_bf16():
     assert mem.per_draft_state_bytes == 8 * sizing.kda_state_bytes("kimi-k3", 8, "bfloat16")
     assert mem.per_draft_state_bytes == 69 * 8 * h * K * K * 2
     assert mem.ratio == pytest.approx(8 * K * K * 2 / (16 * (4 * K * 2 + K * 4 + 4)))
-    # the seed's log line for 120 physical slots: d = 0.379 GB, g = 0.758 GB, beta = 0.006 GB
+    # the K3 write-up's log line for 120 physical slots: d = 0.379 GB, g = 0.758 GB, beta = 0.006 GB
     assert round(120 * mem.ring_bytes["d"] / sizing.GIB, 3) == 0.379
     assert round(120 * mem.ring_bytes["g"] / sizing.GIB, 3) == 0.758
     assert round(120 * mem.ring_bytes["beta"] / sizing.GIB, 3) == 0.006

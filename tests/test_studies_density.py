@@ -204,7 +204,7 @@ def test_load_workload_head_equals_sliced_trace() -> None:
 
 
 def test_replay_note_with_one_interval_has_no_nan_slope():
-    """Issue 17 item 8: one interval gives no slope; the note says so instead of 'nan'."""
+    """One interval gives no slope; the note says so instead of 'nan'."""
     tr = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(tr, (1024,), (None,))
     assert not np.isfinite(s.replay_slope).any()

@@ -1,4 +1,4 @@
-"""kda_core.studies.planner: the memory_planner app's data, checked against the third seed."""
+"""kda_core.studies.planner: the memory_planner app's data, checked against the K3 write-up."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_sizes_match_sizing():
     assert p.slot_bytes == p.ssm_bytes + p.conv_bytes
     assert p.kv_bytes_per_token == 27_648
     assert p.tokens_per_slot == pytest.approx(29_039_616 / 27_648, rel=1e-15)
-    s = sizing.split_memory("kimi-k3", p.budget_bytes, 0.9, 8)
+    s = sizing.split_memory_legacy("kimi-k3", p.budget_bytes, 0.9, 8)
     assert p.split == s and p.state_slots == s.max_mamba_cache_size
     assert p.max_running == min(s.max_running, s.kv_tokens // 19_000)
     assert p.checkpoints_per_request == sizing.checkpoints_per_request(16_000, 3_000, 8192, 256)
@@ -105,7 +105,7 @@ def test_plan_can_use_the_sglang_0523_formula() -> None:
     assert (legacy.formula, new.formula) == ("legacy", "sglang-0.5.23")
     want = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, "float32")
     assert new.split == want and new.state_slots == want.max_mamba_cache_size
-    # slot 0 and the ring cost slots: fewer than the seed's formula
+    # slot 0 and the ring cost slots: fewer than the K3 write-up's formula
     assert new.state_slots < legacy.state_slots
     no_ring = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23", ring_len=None)
     plain = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, replayssm=False)

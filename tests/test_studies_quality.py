@@ -69,8 +69,8 @@ def test_inconsistent_arm_equals_the_engine_splice(study, ids):
 
 
 def test_quality_relations_on_the_trained_model(study):
-    """Measured relations the README states: compression moves bits per byte by less than
-    0.05 per restore format; skipping the replay costs more than any format does."""
+    """Measured relations the README and docs/pools.md state: compression moves bits per byte
+    by less than 0.05 per restore format; skipping the replay costs more than any format does."""
     assert np.abs(study.delta).max() < 0.05
     assert study.inconsistent_bpb.max() > study.exact_bpb + np.abs(study.delta).max()
 

@@ -103,7 +103,7 @@ def test_memory_over_d():
     i8 = 7
     assert m.ratio[1, i8] == pytest.approx(8 * 128 * 128 * 2 / (16 * (4 * 128 * 2 + 128 * 4 + 4)))
     assert np.all(m.ratio[1] > m.ratio[0])  # bigger heads, bigger saving
-    # the seed's deployment: 119 (+1) slots, 23 running, conv windows 0.34 GB as logged
+    # the K3 write-up's deployment: 119 (+1) slots, 23 running, conv windows 0.34 GB as logged
     assert m.deploy_max_running == 23
     assert round(m.deploy_conv_window_bytes / sizing.GIB, 2) == 0.34
     assert m.deploy_per_draft_bytes == 24 * 8 * sizing.kda_state_bytes("kimi-k3", 8)

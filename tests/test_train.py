@@ -49,7 +49,7 @@ def test_kda_chunked_float32_survives_the_strongest_decay(rng):
 
 @pytest.mark.parametrize("weights", ["trained", "random"])
 def test_torch_forward_equals_numpy_forward(weights):
-    """Max |dlogit| <= 1e-4 in float32 (the issue's bound) and <= 1e-9 in float64 (same math)."""
+    """Max |dlogit| <= 1e-4 in float32 (the required bound) and <= 1e-9 in float64 (same math)."""
     tiny = M.TinyHybrid(weights=weights)
     ids = M.encode(TEXT)
     ref = tiny.prefill(ids, tiny.new_state())
@@ -78,7 +78,7 @@ def test_twenty_steps_are_bit_for_bit_reproducible():
 
 def test_shipped_record_matches_the_training_defaults():
     """The shipped file was made by this module's defaults (so `python -m kda_core.model.train`
-    reproduces it), and its training run fits the issue's 30-minute budget."""
+    reproduces it), and its training run fits the 30-minute training budget."""
     import dataclasses
 
     _, meta = W.load()

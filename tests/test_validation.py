@@ -1,12 +1,12 @@
-"""Validate once (issue 18): the public API checks user-facing arguments with a ValueError; inside,
-invariants are asserts.
+"""Validate once: the public API checks user-facing arguments with a ValueError; inside,
+invariants are asserts (docs/architecture.md, "Validate once").
 
 An AST scan over every file of ``kda_core`` lists ``raise ValueError`` inside private code: a
 function whose name starts with ``_`` (dunders excluded) or any function nested in another.
 Validators named ``_check*`` / ``_validate*`` / ``_require*`` / ``_parse*`` are where checks
-live (called from a public entry, or where outside data is read) and may raise. The same rule
-as the scan issue 18 used, kept here so CI enforces it. The public entry points
-themselves are exercised in tests/test_validation_entries.py.
+live (called from a public entry, or where outside data is read) and may raise. The scan runs
+in CI so the rule holds for new code. The public entry points themselves are exercised in
+tests/test_validation_entries.py.
 """
 
 from __future__ import annotations

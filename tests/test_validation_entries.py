@@ -1,7 +1,7 @@
-"""Public entry points reject a bad argument with a ValueError whose message names it (issue 18,
-"validate once at the public API"): at least one entry per subpackage, the DESIGN.md contracts
-(Engine, kda.chunked, context_parallel, simulate) and the studies the apps call. Every case
-fails in the argument check, before any model run, so the table stays fast.
+"""Public entry points reject a bad argument with a ValueError whose message names it ("validate
+once at the public API", docs/architecture.md): at least one entry per subpackage, the public
+API's fixed entries (Engine, kda.chunked, context_parallel, simulate) and the studies the apps
+call. Every case fails in the argument check, before any model run, so the table stays fast.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("reference", lambda: batch_view.batch_view(["a"], reference="yes")),
     ("P", lambda: context_parallel_study.kv_allgather_bytes(1024, 0, 1152)),
     ("T", lambda: context_parallel_study.cost_model(T=0)),
-    # the contracts of DESIGN.md
+    # the public API's fixed entries (docs/architecture.md)
     ("chunk_size", lambda: Engine(chunk_size=0)),
     ("strategy", lambda: Engine(strategy="ping_pong")),
     ("restore", lambda: Engine(restore="nearest")),

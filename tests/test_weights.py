@@ -100,7 +100,7 @@ def test_bits_per_byte_is_the_mean_of_next_byte_surprisals(trained):
 
 
 def test_heldout_bits_per_byte_is_under_the_threshold(trained):
-    """The issue's bar: held-out bits per byte <= 2.5 (uniform guessing: 8.0; the random init
+    """The required bar: held-out bits per byte <= 2.5 (uniform guessing: 8.0; the random init
     scores above 8). First 6 KiB of held-out documents: modules never seen in training."""
     heldout = corpus.load("heldout")
     bpb = corpus.corpus_bits_per_byte(trained, heldout, max_bytes=6144)

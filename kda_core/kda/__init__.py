@@ -1,6 +1,6 @@
 """Kimi Delta Attention in numpy: the recurrence, its chunkwise form, gates and affine maps.
 
-Re-exports the contract names (DESIGN.md): ``recurrent``, ``step``, ``chunked``,
+Re-exports the public API names (docs/architecture.md): ``recurrent``, ``step``, ``chunked``,
 ``chunked_flops``, ``AffineMap``, ``segment_map``, ``segment_map_naive``, ``token_maps``,
 ``l2norm`` and the gates. Submodules: reference (naive twins), chunkwise + intra (the chunked
 form), affine, gates, inputs (checks), conv, varlen, cp + cp_gloo (context parallelism);

@@ -1,5 +1,6 @@
 """The shared machinery of the two-ended pools: one byte buffer, two sides growing toward
-each other (SGLang's ``--enable-unified-memory``; engines.md §1.12).
+each other (SGLang's ``--enable-unified-memory``: ``python/sglang/srt/mem_cache/
+unified_memory_pool.py`` and ``allocator/unified_sub_pool.py`` ``MultiEndedAllocator``).
 
 ``"state"`` entries (KDA state slots, ``S`` bytes) grow up from byte 0, ``"kv"`` entries (MLA KV
 pages, ``P`` bytes) grow down from the top; the free gap lies between the two frontiers.

@@ -16,7 +16,7 @@ import numpy as np
 
 from kda_core.model.tokenizer import VOCAB
 
-# The real model this one scales down (kda-math.md §9; sizes in kda_core.sizing).
+# The real model this one scales down (docs/sizing.md, "Model configs"; sizes in kda_core.sizing).
 K3_REFERENCE = {
     "layers": 93,
     "kda_layers": 69,

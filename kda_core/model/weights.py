@@ -21,7 +21,7 @@ import numpy as np
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "weights" / "k3-mini.npz"
 META_KEY = "__meta__"
-MAX_FILE_BYTES = 8 << 20  # the cap on the shipped file
+MAX_FILE_BYTES = 8 << 20  # the cap on the shipped file: small enough to commit and clone
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 

@@ -1,7 +1,7 @@
-"""How many states SGLang stores per request (the third seed's counting).
+"""How many states SGLang stores per request (the K3 write-up's counting).
 
 One per chunked-prefill chunk plus one for decode if decode crosses a track boundary
-(``seq_len % track_interval == 0``); ``checkpoints_upper_bound`` is the seed's bound.
+(``seq_len % track_interval == 0``); ``checkpoints_upper_bound`` is the K3 write-up's bound.
 Left out: eviction (these are counts of states written, not of states still cached).
 """
 
@@ -36,7 +36,7 @@ def checkpoints_per_request(
     chunked_prefill_size: int = 8192,
     track_interval: int = 256,
 ) -> int:
-    """States SGLang stores for one request (the third seed's counting).
+    """States SGLang stores for one request (the K3 write-up's counting).
 
     One per chunked-prefill chunk, ``ceil(input_len / chunk)``, plus one for decode if decode
     crosses a track boundary (only the last decode state is kept). Input 13600, output 512,
@@ -52,7 +52,8 @@ def checkpoints_per_request(
 
 
 def checkpoints_upper_bound(input_len: int, chunked_prefill_size: int = 8192) -> int:
-    """The seed's bound on states stored per request: ``input_len // chunked_prefill_size + 2``.
+    """The K3 write-up's bound on states stored per request:
+    ``input_len // chunked_prefill_size + 2``.
 
     ``checkpoints_per_request(i, o, c, t) <= checkpoints_upper_bound(i, c)`` for every output
     length and track interval (``ceil(i / c) <= i // c + 1``, plus at most one decode state).

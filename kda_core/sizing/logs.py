@@ -2,20 +2,28 @@
 
 ``mamba_allocation_log`` / ``kv_allocation_log`` (allocation), ``usage_log`` (the scheduler's
 usage fragment), ``capping_message`` (the state cache caps concurrency). "GB" in SGLang's lines
-is GiB; sizes count ``max_mamba_cache_size + 1`` slots (slot 0 is a dummy sink).
+is GiB; sizes count ``max_mamba_cache_size + 1`` slots (slot 0 is a dummy sink). The ring line
+keeps the K3 write-up's ``(L=16)`` header (SGLang 0.5.23 prints ``(record_len=16, fold=...)``).
 Left out: every other log line, and the exact wording of SGLang's warnings (ours is SGLang-like).
 """
 
 from __future__ import annotations
 
 from kda_core._checks import check_int as _check_int
-from kda_core.sizing.presets import GIB, MAX_COUNT, TORCH_DTYPE_NAME, ModelSpec, dtype_bytes
+from kda_core.sizing.presets import (
+    GIB,
+    MAX_COUNT,
+    TORCH_DTYPE_NAME,
+    ModelSpec,
+    as_spec,
+    dtype_bytes,
+)
 from kda_core.sizing.sizes import (
     conv_state_bytes,
     intermediate_conv_window_bytes,
     intermediate_ssm_bytes,
     kda_state_bytes,
-    mla_kv_bytes_per_token,
+    kv_bytes_per_token,
     replayssm_ring_bytes,
 )
 from kda_core.sizing.slots import max_running_requests, slots_per_request
@@ -71,10 +79,10 @@ def mamba_allocation_log(
     With ``draft_tokens > 0`` the intermediate (per-draft) buffers are printed too, for
     ``max_running`` requests (default ``size // 5``, extra_buffer + overlap). With
     ``replayssm`` (``--enable-linear-replayssm-spec``) and ``ring_len`` set, the ReplaySSM ring
-    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the seed's
+    line follows; its d/k/rawv/rawk tensors are in ``ring_dtype`` (bf16 in all of the K3 write-up's
     logs, even with an fp32 SSM state).
 
-    The rings follow the flag, not ``draft_tokens``: the seed's two "no spark spec" logs
+    The rings follow the flag, not ``draft_tokens``: the K3 write-up's two "no spark spec" logs
     (51 and 80 slots, no intermediate buffers, i.e. D = 0) both print the ring line, so a
     D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
     line (and, with D > 0, a full per-draft SSM buffer instead).
@@ -92,7 +100,7 @@ def mamba_allocation_log(
         ssm_i = intermediate_ssm_bytes(spec, run, d, tp, ssm_dtype, replayssm)
         conv_i = intermediate_conv_window_bytes(spec, run, d, tp, conv_dtype)
         line += (
-            f", intermediate_ssm_state_cache size: {_gb(ssm_i, 2)}, "
+            f" intermediate_ssm_state_cache size: {_gb(ssm_i, 2)} "
             f"intermediate_conv_window_cache size: {_gb(conv_i, 2)}"
         )
     lines = [line]
@@ -100,7 +108,7 @@ def mamba_allocation_log(
         r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
         lines.append(
             f"GDN ReplaySSM ring buffers allocated (L={ring_len}): "
-            f"d={_gb(r['d'], 3)}, k={_gb(r['k'], 3)}, g={_gb(r['g'], 3)}, "
+            f"d={_gb(r['d'], 3)}, k={_gb(r['k'], 3)}, g={_gb(r['g'], 3)} "
             f"rawv={_gb(r['rawv'], 3)}, rawk={_gb(r['rawk'], 3)}, beta={_gb(r['beta'], 3)}"
         )
     return lines
@@ -128,11 +136,23 @@ def usage_log(full_used: int, full_total: int, mamba_used: int, mamba_total: int
     )
 
 
-def kv_allocation_log(spec: ModelSpec | str, num_tokens: int, kv_dtype: str = "bfloat16") -> str:
-    """SGLang's KV pool line: ``KV Cache is allocated. dtype: ..., #tokens: N, KV size: X GB``."""
+def kv_allocation_log(
+    spec: ModelSpec | str,
+    num_tokens: int,
+    kv_dtype: str = "bfloat16",
+    *,
+    tp: int = 1,
+    page_size: int = 1,
+) -> str:
+    """SGLang's KV pool line: ``KV Cache is allocated. dtype: ..., #tokens: N, KV size: X GB``.
+
+    The pool holds ``N + page_size`` rows (a padding page); an MLA pool prints one size, a GQA
+    pool its K and V halves (``K size: a GB, V size: b GB``).
+    """
     n = _check_int("num_tokens", num_tokens, 0, MAX_COUNT)
-    size = n * mla_kv_bytes_per_token(spec, kv_dtype)
-    return (
-        f"KV Cache is allocated. dtype: {TORCH_DTYPE_NAME[kv_dtype]}, #tokens: {n}, "
-        f"KV size: {size / GIB:.2f} GB"
-    )
+    page = _check_int("page_size", page_size, 1, 1 << 20)
+    size = (n + page) * kv_bytes_per_token(spec, tp, kv_dtype)
+    head = f"KV Cache is allocated. dtype: {TORCH_DTYPE_NAME[kv_dtype]}, #tokens: {n}, "
+    if as_spec(spec).attn_kind == "mla":
+        return head + f"KV size: {size / GIB:.2f} GB"
+    return head + f"K size: {size / 2 / GIB:.2f} GB, V size: {size / 2 / GIB:.2f} GB"

@@ -1,8 +1,9 @@
-"""The shape facts that size a KDA hybrid's caches: ModelSpec, the real presets, dtypes.
+"""The shape facts that size a hybrid model's caches: ModelSpec, the real presets, dtypes.
 
 ``preset("kimi-k3")`` (69 KDA + 24 MLA layers, 96 heads) and ``preset("kimi-linear-48b")``
-(20 + 7, 32 heads); `tiny_spec` is TinyHybrid as a spec. Every size in ``kda_core.sizing`` takes a
-ModelSpec or a preset name. Left out: MoE and attention shapes that do not size a cache.
+(20 + 7, 32 heads); `tiny_spec` is TinyHybrid as a spec; ``sizing.from_hf_config`` builds a spec
+from any supported hybrid ``config.json`` (KDA, Gated DeltaNet or Mamba2 linear layers; MLA or
+GQA attention). Left out: MoE and attention shapes that do not size a cache.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ TORCH_DTYPE_NAME: dict[str, str] = {
 }
 MAX_DIM: int = 1 << 16  # cap on layers, heads, head dims, latent ranks
 MAX_COUNT: int = 1 << 40  # cap on slots, tokens, byte budgets given as counts
+LINEAR_KINDS: tuple[str, ...] = ("kda", "gdn", "mamba2")
+ATTN_KINDS: tuple[str, ...] = ("mla", "gqa")
 
 
 def dtype_bytes(dtype: str, name: str = "dtype") -> int:
@@ -42,12 +45,18 @@ def dtype_bytes(dtype: str, name: str = "dtype") -> int:
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """The shape facts that size a KDA hybrid's caches.
+    """The shape facts that size a hybrid model's caches.
 
-    ``n_kda_layers`` KDA layers with ``kda_heads`` heads of ``head_k_dim`` x ``head_v_dim``
-    (state ``[H, K, V]`` per layer) and a short conv of kernel ``conv_kernel`` (window W-1);
-    ``n_mla_layers`` MLA layers each caching ``kv_lora_rank + qk_rope_head_dim`` values per
-    token. ``mla_heads`` is informational (the latent cache does not depend on it).
+    Linear (recurrent) layers: ``n_kda_layers`` of them, of ``linear_kind`` ``"kda"`` (Kimi Delta
+    Attention), ``"gdn"`` (Gated DeltaNet) or ``"mamba2"``, each with ``kda_heads`` value heads of
+    ``head_v_dim`` and ``linear_k_heads`` key heads (0 = ``kda_heads``) of ``head_k_dim``, and a
+    short conv of kernel ``conv_kernel`` (window W-1). Mamba2 maps onto the same fields:
+    ``kda_heads`` = ``mamba_num_heads``, ``head_v_dim`` = ``mamba_head_dim``, ``head_k_dim`` =
+    ``ssm_state_size``, ``linear_k_heads`` = ``n_groups``. Attention layers: ``n_mla_layers`` of
+    ``attn_kind`` ``"mla"`` (``kv_lora_rank + qk_rope_head_dim`` latent values per token) or
+    ``"gqa"`` (K and V of ``attn_head_dim`` for each of ``attn_kv_heads`` KV heads).
+    ``mla_heads`` is informational. ``ssm_dtype`` is the config's declared ``mamba_ssm_dtype``
+    ("" when it declares none); ``context_len`` its maximum context (0 when not given).
     """
 
     name: str
@@ -60,6 +69,13 @@ class ModelSpec:
     kv_lora_rank: int = 512
     qk_rope_head_dim: int = 64
     mla_heads: int = 0
+    linear_kind: str = "kda"
+    linear_k_heads: int = 0
+    attn_kind: str = "mla"
+    attn_kv_heads: int = 0
+    attn_head_dim: int = 0
+    ssm_dtype: str = ""
+    context_len: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -73,12 +89,43 @@ class ModelSpec:
         _check_int("kv_lora_rank", self.kv_lora_rank, 0, MAX_DIM)
         _check_int("qk_rope_head_dim", self.qk_rope_head_dim, 0, MAX_DIM)
         _check_int("mla_heads", self.mla_heads, 0, MAX_DIM)
+        _check_int("linear_k_heads", self.linear_k_heads, 0, MAX_DIM)
+        _check_int("attn_kv_heads", self.attn_kv_heads, 0, MAX_DIM)
+        _check_int("attn_head_dim", self.attn_head_dim, 0, MAX_DIM)
+        _check_int("context_len", self.context_len, 0, MAX_COUNT)
         if self.n_kda_layers + self.n_mla_layers == 0:
             raise ValueError("n_kda_layers + n_mla_layers must be >= 1")
+        if self.linear_kind not in LINEAR_KINDS:
+            raise ValueError(f"linear_kind must be one of {LINEAR_KINDS}, got {self.linear_kind!r}")
+        if self.attn_kind not in ATTN_KINDS:
+            raise ValueError(f"attn_kind must be one of {ATTN_KINDS}, got {self.attn_kind!r}")
+        if (
+            self.attn_kind == "gqa"
+            and self.n_mla_layers
+            and not (self.attn_kv_heads and self.attn_head_dim)
+        ):
+            raise ValueError("attn_kv_heads and attn_head_dim must be >= 1 for GQA attention")
+        if self.ssm_dtype and self.ssm_dtype not in DTYPE_BYTES:
+            raise ValueError(f"ssm_dtype must be '' or one of {sorted(DTYPE_BYTES)}")
 
     @property
     def n_layers(self) -> int:
         return self.n_kda_layers + self.n_mla_layers
+
+    @property
+    def n_linear_layers(self) -> int:
+        """Linear (recurrent) layers: the KDA / GDN / Mamba2 layers (``n_kda_layers``)."""
+        return self.n_kda_layers
+
+    @property
+    def n_attn_layers(self) -> int:
+        """Attention layers, MLA or GQA (``n_mla_layers``)."""
+        return self.n_mla_layers
+
+    @property
+    def k_heads(self) -> int:
+        """Key heads of a linear layer (Mamba2: groups)."""
+        return self.linear_k_heads or self.kda_heads
 
     @property
     def mla_latent_dim(self) -> int:
@@ -99,7 +146,7 @@ PRESETS: dict[str, ModelSpec] = {
         qk_rope_head_dim=64,
         mla_heads=96,
     ),
-    # 27 layers: 20 KDA + 7 MLA (kda-math.md §9).
+    # 27 layers: 20 KDA + 7 MLA (docs/sizing.md, "Model configs").
     "kimi-linear-48b": ModelSpec(
         name="kimi-linear-48b",
         n_kda_layers=20,

@@ -1,47 +1,97 @@
-"""Bytes of one state slot, one token of MLA KV and the speculative-decoding buffers, per GPU.
+"""Bytes of one state slot, one token of KV and the speculative-decoding buffers, per GPU.
 
-Exact integer arithmetic (no arrays), so the numbers compare with SGLang's allocation log byte
-for byte. Per GPU = tensor parallel over the KDA heads (``tp`` divides the head count); the MLA
-latent cache is not split by TP. One slot = SSM state ``[L_kda, H/tp, K, V]`` + conv window
-``[L_kda, W-1, H/tp * (K + K + V)]``. Derivations and SGLang sources: docs/sizing.md.
-Left out: page-size rounding of the KV pool; ``kda_state_bytes(dtype="int8")`` counts the int8
+Exact integer arithmetic (no arrays), so the numbers compare with SGLang's and vLLM's logs byte
+for byte. Per GPU = tensor parallel over the linear layers' heads. One slot = the recurrent
+state + the conv window of every linear layer, with the shapes of SGLang 0.5.23's cache-params
+classes (``state_shape``; vLLM 0.33's with ``engine="vllm"``). KV per token: an MLA latent is
+not split by TP; GQA K + V are split over the KV heads, one head per GPU once TP exceeds them.
+Derivations and sources: docs/sizing.md. ``kda_state_bytes(dtype="int8")`` counts the int8
 payload only (``int8_scale_bytes`` the scales).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kda_core._checks import check_int as _check_int
 from kda_core.sizing.presets import MAX_COUNT, ModelSpec, as_spec, dtype_bytes, local_heads
 
+ENGINES: tuple[str, ...] = ("sglang", "vllm")
+
+
+class StateShape(NamedTuple):
+    """One linear layer's state on one GPU: conv window elements and the recurrent state."""
+
+    conv_elems: int  # (W - 1 + spec tokens) x conv channels per GPU
+    temporal: tuple[int, int, int]  # (heads per GPU, V, K)
+    k_heads: int  # key heads (groups) per GPU, as the ReplaySSM ring counts them
+
+    @property
+    def temporal_elems(self) -> int:
+        h, a, b = self.temporal
+        return h * a * b
+
+
+def _check_divides(n: int, tp: int, what: str) -> int:
+    if n % tp:
+        raise ValueError(f"tp must divide the {what} {n}, got tp={tp}")
+    return n // tp
+
+
+def state_shape(
+    spec: ModelSpec | str, tp: int = 1, engine: str = "sglang", num_spec: int = 0
+) -> StateShape:
+    """The per-layer state shape on one GPU, as the engine's own shape code computes it.
+
+    KDA: conv ``(W-1) x (H*V + 2*Hk*K) / tp`` (each block split by TP), state ``(H/tp, V, K)``
+    (SGLang ``KimiLinearStateShape.create``, vLLM ``kda_state_shape``). GDN and Mamba2 in
+    SGLang (``Mamba2StateShape.create``): groups Hk, raised to ``tp`` when TP does not divide
+    them; conv ``(W-1) x (H*V + 2*Hk*K) / tp``; state ``(H/tp, V, K)``. vLLM GDN
+    (``gated_delta_net_state_shape``) divides ``2*Hk*K + H*V`` by tp without the raise.
+    ``num_spec`` (vLLM only) widens the conv window by the speculative tokens.
+    """
+    spec = as_spec(spec)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    h = local_heads(spec, tp)
+    num_spec = _check_int("num_spec", num_spec, 0, 1 << 10)
+    if engine == "sglang" and num_spec:
+        raise ValueError("num_spec widens the conv window in vLLM only (engine='vllm')")
+    hk, k, v = spec.k_heads, spec.head_k_dim, spec.head_v_dim
+    window = spec.conv_kernel - 1 + num_spec
+    k_per_tp = hk // tp if hk % tp == 0 else -(-hk // tp)
+    if spec.linear_kind == "kda":
+        width = _check_divides(h * tp * v, tp, "KDA value projection") + 2 * _check_divides(
+            hk * k, tp, "KDA key projection"
+        )
+        if engine == "vllm":
+            width = _check_divides(h * tp * v + 2 * hk * k, tp, "KDA conv width")
+    elif engine == "vllm" and spec.linear_kind == "gdn":
+        width = _check_divides(2 * hk * k + h * tp * v, tp, "GDN conv width")
+    else:
+        groups = hk if hk % tp == 0 else hk + (tp - hk)
+        width = _check_divides(h * tp * v + 2 * groups * k, tp, "Mamba2 conv width")
+    return StateShape(window * width, (h, v, k), k_per_tp)
+
 
 def kda_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16") -> int:
-    """SSM state bytes of one slot on one GPU: ``L_kda * (H/tp) * K * V * sizeof(dtype)``.
+    """Recurrent state bytes of one slot on one GPU over all linear layers:
+    ``L * (H/tp) * V * K * sizeof(dtype)``.
 
     Kimi K3 at TP8 in bf16: 69 * 12 * 128 * 128 * 2 = 27,131,904 B (25.9 MiB).
     """
     spec = as_spec(spec)
-    return _state_bytes(spec, local_heads(spec, tp), dtype_bytes(dtype))
-
-
-def _state_bytes(spec: ModelSpec, h: int, b: int) -> int:
-    """`kda_state_bytes` for a checked spec, ``h`` local heads and ``b`` bytes per value."""
-    return spec.n_kda_layers * h * spec.head_k_dim * spec.head_v_dim * b
+    return spec.n_kda_layers * state_shape(spec, tp).temporal_elems * dtype_bytes(dtype)
 
 
 def conv_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16") -> int:
-    """Conv window bytes of one slot on one GPU: ``L_kda * (W-1) * (H/tp) * (K + K + V) * b``.
+    """Conv window bytes of one slot on one GPU over all linear layers (``state_shape``).
 
-    The window holds the last W-1 q, k and v projections. Kimi K3 at TP8 in bf16:
-    69 * 3 * 12 * 384 * 2 = 1,907,712 B (1.82 MiB).
+    KDA: ``L * (W-1) * (H/tp) * (K + K + V) * b`` (the last W-1 q, k and v projections).
+    Kimi K3 at TP8 in bf16: 69 * 3 * 12 * 384 * 2 = 1,907,712 B (1.82 MiB).
     """
     spec = as_spec(spec)
-    return _conv_bytes(spec, local_heads(spec, tp), dtype_bytes(dtype))
-
-
-def _conv_bytes(spec: ModelSpec, h: int, b: int) -> int:
-    """`conv_state_bytes` for a checked spec, ``h`` local heads and ``b`` bytes per value."""
-    width = 2 * spec.head_k_dim + spec.head_v_dim
-    return spec.n_kda_layers * (spec.conv_kernel - 1) * h * width * b
+    return spec.n_kda_layers * state_shape(spec, tp).conv_elems * dtype_bytes(dtype)
 
 
 def slot_bytes(
@@ -50,11 +100,10 @@ def slot_bytes(
     ssm_dtype: str = "bfloat16",
     conv_dtype: str = "bfloat16",
 ) -> int:
-    """Bytes of one state slot on one GPU (SSM state + conv window): SGLang's per-slot size."""
-    spec = as_spec(spec)
-    h = local_heads(spec, tp)
-    ssm, conv = dtype_bytes(ssm_dtype, "ssm_dtype"), dtype_bytes(conv_dtype, "conv_dtype")
-    return _state_bytes(spec, h, ssm) + _conv_bytes(spec, h, conv)
+    """Bytes of one state slot on one GPU (SSM state + conv window): SGLang's
+    ``mamba_cache_per_req``."""
+    ssm_b, conv_b = dtype_bytes(ssm_dtype, "ssm_dtype"), dtype_bytes(conv_dtype, "conv_dtype")
+    return kda_state_bytes(spec, tp, "int8") * ssm_b + conv_state_bytes(spec, tp, "int8") * conv_b
 
 
 def int8_scale_bytes(spec: ModelSpec | str, tp: int = 1, scale_dtype: str = "bfloat16") -> int:
@@ -64,16 +113,37 @@ def int8_scale_bytes(spec: ModelSpec | str, tp: int = 1, scale_dtype: str = "bfl
     return spec.n_kda_layers * h * spec.head_k_dim * dtype_bytes(scale_dtype, "scale_dtype")
 
 
+def kv_bytes_per_token(
+    spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16", *, name: str = "dtype"
+) -> int:
+    """Attention KV bytes per token on one GPU, over all attention layers.
+
+    MLA: ``L * (kv_lora_rank + qk_rope_head_dim) * b`` on every TP rank (Kimi K3: 24 * 576 * 2
+    = 27,648 B in bf16). GQA: ``L * max(1, kv_heads // tp) * 2 * head_dim * b`` (K and V; a GPU
+    keeps one KV head once TP exceeds them: SGLang ``get_num_kv_heads``, vLLM likewise).
+    ``name`` is the argument a bad ``dtype`` message names (``kv_dtype`` in the split functions).
+    """
+    spec = as_spec(spec)
+    tp = _check_int("tp", tp, 1, 1 << 16)
+    b = dtype_bytes(dtype, name)
+    if spec.attn_kind == "mla":
+        return spec.n_mla_layers * spec.mla_latent_dim * b
+    heads = max(1, spec.attn_kv_heads // tp)
+    return spec.n_mla_layers * heads * 2 * spec.attn_head_dim * b
+
+
 def mla_kv_bytes_per_token(
     spec: ModelSpec | str, dtype: str = "bfloat16", *, name: str = "dtype"
 ) -> int:
     """MLA latent cache bytes per token (same on every TP rank): ``L_mla * (r_kv + r_rope) * b``.
 
-    Kimi K3: 24 * 576 * 2 = 27,648 B (27 KiB) in bf16, 13,824 B (13.5 KiB) in fp8. ``name`` is
-    the caller's argument a bad ``dtype`` message names (``kv_dtype`` in the split functions).
+    Kimi K3: 24 * 576 * 2 = 27,648 B (27 KiB) in bf16, 13,824 B (13.5 KiB) in fp8. A GQA spec is
+    refused (its KV depends on TP: ``kv_bytes_per_token``).
     """
     spec = as_spec(spec)
-    return spec.n_mla_layers * spec.mla_latent_dim * dtype_bytes(dtype, name)
+    if spec.attn_kind != "mla":
+        raise ValueError(f"spec {spec.name} has GQA attention: use kv_bytes_per_token(spec, tp)")
+    return kv_bytes_per_token(spec, 1, dtype, name=name)
 
 
 def kv_tokens_for_bytes(spec: ModelSpec | str, kv_bytes: int, dtype: str = "bfloat16") -> int:
@@ -104,30 +174,33 @@ def replayssm_ring_bytes(
     ring_len: int = 16,
     dtype: str = "bfloat16",
 ) -> dict[str, int]:
-    """Bytes of the six ReplaySSM ring buffers for ``slots`` physical slots on one GPU.
+    """Bytes of the ReplaySSM ring buffers for ``slots`` physical slots on one GPU.
 
-    Shapes (L_kda layers, S slots, h = H/tp heads, R = ring_len):
-    d ``[L, S, h, R, V]``, k ``[L, S, h, R, K]``, rawv ``[L, S, h, R, V]``,
-    rawk ``[L, S, h, R, K]`` in ``dtype``; g ``[L, S, h, R, K]`` and beta ``[L, S, h, R]`` in
-    float32. ``ring_len`` must be a power of two (SGLang also requires >= 2 D; see
-    ``default_ring_len``). ``slots`` is the physical count (SGLang passes size + 1).
+    KDA, six buffers (L layers, S slots, h = H/tp value heads, hk key heads per GPU,
+    R = ring_len): d ``[L, S, h, R, V]``, k ``[L, S, hk, R, K]``, rawv ``[L, S, h, R, V]``,
+    rawk ``[L, S, hk, R, K]`` in ``dtype``; g ``[L, S, h, R, K]`` and beta ``[L, S, h, R]`` in
+    float32. GDN / Mamba2 (SGLang's compact ring): d, k in ``dtype``, a scalar g ``[L, S, h, R]``
+    in float32, and, unless ``dtype`` is float32, the low parts d_low and k_low. The per-slot sum
+    is SGLang's ``replayssm_ring_bytes_per_req``. ``ring_len`` must be a power of two (SGLang
+    also requires >= 2 D; see ``default_ring_len``). ``slots`` is the physical count.
     """
     spec = as_spec(spec)
     slots = _check_int("slots", slots, 0, MAX_COUNT)
     ring_len = _check_int("ring_len", ring_len, 1, 1 << 16)
     if ring_len & (ring_len - 1):
         raise ValueError(f"ring_len must be a power of two, got {ring_len}")
-    h = local_heads(spec, tp)
+    shape = state_shape(spec, tp)
+    h, v, k = shape.temporal
     b = dtype_bytes(dtype)
-    base = spec.n_kda_layers * slots * h * ring_len
-    return {
-        "d": base * spec.head_v_dim * b,
-        "k": base * spec.head_k_dim * b,
-        "g": base * spec.head_k_dim * 4,
-        "rawv": base * spec.head_v_dim * b,
-        "rawk": base * spec.head_k_dim * b,
-        "beta": base * 4,
-    }
+    per = spec.n_kda_layers * slots * ring_len
+    d, kk = per * h * v * b, per * shape.k_heads * k * b
+    if spec.linear_kind == "kda":
+        g, beta = per * h * k * 4, per * h * 4
+        return {"d": d, "k": kk, "g": g, "rawv": d, "rawk": kk, "beta": beta}
+    ring = {"d": d, "k": kk, "g": per * h * 4}
+    if dtype != "float32":
+        ring.update(d_low=d, k_low=kk)
+    return ring
 
 
 def intermediate_conv_window_bytes(

@@ -71,7 +71,8 @@ def slots_per_request(
 
 
 def slots_held_per_request(strategy: str = "extra_buffer", overlap: bool = True) -> int:
-    """Slots a running request actually *holds* (engines.md §1.10).
+    """Slots a running request actually *holds* (SGLang ``memory_pool.py``
+    ``HybridReqToTokenPool``: one active slot plus ``mamba_ping_pong_track_buffer_size``).
 
     no_buffer / radix_off 1 (the live state); extra_buffer 1 live + ping-pong track slots
     (2 with overlap, 1 without); extra_buffer_lazy 1 live + 1 track.

@@ -1,57 +1,35 @@
-"""How a GPU's byte budget splits between the state cache and the MLA KV pool.
+"""How a GPU's byte budget splits between the state cache and the KV pool.
 
-``split_memory`` is the third seed's (legacy) formula, ``split_memory_0523`` SGLang 0.5.23's
-``KVCacheConfigurator._handle_max_mamba_cache``; ``balanced_ratio`` is the
+``split_memory`` (SGLang 0.5.23's formula, ``kda_core.sizing.sglang``) is the default;
+``split_memory_legacy`` is the K3 write-up's earlier formula (no slot 0, no ring, no pages),
+which cannot give both of the K3 write-up's deployments from one budget; ``split_memory_0523`` is
+``split_memory`` with the K3 write-up's flags as defaults. ``balanced_ratio`` is the
 ``--mamba-full-memory-ratio`` at which both pools run out at the same concurrency;
 ``memory_vs_context`` / ``crossover_context`` compare one request's KV with its one slot.
-Derivations: docs/sizing.md. Left out: DCP sizing (except ``balanced_ratio``'s ``dcp`` factor)
-and page-size rounding.
+Derivations: docs/sizing.md. Left out: DCP sizing (except ``balanced_ratio``'s ``dcp`` factor).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from kda_core._checks import check_int as _check_int
-from kda_core.sizing.presets import GIB, MAX_COUNT, ModelSpec
+from kda_core.sizing.presets import MAX_COUNT, ModelSpec
+from kda_core.sizing.sglang import MemorySplit, check_ratio, split_memory
 from kda_core.sizing.sizes import (
     intermediate_conv_window_bytes,
-    mla_kv_bytes_per_token,
-    replayssm_ring_bytes,
+    kv_bytes_per_token,
     slot_bytes,
 )
 from kda_core.sizing.slots import slots_per_request
 
 SIZING_FORMULAS: tuple[str, ...] = ("legacy", "sglang-0.5.23")
-"""``split_memory`` is the seed's (legacy) formula; ``split_memory_0523`` SGLang 0.5.23's."""
+"""Labels of ``split_formula``: the K3 write-up's earlier formula; SGLang 0.5.23's (default)."""
 
 
-class MemorySplit(NamedTuple):
-    """How ``--mamba-full-memory-ratio`` splits a byte budget (all sizes in bytes)."""
-
-    rest_bytes: int
-    ratio: float
-    state_budget_bytes: int  # rest * r / (1 + r)
-    max_mamba_cache_size: int  # state slots
-    state_bytes: int  # slots * per-slot bytes (+ speculative conv windows)
-    kv_bytes: int  # rest - state_bytes
-    kv_tokens: int
-    max_running: int
-
-
-def _check_ratio(ratio: object) -> None:
-    if (
-        isinstance(ratio, (bool, np.bool_))
-        or not isinstance(ratio, (int, float, np.integer, np.floating))
-        or not 0.0 < float(ratio) <= 1e6
-    ):
-        raise ValueError(f"ratio must be a number in (0, 1e6], got {ratio!r}")
-
-
-def split_memory(
+def split_memory_legacy(
     spec: ModelSpec | str,
     rest_bytes: int,
     ratio: float = 0.9,
@@ -64,7 +42,7 @@ def split_memory(
     skip_decode_lock: bool = False,
     draft_tokens: int = 0,
 ) -> MemorySplit:
-    """SGLang's auto sizing (``_handle_max_mamba_cache``) of ``rest_bytes`` on one GPU.
+    """The K3 write-up's earlier auto sizing of ``rest_bytes`` on one GPU (kept for comparison).
 
     ``state budget = rest * r / (1 + r)``; ``slots = floor(budget / per_slot)`` or, with
     ``draft_tokens = D > 0`` (speculative decoding, per-draft buffers sized jointly),
@@ -72,7 +50,7 @@ def split_memory(
     gets the rest. ReplaySSM rings are not part of this formula (left out).
     """
     rest_bytes = _check_int("rest_bytes", rest_bytes, 0, MAX_COUNT)
-    _check_ratio(ratio)
+    check_ratio(ratio)
     d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
     r = float(ratio)
     per_slot = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
@@ -84,9 +62,9 @@ def split_memory(
     if d:
         state += intermediate_conv_window_bytes(spec, running, d, tp, conv_dtype)
     kv = max(rest_bytes - state, 0)
-    per_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
+    per_tok = kv_bytes_per_token(spec, tp, kv_dtype, name="kv_dtype")
     tokens = kv // per_tok if per_tok else 0
-    return MemorySplit(rest_bytes, r, budget, slots, state, kv, tokens, running)
+    return MemorySplit(rest_bytes, r, budget, slots, state, kv, tokens, running, 1, per_slot)
 
 
 def split_memory_0523(
@@ -103,47 +81,39 @@ def split_memory_0523(
     draft_tokens: int = 0,
     replayssm: bool = True,
     ring_len: int = 16,
+    page_size: int = 1,
 ) -> MemorySplit:
-    """SGLang 0.5.23's auto sizing (``KVCacheConfigurator._handle_max_mamba_cache``), beside
-    the seed's ``split_memory`` (labelled "legacy"; see ``SIZING_FORMULAS``).
+    """``split_memory`` with the K3 write-up's deployment flags as defaults: ReplaySSM on
+    (``--enable-linear-replayssm-spec``, ring 16) and float32 SSM states (what that flag sets
+    when ``--mamba-ssm-dtype`` is not given). The K3 write-up's KV line needs ``page_size=64``:
+    ``split_memory_0523("kimi-k3", K3_REST_BYTES, K3_RATIO, 8, "bfloat16",
+    kv_dtype="fp8_e4m3", page_size=64).kv_tokens == 1_947_648``."""
+    return split_memory(
+        spec,
+        rest_bytes,
+        ratio,
+        tp,
+        ssm_dtype,
+        conv_dtype,
+        kv_dtype,
+        strategy,
+        overlap,
+        skip_decode_lock,
+        draft_tokens,
+        replayssm=replayssm,
+        ring_len=ring_len,
+        page_size=page_size,
+    )
 
-    Differences from the legacy formula: the padding slot 0 is paid out of the budget
-    (``slots = (budget - per_slot) // per_slot``, and ``slots + 1`` are allocated); with
-    ReplaySSM (``replayssm``, ``--enable-linear-replayssm-spec``, on by default here as in
-    the seed's deployments) the KDA ring of ``ring_len`` (``--linear-replayssm-cache-len``,
-    16) is part of every slot's cost (``per_slot = state + conv + ring``) and no per-draft
-    state is reserved; the SSM dtype defaults to float32 (what that flag sets when
-    ``--mamba-ssm-dtype`` is not given). Without ReplaySSM and with D draft tokens:
-    ``slots = (budget - per_slot * (1 + D)) // (per_slot * (1 + D / spr))`` and the
-    intermediate states ``per_slot * (running + 1) * D`` are taken from the KV share.
-    The budget is ``rest * r / (1 + r)`` in float bytes, as SGLang computes it in GiB.
-    """
-    rest_bytes = _check_int("rest_bytes", rest_bytes, 0, MAX_COUNT)
-    _check_ratio(ratio)
-    if not isinstance(replayssm, bool):
-        raise ValueError(f"replayssm must be a bool, got {replayssm!r}")
-    d = _check_int("draft_tokens", draft_tokens, 0, 1 << 16)
-    r = float(ratio)
-    per_req = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
-    spr = slots_per_request(strategy, overlap, skip_decode_lock)
-    budget = rest_bytes / GIB * r / (1.0 + r) * GIB
-    ring = sum(replayssm_ring_bytes(spec, 1, tp, ring_len, conv_dtype).values())
-    if d and not replayssm:
-        slots = int((budget - per_req * (1 + d)) // (per_req * (1.0 + d / spr)))
-        slots = max(slots, 0)
-        running = slots // spr
-        intermediate = per_req * (running + 1) * d
-        per_slot = per_req
-    else:
-        per_slot = per_req + (ring if replayssm else 0)
-        slots = max(int((budget - per_slot) // per_slot), 0)
-        running = slots // spr
-        intermediate = 0
-    state = (slots + 1) * per_slot
-    kv = max(rest_bytes - state - intermediate, 0)
-    per_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
-    tokens = kv // per_tok if per_tok else 0
-    return MemorySplit(rest_bytes, r, int(budget), slots, state, kv, tokens, running)
+
+def split_formula(label: str) -> Callable[..., MemorySplit]:
+    """The split function of a ``SIZING_FORMULAS`` label: ``"legacy"`` the K3 write-up's earlier
+    formula, ``"sglang-0.5.23"`` ``split_memory`` (both take the same positional knobs)."""
+    if label == "legacy":
+        return split_memory_legacy
+    if label == "sglang-0.5.23":
+        return split_memory
+    raise ValueError(f"formula must be one of {SIZING_FORMULAS}, got {label!r}")
 
 
 def balanced_ratio(
@@ -168,7 +138,7 @@ def balanced_ratio(
     to the strategy's reservation (pass e.g. the expected checkpoints + held slots instead).
     Short prompts need a large r, long ones a small r. With ``dcp=True`` (decode context
     parallelism over the ``tp`` ranks) each GPU holds only 1/tp of a request's MLA KV, so the
-    ratio is ``tp`` times larger (the third seed: "开启DCP时 ... 这个mem ratio要乘以TP数").
+    ratio is ``tp`` times larger (the K3 write-up: "开启DCP时 ... 这个mem ratio要乘以TP数").
     """
     if not isinstance(tokens_per_request, (int, float, np.integer, np.floating)) or not (
         0 < float(tokens_per_request) <= 1e9
@@ -183,7 +153,7 @@ def balanced_ratio(
         if not 0 < spr <= 1e6:
             raise ValueError(f"slots_per_req must be in (0, 1e6], got {slots_per_req!r}")
     per_slot = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
-    kv_tok = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
+    kv_tok = kv_bytes_per_token(spec, tp, kv_dtype, name="kv_dtype")
     if kv_tok == 0:
         raise ValueError("spec has no MLA layers: there is no KV pool to balance against")
     r = spr * per_slot / (float(tokens_per_request) * kv_tok)
@@ -207,7 +177,7 @@ def memory_vs_context(
         raise ValueError("context_lens must be a 1-D integer array of at most 1e6 entries")
     if ctx.size and (ctx.min() < 0 or ctx.max() > 1 << 32):
         raise ValueError("context_lens must be in [0, 2**32]")
-    kv = ctx.astype(np.int64) * mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
+    kv = ctx.astype(np.int64) * kv_bytes_per_token(spec, tp, kv_dtype, name="kv_dtype")
     st = np.full(ctx.shape, slot_bytes(spec, tp, ssm_dtype, conv_dtype), dtype=np.int64)
     return kv, st
 
@@ -220,7 +190,7 @@ def crossover_context(
     kv_dtype: str = "bfloat16",
 ) -> int:
     """Smallest context length at which one request's MLA KV exceeds its one KDA slot."""
-    per = mla_kv_bytes_per_token(spec, kv_dtype, name="kv_dtype")
+    per = kv_bytes_per_token(spec, tp, kv_dtype, name="kv_dtype")
     if per == 0:
-        raise ValueError("spec has no MLA layers")
+        raise ValueError("spec has no attention layers")
     return slot_bytes(spec, tp, ssm_dtype, conv_dtype) // per + 1

@@ -188,8 +188,8 @@ class StepCosts:
     source: str = ""
 
 
-# bench/bench_cp.py on this machine kind (2 cores shared with ~7 engineers, load average 9-14
-# during the run), float32, H = 8, K = V = 128, T = 32k, 2026-12-01: per-token costs are CPU
+# bench/bench_cp.py on this machine kind (2 cores shared with other work, load average 9-14
+# during the run), float32, H = 8, K = V = 128, T = 32k: per-token costs are CPU
 # seconds of one rank (the wall clock there measured the load, not the work: P = 2 took 0.53x
 # one rank's wall time but 1.38x less CPU on its critical path); latency and bandwidth from a
 # gloo ping-pong on loopback (wall time, so pessimistic under that load). The app and figure
@@ -202,7 +202,7 @@ MEASURED = StepCosts(
     apply_s=3.4e-4,
     latency_s=4.1e-5,
     bandwidth_Bps=4.75e8,
-    source="bench_cp.py, 2-core CPU under load, gloo on loopback, 2026-12-01",
+    source="bench_cp.py, 2-core CPU under load, gloo on loopback",
 )
 
 

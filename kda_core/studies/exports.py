@@ -4,7 +4,8 @@ Each function takes a study result (a dataclass of numpy arrays) and returns ord
 ``{name: list}`` of equal length, ready for ``apps.ui.write_csv``: long format (one row per
 point of a grid), so a spreadsheet can filter by any key. Only reshaping: nothing is
 recomputed here, and nothing imports a UI library. The studies themselves belong to other
-rooms; these row builders moved here from the apps' figure functions (issue 18).
+rooms; the row builders live here, not in the apps' figure functions, because building rows
+is computation and the apps only draw.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class Plan:
     running_by_state: np.ndarray
     running_by_kv: np.ndarray
     max_running_by_ratio: np.ndarray
-    formula: str = "legacy"  # sizing.SIZING_FORMULAS: the seed's, or SGLang 0.5.23's
+    formula: str = "legacy"  # sizing.SIZING_FORMULAS: the K3 write-up's, or SGLang 0.5.23's
 
 
 def custom_spec(
@@ -358,7 +358,7 @@ def _series(
 def _parse_formula(formula: str, ring_len: int | None) -> Callable[..., MemorySplit]:
     """The sizing formula by its label (``sizing.SIZING_FORMULAS``)."""
     if formula == "legacy":
-        return sizing.split_memory
+        return sizing.split_memory_legacy
     if formula == "sglang-0.5.23":
         return partial(
             sizing.split_memory_0523, replayssm=ring_len is not None, ring_len=ring_len or 16

@@ -9,7 +9,7 @@
   rebuilt from (S0, ring), the committed state vs a sequential run for every acceptance count,
   and the drift of an open-loop fold of a bf16 d (why the ring keeps rawv / rawk too).
 * ``memory_over_d``: per-request bytes of the six rings vs D full per-draft states (plus the
-  conv windows both need), over D, for the tiny config and Kimi K3 at TP8; and the seed's
+  conv windows both need), over D, for the tiny config and Kimi K3 at TP8; and the K3 write-up's
   deployment example (rings for every slot vs per-draft states for the running requests).
 * ``generation`` / ``acceptance_vs_noise``: the full speculative loop, its acceptance stats,
   and the check that it emits exactly the greedy tokens.
@@ -229,9 +229,9 @@ class MemoryOverD:
 
     ``ring_len [n_d]``; ``ring_bytes``, ``per_draft_state_bytes``, ``conv_window_bytes``,
     ``ratio`` (per-draft / rings) are ``[2, n_d]`` with ``models = ("k3-mini", "kimi-k3")``.
-    Deployment example (K3, ``slots`` physical state slots as in the seed's log, extra_buffer +
-    overlap): rings are allocated for every slot, per-draft states only for ``max_running + 1``
-    requests, so the saving there is ``deploy_per_draft_bytes / deploy_ring_bytes``.
+    Deployment example (K3, ``slots`` physical slots as in the K3 write-up's log, extra_buffer
+    + overlap): rings for every slot, per-draft states only for ``max_running + 1`` requests,
+    so the saving there is ``deploy_per_draft_bytes / deploy_ring_bytes``.
     """
 
     d_values: np.ndarray
@@ -261,7 +261,7 @@ def memory_over_d(
 ) -> MemoryOverD:
     """Rings vs per-draft states over D (default L = next_pow2(2D)) for tiny and Kimi K3.
 
-    ``deploy_slots`` = 120 is the seed's ``max_mamba_cache_size: 119`` (+1 physical slot).
+    ``deploy_slots`` = 120 is the K3 write-up's ``max_mamba_cache_size: 119`` (+1 physical slot).
     """
     ds = [spec.check_draft_tokens(d) for d in d_values]
     if not 1 <= len(ds) <= 64:

@@ -194,7 +194,7 @@ class Instance:
         return report, lk
 
     def _run(self, ids: list[int], max_new_tokens: int, **kw: Any) -> GenerateReport:
-        """The seam to the engine (Engine.generate now; Engine.serve once batching lands)."""
+        """The seam to the engine: one request through ``Engine.generate``."""
         return self.engine.generate(ids, max_new_tokens, **kw)
 
 

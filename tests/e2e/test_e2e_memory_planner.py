@@ -36,7 +36,7 @@ def test_page(app_url, ui):
     rows = ui.page.locator("#memory_planner-history table tbody tr").count()
     assert rows == 3  # load + two good plans in this tab's session
 
-    # issue 13: the planner's max running requests next to what a live run admitted
+    # the planner's max running requests next to what a live run admitted
     ui.wait_plot("memory_planner-live")
     live = ui.page.inner_text("#memory_planner-live-summary")
     assert "peak 3 running = the planner's max running requests 3" in live

@@ -88,7 +88,7 @@ def test_text_boxes_do_not_hide_data(app_url, ui):
 
 
 def test_batch_view(app_url, ui):
-    """Issue 13: the batch view renders by default; a new batch redraws; a bad batch input is
+    """The batch view renders by default; a new batch redraws; a bad batch input is
     rejected on its field with the page unchanged; the pool figure redraws in Chinese."""
     ui.goto(app_url)
     figs = (f"{N}-batch-phases", f"{N}-batch-pool", f"{N}-pools")

@@ -115,8 +115,8 @@ def test_random_operations_agree_with_sglang(seed: int) -> None:
     pair.ours.check_integrity()
 
 
-def test_issue_examples_on_the_real_sglang_and_ours() -> None:
-    """The two examples tests/test_radix_rules.py pins, run on SGLang itself (issue #12)."""
+def test_rule_examples_on_the_real_sglang_and_ours() -> None:
+    """The two examples tests/test_radix_rules.py pins, run on SGLang itself."""
     # A childless tombstone stays a KV leaf (unified_tree_core.py, leaf deletion re-files the
     # parent with _update_evictable_leaf_sets; no cascade): 7 tokens freed, 5 still match.
     pair = Pair()

@@ -10,7 +10,7 @@ Claimed equal: ``_calculate_mamba_ratio`` = ``sizing.slots_per_request``;
 ``resolve_max_num_reqs`` = ``sizing.resolve_max_num_reqs``; ``_handle_max_mamba_cache`` =
 ``sizing.split_memory_0523`` (slots, and the KV share to the byte); SGLang's per-slot and ring
 bytes = ``sizing.slot_bytes`` / ``sizing.replayssm_ring_bytes``. ``sizing.split_memory`` is
-the seed's legacy formula and is deliberately NOT 0.5.23's (no slot-0 charge, no ring in the
+the K3 write-up's legacy formula and is deliberately NOT 0.5.23's (no slot-0 charge, no ring in the
 slot cost): its test pins the difference.
 """
 

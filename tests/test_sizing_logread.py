@@ -1,0 +1,114 @@
+"""kda_core.sizing.read_log: server logs read back line by line against a config.
+
+Data (tests/data): the K3 write-up's two Kimi K3 SGLang deployments (their allocation, capping and
+batch lines, docs/sizing.md), and two real vLLM 0.24 startup logs of Qwen3.6-35B-A3B on one GPU
+posted in noonghunna/club-3090#612 and #652 (their KV lines and non-default args)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kda_core import sizing as sz
+from kda_core.sizing.logparse import MAX_LOG_CHARS, parse_log
+
+DATA = Path(__file__).parent / "data"
+
+
+def _read(name: str, spec: object, **kw: object) -> sz.LogReport:
+    return sz.read_log((DATA / name).read_text(), spec, **kw)
+
+
+def test_k3_writeup_logs_every_number_reproduced():
+    r = _read("sglang_k3_writeup_fp32.log", "kimi-k3", page_size=64)
+    assert r.engine == "sglang" and r.counts() == {
+        "reproduced": 3,
+        "different": 0,
+        "input": 0,
+        "not understood": 0,
+    }
+    assert r.inferred["tp"] == 8 and r.inferred["ssm_dtype"] == "float32"
+    assert r.inferred["kv_dtype"] == "bfloat16" and r.inferred["ring_len"] == 16
+    r = _read("sglang_k3_writeup_fp8.log", "kimi-k3", page_size=64)
+    assert r.counts()["reproduced"] == 5 and r.counts()["different"] == 0
+    assert r.inferred["ssm_dtype"] == "bfloat16" and r.inferred["kv_dtype"] == "fp8_e4m3"
+    # "capped to 16 ... 5 state slots per request" with the KV pool at 0.11: state-bound
+    assert r.verdict == "state_slots" and "16 running requests" in r.explanation
+    flags = dict(r.remedies)
+    assert flags["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"] == "cap 20"
+    assert flags["--mamba-radix-cache-strategy no_buffer"] == "cap 26"
+    assert any(f.startswith("--mamba-full-memory-ratio") for f in flags)
+
+
+def test_a_wrong_number_is_marked_different():
+    text = (DATA / "sglang_k3_writeup_fp32.log").read_text().replace("2.63GB", "2.70GB")
+    r = sz.read_log(text, "kimi-k3", tp=8, page_size=64)
+    with pytest.raises(ValueError, match="no TP and SSM dtype"):
+        sz.read_log(text, "kimi-k3", page_size=64)  # nothing explains 2.70 GB
+    assert r.counts()["different"] == 1
+    bad = next(v for v in r.lines if v.status == "different")
+    assert bad.diffs[0][0] == "ssm_state GB" and bad.diffs[0][1] == 2.70
+
+
+@pytest.mark.parametrize(
+    "name, blocks, tokens",
+    [
+        ("vllm_qwen36_club3090_612.log", 299, 567_978),
+        ("vllm_qwen36_club3090_652.log", 300, 569_878),
+    ],
+)
+def test_real_vllm_logs_round_trip(name, blocks, tokens):
+    r = _read(name, sz.shipped_spec("qwen3.6-35b-a3b"))
+    counts = r.counts()
+    assert counts["different"] == 0 and counts["not understood"] == 0
+    assert r.inferred["num_blocks"] == blocks and r.inferred["block_size"] == 2096
+    assert r.inferred["kv_dtype"] == "fp8_e4m3" and r.inferred["max_model_len"] == 131_072
+    kinds = {v.kind: v.status for v in r.lines}
+    assert kinds["vllm.available"] == "reproduced" and kinds["vllm.concurrency"] == "reproduced"
+    assert kinds["vllm.kv_size"] == "input"  # it pins the block count the others are checked on
+    assert r.verdict == "prefix_inert" and "2097 tokens" in r.explanation
+    assert dict(r.remedies)["--mamba-ssm-cache-dtype bfloat16"].startswith("block 1072")
+    # an edited concurrency figure is caught
+    text = (DATA / name).read_text().replace(": 4.3", ": 4.9")
+    assert sz.read_log(text, sz.shipped_spec("qwen3.6-35b-a3b")).counts()["different"] == 1
+
+
+def test_vllm_block_and_padding_lines():
+    q = sz.shipped_spec("qwen3-next-80b-a3b-instruct")
+    p = sz.vllm_plan(q, 8 << 30, 1, max_model_len=32_768)
+    text = "\n".join(sz.vllm_log_lines(p))
+    r = sz.read_log(text, q)
+    assert [v.status for v in r.lines] == ["reproduced"] * 3 + ["reproduced"]
+    wrong = text.replace("544 tokens", "528 tokens")
+    assert sz.read_log(wrong, q).counts()["different"] == 1
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (None, "must be a string"),
+        ("", "no line this reader knows"),
+        ("hello\nworld", "no line this reader knows"),
+        ("x" * (MAX_LOG_CHARS + 1), "at most"),
+        ("\n" * 30_000 + "Available KV cache memory: 1 GiB", "at most"),
+        (
+            "Available KV cache memory: 5.98 GiB\n"
+            "Mamba Cache is allocated. max_mamba_cache_size: 5, conv_state size: 0.01GB, "
+            "ssm_state size: 0.01GB",
+            "mixes",
+        ),
+    ],
+)
+def test_malformed_logs_are_refused(text, match):
+    with pytest.raises(ValueError, match=match):
+        sz.read_log(text, "kimi-k3")
+
+
+def test_parse_log_keeps_unknown_lines():
+    lines = parse_log(
+        "[2026-01-01] [TP0] Load weight end.\nKV Cache is allocated. dtype: "
+        "torch.bfloat16, #tokens: 10, K size: 0.01 GB, V size: 0.01 GB"
+    )
+    assert [x.kind for x in lines] == ["unknown", "sglang.kv"]
+    assert lines[1].fields["tokens"] == 10 and lines[1].fields["k"] == 0.01
