@@ -120,3 +120,21 @@ def test_a_transformers_checkpoint_loads_in_the_lab_with_the_same_logits(tmp_pat
     assert lab.layer_kinds == ("kda", "mla", "kda", "kda", "mla")
     assert (lab.config.n_heads, lab.config.head_dim, lab.config.conv_size) == (3, 12, 3)
     _agree(lab, hf_model)
+
+
+def test_the_benchs_transformers_model_with_k3_gates_is_k3_mini():
+    """bench/bench_hf.py times transformers' model holding k3-mini's weights with K3's gates
+    swapped in; it must compute k3-mini (float32: 1e-4, the training twin's bound)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_hf.py"
+    spec = importlib.util.spec_from_file_location("bench_hf", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lab = M.TinyHybrid()
+    hf_model = bench.k3_in_transformers(lab)
+    for split in SPLITS.values():
+        ids = IDS[: sum(split)]
+        err = np.abs(_hf_logits(hf_model, ids, split) - _lab_logits(lab, ids, split)).max()
+        assert err <= 1e-4, (split, err)
