@@ -76,7 +76,7 @@ def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
     ad.set_ylabel(t["delta_y"])
     ad.set_title(t["title_delta"], loc="center")
     ad.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    ad.legend(fontsize=7, loc="lower left")
+    ad.legend(fontsize=7, loc="upper left")
 
     j16 = data.cycles.index(max(data.cycles))
     names = [t["int8_16"]] + [t["wrong"].format(lag=g) for g in data.lags]
