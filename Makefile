@@ -69,7 +69,7 @@ readme-figures: $(VENV)/.installed
 screenshots: $(VENV)/.installed chromium
 	$(PY) -m apps.screenshots
 
-# Retrain k3-mini (CPU, deterministic, ~25 min on 2 cores) -> assets/weights/k3-mini.npz
+# Retrain k3-mini (CPU, deterministic, one thread; hours on 2 shared cores) -> assets/weights/k3-mini.npz
 train: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[train]'
 	$(PY) -m kda_core.model.train

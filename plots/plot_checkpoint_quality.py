@@ -79,8 +79,8 @@ def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
     ad.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     # in its own row under the panel (inside it the falling curves ran through the entries)
     lg.axis("off")
-    lg.legend(*ad.get_legend_handles_labels(), loc="center", ncols=2, fontsize=7,
-              borderaxespad=0)  # fmt: skip
+    handles, labels = ad.get_legend_handles_labels()
+    lg.legend(handles, labels, loc="center", ncols=2, fontsize=7, borderaxespad=0)
 
     j16 = data.cycles.index(max(data.cycles))
     names = [t["int8_16"]] + [t["wrong"].format(lag=g) for g in data.lags]

@@ -1,4 +1,4 @@
-"""The frozen corpus: hashes, the split rule, the paragraph filter."""
+"""The frozen corpus: hashes, licences, the split rule, the docstring cleaning."""
 
 from __future__ import annotations
 
@@ -13,14 +13,28 @@ from kda_core.model import corpus as C
 
 def test_frozen_files_match_the_manifest():
     m = C.manifest()
-    assert m["python"].startswith("3.") and "PSF" in m["licence"]
-    assert (C.CORPUS_DIR / "LICENSE-PSF.txt").read_text().count("PYTHON SOFTWARE FOUNDATION") >= 1
+    assert m["sources"]["python"]["version"].startswith("3.")
     for split in C.SPLITS:
         entry = m["files"][split]
         data = (C.CORPUS_DIR / entry["file"]).read_bytes()
         assert len(data) == entry["bytes"] and hashlib.sha256(data).hexdigest() == entry["sha256"]
         assert C.load(split).isascii()
-    assert m["files"]["train"]["bytes"] > 10 * m["files"]["heldout"]["bytes"] > 200_000
+        assert len(C.documents(C.load(split))) == entry["documents"]
+    assert m["files"]["train"]["bytes"] > 5 * m["files"]["heldout"]["bytes"] > 2_000_000
+    assert m["files"]["out_of_style"]["bytes"] > 100_000
+
+
+def test_every_source_is_psf_bsd_or_mit_with_its_notice_shipped():
+    sources = C.manifest()["sources"]
+    assert set(sources) == {"python", *C.TRAIN_PACKAGES, *C.OUT_OF_STYLE_PACKAGES}
+    for name, src in sources.items():
+        assert src["licence"].startswith(("PSF", "BSD", "MIT", "Matplotlib")), name
+        for f in src["licence_files"]:
+            text = (C.CORPUS_DIR / f).read_text(errors="replace")
+            assert "copyright" in text.lower() or "license" in text.lower(), f
+    assert (
+        "PYTHON SOFTWARE FOUNDATION" in (C.CORPUS_DIR / "licences/python-LICENSE.txt").read_text()
+    )
 
 
 def test_a_changed_file_is_refused(tmp_path: Path):
@@ -33,13 +47,28 @@ def test_a_changed_file_is_refused(tmp_path: Path):
         C.load("test")
 
 
-def test_heldout_documents_never_appear_in_training():
+@pytest.fixture(scope="module")
+def train_docstrings() -> set[str]:
+    return {d for doc in C.documents(C.load("train")) for d in doc.split("\n\n")}
+
+
+@pytest.mark.parametrize("split", ["heldout", "out_of_style"])
+def test_evaluation_text_never_appears_in_training(split, train_docstrings):
+    """Docstrings are kept once over all splits: no held-out or out-of-style docstring (a
+    blank-line-separated block of at least 80 characters) is in the training text."""
+    held = C.documents(C.load(split))
+    assert len(held) >= 40
     train = C.load("train")
-    held = C.documents(C.load("heldout"))
-    assert len(held) >= 20
-    for doc in held:
-        for par in doc.split("\n")[:3]:
-            assert par not in train
+    blocks = [b for doc in held for b in doc.split("\n\n") if len(b) >= 80][:400]
+    assert len(blocks) >= 100
+    assert sum(b in train for b in blocks) <= len(blocks) // 50  # a stock phrase may recur
+
+
+def test_training_text_has_the_styles_of_api_references():
+    """Not only prose: parameter sections, doctest examples and reST markup are kept."""
+    train = C.load("train")
+    for marker in ("Parameters\n----------\n", "\n>>> ", ":param ", "Args:\n", ".. versionadded::"):
+        assert train.count(marker) >= 20, marker
 
 
 def test_split_rule_is_the_documented_hash():
@@ -50,32 +79,41 @@ def test_split_rule_is_the_documented_hash():
 
 
 @pytest.mark.parametrize(
-    ("para", "keep"),
+    ("doc", "kept"),
     [
-        ("Return the number of items in the queue, which is only approximately right.", True),
-        (">>> x = 1  # a doctest prompt is code, not prose, even when it is long enough", False),
-        ("Too short.", False),
         (
-            "This paragraph is long enough but has no final punctuation at all so it is dropped",
-            False,
+            "Return the number of items.\n\n\n\n    >>> len(q)\n    3\t\n",
+            "Return the number of items.\n\n>>> len(q)\n3",
         ),
-        ("x = f(a, b) + g[c] * {d: e} - (h / i) ** j % k | l & m ^ n << o >> p; q += r.", False),
+        ("Too short.", None),
+        ("Unicode is left out of the corpus: caf\u00e9, na\u00efve, and so on and so on.", None),
+        ("A control character \x07 makes the docstring unusable for the corpus text.", None),
     ],
 )
-def test_paragraph_filter(para, keep):
-    assert C.is_prose(para) is keep
+def test_docstring_cleaning(doc, kept):
+    assert C.clean(doc) == kept
 
 
-def test_indented_blocks_are_dropped_whole():
-    doc = "Summary line that is long enough to be kept as one prose paragraph.\n\n    code()\n"
-    assert C.paragraphs(doc) == [doc.split("\n")[0]]
+def test_documents_never_hold_the_separator():
+    for split in C.SPLITS:
+        for doc in C.documents(C.load(split))[:200]:
+            assert C.DOC_SEPARATOR not in doc and doc == doc.strip("\n")
 
 
 @pytest.mark.skipif(
     not (Path(sysconfig.get_paths()["stdlib"]) / "json").is_dir(), reason="no stdlib sources"
 )
-def test_extraction_is_deterministic_on_one_package(tmp_path: Path):
-    """Re-extracting gives the same text (the full freeze ran once; its Python is recorded)."""
+def test_extraction_is_deterministic_on_one_package():
+    """Re-extracting gives the same text (the full freeze ran once; its versions are recorded)."""
     lib = Path(sysconfig.get_paths()["stdlib"])
-    a, b = C.extract(lib / "json"), C.extract(lib / "json")
-    assert a == b and sum(len(d) for d in a["train"] + a["heldout"]) > 500
+    a, b = C.extract(lib / "json", packages=()), C.extract(lib / "json", packages=())
+    assert a == b and sum(len(d) for d in a["train"] + a["heldout"]) > 2000
+    assert "\n>>> " in "".join(a["train"] + a["heldout"])  # the doctest examples are kept
+
+
+def test_out_of_style_text_splits_by_package_in_freeze_order():
+    parts = C.out_of_style_by_package()
+    assert list(parts) == list(C.OUT_OF_STYLE_PACKAGES)
+    assert C.DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
+    assert all(C.OUT_OF_STYLE_BYTES <= len(t) < 2 * C.OUT_OF_STYLE_BYTES for t in parts.values())
+    assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]

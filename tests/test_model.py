@@ -137,3 +137,82 @@ def test_bad_chunk_and_state(tiny):
         M.ModelConfig(n_layers=6)
     with pytest.raises(ValueError, match="max_new_tokens"):
         tiny.generate([1], -1)
+
+
+def test_forward_without_a_state_is_the_logits_from_a_fresh_state(tiny):
+    ids = M.encode(TEXT)
+    logits = tiny.forward(ids)
+    assert logits.shape == (len(ids), M.VOCAB)
+    assert np.array_equal(logits, tiny.forward(ids, tiny.new_state())[0])
+    with pytest.raises(ValueError, match="tokens"):
+        tiny.forward([])
+
+
+KIMI = M.ModelConfig(
+    d_model=32,
+    n_layers=3,
+    n_heads=2,
+    head_dim=8,
+    conv_size=3,
+    mla_heads=2,
+    mla_head_dim=8,
+    mla_latent=6 + 4,
+    mlp_hidden=40,
+    gate_lower_bound=None,
+    variant="kimi-linear",
+    layer_types=("kda", "mla", "kda"),
+    mla_rope_dim=4,
+    mla_v_dim=5,
+)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 40])
+def test_kimi_linear_variant_chunked_prefill_and_resume_are_exact(chunk):
+    """The state interface the engine relies on holds for the kimi-linear variant: chunked
+    prefill equals one pass (the chunked KDA kernel from 16 tokens on, recurrent below), and a
+    snapshot resumes to the same logits. The cached MLA row is the latent then the key part."""
+    m = M.TinyHybrid(KIMI, weights="random", seed=2)
+    ids = M.encode(TEXT)[:70]
+    ref, st_ref = m.forward(ids, m.new_state())
+    st = m.new_state()
+    got = m.prefill(ids, st, chunk_size=chunk)
+    assert np.max(np.abs(got - ref)) <= 1e-12 and st.boundary == 70
+    assert st.mla_kv.shape == (70, 1, 10) and st.kda[0].S.shape == (2, 8, 8)
+    assert st.kda[0].conv.shape == (2, 48)
+    snap = st_ref.copy()
+    more = M.encode("and on")
+    np.testing.assert_allclose(m.prefill(more, snap), m.forward(ids + more)[70:], atol=1e-12)
+
+
+def test_variants_validate_their_own_fields():
+    with pytest.raises(ValueError, match="gate_lower_bound must be None"):
+        M.ModelConfig(variant="kimi-linear")
+    with pytest.raises(ValueError, match="mla_rope_dim must be 0"):
+        M.ModelConfig(mla_rope_dim=4)
+    with pytest.raises(ValueError, match="variant"):
+        M.ModelConfig(variant="k2")
+    with pytest.raises(ValueError, match="layer_types"):
+        M.ModelConfig(n_layers=2, layer_types=("kda", "attention"))
+    with pytest.raises(ValueError, match="mla_rope_dim must be in"):
+        M.ModelConfig(variant="kimi-linear", gate_lower_bound=None, mla_rope_dim=32)
+
+
+@pytest.mark.parametrize("kinds", [("kda", "kda"), ("mla",)])
+def test_models_without_one_kind_of_layer_run(kinds):
+    cfg = M.ModelConfig(
+        d_model=16,
+        n_layers=len(kinds),
+        layer_types=kinds,
+        n_heads=2,
+        head_dim=8,
+        mla_heads=2,
+        mla_head_dim=8,
+        mla_latent=8,
+        mlp_hidden=16,
+    )
+    m = M.TinyHybrid(cfg, weights="random")
+    st = m.new_state()
+    a = m.prefill([1, 2, 3], st)
+    b = m.decode_step(4, st)
+    assert a.shape == (3, 256) and np.isfinite(b).all() and st.boundary == 4
+    assert st.mla_kv.shape == (4, kinds.count("mla"), 8) and len(st.kda) == kinds.count("kda")

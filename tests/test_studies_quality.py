@@ -82,12 +82,17 @@ def test_quality_relations_on_the_trained_model(study):
         ({"length": 64, "park_at": 63}, "park_at"),
         ({"length": 64, "park_at": 32, "gap": 4, "cycles": (16,), "lags": (8,)}, "cycles"),
         ({"park_at": 32, "lags": (32,)}, "lags"),
-        ({"n_passages": 32, "length": 2048}, "passages"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Q.quality_study(**kwargs)
+
+
+def test_more_passages_than_the_held_out_text_holds_are_refused():
+    n = sum(len(d.encode()) >= 2048 for d in corpus.documents(corpus.load("heldout")))
+    with pytest.raises(ValueError, match=f"passages: only {n} held-out documents"):
+        Q.passages(n + 1, 2048)
 
 
 def test_continuation_exact_run_is_plain_greedy():

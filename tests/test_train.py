@@ -1,7 +1,7 @@
 """kda_core.model.train: the torch network equals TinyHybrid, and a short run repeats bit for bit.
 
 Skipped without torch (the optional `[train]` extra); CI installs torch. The full training run
-(~25 min) never runs here: a 20-step run on a small batch checks determinism.
+(hours on a shared CPU) never runs here: a 20-step run on a small batch checks determinism.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_twenty_steps_are_bit_for_bit_reproducible():
 
 def test_shipped_record_matches_the_training_defaults():
     """The shipped file was made by this module's defaults (so `python -m kda_core.model.train`
-    reproduces it), and its training run fits the 30-minute training budget."""
+    reproduces it) from the frozen corpus."""
     import dataclasses
 
     _, meta = W.load()

@@ -1,25 +1,31 @@
 """The tiny Kimi K3 ("k3-mini"): TinyHybrid, its state, tokenizer, weights, corpus and training.
 
-Modules: ``tiny`` (TinyHybrid, bits_per_byte), ``state`` (ModelState), ``params`` (ModelConfig,
-weights and their init), ``functional`` (rmsnorm, sigmoid), ``tokenizer`` (UTF-8 bytes and how
-they are shown), ``weights`` (the shipped file), ``corpus`` (the training text), ``train``
-(torch; ``python -m kda_core.model.train``, not imported here). This file only re-exports the
+Modules: ``tiny`` (TinyHybrid, bits_per_byte, export_hf), ``state`` (ModelState), ``params``
+(ModelConfig, weights and their init), ``hf`` (Kimi-Linear checkpoints as transformers writes
+them), ``functional`` (rmsnorm, sigmoid), ``tokenizer`` (UTF-8 bytes and how they are shown),
+``weights`` (the shipped file), ``corpus`` (the training text), ``train`` (torch;
+``python -m kda_core.model.train``, not imported here). This file only re-exports the
 names other code uses; see docs/model.md.
 """
 
 from kda_core.model.functional import rmsnorm, sigmoid
 from kda_core.model.params import (
     K3_REFERENCE,
+    VARIANTS,
     BlockWeights,
     KDAWeights,
+    KimiLinearKDAWeights,
+    KimiLinearMLAWeights,
     MLAWeights,
     ModelConfig,
 )
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tiny import (
+    CHECKPOINT_ENV,
     KDAFeatures,
     TinyHybrid,
     bits_per_byte,
+    export_hf,
     named_weights,
     next_byte_bits,
 )
@@ -34,15 +40,19 @@ from kda_core.model.tokenizer import (
 )
 
 __all__ = [
+    "CHECKPOINT_ENV",
     "K3_REFERENCE",
     "MAX_TOKENS",
     "TOKENIZER_FINGERPRINT",
     "TOKENIZER_NAME",
+    "VARIANTS",
     "VOCAB",
     "BlockWeights",
     "KDAFeatures",
     "KDALayerState",
     "KDAWeights",
+    "KimiLinearKDAWeights",
+    "KimiLinearMLAWeights",
     "MLAWeights",
     "ModelConfig",
     "ModelState",
@@ -51,6 +61,7 @@ __all__ = [
     "check_tokens",
     "decode",
     "encode",
+    "export_hf",
     "named_weights",
     "next_byte_bits",
     "rmsnorm",

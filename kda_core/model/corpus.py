@@ -1,24 +1,28 @@
-"""The training corpus: English prose from CPython's standard-library docstrings, frozen once.
+"""The training corpus: the docstrings of CPython's standard library and of permissively licensed
+Python packages, whole (prose, parameter sections, markup, doctest examples), frozen once.
 
-`python -m kda_core.model.corpus freeze` parses (never imports) every ``.py`` file of the running
-interpreter's standard library, keeps the prose paragraphs of module / class / function
-docstrings and writes them to ``assets/corpus/`` (``train.txt``, ``heldout.txt``,
-``manifest.json`` with the Python version, sizes and sha256). The files are committed, so
-training and the tests never depend on the interpreter that runs them; `load` checks the hash.
+`python -m kda_core.model.corpus freeze` parses (never imports) every ``.py`` file of the
+running interpreter's standard library and of the packages named in ``TRAIN_PACKAGES`` and
+``OUT_OF_STYLE_PACKAGES`` (looked up with ``importlib.metadata``), and writes
+``assets/corpus/``: ``train.txt``, ``heldout.txt``, ``out_of_style.txt``, ``manifest.json``
+(interpreter and package versions, licences, sizes and sha256) and each source's licence under
+``licences/``. The files are committed, so training and the tests never depend on the
+interpreter or packages that run them; `load` checks the hash.
 
-Paragraph filter (why: the model should see running English, not code or tables): a paragraph
-is the text between blank lines of a cleaned docstring (`inspect.cleandoc`), its lines joined by
-single spaces; it is kept when it is at least 60 characters of printable ASCII, at least 80 % of
-its characters are letters or spaces, it holds no doctest prompt (``>>>``), no reST directive or
-table rule (``..``, ``::``, ``===``, ``---``), no indented (code) line, and it ends with ``.``,
-``?`` or ``!``. Duplicates (same paragraph in several places) are kept once, first occurrence in
-sorted path order. Left out: ``test``/``tests``/``idlelib``/``lib2to3``/``site-packages``
-(test fixtures and vendored code).
+Docstrings: module, class and function docstrings in source order, cleaned as ``inspect.cleandoc``
+does, tabs expanded, trailing spaces cut, runs of blank lines cut to one; kept when they are at
+least ``MIN_CHARS`` characters of printable ASCII (newlines included). A docstring seen before
+(same text, anywhere, in freeze order) is kept once. One document per module: its docstrings
+separated by a blank line; documents are separated by two blank lines (``DOC_SEPARATOR``; no
+document holds one). Skipped: ``test``/``tests``/``testing`` directories, ``test_*.py``,
+``conftest.py``, vendored code, ``idlelib``, ``lib2to3``, ``site-packages``.
 
-Split rule: a module goes to the held-out file when the first byte of
-``sha256(module path relative to the stdlib)`` is below 26 (about 1 in 10 modules); all its
-paragraphs go with it, so held-out text is never seen in training, not even in part.
-Documents are separated by one blank line; paragraphs by a newline.
+Splits: a module of the standard library or of a training package is held out (``heldout``,
+in-domain) when the first byte of ``sha256(its path)`` is below 26 (about 1 in 10), with all its
+docstrings; the packages of ``OUT_OF_STYLE_PACKAGES`` are never trained on: their API references
+(parameter sections, code examples, other markup conventions) are the ``out_of_style`` split,
+``OUT_OF_STYLE_BYTES`` per package from modules in sha256 order, each document cut after the
+docstring that takes it past ``OUT_OF_STYLE_DOC_BYTES``.
 """
 
 from __future__ import annotations
@@ -26,61 +30,86 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import importlib.metadata as metadata
 import inspect
 import json
+import re
 import sys
 import sysconfig
 from pathlib import Path
 
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
-SPLITS: tuple[str, ...] = ("train", "heldout")
+SPLITS: tuple[str, ...] = ("train", "heldout", "out_of_style")
+DOC_SEPARATOR = "\n\n\n"
 HELDOUT_BYTE_BELOW = 26  # first sha256 byte < 26 of 256: ~10 % of modules held out
-MIN_CHARS = 60
-MIN_LETTER_SHARE = 0.8
-EXCLUDED_DIRS = frozenset({"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__"})
-BANNED = (">>>", "..", "::", "===", "---", "`", "http")
+MIN_CHARS = 40
+EXCLUDED_DIRS = frozenset(
+    {"test", "tests", "testing", "idlelib", "lib2to3", "site-packages", "__pycache__", "_vendor"}
+    | {"vendor", "vendored", "externals"}
+)
+# distribution -> (import directories, SPDX licence of its own text). Only PSF, BSD and MIT.
+TRAIN_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "numpy": (("numpy",), "BSD-3-Clause"),
+    "pandas": (("pandas",), "BSD-3-Clause"),
+    "mpmath": (("mpmath",), "BSD-3-Clause"),
+    "click": (("click",), "BSD-3-Clause"),
+    "pygments": (("pygments",), "BSD-2-Clause"),
+    "attrs": (("attr", "attrs"), "MIT"),
+    "rich": (("rich",), "MIT"),
+    "pytest": (("_pytest", "pytest"), "MIT"),
+    "pyparsing": (("pyparsing",), "MIT"),
+    "narwhals": (("narwhals",), "MIT"),
+    "anyio": (("anyio",), "MIT"),
+    "httpx": (("httpx",), "BSD-3-Clause"),
+    "typer": (("typer",), "MIT"),
+}
+# API references in four conventions: numpy-style sections (networkx, matplotlib), Sphinx
+# fields (jinja2), Google-style sections with Markdown code fences (pydantic).
+OUT_OF_STYLE_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "networkx": (("networkx",), "BSD-3-Clause"),
+    "matplotlib": (("matplotlib", "mpl_toolkits"), "Matplotlib License (PSF-based)"),
+    "jinja2": (("jinja2",), "BSD-3-Clause"),
+    "pydantic": (("pydantic",), "MIT"),
+}
+# the greedy samples docs/model.md shows (64 bytes each)
+SAMPLE_PROMPTS: tuple[str, ...] = (
+    "Return the number of",
+    "This module provides",
+    "If the timeout is",
+)
+OUT_OF_STYLE_BYTES = 32_768
+OUT_OF_STYLE_DOC_BYTES = 6_144
+_BLANK_RUN = re.compile(r"\n{3,}")
 
 
-def _docstrings(source: str) -> list[str]:
-    """Module, class and function docstrings of one file, in source order."""
+def clean(doc: str) -> str | None:
+    """A docstring as the corpus keeps it (module docstring), or None when it is not kept."""
+    lines = [ln.rstrip() for ln in inspect.cleandoc(doc).expandtabs(8).split("\n")]
+    text = _BLANK_RUN.sub("\n\n", "\n".join(lines)).strip("\n")
+    if len(text) < MIN_CHARS or not text.isascii():
+        return None
+    if not all(c.isprintable() or c == "\n" for c in text):
+        return None
+    return text
+
+
+def docstrings(source: str) -> list[str]:
+    """Module, class and function docstrings of one file, in source order, cleaned."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    nodes = [tree] + [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
+    nodes = [tree] + sorted(
+        (n for n in ast.walk(tree)
+         if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))),
+        key=lambda n: (n.lineno, n.col_offset),
+    )  # fmt: skip
     out = []
     for n in nodes:
         doc = ast.get_docstring(n, clean=False)
-        if doc:
-            out.append(inspect.cleandoc(doc))
-    return out
-
-
-def is_prose(paragraph: str) -> bool:
-    """The paragraph filter of the module docstring (on the joined, single-line paragraph)."""
-    p = paragraph
-    if len(p) < MIN_CHARS or not p.isascii() or not p.isprintable():
-        return False
-    if any(b in p for b in BANNED) or p[-1] not in ".?!":
-        return False
-    letters = sum(c.isalpha() or c == " " for c in p)
-    return letters >= MIN_LETTER_SHARE * len(p)
-
-
-def paragraphs(doc: str) -> list[str]:
-    """Prose paragraphs of one cleaned docstring (indented blocks dropped whole)."""
-    out = []
-    for block in doc.split("\n\n"):
-        lines = [ln for ln in block.split("\n") if ln.strip()]
-        if not lines or any(ln[:1].isspace() for ln in lines):
-            continue
-        p = " ".join(ln.strip() for ln in lines)
-        if is_prose(p):
-            out.append(p)
+        text = clean(doc) if doc else None
+        if text:
+            out.append(text)
     return out
 
 
@@ -89,38 +118,123 @@ def is_heldout(module: str) -> bool:
     return hashlib.sha256(module.encode()).digest()[0] < HELDOUT_BYTE_BELOW
 
 
-def extract(stdlib: Path) -> dict[str, list[str]]:
-    """{split: [document text per module]} for the stdlib at ``stdlib`` (sorted paths)."""
-    seen: set[str] = set()
-    docs: dict[str, list[str]] = {s: [] for s in SPLITS}
-    for path in sorted(stdlib.rglob("*.py")):
-        rel = path.relative_to(stdlib)
-        if EXCLUDED_DIRS.intersection(rel.parts[:-1]) or rel.name.startswith("test_"):
+def modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
+    """(module path as the split rule hashes it, file) for the sources under ``root``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if EXCLUDED_DIRS.intersection(rel.parts[:-1]):
             continue
-        kept = []
-        for doc in _docstrings(path.read_text(encoding="utf-8", errors="replace")):
-            for p in paragraphs(doc):
-                if p not in seen:
-                    seen.add(p)
-                    kept.append(p)
-        if kept:
-            docs["heldout" if is_heldout(rel.as_posix()) else "train"].append("\n".join(kept))
+        if rel.name.startswith("test_") or rel.name == "conftest.py":
+            continue
+        out.append((prefix + rel.as_posix(), path))
+    return out
+
+
+def module_document(path: Path, seen: set[str], cap: int | None = None) -> str:
+    """One module's new docstrings joined by blank lines (added to ``seen``); with ``cap``,
+    cut after the docstring that takes the document past ``cap`` bytes."""
+    kept: list[str] = []
+    size = 0
+    for doc in docstrings(path.read_text(encoding="utf-8", errors="replace")):
+        if doc in seen:
+            continue
+        seen.add(doc)
+        kept.append(doc)
+        size += len(doc) + 2
+        if cap is not None and size >= cap:
+            break
+    return "\n\n".join(kept)
+
+
+def package_roots(dist: str, dirs: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """(import directory name, path) of an installed distribution's packages."""
+    d = metadata.distribution(dist)
+    roots = [(name, Path(str(d.locate_file(name)))) for name in dirs]
+    return [(name, p) for name, p in roots if p.is_dir()]
+
+
+def extract(
+    stdlib: Path, packages: tuple[str, ...] = tuple(TRAIN_PACKAGES), seen: set[str] | None = None
+) -> dict[str, list[str]]:
+    """{split: [document per module]} of the stdlib at ``stdlib`` and the training packages
+    (``heldout`` by the split rule; ``out_of_style`` empty). Deterministic; the docstrings kept
+    are added to ``seen``."""
+    seen = set() if seen is None else seen
+    docs: dict[str, list[str]] = {s: [] for s in SPLITS}
+    sources = [("", stdlib)]
+    for dist in packages:
+        sources += [(name + "/", p) for name, p in package_roots(dist, TRAIN_PACKAGES[dist][0])]
+    for prefix, root in sources:
+        for module, path in modules(root, prefix):
+            text = module_document(path, seen)
+            if text:
+                docs["heldout" if is_heldout(module) else "train"].append(text)
     return docs
+
+
+def extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
+    """The out_of_style documents by package: modules in sha256 order until
+    OUT_OF_STYLE_BYTES, docstrings already in ``seen`` (training text) left out."""
+    by_package: dict[str, list[str]] = {}
+    for dist, (dirs, _) in OUT_OF_STYLE_PACKAGES.items():
+        out = by_package[dist] = []
+        mods = [m for name, root in package_roots(dist, dirs) for m in modules(root, name + "/")]
+        mods.sort(key=lambda m: hashlib.sha256(m[0].encode()).digest())
+        size = 0
+        for _, path in mods:
+            text = module_document(path, seen, OUT_OF_STYLE_DOC_BYTES)
+            if text:
+                out.append(text)
+                size += len(text) + len(DOC_SEPARATOR)
+            if size >= OUT_OF_STYLE_BYTES:
+                break
+    return by_package
 
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
+    """Copy every source's licence files to ``licences/``; -> the manifest's sources entry."""
+    lic_dir = out_dir / "licences"
+    lic_dir.mkdir(parents=True, exist_ok=True)
+    (lic_dir / "python-LICENSE.txt").write_bytes((stdlib / "LICENSE.txt").read_bytes())
+    sources = {"python": {"version": sys.version.split()[0], "licence": "PSF-2.0",
+                          "licence_files": ["licences/python-LICENSE.txt"],
+                          "role": "train / heldout"}}  # fmt: skip
+    for dist, (_, spdx) in {**TRAIN_PACKAGES, **OUT_OF_STYLE_PACKAGES}.items():
+        d = metadata.distribution(dist)
+        files = []
+        for f in d.files or []:  # the project's own licence: top level of the dist-info
+            parts = Path(str(f)).parts
+            name = parts[-1]
+            top = len(parts) == 2 or (len(parts) == 3 and parts[1] == "licenses")
+            if top and parts[0].endswith(".dist-info") and name.upper().startswith("LICEN"):
+                dest = f"licences/{dist}-{name}"
+                (out_dir / dest).write_bytes(Path(str(d.locate_file(f))).read_bytes())
+                files.append(dest)
+        if not files:
+            raise ValueError(f"{dist}: no licence file found in its dist-info")
+        role = "out_of_style" if dist in OUT_OF_STYLE_PACKAGES else "train / heldout"
+        sources[dist] = {"version": d.version, "licence": spdx,
+                         "licence_files": sorted(files), "role": role}  # fmt: skip
+    return sources
+
+
 def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
-    """Extract and write the corpus files and manifest; returns the manifest."""
+    """Extract and write the corpus files, licences and manifest; returns the manifest."""
     stdlib = Path(stdlib or sysconfig.get_paths()["stdlib"])
-    docs = extract(stdlib)
+    seen: set[str] = set()
+    docs = extract(stdlib, seen=seen)
+    by_package = extract_out_of_style(seen)
+    docs["out_of_style"] = [d for package in by_package.values() for d in package]
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     for split in SPLITS:
         path = out_dir / f"{split}.txt"
-        path.write_text("\n\n".join(docs[split]) + "\n", encoding="utf-8")
+        path.write_text(DOC_SEPARATOR.join(docs[split]) + "\n", encoding="utf-8")
         files[split] = {
             "file": path.name,
             "documents": len(docs[split]),
@@ -128,17 +242,16 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
             "sha256": sha256_file(path),
         }
     manifest = {
-        "source": "docstrings of CPython's standard library (*.py), parsed with ast",
-        "python": sys.version.split()[0],
+        "source": "docstrings of CPython's standard library and of permissively licensed "
+        "packages (*.py), parsed with ast",
         "implementation": sys.implementation.name,
-        "licence": "PSF-2.0 (Python Software Foundation License Version 2), see LICENSE-PSF.txt",
-        "split_rule": f"held out when sha256(module path)[0] < {HELDOUT_BYTE_BELOW}",
+        "sources": _licences(out_dir, stdlib),
+        "split_rule": f"held out when sha256(module path)[0] < {HELDOUT_BYTE_BELOW}; "
+        f"out_of_style: {', '.join(OUT_OF_STYLE_PACKAGES)} (never trained on)",
         "files": files,
+        "out_of_style_documents": {k: len(v) for k, v in by_package.items()},
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    licence = stdlib / "LICENSE.txt"
-    if licence.exists():
-        (out_dir / "LICENSE-PSF.txt").write_bytes(licence.read_bytes())
     return manifest
 
 
@@ -158,24 +271,35 @@ def load(split: str = "train", corpus_dir: Path = CORPUS_DIR) -> str:
     return data.decode("utf-8")
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(
-        prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
-    )
-    ap.add_argument("command", choices=("freeze", "show"))
-    ap.add_argument("--out", type=Path, default=CORPUS_DIR)
-    args = ap.parse_args(argv)
-    m = freeze(args.out) if args.command == "freeze" else manifest(args.out)
-    print(json.dumps(m, indent=2))
-
-
-if __name__ == "__main__":
-    main()
-
-
 def documents(text: str) -> list[str]:
-    """The documents of a corpus file (one per module, separated by a blank line)."""
-    return [d for d in text.split("\n\n") if len(d.encode()) >= 2]
+    """The documents of a corpus file (one per module, separated by DOC_SEPARATOR)."""
+    return [d.strip("\n") for d in text.split(DOC_SEPARATOR) if len(d.strip("\n").encode()) >= 2]
+
+
+def out_of_style_by_package(corpus_dir: Path = CORPUS_DIR) -> dict[str, str]:
+    """The out_of_style text split by the package it came from (the manifest's counts)."""
+    docs = documents(load("out_of_style", corpus_dir))
+    out, start = {}, 0
+    for package, n in manifest(corpus_dir)["out_of_style_documents"].items():
+        out[package] = DOC_SEPARATOR.join(docs[start : start + n])
+        start += n
+    return out
+
+
+def scores(model, heldout_bytes: int = 65536) -> dict:
+    """What docs/model.md reports: bits per byte in-domain (the first ``heldout_bytes`` of the
+    held-out documents) and out of style (all of it, and per package), and the greedy
+    continuations (64 bytes) of SAMPLE_PROMPTS."""
+    from kda_core.model.tokenizer import decode, encode
+
+    out = {
+        "heldout": corpus_bits_per_byte(model, load("heldout"), heldout_bytes),
+        "out_of_style": corpus_bits_per_byte(model, load("out_of_style")),
+    }
+    for package, text in out_of_style_by_package().items():
+        out[f"out_of_style:{package}"] = corpus_bits_per_byte(model, text)
+    out["greedy"] = {p: decode(model.generate(encode(p), 64)[0]) for p in SAMPLE_PROMPTS}
+    return out
 
 
 def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> float:
@@ -199,3 +323,23 @@ def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> floa
     if count == 0:
         raise ValueError("text must hold at least one document of 2 or more bytes")
     return bits / count
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
+    )
+    ap.add_argument("command", choices=("freeze", "show", "score"))
+    ap.add_argument("--out", type=Path, default=CORPUS_DIR)
+    args = ap.parse_args(argv)
+    if args.command == "score":  # the shipped model (or KDA_LAB_CHECKPOINT's)
+        from kda_core.model.tiny import TinyHybrid
+
+        print(json.dumps(scores(TinyHybrid()), indent=2))
+        return
+    m = freeze(args.out) if args.command == "freeze" else manifest(args.out)
+    print(json.dumps(m, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -31,33 +31,91 @@ K3_REFERENCE = {
 }
 
 
+VARIANTS: tuple[str, ...] = ("k3", "kimi-linear")
+LAYER_TYPES: tuple[str, ...] = ("kda", "mla")
+
+
 @dataclass(slots=True, frozen=True)
 class ModelConfig:
+    """Sizes and variant. ``k3`` (the default, k3-mini): K3's lower-bound gate, a full-rank
+    output gate, a gated NoPE MLA. ``kimi-linear``: every layer as transformers'
+    ``KimiLinearForCausalLM`` (softplus gate, low-rank output gate, MLA with a shared key part
+    beside the latent, no MLA gate); its checkpoints load with ``TinyHybrid.from_hf``."""
+
     d_model: int = 128
     n_layers: int = 8
     n_heads: int = 4  # KDA heads (H = HV)
     head_dim: int = 32  # K = V
     conv_size: int = 4  # W
     mla_heads: int = 4
-    mla_head_dim: int = 32
-    mla_latent: int = 32  # the cached latent per token per MLA layer (K3: 512 + 64 rope)
+    mla_head_dim: int = 32  # q / k width per head up-projected from the latent (qk_nope_head_dim)
+    # the cached row per token per MLA layer: the normed latent, then (kimi-linear) the shared
+    # key part of mla_rope_dim (K3: 512 + 64)
+    mla_latent: int = 32
     mlp_hidden: int = 256
-    gate_lower_bound: float = -5.0
+    gate_lower_bound: float | None = -5.0  # K3's gate; None for kimi-linear (no lower bound)
     norm_eps: float = 1e-6
     seed: int = 0
+    variant: str = "k3"
+    layer_types: tuple[str, ...] | None = None  # "kda" / "mla" per layer; None: 3 KDA : 1 MLA
+    mla_rope_dim: int = 0  # kimi-linear's qk_rope_head_dim (k3: 0)
+    mla_v_dim: int | None = None  # value width per head (None: mla_head_dim)
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_heads", "head_dim", "conv_size", "mla_heads", "mla_head_dim"):
-            if not 1 <= getattr(self, name) <= 1024:
-                raise ValueError(f"{name} must be in [1, 1024], got {getattr(self, name)}")
-        if not 4 <= self.n_layers <= 64 or self.n_layers % 4:
-            raise ValueError(f"n_layers must be a multiple of 4 in [4, 64], got {self.n_layers}")
-        if not -50 <= self.gate_lower_bound < 0:
-            raise ValueError(f"gate_lower_bound must be in [-50, 0), got {self.gate_lower_bound}")
+        for name in ("d_model", "n_heads", "head_dim", "conv_size", "mla_heads", "mla_head_dim",
+                     "mla_latent", "mlp_hidden"):  # fmt: skip
+            if not 1 <= getattr(self, name) <= 4096:
+                raise ValueError(f"{name} must be in [1, 4096], got {getattr(self, name)}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.layer_types is None:
+            if not 4 <= self.n_layers <= 64 or self.n_layers % 4:
+                raise ValueError(
+                    f"n_layers must be a multiple of 4 in [4, 64], got {self.n_layers}"
+                )
+        elif len(self.layer_types) != self.n_layers or not 1 <= self.n_layers <= 64:
+            raise ValueError(
+                f"layer_types must name n_layers = {self.n_layers} (1..64) layers, "
+                f"got {len(self.layer_types)}"
+            )
+        elif any(t not in LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"layer_types must hold {LAYER_TYPES}, got {self.layer_types}")
+        if self.mla_v_dim is not None and not 1 <= self.mla_v_dim <= 4096:
+            raise ValueError(f"mla_v_dim must be None or in [1, 4096], got {self.mla_v_dim}")
+        if self.variant == "k3":
+            lb = self.gate_lower_bound
+            if lb is None or not -50 <= lb < 0:
+                raise ValueError(f"gate_lower_bound must be in [-50, 0), got {lb}")
+            if self.mla_rope_dim:
+                raise ValueError(
+                    f"mla_rope_dim must be 0 for variant 'k3', got {self.mla_rope_dim}"
+                )
+        else:
+            if self.gate_lower_bound is not None:
+                raise ValueError(
+                    "gate_lower_bound must be None for variant 'kimi-linear' (its softplus gate "
+                    f"has no lower bound), got {self.gate_lower_bound}"
+                )
+            if not 0 <= self.mla_rope_dim < self.mla_latent:
+                raise ValueError(
+                    f"mla_rope_dim must be in [0, mla_latent = {self.mla_latent}), "
+                    f"got {self.mla_rope_dim}"
+                )
 
     @property
     def layer_kinds(self) -> tuple[str, ...]:
+        if self.layer_types is not None:
+            return tuple(self.layer_types)
         return tuple("mla" if i % 4 == 3 else "kda" for i in range(self.n_layers))
+
+    @property
+    def mla_kv_rank(self) -> int:
+        """The normed latent's width (transformers' kv_lora_rank)."""
+        return self.mla_latent - self.mla_rope_dim
+
+    @property
+    def mla_value_dim(self) -> int:
+        return self.mla_head_dim if self.mla_v_dim is None else self.mla_v_dim
 
 
 @dataclass(slots=True)
@@ -80,59 +138,121 @@ class MLAWeights:
     norm_c: np.ndarray  # [C]
     w_q: np.ndarray  # [D, Hm*dh]
     w_uk: np.ndarray  # [C, Hm*dh]
-    w_uv: np.ndarray  # [C, Hm*dh]
-    w_gate: np.ndarray  # [D, Hm*dh]
-    w_o: np.ndarray  # [Hm*dh, D]
+    w_uv: np.ndarray  # [C, Hm*dv]
+    w_gate: np.ndarray  # [D, Hm*dv]
+    w_o: np.ndarray  # [Hm*dv, D]
+
+
+@dataclass(slots=True)
+class KimiLinearKDAWeights:
+    """transformers' ``KimiLinearDeltaAttention``: KDAWeights with a low-rank output gate."""
+
+    w_qkv: np.ndarray  # [D, 3*H*K]  q_proj | k_proj | v_proj
+    conv_w: np.ndarray  # [3*H*K, W] conv1d (depthwise, one packed over q|k|v)
+    w_beta: np.ndarray  # [D, H]      b_proj
+    f_a: np.ndarray  # [D, K]         forget_gate.f_a_proj
+    f_b: np.ndarray  # [K, H*K]       forget_gate.f_b_proj
+    A_log: np.ndarray  # [H]
+    dt_bias: np.ndarray  # [H*K]
+    g_a: np.ndarray  # [D, K]         g_a_proj (output gate, low rank)
+    g_b: np.ndarray  # [K, H*V]       g_b_proj
+    norm_w: np.ndarray  # [V]         o_norm (gated per-head RMSNorm)
+    w_o: np.ndarray  # [H*V, D]       o_proj
+
+
+@dataclass(slots=True)
+class KimiLinearMLAWeights:
+    """transformers' ``KimiLinearAttention`` (q_lora_rank None): the cached row is the normed
+    latent [C] then a key part [R] shared by all heads (kv_a_proj_with_mqa), no output gate."""
+
+    w_dkv: np.ndarray  # [D, C+R]     kv_a_proj_with_mqa
+    norm_c: np.ndarray  # [C]         kv_a_layernorm
+    w_q: np.ndarray  # [D, Hm*(dh+R)] q_proj, per head [nope | rope]
+    w_uk: np.ndarray  # [C, Hm*dh]    kv_b_proj's key rows
+    w_uv: np.ndarray  # [C, Hm*dv]    kv_b_proj's value rows
+    w_o: np.ndarray  # [Hm*dv, D]     o_proj
+
+
+Mixer = KDAWeights | MLAWeights | KimiLinearKDAWeights | KimiLinearMLAWeights
 
 
 @dataclass(slots=True)
 class BlockWeights:
     norm1: np.ndarray
     norm2: np.ndarray
-    mixer: KDAWeights | MLAWeights
+    mixer: Mixer
     w_up: np.ndarray  # [D, 2*F] (gate | up)
     w_down: np.ndarray  # [F, D]
+
+
+def _kda_init(cfg: ModelConfig, rng: np.random.Generator, lin) -> Mixer:
+    """fla's KimiDeltaAttention init: A_log = log U[1, 16]; dt = exp U[log 1e-3, log 1e-1]
+    clamped at 1e-4; dt_bias = inverse softplus(dt) (transformers' KimiLinear: the same)."""
+    D, H, K, W = cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.conv_size
+    dt = np.maximum(np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), H * K)), 1e-4)
+    w_qkv = lin(D, 3 * H * K)
+    if cfg.variant == "k3":
+        conv_w = rng.uniform(-1, 1, (3 * H * K, W)) / np.sqrt(W)
+    else:
+        conv_w = lin(3 * H * K, W)
+    shared = {
+        "w_qkv": w_qkv,
+        "conv_w": conv_w,
+        "w_beta": lin(D, H),
+        "f_a": lin(D, K),
+        "f_b": lin(K, H * K),
+        "A_log": np.log(rng.uniform(1, 16, H)),
+        "dt_bias": dt + np.log(-np.expm1(-dt)),
+    }
+    if cfg.variant == "k3":
+        return KDAWeights(**shared, w_gate=lin(D, H * K), norm_w=np.ones(K), w_o=lin(H * K, D))
+    gate = {"g_a": lin(D, K), "g_b": lin(K, H * K)}
+    return KimiLinearKDAWeights(**shared, **gate, norm_w=np.ones(K), w_o=lin(H * K, D))
+
+
+def _mla_init(cfg: ModelConfig, lin) -> Mixer:
+    D, Hm, dh, dv = cfg.d_model, cfg.mla_heads, cfg.mla_head_dim, cfg.mla_value_dim
+    C, R = cfg.mla_kv_rank, cfg.mla_rope_dim
+    if cfg.variant == "k3":
+        return MLAWeights(
+            w_dkv=lin(D, C),
+            norm_c=np.ones(C),
+            w_q=lin(D, Hm * dh),
+            w_uk=lin(C, Hm * dh),
+            w_uv=lin(C, Hm * dv),
+            w_gate=lin(D, Hm * dv),
+            w_o=lin(Hm * dv, D),
+        )
+    return KimiLinearMLAWeights(
+        w_dkv=lin(D, C + R),
+        norm_c=np.ones(C),
+        w_q=lin(D, Hm * (dh + R)),
+        w_uk=lin(C, Hm * dh),
+        w_uv=lin(C, Hm * dv),
+        w_o=lin(Hm * dv, D),
+    )
 
 
 def init_weights(
     cfg: ModelConfig,
 ) -> tuple[np.ndarray, list[BlockWeights], np.ndarray, np.ndarray]:
+    """Random weights from ``cfg.seed``: k3 draws matrices N(0, 1/n_in) and embeddings N(0, 1);
+    kimi-linear draws them as transformers' ``_init_weights`` does, N(0, 0.02^2) (its
+    ``initializer_range``), conv taps included. Gates: fla's init (`_kda_init`); norms one."""
     rng = np.random.default_rng(cfg.seed)
-    D, H, K, W = cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.conv_size
+    D = cfg.d_model
+    k3 = cfg.variant == "k3"
 
     def lin(n_in: int, n_out: int) -> np.ndarray:
-        return rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)
+        x = rng.standard_normal((n_in, n_out))
+        return x / np.sqrt(n_in) if k3 else x * 0.02
 
     embed = rng.standard_normal((VOCAB, D))
+    if not k3:
+        embed *= 0.02
     blocks = []
     for kind in cfg.layer_kinds:
-        if kind == "kda":
-            # fla's KimiDeltaAttention init: A_log = log U[1, 16]; dt = exp U[log 1e-3, log 1e-1]
-            # clamped at 1e-4; dt_bias = inverse softplus(dt).
-            dt = np.maximum(np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), H * K)), 1e-4)
-            mixer: KDAWeights | MLAWeights = KDAWeights(
-                w_qkv=lin(D, 3 * H * K),
-                conv_w=rng.uniform(-1, 1, (3 * H * K, W)) / np.sqrt(W),
-                w_beta=lin(D, H),
-                f_a=lin(D, K),
-                f_b=lin(K, H * K),
-                A_log=np.log(rng.uniform(1, 16, H)),
-                dt_bias=dt + np.log(-np.expm1(-dt)),
-                w_gate=lin(D, H * K),
-                norm_w=np.ones(K),
-                w_o=lin(H * K, D),
-            )
-        else:
-            Hd = cfg.mla_heads * cfg.mla_head_dim
-            mixer = MLAWeights(
-                w_dkv=lin(D, cfg.mla_latent),
-                norm_c=np.ones(cfg.mla_latent),
-                w_q=lin(D, Hd),
-                w_uk=lin(cfg.mla_latent, Hd),
-                w_uv=lin(cfg.mla_latent, Hd),
-                w_gate=lin(D, Hd),
-                w_o=lin(Hd, D),
-            )
+        mixer = _kda_init(cfg, rng, lin) if kind == "kda" else _mla_init(cfg, lin)
         blocks.append(
             BlockWeights(
                 norm1=np.ones(D),

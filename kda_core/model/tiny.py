@@ -1,34 +1,42 @@
 """TinyHybrid ("k3-mini"): a scaled-down Kimi K3 that runs in milliseconds on a CPU.
 
-Layers follow K3's pattern, 3 KDA : 1 MLA, ending on MLA; pre-norm blocks
-``x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))``. The KDA mixer is fla's `KimiDeltaAttention`
-(short conv, L2-normalised q/k, sigmoid beta, K3's lower-bound gate, gated per-head RMSNorm);
-the MLA mixer caches one latent per token and up-projects keys and values from it (NoPE, as K3).
-docs/model.md has the layer-by-layer description and its sources.
+Layers follow ``config.layer_types`` (default K3's pattern, 3 KDA : 1 MLA, ending on MLA);
+pre-norm blocks ``x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))``. The KDA mixer is fla's
+`KimiDeltaAttention` (short conv, L2-normalised q/k, sigmoid beta, gated per-head RMSNorm); the
+MLA mixer caches one row per token and up-projects keys and values from it (NoPE). Variant
+``k3``: K3's lower-bound gate, a full-rank output gate, a gated MLA; variant ``kimi-linear``:
+every layer as transformers' ``KimiLinearForCausalLM`` (softplus gate, low-rank output gate,
+a shared key part beside the latent), loaded by `TinyHybrid.from_hf` and written by `export_hf`
+(``kda_core.model.hf``). docs/model.md has the layer-by-layer description and its sources.
 
-`TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`);
-`TinyHybrid(weights="random", seed=s)` draws fla's init distributions instead. `prefill` /
-`decode_step` advance a `ModelState` in place; `forward` is the pure version. `bits_per_byte`
-scores a text. Everything runs in float64 and is deterministic.
+`TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`; or the checkpoint
+folder named by ``CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
+distributions instead. `prefill` / `decode_step` advance a `ModelState` in place; `forward` is
+the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
-Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches this
-model), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
+Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches the
+k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
 from kda_core import kda
 from kda_core.kda.conv import short_conv, silu
+from kda_core.model import hf
 from kda_core.model import weights as weights_file
 from kda_core.model.functional import rmsnorm, sigmoid
 from kda_core.model.params import (
     KDAWeights,
+    KimiLinearKDAWeights,
+    KimiLinearMLAWeights,
     MLAWeights,
     ModelConfig,
     init_weights,
@@ -43,6 +51,8 @@ from kda_core.model.tokenizer import (
     check_tokens,
     encode,
 )
+
+CHECKPOINT_ENV = "KDA_LAB_CHECKPOINT"  # a Kimi-Linear folder that TinyHybrid() loads instead
 
 
 def named_weights(model: TinyHybrid) -> dict[str, np.ndarray]:
@@ -64,7 +74,8 @@ class KDAFeatures:
 
 
 class TinyHybrid:
-    """The tiny K3. `prefill`/`decode_step` advance a ModelState in place and return logits."""
+    """The tiny K3 (or a Kimi-Linear checkpoint: `from_hf`). `prefill`/`decode_step` advance a
+    ModelState in place and return logits."""
 
     def __init__(
         self,
@@ -73,9 +84,13 @@ class TinyHybrid:
         weights: str | Path | dict[str, np.ndarray] = "trained",
         seed: int | None = None,
     ) -> None:
-        """weights: "trained" (the shipped file), "random" (init from ``seed`` / config.seed),
-        a path to a weights .npz, or a dict of named arrays (what `kda_core.model.train`
-        returns)."""
+        """weights: "trained" (the shipped file; with no config and the environment variable
+        ``CHECKPOINT_ENV`` set, the Kimi-Linear checkpoint folder it names instead), "random"
+        (init from ``seed`` / config.seed), a path to a weights .npz, or a dict of named arrays
+        (what `kda_core.model.train` returns)."""
+        folder = os.environ.get(CHECKPOINT_ENV)
+        if folder and config is None and isinstance(weights, str) and weights == "trained":
+            config, weights = hf.read(folder)
         cfg = config or ModelConfig()
         if seed is not None:
             if weights != "random":
@@ -115,7 +130,15 @@ class TinyHybrid:
             tag = hashlib.sha256(b"".join(a.tobytes() for a in named_weights(self).values()))
             tag = tag.hexdigest()[:16]
         ident = repr(self.config) + ("" if tag == "random" else tag)
-        self.version = "k3-mini-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+        name = "k3-mini-" if cfg.variant == "k3" else "kimi-linear-"
+        self.version = name + hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_hf(cls, folder: str | Path) -> TinyHybrid:
+        """A small Kimi-Linear checkpoint (``config.json`` + safetensors, transformers'
+        ``KimiLinearForCausalLM``) as the ``kimi-linear`` variant (`kda_core.model.hf`)."""
+        config, arrays = hf.read(folder)
+        return cls(config, weights=arrays)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -156,14 +179,22 @@ class TinyHybrid:
         act, new_window = short_conv(raw, w.conv_w, window, "silu")
         q, k, v = (act[:, i * H * K : (i + 1) * H * K].reshape(T, H, K) for i in range(3))
         f = ((h @ w.f_a) @ w.f_b).reshape(T, H, K)
-        g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
+        if c.variant == "k3":
+            g = kda.lowerbound_gate(f, w.dt_bias, c.gate_lower_bound, A_log=w.A_log)
+        else:  # transformers' KimiLinearForgetGate
+            g = kda.softplus_gate(f, w.A_log, w.dt_bias)
         beta = sigmoid(h @ w.w_beta)
         return KDAFeatures(kda.l2norm(q), kda.l2norm(k), v, g, beta, raw, new_window)
 
     def kda_readout(self, layer: int, h: np.ndarray, o: np.ndarray) -> np.ndarray:
-        """Output projection of KDA outputs o [T, H, V] (gated per-head RMSNorm)."""
-        w: KDAWeights = self.blocks[layer].mixer  # type: ignore[assignment]
-        gate = sigmoid(h @ w.w_gate)
+        """Output projection of KDA outputs o [T, H, V] (gated per-head RMSNorm; the gate is
+        full rank in k3, low rank in kimi-linear)."""
+        w = self.blocks[layer].mixer
+        if isinstance(w, KDAWeights):
+            gate = sigmoid(h @ w.w_gate)
+        else:
+            assert isinstance(w, KimiLinearKDAWeights)
+            gate = sigmoid((h @ w.g_a) @ w.g_b)
         y = rmsnorm(o, w.norm_w, self.config.norm_eps).reshape(o.shape[0], -1) * gate
         return y @ w.w_o
 
@@ -176,29 +207,46 @@ class TinyHybrid:
         return self.kda_readout(layer, h, o), KDALayerState(S, f.window)
 
     def mla_latent(self, layer: int, h: np.ndarray) -> np.ndarray:
-        w: MLAWeights = self.blocks[layer].mixer  # type: ignore[assignment]
-        return rmsnorm(h @ w.w_dkv, w.norm_c, self.config.norm_eps)
+        """The cached rows [T, mla_latent] of h [T, D]: the normed latent, then (kimi-linear)
+        the key part shared by all heads, not normed."""
+        c = self.config
+        w = self.blocks[layer].mixer
+        assert isinstance(w, (MLAWeights, KimiLinearMLAWeights))
+        z = h @ w.w_dkv
+        if isinstance(w, MLAWeights):
+            return rmsnorm(z, w.norm_c, c.norm_eps)
+        C = c.mla_kv_rank  # transformers' kv_a_layernorm keeps its default eps, 1e-6
+        return np.concatenate([rmsnorm(z[:, :C], w.norm_c, 1e-6), z[:, C:]], axis=1)
 
     def mla_mixer(
         self, layer: int, h: np.ndarray, past: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Causal latent attention of h [T, D] over past latents [P, C] and its own. -> (y, new)."""
+        """Causal latent attention of h [T, D] over past cached rows [P, C+R] and its own.
+        Keys are up-projected from the latent, then (kimi-linear) the shared key part is
+        appended to every head's; no position encoding (both K3 and Kimi-Linear are NoPE).
+        -> (y, new rows)."""
         c = self.config
-        w: MLAWeights = self.blocks[layer].mixer  # type: ignore[assignment]
-        T, P, Hm, dh = h.shape[0], past.shape[0], c.mla_heads, c.mla_head_dim
+        w = self.blocks[layer].mixer
+        assert isinstance(w, (MLAWeights, KimiLinearMLAWeights))
+        T, P, Hm, dh, dv = h.shape[0], past.shape[0], c.mla_heads, c.mla_head_dim, c.mla_value_dim
+        C, R = c.mla_kv_rank, c.mla_rope_dim
         new = self.mla_latent(layer, h)
-        lat = np.concatenate([past, new], axis=0)  # [P+T, C]
-        q = (h @ w.w_q).reshape(T, Hm, dh)
-        k = (lat @ w.w_uk).reshape(P + T, Hm, dh)
-        v = (lat @ w.w_uv).reshape(P + T, Hm, dh)
+        lat = np.concatenate([past, new], axis=0)  # [P+T, C+R]
+        q = (h @ w.w_q).reshape(T, Hm, dh + R)
+        k = (lat[:, :C] @ w.w_uk).reshape(P + T, Hm, dh)
+        if R:
+            k = np.concatenate([k, np.broadcast_to(lat[:, None, C:], (P + T, Hm, R))], axis=2)
+        v = (lat[:, :C] @ w.w_uv).reshape(P + T, Hm, dv)
         # batched matmuls over heads (BLAS), not einsum: ~10x faster at a few hundred tokens
-        s = np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0)) / np.sqrt(dh)  # [Hm, T, P+T]
+        s = np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0)) / np.sqrt(dh + R)
         mask = np.arange(P + T)[None, :] <= (P + np.arange(T))[:, None]
         s = np.where(mask[None], s, -np.inf)
         s = np.exp(s - s.max(axis=-1, keepdims=True))
         p = s / s.sum(axis=-1, keepdims=True)
-        o = np.matmul(p, v.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(T, Hm * dh)
-        return (o * sigmoid(h @ w.w_gate)) @ w.w_o, new
+        o = np.matmul(p, v.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(T, Hm * dv)
+        if isinstance(w, MLAWeights):  # K3's output gate (transformers' MLA has none)
+            o = o * sigmoid(h @ w.w_gate)
+        return o @ w.w_o, new
 
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         b = self.blocks[layer]
@@ -214,8 +262,18 @@ class TinyHybrid:
 
     # -- forward -------------------------------------------------------------------------------
 
-    def forward(self, tokens: list[int], state: ModelState) -> tuple[np.ndarray, ModelState]:
-        """Pure forward of `tokens` after `state`: returns (logits [T, vocab], new state)."""
+    @overload
+    def forward(self, tokens: list[int]) -> np.ndarray: ...
+
+    @overload
+    def forward(self, tokens: list[int], state: ModelState) -> tuple[np.ndarray, ModelState]: ...
+
+    def forward(self, tokens, state=None):
+        """Pure forward of `tokens` after `state`: returns (logits [T, vocab], new state).
+        Without a state: the logits [T, vocab] of `tokens` from a fresh state (validated)."""
+        if state is None:
+            ids = check_tokens(tokens)
+            return self.forward(ids, self.new_state())[0]
         x = self.embed[tokens]
         kda_states = list(state.kda)
         new_lat = []
@@ -229,7 +287,8 @@ class TinyHybrid:
                 new_lat.append(lat)
             x = x + y
             x = x + self.mlp(layer, x)
-        mla_kv = np.concatenate([state.mla_kv, np.stack(new_lat, axis=1)], axis=0)
+        rows = np.stack(new_lat, axis=1) if new_lat else np.zeros((len(tokens), 0, 0))
+        mla_kv = np.concatenate([state.mla_kv, rows.reshape(len(tokens), *state.mla_kv.shape[1:])])
         new = ModelState(
             kda_states, mla_kv, state.tokens + tokens, state.version, state.fingerprint
         )
@@ -277,6 +336,14 @@ class TinyHybrid:
             if i + 1 < max_new_tokens:
                 last = self.decode_step(nxt, state)
         return ids, np.array(out).reshape(len(out), VOCAB)
+
+
+def export_hf(model: TinyHybrid, folder: str | Path) -> Path:
+    """Write a ``kimi-linear`` model as a checkpoint transformers loads (``config.json`` +
+    ``model.safetensors``, float32); the ``k3`` variant is refused (`kda_core.model.hf`)."""
+    if not isinstance(model, TinyHybrid):
+        raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
+    return hf.export(model.config, named_weights(model), folder)
 
 
 def next_byte_bits(logits: np.ndarray, targets: list[int]) -> np.ndarray:

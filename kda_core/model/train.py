@@ -32,18 +32,18 @@ from kda_core import model
 from kda_core.model import corpus, weights
 
 DEFAULT_OUT = weights.DEFAULT_PATH
-HELDOUT_EVAL_BYTES = 16384  # the record's held-out score (numpy, the first 16 KiB of documents)
+HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
 
 
 @dataclass(slots=True, frozen=True)
 class TrainConfig:
     seed: int = 0  # the sampler's seed (the initial weights are ModelConfig(seed=0)'s)
-    steps: int = 360
+    steps: int = 2000
     batch: int = 8
     seq_len: int = 256
     lr: float = 4e-3
     min_lr_ratio: float = 0.1  # cosine decay to lr * this
-    warmup: int = 30
+    warmup: int = 100
     weight_decay: float = 0.01  # on matrices only (not norms, gates' biases, embeddings)
     clip: float = 1.0
     chunk: int = 16
@@ -199,8 +199,12 @@ def _setup(cfg: TrainConfig) -> None:
     torch.manual_seed(cfg.seed)
 
 
-def train(cfg: TrainConfig, text: str | None = None, log=print) -> tuple[dict, list[dict]]:
-    """Run the training; returns (float32 numpy weights keyed like the .npz, log rows)."""
+def train(
+    cfg: TrainConfig, text: str | None = None, log=print, snapshot=None
+) -> tuple[dict, list[dict]]:
+    """Run the training; returns (float32 numpy weights keyed like the .npz, log rows).
+    ``snapshot(step, weights)``, when given, receives the weights at every logged step (a
+    copy; it changes nothing in the run)."""
     _setup(cfg)
     data = np.frombuffer((corpus.load("train") if text is None else text).encode(), np.uint8)
     if data.size < cfg.seq_len + 2:
@@ -236,6 +240,8 @@ def train(cfg: TrainConfig, text: str | None = None, log=print) -> tuple[dict, l
                    "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
             rows.append(row)
             log(json.dumps(row))
+            if snapshot is not None:
+                snapshot(step, {k: t.detach().numpy().astype(np.float32) for k, t in p.items()})
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
 
 
@@ -244,15 +250,29 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument(
+        "--snapshots",
+        type=Path,
+        default=None,
+        help="also write the weights every --snapshot-every steps here (monitoring)",
+    )
+    ap.add_argument("--snapshot-every", type=int, default=250)
     for f in dataclasses.fields(TrainConfig):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = ap.parse_args(argv)
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    snap = None
+    if args.snapshots is not None:
+        args.snapshots.mkdir(parents=True, exist_ok=True)
+
+        def snap(step: int, arrays: dict) -> None:
+            if step % args.snapshot_every == 0:
+                np.savez(args.snapshots / f"step{step:06d}.npz", **arrays)
+
     t0 = time.perf_counter()
-    arrays, rows = train(cfg)
+    arrays, rows = train(cfg, snapshot=snap)
     seconds = time.perf_counter() - t0
     tiny = model.TinyHybrid(weights=arrays)
-    heldout = corpus.load("heldout")
     meta = {
         "model_config": dataclasses.asdict(model.ModelConfig()),
         "train_config": dataclasses.asdict(cfg),
@@ -260,12 +280,19 @@ def main(argv: list[str] | None = None) -> None:
         "torch": torch.__version__,
         "train_seconds": round(seconds, 1),
         "final_train_bpb": rows[-1]["bpb"],
-        "heldout_bpb_first_16k": corpus.corpus_bits_per_byte(tiny, heldout, HELDOUT_EVAL_BYTES),
+        "heldout_bpb_first_64k": corpus.corpus_bits_per_byte(
+            tiny, corpus.load("heldout"), HELDOUT_EVAL_BYTES
+        ),
+        "out_of_style_bpb": corpus.corpus_bits_per_byte(tiny, corpus.load("out_of_style")),
+        "greedy": {
+            p: model.decode(tiny.generate(model.encode(p), 64)[0]) for p in corpus.SAMPLE_PROMPTS
+        },  # fmt: skip
         "log": rows,
     }
     digest = weights.save(args.out, arrays, meta)
     print(json.dumps({"out": str(args.out), "sha256": digest, **{k: meta[k] for k in
-                      ("train_seconds", "final_train_bpb", "heldout_bpb_first_16k")}}))  # fmt: skip
+                      ("train_seconds", "final_train_bpb", "heldout_bpb_first_64k",
+                       "out_of_style_bpb", "greedy")}}))  # fmt: skip
 
 
 if __name__ == "__main__":
