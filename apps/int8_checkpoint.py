@@ -27,10 +27,10 @@ from apps.figures.int8_checkpoint import (
 )
 from apps.text.int8_checkpoint import (
     MSG,
-    _cell,
     continuation_markdown,
     history_markdown,
     summary_markdown,
+    table_cell,
 )
 from apps.ui import COLORS, SERIES, guard
 from apps.ui.catalog import T as Lang
@@ -219,7 +219,7 @@ __all__ = [
     "MSG",
     "SERIES",
     "VARIANT_LABELS",
-    "_cell",
+    "table_cell",
     "build",
     "continuation_markdown",
     "run",

@@ -29,7 +29,6 @@ from apps.prefix_replay_checks import STAGES
 from apps.prefix_replay_session import (
     SCENARIOS,
     TabState,
-    _request_choices,
     apply_settings,
     go_to_step,
     inspect,
@@ -39,6 +38,7 @@ from apps.prefix_replay_session import (
     play_tick,
     prev_step,
     redraw,
+    request_choices,
     reset_session,
     send_request,
 )
@@ -114,7 +114,7 @@ def _views(ui: SimpleNamespace) -> None:
     n_layers, n_heads = pr.kda_shape()  # the served model's KDA layers and heads
     L, page = ui.page.label, ui.page
     first = TabState(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
-    ui.request = L(gr.Dropdown(_request_choices(first, page.en), value=len(first.prompts) - 1,
+    ui.request = L(gr.Dropdown(request_choices(first, page.en), value=len(first.prompts) - 1,
                                elem_id=f"{NAME}-request"), "f_request")  # fmt: skip
     ui.request.api_info = checks.request_api_info  # an index, not the build-time choices
     ui.s_time = page.figure_slot(f"{NAME}-timeline", "n_timeline")

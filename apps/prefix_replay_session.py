@@ -118,7 +118,7 @@ def _view(layer: object, head: object, delta: object, stage: object) -> dict:
     }
 
 
-def _request_choices(s: TabState, t: Lang) -> list[tuple[str, int]]:
+def request_choices(s: TabState, t: Lang) -> list[tuple[str, int]]:
     """One option per request: '#n' and the tail of its prompt (the reader's text as typed)."""
     return [(t("req_choice", n=i + 1, text=short(p, 22)), i) for i, p in enumerate(s.prompts)]
 
@@ -178,7 +178,7 @@ def _inspect_outputs(s: TabState, inconsistent: bool, t: Lang) -> tuple:
         *fig_tree(snap, title, t),
         *_replay_outputs(s, t),
         *_drift_outputs(s, inconsistent, t),
-        gr.update(choices=_request_choices(s, t), value=s.req),
+        gr.update(choices=request_choices(s, t), value=s.req),
         s,
     )
 

@@ -235,7 +235,7 @@ def test_continuations_side_by_side_with_the_first_difference_marked(default_out
     md = default_out[HISTORY + 1]
     c = quality.continuation(st.DEFAULT_TEXT, 64, "int8", "channel", 32)
     assert "Greedy continuation after the restore" in md and "int8 / key channel" in md
-    assert app._cell("".join(c.exact_pieces)) in md.replace("<mark><b>", "").replace(
+    assert app.table_cell("".join(c.exact_pieces)) in md.replace("<mark><b>", "").replace(
         "</b></mark>", ""
     )
     if c.first_divergence is None:

@@ -16,8 +16,6 @@ import ast
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = ("kda_core", "apps", "plots", "bench")
 PUBLIC_NAMES_CEILING = 1127  # lowered as names go; see the module docstring for the count
@@ -251,7 +249,6 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-@pytest.mark.xfail(strict=True, reason="private names still imported across modules")
 def test_no_import_of_another_modules_private_name() -> None:
     assert private_imports() == []
 

@@ -215,7 +215,7 @@ def variant(label: str, t: T) -> str:
         return label
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
     """Decoded text safe inside a markdown table cell (HTML-escaped, markdown characters as
     entities, so backslash escapes and pipes print as they are)."""
     out = html.escape(text, quote=False)
@@ -256,18 +256,18 @@ def continuation_markdown(c: quality.Continuation, t: T) -> str:
 
     def row(pieces: tuple[str, ...]) -> str:
         if k is None:
-            return _cell("".join(pieces))
-        first = _cell(pieces[k] or "…")
+            return table_cell("".join(pieces))
+        first = table_cell(pieces[k] or "…")
         return (
-            _cell("".join(pieces[:k]))
+            table_cell("".join(pieces[:k]))
             + f"<mark><b>{first}</b></mark>"
-            + _cell("".join(pieces[k + 1 :]))
+            + table_cell("".join(pieces[k + 1 :]))
         )
 
     n = len(c.exact)
     verdict = t("c_same", n=n) if k is None else t("c_diff", k=k + 1, n=n)
     return (
-        t("c_title", verdict=verdict, tail=_cell(c.prompt_tail))
+        t("c_title", verdict=verdict, tail=table_cell(c.prompt_tail))
         + f"\n\n{t('c_th')}\n|---|---|\n"
         + f"| {t('c_exact')} | {row(c.exact_pieces)} |\n"
         + f"| {variant(c.label, t)} | {row(c.compressed_pieces)} |"
