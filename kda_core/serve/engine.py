@@ -88,7 +88,9 @@ class Engine:
             the shared pool has room for; with INT8, SGLang's ``2 * state_slots``).
         kv_budget: most MLA KV tokens the tree keeps (None: unlimited); LRU leaves are evicted
             after each request to get back under it.
-        strategy: "no_buffer", "extra_buffer" (default) or "extra_buffer_lazy".
+        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto"
+            (SGLang's resolution: extra_buffer with overlap, else no_buffer; the lab's KV page
+            is one token). ``strategy_notes`` holds what SGLang would log for the resolution.
         chunk_size: prefill scheduler step in tokens, [1, 16384]; must suit the policy
             (e.g. vLLM align needs chunk_size >= block_size).
         restore: "exact" or "inconsistent" (the teaching mode, ``generate`` only).
@@ -96,9 +98,11 @@ class Engine:
         state_slots: the one state pool for running and cached states, in [the slots SGLang
             reserves per request (``sizing.request_slots``: 3 / 5 / 4 by strategy), 4096];
             None: ``DEFAULT_STATE_SLOTS`` (256).
-        overlap: SGLang's overlap scheduler (default, as in SGLang): extra_buffer requests
-            hold 2 ping-pong track slots and reserve 3 + 2; False: 1 track slot, 3 + 1
-            (extra_buffer_lazy requires overlap). See ``serve._lifecycle``.
+        overlap: SGLang's overlap scheduler: extra_buffer requests hold 2 ping-pong track
+            slots and reserve 3 + 2; False: 1 track slot, 3 + 1. None (default): on, as in
+            SGLang, except for no_buffer with the cache, which turns it off (True raises
+            there, SGLang's assertion); extra_buffer_lazy requires it. See
+            ``serve._args.check_modes`` and ``serve._lifecycle``.
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
             the tree drops a cached state: a lower tier may keep a copy.
     """
@@ -116,13 +120,15 @@ class Engine:
         restore: str = "exact",
         model: TinyHybrid | None = None,
         state_slots: int | None = None,
-        overlap: bool = True,
+        overlap: bool | None = None,
         before_drop: Callable[[DroppedState], Any] | None = None,
     ) -> None:
         self.policy = make_policy(policy)
         self.cache_on = check_bool("cache", cache)
         self.int8 = check_bool("int8_checkpoints", int8_checkpoints)
-        self.strategy, self.overlap, self.restore_mode = check_modes(strategy, overlap, restore)
+        self.strategy, self.overlap, self.restore_mode, self.strategy_notes = check_modes(
+            strategy, overlap, restore, self.cache_on
+        )
         self.chunk_size = check_int("chunk_size", chunk_size, 1, MAX_TOKENS)
         check_policy_chunk(self.policy, self.chunk_size)
         self.state_slots, ck = pool_sizes(
@@ -256,6 +262,19 @@ class Engine:
         slot = self.checkpoints.store(np.asarray(kda_state), np.asarray(conv), "tree")
         self.cache.insert(ids, np.asarray(mla_kv), [(len(ids), slot)])
         return True
+
+    def clear(self) -> int:
+        """Flush the cache between requests: the tree is dropped and every checkpoint slot it
+        held is freed (shared pool or INT8 pool). -> slots freed. As SGLang's
+        ``Scheduler.flush_cache``, refused while a request holds slots."""
+        if self.active.n_used:
+            raise ValueError(
+                "clear: cache not flushed because there are pending requests "
+                f"({self.active.n_used} state slots held)"
+            )
+        freed = self.cache.clear()
+        self.tree = self.cache.tree
+        return freed
 
     # -- views ---------------------------------------------------------------------------------
     def pool_stats(self) -> PoolStats:
