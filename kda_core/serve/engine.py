@@ -26,6 +26,7 @@ import numpy as np
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.pool import MAX_SLOTS, PoolStats
 from kda_core.cache.protocol import DroppedState
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
 from kda_core.serve import _loop as loop
 from kda_core.serve._args import (
@@ -40,6 +41,7 @@ from kda_core.serve._args import (
     pool_sizes,
     prompt_tokens,
 )
+from kda_core.serve._blocks import BlockServer
 from kda_core.serve._cache_ops import CacheOps
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._lifecycle import Parts, ServeConfig
@@ -47,6 +49,7 @@ from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
 from kda_core.serve.report import (
+    BlockServeReport,
     EngineStats,
     GenerateReport,
     ServeReport,
@@ -105,6 +108,9 @@ class Engine:
             ``serve._args.check_modes`` and ``serve._lifecycle``.
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
             the tree drops a cached state: a lower tier may keep a copy.
+        block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
+            from here on): the prefix cache is vLLM's block table instead of the radix tree,
+            and requests go through ``serve_blocks`` (``serve._blocks``).
     """
 
     def __init__(
@@ -122,6 +128,7 @@ class Engine:
         state_slots: int | None = None,
         overlap: bool | None = None,
         before_drop: Callable[[DroppedState], Any] | None = None,
+        block_cache: VLLMBlockCache | None = None,
     ) -> None:
         self.policy = make_policy(policy)
         self.cache_on = check_bool("cache", cache)
@@ -156,6 +163,7 @@ class Engine:
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
         self.totals = Totals()
         self._serves = 0
+        self.blocks = None if block_cache is None else BlockServer(self.model, block_cache)
 
     # -- requests ------------------------------------------------------------------------------
     def generate(
@@ -181,6 +189,7 @@ class Engine:
         If anything raises mid-request, the request's slots, pending checkpoints and lock are
         released before the exception propagates (what it inserted in flight stays cached).
         """
+        self._radix_only("generate")
         ids = prompt_tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
@@ -222,6 +231,7 @@ class Engine:
 
         Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
         """
+        self._radix_only("serve")
         mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
         mbt = check_int("max_batch_tokens", mbt, 1, 1 << 16)
         mrr = None
@@ -231,6 +241,21 @@ class Engine:
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
         return self._serve(check_requests(requests), mbt, mrr, kvt)
+
+    def serve_blocks(self, requests: Any) -> BlockServeReport:
+        """Serve ``Request``s through vLLM's block table (``block_cache``): one at a time in
+        arrival order (the block model's synchronous scheduler), chunk cuts, block copies and
+        state blocks as its steps say. Tokens and logits equal the uncached model's."""
+        if self.blocks is None:
+            raise ValueError("serve_blocks needs Engine(block_cache=VLLMBlockCache(...))")
+        states = check_requests(requests)
+        return self.blocks.serve([(r.idx, r.ids, r.n_new, r.arrival) for r in states])
+
+    def _radix_only(self, name: str) -> None:
+        if self.blocks is not None:
+            raise ValueError(
+                f"{name}: this engine's prefix cache is vLLM's block table; use serve_blocks"
+            )
 
     def _serve(
         self, states: list[RequestState], mbt: int, mrr: int | None, kvt: int | None

@@ -1,7 +1,8 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
 engine's totals) and ``Totals``, the one object that counts them as requests finish.
-``kda_core.engine`` re-exports the reports (the contract).
+``BlockServeReport`` / ``BlockStepRow``: a serve through vLLM's block table
+(``Engine(block_cache=...)``). ``kda_core.engine`` re-exports the reports (the contract).
 """
 
 from __future__ import annotations
@@ -12,8 +13,18 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core.cache.pool import PoolStats
+from kda_core.cache.vllm_blocks import BlockHit, PoolSnapshot, Step
 
-__all__ = ["EngineStats", "GenerateReport", "ServeReport", "StepRecord", "StepRow", "Totals"]
+__all__ = [
+    "BlockServeReport",
+    "BlockStepRow",
+    "EngineStats",
+    "GenerateReport",
+    "ServeReport",
+    "StepRecord",
+    "StepRow",
+    "Totals",
+]
 
 
 class StepRecord(NamedTuple):
@@ -167,3 +178,36 @@ class Totals:
         t["evicted_states"] += r.evicted_states
         t["evicted_kv_tokens"] += r.evicted_kv_tokens
         t["checkpoints_skipped"] += r.checkpoints_skipped
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStepRow:
+    """One step of a serve through vLLM's block table.
+
+    request: its index in the input; phase: "prefill" or "decode"; step: the block model's
+    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
+    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
+    block the step's starting state was read from (None: a zero state at 0); kv_table /
+    state_table: the request's block tables after the step (physical ids; 0 is the null
+    block, the state entries vLLM no longer needs).
+    """
+
+    request: int
+    phase: str
+    step: Step
+    read_block: int | None
+    kv_table: tuple[int, ...]
+    state_table: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockServeReport:
+    """What a serve through vLLM's block table did: per request (input order) its tokens,
+    logits [n, vocab] and lookup; every step; the pool at the end (``VLLMBlockCache.export``:
+    ``PhysicalBlock.key_tokens`` lists the logical prefixes one physical block serves)."""
+
+    tokens: list[list[int]]
+    logits: list[np.ndarray]
+    hits: list[BlockHit]
+    steps: list[BlockStepRow]
+    pool: PoolSnapshot
