@@ -47,6 +47,7 @@ class ServeConfig:
     overlap: bool
     chunk_size: int
     kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
+    graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from kda_core.serve._lifecycle import Lifecycle, Parts
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState
-from kda_core.serve.report import GenerateReport, ServeReport, StepRow, Totals
+from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow, Totals
 
 __all__ = ["serve"]
 
@@ -41,7 +41,8 @@ def reject_message(r: RequestState, kv_tokens: int) -> str:
 def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
     """Max running requests and SGLang's capping message for the state pool."""
     c, n = parts.config, parts.pools.state_slots
-    cap = sizing.max_running_requests(n, c.strategy, c.overlap)
+    graph_max = None if c.graph_bs is None else c.graph_bs[-1]  # cuda_graph_max_bs
+    cap = sizing.max_running_requests(n, c.strategy, c.overlap, cuda_graph_max_bs=graph_max)
     msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
     return (cap if requested is None else min(cap, requested)), msg
 
@@ -76,7 +77,7 @@ def serve(
         max_batch_tokens=max_batch_tokens,
         kv_tokens=kv_tokens,
     )
-    runner = Runner(parts.model, parts.pools.active)
+    runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
@@ -100,7 +101,7 @@ def serve(
                     sched.done(r)
                     finished.append(r.idx)
             life.end_step()  # overlap: the previous step's post-processing, after this forward
-            rows.append(_row(parts, step, b, finished, states))
+            rows.append(_row(parts, step, b, finished, states, runner.graph))
             step += 1
     except BaseException:
         life.drop_deferred()
@@ -121,7 +122,9 @@ def serve(
     )
 
 
-def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> StepRow:
+def _row(
+    parts: Parts, step: int, b: Batch, finished: list[int], states, graph: GraphStep | None
+) -> StepRow:
     held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
     ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
     if b.retracted:
@@ -143,4 +146,5 @@ def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> Step
         slots_cached=cached,
         slots_free=free,
         checkpoint_free=ck_free,
+        graph=graph,
     )

@@ -18,7 +18,7 @@ speculative decoding (``serve.spec``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from kda_core.serve._args import (
 )
 from kda_core.serve._blocks import BlockServer
 from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._lifecycle import Parts, ServeConfig
 from kda_core.serve._pools import StatePools
@@ -108,6 +109,10 @@ class Engine:
             ``serve._args.check_modes`` and ``serve._lifecycle``.
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
             the tree drops a cached state: a lower tier may keep a copy.
+        cuda_graph_bs: decode on fixed shapes (``serve._graphs``): the captured batch sizes
+            (SGLang's ``cuda_graph_bs``; each in [1, 4096]); an all-decode step runs on the
+            smallest one that holds it, the padding rows on the sink; the largest caps the
+            running requests (``cuda_graph_max_bs``). None: eager decode.
         block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
             from here on): the prefix cache is vLLM's block table instead of the radix tree,
             and requests go through ``serve_blocks`` (``serve._blocks``).
@@ -128,6 +133,7 @@ class Engine:
         state_slots: int | None = None,
         overlap: bool | None = None,
         before_drop: Callable[[DroppedState], Any] | None = None,
+        cuda_graph_bs: Sequence[int] | None = None,
         block_cache: VLLMBlockCache | None = None,
     ) -> None:
         self.policy = make_policy(policy)
@@ -157,8 +163,15 @@ class Engine:
         self.pingpong = self.pools.pingpong
         self.cache = CacheOps(self.policy, self.checkpoints, before_drop)
         self.tree = self.cache.tree  # the cache protocol: read by apps and studies (export)
+        self.graph_bs = check_graph_bs(cuda_graph_bs)
         config = ServeConfig(
-            self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size, self.kv_budget
+            self.cache_on,
+            self.strategy,
+            self.int8,
+            self.overlap,
+            self.chunk_size,
+            self.kv_budget,
+            self.graph_bs,
         )
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
         self.totals = Totals()

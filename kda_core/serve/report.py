@@ -20,6 +20,7 @@ __all__ = [
     "BlockStepRow",
     "EngineStats",
     "GenerateReport",
+    "GraphStep",
     "ServeReport",
     "StepRecord",
     "StepRow",
@@ -109,6 +110,17 @@ class EngineStats:
 
 
 @dataclass(slots=True, frozen=True)
+class GraphStep:
+    """An all-decode step on fixed shapes (``Engine(cuda_graph_bs=...)``): ``batch_size``
+    requests padded to the captured ``padded_size``; ``state_index`` the per-row state index
+    in SGLang's numbering (a request's slot + 1; 0: the sink, SGLang's reserved slot 0)."""
+
+    batch_size: int
+    padded_size: int
+    state_index: tuple[int, ...]
+
+
+@dataclass(slots=True, frozen=True)
 class StepRow:
     """One scheduler step. Ids are the requests' positions in the input list."""
 
@@ -124,6 +136,7 @@ class StepRow:
     slots_cached: int
     slots_free: int
     checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
+    graph: GraphStep | None = None  # the fixed-shape decode (cuda_graph_bs), else None
 
 
 @dataclass(slots=True)
