@@ -47,6 +47,26 @@ def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
     return (cap if requested is None else min(cap, requested)), msg
 
 
+def _admissible(
+    parts: Parts, states: list[RequestState], kv_tokens: int | None
+) -> tuple[list[RequestState], dict[int, str]]:
+    """The requests that can ever run, and SGLang's message for each one that cannot: more
+    KV than the KV pool (or, in one byte buffer, than it holds beside the request's slots)."""
+    unified = parts.pools.unified
+    kv_max = kv_tokens
+    if unified is not None:
+        kv_max = unified.kv_capacity_alone(parts.pools.pingpong.up_front)
+    rejected: dict[int, str] = {}
+    live = []
+    for r in states:
+        if kv_max is not None and r.total > kv_max:
+            r.phase, r.error = "rejected", reject_message(r, kv_max)
+            rejected[r.idx] = r.error
+        else:
+            live.append(r)
+    return live, rejected
+
+
 def serve(
     parts: Parts,
     states: list[RequestState],
@@ -60,14 +80,8 @@ def serve(
     """Serve the checked ``states`` (see the module docstring)."""
     t0 = time.process_time()
     cap, msg = concurrency(parts, max_running_requests)
-    rejected: dict[int, str] = {}
-    live = []
-    for r in states:
-        if kv_tokens is not None and r.total > kv_tokens:
-            r.phase, r.error = "rejected", reject_message(r, kv_tokens)
-            rejected[r.idx] = r.error
-        else:
-            live.append(r)
+    live, rejected = _admissible(parts, states, kv_tokens)
+    unified = parts.pools.unified
     life = Lifecycle(parts, serve_id)
     sched = Scheduler(
         live,
@@ -78,6 +92,8 @@ def serve(
         kv_tokens=kv_tokens,
     )
     runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
+    if unified is not None:  # the KV side now counts running requests and reserved prompts
+        unified.kv_used = sched.kv_used
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
@@ -108,6 +124,9 @@ def serve(
         for r in list(sched.running):
             life.release(r)
         raise
+    finally:
+        if unified is not None:
+            unified.kv_used = lambda: parts.cache.kv_tokens
     return ServeReport(
         reports=reports,
         steps=rows,
@@ -147,4 +166,5 @@ def _row(
         slots_free=free,
         checkpoint_free=ck_free,
         graph=graph,
+        border=None if parts.pools.unified is None else parts.pools.unified.border(),
     )

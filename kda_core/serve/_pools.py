@@ -37,6 +37,7 @@ from kda_core.cache.pool import (
     StateShape,
 )
 from kda_core.model import TinyHybrid
+from kda_core.serve._unified import UnifiedBudget
 
 __all__ = [
     "PingPong",
@@ -187,7 +188,8 @@ class PingPong:
 class StatePools:
     """The engine's pools: ``active`` and ``checkpoints`` (one shared budget of
     ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring.
-    ``int8_estimate``: the INT8 pool's bytes by part (``int8_pool_estimate``; None without)."""
+    ``int8_estimate``: the INT8 pool's bytes by part (``int8_pool_estimate``; None without);
+    ``unified``: the budget of one byte buffer shared with the MLA KV (``serve._unified``)."""
 
     def __init__(
         self,
@@ -197,11 +199,15 @@ class StatePools:
         strategy: str,
         overlap: bool,
         int8: bool,
+        unified: UnifiedBudget | None = None,
     ) -> None:
         shape = StateShape.of(model)
-        self.state_slots = state_slots
         self.int8_estimate = check_int8_pool(shape, checkpoint_slots) if int8 else None
-        self.budget = None if int8 else SlotBudget(state_slots)
+        self.unified = unified
+        if unified is not None:  # one byte buffer: the table spans what the buffer could hold
+            state_slots = checkpoint_slots = unified.capacity
+        self.state_slots = state_slots
+        self.budget = None if int8 else unified or SlotBudget(state_slots)
         self.active = ActivePool(shape, state_slots, self.budget)
         self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
         self.pingpong = PingPong(self.active, strategy, overlap)

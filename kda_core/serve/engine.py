@@ -49,6 +49,7 @@ from kda_core.serve._lifecycle import Parts, ServeConfig
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
+from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
     BlockServeReport,
     EngineStats,
@@ -113,6 +114,10 @@ class Engine:
             (SGLang's ``cuda_graph_bs``; each in [1, 4096]); an all-decode step runs on the
             smallest one that holds it, the padding rows on the sink; the largest caps the
             running requests (``cuda_graph_max_bs``). None: eager decode.
+        unified_memory: bytes of one buffer for the state slots (from the low end) and the MLA
+            KV (from the high end), SGLang's ``--enable-unified-memory`` (``serve._unified``);
+            admission and eviction under that one budget; ``serve``'s ``kv_tokens`` and
+            ``state_slots`` are then the buffer's. None: the separate pools.
         block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
             from here on): the prefix cache is vLLM's block table instead of the radix tree,
             and requests go through ``serve_blocks`` (``serve._blocks``).
@@ -134,6 +139,7 @@ class Engine:
         overlap: bool | None = None,
         before_drop: Callable[[DroppedState], Any] | None = None,
         cuda_graph_bs: Sequence[int] | None = None,
+        unified_memory: int | None = None,
         block_cache: VLLMBlockCache | None = None,
     ) -> None:
         self.policy = make_policy(policy)
@@ -155,14 +161,20 @@ class Engine:
         if before_drop is not None and not callable(before_drop):
             raise ValueError("before_drop must be callable or None")
         self.model = model or TinyHybrid()
+        unified = make_unified(
+            unified_memory, self.model, self.strategy, self.overlap, self.int8, state_slots
+        )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
         self.pools = StatePools(
-            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8
+            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
         )
+        self.state_slots = self.pools.state_slots
         self.active, self.checkpoints = self.pools.active, self.pools.checkpoints
         self.pingpong = self.pools.pingpong
         self.cache = CacheOps(self.policy, self.checkpoints, before_drop)
         self.tree = self.cache.tree  # the cache protocol: read by apps and studies (export)
+        if unified is not None:  # between serves the KV side is the tree's
+            unified.kv_used = lambda: self.cache.kv_tokens
         self.graph_bs = check_graph_bs(cuda_graph_bs)
         config = ServeConfig(
             self.cache_on,
@@ -251,6 +263,8 @@ class Engine:
         if max_running_requests is not None:
             mrr = check_int("max_running_requests", max_running_requests, 1, MAX_SLOTS)
         kvt = None if kv_tokens is None else check_int("kv_tokens", kv_tokens, 1, 1 << 40)
+        if kvt is not None and self.pools.unified is not None:
+            raise ValueError("kv_tokens: with unified_memory the KV side is the buffer's")
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
         return self._serve(check_requests(requests), mbt, mrr, kvt)

@@ -137,6 +137,8 @@ class StepRow:
     slots_free: int
     checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
     graph: GraphStep | None = None  # the fixed-shape decode (cuda_graph_bs), else None
+    # one byte buffer (unified_memory): (where the state side ends, where the KV side begins)
+    border: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
