@@ -15,7 +15,8 @@ Here (``Runner`` with ``graph_bs``): an all-decode step of ``n`` requests runs t
 one-token pass on ``padded_size(n)`` rows; rows ``n:`` are the sink's, a zero state (and its
 conv window and latents) that the pass reads and writes and nothing else reads. The lab keeps
 the sink outside the state pool, so the pool's counts are SGLang's without the +1; the index
-table is written in SGLang's numbering (a request's slot + 1, the sink 0).
+table is written in SGLang's numbering (a request's slot + 1, the sink 0). A model variant the
+packed passes are not written for (kimi-linear) runs each request alone, unpadded.
 """
 
 from __future__ import annotations
