@@ -246,3 +246,5 @@ class StatePools:
             raise PoolError(f"engine: {self.active.n_used} active slots leaked")
         if self.pingpong.busy:
             raise PoolError(f"engine: track slots {sorted(self.pingpong.busy)} left busy")
+        if self.unified is not None and not self.unified.fits():
+            raise PoolError(f"engine: the state and KV sides cross ({self.unified.border()})")
