@@ -44,8 +44,7 @@ from kda_core.kda.cp_scan import (
     sequential_states,
 )
 
-__all__ = [
-    "FLUSH_BELOW", "MAX_DOCS", "MAX_RANKS", "OPEN_SEGMENT", "SCANS", "Element", "LocalPass",
+__all__ = [ "MAX_DOCS", "MAX_RANKS", "SCANS", "Element", "LocalPass",
     "Message", "Piece", "Plan", "ScanLog", "allgather_schedule", "balance_weight",
     "bytes_sent", "combine", "context_parallel", "context_parallel_varlen", "conv_pieces",
     "finish", "halo_windows", "local_pass", "logdepth_schedule", "make_plan", "message_bytes",
@@ -55,8 +54,8 @@ __all__ = [
 
 SCANS = ("allgather", "logdepth")
 # the open piece's augmented run goes in segments of this many tokens (see _open_piece)
-OPEN_SEGMENT = 1024
-FLUSH_BELOW = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
+_OPEN_SEGMENT = 1024
+_FLUSH_BELOW = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
 
 
 @dataclass(slots=True)
@@ -99,7 +98,7 @@ def _flush(x: np.ndarray) -> np.ndarray:
     """Zero entries below FLUSH_BELOW (in place): subnormal floats make every later multiply
     ~10x slower, and entries this small change nothing (|x| * |S_in| is ~1e-30 below the
     outputs' scale in float32, ~1e-290 in float64)."""
-    x[np.abs(x) < FLUSH_BELOW[x.dtype]] = 0
+    x[np.abs(x) < _FLUSH_BELOW[x.dtype]] = 0
     return x
 
 
@@ -116,7 +115,7 @@ def _open_piece(args, o: np.ndarray, scale: float, chunk_size: int):
     X = np.zeros((H, K, V + K), o.dtype)
     X[:, :, V:] = np.eye(K)
     qM = np.zeros((n, H, K), o.dtype)
-    step = max(chunk_size, OPEN_SEGMENT // chunk_size * chunk_size)
+    step = max(chunk_size, _OPEN_SEGMENT // chunk_size * chunk_size)
     for a in range(0, n, step):
         t = slice(a, min(n, a + step))
         if not X[:, :, V:].any():  # forgotten: M = 0 from here on

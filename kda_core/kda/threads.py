@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-MAX_THREADS = 64
+_MAX_THREADS = 64
 _PREFIX = "kda-chunked"
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -26,7 +26,7 @@ Item = TypeVar("Item")
 _REDUCE_ELEMENTS = 1 << 20
 
 
-def available_cores() -> int:
+def _available_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS reports it)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -41,8 +41,8 @@ def kda_threads() -> int:
         return 1  # already on a pool thread: waiting on the same pool could deadlock
     env = os.environ.get("KDA_THREADS", "").strip()
     if env.isdigit() and int(env) >= 1:
-        return min(int(env), MAX_THREADS)
-    return min(available_cores(), MAX_THREADS)
+        return min(int(env), _MAX_THREADS)
+    return min(_available_cores(), _MAX_THREADS)
 
 
 def pool(workers: int) -> ThreadPoolExecutor:

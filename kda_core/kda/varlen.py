@@ -48,7 +48,7 @@ __all__ = [
     "step_batch_naive",
 ]
 
-MAX_SEQS = 1 << 16
+_MAX_SEQS = 1 << 16
 # `_chunked_varlen` splits sequences over its threads only if the heaviest part carries at most
 # this much more than its share of the tokens (else it splits heads, which always balance)
 _BALANCE = 0.1
@@ -64,8 +64,8 @@ def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
     cu = np.asarray(cu_seqlens)
     if cu.ndim != 1 or cu.dtype.kind not in "iu":
         raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
-    if not 2 <= cu.size <= MAX_SEQS + 1:
-        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {MAX_SEQS}]")
+    if not 2 <= cu.size <= _MAX_SEQS + 1:
+        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {_MAX_SEQS}]")
     cu = cu.astype(np.int64)
     if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
         raise ValueError(

@@ -36,9 +36,9 @@ from safetensors.numpy import save_file
 from kda_core.model.params import ModelConfig
 from kda_core.model.tokenizer import VOCAB
 
-ARCHITECTURE = "KimiLinearForCausalLM"
-MODEL_TYPE = "kimi_linear"
-MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
+_ARCHITECTURE = "KimiLinearForCausalLM"
+_MODEL_TYPE = "kimi_linear"
+_MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
 _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16}
 _SIZE_FIELDS = (
     *("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"),
@@ -115,10 +115,10 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     if not isinstance(cfg, dict):
         raise ValueError(f"config must be a dict, got {type(cfg).__name__}")
     archs = cfg.get("architectures") or []
-    if ARCHITECTURE not in archs and cfg.get("model_type") != MODEL_TYPE:
+    if _ARCHITECTURE not in archs and cfg.get("model_type") != _MODEL_TYPE:
         raise ValueError(
             f"config.json: architectures {archs} / model_type {cfg.get('model_type')!r} is not "
-            f"{ARCHITECTURE} / {MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
+            f"{_ARCHITECTURE} / {_MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
         )
     size = {key: _int(cfg, key) for key in _SIZE_FIELDS}
     lin = cfg.get("linear_attn_config") or {}
@@ -150,8 +150,8 @@ def config_from_hf(cfg: dict) -> ModelConfig:
 def config_to_hf(c: ModelConfig) -> dict:
     """The ``config.json`` of a ``kimi-linear`` ModelConfig (transformers' field names)."""
     return {
-        "architectures": [ARCHITECTURE],
-        "model_type": MODEL_TYPE,
+        "architectures": [_ARCHITECTURE],
+        "model_type": _MODEL_TYPE,
         "vocab_size": VOCAB,
         "hidden_size": c.d_model,
         "intermediate_size": c.mlp_hidden,
@@ -253,7 +253,7 @@ def to_hf_state(c: ModelConfig, arrays: dict[str, np.ndarray]) -> dict[str, np.n
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sd.items()}
 
 
-def from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
+def _from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
     """transformers' state dict -> lab named arrays (their shapes are checked by the model).
     ``lm_head.weight`` is always its own tensor: transformers' KimiLinearForCausalLM declares no
     tied weights, so ``tie_word_embeddings`` changes nothing there either."""
@@ -306,7 +306,7 @@ _RENAMES = (
 _CONV_PARTS = ("q_conv1d", "k_conv1d", "v_conv1d")
 
 
-def module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A state dict in the checkpoint layout renamed to transformers' module names, as its
     loader does: the forget gate's weights under ``forget_gate``, ``block_sparse_moe`` as
     ``mlp``, the three ``{q,k,v}_conv1d`` weights stacked into ``conv1d``. Module names pass."""
@@ -361,10 +361,10 @@ def _weight_files(folder: Path) -> list[Path]:
     if missing:
         raise ValueError(f"{folder}: missing weight file(s) {missing}")
     total = sum(f.stat().st_size for f in files)
-    if total > MAX_CHECKPOINT_BYTES:
+    if total > _MAX_CHECKPOINT_BYTES:
         raise ValueError(
             f"{folder}: checkpoint of {total} bytes is larger than the lab's "
-            f"{MAX_CHECKPOINT_BYTES} (a small model only)"
+            f"{_MAX_CHECKPOINT_BYTES} (a small model only)"
         )
     return files
 
@@ -379,7 +379,7 @@ def read(folder: str | Path) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     sd: dict[str, np.ndarray] = {}
     for f in _weight_files(folder):
         sd.update(read_safetensors(f))
-    return config, from_hf_state(config, module_names(sd))
+    return config, _from_hf_state(config, _module_names(sd))
 
 
 def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) -> Path:
@@ -387,7 +387,7 @@ def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) ->
     to ``folder`` (created); returns the folder."""
     if c.variant != "kimi-linear":
         raise ValueError(
-            f"model: variant {c.variant!r} cannot be exported: transformers' {ARCHITECTURE} has "
+            f"model: variant {c.variant!r} cannot be exported: transformers' {_ARCHITECTURE} has "
             "no counterpart to K3's lower-bound gate, full-rank output gate or gated MLA "
             "(build the 'kimi-linear' variant)"
         )

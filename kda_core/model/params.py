@@ -32,7 +32,7 @@ K3_REFERENCE = {
 
 
 VARIANTS: tuple[str, ...] = ("k3", "kimi-linear")
-LAYER_TYPES: tuple[str, ...] = ("kda", "mla")
+_LAYER_TYPES: tuple[str, ...] = ("kda", "mla")
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,8 +78,8 @@ class ModelConfig:
                 f"layer_types must name n_layers = {self.n_layers} (1..64) layers, "
                 f"got {len(self.layer_types)}"
             )
-        elif any(t not in LAYER_TYPES for t in self.layer_types):
-            raise ValueError(f"layer_types must hold {LAYER_TYPES}, got {self.layer_types}")
+        elif any(t not in _LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"layer_types must hold {_LAYER_TYPES}, got {self.layer_types}")
         if self.mla_v_dim is not None and not 1 <= self.mla_v_dim <= 4096:
             raise ValueError(f"mla_v_dim must be None or in [1, 4096], got {self.mla_v_dim}")
         if self.variant == "k3":

@@ -198,7 +198,7 @@ class TinyHybrid:
         y = rmsnorm(o, w.norm_w, self.config.norm_eps).reshape(o.shape[0], -1) * gate
         return y @ w.w_o
 
-    def kda_mixer(
+    def _kda_mixer(
         self, layer: int, h: np.ndarray, st: KDALayerState
     ) -> tuple[np.ndarray, KDALayerState]:
         f = self.kda_features(layer, h, st.conv)
@@ -281,7 +281,7 @@ class TinyHybrid:
             h = self.norm1(layer, x)
             j = self._slot[layer]
             if kind == "kda":
-                y, kda_states[j] = self.kda_mixer(layer, h, kda_states[j])
+                y, kda_states[j] = self._kda_mixer(layer, h, kda_states[j])
             else:
                 y, lat = self.mla_mixer(layer, h, state.mla_kv[:, j])
                 new_lat.append(lat)

@@ -32,7 +32,7 @@ from kda_core import model
 from kda_core.model import corpus, weights
 
 DEFAULT_OUT = weights.DEFAULT_PATH
-HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
+_HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
 
 
 @dataclass(slots=True, frozen=True)
@@ -72,7 +72,7 @@ def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
-def kda_chunked(q, k, v, g, beta, chunk: int = 16) -> torch.Tensor:
+def _kda_chunked(q, k, v, g, beta, chunk: int = 16) -> torch.Tensor:
     """KDA outputs for a zero initial state. q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H].
 
     Pads T to a multiple of ``chunk`` with k = v = g = beta = 0 (a padded token leaves the state
@@ -134,7 +134,7 @@ def _kda_block(p: dict, i: int, h: torch.Tensor, cfg: model.ModelConfig, chunk: 
     z = p[pre + "A_log"].exp()[:, None] * (f + p[pre + "dt_bias"].reshape(H, K))
     g = cfg.gate_lower_bound * torch.sigmoid(z)
     beta = torch.sigmoid(h @ p[pre + "w_beta"])
-    o = kda_chunked(_l2norm(q), _l2norm(k), v, g, beta, chunk)
+    o = _kda_chunked(_l2norm(q), _l2norm(k), v, g, beta, chunk)
     gate = torch.sigmoid(h @ p[pre + "w_gate"])
     y = _rmsnorm(o, p[pre + "norm_w"], cfg.norm_eps).reshape(B, T, H * K) * gate
     return y @ p[pre + "w_o"]
@@ -168,7 +168,7 @@ def forward(p: dict, tokens: torch.Tensor, cfg: model.ModelConfig, chunk: int = 
     return _rmsnorm(x, p["final_norm"], cfg.norm_eps) @ p["lm_head"]
 
 
-def params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
+def _params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
     """The model's weights as torch tensors (copies), keyed like the shipped .npz."""
     return {k: torch.tensor(v, dtype=dtype) for k, v in model.named_weights(tiny).items()}
 
@@ -210,7 +210,7 @@ def train(
     if data.size < cfg.seq_len + 2:
         raise ValueError(f"text must hold more than seq_len + 1 = {cfg.seq_len + 1} bytes")
     mcfg = model.ModelConfig()
-    p = params_from(model.TinyHybrid(mcfg, weights="random"))
+    p = _params_from(model.TinyHybrid(mcfg, weights="random"))
     for t in p.values():
         t.requires_grad_(True)
     groups = [
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_seconds": round(seconds, 1),
         "final_train_bpb": rows[-1]["bpb"],
         "heldout_bpb_first_64k": corpus.corpus_bits_per_byte(
-            tiny, corpus.load("heldout"), HELDOUT_EVAL_BYTES
+            tiny, corpus.load("heldout"), _HELDOUT_EVAL_BYTES
         ),
         "out_of_style_bpb": corpus.corpus_bits_per_byte(tiny, corpus.load("out_of_style")),
         "greedy": {

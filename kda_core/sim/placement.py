@@ -35,10 +35,6 @@ class RunCtx:
     dropped: int = 0
     steps: int = 0
 
-    @property
-    def may_evict(self) -> bool:
-        return self.sb is not None or self.kb is not None or self.ub is not None
-
 
 def _room_for_states(ctx: RunCtx, pos: list[int]) -> list[int]:
     """Evict states (policy order) until ``pos`` fit the state budget; drop the deepest rest."""

@@ -48,7 +48,7 @@ from kda_core.studies.parking import (  # noqa: F401 (MAX_* are the app's limits
     variant_label,
 )
 
-HIST_BINS = 41
+_HIST_BINS = 41
 NATIVE_DTYPES: tuple[str, ...] = ("bfloat16", "float32")
 # the two divergence runs in a fixed order (series colours follow it)
 RUNS: tuple[str, ...] = ("park_once", "every_step")
@@ -155,7 +155,7 @@ def error_map(
     granularity: str | None = "channel",
     layer: int = 0,
     head: int = 0,
-    bins: int = HIST_BINS,
+    bins: int = _HIST_BINS,
 ) -> ErrorMap:
     """Signed error of one variant; ``layer`` indexes the KDA layers (0 = the first KDA layer)."""
     fmt, granularity = check_variant(fmt, granularity)

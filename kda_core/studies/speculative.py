@@ -66,7 +66,7 @@ def _check_prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     return ids
 
 
-def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndarray:
+def _slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndarray:
     """Code per ring slot (``SLOT_KINDS``): -1 empty (``pos < 0``), 0 a position written
     before this verify, 1 a draft step inside the accepted prefix (``j < n_accept``), 2 a
     rejected draft step still held (after the commit the rejected slots are empty).
@@ -214,8 +214,8 @@ def verify_step(
         ring_bytes=rs.ring_nbytes,
         per_draft_state_bytes=rs.per_draft_state_nbytes,
         conv_window_bytes=rs.conv_window_nbytes,
-        kind_after_verify=slot_kinds(slot, a, pos_verify),
-        kind_after_commit=slot_kinds(slot, a, pos_commit),
+        kind_after_verify=_slot_kinds(slot, a, pos_verify),
+        kind_after_commit=_slot_kinds(slot, a, pos_commit),
         committed=np.arange(D) < a,
     )
 

@@ -43,13 +43,12 @@ __all__ = [
     "MooncakeServices",
     "MooncakeStore",
     "mooncake_available",
-    "mooncake_bin",
 ]
 
 HOST = "127.0.0.1"
 
 
-def mooncake_bin() -> Path | None:
+def _mooncake_bin() -> Path | None:
     """The wheel's directory holding ``mooncake_master`` / ``mooncake_client`` (None: absent)."""
     try:
         import mooncake
@@ -62,7 +61,7 @@ def mooncake_bin() -> Path | None:
 def mooncake_available() -> tuple[bool, str]:
     """(True, "") when the client library loads; otherwise (False, the reason)."""
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", HOST)
-    if mooncake_bin() is None:
+    if _mooncake_bin() is None:
         return False, "mooncake-transfer-engine-non-cuda is not installed"
     try:
         from mooncake.store import MooncakeDistributedStore  # noqa: F401
@@ -191,7 +190,7 @@ class MooncakeServices:
         ok, why = mooncake_available()
         if not ok:
             raise RuntimeError(why)
-        d = mooncake_bin()
+        d = _mooncake_bin()
         assert d is not None
         can, why = LoopbackNetns.available()
         if self.isolate is True and not can:
