@@ -4,7 +4,7 @@ unified_memory_pool.py`` and ``allocator/unified_sub_pool.py`` ``MultiEndedAlloc
 
 ``"state"`` entries (KDA state slots, ``S`` bytes) grow up from byte 0, ``"kv"`` entries (MLA KV
 pages, ``P`` bytes) grow down from the top; the free gap lies between the two frontiers.
-Callers see only virtual ids (`kda_core.memory.side`), so compaction moves bytes and rewrites
+Callers see only virtual ids (`kda_core.memory._side`), so compaction moves bytes and rewrites
 tables and nothing else. Modes: ``"eager"`` compacts on every free (minimal moves), ``"lazy"``
 keeps holes and compacts on ``flush`` (idle, capped) or when the peer side falls short. When
 the ends meet, ``alloc`` asks the peer to compact, re-checks, else returns None (the caller
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core._checks import check_int as _check_int
-from kda_core.memory.side import Side, as_vids
+from kda_core.memory._side import Side, as_vids
 
 SIDES: tuple[str, str] = ("state", "kv")
 MODES: tuple[str, str] = ("eager", "lazy")

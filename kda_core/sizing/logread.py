@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kda_core._checks import check_int
+from kda_core.sizing._logverdict import vllm_verdict
 from kda_core.sizing.logparse import LogLine, engine_of, parse_log
 from kda_core.sizing.logreport import (
     INPUT,
@@ -25,7 +26,6 @@ from kda_core.sizing.logreport import (
     compare,
 )
 from kda_core.sizing.logsglang import read_sglang
-from kda_core.sizing.logverdict import vllm_verdict
 from kda_core.sizing.presets import GIB, ModelSpec, as_spec
 from kda_core.sizing.sglang import check_ratio
 from kda_core.sizing.vllm import VllmPlan, format_gib, vllm_plan

@@ -13,6 +13,7 @@ known) is taken as input, and each line says which. docs/sizing.md.
 
 from __future__ import annotations
 
+from kda_core.sizing._logverdict import implied_rest_interval, ratio_interval, sglang_verdict
 from kda_core.sizing.logparse import LogLine
 from kda_core.sizing.logreport import (
     INPUT,
@@ -24,7 +25,6 @@ from kda_core.sizing.logreport import (
     gib,
 )
 from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
-from kda_core.sizing.logverdict import implied_rest_interval, ratio_interval, sglang_verdict
 from kda_core.sizing.presets import GIB, ModelSpec
 from kda_core.sizing.sglang import split_memory
 from kda_core.sizing.sizes import (

@@ -6,7 +6,7 @@ bytes are the cached prefix; the rest is scored, byte by byte, by the model cont
 restored checkpoint. Arms, all scoring the same predictions (bytes ``park_at + 1 .. length - 1``):
 
 * exact: the state continues untouched (a restore from an exact checkpoint is the identity);
-* every format of `kda_core.studies.parking.VARIANTS` (INT8 per key channel / head / tensor,
+* every format of `parking.VARIANTS` (INT8 per key channel / head / tensor,
   fp8-e4m3 per channel, bf16), restored ``k`` times: the KDA recurrent states are compressed
   and restored at ``k`` boundaries ``park_at + j * gap`` (j = 0 .. k-1), as when a
   conversation is parked and resumed k times (each turn's checkpoint is the previous restore
@@ -34,8 +34,8 @@ import numpy as np
 from kda_core._checks import check_int as _check_int
 from kda_core.cache import quant
 from kda_core.model import ModelState, TinyHybrid, corpus, encode, next_byte_bits, tokenizer
-from kda_core.studies import parking
-from kda_core.studies.parking import tiny_model
+from kda_core.studies import _parking as parking
+from kda_core.studies._parking import tiny_model
 
 _CYCLES: tuple[int, ...] = (1, 4, 16)
 _LAGS: tuple[int, ...] = (8, 32, 128)

@@ -29,8 +29,8 @@ from kda_core import sizing
 from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, encode
 from kda_core.serve import spec
+from kda_core.studies._speculative_errors import commit_errors, fold_errors
 from kda_core.studies.prefix_replay import readable
-from kda_core.studies.speculative_errors import commit_errors, fold_errors
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
 MAX_PROMPT_TOKENS = 512

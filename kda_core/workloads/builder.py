@@ -109,12 +109,6 @@ class TraceBuilder:
             pos = end
         return out
 
-    def out_ids(self, segs: list[Segment], ids: list[int], out: Segment) -> list[int]:
-        """Ids of the full blocks of ``segs + [out]`` beyond the full blocks of ``segs``."""
-        n_in = sum(n for _, n in segs)
-        full = self.ids([*segs, out], (segs, ids))
-        return full[n_in // self.b : (n_in + out[1]) // self.b]
-
     def add(
         self,
         t: float,
