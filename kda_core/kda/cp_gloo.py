@@ -128,8 +128,9 @@ class GlooGroup:
 
     # -- tasks ---------------------------------------------------------------------------------
 
-    def run_plan(self, plan: cp.Plan, inputs, S0: np.ndarray, scan: str, scale: float,
-                 chunk_size: int) -> list[dict]:  # fmt: skip
+    def run_plan(
+        self, plan: cp.Plan, inputs, S0: np.ndarray, scan: str, scale: float, chunk_size: int
+    ) -> list[dict]:
         """Every rank's share of ``plan`` -> per rank {o, finals, seconds, bytes_sent}."""
         tasks = []
         for r in range(plan.ranks):
@@ -149,8 +150,9 @@ class GlooGroup:
             )
         return self._run(tasks, "context_parallel")
 
-    def run_conv(self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str,
-                 plan: cp.Plan) -> list[dict]:  # fmt: skip
+    def run_conv(
+        self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str, plan: cp.Plan
+    ) -> list[dict]:
         """The conv halo exchange over ``plan``'s segments: a rank whose segment starts inside
         a document receives its predecessor's outgoing window (W-1 rows, all of that document);
         -> per rank {y, window, finals, bytes_sent}."""

@@ -100,10 +100,13 @@ def _docstrings(source: str) -> list[str]:
     except (SyntaxError, ValueError):
         return []
     nodes = [tree] + sorted(
-        (n for n in ast.walk(tree)
-         if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))),
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        ),
         key=lambda n: (n.lineno, n.col_offset),
-    )  # fmt: skip
+    )
     out = []
     for n in nodes:
         doc = ast.get_docstring(n, clean=False)
@@ -201,9 +204,14 @@ def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
     lic_dir = out_dir / "licences"
     lic_dir.mkdir(parents=True, exist_ok=True)
     (lic_dir / "python-LICENSE.txt").write_bytes((stdlib / "LICENSE.txt").read_bytes())
-    sources = {"python": {"version": sys.version.split()[0], "licence": "PSF-2.0",
-                          "licence_files": ["licences/python-LICENSE.txt"],
-                          "role": "train / heldout"}}  # fmt: skip
+    sources = {
+        "python": {
+            "version": sys.version.split()[0],
+            "licence": "PSF-2.0",
+            "licence_files": ["licences/python-LICENSE.txt"],
+            "role": "train / heldout",
+        }
+    }
     for dist, (_, spdx) in {**_TRAIN_PACKAGES, **_OUT_OF_STYLE_PACKAGES}.items():
         d = metadata.distribution(dist)
         files = []
@@ -218,8 +226,12 @@ def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
         if not files:
             raise ValueError(f"{dist}: no licence file found in its dist-info")
         role = "out_of_style" if dist in _OUT_OF_STYLE_PACKAGES else "train / heldout"
-        sources[dist] = {"version": d.version, "licence": spdx,
-                         "licence_files": sorted(files), "role": role}  # fmt: skip
+        sources[dist] = {
+            "version": d.version,
+            "licence": spdx,
+            "licence_files": sorted(files),
+            "role": role,
+        }
     return sources
 
 

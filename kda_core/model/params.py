@@ -62,8 +62,16 @@ class ModelConfig:
     mla_v_dim: int | None = None  # value width per head (None: mla_head_dim)
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_heads", "head_dim", "conv_size", "mla_heads", "mla_head_dim",
-                     "mla_latent", "mlp_hidden"):  # fmt: skip
+        for name in (
+            "d_model",
+            "n_heads",
+            "head_dim",
+            "conv_size",
+            "mla_heads",
+            "mla_head_dim",
+            "mla_latent",
+            "mlp_hidden",
+        ):
             if not 1 <= getattr(self, name) <= 4096:
                 raise ValueError(f"{name} must be in [1, 4096], got {getattr(self, name)}")
         if self.variant not in VARIANTS:

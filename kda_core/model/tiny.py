@@ -114,8 +114,10 @@ class TinyHybrid:
                     f"weights must be 'trained', 'random', a Path or a dict, got {weights!r}"
                 )
             if cfg.seed != ModelConfig().seed:
-                raise ValueError(f"config.seed={cfg.seed} selects random weights: pass "
-                                 "weights='random' (trained weights have no seed)")  # fmt: skip
+                raise ValueError(
+                    f"config.seed={cfg.seed} selects random weights: pass "
+                    "weights='random' (trained weights have no seed)"
+                )
             self.embed, self.blocks, self.final_norm, self.lm_head = weights_from_arrays(
                 cfg, arrays
             )

@@ -53,8 +53,13 @@ class TrainConfig:
     log_every: int = 10
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("steps", 1, 100_000), ("batch", 1, 256), ("seq_len", 8, 4096),
-                             ("threads", 1, 64), ("chunk", 1, 64)):  # fmt: skip
+        for name, lo, hi in (
+            ("steps", 1, 100_000),
+            ("batch", 1, 256),
+            ("seq_len", 8, 4096),
+            ("threads", 1, 64),
+            ("chunk", 1, 64),
+        ):
             v = getattr(self, name)
             if not lo <= v <= hi:
                 raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
@@ -179,9 +184,9 @@ def _params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch
 
 def _decays(name: str) -> bool:
     """Weight decay on projection matrices only."""
-    return name not in ("embed",) and not name.endswith(("norm1", "norm2", "final_norm",
-                                                           "norm_w", "norm_c", "A_log",
-                                                           "dt_bias", "conv_w"))  # fmt: skip
+    return name not in ("embed",) and not name.endswith(
+        ("norm1", "norm2", "final_norm", "norm_w", "norm_c", "A_log", "dt_bias", "conv_w")
+    )
 
 
 def _lr(cfg: TrainConfig, step: int) -> float:
@@ -229,15 +234,19 @@ def train(
         for gr in opt.param_groups:
             gr["lr"] = _lr(cfg, step)
         logits = forward(p, batch[:, :-1], mcfg, cfg.chunk)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.VOCAB),
-                                                 batch[:, 1:].reshape(-1))  # fmt: skip
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, model.VOCAB), batch[:, 1:].reshape(-1)
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), cfg.clip)
         opt.step()
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
-            row = {"step": step, "bpb": loss.item() / math.log(2),
-                   "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+            row = {
+                "step": step,
+                "bpb": loss.item() / math.log(2),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
             rows.append(row)
             log(json.dumps(row))
             if snapshot is not None:
@@ -286,13 +295,28 @@ def main(argv: list[str] | None = None) -> None:
         "out_of_style_bpb": corpus.corpus_bits_per_byte(tiny, corpus.load("out_of_style")),
         "greedy": {
             p: model.decode(tiny.generate(model.encode(p), 64)[0]) for p in corpus.SAMPLE_PROMPTS
-        },  # fmt: skip
+        },
         "log": rows,
     }
     digest = weights.save(args.out, arrays, meta)
-    print(json.dumps({"out": str(args.out), "sha256": digest, **{k: meta[k] for k in
-                      ("train_seconds", "final_train_bpb", "heldout_bpb_first_64k",
-                       "out_of_style_bpb", "greedy")}}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "sha256": digest,
+                **{
+                    k: meta[k]
+                    for k in (
+                        "train_seconds",
+                        "final_train_bpb",
+                        "heldout_bpb_first_64k",
+                        "out_of_style_bpb",
+                        "greedy",
+                    )
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

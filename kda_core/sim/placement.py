@@ -141,9 +141,15 @@ class RequestLog:
     """Per-request arrays of one run (arrival order), filled as requests are matched / end."""
 
     SERIES: ClassVar[tuple[str, ...]] = (
-        "token_match", "restore_at", "state_bytes", "kv_tokens", "kv_peak", "n_states", "new",
+        "token_match",
+        "restore_at",
+        "state_bytes",
+        "kv_tokens",
+        "kv_peak",
+        "n_states",
+        "new",
         "evicted_cum",
-    )  # fmt: skip
+    )
     n: int
     token_match: np.ndarray = field(init=False)
     restore_at: np.ndarray = field(init=False)

@@ -29,9 +29,12 @@ def fold_errors(rs: spec.ReplaySSM, state: ModelState, res, D: int):
             S0 = state.kda[j].S
             d, k, g = (r.read(f, res.start, m) for f in ("d", "k", "g"))
             exact, _ = spec.exact_replay(
-                S0, r.read("rawk", res.start, m), r.read("rawv", res.start, m), g,
+                S0,
+                r.read("rawk", res.start, m),
+                r.read("rawv", res.start, m),
+                g,
                 r.read("beta", res.start, m),
-            )  # fmt: skip
+            )
             f64 = spec.fold_state(S0, d, k, g)
             f16 = spec.fold_state(S0, round_bf16(d), round_bf16(k), g)
             fold_err[m] = max(fold_err[m], float(np.max(np.abs(f64 - exact))))

@@ -128,21 +128,30 @@ def demo(
     S_in = np.stack([S_true[0] if s is None else s[0] for s in scan_log.S_in])
     b = plan.bounds
     return Demo(
-        T=T, P=P, H=H, K=K, V=V, scan=scan,
-        bounds=np.array(b), cu_seqlens=cu, constant=np.array(plan.constant),
+        T=T,
+        P=P,
+        H=H,
+        K=K,
+        V=V,
+        scan=scan,
+        bounds=np.array(b),
+        cu_seqlens=cu,
+        constant=np.array(plan.constant),
         msg_step=np.array([m.step for m in msgs], int),
         msg_src=np.array([m.src for m in msgs], int),
         msg_dst=np.array([m.dst for m in msgs], int),
         msg_kind=np.array([m.kind for m in msgs], dtype=object),
         msg_bytes=np.array([cp.message_bytes(m.kind, H, K, V, 8) for m in msgs], int),
-        S_in=S_in, S_true=S_true,
-        o_rel=np.array([rel_error(o[b[r]: b[r + 1]], o_ref[b[r]: b[r + 1]]) for r in range(P)]),
+        S_in=S_in,
+        S_true=S_true,
+        o_rel=np.array([rel_error(o[b[r] : b[r + 1]], o_ref[b[r] : b[r + 1]]) for r in range(P)]),
         S_final_rel=rel_error(np.stack([finals[d] for d in range(n)]), S_ref),
         S_in_rel=np.array([rel_error(S_in[r], S_true[r]) for r in range(P)]),
-        bytes_sent=scan_log.bytes_sent, bytes_other=scan_log_other.bytes_sent,
+        bytes_sent=scan_log.bytes_sent,
+        bytes_other=scan_log_other.bytes_sent,
         kv_bytes=kv_allgather_bytes(T, P, mla_layer_bytes_per_token()),
         source=f"{x.source}, {n} document{'s' if n > 1 else ''}",
-    )  # fmt: skip
+    )
 
 
 def _reference(inputs, cu, S0, bounds):
@@ -234,8 +243,9 @@ def _rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np
     latency + bytes / bandwidth; the receiver then composes (map) or applies (state)."""
     bounds = cp.split_points(T, P, 64, cp.balance_weight(T, c.H, c.K, c.V))  # as cp splits
     share = np.diff(bounds)
-    ready = np.array([(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r]
-                      for r in range(P)])  # fmt: skip
+    ready = np.array(
+        [(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r] for r in range(P)]
+    )
     t = ready.copy()
     if P == 1:
         return ready, t, t

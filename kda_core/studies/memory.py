@@ -48,7 +48,7 @@ def k3_config(
         raise ValueError(f"total_gib must be in [0.001, 16384], got {total_gib}")
     sizing.check_knobs(
         model, overlap, ssm_dtype=ssm_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype
-    )  # fmt: skip
+    )
     return ReplayConfig(
         total_bytes=int(float(total_gib) * GIB),
         state_slot_bytes=sizing.slot_bytes(model, tp, ssm_dtype, conv_dtype),

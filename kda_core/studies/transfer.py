@@ -281,9 +281,14 @@ def splice_drift(text_a: str = DEFAULT_TEXT, text_b: str = "", n_new: int = 16) 
         rep = eng.generate(prompt, n_new)
         out[label] = (rep.tokens, np.max(np.abs(rep.logits - ref), axis=1))
     return SpliceDrift(
-        n, refused, np.arange(n_new), out["clean"][1], out["splice"][1], out["clean"][0],
+        n,
+        refused,
+        np.arange(n_new),
+        out["clean"][1],
+        out["splice"][1],
+        out["clean"][0],
         out["splice"][0],
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, slots=True)

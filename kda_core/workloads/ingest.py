@@ -219,9 +219,19 @@ class Accumulator:
         )
         outs = (_offsets(cat["ocnt"]), cat["oblocks"]) if self.with_outputs else (None, None)
         return make_trace(
-            name, self.b, t, cat["in"], cat["out"], _offsets(cat["cnt"]), cat["blocks"],
-            cat["sess"], cat["kind"], tuple(self.kind_names), *outs, provenance=prov,
-        )  # fmt: skip
+            name,
+            self.b,
+            t,
+            cat["in"],
+            cat["out"],
+            _offsets(cat["cnt"]),
+            cat["blocks"],
+            cat["sess"],
+            cat["kind"],
+            tuple(self.kind_names),
+            *outs,
+            provenance=prov,
+        )
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

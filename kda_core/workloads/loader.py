@@ -99,8 +99,11 @@ def detect_format(path: str | Path) -> str:
                 found = _parse_whole_json(p, lineno)
         else:
             names = {f.strip() for f in split_fields(line)}
-            found = {f for f, cols in (("burstgpt", BURSTGPT_COLUMNS), ("azure", AZURE_COLUMNS))
-                     if set(cols) <= names}  # fmt: skip
+            found = {
+                f
+                for f, cols in (("burstgpt", BURSTGPT_COLUMNS), ("azure", AZURE_COLUMNS))
+                if set(cols) <= names
+            }
         if len(found) == 1:
             return found.pop()
         what = "fits none of the formats" if not found else f"fits {' and '.join(sorted(found))}"
@@ -188,7 +191,12 @@ def load_trace(
         return _parse_gsp_file(p, b, cap, lim)
     kind = None if fmt == "burstgpt" else fmt
     acc = Accumulator(
-        f"{p}: ", b, kind, skip=on_error == "skip", chain_check=fmt == "mooncake",
-        max_requests=cap, limit=lim,
-    )  # fmt: skip
+        f"{p}: ",
+        b,
+        kind,
+        skip=on_error == "skip",
+        chain_check=fmt == "mooncake",
+        max_requests=cap,
+        limit=lim,
+    )
     return read_rows(read_batches(p), fmt, acc, p.stem)

@@ -184,7 +184,7 @@ def replay_note(
                 r0=t.replay0,
                 r1=t.replay1,
                 slope=t.slope,
-            )  # fmt: skip
+            )
             for t in trends
             if t.trend != "one_k"
         ]
@@ -199,7 +199,7 @@ def replay_note(
             k0=t.k0,
             k1=t.k1,
             slope=t.slope,
-        )  # fmt: skip
+        )
         for t in trends
     ]
     falling = [t for t in trends if t.trend == "falls" and t.evictions0 > t.evictions1]
@@ -214,7 +214,7 @@ def replay_note(
                 e1=t.evictions1,
                 k0=t.k0,
                 k1=t.k1,
-            )  # fmt: skip
+            )
         )
     if any(t.budget == "unlimited" and t.trend in ("slower", "flat") for t in trends):
         lines.append(_msg("why_unlimited", lang))
