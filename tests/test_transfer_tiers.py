@@ -9,7 +9,7 @@ import pytest
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine
 from kda_core.transfer.instance import Instance
-from kda_core.transfer.objects import _PART_KINDS
+from kda_core.transfer.objects import PART_KINDS
 from kda_core.transfer.tiers import HostTier
 
 SYSTEM = "System: shared preamble for every chat in this lab. "
@@ -72,7 +72,7 @@ def test_evictions_move_to_host_and_hits_load_back(both):
 def test_host_objects_carry_only_transferable_parts(both):
     _, (tier, _, _, _) = both
     for obj in tier.host._objs.values():
-        assert set(obj.part_arrays()) == set(_PART_KINDS)
+        assert set(obj.part_arrays()) == set(PART_KINDS)
         assert obj.kda_state.shape == (6, 4, 32, 32) and obj.conv_window.shape == (6, 3, 384)
         assert obj.mla_kv.shape == (obj.boundary, 2, 32)
 

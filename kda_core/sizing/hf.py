@@ -16,7 +16,7 @@ from typing import Any
 
 from kda_core.sizing.presets import DTYPE_BYTES, MAX_DIM, ModelSpec
 
-_MAX_CONFIG_BYTES: int = 1 << 20  # a real config.json is a few KiB; larger is refused
+MAX_CONFIG_BYTES: int = 1 << 20  # a real config.json is a few KiB; larger is refused
 _CONFIG_DIR = Path(__file__).with_name("configs")
 _KIMI_TYPES = ("kimi_linear", "kimi_k3")
 _QWEN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
@@ -35,8 +35,8 @@ def _parse_file(cfg: object) -> dict[str, Any]:
         path = path / "config.json"
     if not path.is_file():
         raise ValueError(f"cfg: no config.json at {str(path)!r}")
-    if path.stat().st_size > _MAX_CONFIG_BYTES:
-        raise ValueError(f"cfg: {path.name} is larger than {_MAX_CONFIG_BYTES} bytes")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"cfg: {path.name} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
