@@ -11,10 +11,10 @@ import pytest
 from kda_core.cache import quant
 from kda_core.cache.quant import (
     QuantizedState,
-    _bf16_decode,
     _bf16_encode,
-    _fp8_e4m3_decode,
     _fp8_e4m3_encode,
+    bf16_decode,
+    fp8_e4m3_decode,
     quant_error,
     quantize,
     quantize_int8,
@@ -221,7 +221,7 @@ def test_fp8_table_and_codec():
     assert len(finite) == 254 and len(np.unique(finite)) == 253  # +0 and -0
     bits = np.arange(256, dtype=np.uint8)
     ok = ~np.isnan(vals)
-    np.testing.assert_array_equal(_fp8_e4m3_encode(_fp8_e4m3_decode(bits[ok])), bits[ok])
+    np.testing.assert_array_equal(_fp8_e4m3_encode(fp8_e4m3_decode(bits[ok])), bits[ok])
     # every grid value rounds to itself; the rounding agrees with the naive twin
     np.testing.assert_array_equal(round_fp8_e4m3(finite), finite)
     rng = np.random.default_rng(7)
@@ -247,7 +247,7 @@ def test_bf16_known_values():
     assert round_bf16(1.5 * 2.0**-134) == 2.0**-133
     assert round_bf16(quant._BF16_MAX * 1.01) == np.inf
     assert _bf16_encode(1.0) == 0x3F80 and _bf16_encode(-2.0) == 0xC000
-    assert _bf16_decode(np.array([0x3F80, 0x0001], np.uint16)).tolist() == [1.0, 2.0**-133]
+    assert bf16_decode(np.array([0x3F80, 0x0001], np.uint16)).tolist() == [1.0, 2.0**-133]
 
 
 def test_bf16_matches_bit_twin():
@@ -258,7 +258,7 @@ def test_bf16_matches_bit_twin():
     np.testing.assert_array_equal(round_bf16(xs), twin)
     twin2 = np.array([naive_round_grid(float(x), 7, -126, np.inf) for x in xs])
     np.testing.assert_array_equal(round_bf16(xs), twin2)
-    np.testing.assert_array_equal(_bf16_decode(_bf16_encode(xs)), twin)
+    np.testing.assert_array_equal(bf16_decode(_bf16_encode(xs)), twin)
 
 
 def test_fp8_state_matches_naive(rng):
@@ -298,7 +298,7 @@ def test_bad_input_other_functions(rng):
     with pytest.raises(ValueError, match="x"):
         round_fp8_e4m3([np.nan])
     with pytest.raises(ValueError, match="bits"):
-        _fp8_e4m3_decode(np.array([1, 2], np.int32))
+        fp8_e4m3_decode(np.array([1, 2], np.int32))
     x = state(rng)
     with pytest.raises(ValueError, match="state"):
         quant_error(x[:1], quantize_int8(x))

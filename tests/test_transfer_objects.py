@@ -24,9 +24,9 @@ from kda_core.transfer.objects import (
     _NON_TRANSFER_FIELDS,
     StateObject,
     StateObjectError,
-    _shard,
     decode_object,
     from_model_state,
+    shard,
     splice,
     transferable_parts,
 )
@@ -193,7 +193,7 @@ def test_transferable_parts_drop_device_only_fields():
 def test_shard_splits_heads_and_conv_channels(made):
     inst, obj, _ = made
     H, K = 4, 32
-    ranks = [_shard(obj, Layout(2, r)) for r in range(2)]
+    ranks = [shard(obj, Layout(2, r)) for r in range(2)]
     np.testing.assert_array_equal(
         np.concatenate([r.kda_state for r in ranks], axis=1), obj.kda_state
     )

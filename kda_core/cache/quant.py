@@ -157,7 +157,7 @@ def _fp8_e4m3_encode(x: object) -> np.ndarray:
     return (idx | (np.signbit(r).astype(np.int64) << 7)).astype(np.uint8)
 
 
-def _fp8_e4m3_decode(bits: object) -> np.ndarray:
+def fp8_e4m3_decode(bits: object) -> np.ndarray:
     """uint8 bit patterns -> float64 values (0x7F / 0xFF decode to NaN)."""
     b = np.asarray(bits)
     if b.dtype != np.uint8:
@@ -171,7 +171,7 @@ def _bf16_encode(x: object) -> np.ndarray:
     return (r.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def _bf16_decode(bits: object) -> np.ndarray:
+def bf16_decode(bits: object) -> np.ndarray:
     """uint16 bit patterns -> float64 values."""
     b = np.asarray(bits)
     if b.dtype != np.uint16:
@@ -214,9 +214,9 @@ class QuantizedState:
         if self.fmt == "int8":
             vals = self.qdata.astype(np.float64)
         elif self.fmt == "fp8_e4m3":
-            vals = _fp8_e4m3_decode(self.qdata)
+            vals = fp8_e4m3_decode(self.qdata)
         else:
-            vals = _bf16_decode(self.qdata)
+            vals = bf16_decode(self.qdata)
         return (vals * self.scale.astype(np.float64)).astype(self.dtype)
 
     def bound(self, state: object | None = None) -> np.ndarray:

@@ -253,7 +253,7 @@ def to_hf_state(c: ModelConfig, arrays: dict[str, np.ndarray]) -> dict[str, np.n
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sd.items()}
 
 
-def _from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
+def from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
     """transformers' state dict -> lab named arrays (their shapes are checked by the model).
     ``lm_head.weight`` is always its own tensor: transformers' KimiLinearForCausalLM declares no
     tied weights, so ``tie_word_embeddings`` changes nothing there either."""
@@ -306,7 +306,7 @@ _RENAMES = (
 _CONV_PARTS = ("q_conv1d", "k_conv1d", "v_conv1d")
 
 
-def _module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A state dict in the checkpoint layout renamed to transformers' module names, as its
     loader does: the forget gate's weights under ``forget_gate``, ``block_sparse_moe`` as
     ``mlp``, the three ``{q,k,v}_conv1d`` weights stacked into ``conv1d``. Module names pass."""
@@ -379,7 +379,7 @@ def read(folder: str | Path) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     sd: dict[str, np.ndarray] = {}
     for f in _weight_files(folder):
         sd.update(read_safetensors(f))
-    return config, _from_hf_state(config, _module_names(sd))
+    return config, from_hf_state(config, module_names(sd))
 
 
 def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) -> Path:

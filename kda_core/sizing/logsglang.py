@@ -73,7 +73,7 @@ def _sglang_tp_ssm_candidates(
     return out
 
 
-def _infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple[int, str]:
+def infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple[int, str]:
     """The first of ``sglang_tp_ssm_candidates``. With ``tp`` given and no dtype matching, the
     config's (or SGLang's float32 default) is kept and the line will read as different;
     without ``tp``, ValueError if nothing matches."""
@@ -114,7 +114,7 @@ def _strategy_spr(args: dict[str, object]) -> int:
         return slots_per_request()
 
 
-def _sglang_flags(
+def sglang_flags(
     spec: ModelSpec,
     lines: list[LogLine],
     tp: int | None,
@@ -129,7 +129,7 @@ def _sglang_flags(
     for x in lines:
         if x.kind == "sglang.args":
             args.update(x.fields.get("args", {}))
-    tp, ssm = _infer_sglang_tp_ssm(spec, mamba, tp or _int_or_none(args.get("tp_size")))
+    tp, ssm = infer_sglang_tp_ssm(spec, mamba, tp or _int_or_none(args.get("tp_size")))
     kv_dtype, printed = _kv_dtype(lines, args)
     capped, ring = _first(lines, "sglang.capped"), _first(lines, "sglang.ring")
     flags: dict[str, object] = {"tp": tp, "ssm_dtype": ssm, "kv_dtype": kv_dtype}
@@ -342,7 +342,7 @@ def read_sglang(
     ratio: float | None,
 ) -> LogReport:
     """The report of a SGLang log (``read_log`` dispatches here)."""
-    flags = _sglang_flags(spec, lines, tp, page, ratio)
+    flags = sglang_flags(spec, lines, tp, page, ratio)
     out = tuple(_line(spec, x, lines, flags) for x in lines)
     verdict, why, remedies = sglang_verdict(spec, lines, flags)
     return LogReport("sglang", spec.name, out, flags, verdict, why, remedies)

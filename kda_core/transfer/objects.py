@@ -345,7 +345,7 @@ def splice(mla_from: StateObject, kda_from: StateObject) -> StateObject:
     )
 
 
-def _shard(obj: StateObject, layout: Layout) -> StateObject:
+def shard(obj: StateObject, layout: Layout) -> StateObject:
     """The rank-local object of a full (tp_size=1) one: KDA heads [lo, hi) of the state and the
     matching q|k|v channels of the conv window; the MLA latent KV is replicated."""
     if obj.layout.get("tp_size") != 1:
