@@ -19,7 +19,7 @@ import numpy as np
 _MAX_THREADS = 64
 _PREFIX = "kda-chunked"
 T = TypeVar("T")
-Item = TypeVar("Item")
+_Item = TypeVar("_Item")
 
 # Reductions (the input checks) split over threads only above this many elements: a smaller
 # array is reduced faster than the hand-off to a thread takes.
@@ -66,7 +66,7 @@ def reduce_rows(reduce: Callable[[np.ndarray], np.generic], x: np.ndarray) -> li
     return list(pool(n).map(reduce, parts))
 
 
-def for_each(items: list[Item], job: Callable[[Item], T]) -> list[T]:
+def for_each(items: list[_Item], job: Callable[[_Item], T]) -> list[T]:
     """``[job(x) for x in items]``: on the calling thread when there is one item, else on
     the pool (one thread per item); a worker's exception is re-raised here."""
     if len(items) == 1:

@@ -235,7 +235,7 @@ def _check_licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
     return sources
 
 
-def freeze(out_dir: Path = _CORPUS_DIR, stdlib: Path | None = None) -> dict:
+def _freeze(out_dir: Path = _CORPUS_DIR, stdlib: Path | None = None) -> dict:
     """Extract and write the corpus files, licences and manifest; returns the manifest."""
     stdlib = Path(stdlib or sysconfig.get_paths()["stdlib"])
     seen: set[str] = set()
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
 
         print(json.dumps(scores(TinyHybrid()), indent=2))
         return
-    m = freeze(args.out) if args.command == "freeze" else manifest(args.out)
+    m = _freeze(args.out) if args.command == "freeze" else manifest(args.out)
     print(json.dumps(m, indent=2))
 
 
