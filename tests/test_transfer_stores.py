@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kda_core.transfer.identity import prefix_hash
-from kda_core.transfer.mooncake import MooncakeServices, mooncake_available
+from kda_core.transfer.mooncake import MooncakeServices, _LoopbackNetns, mooncake_available
 from kda_core.transfer.store import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parents[1]
