@@ -214,7 +214,7 @@ class Engine:
         If anything raises mid-request, the request's slots, pending checkpoints and lock are
         released before the exception propagates (what it inserted in flight stays cached).
         """
-        self._radix_only("generate")
+        self._require_radix_cache("generate")
         ids = prompt_tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
@@ -256,7 +256,7 @@ class Engine:
 
         Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
         """
-        self._radix_only("serve")
+        self._require_radix_cache("serve")
         mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
         mbt = check_int("max_batch_tokens", mbt, 1, 1 << 16)
         mrr = None
@@ -278,7 +278,7 @@ class Engine:
         states = check_requests(requests)
         return self.blocks.serve([(r.idx, r.ids, r.n_new, r.arrival) for r in states])
 
-    def _radix_only(self, name: str) -> None:
+    def _require_radix_cache(self, name: str) -> None:
         if self.blocks is not None:
             raise ValueError(
                 f"{name}: this engine's prefix cache is vLLM's block table; use serve_blocks"
