@@ -18,16 +18,49 @@ is not consumed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from kda_core.cache.vllm_blocks import VLLMBlockCache
+from kda_core.cache.vllm_blocks import BlockHit, PoolSnapshot, Step, VLLMBlockCache
 from kda_core.model import TinyHybrid
 from kda_core.model.state import KDALayerState, ModelState
-from kda_core.serve.report import BlockServeReport, BlockStepRow
 
-__all__ = ["BlockServer"]
+__all__ = ["BlockServeReport", "BlockServer", "BlockStepRow"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStepRow:
+    """One step of a serve through vLLM's block table.
+
+    request: its index in the input; phase: "prefill" or "decode"; step: the block model's
+    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
+    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
+    block the step's starting state was read from (None: a zero state at 0); kv_table /
+    state_table: the request's block tables after the step (physical ids; 0 is the null
+    block, the state entries vLLM no longer needs).
+    """
+
+    request: int
+    phase: str
+    step: Step
+    read_block: int | None
+    kv_table: tuple[int, ...]
+    state_table: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockServeReport:
+    """What a serve through vLLM's block table did: per request (input order) its tokens,
+    logits [n, vocab] and lookup; every step; the pool at the end (``VLLMBlockCache.export``:
+    ``PhysicalBlock.key_tokens`` lists the logical prefixes one physical block serves)."""
+
+    tokens: list[list[int]]
+    logits: list[np.ndarray]
+    hits: list[BlockHit]
+    steps: list[BlockStepRow]
+    pool: PoolSnapshot
 
 
 class BlockServer:

@@ -23,17 +23,36 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from kda_core.cache.pool import MAX_SLOTS
-from kda_core.serve.report import GraphStep
 
-__all__ = ["MAX_GRAPH_SIZES", "SINK", "check_graph_bs", "graph_step", "pad_rows", "padded_size"]
+__all__ = [
+    "MAX_GRAPH_SIZES",
+    "SINK",
+    "GraphStep",
+    "check_graph_bs",
+    "graph_step",
+    "pad_rows",
+    "padded_size",
+]
 
 SINK = 0
 """The sink's state index in SGLang's numbering (its reserved slot 0)."""
 MAX_GRAPH_SIZES = 64
+
+
+@dataclass(slots=True, frozen=True)
+class GraphStep:
+    """An all-decode step on fixed shapes (``Engine(cuda_graph_bs=...)``): ``batch_size``
+    requests padded to the captured ``padded_size``; ``state_index`` the per-row state index
+    in SGLang's numbering (a request's slot + 1; 0: the sink, SGLang's reserved slot 0)."""
+
+    batch_size: int
+    padded_size: int
+    state_index: tuple[int, ...]
 
 
 def check_graph_bs(sizes: object) -> tuple[int, ...] | None:

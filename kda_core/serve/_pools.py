@@ -205,7 +205,7 @@ class StatePools:
         self.int8_estimate = check_int8_pool(shape, checkpoint_slots) if int8 else None
         self.unified = unified
         if unified is not None:  # one byte buffer: the table spans what the buffer could hold
-            state_slots = checkpoint_slots = unified.capacity
+            state_slots = checkpoint_slots = unified.slots
         self.state_slots = state_slots
         self.budget = None if int8 else unified or SlotBudget(state_slots)
         self.active = ActivePool(shape, state_slots, self.budget)

@@ -30,17 +30,22 @@ MAX_UNIFIED_BYTES = 1 << 40
 
 
 class UnifiedBudget(SlotBudget):
-    """State slots from the low end of one byte buffer, KV tokens from the high end."""
+    """State slots from the low end of one byte buffer, KV tokens from the high end.
+
+    ``capacity`` (what the slot tables may use, as ``SlotBudget``'s) is what the KV side leaves
+    now; ``slots`` is the most the buffer could ever hold (the tables' size)."""
 
     def __init__(self, total: int, slot_bytes: int, kv_token_bytes: int) -> None:
-        super().__init__(min(total // slot_bytes, MAX_SLOTS))
+        self.used = 0  # not SlotBudget.__init__: capacity is computed here
+        self.slots = min(total // slot_bytes, MAX_SLOTS)
         self.total, self.slot_bytes, self.kv_token_bytes = total, slot_bytes, kv_token_bytes
         self.kv_used: Callable[[], int] = lambda: 0  # KV tokens in use (set by the engine)
 
-    def limit(self) -> int:
-        """Slots the state side may hold now: what the KV side leaves (at most the table)."""
+    @property  # type: ignore[override]
+    def capacity(self) -> int:
+        """Slots the state side may hold now: what the KV side leaves (at most ``slots``)."""
         left = (self.total - self.kv_used() * self.kv_token_bytes) // self.slot_bytes
-        return max(min(left, self.capacity), 0)
+        return max(min(left, self.slots), 0)
 
     def fits(self) -> bool:
         """Both sides within the buffer (the frontiers have not crossed)."""

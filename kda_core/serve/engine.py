@@ -41,7 +41,7 @@ from kda_core.serve._args import (
     pool_sizes,
     prompt_tokens,
 )
-from kda_core.serve._blocks import BlockServer
+from kda_core.serve._blocks import BlockServer, BlockServeReport
 from kda_core.serve._cache_ops import CacheOps
 from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
@@ -51,7 +51,6 @@ from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
-    BlockServeReport,
     EngineStats,
     GenerateReport,
     ServeReport,

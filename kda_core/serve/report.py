@@ -1,8 +1,9 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
 engine's totals) and ``Totals``, the one object that counts them as requests finish.
-``BlockServeReport`` / ``BlockStepRow``: a serve through vLLM's block table
-(``Engine(block_cache=...)``). ``kda_core.engine`` re-exports the reports (the contract).
+``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
+``serve._graphs.GraphStep``; a serve through vLLM's block table reports in
+``serve._blocks.BlockServeReport``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core.cache.pool import PoolStats
-from kda_core.cache.vllm_blocks import BlockHit, PoolSnapshot, Step
+from kda_core.serve._graphs import GraphStep
 
 __all__ = [
-    "BlockServeReport",
-    "BlockStepRow",
     "EngineStats",
     "GenerateReport",
-    "GraphStep",
     "ServeReport",
     "StepRecord",
     "StepRow",
@@ -105,17 +103,6 @@ class EngineStats:
 
 
 @dataclass(slots=True, frozen=True)
-class GraphStep:
-    """An all-decode step on fixed shapes (``Engine(cuda_graph_bs=...)``): ``batch_size``
-    requests padded to the captured ``padded_size``; ``state_index`` the per-row state index
-    in SGLang's numbering (a request's slot + 1; 0: the sink, SGLang's reserved slot 0)."""
-
-    batch_size: int
-    padded_size: int
-    state_index: tuple[int, ...]
-
-
-@dataclass(slots=True, frozen=True)
 class StepRow:
     """One scheduler step. Ids are the requests' positions in the input list."""
 
@@ -188,36 +175,3 @@ class Totals:
         t["evicted_states"] += r.evicted_states
         t["evicted_kv_tokens"] += r.evicted_kv_tokens
         t["checkpoints_skipped"] += r.checkpoints_skipped
-
-
-@dataclass(frozen=True, slots=True)
-class BlockStepRow:
-    """One step of a serve through vLLM's block table.
-
-    request: its index in the input; phase: "prefill" or "decode"; step: the block model's
-    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
-    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
-    block the step's starting state was read from (None: a zero state at 0); kv_table /
-    state_table: the request's block tables after the step (physical ids; 0 is the null
-    block, the state entries vLLM no longer needs).
-    """
-
-    request: int
-    phase: str
-    step: Step
-    read_block: int | None
-    kv_table: tuple[int, ...]
-    state_table: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BlockServeReport:
-    """What a serve through vLLM's block table did: per request (input order) its tokens,
-    logits [n, vocab] and lookup; every step; the pool at the end (``VLLMBlockCache.export``:
-    ``PhysicalBlock.key_tokens`` lists the logical prefixes one physical block serves)."""
-
-    tokens: list[list[int]]
-    logits: list[np.ndarray]
-    hits: list[BlockHit]
-    steps: list[BlockStepRow]
-    pool: PoolSnapshot

@@ -40,7 +40,7 @@ class SlotTable:
     @property
     def n_free(self) -> int:
         b = self.budget
-        return len(self._free) if b is None else max(min(len(self._free), b.limit() - b.used), 0)
+        return len(self._free) if b is None else max(min(len(self._free), b.capacity - b.used), 0)
 
     @property
     def n_used(self) -> int:
@@ -55,9 +55,9 @@ class SlotTable:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
         b = self.budget
-        if b is not None and b.used >= b.limit():
+        if b is not None and b.used >= b.capacity:
             raise ValueError(
-                f"state pool is full ({b.limit()} slots shared by running and cached "
+                f"state pool is full ({b.capacity} slots shared by running and cached "
                 f"states): cannot allocate"
             )
         if not self._free:

@@ -98,7 +98,3 @@ class SlotBudget:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.used = 0
-
-    def limit(self) -> int:
-        """Slots the tables may use now (``capacity``; a unified buffer: what the KV leaves)."""
-        return self.capacity
