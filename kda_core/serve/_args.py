@@ -30,8 +30,28 @@ DEFAULT_STATE_SLOTS = 256
 """The state pool when ``state_slots`` is None: 51 running requests (extra_buffer reserves 5
 each, SGLang's ratio) and the rest for cached states; bounds a long app session's memory."""
 
+PAGE_SIZE = 1
+"""The lab's KV page in tokens: the tree keeps MLA KV per token (SGLang's page_size=1)."""
+STRATEGY_CHOICES: tuple[str, ...] = ("auto", *STRATEGIES)
+NO_BUFFER_OVERLAP = (
+    "SGLang: no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+)
+NO_BUFFER_OVERLAP_OFF = (
+    "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, "
+    "try to use --disable-radix-cache if overlap schedule is necessary"
+)
+LAZY_OVERLAP = (
+    "SGLang: Lazy extra buffer requires overlap schedule "
+    "(--disable-overlap-schedule is incompatible)"
+)
+
 __all__ = [
     "DEFAULT_POLICY",
+    "NO_BUFFER_OVERLAP",
+    "NO_BUFFER_OVERLAP_OFF",
+    "LAZY_OVERLAP",
+    "PAGE_SIZE",
+    "STRATEGY_CHOICES",
     "DEFAULT_STATE_SLOTS",
     "MAX_NEW_TOKENS",
     "MAX_REQUESTS",
@@ -43,6 +63,7 @@ __all__ = [
     "make_policy",
     "pool_sizes",
     "prompt_tokens",
+    "resolve_auto",
 ]
 
 
@@ -75,16 +96,55 @@ def check_policy_chunk(policy: Any, chunk_size: int) -> None:
         ) from None
 
 
-def check_modes(strategy: Any, overlap: Any, restore: Any) -> tuple[str, bool, str]:
-    """(strategy, overlap, restore mode), checked."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    overlap = check_bool("overlap", overlap)
-    if strategy == "extra_buffer_lazy" and not overlap:
-        raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
+def resolve_auto(overlap: bool, page_size: int | None) -> str:
+    """SGLang's ``auto`` for a model that supports extra_buffer (``_mamba_radix_cache_resolution``):
+    extra_buffer when the overlap scheduler or paging (page size > 1) wants it, else no_buffer
+    (and SGLang turns overlap off)."""
+    paged = page_size is not None and page_size > 1
+    return "extra_buffer" if overlap or paged else "no_buffer"
+
+
+def check_modes(
+    strategy: Any, overlap: Any, restore: Any, cache: bool = True
+) -> tuple[str, bool, str, tuple[str, ...]]:
+    """(strategy, overlap, restore mode, notes), checked and resolved as SGLang 0.5.23 does.
+
+    With the radix cache (SGLang skips these rules when the radix cache is off):
+
+    * ``"auto"`` (``arg_groups/overrides.py`` ``_mamba_radix_cache_resolution``): extra_buffer
+      when the overlap scheduler or a page size > 1 wants it, else no_buffer with overlap off.
+      The lab's KV page is one token (``PAGE_SIZE``), so here auto follows ``overlap``.
+    * no_buffer cannot overlap (``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer``
+      asserts it): ``overlap=None`` turns it off, as ``server_args.py``
+      ``ServerArgs._handle_mamba_radix_cache`` did (``NO_BUFFER_OVERLAP_OFF`` is its log
+      line), ``overlap=True`` raises with the assertion's message.
+    * extra_buffer_lazy requires overlap (``mem_cache/kv_cache_configurator.py``
+      ``_calculate_mamba_ratio``).
+
+    ``overlap=None`` is SGLang's default (on) unless a rule turns it off; ``notes`` are the
+    lines SGLang logs for what it changed.
+    """
+    if strategy not in STRATEGY_CHOICES:
+        raise ValueError(f"strategy must be one of {STRATEGY_CHOICES}, got {strategy!r}")
+    if overlap is not None:
+        overlap = check_bool("overlap", overlap)
     if restore not in RESTORE_MODES:
         raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
-    return strategy, overlap, restore
+    notes: tuple[str, ...] = ()
+    if strategy == "auto":
+        strategy = resolve_auto(overlap is not False, PAGE_SIZE)
+    if strategy == "no_buffer" and cache:
+        if overlap:
+            raise ValueError(
+                f"strategy 'no_buffer' does not allow overlap=True ({NO_BUFFER_OVERLAP})"
+            )
+        if overlap is None:
+            notes = (NO_BUFFER_OVERLAP_OFF,)
+        overlap = False
+    overlap = True if overlap is None else overlap
+    if strategy == "extra_buffer_lazy" and not overlap:
+        raise ValueError(f"strategy 'extra_buffer_lazy' requires overlap=True ({LAZY_OVERLAP})")
+    return strategy, overlap, restore, notes
 
 
 def pool_sizes(

@@ -52,12 +52,25 @@ class CacheOps:
         self.before_drop = before_drop
         self.frees = 0  # states the tree has freed so far
         self.freed_at: dict[int, int] = {}  # checkpoint slot -> ``frees`` when last freed
-        self.tree: RadixStateCache = policy.make_cache(
+        self.tree: RadixStateCache = self._new_tree()
+
+    def _new_tree(self) -> RadixStateCache:
+        return self.policy.make_cache(
             1,
             on_free_state=self._on_free_state,
             kv_slice=kv_slice,
-            before_drop=None if before_drop is None else self._before_drop,
+            before_drop=None if self.before_drop is None else self._before_drop,
         )
+
+    def clear(self) -> int:
+        """Drop the whole tree and free every checkpoint slot it held (SGLang's flush:
+        ``MambaRadixCache.reset`` and ``HybridReqToTokenPool.clear``, which also clears the
+        INT8 checkpoint pool). No state is offered to ``before_drop``. -> slots freed."""
+        held = sorted(s for s, o in self.checkpoints.owned().items() if o == "tree")
+        for slot in held:
+            self._on_free_state(slot, 0)
+        self.tree = self._new_tree()
+        return len(held)
 
     def _on_free_state(self, payload: Any, nbytes: int) -> None:
         self.frees += 1

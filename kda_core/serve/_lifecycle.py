@@ -47,6 +47,7 @@ class ServeConfig:
     overlap: bool
     chunk_size: int
     kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
+    graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +95,18 @@ class Lifecycle:
             if not (self.cfg.cache_on and self.pools.shared):
                 return False
             n = self.cache.evict_one_state()
-            if n == 0:
+            if n:
+                r.bump("evicted_states", n)
+                continue
+            u = self.pools.unified  # one buffer: the tree's KV bytes make room too
+            k = (
+                0
+                if u is None
+                else self.cache.evict_kv(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
+            )
+            if k == 0:
                 return False
-            r.bump("evicted_states", n)
+            r.bump("evicted_kv", k)
         return True
 
     def admit(self, r: RequestState, step: int, m: Any) -> None:

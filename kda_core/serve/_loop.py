@@ -20,7 +20,7 @@ from kda_core.serve._lifecycle import Lifecycle, Parts
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState
-from kda_core.serve.report import GenerateReport, ServeReport, StepRow, Totals
+from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow, Totals
 
 __all__ = ["serve"]
 
@@ -41,9 +41,30 @@ def reject_message(r: RequestState, kv_tokens: int) -> str:
 def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
     """Max running requests and SGLang's capping message for the state pool."""
     c, n = parts.config, parts.pools.state_slots
-    cap = sizing.max_running_requests(n, c.strategy, c.overlap)
+    graph_max = None if c.graph_bs is None else c.graph_bs[-1]  # cuda_graph_max_bs
+    cap = sizing.max_running_requests(n, c.strategy, c.overlap, cuda_graph_max_bs=graph_max)
     msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
     return (cap if requested is None else min(cap, requested)), msg
+
+
+def _admissible(
+    parts: Parts, states: list[RequestState], kv_tokens: int | None
+) -> tuple[list[RequestState], dict[int, str]]:
+    """The requests that can ever run, and SGLang's message for each one that cannot: more
+    KV than the KV pool (or, in one byte buffer, than it holds beside the request's slots)."""
+    unified = parts.pools.unified
+    kv_max = kv_tokens
+    if unified is not None:
+        kv_max = unified.kv_capacity_alone(parts.pools.pingpong.up_front)
+    rejected: dict[int, str] = {}
+    live = []
+    for r in states:
+        if kv_max is not None and r.total > kv_max:
+            r.phase, r.error = "rejected", reject_message(r, kv_max)
+            rejected[r.idx] = r.error
+        else:
+            live.append(r)
+    return live, rejected
 
 
 def serve(
@@ -59,14 +80,8 @@ def serve(
     """Serve the checked ``states`` (see the module docstring)."""
     t0 = time.process_time()
     cap, msg = concurrency(parts, max_running_requests)
-    rejected: dict[int, str] = {}
-    live = []
-    for r in states:
-        if kv_tokens is not None and r.total > kv_tokens:
-            r.phase, r.error = "rejected", reject_message(r, kv_tokens)
-            rejected[r.idx] = r.error
-        else:
-            live.append(r)
+    live, rejected = _admissible(parts, states, kv_tokens)
+    unified = parts.pools.unified
     life = Lifecycle(parts, serve_id)
     sched = Scheduler(
         live,
@@ -76,7 +91,9 @@ def serve(
         max_batch_tokens=max_batch_tokens,
         kv_tokens=kv_tokens,
     )
-    runner = Runner(parts.model, parts.pools.active)
+    runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
+    if unified is not None:  # the KV side now counts running requests and reserved prompts
+        unified.kv_used = sched.kv_used
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
@@ -100,13 +117,16 @@ def serve(
                     sched.done(r)
                     finished.append(r.idx)
             life.end_step()  # overlap: the previous step's post-processing, after this forward
-            rows.append(_row(parts, step, b, finished, states))
+            rows.append(_row(parts, step, b, finished, states, runner.graph))
             step += 1
     except BaseException:
         life.drop_deferred()
         for r in list(sched.running):
             life.release(r)
         raise
+    finally:
+        if unified is not None:
+            unified.kv_used = lambda: parts.cache.kv_tokens
     return ServeReport(
         reports=reports,
         steps=rows,
@@ -121,7 +141,9 @@ def serve(
     )
 
 
-def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> StepRow:
+def _row(
+    parts: Parts, step: int, b: Batch, finished: list[int], states, graph: GraphStep | None
+) -> StepRow:
     held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
     ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
     if b.retracted:
@@ -143,4 +165,6 @@ def _row(parts: Parts, step: int, b: Batch, finished: list[int], states) -> Step
         slots_cached=cached,
         slots_free=free,
         checkpoint_free=ck_free,
+        graph=graph,
+        border=None if parts.pools.unified is None else parts.pools.unified.border(),
     )

@@ -23,6 +23,7 @@ exists to avoid; see ``lifecycle``). Left out: SGLang's slot 0 padding sink.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kda_core import sizing
@@ -36,8 +37,56 @@ from kda_core.cache.pool import (
     StateShape,
 )
 from kda_core.model import TinyHybrid
+from kda_core.serve._unified import UnifiedBudget
 
-__all__ = ["PingPong", "RequestSlots", "StatePools"]
+__all__ = [
+    "PingPong",
+    "RequestSlots",
+    "StatePools",
+    "check_int8_pool",
+    "free_memory_bytes",
+    "int8_pool_estimate",
+]
+
+MB = 1 << 20
+
+
+def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
+    """Bytes an INT8 checkpoint pool of ``slots`` occupies when full, by part: int8 codes,
+    float64 scales per (layer, head, k) and native conv windows. SGLang's
+    ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
+    counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
+    L, H, K, V = shape.s
+    qdata = L * slots * H * K * V
+    scale = 8 * L * slots * H * K
+    conv = 8 * slots * math.prod(shape.conv)
+    return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
+
+
+def free_memory_bytes() -> int | None:
+    """The memory the system can still give (``MemAvailable`` of /proc/meminfo; None where
+    there is no such file): the lab's stand-in for ``torch.cuda.mem_get_info``."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_int8_pool(shape: StateShape, slots: int) -> dict[str, int]:
+    """The estimate, checked against free memory BEFORE the pool exists, as SGLang's
+    ``maybe_init_int8_mamba_checkpoint_pool``: an oversized pool fails with the remedy."""
+    est = int8_pool_estimate(shape, slots)
+    free = free_memory_bytes()
+    if free is not None and est["total"] >= free:
+        raise ValueError(
+            f"checkpoint_slots: the INT8 checkpoint pool needs ~{est['total'] / MB:.2f} MB but "
+            f"only {free / MB:.2f} MB is free. Lower checkpoint_slots (currently {slots})"
+        )
+    return est
 
 
 @dataclass(slots=True)
@@ -138,7 +187,9 @@ class PingPong:
 
 class StatePools:
     """The engine's pools: ``active`` and ``checkpoints`` (one shared budget of
-    ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring."""
+    ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring.
+    ``int8_estimate``: the INT8 pool's bytes by part (``int8_pool_estimate``; None without);
+    ``unified``: the budget of one byte buffer shared with the MLA KV (``serve._unified``)."""
 
     def __init__(
         self,
@@ -148,10 +199,15 @@ class StatePools:
         strategy: str,
         overlap: bool,
         int8: bool,
+        unified: UnifiedBudget | None = None,
     ) -> None:
         shape = StateShape.of(model)
+        self.int8_estimate = check_int8_pool(shape, checkpoint_slots) if int8 else None
+        self.unified = unified
+        if unified is not None:  # one byte buffer: the table spans what the buffer could hold
+            state_slots = checkpoint_slots = unified.slots
         self.state_slots = state_slots
-        self.budget = None if int8 else SlotBudget(state_slots)
+        self.budget = None if int8 else unified or SlotBudget(state_slots)
         self.active = ActivePool(shape, state_slots, self.budget)
         self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
         self.pingpong = PingPong(self.active, strategy, overlap)
@@ -190,3 +246,5 @@ class StatePools:
             raise PoolError(f"engine: {self.active.n_used} active slots leaked")
         if self.pingpong.busy:
             raise PoolError(f"engine: track slots {sorted(self.pingpong.busy)} left busy")
+        if self.unified is not None and not self.unified.fits():
+            raise PoolError(f"engine: the state and KV sides cross ({self.unified.border()})")

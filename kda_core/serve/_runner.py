@@ -41,10 +41,12 @@ from kda_core.model import TinyHybrid
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.serve._decode import decode_window, write_matrix
 from kda_core.serve._fused import FusedWeights
+from kda_core.serve._graphs import graph_step, pad_rows, padded_size
 from kda_core.serve._scheduler import Batch
 from kda_core.serve._state import RequestState
 from kda_core.serve._window import StateWindow, window_steps
 from kda_core.serve.batch import forward_packed
+from kda_core.serve.report import GraphStep
 
 __all__ = ["Runner"]
 
@@ -61,6 +63,7 @@ class _Bound:
     S: np.ndarray
     conv: np.ndarray
     window: StateWindow | None
+    sink_pasts: list[np.ndarray] | None = None  # fixed shapes: the sink rows' latents
 
 
 def _read_after(r: RequestState) -> bool:
@@ -74,8 +77,16 @@ def _read_after(r: RequestState) -> bool:
 
 
 class Runner:
-    def __init__(self, model: TinyHybrid, pool: ActivePool, defer: int | None = None) -> None:
+    def __init__(
+        self,
+        model: TinyHybrid,
+        pool: ActivePool,
+        defer: int | None = None,
+        graph_bs: tuple[int, ...] | None = None,
+    ) -> None:
         self.model = model
+        self.graph_bs = graph_bs  # captured decode sizes (serve._graphs), None: eager
+        self.graph: GraphStep | None = None  # the last step's fixed-shape decode
         # the packed passes are written for the k3 variant; another runs the model's own forward
         fused = model.config.variant == "k3"
         self.weights = FusedWeights.of(model) if fused else None
@@ -117,6 +128,18 @@ class Runner:
         bufs = [self.pool.buffers(s) for s in slots]
         return np.stack([b[0] for b in bufs], axis=1), np.stack([b[1] for b in bufs], axis=1)
 
+    def _pad_inputs(
+        self, toks: list[int], pasts: list[np.ndarray], size: int, steady: bool
+    ) -> tuple[list[int], list[np.ndarray]]:
+        """The sink rows' inputs: token 0 (SGLang pads input ids with 0) and their own
+        latents (the previous step's in steady decoding, else none)."""
+        pad = size - len(toks)
+        b = self._bound
+        sink = b.sink_pasts if steady and b is not None else None
+        if sink is None or len(sink) != pad:
+            sink = [pasts[0][:0]] * pad
+        return toks + [0] * pad, pasts + sink
+
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
         """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch."""
         t0 = time.process_time()
@@ -133,7 +156,7 @@ class Runner:
             self._write_pending()
             same = False
         pasts = [r.state.mla_kv for r, _ in work]  # type: ignore[union-attr]
-        window = None
+        window, sink, self.graph = None, None, None
         if decoding:  # every request decodes: the fused one-token pass (all latents, as views)
             b = self._bound
             steady = same and b is not None and b.window is not None
@@ -142,15 +165,22 @@ class Runner:
                 window, W = b.window, b.conv
             else:  # a new batch writes its first step: its slots then hold the window's base
                 S, W = self._gather(slots, same)
+                if self.graph_bs:  # the sink's rows up to the captured size
+                    S, W = pad_rows(S, W, padded_size(len(slots), self.graph_bs))
                 window = StateWindow.of(S, self.window_steps)
             write = (
                 not steady or window.r + 1 >= window.R or any(_read_after(r) for r in batch.decode)
             )
             toks = [s[0] for _, s in work]
+            if self.graph_bs:
+                toks, pasts = self._pad_inputs(toks, pasts, window.base.shape[1], steady)
             wts = self.weights
             assert wts is not None
             lg, S_new, W_new, lat, window = decode_window(wts, toks, window, W, pasts, write)
-            logits = lg[:, None]
+            logits = lg[: len(work), None]
+            if self.graph_bs:
+                sink, lat = lat[len(work) :], lat[: len(work)]
+                self.graph = graph_step(slots, window.base.shape[1])
         else:
             S, W = self._gather(slots, same)
             seqs = [s for _, s in work]
@@ -162,11 +192,11 @@ class Runner:
             views = [S_new[:, i] for i in range(len(work))]
             for i, v in enumerate(views):
                 self.pool.rebind(slots[i], v, W_new[:, i])
-            self._bound = _Bound(reqs, slots, views, S_new, W_new, window)
+            self._bound = _Bound(reqs, slots, views, S_new, W_new, window, sink)
         else:  # the step is pending in the window: the slots keep the base's views
             b = self._bound
             assert b is not None and window is not None
-            self._bound = _Bound(reqs, slots, b.views, b.S, W_new, window)
+            self._bound = _Bound(reqs, slots, b.views, b.S, W_new, window, sink)
         for i, ((r, seq), lg) in enumerate(zip(work, logits)):
             st = r.state
             assert st is not None

@@ -73,6 +73,8 @@ class Scheduler:
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
+        self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
+        self.admitting = 0  # one buffer: the head's prompt KV, counted while its slots are made
         self.seconds = 0.0
         self.peak_running = 0
 
@@ -80,11 +82,20 @@ class Scheduler:
     def kv_used(self) -> int:
         """Tree KV plus each running request's tokens beyond the prefix it holds in the tree,
         plus the prompt tokens admitted requests have yet to prefill (reserved)."""
-        own = sum(max(r.pos, r.P) - r.locked_len for r in self.running)
-        return self.cache.kv_tokens + own
+        own = sum(max(r.pos, r.P) - r.locked_len for r in self.running if r.slots is not None)
+        return self.cache.kv_tokens + own + self.admitting
 
     def kv_room(self, n: int) -> bool:
-        """Make ``n`` more KV tokens available (evicting unlocked tree leaves). -> enough?"""
+        """Make ``n`` more KV tokens available (evicting unlocked tree leaves; in one byte
+        buffer, cached states too). -> enough?"""
+        u = self.unified
+        if u is not None:
+            short = self.kv_used() + n - u.kv_capacity()
+            while short > 0 and self.cache_on and self.cache.evict_kv(short).kv_tokens:
+                short = self.kv_used() + n - u.kv_capacity()
+            while short > 0 and self.cache_on and self.cache.evict_one_state():
+                short = self.kv_used() + n - u.kv_capacity()
+            return short <= 0
         if self.kv_cap is None:
             return True
         short = self.kv_used() + n - self.kv_cap
@@ -147,13 +158,18 @@ class Scheduler:
         if r.arrival > step:
             return False
         m = self.life.match(r)  # the restore point is locked while room is made
-        restore = 0 if m is None else m.restore_at
-        if not self.life.make_room(r) or not self.kv_room(r.P - restore):
-            self.life.unmatch(m)
-            return False
-        self.waiting.pop(0)
-        self.running.append(r)  # running first: a failure in admit releases it
-        self.life.admit(r, step, m)
+        need = r.P - (0 if m is None else m.restore_at)
+        if self.unified is not None:  # one budget: the head's KV counts until it is admitted
+            self.admitting, need = need, 0
+        try:
+            if not (self.life.make_room(r) and self.kv_room(need)):
+                self.life.unmatch(m)
+                return False
+            self.waiting.pop(0)
+            self.running.append(r)  # running first: a failure in admit releases it
+            self.life.admit(r, step, m)
+        finally:
+            self.admitting = 0
         return True
 
     def done(self, r: RequestState) -> None:

@@ -18,7 +18,7 @@ speculative decoding (``serve.spec``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.pool import MAX_SLOTS, PoolStats
 from kda_core.cache.protocol import DroppedState
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
 from kda_core.serve import _loop as loop
 from kda_core.serve._args import (
@@ -40,12 +41,15 @@ from kda_core.serve._args import (
     pool_sizes,
     prompt_tokens,
 )
+from kda_core.serve._blocks import BlockServer, BlockServeReport
 from kda_core.serve._cache_ops import CacheOps
+from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._lifecycle import Parts, ServeConfig
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
+from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
     EngineStats,
     GenerateReport,
@@ -88,7 +92,9 @@ class Engine:
             the shared pool has room for; with INT8, SGLang's ``2 * state_slots``).
         kv_budget: most MLA KV tokens the tree keeps (None: unlimited); LRU leaves are evicted
             after each request to get back under it.
-        strategy: "no_buffer", "extra_buffer" (default) or "extra_buffer_lazy".
+        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto"
+            (SGLang's resolution: extra_buffer with overlap, else no_buffer; the lab's KV page
+            is one token). ``strategy_notes`` holds what SGLang would log for the resolution.
         chunk_size: prefill scheduler step in tokens, [1, 16384]; must suit the policy
             (e.g. vLLM align needs chunk_size >= block_size).
         restore: "exact" or "inconsistent" (the teaching mode, ``generate`` only).
@@ -96,11 +102,24 @@ class Engine:
         state_slots: the one state pool for running and cached states, in [the slots SGLang
             reserves per request (``sizing.request_slots``: 3 / 5 / 4 by strategy), 4096];
             None: ``DEFAULT_STATE_SLOTS`` (256).
-        overlap: SGLang's overlap scheduler (default, as in SGLang): extra_buffer requests
-            hold 2 ping-pong track slots and reserve 3 + 2; False: 1 track slot, 3 + 1
-            (extra_buffer_lazy requires overlap). See ``serve._lifecycle``.
+        overlap: SGLang's overlap scheduler: extra_buffer requests hold 2 ping-pong track
+            slots and reserve 3 + 2; False: 1 track slot, 3 + 1. None (default): on, as in
+            SGLang, except for no_buffer with the cache, which turns it off (True raises
+            there, SGLang's assertion); extra_buffer_lazy requires it. See
+            ``serve._args.check_modes`` and ``serve._lifecycle``.
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
             the tree drops a cached state: a lower tier may keep a copy.
+        cuda_graph_bs: decode on fixed shapes (``serve._graphs``): the captured batch sizes
+            (SGLang's ``cuda_graph_bs``; each in [1, 4096]); an all-decode step runs on the
+            smallest one that holds it, the padding rows on the sink; the largest caps the
+            running requests (``cuda_graph_max_bs``). None: eager decode.
+        unified_memory: bytes of one buffer for the state slots (from the low end) and the MLA
+            KV (from the high end), SGLang's ``--enable-unified-memory`` (``serve._unified``);
+            admission and eviction under that one budget; ``serve``'s ``kv_tokens`` and
+            ``state_slots`` are then the buffer's. None: the separate pools.
+        block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
+            from here on): the prefix cache is vLLM's block table instead of the radix tree,
+            and requests go through ``serve_blocks`` (``serve._blocks``).
     """
 
     def __init__(
@@ -116,13 +135,18 @@ class Engine:
         restore: str = "exact",
         model: TinyHybrid | None = None,
         state_slots: int | None = None,
-        overlap: bool = True,
+        overlap: bool | None = None,
         before_drop: Callable[[DroppedState], Any] | None = None,
+        cuda_graph_bs: Sequence[int] | None = None,
+        unified_memory: int | None = None,
+        block_cache: VLLMBlockCache | None = None,
     ) -> None:
         self.policy = make_policy(policy)
         self.cache_on = check_bool("cache", cache)
         self.int8 = check_bool("int8_checkpoints", int8_checkpoints)
-        self.strategy, self.overlap, self.restore_mode = check_modes(strategy, overlap, restore)
+        self.strategy, self.overlap, self.restore_mode, self.strategy_notes = check_modes(
+            strategy, overlap, restore, self.cache_on
+        )
         self.chunk_size = check_int("chunk_size", chunk_size, 1, MAX_TOKENS)
         check_policy_chunk(self.policy, self.chunk_size)
         self.state_slots, ck = pool_sizes(
@@ -136,20 +160,34 @@ class Engine:
         if before_drop is not None and not callable(before_drop):
             raise ValueError("before_drop must be callable or None")
         self.model = model or TinyHybrid()
+        unified = make_unified(
+            unified_memory, self.model, self.strategy, self.overlap, self.int8, state_slots
+        )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
         self.pools = StatePools(
-            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8
+            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
         )
+        self.state_slots = self.pools.state_slots
         self.active, self.checkpoints = self.pools.active, self.pools.checkpoints
         self.pingpong = self.pools.pingpong
         self.cache = CacheOps(self.policy, self.checkpoints, before_drop)
         self.tree = self.cache.tree  # the cache protocol: read by apps and studies (export)
+        if unified is not None:  # between serves the KV side is the tree's
+            unified.kv_used = lambda: self.cache.kv_tokens
+        self.graph_bs = check_graph_bs(cuda_graph_bs)
         config = ServeConfig(
-            self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size, self.kv_budget
+            self.cache_on,
+            self.strategy,
+            self.int8,
+            self.overlap,
+            self.chunk_size,
+            self.kv_budget,
+            self.graph_bs,
         )
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
         self.totals = Totals()
         self._serves = 0
+        self.blocks = None if block_cache is None else BlockServer(self.model, block_cache)
 
     # -- requests ------------------------------------------------------------------------------
     def generate(
@@ -175,6 +213,7 @@ class Engine:
         If anything raises mid-request, the request's slots, pending checkpoints and lock are
         released before the exception propagates (what it inserted in flight stays cached).
         """
+        self._require_radix_cache("generate")
         ids = prompt_tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
@@ -216,15 +255,33 @@ class Engine:
 
         Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
         """
+        self._require_radix_cache("serve")
         mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
         mbt = check_int("max_batch_tokens", mbt, 1, 1 << 16)
         mrr = None
         if max_running_requests is not None:
             mrr = check_int("max_running_requests", max_running_requests, 1, MAX_SLOTS)
         kvt = None if kv_tokens is None else check_int("kv_tokens", kv_tokens, 1, 1 << 40)
+        if kvt is not None and self.pools.unified is not None:
+            raise ValueError("kv_tokens: with unified_memory the KV side is the buffer's")
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
         return self._serve(check_requests(requests), mbt, mrr, kvt)
+
+    def serve_blocks(self, requests: Any) -> BlockServeReport:
+        """Serve ``Request``s through vLLM's block table (``block_cache``): one at a time in
+        arrival order (the block model's synchronous scheduler), chunk cuts, block copies and
+        state blocks as its steps say. Tokens and logits equal the uncached model's."""
+        if self.blocks is None:
+            raise ValueError("serve_blocks needs Engine(block_cache=VLLMBlockCache(...))")
+        states = check_requests(requests)
+        return self.blocks.serve([(r.idx, r.ids, r.n_new, r.arrival) for r in states])
+
+    def _require_radix_cache(self, name: str) -> None:
+        if self.blocks is not None:
+            raise ValueError(
+                f"{name}: this engine's prefix cache is vLLM's block table; use serve_blocks"
+            )
 
     def _serve(
         self, states: list[RequestState], mbt: int, mrr: int | None, kvt: int | None
@@ -256,6 +313,19 @@ class Engine:
         slot = self.checkpoints.store(np.asarray(kda_state), np.asarray(conv), "tree")
         self.cache.insert(ids, np.asarray(mla_kv), [(len(ids), slot)])
         return True
+
+    def clear(self) -> int:
+        """Flush the cache between requests: the tree is dropped and every checkpoint slot it
+        held is freed (shared pool or INT8 pool). -> slots freed. As SGLang's
+        ``Scheduler.flush_cache``, refused while a request holds slots."""
+        if self.active.n_used:
+            raise ValueError(
+                "clear: cache not flushed because there are pending requests "
+                f"({self.active.n_used} state slots held)"
+            )
+        freed = self.cache.clear()
+        self.tree = self.cache.tree
+        return freed
 
     # -- views ---------------------------------------------------------------------------------
     def pool_stats(self) -> PoolStats:

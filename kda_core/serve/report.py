@@ -1,7 +1,9 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
 engine's totals) and ``Totals``, the one object that counts them as requests finish.
-``kda_core.engine`` re-exports the reports (the contract).
+``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
+``serve._graphs.GraphStep``; a serve through vLLM's block table reports in
+``serve._blocks.BlockServeReport``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,16 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core.cache.pool import PoolStats
+from kda_core.serve._graphs import GraphStep
 
-__all__ = ["EngineStats", "GenerateReport", "ServeReport", "StepRecord", "StepRow", "Totals"]
+__all__ = [
+    "EngineStats",
+    "GenerateReport",
+    "ServeReport",
+    "StepRecord",
+    "StepRow",
+    "Totals",
+]
 
 
 class StepRecord(NamedTuple):
@@ -108,6 +118,9 @@ class StepRow:
     slots_cached: int
     slots_free: int
     checkpoint_free: int | None  # the INT8 checkpoint pool's free slots (None: shared pool)
+    graph: GraphStep | None = None  # the fixed-shape decode (cuda_graph_bs), else None
+    # one byte buffer (unified_memory): (where the state side ends, where the KV side begins)
+    border: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)

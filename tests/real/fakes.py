@@ -1,11 +1,12 @@
-"""Import-time stand-ins for ``triton`` and ``torchvision`` (tests/real only).
+"""Import-time stand-ins for ``triton``, ``torchvision`` and ``einops`` (tests/real only).
 
 SGLang and vLLM import Triton kernels and torchvision ops at module level; neither loads on a
 CPU-only torch here. The cache/scheduler code under test never launches a kernel, so any
 ``triton.*`` / ``torchvision.*`` import yields a permissive fake module: decorators
 (``@triton.jit``, ``@triton.autotune(...)``) return the function unchanged, CamelCase names are
 real (fake) classes so ``isinstance`` works, and ``triton.runtime.driver`` is absent so
-"which GPU backend?" probes fall back to "cpu".
+"which GPU backend?" probes fall back to "cpu". ``einops`` is not installed: the graph
+runner's module imports it for tensor rearranges the bucket choice under test never calls.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib.machinery
 import sys
 import types
 
-FAKED_ROOTS = frozenset({"triton", "torchvision"})
+FAKED_ROOTS = frozenset({"triton", "torchvision", "einops"})
 
 
 class _Anything:

@@ -40,7 +40,7 @@ class SlotTable:
     @property
     def n_free(self) -> int:
         b = self.budget
-        return len(self._free) if b is None else min(len(self._free), b.capacity - b.used)
+        return len(self._free) if b is None else max(min(len(self._free), b.capacity - b.used), 0)
 
     @property
     def n_used(self) -> int:

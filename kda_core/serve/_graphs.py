@@ -1,0 +1,92 @@
+"""Decode on fixed shapes: the CUDA-graph side of SGLang, in the runner's all-decode step.
+
+SGLang captures the decode forward once per batch size in ``cuda_graph_bs``
+(``model_executor/runner/base_cuda_graph_runner.py`` ``get_batch_sizes_to_capture``) and
+replays the graph of the smallest captured size that holds the batch
+(``BaseCudaGraphRunner._pad_to_bucket``: ``bisect_left``). The padding rows are real rows of
+the replayed kernels: they feed token 0 and reach their recurrent state through the
+per-request state index like every row, an index that points at slot 0 of the Mamba pool,
+which SGLang never hands to a request (``mem_cache/allocator/mamba.py``
+``MambaSlotAllocator.clear``: "Slot 0 is reserved as a dummy write target for padded tokens";
+hence the "+1" in its slot counts). ``sizing.max_running_requests(cuda_graph_max_bs=...)``
+caps the running requests at the largest captured size, so every decode batch has a graph.
+
+Here (``Runner`` with ``graph_bs``): an all-decode step of ``n`` requests runs the fused
+one-token pass on ``padded_size(n)`` rows; rows ``n:`` are the sink's, a zero state (and its
+conv window and latents) that the pass reads and writes and nothing else reads. The lab keeps
+the sink outside the state pool, so the pool's counts are SGLang's without the +1; the index
+table is written in SGLang's numbering (a request's slot + 1, the sink 0). A model variant the
+packed passes are not written for (kimi-linear) runs each request alone, unpadded.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kda_core.cache.pool import MAX_SLOTS
+
+__all__ = [
+    "MAX_GRAPH_SIZES",
+    "SINK",
+    "GraphStep",
+    "check_graph_bs",
+    "graph_step",
+    "pad_rows",
+    "padded_size",
+]
+
+SINK = 0
+"""The sink's state index in SGLang's numbering (its reserved slot 0)."""
+MAX_GRAPH_SIZES = 64
+
+
+@dataclass(slots=True, frozen=True)
+class GraphStep:
+    """An all-decode step on fixed shapes (``Engine(cuda_graph_bs=...)``): ``batch_size``
+    requests padded to the captured ``padded_size``; ``state_index`` the per-row state index
+    in SGLang's numbering (a request's slot + 1; 0: the sink, SGLang's reserved slot 0)."""
+
+    batch_size: int
+    padded_size: int
+    state_index: tuple[int, ...]
+
+
+def check_graph_bs(sizes: object) -> tuple[int, ...] | None:
+    """``cuda_graph_bs``: None (eager decode) or captured batch sizes in [1, 4096], sorted."""
+    if sizes is None:
+        return None
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+        raise ValueError("cuda_graph_bs must be None or a sequence of batch sizes")
+    if not 1 <= len(sizes) <= MAX_GRAPH_SIZES:
+        raise ValueError(f"cuda_graph_bs must hold 1 to {MAX_GRAPH_SIZES} sizes, got {len(sizes)}")
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 1 <= s <= MAX_SLOTS:
+            raise ValueError(f"cuda_graph_bs: each size must be an integer in [1, {MAX_SLOTS}]")
+    return tuple(sorted({int(s) for s in sizes}))
+
+
+def padded_size(n: int, sizes: Sequence[int]) -> int:
+    """The smallest captured size >= n (``_pad_to_bucket``)."""
+    if n > sizes[-1]:
+        raise ValueError(f"batch of {n} exceeds the largest captured size {sizes[-1]}")
+    return sizes[bisect.bisect_left(sizes, n)]
+
+
+def pad_rows(S: np.ndarray, conv: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """States [L, n, ...] and conv windows [L, n, ...] with the sink's zero rows up to size."""
+    pad = size - S.shape[1]
+    if pad == 0:
+        return S, conv
+    zs = np.zeros((S.shape[0], pad, *S.shape[2:]))
+    zc = np.zeros((conv.shape[0], pad, *conv.shape[2:]))
+    return np.concatenate([S, zs], axis=1), np.concatenate([conv, zc], axis=1)
+
+
+def graph_step(slots: Sequence[int], size: int) -> GraphStep:
+    """The step's index table in SGLang's numbering: slot + 1 per request, the sink after."""
+    index = tuple(s + 1 for s in slots) + (SINK,) * (size - len(slots))
+    return GraphStep(batch_size=len(slots), padded_size=size, state_index=index)

@@ -1,0 +1,84 @@
+"""One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``).
+
+SGLang's ``--enable-unified-memory`` (``mem_cache/unified_memory_pool.py``,
+``allocator/unified_sub_pool.py`` ``MultiEndedAllocator``) gives the Mamba/KDA state slots and
+the KV pages one buffer: states grow up from byte 0, KV down from the top, and neither side has
+a fixed share. Here ``UnifiedBudget`` is the shared pool's slot budget with that rule: the state
+side may hold ``(total - KV bytes in use) // slot_bytes`` slots, the KV side
+``(total - state bytes in use) // kv_token_bytes`` tokens (running requests, prompts admitted
+and not yet prefilled, and the tree's). Admission opens slots and reserves the prompt's KV
+under that one budget; a side that falls short evicts cached states through the policy and
+tree KV (LRU leaves), then the scheduler retracts as it does for ``kv_tokens``. The border (the
+two frontiers, compacted as SGLang's eager mode leaves them) is in every ``StepRow``.
+``kda_core.memory`` replays the same buffer byte by byte with holes and compaction; here the
+engine needs only its occupancy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kda_core import sizing
+from kda_core._checks import check_int
+from kda_core.cache.pool import MAX_SLOTS, SlotBudget, StateShape
+from kda_core.model import TinyHybrid
+
+__all__ = ["MAX_UNIFIED_BYTES", "UnifiedBudget", "make_unified"]
+
+MAX_UNIFIED_BYTES = 1 << 40
+
+
+class UnifiedBudget(SlotBudget):
+    """State slots from the low end of one byte buffer, KV tokens from the high end.
+
+    ``capacity`` (what the slot tables may use, as ``SlotBudget``'s) is what the KV side leaves
+    now; ``slots`` is the most the buffer could ever hold (the tables' size)."""
+
+    def __init__(self, total: int, slot_bytes: int, kv_token_bytes: int) -> None:
+        self.used = 0  # not SlotBudget.__init__: capacity is computed here
+        self.slots = min(total // slot_bytes, MAX_SLOTS)
+        self.total, self.slot_bytes, self.kv_token_bytes = total, slot_bytes, kv_token_bytes
+        self.kv_used: Callable[[], int] = lambda: 0  # KV tokens in use (set by the engine)
+
+    @property  # type: ignore[override]
+    def capacity(self) -> int:
+        """Slots the state side may hold now: what the KV side leaves (at most ``slots``)."""
+        left = (self.total - self.kv_used() * self.kv_token_bytes) // self.slot_bytes
+        return max(min(left, self.slots), 0)
+
+    def fits(self) -> bool:
+        """Both sides within the buffer (the frontiers have not crossed)."""
+        b = self.border()
+        return b[0] <= b[1]
+
+    def kv_capacity(self) -> int:
+        """KV tokens the KV side may hold now: what the state side leaves."""
+        return (self.total - self.used * self.slot_bytes) // self.kv_token_bytes
+
+    def kv_capacity_alone(self, slots: int) -> int:
+        """The most KV tokens a request running alone on ``slots`` state slots can have."""
+        return (self.total - slots * self.slot_bytes) // self.kv_token_bytes
+
+    def border(self) -> tuple[int, int]:
+        """(where the state side ends, where the KV side begins), in bytes from 0."""
+        return self.used * self.slot_bytes, self.total - self.kv_used() * self.kv_token_bytes
+
+
+def make_unified(
+    total: Any, model: TinyHybrid, strategy: str, overlap: bool, int8: bool, state_slots: Any
+) -> UnifiedBudget | None:
+    """``unified_memory``, checked: None, or bytes enough for one request's reserved slots
+    (``sizing.request_slots``) and one KV token. The INT8 checkpoint pool lives outside the
+    buffer in SGLang (allocated from headroom) and ``state_slots`` is the buffer's to decide:
+    both are refused with it."""
+    if total is None:
+        return None
+    if int8:
+        raise ValueError("unified_memory: the INT8 checkpoint pool is a separate pool; not both")
+    if state_slots is not None:
+        raise ValueError("unified_memory: the buffer sets the state slots; leave state_slots None")
+    S = StateShape.of(model).native_bytes
+    kvb = 8 * len(model.mla_layers) * model.config.mla_latent
+    least = sizing.request_slots(strategy, overlap).reserved * S + kvb
+    return UnifiedBudget(check_int("unified_memory", total, least, MAX_UNIFIED_BYTES), S, kvb)
