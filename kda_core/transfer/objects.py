@@ -8,14 +8,25 @@ boundary, came from the same weights, tokenizer and tensor-parallel layout (seed
   [0, T)), ``kda_state`` [L, H_local, K, V], ``conv_window`` [L, W-1, 3*H_local*K];
 * a metadata header (safetensors ``__metadata__``, all strings): format and version, the token
   range, the prefix hash, the model fingerprint (weights + config), the tokenizer fingerprint,
-  the TP layout / head split, and per part its kind, dtype, shape, boundary, prefix hash,
-  source instance and a content digest.
+  the TP layout / head split, the cache entry's physical location and its parent checkpoint
+  (seed 000 §4.1's ``physical_location`` and ``parent_checkpoint``), and per part its kind,
+  dtype, shape, boundary, prefix hash, source instance and a content digest.
+
+``physical_location`` says where the producer held the state: ``"<tier>"`` or
+``"<tier>:<index>"`` with tier one of ``LOCATION_TIERS`` (``"device:7"``: checkpoint slot 7 of
+the device pool; ``"host"``: the host tier). ``parent_checkpoint`` is the boundary and prefix
+hash of the deepest state saved before this one on the same path (the state a replay to this
+boundary would start from; None when none is saved before it): a parent must stand strictly
+before the object's boundary and hash to the object's own tokens up to it, so a chain of
+checkpoints can be walked back and checked link by link.
 
 ``decode_object(data, identity)`` validates every field before anything is restored and raises
 ``StateObjectError`` naming the field (``err.field``): ``format`` (a foreign file),
 ``truncated``, ``corrupt`` (a digest mismatch), ``boundary`` (the parts disagree on the
 boundary or prefix: a splice), ``prefix_hash``, ``model_fingerprint`` (other weights),
-``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``. ``allow_splice=True`` is the
+``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``, ``physical_location`` (not
+``<tier>[:<index>]``), ``parent_checkpoint`` (not before the boundary, or not a prefix of the
+object's tokens). ``allow_splice=True`` is the
 teaching switch: a spliced object (``splice``: MLA from one source, KDA from another) is
 restored anyway so its drift can be shown.
 
@@ -49,7 +60,8 @@ from kda_core.transfer.identity import (
 )
 
 FORMAT = "kda-state-object"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: physical_location and parent_checkpoint
+LOCATION_TIERS = ("device", "host", "store")
 MAX_HEADER_BYTES = 1 << 20
 PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
 NON_TRANSFER_FIELDS = frozenset(
@@ -76,6 +88,7 @@ _NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
     "FORMAT",
+    "LOCATION_TIERS",
     "NON_TRANSFER_FIELDS",
     "Identity",
     "Layout",
@@ -117,6 +130,13 @@ class StateObject:
     source: str = "local"
     part_meta: dict = field(default_factory=dict)  # per part: boundary, prefix hash, source
     spliced: bool = False
+    physical_location: str = "device"
+    parent_checkpoint: tuple[int, str] | None = None  # (boundary, prefix hash)
+
+    def __post_init__(self) -> None:
+        _check_location(self.physical_location)
+        if self.parent_checkpoint is not None:
+            self.parent_checkpoint = _check_parent(self.parent_checkpoint, self.tokens)
 
     @property
     def boundary(self) -> int:
@@ -158,6 +178,10 @@ class StateObject:
             "layout": json.dumps(self.layout, sort_keys=True),
             "source": self.source,
             "writable": "false",  # a checkpoint is read-only; the receiver restores a COW copy
+            "physical_location": self.physical_location,
+            "parent_checkpoint": json.dumps(
+                None if self.parent_checkpoint is None else list(self.parent_checkpoint)
+            ),
             "parts": json.dumps(parts, sort_keys=True),
         }
 
@@ -165,6 +189,40 @@ class StateObject:
         tensors = {"tokens": np.asarray(self.tokens, dtype="<i8"), **self.part_arrays()}
         tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
         return st_save(tensors, metadata=self.metadata())
+
+
+def _check_location(loc: object) -> str:
+    """``<tier>`` or ``<tier>:<index>`` (index a non-negative integer)."""
+    tier, colon, index = loc.partition(":") if isinstance(loc, str) else ("", "", "")
+    if tier not in LOCATION_TIERS or (colon and not index.isdigit()):
+        raise StateObjectError(
+            "physical_location",
+            f"{loc!r:.40} is not <tier> or <tier>:<index> with tier in {LOCATION_TIERS}",
+        )
+    return loc  # type: ignore[return-value]
+
+
+def _check_parent(parent: object, tokens: tuple[int, ...]) -> tuple[int, str]:
+    """A parent checkpoint stands at a boundary in [0, len(tokens)) and hashes to the
+    object's own tokens up to it."""
+    try:
+        boundary, key = parent  # type: ignore[misc]
+        boundary = int(boundary)
+    except (TypeError, ValueError):
+        raise StateObjectError(
+            "parent_checkpoint", f"{parent!r:.40} is not (boundary, prefix hash)"
+        ) from None
+    if not 0 <= boundary < len(tokens):
+        raise StateObjectError(
+            "parent_checkpoint",
+            f"boundary {boundary} is not in [0, {len(tokens)}): a parent stands before its child",
+        )
+    if key != prefix_hash(tokens[:boundary]):
+        raise StateObjectError(
+            "parent_checkpoint",
+            f"hash {str(key)[:12]!r} is not the hash of this object's first {boundary} tokens",
+        )
+    return boundary, key
 
 
 def transferable_parts(device_fields: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -310,6 +368,7 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         if a.shape != shapes[name]:
             raise StateObjectError("shape", f"part {name} is {a.shape}, expected {shapes[name]}")
     spliced = len({(parts[n]["prefix_hash"], parts[n]["source"]) for n in PART_KINDS}) > 1
+    parent = _json_field(meta, "parent_checkpoint")
     return StateObject(
         tokens,
         tensors["mla_kv"],
@@ -321,6 +380,8 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         meta.get("source", "?"),
         {n: {k: parts[n][k] for k in ("token_end", "prefix_hash", "source")} for n in PART_KINDS},
         spliced,
+        _check_location(meta.get("physical_location")),
+        None if parent is None else _check_parent(parent, tokens),
     )
 
 
