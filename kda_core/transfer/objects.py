@@ -8,36 +8,25 @@ boundary, came from the same weights, tokenizer and tensor-parallel layout (seed
   [0, T)), ``kda_state`` [L, H_local, K, V], ``conv_window`` [L, W-1, 3*H_local*K];
 * a metadata header (safetensors ``__metadata__``, all strings): format and version, the token
   range, the prefix hash, the model fingerprint (weights + config), the tokenizer fingerprint,
-  the TP layout / head split, the cache entry's physical location and its parent checkpoint
-  (seed 000 §4.1's ``physical_location`` and ``parent_checkpoint``), and per part its kind,
-  dtype, shape, boundary, prefix hash, source instance and a content digest.
-
-``physical_location`` says where the producer held the state: ``"<tier>"`` or
-``"<tier>:<index>"`` with tier one of ``LOCATION_TIERS`` (``"device:7"``: checkpoint slot 7 of
-the device pool; ``"host"``: the host tier). ``parent_checkpoint`` is the boundary and prefix
-hash of the deepest state saved before this one on the same path (the state a replay to this
-boundary would start from; None when none is saved before it): a parent must stand strictly
-before the object's boundary and hash to the object's own tokens up to it, so a chain of
-checkpoints can be walked back and checked link by link.
+  the TP layout / head split, the cache entry's ``physical_location`` and ``parent_checkpoint``
+  (seed 000 §4.1; ``transfer.entry``), and per part its kind, dtype, shape, boundary, prefix
+  hash, source instance and a content digest.
 
 ``decode_object(data, identity)`` validates every field before anything is restored and raises
 ``StateObjectError`` naming the field (``err.field``): ``format`` (a foreign file),
 ``truncated``, ``corrupt`` (a digest mismatch), ``boundary`` (the parts disagree on the
 boundary or prefix: a splice), ``prefix_hash``, ``model_fingerprint`` (other weights),
-``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``, ``physical_location`` (not
-``<tier>[:<index>]``), ``parent_checkpoint`` (not before the boundary, or not a prefix of the
-object's tokens). ``allow_splice=True`` is the
-teaching switch: a spliced object (``splice``: MLA from one source, KDA from another) is
-restored anyway so its drift can be shown.
+``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``, ``physical_location``,
+``parent_checkpoint``. ``allow_splice=True`` is the teaching switch: a spliced object
+(``splice``: MLA from one source, KDA from another) is restored anyway so its drift can be shown.
 
 Why safetensors: it is the ecosystem's tensor container (HF weights; Mooncake's
 ``save_tensor_to_safetensor``), a JSON header plus raw little-endian bytes with no code
 execution on load. The header is parsed here first (length, JSON, offsets) so a truncated or
 foreign blob fails with a clear message before the library sees it.
 
-Mooncake / HiCache never look inside: they store and move these bytes by prefix hash (seed
-000 §5.6). SGLang's PD transfer skips per-step scratch (``NON_TRANSFER_FIELDS``): builders
-here refuse to put those into an object (``transferable_parts``).
+Mooncake / HiCache move these bytes by prefix hash without looking inside (seed 000 §5.6);
+per-step scratch (``NON_TRANSFER_FIELDS``) is never put into an object (``transferable_parts``).
 """
 
 from __future__ import annotations
@@ -52,6 +41,7 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from kda_core.model import ModelState
+from kda_core.transfer.entry import StateObjectError, check_location, check_parent
 from kda_core.transfer.identity import (
     Identity,
     Layout,
@@ -61,7 +51,6 @@ from kda_core.transfer.identity import (
 
 FORMAT = "kda-state-object"
 FORMAT_VERSION = "2"  # 2: physical_location and parent_checkpoint
-LOCATION_TIERS = ("device", "host", "store")
 MAX_HEADER_BYTES = 1 << 20
 PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
 NON_TRANSFER_FIELDS = frozenset(
@@ -88,7 +77,6 @@ _NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
     "FORMAT",
-    "LOCATION_TIERS",
     "NON_TRANSFER_FIELDS",
     "Identity",
     "Layout",
@@ -102,14 +90,6 @@ __all__ = [
     "splice",
     "transferable_parts",
 ]
-
-
-class StateObjectError(ValueError):
-    """A state object was refused; ``field`` names what did not match."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
 
 
 def _digest(a: np.ndarray) -> str:
@@ -134,9 +114,9 @@ class StateObject:
     parent_checkpoint: tuple[int, str] | None = None  # (boundary, prefix hash)
 
     def __post_init__(self) -> None:
-        _check_location(self.physical_location)
+        check_location(self.physical_location)
         if self.parent_checkpoint is not None:
-            self.parent_checkpoint = _check_parent(self.parent_checkpoint, self.tokens)
+            self.parent_checkpoint = check_parent(self.parent_checkpoint, self.tokens)
 
     @property
     def boundary(self) -> int:
@@ -179,9 +159,7 @@ class StateObject:
             "source": self.source,
             "writable": "false",  # a checkpoint is read-only; the receiver restores a COW copy
             "physical_location": self.physical_location,
-            "parent_checkpoint": json.dumps(
-                None if self.parent_checkpoint is None else list(self.parent_checkpoint)
-            ),
+            "parent_checkpoint": json.dumps(self.parent_checkpoint),  # null or [boundary, hash]
             "parts": json.dumps(parts, sort_keys=True),
         }
 
@@ -189,40 +167,6 @@ class StateObject:
         tensors = {"tokens": np.asarray(self.tokens, dtype="<i8"), **self.part_arrays()}
         tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
         return st_save(tensors, metadata=self.metadata())
-
-
-def _check_location(loc: object) -> str:
-    """``<tier>`` or ``<tier>:<index>`` (index a non-negative integer)."""
-    tier, colon, index = loc.partition(":") if isinstance(loc, str) else ("", "", "")
-    if tier not in LOCATION_TIERS or (colon and not index.isdigit()):
-        raise StateObjectError(
-            "physical_location",
-            f"{loc!r:.40} is not <tier> or <tier>:<index> with tier in {LOCATION_TIERS}",
-        )
-    return loc  # type: ignore[return-value]
-
-
-def _check_parent(parent: object, tokens: tuple[int, ...]) -> tuple[int, str]:
-    """A parent checkpoint stands at a boundary in [0, len(tokens)) and hashes to the
-    object's own tokens up to it."""
-    try:
-        boundary, key = parent  # type: ignore[misc]
-        boundary = int(boundary)
-    except (TypeError, ValueError):
-        raise StateObjectError(
-            "parent_checkpoint", f"{parent!r:.40} is not (boundary, prefix hash)"
-        ) from None
-    if not 0 <= boundary < len(tokens):
-        raise StateObjectError(
-            "parent_checkpoint",
-            f"boundary {boundary} is not in [0, {len(tokens)}): a parent stands before its child",
-        )
-    if key != prefix_hash(tokens[:boundary]):
-        raise StateObjectError(
-            "parent_checkpoint",
-            f"hash {str(key)[:12]!r} is not the hash of this object's first {boundary} tokens",
-        )
-    return boundary, key
 
 
 def transferable_parts(device_fields: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -380,8 +324,8 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         meta.get("source", "?"),
         {n: {k: parts[n][k] for k in ("token_end", "prefix_hash", "source")} for n in PART_KINDS},
         spliced,
-        _check_location(meta.get("physical_location")),
-        None if parent is None else _check_parent(parent, tokens),
+        check_location(meta.get("physical_location")),
+        None if parent is None else check_parent(parent, tokens),
     )
 
 
