@@ -44,7 +44,8 @@ class BlockTable:
     with the token boundaries of their keys, every logical prefix entry); hit / coarse_hit: B's
     lookup with unit-sized keys and with block-sized keys; shared_blocks: physical blocks of
     ``after_b`` that serve more than one logical prefix, as (block id, group, key boundaries)
-    (group 0 = MLA KV, 1 = KDA state).
+    (group 0 = MLA KV, 1 = KDA state); events: the steps of both requests that registered a
+    key or copied a block, as (request "A" / "B", step), the rest being plain decode steps.
     """
 
     block_size: int
@@ -60,6 +61,7 @@ class BlockTable:
     hit: BlockHit
     coarse_hit: BlockHit
     shared_blocks: tuple[tuple[int, int, tuple[int, ...]], ...]
+    events: tuple[tuple[str, Step], ...]
 
 
 def _groups(snap: PoolSnapshot) -> dict[int, int]:
@@ -119,4 +121,10 @@ def block_table(
         hit=hit,
         coarse_hit=coarse_hit,
         shared_blocks=multi,
+        events=tuple(
+            (name, st)
+            for name, rec in (("A", rec_a), ("B", rec_b))
+            for st in rec.steps
+            if st.registered or st.copies or st.hit is not None
+        ),
     )
