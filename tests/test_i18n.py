@@ -137,16 +137,26 @@ def _checkpoint_density(lang: str) -> list[Any]:
     first = app.run(language=lang, progress=noop)
     again = app.run(intervals="2048, 8192", budgets="16, unlimited", history=first[-2],
                     language=lang, progress=noop)  # fmt: skip
-    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang)]
+    from apps import checkpoint_density_swa as swa
+
+    panel = [
+        swa.compare(language=lang),
+        swa.compare("agentic", "512, 2048", 2048, 8, language=lang),
+    ]
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel]
 
 
 def _checkpoint_density_errors(lang: str) -> list[str]:
     from apps import checkpoint_density as app
+    from apps import checkpoint_density_swa as swa
 
     noop = lambda *a, **k: None  # noqa: E731
     return _errors([lambda: app.run(intervals="1000", language=lang, progress=noop),
                     lambda: app.run(budgets="8, x", language=lang, progress=noop),
-                    lambda: app.run(policies=[], language=lang, progress=noop)])  # fmt: skip
+                    lambda: app.run(policies=[], language=lang, progress=noop),
+                    lambda: swa.compare(intervals="100", language=lang),
+                    lambda: swa.compare(window=10, language=lang),
+                    lambda: swa.compare(kv_heads=0, language=lang)])  # fmt: skip
 
 
 def _memory_planner(lang: str) -> list[Any]:

@@ -84,6 +84,32 @@ def _lengths(values: object) -> tuple[int, ...]:
     return tuple(sorted({check_int("input_lens", v, 1, MAX_LEN) for v in values}))
 
 
+def _row(
+    spec: sizing.ModelSpec,
+    rest: int,
+    n_in: int,
+    out: int,
+    chunk: int,
+    track: int,
+    cap: int | None,
+    slots: sizing.SlotsPerRequest,
+    knobs: dict,
+) -> tuple:
+    """One input length: checkpoints, occupied, r*, slots at r*, running at r* (state, KV),
+    running that keep their states at r*, the balancing ratio and its concurrency."""
+    L = n_in + out
+    c = sizing.checkpoints_per_request(n_in, out, chunk, track)
+    c = c if cap is None else min(c, cap)
+    occ = max(slots.reserved, slots.held + c)
+    r = sizing.balanced_ratio(spec, L, **knobs)
+    at_r = sizing.split_memory(spec, rest, r, **knobs)
+    r_live = sizing.balanced_ratio(spec, L, slots_per_req=occ, **knobs)
+    live = sizing.split_memory(spec, rest, r_live, **knobs)
+    live_n = min(live.max_mamba_cache_size // occ, live.kv_tokens // L)
+    n_slots = at_r.max_mamba_cache_size
+    return c, occ, r, n_slots, at_r.max_running, at_r.kv_tokens // L, n_slots // occ, r_live, live_n
+
+
 def calculator_check(
     model: str = "kimi-k3",
     input_lens: Sequence[int] = (2048, 4096, 8192, 16384, 32768, 65536, 131072),
@@ -119,31 +145,7 @@ def calculator_check(
     per_tok = sizing.kv_bytes_per_token(spec, tp, kv_dtype)
     knobs = dict(tp=tp, ssm_dtype=ssm_dtype, kv_dtype=kv_dtype, strategy=strategy)
     knobs.update(overlap=overlap, skip_decode_lock=skip_decode_lock)
-    rows = []
-    for n_in in lens:
-        L = n_in + out
-        c = sizing.checkpoints_per_request(n_in, out, chunk, track)
-        c = c if cap is None else min(c, cap)
-        occ = max(slots.reserved, slots.held + c)
-        r = sizing.balanced_ratio(spec, L, **knobs)
-        at_r = sizing.split_memory(spec, rest, r, **knobs)
-        r_live = sizing.balanced_ratio(spec, L, slots_per_req=occ, **knobs)
-        live = sizing.split_memory(spec, rest, r_live, **knobs)
-        live_n = min(live.max_mamba_cache_size // occ, live.kv_tokens // L)
-        n_slots = at_r.max_mamba_cache_size
-        rows.append(
-            (
-                c,
-                occ,
-                r,
-                n_slots,
-                at_r.max_running,
-                at_r.kv_tokens // L,
-                n_slots // occ,
-                r_live,
-                live_n,
-            )
-        )
+    rows = [_row(spec, rest, n_in, out, chunk, track, cap, slots, knobs) for n_in in lens]
     cols = list(zip(*rows))
     ints = [np.array(col, dtype=np.int64) for col in cols]
     return CalculatorCheck(
