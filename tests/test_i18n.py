@@ -210,7 +210,14 @@ def _prefix_replay(lang: str) -> list[Any]:
             app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
             app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
                             progress=None),
-            app.reset_session(language=lang)]  # fmt: skip
+            app.reset_session(language=lang), *_prefix_replay_blocks(lang)]  # fmt: skip
+
+
+def _prefix_replay_blocks(lang: str) -> list[Any]:
+    from apps import prefix_replay_blocks as panel
+
+    return [panel.serve_two(language=lang), panel.serve_two(4096, 64, 4481, 2, 4480, language=lang),
+            panel.serve_two(64, 64, 50, 0, 30, language=lang)]  # fmt: skip
 
 
 def _prefix_replay_errors(lang: str) -> list[str]:
@@ -225,7 +232,15 @@ def _prefix_replay_errors(lang: str) -> list[str]:
                                             progress=None)]) + [
         r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
         if not r["is_valid"]
-    ]  # fmt: skip
+    ] + _errors([lambda: _blocks().serve_two(unit=48, language=lang),
+                 lambda: _blocks().serve_two(shared=500, language=lang),
+                 lambda: _blocks().serve_two(block_size=8, language=lang)])  # fmt: skip
+
+
+def _blocks() -> Any:
+    from apps import prefix_replay_blocks
+
+    return prefix_replay_blocks
 
 
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {

@@ -29,7 +29,7 @@ MAX_OUTPUTS = 256
 PRESETS: dict[str, dict[str, int]] = {
     "96 of a 128-token block": dict(block_size=128, unit=32, prompt=97, outputs=40, shared=120),
     "4,480 inside 4,096-token blocks": dict(
-        block_size=4096, unit=64, prompt=4481, outputs=2, shared=4480, chunk=2048
+        block_size=4096, unit=64, prompt=4481, outputs=2, shared=4480
     ),
 }
 _B_EXTRA = 40  # B's own tokens after the shared prefix
