@@ -84,16 +84,23 @@ def _unified_memory(lang: str) -> list[Any]:
 
     noop = lambda *a, **k: None  # noqa: E731
     out = app.run(language=lang, progress=noop)
-    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang)]
+    from apps import unified_memory_calculator as calc
+
+    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang),
+            calc.compare(language=lang),
+            calc.compare(max_states_per_path=3, strategy="no_buffer", language=lang)]  # fmt: skip
 
 
 def _unified_memory_errors(lang: str) -> list[str]:
     from apps import unified_memory as app
+    from apps import unified_memory_calculator as calc
 
     noop = lambda *a, **k: None  # noqa: E731
     return _errors([lambda: app.run(ratios="0.5, x", language=lang, progress=noop),
                     lambda: app.run(n_chat=0, n_long=0, language=lang, progress=noop),
-                    lambda: app.show_step(0, None, language=lang)])  # fmt: skip
+                    lambda: app.show_step(0, None, language=lang),
+                    lambda: calc.compare(input_lens="x", language=lang),
+                    lambda: calc.compare(max_states_per_path=99, language=lang)])  # fmt: skip
 
 
 def _speculative_replay(lang: str) -> list[Any]:

@@ -24,8 +24,8 @@ from kda_core.cache.vllm_blocks import BlockHit, PoolSnapshot, Step, VLLMBlockCa
 
 __all__ = ["PRESETS", "BlockTable", "block_table"]
 
-MAX_PROMPT = 1 << 15  # tokens of request A (the study runs in well under a second)
-MAX_OUTPUTS = 256
+_MAX_PROMPT = 1 << 15  # tokens of request A (the study runs in well under a second)
+_MAX_OUTPUTS = 256
 PRESETS: dict[str, dict[str, int]] = {
     "96 of a 128-token block": dict(block_size=128, unit=32, prompt=97, outputs=40, shared=120),
     "4,480 inside 4,096-token blocks": dict(
@@ -81,17 +81,17 @@ def block_table(
     """Serve request A (``prompt`` + ``outputs`` tokens) then request B (A's first ``shared``
     tokens + 40 new ones) through ``VLLMBlockCache(block_size, unit)`` and through the same
     cache with block-sized keys; ``chunk`` is ``max_num_batched_tokens``."""
-    B = check_int("block_size", block_size, 1, MAX_PROMPT)
+    B = check_int("block_size", block_size, 1, _MAX_PROMPT)
     u = check_int("unit", unit, 1, B)
     if B % u:
         raise ValueError(f"unit={u} must divide block_size={B}")
-    p = check_int("prompt", prompt, 2, MAX_PROMPT)
-    n_out = check_int("outputs", outputs, 0, MAX_OUTPUTS)
+    p = check_int("prompt", prompt, 2, _MAX_PROMPT)
+    n_out = check_int("outputs", outputs, 0, _MAX_OUTPUTS)
     s = check_int("shared", shared, 1, p + n_out)
-    chunk = check_int("chunk", chunk, 1, MAX_PROMPT)
+    chunk = check_int("chunk", chunk, 1, _MAX_PROMPT)
     a_prompt = list(range(p))
     a_out = list(range(p, p + n_out))
-    b_tokens = (a_prompt + a_out)[:s] + list(range(MAX_PROMPT + MAX_OUTPUTS, 1 << 20))[:_B_EXTRA]
+    b_tokens = (a_prompt + a_out)[:s] + list(range(_MAX_PROMPT + _MAX_OUTPUTS, 1 << 20))[:_B_EXTRA]
     blocks = min(4 * (-(-(p + n_out + s + _B_EXTRA) // B)) + 8, 1 << 16)
     fine = VLLMBlockCache(B, u, num_blocks=blocks, max_num_batched_tokens=chunk)
     coarse = VLLMBlockCache(B, num_blocks=blocks, max_num_batched_tokens=chunk)

@@ -35,8 +35,8 @@ from kda_core._checks import check_int
 
 __all__ = ["CalculatorCheck", "calculator_check"]
 
-MAX_LENGTHS = 12
-MAX_LEN = 1 << 21
+_MAX_LENGTHS = 12
+_MAX_LEN = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,10 @@ class CalculatorCheck:
 
 def _lengths(values: object) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"input_lens must be a sequence of 1..{MAX_LENGTHS} integers")
-    if not 1 <= len(values) <= MAX_LENGTHS:
-        raise ValueError(f"input_lens must hold 1..{MAX_LENGTHS} values, got {len(values)}")
-    return tuple(sorted({check_int("input_lens", v, 1, MAX_LEN) for v in values}))
+        raise ValueError(f"input_lens must be a sequence of 1..{_MAX_LENGTHS} integers")
+    if not 1 <= len(values) <= _MAX_LENGTHS:
+        raise ValueError(f"input_lens must hold 1..{_MAX_LENGTHS} values, got {len(values)}")
+    return tuple(sorted({check_int("input_lens", v, 1, _MAX_LEN) for v in values}))
 
 
 def _row(
@@ -133,9 +133,9 @@ def calculator_check(
     spec = sizing.as_spec(model)
     tp = check_int("tp", tp, 1, 1 << 10)
     rest = check_int("rest_bytes", rest_bytes, 1, 1 << 50)
-    out = check_int("output_len", output_len, 0, MAX_LEN)
-    chunk = check_int("chunked_prefill_size", chunked_prefill_size, 1, MAX_LEN)
-    track = check_int("track_interval", track_interval, 1, MAX_LEN)
+    out = check_int("output_len", output_len, 0, _MAX_LEN)
+    chunk = check_int("chunked_prefill_size", chunked_prefill_size, 1, _MAX_LEN)
+    track = check_int("track_interval", track_interval, 1, _MAX_LEN)
     cap = max_states_per_path
     if cap is not None:
         cap = check_int("max_states_per_path", cap, 1, 1 << 16)
