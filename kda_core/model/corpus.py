@@ -196,7 +196,7 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
+def _check_licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
     """Copy every source's licence files to ``licences/``; -> the manifest's sources entry."""
     lic_dir = out_dir / "licences"
     lic_dir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +245,7 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
         "source": "docstrings of CPython's standard library and of permissively licensed "
         "packages (*.py), parsed with ast",
         "implementation": sys.implementation.name,
-        "sources": _licences(out_dir, stdlib),
+        "sources": _check_licences(out_dir, stdlib),
         "split_rule": f"held out when sha256(module path)[0] < {HELDOUT_BYTE_BELOW}; "
         f"out_of_style: {', '.join(OUT_OF_STYLE_PACKAGES)} (never trained on)",
         "files": files,
