@@ -48,8 +48,14 @@ def test_the_cap_and_the_strategy_reach_the_study():
 def test_bad_input_is_refused_on_its_field(kw, field, index):
     with pytest.raises(gr.Error, match=field):
         panel.compare(**kw)
-    values = {"input_lens": "4096", "output_len": 1024, "chunked_prefill_size": 8192,
-              "max_states_per_path": 0, "strategy": "extra_buffer", **kw}  # fmt: skip
+    values = {
+        "input_lens": "4096",
+        "output_len": 1024,
+        "chunked_prefill_size": 8192,
+        "max_states_per_path": 0,
+        "strategy": "extra_buffer",
+        **kw,
+    }
     res = panel.validator()(*values.values(), "English")
     assert [i for i, r in enumerate(res) if not r["is_valid"]] == [index]
 

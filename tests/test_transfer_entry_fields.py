@@ -98,8 +98,16 @@ def test_a_parent_must_stand_before_the_child_on_its_own_tokens(served):
 
 
 def _fields(obj: StateObject) -> tuple:
-    return (obj.tokens, obj.mla_kv, obj.kda_state, obj.conv_window, obj.model_fingerprint,
-            obj.tokenizer_fingerprint, obj.layout, obj.source)  # fmt: skip
+    return (
+        obj.tokens,
+        obj.mla_kv,
+        obj.kda_state,
+        obj.conv_window,
+        obj.model_fingerprint,
+        obj.tokenizer_fingerprint,
+        obj.layout,
+        obj.source,
+    )
 
 
 def test_an_object_of_the_previous_format_is_refused(served):
