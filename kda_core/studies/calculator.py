@@ -76,7 +76,7 @@ class CalculatorCheck:
     live_running: np.ndarray
 
 
-def _lengths(values: object) -> tuple[int, ...]:
+def _check_lengths(values: object) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise ValueError(f"input_lens must be a sequence of 1..{_MAX_LENGTHS} integers")
     if not 1 <= len(values) <= _MAX_LENGTHS:
@@ -140,7 +140,7 @@ def calculator_check(
     if cap is not None:
         cap = check_int("max_states_per_path", cap, 1, 1 << 16)
     slots = sizing.request_slots(strategy, overlap, skip_decode_lock)
-    lens = _lengths(input_lens)
+    lens = _check_lengths(input_lens)
     per_slot = sizing.slot_bytes(spec, tp, ssm_dtype, "bfloat16")
     per_tok = sizing.kv_bytes_per_token(spec, tp, kv_dtype)
     knobs = dict(tp=tp, ssm_dtype=ssm_dtype, kv_dtype=kv_dtype, strategy=strategy)
