@@ -36,9 +36,9 @@ from safetensors.numpy import save_file
 from kda_core.model.params import ModelConfig
 from kda_core.model.tokenizer import VOCAB
 
-ARCHITECTURE = "KimiLinearForCausalLM"
-MODEL_TYPE = "kimi_linear"
-MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
+_ARCHITECTURE = "KimiLinearForCausalLM"
+_MODEL_TYPE = "kimi_linear"
+_MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
 _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16}
 _SIZE_FIELDS = (
     *("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"),
@@ -115,10 +115,10 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     if not isinstance(cfg, dict):
         raise ValueError(f"config must be a dict, got {type(cfg).__name__}")
     archs = cfg.get("architectures") or []
-    if ARCHITECTURE not in archs and cfg.get("model_type") != MODEL_TYPE:
+    if _ARCHITECTURE not in archs and cfg.get("model_type") != _MODEL_TYPE:
         raise ValueError(
             f"config.json: architectures {archs} / model_type {cfg.get('model_type')!r} is not "
-            f"{ARCHITECTURE} / {MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
+            f"{_ARCHITECTURE} / {_MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
         )
     size = {key: _parse_int(cfg, key) for key in _SIZE_FIELDS}
     lin = cfg.get("linear_attn_config") or {}
@@ -150,8 +150,8 @@ def config_from_hf(cfg: dict) -> ModelConfig:
 def config_to_hf(c: ModelConfig) -> dict:
     """The ``config.json`` of a ``kimi-linear`` ModelConfig (transformers' field names)."""
     return {
-        "architectures": [ARCHITECTURE],
-        "model_type": MODEL_TYPE,
+        "architectures": [_ARCHITECTURE],
+        "model_type": _MODEL_TYPE,
         "vocab_size": VOCAB,
         "hidden_size": c.d_model,
         "intermediate_size": c.mlp_hidden,
@@ -363,10 +363,10 @@ def _check_weight_files(folder: Path) -> list[Path]:
     if missing:
         raise ValueError(f"{folder}: missing weight file(s) {missing}")
     total = sum(f.stat().st_size for f in files)
-    if total > MAX_CHECKPOINT_BYTES:
+    if total > _MAX_CHECKPOINT_BYTES:
         raise ValueError(
             f"{folder}: checkpoint of {total} bytes is larger than the lab's "
-            f"{MAX_CHECKPOINT_BYTES} (a small model only)"
+            f"{_MAX_CHECKPOINT_BYTES} (a small model only)"
         )
     return files
 
@@ -389,7 +389,7 @@ def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) ->
     to ``folder`` (created); returns the folder."""
     if c.variant != "kimi-linear":
         raise ValueError(
-            f"model: variant {c.variant!r} cannot be exported: transformers' {ARCHITECTURE} has "
+            f"model: variant {c.variant!r} cannot be exported: transformers' {_ARCHITECTURE} has "
             "no counterpart to K3's lower-bound gate, full-rank output gate or gated MLA "
             "(build the 'kimi-linear' variant)"
         )

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from kda_core.transfer.identity import prefix_hash
 
-__all__ = ["StateObjectError", "check_location", "check_parent"]
-
 _LOCATION_TIERS = ("device", "host", "store")
 
 
