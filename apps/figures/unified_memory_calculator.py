@@ -76,8 +76,11 @@ def fig_calc_slots(c: cc.CalculatorCheck, t: Lang) -> tuple[go.Figure, str]:
             y=y,
             name=t(key),
             mode="lines+markers",
-            line={"color": color},
-            line_shape="hv" if row == 1 else "linear",
+            line={
+                "color": color,
+                "shape": "hv" if row == 1 else "linear",
+                "dash": "solid" if row == 1 else "dot",
+            },
             row=row,
             col=1,
             hovertemplate=hover,
