@@ -21,6 +21,7 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
+from apps.checkpoint_density_swa import swa_panel
 from apps.figures.checkpoint_density import (
     NAME,
     fig_hit_rates,
@@ -245,6 +246,7 @@ def build() -> gr.Blocks:
         run_btn.click(run_fn, inputs, run_out, api_name=f"{NAME}_run", validator=checks)
         demo.load(run_fn, inputs, run_out, api_visibility="private")
         workload.input(stale_note, [workload, page.radio], stale, api_visibility="private")
+        swa_panel(page, demo)
         page.finish()
     return demo
 

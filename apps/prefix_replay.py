@@ -25,6 +25,7 @@ import gradio as gr
 from apps import prefix_replay_batch as pb
 from apps import prefix_replay_checks as checks
 from apps.prefix_replay_batch import redraw_batch, serve_batch
+from apps.prefix_replay_blocks import blocks_panel
 from apps.prefix_replay_checks import STAGES
 from apps.prefix_replay_session import (
     SCENARIOS,
@@ -65,6 +66,7 @@ def build() -> gr.Blocks:
             with gr.Column(scale=2):
                 _views(ui)
         pb.batch_panel(ui, NAME, ui.page)
+        blocks_panel(ui.page, demo)
         _outputs(ui)
         _wire_session(demo, ui)
         _wire_view(ui)

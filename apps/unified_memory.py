@@ -27,6 +27,7 @@ from apps.ui import guard, player
 from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
+from apps.unified_memory_calculator import calculator_panel
 from kda_core.studies import memory as mem
 
 MODES = ("eager", "lazy")
@@ -210,6 +211,7 @@ def build() -> gr.Blocks:
         )  # fmt: skip
         tick_fn, tick_out = page.event(compute_tick, draw_tick, [step, *s0.outputs, timer])
         player.wire(timer, play, pause, tick_fn, [step, session, page.radio], tick_out)
+        calculator_panel(page, demo)
         page.finish()
     return demo
 

@@ -81,7 +81,8 @@ def test_api_names():
     cfg = app.build().get_config_file()
     public = sorted(d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public")
     assert public == sorted(f"prefix_replay_{n}" for n in (
-        "load", "send", "apply", "reset", "inspect", "step", "prev", "next", "batch"))  # fmt: skip
+        "load", "send", "apply", "reset", "inspect", "step", "prev", "next", "batch",
+        "vllm_blocks"))  # fmt: skip
     timer = [d for d in cfg["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
     assert timer and all(d["api_visibility"] == "private" for d in timer)
 
@@ -208,8 +209,8 @@ def test_non_integers_are_rejected(default_out, field):
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
     # 2 cache settings, the replay step, 4 batch numbers (max new tokens, token budget, state
-    # slots, KV pool)
-    assert len(nums) == 7 and all(c["props"].get("precision") is None for c in nums)
+    # slots, KV pool), 5 of the vLLM block-table panel (block, unit, prompt, outputs, shared)
+    assert len(nums) == 12 and all(c["props"].get("precision") is None for c in nums)
 
 
 def test_drift_curves_stay_in_view(default_out):

@@ -133,7 +133,7 @@ def test_bad_inputs(kwargs, message):
 def test_api_names():
     cfg = um.build().get_config_file()
     public = sorted(d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public")
-    assert public == ["unified_memory_run", "unified_memory_step"]
+    assert public == ["unified_memory_calculator", "unified_memory_run", "unified_memory_step"]
 
 
 def test_client_run_step_and_error(tmp_path):

@@ -84,16 +84,23 @@ def _unified_memory(lang: str) -> list[Any]:
 
     noop = lambda *a, **k: None  # noqa: E731
     out = app.run(language=lang, progress=noop)
-    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang)]
+    from apps import unified_memory_calculator as calc
+
+    return [out[:-1], app.show_step(2, out[-1], language=lang), app.tick(5, out[-1], language=lang),
+            calc.compare(language=lang),
+            calc.compare(max_states_per_path=3, strategy="no_buffer", language=lang)]  # fmt: skip
 
 
 def _unified_memory_errors(lang: str) -> list[str]:
     from apps import unified_memory as app
+    from apps import unified_memory_calculator as calc
 
     noop = lambda *a, **k: None  # noqa: E731
     return _errors([lambda: app.run(ratios="0.5, x", language=lang, progress=noop),
                     lambda: app.run(n_chat=0, n_long=0, language=lang, progress=noop),
-                    lambda: app.show_step(0, None, language=lang)])  # fmt: skip
+                    lambda: app.show_step(0, None, language=lang),
+                    lambda: calc.compare(input_lens="x", language=lang),
+                    lambda: calc.compare(max_states_per_path=99, language=lang)])  # fmt: skip
 
 
 def _speculative_replay(lang: str) -> list[Any]:
@@ -137,16 +144,26 @@ def _checkpoint_density(lang: str) -> list[Any]:
     first = app.run(language=lang, progress=noop)
     again = app.run(intervals="2048, 8192", budgets="16, unlimited", history=first[-2],
                     language=lang, progress=noop)  # fmt: skip
-    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang)]
+    from apps import checkpoint_density_swa as swa
+
+    panel = [
+        swa.compare(language=lang),
+        swa.compare("agentic", "512, 2048", 2048, 8, language=lang),
+    ]
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel]
 
 
 def _checkpoint_density_errors(lang: str) -> list[str]:
     from apps import checkpoint_density as app
+    from apps import checkpoint_density_swa as swa
 
     noop = lambda *a, **k: None  # noqa: E731
     return _errors([lambda: app.run(intervals="1000", language=lang, progress=noop),
                     lambda: app.run(budgets="8, x", language=lang, progress=noop),
-                    lambda: app.run(policies=[], language=lang, progress=noop)])  # fmt: skip
+                    lambda: app.run(policies=[], language=lang, progress=noop),
+                    lambda: swa.compare(intervals="100", language=lang),
+                    lambda: swa.compare(window=10, language=lang),
+                    lambda: swa.compare(kv_heads=0, language=lang)])  # fmt: skip
 
 
 def _memory_planner(lang: str) -> list[Any]:
@@ -200,7 +217,14 @@ def _prefix_replay(lang: str) -> list[Any]:
             app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
             app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
                             progress=None),
-            app.reset_session(language=lang)]  # fmt: skip
+            app.reset_session(language=lang), *_prefix_replay_blocks(lang)]  # fmt: skip
+
+
+def _prefix_replay_blocks(lang: str) -> list[Any]:
+    from apps import prefix_replay_blocks as panel
+
+    return [panel.serve_two(language=lang), panel.serve_two(4096, 64, 4481, 2, 4480, language=lang),
+            panel.serve_two(64, 64, 50, 0, 30, language=lang)]  # fmt: skip
 
 
 def _prefix_replay_errors(lang: str) -> list[str]:
@@ -215,7 +239,15 @@ def _prefix_replay_errors(lang: str) -> list[str]:
                                             progress=None)]) + [
         r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
         if not r["is_valid"]
-    ]  # fmt: skip
+    ] + _errors([lambda: _blocks().serve_two(unit=48, language=lang),
+                 lambda: _blocks().serve_two(shared=500, language=lang),
+                 lambda: _blocks().serve_two(block_size=8, language=lang)])  # fmt: skip
+
+
+def _blocks() -> Any:
+    from apps import prefix_replay_blocks
+
+    return prefix_replay_blocks
 
 
 RENDER: dict[str, tuple[Callable[[str], list[Any]], Callable[[str], list[str]]]] = {

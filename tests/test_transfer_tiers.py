@@ -75,6 +75,7 @@ def test_host_objects_carry_only_transferable_parts(both):
         assert set(obj.part_arrays()) == set(PART_KINDS)
         assert obj.kda_state.shape == (6, 4, 32, 32) and obj.conv_window.shape == (6, 3, 384)
         assert obj.mla_kv.shape == (obj.boundary, 2, 32)
+        assert obj.physical_location == "host"  # the cache entry's location (seed 000 §4.1)
 
 
 def test_host_capacity_is_an_lru():

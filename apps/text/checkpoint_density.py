@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from apps.text.checkpoint_density_swa import SWA
 from apps.text.common import COMMON
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import density as ds
@@ -183,7 +184,10 @@ _APP: dict[str, tuple[str, str]] = {
     "runs_th": ("| # | workload | intervals | optimum |", "| # | 负载 | 间隔数 | 最优点 |"),
 }
 MSG = Catalog(
-    "checkpoint_density", {**_APP, **{f"note_{k}": v for k, v in notes.MESSAGES.items()}}, COMMON
+    "checkpoint_density",
+    {**_APP, **{f"note_{k}": v for k, v in notes.MESSAGES.items()}},
+    COMMON,
+    SWA,
 )
 
 

@@ -8,6 +8,7 @@ import html
 
 from apps.text.common import COMMON
 from apps.text.prefix_replay_batch import BATCH
+from apps.text.prefix_replay_blocks import BLOCKS
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import prefix_replay as pr
 
@@ -332,6 +333,7 @@ MSG = Catalog(
         # batch summary
     },
     BATCH,
+    BLOCKS,
     COMMON,
 )
 

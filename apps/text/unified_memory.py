@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from apps.text.common import COMMON
+from apps.text.unified_memory_calculator import CALC
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import memory as mem
 
@@ -153,6 +154,7 @@ MSG = Catalog(
         ),
     },
     COMMON,
+    CALC,
 )
 
 

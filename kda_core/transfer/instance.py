@@ -24,7 +24,7 @@ from typing import Any
 from kda_core.cache.protocol import DroppedState
 from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
 from kda_core.serve.engine import Engine, GenerateReport
-from kda_core.transfer.identity import Identity, Layout, prefix_hashes
+from kda_core.transfer.identity import Identity, Layout, prefix_hash, prefix_hashes
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
 from kda_core.transfer.tiers import HostTier, state_object
 
@@ -110,19 +110,24 @@ class Instance:
     def _offload(self, d: DroppedState) -> None:
         """The engine's ``before_drop`` hook: the dropped state goes to the host tier."""
         assert self.host is not None
-        obj = state_object(d.tokens, d.kv, *d.state, self.identity, self.name)
+        obj = state_object(d.tokens, d.kv, *d.state, self.identity, self.name, "host")
         n0 = self.host.stats.offload_bytes
         self.host.offload(obj)
         self._event("offload", len(d.tokens), self.host.stats.offload_bytes - n0)
 
     # -- prefill side ----------------------------------------------------------------------------
     def export(self, tokens: list[int]) -> StateObject | None:
-        """The object at boundary ``len(tokens)`` if the local tree holds a state exactly there."""
+        """The object at boundary ``len(tokens)`` if the local tree holds a state exactly there:
+        located at its device checkpoint slot, its parent the deepest state before it."""
         m = self.engine.tree.match_prefix(list(tokens), touch=False)
         if m.restore_at != len(tokens) or m.restore_at == 0:
             return None
         S, conv = self.engine.checkpoints.buffers(m.state)
-        return state_object(tuple(tokens), m.kv, S, conv, self.identity, self.name)
+        up = self.engine.tree.match_prefix(list(tokens[:-1]), touch=False).restore_at
+        parent = (up, prefix_hash(tuple(tokens[:up]))) if up else None
+        return state_object(
+            tuple(tokens), m.kv, S, conv, self.identity, self.name, f"device:{m.state}", parent
+        )
 
     def publish(self, report: GenerateReport) -> list[int]:
         """Store an object at every boundary the request parked; returns the boundaries."""

@@ -8,25 +8,25 @@ boundary, came from the same weights, tokenizer and tensor-parallel layout (seed
   [0, T)), ``kda_state`` [L, H_local, K, V], ``conv_window`` [L, W-1, 3*H_local*K];
 * a metadata header (safetensors ``__metadata__``, all strings): format and version, the token
   range, the prefix hash, the model fingerprint (weights + config), the tokenizer fingerprint,
-  the TP layout / head split, and per part its kind, dtype, shape, boundary, prefix hash,
-  source instance and a content digest.
+  the TP layout / head split, the cache entry's ``physical_location`` and ``parent_checkpoint``
+  (seed 000 §4.1; ``transfer._entry``), and per part its kind, dtype, shape, boundary, prefix
+  hash, source instance and a content digest.
 
 ``decode_object(data, identity)`` validates every field before anything is restored and raises
 ``StateObjectError`` naming the field (``err.field``): ``format`` (a foreign file),
 ``truncated``, ``corrupt`` (a digest mismatch), ``boundary`` (the parts disagree on the
 boundary or prefix: a splice), ``prefix_hash``, ``model_fingerprint`` (other weights),
-``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``. ``allow_splice=True`` is the
-teaching switch: a spliced object (``splice``: MLA from one source, KDA from another) is
-restored anyway so its drift can be shown.
+``tokenizer_fingerprint``, ``layout``, ``dtype``, ``shape``, ``physical_location``,
+``parent_checkpoint``. ``allow_splice=True`` is the teaching switch: a spliced object
+(``splice``: MLA from one source, KDA from another) is restored anyway so its drift can be shown.
 
 Why safetensors: it is the ecosystem's tensor container (HF weights; Mooncake's
 ``save_tensor_to_safetensor``), a JSON header plus raw little-endian bytes with no code
 execution on load. The header is parsed here first (length, JSON, offsets) so a truncated or
 foreign blob fails with a clear message before the library sees it.
 
-Mooncake / HiCache never look inside: they store and move these bytes by prefix hash (seed
-000 §5.6). SGLang's PD transfer skips per-step scratch (``NON_TRANSFER_FIELDS``): builders
-here refuse to put those into an object (``transferable_parts``).
+Mooncake / HiCache move these bytes by prefix hash without looking inside (seed 000 §5.6);
+per-step scratch (``NON_TRANSFER_FIELDS``) is never put into an object (``transferable_parts``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from kda_core.model import ModelState
+from kda_core.transfer._entry import StateObjectError, check_location, check_parent
 from kda_core.transfer.identity import (
     Identity,
     Layout,
@@ -49,7 +50,7 @@ from kda_core.transfer.identity import (
 )
 
 _FORMAT = "kda-state-object"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: physical_location and parent_checkpoint
 _MAX_HEADER_BYTES = 1 << 20
 PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
 _NON_TRANSFER_FIELDS = frozenset(
@@ -88,14 +89,6 @@ __all__ = [
 ]
 
 
-class StateObjectError(ValueError):
-    """A state object was refused; ``field`` names what did not match."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-
-
 def _digest(a: np.ndarray) -> str:
     return hashlib.blake2b(np.ascontiguousarray(a).view(np.uint8), digest_size=16).hexdigest()
 
@@ -114,6 +107,13 @@ class StateObject:
     source: str = "local"
     part_meta: dict = field(default_factory=dict)  # per part: boundary, prefix hash, source
     spliced: bool = False
+    physical_location: str = "device"
+    parent_checkpoint: tuple[int, str] | None = None  # (boundary, prefix hash)
+
+    def __post_init__(self) -> None:
+        check_location(self.physical_location)
+        if self.parent_checkpoint is not None:
+            self.parent_checkpoint = check_parent(self.parent_checkpoint, self.tokens)
 
     @property
     def boundary(self) -> int:
@@ -155,6 +155,8 @@ class StateObject:
             "layout": json.dumps(self.layout, sort_keys=True),
             "source": self.source,
             "writable": "false",  # a checkpoint is read-only; the receiver restores a COW copy
+            "physical_location": self.physical_location,
+            "parent_checkpoint": json.dumps(self.parent_checkpoint),  # null or [boundary, hash]
             "parts": json.dumps(parts, sort_keys=True),
         }
 
@@ -307,6 +309,7 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         if a.shape != shapes[name]:
             raise StateObjectError("shape", f"part {name} is {a.shape}, expected {shapes[name]}")
     spliced = len({(parts[n]["prefix_hash"], parts[n]["source"]) for n in PART_KINDS}) > 1
+    parent = _json_field(meta, "parent_checkpoint")
     return StateObject(
         tokens,
         tensors["mla_kv"],
@@ -318,6 +321,8 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         meta.get("source", "?"),
         {n: {k: parts[n][k] for k in ("token_end", "prefix_hash", "source")} for n in PART_KINDS},
         spliced,
+        check_location(meta.get("physical_location")),
+        None if parent is None else check_parent(parent, tokens),
     )
 
 

@@ -88,10 +88,18 @@ class HostTier:
 
 
 def state_object(
-    tokens: tuple, kv: tuple, S: np.ndarray, conv: np.ndarray, identity: Identity, source: str
+    tokens: tuple,
+    kv: tuple,
+    S: np.ndarray,
+    conv: np.ndarray,
+    identity: Identity,
+    source: str,
+    location: str = "device",
+    parent: tuple[int, str] | None = None,
 ) -> StateObject:
     """The model-state object of a cached state: its path's tokens and KV payloads (root
-    first), its KDA state and conv window (copies, nothing shared)."""
+    first), its KDA state and conv window (copies, nothing shared); ``location`` and
+    ``parent`` are the cache entry's physical location and parent checkpoint."""
     mla_kv = np.concatenate(kv, axis=0) if kv else np.zeros((0, 0, 0))
     parts = transferable_parts({"mla_kv": mla_kv, "kda_state": S, "conv_window": conv})
     return StateObject(
@@ -103,4 +111,6 @@ def state_object(
         identity.tokenizer_fingerprint,
         identity.layout.describe(identity.kda_heads),
         source,
+        physical_location=location,
+        parent_checkpoint=parent,
     )
