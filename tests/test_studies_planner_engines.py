@@ -45,7 +45,7 @@ def test_vllm_refuses_to_start_when_max_num_seqs_exceeds_the_blocks():
 
 def test_a_shipped_config_pasted_gives_the_shipped_spec():
     for name, entry in sizing.shipped_configs().items():
-        spec = pe.config_spec(json.dumps(entry["config"]))
+        spec = pe.model_spec("config.json", json.dumps(entry["config"]))
         assert dataclasses.replace(spec, name=name) == sizing.shipped_spec(name)
     assert pe.model_spec("kimi-k3") == sizing.shipped_spec("kimi-k3")
     assert pe.model_choices()[-2:] == ("config.json", "custom")
@@ -63,14 +63,14 @@ def test_a_shipped_config_pasted_gives_the_shipped_spec():
 )
 def test_bad_configs_are_refused_by_name(text, message):
     with pytest.raises(ValueError, match=message):
-        pe.config_spec(text)
+        pe.model_spec("config.json", text)
 
 
 def test_an_incomplete_config_names_the_missing_field():
     cfg = dict(sizing.shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"])
     del cfg["linear_num_key_heads"]
     with pytest.raises(ValueError, match="missing the field 'linear_num_key_heads'"):
-        pe.config_spec(json.dumps(cfg))
+        pe.model_spec("config.json", json.dumps(cfg))
 
 
 def test_uploaded_file_size_is_checked_before_reading(tmp_path):

@@ -25,14 +25,14 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
         x=x,
-        y=p.mla_bytes / sizing.MIB,
+        y=p.kv_bytes / sizing.MIB,
         name=t("l_mla"),
         line={"color": COLORS["kv"], "width": 3},
         hovertemplate=t("h_mla", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",
     )
     fig.add_scatter(
         x=x,
-        y=p.kda_bytes / sizing.MIB,
+        y=p.state_bytes / sizing.MIB,
         name=t("l_kda"),
         line={"color": COLORS["state"], "width": 3},
         hovertemplate=t("h_kda", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",

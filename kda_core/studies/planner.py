@@ -175,8 +175,8 @@ def plan(
     The state slots come from ``max_mamba_cache_size`` when given (KV gets the rest of the
     budget), else from ``ratio``; ``replayssm`` is ``--enable-linear-replayssm-spec`` (ring of
     ``ring_len``), ``page_size`` SGLang's ``--page-size`` (KV tokens in whole pages),
-    ``requested_running`` its ``--max-running-requests``. ``max_running`` is the minimum of the
-    state cap (slots // reserved per request), the KV cap (KV tokens // tokens per request) and
+    ``requested_running`` its ``--max-running-requests``. ``max_running`` is the least of the
+    state cap (slots // reserved), the KV cap (KV tokens // tokens per request) and
     ``requested_running``; ``limited_by`` names the binding one of the first two.
     """
     dtypes = {"ssm_dtype": ssm_dtype, "conv_dtype": conv_dtype, "kv_dtype": kv_dtype}
@@ -188,14 +188,7 @@ def plan(
     if replayssm and spec.linear_kind == "mamba2":
         raise ValueError("replayssm applies to KDA and Gated DeltaNet models, not Mamba2")
     page = check_int("page_size", page_size, 1, 1 << 20)
-    req = (
-        None
-        if requested_running is None
-        else check_int("requested_running", requested_running, 1, 1 << 32)
-    )
-    n_context = check_int("n_context", n_context, 2, 4096)
-    n_ratios = check_int("n_ratios", n_ratios, 2, 4096)
-    max_context = check_int("max_context", max_context, 2, 1 << 32)
+    req = requested_running and check_int("requested_running", requested_running, 1, 1 << 32)
     i_len = check_int("input_len", input_len, 1, 1 << 32)
     o_len = check_int("output_len", output_len, 0, 1 << 32)
     budget = int(float(budget_gib) * GIB)
@@ -317,6 +310,9 @@ def _series(
     k: _Knobs, slots: int, tokens_per_req: int, max_context: int, n_context: int, n_ratios: int
 ) -> dict:
     """The strategy table, memory vs context, and running requests vs ratio."""
+    n_context = check_int("n_context", n_context, 2, 4096)
+    n_ratios = check_int("n_ratios", n_ratios, 2, 4096)
+    max_context = check_int("max_context", max_context, 2, 1 << 32)
     names = STRATEGY_ROWS
     rows = np.array([_strategy_row(s, k.overlap, k.skip, slots) for s in names])
     ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))

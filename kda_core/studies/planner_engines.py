@@ -59,7 +59,7 @@ def custom_spec(
     )
 
 
-def config_spec(text: object) -> ModelSpec:
+def _config_spec(text: object) -> ModelSpec:
     """The ModelSpec of a pasted ``config.json`` (``sizing.from_hf_config``); ValueError naming
     ``config_json`` when it is empty, over ``MAX_CONFIG_BYTES`` or not a JSON object, and the
     missing field when the config is incomplete."""
@@ -93,7 +93,7 @@ def read_config_file(path: object) -> str:
 def model_spec(model: str, config_json: str = "") -> ModelSpec:
     """A shipped config by name, or the pasted config (``model == CONFIG_CHOICE``)."""
     if model == CONFIG_CHOICE:
-        return config_spec(config_json)
+        return _config_spec(config_json)
     return sizing.shipped_spec(model)
 
 
@@ -143,31 +143,33 @@ class ExampleLog:
     ratio: float | None
     page_size: int | None
     source: str
+    text: str = ""
 
-    @property
-    def text(self) -> str:
-        return (_LOG_DIR / f"{self.name}.log").read_text(encoding="utf-8")
+
+def _example(
+    name: str, model: str, ratio: float | None, page: int | None, source: str
+) -> ExampleLog:
+    text = (_LOG_DIR / f"{name}.log").read_text(encoding="utf-8")
+    return ExampleLog(name, model, ratio, page, source, text)
 
 
 EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
-    ExampleLog(
+    _example(
         "sglang_kimi_k3_compute_mamba_ratio",
         "kimi-k3",
         0.9,
         None,
         "sgl-project/sglang .claude/skills/compute-mamba-ratio/SKILL.md",
     ),
-    ExampleLog(
+    _example(
         "sglang_qwen38_27b_otel_h100",
         "qwen3.8-27b-fp8",
         0.9,
         None,
         "farbodtavakkoli/OTel inference/sglang/llm/README.md",
     ),
-    ExampleLog(
-        "vllm_qwen36_club3090_612", "qwen3.6-35b-a3b", None, None, "noonghunna/club-3090#612"
-    ),
-    ExampleLog("sglang_k3_writeup_fp8", "kimi-k3", None, 64, "the K3 write-up (docs/sizing.md)"),
+    _example("vllm_qwen36_club3090_612", "qwen3.6-35b-a3b", None, None, "noonghunna/club-3090#612"),
+    _example("sglang_k3_writeup_fp8", "kimi-k3", None, 64, "the K3 write-up (docs/sizing.md)"),
 )
 """The shipped example logs (files and sources: ``example_logs/SOURCES.md``)."""
 
@@ -192,7 +194,6 @@ __all__ = [
     "EXAMPLE_LOGS",
     "ExampleLog",
     "VllmSide",
-    "config_spec",
     "custom_spec",
     "model_choices",
     "model_spec",

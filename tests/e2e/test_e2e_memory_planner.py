@@ -18,7 +18,7 @@ def test_page(app_url, ui):
     path = dl.value.path()
     assert dl.value.suggested_filename.endswith(".csv")
     with open(path, encoding="utf-8") as f:
-        assert f.readline().strip() == "context_tokens,mla_kv_bytes,kda_slot_bytes"
+        assert f.readline().strip() == "context_tokens,kv_bytes,state_slot_bytes"
 
     ui.fill("memory_planner-tp", 4)
     ui.click("Plan")
@@ -27,7 +27,13 @@ def test_page(app_url, ui):
 
     figs = ("memory_planner-context", "memory_planner-ratio-fig", "memory_planner-strategies")
     ui.rejects("memory_planner-tp", 0, "Plan", "TP must be an integer in [1, 64], got 0", figs)
-    ui.rejects("memory_planner-tp", 7, "Plan", "TP must divide the 96 KDA heads; got TP=7", figs)
+    ui.rejects(
+        "memory_planner-tp",
+        7,
+        "Plan",
+        "TP must divide the 96 recurrent-state heads; got TP=7",
+        figs,
+    )
 
     ui.fill("memory_planner-tp", 2)
     ui.click("Plan")
