@@ -14,6 +14,7 @@ import gradio as gr
 
 from apps import ui
 from apps.figures.memory_planner import fig_context, fig_live, fig_ratio, fig_strategies
+from apps.text.common import COMMON
 from apps.text.memory_planner import (
     MSG,
     history_markdown,
@@ -29,6 +30,7 @@ from apps.text.memory_planner_engines import (
 )
 from apps.ui import guard
 from apps.ui.catalog import T as Lang
+from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import sizing
@@ -63,9 +65,8 @@ def _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
 
 def _check_tp(spec, tp: object) -> int:
     tp_i = ui.check_int(MSG("v_tp"), tp, 1, 64)
-    heads = spec.kda_heads
-    if heads % tp_i or (spec.linear_k_heads and spec.linear_k_heads % tp_i):
-        raise fail("e_heads", MSG, heads=heads, tp=tp_i)
+    if spec.kda_heads % tp_i or (spec.linear_k_heads and spec.linear_k_heads % tp_i):
+        raise fail("e_heads", MSG, heads=spec.kda_heads, tp=tp_i)
     return tp_i
 
 
@@ -168,12 +169,12 @@ def _plan_validator():  # noqa: ANN202
             return None  # the custom spec's own checks run in the callback
         try:
             spec = pe.model_spec(model, config_json or "")
-        except ValueError as e:
-            return 1, str(e)
+        except ValueError as e:  # the study's sentence, inside one in the page's language
+            return 1, COMMON("core_refused", message=str(e))
         try:
             _check_tp(spec, v[7])
-        except gr.Error as e:
-            return 9, e.message
+        except UserError as e:
+            return 9, e.msg  # rendered in the page's language
         return None
 
     return guard.validator(

@@ -158,3 +158,15 @@ def test_gqa_models_from_shipped_configs() -> None:
     nemo = sizing.shipped_spec("nvidia-nemotron-nano-9b-v2")
     with pytest.raises(ValueError, match="replayssm applies to KDA and Gated DeltaNet"):
         pl.plan(nemo, tp=1, replayssm=True)
+
+
+def test_balanced_ratio_pays_the_ring_per_slot() -> None:
+    """With the KDA ReplaySSM ring every slot costs state + conv + ring in SGLang's split, so the
+    ratio at which both pools run out at once is that much larger; the best grid ratio of the
+    running-requests curve sits next to it."""
+    p = pl.plan(replayssm=True, n_ratios=81)
+    ring = sum(sizing.replayssm_ring_bytes("kimi-k3", 1, 8, 16).values())
+    assert p.split.per_slot_bytes == p.slot_bytes + ring
+    assert p.balanced_ratio == pytest.approx(5 * (29_039_616 + ring) / (19_000 * 27_648))
+    best = int(np.argmax(p.max_running_by_ratio))
+    assert p.ratios[best - 2] <= p.balanced_ratio <= p.ratios[best + 2]

@@ -103,8 +103,8 @@ ENGINE_MSG = Catalog(
         "why": ("The reader's reasoning:", "读取器的推理（原文）："),
         "fix_th": ("| flag change | predicted effect |", "| 参数修改 | 预测效果 |"),
         "lines_th": (
-            "| # | line | status | logged → rebuilt |",
-            "| # | 日志行 | 状态 | 日志值 → 重算值 |",
+            "| # | status | line | logged → rebuilt |",
+            "| # | 状态 | 日志行 | 日志值 → 重算值 |",
         ),
         "inferred": ("Inferred flags:", "推断出的参数："),
         "log_none": (
@@ -176,5 +176,7 @@ def lines_markdown(r: LogReport | None, t: T) -> str:
         nums = "; ".join(f"{f}: {a:g} → {b:g}" for f, a, b in (v.diffs or v.checks))
         nums = nums or ", ".join(v.inputs)
         status = t(f"st_{v.status}")
-        rows.append(f"| {v.line_no} | {_cell(v.text)} | {status} | {_cell(nums) if nums else ''} |")
+        rows.append(
+            f"| {v.line_no} | {status} | {_cell(v.text, 160)} | {_cell(nums) if nums else ''} |"
+        )
     return f"{t('lines_th')}\n|---|---|---|---|\n" + "\n".join(rows)

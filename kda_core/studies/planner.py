@@ -265,6 +265,19 @@ def _caps(k: _Knobs, sizes: dict, tokens_per_req: int) -> dict:
         sizing.kv_allocation_log(k.spec, kv_tokens, k.kv_dtype, tp=k.tp, page_size=k.page_size)
     )
     ring_slots = slots + 1 if k.spec.linear_kind == "kda" else running + 1
+    # sizing.balanced_ratio prices a slot without the KDA ring; SGLang's split pays it per slot
+    balanced = sizing.balanced_ratio(
+        k.spec,
+        tokens_per_req,
+        k.tp,
+        k.ssm_dtype,
+        k.conv_dtype,
+        k.kv_dtype,
+        None,
+        k.strategy,
+        k.overlap,
+        k.skip,
+    )
     rings = (
         sizing.replayssm_ring_bytes(k.spec, ring_slots, k.tp, k.ring_len, k.conv_dtype)
         if k.replayssm
@@ -282,18 +295,7 @@ def _caps(k: _Knobs, sizes: dict, tokens_per_req: int) -> dict:
         "naive_draft_state_bytes": sizing.intermediate_ssm_bytes(
             k.spec, by_state, k.draft_tokens, k.tp, k.ssm_dtype, replayssm=False
         ),
-        "balanced_ratio": sizing.balanced_ratio(
-            k.spec,
-            tokens_per_req,
-            k.tp,
-            k.ssm_dtype,
-            k.conv_dtype,
-            k.kv_dtype,
-            None,
-            k.strategy,
-            k.overlap,
-            k.skip,
-        ),
+        "balanced_ratio": balanced * sizes["split"].per_slot_bytes / sizes["slot_bytes"],
     }
 
 
