@@ -88,10 +88,11 @@ def test_read_log_example_and_bad_logs():
     assert "**Verdict: bound by the state slots**" in report
     assert "257 state slots / 5 reserved per request = 51 running requests" in report
     assert "| `--mamba-ssm-dtype bfloat16` | `498 slots -> cap 99, 1,167,659 KV tokens` |" in report
-    assert "| reproduced | `conv_state GB: 0.46 → 0.458" in lines
+    assert "| 1 | reproduced | `Mamba Cache is allocated." in lines
+    assert "| `conv_state GB: 0.46 → 0.458" in lines
     # a ratio the log contradicts: the slot count it gives is not the logged one
     _, lines = mp.read_log(e.model, "", log=e.text, log_ratio=0.5)
-    assert "| different | `max_mamba_cache_size: 257 → " in lines
+    assert "| 1 | different | `Mamba Cache" in lines and "`max_mamba_cache_size: 257 → " in lines
     with pytest.raises(gr.Error, match="log is empty"):
         mp.read_log(e.model, "", log="")
     with pytest.raises(gr.Error, match="log has no line this reader knows"):
