@@ -43,6 +43,7 @@ PRESETS = pe.model_choices()  # the shipped configs, then config.json and custom
 DTYPES = tuple(sizing.DTYPE_BYTES)
 STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
 MAX_HISTORY = 12
+_PRIVATE = {"api_visibility": "private"}  # events the page wires, not API endpoints
 LIVE_SLOTS = 16  # the live run's scaled state pool: 8 short requests, well under a second
 CUSTOM = (  # the custom spec's fields: message key, range
     ("n_kda", 1, 512), ("n_mla", 1, 512), ("heads", 1, 1024), ("head_dim", 8, 1024),
@@ -204,20 +205,15 @@ def _plan_validator():  # noqa: ANN202
 def compute_log(
     model: str = "kimi-k3",
     config_json: str = "",
-    n_kda: float = 69,
-    n_mla: float = 24,
-    heads: float = 96,
-    head_dim: float = 128,
-    conv_k: float = 4,
-    lora: float = 512,
-    rope: float = 64,
     log: str = "",
     log_ratio: float = 0,
     log_page: float = 0,
     log_tp: float = 0,
 ) -> sizing.LogReport:
-    """A pasted SGLang or vLLM log read back against the chosen model."""
-    spec = _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
+    """A pasted SGLang or vLLM log read back against the chosen shipped or pasted config."""
+    if ui.check_choice(MSG("v_model"), model, PRESETS) == pe.CUSTOM_CHOICE:
+        raise fail("e_log_custom", MSG)
+    spec = pe.model_spec(model, config_json or "")
     r = ui.check_float(MSG("v_log_ratio"), log_ratio, 0, 10)
     page = ui.check_int(MSG("v_log_page"), log_page, 0, 4096)
     tp = ui.check_int(MSG("v_log_tp"), log_tp, 0, 64)
@@ -232,13 +228,20 @@ def draw_log(report: sizing.LogReport, t: Lang) -> tuple:
 read_log = rendered(compute_log, draw_log, MSG)
 
 
-def _show_config(text: str, t: Lang) -> tuple:
-    return text, pe.CONFIG_CHOICE
+def _load_config(path: str, language: str = "English") -> tuple:
+    """An uploaded config.json into the text box (its size checked by ``_check_upload`` first)."""
+    return pe.read_config_file(path), pe.CONFIG_CHOICE
+
+
+def _check_upload(path: object) -> None:
+    try:
+        pe.read_config_file(path)
+    except ValueError as e:  # the study's sentence, inside one in the page's language
+        raise UserError(COMMON("core_refused", message=str(e))) from None
 
 
 def k3_example() -> tuple:
-    """The K3 write-up's second deployment: TP8, bf16 states, fp8 KV, ReplaySSM ring, pages of
-    64, the one budget and ratio that give both of its deployments (``sizing.K3_REST_BYTES``)."""
+    """The K3 write-up's fp8 deployment at the budget and ratio that give both of its logs."""
     gib = sizing.K3_REST_BYTES / sizing.GIB
     return "kimi-k3", 8, "bfloat16", "fp8_e4m3", gib, sizing.K3_RATIO, 0, 64, True
 
@@ -292,8 +295,8 @@ def _model_inputs(page: Page) -> list:
         custom = [L(gr.Number(v, step=1), f"f_{k}") for (k, _, _), v in
                   zip(CUSTOM, (69, 24, 96, 128, 4, 512, 64))]  # fmt: skip
     L(custom_box, "acc_custom")
-    fn = page.event(pe.read_config_file, _show_config, [config, model])
-    upload.upload(fn[0], [upload, page.radio], fn[1], api_visibility="private")
+    check = guard.validator(_check_upload)
+    upload.upload(_load_config, [upload, page.radio], [config, model], validator=check, **_PRIVATE)
     return [model, config, *custom]
 
 
@@ -357,9 +360,7 @@ def _log_panel(page: Page, model_in: list) -> None:
     read.click(fn, log_in, outs, api_name=f"{NAME}_read_log")
     for e, btn in zip(pe.EXAMPLE_LOGS, examples):
         filled = [model_in[0], log, ratio, page_size, tp]
-        btn.click(_example(e), [], filled, api_visibility="private").then(
-            fn, log_in, outs, api_visibility="private"
-        )
+        btn.click(_example(e), [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
 
 
 def build() -> gr.Blocks:
@@ -385,11 +386,9 @@ def build() -> gr.Blocks:
         run.click(plan_fn, plan_in, plan_out, api_name=f"{NAME}_plan", validator=_plan_validator())
         k3_in = [inputs[0], inputs[9], inputs[10], inputs[12], inputs[13], inputs[14],
                  inputs[15], inputs[22], inputs[23]]  # fmt: skip
-        k3.click(k3_example, [], k3_in, api_visibility="private").then(
-            plan_fn, plan_in, plan_out, api_visibility="private"
-        )
+        k3.click(k3_example, [], k3_in, **_PRIVATE).then(plan_fn, plan_in, plan_out, **_PRIVATE)
         demo.load(plan_fn, plan_in, plan_out, api_visibility="private")
-        _log_panel(page, inputs[:9])
+        _log_panel(page, inputs[:2])
         page.finish()
     return demo
 

@@ -119,3 +119,20 @@ def test_client_paste_upload_and_log(tmp_path):
         big.write_bytes(b" " * ((1 << 20) + 1))
         with pytest.raises(ValueError, match="config_file must be at most 1,048,576 bytes"):
             pe.read_config_file(str(big))
+
+
+def test_a_log_is_not_read_against_the_custom_numbers():
+    with pytest.raises(gr.Error, match="a log is read against a shipped model or a config.json"):
+        mp.read_log("custom", "", log=pe.EXAMPLE_LOGS[0].text)
+
+
+def test_an_oversize_upload_is_refused_before_the_callback(tmp_path):
+    """The upload's validator reads the size first; the text box and model keep their values."""
+    big = tmp_path / "config.json"
+    big.write_bytes(b" " * ((1 << 20) + 1))
+    res = mp._check_upload
+    with pytest.raises(gr.Error, match="config_file must be at most 1,048,576 bytes"):
+        res(str(big))
+    ok = tmp_path / "ok.json"
+    ok.write_text(_config(), encoding="utf-8")
+    assert mp._load_config(str(ok)) == (_config(), "config.json")

@@ -37,6 +37,10 @@ ENGINE_MSG = Catalog(
             "TP must divide the {heads} recurrent-state heads; got TP={tp}",
             "TP 必须整除 {heads} 个递推状态头；收到 TP={tp}",
         ),
+        "e_log_custom": (
+            "a log is read against a shipped model or a config.json, not the custom numbers",
+            "日志只能按内置模型或 config.json 读取，不能按自定义数字读取",
+        ),
         "f_vllm_logs": ("What vLLM would print", "vLLM 会打印的日志"),
         # the engines table
         "eng_th": (
