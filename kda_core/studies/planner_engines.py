@@ -59,7 +59,7 @@ def custom_spec(
     )
 
 
-def _config_spec(text: object) -> ModelSpec:
+def _parse_config(text: object) -> ModelSpec:
     """The ModelSpec of a pasted ``config.json`` (``sizing.from_hf_config``); ValueError naming
     ``config_json`` when it is empty, over ``MAX_CONFIG_BYTES`` or not a JSON object, and the
     missing field when the config is incomplete."""
@@ -93,7 +93,7 @@ def read_config_file(path: object) -> str:
 def model_spec(model: str, config_json: str = "") -> ModelSpec:
     """A shipped config by name, or the pasted config (``model == CONFIG_CHOICE``)."""
     if model == CONFIG_CHOICE:
-        return _config_spec(config_json)
+        return _parse_config(config_json)
     return sizing.shipped_spec(model)
 
 
