@@ -24,7 +24,7 @@ from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.sizing import GIB, MemorySplit, ModelSpec
 
-STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+_STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 _RING_NAMES = ("d", "k", "g", "rawv", "rawk", "beta")
 
 
@@ -315,7 +315,7 @@ def _series(
     n_context = check_int("n_context", n_context, 2, 4096)
     n_ratios = check_int("n_ratios", n_ratios, 2, 4096)
     max_context = check_int("max_context", max_context, 2, 1 << 32)
-    names = STRATEGY_ROWS
+    names = _STRATEGY_ROWS
     rows = np.array([_strategy_row(s, k.overlap, k.skip, slots) for s in names])
     ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
     kv_b, st_b = sizing.memory_vs_context(k.spec, ctx, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype)
@@ -376,7 +376,6 @@ def strategy_table(p: Plan) -> dict[str, object]:
 __all__ = [
     "Plan",
     "plan",
-    "STRATEGY_ROWS",
     "context_table",
     "ratio_table",
     "strategy_table",
