@@ -39,7 +39,8 @@ from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
 NAME = "memory_planner"
-PRESETS = pe.model_choices()  # the shipped configs, then config.json and custom
+CONFIG, CUSTOM_MODEL = "config.json", "custom"  # a pasted config, the typed numbers
+PRESETS = (*sizing.shipped_configs(), CONFIG, CUSTOM_MODEL)
 DTYPES = tuple(sizing.DTYPE_BYTES)
 STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
 MAX_HISTORY = 12
@@ -54,7 +55,7 @@ CUSTOM = (  # the custom spec's fields: message key, range
 def _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope):
     """The ModelSpec: a shipped config, the pasted config.json, or the typed numbers."""
     model = ui.check_choice(MSG("v_model"), model, PRESETS)
-    if model != pe.CUSTOM_CHOICE:
+    if model != CUSTOM_MODEL:
         return pe.model_spec(model, config_json or "")
     v = [
         ui.check_int(MSG(f"v_{k}"), x, lo, hi)
@@ -166,7 +167,7 @@ def _plan_validator():  # noqa: ANN202
         return lambda v: ui.check_choice(MSG(key), v, DTYPES)
 
     def cross(model: str, config_json: str, *v: object) -> tuple[int, object] | None:
-        if model == pe.CUSTOM_CHOICE:
+        if model == CUSTOM_MODEL:
             return None  # the custom spec's own checks run in the callback
         try:
             spec = pe.model_spec(model, config_json or "")
@@ -211,13 +212,13 @@ def compute_log(
     log_tp: float = 0,
 ) -> sizing.LogReport:
     """A pasted SGLang or vLLM log read back against the chosen shipped or pasted config."""
-    if ui.check_choice(MSG("v_model"), model, PRESETS) == pe.CUSTOM_CHOICE:
+    if ui.check_choice(MSG("v_model"), model, PRESETS) == CUSTOM_MODEL:
         raise fail("e_log_custom", MSG)
     spec = pe.model_spec(model, config_json or "")
     r = ui.check_float(MSG("v_log_ratio"), log_ratio, 0, 10)
     page = ui.check_int(MSG("v_log_page"), log_page, 0, 4096)
     tp = ui.check_int(MSG("v_log_tp"), log_tp, 0, 64)
-    return pe.read_server_log(log, spec, r or None, page or None, tp or None)
+    return sizing.read_log(log, spec, tp=tp or None, page_size=page or None, ratio=r or None)
 
 
 def draw_log(report: sizing.LogReport, t: Lang) -> tuple:
@@ -230,7 +231,7 @@ read_log = rendered(compute_log, draw_log, MSG)
 
 def _load_config(path: str, language: str = "English") -> tuple:
     """An uploaded config.json into the text box (its size checked by ``_check_upload`` first)."""
-    return pe.read_config_file(path), pe.CONFIG_CHOICE
+    return pe.read_config_file(path), CONFIG
 
 
 def _check_upload(path: object) -> None:
@@ -280,7 +281,7 @@ def _results_column(page: Page) -> tuple:
 def _model_inputs(page: Page) -> list:
     """The model: a shipped config, config.json (pasted or uploaded) or the custom numbers."""
     L = page.label
-    names = {pe.CUSTOM_CHOICE: MSG("o_custom"), pe.CONFIG_CHOICE: MSG("o_config")}
+    names = {CUSTOM_MODEL: MSG("o_custom"), CONFIG: MSG("o_config")}
     model = page.choices(
         L(gr.Dropdown(list(PRESETS), value="kimi-k3", elem_id=f"{NAME}-model"), "f_model"),
         [(names.get(m, MSG("model_name", name=m)), m) for m in PRESETS],

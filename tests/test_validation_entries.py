@@ -89,7 +89,6 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("max_mamba_cache_size", lambda: planner.plan(max_mamba_cache_size=-1)),
     ("head_dim", lambda: planner_engines.custom_spec(head_dim=0)),
     ("config_json", lambda: planner_engines.model_spec("config.json", "[]")),
-    ("log", lambda: planner_engines.read_server_log("", sizing.shipped_spec("kimi-k3"))),
     ("page_size", lambda: planner.plan(page_size=0)),
     ("total_gib", lambda: memory_study.k3_config(total_gib=0)),
     ("conv_dtype", lambda: memory_study.k3_config(conv_dtype="fp4")),

@@ -5,9 +5,8 @@ The model is a shipped config (``sizing.shipped_configs``), a pasted or uploaded
 model (``custom_spec``). ``vllm_side`` is vLLM 0.33's plan (``sizing.vllm_plan``) for the same
 GPU budget, TP, dtypes and request length as a ``studies.planner.Plan`` (SGLang's): the block
 size it chooses, its blocks, the requests that fit, the smallest prompt that can hit its prefix
-cache and the lines it prints. ``read_server_log`` reads a SGLang or vLLM log back
-(``sizing.read_log``); ``EXAMPLE_LOGS`` are real logs shipped as package data (sources in
-``example_logs/SOURCES.md``).
+cache and the lines it prints. ``EXAMPLE_LOGS`` are real SGLang and vLLM logs shipped as
+package data (sources in ``example_logs/SOURCES.md``) for ``sizing.read_log``.
 """
 
 from __future__ import annotations
@@ -19,19 +18,12 @@ from pathlib import Path
 
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.sizing import LogReport, ModelSpec, VllmPlan
+from kda_core.sizing import ModelSpec, VllmPlan
 from kda_core.sizing.hf import MAX_CONFIG_BYTES
 from kda_core.sizing.presets import MAX_DIM
 from kda_core.studies.planner import Plan
 
-CONFIG_CHOICE = "config.json"
-CUSTOM_CHOICE = "custom"
 _LOG_DIR = Path(__file__).with_name("example_logs")
-
-
-def model_choices() -> tuple[str, ...]:
-    """The shipped configs' names, then the pasted / uploaded config and the typed numbers."""
-    return (*sizing.shipped_configs(), CONFIG_CHOICE, CUSTOM_CHOICE)
 
 
 def custom_spec(
@@ -91,8 +83,8 @@ def read_config_file(path: object) -> str:
 
 
 def model_spec(model: str, config_json: str = "") -> ModelSpec:
-    """A shipped config by name, or the pasted config (``model == CONFIG_CHOICE``)."""
-    if model == CONFIG_CHOICE:
+    """A shipped config by name, or the pasted config (``model == "config.json"``)."""
+    if model == "config.json":
         return _parse_config(config_json)
     return sizing.shipped_spec(model)
 
@@ -174,30 +166,12 @@ EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
 """The shipped example logs (files and sources: ``example_logs/SOURCES.md``)."""
 
 
-def read_server_log(
-    text: object,
-    spec: ModelSpec,
-    ratio: float | None = None,
-    page_size: int | None = None,
-    tp: int | None = None,
-) -> LogReport:
-    """``sizing.read_log`` of a pasted log against ``spec``; ValueError naming ``log`` when it
-    is empty (the reader's own errors name what it could not read)."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("log is empty: paste a SGLang or vLLM startup log")
-    return sizing.read_log(text, spec, tp=tp, page_size=page_size, ratio=ratio)
-
-
 __all__ = [
-    "CONFIG_CHOICE",
-    "CUSTOM_CHOICE",
     "EXAMPLE_LOGS",
     "ExampleLog",
     "VllmSide",
     "custom_spec",
-    "model_choices",
     "model_spec",
     "read_config_file",
-    "read_server_log",
     "vllm_side",
 ]
