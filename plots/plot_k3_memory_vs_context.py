@@ -61,8 +61,8 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
     )
     ax = fig.add_subplot()
     x = data.context_lens
-    ax.plot(x, data.mla_bytes, color=style.COLORS["kv"], label=t["mla"], gid="mla")
-    ax.plot(x, data.kda_bytes, color=style.COLORS["state"], label=t["kda"], gid="kda")
+    ax.plot(x, data.kv_bytes, color=style.COLORS["kv"], label=t["mla"], gid="mla")
+    ax.plot(x, data.state_bytes, color=style.COLORS["state"], label=t["kda"], gid="kda")
     ax.set_xscale("log")
     ax.set_yscale("log")
     style.bytes_axis(ax.yaxis, log=True)
@@ -81,8 +81,8 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
         arrowprops={"arrowstyle": "-", "color": style.COLORS["neutral"], "lw": 0.8},
     )
     ax.annotate(
-        t["end_mla"].format(b=style.format_bytes(data.mla_bytes[-1]), n=int(x[-1])),
-        (x[-1], data.mla_bytes[-1]),
+        t["end_mla"].format(b=style.format_bytes(data.kv_bytes[-1]), n=int(x[-1])),
+        (x[-1], data.kv_bytes[-1]),
         xytext=(-6, 8),
         textcoords="offset points",
         ha="right",
@@ -90,8 +90,8 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
         color=style.COLORS["kv"],
     )
     ax.annotate(
-        t["end_kda"].format(b=style.format_bytes(data.kda_bytes[-1])),
-        (x[-1], data.kda_bytes[-1]),
+        t["end_kda"].format(b=style.format_bytes(data.state_bytes[-1])),
+        (x[-1], data.state_bytes[-1]),
         xytext=(-6, 8),
         textcoords="offset points",
         ha="right",

@@ -30,7 +30,7 @@ def test_default_plan_numbers(default_out):
     assert "| **max running requests** | **30** | limited by **kv** |" in summary
     assert f"| KV tokens | {p.kv_tokens:,} |" in summary
     assert "| slots reserved / held per request | 5 / 3 | extra_buffer |" in summary
-    assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 490")
+    assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 489")
     assert logs.splitlines()[-1].startswith("KV Cache is allocated. dtype: torch.bfloat16")
     assert hist == [[1, "kimi-k3", 8, "28", "0.9", 0, "extra_buffer", 30, "kv"]]
     assert table.endswith("| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |")
@@ -40,13 +40,13 @@ def test_context_figure_is_the_study_data(default_out):
     f1, c1 = default_out[2], default_out[3]
     p = pl.plan()
     np.testing.assert_array_equal(f1.data[0].x, p.context_lens)
-    np.testing.assert_allclose(f1.data[0].y, p.mla_bytes / (1 << 20), rtol=0, atol=0)
-    np.testing.assert_allclose(f1.data[1].y, p.kda_bytes / (1 << 20), rtol=0, atol=0)
+    np.testing.assert_allclose(f1.data[0].y, p.kv_bytes / (1 << 20), rtol=0, atol=0)
+    np.testing.assert_allclose(f1.data[1].y, p.state_bytes / (1 << 20), rtol=0, atol=0)
     assert f1.layout.xaxis.type == "log" and "tokens" in f1.layout.xaxis.title.text
     rows = _rows(c1)
-    assert rows[0] == ["context_tokens", "mla_kv_bytes", "kda_slot_bytes"]
+    assert rows[0] == ["context_tokens", "kv_bytes", "state_slot_bytes"]
     assert len(rows) == 1 + p.context_lens.size
-    assert [int(x) for x in rows[-1]] == [p.context_lens[-1], p.mla_bytes[-1], p.kda_bytes[-1]]
+    assert [int(x) for x in rows[-1]] == [p.context_lens[-1], p.kv_bytes[-1], p.state_bytes[-1]]
 
 
 def test_ratio_and_strategy_figures(default_out):
@@ -58,9 +58,9 @@ def test_ratio_and_strategy_figures(default_out):
     assert f2.data[3].x[0] == 0.9 and f2.data[3].y[0] == 30
     rows = _rows(c3)
     assert rows[1:] == [
-        ["radix_off", "1", "1", "490"],
+        ["radix_off", "1", "1", "489"],
         ["no_buffer", "3", "1", "163"],
-        ["extra_buffer", "5", "3", "98"],
+        ["extra_buffer", "5", "3", "97"],
         ["extra_buffer_lazy", "4", "3", "122"],
     ]
     assert list(f3.data[0].y) == [1, 3, 5, 4]
@@ -77,13 +77,13 @@ def test_custom_config_and_history_cap():
     hist = []
     for i in range(mp.MAX_HISTORY + 2):
         out = mp.run_plan(
-            "custom", 20, 7, 32, 128, 4, 512, 64, tp=1, budget_gib=20 + i, history=hist
+            "custom", "", 20, 7, 32, 128, 4, 512, 64, tp=1, budget_gib=20 + i, history=hist
         )
         hist = out[9]
     assert len(hist) == mp.MAX_HISTORY and hist[-1][1] == "custom" and hist[-1][3] == "33"
     # the custom spec is kimi-linear-48b's shape: same sizes as the preset
-    a = mp.run_plan("custom", 20, 7, 32, 128, 4, 512, 64, tp=1)[0]
-    b = mp.run_plan("kimi-linear-48b", tp=1)[0]
+    a = mp.run_plan("custom", "", 20, 7, 32, 128, 4, 512, 64, tp=1)[0]
+    b = mp.run_plan("kimi-linear-48b-a3b-instruct", tp=1)[0]
     assert a == b
 
 
@@ -96,10 +96,10 @@ def test_draft_tokens_show_rings():
     ("kwargs", "message"),
     [
         ({"tp": 0}, "TP must be an integer in [1, 64], got 0"),
-        ({"tp": 5}, "TP must divide the 96 KDA heads; got TP=5"),
+        ({"tp": 5}, "TP must divide the 96 recurrent-state heads; got TP=5"),
         ({"ratio": 50}, "mamba-full-memory-ratio must be a number in [0.01, 10], got 50"),
         ({"budget_gib": None}, "cache memory per GPU (GiB) must be a number in [0.5, 1024]"),
-        ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b', 'custom']"),
+        ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b-a3b-instruct', "),
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
         ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),
         ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
@@ -116,7 +116,7 @@ def test_bad_inputs_raise_gr_error(kwargs, message):
 def test_api_names():
     cfg = mp.build().get_config_file()
     public = [d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"]
-    assert public == ["memory_planner_plan"]
+    assert public == ["memory_planner_plan", "memory_planner_read_log"]
 
 
 def test_client_roundtrip_and_sessions(tmp_path):
@@ -125,11 +125,11 @@ def test_client_roundtrip_and_sessions(tmp_path):
     with common.launched(mp.build()) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
         out = c.predict(api_name="/memory_planner_plan")
-        assert len(out) == 12  # 9 + the live run (markdown, figure, CSV); the state is not sent
+        assert len(out) == 14  # 9 + the live run (3) + engines, vLLM log; the state is not sent
         assert "| **max running requests** | **30** |" in out[0]
         fig = common.plot_from_client(out[2])
         assert fig["data"][0]["x"] == pl.plan().context_lens.tolist()
-        assert _rows(out[3])[0] == ["context_tokens", "mla_kv_bytes", "kda_slot_bytes"]
+        assert _rows(out[3])[0] == ["context_tokens", "kv_bytes", "state_slot_bytes"]
         out2 = c.predict(tp=4, api_name="/memory_planner_plan")
         lines = out2[8].splitlines()
         assert lines[-2] == "| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |"
@@ -149,8 +149,8 @@ def test_client_roundtrip_and_sessions(tmp_path):
 def test_vertical_line_labels_sit_on_their_log_axis_lines(default_out):
     f1, f2 = default_out[2], default_out[4]
     p = pl.plan()
-    (a1,) = [a for a in f1.layout.annotations if "MLA > KDA" in a.text]
-    assert a1.text == f"MLA > KDA from {p.crossover_context:,} tokens"
+    (a1,) = [a for a in f1.layout.annotations if "KV > state" in a.text]
+    assert a1.text == f"KV > state from {p.crossover_context:,} tokens"
     assert a1.x == pytest.approx(np.log10(p.crossover_context), abs=1e-12) and a1.yref == "paper"
     (a2,) = [a for a in f2.layout.annotations if a.text.startswith("balanced")]
     assert a2.x == pytest.approx(np.log10(p.balanced_ratio), abs=1e-12)
@@ -161,7 +161,7 @@ def test_vertical_line_labels_sit_on_their_log_axis_lines(default_out):
 
 def test_one_crossover_value_in_table_and_figure(default_out):
     p = pl.plan()
-    assert f"MLA KV outweighs it from {p.crossover_context:,} tokens" in default_out[0]
+    assert f"one request's KV outweighs it from {p.crossover_context:,} tokens" in default_out[0]
     assert p.crossover_context == 1051
 
 
@@ -182,7 +182,7 @@ def test_zero_running_requests_says_one_request_does_not_fit():
 def test_tp_error_has_no_literal_quotes():
     with pytest.raises(gr.Error) as e:
         mp.run_plan(tp=7)
-    assert e.value.message == "TP must divide the 96 KDA heads; got TP=7"
+    assert e.value.message == "TP must divide the 96 recurrent-state heads; got TP=7"
 
 
 # ---- the planner's max running requests next to what a live run admitted ------------------

@@ -174,7 +174,11 @@ def _memory_planner(lang: str) -> list[Any]:
                                 language=lang),
             app.run_plan(max_slots=4, language=lang), app.run_plan(budget_gib=1,
             input_len=1_000_000, language=lang), app.run_plan(strategy="radix_off",
-            overlap=False, draft=4, language=lang)]  # fmt: skip
+            overlap=False, draft=4, language=lang),
+            app.run_plan("kimi-k3", tp=1, budget_gib=20, ssm_dtype="float32", language=lang),
+            *[app.read_log(e.model, "", log=e.text, log_ratio=e.ratio or 0,
+                           log_page=e.page_size or 0, language=lang)
+              for e in app.pe.EXAMPLE_LOGS]]  # fmt: skip
 
 
 def _memory_planner_errors(lang: str) -> list[str]:
@@ -184,7 +188,9 @@ def _memory_planner_errors(lang: str) -> list[str]:
                     lambda: app.run_plan(model="gpt", language=lang),
                     lambda: app.run_plan(model="custom", n_kda=0, language=lang),
                     lambda: app.run_plan(strategy="extra_buffer_lazy", overlap=False,
-                                         language=lang)])  # fmt: skip
+                                         language=lang),
+                    lambda: app.run_plan("config.json", '{"model_type": "x"}', language=lang),
+                    lambda: app.read_log(log="", language=lang)])  # fmt: skip
 
 
 def _int8_checkpoint(lang: str) -> list[Any]:

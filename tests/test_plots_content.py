@@ -17,10 +17,10 @@ def test_k3_memory_vs_context_draws_the_plan() -> None:
     fig = figure("plot_k3_memory_vs_context")
     mla, kda = line(fig, "mla"), line(fig, "kda")
     np.testing.assert_array_equal(mla.get_xdata(), p.context_lens)
-    np.testing.assert_array_equal(mla.get_ydata(), p.mla_bytes)
-    np.testing.assert_array_equal(kda.get_ydata(), p.kda_bytes)
-    assert p.mla_bytes[0] == 24 * (512 + 64) * 2  # one token of K3's MLA latent, bf16
-    assert set(p.kda_bytes.tolist()) == {p.slot_bytes} and p.slot_bytes == 29_039_616
+    np.testing.assert_array_equal(mla.get_ydata(), p.kv_bytes)
+    np.testing.assert_array_equal(kda.get_ydata(), p.state_bytes)
+    assert p.kv_bytes[0] == 24 * (512 + 64) * 2  # one token of K3's MLA latent, bf16
+    assert set(p.state_bytes.tolist()) == {p.slot_bytes} and p.slot_bytes == 29_039_616
     assert p.context_lens[-1] == 1_000_000 and p.crossover_context == 1051
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from kda_core import sizing
 from kda_core.studies import planner as pl
+from kda_core.studies.planner_engines import custom_spec
 
 
 def test_seed_example_capped_to_16():
@@ -24,9 +25,10 @@ def test_seed_example_capped_to_16():
         "Mamba Cache is allocated. max_mamba_cache_size: 80, conv_state size: 0.14GB, "
         "ssm_state size: 2.05GB"
     )
-    assert "d=0.256GB" in p.log_lines[1] and "beta=0.004GB" in p.log_lines[1]
-    assert p.log_lines[2].startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn")
-    assert p.kv_tokens == (p.budget_bytes - 80 * p.slot_bytes) // 13_824
+    assert len(p.log_lines) == 2  # no ReplaySSM ring line unless the flag is on
+    assert p.log_lines[1].startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn")
+    # SGLang 0.5.23 allocates slot 0 too: 81 slots of state, the rest is KV
+    assert p.kv_tokens == (p.budget_bytes - 81 * p.slot_bytes) // 13_824
     # the KV pool would hold far more: full-token usage at 16 x 19k tokens is low
     assert 16 * 19_000 / p.kv_tokens < 0.2
 
@@ -37,11 +39,14 @@ def test_sizes_match_sizing():
     assert p.slot_bytes == p.ssm_bytes + p.conv_bytes
     assert p.kv_bytes_per_token == 27_648
     assert p.tokens_per_slot == pytest.approx(29_039_616 / 27_648, rel=1e-15)
-    s = sizing.split_memory_legacy("kimi-k3", p.budget_bytes, 0.9, 8)
-    assert p.split == s and p.state_slots == s.max_mamba_cache_size
+    s = sizing.split_memory("kimi-k3", p.budget_bytes, 0.9, 8)
+    assert p.split == s and p.state_slots == s.max_mamba_cache_size == 489
     assert p.max_running == min(s.max_running, s.kv_tokens // 19_000)
     assert p.checkpoints_per_request == sizing.checkpoints_per_request(16_000, 3_000, 8192, 256)
-    assert p.ring_bytes == sizing.replayssm_ring_bytes("kimi-k3", p.state_slots + 1, 8, 16)
+    assert set(p.ring_bytes.values()) == {0}  # --enable-linear-replayssm-spec is off by default
+    r = pl.plan(replayssm=True)
+    assert r.ring_bytes == sizing.replayssm_ring_bytes("kimi-k3", r.state_slots + 1, 8, 16)
+    assert r.split == sizing.split_memory("kimi-k3", p.budget_bytes, 0.9, 8, replayssm=True)
 
 
 def test_strategy_table():
@@ -60,12 +65,12 @@ def test_memory_vs_context_mla_grows_kda_flat():
     p = pl.plan(max_context=1_000_000, n_context=50)
     ctx = p.context_lens
     assert ctx[0] == 1 and ctx[-1] == 1_000_000 and (np.diff(ctx) > 0).all()
-    np.testing.assert_array_equal(p.mla_bytes, ctx * 27_648)
-    np.testing.assert_array_equal(p.kda_bytes, np.full(ctx.shape, 29_039_616))
+    np.testing.assert_array_equal(p.kv_bytes, ctx * 27_648)
+    np.testing.assert_array_equal(p.state_bytes, np.full(ctx.shape, 29_039_616))
     c = p.crossover_context
     assert (c - 1) * 27_648 <= 29_039_616 < c * 27_648
     # at 1M tokens one request's MLA KV is ~25.7 GiB on every GPU; its KDA part stays 27.7 MiB
-    assert p.mla_bytes[-1] / sizing.GIB == pytest.approx(25.749, abs=1e-3)
+    assert p.kv_bytes[-1] / sizing.GIB == pytest.approx(25.749, abs=1e-3)
 
 
 def test_running_vs_ratio_and_balance():
@@ -87,7 +92,7 @@ def test_speculative_and_custom():
     assert p.intermediate_conv_bytes == 24 * 8 * 1_907_712
     assert p.naive_draft_state_bytes == 24 * 8 * 27_131_904
     assert sum(p.ring_bytes.values()) < p.naive_draft_state_bytes
-    spec = pl.custom_spec("tiny", n_kda_layers=3, n_mla_layers=1, kda_heads=4, head_dim=16)
+    spec = custom_spec("tiny", n_kda_layers=3, n_mla_layers=1, kda_heads=4, head_dim=16)
     q = pl.plan(spec, tp=2, budget_gib=0.01)
     assert q.model == "tiny" and q.ssm_bytes == 3 * 2 * 16 * 16 * 2
     assert pl.plan("kimi-linear-48b", tp=4).ssm_bytes == 20 * 8 * 128 * 128 * 2
@@ -99,18 +104,69 @@ def test_speculative_and_custom():
         pl.plan(model=3)  # type: ignore[arg-type]
 
 
-def test_plan_can_use_the_sglang_0523_formula() -> None:
-    legacy = pl.plan(ssm_dtype="float32")
-    new = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23")
-    assert (legacy.formula, new.formula) == ("legacy", "sglang-0.5.23")
-    want = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, "float32")
-    assert new.split == want and new.state_slots == want.max_mamba_cache_size
-    # slot 0 and the ring cost slots: fewer than the K3 write-up's formula
-    assert new.state_slots < legacy.state_slots
-    no_ring = pl.plan(ssm_dtype="float32", formula="sglang-0.5.23", ring_len=None)
-    plain = sizing.split_memory_0523("kimi-k3", legacy.budget_bytes, 0.9, 8, replayssm=False)
-    assert no_ring.state_slots == plain.max_mamba_cache_size
-    # without the ring only slot 0 (and float rounding of the budget) separates the formulas
-    assert legacy.state_slots - 1 <= no_ring.state_slots <= legacy.state_slots
-    with pytest.raises(ValueError, match="formula"):
-        pl.plan(formula="new")
+def test_k3_writeup_example_prints_its_kv_line() -> None:
+    """The K3 write-up's second deployment (bf16 states, fp8 KV, ReplaySSM ring 16, pages of 64)
+    at the one budget and ratio that give both of its deployments (``sizing.K3_REST_BYTES``,
+    ``K3_RATIO``): the planner prints the write-up's own three allocation lines."""
+    p = pl.plan(
+        "kimi-k3",
+        tp=8,
+        budget_gib=sizing.K3_REST_BYTES / sizing.GIB,
+        ratio=sizing.K3_RATIO,
+        ssm_dtype="bfloat16",
+        kv_dtype="fp8_e4m3",
+        replayssm=True,
+        page_size=64,
+    )
+    assert p.split == sizing.k3_split(1)
+    assert (p.state_slots, p.kv_tokens) == (80, 1_947_648)
+    assert p.log_lines == (
+        "Mamba Cache is allocated. max_mamba_cache_size: 80, conv_state size: 0.14GB, "
+        "ssm_state size: 2.05GB",
+        "GDN ReplaySSM ring buffers allocated (L=16): d=0.256GB, k=0.256GB, g=0.512GB "
+        "rawv=0.256GB, rawk=0.256GB, beta=0.004GB",
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1947648, KV size: 25.08 GB",
+    )
+    assert p.max_running == 16 and p.limited_by == "state"
+    # the first deployment from the same budget: 51 fp32 slots, 974,656 bf16 tokens
+    q = pl.plan(
+        "kimi-k3",
+        tp=8,
+        budget_gib=sizing.K3_REST_BYTES / sizing.GIB,
+        ratio=sizing.K3_RATIO,
+        ssm_dtype="float32",
+        replayssm=True,
+        page_size=64,
+    )
+    assert (q.state_slots, q.kv_tokens) == (51, 974_656)
+
+
+def test_gqa_models_from_shipped_configs() -> None:
+    """A Gated DeltaNet + GQA model: K and V per KV head (4 heads x 256 x 2 x 16 layers, bf16)."""
+    spec = sizing.shipped_spec("qwen3.8-27b-fp8")
+    p = pl.plan(spec, tp=1, budget_gib=20, ssm_dtype="float32")
+    assert p.kv_bytes_per_token == 16 * 4 * 2 * 256 * 2 == sizing.kv_bytes_per_token(spec, 1)
+    assert p.slot_bytes == 153_944_064  # SGLang's own log: mamba_cache_per_req=146.81 MB
+    assert p.split == sizing.split_memory(spec, 20 * sizing.GIB, 0.9, 1, "float32")
+    assert "K size:" in p.log_lines[-1] and "V size:" in p.log_lines[-1]
+    # ReplaySSM on a GDN model sizes its ring for --max-running-requests + 1 requests
+    q = pl.plan(spec, tp=1, budget_gib=20, replayssm=True, requested_running=8)
+    assert "record_len=16" in q.log_lines[1]
+    assert q.ring_bytes == sizing.replayssm_ring_bytes(spec, 9, 1, 16)
+    with pytest.raises(ValueError, match="requested_running is required"):
+        pl.plan(spec, tp=1, replayssm=True)
+    nemo = sizing.shipped_spec("nvidia-nemotron-nano-9b-v2")
+    with pytest.raises(ValueError, match="replayssm applies to KDA and Gated DeltaNet"):
+        pl.plan(nemo, tp=1, replayssm=True)
+
+
+def test_balanced_ratio_pays_the_ring_per_slot() -> None:
+    """With the KDA ReplaySSM ring every slot costs state + conv + ring in SGLang's split, so the
+    ratio at which both pools run out at once is that much larger; the best grid ratio of the
+    running-requests curve sits next to it."""
+    p = pl.plan(replayssm=True, n_ratios=81)
+    ring = sum(sizing.replayssm_ring_bytes("kimi-k3", 1, 8, 16).values())
+    assert p.split.per_slot_bytes == p.slot_bytes + ring
+    assert p.balanced_ratio == pytest.approx(5 * (29_039_616 + ring) / (19_000 * 27_648))
+    best = int(np.argmax(p.max_running_by_ratio))
+    assert p.ratios[best - 2] <= p.balanced_ratio <= p.ratios[best + 2]

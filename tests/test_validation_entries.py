@@ -24,6 +24,7 @@ from kda_core.studies import (
     density,
     int8,
     planner,
+    planner_engines,
     prefix_replay,
     speculative,
 )
@@ -86,7 +87,9 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("model", lambda: planner.plan(model="gpt")),
     ("overlap", lambda: planner.plan(overlap="yes")),
     ("max_mamba_cache_size", lambda: planner.plan(max_mamba_cache_size=-1)),
-    ("head_dim", lambda: planner.custom_spec(head_dim=0)),
+    ("head_dim", lambda: planner_engines.custom_spec(head_dim=0)),
+    ("config_json", lambda: planner_engines.model_spec("config.json", "[]")),
+    ("page_size", lambda: planner.plan(page_size=0)),
     ("total_gib", lambda: memory_study.k3_config(total_gib=0)),
     ("conv_dtype", lambda: memory_study.k3_config(conv_dtype="fp4")),
     ("seed", lambda: speculative.generation(seed=-1)),

@@ -25,14 +25,14 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
         x=x,
-        y=p.mla_bytes / sizing.MIB,
+        y=p.kv_bytes / sizing.MIB,
         name=t("l_mla"),
         line={"color": COLORS["kv"], "width": 3},
         hovertemplate=t("h_mla", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",
     )
     fig.add_scatter(
         x=x,
-        y=p.kda_bytes / sizing.MIB,
+        y=p.state_bytes / sizing.MIB,
         name=t("l_kda"),
         line={"color": COLORS["state"], "width": 3},
         hovertemplate=t("h_kda", x="%{x:,}", y="%{y:,.1f}") + "<extra></extra>",
@@ -48,7 +48,7 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.log_axis(fig, "x")
     ui.log_axis(fig, "y")
     fig.update_layout(margin={"t": 64})
-    return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.context_table(p))
+    return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.csv_tables(p)["memory_vs_context"])
 
 
 def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -88,7 +88,7 @@ def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_running"))
     ui.log_axis(fig, "x")
     fig.update_layout(margin={"t": 64})
-    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.ratio_table(p))
+    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.csv_tables(p)["running_vs_ratio"])
 
 
 def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -145,7 +145,7 @@ def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
         ticktext=ticks,
         title_standoff=8,
     )
-    return fig, ui.write_csv(f"{NAME}-strategies", pl.strategy_table(p))
+    return fig, ui.write_csv(f"{NAME}-strategies", pl.csv_tables(p)["strategies"])
 
 
 def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure, str | None]:

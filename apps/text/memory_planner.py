@@ -1,4 +1,5 @@
-"""memory_planner's words (English / 中文): the catalog and the text panels (the plan's sizes
+"""memory_planner's words (English / 中文): the catalog (the engine view's and log panel's words
+in ``memory_planner_engines``) and the text panels (the plan's sizes
 table, what SGLang would print, this tab's plan history, the live run). Every number comes from
 ``studies.planner.Plan`` / ``studies.batch_view.BatchView``; SGLang's own log lines and
 messages are shown as SGLang prints them (English)."""
@@ -6,6 +7,7 @@ messages are shown as SGLang prints them (English)."""
 from __future__ import annotations
 
 from apps.text.common import COMMON
+from apps.text.memory_planner_engines import ENGINE_MSG
 from apps.ui.catalog import Catalog, T
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
@@ -16,23 +18,26 @@ MSG = Catalog(
     {
         "title": ("Memory planner", "显存规划"),
         "intro": (
-            "**One GPU's cache budget for a KDA hybrid.** Every running request needs its own "
-            "*fixed-size* KDA state (recurrent state + short-conv window, red) however long the "
-            "context, while the MLA layers' KV cache (blue) grows with every token. SGLang "
-            "splits the budget with `--mamba-full-memory-ratio`, and with radix caching each "
-            "request *reserves several state slots* (live state + ping-pong track slots). "
-            "**Look at:** which side caps *max running requests* (the two curves in the middle "
-            "figure cross at the balancing ratio), where MLA KV overtakes the KDA slot on the "
-            "context axis, the message SGLang prints when the state cache is the limit, and the "
-            "**live run**: a scaled pool served by the engine's scheduler, whose peak running "
-            "requests match the planner's number.",
-            "**一块 GPU 上 KDA 混合模型的缓存预算。** 每个正在运行的请求都需要一份*固定大小*的 "
-            "KDA 状态（递推状态 + 短卷积窗口，红色），与上下文长度无关；而 MLA 层的 KV 缓存"
-            "（蓝色）随每个 token 增长。SGLang 用 `--mamba-full-memory-ratio` 划分显存；开启 "
-            "radix 缓存时每个请求要*预留多个状态槽*（活动状态 + 乒乓跟踪槽）。**请看：** 是哪一侧"
-            "限制了*最大并发请求数*（中间图两条曲线在平衡比例处相交），在上下文轴上 MLA KV 在何处"
-            "超过一个 KDA 槽位，状态缓存成为瓶颈时 SGLang 打印的提示，以及**实时运行**：引擎的"
-            "调度器在缩放后的状态池上服务请求，其峰值并发与规划器给出的数字一致。",
+            "**One GPU's cache budget for a hybrid model, as SGLang and vLLM size it.** Pick a "
+            "shipped model or bring your own `config.json` (Kimi-Linear / Kimi K3, Qwen3-Next / "
+            "Qwen3.5, Nemotron-H). Every running request needs its own *fixed-size* recurrent "
+            "state (red) however long the context, while the attention layers' KV cache (blue) "
+            "grows with every token. SGLang splits the budget with `--mamba-full-memory-ratio` "
+            "and, with radix caching, *reserves several state slots* per request; vLLM puts "
+            "both in one pool of equal pages and raises the attention block until a page holds "
+            "a state. **Look at:** the two engines side by side (slots, running requests, KV "
+            "tokens, vLLM's block size and the shortest prompt its prefix cache can hit), the "
+            "lines each engine would print, which side caps *max running requests*, and, "
+            "below, your own server's log read back line by line.",
+            "**一块 GPU 上混合模型的缓存预算，按 SGLang 与 vLLM 各自的算法。** 选择内置模型或"
+            "带来你自己的 `config.json`（Kimi-Linear / Kimi K3、Qwen3-Next / Qwen3.5、"
+            "Nemotron-H）。每个正在运行的请求都需要一份*固定大小*的递推状态（红色），与上下文"
+            "长度无关；而注意力层的 KV 缓存（蓝色）随每个 token 增长。SGLang 用 "
+            "`--mamba-full-memory-ratio` 划分显存，开启 radix 缓存时每个请求要*预留多个状态槽*；"
+            "vLLM 把两者放进同一个等大页面的池，并增大注意力块直到一页能装下一份状态。**请看：** "
+            "两个引擎并排的结果（状态槽、并发请求、KV token、vLLM 的块大小及其前缀缓存能命中的"
+            "最短提示），各引擎会打印的日志，是哪一侧限制了*最大并发请求数*，以及下方按行读回的"
+            "你自己服务器的日志。",
         ),
         # inputs
         "f_model": ("Model", "模型"),
@@ -84,26 +89,22 @@ MSG = Catalog(
         "v_draft": ("draft tokens D", "草稿 token 数 D"),
         "v_input": ("input length", "输入长度"),
         "v_output": ("output length", "输出长度"),
-        "e_tp": (
-            "TP must divide the {heads} KDA heads; got TP={tp}",
-            "TP 必须整除 {heads} 个 KDA 头；收到 TP={tp}",
-        ),
         "n_context": ("memory vs context", "显存与上下文"),
         "n_ratio": ("running requests vs ratio", "并发请求与比例"),
         "n_strategies": ("strategies", "策略"),
         "n_live": ("live run", "实时运行"),
         # summary table
         "th": ("| quantity | value | note |", "| 量 | 值 | 说明 |"),
-        "r_ssm": ("KDA recurrent state / slot", "KDA 递推状态 / 槽"),
+        "r_ssm": ("recurrent state / slot", "递推状态 / 槽"),
         "r_layers": ("{n} layers", "{n} 层"),
         "r_conv": ("conv window / slot", "卷积窗口 / 槽"),
         "r_kernel": ("kernel {k}", "卷积核 {k}"),
         "r_slot": ("one state slot", "一个状态槽"),
         "r_outweighs": (
-            "MLA KV outweighs it from {n:,} tokens",
-            "从 {n:,} 个 token 起 MLA KV 超过它",
+            "one request's KV outweighs it from {n:,} tokens",
+            "从 {n:,} 个 token 起一个请求的 KV 超过它",
         ),
-        "r_kv_token": ("MLA KV / token", "MLA KV / token"),
+        "r_kv_token": ("attention KV / token", "注意力 KV / token"),
         "r_slots": ("state slots (max_mamba_cache_size)", "状态槽（max_mamba_cache_size）"),
         "r_kv_tokens": ("KV tokens", "KV token 数"),
         "r_per_request": ("slots reserved / held per request", "每请求预留 / 持有的槽"),
@@ -156,17 +157,17 @@ MSG = Catalog(
         ),
         "live_sglang": ("SGLang would print:", "SGLang 会打印（原文）："),
         # figures
-        "l_mla": ("MLA KV (grows per token)", "MLA KV（按 token 增长）"),
-        "h_mla": ("context {x} tokens<br>MLA KV {y} MiB", "上下文 {x} 个 token<br>MLA KV {y} MiB"),
+        "l_mla": ("attention KV (grows per token)", "注意力 KV（按 token 增长）"),
+        "h_mla": ("context {x} tokens<br>KV {y} MiB", "上下文 {x} 个 token<br>KV {y} MiB"),
         "l_kda": (
-            "KDA state + conv window (one slot, flat)",
-            "KDA 状态 + 卷积窗口（一个槽，不变）",
+            "recurrent state + conv window (one slot, flat)",
+            "递推状态 + 卷积窗口（一个槽，不变）",
         ),
         "h_kda": (
-            "context {x} tokens<br>KDA slot {y} MiB",
-            "上下文 {x} 个 token<br>KDA 槽 {y} MiB",
+            "context {x} tokens<br>state slot {y} MiB",
+            "上下文 {x} 个 token<br>状态槽 {y} MiB",
         ),
-        "cross": ("MLA > KDA from {n:,} tokens", "从 {n:,} 个 token 起 MLA > KDA"),
+        "cross": ("KV > state from {n:,} tokens", "从 {n:,} 个 token 起 KV > 状态"),
         "t_context": (
             "One request's memory on one GPU vs context ({model}, TP{tp})",
             "单卡上一个请求的显存随上下文的变化（{model}，TP{tp}）",
@@ -230,6 +231,7 @@ MSG = Catalog(
         "x_step": ("scheduler step", "调度步"),
         "y_per_step": ("running requests per step", "每步并发请求数"),
     },
+    ENGINE_MSG,
     COMMON,
 )
 

@@ -18,7 +18,7 @@ def test_page(app_url, ui):
     path = dl.value.path()
     assert dl.value.suggested_filename.endswith(".csv")
     with open(path, encoding="utf-8") as f:
-        assert f.readline().strip() == "context_tokens,mla_kv_bytes,kda_slot_bytes"
+        assert f.readline().strip() == "context_tokens,kv_bytes,state_slot_bytes"
 
     ui.fill("memory_planner-tp", 4)
     ui.click("Plan")
@@ -27,7 +27,13 @@ def test_page(app_url, ui):
 
     figs = ("memory_planner-context", "memory_planner-ratio-fig", "memory_planner-strategies")
     ui.rejects("memory_planner-tp", 0, "Plan", "TP must be an integer in [1, 64], got 0", figs)
-    ui.rejects("memory_planner-tp", 7, "Plan", "TP must divide the 96 KDA heads; got TP=7", figs)
+    ui.rejects(
+        "memory_planner-tp",
+        7,
+        "Plan",
+        "TP must divide the 96 recurrent-state heads; got TP=7",
+        figs,
+    )
 
     ui.fill("memory_planner-tp", 2)
     ui.click("Plan")
@@ -43,7 +49,7 @@ def test_page(app_url, ui):
     assert "max_running_requests is capped to 3 by the mamba state cache" in live
 
     ui.page.get_by_label("中文").check()
-    ui.page.get_by_text("一块 GPU 上 KDA 混合模型的缓存预算").wait_for()
+    ui.page.get_by_text("一块 GPU 上混合模型的缓存预算").wait_for()
     ui.page.get_by_text("张量并行 TP（1-64）").wait_for()
 
     ui.wait_title("memory_planner-context", "单卡上一个请求的显存随上下文的变化")
@@ -57,3 +63,39 @@ def test_no_text_over_data(app_url, ui):
     for fig in ("context", "ratio-fig", "strategies"):
         ui.wait_plot(f"memory_planner-{fig}")
         assert ui.overlaps(f"memory_planner-{fig}") == [], fig
+
+
+def test_engines_k3_example_config_and_log(app_url, ui):
+    """SGLang next to vLLM, the K3 write-up example's KV line, a real log read back in both
+    languages, and a pasted config that lacks a field: refused by name, the page unchanged."""
+    ui.goto(app_url)
+    ui.wait_plot("memory_planner-context")
+    engines = ui.page.locator("#memory_planner-engines")
+    engines.get_by_text("smallest prompt that can hit the prefix cache").wait_for()
+    ui.page.locator("#memory_planner-k3").click()
+    ui.page.locator(
+        "#memory_planner-log", has_text="#tokens: 1947648, KV size: 25.08 GB"
+    ).wait_for()
+    assert "| 80 |" not in engines.inner_text()  # a rendered table, not markdown source
+    assert "Setting attention block size" in ui.page.inner_text("#memory_planner-vllm-log")
+    before = engines.inner_text()
+
+    ui.page.locator("#memory_planner-example-1").click()  # Qwen3.8-27B-FP8 on SGLang
+    report = ui.page.locator("#memory_planner-report", has_text="Verdict: bound by the state slots")
+    report.wait_for()
+    assert "124 state slots / 5 reserved per request = 24 running requests" in report.inner_text()
+    ui.page.locator("#memory_planner-lines table tbody tr").nth(5).wait_for()
+
+    ui.allow_validation_errors()
+    ui.page.locator("#memory_planner-model input").click()
+    ui.page.get_by_role("option", name="config.json (pasted or uploaded)").click()
+    ui.page.get_by_text("config.json (model = config.json)").click()
+    ui.page.locator("#memory_planner-config .cm-content").click()
+    ui.page.keyboard.type('{"model_type": "qwen3_next", "num_hidden_layers": 4}')
+    ui.click("Plan")
+    ui.expect_invalid("memory_planner-config", "config is missing the field")
+    assert engines.inner_text() == before
+
+    ui.page.get_by_label("中文").check()
+    ui.page.locator("#memory_planner-report", has_text="结论：受限于状态槽").wait_for()
+    ui.page.get_by_text("相同显存预算、TP 与精度").wait_for()

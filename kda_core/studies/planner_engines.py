@@ -1,0 +1,177 @@
+"""Data for memory_planner's engine view: the model a user brings, vLLM next to SGLang, a log.
+
+The model is a shipped config (``sizing.shipped_configs``), a pasted or uploaded ``config.json``
+(``config_spec``: size-capped, refused by the field it lacks) or the few numbers of a KDA + MLA
+model (``custom_spec``). ``vllm_side`` is vLLM 0.33's plan (``sizing.vllm_plan``) for the same
+GPU budget, TP, dtypes and request length as a ``studies.planner.Plan`` (SGLang's): the block
+size it chooses, its blocks, the requests that fit, the smallest prompt that can hit its prefix
+cache and the lines it prints. ``EXAMPLE_LOGS`` are real SGLang and vLLM logs shipped as
+package data (sources in ``example_logs/SOURCES.md``) for ``sizing.read_log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kda_core import sizing
+from kda_core._checks import check_int
+from kda_core.sizing import ModelSpec, VllmPlan
+from kda_core.sizing.hf import MAX_CONFIG_BYTES
+from kda_core.sizing.presets import MAX_DIM
+from kda_core.studies.planner import Plan
+
+_LOG_DIR = Path(__file__).with_name("example_logs")
+
+
+def custom_spec(
+    name: str = "custom",
+    n_kda_layers: int = 69,
+    n_mla_layers: int = 24,
+    kda_heads: int = 96,
+    head_dim: int = 128,
+    conv_kernel: int = 4,
+    kv_lora_rank: int = 512,
+    qk_rope_head_dim: int = 64,
+) -> ModelSpec:
+    """A KDA + MLA ModelSpec from the few numbers a planner user types (K = V = ``head_dim``)."""
+    head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say head_k_dim
+    return ModelSpec(
+        name=name,
+        n_kda_layers=n_kda_layers,
+        n_mla_layers=n_mla_layers,
+        kda_heads=kda_heads,
+        head_k_dim=head_dim,
+        head_v_dim=head_dim,
+        conv_kernel=conv_kernel,
+        kv_lora_rank=kv_lora_rank,
+        qk_rope_head_dim=qk_rope_head_dim,
+    )
+
+
+def _parse_config(text: object) -> ModelSpec:
+    """The ModelSpec of a pasted ``config.json`` (``sizing.from_hf_config``); ValueError naming
+    ``config_json`` when it is empty, over ``MAX_CONFIG_BYTES`` or not a JSON object, and the
+    missing field when the config is incomplete."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("config_json is empty: paste or upload a model's config.json")
+    if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+        raise ValueError(f"config_json must be at most {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"config_json is not valid JSON ({e.msg}, line {e.lineno} column {e.colno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError("config_json must hold a JSON object")
+    return sizing.from_hf_config(data)
+
+
+def read_config_file(path: object) -> str:
+    """An uploaded ``config.json``'s text; its size is checked before it is read."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise ValueError("config_file: no file was uploaded")
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise ValueError(f"config_file must be at most {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("config_file is not UTF-8 text") from None
+
+
+def model_spec(model: str, config_json: str = "") -> ModelSpec:
+    """A shipped config by name, or the pasted config (``model == "config.json"``)."""
+    if model == "config.json":
+        return _parse_config(config_json)
+    return sizing.shipped_spec(model)
+
+
+@dataclass(frozen=True, slots=True)
+class VllmSide:
+    """vLLM 0.33 for a plan's budget: ``plan`` (block size, blocks, concurrency at
+    ``max_model_len`` = the plan's tokens per request), ``max_running`` (0: vLLM refuses to
+    start, ``plan.max_num_seqs_error``), the blocks one request takes and the log lines."""
+
+    plan: VllmPlan
+    max_running: int
+    attn_blocks_per_request: int
+    mamba_blocks_per_request: int
+    log_lines: tuple[str, ...]
+
+
+def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> VllmSide:
+    """vLLM's plan for ``p``'s model, budget (as "Available KV cache memory"), TP, dtypes
+    (``--mamba-ssm-cache-dtype`` = the plan's SSM dtype), draft tokens and request length."""
+    if not isinstance(prefix_caching, bool):
+        raise ValueError(f"prefix_caching must be a bool, got {prefix_caching!r}")
+    v = sizing.vllm_plan(
+        p.spec,
+        p.budget_bytes,
+        p.tp,
+        p.kv_dtype,
+        p.conv_dtype,
+        p.ssm_dtype,
+        max_model_len=p.tokens_per_request,
+        mamba_cache_mode="align" if prefix_caching else "none",
+        num_spec=p.draft_tokens,
+        max_num_seqs=max_num_seqs,
+    )
+    attn = v.attn_groups * -(-v.max_model_len // v.block_size)
+    running = 0 if v.max_num_seqs_error else min(v.max_num_seqs, int(v.max_concurrency))
+    lines = tuple(sizing.vllm_log_lines(v))
+    return VllmSide(v, running, attn, v.blocks_per_request - attn, lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleLog:
+    """A real server log shipped as an example: the shipped config it is read against and the
+    flags the reader is given (None: inferred from the log)."""
+
+    name: str
+    model: str
+    ratio: float | None
+    page_size: int | None
+    source: str
+    text: str = ""
+
+
+def _example(
+    name: str, model: str, ratio: float | None, page: int | None, source: str
+) -> ExampleLog:
+    text = (_LOG_DIR / f"{name}.log").read_text(encoding="utf-8")
+    return ExampleLog(name, model, ratio, page, source, text)
+
+
+EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
+    _example(
+        "sglang_kimi_k3_compute_mamba_ratio",
+        "kimi-k3",
+        0.9,
+        None,
+        "sgl-project/sglang .claude/skills/compute-mamba-ratio/SKILL.md",
+    ),
+    _example(
+        "sglang_qwen38_27b_otel_h100",
+        "qwen3.8-27b-fp8",
+        0.9,
+        None,
+        "farbodtavakkoli/OTel inference/sglang/llm/README.md",
+    ),
+    _example("vllm_qwen36_club3090_612", "qwen3.6-35b-a3b", None, None, "noonghunna/club-3090#612"),
+    _example("sglang_k3_writeup_fp8", "kimi-k3", None, 64, "the K3 write-up (docs/sizing.md)"),
+)
+"""The shipped example logs (files and sources: ``example_logs/SOURCES.md``)."""
+
+
+__all__ = [
+    "EXAMPLE_LOGS",
+    "ExampleLog",
+    "VllmSide",
+    "custom_spec",
+    "model_spec",
+    "read_config_file",
+    "vllm_side",
+]
