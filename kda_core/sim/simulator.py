@@ -129,6 +129,7 @@ class _Setup:
     servers: int | None
     schedule: str
     outputs: bool
+    cap_last: bool
 
 
 def _check_servers(servers: Any) -> int | None:
@@ -180,15 +181,28 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) 
         raise ValueError(f"model must be one of {allowed}, got {model!r}")
     if opts["schedule"] not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {opts['schedule']!r}")
-    if not isinstance(opts["outputs"], bool):
-        raise ValueError(f"outputs must be a bool, got {opts['outputs']!r}")
+    for name in ("outputs", "cap_lookup"):
+        if not isinstance(opts[name], bool):
+            raise ValueError(f"{name} must be a bool, got {opts[name]!r}")
     cspec = costmodel.cost_spec(model)
     ckpt = checkpoint_bytes(model, opts["tp"], opts["state_dtype"], opts["conv_dtype"])
     kvb = sizing.mla_kv_bytes_per_token(sizing.preset(model), opts["kv_dtype"])
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.efficiency_fn is None:
         pol = replace(pol, efficiency_fn=marconi_efficiency_fn(cspec, kvb), kv_bytes_per_token=kvb)
     return _Setup(
-        trace, pol, sb, kb, ub, ckpt, kvb, cspec, tm, servers, opts["schedule"], opts["outputs"]
+        trace,
+        pol,
+        sb,
+        kb,
+        ub,
+        ckpt,
+        kvb,
+        cspec,
+        tm,
+        servers,
+        opts["schedule"],
+        opts["outputs"],
+        opts["cap_lookup"],
     )
 
 
@@ -207,11 +221,13 @@ def _run(
     cspec: costmodel.CostSpec | None = None,
     schedule: str = "sequential",
     timing: Timing | None = None,
+    cap_last: bool = False,
 ) -> dict:
     """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
     page = trace.block_size
     pol.check_page(page)  # once per run: the schedules plan through pol.plan
     ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, ckpt, kvb, page)
+    ctx.cap_last = cap_last
     n = len(trace) if n_max is None else min(n_max, len(trace))
     spec = cspec if cspec is not None else costmodel.cost_spec("kimi-k3")
     if timing is None:
@@ -231,7 +247,7 @@ def _run(
             def evaluate(alpha: float) -> float:
                 p = replace(marconi.with_alpha(alpha))
                 r = _run(trace, p, sb, kb, ub, ckpt, kvb, None, False, n_seen, outputs, spec,
-                         schedule, timing)  # fmt: skip
+                         schedule, timing, cap_last)  # fmt: skip
                 ra = r["restore_at"][-last:]
                 return float(np.sum(costmodel.prefill_flops(spec, np.zeros_like(ra), ra)))
 
@@ -260,6 +276,7 @@ def simulate(
     progress: ProgressFn | None = None,
     check_integrity: bool = False,
     outputs: bool = True,
+    cap_lookup: bool = False,
 ) -> SimResult:
     """Run ``trace`` (default: the bundled Mooncake conversation trace) through the radix
     cache under ``policy`` and the byte budgets (``None`` = unlimited).
@@ -273,6 +290,9 @@ def simulate(
     queueing over that many prefill servers. ``progress(done, total)`` every 1000 requests and
     at the end; ``check_integrity`` after every request (slow; tests). ``outputs``: insert a
     synthetic trace's output blocks (decode-time checkpoints); Mooncake traces have none.
+    ``cap_lookup``: the lookup matches at most ``input - 1`` tokens, as SGLang and vLLM do (the
+    last prompt token is recomputed for its logits): a state at the prompt's very end is then
+    no hit (False keeps the simulator's published figures).
 
     ``schedule``: ``"sequential"`` (default) serves one request at a time and inserts it whole
     (Marconi's simulator; a property of the trace and the policy alone, so the policy
@@ -291,7 +311,7 @@ def simulate(
     opts = dict(
         progress=progress, servers=servers, time_model=time_model, schedule=schedule,
         outputs=outputs, tp=tp, state_dtype=state_dtype, conv_dtype=conv_dtype,
-        kv_dtype=kv_dtype,
+        kv_dtype=kv_dtype, cap_lookup=cap_lookup,
     )  # fmt: skip
     s = _check_args(trace, policy, model, budgets, opts)
     timing = Timing(s.cspec, s.time_model, s.servers)
@@ -301,7 +321,7 @@ def simulate(
     gc.disable()
     try:
         core = _run(s.trace, s.pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, progress, check_integrity,
-                    None, s.outputs, s.cspec, s.schedule, timing)  # fmt: skip
+                    None, s.outputs, s.cspec, s.schedule, timing, s.cap_last)  # fmt: skip
     finally:
         if gc_was_on:
             gc.enable()

@@ -1,0 +1,273 @@
+"""Why a request got no hit: per request of a trace, the cached tokens SGLang and vLLM would
+report (the simulator under ``make("sglang")`` / ``make("vllm")``, vLLM's block from
+``sizing.vllm_plan``, lookups of at most ``input - 1`` tokens) and, when that is at most half
+the token match (the prefix any earlier request shares), the first reason that holds:
+``first_occurrence``, ``below_one_block``, ``no_state_at_branch`` / ``state_in_unique_tokens``
+(short with unlimited budgets too: placement decides; the branch point was a node boundary
+before the request, or the request is the first to leave the path there), else
+``evicted_<budget>``. The rules, their sources and what is left out: docs/hit_reasons.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kda_core import sizing
+from kda_core.cache import policy as policy_mod
+from kda_core.sim import simulate
+from kda_core.sim.simulator import DEFAULT_TP
+from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
+from kda_core.workloads.traces import make_trace
+
+__all__ = ["ENGINES", "REASONS", "EngineHits", "HitReasons", "hit_reasons"]
+
+ENGINES = ("sglang", "vllm")
+REASONS = (
+    "hit",
+    "first_occurrence",
+    "below_one_block",
+    "state_in_unique_tokens",
+    "no_state_at_branch",
+    "evicted_state_budget",
+    "evicted_kv_budget",
+    "evicted_unified_budget",
+)
+_BUDGETS = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
+_EVICTED = dict(zip(_BUDGETS, REASONS[5:], strict=True))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EngineHits:
+    """One engine on a trace: ``cached [N]`` (under the budgets), ``cached_unlimited [N]``,
+    ``reason [N]`` (int8 index into ``REASONS``, 0 = not short), ``unit`` (tokens of the hit
+    grid) and the policy's parameters."""
+
+    engine: str
+    unit: int
+    params: dict
+    cached: np.ndarray
+    cached_unlimited: np.ndarray
+    reason: np.ndarray
+
+    def reason_of(self, i: int) -> str:
+        return REASONS[int(self.reason[i])]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HitReasons:
+    """Both engines on one trace, and the shares per reason.
+
+    ``token_match [N]``: the prefix shared with any earlier request; ``known_branch [N]``: the
+    token match ended where the prefix had already branched (or an earlier request ended).
+    ``shares(engine)``: per reason, the share of requests and the share of the uncached input
+    tokens (``input - cached``, the prefill each reason costs)."""
+
+    trace_name: str
+    block_size: int
+    input_len: np.ndarray
+    token_match: np.ndarray
+    known_branch: np.ndarray
+    budgets: dict
+    sglang: EngineHits
+    vllm: EngineHits
+
+    def engine(self, name: str) -> EngineHits:
+        if name not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")
+        return self.sglang if name == "sglang" else self.vllm
+
+    def shares(self, name: str) -> dict[str, tuple[float, float]]:
+        e = self.engine(name)
+        n = len(self.input_len)
+        uncached = (self.input_len - e.cached).astype(np.float64)
+        counts = np.bincount(e.reason, minlength=len(REASONS))
+        tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
+        tot = float(uncached.sum())
+        return {
+            r: (counts[k] / n if n else 0.0, tokens[k] / tot if tot else 0.0)
+            for k, r in enumerate(REASONS)
+        }
+
+
+def _prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the matched blocks of an unlimited block cache, and whether that point
+    was a node boundary before it: two earlier continuations, or an earlier request's end."""
+    first_next: dict[int, int] = {}  # block id -> the first continuation seen (-1: an end)
+    branched: set[int] = set()  # ids followed by two continuations, or ending a request
+    blocks, offs = trace.blocks.tolist(), trace.offsets.tolist()
+    n = len(trace)
+    known = np.zeros(n, dtype=bool)
+    matched = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        ids = blocks[offs[i] : offs[i + 1]]
+        m = 0
+        for h in ids:
+            if h not in first_next:
+                break
+            m += 1
+        matched[i] = m
+        if m:
+            known[i] = ids[m - 1] in branched
+        for j, h in enumerate(ids):
+            nxt = ids[j + 1] if j + 1 < len(ids) else -1
+            if first_next.setdefault(h, nxt) != nxt or nxt == -1:
+                branched.add(h)
+    return matched, known
+
+
+def _refine(trace: Trace, g: int) -> Trace:
+    """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
+    becomes ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block only its
+    first ``ceil(rest / g)``. Output blocks are dropped (decode-time checkpoints left out)."""
+    s = trace.block_size // g
+    if s == 1:
+        return trace
+    _, dense = np.unique(trace.blocks, return_inverse=True)
+    per = np.diff(trace.offsets)
+    want = -(-trace.input_len // g)
+    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
+    starts = trace.offsets[:-1] * s
+    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
+    idx = np.arange(int(want.sum())) + keep
+    assert np.all(want <= per * s), "ceil(L / g) <= ceil(L / b) * s"
+    offsets = np.concatenate(([0], np.cumsum(want)))
+    blocks = expanded[idx]
+    t = trace
+    return make_trace(
+        t.name,
+        g,
+        t.arrival_s,
+        t.input_len,
+        t.output_len,
+        offsets,
+        blocks,
+        t.session,
+        t.kind,
+        t.kind_names,
+        provenance=t.provenance(),
+    )
+
+
+def _sglang_policy(params: dict | None) -> policy_mod.SGLangPolicy:
+    try:
+        return policy_mod.make("sglang", **(params or {}))  # type: ignore[return-value]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"sglang: {e}") from None
+
+
+def _vllm_policy(params: dict | None, model: str, tp: int) -> policy_mod.VLLMPolicy:
+    p = dict(params or {})
+    if p.get("block_size") is None:
+        plan = sizing.vllm_plan(model, 1 << 34, tp=tp, max_model_len=1 << 17)
+        p["block_size"] = plan.block_size
+    try:
+        return policy_mod.make("vllm", **p)  # type: ignore[return-value]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"vllm: {e}") from None
+
+
+def _units(sg: policy_mod.SGLangPolicy, vl: policy_mod.VLLMPolicy, page: int) -> tuple[int, int]:
+    """(SGLang's checkpoint grid, vLLM's hit unit) on ``page``-token trace blocks."""
+    g = math.lcm(max(sg.grid, page), page)
+    B = int(vl.block_size)  # type: ignore[arg-type]
+    return g, (math.lcm(vl.match_unit, page) if vl.partial_hits else B)
+
+
+def _short(cached: np.ndarray, match: np.ndarray) -> np.ndarray:
+    return 2 * cached <= match
+
+
+def _classify(
+    e: dict, match: np.ndarray, cap: np.ndarray, known: np.ndarray, unit: int
+) -> np.ndarray:
+    """The reason per request (rules in the module docstring). ``e``: cached arrays by run
+    ("budgets", "unlimited", and one per budget name when several are set)."""
+    short = _short(e["budgets"], match)
+    reason = np.zeros(len(match), dtype=np.int8)
+    placement = _short(e["unlimited"], match)
+    budget_code = np.full(len(match), REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
+    for name in reversed(e["order"]):  # the first budget whose run alone is short wins
+        if name in e:
+            budget_code[_short(e[name], match)] = REASONS.index(_EVICTED[name])
+    rules = (
+        (match == 0, "first_occurrence"),
+        (cap < unit, "below_one_block"),
+        (placement & known, "no_state_at_branch"),
+        (placement, "state_in_unique_tokens"),
+    )
+    todo = short.copy()
+    for mask, name in rules:
+        hit = todo & mask
+        reason[hit] = REASONS.index(name)
+        todo &= ~mask
+    reason[todo] = budget_code[todo]
+    return reason
+
+
+def _run_engine(trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budgets: dict) -> dict:
+    """Cached tokens under the budgets, without them, and per budget alone (several set)."""
+
+    def cached(b: dict) -> np.ndarray:
+        r = simulate(trace, pol, model=model, tp=tp, outputs=False, cap_lookup=True, **b)
+        return r.series.restore_at
+
+    given = {k: v for k, v in budgets.items() if v is not None}
+    out: dict[str, Any] = {"order": [k for k in _BUDGETS if k in given] or ["state_budget_bytes"]}
+    out["unlimited"] = cached({})
+    out["budgets"] = cached(given) if given else out["unlimited"]
+    if len(given) > 1:
+        for k, v in given.items():
+            out[k] = cached({k: v})
+    return out
+
+
+def hit_reasons(
+    trace: Trace,
+    *,
+    model: str = "kimi-k3",
+    tp: int = DEFAULT_TP,
+    sglang: dict | None = None,
+    vllm: dict | None = None,
+    state_budget_bytes: float | None = None,
+    kv_budget_bytes: float | None = None,
+    unified_budget_bytes: float | None = None,
+) -> HitReasons:
+    """Per request of ``trace``, SGLang's and vLLM's cached tokens and the reason when short.
+
+    ``sglang`` / ``vllm``: parameters of ``policy.make("sglang" | "vllm", ...)`` (vLLM's
+    ``block_size`` None = ``sizing.vllm_plan(model, tp=tp).block_size``: 768 tokens for Kimi
+    K3 at TP8). Budgets as in ``simulate`` (bytes on one GPU; None = unlimited). The trace runs
+    on blocks of ``gcd(trace block, vLLM hit unit)`` tokens (a block split into equal parts: the
+    trace says nothing finer), so matches are whole trace blocks. ``ValueError`` for a trace
+    without prefix information. Rules: the module docstring and docs/hit_reasons.md.
+    """
+    if not isinstance(trace, Trace):
+        raise ValueError(f"trace must be a workloads.Trace, got {type(trace).__name__}")
+    require_prefix_info(trace, "why a request got no hit")
+    if model not in sizing.PRESETS:
+        raise ValueError(f"model must be one of {sorted(sizing.PRESETS)}, got {model!r}")
+    sg, vl = _sglang_policy(sglang), _vllm_policy(vllm, model, tp)
+    g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
+    fine = _refine(trace, g)
+    sg_unit, vl_unit = _units(sg, vl, g)
+    blocks, known = _prefix_points(trace)
+    L = trace.input_len
+    match = np.minimum(blocks * trace.block_size, L)
+    assert np.array_equal(match, ideal_prefix_tokens(trace)), "one definition of the match"
+    given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
+    budgets = dict(zip(_BUDGETS, given, strict=True))
+    engines = {}
+    caps = {"sglang": match, "vllm": np.minimum(match, L - 1)}
+    for name, pol, unit in (("sglang", sg, sg_unit), ("vllm", vl, vl_unit)):
+        runs = _run_engine(fine, pol, model, tp, budgets)
+        reason = _classify(runs, match, caps[name], known | (match >= L), unit)
+        engines[name] = EngineHits(
+            name, unit, pol.params(), runs["budgets"], runs["unlimited"], reason
+        )
+    return HitReasons(
+        trace.name, trace.block_size, L, match, known, budgets, engines["sglang"], engines["vllm"]
+    )
