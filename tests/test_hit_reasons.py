@@ -180,3 +180,32 @@ def test_refused_inputs(tmp_path: Path) -> None:
         hit_reasons(small, sglang={"track_interval": 0})
     with pytest.raises(ValueError, match="engine must be"):
         hit_reasons(small).engine("trt")
+
+
+def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
+    # BurstGPT-style lengths: simulate still gives memory (each request's own KV and states)
+    # but flags its hit rates (NaN, prefix_info False, a plain note); the studies refuse
+    from kda_core.sim import simulate
+    from kda_core.sim.tiers import compare_tiers
+    from kda_core.studies.density import density_sweep, hit_timeline, policy_sweep
+
+    path = tmp_path / "burst.csv"
+    head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    rows = [f"{i},ChatGPT,{600 + i},5,{605 + i},Conversation log\n" for i in range(4)]
+    path.write_text(head + "".join(rows))
+    trace = load_trace(path, "burstgpt")
+    assert not trace.has_prefix_info
+    r = simulate(trace)
+    assert not r.prefix_info
+    rates = ("token_hit_rate", "state_hit_rate", "request_token_hit_rate")
+    for field in (*rates, "request_state_hit_rate", "mean_replay_per_hit"):
+        assert np.isnan(getattr(r, field)), field
+    assert "cannot be computed" in r.hit_rate_note
+    # memory still holds: the last request's 603 tokens of KV (27,648 B a token, Kimi K3 TP8)
+    # are all held after its insert, and its states were stored
+    assert r.peak_kv_bytes >= 603 * r.kv_bytes_per_token
+    assert r.checkpoints_stored > 0
+    assert simulate(bundled_trace("conversation").head(3)).hit_rate_note == ""
+    for fn in (density_sweep, policy_sweep, hit_timeline, compare_tiers):
+        with pytest.raises(ValueError, match="cannot be computed"):
+            fn(trace)

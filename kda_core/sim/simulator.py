@@ -330,5 +330,5 @@ def simulate(
         series, core, s.cspec, policy=s.pol.name, policy_params=_policy_params(s.pol),
         model=model, schedule=s.schedule, state_budget_bytes=s.sb, kv_budget_bytes=s.kb,
         unified_budget_bytes=s.ub, state_bytes_per_checkpoint=s.ckpt, kv_bytes_per_token=s.kvb,
-        elapsed_s=time.perf_counter() - t0,
+        elapsed_s=time.perf_counter() - t0, prefix_info=s.trace.has_prefix_info,
     )  # fmt: skip

@@ -34,7 +34,7 @@ import numpy as np
 
 from kda_core.sim import costmodel
 from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
-from kda_core.workloads import Trace, bundled_trace
+from kda_core.workloads import Trace, bundled_trace, require_prefix_info
 
 __all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]
 
@@ -163,6 +163,7 @@ def simulate_tiers(
     trace = bundled_trace("conversation") if trace is None else trace
     if not isinstance(trace, Trace):
         raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+    require_prefix_info(trace, "state tier hit rates")
     cfg = config or TierConfig()
     tm = time_model or costmodel.TimeModel()
     pol = resolve_policy(policy)
