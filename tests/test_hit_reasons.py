@@ -209,3 +209,32 @@ def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
     for fn in (density_sweep, policy_sweep, hit_timeline, compare_tiers):
         with pytest.raises(ValueError, match="cannot be computed"):
             fn(trace)
+
+
+def test_a_host_tier_that_keeps_last_states_only(tmp_path: Path) -> None:
+    # SGLang, 512-token chunks, a device budget of 3 states: A (1536 tokens) tracks 512, 1024,
+    # 1536 and writes 1536 to the host; unrelated B and E evict A's device states. D extends A:
+    # 1536 from the host, or 0 when a one-state host holds only E's. C shares A's first 1024:
+    # 1024 without budgets; with an unlimited host 0 (host: A's 1536 and D's 2048, device: D's
+    # 1536 loaded back and 2048), with the one-state host 1024 (D, restoring nothing, kept 512,
+    # 1024, 1536 on the device)
+    a = tokens(0, 1536)
+    prompts = [a, tokens(50_000, 1536), tokens(60_000, 1536), a + tokens(90_000, 512)]
+    prompts.append(a[:1024] + tokens(80_000, 512))
+    trace = token_trace(tmp_path, prompts, 8)
+    ck = checkpoint_bytes("kimi-k3", 8)
+    kw = {"sglang": {"chunked_prefill_size": 512}, "state_budget_bytes": 3 * ck}
+    big = hit_reasons(trace, host_bytes=1 << 40, **kw)
+    assert big.sglang.cached_unlimited.tolist() == [0, 0, 0, 1536, 1024]
+    assert big.sglang.cached.tolist() == [0, 0, 0, 1536, 0]
+    assert reasons(big.sglang)[3:] == ["hit", "host_last_state_only"]
+    one = hit_reasons(trace, host_bytes=ck, **kw)
+    assert one.sglang.cached.tolist() == [0, 0, 0, 0, 1024]
+    assert reasons(one.sglang)[3:] == ["evicted_host_budget", "hit"]
+    # without a host the device budget is the reason
+    dev = hit_reasons(trace, **kw)
+    assert reasons(dev.sglang)[3] == "evicted_state_budget"
+    with pytest.raises(ValueError, match="host_bytes needs state_budget_bytes"):
+        hit_reasons(trace, host_bytes=ck)
+    with pytest.raises(ValueError, match="host_bytes must be"):
+        hit_reasons(trace, host_bytes=-1, state_budget_bytes=ck)

@@ -51,8 +51,13 @@ class TierConfig:
     remote_bw: float = 190e9 / 8
     host_latency_s: float = 10e-6
     remote_latency_s: float = 100e-6
+    checkpoint_bytes: int = CKPT_K3_TP8  # one state (``sim.checkpoint_bytes(model, tp)``)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.checkpoint_bytes, int) or not 1 <= self.checkpoint_bytes <= 1 << 40:
+            raise ValueError(
+                f"checkpoint_bytes must be an integer in [1, 2**40], got {self.checkpoint_bytes!r}"
+            )
         for name in ("device_bytes", "host_bytes", "remote_bytes"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1 << 50:
@@ -156,8 +161,10 @@ def simulate_tiers(
     config: TierConfig | None = None,
     policy: Any = "sglang",
     time_model: costmodel.TimeModel | None = None,
+    cap_lookup: bool = False,
 ) -> TierResult:
-    """Run ``trace`` (default: the bundled Mooncake conversation trace) with ``setup`` tiers."""
+    """Run ``trace`` (default: the bundled Mooncake conversation trace) with ``setup`` tiers.
+    ``cap_lookup``: look up at most ``input - 1`` tokens, as SGLang does (``simulate``)."""
     if setup not in TIER_SETUPS:
         raise ValueError(f"setup must be one of {TIER_SETUPS}, got {setup!r}")
     trace = bundled_trace("conversation") if trace is None else trace
@@ -168,7 +175,7 @@ def simulate_tiers(
     tm = time_model or costmodel.TimeModel()
     pol = resolve_policy(policy)
     spec = costmodel.cost_spec("kimi-k3")
-    page, ck = trace.block_size, CKPT_K3_TP8
+    page, ck = trace.block_size, cfg.checkpoint_bytes
     pol.check_page(page)  # once: plan below leaves it out
     cache = pol.make_cache(page, block_keys=True)
     host = _LRU(cfg.host_bytes) if "host" in setup else None
@@ -184,15 +191,16 @@ def simulate_tiers(
         L = int(trace.input_len[i])
         blocks = trace.block_ids(i)[: L // page]
         key = tuple(int(b) for b in blocks)
-        m = cache.match_prefix(key)
+        seen = blocks[: (L - 1) // page] if cap_lookup else blocks  # the lookup's full blocks
+        m = cache.match_prefix(key[: len(seen)])
         dev = m.restore_at // page
-        best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
+        best, src, load_s[i], bytes_from = _tier_lookup(seen, dev, host, remote, cfg, ck)
         if src >= 2:
             loaded[bytes_from] += ck
             evictions += _make_room(cache, cfg.device_bytes, ck)
             if cache.state_bytes + ck <= cfg.device_bytes:
                 cache.insert_prefix(key[:best], kv=best * page, states=[(best * page, ck, ck)])
-            m = cache.match_prefix(key)
+            m = cache.match_prefix(key[: len(seen)])
         restore[i], source[i] = best * page, src
         positions = pol.plan(L, m.token_match, m.restore_at, None, page)  # validated values
         ev, positions = _fit_positions(cache, cfg.device_bytes, ck, m, positions)

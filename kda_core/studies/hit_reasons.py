@@ -5,21 +5,24 @@ the token match (the prefix any earlier request shares), the first reason that h
 ``first_occurrence``, ``below_one_block``, ``no_state_at_branch`` / ``state_in_unique_tokens``
 (short with unlimited budgets too: placement decides; the branch point was a node boundary
 before the request, or the request is the first to leave the path there), else
-``evicted_<budget>``. The rules, their sources and what is left out: docs/hit_reasons.md.
+``evicted_<budget>`` (with a host tier: ``host_last_state_only`` / ``evicted_host_budget``).
+The rules, their sources and what is left out: docs/hit_reasons.md.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from kda_core import sizing
+from kda_core._checks import check_int
 from kda_core.cache import policy as policy_mod
-from kda_core.sim import simulate
+from kda_core.sim import checkpoint_bytes, simulate
 from kda_core.sim.simulator import DEFAULT_TP
+from kda_core.sim.tiers import TierConfig, simulate_tiers
 from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
 from kda_core.workloads.traces import make_trace
 
@@ -35,9 +38,11 @@ REASONS = (
     "evicted_state_budget",
     "evicted_kv_budget",
     "evicted_unified_budget",
+    "host_last_state_only",
+    "evicted_host_budget",
 )
 _BUDGETS = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
-_EVICTED = dict(zip(_BUDGETS, REASONS[5:], strict=True))
+_EVICTED = dict(zip(_BUDGETS, REASONS[5:8], strict=True))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -189,10 +194,7 @@ def _classify(
     short = _short(e["budgets"], match)
     reason = np.zeros(len(match), dtype=np.int8)
     placement = _short(e["unlimited"], match)
-    budget_code = np.full(len(match), REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
-    for name in reversed(e["order"]):  # the first budget whose run alone is short wins
-        if name in e:
-            budget_code[_short(e[name], match)] = REASONS.index(_EVICTED[name])
+    budget_code = _budget_codes(e, match)
     rules = (
         (match == 0, "first_occurrence"),
         (cap < unit, "below_one_block"),
@@ -206,6 +208,47 @@ def _classify(
         todo &= ~mask
     reason[todo] = budget_code[todo]
     return reason
+
+
+def _budget_codes(e: dict, match: np.ndarray) -> np.ndarray:
+    """Which budget a budget-short request is charged to. With a host tier: the host holding
+    every request's last state forever is short too (``host_last_state_only``) or not (the
+    host's own capacity evicted it). Else the first budget whose run alone is short."""
+    if "host_unlimited" in e:
+        code = np.where(
+            _short(e["host_unlimited"], match), *(REASONS.index(r) for r in REASONS[8:])
+        )
+        return code.astype(np.int8)
+    code = np.full(len(match), REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
+    for name in reversed(e["order"]):
+        if name in e:
+            code[_short(e[name], match)] = REASONS.index(_EVICTED[name])
+    return code
+
+
+def _host_config(budgets: dict, host_bytes: Any, ckpt: int) -> TierConfig | None:
+    if host_bytes is None:
+        return None
+    host = check_int("host_bytes", host_bytes, 0, 1 << 50)
+    sb = budgets["state_budget_bytes"]
+    if sb is None or budgets["kv_budget_bytes"] is not None or budgets["unified_budget_bytes"]:
+        raise ValueError("host_bytes needs state_budget_bytes (the device tier) and no KV budget")
+    if isinstance(sb, bool) or not isinstance(sb, (int, float)) or not 0 <= sb <= 1 << 50:
+        raise ValueError(f"state_budget_bytes must be in [0, 2**50] with a host tier, got {sb!r}")
+    device = int(sb)
+    return TierConfig(device_bytes=device, host_bytes=host, checkpoint_bytes=ckpt)
+
+
+def _run_host(trace: Trace, pol: policy_mod.Policy, cfg: TierConfig) -> dict:
+    """SGLang with a host tier (``sim.tiers``: the host keeps each request's last state):
+    cached tokens at this host size and with an unlimited host."""
+    big = replace(cfg, host_bytes=1 << 50)
+    return {
+        "budgets": simulate_tiers(trace, "device+host", cfg, pol, cap_lookup=True).restore_at,
+        "host_unlimited": simulate_tiers(
+            trace, "device+host", big, pol, cap_lookup=True
+        ).restore_at,
+    }
 
 
 def _run_engine(trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budgets: dict) -> dict:
@@ -235,6 +278,7 @@ def hit_reasons(
     state_budget_bytes: float | None = None,
     kv_budget_bytes: float | None = None,
     unified_budget_bytes: float | None = None,
+    host_bytes: int | None = None,
 ) -> HitReasons:
     """Per request of ``trace``, SGLang's and vLLM's cached tokens and the reason when short.
 
@@ -242,7 +286,9 @@ def hit_reasons(
     ``block_size`` None = ``sizing.vllm_plan(model, tp=tp).block_size``: 768 tokens for Kimi
     K3 at TP8). Budgets as in ``simulate`` (bytes on one GPU; None = unlimited). The trace runs
     on blocks of ``gcd(trace block, vLLM hit unit)`` tokens (a block split into equal parts: the
-    trace says nothing finer), so matches are whole trace blocks. ``ValueError`` for a trace
+    trace says nothing finer), so matches are whole trace blocks. ``host_bytes``: SGLang with a
+    host tier of this size behind the device's ``state_budget_bytes`` (``sim.tiers``: the host
+    keeps each request's last state); the vLLM column has none. ``ValueError`` for a trace
     without prefix information. Rules: the module docstring and docs/hit_reasons.md.
     """
     if not isinstance(trace, Trace):
@@ -260,10 +306,13 @@ def hit_reasons(
     assert np.array_equal(match, ideal_prefix_tokens(trace)), "one definition of the match"
     given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
     budgets = dict(zip(_BUDGETS, given, strict=True))
+    host = _host_config(budgets, host_bytes, checkpoint_bytes(model, tp))
     engines = {}
     caps = {"sglang": match, "vllm": np.minimum(match, L - 1)}
     for name, pol, unit in (("sglang", sg, sg_unit), ("vllm", vl, vl_unit)):
         runs = _run_engine(fine, pol, model, tp, budgets)
+        if name == "sglang" and host is not None:
+            runs.update(_run_host(fine, pol, host))
         reason = _classify(runs, match, caps[name], known | (match >= L), unit)
         engines[name] = EngineHits(
             name, unit, pol.params(), runs["budgets"], runs["unlimited"], reason
