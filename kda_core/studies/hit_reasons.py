@@ -85,17 +85,40 @@ class HitReasons:
             raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")
         return self.sglang if name == "sglang" else self.vllm
 
+    def share_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(requests, uncached tokens): shares ``[len(ENGINES), len(REASONS)]``, rows summing
+        to 1 (0 for an empty trace)."""
+        req = np.zeros((len(ENGINES), len(REASONS)))
+        tok = np.zeros((len(ENGINES), len(REASONS)))
+        for row, name in enumerate(ENGINES):
+            e = self.engine(name)
+            uncached = (self.input_len - e.cached).astype(np.float64)
+            req[row] = np.bincount(e.reason, minlength=len(REASONS)) / max(len(e.reason), 1)
+            tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
+            tok[row] = tokens / max(float(uncached.sum()), 1.0)
+        return req, tok
+
     def shares(self, name: str) -> dict[str, tuple[float, float]]:
-        e = self.engine(name)
-        n = len(self.input_len)
-        uncached = (self.input_len - e.cached).astype(np.float64)
-        counts = np.bincount(e.reason, minlength=len(REASONS))
-        tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
-        tot = float(uncached.sum())
-        return {
-            r: (counts[k] / n if n else 0.0, tokens[k] / tot if tot else 0.0)
-            for k, r in enumerate(REASONS)
-        }
+        """Per reason, (share of requests, share of uncached input tokens) of one engine."""
+        req, tok = self.share_arrays()
+        row = ENGINES.index(self.engine(name).engine)
+        return {r: (float(req[row, k]), float(tok[row, k])) for k, r in enumerate(REASONS)}
+
+    def table(self) -> str:
+        """The breakdown as a Markdown table (the README's; reasons no request has left out)."""
+        req, tok = self.share_arrays()
+        rate = [float(self.engine(e).cached.sum() / max(self.input_len.sum(), 1)) for e in ENGINES]
+        out = [
+            "| reason | SGLang requests | SGLang uncached tokens | vLLM requests "
+            "| vLLM uncached tokens |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for k, r in enumerate(REASONS):
+            cells = (req[0, k], tok[0, k], req[1, k], tok[1, k])
+            if any(cells):  # a reason no request has is left out
+                out.append(f"| `{r}` | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+        out.append(f"| cached / input tokens | {rate[0]:.1%} | | {rate[1]:.1%} | |")
+        return "\n".join(out)
 
 
 def _prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -320,3 +343,25 @@ def hit_reasons(
     return HitReasons(
         trace.name, trace.block_size, L, match, known, budgets, engines["sglang"], engines["vllm"]
     )
+
+
+def _main(argv: list[str] | None = None) -> None:
+    """``python -m kda_core.studies.hit_reasons``: the breakdown on a bundled trace."""
+    import argparse
+
+    from kda_core.workloads import BUNDLED_TRACES, bundled_trace
+
+    p = argparse.ArgumentParser(prog="python -m kda_core.studies.hit_reasons")
+    p.add_argument("--trace", choices=sorted(BUNDLED_TRACES), default="conversation")
+    p.add_argument("--state-budget-gib", type=float, default=None, help="per GPU; none: unlimited")
+    a = p.parse_args(argv)
+    sb = None if a.state_budget_gib is None else a.state_budget_gib * (1 << 30)
+    r = hit_reasons(bundled_trace(a.trace), state_budget_bytes=sb)
+    budget = "unlimited" if sb is None else f"{a.state_budget_gib:g} GiB"
+    head = f"{a.trace}: {len(r.input_len):,} requests, SGLang grid {r.sglang.unit} tokens"
+    print(f"{head}, vLLM block {r.vllm.unit} tokens, state budget {budget} per GPU")
+    print(r.table())
+
+
+if __name__ == "__main__":
+    _main()
