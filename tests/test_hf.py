@@ -264,3 +264,19 @@ def test_the_kimi_linear_variant_serves_single_requests_through_the_engine(folde
     assert first.tokens == lab.generate(M.encode("Return the number of items"), 6)[0]
     ids = M.encode("Return the number of items in")
     np.testing.assert_allclose(again.logits, lab.generate(ids, 6)[1], atol=1e-9, rtol=0)
+
+
+def test_the_kimi_linear_variant_serves_a_batch_through_the_engine(folder):
+    """Engine.serve with requests sharing prefixes and arriving together: every request of the
+    kimi-linear variant gets the tokens and logits of its own uncached run."""
+    from kda_core.engine import Engine, Request
+
+    lab = M.TinyHybrid.from_hf(folder)
+    prompts = ["Return the number of items", "Return the number of items in", "If the timeout"]
+    reqs = [Request(p, max_new_tokens=5, arrival=i // 2) for i, p in enumerate(prompts * 2)]
+    out = Engine(model=lab).serve(reqs)
+    assert out.rejected == {} and out.peak_running >= 2
+    for req, rep in zip(reqs, out.reports):
+        tokens, logits = lab.generate(M.encode(req.prompt), 5)
+        assert rep is not None and rep.tokens == tokens
+        np.testing.assert_allclose(rep.logits, logits, atol=1e-9, rtol=0)

@@ -38,6 +38,7 @@ import numpy as np
 
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
+from kda_core.model.state import KDALayerState, ModelState
 from kda_core.serve._decode import decode_window, write_matrix
 from kda_core.serve._fused import FusedWeights
 from kda_core.serve._scheduler import Batch
@@ -75,10 +76,12 @@ def _read_after(r: RequestState) -> bool:
 class Runner:
     def __init__(self, model: TinyHybrid, pool: ActivePool, defer: int | None = None) -> None:
         self.model = model
-        self.weights = FusedWeights.of(model)
+        # the packed passes are written for the k3 variant; another runs the model's own forward
+        fused = model.config.variant == "k3"
+        self.weights = FusedWeights.of(model) if fused else None
         self.pool = pool
         self.seconds = 0.0
-        self.window_steps = window_steps(model.config.gate_lower_bound, defer)
+        self.window_steps = window_steps(model.config.gate_lower_bound, defer) if fused else 1
         self._bound: _Bound | None = None
 
     @property
@@ -121,6 +124,10 @@ class Runner:
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
+        if self.weights is None:
+            out = self._run_each(work, slots)
+            self.seconds += time.process_time() - t0
+            return out
         decoding, same = not batch.prefill, self._same(slots)
         if self.pending and not (decoding and same):
             self._write_pending()
@@ -141,6 +148,7 @@ class Runner:
             )
             toks = [s[0] for _, s in work]
             wts = self.weights
+            assert wts is not None
             lg, S_new, W_new, lat, window = decode_window(wts, toks, window, W, pasts, write)
             logits = lg[:, None]
         else:
@@ -166,4 +174,25 @@ class Runner:
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
         self.seconds += time.process_time() - t0
+        return out
+
+    def _run_each(
+        self, work: list[tuple[RequestState, list[int]]], slots: list[int]
+    ) -> list[tuple[RequestState, int, np.ndarray]]:
+        """Each request of the batch through the model's own ``forward`` from its slot's state
+        (the variants the packed passes are not written for): the same tokens and states the
+        model computes alone, without the batching."""
+        out = []
+        for (r, seq), slot in zip(work, slots):
+            st = r.state
+            assert st is not None
+            S, conv = self.pool.buffers(slot)
+            kda = [KDALayerState(S[i], conv[i]) for i in range(len(S))]
+            logits, new = self.model.forward(seq, ModelState(kda, st.mla_kv))
+            self.pool.rebind(
+                slot, np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
+            )
+            st.mla_kv = new.mla_kv
+            st.tokens.extend(seq)
+            out.append((r, len(seq), logits))
         return out
