@@ -32,14 +32,53 @@ from typing import Any
 
 import numpy as np
 
+from kda_core._checks import check_int
 from kda_core.sim import costmodel
 from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
 from kda_core.workloads import Trace, bundled_trace, require_prefix_info
 
-__all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]
+__all__ = [
+    "TIER_SETUPS",
+    "TierConfig",
+    "TierResult",
+    "compare_tiers",
+    "hicache_host_states",
+    "simulate_tiers",
+]
 
 CKPT_K3_TP8 = checkpoint_bytes("kimi-k3", 8)
 TIER_SETUPS = ("device", "device+host", "device+host+remote")
+
+
+def hicache_host_states(
+    device_states: int,
+    state_bytes: int,
+    *,
+    ratio: float = 2.0,
+    size_gb: float = 0.0,
+    kv_device_bytes: int = 0,
+) -> int:
+    """State slots of SGLang 0.5.23's HiCache host pool for a KDA / Mamba state
+    (``MambaPoolHost.__init__``, ``python/sglang/srt/mem_cache/pool_host/mamba.py``).
+
+    ``size_gb`` > 0 (``--hicache-size``, decimal GB for the KV and state host pools together):
+    the state pool's share is ``size_gb * state device bytes / (KV device bytes + state device
+    bytes)`` (``_split_hicache_size`` in ``hybrid_cache/hybrid_pool_assembler.py``; the state
+    device pool's bytes taken as ``device_states * state_bytes``), in slots of ``state_bytes``
+    rounded down. Otherwise ``int(device_states * ratio)`` (``--hicache-ratio``, default 2.0 in
+    cache mode). Then one more: ``page_num = size // 1 + 1`` with page size 1.
+    """
+    dev = check_int("device_states", device_states, 1, 1 << 40)
+    per = check_int("state_bytes", state_bytes, 1, 1 << 40)
+    kv = check_int("kv_device_bytes", kv_device_bytes, 0, 1 << 50)
+    if not (isinstance(size_gb, (int, float)) and 0 <= size_gb <= 1 << 20):
+        raise ValueError(f"size_gb must be a number in [0, 2**20], got {size_gb!r}")
+    if size_gb > 0:
+        share = size_gb * (dev * per) / (kv + dev * per)
+        return int(share * 1e9 // per) + 1
+    if not (isinstance(ratio, (int, float)) and 0 < ratio <= 1 << 10):
+        raise ValueError(f"ratio must be a number in (0, 1024], got {ratio!r}")
+    return int(dev * ratio) + 1
 
 
 @dataclass(slots=True, frozen=True)
