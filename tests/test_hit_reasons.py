@@ -238,3 +238,20 @@ def test_a_host_tier_that_keeps_last_states_only(tmp_path: Path) -> None:
         hit_reasons(trace, host_bytes=ck)
     with pytest.raises(ValueError, match="host_bytes must be"):
         hit_reasons(trace, host_bytes=-1, state_budget_bytes=ck)
+
+
+def test_the_command_on_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from kda_core.studies import hit_reasons as mod
+
+    shared = tokens(0, 480)
+    prompts = [shared + tokens(10_000, 40), shared + tokens(20_000, 40)]
+    assert len(token_trace(tmp_path, prompts, 8)) == 2  # writes prompts.jsonl
+    mod._main(["--file", str(tmp_path / "prompts.jsonl"), "--block-size", "8", "--requests", "1"])
+    out = capsys.readouterr().out
+    assert "vLLM block 768 tokens" in out and "| `below_one_block` |" in out
+    assert out.strip().endswith(
+        "request 1: input 520, shared 480; sglang 0 (state_in_unique_tokens), "
+        "vllm 0 (below_one_block)"
+    )
+    with pytest.raises(SystemExit):
+        mod._main(["--file", str(tmp_path / "prompts.jsonl"), "--requests", "2"])

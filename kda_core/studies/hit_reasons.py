@@ -346,21 +346,35 @@ def hit_reasons(
 
 
 def _main(argv: list[str] | None = None) -> None:
-    """``python -m kda_core.studies.hit_reasons``: the breakdown on a bundled trace."""
+    """``python -m kda_core.studies.hit_reasons``: the breakdown on a bundled trace or a file
+    (``load_trace``, format detected), and request by request for ``--requests``."""
     import argparse
 
-    from kda_core.workloads import BUNDLED_TRACES, bundled_trace
+    from kda_core.workloads import BUNDLED_TRACES, bundled_trace, load_trace
 
     p = argparse.ArgumentParser(prog="python -m kda_core.studies.hit_reasons")
     p.add_argument("--trace", choices=sorted(BUNDLED_TRACES), default="conversation")
+    p.add_argument("--file", help="a trace file instead (any load_trace format)")
+    p.add_argument("--block-size", type=int, default=512, help="hashing block of a token file")
     p.add_argument("--state-budget-gib", type=float, default=None, help="per GPU; none: unlimited")
+    p.add_argument("--requests", type=int, nargs="*", default=[], metavar="I")
     a = p.parse_args(argv)
+    trace = (
+        bundled_trace(a.trace) if a.file is None else load_trace(a.file, block_size=a.block_size)
+    )
     sb = None if a.state_budget_gib is None else a.state_budget_gib * (1 << 30)
-    r = hit_reasons(bundled_trace(a.trace), state_budget_bytes=sb)
+    r = hit_reasons(trace, state_budget_bytes=sb)
     budget = "unlimited" if sb is None else f"{a.state_budget_gib:g} GiB"
-    head = f"{a.trace}: {len(r.input_len):,} requests, SGLang grid {r.sglang.unit} tokens"
+    head = f"{trace.name}: {len(r.input_len):,} requests, SGLang grid {r.sglang.unit} tokens"
     print(f"{head}, vLLM block {r.vllm.unit} tokens, state budget {budget} per GPU")
     print(r.table())
+    for i in a.requests:
+        if not 0 <= i < len(r.input_len):
+            p.error(f"--requests: {i} is not in [0, {len(r.input_len)})")
+        cells = [f"{e} {r.engine(e).cached[i]} ({r.engine(e).reason_of(i)})" for e in ENGINES]
+        print(
+            f"request {i}: input {r.input_len[i]}, shared {r.token_match[i]}; " + ", ".join(cells)
+        )
 
 
 if __name__ == "__main__":
