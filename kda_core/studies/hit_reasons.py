@@ -58,9 +58,6 @@ class EngineHits:
     cached_unlimited: np.ndarray
     reason: np.ndarray
 
-    def reason_of(self, i: int) -> str:
-        return REASONS[int(self.reason[i])]
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HitReasons:
@@ -68,8 +65,8 @@ class HitReasons:
 
     ``token_match [N]``: the prefix shared with any earlier request; ``known_branch [N]``: the
     token match ended where the prefix had already branched (or an earlier request ended).
-    ``shares(engine)``: per reason, the share of requests and the share of the uncached input
-    tokens (``input - cached``, the prefill each reason costs)."""
+    ``share_arrays()``: per engine and reason, the share of requests and the share of the
+    uncached input tokens (``input - cached``, the prefill each reason costs)."""
 
     trace_name: str
     block_size: int
@@ -97,12 +94,6 @@ class HitReasons:
             tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
             tok[row] = tokens / max(float(uncached.sum()), 1.0)
         return req, tok
-
-    def shares(self, name: str) -> dict[str, tuple[float, float]]:
-        """Per reason, (share of requests, share of uncached input tokens) of one engine."""
-        req, tok = self.share_arrays()
-        row = ENGINES.index(self.engine(name).engine)
-        return {r: (float(req[row, k]), float(tok[row, k])) for k, r in enumerate(REASONS)}
 
     def table(self) -> str:
         """The breakdown as a Markdown table (the README's; reasons no request has left out)."""
@@ -371,7 +362,7 @@ def _main(argv: list[str] | None = None) -> None:
     for i in a.requests:
         if not 0 <= i < len(r.input_len):
             p.error(f"--requests: {i} is not in [0, {len(r.input_len)})")
-        cells = [f"{e} {r.engine(e).cached[i]} ({r.engine(e).reason_of(i)})" for e in ENGINES]
+        cells = [f"{e} {r.engine(e).cached[i]} ({REASONS[r.engine(e).reason[i]]})" for e in ENGINES]
         print(
             f"request {i}: input {r.input_len[i]}, shared {r.token_match[i]}; " + ", ".join(cells)
         )
