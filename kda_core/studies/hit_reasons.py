@@ -171,14 +171,14 @@ def _refine(trace: Trace, g: int) -> Trace:
     )
 
 
-def _sglang_policy(params: dict | None) -> policy_mod.SGLangPolicy:
+def _check_sglang(params: dict | None) -> policy_mod.SGLangPolicy:
     try:
         return policy_mod.make("sglang", **(params or {}))  # type: ignore[return-value]
     except (TypeError, ValueError) as e:
         raise ValueError(f"sglang: {e}") from None
 
 
-def _vllm_policy(params: dict | None, model: str, tp: int) -> policy_mod.VLLMPolicy:
+def _check_vllm(params: dict | None, model: str, tp: int) -> policy_mod.VLLMPolicy:
     p = dict(params or {})
     if p.get("block_size") is None:
         plan = sizing.vllm_plan(model, 1 << 34, tp=tp, max_model_len=1 << 17)
@@ -240,7 +240,7 @@ def _budget_codes(e: dict, match: np.ndarray) -> np.ndarray:
     return code
 
 
-def _host_config(budgets: dict, host_bytes: Any, ckpt: int) -> TierConfig | None:
+def _check_host(budgets: dict, host_bytes: Any, ckpt: int) -> TierConfig | None:
     if host_bytes is None:
         return None
     host = check_int("host_bytes", host_bytes, 0, 1 << 50)
@@ -310,7 +310,7 @@ def hit_reasons(
     require_prefix_info(trace, "why a request got no hit")
     if model not in sizing.PRESETS:
         raise ValueError(f"model must be one of {sorted(sizing.PRESETS)}, got {model!r}")
-    sg, vl = _sglang_policy(sglang), _vllm_policy(vllm, model, tp)
+    sg, vl = _check_sglang(sglang), _check_vllm(vllm, model, tp)
     g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
     fine = _refine(trace, g)
     sg_unit, vl_unit = _units(sg, vl, g)
@@ -320,7 +320,7 @@ def hit_reasons(
     assert np.array_equal(match, ideal_prefix_tokens(trace)), "one definition of the match"
     given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
     budgets = dict(zip(_BUDGETS, given, strict=True))
-    host = _host_config(budgets, host_bytes, checkpoint_bytes(model, tp))
+    host = _check_host(budgets, host_bytes, checkpoint_bytes(model, tp))
     engines = {}
     caps = {"sglang": match, "vllm": np.minimum(match, L - 1)}
     for name, pol, unit in (("sglang", sg, sg_unit), ("vllm", vl, vl_unit)):
