@@ -81,7 +81,7 @@ def compute_verify(
     prompt: str = sp.DEFAULT_PROMPT,
     draft_tokens: float = 8,
     n_accept: float = -1,
-    noise: float = 0.1,
+    noise: float = 0.3,
     seed: float = 2,
     layer: float = 0,
     head: float = 0,
@@ -136,7 +136,7 @@ def _gen_args(prompt: object, draft_tokens: object, seed: object, max_new_tokens
 def compute_generate(
     prompt: str = sp.DEFAULT_PROMPT,
     draft_tokens: float = 8,
-    noise: float = 0.1,
+    noise: float = 0.3,
     seed: float = 2,
     max_new_tokens: float = 32,
     language: str = "en",
@@ -187,7 +187,7 @@ def _controls(page: Page) -> tuple:
         d = L(gr.Number(8, elem_id=f"{NAME}-d"), "f_d")
         accept = L(gr.Number(-1, elem_id=f"{NAME}-accept"), "f_accept")
     with gr.Row():
-        noise = L(gr.Number(0.1, elem_id=f"{NAME}-noise"), "f_noise")
+        noise = L(gr.Number(0.3, elem_id=f"{NAME}-noise"), "f_noise")
         seed = L(gr.Number(2), "f_seed")
     with gr.Row():
         layer = L(gr.Slider(0, N_LAYERS - 1, value=0, step=1), "f_layer")

@@ -98,7 +98,7 @@ def test_pick_the_acceptance_count():
 
 def test_generate_equals_greedy():
     md, fig, path = app.generate(max_new_tokens=12, progress=None)
-    g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.1, seed=2)
+    g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.3, seed=2)
     assert g.equals_greedy and "equal to greedy: **True**" in md
     np.testing.assert_array_equal(fig.data[0].y, g.committed)
     assert g.tokens.size == 12 and int(np.sum(fig.data[0].y)) >= 11  # + the prefill token
@@ -202,7 +202,7 @@ def test_tokens_shown_as_ids_and_escapes(default_out, study):
     s = default_out[SUMMARY]
     assert "\ufffd" not in s and f"~~{int(study.inputs[-1])}~~" in s
     md, _, _ = app.generate(max_new_tokens=12, progress=None)
-    g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.1, seed=2)
+    g = sp.generation(sp.DEFAULT_PROMPT, 12, draft_tokens=8, noise=0.3, seed=2)
     assert f"ids {', '.join(str(int(t)) for t in g.tokens[:12])} ·" in md
     assert "\ufffd" not in md and "shown as decoded text" in md and "以解码" not in md
     assert f"text {app.code(g.readable, 40)} ·" in md

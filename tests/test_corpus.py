@@ -14,9 +14,9 @@ from kda_core.model import corpus as C
 def test_frozen_files_match_the_manifest():
     m = C.manifest()
     assert m["sources"]["python"]["version"].startswith("3.")
-    for split in C.SPLITS:
+    for split in C._SPLITS:
         entry = m["files"][split]
-        data = (C.CORPUS_DIR / entry["file"]).read_bytes()
+        data = (C._CORPUS_DIR / entry["file"]).read_bytes()
         assert len(data) == entry["bytes"] and hashlib.sha256(data).hexdigest() == entry["sha256"]
         assert C.load(split).isascii()
         assert len(C.documents(C.load(split))) == entry["documents"]
@@ -26,20 +26,20 @@ def test_frozen_files_match_the_manifest():
 
 def test_every_source_is_psf_bsd_or_mit_with_its_notice_shipped():
     sources = C.manifest()["sources"]
-    assert set(sources) == {"python", *C.TRAIN_PACKAGES, *C.OUT_OF_STYLE_PACKAGES}
+    assert set(sources) == {"python", *C._TRAIN_PACKAGES, *C._OUT_OF_STYLE_PACKAGES}
     for name, src in sources.items():
         assert src["licence"].startswith(("PSF", "BSD", "MIT", "Matplotlib")), name
         for f in src["licence_files"]:
-            text = (C.CORPUS_DIR / f).read_text(errors="replace")
+            text = (C._CORPUS_DIR / f).read_text(errors="replace")
             assert "copyright" in text.lower() or "license" in text.lower(), f
     assert (
-        "PYTHON SOFTWARE FOUNDATION" in (C.CORPUS_DIR / "licences/python-LICENSE.txt").read_text()
+        "PYTHON SOFTWARE FOUNDATION" in (C._CORPUS_DIR / "licences/python-LICENSE.txt").read_text()
     )
 
 
 def test_a_changed_file_is_refused(tmp_path: Path):
     for name in ("manifest.json", "train.txt", "heldout.txt"):
-        (tmp_path / name).write_bytes((C.CORPUS_DIR / name).read_bytes())
+        (tmp_path / name).write_bytes((C._CORPUS_DIR / name).read_bytes())
     (tmp_path / "train.txt").write_text("tampered")
     with pytest.raises(ValueError, match="sha256"):
         C.load("train", tmp_path)
@@ -72,9 +72,9 @@ def test_training_text_has_the_styles_of_api_references():
 
 
 def test_split_rule_is_the_documented_hash():
-    assert C.is_heldout("asynchat.py") == (hashlib.sha256(b"asynchat.py").digest()[0] < 26)
+    assert C._is_heldout("asynchat.py") == (hashlib.sha256(b"asynchat.py").digest()[0] < 26)
     names = [f"m{i}.py" for i in range(2000)]
-    share = sum(map(C.is_heldout, names)) / len(names)
+    share = sum(map(C._is_heldout, names)) / len(names)
     assert 0.07 < share < 0.14  # 26 / 256 = 10.2 %
 
 
@@ -95,9 +95,9 @@ def test_docstring_cleaning(doc, kept):
 
 
 def test_documents_never_hold_the_separator():
-    for split in C.SPLITS:
+    for split in C._SPLITS:
         for doc in C.documents(C.load(split))[:200]:
-            assert C.DOC_SEPARATOR not in doc and doc == doc.strip("\n")
+            assert C._DOC_SEPARATOR not in doc and doc == doc.strip("\n")
 
 
 @pytest.mark.skipif(
@@ -106,14 +106,14 @@ def test_documents_never_hold_the_separator():
 def test_extraction_is_deterministic_on_one_package():
     """Re-extracting gives the same text (the full freeze ran once; its versions are recorded)."""
     lib = Path(sysconfig.get_paths()["stdlib"])
-    a, b = C.extract(lib / "json", packages=()), C.extract(lib / "json", packages=())
+    a, b = C._extract(lib / "json", packages=()), C._extract(lib / "json", packages=())
     assert a == b and sum(len(d) for d in a["train"] + a["heldout"]) > 2000
     assert "\n>>> " in "".join(a["train"] + a["heldout"])  # the doctest examples are kept
 
 
 def test_out_of_style_text_splits_by_package_in_freeze_order():
     parts = C.out_of_style_by_package()
-    assert list(parts) == list(C.OUT_OF_STYLE_PACKAGES)
-    assert C.DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
-    assert all(C.OUT_OF_STYLE_BYTES <= len(t) < 2 * C.OUT_OF_STYLE_BYTES for t in parts.values())
+    assert list(parts) == list(C._OUT_OF_STYLE_PACKAGES)
+    assert C._DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
+    assert all(C._OUT_OF_STYLE_BYTES <= len(t) < 2 * C._OUT_OF_STYLE_BYTES for t in parts.values())
     assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]

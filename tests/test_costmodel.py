@@ -67,9 +67,9 @@ def test_k3_coefficients_from_the_config() -> None:
 
 
 def test_context_pairs() -> None:
-    assert C.context_pairs(0, 4) == 1 + 2 + 3 + 4
-    assert C.context_pairs(2, 4) == 3 + 4
-    assert C.context_pairs(2, 4, causal=False) == 16 - 4
+    assert C._context_pairs(0, 4) == 1 + 2 + 3 + 4
+    assert C._context_pairs(2, 4) == 3 + 4
+    assert C._context_pairs(2, 4, causal=False) == 16 - 4
 
 
 def test_time_model_and_queue() -> None:

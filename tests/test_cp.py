@@ -208,7 +208,7 @@ def test_balanced_split_gives_rank0_more_and_stays_exact(rng):
 def test_long_decay_forgets_the_incoming_state_exactly(rng, monkeypatch, dtype):
     # strong decay (g = -3 per token) drives M through the subnormal range to zero within a
     # few hundred tokens: the open piece flushes it, then runs plain from b (no S_in needed)
-    monkeypatch.setattr(cp, "OPEN_SEGMENT", 64)
+    monkeypatch.setattr(cp, "_OPEN_SEGMENT", 64)
     q, k, v, g, beta, S0 = kda_inputs(rng, 1200)
     g = np.full_like(g, -3.0)
     q, k, v, g, beta, S0 = (a.astype(dtype) for a in (q, k, v, g, beta, S0))
@@ -226,7 +226,7 @@ def test_long_decay_forgets_the_incoming_state_exactly(rng, monkeypatch, dtype):
 
 
 def test_mild_decay_keeps_the_map(rng, monkeypatch):
-    monkeypatch.setattr(cp, "OPEN_SEGMENT", 64)  # many segments, flushed between them
+    monkeypatch.setattr(cp, "_OPEN_SEGMENT", 64)  # many segments, flushed between them
     q, k, v, g, beta, S0 = kda_inputs(rng, 600, g_scale=0.01)
     plan = cp.make_plan(600, 2)
     _, _, (passes, _) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",

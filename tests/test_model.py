@@ -67,8 +67,8 @@ def test_state_shapes_and_sizes(tiny, reference):
     assert len(st.kda) == 6 and st.kda[0].S.shape == (4, 32, 32)
     assert st.kda[0].conv.shape == (3, 3 * 4 * 32)
     assert st.mla_kv.shape == (st.boundary, 2, c.mla_latent)
-    assert st.nbytes_kda == 6 * (4 * 32 * 32 + 3 * 384) * 8
-    assert st.nbytes_mla == st.boundary * 2 * 32 * 8
+    assert sum(s.nbytes for s in st.kda) == 6 * (4 * 32 * 32 + 3 * 384) * 8
+    assert st.mla_kv.nbytes == st.boundary * 2 * 32 * 8
 
 
 def test_generate_is_greedy_and_matches_decode_loop(tiny):

@@ -11,10 +11,10 @@ import pytest
 from kda_core.cache import quant
 from kda_core.cache.quant import (
     QuantizedState,
+    _bf16_encode,
+    _fp8_e4m3_encode,
     bf16_decode,
-    bf16_encode,
     fp8_e4m3_decode,
-    fp8_e4m3_encode,
     quant_error,
     quantize,
     quantize_int8,
@@ -194,7 +194,7 @@ def test_zero_state():
 
 
 def test_fp8_known_values():
-    assert quant.FP8_E4M3_MAX == 448.0
+    assert quant._FP8_E4M3_MAX == 448.0
     assert round_fp8_e4m3(448.0) == 448.0
     assert round_fp8_e4m3(2.0**-9) == 2.0**-9  # smallest subnormal
     assert round_fp8_e4m3(2.0**-10) == 0.0  # tie between 0 and 2^-9 -> even (0)
@@ -213,7 +213,7 @@ def test_fp8_known_values():
 
 
 def test_fp8_table_and_codec():
-    vals = quant.FP8_E4M3_VALUES
+    vals = quant._FP8_E4M3_VALUES
     assert np.isnan(vals[0x7F]) and np.isnan(vals[0xFF])
     assert vals[0x7E] == 448.0 and vals[0x01] == 2.0**-9 and vals[0x08] == 2.0**-6
     assert vals[0x38] == 1.0  # exponent 7 = bias
@@ -221,7 +221,7 @@ def test_fp8_table_and_codec():
     assert len(finite) == 254 and len(np.unique(finite)) == 253  # +0 and -0
     bits = np.arange(256, dtype=np.uint8)
     ok = ~np.isnan(vals)
-    np.testing.assert_array_equal(fp8_e4m3_encode(fp8_e4m3_decode(bits[ok])), bits[ok])
+    np.testing.assert_array_equal(_fp8_e4m3_encode(fp8_e4m3_decode(bits[ok])), bits[ok])
     # every grid value rounds to itself; the rounding agrees with the naive twin
     np.testing.assert_array_equal(round_fp8_e4m3(finite), finite)
     rng = np.random.default_rng(7)
@@ -241,12 +241,12 @@ def test_bf16_known_values():
     assert round_bf16(1.0 + 2.0**-8 + 2.0**-30) == 1.0 + 2.0**-7
     assert round_bf16(3.140625) == 3.140625
     assert round_bf16(np.pi) == 3.140625
-    assert round_bf16(quant.BF16_MAX) == quant.BF16_MAX
+    assert round_bf16(quant._BF16_MAX) == quant._BF16_MAX
     assert round_bf16(2.0**-133) == 2.0**-133  # smallest subnormal
     assert round_bf16(2.0**-134) == 0.0  # tie -> 0
     assert round_bf16(1.5 * 2.0**-134) == 2.0**-133
-    assert round_bf16(quant.BF16_MAX * 1.01) == np.inf
-    assert bf16_encode(1.0) == 0x3F80 and bf16_encode(-2.0) == 0xC000
+    assert round_bf16(quant._BF16_MAX * 1.01) == np.inf
+    assert _bf16_encode(1.0) == 0x3F80 and _bf16_encode(-2.0) == 0xC000
     assert bf16_decode(np.array([0x3F80, 0x0001], np.uint16)).tolist() == [1.0, 2.0**-133]
 
 
@@ -258,7 +258,7 @@ def test_bf16_matches_bit_twin():
     np.testing.assert_array_equal(round_bf16(xs), twin)
     twin2 = np.array([naive_round_grid(float(x), 7, -126, np.inf) for x in xs])
     np.testing.assert_array_equal(round_bf16(xs), twin2)
-    np.testing.assert_array_equal(bf16_decode(bf16_encode(xs)), twin)
+    np.testing.assert_array_equal(bf16_decode(_bf16_encode(xs)), twin)
 
 
 def test_fp8_state_matches_naive(rng):

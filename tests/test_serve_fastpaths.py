@@ -20,7 +20,7 @@ import pytest
 
 from kda_core.cache.pool import ActivePool, CheckpointPool, PoolError, StateShape
 from kda_core.model import KDALayerState
-from kda_core.serve.batch import mla_attend_padded, padded_latents
+from kda_core.serve.batch import _padded_latents, mla_attend_padded
 
 
 @pytest.mark.parametrize("lens", [[0, 0, 0], [4, 4], [0, 5, 17, 2], [3]])
@@ -28,7 +28,7 @@ def test_padded_latents_equals_per_request_concatenation(lens):
     rng = np.random.default_rng(len(lens) + sum(lens))
     pasts = [rng.standard_normal((n, 2, 3)) for n in lens]
     new = rng.standard_normal((len(lens), 1, 2, 3))
-    lat, n = padded_latents(pasts, new)
+    lat, n = _padded_latents(pasts, new)
     assert lat.shape == (len(lens), max(lens) + 1, 2, 3)
     np.testing.assert_array_equal(n, np.array(lens) + 1)
     for b, p in enumerate(pasts):
@@ -55,7 +55,7 @@ def test_mla_attend_padded_strided_view_equals_one_request_at_a_time(lens):
     rng = np.random.default_rng(sum(lens))
     B, C, Hm, dh = len(lens), 8, 2, 4
     pasts = [rng.standard_normal((n, 2, C)) for n in lens]
-    lat, n = padded_latents(pasts, rng.standard_normal((B, 1, 2, C)))
+    lat, n = _padded_latents(pasts, rng.standard_normal((B, 1, 2, C)))
     q = rng.standard_normal((B, Hm * dh))
     uk, uv = rng.standard_normal((Hm, dh, C)), rng.standard_normal((Hm, C, dh))
     for j in range(2):  # each MLA layer's latents: a strided view of the padded array

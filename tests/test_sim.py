@@ -266,7 +266,11 @@ def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None
     # engine does)
     pol = policy_mod.make("marconi", alpha=1.0)
     ckpt = sim.checkpoint_bytes("kimi-k3", 8, "bfloat16", "bfloat16")
-    out = simulator._run(agent, pol, 3 * ckpt, None, None, ckpt, 27_648, None, False)
+    spec, tm = costmodel.cost_spec("kimi-k3"), costmodel.TimeModel()
+    setup = simulator._Setup(
+        agent, pol, 3 * ckpt, None, None, ckpt, 27_648, spec, tm, None, "sequential", True
+    )
+    out = simulator._run(setup, pol, simulator.Timing(spec, tm, None), None, False)
     first = int(np.flatnonzero(out["evicted_cum"] > 0)[0])
     assert first > 0 and pol._first_eviction == first + 1
     assert pol._requests == len(agent)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
-from kda_core.sizing.logparse import MAX_LOG_CHARS, parse_log
+from kda_core.sizing.logparse import _MAX_LOG_CHARS, parse_log
 
 DATA = Path(__file__).parent / "data"
 
@@ -92,7 +92,7 @@ def test_vllm_block_and_padding_lines():
         (None, "must be a string"),
         ("", "no line this reader knows"),
         ("hello\nworld", "no line this reader knows"),
-        ("x" * (MAX_LOG_CHARS + 1), "at most"),
+        ("x" * (_MAX_LOG_CHARS + 1), "at most"),
         ("\n" * 30_000 + "Available KV cache memory: 1 GiB", "at most"),
         (
             "Available KV cache memory: 5.98 GiB\n"

@@ -73,7 +73,7 @@ def test_error_map(parked):
     np.testing.assert_array_equal(e.amax, np.abs(s[3]).max(axis=1))
     n = parked.kda_states.size
     assert e.err_counts.sum() == n and e.value_counts.sum() == n
-    assert len(e.err_edges) == si.HIST_BINS + 1
+    assert len(e.err_edges) == si._HIST_BINS + 1
     assert e.err_edges[0] == -e.err_edges[-1]
     # per-channel errors are uniform-ish in [-scale/2, scale/2]: most mass near 0 because most
     # channels have small scales, every bin edge symmetric

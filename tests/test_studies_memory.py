@@ -32,7 +32,7 @@ def test_default_config_is_k3_tp8():
     assert c2.slots_per_request == 1
     assert c2.kv_bytes_per_token == 13_824
     assert c2.state_slot_bytes == sizing.slot_bytes("kimi-k3", 8, "float32", "bfloat16")
-    assert sm.k3_ratio_hint() == pytest.approx(29_039_616 / 27_648, rel=1e-15)
+    assert sm._k3_ratio_hint() == pytest.approx(29_039_616 / 27_648, rel=1e-15)
 
 
 def test_unified_beats_static_on_a_shifting_mix(comparison):

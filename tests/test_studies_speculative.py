@@ -18,7 +18,7 @@ def step() -> sp.VerifyStudy:
 def test_default_step_accepts_a_partial_prefix(step):
     D = step.draft_tokens
     assert D == 8 and step.ring_len == 16
-    # partial: the noisy draft's first token is right (trained weights: 1 of 8), a later one not
+    # partial: the noisy draft's first token is right (trained weights: 4 of 8), a later one not
     assert 1 <= step.natural_accept == step.n_accept < D
     # accepted drafts equal the target's greedy tokens; the next one does not
     a = step.n_accept

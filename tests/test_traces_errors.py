@@ -111,7 +111,7 @@ def test_caps_are_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         W.load_trace(p)
     monkeypatch.undo()
     monkeypatch.setattr(rows, "MAX_LINE_BYTES", 40)
-    monkeypatch.setattr(rows, "READ_BYTES", 32)
+    monkeypatch.setattr(rows, "_READ_BYTES", 32)
     short = '{"input_length": 5}'
     q = _write(tmp_path, [short, short, _moon()], "long.jsonl")
     with pytest.raises(ValueError, match="line 3 is longer than 40 bytes"):
@@ -133,7 +133,7 @@ def test_reading_in_blocks_keeps_every_line(
     p = tmp_path / "t.jsonl"
     p.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())  # a BOM, CRLF, no last newline
     ref = W.load_trace(p)
-    monkeypatch.setattr(rows, "READ_BYTES", 17)  # lines split across many blocks
+    monkeypatch.setattr(rows, "_READ_BYTES", 17)  # lines split across many blocks
     got = W.load_trace(p)
     assert got.input_len.tolist() == ref.input_len.tolist() == list(range(400, 430))
 
@@ -210,8 +210,8 @@ def test_chain_errors_come_in_file_order_and_skip_exactly(
     t = W.load_trace(p, on_error="skip")
     assert t.skipped_rows == 2 and t.blocks.tolist() == [0, 1, 0, 1]
     # many small batches and refused rows: the same rows as the one-at-a-time reference
-    monkeypatch.setattr(ingest, "FLUSH_ROWS", 4)
-    monkeypatch.setattr(ingest, "MIN_FLUSH_ROWS", 2)
+    monkeypatch.setattr(ingest, "_FLUSH_ROWS", 4)
+    monkeypatch.setattr(ingest, "_MIN_FLUSH_ROWS", 2)
     rng = np.random.default_rng(7)
     reqs = [(rng.integers(0, 9, int(rng.integers(1, 4))) + 100).tolist() for _ in range(60)]
     q = _write(tmp_path, [_moon(input_length=512 * len(r), hash_ids=r) for r in reqs], "r.jsonl")

@@ -14,7 +14,7 @@ import pytest
 
 from kda_core import workloads as W
 from kda_core.model.tokenizer import encode
-from kda_core.workloads.conversations import TURN_GAP_S
+from kda_core.workloads.conversations import _TURN_GAP_S
 
 
 def _naive_ids(seq: list[int], lo: int, hi: int, b: int) -> list[tuple[int, ...]]:
@@ -63,7 +63,7 @@ def test_conversation_turns_share_their_history(tmp_path: Path) -> None:
     prompts, outs = [p1, p4, p2, p3], [toks[2], _tokens("assistant", "hello there"), toks[4], []]
     assert t.input_len.tolist() == [len(x) for x in prompts]
     assert t.output_len.tolist() == [len(x) for x in outs]
-    gap = TURN_GAP_S
+    gap = _TURN_GAP_S
     assert t.arrival_s.tolist() == [1.0, 1.0, 1.0 + gap, 1.0 + 2 * gap]  # sorted by arrival
     assert t.session.tolist() == [0, 1, 0, 0]
     # token level: each turn's prompt starts with the previous prompt + its answer

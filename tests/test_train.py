@@ -30,7 +30,7 @@ def test_kda_chunked_equals_the_numpy_recurrence(rng, length, chunk):
     beta = rng.uniform(0.0, 1.0, (length, H))
     o_ref, _ = kda.recurrent(q, k, v, g, beta)
     args = [torch.tensor(x)[None] for x in (q, k, v, g, beta)]
-    o = T.kda_chunked(*args, chunk=chunk)[0].numpy()
+    o = T._kda_chunked(*args, chunk=chunk)[0].numpy()
     np.testing.assert_allclose(o, o_ref, atol=1e-12, rtol=0)
 
 
@@ -42,7 +42,7 @@ def test_kda_chunked_float32_survives_the_strongest_decay(rng):
     beta = np.full((length, H), 0.9)
     o_ref, _ = kda.recurrent(q, k, v, g, beta)
     args = [torch.tensor(x, dtype=torch.float32)[None] for x in (q, k, v, g, beta)]
-    o = T.kda_chunked(*args, chunk=32)[0].numpy()
+    o = T._kda_chunked(*args, chunk=32)[0].numpy()
     assert np.isfinite(o).all()
     np.testing.assert_allclose(o, o_ref, atol=1e-5, rtol=0)
 
@@ -54,7 +54,7 @@ def test_torch_forward_equals_numpy_forward(weights):
     ids = M.encode(TEXT)
     ref = tiny.prefill(ids, tiny.new_state())
     for dtype, tol in ((torch.float32, 1e-4), (torch.float64, 1e-9)):
-        p = T.params_from(tiny, dtype)
+        p = T._params_from(tiny, dtype)
         with torch.no_grad():
             out = T.forward(p, torch.tensor([ids]), tiny.config, 16)[0].double().numpy()
         assert np.abs(out - ref).max() <= tol, (weights, dtype)

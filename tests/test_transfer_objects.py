@@ -21,7 +21,7 @@ from kda_core.transfer.identity import (
 )
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import (
-    NON_TRANSFER_FIELDS,
+    _NON_TRANSFER_FIELDS,
     StateObject,
     StateObjectError,
     decode_object,
@@ -177,17 +177,17 @@ def test_refused_object_leaves_the_instance_serving(made):
 
 def test_transferable_parts_drop_device_only_fields():
     f = {"mla_kv": np.zeros(1), "kda_state": np.zeros(1), "conv_window": np.zeros(1)}
-    extra = {name: np.ones(2) for name in NON_TRANSFER_FIELDS}
+    extra = {name: np.ones(2) for name in _NON_TRANSFER_FIELDS}
     assert set(transferable_parts({**f, **extra})) == set(f)
     with pytest.raises(ValueError, match="unknown"):
         transferable_parts({**f, "ssm_cache_bogus": np.zeros(1)})
     with pytest.raises(ValueError, match="missing"):
         transferable_parts({"mla_kv": np.zeros(1)})
     # SGLang's upstream pair plus the K3 branch's six ReplaySSM ring fields (seed 004)
-    assert {"intermediate_ssm", "intermediate_conv_window"} <= NON_TRANSFER_FIELDS
+    assert {"intermediate_ssm", "intermediate_conv_window"} <= _NON_TRANSFER_FIELDS
     assert {
         f"replayssm_{x}" for x in ("d", "k", "g", "rawv", "rawk", "beta")
-    } <= NON_TRANSFER_FIELDS
+    } <= _NON_TRANSFER_FIELDS
 
 
 def test_shard_splits_heads_and_conv_channels(made):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kda_core.transfer.identity import prefix_hash
-from kda_core.transfer.mooncake import LoopbackNetns, MooncakeServices, mooncake_available
+from kda_core.transfer.mooncake import MooncakeServices, _LoopbackNetns, mooncake_available
 from kda_core.transfer.store import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_mooncake_services_are_isolated_on_loopback(mooncake):
     if not mooncake.isolated:
         if os.environ.get("CI"):
             pytest.fail("CI runs as root: the Mooncake services must be isolated")
-        pytest.skip(f"no network namespace here: {LoopbackNetns.available()[1]}")
+        pytest.skip(f"no network namespace here: {_LoopbackNetns.available()[1]}")
     ours = os.readlink("/proc/self/ns/net")
     for p in (mooncake.master, mooncake.node):
         assert os.readlink(f"/proc/{p.pid}/ns/net") != ours

@@ -19,7 +19,7 @@ def trained() -> M.TinyHybrid:
 
 
 def test_file_is_small_and_its_hash_matches_the_record():
-    record = json.loads(W.record_path(W.DEFAULT_PATH).read_text())
+    record = json.loads(W._record_path(W.DEFAULT_PATH).read_text())
     assert W.DEFAULT_PATH.stat().st_size == record["bytes"] <= 8 << 20
     assert W.sha256_file(W.DEFAULT_PATH) == record["sha256"]
     arrays, meta = W.load()
@@ -30,7 +30,7 @@ def test_file_is_small_and_its_hash_matches_the_record():
 def test_a_tampered_file_is_refused(tmp_path):
     bad = tmp_path / "k3-mini.npz"
     shutil.copy(W.DEFAULT_PATH, bad)
-    shutil.copy(W.record_path(W.DEFAULT_PATH), W.record_path(bad))
+    shutil.copy(W._record_path(W.DEFAULT_PATH), W._record_path(bad))
     data = bytearray(bad.read_bytes())
     data[len(data) // 2] ^= 0xFF
     bad.write_bytes(bytes(data))

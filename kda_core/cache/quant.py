@@ -1,8 +1,9 @@
 """Compressed recurrent-state checkpoints: INT8 (SGLang's layout), scaled fp8-e4m3, bf16.
 
 A KDA state is ``[H, K, V]`` (more generally ``[..., K, V]``; leading axes are kept). SGLang's
-INT8 checkpoint store (engines.md §1.11) keeps one scale per (head, key channel), because
-the decay Diag(alpha) acts per key channel:
+INT8 checkpoint store (``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``,
+``Int8CheckpointStore.quantize``) keeps one scale per (head, key channel), because the decay
+Diag(alpha) acts per key channel:
 
     amax  = max(max_V |x|, 1e-8)          per [..., K]        (granularity "channel")
     scale = amax / 127                    cast to the state dtype *before* dividing
@@ -13,8 +14,8 @@ Coarser granularities share one scale per head ("head") or per tensor ("tensor")
 comparison, fp8-e4m3 (OCP E4M3FN, saturating at ±448, with a scale amax / 448) and bf16 (no
 scale) are emulated exactly in numpy (round to nearest even, subnormals included).
 
-One class, ``QuantizedState``, holds every format. DESIGN.md's contract names the result of
-``quantize_int8`` ``Int8State``: that name lives only in the contract facade
+One class, ``QuantizedState``, holds every format. The public API (docs/architecture.md) names
+the result of ``quantize_int8`` ``Int8State``: that name lives only in the entry module
 ``kda_core.quant`` (an alias of this class), because an fp8 / bf16 state is not "Int8".
 Format details and the error bounds: docs/pools.md ("Compressed checkpoints").
 
@@ -31,15 +32,11 @@ from typing import NamedTuple
 import numpy as np
 
 FORMATS: tuple[str, ...] = ("int8", "fp8_e4m3", "bf16")
-GRANULARITIES: tuple[str, ...] = ("channel", "head", "tensor")
-AMAX_FLOOR = 1e-8
-INT8_MAX = 127
-FP8_E4M3_MAX = 448.0
-FP8_E4M3_MIN_NORMAL = 2.0**-6
-FP8_E4M3_MIN_SUBNORMAL = 2.0**-9
-BF16_MAX = (2.0 - 2.0**-7) * 2.0**127
-BF16_MIN_NORMAL = 2.0**-126
-BF16_MIN_SUBNORMAL = 2.0**-133
+_GRANULARITIES: tuple[str, ...] = ("channel", "head", "tensor")
+_AMAX_FLOOR = 1e-8
+_INT8_MAX = 127
+_FP8_E4M3_MAX = 448.0
+_BF16_MAX = (2.0 - 2.0**-7) * 2.0**127
 MAX_ELEMENTS = 1 << 28  # ~2 GiB of float64: cap so no input can exhaust memory
 
 
@@ -86,15 +83,15 @@ def check_format(fmt: str, granularity: str | None) -> tuple[str, str]:
         return fmt, "none"
     if granularity is None:
         granularity = "channel"
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+    if granularity not in _GRANULARITIES:
+        raise ValueError(f"granularity must be one of {_GRANULARITIES}, got {granularity!r}")
     return fmt, granularity
 
 
 def _amax(x: np.ndarray, granularity: str) -> np.ndarray:
     """max |x| over the axes a scale is shared by, keepdims, floored at AMAX_FLOOR (float64)."""
     axes = {"channel": (-1,), "head": (-2, -1), "tensor": tuple(range(x.ndim))}[granularity]
-    return np.maximum(np.max(np.abs(x), axis=axes, keepdims=True).astype(np.float64), AMAX_FLOOR)
+    return np.maximum(np.max(np.abs(x), axis=axes, keepdims=True).astype(np.float64), _AMAX_FLOOR)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,9 +112,9 @@ def round_fp8_e4m3(x: object) -> np.ndarray:
     """
     x = _check_values(x)
     a = np.abs(x)
-    e = np.maximum(_binade(np.minimum(a, 2.0 * FP8_E4M3_MAX)), -6)
+    e = np.maximum(_binade(np.minimum(a, 2.0 * _FP8_E4M3_MAX)), -6)
     quantum = np.ldexp(1.0, e - 3)
-    r = np.minimum(np.round(np.minimum(a, 2.0 * FP8_E4M3_MAX) / quantum) * quantum, FP8_E4M3_MAX)
+    r = np.minimum(np.round(np.minimum(a, 2.0 * _FP8_E4M3_MAX) / quantum) * quantum, _FP8_E4M3_MAX)
     return np.copysign(r, x)
 
 
@@ -134,7 +131,7 @@ def round_bf16(x: object) -> np.ndarray:
     e = np.maximum(_binade(af), -126)
     quantum = np.ldexp(1.0, e - 7)
     r = np.round(af / quantum) * quantum
-    r = np.where(finite & (r <= BF16_MAX), r, np.inf)
+    r = np.where(finite & (r <= _BF16_MAX), r, np.inf)
     return np.copysign(r, x)
 
 
@@ -149,11 +146,11 @@ def _fp8_table() -> np.ndarray:
     return s * mag
 
 
-FP8_E4M3_VALUES = _fp8_table()
-_FP8_POSITIVE = FP8_E4M3_VALUES[:127]  # 0x00..0x7E, strictly increasing, 0 .. 448
+_FP8_E4M3_VALUES = _fp8_table()
+_FP8_POSITIVE = _FP8_E4M3_VALUES[:127]  # 0x00..0x7E, strictly increasing, 0 .. 448
 
 
-def fp8_e4m3_encode(x: object) -> np.ndarray:
+def _fp8_e4m3_encode(x: object) -> np.ndarray:
     """Round x to fp8-e4m3 (see `round_fp8_e4m3`) and return the uint8 bit patterns."""
     r = round_fp8_e4m3(x)
     idx = np.searchsorted(_FP8_POSITIVE, np.abs(r))
@@ -165,10 +162,10 @@ def fp8_e4m3_decode(bits: object) -> np.ndarray:
     b = np.asarray(bits)
     if b.dtype != np.uint8:
         raise ValueError(f"bits must be a uint8 array, got dtype {b.dtype}")
-    return FP8_E4M3_VALUES[b]
+    return _FP8_E4M3_VALUES[b]
 
 
-def bf16_encode(x: object) -> np.ndarray:
+def _bf16_encode(x: object) -> np.ndarray:
     """Round x to bf16 (see `round_bf16`) and return the uint16 bit patterns."""
     r = round_bf16(x).astype(np.float32)  # exact: the bf16 grid is a subset of float32's
     return (r.view(np.uint32) >> 16).astype(np.uint16)
@@ -238,7 +235,7 @@ class QuantizedState:
             raise ValueError(f"state must have shape {self.shape}, got {x.shape}")
         y = np.abs(x.astype(np.float64)) / s
         if self.fmt == "fp8_e4m3":
-            e = np.maximum(_binade(np.minimum(y, FP8_E4M3_MAX)), -6)
+            e = np.maximum(_binade(np.minimum(y, _FP8_E4M3_MAX)), -6)
             return np.ldexp(1.0, e - 4) * s
         e = np.maximum(_binade(y), -126)
         return np.ldexp(1.0, e - 8) * s
@@ -253,15 +250,15 @@ def quantize(state: object, fmt: str = "int8", granularity: str | None = None) -
     dtype = x.dtype
     if fmt == "bf16":
         return QuantizedState(
-            bf16_encode(x), np.ones((1,) * x.ndim, dtype), fmt, granularity, np.dtype(dtype)
+            _bf16_encode(x), np.ones((1,) * x.ndim, dtype), fmt, granularity, np.dtype(dtype)
         )
-    qmax = INT8_MAX if fmt == "int8" else FP8_E4M3_MAX
+    qmax = _INT8_MAX if fmt == "int8" else _FP8_E4M3_MAX
     scale = (_amax(x, granularity) / qmax).astype(dtype)  # cast before dividing (SGLang)
     y = x.astype(np.float64) / scale.astype(np.float64)
     if fmt == "int8":
-        codes = np.clip(np.round(y), -INT8_MAX, INT8_MAX).astype(np.int8)
+        codes = np.clip(np.round(y), -_INT8_MAX, _INT8_MAX).astype(np.int8)
     else:
-        codes = fp8_e4m3_encode(y)
+        codes = _fp8_e4m3_encode(y)
     return QuantizedState(codes, scale, fmt, granularity, np.dtype(dtype))
 
 
@@ -269,7 +266,7 @@ def quantize_int8(state: object, granularity: str = "channel") -> QuantizedState
     """INT8 checkpoint of a state `[H, K, V]` (or `[..., K, V]`), SGLang's layout by default:
     one scale per (head, key channel) = max over V of |x| / 127 (amax floored at 1e-8)."""
     if granularity is None:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}, got None")
+        raise ValueError(f"granularity must be one of {_GRANULARITIES}, got None")
     return quantize(state, "int8", granularity)
 
 

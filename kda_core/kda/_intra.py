@@ -85,8 +85,11 @@ def _chunk_cumsum(g: np.ndarray) -> np.ndarray:
     b = block_rows(H * K, B * B)
     Gam = np.empty(g.shape, g.dtype)  # C order whatever g's: out= below must be a view of it
     blocks = (N * nb, B, H * K // b, b)
-    np.matmul(_ones_lower(B, g.dtype), g.reshape(blocks).transpose(0, 2, 1, 3),
-              out=Gam.reshape(blocks).transpose(0, 2, 1, 3))  # fmt: skip
+    np.matmul(
+        _ones_lower(B, g.dtype),
+        g.reshape(blocks).transpose(0, 2, 1, 3),
+        out=Gam.reshape(blocks).transpose(0, 2, 1, 3),
+    )
     if nb > 1:
         sub = Gam.reshape(N, nb, B, H * K)
         carry = np.matmul(_ones_lower(nb - 1, g.dtype), sub[:, :-1, -1])  # [N, nb-1, HK]
@@ -150,8 +153,11 @@ def _unit_lower_inverse(L: np.ndarray) -> np.ndarray:
     for a in range(1, nb):
         s = a * B
         Ti[..., s : s + B, s : s + B] = Tb[..., a, :, :]
-        np.matmul(Tb[..., a, :, :], np.matmul(Ln[..., s : s + B, :s], Ti[..., :s, :s]),
-                  out=Ti[..., s : s + B, :s])  # fmt: skip
+        np.matmul(
+            Tb[..., a, :, :],
+            np.matmul(Ln[..., s : s + B, :s], Ti[..., :s, :s]),
+            out=Ti[..., s : s + B, :s],
+        )
     return Ti
 
 
@@ -220,8 +226,16 @@ def intra_chunk(
     for n in np.flatnonzero(wild.any(axis=1)):  # where k exp(r - Gam) may have overflowed
         Kd[n] = k[n].reshape(nb, B, H, K) * np.exp(gam[n] - Gam[n]).reshape(nb, B, H, K)
     KQ = KQ.reshape(N, 2 * C, H, K)
-    return Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=Kd.reshape(N, C, H, K), decay=np.exp(gam),
-                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
+    return Intra(
+        KQ=KQ,
+        Tb=Tb,
+        V=v,
+        Aqk=Aqk,
+        Kd=Kd.reshape(N, C, H, K),
+        decay=np.exp(gam),
+        least_gam=seen[0],
+        g_max=seen[1],
+    )
 
 
 def _intra_smooth(
@@ -257,8 +271,16 @@ def _intra_smooth(
     Tb = _unit_lower_inverse(L)
     Tb *= beta[:, :, None, :]
     knT *= decay[..., None]  # k exp(gam - Gam)
-    return Intra(KQ=KQ, Tb=Tb, V=v, Aqk=Aqk, Kd=knT.transpose(0, 3, 1, 2), decay=decay,
-                  least_gam=seen[0], g_max=seen[1])  # fmt: skip
+    return Intra(
+        KQ=KQ,
+        Tb=Tb,
+        V=v,
+        Aqk=Aqk,
+        Kd=knT.transpose(0, 3, 1, 2),
+        decay=decay,
+        least_gam=seen[0],
+        g_max=seen[1],
+    )
 
 
 def _smooth_scores(X: np.ndarray, knT: np.ndarray, beta: np.ndarray):

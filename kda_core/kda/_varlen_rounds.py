@@ -53,9 +53,16 @@ def _rounds_general(starts: np.ndarray, lens: np.ndarray, C: int):
 def _piece(it: _intra.Intra, j: int) -> _intra.Intra:
     """Chunk j of ``it`` alone (views)."""
     one = slice(j, j + 1)
-    return _intra.Intra(KQ=it.KQ[one], Tb=it.Tb[one], V=it.V[one], Aqk=it.Aqk[one],
-                        Kd=it.Kd[one], decay=it.decay[one], least_gam=it.least_gam,
-                        g_max=it.g_max)  # fmt: skip
+    return _intra.Intra(
+        KQ=it.KQ[one],
+        Tb=it.Tb[one],
+        V=it.V[one],
+        Aqk=it.Aqk[one],
+        Kd=it.Kd[one],
+        decay=it.decay[one],
+        least_gam=it.least_gam,
+        g_max=it.g_max,
+    )
 
 
 def _scan_step(it: _intra.Intra, S: np.ndarray) -> np.ndarray:

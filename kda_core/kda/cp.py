@@ -45,18 +45,40 @@ from kda_core.kda.cp_scan import (
 )
 
 __all__ = [
-    "FLUSH_BELOW", "MAX_DOCS", "MAX_RANKS", "OPEN_SEGMENT", "SCANS", "Element", "LocalPass",
-    "Message", "Piece", "Plan", "ScanLog", "allgather_schedule", "balance_weight",
-    "bytes_sent", "combine", "context_parallel", "context_parallel_varlen", "conv_pieces",
-    "finish", "halo_windows", "local_pass", "logdepth_schedule", "make_plan", "message_bytes",
-    "run_in_process", "scan_in_process", "sequential_states", "short_conv_cp",
-    "short_conv_cp_varlen", "split_points",
-]  # fmt: skip
+    "MAX_DOCS",
+    "MAX_RANKS",
+    "SCANS",
+    "Element",
+    "LocalPass",
+    "Message",
+    "Piece",
+    "Plan",
+    "ScanLog",
+    "allgather_schedule",
+    "balance_weight",
+    "bytes_sent",
+    "combine",
+    "context_parallel",
+    "context_parallel_varlen",
+    "conv_pieces",
+    "finish",
+    "halo_windows",
+    "local_pass",
+    "logdepth_schedule",
+    "make_plan",
+    "message_bytes",
+    "run_in_process",
+    "scan_in_process",
+    "sequential_states",
+    "short_conv_cp",
+    "short_conv_cp_varlen",
+    "split_points",
+]
 
 SCANS = ("allgather", "logdepth")
 # the open piece's augmented run goes in segments of this many tokens (see _open_piece)
-OPEN_SEGMENT = 1024
-FLUSH_BELOW = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
+_OPEN_SEGMENT = 1024
+_FLUSH_BELOW = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
 
 
 @dataclass(slots=True)
@@ -99,7 +121,7 @@ def _flush(x: np.ndarray) -> np.ndarray:
     """Zero entries below FLUSH_BELOW (in place): subnormal floats make every later multiply
     ~10x slower, and entries this small change nothing (|x| * |S_in| is ~1e-30 below the
     outputs' scale in float32, ~1e-290 in float64)."""
-    x[np.abs(x) < FLUSH_BELOW[x.dtype]] = 0
+    x[np.abs(x) < _FLUSH_BELOW[x.dtype]] = 0
     return x
 
 
@@ -116,7 +138,7 @@ def _open_piece(args, o: np.ndarray, scale: float, chunk_size: int):
     X = np.zeros((H, K, V + K), o.dtype)
     X[:, :, V:] = np.eye(K)
     qM = np.zeros((n, H, K), o.dtype)
-    step = max(chunk_size, OPEN_SEGMENT // chunk_size * chunk_size)
+    step = max(chunk_size, _OPEN_SEGMENT // chunk_size * chunk_size)
     for a in range(0, n, step):
         t = slice(a, min(n, a + step))
         if not X[:, :, V:].any():  # forgotten: M = 0 from here on
@@ -156,9 +178,21 @@ def _check_initial_states(initial_states, n_docs: int, H: int, K: int, V: int, d
 
 
 def context_parallel_varlen(
-    q, k, v, g, beta, *, ranks, cu_seqlens=None, initial_states=None, scan="logdepth",
-    scale=None, chunk_size=64, group=None, balance=True,
-):  # fmt: skip
+    q,
+    k,
+    v,
+    g,
+    beta,
+    *,
+    ranks,
+    cu_seqlens=None,
+    initial_states=None,
+    scan="logdepth",
+    scale=None,
+    chunk_size=64,
+    group=None,
+    balance=True,
+):
     """Packed documents split over ``ranks``: -> (o [T, H, V], final states [N_docs, H, K, V]),
     equal to `kda.chunked` per document. ``group`` (a cp_gloo.GlooGroup of ``ranks`` processes)
     runs the ranks for real; without it they run in this process. ``balance``: rank 0 (plain
@@ -201,16 +235,37 @@ def run_in_process(plan: Plan, inputs, S0: np.ndarray, scan: str, scale: float, 
 
 
 def context_parallel(
-    q, k, v, g, beta, *, ranks, scan="allgather", initial_state=None, scale=None,
-    chunk_size=64, group=None, balance=True,
-):  # fmt: skip
+    q,
+    k,
+    v,
+    g,
+    beta,
+    *,
+    ranks,
+    scan="allgather",
+    initial_state=None,
+    scale=None,
+    chunk_size=64,
+    group=None,
+    balance=True,
+):
     """One sequence over ``ranks`` ranks -> (o [T, H, V], S [H, K, V]), equal to `kda.chunked`.
 
     ``ranks=1`` is a plain `kda.chunked` call (no torch). Without ``group`` the ranks run in
     this process (numpy); ``group=cp_gloo.GlooGroup(ranks)`` runs them on real processes."""
     S0 = None if initial_state is None else np.asarray(initial_state)[None]
     o, S = context_parallel_varlen(
-        q, k, v, g, beta, ranks=ranks, initial_states=S0, scan=scan, scale=scale,
-        chunk_size=chunk_size, group=group, balance=balance,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        g,
+        beta,
+        ranks=ranks,
+        initial_states=S0,
+        scan=scan,
+        scale=scale,
+        chunk_size=chunk_size,
+        group=group,
+        balance=balance,
+    )
     return o, S[0]

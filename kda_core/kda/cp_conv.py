@@ -32,16 +32,30 @@ def short_conv_cp(
     ``first_weight`` the KDA layer's split used): each rank convolves its rows after receiving
     the previous W-1 rows (``group``: on real gloo ranks). Returns (y [T, D], new_window)."""
     y, windows = short_conv_cp_varlen(
-        x, w, ranks=ranks, window=window, activation=activation, chunk_size=chunk_size,
-        first_weight=first_weight, group=group,
-    )  # fmt: skip
+        x,
+        w,
+        ranks=ranks,
+        window=window,
+        activation=activation,
+        chunk_size=chunk_size,
+        first_weight=first_weight,
+        group=group,
+    )
     return y, windows[0]
 
 
 def short_conv_cp_varlen(
-    x, w, *, ranks, cu_seqlens=None, window=None, activation="silu", chunk_size=64,
-    first_weight=1.0, group=None,
-):  # fmt: skip
+    x,
+    w,
+    *,
+    ranks,
+    cu_seqlens=None,
+    window=None,
+    activation="silu",
+    chunk_size=64,
+    first_weight=1.0,
+    group=None,
+):
     """`short_conv_cp` over packed documents (``cu_seqlens``, as `context_parallel_varlen`):
     the window resets at every document start, so no row of one document reaches another's
     conv. ``window`` [W-1, D] is the first document's incoming window; every other document

@@ -36,15 +36,15 @@ from kda_core._checks import check_int
 from kda_core.kda import cp
 
 ROOT = Path(__file__).resolve().parents[2]  # the project root (kda_core/kda/cp_gloo.py)
-START_TIMEOUT = 180.0  # seconds for all workers to join the group (a loaded 2-core machine)
-TASK_TIMEOUT = 600.0
-COLLECTIVE_TIMEOUT = 300.0
+_START_TIMEOUT = 180.0  # seconds for all workers to join the group (a loaded 2-core machine)
+_TASK_TIMEOUT = 600.0
+_COLLECTIVE_TIMEOUT = 300.0
 
 
 class GlooGroup:
     """P worker processes in one gloo process group; this process is not a member."""
 
-    def __init__(self, ranks: int, *, timeout: float = START_TIMEOUT) -> None:
+    def __init__(self, ranks: int, *, timeout: float = _START_TIMEOUT) -> None:
         import torch.distributed as dist  # ImportError: the caller skips real ranks
 
         self.ranks = check_int("ranks", ranks, 1, cp.MAX_RANKS)
@@ -124,12 +124,13 @@ class GlooGroup:
             raise RuntimeError("the gloo group is closed")
         for conn, task in zip(self._send, tasks):
             conn.send(task)
-        return self._gather(TASK_TIMEOUT, what)
+        return self._gather(_TASK_TIMEOUT, what)
 
     # -- tasks ---------------------------------------------------------------------------------
 
-    def run_plan(self, plan: cp.Plan, inputs, S0: np.ndarray, scan: str, scale: float,
-                 chunk_size: int) -> list[dict]:  # fmt: skip
+    def run_plan(
+        self, plan: cp.Plan, inputs, S0: np.ndarray, scan: str, scale: float, chunk_size: int
+    ) -> list[dict]:
         """Every rank's share of ``plan`` -> per rank {o, finals, seconds, bytes_sent}."""
         tasks = []
         for r in range(plan.ranks):
@@ -149,8 +150,9 @@ class GlooGroup:
             )
         return self._run(tasks, "context_parallel")
 
-    def run_conv(self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str,
-                 plan: cp.Plan) -> list[dict]:  # fmt: skip
+    def run_conv(
+        self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str, plan: cp.Plan
+    ) -> list[dict]:
         """The conv halo exchange over ``plan``'s segments: a rank whose segment starts inside
         a document receives its predecessor's outgoing window (W-1 rows, all of that document);
         -> per rank {y, window, finals, bytes_sent}."""
@@ -328,7 +330,7 @@ def _worker() -> None:
     os.dup2(2, 1)  # stray prints go to the log, never into the result pipe
     store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), None, False)
     # a failed rank must not leave the others waiting for gloo's default 30 minutes
-    timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT)
+    timeout = datetime.timedelta(seconds=_COLLECTIVE_TIMEOUT)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=P, timeout=timeout)
     send.send({"rank": rank, "pid": os.getpid()})
     tasks = {"plan": _task_plan, "conv": _task_conv, "pingpong": _task_pingpong}

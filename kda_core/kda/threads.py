@@ -16,17 +16,17 @@ from typing import TypeVar
 
 import numpy as np
 
-MAX_THREADS = 64
+_MAX_THREADS = 64
 _PREFIX = "kda-chunked"
 T = TypeVar("T")
-Item = TypeVar("Item")
+_Item = TypeVar("_Item")
 
 # Reductions (the input checks) split over threads only above this many elements: a smaller
 # array is reduced faster than the hand-off to a thread takes.
 _REDUCE_ELEMENTS = 1 << 20
 
 
-def available_cores() -> int:
+def _available_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS reports it)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -41,8 +41,8 @@ def kda_threads() -> int:
         return 1  # already on a pool thread: waiting on the same pool could deadlock
     env = os.environ.get("KDA_THREADS", "").strip()
     if env.isdigit() and int(env) >= 1:
-        return min(int(env), MAX_THREADS)
-    return min(available_cores(), MAX_THREADS)
+        return min(int(env), _MAX_THREADS)
+    return min(_available_cores(), _MAX_THREADS)
 
 
 def pool(workers: int) -> ThreadPoolExecutor:
@@ -66,7 +66,7 @@ def reduce_rows(reduce: Callable[[np.ndarray], np.generic], x: np.ndarray) -> li
     return list(pool(n).map(reduce, parts))
 
 
-def for_each(items: list[Item], job: Callable[[Item], T]) -> list[T]:
+def for_each(items: list[_Item], job: Callable[[_Item], T]) -> list[T]:
     """``[job(x) for x in items]``: on the calling thread when there is one item, else on
     the pool (one thread per item); a worker's exception is re-raised here."""
     if len(items) == 1:

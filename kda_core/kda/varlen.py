@@ -48,7 +48,7 @@ __all__ = [
     "step_batch_naive",
 ]
 
-MAX_SEQS = 1 << 16
+_MAX_SEQS = 1 << 16
 # `_chunked_varlen` splits sequences over its threads only if the heaviest part carries at most
 # this much more than its share of the tokens (else it splits heads, which always balance)
 _BALANCE = 0.1
@@ -64,8 +64,8 @@ def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
     cu = np.asarray(cu_seqlens)
     if cu.ndim != 1 or cu.dtype.kind not in "iu":
         raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
-    if not 2 <= cu.size <= MAX_SEQS + 1:
-        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {MAX_SEQS}]")
+    if not 2 <= cu.size <= _MAX_SEQS + 1:
+        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {_MAX_SEQS}]")
     cu = cu.astype(np.int64)
     if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
         raise ValueError(
@@ -157,13 +157,28 @@ def _run(q, k, v, g, beta, cu, S, scale: float, C: int, measure: bool):
     groups = chunkwise._head_groups(T, H, K, v.shape[2])
     parts = _balanced_parts(lens, len(groups))
     if parts is not None:
-        seen = for_each(parts, lambda ids: _varlen_part(
-            q, k, v, g, beta, cu, S, scale, C, o, ids, measure))  # fmt: skip
+        seen = for_each(
+            parts, lambda ids: _varlen_part(q, k, v, g, beta, cu, S, scale, C, o, ids, measure)
+        )
     else:
         every = np.arange(cu.size - 1)
-        seen = for_each(groups, lambda h: _varlen_part(
-            q[:, h], k[:, h], v[:, h], g[:, h], beta[:, h], cu, S[:, h], scale, C, o[:, h], every,
-            measure))  # fmt: skip
+        seen = for_each(
+            groups,
+            lambda h: _varlen_part(
+                q[:, h],
+                k[:, h],
+                v[:, h],
+                g[:, h],
+                beta[:, h],
+                cu,
+                S[:, h],
+                scale,
+                C,
+                o[:, h],
+                every,
+                measure,
+            ),
+        )
     return o, S, functools.reduce(_inputs.Measured.add, seen) if measure else None
 
 
@@ -221,8 +236,9 @@ def _pipeline(q, k, v, g, beta, cu, S, scale, C, o, ids, measure) -> _inputs.Mea
         group = max(1, chunkwise._SLAB_BYTES // (Cp * H * max(K, Vd) * 8))
         for g0 in range(0, len(seqs), group):
             gs = slice(g0, g0 + group)
-            m = piece_group(q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp,
-                             measure)  # fmt: skip
+            m = piece_group(
+                q, k, v, g, beta, S, o, seqs[gs], row0[gs], size[gs], scale, Cp, measure
+            )
             if measure:
                 seen = seen.add(m)
     return seen if measure else None
@@ -238,9 +254,15 @@ def chunked_varlen_naive(
         s = slice(cu[i], cu[i + 1])
         if cu[i + 1] > cu[i]:
             o[s], S[i] = kda.chunked(
-                q[s], k[s], v[s], g[s], beta[s], scale=scale, initial_state=S[i],
+                q[s],
+                k[s],
+                v[s],
+                g[s],
+                beta[s],
+                scale=scale,
+                initial_state=S[i],
                 chunk_size=chunk_size,
-            )  # fmt: skip
+            )
     return o, S
 
 
@@ -259,10 +281,14 @@ def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
     B, H, K, Vd = S.shape
     q, k, v, g, beta, _, scale = _inputs.validate(
-        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1), np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
-        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1), np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
-        np.reshape(beta, (1, B * H)), None, scale,
-    )  # fmt: skip
+        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1),
+        np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(beta, (1, B * H)),
+        None,
+        scale,
+    )
     o, Sn = _step(S, q[0], k[0], v[0], g[0], beta[0], scale)
     return o, Sn
 

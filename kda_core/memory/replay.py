@@ -25,7 +25,7 @@ from kda_core.memory.pools import StaticPool, UnifiedPool
 from kda_core.memory.workload import MAX_REQUESTS, MAX_STEPS, MAX_TOKENS_PER_REQUEST, Workload
 from kda_core.sizing import GIB
 
-POOL_KINDS: tuple[str, ...] = ("eager", "lazy", "static")
+_POOL_KINDS: tuple[str, ...] = ("eager", "lazy", "static")
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,12 +321,12 @@ def replay(
     """Replay ``workload`` through a unified pool (``kind`` "eager" / "lazy") or a static
     partition at ``ratio`` (``kind`` "static"); see the module docstring for the model."""
     cfg = ReplayConfig() if config is None else config
-    if kind not in POOL_KINDS:
-        raise ValueError(f"kind must be one of {list(POOL_KINDS)}, got {kind!r}")
+    if kind not in _POOL_KINDS:
+        raise ValueError(f"kind must be one of {list(_POOL_KINDS)}, got {kind!r}")
     if not isinstance(workload, Workload):
         raise ValueError("workload must be a Workload (see shifting_mix / from_lengths)")
     r = _Replay(workload, kind, ratio, cfg)
     return r.result(r.run_steps(), ratio)
 
 
-__all__ = ["POOL_KINDS", "ReplayConfig", "ReplayResult", "Timeline", "replay", "tuned_ratio"]
+__all__ = ["ReplayConfig", "ReplayResult", "Timeline", "replay", "tuned_ratio"]

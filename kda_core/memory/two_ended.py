@@ -4,7 +4,7 @@ unified_memory_pool.py`` and ``allocator/unified_sub_pool.py`` ``MultiEndedAlloc
 
 ``"state"`` entries (KDA state slots, ``S`` bytes) grow up from byte 0, ``"kv"`` entries (MLA KV
 pages, ``P`` bytes) grow down from the top; the free gap lies between the two frontiers.
-Callers see only virtual ids (`kda_core.memory.side`), so compaction moves bytes and rewrites
+Callers see only virtual ids (`kda_core.memory._side`), so compaction moves bytes and rewrites
 tables and nothing else. Modes: ``"eager"`` compacts on every free (minimal moves), ``"lazy"``
 keeps holes and compacts on ``flush`` (idle, capped) or when the peer side falls short. When
 the ends meet, ``alloc`` asks the peer to compact, re-checks, else returns None (the caller
@@ -24,13 +24,13 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core._checks import check_int as _check_int
-from kda_core.memory.side import Side, as_vids
+from kda_core.memory._side import Side, as_vids
 
 SIDES: tuple[str, str] = ("state", "kv")
 MODES: tuple[str, str] = ("eager", "lazy")
 MAX_BUFFER_BYTES: int = 256 << 20  # cap on a real (store=True) buffer
-MAX_VIRTUAL_BYTES: int = 1 << 44  # cap on an accounting-only (store=False) pool
-MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables are int64)
+_MAX_VIRTUAL_BYTES: int = 1 << 44  # cap on an accounting-only (store=False) pool
+_MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables are int64)
 
 
 class TwoEndedPoolStats(NamedTuple):
@@ -70,7 +70,7 @@ class TwoEndedPool:
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be a bool, got {flag!r}")
         self.verify = verify and store
-        hi = MAX_BUFFER_BYTES if store else MAX_VIRTUAL_BYTES
+        hi = MAX_BUFFER_BYTES if store else _MAX_VIRTUAL_BYTES
         self.total_bytes = _check_int("total_bytes", total_bytes, 1, hi)
         t = self.total_bytes
         pk = _check_int("kv_entry_bytes", kv_entry_bytes, 1, t)
@@ -78,9 +78,9 @@ class TwoEndedPool:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         for name, e in (("kv_entry_bytes", pk), ("state_entry_bytes", ps)):
-            if t // e > MAX_ENTRIES_PER_SIDE:
+            if t // e > _MAX_ENTRIES_PER_SIDE:
                 raise ValueError(
-                    f"total_bytes // {name} must be <= {MAX_ENTRIES_PER_SIDE} entries, "
+                    f"total_bytes // {name} must be <= {_MAX_ENTRIES_PER_SIDE} entries, "
                     f"got {t // e}; use larger entries"
                 )
         self.mode = mode
@@ -148,10 +148,6 @@ class TwoEndedPool:
 
     def _available(self, s: Side, side: str) -> int:
         return min(s.holes + self._room(side), s.n_free_vids)
-
-    def schedulable_available(self, side: str) -> int:
-        """Entries ``side`` could allocate after the shortfall ladder (credits peer holes)."""
-        return self._schedulable(self._check_side(side), side)
 
     def _schedulable(self, s: Side, side: str) -> int:
         return min(s.holes + self._room_after_relief(side), s.n_free_vids)
@@ -356,11 +352,6 @@ class TwoEndedPool:
         s = self._check_side(side)
         return s.p2v[: s.wm].copy()
 
-    def live_vids(self, side: str) -> np.ndarray:
-        """Virtual ids currently allocated on ``side`` (sorted)."""
-        s = self._check_side(side)
-        return np.sort(s.p2v[: s.wm][s.p2v[: s.wm] >= 0])
-
     # --- integrity -----------------------------------------------------------------------
 
     def check_integrity(self, check_bytes: bool = True) -> None:
@@ -387,8 +378,6 @@ class TwoEndedPool:
 
 __all__ = [
     "MAX_BUFFER_BYTES",
-    "MAX_ENTRIES_PER_SIDE",
-    "MAX_VIRTUAL_BYTES",
     "MODES",
     "SIDES",
     "TwoEndedPool",

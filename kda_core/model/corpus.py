@@ -38,17 +38,17 @@ import sys
 import sysconfig
 from pathlib import Path
 
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
-SPLITS: tuple[str, ...] = ("train", "heldout", "out_of_style")
-DOC_SEPARATOR = "\n\n\n"
-HELDOUT_BYTE_BELOW = 26  # first sha256 byte < 26 of 256: ~10 % of modules held out
-MIN_CHARS = 40
-EXCLUDED_DIRS = frozenset(
+_CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
+_SPLITS: tuple[str, ...] = ("train", "heldout", "out_of_style")
+_DOC_SEPARATOR = "\n\n\n"
+_HELDOUT_BYTE_BELOW = 26  # first sha256 byte < 26 of 256: ~10 % of modules held out
+_MIN_CHARS = 40
+_EXCLUDED_DIRS = frozenset(
     {"test", "tests", "testing", "idlelib", "lib2to3", "site-packages", "__pycache__", "_vendor"}
     | {"vendor", "vendored", "externals"}
 )
 # distribution -> (import directories, SPDX licence of its own text). Only PSF, BSD and MIT.
-TRAIN_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
+_TRAIN_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "numpy": (("numpy",), "BSD-3-Clause"),
     "pandas": (("pandas",), "BSD-3-Clause"),
     "mpmath": (("mpmath",), "BSD-3-Clause"),
@@ -65,7 +65,7 @@ TRAIN_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 # API references in four conventions: numpy-style sections (networkx, matplotlib), Sphinx
 # fields (jinja2), Google-style sections with Markdown code fences (pydantic).
-OUT_OF_STYLE_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
+_OUT_OF_STYLE_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "networkx": (("networkx",), "BSD-3-Clause"),
     "matplotlib": (("matplotlib", "mpl_toolkits"), "Matplotlib License (PSF-based)"),
     "jinja2": (("jinja2",), "BSD-3-Clause"),
@@ -77,8 +77,8 @@ SAMPLE_PROMPTS: tuple[str, ...] = (
     "This module provides",
     "If the timeout is",
 )
-OUT_OF_STYLE_BYTES = 32_768
-OUT_OF_STYLE_DOC_BYTES = 6_144
+_OUT_OF_STYLE_BYTES = 32_768
+_OUT_OF_STYLE_DOC_BYTES = 6_144
 _BLANK_RUN = re.compile(r"\n{3,}")
 
 
@@ -86,24 +86,27 @@ def clean(doc: str) -> str | None:
     """A docstring as the corpus keeps it (module docstring), or None when it is not kept."""
     lines = [ln.rstrip() for ln in inspect.cleandoc(doc).expandtabs(8).split("\n")]
     text = _BLANK_RUN.sub("\n\n", "\n".join(lines)).strip("\n")
-    if len(text) < MIN_CHARS or not text.isascii():
+    if len(text) < _MIN_CHARS or not text.isascii():
         return None
     if not all(c.isprintable() or c == "\n" for c in text):
         return None
     return text
 
 
-def docstrings(source: str) -> list[str]:
+def _docstrings(source: str) -> list[str]:
     """Module, class and function docstrings of one file, in source order, cleaned."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
     nodes = [tree] + sorted(
-        (n for n in ast.walk(tree)
-         if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))),
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        ),
         key=lambda n: (n.lineno, n.col_offset),
-    )  # fmt: skip
+    )
     out = []
     for n in nodes:
         doc = ast.get_docstring(n, clean=False)
@@ -113,9 +116,9 @@ def docstrings(source: str) -> list[str]:
     return out
 
 
-def is_heldout(module: str) -> bool:
+def _is_heldout(module: str) -> bool:
     """The split rule: first byte of sha256(module path) below HELDOUT_BYTE_BELOW."""
-    return hashlib.sha256(module.encode()).digest()[0] < HELDOUT_BYTE_BELOW
+    return hashlib.sha256(module.encode()).digest()[0] < _HELDOUT_BYTE_BELOW
 
 
 def modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
@@ -123,7 +126,7 @@ def modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
     out = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if EXCLUDED_DIRS.intersection(rel.parts[:-1]):
+        if _EXCLUDED_DIRS.intersection(rel.parts[:-1]):
             continue
         if rel.name.startswith("test_") or rel.name == "conftest.py":
             continue
@@ -131,12 +134,12 @@ def modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
     return out
 
 
-def module_document(path: Path, seen: set[str], cap: int | None = None) -> str:
+def _module_document(path: Path, seen: set[str], cap: int | None = None) -> str:
     """One module's new docstrings joined by blank lines (added to ``seen``); with ``cap``,
     cut after the docstring that takes the document past ``cap`` bytes."""
     kept: list[str] = []
     size = 0
-    for doc in docstrings(path.read_text(encoding="utf-8", errors="replace")):
+    for doc in _docstrings(path.read_text(encoding="utf-8", errors="replace")):
         if doc in seen:
             continue
         seen.add(doc)
@@ -147,47 +150,47 @@ def module_document(path: Path, seen: set[str], cap: int | None = None) -> str:
     return "\n\n".join(kept)
 
 
-def package_roots(dist: str, dirs: tuple[str, ...]) -> list[tuple[str, Path]]:
+def _package_roots(dist: str, dirs: tuple[str, ...]) -> list[tuple[str, Path]]:
     """(import directory name, path) of an installed distribution's packages."""
     d = metadata.distribution(dist)
     roots = [(name, Path(str(d.locate_file(name)))) for name in dirs]
     return [(name, p) for name, p in roots if p.is_dir()]
 
 
-def extract(
-    stdlib: Path, packages: tuple[str, ...] = tuple(TRAIN_PACKAGES), seen: set[str] | None = None
+def _extract(
+    stdlib: Path, packages: tuple[str, ...] = tuple(_TRAIN_PACKAGES), seen: set[str] | None = None
 ) -> dict[str, list[str]]:
     """{split: [document per module]} of the stdlib at ``stdlib`` and the training packages
     (``heldout`` by the split rule; ``out_of_style`` empty). Deterministic; the docstrings kept
     are added to ``seen``."""
     seen = set() if seen is None else seen
-    docs: dict[str, list[str]] = {s: [] for s in SPLITS}
+    docs: dict[str, list[str]] = {s: [] for s in _SPLITS}
     sources = [("", stdlib)]
     for dist in packages:
-        sources += [(name + "/", p) for name, p in package_roots(dist, TRAIN_PACKAGES[dist][0])]
+        sources += [(name + "/", p) for name, p in _package_roots(dist, _TRAIN_PACKAGES[dist][0])]
     for prefix, root in sources:
         for module, path in modules(root, prefix):
-            text = module_document(path, seen)
+            text = _module_document(path, seen)
             if text:
-                docs["heldout" if is_heldout(module) else "train"].append(text)
+                docs["heldout" if _is_heldout(module) else "train"].append(text)
     return docs
 
 
-def extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
+def _extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
     """The out_of_style documents by package: modules in sha256 order until
     OUT_OF_STYLE_BYTES, docstrings already in ``seen`` (training text) left out."""
     by_package: dict[str, list[str]] = {}
-    for dist, (dirs, _) in OUT_OF_STYLE_PACKAGES.items():
+    for dist, (dirs, _) in _OUT_OF_STYLE_PACKAGES.items():
         out = by_package[dist] = []
-        mods = [m for name, root in package_roots(dist, dirs) for m in modules(root, name + "/")]
+        mods = [m for name, root in _package_roots(dist, dirs) for m in modules(root, name + "/")]
         mods.sort(key=lambda m: hashlib.sha256(m[0].encode()).digest())
         size = 0
         for _, path in mods:
-            text = module_document(path, seen, OUT_OF_STYLE_DOC_BYTES)
+            text = _module_document(path, seen, _OUT_OF_STYLE_DOC_BYTES)
             if text:
                 out.append(text)
-                size += len(text) + len(DOC_SEPARATOR)
-            if size >= OUT_OF_STYLE_BYTES:
+                size += len(text) + len(_DOC_SEPARATOR)
+            if size >= _OUT_OF_STYLE_BYTES:
                 break
     return by_package
 
@@ -196,15 +199,20 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
+def _check_licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
     """Copy every source's licence files to ``licences/``; -> the manifest's sources entry."""
     lic_dir = out_dir / "licences"
     lic_dir.mkdir(parents=True, exist_ok=True)
     (lic_dir / "python-LICENSE.txt").write_bytes((stdlib / "LICENSE.txt").read_bytes())
-    sources = {"python": {"version": sys.version.split()[0], "licence": "PSF-2.0",
-                          "licence_files": ["licences/python-LICENSE.txt"],
-                          "role": "train / heldout"}}  # fmt: skip
-    for dist, (_, spdx) in {**TRAIN_PACKAGES, **OUT_OF_STYLE_PACKAGES}.items():
+    sources = {
+        "python": {
+            "version": sys.version.split()[0],
+            "licence": "PSF-2.0",
+            "licence_files": ["licences/python-LICENSE.txt"],
+            "role": "train / heldout",
+        }
+    }
+    for dist, (_, spdx) in {**_TRAIN_PACKAGES, **_OUT_OF_STYLE_PACKAGES}.items():
         d = metadata.distribution(dist)
         files = []
         for f in d.files or []:  # the project's own licence: top level of the dist-info
@@ -217,24 +225,28 @@ def _licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:
                 files.append(dest)
         if not files:
             raise ValueError(f"{dist}: no licence file found in its dist-info")
-        role = "out_of_style" if dist in OUT_OF_STYLE_PACKAGES else "train / heldout"
-        sources[dist] = {"version": d.version, "licence": spdx,
-                         "licence_files": sorted(files), "role": role}  # fmt: skip
+        role = "out_of_style" if dist in _OUT_OF_STYLE_PACKAGES else "train / heldout"
+        sources[dist] = {
+            "version": d.version,
+            "licence": spdx,
+            "licence_files": sorted(files),
+            "role": role,
+        }
     return sources
 
 
-def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
+def _freeze(out_dir: Path = _CORPUS_DIR, stdlib: Path | None = None) -> dict:
     """Extract and write the corpus files, licences and manifest; returns the manifest."""
     stdlib = Path(stdlib or sysconfig.get_paths()["stdlib"])
     seen: set[str] = set()
-    docs = extract(stdlib, seen=seen)
-    by_package = extract_out_of_style(seen)
+    docs = _extract(stdlib, seen=seen)
+    by_package = _extract_out_of_style(seen)
     docs["out_of_style"] = [d for package in by_package.values() for d in package]
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
-    for split in SPLITS:
+    for split in _SPLITS:
         path = out_dir / f"{split}.txt"
-        path.write_text(DOC_SEPARATOR.join(docs[split]) + "\n", encoding="utf-8")
+        path.write_text(_DOC_SEPARATOR.join(docs[split]) + "\n", encoding="utf-8")
         files[split] = {
             "file": path.name,
             "documents": len(docs[split]),
@@ -245,9 +257,9 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
         "source": "docstrings of CPython's standard library and of permissively licensed "
         "packages (*.py), parsed with ast",
         "implementation": sys.implementation.name,
-        "sources": _licences(out_dir, stdlib),
-        "split_rule": f"held out when sha256(module path)[0] < {HELDOUT_BYTE_BELOW}; "
-        f"out_of_style: {', '.join(OUT_OF_STYLE_PACKAGES)} (never trained on)",
+        "sources": _check_licences(out_dir, stdlib),
+        "split_rule": f"held out when sha256(module path)[0] < {_HELDOUT_BYTE_BELOW}; "
+        f"out_of_style: {', '.join(_OUT_OF_STYLE_PACKAGES)} (never trained on)",
         "files": files,
         "out_of_style_documents": {k: len(v) for k, v in by_package.items()},
     }
@@ -255,14 +267,14 @@ def freeze(out_dir: Path = CORPUS_DIR, stdlib: Path | None = None) -> dict:
     return manifest
 
 
-def manifest(corpus_dir: Path = CORPUS_DIR) -> dict:
+def manifest(corpus_dir: Path = _CORPUS_DIR) -> dict:
     return json.loads((corpus_dir / "manifest.json").read_text())
 
 
-def load(split: str = "train", corpus_dir: Path = CORPUS_DIR) -> str:
+def load(split: str = "train", corpus_dir: Path = _CORPUS_DIR) -> str:
     """The frozen text of one split, checked against the manifest's sha256."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split not in _SPLITS:
+        raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
     entry = manifest(corpus_dir)["files"][split]
     data = (corpus_dir / entry["file"]).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -273,15 +285,15 @@ def load(split: str = "train", corpus_dir: Path = CORPUS_DIR) -> str:
 
 def documents(text: str) -> list[str]:
     """The documents of a corpus file (one per module, separated by DOC_SEPARATOR)."""
-    return [d.strip("\n") for d in text.split(DOC_SEPARATOR) if len(d.strip("\n").encode()) >= 2]
+    return [d.strip("\n") for d in text.split(_DOC_SEPARATOR) if len(d.strip("\n").encode()) >= 2]
 
 
-def out_of_style_by_package(corpus_dir: Path = CORPUS_DIR) -> dict[str, str]:
+def out_of_style_by_package(corpus_dir: Path = _CORPUS_DIR) -> dict[str, str]:
     """The out_of_style text split by the package it came from (the manifest's counts)."""
     docs = documents(load("out_of_style", corpus_dir))
     out, start = {}, 0
     for package, n in manifest(corpus_dir)["out_of_style_documents"].items():
-        out[package] = DOC_SEPARATOR.join(docs[start : start + n])
+        out[package] = _DOC_SEPARATOR.join(docs[start : start + n])
         start += n
     return out
 
@@ -330,14 +342,14 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("command", choices=("freeze", "show", "score"))
-    ap.add_argument("--out", type=Path, default=CORPUS_DIR)
+    ap.add_argument("--out", type=Path, default=_CORPUS_DIR)
     args = ap.parse_args(argv)
     if args.command == "score":  # the shipped model (or KDA_LAB_CHECKPOINT's)
         from kda_core.model.tiny import TinyHybrid
 
         print(json.dumps(scores(TinyHybrid()), indent=2))
         return
-    m = freeze(args.out) if args.command == "freeze" else manifest(args.out)
+    m = _freeze(args.out) if args.command == "freeze" else manifest(args.out)
     print(json.dumps(m, indent=2))
 
 

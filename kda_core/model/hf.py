@@ -6,8 +6,7 @@ float16, bfloat16 or float64; tensor names as transformers' modules or in the ch
 layout Moonshot publishes and ``save_pretrained`` writes, see `module_names`) of a small
 Kimi-Linear checkpoint into the lab's ``kimi-linear`` variant (`TinyHybrid.from_hf`).
 `export(config, arrays, folder)` writes ``config.json`` + ``model.safetensors`` (float32) that
-``transformers.AutoModelForCausalLM.from_pretrained`` loads (`kda_core.model.export_hf`). No
-torch, no transformers: numpy and the safetensors file format only.
+``transformers.AutoModelForCausalLM.from_pretrained`` loads (`kda_core.model.export_hf`); numpy.
 
 Config fields follow transformers' ``KimiLinearConfig`` (and its precedence: ``layer_types``,
 else the checkpoint's ``linear_attn_config`` with 1-based ``full_attn_layers`` / ``kda_layers``;
@@ -25,6 +24,7 @@ heads, unrotated) and nothing like K3's lower-bound gate: ``k3`` is not exported
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -36,9 +36,9 @@ from safetensors.numpy import save_file
 from kda_core.model.params import ModelConfig
 from kda_core.model.tokenizer import VOCAB
 
-ARCHITECTURE = "KimiLinearForCausalLM"
-MODEL_TYPE = "kimi_linear"
-MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
+_ARCHITECTURE = "KimiLinearForCausalLM"
+_MODEL_TYPE = "kimi_linear"
+_MAX_CHECKPOINT_BYTES = 1 << 30  # "small": the lab holds it in float64
 _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16}
 _SIZE_FIELDS = (
     *("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"),
@@ -47,7 +47,7 @@ _SIZE_FIELDS = (
 _HF_KIND = {"kda": "linear_attention", "mla": "full_attention"}
 
 
-def _int(cfg: dict, key: str, lin: dict | None = None, lin_key: str | None = None) -> int:
+def _parse_int(cfg: dict, key: str, lin: dict | None = None, lin_key: str | None = None) -> int:
     """A size field; the checkpoint's linear_attn_config[lin_key] wins over cfg[key], as in
     transformers. Missing or not a positive integer: ValueError naming the field."""
     value = lin.get(lin_key) if lin and lin_key else None
@@ -60,7 +60,7 @@ def _int(cfg: dict, key: str, lin: dict | None = None, lin_key: str | None = Non
     return value
 
 
-def _layer_types(cfg: dict, n: int, lin: dict) -> tuple[str, ...]:
+def _parse_layer_types(cfg: dict, n: int, lin: dict) -> tuple[str, ...]:
     inverse = {v: k for k, v in _HF_KIND.items()}
     if cfg.get("layer_types") is not None:
         types = list(cfg["layer_types"])
@@ -83,7 +83,7 @@ def _layer_types(cfg: dict, n: int, lin: dict) -> tuple[str, ...]:
     return tuple(inverse[t] for t in types)
 
 
-def _refuse_unsupported(cfg: dict, n: int) -> None:
+def _check_supported(cfg: dict, n: int) -> None:
     mlp = cfg.get("mlp_layer_types")
     if mlp is None:  # transformers' default: the first first_k_dense_replace layers dense
         k = cfg.get("first_k_dense_replace", 1)
@@ -115,15 +115,15 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     if not isinstance(cfg, dict):
         raise ValueError(f"config must be a dict, got {type(cfg).__name__}")
     archs = cfg.get("architectures") or []
-    if ARCHITECTURE not in archs and cfg.get("model_type") != MODEL_TYPE:
+    if _ARCHITECTURE not in archs and cfg.get("model_type") != _MODEL_TYPE:
         raise ValueError(
             f"config.json: architectures {archs} / model_type {cfg.get('model_type')!r} is not "
-            f"{ARCHITECTURE} / {MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
+            f"{_ARCHITECTURE} / {_MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
         )
-    size = {key: _int(cfg, key) for key in _SIZE_FIELDS}
+    size = {key: _parse_int(cfg, key) for key in _SIZE_FIELDS}
     lin = cfg.get("linear_attn_config") or {}
     n = size["num_hidden_layers"]
-    _refuse_unsupported(cfg, n)
+    _check_supported(cfg, n)
     eps = cfg.get("rms_norm_eps", 1e-5)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise ValueError(f"config.json: rms_norm_eps must be a number in (0, 1), got {eps!r}")
@@ -131,9 +131,9 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     return ModelConfig(
         d_model=size["hidden_size"],
         n_layers=n,
-        n_heads=_int(cfg, "linear_num_heads", lin, "num_heads"),
-        head_dim=_int(cfg, "linear_head_dim", lin, "head_dim"),
-        conv_size=_int(kernel, "linear_conv_kernel_dim", lin, "short_conv_kernel_size"),
+        n_heads=_parse_int(cfg, "linear_num_heads", lin, "num_heads"),
+        head_dim=_parse_int(cfg, "linear_head_dim", lin, "head_dim"),
+        conv_size=_parse_int(kernel, "linear_conv_kernel_dim", lin, "short_conv_kernel_size"),
         mla_heads=size["num_attention_heads"],
         mla_head_dim=size["qk_nope_head_dim"],
         mla_latent=size["kv_lora_rank"] + size["qk_rope_head_dim"],
@@ -141,7 +141,7 @@ def config_from_hf(cfg: dict) -> ModelConfig:
         gate_lower_bound=None,
         norm_eps=float(eps),
         variant="kimi-linear",
-        layer_types=_layer_types(cfg, n, lin),
+        layer_types=_parse_layer_types(cfg, n, lin),
         mla_rope_dim=size["qk_rope_head_dim"],
         mla_v_dim=size["v_head_dim"],
     )
@@ -150,8 +150,8 @@ def config_from_hf(cfg: dict) -> ModelConfig:
 def config_to_hf(c: ModelConfig) -> dict:
     """The ``config.json`` of a ``kimi-linear`` ModelConfig (transformers' field names)."""
     return {
-        "architectures": [ARCHITECTURE],
-        "model_type": MODEL_TYPE,
+        "architectures": [_ARCHITECTURE],
+        "model_type": _MODEL_TYPE,
         "vocab_size": VOCAB,
         "hidden_size": c.d_model,
         "intermediate_size": c.mlp_hidden,
@@ -253,18 +253,20 @@ def to_hf_state(c: ModelConfig, arrays: dict[str, np.ndarray]) -> dict[str, np.n
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sd.items()}
 
 
+def _check_tensor(sd: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """Take tensor ``name`` out of a checkpoint's state dict; a missing one is refused."""
+    if name not in sd:
+        raise ValueError(f"checkpoint: missing tensor {name!r}")
+    return sd.pop(name)
+
+
 def from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
     """transformers' state dict -> lab named arrays (their shapes are checked by the model).
     ``lm_head.weight`` is always its own tensor: transformers' KimiLinearForCausalLM declares no
     tied weights, so ``tie_word_embeddings`` changes nothing there either."""
     C, Hm, dh, dv = c.mla_kv_rank, c.mla_heads, c.mla_head_dim, c.mla_value_dim
     sd = dict(sd)
-
-    def take(name: str) -> np.ndarray:
-        if name not in sd:
-            raise ValueError(f"checkpoint: missing tensor {name!r}")
-        return sd.pop(name)
-
+    take = functools.partial(_check_tensor, sd)
     out = {
         "embed": take("model.embed_tokens.weight"),
         "final_norm": take("model.norm.weight"),
@@ -350,7 +352,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _weight_files(folder: Path) -> list[Path]:
+def _check_weight_files(folder: Path) -> list[Path]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
@@ -361,10 +363,10 @@ def _weight_files(folder: Path) -> list[Path]:
     if missing:
         raise ValueError(f"{folder}: missing weight file(s) {missing}")
     total = sum(f.stat().st_size for f in files)
-    if total > MAX_CHECKPOINT_BYTES:
+    if total > _MAX_CHECKPOINT_BYTES:
         raise ValueError(
             f"{folder}: checkpoint of {total} bytes is larger than the lab's "
-            f"{MAX_CHECKPOINT_BYTES} (a small model only)"
+            f"{_MAX_CHECKPOINT_BYTES} (a small model only)"
         )
     return files
 
@@ -377,7 +379,7 @@ def read(folder: str | Path) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     cfg = json.loads((folder / "config.json").read_text())
     config = config_from_hf(cfg)
     sd: dict[str, np.ndarray] = {}
-    for f in _weight_files(folder):
+    for f in _check_weight_files(folder):
         sd.update(read_safetensors(f))
     return config, from_hf_state(config, module_names(sd))
 
@@ -387,7 +389,7 @@ def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) ->
     to ``folder`` (created); returns the folder."""
     if c.variant != "kimi-linear":
         raise ValueError(
-            f"model: variant {c.variant!r} cannot be exported: transformers' {ARCHITECTURE} has "
+            f"model: variant {c.variant!r} cannot be exported: transformers' {_ARCHITECTURE} has "
             "no counterpart to K3's lower-bound gate, full-rank output gate or gated MLA "
             "(build the 'kimi-linear' variant)"
         )

@@ -32,7 +32,7 @@ K3_REFERENCE = {
 
 
 VARIANTS: tuple[str, ...] = ("k3", "kimi-linear")
-LAYER_TYPES: tuple[str, ...] = ("kda", "mla")
+_LAYER_TYPES: tuple[str, ...] = ("kda", "mla")
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,8 +62,16 @@ class ModelConfig:
     mla_v_dim: int | None = None  # value width per head (None: mla_head_dim)
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_heads", "head_dim", "conv_size", "mla_heads", "mla_head_dim",
-                     "mla_latent", "mlp_hidden"):  # fmt: skip
+        for name in (
+            "d_model",
+            "n_heads",
+            "head_dim",
+            "conv_size",
+            "mla_heads",
+            "mla_head_dim",
+            "mla_latent",
+            "mlp_hidden",
+        ):
             if not 1 <= getattr(self, name) <= 4096:
                 raise ValueError(f"{name} must be in [1, 4096], got {getattr(self, name)}")
         if self.variant not in VARIANTS:
@@ -78,8 +86,8 @@ class ModelConfig:
                 f"layer_types must name n_layers = {self.n_layers} (1..64) layers, "
                 f"got {len(self.layer_types)}"
             )
-        elif any(t not in LAYER_TYPES for t in self.layer_types):
-            raise ValueError(f"layer_types must hold {LAYER_TYPES}, got {self.layer_types}")
+        elif any(t not in _LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"layer_types must hold {_LAYER_TYPES}, got {self.layer_types}")
         if self.mla_v_dim is not None and not 1 <= self.mla_v_dim <= 4096:
             raise ValueError(f"mla_v_dim must be None or in [1, 4096], got {self.mla_v_dim}")
         if self.variant == "k3":

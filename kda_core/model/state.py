@@ -55,14 +55,6 @@ class ModelState:
             self.fingerprint,
         )
 
-    @property
-    def nbytes_kda(self) -> int:
-        return sum(s.nbytes for s in self.kda)
-
-    @property
-    def nbytes_mla(self) -> int:
-        return self.mla_kv.nbytes
-
     def kda_distance(self, other: ModelState) -> float:
         """Relative Frobenius distance of all KDA recurrent states (0 when identical)."""
         num = sum(float(np.sum((a.S - b.S) ** 2)) for a, b in zip(self.kda, other.kda))

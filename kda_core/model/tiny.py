@@ -114,8 +114,10 @@ class TinyHybrid:
                     f"weights must be 'trained', 'random', a Path or a dict, got {weights!r}"
                 )
             if cfg.seed != ModelConfig().seed:
-                raise ValueError(f"config.seed={cfg.seed} selects random weights: pass "
-                                 "weights='random' (trained weights have no seed)")  # fmt: skip
+                raise ValueError(
+                    f"config.seed={cfg.seed} selects random weights: pass "
+                    "weights='random' (trained weights have no seed)"
+                )
             self.embed, self.blocks, self.final_norm, self.lm_head = weights_from_arrays(
                 cfg, arrays
             )
@@ -198,7 +200,7 @@ class TinyHybrid:
         y = rmsnorm(o, w.norm_w, self.config.norm_eps).reshape(o.shape[0], -1) * gate
         return y @ w.w_o
 
-    def kda_mixer(
+    def _kda_mixer(
         self, layer: int, h: np.ndarray, st: KDALayerState
     ) -> tuple[np.ndarray, KDALayerState]:
         f = self.kda_features(layer, h, st.conv)
@@ -281,7 +283,7 @@ class TinyHybrid:
             h = self.norm1(layer, x)
             j = self._slot[layer]
             if kind == "kda":
-                y, kda_states[j] = self.kda_mixer(layer, h, kda_states[j])
+                y, kda_states[j] = self._kda_mixer(layer, h, kda_states[j])
             else:
                 y, lat = self.mla_mixer(layer, h, state.mla_kv[:, j])
                 new_lat.append(lat)

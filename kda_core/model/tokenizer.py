@@ -23,8 +23,8 @@ VOCAB = 256
 TOKENIZER_NAME = "utf8-bytes-v1"
 TOKENIZER_FINGERPRINT = hashlib.sha256(f"{TOKENIZER_NAME}:{VOCAB}".encode()).hexdigest()[:16]
 MAX_TOKENS = 16384  # per request: keeps MLA attention and memory bounded
-NEWLINE = "⏎"
-TAB = "⇥"
+_NEWLINE = "⏎"
+_TAB = "⇥"
 
 
 def encode(text: str) -> list[int]:
@@ -67,7 +67,7 @@ def _visible(ch: str, newline: str) -> str:
     if ch == "\n":
         return newline
     if ch == "\t":
-        return TAB
+        return _TAB
     if ch.isprintable():
         return ch
     return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
@@ -98,7 +98,7 @@ def _chars(ids: list[int]) -> list[tuple[int, int, str | None]]:
     return out
 
 
-def pieces(tokens: Sequence[int], *, newline: str = NEWLINE) -> list[str]:
+def pieces(tokens: Sequence[int], *, newline: str = _NEWLINE) -> list[str]:
     """One label per token; ``"".join(pieces(t)) == display(t)``."""
     ids = check_tokens(tokens, allow_empty=True)
     labels = [""] * len(ids)
@@ -107,13 +107,13 @@ def pieces(tokens: Sequence[int], *, newline: str = NEWLINE) -> list[str]:
     return labels
 
 
-def display(tokens: Sequence[int], *, newline: str = NEWLINE) -> str:
+def display(tokens: Sequence[int], *, newline: str = _NEWLINE) -> str:
     """Byte tokens as one line of text (see the module docstring). display(encode("前a")) == "前a";
     display([0xE5, 0x89]) == "\\xe5\\x89" (an incomplete character)."""
     return "".join(pieces(tokens, newline=newline))
 
 
-def token_labels(tokens: Sequence[int], *, newline: str = NEWLINE) -> list[str]:
+def token_labels(tokens: Sequence[int], *, newline: str = _NEWLINE) -> list[str]:
     """One self-contained label per token for hovers and tables: the character the byte belongs
     to, with its byte position when the character spans several tokens ("前 1/3", "前 2/3", ...);
     a byte outside valid UTF-8 is ``\\xNN``."""

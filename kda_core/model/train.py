@@ -32,7 +32,7 @@ from kda_core import model
 from kda_core.model import corpus, weights
 
 DEFAULT_OUT = weights.DEFAULT_PATH
-HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
+_HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,8 +53,13 @@ class TrainConfig:
     log_every: int = 10
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("steps", 1, 100_000), ("batch", 1, 256), ("seq_len", 8, 4096),
-                             ("threads", 1, 64), ("chunk", 1, 64)):  # fmt: skip
+        for name, lo, hi in (
+            ("steps", 1, 100_000),
+            ("batch", 1, 256),
+            ("seq_len", 8, 4096),
+            ("threads", 1, 64),
+            ("chunk", 1, 64),
+        ):
             v = getattr(self, name)
             if not lo <= v <= hi:
                 raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
@@ -72,7 +77,7 @@ def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
-def kda_chunked(q, k, v, g, beta, chunk: int = 16) -> torch.Tensor:
+def _kda_chunked(q, k, v, g, beta, chunk: int = 16) -> torch.Tensor:
     """KDA outputs for a zero initial state. q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H].
 
     Pads T to a multiple of ``chunk`` with k = v = g = beta = 0 (a padded token leaves the state
@@ -134,7 +139,7 @@ def _kda_block(p: dict, i: int, h: torch.Tensor, cfg: model.ModelConfig, chunk: 
     z = p[pre + "A_log"].exp()[:, None] * (f + p[pre + "dt_bias"].reshape(H, K))
     g = cfg.gate_lower_bound * torch.sigmoid(z)
     beta = torch.sigmoid(h @ p[pre + "w_beta"])
-    o = kda_chunked(_l2norm(q), _l2norm(k), v, g, beta, chunk)
+    o = _kda_chunked(_l2norm(q), _l2norm(k), v, g, beta, chunk)
     gate = torch.sigmoid(h @ p[pre + "w_gate"])
     y = _rmsnorm(o, p[pre + "norm_w"], cfg.norm_eps).reshape(B, T, H * K) * gate
     return y @ p[pre + "w_o"]
@@ -168,7 +173,7 @@ def forward(p: dict, tokens: torch.Tensor, cfg: model.ModelConfig, chunk: int = 
     return _rmsnorm(x, p["final_norm"], cfg.norm_eps) @ p["lm_head"]
 
 
-def params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
+def _params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
     """The model's weights as torch tensors (copies), keyed like the shipped .npz."""
     return {k: torch.tensor(v, dtype=dtype) for k, v in model.named_weights(tiny).items()}
 
@@ -179,9 +184,9 @@ def params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.
 
 def _decays(name: str) -> bool:
     """Weight decay on projection matrices only."""
-    return name not in ("embed",) and not name.endswith(("norm1", "norm2", "final_norm",
-                                                           "norm_w", "norm_c", "A_log",
-                                                           "dt_bias", "conv_w"))  # fmt: skip
+    return name not in ("embed",) and not name.endswith(
+        ("norm1", "norm2", "final_norm", "norm_w", "norm_c", "A_log", "dt_bias", "conv_w")
+    )
 
 
 def _lr(cfg: TrainConfig, step: int) -> float:
@@ -210,7 +215,7 @@ def train(
     if data.size < cfg.seq_len + 2:
         raise ValueError(f"text must hold more than seq_len + 1 = {cfg.seq_len + 1} bytes")
     mcfg = model.ModelConfig()
-    p = params_from(model.TinyHybrid(mcfg, weights="random"))
+    p = _params_from(model.TinyHybrid(mcfg, weights="random"))
     for t in p.values():
         t.requires_grad_(True)
     groups = [
@@ -229,15 +234,19 @@ def train(
         for gr in opt.param_groups:
             gr["lr"] = _lr(cfg, step)
         logits = forward(p, batch[:, :-1], mcfg, cfg.chunk)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.VOCAB),
-                                                 batch[:, 1:].reshape(-1))  # fmt: skip
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, model.VOCAB), batch[:, 1:].reshape(-1)
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), cfg.clip)
         opt.step()
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
-            row = {"step": step, "bpb": loss.item() / math.log(2),
-                   "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+            row = {
+                "step": step,
+                "bpb": loss.item() / math.log(2),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
             rows.append(row)
             log(json.dumps(row))
             if snapshot is not None:
@@ -281,18 +290,33 @@ def main(argv: list[str] | None = None) -> None:
         "train_seconds": round(seconds, 1),
         "final_train_bpb": rows[-1]["bpb"],
         "heldout_bpb_first_64k": corpus.corpus_bits_per_byte(
-            tiny, corpus.load("heldout"), HELDOUT_EVAL_BYTES
+            tiny, corpus.load("heldout"), _HELDOUT_EVAL_BYTES
         ),
         "out_of_style_bpb": corpus.corpus_bits_per_byte(tiny, corpus.load("out_of_style")),
         "greedy": {
             p: model.decode(tiny.generate(model.encode(p), 64)[0]) for p in corpus.SAMPLE_PROMPTS
-        },  # fmt: skip
+        },
         "log": rows,
     }
     digest = weights.save(args.out, arrays, meta)
-    print(json.dumps({"out": str(args.out), "sha256": digest, **{k: meta[k] for k in
-                      ("train_seconds", "final_train_bpb", "heldout_bpb_first_64k",
-                       "out_of_style_bpb", "greedy")}}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "sha256": digest,
+                **{
+                    k: meta[k]
+                    for k in (
+                        "train_seconds",
+                        "final_train_bpb",
+                        "heldout_bpb_first_64k",
+                        "out_of_style_bpb",
+                        "greedy",
+                    )
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "weights" / "k3-mini.npz"
-META_KEY = "__meta__"
-MAX_FILE_BYTES = 8 << 20  # the cap on the shipped file: small enough to commit and clone
+_META_KEY = "__meta__"
+_MAX_FILE_BYTES = 8 << 20  # the cap on the shipped file: small enough to commit and clone
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def record_path(path: Path) -> Path:
+def _record_path(path: Path) -> Path:
     return Path(path).with_suffix(".json")
 
 
@@ -39,21 +39,21 @@ def save(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         items = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(arrays.items())}
-        items[META_KEY] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
+        items[_META_KEY] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
         for key, arr in items.items():
             buf = io.BytesIO()
             np.lib.format.write_array(buf, arr, allow_pickle=False)
             zf.writestr(zipfile.ZipInfo(key + ".npy", _ZIP_TIME), buf.getvalue())
     digest = sha256_file(path)
     record = {"file": path.name, "sha256": digest, "bytes": path.stat().st_size, **meta}
-    record_path(path).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    _record_path(path).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return digest
 
 
 @functools.lru_cache(maxsize=4)
 def _parse_weights_file(path: str, mtime_ns: int) -> tuple[dict[str, np.ndarray], dict, str]:
     p = Path(path)
-    rec = record_path(p)
+    rec = _record_path(p)
     got = sha256_file(p)
     if rec.exists():
         want = json.loads(rec.read_text())["sha256"]
@@ -61,7 +61,7 @@ def _parse_weights_file(path: str, mtime_ns: int) -> tuple[dict[str, np.ndarray]
             raise ValueError(f"weights {p.name}: sha256 {got} does not match {rec.name} ({want})")
     with np.load(p, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    meta = json.loads(arrays.pop(META_KEY).tobytes().decode()) if META_KEY in arrays else {}
+    meta = json.loads(arrays.pop(_META_KEY).tobytes().decode()) if _META_KEY in arrays else {}
     for a in arrays.values():
         a.setflags(write=False)  # shared between callers through the cache
     return arrays, meta, got
@@ -73,8 +73,8 @@ def _checked(path: Path) -> tuple[dict[str, np.ndarray], dict, str]:
         raise ValueError(
             f"weights file {p} does not exist (train it: python -m kda_core.model.train)"
         )
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"weights file {p} is larger than {MAX_FILE_BYTES} bytes")
+    if p.stat().st_size > _MAX_FILE_BYTES:
+        raise ValueError(f"weights file {p} is larger than {_MAX_FILE_BYTES} bytes")
     return _parse_weights_file(str(p.resolve()), p.stat().st_mtime_ns)
 
 

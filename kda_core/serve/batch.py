@@ -45,8 +45,6 @@ __all__ = [
     "forward_packed",
     "mla_attend_chunks",
     "mla_attend_padded",
-    "mla_decode_attention",
-    "padded_latents",
 ]
 
 
@@ -117,16 +115,16 @@ def _kda_layer(wt: KDALayer, c, x, cu, S0, win, out):
     return _gated(z[:, 3 * HK : 4 * HK], o.reshape(T, HK)) @ wt.w_o_n, new_win
 
 
-def mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
+def _mla_decode_attention(q, new, pasts, uk, uv, dh: int) -> np.ndarray:
     """Attention of one query per request, q [B, Hm dh], over its past latents pasts[b]
     [P_b, C] and its new one new[b]: the latents laid in one padded batch
     (``padded_latents``), then ``mla_attend_padded``. uk [Hm, dh, C], uv [Hm, C, dh].
     Returns the attention outputs [B, Hm dh] (before gate and W_o)."""
-    lat, n = padded_latents(pasts, new[:, None])
+    lat, n = _padded_latents(pasts, new[:, None])
     return mla_attend_padded(q, lat, n, uk, uv, dh)
 
 
-def padded_latents(pasts: Sequence[np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _padded_latents(pasts: Sequence[np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Request b's past latents pasts[b] [P_b, ...] then its new ones new[b] [1, ...] as rows
     ``:n_b`` of one zero-padded [B, max n, ...] array (n_b = P_b + 1). -> (array, n)."""
     B = new.shape[0]
@@ -238,7 +236,7 @@ def _mla_layer(wt: MLALayer, c, x, cu, pasts):
     one = np.flatnonzero(lens == 1)
     if one.size:
         r = cu[one]
-        o[r] = mla_decode_attention(q[r], new[r], [pasts[i] for i in one], wt.uk, wt.uv, dh)
+        o[r] = _mla_decode_attention(q[r], new[r], [pasts[i] for i in one], wt.uk, wt.uv, dh)
     P = np.array([p.shape[0] for p in pasts])
     for seqs in _chunk_groups(lens, P, Hm):
         n = int(lens[seqs[0]])

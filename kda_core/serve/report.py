@@ -65,11 +65,6 @@ class GenerateReport:
         """Tokens whose state the request ends at: prompt + all generated but the last."""
         return len(self.prompt) + max(len(self.tokens) - 1, 0)
 
-    @property
-    def saved(self) -> int:
-        """Prompt tokens not recomputed (restored from a checkpoint)."""
-        return self.restore_at
-
 
 @dataclass(slots=True, frozen=True)
 class EngineStats:

@@ -74,7 +74,7 @@ class CostSpec:
         )
 
 
-def hybrid_cost_spec(
+def _hybrid_cost_spec(
     name: str,
     *,
     hidden: int,
@@ -151,7 +151,7 @@ def hybrid_cost_spec(
     )
 
 
-def marconi_cost_spec(
+def _marconi_cost_spec(
     d: int = 4096, n: int = 128, n_attn: int = 4, n_ssm: int = 24, n_mlp: int = 28
 ) -> CostSpec:
     """Marconi's Table 1 model (NVIDIA Attention-Mamba2 hybrid 7B by default), non-causal."""
@@ -168,7 +168,7 @@ def marconi_cost_spec(
 
 
 COST_PRESETS: dict[str, CostSpec] = {
-    "kimi-k3": hybrid_cost_spec(
+    "kimi-k3": _hybrid_cost_spec(
         "kimi-k3",
         hidden=7168,
         n_kda=69,
@@ -191,7 +191,7 @@ COST_PRESETS: dict[str, CostSpec] = {
         n_experts=896,
         routed_hidden=3584,
     ),
-    "kimi-linear-48b": hybrid_cost_spec(
+    "kimi-linear-48b": _hybrid_cost_spec(
         "kimi-linear-48b",
         hidden=2304,
         n_kda=20,
@@ -211,7 +211,7 @@ COST_PRESETS: dict[str, CostSpec] = {
         n_shared=1,
         n_experts=256,
     ),
-    "marconi-7b": marconi_cost_spec(),
+    "marconi-7b": _marconi_cost_spec(),
 }
 
 
@@ -237,7 +237,7 @@ def _check_bounds(start: object, end: object) -> tuple[np.ndarray, np.ndarray]:
     return s, e
 
 
-def context_pairs(start: object, end: object, causal: bool = True) -> np.ndarray | float:
+def _context_pairs(start: object, end: object, causal: bool = True) -> np.ndarray | float:
     """Query-key pairs of the queries ``[start, end)`` (see the module docstring); float64."""
     s, e = _check_bounds(start, end)
     out = (e * (e + 1.0) - s * (s + 1.0)) / 2.0 if causal else e * e - s * s

@@ -46,10 +46,6 @@ class RunCtx:
             m = self.cache.match_prefix(key[:-1])
         return m
 
-    @property
-    def may_evict(self) -> bool:
-        return self.sb is not None or self.kb is not None or self.ub is not None
-
 
 def _room_for_states(ctx: RunCtx, pos: list[int]) -> list[int]:
     """Evict states (policy order) until ``pos`` fit the state budget; drop the deepest rest."""
@@ -156,9 +152,15 @@ class RequestLog:
     """Per-request arrays of one run (arrival order), filled as requests are matched / end."""
 
     SERIES: ClassVar[tuple[str, ...]] = (
-        "token_match", "restore_at", "state_bytes", "kv_tokens", "kv_peak", "n_states", "new",
+        "token_match",
+        "restore_at",
+        "state_bytes",
+        "kv_tokens",
+        "kv_peak",
+        "n_states",
+        "new",
         "evicted_cum",
-    )  # fmt: skip
+    )
     n: int
     token_match: np.ndarray = field(init=False)
     restore_at: np.ndarray = field(init=False)

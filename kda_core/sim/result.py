@@ -89,14 +89,6 @@ class SimResult:
             "information (block hashes or tokens); memory and concurrency figures still hold"
         )
 
-    @property
-    def requests_per_s(self) -> float:
-        return self.n_requests / max(self.elapsed_s, 1e-12)
-
-    @property
-    def tree_steps_per_s(self) -> float:
-        return self.tree_steps / max(self.elapsed_s, 1e-12)
-
     def summary(self) -> dict:
         """Scalar fields only (no series), for tables and JSON."""
         return {

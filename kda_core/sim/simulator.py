@@ -161,7 +161,7 @@ def _check_trace_lengths(trace: Trace) -> None:
         )
 
 
-def _check_args(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) -> _Setup:
+def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict) -> _Setup:
     """Validate ``simulate``'s arguments (ValueError naming the argument)."""
     if trace is None:
         trace = bundled_trace("conversation")
@@ -169,7 +169,8 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) 
         raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
     _check_trace_lengths(trace)
     pol = resolve_policy(policy)
-    sb, kb, ub = (_check_budget(v, k) for k, v in budgets.items())
+    names = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
+    sb, kb, ub = (_check_budget(v, k) for k, v in zip(names, budgets))
     if opts["progress"] is not None and not callable(opts["progress"]):
         raise ValueError("progress must be callable or None")
     servers = _check_servers(opts["servers"])
@@ -207,31 +208,20 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: dict, opts: dict) 
 
 
 def _run(
-    trace: Trace,
+    s: _Setup,
     pol: policy_mod.Policy,
-    sb: int | None,
-    kb: int | None,
-    ub: int | None,
-    ckpt: int,
-    kvb: int,
+    timing: Timing,
     progress: ProgressFn | None,
     check: bool,
     n_max: int | None = None,
-    outputs: bool = True,
-    cspec: costmodel.CostSpec | None = None,
-    schedule: str = "sequential",
-    timing: Timing | None = None,
-    cap_last: bool = False,
 ) -> dict:
     """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
+    trace = s.trace
     page = trace.block_size
     pol.check_page(page)  # once per run: the schedules plan through pol.plan
-    ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, ckpt, kvb, page)
-    ctx.cap_last = cap_last
+    ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
+    ctx.cap_last = s.cap_last
     n = len(trace) if n_max is None else min(n_max, len(trace))
-    spec = cspec if cspec is not None else costmodel.cost_spec("kimi-k3")
-    if timing is None:
-        timing = Timing(spec, costmodel.TimeModel(), None)
     tuner = None
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.alpha == "auto":
         marconi = pol
@@ -246,16 +236,15 @@ def _run(
 
             def evaluate(alpha: float) -> float:
                 p = replace(marconi.with_alpha(alpha))
-                r = _run(trace, p, sb, kb, ub, ckpt, kvb, None, False, n_seen, outputs, spec,
-                         schedule, timing, cap_last)  # fmt: skip
+                r = _run(s, p, timing, None, False, n_seen)
                 ra = r["restore_at"][-last:]
-                return float(np.sum(costmodel.prefill_flops(spec, np.zeros_like(ra), ra)))
+                return float(np.sum(costmodel.prefill_flops(s.cspec, np.zeros_like(ra), ra)))
 
             marconi.tune(evaluate)
 
-    if schedule == "inflight":
-        return run_inflight(ctx, trace, n, outputs, progress, check, tuner, timing)
-    return run_sequential(ctx, trace, n, outputs, progress, check, tuner)
+    if s.schedule == "inflight":
+        return run_inflight(ctx, trace, n, s.outputs, progress, check, tuner, timing)
+    return run_sequential(ctx, trace, n, s.outputs, progress, check, tuner)
 
 
 def simulate(
@@ -303,16 +292,19 @@ def simulate(
     requests overlap and budgets are unlimited. Deterministic. See docs/simulator.md.
     """
     t0 = time.perf_counter()
-    budgets = {
-        "state_budget_bytes": state_budget_bytes,
-        "kv_budget_bytes": kv_budget_bytes,
-        "unified_budget_bytes": unified_budget_bytes,
-    }
+    budgets = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
     opts = dict(
-        progress=progress, servers=servers, time_model=time_model, schedule=schedule,
-        outputs=outputs, tp=tp, state_dtype=state_dtype, conv_dtype=conv_dtype,
-        kv_dtype=kv_dtype, cap_lookup=cap_lookup,
-    )  # fmt: skip
+        progress=progress,
+        servers=servers,
+        time_model=time_model,
+        schedule=schedule,
+        outputs=outputs,
+        tp=tp,
+        state_dtype=state_dtype,
+        conv_dtype=conv_dtype,
+        kv_dtype=kv_dtype,
+        cap_lookup=cap_lookup,
+    )
     s = _check_args(trace, policy, model, budgets, opts)
     timing = Timing(s.cspec, s.time_model, s.servers)
     # The tree is one long-lived object graph: generational GC passes while it grows only
@@ -320,15 +312,24 @@ def simulate(
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        core = _run(s.trace, s.pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, progress, check_integrity,
-                    None, s.outputs, s.cspec, s.schedule, timing, s.cap_last)  # fmt: skip
+        core = _run(s, s.pol, timing, progress, check_integrity)
     finally:
         if gc_was_on:
             gc.enable()
     series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
     return summarise(
-        series, core, s.cspec, policy=s.pol.name, policy_params=_policy_params(s.pol),
-        model=model, schedule=s.schedule, state_budget_bytes=s.sb, kv_budget_bytes=s.kb,
-        unified_budget_bytes=s.ub, state_bytes_per_checkpoint=s.ckpt, kv_bytes_per_token=s.kvb,
-        elapsed_s=time.perf_counter() - t0, prefix_info=s.trace.has_prefix_info,
-    )  # fmt: skip
+        series,
+        core,
+        s.cspec,
+        policy=s.pol.name,
+        policy_params=_policy_params(s.pol),
+        model=model,
+        schedule=s.schedule,
+        state_budget_bytes=s.sb,
+        kv_budget_bytes=s.kb,
+        unified_budget_bytes=s.ub,
+        state_bytes_per_checkpoint=s.ckpt,
+        kv_bytes_per_token=s.kvb,
+        elapsed_s=time.perf_counter() - t0,
+        prefix_info=s.trace.has_prefix_info,
+    )

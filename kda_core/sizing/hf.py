@@ -17,11 +17,11 @@ from typing import Any
 from kda_core.sizing.presets import DTYPE_BYTES, MAX_DIM, ModelSpec
 
 MAX_CONFIG_BYTES: int = 1 << 20  # a real config.json is a few KiB; larger is refused
-CONFIG_DIR = Path(__file__).with_name("configs")
-KIMI_TYPES = ("kimi_linear", "kimi_k3")
-QWEN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
-NEMOTRON_TYPES = ("nemotron_h",)
-HYBRID_TYPES = KIMI_TYPES + QWEN_TYPES + NEMOTRON_TYPES
+_CONFIG_DIR = Path(__file__).with_name("configs")
+_KIMI_TYPES = ("kimi_linear", "kimi_k3")
+_QWEN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+_NEMOTRON_TYPES = ("nemotron_h",)
+_HYBRID_TYPES = _KIMI_TYPES + _QWEN_TYPES + _NEMOTRON_TYPES
 
 
 def _parse_file(cfg: object) -> dict[str, Any]:
@@ -206,14 +206,14 @@ def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
     if not isinstance(mtype, str):
         raise ValueError("config is missing the field 'model_type'")
     label = name if isinstance(name, str) and name else mtype
-    if mtype in KIMI_TYPES or (mtype not in HYBRID_TYPES and "linear_attn_config" in c):
+    if mtype in _KIMI_TYPES or (mtype not in _HYBRID_TYPES and "linear_attn_config" in c):
         return _parse_kimi(c, label)
-    if mtype in QWEN_TYPES:
+    if mtype in _QWEN_TYPES:
         return _parse_qwen(c, label)
-    if mtype in NEMOTRON_TYPES:
+    if mtype in _NEMOTRON_TYPES:
         return _parse_nemotron(c, label)
     raise ValueError(
-        f"model_type {mtype!r} is not a supported hybrid (one of {list(HYBRID_TYPES)}): "
+        f"model_type {mtype!r} is not a supported hybrid (one of {list(_HYBRID_TYPES)}): "
         "a model without recurrent (linear-attention / Mamba) layers has no state to size"
     )
 
@@ -221,7 +221,7 @@ def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
 def shipped_configs() -> dict[str, dict[str, Any]]:
     """The shipped real configs by name: ``{"source": {...}, "config": {...}}`` each."""
     out = {}
-    for path in sorted(CONFIG_DIR.glob("*.json")):
+    for path in sorted(_CONFIG_DIR.glob("*.json")):
         out[path.stem] = json.loads(path.read_text(encoding="utf-8"))
     return out
 

@@ -14,10 +14,10 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-MAX_LOG_CHARS: int = 2_000_000
-MAX_LOG_LINES: int = 20_000
+_MAX_LOG_CHARS: int = 2_000_000
+_MAX_LOG_LINES: int = 20_000
 
-PATTERNS: dict[str, re.Pattern[str]] = {
+_PATTERNS: dict[str, re.Pattern[str]] = {
     "sglang.mamba": re.compile(
         r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<size>\d+), "
         r"conv_state size: (?P<conv>[\d.]+)GB, ssm_state size: (?P<ssm>[\d.]+)GB"
@@ -86,7 +86,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"^(?P<metric>vllm:\w+)(?:\{[^}]*\})? (?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?))$"
     ),
 }
-ENGINE_OF_KIND = {k: k.split(".")[0] for k in PATTERNS}
+_ENGINE_OF_KIND = {k: k.split(".")[0] for k in _PATTERNS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class LogLine:
     fields: dict[str, object] = field(default_factory=dict)
 
 
-SGLANG_ARGS: tuple[str, ...] = (
+_SGLANG_ARGS: tuple[str, ...] = (
     "tp_size",
     "page_size",
     "mamba_full_memory_ratio",
@@ -121,7 +121,7 @@ def _parse_sglang_args(text: str) -> dict[str, object]:
     """The known ``SGLANG_ARGS`` of a ``server_args=`` line, as Python values."""
     out: dict[str, object] = {}
     for key, raw in _ARG_PAIR.findall(text):
-        if key not in SGLANG_ARGS or key in out:
+        if key not in _SGLANG_ARGS or key in out:
             continue
         try:
             out[key] = ast.literal_eval(raw.strip())
@@ -157,9 +157,9 @@ def _fields(kind: str, m: re.Match[str]) -> dict[str, object]:
     return out
 
 
-def parse_line(line_no: int, text: str) -> LogLine:
+def _parse_line(line_no: int, text: str) -> LogLine:
     """The ``LogLine`` of one line (``kind="unknown"`` when no pattern matches)."""
-    for kind, pattern in PATTERNS.items():
+    for kind, pattern in _PATTERNS.items():
         m = pattern.search(text)
         if m:
             return LogLine(line_no, text, kind, _fields(kind, m))
@@ -171,12 +171,12 @@ def parse_log(text: object) -> list[LogLine]:
     log, or one in which no line is a known SGLang or vLLM line."""
     if not isinstance(text, str):
         raise ValueError(f"log must be a string, got {type(text).__name__}")
-    if len(text) > MAX_LOG_CHARS:
-        raise ValueError(f"log must be at most {MAX_LOG_CHARS} characters, got {len(text)}")
+    if len(text) > _MAX_LOG_CHARS:
+        raise ValueError(f"log must be at most {_MAX_LOG_CHARS} characters, got {len(text)}")
     raw = text.splitlines()
-    if len(raw) > MAX_LOG_LINES:
-        raise ValueError(f"log must be at most {MAX_LOG_LINES} lines, got {len(raw)}")
-    lines = [parse_line(i, t.strip()) for i, t in enumerate(raw, 1) if t.strip()]
+    if len(raw) > _MAX_LOG_LINES:
+        raise ValueError(f"log must be at most {_MAX_LOG_LINES} lines, got {len(raw)}")
+    lines = [_parse_line(i, t.strip()) for i, t in enumerate(raw, 1) if t.strip()]
     if not any(x.kind != "unknown" for x in lines):
         raise ValueError(
             "log has no line this reader knows (SGLang 'Mamba Cache is allocated' / 'KV Cache is "
@@ -187,7 +187,7 @@ def parse_log(text: object) -> list[LogLine]:
 
 def engine_of(lines: list[LogLine]) -> str:
     """ "sglang" or "vllm": the engine whose lines the log has (ValueError if it has both)."""
-    engines = {ENGINE_OF_KIND[x.kind] for x in lines if x.kind != "unknown"}
+    engines = {_ENGINE_OF_KIND[x.kind] for x in lines if x.kind != "unknown"}
     if len(engines) != 1:
         raise ValueError(f"log mixes lines of {sorted(engines)}: read one server's log at a time")
     return engines.pop()

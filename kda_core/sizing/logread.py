@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kda_core._checks import check_int
+from kda_core.sizing._logverdict import vllm_verdict
 from kda_core.sizing.logparse import LogLine, engine_of, parse_log
 from kda_core.sizing.logreport import (
     INPUT,
@@ -25,13 +26,12 @@ from kda_core.sizing.logreport import (
     compare,
 )
 from kda_core.sizing.logsglang import read_sglang
-from kda_core.sizing.logverdict import vllm_verdict
 from kda_core.sizing.presets import GIB, ModelSpec, as_spec
 from kda_core.sizing.sglang import check_ratio
 from kda_core.sizing.vllm import VllmPlan, format_gib, vllm_plan
 
-VLLM_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3"}
-VLLM_KV_DTYPES.update({"fp8_e4m3": "fp8_e4m3", "float16": "float16"})
+_VLLM_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3"}
+_VLLM_KV_DTYPES.update({"fp8_e4m3": "fp8_e4m3", "float16": "float16"})
 
 
 def _parse_vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]:
@@ -39,7 +39,7 @@ def _parse_vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]
     for x in lines:
         if x.kind == "vllm.args":
             args.update(x.fields.get("args", {}))
-    kv = VLLM_KV_DTYPES.get(str(args.get("kv_cache_dtype", "auto")))
+    kv = _VLLM_KV_DTYPES.get(str(args.get("kv_cache_dtype", "auto")))
     if kv is None:
         raise ValueError(f"kv_cache_dtype {args.get('kv_cache_dtype')!r} is not one the lab sizes")
     flags: dict[str, object] = {"tp": tp or int(args.get("tensor_parallel_size", 1))}
@@ -61,8 +61,8 @@ def _vllm_blocks(p: VllmPlan, tokens: int, length: int) -> int | None:
     return None
 
 
-PINS = "pins the block count (the profiled memory is not rebuilt)"
-VLLM_INPUTS = {
+_PINS = "pins the block count (the profiled memory is not rebuilt)"
+_VLLM_INPUTS = {
     "vllm.args": ("non-default args",),
     "vllm.version": ("version",),
     "vllm.stats": ("running", "waiting", "KV cache usage"),
@@ -105,12 +105,12 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
             pairs.append(("tokens", f["tokens"], p.kv_cache_tokens, 0))
         v = compare(x, f"{p.kv_cache_tokens:,} tokens, {p.max_concurrency:.2f}x", pairs)
         if "tokens" in f and blocks_pinned and not v.diffs and "conc" not in f:
-            return replace(v, status=INPUT, checks=(), inputs=("tokens",), note=PINS)
+            return replace(v, status=INPUT, checks=(), inputs=("tokens",), note=_PINS)
         return v
     if x.kind == "vllm.max_num_seqs":
         return compare(x, f"{p.num_blocks} blocks", [("blocks", f["blocks"], p.num_blocks, 0)])
-    if x.kind in VLLM_INPUTS:
-        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=VLLM_INPUTS[x.kind])
+    if x.kind in _VLLM_INPUTS:
+        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=_VLLM_INPUTS[x.kind])
     return LineVerdict(x.line_no, x.text, x.kind, SKIPPED)
 
 

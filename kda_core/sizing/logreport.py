@@ -14,7 +14,7 @@ from kda_core.sizing.presets import GIB
 
 REPRODUCED, DIFFERENT, INPUT = "reproduced", "different", "input"
 NOT_UNDERSTOOD, SKIPPED = "not understood", "skipped"
-STATUSES: tuple[str, ...] = (REPRODUCED, DIFFERENT, INPUT, NOT_UNDERSTOOD, SKIPPED)
+_STATUSES: tuple[str, ...] = (REPRODUCED, DIFFERENT, INPUT, NOT_UNDERSTOOD, SKIPPED)
 Check = tuple[str, float, float]
 
 
@@ -70,7 +70,7 @@ class LogReport:
     remedies: tuple[tuple[str, str], ...]  # (flag change, predicted effect)
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
+        out = {s: 0 for s in _STATUSES}
         for v in self.lines:
             out[v.status] += 1
         return out

@@ -13,6 +13,7 @@ known) is taken as input, and each line says which. docs/sizing.md.
 
 from __future__ import annotations
 
+from kda_core.sizing._logverdict import implied_rest_interval, ratio_interval, sglang_verdict
 from kda_core.sizing.logparse import LogLine
 from kda_core.sizing.logreport import (
     INPUT,
@@ -24,7 +25,6 @@ from kda_core.sizing.logreport import (
     gib,
 )
 from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
-from kda_core.sizing.logverdict import implied_rest_interval, ratio_interval, sglang_verdict
 from kda_core.sizing.presets import GIB, ModelSpec
 from kda_core.sizing.sglang import split_memory
 from kda_core.sizing.sizes import (
@@ -35,15 +35,15 @@ from kda_core.sizing.sizes import (
 )
 from kda_core.sizing.slots import request_pool_estimate, slots_per_request
 
-TORCH_KV_DTYPES = {
+_TORCH_KV_DTYPES = {
     "torch.bfloat16": "bfloat16",
     "torch.float16": "float16",
     "torch.float8_e4m3fn": "fp8_e4m3",
     "torch.float32": "float32",
 }
-ARG_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8_e4m3"}
-TPS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-DEFAULT_RATIO = 0.9  # --mamba-full-memory-ratio when not given (ScheduleArgs fallback)
+_ARG_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8_e4m3"}
+_TPS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+_DEFAULT_RATIO = 0.9  # --mamba-full-memory-ratio when not given (ScheduleArgs fallback)
 
 
 def _mamba_numbers(spec: ModelSpec, size: int, tp: int, ssm: str) -> tuple[float, float]:
@@ -51,7 +51,7 @@ def _mamba_numbers(spec: ModelSpec, size: int, tp: int, ssm: str) -> tuple[float
     return gib(n * conv_state_bytes(spec, tp)), gib(n * kda_state_bytes(spec, tp, ssm))
 
 
-def sglang_tp_ssm_candidates(
+def _sglang_tp_ssm_candidates(
     spec: ModelSpec, line: LogLine, tp: int | None = None
 ) -> list[tuple[int, str]]:
     """Every (TP, SSM dtype) whose state sizes print as the mamba line's conv and ssm GB, the
@@ -60,7 +60,7 @@ def sglang_tp_ssm_candidates(
     f = line.fields
     default = spec.ssm_dtype or "float32"
     dtypes = [default] + [d for d in ("float32", "bfloat16", "float16") if d != default]
-    tps = [tp] if tp else [t for t in TPS if spec.kda_heads % t == 0]
+    tps = [tp] if tp else [t for t in _TPS if spec.kda_heads % t == 0]
     out = []
     for ssm in dtypes:
         for t in tps:
@@ -77,7 +77,7 @@ def infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple
     """The first of ``sglang_tp_ssm_candidates``. With ``tp`` given and no dtype matching, the
     config's (or SGLang's float32 default) is kept and the line will read as different;
     without ``tp``, ValueError if nothing matches."""
-    found = sglang_tp_ssm_candidates(spec, line, tp)
+    found = _sglang_tp_ssm_candidates(spec, line, tp)
     if found:
         return found[0]
     if tp:
@@ -97,8 +97,8 @@ def _kv_dtype(lines: list[LogLine], args: dict[str, object]) -> tuple[str | None
     for kind in ("sglang.kv", "sglang.kv_dtype"):
         x = _first(lines, kind)
         if x is not None and "dtype" in x.fields:
-            return TORCH_KV_DTYPES.get(str(x.fields["dtype"])), True
-    return ARG_KV_DTYPES.get(str(args.get("kv_cache_dtype", "auto"))), False
+            return _TORCH_KV_DTYPES.get(str(x.fields["dtype"])), True
+    return _ARG_KV_DTYPES.get(str(args.get("kv_cache_dtype", "auto"))), False
 
 
 def _strategy_spr(args: dict[str, object]) -> int:
@@ -133,7 +133,7 @@ def sglang_flags(
     kv_dtype, printed = _kv_dtype(lines, args)
     capped, ring = _first(lines, "sglang.capped"), _first(lines, "sglang.ring")
     flags: dict[str, object] = {"tp": tp, "ssm_dtype": ssm, "kv_dtype": kv_dtype}
-    others = [c for c in sglang_tp_ssm_candidates(spec, mamba, tp) if c != (tp, ssm)]
+    others = [c for c in _sglang_tp_ssm_candidates(spec, mamba, tp) if c != (tp, ssm)]
     if others:
         flags["also_fits"] = others  # pass tp= to pick another
     flags["kv_dtype_printed"] = printed
@@ -176,7 +176,7 @@ def _slots_check(spec: ModelSpec, flags: dict[str, object]) -> tuple[int, int] |
     if flags["ratio"] is None:
         r_lo, r_hi = ratio_interval(spec, flags, lo, hi)
         flags["ratio_range"] = (r_lo, r_hi)
-        default = ", SGLang's default 0.9 among them" if r_lo <= DEFAULT_RATIO < r_hi else ""
+        default = ", SGLang's default 0.9 among them" if r_lo <= _DEFAULT_RATIO < r_hi else ""
         return f"the ratio is not in the log: {r_lo:.4g} .. {r_hi:.4g} give it{default}"
     gdn_ring = flags["replayssm"] and spec.linear_kind != "kda"
     if gdn_ring and flags["requested_running"] is None:
@@ -303,7 +303,7 @@ def _usage(line: LogLine, flags: dict[str, object]) -> LineVerdict:
     return compare(line, f"full {full:.2f}, mamba {mamba:.2f}", pairs, inputs)
 
 
-INPUT_KINDS = {
+_INPUT_KINDS = {
     "sglang.weights": ("avail mem", "mem usage"),
     "sglang.kv_dtype": ("dtype",),
     "sglang.args": ("server args",),
@@ -329,8 +329,8 @@ def _line(
         return _sglang_pool(x, flags)
     if x.kind == "sglang.usage":
         return _usage(x, flags)
-    if x.kind in INPUT_KINDS:
-        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=INPUT_KINDS[x.kind])
+    if x.kind in _INPUT_KINDS:
+        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=_INPUT_KINDS[x.kind])
     return LineVerdict(x.line_no, x.text, x.kind, SKIPPED)
 
 

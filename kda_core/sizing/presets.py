@@ -32,8 +32,8 @@ TORCH_DTYPE_NAME: dict[str, str] = {
 }
 MAX_DIM: int = 1 << 16  # cap on layers, heads, head dims, latent ranks
 MAX_COUNT: int = 1 << 40  # cap on slots, tokens, byte budgets given as counts
-LINEAR_KINDS: tuple[str, ...] = ("kda", "gdn", "mamba2")
-ATTN_KINDS: tuple[str, ...] = ("mla", "gqa")
+_LINEAR_KINDS: tuple[str, ...] = ("kda", "gdn", "mamba2")
+_ATTN_KINDS: tuple[str, ...] = ("mla", "gqa")
 
 
 def dtype_bytes(dtype: str, name: str = "dtype") -> int:
@@ -95,10 +95,12 @@ class ModelSpec:
         _check_int("context_len", self.context_len, 0, MAX_COUNT)
         if self.n_kda_layers + self.n_mla_layers == 0:
             raise ValueError("n_kda_layers + n_mla_layers must be >= 1")
-        if self.linear_kind not in LINEAR_KINDS:
-            raise ValueError(f"linear_kind must be one of {LINEAR_KINDS}, got {self.linear_kind!r}")
-        if self.attn_kind not in ATTN_KINDS:
-            raise ValueError(f"attn_kind must be one of {ATTN_KINDS}, got {self.attn_kind!r}")
+        if self.linear_kind not in _LINEAR_KINDS:
+            raise ValueError(
+                f"linear_kind must be one of {_LINEAR_KINDS}, got {self.linear_kind!r}"
+            )
+        if self.attn_kind not in _ATTN_KINDS:
+            raise ValueError(f"attn_kind must be one of {_ATTN_KINDS}, got {self.attn_kind!r}")
         if (
             self.attn_kind == "gqa"
             and self.n_mla_layers

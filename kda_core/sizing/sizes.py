@@ -16,7 +16,7 @@ from typing import NamedTuple
 from kda_core._checks import check_int as _check_int
 from kda_core.sizing.presets import MAX_COUNT, ModelSpec, as_spec, dtype_bytes, local_heads
 
-ENGINES: tuple[str, ...] = ("sglang", "vllm")
+_ENGINES: tuple[str, ...] = ("sglang", "vllm")
 
 
 class StateShape(NamedTuple):
@@ -51,8 +51,8 @@ def state_shape(
     ``num_spec`` (vLLM only) widens the conv window by the speculative tokens.
     """
     spec = as_spec(spec)
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine not in _ENGINES:
+        raise ValueError(f"engine must be one of {_ENGINES}, got {engine!r}")
     h = local_heads(spec, tp)
     num_spec = _check_int("num_spec", num_spec, 0, 1 << 10)
     if engine == "sglang" and num_spec:

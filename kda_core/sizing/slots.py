@@ -26,14 +26,13 @@ STRATEGIES: tuple[str, ...] = (
 )
 
 # SGLang constants (kv_cache_configurator.py).
-MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: int = 3
-MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP: int = 2
-MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP: int = 1
+_MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: int = 3
+_MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP: int = 1
 # KVCacheConfigurator.resolve_max_num_reqs: request-pool estimate tokens / ctx * 512,
 # clamped to [2048, 4096]
-REQ_POOL_PER_CONTEXT: int = 512
-REQ_POOL_MIN: int = 2048
-REQ_POOL_MAX: int = 4096
+_REQ_POOL_PER_CONTEXT: int = 512
+_REQ_POOL_MIN: int = 2048
+_REQ_POOL_MAX: int = 4096
 
 
 def _check_strategy(strategy: str, overlap: bool, skip_decode_lock: bool = False) -> str:
@@ -78,9 +77,9 @@ def request_slots(
     if s == "radix_off":
         return SlotsPerRequest(1, 1)
     tracks = {"no_buffer": 0, "extra_buffer": 2 if overlap else 1, "extra_buffer_lazy": 1}[s]
-    reserved = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracks
+    reserved = _MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracks
     if skip_decode_lock and s != "no_buffer":
-        reserved -= MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP
+        reserved -= _MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP
     held = 3 if s == "extra_buffer_lazy" else 1 + tracks
     return SlotsPerRequest(max(reserved, 1), held)
 
@@ -125,7 +124,7 @@ def request_pool_estimate(token_capacity: int, context_len: int) -> int:
     """SGLang's request-pool size: ``max(min(int(tokens / context_len * 512), 4096), 2048)``."""
     t = _check_int("token_capacity", token_capacity, 0, MAX_COUNT)
     c = _check_int("context_len", context_len, 1, MAX_COUNT)
-    return max(min(int(t / c * REQ_POOL_PER_CONTEXT), REQ_POOL_MAX), REQ_POOL_MIN)
+    return max(min(int(t / c * _REQ_POOL_PER_CONTEXT), _REQ_POOL_MAX), _REQ_POOL_MIN)
 
 
 def resolve_max_num_reqs(

@@ -20,7 +20,7 @@ from kda_core._checks import check_int as _check_int
 from kda_core.sizing.presets import GIB, MAX_COUNT, ModelSpec, as_spec, dtype_bytes
 from kda_core.sizing.sizes import state_shape
 
-MAMBA_CACHE_MODES: tuple[str, ...] = ("align", "none")
+_MAMBA_CACHE_MODES: tuple[str, ...] = ("align", "none")
 
 
 def vllm_ssm_dtype(spec: ModelSpec | str, conv_dtype: str = "bfloat16") -> str:
@@ -123,8 +123,8 @@ def _aligned_block_size(
 def _check_plan(spec: ModelSpec, mode: str, alignment: int | None) -> None:
     if spec.n_mla_layers == 0 or spec.n_kda_layers == 0:
         raise ValueError("spec must have both attention and linear layers for a hybrid plan")
-    if mode not in MAMBA_CACHE_MODES:
-        raise ValueError(f"mamba_cache_mode must be one of {MAMBA_CACHE_MODES}, got {mode!r}")
+    if mode not in _MAMBA_CACHE_MODES:
+        raise ValueError(f"mamba_cache_mode must be one of {_MAMBA_CACHE_MODES}, got {mode!r}")
     if alignment is not None:
         _check_int("checkpoint_alignment", alignment, 1, 1 << 16)
 

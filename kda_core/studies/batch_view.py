@@ -54,7 +54,7 @@ DEFAULT_PROMPTS: tuple[str, ...] = tuple(
 )
 DEFAULT_ARRIVALS: tuple[int, ...] = (0, 0, 0, 2, 4, 6)
 # the planner's live check: short prompts, more of them than any strategy admits on 16 slots
-ADMISSION_PROMPTS: tuple[str, ...] = tuple(f"Request {i}: count to five." for i in range(8))
+_ADMISSION_PROMPTS: tuple[str, ...] = tuple(f"Request {i}: count to five." for i in range(8))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +282,7 @@ def admission_check(
     ``ssm_dtype`` (the tiny model's own state is float64: without it the message would advise
     bfloat16 whatever the plan chose). Cached per arguments (read-only)."""
     v = batch_view(
-        list(ADMISSION_PROMPTS),
+        list(_ADMISSION_PROMPTS),
         max_new_tokens,
         strategy=strategy,
         state_slots=state_slots,

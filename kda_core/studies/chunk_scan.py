@@ -38,7 +38,7 @@ import numpy as np
 
 from kda_core import kda
 from kda_core._checks import check_bool, check_int, rel_error
-from kda_core.studies.chunk_cost import Cost, cost
+from kda_core.studies._chunk_cost import Cost, cost
 from kda_core.studies.kda_inputs import (  # the limits are chunk_scan's too (app, tests)
     MAX_DIM,  # noqa: F401
     MAX_HEADS,  # noqa: F401
@@ -51,8 +51,8 @@ from kda_core.studies.kda_inputs import (  # the limits are chunk_scan's too (ap
 )
 
 MAX_SEGMENTS = 5
-MAX_REPEATS = 10
-LETTERS = "ABCDE"
+_MAX_REPEATS = 10
+_LETTERS = "ABCDE"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def timing(
     """Time both forms at modest sizes (T <= 4096, H <= 16, K, V <= 128)."""
     Ts = check_grid("T_values", T_values, 1, MAX_T)
     Cs = check_grid("chunk_sizes", chunk_sizes, 1, 1024)
-    repeats = check_int("repeats", repeats, 1, MAX_REPEATS)
+    repeats = check_int("repeats", repeats, 1, _MAX_REPEATS)
     x = random_inputs(max(Ts), H, K, V, seed)
     rec = np.zeros(len(Ts))
     chk = np.zeros((len(Ts), len(Cs)))
@@ -255,7 +255,7 @@ def composition(
             raise ValueError(f"lengths must sum to <= the text's {x.q.shape[0]} bytes, got {T}")
         x = slice_inputs(x, T)
     head = check_int("head", head, 0, x.q.shape[1] - 1)
-    names = tuple(LETTERS[: len(lens)])
+    names = tuple(_LETTERS[: len(lens)])
     edges = np.concatenate([[0], np.cumsum(lens)])
     maps = [
         kda.segment_map(x.k[a:b], x.v[a:b], x.g[a:b], x.beta[a:b])

@@ -35,8 +35,8 @@ from kda_core.studies.kda_inputs import random_inputs
 MAX_T = 4096
 MAX_P = 16
 MAX_DOCS = 8
-MAX_MODEL_P = 1024
-MAX_MODEL_T = 1 << 24
+_MAX_MODEL_P = 1024
+_MAX_MODEL_T = 1 << 24
 
 
 def mla_layer_bytes_per_token(model: str = "kimi-k3", dtype: str = "bfloat16") -> int:
@@ -48,8 +48,8 @@ def mla_layer_bytes_per_token(model: str = "kimi-k3", dtype: str = "bfloat16") -
 def kv_allgather_bytes(T: int, P: int, per_token: int) -> int:
     """Bytes one rank sends in a ring all-gather of T tokens' KV over P ranks (P-1 blocks of
     T/P tokens; the largest rank's share when P does not divide T)."""
-    T = check_int("T", T, 1, MAX_MODEL_T)
-    P = check_int("P", P, 1, MAX_MODEL_P)
+    T = check_int("T", T, 1, _MAX_MODEL_T)
+    P = check_int("P", P, 1, _MAX_MODEL_P)
     return _kv_allgather_bytes(T, P, check_int("per_token", per_token, 0, 1 << 40))
 
 
@@ -128,21 +128,30 @@ def demo(
     S_in = np.stack([S_true[0] if s is None else s[0] for s in scan_log.S_in])
     b = plan.bounds
     return Demo(
-        T=T, P=P, H=H, K=K, V=V, scan=scan,
-        bounds=np.array(b), cu_seqlens=cu, constant=np.array(plan.constant),
+        T=T,
+        P=P,
+        H=H,
+        K=K,
+        V=V,
+        scan=scan,
+        bounds=np.array(b),
+        cu_seqlens=cu,
+        constant=np.array(plan.constant),
         msg_step=np.array([m.step for m in msgs], int),
         msg_src=np.array([m.src for m in msgs], int),
         msg_dst=np.array([m.dst for m in msgs], int),
         msg_kind=np.array([m.kind for m in msgs], dtype=object),
         msg_bytes=np.array([cp.message_bytes(m.kind, H, K, V, 8) for m in msgs], int),
-        S_in=S_in, S_true=S_true,
-        o_rel=np.array([rel_error(o[b[r]: b[r + 1]], o_ref[b[r]: b[r + 1]]) for r in range(P)]),
+        S_in=S_in,
+        S_true=S_true,
+        o_rel=np.array([rel_error(o[b[r] : b[r + 1]], o_ref[b[r] : b[r + 1]]) for r in range(P)]),
         S_final_rel=rel_error(np.stack([finals[d] for d in range(n)]), S_ref),
         S_in_rel=np.array([rel_error(S_in[r], S_true[r]) for r in range(P)]),
-        bytes_sent=scan_log.bytes_sent, bytes_other=scan_log_other.bytes_sent,
+        bytes_sent=scan_log.bytes_sent,
+        bytes_other=scan_log_other.bytes_sent,
         kv_bytes=kv_allgather_bytes(T, P, mla_layer_bytes_per_token()),
         source=f"{x.source}, {n} document{'s' if n > 1 else ''}",
-    )  # fmt: skip
+    )
 
 
 def _reference(inputs, cu, S0, bounds):
@@ -234,8 +243,9 @@ def _rank_times(scan: str, T: int, P: int, c: StepCosts) -> tuple[np.ndarray, np
     latency + bytes / bandwidth; the receiver then composes (map) or applies (state)."""
     bounds = cp.split_points(T, P, 64, cp.balance_weight(T, c.H, c.K, c.V))  # as cp splits
     share = np.diff(bounds)
-    ready = np.array([(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r]
-                      for r in range(P)])  # fmt: skip
+    ready = np.array(
+        [(c.chunked_s_per_token if r == 0 else c.local_s_per_token) * share[r] for r in range(P)]
+    )
     t = ready.copy()
     if P == 1:
         return ready, t, t
@@ -263,8 +273,8 @@ def cost_model(
     """Wall time of one layer over P from ``costs`` (the slowest rank: local pass on its T/P
     tokens, the scan's critical path through the schedule, the finish) and the bytes one rank
     sends at most."""
-    T = check_int("T", T, 1, MAX_MODEL_T)
-    Ps = np.array([check_int("P", p, 1, min(MAX_MODEL_P, T)) for p in P_values])
+    T = check_int("T", T, 1, _MAX_MODEL_T)
+    Ps = np.array([check_int("P", p, 1, min(_MAX_MODEL_P, T)) for p in P_values])
     for name in ("chunked_s_per_token", "local_s_per_token", "bandwidth_Bps"):
         if not getattr(costs, name) > 0:
             raise ValueError(f"costs.{name} must be > 0, got {getattr(costs, name)}")
@@ -296,9 +306,9 @@ def phase_shares(m: CostModel, scan: str) -> dict[str, np.ndarray]:
     return {k: v / m.wall_s[scan] for k, v in m.phases[scan].items()}
 
 
-def crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth") -> int:
+def _crossover_tokens(P: int, costs: StepCosts = MEASURED, scan: str = "logdepth") -> int:
     """The context length from which a KV ring all-gather sends more than the scan per rank."""
-    P = check_int("P", P, 2, MAX_MODEL_P)
+    P = check_int("P", P, 2, _MAX_MODEL_P)
     sched = _schedule(scan, P)
     scan_b = int(cp.bytes_sent(sched, P, costs.H, costs.K, costs.V, costs.itemsize).max())
     per = mla_layer_bytes_per_token() * (P - 1) / P
@@ -322,9 +332,9 @@ def bytes_vs_context(
     P: int = 8, T_values: Sequence[int] | None = None, costs: StepCosts = MEASURED
 ) -> BytesVsContext:
     """Per-rank bytes over the context length: the scan is flat, the KV all-gather grows."""
-    P = check_int("P", P, 2, MAX_MODEL_P)
+    P = check_int("P", P, 2, _MAX_MODEL_P)
     Ts = np.array(
-        [check_int("T", t, P, MAX_MODEL_T) for t in (T_values or [2**i for i in range(10, 21)])]
+        [check_int("T", t, P, _MAX_MODEL_T) for t in (T_values or [2**i for i in range(10, 21)])]
     )
     per = mla_layer_bytes_per_token()
     scan_b = {
@@ -336,7 +346,7 @@ def bytes_vs_context(
         T=Ts,
         scan_bytes=scan_b,
         kv_bytes=np.array([_kv_allgather_bytes(int(t), P, per) for t in Ts]),
-        crossover={s: crossover_tokens(P, costs, s) for s in cp.SCANS},
+        crossover={s: _crossover_tokens(P, costs, s) for s in cp.SCANS},
         H=costs.H,
         K=costs.K,
         V=costs.V,

@@ -1,6 +1,6 @@
 """Data for the int8_checkpoint app and figure: park a real state compressed, restore, decode on.
 
-For the state `kda_core.studies.parking.park` keeps (TinyHybrid after ``n_tokens`` bytes of the
+For the state `park` keeps (TinyHybrid after ``n_tokens`` bytes of the
 user's text): `variant_table` measures every format of ``VARIANTS`` on all KDA layers at once
 (max abs error, relative Frobenius error and its theoretical ceiling, `kda_core.quant`);
 `error_map` shows one (layer, head); `divergence` decodes on three ways, exact, restored once
@@ -33,7 +33,7 @@ from kda_core import sizing
 from kda_core._checks import check_int as _check_int
 from kda_core.cache import quant
 from kda_core.sizing import GIB, ModelSpec
-from kda_core.studies.parking import (  # noqa: F401 (MAX_* are the app's limits)
+from kda_core.studies._parking import (  # noqa: F401 (MAX_* are the app's limits)
     DEFAULT_TEXT,
     MAX_PARK_TOKENS,
     MAX_STEPS,
@@ -48,7 +48,7 @@ from kda_core.studies.parking import (  # noqa: F401 (MAX_* are the app's limits
     variant_label,
 )
 
-HIST_BINS = 41
+_HIST_BINS = 41
 NATIVE_DTYPES: tuple[str, ...] = ("bfloat16", "float32")
 # the two divergence runs in a fixed order (series colours follow it)
 RUNS: tuple[str, ...] = ("park_once", "every_step")
@@ -155,7 +155,7 @@ def error_map(
     granularity: str | None = "channel",
     layer: int = 0,
     head: int = 0,
-    bins: int = HIST_BINS,
+    bins: int = _HIST_BINS,
 ) -> ErrorMap:
     """Signed error of one variant; ``layer`` indexes the KDA layers (0 = the first KDA layer)."""
     fmt, granularity = check_variant(fmt, granularity)

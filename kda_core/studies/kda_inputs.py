@@ -20,14 +20,14 @@ from kda_core.model import TinyHybrid, encode
 MAX_T = 4096
 MAX_HEADS = 16
 MAX_DIM = 128
-MAX_GRID = 12  # values per axis of a grid
+_MAX_GRID = 12  # values per axis of a grid
 
 
 def check_grid(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
-    if not 1 <= len(values) <= MAX_GRID:
-        raise ValueError(f"{name} must hold 1..{MAX_GRID} values, got {len(values)}")
+        raise ValueError(f"{name} must be a sequence of 1..{_MAX_GRID} integers in [{lo}, {hi}]")
+    if not 1 <= len(values) <= _MAX_GRID:
+        raise ValueError(f"{name} must hold 1..{_MAX_GRID} values, got {len(values)}")
     return tuple(check_int(name, v, lo, hi) for v in values)
 
 

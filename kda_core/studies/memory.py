@@ -48,7 +48,7 @@ def k3_config(
         raise ValueError(f"total_gib must be in [0.001, 16384], got {total_gib}")
     sizing.check_knobs(
         model, overlap, ssm_dtype=ssm_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype
-    )  # fmt: skip
+    )
     return ReplayConfig(
         total_bytes=int(float(total_gib) * GIB),
         state_slot_bytes=sizing.slot_bytes(model, tp, ssm_dtype, conv_dtype),
@@ -171,7 +171,7 @@ def pool_layout(pool: UnifiedPool | StaticPool) -> Layout:
     )
 
 
-def k3_ratio_hint(config: ReplayConfig | None = None) -> float:
+def _k3_ratio_hint(config: ReplayConfig | None = None) -> float:
     """KV tokens one state slot weighs: ``S / kv_bytes_per_token`` (~1050 for K3 TP8 bf16)."""
     cfg = ReplayConfig() if config is None else config
     return cfg.state_slot_bytes / cfg.kv_bytes_per_token
@@ -264,7 +264,6 @@ __all__ = [
     "from_lengths",
     "from_trace",
     "k3_config",
-    "k3_ratio_hint",
     "pool_layout",
     "replay",
     "shifting_mix",

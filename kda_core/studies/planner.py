@@ -25,7 +25,7 @@ from kda_core._checks import check_int
 from kda_core.sizing import GIB, MemorySplit, ModelSpec
 from kda_core.sizing.presets import MAX_DIM
 
-STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+_STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +324,7 @@ def _series(
     k: _Knobs, slots: int, tokens_per_req: int, max_context: int, n_context: int, n_ratios: int
 ) -> dict:
     """The strategy table, memory vs context, and running requests vs ratio."""
-    names = STRATEGY_ROWS
+    names = _STRATEGY_ROWS
     rows = np.array([_strategy_row(s, k.overlap, k.skip, slots) for s in names])
     ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
     mla_b, kda_b = sizing.memory_vs_context(
@@ -389,7 +389,6 @@ __all__ = [
     "Plan",
     "plan",
     "custom_spec",
-    "STRATEGY_ROWS",
     "context_table",
     "ratio_table",
     "strategy_table",

@@ -6,7 +6,7 @@ bytes are the cached prefix; the rest is scored, byte by byte, by the model cont
 restored checkpoint. Arms, all scoring the same predictions (bytes ``park_at + 1 .. length - 1``):
 
 * exact: the state continues untouched (a restore from an exact checkpoint is the identity);
-* every format of `kda_core.studies.parking.VARIANTS` (INT8 per key channel / head / tensor,
+* every format of `parking.VARIANTS` (INT8 per key channel / head / tensor,
   fp8-e4m3 per channel, bf16), restored ``k`` times: the KDA recurrent states are compressed
   and restored at ``k`` boundaries ``park_at + j * gap`` (j = 0 .. k-1), as when a
   conversation is parked and resumed k times (each turn's checkpoint is the previous restore
@@ -34,13 +34,13 @@ import numpy as np
 from kda_core._checks import check_int as _check_int
 from kda_core.cache import quant
 from kda_core.model import ModelState, TinyHybrid, corpus, encode, next_byte_bits, tokenizer
-from kda_core.studies import parking
-from kda_core.studies.parking import tiny_model
+from kda_core.studies import _parking as parking
+from kda_core.studies._parking import tiny_model
 
-CYCLES: tuple[int, ...] = (1, 4, 16)
-LAGS: tuple[int, ...] = (8, 32, 128)
-MAX_PASSAGES = 32
-MAX_LENGTH = 2048
+_CYCLES: tuple[int, ...] = (1, 4, 16)
+_LAGS: tuple[int, ...] = (8, 32, 128)
+_MAX_PASSAGES = 32
+_MAX_LENGTH = 2048
 
 
 def passages(n: int, length: int) -> list[list[int]]:
@@ -112,12 +112,12 @@ def quality_study(
     length: int = 512,
     park_at: int = 192,
     gap: int = 16,
-    cycles: tuple[int, ...] = CYCLES,
-    lags: tuple[int, ...] = LAGS,
+    cycles: tuple[int, ...] = _CYCLES,
+    lags: tuple[int, ...] = _LAGS,
 ) -> QualityStudy:
     """Score every arm on ``n_passages`` held-out passages (see the module docstring)."""
-    n = _check_int("n_passages", n_passages, 1, MAX_PASSAGES)
-    length = _check_int("length", length, 8, MAX_LENGTH)
+    n = _check_int("n_passages", n_passages, 1, _MAX_PASSAGES)
+    length = _check_int("length", length, 8, _MAX_LENGTH)
     park_at = _check_int("park_at", park_at, 2, length - 2)
     gap = _check_int("gap", gap, 1, length)
     cycles = tuple(_check_int("cycles", k, 1, 64) for k in cycles)

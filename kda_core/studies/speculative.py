@@ -29,8 +29,8 @@ from kda_core import sizing
 from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, encode
 from kda_core.serve import spec
+from kda_core.studies._speculative_errors import commit_errors, fold_errors
 from kda_core.studies.prefix_replay import readable
-from kda_core.studies.speculative_errors import commit_errors, fold_errors
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
 MAX_PROMPT_TOKENS = 512
@@ -66,7 +66,7 @@ def _check_prompt_ids(prompt: str | Sequence[int]) -> list[int]:
     return ids
 
 
-def slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndarray:
+def _slot_kinds(ring_slot: np.ndarray, n_accept: int, pos: np.ndarray) -> np.ndarray:
     """Code per ring slot (``SLOT_KINDS``): -1 empty (``pos < 0``), 0 a position written
     before this verify, 1 a draft step inside the accepted prefix (``j < n_accept``), 2 a
     rejected draft step still held (after the commit the rejected slots are empty).
@@ -144,14 +144,14 @@ def verify_step(
     n_accept: int | None = None,
     *,
     ring_len: int | None = None,
-    noise: float = 0.1,
+    noise: float = 0.3,
     seed: int = 2,
     layer: int = 0,
     head: int = 0,
 ) -> VerifyStudy:
     """Verify D tokens after ``prompt``, accept ``n_accept`` (None: the greedy acceptance).
 
-    The defaults (noise 0.1, seed 2) give a partial acceptance (trained weights: 1 of 8).
+    The defaults (noise 0.3, seed 2) give a partial acceptance (trained weights: 4 of 8).
     """
     model = _model()
     ids = _check_prompt_ids(prompt)
@@ -214,8 +214,8 @@ def verify_step(
         ring_bytes=rs.ring_nbytes,
         per_draft_state_bytes=rs.per_draft_state_nbytes,
         conv_window_bytes=rs.conv_window_nbytes,
-        kind_after_verify=slot_kinds(slot, a, pos_verify),
-        kind_after_commit=slot_kinds(slot, a, pos_commit),
+        kind_after_verify=_slot_kinds(slot, a, pos_verify),
+        kind_after_commit=_slot_kinds(slot, a, pos_commit),
         committed=np.arange(D) < a,
     )
 

@@ -45,16 +45,16 @@ __all__ = [
     "swa_window_attention",
 ]
 
-MAX_WINDOW = 1 << 20
-MAX_GRID = 12  # values per axis
+_MAX_WINDOW = 1 << 20
+_MAX_GRID = 12  # values per axis
 
 
 def _check_ints(name: str, values: object, lo: int, hi: int) -> tuple[int, ...]:
     """A sequence of 1..MAX_GRID distinct ints in [lo, hi], sorted."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"{name} must be a sequence of 1..{MAX_GRID} integers in [{lo}, {hi}]")
-    if not 1 <= len(values) <= MAX_GRID:
-        raise ValueError(f"{name} must hold 1..{MAX_GRID} values, got {len(values)}")
+        raise ValueError(f"{name} must be a sequence of 1..{_MAX_GRID} integers in [{lo}, {hi}]")
+    if not 1 <= len(values) <= _MAX_GRID:
+        raise ValueError(f"{name} must hold 1..{_MAX_GRID} values, got {len(values)}")
     return tuple(sorted({check_int(name, v, lo, hi) for v in values}))
 
 
@@ -98,7 +98,7 @@ def checkpoint_costs(
     sizing.check_knobs(model, state_dtype=state_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype)
     spec = sizing.as_spec(model)
     tp = check_int("tp", tp, 1, 1 << 10)
-    ws = np.array(_check_ints("windows", windows, 1, MAX_WINDOW), dtype=np.int64)
+    ws = np.array(_check_ints("windows", windows, 1, _MAX_WINDOW), dtype=np.int64)
     state = sizing.kda_state_bytes(spec, tp, state_dtype)
     conv = sizing.conv_state_bytes(spec, tp, conv_dtype)
     per_token = (
@@ -211,8 +211,8 @@ def resume_on_workload(
     if not isinstance(trace, Trace) or len(trace) == 0:
         raise ValueError("trace must be a non-empty Trace or a workload name")
     b = trace.block_size
-    ks = _check_ints("intervals", intervals, b, MAX_WINDOW)
-    window = check_int("window", window, b, MAX_WINDOW)
+    ks = _check_ints("intervals", intervals, b, _MAX_WINDOW)
+    window = check_int("window", window, b, _MAX_WINDOW)
     for name, v in [("window", window), *(("intervals", k) for k in ks)]:
         if v % b:
             raise ValueError(f"{name} must be multiples of the trace's block size {b}, got {v}")
@@ -272,7 +272,7 @@ def swa_window_attention(q, k, v, window: int, *, scale: float | None = None) ->
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     if q.ndim != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
         raise ValueError("q, k must be [T, H, K] and v [T, H, V] with the same T and H")
-    window = check_int("window", window, 1, MAX_WINDOW)
+    window = check_int("window", window, 1, _MAX_WINDOW)
     scale = q.shape[2] ** -0.5 if scale is None else float(scale)
     o = np.empty(v.shape)
     for t in range(q.shape[0]):

@@ -46,8 +46,8 @@ DEFAULT_TEXT = (
     "User: why can a decode instance not take the MLA KV from one prefill and the KDA state "
     "from another?\nAssistant:"
 )
-PARTS = ("mla_kv", "kda_state", "conv_window")
-MISMATCH_KINDS = ("weights", "tokenizer", "layout", "corrupt", "truncated", "foreign")
+_PARTS = ("mla_kv", "kda_state", "conv_window")
+_MISMATCH_KINDS = ("weights", "tokenizer", "layout", "corrupt", "truncated", "foreign")
 
 __all__ = [
     "Anatomy",
@@ -144,11 +144,11 @@ def anatomy(tp: int = 8, tokens: int = 8192, text: str = DEFAULT_TEXT) -> Anatom
     arrays = obj.part_arrays()
     meta = obj.metadata()
     return Anatomy(
-        PARTS,
+        _PARTS,
         k3,
-        np.array([arrays[p].nbytes for p in PARTS], dtype=np.int64),
-        tuple(arrays[p].shape for p in PARTS),
-        tuple(str(arrays[p].dtype) for p in PARTS),
+        np.array([arrays[p].nbytes for p in _PARTS], dtype=np.int64),
+        tuple(arrays[p].shape for p in _PARTS),
+        tuple(str(arrays[p].dtype) for p in _PARTS),
         tp,
         tokens,
         len(ids),
@@ -216,7 +216,7 @@ def mismatches(text: str = DEFAULT_TEXT, n_new: int = 4) -> Refusals:
     assert good is not None
     refs = {seed: _model(seed).generate(ids, n_new) for seed in (0, 1)}
     rows = []
-    for kind in MISMATCH_KINDS:
+    for kind in _MISMATCH_KINDS:
         if kind in ("weights", "tokenizer", "layout"):
             kw: dict = {
                 "weights": {"engine": _engine(1)},
@@ -281,9 +281,14 @@ def splice_drift(text_a: str = DEFAULT_TEXT, text_b: str = "", n_new: int = 16) 
         rep = eng.generate(prompt, n_new)
         out[label] = (rep.tokens, np.max(np.abs(rep.logits - ref), axis=1))
     return SpliceDrift(
-        n, refused, np.arange(n_new), out["clean"][1], out["splice"][1], out["clean"][0],
+        n,
+        refused,
+        np.arange(n_new),
+        out["clean"][1],
+        out["splice"][1],
+        out["clean"][0],
         out["splice"][0],
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, slots=True)

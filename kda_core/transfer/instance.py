@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from kda_core.cache.protocol import DroppedState
 from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
 from kda_core.serve.engine import Engine, GenerateReport
@@ -204,7 +202,3 @@ class Instance:
     def _run(self, ids: list[int], max_new_tokens: int, **kw: Any) -> GenerateReport:
         """The seam to the engine: one request through ``Engine.generate``."""
         return self.engine.generate(ids, max_new_tokens, **kw)
-
-
-def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) if np.size(a) else 0.0

@@ -8,7 +8,7 @@ Measured on this machine kind (PyPI ``mooncake-transfer-engine-non-cuda`` 0.3.13
   shows the P2P-handshake listener on 0.0.0.0 and the TCP transport on ``*`` in the storage
   node and in every client (its log still says "listening on 127.0.0.1"). So the services and
   their clients run in a private network namespace that holds only loopback
-  (``LoopbackNetns``: ``unshare -n`` + ``nsenter``, root only; CI is root). Without root they
+  (``_LoopbackNetns``: ``unshare -n`` + ``nsenter``, root only; CI is root). Without root they
   run unisolated and ``MooncakeServices.isolated`` is False (the tests then fail in CI and skip
   the isolation check elsewhere);
 * the master gets ``--rpc_address=127.0.0.1`` and ``--metrics_host=127.0.0.1`` (both default
@@ -39,17 +39,15 @@ from pathlib import Path
 from kda_core.transfer.store import MAX_OBJECT_BYTES, StoreStats, check_key
 
 __all__ = [
-    "LoopbackNetns",
     "MooncakeServices",
     "MooncakeStore",
     "mooncake_available",
-    "mooncake_bin",
 ]
 
 HOST = "127.0.0.1"
 
 
-def mooncake_bin() -> Path | None:
+def _mooncake_bin() -> Path | None:
     """The wheel's directory holding ``mooncake_master`` / ``mooncake_client`` (None: absent)."""
     try:
         import mooncake
@@ -62,7 +60,7 @@ def mooncake_bin() -> Path | None:
 def mooncake_available() -> tuple[bool, str]:
     """(True, "") when the client library loads; otherwise (False, the reason)."""
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", HOST)
-    if mooncake_bin() is None:
+    if _mooncake_bin() is None:
         return False, "mooncake-transfer-engine-non-cuda is not installed"
     try:
         from mooncake.store import MooncakeDistributedStore  # noqa: F401
@@ -87,7 +85,7 @@ _HOLDER = (
 )
 
 
-class LoopbackNetns:
+class _LoopbackNetns:
     """A private network namespace holding only ``lo``: whatever listens inside is reachable
     from inside only. Needs root and util-linux ``unshare`` / ``nsenter``."""
 
@@ -103,7 +101,7 @@ class LoopbackNetns:
         r = subprocess.run(["unshare", "-n", "true"], capture_output=True)
         return (r.returncode == 0, "" if r.returncode == 0 else r.stderr.decode().strip())
 
-    def start(self) -> LoopbackNetns:
+    def start(self) -> _LoopbackNetns:
         self.holder = subprocess.Popen(
             ["unshare", "-n", "--", sys.executable, "-c", _HOLDER],
             stdin=subprocess.PIPE,
@@ -160,7 +158,7 @@ class MooncakeServices:
         self.isolate = isolate
         self._own_logs = log_dir is None
         self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="mooncake-logs-"))
-        self.netns: LoopbackNetns | None = None
+        self.netns: _LoopbackNetns | None = None
         self.master: subprocess.Popen | None = None
         self.node: subprocess.Popen | None = None
         self.rpc_port = 0
@@ -191,14 +189,14 @@ class MooncakeServices:
         ok, why = mooncake_available()
         if not ok:
             raise RuntimeError(why)
-        d = mooncake_bin()
+        d = _mooncake_bin()
         assert d is not None
-        can, why = LoopbackNetns.available()
+        can, why = _LoopbackNetns.available()
         if self.isolate is True and not can:
             raise RuntimeError(f"isolate=True: {why}")
         try:
             if self.isolate is True or (self.isolate == "auto" and can):
-                self.netns = LoopbackNetns().start()
+                self.netns = _LoopbackNetns().start()
             # ports are free in the namespace too (it holds nothing else)
             self.rpc_port, metrics, node_port = _free_port(), _free_port(), _free_port()
             self.master = self._spawn(

@@ -48,11 +48,11 @@ from kda_core.transfer.identity import (
     prefix_hash,
 )
 
-FORMAT = "kda-state-object"
+_FORMAT = "kda-state-object"
 FORMAT_VERSION = "1"
-MAX_HEADER_BYTES = 1 << 20
+_MAX_HEADER_BYTES = 1 << 20
 PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
-NON_TRANSFER_FIELDS = frozenset(
+_NON_TRANSFER_FIELDS = frozenset(
     {
         "intermediate_ssm",
         "intermediate_conv_window",
@@ -75,8 +75,6 @@ ReplaySSM ring fields (seed 004, "replayssm" paragraph: "当前实现将以下�
 _NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
-    "FORMAT",
-    "NON_TRANSFER_FIELDS",
     "Identity",
     "Layout",
     "StateObject",
@@ -85,7 +83,6 @@ __all__ = [
     "from_model_state",
     "model_fingerprint",
     "prefix_hash",
-    "shard",
     "splice",
     "transferable_parts",
 ]
@@ -148,7 +145,7 @@ class StateObject:
                 "digest": _digest(a),
             }
         return {
-            "format": FORMAT,
+            "format": _FORMAT,
             "format_version": FORMAT_VERSION,
             "token_start": "0",
             "token_end": str(self.boundary),
@@ -172,7 +169,7 @@ def transferable_parts(device_fields: dict[str, np.ndarray]) -> dict[str, np.nda
     (ReplaySSM rings, intermediate conv windows) are dropped; anything else is refused."""
     out = {}
     for name, arr in device_fields.items():
-        if name in NON_TRANSFER_FIELDS:
+        if name in _NON_TRANSFER_FIELDS:
             continue
         if name not in PART_KINDS:
             raise ValueError(f"device_fields: unknown state field {name!r}")
@@ -190,7 +187,7 @@ def _header(data: bytes) -> tuple[dict, int]:
     if len(data) < 8:
         raise StateObjectError("truncated", f"{len(data)} bytes, not even a header length")
     (n,) = struct.unpack("<Q", data[:8])
-    if n > MAX_HEADER_BYTES:
+    if n > _MAX_HEADER_BYTES:
         raise StateObjectError("format", f"header length {n} is not a safetensors header")
     if 8 + n > len(data):
         raise StateObjectError("truncated", f"header needs {8 + n} bytes, file has {len(data)}")
@@ -201,8 +198,8 @@ def _header(data: bytes) -> tuple[dict, int]:
     if not isinstance(header, dict):
         raise StateObjectError("format", "header is not a JSON object")
     meta = header.get("__metadata__")
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise StateObjectError("format", f"not a {FORMAT} (a foreign safetensors file?)")
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise StateObjectError("format", f"not a {_FORMAT} (a foreign safetensors file?)")
     if meta.get("format_version") != FORMAT_VERSION:
         raise StateObjectError(
             "format", f"format_version {meta.get('format_version')!r}, this reads {FORMAT_VERSION}"

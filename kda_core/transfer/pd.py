@@ -43,15 +43,15 @@ from kda_core.transfer.identity import Layout
 from kda_core.transfer.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[2]
-ATOL = 1e-9
-N_NEW = 8
-MISMATCH_KINDS = {
+_ATOL = 1e-9
+_N_NEW = 8
+_MISMATCH_KINDS = {
     "weights": "model_fingerprint",
     "tokenizer": "tokenizer_fingerprint",
     "layout": "layout",
 }
 
-__all__ = ["HandoffPolicy", "PDResult", "multi_turn_workload", "run_selftest"]
+__all__ = ["HandoffPolicy", "PDResult", "run_selftest"]
 
 
 @dataclass(slots=True)
@@ -73,17 +73,17 @@ def handoff_policy() -> HandoffPolicy:
     return HandoffPolicy(**p)
 
 
-SYSTEM = "System: you are a terse assistant for a KDA serving lab.\n"
-CONVERSATIONS = (
+_SYSTEM = "System: you are a terse assistant for a KDA serving lab.\n"
+_CONVERSATIONS = (
     ("User: what is a state hit?\nAssistant:", "User: and a token hit?\nAssistant:"),
     ("User: why replay tokens?\nAssistant:", "User: how far back?\nAssistant:"),
     ("User: 状态检查点是什么？\nAssistant:", "User: 为什么不能拼接？\nAssistant:"),
 )
 
 
-def multi_turn_workload() -> tuple[tuple[str, ...], ...]:
+def _multi_turn_workload() -> tuple[tuple[str, ...], ...]:
     """Three conversations of two turns sharing a system prompt (turn 2 = history + reply)."""
-    return CONVERSATIONS
+    return _CONVERSATIONS
 
 
 def _b64(a: np.ndarray) -> str:
@@ -143,7 +143,7 @@ def _handle(role: str, inst: Any, msg: dict) -> dict:
             "fields": [r.field for r in lk.refusals],
             "restored_from_store": lk.source == "store",
             "self_ok": rep.tokens == ref_tokens
-            and float(np.max(np.abs(rep.logits - ref_logits))) <= ATOL,
+            and float(np.max(np.abs(rep.logits - ref_logits))) <= _ATOL,
         }
     return out
 
@@ -248,23 +248,23 @@ def _run(store_spec: str, logdir: Path, wrap: Any = None) -> PDResult:
     model = TinyHybrid()
     res = PDResult(0, 0, 0.0, 0, 0, [], [], [])
     try:
-        for conv in multi_turn_workload():
-            history = encode(SYSTEM)
+        for conv in _multi_turn_workload():
+            history = encode(_SYSTEM)
             for turn in conv:
                 ids = history + encode(turn)
                 pre.ask({"prompt": ids})
-                d = dec.ask({"prompt": ids, "n": N_NEW})
-                ref_tokens, ref_logits = model.generate(ids, N_NEW)
-                diff = float(np.max(np.abs(_unb64(d["logits"], N_NEW) - ref_logits)))
+                d = dec.ask({"prompt": ids, "n": _N_NEW})
+                ref_tokens, ref_logits = model.generate(ids, _N_NEW)
+                diff = float(np.max(np.abs(_unb64(d["logits"], _N_NEW) - ref_logits)))
                 res.requests += 1
-                res.identical += d["tokens"] == ref_tokens and diff <= ATOL
+                res.identical += d["tokens"] == ref_tokens and diff <= _ATOL
                 res.max_dlogit = max(res.max_dlogit, diff)
                 res.sources.append(d["source"])
                 res.restored.append(d["restore_at"])
                 res.prompt_lens.append(len(ids))
-                for kind, m in mis.ask({"prompt": ids, "n": N_NEW}).items():
+                for kind, m in mis.ask({"prompt": ids, "n": _N_NEW}).items():
                     res.mismatches += 1
-                    want = MISMATCH_KINDS[kind]
+                    want = _MISMATCH_KINDS[kind]
                     named = bool(m["fields"]) and all(f == want for f in m["fields"])
                     res.refused += named and not m["restored_from_store"] and m["self_ok"]
                 history = ids + d["tokens"]

@@ -28,7 +28,7 @@ from kda_core.transfer.objects import StateObject, transferable_parts
 
 __all__ = ["HostTier", "TierStats", "state_object"]
 
-MAX_HOST_BYTES = 1 << 34
+_MAX_HOST_BYTES = 1 << 34
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class HostTier:
     """An LRU of state objects in host memory, keyed by prefix hash, capped in bytes."""
 
     def __init__(self, capacity_bytes: int = 1 << 30) -> None:
-        self.capacity_bytes = check_int("capacity_bytes", capacity_bytes, 1, MAX_HOST_BYTES)
+        self.capacity_bytes = check_int("capacity_bytes", capacity_bytes, 1, _MAX_HOST_BYTES)
         self._objs: OrderedDict[str, StateObject] = OrderedDict()
         self.used_bytes = 0
         self.stats = TierStats()

@@ -109,7 +109,7 @@ class TraceBuilder:
             pos = end
         return out
 
-    def out_ids(self, segs: list[Segment], ids: list[int], out: Segment) -> list[int]:
+    def _out_ids(self, segs: list[Segment], ids: list[int], out: Segment) -> list[int]:
         """Ids of the full blocks of ``segs + [out]`` beyond the full blocks of ``segs``."""
         n_in = sum(n for _, n in segs)
         full = self.ids([*segs, out], (segs, ids))
@@ -147,7 +147,7 @@ class TraceBuilder:
         Returns (output segment, the ``prev`` for the next turn)."""
         ids = self.ids(segs, prev)
         out = self.seg(self.length(mean_out, 1, max_out))
-        oids = self.out_ids(segs, ids, out)
+        oids = self._out_ids(segs, ids, out)
         self.add(t, segs, ids, out[1], sess, KINDS.index(kind), oids)
         return out, (segs, ids)
 

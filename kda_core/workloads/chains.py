@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 ROOT = -1  # the parent of a request's first block
-UNSEEN = -2  # a dense slot whose id has not been admitted
-DENSE_SLACK = 1 << 20  # dense while max id < 4 x admitted ids + this
+_UNSEEN = -2  # a dense slot whose id has not been admitted
+_DENSE_SLACK = 1 << 20  # dense while max id < 4 x admitted ids + this
 
 
-def parents_of(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def _parents_of(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Each id's parent: the previous id of its request, ``ROOT`` at a request's first block
     (``starts``: index of each request's first id in ``ids``)."""
     par = np.empty_like(ids)
@@ -51,7 +51,7 @@ class ChainTable:
             return np.zeros(ids.size, dtype=bool), np.zeros(ids.size, dtype=np.int64)
         if self.dense is not None:
             rec = self.dense[np.minimum(ids, self.dense.size - 1)]
-            return (ids < self.dense.size) & (rec != UNSEEN), rec
+            return (ids < self.dense.size) & (rec != _UNSEEN), rec
         pos = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
         return self.ids[pos] == ids, self.parents[pos]
 
@@ -59,7 +59,7 @@ class ChainTable:
         """Dense mode: room for ids up to ``top``."""
         assert self.dense is not None
         if top >= self.dense.size:
-            grown = np.full(max(top + 1, self.dense.size * 5 // 4), UNSEEN, dtype=np.int64)
+            grown = np.full(max(top + 1, self.dense.size * 5 // 4), _UNSEEN, dtype=np.int64)
             grown[: self.dense.size] = self.dense
             self.dense = grown
 
@@ -69,8 +69,8 @@ class ChainTable:
             return
         self.n += int(uniq.size)
         top = int(uniq[-1])
-        if self.dense is not None and top >= 4 * self.n + DENSE_SLACK:
-            self.ids = np.flatnonzero(self.dense != UNSEEN).astype(np.int64)
+        if self.dense is not None and top >= 4 * self.n + _DENSE_SLACK:
+            self.ids = np.flatnonzero(self.dense != _UNSEEN).astype(np.int64)
             self.parents = self.dense[self.ids]
             self.dense = None  # too sparse: the sorted table from now on
         if self.dense is not None:
@@ -88,19 +88,19 @@ class ChainTable:
         if self.dense is None or not ids.size:
             return False
         top = int(ids.max())
-        if top >= 4 * (self.n + ids.size) + DENSE_SLACK:
+        if top >= 4 * (self.n + ids.size) + _DENSE_SLACK:
             return False
         self._grow(top)
         rec = self.dense[ids]
-        known = rec != UNSEEN
+        known = rec != _UNSEEN
         if np.any(known & (rec != parents)):
             return False
         new_ids, new_parents = ids[~known], parents[~known]
         self.dense[new_ids] = new_parents  # one occurrence per id lands
         if np.any(self.dense[new_ids] != new_parents):  # a new id with two parents here
-            self.dense[new_ids] = UNSEEN
+            self.dense[new_ids] = _UNSEEN
             return False
-        self.n = int(np.count_nonzero(self.dense != UNSEEN))
+        self.n = int(np.count_nonzero(self.dense != _UNSEEN))
         return True
 
     def _check(self, ids: np.ndarray, parents: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
@@ -130,7 +130,7 @@ class ChainTable:
         -> one ``(request, id, parent here, parent recorded)`` per refused request, in order.
         """
         refused: list[tuple[int, int, int, int]] = []
-        parents = parents_of(ids, starts)
+        parents = _parents_of(ids, starts)
         if self._admit_dense(ids, parents):
             return refused
         lo = 0  # first request not yet decided

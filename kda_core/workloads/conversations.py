@@ -31,8 +31,8 @@ from kda_core.workloads.ingest import Accumulator
 from kda_core.workloads.rows import RowError, json_object
 from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 
-TURN_GAP_S = 10.0
-SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant"}
+_TURN_GAP_S = 10.0
+_SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant"}
 
 
 class BlockHasher:
@@ -73,7 +73,7 @@ class BlockHasher:
             out.append(self._id(tail.digest()))
         return out
 
-    def full_ids(self, digests: list[bytes], lo: int, hi: int) -> list[int]:
+    def _full_ids(self, digests: list[bytes], lo: int, hi: int) -> list[int]:
         return [self._id(d) for d in digests[lo:hi]]
 
 
@@ -103,7 +103,7 @@ def _messages(obj: Any) -> tuple[list[tuple[str, str, Any]], str]:
         if not isinstance(m, dict) or not isinstance(m.get(role_key), str) or text_key not in m:
             raise RowError(where, f"{where} must be an object with {role_key!r} and {text_key!r}")
         role = m[role_key].lower()
-        role = SHAREGPT_ROLES.get(role, role) if key == "conversations" else role
+        role = _SHAREGPT_ROLES.get(role, role) if key == "conversations" else role
         out.append((role, _content(m[text_key], f"{where}.{text_key}"), m.get("timestamp")))
     return out, key
 
@@ -145,7 +145,7 @@ class ConversationRows:
             if len(data) - start > MAX_OUTPUT_TOKENS:
                 raise RowError(where, f"an answer over {MAX_OUTPUT_TOKENS} tokens")
             turns.append((t, start, len(data)))
-            floor, t = t, t + TURN_GAP_S * 1000.0
+            floor, t = t, t + _TURN_GAP_S * 1000.0
         if not turns or turns[-1][2] < len(data):
             turns.append((t, len(data), len(data)))
         if len(data) > MAX_INPUT_TOKENS:
@@ -167,6 +167,6 @@ class ConversationRows:
                 break
             ids = self.hasher.ids(view[:p_end], 1, digests)
             self.hasher.extend(view[:o_end], 1, digests)
-            out = self.hasher.full_ids(digests, p_end // b, o_end // b)
+            out = self.hasher._full_ids(digests, p_end // b, o_end // b)
             self.acc.add(lineno, t / 1000.0, p_end, o_end - p_end, ids, session, 0, out)
         self.last_ms = turns[0][0]

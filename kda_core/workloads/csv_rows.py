@@ -43,7 +43,7 @@ def split_fields(line: str) -> list[str]:
     return line.split(",")
 
 
-def int_text(s: str, col: str, lo: int, hi: int) -> int:
+def _int_text(s: str, col: str, lo: int, hi: int) -> int:
     s = s.strip()
     if not (s.isascii() and s.isdigit()):
         raise RowError(col, f"{col!r} must be an integer, got {s!r}")
@@ -53,7 +53,7 @@ def int_text(s: str, col: str, lo: int, hi: int) -> int:
     return v
 
 
-def seconds_text(s: str, col: str) -> float:
+def _seconds_text(s: str, col: str) -> float:
     try:
         v = float(s)
     except ValueError:
@@ -63,7 +63,7 @@ def seconds_text(s: str, col: str) -> float:
     return v
 
 
-def epoch_seconds(s: str, col: str) -> float:
+def _epoch_seconds(s: str, col: str) -> float:
     """A date-time as seconds since 1970 (UTC when it has no zone), up to 9 fraction digits."""
     m = _DATETIME.fullmatch(s.strip())
     if m is None:
@@ -113,15 +113,15 @@ class CsvRows:
             raise RowError("fields", f"{len(fields)} fields where the header has {self.width}")
         c = self.cols
         if self.fmt == "burstgpt":
-            t = seconds_text(fields[c["Timestamp"]], "Timestamp")
-            n_in = int_text(fields[c["Request tokens"]], "Request tokens", 1, MAX_INPUT_TOKENS)
-            n_out = int_text(fields[c["Response tokens"]], "Response tokens", 0, MAX_OUTPUT_TOKENS)
+            t = _seconds_text(fields[c["Timestamp"]], "Timestamp")
+            n_in = _int_text(fields[c["Request tokens"]], "Request tokens", 1, MAX_INPUT_TOKENS)
+            n_out = _int_text(fields[c["Response tokens"]], "Response tokens", 0, MAX_OUTPUT_TOKENS)
             kind = self.acc.kind(fields[c["Log Type"]].strip() if "Log Type" in c else "burstgpt")
             sid = fields[c["Session ID"]].strip() if "Session ID" in c else ""
             session = self.acc.session(sid or None)
         else:
-            t = epoch_seconds(fields[c["TIMESTAMP"]], "TIMESTAMP")
-            n_in = int_text(fields[c["ContextTokens"]], "ContextTokens", 1, MAX_INPUT_TOKENS)
-            n_out = int_text(fields[c["GeneratedTokens"]], "GeneratedTokens", 0, MAX_OUTPUT_TOKENS)
+            t = _epoch_seconds(fields[c["TIMESTAMP"]], "TIMESTAMP")
+            n_in = _int_text(fields[c["ContextTokens"]], "ContextTokens", 1, MAX_INPUT_TOKENS)
+            n_out = _int_text(fields[c["GeneratedTokens"]], "GeneratedTokens", 0, MAX_OUTPUT_TOKENS)
             kind, session = 0, -1
         self.acc.add(lineno, t, n_in, n_out, None, session, kind)

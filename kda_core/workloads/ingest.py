@@ -35,10 +35,10 @@ class RowError(ValueError):
 MAX_TRACE_FILE_BYTES = 2 << 30  # 2 GiB
 MAX_TRACE_REQUESTS = 2_000_000
 MAX_TRACE_BLOCKS = 50_000_000  # input + output block ids (8 bytes each: 400 MB)
-MAX_KINDS = 64
-FLUSH_ROWS = 1 << 16
-FLUSH_BLOCKS = 1 << 21
-MIN_FLUSH_ROWS = 256  # after a refused row: small chunks keep re-checks cheap
+_MAX_KINDS = 64
+_FLUSH_ROWS = 1 << 16
+_FLUSH_BLOCKS = 1 << 21
+_MIN_FLUSH_ROWS = 256  # after a refused row: small chunks keep re-checks cheap
 _COLUMNS = ("t", "line", "in", "out", "cnt", "sess", "kind", "own", "ocnt")
 _STORED = ("t", "in", "out", "cnt", "sess", "kind", "ocnt", "blocks", "oblocks")
 
@@ -69,7 +69,7 @@ class Accumulator:
         self.with_outputs = False
         # admitted requests, column by column (growing in place: no chunk list to concatenate)
         self.cols: dict[str, array] = {k: array("d" if k == "t" else "q") for k in _STORED}
-        self.flush_rows = FLUSH_ROWS
+        self.flush_rows = _FLUSH_ROWS
         self._reset()
 
     def _reset(self) -> None:
@@ -88,8 +88,8 @@ class Accumulator:
     def kind(self, name: str) -> int:
         """Index of ``name`` in the trace's kind names (added on first use)."""
         if name not in self.kind_names:
-            if len(self.kind_names) >= MAX_KINDS:
-                raise RowError("kind", f"more than {MAX_KINDS} distinct request kinds ({name!r})")
+            if len(self.kind_names) >= _MAX_KINDS:
+                raise RowError("kind", f"more than {_MAX_KINDS} distinct request kinds ({name!r})")
             self.kind_names.append(name)
         return self.kind_names.index(name)
 
@@ -124,7 +124,7 @@ class Accumulator:
         if out_ids is not None:
             self.with_outputs = True
             self.p_oblocks.extend(out_ids)
-        if len(self.rows) >= self.flush_rows or len(self.p_blocks) >= FLUSH_BLOCKS:
+        if len(self.rows) >= self.flush_rows or len(self.p_blocks) >= _FLUSH_BLOCKS:
             self.flush()
 
     def row_failed(self, lineno: int, err: RowError) -> None:
@@ -158,8 +158,8 @@ class Accumulator:
                 raise ValueError(f"{self.source}line {line}: {msg}")
             keep[rows[r]] = False
             self._note(line, msg)
-        shrink = max(MIN_FLUSH_ROWS, self.flush_rows // 8)
-        self.flush_rows = shrink if refused else min(FLUSH_ROWS, self.flush_rows * 2)
+        shrink = max(_MIN_FLUSH_ROWS, self.flush_rows // 8)
+        self.flush_rows = shrink if refused else min(_FLUSH_ROWS, self.flush_rows * 2)
 
     def flush(self) -> None:
         """Turn the pending rows into a numpy chunk (chain-checked, refused rows dropped)."""
@@ -183,7 +183,7 @@ class Accumulator:
             buf.frombytes(memoryview(np.ascontiguousarray(cols[k])).cast("B"))
         self._reset()
 
-    def skip_report(self) -> tuple[int, tuple[str, ...]]:
+    def _skip_report(self) -> tuple[int, tuple[str, ...]]:
         first = sorted(self.reasons)[:MAX_SKIP_REASONS]
         return self.skipped, tuple(f"line {n}: {r}" for n, r in first)
 
@@ -192,7 +192,7 @@ class Accumulator:
         shifts them to start at 0), the skip report attached."""
         self.flush()
         if not self.cols["in"]:
-            n, first = self.skip_report()
+            n, first = self._skip_report()
             why = f"; {n} rows skipped, first: {'; '.join(first)}" if n else ""
             raise ValueError(f"{self.source}the trace has no requests{why}")
         cat = {
@@ -210,7 +210,7 @@ class Accumulator:
             cat["blocks"] = _gather_csr(cat["blocks"], cat["cnt"], order)
             cat["oblocks"] = _gather_csr(cat["oblocks"], cat["ocnt"], order)
             cat.update({k: cat[k][order] for k in ("in", "out", "cnt", "ocnt", "sess", "kind")})
-        skipped, reasons = self.skip_report()
+        skipped, reasons = self._skip_report()
         prov = dict(
             has_prefix_info=self.has_prefix_info,
             skipped_rows=skipped,
@@ -219,9 +219,19 @@ class Accumulator:
         )
         outs = (_offsets(cat["ocnt"]), cat["oblocks"]) if self.with_outputs else (None, None)
         return make_trace(
-            name, self.b, t, cat["in"], cat["out"], _offsets(cat["cnt"]), cat["blocks"],
-            cat["sess"], cat["kind"], tuple(self.kind_names), *outs, provenance=prov,
-        )  # fmt: skip
+            name,
+            self.b,
+            t,
+            cat["in"],
+            cat["out"],
+            _offsets(cat["cnt"]),
+            cat["blocks"],
+            cat["sess"],
+            cat["kind"],
+            tuple(self.kind_names),
+            *outs,
+            provenance=prov,
+        )
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

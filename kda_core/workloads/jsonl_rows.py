@@ -31,7 +31,7 @@ from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 TEXT_FIELDS = ("text_input", "messages", "payload")
 
 
-def int_field(obj: dict, key: str, lo: int, hi: int, default: int | None = None) -> int:
+def _int_field(obj: dict, key: str, lo: int, hi: int, default: int | None = None) -> int:
     """``obj[key]`` as an int in [lo, hi] (an integral float is accepted); ``default`` when
     the key is absent (None: required)."""
     v = obj.get(key)
@@ -53,7 +53,7 @@ def int_field(obj: dict, key: str, lo: int, hi: int, default: int | None = None)
     return v
 
 
-def ms_field(obj: dict, key: str) -> float:
+def _ms_field(obj: dict, key: str) -> float:
     """``obj[key]``: a finite number of milliseconds >= 0."""
     v = obj[key]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -63,14 +63,14 @@ def ms_field(obj: dict, key: str) -> float:
     return float(v)
 
 
-def session_key(obj: dict) -> str | int | None:
+def _session_key(obj: dict) -> str | int | None:
     s = obj.get("session_id")
     if s is not None and (isinstance(s, bool) or not isinstance(s, (str, int))):
         raise RowError("session_id", f"'session_id' must be a string or an integer, got {s!r}")
     return s
 
 
-def int_list(v: Any, key: str, line: str) -> array:
+def _int_list(v: Any, key: str, line: str) -> array:
     """A JSON list of non-negative ints below 2**63 as ``array('q')`` (bools refused)."""
     if not isinstance(v, list):
         raise RowError(key, f"{key!r} must be a list")
@@ -95,7 +95,7 @@ class MooncakeRows:
 
     def _timestamp(self, obj: dict) -> float:
         if "timestamp" in obj:
-            t = ms_field(obj, "timestamp")
+            t = _ms_field(obj, "timestamp")
             if self.strict and t < self.last_ms:
                 raise RowError(
                     "timestamp", f"'timestamp' {t:g} is before the previous {self.last_ms:g}"
@@ -103,7 +103,7 @@ class MooncakeRows:
             return t
         if self.strict:
             raise RowError("timestamp", "missing field 'timestamp'")
-        return self.last_ms + (ms_field(obj, "delay") if "delay" in obj else 0.0)
+        return self.last_ms + (_ms_field(obj, "delay") if "delay" in obj else 0.0)
 
     def __call__(self, line: str, lineno: int) -> None:
         obj = json_object(line)
@@ -121,14 +121,14 @@ class MooncakeRows:
                     f"rows with {text[0]!r} carry text, not lengths: only 'input_length' rows are "
                     "read (text goes in the conversations format)",
                 )
-        n_in = int_field(obj, "input_length", 1, MAX_INPUT_TOKENS)
-        n_out = int_field(obj, "output_length", 0, MAX_OUTPUT_TOKENS, None if self.strict else 0)
+        n_in = _int_field(obj, "input_length", 1, MAX_INPUT_TOKENS)
+        n_out = _int_field(obj, "output_length", 0, MAX_OUTPUT_TOKENS, None if self.strict else 0)
         ids = None
         if "hash_ids" in obj:
             ids = self._hash_ids(obj["hash_ids"], n_in, line)
         elif self.strict:
             raise RowError("hash_ids", "missing field 'hash_ids'")
-        session = -1 if "session_id" not in obj else self.acc.session(session_key(obj))
+        session = -1 if "session_id" not in obj else self.acc.session(_session_key(obj))
         self.last_ms = t
         self.acc.add(lineno, t / 1000.0, n_in, n_out, ids, session)
 
@@ -142,7 +142,7 @@ class MooncakeRows:
                 "hash_ids",
                 f"'hash_ids' has {len(h)} ids, input_length {n_in} needs ceil({n_in}/{b}) = {want}",
             )
-        return int_list(h, "hash_ids", line)
+        return _int_list(h, "hash_ids", line)
 
 
 class TokenIdRows:
@@ -160,14 +160,14 @@ class TokenIdRows:
             raise RowError(
                 "token_ids", "expected a JSON list of token ids or an object with 'token_ids'"
             )
-        tokens = int_list(obj["token_ids"], "token_ids", line)
+        tokens = _int_list(obj["token_ids"], "token_ids", line)
         if not 1 <= len(tokens) <= MAX_INPUT_TOKENS:
             raise RowError(
                 "token_ids", f"'token_ids' must hold 1 to {MAX_INPUT_TOKENS} ids, got {len(tokens)}"
             )
-        t = ms_field(obj, "timestamp") if "timestamp" in obj else self.last_ms
-        n_out = int_field(obj, "output_length", 0, MAX_OUTPUT_TOKENS, 0)
-        session = self.acc.session(session_key(obj))
+        t = _ms_field(obj, "timestamp") if "timestamp" in obj else self.last_ms
+        n_out = _int_field(obj, "output_length", 0, MAX_OUTPUT_TOKENS, 0)
+        session = self.acc.session(_session_key(obj))
         ids = self.hasher.ids(tokens.tobytes(), tokens.itemsize)
         self.last_ms = max(self.last_ms, t)
         self.acc.add(lineno, t / 1000.0, len(tokens), n_out, ids, session)

@@ -34,9 +34,9 @@ FORMATS: tuple[str, ...] = (
     "conversations",
     "sglang-gsp",
 )
-ON_ERROR = ("raise", "skip")
-MAX_SETTINGS_BYTES = 1 << 20
-DETECT_LINES = 1000  # blank lines looked past to find the first row
+_ON_ERROR = ("raise", "skip")
+_MAX_SETTINGS_BYTES = 1 << 20
+_DETECT_LINES = 1000  # blank lines looked past to find the first row
 
 
 def check_path(path: str | Path) -> Path:
@@ -72,7 +72,7 @@ def _json_candidates(obj: object) -> set[str]:
 
 def _parse_whole_json(p: Path, lineno: int) -> set[str]:
     """Candidates of a file whose first line is not JSON alone: a multi-line JSON document."""
-    if p.stat().st_size > MAX_SETTINGS_BYTES:
+    if p.stat().st_size > _MAX_SETTINGS_BYTES:
         raise ValueError(f"{p}: line {lineno} is not a JSON value on its own (JSON lines expected)")
     try:
         obj = json.loads(p.read_text(encoding="utf-8"))
@@ -87,7 +87,7 @@ def detect_format(path: str | Path) -> str:
     """The format of ``path`` from its first non-blank line (see the module docstring)."""
     p = check_path(path)
     for lineno, raw in enumerate(read_lines(p), start=1):
-        if isinstance(raw, RowError) or lineno > DETECT_LINES:
+        if isinstance(raw, RowError) or lineno > _DETECT_LINES:
             raise ValueError(f"{p}: cannot tell the format: line {lineno} is not a row ({raw})")
         line = raw.strip()
         if not line:
@@ -99,8 +99,11 @@ def detect_format(path: str | Path) -> str:
                 found = _parse_whole_json(p, lineno)
         else:
             names = {f.strip() for f in split_fields(line)}
-            found = {f for f, cols in (("burstgpt", BURSTGPT_COLUMNS), ("azure", AZURE_COLUMNS))
-                     if set(cols) <= names}  # fmt: skip
+            found = {
+                f
+                for f, cols in (("burstgpt", BURSTGPT_COLUMNS), ("azure", AZURE_COLUMNS))
+                if set(cols) <= names
+            }
         if len(found) == 1:
             return found.pop()
         what = "fits none of the formats" if not found else f"fits {' and '.join(sorted(found))}"
@@ -138,8 +141,8 @@ def _check_int(name: str, v: object, lo: int, hi: int) -> int:
 
 def _parse_gsp_file(p: Path, block_size: int, cap: int, limit: int | None) -> Trace:
     """The generated-shared-prefix trace of a settings file (``shared_prefix``)."""
-    if p.stat().st_size > MAX_SETTINGS_BYTES:
-        raise ValueError(f"{p}: a settings file over {MAX_SETTINGS_BYTES} bytes")
+    if p.stat().st_size > _MAX_SETTINGS_BYTES:
+        raise ValueError(f"{p}: a settings file over {_MAX_SETTINGS_BYTES} bytes")
     try:
         settings = json.loads(p.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -178,8 +181,8 @@ def load_trace(
     p = check_path(path)
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"format must be 'auto' or one of {FORMATS}, got {format!r}")
-    if on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+    if on_error not in _ON_ERROR:
+        raise ValueError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}")
     b = _check_int("block_size", block_size, 1, 65536)
     cap = _check_int("max_requests", max_requests, 1, MAX_TRACE_REQUESTS)
     lim = None if limit is None else _check_int("limit", limit, 1, cap)
@@ -188,7 +191,12 @@ def load_trace(
         return _parse_gsp_file(p, b, cap, lim)
     kind = None if fmt == "burstgpt" else fmt
     acc = Accumulator(
-        f"{p}: ", b, kind, skip=on_error == "skip", chain_check=fmt == "mooncake",
-        max_requests=cap, limit=lim,
-    )  # fmt: skip
+        f"{p}: ",
+        b,
+        kind,
+        skip=on_error == "skip",
+        chain_check=fmt == "mooncake",
+        max_requests=cap,
+        limit=lim,
+    )
     return read_rows(read_batches(p), fmt, acc, p.stem)

@@ -19,16 +19,16 @@ from pathlib import Path
 from kda_core.workloads.ingest import Accumulator, RowError
 
 MAX_LINE_BYTES = 32 << 20
-READ_BYTES = 4 << 20
-BATCH_LINES = 4096  # lines a batch when the source is an iterable of lines
+_READ_BYTES = 4 << 20
+_BATCH_LINES = 4096  # lines a batch when the source is an iterable of lines
 _BOM = b"\xef\xbb\xbf"
-SCAN_JSON = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads uses
+_SCAN_JSON = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads uses
 
 
 def json_object(line: str) -> object:
     """``json.loads`` of a stripped line; invalid JSON is a ``RowError`` on the field "JSON"."""
     try:
-        obj, end = SCAN_JSON(line, 0)
+        obj, end = _SCAN_JSON(line, 0)
     except StopIteration:
         raise RowError("JSON", "invalid JSON (Expecting value)") from None
     except json.JSONDecodeError as e:
@@ -59,7 +59,7 @@ def read_batches(path: Path) -> Iterator[list[str | RowError]]:
     with path.open("rb") as f:
         rest, lineno = b"", 0
         while True:
-            block = f.read(READ_BYTES)
+            block = f.read(_READ_BYTES)
             data = rest + block if rest else block
             if lineno == 0 and not rest and data.startswith(_BOM):
                 data = data[len(_BOM) :]
@@ -87,7 +87,7 @@ def read_lines(path: Path) -> Iterator[str | RowError]:
 
 def batches_of(lines: Iterable[str | RowError]) -> Iterator[list[str | RowError]]:
     it = iter(lines)
-    while batch := list(islice(it, BATCH_LINES)):
+    while batch := list(islice(it, _BATCH_LINES)):
         yield batch
 
 

@@ -123,8 +123,14 @@ def gsp_from_settings(settings: Mapping[str, Any], *, block_size: int = 512) -> 
         raise ValueError(f"unknown setting {unknown[0]!r}; known: {', '.join(GSP_DEFAULTS)}")
     v = {**GSP_DEFAULTS, **s}
     return generated_shared_prefix(
-        v["gsp_num_groups"], v["gsp_prompts_per_group"], v["gsp_system_prompt_len"],
-        v["gsp_question_len"], v["gsp_output_len"], range_ratio=v["gsp_range_ratio"],
-        ordered=v["gsp_ordered"], seed=v["seed"], request_rate=v["request_rate"],
+        v["gsp_num_groups"],
+        v["gsp_prompts_per_group"],
+        v["gsp_system_prompt_len"],
+        v["gsp_question_len"],
+        v["gsp_output_len"],
+        range_ratio=v["gsp_range_ratio"],
+        ordered=v["gsp_ordered"],
+        seed=v["seed"],
+        request_rate=v["request_rate"],
         block_size=block_size,
-    )  # fmt: skip
+    )

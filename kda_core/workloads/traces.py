@@ -70,10 +70,6 @@ class Trace:
     def n_requests(self) -> int:
         return len(self)
 
-    @property
-    def total_input_tokens(self) -> int:
-        return int(self.input_len.sum())
-
     def block_ids(self, i: int) -> np.ndarray:
         """Chained block ids of request ``i`` (read-only view)."""
         if not 0 <= i < len(self):

@@ -1,4 +1,5 @@
-"""``marconi``: Marconi's speculative insertion and FLOP-aware eviction (retention.md §1.3-1.5).
+"""``marconi``: Marconi's speculative insertion and FLOP-aware eviction (Pan et al., "Marconi:
+Prefix Caching for the Era of Hybrid LLMs", MLSys 2025, arXiv 2411.19379).
 
 Placement keeps the lookup's branch point and the request's last token; eviction scores
 unlocked nodes with at most one child by ``minmax(recency) + alpha * minmax(efficiency)``

@@ -92,7 +92,7 @@ class LayerRing:
             raise ValueError(f"ring no longer holds positions {start}..{start + n - 1}")
         return getattr(self, name)[idx].copy()
 
-    def invalidate(self, start: int, n: int) -> None:
+    def _invalidate(self, start: int, n: int) -> None:
         idx = self.slots(start, n)
         mine = self.pos[idx] == start + np.arange(n)
         self.pos[idx[mine]] = -1
@@ -239,7 +239,7 @@ class ReplaySSM:
             else:
                 S, conv = st.S.copy(), st.conv.copy()
             new_kda.append(KDALayerState(S, conv))
-            ring.invalidate(result.start + a, n - a)
+            ring._invalidate(result.start + a, n - a)
         self._open = None
         mla = np.concatenate([state.mla_kv, result.mla_latents[:a]], axis=0)
         return ModelState(

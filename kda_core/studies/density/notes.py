@@ -20,7 +20,7 @@ from kda_core.studies.density.analytic import REPLAY_SLOPE_K, loglog_slope
 from kda_core.studies.density.sweep import DensitySweep
 
 FLAT_SLOPE = 0.15  # |slope| below this: "stays about flat"
-TRENDS: tuple[str, ...] = ("like_k", "slower", "flat", "falls", "one_k")
+_TRENDS: tuple[str, ...] = ("like_k", "slower", "flat", "falls", "one_k")
 
 MESSAGES: dict[str, tuple[str, str]] = {
     "headline": (
@@ -159,7 +159,7 @@ def headline(s: DensitySweep, lang: str = "en") -> str:
     trends = replay_trends(s)
     sep = "；" if lang == "zh" else "; "
     parts = []
-    for kind in TRENDS:
+    for kind in _TRENDS:
         budgets = [_label(t.budget, lang) for t in trends if t.trend == kind]
         if budgets:
             parts.append(_msg(f"part_{kind}", lang, budgets=_msg("list_sep", lang).join(budgets)))
@@ -184,7 +184,7 @@ def replay_note(
                 r0=t.replay0,
                 r1=t.replay1,
                 slope=t.slope,
-            )  # fmt: skip
+            )
             for t in trends
             if t.trend != "one_k"
         ]
@@ -199,7 +199,7 @@ def replay_note(
             k0=t.k0,
             k1=t.k1,
             slope=t.slope,
-        )  # fmt: skip
+        )
         for t in trends
     ]
     falling = [t for t in trends if t.trend == "falls" and t.evictions0 > t.evictions1]
@@ -214,7 +214,7 @@ def replay_note(
                 e1=t.evictions1,
                 k0=t.k0,
                 k1=t.k1,
-            )  # fmt: skip
+            )
         )
     if any(t.budget == "unlimited" and t.trend in ("slower", "flat") for t in trends):
         lines.append(_msg("why_unlimited", lang))

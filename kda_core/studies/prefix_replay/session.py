@@ -257,9 +257,10 @@ def serve(
     one, so the caller may ``send`` more. ``serve(...).result()`` is ``run_scenario(...)``
     (the same object)."""
     return _served(
-        *_served_args(name, prompts, policy, spacing, int8, checkpoint_slots, strategy,
-                      max_new_tokens)
-    ).fork()  # fmt: skip
+        *_served_args(
+            name, prompts, policy, spacing, int8, checkpoint_slots, strategy, max_new_tokens
+        )
+    ).fork()
 
 
 def run_scenario(
@@ -280,6 +281,7 @@ def run_scenario(
     ``max_new_tokens`` in [1, 64]. Deterministic; cached per arguments.
     """
     return _served(
-        *_served_args(name, prompts, policy, spacing, int8, checkpoint_slots, strategy,
-                      max_new_tokens)
-    ).result()  # fmt: skip
+        *_served_args(
+            name, prompts, policy, spacing, int8, checkpoint_slots, strategy, max_new_tokens
+        )
+    ).result()

@@ -22,8 +22,8 @@ from kda_core.sizing.slots import request_pool_estimate
 from kda_core.sizing.vllm import VllmPlan, vllm_plan
 
 Remedies = tuple[tuple[str, str], ...]
-FULL = 0.9  # a pool this full binds
-METRICS = {
+_FULL = 0.9  # a pool this full binds
+_METRICS = {
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "waiting",
     "sglang:full_token_usage": "kv_usage",
@@ -59,8 +59,8 @@ def observed(lines: list[LogLine]) -> dict[str, float]:
         elif x.kind == "vllm.stats":
             sample = {"running": float(f["running"]), "waiting": float(f["waiting"])}
             sample["kv_usage"] = float(f["kv_usage"]) / 100
-        elif x.kind.endswith(".metric") and f["metric"] in METRICS:
-            sample = {METRICS[str(f["metric"])]: float(f["value"])}
+        elif x.kind.endswith(".metric") and f["metric"] in _METRICS:
+            sample = {_METRICS[str(f["metric"])]: float(f["value"])}
         for k, v in sample.items():
             out[k] = max(out.get(k, v), v)
     return out
@@ -163,7 +163,7 @@ def sglang_verdict(
     if isinstance(tokens, int) and pool is not None and "context_len" in pool.fields:
         estimate = min(request_pool_estimate(tokens, int(pool.fields["context_len"])), tokens // 2)
     requested = flags.get("requested_running")
-    if obs.get("kv_usage", 0.0) >= FULL > obs.get("state_usage", 1.0):
+    if obs.get("kv_usage", 0.0) >= _FULL > obs.get("state_usage", 1.0):
         why = "the KV pool is full while state slots are free: concurrency is bound by KV tokens"
         effect = f"more KV tokens, fewer than {size} slots ({spr} per request)"
         return "kv_tokens", why + _seen(obs, cap), (("lower --mamba-full-memory-ratio", effect),)
@@ -213,7 +213,7 @@ def vllm_verdict(
     seen = _seen(obs, p.max_num_seqs)
     if "queries" in obs and obs["queries"] > 0:
         seen += f"; prefix cache hits {obs.get('hits', 0.0) / obs['queries']:.1%} of queried tokens"
-    if obs.get("running", 0) >= p.max_num_seqs and obs.get("kv_usage", 1.0) < FULL:
+    if obs.get("running", 0) >= p.max_num_seqs and obs.get("kv_usage", 1.0) < _FULL:
         why = f"max_num_seqs ({p.max_num_seqs}) is reached while the KV blocks are not full"
         more = (
             f"--max-num-seqs {2 * p.max_num_seqs}",

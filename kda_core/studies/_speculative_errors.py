@@ -9,10 +9,10 @@ from kda_core.cache.quant import round_bf16
 from kda_core.model import ModelState, TinyHybrid
 from kda_core.serve import spec
 
-__all__ = ["commit_errors", "fold_errors", "max_state_error"]
+__all__ = ["commit_errors", "fold_errors"]
 
 
-def max_state_error(a: ModelState, b: ModelState) -> float:
+def _max_state_error(a: ModelState, b: ModelState) -> float:
     return max(
         max(float(np.max(np.abs(x.S - y.S))), float(np.max(np.abs(x.conv - y.conv))))
         for x, y in zip(a.kda, b.kda)
@@ -29,9 +29,12 @@ def fold_errors(rs: spec.ReplaySSM, state: ModelState, res, D: int):
             S0 = state.kda[j].S
             d, k, g = (r.read(f, res.start, m) for f in ("d", "k", "g"))
             exact, _ = spec.exact_replay(
-                S0, r.read("rawk", res.start, m), r.read("rawv", res.start, m), g,
+                S0,
+                r.read("rawk", res.start, m),
+                r.read("rawv", res.start, m),
+                g,
                 r.read("beta", res.start, m),
-            )  # fmt: skip
+            )
             f64 = spec.fold_state(S0, d, k, g)
             f16 = spec.fold_state(S0, round_bf16(d), round_bf16(k), g)
             fold_err[m] = max(fold_err[m], float(np.max(np.abs(f64 - exact))))
@@ -56,10 +59,10 @@ def commit_errors(
         if m:
             model.decode_step(inputs[m - 1], seq)
         if m == a:
-            commit_err[m] = max_state_error(committed, seq)
+            commit_err[m] = _max_state_error(committed, seq)
         else:
             other = spec.ReplaySSM(model, D, rs.ring_len)
-            commit_err[m] = max_state_error(
+            commit_err[m] = _max_state_error(
                 other.commit(state, other.verify(state, inputs), m), seq
             )
     return commit_err

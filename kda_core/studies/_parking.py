@@ -24,7 +24,7 @@ DEFAULT_TEXT = (
     "前缀命中不等于状态命中：请求只能从保存了状态的检查点恢复，然后重放中间的词元。"
 )
 MAX_TEXT_CHARS = 4000
-MAX_TEXT_TOKENS = 4096
+_MAX_TEXT_TOKENS = 4096
 MAX_PARK_TOKENS = 1024
 MAX_STEPS = 64
 # (label, fmt, granularity) of every variant the study measures, SGLang's default first
@@ -87,8 +87,8 @@ def park(text: str = DEFAULT_TEXT, n_tokens: int = 64) -> Parked:
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_TEXT_CHARS:
         raise ValueError(f"text must be a str of 1..{MAX_TEXT_CHARS} characters")
     tokens = encode(text)
-    if len(tokens) > MAX_TEXT_TOKENS:
-        raise ValueError(f"text must encode to at most {MAX_TEXT_TOKENS} bytes, got {len(tokens)}")
+    if len(tokens) > _MAX_TEXT_TOKENS:
+        raise ValueError(f"text must encode to at most {_MAX_TEXT_TOKENS} bytes, got {len(tokens)}")
     n = _check_int("n_tokens", n_tokens, 1, min(len(tokens), MAX_PARK_TOKENS))
     model = tiny_model()
     state = model.new_state()

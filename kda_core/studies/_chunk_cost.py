@@ -14,7 +14,7 @@ from kda_core import kda
 from kda_core._checks import check_int
 from kda_core.studies.kda_inputs import check_grid
 
-MAX_COST_T = 1 << 24
+_MAX_COST_T = 1 << 24
 
 
 def recurrent_flops(T: int, H: int, K: int, V: int) -> int:
@@ -52,7 +52,7 @@ def cost(
 ) -> Cost:
     """Sequential steps and FLOPs of both forms; defaults: one Kimi K3 KDA layer (96 heads of
     128 x 128) on one GPU without TP."""
-    Ts = check_grid("T_values", T_values, 1, MAX_COST_T)
+    Ts = check_grid("T_values", T_values, 1, _MAX_COST_T)
     Cs = check_grid("chunk_sizes", chunk_sizes, 1, 1024)
     H = check_int("H", H, 1, 4096)
     K = check_int("K", K, 1, 1024)
