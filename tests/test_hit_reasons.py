@@ -140,7 +140,7 @@ def test_shares_and_the_bundled_trace() -> None:
     assert r.vllm.unit == 768  # Kimi K3 at TP8: vLLM raises the block to 768 tokens
     req, tok = r.share_arrays()
     for row, name in enumerate(("sglang", "vllm")):
-        e = r.engine(name)
+        e = getattr(r, name)
         uncached = trace.input_len - e.cached
         for k in range(len(REASONS)):  # naive counts
             mine = [i for i in range(len(trace)) if e.reason[i] == k]
@@ -180,8 +180,6 @@ def test_refused_inputs(tmp_path: Path) -> None:
         hit_reasons(small, vllm={"mode": "sideways"})
     with pytest.raises(ValueError, match="sglang: "):
         hit_reasons(small, sglang={"track_interval": 0})
-    with pytest.raises(ValueError, match="engine must be"):
-        hit_reasons(small).engine("trt")
 
 
 def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
@@ -202,12 +200,11 @@ def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
     rates = ("token_hit_rate", "state_hit_rate", "request_token_hit_rate")
     for field in (*rates, "request_state_hit_rate", "mean_replay_per_hit"):
         assert np.isnan(getattr(r, field)), field
-    assert "cannot be computed" in r.hit_rate_note
     # memory still holds: the last request's 603 tokens of KV (27,648 B a token, Kimi K3 TP8)
     # are all held after its insert, and its states were stored
     assert r.peak_kv_bytes >= 603 * r.kv_bytes_per_token
     assert r.checkpoints_stored > 0
-    assert simulate(bundled_trace("conversation").head(3)).hit_rate_note == ""
+    assert simulate(bundled_trace("conversation").head(3)).prefix_info
     for fn in (density_sweep, policy_sweep, hit_timeline, compare_tiers):
         with pytest.raises(ValueError, match="cannot be computed"):
             fn(trace)

@@ -79,16 +79,6 @@ class SimResult:
     series: SimSeries
     prefix_info: bool = True  # False: a lengths-only trace, the hit-rate fields are NaN
 
-    @property
-    def hit_rate_note(self) -> str:
-        """Empty, or the plain sentence a view prints instead of a hit rate."""
-        if self.prefix_info:
-            return ""
-        return (
-            "hit rates cannot be computed: the trace gives request lengths only, no prefix "
-            "information (block hashes or tokens); memory and concurrency figures still hold"
-        )
-
     def summary(self) -> dict:
         """Scalar fields only (no series), for tables and JSON."""
         return {

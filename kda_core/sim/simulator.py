@@ -129,7 +129,7 @@ class _Setup:
     servers: int | None
     schedule: str
     outputs: bool
-    cap_last: bool
+    cap_last: bool = False  # lookups of at most input - 1 tokens
 
 
 def _check_servers(servers: Any) -> int | None:
@@ -247,6 +247,27 @@ def _run(
     return run_sequential(ctx, trace, n, s.outputs, progress, check, tuner)
 
 
+def _result(s: _Setup, core: dict, model: str, elapsed_s: float) -> SimResult:
+    """The ``SimResult`` of one run: series from the cost model, then the summary."""
+    series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
+    return summarise(
+        series,
+        core,
+        s.cspec,
+        policy=s.pol.name,
+        policy_params=_policy_params(s.pol),
+        model=model,
+        schedule=s.schedule,
+        state_budget_bytes=s.sb,
+        kv_budget_bytes=s.kb,
+        unified_budget_bytes=s.ub,
+        state_bytes_per_checkpoint=s.ckpt,
+        kv_bytes_per_token=s.kvb,
+        elapsed_s=elapsed_s,
+        prefix_info=s.trace.has_prefix_info,
+    )
+
+
 def simulate(
     trace: Trace | None = None,
     policy: Any = "sglang",
@@ -316,20 +337,4 @@ def simulate(
     finally:
         if gc_was_on:
             gc.enable()
-    series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
-    return summarise(
-        series,
-        core,
-        s.cspec,
-        policy=s.pol.name,
-        policy_params=_policy_params(s.pol),
-        model=model,
-        schedule=s.schedule,
-        state_budget_bytes=s.sb,
-        kv_budget_bytes=s.kb,
-        unified_budget_bytes=s.ub,
-        state_bytes_per_checkpoint=s.ckpt,
-        kv_bytes_per_token=s.kvb,
-        elapsed_s=time.perf_counter() - t0,
-        prefix_info=s.trace.has_prefix_info,
-    )
+    return _result(s, core, model, time.perf_counter() - t0)

@@ -77,39 +77,18 @@ class HitReasons:
     sglang: EngineHits
     vllm: EngineHits
 
-    def engine(self, name: str) -> EngineHits:
-        if name not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")
-        return self.sglang if name == "sglang" else self.vllm
-
     def share_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(requests, uncached tokens): shares ``[len(ENGINES), len(REASONS)]``, rows summing
         to 1 (0 for an empty trace)."""
         req = np.zeros((len(ENGINES), len(REASONS)))
         tok = np.zeros((len(ENGINES), len(REASONS)))
         for row, name in enumerate(ENGINES):
-            e = self.engine(name)
+            e = getattr(self, name)
             uncached = (self.input_len - e.cached).astype(np.float64)
             req[row] = np.bincount(e.reason, minlength=len(REASONS)) / max(len(e.reason), 1)
             tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
             tok[row] = tokens / max(float(uncached.sum()), 1.0)
         return req, tok
-
-    def table(self) -> str:
-        """The breakdown as a Markdown table (the README's; reasons no request has left out)."""
-        req, tok = self.share_arrays()
-        rate = [float(self.engine(e).cached.sum() / max(self.input_len.sum(), 1)) for e in ENGINES]
-        out = [
-            "| reason | SGLang requests | SGLang uncached tokens | vLLM requests "
-            "| vLLM uncached tokens |",
-            "| --- | ---: | ---: | ---: | ---: |",
-        ]
-        for k, r in enumerate(REASONS):
-            cells = (req[0, k], tok[0, k], req[1, k], tok[1, k])
-            if any(cells):  # a reason no request has is left out
-                out.append(f"| `{r}` | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
-        out.append(f"| cached / input tokens | {rate[0]:.1%} | | {rate[1]:.1%} | |")
-        return "\n".join(out)
 
 
 def _prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -336,6 +315,23 @@ def hit_reasons(
     )
 
 
+def _table(r: HitReasons) -> str:
+    """The breakdown as a Markdown table (the README's; reasons no request has left out)."""
+    req, tok = r.share_arrays()
+    rate = [float(getattr(r, e).cached.sum() / max(r.input_len.sum(), 1)) for e in ENGINES]
+    out = [
+        "| reason | SGLang requests | SGLang uncached tokens | vLLM requests "
+        "| vLLM uncached tokens |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for k, r in enumerate(REASONS):
+        cells = (req[0, k], tok[0, k], req[1, k], tok[1, k])
+        if any(cells):  # a reason no request has is left out
+            out.append(f"| `{r}` | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    out.append(f"| cached / input tokens | {rate[0]:.1%} | | {rate[1]:.1%} | |")
+    return "\n".join(out)
+
+
 def _main(argv: list[str] | None = None) -> None:
     """``python -m kda_core.studies.hit_reasons``: the breakdown on a bundled trace or a file
     (``load_trace``, format detected), and request by request for ``--requests``."""
@@ -358,11 +354,13 @@ def _main(argv: list[str] | None = None) -> None:
     budget = "unlimited" if sb is None else f"{a.state_budget_gib:g} GiB"
     head = f"{trace.name}: {len(r.input_len):,} requests, SGLang grid {r.sglang.unit} tokens"
     print(f"{head}, vLLM block {r.vllm.unit} tokens, state budget {budget} per GPU")
-    print(r.table())
+    print(_table(r))
     for i in a.requests:
         if not 0 <= i < len(r.input_len):
             p.error(f"--requests: {i} is not in [0, {len(r.input_len)})")
-        cells = [f"{e} {r.engine(e).cached[i]} ({REASONS[r.engine(e).reason[i]]})" for e in ENGINES]
+        cells = [
+            f"{e} {getattr(r, e).cached[i]} ({REASONS[getattr(r, e).reason[i]]})" for e in ENGINES
+        ]
         print(
             f"request {i}: input {r.input_len[i]}, shared {r.token_match[i]}; " + ", ".join(cells)
         )
