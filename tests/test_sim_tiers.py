@@ -90,3 +90,21 @@ def test_bad_arguments():
         TierConfig(host_bw=0)
     with pytest.raises(ValueError, match="device_bytes"):
         TierConfig(device_bytes=-1)
+
+
+def test_hicache_host_states() -> None:
+    from kda_core.sim.tiers import hicache_host_states
+
+    # --hicache-ratio: int(64 * 2.0) + 1 (SGLang's page_num = size // 1 + 1)
+    assert hicache_host_states(64, CK) == 129
+    assert hicache_host_states(10, CK, ratio=0.25) == 3
+    # --hicache-size 30 GB: 100 states of 29,039,616 B on the device are 2,903,961,600 B next to
+    # 27,096,038,400 B of KV (30e9 together), so the state pool gets 30 GB * 2.9039616 / 30 =
+    # 2,903,961,600 B = exactly 100 states, plus one
+    assert CK == 29_039_616
+    assert hicache_host_states(100, CK, size_gb=30, kv_device_bytes=27_096_038_400) == 101
+    for bad in ({"ratio": 0}, {"size_gb": -1}, {"kv_device_bytes": -1}):
+        with pytest.raises(ValueError):
+            hicache_host_states(64, CK, **bad)
+    with pytest.raises(ValueError, match="device_states"):
+        hicache_host_states(0, CK)

@@ -92,7 +92,7 @@ class _Loop:
         key, ins_key, total = request_keys(self.trace, i, self.outputs)
         if self.marconi is not None:
             self.marconi.note_request()
-        m = cache.match_prefix(key)
+        m = ctx.lookup(key, L)
         tm = min(m.token_match, L)
         ra = min(m.restore_at, tm)
         self.log.token_match[i], self.log.restore_at[i] = tm, ra

@@ -34,6 +34,17 @@ class RunCtx:
     evictions: int = 0
     dropped: int = 0
     steps: int = 0
+    cap_last: bool = False  # the lookup matches at most input - 1 tokens (the engines' rule)
+
+    def lookup(self, key: list[int], input_len: int) -> Any:
+        """``cache.match_prefix(key)``; with ``cap_last``, a state at the prompt's end is not a
+        hit: SGLang and vLLM look up at most ``input - 1`` tokens (the last one is recomputed
+        for its logits), so the match falls back to the deepest state before the last block
+        (a tree of whole blocks holds no state strictly inside it)."""
+        m = self.cache.match_prefix(key)
+        if self.cap_last and m.restore_at >= input_len:
+            m = self.cache.match_prefix(key[:-1])
+        return m
 
 
 def _room_for_states(ctx: RunCtx, pos: list[int]) -> list[int]:

@@ -77,6 +77,7 @@ class SimResult:
     tree_steps: int  # key elements walked by match + insert
     elapsed_s: float
     series: SimSeries
+    prefix_info: bool = True  # False: a lengths-only trace, the hit-rate fields are NaN
 
     def summary(self) -> dict:
         """Scalar fields only (no series), for tables and JSON."""
@@ -85,6 +86,15 @@ class SimResult:
             for k in self.__slots__  # type: ignore[attr-defined]
             if k != "series"
         }
+
+
+_HIT_RATES = (
+    "token_hit_rate",
+    "state_hit_rate",
+    "request_token_hit_rate",
+    "request_state_hit_rate",
+    "mean_replay_per_hit",
+)
 
 
 def _percentile(x: np.ndarray, q: float) -> float:
@@ -149,16 +159,23 @@ def summarise(s: SimSeries, core: dict, cspec: costmodel.CostSpec, **head: objec
     replayed = s.replayed
     flops_replay = np.asarray(costmodel.prefill_flops(cspec, ra_arr, tm_arr), dtype=np.float64)
     st = core["stats"]
+    nan = float("nan")
+    if not head.get("prefix_info", True):  # no two requests can share: no hit rate, not 0
+        hit_rates = dict.fromkeys(_HIT_RATES, nan)
+    else:
+        hit_rates = {
+            "token_hit_rate": float(tm_arr.sum() / tot_in) if tot_in else 0.0,
+            "state_hit_rate": float(ra_arr.sum() / tot_in) if tot_in else 0.0,
+            "request_token_hit_rate": hits / n if n else 0.0,
+            "request_state_hit_rate": float((ra_arr > 0).sum() / n) if n else 0.0,
+            "mean_replay_per_hit": float(replayed.sum() / hits) if hits else 0.0,
+        }
     return SimResult(
         **head,  # type: ignore[arg-type]
         n_requests=n,
         input_tokens=tot_in,
-        token_hit_rate=float(tm_arr.sum() / tot_in) if tot_in else 0.0,
-        state_hit_rate=float(ra_arr.sum() / tot_in) if tot_in else 0.0,
-        request_token_hit_rate=hits / n if n else 0.0,
-        request_state_hit_rate=float((ra_arr > 0).sum() / n) if n else 0.0,
+        **hit_rates,
         replayed_tokens=int(replayed.sum()),
-        mean_replay_per_hit=float(replayed.sum() / hits) if hits else 0.0,
         prefill_tokens_saved=int(ra_arr.sum()),
         prefill_tokens=int((L - ra_arr).sum()),
         flops_total=float(np.sum(costmodel.prefill_flops(cspec, np.zeros_like(L), L))),

@@ -55,7 +55,7 @@ def run_sequential(
         L = lens[i]
         if marconi is not None:
             marconi.note_request()  # on arrival: N0 counts the request that first evicts
-        m = cache.match_prefix(key)
+        m = ctx.lookup(key, L)
         tm = min(m.token_match, L)
         log.token_match[i] = tm
         log.restore_at[i] = min(m.restore_at, tm)

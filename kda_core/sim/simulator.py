@@ -129,6 +129,7 @@ class _Setup:
     servers: int | None
     schedule: str
     outputs: bool
+    cap_last: bool = False  # lookups of at most input - 1 tokens
 
 
 def _check_servers(servers: Any) -> int | None:
@@ -181,15 +182,28 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
         raise ValueError(f"model must be one of {allowed}, got {model!r}")
     if opts["schedule"] not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {opts['schedule']!r}")
-    if not isinstance(opts["outputs"], bool):
-        raise ValueError(f"outputs must be a bool, got {opts['outputs']!r}")
+    for name in ("outputs", "cap_lookup"):
+        if not isinstance(opts[name], bool):
+            raise ValueError(f"{name} must be a bool, got {opts[name]!r}")
     cspec = costmodel.cost_spec(model)
     ckpt = checkpoint_bytes(model, opts["tp"], opts["state_dtype"], opts["conv_dtype"])
     kvb = sizing.mla_kv_bytes_per_token(sizing.preset(model), opts["kv_dtype"])
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.efficiency_fn is None:
         pol = replace(pol, efficiency_fn=marconi_efficiency_fn(cspec, kvb), kv_bytes_per_token=kvb)
     return _Setup(
-        trace, pol, sb, kb, ub, ckpt, kvb, cspec, tm, servers, opts["schedule"], opts["outputs"]
+        trace,
+        pol,
+        sb,
+        kb,
+        ub,
+        ckpt,
+        kvb,
+        cspec,
+        tm,
+        servers,
+        opts["schedule"],
+        opts["outputs"],
+        opts["cap_lookup"],
     )
 
 
@@ -206,6 +220,7 @@ def _run(
     page = trace.block_size
     pol.check_page(page)  # once per run: the schedules plan through pol.plan
     ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
+    ctx.cap_last = s.cap_last
     n = len(trace) if n_max is None else min(n_max, len(trace))
     tuner = None
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.alpha == "auto":
@@ -232,6 +247,27 @@ def _run(
     return run_sequential(ctx, trace, n, s.outputs, progress, check, tuner)
 
 
+def _result(s: _Setup, core: dict, model: str, elapsed_s: float) -> SimResult:
+    """The ``SimResult`` of one run: series from the cost model, then the summary."""
+    series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
+    return summarise(
+        series,
+        core,
+        s.cspec,
+        policy=s.pol.name,
+        policy_params=_policy_params(s.pol),
+        model=model,
+        schedule=s.schedule,
+        state_budget_bytes=s.sb,
+        kv_budget_bytes=s.kb,
+        unified_budget_bytes=s.ub,
+        state_bytes_per_checkpoint=s.ckpt,
+        kv_bytes_per_token=s.kvb,
+        elapsed_s=elapsed_s,
+        prefix_info=s.trace.has_prefix_info,
+    )
+
+
 def simulate(
     trace: Trace | None = None,
     policy: Any = "sglang",
@@ -250,6 +286,7 @@ def simulate(
     progress: ProgressFn | None = None,
     check_integrity: bool = False,
     outputs: bool = True,
+    cap_lookup: bool = False,
 ) -> SimResult:
     """Run ``trace`` (default: the bundled Mooncake conversation trace) through the radix
     cache under ``policy`` and the byte budgets (``None`` = unlimited).
@@ -263,6 +300,9 @@ def simulate(
     queueing over that many prefill servers. ``progress(done, total)`` every 1000 requests and
     at the end; ``check_integrity`` after every request (slow; tests). ``outputs``: insert a
     synthetic trace's output blocks (decode-time checkpoints); Mooncake traces have none.
+    ``cap_lookup``: the lookup matches at most ``input - 1`` tokens, as SGLang and vLLM do (the
+    last prompt token is recomputed for its logits): a state at the prompt's very end is then
+    no hit (False keeps the simulator's published figures).
 
     ``schedule``: ``"sequential"`` (default) serves one request at a time and inserts it whole
     (Marconi's simulator; a property of the trace and the policy alone, so the policy
@@ -284,6 +324,7 @@ def simulate(
         state_dtype=state_dtype,
         conv_dtype=conv_dtype,
         kv_dtype=kv_dtype,
+        cap_lookup=cap_lookup,
     )
     s = _check_args(trace, policy, model, budgets, opts)
     timing = Timing(s.cspec, s.time_model, s.servers)
@@ -296,19 +337,4 @@ def simulate(
     finally:
         if gc_was_on:
             gc.enable()
-    series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
-    return summarise(
-        series,
-        core,
-        s.cspec,
-        policy=s.pol.name,
-        policy_params=_policy_params(s.pol),
-        model=model,
-        schedule=s.schedule,
-        state_budget_bytes=s.sb,
-        kv_budget_bytes=s.kb,
-        unified_budget_bytes=s.ub,
-        state_bytes_per_checkpoint=s.ckpt,
-        kv_bytes_per_token=s.kvb,
-        elapsed_s=time.perf_counter() - t0,
-    )
+    return _result(s, core, model, time.perf_counter() - t0)

@@ -32,14 +32,53 @@ from typing import Any
 
 import numpy as np
 
+from kda_core._checks import check_int
 from kda_core.sim import costmodel
 from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
-from kda_core.workloads import Trace, bundled_trace
+from kda_core.workloads import Trace, bundled_trace, require_prefix_info
 
-__all__ = ["TIER_SETUPS", "TierConfig", "TierResult", "compare_tiers", "simulate_tiers"]
+__all__ = [
+    "TIER_SETUPS",
+    "TierConfig",
+    "TierResult",
+    "compare_tiers",
+    "hicache_host_states",
+    "simulate_tiers",
+]
 
 CKPT_K3_TP8 = checkpoint_bytes("kimi-k3", 8)
 TIER_SETUPS = ("device", "device+host", "device+host+remote")
+
+
+def hicache_host_states(
+    device_states: int,
+    state_bytes: int,
+    *,
+    ratio: float = 2.0,
+    size_gb: float = 0.0,
+    kv_device_bytes: int = 0,
+) -> int:
+    """State slots of SGLang 0.5.23's HiCache host pool for a KDA / Mamba state
+    (``MambaPoolHost.__init__``, ``python/sglang/srt/mem_cache/pool_host/mamba.py``).
+
+    ``size_gb`` > 0 (``--hicache-size``, decimal GB for the KV and state host pools together):
+    the state pool's share is ``size_gb * state device bytes / (KV device bytes + state device
+    bytes)`` (``_split_hicache_size`` in ``hybrid_cache/hybrid_pool_assembler.py``; the state
+    device pool's bytes taken as ``device_states * state_bytes``), in slots of ``state_bytes``
+    rounded down. Otherwise ``int(device_states * ratio)`` (``--hicache-ratio``, default 2.0 in
+    cache mode). Then one more: ``page_num = size // 1 + 1`` with page size 1.
+    """
+    dev = check_int("device_states", device_states, 1, 1 << 40)
+    per = check_int("state_bytes", state_bytes, 1, 1 << 40)
+    kv = check_int("kv_device_bytes", kv_device_bytes, 0, 1 << 50)
+    if not (isinstance(size_gb, (int, float)) and 0 <= size_gb <= 1 << 20):
+        raise ValueError(f"size_gb must be a number in [0, 2**20], got {size_gb!r}")
+    if size_gb > 0:
+        share = size_gb * (dev * per) / (kv + dev * per)
+        return int(share * 1e9 // per) + 1
+    if not (isinstance(ratio, (int, float)) and 0 < ratio <= 1 << 10):
+        raise ValueError(f"ratio must be a number in (0, 1024], got {ratio!r}")
+    return int(dev * ratio) + 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,8 +90,13 @@ class TierConfig:
     remote_bw: float = 190e9 / 8
     host_latency_s: float = 10e-6
     remote_latency_s: float = 100e-6
+    checkpoint_bytes: int = CKPT_K3_TP8  # one state (``sim.checkpoint_bytes(model, tp)``)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.checkpoint_bytes, int) or not 1 <= self.checkpoint_bytes <= 1 << 40:
+            raise ValueError(
+                f"checkpoint_bytes must be an integer in [1, 2**40], got {self.checkpoint_bytes!r}"
+            )
         for name in ("device_bytes", "host_bytes", "remote_bytes"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1 << 50:
@@ -156,18 +200,21 @@ def simulate_tiers(
     config: TierConfig | None = None,
     policy: Any = "sglang",
     time_model: costmodel.TimeModel | None = None,
+    cap_lookup: bool = False,
 ) -> TierResult:
-    """Run ``trace`` (default: the bundled Mooncake conversation trace) with ``setup`` tiers."""
+    """Run ``trace`` (default: the bundled Mooncake conversation trace) with ``setup`` tiers.
+    ``cap_lookup``: look up at most ``input - 1`` tokens, as SGLang does (``simulate``)."""
     if setup not in TIER_SETUPS:
         raise ValueError(f"setup must be one of {TIER_SETUPS}, got {setup!r}")
     trace = bundled_trace("conversation") if trace is None else trace
     if not isinstance(trace, Trace):
         raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+    require_prefix_info(trace, "state tier hit rates")
     cfg = config or TierConfig()
     tm = time_model or costmodel.TimeModel()
     pol = resolve_policy(policy)
     spec = costmodel.cost_spec("kimi-k3")
-    page, ck = trace.block_size, CKPT_K3_TP8
+    page, ck = trace.block_size, cfg.checkpoint_bytes
     pol.check_page(page)  # once: plan below leaves it out
     cache = pol.make_cache(page, block_keys=True)
     host = _LRU(cfg.host_bytes) if "host" in setup else None
@@ -183,15 +230,16 @@ def simulate_tiers(
         L = int(trace.input_len[i])
         blocks = trace.block_ids(i)[: L // page]
         key = tuple(int(b) for b in blocks)
-        m = cache.match_prefix(key)
+        seen = blocks[: (L - 1) // page] if cap_lookup else blocks  # the lookup's full blocks
+        m = cache.match_prefix(key[: len(seen)])
         dev = m.restore_at // page
-        best, src, load_s[i], bytes_from = _tier_lookup(blocks, dev, host, remote, cfg, ck)
+        best, src, load_s[i], bytes_from = _tier_lookup(seen, dev, host, remote, cfg, ck)
         if src >= 2:
             loaded[bytes_from] += ck
             evictions += _make_room(cache, cfg.device_bytes, ck)
             if cache.state_bytes + ck <= cfg.device_bytes:
                 cache.insert_prefix(key[:best], kv=best * page, states=[(best * page, ck, ck)])
-            m = cache.match_prefix(key)
+            m = cache.match_prefix(key[: len(seen)])
         restore[i], source[i] = best * page, src
         positions = pol.plan(L, m.token_match, m.restore_at, None, page)  # validated values
         ev, positions = _fit_positions(cache, cfg.device_bytes, ck, m, positions)

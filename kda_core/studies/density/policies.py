@@ -23,7 +23,7 @@ from kda_core.studies.density.sweep import (
     check_budget_bytes,
     run_metrics,
 )
-from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
+from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens, require_prefix_info
 
 LOAD_KINDS: tuple[str, ...] = ("head", "bundled", "generated")
 
@@ -86,6 +86,7 @@ def policy_sweep(
     unlimited): the retention figure (hit rate and checkpoints stored vs budget) and, with one
     budget, "all policies at one budget"."""
     tr = bundled_trace("conversation") if trace is None else trace
+    require_prefix_info(tr, "policy hit rates")
     pols = list(policies)
     bl = list(budgets_gib)
     if not 1 <= len(pols) <= 32 or not 1 <= len(bl) <= 32:
@@ -191,6 +192,7 @@ def hit_timeline(
 ) -> HitTimeline:
     """Cumulative token and state hit rates after each request of one simulation."""
     tr = bundled_trace("conversation") if trace is None else trace
+    require_prefix_info(tr, "policy hit rates")
     params = {"every": 4096} if (params is None and policy == "interval") else (params or {})
     budget = check_budget_bytes(budget_gib, "budget_gib")
     r = sim.simulate(tr, (policy, params), budget, model, **sim_kwargs)

@@ -27,7 +27,7 @@ from kda_core.studies.density.analytic import (
     check_intervals,
     loglog_slope,
 )
-from kda_core.workloads import Trace, bundled_trace
+from kda_core.workloads import Trace, bundled_trace, require_prefix_info
 
 GIB = 1 << 30
 DEFAULT_INTERVALS: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384)
@@ -199,6 +199,7 @@ def density_sweep(
     None = unlimited). ``progress(fraction, message)`` is called as runs advance (gr.Progress
     compatible)."""
     tr = bundled_trace("conversation") if trace is None else trace
+    require_prefix_info(tr, "the checkpoint density sweep")
     ks = check_intervals(tr, intervals)
     bl = list(budgets_gib)
     if not 1 <= len(bl) <= 32:

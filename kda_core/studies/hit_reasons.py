@@ -1,0 +1,370 @@
+"""Why a request got no hit: per request of a trace, the cached tokens SGLang and vLLM would
+report (the simulator under ``make("sglang")`` / ``make("vllm")``, vLLM's block from
+``sizing.vllm_plan``, lookups of at most ``input - 1`` tokens) and, when that is at most half
+the token match (the prefix any earlier request shares), the first reason that holds:
+``first_occurrence``, ``below_one_block``, ``no_state_at_branch`` / ``state_in_unique_tokens``
+(short with unlimited budgets too: placement decides; the branch point was a node boundary
+before the request, or the request is the first to leave the path there), else
+``evicted_<budget>`` (with a host tier: ``host_last_state_only`` / ``evicted_host_budget``).
+The rules, their sources and what is left out: docs/hit_reasons.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from kda_core import sizing
+from kda_core._checks import check_int
+from kda_core.cache import policy as policy_mod
+from kda_core.sim import checkpoint_bytes, simulate
+from kda_core.sim.simulator import DEFAULT_TP
+from kda_core.sim.tiers import TierConfig, simulate_tiers
+from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
+from kda_core.workloads.traces import make_trace
+
+__all__ = ["ENGINES", "REASONS", "EngineHits", "HitReasons", "hit_reasons"]
+
+ENGINES = ("sglang", "vllm")
+REASONS = (
+    "hit",
+    "first_occurrence",
+    "below_one_block",
+    "state_in_unique_tokens",
+    "no_state_at_branch",
+    "evicted_state_budget",
+    "evicted_kv_budget",
+    "evicted_unified_budget",
+    "host_last_state_only",
+    "evicted_host_budget",
+)
+_BUDGETS = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
+_EVICTED = dict(zip(_BUDGETS, REASONS[5:8], strict=True))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EngineHits:
+    """One engine on a trace: ``cached [N]`` (under the budgets), ``cached_unlimited [N]``,
+    ``reason [N]`` (int8 index into ``REASONS``, 0 = not short), ``unit`` (tokens of the hit
+    grid) and the policy's parameters."""
+
+    engine: str
+    unit: int
+    params: dict
+    cached: np.ndarray
+    cached_unlimited: np.ndarray
+    reason: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HitReasons:
+    """Both engines on one trace, and the shares per reason.
+
+    ``token_match [N]``: the prefix shared with any earlier request; ``known_branch [N]``: the
+    token match ended where the prefix had already branched (or an earlier request ended).
+    ``share_arrays()``: per engine and reason, the share of requests and the share of the
+    uncached input tokens (``input - cached``, the prefill each reason costs)."""
+
+    trace_name: str
+    block_size: int
+    input_len: np.ndarray
+    token_match: np.ndarray
+    known_branch: np.ndarray
+    budgets: dict
+    sglang: EngineHits
+    vllm: EngineHits
+
+    def share_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(requests, uncached tokens): shares ``[len(ENGINES), len(REASONS)]``, rows summing
+        to 1 (0 for an empty trace)."""
+        req = np.zeros((len(ENGINES), len(REASONS)))
+        tok = np.zeros((len(ENGINES), len(REASONS)))
+        for row, name in enumerate(ENGINES):
+            e = getattr(self, name)
+            uncached = (self.input_len - e.cached).astype(np.float64)
+            req[row] = np.bincount(e.reason, minlength=len(REASONS)) / max(len(e.reason), 1)
+            tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
+            tok[row] = tokens / max(float(uncached.sum()), 1.0)
+        return req, tok
+
+
+def _prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the matched blocks of an unlimited block cache, and whether that point
+    was a node boundary before it: two earlier continuations, or an earlier request's end."""
+    first_next: dict[int, int] = {}  # block id -> the first continuation seen (-1: an end)
+    branched: set[int] = set()  # ids followed by two continuations, or ending a request
+    blocks, offs = trace.blocks.tolist(), trace.offsets.tolist()
+    n = len(trace)
+    known = np.zeros(n, dtype=bool)
+    matched = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        ids = blocks[offs[i] : offs[i + 1]]
+        m = 0
+        for h in ids:
+            if h not in first_next:
+                break
+            m += 1
+        matched[i] = m
+        if m:
+            known[i] = ids[m - 1] in branched
+        for j, h in enumerate(ids):
+            nxt = ids[j + 1] if j + 1 < len(ids) else -1
+            if first_next.setdefault(h, nxt) != nxt or nxt == -1:
+                branched.add(h)
+    return matched, known
+
+
+def _refine(trace: Trace, g: int) -> Trace:
+    """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
+    becomes ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block only its
+    first ``ceil(rest / g)``. Output blocks are dropped (decode-time checkpoints left out)."""
+    s = trace.block_size // g
+    if s == 1:
+        return trace
+    _, dense = np.unique(trace.blocks, return_inverse=True)
+    per = np.diff(trace.offsets)
+    want = -(-trace.input_len // g)
+    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
+    starts = trace.offsets[:-1] * s
+    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
+    idx = np.arange(int(want.sum())) + keep
+    assert np.all(want <= per * s), "ceil(L / g) <= ceil(L / b) * s"
+    offsets = np.concatenate(([0], np.cumsum(want)))
+    blocks = expanded[idx]
+    t = trace
+    return make_trace(
+        t.name,
+        g,
+        t.arrival_s,
+        t.input_len,
+        t.output_len,
+        offsets,
+        blocks,
+        t.session,
+        t.kind,
+        t.kind_names,
+        provenance=t.provenance(),
+    )
+
+
+def _check_sglang(params: dict | None) -> policy_mod.SGLangPolicy:
+    try:
+        return policy_mod.make("sglang", **(params or {}))  # type: ignore[return-value]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"sglang: {e}") from None
+
+
+def _check_vllm(params: dict | None, model: str, tp: int) -> policy_mod.VLLMPolicy:
+    p = dict(params or {})
+    if p.get("block_size") is None:
+        plan = sizing.vllm_plan(model, 1 << 34, tp=tp, max_model_len=1 << 17)
+        p["block_size"] = plan.block_size
+    try:
+        return policy_mod.make("vllm", **p)  # type: ignore[return-value]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"vllm: {e}") from None
+
+
+def _units(sg: policy_mod.SGLangPolicy, vl: policy_mod.VLLMPolicy, page: int) -> tuple[int, int]:
+    """(SGLang's checkpoint grid, vLLM's hit unit) on ``page``-token trace blocks."""
+    g = math.lcm(max(sg.grid, page), page)
+    B = int(vl.block_size)  # type: ignore[arg-type]
+    return g, (math.lcm(vl.match_unit, page) if vl.partial_hits else B)
+
+
+def _short(cached: np.ndarray, match: np.ndarray) -> np.ndarray:
+    return 2 * cached <= match
+
+
+def _classify(
+    e: dict, match: np.ndarray, cap: np.ndarray, known: np.ndarray, unit: int
+) -> np.ndarray:
+    """The reason per request (rules in the module docstring). ``e``: cached arrays by run
+    ("budgets", "unlimited", and one per budget name when several are set)."""
+    short = _short(e["budgets"], match)
+    reason = np.zeros(len(match), dtype=np.int8)
+    placement = _short(e["unlimited"], match)
+    budget_code = _budget_codes(e, match)
+    rules = (
+        (match == 0, "first_occurrence"),
+        (cap < unit, "below_one_block"),
+        (placement & known, "no_state_at_branch"),
+        (placement, "state_in_unique_tokens"),
+    )
+    todo = short.copy()
+    for mask, name in rules:
+        hit = todo & mask
+        reason[hit] = REASONS.index(name)
+        todo &= ~mask
+    reason[todo] = budget_code[todo]
+    return reason
+
+
+def _budget_codes(e: dict, match: np.ndarray) -> np.ndarray:
+    """Which budget a budget-short request is charged to. With a host tier: the host holding
+    every request's last state forever is short too (``host_last_state_only``) or not (the
+    host's own capacity evicted it). Else the first budget whose run alone is short."""
+    if "host_unlimited" in e:
+        code = np.where(
+            _short(e["host_unlimited"], match), *(REASONS.index(r) for r in REASONS[8:])
+        )
+        return code.astype(np.int8)
+    code = np.full(len(match), REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
+    for name in reversed(e["order"]):
+        if name in e:
+            code[_short(e[name], match)] = REASONS.index(_EVICTED[name])
+    return code
+
+
+def _check_host(budgets: dict, host_bytes: Any, ckpt: int) -> TierConfig | None:
+    if host_bytes is None:
+        return None
+    host = check_int("host_bytes", host_bytes, 0, 1 << 50)
+    sb = budgets["state_budget_bytes"]
+    if sb is None or budgets["kv_budget_bytes"] is not None or budgets["unified_budget_bytes"]:
+        raise ValueError("host_bytes needs state_budget_bytes (the device tier) and no KV budget")
+    if isinstance(sb, bool) or not isinstance(sb, (int, float)) or not 0 <= sb <= 1 << 50:
+        raise ValueError(f"state_budget_bytes must be in [0, 2**50] with a host tier, got {sb!r}")
+    device = int(sb)
+    return TierConfig(device_bytes=device, host_bytes=host, checkpoint_bytes=ckpt)
+
+
+def _run_host(trace: Trace, pol: policy_mod.Policy, cfg: TierConfig) -> dict:
+    """SGLang with a host tier (``sim.tiers``: the host keeps each request's last state):
+    cached tokens at this host size and with an unlimited host."""
+    big = replace(cfg, host_bytes=1 << 50)
+    return {
+        "budgets": simulate_tiers(trace, "device+host", cfg, pol, cap_lookup=True).restore_at,
+        "host_unlimited": simulate_tiers(
+            trace, "device+host", big, pol, cap_lookup=True
+        ).restore_at,
+    }
+
+
+def _run_engine(trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budgets: dict) -> dict:
+    """Cached tokens under the budgets, without them, and per budget alone (several set)."""
+
+    def cached(b: dict) -> np.ndarray:
+        r = simulate(trace, pol, model=model, tp=tp, outputs=False, cap_lookup=True, **b)
+        return r.series.restore_at
+
+    given = {k: v for k, v in budgets.items() if v is not None}
+    out: dict[str, Any] = {"order": [k for k in _BUDGETS if k in given] or ["state_budget_bytes"]}
+    out["unlimited"] = cached({})
+    out["budgets"] = cached(given) if given else out["unlimited"]
+    if len(given) > 1:
+        for k, v in given.items():
+            out[k] = cached({k: v})
+    return out
+
+
+def hit_reasons(
+    trace: Trace,
+    *,
+    model: str = "kimi-k3",
+    tp: int = DEFAULT_TP,
+    sglang: dict | None = None,
+    vllm: dict | None = None,
+    state_budget_bytes: float | None = None,
+    kv_budget_bytes: float | None = None,
+    unified_budget_bytes: float | None = None,
+    host_bytes: int | None = None,
+) -> HitReasons:
+    """Per request of ``trace``, SGLang's and vLLM's cached tokens and the reason when short.
+
+    ``sglang`` / ``vllm``: parameters of ``policy.make("sglang" | "vllm", ...)`` (vLLM's
+    ``block_size`` None = ``sizing.vllm_plan(model, tp=tp).block_size``: 768 tokens for Kimi
+    K3 at TP8). Budgets as in ``simulate`` (bytes on one GPU; None = unlimited). The trace runs
+    on blocks of ``gcd(trace block, vLLM hit unit)`` tokens (a block split into equal parts: the
+    trace says nothing finer), so matches are whole trace blocks. ``host_bytes``: SGLang with a
+    host tier of this size behind the device's ``state_budget_bytes`` (``sim.tiers``: the host
+    keeps each request's last state); the vLLM column has none. ``ValueError`` for a trace
+    without prefix information. Rules: the module docstring and docs/hit_reasons.md.
+    """
+    if not isinstance(trace, Trace):
+        raise ValueError(f"trace must be a workloads.Trace, got {type(trace).__name__}")
+    require_prefix_info(trace, "why a request got no hit")
+    if model not in sizing.PRESETS:
+        raise ValueError(f"model must be one of {sorted(sizing.PRESETS)}, got {model!r}")
+    sg, vl = _check_sglang(sglang), _check_vllm(vllm, model, tp)
+    g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
+    fine = _refine(trace, g)
+    sg_unit, vl_unit = _units(sg, vl, g)
+    blocks, known = _prefix_points(trace)
+    L = trace.input_len
+    match = np.minimum(blocks * trace.block_size, L)
+    assert np.array_equal(match, ideal_prefix_tokens(trace)), "one definition of the match"
+    given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
+    budgets = dict(zip(_BUDGETS, given, strict=True))
+    host = _check_host(budgets, host_bytes, checkpoint_bytes(model, tp))
+    engines = {}
+    caps = {"sglang": match, "vllm": np.minimum(match, L - 1)}
+    for name, pol, unit in (("sglang", sg, sg_unit), ("vllm", vl, vl_unit)):
+        runs = _run_engine(fine, pol, model, tp, budgets)
+        if name == "sglang" and host is not None:
+            runs.update(_run_host(fine, pol, host))
+        reason = _classify(runs, match, caps[name], known | (match >= L), unit)
+        engines[name] = EngineHits(
+            name, unit, pol.params(), runs["budgets"], runs["unlimited"], reason
+        )
+    return HitReasons(
+        trace.name, trace.block_size, L, match, known, budgets, engines["sglang"], engines["vllm"]
+    )
+
+
+def _table(r: HitReasons) -> str:
+    """The breakdown as a Markdown table (the README's; reasons no request has left out)."""
+    req, tok = r.share_arrays()
+    rate = [float(getattr(r, e).cached.sum() / max(r.input_len.sum(), 1)) for e in ENGINES]
+    out = [
+        "| reason | SGLang requests | SGLang uncached tokens | vLLM requests "
+        "| vLLM uncached tokens |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for k, r in enumerate(REASONS):
+        cells = (req[0, k], tok[0, k], req[1, k], tok[1, k])
+        if any(cells):  # a reason no request has is left out
+            out.append(f"| `{r}` | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    out.append(f"| cached / input tokens | {rate[0]:.1%} | | {rate[1]:.1%} | |")
+    return "\n".join(out)
+
+
+def _main(argv: list[str] | None = None) -> None:
+    """``python -m kda_core.studies.hit_reasons``: the breakdown on a bundled trace or a file
+    (``load_trace``, format detected), and request by request for ``--requests``."""
+    import argparse
+
+    from kda_core.workloads import BUNDLED_TRACES, bundled_trace, load_trace
+
+    p = argparse.ArgumentParser(prog="python -m kda_core.studies.hit_reasons")
+    p.add_argument("--trace", choices=sorted(BUNDLED_TRACES), default="conversation")
+    p.add_argument("--file", help="a trace file instead (any load_trace format)")
+    p.add_argument("--block-size", type=int, default=512, help="hashing block of a token file")
+    p.add_argument("--state-budget-gib", type=float, default=None, help="per GPU; none: unlimited")
+    p.add_argument("--requests", type=int, nargs="*", default=[], metavar="I")
+    a = p.parse_args(argv)
+    trace = (
+        bundled_trace(a.trace) if a.file is None else load_trace(a.file, block_size=a.block_size)
+    )
+    sb = None if a.state_budget_gib is None else a.state_budget_gib * (1 << 30)
+    r = hit_reasons(trace, state_budget_bytes=sb)
+    budget = "unlimited" if sb is None else f"{a.state_budget_gib:g} GiB"
+    head = f"{trace.name}: {len(r.input_len):,} requests, SGLang grid {r.sglang.unit} tokens"
+    print(f"{head}, vLLM block {r.vllm.unit} tokens, state budget {budget} per GPU")
+    print(_table(r))
+    for i in a.requests:
+        if not 0 <= i < len(r.input_len):
+            p.error(f"--requests: {i} is not in [0, {len(r.input_len)})")
+        cells = [
+            f"{e} {getattr(r, e).cached[i]} ({REASONS[getattr(r, e).reason[i]]})" for e in ENGINES
+        ]
+        print(
+            f"request {i}: input {r.input_len[i]}, shared {r.token_match[i]}; " + ", ".join(cells)
+        )
+
+
+if __name__ == "__main__":
+    _main()
