@@ -134,6 +134,7 @@ def test_never_fitting_request_is_rejected_others_served():
     msg = rep.rejected[0]
     assert "exceeds the KV cache capacity of 40 tokens" in msg
     assert "50 tokens from the input messages and 20 tokens for the completion" in msg
+    assert "(its KV needs 69 of them: every token but the last)" in msg and "cached" not in msg
     assert_exact(rep, reqs)
     assert all(row.phases[0] == "rejected" for row in rep.steps)
 

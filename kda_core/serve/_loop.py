@@ -28,11 +28,12 @@ __all__ = ["serve"]
 def reject_message(r: RequestState, kv_tokens: int) -> str:
     """SGLang's wording (``tokenizer_manager.py`` ``_validate_one_request``) for a request
     whose KV can never fit: here the limit is the KV token pool, and a request needs its
-    prompt plus every output but the last."""
+    prompt plus every output but the last (the lab's parenthesis says how many)."""
     return (
         f"Requested token count exceeds the KV cache capacity of {kv_tokens} tokens. You "
         f"requested a total of {r.P + r.n_new} tokens: {r.P} tokens from the input messages "
-        f"and {r.n_new} tokens for the completion ({r.total} of them are cached). Please "
+        f"and {r.n_new} tokens for the completion (its KV needs {r.total} of them: every "
+        f"token but the last). Please "
         f"reduce the number of tokens in the input messages or the completion to fit within "
         f"the limit."
     )
