@@ -54,8 +54,10 @@ def _docs(text: str, T: int) -> list[int] | None:
     return lens
 
 
-def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[int, object] | None:
-    """Checks that need two inputs: P <= T, and document lengths that sum to T."""
+def _cross_run(
+    T: float, P: float, scan: str, docs: str, rank: float, *_: object
+) -> tuple[int, object] | None:
+    """Checks that need two inputs: P <= T, document lengths that sum to T, a rank below P."""
     t = int(T)
     if int(P) > t:
         return 1, MSG("e_P_T", hi=min(cps.MAX_P, t), got=int(P))
@@ -63,6 +65,10 @@ def _cross_run(T: float, P: float, scan: str, docs: str, *_: object) -> tuple[in
         _docs(docs, t)
     except UserError as e:
         return 3, e.msg
+    try:
+        ui.check_int(MSG("v_rank"), rank, 0, int(P) - 1)
+    except UserError as e:
+        return 4, e.msg
     return None
 
 
@@ -80,8 +86,7 @@ def compute_run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = 
     T = ui.check_int(MSG("v_T"), T, 16, cps.MAX_T)
     P = ui.check_int(MSG("v_P"), P, 1, min(cps.MAX_P, T))
     scan = ui.check_choice(MSG("v_scan"), scan, SCANS)
-    # the last rank when P shrank below the chosen one (the title names the rank shown)
-    r = min(ui.check_int(MSG("v_rank"), rank, 0, cps.MAX_P - 1), P - 1)
+    r = ui.check_int(MSG("v_rank"), rank, 0, P - 1)
     sd = ui.check_int(MSG("v_seed"), seed, 0, 2**31 - 1)
     d = cps.demo(T=T, P=P, scan=scan, docs=_docs(docs, T), seed=sd)
     models = {

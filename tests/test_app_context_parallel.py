@@ -88,9 +88,11 @@ def test_chinese_figures():
     assert all(tr.name != "log-depth scan" for tr in zh[9].data)
 
 
-def test_rank_beyond_P_shows_the_last_rank():
-    out = app.run(P=2, rank=5)
-    assert out[3].layout.title.text.startswith("State handed to rank 1 ")
+def test_rank_beyond_P_is_refused_on_its_field():
+    with pytest.raises(gr.Error) as e:
+        app.run(P=2, rank=5)
+    assert "rank to inspect must be an integer in [0, 1], got 5" in e.value.message
+    assert app.run(P=2, rank=1)[3].layout.title.text.startswith("State handed to rank 1 ")
 
 
 def test_documents_and_allgather():
@@ -107,7 +109,7 @@ def test_documents_and_allgather():
         ({"T": 8}, "T must be an integer in [16, 4096], got 8"),
         ({"P": 0}, "ranks P must be an integer in [1, 16], got 0"),
         ({"T": 20, "P": 17}, "ranks P must be an integer in [1, 16], got 17"),
-        ({"rank": 16}, "rank to inspect must be an integer in [0, 15], got 16"),
+        ({"rank": 16}, "rank to inspect must be an integer in [0, 3], got 16"),
         ({"scan": "tree"}, "scan must be one of"),
         ({"docs": "100, 100"}, "document lengths must sum to T = 512, got 200"),
         ({"docs": "a, b"}, "document length must be an integer in [1, 512]"),
@@ -132,7 +134,7 @@ def test_client(tmp_path):
 
     with common.launched(app.build()) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
-        out = c.predict(T=256, P=2, api_name="/context_parallel_run")
+        out = c.predict(T=256, P=2, rank=1, api_name="/context_parallel_run")
         assert len(out) == 11 and "2 ranks, 256 tokens" in out[0]
         fig = common.plot_from_client(out[5])
         assert max(fig["data"][0]["customdata"]) <= 1e-10
@@ -141,13 +143,16 @@ def test_client(tmp_path):
 
 
 def test_validator_flags_the_offending_input() -> None:
-    """The page-keeping validator names the input: P above T, lengths that miss T."""
-    i, m = app._cross_run(16, 32, "allgather", "")
+    """The page-keeping validator names the input: P above T, lengths that miss T, a rank
+    outside the P ranks."""
+    i, m = app._cross_run(16, 32, "allgather", "", 0)
     assert (i, str(m)) == (1, "ranks P must be in [1, 16] (at most T), got 32")
-    i, m = app._cross_run(512, 4, "allgather", "100, 100")
+    i, m = app._cross_run(512, 4, "allgather", "100, 100", 0)
     assert (i, str(m)) == (3, "document lengths must sum to T = 512, got 200")
     assert m.render("中文") == "文档长度之和必须等于 T = 512，收到 200"
-    assert app._cross_run(512, 4, "allgather", "100, 300, 112") is None
+    i, m = app._cross_run(512, 4, "allgather", "", 5)
+    assert (i, str(m)) == (4, "rank to inspect must be an integer in [0, 3], got 5")
+    assert app._cross_run(512, 4, "allgather", "100, 300, 112", 3) is None
 
 
 def test_colour_bar_leaves_the_next_panel_its_axis(out):
