@@ -154,6 +154,9 @@ def test_metadata_values_cut_with_their_length_closed(pd_out):
     assert rows and all(ln.count("(") == ln.count(")") for ln in rows)
     cut = [ln for ln in rows if "…" in ln]
     assert cut and all(" chars)" in ln for ln in cut)
+    zh = app.metadata_markdown(st.anatomy(), app.MSG.lang(common.LANGS[1]))
+    zh_cut = [ln for ln in zh.splitlines() if "…" in ln]
+    assert len(zh_cut) == len(cut) and all("个字符）" in ln and "chars" not in ln for ln in zh_cut)
 
 
 def test_timeline_events_never_hide_each_other(pd_out):

@@ -36,7 +36,8 @@ MSG = Catalog(
         "f_text": ("Prompt (1-{n:,} characters)", "提示词（1-{n:,} 个字符）"),
         "f_new": ("New tokens (1-{n})", "新 token 数（1-{n}）"),
         "f_tp": ("K3 TP (divides 96)", "K3 张量并行 TP（整除 96）"),
-        "b_pd": ("Prefill → decode", "Prefill → decode"),
+        "b_pd": ("Prefill → decode", "预填充 → 解码"),
+        "clipped": ("{text}… ({n:,} chars)", "{text}…（共 {n:,} 个字符）"),
         "b_mis": ("Offer to mismatched instances", "交给不匹配的实例"),
         "f_text_b": (
             "Splice: prompt B (empty = the prompt reversed)",
@@ -172,9 +173,9 @@ MSG = Catalog(
 LIMITS = {"text": MAX_TEXT, "new": MAX_NEW}
 
 
-def _clip(text: str, n: int) -> str:
+def _clip(text: str, n: int, t: T) -> str:
     """``text`` cut to ``n`` characters, its full length said in closed parentheses."""
-    return text if len(text) <= n else f"{text[: n - 1]}… ({len(text):,} chars)"
+    return text if len(text) <= n else t("clipped", text=text[: n - 1], n=len(text))
 
 
 def _code(text: str) -> str:
@@ -191,7 +192,7 @@ def name_of(prefix: str, key: str, t: T) -> str:
 
 
 def metadata_markdown(a: st.Anatomy, t: T) -> str:
-    rows = "\n".join(f"| `{k}` | `{_clip(v, 90)}` |" for k, v in a.metadata)
+    rows = "\n".join(f"| `{k}` | `{_clip(v, 90, t)}` |" for k, v in a.metadata)
     shapes = ", ".join(
         f"{p} {list(s)} {d}" for p, s, d in zip(a.parts, a.tiny_shapes, a.tiny_dtypes)
     )
@@ -208,7 +209,7 @@ def pd_markdown(r: st.PDRun, t: T) -> str:
 def refusals_markdown(m: st.Refusals, t: T) -> str:
     """The instance's refusal message is program output: shown as it prints it, as code."""
     rows = "\n".join(
-        f"| {name_of('mis', k, t)} | `{f or '—'}` | {_code(_clip(msg, 110))} | "
+        f"| {name_of('mis', k, t)} | `{f or '—'}` | {_code(_clip(msg, 110, t))} | "
         f"{'✓' if ok else '✗'} |"
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )
