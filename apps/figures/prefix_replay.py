@@ -330,7 +330,7 @@ def fig_drift(d: pr.DriftStudy, t: Lang) -> tuple[go.Figure, str]:
     settings = settings_label(d.policy, d.spacing, d.checkpoint_slots, d.inconsistent_int8, t)
     title = t("t_drift", n=d.request + 1, k=d.same_tokens("inconsistent"), m=n.size,
               settings=settings, a=d.restore_at, b=d.token_match)  # fmt: skip
-    ui.style(fig, title, t("x_generated"), t("y_drift"), height=380)
+    ui.style(fig, title, t("x_generated"), t("y_drift"), height=420)
     fig.update_layout(margin={"t": 64})  # the two-line title
     ui.log_axis(fig, "y", DRIFT_TICKS, fmt=_drift_tick)
     top = float(np.log10(max(d.inconsistent.max(), d.int8.max(), 1.0)))

@@ -272,8 +272,8 @@ MSG = Catalog(
         ),
         "x_generated": ("generated token (index)", "生成的 token（序号）"),
         "y_drift": (
-            "max |logit − uncached logit| (log scale)",
-            "max |logit − 不走缓存的 logit|（对数坐标）",
+            "max |Δlogit| vs uncached (log)",
+            "相对不走缓存的 max |Δlogit|（对数）",
         ),
         "set_interval": ("interval {k}", "固定间隔 {k}"),
         "set_sglang": ("sglang grid {k}", "sglang 网格 {k}"),
