@@ -41,12 +41,14 @@ CSS = """
 .kda-metrics th { word-break: keep-all !important; overflow-wrap: normal !important;
   hyphens: none; }
 /* tables: numbers never wrap mid-digit; a wide table scrolls inside its column instead of
-   overflowing it; escaped byte strings (code) may break anywhere, a key in the first
-   column (a name) never */
+   overflowing it; code moves whole words (a number) to the next line and breaks inside
+   only a word longer than the cell (an escaped byte string, a hash); a key in the first
+   column (a name) never breaks */
 .prose table { display: block; max-width: 100%; overflow-x: auto; }
 .prose td, .prose th { word-break: normal !important; overflow-wrap: normal !important; }
 .prose th { word-break: keep-all !important; }  /* 中文 headers break between words only */
-.prose td code { word-break: break-all !important; white-space: normal !important; }
+.prose td code { word-break: normal !important; overflow-wrap: anywhere !important;
+  white-space: normal !important; }
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
