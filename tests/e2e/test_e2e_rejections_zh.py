@@ -17,7 +17,7 @@ BAD = {
     "chunk_scan": ("chunk", 0, "运行", "必须是 [1, 256] 内的整数，收到 0"),
     "speculative_replay": ("d", 100, "验证并提交", "必须是 [1, 64] 内的整数，收到 100"),
     "memory_planner": ("tp", 7, "规划", "TP 必须整除 96 个递推状态头；收到 TP=7"),
-    "state_transfer": ("tp", 7, "Prefill → decode", "TP 必须整除 K3 的 96 个 KDA 头，收到 7"),
+    "state_transfer": ("tp", 7, "预填充 → 解码", "TP 必须整除 K3 的 96 个 KDA 头，收到 7"),
     "context_parallel": ("docs", "100, 100", "运行", "文档长度之和必须等于 T = 512，收到 200"),
 }
 
