@@ -41,7 +41,15 @@ libibverbs:
 mooncake-services: $(VENV)/.installed libibverbs
 	$(PY) -m kda_core.transfer mooncake-services
 
-test: $(VENV)/.installed chromium libibverbs
+# torch (CPU wheel, pinned: never let pip resolve another build), fla-core and transformers for the
+# flash-linear-attention cross-check and the Kimi-Linear parity tests
+$(VENV)/.reference: $(VENV)/.installed
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q --no-deps fla-core==0.6.0 einops
+	$(PY) -m pip install -q transformers==5.23.0
+	touch $@
+
+test: $(VENV)/.installed $(VENV)/.reference chromium libibverbs
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest
 	$(MAKE) --no-print-directory test-real
 
