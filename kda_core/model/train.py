@@ -33,7 +33,6 @@ import torch
 from kda_core import model
 from kda_core.model import corpus, weights
 
-DEFAULT_OUT = weights.DEFAULT_PATH
 _HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
 
 
@@ -287,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=weights.DEFAULT_PATH)
     ap.add_argument("--init", type=Path, default=None, help="start from these weights (.npz)")
     ap.add_argument(
         "--snapshots",
