@@ -218,8 +218,8 @@ def train(
 ) -> tuple[dict, list[dict]]:
     """Run the training; returns (float32 numpy weights keyed like the .npz, log rows).
     ``init``: the starting weights (keyed like the .npz; None: the random initialisation).
-    ``snapshot(step, weights)``, when given, receives the weights at every logged step (a
-    copy; it changes nothing in the run)."""
+    ``snapshot(steps_done, weights)``, when given, receives the weights after every
+    ``log_every``-th step (a copy; it changes nothing in the run)."""
     _setup(cfg)
     data = np.frombuffer((corpus.load("train") if text is None else text).encode(), np.uint8)
     if data.size < cfg.seq_len + 2:
@@ -259,8 +259,8 @@ def train(
             }
             rows.append(row)
             log(json.dumps(row))
-            if snapshot is not None:
-                snapshot(step, {k: t.detach().numpy().astype(np.float32) for k, t in p.items()})
+        if snapshot is not None and (step + 1) % cfg.log_every == 0:
+            snapshot(step + 1, {k: t.detach().numpy().astype(np.float32) for k, t in p.items()})
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
 
 
@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
         "--snapshots",
         type=Path,
         default=None,
-        help="also write the weights every --snapshot-every steps here (monitoring)",
+        help="also write the weights after every --snapshot-every steps here (a multiple of "
+        "--log-every; after<steps>.npz)",
     )
     ap.add_argument("--snapshot-every", type=int, default=250)
     for f in dataclasses.fields(TrainConfig):
@@ -303,9 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.snapshots is not None:
         args.snapshots.mkdir(parents=True, exist_ok=True)
 
-        def snap(step: int, arrays: dict) -> None:
-            if step % args.snapshot_every == 0:
-                np.savez(args.snapshots / f"step{step:06d}.npz", **arrays)
+        def snap(steps_done: int, arrays: dict) -> None:
+            if steps_done % args.snapshot_every == 0:
+                np.savez(args.snapshots / f"after{steps_done:06d}.npz", **arrays)
 
     t0 = time.perf_counter()
     init = None if args.init is None else weights.load(args.init)[0]
