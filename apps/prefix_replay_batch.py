@@ -48,6 +48,10 @@ MAX_BUFFER_KIB = 16384
 # captured decode batch sizes (SGLang's cuda_graph_bs): each in [1, 64], at most 16 of them
 GRAPH_RANGE = (1, 64)
 MAX_GRAPH_SIZES = 16
+# the field's default: SGLang's captured decode sizes up to 12 requests, the most a batch here
+# has (``arg_groups/cuda_graph_hook.py`` ``generate_decode_cuda_graph_batch_sizes`` without
+# speculative decoding: [1, 2, 4, 8, 12] + range(16, 257, 8) + ...)
+DEFAULT_GRAPH_BS: tuple[int, ...] = (1, 2, 4, 8, 12)
 
 
 def parse_prompts(text: object) -> list[str]:
@@ -176,7 +180,7 @@ def serve_batch(
     token_budget: float = 64,
     kv_pool: float = 0,
     buffer_kib: float = 0,
-    graph_sizes: str = ", ".join(map(str, bv.DEFAULT_GRAPH_BS)),
+    graph_sizes: str = ", ".join(map(str, DEFAULT_GRAPH_BS)),
     session: object = None,
     language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
@@ -262,9 +266,7 @@ def batch_panel(ui: SimpleNamespace, name: str, page: Page) -> None:
                 n=MAX_BUFFER_KIB,
             )
             ui.b_graph = L(
-                gr.Textbox(
-                    ", ".join(map(str, bv.DEFAULT_GRAPH_BS)), elem_id=f"{name}-batch-graph-bs"
-                ),
+                gr.Textbox(", ".join(map(str, DEFAULT_GRAPH_BS)), elem_id=f"{name}-batch-graph-bs"),
                 "f_b_graph",
                 lo=GRAPH_RANGE[0],
                 hi=GRAPH_RANGE[1],

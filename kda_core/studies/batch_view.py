@@ -66,9 +66,6 @@ DEFAULT_PROMPTS: tuple[str, ...] = tuple(
 DEFAULT_ARRIVALS: tuple[int, ...] = (0, 0, 0, 2, 4, 6)
 # the planner's live check: short prompts, more of them than any strategy admits on 16 slots
 _ADMISSION_PROMPTS: tuple[str, ...] = tuple(f"Request {i}: count to five." for i in range(8))
-# SGLang's captured decode sizes up to 12 (``arg_groups/cuda_graph_hook.py``
-# ``generate_decode_cuda_graph_batch_sizes``, no speculative decoding: [1, 2, 4, 8, 12] + ...)
-DEFAULT_GRAPH_BS: tuple[int, ...] = (1, 2, 4, 8, 12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,13 +254,6 @@ def batch_view(
         return np.array([-1 if r is None else fn(r) for r in rep.reports], np.int64)
 
     admitted, finished, retractions = _per_request_steps(rows, n)
-    diff = None
-    if reference:
-        diff = 0.0
-        for r, rq in zip(rep.reports, reqs):
-            if r is not None:
-                _, ref = e.model.generate(list(r.prompt), rq.max_new_tokens)
-                diff = max(diff, float(np.max(np.abs(ref - r.logits))))
     return BatchView(
         prompts=tuple(prompts),
         phase=_phase_matrix(rep, arr, n),
@@ -285,7 +275,7 @@ def batch_view(
         retractions=retractions,
         rejected=dict(rep.rejected),
         texts=tuple("" if r is None else r.text for r in rep.reports),
-        max_abs_logit_diff=diff,
+        max_abs_logit_diff=_reference_diff(e, rep.reports, reqs) if reference else None,
         held_for_memory=np.array(
             [-1 if r.held_for_memory is None else r.held_for_memory for r in rows], np.int64
         ),  # fmt: skip
@@ -293,6 +283,16 @@ def batch_view(
         kv_tokens=kv_tokens,
         **option_fields(e, rows),
     )
+
+
+def _reference_diff(e: Engine, reports: list, reqs: list[Request]) -> float:
+    """The largest |logit| difference of the served requests against each alone, uncached."""
+    diff = 0.0
+    for r, rq in zip(reports, reqs):
+        if r is not None:
+            _, ref = e.model.generate(list(r.prompt), rq.max_new_tokens)
+            diff = max(diff, float(np.max(np.abs(ref - r.logits))))
+    return diff
 
 
 def buffer_floor(strategy: str = "extra_buffer", model: TinyHybrid | None = None) -> int:
