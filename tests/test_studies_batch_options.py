@@ -112,7 +112,9 @@ def test_the_index_table_pads_to_the_captured_size_and_the_sink(sizes):
         model=MODEL,
         reference=True,
     )
-    assert v.graph_bs == tuple(sorted(sizes)) and v.max_running <= max(sizes)
+    assert v.graph_bs == tuple(sorted(sizes))
+    # 40 slots // 5 reserved = 8, capped by the largest captured size (cuda_graph_max_bs)
+    assert v.max_running == min(8, max(sizes)) and v.peak_running <= max(sizes)
     assert v.max_abs_logit_diff is not None and v.max_abs_logit_diff < 1e-9
     decode = bv.PHASES.index("decode")
     all_decode = (v.prefill_tokens == 0) & (v.decode_tokens > 0)
@@ -130,3 +132,15 @@ def test_the_index_table_pads_to_the_captured_size_and_the_sink(sizes):
     assert len(t["step"]) == int(v.graph_padded.sum())
     assert all((r == 0) == (i == 0) for r, i in zip(t["request"], t["state_index"]))
     assert sum(1 for i in t["state_index"] if i == 0) == int((v.graph_padded - v.graph_batch).sum())
+
+
+def test_a_request_waits_for_the_kv_pool_of_separate_pools_too():
+    """Separate pools: two 40-token requests hold 80 to 94 of the 100 KV tokens, so the third
+    (its prompt needs 40 more) waits at the head until one finishes; the cap (8) is not it."""
+    prompts = ["r" * 40, "a" * 40, "b" * 40, "c" * 40]
+    assert {len(encode(p)) for p in prompts} == {40}
+    v = bv.batch_view(prompts, 8, state_slots=40, kv_tokens=100, model=MODEL)
+    held = np.flatnonzero(v.held_for_memory >= 0)
+    assert held.size and set(v.held_for_memory[held].tolist()) == {2}
+    assert np.all(v.running[held] == 2) and v.max_running == 8
+    assert v.admitted_step[2] == held[-1] + 1 == v.finished_step[0] + 1
