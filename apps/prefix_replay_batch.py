@@ -111,9 +111,8 @@ def parse_graph_bs(text: object) -> tuple[int, ...] | None:
         return None
     lo, hi = GRAPH_RANGE
     parts = [p for p in re.split(r"[,\s]+", str(text).strip()) if p]
-    if len(parts) > MAX_GRAPH_SIZES or not all(re.fullmatch(r"\+?\d+", p) for p in parts):
-        raise fail("e_graph", MSG, lo=lo, hi=hi, n=MAX_GRAPH_SIZES, got=ui.clip_text(text))
-    if not all(lo <= int(p) <= hi for p in parts):
+    ints = all(re.fullmatch(r"\+?\d+", p) for p in parts)
+    if len(parts) > MAX_GRAPH_SIZES or not ints or not all(lo <= int(p) <= hi for p in parts):
         raise fail("e_graph", MSG, lo=lo, hi=hi, n=MAX_GRAPH_SIZES, got=ui.clip_text(text))
     return tuple(sorted({int(p) for p in parts}))
 

@@ -88,7 +88,8 @@ def fig_graphs(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
     Bottom: the index table, one cell per row of the captured shape, its state index."""
     if v.graph_bs is None or v.graph_padded is None or v.graph_batch is None:
         return ui.empty_figure(t("n_graphs"), t("empty_graphs")), None
-    sizes = ", ".join(map(str, v.graph_bs))
+    bs = v.graph_bs
+    sizes = ", ".join(map(str, bs)) if len(bs) <= 6 else f"{bs[0]}, {bs[1]}, …, {bs[-1]}"
     fig = make_subplots(
         rows=2,
         cols=1,

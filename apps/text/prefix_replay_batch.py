@@ -59,9 +59,8 @@ BATCH = Catalog(
         "n_graphs": ("decode index table", "解码索引表"),
         "pk_waiting_memory": ("waiting: memory full", "等待：内存已满"),
         "t_border": (
-            "One byte buffer of {kib} KiB: states grow up from byte 0, the MLA KV down from the "
-            "top",
-            "{kib} KiB 的统一字节缓冲区：状态从字节 0 向上增长，MLA KV 从顶端向下增长",
+            "One byte buffer of {kib} KiB: states up from byte 0, KV down from the top",
+            "{kib} KiB 统一字节缓冲区：状态从字节 0 向上，KV 从顶端向下",
         ),
         "kind_free_gap": ("free gap", "空闲间隙"),
         "kind_kv": ("MLA KV (tree + running requests)", "MLA KV（树 + 运行中请求）"),
@@ -82,9 +81,8 @@ BATCH = Catalog(
             "设置统一字节缓冲区（KiB）并服务，即可看到边界",
         ),
         "t_graphs": (
-            "Decode on captured sizes {sizes}: the rows of each all-decode step and the state "
-            "index each row reads and writes",
-            "按捕获大小 {sizes} 解码：每个纯解码步的各行，以及每行读写的状态索引",
+            "Decode on captured sizes {sizes}: each row's state index per step",
+            "按捕获大小 {sizes} 解码：每步各行的状态索引",
         ),
         "st_padding": ("real batch and padding rows per step", "每步的真实批次与填充行"),
         "st_index": (
