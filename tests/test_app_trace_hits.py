@@ -157,3 +157,19 @@ def test_server_refuses_an_upload_over_the_cap() -> None:
         big = b"x" * (app.MAX_UPLOAD_BYTES + 1)
         r = httpx.post(f"{url}gradio_api/upload", files={"files": ("b.jsonl", big)}, timeout=60)
         assert r.status_code == 413
+
+
+def test_upload_through_the_api(tmp_path: Path) -> None:
+    from gradio_client import Client, handle_file
+
+    path = _write(tmp_path, "mine.jsonl", MOONCAKE)
+    with ui.launched(state_transfer.build()) as url:
+        c = Client(url, verbose=False, download_files=str(tmp_path / "dl"))
+        out = c.predict(handle_file(path), "auto", True, 512, 0, api_name="/state_transfer_hits")
+        assert "**`mine.jsonl`** (mooncake): 4 requests" in out[0]
+        rows = out[3]["data"]
+        # the study kept in the session: the API explains a request of the uploaded trace
+        text = c.predict(rows[0][0], api_name="/state_transfer_hits_explain")  # one output
+        assert f"**Request {rows[0][0]}**" in text
+        with pytest.raises(Exception, match="block size"):
+            c.predict(handle_file(path), "auto", True, 8, 0, api_name="/state_transfer_hits")
