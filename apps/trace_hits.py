@@ -98,9 +98,17 @@ def _checks() -> list:
     ]
 
 
+def _readable(file: object, fmt: str, skip: object, block: object, *_: object) -> None:
+    """The file loads with the chosen format and row policy (its error names the line)."""
+    path = _path(file)
+    if path is not None:
+        _load(path, fmt, bool(skip), int(float(block)))  # type: ignore[arg-type]
+
+
 def validator():  # noqa: ANN201 - Gradio's validator callable
-    """The panel's inputs checked before Analyse runs (a rejected input leaves the page)."""
-    return guard.validator(*_checks())
+    """The panel's inputs checked before Analyse runs, the file read once to find a malformed
+    row (a rejected input leaves the page as it was)."""
+    return guard.validator(*_checks(), cross=_readable)
 
 
 def compute_analyse(

@@ -57,7 +57,8 @@ def test_mooncake_upload_draws_the_study(tmp_path: Path) -> None:
     assert table.iloc[0, 0] == int(np.argmax(gap)) and len(table) == 4
     assert list(table.columns)[:3] == ["request", "input", "shared"]
     assert c_r["visible"] and c_c["visible"]
-    np.testing.assert_allclose(f_c.data[2].y, study["cov"].any_share)
+    np.testing.assert_allclose(f_c.data[0].y, study["cov"].any_share)
+    np.testing.assert_allclose(f_c.data[2].y, study["cov"].device_share)
     assert why == app.HITS.text("en", "x_pick")
     # one click: the row's request explained for both engines
     i = app.pick_row(study, _select(0))
@@ -93,6 +94,11 @@ def test_malformed_file_refused_naming_its_line(tmp_path: Path) -> None:
     msg = str(e.value.message)
     assert "broken.jsonl: line 3: 'input_length' must be in [1, " in msg
     assert str(tmp_path) not in msg  # the reader's file name, not the server's directory
+    # the validator reads the file first: the page is left as it was, the message on the file
+    checks = app.validator()(path, "mooncake", False, 512, 0, "English")
+    assert [c["is_valid"] for c in checks] == [False, True, True, True, True, True]
+    assert "broken.jsonl: line 3: 'input_length'" in checks[0]["message"]
+    assert all(c["is_valid"] for c in app.validator()(path, "mooncake", True, 512, 0, "English"))
     # skipping: the rest is analysed and the skipped row reported with its reason
     md, *_, study = app.analyse(path, "auto", True)
     assert len(study["trace"]) == 2

@@ -58,21 +58,22 @@ def fig_coverage(c: HostCoverage, name: str, t: Lang) -> tuple[go.Figure, str]:
     state held on the device, the host, or either."""
     fig = go.Figure()
     gib = [f"{n * c.checkpoint_bytes / GIB:.2f}" for n in c.host_states.tolist()]
-    lines = (
-        (c.device_share, "l_cov_device", COLORS["state"], "dot"),
-        (c.host_share, "l_cov_host", SERIES[0], "dash"),
+    lines = (  # "either" first, under the others: a line it equals stays visible
         (c.any_share, "l_cov_any", COLORS["hit"], "solid"),
+        (c.host_share, "l_cov_host", SERIES[0], "dash"),
+        (c.device_share, "l_cov_device", COLORS["state"], "dot"),
     )
     for y, key, color, dash in lines:
         fig.add_scatter(
-            x=c.sizes, y=y, name=t(key), mode="lines+markers",
+            x=[f"{s:g}" for s in c.sizes.tolist()], y=y, name=t(key), mode="lines+markers",
             line={"color": color, "dash": dash, "width": 3 if dash == "solid" else 2},
             customdata=list(zip(c.host_states.tolist(), gib, strict=True)),
-            hovertemplate=t("h_cov", name=t(key), x="%{x:g}", slots="%{customdata[0]:,}",
+            hovertemplate=t("h_cov", name=t(key), x="%{x}", slots="%{customdata[0]:,}",
                             gib="%{customdata[1]}", y="%{y:.2%}", pages=f"{c.resident_pages:,}")
             + "<extra></extra>",
         )  # fmt: skip
     ui.style(fig, t("t_cov", d=c.device_states), t("x_cov"), t("y_cov"), height=380)
+    fig.update_xaxes(type="category")  # evenly spaced: the ratios double from 0.5 on
     fig.update_yaxes(tickformat=".1%", rangemode="tozero")
     csv = ui.write_csv(
         f"{name}-kv-page-coverage",

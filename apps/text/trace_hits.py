@@ -162,8 +162,8 @@ HITS = Catalog(
         "th_vl": ("vLLM cached", "vLLM 缓存"),
         "th_vl_reason": ("vLLM reason", "vLLM 原因"),
         "table_label": (
-            "The {n} requests that lose the most (click a row)",
-            "损失最多的 {n} 个请求（点击一行）",
+            "At most {n} requests, those that lose the most first (click a row)",
+            "最多 {n} 个请求，损失最多的在前（点击一行）",
         ),
         "x_pick": (
             "Click a row of the table to explain that request.",
