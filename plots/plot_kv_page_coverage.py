@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib import ticker
 from matplotlib.figure import Figure
 
 from kda_core.studies.host_coverage import HostCoverage, host_coverage
@@ -71,12 +72,12 @@ def make_figure(data: HostCoverage, lang: str = "en") -> Figure:
     for y, key, color, ls, lw in lines:
         ax.plot(x, y, ls, color=color, lw=lw, marker="o", ms=3.5, label=t[key], gid=key)
     ax.set_title(t["pages"])
-    ax.yaxis.set_major_formatter(lambda v, _p: f"{v:.1%}")
+    ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))  # decimals from the tick step
     ax.legend(loc="upper left", fontsize=8)
     bx.plot(x, data.state_hit_rate, "-", color=style.SERIES[2], marker="o", ms=3.5,
             gid="hit_rate")  # fmt: skip
     bx.set_title(t["hit"])
-    bx.yaxis.set_major_formatter(lambda v, _p: f"{v:.0%}")
+    bx.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     for a in (ax, bx):
         a.set_xlabel(t["x"])
         a.set_xticks(x, [f"{s:g}" for s in data.sizes])
