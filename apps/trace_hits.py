@@ -193,7 +193,7 @@ def pick_row(study: dict | None, evt: gr.SelectData) -> int | dict:
 def _inputs(page: Page, name: str) -> tuple:
     L = page.label
     upload = L(gr.File(file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath",
-                       elem_id=f"{name}-hits-file", height=110),
+                       elem_id=f"{name}-hits-file", height=140),
                "f_hits_file", mib=MAX_UPLOAD_MIB, n=MAX_REQUESTS)  # fmt: skip
     fmt = page.choices(
         L(gr.Dropdown(list(FORMATS), value="auto", elem_id=f"{name}-hits-format"), "f_hits_format"),

@@ -2,9 +2,9 @@
 
 A hybrid model resumes a prefix only where its recurrent state was saved, so a KV page whose
 prefix has no state is reusable only by replaying up to it from an earlier state. SGLang's
-HiCache backs KV pages up to the host while its mamba host pool holds one state slot per
-offloaded request (sgl-project/sglang#37613 and #39436 report host tiers where only a few per
-cent of the resident KV pages have a matching state). ``host_coverage`` runs the lab's tier
+HiCache backs KV pages up to the host next to a much smaller mamba host pool; once a prefix's
+last state is evicted, its KV rows on the host "sit there as dead memory"
+(sgl-project/sglang#39436). ``host_coverage`` runs the lab's tier
 model (``kda_core.sim.tiers``: a device tree under a state budget, a host LRU of each
 request's last state) at several host sizes, sized as HiCache sizes its mamba host pool
 (``hicache_host_states``: ``--hicache-ratio`` or ``--hicache-size``), and reports, after the
