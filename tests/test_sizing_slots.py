@@ -21,6 +21,13 @@ K3 = sz.preset("kimi-k3")
 def test_slots_per_request_by_strategy():
     assert sz.slots_per_request("extra_buffer") == 5  # 3 + 2 ping-pong
     assert sz.slots_per_request("auto") == 5
+    # auto as SGLang resolves it (_mamba_radix_cache_resolution; tests/real checks the code):
+    # without overlap, no_buffer on one-token pages, extra_buffer on larger pages
+    assert sz.slots_per_request("auto", overlap=False) == 3
+    assert sz.slots_per_request("auto", overlap=False, page_size=64) == 4
+    assert sz.request_slots("auto", overlap=False) == sz.request_slots("no_buffer", False)
+    with pytest.raises(ValueError, match="page_size"):
+        sz.slots_per_request("auto", page_size=0)
     assert sz.slots_per_request("extra_buffer", overlap=False) == 4
     assert sz.slots_per_request("extra_buffer_lazy") == 4
     assert sz.slots_per_request("no_buffer") == 3

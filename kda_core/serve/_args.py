@@ -63,7 +63,6 @@ __all__ = [
     "make_policy",
     "pool_sizes",
     "prompt_tokens",
-    "resolve_auto",
 ]
 
 
@@ -96,14 +95,6 @@ def check_policy_chunk(policy: Any, chunk_size: int) -> None:
         ) from None
 
 
-def resolve_auto(overlap: bool, page_size: int | None) -> str:
-    """SGLang's ``auto`` for a model that supports extra_buffer (``_mamba_radix_cache_resolution``):
-    extra_buffer when the overlap scheduler or paging (page size > 1) wants it, else no_buffer
-    (and SGLang turns overlap off)."""
-    paged = page_size is not None and page_size > 1
-    return "extra_buffer" if overlap or paged else "no_buffer"
-
-
 def check_modes(
     strategy: Any, overlap: Any, restore: Any, cache: bool = True
 ) -> tuple[str, bool, str, tuple[str, ...]]:
@@ -132,7 +123,7 @@ def check_modes(
         raise ValueError(f"restore must be one of {RESTORE_MODES}, got {restore!r}")
     notes: tuple[str, ...] = ()
     if strategy == "auto":
-        strategy = resolve_auto(overlap is not False, PAGE_SIZE)
+        strategy = sizing.resolve_auto(overlap is not False, PAGE_SIZE)
     if strategy == "no_buffer" and cache:
         if overlap:
             raise ValueError(

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
 from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release, try_lock
@@ -57,8 +59,8 @@ class Timing:
 
 @dataclass(slots=True)
 class _Running:
-    key: list[int]
-    ins_key: list[int]
+    key: np.ndarray
+    ins_key: np.ndarray
     late: list[int]  # decode-time positions (> input length), inserted at the end
     kv_handle: Any  # KV-locked: the matched path's handle
     state_handle: Any  # state-locked: the restore point's, then the deepest inserted checkpoint's

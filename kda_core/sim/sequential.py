@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from kda_core.cache import policy as policy_mod
 from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release
 from kda_core.workloads import Trace
@@ -20,18 +22,19 @@ PROGRESS_EVERY = 1000
 Tuner = Callable[[int], None]  # called with the number of requests seen so far
 
 
-def request_keys(trace: Trace, i: int, outputs: bool) -> tuple[list[int], list[int], int | None]:
+def request_keys(trace: Trace, i: int, outputs: bool) -> tuple[np.ndarray, np.ndarray, int | None]:
     """(input block ids, the key to insert, ``total_len`` for the policy) of request ``i``.
 
     With output blocks (synthetic traces) the insert key is the input's full blocks followed
     by the output blocks, so decode-time checkpoints can be placed and hit by the next turn."""
     offs, page = trace.offsets, trace.block_size
-    key = trace.blocks[offs[i] : offs[i + 1]].tolist()
+    # a view: the cache checks an int64 array by its dtype, a list element by element
+    key = trace.blocks[offs[i] : offs[i + 1]]
     has_out = outputs and trace.out_offsets is not None and trace.out_blocks is not None
     if has_out and trace.out_offsets[i + 1] > trace.out_offsets[i]:
         oo = trace.out_offsets
-        out = trace.out_blocks[oo[i] : oo[i + 1]].tolist()  # type: ignore[index]
-        ins_key = key[: int(trace.input_len[i]) // page] + out
+        out = trace.out_blocks[oo[i] : oo[i + 1]]  # type: ignore[index]
+        ins_key = np.concatenate([key[: int(trace.input_len[i]) // page], out])
         return key, ins_key, len(ins_key) * page
     return key, key, None
 

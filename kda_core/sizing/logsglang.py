@@ -106,10 +106,10 @@ def _strategy_spr(args: dict[str, object]) -> int:
     if args.get("disable_radix_cache") is True:
         return 1
     strategy = str(args.get("mamba_radix_cache_strategy") or "extra_buffer")
-    strategy = "extra_buffer" if strategy == "auto" else strategy
     overlap = args.get("disable_overlap_schedule") is not True
+    page = args.get("page_size")
     try:
-        return slots_per_request(strategy, overlap)
+        return slots_per_request(strategy, overlap, page_size=page if type(page) is int else 1)
     except ValueError:
         return slots_per_request()
 

@@ -107,7 +107,7 @@ def split_memory(
         else _check_int("requested_running", requested_running, 1, MAX_COUNT)
     )
     per_req = slot_bytes(spec, tp, ssm_dtype, conv_dtype)
-    spr = slots_per_request(strategy, overlap, skip_decode_lock)
+    spr = slots_per_request(strategy, overlap, skip_decode_lock, page)
     ring = _ring(spec, tp, replayssm, ring_len, conv_dtype)
     fixed = 0
     if ring and spec.linear_kind != "kda":

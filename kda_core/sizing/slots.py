@@ -35,14 +35,26 @@ _REQ_POOL_MIN: int = 2048
 _REQ_POOL_MAX: int = 4096
 
 
-def _check_strategy(strategy: str, overlap: bool, skip_decode_lock: bool = False) -> str:
-    """The strategy ("auto" resolved) after checking it and the two flags."""
+def resolve_auto(overlap: bool, page_size: int | None) -> str:
+    """SGLang's ``auto`` for a model that supports extra_buffer (``arg_groups/overrides.py``
+    ``_mamba_radix_cache_resolution``): extra_buffer when the overlap scheduler or paging (page
+    size > 1) wants it, else no_buffer (and SGLang turns overlap off)."""
+    paged = page_size is not None and page_size > 1
+    return "extra_buffer" if overlap or paged else "no_buffer"
+
+
+def _check_strategy(
+    strategy: str, overlap: bool, skip_decode_lock: bool = False, page_size: int = 1
+) -> str:
+    """The strategy ("auto" resolved as SGLang does) after checking it and the flags."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
     for name, flag in (("overlap", overlap), ("skip_decode_lock", skip_decode_lock)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be a bool, got {flag!r}")
-    return "extra_buffer" if strategy == "auto" else strategy
+    if strategy != "auto":
+        return strategy
+    return resolve_auto(overlap, _check_int("page_size", page_size, 1, 1 << 20))
 
 
 class SlotsPerRequest(NamedTuple):
@@ -54,7 +66,10 @@ class SlotsPerRequest(NamedTuple):
 
 
 def request_slots(
-    strategy: str = "extra_buffer", overlap: bool = True, skip_decode_lock: bool = False
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    page_size: int = 1,
 ) -> SlotsPerRequest:
     """The slots-per-request table (SGLang 0.5.23, ``python/sglang/srt/mem_cache/``).
 
@@ -63,7 +78,8 @@ def request_slots(
     extra_buffer 3 + 2 with the overlap scheduler, 3 + 1 without; extra_buffer_lazy 3 + 1
     (requires overlap). ``skip_decode_lock`` (SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1) takes one
     off the base of the extra-buffer strategies; no_buffer stays at 3 (SGLang adds the drop
-    back: its prefill->decode peak needs 3 slots). "auto" = extra_buffer.
+    back: its prefill->decode peak needs 3 slots). "auto" is ``resolve_auto(overlap,
+    page_size)``: extra_buffer, or no_buffer with overlap off and pages of one token.
 
     held (``memory_pool.py`` ``HybridReqToTokenPool``: one live slot,
     ``_alloc_ping_pong_buffer`` the tracking slots): no_buffer / radix_off 1; extra_buffer
@@ -71,7 +87,7 @@ def request_slots(
     slot taken at a track boundary (``schedule_batch.py``
     ``mamba_lazy_prealloc_at_boundary``): 3 at most.
     """
-    s = _check_strategy(strategy, overlap, skip_decode_lock)
+    s = _check_strategy(strategy, overlap, skip_decode_lock, page_size)
     if s == "extra_buffer_lazy" and not overlap:
         raise ValueError("strategy 'extra_buffer_lazy' requires overlap=True")
     if s == "radix_off":
@@ -85,10 +101,13 @@ def request_slots(
 
 
 def slots_per_request(
-    strategy: str = "extra_buffer", overlap: bool = True, skip_decode_lock: bool = False
+    strategy: str = "extra_buffer",
+    overlap: bool = True,
+    skip_decode_lock: bool = False,
+    page_size: int = 1,
 ) -> int:
     """Slots SGLang *reserves* per running request: ``request_slots(...).reserved``."""
-    return request_slots(strategy, overlap, skip_decode_lock).reserved
+    return request_slots(strategy, overlap, skip_decode_lock, page_size).reserved
 
 
 def slots_held_per_request(strategy: str = "extra_buffer", overlap: bool = True) -> int:

@@ -2,8 +2,8 @@
 has the engine side).
 
 * ``auto``: ``arg_groups/overrides.py`` ``_mamba_radix_cache_resolution`` (for a Kimi-Linear
-  config, the triton linear-attention backend) against ``serve._args.resolve_auto`` for every
-  overlap / page size;
+  config, the triton linear-attention backend) against ``sizing.resolve_auto`` for every
+  overlap / page size, and the slots sizing reserves for ``auto`` are the resolved strategy's;
 * no_buffer with overlap: ``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer`` raises the
   message the engine quotes, and passes without overlap;
 * extra_buffer_lazy without overlap: ``mem_cache/kv_cache_configurator.py``
@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 from test_sizing_vs_real import configurator, deployment
 
+from kda_core import sizing
 from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid
 from kda_core.serve import _args, _pools
@@ -51,10 +52,14 @@ def sglang_auto(monkeypatch, overlap: bool, page_size: int | None) -> dict:
 @pytest.mark.parametrize("page_size", [None, 1, 16, 64])
 def test_auto_resolves_as_sglang(monkeypatch, overlap, page_size):
     real = sglang_auto(monkeypatch, overlap, page_size)
-    ours = _args.resolve_auto(overlap, page_size)
+    ours = sizing.resolve_auto(overlap, page_size)
     assert real["mamba_radix_cache_strategy"] == ours
     # SGLang turns overlap off exactly when auto lands on no_buffer
     assert real.get("disable_overlap_schedule", False) == (ours == "no_buffer")
+    on = overlap and not real.get("disable_overlap_schedule", False)
+    page = page_size or 1
+    resolved = sizing.request_slots(real["mamba_radix_cache_strategy"], on)
+    assert sizing.request_slots("auto", overlap, page_size=page) == resolved
 
 
 def test_no_buffer_overlap_message_is_sglangs():

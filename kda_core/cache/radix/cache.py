@@ -125,7 +125,8 @@ class RadixStateCache:
     # ------------------------------------------------------------------ the protocol
     def _check_key(self, key: Any, name: str = "key") -> tuple:
         if isinstance(key, np.ndarray):
-            if key.ndim != 1 or not np.issubdtype(key.dtype, np.integer):
+            # dtype.kind, not np.issubdtype: the simulator passes two int64 slices a request
+            if key.ndim != 1 or key.dtype.kind not in "iu":
                 raise ValueError(f"{name} must be a 1-D integer array, got {key.dtype} {key.shape}")
             k = tuple(key.tolist())
         elif isinstance(key, (list, tuple, range)):
