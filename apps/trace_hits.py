@@ -145,7 +145,7 @@ def draw_analyse(v: dict, t: Lang) -> tuple:
     md = summary_markdown(v["trace"], name, r, v["budget"], t)
     if r is None:
         none = ui.empty_figure(t("t_hits_none"), t("hits_none"))
-        head, rows = table_rows_empty(t)
+        head, rows = table_rows(None, [], t)
         return (md, none, gr.update(visible=False), pd.DataFrame(rows, columns=head),
                 explain_markdown(None, t), none, gr.update(visible=False), v)  # fmt: skip
     fig_r, csv_r = fig_reasons(r, "trace-hits", t)
@@ -153,12 +153,6 @@ def draw_analyse(v: dict, t: Lang) -> tuple:
     head, rows = table_rows(r, v["worst"], t)
     return (md, fig_r, gr.update(value=csv_r, visible=True), pd.DataFrame(rows, columns=head),
             explain_markdown(None, t), fig_c, gr.update(value=csv_c, visible=True), v)  # fmt: skip
-
-
-def table_rows_empty(t: Lang) -> tuple[list[str], list[list]]:
-    head = [t(k) for k in ("th_request", "th_input", "th_match", "th_sg", "th_sg_reason",
-                           "th_vl", "th_vl_reason")]  # fmt: skip
-    return head, []
 
 
 analyse = rendered(compute_analyse, draw_analyse, HITS)

@@ -252,13 +252,13 @@ def summary_markdown(
     return "\n".join(lines)
 
 
-def table_rows(r: HitReasons, rows: Sequence[int], t: T) -> tuple[list[str], list[list]]:
+def table_rows(r: HitReasons | None, rows: Sequence[int], t: T) -> tuple[list[str], list[list]]:
     """(headers, rows) of the request table: index, input, shared, each engine's cached
-    tokens and reason."""
+    tokens and reason (no rows without a study)."""
     head = [t(k) for k in ("th_request", "th_input", "th_match", "th_sg", "th_sg_reason",
                            "th_vl", "th_vl_reason")]  # fmt: skip
     out = []
-    for i in rows:
+    for i in rows if r is not None else ():
         out.append([int(i), int(r.input_len[i]), int(r.token_match[i]),
                     int(r.sglang.cached[i]), t(f"r_{REASONS[r.sglang.reason[i]]}"),
                     int(r.vllm.cached[i]), t(f"r_{REASONS[r.vllm.reason[i]]}")])  # fmt: skip
