@@ -32,6 +32,11 @@ from i18n_check import (
 
 from apps.ui import catalog as cat
 
+# six ~500-token lines: in a 4000 KiB byte buffer the fourth waits for memory
+LONG_BATCH = "\n".join(
+    f"Req {i}: " + ("The quick brown fox jumps over the lazy dog. " * 12)[:500] for i in range(6)
+)
+
 # ---- every app, rendered in 中文 through its public callbacks -------------------------------
 
 
@@ -251,6 +256,8 @@ def _prefix_replay(lang: str) -> list[Any]:
             app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
             app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
                             progress=None),
+            app.serve_batch(prompts=LONG_BATCH, strategy="extra_buffer_lazy", buffer_kib=4000,
+                            graph_sizes="1, 2, 4", session=s, language=lang, progress=None),
             app.reset_session(language=lang), *_prefix_replay_blocks(lang)]  # fmt: skip
 
 
@@ -270,8 +277,13 @@ def _prefix_replay_errors(lang: str) -> list[str]:
                                                progress=None),
                     lambda: app.go_to_step(99, session=s, language=lang),
                     lambda: app.serve_batch(arrivals="0, 1", session=s, language=lang,
+                                            progress=None),
+                    lambda: app.serve_batch(buffer_kib=100, session=s, language=lang,
+                                            progress=None),
+                    lambda: app.serve_batch(graph_sizes="0, 99", session=s, language=lang,
                                             progress=None)]) + [
-        r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
+        r["message"]
+        for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, 0, "0", s, lang)
         if not r["is_valid"]
     ] + _errors([lambda: _blocks().serve_two(unit=48, language=lang),
                  lambda: _blocks().serve_two(shared=500, language=lang),
