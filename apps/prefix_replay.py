@@ -7,7 +7,9 @@ state heatmap (its distance to the uncached state is exactly 0 at the token matc
 request, the logit drift of an inconsistent restore. The batch view
 (``kda_core.studies.batch_view``) serves several requests at once on one state pool: each
 request's phase per scheduler step, the pool by kind over time and the cap when it bites; the
-pools panel shows that real concurrency. Concept: docs/prefix_replay.md.
+pools panel shows that real concurrency. Its two engine options: one byte buffer for the
+states and the KV (the border per step) and decode on captured batch sizes (the index table,
+the padding and the sink per step). Concept: docs/prefix_replay.md.
 
 This module is the layout and the event wiring. Callbacks: ``apps.prefix_replay_session``
 (one tab's requests), ``apps.prefix_replay_batch`` (the batch view); checks:
@@ -176,6 +178,8 @@ def _outputs(ui: SimpleNamespace) -> None:
         ui.b_slots,
         ui.b_budget,
         ui.b_kv,
+        ui.b_buffer,
+        ui.b_graph,
         ui.session,
         ui.lr,
     ]
@@ -184,6 +188,8 @@ def _outputs(ui: SimpleNamespace) -> None:
         *ui.s_phases.outputs,
         *ui.s_bpool.outputs,
         *ui.s_pools.outputs,
+        *ui.s_border.outputs,
+        *ui.s_graphs.outputs,
         ui.session,
     ]
 

@@ -1,12 +1,13 @@
 """prefix_replay's batch view: its panel and callbacks (several requests at once, one pool).
 
 ``batch_panel`` lays out its inputs and figures. ``serve_batch`` checks the batch inputs (one
-prompt per line, arrival steps, max new tokens, strategy, state slots, token budget, KV pool;
-capped ranges), runs ``studies.batch_view.batch_view`` (``Engine.serve``) and returns the batch
-summary, the swimlane, the pool over time and the pools panel (which shows the batch run's real
-concurrency next to the session's counters); ``redraw_batch`` redraws them (the language
-switch). ``batch_validator`` is the same checks as Gradio's ``validator=`` (a rejected input
-leaves the page as it was).
+prompt per line, arrival steps, max new tokens, strategy, state slots, token budget, KV pool,
+one byte buffer, captured decode sizes; capped ranges), runs ``studies.batch_view.batch_view``
+(``Engine.serve``) and returns the batch summary, the swimlane, the pool over time, the pools
+panel (which shows the batch run's real concurrency next to the session's counters), the byte
+buffer's border per step and the decode index table per step; ``redraw_batch`` redraws them
+(the language switch). ``batch_validator`` is the same checks as Gradio's ``validator=`` (a
+rejected input leaves the page as it was).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import gradio as gr
 
 from apps import ui
 from apps.figures.prefix_replay_batch import fig_batch_phases, fig_batch_pool, fig_pools
+from apps.figures.prefix_replay_engine import fig_border, fig_graphs
 from apps.text.prefix_replay import MSG
 from apps.text.prefix_replay_batch import batch_markdown
 from apps.ui import guard
@@ -40,6 +42,16 @@ BUDGET_RANGE = (8, 256)
 # request (back to waiting, redone later, as SGLang's retract_decode) and reject one that can
 # never fit (an SGLang-style message: serve.loop.reject_message)
 KV_RANGE = (0, 65536)
+# one byte buffer for the state slots and the MLA KV, in KiB (0: the two separate pools); the
+# floor is one request's reserved slots and one KV token (``batch_view.buffer_floor``)
+MAX_BUFFER_KIB = 16384
+# captured decode batch sizes (SGLang's cuda_graph_bs): each in [1, 64], at most 16 of them
+GRAPH_RANGE = (1, 64)
+MAX_GRAPH_SIZES = 16
+# the field's default: SGLang's captured decode sizes up to 12 requests, the most a batch here
+# has (``arg_groups/cuda_graph_hook.py`` ``generate_decode_cuda_graph_batch_sizes`` without
+# speculative decoding: [1, 2, 4, 8, 12] + range(16, 257, 8) + ...)
+DEFAULT_GRAPH_BS: tuple[int, ...] = (1, 2, 4, 8, 12)
 
 
 def parse_prompts(text: object) -> list[str]:
@@ -71,6 +83,40 @@ def parse_arrivals(text: object, n: int | None = None) -> list[int] | None:
     return out
 
 
+def buffer_kib_floor(strategy: str) -> int:
+    """The smallest buffer in KiB the engine takes for ``strategy``."""
+    return -(-bv.buffer_floor(strategy) // 1024)
+
+
+def parse_buffer(value: object, strategy: str) -> int | None:
+    """The byte buffer in bytes, or None for 0 (the separate pools): an integer number of KiB
+    in [the strategy's floor, ``MAX_BUFFER_KIB``]."""
+    lo = buffer_kib_floor(strategy)
+    try:
+        kib = ui.check_int(MSG("v_buffer"), value, 0, MAX_BUFFER_KIB)
+    except UserError:
+        kib = -1
+    if kib == 0:
+        return None
+    if not lo <= kib <= MAX_BUFFER_KIB:
+        got = ui.clip_text(value)
+        raise fail("e_buffer", MSG, lo=lo, hi=MAX_BUFFER_KIB, strategy=strategy, got=got)
+    return kib * 1024
+
+
+def parse_graph_bs(text: object) -> tuple[int, ...] | None:
+    """Captured decode sizes: integers in ``GRAPH_RANGE`` separated by commas / spaces, at most
+    ``MAX_GRAPH_SIZES`` (None: empty, eager decode)."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    lo, hi = GRAPH_RANGE
+    parts = [p for p in re.split(r"[,\s]+", str(text).strip()) if p]
+    ints = all(re.fullmatch(r"\+?\d+", p) for p in parts)
+    if len(parts) > MAX_GRAPH_SIZES or not ints or not all(lo <= int(p) <= hi for p in parts):
+        raise fail("e_graph", MSG, lo=lo, hi=hi, n=MAX_GRAPH_SIZES, got=ui.clip_text(text))
+    return tuple(sorted({int(p) for p in parts}))
+
+
 def _checks() -> list:
     """One check per batch input, aligned with ``BATCH_INPUTS`` order."""
     return [
@@ -81,14 +127,21 @@ def _checks() -> list:
         lambda v: ui.check_int(MSG("v_b_slots"), v, *SLOTS_RANGE),
         lambda v: ui.check_int(MSG("v_budget"), v, *BUDGET_RANGE),
         lambda v: ui.check_int(MSG("v_kv"), v, *KV_RANGE),
+        None,  # the byte buffer's floor is the strategy's: ``_cross`` checks it
+        parse_graph_bs,
     ]
 
 
-def _cross(prompts: object, arrivals: object, *_: object) -> tuple[int, Msg] | None:
+def _cross(prompts: object, arrivals: object, *rest: object) -> tuple[int, Msg] | None:
+    strategy, buffer = rest[1], rest[5]
     try:
         parse_arrivals(arrivals, len(parse_prompts(prompts)))
     except UserError as e:
         return 1, e.msg
+    try:
+        parse_buffer(buffer, str(strategy))
+    except UserError as e:
+        return 7, e.msg
     return None
 
 
@@ -97,14 +150,23 @@ def batch_validator():  # noqa: ANN201 - Gradio's validator callable
 
 
 def _outputs(v: bv.BatchView, session: object, t: Lang) -> tuple:
-    """(summary, swimlane + CSV, pool + CSV, pools panel + CSV, state)."""
+    """(summary, swimlane + CSV, pool + CSV, pools panel + CSV, border + CSV, index table +
+    CSV, state)."""
     res = getattr(session, "result", None)
     if res is not None:
         pools = fig_pools(res, session.slots is not None, v, t)  # type: ignore[union-attr]
     else:
         pools = (ui.empty_figure(t("n_pools"), t("empty_pools")), None)
     state = replace(session, batch=v) if res is not None else session
-    return (batch_markdown(v, t), *fig_batch_phases(v, t), *fig_batch_pool(v, t), *pools, state)
+    return (
+        batch_markdown(v, t),
+        *fig_batch_phases(v, t),
+        *fig_batch_pool(v, t),
+        *pools,
+        *fig_border(v, t),
+        *fig_graphs(v, t),
+        state,
+    )
 
 
 @ui.study_errors
@@ -116,11 +178,15 @@ def serve_batch(
     state_slots: float = 16,
     token_budget: float = 64,
     kv_pool: float = 0,
+    buffer_kib: float = 0,
+    graph_sizes: str = ", ".join(map(str, DEFAULT_GRAPH_BS)),
     session: object = None,
     language: str = "English",
     progress: gr.Progress = gr.Progress(),  # noqa: B008
 ) -> tuple:
-    """Serve the batch (all lines at once, each arriving at its step) on one state pool."""
+    """Serve the batch (all lines at once, each arriving at its step) on one state pool, or
+    from one byte buffer (``buffer_kib`` > 0: it sets the state slots and the KV), decoding on
+    the captured sizes ``graph_sizes`` (empty: eager)."""
     t = MSG.lang(language)
     lines = parse_prompts(prompts)
     arr = parse_arrivals(arrivals, len(lines))
@@ -129,12 +195,21 @@ def serve_batch(
     slots = ui.check_int(MSG("v_b_slots"), state_slots, *SLOTS_RANGE)
     budget = ui.check_int(MSG("v_budget"), token_budget, *BUDGET_RANGE)
     kv = ui.check_int(MSG("v_kv"), kv_pool, *KV_RANGE) or None
+    buffer = parse_buffer(buffer_kib, strat)
+    graph_bs = parse_graph_bs(graph_sizes)
     if progress is not None:
         progress(0.0, desc=t("progress_batch", n=len(lines)))
     v = bv.batch_view(
-        lines, n_new, arr, strategy=strat, state_slots=slots, max_batch_tokens=budget,
-        kv_tokens=kv,
-    )  # fmt: skip
+        lines,
+        n_new,
+        arr,
+        strategy=strat,
+        state_slots=None if buffer else slots,
+        max_batch_tokens=budget,
+        kv_tokens=None if buffer else kv,
+        cuda_graph_bs=graph_bs,
+        unified_memory=buffer,
+    )
     return _outputs(v, session, t)
 
 
@@ -142,7 +217,7 @@ def redraw_batch(session: object = None, language: str = "English") -> tuple:
     """The batch outputs of the last run again, in ``language`` (the switch)."""
     v = getattr(session, "batch", None)
     if v is None:
-        return (gr.skip(),) * 8
+        return (gr.skip(),) * 12
     return _outputs(v, session, MSG.lang(language))
 
 
@@ -184,6 +259,17 @@ def batch_panel(ui: SimpleNamespace, name: str, page: Page) -> None:
                 ui.b_kv = L(
                     gr.Number(0, step=1, elem_id=f"{name}-batch-kv"), "f_b_kv", n=KV_RANGE[1]
                 )
+            ui.b_buffer = L(
+                gr.Number(0, step=1, elem_id=f"{name}-batch-buffer"),
+                "f_b_buffer",
+                n=MAX_BUFFER_KIB,
+            )
+            ui.b_graph = L(
+                gr.Textbox(", ".join(map(str, DEFAULT_GRAPH_BS)), elem_id=f"{name}-batch-graph-bs"),
+                "f_b_graph",
+                lo=GRAPH_RANGE[0],
+                hi=GRAPH_RANGE[1],
+            )
             ui.b_run = L(gr.Button(variant="primary", elem_id=f"{name}-batch-run"), "b_batch")
         with gr.Column(scale=2):
             ui.b_md = gr.Markdown(
@@ -191,4 +277,6 @@ def batch_panel(ui: SimpleNamespace, name: str, page: Page) -> None:
             )
             ui.s_phases = page.figure_slot(f"{name}-batch-phases", "n_phases")
             ui.s_bpool = page.figure_slot(f"{name}-batch-pool", "n_bpool")
+            ui.s_border = page.figure_slot(f"{name}-batch-border", "n_border")
+            ui.s_graphs = page.figure_slot(f"{name}-batch-graphs", "n_graphs")
     L(ui.batch_box, "acc_batch")

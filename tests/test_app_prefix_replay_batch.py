@@ -24,7 +24,8 @@ def default_out():
 
 
 # ---- the batch view (several requests at once on one state pool) -------------------------
-B_MD, B_PHASES, B_PHASES_CSV, B_POOL, B_POOL_CSV, B_POOLS, B_POOLS_CSV, B_SESSION = range(8)
+B_MD, B_PHASES, B_PHASES_CSV, B_POOL, B_POOL_CSV, B_POOLS, B_POOLS_CSV = range(7)
+B_BORDER, B_BORDER_CSV, B_GRAPHS, B_GRAPHS_CSV, B_SESSION = range(7, 12)
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +93,11 @@ def test_batch_in_chinese_and_bad_input(default_out):
         with pytest.raises(gr.Error, match=msg):
             app.serve_batch(**kw, session=s, progress=None)
     validate = app.pb.batch_validator()
-    ok = validate("a\nb", "", 8, "extra_buffer", 16, 64, 0, s, "English")
+    ok = validate("a\nb", "", 8, "extra_buffer", 16, 64, 0, 0, "1, 2", s, "English")
     assert all(v["is_valid"] for v in ok)
-    out = validate("a\nb", "0", 8, "extra_buffer", 16, 64, 0, s, "English")
+    out = validate("a\nb", "0", 8, "extra_buffer", 16, 64, 0, 0, "", s, "English")
     assert not out[1]["is_valid"] and "one step in [0, 64] per request (2)" in out[1]["message"]
-    out = validate("a\nb", "", 8, "extra_buffer", 16, 64, -5, s, "English")
+    out = validate("a\nb", "", 8, "extra_buffer", 16, 64, -5, 0, "", s, "English")
     assert [v["is_valid"] for v in out[:7]] == [True] * 6 + [False]  # the KV pool's field
     assert "KV pool in tokens (0 = no limit) must be an integer in [0, 65536]" in out[6]["message"]
 
@@ -160,3 +161,90 @@ def test_every_request_rejected_is_shown(default_out):
     assert "every request was rejected" in notes and f"{v.state_slots} free" in notes
     panel = " ".join(a.text for a in out[B_POOLS].layout.annotations)
     assert "every request was rejected" in panel
+
+
+LONG = "\n".join(
+    f"Req {i}: " + ("The quick brown fox jumps over the lazy dog. " * 12)[:500] for i in range(6)
+)
+
+
+def test_the_byte_buffer_and_the_index_table_are_drawn(default_out):
+    """One byte buffer: the border figure stacks to the buffer in every step, its frontiers are
+    the study's border, the waiting request is marked and named; the index table's cells carry
+    the study's state indices, padding rows 0 (the sink)."""
+    s = default_out[SESSION]
+    out = app.serve_batch(
+        prompts=LONG,
+        strategy="extra_buffer_lazy",
+        buffer_kib=4000,
+        graph_sizes="1, 2, 4",
+        session=s,
+        progress=None,
+    )
+    v = out[B_SESSION].batch
+    assert v.buffer_bytes == 4000 * 1024 and v.graph_bs == (1, 2, 4) and v.max_running == 4
+    fig = out[B_BORDER]
+    stacked = [t for t in fig.data if t.stackgroup == "buffer"]
+    assert [t.name for t in stacked] == [
+        "slots held by running requests",
+        "cached checkpoints",
+        "free gap",
+        "MLA KV (tree + running requests)",
+    ]
+    total = np.sum([np.asarray(t.y) for t in stacked], axis=0)
+    np.testing.assert_allclose(total, 4000.0)
+    ends = {t.name: np.asarray(t.y) for t in fig.data if t.stackgroup is None}
+    np.testing.assert_allclose(ends["state side ends"] * 1024, v.border[:, 0])
+    np.testing.assert_allclose(ends["KV side begins"] * 1024, v.border[:, 1])
+    held = np.flatnonzero(v.held_for_memory >= 0)
+    marks = [t for t in fig.data if t.mode == "markers"]
+    assert held.size and list(marks[0].x) == held.tolist()
+    assert "waits for the buffer" in marks[0].hovertext[0]
+    assert "waiting: memory full" in {t.name for t in out[B_PHASES].data}
+    assert "One byte buffer of 4000 KiB" in out[B_MD] and "waited" in out[B_MD]
+    rows = _rows(out[B_BORDER_CSV])
+    assert rows[0][-4:] == ["state_bytes", "free_bytes", "kv_bytes", "buffer_bytes"]
+    heat = next(t for t in out[B_GRAPHS].data if t.type == "heatmap")
+    text = np.asarray(heat.text)
+    steps = np.flatnonzero(v.graph_padded)
+    assert steps.size and set(v.graph_padded[steps].tolist()) <= {1, 2, 4}
+    for st in steps:
+        p = v.graph_padded[st]
+        assert text[:p, st].tolist() == [str(i) for i in v.state_index[st][:p]]
+    table = _rows(out[B_GRAPHS_CSV])
+    assert table[0] == ["step", "batch_size", "padded_size", "row", "request", "state_index"]
+    assert len(table) == 1 + int(v.graph_padded.sum())
+
+
+def test_bad_buffer_and_captured_sizes_are_refused_in_the_pages_language(default_out):
+    s = default_out[SESSION]
+    bad = [
+        (
+            {"buffer_kib": 100},
+            r"one byte buffer in KiB must be 0 .* \[1231, 16384\] for "
+            r"extra_buffer.*got 100",
+        ),
+        ({"buffer_kib": 100, "strategy": "no_buffer"}, r"\[739, 16384\] for no_buffer"),
+        ({"buffer_kib": 20000}, r"\[1231, 16384\].*got 20000"),
+        ({"buffer_kib": 2000.5}, r"\[1231, 16384\].*got 2000.5"),
+        (
+            {"graph_sizes": "0, 4"},
+            r"captured decode batch sizes must be 1 to 16 integers in "
+            r"\[1, 64\]",
+        ),
+        ({"graph_sizes": "2, x"}, r"captured decode batch sizes .*got '2, x'"),
+        ({"graph_sizes": ", ".join(["1"] * 17)}, "1 to 16 integers"),
+    ]
+    for kw, msg in bad:
+        with pytest.raises(gr.Error, match=msg):
+            app.serve_batch(**kw, session=s, progress=None)
+    with pytest.raises(gr.Error, match=r"统一字节缓冲区（KiB）必须为 0"):
+        app.serve_batch(buffer_kib=100, session=s, language="中文", progress=None)
+    validate = app.pb.batch_validator()
+    out = validate("a\nb", "", 8, "extra_buffer", 16, 64, 0, 1000, "", s, "English")
+    assert [v["is_valid"] for v in out[:9]] == [True] * 7 + [False, True]
+    assert "[1231, 16384] for extra_buffer" in out[7]["message"]
+    out = validate("a\nb", "", 8, "no_buffer", 16, 64, 0, 1000, "1, 99", s, "中文")
+    assert not out[8]["is_valid"] and "捕获的解码批大小必须是" in out[8]["message"]
+    ok = validate("a\nb", "", 8, "no_buffer", 16, 64, 0, 1000, "", s, "English")
+    assert all(v["is_valid"] for v in ok)  # 1000 KiB is above no_buffer's floor

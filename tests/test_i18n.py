@@ -32,6 +32,11 @@ from i18n_check import (
 
 from apps.ui import catalog as cat
 
+# six ~500-token lines: in a 4000 KiB byte buffer the fourth waits for memory
+LONG_BATCH = "\n".join(
+    f"Req {i}: " + ("The quick brown fox jumps over the lazy dog. " * 12)[:500] for i in range(6)
+)
+
 # ---- every app, rendered in 中文 through its public callbacks -------------------------------
 
 
@@ -123,7 +128,34 @@ def _state_transfer(lang: str) -> list[Any]:
     from apps import state_transfer as app
 
     return [app.run_pd(USER + " and more", language=lang), app.run_mismatch(language=lang),
-            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang)]  # fmt: skip
+            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang),
+            *_trace_hits(lang)]  # fmt: skip
+
+
+def _trace_hits(lang: str) -> list[Any]:
+    """The trace panel both apps carry: the bundled trace, a row explained, a lengths-only
+    upload, a file with a skipped row, and its refusals."""
+    import tempfile
+    from pathlib import Path
+
+    from apps import trace_hits as panel
+
+    first = panel.analyse(language=lang)
+    study = first[-1]
+    out = [first, *(panel.explain_request(study, i, language=lang) for i in study["worst"][:5])]
+    with tempfile.TemporaryDirectory() as d:
+        csv = Path(d) / "lengths.csv"
+        csv.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,100,5\n")
+        rows = Path(d) / "rows.jsonl"
+        rows.write_text('{"input_length": 600, "hash_ids": [1, 2]}\n{"input_length": 0}\n')
+        out += [panel.analyse(str(csv), language=lang), panel.analyse(str(rows), language=lang)]
+        big = Path(d) / "big.jsonl"
+        with big.open("wb") as f:
+            f.truncate(panel.MAX_UPLOAD_BYTES + 1)
+        checks = panel.validator()(str(big), "x", True, 1, -1, lang)
+        out += [c["message"] for c in checks if not c["is_valid"]]
+        out += _errors([lambda: panel.analyse(str(rows), "mooncake", False, language=lang)])
+    return out
 
 
 def _state_transfer_errors(lang: str) -> list[str]:
@@ -150,7 +182,8 @@ def _checkpoint_density(lang: str) -> list[Any]:
         swa.compare(language=lang),
         swa.compare("agentic", "512, 2048", 2048, 8, language=lang),
     ]
-    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel]
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel,
+            *_trace_hits(lang)]  # fmt: skip
 
 
 def _checkpoint_density_errors(lang: str) -> list[str]:
@@ -223,6 +256,8 @@ def _prefix_replay(lang: str) -> list[Any]:
             app.serve_batch(kv_pool=100, session=s, language=lang, progress=None),
             app.serve_batch(max_new_tokens=16, kv_pool=200, session=s, language=lang,
                             progress=None),
+            app.serve_batch(prompts=LONG_BATCH, strategy="extra_buffer_lazy", buffer_kib=4000,
+                            graph_sizes="1, 2, 4", session=s, language=lang, progress=None),
             app.reset_session(language=lang), *_prefix_replay_blocks(lang)]  # fmt: skip
 
 
@@ -242,8 +277,13 @@ def _prefix_replay_errors(lang: str) -> list[str]:
                                                progress=None),
                     lambda: app.go_to_step(99, session=s, language=lang),
                     lambda: app.serve_batch(arrivals="0, 1", session=s, language=lang,
+                                            progress=None),
+                    lambda: app.serve_batch(buffer_kib=100, session=s, language=lang,
+                                            progress=None),
+                    lambda: app.serve_batch(graph_sizes="0, 99", session=s, language=lang,
                                             progress=None)]) + [
-        r["message"] for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, s, lang)
+        r["message"]
+        for r in app.pb.batch_validator()("", "x", 0, "radix", 4, 1, -1, 0, "0", s, lang)
         if not r["is_valid"]
     ] + _errors([lambda: _blocks().serve_two(unit=48, language=lang),
                  lambda: _blocks().serve_two(shared=500, language=lang),

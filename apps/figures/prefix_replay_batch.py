@@ -24,6 +24,7 @@ NAME = "prefix_replay"
 PHASE_COLOR: dict[str, str] = {
     "not_arrived": "#f1f3f6",
     "waiting": COLORS["free"],
+    "waiting_memory": SERIES[3],  # the head of the queue: its memory did not fit
     "prefill": COLORS["prefill"],
     "decode": COLORS["decode"],
     "retracted": COLORS["state"],

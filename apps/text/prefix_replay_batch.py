@@ -4,6 +4,8 @@ messages are shown as SGLang prints them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from apps.text.common import COMMON
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import batch_view as bv
@@ -29,6 +31,120 @@ BATCH = Catalog(
             "KV 池（token；0 = 不限，最多 {n}）",
         ),
         "b_batch": ("Serve together", "一起服务"),
+        "f_b_buffer": (
+            "One byte buffer in KiB (0 = two separate pools; up to {n}; on: it sets the state "
+            "slots and the KV, the two fields above are not used)",
+            "统一字节缓冲区（KiB；0 = 两个独立的池；最多 {n}；开启时由它决定状态槽位和 KV，"
+            "上面两个字段不再使用）",
+        ),
+        "f_b_graph": (
+            "Captured decode batch sizes (SGLang's cuda_graph_bs, each {lo}-{hi}; empty = eager "
+            "decode)",
+            "捕获的解码批大小（SGLang 的 cuda_graph_bs，每个 {lo}-{hi}；留空 = eager 解码）",
+        ),
+        "v_buffer": ("one byte buffer in KiB", "统一字节缓冲区（KiB）"),
+        "e_buffer": (
+            "one byte buffer in KiB must be 0 (two separate pools) or an integer in [{lo}, {hi}] "
+            "for {strategy} (one request's reserved slots and a KV token), got {got}",
+            "统一字节缓冲区（KiB）必须为 0（两个独立的池）或 [{lo}, {hi}] 内的整数"
+            "（{strategy}：一个请求预留的槽位加一个 KV token），收到 {got}",
+        ),
+        "e_graph": (
+            "captured decode batch sizes must be 1 to {n} integers in [{lo}, {hi}] separated by "
+            "commas, or empty, got {got}",
+            "捕获的解码批大小必须是 1 到 {n} 个 [{lo}, {hi}] 内、以逗号分隔的整数，或者留空，"
+            "收到 {got}",
+        ),
+        "n_border": ("byte buffer border", "字节缓冲区边界"),
+        "n_graphs": ("decode index table", "解码索引表"),
+        "pk_waiting_memory": ("waiting: memory full", "等待：内存已满"),
+        "t_border": (
+            "One byte buffer of {kib} KiB: states up from byte 0, KV down from the top",
+            "{kib} KiB 统一字节缓冲区：状态从字节 0 向上，KV 从顶端向下",
+        ),
+        "kind_free_gap": ("free gap", "空闲间隙"),
+        "kind_kv": ("MLA KV (tree + running requests)", "MLA KV（树 + 运行中请求）"),
+        "l_state_end": ("state side ends", "状态侧末端"),
+        "l_kv_start": ("KV side begins", "KV 侧起点"),
+        "l_held": (
+            "a request waits: its slots and prompt KV do not fit",
+            "请求等待：放不下它的槽位和提示词 KV",
+        ),
+        "h_held": (
+            "step {x}<br>request #{n} waits for the buffer",
+            "第 {x} 步<br>请求 #{n} 等待缓冲区",
+        ),
+        "h_bytes": ("step {x}<br>{name}: {y} KiB", "第 {x} 步<br>{name}：{y} KiB"),
+        "y_kib": ("KiB from byte 0", "距字节 0 的 KiB"),
+        "empty_border": (
+            "set a byte buffer (KiB) and serve to see the border",
+            "设置统一字节缓冲区（KiB）并服务，即可看到边界",
+        ),
+        "t_graphs": (
+            "Decode on captured sizes {sizes}: each row's state index per step",
+            "按捕获大小 {sizes} 解码：每步各行的状态索引",
+        ),
+        "st_padding": ("real batch and padding rows per step", "每步的真实批次与填充行"),
+        "st_index": (
+            "state index per row (slot + 1; 0 = the sink)",
+            "每行的状态索引（槽位 + 1；0 = sink）",
+        ),
+        "kind_real": ("requests (real batch)", "请求（真实批次）"),
+        "kind_pad": ("padding rows → sink slot 0", "填充行 → sink 槽位 0"),
+        "kind_eager": ("eager step (a prefill in it)", "eager 步（含预填充）"),
+        "y_rows": ("rows", "行"),
+        "y_row": ("row", "行"),
+        "h_real_row": (
+            "step {x}, row {r}<br>request #{n}: state index {i} (slot {s})",
+            "第 {x} 步，第 {r} 行<br>请求 #{n}：状态索引 {i}（槽位 {s}）",
+        ),
+        "h_sink_row": (
+            "step {x}, row {r}<br>padding row: state index 0 (the sink)",
+            "第 {x} 步，第 {r} 行<br>填充行：状态索引 0（sink）",
+        ),
+        "h_batch": (
+            "step {x}<br>{name}: {y}",
+            "第 {x} 步<br>{name}：{y}",
+        ),
+        "empty_graphs": (
+            "set captured decode batch sizes and serve to see the index table",
+            "设置捕获的解码批大小并服务，即可看到索引表",
+        ),
+        "b_buffer": (
+            "**One byte buffer of {kib} KiB**: a state slot is {slot} KiB, a KV token {kvb} B "
+            "(one slot = {ratio} tokens of KV); it holds at most {slots} slots, so at most "
+            "{cap} running; the state slots and KV pool fields are not used",
+            "**{kib} KiB 的统一字节缓冲区**：一个状态槽位 {slot} KiB，一个 KV token {kvb} B"
+            "（一个槽位 = {ratio} 个 token 的 KV）；最多容纳 {slots} 个槽位，因此最多 {cap} 个"
+            "并发；状态槽位和 KV 池字段不再使用",
+        ),
+        "b_held": (
+            "request #{n} waited {k} steps at the head of the queue: the buffer could not hold "
+            "its slots and its prompt's KV (unlocked cached states and tree KV were evicted "
+            "first)",
+            "请求 #{n} 在队首等待了 {k} 步：缓冲区放不下它的槽位和提示词的 KV"
+            "（先驱逐了未锁定的缓存状态和树中的 KV）",
+        ),
+        "b_no_held": (
+            "no request waited for the buffer itself: the running cap bound first (prompts "
+            "longer than one slot's worth of KV make the buffer the limit)",
+            "没有请求因缓冲区本身而等待：并发上限先触顶（提示词的 KV 超过一个槽位时，缓冲区"
+            "才成为限制）",
+        ),
+        "b_graphs": (
+            "**Decode on captured sizes** {sizes}: {n} all-decode steps, {pad} padding rows on "
+            "the sink (state index 0); the largest size caps the running requests "
+            "(cuda_graph_max_bs {top})",
+            "**按捕获大小解码** {sizes}：{n} 个纯解码步，{pad} 个填充行写入 sink"
+            "（状态索引 0）；最大的大小限制并发请求数（cuda_graph_max_bs {top}）",
+        ),
+        "b_refuses": (
+            "SGLang refuses its unified pool with some PD-disaggregation, speculative-decoding, "
+            "hierarchical-cache and decode-context-parallel settings (its messages are quoted "
+            "in docs/serving.md); none of them is an option here",
+            "SGLang 在部分 PD 分离、投机解码、分层缓存和解码上下文并行设置下拒绝统一内存池"
+            "（原文见 docs/serving.md）；这里不提供这些选项",
+        ),
         "v_new": ("max new tokens", "最多新 token 数"),
         "v_strategy": ("strategy", "策略"),
         "v_b_slots": ("state slots", "状态槽位"),
@@ -180,4 +296,33 @@ def batch_markdown(v: bv.BatchView, t: T) -> str:
         lines.append(t("b_all_rejected"))
     for i, msg in sorted(v.rejected.items()):
         lines.append(t("b_rejected", n=i + 1, msg=f"“{msg}”" if t.zh else msg))
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + _option_lines(v, t))
+
+
+def _option_lines(v: bv.BatchView, t: T) -> list[str]:
+    """The byte buffer (size, who waited for it) and the captured decode sizes."""
+    out = []
+    if v.buffer_bytes is not None:
+        out.append(
+            t(
+                "b_buffer",
+                kib=v.buffer_bytes // 1024,
+                slot=v.slot_bytes // 1024,
+                kvb=v.kv_token_bytes,
+                ratio=v.slot_bytes // v.kv_token_bytes,
+                slots=v.state_slots,
+                cap=v.max_running,
+            )
+        )
+        held = v.held_for_memory[v.held_for_memory >= 0]
+        for i in sorted(set(held.tolist())):
+            out.append(t("b_held", n=i + 1, k=int(np.count_nonzero(held == i))))
+        if held.size == 0:
+            out.append(t("b_no_held"))
+        out.append(t("b_refuses"))
+    if v.graph_bs is not None and v.graph_padded is not None and v.graph_batch is not None:
+        sizes = ", ".join(map(str, v.graph_bs))
+        steps = int(np.count_nonzero(v.graph_padded))
+        pad = int((v.graph_padded - v.graph_batch).sum())
+        out.append(t("b_graphs", sizes=sizes, n=steps, pad=pad, top=v.graph_bs[-1]))
+    return out

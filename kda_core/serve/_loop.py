@@ -168,4 +168,5 @@ def _row(
         checkpoint_free=ck_free,
         graph=graph,
         border=None if parts.pools.unified is None else parts.pools.unified.border(),
+        held_for_memory=b.held_for_memory,
     )

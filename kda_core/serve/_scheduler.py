@@ -18,7 +18,7 @@ Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run
    locked, the state pool can open its slots after evicting unlocked cached checkpoints, and
    the KV pool can hold its prompt beyond the cached prefix (prompts of admitted requests are
    reserved until prefilled). FCFS: a head that does not fit blocks the queue (SGLang's
-   default policy).
+   default policy); the step's ``Batch.held_for_memory`` names it.
 
 When nothing runs and the head has not arrived yet, ``next_arrival`` is the step to jump to.
 Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own CPU time (the
@@ -46,6 +46,7 @@ class Batch:
     prefill: list[tuple[RequestState, int]] = field(default_factory=list)
     admitted: list[RequestState] = field(default_factory=list)
     retracted: list[RequestState] = field(default_factory=list)
+    held_for_memory: int | None = None  # the arrived head that could not get its memory
 
     @property
     def empty(self) -> bool:
@@ -117,7 +118,7 @@ class Scheduler:
                 n = min(self.life.next_cut(r) - r.pos, budget)
                 b.prefill.append((r, n))
                 budget -= n
-        while budget > 0 and not b.retracted and self._admit_head(step):
+        while budget > 0 and not b.retracted and self._admit_head(step, b):
             r = self.running[-1]
             b.admitted.append(r)
             n = min(self.life.next_cut(r) - r.pos, budget)
@@ -151,7 +152,7 @@ class Scheduler:
             i += 1
         self.waiting.insert(i, r)
 
-    def _admit_head(self, step: int) -> bool:
+    def _admit_head(self, step: int, b: Batch) -> bool:
         if not self.waiting or len(self.running) >= self.max_running:
             return False
         r = self.waiting[0]
@@ -164,6 +165,7 @@ class Scheduler:
         try:
             if not (self.life.make_room(r) and self.kv_room(need)):
                 self.life.unmatch(m)
+                b.held_for_memory = r.idx
                 return False
             self.waiting.pop(0)
             self.running.append(r)  # running first: a failure in admit releases it

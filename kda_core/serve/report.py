@@ -121,6 +121,9 @@ class StepRow:
     graph: GraphStep | None = None  # the fixed-shape decode (cuda_graph_bs), else None
     # one byte buffer (unified_memory): (where the state side ends, where the KV side begins)
     border: tuple[int, int] | None = None
+    # the arrived head of the queue that could not get its state slots / KV this step (FCFS:
+    # the requests behind it wait on it), else None
+    held_for_memory: int | None = None
 
 
 @dataclass(slots=True)

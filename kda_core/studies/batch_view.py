@@ -8,6 +8,14 @@ and SGLang's capping message. With ``reference=True`` each request is also run a
 uncached, and the largest logit difference is reported (0 up to rounding: the batch does not
 change any answer). ``phase_table`` / ``pool_table`` are the CSV rows of the two figures;
 ``admission_check`` is the memory planner's live run (a scaled pool, a few short requests).
+
+Two engine options are drawn per step. ``unified_memory`` (bytes) serves from one byte buffer
+(``Engine(unified_memory=...)``): ``BatchView.border`` is each step's (end of the state side,
+start of the KV side), and a request whose slots and prompt KV the buffer could not hold is
+``waiting_memory`` in ``phase`` (``held_for_memory`` per step; ``pool_table`` carries the
+bytes). ``cuda_graph_bs`` runs decode on captured sizes (``Engine(cuda_graph_bs=...)``): per
+all-decode step the real batch, the captured size it was padded to and the state index of each
+row (a request's slot + 1; 0: SGLang's sink slot for padding rows), ``index_table`` its rows.
 Left out: sampling (greedy), the KV pool's own series (``kv_tokens`` only retracts / rejects).
 """
 
@@ -21,12 +29,15 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_bool
+from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid
 from kda_core.serve.engine import Engine, Request
+from kda_core.studies._batch_options import buffer_columns, option_fields
 
 PHASES: tuple[str, ...] = (
     "not_arrived",
     "waiting",
+    "waiting_memory",  # the head of the queue: its state slots / prompt KV did not fit
     "prefill",
     "decode",
     "retracted",
@@ -83,8 +94,22 @@ class BatchView:
     rejected: dict[int, str]
     texts: tuple[str, ...]
     max_abs_logit_diff: float | None  # vs each request alone, uncached (reference=True)
+    held_for_memory: np.ndarray  # [n_steps] the head that could not get its memory (-1: none)
     retracted_steps: int = 0  # steps in which at least one request was retracted
     kv_tokens: int | None = None  # the MLA KV token pool (None: no limit)
+    # one byte buffer (unified_memory): its size, a state slot's and a KV token's bytes, and
+    # per step [n_steps, 2] (where the state side ends, where the KV side begins)
+    buffer_bytes: int | None = None
+    slot_bytes: int = 0
+    kv_token_bytes: int = 0
+    border: np.ndarray | None = None
+    # decode on captured sizes (cuda_graph_bs): per step the real batch and the captured size
+    # (0: an eager step, prefill in it), and [n_steps, widest] state indices (-1: no row)
+    graph_bs: tuple[int, ...] | None = None
+    graph_batch: np.ndarray | None = None
+    graph_padded: np.ndarray | None = None
+    state_index: np.ndarray | None = None
+    row_request: np.ndarray | None = None  # [n_steps, widest] request per row (-1: sink/none)
 
     @property
     def n_steps(self) -> int:
@@ -140,7 +165,7 @@ def _phase_matrix(rep, arrivals: Sequence[int], n: int) -> np.ndarray:
             elif row.phases[i] == "finished":
                 p = "finished"
             else:
-                p = "waiting"
+                p = "waiting_memory" if row.held_for_memory == i else "waiting"
             out[i, s] = code[p]
     return out
 
@@ -160,24 +185,50 @@ def _per_request_steps(rows, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return admitted, finished, retractions
 
 
+def _engine(
+    model: TinyHybrid | None,
+    strategy: str,
+    state_slots: int | None,
+    chunk_size: int,
+    cuda_graph_bs: Sequence[int] | None,
+    unified_memory: int | None,
+) -> Engine:
+    return Engine(
+        model=model or shared_model(),
+        strategy=strategy,
+        state_slots=state_slots,
+        chunk_size=chunk_size,
+        cuda_graph_bs=cuda_graph_bs,
+        unified_memory=unified_memory,
+    )
+
+
+def _or_none(i: int | None) -> int:
+    return -1 if i is None else i
+
+
 def batch_view(
     prompts: Sequence[str],
     max_new_tokens: int | Sequence[int] = 8,
     arrivals: Sequence[int] | None = None,
     *,
     strategy: str = "extra_buffer",
-    state_slots: int = 20,
+    state_slots: int | None = 20,
     max_batch_tokens: int = 64,
     max_running_requests: int | None = None,
     kv_tokens: int | None = None,
     chunk_size: int = 16,
+    cuda_graph_bs: Sequence[int] | None = None,
+    unified_memory: int | None = None,
     model: TinyHybrid | None = None,
     reference: bool = False,
 ) -> BatchView:
     """Serve ``prompts`` (at most 64) together and package the per-step view (see module doc).
 
     ``max_new_tokens`` is one value or one per prompt; ``arrivals`` the scheduler step of each
-    (default all 0). The other arguments are ``Engine`` / ``Engine.serve``'s."""
+    (default all 0). The other arguments are ``Engine`` / ``Engine.serve``'s (with
+    ``unified_memory`` the buffer sets the slots and the KV: ``state_slots`` None, no
+    ``kv_tokens``)."""
     if isinstance(prompts, str) or not 1 <= len(prompts) <= MAX_REQUESTS:
         raise ValueError(f"prompts must be a list of 1 to {MAX_REQUESTS} strings")
     check_bool("reference", reference)
@@ -186,12 +237,7 @@ def batch_view(
     arr = [0] * n if arrivals is None else list(arrivals)
     if len(news) != n or len(arr) != n:
         raise ValueError(f"max_new_tokens and arrivals must give one value per prompt ({n})")
-    e = Engine(
-        model=model or shared_model(),
-        strategy=strategy,
-        state_slots=state_slots,
-        chunk_size=chunk_size,
-    )
+    e = _engine(model, strategy, state_slots, chunk_size, cuda_graph_bs, unified_memory)
     reqs = [Request(p, m, a) for p, m, a in zip(prompts, news, arr)]
     rep = e.serve(
         reqs,
@@ -208,13 +254,6 @@ def batch_view(
         return np.array([-1 if r is None else fn(r) for r in rep.reports], np.int64)
 
     admitted, finished, retractions = _per_request_steps(rows, n)
-    diff = None
-    if reference:
-        diff = 0.0
-        for r, rq in zip(rep.reports, reqs):
-            if r is not None:
-                _, ref = e.model.generate(list(r.prompt), rq.max_new_tokens)
-                diff = max(diff, float(np.max(np.abs(ref - r.logits))))
     return BatchView(
         prompts=tuple(prompts),
         phase=_phase_matrix(rep, arr, n),
@@ -224,10 +263,10 @@ def batch_view(
         slots_running=series("slots_running"),
         slots_cached=series("slots_cached"),
         slots_free=series("slots_free"),
-        state_slots=state_slots,
+        state_slots=e.state_slots,
         strategy=strategy,
         max_running=rep.max_running,
-        planner_max_running=sizing.max_running_requests(state_slots, strategy),
+        planner_max_running=sizing.max_running_requests(e.state_slots, strategy),
         capping_message=rep.capping_message,
         restore_at=per_request(lambda r: r.restore_at),
         token_match=per_request(lambda r: r.token_match),
@@ -236,10 +275,33 @@ def batch_view(
         retractions=retractions,
         rejected=dict(rep.rejected),
         texts=tuple("" if r is None else r.text for r in rep.reports),
-        max_abs_logit_diff=diff,
+        max_abs_logit_diff=_reference_diff(e, rep.reports, reqs) if reference else None,
+        held_for_memory=np.array(
+            [-1 if r.held_for_memory is None else r.held_for_memory for r in rows], np.int64
+        ),  # fmt: skip
         retracted_steps=sum(1 for r in rows if r.retracted),
         kv_tokens=kv_tokens,
+        **option_fields(e, rows),
     )
+
+
+def _reference_diff(e: Engine, reports: list, reqs: list[Request]) -> float:
+    """The largest |logit| difference of the served requests against each alone, uncached."""
+    diff = 0.0
+    for r, rq in zip(reports, reqs):
+        if r is not None:
+            _, ref = e.model.generate(list(r.prompt), rq.max_new_tokens)
+            diff = max(diff, float(np.max(np.abs(ref - r.logits))))
+    return diff
+
+
+def buffer_floor(strategy: str = "extra_buffer", model: TinyHybrid | None = None) -> int:
+    """The smallest ``unified_memory`` the engine takes for ``strategy`` (overlap as the engine
+    resolves it): one request's reserved slots (``sizing.request_slots``) and one KV token."""
+    m = model or shared_model()
+    kv_token = 8 * len(m.mla_layers) * m.config.mla_latent  # float64 latents, every MLA layer
+    reserved = sizing.request_slots(strategy, strategy != "no_buffer").reserved
+    return reserved * StateShape.of(m).native_bytes + kv_token
 
 
 def phase_table(v: BatchView) -> dict[str, list]:
@@ -263,7 +325,27 @@ def pool_table(v: BatchView) -> dict[str, np.ndarray]:
         "slots_cached": v.slots_cached,
         "slots_free": v.slots_free,
         "max_running": np.full(v.n_steps, v.max_running),
+        "held_for_memory": v.held_for_memory + 1,  # the request's number (0: none)
+        **buffer_columns(v.border, v.buffer_bytes),
     }
+
+
+def index_table(v: BatchView) -> dict[str, list]:
+    """One row per (all-decode step, row of the captured shape): the real batch, the captured
+    size, the request on the row (0: a padding row) and its state index (0: the sink)."""
+    keys = ("step", "batch_size", "padded_size", "row", "request", "state_index")
+    out: dict[str, list] = {k: [] for k in keys}
+    if v.graph_padded is None or v.state_index is None or v.row_request is None:
+        return out
+    for s in np.flatnonzero(v.graph_padded):
+        for row in range(int(v.graph_padded[s])):
+            out["step"].append(int(s))
+            out["batch_size"].append(int(v.graph_batch[s]))  # type: ignore[index]
+            out["padded_size"].append(int(v.graph_padded[s]))
+            out["row"].append(row)
+            out["request"].append(int(v.row_request[s, row]) + 1)
+            out["state_index"].append(int(v.state_index[s, row]))
+    return out
 
 
 @lru_cache(maxsize=8)

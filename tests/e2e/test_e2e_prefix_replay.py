@@ -147,11 +147,12 @@ def test_pause_stops_play_and_enter_goes_to_a_step(app_url, ui):
     last = pr.run_scenario().requests[-1].replay_steps.positions.size - 1
     assert f"Step {last} / {last}" not in paused
     old = ui.figure(f"{N}-replay")
+    target = 2 if f"Step 4 / {last}" in paused else 4  # a step the replay is not at already
     box = ui.page.locator(f"#{N}-step input").first
-    box.fill("4")
+    box.fill(str(target))
     box.press("Enter")
-    assert "Replay step 4/" in ui.wait_new_figure(f"{N}-replay", old)
-    ui.page.locator(f"#{N}-step-info").get_by_text("Step 4 /").wait_for()
+    assert f"Replay step {target}/" in ui.wait_new_figure(f"{N}-replay", old)
+    ui.page.locator(f"#{N}-step-info").get_by_text(f"Step {target} /").wait_for()
 
 
 def test_batch_with_every_request_rejected(app_url, ui):
@@ -167,3 +168,45 @@ def test_batch_with_every_request_rejected(app_url, ui):
     summary.get_by_text("every request was rejected").wait_for()
     assert "request #6 rejected: Requested token count exceeds" in summary.inner_text()
     assert ui.error_badges() == 0
+
+
+LONG = "\n".join(
+    f"Req {i}: " + ("The quick brown fox jumps over the lazy dog. " * 12)[:500] for i in range(6)
+)
+
+
+def test_batch_byte_buffer_and_index_table(app_url, ui):
+    """The decode index table renders by default (SGLang's small captured sizes); one byte
+    buffer draws its border per step and the request that waits for it; bad values of the two
+    fields are refused on their field, in each language, with the page unchanged."""
+    ui.goto(app_url)
+    figs = (f"{N}-batch-border", f"{N}-batch-graphs", f"{N}-batch-phases")
+    for fig in figs:
+        ui.wait_plot(fig)
+    assert "Decode on captured sizes 1, 2, 4, 8, 12" in ui.figure(f"{N}-batch-graphs")
+    old = ui.figure(f"{N}-batch-border")
+    assert '"d":[]' in old and "byte buffer border" in old  # off: the placeholder
+    ui.fill(f"{N}-batch-text", LONG)
+    ui.page.locator(f"#{N}-batch-strategy").get_by_label("extra_buffer_lazy").check()
+    ui.fill(f"{N}-batch-buffer", 4000)
+    ui.fill(f"{N}-batch-graph-bs", "1, 2, 4")
+    ui.click("Serve together")
+    new = ui.wait_new_figure(f"{N}-batch-border", old, timeout=90)
+    assert "One byte buffer of 4000 KiB" in new and "waits for the buffer" in new
+    summary = ui.page.locator(f"#{N}-batch-summary")
+    summary.get_by_text("waited").wait_for()
+    assert '"name":"waiting: memory full"' in ui.figure(f"{N}-batch-phases")
+    ui.wait_title(f"{N}-batch-graphs", "Decode on captured sizes 1, 2, 4")
+    for fig in figs[:2]:  # the drawn options fit their canvas, no text box over a trace
+        assert ui.layout_problems(fig) + ui.overlaps(fig) == []
+    ui.rejects(f"{N}-batch-buffer", 100, "Serve together",
+               "one byte buffer in KiB must be 0 (two separate pools) or an integer in "
+               "[985, 16384] for extra_buffer_lazy", figs)  # fmt: skip
+    ui.fill(f"{N}-batch-buffer", 4000)
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.wait_title(f"{N}-batch-border", "统一字节缓冲区")
+    ui.wait_title(f"{N}-batch-graphs", "按捕获大小")
+    for fig in figs[:2]:
+        assert ui.layout_problems(fig) + ui.overlaps(fig) == []
+    ui.rejects(f"{N}-batch-graph-bs", "0, 4", "一起服务",
+               "捕获的解码批大小必须是 1 到 16 个 [1, 64] 内", figs)  # fmt: skip

@@ -42,3 +42,27 @@ def test_the_sink_is_the_slot_sglang_never_allocates(size):
 def test_capture_lists_are_sorted_and_deduplicated_as_sglang_does():
     for sizes in itertools.permutations((8, 1, 4, 4)):
         assert _graphs.check_graph_bs(list(sizes)) == tuple(sorted(set(sizes)))
+
+
+def _app_default_graph_bs() -> tuple[int, ...]:
+    """The batch view's default captured sizes, read from the app's source (this venv has no
+    Gradio to import it with)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "apps" / "prefix_replay_batch.py"
+    for node in ast.parse(src.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "DEFAULT_GRAPH_BS":
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("DEFAULT_GRAPH_BS not found in apps/prefix_replay_batch.py")
+
+
+def test_the_batch_views_default_is_sglangs_capture_list():
+    """SGLang's decode capture list (``arg_groups/cuda_graph_hook.py``
+    ``generate_decode_cuda_graph_batch_sizes``, no speculative decoding, padding on) for the
+    most requests the batch view serves (12) is the view's default."""
+    from types import SimpleNamespace
+
+    hook = pytest.importorskip("sglang.srt.arg_groups.cuda_graph_hook")
+    args = SimpleNamespace(disable_cuda_graph_padding=False, speculative_algorithm=None)
+    assert tuple(hook.generate_decode_cuda_graph_batch_sizes(args, 12)) == _app_default_graph_bs()
