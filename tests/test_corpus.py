@@ -119,7 +119,8 @@ def test_out_of_style_text_splits_by_package_in_freeze_order():
     assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]
 
 
-# greedy continuations of the first training stage alone (2,000 steps from random): loops
+# the shipped model's greedy continuations of SAMPLE_PROMPTS (its record holds them, checked in
+# test_weights.py): loops
 _LOOPING = {
     " the string of the string is\nthe string is the string of the str": (0, 14),
     " the string is a string of the string is the string in the strin": (0, 26),
