@@ -31,6 +31,7 @@ from apps.figures.checkpoint_density import (
     fig_tradeoff,
 )
 from apps.text.checkpoint_density import MSG, budget, runs_markdown, summary_markdown
+from apps.trace_hits import hits_panel
 from apps.ui import guard
 from apps.ui.catalog import T as Lang
 from apps.ui.catalog import UserError
@@ -247,6 +248,7 @@ def build() -> gr.Blocks:
         demo.load(run_fn, inputs, run_out, api_visibility="private")
         workload.input(stale_note, [workload, page.radio], stale, api_visibility="private")
         swa_panel(page, demo)
+        hits_panel(page, demo, NAME)
         page.finish()
     return demo
 

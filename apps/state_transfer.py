@@ -32,6 +32,7 @@ from apps.text.state_transfer import (
     pd_markdown,
     refusals_markdown,
 )
+from apps.trace_hits import hits_panel
 from apps.ui import guard
 from apps.ui.catalog import T as Lang
 from apps.ui.catalog import UserError
@@ -238,6 +239,7 @@ def build() -> gr.Blocks:
                            validator=TIER_CHECKS)  # fmt: skip
         demo.load(pd_fn, pd_in, pd_out, api_visibility="private")
         demo.load(tier_fn, tier_in, tier_out, api_visibility="private")
+        hits_panel(page, demo, NAME)
         page.finish()
     return demo
 

@@ -36,6 +36,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_speculative_memory",
     "plot_state_tiers",
     "plot_hit_reasons",
+    "plot_kv_page_coverage",
     "plot_context_parallel",
 )
 # Scripts rendered by one worker, in this order (the second reuses the first's simulations).

@@ -110,7 +110,8 @@ def test_language_switch_redraws(pd_out):
 def test_build_names_its_actions():
     cfg = app.build().get_config_file()
     names = {d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"}
-    assert names == {f"state_transfer_{x}" for x in ("pd", "mismatch", "splice", "tiers")}
+    actions = ("pd", "mismatch", "splice", "tiers", "hits", "hits_explain")
+    assert names == {f"state_transfer_{x}" for x in actions}
     assert st.MAX_NEW == 64
 
 

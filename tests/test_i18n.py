@@ -128,7 +128,34 @@ def _state_transfer(lang: str) -> list[Any]:
     from apps import state_transfer as app
 
     return [app.run_pd(USER + " and more", language=lang), app.run_mismatch(language=lang),
-            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang)]  # fmt: skip
+            app.run_splice(language=lang), app.run_tiers(300, 8, 2.0, language=lang),
+            *_trace_hits(lang)]  # fmt: skip
+
+
+def _trace_hits(lang: str) -> list[Any]:
+    """The trace panel both apps carry: the bundled trace, a row explained, a lengths-only
+    upload, a file with a skipped row, and its refusals."""
+    import tempfile
+    from pathlib import Path
+
+    from apps import trace_hits as panel
+
+    first = panel.analyse(language=lang)
+    study = first[-1]
+    out = [first, *(panel.explain_request(study, i, language=lang) for i in study["worst"][:5])]
+    with tempfile.TemporaryDirectory() as d:
+        csv = Path(d) / "lengths.csv"
+        csv.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,100,5\n")
+        rows = Path(d) / "rows.jsonl"
+        rows.write_text('{"input_length": 600, "hash_ids": [1, 2]}\n{"input_length": 0}\n')
+        out += [panel.analyse(str(csv), language=lang), panel.analyse(str(rows), language=lang)]
+        big = Path(d) / "big.jsonl"
+        with big.open("wb") as f:
+            f.truncate(panel.MAX_UPLOAD_BYTES + 1)
+        checks = panel.validator()(str(big), "x", True, 1, -1, lang)
+        out += [c["message"] for c in checks if not c["is_valid"]]
+        out += _errors([lambda: panel.analyse(str(rows), "mooncake", False, language=lang)])
+    return out
 
 
 def _state_transfer_errors(lang: str) -> list[str]:
@@ -155,7 +182,8 @@ def _checkpoint_density(lang: str) -> list[Any]:
         swa.compare(language=lang),
         swa.compare("agentic", "512, 2048", 2048, 8, language=lang),
     ]
-    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel]
+    return [first, again, app.stale_note("multi-turn chat (synthetic)", lang), *panel,
+            *_trace_hits(lang)]  # fmt: skip
 
 
 def _checkpoint_density_errors(lang: str) -> list[str]:

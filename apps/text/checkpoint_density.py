@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from apps.text.checkpoint_density_swa import SWA
 from apps.text.common import COMMON
+from apps.text.trace_hits import HITS
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import density as ds
 from kda_core.studies.density import notes
@@ -188,6 +189,7 @@ MSG = Catalog(
     {**_APP, **{f"note_{k}": v for k, v in notes.MESSAGES.items()}},
     COMMON,
     SWA,
+    HITS,
 )
 
 

@@ -4,6 +4,7 @@ and the prefill -> decode summary."""
 from __future__ import annotations
 
 from apps.text.common import COMMON
+from apps.text.trace_hits import HITS
 from apps.ui.catalog import Catalog, T
 from kda_core.studies import transfer as st
 from kda_core.studies.transfer import MAX_NEW, MAX_TEXT
@@ -169,6 +170,7 @@ MSG = Catalog(
         "mis_foreign": ("not a state object", "非状态对象文件"),
     },
     COMMON,
+    HITS,
 )
 LIMITS = {"text": MAX_TEXT, "new": MAX_NEW}
 

@@ -52,7 +52,12 @@ CSS = """
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
+# Every upload (a trace, a config.json) is refused by the server above this size, before a
+# callback sees it (``Blocks.launch`` / ``mount_gradio_app``'s ``max_file_size``, per file);
+# the trace panel checks the same cap and names it in the page's language.
+MAX_UPLOAD_MIB = 32
 LAUNCH_KWARGS: dict[str, Any] = {
+    "max_file_size": MAX_UPLOAD_MIB << 20,
     "theme": THEME,
     "css": CSS,
     "footer_links": ["api"],

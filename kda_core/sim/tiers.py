@@ -27,7 +27,7 @@ docs/simulator.md. Runs the simulator's sequential schedule.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,10 @@ class TierResult:
     device_evictions: int
     restore_at: np.ndarray  # per request, tokens
     source: np.ndarray  # per request: 0 none, 1 device, 2 host, 3 remote
+    # after the last request: distinct full blocks seen (the resident KV pages: KV is never
+    # evicted here) and how many of them end where a state is held: device / host / either
+    resident_pages: int = 0
+    pages_with_state: dict = field(default_factory=dict)
 
 
 class _LRU:
@@ -194,6 +198,24 @@ def _fit_positions(cache, budget: int, ck: int, m, positions) -> tuple[int, list
     return evicted, sorted(positions)[: int(fit)]
 
 
+def _resident_pages(trace: Trace) -> np.ndarray:
+    """The distinct ids of every request's full input blocks (a page a state can end on)."""
+    per = np.diff(trace.offsets)
+    pos = np.arange(len(trace.blocks)) - np.repeat(trace.offsets[:-1], per)
+    return np.unique(trace.blocks[pos < np.repeat(trace.input_len // trace.block_size, per)])
+
+
+def _pages_with_state(cache, host: _LRU | None, pages: np.ndarray) -> dict:
+    """Of ``pages``, how many end where the device tree holds a state (a node with a state
+    ends on its last block id), the host holds one (its keys are block ids), or either."""
+    device = {int(nd.key[-1]) for nd in cache.export() if nd.has_state and nd.key}
+    held = host.d.keys() if host is not None else set()
+    on = {"device": device, "host": set(held)}
+    on["any"] = on["device"] | on["host"]
+    known = set(pages.tolist())
+    return {k: len(v & known) for k, v in on.items()}
+
+
 def simulate_tiers(
     trace: Trace | None = None,
     setup: str = "device+host",
@@ -251,6 +273,7 @@ def simulate_tiers(
                 written["host"] += ck
             if remote is not None and remote.put(last, ck):
                 written["remote"] += ck
+    pages = _resident_pages(trace)
     L = trace.input_len
     flops = np.asarray(costmodel.prefill_flops(spec, restore, L), dtype=np.float64)
     ttft = load_s + np.asarray(tm.seconds(flops), dtype=np.float64)
@@ -269,6 +292,8 @@ def simulate_tiers(
         evictions,
         restore,
         source,
+        len(pages),
+        _pages_with_state(cache, host, pages),
     )
 
 

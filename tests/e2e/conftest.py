@@ -289,7 +289,7 @@ class Ui:
         input; the figures ``figs`` and every other output keep their previous values and
         no "Error" badge appears (Gradio's validator: the callback never ran)."""
         self.allow_validation_errors()
-        before = self.figures(*figs)
+        before = self.settled(*figs)  # a loaded machine may still be drawing a language switch
         assert all(before.values()), "figures must be drawn before the bad input"
         self.fill(elem_id, value)
         self.click(button)
@@ -305,6 +305,19 @@ class Ui:
 
     def figures(self, *elem_ids: str) -> dict[str, str]:
         return {e: self.figure(e) for e in elem_ids}
+
+    def settled(self, *elem_ids: str, quiet_ms: int = 1500) -> dict[str, str]:
+        """The figures once none has changed for ``quiet_ms`` (the page's later load events and
+        a language switch's redraws are done), within the test timeout."""
+        t0, last, since = time.monotonic(), self.figures(*elem_ids), time.monotonic()
+        while time.monotonic() - t0 < TIMEOUT_MS / 1000:
+            self.page.wait_for_timeout(250)  # type: ignore[attr-defined]
+            cur = self.figures(*elem_ids)
+            if cur != last:
+                last, since = cur, time.monotonic()
+            elif (time.monotonic() - since) * 1000 >= quiet_ms:
+                return cur
+        raise AssertionError(f"figures {elem_ids} kept changing for {TIMEOUT_MS / 1000:.0f} s")
 
     def title(self, elem_id: str) -> str:
         """The drawn figure's title text (from the page's plotly layout)."""

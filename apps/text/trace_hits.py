@@ -1,0 +1,290 @@
+"""The trace panel's words (English / 中文): ``HITS``, a base of the checkpoint_density and
+state_transfer catalogs, and the panel's load summary, request table and explanation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from apps.ui.catalog import Catalog, T
+from kda_core.studies.hit_reasons import REASONS, HitReasons
+from kda_core.studies.hit_requests import RequestExplanation
+from kda_core.workloads import Trace
+
+_REASON_NAMES = {
+    "hit": ("hit (at least half the shared prefix)", "命中（至少共享前缀的一半）"),
+    "first_occurrence": ("first occurrence", "首次出现"),
+    "below_one_block": ("shared prefix < one block", "共享前缀不足一个块"),
+    "state_in_unique_tokens": ("states in request-unique tokens", "状态落在请求独有的 token 中"),
+    "no_state_at_branch": ("no state at the branch point", "分叉点没有状态"),
+    "evicted_state_budget": ("evicted: state budget", "被状态预算驱逐"),
+    "evicted_kv_budget": ("evicted: KV budget", "被 KV 预算驱逐"),
+    "evicted_unified_budget": ("evicted: unified budget", "被统一预算驱逐"),
+    "host_last_state_only": ("host holds last states only", "host 只存每个请求最后的状态"),
+    "evicted_host_budget": ("evicted: host capacity", "被 host 容量驱逐"),
+}
+_WHY = {
+    "hit": ("it restores at least half of what it shares.", "它恢复了共享部分的至少一半。"),
+    "first_occurrence": (
+        "no earlier request shares its first block.",
+        "没有更早的请求与它共享第一个块。",
+    ),
+    "below_one_block": (
+        "the reusable prefix ({reusable:,} tokens) is shorter than one unit of the hit grid "
+        "({unit:,} tokens).",
+        "可复用的前缀（{reusable:,} 个 token）不足命中网格的一个单位（{unit:,} 个 token）。",
+    ),
+    "state_in_unique_tokens": (
+        "it is the first to leave the earlier requests' path here: their states all lie in "
+        "tokens it does not share.",
+        "它是第一个在此处离开先前请求路径的请求：那些请求的状态都落在它不共享的 token 中。",
+    ),
+    "no_state_at_branch": (
+        "the prefix ends where the tree had already branched (or a prompt ended), and no "
+        "state was saved there.",
+        "前缀结束在树早已分叉（或某个提示词结束）的位置，而那里没有保存状态。",
+    ),
+    "evicted_state_budget": (
+        "without budgets it would hit: the state budget evicted the state.",
+        "不设预算时它会命中：状态被状态预算驱逐了。",
+    ),
+    "evicted_kv_budget": (
+        "without budgets it would hit: the KV budget evicted the prefix.",
+        "不设预算时它会命中：前缀被 KV 预算驱逐了。",
+    ),
+    "evicted_unified_budget": (
+        "without budgets it would hit: the unified budget evicted it.",
+        "不设预算时它会命中：它被统一预算驱逐了。",
+    ),
+    "host_last_state_only": (
+        "the device evicted the state and the host holds only each request's last state.",
+        "设备驱逐了状态，而 host 只保存每个请求最后的状态。",
+    ),
+    "evicted_host_budget": (
+        "the host would have held the state, but its capacity evicted it.",
+        "host 本可以保存这个状态，但被它的容量驱逐了。",
+    ),
+}
+HITS = Catalog(
+    "trace_hits",
+    {
+        **{f"r_{k}": v for k, v in _REASON_NAMES.items()},
+        **{f"why_{k}": v for k, v in _WHY.items()},
+        "acc_hits": (
+            "Your trace: why a request got no hit, SGLang vs vLLM",
+            "你的 trace：请求为何没有命中，SGLang 与 vLLM 对比",
+        ),
+        "hits_intro": (
+            "Upload a trace (Mooncake / aiperf JSONL, BurstGPT or Azure CSV, token ids, "
+            "conversations, SGLang's generated-shared-prefix settings) or keep the bundled one. "
+            "For every request: the cached tokens SGLang 0.5.23 and vLLM 0.33 (align mode) would "
+            "report for Kimi K3 at TP8, and when that is at most half of what it shares with "
+            "earlier requests, the reason. Click a row of the table to explain that request.",
+            "上传一个 trace（Mooncake / aiperf JSONL、BurstGPT 或 Azure CSV、token id、多轮对话、"
+            "SGLang 的共享前缀生成设置），或使用内置 trace。对每个请求：SGLang 0.5.23 和 "
+            "vLLM 0.33（对齐模式）在 Kimi K3、TP8 下会报告的缓存 token 数；当它不超过与更早请求"
+            "共享部分的一半时，给出原因。点击表格中的一行即可查看该请求的解释。",
+        ),
+        "f_hits_file": (
+            "Trace file (at most {mib} MiB, {n:,} requests; none = the bundled trace)",
+            "trace 文件（最多 {mib} MiB、{n:,} 个请求；不传 = 内置 trace）",
+        ),
+        "f_hits_format": ("File format", "文件格式"),
+        "fmt_auto": ("detect from the first line", "根据第一行自动识别"),
+        "fmt_mooncake": ("Mooncake / aiperf JSONL", "Mooncake / aiperf JSONL"),
+        "fmt_burstgpt": ("BurstGPT CSV", "BurstGPT CSV"),
+        "fmt_azure": ("Azure LLM inference CSV", "Azure LLM 推理 CSV"),
+        "fmt_token-ids": ("token ids, JSONL", "token id，JSONL"),
+        "fmt_conversations": ("conversations, JSONL", "多轮对话，JSONL"),
+        "fmt_sglang-gsp": (
+            "SGLang generated-shared-prefix settings (JSON)",
+            "SGLang 共享前缀生成设置（JSON）",
+        ),
+        "f_hits_skip": (
+            "Skip malformed rows (counted and reported) instead of refusing the file",
+            "跳过格式错误的行（计数并报告），而不是拒绝整个文件",
+        ),
+        "f_hits_block": (
+            "Block size of token-id / conversation files (tokens, 16-4096)",
+            "token id / 对话文件的块大小（token，16-4096）",
+        ),
+        "f_hits_budget": (
+            "State budget (GiB per GPU, 0 = unlimited)",
+            "状态显存预算（每卡 GiB，0 = 不限）",
+        ),
+        "b_hits": ("Analyse the trace", "分析 trace"),
+        "v_hits_format": ("file format", "文件格式"),
+        "v_hits_block": ("block size", "块大小"),
+        "v_hits_budget": ("state budget (GiB)", "状态显存预算（GiB）"),
+        "e_hits_big": (
+            "the trace file is {size} MiB; the upload cap is {cap} MiB",
+            "trace 文件有 {size} MiB，上传上限是 {cap} MiB",
+        ),
+        "e_hits_missing": (
+            "the uploaded file is gone; upload it again",
+            "上传的文件已不存在，请重新上传",
+        ),
+        "bundled": (
+            "bundled Mooncake conversation trace, first {n:,} requests",
+            "内置 Mooncake 对话 trace，前 {n:,} 个请求",
+        ),
+        "s_hits_head": (
+            "**{name}** ({fmt}): {n:,} requests, block {block:,} tokens; Kimi K3 at TP8, SGLang "
+            "checkpoint grid {sg:,} tokens, vLLM block {vb:,} tokens; state budget {budget}",
+            "**{name}**（{fmt}）：{n:,} 个请求，块大小 {block:,} 个 token；Kimi K3、TP8，SGLang "
+            "检查点网格 {sg:,} 个 token，vLLM 块大小 {vb:,} 个 token；状态显存预算 {budget}",
+        ),
+        "budget_none": ("unlimited", "不限"),
+        "budget_gib": ("{gib:g} GiB per GPU", "每卡 {gib:g} GiB"),
+        "s_hits_skipped": (
+            "**{k:,} malformed rows skipped**; the first reasons:",
+            "**跳过了 {k:,} 个格式错误的行**；前几条原因：",
+        ),
+        "s_hits_rate": (
+            "Cached / input tokens: SGLang **{sg:.1%}**, vLLM **{vl:.1%}** (an unlimited KV "
+            "cache would reuse {ideal:.1%}).",
+            "缓存 / 输入 token：SGLang **{sg:.1%}**，vLLM **{vl:.1%}**（不限容量的 KV 缓存可复用 "
+            "{ideal:.1%}）。",
+        ),
+        "s_hits_lengths": (
+            "**This file gives lengths only** ({fmt}, {n:,} requests, mean input {mi:,.0f} "
+            "tokens, mean output {mo:,.0f}): it says nothing about which requests share a "
+            "prefix, so **hit reasons and the page coverage cannot be computed from it**. "
+            "Nothing below is drawn for it.",
+            "**这个文件只给出长度**（{fmt}，{n:,} 个请求，平均输入 {mi:,.0f} 个 token，平均输出 "
+            "{mo:,.0f} 个）：它没有说明哪些请求共享前缀，因此**无法据此计算未命中原因和页面覆盖率**"
+            "。下面不为它绘制任何内容。",
+        ),
+        "th_request": ("request", "请求"),
+        "th_input": ("input", "输入"),
+        "th_match": ("shared", "共享"),
+        "th_sg": ("SGLang cached", "SGLang 缓存"),
+        "th_sg_reason": ("SGLang reason", "SGLang 原因"),
+        "th_vl": ("vLLM cached", "vLLM 缓存"),
+        "th_vl_reason": ("vLLM reason", "vLLM 原因"),
+        "table_label": (
+            "At most {n} requests, those that lose the most first (click a row)",
+            "最多 {n} 个请求，损失最多的在前（点击一行）",
+        ),
+        "x_pick": (
+            "Click a row of the table to explain that request.",
+            "点击表格中的一行，查看该请求的解释。",
+        ),
+        "x_head": (
+            "**Request {i}**: {input:,} input tokens; the longest prefix an earlier request "
+            "shares is {match:,} tokens ({blocks:,} blocks of {block:,}); {branch}.",
+            "**请求 {i}**：输入 {input:,} 个 token；与更早请求共享的最长前缀为 {match:,} 个 token"
+            "（{blocks:,} 个 {block:,} token 的块）；{branch}。",
+        ),
+        "x_branch": (
+            "there the prefix had already branched or an earlier prompt ended",
+            "前缀在那里早已分叉，或有更早的提示词在那里结束",
+        ),
+        "x_nobranch": (
+            "no earlier request had a node boundary there",
+            "更早的请求在那里没有节点边界",
+        ),
+        "x_th": ("| | SGLang | vLLM |", "| | SGLang | vLLM |"),
+        "x_unit": ("hit grid (tokens)", "命中网格（token）"),
+        "x_reusable": ("reusable by the lookup (≤ input − 1)", "查找可复用的部分（≤ 输入 − 1）"),
+        "x_grid": ("deepest grid point inside it", "其中最深的网格点"),
+        "x_cached": ("cached tokens reported", "报告的缓存 token"),
+        "x_unlimited": ("cached without budgets", "不设预算时的缓存"),
+        "x_reason": ("reason", "原因"),
+        "x_why": ("**{engine}**: {why}", "**{engine}**：{why}"),
+        "t_hits_reasons": (
+            "Why requests got no hit: SGLang vs vLLM ({n:,} requests)",
+            "请求为何没有命中：SGLang 与 vLLM（{n:,} 个请求）",
+        ),
+        "hits_requests": ("share of requests", "请求占比"),
+        "hits_tokens": ("share of the uncached tokens", "未缓存 token 占比"),
+        "h_hits_share": ("{engine}<br>{reason}<br>{y}", "{engine}<br>{reason}<br>{y}"),
+        "t_hits_none": ("No hit reasons for a lengths-only trace", "只有长度的 trace 无法给出原因"),
+        "hits_none": (
+            "the file does not say which requests share a prefix",
+            "文件没有说明哪些请求共享前缀",
+        ),  # fmt: skip
+        "t_cov": (
+            "Share of resident KV pages whose prefix has a state (device {d} states, SGLang)",
+            "前缀带有状态的常驻 KV 页占比（设备 {d} 个状态，SGLang）",
+        ),
+        "x_cov": (
+            "HiCache host ratio (host state slots = ratio × device + 1)",
+            "HiCache host 比例（host 状态槽 = 比例 × 设备 + 1）",
+        ),
+        "y_cov": ("share of resident KV pages", "常驻 KV 页占比"),
+        "l_cov_device": ("state on the device", "状态在设备上"),
+        "l_cov_host": ("state on the host", "状态在 host 上"),
+        "l_cov_any": ("either", "任一处"),
+        "h_cov": (
+            "{name}<br>ratio {x}: {slots} host slots ({gib} GiB)<br>{y} of {pages} pages",
+            "{name}<br>比例 {x}：{slots} 个 host 槽（{gib} GiB）<br>{pages} 页中的 {y}",
+        ),
+        "n_hits_reasons": ("reason breakdown", "原因分布"),
+        "n_hits_cov": ("KV pages with a state", "带状态的 KV 页"),
+    },
+)
+
+
+def _budget(gib: float | None, t: T) -> str:
+    return t("budget_none") if not gib else t("budget_gib", gib=gib)
+
+
+def summary_markdown(
+    trace: Trace, name: str, r: HitReasons | None, budget_gib: float | None, t: T
+) -> str:
+    """The load: what was read, the skipped rows, the rates (or why there are none)."""
+    fmt = trace.source_format or "mooncake"
+    lines = []
+    if r is None:
+        lines.append(t("s_hits_lengths", fmt=fmt, n=len(trace),
+                       mi=float(trace.input_len.mean()) if len(trace) else 0.0,
+                       mo=float(trace.output_len.mean()) if len(trace) else 0.0))  # fmt: skip
+    else:
+        budget = _budget(budget_gib, t)
+        lines.append(t("s_hits_head", name=name, fmt=fmt, n=len(trace), block=trace.block_size,
+                       sg=r.sglang.unit, vb=r.vllm.unit, budget=budget))  # fmt: skip
+        tot = max(int(r.input_len.sum()), 1)
+        lines += ["", t("s_hits_rate", sg=r.sglang.cached.sum() / tot,
+                        vl=r.vllm.cached.sum() / tot, ideal=r.token_match.sum() / tot)]  # fmt: skip
+    if trace.skipped_rows:
+        lines += ["", t("s_hits_skipped", k=trace.skipped_rows)]
+        lines += [f"- `{reason}`" for reason in trace.skip_reasons]
+    return "\n".join(lines)
+
+
+def table_rows(r: HitReasons | None, rows: Sequence[int], t: T) -> tuple[list[str], list[list]]:
+    """(headers, rows) of the request table: index, input, shared, each engine's cached
+    tokens and reason (no rows without a study)."""
+    head = [t(k) for k in ("th_request", "th_input", "th_match", "th_sg", "th_sg_reason",
+                           "th_vl", "th_vl_reason")]  # fmt: skip
+    out = []
+    for i in rows if r is not None else ():
+        out.append([int(i), int(r.input_len[i]), int(r.token_match[i]),
+                    int(r.sglang.cached[i]), t(f"r_{REASONS[r.sglang.reason[i]]}"),
+                    int(r.vllm.cached[i]), t(f"r_{REASONS[r.vllm.reason[i]]}")])  # fmt: skip
+    return head, out
+
+
+def explain_markdown(e: RequestExplanation | None, t: T) -> str:
+    """One request for both engines: the positions, the cached tokens and why."""
+    if e is None:
+        return t("x_pick")
+    branch = t("x_branch") if e.known_branch else t("x_nobranch")
+    lines = [
+        t("x_head", i=e.index, input=e.input_len, match=e.token_match, blocks=e.matched_blocks,
+          block=e.block_size, branch=branch),
+        "",
+        t("x_th"),
+        "|---|---:|---:|",
+    ]  # fmt: skip
+    s, v = e.sglang, e.vllm
+    for key, a, b in (("x_unit", s.unit, v.unit), ("x_reusable", s.reusable, v.reusable),
+                      ("x_grid", s.grid_point, v.grid_point), ("x_cached", s.cached, v.cached),
+                      ("x_unlimited", s.cached_unlimited, v.cached_unlimited)):  # fmt: skip
+        lines.append(f"| {t(key)} | {a:,} | {b:,} |")
+    lines.append(f"| {t('x_reason')} | {t('r_' + s.reason)} | {t('r_' + v.reason)} |")
+    lines.append("")
+    for eng, label in ((s, "SGLang"), (v, "vLLM")):
+        why = t(f"why_{eng.reason}", reusable=eng.reusable, unit=eng.unit)
+        lines.append("- " + t("x_why", engine=label, why=why))
+    return "\n".join(lines)
