@@ -163,10 +163,15 @@ def _outputs(v: bv.BatchView, session: object, t: Lang) -> tuple:
         *fig_batch_phases(v, t),
         *fig_batch_pool(v, t),
         *pools,
-        *fig_border(v, t),
-        *fig_graphs(v, t),
+        *_shown(*fig_border(v, t)),
+        *_shown(*fig_graphs(v, t)),
         state,
     )
+
+
+def _shown(fig: object, csv: str | None) -> tuple:
+    """An option's figure and its CSV button, hidden while the option is off (no CSV)."""
+    return fig, gr.update(value=csv, visible=csv is not None)
 
 
 @ui.study_errors
@@ -277,6 +282,6 @@ def batch_panel(ui: SimpleNamespace, name: str, page: Page) -> None:
             )
             ui.s_phases = page.figure_slot(f"{name}-batch-phases", "n_phases")
             ui.s_bpool = page.figure_slot(f"{name}-batch-pool", "n_bpool")
-            ui.s_border = page.figure_slot(f"{name}-batch-border", "n_border")
-            ui.s_graphs = page.figure_slot(f"{name}-batch-graphs", "n_graphs")
+            ui.s_border = page.figure_slot(f"{name}-batch-border", "n_border", csv=False)
+            ui.s_graphs = page.figure_slot(f"{name}-batch-graphs", "n_graphs", csv=False)
     L(ui.batch_box, "acc_batch")

@@ -69,6 +69,9 @@ def test_batch_view_draws_what_serve_did(batch_out):
     assert right[0].x[0] == f"step {v.peak_step}"
     assert batch_out[B_POOLS].layout.xaxis2.title.text == f"{v.peak_running} running / max 3"
     assert sum(int(t.y[0]) for t in right) == 16
+    # the byte buffer is off by default: its figure says how to turn it on, no CSV button
+    assert batch_out[B_BORDER_CSV]["visible"] is False and v.border is None
+    assert batch_out[B_GRAPHS_CSV]["visible"] is True  # SGLang's capture list is on
 
 
 def test_batch_in_chinese_and_bad_input(default_out):
@@ -202,7 +205,7 @@ def test_the_byte_buffer_and_the_index_table_are_drawn(default_out):
     assert "waits for the buffer" in marks[0].hovertext[0]
     assert "waiting: memory full" in {t.name for t in out[B_PHASES].data}
     assert "One byte buffer of 4000 KiB" in out[B_MD] and "waited" in out[B_MD]
-    rows = _rows(out[B_BORDER_CSV])
+    rows = _rows(out[B_BORDER_CSV]["value"])
     assert rows[0][-4:] == ["state_bytes", "free_bytes", "kv_bytes", "buffer_bytes"]
     heat = next(t for t in out[B_GRAPHS].data if t.type == "heatmap")
     text = np.asarray(heat.text)
@@ -211,7 +214,7 @@ def test_the_byte_buffer_and_the_index_table_are_drawn(default_out):
     for st in steps:
         p = v.graph_padded[st]
         assert text[:p, st].tolist() == [str(i) for i in v.state_index[st][:p]]
-    table = _rows(out[B_GRAPHS_CSV])
+    table = _rows(out[B_GRAPHS_CSV]["value"])
     assert table[0] == ["step", "batch_size", "padded_size", "row", "request", "state_index"]
     assert len(table) == 1 + int(v.graph_padded.sum())
 

@@ -208,9 +208,10 @@ def test_non_integers_are_rejected(default_out, field):
         app.apply_settings(**{field: 3.5}, session=default_out[SESSION], progress=None)
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
-    # 2 cache settings, the replay step, 4 batch numbers (max new tokens, token budget, state
-    # slots, KV pool), 5 of the vLLM block-table panel (block, unit, prompt, outputs, shared)
-    assert len(nums) == 12 and all(c["props"].get("precision") is None for c in nums)
+    # 2 cache settings, the replay step, 5 batch numbers (max new tokens, token budget, state
+    # slots, KV pool, byte buffer), 5 of the vLLM block-table panel (block, unit, prompt,
+    # outputs, shared)
+    assert len(nums) == 13 and all(c["props"].get("precision") is None for c in nums)
 
 
 def test_drift_curves_stay_in_view(default_out):

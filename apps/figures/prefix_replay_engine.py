@@ -28,11 +28,16 @@ def _hover(text: str) -> str:
     return text + "<extra></extra>"
 
 
+def _placeholder(title: str, message: str) -> go.Figure:
+    """The option is off: a short figure that says how to turn it on."""
+    return ui.empty_figure(title, message).update_layout(height=160)
+
+
 def fig_border(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
     """The buffer per step, bottom to top: running requests' slots, cached checkpoints, the
     free gap, the KV; the two frontiers as lines; x where the head waited for the buffer."""
     if v.border is None or v.buffer_bytes is None:
-        return ui.empty_figure(t("n_border"), t("empty_border")), None
+        return _placeholder(t("n_border"), t("empty_border")), None
     kib = 1024
     steps = np.arange(v.n_steps)
     state_end, kv_start = v.border[:, 0] / kib, v.border[:, 1] / kib
@@ -87,7 +92,7 @@ def fig_graphs(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
     """Top: per step the real batch and its padding rows (all-decode steps) or the eager step.
     Bottom: the index table, one cell per row of the captured shape, its state index."""
     if v.graph_bs is None or v.graph_padded is None or v.graph_batch is None:
-        return ui.empty_figure(t("n_graphs"), t("empty_graphs")), None
+        return _placeholder(t("n_graphs"), t("empty_graphs")), None
     bs = v.graph_bs
     sizes = ", ".join(map(str, bs)) if len(bs) <= 6 else f"{bs[0]}, {bs[1]}, …, {bs[-1]}"
     fig = make_subplots(
