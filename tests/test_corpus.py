@@ -117,3 +117,53 @@ def test_out_of_style_text_splits_by_package_in_freeze_order():
     assert C._DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
     assert all(C._OUT_OF_STYLE_BYTES <= len(t) < 2 * C._OUT_OF_STYLE_BYTES for t in parts.values())
     assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]
+
+
+# the shipped model's greedy continuations of SAMPLE_PROMPTS (its record holds them, checked in
+# test_weights.py): loops
+_LOOPING = {
+    " the string of the string is\nthe string is the string of the str": (0, 14),
+    " the string is a string of the string is the string in the strin": (0, 26),
+    " a string of the string is the string is the string is\nthe strin": (12, 26),
+}
+
+
+@pytest.mark.parametrize(("text", "want"), list(_LOOPING.items()))
+def test_first_repeat_finds_the_loops_greedy_decoding_fell_into(text, want):
+    first, second = C.first_repeat(text.encode())
+    assert (first, second) == want
+    assert text[first : first + 12] == text[second : second + 12]
+    assert " the string " in text[first : second + 12]
+
+
+@pytest.mark.parametrize(
+    ("text", "n", "want"),
+    [
+        ("Return the number of bytes in the buffer, or -1 once it is closed.", 12, None),
+        ("hello world, hello worlds", 12, None),  # 11 bytes come back, not 12
+        ("hello world, hello worlds", 11, (0, 13)),
+        ("ab" * 10, 12, (0, 2)),  # a period shorter than n: the occurrences overlap
+        ("=" * 13, 12, (0, 1)),
+        ("=" * 12, 12, None),
+        ("abcXabcYabc", 3, (0, 4)),  # the earliest second occurrence wins
+        ("", 12, None),
+    ],
+)
+def test_first_repeat_on_hand_made_strings(text, n, want):
+    assert C.first_repeat(text.encode(), n) == want
+
+
+def test_first_repeat_equals_the_pairwise_search(rng):
+    def naive(data: bytes, n: int) -> tuple[int, int] | None:
+        for j in range(len(data) - n + 1):
+            for i in range(j):
+                if data[i : i + n] == data[j : j + n]:
+                    return i, j
+        return None
+
+    for _ in range(200):
+        data = bytes(rng.integers(97, 100, int(rng.integers(0, 40))).tolist())
+        n = int(rng.integers(1, 8))
+        assert C.first_repeat(data, n) == naive(data, n)
+    with pytest.raises(ValueError, match=r"n must be in \[1, 4096\]"):
+        C.first_repeat(b"abc", 0)

@@ -6,6 +6,8 @@ Skipped without torch (the optional `[train]` extra); CI installs torch. The ful
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -76,12 +78,30 @@ def test_twenty_steps_are_bit_for_bit_reproducible():
     assert rows_a[-1]["bpb"] < rows_a[0]["bpb"] and rows_a[-1]["bpb"] < 8.0
 
 
-def test_shipped_record_matches_the_training_defaults():
-    """The shipped file was made by this module's defaults (so `python -m kda_core.model.train`
-    reproduces it) from the frozen corpus."""
-    import dataclasses
+def test_the_step_only_schedule_makes_a_short_run_the_prefix_of_a_long_one():
+    """rsqrt: lr depends on the step alone, so k steps of an n-step run are a k-step run (a
+    continuation stopped at any step is reproducible); cosine depends on n."""
+    cfg = T.TrainConfig(steps=9, batch=2, seq_len=32, warmup=4, schedule="rsqrt", log_every=1)
+    assert [T._lr(cfg, s) for s in (0, 3, 15)] == pytest.approx([1e-3, 4e-3, 2e-3])
+    text, init = corpus.load("train")[:20000], _short_run()[0]
+    seen = {}
+    T.train(cfg, text, lambda _r: None, lambda step, w: seen.setdefault(step, w), init)
+    short, _ = T.train(dataclasses.replace(cfg, steps=5), text, lambda _r: None, init=init)
+    assert sorted(seen) == list(range(1, 10))  # keyed by the steps done
+    assert all(np.array_equal(short[k], seen[5][k]) for k in short)
+    assert not np.array_equal(seen[9]["embed"], seen[5]["embed"])
+    cosine = dataclasses.replace(cfg, schedule="cosine")
+    assert T._lr(cosine, 6) != T._lr(dataclasses.replace(cosine, steps=20), 6)
+    with pytest.raises(ValueError, match="schedule must be"):
+        T.TrainConfig(schedule="linear")
 
+
+def test_shipped_record_matches_the_training_defaults():
+    """The shipped file was made by this module's defaults from the random initialisation (so
+    `python -m kda_core.model.train` reproduces it) from the frozen corpus. (A record without
+    ``schedule`` predates the option: cosine, the default, was the only schedule.)"""
     _, meta = W.load()
-    assert meta["train_config"] == dataclasses.asdict(T.TrainConfig())
+    assert T.TrainConfig(**meta["train_config"]) == T.TrainConfig()
+    assert meta.get("init", "random") == "random"
     assert meta["model_config"] == dataclasses.asdict(M.ModelConfig())
     assert meta["corpus"] == corpus.manifest()["files"]

@@ -122,3 +122,11 @@ def test_greedy_output_is_readable_text(trained):
     assert "\\x" not in text  # valid UTF-8 throughout
     letters = sum(c.isalpha() or c == " " for c in text)
     assert letters >= 0.8 * len(text)  # prose, not bytes: the random init gives ~0.3
+
+
+def test_the_record_holds_the_model_s_greedy_continuations(trained):
+    """The record's greedy samples (docs/model.md's table) are what the numpy model writes."""
+    _, meta = W.load()
+    for prompt in corpus.SAMPLE_PROMPTS:
+        ids, _ = trained.generate(M.encode(prompt), 64)
+        assert len(ids) == 64 and M.decode(ids) == meta["greedy"][prompt], prompt

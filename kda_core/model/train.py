@@ -2,12 +2,14 @@
 
     python -m kda_core.model.train            # the shipped run -> assets/weights/k3-mini.npz
     python -m kda_core.model.train --steps 20 --out /tmp/w.npz
+    python -m kda_core.model.train --init w.npz --schedule rsqrt --out /tmp/more.npz
 
 The torch forward is the same network as `kda_core.model.TinyHybrid` (same parameter names,
 same layer code, written for batches). Training starts from the numpy initialisation of
-`ModelConfig(seed=0)` (`TinyHybrid(weights="random")`), so the only randomness beyond it is the
-batch sampler, a seeded numpy Generator. KDA here is the chunkwise (WY/UT) form with chunk C,
-its pairwise decay factors taken around the chunk's middle row so float32 cannot overflow
+`ModelConfig(seed=0)` (`TinyHybrid(weights="random")`) or, with ``--init``, from saved weights
+(a continuation, with a fresh optimiser), so the only randomness beyond the starting weights is
+the batch sampler, a seeded numpy Generator. KDA here is the chunkwise (WY/UT) form with chunk
+C, its pairwise decay factors taken around the chunk's middle row so float32 cannot overflow
 (the equations: docs/model.md). Determinism: deterministic torch algorithms, a fixed thread
 count, a seeded sampler and a fixed step count, so a run repeats bit for bit on one machine
 kind (`tests/test_train.py` repeats a 20-step run and checks the forward against TinyHybrid).
@@ -31,7 +33,6 @@ import torch
 from kda_core import model
 from kda_core.model import corpus, weights
 
-DEFAULT_OUT = weights.DEFAULT_PATH
 _HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
 
 
@@ -44,6 +45,10 @@ class TrainConfig:
     lr: float = 4e-3
     min_lr_ratio: float = 0.1  # cosine decay to lr * this
     warmup: int = 100
+    # "cosine": warm-up, then cosine to lr * min_lr_ratio at `steps`; "rsqrt": warm-up, then
+    # lr * sqrt(warmup / (step + 1)), a function of the step alone, so the first k steps of a
+    # longer run are a k-step run (a continuation can stop at any step and stay reproducible)
+    schedule: str = "cosine"
     weight_decay: float = 0.01  # on matrices only (not norms, gates' biases, embeddings)
     clip: float = 1.0
     chunk: int = 16
@@ -63,6 +68,8 @@ class TrainConfig:
             v = getattr(self, name)
             if not lo <= v <= hi:
                 raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
+        if self.schedule not in ("cosine", "rsqrt"):
+            raise ValueError(f"schedule must be 'cosine' or 'rsqrt', got {self.schedule!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,6 +199,8 @@ def _decays(name: str) -> bool:
 def _lr(cfg: TrainConfig, step: int) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
+    if cfg.schedule == "rsqrt":
+        return cfg.lr * math.sqrt(cfg.warmup / (step + 1))
     t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
@@ -205,17 +214,18 @@ def _setup(cfg: TrainConfig) -> None:
 
 
 def train(
-    cfg: TrainConfig, text: str | None = None, log=print, snapshot=None
+    cfg: TrainConfig, text: str | None = None, log=print, snapshot=None, init: dict | None = None
 ) -> tuple[dict, list[dict]]:
     """Run the training; returns (float32 numpy weights keyed like the .npz, log rows).
-    ``snapshot(step, weights)``, when given, receives the weights at every logged step (a
-    copy; it changes nothing in the run)."""
+    ``init``: the starting weights (keyed like the .npz; None: the random initialisation).
+    ``snapshot(steps_done, weights)``, when given, receives the weights after every
+    ``log_every``-th step (a copy; it changes nothing in the run)."""
     _setup(cfg)
     data = np.frombuffer((corpus.load("train") if text is None else text).encode(), np.uint8)
     if data.size < cfg.seq_len + 2:
         raise ValueError(f"text must hold more than seq_len + 1 = {cfg.seq_len + 1} bytes")
     mcfg = model.ModelConfig()
-    p = _params_from(model.TinyHybrid(mcfg, weights="random"))
+    p = _params_from(model.TinyHybrid(mcfg, weights="random" if init is None else init))
     for t in p.values():
         t.requires_grad_(True)
     groups = [
@@ -249,21 +259,41 @@ def train(
             }
             rows.append(row)
             log(json.dumps(row))
-            if snapshot is not None:
-                snapshot(step, {k: t.detach().numpy().astype(np.float32) for k, t in p.items()})
+        if snapshot is not None and (step + 1) % cfg.log_every == 0:
+            snapshot(step + 1, {k: t.detach().numpy().astype(np.float32) for k, t in p.items()})
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
+
+
+def _record(arrays: dict, cfg: TrainConfig, init: str, rows: list[dict], seconds: float) -> dict:
+    """The training record saved with the weights: configs, corpus hashes, scores, the log."""
+    scores = corpus.scores(model.TinyHybrid(weights=arrays), _HELDOUT_EVAL_BYTES)
+    return {
+        "model_config": dataclasses.asdict(model.ModelConfig()),
+        "train_config": dataclasses.asdict(cfg),
+        "init": init,
+        "corpus": corpus.manifest()["files"],
+        "torch": torch.__version__,
+        "train_seconds": round(seconds, 1),
+        "final_train_bpb": rows[-1]["bpb"],
+        "heldout_bpb_first_64k": scores.pop("heldout"),
+        "out_of_style_bpb": scores.pop("out_of_style"),
+        **scores,
+        "log": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=weights.DEFAULT_PATH)
+    ap.add_argument("--init", type=Path, default=None, help="start from these weights (.npz)")
     ap.add_argument(
         "--snapshots",
         type=Path,
         default=None,
-        help="also write the weights every --snapshot-every steps here (monitoring)",
+        help="also write the weights after every --snapshot-every steps here (a multiple of "
+        "--log-every; after<steps>.npz)",
     )
     ap.add_argument("--snapshot-every", type=int, default=250)
     for f in dataclasses.fields(TrainConfig):
@@ -274,49 +304,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.snapshots is not None:
         args.snapshots.mkdir(parents=True, exist_ok=True)
 
-        def snap(step: int, arrays: dict) -> None:
-            if step % args.snapshot_every == 0:
-                np.savez(args.snapshots / f"step{step:06d}.npz", **arrays)
+        def snap(steps_done: int, arrays: dict) -> None:
+            if steps_done % args.snapshot_every == 0:
+                np.savez(args.snapshots / f"after{steps_done:06d}.npz", **arrays)
 
     t0 = time.perf_counter()
-    arrays, rows = train(cfg, snapshot=snap)
-    seconds = time.perf_counter() - t0
-    tiny = model.TinyHybrid(weights=arrays)
-    meta = {
-        "model_config": dataclasses.asdict(model.ModelConfig()),
-        "train_config": dataclasses.asdict(cfg),
-        "corpus": corpus.manifest()["files"],
-        "torch": torch.__version__,
-        "train_seconds": round(seconds, 1),
-        "final_train_bpb": rows[-1]["bpb"],
-        "heldout_bpb_first_64k": corpus.corpus_bits_per_byte(
-            tiny, corpus.load("heldout"), _HELDOUT_EVAL_BYTES
-        ),
-        "out_of_style_bpb": corpus.corpus_bits_per_byte(tiny, corpus.load("out_of_style")),
-        "greedy": {
-            p: model.decode(tiny.generate(model.encode(p), 64)[0]) for p in corpus.SAMPLE_PROMPTS
-        },
-        "log": rows,
-    }
+    init = None if args.init is None else weights.load(args.init)[0]
+    arrays, rows = train(cfg, snapshot=snap, init=init)
+    init_label = "random" if args.init is None else weights.sha256_file(args.init)
+    meta = _record(arrays, cfg, init_label, rows, time.perf_counter() - t0)
     digest = weights.save(args.out, arrays, meta)
-    print(
-        json.dumps(
-            {
-                "out": str(args.out),
-                "sha256": digest,
-                **{
-                    k: meta[k]
-                    for k in (
-                        "train_seconds",
-                        "final_train_bpb",
-                        "heldout_bpb_first_64k",
-                        "out_of_style_bpb",
-                        "greedy",
-                    )
-                },
-            }
-        )
-    )
+    summary = {k: v for k, v in meta.items() if k not in ("log", "corpus", "model_config")}
+    print(json.dumps({"out": str(args.out), "sha256": digest, **summary}))
 
 
 if __name__ == "__main__":
