@@ -70,8 +70,13 @@ def _load(path: str, fmt: str, skip: bool, block: int) -> wl.Trace:
     """``load_trace`` on the upload; its messages name the file as the reader knows it (the
     upload's own name, not the server's temporary directory)."""
     try:
-        return wl.load_trace(path, fmt, on_error="skip" if skip else "raise", block_size=block,
-                             max_requests=MAX_REQUESTS)  # fmt: skip
+        return wl.load_trace(
+            path,
+            fmt,
+            on_error="skip" if skip else "raise",
+            block_size=block,
+            max_requests=MAX_REQUESTS,
+        )
     except ValueError as e:
         raise ValueError(str(e).replace(str(Path(path).parent) + os.sep, "")) from None
 
@@ -126,11 +131,23 @@ def compute_analyse(
     if path is None:
         trace = ds.load_workload("head", "conversation", BUNDLED_REQUESTS)
         r, cov = _bundled(budget)
-        return {"trace": trace, "name": None, "r": r, "cov": cov, "budget": budget,
-                "worst": worst_requests(r, TABLE_ROWS).tolist()}  # fmt: skip
+        return {
+            "trace": trace,
+            "name": None,
+            "r": r,
+            "cov": cov,
+            "budget": budget,
+            "worst": worst_requests(r, TABLE_ROWS).tolist(),
+        }
     trace = _load(path, fmt, bool(skip_bad_rows), block)
-    out = {"trace": trace, "name": Path(path).name, "r": None, "cov": None, "budget": budget,
-           "worst": []}  # fmt: skip
+    out = {
+        "trace": trace,
+        "name": Path(path).name,
+        "r": None,
+        "cov": None,
+        "budget": budget,
+        "worst": [],
+    }
     if trace.has_prefix_info:  # a lengths-only file: no hit reasons, said plainly
         out["r"], out["cov"] = _study(trace, budget)
         out["worst"] = worst_requests(out["r"], TABLE_ROWS).tolist()
@@ -146,13 +163,29 @@ def draw_analyse(v: dict, t: Lang) -> tuple:
     if r is None:
         none = ui.empty_figure(t("t_hits_none"), t("hits_none"))
         head, rows = table_rows(None, [], t)
-        return (md, none, gr.update(visible=False), pd.DataFrame(rows, columns=head),
-                explain_markdown(None, t), none, gr.update(visible=False), v)  # fmt: skip
+        return (
+            md,
+            none,
+            gr.update(visible=False),
+            pd.DataFrame(rows, columns=head),
+            explain_markdown(None, t),
+            none,
+            gr.update(visible=False),
+            v,
+        )
     fig_r, csv_r = fig_reasons(r, "trace-hits", t)
     fig_c, csv_c = fig_coverage(cov, "trace-hits", t)
     head, rows = table_rows(r, v["worst"], t)
-    return (md, fig_r, gr.update(value=csv_r, visible=True), pd.DataFrame(rows, columns=head),
-            explain_markdown(None, t), fig_c, gr.update(value=csv_c, visible=True), v)  # fmt: skip
+    return (
+        md,
+        fig_r,
+        gr.update(value=csv_r, visible=True),
+        pd.DataFrame(rows, columns=head),
+        explain_markdown(None, t),
+        fig_c,
+        gr.update(value=csv_c, visible=True),
+        v,
+    )
 
 
 analyse = rendered(compute_analyse, draw_analyse, HITS)
@@ -186,9 +219,17 @@ def pick_row(study: dict | None, evt: gr.SelectData) -> int | dict:
 
 def _inputs(page: Page, name: str) -> tuple:
     L = page.label
-    upload = L(gr.File(file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath",
-                       elem_id=f"{name}-hits-file", height=140),
-               "f_hits_file", mib=MAX_UPLOAD_MIB, n=MAX_REQUESTS)  # fmt: skip
+    upload = L(
+        gr.File(
+            file_types=[".jsonl", ".json", ".csv", ".txt"],
+            type="filepath",
+            elem_id=f"{name}-hits-file",
+            height=140,
+        ),
+        "f_hits_file",
+        mib=MAX_UPLOAD_MIB,
+        n=MAX_REQUESTS,
+    )
     fmt = page.choices(
         L(gr.Dropdown(list(FORMATS), value="auto", elem_id=f"{name}-hits-format"), "f_hits_format"),
         [(f"fmt_{f}", f) for f in FORMATS],
@@ -210,16 +251,29 @@ def hits_panel(page: Page, demo: gr.Blocks, name: str) -> None:
             with gr.Column(scale=1, min_width=290):
                 inputs, btn = _inputs(page, name)
             with gr.Column(scale=2):
-                md = gr.Markdown(label="Trace summary", elem_id=f"{name}-hits-summary",
-                                 elem_classes=["kda-metrics"])  # fmt: skip
+                md = gr.Markdown(
+                    label="Trace summary",
+                    elem_id=f"{name}-hits-summary",
+                    elem_classes=["kda-metrics"],
+                )
                 reasons = page.figure_slot(f"{name}-hits-reasons", "n_hits_reasons")
-        table = L(gr.Dataframe(interactive=False, elem_id=f"{name}-hits-table", max_height=360,
-                               wrap=True), "table_label", n=TABLE_ROWS)  # fmt: skip
+        table = L(
+            gr.Dataframe(
+                interactive=False, elem_id=f"{name}-hits-table", max_height=360, wrap=True
+            ),
+            "table_label",
+            n=TABLE_ROWS,
+        )
         with gr.Row():
-            request = L(gr.Number(0, step=1, elem_id=f"{name}-hits-request", scale=0,
-                                  min_width=160), "th_request")  # fmt: skip
-            why = gr.Markdown(label="Request explanation", elem_id=f"{name}-hits-explain",
-                              elem_classes=["kda-metrics"])  # fmt: skip
+            request = L(
+                gr.Number(0, step=1, elem_id=f"{name}-hits-request", scale=0, min_width=160),
+                "th_request",
+            )
+            why = gr.Markdown(
+                label="Request explanation",
+                elem_id=f"{name}-hits-explain",
+                elem_classes=["kda-metrics"],
+            )
         coverage = page.figure_slot(f"{name}-hits-coverage", "n_hits_cov")
     L(box, "acc_hits")
     study = gr.State(None)

@@ -58,8 +58,12 @@ def compute(quick: bool = False) -> HostCoverage:
 
 def make_figure(data: HostCoverage, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
-    src = t["source"].format(n=data.n_requests, pages=data.resident_pages, d=data.device_states,
-                             ck=style.format_bytes(data.checkpoint_bytes))  # fmt: skip
+    src = t["source"].format(
+        n=data.n_requests,
+        pages=data.resident_pages,
+        d=data.device_states,
+        ck=style.format_bytes(data.checkpoint_bytes),
+    )
     fig = style.new_figure("double", src)
     fig.suptitle(t["suptitle"])
     ax, bx = fig.subplots(1, 2)
@@ -74,8 +78,7 @@ def make_figure(data: HostCoverage, lang: str = "en") -> Figure:
     ax.set_title(t["pages"])
     ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))  # decimals from the tick step
     ax.legend(loc="upper left", fontsize=8)
-    bx.plot(x, data.state_hit_rate, "-", color=style.SERIES[2], marker="o", ms=3.5,
-            gid="hit_rate")  # fmt: skip
+    bx.plot(x, data.state_hit_rate, "-", color=style.SERIES[2], marker="o", ms=3.5, gid="hit_rate")
     bx.set_title(t["hit"])
     bx.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     for a in (ax, bx):

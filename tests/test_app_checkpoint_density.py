@@ -147,8 +147,12 @@ def test_api_and_client(tmp_path):
     demo = app.build()
     cfg = demo.get_config_file()
     public = [d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"]
-    assert public == ["checkpoint_density_run", "checkpoint_density_swa", "checkpoint_density_hits",
-                      "checkpoint_density_hits_explain"]  # fmt: skip
+    assert public == [
+        "checkpoint_density_run",
+        "checkpoint_density_swa",
+        "checkpoint_density_hits",
+        "checkpoint_density_hits_explain",
+    ]
     with common.launched(demo) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path))
         out = c.predict(intervals="2048, 8192", budgets="16", api_name="/checkpoint_density_run")

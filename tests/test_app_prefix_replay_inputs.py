@@ -80,9 +80,21 @@ def test_session_request_cap():
 def test_api_names():
     cfg = app.build().get_config_file()
     public = sorted(d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public")
-    assert public == sorted(f"prefix_replay_{n}" for n in (
-        "load", "send", "apply", "reset", "inspect", "step", "prev", "next", "batch",
-        "vllm_blocks"))  # fmt: skip
+    assert public == sorted(
+        f"prefix_replay_{n}"
+        for n in (
+            "load",
+            "send",
+            "apply",
+            "reset",
+            "inspect",
+            "step",
+            "prev",
+            "next",
+            "batch",
+            "vllm_blocks",
+        )
+    )
     timer = [d for d in cfg["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
     assert timer and all(d["api_visibility"] == "private" for d in timer)
 

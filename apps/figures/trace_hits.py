@@ -23,21 +23,30 @@ def fig_reasons(r: HitReasons, name: str, t: Lang) -> tuple[go.Figure, str]:
     stacked bars: SGLang and vLLM side by side on the same trace."""
     req, tok = r.share_arrays()
     fig = make_subplots(
-        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
         subplot_titles=(t("hits_requests"), t("hits_tokens")),
-    )  # fmt: skip
+    )
     engines = [ENGINE_NAMES[e] for e in ENGINES]
     present = [k for k in range(len(REASONS)) if req[:, k].any() or tok[:, k].any()]
     for k in present:
         reason = t(f"r_{REASONS[k]}")
         for col, shares in ((1, req), (2, tok)):
             fig.add_bar(
-                x=shares[:, k], y=engines, orientation="h", name=reason,
-                marker_color=REASON_COLORS[REASONS[k]], legendgroup=REASONS[k],
-                showlegend=col == 1, row=1, col=col,
+                x=shares[:, k],
+                y=engines,
+                orientation="h",
+                name=reason,
+                marker_color=REASON_COLORS[REASONS[k]],
+                legendgroup=REASONS[k],
+                showlegend=col == 1,
+                row=1,
+                col=col,
                 hovertemplate=t("h_hits_share", engine="%{y}", reason=reason, y="%{x:.1%}")
                 + "<extra></extra>",
-            )  # fmt: skip
+            )
     ui.style(fig, t("t_hits_reasons", n=len(r.input_len)), "", "", height=380)
     fig.update_layout(
         barmode="stack", margin={"t": 92, "b": 140}
@@ -67,13 +76,23 @@ def fig_coverage(c: HostCoverage, name: str, t: Lang) -> tuple[go.Figure, str]:
     )
     for y, key, color, dash in lines:
         fig.add_scatter(
-            x=[f"{s:g}" for s in c.sizes.tolist()], y=y, name=t(key), mode="lines+markers",
+            x=[f"{s:g}" for s in c.sizes.tolist()],
+            y=y,
+            name=t(key),
+            mode="lines+markers",
             line={"color": color, "dash": dash, "width": 3 if dash == "solid" else 2},
             customdata=list(zip(c.host_states.tolist(), gib, strict=True)),
-            hovertemplate=t("h_cov", name=t(key), x="%{x}", slots="%{customdata[0]:,}",
-                            gib="%{customdata[1]}", y="%{y:.2%}", pages=f"{c.resident_pages:,}")
+            hovertemplate=t(
+                "h_cov",
+                name=t(key),
+                x="%{x}",
+                slots="%{customdata[0]:,}",
+                gib="%{customdata[1]}",
+                y="%{y:.2%}",
+                pages=f"{c.resident_pages:,}",
+            )
             + "<extra></extra>",
-        )  # fmt: skip
+        )
     ui.style(fig, t("t_cov", d=c.device_states), t("x_cov"), t("y_cov"), height=380)
     fig.update_xaxes(type="category")  # evenly spaced: the ratios double from 0.5 on
     fig.update_yaxes(tickformat=".1%", rangemode="tozero")

@@ -202,7 +202,7 @@ HITS = Catalog(
         "hits_none": (
             "the file does not say which requests share a prefix",
             "文件没有说明哪些请求共享前缀",
-        ),  # fmt: skip
+        ),
         "t_cov": (
             "Share of resident KV pages whose prefix has a state (device {d} states, SGLang)",
             "前缀带有状态的常驻 KV 页占比（设备 {d} 个状态，SGLang）",
@@ -236,16 +236,39 @@ def summary_markdown(
     fmt = trace.source_format or "mooncake"
     lines = []
     if r is None:
-        lines.append(t("s_hits_lengths", fmt=fmt, n=len(trace),
-                       mi=float(trace.input_len.mean()) if len(trace) else 0.0,
-                       mo=float(trace.output_len.mean()) if len(trace) else 0.0))  # fmt: skip
+        lines.append(
+            t(
+                "s_hits_lengths",
+                fmt=fmt,
+                n=len(trace),
+                mi=float(trace.input_len.mean()) if len(trace) else 0.0,
+                mo=float(trace.output_len.mean()) if len(trace) else 0.0,
+            )
+        )
     else:
         budget = _budget(budget_gib, t)
-        lines.append(t("s_hits_head", name=name, fmt=fmt, n=len(trace), block=trace.block_size,
-                       sg=r.sglang.unit, vb=r.vllm.unit, budget=budget))  # fmt: skip
+        lines.append(
+            t(
+                "s_hits_head",
+                name=name,
+                fmt=fmt,
+                n=len(trace),
+                block=trace.block_size,
+                sg=r.sglang.unit,
+                vb=r.vllm.unit,
+                budget=budget,
+            )
+        )
         tot = max(int(r.input_len.sum()), 1)
-        lines += ["", t("s_hits_rate", sg=r.sglang.cached.sum() / tot,
-                        vl=r.vllm.cached.sum() / tot, ideal=r.token_match.sum() / tot)]  # fmt: skip
+        lines += [
+            "",
+            t(
+                "s_hits_rate",
+                sg=r.sglang.cached.sum() / tot,
+                vl=r.vllm.cached.sum() / tot,
+                ideal=r.token_match.sum() / tot,
+            ),
+        ]
     if trace.skipped_rows:
         lines += ["", t("s_hits_skipped", k=trace.skipped_rows)]
         lines += [f"- `{reason}`" for reason in trace.skip_reasons]
@@ -255,13 +278,31 @@ def summary_markdown(
 def table_rows(r: HitReasons | None, rows: Sequence[int], t: T) -> tuple[list[str], list[list]]:
     """(headers, rows) of the request table: index, input, shared, each engine's cached
     tokens and reason (no rows without a study)."""
-    head = [t(k) for k in ("th_request", "th_input", "th_match", "th_sg", "th_sg_reason",
-                           "th_vl", "th_vl_reason")]  # fmt: skip
+    head = [
+        t(k)
+        for k in (
+            "th_request",
+            "th_input",
+            "th_match",
+            "th_sg",
+            "th_sg_reason",
+            "th_vl",
+            "th_vl_reason",
+        )
+    ]
     out = []
     for i in rows if r is not None else ():
-        out.append([int(i), int(r.input_len[i]), int(r.token_match[i]),
-                    int(r.sglang.cached[i]), t(f"r_{REASONS[r.sglang.reason[i]]}"),
-                    int(r.vllm.cached[i]), t(f"r_{REASONS[r.vllm.reason[i]]}")])  # fmt: skip
+        out.append(
+            [
+                int(i),
+                int(r.input_len[i]),
+                int(r.token_match[i]),
+                int(r.sglang.cached[i]),
+                t(f"r_{REASONS[r.sglang.reason[i]]}"),
+                int(r.vllm.cached[i]),
+                t(f"r_{REASONS[r.vllm.reason[i]]}"),
+            ]
+        )
     return head, out
 
 
@@ -271,16 +312,27 @@ def explain_markdown(e: RequestExplanation | None, t: T) -> str:
         return t("x_pick")
     branch = t("x_branch") if e.known_branch else t("x_nobranch")
     lines = [
-        t("x_head", i=e.index, input=e.input_len, match=e.token_match, blocks=e.matched_blocks,
-          block=e.block_size, branch=branch),
+        t(
+            "x_head",
+            i=e.index,
+            input=e.input_len,
+            match=e.token_match,
+            blocks=e.matched_blocks,
+            block=e.block_size,
+            branch=branch,
+        ),
         "",
         t("x_th"),
         "|---|---:|---:|",
-    ]  # fmt: skip
+    ]
     s, v = e.sglang, e.vllm
-    for key, a, b in (("x_unit", s.unit, v.unit), ("x_reusable", s.reusable, v.reusable),
-                      ("x_grid", s.grid_point, v.grid_point), ("x_cached", s.cached, v.cached),
-                      ("x_unlimited", s.cached_unlimited, v.cached_unlimited)):  # fmt: skip
+    for key, a, b in (
+        ("x_unit", s.unit, v.unit),
+        ("x_reusable", s.reusable, v.reusable),
+        ("x_grid", s.grid_point, v.grid_point),
+        ("x_cached", s.cached, v.cached),
+        ("x_unlimited", s.cached_unlimited, v.cached_unlimited),
+    ):
         lines.append(f"| {t(key)} | {a:,} | {b:,} |")
     lines.append(f"| {t('x_reason')} | {t('r_' + s.reason)} | {t('r_' + v.reason)} |")
     lines.append("")

@@ -278,7 +278,7 @@ def batch_view(
         max_abs_logit_diff=_reference_diff(e, rep.reports, reqs) if reference else None,
         held_for_memory=np.array(
             [-1 if r.held_for_memory is None else r.held_for_memory for r in rows], np.int64
-        ),  # fmt: skip
+        ),
         retracted_steps=sum(1 for r in rows if r.retracted),
         kv_tokens=kv_tokens,
         **option_fields(e, rows),

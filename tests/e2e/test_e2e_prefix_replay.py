@@ -199,14 +199,24 @@ def test_batch_byte_buffer_and_index_table(app_url, ui):
     ui.wait_title(f"{N}-batch-graphs", "Decode on captured sizes 1, 2, 4")
     for fig in figs[:2]:  # the drawn options fit their canvas, no text box over a trace
         assert ui.layout_problems(fig) + ui.overlaps(fig) == []
-    ui.rejects(f"{N}-batch-buffer", 100, "Serve together",
-               "one byte buffer in KiB must be 0 (two separate pools) or an integer in "
-               "[985, 16384] for extra_buffer_lazy", figs)  # fmt: skip
+    ui.rejects(
+        f"{N}-batch-buffer",
+        100,
+        "Serve together",
+        "one byte buffer in KiB must be 0 (two separate pools) or an integer in "
+        "[985, 16384] for extra_buffer_lazy",
+        figs,
+    )
     ui.fill(f"{N}-batch-buffer", 4000)
     ui.page.get_by_role("radio", name="中文").check()
     ui.wait_title(f"{N}-batch-border", "统一字节缓冲区")
     ui.wait_title(f"{N}-batch-graphs", "按捕获大小")
     for fig in figs[:2]:
         assert ui.layout_problems(fig) + ui.overlaps(fig) == []
-    ui.rejects(f"{N}-batch-graph-bs", "0, 4", "一起服务",
-               "捕获的解码批大小必须是 1 到 16 个 [1, 64] 内", figs)  # fmt: skip
+    ui.rejects(
+        f"{N}-batch-graph-bs",
+        "0, 4",
+        "一起服务",
+        "捕获的解码批大小必须是 1 到 16 个 [1, 64] 内",
+        figs,
+    )
