@@ -12,7 +12,6 @@ prefix) and inserted into the real tree at each position. Runs in the real-engin
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ import pytest
 
 pytest.importorskip("sglang.srt.mem_cache.radix_cache")
 
+from prompt_mix import prompt_mix, tokens  # noqa: E402
 from sglang_cache import RealSGLangCache  # noqa: E402
 
 from kda_core.cache import policy as policy_mod  # noqa: E402
@@ -51,36 +51,20 @@ def model_cached(tmp: Path, prompts: list[list[int]], g: int) -> list[int]:
     return hit_reasons(trace, vllm={"block_size": 4 * g}).sglang.cached.tolist()
 
 
-def _tokens(start: int, n: int) -> list[int]:
-    return list(range(start, start + n))
-
-
 def test_identical_prompt_and_shared_prefix(tmp_path: Path) -> None:
     # an identical 1024-token prompt restores nothing (the 1023-token lookup splits the node
     # holding the only state); a prompt sharing 480 tokens of a 520-token one restores nothing
     # (its state at 512 is past the branch); the third sharer restores the branch state, 448
-    shared = _tokens(0, 480)
-    prompts = [_tokens(50_000, 1024)] * 2
-    prompts += [shared + _tokens(10_000 * (k + 1), 40) for k in range(3)]
+    shared = tokens(0, 480)
+    prompts = [tokens(50_000, 1024)] * 2
+    prompts += [shared + tokens(10_000 * (k + 1), 40) for k in range(3)]
     assert real_cached(prompts) == [0, 0, 0, 0, 448]
     assert model_cached(tmp_path, prompts, 8) == [0, 0, 0, 0, 448]
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_mix_of_prefixes_agrees(tmp_path: Path, seed: int) -> None:
-    rng = random.Random(seed)
-    systems = [_tokens(1_000_000 * (k + 1), 64 * rng.randint(1, 6)) for k in range(3)]
-    prompts: list[list[int]] = []
-    for i in range(24):
-        roll = rng.random()
-        if prompts and roll < 0.25:
-            prompts.append(list(rng.choice(prompts)))
-        elif prompts and roll < 0.5:
-            base = rng.choice(prompts)
-            prompts.append(base + _tokens(5_000_000 + 1000 * i, 64 * rng.randint(1, 4)))
-        else:
-            tail = _tokens(7_000_000 + 1000 * i, 64 * rng.randint(1, 8))
-            prompts.append(rng.choice(systems) + tail)
+    prompts = prompt_mix(seed)
     want = real_cached(prompts)
     assert any(want), "the mix must produce hits to compare"
     assert model_cached(tmp_path, prompts, 64) == want

@@ -12,7 +12,6 @@ resends. Runs in the real-engine venv (tests/real/); skipped elsewhere.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 pytest.importorskip("vllm.v1.core.kv_cache_manager")
 pytest.importorskip("torch")
 
+from prompt_mix import prompt_mix, tokens  # noqa: E402
 from vllm_blocks_driver import RealBlockCache  # noqa: E402
 
 from kda_core.studies.hit_reasons import hit_reasons  # noqa: E402
@@ -50,14 +50,10 @@ def model_cached(tmp: Path, prompts: list[list[int]], block: int, chunk: int, g:
     return r.vllm.cached.tolist()
 
 
-def _tokens(start: int, n: int) -> list[int]:
-    return list(range(start, start + n))
-
-
 def test_prompts_shorter_than_the_raised_block(tmp_path: Path) -> None:
-    shared = _tokens(0, 480)
-    prompts = [shared + _tokens(10_000, 40), shared + _tokens(20_000, 40)]
-    prompts += [_tokens(30_000, 552)] * 2 + [_tokens(40_000, 979)] * 2
+    shared = tokens(0, 480)
+    prompts = [shared + tokens(10_000, 40), shared + tokens(20_000, 40)]
+    prompts += [tokens(30_000, 552)] * 2 + [tokens(40_000, 979)] * 2
     want = real_cached(prompts, 528, 2048)
     assert want == [0, 0, 0, 528, 0, 528]  # the numbers of vllm#40696
     assert model_cached(tmp_path, prompts, 528, 2048, 8) == want
@@ -65,8 +61,8 @@ def test_prompts_shorter_than_the_raised_block(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shared_len", [1500, 1600])
 def test_states_at_chunk_ends(tmp_path: Path, shared_len: int) -> None:
-    shared = _tokens(0, shared_len)
-    prompts = [shared + _tokens(100_000 * (i + 1), 2200 - shared_len) for i in range(6)]
+    shared = tokens(0, shared_len)
+    prompts = [shared + tokens(100_000 * (i + 1), 2200 - shared_len) for i in range(6)]
     want = real_cached(prompts, 528, 2048)
     assert want == ([0, 0] + [1056] * 4 if shared_len == 1500 else [0] + [1584] * 5)
     assert model_cached(tmp_path, prompts, 528, 2048, 4) == want
@@ -75,20 +71,7 @@ def test_states_at_chunk_ends(tmp_path: Path, shared_len: int) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_a_mix_of_prefixes_agrees(tmp_path: Path, seed: int) -> None:
     # system prompts of 64-token multiples, follow-ups, branches and resends, block 128
-    rng = random.Random(seed)
-    systems = [_tokens(1_000_000 * (k + 1), 64 * rng.randint(1, 6)) for k in range(3)]
-    prompts: list[list[int]] = []
-    for i in range(24):
-        roll = rng.random()
-        if prompts and roll < 0.25:
-            prompts.append(list(rng.choice(prompts)))
-        elif prompts and roll < 0.5:
-            base = rng.choice(prompts)
-            prompts.append(base + _tokens(5_000_000 + 1000 * i, 64 * rng.randint(1, 4)))
-        else:
-            prompts.append(
-                rng.choice(systems) + _tokens(7_000_000 + 1000 * i, 64 * rng.randint(1, 8))
-            )
+    prompts = prompt_mix(seed)
     want = real_cached(prompts, 128, 256)
     assert any(want), "the mix must produce hits to compare"
     assert model_cached(tmp_path, prompts, 128, 256, 64) == want
