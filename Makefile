@@ -77,10 +77,14 @@ readme-figures: $(VENV)/.installed
 screenshots: $(VENV)/.installed chromium
 	$(PY) -m apps.screenshots
 
-# Retrain k3-mini (CPU, deterministic, one thread; hours on 2 shared cores) -> assets/weights/k3-mini.npz
+# Retrain k3-mini (CPU, deterministic, one thread; hours on 2 shared cores) -> assets/weights/k3-mini.npz:
+# likelihood training from the random initialisation, then the unlikelihood fine-tune in two stages
+# (docs/model.md)
 train: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[train]'
-	$(PY) -m kda_core.model.train
+	$(PY) -m kda_core.model.train --out build/k3-mini-likelihood.npz
+	$(PY) -m kda_core.model.unlikelihood --init build/k3-mini-likelihood.npz --out build/k3-mini-ul1.npz
+	$(PY) -m kda_core.model.unlikelihood --init build/k3-mini-ul1.npz --seed 1 --steps 400
 
 clean:
 	rm -rf $(VENV) $(REAL_VENV) .pytest_cache .ruff_cache .gradio .hypothesis

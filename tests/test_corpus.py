@@ -119,8 +119,8 @@ def test_out_of_style_text_splits_by_package_in_freeze_order():
     assert "Parameters\n----------" in parts["networkx"] and ":param " in parts["jinja2"]
 
 
-# the shipped model's greedy continuations of SAMPLE_PROMPTS (its record holds them, checked in
-# test_weights.py): loops
+# the likelihood-trained base's greedy continuations of SAMPLE_PROMPTS (the shipped record keeps
+# them under "base", checked in test_weights.py): loops
 _LOOPING = {
     " the string of the string is\nthe string is the string of the str": (0, 14),
     " the string is a string of the string is the string in the strin": (0, 26),

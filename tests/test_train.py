@@ -17,7 +17,6 @@ from kda_core import kda  # noqa: E402
 from kda_core import model as M  # noqa: E402
 from kda_core.model import corpus  # noqa: E402
 from kda_core.model import train as T  # noqa: E402
-from kda_core.model import weights as W  # noqa: E402
 
 TEXT = "Return the number of bytes in the buffer. 状态大小固定。" * 4
 
@@ -56,7 +55,7 @@ def test_torch_forward_equals_numpy_forward(weights):
     ids = M.encode(TEXT)
     ref = tiny.prefill(ids, tiny.new_state())
     for dtype, tol in ((torch.float32, 1e-4), (torch.float64, 1e-9)):
-        p = T._params_from(tiny, dtype)
+        p = T.params_from(tiny, dtype)
         with torch.no_grad():
             out = T.forward(p, torch.tensor([ids]), tiny.config, 16)[0].double().numpy()
         assert np.abs(out - ref).max() <= tol, (weights, dtype)
@@ -94,14 +93,3 @@ def test_the_step_only_schedule_makes_a_short_run_the_prefix_of_a_long_one():
     assert T._lr(cosine, 6) != T._lr(dataclasses.replace(cosine, steps=20), 6)
     with pytest.raises(ValueError, match="schedule must be"):
         T.TrainConfig(schedule="linear")
-
-
-def test_shipped_record_matches_the_training_defaults():
-    """The shipped file was made by this module's defaults from the random initialisation (so
-    `python -m kda_core.model.train` reproduces it) from the frozen corpus. (A record without
-    ``schedule`` predates the option: cosine, the default, was the only schedule.)"""
-    _, meta = W.load()
-    assert T.TrainConfig(**meta["train_config"]) == T.TrainConfig()
-    assert meta.get("init", "random") == "random"
-    assert meta["model_config"] == dataclasses.asdict(M.ModelConfig())
-    assert meta["corpus"] == corpus.manifest()["files"]

@@ -303,8 +303,8 @@ def out_of_style_by_package(corpus_dir: Path = _CORPUS_DIR) -> dict[str, str]:
 
 def scores(model, heldout_bytes: int = 65536) -> dict:
     """What docs/model.md reports: bits per byte in-domain (the first ``heldout_bytes`` of the
-    held-out documents) and out of style (all of it, and per package), and the greedy
-    continuations (64 bytes) of SAMPLE_PROMPTS."""
+    held-out documents) and out of style (all of it, and per package), the greedy
+    continuations (64 bytes) of SAMPLE_PROMPTS and how often greedy output loops."""
     from kda_core.model.tokenizer import decode, encode
 
     out = {
@@ -321,6 +321,11 @@ def scores(model, heldout_bytes: int = 65536) -> dict:
         windows = [d[i : i + 64] for d in docs for i in range(0, len(d) - 64, 64)]
         repeats = sum(first_repeat(w) is not None for w in windows)
         out[f"{split}_64_byte_windows_with_a_repeat"] = repeats / len(windows)
+        # and how often the model loops from text it never saw: greedy 64 bytes after the first
+        # 20 bytes of every document of 200 bytes or more
+        prompts = [list(d[:20]) for d in docs if len(d) >= 200]
+        loops = sum(first_repeat(bytes(model.generate(q, 64)[0])) is not None for q in prompts)
+        out[f"{split}_prompts_greedy_loop_share"] = loops / len(prompts)
     return out
 
 

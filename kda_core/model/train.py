@@ -180,7 +180,7 @@ def forward(p: dict, tokens: torch.Tensor, cfg: model.ModelConfig, chunk: int = 
     return _rmsnorm(x, p["final_norm"], cfg.norm_eps) @ p["lm_head"]
 
 
-def _params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
+def params_from(tiny: model.TinyHybrid, dtype=torch.float32) -> dict[str, torch.Tensor]:
     """The model's weights as torch tensors (copies), keyed like the shipped .npz."""
     return {k: torch.tensor(v, dtype=dtype) for k, v in model.named_weights(tiny).items()}
 
@@ -205,12 +205,39 @@ def _lr(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def _setup(cfg: TrainConfig) -> None:
+def setup(threads: int, seed: int) -> None:
+    """Deterministic torch on ``threads`` threads (a run repeats bit for bit on one machine)."""
     torch.use_deterministic_algorithms(True)
     # deterministic mode also NaN-fills every new tensor (a debugging aid): ~20 % of a step
     torch.utils.deterministic.fill_uninitialized_memory = False
-    torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+
+
+def optimizer(p: dict[str, torch.Tensor], lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW over ``p`` (now requiring gradients), weight decay on projection matrices only."""
+    for t in p.values():
+        t.requires_grad_(True)
+    groups = [
+        {"params": [t for n, t in p.items() if _decays(n)], "weight_decay": weight_decay},
+        {"params": [t for n, t in p.items() if not _decays(n)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def sample_batch(data: np.ndarray, rng: np.random.Generator, cfg) -> torch.Tensor:
+    """``cfg.batch`` windows of ``cfg.seq_len + 1`` bytes at uniform random starts: [B, T + 1]."""
+    starts = rng.integers(0, data.size - cfg.seq_len - 1, cfg.batch)
+    windows = np.stack([data[s : s + cfg.seq_len + 1] for s in starts])
+    return torch.from_numpy(windows.astype(np.int64))
+
+
+def likelihood_loss(p: dict, batch: torch.Tensor, cfg: model.ModelConfig, chunk: int):
+    """Mean next-byte cross-entropy (nats) of a [B, T + 1] batch."""
+    logits = forward(p, batch[:, :-1], cfg, chunk)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, model.VOCAB), batch[:, 1:].reshape(-1)
+    )
 
 
 def train(
@@ -220,33 +247,21 @@ def train(
     ``init``: the starting weights (keyed like the .npz; None: the random initialisation).
     ``snapshot(steps_done, weights)``, when given, receives the weights after every
     ``log_every``-th step (a copy; it changes nothing in the run)."""
-    _setup(cfg)
+    setup(cfg.threads, cfg.seed)
     data = np.frombuffer((corpus.load("train") if text is None else text).encode(), np.uint8)
     if data.size < cfg.seq_len + 2:
         raise ValueError(f"text must hold more than seq_len + 1 = {cfg.seq_len + 1} bytes")
     mcfg = model.ModelConfig()
-    p = _params_from(model.TinyHybrid(mcfg, weights="random" if init is None else init))
-    for t in p.values():
-        t.requires_grad_(True)
-    groups = [
-        {"params": [t for n, t in p.items() if _decays(n)], "weight_decay": cfg.weight_decay},
-        {"params": [t for n, t in p.items() if not _decays(n)], "weight_decay": 0.0},
-    ]
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+    p = params_from(model.TinyHybrid(mcfg, weights="random" if init is None else init))
+    opt = optimizer(p, cfg.lr, cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     rows: list[dict] = []
     t0 = time.perf_counter()
     for step in range(cfg.steps):
-        starts = rng.integers(0, data.size - cfg.seq_len - 1, cfg.batch)
-        batch = torch.from_numpy(
-            np.stack([data[s : s + cfg.seq_len + 1] for s in starts]).astype(np.int64)
-        )
+        batch = sample_batch(data, rng, cfg)
         for gr in opt.param_groups:
             gr["lr"] = _lr(cfg, step)
-        logits = forward(p, batch[:, :-1], mcfg, cfg.chunk)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, model.VOCAB), batch[:, 1:].reshape(-1)
-        )
+        loss = likelihood_loss(p, batch, mcfg, cfg.chunk)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), cfg.clip)
@@ -264,17 +279,16 @@ def train(
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
 
 
-def _record(arrays: dict, cfg: TrainConfig, init: str, rows: list[dict], seconds: float) -> dict:
-    """The training record saved with the weights: configs, corpus hashes, scores, the log."""
+def record(arrays: dict, rows: list[dict], seconds: float) -> dict:
+    """The record saved with trained weights: model config, corpus hashes, scores, the log (the
+    caller adds its own config)."""
     scores = corpus.scores(model.TinyHybrid(weights=arrays), _HELDOUT_EVAL_BYTES)
     return {
         "model_config": dataclasses.asdict(model.ModelConfig()),
-        "train_config": dataclasses.asdict(cfg),
-        "init": init,
         "corpus": corpus.manifest()["files"],
         "torch": torch.__version__,
         "train_seconds": round(seconds, 1),
-        "final_train_bpb": rows[-1]["bpb"],
+        "final_train_bpb": [r["bpb"] for r in rows if "bpb" in r][-1],
         "heldout_bpb_first_64k": scores.pop("heldout"),
         "out_of_style_bpb": scores.pop("out_of_style"),
         **scores,
@@ -312,7 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     init = None if args.init is None else weights.load(args.init)[0]
     arrays, rows = train(cfg, snapshot=snap, init=init)
     init_label = "random" if args.init is None else weights.sha256_file(args.init)
-    meta = _record(arrays, cfg, init_label, rows, time.perf_counter() - t0)
+    meta = record(arrays, rows, time.perf_counter() - t0)
+    meta.update({"train_config": dataclasses.asdict(cfg), "init": init_label})
     digest = weights.save(args.out, arrays, meta)
     summary = {k: v for k, v in meta.items() if k not in ("log", "corpus", "model_config")}
     print(json.dumps({"out": str(args.out), "sha256": digest, **summary}))
