@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from kda_core import model
+from kda_core._checks import check_int
 from kda_core.model import corpus, weights
 
 _HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of held-out documents
@@ -65,9 +66,7 @@ class TrainConfig:
             ("threads", 1, 64),
             ("chunk", 1, 64),
         ):
-            v = getattr(self, name)
-            if not lo <= v <= hi:
-                raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
+            check_int(name, getattr(self, name), lo, hi)
         if self.schedule not in ("cosine", "rsqrt"):
             raise ValueError(f"schedule must be 'cosine' or 'rsqrt', got {self.schedule!r}")
 

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from kda_core import model
+from kda_core._checks import check_int
 from kda_core.model import corpus, train, weights
 
 
@@ -58,9 +59,8 @@ class UnlikelihoodConfig:
     chunk: int = 16
     threads: int = 1
     log_every: int = 10
-    check_every: int = (
-        100  # log which SAMPLE_PROMPTS' greedy continuations loop (no effect on the run)
-    )
+    # every check_every steps, log which SAMPLE_PROMPTS loop (no effect on the run)
+    check_every: int = 100
 
     def __post_init__(self) -> None:
         for name, lo, hi in (
@@ -74,17 +74,14 @@ class UnlikelihoodConfig:
             ("chunk", 1, 64),
             ("check_every", 1, 100_000),
         ):
-            v = getattr(self, name)
-            if not lo <= v <= hi:
-                raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
+            check_int(name, getattr(self, name), lo, hi)
 
 
 def repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
     """[B, L] byte ids -> [B, L] bool: True where the byte lies in an n-gram of its row that
     already occurred earlier in the row (occurrences may overlap). A row has a True exactly when
     `corpus.first_repeat` finds a repeat, and its first True is that repeat's second start."""
-    if not 1 <= n <= 64:
-        raise ValueError(f"n must be in [1, 64], got {n}")
+    check_int("n", n, 1, 64)
     ids = np.asarray(ids)
     out = np.zeros(ids.shape, dtype=bool)
     for b, row in enumerate(ids):
