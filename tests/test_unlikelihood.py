@@ -107,8 +107,16 @@ def test_descending_the_loss_lowers_the_repeated_bytes_probability():
     assert mean_p() < before - 0.05
 
 
-def _short_run() -> tuple[dict, list[dict]]:
-    cfg = U.UnlikelihoodConfig(steps=4, batch=2, seq_len=32, prefix=8, continuation=24, log_every=2)
+def _short_run(check_every: int = 100) -> tuple[dict, list[dict]]:
+    cfg = U.UnlikelihoodConfig(
+        steps=4,
+        batch=2,
+        seq_len=32,
+        prefix=8,
+        continuation=24,
+        log_every=2,
+        check_every=check_every,
+    )
     return U.finetune(cfg, W.load()[0], text=corpus.load("train")[:20000], log=lambda _row: None)
 
 
@@ -122,6 +130,9 @@ def test_four_steps_are_bit_for_bit_reproducible_and_alternate():
     assert untimed[0] == untimed[1]
     assert [r["kind"] for r in rows_a] == ["likelihood", "unlikelihood"] * 2
     assert any(not np.array_equal(a[k], v) for k, v in W.load()[0].items())  # it trained
+    checked, rows_c = _short_run(check_every=1)  # the loop check changes nothing in the run
+    assert all(np.array_equal(a[k], checked[k]) for k in a)
+    assert [r["steps_done"] for r in rows_c if "looping_prompts" in r] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(
