@@ -152,8 +152,12 @@ def draw_run(v: dict, t: Lang) -> tuple:
         fig_pareto(s, t),
         fig_policies(v["pols"], t),
     ]
-    rows = [[n, trace, k, "<br>".join(f"{budget(b, t)}: K={kk:,}" for b, kk in best)]
-            for n, trace, k, best in v["history"]]  # fmt: skip
+    # the workload's name in code: a long name (conversation[:1000]) may break inside, so the
+    # table fits its column with any font
+    rows = [
+        [n, f"`{trace}`", k, "<br>".join(f"{budget(b, t)}: K={kk:,}" for b, kk in best)]
+        for n, trace, k, best in v["history"]
+    ]
     return (
         summary_markdown(s, v["n"], t),
         *[x for pair in figs for x in pair],

@@ -1,14 +1,16 @@
 """The look every blog figure shares, deterministic saving, and the command line of each script.
 
 * Sizes: a blog column is 7 in wide (700 px at 100 dpi; the default 200 dpi gives 1400 px, sharp
-  on high-density screens). Fonts: DejaVu Sans (bundled with matplotlib) at 10.5 pt, readable
-  at column width; a CJK font is appended as a per-glyph fallback whenever one is installed, so
-  Chinese labels (``--lang zh``) and Chinese text inside the data both render.
+  on high-density screens). Fonts are named, never "whatever is installed": DejaVu Sans from
+  matplotlib's own font folder at 10.5 pt, readable at column width, and WenQuanYi Zen Hei
+  (``fonts-wqy-zenhei``, which ``make test`` installs) as the per-glyph fallback for Chinese
+  labels (``--lang zh``) and Chinese text inside the data.
 * Colours: ``kda_core.palette`` (the apps use the same hex strings): ``COLORS`` for concepts
   (kv, state, conv, replay, prefill, decode, hit, free, checkpoint), ``SERIES`` for comparisons.
 * Determinism: a fixed ``svg.hashsalt``, glyphs stored as paths in SVG, no date / creator /
-  software metadata in SVG or PNG. Two runs on one machine give identical bytes (a different
-  matplotlib version or font set may render differently).
+  software metadata in SVG or PNG. Two runs give identical bytes, on one machine or on two
+  with the same matplotlib release (its wheels carry their own FreeType) and the named fonts;
+  a figure of measured data (timings, rounding errors) differs where the data do.
 * CLI: every ``plots/plot_<topic>.py`` calls ``main(argv)`` = ``parser()`` + ``render()``:
   ``--out DIR`` (default build/figures/, ignored by git), ``--format png|svg|both``, ``--dpi``,
   ``--lang en|zh`` and ``--quick`` (small study parameters, for tests).
@@ -44,8 +46,8 @@ from kda_core.palette import COLORS, SERIES
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "build" / "figures"
 """Where figures go unless ``--out`` says otherwise: an ignored folder, so regenerating never
-dirties the work tree. Font rasterisation differs between freetype / matplotlib builds, so a
-figure is byte-identical across runs on one machine, not across machines."""
+dirties the work tree. A figure is byte-identical across runs, and across machines with the
+same matplotlib release and the named fonts (module docstring)."""
 DEFAULT_DPI = 200
 FORMATS: dict[str, tuple[str, ...]] = {"png": ("png",), "svg": ("svg",), "both": ("png", "svg")}
 LANGS: tuple[str, ...] = ("en", "zh")
@@ -61,13 +63,15 @@ SIZES: dict[str, tuple[float, float]] = {
 SOURCE_COLOR = "#6b6b6b"
 GRID_COLOR = "#e6e6e6"
 
-# CJK fallback: first installed family wins. Debian packages: fonts-wqy-zenhei (installed on
-# this machine), fonts-wqy-microhei, fonts-noto-cjk.
+# CJK fallback: the font is named, not "whatever is installed": WenQuanYi Zen Hei (Debian's
+# fonts-wqy-zenhei, which `make test` installs) comes first, so two machines that both have it
+# draw the same glyphs even when one also has Noto CJK. The others are used, in this order, only
+# where it is missing (the figure then differs from the committed one, and a note says why).
 CJK_FAMILIES: tuple[str, ...] = (
+    "WenQuanYi Zen Hei",
     "Noto Sans CJK SC",
     "Noto Sans CJK JP",
     "Source Han Sans SC",
-    "WenQuanYi Zen Hei",
     "WenQuanYi Micro Hei",
     "Droid Sans Fallback",
     "SimHei",
@@ -75,8 +79,8 @@ CJK_FAMILIES: tuple[str, ...] = (
     "PingFang SC",
 )
 CJK_FILES: tuple[str, ...] = (  # checked when matplotlib's font cache predates the install
-    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
     "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
     "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
     "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
 )
@@ -100,18 +104,16 @@ logging.getLogger("matplotlib.font_manager").addFilter(_WeightNoise())
 
 @functools.lru_cache(maxsize=1)
 def cjk_font() -> str | None:
-    """Family name of an installed CJK-capable font, or None (registers known files if needed)."""
+    """The named CJK family (``CJK_FAMILIES[0]``) when installed, else the first other one
+    installed, else None. Known font files are registered first, so a font installed after
+    matplotlib built its cache still counts, and the named one wins over a cached other."""
     names = {f.name for f in font_manager.fontManager.ttflist}
-    for fam in CJK_FAMILIES:
-        if fam in names:
-            return fam
-    for path in CJK_FILES:
-        if os.path.exists(path):
-            try:
-                font_manager.fontManager.addfont(path)
-            except (OSError, RuntimeError, ValueError):
-                continue
-    names = {f.name for f in font_manager.fontManager.ttflist}
+    if CJK_FAMILIES[0] not in names:
+        for path in CJK_FILES:
+            if os.path.exists(path):
+                with contextlib.suppress(OSError, RuntimeError, ValueError):
+                    font_manager.fontManager.addfont(path)
+        names = {f.name for f in font_manager.fontManager.ttflist}
     return next((fam for fam in CJK_FAMILIES if fam in names), None)
 
 
@@ -128,6 +130,12 @@ def resolve_lang(lang: str) -> str:
             file=sys.stderr,
         )
         return "en"
+    if lang == "zh" and cjk_font() != CJK_FAMILIES[0]:
+        print(
+            f"plots: {CJK_FAMILIES[0]} is not installed; drawing Chinese with {cjk_font()}, so "
+            f"these figures differ from the committed ones (apt-get install {CJK_APT_PACKAGE}).",
+            file=sys.stderr,
+        )
     return lang
 
 

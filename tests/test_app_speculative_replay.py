@@ -68,7 +68,8 @@ def test_ring_figure_keeps_the_accepted_slots(default_out, study):
     assert len(rows) == 1 + 2 * study.ring_len
     names = [t.name for t in fig.data]
     assert names.count("empty") == 2 and sum(t.showlegend is not False for t in fig.data) == 3
-    assert f"conv window kept: after step {study.n_accept - 1}" in fig.layout.title.text
+    title = fig.layout.title.text.replace("<br>", " ")  # wrapped to fit: apps/ui/fonts.py
+    assert f"conv window kept: after step {study.n_accept - 1}" in title
 
 
 def test_exactness_and_memory(default_out, study):

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import pytest
 
 from apps import ui as common
+from apps.ui import fonts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -266,13 +267,18 @@ def test_messages_are_plain_and_ranges_exact():
     assert e.value.message == "seed must be an integer in [0, 2147483647], got -1"
 
 
-def test_font_stack_is_local_and_covers_chinese():
-    """No webfont (Gradio's IBM Plex SemiBold has 55 glyphs), system fonts
-    with every Latin glyph in bold and a CJK face, no network font."""
+def test_font_stack_is_served_and_covers_chinese():
+    """The theme names KDA Sans first (served by the app itself, from matplotlib's own DejaVu
+    Sans: every Latin glyph in regular and bold), then system CJK faces; no network font
+    (Gradio's IBM Plex SemiBold has 55 glyphs)."""
     css = common.THEME._get_theme_css()
-    assert "--font: Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei" in css
-    assert "IBM Plex" not in css and "@import" not in css and "@font-face" not in css
+    assert "--font: KDA Sans, DejaVu Sans, WenQuanYi Zen Hei" in css
+    assert "IBM Plex" not in css and "@import" not in css
     assert "url(http" not in css  # only inline data: icons
+    faces = common.CSS[: common.CSS.index(".gradio-container")]
+    assert faces.count("@font-face") == 2 and "http" not in faces
+    for path in fonts.FILES.values():
+        assert f"url('gradio_api/file={path}')" in faces and path.is_file()
 
 
 def _switch(demo: gr.Blocks, radio_id: str):  # noqa: ANN202

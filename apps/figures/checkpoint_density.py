@@ -88,7 +88,8 @@ def fig_tradeoff(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
     ui.log_axis(fig, "y", row=1, col=1)
     fig.update_yaxes(title_text=t("y_replay"), range=[0, top * 1.9], row=2, col=1)
     fig.update_yaxes(title_text=t("y_ttft"), row=3, col=1)
-    fig.update_layout(margin={"b": 130, "t": 64})
+    fig.update_layout(margin={"b": 130})
+    ui.top_margin(fig, 34)
     return fig, ui.write_csv(f"{NAME}-sweep", exports.density_sweep_columns(s))
 
 

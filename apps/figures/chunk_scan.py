@@ -117,7 +117,7 @@ def fig_cost(c: cs.Cost, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
     fig.update_xaxes(title_text=t("x_chunk_log"))
     for col in (1, 2):
         ui.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
-    fig.update_layout(margin={"t": 80})
+    ui.top_margin(fig, 50)
     return fig, ui.write_csv(f"{NAME}-cost", exports.chunk_cost_columns(c))
 
 
@@ -159,7 +159,7 @@ def fig_groupings(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     top = max(float(np.max([m.grouping_M_diff, m.grouping_b_diff, m.grouping_S_diff])), eps)
     ui.log_axis(fig, "x")
     fig.update_xaxes(range=[-18.5, np.log10(top) + 0.8], exponentformat="power")
-    fig.update_layout(margin={"t": 64})
+    ui.top_margin(fig, 34)
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed")
     csv = ui.write_csv(
@@ -265,8 +265,9 @@ def fig_maps(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     )
     ui.style(fig, t("t_maps"), t("x_col"), t("y_row"), height=420, legend=False)
     fig.update_layout(
-        coloraxis={"colorscale": "Viridis", "colorbar": {"x": 0.41, "title": "M"}}, margin={"t": 80}
+        coloraxis={"colorscale": "Viridis", "colorbar": {"x": 0.41, "title": "M"}},
     )
+    ui.top_margin(fig, 50)
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title_text="", row=1, col=2)
     csv = ui.write_csv(f"{NAME}-maps", exports.chunk_maps_columns(m))

@@ -73,7 +73,7 @@ def fig_state(d: cps.Demo, rank: int, t: Lang) -> tuple[go.Figure, str]:
     # one key-channel axis for both panels: the right one repeats no title, so the left
     # panel's colour bar has the gap to itself (it covered that title)
     fig.update_yaxes(title_text="", matches="y", row=1, col=2)
-    fig.update_layout(margin={"t": 72})  # room for the subplot titles under the figure title
+    ui.top_margin(fig, 42)  # room for the subplot titles under the figure title
     return fig, ui.write_csv(f"{NAME}-state", exports.cp_state_columns(d, rank))
 
 

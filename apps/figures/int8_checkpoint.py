@@ -56,7 +56,7 @@ def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     )  # fmt: skip
     title = t("t_errmap", v=variant(e.label, t), e=e.max_abs_error, r=e.max_bound_ratio)
     ui.style(fig, title, t("x_value"), t("y_key"), height=420, legend=False)
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(autorange="reversed", showline=False)
     fig.update_xaxes(showline=False)
     csv = ui.write_csv(f"{NAME}-error_map", exports.int8_error_map_columns(e))
@@ -91,7 +91,7 @@ def fig_histograms(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
         hovertemplate=t("h_val_hist", x="%{x:.3f}", y="%{y}") + "<extra></extra>",
     )
     ui.style(fig, t("t_hist"), "", t("y_count"), height=380)
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_xaxes(title_text=t("x_err"), row=1, col=1)
     fig.update_xaxes(title_text=t("l_val_hist"), row=1, col=2)
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
@@ -157,7 +157,7 @@ def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
     n = d.decoded
     title = t("t_div", n=n, v=variant(d.label, t), a=same[0], b=same[1])
     ui.style(fig, title, t("x_decoded"), "", height=400)
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(title_text=t("y_dist"), row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text=t("y_logit"), row=1, col=2, rangemode="tozero")
     csv = ui.write_csv(
@@ -247,7 +247,8 @@ def fig_capacity(
             type="category", categoryorder="array", categoryarray=names, row=1, col=col
         )
     ui.style(fig, t("t_capacity", dtype=k3.native_dtype), "", t("y_capacity"), height=400)
-    fig.update_layout(margin={"t": 86}, barmode="overlay")  # room for the subplot titles
+    fig.update_layout(barmode="overlay")
+    ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_xaxes(tickangle=-25)
     for col, c in ((1, k3), (2, tiny)):  # headroom for the "×gain" labels above the bars
         fig.update_yaxes(range=[0, 1.18 * max(int(c.capacity.max()), 1)], row=1, col=col)

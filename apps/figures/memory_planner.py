@@ -47,7 +47,7 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_context", model=p.model, tp=p.tp), t("x_context"), t("y_mib"))
     ui.log_axis(fig, "x")
     ui.log_axis(fig, "y")
-    fig.update_layout(margin={"t": 64})
+    ui.top_margin(fig, 34)
     return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.csv_tables(p)["memory_vs_context"])
 
 
@@ -87,7 +87,7 @@ def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
         )
     ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_running"))
     ui.log_axis(fig, "x")
-    fig.update_layout(margin={"t": 64})
+    ui.top_margin(fig, 34)
     return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.csv_tables(p)["running_vs_ratio"])
 
 
@@ -131,7 +131,8 @@ def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
         col=2,
     )
     ui.style(fig, t("t_strategies"), "", "")
-    fig.update_layout(barmode="group", margin={"t": 80})
+    fig.update_layout(barmode="group")
+    ui.top_margin(fig, 50)
     fig.update_yaxes(title_text=t("y_slots"), row=1, col=1)
     top = float(max(p.strategy_max_running.max(), 1))
     fig.update_yaxes(title_text=t("y_running"), range=[0, top * 1.18], row=1, col=2)

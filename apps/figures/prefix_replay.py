@@ -230,7 +230,7 @@ def _replay_base(replay_steps: pr.ReplaySteps, layer: int, head: int, delta: boo
         hovertemplate=_hover(t("h_this_step", x="%{x}", y="%{y:.3g}")),
     )  # fmt: skip
     ui.style(fig, t("t_replay_base"), "", "", height=430)
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_xaxes(title_text=t("x_value"), row=1, col=1, showline=False)
     fig.update_yaxes(title_text=t("y_key"), row=1, col=1, autorange="reversed", showline=False)
     fig.update_xaxes(title_text=t("x_tokens"), row=1, col=2)
@@ -331,7 +331,7 @@ def fig_drift(d: pr.DriftStudy, t: Lang) -> tuple[go.Figure, str]:
     title = t("t_drift", n=d.request + 1, k=d.same_tokens("inconsistent"), m=n.size,
               settings=settings, a=d.restore_at, b=d.token_match)  # fmt: skip
     ui.style(fig, title, t("x_generated"), t("y_drift"), height=420)
-    fig.update_layout(margin={"t": 64})  # the two-line title
+    ui.top_margin(fig, 14)
     ui.log_axis(fig, "y", DRIFT_TICKS, fmt=_drift_tick)
     top = float(np.log10(max(d.inconsistent.max(), d.int8.max(), 1.0)))
     fig.update_yaxes(range=[-17.5, top + 0.4])  # the floor and every curve in view

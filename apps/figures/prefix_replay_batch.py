@@ -122,7 +122,7 @@ def fig_batch_pool(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str]:
     )  # fmt: skip
     ui.style(fig, t("t_bpool", s=v.strategy, p=v.peak_running, m=v.max_running), "", "",
              height=480)  # fmt: skip
-    fig.update_layout(margin={"t": 72})
+    ui.top_margin(fig, 42)
     if v.n_steps == 0:
         fig.add_annotation(
             text=t("no_step", n=v.state_slots), showarrow=False, x=0.5, y=0.5, xref="paper",
@@ -161,7 +161,8 @@ def fig_pools(
         )  # fmt: skip
     ui.style(fig, t("t_pools"), "", "", height=400)
     _peak_bars(fig, batch, t)  # after style: it sets the right panel's own axis titles
-    fig.update_layout(barmode="group", margin={"t": 72})
+    fig.update_layout(barmode="group")
+    ui.top_margin(fig, 42)
     fig.update_xaxes(type="category", title_text=t("y_request"), row=1, col=1)
     fig.update_yaxes(title_text=t("y_count"), row=1, col=1)
     return fig, ui.write_csv(f"{NAME}-pools", pr.pools_table(res))

@@ -188,7 +188,7 @@ def fig_memory(mem: sp.MemoryOverD, d: int, t: Lang) -> tuple[go.Figure, str]:
         else t("t_memory_plain")
     )
     ui.style(fig, title, t("x_D"), "", height=400)
-    fig.update_layout(margin={"t": 86})  # room for the subplot titles
+    ui.top_margin(fig, 56)  # room for the subplot titles
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
         ui.log_axis(fig, "y", row=1, col=c, fmt=_mib)
     fig.update_yaxes(title_text=t("y_mib"), row=1, col=1)

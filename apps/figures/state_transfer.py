@@ -176,7 +176,7 @@ def tiers_figure(r: st.TierRates, t: Lang) -> tuple[go.Figure, str]:
     fig.update_layout(barmode="stack")
     title = t("t_tiers", n=r.n_requests, d=r.device_ckpts, h=r.host_ckpts)
     ui.style(fig, title, "", "", height=400)
-    fig.update_layout(margin={"t": 80})
+    ui.top_margin(fig, 50)
     fig.update_annotations(yshift=4)
     csv = ui.write_csv(
         f"{NAME}-tiers",

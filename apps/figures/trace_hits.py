@@ -48,9 +48,8 @@ def fig_reasons(r: HitReasons, name: str, t: Lang) -> tuple[go.Figure, str]:
                 + "<extra></extra>",
             )
     ui.style(fig, t("t_hits_reasons", n=len(r.input_len)), "", "", height=380)
-    fig.update_layout(
-        barmode="stack", margin={"t": 92, "b": 140}
-    )  # the panel titles below the title
+    fig.update_layout(barmode="stack", margin={"b": 140})  # the panel titles below the title
+    ui.top_margin(fig, 62)
     fig.update_xaxes(range=[0, 1], tickformat=".0%")
     fig.update_yaxes(autorange="reversed")
     csv = ui.write_csv(

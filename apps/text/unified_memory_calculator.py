@@ -96,7 +96,7 @@ CALC = Catalog(
         ),
         "s_calc_nocap": ("not set", "未设置"),
         "s_calc_th": (
-            "| input | r* | promised | states stored | slots used | keep states | r needed "
+            "| input | r* | promised | states stored | slots used | keep states | r\u00a0needed "
             "| running |",
             "| 输入 | r* | 承诺并发 | 保存的状态 | 占用槽位 | 能保留状态 | 所需 r | 并发 |",
         ),

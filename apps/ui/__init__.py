@@ -24,6 +24,7 @@ from apps.ui.figures import (
     log_axis,
     log_ticks,
     style,
+    top_margin,
     vline,
 )
 from apps.ui.launch import (
@@ -87,6 +88,7 @@ __all__ = [
     "series_csv",
     "study_errors",
     "style",
+    "top_margin",
     "vline",
     "write_csv",
 ]

@@ -1,7 +1,9 @@
 """One look for every plotly figure: ``style``, ``empty_figure``, log axes, labelled lines.
 
-``style(fig, title, x_title, y_title)`` applies the white "kda" template, the pinned font and
-the bottom legend; ``log_axis`` gives decade ticks (or exactly the ``values`` drawn);
+``style(fig, title, x_title, y_title)`` applies the white "kda" template, the served font
+(``apps.ui.fonts``: KDA Sans), a title wrapped to fit ``TITLE_WIDTH`` in that font and the
+bottom legend; ``top_margin`` makes room above the plot for subplot titles under a title of any
+number of lines; ``log_axis`` gives decade ticks (or exactly the ``values`` drawn);
 ``vline`` / ``hline`` place their label by ``add_annotation`` because plotly's
 ``add_vline(annotation_text=...)`` misplaces it on a log axis (``log=True``: x is ``log10``).
 No data is computed here: the apps pass what ``kda_core.studies`` returned.
@@ -10,6 +12,7 @@ No data is computed here: the apps pass what ``kda_core.studies`` returned.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,9 +20,14 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from apps.ui import fonts
 from kda_core.palette import COLORS, SERIES
 
-FONT = "Liberation Sans, DejaVu Sans, WenQuanYi Zen Hei, Noto Sans CJK SC, Arial, sans-serif"
+FONT = ", ".join(fonts.STACK)
+TITLE_SIZE = 15  # px
+TITLE_LINE = 20  # px: one title line (plotly's 1.3 em line height, rounded up)
+TITLE_PAD = 16  # px from the canvas top to the first title line (clear of the card border)
+TITLE_WIDTH = 760  # px: the widest a title line may be (the app's figure column is ~820 px)
 
 
 _AXIS = {"gridcolor": "#EBF0F8", "zerolinecolor": "#EBF0F8", "automargin": True}
@@ -45,14 +53,27 @@ def style(
     *,
     height: int = 400,
     legend: bool = True,
+    title_width: float = TITLE_WIDTH,
 ) -> go.Figure:
-    """Apply the suite's look; titles should carry units, e.g. ``"context (tokens)"``."""
+    """Apply the suite's look; titles should carry units, e.g. ``"context (tokens)"``. A title
+    wider than ``title_width`` px in KDA Sans is wrapped (at spaces, or between Han characters)
+    and the top margin grows a line per extra line."""
+    lines = fonts.wrap(title, TITLE_SIZE, title_width)
     fig.update_layout(
         template="kda",
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        title={
+            "text": "<br>".join(lines),
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 1.0,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": TITLE_PAD},
+            "font": {"size": TITLE_SIZE},
+        },
         font={"family": FONT, "size": 12},
         height=height,
-        margin={"l": 64, "r": 24, "t": 44, "b": 112 if legend else 52},
+        margin={"l": 64, "r": 24, "t": 0, "b": 112 if legend else 52},
         hovermode="closest",
         showlegend=legend,
         legend={
@@ -67,6 +88,34 @@ def style(
     )
     fig.update_xaxes(title_text=x_title, showline=True, linecolor="#888", zeroline=False)
     fig.update_yaxes(title_text=y_title, showline=True, linecolor="#888", zeroline=False)
+    return _fit_top(fig)
+
+
+LABEL_ROOM = 24  # px between the title and the plot for a label set on the plot's top edge
+
+
+def _title_room(fig: go.Figure) -> int:
+    title = fig.layout.title.text or ""
+    lines = len(re.split(r"<br\s*/?>", title)) if title else 0
+    return TITLE_PAD + TITLE_LINE * lines
+
+
+def _fit_top(fig: go.Figure) -> go.Figure:
+    """At least the title's lines above the plot, plus ``LABEL_ROOM`` when a label (a subplot
+    title, a line's label) sits on the plot's top edge; never less than already set."""
+    above = any(
+        a.yref == "paper" and a.y is not None and a.y >= 0.99 and a.yanchor == "bottom"
+        for a in fig.layout.annotations
+    )
+    need = _title_room(fig) + (LABEL_ROOM if above else 8)
+    fig.update_layout(margin={"t": max(need, fig.layout.margin.t or 0)})
+    return fig
+
+
+def top_margin(fig: go.Figure, below_title: int) -> go.Figure:
+    """Top margin = the title's lines + ``below_title`` px (room for subplot titles, a legend
+    or labels above the plot), whatever the number of lines the title wrapped to."""
+    fig.update_layout(margin={"t": _title_room(fig) + below_title})
     return fig
 
 
@@ -171,7 +220,7 @@ def vline(
             font={"size": 11, "color": color},
             bgcolor="rgba(255,255,255,0.8)",
         )
-    return fig
+    return _fit_top(fig) if fig.layout.title.text else fig
 
 
 def hline(

@@ -19,22 +19,27 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
+from apps.ui import fonts
+
 log = logging.getLogger("apps")
 
 HOST = "127.0.0.1"
 PORT = 7860
 
 
-# System fonts only (no network, no bundled webfont): Gradio's default IBM Plex Sans SemiBold
-# ships 55 glyphs, so bold "KDA" / "GiB" mixed two faces. Liberation Sans and DejaVu Sans have
-# every Latin glyph in regular and bold; WenQuanYi Zen Hei / Noto CJK cover 中文.
-FONT_STACK = ("Liberation Sans", "DejaVu Sans", "WenQuanYi Zen Hei", "Noto Sans CJK SC",
-              "sans-serif")  # fmt: skip
+# The page and every figure use KDA Sans, the DejaVu Sans that ships inside matplotlib, served
+# from that folder by this server (apps.ui.fonts; no CDN): the same widths on every machine.
+# (Gradio's default IBM Plex Sans SemiBold ships 55 glyphs, so bold "KDA" / "GiB" mixed two
+# faces.) WenQuanYi Zen Hei / Noto CJK cover 中文.
+gr.set_static_paths(paths=[fonts.FONT_DIR])
+FONT_STACK = fonts.STACK
 MONO_STACK = ("DejaVu Sans Mono", "Liberation Mono", "WenQuanYi Zen Hei Mono", "monospace")
 THEME = gr.themes.Default(
     primary_hue="indigo", secondary_hue="slate", font=FONT_STACK, font_mono=MONO_STACK
 )
-CSS = """
+CSS = (
+    fonts.font_face_css()
+    + """
 .gradio-container { max-width: 1280px !important; margin: auto; }
 .kda-intro { font-size: 0.97rem; }
 .kda-metrics table { font-size: 0.9rem; }
@@ -52,6 +57,7 @@ CSS = """
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
 """
+)
 # Every upload (a trace, a config.json) is refused by the server above this size, before a
 # callback sees it (``Blocks.launch`` / ``mount_gradio_app``'s ``max_file_size``, per file);
 # the trace panel checks the same cap and names it in the page's language.
@@ -60,6 +66,7 @@ LAUNCH_KWARGS: dict[str, Any] = {
     "max_file_size": MAX_UPLOAD_MIB << 20,
     "theme": THEME,
     "css": CSS,
+    "head": fonts.preload_head(),
     "footer_links": ["api"],
     "run_history": False,
 }

@@ -171,13 +171,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def minimal_fonts(folder: Path) -> dict[str, str]:
+    """The environment of a browser that sees only the fonts of the barest machine the lab
+    supports: DejaVu Sans (matplotlib's own copy, present wherever the lab is installed) and
+    one CJK font (the ``fonts-wqy-zenhei`` package ``make test`` installs). Whatever else this
+    machine holds (Liberation Sans, Noto) is hidden, so a layout test passing here passes on a
+    fresh machine."""
+    import matplotlib
+
+    dejavu = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    cjk = [d for d in ("/usr/share/fonts/truetype/wqy",) if Path(d).is_dir()]
+    dirs = "".join(f"<dir>{d}</dir>" for d in (dejavu, *cjk))
+    conf = folder / "fonts.conf"
+    conf.write_text(
+        '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">'
+        f"<fontconfig>{dirs}<cachedir>{folder / 'cache'}</cachedir>"
+        '<include ignore_missing="yes">/etc/fonts/conf.d</include></fontconfig>'
+    )
+    return {**os.environ, "FONTCONFIG_FILE": str(conf)}
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     path = _require_chromium()
     from playwright.sync_api import sync_playwright
 
+    env = minimal_fonts(tmp_path_factory.mktemp("fonts"))
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, env=env)
         try:
             yield b
         finally:

@@ -1,7 +1,8 @@
 """Every app on the hub, in English and in 中文: no figure text outside its canvas, no colour
 bar, annotation or legend over an axis title, no text box over a data trace, no table or log
 wider than its column, no table header printed one character per line (the page's own boxes
-in headless Chromium)."""
+in headless Chromium). The browser sees only DejaVu Sans and one CJK font (``minimal_fonts`` in
+conftest.py), the barest machine the lab supports, whatever this machine has installed."""
 
 from __future__ import annotations
 
