@@ -290,17 +290,31 @@ def _lookup(s: VLLMSpec, n: int, states: set[int]) -> tuple[int, int]:
         cap = min(cap + (u if a < U else U), units * u)  # coordinator: eagle_proof_margin
     reach = min(cap, units * u)
     hit = reach // U * U
-    if a < U:
-        limit = n if s.drop else n - 1
-        tail = min(limit // u, units) * u
-        if hit < tail <= reach and tail % U:
-            hit = tail
+    tail = min((n if s.drop else n - 1) // u, units) * u
+    if a < U and hit < tail <= reach and _mla_tail_kept(s, n, tail):
+        hit = tail
     if s.drop and hit:
         hit -= min(a, U)
         hit -= hit % a
     below = [p for p in states if 0 < p <= hit and p % a == 0 and p <= units * u]
     state = max(below, default=0)
     return state, hit if hit > state else 0
+
+
+def _mla_tail_kept(s: VLLMSpec, n: int, tail: int) -> bool:
+    """Whether the MLA group still keys the sub-block boundary ``tail`` (the resend's highest
+    unit below its limit) after the producer finished: ``FullAttentionManager.
+    _cache_partial_tail_block`` keys ``min(limit // u, len(block_hashes)) * u`` (limit ``n``
+    with the drop, else ``n - 1``) at every step, and one block holds one such key, so a later,
+    higher unit of the same block (the hashes grow as output tokens arrive, ``hash_lookahead``
+    of them per unit) replaces it. The lab assumes the producer decodes at least
+    ``hash_lookahead - 1`` tokens and keys each unit in turn (exact when a block boundary or
+    at most one unit lies between ``tail`` and the limit: always for ``u >= hash_lookahead``)."""
+    U, u = s.block_size, s.prefix_match_unit
+    if tail <= 0 or tail % U == 0:
+        return False  # no unit, or a whole block (keyed as a full block instead)
+    last = (n if s.drop else n - 1) // u * u
+    return min(last, (tail // U + 1) * U - u) == tail
 
 
 @dataclass(frozen=True, slots=True)
