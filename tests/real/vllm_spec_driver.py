@@ -180,6 +180,7 @@ class RealSpecScheduler:
         self.unit = u
         self.positions: dict = {}
         self.next_token = 1 << 20
+        self.counted_hits = 0  # prefix_cache_stats.hits in the scheduler's stats (log_stats)
 
     def serve(
         self,
@@ -234,9 +235,13 @@ class RealSpecScheduler:
             sampled.append((drafts if accept == "all" else []) + [self.next_token])
             self.next_token += 1
         index = {rid: i for i, rid in enumerate(ids)}
-        self.sched.update_from_output(
+        outputs = self.sched.update_from_output(
             step, ModelRunnerOutput(req_ids=ids, req_id_to_index=index, sampled_token_ids=sampled)
         )
+        for eco in outputs.values():  # what the engine core reports to the metrics loggers
+            stats = eco.scheduler_stats
+            if stats is not None and stats.prefix_cache_stats is not None:
+                self.counted_hits += stats.prefix_cache_stats.hits
         reqs = self.sched.requests
         live = [r for r in ids if r in reqs and not reqs[r].is_finished()]
         if self.k and live:
