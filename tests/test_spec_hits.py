@@ -123,3 +123,24 @@ def test_lengths_are_checked() -> None:
         repeat_hits(s, 0)
     with pytest.raises(ValueError, match="hit"):
         prefill_chunks(s, 10, hit=10)
+
+
+def test_partial_hits_only_in_align_mode() -> None:
+    from kda_core.cache.policy._vllm_spec import partial_hits_enabled
+
+    assert partial_hits_enabled("align", 64, 16) is True
+    assert partial_hits_enabled("align", 64, 64) is False
+    assert partial_hits_enabled("all", 64, 16) is False  # the lab's "all" placement must agree
+    with pytest.raises(ValueError, match="mamba_cache_mode"):
+        partial_hits_enabled("none", 64, 16)
+
+
+def test_the_mla_tail_key_a_later_unit_replaces() -> None:
+    # U = 16, u = 4, multi-module MTP k = 4: the resend hashes (15 - 4) // 4 = 2 units (8);
+    # the producer's MLA tail key moves from 8 to 12 (limit 14) in the same block: no hit
+    mtp4 = {"method": "mtp", "num_speculative_tokens": 4, "n_predict": 4}
+    s = vllm_spec(16, max_num_batched_tokens=8, speculative_config=mtp4, prefix_match_unit=4)
+    assert repeat_hits(s, 15).first == 0
+    # one module (hash lookahead 1): the resend's tail is the limit's unit, so it stays
+    one = vllm_spec(16, max_num_batched_tokens=8, speculative_config=EAGLE, prefix_match_unit=4)
+    assert repeat_hits(one, 15).first == 12

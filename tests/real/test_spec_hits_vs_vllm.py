@@ -132,3 +132,28 @@ def test_a_budget_below_the_drafts_refused() -> None:
         vllm_config(16, 4, flags)
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         vllm_spec(16, max_num_batched_tokens=4, speculative_config=flags)
+
+
+def test_partial_hits_only_for_align_mode_mamba() -> None:
+    import torch
+    from vllm.v1.core.kv_cache_utils import partial_hash_hits_enabled
+    from vllm.v1.kv_cache_interface import KVCacheGroupSpec, MambaSpec, MLAAttentionSpec
+
+    from kda_core.cache.policy._vllm_spec import partial_hits_enabled
+
+    for mode, U, u in itertools.product(("align", "all"), (16, 64), (4, 16, 64)):
+        if U % u:
+            continue
+        groups = [
+            KVCacheGroupSpec(
+                ["mla"],
+                MLAAttentionSpec(block_size=U, num_kv_heads=1, head_size=1, dtype=torch.float32),
+            ),
+            KVCacheGroupSpec(
+                ["kda"],
+                MambaSpec(
+                    block_size=U, shapes=((1,),), dtypes=(torch.float32,), mamba_cache_mode=mode
+                ),
+            ),
+        ]
+        assert partial_hits_enabled(mode, U, u) == partial_hash_hits_enabled(groups, u)

@@ -178,6 +178,17 @@ def _derive(spec: dict | None, kv_transfer: bool) -> tuple[bool, int, int, int]:
     return drop, L_hash, pre, k  # num_lookahead_tokens = k for EAGLE-family and MTP
 
 
+def partial_hits_enabled(mamba_cache_mode: str, block_size: int, prefix_match_unit: int) -> bool:
+    """``kv_cache_utils.partial_hash_hits_enabled`` (one KDA group, no decode context
+    parallelism): sub-block hits only for an align-mode Mamba group whose block is wider than
+    the hash unit. In "all" mode (a state per block) vLLM matches on whole blocks."""
+    if mamba_cache_mode not in ("align", "all"):
+        raise ValueError(f"mamba_cache_mode must be 'align' or 'all', got {mamba_cache_mode!r}")
+    U = check_int("block_size", block_size, 1, MAX_TOKENS)
+    u = check_int("prefix_match_unit", prefix_match_unit, 1, U)
+    return mamba_cache_mode == "align" and u < U
+
+
 def checkpoint_position(num_tokens: int, unit: int, drop: bool, hash_lookahead: int) -> int:
     """``kv_cache_interface.get_mamba_prefill_checkpoint_position``: the last reusable state
     boundary of a prefill of ``num_tokens`` tokens on a ``unit`` grid."""
