@@ -144,3 +144,29 @@ def test_the_mla_tail_key_a_later_unit_replaces() -> None:
     # one module (hash lookahead 1): the resend's tail is the limit's unit, so it stays
     one = vllm_spec(16, max_num_batched_tokens=8, speculative_config=EAGLE, prefix_match_unit=4)
     assert repeat_hits(one, 15).first == 12
+
+
+@pytest.mark.parametrize(("U", "u"), [(16, 16), (16, 4), (48, 48), (48, 12)])
+def test_the_closed_forms_in_the_docs(U: int, u: int) -> None:
+    """docs/hit_reasons.md's laws for a resend, against the rules above (one chunk budget
+    wider than the prompt, default retention): a = the hit grid."""
+    a = u
+    cases = {
+        None: lambda n: (n - 1) // a * a,
+        "eagle": lambda n: (n - 1) // a * a,
+        "drop": lambda n: max(n // a - 1, 0) * a,
+        "mtp3": lambda n: (n - 3) // a * a,
+    }
+    flags = {None: None, "eagle": EAGLE, "drop": DROP, "mtp3": MTP3}
+    checked = 0
+    for name, law in cases.items():
+        s = vllm_spec(
+            U, max_num_batched_tokens=8 * U, speculative_config=flags[name], prefix_match_unit=u
+        )
+        for n in range(1, 6 * U):
+            r = repeat_hits(s, n, warn=False)
+            if r.stalled or (name == "mtp3" and u < U):
+                continue  # multi-module MTP with sub-block units: see the docs
+            assert r.first == r.second == max(law(n), 0), (name, n)
+            checked += 1
+    assert checked >= 3 * (6 * U - 1)
