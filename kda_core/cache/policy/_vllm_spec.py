@@ -1,0 +1,373 @@
+"""vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a KDA hybrid in align mode:
+what its flags turn on, where one prompt's prefill chunks end, which KDA states it keys and
+what a repeat of the prompt then hits. Pure functions of the flags and lengths.
+
+The flags are spelled as vLLM spells them (``speculative_config={"method", "num_speculative_
+tokens", "n_predict", "disable_lookahead_block_hashes", "disable_eagle_block_drop"}``;
+``n_predict`` is the draft model's MTP module count, ``num_nextn_predict_layers``). Each rule
+names the vLLM function it follows (files under ``vllm/``; the laws with line numbers are in
+docs/hit_reasons.md). tests/real/test_spec_hits_vs_vllm.py runs vLLM's own ``Scheduler`` and
+``KVCacheManager`` over a grid and compares every point with ``repeat_hits``.
+
+Modelled: one MLA group (it holds the draft's layers, ``is_eagle_group``) and one KDA group
+(``MambaSpec``, align mode, no internal prefill checkpoint), block ``U`` = the Mamba block,
+the hash unit ``u`` (``prefix_match_unit``), the chunk budget, the retention interval, no KV
+connector on the request path (``kv_transfer_config`` only switches the hashes, as in
+``VllmConfig.num_hash_lookahead_tokens``), prompts served one at a time to the end.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kda_core._checks import check_bool, check_int
+
+METHODS = ("eagle", "eagle3", "mtp")
+SPEC_KEYS = (
+    "method",
+    "num_speculative_tokens",
+    "n_predict",
+    "disable_lookahead_block_hashes",
+    "disable_eagle_block_drop",
+)
+MAX_TOKENS = 1 << 24
+MAX_DRAFTS = 64
+
+
+class SpecStallWarning(UserWarning):
+    """vLLM's scheduler can make no progress on a prompt (it schedules 0 tokens every step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VLLMSpec:
+    """The flags (as vLLM spells them) and what vLLM 0.33 derives from them.
+
+    ``align``: the hit grid (``u`` with partial hits, else ``U``); ``drop``:
+    ``Scheduler.use_eagle_block_drop`` (the trailing-block drop); ``hash_lookahead``:
+    ``VllmConfig.num_hash_lookahead_tokens``; ``prefill_lookahead``:
+    ``num_prefill_lookahead_tokens``; ``lookahead``: ``num_lookahead_tokens`` (KV slots past
+    the scheduled tokens); ``speculative_blocks``: ``MambaSpec.num_speculative_blocks``."""
+
+    block_size: int
+    max_num_batched_tokens: int
+    prefix_match_unit: int
+    retention: int | None
+    method: str | None
+    num_speculative_tokens: int
+    n_predict: int
+    disable_lookahead_block_hashes: bool
+    disable_eagle_block_drop: bool
+    kv_transfer: bool
+    replayssm: bool
+    align: int
+    drop: bool
+    hash_lookahead: int
+    prefill_lookahead: int
+    lookahead: int
+    speculative_blocks: int
+
+
+def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
+    """``speculative_config`` checked: None (no drafts) or a dict with ``method`` in
+    ``METHODS`` and ``num_speculative_tokens`` in [1, 64]; ``n_predict`` in [1, 64] (default
+    1); the two ``disable_*`` flags bools (default False). Unknown keys are refused."""
+    if cfg is None:
+        return None
+    if not isinstance(cfg, Mapping):
+        raise ValueError(f"speculative_config must be a dict or None, got {cfg!r}")
+    unknown = sorted(set(cfg) - set(SPEC_KEYS))
+    if unknown:
+        raise ValueError(f"speculative_config: unknown keys {unknown}; allowed: {SPEC_KEYS}")
+    method = cfg.get("method")
+    if method not in METHODS:
+        raise ValueError(f"speculative_config.method must be one of {METHODS}, got {method!r}")
+    if "num_speculative_tokens" not in cfg:
+        raise ValueError("speculative_config.num_speculative_tokens is required (1..64)")
+    k = check_int(
+        "speculative_config.num_speculative_tokens", cfg["num_speculative_tokens"], 1, MAX_DRAFTS
+    )
+    m = check_int("speculative_config.n_predict", cfg.get("n_predict", 1), 1, MAX_DRAFTS)
+    flags = {
+        name: check_bool(f"speculative_config.{name}", cfg.get(name, False))
+        for name in SPEC_KEYS[3:]
+    }
+    return {"method": method, "num_speculative_tokens": k, "n_predict": m, **flags}
+
+
+def vllm_spec(
+    block_size: int,
+    *,
+    max_num_batched_tokens: int = 2048,
+    speculative_config: Mapping[str, Any] | None = None,
+    prefix_match_unit: int | None = None,
+    prefix_cache_retention_interval: int | None = 0,
+    kv_transfer_config: bool = False,
+    replayssm: bool = False,
+) -> VLLMSpec:
+    """The derived rules, refusing what vLLM 0.33 refuses (ValueError naming the flag).
+
+    Retention defaults to 0, ``CacheConfig.prefix_cache_retention_interval``'s default."""
+    U = check_int("block_size", block_size, 1, MAX_TOKENS)
+    C = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, MAX_TOKENS)
+    u = U if prefix_match_unit is None else check_int("prefix_match_unit", prefix_match_unit, 1, U)
+    if U % u:
+        # kv_cache_utils.resolve_kv_cache_block_sizes: every group's block divides by it
+        raise ValueError(f"prefix_match_unit must divide block_size={U}, got {u}")
+    r = prefix_cache_retention_interval
+    if r is not None:
+        r = check_int("prefix_cache_retention_interval", r, 0, MAX_TOKENS)
+        if r % U:
+            # kv_cache_coordinator._validate_prefix_cache_retention_interval
+            raise ValueError(
+                f"prefix_cache_retention_interval must be a multiple of block_size={U}, got {r}"
+            )
+    kv = check_bool("kv_transfer_config", kv_transfer_config)
+    rs = check_bool("replayssm", replayssm)
+    spec = parse_speculative_config(speculative_config)
+    k = spec["num_speculative_tokens"] if spec else 0
+    drop, L_hash, L_pre, L_kv = _derive(spec, kv)
+    if L_pre > U:
+        # KVCacheCoordinator.__init__: multi-module MTP with prefix caching
+        raise ValueError(
+            f"block_size={U} must be >= num_speculative_tokens={k} with multi-module MTP "
+            "(n_predict > 1) and prefix caching (vLLM refuses it)"
+        )
+    if spec and L_kv >= C:
+        # VllmConfig._set_max_num_scheduled_tokens
+        raise ValueError(f"max_num_batched_tokens must be > num_speculative_tokens={L_kv}, got {C}")
+    return VLLMSpec(
+        block_size=U,
+        max_num_batched_tokens=C,
+        prefix_match_unit=u,
+        retention=r,
+        method=spec["method"] if spec else None,
+        num_speculative_tokens=k,
+        n_predict=spec["n_predict"] if spec else 1,
+        disable_lookahead_block_hashes=bool(spec and spec["disable_lookahead_block_hashes"]),
+        disable_eagle_block_drop=bool(spec and spec["disable_eagle_block_drop"]),
+        kv_transfer=kv,
+        replayssm=rs,
+        align=u,
+        drop=drop,
+        hash_lookahead=L_hash,
+        prefill_lookahead=L_pre,
+        lookahead=L_kv,
+        speculative_blocks=0 if rs else k,
+    )
+
+
+def _derive(spec: dict | None, kv_transfer: bool) -> tuple[bool, int, int, int]:
+    """(drop, hash lookahead, prefill lookahead, KV lookahead) as vLLM 0.33 derives them."""
+    if spec is None:
+        return False, 0, 0, 0
+    k = spec["num_speculative_tokens"]
+    # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
+    multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
+    # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (EAGLE family)
+    pre = k if multi else 1
+    # SpeculativeConfig.use_eagle_block_drop: EAGLE/EAGLE3/MTP unless disable_eagle_block_drop
+    wants_drop = not spec["disable_eagle_block_drop"]
+    # VllmConfig.num_hash_lookahead_tokens: lookahead hashes unless disabled or a connector
+    lookahead = wants_drop and not spec["disable_lookahead_block_hashes"] and not kv_transfer
+    L_hash = pre if lookahead else 0
+    # Scheduler.__init__: lookahead hashes prove the boundary token, so no drop
+    drop = wants_drop and not L_hash
+    return drop, L_hash, pre, k  # num_lookahead_tokens = k for EAGLE-family and MTP
+
+
+def partial_hits_enabled(mamba_cache_mode: str, block_size: int, prefix_match_unit: int) -> bool:
+    """``kv_cache_utils.partial_hash_hits_enabled`` (one KDA group, no decode context
+    parallelism): sub-block hits only for an align-mode Mamba group whose block is wider than
+    the hash unit. In "all" mode (a state per block) vLLM matches on whole blocks."""
+    if mamba_cache_mode not in ("align", "all"):
+        raise ValueError(f"mamba_cache_mode must be 'align' or 'all', got {mamba_cache_mode!r}")
+    U = check_int("block_size", block_size, 1, MAX_TOKENS)
+    u = check_int("prefix_match_unit", prefix_match_unit, 1, U)
+    return mamba_cache_mode == "align" and u < U
+
+
+def checkpoint_position(num_tokens: int, unit: int, drop: bool, hash_lookahead: int) -> int:
+    """``kv_cache_interface.get_mamba_prefill_checkpoint_position``: the last reusable state
+    boundary of a prefill of ``num_tokens`` tokens on a ``unit`` grid."""
+    limit = num_tokens if drop else num_tokens - max(1, hash_lookahead)
+    position = limit // unit * unit - (unit if drop else 0)
+    return max(position, 0)
+
+
+def replay_boundaries(prompt_len: int, block: int, drop: bool) -> tuple[int, ...]:
+    """``kv_cache_coordinator.replay_boundaries``: where a later request replaying the prompt
+    resumes (kept under sparse retention). With the drop: a resend and an extension, one block
+    below their aligned boundaries."""
+    if not drop:
+        return (prompt_len - 1,)
+    resend = (prompt_len - 1) // block * block
+    extension = prompt_len // block * block
+    return tuple(sorted({max(resend - block, 0), max(extension - block, 0)}))
+
+
+def _split(s: VLLMSpec, n: int, start: int, want: int, junction: int) -> int:
+    """``Scheduler._mamba_block_aligned_split`` for a fresh prompt of ``n`` tokens (no internal
+    checkpoint, ``enable_mamba_shared_prefix_checkpoint`` off), then
+    ``Scheduler._reserve_prefill_lookahead``."""
+    U, u = s.block_size, s.prefix_match_unit
+    partial = s.align < U
+    end = start + want
+    if start < n:
+        last_cache = checkpoint_position(n, U, s.drop, s.hash_lookahead)
+        if end < n:
+            aligned_end = end // U * U
+            if aligned_end > start or s.max_num_batched_tokens >= U:
+                end = aligned_end
+        tail = checkpoint_position(n, u, s.drop, s.hash_lookahead) if partial else 0
+        floored = start + (junction - start) // U * U
+        stops = (
+            (start // U + 1) * U if start % U else 0,
+            last_cache,
+            tail if last_cache < tail < n else 0,
+            floored if start < junction < end else 0,
+        )
+        end = min((p for p in stops if start < p < end), default=end)
+    new = max(end - start, 0)
+    remaining = n - start - new
+    if 0 < remaining < s.prefill_lookahead:
+        new -= s.prefill_lookahead - remaining
+    return max(new, 0)
+
+
+def prefill_chunks(
+    s: VLLMSpec, prompt_len: int, hit: int = 0, junction: int = 0
+) -> tuple[tuple[int, ...], bool]:
+    """The chunk ends of one prompt's prefill from ``hit`` and whether the scheduler stalls
+    (a step of 0 tokens: nothing changes, so every later step is 0 too)."""
+    n = check_int("prompt_len", prompt_len, 1, MAX_TOKENS)
+    start = check_int("hit", hit, 0, n - 1)
+    ends: list[int] = []
+    while start < n:
+        new = _split(s, n, start, min(n - start, s.max_num_batched_tokens), junction)
+        if new == 0:
+            return tuple(ends), True
+        start += new
+        ends.append(start)
+    return tuple(ends), False
+
+
+def _kept_blocks(s: VLLMSpec, n: int, junction: int) -> set[int] | None:
+    """``MambaManager.reachable_block_mask``: the block indices retention keeps, None = all."""
+    r, U = s.retention, s.block_size
+    if r is None or (r and r // U <= 1):
+        return None
+    keep = set()
+    for b in (*replay_boundaries(n, U, s.drop), *([junction] if junction else [])):
+        keep.add(b // s.align * s.align // U - 1)
+    if r:
+        per = r // U
+        keep |= {i for i in range(n // U + 1) if (i + 1) % per == 0}
+    return keep
+
+
+def _state_keys(s: VLLMSpec, n: int, ends: tuple[int, ...], junction: int) -> set[int]:
+    """The KDA states a prompt's prefill keys at or below ``n - 1`` (``MambaManager.
+    cache_blocks``): a chunk end on the block grid whose hash exists (lookahead hashes need
+    ``hash_lookahead`` tokens after it) and that retention keeps; and the chunk end at the
+    prompt's checkpoint boundary (``_cache_partial_tail_block``, kept whatever retention)."""
+    U = s.block_size
+    hashed = (n - s.hash_lookahead) // s.prefix_match_unit * s.prefix_match_unit
+    tail = checkpoint_position(n, s.prefix_match_unit, s.drop, s.hash_lookahead)
+    kept = _kept_blocks(s, n, junction)
+    out = set()
+    for e in ends:
+        if e >= n:
+            continue
+        if e % U == 0 and e <= hashed and (kept is None or e // U - 1 in kept):
+            out.add(e)
+        if e == tail:
+            out.add(e)
+    return out
+
+
+def _lookup(s: VLLMSpec, n: int, states: set[int]) -> tuple[int, int]:
+    """``HybridKVCacheCoordinator.find_longest_cache_hit`` for a resend of the ``n``-token
+    prompt: (hit, ``shared_prefix_boundary``). The MLA group matches first (every whole block
+    of the prompt, plus with partial hits the prompt's tail key of ``FullAttentionManager.
+    _cache_partial_tail_block``), with the drop one unit further then one unit back; the KDA
+    group then takes its highest state at or below that."""
+    U, u, a = s.block_size, s.prefix_match_unit, s.align
+    units = (n - s.hash_lookahead) // u  # Request.block_hashes of the resend
+    cap = n - 1
+    if s.drop:
+        cap = min(cap + (u if a < U else U), units * u)  # coordinator: eagle_proof_margin
+    reach = min(cap, units * u)
+    hit = reach // U * U
+    tail = min((n if s.drop else n - 1) // u, units) * u
+    if a < U and hit < tail <= reach and _mla_tail_kept(s, n, tail):
+        hit = tail
+    if s.drop and hit:
+        hit -= min(a, U)
+        hit -= hit % a
+    below = [p for p in states if 0 < p <= hit and p % a == 0 and p <= units * u]
+    state = max(below, default=0)
+    return state, hit if hit > state else 0
+
+
+def _mla_tail_kept(s: VLLMSpec, n: int, tail: int) -> bool:
+    """Whether the MLA group still keys the sub-block boundary ``tail`` (the resend's highest
+    unit below its limit) after the producer finished: ``FullAttentionManager.
+    _cache_partial_tail_block`` keys ``min(limit // u, len(block_hashes)) * u`` (limit ``n``
+    with the drop, else ``n - 1``) at every step, and one block holds one such key, so a later,
+    higher unit of the same block (the hashes grow as output tokens arrive, ``hash_lookahead``
+    of them per unit) replaces it. The lab assumes the producer decodes at least
+    ``hash_lookahead - 1`` tokens and keys each unit in turn (exact when a block boundary or
+    at most one unit lies between ``tail`` and the limit: always for ``u >= hash_lookahead``)."""
+    U, u = s.block_size, s.prefix_match_unit
+    if tail <= 0 or tail % U == 0:
+        return False  # no unit, or a whole block (keyed as a full block instead)
+    last = (n if s.drop else n - 1) // u * u
+    return min(last, (tail // U + 1) * U - u) == tail
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatHits:
+    """A prompt sent three times: the chunk ends of the cold prefill, the cached tokens of
+    the first and the second repeat (None when the scheduler stalls) and the stall flag."""
+
+    prompt_len: int
+    cold_chunks: tuple[int, ...]
+    first: int | None
+    second: int | None
+    stalled: bool
+
+
+def repeat_hits(s: VLLMSpec, prompt_len: int, *, warn: bool = True) -> RepeatHits:
+    """The cached tokens of the first and second resend of a ``prompt_len``-token prompt.
+
+    A stall (vLLM schedules 0 tokens forever: the aligned split stops at a block boundary
+    that ``_reserve_prefill_lookahead`` then refuses) returns ``first = second = None`` and
+    warns ``SpecStallWarning`` unless ``warn=False``."""
+    n = check_int("prompt_len", prompt_len, 1, MAX_TOKENS)
+    cold, stalled = prefill_chunks(s, n)
+    hits: list[int] = []
+    states = _state_keys(s, n, cold, 0) if not stalled else set()
+    while not stalled and len(hits) < 2:
+        hit, junction = _lookup(s, n, states)
+        hits.append(hit)
+        ends, stalled = prefill_chunks(s, n, hit, junction)
+        states |= _state_keys(s, n, ends, junction)
+    if stalled:
+        if warn:
+            warnings.warn(_stall_message(s, n), SpecStallWarning, stacklevel=2)
+        return RepeatHits(n, cold, None, None, True)
+    return RepeatHits(n, cold, hits[0], hits[1], False)
+
+
+def _stall_message(s: VLLMSpec, n: int) -> str:
+    return (
+        f"vLLM's scheduler stalls on a {n}-token prompt: with multi-module MTP "
+        f"(num_speculative_tokens={s.num_speculative_tokens}, n_predict={s.n_predict}) a "
+        f"prefill chunk may not end within {s.prefill_lookahead} tokens of the prompt end, "
+        f"and the align-mode split stops at the block boundary there (block_size="
+        f"{s.block_size}, max_num_batched_tokens={s.max_num_batched_tokens}, "
+        f"prefix_match_unit={s.prefix_match_unit}); it schedules 0 tokens every step"
+    )
