@@ -236,12 +236,14 @@ def test_replayssm_finish_cap() -> None:
 
 
 def test_replayssm_gdn_flush_mask(monkeypatch) -> None:
-    # the backend module imports the HTTP server stack (uvicorn), absent from this venv
-    attn = pytest.importorskip("sglang.srt.layers.attention.hybrid_linear_attn_backend")
+    # hybrid_linear_attn_backend.py, MambaAttnBackendBase._replayssm_track_flush_mask (the
+    # module imports the HTTP server stack: uvicorn is in requirements-shims.txt for it)
+    from sglang.srt.layers.attention import hybrid_linear_attn_backend as attn
+
     exec_ctx = SimpleNamespace(mamba=SimpleNamespace(mamba_track_interval=8))
     monkeypatch.setattr(attn, "get_exec", lambda: exec_ctx)
     seq = torch.arange(60, 80)
-    mask = attn.HybridLinearAttnBackend._replayssm_track_flush_mask(None, seq, len(seq))
+    mask = attn.MambaAttnBackendBase._replayssm_track_flush_mask(None, seq, len(seq))
     assert [int(s) for s, m in zip(seq, mask, strict=True) if m] == [64, 72]
     # GDN flushes on those steps too: a key just past one donates the state there
     assert S.replayssm_finish_len(66, 60, 16, is_kda=False, interval=8) == 64
