@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import heapq
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,19 +54,24 @@ def _order(n: int, seed: int) -> list[int]:
     return [int(x) for x in np.random.default_rng(seed).permutation(n)]
 
 
-def run(s: Setup) -> FleetResult:
+Observer = Callable[[int, list, Any], None]
+
+
+def run(s: Setup, observe: Observer | None = None) -> FleetResult:
+    """One run. ``observe(i, replicas, key)``, if given, is called before request ``i`` is
+    routed (tests compare the routers' indexes with the replicas' trees there)."""
     t0 = time.perf_counter()
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        out = _loop(s)
+        out = _loop(s, observe)
     finally:
         if gc_was_on:
             gc.enable()
     return _result(s, out, time.perf_counter() - t0)
 
 
-def _loop(s: Setup) -> dict:
+def _loop(s: Setup, observe: Observer | None) -> dict:
     trace, n, page = s.trace, s.replicas, s.page
     # SGLang publishes no state events; the state-aware router gets the lab's proposed ones
     proposed = s.engine == "sglang" and s.router == "state_aware"
@@ -93,6 +99,8 @@ def _loop(s: Setup) -> dict:
             _, _, r_done, h = heapq.heappop(heap)
             router.finished(r_done, h)
         key, ins_key, total = request_keys(trace, i, s.outputs)
+        if observe is not None:
+            observe(i, reps, key)
         L = lens[i]
         key_pages = key.tolist()
         req = Request(key_pages, L // page, L)
