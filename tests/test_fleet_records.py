@@ -34,8 +34,8 @@ from kda_core.workloads.traces import make_trace
 from tests.test_fleet import B, page_trace
 
 
-def replica_batches(prompts, engine_params=None) -> tuple[list[list], object]:
-    """Each request of ``prompts`` through one vLLM replica: its event batch off the wire."""
+def replica_payloads(prompts, engine_params=None) -> tuple[list[bytes], object]:
+    """Each request of ``prompts`` through one vLLM replica: its event batch on the wire."""
     o = dict(replicas=1, router="kv_events", model="kimi-k3", tp=8, engine="vllm", weight=1.0)
     o |= dict(seed=0, engine_params=engine_params, router_params=None, time_model=None)
     o |= dict(oracle=False, budgets={f"{k}_budget_bytes": None for k in ("state", "kv", "unified")})
@@ -45,8 +45,14 @@ def replica_batches(prompts, engine_params=None) -> tuple[list[list], object]:
     for i in range(len(s.trace)):
         key, ins, total = request_keys(s.trace, i, False)
         rep.serve(key, ins, int(s.trace.input_len[i]), total, ins.tolist())
-        out.append(decode_batch(encode_batch(float(i), rep.take_events()))[1])
+        out.append(encode_batch(float(i), rep.take_events()))
     return out, s
+
+
+def replica_batches(prompts, engine_params=None) -> tuple[list[list], object]:
+    """The same batches read back off the wire."""
+    payloads, s = replica_payloads(prompts, engine_params)
+    return [decode_batch(p)[1] for p in payloads], s
 
 
 def test_infera_98_captured_event_shapes():

@@ -56,7 +56,17 @@ def request_hashes(tokens: list[int], bs: int) -> list[int]:
 class EventView:
     """Infera's per-worker view (module docstring); ``all_groups``: the pre-#98 form."""
 
-    __slots__ = ("bs", "all_groups", "filter_removals", "cap", "view", "map", "kinds", "dropped")
+    __slots__ = (
+        "bs",
+        "all_groups",
+        "filter_removals",
+        "cap",
+        "view",
+        "map",
+        "kinds",
+        "dropped",
+        "parents",
+    )
 
     def __init__(self, bs: int, all_groups: bool, cap: int, filter_removals: bool = True) -> None:
         self.bs, self.all_groups, self.cap = bs, all_groups, cap
@@ -65,6 +75,7 @@ class EventView:
         self.map: dict[Any, int] = {}
         self.kinds: dict[int, str] = {}  # group_idx -> kind, learned from stores
         self.dropped = 0  # events whose parent was unknown
+        self.parents: dict[int, int] | None = None  # router hash -> parent's (the listener's)
 
     def stored(self, ev: BlockStored) -> None:
         kind = ev.kv_cache_spec_kind
@@ -80,19 +91,26 @@ class EventView:
                 self.dropped += 1
                 return
             parent = got
-        toks, bs, hs = ev.token_ids, self.bs, ev.block_hashes
+        toks, hs = ev.token_ids, ev.block_hashes
+        bs = self.bs or ev.block_size  # 0: the event's own block size (a live stream)
+        if bs <= 0:
+            self.dropped += 1
+            return
         if self.all_groups:
             n = min(len(toks) // bs, len(hs))
             mapped = True
         else:
             n = len(toks) // bs
             mapped = n == len(hs)
-        view, m, salt = self.view, self.map, _ROUTER_SALT
+        view, m, salt, up = self.view, self.map, _ROUTER_SALT, self.parents
         for i in range(n):
-            parent = hash((salt, parent, *toks[i * bs : (i + 1) * bs]))  # hash_chunk
-            view[parent] = None
+            child = hash((salt, parent, *toks[i * bs : (i + 1) * bs]))  # hash_chunk
+            view[child] = None
+            if up is not None:
+                up[child] = parent
             if mapped:
-                m[hs[i]] = parent
+                m[hs[i]] = child
+            parent = child
         if len(view) > self.cap or len(m) > self.cap:
             self._bound()
 
@@ -111,7 +129,7 @@ class EventView:
         self.map.clear()
 
     def _bound(self) -> None:
-        for d in (self.view, self.map):
+        for d in (self.view, self.map, self.parents or {}):
             while len(d) > self.cap:
                 del d[next(iter(d))]
 
