@@ -57,12 +57,12 @@ def brute_run(trace, **kw):
 
     def observe(i, reps, key):
         evicted[0] = sum(
-            r.pub.stats().evicted_states + r.pub.stats().evicted_kv_tokens for r in reps
+            r.cache.stats().evicted_states + r.cache.stats().evicted_kv_tokens for r in reps
         )
         full = int(lens[i]) // bt * bt
         row = []
         for rep in reps:
-            m = rep.pub.match_prefix(key, touch=False)
+            m = rep.cache.match_prefix(key, touch=False)
             row.append((min(m.token_match, full) // bt, min(m.restore_at, full) // bt))
         seen.append(row)
 

@@ -24,12 +24,14 @@ REPO_ROOT = __file__.rsplit("/tests/", 1)[0]
 
 def publisher(frames: list[bytes], ready: threading.Event, port: list[int]) -> None:
     ctx = zmq.Context.instance()
-    pub = ctx.socket(zmq.PUB)
+    pub = ctx.socket(zmq.XPUB)  # a PUB that sees subscriptions: send once one has arrived
     pub.setsockopt(zmq.LINGER, 0)
     port.append(pub.bind_to_random_port("tcp://127.0.0.1"))
     ready.set()
     try:
-        time.sleep(0.8)  # let the subscriber's subscription arrive (PUB drops before it)
+        if not pub.poll(30_000):
+            return
+        pub.recv()  # the subscription (a PUB drops everything sent before it)
         for seq, payload in enumerate(frames):
             pub.send_multipart((b"", seq.to_bytes(8, "big"), payload))
         time.sleep(0.5)

@@ -47,6 +47,11 @@ def request_hashes(tokens: list[int], bs: int) -> list[int]:
     out = []
     parent = ROUTER_SEED
     salt = _ROUTER_SALT
+    if bs == 1:  # one token per block (SGLang pages in the simulated stream): no slicing
+        for tok in tokens:
+            parent = hash((salt, parent, tok))
+            out.append(parent)
+        return out
     for i in range(0, len(tokens) // bs * bs, bs):
         parent = hash((salt, parent, *tokens[i : i + bs]))
         out.append(parent)
@@ -104,7 +109,12 @@ class EventView:
             mapped = n == len(hs)
         view, m, salt, up = self.view, self.map, _ROUTER_SALT, self.parents
         for i in range(n):
-            child = hash((salt, parent, *toks[i * bs : (i + 1) * bs]))  # hash_chunk
+            # hash_chunk, inlined
+            child = (
+                hash((salt, parent, toks[i]))
+                if bs == 1
+                else hash((salt, parent, *toks[i * bs : (i + 1) * bs]))
+            )
             view[child] = None
             if up is not None:
                 up[child] = parent
@@ -122,14 +132,20 @@ class EventView:
         for h in ev.block_hashes:
             rh = self.map.pop(h, None)
             if rh is not None:
-                self.view.pop(rh, None)
+                self._unview(rh)
+
+    def _unview(self, rh: int) -> None:
+        self.view.pop(rh, None)
 
     def cleared(self) -> None:
-        self.view.clear()
+        for rh in list(self.view):
+            self._unview(rh)
         self.map.clear()
 
     def _bound(self) -> None:
-        for d in (self.view, self.map, self.parents or {}):
+        while len(self.view) > self.cap:
+            self._unview(next(iter(self.view)))
+        for d in (self.map, self.parents or {}):
             while len(d) > self.cap:
                 del d[next(iter(d))]
 

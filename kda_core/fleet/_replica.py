@@ -70,29 +70,15 @@ def block_hashes(pages: list[int], ppb: int, signed: bool) -> list[int]:
     ``signed``: SGLang's int64 range, else vLLM's unsigned 64 bits."""
     out = []
     h = _ENGINE_SEED
+    if ppb == 1:
+        for p in pages:
+            h = hash((h, p))
+            out.append(h if signed else h & MASK64)
+        return out
     for j in range(len(pages) // ppb):
         h = hash((h, *pages[j * ppb : (j + 1) * ppb]))
         out.append(h if signed else h & MASK64)
     return out
-
-
-class _Publishing:
-    """The replica's cache as ``placement.place`` sees it: every call goes to the tree, but an
-    insert carries the request's page payloads (``place`` inserts with ``kv=None``)."""
-
-    __slots__ = ("_cache", "payload", "last")
-
-    def __init__(self, cache: Any) -> None:
-        self._cache = cache
-        self.payload: _Pages | None = None
-        self.last: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cache, name)
-
-    def insert_prefix(self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0):
-        self.last = self._cache.insert_prefix(key, self.payload, states, state_bytes=state_bytes)
-        return self.last
 
 
 class Replica:
@@ -100,7 +86,8 @@ class Replica:
 
     ``page``: tokens per tree page; ``ppb``: pages per event block (vLLM's ``block_size`` /
     page; 1 for SGLang); ``groups``: (Mamba group ids, attention group ids, attention kind);
-    ``state_events``: publish the lab's proposed state events on SGLang."""
+    ``state_events``: publish the lab's proposed state events on SGLang; ``publish=False``:
+    no events at all (no router reads them), the tree built without hooks, as ``simulate``'s."""
 
     def __init__(
         self,
@@ -112,22 +99,34 @@ class Replica:
         budgets: tuple[int | None, int | None, int | None],
         sizes: tuple[int, int],
         state_events: bool = False,
+        publish: bool = True,
     ) -> None:
         self.pol, self.page, self.ppb, self.engine = pol, page, ppb, engine
         self.mamba, self.attn, self.kind = groups
-        self.state_events = state_events
+        self.state_events, self.publish = state_events, publish
         self.events: list[Any] = []
-        cache = pol.make_cache(
-            page,
-            block_keys=True,
-            on_free_kv=self._free_kv,
-            before_drop=self._drop_state,
-            kv_slice=_slice_pages,
-        )
-        self.pub = _Publishing(cache)
+        hooks: dict[str, Any] = {}
+        if publish:
+            hooks.update(on_free_kv=self._free_kv, kv_slice=_slice_pages)
+            if engine == "vllm" or state_events:  # SGLang drops a state silently
+                hooks["before_drop"] = self._drop_state
+        self.cache = cache = pol.make_cache(page, block_keys=True, **hooks)
+        # ``placement.place`` inserts with ``kv=None``: the instance's insert carries the
+        # request's page payloads instead (and keeps the result for the events)
+        self._insert = cache.insert_prefix
+        self.payload: _Pages | None = None
+        self.last: Any = None
+        if publish:
+            cache.insert_prefix = self._insert_with_payload
         sb, kb, ub = budgets
-        self.ctx = RunCtx(self.pub, pol, sb, kb, ub, sizes[0], sizes[1], page)
+        self.ctx = RunCtx(cache, pol, sb, kb, ub, sizes[0], sizes[1], page)
         self.ctx.cap_last = True
+
+    def _insert_with_payload(
+        self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
+    ) -> Any:
+        self.last = self._insert(key, self.payload, states, state_bytes=state_bytes)
+        return self.last
 
     # ---------------------------------------------------------------- drops (tree hooks)
     def _free_kv(self, payload: Any, n_tokens: int) -> None:
@@ -156,13 +155,20 @@ class Replica:
     ) -> tuple[int, int]:
         """Serve one request (``run_sequential``'s body); -> (token match, restore point).
         ``pages``: the insert key's page ids as ints (``ins_key`` as a list)."""
-        ctx, pol, cache = self.ctx, self.pol, self.pub
-        hashes = block_hashes(pages, self.ppb, self.engine == "sglang")
-        payload = [0] * len(pages)
-        for j, h in enumerate(hashes):
-            payload[(j + 1) * self.ppb - 1] = h
-        self.pub.payload = _Pages(tuple(payload), self.page)
-        self.pub.last = None
+        ctx, pol, cache = self.ctx, self.pol, self.cache
+        hashes: list[int] = []
+        if self.publish:
+            hashes = block_hashes(pages, self.ppb, self.engine == "sglang")
+            ppb = self.ppb
+            if ppb == 1:
+                payload = tuple(hashes)
+            else:
+                per_page = [0] * len(pages)
+                for j, h in enumerate(hashes):
+                    per_page[(j + 1) * ppb - 1] = h
+                payload = tuple(per_page)
+            self.payload = _Pages(payload, self.page)
+        self.last = None
         m = ctx.lookup(key, length)
         tm = min(m.token_match, length)
         ra = min(m.restore_at, tm)
@@ -179,8 +185,8 @@ class Replica:
             if locked:
                 release(cache, path)
         kv_cleanup(ctx)
-        r = self.pub.last
-        if r is not None:
+        r = self.last
+        if r is not None and self.publish:
             self._stored(ra, r, hashes, pages)
         return tm, ra
 
@@ -188,7 +194,7 @@ class Replica:
         """The insert ``r`` as the engine publishes it (``start``: the restore point)."""
         page = self.page
         if self.engine == "sglang":
-            self._sglang_stored(r, pages)
+            self._sglang_stored(r, hashes, pages)
             return
         states = sorted(r.new + r.existed)
         prev = start
@@ -212,12 +218,11 @@ class Replica:
             list(hs), parent, list(toks), self.ppb, None, "GPU", None, None, g, kind
         )
 
-    def _sglang_stored(self, r: Any, pages: list[int]) -> None:
+    def _sglang_stored(self, r: Any, hs: list[int], pages: list[int]) -> None:
         """New KV pages ``[cached_len, inserted_len)``, one coalesced event (SGLang's
         ``KvEventsRecorder.enqueue`` joins a node chain's per-page events)."""
         page = self.page
         a, b = r.cached_len // page, r.inserted_len // page
-        hs = block_hashes(pages[:b], 1, True)
         if b > a:
             parent = hs[a - 1] if a else None
             self.events.append(SglangBlockStored(hs[a:b], parent, list(pages[a:b]), 1, None, "GPU"))
@@ -235,7 +240,7 @@ class Replica:
     def probe(self, key: Any, length: int) -> int:
         """The restore point this replica would give ``key`` now (no LRU touch): the oracle
         behind the routing regret, never shown to a router."""
-        m = self.pub.match_prefix(key, touch=False)
+        m = self.cache.match_prefix(key, touch=False)
         if m.restore_at >= length:
-            m = self.pub.match_prefix(key[:-1], touch=False)
+            m = self.cache.match_prefix(key[:-1], touch=False)
         return min(m.restore_at, m.token_match, length)

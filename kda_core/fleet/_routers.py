@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core.fleet._approx_tree import ApproxTree
-from kda_core.fleet._index import EventView, StateView, apply_events, request_hashes
+from kda_core.fleet._index import (
+    EventView,
+    StateView,
+    apply_events,
+    request_hashes,
+)
 
 ROUTERS = (
     "round_robin",
@@ -140,9 +145,12 @@ class KVEvents(_Base):
     def events(self, r: int, evs: list[Any]) -> None:
         apply_events(self.views[r], evs)
 
-    def _hits(self, r: int, rh: list[int]) -> int:
-        v = self.views[r]
-        return v.state_hits(rh)[0] if self.state else v.hits(rh)  # type: ignore[attr-defined]
+    def _hits(self, rh: list[int]) -> list[int]:
+        """Per replica, the blocks the router counts: the KV overlap (``hits``), or the deepest
+        state within it (``state_hits``)."""
+        if self.state:
+            return [v.state_hits(rh)[0] for v in self.views]  # type: ignore[attr-defined]
+        return [v.hits(rh) for v in self.views]
 
     def pick(self, req: Request) -> tuple[int, int]:
         rh = request_hashes(req.pages[: req.full], self.bt // self.page)
@@ -150,8 +158,9 @@ class KVEvents(_Base):
         total = len(rh)
         w, refs, recent = self.w, self.refs, self.recent
         best = None
+        counted = self._hits(rh)
         for r in self.order:
-            hits = self._hits(r, rh)
+            hits = counted[r]
             load = len(refs[r]) + recent[r]
             key = (w * (total - hits) + load, load)
             if best is None or key < best[0]:

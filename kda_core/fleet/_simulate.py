@@ -76,13 +76,14 @@ def _loop(s: Setup, observe: Observer | None) -> dict:
     # SGLang publishes no state events; the state-aware router gets the lab's proposed ones
     proposed = s.engine == "sglang" and s.router == "state_aware"
     ppb = s.block_tokens // page
-    reps = [
-        Replica(s.pol, page, ppb, s.engine, s.groups, s.budgets, s.sizes, proposed)
-        for _ in range(n)
-    ]
     router = make_router(
         s.router, n, _order(n, s.seed), s.block_tokens, page, s.weight, s.router_params
     )
+    pub = router.uses_events
+    reps = [
+        Replica(s.pol, page, ppb, s.engine, s.groups, s.budgets, s.sizes, proposed, pub)
+        for _ in range(n)
+    ]
     N = len(trace)
     arrays = {k: np.zeros(N, dtype=np.int64) for k in ("replica", "expected", "cached", "tm")}
     best = np.zeros(N, dtype=np.int64) if s.oracle else None
@@ -90,6 +91,7 @@ def _loop(s: Setup, observe: Observer | None) -> dict:
     free_at = [0.0] * n
     heap: list[tuple[float, int, int, Any]] = []
     flops, tm = _flops_fn(s.cspec), s.time_model
+    overhead, rate = tm.overhead_s, tm.flops_per_s
     lens, outs = trace.input_len.tolist(), trace.output_len.tolist()
     arrival = trace.arrival_s.tolist()
     n_events = n_bytes = 0
@@ -104,20 +106,21 @@ def _loop(s: Setup, observe: Observer | None) -> dict:
         L = lens[i]
         key_pages = key.tolist()
         req = Request(key_pages, L // page, L)
+        pages = (key_pages if ins_key is key else ins_key.tolist()) if pub else []
         r, expected = router.pick(req)
         handle = router.handle(req)
         if best is not None:
             best[i] = max(rep.probe(key, L) for rep in reps)
         rep = reps[r]
-        tmatch, ra = rep.serve(key, ins_key, L, total, ins_key.tolist())
+        tmatch, ra = rep.serve(key, ins_key, L, total, pages)
         evs = rep.take_events()
-        if evs and router.uses_events:
+        if evs:
             payload = encode_batch(now, evs, r)
             n_events += len(evs)
             n_bytes += len(payload)
             router.events(r, decode_batch(payload)[1])
         start = max(now, free_at[r])
-        done = start + float(tm.seconds(flops(ra, L)))
+        done = start + overhead + flops(ra, L) / rate  # TimeModel.seconds on a scalar
         free_at[r] = done
         finish = done + outs[i] * tm.decode_s_per_token
         heapq.heappush(heap, (finish, i, r, handle))
