@@ -20,6 +20,9 @@ def _main(argv: list[str] | None = None) -> int:
     li.add_argument("--seconds", type=float, default=None)
     li.add_argument("--batches", type=int, default=None)
     li.add_argument("--every", type=float, default=2.0, help="seconds between status lines")
+    li.add_argument(
+        "--bind", action="store_true", help="bind the endpoint (the server's publisher connects)"
+    )
     a = ap.parse_args(argv)
     if not a.endpoint.startswith(("tcp://", "ipc://")):
         ap.error(f"endpoint must be tcp://HOST:PORT or ipc://PATH, got {a.endpoint!r}")
@@ -37,6 +40,7 @@ def _main(argv: list[str] | None = None) -> int:
             seconds=a.seconds,
             batches=a.batches,
             every_s=a.every,
+            bind=a.bind,
             out=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:

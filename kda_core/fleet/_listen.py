@@ -102,17 +102,22 @@ def listen(
     seconds: float | None = None,
     batches: int | None = None,
     every_s: float = 2.0,
+    bind: bool = False,
     out: Callable[[str], object] = print,
 ) -> ListenStats:
     """Read ``endpoint`` until ``seconds`` pass or ``batches`` batches arrived (None: forever);
-    returns the counters (the CLI prints as it goes)."""
+    returns the counters (the CLI prints as it goes). ``bind``: bind the endpoint instead of
+    connecting (vLLM's publisher connects when its endpoint has no wildcard)."""
     import zmq
 
     ctx = zmq.Context.instance()
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SUBSCRIBE, topic.encode())
-    sock.connect(endpoint)
+    if bind:
+        sock.bind(endpoint)
+    else:
+        sock.connect(endpoint)
     view = StateView(0, max_blocks)
     view.parents = {}
     st = ListenStats()
