@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from apps.ui.catalog import Catalog, T
+from apps.ui.figures import compact
 from kda_core.studies.fleet import FleetStudy
 
 MSG = Catalog(
@@ -36,7 +37,7 @@ MSG = Catalog(
             "（vLLM / SGLang 的 `BlockStored`、`BlockRemoved`）得知每个副本缓存了什么。它们索引"
             "的是 **KV 块**。对 KDA 混合模型而言，KV 前缀只在副本仍持有**状态**的最深块以内才算"
             "命中，所以只看 KV 的路由器会算上副本给不出的命中。这里 N 个副本各是实验室的单机模型，"
-            "以引擎自己的格式发布事件；每个路由器只读这些事件（或自己的路由历史）。**请看：**"
+            "以引擎自己的格式发布事件；每个路由器只读这些事件（或自己的路由历史）。**请看**："
             "各路由器并排的命中率（路由器估计的与副本实际给出的）、只看 KV 的路由器多估的请求，"
             "以及各副本随时间的负载（只追缓存的路由器会把流量压在一个副本上）。",
         ),
@@ -109,10 +110,8 @@ MSG = Catalog(
             "**`{trace}`**，{n} 个请求，{k} 个副本，{engine}，w = {w}",
         ),
         "s_cols": (
-            "| router | given | counted | over-promised tokens | skew (max/mean) | regret | "
-            "TTFT p50 / p99 |",
-            "| 路由器 | 实际命中 | 估计命中 | 多估 token | 负载偏斜（最大/平均） | 损失 | "
-            "TTFT p50 / p99 |",
+            "| router | given | counted | over-promised | skew | regret | TTFT p50 / p99 (s) |",
+            "| 路由器 | 实际命中 | 估计命中 | 多估 | 负载偏斜 | 损失 | TTFT p50 / p99（秒） |",
         ),
         "s_gain": (
             "State-aware vs KV events (attention groups): **{gain:+.1%}** of input tokens "
@@ -121,10 +120,13 @@ MSG = Catalog(
             "少 {over} 个。",
         ),
         "s_note": (
-            "*given*: the replicas' restore points (the prefill skipped); *counted*: what the "
-            "router scored; *regret*: tokens lost against the best replica at each decision.",
-            "*实际命中*：副本的恢复点（省下的 prefill）；*估计命中*：路由器打分时算的；*损失*："
-            "与每次决策时最好的副本相比少得的 token。",
+            "*given*: the replicas' restore points (the prefill skipped), as a share of the input "
+            "tokens; *counted*: what the router scored; *over-promised*: tokens counted and not "
+            "given; *skew*: the busiest replica's requests over the mean; *regret*: tokens lost "
+            "against the best replica at each decision.",
+            "*实际命中*：副本的恢复点（省下的 prefill），占输入 token 的比例；*估计命中*：路由器"
+            "打分时算的；*多估*：算了却没给出的 token；*负载偏斜*：最忙副本的请求数与平均之比；"
+            "*损失*：与每次决策时最好的副本相比少得的 token。",
         ),
     },
 )
@@ -151,11 +153,11 @@ def summary_markdown(s: FleetStudy, t: T) -> str:
     rows = [t("s_cols"), "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in s.routers:
         v = {k: s.rate(r, k) for k in ("state_hit_rate", "expected_hit_rate", "load_skew")}
+        over, regret = (compact(s.rate(r, k)) for k in ("over_promised_tokens", "regret_tokens"))
         rows.append(
             f"| {router_name(r, t)} | {v['state_hit_rate']:.1%} | {v['expected_hit_rate']:.1%} "
-            f"| {s.rate(r, 'over_promised_tokens'):,.0f} | {v['load_skew']:.2f} "
-            f"| {s.rate(r, 'regret_tokens'):,.0f} "
-            f"| {s.rate(r, 'ttft_p50_s'):.2f} / {s.rate(r, 'ttft_p99_s'):.2f} s |"
+            f"| {over} | {v['load_skew']:.2f} | {regret} "
+            f"| {s.rate(r, 'ttft_p50_s'):.1f} / {s.rate(r, 'ttft_p99_s'):.1f} |"
         )
     gain = s.rate("state_aware", "state_hit_rate") - s.rate("kv_events", "state_hit_rate")
     over = s.rate("kv_events", "over_promised_tokens") - s.rate(
