@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kda_core.cache import policy as policy_mod
 from kda_core.fleet._events import (
     MAMBA_KIND,
     SglangBlockRemoved,
@@ -91,7 +90,7 @@ class Replica:
 
     def __init__(
         self,
-        pol: policy_mod.Policy,
+        pol: Any,  # a kda_core.policy.make policy
         page: int,
         ppb: int,
         engine: str,

@@ -17,8 +17,9 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int, check_seed
-from kda_core.cache import policy as policy_mod
+from kda_core.cache.policy import MAX_LEN
 from kda_core.fleet._routers import EVENT_ROUTERS, KV_DEFAULTS, ROUTERS, SGLANG_DEFAULTS
+from kda_core.policy import make
 from kda_core.sim import checkpoint_bytes, costmodel
 from kda_core.workloads import Trace, bundled_trace, require_prefix_info
 from kda_core.workloads.traces import make_trace
@@ -32,7 +33,7 @@ _BUDGETS = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
 @dataclass(frozen=True, slots=True)
 class Setup:
     trace: Trace  # on the tree's pages (vLLM: refined when the block is not a multiple)
-    pol: policy_mod.Policy
+    pol: Any  # kda_core.policy.make's
     engine: str
     router: str
     replicas: int
@@ -93,7 +94,7 @@ def _check_router_params(router: str, given: Any) -> dict:
     return _check_params("router_params", given, {})
 
 
-def _check_policy(engine: str, params: Any, model: str, tp: int) -> policy_mod.Policy:
+def _check_policy(engine: str, params: Any, model: str, tp: int) -> Any:
     p = _check_params("engine_params", params, _policy_fields(engine))
     if engine == "vllm":
         if p.get("block_size") is None:
@@ -103,14 +104,14 @@ def _check_policy(engine: str, params: Any, model: str, tp: int) -> policy_mod.P
         if p.get("partial_hits"):
             raise ValueError("engine_params: partial_hits is not modelled in the fleet's events")
     try:
-        return policy_mod.make(engine, **p)
+        return make(engine, **p)
     except (TypeError, ValueError) as e:
         raise ValueError(f"engine_params: {e}") from None
 
 
 def _policy_fields(engine: str) -> dict:
     """The policy's own parameters and defaults (``make`` refuses anything else)."""
-    return policy_mod.make(engine).params()
+    return make(engine).params()
 
 
 def refine(trace: Trace, g: int) -> Trace:
@@ -141,7 +142,7 @@ def refine(trace: Trace, g: int) -> Trace:
     )
 
 
-def _pages(trace: Trace, pol: policy_mod.Policy, engine: str) -> tuple[Trace, int, int, bool]:
+def _pages(trace: Trace, pol: Any, engine: str) -> tuple[Trace, int, int, bool]:
     """(trace on the tree's pages, page tokens, event block tokens, insert output blocks)."""
     b = trace.block_size
     outputs = trace.out_offsets is not None
@@ -199,8 +200,8 @@ def check_args(trace: Any, opts: dict) -> Setup:
     fine, page, bt, outputs = _pages(trace, pol, engine)
     pol.check_page(page)
     top = int(fine.input_len.max())
-    if int(fine.input_len.min()) < 1 or top > policy_mod.MAX_LEN:
-        raise ValueError(f"trace request lengths must be in [1, {policy_mod.MAX_LEN}] tokens")
+    if int(fine.input_len.min()) < 1 or top > MAX_LEN:
+        raise ValueError(f"trace request lengths must be in [1, {MAX_LEN}] tokens")
     spec = sizing.preset(model)
     sizes = (checkpoint_bytes(model, tp), sizing.mla_kv_bytes_per_token(spec))
     return Setup(

@@ -21,8 +21,8 @@ from kda_core.workloads import Trace
 
 __all__ = ["FleetStudy", "fleet_study", "load_over_time"]
 
-KV_ONLY = "kv_events"
-MAX_BINS = 2000
+_KV_ONLY = "kv_events"
+_MAX_BINS = 2000
 SUMMARY_KEYS = (
     "state_hit_rate",
     "expected_hit_rate",
@@ -65,7 +65,7 @@ class FleetStudy:
 def load_over_time(r: FleetResult, bins: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """(bin starts [T] in s, in-flight requests [T, replicas] at each bin start): a request is
     in flight from its arrival to its finish on the replica that served it."""
-    b = check_int("bins", bins, 1, MAX_BINS)
+    b = check_int("bins", bins, 1, _MAX_BINS)
     if not len(r.arrival_s):
         return np.zeros(0), np.zeros((0, r.replicas), dtype=np.int64)
     t = np.linspace(float(r.arrival_s[0]), float(r.finish_s.max()), b, endpoint=False)
@@ -95,7 +95,7 @@ def fleet_study(
     whose load over time is drawn (``ValueError`` naming any bad argument)."""
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {ROUTERS}, got {router!r}")
-    check_int("bins", bins, 1, MAX_BINS)
+    check_int("bins", bins, 1, _MAX_BINS)
     runs = {}
     for name in ROUTERS:
         runs[name] = simulate_fleet(
@@ -111,7 +111,7 @@ def fleet_study(
         )
     rates = np.array([[runs[n].summary().get(k, 0.0) for k in SUMMARY_KEYS] for n in ROUTERS])
     t, load = load_over_time(runs[router], bins)
-    kv = runs[KV_ONLY]
+    kv = runs[_KV_ONLY]
     gap = kv.expected - kv.cached
     idx = np.flatnonzero(gap > 0)
     over = idx[np.lexsort((idx, -gap[idx]))]
