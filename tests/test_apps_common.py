@@ -133,6 +133,7 @@ def test_registry_lists_every_app():
         "memory_planner",
         "state_transfer",
         "context_parallel",
+        "fleet_routing",
     ]
     for a in common.APPS:
         assert a.title and a.title_zh and a.blurb and a.blurb_zh

@@ -25,6 +25,7 @@ VALIDATOR_PREFIXES = ("_check", "_validate", "_require", "_parse")
 ROOMS = (
     ".",
     "cache",
+    "fleet",
     "kda",
     "memory",
     "model",

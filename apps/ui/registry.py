@@ -105,6 +105,13 @@ APPS: tuple[AppInfo, ...] = (
         "Split one sequence over P ranks: a prefix scan of affine maps, not a KV broadcast.",
         "把一条序列切到 P 个 rank 上：扫描仿射映射，而不是广播 KV。",
     ),
+    AppInfo(
+        "fleet_routing",
+        "Fleet routing",
+        "多副本路由",
+        "N replicas behind a router fed by KV events: what KV-only routers promise a hybrid.",
+        "由 KV 事件驱动的路由器后面有 N 个副本：只看 KV 的路由器对混合模型多估了什么。",
+    ),
 )
 
 

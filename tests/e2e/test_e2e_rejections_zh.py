@@ -19,6 +19,7 @@ BAD = {
     "memory_planner": ("tp", 7, "规划", "TP 必须整除 96 个递推状态头；收到 TP=7"),
     "state_transfer": ("tp", 7, "预填充 → 解码", "TP 必须整除 K3 的 96 个 KDA 头，收到 7"),
     "context_parallel": ("docs", "100, 100", "运行", "文档长度之和必须等于 T = 512，收到 200"),
+    "fleet_routing": ("replicas", 0, "路由", "副本数必须是 [1, 16] 内的整数，收到 0"),
 }
 
 
