@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from kda_core.fleet import GAP_REASONS
-from kda_core.studies.fleet import SUMMARY_KEYS, FleetStudy, fleet_study
+from kda_core.studies.fleet import GAP_REASONS, SUMMARY_KEYS, FleetStudy, fleet_study
 from kda_core.workloads import bundled_trace
 from plots import style
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.fleet import ROUTERS, FleetResult, simulate_fleet
+from kda_core.fleet import GAP_REASONS, ROUTERS, FleetResult, simulate_fleet
 from kda_core.workloads import Trace
 
-__all__ = ["FleetStudy", "fleet_study", "load_over_time"]
+__all__ = ["GAP_REASONS", "FleetStudy", "fleet_study", "load_over_time"]
 
 _KV_ONLY = "kv_events"
 _MAX_BINS = 2000
