@@ -1,14 +1,14 @@
 """memory_planner: what a hybrid model's config costs per GPU, as SGLang and vLLM size it.
 
-Draws ``studies.planner.plan`` (SGLang's sizes, caps, log lines, figures) and
-``studies.planner_engines`` (the model: a shipped config, a pasted or uploaded ``config.json``
-or typed numbers; vLLM's plan for the same knobs; a server log read back). Actions:
-``memory_planner_plan`` (sizes table, SGLang log, three figures with CSVs, this tab's plan
-history in ``gr.State``, the live run on a scaled pool of 16 slots, SGLang next to vLLM, vLLM's
-log) and ``memory_planner_read_log`` (the verdict and the line-by-line comparison).
+Draws ``studies.planner`` (SGLang's sizes, caps, lines, figures) and ``studies.planner_engines``
+(the model; vLLM for the same knobs; a log read back). Actions: ``memory_planner_plan`` (plan
+table, both engines' lines, three figures with CSVs, the plan history, the live run on a scaled
+pool of 16 slots) and ``memory_planner_read_log`` (the verdict and the lines read back).
 """
 
 from __future__ import annotations
+
+import inspect
 
 import gradio as gr
 
@@ -34,14 +34,18 @@ from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
+from kda_core.sizing.presets import DTYPE_BYTES
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
+from kda_core.studies.calculator import K3_REST_BYTES
 
 NAME = "memory_planner"
 CONFIG, CUSTOM_MODEL = "config.json", "custom"  # a pasted config, the typed numbers
-PRESETS = (*sizing.shipped_configs(), CONFIG, CUSTOM_MODEL)
-DTYPES = tuple(sizing.DTYPE_BYTES)
+PRESETS = (*shipped_configs(), CONFIG, CUSTOM_MODEL)
+DTYPES = tuple(DTYPE_BYTES)
+SSM_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: each engine's own default
 STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
 MAX_HISTORY = 12
 _PRIVATE = {"api_visibility": "private"}  # events the page wires, not API endpoints
@@ -61,15 +65,50 @@ def _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
         ui.check_int(MSG(f"v_{k}"), x, lo, hi)
         for (k, lo, hi), x in zip(CUSTOM, (n_kda, n_mla, heads, head_dim, conv_k, lora, rope))
     ]
-    return pe.custom_spec(n_kda_layers=v[0], n_mla_layers=v[1], kda_heads=v[2], head_dim=v[3],
-                          conv_kernel=v[4], kv_lora_rank=v[5], qk_rope_head_dim=v[6])  # fmt: skip
+    return pe.custom_spec(CUSTOM_MODEL, *v)
 
 
-def _check_tp(spec, tp: object) -> int:
-    tp_i = ui.check_int(MSG("v_tp"), tp, 1, 64)
-    if spec.kda_heads % tp_i or (spec.linear_k_heads and spec.linear_k_heads % tp_i):
-        raise fail("e_heads", MSG, heads=spec.kda_heads, tp=tp_i)
-    return tp_i
+def _check_tp(spec: sizing.ModelSpec, tp: int) -> int:
+    """``tp`` (in range already) when it divides the model's linear-layer heads and groups."""
+    if spec.linear_heads % tp or (spec.linear_k_heads and spec.linear_k_heads % tp):
+        raise fail("e_heads", MSG, heads=spec.linear_heads, tp=tp)
+    return tp
+
+
+_NUMBERS = {  # a number input: (message key, low, high, integer?)
+    "tp": ("v_tp", 1, 64, True),
+    "budget_gib": ("v_budget", 0.5, 1024, False),
+    "ratio": ("v_ratio", 0.01, 10, False),
+    "max_slots": ("v_max_slots", 0, 1_000_000, True),
+    "draft": ("v_draft", 0, 64, True),
+    "input_len": ("v_input", 1, 10_000_000, True),
+    "output_len": ("v_output", 0, 10_000_000, True),
+    "page_size": ("v_page", 1, 4096, True),
+    "requested": ("v_requested", 0, 1_000_000, True),
+    "max_num_seqs": ("v_max_num_seqs", 1, 1_000_000, True),
+}
+_CHOICES = {  # a choice input: (message key, allowed)
+    "ssm_dtype": ("v_ssm_dtype", SSM_DTYPES),
+    "conv_dtype": ("v_conv_dtype", DTYPES),
+    "kv_dtype": ("v_kv_dtype", DTYPES),
+    "strategy": ("v_strategy", STRATEGIES),
+}
+
+
+_PLAN_KW = {  # the app's names that the planner spells as the engines do
+    "max_slots": "max_mamba_cache_size",
+    "requested": "max_running_requests",
+    "draft": "draft_tokens",
+}
+
+
+def _check(name: str, value: object) -> object:
+    """One plan input checked against its one range (``_NUMBERS``) or choice list."""
+    if name in _CHOICES:
+        key, allowed = _CHOICES[name]
+        return ui.check_choice(MSG(key), value, allowed)
+    key, lo, hi, integer = _NUMBERS[name]
+    return (ui.check_int if integer else ui.check_float)(MSG(key), value, lo, hi)
 
 
 def compute_plan(
@@ -83,7 +122,7 @@ def compute_plan(
     lora: float = 512,
     rope: float = 64,
     tp: float = 8,
-    ssm_dtype: str = "bfloat16",
+    ssm_dtype: str = "auto",
     conv_dtype: str = "bfloat16",
     kv_dtype: str = "bfloat16",
     budget_gib: float = 28.0,
@@ -105,35 +144,20 @@ def compute_plan(
     """Validate and plan (SGLang, then vLLM for the same knobs); the live run: a scaled pool
     served by the engine's scheduler."""
     spec = _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
-    tp_i = _check_tp(spec, tp)
-    for k, d in (("ssm", ssm_dtype), ("conv", conv_dtype), ("kv", kv_dtype)):
-        ui.check_choice(MSG(f"v_{k}_dtype"), d, DTYPES)
-    budget = ui.check_float(MSG("v_budget"), budget_gib, 0.5, 1024)
-    r = ui.check_float(MSG("v_ratio"), ratio, 0.01, 10)
-    slots = ui.check_int(MSG("v_max_slots"), max_slots, 0, 1_000_000)
-    strategy = ui.check_choice(MSG("v_strategy"), strategy, STRATEGIES)
-    d = ui.check_int(MSG("v_draft"), draft, 0, 64)
-    i_len = ui.check_int(MSG("v_input"), input_len, 1, 10_000_000)
-    o_len = ui.check_int(MSG("v_output"), output_len, 0, 10_000_000)
-    page = ui.check_int(MSG("v_page"), page_size, 1, 4096)
-    req = ui.check_int(MSG("v_requested"), requested, 0, 1_000_000)
-    seqs = ui.check_int(MSG("v_max_num_seqs"), max_num_seqs, 1, 1_000_000)
-    p = pl.plan(
-        spec, tp=tp_i, budget_gib=budget, ratio=r, max_mamba_cache_size=slots or None,
-        ssm_dtype=ssm_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype, strategy=strategy,
-        overlap=bool(overlap), skip_decode_lock=bool(skip_lock), draft_tokens=d,
-        input_len=i_len, output_len=o_len, page_size=page, replayssm=bool(replayssm),
-        requested_running=req or None,
-    )  # fmt: skip
-    v = pe.vllm_side(p, seqs, bool(prefix_caching))
-    hist = list(history or [])
-    hist.append([len(hist) + 1, p.model, p.tp, f"{budget:g}", f"{r:g}", slots, p.strategy,
-                 p.max_running, p.limited_by])  # fmt: skip
-    live = (
-        None
-        if strategy == "radix_off"
-        else bv.admission_check(strategy, state_slots=LIVE_SLOTS, ssm_dtype=ssm_dtype)
-    )
+    given = locals()
+    a = {k: _check(k, given[k]) for k in (*_NUMBERS, *_CHOICES)}
+    a["tp"] = _check_tp(spec, a["tp"])
+    kw = {_PLAN_KW.get(k, k): v for k, v in a.items() if k != "max_num_seqs"}
+    kw.update({k: kw[k] or None for k in ("max_mamba_cache_size", "max_running_requests")})
+    kw["ssm_dtype"] = None if a["ssm_dtype"] == "auto" else a["ssm_dtype"]
+    flags = {"overlap": overlap, "skip_decode_lock": skip_lock, "replayssm": replayssm}
+    p = pl.plan(spec, **kw, **{k: bool(v) for k, v in flags.items()})
+    v = pe.vllm_side(p, a["max_num_seqs"], bool(prefix_caching))
+    row = [p.model, p.tp, f"{a['budget_gib']:g}", f"{a['ratio']:g}", a["max_slots"], p.strategy]
+    hist = [*(history or []), [len(history or []) + 1, *row, p.max_running, p.limited_by]]
+    live = None
+    if p.strategy != "radix_off":
+        live = bv.admission_check(p.strategy, state_slots=LIVE_SLOTS, ssm_dtype=p.ssm_dtype)
     return p, hist[-MAX_HISTORY:], live, v
 
 
@@ -155,16 +179,7 @@ run_plan = rendered(compute_plan, draw_plan, MSG)
 
 
 def _plan_validator():  # noqa: ANN202
-    """The per-input checks of ``run_plan`` (same names and ranges), and TP vs heads."""
-
-    def i(key: str, lo: int, hi: int):  # noqa: ANN202
-        return lambda v: ui.check_int(MSG(key), v, lo, hi)
-
-    def f(key: str, lo: float, hi: float):  # noqa: ANN202
-        return lambda v: ui.check_float(MSG(key), v, lo, hi)
-
-    def dt(key: str):  # noqa: ANN202
-        return lambda v: ui.check_choice(MSG(key), v, DTYPES)
+    """The per-input checks of ``run_plan`` (the same table), and TP vs heads."""
 
     def cross(model: str, config_json: str, *v: object) -> tuple[int, object] | None:
         if model == CUSTOM_MODEL:
@@ -174,33 +189,17 @@ def _plan_validator():  # noqa: ANN202
         except ValueError as e:  # the study's sentence, inside one in the page's language
             return 1, COMMON("core_refused", message=str(e))
         try:
-            _check_tp(spec, v[7])
+            _check_tp(spec, _check("tp", v[7]))
         except UserError as e:
             return 9, e.msg  # rendered in the page's language
         return None
 
-    return guard.validator(
-        lambda v: ui.check_choice(MSG("v_model"), v, PRESETS),
-        *[None] * 8,  # the config and the custom numbers: checked with the spec
-        i("v_tp", 1, 64),
-        dt("v_ssm_dtype"),
-        dt("v_conv_dtype"),
-        dt("v_kv_dtype"),
-        f("v_budget", 0.5, 1024),
-        f("v_ratio", 0.01, 10),
-        i("v_max_slots", 0, 1_000_000),
-        lambda v: ui.check_choice(MSG("v_strategy"), v, STRATEGIES),
-        None,
-        None,
-        i("v_draft", 0, 64),
-        i("v_input", 1, 10_000_000),
-        i("v_output", 0, 10_000_000),
-        i("v_page", 1, 4096),
-        None,
-        i("v_requested", 0, 1_000_000),
-        i("v_max_num_seqs", 1, 1_000_000),
-        cross=cross,
-    )
+    names = list(inspect.signature(compute_plan).parameters)
+    checks = [
+        (lambda v, n=n: _check(n, v)) if n in _NUMBERS or n in _CHOICES else None for n in names
+    ]
+    checks[0] = lambda v: ui.check_choice(MSG("v_model"), v, PRESETS)
+    return guard.validator(*checks, cross=cross)
 
 
 def compute_log(
@@ -243,12 +242,8 @@ def _check_upload(path: object) -> None:
 
 def k3_example() -> tuple:
     """The K3 write-up's fp8 deployment at the budget and ratio that give both of its logs."""
-    gib = sizing.K3_REST_BYTES / sizing.GIB
-    return "kimi-k3", 8, "bfloat16", "fp8_e4m3", gib, sizing.K3_RATIO, 0, 64, True
-
-
-def _example(e: pe.ExampleLog):  # noqa: ANN202
-    return lambda: (e.model, e.text, e.ratio or 0, e.page_size or 0, 0)
+    gib = K3_REST_BYTES / sizing.GIB
+    return "kimi-k3", 8, "bfloat16", "fp8_e4m3", gib, 0.15, 0, 64, True
 
 
 def _md(label: str, suffix: str) -> gr.Markdown:
@@ -312,8 +307,14 @@ def _inputs(page: Page) -> list:
         ratio = L(gr.Number(0.9, elem_id=f"{NAME}-ratio"), "f_ratio")
         max_slots = L(gr.Number(0, step=1), "f_max_slots")
     with gr.Row():
-        dtypes = [L(gr.Dropdown(list(DTYPES), value="bfloat16", elem_id=f"{NAME}-{k}-dtype"),
-                    f"f_{k}_dtype") for k in ("ssm", "conv", "kv")]  # fmt: skip
+        dtypes = [
+            L(gr.Dropdown(list(choices), value=value, elem_id=f"{NAME}-{k}-dtype"), f"f_{k}_dtype")
+            for k, choices, value in (
+                ("ssm", SSM_DTYPES, "auto"),
+                ("conv", DTYPES, "bfloat16"),
+                ("kv", DTYPES, "bfloat16"),
+            )
+        ]
     strategy = L(gr.Radio(list(STRATEGIES), value="extra_buffer"), "f_strategy")
     with gr.Row():
         overlap = L(gr.Checkbox(True), "f_overlap")
@@ -361,7 +362,8 @@ def _log_panel(page: Page, model_in: list) -> None:
     read.click(fn, log_in, outs, api_name=f"{NAME}_read_log")
     for e, btn in zip(pe.EXAMPLE_LOGS, examples):
         filled = [model_in[0], log, ratio, page_size, tp]
-        btn.click(_example(e), [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
+        fill = lambda e=e: (e.model, e.text, e.ratio or 0, e.page_size or 0, 0)  # noqa: E731
+        btn.click(fill, [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
 
 
 def build() -> gr.Blocks:
@@ -378,10 +380,8 @@ def build() -> gr.Blocks:
                 summary, logs, s1, s2, s3, hist_md, live_md, s4, engines, vlogs = _results_column(
                     page
                 )
-        outputs = [
-            summary, logs, *s1.outputs, *s2.outputs, *s3.outputs, hist_md, history, live_md,
-            *s4.outputs, engines, vlogs,
-        ]  # fmt: skip
+        slots = (*s1.outputs, *s2.outputs, *s3.outputs)
+        outputs = [summary, logs, *slots, hist_md, history, live_md, *s4.outputs, engines, vlogs]
         plan_fn, plan_out = page.event(compute_plan, draw_plan, outputs)
         plan_in = [*inputs, history, page.radio]
         run.click(plan_fn, plan_in, plan_out, api_name=f"{NAME}_plan", validator=_plan_validator())

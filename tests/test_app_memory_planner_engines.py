@@ -11,6 +11,7 @@ import pytest
 from apps import memory_planner as mp
 from apps import ui as common
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
@@ -18,7 +19,7 @@ QWEN = "qwen3-next-80b-a3b-instruct"
 
 
 def _config(name: str = QWEN, drop: str | None = None) -> str:
-    cfg = dict(sizing.shipped_configs()[name]["config"])
+    cfg = dict(shipped_configs()[name]["config"])
     if drop:
         del cfg[drop]
     return json.dumps(cfg)
@@ -70,8 +71,8 @@ def test_k3_writeup_example_prints_its_kv_line():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        (_config(drop="linear_num_key_heads"), "missing the field 'linear_num_key_heads'"),
-        ('{"model_type": "llama"}', "model_type 'llama' is not a supported hybrid"),
+        (_config(drop="linear_num_key_heads"), "missing field 'linear_num_key_heads'"),
+        ('{"model_type": "llama"}', "model_type 'llama' is not sized: it is not a hybrid"),
         ("{not json", "config_json is not valid JSON"),
         ("", "config_json is empty"),
     ],
@@ -108,7 +109,7 @@ def test_client_paste_upload_and_log(tmp_path):
         report, lines = c.predict(e.model, "", log=e.text, api_name="/memory_planner_read_log")
         assert "**Verdict: prefix caching inert below one block**" in report
         assert "2097 tokens to hit the prefix cache" in report
-        with pytest.raises(Exception, match="missing the field 'linear_num_key_heads'"):
+        with pytest.raises(Exception, match="missing field 'linear_num_key_heads'"):
             c.predict("config.json", _config(drop="linear_num_key_heads"), tp=4,
                       api_name="/memory_planner_plan")  # fmt: skip
         out = c.predict("config.json", _config(), tp=4, api_name="/memory_planner_plan")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
-from kda_core.sizing.logparse import _MAX_LOG_CHARS, parse_log
+from kda_core.sizing.logread._parse import _MAX_LOG_CHARS, parse_log
 
 DATA = Path(__file__).parent / "data"
 

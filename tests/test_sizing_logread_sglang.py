@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing.hf import shipped_configs
+from kda_core.sizing.logs import mamba_allocation_log
 
 DATA = Path(__file__).parent / "data"
 K3_LOG = (DATA / "sglang_kimi_k3_compute_mamba_ratio.log").read_text()
@@ -58,7 +60,7 @@ def test_without_the_ratio_the_slots_are_an_input_and_the_ratio_a_range():
 
 
 def test_only_kimi_k3_explains_the_k3_log():
-    for name in sz.shipped_configs():
+    for name in shipped_configs():
         if name == "kimi-k3":
             continue
         with pytest.raises(ValueError, match="no TP and SSM dtype"):
@@ -96,7 +98,7 @@ def test_an_edited_qwen38_number_is_marked_different():
 
 
 def _gdn_log(requests: int, cap_line: bool = True) -> str:
-    lines = sz.mamba_allocation_log(QN, 40, 4, "float32", ring_requests=requests)
+    lines = mamba_allocation_log(QN, 40, 4, "float32", ring_requests=requests)
     if cap_line:
         lines.append(sz.capping_message(40, requested=64))
     return "\n".join(lines)
@@ -148,6 +150,6 @@ def test_kv_bound_when_the_pool_is_full_and_slots_are_free():
 
 def test_a_gdn_ring_line_needs_the_request_count():
     with pytest.raises(ValueError, match="ring_requests"):
-        sz.mamba_allocation_log(QN, 40, 4, "float32")
+        mamba_allocation_log(QN, 40, 4, "float32")
     with pytest.raises(ValueError, match="ring_requests"):
-        sz.mamba_allocation_log(QN, 40, 4, "float32", ring_requests=-1)
+        mamba_allocation_log(QN, 40, 4, "float32", ring_requests=-1)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
@@ -44,7 +45,7 @@ def test_vllm_refuses_to_start_when_max_num_seqs_exceeds_the_blocks():
 
 
 def test_a_shipped_config_pasted_gives_the_shipped_spec():
-    for name, entry in sizing.shipped_configs().items():
+    for name, entry in shipped_configs().items():
         spec = pe.model_spec("config.json", json.dumps(entry["config"]))
         assert dataclasses.replace(spec, name=name) == sizing.shipped_spec(name)
     assert pe.model_spec("kimi-k3") == sizing.shipped_spec("kimi-k3")
@@ -56,7 +57,7 @@ def test_a_shipped_config_pasted_gives_the_shipped_spec():
         ("", "config_json is empty"),
         ("{", "config_json is not valid JSON"),
         ("[1, 2]", "config_json must hold a JSON object"),
-        ('{"model_type": "llama"}', "model_type 'llama' is not a supported hybrid"),
+        ('{"model_type": "llama"}', "model_type 'llama' is not sized: it is not a hybrid"),
         (" " * (1 << 20) + "{}", "config_json must be at most 1,048,576 bytes"),
     ],
 )
@@ -66,9 +67,9 @@ def test_bad_configs_are_refused_by_name(text, message):
 
 
 def test_an_incomplete_config_names_the_missing_field():
-    cfg = dict(sizing.shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"])
+    cfg = dict(shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"])
     del cfg["linear_num_key_heads"]
-    with pytest.raises(ValueError, match="missing the field 'linear_num_key_heads'"):
+    with pytest.raises(ValueError, match="missing field 'linear_num_key_heads'"):
         pe.model_spec("config.json", json.dumps(cfg))
 
 

@@ -55,7 +55,10 @@ MSG = Catalog(
         "f_budget": ("Cache memory per GPU (GiB)", "每卡缓存显存（GiB）"),
         "f_ratio": ("mamba-full-memory-ratio (0.01-10)", "mamba-full-memory-ratio（0.01-10）"),
         "f_max_slots": ("max-mamba-cache-size (0 = ratio)", "max-mamba-cache-size（0 = 按比例）"),
-        "f_ssm_dtype": ("SSM dtype", "SSM 精度"),
+        "f_ssm_dtype": (
+            "SSM dtype (auto = each engine's default)",
+            "SSM 精度（auto = 各引擎默认值）",
+        ),
         "f_conv_dtype": ("conv dtype", "卷积精度"),
         "f_kv_dtype": ("KV dtype", "KV 精度"),
         "f_strategy": ("Radix strategy", "Radix 策略"),

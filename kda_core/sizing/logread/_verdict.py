@@ -14,7 +14,8 @@ with what the server did. Each remedy is predicted with the same engine arithmet
 
 from __future__ import annotations
 
-from kda_core.sizing.logparse import LogLine
+from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.logread._parse import LogLine
 from kda_core.sizing.presets import ModelSpec
 from kda_core.sizing.sglang import split_memory
 from kda_core.sizing.sizes import kv_bytes_per_token, replayssm_ring_bytes, slot_bytes
@@ -70,10 +71,11 @@ def _per_slot(spec: ModelSpec, flags: dict[str, object]) -> tuple[int, int]:
     """(bytes per slot incl. a KDA ring, fixed GDN ring bytes) under the log's flags."""
     tp, ring_len = int(flags["tp"]), int(flags.get("ring_len", 16))
     per = slot_bytes(spec, tp, str(flags["ssm_dtype"]))
-    if not flags.get("replayssm") or spec.linear_kind == "mamba2":
+    ring_kind = LINEAR_KINDS[spec.linear_kind].ring
+    if not flags.get("replayssm") or not ring_kind:
         return per, 0
     ring = sum(replayssm_ring_bytes(spec, 1, tp, ring_len, "bfloat16").values())
-    if spec.linear_kind == "kda":
+    if ring_kind == "kda":
         return per + ring, 0
     req = flags.get("requested_running")
     return per, ring * ((req if isinstance(req, int) else 0) + 1)

@@ -13,9 +13,9 @@ known) is taken as input, and each line says which. docs/sizing.md.
 
 from __future__ import annotations
 
-from kda_core.sizing._logverdict import implied_rest_interval, ratio_interval, sglang_verdict
-from kda_core.sizing.logparse import LogLine
-from kda_core.sizing.logreport import (
+from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.logread._parse import LogLine
+from kda_core.sizing.logread._report import (
     INPUT,
     NOT_UNDERSTOOD,
     SKIPPED,
@@ -24,6 +24,7 @@ from kda_core.sizing.logreport import (
     compare,
     gib,
 )
+from kda_core.sizing.logread._verdict import implied_rest_interval, ratio_interval, sglang_verdict
 from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.presets import GIB, ModelSpec
 from kda_core.sizing.sglang import split_memory
@@ -58,9 +59,9 @@ def _sglang_tp_ssm_candidates(
     config's declared SSM dtype (else SGLang's float32 default) first: several can fit (TP 2
     in bf16 and TP 4 in fp32 give one ssm size; a small conv prints as 0.00 or 0.01 GB)."""
     f = line.fields
-    default = spec.ssm_dtype or "float32"
+    default = spec.sglang_ssm_dtype
     dtypes = [default] + [d for d in ("float32", "bfloat16", "float16") if d != default]
-    tps = [tp] if tp else [t for t in _TPS if spec.kda_heads % t == 0]
+    tps = [tp] if tp else [t for t in _TPS if spec.linear_heads % t == 0]
     out = []
     for ssm in dtypes:
         for t in tps:
@@ -81,7 +82,7 @@ def infer_sglang_tp_ssm(spec: ModelSpec, line: LogLine, tp: int | None) -> tuple
     if found:
         return found[0]
     if tp:
-        return tp, spec.ssm_dtype or "float32"
+        return tp, spec.sglang_ssm_dtype
     raise ValueError(
         f"no TP and SSM dtype give the mamba line's sizes for {spec.name}: is it this model?"
     )
@@ -178,7 +179,7 @@ def _slots_check(spec: ModelSpec, flags: dict[str, object]) -> tuple[int, int] |
         flags["ratio_range"] = (r_lo, r_hi)
         default = ", SGLang's default 0.9 among them" if r_lo <= _DEFAULT_RATIO < r_hi else ""
         return f"the ratio is not in the log: {r_lo:.4g} .. {r_hi:.4g} give it{default}"
-    gdn_ring = flags["replayssm"] and spec.linear_kind != "kda"
+    gdn_ring = flags["replayssm"] and LINEAR_KINDS[spec.linear_kind].ring == "gdn"
     if gdn_ring and flags["requested_running"] is None:
         return "a GDN ring needs --max-running-requests"
     s = split_memory(
@@ -191,7 +192,7 @@ def _slots_check(spec: ModelSpec, flags: dict[str, object]) -> tuple[int, int] |
         replayssm=bool(flags["replayssm"]),
         ring_len=int(flags.get("ring_len", 16)),
         page_size=int(flags["page_size"]),
-        requested_running=flags["requested_running"] if gdn_ring else None,
+        max_running_requests=flags["requested_running"] if gdn_ring else None,
     )
     return s.max_mamba_cache_size, s.kv_tokens
 
@@ -236,8 +237,9 @@ def _sglang_ring(
     low parts (printed as rawv / rawk), a GDN decode ring every slot in the SSM dtype."""
     f, tp, size = line.fields, int(flags["tp"]), int(flags["max_mamba_cache_size"])
     ring_len = int(f["ring_len"])
-    names = {"rawv": "d_low", "rawk": "k_low"} if spec.linear_kind != "kda" else {}
-    if spec.linear_kind == "kda":
+    kda = LINEAR_KINDS[spec.linear_kind].ring == "kda"
+    names = {} if kda else {"rawv": "d_low", "rawk": "k_low"}
+    if kda:
         cands = [(size + 1, "bfloat16", "slots")]
     else:
         running = _ring_running(lines, flags)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kda_core.sizing.logparse import LogLine
+from kda_core.sizing.logread._parse import LogLine
 from kda_core.sizing.presets import GIB
 
 REPRODUCED, DIFFERENT, INPUT = "reproduced", "different", "input"
