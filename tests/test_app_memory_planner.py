@@ -105,7 +105,7 @@ def test_draft_tokens_show_rings():
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
         ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),
         ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
-        ({"model": "custom", "n_kda": 0}, "KDA layers must be an integer in [1, 512], got 0"),
+        ({"model": "custom", "n_kda": 0}, "linear layers must be an integer in [1, 512], got 0"),
         ({"strategy": "extra_buffer_lazy", "overlap": False}, "requires overlap=True"),
     ],
 )

@@ -68,6 +68,17 @@ def test_a_log_is_read_back_with_its_verdict(capsys):
     assert "log (sglang): state_slots" in capsys.readouterr().out
 
 
+def test_a_fragment_is_read_with_the_fixes_toward_a_target(capsys):
+    log = DATA / "sglang_fragment_38846.log"
+    argv = ["qwen3.8-27b-fp8", "--engine", "sglang", "--log", str(log), "--target", "32"]
+    out = _json(capsys, *argv, "--max-running-requests", "32")["log"]
+    assert out["running"] == {"requested": 32, "effective": 9, "won": "state", "target": 32}
+    fix = next(f for f in out["fixes"] if f["flag"].endswith("memory-ratio 4.04"))
+    assert fix["reaches"] and fix["log_lines"][0].startswith("Mamba Cache is allocated")
+    assert _cli.main(argv) == 0
+    assert "reaches" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "word"),
     [
@@ -80,6 +91,10 @@ def test_a_log_is_read_back_with_its_verdict(capsys):
         (["kimi-k3", "--kv-cache-dtype", "fp4"], "--kv-cache-dtype"),
         (["kimi-k3", "--bogus"], "--bogus"),
         (["kimi-k3", "--log", "missing.log"], "--log"),
+        (
+            ["kimi-k3", "--log", str(DATA / "sglang_fragment_38846.log"), "--target", "0"],
+            "--target",
+        ),
         ([], "config"),
     ],
 )

@@ -109,7 +109,7 @@ def test_speculative_and_custom():
     assert p.intermediate_conv_bytes == 24 * 8 * 1_907_712
     assert p.naive_draft_state_bytes == 24 * 8 * 27_131_904
     assert sum(p.ring_bytes.values()) < p.naive_draft_state_bytes
-    spec = custom_spec("tiny", n_kda_layers=3, n_mla_layers=1, kda_heads=4, head_dim=16)
+    spec = custom_spec("tiny", n_linear_layers=3, n_attn_layers=1, linear_heads=4, head_dim=16)
     q = pl.plan(spec, tp=2, budget_gib=0.01)
     assert q.model == "tiny" and q.ssm_bytes == 3 * 2 * 16 * 16 * 4  # float32: SGLang's default
     assert pl.plan("kimi-linear-48b", tp=4).ssm_bytes == 20 * 8 * 128 * 128 * 4

@@ -91,13 +91,17 @@ def test_example_logs_are_the_test_data_and_round_trip():
     verdicts = {}
     for e in pe.EXAMPLE_LOGS:
         assert e.text == (DATA / f"{e.name}.log").read_text(encoding="utf-8")
-        r = sizing.read_log(e.text, pe.model_spec(e.model), page_size=e.page_size, ratio=e.ratio)
+        spec = pe.model_spec(e.model)
+        r = sizing.read_log(
+            e.text, spec, page_size=e.page_size, ratio=e.ratio, requested=e.requested
+        )
         c = r.counts()
-        assert c["different"] == 0 and c["not understood"] == 0 and c["reproduced"] >= 2
+        assert c["different"] == 0 and c["not understood"] == 0 and c["reproduced"] >= 1
         verdicts[e.name] = r.verdict
     assert verdicts == {
         "sglang_kimi_k3_compute_mamba_ratio": "state_slots",
         "sglang_qwen38_27b_otel_h100": "state_slots",
         "vllm_qwen36_club3090_612": "prefix_inert",
         "sglang_k3_writeup_fp8": "state_slots",
+        "sglang_fragment_38846": "state_slots",  # one line: 9 = 47 // 5 of the 32 asked
     }

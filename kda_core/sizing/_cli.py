@@ -5,7 +5,8 @@ engines' own spellings; ``--gpu-mem`` is the cache budget per GPU in GiB (SGLang
 rest, vLLM's "Available KV cache memory"). For each engine: the state slots (vLLM: blocks),
 max running requests, KV tokens, vLLM's block size, the shortest prompt that can hit the prefix
 cache and the lines the engine would print; an engine that does not serve the model says so.
-``--log FILE`` reads a server log back against the config; ``--json`` prints one JSON object.
+``--log FILE`` reads a server log (or a fragment) back against the config, with the fixes that
+reach ``--target`` running requests; ``--json`` prints one JSON object.
 Bad input exits with status 2 and one line naming the argument. The first word may name a
 subcommand (``SUBCOMMANDS``); there are none yet besides sizing a config.
 """
@@ -77,6 +78,7 @@ def _parser() -> _Parser:
     p.add_argument("--num-speculative-tokens", type=int, default=0)
     p.add_argument("--no-enable-prefix-caching", action="store_true")
     p.add_argument("--log", type=Path, default=None, help="a server log to read back")
+    p.add_argument("--target", type=int, default=None, help="--log: concurrency to reach")
     p.add_argument("--json", action="store_true")
     return p
 
@@ -189,14 +191,44 @@ def _text(out: dict) -> str:
     if "log" in out:
         r = out["log"]
         lines.append(f"log ({r['engine']}): {r['verdict']}: {r['explanation']}")
+        lines += [f"  {x}" for x in r["bounds"] + r["held"]]
+        lines += [f"  not in the log: {x}" for x in r["missing"]]
+        for f in r["fixes"]:
+            mark = {True: "reaches", False: "falls short", None: ""}[f["reaches"]]
+            lines.append(f"  {f['flag']}: {f['effect']} {mark} ({'; '.join(f['costs'])})")
     return "\n".join(lines)
 
 
-def _read_log(path: Path, spec: ModelSpec) -> dict:
+def _read_log(a: argparse.Namespace, spec: ModelSpec) -> dict:
+    path: Path = a.log
     if not path.is_file() or path.stat().st_size > MAX_LOG_BYTES:
         raise _ArgError(f"--log: no readable file of at most {MAX_LOG_BYTES} bytes at {path}")
-    r = read_log(path.read_text(encoding="utf-8", errors="replace"), spec)
-    return {"engine": r.engine, "verdict": r.verdict, "explanation": r.explanation}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        r = read_log(text, spec, requested=a.max_running_requests, target=a.target)
+    except ValueError as e:
+        raise _ArgError(f"--log {path}: {e}" if "log" in str(e) else f"--{e}") from None
+    fixes = [
+        {
+            "flag": f.flag,
+            "effect": f.effect.text(),
+            "reaches": f.reaches,
+            "costs": [c.text() for c in f.costs],
+            "log_lines": list(f.lines),
+        }
+        for f in r.fixes
+    ]
+    return {
+        "engine": r.engine,
+        "verdict": r.verdict,
+        "explanation": r.explanation,
+        "lines": r.counts(),
+        "running": {k: v for k, v in r.running.items() if k != "bounds"},
+        "bounds": [b.text() for b in r.bounds],
+        "held": [h.text() for h in r.held],
+        "missing": [m.text() for m in r.missing],
+        "fixes": fixes,
+    }
 
 
 def run(argv: Sequence[str]) -> dict:
@@ -211,7 +243,7 @@ def run(argv: Sequence[str]) -> dict:
     if a.engine in ("vllm", "both"):
         out["vllm"] = _vllm(spec, d)
     if a.log is not None:
-        out["log"] = _read_log(a.log, spec)
+        out["log"] = _read_log(a, spec)
     return out
 
 

@@ -28,9 +28,9 @@ _LOG_DIR = Path(__file__).with_name("example_logs")
 
 def custom_spec(
     name: str = "custom",
-    n_kda_layers: int = 69,
-    n_mla_layers: int = 24,
-    kda_heads: int = 96,
+    n_linear_layers: int = 69,
+    n_attn_layers: int = 24,
+    linear_heads: int = 96,
     head_dim: int = 128,
     conv_kernel: int = 4,
     kv_lora_rank: int = 512,
@@ -43,20 +43,20 @@ def custom_spec(
     attn_kv_heads: int = 0,
     attn_head_dim: int = 0,
 ) -> ModelSpec:
-    """A ModelSpec from the numbers a planner user types: ``n_kda_layers`` linear layers of
-    ``linear_kind`` (KDA by default; "mamba2", "gdn", "short_conv", ...) with ``kda_heads``
-    heads (a short conv's channels), key / state dim ``head_dim``, value dim ``value_dim``
-    (0 = ``head_dim``; 1 for a short conv), ``k_heads`` key heads or groups (0 = heads), and
-    ``n_mla_layers`` attention layers: MLA (``kv_lora_rank + qk_rope_head_dim``) or GQA
-    (``attn_kv_heads`` x ``attn_head_dim``)."""
+    """A ModelSpec from the numbers a planner user types: ``n_linear_layers`` linear layers of
+    ``linear_kind`` (KDA by default; "gdn", "mamba2", "mamba1", "short_conv", ...) with
+    ``linear_heads`` heads (a short conv's channels), key / state dim ``head_dim``, value dim
+    ``value_dim`` (0 = ``head_dim``; 1 for a short conv), ``k_heads`` key heads or groups (0 =
+    heads), and ``n_attn_layers`` attention layers: MLA (``kv_lora_rank + qk_rope_head_dim``)
+    or GQA (``attn_kv_heads`` x ``attn_head_dim``)."""
     head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say linear_k_dim
     conv_only = linear_kind == "short_conv"
     mla = attn_kind == "mla"
     return ModelSpec(
         name=name,
-        n_linear_layers=n_kda_layers,
-        n_attn_layers=n_mla_layers,
-        linear_heads=kda_heads,
+        n_linear_layers=n_linear_layers,
+        n_attn_layers=n_attn_layers,
+        linear_heads=linear_heads,
         linear_k_dim=0 if conv_only else head_dim,
         linear_v_dim=1 if conv_only else (value_dim or head_dim),
         conv_kernel=conv_kernel,
@@ -151,13 +151,19 @@ class ExampleLog:
     page_size: int | None
     source: str
     text: str = ""
+    requested: int | None = None  # --max-running-requests, when the paste does not echo it
 
 
 def _example(
-    name: str, model: str, ratio: float | None, page: int | None, source: str
+    name: str,
+    model: str,
+    ratio: float | None,
+    page: int | None,
+    source: str,
+    requested: int | None = None,
 ) -> ExampleLog:
     text = (_LOG_DIR / f"{name}.log").read_text(encoding="utf-8")
-    return ExampleLog(name, model, ratio, page, source, text)
+    return ExampleLog(name, model, ratio, page, source, text, requested)
 
 
 EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
@@ -177,6 +183,9 @@ EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
     ),
     _example("vllm_qwen36_club3090_612", "qwen3.6-35b-a3b", None, None, "noonghunna/club-3090#612"),
     _example("sglang_k3_writeup_fp8", "kimi-k3", None, 64, "the K3 write-up (docs/sizing.md)"),
+    _example(
+        "sglang_fragment_38846", "qwen3.8-27b-fp8", None, None, "sgl-project/sglang#38846", 32
+    ),
 )
 """The shipped example logs (files and sources: ``example_logs/SOURCES.md``)."""
 

@@ -24,6 +24,7 @@ import torch
 from sglang.srt.configs.model_config import ModelConfig
 
 from kda_core import sizing as sz
+from kda_core.sizing.hf import shipped_configs
 
 CLASSES = {
     "kimi_linear": kl.KimiLinearConfig,
@@ -53,7 +54,7 @@ def text_config(cfg):
 
 
 def sglang_config(name: str):
-    raw = sz.shipped_configs()[name]["config"]
+    raw = shipped_configs()[name]["config"]
     return text_config(CLASSES[raw["model_type"]](**raw))
 
 

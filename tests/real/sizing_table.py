@@ -23,6 +23,7 @@ import test_sizing_configs_vs_sglang as tsg  # noqa: E402
 import test_sizing_configs_vs_vllm as tvl  # noqa: E402
 
 from kda_core import sizing as sz  # noqa: E402
+from kda_core.sizing.hf import shipped_configs  # noqa: E402
 
 REST, RATIO, PAGE, LENGTH = 40 << 30, 0.9, 64, 131_072
 TP = {"kimi-k3": 8, "qwen3-next-80b-a3b-instruct": 4}
@@ -57,7 +58,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     mp = pytest.MonkeyPatch()
     try:
-        for name in sorted(sz.shipped_configs()):
+        for name in sorted(shipped_configs()):
             print(row(name, mp))
     finally:
         mp.undo()

@@ -18,13 +18,14 @@ from types import SimpleNamespace
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing.hf import shipped_configs
 
 kvc = pytest.importorskip("sglang.srt.mem_cache.kv_cache_configurator")
 mu = pytest.importorskip("sglang.srt.configs.mamba_utils")
 sc = pytest.importorskip("sglang_configs")
 
 GIB = 1 << 30
-NAMES = sorted(sz.shipped_configs())
+NAMES = sorted(shipped_configs())
 TPS = {n: [t for t in (1, 2, 4, 8) if sz.shipped_spec(n).kda_heads % t == 0] for n in NAMES}
 CASES = [(n, tp) for n in NAMES for tp in TPS[n]]
 

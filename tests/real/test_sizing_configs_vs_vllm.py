@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing.hf import shipped_configs
 
 torch = pytest.importorskip("torch")
 mutils = pytest.importorskip("vllm.model_executor.layers.mamba.mamba_utils")
@@ -35,11 +36,11 @@ from vllm.v1.attention.backend import MultipleOf  # noqa: E402
 S, D = mutils.MambaStateShapeCalculator, mutils.MambaStateDtypeCalculator
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "fp8_e4m3": torch.uint8}
 CACHE_DTYPE = {"bfloat16": "auto", "fp8_e4m3": "fp8"}
-NAMES = sorted(sz.shipped_configs())
+NAMES = sorted(shipped_configs())
 
 
 def _text(name: str) -> dict:
-    raw = sz.shipped_configs()[name]["config"]
+    raw = shipped_configs()[name]["config"]
     return raw.get("text_config", raw)
 
 
