@@ -78,7 +78,6 @@ def test_engines_k3_example_config_and_log(app_url, ui):
     ).wait_for()
     assert "| 80 |" not in engines.inner_text()  # a rendered table, not markdown source
     assert "Setting attention block size" in ui.page.inner_text("#memory_planner-vllm-log")
-    before = engines.inner_text()
 
     ui.page.locator("#memory_planner-example-1").click()  # Qwen3.8-27B-FP8 on SGLang
     report = ui.page.locator("#memory_planner-report", has_text="Verdict: bound by the state slots")
