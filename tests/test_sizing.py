@@ -95,7 +95,7 @@ def test_k3_state_and_conv_per_gpu_tp8_fp32_and_other_dtypes():
     assert sz.kda_state_bytes(K3, 8, "float16") == 27_131_904
     assert sz.kda_state_bytes(K3, 8, "fp8_e4m3") == 27_131_904 // 2
     assert sz.kda_state_bytes(K3, 8, "int8") == 27_131_904 // 2
-    # docs/sizing.md, "Model configs": 69 x 6 MiB = 414 MiB fp32 for the whole (TP1) state
+    # docs/sizing.md, "The presets": 69 x 6 MiB = 414 MiB fp32 for the whole (TP1) state
     assert sz.kda_state_bytes(K3, 1, "float32") == 414 * MIB
     assert sz.kda_state_bytes("kimi-linear-48b", 1, "float32") == 40 * MIB
     assert sz.int8_scale_bytes(K3, 8, "bfloat16") == 69 * 12 * 128 * 2
@@ -119,7 +119,7 @@ def test_k3_mla_kv_per_token():
     # "24 layer * 576 * 2 (bf16) = 27 KB"; fp8 halves it to 13.5 KB
     assert sz.mla_kv_bytes_per_token(K3, "bfloat16") == 24 * 576 * 2 == 27 * 1024
     assert sz.mla_kv_bytes_per_token(K3, "fp8_e4m3") == 13.5 * 1024
-    # docs/sizing.md, "Model configs": Kimi-Linear 7 x 576 values = 8064 B bf16
+    # docs/sizing.md, "The presets": Kimi-Linear 7 x 576 values = 8064 B bf16
     assert sz.mla_kv_bytes_per_token("kimi-linear-48b") == 8064
     # MLA KV does not depend on TP; the KDA part is flat in context length
     kv, st = memory_vs_context(K3, np.array([0, 1, 1000, 1_000_000]), tp=8, ssm_dtype="bfloat16")
