@@ -30,7 +30,7 @@ def test_the_capping_line_alone_gives_the_cap_and_the_fixes_that_reach_32():
     assert r.running["effective"] == 9 and r.running["won"] == "state"
     assert "47 state slots / 5 reserved per request = 9" in r.explanation
     # what one line cannot pin is named, not refused
-    assert {m.key for m in r.missing} == {"needs_tp", "needs_dtype", "needs_budget"}
+    assert [m.key for m in r.missing] == ["needs_tp", "needs_dtype", "needs_budget", "cost_rest"]
     # 32 running requests need 160 slots; at the budget 47 fp32 slots imply (ratio 0.9
     # assumed) no ratio reaches them and 160 fp32 slots leave no KV pool ...
     by_flag = {f.flag: f for f in r.fixes}
@@ -41,7 +41,7 @@ def test_the_capping_line_alone_gives_the_cap_and_the_fixes_that_reach_32():
     fix = by_flag["--mamba-ssm-dtype bfloat16 --mamba-full-memory-ratio 4.04"]
     assert fix.reaches and fix.cap == 32 and fix.effect.params["slots"] == 160
     assert "max_mamba_cache_size: 160" in fix.lines[0] and len(fix.lines) == 2  # no cap line
-    assert [c.key for c in fix.costs] == ["cost_bf16", "cost_rest", "cost_kv"]
+    assert [c.key for c in fix.costs] == ["cost_bf16", "cost_kv"]
     assert _fix(r, "--disable-radix-cache").reaches  # one slot per request
     assert not _fix(r, "--mamba-radix-cache-strategy extra_buffer_lazy").reaches  # 47 // 4
 
@@ -113,4 +113,5 @@ def test_a_truncated_log_reports_what_it_has():
         "needs_budget",
         "needs_requested",
         "needs_running",
+        "cost_rest",
     ]

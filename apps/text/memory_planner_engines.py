@@ -78,11 +78,13 @@ ENGINE_MSG = Catalog(
         # the log panel
         "log_title": ("## Paste your server's log", "## 粘贴你的服务器日志"),
         "log_intro": (
-            "A SGLang or vLLM startup log (per-batch lines and a `/metrics` scrape too) is read "
-            "back against the model chosen above: each number is rebuilt from the config and "
-            "the flags the log implies.",
-            "SGLang 或 vLLM 的启动日志（也可包含每批次日志与 `/metrics` 抓取）会按上方所选模型"
-            "逐行读回：每个数字都由配置和日志所隐含的参数重新算出。",
+            "A SGLang or vLLM log, or any piece of one (a capping line, the ready line, per-batch "
+            "lines, a `/metrics` scrape), is read back against the model chosen above: each "
+            "number is rebuilt from the config and the flags the log implies, and what the "
+            "piece cannot pin is named.",
+            "SGLang 或 vLLM 的日志，或其中任意一段（限流行、就绪行、每批次日志、`/metrics` 抓取），"
+            "会按上方所选模型读回：每个数字都由配置和日志所隐含的参数重新算出，这一段定不出的"
+            "也会指明。",
         ),
         "f_log": ("server log", "服务器日志"),
         "f_log_ratio": (

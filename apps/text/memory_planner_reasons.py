@@ -69,8 +69,8 @@ _ZH: dict[str, str] = {
     "cost_lazy": "第二个跟踪槽在跟踪边界才分配，而不是预先分配（需要重叠调度）",
     "cost_skip": "实验性：`SGLANG_OPT_` 环境变量",
     "cost_radix_off": "完全没有前缀缓存",
-    "cost_rest": "显存预算由 {slots} 个槽、比例 {ratio} 推算",
-    "cost_drafts": "未重算投机解码的缓冲区",
+    "cost_rest": "各项修改按 {slots} 个槽在比例 {ratio} 下对应的显存预算计算",
+    "cost_drafts": "各项修改未计入投机解码的缓冲区（未重算）",
     "held": "每个运行中的请求占用 {held} 个槽（{samples} 个批次的 `mamba num` / `#running-req`）；"
     "调度器预留 {spr} 个：在上限 {cap} 时，{slots} 个槽中有 {free} 个（{share}）空闲",
     "held_pattern": "预留 {spr} 个：`{reserving}`；预留 {held} 个：`{matching}`",

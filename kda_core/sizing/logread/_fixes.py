@@ -67,12 +67,14 @@ def _resized(
         effect = Reason("fix_none", {"slots": s.max_mamba_cache_size})
         return Fix(flag, effect, False, cap, costs)
     starts = s.kv_tokens > 0 and s.max_mamba_cache_size > 0
-    kv = Reason("cost_kv", {"before": f"{before:,}", "after": f"{s.kv_tokens:,}"})
+    kv = (Reason("cost_kv", {"before": f"{before:,}", "after": f"{s.kv_tokens:,}"}),)
+    if s.kv_tokens == before:
+        kv = ()
     tokens = f"{s.kv_tokens:,}"
     effect = Reason("fix_split", {"slots": s.max_mamba_cache_size, "cap": cap, "tokens": tokens})
     lines = tuple(sglang_log_lines(spec, d, s)) if starts else ()
-    kv = kv if starts else Reason("cost_kv_none")
-    return Fix(flag, effect, starts and cap >= target, cap, (*costs, kv), lines)
+    kv = kv if starts else (Reason("cost_kv_none"),)
+    return Fix(flag, effect, starts and cap >= target, cap, (*costs, *kv), lines)
 
 
 def _ratio(spec: ModelSpec, d: Deployment, target: int) -> float | None:
@@ -173,22 +175,29 @@ def sized_for(flags: dict[str, object], target: int) -> tuple[Reason, ...]:
     return ()
 
 
+def assumptions(spec: ModelSpec, flags: dict[str, object]) -> tuple[Reason, ...]:
+    """What every fix is sized on that the paste does not pin: a budget inferred from the slot
+    count alone, speculative buffers not rebuilt."""
+    if flags["max_mamba_cache_size"] is None:
+        return ()
+    how = rest_of(spec, flags)[1]
+    out = (how,) if how else ()
+    return out + ((Reason("cost_drafts"),) if flags["spec_buffers"] else ())
+
+
 def sglang_fixes(spec: ModelSpec, flags: dict[str, object], target: int) -> tuple[Fix, ...]:
     """Every lever toward ``target`` (module doc); () when the slot count is unknown."""
     if flags["max_mamba_cache_size"] is None:
         return ()
-    rest, how = rest_of(spec, flags)
+    rest = rest_of(spec, flags)[0]
     if rest is None:
         return _arithmetic(flags, target)
-    base = (how,) if how else ()
-    if flags["spec_buffers"]:
-        base += (Reason("cost_drafts"),)
     d = _deployment(spec, flags, rest, target)
     before = flags.get("kv_tokens")
     if not isinstance(before, int):
         now = flags["requested_running"] or flags.get("effective_running") or target
         before = size_sglang(spec, d.replace(max_running_requests=now)).kv_tokens
     return tuple(
-        _resized(spec, dd, flag, target, before, (*costs, *base))
+        _resized(spec, dd, flag, target, before, costs)
         for flag, dd, costs in _levers(spec, d, flags, target)
     )

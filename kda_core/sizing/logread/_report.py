@@ -90,8 +90,8 @@ REASONS: dict[str, str] = {
     "overlap scheduler)",
     "cost_skip": "experimental: an SGLANG_OPT_ environment flag",
     "cost_radix_off": "no prefix cache at all",
-    "cost_rest": "the budget is inferred from {slots} slots at ratio {ratio}",
-    "cost_drafts": "the speculative buffers are not rebuilt",
+    "cost_rest": "the fixes are sized on the budget {slots} slots imply at ratio {ratio}",
+    "cost_drafts": "the fixes leave the speculative buffers out (not rebuilt)",
     # held vs reserved
     "held": "each running request holds {held} slots ('mamba num' / '#running-req' over "
     "{samples} batches); the scheduler reserves {spr}: at the cap of {cap}, {free} of {slots} "

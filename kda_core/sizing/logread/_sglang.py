@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.logread._budget import DEFAULT_RATIO, implied_rest_interval, ratio_interval
-from kda_core.sizing.logread._fixes import sglang_fixes, sized_for
+from kda_core.sizing.logread._fixes import assumptions, sglang_fixes, sized_for
 from kda_core.sizing.logread._parse import LogLine, engine_of_line
 from kda_core.sizing.logread._report import (
     INPUT,
@@ -280,7 +280,7 @@ def read_sglang(
         (*why, *notes),
         fixes,
         len(lines) - len(known),
-        missing(flags),
+        (*missing(flags), *(assumptions(spec, flags) if fixes else ())),
         run,
         (*bounds, *aims),
         held(known, flags),
