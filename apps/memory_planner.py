@@ -135,8 +135,7 @@ run_plan = rendered(compute_plan, draw_plan, MSG)
 
 
 def check_model(model: str = "kimi-k3", config_json: str = "") -> Exception | None:
-    """Before a plan: the shipped or pasted model's refusal (None when it reads); the page
-    then says it by the Plan button and clears the right column (``draw_check``)."""
+    """Before a plan: a pasted config's refusal (None when it reads), said by ``draw_check``."""
     if model != CONFIG:
         return None
     try:
@@ -147,12 +146,13 @@ def check_model(model: str = "kimi-k3", config_json: str = "") -> Exception | No
 
 
 def _plan_validator():  # noqa: ANN202
-    """The per-input checks of ``run_plan`` (the same tables), and TP vs heads; a config that
-    does not read is left to ``check_model`` (said by the Plan button)."""
+    """The per-input checks of ``run_plan`` (the same tables), TP vs heads, and a config that
+    does not read (``check_model`` has said it by the Plan button already)."""
 
     def cross(model: str, config_json: str, *v: object) -> tuple[int, object] | None:
-        if model == CUSTOM_MODEL or check_model(model, config_json) is not None:
-            return None
+        err = check_model(model, config_json)  # refused: the plan is not run
+        if err is not None or model == CUSTOM_MODEL:
+            return None if err is None else (1, COMMON("core_refused", message=str(err)))
         try:
             _check_tp(pe.model_spec(model, config_json or ""), _check("tp", v[7]))
         except UserError as e:
@@ -374,7 +374,7 @@ def build() -> gr.Blocks:
         slots = (*s1.outputs, *s2.outputs, *s3.outputs)
         outputs = [summary, logs, *slots, hist_md, history, live_md, *s4.outputs, engines, vlogs]
         plan_fn, plan_out = page.event(compute_plan, draw_plan, outputs)
-        figs = [s1.plot, s2.plot, s3.plot]
+        figs = [s1.plot, s2.plot, s3.plot, live_md, s4.plot]
         pre, pre_out = page.event(
             check_model, draw_check, [status, summary, logs, *figs, engines, vlogs]
         )

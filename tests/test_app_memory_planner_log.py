@@ -39,13 +39,13 @@ def test_a_refused_config_is_said_by_the_plan_button_and_nothing_looks_planned()
     assert mp.check_model("kimi-k3", "") is None
     err = mp.check_model("config.json", '{"model_type": "qwen3_next", "num_hidden_layers": 4}')
     assert isinstance(err, ValueError)
-    status, summary, logs, f1, f2, f3, engines, vlogs = draw_check(err, EN)
+    status, summary, logs, f1, f2, f3, live, f4, engines, vlogs = draw_check(err, EN)
     assert status.startswith("**Not planned** — the model was refused: ")
     assert "missing field 'layer_types'" in status and summary == engines == status
-    assert logs == vlogs == "" and "not planned" in str(f1.to_dict())
+    assert logs == vlogs == live == "" and "not planned" in str(f4.to_dict())
     zh = draw_check(err, ZH)[0]
     assert zh.startswith("**未规划**——模型被拒绝：") and "missing field 'layer_types'" in zh
-    assert draw_check(None, EN) == ("", *[gr.skip()] * 7)  # a plan that reads redraws all
+    assert draw_check(None, EN) == ("", *[gr.skip()] * 9)  # a plan that reads redraws all
     # the API keeps refusing the call itself
     demo = mp.build()
     (plan,) = [

@@ -190,13 +190,12 @@ def draw_plan(view: tuple, t: Lang) -> tuple:
 
 
 def draw_check(view: Exception | None, t: Lang) -> tuple:
-    """The status by the Plan button; with a refusal, the right column says "not planned"
-    and its figures and logs are emptied (a plan that succeeds redraws them after)."""
+    """Status, summary, log, three figures, live run (markdown, figure), engines, vLLM's log:
+    the status by the Plan button; with a refusal, the right column says "not planned" and its
+    figures, logs and live run are emptied (a plan that succeeds redraws them after)."""
     if view is None:
-        return ("", *[gr.skip()] * 7)
+        return ("", *[gr.skip()] * 9)
     msg = t("not_planned", message=guard.message_of(view, t.code))
-    figs = [
-        ui.empty_figure(t(k), t("not_planned_fig"))
-        for k in ("n_context", "n_ratio", "n_strategies")
-    ]
-    return msg, msg, "", *figs, msg, ""
+    keys = ("n_context", "n_ratio", "n_strategies", "n_live")
+    f1, f2, f3, f4 = [ui.empty_figure(t(k), t("not_planned_fig")) for k in keys]
+    return msg, msg, "", f1, f2, f3, "", f4, msg, ""
