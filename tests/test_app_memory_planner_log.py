@@ -114,12 +114,12 @@ def test_every_reason_of_the_reader_has_its_chinese():
 
 
 def test_the_custom_model_covers_gqa_mamba2_and_short_conv():
-    m2 = mp.run_plan("custom", "", 4, 1, 8, 16, 4, 2, 64, tp=1, linear_kind="mamba2",
-                     attn_kind="gqa", value_dim=8)  # fmt: skip
-    conv = mp.run_plan("custom", "", 10, 6, 2048, 1, 3, 8, 64, tp=1, linear_kind="short_conv",
-                       attn_kind="gqa")  # fmt: skip
+    kinds = {"linear_kind": "mamba2", "attn_kind": "gqa", "value_dim": 8}
+    m2 = mp.run_plan("custom", "", 4, 1, 8, 16, 4, 2, 64, tp=1, **kinds)
+    kinds = {"linear_kind": "short_conv", "attn_kind": "gqa"}
+    conv = mp.run_plan("custom", "", 10, 6, 2048, 1, 3, 8, 64, tp=1, **kinds)
     assert "| recurrent state / slot | 0.0 MiB | 4 layers |" in m2[0]
     assert "| recurrent state / slot |" in conv[0] and m2[13] != conv[13]
-    spec = pe.custom_spec("custom", 10, 6, 2048, 1, 3, linear_kind="short_conv",
-                          attn_kind="gqa", attn_kv_heads=8, attn_head_dim=64)  # fmt: skip
+    gqa = {"attn_kind": "gqa", "attn_kv_heads": 8, "attn_head_dim": 64}
+    spec = pe.custom_spec("custom", 10, 6, 2048, 1, 3, linear_kind="short_conv", **gqa)
     assert spec.linear_k_dim == 0 and spec.attn_kv_heads == 8

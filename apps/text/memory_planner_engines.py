@@ -221,10 +221,23 @@ def _cell(text: str, limit: int = 200) -> str:
 
 
 _SHOWN_FLAGS = (
-    "tp", "ssm_dtype", "kv_dtype", "page_size", "ratio", "ratio_range", "max_mamba_cache_size",
-    "slots_per_request", "strategy", "kv_tokens", "ring_len", "max_num_seqs", "max_model_len",
-    "num_blocks", "block_size", "prefix_caching",
-)  # fmt: skip
+    "tp",
+    "ssm_dtype",
+    "kv_dtype",
+    "page_size",
+    "ratio",
+    "ratio_range",
+    "max_mamba_cache_size",
+    "slots_per_request",
+    "strategy",
+    "kv_tokens",
+    "ring_len",
+    "max_num_seqs",
+    "max_model_len",
+    "num_blocks",
+    "block_size",
+    "prefix_caching",
+)
 """The inferred flags a reader is shown (the rest are the reader's bookkeeping)."""
 
 
