@@ -1,75 +1,80 @@
 """memory_planner: what a hybrid model's config costs per GPU, as SGLang and vLLM size it.
 
-Draws ``studies.planner.plan`` (SGLang's sizes, caps, log lines, figures) and
-``studies.planner_engines`` (the model: a shipped config, a pasted or uploaded ``config.json``
-or typed numbers; vLLM's plan for the same knobs; a server log read back). Actions:
-``memory_planner_plan`` (sizes table, SGLang log, three figures with CSVs, this tab's plan
-history in ``gr.State``, the live run on a scaled pool of 16 slots, SGLang next to vLLM, vLLM's
-log) and ``memory_planner_read_log`` (the verdict and the line-by-line comparison).
+Draws ``studies.planner`` and ``studies.planner_engines``. Actions: ``memory_planner_plan`` (plan
+table, both engines' lines, three figures with CSVs, the plan history, the live run on a scaled
+pool of 16 slots; a model that does not read is said by the Plan button, nothing planned) and
+``memory_planner_read_log`` (a log or fragment read back: verdict, fixes, the lines).
 """
 
 from __future__ import annotations
 
+import inspect
+
 import gradio as gr
 
 from apps import ui
-from apps.figures.memory_planner import fig_context, fig_live, fig_ratio, fig_strategies
+from apps.figures.memory_planner import draw_check, draw_plan
 from apps.text.common import COMMON
 from apps.text.memory_planner import (
+    CHOICES,
+    CUSTOM,
+    DTYPES,
     MSG,
-    history_markdown,
-    live_markdown,
-    log_text,
-    summary_markdown,
+    NUMBERS,
+    SSM_DTYPES,
+    STRATEGIES,
 )
-from apps.text.memory_planner_engines import (
-    engines_markdown,
-    lines_markdown,
-    report_markdown,
-    vllm_log_text,
-)
+from apps.text.memory_planner_engines import draw_log, draw_log_check, report_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
+from kda_core.studies.calculator import K3_REST_BYTES
 
 NAME = "memory_planner"
 CONFIG, CUSTOM_MODEL = "config.json", "custom"  # a pasted config, the typed numbers
-PRESETS = (*sizing.shipped_configs(), CONFIG, CUSTOM_MODEL)
-DTYPES = tuple(sizing.DTYPE_BYTES)
-STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
+PRESETS = (*shipped_configs(), CONFIG, CUSTOM_MODEL)
 MAX_HISTORY = 12
 _PRIVATE = {"api_visibility": "private"}  # events the page wires, not API endpoints
 LIVE_SLOTS = 16  # the live run's scaled state pool: 8 short requests, well under a second
-CUSTOM = (  # the custom spec's fields: message key, range
-    ("n_kda", 1, 512), ("n_mla", 1, 512), ("heads", 1, 1024), ("head_dim", 8, 1024),
-    ("conv_k", 1, 16), ("lora", 0, 8192), ("rope", 0, 1024),
-)  # fmt: skip
+_PLAN_KW = {  # the app's names that the planner spells as the engines do
+    "max_slots": "max_mamba_cache_size",
+    "requested": "max_running_requests",
+    "draft": "draft_tokens",
+}
 
 
-def _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope):
-    """The ModelSpec: a shipped config, the pasted config.json, or the typed numbers."""
-    model = ui.check_choice(MSG("v_model"), model, PRESETS)
-    if model != CUSTOM_MODEL:
+def _check(name: str, value: object) -> object:
+    """One input checked against its one range (``NUMBERS``, ``CUSTOM``) or choice list."""
+    if name in CHOICES:
+        key, allowed = CHOICES[name]
+        return ui.check_choice(MSG(key), value, allowed)
+    key, lo, hi, integer = NUMBERS[name] if name in NUMBERS else (*CUSTOM[name][:3], True)
+    return (ui.check_int if integer else ui.check_float)(MSG(key), value, lo, hi)
+
+
+def _spec(model: str, config_json: str, a: dict) -> sizing.ModelSpec:
+    """The ModelSpec: a shipped config, the pasted config.json, or the custom numbers ``a``."""
+    if ui.check_choice(MSG("v_model"), model, PRESETS) != CUSTOM_MODEL:
         return pe.model_spec(model, config_json or "")
-    v = [
-        ui.check_int(MSG(f"v_{k}"), x, lo, hi)
-        for (k, lo, hi), x in zip(CUSTOM, (n_kda, n_mla, heads, head_dim, conv_k, lora, rope))
-    ]
-    return pe.custom_spec(n_kda_layers=v[0], n_mla_layers=v[1], kda_heads=v[2], head_dim=v[3],
-                          conv_kernel=v[4], kv_lora_rank=v[5], qk_rope_head_dim=v[6])  # fmt: skip
+    attn = {"kv_lora_rank": a["lora"], "qk_rope_head_dim": a["rope"]}
+    if a["attn_kind"] == "gqa":
+        attn = {"attn_kind": "gqa", "attn_kv_heads": a["lora"], "attn_head_dim": a["rope"]}
+    nums = [a[k] for k in ("n_kda", "n_mla", "heads", "head_dim", "conv_k")]
+    kw = {"linear_kind": a["linear_kind"], "value_dim": a["value_dim"], **attn}
+    return pe.custom_spec(CUSTOM_MODEL, *nums, **kw)
 
 
-def _check_tp(spec, tp: object) -> int:
-    tp_i = ui.check_int(MSG("v_tp"), tp, 1, 64)
-    if spec.kda_heads % tp_i or (spec.linear_k_heads and spec.linear_k_heads % tp_i):
-        raise fail("e_heads", MSG, heads=spec.kda_heads, tp=tp_i)
-    return tp_i
+def _check_tp(spec: sizing.ModelSpec, tp: int) -> int:
+    """``tp`` (in range already) when it divides the model's linear-layer heads and groups."""
+    if spec.linear_heads % tp or (spec.linear_k_heads and spec.linear_k_heads % tp):
+        raise fail("e_heads", MSG, heads=spec.linear_heads, tp=tp)
+    return tp
 
 
 def compute_plan(
@@ -83,7 +88,7 @@ def compute_plan(
     lora: float = 512,
     rope: float = 64,
     tp: float = 8,
-    ssm_dtype: str = "bfloat16",
+    ssm_dtype: str = "auto",
     conv_dtype: str = "bfloat16",
     kv_dtype: str = "bfloat16",
     budget_gib: float = 28.0,
@@ -100,107 +105,65 @@ def compute_plan(
     requested: float = 0,
     max_num_seqs: float = 256,
     prefix_caching: bool = True,
+    linear_kind: str = "kda",
+    attn_kind: str = "mla",
+    value_dim: float = 0,
     history: list | None = None,
 ) -> tuple:
     """Validate and plan (SGLang, then vLLM for the same knobs); the live run: a scaled pool
     served by the engine's scheduler."""
-    spec = _spec(model, config_json, n_kda, n_mla, heads, head_dim, conv_k, lora, rope)
-    tp_i = _check_tp(spec, tp)
-    for k, d in (("ssm", ssm_dtype), ("conv", conv_dtype), ("kv", kv_dtype)):
-        ui.check_choice(MSG(f"v_{k}_dtype"), d, DTYPES)
-    budget = ui.check_float(MSG("v_budget"), budget_gib, 0.5, 1024)
-    r = ui.check_float(MSG("v_ratio"), ratio, 0.01, 10)
-    slots = ui.check_int(MSG("v_max_slots"), max_slots, 0, 1_000_000)
-    strategy = ui.check_choice(MSG("v_strategy"), strategy, STRATEGIES)
-    d = ui.check_int(MSG("v_draft"), draft, 0, 64)
-    i_len = ui.check_int(MSG("v_input"), input_len, 1, 10_000_000)
-    o_len = ui.check_int(MSG("v_output"), output_len, 0, 10_000_000)
-    page = ui.check_int(MSG("v_page"), page_size, 1, 4096)
-    req = ui.check_int(MSG("v_requested"), requested, 0, 1_000_000)
-    seqs = ui.check_int(MSG("v_max_num_seqs"), max_num_seqs, 1, 1_000_000)
-    p = pl.plan(
-        spec, tp=tp_i, budget_gib=budget, ratio=r, max_mamba_cache_size=slots or None,
-        ssm_dtype=ssm_dtype, conv_dtype=conv_dtype, kv_dtype=kv_dtype, strategy=strategy,
-        overlap=bool(overlap), skip_decode_lock=bool(skip_lock), draft_tokens=d,
-        input_len=i_len, output_len=o_len, page_size=page, replayssm=bool(replayssm),
-        requested_running=req or None,
-    )  # fmt: skip
-    v = pe.vllm_side(p, seqs, bool(prefix_caching))
-    hist = list(history or [])
-    hist.append([len(hist) + 1, p.model, p.tp, f"{budget:g}", f"{r:g}", slots, p.strategy,
-                 p.max_running, p.limited_by])  # fmt: skip
-    live = (
-        None
-        if strategy == "radix_off"
-        else bv.admission_check(strategy, state_slots=LIVE_SLOTS, ssm_dtype=ssm_dtype)
-    )
+    given = locals()
+    a = {k: _check(k, given[k]) for k in (*NUMBERS, *CUSTOM, *CHOICES)}
+    spec = _spec(model, config_json, a)
+    a["tp"] = _check_tp(spec, a["tp"])
+    plan_keys = (*NUMBERS, "ssm_dtype", "conv_dtype", "kv_dtype", "strategy")
+    kw = {_PLAN_KW.get(k, k): a[k] for k in plan_keys if k != "max_num_seqs"}
+    kw.update({k: kw[k] or None for k in ("max_mamba_cache_size", "max_running_requests")})
+    kw["ssm_dtype"] = None if a["ssm_dtype"] == "auto" else a["ssm_dtype"]
+    flags = {"overlap": overlap, "skip_decode_lock": skip_lock, "replayssm": replayssm}
+    p = pl.plan(spec, **kw, **{k: bool(v) for k, v in flags.items()})
+    v = pe.vllm_side(p, a["max_num_seqs"], bool(prefix_caching))
+    row = [p.model, p.tp, f"{a['budget_gib']:g}", f"{a['ratio']:g}", a["max_slots"], p.strategy]
+    hist = [*(history or []), [len(history or []) + 1, *row, p.max_running, p.limited_by]]
+    live = None
+    if p.strategy != "radix_off":
+        live = bv.admission_check(p.strategy, state_slots=LIVE_SLOTS, ssm_dtype=p.ssm_dtype)
     return p, hist[-MAX_HISTORY:], live, v
-
-
-def draw_plan(view: tuple, t: Lang) -> tuple:
-    """Summary, log, three (figure, csv) pairs, the history table, the history, the live run
-    (markdown, figure, csv), then SGLang and vLLM side by side and vLLM's log."""
-    p, hist, live, v = view
-    f1, c1 = fig_context(p, t)
-    f2, c2 = fig_ratio(p, t)
-    f3, c3 = fig_strategies(p, t)
-    f4, c4 = fig_live(live, p.strategy, t)
-    return (
-        summary_markdown(p, t), log_text(p), f1, c1, f2, c2, f3, c3, history_markdown(hist, t),
-        hist, live_markdown(live, p, t), f4, c4, engines_markdown(p, v, t), vllm_log_text(v),
-    )  # fmt: skip
 
 
 run_plan = rendered(compute_plan, draw_plan, MSG)
 
 
+def check_model(model: str = "kimi-k3", config_json: str = "") -> Exception | None:
+    """Before a plan: a pasted config's refusal (None when it reads), said by ``draw_check``."""
+    if model != CONFIG:
+        return None
+    try:
+        pe.model_spec(model, config_json or "")
+    except ValueError as e:
+        return e
+    return None
+
+
 def _plan_validator():  # noqa: ANN202
-    """The per-input checks of ``run_plan`` (same names and ranges), and TP vs heads."""
-
-    def i(key: str, lo: int, hi: int):  # noqa: ANN202
-        return lambda v: ui.check_int(MSG(key), v, lo, hi)
-
-    def f(key: str, lo: float, hi: float):  # noqa: ANN202
-        return lambda v: ui.check_float(MSG(key), v, lo, hi)
-
-    def dt(key: str):  # noqa: ANN202
-        return lambda v: ui.check_choice(MSG(key), v, DTYPES)
+    """The per-input checks of ``run_plan`` (the same tables), TP vs heads, and a config that
+    does not read (``check_model`` has said it by the Plan button already)."""
 
     def cross(model: str, config_json: str, *v: object) -> tuple[int, object] | None:
-        if model == CUSTOM_MODEL:
-            return None  # the custom spec's own checks run in the callback
+        err = check_model(model, config_json)  # refused: the plan is not run
+        if err is not None or model == CUSTOM_MODEL:
+            return None if err is None else (1, COMMON("core_refused", message=str(err)))
         try:
-            spec = pe.model_spec(model, config_json or "")
-        except ValueError as e:  # the study's sentence, inside one in the page's language
-            return 1, COMMON("core_refused", message=str(e))
-        try:
-            _check_tp(spec, v[7])
+            _check_tp(pe.model_spec(model, config_json or ""), _check("tp", v[7]))
         except UserError as e:
             return 9, e.msg  # rendered in the page's language
         return None
 
-    return guard.validator(
-        lambda v: ui.check_choice(MSG("v_model"), v, PRESETS),
-        *[None] * 8,  # the config and the custom numbers: checked with the spec
-        i("v_tp", 1, 64),
-        dt("v_ssm_dtype"),
-        dt("v_conv_dtype"),
-        dt("v_kv_dtype"),
-        f("v_budget", 0.5, 1024),
-        f("v_ratio", 0.01, 10),
-        i("v_max_slots", 0, 1_000_000),
-        lambda v: ui.check_choice(MSG("v_strategy"), v, STRATEGIES),
-        None,
-        None,
-        i("v_draft", 0, 64),
-        i("v_input", 1, 10_000_000),
-        i("v_output", 0, 10_000_000),
-        i("v_page", 1, 4096),
-        None,
-        i("v_requested", 0, 1_000_000),
-        i("v_max_num_seqs", 1, 1_000_000),
-        cross=cross,
-    )
+    known = (*NUMBERS, *CUSTOM, *CHOICES)
+    names = inspect.signature(compute_plan).parameters
+    checks = [(lambda v, n=n: _check(n, v)) if n in known else None for n in names]
+    checks[0] = lambda v: ui.check_choice(MSG("v_model"), v, PRESETS)
+    return guard.validator(*checks, cross=cross)
 
 
 def compute_log(
@@ -210,23 +173,38 @@ def compute_log(
     log_ratio: float = 0,
     log_page: float = 0,
     log_tp: float = 0,
+    log_requested: float = 0,
+    log_target: float = 0,
 ) -> sizing.LogReport:
-    """A pasted SGLang or vLLM log read back against the chosen shipped or pasted config."""
+    """A pasted SGLang or vLLM log (or a fragment) read back against the chosen shipped or
+    pasted config, with the fixes toward ``log_target`` running requests."""
     if ui.check_choice(MSG("v_model"), model, PRESETS) == CUSTOM_MODEL:
         raise fail("e_log_custom", MSG)
+    if not isinstance(log, str) or not log.strip():
+        raise fail("e_log_empty", MSG)
     spec = pe.model_spec(model, config_json or "")
     r = ui.check_float(MSG("v_log_ratio"), log_ratio, 0, 10)
     page = ui.check_int(MSG("v_log_page"), log_page, 0, 4096)
     tp = ui.check_int(MSG("v_log_tp"), log_tp, 0, 64)
-    return sizing.read_log(log, spec, tp=tp or None, page_size=page or None, ratio=r or None)
-
-
-def draw_log(report: sizing.LogReport, t: Lang) -> tuple:
-    """The verdict with its remedies, then the line-by-line comparison."""
-    return report_markdown(report, t), lines_markdown(report, t)
+    req = ui.check_int(MSG("v_log_requested"), log_requested, 0, 1_000_000)
+    target = ui.check_int(MSG("v_log_target"), log_target, 0, 1_000_000)
+    kw = {"tp": tp, "page_size": page, "ratio": r, "requested": req, "target": target}
+    return sizing.read_log(log, spec, **{k: v or None for k, v in kw.items()})
 
 
 read_log = rendered(compute_log, draw_log, MSG)
+
+
+def check_log(*args: object, **kw: object) -> Exception | None:
+    """Before reading: the log's refusal, if any (drawn in place of an earlier verdict)."""
+    try:
+        compute_log(*args, **kw)  # type: ignore[arg-type]
+    except (gr.Error, ValueError) as e:
+        return e
+    return None
+
+
+check_log.__signature__ = inspect.signature(compute_log)  # type: ignore[attr-defined]
 
 
 def _load_config(path: str, language: str = "English") -> tuple:
@@ -243,12 +221,8 @@ def _check_upload(path: object) -> None:
 
 def k3_example() -> tuple:
     """The K3 write-up's fp8 deployment at the budget and ratio that give both of its logs."""
-    gib = sizing.K3_REST_BYTES / sizing.GIB
-    return "kimi-k3", 8, "bfloat16", "fp8_e4m3", gib, sizing.K3_RATIO, 0, 64, True
-
-
-def _example(e: pe.ExampleLog):  # noqa: ANN202
-    return lambda: (e.model, e.text, e.ratio or 0, e.page_size or 0, 0)
+    gib = K3_REST_BYTES / sizing.GIB
+    return "kimi-k3", 8, "bfloat16", "fp8_e4m3", gib, 0.15, 0, 64, True
 
 
 def _md(label: str, suffix: str) -> gr.Markdown:
@@ -278,8 +252,13 @@ def _results_column(page: Page) -> tuple:
     return summary, logs, s1, s2, s3, hist_md, live_md, s4, engines, vlogs
 
 
-def _model_inputs(page: Page) -> list:
-    """The model: a shipped config, config.json (pasted or uploaded) or the custom numbers."""
+def _pasted(text: str) -> object:  # typed or pasted into the editor: model = config.json
+    return CONFIG if isinstance(text, str) and text.strip() else gr.skip()
+
+
+def _model_inputs(page: Page) -> dict:
+    """The model: a shipped config, config.json (pasted or uploaded) or the custom model (its
+    kinds and numbers), by ``compute_plan``'s parameter names."""
     L = page.label
     names = {CUSTOM_MODEL: MSG("o_custom"), CONFIG: MSG("o_config")}
     model = page.choices(
@@ -293,49 +272,55 @@ def _model_inputs(page: Page) -> list:
                            height=90), "f_config_file")  # fmt: skip
     L(config_box, "acc_config")
     with gr.Accordion(open=False) as custom_box:
-        custom = [L(gr.Number(v, step=1), f"f_{k}") for (k, _, _), v in
-                  zip(CUSTOM, (69, 24, 96, 128, 4, 512, 64))]  # fmt: skip
+        with gr.Row():
+            c = {
+                k: L(gr.Dropdown(list(CHOICES[k][1]), value=CHOICES[k][1][0]), f"f_{k}")
+                for k in ("linear_kind", "attn_kind")
+            }
+        c.update({k: L(gr.Number(v[3], step=1), f"f_{k}") for k, v in CUSTOM.items()})
     L(custom_box, "acc_custom")
     check = guard.validator(_check_upload)
     upload.upload(_load_config, [upload, page.radio], [config, model], validator=check, **_PRIVATE)
-    return [model, config, *custom]
+    config.input(_pasted, [config], [model], **_PRIVATE)
+    return {"model": model, "config_json": config, **c}
 
 
-def _inputs(page: Page) -> list:
-    """The left column's inputs, in ``compute_plan``'s order (without the history)."""
+def _inputs(page: Page) -> dict:
+    """The left column's inputs by ``compute_plan``'s parameter names (without the history)."""
     L = page.label
-    model_in = _model_inputs(page)
+    c = _model_inputs(page)
     with gr.Row():
-        tp = L(gr.Number(8, step=1, elem_id=f"{NAME}-tp"), "f_tp")
-        budget = L(gr.Number(28, elem_id=f"{NAME}-budget"), "f_budget")
+        c["tp"] = L(gr.Number(8, step=1, elem_id=f"{NAME}-tp"), "f_tp")
+        c["budget_gib"] = L(gr.Number(28, elem_id=f"{NAME}-budget"), "f_budget")
     with gr.Row():
-        ratio = L(gr.Number(0.9, elem_id=f"{NAME}-ratio"), "f_ratio")
-        max_slots = L(gr.Number(0, step=1), "f_max_slots")
+        c["ratio"] = L(gr.Number(0.9, elem_id=f"{NAME}-ratio"), "f_ratio")
+        c["max_slots"] = L(gr.Number(0, step=1), "f_max_slots")
     with gr.Row():
-        dtypes = [L(gr.Dropdown(list(DTYPES), value="bfloat16", elem_id=f"{NAME}-{k}-dtype"),
-                    f"f_{k}_dtype") for k in ("ssm", "conv", "kv")]  # fmt: skip
-    strategy = L(gr.Radio(list(STRATEGIES), value="extra_buffer"), "f_strategy")
+        for k, choices in (("ssm", SSM_DTYPES), ("conv", DTYPES), ("kv", DTYPES)):
+            value = "auto" if k == "ssm" else "bfloat16"
+            dd = gr.Dropdown(list(choices), value=value, elem_id=f"{NAME}-{k}-dtype")
+            c[f"{k}_dtype"] = L(dd, f"f_{k}_dtype")
+    c["strategy"] = L(gr.Radio(list(STRATEGIES), value="extra_buffer"), "f_strategy")
     with gr.Row():
-        overlap = L(gr.Checkbox(True), "f_overlap")
-        skip_lock = L(gr.Checkbox(False), "f_skip_lock")
-        replayssm = L(gr.Checkbox(False, elem_id=f"{NAME}-replayssm"), "f_replayssm")
+        c["overlap"] = L(gr.Checkbox(True), "f_overlap")
+        c["skip_lock"] = L(gr.Checkbox(False), "f_skip_lock")
+        c["replayssm"] = L(gr.Checkbox(False, elem_id=f"{NAME}-replayssm"), "f_replayssm")
     with gr.Row():
-        draft = L(gr.Number(0, step=1), "f_draft")
-        input_len = L(gr.Number(16_000, step=1, elem_id=f"{NAME}-input"), "f_input")
-        output_len = L(gr.Number(3_000, step=1), "f_output")
+        c["draft"] = L(gr.Number(0, step=1), "f_draft")
+        c["input_len"] = L(gr.Number(16_000, step=1, elem_id=f"{NAME}-input"), "f_input")
+        c["output_len"] = L(gr.Number(3_000, step=1), "f_output")
     with gr.Row():
-        page_size = L(gr.Number(1, step=1, elem_id=f"{NAME}-page"), "f_page")
-        requested = L(gr.Number(0, step=1), "f_requested")
+        c["page_size"] = L(gr.Number(1, step=1, elem_id=f"{NAME}-page"), "f_page")
+        c["requested"] = L(gr.Number(0, step=1), "f_requested")
     with gr.Row():
-        seqs = L(gr.Number(256, step=1, elem_id=f"{NAME}-max-num-seqs"), "f_max_num_seqs")
-        prefix = L(gr.Checkbox(True), "f_prefix")
-    return [*model_in, tp, *dtypes, budget, ratio, max_slots, strategy, overlap, skip_lock,
-            draft, input_len, output_len, page_size, replayssm, requested, seqs,
-            prefix]  # fmt: skip
+        seqs = gr.Number(256, step=1, elem_id=f"{NAME}-max-num-seqs")
+        c["max_num_seqs"] = L(seqs, "f_max_num_seqs")
+        c["prefix_caching"] = L(gr.Checkbox(True), "f_prefix")
+    return {n: c[n] for n in inspect.signature(compute_plan).parameters if n in c}
 
 
 def _log_panel(page: Page, model_in: list) -> None:
-    """Paste a log (or load a real one) and read it back against the chosen model."""
+    """Paste a log or a fragment (or load a real one) and read it back against the model."""
     L = page.label
     L(gr.Markdown(elem_id=f"{NAME}-log-title"), "log_title")
     L(gr.Markdown(elem_id=f"{NAME}-log-intro"), "log_intro")
@@ -346,6 +331,9 @@ def _log_panel(page: Page, model_in: list) -> None:
                 ratio = L(gr.Number(0, elem_id=f"{NAME}-log-ratio"), "f_log_ratio")
                 page_size = L(gr.Number(0, step=1), "f_log_page")
                 tp = L(gr.Number(0, step=1), "f_log_tp")
+            with gr.Row():
+                req = L(gr.Number(0, step=1, elem_id=f"{NAME}-log-requested"), "f_log_requested")
+                target = L(gr.Number(0, step=1, elem_id=f"{NAME}-log-target"), "f_log_target")
             read = page.label(gr.Button(variant="primary", elem_id=f"{NAME}-read"), "b_read")
             L(gr.Markdown(), "examples")
             examples = [
@@ -357,11 +345,15 @@ def _log_panel(page: Page, model_in: list) -> None:
             lines = _md("Lines", "lines")
     page.initial(report, lambda t: report_markdown(None, t))
     fn, outs = page.event(compute_log, draw_log, [report, lines])
-    log_in = [*model_in, log, ratio, page_size, tp, page.radio]
-    read.click(fn, log_in, outs, api_name=f"{NAME}_read_log")
+    pre, pre_outs = page.event(check_log, draw_log_check, [report, lines])
+    log_in = [*model_in, log, ratio, page_size, tp, req, target, page.radio]
+    read.click(pre, log_in, pre_outs, **_PRIVATE).then(
+        fn, log_in, outs, api_name=f"{NAME}_read_log"
+    )
+    filled = [model_in[0], log, ratio, page_size, tp, req, target]
     for e, btn in zip(pe.EXAMPLE_LOGS, examples):
-        filled = [model_in[0], log, ratio, page_size, tp]
-        btn.click(_example(e), [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
+        v = (e.model, e.text, e.ratio or 0, e.page_size or 0, 0, e.requested or 0, 0)
+        btn.click(lambda v=v: v, [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
 
 
 def build() -> gr.Blocks:
@@ -370,26 +362,34 @@ def build() -> gr.Blocks:
         history = gr.State([])
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                inputs = _inputs(page)
+                c = _inputs(page)
                 with gr.Row():
                     run = page.label(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_plan")
                     k3 = page.label(gr.Button(elem_id=f"{NAME}-k3"), "b_k3")
+                status = gr.Markdown(elem_id=f"{NAME}-status")
             with gr.Column(scale=2):
                 summary, logs, s1, s2, s3, hist_md, live_md, s4, engines, vlogs = _results_column(
                     page
                 )
-        outputs = [
-            summary, logs, *s1.outputs, *s2.outputs, *s3.outputs, hist_md, history, live_md,
-            *s4.outputs, engines, vlogs,
-        ]  # fmt: skip
+        slots = (*s1.outputs, *s2.outputs, *s3.outputs)
+        outputs = [summary, logs, *slots, hist_md, history, live_md, *s4.outputs, engines, vlogs]
         plan_fn, plan_out = page.event(compute_plan, draw_plan, outputs)
-        plan_in = [*inputs, history, page.radio]
-        run.click(plan_fn, plan_in, plan_out, api_name=f"{NAME}_plan", validator=_plan_validator())
-        k3_in = [inputs[0], inputs[9], inputs[10], inputs[12], inputs[13], inputs[14],
-                 inputs[15], inputs[22], inputs[23]]  # fmt: skip
-        k3.click(k3_example, [], k3_in, **_PRIVATE).then(plan_fn, plan_in, plan_out, **_PRIVATE)
+        figs = [s1.plot, s2.plot, s3.plot, live_md, s4.plot]
+        pre, pre_out = page.event(
+            check_model, draw_check, [status, summary, logs, *figs, engines, vlogs]
+        )
+        plan_in = [*c.values(), history, page.radio]
+        pre_in = [c["model"], c["config_json"], page.radio]
+        run.click(pre, pre_in, pre_out, **_PRIVATE).then(
+            plan_fn, plan_in, plan_out, api_name=f"{NAME}_plan", validator=_plan_validator()
+        )
+        names = ("model", "tp", "ssm_dtype", "kv_dtype", "budget_gib", "ratio", "max_slots")
+        k3_in = [c[n] for n in (*names, "page_size", "replayssm")]
+        k3.click(k3_example, [], k3_in, **_PRIVATE).then(pre, pre_in, pre_out, **_PRIVATE).then(
+            plan_fn, plan_in, plan_out, **_PRIVATE
+        )
         demo.load(plan_fn, plan_in, plan_out, api_visibility="private")
-        _log_panel(page, inputs[:2])
+        _log_panel(page, [c["model"], c["config_json"]])
         page.finish()
     return demo
 

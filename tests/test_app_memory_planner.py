@@ -30,7 +30,9 @@ def test_default_plan_numbers(default_out):
     assert "| **max running requests** | **30** | limited by **kv** |" in summary
     assert f"| KV tokens | {p.kv_tokens:,} |" in summary
     assert "| slots reserved / held per request | 5 / 3 | extra_buffer |" in summary
-    assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 489")
+    # the SSM dtype left to the engine: SGLang's float32 for K3's KDA state
+    assert p.ssm_dtype == "float32" and p.state_slots == 252
+    assert logs.splitlines()[0].startswith("Mamba Cache is allocated. max_mamba_cache_size: 252")
     assert logs.splitlines()[-1].startswith("KV Cache is allocated. dtype: torch.bfloat16")
     assert hist == [[1, "kimi-k3", 8, "28", "0.9", 0, "extra_buffer", 30, "kv"]]
     assert table.endswith("| 1 | kimi-k3 | 8 | 28 | 0.9 | extra_buffer | 30 | kv |")
@@ -58,10 +60,10 @@ def test_ratio_and_strategy_figures(default_out):
     assert f2.data[3].x[0] == 0.9 and f2.data[3].y[0] == 30
     rows = _rows(c3)
     assert rows[1:] == [
-        ["radix_off", "1", "1", "489"],
-        ["no_buffer", "3", "1", "163"],
-        ["extra_buffer", "5", "3", "97"],
-        ["extra_buffer_lazy", "4", "3", "122"],
+        ["radix_off", "1", "1", "252"],
+        ["no_buffer", "3", "1", "84"],
+        ["extra_buffer", "5", "3", "50"],
+        ["extra_buffer_lazy", "4", "3", "63"],
     ]
     assert list(f3.data[0].y) == [1, 3, 5, 4]
 
@@ -99,11 +101,11 @@ def test_draft_tokens_show_rings():
         ({"tp": 5}, "TP must divide the 96 recurrent-state heads; got TP=5"),
         ({"ratio": 50}, "mamba-full-memory-ratio must be a number in [0.01, 10], got 50"),
         ({"budget_gib": None}, "cache memory per GPU (GiB) must be a number in [0.5, 1024]"),
-        ({"model": "gpt"}, "model must be one of ['kimi-k3', 'kimi-linear-48b-a3b-instruct', "),
+        ({"model": "gpt"}, "model must be one of ['falcon-h1-7b-instruct', 'jamba-v0.1', "),
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
         ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),
         ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
-        ({"model": "custom", "n_kda": 0}, "KDA layers must be an integer in [1, 512], got 0"),
+        ({"model": "custom", "n_kda": 0}, "linear layers must be an integer in [1, 512], got 0"),
         ({"strategy": "extra_buffer_lazy", "overlap": False}, "requires overlap=True"),
     ],
 )
@@ -162,7 +164,8 @@ def test_vertical_line_labels_sit_on_their_log_axis_lines(default_out):
 def test_one_crossover_value_in_table_and_figure(default_out):
     p = pl.plan()
     assert f"one request's KV outweighs it from {p.crossover_context:,} tokens" in default_out[0]
-    assert p.crossover_context == 1051
+    # float32 state (SGLang's default): (54,263,808 + 1,907,712) B / 27,648 B per token
+    assert p.crossover_context == 56_171_520 // 27_648 + 1 == 2032
 
 
 def test_integer_fields_reject_fractions():
@@ -215,16 +218,21 @@ def test_live_run_for_radix_off_and_without_overlap():
     assert "(the engine runs the overlap scheduler with the decode lock)" in out[10]
 
 
-def test_bf16_hint_only_when_the_state_is_not_bf16_yet():
-    """SGLang's hint "halve the state size with --mamba-ssm-dtype bfloat16" is advice for a
-    float32 state: with bfloat16 chosen it must not appear, neither in the log nor in the live
-    run; with float32 it must (both places)."""
-    hint = "--mamba-ssm-dtype bfloat16"
-    bf16 = mp.run_plan(ssm_dtype="bfloat16", max_slots=40)  # state-limited: the message shows
-    assert "max_running_requests is capped" in bf16[1] and hint not in bf16[1]
-    assert "max_running_requests is capped" in bf16[10] and hint not in bf16[10]
-    f32 = mp.run_plan(ssm_dtype="float32", max_slots=40)
-    assert hint in f32[1] and hint in f32[10]
+def test_the_capping_warning_is_sglangs_text_whatever_the_dtype():
+    """SGLang 0.5.23 prints one fixed warning (``KVCacheConfigurator.resolve_max_num_reqs``),
+    the bf16 hint included even when the state is bf16 already (the K3 write-up quotes it for its
+    bf16 deployment): "What SGLang would print" shows that text, in both places."""
+    text = (
+        "max_running_requests is capped to 8 by the mamba state cache (max_mamba_cache_size=40, "
+        "5 state slots per request). To raise it: increase --mamba-full-memory-ratio or "
+        "--max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16."
+    )
+    for dtype in ("bfloat16", "float32"):
+        out = mp.run_plan(ssm_dtype=dtype, max_slots=40)
+        assert out[1].splitlines()[-1] == text
+        # the live run's scaled pool (16 slots, cap 3) prints the same words for its numbers
+        tail = text[text.index("To raise it") :]
+        assert "(max_mamba_cache_size=16, 5 state slots per request). " + tail in out[10]
 
 
 def test_zero_capacity_names_the_reserved_slots():
@@ -239,12 +247,3 @@ def test_zero_capacity_names_the_reserved_slots():
     assert "SGLang reserves 5 state slots per request at admission" in row
     assert "the pool has 4" in row and "holds 3" not in row
     assert "5 state slots per request" in out[1]  # the log line states the same count
-
-
-def test_skip_decode_lock_hint_only_where_it_frees_a_slot():
-    """SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1 takes one slot off the extra-buffer strategies'
-    reservation but not off no_buffer's 3 (``_calculate_mamba_ratio`` adds the drop back there:
-    the prefill->decode peak needs 3), so the hint appears for the first only."""
-    hint = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"
-    assert hint in mp.run_plan(strategy="extra_buffer", max_slots=40)[1]
-    assert hint not in mp.run_plan(strategy="no_buffer", max_slots=40)[1]

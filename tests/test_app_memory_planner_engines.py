@@ -11,6 +11,8 @@ import pytest
 from apps import memory_planner as mp
 from apps import ui as common
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
+from kda_core.sizing.sglang import sglang_min_hit
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
@@ -18,7 +20,7 @@ QWEN = "qwen3-next-80b-a3b-instruct"
 
 
 def _config(name: str = QWEN, drop: str | None = None) -> str:
-    cfg = dict(sizing.shipped_configs()[name]["config"])
+    cfg = dict(shipped_configs()[name]["config"])
     if drop:
         del cfg[drop]
     return json.dumps(cfg)
@@ -40,7 +42,10 @@ def test_engines_side_by_side_are_the_studies_numbers():
     assert f"| **max running requests** | **{p.max_running:,}** | **{v.max_running:,}** |" in table
     assert f"| attention block size (tokens) | page 1 | {v.plan.block_size:,} |" in table
     hit = f"{v.plan.min_prefix_hit_tokens:,} tokens"
-    assert f"| smallest prompt that can hit the prefix cache | n/a | {hit} |" in table
+    # SGLang's cell says why: states are saved every max(mamba chunk, page) tokens
+    n, _ = sglang_min_hit(p.spec, p.deployment)
+    sglang = f"{n} tokens: states are saved every 64 tokens (max(mamba chunk 64, page))"
+    assert f"| smallest prompt that can hit the prefix cache | {sglang} | {hit} |" in table
     assert out[14].splitlines() == list(sizing.vllm_log_lines(v.plan))
     assert (
         out[14].splitlines()[0].startswith(f"Setting attention block size to {v.plan.block_size}")
@@ -70,8 +75,8 @@ def test_k3_writeup_example_prints_its_kv_line():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        (_config(drop="linear_num_key_heads"), "missing the field 'linear_num_key_heads'"),
-        ('{"model_type": "llama"}', "model_type 'llama' is not a supported hybrid"),
+        (_config(drop="linear_num_key_heads"), "missing field 'linear_num_key_heads'"),
+        ('{"model_type": "llama"}', "model_type 'llama' is not sized: it is not a hybrid"),
         ("{not json", "config_json is not valid JSON"),
         ("", "config_json is empty"),
     ],
@@ -87,14 +92,18 @@ def test_read_log_example_and_bad_logs():
     assert report.startswith("**sglang log of kimi-k3**: 2 reproduced")
     assert "**Verdict: bound by the state slots**" in report
     assert "257 state slots / 5 reserved per request = 51 running requests" in report
-    assert "| `--mamba-ssm-dtype bfloat16` | `498 slots -> cap 99, 1,167,659 KV tokens` |" in report
+    row = "| `--mamba-ssm-dtype bfloat16` | 498 slots -> cap 99, 1,167,659 KV tokens | no |"
+    assert row in report
     assert "| 1 | reproduced | `Mamba Cache is allocated." in lines
     assert "| `conv_state GB: 0.46 → 0.458" in lines
     # a ratio the log contradicts: the slot count it gives is not the logged one
     _, lines = mp.read_log(e.model, "", log=e.text, log_ratio=0.5)
     assert "| 1 | different | `Mamba Cache" in lines and "`max_mamba_cache_size: 257 → " in lines
-    with pytest.raises(gr.Error, match="log has no line this reader knows"):
-        mp.read_log(e.model, "", log="hello\nworld")
+    report, lines = mp.read_log(e.model, "", log="hello\nworld")  # counted, not refused
+    assert "**Verdict: no line the reader knows**" in report
+    assert lines == "2 lines skipped: not lines the reader knows (not listed)"
+    with pytest.raises(gr.Error, match="paste a log first"):
+        mp.read_log(e.model, "", log="  \n")
     with pytest.raises(gr.Error, match="ratio of the log"):
         mp.read_log(e.model, "", log=e.text, log_ratio=-1)
 
@@ -108,7 +117,7 @@ def test_client_paste_upload_and_log(tmp_path):
         report, lines = c.predict(e.model, "", log=e.text, api_name="/memory_planner_read_log")
         assert "**Verdict: prefix caching inert below one block**" in report
         assert "2097 tokens to hit the prefix cache" in report
-        with pytest.raises(Exception, match="missing the field 'linear_num_key_heads'"):
+        with pytest.raises(Exception, match="missing field 'linear_num_key_heads'"):
             c.predict("config.json", _config(drop="linear_num_key_heads"), tp=4,
                       api_name="/memory_planner_plan")  # fmt: skip
         out = c.predict("config.json", _config(), tp=4, api_name="/memory_planner_plan")

@@ -11,27 +11,38 @@ import json
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.model import hf
+from kda_core.model.params import ModelConfig
+from kda_core.sizing.hf import shipped_configs
+from kda_core.sizing.sizes import state_shape
 
 SHIPPED = {
-    # name: (linear kind, linear layers, attention layers, value heads, key heads, attn kind)
+    # name: (linear kind, linear layers, attention layers, linear heads, key heads / groups,
+    # attention kind), counted by hand from each file
     "kimi-k3": ("kda", 69, 24, 96, 96, "mla"),
     "kimi-linear-48b-a3b-instruct": ("kda", 20, 7, 32, 32, "mla"),
     "qwen3-next-80b-a3b-instruct": ("gdn", 36, 12, 32, 16, "gqa"),
     "qwen3.6-35b-a3b": ("gdn", 30, 10, 32, 16, "gqa"),
     "qwen3.8-27b-fp8": ("gdn", 48, 16, 48, 16, "gqa"),
     "nvidia-nemotron-nano-9b-v2": ("mamba2", 27, 4, 128, 8, "gqa"),
+    "nemotron-h-8b-base-8k": ("mamba2", 24, 4, 128, 8, "gqa"),  # 24 M, 4 *, 24 -
+    "falcon-h1-7b-instruct": ("mamba2", 44, 44, 24, 1, "gqa"),  # every layer both
+    "lfm2-1.2b": ("short_conv", 10, 6, 2048, 2048, "gqa"),  # full_attn_idxs: 6 of 16
+    "lfm2-8b-a1b": ("short_conv", 18, 6, 2048, 2048, "gqa"),
+    "minicpm-sala": ("lightning", 24, 8, 32, 32, "gqa"),  # 8 minicpm4 of 32 mixers
+    "jamba-v0.1": ("mamba1", 28, 4, 8192, 8192, "gqa"),  # i % 8 == 4: 4 of 32
 }
 
 
 def test_shipped_configs_name_their_source_and_parse():
-    configs = sz.shipped_configs()
+    configs = shipped_configs()
     assert set(configs) == set(SHIPPED)
     for name, (kind, n_lin, n_attn, h, hk, attn) in SHIPPED.items():
         src = configs[name]["source"]
         assert "/" in src["hf_model_id"] and "config.json" in src["fields"]
         s = sz.shipped_spec(name)
         assert (s.linear_kind, s.n_linear_layers, s.n_attn_layers) == (kind, n_lin, n_attn)
-        assert (s.kda_heads, s.k_heads, s.attn_kind) == (h, hk, attn)
+        assert (s.linear_heads, s.k_heads, s.attn_kind) == (h, hk, attn)
 
 
 def test_kimi_configs_equal_the_presets():
@@ -43,12 +54,23 @@ def test_kimi_configs_equal_the_presets():
         for tp in (1, 2, 4, 8):
             assert sz.kda_state_bytes(s, tp, "float32") == sz.kda_state_bytes(p, tp, "float32")
             assert sz.conv_state_bytes(s, tp) == sz.conv_state_bytes(p, tp)
-        assert (
-            sz.kv_bytes_per_token(s, 8) == sz.mla_kv_bytes_per_token(p) == p.n_mla_layers * 576 * 2
-        )
+        kv = sz.kv_bytes_per_token(s, 8)
+        assert kv == sz.mla_kv_bytes_per_token(p) == p.n_attn_layers * 576 * 2
     k3 = sz.shipped_spec("kimi-k3")
-    assert sz.kda_state_bytes(k3, 8) == 69 * 12 * 128 * 128 * 2 == 27_131_904
+    assert sz.kda_state_bytes(k3, 8, "bfloat16") == 69 * 12 * 128 * 128 * 2 == 27_131_904
     assert sz.conv_state_bytes(k3, 8) == 69 * 3 * 12 * 384 * 2 == 1_907_712
+    # the lab's own export (transformers' flat layout) sizes as the checkpoint layout does
+    flat = hf.config_to_hf(
+        ModelConfig(
+            n_layers=3,
+            variant="kimi-linear",
+            gate_lower_bound=None,
+            layer_types=("kda", "kda", "mla"),
+        )
+    )
+    spec = sz.from_hf_config(flat)
+    assert (spec.n_linear_layers, spec.n_attn_layers, spec.linear_heads) == (2, 1, 4)
+    assert spec.conv_kernel == flat["linear_conv_kernel_dim"] == 4
 
 
 def test_gdn_state_conv_and_gqa_kv_by_hand():
@@ -73,14 +95,14 @@ def test_mamba2_groups_are_replicated_when_tp_exceeds_them():
     assert sz.conv_state_bytes(n, 8) == 27 * 3 * (12288 // 8) * 2
     # 8 groups on 16 GPUs: SGLang and vLLM extend to 16 groups, conv 10240 + 2*16*128 = 14336
     assert sz.conv_state_bytes(n, 16) == 27 * 3 * (14336 // 16) * 2
-    shape = sz.state_shape(n, 16, "vllm")
+    shape = state_shape(n, 16, "vllm")
     assert shape.conv_elems == 3 * 896 and shape.temporal == (8, 80, 128)
     with pytest.raises(ValueError, match="tp must divide"):
         sz.kda_state_bytes(n, 3)
 
 
 def test_from_path_and_folder(tmp_path):
-    cfg = sz.shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"]
+    cfg = shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     a = sz.from_hf_config(tmp_path)
     b = sz.from_hf_config(tmp_path / "config.json")
@@ -108,11 +130,9 @@ REQUIRED = {
         "num_hidden_layers",
         "kv_lora_rank",
         "qk_rope_head_dim",
-        "linear_attn_config",
         "linear_attn_config.num_heads",
         "linear_attn_config.head_dim",
         "linear_attn_config.short_conv_kernel_size",
-        "linear_attn_config.kda_layers",
     ],
     "qwen3-next-80b-a3b-instruct": [
         "linear_num_key_heads",
@@ -124,21 +144,26 @@ REQUIRED = {
         "head_dim",
     ],
     "nvidia-nemotron-nano-9b-v2": [
-        "hybrid_override_pattern",
         "mamba_num_heads",
         "mamba_head_dim",
         "ssm_state_size",
         "n_groups",
         "conv_kernel",
-        "num_key_value_heads",
-        "head_dim",
     ],
+    "lfm2-1.2b": ["conv_L_cache", "hidden_size", "num_attention_heads"],
+    "minicpm-sala": ["num_hidden_layers", "num_key_value_heads"],
+    "jamba-v0.1": ["attn_layer_period", "mamba_expand", "mamba_d_state", "mamba_d_conv"],
+    "falcon-h1-7b-instruct": ["mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv"],
+}
+ALIASES = {  # a field and the aliases its refusal names
+    "kimi-linear-48b-a3b-instruct": ("linear_attn_config.kda_layers", "layer_types"),
+    "nvidia-nemotron-nano-9b-v2": ("hybrid_override_pattern", "layers_block_type"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
 def test_a_missing_field_is_named(name):
-    base = sz.shipped_configs()[name]["config"]
+    base = shipped_configs()[name]["config"]
     for field in REQUIRED[name]:
         cfg = copy.deepcopy(base)
         where = cfg
@@ -150,11 +175,27 @@ def test_a_missing_field_is_named(name):
             sz.from_hf_config(cfg)
 
 
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_a_missing_layer_pattern_is_named_with_its_aliases(name):
+    cfg = copy.deepcopy(shipped_configs()[name]["config"])
+    field, alias = ALIASES[name]
+    *parents, key = field.split(".")
+    where = cfg
+    for p in parents:
+        where = where[p]
+    del where[key]
+    with pytest.raises(ValueError, match=f"missing field '{alias}'.*{key}"):
+        sz.from_hf_config(cfg)
+
+
 def test_layer_split_rules():
-    cfg = copy.deepcopy(sz.shipped_configs()["qwen3.6-35b-a3b"]["config"])
+    cfg = copy.deepcopy(shipped_configs()["qwen3.6-35b-a3b"]["config"])
     text = cfg["text_config"]
-    assert (
-        sz.from_hf_config(cfg).n_attn_layers == 10 and sz.from_hf_config(cfg).ssm_dtype == "float32"
+    spec = sz.from_hf_config(cfg)
+    assert (spec.n_attn_layers, spec.sglang_ssm_dtype, spec.vllm_ssm_dtype) == (
+        10,
+        "float32",
+        "float32",
     )
     del text["layer_types"]
     assert sz.from_hf_config(cfg).n_attn_layers == 10  # from full_attention_interval
@@ -164,24 +205,26 @@ def test_layer_split_rules():
     del text["full_attention_interval"]
     assert sz.from_hf_config(cfg).n_attn_layers == 1
     del text["layer_types"]
-    with pytest.raises(ValueError, match="'layer_types' or 'full_attention_interval'"):
+    with pytest.raises(ValueError, match="'layer_types' \\(or 'full_attention_interval'\\)"):
         sz.from_hf_config(cfg)
 
 
 def test_non_hybrids_are_refused_by_name():
-    with pytest.raises(ValueError, match="'llama' is not a supported hybrid"):
+    with pytest.raises(ValueError, match="'llama' is not sized: it is not a hybrid"):
         sz.from_hf_config({"model_type": "llama", "num_hidden_layers": 32})
-    kimi = copy.deepcopy(sz.shipped_configs()["kimi-linear-48b-a3b-instruct"]["config"])
+    with pytest.raises(ValueError, match="'glm9' is not sized: it is not one of the hybrid"):
+        sz.from_hf_config({"model_type": "glm9"})
+    kimi = copy.deepcopy(shipped_configs()["kimi-linear-48b-a3b-instruct"]["config"])
     kimi["linear_attn_config"]["kda_layers"] = []
     with pytest.raises(ValueError, match="not a hybrid"):
         sz.from_hf_config(kimi)
-    nemo = copy.deepcopy(sz.shipped_configs()["nvidia-nemotron-nano-9b-v2"]["config"])
+    nemo = copy.deepcopy(shipped_configs()["nvidia-nemotron-nano-9b-v2"]["config"])
     nemo["hybrid_override_pattern"] = "*-*-"
     with pytest.raises(ValueError, match="not a hybrid"):
         sz.from_hf_config(nemo)
     with pytest.raises(ValueError, match="model_type"):
         sz.from_hf_config({})
-    with pytest.raises(ValueError, match="must be an integer"):
+    with pytest.raises(ValueError, match="head_dim must be an integer"):
         sz.from_hf_config(
-            {**sz.shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"], "head_dim": "256"}
+            {**shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"], "head_dim": "256"}
         )

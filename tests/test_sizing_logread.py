@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
-from kda_core.sizing.logparse import _MAX_LOG_CHARS, parse_log
+from kda_core.sizing.logread._parse import _MAX_LOG_CHARS, parse_log
 
 DATA = Path(__file__).parent / "data"
 
@@ -37,17 +37,21 @@ def test_k3_writeup_logs_every_number_reproduced():
     assert r.inferred["ssm_dtype"] == "bfloat16" and r.inferred["kv_dtype"] == "fp8_e4m3"
     # "capped to 16 ... 5 state slots per request" with the KV pool at 0.11: state-bound
     assert r.verdict == "state_slots" and "16 running requests" in r.explanation
+    # no target given: the levers aim at twice the cap, each sized again at the log's budget
+    assert r.running["target"] == 32 and r.running["won"] == "state"
     flags = dict(r.remedies)
-    assert flags["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"] == "cap 20"
-    assert flags["--mamba-radix-cache-strategy no_buffer"] == "cap 26"
+    assert flags["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"] == "80 slots -> cap 20, 1,947,648 KV tokens"
+    assert flags["--max-mamba-cache-size 160"] == "160 slots -> cap 32, 1,661,504 KV tokens"
     assert any(f.startswith("--mamba-full-memory-ratio") for f in flags)
 
 
 def test_a_wrong_number_is_marked_different():
     text = (DATA / "sglang_k3_writeup_fp32.log").read_text().replace("2.63GB", "2.70GB")
     r = sz.read_log(text, "kimi-k3", tp=8, page_size=64)
-    with pytest.raises(ValueError, match="no TP and SSM dtype"):
-        sz.read_log(text, "kimi-k3", page_size=64)  # nothing explains 2.70 GB
+    # without the TP nothing explains 2.70 GB: the model is questioned, the paste not refused
+    other = sz.read_log(text, "kimi-k3", page_size=64)
+    assert other.verdict == "other_model" and "is it this model?" in other.explanation
+    assert other.lines[0].status == "not understood" and other.fixes == ()
     assert r.counts()["different"] == 1
     bad = next(v for v in r.lines if v.status == "different")
     assert bad.diffs[0][0] == "ssm_state GB" and bad.diffs[0][1] == 2.70
@@ -90,21 +94,30 @@ def test_vllm_block_and_padding_lines():
     "text, match",
     [
         (None, "must be a string"),
-        ("", "no line this reader knows"),
-        ("hello\nworld", "no line this reader knows"),
         ("x" * (_MAX_LOG_CHARS + 1), "at most"),
         ("\n" * 30_000 + "Available KV cache memory: 1 GiB", "at most"),
-        (
-            "Available KV cache memory: 5.98 GiB\n"
-            "Mamba Cache is allocated. max_mamba_cache_size: 5, conv_state size: 0.01GB, "
-            "ssm_state size: 0.01GB",
-            "mixes",
-        ),
     ],
 )
 def test_malformed_logs_are_refused(text, match):
     with pytest.raises(ValueError, match=match):
         sz.read_log(text, "kimi-k3")
+
+
+def test_a_paste_with_no_known_line_is_counted_not_refused():
+    for text, n in (("", 0), ("hello\nworld", 2)):
+        r = sz.read_log(text, "kimi-k3")
+        assert r.verdict == "nothing_known" and r.skipped == n and r.lines == ()
+        assert r.counts()["skipped"] == n
+    # a paste mixing both engines is read as the one with more lines, the other's skipped
+    r = sz.read_log(
+        "Available KV cache memory: 5.98 GiB\n"
+        "Mamba Cache is allocated. max_mamba_cache_size: 5, conv_state size: 0.01GB, "
+        "ssm_state size: 0.01GB\nmax_running_requests is capped to 1 by the mamba state cache "
+        "(max_mamba_cache_size=5, 5 state slots per request).",
+        "kimi-k3",
+        tp=8,
+    )
+    assert r.engine == "sglang" and r.lines[0].status == "skipped"
 
 
 def test_parse_log_keeps_unknown_lines_and_reads_dtypeless_kv():

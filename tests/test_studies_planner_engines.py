@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing
+from kda_core.sizing.hf import shipped_configs
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
@@ -44,7 +45,7 @@ def test_vllm_refuses_to_start_when_max_num_seqs_exceeds_the_blocks():
 
 
 def test_a_shipped_config_pasted_gives_the_shipped_spec():
-    for name, entry in sizing.shipped_configs().items():
+    for name, entry in shipped_configs().items():
         spec = pe.model_spec("config.json", json.dumps(entry["config"]))
         assert dataclasses.replace(spec, name=name) == sizing.shipped_spec(name)
     assert pe.model_spec("kimi-k3") == sizing.shipped_spec("kimi-k3")
@@ -56,7 +57,7 @@ def test_a_shipped_config_pasted_gives_the_shipped_spec():
         ("", "config_json is empty"),
         ("{", "config_json is not valid JSON"),
         ("[1, 2]", "config_json must hold a JSON object"),
-        ('{"model_type": "llama"}', "model_type 'llama' is not a supported hybrid"),
+        ('{"model_type": "llama"}', "model_type 'llama' is not sized: it is not a hybrid"),
         (" " * (1 << 20) + "{}", "config_json must be at most 1,048,576 bytes"),
     ],
 )
@@ -66,9 +67,9 @@ def test_bad_configs_are_refused_by_name(text, message):
 
 
 def test_an_incomplete_config_names_the_missing_field():
-    cfg = dict(sizing.shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"])
+    cfg = dict(shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"])
     del cfg["linear_num_key_heads"]
-    with pytest.raises(ValueError, match="missing the field 'linear_num_key_heads'"):
+    with pytest.raises(ValueError, match="missing field 'linear_num_key_heads'"):
         pe.model_spec("config.json", json.dumps(cfg))
 
 
@@ -90,13 +91,17 @@ def test_example_logs_are_the_test_data_and_round_trip():
     verdicts = {}
     for e in pe.EXAMPLE_LOGS:
         assert e.text == (DATA / f"{e.name}.log").read_text(encoding="utf-8")
-        r = sizing.read_log(e.text, pe.model_spec(e.model), page_size=e.page_size, ratio=e.ratio)
+        spec = pe.model_spec(e.model)
+        r = sizing.read_log(
+            e.text, spec, page_size=e.page_size, ratio=e.ratio, requested=e.requested
+        )
         c = r.counts()
-        assert c["different"] == 0 and c["not understood"] == 0 and c["reproduced"] >= 2
+        assert c["different"] == 0 and c["not understood"] == 0 and c["reproduced"] >= 1
         verdicts[e.name] = r.verdict
     assert verdicts == {
         "sglang_kimi_k3_compute_mamba_ratio": "state_slots",
         "sglang_qwen38_27b_otel_h100": "state_slots",
         "vllm_qwen36_club3090_612": "prefix_inert",
         "sglang_k3_writeup_fp8": "state_slots",
+        "sglang_fragment_38846": "state_slots",  # one line: 9 = 47 // 5 of the 32 asked
     }

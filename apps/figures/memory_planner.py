@@ -6,12 +6,15 @@ Pure: a ``studies.planner.Plan`` (or the live run's ``batch_view.BatchView``) in
 
 from __future__ import annotations
 
+import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.ui import COLORS, SERIES
+from apps.text.memory_planner import history_markdown, live_markdown, log_text, summary_markdown
+from apps.text.memory_planner_engines import engines_markdown, vllm_log_text
+from apps.ui import COLORS, SERIES, guard
 from apps.ui.catalog import T as Lang
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
@@ -172,3 +175,28 @@ def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure,
     ui.style(fig, title, t("x_step"), t("y_per_step"), height=320)
     fig.update_yaxes(range=[0, max(v.planner_max_running, v.peak_running) + 1.5], dtick=1)
     return fig, ui.write_csv(f"{NAME}-live", bv.pool_table(v))
+
+
+def draw_plan(view: tuple, t: Lang) -> tuple:
+    """Summary, log, three (figure, csv) pairs, the history table, the history, the live run
+    (markdown, figure, csv), then SGLang and vLLM side by side and vLLM's log."""
+    p, hist, live, v = view
+    f1, c1 = fig_context(p, t)
+    f2, c2 = fig_ratio(p, t)
+    f3, c3 = fig_strategies(p, t)
+    f4, c4 = fig_live(live, p.strategy, t)
+    summary, live_md = summary_markdown(p, t), live_markdown(live, p, t)
+    figs = (f1, c1, f2, c2, f3, c3, history_markdown(hist, t), hist, live_md, f4, c4)
+    return summary, log_text(p), *figs, engines_markdown(p, v, t), vllm_log_text(v)
+
+
+def draw_check(view: Exception | None, t: Lang) -> tuple:
+    """Status, summary, log, three figures, live run (markdown, figure), engines, vLLM's log:
+    the status by the Plan button; with a refusal, the right column says "not planned" and its
+    figures, logs and live run are emptied (a plan that succeeds redraws them after)."""
+    if view is None:
+        return ("", *[gr.skip()] * 9)
+    msg = t("not_planned", message=guard.message_of(view, t.code))
+    keys = ("n_context", "n_ratio", "n_strategies", "n_live")
+    f1, f2, f3, f4 = [ui.empty_figure(t(k), t("not_planned_fig")) for k in keys]
+    return msg, msg, "", f1, f2, f3, "", f4, msg, ""

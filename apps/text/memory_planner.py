@@ -10,6 +10,7 @@ from apps.text.common import COMMON
 from apps.text.memory_planner_engines import ENGINE_MSG
 from apps.ui.catalog import Catalog, T
 from kda_core import sizing
+from kda_core.sizing.presets import DTYPE_BYTES
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
 
@@ -43,19 +44,28 @@ MSG = Catalog(
         "f_model": ("Model", "模型"),
         "o_custom": ("custom", "自定义"),
         "model_name": ("{name}", "{name}"),
-        "acc_custom": ("Custom config (model = custom)", "自定义配置（模型 = 自定义）"),
-        "f_n_kda": ("KDA layers", "KDA 层数"),
-        "f_n_mla": ("MLA layers", "MLA 层数"),
-        "f_heads": ("KDA heads", "KDA 头数"),
-        "f_head_dim": ("head dim (K = V)", "头维度（K = V）"),
+        "acc_custom": ("Custom model (model = custom)", "自定义模型（模型 = 自定义）"),
+        "f_linear_kind": ("linear layers' kind", "线性层类型"),
+        "f_attn_kind": ("attention: MLA or GQA", "注意力：MLA 或 GQA"),
+        "f_n_kda": ("linear layers", "线性层数"),
+        "f_n_mla": ("attention layers", "注意力层数"),
+        "f_heads": ("linear heads (short conv: channels)", "线性层头数（短卷积：通道数）"),
+        "f_head_dim": ("key / state dim", "键 / 状态维度"),
+        "f_value_dim": ("value dim (0 = key dim)", "值维度（0 = 键维度）"),
         "f_conv_k": ("conv kernel", "卷积核大小"),
-        "f_lora": ("kv_lora_rank", "kv_lora_rank"),
-        "f_rope": ("qk_rope_head_dim", "qk_rope_head_dim"),
+        "f_lora": ("kv_lora_rank (MLA) / KV heads (GQA)", "kv_lora_rank（MLA）/ KV 头数（GQA）"),
+        "f_rope": (
+            "qk_rope_head_dim (MLA) / head dim (GQA)",
+            "qk_rope_head_dim（MLA）/ 头维度（GQA）",
+        ),
         "f_tp": ("TP (1-64)", "张量并行 TP（1-64）"),
         "f_budget": ("Cache memory per GPU (GiB)", "每卡缓存显存（GiB）"),
         "f_ratio": ("mamba-full-memory-ratio (0.01-10)", "mamba-full-memory-ratio（0.01-10）"),
         "f_max_slots": ("max-mamba-cache-size (0 = ratio)", "max-mamba-cache-size（0 = 按比例）"),
-        "f_ssm_dtype": ("SSM dtype", "SSM 精度"),
+        "f_ssm_dtype": (
+            "SSM dtype (auto = each engine's default)",
+            "SSM 精度（auto = 各引擎默认值）",
+        ),
         "f_conv_dtype": ("conv dtype", "卷积精度"),
         "f_kv_dtype": ("KV dtype", "KV 精度"),
         "f_strategy": ("Radix strategy", "Radix 策略"),
@@ -68,13 +78,16 @@ MSG = Catalog(
         "f_logs": ("What SGLang would print", "SGLang 会打印的日志"),
         # the names the checks use
         "v_model": ("model", "模型"),
-        "v_n_kda": ("KDA layers", "KDA 层数"),
-        "v_n_mla": ("MLA layers", "MLA 层数"),
-        "v_heads": ("KDA heads", "KDA 头数"),
-        "v_head_dim": ("head dim", "头维度"),
+        "v_n_kda": ("linear layers", "线性层数"),
+        "v_n_mla": ("attention layers", "注意力层数"),
+        "v_heads": ("linear heads", "线性层头数"),
+        "v_head_dim": ("key / state dim", "键 / 状态维度"),
+        "v_value_dim": ("value dim", "值维度"),
         "v_conv_k": ("conv kernel", "卷积核大小"),
-        "v_lora": ("kv_lora_rank", "kv_lora_rank"),
-        "v_rope": ("qk_rope_head_dim", "qk_rope_head_dim"),
+        "v_lora": ("kv_lora_rank / KV heads", "kv_lora_rank / KV 头数"),
+        "v_rope": ("qk_rope_head_dim / head dim", "qk_rope_head_dim / 头维度"),
+        "v_linear_kind": ("linear layers' kind", "线性层类型"),
+        "v_attn_kind": ("attention kind", "注意力类型"),
         "v_tp": ("TP", "TP"),
         "v_ssm_dtype": ("SSM dtype", "SSM 精度"),
         "v_conv_dtype": ("conv dtype", "卷积精度"),
@@ -234,6 +247,42 @@ MSG = Catalog(
     ENGINE_MSG,
     COMMON,
 )
+
+
+# the inputs: each one's message key and its one range (the labels above quote them) or choices
+DTYPES = tuple(DTYPE_BYTES)
+SSM_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: each engine's own default
+STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer", "radix_off")
+NUMBERS = {  # a number input: (message key, low, high, integer?)
+    "tp": ("v_tp", 1, 64, True),
+    "budget_gib": ("v_budget", 0.5, 1024, False),
+    "ratio": ("v_ratio", 0.01, 10, False),
+    "max_slots": ("v_max_slots", 0, 1_000_000, True),
+    "draft": ("v_draft", 0, 64, True),
+    "input_len": ("v_input", 1, 10_000_000, True),
+    "output_len": ("v_output", 0, 10_000_000, True),
+    "page_size": ("v_page", 1, 4096, True),
+    "requested": ("v_requested", 0, 1_000_000, True),
+    "max_num_seqs": ("v_max_num_seqs", 1, 1_000_000, True),
+}
+CUSTOM = {  # the custom model's numbers; lora / rope are GQA's KV heads / head dim
+    "n_kda": ("v_n_kda", 1, 512, 69),  # linear layers (of the kind chosen)
+    "n_mla": ("v_n_mla", 1, 512, 24),  # attention layers
+    "heads": ("v_heads", 1, 65_536, 96),
+    "head_dim": ("v_head_dim", 1, 1024, 128),
+    "conv_k": ("v_conv_k", 1, 16, 4),
+    "lora": ("v_lora", 0, 8192, 512),
+    "rope": ("v_rope", 0, 1024, 64),
+    "value_dim": ("v_value_dim", 0, 1024, 0),
+}
+CHOICES = {  # a choice input: (message key, allowed)
+    "ssm_dtype": ("v_ssm_dtype", SSM_DTYPES),
+    "conv_dtype": ("v_conv_dtype", DTYPES),
+    "kv_dtype": ("v_kv_dtype", DTYPES),
+    "strategy": ("v_strategy", STRATEGIES),
+    "linear_kind": ("v_linear_kind", ("kda", "gdn", "mamba2", "mamba1", "short_conv")),
+    "attn_kind": ("v_attn_kind", ("mla", "gqa")),
+}
 
 
 def _gib(n: float) -> str:

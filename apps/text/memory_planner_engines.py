@@ -1,12 +1,19 @@
 """memory_planner's words for the engine view and the log panel (English / 中文): SGLang and vLLM
 side by side, and a server log read back. Every number comes from ``studies.planner.Plan``,
-``studies.planner_engines.VllmSide`` and ``sizing.LogReport``; the engines' own lines and the
-reader's sentences are shown as they are written (English, in code spans)."""
+``studies.planner_engines.VllmSide`` and ``sizing.LogReport``; the engines' own lines are shown
+as they are printed (code spans), the reader's sentences in the page's language
+(``memory_planner_reasons``)."""
 
 from __future__ import annotations
 
+import gradio as gr
+
+from apps.text.memory_planner_reasons import REASON_MSG, reason_text
+from apps.ui import guard
 from apps.ui.catalog import Catalog, T
 from kda_core.sizing import LogReport
+from kda_core.sizing.logread import join_reasons
+from kda_core.sizing.sglang import sglang_min_hit
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
 
@@ -71,11 +78,13 @@ ENGINE_MSG = Catalog(
         # the log panel
         "log_title": ("## Paste your server's log", "## 粘贴你的服务器日志"),
         "log_intro": (
-            "A SGLang or vLLM startup log (per-batch lines and a `/metrics` scrape too) is read "
-            "back against the model chosen above: each number is rebuilt from the config and "
-            "the flags the log implies.",
-            "SGLang 或 vLLM 的启动日志（也可包含每批次日志与 `/metrics` 抓取）会按上方所选模型"
-            "逐行读回：每个数字都由配置和日志所隐含的参数重新算出。",
+            "A SGLang or vLLM log, or any piece of one (a capping line, the ready line, per-batch "
+            "lines, a `/metrics` scrape), is read back against the model chosen above: each "
+            "number is rebuilt from the config and the flags the log implies, and what the "
+            "piece cannot pin is named.",
+            "SGLang 或 vLLM 的日志，或其中任意一段（限流行、就绪行、每批次日志、`/metrics` 抓取），"
+            "会按上方所选模型读回：每个数字都由配置和日志所隐含的参数重新算出，这一段定不出的"
+            "也会指明。",
         ),
         "f_log": ("server log", "服务器日志"),
         "f_log_ratio": (
@@ -104,8 +113,7 @@ ENGINE_MSG = Catalog(
             "**Verdict: prefix caching inert below one block**",
             "**结论：短于一个块的提示无法命中前缀缓存**",
         ),
-        "why": ("The reader's reasoning:", "读取器的推理（原文）："),
-        "fix_th": ("| flag change | predicted effect |", "| 参数修改 | 预测效果 |"),
+        "why": ("The reader's reasoning:", "读取器的推理："),
         "lines_th": (
             "| # | status | line | logged → rebuilt |",
             "| # | 状态 | 日志行 | 日志值 → 重算值 |",
@@ -115,7 +123,55 @@ ENGINE_MSG = Catalog(
             "Paste a log and press **Read the log**, or load one of the real logs.",
             "粘贴日志后点击**读取日志**，或载入一份真实日志。",
         ),
+        "log_refused": ("**Not read:** {message}", "**未读取：**{message}"),
+        "e_log_empty": ("paste a log first", "请先粘贴日志"),
+        "vd_other_model": ("**Verdict: is it this model?**", "**结论：确定是这个模型吗？**"),
+        "vd_nothing_known": (
+            "**Verdict: no line the reader knows**",
+            "**结论：没有读取器认识的行**",
+        ),
+        "vd_unknown": (
+            "**Verdict: the paste does not say what bounds concurrency**",
+            "**结论：粘贴的内容没有说明并发受什么限制**",
+        ),
+        "running_th": ("Requested vs effective:", "请求值与实际值："),
+        "held_th": ("Held vs reserved:", "占用与预留："),
+        "missing_th": ("Not in the paste:", "粘贴的内容里没有："),
+        "fix_th2": (
+            "| flag change | effect | reaches the target | what it costs |",
+            "| 参数修改 | 效果 | 达到目标 | 代价 |",
+        ),
+        "yes": ("yes", "是"),
+        "no": ("no", "否"),
+        "on": ("on", "开"),
+        "off": ("off", "关"),
+        "lines_skipped": (
+            "{n:,} lines skipped: not lines the reader knows (not listed)",
+            "跳过 {n:,} 行：读取器不认识这些行（未列出）",
+        ),
+        "f_log_requested": (
+            "requested max running requests (0 = from the log)",
+            "请求的最大并发数（0 = 从日志读）",
+        ),
+        "f_log_target": ("target running requests (0 = none)", "目标并发数（0 = 不设）"),
+        "v_log_requested": ("requested max running requests", "请求的最大并发数"),
+        "v_log_target": ("target running requests", "目标并发数"),
+        "not_planned_fig": ("not planned", "未规划"),
+        "not_planned": (
+            "**Not planned** — the model was refused: {message}",
+            "**未规划**——模型被拒绝：{message}",
+        ),
+        "hit_radix_off": ("none: the radix cache is off", "无：radix 缓存已关闭"),
+        "hit_no_buffer": (
+            "{n} tokens: `no_buffer` saves a state where each prefill step ends",
+            "{n} 个 token：`no_buffer` 在每个预填充步结束处保存状态",
+        ),
+        "hit_grid": (
+            "{n} tokens: states are saved every {grid} tokens (max(mamba chunk {chunk}, page))",
+            "{n} 个 token：每 {grid} 个 token 保存一次状态（max(mamba 块 {chunk}, 页)）",
+        ),
     },
+    REASON_MSG,
 )
 
 
@@ -137,10 +193,20 @@ def engines_markdown(p: pl.Plan, v: pe.VllmSide, t: T) -> str:
         ),
         (t("eng_kv"), f"{p.kv_tokens:,}", f"{q.kv_cache_tokens:,}"),
         (t("eng_block"), t("eng_page", n=p.page_size), f"{q.block_size:,}"),
-        (t("eng_hit"), t("na"), hit or t("eng_hit_off")),
+        (t("eng_hit"), sglang_hit(p, t), hit or t("eng_hit_off")),
     ]
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     return f"{t('eng_th')}\n|---|---:|---:|\n{body}\n\n{t('eng_note', n=q.max_model_len)}"
+
+
+def sglang_hit(p: pl.Plan, t: T) -> str:
+    """SGLang's shortest prompt that can hit the prefix cache, with why (``sglang_min_hit``)."""
+    n, _ = sglang_min_hit(p.spec, p.deployment)
+    if n is None:
+        return t("hit_radix_off")
+    if n == 2 and p.strategy == "no_buffer":
+        return t("hit_no_buffer", n=n)
+    return t("hit_grid", n=n, grid=n - 1, chunk=p.spec.mamba_chunk_size or 64)
 
 
 def vllm_log_text(v: pe.VllmSide) -> str:
@@ -154,26 +220,79 @@ def _cell(text: str, limit: int = 200) -> str:
     return "`" + text.replace("`", "'").replace("|", "\\|")[:limit] + "`"
 
 
-def report_markdown(r: LogReport | None, t: T) -> str:
-    """The verdict, the flag changes with their predicted effect, and the inferred flags."""
+_SHOWN_FLAGS = (
+    "tp",
+    "ssm_dtype",
+    "kv_dtype",
+    "page_size",
+    "ratio",
+    "ratio_range",
+    "max_mamba_cache_size",
+    "slots_per_request",
+    "strategy",
+    "kv_tokens",
+    "ring_len",
+    "max_num_seqs",
+    "max_model_len",
+    "num_blocks",
+    "block_size",
+    "prefix_caching",
+)
+"""The inferred flags a reader is shown (the rest are the reader's bookkeeping)."""
+
+
+def _value(v: object, t: T) -> str:
+    if isinstance(v, bool):
+        return t("on") if v else t("off")
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, tuple) and len(v) == 2:
+        return f"{_value(v[0], t)} .. {_value(v[1], t)}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def flags_text(r: LogReport, t: T) -> str:
+    """The inferred flags, one code span each (``key=value``; a range ``a .. b``)."""
+    shown = [(k, r.inferred[k]) for k in _SHOWN_FLAGS if r.inferred.get(k) is not None]
+    return " ".join(_cell(f"{k}={_value(v, t)}") for k, v in shown)
+
+
+def _fixes(r: LogReport, t: T) -> str:
+    rows = []
+    for f in r.fixes:
+        reach = "" if f.reaches is None else t("yes") if f.reaches else t("no")
+        costs = "; ".join(reason_text(c, t) for c in f.costs)
+        rows.append(f"| {_cell(f.flag)} | {reason_text(f.effect, t)} | {reach} | {costs} |")
+    return f"{t('fix_th2')}\n|---|---|---|---|\n" + "\n".join(rows)
+
+
+def report_markdown(r: LogReport | str | None, t: T) -> str:
+    """The verdict and its reasoning, requested vs effective, held vs reserved, what the paste
+    cannot pin, the fixes with their effect and cost, and the inferred flags; a refused log
+    (a message) says so instead of keeping an earlier verdict."""
     if r is None:
         return t("log_none")
+    if isinstance(r, str):
+        return t("log_refused", message=r)
     c = t.catalog
     counts = tuple(c("rep_count", n=n, status=c(f"st_{s}")) for s, n in r.counts().items() if n)
-    out = [t("rep_title", engine=r.engine, model=r.model, counts=counts)]
+    out = [t("rep_title", engine=r.engine or "?", model=r.model, counts=counts)]
     out.append(t(f"vd_{r.verdict}"))
-    out.append(f"{t('why')} {_cell(r.explanation)}")
-    if r.remedies:
-        rows = "\n".join(f"| {_cell(f)} | {_cell(e)} |" for f, e in r.remedies)
-        out.append(f"{t('fix_th')}\n|---|---|\n{rows}")
-    flags = ", ".join(f"{k}={v}" for k, v in r.inferred.items())
-    out.append(f"{t('inferred')} {_cell(flags, 2000)}")
+    out.append(f"{t('why')} {join_reasons(r.reasons, lambda x: reason_text(x, t))}")
+    for key, part in (("running_th", r.bounds), ("held_th", r.held), ("missing_th", r.missing)):
+        if part:
+            out.append(t(key) + "\n" + "\n".join(f"- {reason_text(x, t)}" for x in part))
+    if r.fixes:
+        out.append(_fixes(r, t))
+    if r.inferred:
+        out.append(f"{t('inferred')} {flags_text(r, t)}")
     return "\n\n".join(out)
 
 
-def lines_markdown(r: LogReport | None, t: T) -> str:
-    """One row per log line: its status and, where compared, the logged and rebuilt numbers."""
-    if r is None:
+def lines_markdown(r: LogReport | str | None, t: T) -> str:
+    """One row per line the reader knows: its status and, where compared, the logged and
+    rebuilt numbers; the lines it does not know are counted in one sentence, not listed."""
+    if r is None or isinstance(r, str):
         return ""
     rows = []
     for v in r.lines:
@@ -183,4 +302,18 @@ def lines_markdown(r: LogReport | None, t: T) -> str:
         rows.append(
             f"| {v.line_no} | {status} | {_cell(v.text, 160)} | {_cell(nums) if nums else ''} |"
         )
-    return f"{t('lines_th')}\n|---|---|---|---|\n" + "\n".join(rows)
+    table = f"{t('lines_th')}\n|---|---|---|---|\n" + "\n".join(rows) if rows else ""
+    skipped = t("lines_skipped", n=r.skipped) if r.skipped else ""
+    return "\n\n".join(x for x in (table, skipped) if x)
+
+
+def draw_log(report: LogReport | str | None, t: T) -> tuple:
+    """The verdict with its fixes, then the line-by-line comparison."""
+    return report_markdown(report, t), lines_markdown(report, t)
+
+
+def draw_log_check(view: Exception | None, t: T) -> tuple:
+    """Before reading: a refused log replaces the earlier verdict (nothing changes else)."""
+    if view is None:
+        return gr.skip(), gr.skip()
+    return draw_log(guard.message_of(view, t.code), t)

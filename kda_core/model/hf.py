@@ -8,15 +8,16 @@ Kimi-Linear checkpoint into the lab's ``kimi-linear`` variant (`TinyHybrid.from_
 `export(config, arrays, folder)` writes ``config.json`` + ``model.safetensors`` (float32) that
 ``transformers.AutoModelForCausalLM.from_pretrained`` loads (`kda_core.model.export_hf`); numpy.
 
-Config fields follow transformers' ``KimiLinearConfig`` (and its precedence: ``layer_types``,
-else the checkpoint's ``linear_attn_config`` with 1-based ``full_attn_layers`` / ``kda_layers``;
-``linear_num_heads`` / ``linear_head_dim`` / ``linear_conv_kernel_dim``, else that dict's
-``num_heads`` / ``head_dim`` / ``short_conv_kernel_size``). Every size field must be present
-(transformers would silently use the 48B model's); ``rms_norm_eps`` (1e-5), ``hidden_act``
-(silu) and the kernel size (4) take transformers' defaults. Refused, naming the field: another
-architecture, MoE layers (``mlp_layer_types`` "sparse"; the lab's MLP is dense), a low-rank query
-(``q_lora_rank``), grouped KV heads, attention biases, activations other than SiLU, and a
-vocabulary other than the lab's 256 byte tokens.
+Config fields follow transformers' ``KimiLinearConfig`` and are read by the one config reader
+the lab has, ``kda_core.sizing.hfconfig`` (its precedence: ``layer_types``, else the
+checkpoint's ``linear_attn_config`` with 1-based ``full_attn_layers`` / ``kda_layers``; that
+dict's ``num_heads`` / ``head_dim`` / ``short_conv_kernel_size``, else the flat
+``linear_num_heads`` / ``linear_head_dim`` / ``linear_conv_kernel_dim``). Every size field must
+be present (transformers would silently use the 48B model's); ``rms_norm_eps`` (1e-5),
+``hidden_act`` (silu) and the kernel size (4) take transformers' defaults. Refused, naming the
+field: another architecture, MoE layers (``mlp_layer_types`` "sparse"; the lab's MLP is dense),
+a low-rank query (``q_lora_rank``), grouped KV heads, attention biases, activations other than
+SiLU, and a vocabulary other than the lab's 256 byte tokens.
 
 transformers' MLA has no position encoding (``qk_rope_head_dim`` is a key part shared by all
 heads, unrotated) and nothing like K3's lower-bound gate: ``k3`` is not exported (docs/model.md).
@@ -35,6 +36,7 @@ from safetensors.numpy import save_file
 
 from kda_core.model.params import ModelConfig
 from kda_core.model.tokenizer import VOCAB
+from kda_core.sizing.hfconfig import config_int, kimi_linear_layout, read_config
 
 _ARCHITECTURE = "KimiLinearForCausalLM"
 _MODEL_TYPE = "kimi_linear"
@@ -45,42 +47,6 @@ _SIZE_FIELDS = (
     *("num_attention_heads", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"),
 )
 _HF_KIND = {"kda": "linear_attention", "mla": "full_attention"}
-
-
-def _parse_int(cfg: dict, key: str, lin: dict | None = None, lin_key: str | None = None) -> int:
-    """A size field; the checkpoint's linear_attn_config[lin_key] wins over cfg[key], as in
-    transformers. Missing or not a positive integer: ValueError naming the field."""
-    value = lin.get(lin_key) if lin and lin_key else None
-    value = cfg.get(key) if value is None else value
-    if value is None:
-        alt = f" (or linear_attn_config.{lin_key})" if lin_key else ""
-        raise ValueError(f"config.json: missing field {key!r}{alt}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"config.json: {key} must be an integer >= 0, got {value!r}")
-    return value
-
-
-def _parse_layer_types(cfg: dict, n: int, lin: dict) -> tuple[str, ...]:
-    inverse = {v: k for k, v in _HF_KIND.items()}
-    if cfg.get("layer_types") is not None:
-        types = list(cfg["layer_types"])
-    elif "full_attn_layers" in lin and "kda_layers" in lin:
-        types = [None] * n
-        for i in lin["full_attn_layers"]:
-            types[int(i) - 1] = "full_attention"  # 1-based in the checkpoint, as transformers
-        for i in lin["kda_layers"]:
-            types[int(i) - 1] = "linear_attention"
-    else:
-        raise ValueError(
-            "config.json: missing field 'layer_types' (or linear_attn_config.full_attn_layers "
-            "and kda_layers)"
-        )
-    if len(types) != n or any(t not in inverse for t in types):
-        raise ValueError(
-            f"config.json: layer_types must name {n} layers 'linear_attention' or "
-            f"'full_attention', got {types}"
-        )
-    return tuple(inverse[t] for t in types)
 
 
 def _check_supported(cfg: dict, n: int) -> None:
@@ -120,20 +86,19 @@ def config_from_hf(cfg: dict) -> ModelConfig:
             f"config.json: architectures {archs} / model_type {cfg.get('model_type')!r} is not "
             f"{_ARCHITECTURE} / {_MODEL_TYPE!r}: only Kimi-Linear checkpoints load here"
         )
-    size = {key: _parse_int(cfg, key) for key in _SIZE_FIELDS}
-    lin = cfg.get("linear_attn_config") or {}
+    size = {key: config_int(cfg, key, lo=0) for key in _SIZE_FIELDS}
     n = size["num_hidden_layers"]
     _check_supported(cfg, n)
+    kinds, heads, head_dim, kernel = kimi_linear_layout(cfg, kernel_default=4)
     eps = cfg.get("rms_norm_eps", 1e-5)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise ValueError(f"config.json: rms_norm_eps must be a number in (0, 1), got {eps!r}")
-    kernel = {"linear_conv_kernel_dim": 4} | cfg  # transformers' default kernel size
     return ModelConfig(
         d_model=size["hidden_size"],
         n_layers=n,
-        n_heads=_parse_int(cfg, "linear_num_heads", lin, "num_heads"),
-        head_dim=_parse_int(cfg, "linear_head_dim", lin, "head_dim"),
-        conv_size=_parse_int(kernel, "linear_conv_kernel_dim", lin, "short_conv_kernel_size"),
+        n_heads=heads,
+        head_dim=head_dim,
+        conv_size=kernel,
         mla_heads=size["num_attention_heads"],
         mla_head_dim=size["qk_nope_head_dim"],
         mla_latent=size["kv_lora_rank"] + size["qk_rope_head_dim"],
@@ -141,7 +106,7 @@ def config_from_hf(cfg: dict) -> ModelConfig:
         gate_lower_bound=None,
         norm_eps=float(eps),
         variant="kimi-linear",
-        layer_types=_parse_layer_types(cfg, n, lin),
+        layer_types=kinds,
         mla_rope_dim=size["qk_rope_head_dim"],
         mla_v_dim=size["v_head_dim"],
     )
@@ -376,8 +341,7 @@ def read(folder: str | Path) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise ValueError(f"folder {folder} holds no config.json (a Kimi-Linear checkpoint folder)")
-    cfg = json.loads((folder / "config.json").read_text())
-    config = config_from_hf(cfg)
+    config = config_from_hf(read_config(folder))
     sd: dict[str, np.ndarray] = {}
     for f in _check_weight_files(folder):
         sd.update(read_safetensors(f))

@@ -1,57 +1,41 @@
-"""Real model presets and the byte / slot / concurrency arithmetic SGLang and vLLM use for
-hybrid (recurrent + attention) models.
+"""Real model configs and the byte / slot / concurrency arithmetic SGLang 0.5.23 and vLLM 0.33 use
+for hybrid (recurrent + attention) models.
 
-Modules: ``presets`` (ModelSpec, preset, tiny_spec, dtypes), ``hf`` (``from_hf_config``, the
-shipped real configs), ``sizes`` (bytes per slot, per token, speculative buffers), ``slots``
-(slots per request, concurrency caps), ``sglang`` (SGLang 0.5.23's budget split, the K3 write-up's
-budget), ``split`` (the legacy split, balancing ratio), ``vllm`` (vLLM 0.33's hybrid KV cache
-plan), ``checkpoints`` (states stored per request), ``logs`` (SGLang's log lines), ``logread``
-(a server log read back). Exact integer arithmetic on Python ints; docs/sizing.md has the
-conventions, the derivations and the engines' sources. This file only re-exports.
+A model is a ``ModelSpec`` (``preset``, ``from_hf_config`` for every hybrid family either engine
+serves, ``families``; one entry per linear kind in ``LINEAR_KINDS``); a deployment is a
+``Deployment`` (every knob checked once, engine defaults for what is left out); ``size_sglang`` and
+``size_vllm`` size one for the other (``split_memory`` and ``vllm_plan`` are their DESIGN.md
+spellings), ``sglang_log_lines`` / ``vllm_log_lines`` are what each engine would print, and
+``read_log`` reads a server's log (or a fragment of one) back. ``python -m kda_core.sizing
+CONFIG`` does it on the command line. Modules: ``presets``, ``_kinds``, ``hfconfig`` (the one
+``config.json`` reader, shared with ``kda_core.model``), ``families``, ``hf``, ``sizes``,
+``slots``, ``deployment``, ``sglang``, ``split``, ``vllm``, ``checkpoints``, ``logs``,
+``logread`` (a subpackage, a module per engine). docs/sizing.md has the derivations and the
+engines' sources. This file only re-exports.
 """
 
-from kda_core._checks import check_int as _check_int  # noqa: F401 (studies/planner.py calls it)
-from kda_core.sizing.checkpoints import (
-    checkpoints_per_request,
-    checkpoints_upper_bound,
-    decode_track_points,
-    mean_checkpoints_per_request,
-)
-from kda_core.sizing.hf import from_hf_config, shipped_configs, shipped_spec
-from kda_core.sizing.logread import read_log
-from kda_core.sizing.logreport import LineVerdict, LogReport
-from kda_core.sizing.logs import (
-    capping_message,
-    kv_allocation_log,
-    mamba_allocation_log,
-    pool_usage,
-    usage_log,
-)
+from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.checkpoints import checkpoints_per_request
+from kda_core.sizing.deployment import Deployment
+from kda_core.sizing.families import engine_refusal
+from kda_core.sizing.hf import from_hf_config, shipped_spec
+from kda_core.sizing.logread import LogReport, read_log
+from kda_core.sizing.logs import capping_message
 from kda_core.sizing.presets import (
-    DTYPE_BYTES,
     GIB,
     MIB,
     PRESETS,
-    TORCH_DTYPE_NAME,
     ModelSpec,
     as_spec,
     check_knobs,
     dtype_bytes,
     local_heads,
     preset,
+    preset_name,
     tiny_spec,
 )
-from kda_core.sizing.sglang import (
-    K3_DEPLOYMENTS,
-    K3_PAGE_SIZE,
-    K3_RATIO,
-    K3_REST_BYTES,
-    k3_budget_interval,
-    k3_ratio_interval,
-    k3_split,
-)
+from kda_core.sizing.sglang import MemorySplit, sglang_log_lines, size_sglang, split_memory
 from kda_core.sizing.sizes import (
-    StateShape,
     conv_state_bytes,
     default_ring_len,
     int8_scale_bytes,
@@ -59,117 +43,68 @@ from kda_core.sizing.sizes import (
     intermediate_ssm_bytes,
     kda_state_bytes,
     kv_bytes_per_token,
-    kv_tokens_for_bytes,
     mla_kv_bytes_per_token,
-    next_pow2,
     replayssm_ring_bytes,
     slot_bytes,
-    state_shape,
 )
 from kda_core.sizing.slots import (
-    STRATEGIES,
     SlotsPerRequest,
     max_running_requests,
-    request_pool_estimate,
     request_slots,
     resolve_auto,
-    resolve_max_num_reqs,
     slots_held_per_request,
     slots_per_request,
 )
-from kda_core.sizing.split import (
-    SIZING_FORMULAS,
-    MemorySplit,
-    balanced_ratio,
-    crossover_context,
-    memory_vs_context,
-    split_formula,
-    split_memory,
-    split_memory_0523,
-    split_memory_legacy,
-)
-from kda_core.sizing.vllm import (
-    VllmPlan,
-    attn_page_per_token,
-    kv_cache_groups,
-    mamba_page_bytes,
-    vllm_log_lines,
-    vllm_plan,
-    vllm_ssm_dtype,
-)
+from kda_core.sizing.split import balanced_ratio
+from kda_core.sizing.vllm import VllmPlan, size_vllm, vllm_log_lines, vllm_plan
 
 __all__ = [
-    "LineVerdict",
-    "LogReport",
-    "read_log",
-    "VllmPlan",
-    "attn_page_per_token",
-    "kv_cache_groups",
-    "mamba_page_bytes",
-    "vllm_log_lines",
-    "vllm_plan",
-    "vllm_ssm_dtype",
+    # DESIGN.md's contracts
+    "preset",
     "from_hf_config",
-    "shipped_configs",
+    "kda_state_bytes",
+    "conv_state_bytes",
+    "kv_bytes_per_token",
+    "mla_kv_bytes_per_token",
+    "replayssm_ring_bytes",
+    "max_running_requests",
+    "split_memory",
+    "vllm_plan",
+    # a model, a deployment, both engines' numbers and lines, a log read back
+    "ModelSpec",
+    "Deployment",
+    "MemorySplit",
+    "VllmPlan",
+    "size_sglang",
+    "size_vllm",
+    "sglang_log_lines",
+    "vllm_log_lines",
+    "engine_refusal",
+    "LINEAR_KINDS",
     "shipped_spec",
-    "DTYPE_BYTES",
+    "preset_name",
+    "read_log",
+    "LogReport",
+    # what the serving engine, the simulator and the other studies read
     "GIB",
     "MIB",
     "PRESETS",
-    "K3_DEPLOYMENTS",
-    "K3_PAGE_SIZE",
-    "K3_RATIO",
-    "K3_REST_BYTES",
-    "SIZING_FORMULAS",
-    "STRATEGIES",
-    "TORCH_DTYPE_NAME",
-    "MemorySplit",
-    "ModelSpec",
-    "StateShape",
+    "SlotsPerRequest",
     "as_spec",
     "balanced_ratio",
     "capping_message",
     "check_knobs",
     "checkpoints_per_request",
-    "checkpoints_upper_bound",
-    "conv_state_bytes",
-    "crossover_context",
-    "decode_track_points",
     "default_ring_len",
     "dtype_bytes",
     "int8_scale_bytes",
     "intermediate_conv_window_bytes",
     "intermediate_ssm_bytes",
-    "kda_state_bytes",
-    "kv_allocation_log",
-    "kv_bytes_per_token",
-    "kv_tokens_for_bytes",
     "local_heads",
-    "mamba_allocation_log",
-    "max_running_requests",
-    "mean_checkpoints_per_request",
-    "memory_vs_context",
-    "mla_kv_bytes_per_token",
-    "next_pow2",
-    "pool_usage",
-    "preset",
-    "replayssm_ring_bytes",
-    "request_pool_estimate",
-    "resolve_max_num_reqs",
-    "k3_budget_interval",
-    "k3_ratio_interval",
-    "k3_split",
-    "slot_bytes",
-    "SlotsPerRequest",
     "request_slots",
     "resolve_auto",
+    "slot_bytes",
     "slots_held_per_request",
     "slots_per_request",
-    "split_formula",
-    "split_memory",
-    "split_memory_0523",
-    "split_memory_legacy",
-    "state_shape",
     "tiny_spec",
-    "usage_log",
 ]

@@ -1,19 +1,20 @@
 """The lines SGLang prints about its pools, rebuilt from the arithmetic (to compare with logs).
 
-``mamba_allocation_log`` / ``kv_allocation_log`` (allocation), ``usage_log`` (the scheduler's
-usage fragment), ``capping_message`` (the state cache caps concurrency). "GB" in SGLang's lines
-is GiB; sizes count ``max_mamba_cache_size + 1`` slots (slot 0 is a dummy sink). The ring line
-keeps the K3 write-up's ``(L=16)`` header (SGLang 0.5.23 prints ``(record_len=16, fold=...)``).
-Left out: every other log line, and the exact wording of SGLang's warnings (ours is SGLang-like).
+``mamba_allocation_log`` / ``kv_allocation_log`` (allocation), ``capping_message`` (the state
+cache caps concurrency, SGLang's words); ``sglang.sglang_log_lines`` puts them together for a
+deployment. "GB" in SGLang's lines is GiB; sizes count ``max_mamba_cache_size + 1`` slots
+(slot 0 is a dummy sink). The ring line keeps the K3 write-up's ``(L=16)`` header (SGLang
+0.5.23 prints ``(record_len=16, fold=...)``).
+Left out: every other log line (the ``max_total_num_tokens=`` line needs the free GPU memory).
 """
 
 from __future__ import annotations
 
 from kda_core._checks import check_int as _check_int
+from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.presets import (
     GIB,
     MAX_COUNT,
-    TORCH_DTYPE_NAME,
     ModelSpec,
     as_spec,
     dtype_bytes,
@@ -28,6 +29,14 @@ from kda_core.sizing.sizes import (
 )
 from kda_core.sizing.slots import max_running_requests, slots_per_request
 
+_TORCH_DTYPE_NAME: dict[str, str] = {
+    "float32": "torch.float32",
+    "bfloat16": "torch.bfloat16",
+    "float16": "torch.float16",
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "int8": "torch.int8",
+}
+
 
 def capping_message(
     state_slots: int,
@@ -37,24 +46,24 @@ def capping_message(
     ssm_dtype: str | None = None,
     requested: int | None = None,
 ) -> str | None:
-    """SGLang-like warning when the state cache caps concurrency, else None.
+    """SGLang 0.5.23's warning when the state cache caps concurrency
+    (``KVCacheConfigurator.resolve_max_num_reqs``), word for word, else None.
 
-    None is returned when ``requested`` (the wanted max_running_requests) fits under the cap.
-    The bf16 hint is left out when ``ssm_dtype`` is given and already 2 bytes or smaller.
+    None when ``requested`` (the wanted ``--max-running-requests``) fits under the cap. SGLang
+    prints the same hint whatever the state dtype: ``ssm_dtype`` is accepted for the callers
+    that pass it and changes nothing (the lab's own advice is ``sizing.fixes``).
     """
     cap = max_running_requests(state_slots, strategy, overlap, skip_decode_lock)
     spr = slots_per_request(strategy, overlap, skip_decode_lock)
+    if ssm_dtype is not None:
+        dtype_bytes(ssm_dtype, "ssm_dtype")
     if requested is not None and _check_int("requested", requested, 0, MAX_COUNT) <= cap:
         return None
-    hint = "increase --mamba-full-memory-ratio or --max-mamba-cache-size"
-    if ssm_dtype is None or dtype_bytes(ssm_dtype, "ssm_dtype") > 2:
-        hint += ", or halve the state size with --mamba-ssm-dtype bfloat16"
-    elif not skip_decode_lock and slots_per_request(strategy, overlap, True) < spr:
-        hint += ", or reserve one slot fewer with SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"
     return (
         f"max_running_requests is capped to {cap} by the mamba state cache "
-        f"(max_mamba_cache_size={state_slots}, {spr} state slots per request). "
-        f"To raise it: {hint}."
+        f"(max_mamba_cache_size={state_slots}, {spr} state slots per request). To raise it: "
+        "increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state "
+        "size with --mamba-ssm-dtype bfloat16."
     )
 
 
@@ -88,7 +97,8 @@ def mamba_allocation_log(
     D = 0 configuration with the flag on allocates them. ``replayssm=False`` prints no ring
     line (and, with D > 0, a full per-draft SSM buffer instead).
 
-    A GDN (or Mamba2) model's spec-verify ring is request-lifetime scratch: it covers
+    A kind without a ring (Mamba2, short conv, ...) prints none. A GDN model's spec-verify
+    ring is request-lifetime scratch: it covers
     ``ring_requests + 1`` requests (SGLang's ``max_running_requests``; required for such a
     model) and prints in SGLang 0.5.23's form, ``(record_len=L, fold=False): d, k, g`` and the
     low parts of d and k as ``rawv`` / ``rawk`` (``MambaPool.__init__``).
@@ -110,12 +120,13 @@ def mamba_allocation_log(
             f"intermediate_conv_window_cache size: {_gb(conv_i, 2)}"
         )
     lines = [line]
-    if replayssm and ring_len is not None and as_spec(spec).linear_kind != "kda":
+    ring = LINEAR_KINDS[as_spec(spec).linear_kind].ring if replayssm and ring_len else ""
+    if ring == "gdn":
         if ring_requests is None:
             raise ValueError("ring_requests is required for a GDN model's ReplaySSM ring")
         requests = _check_int("ring_requests", ring_requests, 0, MAX_COUNT)
         lines.append(_gdn_ring_line(spec, tp, ring_len, ring_dtype, requests))
-    elif replayssm and ring_len is not None:
+    elif ring == "kda":
         r = replayssm_ring_bytes(spec, phys, tp, ring_len, ring_dtype)
         lines.append(
             f"GDN ReplaySSM ring buffers allocated (L={ring_len}): "
@@ -136,28 +147,6 @@ def _gdn_ring_line(spec: ModelSpec | str, tp: int, ring_len: int, dtype: str, re
     return line
 
 
-def pool_usage(used: int, total: int, name: str = "used") -> float:
-    """Fraction of a pool in use, ``used / total`` (0.0 for an empty pool); used in [0, total]."""
-    t = _check_int("total", total, 0, MAX_COUNT)
-    u = _check_int(name, used, 0, t)
-    return u / t if t else 0.0
-
-
-def usage_log(full_used: int, full_total: int, mamba_used: int, mamba_total: int) -> str:
-    """SGLang's scheduler usage fragment for a hybrid model, usages to two decimals.
-
-    ``#full token: N, full token usage: U, mamba num: M, mamba usage: V`` where
-    U = ``full_used / full_total`` (KV pool tokens) and V = ``mamba_used / mamba_total``
-    (state slots, ``max_mamba_cache_size``).
-    """
-    fu = pool_usage(full_used, full_total, "full_used")
-    mu = pool_usage(mamba_used, mamba_total, "mamba_used")
-    return (
-        f"#full token: {int(full_used)}, full token usage: {fu:.2f}, "
-        f"mamba num: {int(mamba_used)}, mamba usage: {mu:.2f}"
-    )
-
-
 def kv_allocation_log(
     spec: ModelSpec | str,
     num_tokens: int,
@@ -174,7 +163,7 @@ def kv_allocation_log(
     n = _check_int("num_tokens", num_tokens, 0, MAX_COUNT)
     page = _check_int("page_size", page_size, 1, 1 << 20)
     size = (n + page) * kv_bytes_per_token(spec, tp, kv_dtype)
-    head = f"KV Cache is allocated. dtype: {TORCH_DTYPE_NAME[kv_dtype]}, #tokens: {n}, "
+    head = f"KV Cache is allocated. dtype: {_TORCH_DTYPE_NAME[kv_dtype]}, #tokens: {n}, "
     if as_spec(spec).attn_kind == "mla":
         return head + f"KV size: {size / GIB:.2f} GB"
     return head + f"K size: {size / 2 / GIB:.2f} GB, V size: {size / 2 / GIB:.2f} GB"

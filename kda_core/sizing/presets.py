@@ -2,16 +2,21 @@
 
 ``preset("kimi-k3")`` (69 KDA + 24 MLA layers, 96 heads) and ``preset("kimi-linear-48b")``
 (20 + 7, 32 heads); `tiny_spec` is TinyHybrid as a spec; ``sizing.from_hf_config`` builds a spec
-from any supported hybrid ``config.json`` (KDA, Gated DeltaNet or Mamba2 linear layers; MLA or
-GQA attention). Left out: MoE and attention shapes that do not size a cache.
+from any hybrid ``config.json`` SGLang 0.5.23 or vLLM 0.33 serves. A spec names its linear layers'
+kind (one entry of ``sizing.LINEAR_KINDS``: KDA, Gated DeltaNet, Mamba2, ...) and its
+attention (MLA or GQA); each kind's entry says how its fields make a state. Left out: MoE and
+attention shapes that do not size a cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kda_core._checks import check_int as _check_int
-from kda_core.model.params import ModelConfig
+
+if TYPE_CHECKING:  # imported when called: kda_core.model reads configs with sizing.hfconfig
+    from kda_core.model.params import ModelConfig
 
 GIB: int = 1 << 30
 MIB: int = 1 << 20
@@ -23,17 +28,21 @@ DTYPE_BYTES: dict[str, int] = {
     "fp8_e4m3": 1,
     "int8": 1,
 }
-TORCH_DTYPE_NAME: dict[str, str] = {
-    "float32": "torch.float32",
-    "bfloat16": "torch.bfloat16",
-    "float16": "torch.float16",
-    "fp8_e4m3": "torch.float8_e4m3fn",
-    "int8": "torch.int8",
-}
 MAX_DIM: int = 1 << 16  # cap on layers, heads, head dims, latent ranks
 MAX_COUNT: int = 1 << 40  # cap on slots, tokens, byte budgets given as counts
-_LINEAR_KINDS: tuple[str, ...] = ("kda", "gdn", "mamba2")
+_LINEAR_KIND_NAMES: tuple[str, ...] = (
+    "kda",
+    "gdn",
+    "mamba2",
+    "mamba1",
+    "short_conv",
+    "lightning",
+    "jet",
+    "cca",
+)
+# the linear (recurrent) layer kinds: sizing.LINEAR_KINDS has one entry per kind
 _ATTN_KINDS: tuple[str, ...] = ("mla", "gqa")
+_STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
 
 def dtype_bytes(dtype: str, name: str = "dtype") -> int:
@@ -47,120 +56,118 @@ def dtype_bytes(dtype: str, name: str = "dtype") -> int:
 class ModelSpec:
     """The shape facts that size a hybrid model's caches.
 
-    Linear (recurrent) layers: ``n_kda_layers`` of them, of ``linear_kind`` ``"kda"`` (Kimi Delta
-    Attention), ``"gdn"`` (Gated DeltaNet) or ``"mamba2"``, each with ``kda_heads`` value heads of
-    ``head_v_dim`` and ``linear_k_heads`` key heads (0 = ``kda_heads``) of ``head_k_dim``, and a
-    short conv of kernel ``conv_kernel`` (window W-1). Mamba2 maps onto the same fields:
-    ``kda_heads`` = ``mamba_num_heads``, ``head_v_dim`` = ``mamba_head_dim``, ``head_k_dim`` =
-    ``ssm_state_size``, ``linear_k_heads`` = ``n_groups``. Attention layers: ``n_mla_layers`` of
-    ``attn_kind`` ``"mla"`` (``kv_lora_rank + qk_rope_head_dim`` latent values per token) or
-    ``"gqa"`` (K and V of ``attn_head_dim`` for each of ``attn_kv_heads`` KV heads).
-    ``mla_heads`` is informational. ``ssm_dtype`` is the config's declared ``mamba_ssm_dtype``
-    ("" when it declares none); ``context_len`` its maximum context (0 when not given).
+    Linear (recurrent) layers: ``n_linear_layers`` of ``linear_kind`` (``_LINEAR_KIND_NAMES``).
+    Each has ``linear_heads`` heads (H, the count TP splits) with values of ``linear_v_dim`` (V)
+    and keys / SSM states of ``linear_k_dim`` (K; 0 when the kind keeps no recurrent state),
+    ``linear_k_heads`` key heads or groups (0 = H), and a short conv of ``conv_kernel`` taps
+    (window W-1; 1 = no window) over the channels its kind's entry names, plus
+    ``conv_unsplit`` channels every GPU keeps whole (ZAYA's previous hidden state).
+    ``mamba_chunk_size`` is the config's (0 when it names none). Attention layers:
+    ``n_attn_layers`` of ``attn_kind`` ``"mla"`` (``kv_lora_rank + qk_rope_head_dim`` latent
+    values per token) or ``"gqa"`` (K and V of ``attn_head_dim`` for each of ``attn_kv_heads``
+    KV heads); ``attn_heads`` (query heads) is informational. Default state dtypes, resolved
+    from the config once (``sizing.from_hf_config``): ``sglang_ssm_dtype`` what SGLang uses
+    without ``--mamba-ssm-dtype``; ``vllm_ssm_dtype`` what vLLM's ``auto`` gives ("" = the
+    model dtype). ``family`` is the config's ``model_type`` ("" for a preset or typed spec);
+    ``context_len`` its maximum context (0 when not given).
     """
 
     name: str
-    n_kda_layers: int
-    n_mla_layers: int
-    kda_heads: int
-    head_k_dim: int = 128
-    head_v_dim: int = 128
+    n_linear_layers: int
+    n_attn_layers: int
+    linear_heads: int
+    linear_k_dim: int = 128
+    linear_v_dim: int = 128
     conv_kernel: int = 4
     kv_lora_rank: int = 512
     qk_rope_head_dim: int = 64
-    mla_heads: int = 0
+    attn_heads: int = 0
     linear_kind: str = "kda"
     linear_k_heads: int = 0
     attn_kind: str = "mla"
     attn_kv_heads: int = 0
     attn_head_dim: int = 0
-    ssm_dtype: str = ""
+    conv_unsplit: int = 0
+    mamba_chunk_size: int = 0
+    sglang_ssm_dtype: str = "float32"
+    vllm_ssm_dtype: str = ""
+    family: str = ""
     context_len: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise ValueError(f"name must be a string, got {self.name!r}")
-        _check_int("n_kda_layers", self.n_kda_layers, 0, MAX_DIM)
-        _check_int("n_mla_layers", self.n_mla_layers, 0, MAX_DIM)
-        _check_int("kda_heads", self.kda_heads, 1, MAX_DIM)
-        _check_int("head_k_dim", self.head_k_dim, 1, MAX_DIM)
-        _check_int("head_v_dim", self.head_v_dim, 1, MAX_DIM)
+        for f, lo in (("n_linear_layers", 0), ("n_attn_layers", 0), ("linear_heads", 1)):
+            _check_int(f, getattr(self, f), lo, MAX_DIM)
+        for f in ("linear_k_dim", "kv_lora_rank", "qk_rope_head_dim", "attn_heads"):
+            _check_int(f, getattr(self, f), 0, MAX_DIM)
+        for f in ("linear_k_heads", "attn_kv_heads", "attn_head_dim", "conv_unsplit"):
+            _check_int(f, getattr(self, f), 0, MAX_DIM)
+        _check_int("linear_v_dim", self.linear_v_dim, 1, MAX_DIM)
         _check_int("conv_kernel", self.conv_kernel, 1, 64)
-        _check_int("kv_lora_rank", self.kv_lora_rank, 0, MAX_DIM)
-        _check_int("qk_rope_head_dim", self.qk_rope_head_dim, 0, MAX_DIM)
-        _check_int("mla_heads", self.mla_heads, 0, MAX_DIM)
-        _check_int("linear_k_heads", self.linear_k_heads, 0, MAX_DIM)
-        _check_int("attn_kv_heads", self.attn_kv_heads, 0, MAX_DIM)
-        _check_int("attn_head_dim", self.attn_head_dim, 0, MAX_DIM)
+        _check_int("mamba_chunk_size", self.mamba_chunk_size, 0, MAX_DIM)
         _check_int("context_len", self.context_len, 0, MAX_COUNT)
-        if self.n_kda_layers + self.n_mla_layers == 0:
-            raise ValueError("n_kda_layers + n_mla_layers must be >= 1")
-        if self.linear_kind not in _LINEAR_KINDS:
+        if self.n_linear_layers + self.n_attn_layers == 0:
+            raise ValueError("n_linear_layers + n_attn_layers must be >= 1")
+        if self.linear_kind not in _LINEAR_KIND_NAMES:
             raise ValueError(
-                f"linear_kind must be one of {_LINEAR_KINDS}, got {self.linear_kind!r}"
+                f"linear_kind must be one of {_LINEAR_KIND_NAMES}, got {self.linear_kind!r}"
             )
         if self.attn_kind not in _ATTN_KINDS:
             raise ValueError(f"attn_kind must be one of {_ATTN_KINDS}, got {self.attn_kind!r}")
-        if (
-            self.attn_kind == "gqa"
-            and self.n_mla_layers
-            and not (self.attn_kv_heads and self.attn_head_dim)
-        ):
+        if self.linear_kind == "kda" and self.linear_k_dim != self.linear_v_dim:
+            # Kimi configs give one head_dim; both engines' KDA state is (H, D, D)
+            raise ValueError("linear_k_dim must equal linear_v_dim for KDA layers")
+        gqa = self.attn_kind == "gqa" and self.n_attn_layers
+        if gqa and not (self.attn_kv_heads and self.attn_head_dim):
             raise ValueError("attn_kv_heads and attn_head_dim must be >= 1 for GQA attention")
-        if self.ssm_dtype and self.ssm_dtype not in DTYPE_BYTES:
-            raise ValueError(f"ssm_dtype must be '' or one of {sorted(DTYPE_BYTES)}")
+        if self.sglang_ssm_dtype not in _STATE_DTYPES:
+            raise ValueError(f"sglang_ssm_dtype must be one of {_STATE_DTYPES}")
+        if self.vllm_ssm_dtype not in ("", *_STATE_DTYPES):
+            raise ValueError(f"vllm_ssm_dtype must be '' or one of {_STATE_DTYPES}")
+        if not isinstance(self.family, str):
+            raise ValueError(f"family must be a string, got {self.family!r}")
 
     @property
     def n_layers(self) -> int:
-        return self.n_kda_layers + self.n_mla_layers
-
-    @property
-    def n_linear_layers(self) -> int:
-        """Linear (recurrent) layers: the KDA / GDN / Mamba2 layers (``n_kda_layers``)."""
-        return self.n_kda_layers
-
-    @property
-    def n_attn_layers(self) -> int:
-        """Attention layers, MLA or GQA (``n_mla_layers``)."""
-        return self.n_mla_layers
+        return self.n_linear_layers + self.n_attn_layers
 
     @property
     def k_heads(self) -> int:
-        """Key heads of a linear layer (Mamba2: groups)."""
-        return self.linear_k_heads or self.kda_heads
+        """Key heads (groups) of a linear layer: ``linear_k_heads``, else ``linear_heads``."""
+        return self.linear_k_heads or self.linear_heads
 
     @property
     def mla_latent_dim(self) -> int:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
+    # The KDA-era names the other studies read (int8, swa_vs_kda, context_parallel).
+    @property
+    def n_kda_layers(self) -> int:
+        return self.n_linear_layers
+
+    @property
+    def n_mla_layers(self) -> int:
+        return self.n_attn_layers
+
+    @property
+    def kda_heads(self) -> int:
+        return self.linear_heads
+
+    @property
+    def head_k_dim(self) -> int:
+        return self.linear_k_dim
+
+    @property
+    def head_v_dim(self) -> int:
+        return self.linear_v_dim
+
 
 PRESETS: dict[str, ModelSpec] = {
     # 93 layers = 23 x (3 KDA + 1 MLA) + a final MLA: 69 KDA + 24 MLA.
-    "kimi-k3": ModelSpec(
-        name="kimi-k3",
-        n_kda_layers=69,
-        n_mla_layers=24,
-        kda_heads=96,
-        head_k_dim=128,
-        head_v_dim=128,
-        conv_kernel=4,
-        kv_lora_rank=512,
-        qk_rope_head_dim=64,
-        mla_heads=96,
-    ),
+    "kimi-k3": ModelSpec("kimi-k3", 69, 24, 96, attn_heads=96, family="kimi_k3"),
     # 27 layers: 20 KDA + 7 MLA (docs/sizing.md, "Model configs").
-    "kimi-linear-48b": ModelSpec(
-        name="kimi-linear-48b",
-        n_kda_layers=20,
-        n_mla_layers=7,
-        kda_heads=32,
-        head_k_dim=128,
-        head_v_dim=128,
-        conv_kernel=4,
-        kv_lora_rank=512,
-        qk_rope_head_dim=64,
-        mla_heads=32,
-    ),
+    "kimi-linear-48b": ModelSpec("kimi-linear-48b", 20, 7, 32, attn_heads=32, family="kimi_linear"),
 }
 
 
@@ -170,10 +177,7 @@ def check_knobs(
     """ValueError naming the argument unless ``model`` is a preset name or a ModelSpec, the
     flags are bools and each ``dtypes`` value (keyword = argument name) a known dtype: the
     checks a study entry point runs once before it calls the sizing functions."""
-    if isinstance(model, str) and model not in PRESETS:
-        raise ValueError(f"model must be one of {sorted(PRESETS)} or a ModelSpec, got {model!r}")
-    if not isinstance(model, (str, ModelSpec)):
-        raise ValueError("model must be a preset name or a ModelSpec")
+    as_spec(model, "model")
     for name, flag in (("overlap", overlap), ("skip_decode_lock", skip_decode_lock)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be a bool, got {flag!r}")
@@ -188,40 +192,64 @@ def preset(name: str) -> ModelSpec:
     return PRESETS[name]
 
 
-def as_spec(spec: ModelSpec | str) -> ModelSpec:
-    """``spec`` itself, or the preset it names."""
+def as_spec(spec: object, name: str = "spec") -> ModelSpec:
+    """``spec`` itself, or the preset it names; ValueError naming ``name`` otherwise. Every
+    API that takes a model takes either (the one resolver)."""
+    if isinstance(spec, ModelSpec):
+        return spec
+    if isinstance(spec, str) and spec in PRESETS:
+        return PRESETS[spec]
     if isinstance(spec, str):
-        return preset(spec)
-    if not isinstance(spec, ModelSpec):
-        raise ValueError(f"spec must be a ModelSpec or a preset name, got {type(spec).__name__}")
-    return spec
+        raise ValueError(f"{name} must be one of {sorted(PRESETS)} or a ModelSpec, got {spec!r}")
+    raise ValueError(f"{name} must be a ModelSpec or a preset name, got {type(spec).__name__}")
+
+
+def preset_name(model: object, name: str = "model") -> str:
+    """The preset a model names or is: a preset name as is, a ModelSpec (e.g. a Kimi K3
+    ``config.json`` read by ``from_hf_config``) whose cache shape is a preset's; ValueError
+    naming ``name`` otherwise (for the studies that run the simulator, which models the
+    presets only)."""
+    spec = as_spec(model, name)
+    for key, p in PRESETS.items():
+        if _shape(spec) == _shape(p):
+            return key
+    raise ValueError(
+        f"{name} must be one of {sorted(PRESETS)} or a ModelSpec of their shape (the simulator "
+        f"models those), got {spec.name!r}"
+    )
+
+
+def _shape(s: ModelSpec) -> tuple:
+    return (s.linear_kind, s.n_linear_layers, s.n_attn_layers, s.linear_heads, s.k_heads)
 
 
 def local_heads(spec: ModelSpec | str, tp: int = 1) -> int:
-    """KDA heads per GPU at tensor-parallel size ``tp`` (which must divide the head count)."""
+    """Linear-layer heads per GPU at tensor-parallel size ``tp`` (which must divide them)."""
     spec = as_spec(spec)
     tp = _check_int("tp", tp, 1, MAX_DIM)
-    if spec.kda_heads % tp:
+    if spec.linear_heads % tp:
         raise ValueError(
-            f"tp must divide the KDA head count {spec.kda_heads} of {spec.name}, got tp={tp}"
+            f"tp must divide the {spec.linear_heads} linear-layer heads of {spec.name}, got tp={tp}"
         )
-    return spec.kda_heads // tp
+    return spec.linear_heads // tp
 
 
 def tiny_spec(config: ModelConfig | None = None) -> ModelSpec:
     """TinyHybrid's config (default ``ModelConfig()``) as a ModelSpec, so its serving bytes use
     the same formulas as the real models. The one place the tiny model's shape becomes a spec."""
+    from kda_core.model.params import ModelConfig
+
     c = ModelConfig() if config is None else config
     kinds = c.layer_kinds
     return ModelSpec(
         name="k3-mini",
-        n_kda_layers=kinds.count("kda"),
-        n_mla_layers=kinds.count("mla"),
-        kda_heads=c.n_heads,
-        head_k_dim=c.head_dim,
-        head_v_dim=c.head_dim,
+        n_linear_layers=kinds.count("kda"),
+        n_attn_layers=kinds.count("mla"),
+        linear_heads=c.n_heads,
+        linear_k_dim=c.head_dim,
+        linear_v_dim=c.head_dim,
         conv_kernel=c.conv_size,
         kv_lora_rank=c.mla_latent,
         qk_rope_head_dim=0,
-        mla_heads=c.mla_heads,
+        attn_heads=c.mla_heads,
     )

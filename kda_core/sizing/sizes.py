@@ -2,86 +2,46 @@
 
 Exact integer arithmetic (no arrays), so the numbers compare with SGLang's and vLLM's logs byte
 for byte. Per GPU = tensor parallel over the linear layers' heads. One slot = the recurrent
-state + the conv window of every linear layer, with the shapes of SGLang 0.5.23's cache-params
-classes (``state_shape``; vLLM 0.33's with ``engine="vllm"``). KV per token: an MLA latent is
-not split by TP; GQA K + V are split over the KV heads, one head per GPU once TP exceeds them.
-Derivations and sources: docs/sizing.md. ``kda_state_bytes(dtype="int8")`` counts the int8
-payload only (``int8_scale_bytes`` the scales).
+state + the conv window of every linear layer, with the shapes of the kind's entry in
+``sizing.kinds`` (SGLang 0.5.23's; vLLM 0.33's with ``engine="vllm"``). KV per token: an MLA
+latent is not split by TP; GQA K + V are split over the KV heads, one head per GPU once TP
+exceeds them. Derivations and sources: docs/sizing.md. ``kda_state_bytes(dtype="int8")`` counts
+the int8 payload only (``int8_scale_bytes`` the scales).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from kda_core._checks import check_int as _check_int
+from kda_core.sizing._kinds import LINEAR_KINDS, StateShape, engine_state_shape
 from kda_core.sizing.presets import MAX_COUNT, ModelSpec, as_spec, dtype_bytes, local_heads
 
 _ENGINES: tuple[str, ...] = ("sglang", "vllm")
 
 
-class StateShape(NamedTuple):
-    """One linear layer's state on one GPU: conv window elements and the recurrent state."""
-
-    conv_elems: int  # (W - 1 + spec tokens) x conv channels per GPU
-    temporal: tuple[int, int, int]  # (heads per GPU, V, K)
-    k_heads: int  # key heads (groups) per GPU, as the ReplaySSM ring counts them
-
-    @property
-    def temporal_elems(self) -> int:
-        h, a, b = self.temporal
-        return h * a * b
-
-
-def _check_divides(n: int, tp: int, what: str) -> int:
-    if n % tp:
-        raise ValueError(f"tp must divide the {what} {n}, got tp={tp}")
-    return n // tp
-
-
 def state_shape(
     spec: ModelSpec | str, tp: int = 1, engine: str = "sglang", num_spec: int = 0
 ) -> StateShape:
-    """The per-layer state shape on one GPU, as the engine's own shape code computes it.
-
-    KDA: conv ``(W-1) x (H*V + 2*Hk*K) / tp`` (each block split by TP), state ``(H/tp, V, K)``
-    (SGLang ``KimiLinearStateShape.create``, vLLM ``kda_state_shape``). GDN and Mamba2 in
-    SGLang (``Mamba2StateShape.create``): groups Hk, raised to ``tp`` when TP does not divide
-    them; conv ``(W-1) x (H*V + 2*Hk*K) / tp``; state ``(H/tp, V, K)``. vLLM GDN
-    (``gated_delta_net_state_shape``) divides ``2*Hk*K + H*V`` by tp without the raise.
-    ``num_spec`` (vLLM only) widens the conv window by the speculative tokens.
-    """
+    """The per-layer state shape on one GPU, as the engine's own shape code computes it
+    (``sizing.kinds``: one entry per linear kind). ``num_spec`` (vLLM only) widens the conv
+    window by the speculative tokens."""
     spec = as_spec(spec)
     if engine not in _ENGINES:
         raise ValueError(f"engine must be one of {_ENGINES}, got {engine!r}")
-    h = local_heads(spec, tp)
+    tp = _check_int("tp", tp, 1, 1 << 16)
     num_spec = _check_int("num_spec", num_spec, 0, 1 << 10)
     if engine == "sglang" and num_spec:
         raise ValueError("num_spec widens the conv window in vLLM only (engine='vllm')")
-    hk, k, v = spec.k_heads, spec.head_k_dim, spec.head_v_dim
-    window = spec.conv_kernel - 1 + num_spec
-    k_per_tp = hk // tp if hk % tp == 0 else -(-hk // tp)
-    if spec.linear_kind == "kda":
-        width = _check_divides(h * tp * v, tp, "KDA value projection") + 2 * _check_divides(
-            hk * k, tp, "KDA key projection"
-        )
-        if engine == "vllm":
-            width = _check_divides(h * tp * v + 2 * hk * k, tp, "KDA conv width")
-    elif engine == "vllm" and spec.linear_kind == "gdn":
-        width = _check_divides(2 * hk * k + h * tp * v, tp, "GDN conv width")
-    else:
-        groups = hk if hk % tp == 0 else hk + (tp - hk)
-        width = _check_divides(h * tp * v + 2 * groups * k, tp, "Mamba2 conv width")
-    return StateShape(window * width, (h, v, k), k_per_tp)
+    return engine_state_shape(spec, tp, engine, num_spec)
 
 
 def kda_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16") -> int:
     """Recurrent state bytes of one slot on one GPU over all linear layers:
-    ``L * (H/tp) * V * K * sizeof(dtype)``.
+    ``L * (H/tp) * V * K * sizeof(dtype)`` for KDA (its kind's shape for the others).
 
     Kimi K3 at TP8 in bf16: 69 * 12 * 128 * 128 * 2 = 27,131,904 B (25.9 MiB).
     """
     spec = as_spec(spec)
-    return spec.n_kda_layers * state_shape(spec, tp).temporal_elems * dtype_bytes(dtype)
+    return spec.n_linear_layers * state_shape(spec, tp).temporal_elems * dtype_bytes(dtype)
 
 
 def conv_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16") -> int:
@@ -91,18 +51,21 @@ def conv_state_bytes(spec: ModelSpec | str, tp: int = 1, dtype: str = "bfloat16"
     Kimi K3 at TP8 in bf16: 69 * 3 * 12 * 384 * 2 = 1,907,712 B (1.82 MiB).
     """
     spec = as_spec(spec)
-    return spec.n_kda_layers * state_shape(spec, tp).conv_elems * dtype_bytes(dtype)
+    return spec.n_linear_layers * state_shape(spec, tp).conv_elems * dtype_bytes(dtype)
 
 
 def slot_bytes(
     spec: ModelSpec | str,
     tp: int = 1,
-    ssm_dtype: str = "bfloat16",
+    ssm_dtype: str | None = None,
     conv_dtype: str = "bfloat16",
 ) -> int:
     """Bytes of one state slot on one GPU (SSM state + conv window): SGLang's
-    ``mamba_cache_per_req``."""
-    ssm_b, conv_b = dtype_bytes(ssm_dtype, "ssm_dtype"), dtype_bytes(conv_dtype, "conv_dtype")
+    ``mamba_cache_per_req``. ``ssm_dtype`` None = SGLang's default for the model (float32
+    unless its config declares one SGLang reads)."""
+    spec = as_spec(spec)
+    ssm = spec.sglang_ssm_dtype if ssm_dtype is None else ssm_dtype
+    ssm_b, conv_b = dtype_bytes(ssm, "ssm_dtype"), dtype_bytes(conv_dtype, "conv_dtype")
     return kda_state_bytes(spec, tp, "int8") * ssm_b + conv_state_bytes(spec, tp, "int8") * conv_b
 
 
@@ -110,7 +73,7 @@ def int8_scale_bytes(spec: ModelSpec | str, tp: int = 1, scale_dtype: str = "bfl
     """Per-(layer, head, key channel) scales that an INT8 checkpoint of one slot also stores."""
     spec = as_spec(spec)
     h = local_heads(spec, tp)
-    return spec.n_kda_layers * h * spec.head_k_dim * dtype_bytes(scale_dtype, "scale_dtype")
+    return spec.n_linear_layers * h * spec.linear_k_dim * dtype_bytes(scale_dtype, "scale_dtype")
 
 
 def kv_bytes_per_token(
@@ -127,9 +90,9 @@ def kv_bytes_per_token(
     tp = _check_int("tp", tp, 1, 1 << 16)
     b = dtype_bytes(dtype, name)
     if spec.attn_kind == "mla":
-        return spec.n_mla_layers * spec.mla_latent_dim * b
+        return spec.n_attn_layers * spec.mla_latent_dim * b
     heads = max(1, spec.attn_kv_heads // tp)
-    return spec.n_mla_layers * heads * 2 * spec.attn_head_dim * b
+    return spec.n_attn_layers * heads * 2 * spec.attn_head_dim * b
 
 
 def mla_kv_bytes_per_token(
@@ -146,25 +109,10 @@ def mla_kv_bytes_per_token(
     return kv_bytes_per_token(spec, 1, dtype, name=name)
 
 
-def kv_tokens_for_bytes(spec: ModelSpec | str, kv_bytes: int, dtype: str = "bfloat16") -> int:
-    """How many tokens of MLA KV fit in ``kv_bytes`` (floor)."""
-    kv_bytes = _check_int("kv_bytes", kv_bytes, 0, MAX_COUNT)
-    per = mla_kv_bytes_per_token(spec, dtype)
-    if per == 0:
-        raise ValueError("spec has no MLA layers, so tokens per byte budget is unbounded")
-    return kv_bytes // per
-
-
-def next_pow2(n: int) -> int:
-    """Smallest power of two >= n (n >= 1)."""
-    n = _check_int("n", n, 1, MAX_COUNT)
-    return 1 << (n - 1).bit_length()
-
-
 def default_ring_len(draft_tokens: int) -> int:
     """SGLang's rule: ``L = next_power_of_two(2 * D)`` (16 for D = 8)."""
     d = _check_int("draft_tokens", draft_tokens, 1, 1 << 16)
-    return next_pow2(2 * d)
+    return 1 << (2 * d - 1).bit_length()
 
 
 def replayssm_ring_bytes(
@@ -179,28 +127,32 @@ def replayssm_ring_bytes(
     KDA, six buffers (L layers, S slots, h = H/tp value heads, hk key heads per GPU,
     R = ring_len): d ``[L, S, h, R, V]``, k ``[L, S, hk, R, K]``, rawv ``[L, S, h, R, V]``,
     rawk ``[L, S, hk, R, K]`` in ``dtype``; g ``[L, S, h, R, K]`` and beta ``[L, S, h, R]`` in
-    float32. GDN / Mamba2 (SGLang's compact ring): d, k in ``dtype``, a scalar g ``[L, S, h, R]``
-    in float32, and, unless ``dtype`` is float32, the low parts d_low and k_low. The per-slot sum
-    is SGLang's ``replayssm_ring_bytes_per_req``. ``ring_len`` must be a power of two (SGLang
-    also requires >= 2 D; see ``default_ring_len``). ``slots`` is the physical count.
+    float32. GDN-shaped kinds (SGLang's compact ring): d, k in ``dtype``, a scalar g
+    ``[L, S, h, R]`` in float32, and, unless ``dtype`` is float32, the low parts d_low and k_low.
+    The per-slot sum is SGLang's ``replayssm_ring_bytes_per_req``. ``ring_len`` must be a power
+    of two (SGLang also requires >= 2 D; see ``default_ring_len``). A kind without a ring
+    (Mamba2, short conv, ...) is refused.
     """
     spec = as_spec(spec)
     slots = _check_int("slots", slots, 0, MAX_COUNT)
     ring_len = _check_int("ring_len", ring_len, 1, 1 << 16)
     if ring_len & (ring_len - 1):
         raise ValueError(f"ring_len must be a power of two, got {ring_len}")
+    ring = LINEAR_KINDS[spec.linear_kind].ring
+    if not ring:
+        raise ValueError(f"spec: {spec.linear_kind} layers keep no ReplaySSM ring (KDA, GDN only)")
     shape = state_shape(spec, tp)
     h, v, k = shape.temporal
     b = dtype_bytes(dtype)
-    per = spec.n_kda_layers * slots * ring_len
+    per = spec.n_linear_layers * slots * ring_len
     d, kk = per * h * v * b, per * shape.k_heads * k * b
-    if spec.linear_kind == "kda":
+    if ring == "kda":
         g, beta = per * h * k * 4, per * h * 4
         return {"d": d, "k": kk, "g": g, "rawv": d, "rawk": kk, "beta": beta}
-    ring = {"d": d, "k": kk, "g": per * h * 4}
+    out = {"d": d, "k": kk, "g": per * h * 4}
     if dtype != "float32":
-        ring.update(d_low=d, k_low=kk)
-    return ring
+        out.update(d_low=d, k_low=kk)
+    return out
 
 
 def intermediate_conv_window_bytes(
@@ -212,7 +164,7 @@ def intermediate_conv_window_bytes(
 ) -> int:
     """Per-draft-step conv windows for speculative verify on one GPU.
 
-    Shape ``[L_kda, max_running + 1, D, W-1, h * (K + K + V)]``: one conv window per draft step
+    Shape ``[L, max_running + 1, D, W-1, conv channels / tp]``: one conv window per draft step
     for each running request (+1 dummy).
     """
     max_running = _check_int("max_running", max_running, 0, MAX_COUNT)
@@ -230,7 +182,7 @@ def intermediate_ssm_bytes(
 ) -> int:
     """Per-draft-step SSM states for speculative verify on one GPU.
 
-    Without ReplaySSM: ``[L_kda, max_running + 1, D, h, K, V]`` (a full state per draft token).
+    Without ReplaySSM: ``[L, max_running + 1, D, h, K, V]`` (a full state per draft token).
     With ReplaySSM the buffer is empty (0 B) and the rings of ``replayssm_ring_bytes`` replace it.
     """
     max_running = _check_int("max_running", max_running, 0, MAX_COUNT)

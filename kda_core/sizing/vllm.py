@@ -6,9 +6,10 @@ an attention page holds a mamba page (``Platform._align_hybrid_block_size``) and
 is padded up to it. Layers form KV cache groups of equal size
 (``_get_kv_cache_groups_uniform_page_size``); a block holds one page per layer of the largest
 group (``get_kv_cache_config_from_groups``); a request at ``max_model_len`` needs
-``cdiv(len, block)`` blocks per attention group and ``2 + spec`` (align mode) per mamba group
-(``MambaSpec.max_memory_usage_bytes``), which sets the "Maximum concurrency" line. Sources and
-the lab's choices (backend kernel block sizes are inputs): docs/sizing.md.
+``cdiv(len, block)`` blocks per attention group and ``2 + spec (+ the layer's prefill
+checkpoint block)`` per mamba group in align mode (``MambaSpec.max_memory_usage_bytes``), which
+sets the "Maximum concurrency" line. ``size_vllm(spec, deployment)``; ``vllm_plan`` is its flat
+spelling. Sources and the lab's choices (backend kernel block sizes are inputs): docs/sizing.md.
 """
 
 from __future__ import annotations
@@ -16,55 +17,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kda_core._checks import check_int as _check_int
-from kda_core.sizing.presets import GIB, MAX_COUNT, ModelSpec, as_spec, dtype_bytes
+from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.deployment import Deployment
+from kda_core.sizing.families import engine_refusal
+from kda_core.sizing.presets import GIB, ModelSpec, as_spec, dtype_bytes
 from kda_core.sizing.sizes import state_shape
 
-_MAMBA_CACHE_MODES: tuple[str, ...] = ("align", "none")
 
-
-def vllm_ssm_dtype(spec: ModelSpec | str, conv_dtype: str = "bfloat16") -> str:
-    """vLLM's recurrent-state dtype under ``--mamba-ssm-cache-dtype auto``: float32 for KDA
-    (``kda_state_dtype``) and Nemotron-H (``NemotronHForCausalLMConfig``), the config's
-    ``mamba_ssm_dtype`` for Qwen3.5, else the conv (model) dtype (``_mamba_state_dtype``)."""
-    spec = as_spec(spec)
-    if spec.linear_kind in ("kda", "mamba2"):
-        return "float32"
-    return spec.ssm_dtype or conv_dtype
-
-
-def attn_page_per_token(spec: ModelSpec | str, tp: int = 1, kv_dtype: str = "bfloat16") -> int:
+def _attn_page_per_token(spec: ModelSpec, tp: int, kv_dtype: str) -> int:
     """Bytes of one token in one attention layer's page: MLA ``(r + rope) * b``
     (``MLAAttentionSpec``, one latent head), GQA ``max(1, kv_heads // tp) * 2 * head_dim * b``
     (``FullAttentionSpec``)."""
-    spec = as_spec(spec)
     b = dtype_bytes(kv_dtype, "kv_dtype")
     if spec.attn_kind == "mla":
         return spec.mla_latent_dim * b
     return max(1, spec.attn_kv_heads // tp) * 2 * spec.attn_head_dim * b
 
 
-def mamba_page_bytes(
-    spec: ModelSpec | str,
-    tp: int = 1,
-    conv_dtype: str = "bfloat16",
-    ssm_dtype: str = "float32",
-    num_spec: int = 0,
-) -> int:
-    """One linear layer's unpadded state page (``MambaSpec.page_size_bytes``): conv window
-    (widened by ``num_spec`` speculative tokens) + recurrent state, vLLM's shapes."""
-    shape = state_shape(spec, tp, "vllm", num_spec)
-    return shape.conv_elems * dtype_bytes(
-        conv_dtype, "conv_dtype"
-    ) + shape.temporal_elems * dtype_bytes(ssm_dtype, "ssm_dtype")
-
-
-def kv_cache_groups(n_attn: int, n_linear: int) -> tuple[int, int, int]:
+def _kv_cache_groups(n_attn: int, n_linear: int) -> tuple[int, int, int]:
     """(group size, attention groups, mamba groups): the smallest layer count is the group size
     unless the largest is under 1.5 x it (then the largest); each kind splits into
     ``cdiv(layers, group size)`` groups (``_get_kv_cache_groups_uniform_page_size``)."""
-    a = _check_int("n_attn", n_attn, 1, 1 << 16)
-    m = _check_int("n_linear", n_linear, 1, 1 << 16)
+    a, m = n_attn, n_linear
     size = max(a, m) if max(a, m) < min(a, m) * 1.5 else min(a, m)
     return size, -(-a // size), -(-m // size)
 
@@ -100,33 +74,90 @@ class VllmPlan:
     min_prefix_hit_tokens: int | None  # None: prefix caching off
 
 
-def _aligned_block_size(
-    spec: ModelSpec,
-    attn_page: int,
-    mamba_page: int,
-    block_size: int,
-    kernel: int,
-    mode: str,
-    alignment: int | None,
-) -> int:
+def _aligned_block_size(spec: ModelSpec, attn_page: int, mamba_page: int, d: Deployment) -> int:
     """``_align_hybrid_block_size``: the smallest kernel-aligned block whose page holds a mamba
     page (MLA: a multiple of 128; align mode: of the prefill checkpoint alignment too)."""
-    k = max(kernel, block_size)
+    kernel = d.kernel_block_size
+    k = max(kernel, d.block_size)
     if spec.attn_kind == "mla":
         k = max(k, 128)
-    if mode == "align":
-        k = math.lcm(k, alignment or 1)
+    if d.mamba_cache_mode == "align":
+        k = math.lcm(k, d.checkpoint_alignment or 1)
     blk = k * -(-mamba_page // (k * attn_page))
-    return max(block_size, kernel * -(-blk // kernel))
+    return max(d.block_size, kernel * -(-blk // kernel))
 
 
-def _check_plan(spec: ModelSpec, mode: str, alignment: int | None) -> None:
-    if spec.n_mla_layers == 0 or spec.n_kda_layers == 0:
+def _mamba_page(spec: ModelSpec, d: Deployment, ssm: str) -> int:
+    """One linear layer's unpadded state page (``MambaSpec.page_size_bytes``): conv window
+    (widened by the speculative tokens) + recurrent state, vLLM's shapes."""
+    shape = state_shape(spec, d.tp, "vllm", d.num_speculative_tokens)
+    conv = shape.conv_elems * dtype_bytes(d.conv_dtype, "conv_dtype")
+    return conv + shape.temporal_elems * dtype_bytes(ssm, "ssm_dtype")
+
+
+def _check_served(spec: ModelSpec) -> None:
+    if spec.n_attn_layers == 0 or spec.n_linear_layers == 0:
         raise ValueError("spec must have both attention and linear layers for a hybrid plan")
-    if mode not in _MAMBA_CACHE_MODES:
-        raise ValueError(f"mamba_cache_mode must be one of {_MAMBA_CACHE_MODES}, got {mode!r}")
-    if alignment is not None:
-        _check_int("checkpoint_alignment", alignment, 1, 1 << 16)
+    refusal = engine_refusal(spec, "vllm")
+    if refusal:
+        raise ValueError(f"spec: {refusal}")
+
+
+def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
+    """vLLM 0.33's KV cache plan for ``d.rest_bytes`` ("Available KV cache memory") on one GPU.
+
+    ``d.kernel_block_size`` is the attention backend's smallest kernel block (16 for
+    FlashAttention and FlashInfer); ``d.block_size`` the block before alignment.
+    ``d.mamba_cache_mode`` "align" (prefix caching on) or "none"; ``d.checkpoint_alignment``
+    and ``d.prefill_checkpoint_blocks`` what the linear layers' prefill backend declares (None:
+    the kind's, ``MambaMixer2``: 1 block; FLA GDN and KDA: none).
+    """
+    spec = as_spec(spec)
+    _check_served(spec)
+    length = spec.context_len if d.max_model_len is None else d.max_model_len
+    if not length:
+        raise ValueError("max_model_len must be given: the config names no context length")
+    ssm = d.state_dtype(spec, "vllm")
+    attn = _attn_page_per_token(spec, d.tp, d.kv_dtype)
+    mamba = _mamba_page(spec, d, ssm)
+    bs = _aligned_block_size(spec, attn, mamba, d)
+    page = bs * attn
+    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers, spec.n_linear_layers)
+    ckpt = d.prefill_checkpoint_blocks
+    ckpt = LINEAR_KINDS[spec.linear_kind].vllm_checkpoint_blocks if ckpt is None else ckpt
+    spec_blocks = d.num_speculative_tokens
+    align = d.mamba_cache_mode == "align"
+    per_mamba = (2 + spec_blocks + ckpt) if align else (1 + spec_blocks)
+    per_req = n_attn * -(-length // bs) + n_mamba * per_mamba
+    blocks = d.rest_bytes // (size * page)
+    conc = blocks / per_req
+    return VllmPlan(
+        spec=spec,
+        tp=d.tp,
+        kv_dtype=d.kv_dtype,
+        conv_dtype=d.conv_dtype,
+        ssm_dtype=ssm,
+        mamba_cache_mode=d.mamba_cache_mode,
+        max_model_len=length,
+        available_bytes=d.rest_bytes,
+        attn_page_per_token=attn,
+        mamba_page_bytes=mamba,
+        block_size=bs,
+        block_size_raised=bs > d.block_size,
+        page_bytes=page,
+        mamba_padding_pct=None if page == mamba else 100 * (page - mamba) / mamba,
+        group_size=size,
+        attn_groups=n_attn,
+        mamba_groups=n_mamba,
+        bytes_per_block=size * page,
+        num_blocks=blocks,
+        blocks_per_request=per_req,
+        max_concurrency=conc,
+        kv_cache_tokens=int(conc * length),
+        max_num_seqs=d.max_num_seqs,
+        max_num_seqs_error=_max_num_seqs_error(d.max_num_seqs, blocks),
+        min_prefix_hit_tokens=bs + 1 if align else None,
+    )
 
 
 def vllm_plan(
@@ -136,76 +167,24 @@ def vllm_plan(
     kv_dtype: str = "bfloat16",
     conv_dtype: str = "bfloat16",
     ssm_dtype: str | None = None,
-    *,
-    max_model_len: int | None = None,
-    block_size: int = 16,
-    kernel_block_size: int = 16,
-    mamba_cache_mode: str = "align",
-    checkpoint_alignment: int | None = None,
-    prefill_checkpoint_blocks: int = 0,
-    num_spec: int = 0,
-    max_num_seqs: int = 256,
+    **knobs: object,
 ) -> VllmPlan:
-    """vLLM 0.33's KV cache plan for ``available_bytes`` ("Available KV cache memory") on one GPU.
-
-    ``kernel_block_size`` is the attention backend's smallest kernel block (16 for FlashAttention
-    and FlashInfer); ``block_size`` the block before alignment (16, or ``--block-size``).
-    ``mamba_cache_mode`` "align" (prefix caching on) or "none"; ``checkpoint_alignment`` and
-    ``prefill_checkpoint_blocks`` (0 or 1) what the linear layers' prefill backend declares
-    (e.g. Mamba2: 1 and 1; FLA GDN and KDA: None and 0). ``ssm_dtype`` None = vLLM's auto.
-    """
-    spec = as_spec(spec)
-    _check_plan(spec, mamba_cache_mode, checkpoint_alignment)
-    avail = _check_int("available_bytes", available_bytes, 0, MAX_COUNT)
-    length = spec.context_len if max_model_len is None else max_model_len
-    length = _check_int("max_model_len", length, 1, 1 << 32)
-    kernel = _check_int("kernel_block_size", kernel_block_size, 1, 1 << 16)
-    bs0 = _check_int("block_size", block_size, 1, 1 << 20)
-    ckpt = _check_int("prefill_checkpoint_blocks", prefill_checkpoint_blocks, 0, 1)
-    seqs = _check_int("max_num_seqs", max_num_seqs, 1, MAX_COUNT)
-    ssm = vllm_ssm_dtype(spec, conv_dtype) if ssm_dtype is None else ssm_dtype
-    attn = attn_page_per_token(spec, tp, kv_dtype)
-    mamba = mamba_page_bytes(spec, tp, conv_dtype, ssm, num_spec)
-    bs = _aligned_block_size(spec, attn, mamba, bs0, kernel, mamba_cache_mode, checkpoint_alignment)
-    page = bs * attn
-    pad = None if page == mamba else 100 * (page - mamba) / mamba
-    size, n_attn, n_mamba = kv_cache_groups(spec.n_mla_layers, spec.n_kda_layers)
-    per_block = size * page
-    blocks = avail // per_block
-    per_mamba = (2 + num_spec + ckpt) if mamba_cache_mode == "align" else (1 + num_spec)
-    per_req = n_attn * -(-length // bs) + n_mamba * per_mamba
-    conc = blocks / per_req
-    hit = bs + 1 if mamba_cache_mode == "align" else None
-    return VllmPlan(
-        spec=spec,
+    """``size_vllm(spec, Deployment(available_bytes, ...))``: vLLM 0.33's plan spelled with the
+    DESIGN.md contract's arguments; ``knobs`` are the other ``Deployment`` fields
+    (``max_model_len``, ``block_size``, ``mamba_cache_mode``, ``num_speculative_tokens``, ...).
+    ``ssm_dtype`` None = vLLM's ``auto`` for the model."""
+    d = Deployment.build(
+        rest_bytes=available_bytes,
         tp=tp,
         kv_dtype=kv_dtype,
         conv_dtype=conv_dtype,
-        ssm_dtype=ssm,
-        mamba_cache_mode=mamba_cache_mode,
-        max_model_len=length,
-        available_bytes=avail,
-        attn_page_per_token=attn,
-        mamba_page_bytes=mamba,
-        block_size=bs,
-        block_size_raised=bs > bs0,
-        page_bytes=page,
-        mamba_padding_pct=pad,
-        group_size=size,
-        attn_groups=n_attn,
-        mamba_groups=n_mamba,
-        bytes_per_block=per_block,
-        num_blocks=blocks,
-        blocks_per_request=per_req,
-        max_concurrency=conc,
-        kv_cache_tokens=int(conc * length),
-        max_num_seqs=seqs,
-        max_num_seqs_error=max_num_seqs_error(seqs, blocks),
-        min_prefix_hit_tokens=hit,
+        ssm_dtype=ssm_dtype,
+        **knobs,
     )
+    return size_vllm(spec, d)
 
 
-def max_num_seqs_error(max_num_seqs: int, num_blocks: int) -> str | None:
+def _max_num_seqs_error(max_num_seqs: int, num_blocks: int) -> str | None:
     """vLLM's startup error when ``max_num_seqs`` exceeds the blocks (full decode CUDA graphs
     need one mamba block per sequence: ``CompilationConfig``), else None."""
     if max_num_seqs <= num_blocks:
@@ -237,7 +216,10 @@ def vllm_log_lines(p: VllmPlan) -> list[str]:
             "size and attention page size are exactly equal."
         )
     lines.append(f"Available KV cache memory: {format_gib(p.available_bytes)} GiB")
-    for n, groups in ((p.spec.n_mla_layers, p.attn_groups), (p.spec.n_kda_layers, p.mamba_groups)):
+    for n, groups in (
+        (p.spec.n_attn_layers, p.attn_groups),
+        (p.spec.n_linear_layers, p.mamba_groups),
+    ):
         pad = groups * p.group_size - n
         if pad:
             lines.append(

@@ -36,6 +36,9 @@ from kda_core._checks import check_int
 __all__ = ["CalculatorCheck", "calculator_check"]
 
 _MAX_LENGTHS = 12
+K3_REST_BYTES = 29_497 * (1 << 20)
+"""The K3 write-up's profiled rest per GPU at TP8 (docs/sizing.md, "The K3 write-up's two
+deployments from one budget"): the default budget."""
 _MAX_LEN = 1 << 21
 
 
@@ -116,7 +119,7 @@ def calculator_check(
     output_len: int = 1024,
     *,
     tp: int = 8,
-    rest_bytes: int = sizing.K3_REST_BYTES,
+    rest_bytes: int = K3_REST_BYTES,
     ssm_dtype: str = "float32",
     kv_dtype: str = "bfloat16",
     strategy: str = "extra_buffer",

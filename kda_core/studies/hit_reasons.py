@@ -264,7 +264,7 @@ def _run_engine(trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budge
 def hit_reasons(
     trace: Trace,
     *,
-    model: str = "kimi-k3",
+    model: str | sizing.ModelSpec = "kimi-k3",
     tp: int = DEFAULT_TP,
     sglang: dict | None = None,
     vllm: dict | None = None,
@@ -287,8 +287,7 @@ def hit_reasons(
     if not isinstance(trace, Trace):
         raise ValueError(f"trace must be a workloads.Trace, got {type(trace).__name__}")
     require_prefix_info(trace, "why a request got no hit")
-    if model not in sizing.PRESETS:
-        raise ValueError(f"model must be one of {sorted(sizing.PRESETS)}, got {model!r}")
+    model = sizing.preset_name(model)  # a preset name or a ModelSpec of a preset's shape
     sg, vl = _check_sglang(sglang), _check_vllm(vllm, model, tp)
     g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
     fine = _refine(trace, g)

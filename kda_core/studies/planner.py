@@ -1,16 +1,16 @@
 """Data for the memory_planner app: what a hybrid model costs per GPU and what SGLang does.
 
 One pure function, ``plan``, takes a preset name or a ``ModelSpec`` (e.g. from
-``sizing.from_hf_config``) plus the serving knobs (TP, dtypes, budget,
+``sizing.from_hf_config``) and a ``sizing.Deployment`` (TP, dtypes, budget,
 ``--mamba-full-memory-ratio`` or an explicit ``--max-mamba-cache-size``, radix strategy,
-ReplaySSM, page size, speculative draft tokens) and returns a ``Plan``: per-slot sizes, slots per
+ReplaySSM, page size, speculative draft tokens; left-out dtypes are SGLang's defaults) and
+returns a ``Plan``: per-slot sizes, slots per
 request (reserved and held) by strategy, max running requests, SGLang's capping message and
 allocation log lines, expected checkpoints per request for a workload, the balancing ratio,
 running requests vs ratio (state- vs KV-limited), and per-request memory vs context length
 (attention KV growing, the recurrent state flat). ``planner_engines`` puts vLLM next to it.
 
-The split is SGLang 0.5.23's (``sizing.split_memory``, the default of ``sizing.split_formula``;
-the K3 write-up's earlier "legacy" formula is not offered). All arithmetic is
+The split is SGLang 0.5.23's (``sizing.size_sglang``). All arithmetic is
 ``kda_core.sizing``'s; this module only packages it. Left out: DCP, the draft model's own KV.
 """
 
@@ -22,7 +22,9 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.sizing import GIB, MemorySplit, ModelSpec
+from kda_core.sizing import GIB, Deployment, MemorySplit, ModelSpec
+from kda_core.sizing.deployment import gib_bytes
+from kda_core.sizing.split import crossover_context, memory_vs_context
 
 _STRATEGY_ROWS: tuple[str, ...] = ("radix_off", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 _RING_NAMES = ("d", "k", "g", "rawv", "rawk", "beta")
@@ -43,6 +45,7 @@ class Plan:
 
     model: str
     spec: ModelSpec
+    deployment: Deployment
     tp: int
     ssm_dtype: str
     conv_dtype: str
@@ -93,131 +96,86 @@ class Plan:
     requested_running: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Knobs:
-    """The serving knobs every sizing call of one plan repeats."""
-
-    spec: ModelSpec
-    tp: int
-    budget: int  # bytes
-    ssm_dtype: str
-    conv_dtype: str
-    kv_dtype: str
-    strategy: str
-    overlap: bool
-    skip: bool
-    draft_tokens: int
-    replayssm: bool
-    ring_len: int
-    page_size: int
-    requested: int | None
-
-    def split(self, ratio: float, max_mamba_cache_size: int | None = None) -> MemorySplit:
-        """``sizing.split_memory`` (SGLang 0.5.23) of the budget at ``ratio`` or given slots."""
-        k = self
-        return sizing.split_memory(
-            k.spec,
-            k.budget,
-            ratio,
-            k.tp,
-            k.ssm_dtype,
-            k.conv_dtype,
-            k.kv_dtype,
-            k.strategy,
-            k.overlap,
-            k.skip,
-            k.draft_tokens,
-            replayssm=k.replayssm,
-            ring_len=k.ring_len,
-            page_size=k.page_size,
-            requested_running=k.requested,
-            max_mamba_cache_size=max_mamba_cache_size,
-        )
+_DEFAULT_GIB = 28.0  # the planner's default cache budget per GPU
+_DEFAULT_TP = 8
 
 
-def _check_model(model: str | ModelSpec, overlap: bool, skip: bool, dtypes: dict) -> ModelSpec:
-    """The planner's model (with attention layers: the KV side it plans) after ``check_knobs``."""
-    sizing.check_knobs(model, overlap, skip, **dtypes)
-    spec = sizing.as_spec(model)
-    if spec.n_mla_layers == 0:
+def _check_model(model: str | ModelSpec) -> ModelSpec:
+    """The planner's model (with attention layers: the KV side it plans)."""
+    spec = sizing.as_spec(model, "model")
+    if spec.n_attn_layers == 0:
         raise ValueError("model must have at least one attention layer for the planner")
     return spec
 
 
+def _check_deployment(deployment: Deployment | None, budget_gib: float | None, knobs: dict):
+    """The plan's deployment: ``deployment`` with ``knobs`` changed, else one built from the
+    planner's defaults (TP8, 28 GiB) and ``knobs``; ``budget_gib`` sets ``rest_bytes``."""
+    if budget_gib is not None:
+        knobs["rest_bytes"] = gib_bytes("budget_gib", budget_gib)
+    if deployment is None:
+        knobs.setdefault("rest_bytes", int(_DEFAULT_GIB * GIB))
+        knobs.setdefault("tp", _DEFAULT_TP)
+        return Deployment.build(**knobs)
+    if not isinstance(deployment, Deployment):
+        raise ValueError(f"deployment must be a sizing.Deployment, got {type(deployment).__name__}")
+    return deployment.replace(**knobs) if knobs else deployment
+
+
 def plan(
     model: str | ModelSpec = "kimi-k3",
-    tp: int = 8,
-    budget_gib: float = 28.0,
-    ratio: float = 0.9,
-    max_mamba_cache_size: int | None = None,
-    ssm_dtype: str = "bfloat16",
-    conv_dtype: str = "bfloat16",
-    kv_dtype: str = "bfloat16",
-    strategy: str = "extra_buffer",
-    overlap: bool = True,
-    skip_decode_lock: bool = False,
-    draft_tokens: int = 0,
-    replayssm: bool = False,
-    ring_len: int = 16,
+    deployment: Deployment | None = None,
+    *,
+    budget_gib: float | None = None,
     input_len: int = 16_000,
     output_len: int = 3_000,
-    chunked_prefill_size: int = 8192,
     track_interval: int = 256,
-    requested_running: int | None = None,
     max_context: int = 1_000_000,
     n_context: int = 64,
     n_ratios: int = 41,
-    page_size: int = 1,
+    **knobs: object,
 ) -> Plan:
-    """Plan one GPU's caches for ``model`` (a preset name or a ModelSpec) with SGLang 0.5.23's
-    split (``sizing.split_memory``: slot 0, the ReplaySSM ring and whole pages paid for).
+    """Plan one GPU's caches for ``model`` (a preset name or a ModelSpec) on ``deployment``
+    (a ``sizing.Deployment``; ``knobs`` change its fields, e.g. ``tp=8``, ``ssm_dtype=...``;
+    without one: TP8, 28 GiB and SGLang's defaults) with SGLang 0.5.23's split
+    (``sizing.size_sglang``: slot 0, the ReplaySSM ring and whole pages paid for).
 
-    The state slots come from ``max_mamba_cache_size`` when given (KV gets the rest of the
-    budget), else from ``ratio``; ``replayssm`` is ``--enable-linear-replayssm-spec`` (ring of
-    ``ring_len``), ``page_size`` SGLang's ``--page-size`` (KV tokens in whole pages),
-    ``requested_running`` its ``--max-running-requests``. ``max_running`` is the least of the
-    state cap (slots // reserved), the KV cap (KV tokens // tokens per request) and
-    ``requested_running``; ``limited_by`` names the binding one of the first two.
+    The state slots come from ``max_mamba_cache_size`` when given (KV gets the rest), else from
+    the ratio. ``max_running`` is the least of the state cap (slots // reserved), the KV cap
+    (KV tokens // tokens per request) and ``max_running_requests``; ``limited_by`` names the
+    binding one of the first two. The SSM dtype left None is SGLang's default for the model.
     """
-    dtypes = {"ssm_dtype": ssm_dtype, "conv_dtype": conv_dtype, "kv_dtype": kv_dtype}
-    spec = _check_model(model, overlap, skip_decode_lock, dtypes)
-    if max_mamba_cache_size is not None:
-        max_mamba_cache_size = check_int("max_mamba_cache_size", max_mamba_cache_size, 0, 1 << 32)
-    if not 0.001 <= float(budget_gib) <= 16384:
-        raise ValueError(f"budget_gib must be in [0.001, 16384], got {budget_gib}")
-    if replayssm and spec.linear_kind == "mamba2":
-        raise ValueError("replayssm applies to KDA and Gated DeltaNet models, not Mamba2")
-    page = check_int("page_size", page_size, 1, 1 << 20)
-    req = requested_running and check_int("requested_running", requested_running, 1, 1 << 32)
+    spec = _check_model(model)
+    d = _check_deployment(deployment, budget_gib, dict(knobs))
+    if d.replayssm and not sizing.LINEAR_KINDS[spec.linear_kind].ring:
+        raise ValueError("replayssm applies to KDA and Gated DeltaNet models")
     i_len = check_int("input_len", input_len, 1, 1 << 32)
     o_len = check_int("output_len", output_len, 0, 1 << 32)
-    budget = int(float(budget_gib) * GIB)
-    dtype_args = (ssm_dtype, conv_dtype, kv_dtype, strategy, overlap, skip_decode_lock)
-    knobs = _Knobs(spec, tp, budget, *dtype_args, draft_tokens, replayssm, ring_len, page, req)
-    sizes = _sizes(knobs, ratio, max_mamba_cache_size)
-    caps = _caps(knobs, sizes, i_len + o_len)
-    series = _series(knobs, sizes["state_slots"], i_len + o_len, max_context, n_context, n_ratios)
-    ckpts = sizing.checkpoints_per_request(i_len, o_len, chunked_prefill_size, track_interval)
+    sizes = _sizes(spec, d)
+    caps = _caps(spec, d, sizes, i_len + o_len)
+    series = _series(spec, d, sizes["state_slots"], i_len + o_len, max_context, n_context, n_ratios)
+    ckpts = sizing.checkpoints_per_request(i_len, o_len, d.chunked_prefill_size, track_interval)
     return Plan(
         model=spec.name,
         spec=spec,
-        tp=tp,
-        ssm_dtype=ssm_dtype,
-        conv_dtype=conv_dtype,
-        kv_dtype=kv_dtype,
-        strategy=strategy,
-        overlap=overlap,
-        skip_decode_lock=skip_decode_lock,
-        budget_bytes=budget,
-        ratio=float(ratio),
-        draft_tokens=draft_tokens,
-        replayssm=replayssm,
-        ring_len=ring_len,
+        deployment=d,
+        tp=d.tp,
+        ssm_dtype=sizes["split"].ssm_dtype,
+        conv_dtype=d.conv_dtype,
+        kv_dtype=d.kv_dtype,
+        strategy=d.strategy,
+        overlap=d.overlap,
+        skip_decode_lock=d.skip_decode_lock,
+        budget_bytes=d.rest_bytes,
+        ratio=d.ratio,
+        draft_tokens=d.draft_tokens,
+        replayssm=d.replayssm,
+        ring_len=d.ring_len,
         input_len=i_len,
         output_len=o_len,
         tokens_per_request=i_len + o_len,
-        page_size=page,
-        requested_running=req,
+        page_size=d.page_size,
+        requested_running=d.max_running_requests,
         checkpoints_per_request=ckpts,
         **sizes,
         **caps,
@@ -225,77 +183,72 @@ def plan(
     )
 
 
-def _sizes(k: _Knobs, ratio: float, max_mamba_cache_size: int | None) -> dict:
+def _sizes(spec: ModelSpec, d: Deployment) -> dict:
     """Per-slot bytes, slots per request, the split and the resulting slot / KV-token counts."""
-    ssm = sizing.kda_state_bytes(k.spec, k.tp, k.ssm_dtype)
-    conv = sizing.conv_state_bytes(k.spec, k.tp, k.conv_dtype)
-    kv_tok = sizing.kv_bytes_per_token(k.spec, k.tp, k.kv_dtype)
-    split = k.split(ratio, max_mamba_cache_size)
+    split = sizing.size_sglang(spec, d)
+    ssm = sizing.kda_state_bytes(spec, d.tp, split.ssm_dtype)
+    conv = sizing.conv_state_bytes(spec, d.tp, d.conv_dtype)
+    kv_tok = sizing.kv_bytes_per_token(spec, d.tp, d.kv_dtype)
     return {
         "ssm_bytes": ssm,
         "conv_bytes": conv,
         "slot_bytes": ssm + conv,
         "kv_bytes_per_token": kv_tok,
         "tokens_per_slot": (ssm + conv) / kv_tok,
-        "slots_per_request": sizing.slots_per_request(k.strategy, k.overlap, k.skip),
-        "slots_held": sizing.slots_held_per_request(k.strategy, k.overlap),
+        "slots_per_request": sizing.slots_per_request(d.strategy, d.overlap, d.skip_decode_lock),
+        "slots_held": sizing.slots_held_per_request(d.strategy, d.overlap),
         "split": split,
         "state_slots": split.max_mamba_cache_size,
         "kv_tokens": split.kv_tokens,
     }
 
 
-def _caps(k: _Knobs, sizes: dict, tokens_per_req: int) -> dict:
-    """Max running requests (state vs KV cap), SGLang's message and log lines, ring bytes."""
-    slots, kv_tokens = sizes["state_slots"], sizes["kv_tokens"]
-    by_state = sizing.max_running_requests(slots, k.strategy, k.overlap, k.skip)
+def _caps(spec: ModelSpec, d: Deployment, sizes: dict, tokens_per_req: int) -> dict:
+    """Max running requests (state vs KV cap), SGLang's lines and warning, ring bytes."""
+    split = sizes["split"]
+    slots, kv_tokens, ssm = sizes["state_slots"], sizes["kv_tokens"], split.ssm_dtype
+    by_state = sizing.max_running_requests(slots, d.strategy, d.overlap, d.skip_decode_lock)
     by_kv = kv_tokens // tokens_per_req
     limited_by = "state" if by_state <= by_kv else "kv"
-    max_running = min(by_state, by_kv, k.requested or by_state)
-    msg = (
-        sizing.capping_message(slots, k.strategy, k.overlap, k.skip, k.ssm_dtype, k.requested)
-        if limited_by == "state"
-        else None
-    )
-    running = min(by_state, k.requested or by_state)  # SGLang's max_running_requests
-    args = (k.spec, slots, k.tp, k.ssm_dtype, k.conv_dtype, k.draft_tokens, by_state)
-    ring = (k.replayssm, k.ring_len, k.conv_dtype)
-    logs = sizing.mamba_allocation_log(*args, *ring, ring_requests=running)
-    logs.append(
-        sizing.kv_allocation_log(k.spec, kv_tokens, k.kv_dtype, tp=k.tp, page_size=k.page_size)
-    )
-    ring_slots = slots + 1 if k.spec.linear_kind == "kda" else running + 1
-    # sizing.balanced_ratio prices a slot without the KDA ring; SGLang's split pays it per slot
+    req = d.max_running_requests
+    lines = sizing.sglang_log_lines(spec, d, split)
+    capped = [x for x in lines if x.startswith("max_running_requests is capped")]
+    running = min(by_state, req or by_state)  # SGLang's max_running_requests
+    ring_kind = sizing.LINEAR_KINDS[spec.linear_kind].ring
+    ring_slots = slots + 1 if ring_kind == "kda" else running + 1
+    # balanced_ratio prices a slot without the KDA ring; SGLang's split pays it per slot
     balanced = sizing.balanced_ratio(
-        k.spec,
+        spec,
         tokens_per_req,
-        k.tp,
-        k.ssm_dtype,
-        k.conv_dtype,
-        k.kv_dtype,
+        d.tp,
+        ssm,
+        d.conv_dtype,
+        d.kv_dtype,
         None,
-        k.strategy,
-        k.overlap,
-        k.skip,
+        d.strategy,
+        d.overlap,
+        d.skip_decode_lock,
     )
     rings = (
-        sizing.replayssm_ring_bytes(k.spec, ring_slots, k.tp, k.ring_len, k.conv_dtype)
-        if k.replayssm
+        sizing.replayssm_ring_bytes(spec, ring_slots, d.tp, d.ring_len, d.conv_dtype)
+        if d.replayssm
         else dict.fromkeys(_RING_NAMES, 0)
     )
+    inter_conv = sizing.intermediate_conv_window_bytes(
+        spec, by_state, d.draft_tokens, d.tp, d.conv_dtype
+    )
+    naive = sizing.intermediate_ssm_bytes(
+        spec, by_state, d.draft_tokens, d.tp, ssm, replayssm=False
+    )
     return {
-        "max_running": max_running,
+        "max_running": min(by_state, by_kv, req or by_state),
         "limited_by": limited_by,
-        "capping_message": msg,
-        "log_lines": tuple(logs),
+        "capping_message": capped[0] if capped and limited_by == "state" else None,
+        "log_lines": tuple(x for x in lines if x not in capped),
         "ring_bytes": rings,
-        "intermediate_conv_bytes": sizing.intermediate_conv_window_bytes(
-            k.spec, by_state, k.draft_tokens, k.tp, k.conv_dtype
-        ),
-        "naive_draft_state_bytes": sizing.intermediate_ssm_bytes(
-            k.spec, by_state, k.draft_tokens, k.tp, k.ssm_dtype, replayssm=False
-        ),
-        "balanced_ratio": balanced * sizes["split"].per_slot_bytes / sizes["slot_bytes"],
+        "intermediate_conv_bytes": inter_conv,
+        "naive_draft_state_bytes": naive,
+        "balanced_ratio": balanced * split.per_slot_bytes / sizes["slot_bytes"],
     }
 
 
@@ -309,21 +262,28 @@ def _strategy_row(name: str, overlap: bool, skip: bool, slots: int) -> tuple[int
 
 
 def _series(
-    k: _Knobs, slots: int, tokens_per_req: int, max_context: int, n_context: int, n_ratios: int
+    spec: ModelSpec,
+    d: Deployment,
+    slots: int,
+    tokens_per_req: int,
+    max_context: int,
+    n_context: int,
+    n_ratios: int,
 ) -> dict:
     """The strategy table, memory vs context, and running requests vs ratio."""
     n_context = check_int("n_context", n_context, 2, 4096)
     n_ratios = check_int("n_ratios", n_ratios, 2, 4096)
     max_context = check_int("max_context", max_context, 2, 1 << 32)
     names = _STRATEGY_ROWS
-    rows = np.array([_strategy_row(s, k.overlap, k.skip, slots) for s in names])
+    rows = np.array([_strategy_row(s, d.overlap, d.skip_decode_lock, slots) for s in names])
     ctx = np.unique(np.geomspace(1, max_context, n_context).astype(np.int64))
-    kv_b, st_b = sizing.memory_vs_context(k.spec, ctx, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype)
+    dtypes = (d.tp, d.state_dtype(spec, "sglang"), d.conv_dtype, d.kv_dtype)
+    kv_b, st_b = memory_vs_context(spec, ctx, *dtypes)
     ratios = np.geomspace(0.01, 10.0, n_ratios)
     rs_state = np.empty(n_ratios, np.int64)
     rs_kv = np.empty(n_ratios, np.int64)
     for j, r in enumerate(ratios.tolist()):
-        s = k.split(r)
+        s = sizing.size_sglang(spec, d.replace(ratio=r, max_mamba_cache_size=None))
         rs_state[j] = s.max_running
         rs_kv[j] = s.kv_tokens // tokens_per_req
     return {
@@ -334,9 +294,7 @@ def _series(
         "context_lens": ctx,
         "kv_bytes": kv_b,
         "state_bytes": st_b,
-        "crossover_context": sizing.crossover_context(
-            k.spec, k.tp, k.ssm_dtype, k.conv_dtype, k.kv_dtype
-        ),
+        "crossover_context": crossover_context(spec, *dtypes),
         "ratios": ratios,
         "running_by_state": rs_state,
         "running_by_kv": rs_kv,

@@ -19,7 +19,7 @@ from pathlib import Path
 from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.sizing import ModelSpec, VllmPlan
-from kda_core.sizing.hf import MAX_CONFIG_BYTES
+from kda_core.sizing.hfconfig import MAX_CONFIG_BYTES
 from kda_core.sizing.presets import MAX_DIM
 from kda_core.studies.planner import Plan
 
@@ -28,26 +28,45 @@ _LOG_DIR = Path(__file__).with_name("example_logs")
 
 def custom_spec(
     name: str = "custom",
-    n_kda_layers: int = 69,
-    n_mla_layers: int = 24,
-    kda_heads: int = 96,
+    n_linear_layers: int = 69,
+    n_attn_layers: int = 24,
+    linear_heads: int = 96,
     head_dim: int = 128,
     conv_kernel: int = 4,
     kv_lora_rank: int = 512,
     qk_rope_head_dim: int = 64,
+    *,
+    linear_kind: str = "kda",
+    value_dim: int = 0,
+    k_heads: int = 0,
+    attn_kind: str = "mla",
+    attn_kv_heads: int = 0,
+    attn_head_dim: int = 0,
 ) -> ModelSpec:
-    """A KDA + MLA ModelSpec from the few numbers a planner user types (K = V = ``head_dim``)."""
-    head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say head_k_dim
+    """A ModelSpec from the numbers a planner user types: ``n_linear_layers`` linear layers of
+    ``linear_kind`` (KDA by default; "gdn", "mamba2", "mamba1", "short_conv", ...) with
+    ``linear_heads`` heads (a short conv's channels), key / state dim ``head_dim``, value dim
+    ``value_dim`` (0 = ``head_dim``; 1 for a short conv), ``k_heads`` key heads or groups (0 =
+    heads), and ``n_attn_layers`` attention layers: MLA (``kv_lora_rank + qk_rope_head_dim``)
+    or GQA (``attn_kv_heads`` x ``attn_head_dim``)."""
+    head_dim = check_int("head_dim", head_dim, 1, MAX_DIM)  # ModelSpec would say linear_k_dim
+    conv_only = linear_kind == "short_conv"
+    mla = attn_kind == "mla"
     return ModelSpec(
         name=name,
-        n_kda_layers=n_kda_layers,
-        n_mla_layers=n_mla_layers,
-        kda_heads=kda_heads,
-        head_k_dim=head_dim,
-        head_v_dim=head_dim,
+        n_linear_layers=n_linear_layers,
+        n_attn_layers=n_attn_layers,
+        linear_heads=linear_heads,
+        linear_k_dim=0 if conv_only else head_dim,
+        linear_v_dim=1 if conv_only else (value_dim or head_dim),
         conv_kernel=conv_kernel,
-        kv_lora_rank=kv_lora_rank,
-        qk_rope_head_dim=qk_rope_head_dim,
+        linear_kind=linear_kind,
+        linear_k_heads=k_heads,
+        attn_kind=attn_kind,
+        kv_lora_rank=kv_lora_rank if mla else 0,
+        qk_rope_head_dim=qk_rope_head_dim if mla else 0,
+        attn_kv_heads=0 if mla else attn_kv_heads,
+        attn_head_dim=0 if mla else attn_head_dim,
     )
 
 
@@ -103,22 +122,18 @@ class VllmSide:
 
 
 def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> VllmSide:
-    """vLLM's plan for ``p``'s model, budget (as "Available KV cache memory"), TP, dtypes
-    (``--mamba-ssm-cache-dtype`` = the plan's SSM dtype), draft tokens and request length."""
+    """vLLM's plan for ``p``'s model and deployment: the same budget (as "Available KV cache
+    memory"), TP and dtypes (an SSM dtype left to the engines is each engine's own default),
+    draft tokens and request length."""
     if not isinstance(prefix_caching, bool):
         raise ValueError(f"prefix_caching must be a bool, got {prefix_caching!r}")
-    v = sizing.vllm_plan(
-        p.spec,
-        p.budget_bytes,
-        p.tp,
-        p.kv_dtype,
-        p.conv_dtype,
-        p.ssm_dtype,
+    d = p.deployment.replace(
         max_model_len=p.tokens_per_request,
         mamba_cache_mode="align" if prefix_caching else "none",
-        num_spec=p.draft_tokens,
+        num_speculative_tokens=p.draft_tokens,
         max_num_seqs=max_num_seqs,
     )
+    v = sizing.size_vllm(p.spec, d)
     attn = v.attn_groups * -(-v.max_model_len // v.block_size)
     running = 0 if v.max_num_seqs_error else min(v.max_num_seqs, int(v.max_concurrency))
     lines = tuple(sizing.vllm_log_lines(v))
@@ -136,13 +151,19 @@ class ExampleLog:
     page_size: int | None
     source: str
     text: str = ""
+    requested: int | None = None  # --max-running-requests, when the paste does not echo it
 
 
 def _example(
-    name: str, model: str, ratio: float | None, page: int | None, source: str
+    name: str,
+    model: str,
+    ratio: float | None,
+    page: int | None,
+    source: str,
+    requested: int | None = None,
 ) -> ExampleLog:
     text = (_LOG_DIR / f"{name}.log").read_text(encoding="utf-8")
-    return ExampleLog(name, model, ratio, page, source, text)
+    return ExampleLog(name, model, ratio, page, source, text, requested)
 
 
 EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
@@ -162,6 +183,9 @@ EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
     ),
     _example("vllm_qwen36_club3090_612", "qwen3.6-35b-a3b", None, None, "noonghunna/club-3090#612"),
     _example("sglang_k3_writeup_fp8", "kimi-k3", None, 64, "the K3 write-up (docs/sizing.md)"),
+    _example(
+        "sglang_fragment_38846", "qwen3.8-27b-fp8", None, None, "sgl-project/sglang#38846", 32
+    ),
 )
 """The shipped example logs (files and sources: ``example_logs/SOURCES.md``)."""
 

@@ -78,24 +78,51 @@ def test_engines_k3_example_config_and_log(app_url, ui):
     ).wait_for()
     assert "| 80 |" not in engines.inner_text()  # a rendered table, not markdown source
     assert "Setting attention block size" in ui.page.inner_text("#memory_planner-vllm-log")
-    before = engines.inner_text()
 
     ui.page.locator("#memory_planner-example-1").click()  # Qwen3.8-27B-FP8 on SGLang
     report = ui.page.locator("#memory_planner-report", has_text="Verdict: bound by the state slots")
     report.wait_for()
     assert "124 state slots / 5 reserved per request = 24 running requests" in report.inner_text()
-    ui.page.locator("#memory_planner-lines table tbody tr").nth(5).wait_for()
+    ui.page.locator("#memory_planner-lines table tbody tr").nth(2).wait_for()  # 3 known lines
+    assert "3 lines skipped" in ui.page.inner_text("#memory_planner-lines")
 
-    ui.allow_validation_errors()
-    ui.page.locator("#memory_planner-model input").click()
-    ui.page.get_by_role("option", name="config.json (pasted or uploaded)").click()
     ui.page.get_by_text("config.json (model = config.json)").click()
     ui.page.locator("#memory_planner-config .cm-content").click()
     ui.page.keyboard.type('{"model_type": "qwen3_next", "num_hidden_layers": 4}')
+    # pasting (typing) a config makes it the model: nothing else is planned silently
+    model = ui.page.locator("#memory_planner-model input")
+    ui.page.wait_for_function(
+        "() => document.querySelector('#memory_planner-model input').value.startsWith('config')"
+    )
+    assert model.input_value() == "config.json (pasted or uploaded)"
+    ui.allow_validation_errors()  # the plan itself is not run: its validator refuses it
     ui.click("Plan")
-    ui.expect_invalid("memory_planner-config", "config is missing the field")
-    assert engines.inner_text() == before
+    # the refusal is said by the Plan button, and the right column says nothing was planned
+    status = ui.page.locator("#memory_planner-status", has_text="Not planned")
+    status.wait_for()
+    assert "missing field 'layer_types'" in status.inner_text()
+    engines.get_by_text("Not planned").wait_for()
+    run_box = ui.page.locator("#memory_planner-run").bounding_box()
+    status_box = status.bounding_box()
+    assert 0 <= status_box["y"] - run_box["y"] < 200  # under the button, not 1,000 px above
 
     ui.page.get_by_label("中文").check()
     ui.page.locator("#memory_planner-report", has_text="结论：受限于状态槽").wait_for()
-    ui.page.get_by_text("相同显存预算、TP 与精度").wait_for()
+    ui.page.locator("#memory_planner-status", has_text="未规划").wait_for()
+    report = ui.page.inner_text("#memory_planner-report")
+    assert "124 个状态槽 / 每请求预留 5 个 = 最多 24 个并发请求" in report  # reasons in 中文
+
+
+def test_log_panel_fragment_and_rejected_log(app_url, ui):
+    """A one-line fragment read with its fixes; an empty paste replaces the verdict."""
+    ui.goto(app_url)
+    ui.wait_plot("memory_planner-context")
+    ui.page.locator("#memory_planner-example-4").click()  # sgl-project/sglang#38846's line
+    report = ui.page.locator("#memory_planner-report", has_text="requested 32, effective 9")
+    report.wait_for()
+    assert "--disable-radix-cache" in report.inner_text()
+    ui.page.locator("#memory_planner-log-text textarea").fill("")
+    ui.allowed_errors = ["paste a log first"]
+    ui.click("Read the log")
+    ui.page.locator("#memory_planner-report", has_text="Not read: paste a log first").wait_for()
+    assert "effective 9" not in ui.page.inner_text("#memory_planner-report")

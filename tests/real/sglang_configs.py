@@ -1,15 +1,18 @@
-"""SGLang 0.5.23's own config classes built from the lab's shipped configs (tests/real only).
+"""SGLang 0.5.23's own config classes built from the configs tests/real sizes (tests/real only).
 
-``sglang_config(name, tp)`` returns the real ``KimiLinearConfig`` / ``KimiK3Config`` /
-``Qwen3NextConfig`` / ``Qwen3_5Config`` / ``Qwen3_5MoeConfig`` / ``NemotronHConfig`` with the
-runtime TP size they read (``get_parallel().attn_tp_size``, ``linear_attn_tp_size()``)
-pinned to ``tp``; ``text_config`` unwraps K3 / Qwen3.5. ``cell_size`` runs
-``DefaultPoolConfigurator._compute_cell_size`` on a stand-in configurator carrying the
-real hf config.
+``sglang_config(name)`` returns the family's real config class (``sizing.families.FAMILIES``
+names it: ``KimiLinearConfig``, ``KimiK3Config``, ``Qwen3NextConfig``, ``Qwen3_5Config`` /
+``Qwen3_5MoeConfig``, ``NemotronHConfig``, ``FalconH1Config``, ``Lfm2Config``, ...) built from
+``sizing_family_configs.CONFIGS[name]``, unwrapped to its text config, with the ``head_dim``
+``ModelConfig`` fills in when the config has none. Under ``runtime_tp(monkeypatch, tp)`` the
+runtime TP size they read (``get_parallel()``, ``linear_attn_tp_size()``) is ``tp``.
+``cell_size`` runs ``DefaultPoolConfigurator._compute_cell_size`` on a stand-in configurator
+carrying the real hf config.
 """
 
 from __future__ import annotations
 
+import importlib
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -20,28 +23,47 @@ import sglang.srt.configs.qwen3_5 as q35
 import sglang.srt.configs.qwen3_next as q3n
 import sglang.srt.layers.cp.utils as cp_utils
 import sglang.srt.model_executor.pool_configurator as pc
+import sizing_family_configs as fc
 import torch
 from sglang.srt.configs.model_config import ModelConfig
 
 from kda_core import sizing as sz
+from kda_core.sizing.families import FAMILIES
 
-CLASSES = {
-    "kimi_linear": kl.KimiLinearConfig,
+CLASSES = {  # by the config's top-level model_type, where it is not the family's class
     "kimi_k3": k3.KimiK3Config,
-    "qwen3_next": q3n.Qwen3NextConfig,
-    "qwen3_5": q35.Qwen3_5Config,
     "qwen3_5_moe": q35.Qwen3_5MoeConfig,
-    "nemotron_h": nh.NemotronHConfig,
 }
+MODULES = {  # SGLang config class -> its module under sglang.srt.configs
+    "FalconH1Config": "falcon_h1",
+    "Lfm2Config": "lfm2",
+    "Lfm2MoeConfig": "lfm2_moe",
+    "NemotronHConfig": "nemotron_h",
+    "NemotronHPuzzleConfig": "nemotron_h",
+    "GraniteMoeHybridConfig": "granitemoehybrid",
+    "BailingHybridConfig": "bailing_hybrid",
+    "JetNemotronConfig": "jet_nemotron",
+    "ZayaConfig": "zaya",
+    "MiniCPMHybridConfig": "minicpm",
+    "InternS2MobiusConfig": "interns2_mobius",
+    "InternS2PreviewConfig": "interns2preview",
+    "KimiLinearConfig": "kimi_linear",
+    "Qwen3NextConfig": "qwen3_next",
+    "Qwen3_5Config": "qwen3_5",
+}
+_TP_MODULES = ("falcon_h1", "lfm2", "lfm2_moe", "granitemoehybrid", "bailing_hybrid")
+_TP_MODULES += ("jet_nemotron", "zaya", "minicpm")
 TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 
 
 @contextmanager
 def runtime_tp(monkeypatch, tp: int):
-    par = SimpleNamespace(attn_tp_size=tp, attn_dcp_size=1, attn_cp_size=1)
+    par = SimpleNamespace(attn_tp_size=tp, tp_size=tp, attn_dcp_size=1, attn_cp_size=1)
     with monkeypatch.context() as m:
         for mod in (nh, kl, q3n, pc):
             m.setattr(mod, "get_parallel", lambda: par)
+        for name in _TP_MODULES:
+            m.setattr(f"sglang.srt.configs.{name}.get_parallel", lambda: par)
         m.setattr(q3n, "linear_attn_tp_size", lambda: tp)
         m.setattr(q3n, "_is_cpu", False)  # the CPU backend re-pads heads; GPUs do not
         m.setattr(cp_utils, "is_glm_dsa_cache_layer_split_enabled", lambda _r: False)
@@ -53,8 +75,16 @@ def text_config(cfg):
 
 
 def sglang_config(name: str):
-    raw = sz.shipped_configs()[name]["config"]
-    return text_config(CLASSES[raw["model_type"]](**raw))
+    raw = fc.raw(name)
+    cls = CLASSES.get(raw["model_type"])
+    if cls is None:
+        cls_name = FAMILIES[fc.spec(name).family].sglang
+        module = importlib.import_module(f"sglang.srt.configs.{MODULES[cls_name]}")
+        cls = getattr(module, cls_name)
+    cfg = text_config(cls(**raw))
+    if getattr(cfg, "head_dim", None) is None:  # ModelConfig.__init__ fills it so
+        cfg.head_dim = cfg.hidden_size // cfg.num_attention_heads
+    return cfg
 
 
 def cell_size(cfg, spec: sz.ModelSpec, tp: int, kv_dtype: str) -> int:

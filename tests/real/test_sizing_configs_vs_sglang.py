@@ -1,4 +1,5 @@
-"""Every shipped config against SGLang 0.5.23's own code, at several TP sizes and dtypes.
+"""Every config SGLang serves (``sizing_family_configs``: the shipped ones and one per family)
+against SGLang 0.5.23's own code, at every TP size of 1-8 the heads allow and several dtypes.
 
 The real config classes (``sglang_configs``) give the per-slot state (``mamba2_cache_params.
 mamba_cache_per_req``), the ReplaySSM ring (``replayssm_ring_bytes_per_req``), the linear and
@@ -18,15 +19,16 @@ from types import SimpleNamespace
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing._kinds import LINEAR_KINDS
 
 kvc = pytest.importorskip("sglang.srt.mem_cache.kv_cache_configurator")
 mu = pytest.importorskip("sglang.srt.configs.mamba_utils")
 sc = pytest.importorskip("sglang_configs")
+fc = pytest.importorskip("sizing_family_configs")
 
 GIB = 1 << 30
-NAMES = sorted(sz.shipped_configs())
-TPS = {n: [t for t in (1, 2, 4, 8) if sz.shipped_spec(n).kda_heads % t == 0] for n in NAMES}
-CASES = [(n, tp) for n in NAMES for tp in TPS[n]]
+NAMES = sorted(n for n in fc.CONFIGS if not sz.engine_refusal(fc.spec(n), "sglang"))
+CASES = [(n, tp) for n in NAMES for tp in fc.tps(n, 4)]
 
 
 def _params(cfg, ssm_dtype: str):
@@ -37,7 +39,7 @@ def _params(cfg, ssm_dtype: str):
 
 @pytest.mark.parametrize("name, tp", CASES)
 def test_state_ring_layers_and_cell_are_sglangs(monkeypatch, name, tp):
-    spec = sz.shipped_spec(name)
+    spec = fc.spec(name)
     with sc.runtime_tp(monkeypatch, tp):
         cfg = sc.sglang_config(name)
         assert len(cfg.mamba2_cache_params.layers) == spec.n_linear_layers
@@ -45,13 +47,14 @@ def test_state_ring_layers_and_cell_are_sglangs(monkeypatch, name, tp):
         for ssm in ("float32", "bfloat16"):
             p = _params(cfg, ssm)
             assert sz.slot_bytes(spec, tp, ssm, "bfloat16") == p.mamba_cache_per_req
-            ring = sum(sz.replayssm_ring_bytes(spec, 1, tp, 16, "bfloat16").values())
-            assert ring == p.replayssm_ring_bytes_per_req(record_len=16)
+            if LINEAR_KINDS[spec.linear_kind].ring:
+                ring = sum(sz.replayssm_ring_bytes(spec, 1, tp, 16, "bfloat16").values())
+                assert ring == p.replayssm_ring_bytes_per_req(record_len=16)
         for kv in ("bfloat16", "fp8_e4m3"):
             assert sz.kv_bytes_per_token(spec, tp, kv) == sc.cell_size(cfg, spec, tp, kv)
         # the config's own declared SSM dtype is what SGLang uses by default
         default = cfg.mamba2_cache_params.dtype.temporal
-        assert default == sc.TORCH[spec.ssm_dtype or "float32"]
+        assert default == sc.TORCH[spec.sglang_ssm_dtype]
 
 
 def _configurator(params, spec: sz.ModelSpec, context_len: int = 262_144):
@@ -61,8 +64,8 @@ def _configurator(params, spec: sz.ModelSpec, context_len: int = 262_144):
         attn_dp_size=1,
         fused_entry_bytes=lambda _name: None,
         spec_algorithm=SimpleNamespace(is_none=lambda: True),
-        hybrid_gdn_config=object() if spec.linear_kind == "gdn" else None,
-        hybrid_kda_config=object() if spec.linear_kind == "kda" else None,
+        hybrid_gdn_config=object() if LINEAR_KINDS[spec.linear_kind].ring == "gdn" else None,
+        hybrid_kda_config=object() if LINEAR_KINDS[spec.linear_kind].ring == "kda" else None,
         extra_mamba_cache_bytes_per_req=0,
         model_config=SimpleNamespace(context_len=context_len, num_hidden_layers=spec.n_layers),
     )
@@ -104,9 +107,9 @@ SPLITS = list(itertools.product(("float32", "bfloat16"), ("bfloat16", "fp8_e4m3"
 @pytest.mark.parametrize("name, tp", CASES)
 @pytest.mark.parametrize("replayssm, page", [(False, 1), (True, 64)])
 def test_split_memory_is_sglangs(monkeypatch, name, tp, replayssm, page):
-    spec = sz.shipped_spec(name)
-    if replayssm and spec.linear_kind == "mamba2":
-        pytest.skip("ReplaySSM applies to GDN and KDA models only")
+    spec = fc.spec(name)
+    if replayssm and not LINEAR_KINDS[spec.linear_kind].ring:
+        pytest.skip("ReplaySSM applies to the GDN- and KDA-shaped states only")
     rest = 21 * GIB + 987_654_321
     n = 0
     with sc.runtime_tp(monkeypatch, tp):
@@ -125,7 +128,7 @@ def test_split_memory_is_sglangs(monkeypatch, name, tp, replayssm, page):
                 kv,
                 replayssm=replayssm,
                 page_size=page,
-                requested_running=64,
+                max_running_requests=64,
             )
             assert (ours.max_mamba_cache_size, ours.kv_bytes) == (slots, left), (ssm, kv, ratio)
             assert ours.kv_tokens == tokens, (ssm, kv, ratio)

@@ -1,84 +1,118 @@
-"""Every shipped config against vLLM 0.33's own hybrid KV cache code, at several TP sizes,
-dtypes and context lengths.
+"""Every config vLLM serves (``sizing_family_configs``: the shipped ones and one per family)
+against vLLM 0.33's own hybrid KV cache code, at two or more TP sizes, both state dtypes (and
+"auto"), two KV dtypes and two context lengths.
 
-State shapes and dtypes come from vLLM's ``MambaStateShapeCalculator`` /
-``MambaStateDtypeCalculator`` called with the config fields each model class passes
-(``Qwen3NextForCausalLM`` / ``NemotronHForCausalLM`` / ``kimi_k3`` ``get_mamba_state_shape_from
-_config``; the model modules themselves need GPU-only packages). The block size comes from the
-real ``Platform._align_hybrid_block_size`` (a stand-in model class and attention backend with
-16-token kernel blocks), the groups from ``_get_kv_cache_groups_uniform_page_size``, the blocks
-from ``get_kv_cache_config_from_groups`` and the log line's numbers from
-``get_kv_cache_capacity``. Claimed equal: ``sizing.vllm_plan`` (block size, padded page,
-groups, blocks, concurrency, tokens) for every case.
+State shapes and dtypes come from the model class vLLM's registry names for the config's
+architecture (``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config``:
+``FalconH1ForCausalLM``, ``Lfm2ForCausalLM``, ``Lfm2MoeForCausalLM``, ``JambaForCausalLM``,
+``Zamba2ForCausalLM``, ``GraniteMoeHybridForCausalLM``, ``NemotronHForCausalLM``,
+``OlmoHybridForCausalLM``, ``BailingMoeV25ForCausalLM``, ``Qwen3NextForCausalLM``, Qwen3.5,
+``InternS2MobiusForConditionalGeneration``) after the architecture's ``MODELS_CONFIG_MAP``
+handler (Nemotron-H's float32, Qwen3.5's declared dtype); KDA's from
+``MambaStateShapeCalculator.kda_state_shape`` with the fields ``kimi_k3`` passes (that module
+needs GPU-only packages). Mamba2 mixers declare one prefill-checkpoint block
+(``MambaMixer2.get_kv_cache_spec``). The block size comes from the real
+``Platform._align_hybrid_block_size`` (a stand-in attention backend with 16-token kernel
+blocks), the groups from ``_get_kv_cache_groups_uniform_page_size``, the blocks from
+``get_kv_cache_config_from_groups`` and the log line's numbers from ``get_kv_cache_capacity``.
+Claimed equal: ``sizing.vllm_plan`` (block size, padded page, groups, blocks, concurrency,
+tokens) for every case. A family vLLM does not serve is refused by name by the lab.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import math
 from contextlib import nullcontext
 from types import SimpleNamespace
 
+import fakes
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing.families import FAMILIES
 
 torch = pytest.importorskip("torch")
 mutils = pytest.importorskip("vllm.model_executor.layers.mamba.mamba_utils")
 kp = pytest.importorskip("vllm.v1.core.kv_cache_planning")
 ku = pytest.importorskip("vllm.v1.core.kv_cache_utils")
 kvi = pytest.importorskip("vllm.v1.kv_cache_interface")
+fc = pytest.importorskip("sizing_family_configs")
+from transformers import CONFIG_MAPPING  # noqa: E402
 from vllm.config.cache import CacheConfig  # noqa: E402
 from vllm.config.model import ModelConfig  # noqa: E402
 from vllm.model_executor.models import ModelRegistry  # noqa: E402
+from vllm.model_executor.models.config import MODELS_CONFIG_MAP  # noqa: E402
+from vllm.model_executor.models.registry import (  # noqa: E402
+    _MULTIMODAL_MODELS,
+    _TEXT_GENERATION_MODELS,
+)
 from vllm.platforms.interface import Platform  # noqa: E402
 from vllm.v1.attention.backend import MultipleOf  # noqa: E402
+
+# a few model modules annotate with unions of Triton types, which the fakes stand in for
+fakes._Anything.__or__ = fakes._Anything.__ror__ = lambda self, _other: self
 
 S, D = mutils.MambaStateShapeCalculator, mutils.MambaStateDtypeCalculator
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "fp8_e4m3": torch.uint8}
 CACHE_DTYPE = {"bfloat16": "auto", "fp8_e4m3": "fp8"}
-NAMES = sorted(sz.shipped_configs())
+NAMES = sorted(n for n in fc.CONFIGS if not sz.engine_refusal(fc.spec(n), "vllm"))
+_TRANSFORMERS_AS = {"interns2_mobius": "qwen3_5_moe", "nemotron_h_puzzle": "nemotron_h"}
 
 
-def _text(name: str) -> dict:
-    raw = sz.shipped_configs()[name]["config"]
-    return raw.get("text_config", raw)
+def _hf_config(name: str):
+    """The hf config object vLLM would hold: transformers' class where it has one (InternS2 as
+    its Qwen3.5-MoE base, Nemotron-H Puzzle as Nemotron-H), else the fields as attributes."""
+    raw = fc.raw(name)
+    mtype = _TRANSFORMERS_AS.get(raw["model_type"], raw["model_type"])
+    if mtype not in CONFIG_MAPPING:
+        return SimpleNamespace(**raw)
+    if "text_config" in raw:
+        raw["text_config"]["model_type"] = f"{mtype}_text"
+    return CONFIG_MAPPING[mtype](**{k: v for k, v in raw.items() if k != "model_type"})
 
 
-def real_shapes(name: str, tp: int, num_spec: int = 0):
-    c, kind = _text(name), sz.shipped_spec(name).linear_kind
-    if kind == "gdn":
-        args = (c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"])
-        return S.gated_delta_net_state_shape(
-            tp, *args, c["linear_value_head_dim"], c["linear_conv_kernel_dim"], num_spec
-        )
-    if kind == "mamba2":
-        return S.mamba2_state_shape(
-            tp_world_size=tp,
-            intermediate_size=c["mamba_num_heads"] * c["mamba_head_dim"],
-            n_groups=c["n_groups"],
-            num_heads=c["mamba_num_heads"],
-            head_dim=c["mamba_head_dim"],
-            state_size=c["ssm_state_size"],
-            conv_kernel=c["conv_kernel"],
-            num_spec=num_spec,
-        )
-    lin = c["linear_attn_config"]
-    return S.kda_state_shape(
-        tp,
-        lin["num_heads"],
-        lin["head_dim"],
-        conv_kernel_size=lin["short_conv_kernel_size"],
-        num_spec=num_spec,
+def _arch(name: str) -> str:
+    archs = fc.raw(name).get("architectures") or [FAMILIES[fc.spec(name).family].vllm]
+    return archs[0]
+
+
+def _kda_state(name: str, tp: int, ssm: str | None):
+    lin = fc.raw(name).get("text_config", fc.raw(name))["linear_attn_config"]
+    shapes = S.kda_state_shape(
+        tp, lin["num_heads"], lin["head_dim"], conv_kernel_size=lin["short_conv_kernel_size"]
     )
+    return shapes, D.kda_state_dtype(torch.bfloat16, "auto", ssm or "auto")
 
 
-def real_dtypes(name: str, ssm: str | None):
-    kind, ssm_arg = sz.shipped_spec(name).linear_kind, ssm or "auto"
-    if kind == "kda":
-        return D.kda_state_dtype(torch.bfloat16, "auto", ssm_arg)
-    if kind == "mamba2":  # NemotronHForCausalLMConfig turns "auto" into float32
-        return D.mamba2_state_dtype(torch.bfloat16, "auto", ssm or "float32")
-    declared = sz.shipped_spec(name).ssm_dtype  # Qwen3.5's config handler applies it
-    return D.gated_delta_net_state_dtype(torch.bfloat16, "auto", ssm or declared or "auto")
+def real_state(name: str, tp: int, ssm: str | None):
+    """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config."""
+    if fc.spec(name).linear_kind == "kda":
+        return (*_kda_state(name, tp, ssm), 0)
+    arch = _arch(name)
+    module, cls = _TEXT_GENERATION_MODELS.get(arch) or _MULTIMODAL_MODELS[arch]
+    model = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), cls)
+    hf = _hf_config(name)
+    cache = SimpleNamespace(
+        mamba_cache_dtype="auto", mamba_ssm_cache_dtype=ssm or "auto", use_replayssm=False
+    )
+    mc = SimpleNamespace(
+        hf_config=hf, hf_text_config=getattr(hf, "text_config", hf), dtype=torch.bfloat16
+    )
+    vc = SimpleNamespace(
+        model_config=mc,
+        cache_config=cache,
+        parallel_config=SimpleNamespace(tensor_parallel_size=tp),
+        num_speculative_tokens=0,
+        speculative_config=None,
+    )
+    if arch in MODELS_CONFIG_MAP:
+        MODELS_CONFIG_MAP[arch].verify_and_update_config(vc)
+    shapes = model.get_mamba_state_shape_from_config(vc)
+    dtypes = model.get_mamba_state_dtype_from_config(vc)
+    checkpoint = 1 if fc.spec(name).linear_kind == "mamba2" else 0  # MambaMixer2's spec
+    return shapes, dtypes, checkpoint
 
 
 class _Backend:
@@ -109,8 +143,8 @@ def _model_config(spec: sz.ModelSpec, length: int):
 
 
 def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
-    spec = sz.shipped_spec(name)
-    shapes, dtypes = real_shapes(name, tp), real_dtypes(name, ssm)
+    spec = fc.spec(name)
+    shapes, dtypes, checkpoint = real_state(name, tp, ssm)
     model = SimpleNamespace(
         get_mamba_state_shape_from_config=lambda _vc: shapes,
         get_mamba_state_dtype_from_config=lambda _vc: dtypes,
@@ -153,6 +187,10 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
         page_size_padded=cc.mamba_page_size_padded,
         mamba_cache_mode=mode,
     )
+    if checkpoint:
+        mamba = dataclasses.replace(
+            mamba, num_prefill_checkpoint_blocks=checkpoint, prefill_checkpoint_alignment=1
+        )
     layers = {f"a{i}": attn for i in range(spec.n_attn_layers)}
     layers.update({f"m{i}": mamba for i in range(spec.n_linear_layers)})
     groups = kp._get_kv_cache_groups_uniform_page_size(layers)
@@ -161,16 +199,15 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
     return cc, groups, config, tokens, conc, mamba.real_page_size_bytes
 
 
-TPS = {n: [t for t in (1, 2, 4, 8) if sz.shipped_spec(n).kda_heads % t == 0] for n in NAMES}
-CASES = [(n, tp) for n in NAMES for tp in TPS[n]]
+CASES = [(n, tp) for n in NAMES for tp in fc.tps(n)]
 
 
 @pytest.mark.parametrize("name, tp", CASES)
 @pytest.mark.parametrize("kv", ["bfloat16", "fp8_e4m3"])
-@pytest.mark.parametrize("ssm", [None, "bfloat16"])
+@pytest.mark.parametrize("ssm", [None, "float32", "bfloat16"])
 @pytest.mark.parametrize("mode, length", [("align", 131_072), ("none", 32_768)])
 def test_vllm_plan_is_vllms(monkeypatch, name, tp, kv, ssm, mode, length):
-    spec = sz.shipped_spec(name)
+    spec = fc.spec(name)
     avail = 23 * (1 << 30) + 123_456_789
     cc, groups, config, tokens, conc, mamba_page = real_plan(
         monkeypatch, name, tp, kv, ssm, length, avail, mode
@@ -178,7 +215,13 @@ def test_vllm_plan_is_vllms(monkeypatch, name, tp, kv, ssm, mode, length):
     p = sz.vllm_plan(
         spec, avail, tp, kv, ssm_dtype=ssm, max_model_len=length, mamba_cache_mode=mode
     )
-    assert p.mamba_page_bytes == mamba_page
+    shapes, dtypes, _ = real_state(name, tp, ssm)
+    assert (
+        p.mamba_page_bytes
+        == mamba_page
+        == sum(math.prod(x) * d.itemsize for x, d in zip(shapes, dtypes))
+    )
+    assert TORCH[p.ssm_dtype] == dtypes[-1] or len(dtypes) == 1  # vLLM's default, or the flag
     assert p.block_size == cc.block_size
     assert p.page_bytes == (cc.mamba_page_size_padded or mamba_page)
     assert p.attn_groups + p.mamba_groups == len(groups)
@@ -202,3 +245,13 @@ def test_real_club3090_log_numbers_come_out_of_vllms_functions(monkeypatch):
     )
     assert (cc.block_size, config.num_blocks, tokens, f"{conc:.2f}") == (2096, 299, 567_978, "4.33")
     assert round(avail / (1 << 30), 2) == 5.98
+
+
+@pytest.mark.parametrize("name", [n for n in fc.CONFIGS if n not in NAMES])
+def test_families_vllm_does_not_serve_are_refused_by_name(name):
+    spec = fc.spec(name)
+    assert sz.engine_refusal(spec, "vllm") == (
+        f"vLLM 0.33 does not serve {spec.family} ({FAMILIES[spec.family].label})"
+    )
+    with pytest.raises(ValueError, match="vLLM 0.33 does not serve"):
+        sz.vllm_plan(spec, 8 << 30, max_model_len=4096)

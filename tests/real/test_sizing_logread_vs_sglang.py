@@ -73,7 +73,7 @@ def test_state_pool_lines_read_back(monkeypatch, name, tp, size, running, flags,
     text = "\n".join(_pool_lines(monkeypatch, name, tp, size, running, **flags))
     r = sz.read_log(text, sz.shipped_spec(name))
     assert r.inferred["tp"] == tp
-    assert r.inferred["ssm_dtype"] == (sz.shipped_spec(name).ssm_dtype or "float32")
+    assert r.inferred["ssm_dtype"] == sz.shipped_spec(name).sglang_ssm_dtype
     by_kind = {v.kind: v for v in r.lines}
     assert by_kind["sglang.mamba"].status == "reproduced"
     assert by_kind["sglang.mamba"].checks[1][1] > 0.05  # ssm GB: a number worth comparing

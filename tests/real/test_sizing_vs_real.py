@@ -7,11 +7,9 @@ server-args accessors (``get_schedule``, ``get_exec``, ``get_memory``, ``get_spe
 test. The per-request state sizes come from SGLang's own ``KimiLinearCacheParams``.
 
 Claimed equal: ``_calculate_mamba_ratio`` = ``sizing.slots_per_request``;
-``resolve_max_num_reqs`` = ``sizing.resolve_max_num_reqs``; ``_handle_max_mamba_cache`` =
-``sizing.split_memory_0523`` (slots, and the KV share to the byte); SGLang's per-slot and ring
-bytes = ``sizing.slot_bytes`` / ``sizing.replayssm_ring_bytes``. ``sizing.split_memory`` is
-the K3 write-up's legacy formula and is deliberately NOT 0.5.23's (no slot-0 charge, no ring in the
-slot cost): its test pins the difference.
+``resolve_max_num_reqs`` = ``sizing.slots.resolve_max_num_reqs``; ``_handle_max_mamba_cache``
+= ``sizing.split_memory`` (slots, and the KV share to the byte); SGLang's per-slot and ring
+bytes = ``sizing.slot_bytes`` / ``sizing.replayssm_ring_bytes``.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing.slots import resolve_max_num_reqs
 
 kvc = pytest.importorskip("sglang.srt.mem_cache.kv_cache_configurator")
 mu = pytest.importorskip("sglang.srt.configs.mamba_utils")
@@ -149,9 +148,9 @@ def test_resolve_max_num_reqs_agrees(monkeypatch):
             args = (slots, tokens, ctx, strategy, overlap, skip, requested)
             if real is None:
                 with pytest.raises(ValueError, match="serves no request"):
-                    sz.resolve_max_num_reqs(*args)
+                    resolve_max_num_reqs(*args)
             else:
-                assert sz.resolve_max_num_reqs(*args) == real, args
+                assert resolve_max_num_reqs(*args) == real, args
             n += 1
     assert n == len(MODES) * 4 * 4 * 2 * 3
 
@@ -188,11 +187,12 @@ def test_auto_sizing_is_sglang_0523(
         me = configurator(cache_params("kimi-k3", 8, "float32"), draft_tokens)
         left_gib = kvc.KVCacheConfigurator._handle_max_mamba_cache(me, rest / GIB)
         slots = sched.max_mamba_cache_size
-    ours = sz.split_memory_0523(
+    ours = sz.split_memory(
         "kimi-k3",
         rest,
         ratio,
-        tp=8,
+        8,
+        "float32",
         strategy=strategy,
         overlap=overlap,
         skip_decode_lock=skip,
@@ -201,7 +201,3 @@ def test_auto_sizing_is_sglang_0523(
     )
     assert ours.max_mamba_cache_size == slots
     assert abs(ours.kv_bytes - left_gib * GIB) < 1.0
-    # the legacy (seed) formula charges neither slot 0 nor the ring: it differs on purpose
-    if draft_tokens == 0 and not replayssm:
-        legacy = sz.split_memory("kimi-k3", rest, ratio, 8, "float32", strategy=strategy)
-        assert legacy.max_mamba_cache_size in (slots, slots + 1)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 _MAX_LOG_CHARS: int = 2_000_000
 _MAX_LOG_LINES: int = 20_000
+_WRAP = 4  # lines a wrapped known line may span
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "sglang.mamba": re.compile(
@@ -38,15 +39,17 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "sglang.weights": re.compile(
         r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB"
     ),
-    "sglang.args": re.compile(r"server_args=\w*\((?P<args>.*)\)"),
+    "sglang.args": re.compile(r"server_args=(?:\w*\((?P<args>.*)|(?P<dict>\{.*))"),
     "sglang.capped": re.compile(
         r"max_running_requests is capped to (?P<cap>\d+) by the mamba state cache "
         r"\(max_mamba_cache_size=(?P<size>\d+), (?P<spr>\d+) state slots per request\)"
     ),
-    "sglang.usage": re.compile(
-        r"(?:#running-req: (?P<running>\d+), )?#full token: (?P<full>\d+), full token usage: "
-        r"(?P<full_usage>[\d.]+), mamba num: (?P<mamba>\d+), mamba usage: (?P<mamba_usage>[\d.]+)"
-        r"(?:.*?#queue-req: (?P<queue>\d+))?"
+    # a per-batch line ("Decode batch, #running-req: N, ..." / "Prefill batch, ..."): the
+    # fields are searched one by one (_USAGE_FIELDS), the two lines order them differently
+    "sglang.usage": re.compile(r"mamba usage: (?P<mamba_usage>[\d.]+)"),
+    "sglang.reduced": re.compile(
+        r"max_running_requests was reduced from the requested (?P<requested>\d+) to "
+        r"(?P<running>\d+)"
     ),
     "sglang.pool": re.compile(
         r"max_total_num_tokens=(?P<tokens>\d+),.*?max_running_requests=(?P<running>\d+)"
@@ -86,6 +89,32 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"^(?P<metric>vllm:\w+)(?:\{[^}]*\})? (?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?))$"
     ),
 }
+_USAGE_FIELDS: dict[str, re.Pattern[str]] = {
+    "running": re.compile(r"#running-req: (\d+)"),
+    "full": re.compile(r"#full token: (\d+)"),
+    "full_usage": re.compile(r"full token usage: ([\d.]+)"),
+    "mamba": re.compile(r"mamba num: (\d+)"),
+    "queue": re.compile(r"#queue-req: (\d+)"),
+}
+_CUT: dict[str, str] = {
+    "sglang.mamba": "Mamba Cache is allocated",
+    "sglang.ring": "ReplaySSM ring buffers allocated",
+    "sglang.kv": "KV Cache is allocated",
+    "sglang.capped": "max_running_requests is capped to",
+    "sglang.reduced": "max_running_requests was reduced",
+    "sglang.pool": "max_total_num_tokens=",
+    "vllm.available": "Available KV cache memory",
+    "vllm.kv_size": "KV cache size:",
+    "vllm.max_num_seqs": "exceeds available Mamba cache blocks",
+}
+"""A line that starts one of these and does not match its pattern was cut (``kind="cut"``,
+``fields["of"]`` the kind it would have been)."""
+_TAILS: dict[str, str] = {
+    "sglang.capped": "To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, "
+    "or halve the state size with --mamba-ssm-dtype bfloat16.",
+}
+"""The fixed ends of known lines: a wrapped paste's following lines that are part of it are
+joined back."""
 _ENGINE_OF_KIND = {k: k.split(".")[0] for k in _PATTERNS}
 
 
@@ -112,15 +141,20 @@ _SGLANG_ARGS: tuple[str, ...] = (
     "disable_overlap_schedule",
     "enable_linear_replayssm_spec",
     "linear_replayssm_cache_len",
+    "model_path",
+    "served_model_name",
 )
 """The ``server_args=ServerArgs(...)`` fields the SGLang reader uses (others are skipped)."""
 _ARG_PAIR = re.compile(r"\b(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]+)")
+_DICT_PAIR = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|[^,()\[\]{}]+)")
 
 
-def _parse_sglang_args(text: str) -> dict[str, object]:
-    """The known ``SGLANG_ARGS`` of a ``server_args=`` line, as Python values."""
+def _parse_sglang_args(text: str, form: str = "args") -> dict[str, object]:
+    """The known ``SGLANG_ARGS`` of a ``server_args=`` line, as Python values: SGLang 0.5.23
+    echoes a dict (``engine.py`` ``_server_args_for_logging``), older ones ``ServerArgs(...)``."""
     out: dict[str, object] = {}
-    for key, raw in _ARG_PAIR.findall(text):
+    pairs = _DICT_PAIR if form == "dict" else _ARG_PAIR
+    for key, raw in pairs.findall(text):
         if key not in _SGLANG_ARGS or key in out:
             continue
         try:
@@ -137,6 +171,11 @@ def _number(s: str) -> int | float:
 
 def _fields(kind: str, m: re.Match[str]) -> dict[str, object]:
     out: dict[str, object] = {}
+    if kind == "sglang.usage":
+        for k, pattern in _USAGE_FIELDS.items():
+            found = pattern.search(m.string)
+            if found:
+                out[k] = _number(found.group(1))
     for k, v in m.groupdict().items():
         if v is None:
             continue
@@ -147,7 +186,7 @@ def _fields(kind: str, m: re.Match[str]) -> dict[str, object]:
                 parsed = None
             out[k] = parsed if isinstance(parsed, dict) else {}
         elif kind == "sglang.args":
-            out[k] = _parse_sglang_args(v)
+            out["args"] = _parse_sglang_args(v, k)
         elif k in ("dtype", "version", "fold", "metric"):
             out[k] = v
         elif k == "value":
@@ -163,31 +202,66 @@ def _parse_line(line_no: int, text: str) -> LogLine:
         m = pattern.search(text)
         if m:
             return LogLine(line_no, text, kind, _fields(kind, m))
+    for kind, start in _CUT.items():
+        if start in text:
+            return LogLine(line_no, text, "cut", {"of": kind})
     return LogLine(line_no, text, "unknown")
 
 
+def _parsed(raw: list[str]) -> list[LogLine]:
+    """The non-empty lines parsed, a pasted line that was wrapped joined back into one: a line
+    ending in a comma with the next one indented, or a known line cut by the wrap (up to
+    ``_WRAP`` more lines are joined while that makes it match)."""
+    rows = [(i, t.strip(), t[:1].isspace()) for i, t in enumerate(raw, 1) if t.strip()]
+    out: list[LogLine] = []
+    k = 0
+    while k < len(rows):
+        line_no, text, _ = rows[k]
+        k += 1
+        while k < len(rows) and text.endswith(",") and rows[k][2]:
+            text, k = f"{text} {rows[k][1]}", k + 1
+        x = _parse_line(line_no, text)
+        for extra in range(1, _WRAP + 1):
+            if x.kind != "cut" or k + extra > len(rows):
+                break
+            joined = " ".join([text, *(r[1] for r in rows[k : k + extra])])
+            y = _parse_line(line_no, joined)
+            if y.kind == x.fields["of"]:
+                x, k = y, k + extra
+                break
+        while k < len(rows) and x.kind in _TAILS and rows[k][1] in _TAILS[x.kind]:
+            x = LogLine(x.line_no, f"{x.text} {rows[k][1]}", x.kind, x.fields)
+            k += 1
+        out.append(x)
+    return out
+
+
 def parse_log(text: object) -> list[LogLine]:
-    """Every non-empty line of a server log, parsed. ValueError for a non-string, an over-long
-    log, or one in which no line is a known SGLang or vLLM line."""
+    """Every non-empty line of a server log (or a fragment of one), parsed; unknown lines come
+    back with ``kind="unknown"``, known lines cut short with ``kind="cut"``. ValueError for a
+    non-string or an over-long log only."""
     if not isinstance(text, str):
         raise ValueError(f"log must be a string, got {type(text).__name__}")
     if len(text) > _MAX_LOG_CHARS:
-        raise ValueError(f"log must be at most {_MAX_LOG_CHARS} characters, got {len(text)}")
+        raise ValueError(f"log must be at most {_MAX_LOG_CHARS:,} characters, got {len(text):,}")
     raw = text.splitlines()
     if len(raw) > _MAX_LOG_LINES:
-        raise ValueError(f"log must be at most {_MAX_LOG_LINES} lines, got {len(raw)}")
-    lines = [_parse_line(i, t.strip()) for i, t in enumerate(raw, 1) if t.strip()]
-    if not any(x.kind != "unknown" for x in lines):
-        raise ValueError(
-            "log has no line this reader knows (SGLang 'Mamba Cache is allocated' / 'KV Cache is "
-            "allocated' lines, or vLLM 'GPU KV cache size' / 'Available KV cache memory' lines)"
-        )
-    return lines
+        raise ValueError(f"log must be at most {_MAX_LOG_LINES:,} lines, got {len(raw):,}")
+    return _parsed(raw)
+
+
+def engine_of_line(x: LogLine) -> str:
+    """The engine a parsed line belongs to ("" for an unknown line)."""
+    kind = str(x.fields["of"]) if x.kind == "cut" else x.kind
+    return _ENGINE_OF_KIND.get(kind, "")
 
 
 def engine_of(lines: list[LogLine]) -> str:
-    """ "sglang" or "vllm": the engine whose lines the log has (ValueError if it has both)."""
-    engines = {_ENGINE_OF_KIND[x.kind] for x in lines if x.kind != "unknown"}
-    if len(engines) != 1:
-        raise ValueError(f"log mixes lines of {sorted(engines)}: read one server's log at a time")
-    return engines.pop()
+    """ "sglang" or "vllm": the engine most of the known lines belong to ("" when none is
+    known; a paste mixing both is read as the engine with more lines, the others skipped)."""
+    counts = {"sglang": 0, "vllm": 0, "": 0}
+    for x in lines:
+        counts[engine_of_line(x)] += 1
+    if not counts["sglang"] and not counts["vllm"]:
+        return ""
+    return "sglang" if counts["sglang"] >= counts["vllm"] else "vllm"

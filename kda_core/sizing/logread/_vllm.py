@@ -1,33 +1,25 @@
-"""A SGLang or vLLM server's log read back against a model's config.
-
-``read_log(text, spec)`` parses every line it knows (``logparse``), infers the flags the log
-implies (TP, state and KV dtypes, ReplaySSM, slots per request; vLLM's non-default args),
-rebuilds each number from the config and those flags with the engine's own arithmetic
-(``logsglang`` for SGLang, ``sizing.vllm`` here for vLLM), marks each line ``reproduced``,
-``different`` (with the logged and rebuilt numbers), ``input`` (only numbers the rebuild starts
-from: the KV tokens SGLang prints, the blocks vLLM profiled, a ``/metrics`` sample),
-``not understood`` (a known line the lab cannot rebuild) or ``skipped`` (no line it knows), and
-gives a verdict on what bounds concurrency, with the flag changes that lift it (``logverdict``).
-Each line lists the numbers it checked and those it took as input. Details: docs/sizing.md.
+"""A vLLM 0.33 server's log read back: the non-default args give the flags, the "GPU KV cache
+size" line (else "Available KV cache memory") pins the block count, and every other number is
+rebuilt with ``sizing.vllm`` (block size, padding, groups, concurrency). docs/sizing.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from kda_core._checks import check_int
-from kda_core.sizing._logverdict import vllm_verdict
-from kda_core.sizing.logparse import LogLine, engine_of, parse_log
-from kda_core.sizing.logreport import (
+from kda_core.sizing.logread._parse import LogLine, engine_of_line
+from kda_core.sizing.logread._report import (
+    DIFFERENT,
     INPUT,
+    NOT_UNDERSTOOD,
     SKIPPED,
     LineVerdict,
     LogReport,
+    Reason,
     compare,
 )
-from kda_core.sizing.logsglang import read_sglang
-from kda_core.sizing.presets import GIB, ModelSpec, as_spec
-from kda_core.sizing.sglang import check_ratio
+from kda_core.sizing.logread._verdict import model_question, observed, seen, vllm_verdict
+from kda_core.sizing.presets import GIB, ModelSpec
 from kda_core.sizing.vllm import VllmPlan, format_gib, vllm_plan
 
 _VLLM_KV_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3"}
@@ -49,6 +41,8 @@ def _parse_vllm_flags(lines: list[LogLine], tp: int | None) -> dict[str, object]
     flags["ssm_dtype"] = None if ssm in (None, "auto") else ssm
     if "max_model_len" in args:
         flags["max_model_len"] = int(args["max_model_len"])
+    if isinstance(args.get("model"), str):
+        flags["model_named"] = args["model"]
     return flags
 
 
@@ -70,8 +64,15 @@ _VLLM_INPUTS = {
 }
 
 
-def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
+def _vllm_line(x: LogLine, p: VllmPlan | None, blocks_pinned: bool) -> LineVerdict:
     f = x.fields
+    if x.kind == "cut":
+        note = Reason("cut", {"what": str(f["of"]).split(".")[1]}).text()
+        return LineVerdict(x.line_no, x.text, x.kind, NOT_UNDERSTOOD, note=note)
+    if engine_of_line(x) != "vllm":
+        return LineVerdict(x.line_no, x.text, x.kind, SKIPPED, note="a SGLang line")
+    if x.kind in _VLLM_INPUTS or p is None:
+        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=_VLLM_INPUTS.get(x.kind, ()))
     if x.kind == "vllm.block_size":
         return compare(x, f"block {p.block_size}", [("block", f["block"], p.block_size, 0)])
     if x.kind == "vllm.padding":
@@ -81,8 +82,8 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
         pads = [
             g * p.group_size - n
             for n, g in (
-                (p.spec.n_mla_layers, p.attn_groups),
-                (p.spec.n_kda_layers, p.mamba_groups),
+                (p.spec.n_attn_layers, p.attn_groups),
+                (p.spec.n_linear_layers, p.mamba_groups),
             )
         ]
         pad = max(pads)
@@ -107,65 +108,45 @@ def _vllm_line(x: LogLine, p: VllmPlan, blocks_pinned: bool) -> LineVerdict:
         if "tokens" in f and blocks_pinned and not v.diffs and "conc" not in f:
             return replace(v, status=INPUT, checks=(), inputs=("tokens",), note=_PINS)
         return v
-    if x.kind == "vllm.max_num_seqs":
-        return compare(x, f"{p.num_blocks} blocks", [("blocks", f["blocks"], p.num_blocks, 0)])
-    if x.kind in _VLLM_INPUTS:
-        return LineVerdict(x.line_no, x.text, x.kind, INPUT, inputs=_VLLM_INPUTS[x.kind])
-    return LineVerdict(x.line_no, x.text, x.kind, SKIPPED)
+    return compare(x, f"{p.num_blocks} blocks", [("blocks", f["blocks"], p.num_blocks, 0)])
 
 
-def _parse_vllm(
+def _blocks(lines: list[LogLine], p0: VllmPlan, length: int) -> tuple[int | None, bool]:
+    """(the block count the log pins, whether the KV-size line pinned it)."""
+    kv = next((x for x in lines if x.kind == "vllm.kv_size"), None)
+    blocks = _vllm_blocks(p0, int(kv.fields["tokens"]), length) if kv else None
+    if blocks is not None:
+        return blocks, True
+    avail = next((x for x in lines if x.kind == "vllm.available"), None)
+    if avail is None:
+        return None, False
+    return int(float(avail.fields["gib"]) * GIB) // p0.bytes_per_block, False
+
+
+def read_vllm(
     spec: ModelSpec, lines: list[LogLine], tp: int | None, **plan_kw: object
 ) -> LogReport:
-    flags = _parse_vllm_flags(lines, tp)
-    kv = next((x for x in lines if x.kind == "vllm.kv_size"), None)
-    conc = next((x for x in lines if "conc" in x.fields), None)
+    """The report of a vLLM log or fragment (``read_log`` dispatches here)."""
+    known = [x for x in lines if x.kind != "unknown"]
+    flags = _parse_vllm_flags(known, tp)
+    conc = next((x for x in known if "conc" in x.fields), None)
     length = flags.get("max_model_len") or (conc.fields["len"] if conc else spec.context_len)
     flags["max_model_len"] = length
     mode = "align" if flags["prefix_caching"] else "none"
     kw = dict(max_model_len=length, mamba_cache_mode=mode, max_num_seqs=flags["max_num_seqs"])
     kw.update(plan_kw)
     args = (spec, 0, flags["tp"], flags["kv_dtype"], "bfloat16", flags["ssm_dtype"])
-    p0 = vllm_plan(*args, **kw)
-    blocks = _vllm_blocks(p0, int(kv.fields["tokens"]), int(length)) if kv else None
+    p0 = vllm_plan(*args, **kw)  # the bytes of a block do not depend on the budget
+    blocks, pinned = _blocks(known, p0, int(length))
+    skipped = len(lines) - len(known)
     if blocks is None:
-        avail = next((x for x in lines if x.kind == "vllm.available"), None)
-        if avail is None:
-            raise ValueError(
-                "log has neither a 'GPU KV cache size' nor an 'Available KV cache memory' line"
-            )
-        blocks = int(float(avail.fields["gib"]) * GIB) // p0.bytes_per_block
+        out = tuple(_vllm_line(x, None, False) for x in known)
+        why = (*model_question(spec, flags), Reason("unknown"), *seen(observed(known), 1e18))
+        gap = (Reason("needs_blocks"),)
+        return LogReport("vllm", spec.name, out, flags, "unknown", why, (), skipped, gap)
     plan = vllm_plan(spec, blocks * p0.bytes_per_block, *args[2:], **kw)
     flags.update(num_blocks=blocks, block_size=plan.block_size, ssm_dtype=plan.ssm_dtype)
-    out = tuple(_vllm_line(x, plan, kv is not None) for x in lines)
-    verdict, why, remedies = vllm_verdict(spec, plan, lines)
-    return LogReport("vllm", spec.name, out, flags, verdict, why, remedies)
-
-
-def read_log(
-    text: str,
-    spec: ModelSpec | str,
-    *,
-    tp: int | None = None,
-    page_size: int | None = None,
-    ratio: float | None = None,
-    **vllm_kw: object,
-) -> LogReport:
-    """Read a SGLang or vLLM startup log (and per-batch lines, ``/metrics`` samples) back
-    against ``spec``.
-
-    ``tp`` is inferred when None (SGLang: from the state sizes; vLLM: from the non-default
-    args, else 1). ``page_size`` is SGLang's ``--page-size`` (the KV line's padding rows) and
-    ``ratio`` its ``--mamba-full-memory-ratio`` (SGLang's default is 0.9); None takes them from
-    a ``server_args=`` line, else page 1 and an unknown ratio (the slot count is then an input).
-    ``vllm_kw`` are ``vllm_plan`` knobs a vLLM log does not print (``kernel_block_size``,
-    ``prefill_checkpoint_blocks``, ...). ValueError for a malformed log (``parse_log``).
-    """
-    spec = as_spec(spec)
-    tp = None if tp is None else check_int("tp", tp, 1, 1 << 16)
-    page_size = None if page_size is None else check_int("page_size", page_size, 1, 1 << 20)
-    ratio = None if ratio is None else check_ratio(ratio)
-    lines = parse_log(text)
-    if engine_of(lines) == "sglang":
-        return read_sglang(spec, lines, tp, page_size, ratio)
-    return _parse_vllm(spec, lines, tp, **vllm_kw)
+    out = tuple(_vllm_line(x, plan, pinned) for x in known)
+    flags["differs"] = any(v.status == DIFFERENT for v in out)
+    verdict, why, fixes = vllm_verdict(spec, plan, known, flags)
+    return LogReport("vllm", spec.name, out, flags, verdict, why, fixes, skipped)

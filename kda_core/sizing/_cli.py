@@ -1,0 +1,260 @@
+"""``python -m kda_core.sizing CONFIG [...]``: a config sized as SGLang 0.5.23 and vLLM 0.33 do.
+
+CONFIG is a ``config.json`` (or its folder), a shipped config's name or a preset. Flags are the
+engines' own spellings; ``--gpu-mem`` is the cache budget per GPU in GiB (SGLang's profiled
+rest, vLLM's "Available KV cache memory"). For each engine: the state slots (vLLM: blocks),
+max running requests, KV tokens, vLLM's block size, the shortest prompt that can hit the prefix
+cache and the lines the engine would print; an engine that does not serve the model says so.
+``--log FILE`` reads a server log (or a fragment) back against the config, with the fixes that
+reach ``--target`` running requests; ``--json`` prints one JSON object.
+Bad input exits with status 2 and one line naming the argument. The first word may name a
+subcommand (``SUBCOMMANDS``); there are none yet besides sizing a config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.deployment import Deployment, gib_bytes
+from kda_core.sizing.families import FAMILIES, engine_refusal
+from kda_core.sizing.hf import from_hf_config, shipped_configs, shipped_spec
+from kda_core.sizing.logread import read_log
+from kda_core.sizing.presets import PRESETS, ModelSpec, preset
+from kda_core.sizing.sglang import sglang_log_lines, sglang_min_hit, size_sglang
+from kda_core.sizing.slots import max_running_requests, request_pool_estimate, slots_per_request
+from kda_core.sizing.vllm import size_vllm, vllm_log_lines
+
+MAX_LOG_BYTES = 4 << 20
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {}
+"""Further subcommands by their first word (``python -m kda_core.sizing WORD ...``)."""
+_SHOWN = (
+    "state_slots",
+    "slots_per_request",
+    "block_size",
+    "num_blocks",
+    "max_running_requests",
+    "kv_tokens",
+    "shortest_hitting_prompt",
+)
+_KV = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3"}
+
+
+class _ArgError(Exception):
+    """A bad argument: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise _ArgError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="python -m kda_core.sizing", description=__doc__.split("\n\n")[0])
+    p.add_argument("config", help="config.json, its folder, a shipped config or a preset")
+    p.add_argument("--engine", choices=("sglang", "vllm", "both"), default="both")
+    p.add_argument("--gpu-mem", type=float, default=40.0, help="cache budget per GPU, GiB")
+    p.add_argument("--tp", "--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp")
+    p.add_argument("--mamba-ssm-dtype", "--mamba-ssm-cache-dtype", dest="ssm", default=None)
+    p.add_argument("--kv-cache-dtype", default="auto", choices=sorted(_KV))
+    p.add_argument("--mamba-full-memory-ratio", type=float, default=0.9, dest="ratio")
+    p.add_argument("--max-mamba-cache-size", type=int, default=None)
+    p.add_argument("--max-running-requests", type=int, default=None)
+    p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--mamba-radix-cache-strategy", dest="strategy", default="auto")
+    p.add_argument("--disable-radix-cache", action="store_true")
+    p.add_argument("--disable-overlap-schedule", action="store_true")
+    p.add_argument("--skip-decode-lock", action="store_true", help="SGLANG_OPT_MAMBA_SKIP_...")
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=0, dest="draft_tokens")
+    p.add_argument("--enable-linear-replayssm-spec", action="store_true", dest="replayssm")
+    p.add_argument("--chunked-prefill-size", type=int, default=8192)
+    p.add_argument("--context-length", "--max-model-len", type=int, default=None, dest="length")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--num-speculative-tokens", type=int, default=0)
+    p.add_argument("--no-enable-prefix-caching", action="store_true")
+    p.add_argument("--log", type=Path, default=None, help="a server log to read back")
+    p.add_argument("--target", type=int, default=None, help="--log: concurrency to reach")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def _model(arg: str) -> ModelSpec:
+    if arg in shipped_configs():
+        return shipped_spec(arg)
+    if arg in PRESETS:
+        return preset(arg)
+    if not Path(arg).exists():
+        raise _ArgError(f"config: no file, folder, shipped config or preset named {arg!r}")
+    return from_hf_config(arg)
+
+
+def _deployment(a: argparse.Namespace) -> Deployment:
+    strategy = "radix_off" if a.disable_radix_cache else a.strategy
+    return Deployment(
+        rest_bytes=gib_bytes("--gpu-mem", a.gpu_mem),
+        tp=a.tp,
+        ssm_dtype=a.ssm if a.ssm not in (None, "auto") else None,
+        kv_dtype=_KV[a.kv_cache_dtype],
+        ratio=a.ratio,
+        max_mamba_cache_size=a.max_mamba_cache_size,
+        max_running_requests=a.max_running_requests,
+        page_size=a.page_size,
+        strategy=strategy,
+        overlap=not a.disable_overlap_schedule,
+        skip_decode_lock=a.skip_decode_lock,
+        draft_tokens=a.draft_tokens,
+        replayssm=a.replayssm,
+        chunked_prefill_size=a.chunked_prefill_size,
+        block_size=a.block_size,
+        max_model_len=a.length,
+        max_num_seqs=a.max_num_seqs,
+        num_speculative_tokens=a.num_speculative_tokens,
+        mamba_cache_mode="none" if a.no_enable_prefix_caching else "align",
+    )
+
+
+def _sglang(spec: ModelSpec, d: Deployment) -> dict:
+    refusal = engine_refusal(spec, "sglang")
+    if refusal:
+        return {"served": False, "why": refusal}
+    s = size_sglang(spec, d)
+    spr = slots_per_request(d.strategy, d.overlap, d.skip_decode_lock, d.page_size)
+    cap = max_running_requests(s.max_mamba_cache_size, d.strategy, d.overlap, d.skip_decode_lock)
+    length = d.max_model_len or spec.context_len
+    bound = d.max_running_requests
+    if bound is None and length:
+        bound = request_pool_estimate(s.kv_tokens, length)
+    running = min(cap, s.kv_tokens // 2, bound if bound is not None else cap)
+    hit, why = sglang_min_hit(spec, d)
+    return {
+        "served": True,
+        "ssm_dtype": s.ssm_dtype,
+        "state_slots": s.max_mamba_cache_size,
+        "slots_per_request": spr,
+        "max_running_requests": running,
+        "kv_tokens": s.kv_tokens,
+        "shortest_hitting_prompt": hit,
+        "why_that_prompt": why,
+        "log_lines": sglang_log_lines(spec, d, s),
+    }
+
+
+def _vllm(spec: ModelSpec, d: Deployment) -> dict:
+    refusal = engine_refusal(spec, "vllm")
+    if refusal:
+        return {"served": False, "why": refusal}
+    if d.max_model_len is None and not spec.context_len:
+        raise _ArgError("--max-model-len: the config names no context length; give one")
+    p = size_vllm(spec, d)
+    running = 0 if p.max_num_seqs_error else min(p.max_num_seqs, int(p.max_concurrency))
+    return {
+        "served": True,
+        "ssm_dtype": p.ssm_dtype,
+        "block_size": p.block_size,
+        "num_blocks": p.num_blocks,
+        "max_running_requests": running,
+        "max_concurrency": round(p.max_concurrency, 2),
+        "kv_tokens": p.kv_cache_tokens,
+        "max_model_len": p.max_model_len,
+        "shortest_hitting_prompt": p.min_prefix_hit_tokens,
+        "log_lines": vllm_log_lines(p),
+    }
+
+
+def _describe(spec: ModelSpec) -> str:
+    fam = FAMILIES.get(spec.family)
+    kind = LINEAR_KINDS[spec.linear_kind].label
+    label = f"{spec.name} ({fam.label})" if fam else spec.name
+    return f"{label}: {spec.n_linear_layers} {kind} + {spec.n_attn_layers} {spec.attn_kind.upper()}"
+
+
+def _text(out: dict) -> str:
+    lines = [out["model"], f"  TP {out['tp']}, {out['gpu_mem_gib']:g} GiB of cache per GPU"]
+    for engine, name in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33")):
+        e = out.get(engine)
+        if e is None:
+            continue
+        if not e["served"]:
+            lines.append(e["why"])
+            continue
+        lines.append(f"{name} (state dtype {e['ssm_dtype']}):")
+        for key in _SHOWN:
+            if key in e:
+                lines.append(f"  {key.replace('_', ' ')}: {e[key]}")
+        lines.append("  would print:")
+        lines += [f"    {x}" for x in e["log_lines"]]
+    if "log" in out:
+        r = out["log"]
+        lines.append(f"log ({r['engine']}): {r['verdict']}: {r['explanation']}")
+        lines += [f"  {x}" for x in r["bounds"] + r["held"]]
+        lines += [f"  not in the log: {x}" for x in r["missing"]]
+        for f in r["fixes"]:
+            mark = {True: "reaches", False: "falls short", None: ""}[f["reaches"]]
+            lines.append(f"  {f['flag']}: {f['effect']} {mark} ({'; '.join(f['costs'])})")
+    return "\n".join(lines)
+
+
+def _read_log(a: argparse.Namespace, spec: ModelSpec) -> dict:
+    path: Path = a.log
+    if not path.is_file() or path.stat().st_size > MAX_LOG_BYTES:
+        raise _ArgError(f"--log: no readable file of at most {MAX_LOG_BYTES} bytes at {path}")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        r = read_log(text, spec, requested=a.max_running_requests, target=a.target)
+    except ValueError as e:
+        raise _ArgError(f"--log {path}: {e}" if "log" in str(e) else f"--{e}") from None
+    fixes = [
+        {
+            "flag": f.flag,
+            "effect": f.effect.text(),
+            "reaches": f.reaches,
+            "costs": [c.text() for c in f.costs],
+            "log_lines": list(f.lines),
+        }
+        for f in r.fixes
+    ]
+    return {
+        "engine": r.engine,
+        "verdict": r.verdict,
+        "explanation": r.explanation,
+        "lines": r.counts(),
+        "running": {k: v for k, v in r.running.items() if k != "bounds"},
+        "bounds": [b.text() for b in r.bounds],
+        "held": [h.text() for h in r.held],
+        "missing": [m.text() for m in r.missing],
+        "fixes": fixes,
+    }
+
+
+def run(argv: Sequence[str]) -> dict:
+    """The sizing of ``argv``'s config (the ``--json`` object); ``_ArgError`` / ValueError for
+    bad input."""
+    a = _parser().parse_args(list(argv))
+    spec = _model(a.config)
+    d = _deployment(a)
+    out: dict = {"model": _describe(spec), "tp": d.tp, "gpu_mem_gib": a.gpu_mem}
+    if a.engine in ("sglang", "both"):
+        out["sglang"] = _sglang(spec, d)
+    if a.engine in ("vllm", "both"):
+        out["vllm"] = _vllm(spec, d)
+    if a.log is not None:
+        out["log"] = _read_log(a, spec)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
+    try:
+        out = run(argv)
+    except (_ArgError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1) if "--json" in argv else _text(out))
+    return 0

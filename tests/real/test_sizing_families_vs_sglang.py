@@ -1,0 +1,58 @@
+"""Every hybrid family SGLang 0.5.23 serves, sized by SGLang's own config classes at two TP
+sizes and both SSM dtypes, against the lab's numbers.
+
+For each config of ``sizing_family_configs`` the family's real config class
+(``sglang.srt.configs``: ``FalconH1Config``, ``Lfm2Config``, ``Lfm2MoeConfig``,
+``NemotronHConfig`` / ``NemotronHPuzzleConfig``, ``GraniteMoeHybridConfig``,
+``BailingHybridConfig``, ``JetNemotronConfig``, ``ZayaConfig``, ``MiniCPMHybridConfig``,
+``InternS2MobiusConfig``, and the Qwen / Kimi ones) is built from the raw config with its
+runtime TP (``get_parallel()``) pinned. Claimed equal: the per-slot state
+(``mamba2_cache_params.mamba_cache_per_req``, float32 and bfloat16 states), the linear and
+attention layer counts, SGLang's default state dtype for the config, and the KV cell
+(``DefaultPoolConfigurator._compute_cell_size``). A family SGLang does not serve (Jamba,
+Zamba2, OLMo-Hybrid) is refused by name by the lab.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kda_core import sizing as sz
+from kda_core.sizing.families import FAMILIES
+
+mu = pytest.importorskip("sglang.srt.configs.mamba_utils")
+sc = pytest.importorskip("sglang_configs")
+fc = pytest.importorskip("sizing_family_configs")
+
+SERVED = [n for n in fc.CONFIGS if not sz.engine_refusal(fc.spec(n), "sglang")]
+CASES = [(n, tp) for n in SERVED for tp in fc.tps(n)]
+
+
+@pytest.mark.parametrize("name, tp", CASES)
+def test_state_layers_dtype_and_cell_are_sglangs(monkeypatch, name, tp):
+    spec = fc.spec(name)
+    with sc.runtime_tp(monkeypatch, tp):
+        cfg = sc.sglang_config(name)
+        params = cfg.mamba2_cache_params
+        assert len(params.layers) == spec.n_linear_layers
+        assert len(cfg.full_attention_layer_ids) == spec.n_attn_layers
+        # SGLang's own default state dtype for this config (float32 unless it declares one)
+        assert params.dtype.temporal == sc.TORCH[spec.sglang_ssm_dtype]
+        for ssm in ("float32", "bfloat16"):
+            dtype = dataclasses.replace(params.dtype, temporal=sc.TORCH[ssm])
+            p = dataclasses.replace(params, dtype=dtype)
+            assert sz.slot_bytes(spec, tp, ssm) == p.mamba_cache_per_req, ssm
+        for kv in ("bfloat16", "fp8_e4m3"):
+            assert sz.kv_bytes_per_token(spec, tp, kv) == sc.cell_size(cfg, spec, tp, kv), kv
+
+
+@pytest.mark.parametrize("name", [n for n in fc.CONFIGS if n not in SERVED])
+def test_families_sglang_does_not_serve_are_refused_by_name(name):
+    spec = fc.spec(name)
+    assert sz.engine_refusal(spec, "sglang") == (
+        f"SGLang 0.5.23 does not serve {spec.family} ({FAMILIES[spec.family].label})"
+    )
+    with pytest.raises(ValueError, match="SGLang 0.5.23 does not serve"):
+        sz.split_memory(spec, 8 << 30)

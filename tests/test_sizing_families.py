@@ -1,0 +1,249 @@
+"""Every hybrid family SGLang 0.5.23 or vLLM 0.33 serves, read from its config fields and sized
+by hand from the engines' shape code (``sizing.kinds`` cites it per kind); which engine serves
+which family; the refusals. The real engines' own code sizes the same configs in tests/real.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kda_core import sizing as sz
+from kda_core.sizing.families import FAMILIES
+from kda_core.sizing.hf import shipped_configs
+
+BF16, F32 = 2, 4
+
+
+def _cfg(name: str) -> dict:
+    return copy.deepcopy(shipped_configs()[name]["config"])
+
+
+def test_short_conv_lfm2_keeps_a_conv_window_only():
+    s = sz.shipped_spec("lfm2-1.2b")
+    # 10 conv layers x (L_cache - 1 = 2) x 2048 channels / tp, no recurrent state
+    for tp in (1, 2, 4, 8):
+        assert sz.conv_state_bytes(s, tp) == 10 * 2 * (2048 // tp) * BF16
+        assert sz.kda_state_bytes(s, tp, "float32") == 0
+    # GQA: 6 layers x K+V x 8 KV heads x head 2048 / 32 = 64
+    assert sz.kv_bytes_per_token(s, 1) == 6 * 2 * 8 * 64 * BF16
+    assert s.mamba_chunk_size == 1  # Lfm2Config.mamba_chunk_size: SGLang caches on the page grid
+
+
+def test_lightning_minicpm_keeps_a_state_only():
+    s = sz.shipped_spec("minicpm-sala")
+    # 24 lightning layers x (32 heads / tp, 128, 128), no conv (conv_kernel 1)
+    assert sz.kda_state_bytes(s, 2, "float32") == 24 * 16 * 128 * 128 * F32
+    assert sz.conv_state_bytes(s, 2) == 0
+    # SGLang's state is float32 (MiniCPMHybridConfig keeps the default dtype)
+    assert sz.slot_bytes(s, 1) == 24 * 32 * 128 * 128 * F32
+    assert sz.kv_bytes_per_token(s, 1) == 8 * 2 * 2 * 128 * BF16
+
+
+def test_mamba1_jamba_in_vllm():
+    s = sz.shipped_spec("jamba-v0.1")
+    d = sz.Deployment(8 << 30, 2, max_model_len=262_144)
+    p = sz.size_vllm(s, d)
+    # mamba1_state_shape: conv (8192 / tp, W - 1), state (8192 / tp, 16); auto = model dtype
+    per_layer = (4096 * 3) * BF16 + 4096 * 16 * BF16
+    assert p.ssm_dtype == "bfloat16" and p.mamba_page_bytes == per_layer
+    assert (p.group_size, p.attn_groups, p.mamba_groups) == (4, 1, 7)
+    with pytest.raises(ValueError, match="SGLang 0.5.23 does not serve jamba"):
+        sz.size_sglang(s, d)
+
+
+def test_falcon_h1_every_layer_is_both():
+    s = sz.shipped_spec("falcon-h1-7b-instruct")
+    # conv (W-1) x (I + 2 G N) / tp with G raised to tp when tp does not divide it
+    assert sz.conv_state_bytes(s, 1) == 44 * 3 * (3072 + 2 * 1 * 256) * BF16
+    assert sz.conv_state_bytes(s, 4) == 44 * 3 * ((3072 + 2 * 4 * 256) // 4) * BF16
+    assert sz.kda_state_bytes(s, 4, "float32") == 44 * 6 * 128 * 256 * F32
+    assert sz.kv_bytes_per_token(s, 4) == 44 * 1 * 2 * 128 * BF16  # 2 KV heads: one per GPU
+    p = sz.vllm_plan(s, 8 << 30, 2, max_model_len=32_768)
+    assert (p.group_size, p.attn_groups, p.mamba_groups) == (44, 1, 1)
+    assert p.blocks_per_request == -(-32_768 // p.block_size) + 3  # MambaMixer2: +1 block
+
+
+def _granite(**over: object) -> dict:
+    c = {
+        "model_type": "granitemoehybrid",
+        "hidden_size": 1536,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "mamba_n_heads": 48,
+        "mamba_d_head": 64,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 128,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "layer_types": ["mamba"] * 9 + ["attention"],
+    }
+    return {**c, **over}
+
+
+def test_granite_reads_both_layer_type_spellings_and_its_head_size():
+    s = sz.from_hf_config(_granite())
+    assert (s.family, s.n_linear_layers, s.n_attn_layers, s.linear_heads) == (
+        "granitemoehybrid",
+        9,
+        1,
+        48,
+    )
+    new = ["linear_attention"] * 9 + ["full_attention"]  # transformers >= 5.15's names
+    assert sz.from_hf_config(_granite(layer_types=new)) == s
+    # intermediate = expand x hidden = 3072 = 48 x 64: conv (3072 + 2 x 128) x 3 per layer
+    assert sz.conv_state_bytes(s, 1) == 9 * 3 * (3072 + 256) * BF16
+    assert s.attn_head_dim == 1536 // 12 and s.sglang_ssm_dtype == "float32"
+    # SGLang reads head_dim, vLLM's GraniteMoeHybridAttention uses hidden / heads
+    with pytest.raises(ValueError, match="head size is 64 in SGLang 0.5.23 and 128 in vLLM 0.33"):
+        sz.from_hf_config(_granite(head_dim=64))
+    with pytest.raises(ValueError, match="mamba_n_heads x head dim must equal"):
+        sz.from_hf_config(_granite(mamba_d_head=32))
+
+
+def test_nemotron_h_spellings_and_its_head_size_default():
+    nano = _cfg("nvidia-nemotron-nano-9b-v2")
+    spec = sz.from_hf_config(nano)
+    names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    listed = {k: v for k, v in nano.items() if k != "hybrid_override_pattern"}
+    listed["layers_block_type"] = [names[x] for x in nano["hybrid_override_pattern"]]
+    assert sz.from_hf_config(listed) == spec  # SGLang's (and transformers') newer field
+    # no head_dim: both engines' config classes default it to 128; attention_head_dim unread
+    n8 = _cfg("nemotron-h-8b-base-8k")
+    assert sz.from_hf_config({**n8, "attention_head_dim": 96}).attn_head_dim == 128
+    puzzle = {**nano, "model_type": "nemotron_h_puzzle", "block_configs": []}
+    assert sz.from_hf_config(puzzle).family == "nemotron_h_puzzle"
+    # vLLM reads mamba_ssm_cache_dtype (NemotronHForCausalLMConfig), SGLang mamba_ssm_dtype
+    both = sz.from_hf_config({**nano, "mamba_ssm_cache_dtype": "bfloat16"})
+    assert (both.sglang_ssm_dtype, both.vllm_ssm_dtype) == ("float32", "bfloat16")
+
+
+def test_bailing_lightning_layers_and_mla():
+    c = {
+        "model_type": "bailing_hybrid",
+        "architectures": ["BailingMoeV2_5ForCausalLM"],
+        "num_hidden_layers": 16,
+        "layer_group_size": 8,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "head_dim": 128,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+    }
+    s = sz.from_hf_config(c)
+    assert (s.linear_kind, s.n_linear_layers, s.n_attn_layers, s.attn_kind) == (
+        "lightning",
+        14,
+        2,
+        "mla",
+    )
+    assert sz.kda_state_bytes(s, 2, "float32") == 14 * 8 * 128 * 128 * F32
+    assert sz.kv_bytes_per_token(s, 2) == 2 * 576 * BF16
+    # vLLM sizes a lightning state in the cache dtype, whatever the SSM flag
+    d = sz.Deployment(4 << 30, 2, "float32", max_model_len=8192)
+    assert sz.size_vllm(s, d).ssm_dtype == "bfloat16"
+    assert sz.size_sglang(s, d).ssm_dtype == "float32"
+    by_arch = {**c, "model_type": "bailing_moe_linear"}  # found by its architecture
+    assert sz.from_hf_config(by_arch).family == "bailing_hybrid"
+    with pytest.raises(ValueError, match="KDA variant"):
+        sz.from_hf_config({**c, "short_conv_kernel_size": 4})
+
+
+def test_sglang_only_families():
+    jet = {
+        "model_type": "jet_nemotron",
+        "layer_types": ["jet", "attn", "jet", "swa"],
+        "hidden_size": 1536,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "efficient_attention_config": {
+            "jet": {"num_heads": 12, "head_dim": 96, "expand_v": 2.0, "conv_size": 4}
+        },
+    }
+    s = sz.from_hf_config(jet)
+    # JetNemotronConfig: create(H V, H, H, V, K) with V = 192, K = 96
+    assert sz.conv_state_bytes(s, 1) == 2 * 3 * (12 * 192 + 2 * 12 * 96) * BF16
+    assert sz.kda_state_bytes(s, 1, "float32") == 2 * 12 * 192 * 96 * F32
+    assert s.n_attn_layers == 2  # attn and swa
+    zaya = {
+        "model_type": "zaya",
+        "zaya_layers": ["a", 16, "a", 16],
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_query_groups": 2,
+        "head_dim": 128,
+        "hidden_size": 2048,
+        "cca_time0": 2,
+        "cca_time1": 2,
+    }
+    z = sz.from_hf_config(zaya)
+    # ZayaConfig: conv ((8 + 2) x 128 / tp, 2) and (2048, 1) unsplit, per attention layer
+    assert sz.conv_state_bytes(z, 2) == 2 * (640 * 2 + 2048) * BF16
+    with pytest.raises(ValueError, match="zaya_layers"):
+        sz.from_hf_config({**zaya, "zaya_layers": None, "layer_types": ["hybrid"] * 2})
+    for spec in (s, z):
+        assert sz.engine_refusal(spec, "sglang") == ""
+        assert sz.engine_refusal(spec, "vllm").startswith("vLLM 0.33 does not serve")
+        with pytest.raises(ValueError, match="vLLM 0.33 does not serve"):
+            sz.vllm_plan(spec, 1 << 30, max_model_len=4096)
+
+
+def test_vllm_only_families():
+    zamba = {
+        "model_type": "zamba2",
+        "hidden_size": 2560,
+        "num_attention_heads": 32,
+        "n_mamba_heads": 80,
+        "mamba_ngroups": 1,
+        "mamba_d_state": 64,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"],
+    }
+    s = sz.from_hf_config(zamba)
+    # every layer has a Mamba2 mixer; each hybrid layer a shared attention block with its KV,
+    # head size 2 hidden / heads = 160, KV heads = heads (transformers' Zamba2Config)
+    assert (s.n_linear_layers, s.n_attn_layers, s.attn_head_dim) == (4, 1, 160)
+    assert sz.kv_bytes_per_token(s, 2) == 1 * 16 * 2 * 160 * BF16
+    olmo = {
+        "model_type": "olmo_hybrid",
+        "num_hidden_layers": 4,
+        "hidden_size": 1024,
+        "num_attention_heads": 8,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    }
+    o = sz.from_hf_config(olmo)
+    # transformers' OlmoHybridConfig fallbacks: 8 key / value heads, K = 0.75 x 1024 / 8 = 96,
+    # V = 192; KV heads = heads; attention head 1024 / 8
+    assert (o.k_heads, o.linear_k_dim, o.linear_v_dim, o.attn_kv_heads) == (8, 96, 192, 8)
+    for spec in (s, o, sz.shipped_spec("jamba-v0.1")):
+        assert sz.engine_refusal(spec, "vllm") == ""
+        assert sz.engine_refusal(spec, "sglang").startswith("SGLang 0.5.23 does not serve")
+
+
+def test_gdn_families_and_their_vllm_default_dtype():
+    q = _cfg("qwen3.6-35b-a3b")["text_config"]
+    intern = {**q, "model_type": "interns2_mobius_text"}
+    s = sz.from_hf_config(intern)
+    # InternS2's architecture has no vLLM config handler: auto keeps the model dtype even
+    # where the config declares mamba_ssm_dtype; Qwen3.5's applies it
+    assert (s.family, s.vllm_ssm_dtype, sz.from_hf_config(q).vllm_ssm_dtype) == (
+        "interns2_mobius_text",
+        "",
+        "float32",
+    )
+    assert sz.engine_refusal(s, "vllm") == sz.engine_refusal(s, "sglang") == ""
+
+
+def test_every_family_names_what_serves_it():
+    served = {k: (bool(f.sglang), bool(f.vllm)) for k, f in FAMILIES.items()}
+    for key in ("falcon_h1", "granitemoehybrid", "lfm2", "lfm2_moe", "bailing_hybrid"):
+        assert served[key] == (True, True)
+    for key in ("zaya", "jet_nemotron", "minicpm_sala"):
+        assert served[key] == (True, False)
+    for key in ("jamba", "zamba2", "olmo_hybrid"):
+        assert served[key] == (False, True)
+    # InternS2 is served by both pinned engines (vLLM's registry lists
+    # InternS2MobiusForConditionalGeneration and InternS2PreviewForConditionalGeneration)
+    assert served["interns2_mobius"] == served["intern_s2_preview"] == (True, True)
