@@ -50,7 +50,7 @@ TEXT = {
 
 def compute(quick: bool = False) -> planner.Plan:
     """The planner's default Kimi K3 plan (TP8, bf16), contexts 1 .. 1M tokens."""
-    return planner.plan("kimi-k3", tp=8, n_context=16 if quick else 64)
+    return planner.plan("kimi-k3", tp=8, n_context=16 if quick else 64, ssm_dtype="bfloat16")
 
 
 def make_figure(data: planner.Plan, lang: str = "en") -> Figure:

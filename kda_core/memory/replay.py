@@ -38,7 +38,7 @@ class ReplayConfig:
     """
 
     total_bytes: int = 28 * GIB
-    state_slot_bytes: int = sizing.slot_bytes("kimi-k3", 8)
+    state_slot_bytes: int = sizing.slot_bytes("kimi-k3", 8, "bfloat16")
     kv_bytes_per_token: int = sizing.mla_kv_bytes_per_token("kimi-k3")
     page_tokens: int = 64
     slots_per_request: int = 3
