@@ -27,7 +27,8 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core.cache import policy as policy_mod
-from kda_core.sim import costmodel
+from kda_core.sim import _fastpass, costmodel
+from kda_core.sim._pidtrace import PreparedTrace, prepare
 from kda_core.sim.inflight import Timing, run_inflight
 from kda_core.sim.placement import RunCtx
 from kda_core.sim.result import SimResult, series_from, summarise
@@ -38,6 +39,7 @@ ProgressFn = Callable[[int, int], Any]
 DEFAULT_TP = 8
 MAX_BUDGET = 1 << 60
 SCHEDULES = ("sequential", "inflight")
+_METHODS = ("auto", "fast", "twin")
 
 
 def _check_budget(value: Any, name: str) -> int | None:
@@ -130,6 +132,7 @@ class _Setup:
     schedule: str
     outputs: bool
     cap_last: bool = False  # lookups of at most input - 1 tokens
+    prepared: PreparedTrace | None = None  # the caller's prepared trace (same ``outputs``)
 
 
 def _check_servers(servers: Any) -> int | None:
@@ -165,8 +168,13 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
     """Validate ``simulate``'s arguments (ValueError naming the argument)."""
     if trace is None:
         trace = bundled_trace("conversation")
+    prepared = trace if isinstance(trace, PreparedTrace) else None
+    if prepared is not None:
+        trace = prepared.trace
     if not isinstance(trace, Trace):
-        raise ValueError(f"trace must be a workloads.Trace or None, got {type(trace).__name__}")
+        raise ValueError(
+            f"trace must be a workloads.Trace, a PreparedTrace or None, got {type(trace).__name__}"
+        )
     _check_trace_lengths(trace)
     pol = resolve_policy(policy)
     names = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
@@ -182,6 +190,8 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
         raise ValueError(f"model must be one of {allowed}, got {model!r}")
     if opts["schedule"] not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {opts['schedule']!r}")
+    if opts["method"] not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {opts['method']!r}")
     for name in ("outputs", "cap_lookup"):
         if not isinstance(opts[name], bool):
             raise ValueError(f"{name} must be a bool, got {opts[name]!r}")
@@ -204,6 +214,7 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
         opts["schedule"],
         opts["outputs"],
         opts["cap_lookup"],
+        prepared if prepared is not None and prepared.outputs == opts["outputs"] else None,
     )
 
 
@@ -247,6 +258,19 @@ def _run(
     return run_sequential(ctx, trace, n, s.outputs, progress, check, tuner)
 
 
+def _fast_prep(s: _Setup, method: str, check: bool) -> tuple[PreparedTrace | None, str | None]:
+    """(the prepared trace the fast pass runs on, or None; why it cannot run, or None)."""
+    if method == "twin":
+        return None, None
+    why = _fastpass.fast_reason(s.pol, s.schedule) or ("check_integrity" if check else None)
+    if why is not None:
+        return None, why
+    prep = s.prepared or prepare(s.trace, s.outputs)
+    if not prep.chained:
+        return None, "a trace whose block ids break the chain rule"
+    return prep, None
+
+
 def _result(s: _Setup, core: dict, model: str, elapsed_s: float) -> SimResult:
     """The ``SimResult`` of one run: series from the cost model, then the summary."""
     series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
@@ -287,6 +311,7 @@ def simulate(
     check_integrity: bool = False,
     outputs: bool = True,
     cap_lookup: bool = False,
+    method: str = "auto",
 ) -> SimResult:
     """Run ``trace`` (default: the bundled Mooncake conversation trace) through the radix
     cache under ``policy`` and the byte budgets (``None`` = unlimited).
@@ -311,6 +336,12 @@ def simulate(
     prefill reaches them, with running requests' paths locked, as ``Engine.serve`` does: the
     more faithful number, but it depends on the assumed time model. The two agree when no
     requests overlap and budgets are unlimited. Deterministic. See docs/simulator.md.
+
+    ``method``: ``"auto"`` runs the fast pass (``kda_core.sim.fast``: the sequential schedule
+    on prefix ids, equal to the radix tree request by request) where it covers the call and the
+    radix tree (the naive twin) elsewhere; ``"fast"`` refuses what the fast pass does not cover;
+    ``"twin"`` always runs the radix tree. ``trace`` may be a ``PreparedTrace``
+    (``sim.fast.prepare_trace``) to prepare a trace once for many calls.
     """
     t0 = time.perf_counter()
     budgets = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
@@ -325,6 +356,7 @@ def simulate(
         conv_dtype=conv_dtype,
         kv_dtype=kv_dtype,
         cap_lookup=cap_lookup,
+        method=method,
     )
     s = _check_args(trace, policy, model, budgets, opts)
     timing = Timing(s.cspec, s.time_model, s.servers)
@@ -332,8 +364,16 @@ def simulate(
     # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.
     gc_was_on = gc.isenabled()
     gc.disable()
+    prep, why = _fast_prep(s, method, check_integrity)
+    if why is not None and method == "fast":
+        raise ValueError(f"method='fast' does not cover {why}: use 'auto' or 'twin'")
     try:
-        core = _run(s, s.pol, timing, progress, check_integrity)
+        if prep is not None:
+            sizes = (s.ckpt, s.kvb)
+            rep = _fastpass.run(prep, s.pol, (s.sb, s.kb, s.ub), sizes, s.cap_last, progress)
+            core = _fastpass.as_core(rep)
+        else:
+            core = _run(s, s.pol, timing, progress, check_integrity)
     finally:
         if gc_was_on:
             gc.enable()
