@@ -337,11 +337,9 @@ def simulate(
     more faithful number, but it depends on the assumed time model. The two agree when no
     requests overlap and budgets are unlimited. Deterministic. See docs/simulator.md.
 
-    ``method``: ``"auto"`` runs the fast pass (``kda_core.sim.fast``: the sequential schedule
-    on prefix ids, equal to the radix tree request by request) where it covers the call and the
-    radix tree (the naive twin) elsewhere; ``"fast"`` refuses what the fast pass does not cover;
-    ``"twin"`` always runs the radix tree. ``trace`` may be a ``PreparedTrace``
-    (``sim.fast.prepare_trace``) to prepare a trace once for many calls.
+    ``method``: ``"auto"`` runs the fast pass (``kda_core.sim.fast``, equal request by request)
+    where it covers the call, else the radix tree (the naive twin); ``"fast"`` refuses what it
+    does not cover; ``"twin"``: the radix tree. ``trace`` may be a ``sim.fast.PreparedTrace``.
     """
     t0 = time.perf_counter()
     budgets = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
@@ -369,9 +367,10 @@ def simulate(
         raise ValueError(f"method='fast' does not cover {why}: use 'auto' or 'twin'")
     try:
         if prep is not None:
-            sizes = (s.ckpt, s.kvb)
-            rep = _fastpass.run(prep, s.pol, (s.sb, s.kb, s.ub), sizes, s.cap_last, progress)
-            core = _fastpass.as_core(rep)
+            budgets, sizes = (s.sb, s.kb, s.ub), (s.ckpt, s.kvb)
+            core = _fastpass.as_core(
+                _fastpass.run(prep, s.pol, budgets, sizes, s.cap_last, progress)
+            )
         else:
             core = _run(s, s.pol, timing, progress, check_integrity)
     finally:
