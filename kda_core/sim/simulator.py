@@ -271,6 +271,24 @@ def _fast_prep(s: _Setup, method: str, check: bool) -> tuple[PreparedTrace | Non
     return prep, None
 
 
+def _core(s: _Setup, prep: PreparedTrace | None, progress: ProgressFn | None, check: bool) -> dict:
+    """One run: the fast pass on ``prep``, else the radix tree."""
+    # The tree is one long-lived object graph: generational GC passes while it grows only
+    # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        if prep is not None:
+            budgets, sizes = (s.sb, s.kb, s.ub), (s.ckpt, s.kvb)
+            rep = _fastpass.run(prep, s.pol, budgets, sizes, s.cap_last, progress)
+            return _fastpass.as_core(rep)
+        timing = Timing(s.cspec, s.time_model, s.servers)
+        return _run(s, s.pol, timing, progress, check)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
 def _result(s: _Setup, core: dict, model: str, elapsed_s: float) -> SimResult:
     """The ``SimResult`` of one run: series from the cost model, then the summary."""
     series = series_from(s.trace, core, s.cspec, s.time_model, s.servers, s.kvb)
@@ -357,23 +375,8 @@ def simulate(
         method=method,
     )
     s = _check_args(trace, policy, model, budgets, opts)
-    timing = Timing(s.cspec, s.time_model, s.servers)
-    # The tree is one long-lived object graph: generational GC passes while it grows only
-    # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.
-    gc_was_on = gc.isenabled()
-    gc.disable()
     prep, why = _fast_prep(s, method, check_integrity)
     if why is not None and method == "fast":
         raise ValueError(f"method='fast' does not cover {why}: use 'auto' or 'twin'")
-    try:
-        if prep is not None:
-            budgets, sizes = (s.sb, s.kb, s.ub), (s.ckpt, s.kvb)
-            core = _fastpass.as_core(
-                _fastpass.run(prep, s.pol, budgets, sizes, s.cap_last, progress)
-            )
-        else:
-            core = _run(s, s.pol, timing, progress, check_integrity)
-    finally:
-        if gc_was_on:
-            gc.enable()
+    core = _core(s, prep, progress, check_integrity)
     return _result(s, core, model, time.perf_counter() - t0)
