@@ -29,6 +29,7 @@ ROOMS = (
     "kda",
     "memory",
     "model",
+    "plan",
     "serve",
     "sim",
     "sizing",

@@ -91,6 +91,10 @@ class TierConfig:
     host_latency_s: float = 10e-6
     remote_latency_s: float = 100e-6
     checkpoint_bytes: int = CKPT_K3_TP8  # one state (``sim.checkpoint_bytes(model, tp)``)
+    # what write-through copies to the host and remote tiers: each request's "last" tracked
+    # state (the tier model's default) or "all" its states (every checkpoint it inserted, as
+    # SGLang's HiCache backs up every node it writes: sgl-project/sglang#39436)
+    host_writes: str = "last"
 
     def __post_init__(self) -> None:
         if not isinstance(self.checkpoint_bytes, int) or not 1 <= self.checkpoint_bytes <= 1 << 40:
@@ -106,6 +110,8 @@ class TierConfig:
                 raise ValueError(
                     f"{name} must be in [1e6, 1e13] bytes/s, got {getattr(self, name)}"
                 )
+        if self.host_writes not in ("last", "all"):
+            raise ValueError(f"host_writes must be 'last' or 'all', got {self.host_writes!r}")
         for name in ("host_latency_s", "remote_latency_s"):
             if not 0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1] s, got {getattr(self, name)}")
@@ -198,6 +204,19 @@ def _fit_positions(cache, budget: int, ck: int, m, positions) -> tuple[int, list
     return evicted, sorted(positions)[: int(fit)]
 
 
+def _write_through(
+    cfg: TierConfig, ids: list[int], host: _LRU | None, remote: _LRU | None, written: dict
+) -> None:
+    """Copy a request's states (their last block ids, ascending) to the host and remote tiers:
+    its last one only, or all of them (``cfg.host_writes``)."""
+    ck = cfg.checkpoint_bytes
+    for pid in ids if cfg.host_writes == "all" else ids[-1:]:
+        if host is not None and host.put(pid, ck):
+            written["host"] += ck
+        if remote is not None and remote.put(pid, ck):
+            written["remote"] += ck
+
+
 def _resident_pages(trace: Trace) -> np.ndarray:
     """The distinct ids of every request's full input blocks (a page a state can end on)."""
     per = np.diff(trace.offsets)
@@ -268,11 +287,9 @@ def simulate_tiers(
         evictions += ev
         if positions:
             cache.insert_prefix(key, kv=len(key) * page, states=[(p, ck, ck) for p in positions])
-            last = int(blocks[positions[-1] // page - 1])  # the last tracked state only
-            if host is not None and host.put(last, ck):
-                written["host"] += ck
-            if remote is not None and remote.put(last, ck):
-                written["remote"] += ck
+            _write_through(
+                cfg, [int(blocks[p // page - 1]) for p in positions], host, remote, written
+            )
     pages = _resident_pages(trace)
     L = trace.input_len
     flops = np.asarray(costmodel.prefill_flops(spec, restore, L), dtype=np.float64)
