@@ -97,31 +97,49 @@ def passes(path: str, twin: bool) -> None:
     )
 
 
+def _worker_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
 def sweeps(path: str, workers: int) -> None:
+    import os
+
+    from distributed import Client, LocalCluster
+
     from kda_core import plan, sizing, workloads
 
     trace = workloads.load_trace(path)
     rest = sizing.K3_REST_BYTES
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     one = plan.sweep("kimi-k3", trace, rest_bytes=rest, flags={"mamba_full_memory_ratio": 0.5})
-    t_one = time.perf_counter() - t0
-    print(f"one point, serial, this process: {t_one:.1f} s wall")
-    done = []
-    t0 = time.perf_counter()
-    s = plan.sweep(
-        "kimi-k3",
-        trace,
-        rest_bytes=rest,
-        grid=GRID,
-        min_running=32,
-        workers=workers,
-        progress=lambda d, n: done.append(time.perf_counter() - t0),
+    t_one, c_one = time.perf_counter() - t0, cpu_s() - c0
+    print(f"one point, serial, this process: {t_one:.1f} s wall, {c_one:.1f} CPU s")
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
     )
-    wall = time.perf_counter() - t0
+    client = Client(cluster)
+    try:
+        before = sum(client.run(_worker_cpu).values())
+        load0 = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), cpu_s()
+        s = plan.sweep("kimi-k3", trace, rest_bytes=rest, grid=GRID, min_running=32, client=client)
+        wall, parent = time.perf_counter() - t0, cpu_s() - c0
+        work = sum(client.run(_worker_cpu).values()) - before
+    finally:
+        client.close()
+        cluster.close()
     print(
-        f"32-point sweep on {s.runner}: {wall:.1f} s wall ({wall / 60:.1f} min; target <= 10 "
-        f"min); {32 * t_one / wall:.2f}x the serial estimate 32 x one point; failed "
-        f"{len(s.failed)}; first point back after {done[0]:.1f} s"
+        f"32-point sweep on a LocalCluster of {workers} processes: {wall:.1f} s wall "
+        f"({wall / 60:.1f} min; target <= 10 min) at load average {load0:.1f} -> "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; workers {work:.0f} CPU s, this "
+        f"process {parent:.0f} CPU s: {(work + parent) / workers / 60:.1f} min on {workers} "
+        f"idle cores; {32 * c_one / work:.2f}x the CPU of 32 serial points; failed "
+        f"{len(s.failed)}"
     )
     print(f"  {s.note}: {s.launch_command}")
     assert one.points[0]["status"] == "ok"

@@ -101,7 +101,7 @@ def _check_trace(trace: Any) -> PreparedTrace:
         except (ValueError, OSError) as e:
             raise ValueError(f"trace: {e}") from None
     if isinstance(trace, Trace):
-        trace = prepare_trace(trace, outputs=False)
+        trace = prepare_trace(trace, outputs=True)  # a synthetic trace's decode-time states
     if not isinstance(trace, PreparedTrace):
         raise ValueError(f"trace must be a path, a Trace or a PreparedTrace, got {trace!r}")
     t = trace.trace
