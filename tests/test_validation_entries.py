@@ -12,12 +12,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from kda_core import memory, sizing, workloads
+from kda_core import memory, plan, sizing, workloads
 from kda_core.cp import context_parallel
 from kda_core.engine import Engine
 from kda_core.kda import chunked
 from kda_core.model import TinyHybrid, check_tokens
-from kda_core.sim import simulate
+from kda_core.sim import fast, simulate
 from kda_core.studies import (
     batch_view,
     chunk_scan,
@@ -117,6 +117,14 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("scan", lambda: context_parallel(*_kda_inputs(), ranks=2, scan="ring")),
     ("servers", lambda: simulate(servers=0)),
     ("schedule", lambda: simulate(schedule="random")),
+    ("method", lambda: simulate(method="quick")),
+    ("outputs", lambda: fast.prepare_trace(workloads.bundled_trace("conversation"), outputs=1)),
+    ("prepared", lambda: fast.replay(None, checkpoint_bytes=1, kv_bytes_per_token=1)),
+    # plan (each check runs before any replay)
+    ("engine", lambda: plan.sweep("kimi-k3", None, engine="x", rest_bytes=1)),
+    ("rest_bytes", lambda: plan.sweep("kimi-k3", None, rest_bytes=0)),
+    ("grid", lambda: plan.sweep("kimi-k3", None, rest_bytes=1, grid={"page_size": [0]})),
+    ("objective", lambda: plan.sweep("kimi-k3", None, rest_bytes=1, objective="speed")),
 ]
 
 
