@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from kda_core import plan, sim, sizing
+from kda_core.sizing.slots import resolve_max_num_reqs
 from kda_core.workloads import bundled_trace
 
 K3 = "kimi-k3"
-REST = sizing.K3_REST_BYTES  # 28.8 GiB per GPU, the K3 write-up's budget
+REST = 29_497 << 20  # 28.8 GiB per GPU, the K3 write-up's profiled rest
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def _expected_pools(ratio: float, trace, requested=None) -> tuple[int, int, int]
     """(slots, KV tokens, max running) from the sizing functions directly."""
     split = sizing.split_memory(K3, REST, ratio, 8, "float32", "bfloat16", "bfloat16")
     ctx = int((trace.input_len + trace.output_len).max())
-    run = sizing.resolve_max_num_reqs(
+    run = resolve_max_num_reqs(
         split.max_mamba_cache_size, split.kv_tokens, ctx, requested=requested
     )
     return split.max_mamba_cache_size, split.kv_tokens, run

@@ -23,6 +23,7 @@ from kda_core.plan._parallel import connect, local_cluster, run_dask, run_serial
 from kda_core.plan._size import PointFailed
 from kda_core.sim import costmodel
 from kda_core.sim.fast import PreparedTrace, prepare_trace
+from kda_core.sizing.hf import shipped_configs
 from kda_core.workloads import Trace, load_trace
 
 _CSV_SKIP = ("log_lines",)
@@ -67,31 +68,45 @@ class Sweep:
         return out.getvalue()
 
 
-def _hub_id(preset: str) -> str:
-    """The model id of the shipped config a preset was read from (else the preset's name)."""
-    for key, entry in sizing.shipped_configs().items():
-        if key.startswith(preset):
+def _hub_id(spec: sizing.ModelSpec) -> str:
+    """The model id of the shipped config ``spec`` was read from, else its name."""
+    for key, entry in shipped_configs().items():
+        if key == spec.name or key.startswith(spec.name):
             return entry["source"]["hf_model_id"]
-    return preset
+    return spec.name
+
+
+def _cost(spec: sizing.ModelSpec) -> costmodel.CostSpec | None:
+    """The cost model of the preset whose cache shape ``spec`` has (None: none)."""
+    try:
+        name = sizing.preset_name(spec)
+    except ValueError:
+        return None
+    return costmodel.cost_spec(name) if name in costmodel.COST_PRESETS else None
 
 
 def _check_model(model: Any) -> tuple[sizing.ModelSpec, str, costmodel.CostSpec | None]:
-    """(spec, a name for the launch command, the cost model or None)."""
+    """(spec, a model path for the launch command, the cost model or None): a ModelSpec, a
+    preset, a shipped config's name, or a config (dict, ``config.json`` or its folder)."""
     if isinstance(model, sizing.ModelSpec):
-        return model, model.name, None
-    if isinstance(model, str) and model in sizing.PRESETS:
-        cost = costmodel.cost_spec(model) if model in costmodel.COST_PRESETS else None
-        return sizing.preset(model), _hub_id(model), cost
-    if isinstance(model, (str, Path, dict)):
+        spec = model
+    elif isinstance(model, str) and model in sizing.PRESETS:
+        spec = sizing.preset(model)
+    elif isinstance(model, str) and model in shipped_configs():
+        spec = sizing.shipped_spec(model)
+    elif isinstance(model, (str, Path, dict)):
         try:
             spec = sizing.from_hf_config(model)
-        except ValueError as e:
+        except (ValueError, OSError) as e:
             raise ValueError(f"model: {e}") from None
-        return spec, str(model) if not isinstance(model, dict) else spec.name, None
-    raise ValueError(
-        f"model must be a preset name {sorted(sizing.PRESETS)}, a config (dict, file or folder) "
-        f"or a ModelSpec, got {type(model).__name__}"
-    )
+        if not isinstance(model, dict):
+            return spec, str(model), _cost(spec)
+    else:
+        raise ValueError(
+            f"model must be a preset {sorted(sizing.PRESETS)}, a shipped config, a config "
+            f"(dict, file or folder) or a ModelSpec, got {type(model).__name__}"
+        )
+    return spec, _hub_id(spec), _cost(spec)
 
 
 def _check_trace(trace: Any) -> PreparedTrace:
