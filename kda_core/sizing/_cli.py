@@ -8,7 +8,8 @@ cache and the lines the engine would print; an engine that does not serve the mo
 ``--log FILE`` reads a server log (or a fragment) back against the config, with the fixes that
 reach ``--target`` running requests; ``--json`` prints one JSON object.
 Bad input exits with status 2 and one line naming the argument. The first word may name a
-subcommand (``SUBCOMMANDS``); there are none yet besides sizing a config.
+subcommand (``SUBCOMMANDS``): ``plan CONFIG --trace FILE ...`` sweeps the engine's flags on a
+trace (``kda_core.plan.cli``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,16 @@ from kda_core.sizing.slots import max_running_requests, request_pool_estimate, s
 from kda_core.sizing.vllm import size_vllm, vllm_log_lines
 
 MAX_LOG_BYTES = 4 << 20
-SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {}
+
+
+def _plan(argv: list[str]) -> int:
+    """``plan CONFIG --trace FILE ...`` (imported here only: sizing itself never needs it)."""
+    from kda_core.plan.cli import main as plan_main
+
+    return plan_main(argv)
+
+
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {"plan": _plan}
 """Further subcommands by their first word (``python -m kda_core.sizing WORD ...``)."""
 _SHOWN = (
     "state_slots",
