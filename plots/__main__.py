@@ -39,6 +39,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_kv_page_coverage",
     "plot_context_parallel",
     "plot_fleet_routing",
+    "plot_plan",
 )
 # Scripts rendered by one worker, in this order (the second reuses the first's simulations).
 TOGETHER: tuple[tuple[str, ...], ...] = (("plot_checkpoint_density", "plot_retention_policies"),)
