@@ -3,7 +3,8 @@
 Draws ``studies.planner`` and ``studies.planner_engines``. Actions: ``memory_planner_plan`` (plan
 table, both engines' lines, three figures with CSVs, the plan history, the live run on a scaled
 pool of 16 slots; a model that does not read is said by the Plan button, nothing planned) and
-``memory_planner_read_log`` (a log or fragment read back: verdict, fixes, the lines).
+``memory_planner_read_log`` (a log or fragment read back: verdict, fixes, the lines),
+``memory_planner_trace`` (plan from a trace: ``apps.memory_planner_trace``).
 """
 
 from __future__ import annotations
@@ -14,16 +15,9 @@ import gradio as gr
 
 from apps import ui
 from apps.figures.memory_planner import draw_check, draw_plan
+from apps.memory_planner_trace import trace_panel
 from apps.text.common import COMMON
-from apps.text.memory_planner import (
-    CHOICES,
-    CUSTOM,
-    DTYPES,
-    MSG,
-    NUMBERS,
-    SSM_DTYPES,
-    STRATEGIES,
-)
+from apps.text.memory_planner import CHOICES, CUSTOM, DTYPES, MSG, NUMBERS, SSM_DTYPES, STRATEGIES
 from apps.text.memory_planner_engines import draw_log, draw_log_check, report_markdown
 from apps.ui import guard
 from apps.ui.catalog import UserError
@@ -390,6 +384,7 @@ def build() -> gr.Blocks:
         )
         demo.load(plan_fn, plan_in, plan_out, api_visibility="private")
         _log_panel(page, [c["model"], c["config_json"]])
+        trace_panel(page)
         page.finish()
     return demo
 

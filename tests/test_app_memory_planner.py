@@ -118,7 +118,7 @@ def test_bad_inputs_raise_gr_error(kwargs, message):
 def test_api_names():
     cfg = mp.build().get_config_file()
     public = [d["api_name"] for d in cfg["dependencies"] if d["api_visibility"] == "public"]
-    assert public == ["memory_planner_plan", "memory_planner_read_log"]
+    assert public == ["memory_planner_plan", "memory_planner_read_log", "memory_planner_trace"]
 
 
 def test_client_roundtrip_and_sessions(tmp_path):

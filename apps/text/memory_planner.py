@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from apps.text.common import COMMON
 from apps.text.memory_planner_engines import ENGINE_MSG
+from apps.text.memory_planner_trace import TRACE
 from apps.ui.catalog import Catalog, T
 from kda_core import sizing
 from kda_core.sizing.presets import DTYPE_BYTES
@@ -245,6 +246,7 @@ MSG = Catalog(
         "y_per_step": ("running requests per step", "每步并发请求数"),
     },
     ENGINE_MSG,
+    TRACE,
     COMMON,
 )
 
