@@ -65,7 +65,12 @@ def test_mooncake_upload_draws_the_study(tmp_path: Path) -> None:
     assert i == table.iloc[0, 0]
     (text,) = app.explain_request(study, i)
     assert f"**Request {i}**" in text and "| SGLang | vLLM |" in text
-    assert f"| cached tokens reported | {r.sglang.cached[i]:,} | {r.vllm.cached[i]:,} |" in text
+    row = (
+        f"| restored from a saved state (cached) | {r.sglang.cached[i]:,} | {r.vllm.cached[i]:,} |"
+    )
+    assert row in text
+    match = f"{r.token_match[i]:,}"
+    assert f"| = the shared prefix | **{match}** | **{match}** |" in text
 
 
 def test_token_ids_upload_hashes_with_the_block_size(tmp_path: Path) -> None:
@@ -179,3 +184,29 @@ def test_upload_through_the_api(tmp_path: Path) -> None:
         assert f"**Request {rows[0][0]}**" in text
         with pytest.raises(Exception, match="block size"):
             c.predict(handle_file(path), "auto", True, 8, 0, api_name="/state_transfer_hits")
+
+
+def test_an_explanation_names_its_facts(tmp_path: Path) -> None:
+    # the hand-built prompts of tests/test_hit_explain.py (SGLang, 16-token blocks): request 2
+    # restores 960 of its 2000 shared tokens from request 1's branch state, and request 0's
+    # next state (2944) lies past what it shares; request 6 restores 512 and nobody saved a
+    # state past it on its path
+    def tok(start: int, n: int) -> list[int]:
+        return list(range(start, start + n))
+
+    a, s, v = tok(0, 3000), tok(100_000, 512), tok(200_000, 2500)
+    prompts = [a, a[:1000] + tok(10_000, 2000), a[:2000] + tok(20_000, 500)]
+    prompts += [a[:2500] + tok(30_000, 400), s + tok(300_000, 100), s + v]
+    prompts.append(s + v[:2000] + tok(400_000, 300))
+    rows = [{"token_ids": p, "timestamp": i} for i, p in enumerate(prompts)]
+    study = app.analyse(_write(tmp_path, "t.jsonl", rows), "token-ids", True, 16)[-1]
+    (en,) = app.explain_request(study, 2)
+    assert "| restored from a saved state (cached) | 960 |" in en
+    assert "| + no state up to the deepest reusable grid point | 1,024 |" in en
+    assert "| + reusable, short of one grid unit | 16 |" in en
+    assert "**SGLang**: restores 960 tokens from the state request 1 saved. No state in the " in en
+    assert "at 2,944 (saved by request 0), lies past the 2,000 tokens this request shares" in en
+    (zh,) = app.explain_request(study, 2, language="中文")
+    assert "**SGLang**：从请求 1 保存的状态恢复 960 个 token。接下来共享的 1,024 个" in zh
+    (en,) = app.explain_request(study, 6)
+    assert "no earlier request saved a state on this path past 512 (request 5 was the " in en

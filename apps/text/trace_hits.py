@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from apps.text.trace_hits_why import WHY, why_sentences
 from apps.ui.catalog import Catalog, T
 from kda_core.studies.hit_reasons import REASONS, HitReasons
 from kda_core.studies.hit_requests import RequestExplanation
@@ -22,53 +23,10 @@ _REASON_NAMES = {
     "host_last_state_only": ("host holds last states only", "host 只存每个请求最后的状态"),
     "evicted_host_budget": ("evicted: host capacity", "被 host 容量驱逐"),
 }
-_WHY = {
-    "hit": ("it restores at least half of what it shares.", "它恢复了共享部分的至少一半。"),
-    "first_occurrence": (
-        "no earlier request shares its first block.",
-        "没有更早的请求与它共享第一个块。",
-    ),
-    "below_one_block": (
-        "the reusable prefix ({reusable:,} tokens) is shorter than one unit of the hit grid "
-        "({unit:,} tokens).",
-        "可复用的前缀（{reusable:,} 个 token）不足命中网格的一个单位（{unit:,} 个 token）。",
-    ),
-    "state_in_unique_tokens": (
-        "it is the first to leave the earlier requests' path here: their states all lie in "
-        "tokens it does not share.",
-        "它是第一个在此处离开先前请求路径的请求：那些请求的状态都落在它不共享的 token 中。",
-    ),
-    "no_state_at_branch": (
-        "the prefix ends where the tree had already branched (or a prompt ended), and no "
-        "state was saved there.",
-        "前缀结束在树早已分叉（或某个提示词结束）的位置，而那里没有保存状态。",
-    ),
-    "evicted_state_budget": (
-        "without budgets it would hit: the state budget evicted the state.",
-        "不设预算时它会命中：状态被状态预算驱逐了。",
-    ),
-    "evicted_kv_budget": (
-        "without budgets it would hit: the KV budget evicted the prefix.",
-        "不设预算时它会命中：前缀被 KV 预算驱逐了。",
-    ),
-    "evicted_unified_budget": (
-        "without budgets it would hit: the unified budget evicted it.",
-        "不设预算时它会命中：它被统一预算驱逐了。",
-    ),
-    "host_last_state_only": (
-        "the device evicted the state and the host holds only each request's last state.",
-        "设备驱逐了状态，而 host 只保存每个请求最后的状态。",
-    ),
-    "evicted_host_budget": (
-        "the host would have held the state, but its capacity evicted it.",
-        "host 本可以保存这个状态，但被它的容量驱逐了。",
-    ),
-}
 HITS = Catalog(
     "trace_hits",
     {
         **{f"r_{k}": v for k, v in _REASON_NAMES.items()},
-        **{f"why_{k}": v for k, v in _WHY.items()},
         "acc_hits": (
             "Your trace: why a request got no hit, SGLang vs vLLM",
             "你的 trace：请求为何没有命中，SGLang 与 vLLM 对比",
@@ -183,12 +141,23 @@ HITS = Catalog(
             "no earlier request had a node boundary there",
             "更早的请求在那里没有节点边界",
         ),
-        "x_th": ("| | SGLang | vLLM |", "| | SGLang | vLLM |"),
-        "x_unit": ("hit grid (tokens)", "命中网格（token）"),
-        "x_reusable": ("reusable by the lookup (≤ input − 1)", "查找可复用的部分（≤ 输入 − 1）"),
-        "x_grid": ("deepest grid point inside it", "其中最深的网格点"),
-        "x_cached": ("cached tokens reported", "报告的缓存 token"),
-        "x_unlimited": ("cached without budgets", "不设预算时的缓存"),
+        "x_th": (
+            "| tokens of the shared prefix | SGLang | vLLM |",
+            "| 共享前缀的 token | SGLang | vLLM |",
+        ),
+        "x_unit": ("hit grid unit", "命中网格单位"),
+        "x_restored": ("restored from a saved state (cached)", "从已保存的状态恢复（缓存）"),
+        "x_evicted": ("+ restored without budgets, taken by one", "+ 不设预算时可恢复、被预算拿走"),
+        "x_no_state": (
+            "+ no state up to the deepest reusable grid point",
+            "+ 直到最深可复用网格点都没有状态",
+        ),
+        "x_below_unit": ("+ reusable, short of one grid unit", "+ 可复用但不足一个网格单位"),
+        "x_last_token": (
+            "+ the last prompt token (lookup ≤ input − 1)",
+            "+ 提示词最后一个 token（查找 ≤ 输入 − 1）",
+        ),
+        "x_sum": ("= the shared prefix", "= 共享前缀"),
         "x_reason": ("reason", "原因"),
         "x_why": ("**{engine}**: {why}", "**{engine}**：{why}"),
         "t_hits_reasons": (
@@ -222,6 +191,7 @@ HITS = Catalog(
         "n_hits_reasons": ("reason breakdown", "原因分布"),
         "n_hits_cov": ("KV pages with a state", "带状态的 KV 页"),
     },
+    WHY,
 )
 
 
@@ -307,7 +277,8 @@ def table_rows(r: HitReasons | None, rows: Sequence[int], t: T) -> tuple[list[st
 
 
 def explain_markdown(e: RequestExplanation | None, t: T) -> str:
-    """One request for both engines: the positions, the cached tokens and why."""
+    """One request for both engines: its token match split into parts that add up (restored,
+    taken by a budget, no state, short of a grid unit, the last token) and why."""
     if e is None:
         return t("x_pick")
     branch = t("x_branch") if e.known_branch else t("x_nobranch")
@@ -326,17 +297,13 @@ def explain_markdown(e: RequestExplanation | None, t: T) -> str:
         "|---|---:|---:|",
     ]
     s, v = e.sglang, e.vllm
-    for key, a, b in (
-        ("x_unit", s.unit, v.unit),
-        ("x_reusable", s.reusable, v.reusable),
-        ("x_grid", s.grid_point, v.grid_point),
-        ("x_cached", s.cached, v.cached),
-        ("x_unlimited", s.cached_unlimited, v.cached_unlimited),
-    ):
-        lines.append(f"| {t(key)} | {a:,} | {b:,} |")
+    lines.append(f"| {t('x_unit')} | {s.unit:,} | {v.unit:,} |")
+    ps, pv = s.parts, v.parts
+    for part in ps:  # in order: they add up to the shared prefix
+        lines.append(f"| {t('x_' + part)} | {ps[part]:,} | {pv[part]:,} |")
+    lines.append(f"| {t('x_sum')} | **{sum(ps.values()):,}** | **{sum(pv.values()):,}** |")
     lines.append(f"| {t('x_reason')} | {t('r_' + s.reason)} | {t('r_' + v.reason)} |")
     lines.append("")
     for eng, label in ((s, "SGLang"), (v, "vLLM")):
-        why = t(f"why_{eng.reason}", reusable=eng.reusable, unit=eng.unit)
-        lines.append("- " + t("x_why", engine=label, why=why))
+        lines.append("- " + t("x_why", engine=label, why=why_sentences(eng, e.sharer, t)))
     return "\n".join(lines)
