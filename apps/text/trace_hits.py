@@ -51,8 +51,8 @@ HITS = Catalog(
         "fmt_mooncake": ("Mooncake / aiperf JSONL", "Mooncake / aiperf JSONL"),
         "fmt_burstgpt": ("BurstGPT CSV", "BurstGPT CSV"),
         "fmt_azure": ("Azure LLM inference CSV", "Azure LLM 推理 CSV"),
-        "fmt_token-ids": ("token ids, JSONL", "token id，JSONL"),
-        "fmt_conversations": ("conversations, JSONL", "多轮对话，JSONL"),
+        "fmt_token-ids": ("token-id JSONL", "token id JSONL"),
+        "fmt_conversations": ("conversation JSONL", "多轮对话 JSONL"),
         "fmt_sglang-gsp": (
             "SGLang generated-shared-prefix settings (JSON)",
             "SGLang 共享前缀生成设置（JSON）",
@@ -77,6 +77,25 @@ HITS = Catalog(
             "the trace file is {size} MiB; the upload cap is {cap} MiB",
             "trace 文件有 {size} MiB，上传上限是 {cap} MiB",
         ),
+        "e_hits_format_none": (
+            "{name}: line {line} looks like none of the formats this panel reads: choose the "
+            "file's format in File format",
+            "{name}：第 {line} 行不像本面板能读的任何一种格式：请在“文件格式”中选择这个文件的格式",
+        ),
+        "e_hits_format_two": (
+            "{name}: line {line} fits more than one format ({fits}): choose one in File format",
+            "{name}：第 {line} 行符合不止一种格式（{fits}）：请在“文件格式”中选一个",
+        ),
+        "e_hits_no_rows": (
+            "{name}: no row reads as {fmt} ({rows} skipped: {reasons}); is File format right?",
+            "{name}：没有一行能按 {fmt} 读取（跳过了 {rows}：{reasons}）；“文件格式”选对了吗？",
+        ),
+        "n_requests": ("{n:,} requests", "{n:,} 个请求"),
+        "n_request": ("1 request", "1 个请求"),
+        "n_bad_rows": ("{n:,} malformed rows", "{n:,} 个格式错误的行"),
+        "n_bad_row": ("1 malformed row", "1 个格式错误的行"),
+        "n_rows": ("{n:,} rows", "{n:,} 行"),
+        "n_row": ("1 row", "1 行"),
         "e_hits_missing": (
             "the uploaded file is gone; upload it again",
             "上传的文件已不存在，请重新上传",
@@ -86,16 +105,16 @@ HITS = Catalog(
             "内置 Mooncake 对话 trace，前 {n:,} 个请求",
         ),
         "s_hits_head": (
-            "**{name}** ({fmt}): {n:,} requests, block {block:,} tokens; Kimi K3 at TP8, SGLang "
+            "**{name}** ({fmt}): {count}, block {block:,} tokens; Kimi K3 at TP8, SGLang "
             "checkpoint grid {sg:,} tokens, vLLM block {vb:,} tokens; state budget {budget}",
-            "**{name}**（{fmt}）：{n:,} 个请求，块大小 {block:,} 个 token；Kimi K3、TP8，SGLang "
+            "**{name}**（{fmt}）：{count}，块大小 {block:,} 个 token；Kimi K3、TP8，SGLang "
             "检查点网格 {sg:,} 个 token，vLLM 块大小 {vb:,} 个 token；状态显存预算 {budget}",
         ),
         "budget_none": ("unlimited", "不限"),
         "budget_gib": ("{gib:g} GiB per GPU", "每卡 {gib:g} GiB"),
         "s_hits_skipped": (
-            "**{k:,} malformed rows skipped**; the first reasons:",
-            "**跳过了 {k:,} 个格式错误的行**；前几条原因：",
+            "**{rows} skipped**; the first reasons:",
+            "**跳过了 {rows}**；前几条原因：",
         ),
         "s_hits_rate": (
             "Cached / input tokens: SGLang **{sg:.1%}**, vLLM **{vl:.1%}** (an unlimited KV "
@@ -104,11 +123,11 @@ HITS = Catalog(
             "{ideal:.1%}）。",
         ),
         "s_hits_lengths": (
-            "**This file gives lengths only** ({fmt}, {n:,} requests, mean input {mi:,.0f} "
+            "**This file gives lengths only** ({fmt}, {count}, mean input {mi:,.0f} "
             "tokens, mean output {mo:,.0f}): it says nothing about which requests share a "
             "prefix, so **hit reasons and the page coverage cannot be computed from it**. "
             "Nothing below is drawn for it.",
-            "**这个文件只给出长度**（{fmt}，{n:,} 个请求，平均输入 {mi:,.0f} 个 token，平均输出 "
+            "**这个文件只给出长度**（{fmt}，{count}，平均输入 {mi:,.0f} 个 token，平均输出 "
             "{mo:,.0f} 个）：它没有说明哪些请求共享前缀，因此**无法据此计算未命中原因和页面覆盖率**"
             "。下面不为它绘制任何内容。",
         ),
@@ -161,8 +180,8 @@ HITS = Catalog(
         "x_reason": ("reason", "原因"),
         "x_why": ("**{engine}**: {why}", "**{engine}**：{why}"),
         "t_hits_reasons": (
-            "Why requests got no hit: SGLang vs vLLM ({n:,} requests)",
-            "请求为何没有命中：SGLang 与 vLLM（{n:,} 个请求）",
+            "Why requests got no hit: SGLang vs vLLM (requests: {n:,})",
+            "请求为何没有命中：SGLang 与 vLLM（请求数：{n:,}）",
         ),
         "hits_requests": ("share of requests", "请求占比"),
         "hits_tokens": ("share of the uncached tokens", "未缓存 token 占比"),
@@ -195,6 +214,11 @@ HITS = Catalog(
 )
 
 
+def count(key: str, n: int, t: T) -> str:
+    """``n`` things in words: ``key`` for one ("1 request"), ``key`` + "s" for more."""
+    return t(key) if n == 1 else t(key + "s", n=n)
+
+
 def _budget(gib: float | None, t: T) -> str:
     return t("budget_none") if not gib else t("budget_gib", gib=gib)
 
@@ -203,14 +227,15 @@ def summary_markdown(
     trace: Trace, name: str, r: HitReasons | None, budget_gib: float | None, t: T
 ) -> str:
     """The load: what was read, the skipped rows, the rates (or why there are none)."""
-    fmt = trace.source_format or "mooncake"
+    fmt = t(f"fmt_{trace.source_format or 'mooncake'}")
+    n = count("n_request", len(trace), t)
     lines = []
     if r is None:
         lines.append(
             t(
                 "s_hits_lengths",
                 fmt=fmt,
-                n=len(trace),
+                count=n,
                 mi=float(trace.input_len.mean()) if len(trace) else 0.0,
                 mo=float(trace.output_len.mean()) if len(trace) else 0.0,
             )
@@ -222,7 +247,7 @@ def summary_markdown(
                 "s_hits_head",
                 name=name,
                 fmt=fmt,
-                n=len(trace),
+                count=n,
                 block=trace.block_size,
                 sg=r.sglang.unit,
                 vb=r.vllm.unit,
@@ -240,7 +265,7 @@ def summary_markdown(
             ),
         ]
     if trace.skipped_rows:
-        lines += ["", t("s_hits_skipped", k=trace.skipped_rows)]
+        lines += ["", t("s_hits_skipped", rows=count("n_bad_row", trace.skipped_rows, t))]
         lines += [f"- `{reason}`" for reason in trace.skip_reasons]
     return "\n".join(lines)
 

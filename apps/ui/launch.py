@@ -51,6 +51,14 @@ CSS = """
   white-space: normal !important; }
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
+/* an upload's refusal sits below the file, in the flow: Gradio draws a validation message
+   over its input, which hid the file's name and its Clear button and cut a long message at
+   the widget's edge */
+.kda-upload:has(> .wrap > .validation-error) { display: flex !important;
+  flex-direction: column; }
+.kda-upload > .wrap:has(> .validation-error) { position: static !important;
+  padding: 0 !important; order: 9; margin-top: 6px; }
+.kda-upload > .wrap > .validation-error { position: static !important; }
 """
 # Every upload (a trace, a config.json) is refused by the server above this size, before a
 # callback sees it (``Blocks.launch`` / ``mount_gradio_app``'s ``max_file_size``, per file);
