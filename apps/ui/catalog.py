@@ -168,6 +168,19 @@ class UserError(gr.Error):
         return self.msg.render(language)
 
 
+# every ASCII character Markdown, GFM (autolinks, tables, strikethrough), HTML or Gradio's
+# LaTeX delimiters could read as syntax
+_MARKUP = frozenset("\\`*_{}[]()#+-.!|~$:<>&\"'=")
+
+
+def verbatim(text: str) -> str:
+    """``text`` as characters a Markdown cell shows exactly as typed: each character that
+    could be markup becomes a numeric character reference (``[a](http://x)`` stays text, no
+    link; backticks no code span), a newline becomes ⏎ (one line)."""
+    out = [f"&#{ord(c)};" if c in _MARKUP else c for c in text.replace("\n", "⏎")]
+    return "".join(out)
+
+
 def message_in(e: BaseException, language: object) -> str:
     """The text of an error in ``language``: a ``UserError`` re-rendered, else its text."""
     if isinstance(e, UserError):
@@ -187,4 +200,5 @@ __all__ = [
     "fields",
     "message_in",
     "problems",
+    "verbatim",
 ]
