@@ -33,8 +33,20 @@ CODES: tuple[str, str] = ("en", "zh")
 _FMT = string.Formatter()
 
 
+class UnknownLanguage(str):
+    """A value of the page's language switch that is none of ``LANGS`` (the switch passes it on
+    instead of refusing it, so the validator can name the argument; ``code`` refuses it)."""
+
+
+def language_message(value: object) -> str:
+    return f"language must be one of {list(LANGS)}, got {str(value)!r}"
+
+
 def code(language: object) -> str:
-    """ "en" or "zh" for the switch's value ("English" / "中文") or a code; English otherwise."""
+    """ "en" or "zh" for the switch's value ("English" / "中文") or a code; English otherwise.
+    A value the switch did not know (``UnknownLanguage``, from the API) is refused."""
+    if isinstance(language, UnknownLanguage):
+        raise gr.Error(language_message(language), print_exception=False)
     return "zh" if language in (LANGS[1], CODES[1]) else "en"
 
 
@@ -195,9 +207,11 @@ __all__ = [
     "Catalog",
     "Msg",
     "T",
+    "UnknownLanguage",
     "UserError",
     "code",
     "fields",
+    "language_message",
     "message_in",
     "problems",
     "verbatim",
