@@ -82,6 +82,7 @@ def _serve(s: TabState, progress: gr.Progress | None = None, lang: str = "en") -
         spacing=s.spacing,
         int8=s.int8,
         checkpoint_slots=s.slots,
+        fork=False,  # shared, not copied per tab: ``_send_one`` forks it before sending
     )
     res = study.result()
     return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
