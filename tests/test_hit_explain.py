@@ -167,6 +167,40 @@ def _brute_facts(fine, pol, match: np.ndarray) -> dict[str, list[int]]:
     return out
 
 
+def _mix(seed: int, n: int = 40) -> list[list[int]]:
+    """Seeded prompts on three system prompts (64-token multiples): resends of an earlier
+    prompt (whose lookup stops one block short), follow-ups extending one, new tails."""
+    rng = np.random.default_rng(seed)
+    systems = [tokens(1_000_000 * (k + 1), 64 * int(rng.integers(1, 7))) for k in range(3)]
+    out: list[list[int]] = []
+    for i in range(n):
+        roll = rng.random()
+        if out and roll < 0.25:
+            out.append(list(out[int(rng.integers(len(out)))]))
+        elif out and roll < 0.5:
+            base = out[int(rng.integers(len(out)))]
+            out.append(base + tokens(5_000_000 + 1000 * i, 64 * int(rng.integers(1, 5))))
+        else:
+            tail = tokens(7_000_000 + 1000 * i, 64 * int(rng.integers(1, 9)))
+            out.append(systems[int(rng.integers(3))] + tail)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_facts_on_resends_and_follow_ups(tmp_path: Path, seed: int) -> None:
+    # a resend's lookup stops a block short, so its token match is one block less: the
+    # branch state it saves there is what the next sharer restores (SGLang)
+    path = tmp_path / "mix.jsonl"
+    rows = [{"token_ids": p, "timestamp": i} for i, p in enumerate(_mix(seed))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trace = load_trace(path, "token-ids", block_size=64)
+    r = hit_reasons(trace, vllm={"block_size": 256})
+    for e in (r.sglang, r.vllm):
+        want = _brute_facts(trace, policy_mod.make(e.engine, **e.params), r.token_match)
+        assert want["restore_at"] == e.cached_unlimited.tolist()
+        assert want["source"] == e.source.tolist() and want["deeper"] == e.deeper.tolist()
+
+
 @pytest.mark.parametrize("name", ["conversation", "synthetic"])
 def test_the_facts_against_a_brute_force_replay(name: str) -> None:
     trace = bundled_trace(name).head(400)

@@ -7,9 +7,11 @@ any earlier request shares) and whether it ends on a node boundary seen before.
 
 The run is the simulator's sequential schedule with no budget, replayed on the trace's chained
 block ids (equal ids = an identical prefix up to that block): request ``i`` restores from the
-deepest state any earlier request saved on its path within ``input - 1`` tokens, its
-positions come from the policy's ``plan`` (as ``sim.sequential`` calls it) and its KV is kept
-up to its deepest position (the tree cuts the key there). ``hit_reasons`` checks that the
+deepest state any earlier request saved on its path (matched again without the last block when
+that state is at the prompt's end: the engines look up ``input - 1`` tokens, as
+``sim.placement.RunCtx.lookup`` does), its positions come from the policy's ``plan`` (as
+``sim.sequential`` calls it) and its KV is kept up to its deepest position (the tree cuts the
+key there). ``hit_reasons`` checks that the
 restore points equal the simulator's (a naive twin of ``simulate(..., cap_lookup=True)``).
 """
 
@@ -55,10 +57,10 @@ def path_facts(fine: Trace, pol: Policy, match: np.ndarray) -> PathFacts:
         m = 0
         while m < len(key) and key[m] in kv:
             m += 1
-        ra = 0  # the deepest state on the path the lookup (at most L - 1 tokens) reaches
-        for t in range(min(m, (L - 1) // g)):
-            if key[t] in states:
-                ra = (t + 1) * g
+        ra = _deepest(states, key, m, g)
+        if ra >= L:  # the input - 1 lookup: the simulator matches the key without its last block
+            m = min(m, len(key) - 1)
+            ra = _deepest(states, key, m, g)
         out["restore_at"][i] = ra
         out["source"][i] = states[key[ra // g - 1]][0] if ra else -1
         top = -(-shared[i] // g)  # the blocks of the token match
@@ -77,6 +79,14 @@ def path_facts(fine: Trace, pol: Policy, match: np.ndarray) -> PathFacts:
                 states[b] = (i, p)
                 _push_up(nearest, key[: p // g], (i, p))
     return PathFacts(**out)
+
+
+def _deepest(states: dict[int, tuple[int, int]], key: list[int], m: int, g: int) -> int:
+    """The deepest state among the first ``m`` blocks of ``key`` (tokens; 0: none)."""
+    for t in range(m - 1, -1, -1):
+        if key[t] in states:
+            return (t + 1) * g
+    return 0
 
 
 def _push_up(nearest: dict[int, tuple[int, int]], path: list[int], state: tuple[int, int]) -> None:
