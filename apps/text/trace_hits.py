@@ -166,7 +166,10 @@ HITS = Catalog(
         ),
         "x_unit": ("hit grid unit", "命中网格单位"),
         "x_restored": ("restored from a saved state (cached)", "从已保存的状态恢复（缓存）"),
-        "x_evicted": ("+ restored without budgets, taken by one", "+ 不设预算时可恢复、被预算拿走"),
+        "x_evicted": (
+            "+ taken by a budget (restored without budgets)",
+            "+ 被预算拿走（不设预算时可恢复）",
+        ),
         "x_no_state": (
             "+ no state up to the deepest reusable grid point",
             "+ 直到最深可复用网格点都没有状态",
