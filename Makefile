@@ -1,8 +1,10 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   create .venv, install, serve every app on http://127.0.0.1:7860
-#               (make demo PORT=8000 for another port; a taken port moves to the next free one)
-#   make test   create .venv, install the test extras, make sure a headless Chromium exists, run pytest,
-#               then the differential suite against the real SGLang/vLLM code (make test-real)
+#   make demo   create .venv, install the runtime dependencies only, serve every app on
+#               http://127.0.0.1:7860 (make demo PORT=8000 for another port; a taken port moves
+#               to the next free one)
+#   make test   the same .venv plus the test extras (pytest, hypothesis, playwright, ruff,
+#               Mooncake), a headless Chromium, pytest, then the differential suite against the
+#               real SGLang/vLLM code (make test-real)
 PYTHON ?= python3
 VENV ?= .venv
 REAL_VENV ?= .venv-real
@@ -14,8 +16,14 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 
 .PHONY: demo test test-real chromium libibverbs mooncake-services lint bench figures readme-figures screenshots train clean
 
+# the runtime: what the apps, the figures and kda_core import (pyproject's dependencies)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# the test extras on top (pyproject's [test]): make test, lint, the browser and Mooncake targets
+$(VENV)/.test-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
@@ -24,7 +32,7 @@ demo: $(VENV)/.installed
 
 # Debian's chromium (+ a CJK font) when present or installable as root; playwright's own
 # browser download otherwise.
-chromium: $(VENV)/.installed
+chromium: $(VENV)/.test-installed
 	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei; \
@@ -38,18 +46,18 @@ libibverbs:
 	else echo "libibverbs1 missing: Mooncake tests skip (apt-get install libibverbs1)"; fi
 
 # a Mooncake master + storage node on 127.0.0.1 (Ctrl-C stops them)
-mooncake-services: $(VENV)/.installed libibverbs
+mooncake-services: $(VENV)/.test-installed libibverbs
 	$(PY) -m kda_core.transfer mooncake-services
 
 # torch (CPU wheel, pinned: never let pip resolve another build), fla-core and transformers for the
 # flash-linear-attention cross-check and the Kimi-Linear parity tests
-$(VENV)/.reference: $(VENV)/.installed
+$(VENV)/.reference: $(VENV)/.test-installed
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q --no-deps fla-core==0.6.0 einops
 	$(PY) -m pip install -q transformers==5.23.0
 	touch $@
 
-test: $(VENV)/.installed $(VENV)/.reference chromium libibverbs
+test: $(VENV)/.test-installed $(VENV)/.reference chromium libibverbs
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest
 	$(MAKE) --no-print-directory test-real
 
@@ -61,10 +69,10 @@ test-real:
 	[ $$rc -eq 0 ] || exit $$rc; \
 	OPENBLAS_NUM_THREADS=1 $(REAL_VENV)/bin/python -m pytest -q -p no:cacheprovider -W ignore tests/real
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.test-installed
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Figures go to build/figures (ignored); readme-figures rewrites the committed README figures.
@@ -74,7 +82,7 @@ figures: $(VENV)/.installed
 readme-figures: $(VENV)/.installed
 	$(PY) -m plots --out assets/figures
 
-screenshots: $(VENV)/.installed chromium
+screenshots: $(VENV)/.test-installed chromium
 	$(PY) -m apps.screenshots
 
 # Retrain k3-mini (CPU, deterministic, one thread; hours on 2 shared cores) -> assets/weights/k3-mini.npz:

@@ -135,7 +135,7 @@ def build_hub(names: Sequence[str] | None = None) -> Hub:
             log.exception("app %s skipped: build() failed", name)
             skipped.append(name)
             continue
-        gr.mount_gradio_app(app, demo, path=f"/{name}", **ui.LAUNCH_KWARGS)
+        gr.mount_gradio_app(app, ui.bound_sessions(demo), path=f"/{name}", **ui.LAUNCH_KWARGS)
         _bind_validators_to_mount(app, demo, f"/{name}")
         mounted.append(name)
     page = landing_html(mounted)
@@ -237,7 +237,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         port, note = ui.next_free_port(args.host, args.port)
         if note:
             log.warning(note)
-        mod.build().launch(server_name=args.host, server_port=port, **ui.LAUNCH_KWARGS)
+        ui.bound_sessions(mod.build()).launch(
+            server_name=args.host, server_port=port, **ui.LAUNCH_KWARGS, **ui.SESSION_KWARGS
+        )
         return
     t0 = time.perf_counter()
     try:

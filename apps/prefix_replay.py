@@ -118,8 +118,15 @@ def _views(ui: SimpleNamespace) -> None:
     n_layers, n_heads = pr.kda_shape()  # the served model's KDA layers and heads
     L, page = ui.page.label, ui.page
     first = TabState(pr.SCENARIOS[SCENARIOS[0]].prompts, SCENARIOS[0])
-    ui.request = L(gr.Dropdown(request_choices(first, page.en), value=len(first.prompts) - 1,
-                               elem_id=f"{NAME}-request"), "f_request")  # fmt: skip
+    # a typed value reaches the validator (``checks.request_cross``), which marks the field;
+    # without custom values Gradio refuses one outside the choices with its own toast first
+    pick = gr.Dropdown(
+        request_choices(first, page.en),
+        value=len(first.prompts) - 1,
+        allow_custom_value=True,
+        elem_id=f"{NAME}-request",
+    )
+    ui.request = L(pick, "f_request")
     ui.request.api_info = checks.request_api_info  # an index, not the build-time choices
     ui.s_time = page.figure_slot(f"{NAME}-timeline", "n_timeline")
     with gr.Row():
@@ -132,7 +139,9 @@ def _views(ui: SimpleNamespace) -> None:
         ui.play_btn = L(gr.Button(elem_id=f"{NAME}-play", size="sm", variant="primary"), "b_play")
         ui.pause = L(gr.Button(elem_id=f"{NAME}-pause", size="sm"), "b_pause")
         ui.nxt = L(gr.Button(elem_id=f"{NAME}-next", size="sm"), "b_next")
-    ui.step = L(gr.Number(0, minimum=0, maximum=1, elem_id=f"{NAME}-step"), "f_step")
+    # no minimum / maximum: Gradio would refuse a value past them with its own toast before
+    # the validator (``checks.step_cross``) could mark the field with the request's range
+    ui.step = L(gr.Number(0, step=1, elem_id=f"{NAME}-step"), "f_step")
     ui.step_md = gr.Markdown(label="Replay step details", elem_id=f"{NAME}-step-info")
     ui.s_replay = page.figure_slot(f"{NAME}-replay", "n_replay")
     ui.stage = page.choices(

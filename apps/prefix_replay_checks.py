@@ -86,13 +86,30 @@ def nonempty_cross(n_settings: int):  # noqa: ANN202
     return cross
 
 
+def check_request(request: object, n: int) -> int:
+    """A request of a session of ``n``: its 0-based index (negative from the end), as the
+    list's value or typed; the message names the list's #1 to #n and the API's range."""
+    value = -1 if request is None else request
+    try:
+        return ui.check_int(MSG("v_request"), value, -n, n - 1)
+    except UserError:
+        raise fail("e_request", MSG, n=n, lo=-n, hi=n - 1, got=ui.clip_text(value)) from None
+
+
+def check_step(step: object, n_steps: int, req: int) -> int:
+    """A replay step of request ``req`` (0-based) with ``n_steps`` steps (at least one)."""
+    try:
+        return ui.check_int(MSG("v_step"), step, 0, n_steps - 1)
+    except UserError:
+        raise fail("e_step", MSG, hi=n_steps - 1, n=req + 1, got=ui.clip_text(step)) from None
+
+
 def request_cross(request: object, *values: object) -> tuple[int, Msg] | None:
     session = values[-2]
     if not _is_state(session) or session.result is None:
         return 0, EMPTY
-    n = len(session.prompts)
     try:
-        ui.check_int(MSG("v_request"), -1 if request is None else request, -n, n - 1)
+        check_request(request, len(session.prompts))
     except UserError as e:
         return 0, e.msg
     return None
@@ -105,7 +122,7 @@ def step_cross(step: object, session: object, *_: object) -> tuple[int, Msg] | N
     if n == 0:
         return 0, MSG("e_no_steps", n=session.req + 1)
     try:
-        ui.check_int(MSG("v_step"), step, 0, n - 1)
+        check_step(step, n, session.req)
     except UserError as e:
         return 0, e.msg
     return None

@@ -26,7 +26,7 @@ from apps.figures.prefix_replay import (
     fig_tree,
 )
 from apps.figures.prefix_replay_batch import fig_pools
-from apps.prefix_replay_checks import STAGES, check_room, check_text
+from apps.prefix_replay_checks import STAGES, check_request, check_room, check_step, check_text
 from apps.text.prefix_replay import MSG, short, step_markdown, summary_markdown
 from apps.ui import player
 from apps.ui.catalog import T as Lang
@@ -82,6 +82,7 @@ def _serve(s: TabState, progress: gr.Progress | None = None, lang: str = "en") -
         spacing=s.spacing,
         int8=s.int8,
         checkpoint_slots=s.slots,
+        fork=False,  # shared, not copied per tab: ``_send_one`` forks it before sending
     )
     res = study.result()
     return replace(s, result=res, study=study, req=len(res.requests) - 1, step=0)
@@ -124,9 +125,10 @@ def request_choices(s: TabState, t: Lang) -> list[tuple[str, int]]:
 
 
 def _step_slider(s: TabState) -> dict:
-    """The replay step field: its value and upper bound (the match)."""
+    """The replay step field: its value. No ``maximum`` on the component: Gradio would refuse
+    a step past it with its own toast before the validator could mark the field."""
     n = s.n_steps
-    return gr.update(maximum=max(n - 1, 1), value=s.step, interactive=n > 1)
+    return gr.update(value=s.step, interactive=n > 1)
 
 
 def _replay_outputs(s: TabState, t: Lang) -> tuple:
@@ -301,7 +303,7 @@ def reset_session(language: str = "English") -> tuple:
         figs[2],
         gr.update(value=None, visible=False),
         "",
-        gr.update(maximum=1, value=0, interactive=False),
+        gr.update(value=0, interactive=False),
         gr.update(value=None, visible=False),
         gr.update(value=None, visible=False),
         gr.update(choices=[], value=None),
@@ -336,7 +338,7 @@ def inspect(
     if inconsistent and progress is not None:
         progress(0.0, desc=t("progress_drift"))
     n = len(s.prompts)
-    i = ui.check_int(MSG("v_request"), -1 if request is None else request, -n, n - 1) % n
+    i = check_request(request, n) % n
     s = replace(s, req=i, step=0 if i != s.req else s.step, **_view(layer, head, delta, stage))
     return _inspect_outputs(s, bool(inconsistent), t)
 
@@ -348,7 +350,7 @@ def go_to_step(step: float, session: TabState | None = None, language: str = "En
     n = s.n_steps
     if n == 0:
         raise fail("e_no_steps", MSG, n=s.req + 1)
-    s = replace(s, step=ui.check_int(MSG("v_step"), step, 0, n - 1))
+    s = replace(s, step=check_step(step, n, s.req))
     return (*_replay_outputs(s, _t(language)), s)
 
 

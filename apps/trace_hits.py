@@ -32,6 +32,7 @@ from kda_core.studies import density as ds
 from kda_core.studies.hit_reasons import HitReasons, hit_reasons
 from kda_core.studies.hit_requests import RequestExplanation, explain, worst_requests
 from kda_core.studies.host_coverage import HostCoverage, host_coverage
+from kda_core.workloads.ingest import RowError
 
 MAX_UPLOAD_MIB = ui.MAX_UPLOAD_MIB
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MIB << 20
@@ -68,7 +69,8 @@ def check_file(value: object) -> None:
 
 def _load(path: str, fmt: str, skip: bool, block: int) -> wl.Trace:
     """``load_trace`` on the upload; its messages name the file as the reader knows it (the
-    upload's own name, not the server's temporary directory)."""
+    upload's own name, not the server's temporary directory). A format that cannot be told,
+    or a file none of whose rows reads, is said in the panel's words (the File format)."""
     try:
         return wl.load_trace(
             path,
@@ -78,7 +80,25 @@ def _load(path: str, fmt: str, skip: bool, block: int) -> wl.Trace:
             max_requests=MAX_REQUESTS,
         )
     except ValueError as e:
-        raise ValueError(str(e).replace(str(Path(path).parent) + os.sep, "")) from None
+        said = _reworded(e, Path(path).name) if isinstance(e, RowError) else None
+        raise said or ValueError(str(e).replace(str(Path(path).parent) + os.sep, "")) from None
+
+
+def _reworded(e: RowError, name: str) -> Exception | None:
+    """A reader's refusal in the panel's words, from the facts ``load_trace`` gives with it."""
+    facts = e.facts
+    if e.field == "format" and facts.get("fits"):
+        fits = tuple(HITS(f"fmt_{f}") for f in facts["fits"])
+        return fail("e_hits_format_two", HITS, name=name, line=facts["line"], fits=fits)
+    if e.field == "format":
+        return fail("e_hits_format_none", HITS, name=name, line=facts["line"])
+    if e.field == "rows" and facts.get("skipped"):
+        n = int(facts["skipped"])  # type: ignore[call-overload]
+        rows = HITS("n_row") if n == 1 else HITS("n_rows", n=n)
+        fmt = HITS(f"fmt_{facts['format']}")
+        reasons = "; ".join(facts["reasons"])  # type: ignore[arg-type]
+        return fail("e_hits_no_rows", HITS, name=name, fmt=fmt, rows=rows, reasons=reasons)
+    return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -224,6 +244,7 @@ def _inputs(page: Page, name: str) -> tuple:
             file_types=[".jsonl", ".json", ".csv", ".txt"],
             type="filepath",
             elem_id=f"{name}-hits-file",
+            elem_classes=["kda-upload"],  # its refusal drawn below it (apps.ui.launch.CSS)
             height=140,
         ),
         "f_hits_file",

@@ -150,10 +150,11 @@ def test_every_request_rejected_is_shown(default_out):
     v = out[B_SESSION].batch
     assert v.n_steps == 0 and sorted(v.rejected) == list(range(6))
     md = out[B_MD]
-    for i in range(6):
-        assert f"request #{i + 1} rejected: {v.rejected[i]}" in md
+    # said once: no request fits, the smallest pool that admits one, SGLang's message once
+    assert "**No request fits a KV pool of 100 tokens**" in md
+    assert f"is **{v.smallest_kv_pool} tokens** (request #" in md
+    assert md.count("Requested token count exceeds") == 1 and "no cap" not in md
     assert "exceeds the KV cache capacity of 100 tokens" in v.rejected[0]
-    assert "every request was rejected" in md
     fig = out[B_PHASES]
     assert {t.name for t in fig.data} == {"rejected"}
     assert sorted(t.y[0] for t in fig.data) == [f"#{i + 1}" for i in range(6)]
@@ -164,6 +165,24 @@ def test_every_request_rejected_is_shown(default_out):
     assert "every request was rejected" in notes and f"{v.state_slots} free" in notes
     panel = " ".join(a.text for a in out[B_POOLS].layout.annotations)
     assert "every request was rejected" in panel
+
+
+def test_a_pool_of_151_says_152_once(default_out):
+    """The default batch on KV pools of 1 and 151 tokens: no step runs, and the summary says
+    once that the smallest pool admitting a request is 152 tokens ("你好！": 145 prompt bytes
+    and 8 new tokens but the last); 152 admits it; 1 token is singular."""
+    s = default_out[SESSION]
+    for pool in (1, 151):
+        md = app.serve_batch(kv_pool=pool, session=s, progress=None)[B_MD]
+        assert "The smallest KV pool that admits one is **152 tokens** (request #6)" in md
+        assert md.count("rejected") == 0 and md.count("Requested token count") == 1
+        assert "no cap" not in md and "0 steps" in md
+    assert "KV pool 1 token ·" in app.serve_batch(kv_pool=1, session=s, progress=None)[B_MD]
+    zh = app.serve_batch(kv_pool=151, session=s, language="中文", progress=None)[B_MD]
+    assert "能接纳一个请求的最小 KV 池是 **152 个 token**（请求 #6）" in zh
+    md = app.serve_batch(kv_pool=160, session=s, progress=None)[B_MD]
+    assert "requests #1, #3, #4 rejected: their KV (171, 172, 171 tokens)" in md
+    assert md.count("Requested token count") == 1
 
 
 LONG = "\n".join(

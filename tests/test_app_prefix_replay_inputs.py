@@ -52,10 +52,14 @@ def study():
             lambda s: app.apply_settings(policy="lru", session=s, progress=None),
             "policy must be one of ['interval', 'sglang', 'vllm', 'marconi']",
         ),
-        (lambda s: app.inspect(3, session=s), "request must be an integer in [-3, 2], got 3"),
+        (
+            lambda s: app.inspect(3, session=s),
+            "request must be one of this session's requests, #1 to #3 in the list (through the "
+            "API an index in [-3, 2], -1 = the last), got 3",
+        ),
         (lambda s: app.inspect(0, layer=6, session=s), "KDA layer must be an integer in [0, 5]"),
         (lambda s: app.inspect(0, head=1.5, session=s), "head must be an integer in [0, 3]"),
-        (lambda s: app.go_to_step(99, s), "step must be an integer in [0, "),
+        (lambda s: app.go_to_step(99, s), "step must be an integer in [0, 7] (request #3: "),
         (lambda s: app.go_to_step(2, app.inspect(0, session=s)[-1]), "has no replay steps"),
         (lambda s: app.send_request("", session=s, progress=None), "must be non-empty"),
         (
@@ -69,6 +73,25 @@ def test_bad_inputs_raise_gr_error(default_out, call, message):
     with pytest.raises(gr.Error) as e:
         call(default_out[SESSION])
     assert message in e.value.message
+
+
+def test_step_and_request_are_marked_on_their_field(default_out):
+    """Step 99 of a request with 8 steps and request 9999: the validator refuses them on the
+    field itself (no component bound makes Gradio answer with its own toast first)."""
+    from apps import prefix_replay_checks as checks
+
+    s = default_out[SESSION]
+    bad = checks.step_cross(99, s, "English")
+    assert bad is not None and bad[0] == 0  # the step field
+    msg = bad[1].render("en")
+    assert msg == "step must be an integer in [0, 7] (request #3: 0 = the restore point), got 99"
+    bad = checks.request_cross(9999, 0, 0, True, app.STAGES[0], False, s, "English")
+    assert bad is not None and bad[0] == 0 and "got 9999" in bad[1].render("en")
+    assert "请求必须是本会话的请求之一" in bad[1].render("zh")
+    assert checks.request_cross("2", 0, 0, True, app.STAGES[0], False, s, "English") is None
+    cfg = app.build().get_config_file()
+    step = next(c for c in cfg["components"] if c["props"].get("elem_id") == "prefix_replay-step")
+    assert step["props"].get("maximum") is None and step["props"].get("minimum") is None
 
 
 def test_session_request_cap():
@@ -127,8 +150,10 @@ def test_client_every_endpoint_and_sessions(tmp_path):
         app_ = c.predict("vllm", 16, 0, False, False, api_name="/prefix_replay_apply")
         ref = pr.run_scenario("long_document", policy="vllm", spacing=16)
         assert f"state hits {ref.state_hits}" in app_[0]
-        with pytest.raises(Exception, match=r"maximum|Bad Request"):
-            c.predict(999, api_name="/prefix_replay_step")  # the slider's own bound
+        with pytest.raises(Exception, match=r"step must be an integer in \[0, "):
+            c.predict(999, api_name="/prefix_replay_step")  # the validator names the range
+        with pytest.raises(Exception, match=r"request must be one of this session's requests"):
+            c.predict(9999, api_name="/prefix_replay_inspect")
         again = c.predict(api_name="/prefix_replay_next")  # still working after the error
         assert again[2].startswith("Step **1 / ")
         sent = c.predict("Q: 为什么？", api_name="/prefix_replay_send")

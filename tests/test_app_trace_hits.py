@@ -46,7 +46,7 @@ def test_mooncake_upload_draws_the_study(tmp_path: Path) -> None:
     r = hit_reasons(load_trace(path))
     np.testing.assert_array_equal(study["r"].sglang.cached, r.sglang.cached)
     assert r.token_match.tolist() == [0, 1024, 0, 1400]  # two shared blocks; the repeat whole
-    assert "**`mine.jsonl`** (mooncake): 4 requests" in md
+    assert "**`mine.jsonl`** (Mooncake / aiperf JSONL): 4 requests" in md
     req, tok = r.share_arrays()
     for trace in f_r.data:  # one bar trace per (reason, panel): engines on y
         k = [i for i, name in enumerate(REASONS) if app.HITS.text("en", f"r_{name}") == trace.name]
@@ -65,7 +65,12 @@ def test_mooncake_upload_draws_the_study(tmp_path: Path) -> None:
     assert i == table.iloc[0, 0]
     (text,) = app.explain_request(study, i)
     assert f"**Request {i}**" in text and "| SGLang | vLLM |" in text
-    assert f"| cached tokens reported | {r.sglang.cached[i]:,} | {r.vllm.cached[i]:,} |" in text
+    row = (
+        f"| restored from a saved state (cached) | {r.sglang.cached[i]:,} | {r.vllm.cached[i]:,} |"
+    )
+    assert row in text
+    match = f"{r.token_match[i]:,}"
+    assert f"| = the shared prefix | **{match}** | **{match}** |" in text
 
 
 def test_token_ids_upload_hashes_with_the_block_size(tmp_path: Path) -> None:
@@ -73,7 +78,7 @@ def test_token_ids_upload_hashes_with_the_block_size(tmp_path: Path) -> None:
     rows = [{"token_ids": shared + list(range(5000 + 100 * i, 5050 + 100 * i))} for i in range(3)]
     path = _write(tmp_path, "tokens.jsonl", rows)
     md, *_, study = app.analyse(path, "token-ids", True, 64)
-    assert study["trace"].block_size == 64 and "(token-ids): 3 requests" in md
+    assert study["trace"].block_size == 64 and "(token-id JSONL): 3 requests" in md
     # 1000 shared tokens = 15 full 64-token blocks (960), the 16th block differs
     assert study["r"].token_match.tolist() == [0, 960, 960]
 
@@ -102,7 +107,7 @@ def test_malformed_file_refused_naming_its_line(tmp_path: Path) -> None:
     # skipping: the rest is analysed and the skipped row reported with its reason
     md, *_, study = app.analyse(path, "auto", True)
     assert len(study["trace"]) == 2
-    assert "**1 malformed rows skipped**" in md and "line 3: 'input_length'" in md
+    assert "**1 malformed row skipped**" in md and "line 3: 'input_length'" in md
 
 
 def test_oversize_file_refused_naming_the_cap(tmp_path: Path) -> None:
@@ -172,10 +177,71 @@ def test_upload_through_the_api(tmp_path: Path) -> None:
     with ui.launched(state_transfer.build()) as url:
         c = Client(url, verbose=False, download_files=str(tmp_path / "dl"))
         out = c.predict(handle_file(path), "auto", True, 512, 0, api_name="/state_transfer_hits")
-        assert "**`mine.jsonl`** (mooncake): 4 requests" in out[0]
+        assert "**`mine.jsonl`** (Mooncake / aiperf JSONL): 4 requests" in out[0]
         rows = out[3]["data"]
         # the study kept in the session: the API explains a request of the uploaded trace
         text = c.predict(rows[0][0], api_name="/state_transfer_hits_explain")  # one output
         assert f"**Request {rows[0][0]}**" in text
         with pytest.raises(Exception, match="block size"):
             c.predict(handle_file(path), "auto", True, 8, 0, api_name="/state_transfer_hits")
+
+
+def test_an_explanation_names_its_facts(tmp_path: Path) -> None:
+    # the hand-built prompts of tests/test_hit_explain.py (SGLang, 16-token blocks): request 2
+    # restores 960 of its 2000 shared tokens from request 1's branch state, and request 0's
+    # next state (2944) lies past what it shares; request 6 restores 512 and nobody saved a
+    # state past it on its path
+    def tok(start: int, n: int) -> list[int]:
+        return list(range(start, start + n))
+
+    a, s, v = tok(0, 3000), tok(100_000, 512), tok(200_000, 2500)
+    prompts = [a, a[:1000] + tok(10_000, 2000), a[:2000] + tok(20_000, 500)]
+    prompts += [a[:2500] + tok(30_000, 400), s + tok(300_000, 100), s + v]
+    prompts.append(s + v[:2000] + tok(400_000, 300))
+    rows = [{"token_ids": p, "timestamp": i} for i, p in enumerate(prompts)]
+    study = app.analyse(_write(tmp_path, "t.jsonl", rows), "token-ids", True, 16)[-1]
+    (en,) = app.explain_request(study, 2)
+    assert "| restored from a saved state (cached) | 960 |" in en
+    assert "| + no state up to the deepest reusable grid point | 1,024 |" in en
+    assert "| + reusable, short of one grid unit | 16 |" in en
+    assert "**SGLang**: restores 960 tokens from the state request 1 saved. No state in the " in en
+    assert "at 2,944 (saved by request 0), lies past the 2,000 tokens this request shares" in en
+    (zh,) = app.explain_request(study, 2, language="中文")
+    assert "**SGLang**：从请求 1 保存的状态恢复 960 个 token。接下来共享的 1,024 个" in zh
+    (en,) = app.explain_request(study, 6)
+    assert "no earlier request saved a state on this path past 512 (request 5 was the " in en
+
+
+def test_upload_messages_speak_of_the_file_format(tmp_path: Path) -> None:
+    # one request: singular words; a chain break said without "follows -1"
+    rows = [MOONCAKE[0], {**MOONCAKE[1], "hash_ids": [2, 9, 4]}]
+    md = app.analyse(_write(tmp_path, "one.jsonl", rows))[0]
+    assert "(Mooncake / aiperf JSONL): 1 request, block" in md
+    assert "**1 malformed row skipped**" in md
+    assert "id 2 opens this row but came after id 1 earlier" in md and "follows" not in md
+    md = app.analyse(_write(tmp_path, "one.jsonl", rows), language="中文")[0]
+    assert "：1 个请求，" in md and "**跳过了 1 个格式错误的行**" in md
+
+    def refused(name: str, lines: list, fmt: str = "auto", lang: str = "English") -> str:
+        checks = app.validator()(_write(tmp_path, name, lines), fmt, True, 512, 0, lang)
+        assert [c["is_valid"] for c in checks] == [False, True, True, True, True, True]
+        return checks[0]["message"]
+
+    # a format that cannot be told: the File format dropdown, not an API argument
+    msg = refused("x.jsonl", ['{"x": 1}'])
+    assert msg == (
+        "x.jsonl: line 1 looks like none of the formats this panel reads: choose the file's "
+        "format in File format"
+    )
+    msg = refused("both.jsonl", ['{"token_ids": [1], "input_length": 1}'])
+    assert msg == (
+        "both.jsonl: line 1 fits more than one format (Mooncake / aiperf JSONL, token-id JSONL): "
+        "choose one in File format"
+    )
+    assert "“文件格式”" in refused("x.jsonl", ['{"x": 1}'], lang="中文")
+    # no readable row: one reason said once for its lines, and the format it was read as
+    msg = refused("bad.jsonl", ['{"timestamp": 0'] * 6, "mooncake")
+    assert msg == (
+        "bad.jsonl: no row reads as Mooncake / aiperf JSONL (6 rows skipped: lines 1-6: "
+        "invalid JSON (Expecting ',' delimiter)); is File format right?"
+    )

@@ -49,6 +49,23 @@ def test_rejection_and_retraction_show_up():
     assert v.retractions.sum() == np.count_nonzero(v.phase == P["retracted"]) > 0
 
 
+def test_the_smallest_kv_pool_is_the_engines():
+    """A request needs its prompt and every new token but the last: one token under the
+    smallest need rejects them all (no step), at it one is admitted (``Engine.serve``'s own
+    admission, not this module's)."""
+    from kda_core.studies.batch_view import DEFAULT_PROMPTS
+
+    news = [8, 3, 8, 5, 8, 8]
+    want = [len(p.encode("utf-8")) + m - 1 for p, m in zip(DEFAULT_PROMPTS, news)]
+    v = batch_view(list(DEFAULT_PROMPTS), news, kv_tokens=10_000, model=MODEL)
+    assert v.kv_needed.tolist() == want and v.smallest_kv_pool == min(want)
+    under = batch_view(list(DEFAULT_PROMPTS), news, kv_tokens=min(want) - 1, model=MODEL)
+    assert under.n_steps == 0 and sorted(under.rejected) == list(range(6))
+    at = batch_view(list(DEFAULT_PROMPTS), news, kv_tokens=min(want), model=MODEL)
+    least = [i for i, w in enumerate(want) if w == min(want)]  # two here: #2 and #6
+    assert at.n_steps > 0 and sorted(set(range(6)) - set(at.rejected)) == least == [1, 5]
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="prompts must be a list"):
         batch_view("one", model=MODEL)

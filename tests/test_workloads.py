@@ -115,7 +115,7 @@ def test_bad_lines_name_the_line_number(line: str, msg: str) -> None:
 
 def test_chain_and_order_violations() -> None:
     a = _line(hash_ids=[0, 1])
-    with pytest.raises(ValueError, match="line 2: hash id 1 follows 7"):
+    with pytest.raises(ValueError, match="line 2: 'hash_ids': id 1 comes after id 7 here"):
         W.parse_mooncake_lines([a, _line(hash_ids=[7, 1])])
     with pytest.raises(ValueError, match="line 2: 'timestamp' 5 is before"):
         W.parse_mooncake_lines([_line(timestamp=10), _line(timestamp=5)])

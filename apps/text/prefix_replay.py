@@ -4,12 +4,10 @@ Long prose about the concept: docs/prefix_replay.md."""
 
 from __future__ import annotations
 
-import html
-
 from apps.text.common import COMMON
 from apps.text.prefix_replay_batch import BATCH
 from apps.text.prefix_replay_blocks import BLOCKS
-from apps.ui.catalog import Catalog, T
+from apps.ui.catalog import Catalog, T, verbatim
 from kda_core.studies import prefix_replay as pr
 
 _INTRO_EN = (
@@ -114,6 +112,16 @@ MSG = Catalog(
         "e_empty": (
             "the session is empty: send a request or load a scenario first",
             "会话是空的：请先发送一个请求或载入场景",
+        ),
+        "e_request": (
+            "request must be one of this session's requests, #1 to #{n} in the list (through "
+            "the API an index in [{lo}, {hi}], -1 = the last), got {got}",
+            "请求必须是本会话的请求之一，即列表中的 #1 到 #{n}（通过 API 时为 [{lo}, {hi}] 中的"
+            "索引，-1 = 最后一个），收到 {got}",
+        ),
+        "e_step": (
+            "step must be an integer in [0, {hi}] (request #{n}: 0 = the restore point), got {got}",
+            "步必须是 [0, {hi}] 中的整数（请求 #{n}：0 = 恢复点），收到 {got}",
         ),
         "e_no_steps": (
             "request #{n} has no replay steps (it restored nothing)",
@@ -309,7 +317,6 @@ MSG = Catalog(
         "r_states": ("{n} states", "{n} 个状态"),
         "r_kv_tokens": ("{n} KV tokens", "{n} 个 KV token"),
         "r_session": ("session", "会话"),
-        "r_requests": ("{n} requests", "{n} 个请求"),
         "r_session_n": (
             "state hits {h}, replayed {r}, prefill saved {s:.0%}",
             "状态命中 {h}，重放 {r}，节省的预填充 {s:.0%}",
@@ -330,7 +337,6 @@ MSG = Catalog(
             "第 **{s} / {n}** 步 · 位置 {pos} · 距离 {d:.3g} · 匹配点状态与不走缓存的预填充相比 "
             "{e:.1e}",
         ),
-        # batch summary
     },
     BATCH,
     BLOCKS,
@@ -344,13 +350,8 @@ def short(text: str, n: int = 28) -> str:
     return t if len(t) <= n else "…" + t[-(n - 1) :]
 
 
-def _esc(text: str) -> str:
-    t = html.escape(text.replace("\n", "⏎"))
-    return t.replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
-
-
 def count(kind: str, n: int, t: T) -> str:
-    """'1 tombstone', '2 tombstones' (``kind``: ckpt, tomb, branch)."""
+    """'1 tombstone', '2 tombstones' (``kind``: ckpt, tomb, branch, req, step, tok)."""
     return t(f"cnt_{kind}_1") if n == 1 else t(f"cnt_{kind}_n", n=n)
 
 
@@ -368,7 +369,7 @@ def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy
     tl, p = r.timeline, r.pools
     cap = str(p.checkpoint_capacity) if slots else t("r_default", n=p.checkpoint_capacity)
     rows = [
-        (t("r_prompt"), t("r_tokens", n=tl.prompt_len), _esc(short(r.prompt, 60))),
+        (t("r_prompt"), t("r_tokens", n=tl.prompt_len), verbatim(short(r.prompt, 60))),
         (t("r_match"), f"{tl.token_match}", t("r_match_n")),
         (t("r_restore"), f"**{tl.restore_at}**", t("r_restore_n")),
         (t("r_replayed"), f"**{tl.token_match - tl.restore_at}**",
@@ -384,7 +385,7 @@ def summary_markdown(res: pr.ScenarioResult, req: int, slots: int | None, policy
         (t("r_cow"), f"{p.copies} / {p.donations}", t("r_track", n=p.track_writes)),
         (t("r_evictions"), t("r_states", n=p.evicted_states),
          t("r_kv_tokens", n=p.evicted_kv_tokens)),
-        (t("r_session"), t("r_requests", n=len(res.requests)),
+        (t("r_session"), count("req", len(res.requests), t),
          t("r_session_n", h=res.state_hits, r=res.replayed_tokens, s=res.saved_fraction)),
     ]  # fmt: skip
     body = "\n".join(f"| {a} | {b}<br><small>{c}</small> |" for a, b, c in rows)

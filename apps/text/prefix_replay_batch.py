@@ -240,12 +240,18 @@ BATCH = Catalog(
         "y_slots": ("state slots", "状态槽位"),
         "empty_pools": ("empty session: send a request", "空会话：请发送一个请求"),
         "b_head": (
-            "**Batch: {n} requests, {s} steps** · {strategy}, {slots} state slots{kv} · peak "
+            "**Batch: {reqs}, {steps}** · {strategy}, {slots} state slots{kv} · peak "
             "running requests **{peak}** / max running requests **{cap}** (sizing: {plan})",
-            "**批处理：{n} 个请求，{s} 步** · {strategy}，{slots} 个状态槽位{kv} · 峰值并发 "
+            "**批处理：{reqs}，{steps}** · {strategy}，{slots} 个状态槽位{kv} · 峰值并发 "
             "**{peak}** / 最大并发请求数 **{cap}**（按容量计算：{plan}）",
         ),
-        "b_kv": (", KV pool {n} tokens", "，KV 池 {n} 个 token"),
+        "cnt_req_1": ("1 request", "1 个请求"),
+        "cnt_req_n": ("{n} requests", "{n} 个请求"),
+        "cnt_step_1": ("1 step", "1 步"),
+        "cnt_step_n": ("{n} steps", "{n} 步"),
+        "cnt_tok_1": ("1 token", "1 个 token"),
+        "cnt_tok_n": ("{n} tokens", "{n} 个 token"),
+        "b_kv": (", KV pool {tokens}", "，KV 池 {tokens}"),
         "b_capped": (
             "**The state pool caps concurrency.** SGLang would print:",
             "**状态池限制了并发。** SGLang 会打印（原文）：",
@@ -263,26 +269,55 @@ BATCH = Catalog(
             "（其次提示词最长）的运行中请求退回等待，稍后重做（SGLang 的 retract_decode）",
         ),
         "b_all_rejected": (
-            "every request was rejected: none fits the KV pool, so no scheduler step ran and the "
-            "state pool stayed empty",
-            "每个请求都被拒绝：没有一个放得进 KV 池，所以没有运行任何调度步，状态池一直是空的",
+            "**No request fits a KV pool of {tokens}**, so no scheduler step ran and the state "
+            "pool stayed empty: a request needs its prompt and every new token but the last "
+            "({needs} tokens here). The smallest KV pool that admits one is **{least}** (request "
+            "#{i}). SGLang refuses each with:",
+            "**没有一个请求放得进 {tokens} 的 KV 池**，所以没有运行任何调度步，状态池一直是空的："
+            "一个请求需要它的提示词和除最后一个以外的所有新 token（这里分别是 {needs} 个 "
+            "token）。能接纳一个请求的最小 KV 池是 **{least}**（请求 #{i}）。SGLang 对每个请求的"
+            "拒绝原话是：",
+        ),
+        "b_all_rejected_buffer": (
+            "**No request fits beside its state slots in the byte buffer**, so no scheduler "
+            "step ran and the state pool stayed empty. SGLang refuses each with:",
+            "**没有一个请求能和它的状态槽位一起放进这块字节缓冲区**，所以没有运行任何调度步，"
+            "状态池一直是空的。SGLang 对每个请求的拒绝原话是：",
         ),
         "b_rejected": (
-            "request #{n} rejected: {msg}",
-            "请求 #{n} 被拒绝，SGLang 风格的原话：{msg}",
+            "{which} rejected: their KV ({needs} tokens) exceeds what the pool holds for one "
+            "request; "
+            "SGLang's message for #{n}:",
+            "{which} 被拒绝：它们的 KV（{needs} 个 token）超过了池子能给一个请求的容量；"
+            "SGLang 对 #{n} 的原话：",
         ),
+        "b_rejected_1": (
+            "request #{n} rejected: its KV ({needs}) exceeds what the pool holds for one "
+            "request; SGLang's message:",
+            "请求 #{n} 被拒绝：它的 KV（{needs}）超过了池子能给一个请求的容量；SGLang 的原话：",
+        ),
+        "b_requests": ("requests {list}", "请求 {list}"),
     },
     COMMON,
 )
 
 
+def count(kind: str, n: int, t: T) -> str:
+    """'1 request', '2 requests' (``kind``: req, step, tok)."""
+    return t(f"cnt_{kind}_1") if n == 1 else t(f"cnt_{kind}_n", n=n)
+
+
 def batch_markdown(v: bv.BatchView, t: T) -> str:
-    """Peak vs cap, the capping message when it bites, retractions, rejections, restores."""
-    kv = "" if v.kv_tokens is None else t("b_kv", n=v.kv_tokens)
+    """Peak vs cap, the capping message when it bites, retractions, rejections (said once),
+    restores."""
+    kv = "" if v.kv_tokens is None else t("b_kv", tokens=count("tok", v.kv_tokens, t))
     lines = [
-        t("b_head", n=len(v.prompts), s=v.n_steps, strategy=v.strategy, slots=v.state_slots,
-          kv=kv, peak=v.peak_running, cap=v.max_running, plan=v.planner_max_running),
+        t("b_head", reqs=count("req", len(v.prompts), t), steps=count("step", v.n_steps, t),
+          strategy=v.strategy, slots=v.state_slots, kv=kv, peak=v.peak_running,
+          cap=v.max_running, plan=v.planner_max_running),
     ]  # fmt: skip
+    if v.n_steps == 0 and v.rejected:  # nothing ran: one sentence, not one per request
+        return "\n\n".join([*lines, *_all_rejected(v, t)])
     if v.capped:  # as SGLang prints it, in English
         lines.append(f"{t('b_capped')}\n\n> {v.capping_message or ''}")
     else:
@@ -292,11 +327,47 @@ def batch_markdown(v: bv.BatchView, t: T) -> str:
         lines.append(t("b_restored", list=", ".join(restored)))
     if v.retractions.sum():
         lines.append(t("b_retractions", n=int(v.retractions.sum()), s=v.retracted_steps))
-    if v.n_steps == 0 and v.rejected:
-        lines.append(t("b_all_rejected"))
-    for i, msg in sorted(v.rejected.items()):
-        lines.append(t("b_rejected", n=i + 1, msg=f"“{msg}”" if t.zh else msg))
+    lines += _rejected(v, t)
     return "\n\n".join(lines + _option_lines(v, t))
+
+
+def _needs(v: bv.BatchView, rows: list[int], t: T) -> str:
+    """The KV tokens each of ``rows`` needs: '171, 157' (the sentence says "tokens")."""
+    need = v.kv_needed if v.kv_needed is not None else np.zeros(len(v.prompts), np.int64)
+    return t.join(str(int(need[i])) for i in rows)
+
+
+def _all_rejected(v: bv.BatchView, t: T) -> list[str]:
+    """Every request rejected: said once, with the smallest KV pool that admits one (the
+    study's) and SGLang's message for that request."""
+    need = v.kv_needed if v.kv_needed is not None else np.zeros(len(v.prompts), np.int64)
+    i = int(np.argmin(need))
+    if v.kv_tokens is None:
+        head = t("b_all_rejected_buffer")
+    else:
+        head = t(
+            "b_all_rejected",
+            tokens=count("tok", v.kv_tokens, t),
+            needs=_needs(v, sorted(v.rejected), t),
+            least=count("tok", v.smallest_kv_pool, t),
+            i=i + 1,
+        )
+    return [head, f"> {v.rejected.get(i, next(iter(v.rejected.values())))}"]
+
+
+def _rejected(v: bv.BatchView, t: T) -> list[str]:
+    """Some requests rejected: one line naming them, SGLang's message for the first once."""
+    rows = sorted(v.rejected)
+    if not rows:
+        return []
+    first = rows[0]
+    if len(rows) == 1:
+        need = 0 if v.kv_needed is None else int(v.kv_needed[first])
+        head = t("b_rejected_1", n=first + 1, needs=count("tok", need, t))
+    else:
+        which = t("b_requests", list=t.join(f"#{i + 1}" for i in rows))
+        head = t("b_rejected", which=which, needs=_needs(v, rows, t), n=first + 1)
+    return [head, f"> {v.rejected[first]}"]
 
 
 def _option_lines(v: bv.BatchView, t: T) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from apps.text.trace_hits_why import WHY, why_sentences
 from apps.ui.catalog import Catalog, T
 from kda_core.studies.hit_reasons import REASONS, HitReasons
 from kda_core.studies.hit_requests import RequestExplanation
@@ -22,53 +23,10 @@ _REASON_NAMES = {
     "host_last_state_only": ("host holds last states only", "host 只存每个请求最后的状态"),
     "evicted_host_budget": ("evicted: host capacity", "被 host 容量驱逐"),
 }
-_WHY = {
-    "hit": ("it restores at least half of what it shares.", "它恢复了共享部分的至少一半。"),
-    "first_occurrence": (
-        "no earlier request shares its first block.",
-        "没有更早的请求与它共享第一个块。",
-    ),
-    "below_one_block": (
-        "the reusable prefix ({reusable:,} tokens) is shorter than one unit of the hit grid "
-        "({unit:,} tokens).",
-        "可复用的前缀（{reusable:,} 个 token）不足命中网格的一个单位（{unit:,} 个 token）。",
-    ),
-    "state_in_unique_tokens": (
-        "it is the first to leave the earlier requests' path here: their states all lie in "
-        "tokens it does not share.",
-        "它是第一个在此处离开先前请求路径的请求：那些请求的状态都落在它不共享的 token 中。",
-    ),
-    "no_state_at_branch": (
-        "the prefix ends where the tree had already branched (or a prompt ended), and no "
-        "state was saved there.",
-        "前缀结束在树早已分叉（或某个提示词结束）的位置，而那里没有保存状态。",
-    ),
-    "evicted_state_budget": (
-        "without budgets it would hit: the state budget evicted the state.",
-        "不设预算时它会命中：状态被状态预算驱逐了。",
-    ),
-    "evicted_kv_budget": (
-        "without budgets it would hit: the KV budget evicted the prefix.",
-        "不设预算时它会命中：前缀被 KV 预算驱逐了。",
-    ),
-    "evicted_unified_budget": (
-        "without budgets it would hit: the unified budget evicted it.",
-        "不设预算时它会命中：它被统一预算驱逐了。",
-    ),
-    "host_last_state_only": (
-        "the device evicted the state and the host holds only each request's last state.",
-        "设备驱逐了状态，而 host 只保存每个请求最后的状态。",
-    ),
-    "evicted_host_budget": (
-        "the host would have held the state, but its capacity evicted it.",
-        "host 本可以保存这个状态，但被它的容量驱逐了。",
-    ),
-}
 HITS = Catalog(
     "trace_hits",
     {
         **{f"r_{k}": v for k, v in _REASON_NAMES.items()},
-        **{f"why_{k}": v for k, v in _WHY.items()},
         "acc_hits": (
             "Your trace: why a request got no hit, SGLang vs vLLM",
             "你的 trace：请求为何没有命中，SGLang 与 vLLM 对比",
@@ -93,8 +51,8 @@ HITS = Catalog(
         "fmt_mooncake": ("Mooncake / aiperf JSONL", "Mooncake / aiperf JSONL"),
         "fmt_burstgpt": ("BurstGPT CSV", "BurstGPT CSV"),
         "fmt_azure": ("Azure LLM inference CSV", "Azure LLM 推理 CSV"),
-        "fmt_token-ids": ("token ids, JSONL", "token id，JSONL"),
-        "fmt_conversations": ("conversations, JSONL", "多轮对话，JSONL"),
+        "fmt_token-ids": ("token-id JSONL", "token id JSONL"),
+        "fmt_conversations": ("conversation JSONL", "多轮对话 JSONL"),
         "fmt_sglang-gsp": (
             "SGLang generated-shared-prefix settings (JSON)",
             "SGLang 共享前缀生成设置（JSON）",
@@ -119,6 +77,25 @@ HITS = Catalog(
             "the trace file is {size} MiB; the upload cap is {cap} MiB",
             "trace 文件有 {size} MiB，上传上限是 {cap} MiB",
         ),
+        "e_hits_format_none": (
+            "{name}: line {line} looks like none of the formats this panel reads: choose the "
+            "file's format in File format",
+            "{name}：第 {line} 行不像本面板能读的任何一种格式：请在“文件格式”中选择这个文件的格式",
+        ),
+        "e_hits_format_two": (
+            "{name}: line {line} fits more than one format ({fits}): choose one in File format",
+            "{name}：第 {line} 行符合不止一种格式（{fits}）：请在“文件格式”中选一个",
+        ),
+        "e_hits_no_rows": (
+            "{name}: no row reads as {fmt} ({rows} skipped: {reasons}); is File format right?",
+            "{name}：没有一行能按 {fmt} 读取（跳过了 {rows}：{reasons}）；“文件格式”选对了吗？",
+        ),
+        "n_requests": ("{n:,} requests", "{n:,} 个请求"),
+        "n_request": ("1 request", "1 个请求"),
+        "n_bad_rows": ("{n:,} malformed rows", "{n:,} 个格式错误的行"),
+        "n_bad_row": ("1 malformed row", "1 个格式错误的行"),
+        "n_rows": ("{n:,} rows", "{n:,} 行"),
+        "n_row": ("1 row", "1 行"),
         "e_hits_missing": (
             "the uploaded file is gone; upload it again",
             "上传的文件已不存在，请重新上传",
@@ -128,16 +105,16 @@ HITS = Catalog(
             "内置 Mooncake 对话 trace，前 {n:,} 个请求",
         ),
         "s_hits_head": (
-            "**{name}** ({fmt}): {n:,} requests, block {block:,} tokens; Kimi K3 at TP8, SGLang "
+            "**{name}** ({fmt}): {count}, block {block:,} tokens; Kimi K3 at TP8, SGLang "
             "checkpoint grid {sg:,} tokens, vLLM block {vb:,} tokens; state budget {budget}",
-            "**{name}**（{fmt}）：{n:,} 个请求，块大小 {block:,} 个 token；Kimi K3、TP8，SGLang "
+            "**{name}**（{fmt}）：{count}，块大小 {block:,} 个 token；Kimi K3、TP8，SGLang "
             "检查点网格 {sg:,} 个 token，vLLM 块大小 {vb:,} 个 token；状态显存预算 {budget}",
         ),
         "budget_none": ("unlimited", "不限"),
         "budget_gib": ("{gib:g} GiB per GPU", "每卡 {gib:g} GiB"),
         "s_hits_skipped": (
-            "**{k:,} malformed rows skipped**; the first reasons:",
-            "**跳过了 {k:,} 个格式错误的行**；前几条原因：",
+            "**{rows} skipped**; the first reasons:",
+            "**跳过了 {rows}**；前几条原因：",
         ),
         "s_hits_rate": (
             "Cached / input tokens: SGLang **{sg:.1%}**, vLLM **{vl:.1%}** (an unlimited KV "
@@ -146,11 +123,11 @@ HITS = Catalog(
             "{ideal:.1%}）。",
         ),
         "s_hits_lengths": (
-            "**This file gives lengths only** ({fmt}, {n:,} requests, mean input {mi:,.0f} "
+            "**This file gives lengths only** ({fmt}, {count}, mean input {mi:,.0f} "
             "tokens, mean output {mo:,.0f}): it says nothing about which requests share a "
             "prefix, so **hit reasons and the page coverage cannot be computed from it**. "
             "Nothing below is drawn for it.",
-            "**这个文件只给出长度**（{fmt}，{n:,} 个请求，平均输入 {mi:,.0f} 个 token，平均输出 "
+            "**这个文件只给出长度**（{fmt}，{count}，平均输入 {mi:,.0f} 个 token，平均输出 "
             "{mo:,.0f} 个）：它没有说明哪些请求共享前缀，因此**无法据此计算未命中原因和页面覆盖率**"
             "。下面不为它绘制任何内容。",
         ),
@@ -183,17 +160,31 @@ HITS = Catalog(
             "no earlier request had a node boundary there",
             "更早的请求在那里没有节点边界",
         ),
-        "x_th": ("| | SGLang | vLLM |", "| | SGLang | vLLM |"),
-        "x_unit": ("hit grid (tokens)", "命中网格（token）"),
-        "x_reusable": ("reusable by the lookup (≤ input − 1)", "查找可复用的部分（≤ 输入 − 1）"),
-        "x_grid": ("deepest grid point inside it", "其中最深的网格点"),
-        "x_cached": ("cached tokens reported", "报告的缓存 token"),
-        "x_unlimited": ("cached without budgets", "不设预算时的缓存"),
+        "x_th": (
+            "| tokens of the shared prefix | SGLang | vLLM |",
+            "| 共享前缀的 token | SGLang | vLLM |",
+        ),
+        "x_unit": ("hit grid unit", "命中网格单位"),
+        "x_restored": ("restored from a saved state (cached)", "从已保存的状态恢复（缓存）"),
+        "x_evicted": (
+            "+ taken by a budget (restored without budgets)",
+            "+ 被预算拿走（不设预算时可恢复）",
+        ),
+        "x_no_state": (
+            "+ no state up to the deepest reusable grid point",
+            "+ 直到最深可复用网格点都没有状态",
+        ),
+        "x_below_unit": ("+ reusable, short of one grid unit", "+ 可复用但不足一个网格单位"),
+        "x_last_token": (
+            "+ the last prompt token (lookup ≤ input − 1)",
+            "+ 提示词最后一个 token（查找 ≤ 输入 − 1）",
+        ),
+        "x_sum": ("= the shared prefix", "= 共享前缀"),
         "x_reason": ("reason", "原因"),
         "x_why": ("**{engine}**: {why}", "**{engine}**：{why}"),
         "t_hits_reasons": (
-            "Why requests got no hit: SGLang vs vLLM ({n:,} requests)",
-            "请求为何没有命中：SGLang 与 vLLM（{n:,} 个请求）",
+            "Why requests got no hit: SGLang vs vLLM (requests: {n:,})",
+            "请求为何没有命中：SGLang 与 vLLM（请求数：{n:,}）",
         ),
         "hits_requests": ("share of requests", "请求占比"),
         "hits_tokens": ("share of the uncached tokens", "未缓存 token 占比"),
@@ -222,7 +213,13 @@ HITS = Catalog(
         "n_hits_reasons": ("reason breakdown", "原因分布"),
         "n_hits_cov": ("KV pages with a state", "带状态的 KV 页"),
     },
+    WHY,
 )
+
+
+def count(key: str, n: int, t: T) -> str:
+    """``n`` things in words: ``key`` for one ("1 request"), ``key`` + "s" for more."""
+    return t(key) if n == 1 else t(key + "s", n=n)
 
 
 def _budget(gib: float | None, t: T) -> str:
@@ -233,14 +230,15 @@ def summary_markdown(
     trace: Trace, name: str, r: HitReasons | None, budget_gib: float | None, t: T
 ) -> str:
     """The load: what was read, the skipped rows, the rates (or why there are none)."""
-    fmt = trace.source_format or "mooncake"
+    fmt = t(f"fmt_{trace.source_format or 'mooncake'}")
+    n = count("n_request", len(trace), t)
     lines = []
     if r is None:
         lines.append(
             t(
                 "s_hits_lengths",
                 fmt=fmt,
-                n=len(trace),
+                count=n,
                 mi=float(trace.input_len.mean()) if len(trace) else 0.0,
                 mo=float(trace.output_len.mean()) if len(trace) else 0.0,
             )
@@ -252,7 +250,7 @@ def summary_markdown(
                 "s_hits_head",
                 name=name,
                 fmt=fmt,
-                n=len(trace),
+                count=n,
                 block=trace.block_size,
                 sg=r.sglang.unit,
                 vb=r.vllm.unit,
@@ -270,7 +268,7 @@ def summary_markdown(
             ),
         ]
     if trace.skipped_rows:
-        lines += ["", t("s_hits_skipped", k=trace.skipped_rows)]
+        lines += ["", t("s_hits_skipped", rows=count("n_bad_row", trace.skipped_rows, t))]
         lines += [f"- `{reason}`" for reason in trace.skip_reasons]
     return "\n".join(lines)
 
@@ -307,7 +305,8 @@ def table_rows(r: HitReasons | None, rows: Sequence[int], t: T) -> tuple[list[st
 
 
 def explain_markdown(e: RequestExplanation | None, t: T) -> str:
-    """One request for both engines: the positions, the cached tokens and why."""
+    """One request for both engines: its token match split into parts that add up (restored,
+    taken by a budget, no state, short of a grid unit, the last token) and why."""
     if e is None:
         return t("x_pick")
     branch = t("x_branch") if e.known_branch else t("x_nobranch")
@@ -326,17 +325,13 @@ def explain_markdown(e: RequestExplanation | None, t: T) -> str:
         "|---|---:|---:|",
     ]
     s, v = e.sglang, e.vllm
-    for key, a, b in (
-        ("x_unit", s.unit, v.unit),
-        ("x_reusable", s.reusable, v.reusable),
-        ("x_grid", s.grid_point, v.grid_point),
-        ("x_cached", s.cached, v.cached),
-        ("x_unlimited", s.cached_unlimited, v.cached_unlimited),
-    ):
-        lines.append(f"| {t(key)} | {a:,} | {b:,} |")
+    lines.append(f"| {t('x_unit')} | {s.unit:,} | {v.unit:,} |")
+    ps, pv = s.parts, v.parts
+    for part in ps:  # in order: they add up to the shared prefix
+        lines.append(f"| {t('x_' + part)} | {ps[part]:,} | {pv[part]:,} |")
+    lines.append(f"| {t('x_sum')} | **{sum(ps.values()):,}** | **{sum(pv.values()):,}** |")
     lines.append(f"| {t('x_reason')} | {t('r_' + s.reason)} | {t('r_' + v.reason)} |")
     lines.append("")
     for eng, label in ((s, "SGLang"), (v, "vLLM")):
-        why = t(f"why_{eng.reason}", reusable=eng.reusable, unit=eng.unit)
-        lines.append("- " + t("x_why", engine=label, why=why))
+        lines.append("- " + t("x_why", engine=label, why=why_sentences(eng, e.sharer, t)))
     return "\n".join(lines)

@@ -33,8 +33,20 @@ CODES: tuple[str, str] = ("en", "zh")
 _FMT = string.Formatter()
 
 
+class UnknownLanguage(str):
+    """A value of the page's language switch that is none of ``LANGS`` (the switch passes it on
+    instead of refusing it, so the validator can name the argument; ``code`` refuses it)."""
+
+
+def language_message(value: object) -> str:
+    return f"language must be one of {list(LANGS)}, got {str(value)!r}"
+
+
 def code(language: object) -> str:
-    """ "en" or "zh" for the switch's value ("English" / "中文") or a code; English otherwise."""
+    """ "en" or "zh" for the switch's value ("English" / "中文") or a code; English otherwise.
+    A value the switch did not know (``UnknownLanguage``, from the API) is refused."""
+    if isinstance(language, UnknownLanguage):
+        raise gr.Error(language_message(language), print_exception=False)
     return "zh" if language in (LANGS[1], CODES[1]) else "en"
 
 
@@ -168,6 +180,19 @@ class UserError(gr.Error):
         return self.msg.render(language)
 
 
+# every ASCII character Markdown, GFM (autolinks, tables, strikethrough), HTML or Gradio's
+# LaTeX delimiters could read as syntax
+_MARKUP = frozenset("\\`*_{}[]()#+-.!|~$:<>&\"'=")
+
+
+def verbatim(text: str) -> str:
+    """``text`` as characters a Markdown cell shows exactly as typed: each character that
+    could be markup becomes a numeric character reference (``[a](http://x)`` stays text, no
+    link; backticks no code span), a newline becomes ⏎ (one line)."""
+    out = [f"&#{ord(c)};" if c in _MARKUP else c for c in text.replace("\n", "⏎")]
+    return "".join(out)
+
+
 def message_in(e: BaseException, language: object) -> str:
     """The text of an error in ``language``: a ``UserError`` re-rendered, else its text."""
     if isinstance(e, UserError):
@@ -182,9 +207,12 @@ __all__ = [
     "Catalog",
     "Msg",
     "T",
+    "UnknownLanguage",
     "UserError",
     "code",
     "fields",
+    "language_message",
     "message_in",
     "problems",
+    "verbatim",
 ]

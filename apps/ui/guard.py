@@ -11,7 +11,9 @@ no output gets an "Error" badge or loses its figure. A ``gradio_client`` caller 
 
 ``checks[i]`` validates ``inputs[i]`` (``None``: nothing to check; states, the language
 switch); a check raises ``UserError`` (``apps.ui.catalog``), ``gr.Error`` or ``ValueError``.
-The message is drawn in the page's language: the last input, when it is the header's switch.
+The message is drawn in the page's language: the last input, when it is the header's switch;
+a language the switch does not know (an API caller's) is refused on the switch itself, naming
+the argument and its values.
 ``cross(*values)`` checks combinations after every single input passed and returns ``(input
 index, message)`` or ``None``; its message may be a ``Msg``. The callbacks keep their own
 checks (direct calls and the API still reject bad input); the validator only decides that the
@@ -26,7 +28,15 @@ from typing import Any
 import gradio as gr
 
 from apps.text.common import COMMON
-from apps.ui.catalog import CODES, LANGS, Msg, UserError, message_in
+from apps.ui.catalog import (
+    CODES,
+    LANGS,
+    Msg,
+    UnknownLanguage,
+    UserError,
+    language_message,
+    message_in,
+)
 
 Check = Callable[[Any], object] | None
 
@@ -49,8 +59,8 @@ def validator(
         out: list[dict[str, Any]] = []
         for i, v in enumerate(values):
             chk = checks[i] if i < len(checks) else None
-            msg = ""
-            if chk is not None:
+            msg = language_message(v) if isinstance(v, UnknownLanguage) else ""
+            if chk is not None and not msg:
                 try:
                     chk(v)
                 except (gr.Error, ValueError, TypeError) as e:

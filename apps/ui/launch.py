@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import ctypes
 import logging
+import math
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -56,6 +59,14 @@ CSS = (
   white-space: normal !important; }
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
+/* an upload's refusal sits below the file, in the flow: Gradio draws a validation message
+   over its input, which hid the file's name and its Clear button and cut a long message at
+   the widget's edge */
+.kda-upload:has(> .wrap > .validation-error) { display: flex !important;
+  flex-direction: column; }
+.kda-upload > .wrap:has(> .validation-error) { position: static !important;
+  padding: 0 !important; order: 9; margin-top: 6px; }
+.kda-upload > .wrap > .validation-error { position: static !important; }
 """
 )
 # Every upload (a trace, a config.json) is refused by the server above this size, before a
@@ -72,6 +83,73 @@ LAUNCH_KWARGS: dict[str, Any] = {
 }
 
 
+# Sessions (what a closed or idle browser tab leaves on the server; measured and bounded in
+# tests/e2e/test_e2e_sessions.py). Gradio keeps a closed tab's gr.State values an hour and
+# the tab's copy of the page config (with every value an event returned to it) until 10,000
+# sessions have come after it. Here: a closed tab's session goes when it closes (the page's
+# unload event); an idle tab's gr.State values (or an API client's, which never closes) after
+# SESSION_TTL_S without an update; and at most SESSION_CAPACITY sessions per app are kept
+# (the least recently used goes first; its tab, if still open, starts over: its callbacks
+# ask for a scenario or an upload again).
+SESSION_TTL_S = 30 * 60
+SESSION_CAPACITY = 64
+SESSION_KWARGS: dict[str, Any] = {"state_session_capacity": SESSION_CAPACITY}
+
+
+def _libc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim`` (None elsewhere): Gradio runs callbacks on a thread pool, and
+    glibc gives threads their own heaps (arenas), which keep what a closed tab freed unless
+    trimmed: 50 tabs of prefix_replay left +52 MB of RSS untrimmed, +19 MB trimmed (measured,
+    tests/e2e/test_e2e_sessions.py)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return lambda: trim(0)
+
+
+_TRIM = _libc_trim()
+
+
+def _trim() -> None:
+    if _TRIM is not None:
+        _TRIM()
+
+
+def bound_sessions(demo: gr.Blocks) -> gr.Blocks:
+    """``demo`` with its sessions bounded (see ``SESSION_TTL_S``): every ``gr.State`` without
+    a time-to-live gets one, the capacity is set (``launch`` takes it as
+    ``SESSION_KWARGS``; a mounted app reads it from the Blocks) and a closed tab's states are
+    deleted at once. Idempotent."""
+    if getattr(demo, "_kda_bounded", False):
+        return demo
+    demo.state_session_capacity = SESSION_CAPACITY
+    for block in demo.blocks.values():
+        if isinstance(block, gr.State) and block.time_to_live in (None, math.inf):
+            block.time_to_live = SESSION_TTL_S
+
+    def forget(request: gr.Request) -> None:
+        """A closed tab: its gr.State values (``delete_state`` runs their delete callbacks)
+        and Gradio's copy of the page for it (``StateHolder.session_data``, gradio 6.31's
+        ``state_holder.py``, where a closed session waits an hour and its copy until 10,000
+        newer ones), now."""
+        holder, h = demo.state_holder, request.session_hash
+        if h is None:
+            return
+        holder.delete_state(h)
+        with holder.lock:
+            holder.session_data.pop(h, None)
+            holder.time_last_used.pop(h, None)
+        _trim()
+
+    demo.unload(forget)
+    demo._kda_bounded = True  # type: ignore[attr-defined]
+    return demo
+
+
 def free_port(host: str = HOST) -> int:
     """A port the kernel just handed out on ``host`` (bind to 0). Gradio's own search walks up
     from 7860, so two test runs on one machine would race for the same ports; ephemeral ports
@@ -84,12 +162,13 @@ def launch_on_free_port(demo: gr.Blocks, attempts: int = 5) -> str:
     it between the probe and the bind); returns the URL."""
     for attempt in range(attempts):
         try:
-            _, url, _ = demo.launch(
+            _, url, _ = bound_sessions(demo).launch(
                 prevent_thread_lock=True,
                 server_name=HOST,
                 server_port=free_port(),
                 quiet=True,
                 **LAUNCH_KWARGS,
+                **SESSION_KWARGS,
             )
             return url
         except OSError:
@@ -184,4 +263,6 @@ def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> N
     port, note = next_free_port(args.host, args.port)
     if note:
         log.warning(note)
-    build().launch(server_name=args.host, server_port=port, **LAUNCH_KWARGS)
+    bound_sessions(build()).launch(
+        server_name=args.host, server_port=port, **LAUNCH_KWARGS, **SESSION_KWARGS
+    )

@@ -30,7 +30,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from apps.text.common import COMMON
-from apps.ui.catalog import LANGS, Catalog, Msg, T, UserError, code
+from apps.ui.catalog import LANGS, Catalog, Msg, T, UnknownLanguage, UserError, code
 
 Draw = Callable[[Any, T], tuple]
 _REDRAWN = (gr.Plot, gr.Markdown, gr.HTML, gr.Dataframe, gr.Code)
@@ -108,6 +108,22 @@ class FigureSlot:
         return [self.plot, self.csv]
 
 
+def lenient(component: gr.Radio | gr.Dropdown, mark: type[str] = str) -> None:
+    """``component`` passes a value outside its choices on (as ``mark(value)``) instead of
+    refusing it: Gradio's own refusal comes before the event's validator, which a
+    ``gradio_client`` caller sees as a bare HTTP 400; the validator (or the callback's own
+    check) then names the argument and the allowed values."""
+    strict = component.preprocess
+
+    def preprocess(payload: Any) -> Any:
+        try:
+            return strict(payload)
+        except gr.Error:
+            return mark(payload) if isinstance(payload, str) else payload
+
+    component.preprocess = preprocess  # type: ignore[method-assign]
+
+
 class Page:
     """The header and the language of one app page (see module doc)."""
 
@@ -122,9 +138,16 @@ class Page:
         with gr.Row(equal_height=True):
             title = gr.Markdown(f"# {self.en('title')}", elem_id=f"{name}-title")
             self.radio = gr.Radio(
-                list(LANGS), value=LANGS[0], show_label=False, container=False,
-                elem_id=f"{name}-lang", scale=0, min_width=200,
-            )  # fmt: skip
+                list(LANGS),
+                value=LANGS[0],
+                label="language",  # the API's name for it (hidden on the page)
+                show_label=False,
+                container=False,
+                elem_id=f"{name}-lang",
+                scale=0,
+                min_width=200,
+            )
+        lenient(self.radio, UnknownLanguage)
         intro = gr.Markdown(self.en("intro"), elem_id=f"{name}-intro", elem_classes=["kda-intro"])
         self._labels[title] = COMMON("h1", title=catalog("title"))
         self._labels[intro] = Msg(catalog, "intro")
@@ -137,6 +160,8 @@ class Page:
         page's language; returns the component."""
         m = key if isinstance(key, Msg) else self.catalog(key, **params)
         self._labels[component] = m
+        if isinstance(component, (gr.Radio, gr.Dropdown)):
+            lenient(component)
         for k, v in _text_of(component, self.en, m).items():
             if k == "value":
                 _set_value(component, v)
@@ -228,4 +253,4 @@ class Page:
         )  # fmt: skip
 
 
-__all__ = ["FigureSlot", "Page", "rendered"]
+__all__ = ["FigureSlot", "Page", "lenient", "rendered"]

@@ -30,7 +30,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_bool
 from kda_core.cache.pool import StateShape
-from kda_core.model import TinyHybrid
+from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine, Request
 from kda_core.studies._batch_options import buffer_columns, option_fields
 
@@ -110,6 +110,11 @@ class BatchView:
     graph_padded: np.ndarray | None = None
     state_index: np.ndarray | None = None
     row_request: np.ndarray | None = None  # [n_steps, widest] request per row (-1: sink/none)
+    # the KV token pool a request needs to be admitted at all: its prompt and every new token
+    # but the last (the engine rejects it when that exceeds kv_tokens: serve.loop's
+    # admission), and the smallest pool that admits one of them
+    kv_needed: np.ndarray | None = None
+    smallest_kv_pool: int = 0
 
     @property
     def n_steps(self) -> int:
@@ -254,6 +259,7 @@ def batch_view(
         return np.array([-1 if r is None else fn(r) for r in rep.reports], np.int64)
 
     admitted, finished, retractions = _per_request_steps(rows, n)
+    need = _kv_needed(prompts, news)
     return BatchView(
         prompts=tuple(prompts),
         phase=_phase_matrix(rep, arr, n),
@@ -282,7 +288,16 @@ def batch_view(
         retracted_steps=sum(1 for r in rows if r.retracted),
         kv_tokens=kv_tokens,
         **option_fields(e, rows),
+        kv_needed=need,
+        smallest_kv_pool=int(need.min()),
     )
+
+
+def _kv_needed(prompts: Sequence[str | Sequence[int]], max_new_tokens: Sequence[int]) -> np.ndarray:
+    """Per request, the KV tokens it needs to be admitted: its prompt (UTF-8 bytes of a text,
+    the tokenizer's ids) and every new token but the last, whose KV is never written."""
+    lens = [len(encode(p)) if isinstance(p, str) else len(p) for p in prompts]
+    return np.array([n + m - 1 for n, m in zip(lens, max_new_tokens)], np.int64)
 
 
 def _reference_diff(e: Engine, reports: list, reqs: list[Request]) -> float:

@@ -2,16 +2,20 @@
 report (the simulator under ``make("sglang")`` / ``make("vllm")``, vLLM's block from
 ``sizing.vllm_plan``, lookups of at most ``input - 1`` tokens) and, when that is at most half
 the token match (the prefix any earlier request shares), the first reason that holds:
-``first_occurrence``, ``below_one_block``, ``no_state_at_branch`` / ``state_in_unique_tokens``
-(short with unlimited budgets too: placement decides; the branch point was a node boundary
-before the request, or the request is the first to leave the path there), else
-``evicted_<budget>`` (with a host tier: ``host_last_state_only`` / ``evicted_host_budget``).
-The rules, their sources and what is left out: docs/hit_reasons.md.
+``first_occurrence``, ``below_one_block``, ``state_in_unique_tokens`` / ``no_state_at_branch``
+(short with unlimited budgets too: placement decides; the request is the first to leave the
+path there and the earlier requests' next state lies past what it shares, or else no state was
+saved where it leaves), else ``evicted_<budget>`` (with a host tier: ``host_last_state_only``
+/ ``evicted_host_budget``). Every request, short or not, also carries the facts that explain
+its cached tokens (``hit_requests.explain`` adds them up): who saved the state it restores
+from, the nearest deeper state and who saved it, and the budget that took what an unlimited
+run restores. The rules, their sources and what is left out: docs/hit_reasons.md.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +27,7 @@ from kda_core.cache import policy as policy_mod
 from kda_core.sim import checkpoint_bytes, simulate
 from kda_core.sim.simulator import DEFAULT_TP
 from kda_core.sim.tiers import TierConfig, simulate_tiers
+from kda_core.studies._hit_paths import path_facts, prefix_points
 from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
 from kda_core.workloads.traces import make_trace
 
@@ -49,7 +54,14 @@ _EVICTED = dict(zip(_BUDGETS, REASONS[5:8], strict=True))
 class EngineHits:
     """One engine on a trace: ``cached [N]`` (under the budgets), ``cached_unlimited [N]``,
     ``reason [N]`` (int8 index into ``REASONS``, 0 = not short), ``unit`` (tokens of the hit
-    grid) and the policy's parameters."""
+    grid) and the policy's parameters.
+
+    The facts of the run without budgets, per request: ``source`` (the request that first
+    saved the state at ``cached_unlimited``, -1: none), ``deeper`` (the nearest state past it
+    on a path sharing the whole token match, 0: none) and ``deeper_source``; ``evicted_by``:
+    when ``cached < cached_unlimited``, the ``REASONS`` index of the budget that took it
+    (``evicted_*`` or, with a host tier, ``host_last_state_only`` / ``evicted_host_budget``),
+    else 0."""
 
     engine: str
     unit: int
@@ -57,6 +69,10 @@ class EngineHits:
     cached: np.ndarray
     cached_unlimited: np.ndarray
     reason: np.ndarray
+    source: np.ndarray | None = None
+    deeper: np.ndarray | None = None
+    deeper_source: np.ndarray | None = None
+    evicted_by: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -64,7 +80,8 @@ class HitReasons:
     """Both engines on one trace, and the shares per reason.
 
     ``token_match [N]``: the prefix shared with any earlier request; ``known_branch [N]``: the
-    token match ended where the prefix had already branched (or an earlier request ended).
+    token match ended where the prefix had already branched (or an earlier request ended);
+    ``sharer [N]``: the first earlier request sharing the whole token match (-1: none).
     ``share_arrays()``: per engine and reason, the share of requests and the share of the
     uncached input tokens (``input - cached``, the prefill each reason costs)."""
 
@@ -76,6 +93,7 @@ class HitReasons:
     budgets: dict
     sglang: EngineHits
     vllm: EngineHits
+    sharer: np.ndarray | None = None
 
     def share_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(requests, uncached tokens): shares ``[len(ENGINES), len(REASONS)]``, rows summing
@@ -89,32 +107,6 @@ class HitReasons:
             tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
             tok[row] = tokens / max(float(uncached.sum()), 1.0)
         return req, tok
-
-
-def _prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Per request, the matched blocks of an unlimited block cache, and whether that point
-    was a node boundary before it: two earlier continuations, or an earlier request's end."""
-    first_next: dict[int, int] = {}  # block id -> the first continuation seen (-1: an end)
-    branched: set[int] = set()  # ids followed by two continuations, or ending a request
-    blocks, offs = trace.blocks.tolist(), trace.offsets.tolist()
-    n = len(trace)
-    known = np.zeros(n, dtype=bool)
-    matched = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        ids = blocks[offs[i] : offs[i + 1]]
-        m = 0
-        for h in ids:
-            if h not in first_next:
-                break
-            m += 1
-        matched[i] = m
-        if m:
-            known[i] = ids[m - 1] in branched
-        for j, h in enumerate(ids):
-            nxt = ids[j + 1] if j + 1 < len(ids) else -1
-            if first_next.setdefault(h, nxt) != nxt or nxt == -1:
-                branched.add(h)
-    return matched, known
 
 
 def _refine(trace: Trace, g: int) -> Trace:
@@ -180,19 +172,20 @@ def _short(cached: np.ndarray, match: np.ndarray) -> np.ndarray:
 
 
 def _classify(
-    e: dict, match: np.ndarray, cap: np.ndarray, known: np.ndarray, unit: int
+    e: dict, match: np.ndarray, cap: np.ndarray, known: np.ndarray, unit: int, deeper: np.ndarray
 ) -> np.ndarray:
     """The reason per request (rules in the module docstring). ``e``: cached arrays by run
-    ("budgets", "unlimited", and one per budget name when several are set)."""
+    ("budgets", "unlimited", and one per budget name when several are set); ``deeper``: the
+    nearest state past the unlimited restore point (``PathFacts.deeper``, 0: none)."""
     short = _short(e["budgets"], match)
     reason = np.zeros(len(match), dtype=np.int8)
     placement = _short(e["unlimited"], match)
-    budget_code = _budget_codes(e, match)
+    budget_code = _budget_codes(e, lambda c: _short(c, match))
     rules = (
         (match == 0, "first_occurrence"),
         (cap < unit, "below_one_block"),
-        (placement & known, "no_state_at_branch"),
-        (placement, "state_in_unique_tokens"),
+        (placement & ~known & (deeper > match), "state_in_unique_tokens"),
+        (placement, "no_state_at_branch"),
     )
     todo = short.copy()
     for mask, name in rules:
@@ -203,20 +196,27 @@ def _classify(
     return reason
 
 
-def _budget_codes(e: dict, match: np.ndarray) -> np.ndarray:
-    """Which budget a budget-short request is charged to. With a host tier: the host holding
-    every request's last state forever is short too (``host_last_state_only``) or not (the
-    host's own capacity evicted it). Else the first budget whose run alone is short."""
+def _budget_codes(e: dict, lacks: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Which budget a request's loss is charged to (``lacks(cached)``: the run lacks what it
+    is charged for). With a host tier: a host that never evicts lacks it too
+    (``host_last_state_only``) or not (the host's own capacity evicted it). Else the first
+    budget whose run alone lacks it."""
     if "host_unlimited" in e:
-        code = np.where(
-            _short(e["host_unlimited"], match), *(REASONS.index(r) for r in REASONS[8:])
-        )
+        code = np.where(lacks(e["host_unlimited"]), *(REASONS.index(r) for r in REASONS[8:]))
         return code.astype(np.int8)
-    code = np.full(len(match), REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
+    n = len(e["unlimited"])
+    code = np.full(n, REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
     for name in reversed(e["order"]):
         if name in e:
-            code[_short(e[name], match)] = REASONS.index(_EVICTED[name])
+            code[lacks(e[name])] = REASONS.index(_EVICTED[name])
     return code
+
+
+def _evicted_by(e: dict) -> np.ndarray:
+    """Per request, the budget that took what the unlimited run restores (0: nothing)."""
+    full = e["unlimited"]
+    code = _budget_codes(e, lambda c: c < full)
+    return np.where(e["budgets"] < full, code, 0).astype(np.int8)
 
 
 def _check_host(budgets: dict, host_bytes: Any, ckpt: int) -> TierConfig | None:
@@ -292,25 +292,44 @@ def hit_reasons(
     g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
     fine = _refine(trace, g)
     sg_unit, vl_unit = _units(sg, vl, g)
-    blocks, known = _prefix_points(trace)
+    blocks, known = prefix_points(trace)
     L = trace.input_len
     match = np.minimum(blocks * trace.block_size, L)
     assert np.array_equal(match, ideal_prefix_tokens(trace)), "one definition of the match"
     given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
     budgets = dict(zip(_BUDGETS, given, strict=True))
     host = _check_host(budgets, host_bytes, checkpoint_bytes(model, tp))
-    engines = {}
+    engines: dict[str, EngineHits] = {}
     caps = {"sglang": match, "vllm": np.minimum(match, L - 1)}
     for name, pol, unit in (("sglang", sg, sg_unit), ("vllm", vl, vl_unit)):
         runs = _run_engine(fine, pol, model, tp, budgets)
         if name == "sglang" and host is not None:
             runs.update(_run_host(fine, pol, host))
-        reason = _classify(runs, match, caps[name], known | (match >= L), unit)
+        facts = path_facts(fine, pol, match)  # replayed apart from the simulator: they agree
+        assert np.array_equal(facts.restore_at, runs["unlimited"]), "one run, two replays"
+        reason = _classify(runs, match, caps[name], known | (match >= L), unit, facts.deeper)
         engines[name] = EngineHits(
-            name, unit, pol.params(), runs["budgets"], runs["unlimited"], reason
+            name,
+            unit,
+            pol.params(),
+            runs["budgets"],
+            runs["unlimited"],
+            reason,
+            facts.source,
+            facts.deeper,
+            facts.deeper_source,
+            _evicted_by(runs),
         )
     return HitReasons(
-        trace.name, trace.block_size, L, match, known, budgets, engines["sglang"], engines["vllm"]
+        trace.name,
+        trace.block_size,
+        L,
+        match,
+        known,
+        budgets,
+        engines["sglang"],
+        engines["vllm"],
+        facts.sharer,
     )
 
 

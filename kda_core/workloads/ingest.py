@@ -20,16 +20,21 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from kda_core.workloads._messages import chain_conflict, grouped, n_rows
 from kda_core.workloads.chains import ChainTable
 from kda_core.workloads.traces import MAX_SKIP_REASONS, Trace, make_trace
 
 
 class RowError(ValueError):
-    """A malformed row; ``field`` names what is wrong ("JSON", "timestamp", "hash_ids", ...)."""
+    """A malformed row; ``field`` names what is wrong ("JSON", "timestamp", "hash_ids", ...).
+    ``facts``: the values the message states, for a caller that words it its own way (a file
+    whose format cannot be told: ``line``, ``fits``; a file with no readable row:
+    ``skipped``, ``reasons``)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, **facts: object) -> None:
         super().__init__(message)
         self.field = field
+        self.facts = facts
 
 
 MAX_TRACE_FILE_BYTES = 2 << 30  # 2 GiB
@@ -153,7 +158,7 @@ class Accumulator:
         refused = self.table.admit(ids, starts)
         for r, h, here, before in refused:
             line = int(cols["line"][rows[r]])
-            msg = f"hash id {h} follows {here} here but {before} earlier in 'hash_ids'"
+            msg = chain_conflict(h, here, before)
             if not self.skip:
                 raise ValueError(f"{self.source}line {line}: {msg}")
             keep[rows[r]] = False
@@ -184,8 +189,9 @@ class Accumulator:
         self._reset()
 
     def _skip_report(self) -> tuple[int, tuple[str, ...]]:
-        first = sorted(self.reasons)[:MAX_SKIP_REASONS]
-        return self.skipped, tuple(f"line {n}: {r}" for n, r in first)
+        """The count and the first reasons, one entry per distinct reason ('lines 1-5: ...')."""
+        first = sorted(self.reasons)[: 8 * MAX_SKIP_REASONS]
+        return self.skipped, tuple(grouped(first)[:MAX_SKIP_REASONS])
 
     def finish(self, name: str, fmt: str, *, relative_time: bool = False) -> Trace:
         """The Trace: fresh ids for rows without ids, arrivals sorted (stable; ``relative_time``
@@ -193,8 +199,9 @@ class Accumulator:
         self.flush()
         if not self.cols["in"]:
             n, first = self._skip_report()
-            why = f"; {n} rows skipped, first: {'; '.join(first)}" if n else ""
-            raise ValueError(f"{self.source}the trace has no requests{why}")
+            why = f"; {n_rows(n)} skipped: {'; '.join(first)}" if n else ""
+            msg = f"{self.source}the trace has no requests{why}"
+            raise RowError("rows", msg, skipped=n, reasons=first, format=fmt)
         cat = {
             k: np.frombuffer(v, dtype=np.float64 if k == "t" else np.int64)
             for k, v in self.cols.items()

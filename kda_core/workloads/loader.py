@@ -77,7 +77,10 @@ def _parse_whole_json(p: Path, lineno: int) -> set[str]:
     try:
         obj = json.loads(p.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: not JSON lines, nor one JSON document ({e})") from None
+        raise ValueError(
+            f"{p}: line {lineno} is not JSON on its own, and the whole file is not one JSON "
+            f"document either ({e})"
+        ) from None
     if isinstance(obj, list):
         raise ValueError(f"{p}: one JSON array; write one JSON object a line (JSON lines)")
     return _json_candidates(obj) & {"sglang-gsp"}
@@ -107,8 +110,11 @@ def detect_format(path: str | Path) -> str:
         if len(found) == 1:
             return found.pop()
         what = "fits none of the formats" if not found else f"fits {' and '.join(sorted(found))}"
-        raise ValueError(
-            f"{p}: cannot tell the format: line {lineno} {what}; pass format= one of {FORMATS}"
+        raise RowError(
+            "format",
+            f"{p}: cannot tell the format: line {lineno} {what}; pass format= one of {FORMATS}",
+            line=lineno,
+            fits=tuple(sorted(found)),
         )
     raise ValueError(f"{p}: the file has no rows")
 

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kda_core.workloads._messages import chain_conflict
+
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_REQUESTS = 200_000
 MAX_TOTAL_BLOCKS = 20_000_000
@@ -245,12 +247,12 @@ def validate(trace: Trace) -> None:
     ooffs = trace.out_offsets.tolist() if has_out else []
     for i in range(n):
         ids = blocks[offs[i] : offs[i + 1]]
-        _check_chain(parent, ids, -1, f"request {i}: block id")
+        _check_chain(parent, ids, -1, f"request {i}: block ids")
         if has_out:
             n_full = int(trace.input_len[i]) // trace.block_size
             prev = ids[n_full - 1] if n_full else -1
             _check_chain(
-                parent, outs[ooffs[i] : ooffs[i + 1]], prev, f"request {i}: output block id"
+                parent, outs[ooffs[i] : ooffs[i + 1]], prev, f"request {i}: output block ids"
             )
 
 
@@ -260,7 +262,7 @@ def _check_chain(parent: dict[int, int], ids: list[int], prev: int, what: str) -
     for h in ids:
         p = parent.setdefault(h, prev)
         if p != prev:
-            raise ValueError(f"{what} {h} follows {prev} here but {p} before")
+            raise ValueError(chain_conflict(h, prev, p, what))
         prev = h
 
 

@@ -153,20 +153,48 @@ def test_pause_stops_play_and_enter_goes_to_a_step(app_url, ui):
     box.press("Enter")
     assert f"Replay step {target}/" in ui.wait_new_figure(f"{N}-replay", old)
     ui.page.locator(f"#{N}-step-info").get_by_text(f"Step {target} /").wait_for()
+    # a step past the match is marked on the field (the validator), not a toast
+    ui.allow_validation_errors()
+    box.fill("99")
+    box.press("Enter")
+    ui.expect_invalid(f"{N}-step", f"step must be an integer in [0, {last}] (request #3: ")
+    assert ui.page.locator(".toast-body").count() == 0 and ui.error_badges() == 0
+    # so is a request typed past the session's
+    pick = ui.page.locator(f"#{N}-request input")
+    pick.fill("9999")
+    pick.press("Enter")
+    ui.expect_invalid(f"{N}-request", "request must be one of this session's requests, #1 to #3")
+    assert ui.page.locator(".toast-body").count() == 0
+
+
+def test_the_readers_text_is_shown_as_typed(app_url, ui):
+    """Markdown typed into a request stays text in the summary: no link, no code span."""
+    ui.goto(app_url)
+    ui.wait_plot(f"{N}-replay")
+    typed = "See [link](http://x) and `code` *b*"
+    ui.page.locator(f"#{N}-text textarea").fill(typed)
+    ui.click("Send")
+    ui.page.locator(f"#{N}-summary", has_text="Request #4").wait_for()
+    prompt = ui.page.locator(f"#{N}-summary tr").nth(1)
+    assert typed in prompt.inner_text()
+    assert prompt.locator("a").count() == 0 and prompt.locator("code").count() == 0
 
 
 def test_batch_with_every_request_rejected(app_url, ui):
-    """A KV pool smaller than every request: each rejection is listed, the page stays intact."""
+    """A KV pool smaller than every request: said once, with the smallest pool that admits a
+    request; the page stays intact."""
     ui.goto(app_url)
     ui.wait_plot(f"{N}-batch-phases")
     old = ui.figure(f"{N}-batch-phases")
-    ui.fill(f"{N}-batch-kv", 100)
+    ui.fill(f"{N}-batch-kv", 151)
     ui.click("Serve together")
     new = ui.wait_new_figure(f"{N}-batch-phases", old)
     assert '"name":"rejected"' in new
     summary = ui.page.locator(f"#{N}-batch-summary")
-    summary.get_by_text("every request was rejected").wait_for()
-    assert "request #6 rejected: Requested token count exceeds" in summary.inner_text()
+    summary.get_by_text("No request fits a KV pool of 151 tokens").wait_for()
+    text = summary.inner_text()
+    assert "The smallest KV pool that admits one is 152 tokens (request #6)" in text
+    assert text.count("Requested token count exceeds") == 1 and "no cap" not in text
     assert ui.error_badges() == 0
 
 

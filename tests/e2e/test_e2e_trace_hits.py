@@ -46,7 +46,8 @@ def test_upload_and_explain(app_url, ui, tmp_path):
     why = ui.page.locator(f"#{P}-explain", has_text=f"Request {request}")
     why.wait_for()
     text = why.inner_text()
-    assert "cached tokens reported" in text and "SGLang" in text and "vLLM" in text
+    assert "restored from a saved state (cached)" in text and "= the shared prefix" in text
+    assert "SGLang" in text and "vLLM" in text
     ui.close_toasts()
     ui.page.locator(f"#{P}-table").scroll_into_view_if_needed()
     ui.screenshot(os.environ.get("TRACE_HITS_SHOT_EN", tmp_path / "en.png"))
@@ -70,7 +71,19 @@ def test_malformed_file_refused(app_url, ui, tmp_path):
     ui.page.locator(f"#{P}-skip input").uncheck()
     ui.click("Analyse the trace")
     ui.expect_invalid(f"{P}-file", "broken.jsonl: line 2: 'input_length'")
+    # the refusal sits below the file, in the flow: the file's name and Clear stay visible
+    err = ui.page.locator(f"#{P}-file .validation-error").bounding_box()
+    named = ui.page.locator(f"#{P}-file .file-preview-holder").bounding_box()
+    assert err and named and named["y"] + named["height"] <= err["y"], (named, err)
     ui.page.wait_for_timeout(400)
     assert ui.error_badges() == 0  # the validator refused it: the page as it was
     assert ui.page.inner_text(f"#{P}-summary") == summary
     assert ui.figures(f"{P}-reasons", f"{P}-coverage") == figs
+    # a file of no known format: the message names the File format dropdown
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"x": 1}\n')
+    ui.page.locator(f"#{P}-file .icon-button-wrapper button[aria-label=Clear]").first.click()
+    _upload(ui, odd)
+    ui.click("Analyse the trace")
+    ui.expect_invalid(f"{P}-file", "odd.jsonl: line 1 looks like none of the formats")
+    assert "choose the file's format in File format" in ui.page.inner_text(f"#{P}-file")

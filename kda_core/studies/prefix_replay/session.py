@@ -15,6 +15,7 @@ import copy
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kda_core._checks import check_bool
 from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay.scenarios import (
     MAX_PROMPTS,
@@ -252,15 +253,19 @@ def serve(
     checkpoint_slots: int | None = None,
     strategy: str = "extra_buffer",
     max_new_tokens: int = 6,
+    fork: bool = True,
 ) -> ServingSession:
     """A session that has served the scenario's prompts (or ``prompts``): a fork of a cached
     one, so the caller may ``send`` more. ``serve(...).result()`` is ``run_scenario(...)``
-    (the same object)."""
-    return _served(
+    (the same object). ``fork=False``: the cached session itself, shared by every caller (no
+    engine copy, for a holder of many sessions such as the app's browser tabs): read it, or
+    ``fork()`` it before sending, never ``send`` to it."""
+    served = _served(
         *_served_args(
             name, prompts, policy, spacing, int8, checkpoint_slots, strategy, max_new_tokens
         )
-    ).fork()
+    )
+    return served.fork() if check_bool("fork", fork) else served
 
 
 def run_scenario(
