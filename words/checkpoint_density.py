@@ -1,17 +1,15 @@
-"""checkpoint_density's words (English / 中文): the catalog (with the study's own replay notes,
-``kda_core.studies.density.notes.MESSAGES``), the summary, the runs table."""
+"""checkpoint_density in words (English / 中文): the page and its figures (``_PAGE``), what only
+the static figures ``plots/plot_checkpoint_density.py`` and ``plot_retention_policies.py`` say
+(``_FIGURES``, keys ``fig_*``), and the replay notes both draw (``_NOTES``, keys ``note_*``,
+assembled from ``kda_core.studies.density.replay_notes`` by ``words.phrases``)."""
 
 from __future__ import annotations
 
-from apps.text.checkpoint_density_swa import SWA
-from apps.text.common import COMMON
-from apps.text.trace_hits import HITS
-from apps.ui.catalog import Catalog, T
-from kda_core.studies import density as ds
-from kda_core.studies.density import notes
+from words.catalog import Catalog
+from words.checkpoint_density_swa import SWA
+from words.common import COMMON
 
-GIB = float(1 << 30)
-_APP: dict[str, tuple[str, str]] = {
+_PAGE: dict[str, tuple[str, str]] = {
     "title": ("Checkpoint density", "检查点密度"),
     "intro": (
         "**How often should a KDA state be checkpointed?** A prefix cache can only resume a "
@@ -184,41 +182,112 @@ _APP: dict[str, tuple[str, str]] = {
     "runs_title": ("**Runs in this session**", "**本会话的运行**"),
     "runs_th": ("| # | workload | intervals | optimum |", "| # | 负载 | 间隔数 | 最优点 |"),
 }
-MSG = Catalog(
-    "checkpoint_density",
-    {**_APP, **{f"note_{k}": v for k, v in notes.MESSAGES.items()}},
-    COMMON,
-    SWA,
-    HITS,
-)
+_FIGURES: dict[str, tuple[str, str]] = {
+    "fig_k": ("checkpoint interval K (tokens)", "检查点间隔 K（token）"),
+    "fig_title_mem": ("Peak checkpoint memory", "检查点显存峰值"),
+    "fig_mem": ("bytes per GPU", "每卡字节数"),
+    "fig_title_hit": ("State hit rate", "状态命中率"),
+    "fig_hit": ("restorable / input tokens", "可恢复 / 输入 token"),
+    "fig_title_rep": ("Replay per state hit", "每次状态命中的重放量"),
+    "fig_rep": ("mean replayed tokens", "平均重放 token 数"),
+    "fig_title_ttft": ("Mean time to first token", "平均首 token 延迟"),
+    "fig_ttft": ("seconds", "秒"),
+    "fig_budget": ("state budget {b}", "状态预算 {b}"),
+    "fig_an_mem": ("distinct prefix / K (analytic)", "不同前缀 / K（解析）"),
+    "fig_an_rep": ("ideal match − floor to K (analytic)", "理想匹配点 − 向下取整到 K（解析）"),
+    "fig_source": (
+        "Data: simulated prefix cache on the first {n:,} requests of the Mooncake "
+        "conversation trace · {model} TP8 · block {block} tokens · {ckpt} per checkpoint",
+        "数据：在 Mooncake 对话 trace 的前 {n:,} 个请求上模拟前缀缓存 · {model} TP8 · "
+        "块 {block} token · 每个检查点 {ckpt}",
+    ),
+    "fig_opt": ("best K for the budget", "该预算下最佳 K"),
+    # plot_retention_policies
+    "fig_ret_suptitle": (
+        "Which checkpoints to keep: policies vs state budget (real trace)",
+        "保留哪些检查点：各策略 vs 状态预算（真实 trace）",
+    ),
+    "fig_ret_budget": ("state budget per GPU", "每卡状态预算"),
+    "fig_ret_ideal": ("token hit rate, infinite KV (ceiling)", "token 命中率，KV 无限（上限）"),
+    "fig_ret_title_ck": ("Checkpoints stored", "保存的检查点"),
+    "fig_ret_ck": ("checkpoints over the run", "整个运行中保存的检查点数"),
+    "fig_ret_source": (
+        "Data: trace-driven simulation of {trace}, {model} per GPU at TP8",
+        "数据：在{trace}上做 trace 驱动模拟，{model} 每卡 TP8",
+    ),
+    "trace_head": (
+        "the first {n:,} requests of the Mooncake conversation trace",
+        "Mooncake 对话 trace 的前 {n:,} 个请求",
+    ),
+}
+_NOTES: dict[str, tuple[str, str]] = {
+    "note_headline": (
+        "A checkpoint every K tokens: memory ~1/K; replay per hit {parts}",
+        "每 K 个 token 一个检查点：显存 ~1/K；每次命中的重放量{parts}",
+    ),
+    "note_part_like_k": ("grows like K ({budgets})", "随 K 近似线性增长（{budgets}）"),
+    "note_part_slower": ("grows slower than K ({budgets})", "增长慢于 K（{budgets}）"),
+    "note_part_flat": ("stays about flat ({budgets})", "基本持平（{budgets}）"),
+    "note_part_falls": ("falls as K grows ({budgets})", "随 K 增大而下降（{budgets}）"),
+    "note_part_one_k": ("has one K only ({budgets})", "只有一个 K（{budgets}）"),
+    "note_line_like_k": (
+        "{budget}: grows like K, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：随 K 近似线性增长，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "note_line_slower": (
+        "{budget}: grows slower than K, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}; 1 would be ~K).",
+        "{budget}：增长慢于 K，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}，1 即 ~K）。",
+    ),
+    "note_line_flat": (
+        "{budget}: stays about flat, {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：基本持平，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "note_line_falls": (
+        "{budget}: falls {r0:,.0f} → {r1:,.0f} tokens over K = {k0:,}–{k1:,} "
+        "(log-log slope {slope:.2f}).",
+        "{budget}：随 K 增大而下降，K = {k0:,}–{k1:,} 时 {r0:,.0f} → {r1:,.0f} token"
+        "（对数斜率 {slope:.2f}）。",
+    ),
+    "note_line_one_k": (
+        "{budget}: {r0:,.0f} tokens at the one interval K = {k0:,} (a slope needs two or more K).",
+        "{budget}：只有 K = {k0:,} 一个间隔，重放 {r0:,.0f} token（算不出斜率，至少需要两个 K）。",
+    ),
+    "note_short": (
+        "{budget}: {trend}, {r0:,.0f} → {r1:,.0f} tokens (slope {slope:.2f})",
+        "{budget}：{trend}，{r0:,.0f} → {r1:,.0f} token（斜率 {slope:.2f}）",
+    ),
+    "note_trend_like_k": ("grows like K", "随 K 近似线性增长"),
+    "note_trend_slower": ("grows slower than K", "增长慢于 K"),
+    "note_trend_flat": ("about flat", "基本持平"),
+    "note_trend_falls": ("falls as K grows", "随 K 增大而下降"),
+    "note_why_falls": (
+        "Why it falls: under a budget a small K stores more checkpoints than fit, so they are "
+        "evicted ({e0:,} evictions at K = {k0:,} vs {e1:,} at K = {k1:,} for {budget}) and a "
+        "hit restores further back.",
+        "为何下降：有预算时，K 小则检查点多到放不下而被驱逐（{budget}：K = {k0:,} 时驱逐 {e0:,} "
+        "次，K = {k1:,} 时 {e1:,} 次），命中只能从更早处恢复。",
+    ),
+    "note_why_unlimited": (
+        "Without a budget nothing is evicted, yet the cache keeps KV only up to a request's "
+        "deepest checkpoint: a follow-up turn usually matches exactly at a checkpoint and "
+        "replays only at branch points.",
+        "不限预算时没有驱逐，但缓存只保留到请求最深检查点为止的 KV："
+        "后续轮次通常恰好在检查点处匹配，只在分叉点才重放。",
+    ),
+    "note_analytic": (
+        "Dashed (analytic): replay if KV were kept for every token = ideal match − floor to K, "
+        "{a0:,.0f}–{a1:,.0f} tokens.",
+        "虚线（解析）：若每个 token 的 KV 都保留，重放 = 理想匹配点 − 向下取整到 K，"
+        "{a0:,.0f}–{a1:,.0f} token。",
+    ),
+    "note_sep": ("; ", "；"),
+}
+MSG = Catalog("checkpoint_density", {**_PAGE, **_FIGURES, **_NOTES}, COMMON, SWA)
 
-
-def budget(label: str, t: T) -> str:
-    """A budget label of the study ("8 GiB", "unlimited") in ``t``'s language."""
-    return t("budget_unlimited") if label == "unlimited" else label
-
-
-def summary_markdown(s: ds.DensitySweep, n_requests: int, t: T) -> str:
-    lines = [
-        t("s_head", trace=f"`{s.trace_name}`", n=n_requests, block=s.block_size,
-          mib=s.state_bytes_per_checkpoint / (1 << 20), model=s.model,
-          ideal=s.analytic.ideal_token_hit_rate),
-        "",
-        t("s_th"),
-        "|---|---:|---:|---:|---:|---:|",
-    ]  # fmt: skip
-    for j, lab in enumerate(s.budget_labels):
-        i = int(s.optimum[j])
-        lines.append(
-            f"| {budget(lab, t)} | **{int(s.intervals[i]):,}** | {s.ttft_mean_s[i, j]:.3f} s | "
-            f"{s.state_hit_rate[i, j]:.1%} | {s.token_hit_rate[i, j]:.1%} | "
-            f"{s.peak_state_bytes[i, j] / GIB:.2f} GiB |"
-        )
-    lines += ["", t("s_replay"), ""]
-    lines += [f"- {line}" for line in ds.replay_note(s, t.code).split("\n")]
-    return "\n".join(lines)
-
-
-def runs_markdown(hist: list, t: T) -> str:
-    body = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in hist)
-    return f"{t('runs_title')}\n\n{t('runs_th')}\n|---|---|---:|---|\n{body}"
+__all__ = ["MSG"]

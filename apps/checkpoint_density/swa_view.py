@@ -1,5 +1,5 @@
-"""checkpoint_density's SWA-vs-KDA panel: its two figures (``kda_core.studies.swa_vs_kda``),
-drawn in the language of ``t``; each returns (figure, CSV path)."""
+"""checkpoint_density's SWA-vs-KDA panel drawn in the language of ``t``: its two figures
+(``kda_core.studies.swa_vs_kda``; each returns (figure, CSV path)) and its summary."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.checkpoint_density_swa import GIB, TIB
 from apps.ui import COLORS
-from apps.ui.catalog import T as Lang
 from kda_core.studies import swa_vs_kda as sk
+from words.catalog import T as Lang
 
 NAME = "checkpoint_density"
+GIB = float(1 << 30)
+TIB = float(1 << 40)
 
 
 def fig_swa_cost(c: sk.CheckpointCosts, t: Lang) -> tuple[go.Figure, str]:
@@ -117,3 +118,26 @@ def fig_swa_resume(r: sk.WorkloadResume, trace: str, t: Lang) -> tuple[go.Figure
         },
     )
     return fig, csv
+
+
+def swa_markdown(c: sk.CheckpointCosts, r: sk.WorkloadResume, t: Lang) -> str:
+    """The panel's summary: the two checkpoint costs and the resume table."""
+    lines = [
+        t(
+            "s_swa_head",
+            model=c.model,
+            tok=c.swa_bytes_per_token / (1 << 20),
+            kda=c.kda_checkpoint_bytes / (1 << 20),
+            cross=c.crossover_window,
+        ),
+        "",
+        t("s_swa_th"),
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for i, k in enumerate(r.intervals):
+        lines.append(
+            f"| {int(k):,} | {int(r.swa_resume[i]):,} | {int(r.kda_resume[i]):,} | "
+            f"{int(r.swa_replay[i]):,} | {int(r.swa_rebuild_replay[i]):,} | "
+            f"{int(r.kda_replay[i]):,} |"
+        )
+    return "\n".join([*lines, "", t("s_swa_tail")])

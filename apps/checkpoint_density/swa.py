@@ -4,7 +4,8 @@ not carry over to KDA, on the same requests (``kda_core.studies.swa_vs_kda``).
 It sits in checkpoint_density because it answers that app's question for the other kind of
 layer: at the same checkpoint interval k on the same requests, what one checkpoint costs and
 where each cache can resume. ``swa_panel(page, demo)`` lays it out and wires it (drawn on
-load); ``compare`` is the callback (``checkpoint_density_swa`` in the API).
+load); ``compare`` is the callback (``checkpoint_density_swa`` in the API); ``swa_view``
+draws it; its words are ``words.checkpoint_density_swa``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.checkpoint_density_swa import fig_swa_cost, fig_swa_resume
-from apps.text.checkpoint_density import MSG
-from apps.text.checkpoint_density_swa import swa_markdown
+from apps.checkpoint_density.swa_view import fig_swa_cost, fig_swa_resume, swa_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import workloads as wl
 from kda_core.studies import swa_vs_kda as sk
+from words.catalog import T as Lang
+from words.checkpoint_density import MSG
 
 NAME = "checkpoint_density"
 WORKLOADS = {"chat": "swa_wl_chat", "agentic": "swa_wl_agentic"}

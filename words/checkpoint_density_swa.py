@@ -1,13 +1,9 @@
 """checkpoint_density's SWA-vs-KDA panel in words (English / 中文): ``SWA``, a base of
-``apps.text.checkpoint_density.MSG``, and the panel's summary."""
+``words.checkpoint_density.MSG`` (its keys shadow none of the app's own)."""
 
 from __future__ import annotations
 
-from apps.ui.catalog import Catalog, T
-from kda_core.studies import swa_vs_kda as sk
-
-GIB = float(1 << 30)
-TIB = float(1 << 40)
+from words.catalog import Catalog
 
 SWA = Catalog(
     "checkpoint_density_swa",
@@ -108,24 +104,4 @@ SWA = Catalog(
 )
 
 
-def swa_markdown(c: sk.CheckpointCosts, r: sk.WorkloadResume, t: T) -> str:
-    """The panel's summary: the two checkpoint costs and the resume table."""
-    lines = [
-        t(
-            "s_swa_head",
-            model=c.model,
-            tok=c.swa_bytes_per_token / (1 << 20),
-            kda=c.kda_checkpoint_bytes / (1 << 20),
-            cross=c.crossover_window,
-        ),
-        "",
-        t("s_swa_th"),
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    for i, k in enumerate(r.intervals):
-        lines.append(
-            f"| {int(k):,} | {int(r.swa_resume[i]):,} | {int(r.kda_resume[i]):,} | "
-            f"{int(r.swa_replay[i]):,} | {int(r.swa_rebuild_replay[i]):,} | "
-            f"{int(r.kda_replay[i]):,} |"
-        )
-    return "\n".join([*lines, "", t("s_swa_tail")])
+__all__ = ["SWA"]

@@ -1,10 +1,14 @@
 """checkpoint_density: how often to checkpoint a KDA state, on a real trace or a synthetic one.
 
+The page (layout, checks, events); its figures are ``figures``, its tables ``tables``, its
+panels ``swa`` (+ ``swa_view``) and ``apps.trace_hits``; every word is in
+``words.checkpoint_density`` (the page's catalog adds the trace panel's).
+
 Draws ``kda_core.studies.density``: the interval sweep (peak state memory ~1/K, replay per hit,
 mean TTFT, the optimum per budget) with the study's analytic curves over the simulated points
 (one analytic replay curve, the same as plots/plot_checkpoint_density.py, and the study's note on
 why simulated replay stays flat on the conversation trace; the title says "replay ~K" only if the
-simulated data shows it: ``density.headline``), token
+simulated data shows it: ``words.phrases.headline``), token
 vs state hit rate against K and accumulated over the trace, the Pareto frontier of memory vs
 state hit, and the checkpoint policies side by side at one budget.
 
@@ -21,8 +25,7 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.checkpoint_density_swa import swa_panel
-from apps.figures.checkpoint_density import (
+from apps.checkpoint_density.figures import (
     NAME,
     fig_hit_rates,
     fig_pareto,
@@ -30,15 +33,20 @@ from apps.figures.checkpoint_density import (
     fig_timeline,
     fig_tradeoff,
 )
-from apps.text.checkpoint_density import MSG, budget, runs_markdown, summary_markdown
+from apps.checkpoint_density.swa import swa_panel
+from apps.checkpoint_density.tables import runs_markdown, summary_markdown
+from apps.text.trace_hits import HITS
 from apps.trace_hits import hits_panel
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
-from apps.ui.catalog import UserError
+from apps.ui.catalog import Catalog, UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import workloads as wl
 from kda_core.studies import density as ds
+from words import checkpoint_density as words
+from words.catalog import T as Lang
+
+MSG = Catalog(NAME, {}, words.MSG, HITS)  # the page's words: the app's and the trace panel's
 
 HEAD_REQUESTS = 1000
 WORKLOADS: dict[str, tuple[str, str, str]] = {  # label -> (kind, argument, message key)
@@ -137,8 +145,8 @@ def compute_run(
         (lab, int(sweep.intervals[int(i)])) for lab, i in zip(sweep.budget_labels, sweep.optimum)
     ]
     hist.append([len(hist) + 1, sweep.trace_name, len(ks), best])
-    return {"sweep": sweep, "n": len(tr), "pols": pols, "tl": tl, "every": every, "pb": pb,
-            "history": hist[-MAX_HISTORY:]}  # fmt: skip
+    view = {"sweep": sweep, "n": len(tr), "pols": pols, "tl": tl, "every": every, "pb": pb}
+    return {**view, "history": hist[-MAX_HISTORY:]}
 
 
 def draw_run(v: dict, t: Lang) -> tuple:
@@ -152,16 +160,10 @@ def draw_run(v: dict, t: Lang) -> tuple:
         fig_pareto(s, t),
         fig_policies(v["pols"], t),
     ]
-    # the workload's name in code: a long name (conversation[:1000]) may break inside, so the
-    # table fits its column with any font
-    rows = [
-        [n, f"`{trace}`", k, "<br>".join(f"{budget(b, t)}: K={kk:,}" for b, kk in best)]
-        for n, trace, k, best in v["history"]
-    ]
     return (
         summary_markdown(s, v["n"], t),
         *[x for pair in figs for x in pair],
-        runs_markdown(rows, t),
+        runs_markdown(v["history"], t),
         v["history"],
         gr.update(value="", visible=False),  # the results are the workload's again
     )
@@ -176,9 +178,10 @@ def stale_note(workload: str, language: str = "English") -> dict:
     return gr.update(value=MSG("stale", w=name).render(language), visible=True)
 
 
-def _cross_intervals(workload: str, intervals: str, _b: object, _p: object, every: object,
-                     *_: object) -> tuple[int, object] | None:  # fmt: skip
-    """Intervals must be multiples of the workload's block size (known after loading it)."""
+def _cross_intervals(workload: str, intervals: str, *rest: object) -> tuple[int, object] | None:
+    """Intervals (input 1) and the timeline's K (input 4) must be multiples of the workload's
+    block size (known after loading it)."""
+    every = rest[2]
     block = load_workload(workload).block_size
     for i, text in ((1, intervals), (4, str(every))):
         try:
@@ -203,12 +206,10 @@ def _controls(page: Page) -> tuple:
     with gr.Row():
         policy_budget = L(gr.Number(8, elem_id=f"{NAME}-policy-budget"), "f_policy_budget")
         every = L(gr.Number(4096, step=1), "f_every")
-    policies = page.choices(
-        L(gr.CheckboxGroup(list(POLICY_LABELS), value=list(POLICY_LABELS),
-                          elem_id=f"{NAME}-policies-choice"),
-          "f_policies"),
-        [(f"pol_{p}", p) for p in POLICY_LABELS],
-    )  # fmt: skip
+    pols = gr.CheckboxGroup(
+        list(POLICY_LABELS), value=list(POLICY_LABELS), elem_id=f"{NAME}-policies-choice"
+    )
+    policies = page.choices(L(pols, "f_policies"), [(f"pol_{p}", p) for p in POLICY_LABELS])
     run_btn = L(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
     hist_md = gr.Markdown(
         label="Runs in this session", elem_id=f"{NAME}-history", elem_classes=["kda-metrics"]
@@ -258,6 +259,3 @@ def build() -> gr.Blocks:
 
 
 __all__ = ["MSG", "build", "load_workload", "run", "stale_note"]
-
-if __name__ == "__main__":
-    ui.main(build)
