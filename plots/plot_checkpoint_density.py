@@ -31,7 +31,7 @@ from kda_core.studies import density
 from kda_core.workloads import bundled_trace
 from plots import style
 from words import phrases
-from words.catalog import T
+from words.catalog import T as Lang
 from words.checkpoint_density import MSG
 
 NAME = "checkpoint_density"
@@ -59,7 +59,7 @@ def _n_requests(trace_name: str) -> int:
     return int(tail) if tail.isdigit() else TRACE_REQUESTS
 
 
-def _curves(axes: tuple, data: density.DensitySweep, t: T) -> None:
+def _curves(axes: tuple, data: density.DensitySweep, t: Lang) -> None:
     """Per budget: memory, state hit, replay and TTFT against K, the best K starred; the
     analytic memory and replay curves dashed."""
     am, ah, ar, at = axes
@@ -80,7 +80,7 @@ def _curves(axes: tuple, data: density.DensitySweep, t: T) -> None:
     ar.plot(k, data.analytic.replay_curve, label=t("fig_an_rep"), gid="an_rep", **dashed)
 
 
-def _replay_note(ar: Axes, notes: density.ReplayNotes, t: T) -> None:
+def _replay_note(ar: Axes, notes: density.ReplayNotes, t: Lang) -> None:
     """The per-curve replay note in a box at the top left of the replay panel."""
     box = {"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#ccc", "lw": 0.5, "alpha": 0.9}
     note = phrases.replay_note(notes, t, width=30 if t.zh else 52, detail=False)

@@ -7,7 +7,8 @@ the last two segments swapped, and, on demand, measured speed.
 
 Main actions: ``chunk_scan_run`` (inputs -> five figures + CSVs) and ``chunk_scan_time``
 (measures both forms; every measurement of the session is kept in ``gr.State`` and overlaid).
-Every word comes from ``apps.text.chunk_scan.MSG`` in the page's language.
+The page (layout, checks, events); its figures are ``figures``, its summary ``tables``; every
+word comes from ``words.chunk_scan.MSG`` in the page's language.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import NamedTuple
 import gradio as gr
 
 from apps import ui
-from apps.figures.chunk_scan import (
+from apps.chunk_scan.figures import (
     NAME,
     fig_agreement,
     fig_cost,
@@ -26,12 +27,13 @@ from apps.figures.chunk_scan import (
     fig_orders,
     fig_timing,
 )
-from apps.text.chunk_scan import MSG, summary_markdown
+from apps.chunk_scan.tables import summary_markdown
 from apps.ui import guard
 from apps.ui.catalog import T, UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import chunk_scan as cs
+from words.chunk_scan import MSG
 
 SOURCES = ("random inputs", "tiny model on text")
 DEFAULT_TEXT = (
@@ -60,9 +62,10 @@ def _text_checks(source: str, text: object, lens: tuple[int, ...]) -> tuple[int,
     return None
 
 
-def _cross_run(source: str, text: object, _seed: object, _c: object, lengths: str,
-               head: object, *_: object) -> tuple[int, object] | None:  # fmt: skip
-    """The checks that need two inputs (the same as ``run``'s)."""
+def _cross_run(source: str, text: object, *rest: object) -> tuple[int, object] | None:
+    """The checks that need two inputs (the same as ``run``'s): the text against the source
+    and the lengths, the head against the source."""
+    lengths, head = rest[2], rest[3]
     bad = _text_checks(source, text, _lengths(lengths))
     if bad is not None:
         return bad[0], bad[1].msg  # type: ignore[attr-defined]
@@ -218,6 +221,3 @@ def build() -> gr.Blocks:
 
 
 __all__ = ["MSG", "build", "fig_orders", "measure", "run"]
-
-if __name__ == "__main__":
-    ui.main(build)

@@ -1,4 +1,5 @@
-"""Chunk scan app: the plotly figures (what ``kda_core.studies.chunk_scan`` returns)."""
+"""chunk_scan's plotly figures (what ``kda_core.studies.chunk_scan`` returns), drawn in the
+language of ``t``; each returns (figure, CSV path)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.chunk_scan import source_name
 from apps.ui import SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import chunk_scan as cs
 from kda_core.studies import exports
+from words import phrases
+from words.catalog import T as Lang
 
 NAME = "chunk_scan"
 FLOOR = 1e-18  # zero differences are drawn at this floor on log axes
@@ -21,10 +22,14 @@ def _your_c(fig: go.Figure, C: int, ys: np.ndarray, t: Lang, **where: int) -> No
     """Open rings at the reader's chunk size on every curve (also when C was already swept)."""
     name = t("l_yours", C=C)
     fig.add_scatter(
-        x=[C] * len(ys), y=ys, mode="markers", name=name,
+        x=[C] * len(ys),
+        y=ys,
+        mode="markers",
+        name=name,
         marker={"symbol": "circle-open", "size": 14, "color": "black", "line": {"width": 2}},
-        hovertemplate=f"{name}<extra></extra>", **where,
-    )  # fmt: skip
+        hovertemplate=f"{name}<extra></extra>",
+        **where,
+    )
 
 
 def fig_agreement(a: cs.Agreement, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
@@ -51,16 +56,18 @@ def fig_agreement(a: cs.Agreement, chunk_size: int, t: Lang) -> tuple[go.Figure,
         )
     eps = float(np.finfo(np.float64).eps)
     fig.add_scatter(  # a legend entry, not a label box: nothing sits over the curves
-        x=[float(a.chunk_sizes.min()), float(a.chunk_sizes.max())], y=[eps, eps], mode="lines",
+        x=[float(a.chunk_sizes.min()), float(a.chunk_sizes.max())],
+        y=[eps, eps],
+        mode="lines",
         name=t("l_eps", eps=eps),
         line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hovertemplate=t("l_eps", eps=eps) + "<extra></extra>",
-    )  # fmt: skip
+    )
     j = int(np.flatnonzero(a.chunk_sizes == chunk_size)[0])
     _your_c(fig, chunk_size, np.maximum(np.r_[a.o_max_abs[:, j], a.S_max_abs[:, j]], FLOOR), t)
     ui.style(
         fig,
-        t("t_agreement", source=source_name(a.source, t)),
+        t("t_agreement", source=phrases.input_source(a.source, t)),
         t("x_chunk_log"),
         t("y_diff_log"),
     )
@@ -150,10 +157,13 @@ def fig_groupings(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     eps = float(np.finfo(np.float64).eps)
     ui.vline(fig, eps, log=True, dash="dash")
     fig.add_scatter(  # the line's name in the legend (a label box would cover bars)
-        x=[None], y=[None], mode="lines", name=t("l_eps_dashed", eps=eps),
+        x=[None],
+        y=[None],
+        mode="lines",
+        name=t("l_eps_dashed", eps=eps),
         line={"color": ui.COLORS["neutral"], "dash": "dash", "width": 1.5},
         hoverinfo="skip",
-    )  # fmt: skip
+    )
     seg = ", ".join(f"{a}={n}" for a, n in zip(m.labels, m.lengths.tolist()))
     ui.style(fig, t("t_groupings", seg=seg), t("x_maxdiff"), "", height=420)
     top = max(float(np.max([m.grouping_M_diff, m.grouping_b_diff, m.grouping_S_diff])), eps)
@@ -206,9 +216,13 @@ def fig_orders(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
         (t("l_other"), SERIES[1]),
     ):  # the colours' legend (a text box over the bars would hide them)
         fig.add_scatter(
-            x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            hoverinfo="skip",
             marker={"symbol": "square", "size": 12, "color": color},
-        )  # fmt: skip
+        )
     ui.style(
         fig,
         t("t_orders_many", n=len(labels)) if many else t("t_orders"),
