@@ -6,9 +6,9 @@ every rank's outputs against a single rank, the bytes each rank sends against an
 all-gather of the same context, and the modelled speed-up over P from measured per-step costs.
 The ranks run in this process (the plan and messages the gloo ranks run; no processes here).
 
-Main action: ``context_parallel_run`` (inputs -> summary + five figures + CSVs). Every word
-comes from ``apps.text.context_parallel.MSG`` in the page's language; the switch redraws the
-last run.
+Main action: ``context_parallel_run`` (inputs -> summary + five figures + CSVs). The page
+(layout, checks, events); its figures are ``figures``, its summary ``tables``; every word comes
+from ``words.context_parallel.MSG`` in the page's language; the switch redraws the last run.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from apps import ui
-from apps.figures.context_parallel import (
+from apps.context_parallel.figures import (
     NAME,
     SCANS,
     SPEEDUP_T,
@@ -28,13 +28,14 @@ from apps.figures.context_parallel import (
     fig_state,
     fig_steps,
 )
-from apps.text.context_parallel import MSG, summary_markdown
+from apps.context_parallel.tables import summary_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import context_parallel as cps
+from words.catalog import T as Lang
+from words.context_parallel import MSG
 
 MAX_DOCS_TEXT = 200
 
@@ -81,8 +82,14 @@ class View:
     model_P: cps.CostModel
 
 
-def compute_run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = "",
-                rank: float = 2, seed: float = 0) -> View:  # fmt: skip
+def compute_run(
+    T: float = 512,
+    P: float = 4,
+    scan: str = SCANS[0],
+    docs: str = "",
+    rank: float = 2,
+    seed: float = 0,
+) -> View:
     T = ui.check_int(MSG("v_T"), T, 16, cps.MAX_T)
     P = ui.check_int(MSG("v_P"), P, 1, min(cps.MAX_P, T))
     scan = ui.check_choice(MSG("v_scan"), scan, SCANS)
@@ -99,8 +106,13 @@ def compute_run(T: float = 512, P: float = 4, scan: str = SCANS[0], docs: str = 
 def draw_run(v: View, t: Lang) -> tuple:
     """The summary and five (figure, csv) pairs."""
     d = v.demo
-    figs = [fig_steps(d, t), fig_state(d, v.rank, t), fig_exact(d, t),
-            fig_bytes(d, v.model_P, t), fig_speedup(v.models, t)]  # fmt: skip
+    figs = [
+        fig_steps(d, t),
+        fig_state(d, v.rank, t),
+        fig_exact(d, t),
+        fig_bytes(d, v.model_P, t),
+        fig_speedup(v.models, t),
+    ]
     return (summary_markdown(d, v.seed, t), *[x for pair in figs for x in pair])
 
 
@@ -119,8 +131,8 @@ def build() -> gr.Blocks:
                     L(gr.Radio(list(SCANS), value=SCANS[0], elem_id=f"{NAME}-scan"), "f_scan"),
                     [(f"o_{s}", s) for s in SCANS],
                 )
-                docs = L(gr.Textbox("", placeholder="100, 300, 112", elem_id=f"{NAME}-docs"),
-                         "f_docs")  # fmt: skip
+                docs_box = gr.Textbox("", placeholder="100, 300, 112", elem_id=f"{NAME}-docs")
+                docs = L(docs_box, "f_docs")
                 with gr.Row():
                     rank = L(gr.Number(2, step=1, elem_id=f"{NAME}-rank"), "f_rank")
                     seed = L(gr.Number(0, step=1), "f_seed")
@@ -152,6 +164,3 @@ def build() -> gr.Blocks:
 
 
 __all__ = ["MSG", "build", "run"]
-
-if __name__ == "__main__":
-    ui.main(build)
