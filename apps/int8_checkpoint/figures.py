@@ -1,4 +1,6 @@
-"""INT8 checkpoint app: the plotly figures (what ``kda_core.studies.int8`` returns)."""
+"""int8_checkpoint's plotly figures (what ``kda_core.studies.int8`` returns), drawn in the
+language of ``t`` (a format's code in words: ``t.word("var", label)``); each returns (figure,
+CSV path)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.int8_checkpoint import variant
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import exports
 from kda_core.studies import int8 as st
+from words.catalog import T as Lang
 
 NAME = "int8_checkpoint"
 
@@ -36,25 +37,39 @@ def _tick(v: float) -> str:
 
 def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.16,
-        subplot_titles=(t("st_state", layer=e.layer, head=e.head),
-                        t("st_error", v=variant(e.label, t))),
-    )  # fmt: skip
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.16,
+        subplot_titles=(
+            t("st_state", layer=e.layer, head=e.head),
+            t("st_error", v=t.word("var", e.label)),
+        ),
+    )
     zs = float(np.abs(e.state).max()) or 1.0
     ze = float(np.abs(e.error).max()) or 1.0
     fig.add_heatmap(
-        z=e.state, zmin=-zs, zmax=zs, colorscale="RdBu_r", row=1, col=1,
+        z=e.state,
+        zmin=-zs,
+        zmax=zs,
+        colorscale="RdBu_r",
+        row=1,
+        col=1,
         colorbar={"title": {"text": "S"}, "x": 0.41, "len": 0.8, "thickness": 12},
         hovertemplate=t("h_state", y="%{y}", x="%{x}", z="%{z:.4f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     fig.add_heatmap(
-        z=e.error, zmin=-ze, zmax=ze, colorscale="RdBu_r", row=1, col=2,
+        z=e.error,
+        zmin=-ze,
+        zmax=ze,
+        colorscale="RdBu_r",
+        row=1,
+        col=2,
         colorbar={"title": {"text": t("cb_error")}, "x": 1.0, "len": 0.8, "thickness": 12},
         customdata=e.bound,
         hovertemplate=t("h_error", y="%{y}", x="%{x}", z="%{z:.2e}", b="%{customdata:.2e}")
         + "<extra></extra>",
-    )  # fmt: skip
-    title = t("t_errmap", v=variant(e.label, t), e=e.max_abs_error, r=e.max_bound_ratio)
+    )
+    title = t("t_errmap", v=t.word("var", e.label), e=e.max_abs_error, r=e.max_bound_ratio)
     ui.style(fig, title, t("x_value"), t("y_key"), height=420, legend=False)
     ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(autorange="reversed", showline=False)
@@ -65,9 +80,11 @@ def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
 
 def fig_histograms(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.12,
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
         subplot_titles=(t("st_err_hist"), t("st_val_hist")),
-    )  # fmt: skip
+    )
     ec = 0.5 * (e.err_edges[1:] + e.err_edges[:-1])
     vc = 0.5 * (e.value_edges[1:] + e.value_edges[:-1])
     fig.add_bar(
@@ -76,7 +93,7 @@ def fig_histograms(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
         width=np.diff(e.err_edges),
         row=1,
         col=1,
-        name=t("l_err_hist", v=variant(e.label, t)),
+        name=t("l_err_hist", v=t.word("var", e.label)),
         marker_color=OTHER,
         hovertemplate=t("h_err_hist", x="%{x:.2e}", y="%{y}") + "<extra></extra>",
     )
@@ -108,15 +125,27 @@ def fig_histograms(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
 
 def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.12,
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
         subplot_titles=(t("st_dist"), t("st_logit")),
-    )  # fmt: skip
+    )
     runs = (
-        (t("run_park_once"), RUN_COLORS["park_once"], d.park_once_state_dist,
-         d.park_once_logit_diff, d.park_once_agree),
-        (t("run_every_step"), RUN_COLORS["every_step"], d.every_step_state_dist,
-         d.every_step_logit_diff, d.every_step_agree),
-    )  # fmt: skip
+        (
+            t("run_park_once"),
+            RUN_COLORS["park_once"],
+            d.park_once_state_dist,
+            d.park_once_logit_diff,
+            d.park_once_agree,
+        ),
+        (
+            t("run_every_step"),
+            RUN_COLORS["every_step"],
+            d.every_step_state_dist,
+            d.every_step_logit_diff,
+            d.every_step_agree,
+        ),
+    )
     for name, color, sd, ld, agree in runs:
         fig.add_scatter(
             x=d.steps,
@@ -155,7 +184,7 @@ def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
             )
     same = d.park_once_same, d.every_step_same
     n = d.decoded
-    title = t("t_div", n=n, v=variant(d.label, t), a=same[0], b=same[1])
+    title = t("t_div", n=n, v=t.word("var", d.label), a=same[0], b=same[1])
     ui.style(fig, title, t("x_decoded"), "", height=400)
     ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(title_text=t("y_dist"), row=1, col=1, rangemode="tozero")
@@ -177,24 +206,29 @@ def fig_divergence(d: st.Divergence, t: Lang) -> tuple[go.Figure, str]:
 
 def fig_variants(tb: st.VariantTable, chosen: str, t: Lang) -> tuple[go.Figure, str]:
     labels = list(tb.labels)
-    names = [variant(x, t) for x in labels]  # the categories in the page's language
+    names = [t.word("var", x) for x in labels]  # the categories in the page's language
     fig = go.Figure()
     sel = np.array([x == chosen for x in labels])
     for mask, name, color in (
         (~sel, t("l_other"), OTHER),
-        (sel, t("l_selected", v=variant(chosen, t)), SELECTED),
+        (sel, t("l_selected", v=t.word("var", chosen)), SELECTED),
     ):
         if mask.any():
             fig.add_bar(
-                x=[x for x, m in zip(names, mask) if m], y=tb.rel_fro[mask], name=name,
+                x=[x for x, m in zip(names, mask) if m],
+                y=tb.rel_fro[mask],
+                name=name,
                 marker_color=color,
                 hovertemplate=t("h_rel", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
-            )  # fmt: skip
+            )
     fig.add_scatter(
-        x=names, y=tb.bound_rel_fro, mode="markers", name=t("l_ceiling"),
+        x=names,
+        y=tb.bound_rel_fro,
+        mode="markers",
+        name=t("l_ceiling"),
         marker={"symbol": "line-ew", "size": 34, "line": {"width": 3, "color": "black"}},
         hovertemplate=t("h_ceiling", x="%{x}", y="%{y:.3g}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     ui.style(fig, t("t_variants"), t("x_format"), t("y_rel_log"), height=380)
     vals = np.concatenate([tb.rel_fro, tb.bound_rel_fro])
     ui.log_axis(fig, "y", ticks_125(float(vals.min()), float(vals.max())), fmt=_tick)
@@ -220,29 +254,46 @@ def fig_capacity(
     tiny: st.Capacity, k3: st.Capacity, chosen: str | None, t: Lang
 ) -> tuple[go.Figure, str]:
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.1,
-        subplot_titles=(t("st_k3", model=k3.model, tp=k3.tp, gib=k3.budget_bytes / (1 << 30)),
-                        t("st_tiny", model=tiny.model, mib=tiny.budget_bytes / (1 << 20))),
-    )  # fmt: skip
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            t("st_k3", model=k3.model, tp=k3.tp, gib=k3.budget_bytes / (1 << 30)),
+            t("st_tiny", model=tiny.model, mib=tiny.budget_bytes / (1 << 20)),
+        ),
+    )
     for col, c in ((1, k3), (2, tiny)):
         sel = np.array([x == chosen for x in c.labels])
-        names = [variant(x, t) for x in c.labels]
+        names = [t.word("var", x) for x in c.labels]
         cd = np.stack([c.state_bytes, c.conv_bytes, c.total_bytes], axis=1)
         for mask, name, color in (
             (~sel, t("l_fit"), COLORS["checkpoint"]),
-            (sel, t("l_fit_sel", v=variant(str(chosen), t)), SELECTED),
+            (sel, t("l_fit_sel", v=t.word("var", str(chosen))), SELECTED),
         ):
             if not mask.any():
                 continue
             fig.add_bar(
-                x=[x for x, m in zip(names, mask) if m], y=c.capacity[mask], row=1, col=col,
-                showlegend=col == 1, name=name, legendgroup=name, marker_color=color,
-                text=[f"×{g:.2f}" for g in c.gain[mask]], textposition="outside",
+                x=[x for x, m in zip(names, mask) if m],
+                y=c.capacity[mask],
+                row=1,
+                col=col,
+                showlegend=col == 1,
+                name=name,
+                legendgroup=name,
+                marker_color=color,
+                text=[f"×{g:.2f}" for g in c.gain[mask]],
+                textposition="outside",
                 customdata=cd[mask],
-                hovertemplate=t("h_fit", x="%{x}", y="%{y:,}", s="%{customdata[0]:,}",
-                                c="%{customdata[1]:,}", t="%{customdata[2]:,}")
+                hovertemplate=t(
+                    "h_fit",
+                    x="%{x}",
+                    y="%{y:,}",
+                    s="%{customdata[0]:,}",
+                    c="%{customdata[1]:,}",
+                    t="%{customdata[2]:,}",
+                )
                 + "<extra></extra>",
-            )  # fmt: skip
+            )
         fig.update_xaxes(
             type="category", categoryorder="array", categoryarray=names, row=1, col=col
         )

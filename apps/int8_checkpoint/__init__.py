@@ -8,7 +8,8 @@ is quantized once at parking vs at every step; the error of every variant agains
 checkpoint bytes and capacity gained (tiny config and Kimi K3).
 
 Main action: ``int8_checkpoint_run`` (all inputs -> summary, five figures with CSVs, this
-session's history). The history lives in ``gr.State``.
+session's history). The history lives in ``gr.State``. The page (layout, checks, events); its
+figures are ``figures``, its tables ``tables``; every word is in ``words.int8_checkpoint``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.int8_checkpoint import (
+from apps.int8_checkpoint.figures import (
     NAME,
     fig_capacity,
     fig_divergence,
@@ -25,20 +26,20 @@ from apps.figures.int8_checkpoint import (
     fig_variants,
     ticks_125,
 )
-from apps.text.int8_checkpoint import (
-    MSG,
+from apps.int8_checkpoint.tables import (
     continuation_markdown,
     history_markdown,
     summary_markdown,
     table_cell,
 )
 from apps.ui import COLORS, SERIES, guard
-from apps.ui.catalog import T as Lang
 from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import int8 as st
 from kda_core.studies import quality
+from words.catalog import T as Lang
+from words.int8_checkpoint import MSG
 
 VARIANT_LABELS = tuple(v[0] for v in st.VARIANTS)
 N_LAYERS, N_HEADS = st.kda_shape()  # the served model's, not hard-coded
@@ -97,9 +98,10 @@ def compute_run(
     i = s.table.labels.index(variant)
     j = s.memory_k3.labels.index(variant)
     hist = list(history or [])
-    hist.append([len(hist) + 1, n, variant, f"{s.table.rel_fro[i]:.3g}",
-                 f"{s.divergence.every_step_state_dist[-1]:.3g}",
-                 f"×{s.memory_k3.gain[j]:.2f}"])  # fmt: skip
+    error, drift = s.table.rel_fro[i], s.divergence.every_step_state_dist[-1]
+    hist.append(
+        [len(hist) + 1, n, variant, f"{error:.3g}", f"{drift:.3g}", f"×{s.memory_k3.gain[j]:.2f}"]
+    )
     cont = quality.continuation(text, n, fmt, gran, max(stp, 32))
     return s, variant, hist[-MAX_HISTORY:], cont
 
@@ -154,14 +156,11 @@ def _run_validator():  # noqa: ANN202
 def _controls(page: Page) -> list:
     """The left column's inputs, in ``compute_run``'s order (without the history)."""
     L = page.label
-    text = L(gr.Textbox(st.DEFAULT_TEXT, lines=4, elem_id=f"{NAME}-text"), "f_text",
-             n=st.MAX_TEXT_CHARS)  # fmt: skip
+    text_box = gr.Textbox(st.DEFAULT_TEXT, lines=4, elem_id=f"{NAME}-text")
+    text = L(text_box, "f_text", n=st.MAX_TEXT_CHARS)
     n_tokens = L(gr.Number(64, elem_id=f"{NAME}-tokens"), "f_tokens")
-    variant = page.choices(
-        L(gr.Radio(list(VARIANT_LABELS), value=VARIANT_LABELS[0], elem_id=f"{NAME}-variant"),
-          "f_variant"),
-        [(f"var_{v}", v) for v in VARIANT_LABELS],
-    )  # fmt: skip
+    radio = gr.Radio(list(VARIANT_LABELS), value=VARIANT_LABELS[0], elem_id=f"{NAME}-variant")
+    variant = page.choices(L(radio, "f_variant"), [(f"var_{v}", v) for v in VARIANT_LABELS])
     with gr.Row():
         layer = L(gr.Slider(0, N_LAYERS - 1, value=0, step=1), "f_layer")
         head = L(gr.Slider(0, N_HEADS - 1, value=0, step=1), "f_head")
@@ -184,9 +183,10 @@ def build() -> gr.Blocks:
                 inputs = _controls(page)
                 btn = page.label(gr.Button(variant="primary", elem_id=f"{NAME}-run"), "b_run")
                 summary = gr.Markdown(
-                    label="Park and restore summary", elem_id=f"{NAME}-summary",
+                    label="Park and restore summary",
+                    elem_id=f"{NAME}-summary",
                     elem_classes=["kda-metrics"],
-                )  # fmt: skip
+                )
             with gr.Column(scale=2):
                 s1 = page.figure_slot(f"{NAME}-errmap", "n_errmap")
                 s3 = page.figure_slot(f"{NAME}-divergence", "n_divergence")
@@ -197,19 +197,20 @@ def build() -> gr.Blocks:
                 s2 = page.figure_slot(f"{NAME}-hist", "n_hist")
                 s5 = page.figure_slot(f"{NAME}-capacity", "n_capacity")
                 # the runs table has six columns: the wide column holds it without scrolling
-                hist_md = gr.Markdown(label="Runs in this session", elem_id=f"{NAME}-history",
-                                      elem_classes=["kda-metrics"])  # fmt: skip
-        outputs = [summary, *s1.outputs, *s2.outputs, *s3.outputs, *s4.outputs, *s5.outputs,
-                   hist_md, history, cont]  # fmt: skip
+                hist_md = gr.Markdown(
+                    label="Runs in this session",
+                    elem_id=f"{NAME}-history",
+                    elem_classes=["kda-metrics"],
+                )
+        figures = [o for slot in (s1, s2, s3, s4, s5) for o in slot.outputs]
+        outputs = [summary, *figures, hist_md, history, cont]
         run_fn, run_out = page.event(compute_run, draw_run, outputs)
         run_in, run_v = [*inputs, history, page.radio], _run_validator()
         btn.click(run_fn, run_in, run_out, api_name=f"{NAME}_run", validator=run_v)
         demo.load(run_fn, run_in, run_out, api_visibility="private")
         variant, layer, head, native = inputs[2], inputs[3], inputs[4], inputs[6]
-        gr.on(
-            [variant.input, layer.release, head.release, native.input],
-            run_fn, run_in, run_out, api_visibility="private", validator=run_v,
-        )  # fmt: skip
+        redraw = [variant.input, layer.release, head.release, native.input]
+        gr.on(redraw, run_fn, run_in, run_out, api_visibility="private", validator=run_v)
         page.finish()
     return demo
 
@@ -225,7 +226,3 @@ __all__ = [
     "run",
     "ticks_125",
 ]  # what the tests read as app.<name>
-
-
-if __name__ == "__main__":
-    ui.main(build)
