@@ -92,7 +92,7 @@ def _unified_memory(lang: str) -> list[Any]:
     from apps import unified_memory as app
 
     out = app.run(language=lang, progress=noop)
-    from apps import unified_memory_calculator as calc
+    from apps.unified_memory import calculator as calc
 
     return [
         out[:-1],
@@ -105,7 +105,7 @@ def _unified_memory(lang: str) -> list[Any]:
 
 def _unified_memory_errors(lang: str) -> list[str]:
     from apps import unified_memory as app
-    from apps import unified_memory_calculator as calc
+    from apps.unified_memory import calculator as calc
 
     return _errors(
         lambda: app.run(ratios="0.5, x", language=lang, progress=noop),

@@ -4,7 +4,8 @@ its chunked-prefill and decode states (``kda_core.studies.calculator``).
 
 It sits in unified_memory because it is that app's question for the static split: which ratio,
 and what concurrency it really gives. ``calculator_panel(page, demo)`` lays it out and wires it
-(drawn on load); ``compare`` is the callback (``unified_memory_calculator`` in the API).
+(drawn on load); ``compare`` is the callback (``unified_memory_calculator`` in the API);
+``calculator_view`` draws it; its words are ``words.unified_memory_calculator``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.unified_memory_calculator import fig_calc_running, fig_calc_slots
-from apps.text.unified_memory import MSG
-from apps.text.unified_memory_calculator import calculator_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
+from apps.unified_memory.calculator_view import (
+    calculator_markdown,
+    fig_calc_running,
+    fig_calc_slots,
+)
 from kda_core.studies import calculator as cc
+from words.catalog import T as Lang
+from words.unified_memory import MSG
 
 NAME = "unified_memory"
 STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer")

@@ -1,5 +1,5 @@
-"""unified_memory's ratio-calculator panel: its two figures (``kda_core.studies.calculator``),
-drawn in the language of ``t``; each returns (figure, CSV path)."""
+"""unified_memory's ratio-calculator panel drawn in the language of ``t``: its two figures
+(``kda_core.studies.calculator``; each returns (figure, CSV path)) and its summary."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS
-from apps.ui.catalog import T as Lang
 from kda_core.studies import calculator as cc
+from words.catalog import T as Lang
 
 
 def _tokens(v: float) -> str:
@@ -103,3 +103,28 @@ def fig_calc_slots(c: cc.CalculatorCheck, t: Lang) -> tuple[go.Figure, str]:
         },
     )
     return fig, csv
+
+
+def calculator_markdown(c: cc.CalculatorCheck, t: Lang) -> str:
+    """The panel's summary: the constants and the per-length table."""
+    cap = t("s_calc_nocap") if c.max_states_per_path is None else c.max_states_per_path
+    head = t(
+        "s_calc_head",
+        model=c.model,
+        tp=c.tp,
+        strategy=c.strategy,
+        te=c.token_equiv,
+        s=c.reserved,
+        held=c.held,
+        out=c.output_len,
+        chunk=c.chunked_prefill_size,
+        cap=cap,
+    )
+    lines = [head, "", t("s_calc_th"), "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for i, n in enumerate(c.input_lens):
+        lines.append(
+            f"| {int(n):,} | {c.calc_ratio[i]:.3g} | {int(c.calc_running[i])} | "
+            f"{int(c.checkpoints[i])} | {int(c.occupied[i])} | {int(c.kept_running[i])} | "
+            f"{c.live_ratio[i]:.3g} | {int(c.live_running[i])} |"
+        )
+    return "\n".join([*lines, "", t("s_calc_tail")])

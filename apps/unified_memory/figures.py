@@ -1,5 +1,5 @@
-"""Unified memory app: the plotly figures (what ``kda_core.studies.memory`` returns), drawn in
-the language of ``t`` (``apps.text.unified_memory.MSG``)."""
+"""unified_memory's plotly figures (what ``kda_core.studies.memory`` returns), drawn in the
+language of ``t``; each returns (figure, CSV path)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from apps import ui
-from apps.text.unified_memory import phase
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import memory as mem
+from words.catalog import T as Lang
 
 NAME = "unified_memory"
 GIB = float(1 << 30)
@@ -43,8 +42,16 @@ def buffer_figure(
     T = c.unified.total_bytes
     b = mem.buffer_at(c, step, state_slot_bytes)
     names = [label for label, _ in _pools(c, t)]
-    keys = ("state_live", "state_holes", "free", "kv_holes", "kv_live", "running", "queued",
-            "blocked")  # fmt: skip
+    keys = (
+        "state_live",
+        "state_holes",
+        "free",
+        "kv_holes",
+        "kv_live",
+        "running",
+        "queued",
+        "blocked",
+    )
     cols = {k: getattr(b, k) for k in keys}
     fig = go.Figure()
     base = np.zeros(len(names))
@@ -52,17 +59,34 @@ def buffer_figure(
         label = t(f"seg_{key}")
         w = np.asarray(cols[key], dtype=np.float64) / GIB
         fig.add_bar(
-            y=names, x=w, base=base.copy(), orientation="h", name=label, marker_color=color,
+            y=names,
+            x=w,
+            base=base.copy(),
+            orientation="h",
+            name=label,
+            marker_color=color,
             customdata=np.stack([cols["running"], cols["queued"]], axis=1),
-            hovertemplate="%{y}<br>" + t("h_segment", seg=label, gib="%{x:.2f}",
-                                         run="%{customdata[0]}", queued="%{customdata[1]}")
+            hovertemplate="%{y}<br>"
+            + t(
+                "h_segment",
+                seg=label,
+                gib="%{x:.2f}",
+                run="%{customdata[0]}",
+                queued="%{customdata[1]}",
+            )
             + "<extra></extra>",
-        )  # fmt: skip
+        )
         base = base + w
     for i, e in enumerate(b.state_edge.tolist()):
         if np.isfinite(e):
-            fig.add_shape(type="line", x0=e / GIB, x1=e / GIB, y0=i - 0.45, y1=i + 0.45,
-                          line={"color": "black", "width": 2})  # fmt: skip
+            fig.add_shape(
+                type="line",
+                x0=e / GIB,
+                x1=e / GIB,
+                y0=i - 0.45,
+                y1=i + 0.45,
+                line={"color": "black", "width": 2},
+            )
     met = [n for n, bl in zip(names, cols["blocked"].tolist()) if bl]
     title = t("t_buffer", step=step, n=c.unified.makespan)
     if met:  # counted here, named on their rows (a list in the title was cut with "…")
@@ -84,28 +108,39 @@ def frontier_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
     T = c.unified.total_bytes / GIB
     fig = go.Figure()
     fig.add_scatter(
-        x=x, y=tl.state_frontier / GIB, name=t("l_state_front"),
+        x=x,
+        y=tl.state_frontier / GIB,
+        name=t("l_state_front"),
         line={"color": COLORS["state"], "width": 2},
         hovertemplate=t("h_state_end", x="%{x}", y="%{y:.2f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     fig.add_scatter(
-        x=x, y=tl.kv_frontier / GIB, name=t("l_kv_front"),
+        x=x,
+        y=tl.kv_frontier / GIB,
+        name=t("l_kv_front"),
         line={"color": COLORS["kv"], "width": 2},
         hovertemplate=t("h_kv_end", x="%{x}", y="%{y:.2f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     b = np.flatnonzero(tl.blocked)
     if b.size:
         fig.add_scatter(
-            x=b, y=tl.state_frontier[b] / GIB, mode="markers", name=t("l_blocked", n=b.size),
+            x=b,
+            y=tl.state_frontier[b] / GIB,
+            mode="markers",
+            name=t("l_blocked", n=b.size),
             marker={"color": "black", "symbol": "x", "size": 7},
             hovertemplate=t("h_blocked", x="%{x}") + "<extra></extra>",
-        )  # fmt: skip
+        )
     mv = np.flatnonzero(tl.moves)
     fig.add_bar(
-        x=x[mv], y=tl.moves[mv], name=t("l_moves", n=c.unified.total_moves),
-        marker_color=COLORS["neutral"], yaxis="y2", opacity=0.6,
+        x=x[mv],
+        y=tl.moves[mv],
+        name=t("l_moves", n=c.unified.total_moves),
+        marker_color=COLORS["neutral"],
+        yaxis="y2",
+        opacity=0.6,
         hovertemplate=t("h_moves", x="%{x}", y="%{y:,}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     mode = t(f"mode_{c.unified.kind}")
     ui.style(fig, t("t_frontiers", mode=mode), t("x_step"), t("y_offset"))
     fig.update_yaxes(range=[0, T])
@@ -116,11 +151,17 @@ def frontier_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
             "side": "right",
             "showgrid": False,
             "rangemode": "tozero",
-        }  # fmt: skip
+        }
     )
-    cols = {"step": x, "state_frontier_bytes": tl.state_frontier,
-            "kv_frontier_bytes": tl.kv_frontier, "state_bytes": tl.state_bytes,
-            "kv_bytes": tl.kv_bytes, "blocked": tl.blocked, "moves": tl.moves}  # fmt: skip
+    cols = {
+        "step": x,
+        "state_frontier_bytes": tl.state_frontier,
+        "kv_frontier_bytes": tl.kv_frontier,
+        "state_bytes": tl.state_bytes,
+        "kv_bytes": tl.kv_bytes,
+        "blocked": tl.blocked,
+        "moves": tl.moves,
+    }
     return fig, ui.write_csv(f"{NAME}-frontiers", cols)
 
 
@@ -130,7 +171,7 @@ def running_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
     pools = [(t("pool_unified", mode=t(f"mode_{c.unified.kind}")), "unified", c.unified)]
     pools.append((t("pool_best", r=c.best_ratio), "best static", c.best_static))
     for name, r, res in zip(c.phase_names, c.phase_ratios, c.phase_static):
-        pools.append((t("pool_tuned", phase=phase(name, t), r=r), f"static for {name}", res))
+        pools.append((t("pool_tuned", phase=t.word("phase", name), r=r), f"static for {name}", res))
     # the x axis shows the unified pool's and the best static split's runs; a slower split
     # (one tuned for a single phase can take 10x longer) would squeeze both phases to the left
     base = max(c.unified.makespan, c.best_static.makespan)
@@ -141,18 +182,22 @@ def running_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
         if res.makespan > x_end:
             label = t("l_off_axis", pool=label, n=res.makespan)
         fig.add_scatter(
-            x=x, y=tl.running, name=label,
+            x=x,
+            y=tl.running,
+            name=label,
             line={"color": pool_color(i), "width": 3 if i == 0 else 2},
             hovertemplate=t("h_running", pool=label, x="%{x}", y="%{y}") + "<extra></extra>",
-        )  # fmt: skip
+        )
         series[f"{key} running"] = (x, tl.running)
         series[f"{key} queued"] = (x, tl.queued)
     tl = c.unified.timeline
     fig.add_scatter(
-        x=np.arange(tl.queued.shape[0]), y=tl.queued, name=t("l_queued"),
+        x=np.arange(tl.queued.shape[0]),
+        y=tl.queued,
+        name=t("l_queued"),
         line={"color": COLORS["neutral"], "dash": "dot"},
         hovertemplate=t("h_queued", x="%{x}", y="%{y}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     ui.style(fig, t("t_running"), t("x_step"), t("y_requests"))
     fig.update_xaxes(range=[0, x_end])
     return fig, ui.series_csv(f"{NAME}-running", series, "step", "requests")
@@ -161,38 +206,53 @@ def running_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
 def ratio_figure(c: mem.Comparison, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
-        x=c.ratios, y=c.static_mean_concurrency, mode="lines+markers", name=t("l_static"),
+        x=c.ratios,
+        y=c.static_mean_concurrency,
+        mode="lines+markers",
+        name=t("l_static"),
         line={"color": SERIES[2], "width": 2},
         hovertemplate=t("h_static", x="%{x:.3g}", y="%{y:.1f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     lo = float(min(c.ratios.min(), min(c.phase_ratios))) / 1.3
     hi = float(max(c.ratios.max(), max(c.phase_ratios))) * 1.3
     top = float(max(c.static_mean_concurrency.max(), c.unified.mean_concurrency)) * 1.08
     u = c.unified.mean_concurrency
     fig.add_scatter(  # lines with legend names: a label box would cover another line
-        x=[lo, hi], y=[u] * 2, mode="lines", name=t("l_unified", c=u),
+        x=[lo, hi],
+        y=[u] * 2,
+        mode="lines",
+        name=t("l_unified", c=u),
         line={"color": pool_color(0), "width": 3},
         hovertemplate=t("h_unified", c=u) + "<extra></extra>",
-    )  # fmt: skip
+    )
     for j, (name, r) in enumerate(zip(c.phase_names, c.phase_ratios)):
-        ph = phase(name, t)
+        ph = t.word("phase", name)
         fig.add_scatter(
-            x=[float(r), float(r)], y=[0, top], mode="lines", name=t("l_tuned", phase=ph, r=r),
+            x=[float(r), float(r)],
+            y=[0, top],
+            mode="lines",
+            name=t("l_tuned", phase=ph, r=r),
             line={"color": pool_color(2 + j), "dash": "dash", "width": 1.5},
             hovertemplate=t("h_tuned", phase=ph, r=r) + "<extra></extra>",
-        )  # fmt: skip
+        )
     fig.add_scatter(
-        x=[c.best_ratio], y=[c.best_static.mean_concurrency], mode="markers",
+        x=[c.best_ratio],
+        y=[c.best_static.mean_concurrency],
+        mode="markers",
         name=t("l_best", r=c.best_ratio),
         marker={"color": "black", "size": 11, "symbol": "diamond"},
         hovertemplate=t("h_best", x="%{x:.3g}", y="%{y:.1f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_mean_running"))
     ticks = np.concatenate([c.ratios, np.asarray(c.phase_ratios)])
     ui.log_axis(fig, "x", ticks, fmt=lambda v: f"{v:.3g}")
     fig.update_xaxes(range=[np.log10(lo), np.log10(hi)])
     fig.update_yaxes(range=[0, top], rangemode="tozero")
-    cols = {"ratio": c.ratios, "static_mean_concurrency": c.static_mean_concurrency,
-            "static_queue_delay_steps": c.static_queue_delay, "static_makespan": c.static_makespan,
-            "unified_mean_concurrency": np.full(c.ratios.shape, u)}  # fmt: skip
+    cols = {
+        "ratio": c.ratios,
+        "static_mean_concurrency": c.static_mean_concurrency,
+        "static_queue_delay_steps": c.static_queue_delay,
+        "static_makespan": c.static_makespan,
+        "unified_mean_concurrency": np.full(c.ratios.shape, u),
+    }
     return fig, ui.write_csv(f"{NAME}-ratios", cols)

@@ -6,7 +6,9 @@ a workload whose mix shifts from chat to long-context): the buffer at any step (
 running / queued requests over time, and mean concurrency vs the static ratio.
 
 Main actions: ``unified_memory_run`` (workload + pool knobs -> every figure; the comparison is
-kept in ``gr.State`` per session) and ``unified_memory_step`` (the buffer at one step).
+kept in ``gr.State`` per session) and ``unified_memory_step`` (the buffer at one step). The page
+(layout, checks, events); its figures are ``figures``, its table ``tables``, its panel
+``calculator`` (+ ``calculator_view``); every word is in ``words.unified_memory``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.unified_memory import (
+from apps.ui import guard, player
+from apps.ui.checks import fail
+from apps.ui.page import Page, rendered
+from apps.unified_memory.calculator import calculator_panel
+from apps.unified_memory.figures import (
     NAME,
     buffer_figure,
     frontier_figure,
@@ -22,13 +28,10 @@ from apps.figures.unified_memory import (
     ratio_figure,
     running_figure,
 )
-from apps.text.unified_memory import MSG, summary_markdown
-from apps.ui import guard, player
-from apps.ui.catalog import T as Lang
-from apps.ui.checks import fail
-from apps.ui.page import Page, rendered
-from apps.unified_memory_calculator import calculator_panel
+from apps.unified_memory.tables import summary_markdown
 from kda_core.studies import memory as mem
+from words.catalog import T as Lang
+from words.unified_memory import MSG
 
 MODES = ("eager", "lazy")
 DEFAULT_RATIOS = "0.1, 0.3, 1, 3"
@@ -189,14 +192,16 @@ def build() -> gr.Blocks:
                     step = page.label(
                         gr.Slider(0, 100, value=0, step=1, elem_id=f"{NAME}-step"), "f_step"
                     )
-                    play = page.label(gr.Button(scale=0, min_width=90, elem_id=f"{NAME}-play"),
-                                      "b_play")  # fmt: skip
+                    play_btn = gr.Button(scale=0, min_width=90, elem_id=f"{NAME}-play")
+                    play = page.label(play_btn, "b_play")
                     pause = page.label(gr.Button(scale=0, min_width=90), "b_pause")
-                s0, s1, s2, s3 = (
-                    page.figure_slot(f"{NAME}-{k}", f"n_{n}")
-                    for k, n in (("buffer", "buffer"), ("frontiers", "frontiers"),
-                                 ("running", "running"), ("ratio-fig", "ratio"))
-                )  # fmt: skip
+                slots = (
+                    ("buffer", "buffer"),
+                    ("frontiers", "frontiers"),
+                    ("running", "running"),
+                    ("ratio-fig", "ratio"),
+                )
+                s0, s1, s2, s3 = (page.figure_slot(f"{NAME}-{k}", f"n_{n}") for k, n in slots)
         timer = gr.Timer(0.4, active=False)
         inputs = [n_chat, n_long, chat_rate, long_rate, total, mode, ratios, seed, page.radio]
         outputs = [summary, *s0.outputs, *s1.outputs, *s2.outputs, *s3.outputs, step, session]
@@ -206,9 +211,13 @@ def build() -> gr.Blocks:
         demo.load(run_fn, inputs, run_out, api_visibility="private")
         step_fn, step_out = page.event(compute_step, draw_step, s0.outputs)
         step.release(
-            step_fn, [step, session, page.radio], step_out, api_name=f"{NAME}_step",
-            show_progress="hidden", validator=guard.validator(cross=_cross_step),
-        )  # fmt: skip
+            step_fn,
+            [step, session, page.radio],
+            step_out,
+            api_name=f"{NAME}_step",
+            show_progress="hidden",
+            validator=guard.validator(cross=_cross_step),
+        )
         tick_fn, tick_out = page.event(compute_tick, draw_tick, [step, *s0.outputs, timer])
         player.wire(timer, play, pause, tick_fn, [step, session, page.radio], tick_out)
         calculator_panel(page, demo)
@@ -225,7 +234,3 @@ __all__ = [
     "show_step",
     "tick",
 ]  # what the tests read as app.<name>
-
-
-if __name__ == "__main__":
-    ui.main(build)

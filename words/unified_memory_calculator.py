@@ -1,10 +1,9 @@
 """unified_memory's ratio-calculator panel in words (English / 中文): ``CALC``, a base of
-``apps.text.unified_memory.MSG``, and the panel's summary."""
+``words.unified_memory.MSG`` (its keys shadow none of the app's own)."""
 
 from __future__ import annotations
 
-from apps.ui.catalog import Catalog, T
-from kda_core.studies import calculator as cc
+from words.catalog import Catalog
 
 CALC = Catalog(
     "unified_memory_calculator",
@@ -110,27 +109,4 @@ CALC = Catalog(
     },
 )
 
-
-def calculator_markdown(c: cc.CalculatorCheck, t: T) -> str:
-    """The panel's summary: the constants and the per-length table."""
-    cap = t("s_calc_nocap") if c.max_states_per_path is None else c.max_states_per_path
-    head = t(
-        "s_calc_head",
-        model=c.model,
-        tp=c.tp,
-        strategy=c.strategy,
-        te=c.token_equiv,
-        s=c.reserved,
-        held=c.held,
-        out=c.output_len,
-        chunk=c.chunked_prefill_size,
-        cap=cap,
-    )
-    lines = [head, "", t("s_calc_th"), "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for i, n in enumerate(c.input_lens):
-        lines.append(
-            f"| {int(n):,} | {c.calc_ratio[i]:.3g} | {int(c.calc_running[i])} | "
-            f"{int(c.checkpoints[i])} | {int(c.occupied[i])} | {int(c.kept_running[i])} | "
-            f"{c.live_ratio[i]:.3g} | {int(c.live_running[i])} |"
-        )
-    return "\n".join([*lines, "", t("s_calc_tail")])
+__all__ = ["CALC"]
