@@ -1,4 +1,5 @@
-"""State transfer app: the plotly figures (what ``kda_core.studies.transfer`` returns)."""
+"""state_transfer's plotly figures (what ``kda_core.studies.transfer`` returns), drawn in the
+language of ``t`` (a study's names worded by prefix); each returns (figure, CSV path)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.state_transfer import name_of
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import exports
 from kda_core.studies import transfer as st
+from words.catalog import T as Lang
 
 NAME = "state_transfer"
 KIND_COLORS = {
@@ -27,7 +27,7 @@ KIND_COLORS = {
 
 
 def anatomy_figure(a: st.Anatomy, t: Lang) -> tuple[go.Figure, str]:
-    names = [name_of("part", p, t) for p in a.parts]
+    names = [t.word("part", p) for p in a.parts]
     fig = go.Figure()
     fig.add_bar(
         x=names,
@@ -82,7 +82,7 @@ def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
     span = 1e3 * (r.events[-1].t - t0) if r.events else 0.0
     for kind in order:
         ev = [e for e in r.events if e.kind == kind]
-        name = name_of("kind", kind, t)
+        name = t.word("kind", kind)
         xs = [1e3 * (e.t - t0) for e in ev]
         text, where = _boundary_labels(xs, [e.boundary for e in ev], 0.06 * span)
         fig.add_scatter(
@@ -102,7 +102,7 @@ def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
             customdata=[[e.instance, e.nbytes, e.detail, e.boundary] for e in ev],
             hovertemplate=t(
                 "h_event",
-                inst=name_of("inst", ev[0].instance, t),
+                inst=t.word("inst", ev[0].instance),
                 kind=name,
                 b="%{customdata[3]}",
                 nbytes="%{customdata[1]:,}",
@@ -112,7 +112,7 @@ def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
             + "<extra></extra>",
         )
     ui.style(fig, t("t_tl"), t("x_time"), "", height=120 + 44 * max(len(order), 1), legend=False)
-    names = [name_of("kind", k, t) for k in order]
+    names = [t.word("kind", k) for k in order]
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=names[::-1])
     csv = ui.write_csv(f"{NAME}-timeline", exports.transfer_timeline_columns(r))
     return fig, csv
@@ -142,7 +142,7 @@ def splice_figure(d: st.SpliceDrift, t: Lang) -> tuple[go.Figure, str]:
 
 
 def tiers_figure(r: st.TierRates, t: Lang) -> tuple[go.Figure, str]:
-    names = [name_of("setup", s, t) for s in r.setups]
+    names = [t.word("setup", s) for s in r.setups]
     titles = (t("st_hit"), t("st_ttft"), t("st_moved"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles)
     colors = [SERIES[i] for i in range(len(names))]

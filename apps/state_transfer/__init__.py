@@ -9,7 +9,10 @@ refused by instances that differ), ``splice_drift`` (the teaching switch) and ``
 Main actions: ``state_transfer_pd``, ``state_transfer_mismatch``, ``state_transfer_splice``,
 ``state_transfer_tiers``. Figures and tables follow the language switch (re-drawn from the
 results kept in ``gr.State``). Every action checks its inputs in a Gradio ``validator``
-(``apps.ui.guard``) first, so a rejected input leaves the page as it was.
+(``apps.ui.guard``) first, so a rejected input leaves the page as it was. The page (layout,
+checks, events); its figures are ``figures``, its tables ``tables``, its trace panel
+``apps.trace_hits``; every word is in ``words.state_transfer`` (the page's catalog adds the
+trace panel's).
 """
 
 from __future__ import annotations
@@ -19,26 +22,25 @@ from typing import NamedTuple
 import gradio as gr
 
 from apps import ui
-from apps.figures.state_transfer import (
+from apps.state_transfer.figures import (
     NAME,
     anatomy_figure,
     splice_figure,
     tiers_figure,
     timeline_figure,
 )
-from apps.text.state_transfer import (
-    MSG,
-    metadata_markdown,
-    pd_markdown,
-    refusals_markdown,
-)
+from apps.state_transfer.tables import metadata_markdown, pd_markdown, refusals_markdown
+from apps.text.trace_hits import HITS
 from apps.trace_hits import hits_panel
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
-from apps.ui.catalog import UserError
+from apps.ui.catalog import Catalog, UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import transfer as st
+from words import state_transfer as words
+from words.catalog import T as Lang
+
+MSG = Catalog(NAME, {}, words.MSG, HITS)  # the page's words: the app's and the trace panel's
 
 SPLICE_NAMES = ("the prompt", "prompt B")  # the core's names; the page says the same
 
@@ -196,8 +198,14 @@ def _controls(page: Page) -> Controls:
         ratio = L(gr.Number(2.0, elem_id=f"{NAME}-ratio"), "f_ratio")
         tier_btn = L(gr.Button(elem_id=f"{NAME}-tiers-run"), "b_tiers")
     L(acc, "acc_tiers")
-    return Controls(text, pd_btn, mis_btn, text_b, spl_btn, n_new, tp, acc, n_req, dev, ratio,
-                    tier_btn)  # fmt: skip
+    return Controls(
+        text, pd_btn, mis_btn, text_b, spl_btn, n_new, tp, acc, n_req, dev, ratio, tier_btn
+    )
+
+
+def _metrics(label: str, elem: str) -> gr.Markdown:
+    """A table of results (``label`` names it in the API)."""
+    return gr.Markdown(label=label, elem_id=f"{NAME}-{elem}", elem_classes=["kda-metrics"])
 
 
 def build() -> gr.Blocks:
@@ -209,13 +217,10 @@ def build() -> gr.Blocks:
                 ctl = _controls(page)
             with gr.Column(scale=2):
                 s_an = page.figure_slot(f"{NAME}-anatomy", "n_anatomy")
-                meta_md = gr.Markdown(label="Object header", elem_id=f"{NAME}-metadata",
-                                      elem_classes=["kda-metrics"])  # fmt: skip
-                pd_md = gr.Markdown(label="Prefill to decode summary", elem_id=f"{NAME}-summary",
-                                    elem_classes=["kda-metrics"])  # fmt: skip
+                meta_md = _metrics("Object header", "metadata")
+                pd_md = _metrics("Prefill to decode summary", "summary")
                 s_tl = page.figure_slot(f"{NAME}-timeline", "n_timeline")
-                mis_md = gr.Markdown(label="Refusals", elem_id=f"{NAME}-refusals",
-                                     elem_classes=["kda-metrics"])  # fmt: skip
+                mis_md = _metrics("Refusals", "refusals")
                 s_sp = page.figure_slot(f"{NAME}-splice", "n_splice")
                 s_ti = page.figure_slot(f"{NAME}-tiers", "n_tiers")
         page.initial(mis_md, lambda t: t("mis_placeholder"))
@@ -227,16 +232,16 @@ def build() -> gr.Blocks:
         pd_in = [ctl.text, ctl.n_new, ctl.tp, lr]
         ctl.pd_btn.click(pd_fn, pd_in, pd_out, api_name=f"{NAME}_pd", validator=PD_CHECKS)
         mis_fn, mis_out = page.event(compute_mismatch, draw_mismatch, [mis_md, mis_state])
-        ctl.mis_btn.click(mis_fn, [ctl.text, lr], mis_out, api_name=f"{NAME}_mismatch",
-                          validator=MISMATCH_CHECKS)  # fmt: skip
+        mis = {"api_name": f"{NAME}_mismatch", "validator": MISMATCH_CHECKS}
+        ctl.mis_btn.click(mis_fn, [ctl.text, lr], mis_out, **mis)
         spl_fn, spl_out = page.event(compute_splice, draw_splice, [*s_sp.outputs, spl_state])
         spl_in = [ctl.text, ctl.text_b, ctl.n_new, lr]
-        ctl.spl_btn.click(spl_fn, spl_in, spl_out, api_name=f"{NAME}_splice",
-                          validator=SPLICE_CHECKS)  # fmt: skip
+        spl = {"api_name": f"{NAME}_splice", "validator": SPLICE_CHECKS}
+        ctl.spl_btn.click(spl_fn, spl_in, spl_out, **spl)
         tier_fn, tier_out = page.event(compute_tiers, draw_tiers, [*s_ti.outputs, tier_state])
         tier_in = [ctl.n_req, ctl.dev, ctl.ratio, lr]
-        ctl.tier_btn.click(tier_fn, tier_in, tier_out, api_name=f"{NAME}_tiers",
-                           validator=TIER_CHECKS)  # fmt: skip
+        tiers = {"api_name": f"{NAME}_tiers", "validator": TIER_CHECKS}
+        ctl.tier_btn.click(tier_fn, tier_in, tier_out, **tiers)
         demo.load(pd_fn, pd_in, pd_out, api_visibility="private")
         demo.load(tier_fn, tier_in, tier_out, api_visibility="private")
         hits_panel(page, demo, NAME)
@@ -245,6 +250,3 @@ def build() -> gr.Blocks:
 
 
 __all__ = ["MSG", "build", "run_mismatch", "run_pd", "run_splice", "run_tiers"]
-
-if __name__ == "__main__":
-    ui.main(build)
