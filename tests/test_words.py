@@ -130,3 +130,15 @@ def test_a_wrapped_note_never_splits_a_number(lang: str, width: int) -> None:
     assert all(len(line) <= width for line in lines)
     for a, b in zip(lines, lines[1:]):  # "3,641" or "1.23" never broken (a sentence's "." may)
         assert not (a[-1:].isdigit() or a[-1:] == ",") or not (b[:1].isdigit() or b[:1] in ".,")
+
+
+def test_the_trace_panel_and_the_figures_name_a_reason_alike() -> None:
+    """Figures and pages say the same thing: every key the plots' catalog shares with the
+    trace panel's has the same two texts (it once said 块 on the page, block in the figure)."""
+    from apps.text.trace_hits import HITS
+    from kda_core.studies.hit_reasons import REASONS
+    from words.trace_hits import MSG
+
+    shared = set(MSG.own) & set(HITS.own)
+    assert {f"r_{r}" for r in REASONS} <= shared
+    assert {k: MSG.own[k] for k in shared} == {k: HITS.own[k] for k in shared}
