@@ -142,3 +142,11 @@ def test_the_trace_panel_and_the_figures_name_a_reason_alike() -> None:
     shared = set(MSG.own) & set(HITS.own)
     assert {f"r_{r}" for r in REASONS} <= shared
     assert {k: MSG.own[k] for k in shared} == {k: HITS.own[k] for k in shared}
+
+
+def test_every_scenario_has_a_title() -> None:
+    from kda_core.studies.prefix_replay import SCENARIO_NAMES
+    from words.prefix_replay import MSG
+
+    en, zh = MSG.lang("en"), MSG.lang("zh")
+    assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIO_NAMES)
