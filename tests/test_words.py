@@ -150,3 +150,22 @@ def test_every_scenario_has_a_title() -> None:
 
     en, zh = MSG.lang("en"), MSG.lang("zh")
     assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIO_NAMES)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "checkpoint_density",
+        "chunk_scan",
+        "context_parallel",
+        "int8_checkpoint",
+        "state_transfer",
+        "unified_memory",
+    ],
+)
+def test_a_hub_card_says_the_pages_title(name: str) -> None:
+    from apps.ui.registry import app_info
+
+    msg = importlib.import_module(f"words.{name}").MSG
+    info = app_info(name)
+    assert (info.title, info.title_zh) == msg.pair("title")
