@@ -8,9 +8,9 @@ Draws ``kda_core.studies.density``: the interval sweep (peak state memory ~1/K, 
 mean TTFT, the optimum per budget) with the study's analytic curves over the simulated points
 (one analytic replay curve, the same as plots/plot_checkpoint_density.py, and the study's note on
 why simulated replay stays flat on the conversation trace; the title says "replay ~K" only if the
-simulated data shows it: ``words.phrases.headline``), token
-vs state hit rate against K and accumulated over the trace, the Pareto frontier of memory vs
-state hit, and the checkpoint policies side by side at one budget.
+simulated data shows it: ``words.phrases.headline``), token vs state hit rate against K and
+accumulated over the trace, the Pareto frontier of memory vs state hit, and the checkpoint
+policies side by side at one budget.
 
 Default (renders on load within about a second): the first 1,000 requests of the bundled
 Mooncake conversation trace, 5 intervals x 2 budgets. The full trace (12,031 requests) takes
