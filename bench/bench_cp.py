@@ -108,8 +108,10 @@ def main() -> None:
         return
 
     T, H, K, dtype = args.T, args.H, args.K, np.dtype(args.dtype)
-    print(f"KDA context parallel, one layer: T={T} H={H} K=V={K} {dtype.name}; "
-          f"median of {args.repeat}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"KDA context parallel, one layer: T={T} H={H} K=V={K} {dtype.name}; "
+        f"median of {args.repeat}; load average {os.getloadavg()[0]:.2f}"
+    )
     arrs = inputs(T, H, K, dtype)
     S0 = np.zeros((1, H, K, K), dtype)
     scale = K**-0.5
@@ -146,10 +148,13 @@ def main() -> None:
         finish_s_per_token=two["cpu"][1]["finish"] / T1,
         latency_s=latency,
         bandwidth_Bps=big_n / max(big / 2 - latency, 1e-9),
-        H=H, K=K, V=K, itemsize=dtype.itemsize,
+        H=H,
+        K=K,
+        V=K,
+        itemsize=dtype.itemsize,
         source="bench_cp.py (CPU seconds per token; gloo ping-pong wall time)",
         **costs_ip,
-    )  # fmt: skip
+    )
     print("\nmeasured per-step costs (pass these to studies.context_parallel.cost_model):")
     print(f"  {costs}")
     print_model(costs, T)
@@ -159,9 +164,11 @@ def main() -> None:
 def print_table(res: dict, T: int, errs: dict[str, float]) -> None:
     kv_tok = study.mla_layer_bytes_per_token()
     one = summarize(res[("1", "-")])
-    print(f"\n{'P':>2} {'scan':10} {'wall s':>8} {'vs 1':>6} {'cpu path s':>10} {'vs 1':>6}  "
-          "per rank: wall local/scan/finish s (cpu local/finish s), bytes sent "
-          "| MLA KV all-gather bytes/rank")  # fmt: skip
+    print(
+        f"\n{'P':>2} {'scan':10} {'wall s':>8} {'vs 1':>6} {'cpu path s':>10} {'vs 1':>6}  "
+        "per rank: wall local/scan/finish s (cpu local/finish s), bytes sent "
+        "| MLA KV all-gather bytes/rank"
+    )
     for (P, scan), runs in res.items():
         s = summarize(runs)
         ranks = "; ".join(
@@ -170,11 +177,14 @@ def print_table(res: dict, T: int, errs: dict[str, float]) -> None:
             for i, (ph, c, b) in enumerate(zip(s["phases"], s["cpu"], s["bytes"]))
         )
         kv = study.kv_allgather_bytes(T, int(P), kv_tok)
-        print(f"{P:>2} {scan:10} {s['wall']:8.3f} {one['wall'] / s['wall']:5.2f}x "
-              f"{s['cpu_path']:10.3f} {one['cpu_path'] / s['cpu_path']:5.2f}x  {ranks} | "
-              f"{kv / 2**20:.1f} MiB")  # fmt: skip
-    print("P=2 outputs vs P=1, relative error: "
-          + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))  # fmt: skip
+        print(
+            f"{P:>2} {scan:10} {s['wall']:8.3f} {one['wall'] / s['wall']:5.2f}x "
+            f"{s['cpu_path']:10.3f} {one['cpu_path'] / s['cpu_path']:5.2f}x  {ranks} | "
+            f"{kv / 2**20:.1f} MiB"
+        )
+    print(
+        "P=2 outputs vs P=1, relative error: " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items())
+    )
     print(
         "wall: the slowest rank, as measured (load-dependent); cpu path: max over ranks of "
         "the local pass + finish CPU seconds (dedicated cores, scan aside)"
@@ -183,8 +193,10 @@ def print_table(res: dict, T: int, errs: dict[str, float]) -> None:
 
 def print_model(costs: study.StepCosts, T: int) -> None:
     m = study.cost_model(costs, T=T, P_values=(1, 2, 8, 16, 32, 64))
-    print(f"\ncost model at T={T} (from the costs above): P, modelled speed-up allgather / "
-          "logdepth, max bytes sent per rank allgather / logdepth / MLA KV")  # fmt: skip
+    print(
+        f"\ncost model at T={T} (from the costs above): P, modelled speed-up allgather / "
+        "logdepth, max bytes sent per rank allgather / logdepth / MLA KV"
+    )
     for i, P in enumerate(m.P.tolist()):
         print(
             f"  P={P:>2}  x{m.speedup['allgather'][i]:5.2f} / x{m.speedup['logdepth'][i]:5.2f}  "

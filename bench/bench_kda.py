@@ -159,8 +159,10 @@ def main() -> None:
     T, H, K = args.T, args.H, args.K
     fla = load_fla_naive()
     threads = os.environ.get("OPENBLAS_NUM_THREADS", f"unset (all {os.cpu_count()} cores)")
-    print(f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
-          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"KDA forward, T={T} H={H} K=V={K}; median of {args.repeat}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"OPENBLAS_NUM_THREADS={threads}; KDA_THREADS -> {kda_threads()} thread(s)")
     if args.quick:
         quick_rounds(T, H, K, args.repeat, args.rounds)
@@ -191,17 +193,23 @@ def quick_rounds(T: int, H: int, K: int, repeat: int, rounds: int) -> None:
         peak = gemm_peak(np.float32)
         time.sleep(0.5)  # ... and the next round's chunked must not run beside that spinning
         fracs.append(flops / wall / peak)
-        print(f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
-              f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
-              f"= {100 * flops / wall1 / peak:.1f}%; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        print(
+            f"round {r + 1}: GEMM peak {peak / 1e9:6.1f} GFLOP/s; chunked {wall:.3f} s "
+            f"(cpu {cpu:.3f} s) = {100 * fracs[-1]:.1f}% of peak; 1 thread {wall1:.3f} s "
+            f"= {100 * flops / wall1 / peak:.1f}%; load {os.getloadavg()[0]:.1f}"
+        )
     spent = foreign_cpu(lambda: kda.chunked(q, k, v, g, beta))
     if spent is not None:
-        print(f"OpenBLAS worker CPU per chunked call: {1000 * spent:.0f} ms (0 unless a product "
-              "went multi-threaded)")  # fmt: skip
+        print(
+            f"OpenBLAS worker CPU per chunked call: {1000 * spent:.0f} ms (0 unless a product "
+            "went multi-threaded)"
+        )
     if rounds > 1:
-        print(f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
-              f"GEMM peak, median {100 * statistics.median(fracs):.1f}% "
-              f"(target: >= {100 * TARGET_FRACTION:.0f}%)")  # fmt: skip
+        print(
+            f"chunked float32: {100 * min(fracs):.1f}% .. {100 * max(fracs):.1f}% of the "
+            f"GEMM peak, median {100 * statistics.median(fracs):.1f}% "
+            f"(target: >= {100 * TARGET_FRACTION:.0f}%)"
+        )
 
 
 if __name__ == "__main__":

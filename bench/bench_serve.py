@@ -134,8 +134,9 @@ def varlen_prefill(T: int, n: int, H: int, K: int, repeat: int, rounds: int) -> 
                 one, t = next_to_each_other(
                     lambda: kda.chunked(q, k, v, g, beta),
                     lambda fn=fn, cu=cu: fn(q, k, v, g, beta, cu, initial_states=S0),
-                    repeat, flip=r % 2 == 1,
-                )  # fmt: skip
+                    repeat,
+                    flip=r % 2 == 1,
+                )
                 ratios.setdefault(name + tag, []).append(one / t)
     return {key: float(np.median(val)) for key, val in ratios.items()} | {
         key + "_range": (min(val), max(val)) for key, val in ratios.items()
@@ -163,27 +164,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {load} (a shared machine: compare ratios within one run)")
     print("== serving: 32 requests x (16 prompt + 64 new tokens)")
     s = serving(model, 32, 16, 64, 3 if args.quick else 5)
-    print(f"tok/s (medians over rounds): one at a time {s['seq_tps']:6.0f} | batched "
-          f"{s['batch_tps']:6.0f} | "
-          f"ratio {s['ratio']:.2f}x (target >= 8x; rounds {s['range'][0]:.2f}x-"
-          f"{s['range'][1]:.2f}x) | peak running {s['peak']}")  # fmt: skip
+    print(
+        f"tok/s (medians over rounds): one at a time {s['seq_tps']:6.0f} | batched "
+        f"{s['batch_tps']:6.0f} | "
+        f"ratio {s['ratio']:.2f}x (target >= 8x; rounds {s['range'][0]:.2f}x-"
+        f"{s['range'][1]:.2f}x) | peak running {s['peak']}"
+    )
     ok &= s["ratio"] >= 8
-    print(f"bookkeeping {100 * s['bookkeeping']:.1f}% of the batched serve (target <= 10%), "
-          f"of which the scheduler's schedule() {100 * s['scheduler']:.1f}%")  # fmt: skip
+    print(
+        f"bookkeeping {100 * s['bookkeeping']:.1f}% of the batched serve (target <= 10%), "
+        f"of which the scheduler's schedule() {100 * s['scheduler']:.1f}%"
+    )
     ok &= s["bookkeeping"] <= 0.10
     print("== varlen prefill: n sequences, 8192 tokens in all, vs one 8192-token sequence")
     for n, H, K in ((32, 4, 32), (32, 8, 128), (256, 4, 32)):
         v = varlen_prefill(8192, n, H, K, rep, 5 if args.quick else 7)
         span = {x: "-".join(f"{r:.2f}" for r in v[x + "_range"]) for x in ("equal", "ragged")}
-        print(f"n={n:3d} H={H} K=V={K:3d}: equal lengths {v['equal']:.2f}x (rounds "
-              f"{span['equal']}), ragged {v['ragged']:.2f}x ({span['ragged']}) the single "
-              f"sequence's tokens/s (target >= 0.8x; per-sequence loop {v['equal_loop']:.2f}x / "
-              f"{v['ragged_loop']:.2f}x)")  # fmt: skip
+        print(
+            f"n={n:3d} H={H} K=V={K:3d}: equal lengths {v['equal']:.2f}x (rounds "
+            f"{span['equal']}), ragged {v['ragged']:.2f}x ({span['ragged']}) the single "
+            f"sequence's tokens/s (target >= 0.8x; per-sequence loop {v['equal_loop']:.2f}x / "
+            f"{v['ragged_loop']:.2f}x)"
+        )
         if n == 32:
             ok &= min(v["equal"], v["ragged"]) >= 0.8
     m = model_prefill(model, 8192, 32, rep)
-    print(f"whole model, 32 x 256 tokens (forward_batch) vs one 8192 (forward): {m:.2f}x "
-          f"(MLA attention is quadratic in the sequence: no target)")  # fmt: skip
+    print(
+        f"whole model, 32 x 256 tokens (forward_batch) vs one 8192 (forward): {m:.2f}x "
+        f"(MLA attention is quadratic in the sequence: no target)"
+    )
     print("all targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

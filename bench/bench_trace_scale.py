@@ -92,8 +92,10 @@ def profile_pass(trace, kwargs: dict, n: int) -> None:
     prof.disable()
     c1 = cpu_s()
     us, grown = (c1 - c0) / n * 1e6, (rss_b() - rss0) / n
-    print(f"\nprofile: {n:,} requests, token hit {res.token_hit_rate:.3f}; under cProfile "
-          f"{us:.1f} us/request, RSS +{grown:.0f} B/request")  # fmt: skip
+    print(
+        f"\nprofile: {n:,} requests, token hit {res.token_hit_rate:.3f}; under cProfile "
+        f"{us:.1f} us/request, RSS +{grown:.0f} B/request"
+    )
     out = io.StringIO()
     st = pstats.Stats(prof, stream=out)
     st.sort_stats("tottime").print_stats(22)
@@ -125,26 +127,34 @@ def main() -> None:
         base_rss, c0 = peak_rss_b(), cpu_s()
         trace = workloads.load_trace(path)
         load_s, load_peak = cpu_s() - c0, peak_rss_b()
-    print(f"trace: {len(trace):,} requests, {trace.blocks.size:,} block ids, {size / 1e6:.0f} MB "
-          f"of JSONL, prefix info {trace.has_prefix_info}")  # fmt: skip
+    print(
+        f"trace: {len(trace):,} requests, {trace.blocks.size:,} block ids, {size / 1e6:.0f} MB "
+        f"of JSONL, prefix info {trace.has_prefix_info}"
+    )
     krows = len(trace) / load_s / 1e3
-    print(f"load_trace: {load_s:6.2f} CPU s  {krows:7.1f} k rows/s  peak RSS "
-          f"{load_peak / 1e6:6.0f} MB (interpreter + imports {base_rss / 1e6:.0f} MB)")  # fmt: skip
+    print(
+        f"load_trace: {load_s:6.2f} CPU s  {krows:7.1f} k rows/s  peak RSS "
+        f"{load_peak / 1e6:6.0f} MB (interpreter + imports {base_rss / 1e6:.0f} MB)"
+    )
     if args.load_only:
         return
     kwargs = _sim_kwargs(args)
     rss0, c1 = rss_b(), cpu_s()
     res = sim.simulate(trace, **kwargs)
     sim_s, sim_peak = cpu_s() - c1, peak_rss_b()
-    print(f"simulate {args.policy} ({args.schedule}, kv {args.kv_budget_gib} GiB, state "
-          f"{args.state_budget_gib} GiB): {sim_s:6.2f} CPU s  {sim_s / len(trace) * 1e6:5.1f} "
-          f"us/request  peak RSS {sim_peak / 1e6:6.0f} MB (+{(sim_peak - rss0) / 1e6:.0f} MB "
-          f"over the loaded trace)  token hit {res.token_hit_rate:.3f}  state hit "
-          f"{res.state_hit_rate:.3f}")  # fmt: skip
+    print(
+        f"simulate {args.policy} ({args.schedule}, kv {args.kv_budget_gib} GiB, state "
+        f"{args.state_budget_gib} GiB): {sim_s:6.2f} CPU s  {sim_s / len(trace) * 1e6:5.1f} "
+        f"us/request  peak RSS {sim_peak / 1e6:6.0f} MB (+{(sim_peak - rss0) / 1e6:.0f} MB "
+        f"over the loaded trace)  token hit {res.token_hit_rate:.3f}  state hit "
+        f"{res.state_hit_rate:.3f}"
+    )
     total = load_s + sim_s
-    print(f"load + one pass: {total:6.2f} CPU s = {total / TARGET_CPU_S:.2f} x the 60 s "
-          f"target; peak RSS {sim_peak / 1e9:.2f} GB = {sim_peak / TARGET_RSS_B:.2f} x the 2 GB "
-          "target")  # fmt: skip
+    print(
+        f"load + one pass: {total:6.2f} CPU s = {total / TARGET_CPU_S:.2f} x the 60 s "
+        f"target; peak RSS {sim_peak / 1e9:.2f} GB = {sim_peak / TARGET_RSS_B:.2f} x the 2 GB "
+        "target"
+    )
     if args.profile:
         profile_pass(trace, kwargs, min(args.profile, len(trace)))
 

@@ -185,8 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     with MooncakeServices(segment_bytes=1 << 30) as svc:
         argv2 = [sys.executable, str(Path(__file__).resolve()), "--inner", svc.master_address]
         argv2 += ["--quick"] if a.quick else []
-        r = subprocess.run(svc.client_argv(argv2), env=svc.client_env(), cwd=ROOT,
-                           capture_output=True, text=True, timeout=1800)  # fmt: skip
+        r = subprocess.run(
+            svc.client_argv(argv2),
+            env=svc.client_env(),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if r.returncode != 0:
             print(r.stderr[-3000:], file=sys.stderr)
             return 1

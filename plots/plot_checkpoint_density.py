@@ -7,9 +7,10 @@ interval K and four state budgets per GPU:
   * state hit rate (restorable prefix / input tokens);
   * mean replayed tokens per state hit, with the study's ONE analytic curve
     (``DensityAnalytic.replay_curve``: the trace's ideal match points floored to K, the same
-    curve the app draws) and the study's on-chart note (``density.replay_note``) on why the
-    simulated replay stays flat on this trace (a follow-up turn usually matches exactly at a
-    checkpoint); the suptitle (``density.headline``) says "replay ~K" only if the data shows it;
+    curve the app draws) and the study's on-chart note (``words.phrases.replay_note``, the same
+    as the app's) on why the simulated replay stays flat on this trace (a follow-up turn usually
+    matches exactly at a checkpoint); the suptitle (``words.phrases.headline``) says "replay ~K"
+    only if the data shows it;
   * mean time to first token, the best interval of each budget marked.
 Trace: the first 4,000 requests (~19 min) of the bundled Mooncake conversation trace; the whole
 trace (12,031 requests) gives the same optima but takes ~45 s with the retention figure, over
@@ -23,56 +24,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from kda_core.studies import density
 from kda_core.workloads import bundled_trace
 from plots import style
+from words import phrases
+from words.catalog import T as Lang
+from words.checkpoint_density import MSG
 
 NAME = "checkpoint_density"
 TRACE_REQUESTS = 4000
 QUICK_REQUESTS = 400
 INTERVALS = (512, 1024, 2048, 4096, 8192, 16384)
 BUDGETS_GIB = (8.0, 32.0, 128.0, None)
-
-TEXT = {
-    "en": {
-        "k": "checkpoint interval K (tokens)",
-        "title_mem": "Peak checkpoint memory",
-        "mem": "bytes per GPU",
-        "title_hit": "State hit rate",
-        "hit": "restorable / input tokens",
-        "title_rep": "Replay per state hit",
-        "rep": "mean replayed tokens",
-        "title_ttft": "Mean time to first token",
-        "ttft": "seconds",
-        "budget": "state budget {b}",
-        "unlimited": "unlimited",
-        "an_mem": "distinct prefix / K (analytic)",
-        "an_rep": "ideal match − floor to K (analytic)",
-        "source": "Data: simulated prefix cache on the first {n:,} requests of the Mooncake "
-        "conversation trace · {model} TP8 · block {block} tokens · {ckpt} per checkpoint",
-        "opt": "best K for the budget",
-    },
-    "zh": {
-        "k": "检查点间隔 K（token）",
-        "title_mem": "检查点显存峰值",
-        "mem": "每卡字节数",
-        "title_hit": "状态命中率",
-        "hit": "可恢复 / 输入 token",
-        "title_rep": "每次状态命中的重放量",
-        "rep": "平均重放 token 数",
-        "title_ttft": "平均首 token 延迟",
-        "ttft": "秒",
-        "budget": "状态预算 {b}",
-        "unlimited": "不限",
-        "an_mem": "不同前缀 / K（解析）",
-        "an_rep": "理想匹配点 − 向下取整到 K（解析）",
-        "source": "数据：在 Mooncake 对话 trace 的前 {n:,} 个请求上模拟前缀缓存 · {model} TP8 · "
-        "块 {block} token · 每个检查点 {ckpt}",
-        "opt": "该预算下最佳 K",
-    },
-}
 
 
 def trace(quick: bool = False):  # noqa: ANN201 - kda_core.workloads.Trace
@@ -93,25 +59,61 @@ def _n_requests(trace_name: str) -> int:
     return int(tail) if tail.isdigit() else TRACE_REQUESTS
 
 
-def _budget(t: dict, label: str) -> str:
-    return t["budget"].format(b=t["unlimited"] if label == "unlimited" else label)
+def _curves(axes: tuple, data: density.DensitySweep, t: Lang) -> None:
+    """Per budget: memory, state hit, replay and TTFT against K, the best K starred; the
+    analytic memory and replay curves dashed."""
+    am, ah, ar, at = axes
+    k = data.intervals
+    for j, label in enumerate(data.budget_labels):
+        c = style.SERIES[j]
+        kw = {"color": c, "marker": "o", "ms": 3.5, "lw": 1.7}
+        name = t("fig_budget", b=t.word("budget", label))
+        am.plot(k, data.peak_state_bytes[:, j], label=name, gid=f"mem{j}", **kw)
+        ah.plot(k, data.state_hit_rate[:, j], gid=f"hit{j}", **kw)
+        ar.plot(k, data.mean_replay_per_hit[:, j], gid=f"rep{j}", **kw)
+        at.plot(k, data.ttft_mean_s[:, j], gid=f"ttft{j}", **kw)
+        o = int(data.optimum[j])
+        star = {"color": c, "ms": 15, "mec": "black", "mew": 0.7, "gid": f"opt{j}"}
+        at.plot(k[o], data.ttft_mean_s[o, j], "*", label=t("fig_opt") if j == 0 else None, **star)
+    dashed = {"color": style.COLORS["neutral"], "ls": "--", "lw": 1.3}
+    am.plot(k, data.analytic.state_bytes, label=t("fig_an_mem"), gid="an_mem", **dashed)
+    ar.plot(k, data.analytic.replay_curve, label=t("fig_an_rep"), gid="an_rep", **dashed)
+
+
+def _replay_note(ar: Axes, notes: density.ReplayNotes, t: Lang) -> None:
+    """The per-curve replay note in a box at the top left of the replay panel."""
+    box = {"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#ccc", "lw": 0.5, "alpha": 0.9}
+    note = phrases.replay_note(notes, t, width=30 if t.zh else 52, detail=False)
+    ar.text(
+        0.02,
+        0.97,
+        note,
+        transform=ar.transAxes,
+        va="top",
+        ha="left",
+        fontsize=5.6,
+        linespacing=1.15,
+        color="#333",
+        gid="replay_note",
+        bbox=box,
+    )
 
 
 def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
+    t = MSG.lang(lang)
     an = data.analytic
-    fig = style.new_figure(
-        (style.COLUMN_WIDTH, 6.9),
-        t["source"].format(
-            n=_n_requests(data.trace_name),
-            model=data.model,
-            block=data.block_size,
-            ckpt=style.format_bytes(data.state_bytes_per_checkpoint),
-        ),
+    source = t(
+        "fig_source",
+        n=_n_requests(data.trace_name),
+        model=data.model,
+        block=data.block_size,
+        ckpt=style.format_bytes(data.state_bytes_per_checkpoint),
     )
+    fig = style.new_figure((style.COLUMN_WIDTH, 6.9), source)
     for footer in fig.texts:  # the source line wraps at the figure edge instead of running off
         footer.set_wrap(True)
-    fig.suptitle("\n".join(density.wrap(density.headline(data, lang), 38 if lang == "zh" else 66)))
+    notes = density.replay_notes(data)
+    fig.suptitle("\n".join(phrases.wrap(phrases.headline(notes, t), 38 if t.zh else 66)))
     gs = fig.add_gridspec(3, 2, height_ratios=(0.16, 1.0, 1.0))
     lg = fig.add_subplot(gs[0, :])
     am = fig.add_subplot(gs[1, 0])
@@ -119,28 +121,10 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
     ar = fig.add_subplot(gs[2, 0], sharex=am)
     at = fig.add_subplot(gs[2, 1], sharex=am)
     k = data.intervals
-    for j, label in enumerate(data.budget_labels):
-        c = style.SERIES[j]
-        kw = {"color": c, "marker": "o", "ms": 3.5, "lw": 1.7}
-        am.plot(k, data.peak_state_bytes[:, j], label=_budget(t, label), gid=f"mem{j}", **kw)
-        ah.plot(k, data.state_hit_rate[:, j], gid=f"hit{j}", **kw)
-        ar.plot(k, data.mean_replay_per_hit[:, j], gid=f"rep{j}", **kw)
-        at.plot(k, data.ttft_mean_s[:, j], gid=f"ttft{j}", **kw)
-        o = int(data.optimum[j])
-        at.plot(k[o], data.ttft_mean_s[o, j], "*", color=c, ms=15, mec="black", mew=0.7,
-                label=t["opt"] if j == 0 else None, gid=f"opt{j}")  # fmt: skip
-    am.plot(k, an.state_bytes, color=style.COLORS["neutral"], ls="--", lw=1.3, label=t["an_mem"],
-            gid="an_mem")  # fmt: skip
-    ar.plot(k, an.replay_curve, color=style.COLORS["neutral"], ls="--", lw=1.3,
-            label=t["an_rep"], gid="an_rep")  # fmt: skip
+    _curves((am, ah, ar, at), data, t)
     top = max(float(an.replay_curve.max()), float(data.mean_replay_per_hit.max()), 1.0)
     ar.set_ylim(0, top * 2.1)
-    note = density.replay_note(data, lang, width=30 if lang == "zh" else 52, detail=False)
-    ar.text(0.02, 0.97, note,
-            transform=ar.transAxes, va="top", ha="left", fontsize=5.6, linespacing=1.15,
-            color="#333", gid="replay_note",
-            bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#ccc", "lw": 0.5,
-                  "alpha": 0.9})  # fmt: skip
+    _replay_note(ar, notes, t)
     am.set_yscale("log")
     style.bytes_axis(am.yaxis, log=True, subs=(1.0, 4.0, 16.0, 64.0, 256.0))
     ah.yaxis.set_major_formatter(ticker.PercentFormatter(1.0, decimals=0))
@@ -148,10 +132,10 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
     for ax in (am, ah):
         ax.tick_params(axis="x", labelbottom=False)
     for ax, title, ylabel in (
-        (am, t["title_mem"], t["mem"]),
-        (ah, t["title_hit"], t["hit"]),
-        (ar, t["title_rep"], t["rep"]),
-        (at, t["title_ttft"], t["ttft"]),
+        (am, t("fig_title_mem"), t("fig_mem")),
+        (ah, t("fig_title_hit"), t("fig_hit")),
+        (ar, t("fig_title_rep"), t("fig_rep")),
+        (at, t("fig_title_ttft"), t("fig_ttft")),
     ):
         ax.set_xscale("log", base=2)
         ax.set_xticks(k)
@@ -160,8 +144,8 @@ def make_figure(data: density.DensitySweep, lang: str = "en") -> Figure:
         ax.tick_params(axis="x", labelsize=8)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
-    ar.set_xlabel(t["k"])
-    at.set_xlabel(t["k"])
+    ar.set_xlabel(t("fig_k"))
+    at.set_xlabel(t("fig_k"))
     handles, names = [], []
     for ax in (am, ar, at):
         h, n = ax.get_legend_handles_labels()

@@ -19,38 +19,12 @@ from matplotlib.figure import Figure
 
 from kda_core.studies import quality
 from plots import style
+from words.int8_checkpoint import MSG
 
 NAME = "checkpoint_quality"
 # formats are categories (SERIES, as in int8_checkpoint); the inconsistent restore is the cost of
 # a skipped replay, so it takes the replay colour
 WRONG_COLOR = style.COLORS["replay"]
-
-TEXT = {
-    "en": {
-        "suptitle": "What a restore costs in held-out bits per byte",
-        "title_delta": "Compressed, k restores",
-        "cycles": "park/restore cycles k",
-        "delta_y": "Δ bits per byte vs exact",
-        "title_bpb": "vs skipping the replay",
-        "int8_16": "int8 / key channel, k = 16",
-        "wrong": "inconsistent, KDA {lag} tokens behind",
-        "bpb_x": "Δ bits per byte vs exact",
-        "source": "Data: trained k3-mini, {n} held-out passages, {scored:,} scored bytes; "
-        "exact restore {exact:.3f} bits per byte",
-    },
-    "zh": {
-        "suptitle": "一次恢复在留出文本上的代价（每字节比特数）",
-        "title_delta": "压缩，恢复 k 次",
-        "cycles": "暂存/恢复次数 k",
-        "delta_y": "相对精确恢复的 Δ 比特/字节",
-        "title_bpb": "对比：跳过重放",
-        "int8_16": "int8 / key 通道，k = 16",
-        "wrong": "不一致恢复，KDA 落后 {lag} 个 token",
-        "bpb_x": "相对精确恢复的 Δ 比特/字节",
-        "source": "数据：训练后的 k3-mini，{n} 段留出文本，计分 {scored:,} 字节；"
-        "精确恢复 {exact:.3f} 比特/字节",
-    },
-}
 
 
 def compute(quick: bool = False) -> quality.QualityStudy:
@@ -61,21 +35,22 @@ def compute(quick: bool = False) -> quality.QualityStudy:
 
 
 def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    source = t["source"].format(n=data.passages, scored=data.scored, exact=data.exact_bpb)
+    t = MSG.lang(lang)
+    source = t("fig_q_source", n=data.passages, scored=data.scored, exact=data.exact_bpb)
     fig = style.new_figure("double", source)
-    fig.suptitle(t["suptitle"])
+    fig.suptitle(t("fig_q_suptitle"))
     gs = fig.add_gridspec(2, 2, width_ratios=(1.3, 1.0), height_ratios=(1.0, 0.22))
     ad, ab, lg = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[:, 1]), fig.add_subplot(gs[1, 0])
     x = np.arange(len(data.cycles))
     for i, label in enumerate(data.labels):
-        ad.plot(x, data.delta[i], marker="o", color=style.SERIES[i % len(style.SERIES)],
-                label=label, gid=f"delta_{i}")  # fmt: skip
+        color = style.SERIES[i % len(style.SERIES)]
+        name = t.word("var", label)
+        ad.plot(x, data.delta[i], marker="o", color=color, label=name, gid=f"delta_{i}")
     ad.axhline(0.0, color="black", lw=0.8)
     ad.set_xticks(x, [str(k) for k in data.cycles])
-    ad.set_xlabel(t["cycles"])
-    ad.set_ylabel(t["delta_y"])
-    ad.set_title(t["title_delta"], loc="center")
+    ad.set_xlabel(t("fig_q_cycles"))
+    ad.set_ylabel(t("fig_q_delta"))
+    ad.set_title(t("fig_q_title_delta"), loc="center")
     ad.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     # in its own row under the panel (inside it the falling curves ran through the entries)
     lg.axis("off")
@@ -83,21 +58,24 @@ def make_figure(data: quality.QualityStudy, lang: str = "en") -> Figure:
     lg.legend(handles, labels, loc="center", ncols=2, fontsize=7, borderaxespad=0)
 
     j16 = data.cycles.index(max(data.cycles))
-    names = [t["int8_16"]] + [t["wrong"].format(lag=g) for g in data.lags]
+    first = t("fig_q_int8_16", label=t.word("var", data.labels[0]), k=data.cycles[j16])
+    names = [first] + [t("fig_q_wrong", lag=g) for g in data.lags]
     vals = [float(data.delta[0, j16])] + list(data.inconsistent_bpb - data.exact_bpb)
     colors = [style.SERIES[0]] + [WRONG_COLOR] * len(data.lags)
     y = np.arange(len(names))
     ab.barh(y, vals, color=colors, height=0.62, gid="bpb")
     for yi, v in zip(y.tolist(), vals):
-        ab.annotate(f"{v:+.4f}", (max(v, 0.0), yi), xytext=(3, 0), textcoords="offset points",
-                    va="center", fontsize=7.5)  # fmt: skip
+        at = (max(v, 0.0), yi)
+        ab.annotate(
+            f"{v:+.4f}", at, xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5
+        )
     ab.axvline(0.0, color="black", lw=0.8)
     ab.set_yticks(y, names, fontsize=8)
     ab.invert_yaxis()
     ab.grid(False, axis="y")
     ab.margins(x=0.3)
-    ab.set_xlabel(t["bpb_x"])
-    ab.set_title(t["title_bpb"], loc="center")
+    ab.set_xlabel(t("fig_q_delta"))
+    ab.set_title(t("fig_q_title_bpb"), loc="center")
     return fig
 
 

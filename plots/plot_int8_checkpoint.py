@@ -16,60 +16,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import CenteredNorm
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.ticker import MaxNLocator
 
 from kda_core.studies import int8
 from plots import style
+from words.catalog import T as Lang
+from words.int8_checkpoint import MSG
 
 NAME = "int8_checkpoint"
 # Park once vs every step is a comparison, not a concept: the first two SERIES colours, in this
 # order (palette rule; the int8 app should draw the same two).
 ONCE_COLOR, EVERY_COLOR = style.SERIES[0], style.SERIES[1]
-
-TEXT = {
-    "en": {
-        "suptitle": "Parking a KDA state as INT8: one rounding per hit, not per step",
-        "title_err": "Round-trip error\n{label}\n(KDA layer {layer}, head {head})",
-        "value": "value channel",
-        "key": "key channel",
-        "title_cap": "Checkpoints per {budget}\n(Kimi K3 per GPU, TP{tp})",
-        "cap_x": "checkpoints that fit",
-        "native": "native {dtype}",
-        "title_state": "State distance to an exact run",
-        "title_logit": "Logit difference to an exact run",
-        "steps": "decode steps after restore",
-        "state_y": "relative Frobenius distance",
-        "logit_y": "max |Δ logit|",
-        "once": "park once: quantize at parking",
-        "every": "every step: re-quantize after each token",
-        "flip": "argmax differs",
-        "cbar": "dequantized − exact",
-        "source": "Data: KDA states of TinyHybrid (trained k3-mini) after {n} tokens, "
-        "teacher-forced decoding; capacity: Kimi K3 state size per GPU",
-    },
-    "zh": {
-        "suptitle": "以 INT8 暂存 KDA 状态：每次命中只舍入一次，而不是每步一次",
-        "title_err": "往返量化误差\n{label}\n（KDA 第 {layer} 层，头 {head}）",
-        "value": "值通道",
-        "key": "键通道",
-        "title_cap": "{budget} 可容纳的检查点\n（Kimi K3 每卡，TP{tp}）",
-        "cap_x": "可容纳的检查点数",
-        "native": "原生 {dtype}",
-        "title_state": "与精确运行的状态距离",
-        "title_logit": "与精确运行的 logit 差",
-        "steps": "恢复后的解码步数",
-        "state_y": "相对 Frobenius 距离",
-        "logit_y": "max |Δ logit|",
-        "once": "暂存时量化一次",
-        "every": "每个 token 后都重新量化",
-        "flip": "argmax 不同",
-        "cbar": "反量化值 − 精确值",
-        "source": "数据：TinyHybrid（训练后的 k3-mini）处理 {n} 个 token 后的 KDA 状态，"
-        "teacher forcing 解码；容量：Kimi K3 每卡的状态大小",
-    },
-}
 
 
 def compute(quick: bool = False) -> int8.Int8Study:
@@ -77,63 +37,85 @@ def compute(quick: bool = False) -> int8.Int8Study:
     return int8.int8_study(n_tokens=64, steps=8 if quick else 32, budget_gib=8.0, tp=8)
 
 
-def make_figure(data: int8.Int8Study, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    e, d, cap = data.errors, data.divergence, data.memory_k3
-    fig = style.new_figure((style.COLUMN_WIDTH, 6.6), t["source"].format(n=data.n_tokens))
-    fig.suptitle(t["suptitle"])
-    top, bottom = fig.subfigures(2, 1, height_ratios=(1.0, 1.0))
-    ae, ac = top.subplots(1, 2, width_ratios=(1.0, 1.05))
-    a_s, al = bottom.subplots(1, 2)
-
+def _error_map(top: SubFigure, ae: Axes, e: int8.ErrorMap, t: Lang) -> None:
+    """The signed round-trip error of one (layer, head) state."""
     im = ae.imshow(
         e.error, cmap="RdBu_r", norm=CenteredNorm(), interpolation="nearest", gid="error"
     )
-    ae.set_title(t["title_err"].format(label=e.label, layer=e.layer, head=e.head), loc="center")
-    ae.set_xlabel(t["value"])
-    ae.set_ylabel(t["key"])
+    label = t.word("var", e.label)
+    ae.set_title(t("fig_title_err", label=label, layer=e.layer, head=e.head), loc="center")
+    ae.set_xlabel(t("x_value"))
+    ae.set_ylabel(t("y_key"))
     ae.grid(False)
     cb = top.colorbar(im, ax=ae, shrink=0.9, pad=0.02)
     cb.formatter.set_powerlimits((-2, 2))
-    cb.set_label(t["cbar"], fontsize=8.5)
+    cb.set_label(t("fig_cbar"), fontsize=8.5)
     cb.ax.tick_params(labelsize=8)
 
-    native = t["native"].format(dtype=cap.native_dtype)
-    labels = [native if x == "native" else x for x in cap.labels]
+
+def _capacity(ac: Axes, cap: int8.Capacity, t: Lang) -> None:
+    """Checkpoints that fit the budget per format (every bar counts checkpoint slots: the
+    concept colour; the format is on the y axis), each with its gain over native."""
+    native = t("fig_native", dtype=cap.native_dtype)
+    labels = [native if x == "native" else t.word("var", x) for x in cap.labels]
     y = np.arange(len(labels))
-    # every bar counts checkpoint slots (the concept colour); the format is on the y axis
     ac.barh(y, cap.capacity, color=style.COLORS["checkpoint"], height=0.62, gid="capacity")
     ac.set_yticks(y, labels, fontsize=8)
     ac.invert_yaxis()
     ac.grid(False, axis="y")
     for yi, c, g in zip(y.tolist(), cap.capacity.tolist(), cap.gain.tolist()):
-        ac.annotate(f"{c:,}  ({g:.2f}×)", (c, yi), xytext=(3, 0), textcoords="offset points",
-                    va="center", fontsize=7.5)  # fmt: skip
+        text = f"{c:,}  ({g:.2f}×)"
+        ac.annotate(
+            text, (c, yi), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5
+        )
     ac.margins(x=0.45)
     ac.xaxis.set_major_locator(MaxNLocator(3))
-    ac.set_xlabel(t["cap_x"])
-    ac.set_title(
-        t["title_cap"].format(budget=style.format_bytes(cap.budget_bytes), tp=cap.tp), loc="center"
-    )
+    ac.set_xlabel(t("l_fit"))
+    budget = style.format_bytes(cap.budget_bytes)
+    ac.set_title(t("fig_title_cap", budget=budget, tp=cap.tp), loc="center")
 
-    for ax, once, every, once_ok, every_ok, ylabel, title in (
-        (a_s, d.park_once_state_dist, d.every_step_state_dist, None, None, t["state_y"],
-         t["title_state"]),
-        (al, d.park_once_logit_diff, d.every_step_logit_diff, d.park_once_agree,
-         d.every_step_agree, t["logit_y"], t["title_logit"]),
-    ):  # fmt: skip
-        kind = "state" if once_ok is None else "logit"
-        ax.plot(d.steps, once, color=ONCE_COLOR, label=t["once"], gid=f"{kind}_once")
-        ax.plot(d.steps, every, color=EVERY_COLOR, label=t["every"], gid=f"{kind}_every")
+
+def _divergence(axes: tuple[Axes, Axes], d: int8.Divergence, t: Lang) -> None:
+    """State distance and logit difference to an exact run, park once vs every step; an x
+    where the greedy token differs."""
+    a_s, al = axes
+    panels = (
+        (a_s, "state", d.park_once_state_dist, d.every_step_state_dist, None, None),
+        (
+            al,
+            "logit",
+            d.park_once_logit_diff,
+            d.every_step_logit_diff,
+            d.park_once_agree,
+            d.every_step_agree,
+        ),
+    )
+    titles = {"state": ("y_dist", "fig_title_state"), "logit": ("fig_logit_y", "fig_title_logit")}
+    for ax, kind, once, every, once_ok, every_ok in panels:
+        ax.plot(d.steps, once, color=ONCE_COLOR, label=t("fig_once"), gid=f"{kind}_once")
+        ax.plot(d.steps, every, color=EVERY_COLOR, label=t("fig_every"), gid=f"{kind}_every")
         if once_ok is not None:
             for vals, ok in ((once, once_ok), (every, every_ok)):
                 if (~ok).any():
-                    ax.plot(d.steps[~ok], vals[~ok], "x", color="black", ms=6, label=t["flip"])
-        ax.set_xlabel(t["steps"])
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, loc="center")
+                    ax.plot(d.steps[~ok], vals[~ok], "x", color="black", ms=6, label=t("fig_flip"))
+        ylabel, title = titles[kind]
+        ax.set_xlabel(t("fig_steps"))
+        ax.set_ylabel(t(ylabel))
+        ax.set_title(t(title), loc="center")
         ax.set_ylim(bottom=0)
         ax.set_xlim(d.steps[0], d.steps[-1])
+
+
+def make_figure(data: int8.Int8Study, lang: str = "en") -> Figure:
+    t = MSG.lang(lang)
+    fig = style.new_figure((style.COLUMN_WIDTH, 6.6), t("fig_source", n=data.n_tokens))
+    fig.suptitle(t("fig_suptitle"))
+    top, bottom = fig.subfigures(2, 1, height_ratios=(1.0, 1.0))
+    ae, ac = top.subplots(1, 2, width_ratios=(1.0, 1.05))
+    a_s, al = bottom.subplots(1, 2)
+    _error_map(top, ae, data.errors, t)
+    _capacity(ac, data.memory_k3, t)
+    _divergence((a_s, al), data.divergence, t)
     handles, names = al.get_legend_handles_labels()
     bottom.legend(handles, names, loc="outside lower center", ncols=len(names))
     return fig

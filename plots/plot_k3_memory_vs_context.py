@@ -9,6 +9,7 @@ Compares, per GPU at TP8 in bf16 (``kda_core.studies.planner.plan``):
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,34 +19,9 @@ from matplotlib.figure import Figure
 
 from kda_core.studies import planner
 from plots import style
+from words.memory_planner import MSG
 
 NAME = "k3_memory_vs_context"
-
-TEXT = {
-    "en": {
-        "title": "Kimi K3: one request's memory vs context length",
-        "x": "context length (tokens)",
-        "y": "bytes per request",
-        "mla": "MLA latent KV (grows with every token)",
-        "kda": "KDA state slot: recurrent states + conv windows (flat)",
-        "cross": "MLA > KDA from {n:,} tokens",
-        "source": "Data: model config sizes · {model} per GPU at TP{tp} · "
-        "KV, state, conv in {dtype}",
-        "end_mla": "{b} at {n:,} tokens",
-        "end_kda": "{b} at any length",
-    },
-    "zh": {
-        "title": "Kimi K3：单个请求的显存与上下文长度",
-        "x": "上下文长度（token）",
-        "y": "每个请求的字节数",
-        "mla": "MLA 潜在 KV（每个 token 都增长）",
-        "kda": "KDA 状态槽：递归状态 + 卷积窗口（恒定）",
-        "cross": "从 {n:,} 个 token 起 MLA > KDA",
-        "source": "数据：模型配置尺寸 · {model} 每卡，TP{tp} · KV、状态与卷积均为 {dtype}",
-        "end_mla": "{n:,} 个 token 时 {b}",
-        "end_kda": "任意长度均为 {b}",
-    },
-}
 
 
 def compute(quick: bool = False) -> planner.Plan:
@@ -54,15 +30,13 @@ def compute(quick: bool = False) -> planner.Plan:
 
 
 def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    fig = style.new_figure(
-        "single",
-        t["source"].format(model=data.model, tp=data.tp, dtype=data.kv_dtype),
-    )
+    t = MSG.lang(lang)
+    source = t("fig_source", model=data.model, tp=data.tp, dtype=data.kv_dtype)
+    fig = style.new_figure("single", source)
     ax = fig.add_subplot()
     x = data.context_lens
-    ax.plot(x, data.kv_bytes, color=style.COLORS["kv"], label=t["mla"], gid="mla")
-    ax.plot(x, data.state_bytes, color=style.COLORS["state"], label=t["kda"], gid="kda")
+    ax.plot(x, data.kv_bytes, color=style.COLORS["kv"], label=t("fig_mla"), gid="mla")
+    ax.plot(x, data.state_bytes, color=style.COLORS["state"], label=t("fig_kda"), gid="kda")
     ax.set_xscale("log")
     ax.set_yscale("log")
     style.bytes_axis(ax.yaxis, log=True)
@@ -72,7 +46,7 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
     c = data.crossover_context
 
     ax.annotate(
-        t["cross"].format(n=c),
+        t("fig_cross", n=c),
         (c, data.slot_bytes),
         xytext=(8, -28),
         textcoords="offset points",
@@ -81,7 +55,7 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
         arrowprops={"arrowstyle": "-", "color": style.COLORS["neutral"], "lw": 0.8},
     )
     ax.annotate(
-        t["end_mla"].format(b=style.format_bytes(data.kv_bytes[-1]), n=int(x[-1])),
+        t("fig_end_mla", b=style.format_bytes(data.kv_bytes[-1]), n=int(x[-1])),
         (x[-1], data.kv_bytes[-1]),
         xytext=(-6, 8),
         textcoords="offset points",
@@ -90,7 +64,7 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
         color=style.COLORS["kv"],
     )
     ax.annotate(
-        t["end_kda"].format(b=style.format_bytes(data.state_bytes[-1])),
+        t("fig_end_kda", b=style.format_bytes(data.state_bytes[-1])),
         (x[-1], data.state_bytes[-1]),
         xytext=(-6, 8),
         textcoords="offset points",
@@ -105,17 +79,15 @@ def make_figure(data: planner.Plan, lang: str = "en") -> Figure:
     frac = float(np.log(data.slot_bytes / lo) / np.log(hi / lo))
     # a drop line from the crossing to the axis (a full-height one ran through the legend)
     ax.axvline(c, ymax=frac, color=style.COLORS["neutral"], ls=":", lw=1.2, gid="crossover")
-    ax.set_xlabel(t["x"])
-    ax.set_ylabel(t["y"])
-    ax.set_title(t["title"])
+    ax.set_xlabel(t("fig_x"))
+    ax.set_ylabel(t("fig_y"))
+    ax.set_title(t("fig_title"))
     ax.legend(loc="upper left")
     ax.grid(True, which="major")
     return fig
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    import sys
-
     return style.main_for(sys.modules[__name__], argv)
 
 

@@ -20,34 +20,10 @@ from matplotlib.figure import Figure
 from kda_core.studies.host_coverage import HostCoverage, host_coverage
 from kda_core.workloads import bundled_trace
 from plots import style
+from words.trace_hits import MSG
 
 NAME = "kv_page_coverage"
 RATIOS = (0, 0.5, 1, 2, 4, 8)
-
-TEXT = {
-    "en": {
-        "suptitle": "Most resident KV pages have no state to resume from",
-        "pages": "resident KV pages with a state",
-        "hit": "state hit rate",
-        "x": "HiCache host ratio",
-        "device": "state on the device",
-        "host": "state on the host",
-        "any": "either",
-        "source": "Data: Mooncake conversation trace, first {n:,} requests ({pages:,} KV pages "
-        "of 512 tokens); Kimi K3 TP8, SGLang, {d} device states of {ck}",
-    },
-    "zh": {
-        "suptitle": "多数常驻 KV 页没有可恢复的状态",
-        "pages": "带状态的常驻 KV 页占比",
-        "hit": "状态命中率",
-        "x": "HiCache host 比例",
-        "device": "状态在设备上",
-        "host": "状态在 host 上",
-        "any": "任一处",
-        "source": "数据：Mooncake 对话 trace 前 {n:,} 个请求（{pages:,} 个 512 token 的 KV 页）"
-        "；Kimi K3 TP8，SGLang，设备 {d} 个状态（每个 {ck}）",
-    },
-}
 
 
 def compute(quick: bool = False) -> HostCoverage:
@@ -57,15 +33,16 @@ def compute(quick: bool = False) -> HostCoverage:
 
 
 def make_figure(data: HostCoverage, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    src = t["source"].format(
+    t = MSG.lang(lang)
+    src = t(
+        "fig_cov_source",
         n=data.n_requests,
         pages=data.resident_pages,
         d=data.device_states,
         ck=style.format_bytes(data.checkpoint_bytes),
     )
     fig = style.new_figure("double", src)
-    fig.suptitle(t["suptitle"])
+    fig.suptitle(t("fig_cov_suptitle"))
     ax, bx = fig.subplots(1, 2)
     x = list(range(len(data.sizes)))  # evenly spaced: the ratios double from 0.5 on
     lines = (  # "either" first, under the others: a line it equals stays visible
@@ -74,15 +51,15 @@ def make_figure(data: HostCoverage, lang: str = "en") -> Figure:
         (data.device_share, "device", style.COLORS["state"], ":", 1.6),
     )
     for y, key, color, ls, lw in lines:
-        ax.plot(x, y, ls, color=color, lw=lw, marker="o", ms=3.5, label=t[key], gid=key)
-    ax.set_title(t["pages"])
+        ax.plot(x, y, ls, color=color, lw=lw, marker="o", ms=3.5, label=t(f"l_cov_{key}"), gid=key)
+    ax.set_title(t("fig_cov_pages"))
     ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))  # decimals from the tick step
     ax.legend(loc="upper left", fontsize=8)
     bx.plot(x, data.state_hit_rate, "-", color=style.SERIES[2], marker="o", ms=3.5, gid="hit_rate")
-    bx.set_title(t["hit"])
+    bx.set_title(t("fig_cov_hit"))
     bx.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     for a in (ax, bx):
-        a.set_xlabel(t["x"])
+        a.set_xlabel(t("fig_cov_x"))
         a.set_xticks(x, [f"{s:g}" for s in data.sizes])
         a.set_ylim(bottom=0)
         a.margins(y=0.15)

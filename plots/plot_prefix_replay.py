@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from kda_core.studies import prefix_replay
 from plots import style
+from words.catalog import T as Lang
+from words.prefix_replay import MSG
 
 NAME = "prefix_replay"
 SCENARIO = "multi_turn"
@@ -36,57 +39,6 @@ PHASE_COLORS = {
 # The app colours them the same way: SERIES in the study's ARMS order (exact, int8, inconsistent).
 _ARM = {"exact": "exact", "int8": "int8", "bad": "inconsistent"}
 DRIFT_COLORS = {key: style.SERIES[prefix_replay.ARMS.index(arm)] for key, arm in _ARM.items()}
-
-TEXT = {
-    "en": {
-        "suptitle": "A token hit is not a state hit: restore, replay, then prefill",
-        "title_tl": "{title}: a checkpoint every {k} tokens",
-        "turn": "turn {i}",
-        "tokens": "position in the conversation (tokens)",
-        "replay_x": "token position (tokens): replay {r} → {m}",
-        "restore": "restored from a checkpoint",
-        "replay": "replayed (checkpoint → token match)",
-        "prefill": "prefilled",
-        "decode": "decoded",
-        "ckpt": "checkpoint parked",
-        "match": "token match",
-        "row": "restore {r} · match {m}",
-        "title_dist": "Turn {i}: replay reaches the uncached state",
-        "dist": "relative distance of all KDA states",
-        "title_drift": "Turn {i}: logits vs an uncached run",
-        "gen": "generated token",
-        "diff": "max |Δ logit|",
-        "exact": "exact restore + replay",
-        "int8": "INT8 checkpoint + replay",
-        "bad": "MLA at match, KDA at checkpoint, no replay",
-        "source": "Data: the lab's caching engine serving TinyHybrid (trained k3-mini, greedy "
-        "decoding), a checkpoint every {k} tokens",
-    },
-    "zh": {
-        "suptitle": "前缀命中不等于状态命中：恢复、重放，再预填充",
-        "title_tl": "{title}：每 {k} 个 token 一个检查点",
-        "turn": "第 {i} 轮",
-        "tokens": "对话中的位置（token）",
-        "replay_x": "token 位置（token）：重放 {r} → {m}",
-        "restore": "从检查点恢复",
-        "replay": "重放（检查点 → 前缀匹配点）",
-        "prefill": "预填充",
-        "decode": "解码",
-        "ckpt": "保存的检查点",
-        "match": "前缀匹配点",
-        "row": "恢复 {r} · 匹配 {m}",
-        "title_dist": "第 {i} 轮：重放到达未缓存状态",
-        "dist": "全部 KDA 状态的相对距离",
-        "title_drift": "第 {i} 轮：与未缓存运行的 logit 差",
-        "gen": "生成的 token",
-        "diff": "max |Δ logit|",
-        "exact": "精确恢复 + 重放",
-        "int8": "INT8 检查点 + 重放",
-        "bad": "MLA 在匹配点、KDA 在检查点、不重放",
-        "source": "数据：本实验室的缓存引擎运行 TinyHybrid（训练后的 k3-mini，贪心解码），"
-        "每 {k} 个 token 一个检查点",
-    },
-}
 
 
 class Data(NamedTuple):
@@ -104,70 +56,83 @@ def compute(quick: bool = False) -> Data:
     )
 
 
-def make_figure(data: Data, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    sc, dr = data.scenario, data.drift
-    meta = prefix_replay.SCENARIOS[sc.name]
-    title = meta.title_zh if lang == "zh" else meta.title
-    fig = style.new_figure("tall", t["source"].format(k=sc.spacing))
-    fig.suptitle(t["suptitle"])
-    gs = fig.add_gridspec(2, 2, height_ratios=(0.95, 1.0))
-    ax = fig.add_subplot(gs[0, :])
+def _timeline(ax: Axes, sc: prefix_replay.ScenarioResult, t: Lang) -> None:
+    """One bar per turn: restore, replay, prefill, decode; the checkpoints it parks and its
+    token match; the legend under the panel in a fixed order."""
     n = len(sc.requests)
     seen: set[str] = set()
     for i, req in enumerate(sc.requests):
         tl = req.timeline
         y = n - 1 - i
         for a, b, phase in tl.segments:
-            label = None if phase in seen else t[phase]
+            label = None if phase in seen else t(f"fig_{phase}")
             seen.add(phase)
-            ax.barh(y, b - a, left=a, height=0.5, color=PHASE_COLORS[phase], label=label,
-                    gid=f"turn{i}_{phase}")  # fmt: skip
-        ax.plot(tl.checkpoints, [y + 0.36] * len(tl.checkpoints), "v", ms=5,
-                color=style.COLORS["checkpoint"], label=None if i else t["ckpt"])  # fmt: skip
+            color = PHASE_COLORS[phase]
+            ax.barh(y, b - a, left=a, height=0.5, color=color, label=label, gid=f"turn{i}_{phase}")
+        ckpt = {"ms": 5, "color": style.COLORS["checkpoint"], "label": None if i else t("fig_ckpt")}
+        ax.plot(tl.checkpoints, [y + 0.36] * len(tl.checkpoints), "v", **ckpt)
         if tl.token_match:
-            ax.plot([tl.token_match] * 2, [y - 0.33, y + 0.33], color="black", lw=1.6,
-                    label=t["match"] if i == 1 else None)  # fmt: skip
+            match = t("fig_match") if i == 1 else None
+            ax.plot([tl.token_match] * 2, [y - 0.33, y + 0.33], color="black", lw=1.6, label=match)
+        row = t("fig_row", m=tl.token_match, r=tl.restore_at)
         ax.annotate(
-            t["row"].format(m=tl.token_match, r=tl.restore_at),
-            (tl.decode[1], y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8,
-        )  # fmt: skip
-    ax.set_yticks(range(n), [t["turn"].format(i=n - k) for k in range(n)])
+            row,
+            (tl.decode[1], y),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_yticks(range(n), [t("fig_turn", i=n - k) for k in range(n)])
     ax.set_ylim(-0.6, n - 0.3)
     ax.margins(x=0.0)
-    ax.set_xlim(0, None)
-    ax.set_xlabel(t["tokens"])
+    ax.set_xlabel(t("fig_tokens"))
     ax.grid(False, axis="y")
-    ax.set_title(t["title_tl"].format(title=title, k=sc.spacing))
+    ax.set_title(t("fig_title_tl", title=t(f"scen_{sc.name}"), k=sc.spacing))
     handles, names = ax.get_legend_handles_labels()
-    order = [t[k] for k in ("restore", "replay", "prefill", "decode", "ckpt", "match")]
+    keys = ("restore", "replay", "prefill", "decode", "ckpt", "match")
+    order = [t(f"fig_{k}") for k in keys]
     pairs = sorted(zip(handles, names), key=lambda hn: order.index(hn[1]))
     ax.legend(*zip(*pairs), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3, fontsize=8)
     ax.set_xlim(0, sc.requests[-1].timeline.decode[1] * 1.45)
 
-    last = sc.requests[-1]
+
+def _replay(bx: Axes, last: prefix_replay.RequestView, t: Lang) -> None:
+    """The last turn's replay, token by token: the distance to the uncached state."""
     tr = last.replay_steps
-    bx = fig.add_subplot(gs[1, 0])
     bx.plot(tr.positions, tr.dist, marker="o", ms=3.5, color=style.COLORS["replay"], gid="dist")
     # positions, not token text: the tokenizer is byte-level (a Chinese character is 3 tokens)
     bx.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 4, 5, 10]))
     bx.set_xlim(tr.positions[0] - 0.5, tr.positions[-1] + 0.5)
-    bx.set_xlabel(t["replay_x"].format(r=last.timeline.restore_at, m=last.timeline.token_match))
+    bx.set_xlabel(t("fig_replay_x", r=last.timeline.restore_at, m=last.timeline.token_match))
     bx.set_ylim(bottom=0)
-    bx.set_ylabel(t["dist"])
-    bx.set_title(t["title_dist"].format(i=last.index + 1), fontsize=9.5)
+    bx.set_ylabel(t("fig_dist"))
+    bx.set_title(t("fig_title_dist", i=last.index + 1), fontsize=9.5)
 
-    cx = fig.add_subplot(gs[1, 1])
+
+def _drift(cx: Axes, dr: prefix_replay.DriftStudy, t: Lang) -> None:
+    """The last turn's logits against an uncached run, per way of restoring."""
     steps = np.arange(1, dr.exact.shape[0] + 1)
     for key, y in (("bad", dr.inconsistent), ("int8", dr.int8), ("exact", dr.exact)):
-        cx.plot(steps, y, color=DRIFT_COLORS[key], label=t[key], gid=key)
+        cx.plot(steps, y, color=DRIFT_COLORS[key], label=t(f"fig_{key}"), gid=key)
     cx.set_yscale("log")
     cx.set_ylim(1e-17, 1e3)
     cx.xaxis.set_major_locator(MaxNLocator(integer=True))
-    cx.set_xlabel(t["gen"])
-    cx.set_ylabel(t["diff"])
-    cx.set_title(t["title_drift"].format(i=dr.request + 1), fontsize=9.5)
+    cx.set_xlabel(t("fig_gen"))
+    cx.set_ylabel(t("fig_diff"))
+    cx.set_title(t("fig_title_drift", i=dr.request + 1), fontsize=9.5)
     cx.legend(loc="center right", fontsize=7.5)
+
+
+def make_figure(data: Data, lang: str = "en") -> Figure:
+    t = MSG.lang(lang)
+    sc = data.scenario
+    fig = style.new_figure("tall", t("fig_source", k=sc.spacing))
+    fig.suptitle(t("fig_suptitle"))
+    gs = fig.add_gridspec(2, 2, height_ratios=(0.95, 1.0))
+    _timeline(fig.add_subplot(gs[0, :]), sc, t)
+    _replay(fig.add_subplot(gs[1, 0]), sc.requests[-1], t)
+    _drift(fig.add_subplot(gs[1, 1]), data.drift, t)
     return fig
 
 

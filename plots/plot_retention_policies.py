@@ -24,37 +24,10 @@ from matplotlib.figure import Figure
 from kda_core.studies import density
 from plots import style
 from plots.plot_checkpoint_density import BUDGETS_GIB, trace
+from words import phrases
+from words.checkpoint_density import MSG
 
 NAME = "retention_policies"
-
-TEXT = {
-    "en": {
-        "suptitle": "Which checkpoints to keep: policies vs state budget (real trace)",
-        "budget": "state budget per GPU",
-        "unlimited": "unlimited",
-        "title_hit": "State hit rate",
-        "hit": "restorable / input tokens",
-        "ideal": "token hit rate, infinite KV (ceiling)",
-        "title_ck": "Checkpoints stored",
-        "ck": "checkpoints over the run",
-        "policies": {},
-        "source": "Data: trace-driven simulation of {trace}, {model} per GPU at TP8",
-        "trace": "the first {n:,} requests of the Mooncake conversation trace",
-    },
-    "zh": {
-        "suptitle": "保留哪些检查点：各策略 vs 状态预算（真实 trace）",
-        "budget": "每卡状态预算",
-        "unlimited": "不限",
-        "title_hit": "状态命中率",
-        "hit": "可恢复 / 输入 token",
-        "ideal": "token 命中率，KV 无限（上限）",
-        "title_ck": "保存的检查点",
-        "ck": "整个运行中保存的检查点数",
-        "policies": {"every block": "每个块", "interval 4096": "每 4096 个 token"},
-        "source": "数据：在{trace}上做 trace 驱动模拟，{model} 每卡 TP8",
-        "trace": "Mooncake 对话 trace 的前 {n:,} 个请求",
-    },
-}
 
 
 def compute(quick: bool = False) -> density.PolicySweep:
@@ -66,38 +39,37 @@ def compute(quick: bool = False) -> density.PolicySweep:
 
 
 def make_figure(data: density.PolicySweep, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
+    t = MSG.lang(lang)
+    name = phrases.trace_name(data.trace_name, t)
     fig = style.new_figure(
-        (style.COLUMN_WIDTH, 4.3),
-        t["source"].format(trace=style.trace_label(data.trace_name, t["trace"]), model=data.model),
+        (style.COLUMN_WIDTH, 4.3), t("fig_ret_source", trace=name, model=data.model)
     )
-    fig.suptitle(t["suptitle"])
+    fig.suptitle(t("fig_ret_suptitle"))
     gs = fig.add_gridspec(2, 2, height_ratios=(1.0, 0.2))
     ah, ac = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1])
     lg = fig.add_subplot(gs[1, :])
     x = np.arange(len(data.budget_labels))
-    names = [t["unlimited"] if b == "unlimited" else b for b in data.budget_labels]
+    names = [t.word("budget", b) for b in data.budget_labels]
     markers = "osD^vP*X"
     for i, label in enumerate(data.labels):
         kw = {"color": style.SERIES[i], "marker": markers[i % len(markers)], "ms": 4.5, "lw": 1.7}
-        name = t["policies"].get(label, label)
-        ah.plot(x, data.state_hit_rate[i], label=name, gid=f"hit{i}", **kw)
+        ah.plot(x, data.state_hit_rate[i], label=t.word("pol", label), gid=f"hit{i}", **kw)
         ac.plot(x, data.checkpoints_stored[i], gid=f"ck{i}", **kw)
-    ah.axhline(data.ideal_token_hit_rate, color=style.COLORS["neutral"], ls="--", lw=1.3,
-               label=t["ideal"], gid="ideal")  # fmt: skip
+    ideal = {"color": style.COLORS["neutral"], "ls": "--", "lw": 1.3, "gid": "ideal"}
+    ah.axhline(data.ideal_token_hit_rate, label=t("fig_ret_ideal"), **ideal)
     ah.yaxis.set_major_formatter(ticker.PercentFormatter(1.0, decimals=0))
     ah.set_ylim(0, None)
-    ah.set_ylabel(t["hit"])
-    ah.set_title(t["title_hit"])
+    ah.set_ylabel(t("fig_hit"))
+    ah.set_title(t("fig_title_hit"))
     ac.set_yscale("log")
     ac.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ac.yaxis.set_minor_locator(ticker.NullLocator())
     style.count_axis(ac.yaxis)
-    ac.set_ylabel(t["ck"])
-    ac.set_title(t["title_ck"])
+    ac.set_ylabel(t("fig_ret_ck"))
+    ac.set_title(t("fig_ret_title_ck"))
     for ax in (ah, ac):
         ax.set_xticks(x, names)
-        ax.set_xlabel(t["budget"])
+        ax.set_xlabel(t("fig_ret_budget"))
         ax.margins(x=0.08)
     handles, labels = ah.get_legend_handles_labels()
     lg.axis("off")

@@ -17,48 +17,15 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from kda_core.studies import speculative
 from plots import style
+from words.catalog import T as Lang
+from words.speculative_replay import MSG
 
 NAME = "speculative_memory"
-
-TEXT = {
-    "en": {
-        "suptitle": "Speculative decoding: ReplaySSM rings vs a state per draft token",
-        "title_req": "One request, {model} per GPU (TP{tp}, {dtype})",
-        "d": "draft tokens D",
-        "bytes": "bytes per request",
-        "rings": "ReplaySSM rings (L = next pow2 ≥ 2D)",
-        "per_draft": "D per-draft recurrent states",
-        "conv": "conv windows (both designs)",
-        "title_ratio": "Per-draft states / rings",
-        "ratio": "memory ratio",
-        "title_deploy": "Deployment: {slots} slots, D = {d}",
-        "deploy_rings": "rings\n(every slot)",
-        "deploy_draft": "per-draft states\n({n} running)",
-        "deploy_conv": "conv windows\n({n} running)",
-        "source": "Data: buffer shapes of SGLang's speculative verify for {model} at TP{tp} "
-        "and the lab's tiny model, {dtype}",
-    },
-    "zh": {
-        "suptitle": "推测解码：ReplaySSM 环形缓冲 vs 每个草稿 token 一份状态",
-        "title_req": "单个请求，{model} 每卡（TP{tp}，{dtype}）",
-        "d": "草稿 token 数 D",
-        "bytes": "每个请求的字节数",
-        "rings": "ReplaySSM 环（L = 不小于 2D 的 2 的幂）",
-        "per_draft": "D 份草稿递归状态",
-        "conv": "卷积窗口（两种设计都需要）",
-        "title_ratio": "草稿状态 / 环",
-        "ratio": "显存比值",
-        "title_deploy": "部署：{slots} 个槽，D = {d}",
-        "deploy_rings": "环\n（每个槽）",
-        "deploy_draft": "草稿状态\n（{n} 个运行中）",
-        "deploy_conv": "卷积窗口\n（{n} 个运行中）",
-        "source": "数据：SGLang 推测验证缓冲区的形状，{model}（TP{tp}）与实验室的小模型，{dtype}",
-    },
-}
 
 
 def compute(quick: bool = False) -> speculative.MemoryOverD:
@@ -66,60 +33,88 @@ def compute(quick: bool = False) -> speculative.MemoryOverD:
     return speculative.memory_over_d(tuple(range(1, 17)), tp=8, dtype="bfloat16")
 
 
-def make_figure(data: speculative.MemoryOverD, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
-    fig = style.new_figure(
-        "grid", t["source"].format(model=data.models[1], tp=data.tp, dtype=data.dtype)
+def _per_request(ax: Axes, data: speculative.MemoryOverD, t: Lang) -> None:
+    """Kimi K3, one request over D: per-draft states vs rings, and the conv windows."""
+    row, d = 1, data.d_values  # row 1: Kimi K3
+    state, replay, conv = (style.COLORS[k] for k in ("state", "replay", "conv"))
+    ax.plot(
+        d,
+        data.per_draft_state_bytes[row],
+        marker="o",
+        ms=4,
+        color=state,
+        label=t("fig_per_draft"),
+        gid="per_draft",
     )
-    fig.suptitle(t["suptitle"])
-    gs = fig.add_gridspec(2, 2, height_ratios=(1.15, 1.0))
-    ax = fig.add_subplot(gs[0, :])
-    row = 1  # Kimi K3
-    d = data.d_values
-    ax.plot(d, data.per_draft_state_bytes[row], marker="o", ms=4, color=style.COLORS["state"],
-            label=t["per_draft"], gid="per_draft")  # fmt: skip
-    ax.step(d, data.ring_bytes[row], where="mid", color=style.COLORS["replay"], label=t["rings"],
-            gid="rings")  # fmt: skip
-    ax.plot(d, data.conv_window_bytes[row], color=style.COLORS["conv"], ls="--", lw=1.6,
-            label=t["conv"], gid="conv")  # fmt: skip
+    ax.step(d, data.ring_bytes[row], where="mid", color=replay, label=t("fig_rings"), gid="rings")
+    ax.plot(
+        d, data.conv_window_bytes[row], color=conv, ls="--", lw=1.6, label=t("fig_conv"), gid="conv"
+    )
     style.bytes_axis(ax.yaxis)
     ax.set_ylim(bottom=0)
     ax.set_xticks(d)
-    ax.set_xlabel(t["d"])
-    ax.set_ylabel(t["bytes"])
-    ax.set_title(t["title_req"].format(model=data.models[row], tp=data.tp, dtype=data.dtype))
+    ax.set_xlabel(t("fig_d"))
+    ax.set_ylabel(t("fig_bytes"))
+    ax.set_title(t("fig_title_req", model=data.models[row], tp=data.tp, dtype=data.dtype))
     ax.legend(loc="upper left")
 
-    bx = fig.add_subplot(gs[1, 0])
+
+def _ratio(bx: Axes, data: speculative.MemoryOverD, t: Lang) -> None:
+    """Per-draft states / rings over D, per model."""
     for i, name in enumerate(data.models):
-        bx.plot(d, data.ratio[i], marker="o", ms=3.5, lw=1.6, color=style.SERIES[i],
-                label=name, gid=f"ratio_{name}")  # fmt: skip
+        bx.plot(
+            data.d_values,
+            data.ratio[i],
+            marker="o",
+            ms=3.5,
+            lw=1.6,
+            color=style.SERIES[i],
+            label=name,
+            gid=f"ratio_{name}",
+        )
     bx.set_xticks([1, 4, 8, 12, 16])
-    bx.set_xlabel(t["d"])
-    bx.set_ylabel(t["ratio"])
-    bx.set_title(t["title_ratio"])
+    bx.set_xlabel(t("fig_d"))
+    bx.set_ylabel(t("fig_ratio"))
+    bx.set_title(t("fig_title_ratio"))
     bx.set_ylim(bottom=0)
     bx.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}×"))
     bx.legend(loc="center right")
 
-    cx = fig.add_subplot(gs[1, 1])
+
+def _deployment(cx: Axes, data: speculative.MemoryOverD, t: Lang) -> None:
+    """The K3 write-up's deployment: rings for every slot vs per-draft states for the running
+    requests only."""
+    n = data.deploy_max_running
     vals = (data.deploy_ring_bytes, data.deploy_per_draft_bytes, data.deploy_conv_window_bytes)
-    names = (
-        t["deploy_rings"],
-        t["deploy_draft"].format(n=data.deploy_max_running),
-        t["deploy_conv"].format(n=data.deploy_max_running),
-    )
+    names = (t("fig_deploy_rings"), t("fig_deploy_draft", n=n), t("fig_deploy_conv", n=n))
     colors = (style.COLORS["replay"], style.COLORS["state"], style.COLORS["conv"])
     x = np.arange(len(vals))
     cx.bar(x, vals, color=colors, width=0.62, gid="deploy")
     for xi, v in zip(x.tolist(), vals):
-        cx.annotate(style.format_bytes(v), (xi, v), xytext=(0, 3), textcoords="offset points",
-                    ha="center", fontsize=8)  # fmt: skip
+        cx.annotate(
+            style.format_bytes(v),
+            (xi, v),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+        )
     cx.set_xticks(x, names, fontsize=8)
     style.bytes_axis(cx.yaxis)
     cx.margins(y=0.15)
     cx.grid(False, axis="x")
-    cx.set_title(t["title_deploy"].format(slots=data.deploy_slots, d=data.deploy_draft_tokens))
+    cx.set_title(t("fig_title_deploy", slots=data.deploy_slots, d=data.deploy_draft_tokens))
+
+
+def make_figure(data: speculative.MemoryOverD, lang: str = "en") -> Figure:
+    t = MSG.lang(lang)
+    source = t("fig_source", model=data.models[1], tp=data.tp, dtype=data.dtype)
+    fig = style.new_figure("grid", source)
+    fig.suptitle(t("fig_suptitle"))
+    gs = fig.add_gridspec(2, 2, height_ratios=(1.15, 1.0))
+    _per_request(fig.add_subplot(gs[0, :]), data, t)
+    _ratio(fig.add_subplot(gs[1, 0]), data, t)
+    _deployment(fig.add_subplot(gs[1, 1]), data, t)
     return fig
 
 

@@ -21,57 +21,10 @@ from matplotlib.figure import Figure
 
 from kda_core.studies import memory
 from plots import style
+from words.catalog import T as Lang
+from words.unified_memory import MSG
 
 NAME = "unified_memory"
-
-TEXT = {
-    "en": {
-        "suptitle": "One buffer, two ends: unified pool vs static partitions",
-        "title_tl": "Unified pool ({kind}): state grows from the bottom, KV from the top",
-        "step": "scheduler step",
-        "offset": "byte offset in the buffer",
-        "state": "KDA state slots",
-        "kv": "MLA KV pages",
-        "met": "ends met: head of queue waits",
-        "title_run": "Running requests",
-        "running": "requests",
-        "unified": "unified",
-        "best": "best static r={r:.2g}",
-        "tuned": "static for {phase} r={r:.2g}",
-        "title_ratio": "Concurrency vs static ratio",
-        "best_pt": "best static {c:.1f}",
-        "makespan": "{name} · {n:,} steps",
-        "ratio": "static ratio r (state : KV bytes)",
-        "conc": "mean running requests",
-        "phase": {"chat": "chat", "long-context": "long ctx"},
-        "more": "→ runs to step {n:,}",
-        "source": "Data: simulated scheduler on a chat-then-long-context workload · "
-        "Kimi K3 per GPU, TP8, bf16, {size} buffer, full reservation, FIFO",
-    },
-    "zh": {
-        "suptitle": "一块显存，两端增长：统一池 vs 静态划分",
-        "title_tl": "统一池（{kind}）：状态从底端增长，KV 从顶端增长",
-        "step": "调度步",
-        "offset": "显存中的字节偏移",
-        "state": "KDA 状态槽",
-        "kv": "MLA KV 页",
-        "met": "两端相遇：队首请求等待",
-        "title_run": "运行中的请求",
-        "running": "请求数",
-        "unified": "统一池",
-        "best": "最佳静态 r={r:.2g}",
-        "tuned": "为{phase}调优 r={r:.2g}",
-        "title_ratio": "并发与静态比例",
-        "best_pt": "最佳静态 {c:.1f}",
-        "makespan": "{name} · {n:,} 步",
-        "ratio": "静态比例 r（状态 : KV 字节）",
-        "conc": "平均运行请求数",
-        "phase": {"chat": "对话阶段", "long-context": "长上下文阶段"},
-        "more": "→ 持续到第 {n:,} 步",
-        "source": "数据：先对话后长上下文负载的调度模拟 · Kimi K3 每卡，TP8，bf16，{size} 缓冲区，"
-        "全量预留，FIFO",
-    },
-}
 
 
 def compute(quick: bool = False) -> memory.Comparison:
@@ -81,13 +34,10 @@ def compute(quick: bool = False) -> memory.Comparison:
 
 
 def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
+    t = MSG.lang(lang)
     u = data.unified
-    fig = style.new_figure(
-        "tall",
-        t["source"].format(size=style.format_bytes(u.total_bytes)),
-    )
-    fig.suptitle(t["suptitle"])
+    fig = style.new_figure("tall", t("fig_source", size=style.format_bytes(u.total_bytes)))
+    fig.suptitle(t("fig_suptitle"))
     # a legend row under the buffer panel (inside the panel the legend covered the KV area)
     gs = fig.add_gridspec(3, 2, height_ratios=(1.0, 0.07, 1.05))
     ax = fig.add_subplot(gs[0, :])
@@ -95,49 +45,54 @@ def make_figure(data: memory.Comparison, lang: str = "en") -> Figure:
     lg = fig.add_subplot(gs[1, :])
     lg.axis("off")
     handles, names = ax.get_legend_handles_labels()
-    lg.legend(handles, names, loc="center", ncols=3, fontsize=8, frameon=False, markerscale=3,
-              borderaxespad=0)  # fmt: skip
+    legend = {"fontsize": 8, "frameon": False, "markerscale": 3, "borderaxespad": 0}
+    lg.legend(handles, names, loc="center", ncols=3, **legend)
     _draw_running(fig.add_subplot(gs[2, 0]), data, t)
     _draw_ratio_sweep(fig.add_subplot(gs[2, 1]), data, t)
     return fig
 
 
-def _draw_buffer(ax: Axes, u: memory.ReplayResult, t: dict) -> None:
+def _draw_buffer(ax: Axes, u: memory.ReplayResult, t: Lang) -> None:
     """The one byte buffer over time: state slots from the bottom, MLA KV from the top."""
     tl = u.timeline
     steps = range(tl.state_frontier.shape[0])
-    ax.fill_between(steps, 0, tl.state_frontier, step="post", color=style.COLORS["state"],
-                    alpha=0.85, lw=0, label=t["state"], gid="state")  # fmt: skip
-    ax.fill_between(steps, tl.kv_frontier, u.total_bytes, step="post", color=style.COLORS["kv"],
-                    alpha=0.85, lw=0, label=t["kv"], gid="kv")  # fmt: skip
+    area = {"step": "post", "alpha": 0.85, "lw": 0}
+    state, kv = style.COLORS["state"], style.COLORS["kv"]
+    ax.fill_between(
+        steps, 0, tl.state_frontier, color=state, label=t("fig_state"), gid="state", **area
+    )
+    ax.fill_between(
+        steps, tl.kv_frontier, u.total_bytes, color=kv, label=t("fig_kv"), gid="kv", **area
+    )
     blocked = tl.blocked.astype(bool)
     if blocked.any():
-        ax.plot(tl.blocked.nonzero()[0], tl.state_frontier[blocked], ".", color="black", ms=2.2,
-                label=t["met"], gid="met")  # fmt: skip
+        met = {"color": "black", "ms": 2.2, "label": t("fig_met"), "gid": "met"}
+        ax.plot(tl.blocked.nonzero()[0], tl.state_frontier[blocked], ".", **met)
     ax.set_xlim(0, tl.state_frontier.shape[0])
     ax.set_ylim(0, u.total_bytes)
     style.bytes_axis(ax.yaxis)
-    ax.set_xlabel(t["step"])
-    ax.set_ylabel(t["offset"])
-    ax.set_title(t["title_tl"].format(kind=u.kind))
+    ax.set_xlabel(t("x_step"))
+    ax.set_ylabel(t("fig_offset"))
+    ax.set_title(t("fig_title_tl", mode=t.word("mode", u.kind)))
     ax.grid(False)
 
 
-def _draw_running(br: Axes, data: memory.Comparison, t: dict) -> None:
+def _draw_running(br: Axes, data: memory.Comparison, t: Lang) -> None:
     """Running requests per step: the unified pool against the static partitions."""
     u = data.unified
     # categorical colours (palette.SERIES in a fixed order; unified black), as in the app
-    pools = [(t["unified"], u, "black", 2.2)]
-    pools.append((t["best"].format(r=data.best_ratio), data.best_static, style.SERIES[2], 1.4))
+    pools = [(t("fig_unified"), u, "black", 2.2)]
+    pools.append((t("fig_best", r=data.best_ratio), data.best_static, style.SERIES[2], 1.4))
     for i, (ph, r, res) in enumerate(zip(data.phase_names, data.phase_ratios, data.phase_static)):
-        name = t["tuned"].format(phase=t["phase"].get(ph, ph), r=r)
+        name = t("fig_tuned", phase=t.word("phase", ph), r=r)
         pools.append((name, res, style.SERIES[3 + i], 1.4))
     for name, res, color, lw in pools:
-        br.plot(res.timeline.running, color=color, lw=lw, gid=f"running_{res.kind}_{res.ratio}",
-                label=t["makespan"].format(name=name, n=res.makespan))  # fmt: skip
-    br.set_xlabel(t["step"])
-    br.set_ylabel(t["running"])
-    br.set_title(t["title_run"])
+        label = t("fig_makespan", name=name, n=res.makespan)
+        gid = f"running_{res.kind}_{res.ratio}"
+        br.plot(res.timeline.running, color=color, lw=lw, gid=gid, label=label)
+    br.set_xlabel(t("x_step"))
+    br.set_ylabel(t("y_requests"))
+    br.set_title(t("fig_title_run"))
     br.legend(loc="upper right", fontsize=7.5)
     br.set_ylim(0, 1.4 * u.peak_concurrency)  # room for the legend above the curves
     x_end = 2 * u.makespan  # the slowest static pool runs on past the edge: mark where it ends
@@ -145,41 +100,59 @@ def _draw_running(br: Axes, data: memory.Comparison, t: dict) -> None:
     for n_cut, (_name, res, color, _lw) in enumerate(p for p in pools if p[1].makespan > x_end):
         y_cut = float(res.timeline.running[x_end - 1])
         br.plot([x_end], [y_cut], ">", color=color, ms=7, clip_on=False, gid=f"cut{n_cut}")
-        br.annotate(t["more"].format(n=res.makespan), (x_end, y_cut), xytext=(-4, 6 + 11 * n_cut),
-                    textcoords="offset points", ha="right", fontsize=7.5, color=color)  # fmt: skip
+        more = t("fig_more", n=res.makespan)
+        br.annotate(
+            more,
+            (x_end, y_cut),
+            xytext=(-4, 6 + 11 * n_cut),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7.5,
+            color=color,
+        )
 
 
-def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: dict) -> None:
-    """Mean concurrency of static partitions over the KV:state ratio, unified as a line."""
-    u = data.unified
+def _draw_ratio_sweep(cr: Axes, data: memory.Comparison, t: Lang) -> None:
+    """Mean concurrency of static partitions over the KV:state ratio, unified as a line; the
+    ratios tuned for each phase named in the legend (a label on the line overlapped the
+    best-static label and the curve)."""
+    u, best = data.unified, data.best_static.mean_concurrency
     top = u.mean_concurrency * 1.45  # the legend sits above the unified line
-    cr.plot(data.ratios, data.static_mean_concurrency, marker="o", color=style.SERIES[2],
-            lw=1.6, ms=4, label="static", gid="static")  # fmt: skip
-    cr.axhline(u.mean_concurrency, color="black", lw=2.2, label=t["unified"],
-               gid="unified_mean")  # fmt: skip
-    cr.annotate(f"{t['unified']} {u.mean_concurrency:.1f}", (data.ratios[-1], u.mean_concurrency),
-                xytext=(0, 4), textcoords="offset points", color="black",
-                ha="right", fontsize=8.5)  # fmt: skip
+    static = {"marker": "o", "color": style.SERIES[2], "lw": 1.6, "ms": 4, "gid": "static"}
+    cr.plot(data.ratios, data.static_mean_concurrency, label=t("l_static"), **static)
+    unified = t("fig_unified")
+    cr.axhline(u.mean_concurrency, color="black", lw=2.2, label=unified, gid="unified_mean")
+    cr.annotate(
+        f"{unified} {u.mean_concurrency:.1f}",
+        (data.ratios[-1], u.mean_concurrency),
+        xytext=(0, 4),
+        textcoords="offset points",
+        color="black",
+        ha="right",
+        fontsize=8.5,
+    )
+    phases = []
     for i, (ph, r) in enumerate(zip(data.phase_names, data.phase_ratios)):
-        # named in the legend, not by text on the line: a label there overlapped the
-        # best-static label and the curve (unified_memory_zh.png)
         # up to the best static point only: above it sit the labels and the legend
-        cr.axvline(r, ymax=data.best_static.mean_concurrency / top, color=style.SERIES[3 + i],
-                   ls=":", lw=1.3, gid=f"phase_{i}",
-                   label=t["tuned"].format(phase=t["phase"].get(ph, ph), r=r))  # fmt: skip
-    cr.plot([data.best_ratio], [data.best_static.mean_concurrency], "D", color="black", ms=6)
-    cr.annotate(t["best_pt"].format(c=data.best_static.mean_concurrency),
-                (data.best_ratio, data.best_static.mean_concurrency), xytext=(0, 8),
-                textcoords="offset points", ha="center", fontsize=8.5)  # fmt: skip
+        label = t("fig_tuned", phase=t.word("phase", ph), r=r)
+        line = {"color": style.SERIES[3 + i], "ls": ":", "lw": 1.3, "gid": f"phase_{i}"}
+        phases.append(cr.axvline(r, ymax=best / top, label=label, **line))
+    cr.plot([data.best_ratio], [best], "D", color="black", ms=6)
+    cr.annotate(
+        t("fig_best_pt", c=best),
+        (data.best_ratio, best),
+        xytext=(0, 8),
+        textcoords="offset points",
+        ha="center",
+        fontsize=8.5,
+    )
     cr.set_xscale("log")
     cr.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
     cr.set_ylim(0, top)
-    handles = [h for h in cr.get_legend_handles_labels()[0] if h.get_gid() not in ("static",)]
-    cr.legend(handles=[h for h in handles if str(h.get_gid()).startswith("phase_")],
-              loc="upper left", fontsize=7.5, framealpha=0.9)  # fmt: skip
-    cr.set_xlabel(t["ratio"])
-    cr.set_ylabel(t["conc"])
-    cr.set_title(t["title_ratio"])
+    cr.legend(handles=phases, loc="upper left", fontsize=7.5, framealpha=0.9)
+    cr.set_xlabel(t("fig_ratio"))
+    cr.set_ylabel(t("y_mean_running"))
+    cr.set_title(t("fig_title_ratio"))
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:

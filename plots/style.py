@@ -16,7 +16,9 @@
   ``--lang en|zh`` and ``--quick`` (small study parameters, for tests).
 
 A script module exposes ``NAME``, ``compute(quick=False)`` (calls ``kda_core.studies`` only),
-``make_figure(data, lang="en") -> Figure`` (draws only what ``data`` holds) and ``main``.
+``make_figure(data, lang="en") -> Figure`` (draws only what ``data`` holds, in the words of
+its catalog: ``words.<concept>.MSG.lang(lang)``, the same catalog its app page uses) and
+``main``.
 Left out: PDF output (its bytes embed a creation date unless SOURCE_DATE_EPOCH is set).
 """
 
@@ -262,28 +264,9 @@ def annotate_end(ax: Any, x: float, y: float, text: str, color: str, dy: float =
     )
 
 
-_RANDOM_SOURCE = re.compile(r"random \(seed (-?\d+)\)")
-
-
-def input_source(source: str, random_template: str) -> str:
-    """A study's input description for a footer: ``"random (seed 3)"`` becomes
-    ``random_template.format(seed=3)`` (the reader's language); anything else is kept as is."""
-    m = _RANDOM_SOURCE.fullmatch(source)
-    return random_template.format(seed=int(m.group(1))) if m else source
-
-
-_MOONCAKE_HEAD = re.compile(r"mooncake_conversation_trace\[:(\d+)\]")
-
-
-def trace_label(name: str, head_template: str) -> str:
-    """A trace name for a footer: ``"mooncake_conversation_trace[:4000]"`` becomes
-    ``head_template.format(n=4000)`` (the reader's language); other names are kept as is."""
-    m = _MOONCAKE_HEAD.fullmatch(name)
-    return head_template.format(n=int(m.group(1))) if m else name
-
-
 def translations(table: Mapping[str, Mapping[str, str]], lang: str) -> Mapping[str, str]:
-    """``table[lang]``; every language must define the same keys (checked by the tests)."""
+    """``table[lang]``: a script's own translation table, kept only until every script words
+    from the one catalog (``words/``, ``MSG.lang(lang)``), as this lab's figures do."""
     if lang not in table:
         raise ValueError(f"lang must be one of {sorted(table)}, got {lang!r}")
     return table[lang]
@@ -398,8 +381,6 @@ __all__ = [
     "count_axis",
     "annotate_end",
     "translations",
-    "input_source",
-    "trace_label",
     "save",
     "render",
     "parser",

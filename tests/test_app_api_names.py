@@ -53,8 +53,8 @@ def test_every_public_endpoint_is_named_documentation(api):
 
 
 def test_csv_buttons_name_their_figure():
-    from apps.text.chunk_scan import MSG
     from apps.ui.page import Page
+    from words.chunk_scan import MSG
 
     with __import__("gradio").Blocks():
         slot = Page("x", MSG).figure_slot("x-y", "n_agreement")

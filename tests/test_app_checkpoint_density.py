@@ -11,6 +11,8 @@ import pytest
 from apps import checkpoint_density as app
 from apps import ui as common
 from kda_core.studies import density as ds
+from words import phrases
+from words.checkpoint_density import MSG
 
 GIB = float(1 << 30)
 NOOP = lambda *a, **k: None  # noqa: E731
@@ -174,10 +176,12 @@ def test_one_analytic_replay_curve_and_the_flat_note(out, sweep):
     # the title and the note state what each curve does, from the data
     assert not sweep.replay_follows_k
     title = fig.layout.title.text.replace("<br>", " ")  # wrapped to fit: apps/ui/fonts.py
-    assert title.startswith(ds.headline(sweep))
+    en = MSG.lang("en")
+    assert title.startswith(phrases.headline(ds.replay_notes(sweep), en))
     assert "replay ~K" not in title
     notes = [a.text for a in fig.layout.annotations if "tokens (slope" in a.text]
-    assert notes == [ds.replay_note(sweep, detail=False).replace("\n", "<br>")]
+    want = phrases.replay_note(ds.replay_notes(sweep), en, detail=False)
+    assert notes == [want.replace("\n", "<br>")]
     # K ticks are exactly the intervals drawn (no stray log-axis minor labels)
     assert fig.layout.xaxis3.tickvals == tuple(float(k) for k in sweep.intervals)
 
@@ -206,7 +210,8 @@ def test_stale_note_names_the_new_workload():
 def test_chinese_figures_carry_the_studys_own_note(sweep):
     zh = app.run(language="中文", progress=NOOP)
     notes = [a.text for a in zh[1].layout.annotations if "斜率" in a.text]
-    assert notes == [ds.replay_note(sweep, "zh", detail=False).replace("\n", "<br>")]
+    want = phrases.replay_note(ds.replay_notes(sweep), MSG.lang("zh"), detail=False)
+    assert notes == [want.replace("\n", "<br>")]
     assert zh[3].layout.title.text == "token 命中不等于状态命中"
     assert "| 预算 | 最优 K |" in zh[0] and "| 不限 |" in zh[0]
     assert "随 K 增大而下降" in zh[0]  # the per-curve notes in the summary

@@ -8,10 +8,10 @@ import csv
 import gradio as gr
 import pytest
 
-from apps import checkpoint_density_swa as panel
-from apps.text.checkpoint_density import MSG
-from apps.text.checkpoint_density_swa import SWA
+from apps.checkpoint_density import swa as panel
 from kda_core.studies import swa_vs_kda as sk
+from words.checkpoint_density import MSG
+from words.checkpoint_density_swa import SWA
 
 
 def _rows(path: str) -> list[list[str]]:

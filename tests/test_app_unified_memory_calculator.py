@@ -6,9 +6,9 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from apps import unified_memory_calculator as panel
-from apps.text.unified_memory import MSG
-from apps.text.unified_memory_calculator import CALC
+from apps.unified_memory import calculator as panel
+from words.unified_memory import MSG
+from words.unified_memory_calculator import CALC
 
 
 @pytest.fixture(scope="module")

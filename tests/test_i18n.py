@@ -92,7 +92,7 @@ def _unified_memory(lang: str) -> list[Any]:
     from apps import unified_memory as app
 
     out = app.run(language=lang, progress=noop)
-    from apps import unified_memory_calculator as calc
+    from apps.unified_memory import calculator as calc
 
     return [
         out[:-1],
@@ -105,7 +105,7 @@ def _unified_memory(lang: str) -> list[Any]:
 
 def _unified_memory_errors(lang: str) -> list[str]:
     from apps import unified_memory as app
-    from apps import unified_memory_calculator as calc
+    from apps.unified_memory import calculator as calc
 
     return _errors(
         lambda: app.run(ratios="0.5, x", language=lang, progress=noop),
@@ -187,7 +187,7 @@ def _checkpoint_density(lang: str) -> list[Any]:
     first = app.run(language=lang, progress=noop)
     again = app.run(intervals="2048, 8192", budgets="16, unlimited", history=first[-2],
                     language=lang, progress=noop)  # fmt: skip
-    from apps import checkpoint_density_swa as swa
+    from apps.checkpoint_density import swa
 
     panel = [
         swa.compare(language=lang),
@@ -204,7 +204,7 @@ def _checkpoint_density(lang: str) -> list[Any]:
 
 def _checkpoint_density_errors(lang: str) -> list[str]:
     from apps import checkpoint_density as app
-    from apps import checkpoint_density_swa as swa
+    from apps.checkpoint_density import swa
 
     return _errors(
         lambda: app.run(intervals="1000", language=lang, progress=noop),

@@ -1,6 +1,6 @@
 """The layout rules: files <= 400 lines, functions <= 80, module docstrings of the core <= 30
-lines, the core imports no UI library, and the public API's entry modules (docs/architecture.md)
-resolve to the code in the subpackages."""
+lines, the core and the message catalog (``words``) import no UI library, and the public
+API's entry modules (docs/architecture.md) resolve to the code in the subpackages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = ("kda_core", "apps", "plots", "bench")
+SOURCE = ("kda_core", "words", "apps", "plots", "bench")
 MAX_FILE, MAX_FUNC, MAX_DOC = 400, 80, 30
 UI = ("gradio", "plotly", "matplotlib")
 
@@ -54,9 +54,10 @@ def test_core_module_docstrings_are_short() -> None:
     assert long == {}
 
 
-def test_core_imports_no_ui_library() -> None:
+@pytest.mark.parametrize("root", ["kda_core", "words"])  # words: apps and plots import it
+def test_core_and_catalog_import_no_ui_library(root: str) -> None:
     hits = []
-    for p in _files("kda_core"):
+    for p in _files(root):
         for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             names = []
             if isinstance(n, ast.Import):

@@ -247,16 +247,20 @@ def test_density_memory_footers_name_the_data(name: str) -> None:
 
 
 def test_checkpoint_density_one_analytic_replay_curve_and_note() -> None:
+    """The plot's title and note are the app's (one catalog, ``words.phrases``)."""
     from kda_core.studies import density
+    from words import phrases
+    from words.checkpoint_density import MSG
 
     s = quick("plot_checkpoint_density")
     fig = figure("plot_checkpoint_density")
     np.testing.assert_array_equal(line(fig, "an_rep").get_ydata(), s.analytic.replay_curve)
     (note,) = by_gid(fig, "replay_note")
-    assert note.get_text() == density.replay_note(s, "en", width=52, detail=False)
+    notes, en = density.replay_notes(s), MSG.lang("en")
+    assert note.get_text() == phrases.replay_note(notes, en, width=52, detail=False)
     for t in density.replay_trends(s):  # one line per curve, what that curve does
         assert f"{t.budget}: " in note.get_text()
-    assert fig._suptitle.get_text().replace("\n", " ") == density.headline(s)
+    assert fig._suptitle.get_text().replace("\n", " ") == phrases.headline(notes, en)
     if not s.replay_follows_k:
         assert "replay ~K" not in fig._suptitle.get_text()
 

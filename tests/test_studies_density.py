@@ -169,42 +169,40 @@ def test_replay_slope_is_fitted_over_k_above_a_block(sweep: tuple) -> None:
 
 
 def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
-    """One line per budget, its trend from its own slope and its end values from the data:
-    on the chat trace the budgeted curves fall with K (evictions at small K send hits further
-    back) while the unlimited one grows slower than K; the title must not call them flat."""
+    """One trend per budget, from its own slope and its end values from the data: on the chat
+    trace the budgeted curves fall with K (evictions at small K send hits further back) while
+    the unlimited one grows slower than K. Codes and numbers only: words/phrases.py words them
+    (tests/test_words.py)."""
     s, _ = sweep
-    trends = D.replay_trends(s)
+    notes = D.replay_notes(s)
+    trends = notes.trends
+    assert trends == D.replay_trends(s)
     big = s.intervals > s.block_size
     assert [t.budget for t in trends] == list(s.budget_labels)
     for j, t in enumerate(trends):
         y = s.mean_replay_per_hit[big, j]
         assert (t.replay0, t.replay1) == (y[y > 0][0], y[y > 0][-1])
+        assert (t.k0, t.k1) == (s.intervals[big][y > 0][0], s.intervals[big][y > 0][-1])
         assert t.slope == s.replay_slope[j]
-        want = "falls" if t.slope <= -D.FLAT_SLOPE else "flat" if t.slope < D.FLAT_SLOPE else (
-            "slower" if t.slope < D.REPLAY_SLOPE_K else "like_k"
-        )  # fmt: skip
+        if t.slope <= -D.FLAT_SLOPE:
+            want = "falls"
+        elif t.slope < D.FLAT_SLOPE:
+            want = "flat"
+        else:
+            want = "slower" if t.slope < D.REPLAY_SLOPE_K else "like_k"
         assert t.trend == want
     by = {t.budget: t for t in trends}
     assert by["8 GiB"].trend == "falls" and by["8 GiB"].replay0 > 2 * by["8 GiB"].replay1
     assert by["unlimited"].trend in ("slower", "flat")  # it does not follow K
-    title = D.headline(s)
-    for kind, words in (("falls", "falls as K grows"), ("slower", "grows slower than K"),
-                        ("flat", "stays about flat"), ("like_k", "grows like K")):  # fmt: skip
-        budgets = ", ".join(t.budget for t in trends if t.trend == kind)
-        assert (f"{words} ({budgets})" in title) == bool(budgets), (kind, title)
-    note = D.replay_note(s).split("\n")
-    t8 = by["8 GiB"]
-    assert f"8 GiB: falls {t8.replay0:,.0f} → {t8.replay1:,.0f} tokens" in note[1]
-    assert any(line.startswith("unlimited: ") for line in note)
-    assert f"{s.analytic.replay_curve[big].max():,.0f} tokens" in note[-1]
-    assert all(len(line) <= 60 for line in D.replay_note(s, width=60).split("\n"))
-    zh = D.replay_note(s, "zh")
-    assert "8 GiB：随 K 增大而下降" in zh and "不限：" in zh
-    assert "8 GiB" in D.headline(s, "zh") and "随 K 增大而下降（" in D.headline(s, "zh")
-    lines = D.replay_note(s, "zh", width=22).split("\n")
-    for a, b in zip(lines, lines[1:]):  # a number is never split over two lines
-        assert not (a[-1:].isdigit() or a[-1:] in ".,") or not (b[:1].isdigit() or b[:1] in ".,")
-    assert all(len(line) <= 22 for line in lines)
+    assert notes.unlimited_below_k
+    # the first budget whose replay falls while its evictions drop explains the fall
+    falls = [t for t in trends if t.trend == "falls" and t.evictions0 > t.evictions1]
+    assert falls and notes.falling == falls[0]
+    j = s.budget_labels.index(notes.falling.budget)
+    ev, pos = s.evictions[big, j], np.flatnonzero(s.mean_replay_per_hit[big, j] > 0)
+    assert (notes.falling.evictions0, notes.falling.evictions1) == (ev[pos[0]], ev[pos[-1]])
+    an = s.analytic.replay_curve[big]
+    assert notes.analytic == (an.min(), an.max())
 
 
 def test_replay_follows_k_on_uniform_match_points() -> None:
@@ -212,8 +210,9 @@ def test_replay_follows_k_on_uniform_match_points() -> None:
     s = D.density_sweep(t, (512, 1024, 4096), (None,))
     assert s.replay_slope[0] == pytest.approx(1.0, abs=0.1)
     assert s.replay_follows_k
-    assert D.headline(s).endswith("replay per hit grows like K (unlimited)")
-    assert "deepest checkpoint" not in D.replay_note(s)
+    notes = D.replay_notes(s)
+    assert [x.trend for x in notes.trends] == ["like_k"]
+    assert not notes.unlimited_below_k and notes.falling is None
 
 
 def test_load_workload_head_equals_sliced_trace() -> None:
@@ -232,11 +231,10 @@ def test_load_workload_head_equals_sliced_trace() -> None:
         D.load_workload("head", "x" * 500)
 
 
-def test_replay_note_with_one_interval_has_no_nan_slope():
-    """One interval gives no slope; the note says so instead of 'nan'."""
+def test_replay_notes_with_one_interval_have_no_slope():
+    """One interval gives no slope: the trend says so ("one_k") instead of a nan slope."""
     tr = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(tr, (1024,), (None,))
     assert not np.isfinite(s.replay_slope).any()
-    en, zh = D.replay_note(s), D.replay_note(s, "zh")
-    assert "nan" not in en and "a slope needs two or more K" in en
-    assert "nan" not in zh and "至少需要两个 K" in zh
+    (t,) = D.replay_notes(s).trends
+    assert t.trend == "one_k" and t.k0 == t.k1 == 1024

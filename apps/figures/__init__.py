@@ -1,1 +1,2 @@
-"""Per-app plotly figure builders, one module per app (they draw what kda_core.studies returns)."""
+"""Plotly figure builders of the apps that keep the older shape (one module per app here); an app
+moved into its folder keeps them next to its page (``apps/<name>/figures.py``, docs/apps.md)."""

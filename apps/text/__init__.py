@@ -1,6 +1,3 @@
-"""Every word each app shows, in English and 中文: one catalog of whole messages per app
-(``MSG``), plus ``common.COMMON`` (the messages every app shares)."""
-
-# apps.ui's checks render COMMON messages: import it first, so importing a catalog on its own
-# (apps.text.common -> apps.ui.catalog -> apps.ui -> apps.ui.checks) finds COMMON defined
-import apps.ui  # noqa: E402, F401
+"""The words of the apps that still keep them here, one catalog (``MSG``) per app. Everything
+else is in the one message catalog of apps and plots, ``words/`` (see docs/apps.md), and these
+modules move there too."""

@@ -1,8 +1,8 @@
 """Checkpoint density: interval K vs state memory (~1/K) vs replay (~K) vs TTFT, and retention
 policies side by side (data for the checkpoint_density app and the density / retention
-figures). ``sweep`` (simulated sweeps), ``analytic`` (the model beside them), ``notes`` (the
-claims the figures print), ``policies`` (policy comparison, hit timeline, workloads).
-See docs/simulator.md."""
+figures). ``sweep`` (simulated sweeps), ``analytic`` (the model beside them), ``notes``
+(what the figures state about replay, as codes and numbers), ``policies`` (policy comparison,
+hit timeline, workloads). See docs/simulator.md."""
 
 from kda_core.studies.density.analytic import (
     REPLAY_SLOPE_K,
@@ -12,11 +12,11 @@ from kda_core.studies.density.analytic import (
 )
 from kda_core.studies.density.notes import (
     FLAT_SLOPE,
+    TRENDS,
+    ReplayNotes,
     ReplayTrend,
-    headline,
-    replay_note,
+    replay_notes,
     replay_trends,
-    wrap,
 )
 from kda_core.studies.density.policies import (
     LOAD_KINDS,
@@ -45,7 +45,9 @@ from kda_core.studies.density.sweep import (
 __all__ = [
     "DEFAULT_BUDGETS_GIB",
     "FLAT_SLOPE",
+    "ReplayNotes",
     "ReplayTrend",
+    "TRENDS",
     "DEFAULT_INTERVALS",
     "DEFAULT_POLICIES",
     "GIB",
@@ -61,15 +63,13 @@ __all__ = [
     "budget_label",
     "clear_memo",
     "density_sweep",
-    "headline",
     "hit_timeline",
     "load_workload",
     "loglog_slope",
     "pareto_mask",
     "policies_at_budget",
     "policy_sweep",
-    "replay_note",
+    "replay_notes",
     "replay_trends",
-    "wrap",
     "run_metrics",
 ]
