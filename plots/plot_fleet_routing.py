@@ -25,7 +25,7 @@ BUDGET_GIB = 4.0
 
 TEXT = {
     "en": {
-        "suptitle": "Four replicas, six routers: hits counted vs given (Kimi K3, SGLang rules)",
+        "suptitle": "Four replicas, six routers: hits counted vs given\n(Kimi K3, SGLang rules)",
         "rates": "share of input tokens",
         "given": "restored by the replica",
         "counted": "counted by the router",
@@ -54,7 +54,7 @@ TEXT = {
         "TP8, {gib:g} GiB of states per GPU; events in SGLang 0.5.23's format",
     },
     "zh": {
-        "suptitle": "四个副本、六种路由器：估计的命中与实际的命中（Kimi K3，SGLang 规则）",
+        "suptitle": "四个副本、六种路由器：估计的命中与实际的命中\n（Kimi K3，SGLang 规则）",
         "rates": "占输入 token 的比例",
         "given": "副本实际恢复",
         "counted": "路由器估计",
@@ -109,7 +109,7 @@ def _rates(ax, s: FleetStudy, t) -> None:  # noqa: ANN001
         y = s.rates[:, SUMMARY_KEYS.index(key)]
         label = t["given"] if k == 0 else t["counted"]
         ax.bar(x + (k - 0.5) * 0.38, y, 0.38, color=color, label=label, gid=f"rate_{key}")
-    ax.set_xticks(x, [t["routers"][r] for r in s.routers], rotation=30, ha="right", fontsize=7)
+    ax.set_xticks(x, [t["routers"][r] for r in s.routers], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(t["rates"])
     ax.set_title(t["rates_title"], fontsize=9)
     ax.yaxis.set_major_formatter(lambda v, _p: f"{v:.0%}")
@@ -139,19 +139,19 @@ def _load(ax, s: FleetStudy, t) -> None:  # noqa: ANN001
         ax.step(s.load_t / 60, s.load[:, k], label=t["replica"].format(k=k), **kw)
     ax.set_title(t["load"], fontsize=9)
     ax.set_xlabel(t["x_load"])
-    ax.set_ylim(0, 1.35 * max(float(s.load.max()), 1.0))  # headroom for the legend
-    ax.legend(fontsize=6, frameon=False, ncol=2, loc="upper right")
+    ax.set_ylim(0, 1.6 * max(float(s.load.max()), 1.0))  # headroom for the legend
+    ax.legend(fontsize=6, frameon=False, ncol=4, loc="upper center", columnspacing=0.8)
 
 
 def make_figure(s: FleetStudy, lang: str = "en") -> Figure:
     t = style.translations(TEXT, lang)
     src = t["source"].format(n=len(s.chosen.input_len), k=s.replicas, gib=BUDGET_GIB)
-    fig = style.new_figure("double", src)
+    fig = style.new_figure("grid", src)
     fig.suptitle(t["suptitle"])
-    grid = fig.add_gridspec(1, 3, width_ratios=(1.3, 1, 1))
-    _rates(fig.add_subplot(grid[0, 0]), s, t)
-    _over(fig.add_subplot(grid[0, 1]), s, t)
-    _load(fig.add_subplot(grid[0, 2]), s, t)
+    grid = fig.add_gridspec(2, 2)
+    _rates(fig.add_subplot(grid[0, :]), s, t)
+    _over(fig.add_subplot(grid[1, 0]), s, t)
+    _load(fig.add_subplot(grid[1, 1]), s, t)
     return fig
 
 

@@ -4,7 +4,7 @@ Everything a replica needs comes from the lab's single-server code: the policy
 (``policy.make("sglang" | "vllm", ...)``; vLLM's block from ``sizing.vllm_plan``, 768 tokens
 for Kimi K3 at TP8, as ``studies.hit_reasons`` takes it), the checkpoint and KV sizes
 (``sim.checkpoint_bytes``, ``sizing.mla_kv_bytes_per_token``), vLLM's KV cache groups
-(``sizing.kv_cache_groups``) and the cost model (``sim.costmodel``).
+(``sizing.vllm_plan``'s groups) and the cost model (``sim.costmodel``).
 """
 
 from __future__ import annotations
@@ -156,14 +156,15 @@ def _pages(trace: Trace, pol: Any, engine: str) -> tuple[Trace, int, int, bool]:
 
 
 def _groups(model: str, engine: str) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """(Mamba group ids, attention group ids, attention kind). vLLM: ``kv_cache_groups``
+    """(Mamba group ids, attention group ids, attention kind). vLLM: ``vllm_plan``'s groups
     (``_get_kv_cache_groups_uniform_page_size``), the linear layers' groups first (layer
     order; Kimi K3: Mamba 0-2, MLA 3 as captured in AMD-AGI/Infera#98). SGLang has no groups:
     group 0 tags the lab's proposed state events."""
     spec = sizing.preset(model)
     if engine == "sglang":
         return (0,), (), "full_attention"
-    _, n_attn, n_mamba = sizing.kv_cache_groups(spec.n_mla_layers, spec.n_kda_layers)
+    plan = sizing.vllm_plan(spec, 1 << 40, max_model_len=1 << 17)  # groups: budget-free
+    n_attn, n_mamba = plan.attn_groups, plan.mamba_groups
     kind = "mla_attention" if spec.attn_kind == "mla" else "full_attention"
     return tuple(range(n_mamba)), tuple(range(n_mamba, n_mamba + n_attn)), kind
 
