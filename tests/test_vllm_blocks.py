@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kda_core.cache.vllm_blocks import VLLMBlockCache, aligned_split, reachable_mask
+from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 
 
 def _distinct(n: int, base: int = 0) -> list[int]:

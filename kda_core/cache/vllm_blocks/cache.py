@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kda_core._checks import check_int
-from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup, checkpoint_position
+from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
 from kda_core.cache.vllm_blocks.records import (
     BlockHit,
@@ -26,67 +27,12 @@ from kda_core.cache.vllm_blocks.records import (
     Step,
 )
 
-__all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache", "aligned_split", "reachable_mask"]
+__all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache"]
 
 MAX_TOKENS = 1 << 20
 """Longest request (tokens) and largest block / chunk the model accepts (caps memory)."""
 MAX_BLOCKS = 1 << 16
 """Most physical blocks in the pool."""
-
-
-def aligned_split(
-    start: int,
-    want: int,
-    num_tokens: int,
-    prompt_len: int,
-    block: int,
-    unit: int,
-    fine: bool,
-    chunk: int,
-    junction: int,
-) -> int:
-    """``Scheduler._mamba_block_aligned_split`` (align mode, no EAGLE, no internal prefill
-    checkpoint, no shared-prefix checkpoint): how many of ``want`` tokens from ``start`` the
-    chunk computes, so that it ends where a state must exist: on a block boundary, at the
-    last cacheable boundary, at the prompt's last hash boundary (fine-grained hits) and at
-    the block-floored junction; a chunk starting mid-block stops at the next boundary."""
-    prefill_end = max(prompt_len, num_tokens - 1)
-    if start >= prefill_end:
-        return want
-    last_cache = checkpoint_position(num_tokens, block)
-    end = start + want
-    if end < prefill_end:
-        aligned = end // block * block
-        if aligned > start or block <= chunk:
-            end = aligned
-    tail = checkpoint_position(prompt_len, unit) if fine else 0
-    stops = (
-        (start // block + 1) * block if start % block else 0,
-        last_cache,
-        tail if last_cache < tail < prompt_len else 0,
-        start + (junction - start) // block * block if start < junction < end else 0,
-    )
-    end = min((s for s in stops if start < s < end), default=end)
-    return max(end - start, 0)
-
-
-def reachable_mask(
-    first: int, end: int, block: int, align: int, retention: int, reach: Sequence[int]
-) -> list[bool] | None:
-    """``MambaManager.reachable_block_mask``: which newly full state blocks keep their key
-    under sparse retention (0: only the reachable boundaries; k: one per k tokens too)."""
-    mask = [False] * (end - first)
-    if retention:
-        per = retention // block
-        if per <= 1:
-            return None
-        for i in range((first + per) // per * per - 1 - first, len(mask), per):
-            mask[i] = True
-    for tokens in reach:
-        idx = tokens // align * align // block - 1
-        if first <= idx < end:
-            mask[idx - first] = True
-    return mask
 
 
 class _Request:
