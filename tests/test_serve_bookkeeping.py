@@ -61,11 +61,11 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     from kda_core.serve._lifecycle import Lifecycle
     from kda_core.serve._state import RequestState
 
-    life = Lifecycle(e.parts, 1)
+    life = Lifecycle(e.parts)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
     life.admit(r, 0, life.match(r))
     assert r.restore_at == 0 and r.slots is not None
-    S, conv = e.active.buffers(r.slots.active)
+    S, conv = e.pools.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state
     a = ref.allocate("ref")
     ref.bind(a, MODEL.new_state().kda)
@@ -203,13 +203,13 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     out = e.serve([Request(p, 20) for p in prompts], max_batch_tokens=64)
     assert sum(r.checkpoints_existed for r in out.reports) > 0  # freed through insert
     assert e.stats().state_hits > 0
-    ck = e.checkpoints
+    ck = e.pools.checkpoints
     assert ck.n_used > 0
     assert ck.used_bytes == ck._used_bytes_naive() == ck.n_used * ck.slot_bytes
-    # CacheOps.insert hands the tree (position, slot) pairs and one state_bytes: every state
-    # the tree holds is still counted at the pool's slot size
+    # the lifecycle's insert hands the tree (position, slot) pairs and one state_bytes: every
+    # state the tree holds is still counted at the pool's slot size
     assert e.cache.n_states == ck.n_used
-    assert e.cache.tree.state_bytes == e.cache.n_states * ck.slot_bytes
+    assert e.cache.state_bytes == e.cache.n_states * ck.slot_bytes
     ck.check_integrity()
     e.cache.check_integrity()
     slots = list(ck.owned())

@@ -134,7 +134,7 @@ def test_eager_runner_is_the_same_serve(monkeypatch):
     reps = []
     for defer in (1, None):
         e = Engine(model=MODEL, state_slots=40, chunk_size=16)
-        monkeypatch.setattr(loop, "Runner", lambda m, p, d=defer, **kw: Runner(m, p, defer=d, **kw))
+        e.loop.runner = Runner(MODEL, e.pools.active, defer=defer)
         reps.append(e.serve(reqs, max_batch_tokens=64))
     for a, b in zip(*(r.reports for r in reps)):
         assert a.tokens == b.tokens

@@ -9,8 +9,8 @@ engine's own, one request path, top down:
   ``_window``, ``_rows``, ``_fused``: the fused decode pass; ``_heap``: malloc thresholds);
 * ``_lifecycle`` - a request's life on cache and pools: admit, advance, park, finish, retract;
 * ``_trace``     - what ``generate`` observes of its request;
-* ``_state``, ``_pools``, ``_cache_ops``, ``_args`` - the request inside a serve, the state
-  pools and ping-pong ring, the one adapter to the radix cache, the argument checks.
+* ``_state``, ``_pools``, ``_args`` - the request inside a serve, the state pools and
+  ping-pong ring (and the cache's free hook), the argument checks.
 
 See docs/serving.md and docs/speculative.md.
 """

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from kda_core.cache.protocol import HandleError, PrefixCache
 from kda_core.model import TOKENIZER_FINGERPRINT, ModelState, TinyHybrid
-from kda_core.serve._cache_ops import CacheOps
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
@@ -56,7 +56,7 @@ class Parts:
 
     model: TinyHybrid
     pools: StatePools
-    cache: CacheOps
+    cache: PrefixCache
     policy: Any
     config: ServeConfig
 
@@ -64,10 +64,10 @@ class Parts:
 class Lifecycle:
     """Cache and pool operations of the requests of one serve (module docstring)."""
 
-    def __init__(self, parts: Parts, serve_id: int) -> None:
+    def __init__(self, parts: Parts) -> None:
         self.model, self.pools, self.cache = parts.model, parts.pools, parts.cache
         self.policy, self.cfg = parts.policy, parts.config
-        self.serve_id = serve_id
+        self.serve_id = 0  # the engine's serve count: slot owners name their serve
         self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
         self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
 
@@ -77,15 +77,15 @@ class Lifecycle:
         room for the request cannot evict it. -> the match (None: cache off or one token)."""
         if not self.cfg.cache_on or r.P <= 1:
             return None
-        m = self.cache.match(r.ids[:-1])
+        m = self.cache.match_prefix(r.ids[:-1])
         if m.restore_at:
-            self.cache.lock(m.restore)
+            self.cache.lock_handle(m.restore)
         return m
 
     def unmatch(self, m: Any) -> None:
         """Undo ``match``'s lock (the request was not admitted after all)."""
         if m is not None and m.restore_at:
-            self.cache.unlock(m.restore)
+            self.cache.lock_handle(m.restore, unlock=True)
 
     def make_room(self, r: RequestState) -> bool:
         """Free enough of the shared pool for the request's slots (evicting unlocked cached
@@ -94,16 +94,12 @@ class Lifecycle:
         while not pp.can_open():
             if not (self.cfg.cache_on and self.pools.shared):
                 return False
-            n = self.cache.evict_one_state()
+            n = self.cache.evict(states=1).states
             if n:
                 r.bump("evicted_states", n)
                 continue
             u = self.pools.unified  # one buffer: the tree's KV bytes make room too
-            k = (
-                0
-                if u is None
-                else self.cache.evict_kv(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
-            )
+            k = 0 if u is None else self.cache.evict(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
             if k == 0:
                 return False
             r.bump("evicted_kv", k)
@@ -130,9 +126,9 @@ class Lifecycle:
             r.restore_error = self.pools.checkpoints.quant_error(m.state)
             if r.inconsistent:  # teaching: MLA at the token match, KDA at the checkpoint
                 upto = r.token_match
-                kv = self.cache.tree_kv(r.ids, upto, kv)
+                kv = np.concatenate(self.cache.read_kv(r.ids, upto), axis=0)
             else:  # the tree's KV for exactly [0, restore_at)
-                kv = self.cache.path_kv(m)
+                kv = np.concatenate(m.kv, axis=0)
         # restore_at == 0: the slot starts from the zero state ``open`` bound to it. The state's
         # KDA arrays live in the active slot (the runner rebinds them there each step)
         tokens = list(r.ids[:upto])
@@ -211,7 +207,7 @@ class Lifecycle:
         """Room for one checkpoint (evicting unlocked cached states through the policy)."""
         ck = self.pools.checkpoints
         while not ck.can_allocate(1):
-            n = self.cache.evict_one_state() if self.cfg.cache_on else 0
+            n = self.cache.evict(states=1).states if self.cfg.cache_on else 0
             if n == 0:
                 return False
             r.bump("evicted_states", n)
@@ -297,16 +293,36 @@ class Lifecycle:
         unlocked in between)."""
         st = r.state
         assert st is not None
-        end = max(p for p, _ in ckpts)
-        frees = self.cache.frees  # a state freed from now on (even by this insert's cap) is gone
-        res = self.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
+        ckpts.sort()
+        end = ckpts[-1][0]
+        pools = self.pools
+        frees = pools.frees  # a state dropped from now on (even by this insert's cap) is gone
+        for _, slot in ckpts:
+            pools.checkpoints.set_owner(slot, "cache")
+        # (position, slot) pairs with one state_bytes: the tree's lean parse of the common call
+        res = self.cache.insert_prefix(
+            st.tokens[:end], st.mla_kv[:end], ckpts, state_bytes=pools.checkpoints.slot_bytes
+        )
         slot_at = dict(ckpts)
+        for p in res.existed:  # the cache had these states already: our copies go
+            pools.checkpoints.free(slot_at[p])
         r.inserted.extend((slot_at[p], frees) for p in res.new)
         r.bump("existed", len(res.existed))
-        if move_lock and self.cache.try_lock(res.handle):
+        if move_lock and self._try_lock(res.handle):
             if r.locked is not None:
-                self.cache.unlock(r.locked)
+                self.cache.lock_handle(r.locked, unlock=True)
             r.locked, r.locked_len = res.handle, end
+
+    def _try_lock(self, handle: Any) -> bool:
+        """Lock an insert's checkpoint handle if its state is still cached (the per-path cap
+        may have dropped it during the same insert). -> locked?"""
+        if handle is None:
+            return False
+        try:
+            self.cache.lock_handle(handle)
+        except HandleError:  # stale: the state this handle names is gone
+            return False
+        return True
 
     # -- finish / retract ------------------------------------------------------------------
     def finish(self, r: RequestState, step: int) -> GenerateReport:
@@ -332,7 +348,7 @@ class Lifecycle:
         self._unlock(r)
         budget = self.cfg.kv_budget
         if budget is not None and self.cache.kv_tokens > budget:
-            ev = self.cache.evict_kv(self.cache.kv_tokens - budget)
+            ev = self.cache.evict(self.cache.kv_tokens - budget)
             r.bump("evicted_states", ev.states)
             r.bump("evicted_kv", ev.kv_tokens)
         pools.pingpong.close(r.slots)
@@ -356,7 +372,7 @@ class Lifecycle:
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:
-            self.cache.unlock(r.locked)
+            self.cache.lock_handle(r.locked, unlock=True)
             r.locked, r.locked_len = None, 0
 
     def release(self, r: RequestState) -> None:
@@ -376,5 +392,5 @@ class Lifecycle:
         r.reset()
 
     def report(self, r: RequestState) -> GenerateReport:
-        rep = r.report(self.cache.still_held(r.inserted), self.pools.stats())
+        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
         return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)

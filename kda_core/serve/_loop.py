@@ -22,7 +22,17 @@ from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow, Totals
 
-__all__ = ["serve"]
+__all__ = ["Loop", "serve"]
+
+
+class Loop:
+    """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one
+    runner): the request lifecycle over the cache and pools, the scheduler, the runner."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.life = Lifecycle(parts)
+        self.scheduler = Scheduler(self.life, parts.cache)
+        self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
 
 
 def reject_message(r: RequestState, kv_tokens: int) -> str:
@@ -70,9 +80,9 @@ def _admissible(
 
 def serve(
     parts: Parts,
+    loop: Loop,
     states: list[RequestState],
     totals: Totals,
-    serve_id: int,
     *,
     max_batch_tokens: int,
     max_running_requests: int | None,
@@ -82,19 +92,10 @@ def serve(
     t0 = time.process_time()
     cap, msg = concurrency(parts, max_running_requests)
     live, rejected = _admissible(parts, states, kv_tokens)
-    unified = parts.pools.unified
-    life = Lifecycle(parts, serve_id)
-    sched = Scheduler(
-        live,
-        life,
-        parts.cache,
-        max_running=cap,
-        max_batch_tokens=max_batch_tokens,
-        kv_tokens=kv_tokens,
-    )
-    runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
-    if unified is not None:  # the KV side now counts running requests and reserved prompts
-        unified.kv_used = sched.kv_used
+    sched, runner, life = loop.scheduler, loop.runner, loop.life
+    life.serve_id += 1
+    sched.start(live, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens)
+    runner.start()
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
@@ -122,12 +123,11 @@ def serve(
             step += 1
     except BaseException:
         life.drop_deferred()
-        for r in list(sched.running):
+        for r in sched.running:
             life.release(r)
+        sched.running.clear()
+        sched.waiting.clear()
         raise
-    finally:
-        if unified is not None:
-            unified.kv_used = lambda: parts.cache.kv_tokens
     return ServeReport(
         reports=reports,
         steps=rows,

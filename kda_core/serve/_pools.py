@@ -211,6 +211,20 @@ class StatePools:
         self.active = ActivePool(shape, state_slots, self.budget)
         self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
         self.pingpong = PingPong(self.active, strategy, overlap)
+        self.frees = 0  # cached states the cache has dropped so far
+        self.freed_at: dict[int, int] = {}  # checkpoint slot -> ``frees`` when last dropped
+
+    def drop_cached(self, slot: int, nbytes: int) -> None:
+        """The prefix cache's ``on_free_state`` hook: a cached state is gone, free its slot
+        (counted, so a request can tell which of its inserted states are still cached)."""
+        self.frees += 1
+        self.freed_at[slot] = self.frees
+        self.checkpoints.free(slot)
+
+    def still_held(self, inserted: list[tuple[int, int]]) -> int:
+        """How many of these (slot, ``frees`` when inserted) the cache still holds."""
+        freed_at = self.freed_at
+        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     @property
     def shared(self) -> bool:
@@ -238,10 +252,20 @@ class StatePools:
             int8=ck.int8,
         )
 
-    def check_integrity(self) -> None:
-        """Both tables, and nothing left running (between requests)."""
+    def check_integrity(self, cached_slots: list[int]) -> None:
+        """Both tables, nothing left running (between requests), and the cache's states
+        (``cached_slots``) are exactly the checkpoint slots owned by "cache"."""
         self.active.check_integrity()
         self.checkpoints.check_integrity()
+        ck = self.checkpoints
+        owned = {s for s, o in ck.owned().items() if o == "cache"}
+        if len(set(cached_slots)) != len(cached_slots) or owned != set(cached_slots):
+            raise PoolError(
+                f"engine: the cache holds {len(cached_slots)} states, the checkpoint pool "
+                f"{ck.n_used} slots ({len(owned)} owned by the cache)"
+            )
+        if ck.n_used != len(owned):
+            raise PoolError(f"engine: {ck.n_used - len(owned)} checkpoint slots leaked")
         if self.active.n_used:
             raise PoolError(f"engine: {self.active.n_used} active slots leaked")
         if self.pingpong.busy:

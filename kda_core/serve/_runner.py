@@ -91,9 +91,15 @@ class Runner:
         fused = model.config.variant == "k3"
         self.weights = FusedWeights.of(model) if fused else None
         self.pool = pool
-        self.seconds = 0.0
         self.window_steps = window_steps(model.config.gate_lower_bound, defer) if fused else 1
+        self.start()
+
+    def start(self) -> None:
+        """A new serve: nothing bound from the last one (a serve that raised leaves steps of
+        released requests pending: dropped), the clock at zero."""
         self._bound: _Bound | None = None
+        self.graph = None
+        self.seconds = 0.0
 
     @property
     def pending(self) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from kda_core.serve._cache_ops import CacheOps
+from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
 
@@ -54,28 +54,33 @@ class Batch:
 
 
 class Scheduler:
-    """FCFS continuous batching over one engine's pools (see the module docstring)."""
+    """FCFS continuous batching over one engine's pools (see the module docstring); one per
+    engine, ``start`` begins a serve."""
 
-    def __init__(
+    def __init__(self, life: Lifecycle, cache: PrefixCache) -> None:
+        self.life = life
+        self.cache = cache
+        self.cache_on = life.cfg.cache_on
+        self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
+        self.waiting: list[RequestState] = []
+        self.running: list[RequestState] = []
+        self.admitting = 0  # one buffer: the head's prompt KV, counted while its slots are made
+        self.start([], max_running=1, max_batch_tokens=1, kv_tokens=None)
+
+    def start(
         self,
         requests: list[RequestState],
-        life: Lifecycle,
-        cache: CacheOps,
         *,
         max_running: int,
         max_batch_tokens: int,
         kv_tokens: int | None,
     ) -> None:
-        self.life = life
-        self.cache = cache
-        self.cache_on = life.cfg.cache_on
+        """A new serve of ``requests`` (nothing runs or waits from the last one)."""
+        assert not self.running and not self.waiting, "the last serve left requests behind"
         self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
-        self.running: list[RequestState] = []
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
-        self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
-        self.admitting = 0  # one buffer: the head's prompt KV, counted while its slots are made
         self.seconds = 0.0
         self.peak_running = 0
 
@@ -92,16 +97,16 @@ class Scheduler:
         u = self.unified
         if u is not None:
             short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict_kv(short).kv_tokens:
+            while short > 0 and self.cache_on and self.cache.evict(short).kv_tokens:
                 short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict_one_state():
+            while short > 0 and self.cache_on and self.cache.evict(states=1).states:
                 short = self.kv_used() + n - u.kv_capacity()
             return short <= 0
         if self.kv_cap is None:
             return True
         short = self.kv_used() + n - self.kv_cap
         if short > 0 and self.cache_on:
-            self.cache.evict_kv(short)
+            self.cache.evict(short)
             short = self.kv_used() + n - self.kv_cap
         return short <= 0
 

@@ -35,11 +35,13 @@ class UnifiedBudget(SlotBudget):
     ``capacity`` (what the slot tables may use, as ``SlotBudget``'s) is what the KV side leaves
     now; ``slots`` is the most the buffer could ever hold (the tables' size)."""
 
-    def __init__(self, total: int, slot_bytes: int, kv_token_bytes: int) -> None:
+    def __init__(
+        self, total: int, slot_bytes: int, kv_token_bytes: int, kv_used: Callable[[], int]
+    ) -> None:
         self.used = 0  # not SlotBudget.__init__: capacity is computed here
         self.slots = min(total // slot_bytes, MAX_SLOTS)
         self.total, self.slot_bytes, self.kv_token_bytes = total, slot_bytes, kv_token_bytes
-        self.kv_used: Callable[[], int] = lambda: 0  # KV tokens in use (set by the engine)
+        self.kv_used = kv_used  # KV tokens in use: the cache's and the running requests'
 
     @property  # type: ignore[override]
     def capacity(self) -> int:
@@ -66,7 +68,13 @@ class UnifiedBudget(SlotBudget):
 
 
 def make_unified(
-    total: Any, model: TinyHybrid, strategy: str, overlap: bool, int8: bool, state_slots: Any
+    total: Any,
+    model: TinyHybrid,
+    strategy: str,
+    overlap: bool,
+    int8: bool,
+    state_slots: Any,
+    kv_used: Callable[[], int],
 ) -> UnifiedBudget | None:
     """``unified_memory``, checked: None, or bytes enough for one request's reserved slots
     (``sizing.request_slots``) and one KV token. The INT8 checkpoint pool lives outside the
@@ -81,4 +89,5 @@ def make_unified(
     S = StateShape.of(model).native_bytes
     kvb = 8 * len(model.mla_layers) * model.config.mla_latent
     least = sizing.request_slots(strategy, overlap).reserved * S + kvb
-    return UnifiedBudget(check_int("unified_memory", total, least, MAX_UNIFIED_BYTES), S, kvb)
+    total = check_int("unified_memory", total, least, MAX_UNIFIED_BYTES)
+    return UnifiedBudget(total, S, kvb, kv_used)

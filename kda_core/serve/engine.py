@@ -19,13 +19,14 @@ speculative decoding (``serve.spec``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.pool import MAX_SLOTS, PoolStats
-from kda_core.cache.protocol import DroppedState
+from kda_core.cache.protocol import DroppedState, PrefixCache
+from kda_core.cache.radix import RadixStateCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
 from kda_core.serve import _loop as loop
@@ -33,6 +34,7 @@ from kda_core.serve._args import (
     DEFAULT_POLICY,
     DEFAULT_STATE_SLOTS,
     MAX_NEW_TOKENS,
+    PAGE_SIZE,
     RESTORE_MODES,
     check_modes,
     check_policy_chunk,
@@ -42,10 +44,10 @@ from kda_core.serve._args import (
     prompt_tokens,
 )
 from kda_core.serve._blocks import BlockServer, BlockServeReport
-from kda_core.serve._cache_ops import CacheOps
 from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._lifecycle import Parts, ServeConfig
+from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
@@ -160,20 +162,29 @@ class Engine:
         if before_drop is not None and not callable(before_drop):
             raise ValueError("before_drop must be callable or None")
         self.model = model or TinyHybrid()
+        self._before_drop = before_drop
+        # the cache the policy prescribes (its refresh, cap and victim options), its hooks ours
+        self.cache: PrefixCache = RadixStateCache(
+            PAGE_SIZE,
+            **self.policy.cache_options(),
+            on_free_state=self._drop_cached,
+            kv_slice=_copy_rows,
+            before_drop=None if before_drop is None else self._offer_dropped,
+        )
         unified = make_unified(
-            unified_memory, self.model, self.strategy, self.overlap, self.int8, state_slots
+            unified_memory,
+            self.model,
+            self.strategy,
+            self.overlap,
+            self.int8,
+            state_slots,
+            self._kv_in_use,
         )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
         self.pools = StatePools(
             self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
         )
         self.state_slots = self.pools.state_slots
-        self.active, self.checkpoints = self.pools.active, self.pools.checkpoints
-        self.pingpong = self.pools.pingpong
-        self.cache = CacheOps(self.policy, self.checkpoints, before_drop)
-        self.tree = self.cache.tree  # the cache protocol: read by apps and studies (export)
-        if unified is not None:  # between serves the KV side is the tree's
-            unified.kv_used = lambda: self.cache.kv_tokens
         self.graph_bs = check_graph_bs(cuda_graph_bs)
         config = ServeConfig(
             self.cache_on,
@@ -185,9 +196,21 @@ class Engine:
             self.graph_bs,
         )
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
+        self.loop = Loop(self.parts)
         self.totals = Totals()
-        self._serves = 0
         self.blocks = None if block_cache is None else BlockServer(self.model, block_cache)
+
+    # -- the cache's hooks and the unified budget's KV figure (constructor arguments) -------
+    def _drop_cached(self, slot: int, nbytes: int) -> None:
+        self.pools.drop_cached(slot, nbytes)
+
+    def _offer_dropped(self, d: DroppedState) -> None:
+        """``before_drop`` sees the state as arrays (S, conv), not as a pool slot."""
+        assert self._before_drop is not None
+        self._before_drop(d._replace(state=self.pools.checkpoints.buffers(d.state)))
+
+    def _kv_in_use(self) -> int:
+        return self.loop.scheduler.kv_used()
 
     # -- requests ------------------------------------------------------------------------------
     def generate(
@@ -286,12 +309,11 @@ class Engine:
     def _serve(
         self, states: list[RequestState], mbt: int, mrr: int | None, kvt: int | None
     ) -> ServeReport:
-        self._serves += 1
         return loop.serve(
             self.parts,
+            self.loop,
             states,
             self.totals,
-            self._serves,
             max_batch_tokens=mbt,
             max_running_requests=mrr,
             kv_tokens=kvt,
@@ -301,44 +323,62 @@ class Engine:
         self, tokens: list[int], mla_kv: np.ndarray, kda_state: np.ndarray, conv: np.ndarray
     ) -> bool:
         """Put a validated state (S [L, H, K, V], conv [L, W-1, D] and the MLA KV of ``tokens``)
-        into the tree as a checkpoint at ``len(tokens)``; the next request restores from it.
+        into the cache as a checkpoint at ``len(tokens)``; the next request restores from it.
         Call between requests. Returns False if no checkpoint slot can be made free."""
         if not self.cache_on:
             return False
         ids = check_tokens(tokens, name="tokens")
-        self.checkpoints.check_shapes(kda_state, conv)
-        while not self.checkpoints.can_allocate(1):
-            if self.cache.evict_one_state() == 0:
+        ck = self.pools.checkpoints
+        ck.check_shapes(kda_state, conv)
+        while not ck.can_allocate(1):
+            if self.cache.evict(states=1).states == 0:
                 return False
-        slot = self.checkpoints.store(np.asarray(kda_state), np.asarray(conv), "tree")
-        self.cache.insert(ids, np.asarray(mla_kv), [(len(ids), slot)])
+        slot = ck.store(np.asarray(kda_state), np.asarray(conv), "cache")
+        res = self.cache.insert_prefix(ids, np.asarray(mla_kv), [(len(ids), slot)])
+        if res.existed:  # the cache had a state there already: ours goes
+            ck.free(slot)
         return True
 
+    def cached_checkpoint(self, tokens: list[int]) -> CachedCheckpoint | None:
+        """The checkpoint the cache holds exactly at ``len(tokens)`` (None: none there), read
+        without touching the cache: its MLA KV, S, conv window, slot and the deepest
+        checkpoint before it (``restore_at``). For a transfer (``kda_core.transfer``)."""
+        ids = check_tokens(tokens, name="tokens")
+        m = self.cache.match_prefix(ids, touch=False)
+        if m.restore_at != len(ids) or not self.cache_on:
+            return None
+        S, conv = self.pools.checkpoints.buffers(m.state)
+        parent = self.cache.match_prefix(ids[:-1], touch=False).restore_at if len(ids) > 1 else 0
+        return CachedCheckpoint(m.kv, S, conv, m.state, parent)
+
+    def restore_point(self, tokens: list[int]) -> int:
+        """The deepest checkpoint boundary the cache holds on ``tokens`` (0: none); read-only."""
+        ids = check_tokens(tokens, name="tokens", allow_empty=True)
+        return self.cache.match_prefix(ids, touch=False).restore_at if ids else 0
+
     def clear(self) -> int:
-        """Flush the cache between requests: the tree is dropped and every checkpoint slot it
-        held is freed (shared pool or INT8 pool). -> slots freed. As SGLang's
-        ``Scheduler.flush_cache``, refused while a request holds slots."""
-        if self.active.n_used:
+        """Flush the cache between requests: every cached state and its checkpoint slot goes
+        (shared pool or INT8 pool). -> slots freed. As SGLang's ``Scheduler.flush_cache``,
+        refused while a request holds slots."""
+        if self.pools.active.n_used:
             raise ValueError(
                 "clear: cache not flushed because there are pending requests "
-                f"({self.active.n_used} state slots held)"
+                f"({self.pools.active.n_used} state slots held)"
             )
-        freed = self.cache.clear()
-        self.tree = self.cache.tree
-        return freed
+        return self.cache.reset()
 
     # -- views ---------------------------------------------------------------------------------
     def pool_stats(self) -> PoolStats:
         return self.pools.stats()
 
     def stats(self) -> EngineStats:
-        """Totals over every finished request, and the pools and tree now."""
-        ck = self.checkpoints
+        """Totals over every finished request, and the pools and cache now."""
+        ck = self.pools.checkpoints
         return EngineStats(
             requests=self.totals.requests,
             copies=ck.copies,
             donations=ck.donations,
-            track_writes=self.pingpong.track_writes,
+            track_writes=self.pools.pingpong.track_writes,
             tree_states=self.cache.n_states,
             tree_nodes=self.cache.n_nodes,
             tree_kv_tokens=self.cache.kv_tokens,
@@ -346,7 +386,25 @@ class Engine:
         )
 
     def check_integrity(self) -> None:
-        """Pools, tree, and their agreement: the tree's states are exactly the checkpoint slots
-        owned by "tree"; no request holds state slots between requests."""
-        self.pools.check_integrity()
+        """Pools, cache, and their agreement: the cache's states are exactly the checkpoint
+        slots owned by "cache"; no request holds state slots between requests."""
         self.cache.check_integrity()
+        self.pools.check_integrity([v.state for v in self.cache.export() if v.has_state])
+
+
+class CachedCheckpoint(NamedTuple):
+    """A checkpoint the cache holds (``Engine.cached_checkpoint``): the MLA KV payloads of its
+    prefix (root first), S [L, H, K, V] and conv [L, W-1, D] (read-only), its checkpoint
+    slot, and the boundary of the deepest checkpoint before it (0: none)."""
+
+    mla_kv: tuple
+    kda_state: np.ndarray
+    conv: np.ndarray
+    slot: int
+    parent: int
+
+
+def _copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
+    """The cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached edge
+    never pins a request's batch array)."""
+    return payload[start:stop].copy()

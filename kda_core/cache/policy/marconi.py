@@ -20,7 +20,7 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.cache.policy._context import PlanContext
 from kda_core.cache.policy.base import Policy
-from kda_core.cache.radix import RadixStateCache, StateRows
+from kda_core.cache.radix import StateRows
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 
@@ -195,9 +195,9 @@ class MarconiPolicy(Policy):
         mem = nbytes + float(self.kv_bytes_per_token) * L
         return fl / max(mem, 1.0)
 
-    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
-        """The base's cache, with ``choose_victim`` as its ``victim`` hook."""
-        return Policy.make_cache(self, page_size, victim=self.choose_victim, **kwargs)
+    def cache_options(self) -> dict:
+        """The base's options, with ``choose_victim`` as the cache's ``victim`` hook."""
+        return {**Policy.cache_options(self), "victim": self.choose_victim}
 
     def scores(self, t: StateRows) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the eviction candidates: unlocked states with at most one child."""

@@ -85,6 +85,13 @@ class _Group:
         self.pool.cache_full_blocks(table, view, first, end, self.block, self.group_id, mask)
         self.num_cached[rid] = end
 
+    def blocks(self) -> tuple[set[int], set[int]]:
+        """(held, free and cached) block ids of this group: in a request's table or keyed."""
+        held = {b.block_id for t in self.req_blocks.values() for b in t if not b.is_null}
+        keyed = {i for (_, g), bs in self.pool.cached.items() if g == self.group_id for i in bs}
+        held |= {i for i in keyed if self.pool.blocks[i].ref_cnt > 0}
+        return held, keyed - held
+
     def pop(self, rid: str) -> list[Block]:
         """``pop_blocks_for_free`` (leading nulls trimmed)."""
         table = self.req_blocks.pop(rid, [])

@@ -2,11 +2,10 @@
 
 One object plays ``KVCacheManager`` + ``HybridKVCacheCoordinator``
 (``vllm/v1/core/kv_cache_manager.py``, ``kv_cache_coordinator.py``) over one block pool and two
-groups (MLA KV, KDA state), plus the chunk cut of ``Scheduler._mamba_block_aligned_split``
-(``vllm/v1/core/sched/scheduler.py``) for a synchronous scheduler serving one request per
-step. Requests are added, stepped chunk by chunk, fed their decoded tokens and finished;
-``lookup`` answers what a new prompt would hit without changing anything; ``export`` is a
-read-only snapshot for views. docs/policies.md ("vLLM's block table").
+groups (MLA KV, KDA state), with the chunk cut of ``Scheduler._mamba_block_aligned_split``.
+Its request API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup`` is
+``get_computed_blocks``); it is also a ``PrefixCache`` (match, lock, insert, evict, sizes,
+views). docs/policies.md ("vLLM's block table").
 """
 
 from __future__ import annotations
@@ -14,18 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kda_core._checks import check_int
+from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.protocol import (
+    CacheHandle,
+    Evicted,
+    HandleError,
+    PrefixInsert,
+    PrefixMatch,
+    SizeInfo,
+)
 from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
-from kda_core.cache.vllm_blocks.records import (
-    BlockHit,
-    PhysicalBlock,
-    PoolSnapshot,
-    PrefixEntry,
-    RequestRecord,
-    Step,
-)
+from kda_core.cache.vllm_blocks.records import BlockHit, PoolSnapshot, RequestRecord, Step
 
 __all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache"]
 
@@ -58,8 +58,16 @@ def _check_tokens(tokens: Any, name: str) -> list[int]:
     return [check_int(f"{name}[{i}]", t, 0) for i, t in enumerate(out)]
 
 
+class _Handle(CacheHandle):
+    """A match's blocks: a lock takes a reference on each, as a request taking the hit does
+    (``BlockPool.touch``); an unlock frees them (``free_blocks``)."""
+
+    __slots__ = ("_cache_id", "_blocks", "_keys", "_locks")
+
+
 class VLLMBlockCache:
-    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode).
+    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), behind the cache
+    protocol (``kda_core.cache.protocol.PrefixCache``) and with vLLM's request API.
 
     block_size: tokens per block, the same for the MLA KV pages and the KDA state blocks
     (vLLM: ``block_size`` = ``mamba_block_size`` in align mode); prefix_match_unit: tokens
@@ -105,6 +113,9 @@ class VLLMBlockCache:
         self.state = StateGroup(self.pool, 1, B, self.fine)
         self._reqs: dict[str, _Request] = {}
         self._served = 0
+        self._this_step: set = set()  # state keys registered since ``new_step``
+        self._locked: dict[int, int] = {}  # block id -> references held through handles
+        self._args = (B, prefix_match_unit, num_blocks, self.chunk, retention)
 
     # lookup ----------------------------------------------------------------------------
     def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], int, int]:
@@ -116,22 +127,15 @@ class VLLMBlockCache:
         return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
 
     def _hit(self, kv: list[Block], st: list[Block], hit: int, kv_len: int) -> BlockHit:
-        return BlockHit(
-            tokens=hit,
-            kv_tokens=kv_len,
-            kv_blocks=tuple(b.block_id for b in kv),
-            state_block=st[-1].block_id if st else None,
-            table_index=len(st) - 1,
-            partial=bool(hit % self.block_size),
-            shared_prefix_boundary=kv_len if kv_len > hit else 0,
-        )
+        ids, state = tuple(b.block_id for b in kv), st[-1].block_id if st else None
+        shared = kv_len if kv_len > hit else 0
+        return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
         """What a new request with these tokens would hit (``get_computed_blocks``: at most
         ``len(tokens) - 1`` tokens, the last one is recomputed for its logits). Read-only."""
         toks = _check_tokens(tokens, "tokens")
-        hashes = self.chain.peek(toks)
-        return self._hit(*self._find(hashes, len(toks) - 1))
+        return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
 
     # one request ------------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
@@ -157,15 +161,32 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def step(self, request_id: str) -> Step:
-        """Schedule the request's next chunk: the lookup on its first step, the aligned
-        cut, ``allocate_slots`` (blocks, copy-on-write, keys) and the copies' release."""
+    def new_step(self) -> None:
+        """A new scheduler step (``MambaManager.new_step_starts``)."""
+        self._this_step.clear()
+
+    def deferred(self, tokens: Sequence[int]) -> bool:
+        """A new request with these tokens waits a step: its state hit was keyed in this step
+        by another request, whose state is not computed yet (``cached_blocks_this_step``:
+        ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
+        toks = _check_tokens(tokens, "tokens")
+        st = self._find(self.chain.peek(toks), len(toks) - 1)[1]
+        return bool(st) and st[-1].key in self._this_step
+
+    def step(self, request_id: str, budget: int | None = None, *, new_step: bool = True) -> Step:
+        """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
+        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` (blocks,
+        copy-on-write, keys) and the copies' release. A scheduler batching several requests
+        calls ``new_step`` once per step and steps each with ``new_step=False``."""
         req = self._require_request(request_id)
+        if check_bool("new_step", new_step):
+            self.new_step()
         B = self.block_size
         found = None if req.started else self._find(req.hashes, len(req.tokens) - 1)
         hits = found[2] if found else 0
         start = req.computed + hits
-        want = min(self.chunk, len(req.tokens) - start)
+        cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
+        want = min(cap, len(req.tokens) - start)
         if want <= 0:
             raise ValueError(f"request {request_id!r} has computed every token; append one")
         junction = found[3] if found and found[3] > hits else req.junction
@@ -181,17 +202,12 @@ class VLLMBlockCache:
         req.started, req.junction = True, junction
         new = self._allocate(req, start, n, found)
         req.computed = start + n
+        u = self.unit
+        self._this_step.update((req.hashes[t // u - 1], 1) for g, t, _ in self.pool.log if g == 1)
         copies = self._release_copies()
-        table = self.state.req_blocks[request_id]
-        return Step(
-            start=start,
-            end=req.computed,
-            hit=self._hit(*found) if found else None,
-            state_block=table[-(-req.computed // B) - 1].block_id,
-            registered=tuple(self.pool.log),
-            copies=copies,
-            new_blocks=new,
-        )
+        state_block = self.state.req_blocks[request_id][-(-req.computed // B) - 1].block_id
+        hit = self._hit(*found) if found else None
+        return Step(start, req.computed, hit, state_block, tuple(self.pool.log), copies, new)
 
     def _require_room(self, req: _Request, start: int, need: int, found: tuple | None) -> None:
         """``get_num_blocks_to_allocate`` against the free blocks: vLLM would not schedule
@@ -272,31 +288,144 @@ class VLLMBlockCache:
         assert hit is not None, "the first step carries the lookup"
         return RequestRecord(rid, len(prompt), hit, tuple(steps))
 
+    def tables(self, request_id: str) -> tuple[list[int], list[int]]:
+        """The request's block tables (KV, state) as physical ids (0: the null block)."""
+        self._require_request(request_id)
+        return [b.block_id for b in self.kv.req_blocks.get(request_id, ())], [
+            b.block_id for b in self.state.req_blocks.get(request_id, ())
+        ]
+
+    # the cache protocol -------------------------------------------------------------------
+    def _handle(self, tokens: int, blocks: list[Block]) -> _Handle:
+        h = _Handle(tokens)
+        held = [b for b in blocks if not b.is_null]
+        h._cache_id, h._blocks, h._keys, h._locks = id(self), held, [b.key for b in held], 0
+        return h
+
+    def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
+        """The longest hit of ``key`` (``find_longest_cache_hit``, up to ``len(key)``
+        tokens): ``restore_at`` where KV and state agree (``state``: its state block),
+        ``token_match`` the KV group's own hit, ``kv`` the KV block ids of ``[0, restore_at)``,
+        ``branch`` the shared-prefix boundary. ``touch`` moves the hit's free blocks to the
+        back of the free queue (evicted last); blocks are never split."""
+        toks = _check_tokens(key, "key")
+        check_bool("split", split)
+        hashes = self.chain.peek(toks)
+        kv_all, kv_len = self.kv.find(hashes, len(toks))
+        st, hit = self.state.find(hashes, kv_len)
+        kv = kv_all[: -(-hit // self.block_size)]
+        if check_bool("touch", touch):
+            for b in kv_all + st:
+                if not b.is_null and b.ref_cnt == 0:
+                    self.pool.free.move_to_end(b.block_id)
+        state = st[-1].block_id if st else None
+        restore, path = self._handle(hit, kv + st[-1:]), self._handle(kv_len, kv_all)
+        branch = kv_len if kv_len > hit else None
+        ids = tuple(b.block_id for b in kv)
+        return PrefixMatch(
+            kv_len, hit, state, 0, ids, branch, bool(hit % self.block_size), restore, path
+        )
+
+    def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
+        """Take (or give back) one reference on each of the handle's blocks."""
+        if not isinstance(handle, _Handle) or handle._cache_id != id(self):
+            raise HandleError("handle must be a handle this cache's match_prefix returned")
+        if [b.key for b in handle._blocks] != handle._keys:
+            raise HandleError("handle is stale: one of its blocks was evicted")
+        if check_bool("unlock", unlock):
+            if handle._locks <= 0:
+                raise HandleError("handle is not locked (unlock without lock, or twice)")
+            self.pool.free_blocks(handle._blocks)
+        else:
+            self.pool.touch(handle._blocks)
+        handle._locks += -1 if unlock else 1
+        for b in handle._blocks:
+            self._locked[b.block_id] = self._locked.get(b.block_id, 0) + (-1 if unlock else 1)
+
+    def insert_prefix(
+        self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
+    ) -> PrefixInsert:
+        """vLLM keys blocks as a request computes them (``allocate_slots``): inserting a
+        prefix is serving ``key`` as a prompt (``serve``); what it keys stays cached. The
+        block table holds no payloads (a block's contents are the engine's): ``kv``,
+        ``states`` stay empty. ``new``: the state keys registered."""
+        if kv is not None or states or state_bytes:
+            raise ValueError("kv, states: the block table keys blocks, it holds no payloads")
+        rec = self.serve(key)
+        new = tuple(sorted({t for st in rec.steps for g, t, _ in st.registered if g == 1}))
+        return PrefixInsert(rec.hit.tokens, rec.prompt_len - rec.hit.tokens, new, (), 0, None)
+
+    def read_kv(self, key: Any, length: int) -> tuple:
+        """The KV block ids covering ``key[:length]`` (within the KV group's hit)."""
+        toks = _check_tokens(key, "key")
+        blocks, kv_len = self.kv.find(self.chain.peek(toks), len(toks))
+        n = check_int("length", length, 0, kv_len)
+        return tuple(b.block_id for b in blocks[: -(-n // self.block_size)])
+
+    def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
+        """Drop the keys of free cached blocks from the free queue's LRU end (what
+        ``get_new_blocks`` does as it reuses them): state blocks until ``states`` are gone,
+        then KV blocks until ``kv_tokens`` are."""
+        n_states = check_int("states", states, 0)
+        check_int("state_bytes", state_bytes, 0)  # states are blocks here: not sized
+        freed, keys = self.pool.evict_free(1, n_states)
+        kv, more = self.pool.evict_free(
+            0, -(-check_int("kv_tokens", kv_tokens, 0) // self.block_size)
+        )
+        return Evicted(freed, 0, kv * self.block_size, keys + more, 0)
+
+    @property
+    def size_info(self) -> SizeInfo:
+        """KV tokens of held / free cached KV blocks; states in blocks (bytes: not modelled)."""
+        held, free = self.kv.blocks()
+        return SizeInfo(len(free) * self.block_size, len(held) * self.block_size, 0, 0)
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.size_info.kv_total
+
+    @property
+    def state_bytes(self) -> int:
+        return 0  # a block is a page of the pool: the lab does not size it here
+
+    @property
+    def n_states(self) -> int:
+        """State blocks held or cached."""
+        held, free = self.state.blocks()
+        return len(held) + len(free)
+
+    @property
+    def n_nodes(self) -> int:
+        """Prefix entries (keys) in the pool."""
+        return sum(len(bs) for bs in self.pool.cached.values())
+
+    def reset(self) -> int:
+        """Drop every block and key (refused while a request holds blocks). -> state blocks
+        that were cached."""
+        if self._reqs or any(self._locked.values()):
+            raise ValueError("reset: requests or handles still hold blocks")
+        n = self.n_states
+        B, u, blocks, chunk, retention = self._args
+        self.__init__(B, u, num_blocks=blocks, max_num_batched_tokens=chunk, retention=retention)
+        return n
+
+    def check_integrity(self) -> None:
+        """Each block's references are its table entries and handle locks, the free queue
+        holds exactly the unreferenced blocks, every key names a block that carries it."""
+        refs = dict(self._locked)
+        for g in (self.kv, self.state):
+            for table in g.req_blocks.values():
+                for b in table:
+                    refs[b.block_id] = refs.get(b.block_id, 0) + (not b.is_null)
+        self.pool.check_integrity(refs)
+
+    def stats(self) -> dict[str, int]:
+        """Block counts: the pool, free, keys, cached states, evictions so far."""
+        free, keys, evictions = self.pool.num_free(), self.n_nodes, self.pool.evictions
+        return dict(blocks=len(self.pool.blocks) - 1, free=free, keys=keys, evictions=evictions)
+
     # read-only views -------------------------------------------------------------------
     def export(self) -> PoolSnapshot:
         """The pool as plain data: blocks, prefix entries, request tables, free order."""
-        pool, u = self.pool, self.unit
-        rank = {bid: i for i, bid in enumerate(pool.free)}
-        blocks = tuple(
-            PhysicalBlock(
-                b.block_id,
-                b.ref_cnt,
-                tuple(self.chain.depth[k[0]] * u for k in pool.keys_of(b)),
-                rank.get(b.block_id, -1),
-            )
-            for b in pool.blocks[1:]
-        )
-        entries = tuple(
-            PrefixEntry(key[1], self.chain.depth[key[0]] * u, key[0], bid, blk.key == key)
-            for key, held in pool.cached.items()
-            for bid, blk in held.items()
-        )
-        tables = {
-            rid: tuple(
-                tuple(b.block_id for b in g.req_blocks.get(rid, ())) for g in (self.kv, self.state)
-            )
-            for rid in self._reqs
-        }
-        return PoolSnapshot(
-            self.block_size, u, blocks, entries, tables, tuple(pool.free), pool.evictions
-        )
+        tables = {rid: tuple(map(tuple, self.tables(rid))) for rid in self._reqs}
+        return self.pool.snapshot(self.chain.depth, self.block_size, tables)
