@@ -1,64 +1,35 @@
-"""A request's life on the engine's cache and pools: admit, advance, park, finish, retract.
+"""A request's life on the engine's radix cache and pools: admit, advance, park, finish,
+retract (the one lifecycle ``serve`` and ``generate`` share; vLLM's block table has its own,
+``serve._blocks``).
 
-The one lifecycle ``serve`` and ``generate`` share. Admission matches the prompt and locks the
-restore point (SGLang ``Scheduler``: ``match_prefix``, then ``inc_lock_ref``, then the
-allocation that may evict), makes room in the state pool, opens the request's slots, restores
-copy-on-write (the MLA KV of exactly ``[0, restore_at)``) and plans the checkpoints; prefill runs
-in chunks cut at chunk ends, checkpoints and the token match. **Checkpoints are inserted in
-flight** during prefill (``cache_unfinished_req`` in SGLang's ``mamba_radix_cache.py``: insert
-the prefix, move the lock to the new node), so a later request can restore a prefix an earlier
-one is still prefilling; decode-time ones are inserted when the request finishes
-(``cache_finished_req``). no_buffer snapshots the live slot; extra_buffer(_lazy) writes a track
-slot and donates it.
-
-Overlap scheduling (SGLang ``Scheduler.event_loop_overlap``: step N+1 is launched before step
-N is post-processed): a state tracked for an in-flight checkpoint at step N is donated only
-after step N+1's forward, so N+1's track write goes to the other ping-pong slot
-(``PingPong.busy`` refuses the hazard). Retraction (``ScheduleBatch.retract_decode``) releases
-slots, lock and uninserted checkpoints without inserting (``release_kv_cache(...,
-is_insert=False)``); what went in in flight stays. A request's ``Trace`` (``generate``) adds
-the replay cuts, sees every step's state, and finishes the report (``serve._trace``).
+Admission matches the prompt and locks the restore point (SGLang ``Scheduler``:
+``match_prefix``, ``inc_lock_ref``, then the allocation that may evict), opens the request's
+slots, restores copy-on-write (the MLA KV of exactly ``[0, restore_at)``) and plans the
+checkpoints; prefill runs in chunks cut at chunk ends, checkpoints and the token match.
+Checkpoints reached in prefill go into the tree **in flight** (``cache_unfinished_req``: the
+lock moves to the new node), decode-time ones when the request finishes
+(``cache_finished_req``); no_buffer snapshots the live slot, extra_buffer(_lazy) writes a
+ping-pong track slot and donates it. With overlap (``Scheduler.event_loop_overlap``) a state
+tracked at step N is donated after step N+1's forward (``PingPong.busy`` refuses the hazard).
+Retraction (``ScheduleBatch.retract_decode``) releases slots, lock and uninserted checkpoints
+without inserting. A ``Trace`` (``generate``) adds replay cuts and sees every step's state.
+docs/serving.md.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from kda_core.cache.protocol import HandleError, PrefixCache
-from kda_core.model import TOKENIZER_FINGERPRINT, ModelState, TinyHybrid
-from kda_core.serve._pools import StatePools
+from kda_core.cache.protocol import HandleError
+from kda_core.model import TOKENIZER_FINGERPRINT, ModelState
+from kda_core.serve._args import Parts
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
 
-__all__ = ["Lifecycle", "Parts", "ServeConfig"]
-
-
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
-    """The engine's settings the lifecycle needs (checked by ``Engine``)."""
-
-    cache_on: bool
-    strategy: str
-    int8: bool
-    overlap: bool
-    chunk_size: int
-    kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
-    graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
-
-
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """The engine's parts a serve works with, handed down: never the engine itself."""
-
-    model: TinyHybrid
-    pools: StatePools
-    cache: PrefixCache
-    policy: Any
-    config: ServeConfig
+__all__ = ["Lifecycle"]
 
 
 class Lifecycle:
@@ -70,6 +41,19 @@ class Lifecycle:
         self.serve_id = 0  # the engine's serve count: slot owners name their serve
         self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
         self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
+        self.rows: list = []  # a block table's steps (``serve._blocks``); none here
+
+    def start(self) -> None:
+        """A new serve."""
+        self.serve_id += 1
+
+    def begin_step(self) -> None:
+        """A new scheduler step (the radix cache needs no notice)."""
+
+    def prepare(self, r: RequestState, n: int) -> int:
+        """The chunk ``r`` runs this step, ``n`` tokens as the scheduler cut it (the cuts are
+        the lifecycle's own: ``next_cut``). -> tokens it computes."""
+        return n
 
     # -- admit -----------------------------------------------------------------------------
     def match(self, r: RequestState) -> Any:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import time
 
 from kda_core import sizing
-from kda_core.serve._lifecycle import Lifecycle, Parts
+from kda_core.serve._args import Parts
+from kda_core.serve._blocks import BlockLifecycle
+from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState
@@ -27,10 +29,11 @@ __all__ = ["Loop", "serve"]
 
 class Loop:
     """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one
-    runner): the request lifecycle over the cache and pools, the scheduler, the runner."""
+    runner): the request lifecycle over the cache and pools (the radix tree's, or vLLM's block
+    table's), the scheduler, the runner."""
 
     def __init__(self, parts: Parts) -> None:
-        self.life = Lifecycle(parts)
+        self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
         self.scheduler = Scheduler(self.life, parts.cache)
         self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
 
@@ -52,6 +55,8 @@ def reject_message(r: RequestState, kv_tokens: int) -> str:
 def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
     """Max running requests and SGLang's capping message for the state pool."""
     c, n = parts.config, parts.pools.state_slots
+    if c.blocks:  # the block table holds the states: a request needs one working slot
+        return (n if requested is None else min(n, requested)), None
     graph_max = None if c.graph_bs is None else c.graph_bs[-1]  # cuda_graph_max_bs
     cap = sizing.max_running_requests(n, c.strategy, c.overlap, cuda_graph_max_bs=graph_max)
     msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
@@ -93,7 +98,7 @@ def serve(
     cap, msg = concurrency(parts, max_running_requests)
     live, rejected = _admissible(parts, states, kv_tokens)
     sched, runner, life = loop.scheduler, loop.runner, loop.life
-    life.serve_id += 1
+    life.start()
     sched.start(live, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens)
     runner.start()
     reports: list[GenerateReport | None] = [None] * len(states)
@@ -139,6 +144,7 @@ def serve(
         seconds=time.process_time() - t0,
         scheduler_seconds=sched.seconds,
         runner_seconds=runner.seconds,
+        block_steps=tuple(life.rows),
     )
 
 

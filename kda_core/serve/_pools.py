@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kda_core import sizing
 from kda_core.cache.pool import (
@@ -41,6 +42,7 @@ from kda_core.serve._unified import UnifiedBudget
 
 __all__ = [
     "PingPong",
+    "copy_rows",
     "RequestSlots",
     "StatePools",
     "check_int8_pool",
@@ -49,6 +51,12 @@ __all__ = [
 ]
 
 MB = 1 << 20
+
+
+def copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
+    """The radix cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached
+    edge never pins a request's batch array)."""
+    return payload[start:stop].copy()
 
 
 def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:

@@ -69,11 +69,12 @@ class _Bound:
 def _read_after(r: RequestState) -> bool:
     """Whether the serving loop reads r's state after its next decode step: the step ends at
     a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
-    token (``Lifecycle.finish`` donates it), or a ``Trace`` watches every step. Nothing else
+    token (``Lifecycle.finish`` donates it), or it is read every step (``stepwise``: a trace, a
+    block table). Nothing else
     reads a running request's state (retraction releases it unread); the runner writes
     pending steps out before any other batch runs."""
     nxt = r.pos + 1
-    return nxt >= r.total or nxt in r.plan or r.trace is not None
+    return nxt >= r.total or nxt in r.plan or r.stepwise
 
 
 class Runner:

@@ -114,19 +114,26 @@ class Scheduler:
     def schedule(self, step: int) -> Batch:
         t0 = time.process_time()
         b = Batch(step)
+        life = self.life
+        life.begin_step()
         self._decodes(b)
+        for r in b.decode:
+            life.prepare(r, 1)
         budget = self.max_batch_tokens - len(b.decode)
         for r in self.running:
             if budget <= 0:
                 break
             if r.phase == "prefill":
-                n = min(self.life.next_cut(r) - r.pos, budget)
-                b.prefill.append((r, n))
-                budget -= n
+                n = life.prepare(r, min(life.next_cut(r) - r.pos, budget))
+                if n:  # a block table may leave a request out: less budget than a block
+                    b.prefill.append((r, n))
+                    budget -= n
         while budget > 0 and not b.retracted and self._admit_head(step, b):
             r = self.running[-1]
             b.admitted.append(r)
-            n = min(self.life.next_cut(r) - r.pos, budget)
+            n = life.prepare(r, min(life.next_cut(r) - r.pos, budget))
+            if not n:
+                break
             b.prefill.append((r, n))
             budget -= n
         self.peak_running = max(self.peak_running, len(self.running))

@@ -58,6 +58,7 @@ class RequestState:
     seconds: float = 0.0
     error: str | None = None
     trace: Trace | None = None  # generate's observer (None in serve)
+    stepwise: bool = False  # the loop reads the state after every step (a trace, a block table)
 
     @property
     def P(self) -> int:

@@ -1,25 +1,20 @@
-"""``Engine``: serves prompts on TinyHybrid through a KDA-aware radix cache, for real.
+"""``Engine``: serves prompts on TinyHybrid through a prefix cache, for real.
 
 The engine owns the model, the state pools (one shared pool for running and cached states;
-INT8 checkpoints: a separate pool, as SGLang), the cache and the policy, and only calls down:
-``serve(requests)`` hands its parts to ``serve._loop``, whose steps are schedule -> run ->
-post-process (nano-vllm's ``LLMEngine.step``), and ``generate(prompt)`` is ``serve`` of one
-request with a ``Trace`` on it (step replay, recorded states, the reference run, the restore
-mode, observe callbacks). One lifecycle serves both (``serve._lifecycle``): match, lock,
-copy-on-write restore, replay to the token match, chunked prefill, greedy decode, checkpoints
-at the policy's positions (in flight during prefill), retraction under KV pressure, overlap
-scheduling. ``cache=False`` computes everything from scratch; tokens and logits agree with the
-cached run to rounding (tests: atol 1e-9) for every policy, strategy and budget. The full
-walk-through with SGLang references: docs/serving.md.
-
-Left out: sampling other than greedy, host tiers (``kda_core.transfer`` hooks ``before_drop``),
-speculative decoding (``serve.spec``).
+INT8 checkpoints: a separate pool, as SGLang), the prefix cache (the KDA-aware radix tree the
+policy's options shape, or vLLM's block table) and the policy, and only calls down: ``serve``
+runs the one serving loop (``serve._loop``: schedule -> run -> post-process, nano-vllm's
+``LLMEngine.step``), ``generate(prompt)`` is ``serve`` of one request with a ``Trace`` on it.
+``cache=False`` computes everything from scratch; tokens and logits agree with the cached run
+to rounding (tests: atol 1e-9) for every policy, strategy and budget. The walk-through with
+SGLang references: docs/serving.md. Left out: sampling other than greedy, host tiers
+(``kda_core.transfer`` hooks ``before_drop``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +31,9 @@ from kda_core.serve._args import (
     MAX_NEW_TOKENS,
     PAGE_SIZE,
     RESTORE_MODES,
+    Parts,
+    ServeConfig,
+    check_block_cache,
     check_modes,
     check_policy_chunk,
     check_requests,
@@ -43,16 +41,15 @@ from kda_core.serve._args import (
     pool_sizes,
     prompt_tokens,
 )
-from kda_core.serve._blocks import BlockServer, BlockServeReport
 from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
-from kda_core.serve._lifecycle import Parts, ServeConfig
 from kda_core.serve._loop import Loop
-from kda_core.serve._pools import StatePools
+from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
+    CachedCheckpoint,
     EngineStats,
     GenerateReport,
     ServeReport,
@@ -121,7 +118,8 @@ class Engine:
             ``state_slots`` are then the buffer's. None: the separate pools.
         block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
             from here on): the prefix cache is vLLM's block table instead of the radix tree,
-            and requests go through ``serve_blocks`` (``serve._blocks``).
+            served by the same loop (``serve._blocks``); the policy, strategy, INT8 pool,
+            ``kv_budget`` and ``unified_memory`` do not apply (refused when set).
     """
 
     def __init__(
@@ -163,12 +161,15 @@ class Engine:
             raise ValueError("before_drop must be callable or None")
         self.model = model or TinyHybrid()
         self._before_drop = before_drop
-        # the cache the policy prescribes (its refresh, cap and victim options), its hooks ours
-        self.cache: PrefixCache = RadixStateCache(
+        self.blocks = check_block_cache(
+            block_cache, self.cache_on, self.int8, self.kv_budget, unified_memory, restore
+        )
+        # the policy names the options of the cache it runs on; the hooks are ours
+        self.cache: PrefixCache = self.blocks or RadixStateCache(
             PAGE_SIZE,
             **self.policy.cache_options(),
             on_free_state=self._drop_cached,
-            kv_slice=_copy_rows,
+            kv_slice=copy_rows,
             before_drop=None if before_drop is None else self._offer_dropped,
         )
         unified = make_unified(
@@ -194,11 +195,11 @@ class Engine:
             self.chunk_size,
             self.kv_budget,
             self.graph_bs,
+            self.blocks is not None,
         )
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
         self.loop = Loop(self.parts)
         self.totals = Totals()
-        self.blocks = None if block_cache is None else BlockServer(self.model, block_cache)
 
     # -- the cache's hooks and the unified budget's KV figure (constructor arguments) -------
     def _drop_cached(self, slot: int, nbytes: int) -> None:
@@ -236,12 +237,12 @@ class Engine:
         If anything raises mid-request, the request's slots, pending checkpoints and lock are
         released before the exception propagates (what it inserted in flight stays cached).
         """
-        self._require_radix_cache("generate")
         ids = prompt_tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
-        if mode not in RESTORE_MODES:
-            raise ValueError(f"restore must be one of {RESTORE_MODES}, got {mode!r}")
+        if mode not in RESTORE_MODES or (self.blocks is not None and mode != "exact"):
+            allowed = ("exact",) if self.blocks is not None else RESTORE_MODES
+            raise ValueError(f"restore must be one of {allowed}, got {mode!r}")
         record_states = check_bool("record_states", record_states)
         step_replay = check_bool("step_replay", step_replay) or record_states
         check_bool("reference", reference)
@@ -250,7 +251,8 @@ class Engine:
         seen = None if observe is None else (lambda stage: observe(stage, self))
         r = RequestState(0, ids, n_new, 0)
         r.trace = Trace(mode, step_replay, record_states, reference, seen)
-        rep = self._serve([r], 4 * self.chunk_size, None, None).reports[0]
+        r.stepwise = True  # the trace sees every step's state
+        rep = self._serve([r], self._batch_tokens(None), None, None).reports[0]
         assert rep is not None
         return rep
 
@@ -268,7 +270,7 @@ class Engine:
             requests: a sequence of ``Request(prompt, max_new_tokens, arrival=0)``, at most
                 4096; ``arrival`` is the scheduler step it arrives at (>= 0).
             max_batch_tokens: tokens per scheduler step, decodes included, in [1, 65536]
-                (None: 4 x ``chunk_size``).
+                (None: 4 x ``chunk_size``; the block table's ``max_num_batched_tokens``).
             max_running_requests: SGLang's ``--max-running-requests`` in [1, 4096]; the state
                 pool caps it at ``sizing.max_running_requests(state_slots, strategy)`` and
                 the report carries SGLang's capping message when it does.
@@ -278,33 +280,26 @@ class Engine:
 
         Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
         """
-        self._require_radix_cache("serve")
-        mbt = 4 * self.chunk_size if max_batch_tokens is None else max_batch_tokens
-        mbt = check_int("max_batch_tokens", mbt, 1, 1 << 16)
+        mbt = self._batch_tokens(max_batch_tokens)
         mrr = None
         if max_running_requests is not None:
             mrr = check_int("max_running_requests", max_running_requests, 1, MAX_SLOTS)
         kvt = None if kv_tokens is None else check_int("kv_tokens", kv_tokens, 1, 1 << 40)
         if kvt is not None and self.pools.unified is not None:
             raise ValueError("kv_tokens: with unified_memory the KV side is the buffer's")
+        if kvt is not None and self.blocks is not None:
+            raise ValueError("kv_tokens: the block table's KV is its blocks'")
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
         return self._serve(check_requests(requests), mbt, mrr, kvt)
 
-    def serve_blocks(self, requests: Any) -> BlockServeReport:
-        """Serve ``Request``s through vLLM's block table (``block_cache``): one at a time in
-        arrival order (the block model's synchronous scheduler), chunk cuts, block copies and
-        state blocks as its steps say. Tokens and logits equal the uncached model's."""
-        if self.blocks is None:
-            raise ValueError("serve_blocks needs Engine(block_cache=VLLMBlockCache(...))")
-        states = check_requests(requests)
-        return self.blocks.serve([(r.idx, r.ids, r.n_new, r.arrival) for r in states])
-
-    def _require_radix_cache(self, name: str) -> None:
-        if self.blocks is not None:
-            raise ValueError(
-                f"{name}: this engine's prefix cache is vLLM's block table; use serve_blocks"
-            )
+    def _batch_tokens(self, max_batch_tokens: Any) -> int:
+        b = self.blocks
+        if max_batch_tokens is None:
+            return b.chunk if b is not None else 4 * self.chunk_size
+        # a block no wider than the chunk budget is prefilled in whole blocks
+        least = b.block_size if b is not None and b.block_size <= b.chunk else 1
+        return check_int("max_batch_tokens", max_batch_tokens, least, 1 << 16)
 
     def _serve(
         self, states: list[RequestState], mbt: int, mrr: int | None, kvt: int | None
@@ -327,6 +322,7 @@ class Engine:
         Call between requests. Returns False if no checkpoint slot can be made free."""
         if not self.cache_on:
             return False
+        self._require_radix("adopt_checkpoint")
         ids = check_tokens(tokens, name="tokens")
         ck = self.pools.checkpoints
         ck.check_shapes(kda_state, conv)
@@ -343,6 +339,7 @@ class Engine:
         """The checkpoint the cache holds exactly at ``len(tokens)`` (None: none there), read
         without touching the cache: its MLA KV, S, conv window, slot and the deepest
         checkpoint before it (``restore_at``). For a transfer (``kda_core.transfer``)."""
+        self._require_radix("cached_checkpoint")
         ids = check_tokens(tokens, name="tokens")
         m = self.cache.match_prefix(ids, touch=False)
         if m.restore_at != len(ids) or not self.cache_on:
@@ -350,6 +347,10 @@ class Engine:
         S, conv = self.pools.checkpoints.buffers(m.state)
         parent = self.cache.match_prefix(ids[:-1], touch=False).restore_at if len(ids) > 1 else 0
         return CachedCheckpoint(m.kv, S, conv, m.state, parent)
+
+    def _require_radix(self, name: str) -> None:
+        if self.blocks is not None:
+            raise ValueError(f"{name}: the block table's states are its blocks' (no transfer)")
 
     def restore_point(self, tokens: list[int]) -> int:
         """The deepest checkpoint boundary the cache holds on ``tokens`` (0: none); read-only."""
@@ -389,22 +390,7 @@ class Engine:
         """Pools, cache, and their agreement: the cache's states are exactly the checkpoint
         slots owned by "cache"; no request holds state slots between requests."""
         self.cache.check_integrity()
-        self.pools.check_integrity([v.state for v in self.cache.export() if v.has_state])
-
-
-class CachedCheckpoint(NamedTuple):
-    """A checkpoint the cache holds (``Engine.cached_checkpoint``): the MLA KV payloads of its
-    prefix (root first), S [L, H, K, V] and conv [L, W-1, D] (read-only), its checkpoint
-    slot, and the boundary of the deepest checkpoint before it (0: none)."""
-
-    mla_kv: tuple
-    kda_state: np.ndarray
-    conv: np.ndarray
-    slot: int
-    parent: int
-
-
-def _copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
-    """The cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached edge
-    never pins a request's batch array)."""
-    return payload[start:stop].copy()
+        blocks = self.blocks is not None  # the block table keeps its states in its blocks
+        self.pools.check_integrity(
+            [] if blocks else [v.state for v in self.cache.export() if v.has_state]
+        )

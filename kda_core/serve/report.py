@@ -2,8 +2,8 @@
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
 engine's totals) and ``Totals``, the one object that counts them as requests finish.
 ``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
-``serve._graphs.GraphStep``; a serve through vLLM's block table reports in
-``serve._blocks.BlockServeReport``.
+``serve._graphs.GraphStep``; a serve through vLLM's block table adds a ``BlockStepRow`` per
+request chunk.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core.cache.pool import PoolStats
+from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
 
 __all__ = [
+    "BlockStepRow",
+    "CachedCheckpoint",
     "EngineStats",
     "GenerateReport",
     "ServeReport",
@@ -126,6 +129,25 @@ class StepRow:
     held_for_memory: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BlockStepRow:
+    """One request's chunk in a serve through vLLM's block table (``Engine(block_cache=...)``).
+
+    request: its index in the input; phase: "prefill" or "decode"; step: the block table's
+    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
+    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
+    block the chunk's starting state was read from (None: a zero state at 0); kv_table /
+    state_table: the request's block tables after the step (0: the null block).
+    """
+
+    request: int
+    phase: str
+    step: Step
+    read_block: int | None
+    kv_table: tuple[int, ...]
+    state_table: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class ServeReport:
     """What ``Engine.serve`` did: one report per request (input order; None if rejected)."""
@@ -142,6 +164,7 @@ class ServeReport:
     seconds: float  # the whole serve
     scheduler_seconds: float  # Scheduler.schedule
     runner_seconds: float  # the model passes (Runner.run)
+    block_steps: tuple[BlockStepRow, ...] = ()  # through vLLM's block table: every chunk
 
 
 class Totals:
@@ -178,3 +201,15 @@ class Totals:
         t["evicted_states"] += r.evicted_states
         t["evicted_kv_tokens"] += r.evicted_kv_tokens
         t["checkpoints_skipped"] += r.checkpoints_skipped
+
+
+class CachedCheckpoint(NamedTuple):
+    """A checkpoint the cache holds (``Engine.cached_checkpoint``): the MLA KV payloads of its
+    prefix (root first), S [L, H, K, V] and conv [L, W-1, D] (read-only), its checkpoint
+    slot, and the boundary of the deepest checkpoint before it (0: none)."""
+
+    mla_kv: tuple
+    kda_state: np.ndarray
+    conv: np.ndarray
+    slot: int
+    parent: int

@@ -175,6 +175,7 @@ class StateGroup(_Group):
 
     def __init__(self, pool: BlockPool, group_id: int, block: int, fine: bool) -> None:
         super().__init__(pool, group_id, block, fine)
+        self.this_step: set = set()  # keys cached since the step began (cached_blocks_this_step)
         self.last_state: dict[str, int] = {}
         self.retired: dict[str, int] = {}
         self.allocated: set[str] = set()
@@ -278,8 +279,15 @@ class StateGroup(_Group):
         """``MambaManager.cache_blocks``: full blocks (under the retention mask), then the
         prompt's last hash boundary when a chunk ends exactly there
         (``_cache_partial_tail_block``): the running block gets that key, and the next
-        allocation moves the key to a copy before the state moves on."""
+        allocation moves the key to a copy before the state moves on. The keys go into
+        ``this_step``: another request's hit on them waits a step (the state is not computed
+        before this step's forward)."""
+        logged = len(self.pool.log)
         self.cache_full(rid, hashes, tokens, mask_fn)
+        self._cache_tail(rid, hashes, prompt, tokens)
+        self.this_step.update(self.pool.blocks[i].key for g, _, i in self.pool.log[logged:] if g)
+
+    def _cache_tail(self, rid: str, hashes: Sequence[int], prompt: int, tokens: int) -> None:
         u, B = self.pool.unit, self.block
         if tokens <= 0 or tokens % u or tokens != checkpoint_position(prompt, u):
             return

@@ -1,16 +1,14 @@
-"""``VLLMBlockCache``: vLLM 0.33's prefix cache for a KDA hybrid, block by block.
-
-One object plays ``KVCacheManager`` + ``HybridKVCacheCoordinator``
-(``vllm/v1/core/kv_cache_manager.py``, ``kv_cache_coordinator.py``) over one block pool and two
-groups (MLA KV, KDA state), with the chunk cut of ``Scheduler._mamba_block_aligned_split``.
-Its request API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup`` is
-``get_computed_blocks``); it is also a ``PrefixCache`` (match, lock, insert, evict, sizes,
-views). docs/policies.md ("vLLM's block table").
+"""``VLLMBlockCache``: vLLM 0.33's prefix cache for a KDA hybrid, block by block: one object
+plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
+``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
+API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
@@ -29,23 +27,19 @@ from kda_core.cache.vllm_blocks.records import BlockHit, PoolSnapshot, RequestRe
 
 __all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache"]
 
-MAX_TOKENS = 1 << 20
-"""Longest request (tokens) and largest block / chunk the model accepts (caps memory)."""
-MAX_BLOCKS = 1 << 16
-"""Most physical blocks in the pool."""
+MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
+MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
 
 
+@dataclass(slots=True)
 class _Request:
-    __slots__ = ("rid", "tokens", "prompt_len", "hashes", "computed", "junction", "started")
-
-    def __init__(self, rid: str, tokens: list[int], hashes: list[int]) -> None:
-        self.rid = rid
-        self.tokens = tokens
-        self.prompt_len = len(tokens)
-        self.hashes = hashes
-        self.computed = 0
-        self.junction = 0
-        self.started = False
+    rid: str
+    tokens: list[int]
+    hashes: list[int]
+    prompt_len: int
+    computed: int = 0
+    junction: int = 0
+    started: bool = False
 
 
 def _check_tokens(tokens: Any, name: str) -> list[int]:
@@ -59,24 +53,21 @@ def _check_tokens(tokens: Any, name: str) -> list[int]:
 
 
 class _Handle(CacheHandle):
-    """A match's blocks: a lock takes a reference on each, as a request taking the hit does
-    (``BlockPool.touch``); an unlock frees them (``free_blocks``)."""
+    """A match's blocks: a lock takes a reference on each (``touch``), an unlock frees them."""
 
     __slots__ = ("_cache_id", "_blocks", "_keys", "_locks")
 
 
 class VLLMBlockCache:
-    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), behind the cache
-    protocol (``kda_core.cache.protocol.PrefixCache``) and with vLLM's request API.
+    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), a ``PrefixCache``.
 
-    block_size: tokens per block, the same for the MLA KV pages and the KDA state blocks
-    (vLLM: ``block_size`` = ``mamba_block_size`` in align mode); prefix_match_unit: tokens
-    per prefix hash (``--prefix-match-unit``; None = block_size, no fine-grained hits; must
-    divide block_size); num_blocks: physical blocks in the shared pool, block 0 the null
-    block; max_num_batched_tokens: the chunk budget; retention:
-    ``prefix_cache_retention_interval`` (None dense, 0, or a multiple of block_size);
-    mamba_cache_mode: only "align" (vLLM 0.33 caches KDA/Mamba prefixes in no other mode:
-    ``MambaManager.__init__`` asserts it, and ``partial_hash_hits_enabled`` requires it).
+    block_size: tokens per block, MLA KV pages and KDA state blocks alike (vLLM: ``block_size``
+    = ``mamba_block_size`` in align mode); prefix_match_unit: tokens per prefix hash
+    (``--prefix-match-unit``; None = block_size, no fine-grained hits; divides block_size);
+    num_blocks: physical blocks in the shared pool, block 0 the null block;
+    max_num_batched_tokens: the chunk budget; retention: ``prefix_cache_retention_interval``
+    (None dense, 0, or a multiple of block_size); mamba_cache_mode: only "align" (vLLM 0.33
+    caches KDA/Mamba prefixes in no other mode: ``MambaManager.__init__`` asserts it).
     """
 
     def __init__(
@@ -113,15 +104,12 @@ class VLLMBlockCache:
         self.state = StateGroup(self.pool, 1, B, self.fine)
         self._reqs: dict[str, _Request] = {}
         self._served = 0
-        self._this_step: set = set()  # state keys registered since ``new_step``
         self._locked: dict[int, int] = {}  # block id -> references held through handles
         self._args = (B, prefix_match_unit, num_blocks, self.chunk, retention)
 
-    # lookup ----------------------------------------------------------------------------
     def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], int, int]:
-        """``HybridKVCacheCoordinator.find_longest_cache_hit`` for one KV and one state group
-        (a simple hybrid: one pass): the KV hit bounds the state lookup, the state hit cuts
-        the KV blocks. Returns KV blocks, state blocks, the hit and the KV group's own hit."""
+        """``HybridKVCacheCoordinator.find_longest_cache_hit`` (one KV and one state group: one
+        pass): -> KV blocks cut to the state hit, state blocks, the hit, the KV group's hit."""
         kv_blocks, kv_len = self.kv.find(hashes, max_len)
         state_blocks, hit = self.state.find(hashes, kv_len)
         return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
@@ -132,12 +120,12 @@ class VLLMBlockCache:
         return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
-        """What a new request with these tokens would hit (``get_computed_blocks``: at most
-        ``len(tokens) - 1`` tokens, the last one is recomputed for its logits). Read-only."""
+        """What a new request with these tokens would hit, read-only (``get_computed_blocks``:
+        at most ``len(tokens) - 1`` tokens; the last one is recomputed for its logits)."""
         toks = _check_tokens(tokens, "tokens")
         return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
 
-    # one request ------------------------------------------------------------------------
+    # vLLM's request API ------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
         """Queue a request (``Request``); its lookup runs at its first ``step``."""
         if not isinstance(request_id, str) or request_id in self._reqs:
@@ -145,7 +133,7 @@ class VLLMBlockCache:
         toks = _check_tokens(prompt, "prompt")
         hashes: list[int] = []
         self.chain.extend(hashes, toks)
-        self._reqs[request_id] = _Request(request_id, toks, hashes)
+        self._reqs[request_id] = _Request(request_id, toks, hashes, len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
@@ -161,9 +149,8 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def new_step(self) -> None:
-        """A new scheduler step (``MambaManager.new_step_starts``)."""
-        self._this_step.clear()
+    def new_step(self) -> None:  # MambaManager.new_step_starts
+        self.state.this_step.clear()
 
     def deferred(self, tokens: Sequence[int]) -> bool:
         """A new request with these tokens waits a step: its state hit was keyed in this step
@@ -171,13 +158,16 @@ class VLLMBlockCache:
         ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
         toks = _check_tokens(tokens, "tokens")
         st = self._find(self.chain.peek(toks), len(toks) - 1)[1]
-        return bool(st) and st[-1].key in self._this_step
+        return bool(st) and st[-1].key in self.state.this_step
 
-    def step(self, request_id: str, budget: int | None = None, *, new_step: bool = True) -> Step:
+    def step(
+        self, request_id: str, budget: int | None = None, *, new_step: bool = True
+    ) -> Step | None:
         """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
         budget): the lookup on its first step, the aligned cut, ``allocate_slots`` (blocks,
         copy-on-write, keys) and the copies' release. A scheduler batching several requests
-        calls ``new_step`` once per step and steps each with ``new_step=False``."""
+        calls ``new_step`` once per step and steps each with ``new_step=False``; None: the
+        aligned cut of a budget below the chunk budget is empty (the request waits)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
@@ -194,6 +184,8 @@ class VLLMBlockCache:
         n = aligned_split(
             start, want, len(req.tokens), req.prompt_len, B, unit, fine, chunk, junction
         )
+        if n <= 0 and budget is not None and budget < self.chunk:
+            return None  # less budget than a block is left this step: the request waits
         if n <= 0:
             raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
         self.pool.log.clear()
@@ -202,24 +194,21 @@ class VLLMBlockCache:
         req.started, req.junction = True, junction
         new = self._allocate(req, start, n, found)
         req.computed = start + n
-        u = self.unit
-        self._this_step.update((req.hashes[t // u - 1], 1) for g, t, _ in self.pool.log if g == 1)
         copies = self._release_copies()
         state_block = self.state.req_blocks[request_id][-(-req.computed // B) - 1].block_id
         hit = self._hit(*found) if found else None
         return Step(start, req.computed, hit, state_block, tuple(self.pool.log), copies, new)
 
     def _require_room(self, req: _Request, start: int, need: int, found: tuple | None) -> None:
-        """``get_num_blocks_to_allocate`` against the free blocks: vLLM would not schedule
-        the step (``allocate_slots`` returns None); a one-request model cannot wait."""
+        """``get_num_blocks_to_allocate`` against the free blocks (vLLM would not schedule the
+        step: ``allocate_slots`` returns None; this model does not wait)."""
         kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
         wanted = self.kv.num_to_allocate(req.rid, need, kv_hit, start)
         wanted += self.state.num_to_allocate(req.rid, need, st_hit, start)
-        if wanted > self.pool.num_free():
-            raise ValueError(
-                f"num_blocks={len(self.pool.blocks)} is too small: this step needs {wanted} "
-                f"blocks, {self.pool.num_free()} are free or evictable"
-            )
+        free = self.pool.num_free()
+        if wanted > free:
+            n = len(self.pool.blocks)
+            raise ValueError(f"num_blocks={n} is too small: {wanted} blocks needed, {free} free")
 
     def _allocate(
         self, req: _Request, start: int, n: int, found: tuple | None
@@ -249,16 +238,16 @@ class VLLMBlockCache:
         return lambda first, end: reachable_mask(first, end, B, align, retention, reach)
 
     def _release_copies(self) -> tuple[tuple[int, int], ...]:
-        """``take_kv_cache_block_copies``: the step's copies run, then both ends of each are
-        released (``Scheduler._free_cow_retained_blocks``, synchronous)."""
+        """``take_kv_cache_block_copies``; both ends of each copy released after it ran
+        (``Scheduler._free_cow_retained_blocks``, synchronous)."""
         pairs = self.kv.copies + self.state.copies
         self.kv.copies, self.state.copies = [], []
         self.pool.free_blocks([b for pair in pairs for b in pair])
         return tuple((a.block_id, b.block_id) for a, b in pairs)
 
     def finish(self, request_id: str) -> None:
-        """Free the request's blocks, each group's table tail first (``KVCacheManager.free``):
-        keyed blocks stay cached (evictable), the rest are reused first."""
+        """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
+        blocks stay cached (evictable), the rest are reused first."""
         self._require_request(request_id)
         del self._reqs[request_id]
         for group in (self.kv, self.state):
@@ -273,27 +262,23 @@ class VLLMBlockCache:
         while rid in self._reqs:
             rid += "'"
         self.add(rid, prompt)
-        steps = []
+        steps: list[Step] = []
         try:
             for token in [None, *outs]:
                 if token is not None:
                     self.append(rid, token)
-                while True:
-                    steps.append(self.step(rid))
-                    if steps[-1].end == len(self._reqs[rid].tokens):
-                        break
+                while not steps or steps[-1].end < len(self._reqs[rid].tokens):
+                    steps.append(self.step(rid))  # type: ignore[arg-type]
         finally:
             self.finish(rid)
         hit = steps[0].hit
         assert hit is not None, "the first step carries the lookup"
         return RequestRecord(rid, len(prompt), hit, tuple(steps))
 
-    def tables(self, request_id: str) -> tuple[list[int], list[int]]:
+    def tables(self, request_id: str) -> tuple[list[int], ...]:
         """The request's block tables (KV, state) as physical ids (0: the null block)."""
         self._require_request(request_id)
-        return [b.block_id for b in self.kv.req_blocks.get(request_id, ())], [
-            b.block_id for b in self.state.req_blocks.get(request_id, ())
-        ]
+        return tuple([b.block_id for b in g.req_blocks[request_id]] for g in (self.kv, self.state))
 
     # the cache protocol -------------------------------------------------------------------
     def _handle(self, tokens: int, blocks: list[Block]) -> _Handle:
@@ -303,27 +288,20 @@ class VLLMBlockCache:
         return h
 
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
-        """The longest hit of ``key`` (``find_longest_cache_hit``, up to ``len(key)``
-        tokens): ``restore_at`` where KV and state agree (``state``: its state block),
-        ``token_match`` the KV group's own hit, ``kv`` the KV block ids of ``[0, restore_at)``,
-        ``branch`` the shared-prefix boundary. ``touch`` moves the hit's free blocks to the
-        back of the free queue (evicted last); blocks are never split."""
+        """``find_longest_cache_hit`` over all of ``key``: ``restore_at`` where KV and state
+        agree (``state``: its state block; ``kv``: the KV block ids before it), ``token_match``
+        the KV group's own hit. ``touch`` sends the hit's free blocks to the back of the free
+        queue (evicted last); blocks are never split."""
         toks = _check_tokens(key, "key")
         check_bool("split", split)
-        hashes = self.chain.peek(toks)
-        kv_all, kv_len = self.kv.find(hashes, len(toks))
-        st, hit = self.state.find(hashes, kv_len)
-        kv = kv_all[: -(-hit // self.block_size)]
+        kv, st, hit, kv_len = self._find(self.chain.peek(toks), len(toks))
+        kv_all = self.kv.find(self.chain.peek(toks), kv_len)[0]
         if check_bool("touch", touch):
-            for b in kv_all + st:
-                if not b.is_null and b.ref_cnt == 0:
-                    self.pool.free.move_to_end(b.block_id)
-        state = st[-1].block_id if st else None
-        restore, path = self._handle(hit, kv + st[-1:]), self._handle(kv_len, kv_all)
-        branch = kv_len if kv_len > hit else None
-        ids = tuple(b.block_id for b in kv)
+            self.pool.free_to_back(kv_all + st)
+        h, restore = self._hit(kv, st, hit, kv_len), self._handle(hit, kv + st[-1:])
+        branch, path = h.shared_prefix_boundary or None, self._handle(kv_len, kv_all)
         return PrefixMatch(
-            kv_len, hit, state, 0, ids, branch, bool(hit % self.block_size), restore, path
+            kv_len, hit, h.state_block, 0, h.kv_blocks, branch, h.partial, restore, path
         )
 
     def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
@@ -338,17 +316,17 @@ class VLLMBlockCache:
             self.pool.free_blocks(handle._blocks)
         else:
             self.pool.touch(handle._blocks)
-        handle._locks += -1 if unlock else 1
+        d = -1 if unlock else 1
+        handle._locks += d
         for b in handle._blocks:
-            self._locked[b.block_id] = self._locked.get(b.block_id, 0) + (-1 if unlock else 1)
+            self._locked[b.block_id] = self._locked.get(b.block_id, 0) + d
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> PrefixInsert:
-        """vLLM keys blocks as a request computes them (``allocate_slots``): inserting a
-        prefix is serving ``key`` as a prompt (``serve``); what it keys stays cached. The
-        block table holds no payloads (a block's contents are the engine's): ``kv``,
-        ``states`` stay empty. ``new``: the state keys registered."""
+        """vLLM keys blocks as a request computes them: inserting a prefix is serving ``key``
+        as a prompt (``serve``). The table holds no payloads (the engine holds the blocks'
+        contents): ``kv``, ``states`` stay empty. ``new``: the state keys registered."""
         if kv is not None or states or state_bytes:
             raise ValueError("kv, states: the block table keys blocks, it holds no payloads")
         rec = self.serve(key)
@@ -356,27 +334,24 @@ class VLLMBlockCache:
         return PrefixInsert(rec.hit.tokens, rec.prompt_len - rec.hit.tokens, new, (), 0, None)
 
     def read_kv(self, key: Any, length: int) -> tuple:
-        """The KV block ids covering ``key[:length]`` (within the KV group's hit)."""
+        """The KV block ids covering ``key[:length]`` (inside the KV group's hit)."""
         toks = _check_tokens(key, "key")
         blocks, kv_len = self.kv.find(self.chain.peek(toks), len(toks))
         n = check_int("length", length, 0, kv_len)
         return tuple(b.block_id for b in blocks[: -(-n // self.block_size)])
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
-        """Drop the keys of free cached blocks from the free queue's LRU end (what
-        ``get_new_blocks`` does as it reuses them): state blocks until ``states`` are gone,
-        then KV blocks until ``kv_tokens`` are."""
-        n_states = check_int("states", states, 0)
+        """Drop the keys of free cached blocks from the free queue's LRU end (as
+        ``get_new_blocks`` does when it reuses them): state blocks, then KV blocks."""
         check_int("state_bytes", state_bytes, 0)  # states are blocks here: not sized
-        freed, keys = self.pool.evict_free(1, n_states)
-        kv, more = self.pool.evict_free(
-            0, -(-check_int("kv_tokens", kv_tokens, 0) // self.block_size)
-        )
-        return Evicted(freed, 0, kv * self.block_size, keys + more, 0)
+        n, keys = self.pool.evict_free(1, check_int("states", states, 0))
+        want = -(-check_int("kv_tokens", kv_tokens, 0) // self.block_size)
+        kv, more = self.pool.evict_free(0, want)
+        return Evicted(n, 0, kv * self.block_size, keys + more, 0)
 
     @property
     def size_info(self) -> SizeInfo:
-        """KV tokens of held / free cached KV blocks; states in blocks (bytes: not modelled)."""
+        """KV tokens of held / free cached KV blocks (state bytes: not modelled)."""
         held, free = self.kv.blocks()
         return SizeInfo(len(free) * self.block_size, len(held) * self.block_size, 0, 0)
 
@@ -384,15 +359,12 @@ class VLLMBlockCache:
     def kv_tokens(self) -> int:
         return self.size_info.kv_total
 
-    @property
-    def state_bytes(self) -> int:
-        return 0  # a block is a page of the pool: the lab does not size it here
+    state_bytes = 0  # a block is a page of the pool: the lab does not size it here
 
     @property
     def n_states(self) -> int:
         """State blocks held or cached."""
-        held, free = self.state.blocks()
-        return len(held) + len(free)
+        return sum(map(len, self.state.blocks()))
 
     @property
     def n_nodes(self) -> int:
@@ -400,8 +372,7 @@ class VLLMBlockCache:
         return sum(len(bs) for bs in self.pool.cached.values())
 
     def reset(self) -> int:
-        """Drop every block and key (refused while a request holds blocks). -> state blocks
-        that were cached."""
+        """Drop every block and key (not while a request holds blocks). -> state blocks."""
         if self._reqs or any(self._locked.values()):
             raise ValueError("reset: requests or handles still hold blocks")
         n = self.n_states
@@ -413,16 +384,14 @@ class VLLMBlockCache:
         """Each block's references are its table entries and handle locks, the free queue
         holds exactly the unreferenced blocks, every key names a block that carries it."""
         refs = dict(self._locked)
-        for g in (self.kv, self.state):
-            for table in g.req_blocks.values():
-                for b in table:
-                    refs[b.block_id] = refs.get(b.block_id, 0) + (not b.is_null)
+        for table in [*self.kv.req_blocks.values(), *self.state.req_blocks.values()]:
+            for b in table:
+                refs[b.block_id] = refs.get(b.block_id, 0) + (not b.is_null)
         self.pool.check_integrity(refs)
 
-    def stats(self) -> dict[str, int]:
-        """Block counts: the pool, free, keys, cached states, evictions so far."""
-        free, keys, evictions = self.pool.num_free(), self.n_nodes, self.pool.evictions
-        return dict(blocks=len(self.pool.blocks) - 1, free=free, keys=keys, evictions=evictions)
+    def stats(self) -> SizeInfo:
+        """The sizes (``export`` has the blocks, keys and the eviction count)."""
+        return self.size_info
 
     # read-only views -------------------------------------------------------------------
     def export(self) -> PoolSnapshot:
