@@ -9,7 +9,8 @@ import pytest
 
 from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine
+from kda_core.serve._args import DEFAULT_STATE_SLOTS
+from kda_core.serve.engine import Engine
 from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()

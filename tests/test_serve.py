@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from kda_core import sizing
 from kda_core.cache.pool import STRATEGIES
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine, Request
+from kda_core.serve._args import DEFAULT_STATE_SLOTS
+from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
 _REF: dict[tuple, tuple[list[int], np.ndarray]] = {}

@@ -235,5 +235,5 @@ def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
         r = RequestState(0, [1, 2], max(len(gen), 1), 0)
         r.gen = list(gen)
         r.logit_rows = [np.zeros(VOCAB)] * len(gen)
-        assert r.report(0, Engine(model=MODEL).pool_stats()).text == decode(gen), gen
+        assert r.report(0, Engine(model=MODEL).pools.stats()).text == decode(gen), gen
     assert decode(cases[1]).endswith("\ufffd")  # the cut character: the case means something

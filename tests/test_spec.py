@@ -1,5 +1,6 @@
 """ReplaySSM speculative decoding: ring verify == per-draft states == recurrent; exact commit for
-every acceptance count; rejected drafts leave no trace; speculative generation == greedy."""
+every acceptance count; rejected drafts leave no trace; the engine decoding speculatively ==
+greedy, and its requests hit and insert like any other."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from kda_testdata import kda_inputs
 
 from kda_core import kda, sizing
 from kda_core import model as M
+from kda_core.cache import policy as P
 from kda_core.cache.quant import round_bf16
 from kda_core.serve import spec
+from kda_core.serve.engine import Engine, Request
 
 PROMPT = "ReplaySSM 只保存轻量输入。"
 DRAFT = [101, 7, 200, 33, 64, 150, 9, 250]  # D = 8 arbitrary tokens
@@ -251,7 +254,9 @@ def greedy(tiny):
 
 
 @pytest.mark.parametrize("draft", ["noisy", "ngram", "perfect", "bad"])
-def test_speculative_generation_equals_greedy(tiny, greedy, draft):
+def test_speculative_decoding_equals_greedy(tiny, greedy, draft):
+    """The engine decoding speculatively: the greedy tokens and logits, and the state it ends
+    at (inserted at the request end, read back from the cache) is the greedy run's."""
     ids, logits, st_ref = greedy
     if draft == "perfect":
         kw = {"draft": "noisy", "noise": 0.0}
@@ -260,42 +265,68 @@ def test_speculative_generation_equals_greedy(tiny, greedy, draft):
         kw = {"draft": lambda hist, st, n: [never] * n}
     else:
         kw = {"draft": draft}
-    out = spec.speculative_generate(tiny, M.encode(PROMPT), 40, draft_tokens=8, **kw)
+    end = P.make("interval", every=1 << 20, request_end=True)  # one checkpoint: the end
+    e = Engine(model=tiny, policy=end, speculative={**kw, "draft_tokens": 8})
+    out = e.generate(PROMPT, 40)
     assert out.tokens == ids
     assert np.max(np.abs(out.logits - logits)) <= 1e-12
-    assert out.state.tokens == st_ref.tokens
-    for x, y in zip(out.state.kda, st_ref.kda):
-        assert np.max(np.abs(x.S - y.S)) <= 1e-12
+    ck = e.cached_checkpoint(st_ref.tokens)
+    assert ck is not None and out.checkpoints == (len(st_ref.tokens),)
+    for j, y in enumerate(st_ref.kda):
+        assert np.max(np.abs(ck.kda_state[j] - y.S)) <= 1e-12
+        assert np.max(np.abs(ck.conv[j] - y.conv)) <= 1e-12
     # bookkeeping: every step commits 1 + accepted, and the stats add up
-    assert sum(s.committed for s in out.steps) == len(ids) - 1
-    assert out.accepted == sum(s.accepted for s in out.steps)
-    assert out.drafted == sum(len(s.inputs) - 1 for s in out.steps)
-    assert out.tokens_per_step == pytest.approx((len(ids) - 1) / len(out.steps))
+    steps = out.verify_steps
+    assert sum(s.accepted + 1 for s in steps) == len(ids) - 1
+    assert [s.start for s in steps[1:]] == [s.start + s.accepted + 1 for s in steps[:-1]]
+    accepted, drafted = sum(s.accepted for s in steps), sum(len(s.inputs) - 1 for s in steps)
     if draft == "perfect":
-        assert out.acceptance_rate == 1.0 and len(out.steps) == 5  # ceil(39 / 8)
+        assert accepted == drafted and len(steps) == 5  # ceil(39 / 8)
     if draft == "bad":
-        assert out.accepted == 0 and len(out.steps) == len(ids) - 1
-    if draft == "noisy":  # noise 0.0 on random logits: some drafts accepted, some rejected
-        assert 0.0 < out.acceptance_rate < 1.0
-        assert 0 < out.accepted < out.drafted
+        assert accepted == 0 and len(steps) == len(ids) - 1
+    if draft == "noisy":  # some drafts accepted, some rejected
+        assert 0 < accepted < drafted
+    e.check_integrity()
 
 
-def test_speculative_generation_edge_cases(tiny):
-    out = spec.speculative_generate(tiny, "hi", 0)
-    assert out.tokens == [] and out.steps == () and out.logits.shape == (0, M.VOCAB)
+def test_a_speculative_request_hits_and_inserts_like_any_other(tiny):
+    """Batched speculative requests on the default policy: every one equals its uncached
+    run, later ones restore what earlier ones inserted, and the verify windows are cut so
+    each planned checkpoint (in prefill and decode) is parked exactly where plain decoding
+    parks it."""
+    system = "Speculative decoding in the engine: "
+    prompts = [system + s for s in ("one", "two", "three", "four")]
+    reqs = [Request(p, 50, arrival=3 * i) for i, p in enumerate(prompts)]
+    fast = Engine(model=tiny, speculative={"draft": "ngram", "draft_tokens": 6})
+    plain = Engine(model=tiny)
+    a, b = fast.serve(reqs), plain.serve(reqs)
+    for p, x, y in zip(prompts, a.reports, b.reports):
+        ids, logits = tiny.generate(M.encode(p), 50)
+        assert x.tokens == ids and np.max(np.abs(x.logits - logits)) <= 1e-9
+        assert x.checkpoints == y.checkpoints and any(c > len(x.prompt) for c in x.checkpoints)
+        assert x.verify_steps and not y.verify_steps
+    assert sum(r.restore_at > 0 for r in a.reports) >= 3
+    assert any(len(row.running) >= 2 and row.decode_tokens >= 2 for row in a.steps)
+    fast.check_integrity()
+
+
+def test_speculative_decoding_edge_cases(tiny):
     ids, _ = tiny.generate(M.encode("hi"), 3)
-    assert spec.speculative_generate(tiny, "hi", 3, draft_tokens=1).tokens == ids
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        spec.speculative_generate(tiny, "hi", 5000)
-    for bad in (True, False, 2.0, "3", None):
+    assert Engine(model=tiny, speculative={"draft_tokens": 1}).generate("hi", 3).tokens == ids
+    e = Engine(model=tiny, speculative={})
+    for bad in (0, 5000, True, 2.0, "3", None):
         with pytest.raises(ValueError, match="max_new_tokens"):
-            spec.speculative_generate(tiny, "hi", bad)
+            e.generate("hi", bad)
     with pytest.raises(ValueError, match="draft must be"):
-        spec.speculative_generate(tiny, "hi", 3, draft="eagle")
+        Engine(model=tiny, speculative={"draft": "eagle"})
+    with pytest.raises(ValueError, match="speculative: depth is not one of"):
+        Engine(model=tiny, speculative={"depth": 2})
     with pytest.raises(ValueError, match="draft must return 7 tokens"):
-        spec.speculative_generate(tiny, "hi", 9, draft=lambda h, s, n: [1])
+        Engine(model=tiny, speculative={"draft": lambda h, s, n: [1]}).generate("hi", 9)
     with pytest.raises(ValueError, match="noise"):
         spec.make_noisy_draft(tiny, noise=-1.0)
+    with pytest.raises(ValueError, match="noise"):
+        Engine(model=tiny, speculative={"noise": -1.0})
 
 
 def test_accept_length():

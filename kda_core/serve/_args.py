@@ -22,6 +22,7 @@ from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve.request import Request
+from kda_core.serve.spec.draft import SpecConfig
 
 MAX_NEW_TOKENS = 4096
 MAX_REQUESTS = 4096
@@ -63,6 +64,7 @@ __all__ = [
     "ServeConfig",
     "RESTORE_MODES",
     "check_block_cache",
+    "check_model",
     "check_modes",
     "check_policy_chunk",
     "check_requests",
@@ -107,6 +109,15 @@ def check_block_cache(
         bad = ", ".join(k for k, v in given.items() if v)
         raise ValueError(f"block_cache: not with {bad} (the block table holds its own states)")
     return block_cache
+
+
+def check_model(model: Any, before_drop: Any) -> TinyHybrid:
+    """The model to serve (None: ``TinyHybrid()``); ``before_drop`` callable or None."""
+    if model is not None and not isinstance(model, TinyHybrid):
+        raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
+    if before_drop is not None and not callable(before_drop):
+        raise ValueError("before_drop must be callable or None")
+    return model or TinyHybrid()
 
 
 def check_policy_chunk(policy: Any, chunk_size: int) -> None:
@@ -235,6 +246,7 @@ class ServeConfig:
     kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
     graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
     blocks: bool = False  # the prefix cache is vLLM's block table (``serve._blocks``)
+    spec: SpecConfig | None = None  # speculative decoding (``serve.spec``), None: off
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from kda_core.model import TOKENIZER_FINGERPRINT, ModelState
 from kda_core.serve._args import Parts
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
+from kda_core.serve.spec.draft import SpecRequest
 
 __all__ = ["Lifecycle"]
 
@@ -49,6 +50,16 @@ class Lifecycle:
 
     def begin_step(self) -> None:
         """A new scheduler step (the radix cache needs no notice)."""
+
+    def window(self, r: RequestState) -> int:
+        """Tokens a decoding request consumes this step: 1, or a speculative verify's window
+        (D, at most the tokens still to emit, cut at the next planned checkpoint so that a
+        full acceptance lands on it)."""
+        if r.spec is None:
+            return 1
+        n = min(r.spec.rings.draft_tokens, r.n_new - len(r.gen))
+        nxt = next((p for p in r.planned if p > r.pos), None)
+        return n if nxt is None else min(n, nxt - r.pos)
 
     def prepare(self, r: RequestState, n: int) -> int:
         """The chunk ``r`` runs this step, ``n`` tokens as the scheduler cut it (the cuts are
@@ -96,6 +107,8 @@ class Lifecycle:
         r.t0 = time.perf_counter()
         r.admitted_at = step
         r.slots = self.pools.pingpong.open(r.rid)
+        if self.cfg.spec is not None:  # speculative decoding: the request's rings and draft
+            r.spec = SpecRequest.of(self.model, self.cfg.spec)
         active, model = self.pools.active, self.model
         a = r.slots.active
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
@@ -181,10 +194,14 @@ class Lifecycle:
             self.park(r, pos)
         if pos < len(r.ids):
             return False
-        r.phase = "decode"
         gen = r.gen
-        gen.append(int(last.argmax()))  # the method: no dispatch wrapper (per request per step)
-        r.logit_rows.append(last)
+        if n > 1 and r.phase == "decode":  # a speculative commit: a token per committed input
+            gen.extend(int(row.argmax()) for row in logits)
+            r.logit_rows.extend(logits)
+        else:
+            gen.append(int(last.argmax()))  # the method: no dispatch wrapper (hot)
+            r.logit_rows.append(last)
+        r.phase = "decode"
         return len(gen) >= r.n_new
 
     def ckpt_slot(self, r: RequestState) -> bool:

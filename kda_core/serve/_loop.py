@@ -152,7 +152,7 @@ def _row(
     parts: Parts, step: int, b: Batch, finished: list[int], states, graph: GraphStep | None
 ) -> StepRow:
     held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
-    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
+    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.verify + b.prefill)
     if b.retracted:
         retracted = {r.idx for r in b.retracted}
         phases = tuple(["retracted" if r.idx in retracted else r.phase for r in states])
@@ -163,7 +163,7 @@ def _row(
         step=step,
         running=ran,
         prefill_tokens=sum(n for _, n in b.prefill),
-        decode_tokens=len(b.decode),
+        decode_tokens=len(b.decode) + sum(n for _, n in b.verify),
         admitted=tuple(r.idx for r in b.admitted),
         retracted=tuple(sorted(retracted)),
         finished=tuple(finished),

@@ -148,16 +148,40 @@ class Runner:
         return toks + [0] * pad, pasts + sink
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
-        """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch."""
+        """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch:
+        one packed pass for the decodes and prefill chunks, then each speculative verify."""
         t0 = time.process_time()
         work: list[tuple[RequestState, list[int]]] = [(r, [r.gen[-1]]) for r in batch.decode]
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
+        out = self._packed(batch, work) if work else []
+        out += [self._speculate(r, n) for r, n in batch.verify]
+        self.seconds += time.process_time() - t0
+        return out
+
+    def _speculate(self, r: RequestState, n: int) -> tuple[RequestState, int, np.ndarray]:
+        """A speculative request's verify step and its commit by exact replay (ReplaySSM,
+        ``serve.spec``): the pending token and n - 1 drafts from the state in its slot."""
+        st, slot = r.state, r.slots.active  # type: ignore[union-attr]
+        assert st is not None and r.spec is not None
+        assert not (self.pending and r in self._bound.reqs), "speculative requests never defer"  # type: ignore[union-attr]
+        S, conv = self.pool.buffers(slot)
+        kda = [KDALayerState(S[i], conv[i]) for i in range(len(S))]
+        state = ModelState(kda, st.mla_kv, st.tokens, st.version, st.fingerprint)
+        new, a, logits = r.spec.step(state, r.gen[-1], n)
+        self.pool.rebind(
+            slot, np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
+        )
+        st.mla_kv = new.mla_kv
+        st.tokens.extend(new.tokens[len(st.tokens) :])
+        return r, a, logits
+
+    def _packed(
+        self, batch: Batch, work: list[tuple[RequestState, list[int]]]
+    ) -> list[tuple[RequestState, int, np.ndarray]]:
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
         if self.weights is None:
-            out = self._run_each(work, slots)
-            self.seconds += time.process_time() - t0
-            return out
+            return self._run_each(work, slots)
         decoding, same = not batch.prefill, self._same(slots)
         if self.pending and not (decoding and same):
             self._write_pending()
@@ -210,7 +234,6 @@ class Runner:
             st.mla_kv = lat[i]
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
-        self.seconds += time.process_time() - t0
         return out
 
     def _run_each(

@@ -39,10 +39,12 @@ __all__ = ["Batch", "Scheduler"]
 
 @dataclass(slots=True)
 class Batch:
-    """One step's work: decodes (one token each), prefill chunks, and what changed."""
+    """One step's work: decodes (one token each), speculative verifies (the pending token
+    and drafts: n tokens each), prefill chunks, and what changed."""
 
     step: int
     decode: list[RequestState] = field(default_factory=list)
+    verify: list[tuple[RequestState, int]] = field(default_factory=list)
     prefill: list[tuple[RequestState, int]] = field(default_factory=list)
     admitted: list[RequestState] = field(default_factory=list)
     retracted: list[RequestState] = field(default_factory=list)
@@ -50,7 +52,7 @@ class Batch:
 
     @property
     def empty(self) -> bool:
-        return not self.decode and not self.prefill
+        return not self.decode and not self.prefill and not self.verify
 
 
 class Scheduler:
@@ -116,10 +118,9 @@ class Scheduler:
         b = Batch(step)
         life = self.life
         life.begin_step()
-        self._decodes(b)
+        budget = self.max_batch_tokens - self._decodes(b)
         for r in b.decode:
             life.prepare(r, 1)
-        budget = self.max_batch_tokens - len(b.decode)
         for r in self.running:
             if budget <= 0:
                 break
@@ -145,17 +146,22 @@ class Scheduler:
         then the longest prompt."""
         return min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
 
-    def _decodes(self, b: Batch) -> None:
+    def _decodes(self, b: Batch) -> int:
+        """The decoding requests (a speculative one verifies its window). -> tokens."""
         dec = [r for r in self.running if r.phase == "decode"]
-        while dec and not self.kv_room(len(dec)) and len(self.running) > 1:
+        win = [self.life.window(r) for r in dec]
+        while dec and not self.kv_room(sum(win)) and len(self.running) > 1:
             victim = self.retract_victim()
             self.running.remove(victim)
             if victim in dec:
+                win.pop(dec.index(victim))
                 dec.remove(victim)
             self.life.retract(victim)
             b.retracted.append(victim)
             self._requeue(victim)
-        b.decode = dec
+        b.decode = [r for r in dec if r.spec is None]
+        b.verify = [(r, n) for r, n in zip(dec, win) if r.spec is not None]
+        return sum(win)
 
     def _requeue(self, r: RequestState) -> None:
         key = (r.arrival, r.idx)

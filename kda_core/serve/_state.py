@@ -20,6 +20,7 @@ from kda_core.model import VOCAB, ModelState
 from kda_core.serve._pools import RequestSlots
 from kda_core.serve._trace import Trace
 from kda_core.serve.report import GenerateReport, StepRecord
+from kda_core.serve.spec.draft import SpecRequest
 
 
 @dataclass(slots=True, eq=False)
@@ -59,6 +60,7 @@ class RequestState:
     error: str | None = None
     trace: Trace | None = None  # generate's observer (None in serve)
     stepwise: bool = False  # the loop reads the state after every step (a trace, a block table)
+    spec: SpecRequest | None = None  # speculative decoding: rings, draft, verify records
 
     @property
     def P(self) -> int:
@@ -102,6 +104,7 @@ class RequestState:
         self.inserted.clear()
         self.counts.clear()
         self.last_tracked = 0
+        self.spec = None
         if self.trace is not None:
             self.trace.norms.clear()
             self.trace.replay.clear()
@@ -143,4 +146,5 @@ class RequestState:
             ref_max_abs_diff=None,
             pools=pools,
             seconds=self.seconds,
+            verify_steps=() if self.spec is None else tuple(self.spec.verifies),
         )

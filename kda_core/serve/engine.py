@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.pool import MAX_SLOTS, PoolStats
+from kda_core.cache.pool import MAX_SLOTS
 from kda_core.cache.protocol import DroppedState, PrefixCache
 from kda_core.cache.radix import RadixStateCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
@@ -27,13 +27,13 @@ from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
 from kda_core.serve import _loop as loop
 from kda_core.serve._args import (
     DEFAULT_POLICY,
-    DEFAULT_STATE_SLOTS,
     MAX_NEW_TOKENS,
     PAGE_SIZE,
     RESTORE_MODES,
     Parts,
     ServeConfig,
     check_block_cache,
+    check_model,
     check_modes,
     check_policy_chunk,
     check_requests,
@@ -58,15 +58,10 @@ from kda_core.serve.report import (
     Totals,
 )
 from kda_core.serve.request import Request
-
-PHASES: tuple[str, ...] = ("restore", "replay", "prefill", "decode")
-"""The phases of a request's step records (``StepRecord.phase``)."""
+from kda_core.serve.spec.draft import SpecConfig
 
 __all__ = [
     "DEFAULT_POLICY",
-    "DEFAULT_STATE_SLOTS",
-    "PHASES",
-    "RESTORE_MODES",
     "Engine",
     "EngineStats",
     "GenerateReport",
@@ -120,6 +115,11 @@ class Engine:
             from here on): the prefix cache is vLLM's block table instead of the radix tree,
             served by the same loop (``serve._blocks``); the policy, strategy, INT8 pool,
             ``kv_budget`` and ``unified_memory`` do not apply (refused when set).
+        speculative: decode speculatively (ReplaySSM, ``serve.spec``): a dict of
+            ``SpecConfig``'s fields (``draft`` "noisy" / "ngram" / a callable, ``draft_tokens``
+            D, ``ring_len``, ``noise``, ``seed``). A decoding request verifies its pending token
+            and D - 1 drafts in one runner step and commits the accepted prefix by exact replay;
+            it hits and inserts like any other. None: one token per decode step.
     """
 
     def __init__(
@@ -140,6 +140,7 @@ class Engine:
         cuda_graph_bs: Sequence[int] | None = None,
         unified_memory: int | None = None,
         block_cache: VLLMBlockCache | None = None,
+        speculative: dict | None = None,
     ) -> None:
         self.policy = make_policy(policy)
         self.cache_on = check_bool("cache", cache)
@@ -152,18 +153,16 @@ class Engine:
         self.state_slots, ck = pool_sizes(
             state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8
         )
-        self.kv_budget = (
-            None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
-        )
-        if model is not None and not isinstance(model, TinyHybrid):
-            raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
-        if before_drop is not None and not callable(before_drop):
-            raise ValueError("before_drop must be callable or None")
-        self.model = model or TinyHybrid()
+        kvb = kv_budget
+        self.kv_budget = None if kvb is None else check_int("kv_budget", kvb, 0, 1 << 40)
+        self.model = check_model(model, before_drop)
         self._before_drop = before_drop
         self.blocks = check_block_cache(
             block_cache, self.cache_on, self.int8, self.kv_budget, unified_memory, restore
         )
+        self.spec = SpecConfig.of(speculative)
+        if self.spec is not None and self.blocks is not None:
+            raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
         # the policy names the options of the cache it runs on; the hooks are ours
         self.cache: PrefixCache = self.blocks or RadixStateCache(
             PAGE_SIZE,
@@ -187,16 +186,9 @@ class Engine:
         )
         self.state_slots = self.pools.state_slots
         self.graph_bs = check_graph_bs(cuda_graph_bs)
-        config = ServeConfig(
-            self.cache_on,
-            self.strategy,
-            self.int8,
-            self.overlap,
-            self.chunk_size,
-            self.kv_budget,
-            self.graph_bs,
-            self.blocks is not None,
-        )
+        modes = (self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size)
+        extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
+        config = ServeConfig(*modes, *extras)
         self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
         self.loop = Loop(self.parts)
         self.totals = Totals()
@@ -369,9 +361,6 @@ class Engine:
         return self.cache.reset()
 
     # -- views ---------------------------------------------------------------------------------
-    def pool_stats(self) -> PoolStats:
-        return self.pools.stats()
-
     def stats(self) -> EngineStats:
         """Totals over every finished request, and the pools and cache now."""
         ck = self.pools.checkpoints

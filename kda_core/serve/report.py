@@ -16,6 +16,7 @@ import numpy as np
 from kda_core.cache.pool import PoolStats
 from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
+from kda_core.serve.spec.draft import VerifyRecord
 
 __all__ = [
     "BlockStepRow",
@@ -72,6 +73,7 @@ class GenerateReport:
     ref_max_abs_diff: float | None  # max |logits - ref_logits|
     pools: PoolStats
     seconds: float
+    verify_steps: tuple[VerifyRecord, ...] = ()  # speculative decoding: one per verify
 
     @property
     def consumed(self) -> int:

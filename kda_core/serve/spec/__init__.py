@@ -1,18 +1,19 @@
-"""Speculative decoding on TinyHybrid with ReplaySSM (SGLang ``--enable-linear-replayssm-spec``).
+"""Speculative decoding on TinyHybrid with ReplaySSM (SGLang ``--enable-linear-replayssm-spec``),
+the mechanism the engine decodes with when ``Engine(speculative=...)`` is set.
 
 Re-exports only: ``segment`` (the segment math and argument checks), ``replay`` (rings,
-``ReplaySSM`` verify / commit), ``memory`` (rings vs per-draft states, bytes), ``generate``
-(drafts and the speculative generation loop). See docs/speculative.md.
+``ReplaySSM`` verify / commit), ``memory`` (rings vs per-draft states, bytes), ``draft``
+(drafts, acceptance, the engine's per-request state). See docs/speculative.md.
 """
 
-from kda_core.serve.spec.generate import (
+from kda_core.serve.spec.draft import (
     Draft,
-    SpecGeneration,
-    StepRecord,
+    SpecConfig,
+    SpecRequest,
+    VerifyRecord,
     accept_length,
     make_noisy_draft,
     ngram_draft,
-    speculative_generate,
 )
 from kda_core.serve.spec.memory import SpecMemory, spec_memory
 from kda_core.serve.spec.replay import LayerRing, ReplaySSM, VerifyResult
@@ -41,9 +42,10 @@ __all__ = [
     "LayerRing",
     "ReplaySSM",
     "SegmentOutputs",
-    "SpecGeneration",
+    "SpecConfig",
     "SpecMemory",
-    "StepRecord",
+    "SpecRequest",
+    "VerifyRecord",
     "VerifyResult",
     "accept_length",
     "check_draft_tokens",
@@ -56,6 +58,5 @@ __all__ = [
     "reconstruct_outputs",
     "ring_verify",
     "spec_memory",
-    "speculative_generate",
     "tiny_spec",
 ]
