@@ -1,4 +1,4 @@
-"""The runner's deferred state writes (``serve._window``) inside real serves.
+"""The runner's deferred state writes (``model._window``) inside real serves.
 
 Long decodes (windows fill), planned checkpoints inside decode, arrivals that change the batch
 mid-window, retractions under a small pool: every request equals its own uncached run (atol
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from kda_core.cache.pool import STRATEGIES, ActivePool
 from kda_core.model import encode
+from kda_core.model._window import DEFER_STEPS
 from kda_core.serve import _loop as loop
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
-from kda_core.serve._window import DEFER_STEPS
 from kda_core.serve.engine import Engine, Request
 from tests.test_serve import MODEL, SYSTEM, assert_exact, assert_rows_consistent
 

@@ -14,7 +14,7 @@ folder named by ``CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draw
 distributions instead. `prefill` / `decode_step` advance a `ModelState` in place; `forward` is
 the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
-Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches the
+Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.model.batch` batches the
 k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
 """
 

@@ -22,7 +22,7 @@ from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
 from kda_core.serve._pools import StatePools
 from kda_core.serve._state import RequestState
 from kda_core.serve.request import Request
-from kda_core.serve.spec.draft import SpecConfig
+from kda_core.serve.spec import SpecConfig
 
 MAX_NEW_TOKENS = 4096
 MAX_REQUESTS = 4096

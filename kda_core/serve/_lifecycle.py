@@ -28,7 +28,7 @@ from kda_core.model import TOKENIZER_FINGERPRINT, ModelState
 from kda_core.serve._args import Parts
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
-from kda_core.serve.spec.draft import SpecRequest
+from kda_core.serve.spec import SpecRequest
 
 __all__ = ["Lifecycle"]
 

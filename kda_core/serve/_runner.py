@@ -1,7 +1,7 @@
 """Executes one scheduler batch on TinyHybrid: one packed forward for every request in it.
 
 Decodes feed their last generated token, prefill chunks the next slice of their prompt; all of
-it goes through ``serve.batch.forward_packed`` in one call (varlen packed prefill + batched
+it goes through ``model.batch.forward_packed`` in one call (varlen packed prefill + batched
 decode), each request from the state in its active slot.
 
 Memory layout (why this is fast): the step's states are one layer-major array
@@ -11,14 +11,14 @@ Memory layout (why this is fast): the step's states are one layer-major array
 slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
 nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
 later (a one-token pass writes only its buffer's rows below them, outside every state view:
-``serve._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
+``model._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
 pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
 array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
 view of the padded latents buffer the one-token pass appends to (``decode_window``,
 ``LatentRows``: rows a view covers are never written again); the radix tree copies what it
 keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
 
-Deferred writes (the lab's numpy choice, ``serve._window``): in steady decoding (the same
+Deferred writes (the lab's numpy choice, ``model._window``): in steady decoding (the same
 requests as the last step, nobody rebound their slots) a step need not write the states out;
 it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
 are written (and the slots rebound to them) when the window is full, at any step after which
@@ -38,14 +38,18 @@ import numpy as np
 
 from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
+from kda_core.model.batch import (
+    FusedWeights,
+    StateWindow,
+    decode_window,
+    forward_packed,
+    window_steps,
+    write_matrix,
+)
 from kda_core.model.state import KDALayerState, ModelState
-from kda_core.serve._decode import decode_window, write_matrix
-from kda_core.serve._fused import FusedWeights
 from kda_core.serve._graphs import graph_step, pad_rows, padded_size
 from kda_core.serve._scheduler import Batch
 from kda_core.serve._state import RequestState
-from kda_core.serve._window import StateWindow, window_steps
-from kda_core.serve.batch import forward_packed
 from kda_core.serve.report import GraphStep
 
 __all__ = ["Runner"]

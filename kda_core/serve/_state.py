@@ -20,7 +20,7 @@ from kda_core.model import VOCAB, ModelState
 from kda_core.serve._pools import RequestSlots
 from kda_core.serve._trace import Trace
 from kda_core.serve.report import GenerateReport, StepRecord
-from kda_core.serve.spec.draft import SpecRequest
+from kda_core.serve.spec import SpecRequest
 
 
 @dataclass(slots=True, eq=False)

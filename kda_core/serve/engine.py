@@ -58,7 +58,7 @@ from kda_core.serve.report import (
     Totals,
 )
 from kda_core.serve.request import Request
-from kda_core.serve.spec.draft import SpecConfig
+from kda_core.serve.spec import SpecConfig
 
 __all__ = [
     "DEFAULT_POLICY",

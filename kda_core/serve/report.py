@@ -16,7 +16,7 @@ import numpy as np
 from kda_core.cache.pool import PoolStats
 from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
-from kda_core.serve.spec.draft import VerifyRecord
+from kda_core.serve.spec import VerifyRecord
 
 __all__ = [
     "BlockStepRow",

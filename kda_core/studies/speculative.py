@@ -24,7 +24,8 @@ from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, decode, encode
 from kda_core.serve import spec
 from kda_core.serve.engine import Engine
-from kda_core.studies._speculative_errors import commit_errors, fold_errors
+from kda_core.studies._spec_memory import spec_memory
+from kda_core.studies._speculative import commit_errors, fold_errors, reconstruct_error
 from kda_core.studies.prefix_replay import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
@@ -175,9 +176,7 @@ def verify_step(
     slot = ring.slots(res.start, D)
     windows = rs.conv_windows[layer].copy()
     logits_ref, _ = model.forward(inputs, state)
-    recon = max(
-        float(np.max(np.abs(rs.reconstruct(state, res, j) - res.o[j]))) for j in range(n_kda)
-    )
+    recon = reconstruct_error(rs, state, res)
 
     fold_err, fold16_err = fold_errors(rs, state, res, D)
     committed = rs.commit(state, res, a)
@@ -263,9 +262,9 @@ def memory_over_d(
         raise ValueError(f"d_values must hold 1..64 values, got {len(ds)}")
     deploy_slots = check_int("deploy_slots", deploy_slots, 1, 1 << 20)
     dd = check_int("deploy_draft_tokens", deploy_draft_tokens, 1, spec.MAX_DRAFT_TOKENS)
-    specs = (spec.tiny_spec(), sizing.preset("kimi-k3"))
+    specs = (sizing.tiny_spec(), sizing.preset("kimi-k3"))
     tps = (1, tp)
-    rows = [[spec.spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
+    rows = [[spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
 
     def grid(attr: str) -> np.ndarray:
         return np.array([[getattr(m, attr) for m in row] for row in rows])
