@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kda_core import sizing
-from kda_core.cache.pool import STRATEGIES
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve._args import DEFAULT_STATE_SLOTS
+from kda_core.serve._slots import STRATEGIES
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()

@@ -17,10 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import ActivePool, StateShape
-from kda_core.cache.pool._slots import SlotTable
-from kda_core.cache.pool.slots import SlotBudget
 from kda_core.model import TinyHybrid, decode
+from kda_core.serve._slots import ActivePool, SlotBudget, SlotTable, StateShape
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import StepRecord
 
@@ -111,8 +109,10 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
 
     import xxhash
 
-    from kda_core.cache.pool import CheckpointPool, PoolError, checkpoint
     from kda_core.model import KDALayerState
+    from kda_core.serve import _checkpoints as checkpoint
+    from kda_core.serve._checkpoints import CheckpointPool
+    from kda_core.serve._slots import PoolError
 
     assert checkpoint._new_hash is xxhash.xxh3_128  # installed: the fast hash is the one used
     hasher = xxhash.xxh3_128 if algo == "xxh3_128" else hashlib.sha1
@@ -147,7 +147,7 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     naive twin), cannot be written in place, and a track write still binds its own copy."""
     import copy
 
-    from kda_core.cache.pool import CheckpointPool
+    from kda_core.serve._checkpoints import CheckpointPool
     from kda_core.serve._pools import PingPong
 
     shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
@@ -194,7 +194,7 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     over the stored checkpoints, through a serve that stores, shares (restores) and frees
     copies the tree had already, and directly: the counter follows every put and free, and a
     corrupted counter is caught."""
-    from kda_core.cache.pool import PoolError
+    from kda_core.serve._slots import PoolError
 
     rng = np.random.default_rng(9)
     base = [int(t) for t in rng.integers(0, 256, 16)]

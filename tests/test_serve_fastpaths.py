@@ -18,10 +18,11 @@ import os
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import ActivePool, CheckpointPool, PoolError, StateShape
 from kda_core.model import KDALayerState
 from kda_core.model._attend import mla_attend_padded
 from kda_core.model._attend import padded_latents as _padded_latents
+from kda_core.serve._checkpoints import CheckpointPool
+from kda_core.serve._slots import ActivePool, PoolError, StateShape
 
 
 @pytest.mark.parametrize("lens", [[0, 0, 0], [4, 4], [0, 5, 17, 2], [3]])

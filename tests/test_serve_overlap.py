@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kda_core import sizing
-from kda_core.cache.pool import STRATEGIES, PoolError
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve._pools import PingPong
+from kda_core.serve._slots import STRATEGIES, PoolError
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid
 from kda_core.serve import _pools
+from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda_core.cache.pool import StateShape
 from kda_core.cache.protocol import Evicted
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()

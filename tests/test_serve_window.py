@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda_core.cache.pool import STRATEGIES, ActivePool
 from kda_core.model import encode
 from kda_core.model._window import DEFER_STEPS
 from kda_core.serve import _loop as loop
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
+from kda_core.serve._slots import STRATEGIES, ActivePool
 from kda_core.serve.engine import Engine, Request
 from tests.test_serve import MODEL, SYSTEM, assert_exact, assert_rows_consistent
 

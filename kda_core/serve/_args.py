@@ -15,11 +15,11 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.pool import MAX_SLOTS, STRATEGIES
 from kda_core.cache.protocol import PrefixCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
 from kda_core.serve._pools import StatePools
+from kda_core.serve._slots import MAX_SLOTS, STRATEGIES
 from kda_core.serve._state import RequestState
 from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.cache.pool import MAX_SLOTS
+from kda_core.serve._slots import MAX_SLOTS
 
 __all__ = [
     "MAX_GRAPH_SIZES",

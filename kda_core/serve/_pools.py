@@ -28,17 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core import sizing
-from kda_core.cache.pool import (
-    STRATEGIES,
-    ActivePool,
-    CheckpointPool,
-    PoolError,
-    PoolStats,
-    SlotBudget,
-    StateShape,
-)
 from kda_core.model import TinyHybrid
+from kda_core.serve._checkpoints import CheckpointPool
+from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget, StateShape
 from kda_core.serve._unified import UnifiedBudget
+from kda_core.serve.report import PoolStats
 
 __all__ = [
     "PingPong",

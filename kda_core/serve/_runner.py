@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
 from kda_core.model.batch import (
     FusedWeights,
@@ -49,6 +48,7 @@ from kda_core.model.batch import (
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.serve._graphs import graph_step, pad_rows, padded_size
 from kda_core.serve._scheduler import Batch
+from kda_core.serve._slots import ActivePool
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GraphStep
 

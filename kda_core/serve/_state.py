@@ -15,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from kda_core.cache.pool import PoolStats
 from kda_core.model import VOCAB, ModelState
 from kda_core.serve._pools import RequestSlots
 from kda_core.serve._trace import Trace
-from kda_core.serve.report import GenerateReport, StepRecord
+from kda_core.serve.report import GenerateReport, PoolStats, StepRecord
 from kda_core.serve.spec import SpecRequest
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.cache.pool import MAX_SLOTS, SlotBudget, StateShape
 from kda_core.model import TinyHybrid
+from kda_core.serve._slots import MAX_SLOTS, SlotBudget, StateShape
 
 __all__ = ["MAX_UNIFIED_BYTES", "UnifiedBudget", "make_unified"]
 

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.pool import MAX_SLOTS
 from kda_core.cache.protocol import DroppedState, PrefixCache
 from kda_core.cache.radix import RadixStateCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
@@ -45,6 +44,7 @@ from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
+from kda_core.serve._slots import MAX_SLOTS
 from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
 from kda_core.serve._unified import make_unified

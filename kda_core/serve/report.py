@@ -13,13 +13,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kda_core.cache.pool import PoolStats
 from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
 from kda_core.serve.spec import VerifyRecord
 
 __all__ = [
     "BlockStepRow",
+    "PoolStats",
     "CachedCheckpoint",
     "EngineStats",
     "GenerateReport",
@@ -28,6 +28,22 @@ __all__ = [
     "StepRow",
     "Totals",
 ]
+
+
+@dataclass(slots=True, frozen=True)
+class PoolStats:
+    """Counts for the pools panel."""
+
+    active_capacity: int
+    active_used: int
+    checkpoint_capacity: int
+    checkpoint_used: int
+    checkpoint_bytes: int
+    copies: int
+    donations: int
+    loads: int
+    track_writes: int
+    int8: bool
 
 
 class StepRecord(NamedTuple):
