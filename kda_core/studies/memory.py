@@ -26,7 +26,7 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
-from kda_core.memory.pools import StaticPool, UnifiedPool
+from kda_core.memory import TwoEndedPool
 from kda_core.memory.replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
 from kda_core.memory.workload import Workload, from_lengths, from_trace, shifting_mix
 from kda_core.sizing import GIB
@@ -145,7 +145,7 @@ class Layout:
     total_bytes: int
 
 
-def pool_layout(pool: UnifiedPool | StaticPool) -> Layout:
+def pool_layout(pool: TwoEndedPool) -> Layout:
     """Where every live entry and hole of ``pool`` sits (at most 100k segments)."""
     starts, ends, sides, vids = [], [], [], []
     for code, side in enumerate(("state", "kv")):
