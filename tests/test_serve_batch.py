@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from kda_core.kda import conv_varlen
 from kda_core.model import ModelConfig, TinyHybrid
 from kda_core.model._decode import decode_window
 from kda_core.model._fused import FusedWeights, conv_packed
 from kda_core.model._window import DEFER_STEPS, StateWindow, window_steps
 from kda_core.model.batch import forward_batch, forward_packed
+from tests.test_varlen import short_conv_varlen_naive
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
 
@@ -256,7 +256,7 @@ def test_conv_packed_equals_varlen_twin(lens):
     w = rng.standard_normal((D, W))
     win = rng.standard_normal((len(lens), W - 1, D))
     y, new = conv_packed(x, np.ascontiguousarray(w.T), cu, win)
-    y_ref, new_ref = conv_varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
+    y_ref, new_ref = short_conv_varlen_naive(x, w, cu, win, activation="identity")
     np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
     np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)
 

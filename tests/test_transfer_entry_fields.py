@@ -14,7 +14,9 @@ from kda_core.model import encode
 from kda_core.transfer.identity import prefix_hash
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import (
-    FORMAT_VERSION,
+    _FORMAT_VERSION as FORMAT_VERSION,
+)
+from kda_core.transfer.objects import (
     StateObject,
     StateObjectError,
     decode_object,

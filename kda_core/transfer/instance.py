@@ -28,11 +28,11 @@ from kda_core.transfer.identity import Identity, Layout, prefix_hash, prefix_has
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
 from kda_core.transfer.tiers import HostTier, state_object
 
-__all__ = ["Event", "Instance", "Lookup", "Refusal"]
+__all__ = ["Event", "Instance", "Lookup"]
 
 
 @dataclass(slots=True, frozen=True)
-class Refusal:
+class _Refusal:
     key: str
     boundary: int
     field: str
@@ -60,7 +60,7 @@ class Lookup:
     store: int  # longest valid store object (0: none)
     source: str  # "device" | "host" | "store" | "none"
     boundary: int
-    refusals: list[Refusal] = field(default_factory=list)
+    refusals: list[_Refusal] = field(default_factory=list)
     obj: StateObject | None = None
 
 
@@ -94,7 +94,7 @@ class Instance:
         self.host = host
         self.allow_splice = allow_splice
         self.events: list[Event] = []
-        self.refusals: list[Refusal] = []
+        self.refusals: list[_Refusal] = []
         self._t0 = time.perf_counter()
         if engine is None:
             hook = None if host is None else self._offload
@@ -174,7 +174,7 @@ class Instance:
                 try:
                     cand = decode_object(data, self.identity, allow_splice=self.allow_splice)
                 except StateObjectError as e:
-                    r = Refusal(hashes[p], p, e.field, str(e))
+                    r = _Refusal(hashes[p], p, e.field, str(e))
                     refusals.append(r)
                     self.refusals.append(r)
                     self._event("refuse", p, len(data), e.field)
