@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core.cache import policy as P
+from kda_core.cache.policy.marconi import _ALPHA_GRID, _marconi_flops
 from kda_core.cache.radix import RadixStateCache
 from tests.radix_helpers import Pick
 
@@ -129,7 +130,7 @@ def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
 
 
 def test_marconi_flops_formula():
-    got = P.marconi_flops(
+    got = _marconi_flops(
         np.array([10.0]),
         np.array([4.0]),
         d_model=2,
@@ -288,7 +289,7 @@ def test_marconi_auto_alpha_bootstrap_and_tune():
     assert pol.tuning_due()
     seen = []
     best = pol.tune(lambda a: seen.append(a) or -((a - 0.7) ** 2))
-    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(P.ALPHA_GRID)
+    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(_ALPHA_GRID)
     assert not pol.tuning_due()
     fixed = pol.with_alpha(0.3)
     assert fixed.alpha_value == 0.3 and not fixed.tuning_due()

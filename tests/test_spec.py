@@ -14,6 +14,7 @@ from kda_core import kda, sizing
 from kda_core import model as M
 from kda_core.cache.quant import round_bf16
 from kda_core.serve import spec
+from kda_core.serve.spec._draft import ngram_draft
 from kda_core.serve.spec._segment import ring_verify
 from kda_core.studies._spec_memory import spec_memory
 from kda_core.studies._speculative import fold_state, reconstruct_error, reconstruct_outputs
@@ -282,10 +283,10 @@ def test_accept_length():
 
 def test_ngram_draft_copies_repeats():
     hist = [1, 2, 3, 9, 1, 2, 3, 7, 1, 2]
-    assert spec.ngram_draft(hist, 3) == [3, 7, 1]  # latest "1 2" was followed by 3, then 7
-    assert spec.ngram_draft([5], 2) == [5, 5]  # no match: the last token again
+    assert ngram_draft(hist, 3) == [3, 7, 1]  # latest "1 2" was followed by 3, then 7
+    assert ngram_draft([5], 2) == [5, 5]  # no match: the last token again
     with pytest.raises(ValueError, match="n must be"):
-        spec.ngram_draft(hist, 65)
+        ngram_draft(hist, 65)
 
 
 # ---------------------------------------------------------------------------------------------

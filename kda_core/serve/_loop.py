@@ -21,8 +21,8 @@ from kda_core.serve._blocks import BlockLifecycle
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
-from kda_core.serve._state import RequestState
-from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow, Totals
+from kda_core.serve._state import RequestState, Totals
+from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow
 
 __all__ = ["Loop", "serve"]
 

@@ -147,3 +147,39 @@ class RequestState:
             seconds=self.seconds,
             verify_steps=() if self.spec is None else tuple(self.spec.verifies),
         )
+
+
+class Totals:
+    """An engine's request totals, added to as each request finishes (the serving loop owns
+    the call): a request that raised or was rejected is not counted."""
+
+    FIELDS = (
+        "state_hits",
+        "token_hits",
+        "prompt_tokens",
+        "restored_tokens",
+        "replayed_tokens",
+        "prefilled_tokens",
+        "decoded_tokens",
+        "evicted_states",
+        "evicted_kv_tokens",
+        "checkpoints_skipped",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, r: GenerateReport) -> None:
+        t = self.counts
+        self.requests += 1
+        t["state_hits"] += r.restore_at > 0
+        t["token_hits"] += r.token_match > 0
+        t["prompt_tokens"] += len(r.prompt)
+        t["restored_tokens"] += r.restore_at
+        t["replayed_tokens"] += r.replayed
+        t["prefilled_tokens"] += r.prefilled
+        t["decoded_tokens"] += r.decoded
+        t["evicted_states"] += r.evicted_states
+        t["evicted_kv_tokens"] += r.evicted_kv_tokens
+        t["checkpoints_skipped"] += r.checkpoints_skipped

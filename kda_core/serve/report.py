@@ -1,6 +1,6 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
-engine's totals) and ``Totals``, the one object that counts them as requests finish.
+engine's totals; ``serve._state.Totals`` counts them as requests finish).
 ``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
 ``serve._graphs.GraphStep``; a serve through vLLM's block table adds a ``BlockStepRow`` per
 request chunk.
@@ -26,7 +26,6 @@ __all__ = [
     "ServeReport",
     "StepRecord",
     "StepRow",
-    "Totals",
 ]
 
 
@@ -183,42 +182,6 @@ class ServeReport:
     scheduler_seconds: float  # Scheduler.schedule
     runner_seconds: float  # the model passes (Runner.run)
     block_steps: tuple[BlockStepRow, ...] = ()  # through vLLM's block table: every chunk
-
-
-class Totals:
-    """An engine's request totals, added to as each request finishes (the serving loop owns
-    the call): a request that raised or was rejected is not counted."""
-
-    FIELDS = (
-        "state_hits",
-        "token_hits",
-        "prompt_tokens",
-        "restored_tokens",
-        "replayed_tokens",
-        "prefilled_tokens",
-        "decoded_tokens",
-        "evicted_states",
-        "evicted_kv_tokens",
-        "checkpoints_skipped",
-    )
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.counts = dict.fromkeys(self.FIELDS, 0)
-
-    def add(self, r: GenerateReport) -> None:
-        t = self.counts
-        self.requests += 1
-        t["state_hits"] += r.restore_at > 0
-        t["token_hits"] += r.token_match > 0
-        t["prompt_tokens"] += len(r.prompt)
-        t["restored_tokens"] += r.restore_at
-        t["replayed_tokens"] += r.replayed
-        t["prefilled_tokens"] += r.prefilled
-        t["decoded_tokens"] += r.decoded
-        t["evicted_states"] += r.evicted_states
-        t["evicted_kv_tokens"] += r.evicted_kv_tokens
-        t["checkpoints_skipped"] += r.checkpoints_skipped
 
 
 class CachedCheckpoint(NamedTuple):

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._context import MAX_LEN, PlanContext
 
-__all__ = ["MAX_LEN", "MAX_POSITIONS", "Policy"]
+__all__ = ["MAX_LEN", "Policy"]
 
 
 @dataclass(slots=True)

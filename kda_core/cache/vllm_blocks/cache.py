@@ -25,10 +25,10 @@ from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
 from kda_core.cache.vllm_blocks.records import BlockHit, PoolSnapshot, RequestRecord, Step
 
-__all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache"]
+__all__ = ["MAX_TOKENS", "VLLMBlockCache"]
 
 MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
-MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
+_MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
 
 
 @dataclass(slots=True)
@@ -98,7 +98,7 @@ class VLLMBlockCache:
         self.fine = u < B  # partial_hash_hits_enabled
         chunk = max_num_batched_tokens
         self.chunk = check_int("max_num_batched_tokens", chunk, 1, MAX_TOKENS)
-        self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, MAX_BLOCKS), u)
+        self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
         self.chain = HashChain(u)
         self.kv = KVGroup(self.pool, 0, B, self.fine)
         self.state = StateGroup(self.pool, 1, B, self.fine)

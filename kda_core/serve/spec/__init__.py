@@ -5,15 +5,13 @@ drafts, greedy acceptance and a request's speculative state. See docs/speculativ
 """
 
 from kda_core.serve.spec._draft import (
-    Draft,
     SpecConfig,
     SpecRequest,
     VerifyRecord,
     accept_length,
     make_noisy_draft,
-    ngram_draft,
 )
-from kda_core.serve.spec._replay import LayerRing, ReplaySSM, VerifyResult
+from kda_core.serve.spec._replay import ReplaySSM, VerifyResult
 from kda_core.serve.spec._segment import (
     MAX_DRAFT_TOKENS,
     RING_FIELDS,
@@ -25,8 +23,6 @@ from kda_core.serve.spec._segment import (
 __all__ = [
     "MAX_DRAFT_TOKENS",
     "RING_FIELDS",
-    "Draft",
-    "LayerRing",
     "ReplaySSM",
     "SpecConfig",
     "SpecRequest",
@@ -37,5 +33,4 @@ __all__ = [
     "check_ring_len",
     "exact_replay",
     "make_noisy_draft",
-    "ngram_draft",
 ]
