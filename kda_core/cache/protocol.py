@@ -1,17 +1,11 @@
-"""The prefix-cache protocol: the one type every holder of a prefix cache names.
-
-Modelled on mini-sglang's ``BasePrefixCache`` (python/minisgl/kvcache/base.py:
-``match_prefix``, ``insert_prefix``, ``lock_handle(handle, unlock=False)``, ``evict``,
-``reset``, ``size_info``, ``check_integrity``), widened for a KDA cache where a token match is
-not a state hit: a match returns TWO handles, the restore point (lock it to keep the
-checkpoint and the KV before it) and the matched path (lock it to keep the KV only); sizes are
-KV tokens and state bytes, kept apart. ``export`` / ``stats`` are read-only views. What happens
-when a state or KV goes (free a pool slot, copy to a lower tier, let a policy pick the victim)
-is given to the cache's constructor as hooks, never patched in later.
-
-Callers hold handles, never nodes or blocks; a foreign, stale or twice-unlocked handle raises
-``HandleError`` (a ``ValueError``). Implementations: ``kda_core.cache.radix.RadixStateCache``
-(docs/radix.md) and ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (docs/policies.md).
+"""The prefix-cache protocol, the one type every holder of a prefix cache names: mini-sglang's
+``BasePrefixCache`` (python/minisgl/kvcache/base.py: ``match_prefix``, ``insert_prefix``,
+``lock_handle``, ``evict``, ``reset``, ``size_info``, ``check_integrity``) widened for KDA,
+where a token match is not a state hit: a match returns the restore point's handle and the
+matched path's, sizes keep KV tokens and state bytes apart, ``export`` / ``stats`` are
+read-only views, and what happens when a state or KV goes is a constructor hook, never patched
+in later. A foreign, stale or twice-unlocked handle raises ``HandleError``. Implementations:
+``cache.radix.RadixStateCache`` (docs/radix.md), ``cache.vllm_blocks.VLLMBlockCache``.
 """
 
 from __future__ import annotations

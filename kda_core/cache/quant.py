@@ -1,27 +1,18 @@
 """Compressed recurrent-state checkpoints: INT8 (SGLang's layout), scaled fp8-e4m3, bf16.
 
-A KDA state is ``[H, K, V]`` (more generally ``[..., K, V]``; leading axes are kept). SGLang's
-INT8 checkpoint store (``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``,
-``Int8CheckpointStore.quantize``) keeps one scale per (head, key channel), because the decay
-Diag(alpha) acts per key channel:
+A KDA state is ``[..., K, V]``. SGLang's INT8 checkpoint store
+(``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``, ``Int8CheckpointStore.quantize``)
+keeps one scale per (head, key channel), because the decay Diag(alpha) acts per key channel:
 
     amax  = max(max_V |x|, 1e-8)          per [..., K]        (granularity "channel")
     scale = amax / 127                    cast to the state dtype *before* dividing
     q     = clamp(round(x / scale), -127, 127)   int8, round half to even
     x'    = q * scale                     |x - x'| <= scale / 2 per element
 
-Coarser granularities share one scale per head ("head") or per tensor ("tensor"). For
-comparison, fp8-e4m3 (OCP E4M3FN, saturating at ±448, with a scale amax / 448) and bf16 (no
-scale) are emulated exactly in numpy (round to nearest even, subnormals included).
-
-One class, ``QuantizedState``, holds every format. The public API (docs/architecture.md) names
-the result of ``quantize_int8`` ``Int8State``: that name lives only in the entry module
-``kda_core.quant`` (an alias of this class), because an fp8 / bf16 state is not "Int8".
-Format details and the error bounds: docs/pools.md ("Compressed checkpoints").
-
-Left out: stochastic rounding, fp8-e5m2, the V-first state layout, quantizing the scales,
-quantizing conv windows (a checkpoint keeps them native: tiny, and their error would enter
-the next W-1 tokens' projections directly).
+Coarser scales per head or per tensor; fp8-e4m3 (E4M3FN, saturating at ±448, scale amax / 448)
+and bf16 are emulated exactly for comparison. One class, ``QuantizedState``, holds every format
+(the entry ``kda_core.quant`` names it ``Int8State``). Formats, bounds and what is left out:
+docs/pools.md ("Compressed checkpoints").
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``): the
-request lifecycle of the one serving loop when the prefix cache is vLLM's.
-
-The cache is ``kda_core.cache.vllm_blocks.VLLMBlockCache`` and the memory its physical blocks:
-every block id owns the data vLLM keeps in it, the MLA latent KV of ``block_size`` tokens (KV
-group) or ONE KDA state with its conv windows (state group). The scheduler batches as it does
-for the radix cache; for each request it runs in a step, the block table's ``step`` cuts the
-chunk (the aligned split, within the scheduler's token budget), allocates blocks and queues
-copies (``allocate_slots``, ``take_kv_cache_block_copies``). Here the copies run first, then
-the request's state and KV are read out of its blocks into its working slot; after the
-forward its KV rows and state are written into the blocks the step names. The working slot is
-overwritten from the blocks every step, so a wrong block, a missed copy or a stale state shows
-up as a wrong logit. A request whose state hit another request keys in the same step waits a
-step (vLLM's ``cached_blocks_this_step``).
-
-Not vLLM's: vLLM admits by the first chunk's blocks and preempts under pressure; here
-admission reserves a request's most blocks (its KV pages plus 5: copy-on-write targets and the
-state blocks alive at once), so no step runs out of blocks and nothing is preempted.
+"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``): the request
+lifecycle of the one loop when the prefix cache is vLLM's. Each chunk is the table's ``step``
+(the aligned split within the step's token budget, ``allocate_slots``); its copies run, the
+request's state and KV are read out of its blocks into its working slot, and after the forward
+its KV rows and state go into the blocks the step names, so a wrong block or a missed copy
+shows up as a wrong logit. A request hitting a state keyed in the same step waits a step
+(vLLM's ``cached_blocks_this_step``). Not vLLM's: admission reserves a request's most blocks
+(its KV pages plus 5) instead of preempting under pressure. docs/policies.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """A request's life on the engine's radix cache and pools: admit, advance, park, finish,
-retract (the one lifecycle ``serve`` and ``generate`` share; vLLM's block table has its own,
-``serve._blocks``).
-
-Admission matches the prompt and locks the restore point (SGLang ``Scheduler``:
-``match_prefix``, ``inc_lock_ref``, then the allocation that may evict), opens the request's
-slots, restores copy-on-write (the MLA KV of exactly ``[0, restore_at)``) and plans the
-checkpoints; prefill runs in chunks cut at chunk ends, checkpoints and the token match.
-Checkpoints reached in prefill go into the tree **in flight** (``cache_unfinished_req``: the
-lock moves to the new node), decode-time ones when the request finishes
-(``cache_finished_req``); no_buffer snapshots the live slot, extra_buffer(_lazy) writes a
-ping-pong track slot and donates it. With overlap (``Scheduler.event_loop_overlap``) a state
-tracked at step N is donated after step N+1's forward (``PingPong.busy`` refuses the hazard).
-Retraction (``ScheduleBatch.retract_decode``) releases slots, lock and uninserted checkpoints
-without inserting. A ``Trace`` (``generate``) adds replay cuts and sees every step's state.
-docs/serving.md.
+retract (``serve`` and ``generate`` share it; vLLM's block table has its own, ``_blocks``).
+SGLang's ``MambaRadixCache`` flow: match, lock (``inc_lock_ref``), make room, restore
+copy-on-write, replay to the token match, prefill in chunks cut at checkpoints; checkpoints
+reached in prefill go in **in flight** (``cache_unfinished_req``: the lock moves to the new
+node), decode-time ones at the end (``cache_finished_req``); with overlap
+(``event_loop_overlap``) a tracked state is donated after the next step's forward.
+Retraction releases everything without inserting. docs/serving.md.
 """
 
 from __future__ import annotations

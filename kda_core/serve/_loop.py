@@ -1,14 +1,7 @@
-"""``Engine.serve``'s loop: reject what can never fit, then step until every request is done.
-
-A step is ``Scheduler.schedule`` -> ``Runner.run`` -> post-processing (``Lifecycle.advanced``,
-``finish``, ``end_step``), as nano-vllm's ``LLMEngine.step``: schedule, run, postprocess. When
-nothing runs and the next request has not arrived, the loop jumps to its arrival. One row per
-step that ran (``StepRow``) records who ran, how many prefill and decode tokens, admissions,
-retractions, finishes, every request's phase, and the state pool by kind: ``running`` (slots
-held by running requests: live and track slots, and their checkpoints not yet in the tree),
-``cached`` (checkpoints owned by the tree) and ``free``. With one shared pool (INT8 off) the
-three add up to ``state_slots``; with INT8 checkpoints ``free`` is the active pool's and
-``checkpoint_free`` the INT8 pool's. Each finished request is added to the engine's ``Totals``.
+"""``Engine.serve``'s loop (nano-vllm's ``LLMEngine.step``): reject what can never fit, then each
+step schedule -> run -> post-process (``Lifecycle.advanced``, ``finish``, ``end_step``),
+jumping over idle steps to the next arrival; one ``StepRow`` per step that ran (who ran,
+tokens, admissions, retractions, finishes, phases, the pool by kind).
 """
 
 from __future__ import annotations

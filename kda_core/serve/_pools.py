@@ -1,24 +1,9 @@
-"""The engine's state pools: one shared pool for running and cached states, and the ping-pong
-ring each running request tracks its checkpoints in.
-
-SGLang keeps running requests' states and the radix tree's cached states in one ``MambaPool``
-(``python/sglang/srt/mem_cache/memory_pool.py`` ``MambaPool`` / ``HybridReqToTokenPool``): a
-slot is a slot, whoever holds it; ``max_running_requests`` divides the pool by the slots
-reserved per request (``sizing.request_slots``, SGLang's ``_calculate_mamba_ratio``). Here
-``ActivePool`` (running states) and ``CheckpointPool`` (cached states) keep their own slot
-tables (their buffers differ) but draw from one ``SlotBudget``; the checkpoint table's size is
-the most states the tree may hold (``checkpoint_slots``, default the whole pool). With INT8
-checkpoints the pools are separate, as in SGLang (``mamba_checkpoint_pool.py``
-``maybe_init_int8_mamba_checkpoint_pool``: ``int8_mamba_ckpt_size or 2 * mamba_size``).
-
-``PingPong`` holds each running request's slots: its live state and the ping-pong track slots
-(``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2`` with the overlap
-scheduler, else 1; ``get_mamba_ping_pong_other_idx``). extra_buffer_lazy opens one track slot
-and takes the second at a track boundary, without evicting for it
-(``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``: "a transient slot is not worth
-evicting a cached checkpoint for"). ``busy`` holds the track slots whose state the overlap
-scheduler's post-processing has yet to read; writing one raises (the hazard the second slot
-exists to avoid; see ``lifecycle``). Left out: SGLang's slot 0 padding sink.
+"""The engine's state pools: one shared pool for running and cached states (SGLang's
+``MambaPool``: a slot is a slot; INT8 checkpoints: a separate pool, as
+``maybe_init_int8_mamba_checkpoint_pool``), the ping-pong ring each running request tracks its
+checkpoints in (``HybridReqToTokenPool``: 2 track slots with the overlap scheduler, else 1;
+extra_buffer_lazy takes the second at a boundary), the cache's free hook, and the INT8 pool's
+size check. docs/serving.md ("One pool").
 """
 
 from __future__ import annotations

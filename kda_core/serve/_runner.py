@@ -1,32 +1,10 @@
-"""Executes one scheduler batch on TinyHybrid: one packed forward for every request in it.
-
-Decodes feed their last generated token, prefill chunks the next slice of their prompt; all of
-it goes through ``model.batch.forward_packed`` in one call (varlen packed prefill + batched
-decode), each request from the state in its active slot.
-
-Memory layout (why this is fast): the step's states are one layer-major array
-``S [L, N, H, K, V]`` (and conv windows likewise); request i's new state is the *view*
-``S_new[:, i]``, bound to its active slot without a copy (``ActivePool.rebind``: the kernel
-"writing into the slot"). When the next step runs the same requests in the same order and no
-slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
-nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
-later (a one-token pass writes only its buffer's rows below them, outside every state view:
-``model._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
-pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
-array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
-view of the padded latents buffer the one-token pass appends to (``decode_window``,
-``LatentRows``: rows a view covers are never written again); the radix tree copies what it
-keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
-
-Deferred writes (the lab's numpy choice, ``model._window``): in steady decoding (the same
-requests as the last step, nobody rebound their slots) a step need not write the states out;
-it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
-are written (and the slots rebound to them) when the window is full, at any step after which
-the serving loop reads a request's state (``_read_after``: a planned checkpoint or the last
-token), and before any other batch runs (``_write_pending``; a request retracted meanwhile
-released its state unread). Until then the slots show the window's base, some steps behind:
-tests/test_serve_window.py wraps the pool's accessors for whole serves and fails if anything
-but the runner touches such a slot.
+"""Executes one scheduler batch on TinyHybrid (nano-vllm's ``ModelRunner``): the decodes and
+prefill chunks in one packed pass (``model.batch``), then each speculative verify and its
+commit by replay. Request i's new state is the view ``S_new[:, i]`` of the step's layer-major
+array, bound to its slot without a copy; a step running the last step's requests in the same
+order reuses that array as its input, and in steady decoding the state writes are deferred in
+a ``StateWindow`` until a step after which the loop reads a state (``_read_after``) or another
+batch runs (``_write_pending``). Why, and what was measured: docs/serving.md.
 """
 
 from __future__ import annotations

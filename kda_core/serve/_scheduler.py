@@ -1,28 +1,10 @@
-"""Which requests run in the next step, and with how many tokens (SGLang's scheduler, small).
-
-Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run`` with
-``--enable-mixed-chunk``: the running decodes and the prefill chunks share one forward):
-
-1. **decode**: every running request past its prompt gets one token. If the MLA KV token pool
-   (``kv_tokens``) cannot hold them, unlocked tree leaves are evicted, then running requests
-   are **retracted** until it can (``ScheduleBatch.retract_decode``: sort by (outputs,
-   -input length) descending and pop the last, i.e. the request with the fewest outputs and
-   then the longest prompt; at least one request stays). A retracted request releases
-   everything (see ``lifecycle``) and waits again, FCFS by arrival.
-2. **prefill**: the token budget left (``max_batch_tokens`` minus the decodes) goes to the
-   running requests still in their prompt, oldest first, each up to its next cut (a chunk of
-   ``chunk_size`` from its restore point, or a checkpoint position) - chunked prefill.
-3. **admit**: while budget is left, the oldest arrived waiting request is admitted if fewer
-   than ``max_running`` run (``sizing.max_running_requests`` for the state pool: the slots
-   ``sizing.request_slots`` reserves per request), its prompt is matched and the restore point
-   locked, the state pool can open its slots after evicting unlocked cached checkpoints, and
-   the KV pool can hold its prompt beyond the cached prefix (prompts of admitted requests are
-   reserved until prefilled). FCFS: a head that does not fit blocks the queue (SGLang's
-   default policy); the step's ``Batch.held_for_memory`` names it.
-
-When nothing runs and the head has not arrived yet, ``next_arrival`` is the step to jump to.
-Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own CPU time (the
-bench reports it as a fraction of the step).
+"""Which requests run in the next step, and with how many tokens (SGLang's scheduler, small):
+``schedule(step)`` takes every decode first (a speculative request its verify window),
+retracting under KV-token pressure in SGLang's order (``ScheduleBatch.retract_decode``), then
+prefill chunks of running requests, then FCFS admission while the token budget lasts (the
+running cap ``sizing.max_running_requests``, the restore point locked while room is made; a
+head that does not fit blocks the queue: ``Batch.held_for_memory``). SGLang
+``Scheduler.get_next_batch_to_run`` with ``--enable-mixed-chunk``; docs/serving.md.
 """
 
 from __future__ import annotations

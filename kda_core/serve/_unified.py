@@ -1,17 +1,7 @@
-"""One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``).
-
-SGLang's ``--enable-unified-memory`` (``mem_cache/unified_memory_pool.py``,
-``allocator/unified_sub_pool.py`` ``MultiEndedAllocator``) gives the Mamba/KDA state slots and
-the KV pages one buffer: states grow up from byte 0, KV down from the top, and neither side has
-a fixed share. Here ``UnifiedBudget`` is the shared pool's slot budget with that rule: the state
-side may hold ``(total - KV bytes in use) // slot_bytes`` slots, the KV side
-``(total - state bytes in use) // kv_token_bytes`` tokens (running requests, prompts admitted
-and not yet prefilled, and the tree's). Admission opens slots and reserves the prompt's KV
-under that one budget; a side that falls short evicts cached states through the policy and
-tree KV (LRU leaves), then the scheduler retracts as it does for ``kv_tokens``. The border (the
-two frontiers, compacted as SGLang's eager mode leaves them) is in every ``StepRow``.
-``kda_core.memory`` replays the same buffer byte by byte with holes and compaction; here the
-engine needs only its occupancy.
+"""One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``, SGLang's
+``--enable-unified-memory``): ``UnifiedBudget`` is the shared pool's slot budget where states
+may take what the KV in use leaves, and the KV what the states leave; its border is in every
+``StepRow``. ``kda_core.memory`` replays the buffer byte by byte; docs/serving.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol.
-
-A KDA layer cannot be rolled back, so a token-prefix hit is not a state hit: a request
-resumes where the recurrent state was saved (a *checkpoint*) and replays the tokens between
-that checkpoint and the longest token match. The tree stores both resources apart, after
-SGLang's ``MambaRadixCache`` / ``UnifiedRadixCache``: every non-root node owns its edge's KV,
-a node MAY own one checkpoint (else it is a *tombstone*); two LRU orders (KV leaves, states
-anywhere), lock references (``kv_lock >= state_lock``), a soft per-path checkpoint budget.
-
-Its one API is the cache protocol (``kda_core.cache.protocol.PrefixCache``): callers hold
-opaque handles (``RadixHandle``), never nodes; ``export`` / ``stats`` are read-only views and
-the hooks (``on_free_kv``, ``on_free_state``, ``before_drop``, ``victim``) are constructor
-arguments. The tree itself is ``_tree.RadixTree``, worked on by ``_insert``, ``_evict`` and
-``_integrity``. Every length is in tokens (``block_keys=True``: one key element = one
-``page_size`` block). Semantics, invariants and sources: docs/radix.md.
+"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
+``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
+own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
+references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Callers hold opaque
+handles, never nodes; the hooks are constructor arguments. The tree itself is
+``_tree.RadixTree`` (worked on by ``_insert``, ``_evict``, ``_integrity``). Every length is in
+tokens (``block_keys=True``: one key element = one ``page_size`` block). docs/radix.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""vLLM 0.33's two single-type managers of a KDA/Mamba hybrid, in align mode.
-
-``KVGroup`` follows ``FullAttentionManager`` (the MLA KV pages) and ``StateGroup`` follows
-``MambaManager`` with ``mamba_cache_mode="align"`` (the KDA recurrent + conv state blocks),
-both from ``vllm/v1/core/single_type_kv_cache_manager.py``, for one configuration: both
-groups use the same block size ``B`` (vLLM sets ``mamba_block_size = block_size`` in align
-mode: ``Platform._align_hybrid_block_size``), hashes every ``u`` tokens
-(``--prefix-match-unit``; ``u == B`` turns fine-grained hits off), no EAGLE / speculative
-blocks / internal prefill checkpoints / DCP / KV connector, synchronous scheduling.
-
-A request's block table holds one entry per ``B`` tokens. In the KV group the entry at index
-``i`` holds the K/V of tokens ``[iB, (i+1)B)``. In the state group it holds ONE state: the
-state after some boundary in ``(iB, (i+1)B]``; which boundary is recorded by the block's key,
-and earlier entries are nulled as the request moves on (``remove_skipped_blocks``).
+"""vLLM 0.33's two single-type managers of a KDA/Mamba hybrid in align mode
+(``vllm/v1/core/single_type_kv_cache_manager.py``): ``KVGroup`` is ``FullAttentionManager``
+(MLA KV pages: the entry at index ``i`` holds tokens ``[iB, (i+1)B)``) and ``StateGroup`` is
+``MambaManager`` (ONE state per entry, after some boundary in ``(iB, (i+1)B]`` its key records;
+earlier entries nulled as the request moves on, ``remove_skipped_blocks``). One block size for
+both (``Platform._align_hybrid_block_size``), hashes every ``u`` tokens; no EAGLE, DCP or KV
+connector, synchronous scheduling.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""vLLM 0.33's block pool: physical blocks, prefix keys, the free queue (LRU eviction order).
-
-Follows ``vllm/v1/core/block_pool.py`` (``BlockPool``, ``BlockHashToBlockMap``) and
-``vllm/v1/core/kv_cache_utils.py`` (``KVCacheBlock``, ``FreeKVCacheBlockQueue``,
-``hash_block_tokens``): one pool of equal-sized physical blocks shared by every KV cache group
-(full-attention KV pages and Mamba/KDA state blocks alike), block 0 the never-cached null
-block. A *key* is the chained hash of a prefix at a hash-unit boundary plus the group id; a
-block carries a primary key (with the number of prefix tokens it covers) and possibly more
-keys, and one key may point at several blocks (the first inserted answers a lookup).
-
-Hashes are interned chain ids instead of sha256 digests: ``(parent id, unit tokens)`` ->
-int, so equal prefixes get equal ids and no two prefixes collide.
+"""vLLM 0.33's block pool (``vllm/v1/core/block_pool.py`` ``BlockPool``,
+``BlockHashToBlockMap``; ``kv_cache_utils.py`` ``KVCacheBlock``, ``FreeKVCacheBlockQueue``,
+``hash_block_tokens``): equal physical blocks shared by both groups, block 0 the null block; a
+key is a prefix's chained hash at a hash-unit boundary plus the group id (a block has a
+primary key and maybe more; one key may name several blocks, the first answers). Hashes are
+interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide.
 """
 
 from __future__ import annotations
