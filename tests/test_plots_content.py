@@ -254,7 +254,7 @@ def test_checkpoint_density_one_analytic_replay_curve_and_note() -> None:
     np.testing.assert_array_equal(line(fig, "an_rep").get_ydata(), s.analytic.replay_curve)
     (note,) = by_gid(fig, "replay_note")
     assert note.get_text() == density.replay_note(s, "en", width=52, detail=False)
-    for t in density.replay_trends(s):  # one line per curve, what that curve does
+    for t in density.notes._replay_trends(s):  # one line per curve, what that curve does
         assert f"{t.budget}: " in note.get_text()
     assert fig._suptitle.get_text().replace("\n", " ") == density.headline(s)
     if not s.replay_follows_k:

@@ -173,14 +173,15 @@ def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
     on the chat trace the budgeted curves fall with K (evictions at small K send hits further
     back) while the unlimited one grows slower than K; the title must not call them flat."""
     s, _ = sweep
-    trends = D.replay_trends(s)
+    trends = D.notes._replay_trends(s)
     big = s.intervals > s.block_size
     assert [t.budget for t in trends] == list(s.budget_labels)
     for j, t in enumerate(trends):
         y = s.mean_replay_per_hit[big, j]
         assert (t.replay0, t.replay1) == (y[y > 0][0], y[y > 0][-1])
         assert t.slope == s.replay_slope[j]
-        want = "falls" if t.slope <= -D.FLAT_SLOPE else "flat" if t.slope < D.FLAT_SLOPE else (
+        flat = D.notes._FLAT_SLOPE
+        want = "falls" if t.slope <= -flat else "flat" if t.slope < flat else (
             "slower" if t.slope < D.REPLAY_SLOPE_K else "like_k"
         )  # fmt: skip
         assert t.trend == want

@@ -29,12 +29,12 @@ from kda_core.cache.radix._node import NO_CHILDREN, Node
 from kda_core.cache.radix._tree import RadixTree
 from kda_core.cache.radix.views import CacheStats, NodeView
 
-__all__ = ["RadixHandle", "RadixStateCache"]
+__all__ = ["RadixStateCache"]
 
 _new_handle = object.__new__
 
 
-class RadixHandle(CacheHandle):
+class _RadixHandle(CacheHandle):
     """Opaque handle of a ``RadixStateCache`` prefix (a restore point or a matched path).
 
     Holds its node weakly (an evicted node stays unreachable), the id of the cache that made
@@ -138,9 +138,9 @@ class RadixStateCache:
             raise ValueError(f"{name} length must be <= {self._tree.max_key_len}, got {len(k)}")
         return k
 
-    def _handle(self, node: Node, state: bool) -> RadixHandle:
+    def _handle(self, node: Node, state: bool) -> _RadixHandle:
         # built without __init__ (two per match, one per insert: hot)
-        h = _new_handle(RadixHandle)
+        h = _new_handle(_RadixHandle)
         h.cached_len = node.plen * self._tree.tpe
         h._cache_id = self._tree.owner
         h._node = _weakref(node)
@@ -186,7 +186,7 @@ class RadixStateCache:
 
     def _check_handle(self, handle: Any) -> Node:
         """The live node behind ``handle``, or a ``HandleError`` saying why there is none."""
-        if not isinstance(handle, RadixHandle):
+        if not isinstance(handle, _RadixHandle):
             raise HandleError(
                 "handle must be a handle returned by match_prefix / insert_prefix, "
                 f"got {type(handle).__name__}"
@@ -207,7 +207,7 @@ class RadixStateCache:
         if unlock is not False and unlock is not True:
             check_bool("unlock", unlock)
         node = self._check_handle(handle)
-        assert isinstance(handle, RadixHandle)
+        assert isinstance(handle, _RadixHandle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
         if node is not self._tree.root:

@@ -11,15 +11,11 @@ from kda_core.studies.density.analytic import (
     loglog_slope,
 )
 from kda_core.studies.density.notes import (
-    FLAT_SLOPE,
-    ReplayTrend,
     headline,
     replay_note,
-    replay_trends,
     wrap,
 )
 from kda_core.studies.density.policies import (
-    LOAD_KINDS,
     HitTimeline,
     PolicySweep,
     hit_timeline,
@@ -43,13 +39,11 @@ from kda_core.studies.density.sweep import (
 )
 
 __all__ = [
+    "pareto_mask",
     "DEFAULT_BUDGETS_GIB",
-    "FLAT_SLOPE",
-    "ReplayTrend",
     "DEFAULT_INTERVALS",
     "DEFAULT_POLICIES",
     "GIB",
-    "LOAD_KINDS",
     "MAX_RUNS",
     "REPLAY_SLOPE_K",
     "DensityAnalytic",
@@ -65,11 +59,9 @@ __all__ = [
     "hit_timeline",
     "load_workload",
     "loglog_slope",
-    "pareto_mask",
     "policies_at_budget",
     "policy_sweep",
     "replay_note",
-    "replay_trends",
     "wrap",
     "run_metrics",
 ]

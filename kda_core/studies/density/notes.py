@@ -1,9 +1,9 @@
 """What the density figures say about replay, computed per curve from the data.
 
-``replay_trends(s)`` classifies each budget's simulated replay per hit against K by its own
+``_replay_trends(s)`` classifies each budget's simulated replay per hit against K by its own
 log-log slope (fitted over K > block, as ``DensitySweep.replay_slope``): it grows like K
 (slope >= ``REPLAY_SLOPE_K``), grows slower than K, stays about flat (|slope| <
-``FLAT_SLOPE``) or falls as K grows. ``headline`` and ``replay_note`` put that into words
+``_FLAT_SLOPE``) or falls as K grows. ``headline`` and ``replay_note`` put that into words
 (English / 中文, whole sentences with named placeholders in ``MESSAGES``; numbers are formatted
 once and never split when a line is wrapped).
 """
@@ -19,7 +19,7 @@ import numpy as np
 from kda_core.studies.density.analytic import REPLAY_SLOPE_K, loglog_slope
 from kda_core.studies.density.sweep import DensitySweep
 
-FLAT_SLOPE = 0.15  # |slope| below this: "stays about flat"
+_FLAT_SLOPE = 0.15  # |slope| below this: "stays about flat"
 _TRENDS: tuple[str, ...] = ("like_k", "slower", "flat", "falls", "one_k")
 
 MESSAGES: dict[str, tuple[str, str]] = {
@@ -98,7 +98,7 @@ def _msg(key: str, lang: str, **params: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayTrend:
+class _ReplayTrend:
     """One budget's simulated replay per hit over the fitted K range (K > block)."""
 
     budget: str  # the sweep's label ("8 GiB", "unlimited")
@@ -117,12 +117,12 @@ def _trend(slope: float) -> str:
         return "one_k"
     if slope >= REPLAY_SLOPE_K:
         return "like_k"
-    if slope >= FLAT_SLOPE:
+    if slope >= _FLAT_SLOPE:
         return "slower"
-    return "flat" if slope > -FLAT_SLOPE else "falls"
+    return "flat" if slope > -_FLAT_SLOPE else "falls"
 
 
-def replay_trends(s: DensitySweep) -> tuple[ReplayTrend, ...]:
+def _replay_trends(s: DensitySweep) -> tuple[_ReplayTrend, ...]:
     """Each budget's curve (columns of ``s``), from its own points with replay > 0."""
     big = s.intervals > s.block_size  # K = block replays only the partial last block
     if not big.any():
@@ -135,7 +135,7 @@ def replay_trends(s: DensitySweep) -> tuple[ReplayTrend, ...]:
         i0, i1 = (int(pos[0]), int(pos[-1])) if pos.size else (0, ks.size - 1)
         ev = s.evictions[big, j]
         out.append(
-            ReplayTrend(
+            _ReplayTrend(
                 budget=label,
                 trend=_trend(loglog_slope(ks, y)),
                 k0=int(ks[i0]),
@@ -156,7 +156,7 @@ def _label(budget: str, lang: str) -> str:
 
 def headline(s: DensitySweep, lang: str = "en") -> str:
     """The figure title: memory ~1/K, and what replay per hit does, grouped by trend."""
-    trends = replay_trends(s)
+    trends = _replay_trends(s)
     sep = "；" if lang == "zh" else "; "
     parts = []
     for kind in _TRENDS:
@@ -173,7 +173,7 @@ def replay_note(
     unlimited one does not follow K, and the analytic curve's range. ``width``: wrap every
     line at about this many characters with "\n", never inside a number or word.
     ``detail=False``: only the per-budget lines, short (a small static figure)."""
-    trends = replay_trends(s)
+    trends = _replay_trends(s)
     if not detail:
         short = [
             _msg(
