@@ -45,22 +45,30 @@ def aligned_split(
     prefill_end = max(prompt_len, num_tokens - 1)
     if start >= prefill_end:
         return want
-    last_cache = max((num_tokens - 1) // block * block, 0)
     end = start + want
     if end < prefill_end:
         aligned = end // block * block
         if aligned > start or block <= chunk:
             end = aligned
-    tail = max((prompt_len - 1) // unit * unit, 0) if fine else 0
-    stops = (
-        (start // block + 1) * block if start % block else 0,
-        last_cache,
-        tail if last_cache < tail < prompt_len else 0,
-        start + (junction - start) // block * block if start < junction < end else 0,
-        extra_stop,
-    )
-    end = min((s for s in stops if start < s < end), default=end)
-    return max(end - start, 0)
+    # the chunk ends at the nearest stop in (start, end), else at end (one pass over the
+    # stops, no tuple: the simulator plans every request through here)
+    last_cache = max((num_tokens - 1) // block * block, 0)
+    stop = last_cache if start < last_cache < end else end
+    if start % block:
+        s = (start // block + 1) * block
+        if s < stop:
+            stop = s
+    if fine:
+        tail = max((prompt_len - 1) // unit * unit, 0)
+        if last_cache < tail < prompt_len and start < tail < stop:
+            stop = tail
+    if start < junction < end:
+        s = start + (junction - start) // block * block
+        if start < s < stop:
+            stop = s
+    if start < extra_stop < stop:
+        stop = extra_stop
+    return max(stop - start, 0)
 
 
 def retained(position: int, block: int, retention: int | None, reach: Iterable[int]) -> bool:
