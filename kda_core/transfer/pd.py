@@ -94,7 +94,7 @@ def _unb64(s: str, n: int) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<f8").reshape(n, -1)
 
 
-def open_store(spec: str) -> Any:
+def _parse_store(spec: str) -> Any:
     """``embedded:DIR`` or ``mooncake:HOST:PORT``."""
     kind, _, arg = spec.partition(":")
     if kind == "embedded":
@@ -150,7 +150,7 @@ def _handle(role: str, inst: Any, msg: dict) -> dict:
 
 def worker_main(role: str, store_spec: str) -> int:
     """Serve JSON-line requests on stdin until ``{"op": "quit"}``."""
-    store = open_store(store_spec)
+    store = _parse_store(store_spec)
     if role == "prefill":
         inst: Any = Instance("prefill", engine=Engine(policy=handoff_policy()), store=store)
     elif role == "decode":
