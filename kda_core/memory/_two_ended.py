@@ -35,7 +35,7 @@ _MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables a
 
 class TwoEndedPoolStats(NamedTuple):
     """Counters and occupancy of a two-ended pool (`UnifiedPool` or `StaticPool`), in entries or
-    bytes. (Not `kda_core.cache.pool`'s serving-pool counts.)"""
+    bytes. (Not the engine's serving-pool counts, `kda_core.serve`.)"""
 
     total_bytes: int
     state_live: int
