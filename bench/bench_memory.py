@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from kda_core.memory import StaticPool, UnifiedPool
+from kda_core.memory import make_pool
 from kda_core.studies import memory as sm
 
 
@@ -53,9 +53,9 @@ def bench_ops(n_ops: int) -> None:
         print(f"  per-entry CRC32 verification {'on' if verify else 'off'}:")
         rows = []
         for name, pool in (
-            ("eager", UnifiedPool(t, p, s, mode="eager", verify=verify)),
-            ("lazy", UnifiedPool(t, p, s, mode="lazy", verify=verify)),
-            ("static", StaticPool(t, p, s, ratio=0.5, verify=verify)),
+            ("eager", make_pool("eager", t, p, s, verify=verify)),
+            ("lazy", make_pool("lazy", t, p, s, verify=verify)),
+            ("static", make_pool("static", t, p, s, ratio=0.5, verify=verify)),
         ):
             rate, moves, met = _ops_run(pool, n_ops, 0)
             pool.check_integrity()
@@ -69,7 +69,7 @@ def bench_ops(n_ops: int) -> None:
     print("  accounting-only pool at K3 sizes (28 GiB, 64-token pages, TP8 bf16 slots):")
     rows = []
     for mode in ("eager", "lazy"):
-        pool = UnifiedPool(28 << 30, 64 * 27648, 29_039_616, mode=mode, store=False)
+        pool = make_pool(mode, 28 << 30, 64 * 27648, 29_039_616, store=False)
         rate, moves, met = _ops_run(pool, n_ops, 1)
         rows.append((mode, rate, moves))
     for mode, rate, moves in rows:

@@ -74,7 +74,7 @@ def throughput(page: int, n_req: int, seed: int = 0) -> tuple[float, dict]:
     rng = np.random.default_rng(seed)
     systems = [rng.integers(0, 50000, 1024).tolist() for _ in range(16)]
     pol = P.make("sglang")
-    cache = pol.make_cache(page)
+    cache = RadixStateCache(page, **pol.cache_options())
     groups = rng.integers(0, 16, n_req)
     uniq = rng.integers(0, 50000, (n_req, 1024))
     hits = 0
@@ -117,7 +117,7 @@ def trace_pass(
     """One full pass: match, placement, insert, evict to ``budget`` states.
     Returns (CPU seconds, state hit rate, checkpoints inserted)."""
     pol = P.make("interval", every=4096) if policy == "interval" else P.make(policy)
-    cache = pol.make_cache(512, block_keys=True)
+    cache = RadixStateCache(512, block_keys=True, **pol.cache_options())
     restored = total = 0
     if gc_off:
         gc.disable()

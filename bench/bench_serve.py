@@ -10,7 +10,7 @@
    Target: batched >= 8x.
 2. Varlen prefill: 32 sequences totalling 8192 tokens (equal and ragged lengths) in one
    ``varlen.chunked_varlen`` call vs one 8192-token ``kda.chunked`` (H = 4, K = V = 32, the
-   model's sizes, and H = 8, K = V = 128), and the whole model (``serve.batch.forward_batch``
+   model's sizes, and H = 8, K = V = 128), and the whole model (``model.batch.forward_batch``
    vs ``TinyHybrid.forward``). Target: varlen >= 0.8x the single sequence's tokens/s. A round
    times every variant next to the single sequence (the best of ``repeat`` calls each, the
    two in alternating order from round to round); the ratio is the median over rounds (5 with
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from kda_core import kda  # noqa: E402
 from kda_core.kda import varlen  # noqa: E402
 from kda_core.model import TinyHybrid  # noqa: E402
-from kda_core.serve.batch import forward_batch  # noqa: E402
+from kda_core.model.batch import forward_batch  # noqa: E402
 from kda_core.serve.engine import Engine, Request  # noqa: E402
 
 

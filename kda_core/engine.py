@@ -4,21 +4,11 @@ The engine lives in ``kda_core.serve.engine`` (serving in ``kda_core.serve``); i
 imports it from there. See docs/serving.md.
 """
 
-from kda_core.serve.engine import (
-    DEFAULT_POLICY,
-    DEFAULT_STATE_SLOTS,
-    PHASES,
-    RESTORE_MODES,
-    Engine,
-)
+from kda_core.serve.engine import Engine
 from kda_core.serve.report import EngineStats, GenerateReport, ServeReport, StepRecord, StepRow
 from kda_core.serve.request import Request
 
 __all__ = [
-    "DEFAULT_POLICY",
-    "DEFAULT_STATE_SLOTS",
-    "PHASES",
-    "RESTORE_MODES",
     "Engine",
     "EngineStats",
     "GenerateReport",

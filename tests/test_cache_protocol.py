@@ -205,3 +205,20 @@ def test_before_drop_sees_the_path_and_the_state() -> None:
     assert by_state["s2"] == DroppedState((1, 2), (["a", "b"],), "s2", 7)
     assert by_state["s4"].tokens == (1, 2, 3, 4) and by_state["s4"].state_bytes == 9
     assert [x for part in by_state["s4"].kv for x in part] == ["a", "b", "c", "d"]
+
+
+def test_read_kv_and_reset() -> None:
+    freed = []
+    c = RadixStateCache(on_free_state=lambda p, n: freed.append(p))
+    c.insert_prefix(list(range(8)), kv=list(range(8)), states=[(4, "s4", 1), (8, "s8", 1)])
+    # the KV of a matched prefix, root first, the edge it ends inside cut
+    assert c.read_kv([0, 1, 2, 3, 4, 5, 99], 6) == ([0, 1, 2, 3], [4, 5])
+    assert c.read_kv([0, 1, 2, 3], 4) == ([0, 1, 2, 3],) and c.read_kv([7], 0) == ()
+    with pytest.raises(ValueError, match="past the cached prefix"):
+        c.read_kv([0, 1, 9], 3)
+    m = c.match_prefix(list(range(8)))
+    assert c.reset() == 2 and sorted(freed) == ["s4", "s8"]
+    assert (c.n_nodes, c.n_states, c.kv_tokens, c.state_bytes) == (0, 0, 0, 0)
+    with pytest.raises(HandleError, match="another cache"):
+        c.lock_handle(m.restore)
+    c.check_integrity()

@@ -112,7 +112,7 @@ def test_extraction_is_deterministic_on_one_package():
 
 
 def test_out_of_style_text_splits_by_package_in_freeze_order():
-    parts = C.out_of_style_by_package()
+    parts = C._out_of_style_by_package()
     assert list(parts) == list(C._OUT_OF_STYLE_PACKAGES)
     assert C._DOC_SEPARATOR.join(parts.values()) + "\n" == C.load("out_of_style")
     assert all(C._OUT_OF_STYLE_BYTES <= len(t) < 2 * C._OUT_OF_STYLE_BYTES for t in parts.values())

@@ -200,11 +200,11 @@ def test_replay_trace_reaches_the_uncached_state_exactly() -> None:
 def test_restore_point_never_past_deepest_checkpoint_and_kv_matches() -> None:
     e = _engine(policy=pol.make("interval", every=20))
     e.generate(SYS + "first question here", 1)
-    ckpts = {p for _, ps in paths(e.tree) for p in ps}
+    ckpts = {p for _, ps in paths(e.cache) for p in ps}
     r = e.generate(SYS + "second", 1)
     assert r.restore_at == max(p for p in ckpts if p <= r.token_match)
     assert r.restore_at < r.token_match
-    m = e.tree.match_prefix(encode(SYS + "second")[:-1], touch=False)
+    m = e.cache.match_prefix(encode(SYS + "second")[:-1], touch=False)
     kv = np.concatenate(m.kv, axis=0)
     assert kv.shape[0] == m.restore_at  # KV restored to the checkpoint, never further
     ref = MODEL.new_state()
@@ -225,13 +225,13 @@ def test_full_repeat_restores_at_the_end() -> None:
 def test_cow_isolation_two_requests_from_one_checkpoint() -> None:
     e = _engine()
     e.generate(SYS + "base", 1)
-    m = e.tree.match_prefix(encode(SYS + "x"), touch=False)
+    m = e.cache.match_prefix(encode(SYS + "x"), touch=False)
     assert m.restore_at == 48
-    before = [x.copy() for x in e.checkpoints.raw(m.state)]
+    before = [x.copy() for x in e.pools.checkpoints.raw(m.state)]
     r1 = e.generate(SYS + "branch one", 3)
     r2 = e.generate(SYS + "branch two!", 3)
     assert r1.restore_at == r2.restore_at == 48
-    after = e.checkpoints.raw(m.state)
+    after = e.pools.checkpoints.raw(m.state)
     for x, y in zip(before, after):
         np.testing.assert_array_equal(x, y)
     assert r1.copies >= 1 and r2.copies >= 1  # the COW restore is a copy
@@ -261,10 +261,10 @@ def test_no_buffer_donates_its_active_slot_at_the_end() -> None:
 def test_existing_checkpoints_are_freed() -> None:
     e = _engine()
     e.generate(SYS + "one", 1)
-    used = e.checkpoints.n_used
+    used = e.pools.checkpoints.n_used
     r = e.generate(SYS + "one", 1)  # same prompt: nothing new under the restore point
     assert r.restore_at == 48 and r.checkpoints_created == 0
-    assert e.checkpoints.n_used == used
+    assert e.pools.checkpoints.n_used == used
     e.check_integrity()
 
 
@@ -302,7 +302,7 @@ def test_int8_checkpoints_equal_their_twin() -> None:
         drift = np.abs(logits - exact_logits).max()
         assert drift > 1e-6  # quantizing the parked state is visible in the logits
         assert r.ref_max_abs_diff == pytest.approx(drift, rel=1e-6, abs=1e-9)
-    assert e.checkpoints.slot_bytes < Engine(model=MODEL).checkpoints.slot_bytes
+    assert e.pools.checkpoints.slot_bytes < Engine(model=MODEL).pools.checkpoints.slot_bytes
     e.check_integrity()
 
 
@@ -323,7 +323,7 @@ def test_kv_budget_and_stats() -> None:
     e = _engine(kv_budget=40)
     for q in ("a", "b", "c"):
         e.generate(SYS + q, 1)
-        assert e.tree.kv_tokens <= 40
+        assert e.cache.kv_tokens <= 40
     st = e.stats()
     assert st.evicted_kv_tokens > 0 and st.requests == 3
     assert 0 <= st.prefill_saved_fraction < 1

@@ -9,7 +9,8 @@ import pytest
 
 from kda_core.cache import policy as pol
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine
+from kda_core.serve._args import DEFAULT_STATE_SLOTS
+from kda_core.serve.engine import Engine
 from tests.radix_helpers import paths
 
 MODEL = TinyHybrid()
@@ -75,12 +76,12 @@ def test_failure_mid_request_releases_everything() -> None:
 
     def boom(stage: str, engine: Engine) -> None:
         if stage == "restored":
-            assert engine.tree.stats().states_protected == 1  # the restore lock is held
+            assert engine.cache.stats().states_protected == 1  # the restore lock is held
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
         e.generate(SYS + "next", 2, observe=boom)
-    assert e.tree.stats().states_protected == 0 and e.active.n_used == 0
+    assert e.cache.stats().states_protected == 0 and e.pools.active.n_used == 0
     e.check_integrity()
     r = e.generate(SYS + "next", 2)
     toks, logits = MODEL.generate(encode(SYS + "next"), 2)
@@ -97,7 +98,7 @@ def test_locked_restore_point_survives_a_full_pool() -> None:
     toks, logits = MODEL.generate(encode(SYS + "y and many more words here to pass 96 tokens"), 2)
     assert r.tokens == toks
     np.testing.assert_allclose(r.logits, logits, rtol=0, atol=1e-9)
-    assert e.checkpoints.n_used == 1
+    assert e.pools.checkpoints.n_used == 1
     e.check_integrity()
 
 
@@ -106,9 +107,9 @@ def test_per_path_checkpoint_cap() -> None:
         policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8
     )  # a state after every 8-token step: more than 2 on the path
     e.generate(SYS + "a long enough request to get many checkpoints", 1)
-    for _, positions in paths(e.tree):
+    for _, positions in paths(e.cache):
         assert len(positions) <= 2
-    assert e.tree.stats().capped > 0
+    assert e.cache.stats().capped > 0
     e.check_integrity()
 
 
@@ -116,18 +117,18 @@ def test_checkpoints_created_counts_states_left_in_the_tree() -> None:
     """The per-path cap can tombstone a state the same insert added: it is not "created"."""
     e = _engine(policy=pol.make("sglang", grid=8, max_states_per_path=2), chunk_size=8)
     prompt = SYS + "a long enough request to get many checkpoints"
-    before = e.tree.stats().capped
+    before = e.cache.stats().capped
     r = e.generate(prompt, 1)
-    capped = e.tree.stats().capped - before
+    capped = e.cache.stats().capped - before
     assert capped > 0
-    states = sum(len(positions) for _, positions in paths(e.tree))
-    assert r.checkpoints_created == states == e.checkpoints.n_used  # empty tree before
+    states = sum(len(positions) for _, positions in paths(e.cache))
+    assert r.checkpoints_created == states == e.pools.checkpoints.n_used  # empty tree before
 
 
 def test_default_checkpoint_slots_is_bounded() -> None:
     e = Engine(model=MODEL)
-    assert e.checkpoints.capacity == DEFAULT_STATE_SLOTS == 256
-    assert Engine(model=MODEL, checkpoint_slots=4096).checkpoints.capacity == 4096
+    assert e.pools.checkpoints.capacity == DEFAULT_STATE_SLOTS == 256
+    assert Engine(model=MODEL, checkpoint_slots=4096).pools.checkpoints.capacity == 4096
 
 
 def test_policy_objects_are_copied() -> None:
@@ -213,7 +214,7 @@ def test_adopt_into_a_full_shared_pool_evicts_instead_of_raising() -> None:
     prompts = [encode(f"adopted prefix number {i}, long enough") for i in range(7)]
     for i, ids in enumerate(prompts):
         assert e.adopt_checkpoint(ids, *_prefilled(ids))
-        assert e.tree.n_states == min(i + 1, 5)
+        assert e.cache.n_states == min(i + 1, 5)
         e.check_integrity()
     last = prompts[-1] + encode(" and on")
     r = e.generate(last, 3)

@@ -243,11 +243,11 @@ def test_sharded_checkpoints_load(tmp_path, folder):
 
 
 def test_the_environment_variable_makes_the_default_model_a_checkpoint(monkeypatch, folder):
-    monkeypatch.setenv(M.CHECKPOINT_ENV, str(folder))
+    monkeypatch.setenv(M.tiny._CHECKPOINT_ENV, str(folder))
     m = M.TinyHybrid()
     assert m.config == CFG and np.array_equal(m.embed, f32_model().embed)
     assert M.TinyHybrid(weights="random").config.variant == "k3"  # explicit choices win
-    monkeypatch.delenv(M.CHECKPOINT_ENV)
+    monkeypatch.delenv(M.tiny._CHECKPOINT_ENV)
     assert M.TinyHybrid().config.variant == "k3"
 
 

@@ -8,6 +8,7 @@ import pytest
 from kda_testdata import kda_inputs
 
 from kda_core import kda
+from kda_core.kda.reference import _token_maps
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -214,7 +215,7 @@ def test_segment_map_rejects_wrong_rank(rng):
     with pytest.raises(ValueError, match="^k must have shape"):
         kda.segment_map(k[0], v, g, beta)
     with pytest.raises(ValueError, match="^k must have shape"):
-        kda.token_maps(k[0], v, g, beta)
+        _token_maps(k[0], v, g, beta)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-4)])

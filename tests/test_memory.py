@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.memory import MAX_BUFFER_BYTES, StaticPool, UnifiedPool, make_pool
+from kda_core.memory import make_pool
+from kda_core.memory._pools import StaticPool, UnifiedPool
+from kda_core.memory._two_ended import MAX_BUFFER_BYTES
 
 P, S = 8, 24  # KV page bytes, state slot bytes (a slot weighs 3 pages)
 

@@ -14,7 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kda_core.memory import StaticPool, UnifiedPool
+from kda_core.memory._pools import StaticPool, UnifiedPool
 
 T, P, S = 1200, 8, 40
 SIDE = st.sampled_from(["state", "kv"])

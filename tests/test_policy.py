@@ -46,7 +46,7 @@ def test_make_builds_every_policy_with_defaults():
         "path_tail_first",
     )
     for name in P.POLICY_NAMES:
-        c = P.make(name).make_cache(1)
+        c = RadixStateCache(1, **P.make(name).cache_options())
         assert isinstance(c, RadixStateCache)
 
 
@@ -205,7 +205,7 @@ def test_marconi_positions_are_branch_and_last_only():
 
 def test_marconi_shared_prefix_is_reused_on_third_occurrence():
     p = P.make("marconi")
-    cache = p.make_cache(1)
+    cache = RadixStateCache(1, **p.cache_options())
     system = list(range(100, 160))
     restores = []
     for q in range(4):
@@ -301,7 +301,7 @@ def test_positions_are_sorted_page_aligned_and_inside_the_request(
         prompt_len, hit(tm, ra), total_len=total, chunk_size=chunk, page_size=page
     )
     # and the cache accepts them as they are
-    cache = pol.make_cache(page)
+    cache = RadixStateCache(page, **pol.cache_options())
     key = list(range(total))
     r = cache.insert_prefix(key, states=[(p, None, 1) for p in pos])
     assert r.new == pos

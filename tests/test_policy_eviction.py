@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core.cache import policy as P
+from kda_core.cache.policy.marconi import _ALPHA_GRID, _marconi_flops
+from kda_core.cache.radix import RadixStateCache
 from tests.radix_helpers import Pick
 
 # ---------------------------------------------------------------- eviction
@@ -50,21 +52,25 @@ def _naive_lru_victim(cache):
 
 class _WalkingLRU(P.IntervalPolicy):
     """Its cache's victim hook walks the export (``_naive_lru_victim``), so eviction runs the
-    general victim loop."""
+    general victim loop (``_cache_of`` builds that cache)."""
 
-    def make_cache(self, page_size=1, **kw):  # type: ignore[no-untyped-def]
-        box = {}
 
-        def victim(rows):
-            v = _naive_lru_victim(box["cache"])
-            return _row(rows, None if v is None else v.id)
+def _cache_of(pol, page_size=1, **kw) -> RadixStateCache:
+    """The cache a policy runs on (``RadixStateCache(page, **cache_options(), **hooks)``)."""
+    if not isinstance(pol, _WalkingLRU):
+        return RadixStateCache(page_size, **pol.cache_options(), **kw)
+    box = {}
 
-        box["cache"] = P.Policy.make_cache(self, page_size, victim=victim, **kw)
-        return box["cache"]
+    def victim(rows):
+        v = _naive_lru_victim(box["cache"])
+        return _row(rows, None if v is None else v.id)
+
+    box["cache"] = RadixStateCache(page_size, **pol.cache_options(), victim=victim, **kw)
+    return box["cache"]
 
 
 def _random_cache(pol, ops, **hooks):
-    c = pol.make_cache(1, **hooks)
+    c = _cache_of(pol, 1, **hooks)
     for key, pos, nbytes, touch, lock in ops:
         ps = sorted(p for p in pos if p <= len(key)) or [len(key)]
         c.insert_prefix(key, states=[(p, (tuple(key), p), nbytes + p) for p in ps])
@@ -124,7 +130,7 @@ def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
 
 
 def test_marconi_flops_formula():
-    got = P.marconi_flops(
+    got = _marconi_flops(
         np.array([10.0]),
         np.array([4.0]),
         d_model=2,
@@ -209,7 +215,7 @@ def _chosen(pol, cache):
 )
 def test_marconi_vectorised_victim_agrees_with_naive(ops, alpha):
     pol = P.make("marconi", alpha=alpha, d_model=64, d_state=16, kv_bytes_per_token=1000)
-    cache = pol.make_cache(1)
+    cache = _cache_of(pol, 1)
     locked = []
     for key, pos, nbytes, lock in ops:
         ps = sorted(p for p in pos if p <= len(key)) or [len(key)]
@@ -237,7 +243,7 @@ def test_marconi_alpha_trades_recency_for_flop_efficiency():
     # recent one; alpha 0 evicts the old long one, a large alpha the recent short one
     def build(alpha):
         pol = P.make("marconi", alpha=alpha, d_model=256, d_state=16, kv_bytes_per_token=0)
-        c = pol.make_cache(1)
+        c = _cache_of(pol, 1)
         c.insert_prefix(list(range(4000)), states=[(4000, "long", 1000)])
         c.insert_prefix([-1] * 4, states=[(4, "short", 1000)])
         return pol, c
@@ -252,7 +258,7 @@ def test_marconi_alpha_trades_recency_for_flop_efficiency():
 
 def test_marconi_skips_forks_and_evicts_single_child_internal_as_tombstone():
     pol = P.make("marconi", alpha=0.0)
-    c = pol.make_cache(1)
+    c = _cache_of(pol, 1)
     c.insert_prefix(list(range(8)), states=[(4, "fork", 1), (8, "a", 1)])
     c.insert_prefix(list(range(4)) + [9, 9], states=[(6, "b", 1)])
     c.insert_prefix([50, 51, 52, 53], states=[(2, "single", 1), (4, "c", 1)])
@@ -271,7 +277,7 @@ def test_marconi_skips_forks_and_evicts_single_child_internal_as_tombstone():
 def test_marconi_auto_alpha_bootstrap_and_tune():
     pol = P.make("marconi", alpha="auto", bootstrap=5)
     assert pol.alpha_value == 0.0 and not pol.tuning_due()
-    c = pol.make_cache(1)
+    c = _cache_of(pol, 1)
     for i in range(3):
         pol.note_request()
         c.insert_prefix([i, i], states=[(2, None, 1)])
@@ -283,7 +289,7 @@ def test_marconi_auto_alpha_bootstrap_and_tune():
     assert pol.tuning_due()
     seen = []
     best = pol.tune(lambda a: seen.append(a) or -((a - 0.7) ** 2))
-    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(P.ALPHA_GRID)
+    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(_ALPHA_GRID)
     assert not pol.tuning_due()
     fixed = pol.with_alpha(0.3)
     assert fixed.alpha_value == 0.3 and not fixed.tuning_due()
@@ -300,7 +306,7 @@ def test_marconi_custom_efficiency_fn():
         return -length.astype(float)  # prefer evicting the longest
 
     pol = P.make("marconi", alpha=100.0, efficiency_fn=eff)
-    c = pol.make_cache(1)
+    c = _cache_of(pol, 1)
     c.insert_prefix([1] * 10, states=[(10, "ten", 5)])
     c.insert_prefix([2] * 3, states=[(3, "three", 7)])
     assert _chosen(pol, c).state == "ten"
@@ -327,7 +333,7 @@ def test_scalar_efficiency_twin_equals_vectorised(length, anc, nbytes, d_model, 
 @pytest.mark.parametrize("page", [1, 16])
 def test_repeat_request_restores_at_the_deepest_planned_checkpoint(name, page):
     pol = P.make(name)
-    cache = pol.make_cache(page)
+    cache = _cache_of(pol, page)
     rng = np.random.default_rng(7)
     for n in (100, 700, 1500, 3000):
         prompt = rng.integers(0, 1000, n).tolist()

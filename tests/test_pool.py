@@ -5,15 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import (
-    ActivePool,
-    CheckpointPool,
-    PoolError,
-    StateShape,
-)
 from kda_core.cache.quant import quantize_int8
 from kda_core.model import KDALayerState
+from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._pools import PingPong
+from kda_core.serve._slots import ActivePool, PoolError, StateShape
 
 SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
 
@@ -53,7 +49,7 @@ def test_allocate_free_accounting() -> None:
 def test_integrity_detects_double_listing() -> None:
     pool = ActivePool(SHAPE, 2)
     pool.allocate("a")
-    pool.table._free.append(0)  # corrupt: owned and free
+    pool._free.append(0)  # corrupt: owned and free
     with pytest.raises(PoolError):
         pool.check_integrity()
 

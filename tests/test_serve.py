@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kda_core import sizing
-from kda_core.cache.pool import STRATEGIES
 from kda_core.model import TinyHybrid, encode
-from kda_core.serve.engine import DEFAULT_STATE_SLOTS, Engine, Request
+from kda_core.serve._args import DEFAULT_STATE_SLOTS
+from kda_core.serve._slots import STRATEGIES
+from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
 _REF: dict[tuple, tuple[list[int], np.ndarray]] = {}
@@ -46,7 +47,7 @@ def assert_rows_consistent(e: Engine, rep) -> None:
         if e.state_slots is not None and not e.int8:  # one pool: the kinds add up
             assert row.slots_running + row.slots_cached + row.slots_free == e.state_slots
     e.check_integrity()
-    assert e.tree.stats().kv_protected == 0  # every lock released
+    assert e.cache.stats().kv_protected == 0  # every lock released
 
 
 SYSTEM = "You are a helpful assistant. Answer briefly. "
@@ -159,7 +160,7 @@ def test_live_concurrency_equals_planner(strategy):
 
 def test_int8_checkpoint_pool_is_separate_and_twice_the_active_pool():
     e = Engine(model=MODEL, state_slots=10, int8_checkpoints=True)
-    assert e.active.capacity == 10 and e.checkpoints.capacity == 20
+    assert e.pools.active.capacity == 10 and e.pools.checkpoints.capacity == 20
     reqs = [Request(SYSTEM + "q1", 3), Request(SYSTEM + "q2", 3, arrival=3)]
     rep = e.serve(reqs)
     assert rep.steps[-1].checkpoint_free is not None
@@ -168,7 +169,7 @@ def test_int8_checkpoint_pool_is_separate_and_twice_the_active_pool():
     np.testing.assert_allclose(rep.reports[0].logits, logits, atol=1e-9, rtol=0)
     e.check_integrity()
     e2 = Engine(model=MODEL, state_slots=10, int8_checkpoints=True, checkpoint_slots=7)
-    assert e2.checkpoints.capacity == 7
+    assert e2.pools.checkpoints.capacity == 7
 
 
 def test_bad_input():
@@ -280,7 +281,7 @@ def test_default_engine_batches_and_cache_off(cache):
     assert rep2.peak_running > 1
     assert_exact(rep2, reqs)
     if not cache:
-        assert e2.tree.n_states == 0 and all(r.restore_at == 0 for r in rep2.reports)
+        assert e2.cache.n_states == 0 and all(r.restore_at == 0 for r in rep2.reports)
     assert_rows_consistent(e2, rep2)
 
 

@@ -2,17 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
-from kda_core.kda import conv_varlen
 from kda_core.model import ModelConfig, TinyHybrid
-from kda_core.serve._decode import decode_packed, state_update_naive
-from kda_core.serve._fused import FusedWeights, conv_packed
-from kda_core.serve._window import DEFER_STEPS, StateWindow, window_steps
-from kda_core.serve.batch import forward_batch, forward_packed
+from kda_core.model._decode import decode_window
+from kda_core.model._fused import FusedWeights, conv_packed
+from kda_core.model._window import DEFER_STEPS, StateWindow, window_steps
+from kda_core.model.batch import forward_batch, forward_packed
+from tests.test_varlen import short_conv_varlen_naive
 
 MODELS = {0: TinyHybrid(), 5: TinyHybrid(weights="random", seed=5)}
+
+
+def state_update_naive(S, alpha, k, u) -> np.ndarray:
+    """The twin of the one-GEMM update: ``diag(alpha) S + k u^T`` per (request, head) in three
+    passes (decay, outer product, add). S [N, H, K, V]; alpha, k [N, H, K]; u [N, H, V]."""
+    out = np.einsum("nhk,nhkv->nhkv", alpha, S)
+    out += np.einsum("nhk,nhv->nhkv", k, u)
+    return out
+
+
+def decode_packed(
+    wts: FusedWeights,
+    tokens: Sequence[int],
+    S: np.ndarray,
+    conv: np.ndarray,
+    pasts: Sequence[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``decode_window`` writing every step (a window of one step: the eager form). S [L, N,
+    H, K, V] is not changed; when it is a previous call's new S, that call's buffer (rows :K
+    of [L, N, H, K+1, V]) is used as is and its scratch row K written. Returns (logits, new
+    S, new conv, latents)."""
+    out = decode_window(wts, tokens, StateWindow.of(S, 1), conv, pasts, True)
+    assert out[1] is not None
+    return out[0], out[1], out[2], out[3]
 
 
 def prefilled(model, rng, n):
@@ -180,7 +206,7 @@ def test_decode_packed_chained_on_its_own_output(pasts):
 
 @pytest.mark.parametrize("pasts, conv_size", [([0, 3], 4), ([7, 0, 2], 4), ([2, 5], 1)])
 def test_decode_rows_appended_in_place_never_change_a_view(pasts, conv_size):
-    """serve._rows: chained steps append each request's new latent row and conv row in place
+    """model._rows: chained steps append each request's new latent row and conv row in place
     (latents: one buffer of 16 rows, then one doubling; conv: 16 spare rows, then a move to a
     new buffer), every latent and conv view a step handed out stays equal to what it was
     (latents read-only), each step equals forward_packed chained on copies, and a step whose
@@ -230,7 +256,7 @@ def test_conv_packed_equals_varlen_twin(lens):
     w = rng.standard_normal((D, W))
     win = rng.standard_normal((len(lens), W - 1, D))
     y, new = conv_packed(x, np.ascontiguousarray(w.T), cu, win)
-    y_ref, new_ref = conv_varlen.short_conv_varlen_naive(x, w, cu, win, activation="identity")
+    y_ref, new_ref = short_conv_varlen_naive(x, w, cu, win, activation="identity")
     np.testing.assert_allclose(y, y_ref, atol=1e-13, rtol=0)
     np.testing.assert_allclose(new, new_ref, atol=0, rtol=0)
 
@@ -241,7 +267,7 @@ def test_fused_weights_are_folded_once_per_model():
     and another model gets its own (a dead model's entry goes with it)."""
     import gc
 
-    from kda_core.serve import _fused as fused
+    from kda_core.model import _fused as fused
 
     model = TinyHybrid(weights="random", seed=11)
     a, b = FusedWeights.of(model), FusedWeights.of(model)

@@ -17,10 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import ActivePool, StateShape
-from kda_core.cache.pool._slots import SlotTable
-from kda_core.cache.pool.slots import SlotBudget
 from kda_core.model import TinyHybrid, decode
+from kda_core.serve._slots import ActivePool, SlotBudget, SlotTable, StateShape
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import StepRecord
 
@@ -61,11 +59,11 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     from kda_core.serve._lifecycle import Lifecycle
     from kda_core.serve._state import RequestState
 
-    life = Lifecycle(e.parts, 1)
+    life = Lifecycle(e.parts)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
     life.admit(r, 0, life.match(r))
     assert r.restore_at == 0 and r.slots is not None
-    S, conv = e.active.buffers(r.slots.active)
+    S, conv = e.pools.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state
     a = ref.allocate("ref")
     ref.bind(a, MODEL.new_state().kda)
@@ -111,8 +109,10 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
 
     import xxhash
 
-    from kda_core.cache.pool import CheckpointPool, PoolError, checkpoint
     from kda_core.model import KDALayerState
+    from kda_core.serve import _checkpoints as checkpoint
+    from kda_core.serve._checkpoints import CheckpointPool
+    from kda_core.serve._slots import PoolError
 
     assert checkpoint._new_hash is xxhash.xxh3_128  # installed: the fast hash is the one used
     hasher = xxhash.xxh3_128 if algo == "xxh3_128" else hashlib.sha1
@@ -147,7 +147,7 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     naive twin), cannot be written in place, and a track write still binds its own copy."""
     import copy
 
-    from kda_core.cache.pool import CheckpointPool
+    from kda_core.serve._checkpoints import CheckpointPool
     from kda_core.serve._pools import PingPong
 
     shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
@@ -194,7 +194,7 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     over the stored checkpoints, through a serve that stores, shares (restores) and frees
     copies the tree had already, and directly: the counter follows every put and free, and a
     corrupted counter is caught."""
-    from kda_core.cache.pool import PoolError
+    from kda_core.serve._slots import PoolError
 
     rng = np.random.default_rng(9)
     base = [int(t) for t in rng.integers(0, 256, 16)]
@@ -203,13 +203,13 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     out = e.serve([Request(p, 20) for p in prompts], max_batch_tokens=64)
     assert sum(r.checkpoints_existed for r in out.reports) > 0  # freed through insert
     assert e.stats().state_hits > 0
-    ck = e.checkpoints
+    ck = e.pools.checkpoints
     assert ck.n_used > 0
     assert ck.used_bytes == ck._used_bytes_naive() == ck.n_used * ck.slot_bytes
-    # CacheOps.insert hands the tree (position, slot) pairs and one state_bytes: every state
-    # the tree holds is still counted at the pool's slot size
+    # the lifecycle's insert hands the tree (position, slot) pairs and one state_bytes: every
+    # state the tree holds is still counted at the pool's slot size
     assert e.cache.n_states == ck.n_used
-    assert e.cache.tree.state_bytes == e.cache.n_states * ck.slot_bytes
+    assert e.cache.state_bytes == e.cache.n_states * ck.slot_bytes
     ck.check_integrity()
     e.cache.check_integrity()
     slots = list(ck.owned())
@@ -235,5 +235,5 @@ def test_report_text_equals_the_tokenizers_decode_on_any_bytes():
         r = RequestState(0, [1, 2], max(len(gen), 1), 0)
         r.gen = list(gen)
         r.logit_rows = [np.zeros(VOCAB)] * len(gen)
-        assert r.report(0, Engine(model=MODEL).pool_stats()).text == decode(gen), gen
+        assert r.report(0, Engine(model=MODEL).pools.stats()).text == decode(gen), gen
     assert decode(cases[1]).endswith("\ufffd")  # the cut character: the case means something

@@ -18,9 +18,11 @@ import os
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import ActivePool, CheckpointPool, PoolError, StateShape
 from kda_core.model import KDALayerState
-from kda_core.serve.batch import _padded_latents, mla_attend_padded
+from kda_core.model._attend import mla_attend_padded
+from kda_core.model._attend import padded_latents as _padded_latents
+from kda_core.serve._checkpoints import CheckpointPool
+from kda_core.serve._slots import ActivePool, PoolError, StateShape
 
 
 @pytest.mark.parametrize("lens", [[0, 0, 0], [4, 4], [0, 5, 17, 2], [3]])
@@ -102,8 +104,8 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     tanh form itself is only good to ~1e-16 absolute), from the middle to far past exp's
     overflow (|x| > 709): finite and no overflow raised (the clip)."""
     from kda_core.kda.conv import silu as silu_ref
+    from kda_core.model._fused import sigmoid, silu
     from kda_core.model.functional import sigmoid as sigmoid_ref
-    from kda_core.serve._fused import sigmoid, silu
 
     x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
     with np.errstate(over="raise", invalid="raise"):  # an overflow in exp would raise
@@ -126,7 +128,7 @@ def test_packed_prefill_unclipped_logistic_equals_stable_branches():
     computed stably branch by branch (relative 1e-14, as above), from the middle to far past
     exp's overflow (x < -709), where exp(-x) = inf must give exactly 0 (the truth is below
     1e-300 there; finite, no warning raised)."""
-    from kda_core.serve.batch import _gated, _silu_into
+    from kda_core.model.batch import _gated, _silu_into
 
     x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
     o = np.random.default_rng(0).standard_normal(x.shape)
@@ -150,7 +152,7 @@ def test_mla_attend_chunks_equals_causal_attention_per_query(pasts, n):
     of the shorter ones must be masked) against each query of each chunk alone over the
     latents it may see, its chunk's pasts then its own first t + 1 (the naive form above).
     Bound: as the test above."""
-    from kda_core.serve.batch import mla_attend_chunks
+    from kda_core.model._attend import mla_attend_chunks
 
     rng = np.random.default_rng(sum(pasts) + n)
     B, C, Hm, dh = len(pasts), 8, 2, 4
@@ -181,13 +183,13 @@ def test_packed_prefill_fast_paths_equal_per_request_forward(pasts, lens, monkey
     """forward_batch (fused projections, batched MLA chunk groups) against TinyHybrid.forward
     per request, for the batch shapes that pick each MLA path. Bounds as
     tests/test_serve_batch.py: rounding of O(1) float64 dot products, with room."""
-    from kda_core.model import TinyHybrid
-    from kda_core.serve import batch
-    from kda_core.serve.batch import _chunk_groups, forward_batch
+    from kda_core.model import TinyHybrid, _attend
+    from kda_core.model._attend import chunk_groups as _chunk_groups
+    from kda_core.model.batch import forward_batch
 
     if lens == [8] * 5:  # a cap of two chunks' scores: groups of 2, 2 and 1
         heads = TinyHybrid(weights="random", seed=7).config.mla_heads
-        monkeypatch.setattr(batch, "_MAX_GROUP_SCORES", 2 * heads * 8 * (4 + 8))
+        monkeypatch.setattr(_attend, "MAX_GROUP_SCORES", 2 * heads * 8 * (4 + 8))
         cut = _chunk_groups(np.array(lens), np.array(pasts), heads)
         assert [g.tolist() for g in cut] == [[0, 1], [2, 3], [4]]
 
@@ -219,9 +221,9 @@ def test_keep_freed_memory_stops_refaulting_the_packed_prefill():
     import resource
 
     from kda_core.model import TinyHybrid
-    from kda_core.serve._fused import FusedWeights
+    from kda_core.model._fused import FusedWeights
+    from kda_core.model.batch import forward_packed
     from kda_core.serve._heap import keep_freed_memory
-    from kda_core.serve.batch import forward_packed
 
     if not keep_freed_memory():
         pytest.skip("not glibc, or the environment declines it: keep_freed_memory does nothing")

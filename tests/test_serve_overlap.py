@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kda_core import sizing
-from kda_core.cache.pool import STRATEGIES, PoolError
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve._pools import PingPong
+from kda_core.serve._slots import STRATEGIES, PoolError
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
@@ -58,9 +58,9 @@ def test_live_concurrency_equals_planner_with_and_without_overlap(strategy, over
 @pytest.mark.parametrize("overlap, tracks", [(True, 2), (False, 1)])
 def test_extra_buffer_opens_one_active_and_ring_track_slots(overlap, tracks):
     e = Engine(model=MODEL, state_slots=20, overlap=overlap)
-    req = e.pingpong.open("r")
-    assert len(req.track) == tracks and e.active.n_used == 1 + tracks
-    e.pingpong.close(req)
+    req = e.pools.pingpong.open("r")
+    assert len(req.track) == tracks and e.pools.active.n_used == 1 + tracks
+    e.pools.pingpong.close(req)
     held = 1 + tracks  # the reservation is the base 3 + the ring (sizing)
     assert sizing.slots_per_request("extra_buffer", overlap) == 3 + tracks
     assert sizing.slots_held_per_request("extra_buffer", overlap) == held
@@ -78,7 +78,7 @@ def test_reservation_bounds_and_lazy_needs_overlap():
 
 def test_busy_track_slot_is_never_written():
     e = Engine(model=MODEL, state_slots=20)
-    pp: PingPong = e.pingpong
+    pp: PingPong = e.pools.pingpong
     req = pp.open("r")
     first = pp.track(req, 16)
     pp.busy.add(first)  # its state awaits the previous step's post-processing
@@ -97,10 +97,10 @@ def test_overlap_with_one_track_slot_would_overwrite_an_unread_state():
     assert_exact(ok.serve(reqs), reqs)
     assert ok.stats().tree_states >= 5  # one per 16-token chunk, all read after the next step
     bad = Engine(model=MODEL, state_slots=20, chunk_size=16)
-    bad.pingpong.ring = 1
+    bad.pools.pingpong.ring = 1
     with pytest.raises(PoolError, match="ping-pong ring of 1"):
         bad.serve(reqs)
-    assert bad.active.n_used == 0  # released on the way out
+    assert bad.pools.active.n_used == 0  # released on the way out
     no_overlap = Engine(model=MODEL, state_slots=20, chunk_size=16, overlap=False)
     rep = no_overlap.serve(reqs)  # one slot is enough: each step is post-processed at once
     assert_exact(rep, reqs)
@@ -137,4 +137,4 @@ def test_serve_exact_in_every_mode(reqs, mode, budget, extra_slots):
     assert_exact(rep, reqs)
     assert rep.peak_running <= sizing.max_running_requests(spr + extra_slots, strategy, overlap)
     e.check_integrity()
-    assert not e.pingpong.busy
+    assert not e.pools.pingpong.busy

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid
 from kda_core.serve import _pools
+from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
@@ -65,11 +65,11 @@ def test_clear_frees_every_checkpoint_slot(int8):
     e = Engine(model=MODEL, int8_checkpoints=int8, state_slots=40, chunk_size=16)
     prompts = [SYSTEM * 2 + "A", SYSTEM * 2 + "B", SYSTEM + "C"]
     first = e.serve([Request(p, 3) for p in prompts])
-    held = e.checkpoints.n_used
+    held = e.pools.checkpoints.n_used
     assert held == e.cache.n_states > 0
     assert e.clear() == held
-    assert e.checkpoints.n_used == 0 and e.cache.n_states == 0 and e.cache.kv_tokens == 0
-    assert e.tree is e.cache.tree and e.cache.n_nodes == 0 and len(e.tree.export()) == 1  # root
+    assert e.pools.checkpoints.n_used == 0 and e.cache.n_states == 0 and e.cache.kv_tokens == 0
+    assert e.cache.n_nodes == 0 and len(e.cache.export()) == 1  # the root alone
     e.check_integrity()
     # after the flush nothing is restored, and the answers are the same
     again = e.serve([Request(p, 3) for p in prompts])

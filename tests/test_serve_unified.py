@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda_core.cache.pool import StateShape
 from kda_core.cache.protocol import Evicted
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine, Request
 
 MODEL = TinyHybrid()
@@ -50,14 +50,15 @@ def test_one_budget_serves_exactly_and_both_sides_give_way():
     e = Engine(model=MODEL, chunk_size=64, unified_memory=6 * S + 100 * KVB)
     assert e.state_slots == 6
     freed_kv = []
-    evict_kv = e.cache.evict_kv
+    evict = e.cache.evict
 
-    def counted(n: int) -> Evicted:
-        ev = evict_kv(n)
-        freed_kv.append(ev.kv_tokens)
+    def counted(kv_tokens: int = 0, **kw) -> Evicted:  # the KV side's evictions, counted
+        ev = evict(kv_tokens, **kw)
+        if kv_tokens:
+            freed_kv.append(ev.kv_tokens)
         return ev
 
-    e.cache.evict_kv = counted
+    e.cache.evict = counted
     rep = e.serve(reqs, max_batch_tokens=128)
     assert_uncached(rep, reqs)
     assert_border(e, rep)

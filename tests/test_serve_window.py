@@ -1,4 +1,4 @@
-"""The runner's deferred state writes (``serve._window``) inside real serves.
+"""The runner's deferred state writes (``model._window``) inside real serves.
 
 Long decodes (windows fill), planned checkpoints inside decode, arrivals that change the batch
 mid-window, retractions under a small pool: every request equals its own uncached run (atol
@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda_core.cache.pool import STRATEGIES, ActivePool
 from kda_core.model import encode
+from kda_core.model._window import DEFER_STEPS
 from kda_core.serve import _loop as loop
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
-from kda_core.serve._window import DEFER_STEPS
+from kda_core.serve._slots import STRATEGIES, ActivePool
 from kda_core.serve.engine import Engine, Request
 from tests.test_serve import MODEL, SYSTEM, assert_exact, assert_rows_consistent
 
@@ -134,7 +134,7 @@ def test_eager_runner_is_the_same_serve(monkeypatch):
     reps = []
     for defer in (1, None):
         e = Engine(model=MODEL, state_slots=40, chunk_size=16)
-        monkeypatch.setattr(loop, "Runner", lambda m, p, d=defer, **kw: Runner(m, p, defer=d, **kw))
+        e.loop.runner = Runner(MODEL, e.pools.active, defer=defer)
         reps.append(e.serve(reqs, max_batch_tokens=64))
     for a, b in zip(*(r.reports for r in reps)):
         assert a.tokens == b.tokens

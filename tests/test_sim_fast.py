@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from kda_core import sim
+from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import fast
 from kda_core.sim.placement import RunCtx
 from kda_core.sim.sequential import run_sequential
@@ -34,7 +35,8 @@ def twin_core(trace, policy, sb=None, kb=None, ub=None, cap=False, outputs=True,
     pol = resolve_policy(policy)
     page = trace.block_size
     pol.check_page(page)
-    ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, sb, kb, ub, CKPT, kvb, page)
+    cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
+    ctx = RunCtx(cache, pol, sb, kb, ub, CKPT, kvb, page)
     ctx.cap_last = cap
     return run_sequential(ctx, trace, len(trace), outputs, None, False, None)
 

@@ -1,7 +1,10 @@
 """ReplaySSM speculative decoding: ring verify == per-draft states == recurrent; exact commit for
-every acceptance count; rejected drafts leave no trace; speculative generation == greedy."""
+every acceptance count; rejected drafts leave no trace (the engine decoding with it:
+tests/test_serve_spec.py)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -11,9 +14,37 @@ from kda_core import kda, sizing
 from kda_core import model as M
 from kda_core.cache.quant import round_bf16
 from kda_core.serve import spec
+from kda_core.serve.spec._draft import ngram_draft
+from kda_core.serve.spec._segment import ring_verify
+from kda_core.studies._spec_memory import spec_memory
+from kda_core.studies._speculative import fold_state, reconstruct_error, reconstruct_outputs
 
 PROMPT = "ReplaySSM 只保存轻量输入。"
 DRAFT = [101, 7, 200, 33, 64, 150, 9, 250]  # D = 8 arbitrary tokens
+
+
+class Naive(NamedTuple):
+    o: np.ndarray
+    d: np.ndarray
+    states: np.ndarray
+
+
+def per_draft_states(S0, q, k, v, g, beta) -> Naive:
+    """The naive twin of ``ring_verify``: step the recurrence token by token and keep every
+    state [n, H, K, V] (what ReplaySSM never materialises)."""
+    scale = S0.shape[1] ** -0.5
+    S = S0.copy()
+    n = k.shape[0]
+    states = np.empty((n,) + S.shape)
+    d = np.empty_like(v)
+    o = np.empty_like(v)
+    for t in range(n):
+        S = np.exp(g[t])[:, :, None] * S
+        d[t] = beta[t][:, None] * (v[t] - np.einsum("hk,hkv->hv", k[t], S))
+        S = S + k[t][:, :, None] * d[t][:, None, :]
+        states[t] = S
+        o[t] = scale * np.einsum("hk,hkv->hv", q[t], S)
+    return Naive(o, d, states)
 
 
 @pytest.fixture(scope="module")
@@ -100,24 +131,24 @@ def test_verify_and_commit_validation(tiny, committed):
 @pytest.mark.parametrize("T, g_scale", [(1, 1.0), (8, 1.0), (16, 3.0), (37, 0.2)])
 def test_ring_verify_matches_per_draft_states_and_recurrent(rng, T, g_scale):
     q, k, v, g, beta, S0 = kda_inputs(rng, T, g_scale=g_scale)
-    fast = spec.ring_verify(S0, q, k, v, g, beta)
-    naive = spec.per_draft_states(S0, q, k, v, g, beta)
+    o, d = ring_verify(S0, q, k, v, g, beta)
+    naive = per_draft_states(S0, q, k, v, g, beta)
     o_ref, S_ref = kda.recurrent(q, k, v, g, beta, initial_state=S0)
-    assert fast.states is None and naive.states.shape == (T,) + S0.shape
-    assert np.max(np.abs(fast.o - o_ref)) <= 1e-12
+    assert naive.states.shape == (T,) + S0.shape
+    assert np.max(np.abs(o - o_ref)) <= 1e-12
     assert np.max(np.abs(naive.o - o_ref)) <= 1e-12
-    assert np.max(np.abs(fast.d - naive.d)) <= 1e-12
+    assert np.max(np.abs(d - naive.d)) <= 1e-12
     assert np.max(np.abs(naive.states[-1] - S_ref)) <= 1e-12
 
 
 def test_fold_and_reconstruct_from_s0_and_ring(rng):
     T = 12
     q, k, v, g, beta, S0 = kda_inputs(rng, T)
-    naive = spec.per_draft_states(S0, q, k, v, g, beta)
-    o = spec.reconstruct_outputs(S0, q, naive.d, k, g)
+    naive = per_draft_states(S0, q, k, v, g, beta)
+    o = reconstruct_outputs(S0, q, naive.d, k, g)
     assert np.max(np.abs(o - naive.o)) <= 1e-12
     for m in range(1, T + 1):  # every intermediate state, never stored, from (S0, d, k, g)
-        S_m = spec.fold_state(S0, naive.d[:m], k[:m], g[:m])
+        S_m = fold_state(S0, naive.d[:m], k[:m], g[:m])
         assert np.max(np.abs(S_m - naive.states[m - 1])) <= 1e-12
 
 
@@ -129,7 +160,7 @@ def test_exact_replay_is_the_recurrence_on_raw_inputs(rng):
     k_n = kda.l2norm(rawk)
     _, S_ref = kda.recurrent(q, k_n, v, g, beta, initial_state=S0)
     assert np.max(np.abs(S - S_ref)) <= 1e-12
-    assert np.max(np.abs(d - spec.per_draft_states(S0, q, k_n, v, g, beta).d)) <= 1e-12
+    assert np.max(np.abs(d - per_draft_states(S0, q, k_n, v, g, beta).d)) <= 1e-12
 
 
 def test_one_bf16_rounding_in_the_project():
@@ -148,8 +179,8 @@ def test_bf16_d_fold_drifts_but_exact_replay_does_not(rng):
     T = 16
     q, rawk, v, g, beta, S0 = kda_inputs(rng, T)
     k = kda.l2norm(rawk)  # what the model feeds the recurrence
-    naive = spec.per_draft_states(S0, q, k, v, g, beta)
-    folded = spec.fold_state(S0, round_bf16(naive.d), round_bf16(k), g)
+    naive = per_draft_states(S0, q, k, v, g, beta)
+    folded = fold_state(S0, round_bf16(naive.d), round_bf16(k), g)
     exact, _ = spec.exact_replay(S0, rawk, v, g, beta)
     err_fold = np.max(np.abs(folded - naive.states[-1]))
     err_exact = np.max(np.abs(exact - naive.states[-1]))
@@ -176,9 +207,10 @@ def test_outputs_reconstructed_from_s0_and_ring_equal_direct(tiny, committed):
     h = tiny.norm1(0, tiny.embed[DRAFT])
     f = tiny.kda_features(0, h, committed.kda[0].conv)
     o_direct, _ = kda.recurrent(f.q, f.k, f.v, f.g, f.beta, initial_state=committed.kda[0].S)
-    assert np.max(np.abs(rs.reconstruct(committed, res, 0) - o_direct)) <= 1e-12
-    for j in range(len(tiny.kda_layers)):
-        assert np.max(np.abs(rs.reconstruct(committed, res, j) - res.o[j])) <= 1e-12
+    d, k, g = (rs.rings[0].read(f, res.start, 8) for f in ("d", "k", "g"))
+    rebuilt = reconstruct_outputs(committed.kda[0].S, res.q[0], d, k, g)
+    assert np.max(np.abs(rebuilt - o_direct)) <= 1e-12
+    assert reconstruct_error(rs, committed, res) <= 1e-12  # every layer
     # ring slots hold positions start..start+7 at p & (L-1)
     ring = rs.rings[0]
     assert ring.ring_len == 16
@@ -239,65 +271,6 @@ def test_rings_wrap_over_many_steps(tiny, committed):
         assert np.max(np.abs(x.S - y.S)) <= 1e-12 and np.max(np.abs(x.conv - y.conv)) <= 1e-12
 
 
-# ---------------------------------------------------------------------------------------------
-# the speculative generation loop
-
-
-@pytest.fixture(scope="module")
-def greedy(tiny):
-    st = tiny.new_state()
-    ids, logits = tiny.generate(M.encode(PROMPT), 40, state=st)
-    return ids, logits, st
-
-
-@pytest.mark.parametrize("draft", ["noisy", "ngram", "perfect", "bad"])
-def test_speculative_generation_equals_greedy(tiny, greedy, draft):
-    ids, logits, st_ref = greedy
-    if draft == "perfect":
-        kw = {"draft": "noisy", "noise": 0.0}
-    elif draft == "bad":  # a byte the greedy output never contains: no draft can be accepted
-        never = next(t for t in range(256) if t not in ids)
-        kw = {"draft": lambda hist, st, n: [never] * n}
-    else:
-        kw = {"draft": draft}
-    out = spec.speculative_generate(tiny, M.encode(PROMPT), 40, draft_tokens=8, **kw)
-    assert out.tokens == ids
-    assert np.max(np.abs(out.logits - logits)) <= 1e-12
-    assert out.state.tokens == st_ref.tokens
-    for x, y in zip(out.state.kda, st_ref.kda):
-        assert np.max(np.abs(x.S - y.S)) <= 1e-12
-    # bookkeeping: every step commits 1 + accepted, and the stats add up
-    assert sum(s.committed for s in out.steps) == len(ids) - 1
-    assert out.accepted == sum(s.accepted for s in out.steps)
-    assert out.drafted == sum(len(s.inputs) - 1 for s in out.steps)
-    assert out.tokens_per_step == pytest.approx((len(ids) - 1) / len(out.steps))
-    if draft == "perfect":
-        assert out.acceptance_rate == 1.0 and len(out.steps) == 5  # ceil(39 / 8)
-    if draft == "bad":
-        assert out.accepted == 0 and len(out.steps) == len(ids) - 1
-    if draft == "noisy":  # noise 0.0 on random logits: some drafts accepted, some rejected
-        assert 0.0 < out.acceptance_rate < 1.0
-        assert 0 < out.accepted < out.drafted
-
-
-def test_speculative_generation_edge_cases(tiny):
-    out = spec.speculative_generate(tiny, "hi", 0)
-    assert out.tokens == [] and out.steps == () and out.logits.shape == (0, M.VOCAB)
-    ids, _ = tiny.generate(M.encode("hi"), 3)
-    assert spec.speculative_generate(tiny, "hi", 3, draft_tokens=1).tokens == ids
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        spec.speculative_generate(tiny, "hi", 5000)
-    for bad in (True, False, 2.0, "3", None):
-        with pytest.raises(ValueError, match="max_new_tokens"):
-            spec.speculative_generate(tiny, "hi", bad)
-    with pytest.raises(ValueError, match="draft must be"):
-        spec.speculative_generate(tiny, "hi", 3, draft="eagle")
-    with pytest.raises(ValueError, match="draft must return 7 tokens"):
-        spec.speculative_generate(tiny, "hi", 9, draft=lambda h, s, n: [1])
-    with pytest.raises(ValueError, match="noise"):
-        spec.make_noisy_draft(tiny, noise=-1.0)
-
-
 def test_accept_length():
     logits = np.zeros((4, M.VOCAB))
     logits[np.arange(4), [5, 6, 9, 1]] = 1.0  # target after each input: 5, 6, 9, 1
@@ -310,10 +283,10 @@ def test_accept_length():
 
 def test_ngram_draft_copies_repeats():
     hist = [1, 2, 3, 9, 1, 2, 3, 7, 1, 2]
-    assert spec.ngram_draft(hist, 3) == [3, 7, 1]  # latest "1 2" was followed by 3, then 7
-    assert spec.ngram_draft([5], 2) == [5, 5]  # no match: the last token again
+    assert ngram_draft(hist, 3) == [3, 7, 1]  # latest "1 2" was followed by 3, then 7
+    assert ngram_draft([5], 2) == [5, 5]  # no match: the last token again
     with pytest.raises(ValueError, match="n must be"):
-        spec.ngram_draft(hist, 65)
+        ngram_draft(hist, 65)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +295,7 @@ def test_ngram_draft_copies_repeats():
 
 def test_tiny_memory_matches_sizing_formula(tiny):
     rs = spec.ReplaySSM(tiny, draft_tokens=8)
-    mem32 = spec.spec_memory(spec.tiny_spec(tiny.config), 8, dtype="float32")
+    mem32 = spec_memory(sizing.tiny_spec(tiny.config), 8, dtype="float32")
     # float64 arrays here = 2 x the all-4-byte (float32) serving formula
     assert rs.ring_nbytes == 2 * mem32.ring_total
     assert rs.per_draft_state_nbytes == 2 * mem32.per_draft_state_bytes
@@ -334,7 +307,7 @@ def test_tiny_memory_matches_sizing_formula(tiny):
 
 
 def test_k3_memory_at_tp8_bf16():
-    mem = spec.spec_memory("kimi-k3", draft_tokens=8, tp=8, dtype="bfloat16")
+    mem = spec_memory("kimi-k3", draft_tokens=8, tp=8, dtype="bfloat16")
     h, K = 12, 128
     ring_per_layer = 16 * h * (4 * K * 2 + K * 4 + 4)  # d, k, rawv, rawk bf16; g, beta fp32
     assert mem.ring_len == 16 and mem.ring_total == 69 * ring_per_layer

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid, encode
+from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine
 from kda_core.studies import batch_view as bv
 

@@ -97,7 +97,7 @@ def test_logdepth_beats_allgather_at_many_ranks():
 
 
 def test_bytes_vs_context_crossover():
-    b = cps.bytes_vs_context(8, [1024, 4096, 1 << 20], COSTS)
+    b = cps._bytes_vs_context(8, [1024, 4096, 1 << 20], COSTS)
     for s in cp.SCANS:
         T = b.crossover[s]
         per = cps.mla_layer_bytes_per_token() * 7 / 8

@@ -33,7 +33,7 @@ def test_parked_state_is_the_models(parked):
 
 
 def test_table_matches_quant_per_layer(parked):
-    t = si.variant_table(parked)
+    t = si._variant_table(parked)
     x = parked.kda_states
     assert t.labels[0] == "int8 / key channel"
     for i, (fmt, gran) in enumerate(zip(t.fmts, t.granularities)):
@@ -49,7 +49,7 @@ def test_table_matches_quant_per_layer(parked):
 
 
 def test_granularity_ordering_on_the_real_state(parked):
-    t = si.variant_table(parked)
+    t = si._variant_table(parked)
     ch, hd, te, fp8, bf16 = t.rel_fro
     # key channels of a real state live on very different magnitudes (decay per channel)
     amax = np.abs(parked.kda_states).max(axis=-1)
@@ -84,7 +84,7 @@ def test_error_map(parked):
 
 def test_divergence_park_once_vs_every_step(parked):
     d = si.divergence(parked, "int8", "channel", steps=16)
-    t = si.variant_table(parked)
+    t = si._variant_table(parked)
     assert d.steps.tolist() == list(range(17))
     # step 0: the one rounding at parking, exactly the table's relative Frobenius error
     assert d.park_once_state_dist[0] == pytest.approx(t.rel_fro[0], rel=1e-12)

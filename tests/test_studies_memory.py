@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kda_core import sizing
-from kda_core.memory import UnifiedPool
+from kda_core.memory._pools import UnifiedPool
 from kda_core.studies import memory as sm
 
 

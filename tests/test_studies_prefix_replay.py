@@ -241,7 +241,7 @@ def test_fork_is_independent_and_equal() -> None:
     assert base.result() is pr.run_scenario("long_document")
     a, b = base.fork(), copy.deepcopy(base)  # deepcopy == fork: the weights are shared
     assert b.engine.model is base.engine.model and b.engine is not base.engine
-    assert b.engine.tree is not base.engine.tree and b.views is base.views
+    assert b.engine.cache is not base.engine.cache and b.views is base.views
     extra = prompts[0].replace("decay act on", "state hold")
     va, vb = a.send(extra), b.send(extra)
     _same(va, vb)
@@ -261,7 +261,7 @@ def test_forked_sessions_keep_checkpoints_read_only() -> None:
     read-only as the original's (numpy's deepcopy alone returns writable arrays)."""
     base = pr.serve("long_document")
     for fork in (base.fork(), copy.deepcopy(base)):
-        pool = fork.engine.checkpoints
+        pool = fork.engine.pools.checkpoints
         assert pool.owned(), "the scenario stores checkpoints"
         for slot in pool.owned():
             for arr in pool.raw(slot):

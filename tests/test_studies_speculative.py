@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from kda_core import sizing
-from kda_core.serve import spec
+from kda_core.serve.spec._segment import L2_EPS
 from kda_core.studies import speculative as sp
+from kda_core.studies._spec_memory import spec_memory
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_ring_contents_and_slots(step):
     assert sorted(kept.tolist()) == list(range(start, start + step.n_accept))
     # k is the L2-normalised rawk; g is a log decay in (-5, 0]; beta in (0, 1)
     rawk = step.ring["rawk"]
-    k_from_raw = rawk / np.sqrt(np.sum(rawk**2, axis=1, keepdims=True) + spec.L2_EPS)
+    k_from_raw = rawk / np.sqrt(np.sum(rawk**2, axis=1, keepdims=True) + L2_EPS)
     assert np.max(np.abs(k_from_raw - step.ring["k"])) <= 1e-15
     assert np.all(step.ring["g"] <= 0) and np.all(step.ring["g"] > -5)
     assert np.all((step.ring["beta"] > 0) & (step.ring["beta"] < 1))
@@ -62,7 +63,7 @@ def test_exactness_figures(step):
 
 
 def test_memory_of_the_run(step):
-    mem32 = spec.spec_memory(spec.tiny_spec(), step.draft_tokens, dtype="float32")
+    mem32 = spec_memory(sizing.tiny_spec(), step.draft_tokens, dtype="float32")
     assert step.ring_bytes == 2 * mem32.ring_total
     assert step.per_draft_state_bytes == 2 * mem32.per_draft_state_bytes
     assert step.conv_window_bytes == 2 * mem32.conv_window_bytes
@@ -93,8 +94,8 @@ def test_memory_over_d():
     assert m.models == ("k3-mini", "kimi-k3")
     assert m.ring_len.tolist() == [sizing.default_ring_len(d) for d in range(1, 17)]
     for i, d in enumerate(range(1, 17)):
-        for r, (name, tp) in enumerate(((spec.tiny_spec(), 1), ("kimi-k3", 8))):
-            ref = spec.spec_memory(name, d, None, tp, "bfloat16")
+        for r, (name, tp) in enumerate(((sizing.tiny_spec(), 1), ("kimi-k3", 8))):
+            ref = spec_memory(name, d, None, tp, "bfloat16")
             assert m.ring_bytes[r, i] == ref.ring_total
             assert m.per_draft_state_bytes[r, i] == ref.per_draft_state_bytes
             assert m.conv_window_bytes[r, i] == ref.conv_window_bytes

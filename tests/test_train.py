@@ -62,7 +62,7 @@ def test_torch_forward_equals_numpy_forward(weights):
 
 
 def _short_run() -> tuple[dict, list[dict]]:
-    cfg = T.TrainConfig(steps=20, batch=2, seq_len=32, warmup=5, log_every=5)
+    cfg = T._TrainConfig(steps=20, batch=2, seq_len=32, warmup=5, log_every=5)
     return T.train(cfg, text=corpus.load("train")[:20000], log=lambda _row: None)
 
 
@@ -80,7 +80,7 @@ def test_twenty_steps_are_bit_for_bit_reproducible():
 def test_the_step_only_schedule_makes_a_short_run_the_prefix_of_a_long_one():
     """rsqrt: lr depends on the step alone, so k steps of an n-step run are a k-step run (a
     continuation stopped at any step is reproducible); cosine depends on n."""
-    cfg = T.TrainConfig(steps=9, batch=2, seq_len=32, warmup=4, schedule="rsqrt", log_every=1)
+    cfg = T._TrainConfig(steps=9, batch=2, seq_len=32, warmup=4, schedule="rsqrt", log_every=1)
     assert [T._lr(cfg, s) for s in (0, 3, 15)] == pytest.approx([1e-3, 4e-3, 2e-3])
     text, init = corpus.load("train")[:20000], _short_run()[0]
     seen = {}
@@ -92,4 +92,4 @@ def test_the_step_only_schedule_makes_a_short_run_the_prefix_of_a_long_one():
     cosine = dataclasses.replace(cfg, schedule="cosine")
     assert T._lr(cosine, 6) != T._lr(dataclasses.replace(cosine, steps=20), 6)
     with pytest.raises(ValueError, match="schedule must be"):
-        T.TrainConfig(schedule="linear")
+        T._TrainConfig(schedule="linear")

@@ -14,7 +14,9 @@ from kda_core.model import encode
 from kda_core.transfer.identity import prefix_hash
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import (
-    FORMAT_VERSION,
+    _FORMAT_VERSION as FORMAT_VERSION,
+)
+from kda_core.transfer.objects import (
     StateObject,
     StateObjectError,
     decode_object,
@@ -47,7 +49,7 @@ def test_export_locates_the_slot_and_links_the_previous_checkpoint(served):
     inst, marks, ids = served
     first, second = (inst.export(ids[:p]) for p in marks[:2])
     assert first is not None and second is not None
-    slot = inst.engine.tree.match_prefix(ids[: marks[1]], touch=False).state
+    slot = inst.engine.cache.match_prefix(ids[: marks[1]], touch=False).state
     assert second.physical_location == f"device:{slot}"
     assert first.parent_checkpoint is None  # no state before the first checkpoint
     assert second.parent_checkpoint == (marks[0], prefix_hash(tuple(ids[: marks[0]])))

@@ -38,7 +38,7 @@ def _naive_repeated(data: bytes, n: int) -> list[bool]:
     ],
 )
 def test_repeated_positions_by_hand(text, n, marked):
-    got = U.repeated_positions(np.frombuffer(text.encode(), np.uint8)[None], n)[0]
+    got = U._repeated_positions(np.frombuffer(text.encode(), np.uint8)[None], n)[0]
     assert "".join("x" if m else "." for m in got) == marked
 
 
@@ -46,7 +46,7 @@ def test_repeated_positions_agrees_with_the_naive_twin_and_first_repeat():
     rng = np.random.default_rng(5)
     rows = rng.integers(97, 100, (200, 40)).astype(np.uint8)  # 3 letters: repeats are common
     for n in (1, 3, 6):
-        got = U.repeated_positions(rows, n)
+        got = U._repeated_positions(rows, n)
         for row, mask in zip(rows, got):
             data = bytes(row.tolist())
             assert mask.tolist() == _naive_repeated(data, n)
@@ -54,9 +54,9 @@ def test_repeated_positions_agrees_with_the_naive_twin_and_first_repeat():
             assert mask.any() == (first is not None)
             if first is not None:
                 assert int(np.argmax(mask)) == first[1]
-    assert 0 < U.repeated_positions(rows, 6).any(axis=1).mean() < 1  # both kinds of row occur
+    assert 0 < U._repeated_positions(rows, 6).any(axis=1).mean() < 1  # both kinds of row occur
     with pytest.raises(ValueError, match=r"n must be in \[1, 64\], got 0"):
-        U.repeated_positions(rows, 0)
+        U._repeated_positions(rows, 0)
 
 
 def test_torch_greedy_equals_the_numpy_model_on_the_sample_prompts():
@@ -73,13 +73,13 @@ def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_repeated_bytes():
     text = "the state of the state of"
     ids = M.encode(text)
     prefix = 4
-    mask = U.repeated_positions(np.array([ids[prefix:]]), 6)[0]
+    mask = U._repeated_positions(np.array([ids[prefix:]]), 6)[0]
     logits = tiny.prefill(ids, tiny.new_state())  # float64, [T, vocab]
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     p_written = probs[np.arange(prefix - 1, len(ids) - 1), ids[prefix:]]
     want = -np.log1p(-p_written[mask]).mean()
-    loss, count = U.unlikelihood_loss(
+    loss, count = U._unlikelihood_loss(
         T.params_from(tiny), torch.tensor([ids]), prefix, 6, tiny.config
     )
     assert count == mask.sum() == len("state of")  # the second one (the prompt is "the ")
@@ -90,7 +90,7 @@ def test_descending_the_loss_lowers_the_repeated_bytes_probability():
     tiny = M.TinyHybrid()
     p = T.params_from(tiny)
     ids = torch.tensor([M.encode("the string of the string of the")])
-    mask = torch.from_numpy(U.repeated_positions(ids[:, 4:].numpy(), 8))
+    mask = torch.from_numpy(U._repeated_positions(ids[:, 4:].numpy(), 8))
 
     def mean_p() -> float:
         with torch.no_grad():
@@ -100,7 +100,7 @@ def test_descending_the_loss_lowers_the_repeated_bytes_probability():
     before = mean_p()
     opt = T.optimizer(p, 1e-3, 0.0)
     for _ in range(3):
-        loss, _ = U.unlikelihood_loss(p, ids, 4, 8, tiny.config)
+        loss, _ = U._unlikelihood_loss(p, ids, 4, 8, tiny.config)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -108,7 +108,7 @@ def test_descending_the_loss_lowers_the_repeated_bytes_probability():
 
 
 def _short_run(check_every: int = 100) -> tuple[dict, list[dict]]:
-    cfg = U.UnlikelihoodConfig(
+    cfg = U._UnlikelihoodConfig(
         steps=4,
         batch=2,
         seq_len=32,
@@ -141,12 +141,12 @@ def test_four_steps_are_bit_for_bit_reproducible_and_alternate():
 )
 def test_config_refuses_out_of_range_values(field, value, message):
     with pytest.raises(ValueError, match=message):
-        U.UnlikelihoodConfig(**{field: value})
+        U._UnlikelihoodConfig(**{field: value})
 
 
 # the shipped fine-tune, stage by stage (make train): the defaults from the likelihood-trained
 # base, then 400 more steps with sampler seed 1 (docs/model.md: why a second stage)
-SHIPPED_STAGES = (U.UnlikelihoodConfig(seed=1, steps=400), U.UnlikelihoodConfig())
+SHIPPED_STAGES = (U._UnlikelihoodConfig(seed=1, steps=400), U._UnlikelihoodConfig())
 
 
 def test_the_shipped_weights_are_this_module_s_fine_tunes_of_the_training_default():
@@ -154,18 +154,18 @@ def test_the_shipped_weights_are_this_module_s_fine_tunes_of_the_training_defaul
     SHIPPED_STAGES (so `make train` reproduces it), all from the frozen corpus."""
     _, meta = W.load()
     for stage in SHIPPED_STAGES:
-        assert U.UnlikelihoodConfig(**meta["unlikelihood_config"]) == stage
-        assert T.TrainConfig(**meta["train_config"]) == T.TrainConfig()
+        assert U._UnlikelihoodConfig(**meta["unlikelihood_config"]) == stage
+        assert T._TrainConfig(**meta["train_config"]) == T._TrainConfig()
         assert meta["model_config"] == dataclasses.asdict(M.ModelConfig())
         assert meta["init"] == "random"
         meta = meta["base"]
     assert "unlikelihood_config" not in meta  # the base: likelihood training only
-    assert T.TrainConfig(**meta["train_config"]) == T.TrainConfig()
+    assert T._TrainConfig(**meta["train_config"]) == T._TrainConfig()
     assert W.load()[1]["corpus"] == corpus.manifest()["files"]
 
 
 def test_a_short_run_logs_which_sample_prompts_loop():
-    cfg = U.UnlikelihoodConfig(
+    cfg = U._UnlikelihoodConfig(
         steps=2, batch=1, seq_len=16, prefix=8, continuation=8, check_every=2
     )
     _, rows = U.finetune(cfg, W.load()[0], text=corpus.load("train")[:5000], log=lambda _r: None)
@@ -178,4 +178,4 @@ def test_a_short_run_logs_which_sample_prompts_loop():
         for q in corpus.SAMPLE_PROMPTS
         if corpus.first_repeat(bytes(base.generate(M.encode(q), 64)[0]))
     ]
-    assert U.looping_prompts(T.params_from(base), base.config) == looping
+    assert U._looping_prompts(T.params_from(base), base.config) == looping

@@ -16,6 +16,7 @@ from kda_core import memory, plan, sizing, workloads
 from kda_core.cp import context_parallel
 from kda_core.engine import Engine
 from kda_core.kda import chunked
+from kda_core.memory._pools import UnifiedPool
 from kda_core.model import TinyHybrid, check_tokens
 from kda_core.sim import fast, simulate
 from kda_core.studies import (
@@ -46,8 +47,8 @@ def _kda_inputs() -> tuple[np.ndarray, ...]:
     return q, k, v, g, beta
 
 
-def _pool() -> memory.UnifiedPool:
-    return memory.UnifiedPool(1 << 12, 64, 128)
+def _pool() -> UnifiedPool:
+    return UnifiedPool(1 << 12, 64, 128)
 
 
 # (argument the message must name, call with that argument bad)
@@ -56,8 +57,8 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("prompt", lambda: check_tokens([256], name="prompt")),
     ("weights", lambda: TinyHybrid(weights="no-such-weights")),
     # memory
-    ("total_bytes", lambda: memory.UnifiedPool(0, 64, 128)),
-    ("verify", lambda: memory.UnifiedPool(1 << 12, 64, 128, verify="yes")),
+    ("total_bytes", lambda: UnifiedPool(0, 64, 128)),
+    ("verify", lambda: UnifiedPool(1 << 12, 64, 128, verify="yes")),
     ("kind", lambda: memory.make_pool("ring", 1 << 12, 64, 128)),
     ("n", lambda: _pool().alloc("state", -1)),
     ("side", lambda: _pool().alloc("slots", 1)),

@@ -8,12 +8,62 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core import kda
+from kda_core.kda import _inputs, conv_varlen, varlen
 from kda_core.kda import _varlen_rounds as varlen_rounds
-from kda_core.kda import conv_varlen, varlen
 from kda_core.kda.conv import short_conv
+from kda_core.kda.conv_varlen import _check_conv_args
+from kda_core.kda.varlen import _step
 from tests.kda_testdata import kda_inputs
 
 H, K, V = 3, 8, 6
+
+
+def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """One token each for B sequences: S [B, H, K, V]; q, k, g [B, H, K]; v [B, H, V];
+    beta [B, H]. Returns (o [B, H, V], S' [B, H, K, V]) without touching the input S.
+
+    The recurrence of ``kda.recurrent`` (decay, delta-rule error, rank-1 write, read-out after
+    the write) with the batch folded into the head axis."""
+    S = np.asarray(S, dtype=np.float64)
+    if S.ndim != 4:
+        raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
+    B, H, K, Vd = S.shape
+    q, k, v, g, beta, _, scale = _inputs.validate(
+        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1),
+        np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
+        np.reshape(beta, (1, B * H)),
+        None,
+        scale,
+    )
+    o, Sn = _step(S, q[0], k[0], v[0], g[0], beta[0], scale)
+    return o, Sn
+
+
+def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``kda.step`` per sequence."""
+    S = np.asarray(S, dtype=np.float64)
+    outs, states = [], []
+    for b in range(S.shape[0]):
+        o, Sb = kda.step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
+        outs.append(o)
+        states.append(Sb)
+    return np.stack(outs), np.stack(states)
+
+
+def short_conv_varlen_naive(
+    x, w, cu_seqlens, windows=None, activation: str = "silu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
+    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
+    y = np.empty_like(x)
+    new = win.copy()
+    for i in range(cu.size - 1):
+        s = slice(cu[i], cu[i + 1])
+        if cu[i + 1] > cu[i]:
+            y[s], new[i] = short_conv(x[s], w, win[i], activation)
+    return y, new
 
 
 @pytest.fixture(params=["gathered", "per_piece"])
@@ -109,8 +159,8 @@ def test_step_batch_equals_step_and_kda_varlen_mixes():
     B = 7
     q, k, v, g, beta, _ = kda_inputs(rng, B, H, K, V)
     S0 = rng.standard_normal((B, H, K, V))
-    o, S = varlen.step_batch(S0, q, k, v, g, beta)
-    o2, S2 = varlen.step_batch_naive(S0, q, k, v, g, beta)
+    o, S = step_batch(S0, q, k, v, g, beta)
+    o2, S2 = step_batch_naive(S0, q, k, v, g, beta)
     np.testing.assert_allclose(o, o2, atol=1e-12, rtol=0)
     np.testing.assert_allclose(S, S2, atol=1e-12, rtol=0)
     lens = [1, 40, 1, 0, 3, 1]
@@ -133,7 +183,7 @@ def test_short_conv_varlen_equals_per_sequence(W, lens):
     win = rng.standard_normal((len(lens), W - 1, D))
     for act in ("silu", "identity"):
         y, nw = conv_varlen.short_conv_varlen(x, w, cu, win, act)
-        y2, nw2 = conv_varlen.short_conv_varlen_naive(x, w, cu, win, act)
+        y2, nw2 = short_conv_varlen_naive(x, w, cu, win, act)
         np.testing.assert_allclose(y, y2, atol=1e-12, rtol=0)
         np.testing.assert_allclose(nw, nw2, atol=0, rtol=0)
         for i in range(len(lens)):  # and against conv.short_conv directly

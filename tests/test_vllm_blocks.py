@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kda_core.cache.vllm_blocks import VLLMBlockCache, aligned_split, reachable_mask
+from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 
 
 def _distinct(n: int, base: int = 0) -> list[int]:
@@ -187,3 +188,57 @@ def test_bad_requests_are_refused_and_leave_the_cache_as_it_was():
         cache.step("big")
     cache.finish("big")
     assert cache.export() == before
+
+
+def test_the_block_table_is_a_prefix_cache():
+    """``VLLMBlockCache`` behind the cache protocol: a match is ``lookup``'s hit, a locked
+    hit survives eviction, an insert keys what serving the prefix keys, a reset empties it."""
+    from kda_core.cache.protocol import HandleError, PrefixCache
+
+    cache = VLLMBlockCache(16, 4, num_blocks=12)
+    assert isinstance(cache, PrefixCache)
+    first = _distinct(41)
+    ins = cache.insert_prefix(first)
+    # prefill of 41 tokens: one chunk to the last cacheable boundary 32 (a state block keeps
+    # the latest state only: none at 16), then the tail 40 = (41 - 1) // 4 * 4, then 41
+    assert (ins.cached_len, ins.inserted_len, ins.new) == (0, 41, (32, 40))
+    cache.check_integrity()
+    m = cache.match_prefix(first[:40] + [999])
+    assert (m.token_match, m.restore_at, m.mid_edge) == (40, 40, True)
+    assert m.kv == cache.lookup(first[:40] + [999, 998]).kv_blocks and len(m.kv) == 3
+    assert cache.read_kv(first, 20) == m.kv[:2]
+    assert cache.kv_tokens == 3 * 16 and cache.n_states == 2 and cache.n_nodes > 3
+    cache.lock_handle(m.restore)
+    with pytest.raises(HandleError, match="not locked"):
+        cache.lock_handle(m.path, unlock=True)
+    ev = cache.evict(10**6, states=10)
+    # every unlocked key goes: the state block at 32 (the one at 40 is locked) and no KV
+    # block: the three of [0, 48) are the locked hit's
+    assert (ev.states, ev.kv_tokens) == (1, 0)
+    assert cache.match_prefix(first[:40] + [999]).restore_at == 40
+    cache.check_integrity()
+    cache.lock_handle(m.restore, unlock=True)
+    assert cache.evict(10**6, states=10).states == 1
+    assert cache.match_prefix(first).restore_at == 0
+    with pytest.raises(HandleError, match="stale"):
+        cache.lock_handle(m.restore)
+    with pytest.raises(ValueError, match="holds no payloads"):
+        cache.insert_prefix(first, states=[(16, "s")])
+    cache.insert_prefix(first)
+    assert cache.n_states == 2 and cache.reset() == 2 and cache.n_nodes == 0
+    cache.check_integrity()
+
+
+def test_a_state_keyed_this_step_is_no_hit_for_another_request_until_the_next():
+    """vLLM's ``cached_blocks_this_step``: a state another request keys in this step is not
+    computed yet, so a new request hitting it waits a step (``deferred``)."""
+    cache = VLLMBlockCache(16, num_blocks=32)
+    a = _distinct(40)
+    cache.add("a", a)
+    cache.new_step()
+    assert cache.step("a", new_step=False).end == 32  # the last cacheable boundary
+    b = a[:35] + [777]
+    assert cache.lookup(b).tokens == 32 and cache.deferred(b)
+    cache.new_step()
+    assert not cache.deferred(b)
+    cache.finish("a")

@@ -112,7 +112,7 @@ def test_heldout_bits_per_byte_is_under_the_threshold(trained):
 def test_out_of_style_bits_per_byte_meets_the_bar(trained):
     """API references of packages never trained on (parameter sections, code examples, four
     markup conventions) score <= 3.0 bits per byte: the first 4 KiB of each package's text."""
-    for package, text in corpus.out_of_style_by_package().items():
+    for package, text in corpus._out_of_style_by_package().items():
         assert corpus.corpus_bits_per_byte(trained, text, max_bytes=4096) <= 3.0, package
 
 

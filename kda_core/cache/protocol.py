@@ -1,21 +1,11 @@
-"""The prefix-cache protocol: match, insert, lock an opaque handle, evict, sizes, integrity.
-
-Modelled on mini-sglang's ``BasePrefixCache`` (python/minisgl/kvcache/base.py:
-``match_prefix``, ``insert_prefix``, ``lock_handle(handle, unlock=False)``, ``evict``,
-``size_info``, ``check_integrity``; ``SizeInfo`` / ``InsertResult`` / ``MatchResult``), widened
-for a KDA cache where a token match is not a state hit: a match returns TWO handles, the
-restore point (lock it to keep the checkpoint and the KV before it) and the matched path
-(lock it to keep only the KV); sizes are reported for KV tokens and state bytes separately;
-``export`` and ``stats`` are read-only views (for drawing and counting). What happens when a
-state or KV goes (free a pool slot, copy to a lower tier, let a policy pick the victim) is
-given to the cache's constructor as hooks, never patched in later.
-
-Callers hold handles, never tree nodes. A handle belongs to the cache that made it and
-counts its own locks, so a foreign handle, a double unlock or a handle whose node (or state)
-was evicted raises ``HandleError`` (a ``ValueError``) naming what went wrong.
-``kda_core.cache.radix.RadixStateCache`` implements it (docs/radix.md).
-
-Left out: mini-sglang's ``reset`` and host handles (HiCache).
+"""The prefix-cache protocol, the one type every holder of a prefix cache names: mini-sglang's
+``BasePrefixCache`` (python/minisgl/kvcache/base.py: ``match_prefix``, ``insert_prefix``,
+``lock_handle``, ``evict``, ``reset``, ``size_info``, ``check_integrity``) widened for KDA,
+where a token match is not a state hit: a match returns the restore point's handle and the
+matched path's, sizes keep KV tokens and state bytes apart, ``export`` / ``stats`` are
+read-only views, and what happens when a state or KV goes is a constructor hook, never patched
+in later. A foreign, stale or twice-unlocked handle raises ``HandleError``. Implementations:
+``cache.radix.RadixStateCache`` (docs/radix.md), ``cache.vllm_blocks.VLLMBlockCache``.
 """
 
 from __future__ import annotations
@@ -39,10 +29,7 @@ class HandleError(ValueError):
 
 
 class CacheHandle:
-    """Opaque reference to a cached prefix; only ``cached_len`` (tokens) is public.
-
-    Implementations subclass it and keep what they need in private slots.
-    """
+    """Opaque reference to a cached prefix; only ``cached_len`` (tokens) is public."""
 
     __slots__ = ("cached_len",)
 
@@ -54,9 +41,8 @@ class CacheHandle:
 
 
 class DroppedState(NamedTuple):
-    """A state about to leave the cache (the ``before_drop`` hook): what a lower tier needs
-    to keep it. tokens: the key up to the state's boundary; kv: the KV payloads root-first
-    covering exactly those tokens; state / state_bytes: the state payload and its size."""
+    """A state about to leave the cache (the ``before_drop`` hook): the key up to its
+    boundary, the KV payloads covering exactly those tokens, the state and its size."""
 
     tokens: tuple
     kv: tuple
@@ -94,9 +80,9 @@ class SizeInfo(NamedTuple):
 class PrefixMatch(NamedTuple):
     """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``.
 
-    restore: the restore point's handle (``cached_len == restore_at``); lock it while the
-    state and ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest
-    fully matched node's handle (``cached_len <= token_match``); lock it to keep the KV.
+    restore: the restore point's handle (``cached_len == restore_at``); lock it while
+    ``state`` and ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest
+    fully matched prefix's handle (``cached_len <= token_match``); lock it to keep the KV.
     """
 
     token_match: int
@@ -111,12 +97,9 @@ class PrefixMatch(NamedTuple):
 
 
 class PrefixInsert(NamedTuple):
-    """Result of ``insert_prefix``; lengths in tokens.
-
-    cached_len: tokens of the key already cached before the insert (mini-sglang's name);
-    new / existed: checkpoint positions stored now / already present (free your copy);
-    handle: the deepest checkpoint's handle (None when no checkpoint was given).
-    """
+    """Result of ``insert_prefix``; lengths in tokens. cached_len: tokens of the key cached
+    before (mini-sglang's name); new / existed: checkpoint positions stored now / already
+    present (free your copy); handle: the deepest checkpoint's (None without one)."""
 
     cached_len: int
     inserted_len: int
@@ -129,11 +112,10 @@ class PrefixInsert(NamedTuple):
 @runtime_checkable
 class PrefixCache(Protocol):
     """What the engine, the simulator, the transfer tiers and the apps need from a KDA prefix
-    cache."""
+    cache (the module docstring)."""
 
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
-        """Longest match and restore point of ``key``; ``split`` cuts the edge it ends inside
-        (SGLang's match does), else the tree's shape never changes."""
+        """Longest match and restore point of ``key``; ``split`` cuts the edge it ends in."""
         ...
 
     def insert_prefix(
@@ -147,20 +129,38 @@ class PrefixCache(Protocol):
         ...
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
-        """Free states (``states`` / ``state_bytes``), then LRU KV leaves (``kv_tokens``)."""
+        """Free states (``states`` / ``state_bytes``), then LRU KV (``kv_tokens``)."""
+        ...
+
+    def read_kv(self, key: Any, length: int) -> tuple:
+        """The KV payloads covering ``key[:length]`` (a matched prefix), root first."""
+        ...
+
+    def reset(self) -> int:
+        """Drop everything (each state through the free hook); -> states dropped."""
         ...
 
     @property
-    def size_info(self) -> SizeInfo:
-        """Evictable and protected sizes now."""
-        ...
+    def size_info(self) -> SizeInfo: ...
+
+    @property
+    def kv_tokens(self) -> int: ...
+
+    @property
+    def state_bytes(self) -> int: ...
+
+    @property
+    def n_states(self) -> int: ...
+
+    @property
+    def n_nodes(self) -> int: ...
 
     def check_integrity(self) -> None:
         """Raise if an invariant is broken."""
         ...
 
-    def export(self) -> list[Any]:
-        """Every node as a read-only view, root first (for drawing)."""
+    def export(self) -> Any:
+        """A read-only view of everything cached (for drawing)."""
         ...
 
     def stats(self) -> Any:

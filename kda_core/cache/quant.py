@@ -1,43 +1,33 @@
 """Compressed recurrent-state checkpoints: INT8 (SGLang's layout), scaled fp8-e4m3, bf16.
 
-A KDA state is ``[H, K, V]`` (more generally ``[..., K, V]``; leading axes are kept). SGLang's
-INT8 checkpoint store (``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``,
-``Int8CheckpointStore.quantize``) keeps one scale per (head, key channel), because the decay
-Diag(alpha) acts per key channel:
+A KDA state is ``[..., K, V]``. SGLang's INT8 checkpoint store
+(``python/sglang/srt/mem_cache/mamba_checkpoint_pool.py``, ``Int8CheckpointStore.quantize``)
+keeps one scale per (head, key channel), because the decay Diag(alpha) acts per key channel:
 
     amax  = max(max_V |x|, 1e-8)          per [..., K]        (granularity "channel")
     scale = amax / 127                    cast to the state dtype *before* dividing
     q     = clamp(round(x / scale), -127, 127)   int8, round half to even
     x'    = q * scale                     |x - x'| <= scale / 2 per element
 
-Coarser granularities share one scale per head ("head") or per tensor ("tensor"). For
-comparison, fp8-e4m3 (OCP E4M3FN, saturating at ±448, with a scale amax / 448) and bf16 (no
-scale) are emulated exactly in numpy (round to nearest even, subnormals included).
-
-One class, ``QuantizedState``, holds every format. The public API (docs/architecture.md) names
-the result of ``quantize_int8`` ``Int8State``: that name lives only in the entry module
-``kda_core.quant`` (an alias of this class), because an fp8 / bf16 state is not "Int8".
-Format details and the error bounds: docs/pools.md ("Compressed checkpoints").
-
-Left out: stochastic rounding, fp8-e5m2, the V-first state layout, quantizing the scales,
-quantizing conv windows (a checkpoint keeps them native: tiny, and their error would enter
-the next W-1 tokens' projections directly).
+Coarser scales per head or per tensor; fp8-e4m3 (E4M3FN, saturating at ±448, scale amax / 448)
+and bf16 are emulated exactly for comparison. One class, ``QuantizedState``, holds every format
+(the entry ``kda_core.quant`` names it ``Int8State``). Formats, bounds and what is left out:
+docs/pools.md ("Compressed checkpoints").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
-FORMATS: tuple[str, ...] = ("int8", "fp8_e4m3", "bf16")
+_FORMATS: tuple[str, ...] = ("int8", "fp8_e4m3", "bf16")
 _GRANULARITIES: tuple[str, ...] = ("channel", "head", "tensor")
 _AMAX_FLOOR = 1e-8
 _INT8_MAX = 127
 _FP8_E4M3_MAX = 448.0
 _BF16_MAX = (2.0 - 2.0**-7) * 2.0**127
-MAX_ELEMENTS = 1 << 28  # ~2 GiB of float64: cap so no input can exhaust memory
+_MAX_ELEMENTS = 1 << 28  # ~2 GiB of float64: cap so no input can exhaust memory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,8 +40,8 @@ def _check_state(state: object, name: str = "state") -> np.ndarray:
         raise ValueError(f"{name} must be a real numeric array [..., K, V], got dtype {arr.dtype}")
     if arr.ndim < 2:
         raise ValueError(f"{name} must have shape [..., K, V] (rank >= 2), got shape {arr.shape}")
-    if arr.size == 0 or arr.size > MAX_ELEMENTS:
-        raise ValueError(f"{name} must have 1..{MAX_ELEMENTS} elements, got {arr.size}")
+    if arr.size == 0 or arr.size > _MAX_ELEMENTS:
+        raise ValueError(f"{name} must have 1..{_MAX_ELEMENTS} elements, got {arr.size}")
     if arr.dtype != np.float32:
         arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
@@ -63,8 +53,8 @@ def _check_values(x: object, name: str = "x") -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    if arr.size > MAX_ELEMENTS:
-        raise ValueError(f"{name} must have at most {MAX_ELEMENTS} elements, got {arr.size}")
+    if arr.size > _MAX_ELEMENTS:
+        raise ValueError(f"{name} must have at most {_MAX_ELEMENTS} elements, got {arr.size}")
     arr = arr.astype(np.float64)
     if np.any(np.isnan(arr)):
         raise ValueError(f"{name} must not contain NaN")
@@ -73,8 +63,8 @@ def _check_values(x: object, name: str = "x") -> np.ndarray:
 
 def check_format(fmt: str, granularity: str | None) -> tuple[str, str]:
     """Validate a (fmt, granularity) pair; None means the default ("channel"; bf16: "none")."""
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if fmt not in _FORMATS:
+        raise ValueError(f"fmt must be one of {_FORMATS}, got {fmt!r}")
     if fmt == "bf16":
         if granularity not in (None, "none"):
             raise ValueError(
@@ -104,7 +94,7 @@ def _binade(a: np.ndarray) -> np.ndarray:
     return np.where(a > 0, E - 1, -1075)
 
 
-def round_fp8_e4m3(x: object) -> np.ndarray:
+def _round_fp8_e4m3(x: object) -> np.ndarray:
     """x rounded to the nearest fp8-e4m3 value (ties to even), saturating at ±448. float64 out.
 
     Grid: quantum 2^(e-3) in binade [2^e, 2^(e+1)) for e >= -6, and 2^-9 below 2^-6
@@ -151,18 +141,15 @@ _FP8_POSITIVE = _FP8_E4M3_VALUES[:127]  # 0x00..0x7E, strictly increasing, 0 .. 
 
 
 def _fp8_e4m3_encode(x: object) -> np.ndarray:
-    """Round x to fp8-e4m3 (see `round_fp8_e4m3`) and return the uint8 bit patterns."""
-    r = round_fp8_e4m3(x)
+    """Round x to fp8-e4m3 (see `_round_fp8_e4m3`) and return the uint8 bit patterns."""
+    r = _round_fp8_e4m3(x)
     idx = np.searchsorted(_FP8_POSITIVE, np.abs(r))
     return (idx | (np.signbit(r).astype(np.int64) << 7)).astype(np.uint8)
 
 
-def fp8_e4m3_decode(bits: object) -> np.ndarray:
+def _fp8_e4m3_decode(bits: object) -> np.ndarray:
     """uint8 bit patterns -> float64 values (0x7F / 0xFF decode to NaN)."""
-    b = np.asarray(bits)
-    if b.dtype != np.uint8:
-        raise ValueError(f"bits must be a uint8 array, got dtype {b.dtype}")
-    return _FP8_E4M3_VALUES[b]
+    return _FP8_E4M3_VALUES[np.asarray(bits)]
 
 
 def _bf16_encode(x: object) -> np.ndarray:
@@ -171,12 +158,9 @@ def _bf16_encode(x: object) -> np.ndarray:
     return (r.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def bf16_decode(bits: object) -> np.ndarray:
+def _bf16_decode(bits: object) -> np.ndarray:
     """uint16 bit patterns -> float64 values."""
-    b = np.asarray(bits)
-    if b.dtype != np.uint16:
-        raise ValueError(f"bits must be a uint16 array, got dtype {b.dtype}")
-    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,9 +198,9 @@ class QuantizedState:
         if self.fmt == "int8":
             vals = self.qdata.astype(np.float64)
         elif self.fmt == "fp8_e4m3":
-            vals = fp8_e4m3_decode(self.qdata)
+            vals = _fp8_e4m3_decode(self.qdata)
         else:
-            vals = bf16_decode(self.qdata)
+            vals = _bf16_decode(self.qdata)
         return (vals * self.scale.astype(np.float64)).astype(self.dtype)
 
     def bound(self, state: object | None = None) -> np.ndarray:
@@ -277,40 +261,3 @@ def roundtrip(state: object, fmt: str = "int8", granularity: str | None = None) 
 
 # ---------------------------------------------------------------------------------------------
 # error metrics
-
-
-class QuantError(NamedTuple):
-    """Errors of a restored state x' against the original x.
-
-    max_abs = max |x - x'|; mean_abs; rel_fro = ||x - x'||_F / ||x||_F (0 if x == 0);
-    bound_rel_fro = ||bound||_F / ||x||_F, the theoretical ceiling of rel_fro;
-    max_bound_ratio = max |x - x'| / bound (<= 1 when the per-element bound holds);
-    bound_holds = every |x - x'| <= bound (1 + 1e-12) + eps(dtype) |x| (slack for the final
-    cast to the state's dtype; eps = 2.2e-16 for float64).
-    """
-
-    max_abs: float
-    mean_abs: float
-    rel_fro: float
-    bound_rel_fro: float
-    max_bound_ratio: float
-    bound_holds: bool
-
-
-def quant_error(state: object, q: QuantizedState) -> QuantError:
-    """Measure how far `q.dequantize()` is from `state`, and against its theoretical bound."""
-    x = _check_state(state).astype(np.float64)
-    if x.shape != q.shape:
-        raise ValueError(f"state must have shape {q.shape}, got {x.shape}")
-    err = np.abs(x - q.dequantize().astype(np.float64))
-    bound = q.bound(x)
-    norm = float(np.linalg.norm(x))
-    ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err > 0, np.inf, 0))
-    return QuantError(
-        max_abs=float(err.max()),
-        mean_abs=float(err.mean()),
-        rel_fro=float(np.linalg.norm(err) / norm) if norm > 0 else 0.0,
-        bound_rel_fro=float(np.linalg.norm(bound) / norm) if norm > 0 else 0.0,
-        max_bound_ratio=float(ratio.max()),
-        bound_holds=bool(np.all(err <= bound * (1.0 + 1e-12) + np.finfo(q.dtype).eps * np.abs(x))),
-    )

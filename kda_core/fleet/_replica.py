@@ -1,7 +1,8 @@
 """One replica of the fleet: the lab's single-server cache model, publishing KV events.
 
 A replica is exactly one ``kda_core.sim.simulate`` run in the sequential schedule (the same
-``policy.make_cache`` tree, ``RunCtx.lookup`` with lookups of at most ``input - 1`` tokens,
+``RadixStateCache`` built from the policy's options, ``RunCtx.lookup`` with lookups of at most
+``input - 1`` tokens,
 ``policy.plan``, ``placement.place`` under the byte budgets, ``kv_cleanup``), fed only the
 requests routed to it; tests/test_fleet_replica.py holds every replica's restore points equal to
 ``simulate`` on its own sub-trace. What the tree stores and drops is published as the engine
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kda_core.cache.radix import RadixStateCache
 from kda_core.fleet._events import (
     MAMBA_KIND,
     SglangBlockRemoved,
@@ -109,7 +111,7 @@ class Replica:
             hooks.update(on_free_kv=self._free_kv, kv_slice=_slice_pages)
             if engine == "vllm" or state_events:  # SGLang drops a state silently
                 hooks["before_drop"] = self._drop_state
-        self.cache = cache = pol.make_cache(page, block_keys=True, **hooks)
+        self.cache = cache = RadixStateCache(page, block_keys=True, **pol.cache_options(), **hooks)
         # ``placement.place`` inserts with ``kv=None``: the instance's insert carries the
         # request's page payloads instead (and keeps the result for the events)
         self._insert = cache.insert_prefix

@@ -1,21 +1,20 @@
 """Kimi Delta Attention in numpy: the recurrence, its chunkwise form, gates and affine maps.
 
 Re-exports the public API names (docs/architecture.md): ``recurrent``, ``step``, ``chunked``,
-``chunked_flops``, ``AffineMap``, ``segment_map``, ``segment_map_naive``, ``token_maps``,
+``chunked_flops``, ``AffineMap``, ``segment_map``, ``segment_map_naive``,
 ``l2norm`` and the gates. Submodules: reference (naive twins), chunkwise + _intra (the
 chunked form), affine, gates, _inputs (checks), conv, varlen (+ _varlen_rounds), cp + cp_gloo
 (context parallelism); import those directly (this file stays re-exports only, so there
 are no import cycles).
 """
 
-from kda_core.kda._inputs import MAX_ELEMENTS, MAX_TOKENS
+from kda_core.kda._inputs import MAX_TOKENS
 from kda_core.kda.affine import AffineMap, segment_map
 from kda_core.kda.chunkwise import chunked, chunked_flops
 from kda_core.kda.gates import l2norm, lowerbound_gate, softplus_gate
-from kda_core.kda.reference import recurrent, segment_map_naive, step, token_maps
+from kda_core.kda.reference import recurrent, segment_map_naive, step
 
 __all__ = [
-    "MAX_ELEMENTS",
     "MAX_TOKENS",
     "AffineMap",
     "chunked",
@@ -27,5 +26,4 @@ __all__ = [
     "segment_map_naive",
     "softplus_gate",
     "step",
-    "token_maps",
 ]

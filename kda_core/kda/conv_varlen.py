@@ -4,7 +4,7 @@
   in front of its rows, then W shifted gathers with multiply-adds.
 * ``_conv_packed`` / ``_conv_step`` - the same without validation (the serving runner's calls;
   one token per window for an all-decode step).
-* ``short_conv_varlen_naive`` - the twin: ``conv.short_conv`` per sequence.
+* the twin, ``conv.short_conv`` per sequence, is in tests/test_varlen.py.
 
 Offsets follow ``varlen.check_cu_seqlens`` (fla / flash-attn's ``cu_seqlens``). Left out:
 float32 paths (float64 only, like the model).
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from kda_core.kda._inputs import check_x_w
-from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
+from kda_core.kda.conv import ACTIVATIONS, silu
 from kda_core.kda.varlen import check_cu_seqlens
 
-__all__ = ["short_conv_varlen", "short_conv_varlen_naive"]
+__all__ = ["short_conv_varlen"]
 
 
 def _check_conv_args(x, w, cu_seqlens, windows, activation):
@@ -90,17 +90,3 @@ def _conv_packed(x, w, cu, win, activation: str):
     ends = starts + (W - 1) + lens  # one past each block
     new = full[(ends[:, None] - (W - 1) + np.arange(W - 1)).reshape(-1)]
     return y, new.reshape(N, W - 1, D)
-
-
-def short_conv_varlen_naive(
-    x, w, cu_seqlens, windows=None, activation: str = "silu"
-) -> tuple[np.ndarray, np.ndarray]:
-    """The twin: ``conv.short_conv`` per sequence (an empty one keeps its window)."""
-    x, w, cu, win = _check_conv_args(x, w, cu_seqlens, windows, activation)
-    y = np.empty_like(x)
-    new = win.copy()
-    for i in range(cu.size - 1):
-        s = slice(cu[i], cu[i + 1])
-        if cu[i + 1] > cu[i]:
-            y[s], new[i] = short_conv(x[s], w, win[i], activation)
-    return y, new

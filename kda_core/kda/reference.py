@@ -40,7 +40,7 @@ def recurrent(q, k, v, g, beta, *, scale=None, initial_state=None):
     return o, S
 
 
-def token_maps(k, v, g, beta) -> list[AffineMap]:
+def _token_maps(k, v, g, beta) -> list[AffineMap]:
     """One AffineMap per token: M_t = (I - beta k k^T) Diag(alpha), b_t = beta k v^T."""
     k, v, g, beta = validate_map_inputs(k, v, g, beta)
     maps = []
@@ -54,7 +54,7 @@ def token_maps(k, v, g, beta) -> list[AffineMap]:
 
 def segment_map_naive(k, v, g, beta) -> AffineMap:
     """Compose the per-token maps one by one (the twin of `segment_map`)."""
-    maps = token_maps(k, v, g, beta)
+    maps = _token_maps(k, v, g, beta)
     out = maps[0]
     for m in maps[1:]:
         out = out.then(m)

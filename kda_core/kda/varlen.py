@@ -17,8 +17,9 @@ states ``[N, H, K, V]`` and conv windows ``[N, W-1, D]``.
   256 scan steps. Sequences with ``_OWN_SLABS`` full chunks or more run ``kda.chunked`` on
   those rows (no gather; their scan steps amortise the per-chunk cost) and only their tails
   join the rounds (``_varlen_rounds``: views, not gathers, where pieces lie end to end).
-* ``step_batch`` - one token for B independent states in one numpy step (batched decode).
-* ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``step_batch``, the
+* ``_step`` - one token for B independent states in one numpy step (batched decode; its
+  validated form and twin are in tests/test_varlen.py).
+* ``kda_varlen`` - the runner's dispatcher: length-1 sequences through ``_step_batch``, the
   rest through ``chunked_varlen``.
 * the packed short conv lives in ``conv_varlen``.
 
@@ -44,8 +45,6 @@ __all__ = [
     "chunked_varlen",
     "chunked_varlen_naive",
     "kda_varlen",
-    "step_batch",
-    "step_batch_naive",
 ]
 
 _MAX_SEQS = 1 << 16
@@ -270,31 +269,8 @@ def chunked_varlen_naive(
 # one token for a batch of states (batched decode)
 
 
-def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
-    """One token each for B sequences: S [B, H, K, V]; q, k, g [B, H, K]; v [B, H, V];
-    beta [B, H]. Returns (o [B, H, V], S' [B, H, K, V]) without touching the input S.
-
-    The recurrence of ``kda.recurrent`` (decay, delta-rule error, rank-1 write, read-out after
-    the write) with the batch folded into the head axis."""
-    S = np.asarray(S, dtype=np.float64)
-    if S.ndim != 4:
-        raise ValueError(f"S must have shape [B, H, K, V], got rank {S.ndim}")
-    B, H, K, Vd = S.shape
-    q, k, v, g, beta, _, scale = _inputs.validate(
-        np.reshape(q, (B * H, 1, K)).swapaxes(0, 1),
-        np.reshape(k, (B * H, 1, K)).swapaxes(0, 1),
-        np.reshape(v, (B * H, 1, Vd)).swapaxes(0, 1),
-        np.reshape(g, (B * H, 1, K)).swapaxes(0, 1),
-        np.reshape(beta, (1, B * H)),
-        None,
-        scale,
-    )
-    o, Sn = _step(S, q[0], k[0], v[0], g[0], beta[0], scale)
-    return o, Sn
-
-
 def _step(S, q, k, v, g, beta, scale: float, out=None) -> tuple[np.ndarray, np.ndarray]:
-    """``step_batch`` without validation (the runner's inputs come from the model): S
+    """One token each for B sequences (the runner's inputs come from the model): S
     [B, H, K, V] (any strides, not written), q, k, g [B, H, K], v [B, H, V], beta [B, H];
     the new state goes to ``out`` [B, H, K, V] if given (any strides), else a new array."""
     B, H, K, Vd = S.shape
@@ -308,21 +284,10 @@ def _step(S, q, k, v, g, beta, scale: float, out=None) -> tuple[np.ndarray, np.n
     return o, Sn
 
 
-def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
-    """The twin: ``kda.step`` per sequence."""
-    S = np.asarray(S, dtype=np.float64)
-    outs, states = [], []
-    for b in range(S.shape[0]):
-        o, Sb = kda.step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
-        outs.append(o)
-        states.append(Sb)
-    return np.stack(outs), np.stack(states)
-
-
 def kda_varlen(
     q, k, v, g, beta, cu_seqlens, initial_states, *, scale=None, chunk_size: int = 64, out=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The runner's KDA call: length-1 sequences (decode) through ``step_batch``'s math, the
+    """The runner's KDA call: length-1 sequences (decode) through ``_step``'s math, the
     others (prefill chunks) through ``chunked_varlen``'s; same shapes as ``chunked_varlen``. The
     new states are written to ``out`` [N, H, K, V] when given (and returned). Its inputs come
     from the model, so only offsets, chunk size and state shape are checked (tests hold it to

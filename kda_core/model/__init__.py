@@ -21,8 +21,6 @@ from kda_core.model.params import (
 )
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tiny import (
-    CHECKPOINT_ENV,
-    KDAFeatures,
     TinyHybrid,
     bits_per_byte,
     export_hf,
@@ -32,7 +30,6 @@ from kda_core.model.tiny import (
 from kda_core.model.tokenizer import (
     MAX_TOKENS,
     TOKENIZER_FINGERPRINT,
-    TOKENIZER_NAME,
     VOCAB,
     check_tokens,
     decode,
@@ -40,15 +37,12 @@ from kda_core.model.tokenizer import (
 )
 
 __all__ = [
-    "CHECKPOINT_ENV",
     "K3_REFERENCE",
     "MAX_TOKENS",
     "TOKENIZER_FINGERPRINT",
-    "TOKENIZER_NAME",
     "VARIANTS",
     "VOCAB",
     "BlockWeights",
-    "KDAFeatures",
     "KDALayerState",
     "KDAWeights",
     "KimiLinearKDAWeights",

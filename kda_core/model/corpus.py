@@ -291,7 +291,7 @@ def documents(text: str) -> list[str]:
     return [d.strip("\n") for d in text.split(_DOC_SEPARATOR) if len(d.strip("\n").encode()) >= 2]
 
 
-def out_of_style_by_package(corpus_dir: Path = _CORPUS_DIR) -> dict[str, str]:
+def _out_of_style_by_package(corpus_dir: Path = _CORPUS_DIR) -> dict[str, str]:
     """The out_of_style text split by the package it came from (the manifest's counts)."""
     docs = documents(load("out_of_style", corpus_dir))
     out, start = {}, 0
@@ -311,7 +311,7 @@ def scores(model, heldout_bytes: int = 65536) -> dict:
         "heldout": corpus_bits_per_byte(model, load("heldout"), heldout_bytes),
         "out_of_style": corpus_bits_per_byte(model, load("out_of_style")),
     }
-    for package, text in out_of_style_by_package().items():
+    for package, text in _out_of_style_by_package().items():
         out[f"out_of_style:{package}"] = corpus_bits_per_byte(model, text)
     greedy = {p: model.generate(encode(p), 64)[0] for p in SAMPLE_PROMPTS}
     out["greedy"] = {p: decode(ids) for p, ids in greedy.items()}

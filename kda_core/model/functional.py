@@ -1,7 +1,7 @@
 """The elementwise pieces of TinyHybrid's forward: RMSNorm and the logistic sigmoid (numpy).
 
 The model's definitions (`kda_core.model.tiny`). The serving loop's batched passes use their
-own exp-form logistic and SiLU with fewer temporaries (`kda_core.serve._fused`), tested equal to
+own exp-form logistic and SiLU with fewer temporaries (`kda_core.model._fused`), tested equal to
 these to rounding (tests/test_serve_fastpaths.py). SiLU lives with the short convolution
 (`kda_core.conv.silu`). Left out: any lower-precision variant.
 """

@@ -3,7 +3,7 @@
 `read(folder) -> (ModelConfig, named arrays)` parses ``config.json`` and the safetensors weights
 (one ``model.safetensors`` or shards listed in ``model.safetensors.index.json``; float32,
 float16, bfloat16 or float64; tensor names as transformers' modules or in the checkpoint
-layout Moonshot publishes and ``save_pretrained`` writes, see `module_names`) of a small
+layout Moonshot publishes and ``save_pretrained`` writes, see `_parse_module_names`) of a small
 Kimi-Linear checkpoint into the lab's ``kimi-linear`` variant (`TinyHybrid.from_hf`).
 `export(config, arrays, folder)` writes ``config.json`` + ``model.safetensors`` (float32) that
 ``transformers.AutoModelForCausalLM.from_pretrained`` loads (`kda_core.model.export_hf`); numpy.
@@ -225,7 +225,7 @@ def _check_tensor(sd: dict[str, np.ndarray], name: str) -> np.ndarray:
     return sd.pop(name)
 
 
-def from_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
+def _parse_hf_state(c: ModelConfig, sd: dict[str, np.ndarray]) -> dict:
     """transformers' state dict -> lab named arrays (their shapes are checked by the model).
     ``lm_head.weight`` is always its own tensor: transformers' KimiLinearForCausalLM declares no
     tied weights, so ``tie_word_embeddings`` changes nothing there either."""
@@ -273,7 +273,7 @@ _RENAMES = (
 _CONV_PARTS = ("q_conv1d", "k_conv1d", "v_conv1d")
 
 
-def module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _parse_module_names(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A state dict in the checkpoint layout renamed to transformers' module names, as its
     loader does: the forget gate's weights under ``forget_gate``, ``block_sparse_moe`` as
     ``mlp``, the three ``{q,k,v}_conv1d`` weights stacked into ``conv1d``. Module names pass."""
@@ -345,7 +345,7 @@ def read(folder: str | Path) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     sd: dict[str, np.ndarray] = {}
     for f in _check_weight_files(folder):
         sd.update(read_safetensors(f))
-    return config, from_hf_state(config, module_names(sd))
+    return config, _parse_hf_state(config, _parse_module_names(sd))
 
 
 def export(c: ModelConfig, arrays: dict[str, np.ndarray], folder: str | Path) -> Path:

@@ -10,11 +10,11 @@ a shared key part beside the latent), loaded by `TinyHybrid.from_hf` and written
 (``kda_core.model.hf``). docs/model.md has the layer-by-layer description and its sources.
 
 `TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`; or the checkpoint
-folder named by ``CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
+folder named by ``_CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
 distributions instead. `prefill` / `decode_step` advance a `ModelState` in place; `forward` is
 the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
-Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.serve.batch` batches the
+Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.model.batch` batches the
 k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
 """
 
@@ -52,7 +52,7 @@ from kda_core.model.tokenizer import (
     encode,
 )
 
-CHECKPOINT_ENV = "KDA_LAB_CHECKPOINT"  # a Kimi-Linear folder that TinyHybrid() loads instead
+_CHECKPOINT_ENV = "KDA_LAB_CHECKPOINT"  # a Kimi-Linear folder that TinyHybrid() loads instead
 
 
 def named_weights(model: TinyHybrid) -> dict[str, np.ndarray]:
@@ -61,7 +61,7 @@ def named_weights(model: TinyHybrid) -> dict[str, np.ndarray]:
 
 
 @dataclass(slots=True)
-class KDAFeatures:
+class _KDAFeatures:
     """What the KDA recurrence consumes for T tokens of one layer, plus the advanced window."""
 
     q: np.ndarray  # [T, H, K] L2-normalised
@@ -85,10 +85,10 @@ class TinyHybrid:
         seed: int | None = None,
     ) -> None:
         """weights: "trained" (the shipped file; with no config and the environment variable
-        ``CHECKPOINT_ENV`` set, the Kimi-Linear checkpoint folder it names instead), "random"
+        ``_CHECKPOINT_ENV`` set, the Kimi-Linear checkpoint folder it names instead), "random"
         (init from ``seed`` / config.seed), a path to a weights .npz, or a dict of named arrays
         (what `kda_core.model.train` returns)."""
-        folder = os.environ.get(CHECKPOINT_ENV)
+        folder = os.environ.get(_CHECKPOINT_ENV)
         if folder and config is None and isinstance(weights, str) and weights == "trained":
             config, weights = hf.read(folder)
         cfg = config or ModelConfig()
@@ -172,7 +172,7 @@ class TinyHybrid:
 
     # -- layers (pure: state in, state out) ----------------------------------------------------
 
-    def kda_features(self, layer: int, h: np.ndarray, window: np.ndarray) -> KDAFeatures:
+    def kda_features(self, layer: int, h: np.ndarray, window: np.ndarray) -> _KDAFeatures:
         """Layer `layer`'s inputs to the recurrence for normed hidden states h [T, D]."""
         c = self.config
         w: KDAWeights = self.blocks[layer].mixer  # type: ignore[assignment]
@@ -186,7 +186,7 @@ class TinyHybrid:
         else:  # transformers' KimiLinearForgetGate
             g = kda.softplus_gate(f, w.A_log, w.dt_bias)
         beta = sigmoid(h @ w.w_beta)
-        return KDAFeatures(kda.l2norm(q), kda.l2norm(k), v, g, beta, raw, new_window)
+        return _KDAFeatures(kda.l2norm(q), kda.l2norm(k), v, g, beta, raw, new_window)
 
     def kda_readout(self, layer: int, h: np.ndarray, o: np.ndarray) -> np.ndarray:
         """Output projection of KDA outputs o [T, H, V] (gated per-head RMSNorm; the gate is

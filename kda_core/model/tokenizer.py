@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 VOCAB = 256
-TOKENIZER_NAME = "utf8-bytes-v1"
-TOKENIZER_FINGERPRINT = hashlib.sha256(f"{TOKENIZER_NAME}:{VOCAB}".encode()).hexdigest()[:16]
+_TOKENIZER_NAME = "utf8-bytes-v1"
+TOKENIZER_FINGERPRINT = hashlib.sha256(f"{_TOKENIZER_NAME}:{VOCAB}".encode()).hexdigest()[:16]
 MAX_TOKENS = 16384  # per request: keeps MLA attention and memory bounded
 _NEWLINE = "⏎"
 _TAB = "⇥"

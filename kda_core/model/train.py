@@ -38,7 +38,7 @@ _HELDOUT_EVAL_BYTES = 65536  # the record's in-domain score: the first 64 KiB of
 
 
 @dataclass(slots=True, frozen=True)
-class TrainConfig:
+class _TrainConfig:
     seed: int = 0  # the sampler's seed (the initial weights are ModelConfig(seed=0)'s)
     steps: int = 2000
     batch: int = 8
@@ -195,7 +195,7 @@ def _decays(name: str) -> bool:
     )
 
 
-def _lr(cfg: TrainConfig, step: int) -> float:
+def _lr(cfg: _TrainConfig, step: int) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if cfg.schedule == "rsqrt":
@@ -240,7 +240,7 @@ def likelihood_loss(p: dict, batch: torch.Tensor, cfg: model.ModelConfig, chunk:
 
 
 def train(
-    cfg: TrainConfig, text: str | None = None, log=print, snapshot=None, init: dict | None = None
+    cfg: _TrainConfig, text: str | None = None, log=print, snapshot=None, init: dict | None = None
 ) -> tuple[dict, list[dict]]:
     """Run the training; returns (float32 numpy weights keyed like the .npz, log rows).
     ``init``: the starting weights (keyed like the .npz; None: the random initialisation).
@@ -309,10 +309,10 @@ def main(argv: list[str] | None = None) -> None:
         "--log-every; after<steps>.npz)",
     )
     ap.add_argument("--snapshot-every", type=int, default=250)
-    for f in dataclasses.fields(TrainConfig):
+    for f in dataclasses.fields(_TrainConfig):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = ap.parse_args(argv)
-    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    cfg = _TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(_TrainConfig)})
     snap = None
     if args.snapshots is not None:
         args.snapshots.mkdir(parents=True, exist_ok=True)

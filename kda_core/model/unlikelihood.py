@@ -44,7 +44,7 @@ from kda_core.model import corpus, train, weights
 
 
 @dataclass(slots=True, frozen=True)
-class UnlikelihoodConfig:
+class _UnlikelihoodConfig:
     seed: int = 0  # the sampler's seed
     steps: int = 600  # half of them likelihood steps, half unlikelihood steps
     batch: int = 8
@@ -77,7 +77,7 @@ class UnlikelihoodConfig:
             check_int(name, getattr(self, name), lo, hi)
 
 
-def repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
+def _repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
     """[B, L] byte ids -> [B, L] bool: True where the byte lies in an n-gram of its row that
     already occurred earlier in the row (occurrences may overlap). A row has a True exactly when
     `corpus.first_repeat` finds a repeat, and its first True is that repeat's second start."""
@@ -106,7 +106,7 @@ def greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, c
     return x
 
 
-def looping_prompts(p: dict, cfg: model.ModelConfig) -> list[str]:
+def _looping_prompts(p: dict, cfg: model.ModelConfig) -> list[str]:
     """The SAMPLE_PROMPTS whose 64-byte greedy continuation loops (`corpus.first_repeat`)."""
     out = []
     for prompt in corpus.SAMPLE_PROMPTS:
@@ -117,10 +117,10 @@ def looping_prompts(p: dict, cfg: model.ModelConfig) -> list[str]:
     return out
 
 
-def unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, chunk: int = 16):
+def _unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, chunk: int = 16):
     """Mean -log(1 - p(x_t | x_<t)) over the continuation bytes (after ``prefix``) that lie in a
     repeated n-gram of the continuation, and how many there are (the loss is 0 when none)."""
-    mask = torch.from_numpy(repeated_positions(seqs[:, prefix:].numpy(), n))
+    mask = torch.from_numpy(_repeated_positions(seqs[:, prefix:].numpy(), n))
     logp = train.forward(p, seqs[:, :-1], cfg, chunk)[:, prefix - 1 :].log_softmax(-1)
     logp_written = logp.gather(-1, seqs[:, prefix:, None])[..., 0]
     # log(1 - p) from log p without cancellation; the clamp keeps p = 1 finite
@@ -130,7 +130,7 @@ def unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, chu
 
 
 def finetune(
-    cfg: UnlikelihoodConfig, init: dict, text: str | None = None, log=print
+    cfg: _UnlikelihoodConfig, init: dict, text: str | None = None, log=print
 ) -> tuple[dict, list[dict]]:
     """Fine-tune the weights ``init`` (keyed like the .npz); returns (float32 numpy weights, log
     rows: per logged step its kind, loss and, for unlikelihood steps, the repeated bytes)."""
@@ -155,7 +155,7 @@ def finetune(
             starts = rng.integers(0, data.size - cfg.prefix, cfg.batch)
             prefixes = np.stack([data[s : s + cfg.prefix] for s in starts]).astype(np.int64)
             seqs = greedy(p, torch.from_numpy(prefixes), cfg.continuation, mcfg, cfg.chunk)
-            loss, count = unlikelihood_loss(p, seqs, cfg.prefix, cfg.ngram, mcfg, cfg.chunk)
+            loss, count = _unlikelihood_loss(p, seqs, cfg.prefix, cfg.ngram, mcfg, cfg.chunk)
             row.update(kind="unlikelihood", loss=loss.item(), repeated_bytes=count)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -166,7 +166,7 @@ def finetune(
             rows.append(row)
             log(json.dumps(row))
         if (step + 1) % cfg.check_every == 0:
-            rows.append({"steps_done": step + 1, "looping_prompts": looping_prompts(p, mcfg)})
+            rows.append({"steps_done": step + 1, "looping_prompts": _looping_prompts(p, mcfg)})
             log(json.dumps(rows[-1]))
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
 
@@ -177,12 +177,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--init", type=Path, required=True, help="the weights to fine-tune (.npz)")
     ap.add_argument("--out", type=Path, default=weights.DEFAULT_PATH)
-    for f in dataclasses.fields(UnlikelihoodConfig):
+    for f in dataclasses.fields(_UnlikelihoodConfig):
         kind = type(f.default)
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     args = ap.parse_args(argv)
-    fields = dataclasses.fields(UnlikelihoodConfig)
-    cfg = UnlikelihoodConfig(**{f.name: getattr(args, f.name) for f in fields})
+    fields = dataclasses.fields(_UnlikelihoodConfig)
+    cfg = _UnlikelihoodConfig(**{f.name: getattr(args, f.name) for f in fields})
     t0 = time.perf_counter()
     init, base_meta = weights.load(args.init)
     arrays, rows = finetune(cfg, init)

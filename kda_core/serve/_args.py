@@ -7,7 +7,7 @@ are the engine's (tests match on them).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -15,10 +15,14 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.pool import MAX_SLOTS, STRATEGIES
-from kda_core.model import MAX_TOKENS, check_tokens, encode
+from kda_core.cache.protocol import PrefixCache
+from kda_core.cache.vllm_blocks import VLLMBlockCache
+from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
+from kda_core.serve._pools import StatePools
+from kda_core.serve._slots import MAX_SLOTS, STRATEGIES
 from kda_core.serve._state import RequestState
 from kda_core.serve.request import Request
+from kda_core.serve.spec import SpecConfig
 
 MAX_NEW_TOKENS = 4096
 MAX_REQUESTS = 4096
@@ -56,7 +60,11 @@ __all__ = [
     "MAX_NEW_TOKENS",
     "MAX_REQUESTS",
     "MAX_STEPS",
+    "Parts",
+    "ServeConfig",
     "RESTORE_MODES",
+    "check_block_cache",
+    "check_model",
     "check_modes",
     "check_policy_chunk",
     "check_requests",
@@ -79,6 +87,37 @@ def make_policy(policy: Any) -> Any:
         f"policy must be a Policy, one of {policy_mod.POLICY_NAMES} or None, "
         f"got {type(policy).__name__}"
     )
+
+
+def check_block_cache(
+    block_cache: Any, cache: bool, int8: bool, kv_budget: Any, unified: Any, restore: str
+) -> VLLMBlockCache | None:
+    """``block_cache``: None or a ``VLLMBlockCache``, with none of the radix cache's options
+    (the block table holds its own states: no INT8 pool, KV budget or unified buffer)."""
+    if block_cache is None:
+        return None
+    if not isinstance(block_cache, VLLMBlockCache):
+        raise ValueError(f"block_cache must be a VLLMBlockCache, got {type(block_cache).__name__}")
+    given = {
+        "cache=False": not cache,
+        "int8_checkpoints": int8,
+        "kv_budget": kv_budget is not None,
+        "unified_memory": unified is not None,
+        "restore='inconsistent'": restore != "exact",
+    }
+    if any(given.values()):
+        bad = ", ".join(k for k, v in given.items() if v)
+        raise ValueError(f"block_cache: not with {bad} (the block table holds its own states)")
+    return block_cache
+
+
+def check_model(model: Any, before_drop: Any) -> TinyHybrid:
+    """The model to serve (None: ``TinyHybrid()``); ``before_drop`` callable or None."""
+    if model is not None and not isinstance(model, TinyHybrid):
+        raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
+    if before_drop is not None and not callable(before_drop):
+        raise ValueError("before_drop must be callable or None")
+    return model or TinyHybrid()
 
 
 def check_policy_chunk(policy: Any, chunk_size: int) -> None:
@@ -193,3 +232,29 @@ def check_requests(requests: Any) -> list[RequestState]:
             raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
         out.append(RequestState(i, ids, n_new, rq.arrival))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """The engine's settings the lifecycle needs (checked by ``Engine``)."""
+
+    cache_on: bool
+    strategy: str
+    int8: bool
+    overlap: bool
+    chunk_size: int
+    kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
+    graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
+    blocks: bool = False  # the prefix cache is vLLM's block table (``serve._blocks``)
+    spec: SpecConfig | None = None  # speculative decoding (``serve.spec``), None: off
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The engine's parts a serve works with, handed down: never the engine itself."""
+
+    model: TinyHybrid
+    pools: StatePools
+    cache: PrefixCache
+    policy: Any
+    config: ServeConfig

@@ -1,163 +1,165 @@
-"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``).
-
-The prefix cache is ``kda_core.cache.vllm_blocks.VLLMBlockCache`` and the memory is its
-physical blocks: here every block id owns the data vLLM would keep in it, the MLA latent KV of
-its ``block_size`` tokens (KV group) or ONE KDA state with its conv windows (state group). Each
-step follows the block model's ``Step``: the queued block copies run first (copy-on-write of a
-partial hit, a producer's partial key moved to a copy: ``take_kv_cache_block_copies``), then
-the chunk ``[start, end)`` the aligned split cut is computed from the state read out of the
-request's state block at ``start`` and the KV read out of its KV blocks, and its KV rows and
-the state after ``end`` are written into the blocks the step names (vLLM's align mode keeps
-the running state in the block table, ``MambaManager``). Nothing is kept outside the blocks
-between steps, so a wrong block, a missed copy or a stale state shows up as a wrong logit.
-
-The block model schedules one request at a time (a synchronous scheduler): requests are
-served in arrival order, each to its end. Greedy decoding, as the engine's; the last token
-is not consumed.
+"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``): the request
+lifecycle of the one loop when the prefix cache is vLLM's. Each chunk is the table's ``step``
+(the aligned split within the step's token budget, ``allocate_slots``); its copies run, the
+request's state and KV are read out of its blocks into its working slot, and after the forward
+its KV rows and state go into the blocks the step names, so a wrong block or a missed copy
+shows up as a wrong logit. A request hitting a state keyed in the same step waits a step
+(vLLM's ``cached_blocks_this_step``). Not vLLM's: admission reserves a request's most blocks
+(its KV pages plus 5) instead of preempting under pressure. docs/policies.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import time
 
 import numpy as np
 
-from kda_core.cache.vllm_blocks import BlockHit, PoolSnapshot, Step, VLLMBlockCache
-from kda_core.model import TinyHybrid
-from kda_core.model.state import KDALayerState, ModelState
+from kda_core.cache.vllm_blocks import Step, VLLMBlockCache
+from kda_core.model import TOKENIZER_FINGERPRINT, ModelState
+from kda_core.serve._args import Parts
+from kda_core.serve._lifecycle import Lifecycle
+from kda_core.serve._pools import RequestSlots
+from kda_core.serve._state import RequestState
+from kda_core.serve.report import BlockStepRow, GenerateReport
 
-__all__ = ["BlockServeReport", "BlockServer", "BlockStepRow"]
+__all__ = ["BlockLifecycle"]
 
-
-@dataclass(frozen=True, slots=True)
-class BlockStepRow:
-    """One step of a serve through vLLM's block table.
-
-    request: its index in the input; phase: "prefill" or "decode"; step: the block model's
-    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
-    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
-    block the step's starting state was read from (None: a zero state at 0); kv_table /
-    state_table: the request's block tables after the step (physical ids; 0 is the null
-    block, the state entries vLLM no longer needs).
-    """
-
-    request: int
-    phase: str
-    step: Step
-    read_block: int | None
-    kv_table: tuple[int, ...]
-    state_table: tuple[int, ...]
+SPARE_BLOCKS = 5  # beyond a request's KV pages: copy-on-write targets and live state blocks
 
 
-@dataclass(frozen=True, slots=True)
-class BlockServeReport:
-    """What a serve through vLLM's block table did: per request (input order) its tokens,
-    logits [n, vocab] and lookup; every step; the pool at the end (``VLLMBlockCache.export``:
-    ``PhysicalBlock.key_tokens`` lists the logical prefixes one physical block serves)."""
+class BlockLifecycle(Lifecycle):
+    """A request's life on vLLM's block table (see the module docstring)."""
 
-    tokens: list[list[int]]
-    logits: list[np.ndarray]
-    hits: list[BlockHit]
-    steps: list[BlockStepRow]
-    pool: PoolSnapshot
-
-
-class BlockServer:
-    """The model over a ``VLLMBlockCache``'s physical blocks (see the module docstring)."""
-
-    def __init__(self, model: TinyHybrid, cache: VLLMBlockCache) -> None:
-        if not isinstance(cache, VLLMBlockCache):
-            raise ValueError(f"block_cache must be a VLLMBlockCache, got {type(cache).__name__}")
-        self.model = model
-        self.cache = cache
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        assert isinstance(self.cache, VLLMBlockCache)
+        self.blocks: VLLMBlockCache = self.cache
         self.kv: dict[int, np.ndarray] = {}  # block id -> [B, n_mla, C] latent KV rows
-        self.states: dict[int, tuple[int, list[KDALayerState]]] = {}  # id -> (boundary, S)
-        self.served = 0
+        self.states: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # id -> (pos, S, conv)
+        self.rows: list[BlockStepRow] = []  # this serve's steps, request by request
+        self.reserved: dict[RequestState, int] = {}
+        self.running: dict[RequestState, tuple[Step, int | None]] = {}  # this step's chunk
 
-    def _tables(self, rid: str) -> tuple[list[int], list[int]]:
-        """The request's block tables (KV, state) as physical ids."""
-        c = self.cache
-        return (
-            [b.block_id for b in c.kv.req_blocks.get(rid, ())],
-            [b.block_id for b in c.state.req_blocks.get(rid, ())],
-        )
+    def start(self) -> None:
+        super().start()
+        self.rows = []
+
+    def need(self, r: RequestState) -> int:
+        """The most blocks the request holds at once (the module docstring)."""
+        return -(-r.total // self.blocks.block_size) + SPARE_BLOCKS
+
+    # -- admit -----------------------------------------------------------------------------
+    def match(self, r: RequestState) -> None:
+        return None  # the block table looks the prompt up at the request's first step
+
+    def unmatch(self, m: object) -> None:
+        pass
+
+    def make_room(self, r: RequestState) -> bool:
+        usable = len(self.blocks.pool.blocks) - 1  # the null block holds nothing
+        need = self.need(r)
+        if need > usable:
+            raise ValueError(
+                f"num_blocks={usable + 1} is too small: a request of {r.total} tokens can "
+                f"hold {need} blocks at once"
+            )
+        room = sum(self.reserved.values()) + need <= usable
+        return room and self.pools.active.can_allocate(1) and not self.blocks.deferred(r.ids)
+
+    def admit(self, r: RequestState, step: int, m: object) -> None:
+        """Open the working slot and the block table's request; plan nothing (the block
+        table keys its own states)."""
+        r.rid = f"serve{self.serve_id}:req{r.idx}:try{r.retractions}"
+        r.t0, r.admitted_at, r.phase = time.perf_counter(), step, "prefill"
+        self.blocks.add(r.rid, r.ids)
+        self.reserved[r] = self.need(r)
+        r.slots = RequestSlots(r.rid, self.pools.active.allocate(r.rid), [], [])
+        r.stepwise = True  # every step's state is written into the blocks
+        r.planned, r.plan, r.cuts = (), frozenset(), (r.P,)
+        self._load(r, 0)
+        if r.trace is not None and r.trace.observe is not None:
+            r.trace.observe("restored")
+
+    def begin_step(self) -> None:
+        self.blocks.new_step()
+
+    def prepare(self, r: RequestState, n: int) -> int:
+        """The block table's chunk of at most ``n`` tokens: its copies run, the request's
+        state and KV are read out of its blocks. -> tokens the chunk computes."""
+        st = self.blocks.step(r.rid, min(n, self.blocks.chunk), new_step=False)
+        if st is None:  # the budget left is less than a block: nothing this step
+            return 0
+        for src, dst in st.copies:
+            self._copy(src, dst)
+        if st.hit is not None:  # the first step: vLLM resumes where KV and state agree
+            r.token_match = r.restore_at = st.hit.tokens
+            if st.hit.tokens:
+                r.step_log.append((st.hit.tokens, 0, r.ids[st.hit.tokens - 1], "restore"))
+        self.running[r] = (st, self._load(r, st.start))
+        return st.end - st.start
 
     def _copy(self, src: int, dst: int) -> None:
         if src in self.kv:
             self.kv[dst] = self.kv[src].copy()
         if src in self.states:
-            pos, kda = self.states[src]
-            self.states[dst] = (pos, [s.copy() for s in kda])
+            self.states[dst] = self.states[src]  # read-only arrays: shared, never written
 
-    def _read(self, rid: str, tokens: list[int], start: int) -> tuple[ModelState, int | None]:
-        """The request's model state at ``start``, read out of its blocks."""
-        state = self.model.new_state()
-        if start == 0:
-            return state, None
-        B = self.cache.block_size
-        kv_table, st_table = self._tables(rid)
-        block = st_table[-(-start // B) - 1]
-        pos, kda = self.states.get(block, (-1, []))
-        if pos != start:
-            raise AssertionError(f"state block {block} holds the state after {pos}, not {start}")
-        rows = np.concatenate([self.kv[b] for b in kv_table[: -(-start // B)]])[:start]
-        state.kda = [s.copy() for s in kda]
-        state.mla_kv = rows
-        state.tokens = tokens[:start]
-        return state, block
+    def _load(self, r: RequestState, start: int) -> int | None:
+        """Bind the request's state at ``start`` (read out of its blocks) to its working
+        slot. -> the state block it was read from (None: the zero state at 0)."""
+        assert r.slots is not None
+        model, B, a = self.model, self.blocks.block_size, r.slots.active
+        kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
+        block = None
+        if start:
+            kv_table, st_table = self.blocks.tables(r.rid)
+            block = st_table[-(-start // B) - 1]
+            pos, S, conv = self.states.get(block, (-1, None, None))
+            if pos != start:
+                raise AssertionError(f"state block {block} holds the state at {pos}, not {start}")
+            self.pools.active.rebind(a, S.copy(), conv.copy())
+            kv = np.concatenate([self.kv[b] for b in kv_table[: -(-start // B)]])[:start]
+        tokens = (r.ids + r.gen)[:start]
+        S = self.pools.active.layer_states(a)
+        r.state = ModelState(S, kv, tokens, model.version, TOKENIZER_FINGERPRINT)
+        return block
 
-    def _write(self, rid: str, new: ModelState, start: int, end: int, state_block: int) -> None:
-        B = self.cache.block_size
-        kv_table, _ = self._tables(rid)
-        for t in range(start, end):
+    # -- advance ---------------------------------------------------------------------------
+    def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
+        """The lifecycle's bookkeeping, then the chunk's KV rows and the state after it go
+        into the blocks its step names; a decoded token goes back to the block table."""
+        st, read = self.running.pop(r)
+        finished = super().advanced(r, n, logits)
+        assert r.state is not None and r.slots is not None and r.state.boundary == st.end
+        B = self.blocks.block_size
+        kv_table, st_table = self.blocks.tables(r.rid)
+        for t in range(st.start, st.end):
             block = kv_table[t // B]
             if block not in self.kv:
-                self.kv[block] = np.zeros((B, *new.mla_kv.shape[1:]))
-            self.kv[block][t % B] = new.mla_kv[t]
-        self.states[state_block] = (end, [s.copy() for s in new.kda])
+                self.kv[block] = np.zeros((B, *r.state.mla_kv.shape[1:]))
+            self.kv[block][t % B] = r.state.mla_kv[t]
+        S, conv = (x.copy() for x in self.pools.active.buffers(r.slots.active))
+        S.flags.writeable = conv.flags.writeable = False
+        self.states[st.state_block] = (st.end, S, conv)
+        phase = "prefill" if st.end <= r.P else "decode"
+        self.rows.append(BlockStepRow(r.idx, phase, st, read, tuple(kv_table), tuple(st_table)))
+        if r.phase == "decode" and not finished:
+            self.blocks.append(r.rid, r.gen[-1])
+        return finished
 
-    def _request(self, index: int, prompt: list[int], n_new: int, rows: list[BlockStepRow]):
-        """Serve one request to its end. -> (tokens, logits [n_new, V], its hit)."""
-        c = self.cache
-        self.served += 1
-        rid = f"request-{self.served}"
-        c.add(rid, prompt)
-        tokens, out, logits, hit = list(prompt), [], [], None
-        try:
-            while len(out) < n_new:
-                st = c.step(rid)
-                hit = st.hit or hit
-                for src, dst in st.copies:
-                    self._copy(src, dst)
-                state, read = self._read(rid, tokens, st.start)
-                step_logits, new = self.model.forward(tokens[st.start : st.end], state)
-                self._write(rid, new, st.start, st.end, st.state_block)
-                kv_table, st_table = self._tables(rid)
-                phase = "prefill" if st.end <= len(prompt) else "decode"
-                rows.append(BlockStepRow(index, phase, st, read, tuple(kv_table), tuple(st_table)))
-                if st.end < len(tokens):
-                    continue
-                logits.append(step_logits[-1])
-                out.append(int(np.argmax(step_logits[-1])))
-                if len(out) < n_new:
-                    tokens.append(out[-1])
-                    c.append(rid, out[-1])
-        finally:
-            c.finish(rid)
-        assert hit is not None, "the first step carries the lookup"
-        return out, np.array(logits), hit
+    # -- finish / retract ------------------------------------------------------------------
+    def finish(self, r: RequestState, step: int) -> GenerateReport:
+        self.release(r)
+        r.phase, r.finished_at, r.seconds = "finished", step, time.perf_counter() - r.t0
+        if r.trace is not None and r.trace.observe is not None:
+            r.trace.observe("finished")
+        return self.report(r)
 
-    def serve(self, requests: list[Any]) -> BlockServeReport:
-        """Serve ``(index, prompt ids, max_new_tokens, arrival)`` in arrival order."""
-        rows: list[BlockStepRow] = []
-        order = sorted(requests, key=lambda r: (r[3], r[0]))
-        done = {i: self._request(i, ids, n, rows) for i, ids, n, _ in order}
-        idx = [r[0] for r in requests]
-        return BlockServeReport(
-            tokens=[done[i][0] for i in idx],
-            logits=[done[i][1] for i in idx],
-            hits=[done[i][2] for i in idx],
-            steps=rows,
-            pool=self.cache.export(),
-        )
+    def release(self, r: RequestState) -> None:
+        """Free the request's blocks (``KVCacheManager.free``) and its working slot."""
+        if r.slots is not None:
+            self.blocks.finish(r.rid)
+            self.pools.active.free(r.slots.active)
+            r.slots = None
+        self.reserved.pop(r, None)
+        self.running.pop(r, None)

@@ -1,22 +1,8 @@
-"""Decode on fixed shapes: the CUDA-graph side of SGLang, in the runner's all-decode step.
-
-SGLang captures the decode forward once per batch size in ``cuda_graph_bs``
-(``model_executor/runner/base_cuda_graph_runner.py`` ``get_batch_sizes_to_capture``) and
-replays the graph of the smallest captured size that holds the batch
-(``BaseCudaGraphRunner._pad_to_bucket``: ``bisect_left``). The padding rows are real rows of
-the replayed kernels: they feed token 0 and reach their recurrent state through the
-per-request state index like every row, an index that points at slot 0 of the Mamba pool,
-which SGLang never hands to a request (``mem_cache/allocator/mamba.py``
-``MambaSlotAllocator.clear``: "Slot 0 is reserved as a dummy write target for padded tokens";
-hence the "+1" in its slot counts). ``sizing.max_running_requests(cuda_graph_max_bs=...)``
-caps the running requests at the largest captured size, so every decode batch has a graph.
-
-Here (``Runner`` with ``graph_bs``): an all-decode step of ``n`` requests runs the fused
-one-token pass on ``padded_size(n)`` rows; rows ``n:`` are the sink's, a zero state (and its
-conv window and latents) that the pass reads and writes and nothing else reads. The lab keeps
-the sink outside the state pool, so the pool's counts are SGLang's without the +1; the index
-table is written in SGLang's numbering (a request's slot + 1, the sink 0). A model variant the
-packed passes are not written for (kimi-linear) runs each request alone, unpadded.
+"""Decode on fixed shapes (``Engine(cuda_graph_bs=...)``), SGLang's CUDA graphs on a CPU: an
+all-decode step runs on the smallest captured size that holds it
+(``BaseCudaGraphRunner._pad_to_bucket``), the padding rows on the sink (SGLang's slot 0,
+``MambaSlotAllocator``: a dummy write target); the largest size caps the running requests.
+``GraphStep`` is a step's index table in SGLang's numbering. docs/serving.md.
 """
 
 from __future__ import annotations
@@ -27,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.cache.pool import MAX_SLOTS
+from kda_core.serve._slots import MAX_SLOTS
 
 __all__ = [
     "MAX_GRAPH_SIZES",

@@ -1,27 +1,11 @@
 """Keep freed heap memory in the process while serving: the batched passes' temporaries are
-megabytes each, and glibc's default malloc hands such blocks back to the kernel as soon as they
-are freed, so every layer of every step faults its pages in again.
-
-glibc serves blocks of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at first, raised
-dynamically up to the largest mmapped block freed so far) with a fresh ``mmap`` each, and
-trims the top of its heap once more than ``M_TRIM_THRESHOLD`` is free there. A packed prefill of
-32 x 16 tokens allocates [512, 548] projections, [512, 512] MLP activations and the varlen
-KDA's gathers and intra-chunk arrays per layer: measured 2,500-6,500 minor page faults per
-``forward_packed`` call, 7-11 ms of system time on an ~80 ms call (2-vCPU VM). With the
-thresholds below the faults go to 0 (``keep_freed_memory``; docs/serving.md has the A/B
-figures). The cost: each malloc arena (glibc keeps one per thread that allocates, up to 8 per
-core) keeps up to ``TRIM_BYTES`` free at its top instead of returning it, and blocks up to
-``MMAP_BYTES`` come from the heaps, where freed holes below the top are kept for reuse, not
-bounded by either threshold.
-
-The same knobs as the environment variables ``MALLOC_MMAP_THRESHOLD_`` /
-``MALLOC_TRIM_THRESHOLD_`` (glibc's ``mallopt(3)``), set once per process when the first
-``Engine`` is made (so ``generate`` and ``serve`` run under the same allocator, and a bench
-comparing them compares like with like). It is process-wide, so it can be declined:
-``KDA_KEEP_FREED_MEMORY=0`` (or false / no / off) leaves glibc's defaults, and either glibc
-variable, or a ``GLIBC_TUNABLES`` naming a malloc threshold, set in the environment is the
-user's own choice, which glibc applied at start and this leaves alone.
-Other C libraries (macOS, musl's no-op ``mallopt``): nothing happens.
+megabytes each, and glibc's default malloc returns such blocks to the kernel as they are freed
+(a fresh ``mmap`` from ``M_MMAP_THRESHOLD`` on, the heap top trimmed past ``M_TRIM_THRESHOLD``),
+so every layer of every step faulted its pages in again (2,500-6,500 minor faults per 32 x 16
+prefill). ``keep_freed_memory`` raises both thresholds once per process (glibc's ``mallopt``,
+the knobs of ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``), so ``generate`` and
+``serve`` run under one allocator. Declined by ``KDA_KEEP_FREED_MEMORY=0`` or by the user's own
+glibc variables; other C libraries: nothing happens. Figures: docs/serving.md.
 """
 
 from __future__ import annotations

@@ -1,75 +1,62 @@
-"""A request's life on the engine's cache and pools: admit, advance, park, finish, retract.
-
-The one lifecycle ``serve`` and ``generate`` share. Admission matches the prompt and locks the
-restore point (SGLang ``Scheduler``: ``match_prefix``, then ``inc_lock_ref``, then the
-allocation that may evict), makes room in the state pool, opens the request's slots, restores
-copy-on-write (the MLA KV of exactly ``[0, restore_at)``) and plans the checkpoints; prefill runs
-in chunks cut at chunk ends, checkpoints and the token match. **Checkpoints are inserted in
-flight** during prefill (``cache_unfinished_req`` in SGLang's ``mamba_radix_cache.py``: insert
-the prefix, move the lock to the new node), so a later request can restore a prefix an earlier
-one is still prefilling; decode-time ones are inserted when the request finishes
-(``cache_finished_req``). no_buffer snapshots the live slot; extra_buffer(_lazy) writes a track
-slot and donates it.
-
-Overlap scheduling (SGLang ``Scheduler.event_loop_overlap``: step N+1 is launched before step
-N is post-processed): a state tracked for an in-flight checkpoint at step N is donated only
-after step N+1's forward, so N+1's track write goes to the other ping-pong slot
-(``PingPong.busy`` refuses the hazard). Retraction (``ScheduleBatch.retract_decode``) releases
-slots, lock and uninserted checkpoints without inserting (``release_kv_cache(...,
-is_insert=False)``); what went in in flight stays. A request's ``Trace`` (``generate``) adds
-the replay cuts, sees every step's state, and finishes the report (``serve._trace``).
+"""A request's life on the engine's radix cache and pools: admit, advance, park, finish,
+retract (``serve`` and ``generate`` share it; vLLM's block table has its own, ``_blocks``).
+SGLang's ``MambaRadixCache`` flow: match, lock (``inc_lock_ref``), make room, restore
+copy-on-write, replay to the token match, prefill in chunks cut at checkpoints; checkpoints
+reached in prefill go in **in flight** (``cache_unfinished_req``: the lock moves to the new
+node), decode-time ones at the end (``cache_finished_req``); with overlap
+(``event_loop_overlap``) a tracked state is donated after the next step's forward.
+Retraction releases everything without inserting. docs/serving.md.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from kda_core.model import TOKENIZER_FINGERPRINT, ModelState, TinyHybrid
-from kda_core.serve._cache_ops import CacheOps
-from kda_core.serve._pools import StatePools
+from kda_core.cache.protocol import HandleError
+from kda_core.model import TOKENIZER_FINGERPRINT, ModelState
+from kda_core.serve._args import Parts
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
+from kda_core.serve.spec import SpecRequest
 
-__all__ = ["Lifecycle", "Parts", "ServeConfig"]
-
-
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
-    """The engine's settings the lifecycle needs (checked by ``Engine``)."""
-
-    cache_on: bool
-    strategy: str
-    int8: bool
-    overlap: bool
-    chunk_size: int
-    kv_budget: int | None  # most MLA KV tokens the tree keeps after a request (None: no cap)
-    graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes (serve._graphs)
-
-
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """The engine's parts a serve works with, handed down: never the engine itself."""
-
-    model: TinyHybrid
-    pools: StatePools
-    cache: CacheOps
-    policy: Any
-    config: ServeConfig
+__all__ = ["Lifecycle"]
 
 
 class Lifecycle:
     """Cache and pool operations of the requests of one serve (module docstring)."""
 
-    def __init__(self, parts: Parts, serve_id: int) -> None:
+    def __init__(self, parts: Parts) -> None:
         self.model, self.pools, self.cache = parts.model, parts.pools, parts.cache
         self.policy, self.cfg = parts.policy, parts.config
-        self.serve_id = serve_id
+        self.serve_id = 0  # the engine's serve count: slot owners name their serve
         self.queue: list[tuple[RequestState, int, int]] = []  # this step's in-flight tracks
         self.deferred: list[tuple[RequestState, int, int]] = []  # the previous step's
+        self.rows: list = []  # a block table's steps (``serve._blocks``); none here
+
+    def start(self) -> None:
+        """A new serve."""
+        self.serve_id += 1
+
+    def begin_step(self) -> None:
+        """A new scheduler step (the radix cache needs no notice)."""
+
+    def window(self, r: RequestState) -> int:
+        """Tokens a decoding request consumes this step: 1, or a speculative verify's window
+        (D, at most the tokens still to emit, cut at the next planned checkpoint so that a
+        full acceptance lands on it)."""
+        if r.spec is None:
+            return 1
+        n = min(r.spec.rings.draft_tokens, r.n_new - len(r.gen))
+        nxt = next((p for p in r.planned if p > r.pos), None)
+        return n if nxt is None else min(n, nxt - r.pos)
+
+    def prepare(self, r: RequestState, n: int) -> int:
+        """The chunk ``r`` runs this step, ``n`` tokens as the scheduler cut it (the cuts are
+        the lifecycle's own: ``next_cut``). -> tokens it computes."""
+        return n
 
     # -- admit -----------------------------------------------------------------------------
     def match(self, r: RequestState) -> Any:
@@ -77,15 +64,15 @@ class Lifecycle:
         room for the request cannot evict it. -> the match (None: cache off or one token)."""
         if not self.cfg.cache_on or r.P <= 1:
             return None
-        m = self.cache.match(r.ids[:-1])
+        m = self.cache.match_prefix(r.ids[:-1])
         if m.restore_at:
-            self.cache.lock(m.restore)
+            self.cache.lock_handle(m.restore)
         return m
 
     def unmatch(self, m: Any) -> None:
         """Undo ``match``'s lock (the request was not admitted after all)."""
         if m is not None and m.restore_at:
-            self.cache.unlock(m.restore)
+            self.cache.lock_handle(m.restore, unlock=True)
 
     def make_room(self, r: RequestState) -> bool:
         """Free enough of the shared pool for the request's slots (evicting unlocked cached
@@ -94,16 +81,12 @@ class Lifecycle:
         while not pp.can_open():
             if not (self.cfg.cache_on and self.pools.shared):
                 return False
-            n = self.cache.evict_one_state()
+            n = self.cache.evict(states=1).states
             if n:
                 r.bump("evicted_states", n)
                 continue
             u = self.pools.unified  # one buffer: the tree's KV bytes make room too
-            k = (
-                0
-                if u is None
-                else self.cache.evict_kv(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
-            )
+            k = 0 if u is None else self.cache.evict(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
             if k == 0:
                 return False
             r.bump("evicted_kv", k)
@@ -116,6 +99,8 @@ class Lifecycle:
         r.t0 = time.perf_counter()
         r.admitted_at = step
         r.slots = self.pools.pingpong.open(r.rid)
+        if self.cfg.spec is not None:  # speculative decoding: the request's rings and draft
+            r.spec = SpecRequest.of(self.model, self.cfg.spec)
         active, model = self.pools.active, self.model
         a = r.slots.active
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
@@ -130,9 +115,9 @@ class Lifecycle:
             r.restore_error = self.pools.checkpoints.quant_error(m.state)
             if r.inconsistent:  # teaching: MLA at the token match, KDA at the checkpoint
                 upto = r.token_match
-                kv = self.cache.tree_kv(r.ids, upto, kv)
+                kv = np.concatenate(self.cache.read_kv(r.ids, upto), axis=0)
             else:  # the tree's KV for exactly [0, restore_at)
-                kv = self.cache.path_kv(m)
+                kv = np.concatenate(m.kv, axis=0)
         # restore_at == 0: the slot starts from the zero state ``open`` bound to it. The state's
         # KDA arrays live in the active slot (the runner rebinds them there each step)
         tokens = list(r.ids[:upto])
@@ -201,17 +186,21 @@ class Lifecycle:
             self.park(r, pos)
         if pos < len(r.ids):
             return False
-        r.phase = "decode"
         gen = r.gen
-        gen.append(int(last.argmax()))  # the method: no dispatch wrapper (per request per step)
-        r.logit_rows.append(last)
+        if n > 1 and r.phase == "decode":  # a speculative commit: a token per committed input
+            gen.extend(int(row.argmax()) for row in logits)
+            r.logit_rows.extend(logits)
+        else:
+            gen.append(int(last.argmax()))  # the method: no dispatch wrapper (hot)
+            r.logit_rows.append(last)
+        r.phase = "decode"
         return len(gen) >= r.n_new
 
     def ckpt_slot(self, r: RequestState) -> bool:
         """Room for one checkpoint (evicting unlocked cached states through the policy)."""
         ck = self.pools.checkpoints
         while not ck.can_allocate(1):
-            n = self.cache.evict_one_state() if self.cfg.cache_on else 0
+            n = self.cache.evict(states=1).states if self.cfg.cache_on else 0
             if n == 0:
                 return False
             r.bump("evicted_states", n)
@@ -297,16 +286,36 @@ class Lifecycle:
         unlocked in between)."""
         st = r.state
         assert st is not None
-        end = max(p for p, _ in ckpts)
-        frees = self.cache.frees  # a state freed from now on (even by this insert's cap) is gone
-        res = self.cache.insert(st.tokens[:end], st.mla_kv[:end], ckpts)
+        ckpts.sort()
+        end = ckpts[-1][0]
+        pools = self.pools
+        frees = pools.frees  # a state dropped from now on (even by this insert's cap) is gone
+        for _, slot in ckpts:
+            pools.checkpoints.set_owner(slot, "cache")
+        # (position, slot) pairs with one state_bytes: the tree's lean parse of the common call
+        res = self.cache.insert_prefix(
+            st.tokens[:end], st.mla_kv[:end], ckpts, state_bytes=pools.checkpoints.slot_bytes
+        )
         slot_at = dict(ckpts)
+        for p in res.existed:  # the cache had these states already: our copies go
+            pools.checkpoints.free(slot_at[p])
         r.inserted.extend((slot_at[p], frees) for p in res.new)
         r.bump("existed", len(res.existed))
-        if move_lock and self.cache.try_lock(res.handle):
+        if move_lock and self._try_lock(res.handle):
             if r.locked is not None:
-                self.cache.unlock(r.locked)
+                self.cache.lock_handle(r.locked, unlock=True)
             r.locked, r.locked_len = res.handle, end
+
+    def _try_lock(self, handle: Any) -> bool:
+        """Lock an insert's checkpoint handle if its state is still cached (the per-path cap
+        may have dropped it during the same insert). -> locked?"""
+        if handle is None:
+            return False
+        try:
+            self.cache.lock_handle(handle)
+        except HandleError:  # stale: the state this handle names is gone
+            return False
+        return True
 
     # -- finish / retract ------------------------------------------------------------------
     def finish(self, r: RequestState, step: int) -> GenerateReport:
@@ -332,7 +341,7 @@ class Lifecycle:
         self._unlock(r)
         budget = self.cfg.kv_budget
         if budget is not None and self.cache.kv_tokens > budget:
-            ev = self.cache.evict_kv(self.cache.kv_tokens - budget)
+            ev = self.cache.evict(self.cache.kv_tokens - budget)
             r.bump("evicted_states", ev.states)
             r.bump("evicted_kv", ev.kv_tokens)
         pools.pingpong.close(r.slots)
@@ -356,7 +365,7 @@ class Lifecycle:
 
     def _unlock(self, r: RequestState) -> None:
         if r.locked is not None:
-            self.cache.unlock(r.locked)
+            self.cache.lock_handle(r.locked, unlock=True)
             r.locked, r.locked_len = None, 0
 
     def release(self, r: RequestState) -> None:
@@ -376,5 +385,5 @@ class Lifecycle:
         r.reset()
 
     def report(self, r: RequestState) -> GenerateReport:
-        rep = r.report(self.cache.still_held(r.inserted), self.pools.stats())
+        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
         return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)

@@ -1,14 +1,7 @@
-"""``Engine.serve``'s loop: reject what can never fit, then step until every request is done.
-
-A step is ``Scheduler.schedule`` -> ``Runner.run`` -> post-processing (``Lifecycle.advanced``,
-``finish``, ``end_step``), as nano-vllm's ``LLMEngine.step``: schedule, run, postprocess. When
-nothing runs and the next request has not arrived, the loop jumps to its arrival. One row per
-step that ran (``StepRow``) records who ran, how many prefill and decode tokens, admissions,
-retractions, finishes, every request's phase, and the state pool by kind: ``running`` (slots
-held by running requests: live and track slots, and their checkpoints not yet in the tree),
-``cached`` (checkpoints owned by the tree) and ``free``. With one shared pool (INT8 off) the
-three add up to ``state_slots``; with INT8 checkpoints ``free`` is the active pool's and
-``checkpoint_free`` the INT8 pool's. Each finished request is added to the engine's ``Totals``.
+"""``Engine.serve``'s loop (nano-vllm's ``LLMEngine.step``): reject what can never fit, then each
+step schedule -> run -> post-process (``Lifecycle.advanced``, ``finish``, ``end_step``),
+jumping over idle steps to the next arrival; one ``StepRow`` per step that ran (who ran,
+tokens, admissions, retractions, finishes, phases, the pool by kind).
 """
 
 from __future__ import annotations
@@ -16,13 +9,26 @@ from __future__ import annotations
 import time
 
 from kda_core import sizing
-from kda_core.serve._lifecycle import Lifecycle, Parts
+from kda_core.serve._args import Parts
+from kda_core.serve._blocks import BlockLifecycle
+from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
-from kda_core.serve._state import RequestState
-from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow, Totals
+from kda_core.serve._state import RequestState, Totals
+from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow
 
-__all__ = ["serve"]
+__all__ = ["Loop", "serve"]
+
+
+class Loop:
+    """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one
+    runner): the request lifecycle over the cache and pools (the radix tree's, or vLLM's block
+    table's), the scheduler, the runner."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
+        self.scheduler = Scheduler(self.life, parts.cache)
+        self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
 
 
 def reject_message(r: RequestState, kv_tokens: int) -> str:
@@ -42,6 +48,8 @@ def reject_message(r: RequestState, kv_tokens: int) -> str:
 def concurrency(parts: Parts, requested: int | None) -> tuple[int, str | None]:
     """Max running requests and SGLang's capping message for the state pool."""
     c, n = parts.config, parts.pools.state_slots
+    if c.blocks:  # the block table holds the states: a request needs one working slot
+        return (n if requested is None else min(n, requested)), None
     graph_max = None if c.graph_bs is None else c.graph_bs[-1]  # cuda_graph_max_bs
     cap = sizing.max_running_requests(n, c.strategy, c.overlap, cuda_graph_max_bs=graph_max)
     msg = sizing.capping_message(n, c.strategy, c.overlap, requested=requested)
@@ -70,9 +78,9 @@ def _admissible(
 
 def serve(
     parts: Parts,
+    loop: Loop,
     states: list[RequestState],
     totals: Totals,
-    serve_id: int,
     *,
     max_batch_tokens: int,
     max_running_requests: int | None,
@@ -82,19 +90,10 @@ def serve(
     t0 = time.process_time()
     cap, msg = concurrency(parts, max_running_requests)
     live, rejected = _admissible(parts, states, kv_tokens)
-    unified = parts.pools.unified
-    life = Lifecycle(parts, serve_id)
-    sched = Scheduler(
-        live,
-        life,
-        parts.cache,
-        max_running=cap,
-        max_batch_tokens=max_batch_tokens,
-        kv_tokens=kv_tokens,
-    )
-    runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
-    if unified is not None:  # the KV side now counts running requests and reserved prompts
-        unified.kv_used = sched.kv_used
+    sched, runner, life = loop.scheduler, loop.runner, loop.life
+    life.start()
+    sched.start(live, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens)
+    runner.start()
     reports: list[GenerateReport | None] = [None] * len(states)
     rows: list[StepRow] = []
     step = 0
@@ -122,12 +121,11 @@ def serve(
             step += 1
     except BaseException:
         life.drop_deferred()
-        for r in list(sched.running):
+        for r in sched.running:
             life.release(r)
+        sched.running.clear()
+        sched.waiting.clear()
         raise
-    finally:
-        if unified is not None:
-            unified.kv_used = lambda: parts.cache.kv_tokens
     return ServeReport(
         reports=reports,
         steps=rows,
@@ -139,6 +137,7 @@ def serve(
         seconds=time.process_time() - t0,
         scheduler_seconds=sched.seconds,
         runner_seconds=runner.seconds,
+        block_steps=tuple(life.rows),
     )
 
 
@@ -146,7 +145,7 @@ def _row(
     parts: Parts, step: int, b: Batch, finished: list[int], states, graph: GraphStep | None
 ) -> StepRow:
     held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
-    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.prefill)
+    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.verify + b.prefill)
     if b.retracted:
         retracted = {r.idx for r in b.retracted}
         phases = tuple(["retracted" if r.idx in retracted else r.phase for r in states])
@@ -157,7 +156,7 @@ def _row(
         step=step,
         running=ran,
         prefill_tokens=sum(n for _, n in b.prefill),
-        decode_tokens=len(b.decode),
+        decode_tokens=len(b.decode) + sum(n for _, n in b.verify),
         admitted=tuple(r.idx for r in b.admitted),
         retracted=tuple(sorted(retracted)),
         finished=tuple(finished),

@@ -1,46 +1,27 @@
-"""The engine's state pools: one shared pool for running and cached states, and the ping-pong
-ring each running request tracks its checkpoints in.
-
-SGLang keeps running requests' states and the radix tree's cached states in one ``MambaPool``
-(``python/sglang/srt/mem_cache/memory_pool.py`` ``MambaPool`` / ``HybridReqToTokenPool``): a
-slot is a slot, whoever holds it; ``max_running_requests`` divides the pool by the slots
-reserved per request (``sizing.request_slots``, SGLang's ``_calculate_mamba_ratio``). Here
-``ActivePool`` (running states) and ``CheckpointPool`` (cached states) keep their own slot
-tables (their buffers differ) but draw from one ``SlotBudget``; the checkpoint table's size is
-the most states the tree may hold (``checkpoint_slots``, default the whole pool). With INT8
-checkpoints the pools are separate, as in SGLang (``mamba_checkpoint_pool.py``
-``maybe_init_int8_mamba_checkpoint_pool``: ``int8_mamba_ckpt_size or 2 * mamba_size``).
-
-``PingPong`` holds each running request's slots: its live state and the ping-pong track slots
-(``HybridReqToTokenPool.__init__``: ``mamba_ping_pong_track_buffer_size = 2`` with the overlap
-scheduler, else 1; ``get_mamba_ping_pong_other_idx``). extra_buffer_lazy opens one track slot
-and takes the second at a track boundary, without evicting for it
-(``schedule_batch.py`` ``mamba_lazy_prealloc_at_boundary``: "a transient slot is not worth
-evicting a cached checkpoint for"). ``busy`` holds the track slots whose state the overlap
-scheduler's post-processing has yet to read; writing one raises (the hazard the second slot
-exists to avoid; see ``lifecycle``). Left out: SGLang's slot 0 padding sink.
+"""The engine's state pools: one shared pool for running and cached states (SGLang's
+``MambaPool``: a slot is a slot; INT8 checkpoints: a separate pool, as
+``maybe_init_int8_mamba_checkpoint_pool``), the ping-pong ring each running request tracks its
+checkpoints in (``HybridReqToTokenPool``: 2 track slots with the overlap scheduler, else 1;
+extra_buffer_lazy takes the second at a boundary), the cache's free hook, and the INT8 pool's
+size check. docs/serving.md ("One pool").
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kda_core import sizing
-from kda_core.cache.pool import (
-    STRATEGIES,
-    ActivePool,
-    CheckpointPool,
-    PoolError,
-    PoolStats,
-    SlotBudget,
-    StateShape,
-)
 from kda_core.model import TinyHybrid
+from kda_core.serve._checkpoints import CheckpointPool
+from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget, StateShape
 from kda_core.serve._unified import UnifiedBudget
+from kda_core.serve.report import PoolStats
 
 __all__ = [
     "PingPong",
+    "copy_rows",
     "RequestSlots",
     "StatePools",
     "check_int8_pool",
@@ -49,6 +30,12 @@ __all__ = [
 ]
 
 MB = 1 << 20
+
+
+def copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
+    """The radix cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached
+    edge never pins a request's batch array)."""
+    return payload[start:stop].copy()
 
 
 def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
@@ -211,6 +198,20 @@ class StatePools:
         self.active = ActivePool(shape, state_slots, self.budget)
         self.checkpoints = CheckpointPool(shape, checkpoint_slots, int8=int8, budget=self.budget)
         self.pingpong = PingPong(self.active, strategy, overlap)
+        self.frees = 0  # cached states the cache has dropped so far
+        self.freed_at: dict[int, int] = {}  # checkpoint slot -> ``frees`` when last dropped
+
+    def drop_cached(self, slot: int, nbytes: int) -> None:
+        """The prefix cache's ``on_free_state`` hook: a cached state is gone, free its slot
+        (counted, so a request can tell which of its inserted states are still cached)."""
+        self.frees += 1
+        self.freed_at[slot] = self.frees
+        self.checkpoints.free(slot)
+
+    def still_held(self, inserted: list[tuple[int, int]]) -> int:
+        """How many of these (slot, ``frees`` when inserted) the cache still holds."""
+        freed_at = self.freed_at
+        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     @property
     def shared(self) -> bool:
@@ -238,10 +239,20 @@ class StatePools:
             int8=ck.int8,
         )
 
-    def check_integrity(self) -> None:
-        """Both tables, and nothing left running (between requests)."""
+    def check_integrity(self, cached_slots: list[int]) -> None:
+        """Both tables, nothing left running (between requests), and the cache's states
+        (``cached_slots``) are exactly the checkpoint slots owned by "cache"."""
         self.active.check_integrity()
         self.checkpoints.check_integrity()
+        ck = self.checkpoints
+        owned = {s for s, o in ck.owned().items() if o == "cache"}
+        if len(set(cached_slots)) != len(cached_slots) or owned != set(cached_slots):
+            raise PoolError(
+                f"engine: the cache holds {len(cached_slots)} states, the checkpoint pool "
+                f"{ck.n_used} slots ({len(owned)} owned by the cache)"
+            )
+        if ck.n_used != len(owned):
+            raise PoolError(f"engine: {ck.n_used - len(owned)} checkpoint slots leaked")
         if self.active.n_used:
             raise PoolError(f"engine: {self.active.n_used} active slots leaked")
         if self.pingpong.busy:

@@ -1,32 +1,10 @@
-"""Executes one scheduler batch on TinyHybrid: one packed forward for every request in it.
-
-Decodes feed their last generated token, prefill chunks the next slice of their prompt; all of
-it goes through ``serve.batch.forward_packed`` in one call (varlen packed prefill + batched
-decode), each request from the state in its active slot.
-
-Memory layout (why this is fast): the step's states are one layer-major array
-``S [L, N, H, K, V]`` (and conv windows likewise); request i's new state is the *view*
-``S_new[:, i]``, bound to its active slot without a copy (``ActivePool.rebind``: the kernel
-"writing into the slot"). When the next step runs the same requests in the same order and no
-slot was rebound in between, ``S_new`` is that step's input as is: steady decoding gathers
-nothing. Otherwise the slots' buffers are stacked (one copy). Nothing writes into these states
-later (a one-token pass writes only its buffer's rows below them, outside every state view:
-``serve._window``): tracks, snapshots and restores copy, and a state donated to the checkpoint
-pool is compacted first (``Lifecycle.finish``) so a cached checkpoint never pins a batch
-array. MLA latents likewise: after an all-decode step, request i's ``mla_kv`` is a read-only
-view of the padded latents buffer the one-token pass appends to (``decode_window``,
-``LatentRows``: rows a view covers are never written again); the radix tree copies what it
-keeps (``cache_ops.kv_slice``) and a finished request's latents get their own memory.
-
-Deferred writes (the lab's numpy choice, ``serve._window``): in steady decoding (the same
-requests as the last step, nobody rebound their slots) a step need not write the states out;
-it stays pending in the batch's ``StateWindow`` and later steps read through it. The states
-are written (and the slots rebound to them) when the window is full, at any step after which
-the serving loop reads a request's state (``_read_after``: a planned checkpoint or the last
-token), and before any other batch runs (``_write_pending``; a request retracted meanwhile
-released its state unread). Until then the slots show the window's base, some steps behind:
-tests/test_serve_window.py wraps the pool's accessors for whole serves and fails if anything
-but the runner touches such a slot.
+"""Executes one scheduler batch on TinyHybrid (nano-vllm's ``ModelRunner``): the decodes and
+prefill chunks in one packed pass (``model.batch``), then each speculative verify and its
+commit by replay. Request i's new state is the view ``S_new[:, i]`` of the step's layer-major
+array, bound to its slot without a copy; a step running the last step's requests in the same
+order reuses that array as its input, and in steady decoding the state writes are deferred in
+a ``StateWindow`` until a step after which the loop reads a state (``_read_after``) or another
+batch runs (``_write_pending``). Why, and what was measured: docs/serving.md.
 """
 
 from __future__ import annotations
@@ -36,16 +14,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.cache.pool import ActivePool
 from kda_core.model import TinyHybrid
+from kda_core.model.batch import (
+    FusedWeights,
+    StateWindow,
+    decode_window,
+    forward_packed,
+    window_steps,
+    write_matrix,
+)
 from kda_core.model.state import KDALayerState, ModelState
-from kda_core.serve._decode import decode_window, write_matrix
-from kda_core.serve._fused import FusedWeights
 from kda_core.serve._graphs import graph_step, pad_rows, padded_size
 from kda_core.serve._scheduler import Batch
+from kda_core.serve._slots import ActivePool
 from kda_core.serve._state import RequestState
-from kda_core.serve._window import StateWindow, window_steps
-from kda_core.serve.batch import forward_packed
 from kda_core.serve.report import GraphStep
 
 __all__ = ["Runner"]
@@ -69,11 +51,12 @@ class _Bound:
 def _read_after(r: RequestState) -> bool:
     """Whether the serving loop reads r's state after its next decode step: the step ends at
     a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
-    token (``Lifecycle.finish`` donates it), or a ``Trace`` watches every step. Nothing else
+    token (``Lifecycle.finish`` donates it), or it is read every step (``stepwise``: a trace, a
+    block table). Nothing else
     reads a running request's state (retraction releases it unread); the runner writes
     pending steps out before any other batch runs."""
     nxt = r.pos + 1
-    return nxt >= r.total or nxt in r.plan or r.trace is not None
+    return nxt >= r.total or nxt in r.plan or r.stepwise
 
 
 class Runner:
@@ -91,9 +74,15 @@ class Runner:
         fused = model.config.variant == "k3"
         self.weights = FusedWeights.of(model) if fused else None
         self.pool = pool
-        self.seconds = 0.0
         self.window_steps = window_steps(model.config.gate_lower_bound, defer) if fused else 1
+        self.start()
+
+    def start(self) -> None:
+        """A new serve: nothing bound from the last one (a serve that raised leaves steps of
+        released requests pending: dropped), the clock at zero."""
         self._bound: _Bound | None = None
+        self.graph = None
+        self.seconds = 0.0
 
     @property
     def pending(self) -> int:
@@ -141,16 +130,40 @@ class Runner:
         return toks + [0] * pad, pasts + sink
 
     def run(self, batch: Batch) -> list[tuple[RequestState, int, np.ndarray]]:
-        """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch."""
+        """-> (request, tokens consumed, logits [n, vocab]) for every request in the batch:
+        one packed pass for the decodes and prefill chunks, then each speculative verify."""
         t0 = time.process_time()
         work: list[tuple[RequestState, list[int]]] = [(r, [r.gen[-1]]) for r in batch.decode]
         for r, n in batch.prefill:
             work.append((r, r.ids[r.pos : r.pos + n]))
+        out = self._packed(batch, work) if work else []
+        out += [self._speculate(r, n) for r, n in batch.verify]
+        self.seconds += time.process_time() - t0
+        return out
+
+    def _speculate(self, r: RequestState, n: int) -> tuple[RequestState, int, np.ndarray]:
+        """A speculative request's verify step and its commit by exact replay (ReplaySSM,
+        ``serve.spec``): the pending token and n - 1 drafts from the state in its slot."""
+        st, slot = r.state, r.slots.active  # type: ignore[union-attr]
+        assert st is not None and r.spec is not None
+        assert not (self.pending and r in self._bound.reqs), "speculative requests never defer"  # type: ignore[union-attr]
+        S, conv = self.pool.buffers(slot)
+        kda = [KDALayerState(S[i], conv[i]) for i in range(len(S))]
+        state = ModelState(kda, st.mla_kv, st.tokens, st.version, st.fingerprint)
+        new, a, logits = r.spec.step(state, r.gen[-1], n)
+        self.pool.rebind(
+            slot, np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
+        )
+        st.mla_kv = new.mla_kv
+        st.tokens.extend(new.tokens[len(st.tokens) :])
+        return r, a, logits
+
+    def _packed(
+        self, batch: Batch, work: list[tuple[RequestState, list[int]]]
+    ) -> list[tuple[RequestState, int, np.ndarray]]:
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
         if self.weights is None:
-            out = self._run_each(work, slots)
-            self.seconds += time.process_time() - t0
-            return out
+            return self._run_each(work, slots)
         decoding, same = not batch.prefill, self._same(slots)
         if self.pending and not (decoding and same):
             self._write_pending()
@@ -203,7 +216,6 @@ class Runner:
             st.mla_kv = lat[i]
             st.tokens.extend(seq)
             out.append((r, len(seq), lg))
-        self.seconds += time.process_time() - t0
         return out
 
     def _run_each(

@@ -1,28 +1,10 @@
-"""Which requests run in the next step, and with how many tokens (SGLang's scheduler, small).
-
-Each ``schedule(step)``, in this order (SGLang ``Scheduler.get_next_batch_to_run`` with
-``--enable-mixed-chunk``: the running decodes and the prefill chunks share one forward):
-
-1. **decode**: every running request past its prompt gets one token. If the MLA KV token pool
-   (``kv_tokens``) cannot hold them, unlocked tree leaves are evicted, then running requests
-   are **retracted** until it can (``ScheduleBatch.retract_decode``: sort by (outputs,
-   -input length) descending and pop the last, i.e. the request with the fewest outputs and
-   then the longest prompt; at least one request stays). A retracted request releases
-   everything (see ``lifecycle``) and waits again, FCFS by arrival.
-2. **prefill**: the token budget left (``max_batch_tokens`` minus the decodes) goes to the
-   running requests still in their prompt, oldest first, each up to its next cut (a chunk of
-   ``chunk_size`` from its restore point, or a checkpoint position) - chunked prefill.
-3. **admit**: while budget is left, the oldest arrived waiting request is admitted if fewer
-   than ``max_running`` run (``sizing.max_running_requests`` for the state pool: the slots
-   ``sizing.request_slots`` reserves per request), its prompt is matched and the restore point
-   locked, the state pool can open its slots after evicting unlocked cached checkpoints, and
-   the KV pool can hold its prompt beyond the cached prefix (prompts of admitted requests are
-   reserved until prefilled). FCFS: a head that does not fit blocks the queue (SGLang's
-   default policy); the step's ``Batch.held_for_memory`` names it.
-
-When nothing runs and the head has not arrived yet, ``next_arrival`` is the step to jump to.
-Bookkeeping is O(running) per step; ``Scheduler.seconds`` accumulates its own CPU time (the
-bench reports it as a fraction of the step).
+"""Which requests run in the next step, and with how many tokens (SGLang's scheduler, small):
+``schedule(step)`` takes every decode first (a speculative request its verify window),
+retracting under KV-token pressure in SGLang's order (``ScheduleBatch.retract_decode``), then
+prefill chunks of running requests, then FCFS admission while the token budget lasts (the
+running cap ``sizing.max_running_requests``, the restore point locked while room is made; a
+head that does not fit blocks the queue: ``Batch.held_for_memory``). SGLang
+``Scheduler.get_next_batch_to_run`` with ``--enable-mixed-chunk``; docs/serving.md.
 """
 
 from __future__ import annotations
@@ -30,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from kda_core.serve._cache_ops import CacheOps
+from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
 
@@ -39,10 +21,12 @@ __all__ = ["Batch", "Scheduler"]
 
 @dataclass(slots=True)
 class Batch:
-    """One step's work: decodes (one token each), prefill chunks, and what changed."""
+    """One step's work: decodes (one token each), speculative verifies (the pending token
+    and drafts: n tokens each), prefill chunks, and what changed."""
 
     step: int
     decode: list[RequestState] = field(default_factory=list)
+    verify: list[tuple[RequestState, int]] = field(default_factory=list)
     prefill: list[tuple[RequestState, int]] = field(default_factory=list)
     admitted: list[RequestState] = field(default_factory=list)
     retracted: list[RequestState] = field(default_factory=list)
@@ -50,32 +34,37 @@ class Batch:
 
     @property
     def empty(self) -> bool:
-        return not self.decode and not self.prefill
+        return not self.decode and not self.prefill and not self.verify
 
 
 class Scheduler:
-    """FCFS continuous batching over one engine's pools (see the module docstring)."""
+    """FCFS continuous batching over one engine's pools (see the module docstring); one per
+    engine, ``start`` begins a serve."""
 
-    def __init__(
+    def __init__(self, life: Lifecycle, cache: PrefixCache) -> None:
+        self.life = life
+        self.cache = cache
+        self.cache_on = life.cfg.cache_on
+        self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
+        self.waiting: list[RequestState] = []
+        self.running: list[RequestState] = []
+        self.admitting = 0  # one buffer: the head's prompt KV, counted while its slots are made
+        self.start([], max_running=1, max_batch_tokens=1, kv_tokens=None)
+
+    def start(
         self,
         requests: list[RequestState],
-        life: Lifecycle,
-        cache: CacheOps,
         *,
         max_running: int,
         max_batch_tokens: int,
         kv_tokens: int | None,
     ) -> None:
-        self.life = life
-        self.cache = cache
-        self.cache_on = life.cfg.cache_on
+        """A new serve of ``requests`` (nothing runs or waits from the last one)."""
+        assert not self.running and not self.waiting, "the last serve left requests behind"
         self.waiting = sorted(requests, key=lambda r: (r.arrival, r.idx))
-        self.running: list[RequestState] = []
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
-        self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
-        self.admitting = 0  # one buffer: the head's prompt KV, counted while its slots are made
         self.seconds = 0.0
         self.peak_running = 0
 
@@ -92,16 +81,16 @@ class Scheduler:
         u = self.unified
         if u is not None:
             short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict_kv(short).kv_tokens:
+            while short > 0 and self.cache_on and self.cache.evict(short).kv_tokens:
                 short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict_one_state():
+            while short > 0 and self.cache_on and self.cache.evict(states=1).states:
                 short = self.kv_used() + n - u.kv_capacity()
             return short <= 0
         if self.kv_cap is None:
             return True
         short = self.kv_used() + n - self.kv_cap
         if short > 0 and self.cache_on:
-            self.cache.evict_kv(short)
+            self.cache.evict(short)
             short = self.kv_used() + n - self.kv_cap
         return short <= 0
 
@@ -109,19 +98,25 @@ class Scheduler:
     def schedule(self, step: int) -> Batch:
         t0 = time.process_time()
         b = Batch(step)
-        self._decodes(b)
-        budget = self.max_batch_tokens - len(b.decode)
+        life = self.life
+        life.begin_step()
+        budget = self.max_batch_tokens - self._decodes(b)
+        for r in b.decode:
+            life.prepare(r, 1)
         for r in self.running:
             if budget <= 0:
                 break
             if r.phase == "prefill":
-                n = min(self.life.next_cut(r) - r.pos, budget)
-                b.prefill.append((r, n))
-                budget -= n
+                n = life.prepare(r, min(life.next_cut(r) - r.pos, budget))
+                if n:  # a block table may leave a request out: less budget than a block
+                    b.prefill.append((r, n))
+                    budget -= n
         while budget > 0 and not b.retracted and self._admit_head(step, b):
             r = self.running[-1]
             b.admitted.append(r)
-            n = min(self.life.next_cut(r) - r.pos, budget)
+            n = life.prepare(r, min(life.next_cut(r) - r.pos, budget))
+            if not n:
+                break
             b.prefill.append((r, n))
             budget -= n
         self.peak_running = max(self.peak_running, len(self.running))
@@ -133,17 +128,22 @@ class Scheduler:
         then the longest prompt."""
         return min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
 
-    def _decodes(self, b: Batch) -> None:
+    def _decodes(self, b: Batch) -> int:
+        """The decoding requests (a speculative one verifies its window). -> tokens."""
         dec = [r for r in self.running if r.phase == "decode"]
-        while dec and not self.kv_room(len(dec)) and len(self.running) > 1:
+        win = [self.life.window(r) for r in dec]
+        while dec and not self.kv_room(sum(win)) and len(self.running) > 1:
             victim = self.retract_victim()
             self.running.remove(victim)
             if victim in dec:
+                win.pop(dec.index(victim))
                 dec.remove(victim)
             self.life.retract(victim)
             b.retracted.append(victim)
             self._requeue(victim)
-        b.decode = dec
+        b.decode = [r for r in dec if r.spec is None]
+        b.verify = [(r, n) for r, n in zip(dec, win) if r.spec is not None]
+        return sum(win)
 
     def _requeue(self, r: RequestState) -> None:
         key = (r.arrival, r.idx)

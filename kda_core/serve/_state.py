@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from kda_core.cache.pool import PoolStats
 from kda_core.model import VOCAB, ModelState
 from kda_core.serve._pools import RequestSlots
 from kda_core.serve._trace import Trace
-from kda_core.serve.report import GenerateReport, StepRecord
+from kda_core.serve.report import GenerateReport, PoolStats, StepRecord
+from kda_core.serve.spec import SpecRequest
 
 
 @dataclass(slots=True, eq=False)
@@ -58,6 +58,8 @@ class RequestState:
     seconds: float = 0.0
     error: str | None = None
     trace: Trace | None = None  # generate's observer (None in serve)
+    stepwise: bool = False  # the loop reads the state after every step (a trace, a block table)
+    spec: SpecRequest | None = None  # speculative decoding: rings, draft, verify records
 
     @property
     def P(self) -> int:
@@ -101,6 +103,7 @@ class RequestState:
         self.inserted.clear()
         self.counts.clear()
         self.last_tracked = 0
+        self.spec = None
         if self.trace is not None:
             self.trace.norms.clear()
             self.trace.replay.clear()
@@ -142,4 +145,41 @@ class RequestState:
             ref_max_abs_diff=None,
             pools=pools,
             seconds=self.seconds,
+            verify_steps=() if self.spec is None else tuple(self.spec.verifies),
         )
+
+
+class Totals:
+    """An engine's request totals, added to as each request finishes (the serving loop owns
+    the call): a request that raised or was rejected is not counted."""
+
+    FIELDS = (
+        "state_hits",
+        "token_hits",
+        "prompt_tokens",
+        "restored_tokens",
+        "replayed_tokens",
+        "prefilled_tokens",
+        "decoded_tokens",
+        "evicted_states",
+        "evicted_kv_tokens",
+        "checkpoints_skipped",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, r: GenerateReport) -> None:
+        t = self.counts
+        self.requests += 1
+        t["state_hits"] += r.restore_at > 0
+        t["token_hits"] += r.token_match > 0
+        t["prompt_tokens"] += len(r.prompt)
+        t["restored_tokens"] += r.restore_at
+        t["replayed_tokens"] += r.replayed
+        t["prefilled_tokens"] += r.prefilled
+        t["decoded_tokens"] += r.decoded
+        t["evicted_states"] += r.evicted_states
+        t["evicted_kv_tokens"] += r.evicted_kv_tokens
+        t["checkpoints_skipped"] += r.checkpoints_skipped

@@ -1,14 +1,7 @@
-"""What ``Engine.generate`` observes of its request: the observer the one lifecycle honours.
-
-``generate`` is ``serve([request])`` with a ``Trace`` on the request. The lifecycle asks it
-where to cut the replay (``step_replay``: one token per model call), shows it the state after
-every step (the runner writes a traced request's state every step), and lets it finish the
-report: the state norm of every step, each restore / replay step's distance to the replayed
-state at the token match (and, when stepping, to an uncached prefill there), the states of
-those steps (``record_states``), the uncached run's logits (``reference``). ``mode`` is the
-restore mode: "inconsistent" is the teaching mode (MLA KV at the token match, KDA at the
-checkpoint, no replay: the logits drift). ``observe(stage)`` is called at "restored" (the
-restore point locked, nothing inserted yet) and "finished" (inserted, evicted, released).
+"""What ``Engine.generate`` observes of its request (``generate`` is ``serve([request])`` with a
+``Trace``): the replay cuts (``step_replay``), the state after every step, the distances to the
+replayed and the uncached state at the token match, the recorded states, the reference run,
+the teaching restore mode and the observe callbacks. docs/serving.md.
 """
 
 from __future__ import annotations

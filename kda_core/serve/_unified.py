@@ -1,17 +1,7 @@
-"""One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``).
-
-SGLang's ``--enable-unified-memory`` (``mem_cache/unified_memory_pool.py``,
-``allocator/unified_sub_pool.py`` ``MultiEndedAllocator``) gives the Mamba/KDA state slots and
-the KV pages one buffer: states grow up from byte 0, KV down from the top, and neither side has
-a fixed share. Here ``UnifiedBudget`` is the shared pool's slot budget with that rule: the state
-side may hold ``(total - KV bytes in use) // slot_bytes`` slots, the KV side
-``(total - state bytes in use) // kv_token_bytes`` tokens (running requests, prompts admitted
-and not yet prefilled, and the tree's). Admission opens slots and reserves the prompt's KV
-under that one budget; a side that falls short evicts cached states through the policy and
-tree KV (LRU leaves), then the scheduler retracts as it does for ``kv_tokens``. The border (the
-two frontiers, compacted as SGLang's eager mode leaves them) is in every ``StepRow``.
-``kda_core.memory`` replays the same buffer byte by byte with holes and compaction; here the
-engine needs only its occupancy.
+"""One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``, SGLang's
+``--enable-unified-memory``): ``UnifiedBudget`` is the shared pool's slot budget where states
+may take what the KV in use leaves, and the KV what the states leave; its border is in every
+``StepRow``. ``kda_core.memory`` replays the buffer byte by byte; docs/serving.md.
 """
 
 from __future__ import annotations
@@ -21,8 +11,8 @@ from typing import Any
 
 from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.cache.pool import MAX_SLOTS, SlotBudget, StateShape
 from kda_core.model import TinyHybrid
+from kda_core.serve._slots import MAX_SLOTS, SlotBudget, StateShape
 
 __all__ = ["MAX_UNIFIED_BYTES", "UnifiedBudget", "make_unified"]
 
@@ -35,11 +25,13 @@ class UnifiedBudget(SlotBudget):
     ``capacity`` (what the slot tables may use, as ``SlotBudget``'s) is what the KV side leaves
     now; ``slots`` is the most the buffer could ever hold (the tables' size)."""
 
-    def __init__(self, total: int, slot_bytes: int, kv_token_bytes: int) -> None:
+    def __init__(
+        self, total: int, slot_bytes: int, kv_token_bytes: int, kv_used: Callable[[], int]
+    ) -> None:
         self.used = 0  # not SlotBudget.__init__: capacity is computed here
         self.slots = min(total // slot_bytes, MAX_SLOTS)
         self.total, self.slot_bytes, self.kv_token_bytes = total, slot_bytes, kv_token_bytes
-        self.kv_used: Callable[[], int] = lambda: 0  # KV tokens in use (set by the engine)
+        self.kv_used = kv_used  # KV tokens in use: the cache's and the running requests'
 
     @property  # type: ignore[override]
     def capacity(self) -> int:
@@ -66,7 +58,13 @@ class UnifiedBudget(SlotBudget):
 
 
 def make_unified(
-    total: Any, model: TinyHybrid, strategy: str, overlap: bool, int8: bool, state_slots: Any
+    total: Any,
+    model: TinyHybrid,
+    strategy: str,
+    overlap: bool,
+    int8: bool,
+    state_slots: Any,
+    kv_used: Callable[[], int],
 ) -> UnifiedBudget | None:
     """``unified_memory``, checked: None, or bytes enough for one request's reserved slots
     (``sizing.request_slots``) and one KV token. The INT8 checkpoint pool lives outside the
@@ -81,4 +79,5 @@ def make_unified(
     S = StateShape.of(model).native_bytes
     kvb = 8 * len(model.mla_layers) * model.config.mla_latent
     least = sizing.request_slots(strategy, overlap).reserved * S + kvb
-    return UnifiedBudget(check_int("unified_memory", total, least, MAX_UNIFIED_BYTES), S, kvb)
+    total = check_int("unified_memory", total, least, MAX_UNIFIED_BYTES)
+    return UnifiedBudget(total, S, kvb, kv_used)

@@ -1,9 +1,9 @@
 """What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
 call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
-engine's totals) and ``Totals``, the one object that counts them as requests finish.
+engine's totals; ``serve._state.Totals`` counts them as requests finish).
 ``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
-``serve._graphs.GraphStep``; a serve through vLLM's block table reports in
-``serve._blocks.BlockServeReport``.
+``serve._graphs.GraphStep``; a serve through vLLM's block table adds a ``BlockStepRow`` per
+request chunk.
 """
 
 from __future__ import annotations
@@ -13,17 +13,36 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kda_core.cache.pool import PoolStats
+from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
+from kda_core.serve.spec import VerifyRecord
 
 __all__ = [
+    "BlockStepRow",
+    "PoolStats",
+    "CachedCheckpoint",
     "EngineStats",
     "GenerateReport",
     "ServeReport",
     "StepRecord",
     "StepRow",
-    "Totals",
 ]
+
+
+@dataclass(slots=True, frozen=True)
+class PoolStats:
+    """Counts for the pools panel."""
+
+    active_capacity: int
+    active_used: int
+    checkpoint_capacity: int
+    checkpoint_used: int
+    checkpoint_bytes: int
+    copies: int
+    donations: int
+    loads: int
+    track_writes: int
+    int8: bool
 
 
 class StepRecord(NamedTuple):
@@ -69,6 +88,7 @@ class GenerateReport:
     ref_max_abs_diff: float | None  # max |logits - ref_logits|
     pools: PoolStats
     seconds: float
+    verify_steps: tuple[VerifyRecord, ...] = ()  # speculative decoding: one per verify
 
     @property
     def consumed(self) -> int:
@@ -126,6 +146,25 @@ class StepRow:
     held_for_memory: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BlockStepRow:
+    """One request's chunk in a serve through vLLM's block table (``Engine(block_cache=...)``).
+
+    request: its index in the input; phase: "prefill" or "decode"; step: the block table's
+    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
+    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
+    block the chunk's starting state was read from (None: a zero state at 0); kv_table /
+    state_table: the request's block tables after the step (0: the null block).
+    """
+
+    request: int
+    phase: str
+    step: Step
+    read_block: int | None
+    kv_table: tuple[int, ...]
+    state_table: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class ServeReport:
     """What ``Engine.serve`` did: one report per request (input order; None if rejected)."""
@@ -142,39 +181,16 @@ class ServeReport:
     seconds: float  # the whole serve
     scheduler_seconds: float  # Scheduler.schedule
     runner_seconds: float  # the model passes (Runner.run)
+    block_steps: tuple[BlockStepRow, ...] = ()  # through vLLM's block table: every chunk
 
 
-class Totals:
-    """An engine's request totals, added to as each request finishes (the serving loop owns
-    the call): a request that raised or was rejected is not counted."""
+class CachedCheckpoint(NamedTuple):
+    """A checkpoint the cache holds (``Engine.cached_checkpoint``): the MLA KV payloads of its
+    prefix (root first), S [L, H, K, V] and conv [L, W-1, D] (read-only), its checkpoint
+    slot, and the boundary of the deepest checkpoint before it (0: none)."""
 
-    FIELDS = (
-        "state_hits",
-        "token_hits",
-        "prompt_tokens",
-        "restored_tokens",
-        "replayed_tokens",
-        "prefilled_tokens",
-        "decoded_tokens",
-        "evicted_states",
-        "evicted_kv_tokens",
-        "checkpoints_skipped",
-    )
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.counts = dict.fromkeys(self.FIELDS, 0)
-
-    def add(self, r: GenerateReport) -> None:
-        t = self.counts
-        self.requests += 1
-        t["state_hits"] += r.restore_at > 0
-        t["token_hits"] += r.token_match > 0
-        t["prompt_tokens"] += len(r.prompt)
-        t["restored_tokens"] += r.restore_at
-        t["replayed_tokens"] += r.replayed
-        t["prefilled_tokens"] += r.prefilled
-        t["decoded_tokens"] += r.decoded
-        t["evicted_states"] += r.evicted_states
-        t["evicted_kv_tokens"] += r.evicted_kv_tokens
-        t["checkpoints_skipped"] += r.checkpoints_skipped
+    mla_kv: tuple
+    kda_state: np.ndarray
+    conv: np.ndarray
+    slot: int
+    parent: int

@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.protocol import HandleError
+from kda_core.cache.protocol import HandleError, PrefixCache
 
 
 @dataclass(slots=True)
 class RunCtx:
     """One run's cache, policy, budgets (bytes, None = unlimited) and running counters."""
 
-    cache: Any
+    cache: PrefixCache
     pol: policy_mod.Policy
     sb: int | None
     kb: int | None
@@ -109,7 +109,7 @@ def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> 
     return len(r.new), r
 
 
-def try_lock(cache: Any, handle: Any) -> bool:
+def try_lock(cache: PrefixCache, handle: Any) -> bool:
     """Lock ``handle`` unless it is None or stale (its state was evicted or capped). -> locked?"""
     if handle is None:
         return False
@@ -120,7 +120,7 @@ def try_lock(cache: Any, handle: Any) -> bool:
     return True
 
 
-def release(cache: Any, handle: Any) -> None:
+def release(cache: PrefixCache, handle: Any) -> None:
     """Unlock ``handle``; a stale one (its node or state evicted) holds nothing to release."""
     try:
         cache.lock_handle(handle, unlock=True)
@@ -129,7 +129,7 @@ def release(cache: Any, handle: Any) -> None:
             raise  # a real misuse: an unlock without a lock
 
 
-def _is_stale(cache: Any, handle: Any) -> bool:
+def _is_stale(cache: PrefixCache, handle: Any) -> bool:
     """Probe: a stale handle cannot be locked."""
     try:
         cache.lock_handle(handle)

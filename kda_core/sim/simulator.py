@@ -27,6 +27,7 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core.cache import policy as policy_mod
+from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import _fastpass, costmodel
 from kda_core.sim._pidtrace import PreparedTrace, prepare
 from kda_core.sim.inflight import Timing, run_inflight
@@ -230,7 +231,8 @@ def _run(
     trace = s.trace
     page = trace.block_size
     pol.check_page(page)  # once per run: the schedules plan through pol.plan
-    ctx = RunCtx(pol.make_cache(page, block_keys=True), pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
+    cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
+    ctx = RunCtx(cache, pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
     ctx.cap_last = s.cap_last
     n = len(trace) if n_max is None else min(n_max, len(trace))
     tuner = None

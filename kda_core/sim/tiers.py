@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_int
+from kda_core.cache.protocol import PrefixCache
+from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import costmodel
 from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
 from kda_core.workloads import Trace, bundled_trace, require_prefix_info
@@ -166,7 +168,7 @@ class _LRU:
         return 0
 
 
-def _make_room(cache, budget: int, need: int) -> int:
+def _make_room(cache: PrefixCache, budget: int, need: int) -> int:
     evicted = 0
     while cache.state_bytes + need > budget:
         r = cache.evict(states=1)
@@ -192,7 +194,7 @@ def _tier_lookup(
     return best, src, load, name
 
 
-def _fit_positions(cache, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
+def _fit_positions(cache: PrefixCache, budget: int, ck: int, m, positions) -> tuple[int, list[int]]:
     """Evict (the restore point locked) until this request's states fit; keep the shallowest
     positions that still fit. -> (states evicted, positions kept)."""
     if m.restore_at:
@@ -224,7 +226,7 @@ def _resident_pages(trace: Trace) -> np.ndarray:
     return np.unique(trace.blocks[pos < np.repeat(trace.input_len // trace.block_size, per)])
 
 
-def _pages_with_state(cache, host: _LRU | None, pages: np.ndarray) -> dict:
+def _pages_with_state(cache: PrefixCache, host: _LRU | None, pages: np.ndarray) -> dict:
     """Of ``pages``, how many end where the device tree holds a state (a node with a state
     ends on its last block id), the host holds one (its keys are block ids), or either."""
     device = {int(nd.key[-1]) for nd in cache.export() if nd.has_state and nd.key}
@@ -257,7 +259,7 @@ def simulate_tiers(
     spec = costmodel.cost_spec("kimi-k3")
     page, ck = trace.block_size, cfg.checkpoint_bytes
     pol.check_page(page)  # once: plan below leaves it out
-    cache = pol.make_cache(page, block_keys=True)
+    cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
     host = _LRU(cfg.host_bytes) if "host" in setup else None
     remote = _LRU(cfg.remote_bytes) if "remote" in setup else None
     n = len(trace)

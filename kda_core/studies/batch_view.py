@@ -29,7 +29,6 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_bool
-from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine, Request
 from kda_core.studies._batch_options import buffer_columns, option_fields
@@ -316,7 +315,8 @@ def buffer_floor(strategy: str = "extra_buffer", model: TinyHybrid | None = None
     m = model or shared_model()
     kv_token = 8 * len(m.mla_layers) * m.config.mla_latent  # float64 latents, every MLA layer
     reserved = sizing.request_slots(strategy, strategy != "no_buffer").reserved
-    return reserved * StateShape.of(m).native_bytes + kv_token
+    slot = sum(st.nbytes for st in m.new_state().kda)  # one native state slot: S and conv
+    return reserved * slot + kv_token
 
 
 def phase_table(v: BatchView) -> dict[str, list]:

@@ -328,7 +328,7 @@ class BytesVsContext:
     itemsize: int
 
 
-def bytes_vs_context(
+def _bytes_vs_context(
     P: int = 8, T_values: Sequence[int] | None = None, costs: StepCosts = MEASURED
 ) -> BytesVsContext:
     """Per-rank bytes over the context length: the scan is flat, the KV all-gather grows."""
@@ -366,6 +366,6 @@ def figure_data(quick: bool = False, costs: StepCosts = MEASURED) -> FigureData:
     bytes over T at P = 8, and an in-process run's exactness per rank."""
     return FigureData(
         model=cost_model(costs, T=32768, P_values=(1, 2, 4, 8, 16, 32, 64)),
-        bytes=bytes_vs_context(8, costs=costs),
+        bytes=_bytes_vs_context(8, costs=costs),
         demo=demo(T=256 if quick else 1024, P=4 if quick else 8, scan="logdepth"),
     )

@@ -1,7 +1,7 @@
 """Data for the int8_checkpoint app and figure: park a real state compressed, restore, decode on.
 
 For the state `park` keeps (TinyHybrid after ``n_tokens`` bytes of the
-user's text): `variant_table` measures every format of ``VARIANTS`` on all KDA layers at once
+user's text): `_variant_table` measures every format of ``VARIANTS`` on all KDA layers at once
 (max abs error, relative Frobenius error and its theoretical ceiling, `kda_core.quant`);
 `error_map` shows one (layer, head); `divergence` decodes on three ways, exact, restored once
 from the compressed checkpoint ("park once", SGLang's design) and re-compressed after every step
@@ -85,7 +85,7 @@ class VariantTable:
     state_bytes: np.ndarray
 
 
-def variant_table(parked: Parked) -> VariantTable:
+def _variant_table(parked: Parked) -> VariantTable:
     """Measure every variant of VARIANTS on the parked state (all KDA layers, per-layer scales)."""
     x = parked.kda_states  # [L, H, K, V]: per-layer scales, since quant keeps leading axes
     rows = []
@@ -392,7 +392,7 @@ def int8_study(
         text=text,
         n_tokens=parked.n_tokens,
         parked_text=bytes(parked.tokens[: parked.n_tokens]).decode("utf-8", errors="replace"),
-        table=variant_table(parked),
+        table=_variant_table(parked),
         errors=error_map(parked, fmt, granularity, layer, head),
         divergence=divergence(parked, fmt, granularity, steps),
         memory_tiny=capacity(sizing.tiny_spec(), 1, native_dtype, tiny_budget_bytes),

@@ -26,7 +26,7 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
-from kda_core.memory.pools import StaticPool, UnifiedPool
+from kda_core.memory import TwoEndedPool
 from kda_core.memory.replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
 from kda_core.memory.workload import Workload, from_lengths, from_trace, shifting_mix
 from kda_core.sizing import GIB
@@ -145,7 +145,7 @@ class Layout:
     total_bytes: int
 
 
-def pool_layout(pool: UnifiedPool | StaticPool) -> Layout:
+def pool_layout(pool: TwoEndedPool) -> Layout:
     """Where every live entry and hole of ``pool`` sits (at most 100k segments)."""
     starts, ends, sides, vids = [], [], [], []
     for code, side in enumerate(("state", "kv")):
@@ -178,7 +178,7 @@ def _k3_ratio_hint(config: ReplayConfig | None = None) -> float:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class BufferSnapshot:
+class _BufferSnapshot:
     """Every pool's byte buffer at one scheduler step (the unified_memory app's buffer bars).
 
     Pools ``P`` = the unified pool then every static pool of ``Comparison.static`` (in order).
@@ -208,7 +208,7 @@ def busiest_step(c: Comparison) -> int:
     return int(np.argmax(c.unified.timeline.running))
 
 
-def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> BufferSnapshot:
+def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> _BufferSnapshot:
     """The buffers of ``c``'s pools at ``step`` (0 <= step < the unified makespan + 10**6)."""
     st = _check_int("step", step, 0, max(int(c.unified.makespan), 0) + 1_000_000)
     slot = _check_int("state_slot_bytes", state_slot_bytes, 1, 1 << 40)
@@ -237,7 +237,7 @@ def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> BufferSnapshot
         cols["kv_live"][i] = kb
         if res.state_capacity is not None:
             edge[i] = float(res.state_capacity) * slot
-    return BufferSnapshot(
+    return _BufferSnapshot(
         step=st,
         kinds=tuple(r.kind for r in pools),
         ratios=tuple(r.ratio for r in pools),
@@ -251,7 +251,6 @@ def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> BufferSnapshot
 
 __all__ = [
     "GIB",
-    "BufferSnapshot",
     "Comparison",
     "Layout",
     "ReplayConfig",
@@ -264,7 +263,6 @@ __all__ = [
     "from_lengths",
     "from_trace",
     "k3_config",
-    "pool_layout",
     "replay",
     "shifting_mix",
     "tuned_ratio",

@@ -221,7 +221,7 @@ def continuation(
     )
 
 
-def greedy_sample(prompt: str, steps: int = 120) -> str:
+def _greedy_sample(prompt: str, steps: int = 120) -> str:
     """The README's sample: greedy continuation of ``prompt`` (display text)."""
     ids, _ = tiny_model().generate(encode(prompt), _check_int("steps", steps, 1, 4096))
     return tokenizer.display(ids, newline="\n")

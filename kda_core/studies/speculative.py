@@ -1,21 +1,15 @@
 """Data for the speculative_replay app and the "ReplaySSM memory vs per-draft states" figure.
 
-* ``verify_step``: one speculative step on TinyHybrid. Prefill a prompt, take the target's
-  greedy token as the pending token, draft D-1 more with the noisy-target draft, verify the D
-  tokens with ReplaySSM, accept a prefix (the natural greedy acceptance, or any count 0..D the
-  reader picks), commit by exact replay. Returns the ring contents per draft step for one layer
-  (d, k, g, rawv, rawk, beta), the ring slot of each step, the per-step conv windows and which
-  one the commit keeps, and the exactness figures: verify logits vs a plain forward, outputs
-  rebuilt from (S0, ring), the committed state vs a sequential run for every acceptance count,
-  and the drift of an open-loop fold of a bf16 d (why the ring keeps rawv / rawk too).
-* ``memory_over_d``: per-request bytes of the six rings vs D full per-draft states (plus the
-  conv windows both need), over D, for the tiny config and Kimi K3 at TP8; and the K3 write-up's
-  deployment example (rings for every slot vs per-draft states for the running requests).
-* ``generation`` / ``acceptance_vs_noise``: the full speculative loop, its acceptance stats,
-  and the check that it emits exactly the greedy tokens.
+* ``verify_step``: one speculative step on TinyHybrid (prefill, noisy-target drafts, verify
+  with ReplaySSM, accept the natural or a chosen count, commit by exact replay): the rings per
+  draft step for one layer, their slots, the per-step conv windows and the one the commit
+  keeps, and the exactness figures (verify vs forward, outputs rebuilt from S0 and the ring,
+  the commit vs a sequential run per acceptance count, the drift of an open-loop bf16 fold).
+* ``memory_over_d``: rings vs D per-draft states (and conv windows) over D, tiny and Kimi K3.
+* ``generation`` / ``acceptance_vs_noise``: the engine decoding speculatively
+  (``Engine(speculative=...)``): acceptance, and exactly the greedy tokens.
 
-Everything is computed by ``kda_core.serve.spec`` and ``kda_core.sizing``; this module only packages
-it. Left out: draft trees, sampling, batching.
+Computed by ``kda_core.serve`` and ``kda_core.sizing``; this module only packages it.
 """
 
 from __future__ import annotations
@@ -27,9 +21,11 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int, check_seed
-from kda_core.model import TinyHybrid, check_tokens, encode
+from kda_core.model import TinyHybrid, check_tokens, decode, encode
 from kda_core.serve import spec
-from kda_core.studies._speculative_errors import commit_errors, fold_errors
+from kda_core.serve.engine import Engine
+from kda_core.studies._spec_memory import spec_memory
+from kda_core.studies._speculative import commit_errors, fold_errors, reconstruct_error
 from kda_core.studies.prefix_replay import readable
 
 DEFAULT_PROMPT = "Speculative decoding 推测解码: verify, accept, replay."
@@ -180,9 +176,7 @@ def verify_step(
     slot = ring.slots(res.start, D)
     windows = rs.conv_windows[layer].copy()
     logits_ref, _ = model.forward(inputs, state)
-    recon = max(
-        float(np.max(np.abs(rs.reconstruct(state, res, j) - res.o[j]))) for j in range(n_kda)
-    )
+    recon = reconstruct_error(rs, state, res)
 
     fold_err, fold16_err = fold_errors(rs, state, res, D)
     committed = rs.commit(state, res, a)
@@ -268,9 +262,9 @@ def memory_over_d(
         raise ValueError(f"d_values must hold 1..64 values, got {len(ds)}")
     deploy_slots = check_int("deploy_slots", deploy_slots, 1, 1 << 20)
     dd = check_int("deploy_draft_tokens", deploy_draft_tokens, 1, spec.MAX_DRAFT_TOKENS)
-    specs = (spec.tiny_spec(), sizing.preset("kimi-k3"))
+    specs = (sizing.tiny_spec(), sizing.preset("kimi-k3"))
     tps = (1, tp)
-    rows = [[spec.spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
+    rows = [[spec_memory(s, d, None, t, dtype) for d in ds] for s, t in zip(specs, tps)]
 
     def grid(attr: str) -> np.ndarray:
         return np.array([[getattr(m, attr) for m in row] for row in rows])
@@ -331,7 +325,7 @@ def generation(
     noise: float = 0.2,
     seed: int = 0,
 ) -> GenerationStudy:
-    """Run ``spec.speculative_generate`` and plain greedy on the same prompt; package both."""
+    """Run the engine's speculative decoding and plain greedy on the same prompt; package both."""
     ids = _check_prompt_ids(prompt)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 256)
     if draft not in ("noisy", "ngram"):
@@ -342,24 +336,25 @@ def generation(
 def _generation(
     ids: list[int], max_new_tokens: int, draft: str, draft_tokens: int, noise: float, seed: int
 ) -> GenerationStudy:
-    """`generation` on checked arguments (``spec.speculative_generate`` checks D and noise)."""
-    from kda_core.model import decode
-
+    """`generation` on checked arguments (the engine checks D and noise). The engine runs
+    without its cache: one request, nothing to hit."""
     model = _model()
-    out = spec.speculative_generate(
-        model, ids, max_new_tokens, draft=draft, draft_tokens=draft_tokens, noise=noise, seed=seed
-    )
+    sp = dict(draft=draft, draft_tokens=draft_tokens, noise=noise, seed=seed)
+    out = Engine(model=model, cache=False, speculative=sp).generate(ids, max_new_tokens)
+    steps = out.verify_steps
     ref, ref_logits = model.generate(ids, max_new_tokens)
+    drafted = np.array([len(s.inputs) - 1 for s in steps], dtype=np.int64)
+    accepted = np.array([s.accepted for s in steps], dtype=np.int64)
     return GenerationStudy(
         tokens=np.array(out.tokens),
         text=decode(out.tokens),
-        start=np.array([s.start for s in out.steps], dtype=np.int64),
-        drafted=np.array([len(s.inputs) - 1 for s in out.steps], dtype=np.int64),
-        accepted=np.array([s.accepted for s in out.steps], dtype=np.int64),
-        committed=np.array([s.committed for s in out.steps], dtype=np.int64),
-        acceptance_rate=out.acceptance_rate,
-        tokens_per_step=out.tokens_per_step,
-        verify_passes=len(out.steps),
+        start=np.array([s.start for s in steps], dtype=np.int64),
+        drafted=drafted,
+        accepted=accepted,
+        committed=accepted + 1,
+        acceptance_rate=float(accepted.sum() / drafted.sum()) if drafted.sum() else 0.0,
+        tokens_per_step=(len(out.tokens) - 1) / len(steps) if steps else 0.0,
+        verify_passes=len(steps),
         greedy_passes=max_new_tokens - 1,
         equals_greedy=out.tokens == ref,
         logits_error=float(np.max(np.abs(out.logits - ref_logits))),

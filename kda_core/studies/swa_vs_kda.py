@@ -37,12 +37,9 @@ from kda_core.workloads import Trace, workload
 
 __all__ = [
     "CheckpointCosts",
-    "RecentTokens",
     "WorkloadResume",
     "checkpoint_costs",
-    "recent_tokens",
     "resume_on_workload",
-    "swa_window_attention",
 ]
 
 _MAX_WINDOW = 1 << 20

@@ -28,11 +28,11 @@ from kda_core.transfer.identity import Identity, Layout, prefix_hash, prefix_has
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
 from kda_core.transfer.tiers import HostTier, state_object
 
-__all__ = ["Event", "Instance", "Lookup", "Refusal"]
+__all__ = ["Event", "Instance", "Lookup"]
 
 
 @dataclass(slots=True, frozen=True)
-class Refusal:
+class _Refusal:
     key: str
     boundary: int
     field: str
@@ -60,7 +60,7 @@ class Lookup:
     store: int  # longest valid store object (0: none)
     source: str  # "device" | "host" | "store" | "none"
     boundary: int
-    refusals: list[Refusal] = field(default_factory=list)
+    refusals: list[_Refusal] = field(default_factory=list)
     obj: StateObject | None = None
 
 
@@ -94,7 +94,7 @@ class Instance:
         self.host = host
         self.allow_splice = allow_splice
         self.events: list[Event] = []
-        self.refusals: list[Refusal] = []
+        self.refusals: list[_Refusal] = []
         self._t0 = time.perf_counter()
         if engine is None:
             hook = None if host is None else self._offload
@@ -119,14 +119,20 @@ class Instance:
     def export(self, tokens: list[int]) -> StateObject | None:
         """The object at boundary ``len(tokens)`` if the local tree holds a state exactly there:
         located at its device checkpoint slot, its parent the deepest state before it."""
-        m = self.engine.tree.match_prefix(list(tokens), touch=False)
-        if m.restore_at != len(tokens) or m.restore_at == 0:
+        ck = self.engine.cached_checkpoint(list(tokens)) if tokens else None
+        if ck is None:
             return None
-        S, conv = self.engine.checkpoints.buffers(m.state)
-        up = self.engine.tree.match_prefix(list(tokens[:-1]), touch=False).restore_at
+        up = ck.parent
         parent = (up, prefix_hash(tuple(tokens[:up]))) if up else None
         return state_object(
-            tuple(tokens), m.kv, S, conv, self.identity, self.name, f"device:{m.state}", parent
+            tuple(tokens),
+            ck.mla_kv,
+            ck.kda_state,
+            ck.conv,
+            self.identity,
+            self.name,
+            f"device:{ck.slot}",
+            parent,
         )
 
     def publish(self, report: GenerateReport) -> list[int]:
@@ -149,7 +155,7 @@ class Instance:
     def lookup(self, ids: list[int]) -> Lookup:
         """Longest jointly restorable prefix of ``ids[:-1]`` over device, host and store."""
         key_ids = ids[:-1]
-        device = self.engine.tree.match_prefix(key_ids, touch=False).restore_at if key_ids else 0
+        device = self.engine.restore_point(key_ids)
         hashes = prefix_hashes(key_ids)
         host = 0
         if self.host is not None:
@@ -168,7 +174,7 @@ class Instance:
                 try:
                     cand = decode_object(data, self.identity, allow_splice=self.allow_splice)
                 except StateObjectError as e:
-                    r = Refusal(hashes[p], p, e.field, str(e))
+                    r = _Refusal(hashes[p], p, e.field, str(e))
                     refusals.append(r)
                     self.refusals.append(r)
                     self._event("refuse", p, len(data), e.field)

@@ -50,9 +50,9 @@ from kda_core.transfer.identity import (
 )
 
 _FORMAT = "kda-state-object"
-FORMAT_VERSION = "2"  # 2: physical_location and parent_checkpoint
+_FORMAT_VERSION = "2"  # 2: physical_location and parent_checkpoint
 _MAX_HEADER_BYTES = 1 << 20
-PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
+_PART_KINDS = {"mla_kv": "mla_latent_kv", "kda_state": "kda_recurrent", "conv_window": "kda_conv"}
 _NON_TRANSFER_FIELDS = frozenset(
     {
         "intermediate_ssm",
@@ -136,7 +136,7 @@ class StateObject:
         for name, a in self.part_arrays().items():
             pm = self.part_meta.get(name, {})
             parts[name] = {
-                "kind": PART_KINDS[name],
+                "kind": _PART_KINDS[name],
                 "dtype": str(a.dtype),
                 "shape": list(a.shape),
                 "token_end": pm.get("token_end", self.boundary),
@@ -146,7 +146,7 @@ class StateObject:
             }
         return {
             "format": _FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": _FORMAT_VERSION,
             "token_start": "0",
             "token_end": str(self.boundary),
             "prefix_hash": key,
@@ -173,10 +173,10 @@ def transferable_parts(device_fields: dict[str, np.ndarray]) -> dict[str, np.nda
     for name, arr in device_fields.items():
         if name in _NON_TRANSFER_FIELDS:
             continue
-        if name not in PART_KINDS:
+        if name not in _PART_KINDS:
             raise ValueError(f"device_fields: unknown state field {name!r}")
         out[name] = arr
-    missing = set(PART_KINDS) - set(out)
+    missing = set(_PART_KINDS) - set(out)
     if missing:
         raise ValueError(f"device_fields: missing {sorted(missing)}")
     return out
@@ -202,9 +202,9 @@ def _header(data: bytes) -> tuple[dict, int]:
     meta = header.get("__metadata__")
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise StateObjectError("format", f"not a {_FORMAT} (a foreign safetensors file?)")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") != _FORMAT_VERSION:
         raise StateObjectError(
-            "format", f"format_version {meta.get('format_version')!r}, this reads {FORMAT_VERSION}"
+            "format", f"format_version {meta.get('format_version')!r}, this reads {_FORMAT_VERSION}"
         )
     end = 0
     for name, info in header.items():
@@ -229,7 +229,7 @@ def _json_field(meta: dict, name: str) -> object:
 
 
 def _check_parts_agree(meta: dict, parts: dict, T: int, key: str) -> None:
-    for name in PART_KINDS:
+    for name in _PART_KINDS:
         pm = parts[name]
         if int(pm["token_end"]) != T or pm["prefix_hash"] != key:
             raise StateObjectError(
@@ -238,7 +238,7 @@ def _check_parts_agree(meta: dict, parts: dict, T: int, key: str) -> None:
                 f"{pm['prefix_hash'][:12]}, from {pm['source']!r}), the object at {T} (prefix "
                 f"{key[:12]}); a splice of two sources is never restored",
             )
-    sources = {parts[n]["source"] for n in PART_KINDS}
+    sources = {parts[n]["source"] for n in _PART_KINDS}
     if len(sources) > 1:
         raise StateObjectError("boundary", f"parts come from different sources {sorted(sources)}")
 
@@ -276,8 +276,12 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
     meta, _ = _header(data)
     parts = _json_field(meta, "parts")
     layout = _json_field(meta, "layout")
-    if not isinstance(parts, dict) or set(parts) != set(PART_KINDS) or not isinstance(layout, dict):
-        raise StateObjectError("format", f"parts must be exactly {sorted(PART_KINDS)}")
+    if (
+        not isinstance(parts, dict)
+        or set(parts) != set(_PART_KINDS)
+        or not isinstance(layout, dict)
+    ):
+        raise StateObjectError("format", f"parts must be exactly {sorted(_PART_KINDS)}")
     try:
         T = int(meta["token_end"])
         tensors = st_load(bytes(data))
@@ -285,9 +289,9 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         raise StateObjectError("format", f"unreadable: {e}") from None
     except Exception as e:  # safetensors raises its own error type on malformed files
         raise StateObjectError("format", f"safetensors refused it: {e}") from None
-    if set(tensors) != {"tokens", *PART_KINDS}:
+    if set(tensors) != {"tokens", *_PART_KINDS}:
         raise StateObjectError("format", f"tensors {sorted(tensors)} are not an object's parts")
-    for name in PART_KINDS:
+    for name in _PART_KINDS:
         if _digest(tensors[name]) != parts[name].get("digest"):
             raise StateObjectError("corrupt", f"part {name} does not match its digest")
     tokens = tuple(int(t) for t in tensors["tokens"])
@@ -300,7 +304,7 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         _check_parts_agree(meta, parts, T, key)
     _check_identity(meta, layout, identity)
     shapes = identity.shapes(T)
-    for name in PART_KINDS:
+    for name in _PART_KINDS:
         a = tensors[name]
         if str(a.dtype) != identity.dtype or parts[name]["dtype"] != identity.dtype:
             raise StateObjectError(
@@ -308,7 +312,7 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
             )
         if a.shape != shapes[name]:
             raise StateObjectError("shape", f"part {name} is {a.shape}, expected {shapes[name]}")
-    spliced = len({(parts[n]["prefix_hash"], parts[n]["source"]) for n in PART_KINDS}) > 1
+    spliced = len({(parts[n]["prefix_hash"], parts[n]["source"]) for n in _PART_KINDS}) > 1
     parent = _json_field(meta, "parent_checkpoint")
     return StateObject(
         tokens,
@@ -319,7 +323,7 @@ def decode_object(data: bytes, identity: Identity, *, allow_splice: bool = False
         meta["tokenizer_fingerprint"],
         layout,
         meta.get("source", "?"),
-        {n: {k: parts[n][k] for k in ("token_end", "prefix_hash", "source")} for n in PART_KINDS},
+        {n: {k: parts[n][k] for k in ("token_end", "prefix_hash", "source")} for n in _PART_KINDS},
         spliced,
         check_location(meta.get("physical_location")),
         None if parent is None else check_parent(parent, tokens),

@@ -4,7 +4,7 @@ The parent starts worker processes (``python -m kda_core.transfer worker``) that
 lines on stdin/stdout; it sends each request to the prefill worker, waits for its reply, then
 to the decode worker, so nothing depends on which process finishes first.
 
-* prefill: ``Engine(policy=HandoffPolicy())`` runs the prompt (one new token) and publishes a
+* prefill: ``Engine(policy=_HandoffPolicy())`` runs the prompt (one new token) and publishes a
   model-state object at every boundary it parked, including the handoff boundary
   ``len(prompt) - 1`` (our decode recomputes the last prompt token, whose logits are the first
   output; a real PD handoff ships the state at ``len(prompt)`` plus that first token);
@@ -51,11 +51,11 @@ _MISMATCH_KINDS = {
     "layout": "layout",
 }
 
-__all__ = ["HandoffPolicy", "PDResult", "run_selftest"]
+__all__ = ["run_selftest"]
 
 
 @dataclass(slots=True)
-class HandoffPolicy(SGLangPolicy):
+class _HandoffPolicy(SGLangPolicy):
     """SGLang placement plus the PD handoff boundary ``prompt_len - 1``."""
 
     name = "sglang+handoff"
@@ -67,10 +67,10 @@ class HandoffPolicy(SGLangPolicy):
         return out
 
 
-def handoff_policy() -> HandoffPolicy:
+def handoff_policy() -> _HandoffPolicy:
     p = dict(DEFAULT_POLICY)
     p.pop("name")
-    return HandoffPolicy(**p)
+    return _HandoffPolicy(**p)
 
 
 _SYSTEM = "System: you are a terse assistant for a KDA serving lab.\n"
@@ -94,7 +94,7 @@ def _unb64(s: str, n: int) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<f8").reshape(n, -1)
 
 
-def open_store(spec: str) -> Any:
+def _parse_store(spec: str) -> Any:
     """``embedded:DIR`` or ``mooncake:HOST:PORT``."""
     kind, _, arg = spec.partition(":")
     if kind == "embedded":
@@ -150,7 +150,7 @@ def _handle(role: str, inst: Any, msg: dict) -> dict:
 
 def worker_main(role: str, store_spec: str) -> int:
     """Serve JSON-line requests on stdin until ``{"op": "quit"}``."""
-    store = open_store(store_spec)
+    store = _parse_store(store_spec)
     if role == "prefill":
         inst: Any = Instance("prefill", engine=Engine(policy=handoff_policy()), store=store)
     elif role == "decode":
@@ -223,7 +223,7 @@ class _Worker:
 
 
 @dataclass(slots=True)
-class PDResult:
+class _PDResult:
     requests: int
     identical: int
     max_dlogit: float
@@ -241,12 +241,12 @@ class PDResult:
         )
 
 
-def _run(store_spec: str, logdir: Path, wrap: Any = None) -> PDResult:
+def _run(store_spec: str, logdir: Path, wrap: Any = None) -> _PDResult:
     roles = ("prefill", "decode", "mismatch")
     workers = [_Worker(r, store_spec, logdir / f"{r}.log", wrap) for r in roles]
     pre, dec, mis = workers
     model = TinyHybrid()
-    res = PDResult(0, 0, 0.0, 0, 0, [], [], [])
+    res = _PDResult(0, 0, 0.0, 0, 0, [], [], [])
     try:
         for conv in _multi_turn_workload():
             history = encode(_SYSTEM)
@@ -274,7 +274,7 @@ def _run(store_spec: str, logdir: Path, wrap: Any = None) -> PDResult:
     return res
 
 
-def run_selftest(store: str = "embedded") -> PDResult:
+def run_selftest(store: str = "embedded") -> _PDResult:
     """Prefill and decode in two processes over ``store`` ("embedded" or "mooncake")."""
     if store not in ("embedded", "mooncake"):
         raise ValueError(f"store must be 'embedded' or 'mooncake', got {store!r}")

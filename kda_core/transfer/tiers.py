@@ -26,13 +26,13 @@ from kda_core._checks import check_int
 from kda_core.transfer.identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 
-__all__ = ["HostTier", "TierStats", "state_object"]
+__all__ = ["HostTier", "state_object"]
 
 _MAX_HOST_BYTES = 1 << 34
 
 
 @dataclass(slots=True)
-class TierStats:
+class _TierStats:
     offloads: int = 0  # device -> host copies
     offload_bytes: int = 0
     loads: int = 0  # host -> device (a hit on a host copy)
@@ -48,7 +48,7 @@ class HostTier:
         self.capacity_bytes = check_int("capacity_bytes", capacity_bytes, 1, _MAX_HOST_BYTES)
         self._objs: OrderedDict[str, StateObject] = OrderedDict()
         self.used_bytes = 0
-        self.stats = TierStats()
+        self.stats = _TierStats()
 
     def __len__(self) -> int:
         return len(self._objs)

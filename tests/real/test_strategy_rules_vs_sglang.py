@@ -22,9 +22,9 @@ import pytest
 from test_sizing_vs_real import configurator, deployment
 
 from kda_core import sizing
-from kda_core.cache.pool import StateShape
 from kda_core.model import TinyHybrid
 from kda_core.serve import _args, _pools
+from kda_core.serve._slots import StateShape
 
 ov = pytest.importorskip("sglang.srt.arg_groups.overrides")
 hook = pytest.importorskip("sglang.srt.arg_groups.mamba_hook")

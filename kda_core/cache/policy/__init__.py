@@ -5,24 +5,20 @@ policies ``interval``, ``sglang``, ``marconi``, ``vllm`` (one module each), buil
 ``make(name, **params)`` (``registry``). Parameters, defaults and sources: docs/policies.md.
 """
 
-from kda_core.cache.policy.base import MAX_LEN, MAX_POSITIONS, Policy
+from kda_core.cache.policy.base import MAX_LEN, Policy
 from kda_core.cache.policy.interval import IntervalPolicy
-from kda_core.cache.policy.marconi import ALPHA_GRID, MarconiPolicy, marconi_flops
+from kda_core.cache.policy.marconi import MarconiPolicy
 from kda_core.cache.policy.registry import POLICY_NAMES, make
-from kda_core.cache.policy.sglang import SGLANG_BUFFERS, SGLangPolicy
+from kda_core.cache.policy.sglang import SGLangPolicy
 from kda_core.cache.policy.vllm import VLLMPolicy
 
 __all__ = [
-    "ALPHA_GRID",
     "MAX_LEN",
-    "MAX_POSITIONS",
     "POLICY_NAMES",
-    "SGLANG_BUFFERS",
     "IntervalPolicy",
     "MarconiPolicy",
     "Policy",
     "SGLangPolicy",
     "VLLMPolicy",
     "make",
-    "marconi_flops",
 ]

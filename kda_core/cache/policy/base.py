@@ -1,9 +1,9 @@
 """The policy interface: the validated call context and the ``Policy`` base.
 
 A policy answers ``checkpoint_positions(prompt_len, match, *, total_len, chunk_size,
-page_size)`` (where a request saves states) and builds the cache it runs on (``make_cache``:
-how the tree refreshes and caps, and, for a policy that picks its own victims, the cache's
-``victim`` hook; the base evicts in LRU order). docs/policies.md.
+page_size)`` (where a request saves states) and names the options of the cache it runs on
+(``cache_options``: how the tree refreshes and caps, and, for a policy that picks its own
+victims, the cache's ``victim`` hook; the base evicts in LRU order). docs/policies.md.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
-from kda_core.cache.radix import RadixStateCache
+from kda_core.cache.policy._context import MAX_LEN, PlanContext
 
-__all__ = ["MAX_LEN", "MAX_POSITIONS", "Policy"]
+__all__ = ["MAX_LEN", "Policy"]
 
 
 @dataclass(slots=True)
@@ -25,15 +24,10 @@ class Policy:
     name = "base"
 
     def cache_options(self) -> dict:
-        """Keyword options for ``RadixStateCache`` that this policy prescribes."""
+        """Keyword options of the ``RadixStateCache`` this policy runs on (how the tree
+        refreshes and caps, and a policy's own ``victim`` hook): its owner builds the cache
+        as ``RadixStateCache(page_size, **policy.cache_options(), **its own hooks)``."""
         return {"state_touch": "node", "max_states_per_path": None}
-
-    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
-        """``RadixStateCache(page_size, **cache_options(), **kwargs)`` (``kwargs``: the
-        caller's hooks, ``block_keys`` ...)."""
-        opts = self.cache_options()
-        opts.update(kwargs)
-        return RadixStateCache(page_size, **opts)
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}

@@ -20,14 +20,14 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.cache.policy._context import PlanContext
 from kda_core.cache.policy.base import Policy
-from kda_core.cache.radix import RadixStateCache, StateRows
+from kda_core.cache.radix import StateRows
 
-ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
+_ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 
-__all__ = ["ALPHA_GRID", "MarconiPolicy", "marconi_flops"]
+__all__ = ["MarconiPolicy"]
 
 
-def marconi_flops(
+def _marconi_flops(
     length: np.ndarray,
     anc_length: np.ndarray,
     *,
@@ -74,7 +74,7 @@ class MarconiPolicy(Policy):
 
     alpha: Any = "auto"
     bootstrap: int = 5
-    alpha_grid: tuple = ALPHA_GRID
+    alpha_grid: tuple = _ALPHA_GRID
     d_model: int = 4096
     d_state: int = 128
     n_ssm_layers: int = 24
@@ -140,7 +140,7 @@ class MarconiPolicy(Policy):
         """FLOPs saved per byte held, per candidate."""
         if self.efficiency_fn is not None:
             return np.asarray(self.efficiency_fn(length, anc_length, state_bytes), np.float64)
-        fl = marconi_flops(
+        fl = _marconi_flops(
             length,
             anc_length,
             d_model=self.d_model,
@@ -181,7 +181,7 @@ class MarconiPolicy(Policy):
         return self._eff[rows]
 
     def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
-        """Same operations, in the same order, as ``marconi_flops`` + ``efficiency``."""
+        """Same operations, in the same order, as ``_marconi_flops`` + ``efficiency``."""
         D, N = float(self.d_model), float(self.d_state)
         own = L - P
         ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
@@ -195,9 +195,9 @@ class MarconiPolicy(Policy):
         mem = nbytes + float(self.kv_bytes_per_token) * L
         return fl / max(mem, 1.0)
 
-    def make_cache(self, page_size: int = 1, **kwargs: Any) -> RadixStateCache:
-        """The base's cache, with ``choose_victim`` as its ``victim`` hook."""
-        return Policy.make_cache(self, page_size, victim=self.choose_victim, **kwargs)
+    def cache_options(self) -> dict:
+        """The base's options, with ``choose_victim`` as the cache's ``victim`` hook."""
+        return {**Policy.cache_options(self), "victim": self.choose_victim}
 
     def scores(self, t: StateRows) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the eviction candidates: unlocked states with at most one child."""

@@ -14,9 +14,9 @@ from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
 from kda_core.cache.policy.base import Policy
 
-SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
+_SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
 
-__all__ = ["SGLANG_BUFFERS", "SGLangPolicy"]
+__all__ = ["SGLangPolicy"]
 
 
 @dataclass(slots=True)
@@ -46,8 +46,8 @@ class SGLangPolicy(Policy):
             self.max_states_per_path = check_int("max_states_per_path", self.max_states_per_path, 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
-        if self.buffer not in SGLANG_BUFFERS:
-            raise ValueError(f"buffer must be one of {SGLANG_BUFFERS}, got {self.buffer!r}")
+        if self.buffer not in _SGLANG_BUFFERS:
+            raise ValueError(f"buffer must be one of {_SGLANG_BUFFERS}, got {self.buffer!r}")
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}

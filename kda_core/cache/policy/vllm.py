@@ -1,21 +1,96 @@
-"""``vllm``: vLLM 0.33 V1 Mamba prefix caching (align / all, retention, partial hits).
-
-``_vllm_align_chunk_ends`` follows ``Scheduler._mamba_block_aligned_split``; retention follows
-``MambaManager.reachable_block_mask`` (docs/policies.md; checked against vLLM's own code by
-tests/real/test_vllm_placement.py). LRU eviction with a request's blocks freed tail-first.
+"""``vllm``: vLLM 0.33 V1 Mamba prefix caching (align / all, retention, partial hits), and vLLM's
+two rules every part of the lab that models vLLM shares: the chunk cut (``aligned_split``,
+``Scheduler._mamba_block_aligned_split``) and sparse retention (``retained`` /
+``reachable_mask``, ``MambaManager.reachable_block_mask``). The policy places checkpoints with
+them and ``kda_core.cache.vllm_blocks`` schedules and keys its blocks with them
+(docs/policies.md; checked against vLLM's own code by tests/real/test_vllm_placement.py and
+tests/real/test_vllm_blocks.py). LRU eviction with a request's blocks freed tail-first.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
 from kda_core.cache.policy.base import Policy
 
-__all__ = ["VLLMPolicy"]
+__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask", "retained"]
+
+
+def aligned_split(
+    start: int,
+    want: int,
+    num_tokens: int,
+    prompt_len: int,
+    block: int,
+    unit: int,
+    fine: bool,
+    chunk: int,
+    junction: int,
+    extra_stop: int = 0,
+) -> int:
+    """``Scheduler._mamba_block_aligned_split`` (align mode, no EAGLE, no internal prefill
+    checkpoint, no shared-prefix checkpoint): how many of ``want`` tokens from ``start`` the
+    chunk computes, so that it ends where a state must exist. A chunk that does not end the
+    prompt is cut to whole blocks (unless a block is wider than the ``chunk`` budget: then it
+    advances within the block); it also stops at the next block boundary when it starts
+    mid-block, at the last cacheable boundary ``floor((num_tokens - 1) / block) * block``, at
+    the prompt's last hash boundary (``fine``: fine-grained hits) and at the shared-prefix
+    ``junction`` floored to the block grid counted from ``start``. ``extra_stop`` is a stop of
+    the lab's own (``VLLMPolicy(partial_hits=True)``: the junction on the unit grid), 0: none.
+    """
+    prefill_end = max(prompt_len, num_tokens - 1)
+    if start >= prefill_end:
+        return want
+    end = start + want
+    if end < prefill_end:
+        aligned = end // block * block
+        if aligned > start or block <= chunk:
+            end = aligned
+    # the chunk ends at the nearest stop in (start, end), else at end (one pass over the
+    # stops, no tuple: the simulator plans every request through here)
+    last_cache = max((num_tokens - 1) // block * block, 0)
+    stop = last_cache if start < last_cache < end else end
+    if start % block:
+        s = (start // block + 1) * block
+        if s < stop:
+            stop = s
+    if fine:
+        tail = max((prompt_len - 1) // unit * unit, 0)
+        if last_cache < tail < prompt_len and start < tail < stop:
+            stop = tail
+    if start < junction < end:
+        s = start + (junction - start) // block * block
+        if start < s < stop:
+            stop = s
+    if start < extra_stop < stop:
+        stop = extra_stop
+    return max(stop - start, 0)
+
+
+def retained(position: int, block: int, retention: int | None, reach: Iterable[int]) -> bool:
+    """``MambaManager.reachable_block_mask`` for the state after ``position`` tokens: every
+    state when retention is dense (None, or ``0 < retention <= block``), else only the
+    reachable boundaries ``reach`` (the replay point and the junction, on the hit grid) and,
+    for ``retention > 0``, the multiples of ``retention``."""
+    if retention is None or 0 < retention <= block:
+        return True
+    return position in reach or (retention > 0 and position % retention == 0)
+
+
+def reachable_mask(
+    first: int, end: int, block: int, align: int, retention: int, reach: Sequence[int]
+) -> list[bool] | None:
+    """``retained`` for the full state blocks ``[first, end)`` (block ``i`` holds the state
+    after ``(i + 1) * block`` tokens); ``reach`` in tokens, floored to ``align`` then to the
+    block grid. None: dense (every block keeps its key)."""
+    if 0 < retention <= block:
+        return None
+    keep = {t // align * align // block * block for t in reach}
+    return [retained((i + 1) * block, block, retention, keep) for i in range(first, end)]
 
 
 @dataclass(slots=True)
@@ -71,8 +146,8 @@ class VLLMPolicy(Policy):
     def _check_sizes(self, ctx: PlanContext) -> None:
         if self.mode != "align":
             return  # "all" plans through ctx.multiples, which bounds itself
-        # _vllm_align_chunk_ends takes at most 2 * ceil(span / chunk) + 8 steps (a step
-        # advances a chunk or reaches a block boundary; the 3 fixed stops add 2 steps each)
+        # the chunk loop takes at most 2 * ceil(span / chunk) + 8 steps (a step advances a
+        # chunk or reaches a block boundary; the fixed stops add 2 steps each)
         chunk = ctx.chunk or self.max_num_batched_tokens
         span = max(ctx.prompt_len - ctx.restore_at, 0)
         if 2 * -(-span // chunk) + 8 > MAX_POSITIONS:
@@ -94,52 +169,31 @@ class VLLMPolicy(Policy):
             base = list(ctx.multiples(B, ctx.restore_at, T, "block_size"))
             base += [p for p in (junction, tail) if p % B]
         else:
-            chunk = ctx.chunk or self.max_num_batched_tokens
-            base = _vllm_align_chunk_ends(ctx.restore_at, P, B, chunk, junction, tail)
+            base = self._chunk_ends(ctx.restore_at, P, B, u, ctx.chunk, junction)
             base = [p for p in base if p % B == 0 or p in (junction, tail)]
             # decode: the block a prompt's last chunk left is advanced to each boundary
             base += list(ctx.multiples(B, P, T, "block_size"))
-        if self.retention is None:
-            return base
-        # MambaManager.reachable_block_mask: segment ends every `retention` tokens (dense
-        # when retention <= B) plus the reachable boundaries (replay point and junction)
-        if 0 < self.retention <= B:
-            return base
-        keep = {replay, junction}
-        return [p for p in base if p in keep or (self.retention and p % self.retention == 0)]
+        reach = (replay, junction)
+        return [p for p in base if retained(p, B, self.retention, reach)]
 
-
-def _vllm_align_chunk_ends(
-    start: int, prompt_len: int, block: int, chunk: int, junction: int, tail: int
-) -> list[int]:
-    """Prefill chunk ends of ``Scheduler._mamba_block_aligned_split`` (vLLM 0.33, align mode,
-    one request, no EAGLE, no internal prefill checkpoint), from ``start`` to the prompt end.
-
-    A chunk is cut to whole blocks unless it ends the prompt (or a block is wider than the
-    chunk: then it advances within the block); it also stops at the next block boundary
-    when it starts mid-block, at the last cacheable boundary ``floor((P - 1) / B) * B``, at
-    the partial-hit tail boundary and at the shared-prefix junction.
-    """
-    last_cache = max((prompt_len - 1) // block * block, 0)
-    start0 = start
-    out = []
-    steps = 0
-    while start < prompt_len:
-        end = min(start + chunk, prompt_len)
-        if end < prompt_len:
-            aligned_end = end // block * block
-            if aligned_end > start or block <= chunk:
-                end = aligned_end
-        stops = (
-            (start // block + 1) * block if start % block else 0,
-            last_cache,
-            tail if last_cache < tail < prompt_len else 0,
-            junction,
-        )
-        end = min((s for s in stops if start < s < end), default=end)
-        assert end > start, "chunk >= 1 always progresses"
-        out.append(end)
-        start = end
-        steps += 1
-    assert steps <= 2 * -(-(prompt_len - start0) // chunk) + 8, "VLLMPolicy._check_sizes' bound"
-    return out
+    def _chunk_ends(
+        self, start: int, P: int, B: int, u: int, chunk: int | None, junction: int
+    ) -> list[int]:
+        """The prefill chunk ends of one request from ``start``: ``aligned_split`` in the
+        scheduler's loop (ask for ``min(chunk, remaining)``, advance by what it returns).
+        With partial hits the junction on the unit grid is a stop of its own (the lab's
+        approximation: vLLM floors it to the block grid counted from the chunk start)."""
+        chunk = chunk or self.max_num_batched_tokens
+        fine = self.partial_hits
+        vllm_junction, extra = (0, junction) if fine else (junction, 0)
+        out, steps, start0 = [], 0, start
+        while start < P:
+            n = aligned_split(
+                start, min(chunk, P - start), P, P, B, u, fine, chunk, vllm_junction, extra
+            )
+            assert n > 0, "chunk >= 1 always progresses"
+            start += n
+            out.append(start)
+            steps += 1
+        assert steps <= 2 * -(-(P - start0) // chunk) + 8, "VLLMPolicy._check_sizes' bound"
+        return out

@@ -6,7 +6,7 @@ itself is the package's own business (``_tree``: nodes, sizes, LRU orders; ``_in
 Semantics: docs/radix.md.
 """
 
-from kda_core.cache.radix.cache import RadixHandle, RadixStateCache
+from kda_core.cache.radix.cache import RadixStateCache
 from kda_core.cache.radix.views import (
     MAX_KEY_LEN,
     STATE_TOUCH_MODES,
@@ -22,7 +22,6 @@ __all__ = [
     "CacheStats",
     "IntegrityError",
     "NodeView",
-    "RadixHandle",
     "RadixStateCache",
     "StateRows",
 ]

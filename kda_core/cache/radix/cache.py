@@ -1,18 +1,10 @@
-"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol.
-
-A KDA layer cannot be rolled back, so a token-prefix hit is not a state hit: a request
-resumes where the recurrent state was saved (a *checkpoint*) and replays the tokens between
-that checkpoint and the longest token match. The tree stores both resources apart, after
-SGLang's ``MambaRadixCache`` / ``UnifiedRadixCache``: every non-root node owns its edge's KV,
-a node MAY own one checkpoint (else it is a *tombstone*); two LRU orders (KV leaves, states
-anywhere), lock references (``kv_lock >= state_lock``), a soft per-path checkpoint budget.
-
-Its one API is the cache protocol (``kda_core.cache.protocol.PrefixCache``): callers hold
-opaque handles (``RadixHandle``), never nodes; ``export`` / ``stats`` are read-only views and
-the hooks (``on_free_kv``, ``on_free_state``, ``before_drop``, ``victim``) are constructor
-arguments. The tree itself is ``_tree.RadixTree``, worked on by ``_insert``, ``_evict`` and
-``_integrity``. Every length is in tokens (``block_keys=True``: one key element = one
-``page_size`` block). Semantics, invariants and sources: docs/radix.md.
+"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
+``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
+own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
+references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Callers hold opaque
+handles, never nodes; the hooks are constructor arguments. The tree itself is
+``_tree.RadixTree`` (worked on by ``_insert``, ``_evict``, ``_integrity``). Every length is in
+tokens (``block_keys=True``: one key element = one ``page_size`` block). docs/radix.md.
 """
 
 from __future__ import annotations
@@ -37,12 +29,12 @@ from kda_core.cache.radix._node import NO_CHILDREN, Node
 from kda_core.cache.radix._tree import RadixTree
 from kda_core.cache.radix.views import CacheStats, NodeView
 
-__all__ = ["RadixHandle", "RadixStateCache"]
+__all__ = ["RadixStateCache"]
 
 _new_handle = object.__new__
 
 
-class RadixHandle(CacheHandle):
+class _RadixHandle(CacheHandle):
     """Opaque handle of a ``RadixStateCache`` prefix (a restore point or a matched path).
 
     Holds its node weakly (an evicted node stays unreachable), the id of the cache that made
@@ -77,10 +69,14 @@ class RadixStateCache:
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
         self._tree = RadixTree(page_size, **options)
+        self._options = options
         t = self._tree
         self.page_size, self.block_keys, self.grid = t.page_size, t.block_keys, t.grid
 
     def __del__(self) -> None:
+        self._unlink()
+
+    def _unlink(self) -> None:
         # Parent <-> children links make the tree one reference cycle that only the cycle
         # collector frees: a full pass over every node, at some later allocation (0.1-0.2 s
         # after a 170,000-node simulator run). Cutting the links when the cache goes lets
@@ -142,9 +138,9 @@ class RadixStateCache:
             raise ValueError(f"{name} length must be <= {self._tree.max_key_len}, got {len(k)}")
         return k
 
-    def _handle(self, node: Node, state: bool) -> RadixHandle:
+    def _handle(self, node: Node, state: bool) -> _RadixHandle:
         # built without __init__ (two per match, one per insert: hot)
-        h = _new_handle(RadixHandle)
+        h = _new_handle(_RadixHandle)
         h.cached_len = node.plen * self._tree.tpe
         h._cache_id = self._tree.owner
         h._node = _weakref(node)
@@ -190,7 +186,7 @@ class RadixStateCache:
 
     def _check_handle(self, handle: Any) -> Node:
         """The live node behind ``handle``, or a ``HandleError`` saying why there is none."""
-        if not isinstance(handle, RadixHandle):
+        if not isinstance(handle, _RadixHandle):
             raise HandleError(
                 "handle must be a handle returned by match_prefix / insert_prefix, "
                 f"got {type(handle).__name__}"
@@ -211,7 +207,7 @@ class RadixStateCache:
         if unlock is not False and unlock is not True:
             check_bool("unlock", unlock)
         node = self._check_handle(handle)
-        assert isinstance(handle, RadixHandle)
+        assert isinstance(handle, _RadixHandle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
         if node is not self._tree.root:
@@ -233,6 +229,40 @@ class RadixStateCache:
         if a is None or b is None:
             return a or b or Evicted(0, 0, 0, 0, 0)
         return Evicted(*(x + y for x, y in zip(a, b)))
+
+    def read_kv(self, key: Any, length: int) -> tuple:
+        """The KV payloads covering ``key[:length]`` root first, the last one cut with
+        ``kv_slice`` (``length`` at most the key's token match; read-only: nothing touched)."""
+        t = self._tree
+        k = self._check_key(key)
+        n = check_int("length", length, 0, len(k) * t.tpe) // t.tpe
+        out, node, i = [], t.root, 0
+        while i < n:
+            child = node.children.get(t.first(k, i))
+            if child is None or tuple(k[i : i + len(child.key)][: n - i]) != child.key[: n - i]:
+                raise ValueError(f"length {length} runs past the cached prefix of key")
+            le = len(child.key)
+            kv = child.kv
+            if n - i < le:
+                kv = t.kv_slice(kv, 0, (n - i) * t.tpe, le * t.tpe)
+            out.append(kv)
+            node, i = child, i + le
+        return tuple(out)
+
+    def reset(self) -> int:
+        """Drop every node (SGLang's flush, mini-sglang's ``reset``): each state and each
+        edge's KV goes through ``on_free_state`` / ``on_free_kv`` (not ``before_drop``).
+        Handles made before are foreign afterwards. -> states dropped."""
+        t = self._tree
+        n = t.n_states
+        for nd in list(t.live.values()):
+            if nd.has_state and t.on_free_state is not None:
+                t.on_free_state(nd.state, nd.state_bytes)
+            if t.on_free_kv is not None:
+                t.on_free_kv(nd.kv, len(nd.key) * t.tpe)
+        self._unlink()
+        self._tree = RadixTree(self.page_size, **self._options)
+        return n
 
     def check_integrity(self) -> None:
         """Verify every invariant (docs/radix.md); raise ``IntegrityError``."""

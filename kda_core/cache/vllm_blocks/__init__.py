@@ -7,13 +7,7 @@ KDA state blocks from one pool), with fine-grained partial hits in align mode.
 table"; checked against vLLM's own ``KVCacheManager`` by tests/real/test_vllm_blocks.py.
 """
 
-from kda_core.cache.vllm_blocks.cache import (
-    MAX_BLOCKS,
-    MAX_TOKENS,
-    VLLMBlockCache,
-    aligned_split,
-    reachable_mask,
-)
+from kda_core.cache.vllm_blocks.cache import MAX_TOKENS, VLLMBlockCache
 from kda_core.cache.vllm_blocks.records import (
     BlockHit,
     PhysicalBlock,
@@ -24,7 +18,6 @@ from kda_core.cache.vllm_blocks.records import (
 )
 
 __all__ = [
-    "MAX_BLOCKS",
     "MAX_TOKENS",
     "BlockHit",
     "PhysicalBlock",
@@ -33,6 +26,4 @@ __all__ = [
     "RequestRecord",
     "Step",
     "VLLMBlockCache",
-    "aligned_split",
-    "reachable_mask",
 ]

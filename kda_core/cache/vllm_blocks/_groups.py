@@ -1,17 +1,10 @@
-"""vLLM 0.33's two single-type managers of a KDA/Mamba hybrid, in align mode.
-
-``KVGroup`` follows ``FullAttentionManager`` (the MLA KV pages) and ``StateGroup`` follows
-``MambaManager`` with ``mamba_cache_mode="align"`` (the KDA recurrent + conv state blocks),
-both from ``vllm/v1/core/single_type_kv_cache_manager.py``, for one configuration: both
-groups use the same block size ``B`` (vLLM sets ``mamba_block_size = block_size`` in align
-mode: ``Platform._align_hybrid_block_size``), hashes every ``u`` tokens
-(``--prefix-match-unit``; ``u == B`` turns fine-grained hits off), no EAGLE / speculative
-blocks / internal prefill checkpoints / DCP / KV connector, synchronous scheduling.
-
-A request's block table holds one entry per ``B`` tokens. In the KV group the entry at index
-``i`` holds the K/V of tokens ``[iB, (i+1)B)``. In the state group it holds ONE state: the
-state after some boundary in ``(iB, (i+1)B]``; which boundary is recorded by the block's key,
-and earlier entries are nulled as the request moves on (``remove_skipped_blocks``).
+"""vLLM 0.33's two single-type managers of a KDA/Mamba hybrid in align mode
+(``vllm/v1/core/single_type_kv_cache_manager.py``): ``KVGroup`` is ``FullAttentionManager``
+(MLA KV pages: the entry at index ``i`` holds tokens ``[iB, (i+1)B)``) and ``StateGroup`` is
+``MambaManager`` (ONE state per entry, after some boundary in ``(iB, (i+1)B]`` its key records;
+earlier entries nulled as the request moves on, ``remove_skipped_blocks``). One block size for
+both (``Platform._align_hybrid_block_size``), hashes every ``u`` tokens; no EAGLE, DCP or KV
+connector, synchronous scheduling.
 """
 
 from __future__ import annotations
@@ -84,6 +77,13 @@ class _Group:
         view = self.view(hashes)
         self.pool.cache_full_blocks(table, view, first, end, self.block, self.group_id, mask)
         self.num_cached[rid] = end
+
+    def blocks(self) -> tuple[set[int], set[int]]:
+        """(held, free and cached) block ids of this group: in a request's table or keyed."""
+        held = {b.block_id for t in self.req_blocks.values() for b in t if not b.is_null}
+        keyed = {i for (_, g), bs in self.pool.cached.items() if g == self.group_id for i in bs}
+        held |= {i for i in keyed if self.pool.blocks[i].ref_cnt > 0}
+        return held, keyed - held
 
     def pop(self, rid: str) -> list[Block]:
         """``pop_blocks_for_free`` (leading nulls trimmed)."""
@@ -168,6 +168,7 @@ class StateGroup(_Group):
 
     def __init__(self, pool: BlockPool, group_id: int, block: int, fine: bool) -> None:
         super().__init__(pool, group_id, block, fine)
+        self.this_step: set = set()  # keys cached since the step began (cached_blocks_this_step)
         self.last_state: dict[str, int] = {}
         self.retired: dict[str, int] = {}
         self.allocated: set[str] = set()
@@ -271,8 +272,15 @@ class StateGroup(_Group):
         """``MambaManager.cache_blocks``: full blocks (under the retention mask), then the
         prompt's last hash boundary when a chunk ends exactly there
         (``_cache_partial_tail_block``): the running block gets that key, and the next
-        allocation moves the key to a copy before the state moves on."""
+        allocation moves the key to a copy before the state moves on. The keys go into
+        ``this_step``: another request's hit on them waits a step (the state is not computed
+        before this step's forward)."""
+        logged = len(self.pool.log)
         self.cache_full(rid, hashes, tokens, mask_fn)
+        self._cache_tail(rid, hashes, prompt, tokens)
+        self.this_step.update(self.pool.blocks[i].key for g, _, i in self.pool.log[logged:] if g)
+
+    def _cache_tail(self, rid: str, hashes: Sequence[int], prompt: int, tokens: int) -> None:
         u, B = self.pool.unit, self.block
         if tokens <= 0 or tokens % u or tokens != checkpoint_position(prompt, u):
             return

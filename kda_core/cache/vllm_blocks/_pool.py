@@ -1,21 +1,17 @@
-"""vLLM 0.33's block pool: physical blocks, prefix keys, the free queue (LRU eviction order).
-
-Follows ``vllm/v1/core/block_pool.py`` (``BlockPool``, ``BlockHashToBlockMap``) and
-``vllm/v1/core/kv_cache_utils.py`` (``KVCacheBlock``, ``FreeKVCacheBlockQueue``,
-``hash_block_tokens``): one pool of equal-sized physical blocks shared by every KV cache group
-(full-attention KV pages and Mamba/KDA state blocks alike), block 0 the never-cached null
-block. A *key* is the chained hash of a prefix at a hash-unit boundary plus the group id; a
-block carries a primary key (with the number of prefix tokens it covers) and possibly more
-keys, and one key may point at several blocks (the first inserted answers a lookup).
-
-Hashes are interned chain ids instead of sha256 digests: ``(parent id, unit tokens)`` ->
-int, so equal prefixes get equal ids and no two prefixes collide.
+"""vLLM 0.33's block pool (``vllm/v1/core/block_pool.py`` ``BlockPool``,
+``BlockHashToBlockMap``; ``kv_cache_utils.py`` ``KVCacheBlock``, ``FreeKVCacheBlockQueue``,
+``hash_block_tokens``): equal physical blocks shared by both groups, block 0 the null block; a
+key is a prefix's chained hash at a hash-unit boundary plus the group id (a block has a
+primary key and maybe more; one key may name several blocks, the first answers). Hashes are
+interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+
+from kda_core.cache.vllm_blocks.records import PhysicalBlock, PoolSnapshot, PrefixEntry
 
 __all__ = ["Block", "BlockPool", "HashChain", "Key"]
 
@@ -194,6 +190,12 @@ class BlockPool:
                 del self.free[block.block_id]
             block.ref_cnt += 1
 
+    def free_to_back(self, blocks: Iterable[Block]) -> None:
+        """Refresh the free blocks among ``blocks``: to the queue's back (evicted last)."""
+        for b in blocks:
+            if not b.is_null and b.ref_cnt == 0:
+                self.free.move_to_end(b.block_id)
+
     def free_blocks(self, ordered: Iterable[Block]) -> None:
         """``free_blocks``: unkeyed blocks go to the queue's front (reused first), keyed ones
         to its back (LRU: evicted last), each list in the given order."""
@@ -215,3 +217,51 @@ class BlockPool:
         """Every key of ``block``, primary first."""
         keys = [block.key] if block.key is not None else []
         return keys + sorted(self.extra_keys.get(block.block_id, ()))
+
+    def evict_free(self, group: int, n: int) -> tuple[int, int]:
+        """Drop the keys of up to ``n`` free cached blocks of ``group`` from the queue's LRU
+        end; a dropped block moves to the front (reused first). -> (blocks, keys dropped)."""
+        done = keys = 0
+        for bid in list(self.free):
+            if done >= n:
+                break
+            b = self.blocks[bid]
+            if b.key is not None and b.key[1] == group:
+                keys += len(self.remove_keys(b))
+                self.free.move_to_end(bid, last=False)
+                self.evictions += 1
+                done += 1
+        return done, keys
+
+    def check_integrity(self, refs: dict[int, int]) -> None:
+        """``refs``: each block's expected references; raise ``AssertionError``."""
+        for b in self.blocks[1:]:
+            if b.ref_cnt != refs.get(b.block_id, 0) or (not b.ref_cnt) != (b.block_id in self.free):
+                raise AssertionError(f"vllm blocks: block {b.block_id} has {b.ref_cnt} references")
+        for key, held in self.cached.items():
+            for bid, blk in held.items():
+                if blk.key != key and key not in self.extra_keys.get(bid, ()):
+                    raise AssertionError(
+                        f"vllm blocks: key {key} names block {bid}, which lacks it"
+                    )
+
+    def snapshot(self, depth: list[int], block_size: int, tables: dict) -> PoolSnapshot:
+        """The pool as plain data (``depth[chain id]``: hash units in that prefix)."""
+        u = self.unit
+        rank = {bid: i for i, bid in enumerate(self.free)}
+        blocks = tuple(
+            PhysicalBlock(
+                b.block_id,
+                b.ref_cnt,
+                tuple(depth[k[0]] * u for k in self.keys_of(b)),
+                rank.get(b.block_id, -1),
+            )
+            for b in self.blocks[1:]
+        )
+        entries = tuple(
+            PrefixEntry(key[1], depth[key[0]] * u, key[0], bid, blk.key == key)
+            for key, held in self.cached.items()
+            for bid, blk in held.items()
+        )
+        free = tuple(self.free)
+        return PoolSnapshot(block_size, u, blocks, entries, tables, free, self.evictions)

@@ -1,105 +1,45 @@
-"""``VLLMBlockCache``: vLLM 0.33's prefix cache for a KDA hybrid, block by block.
-
-One object plays ``KVCacheManager`` + ``HybridKVCacheCoordinator``
-(``vllm/v1/core/kv_cache_manager.py``, ``kv_cache_coordinator.py``) over one block pool and two
-groups (MLA KV, KDA state), plus the chunk cut of ``Scheduler._mamba_block_aligned_split``
-(``vllm/v1/core/sched/scheduler.py``) for a synchronous scheduler serving one request per
-step. Requests are added, stepped chunk by chunk, fed their decoded tokens and finished;
-``lookup`` answers what a new prompt would hit without changing anything; ``export`` is a
-read-only snapshot for views. docs/policies.md ("vLLM's block table").
+"""``VLLMBlockCache``: vLLM 0.33's prefix cache for a KDA hybrid, block by block: one object
+plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
+``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
+API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from kda_core._checks import check_int
-from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup, checkpoint_position
-from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
-from kda_core.cache.vllm_blocks.records import (
-    BlockHit,
-    PhysicalBlock,
-    PoolSnapshot,
-    PrefixEntry,
-    RequestRecord,
-    Step,
+from kda_core._checks import check_bool, check_int
+from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.protocol import (
+    CacheHandle,
+    Evicted,
+    HandleError,
+    PrefixInsert,
+    PrefixMatch,
+    SizeInfo,
 )
+from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
+from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
+from kda_core.cache.vllm_blocks.records import BlockHit, PoolSnapshot, RequestRecord, Step
 
-__all__ = ["MAX_BLOCKS", "MAX_TOKENS", "VLLMBlockCache", "aligned_split", "reachable_mask"]
+__all__ = ["MAX_TOKENS", "VLLMBlockCache"]
 
-MAX_TOKENS = 1 << 20
-"""Longest request (tokens) and largest block / chunk the model accepts (caps memory)."""
-MAX_BLOCKS = 1 << 16
-"""Most physical blocks in the pool."""
-
-
-def aligned_split(
-    start: int,
-    want: int,
-    num_tokens: int,
-    prompt_len: int,
-    block: int,
-    unit: int,
-    fine: bool,
-    chunk: int,
-    junction: int,
-) -> int:
-    """``Scheduler._mamba_block_aligned_split`` (align mode, no EAGLE, no internal prefill
-    checkpoint, no shared-prefix checkpoint): how many of ``want`` tokens from ``start`` the
-    chunk computes, so that it ends where a state must exist: on a block boundary, at the
-    last cacheable boundary, at the prompt's last hash boundary (fine-grained hits) and at
-    the block-floored junction; a chunk starting mid-block stops at the next boundary."""
-    prefill_end = max(prompt_len, num_tokens - 1)
-    if start >= prefill_end:
-        return want
-    last_cache = checkpoint_position(num_tokens, block)
-    end = start + want
-    if end < prefill_end:
-        aligned = end // block * block
-        if aligned > start or block <= chunk:
-            end = aligned
-    tail = checkpoint_position(prompt_len, unit) if fine else 0
-    stops = (
-        (start // block + 1) * block if start % block else 0,
-        last_cache,
-        tail if last_cache < tail < prompt_len else 0,
-        start + (junction - start) // block * block if start < junction < end else 0,
-    )
-    end = min((s for s in stops if start < s < end), default=end)
-    return max(end - start, 0)
+MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
+_MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
 
 
-def reachable_mask(
-    first: int, end: int, block: int, align: int, retention: int, reach: Sequence[int]
-) -> list[bool] | None:
-    """``MambaManager.reachable_block_mask``: which newly full state blocks keep their key
-    under sparse retention (0: only the reachable boundaries; k: one per k tokens too)."""
-    mask = [False] * (end - first)
-    if retention:
-        per = retention // block
-        if per <= 1:
-            return None
-        for i in range((first + per) // per * per - 1 - first, len(mask), per):
-            mask[i] = True
-    for tokens in reach:
-        idx = tokens // align * align // block - 1
-        if first <= idx < end:
-            mask[idx - first] = True
-    return mask
-
-
+@dataclass(slots=True)
 class _Request:
-    __slots__ = ("rid", "tokens", "prompt_len", "hashes", "computed", "junction", "started")
-
-    def __init__(self, rid: str, tokens: list[int], hashes: list[int]) -> None:
-        self.rid = rid
-        self.tokens = tokens
-        self.prompt_len = len(tokens)
-        self.hashes = hashes
-        self.computed = 0
-        self.junction = 0
-        self.started = False
+    rid: str
+    tokens: list[int]
+    hashes: list[int]
+    prompt_len: int
+    computed: int = 0
+    junction: int = 0
+    started: bool = False
 
 
 def _check_tokens(tokens: Any, name: str) -> list[int]:
@@ -112,17 +52,22 @@ def _check_tokens(tokens: Any, name: str) -> list[int]:
     return [check_int(f"{name}[{i}]", t, 0) for i, t in enumerate(out)]
 
 
-class VLLMBlockCache:
-    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode).
+class _Handle(CacheHandle):
+    """A match's blocks: a lock takes a reference on each (``touch``), an unlock frees them."""
 
-    block_size: tokens per block, the same for the MLA KV pages and the KDA state blocks
-    (vLLM: ``block_size`` = ``mamba_block_size`` in align mode); prefix_match_unit: tokens
-    per prefix hash (``--prefix-match-unit``; None = block_size, no fine-grained hits; must
-    divide block_size); num_blocks: physical blocks in the shared pool, block 0 the null
-    block; max_num_batched_tokens: the chunk budget; retention:
-    ``prefix_cache_retention_interval`` (None dense, 0, or a multiple of block_size);
-    mamba_cache_mode: only "align" (vLLM 0.33 caches KDA/Mamba prefixes in no other mode:
-    ``MambaManager.__init__`` asserts it, and ``partial_hash_hits_enabled`` requires it).
+    __slots__ = ("_cache_id", "_blocks", "_keys", "_locks")
+
+
+class VLLMBlockCache:
+    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), a ``PrefixCache``.
+
+    block_size: tokens per block, MLA KV pages and KDA state blocks alike (vLLM: ``block_size``
+    = ``mamba_block_size`` in align mode); prefix_match_unit: tokens per prefix hash
+    (``--prefix-match-unit``; None = block_size, no fine-grained hits; divides block_size);
+    num_blocks: physical blocks in the shared pool, block 0 the null block;
+    max_num_batched_tokens: the chunk budget; retention: ``prefix_cache_retention_interval``
+    (None dense, 0, or a multiple of block_size); mamba_cache_mode: only "align" (vLLM 0.33
+    caches KDA/Mamba prefixes in no other mode: ``MambaManager.__init__`` asserts it).
     """
 
     def __init__(
@@ -153,41 +98,34 @@ class VLLMBlockCache:
         self.fine = u < B  # partial_hash_hits_enabled
         chunk = max_num_batched_tokens
         self.chunk = check_int("max_num_batched_tokens", chunk, 1, MAX_TOKENS)
-        self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, MAX_BLOCKS), u)
+        self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
         self.chain = HashChain(u)
         self.kv = KVGroup(self.pool, 0, B, self.fine)
         self.state = StateGroup(self.pool, 1, B, self.fine)
         self._reqs: dict[str, _Request] = {}
         self._served = 0
+        self._locked: dict[int, int] = {}  # block id -> references held through handles
+        self._args = (B, prefix_match_unit, num_blocks, self.chunk, retention)
 
-    # lookup ----------------------------------------------------------------------------
     def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], int, int]:
-        """``HybridKVCacheCoordinator.find_longest_cache_hit`` for one KV and one state group
-        (a simple hybrid: one pass): the KV hit bounds the state lookup, the state hit cuts
-        the KV blocks. Returns KV blocks, state blocks, the hit and the KV group's own hit."""
+        """``HybridKVCacheCoordinator.find_longest_cache_hit`` (one KV and one state group: one
+        pass): -> KV blocks cut to the state hit, state blocks, the hit, the KV group's hit."""
         kv_blocks, kv_len = self.kv.find(hashes, max_len)
         state_blocks, hit = self.state.find(hashes, kv_len)
         return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
 
     def _hit(self, kv: list[Block], st: list[Block], hit: int, kv_len: int) -> BlockHit:
-        return BlockHit(
-            tokens=hit,
-            kv_tokens=kv_len,
-            kv_blocks=tuple(b.block_id for b in kv),
-            state_block=st[-1].block_id if st else None,
-            table_index=len(st) - 1,
-            partial=bool(hit % self.block_size),
-            shared_prefix_boundary=kv_len if kv_len > hit else 0,
-        )
+        ids, state = tuple(b.block_id for b in kv), st[-1].block_id if st else None
+        shared = kv_len if kv_len > hit else 0
+        return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
-        """What a new request with these tokens would hit (``get_computed_blocks``: at most
-        ``len(tokens) - 1`` tokens, the last one is recomputed for its logits). Read-only."""
+        """What a new request with these tokens would hit, read-only (``get_computed_blocks``:
+        at most ``len(tokens) - 1`` tokens; the last one is recomputed for its logits)."""
         toks = _check_tokens(tokens, "tokens")
-        hashes = self.chain.peek(toks)
-        return self._hit(*self._find(hashes, len(toks) - 1))
+        return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
 
-    # one request ------------------------------------------------------------------------
+    # vLLM's request API ------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
         """Queue a request (``Request``); its lookup runs at its first ``step``."""
         if not isinstance(request_id, str) or request_id in self._reqs:
@@ -195,7 +133,7 @@ class VLLMBlockCache:
         toks = _check_tokens(prompt, "prompt")
         hashes: list[int] = []
         self.chain.extend(hashes, toks)
-        self._reqs[request_id] = _Request(request_id, toks, hashes)
+        self._reqs[request_id] = _Request(request_id, toks, hashes, len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
@@ -211,15 +149,34 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def step(self, request_id: str) -> Step:
-        """Schedule the request's next chunk: the lookup on its first step, the aligned
-        cut, ``allocate_slots`` (blocks, copy-on-write, keys) and the copies' release."""
+    def new_step(self) -> None:  # MambaManager.new_step_starts
+        self.state.this_step.clear()
+
+    def deferred(self, tokens: Sequence[int]) -> bool:
+        """A new request with these tokens waits a step: its state hit was keyed in this step
+        by another request, whose state is not computed yet (``cached_blocks_this_step``:
+        ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
+        toks = _check_tokens(tokens, "tokens")
+        st = self._find(self.chain.peek(toks), len(toks) - 1)[1]
+        return bool(st) and st[-1].key in self.state.this_step
+
+    def step(
+        self, request_id: str, budget: int | None = None, *, new_step: bool = True
+    ) -> Step | None:
+        """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
+        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` (blocks,
+        copy-on-write, keys) and the copies' release. A scheduler batching several requests
+        calls ``new_step`` once per step and steps each with ``new_step=False``; None: the
+        aligned cut of a budget below the chunk budget is empty (the request waits)."""
         req = self._require_request(request_id)
+        if check_bool("new_step", new_step):
+            self.new_step()
         B = self.block_size
         found = None if req.started else self._find(req.hashes, len(req.tokens) - 1)
         hits = found[2] if found else 0
         start = req.computed + hits
-        want = min(self.chunk, len(req.tokens) - start)
+        cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
+        want = min(cap, len(req.tokens) - start)
         if want <= 0:
             raise ValueError(f"request {request_id!r} has computed every token; append one")
         junction = found[3] if found and found[3] > hits else req.junction
@@ -227,6 +184,8 @@ class VLLMBlockCache:
         n = aligned_split(
             start, want, len(req.tokens), req.prompt_len, B, unit, fine, chunk, junction
         )
+        if n <= 0 and budget is not None and budget < self.chunk:
+            return None  # less budget than a block is left this step: the request waits
         if n <= 0:
             raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
         self.pool.log.clear()
@@ -236,28 +195,20 @@ class VLLMBlockCache:
         new = self._allocate(req, start, n, found)
         req.computed = start + n
         copies = self._release_copies()
-        table = self.state.req_blocks[request_id]
-        return Step(
-            start=start,
-            end=req.computed,
-            hit=self._hit(*found) if found else None,
-            state_block=table[-(-req.computed // B) - 1].block_id,
-            registered=tuple(self.pool.log),
-            copies=copies,
-            new_blocks=new,
-        )
+        state_block = self.state.req_blocks[request_id][-(-req.computed // B) - 1].block_id
+        hit = self._hit(*found) if found else None
+        return Step(start, req.computed, hit, state_block, tuple(self.pool.log), copies, new)
 
     def _require_room(self, req: _Request, start: int, need: int, found: tuple | None) -> None:
-        """``get_num_blocks_to_allocate`` against the free blocks: vLLM would not schedule
-        the step (``allocate_slots`` returns None); a one-request model cannot wait."""
+        """``get_num_blocks_to_allocate`` against the free blocks (vLLM would not schedule the
+        step: ``allocate_slots`` returns None; this model does not wait)."""
         kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
         wanted = self.kv.num_to_allocate(req.rid, need, kv_hit, start)
         wanted += self.state.num_to_allocate(req.rid, need, st_hit, start)
-        if wanted > self.pool.num_free():
-            raise ValueError(
-                f"num_blocks={len(self.pool.blocks)} is too small: this step needs {wanted} "
-                f"blocks, {self.pool.num_free()} are free or evictable"
-            )
+        free = self.pool.num_free()
+        if wanted > free:
+            n = len(self.pool.blocks)
+            raise ValueError(f"num_blocks={n} is too small: {wanted} blocks needed, {free} free")
 
     def _allocate(
         self, req: _Request, start: int, n: int, found: tuple | None
@@ -287,16 +238,16 @@ class VLLMBlockCache:
         return lambda first, end: reachable_mask(first, end, B, align, retention, reach)
 
     def _release_copies(self) -> tuple[tuple[int, int], ...]:
-        """``take_kv_cache_block_copies``: the step's copies run, then both ends of each are
-        released (``Scheduler._free_cow_retained_blocks``, synchronous)."""
+        """``take_kv_cache_block_copies``; both ends of each copy released after it ran
+        (``Scheduler._free_cow_retained_blocks``, synchronous)."""
         pairs = self.kv.copies + self.state.copies
         self.kv.copies, self.state.copies = [], []
         self.pool.free_blocks([b for pair in pairs for b in pair])
         return tuple((a.block_id, b.block_id) for a, b in pairs)
 
     def finish(self, request_id: str) -> None:
-        """Free the request's blocks, each group's table tail first (``KVCacheManager.free``):
-        keyed blocks stay cached (evictable), the rest are reused first."""
+        """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
+        blocks stay cached (evictable), the rest are reused first."""
         self._require_request(request_id)
         del self._reqs[request_id]
         for group in (self.kv, self.state):
@@ -311,46 +262,139 @@ class VLLMBlockCache:
         while rid in self._reqs:
             rid += "'"
         self.add(rid, prompt)
-        steps = []
+        steps: list[Step] = []
         try:
             for token in [None, *outs]:
                 if token is not None:
                     self.append(rid, token)
-                while True:
-                    steps.append(self.step(rid))
-                    if steps[-1].end == len(self._reqs[rid].tokens):
-                        break
+                while not steps or steps[-1].end < len(self._reqs[rid].tokens):
+                    steps.append(self.step(rid))  # type: ignore[arg-type]
         finally:
             self.finish(rid)
         hit = steps[0].hit
         assert hit is not None, "the first step carries the lookup"
         return RequestRecord(rid, len(prompt), hit, tuple(steps))
 
+    def tables(self, request_id: str) -> tuple[list[int], ...]:
+        """The request's block tables (KV, state) as physical ids (0: the null block)."""
+        self._require_request(request_id)
+        return tuple([b.block_id for b in g.req_blocks[request_id]] for g in (self.kv, self.state))
+
+    # the cache protocol -------------------------------------------------------------------
+    def _handle(self, tokens: int, blocks: list[Block]) -> _Handle:
+        h = _Handle(tokens)
+        held = [b for b in blocks if not b.is_null]
+        h._cache_id, h._blocks, h._keys, h._locks = id(self), held, [b.key for b in held], 0
+        return h
+
+    def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
+        """``find_longest_cache_hit`` over all of ``key``: ``restore_at`` where KV and state
+        agree (``state``: its state block; ``kv``: the KV block ids before it), ``token_match``
+        the KV group's own hit. ``touch`` sends the hit's free blocks to the back of the free
+        queue (evicted last); blocks are never split."""
+        toks = _check_tokens(key, "key")
+        check_bool("split", split)
+        kv, st, hit, kv_len = self._find(self.chain.peek(toks), len(toks))
+        kv_all = self.kv.find(self.chain.peek(toks), kv_len)[0]
+        if check_bool("touch", touch):
+            self.pool.free_to_back(kv_all + st)
+        h, restore = self._hit(kv, st, hit, kv_len), self._handle(hit, kv + st[-1:])
+        branch, path = h.shared_prefix_boundary or None, self._handle(kv_len, kv_all)
+        return PrefixMatch(
+            kv_len, hit, h.state_block, 0, h.kv_blocks, branch, h.partial, restore, path
+        )
+
+    def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
+        """Take (or give back) one reference on each of the handle's blocks."""
+        if not isinstance(handle, _Handle) or handle._cache_id != id(self):
+            raise HandleError("handle must be a handle this cache's match_prefix returned")
+        if [b.key for b in handle._blocks] != handle._keys:
+            raise HandleError("handle is stale: one of its blocks was evicted")
+        if check_bool("unlock", unlock):
+            if handle._locks <= 0:
+                raise HandleError("handle is not locked (unlock without lock, or twice)")
+            self.pool.free_blocks(handle._blocks)
+        else:
+            self.pool.touch(handle._blocks)
+        d = -1 if unlock else 1
+        handle._locks += d
+        for b in handle._blocks:
+            self._locked[b.block_id] = self._locked.get(b.block_id, 0) + d
+
+    def insert_prefix(
+        self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
+    ) -> PrefixInsert:
+        """vLLM keys blocks as a request computes them: inserting a prefix is serving ``key``
+        as a prompt (``serve``). The table holds no payloads (the engine holds the blocks'
+        contents): ``kv``, ``states`` stay empty. ``new``: the state keys registered."""
+        if kv is not None or states or state_bytes:
+            raise ValueError("kv, states: the block table keys blocks, it holds no payloads")
+        rec = self.serve(key)
+        new = tuple(sorted({t for st in rec.steps for g, t, _ in st.registered if g == 1}))
+        return PrefixInsert(rec.hit.tokens, rec.prompt_len - rec.hit.tokens, new, (), 0, None)
+
+    def read_kv(self, key: Any, length: int) -> tuple:
+        """The KV block ids covering ``key[:length]`` (inside the KV group's hit)."""
+        toks = _check_tokens(key, "key")
+        blocks, kv_len = self.kv.find(self.chain.peek(toks), len(toks))
+        n = check_int("length", length, 0, kv_len)
+        return tuple(b.block_id for b in blocks[: -(-n // self.block_size)])
+
+    def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
+        """Drop the keys of free cached blocks from the free queue's LRU end (as
+        ``get_new_blocks`` does when it reuses them): state blocks, then KV blocks."""
+        check_int("state_bytes", state_bytes, 0)  # states are blocks here: not sized
+        n, keys = self.pool.evict_free(1, check_int("states", states, 0))
+        want = -(-check_int("kv_tokens", kv_tokens, 0) // self.block_size)
+        kv, more = self.pool.evict_free(0, want)
+        return Evicted(n, 0, kv * self.block_size, keys + more, 0)
+
+    @property
+    def size_info(self) -> SizeInfo:
+        """KV tokens of held / free cached KV blocks (state bytes: not modelled)."""
+        held, free = self.kv.blocks()
+        return SizeInfo(len(free) * self.block_size, len(held) * self.block_size, 0, 0)
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.size_info.kv_total
+
+    state_bytes = 0  # a block is a page of the pool: the lab does not size it here
+
+    @property
+    def n_states(self) -> int:
+        """State blocks held or cached."""
+        return sum(map(len, self.state.blocks()))
+
+    @property
+    def n_nodes(self) -> int:
+        """Prefix entries (keys) in the pool."""
+        return sum(len(bs) for bs in self.pool.cached.values())
+
+    def reset(self) -> int:
+        """Drop every block and key (not while a request holds blocks). -> state blocks."""
+        if self._reqs or any(self._locked.values()):
+            raise ValueError("reset: requests or handles still hold blocks")
+        n = self.n_states
+        B, u, blocks, chunk, retention = self._args
+        self.__init__(B, u, num_blocks=blocks, max_num_batched_tokens=chunk, retention=retention)
+        return n
+
+    def check_integrity(self) -> None:
+        """Each block's references are its table entries and handle locks, the free queue
+        holds exactly the unreferenced blocks, every key names a block that carries it."""
+        refs = dict(self._locked)
+        for table in [*self.kv.req_blocks.values(), *self.state.req_blocks.values()]:
+            for b in table:
+                refs[b.block_id] = refs.get(b.block_id, 0) + (not b.is_null)
+        self.pool.check_integrity(refs)
+
+    def stats(self) -> SizeInfo:
+        """The sizes (``export`` has the blocks, keys and the eviction count)."""
+        return self.size_info
+
     # read-only views -------------------------------------------------------------------
     def export(self) -> PoolSnapshot:
         """The pool as plain data: blocks, prefix entries, request tables, free order."""
-        pool, u = self.pool, self.unit
-        rank = {bid: i for i, bid in enumerate(pool.free)}
-        blocks = tuple(
-            PhysicalBlock(
-                b.block_id,
-                b.ref_cnt,
-                tuple(self.chain.depth[k[0]] * u for k in pool.keys_of(b)),
-                rank.get(b.block_id, -1),
-            )
-            for b in pool.blocks[1:]
-        )
-        entries = tuple(
-            PrefixEntry(key[1], self.chain.depth[key[0]] * u, key[0], bid, blk.key == key)
-            for key, held in pool.cached.items()
-            for bid, blk in held.items()
-        )
-        tables = {
-            rid: tuple(
-                tuple(b.block_id for b in g.req_blocks.get(rid, ())) for g in (self.kv, self.state)
-            )
-            for rid in self._reqs
-        }
-        return PoolSnapshot(
-            self.block_size, u, blocks, entries, tables, tuple(pool.free), pool.evictions
-        )
+        tables = {rid: tuple(map(tuple, self.tables(rid))) for rid in self._reqs}
+        return self.pool.snapshot(self.chain.depth, self.block_size, tables)

@@ -1,61 +1,36 @@
-"""Speculative decoding on TinyHybrid with ReplaySSM (SGLang ``--enable-linear-replayssm-spec``).
-
-Re-exports only: ``segment`` (the segment math and argument checks), ``replay`` (rings,
-``ReplaySSM`` verify / commit), ``memory`` (rings vs per-draft states, bytes), ``generate``
-(drafts and the speculative generation loop). See docs/speculative.md.
+"""Speculative decoding on TinyHybrid with ReplaySSM (SGLang ``--enable-linear-replayssm-spec``),
+what the engine decodes with when ``Engine(speculative=...)`` is set: ``ReplaySSM`` (rings per
+KDA layer, verify D tokens, commit a prefix by exact replay), the segment math and checks, the
+drafts, greedy acceptance and a request's speculative state. See docs/speculative.md.
 """
 
-from kda_core.serve.spec.generate import (
-    Draft,
-    SpecGeneration,
-    StepRecord,
+from kda_core.serve.spec._draft import (
+    SpecConfig,
+    SpecRequest,
+    VerifyRecord,
     accept_length,
     make_noisy_draft,
-    ngram_draft,
-    speculative_generate,
 )
-from kda_core.serve.spec.memory import SpecMemory, spec_memory
-from kda_core.serve.spec.replay import LayerRing, ReplaySSM, VerifyResult
-from kda_core.serve.spec.segment import (
-    L2_EPS,
+from kda_core.serve.spec._replay import ReplaySSM, VerifyResult
+from kda_core.serve.spec._segment import (
     MAX_DRAFT_TOKENS,
-    MAX_RING_LEN,
     RING_FIELDS,
-    SegmentOutputs,
     check_draft_tokens,
     check_ring_len,
     exact_replay,
-    fold_state,
-    per_draft_states,
-    reconstruct_outputs,
-    ring_verify,
 )
-from kda_core.sizing import tiny_spec
 
 __all__ = [
-    "L2_EPS",
     "MAX_DRAFT_TOKENS",
-    "MAX_RING_LEN",
     "RING_FIELDS",
-    "Draft",
-    "LayerRing",
     "ReplaySSM",
-    "SegmentOutputs",
-    "SpecGeneration",
-    "SpecMemory",
-    "StepRecord",
+    "SpecConfig",
+    "SpecRequest",
+    "VerifyRecord",
     "VerifyResult",
     "accept_length",
     "check_draft_tokens",
     "check_ring_len",
     "exact_replay",
-    "fold_state",
     "make_noisy_draft",
-    "ngram_draft",
-    "per_draft_states",
-    "reconstruct_outputs",
-    "ring_verify",
-    "spec_memory",
-    "speculative_generate",
-    "tiny_spec",
 ]

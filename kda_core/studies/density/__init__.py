@@ -19,7 +19,6 @@ from kda_core.studies.density.notes import (
     replay_trends,
 )
 from kda_core.studies.density.policies import (
-    LOAD_KINDS,
     HitTimeline,
     PolicySweep,
     hit_timeline,
@@ -51,7 +50,6 @@ __all__ = [
     "DEFAULT_INTERVALS",
     "DEFAULT_POLICIES",
     "GIB",
-    "LOAD_KINDS",
     "MAX_RUNS",
     "REPLAY_SLOPE_K",
     "DensityAnalytic",

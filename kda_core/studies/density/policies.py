@@ -25,7 +25,7 @@ from kda_core.studies.density.sweep import (
 )
 from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens, require_prefix_info
 
-LOAD_KINDS: tuple[str, ...] = ("head", "bundled", "generated")
+_LOAD_KINDS: tuple[str, ...] = ("head", "bundled", "generated")
 
 
 @functools.lru_cache(maxsize=8)
@@ -33,8 +33,8 @@ def load_workload(kind: str, name: str, n_head: int = 1000) -> Trace:
     """A workload for the app. ``kind``: "head" (the first ``n_head`` requests of bundled trace
     ``name``, parsing only those lines), "bundled" (the whole bundled trace) or "generated"
     (``workloads.workload(name)``). Memoised (traces are read-only)."""
-    if kind not in LOAD_KINDS:
-        raise ValueError(f"kind must be one of {list(LOAD_KINDS)}, got {kind!r:.40}")
+    if kind not in _LOAD_KINDS:
+        raise ValueError(f"kind must be one of {list(_LOAD_KINDS)}, got {kind!r:.40}")
     if kind == "head":
         if name not in _wl.BUNDLED_TRACES:
             raise ValueError(f"name must be one of {sorted(_wl.BUNDLED_TRACES)}, got {name!r:.40}")

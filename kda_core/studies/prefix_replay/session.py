@@ -138,8 +138,8 @@ class ServingSession:
         peak = [self.peak]
 
         def observe(stage: str, eng: Engine) -> None:
-            snaps[stage] = tree_snapshot(eng.tree.export())
-            peak[0] = max(peak[0], eng.active.n_used)
+            snaps[stage] = tree_snapshot(eng.cache.export())
+            peak[0] = max(peak[0], eng.pools.active.n_used)
 
         r = engine.generate(prompt, self.max_new_tokens, record_states=True, observe=observe)
         st = engine.stats()
@@ -157,7 +157,7 @@ class ServingSession:
                 checkpoint_capacity=ps.checkpoint_capacity,
                 checkpoint_used=ps.checkpoint_used,
                 checkpoint_bytes=ps.checkpoint_bytes,
-                checkpoint_slot_bytes=engine.checkpoints.slot_bytes,
+                checkpoint_slot_bytes=engine.pools.checkpoints.slot_bytes,
                 copies=ps.copies,
                 donations=ps.donations,
                 track_writes=ps.track_writes,

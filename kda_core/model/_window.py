@@ -13,7 +13,7 @@ so a step only needs reads of S_{t-1}, and those come from B and the pending ent
 two small matmuls over the entries). Every ``R`` steps, or whenever someone will read a state
 (the runner decides: a planned checkpoint, a finish, a change of batch), the states are
 written out in one matmul per layer, ``S_t = [diag(c_t) | c_t (k_j / c_j) ... | k_t] @ [B;
-u_1^T; ...; u_t^T]``: the [diag(alpha) | k] @ [S; u^T] write of ``serve._decode`` with one
+u_1^T; ...; u_t^T]``: the [diag(alpha) | k] @ [S; u^T] write of ``model._decode`` with one
 column and row per pending step. The u rows live in the base buffer's rows K.., below the
 base states the slots' views show.
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.serve._rows import address
+from kda_core.model._rows import address
 
 __all__ = ["DEFER_STEPS", "StateWindow", "window_steps"]
 

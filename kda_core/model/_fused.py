@@ -25,7 +25,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from kda_core.kda import conv_varlen
-from kda_core.model import KDAWeights, MLAWeights, TinyHybrid
+from kda_core.model.params import KDAWeights, MLAWeights
+from kda_core.model.tiny import TinyHybrid
 
 __all__ = [
     "FusedWeights",
@@ -46,11 +47,11 @@ class KDALayer:
     taps: np.ndarray  # conv weights [W, 3HK] (row i multiplies window row i; last: the token)
     w_in_n: np.ndarray  # norm1[:, None] * [w_qkv | w_gate | f_a | w_beta]
     w_o_n: np.ndarray  # tile(norm_w, H)[:, None] * w_o
-    # the one-token pass's gate (serve._decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
+    # the one-token pass's gate (model._decode) as an affine tanh, sigmoid(x) = (1 + tanh(x/2))
     # / 2, with exp(A_log) / 2 folded into f_b's columns and the bias
     f_b_half: np.ndarray  # f_b * exp(A_log)[h] / 2, column h K + k
     g_bias_half: np.ndarray  # exp(A_log)[h] dt_bias[h, k] / 2, [H K]
-    # the packed prefill's gate (serve.batch): g = lb / (1 + exp(t)) with t = -A (f + b), -A
+    # the packed prefill's gate (model.batch): g = lb / (1 + exp(t)) with t = -A (f + b), -A
     # folded into f_b's columns and the bias (one matmul, one add, then the logistic)
     f_b_neg: np.ndarray  # -f_b * exp(A_log)[h], column h K + k
     g_bias_neg: np.ndarray  # -exp(A_log)[h] dt_bias[h, k], [H K]
@@ -75,10 +76,10 @@ class FusedWeights:
     layers: list[KDALayer | MLALayer]
     w_up_n: list[np.ndarray]  # per layer norm2[:, None] * w_up (the MLP of the batched passes)
     lm_head_n: np.ndarray  # final_norm[:, None] * lm_head (both passes' logits)
-    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (serve._decode):
+    # the one-token pass's [diag(alpha) | k] matrix of the last batch size (model._decode):
     # kept between steps, its zeros are never written
     update_mats: dict[int, np.ndarray] = field(default_factory=dict)
-    # the one-token pass's latents and conv buffers (serve._rows), appended to in place
+    # the one-token pass's latents and conv buffers (model._rows), appended to in place
     latents: Any = None
     convs: Any = None
 

@@ -1,15 +1,13 @@
-"""Speculative-verify memory of one request: ReplaySSM rings vs a full state per draft token.
-
-``spec_memory`` is ``kda_core.sizing`` arithmetic for a real preset or TinyHybrid
-(``sizing.tiny_spec``: its config as a ``sizing.ModelSpec``).
-"""
+"""Speculative-verify memory of one request (``studies.speculative.memory_over_d``): ReplaySSM
+rings vs a full state per draft token, ``kda_core.sizing`` arithmetic for a real preset or
+TinyHybrid (``sizing.tiny_spec``: its config as a ``sizing.ModelSpec``)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from kda_core import sizing
-from kda_core.serve.spec.segment import check_draft_tokens, check_ring_len
+from kda_core.serve.spec import check_draft_tokens, check_ring_len
 
 
 class SpecMemory(NamedTuple):

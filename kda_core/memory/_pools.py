@@ -3,7 +3,7 @@
 
 ``StaticPool`` splits the buffer SGLang-style, state budget = ``T * r / (1 + r)``, with the same
 verbs as the unified pool; its two regions never lend each other bytes. Left out: anything the
-shared machinery leaves out (`kda_core.memory.two_ended`).
+shared machinery leaves out (`kda_core.memory._two_ended`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from kda_core.memory.two_ended import MODES, SIDES, TwoEndedPool
+from kda_core.memory._two_ended import MODES, SIDES, TwoEndedPool
 
 
 class UnifiedPool(TwoEndedPool):

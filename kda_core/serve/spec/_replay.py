@@ -24,17 +24,13 @@ from kda_core.model import (
     TinyHybrid,
     check_tokens,
 )
-from kda_core.serve.spec.segment import (
+from kda_core.serve.spec._segment import (
     RING_FIELDS,
     check_draft_tokens,
     check_ring_len,
     exact_replay,
-    reconstruct_outputs,
     ring_verify,
 )
-
-# --------------------------------------------------------------------------------------------
-# ring buffers
 
 
 @dataclass(slots=True)
@@ -102,10 +98,6 @@ class LayerRing:
     @property
     def nbytes(self) -> int:
         return sum(getattr(self, f).nbytes for f in RING_FIELDS)
-
-
-# --------------------------------------------------------------------------------------------
-# verify / commit on TinyHybrid
 
 
 class VerifyResult(NamedTuple):
@@ -186,10 +178,10 @@ class ReplaySSM:
                 full = np.concatenate([st.conv, f.raw], axis=0)
                 for t in range(n):  # window after consuming token t (intermediate_conv_window)
                     self.conv_windows[j, t] = full[t + 1 : t + W]
-                seg = ring_verify(st.S, f.q, f.k, f.v, f.g, f.beta)
-                self.rings[j].write(start, d=seg.d, k=f.k, g=f.g, rawv=rawv, rawk=rawk, beta=f.beta)
-                qs[j], os_[j] = f.q, seg.o
-                y = model.kda_readout(layer, h, seg.o)
+                o, d = ring_verify(st.S, f.q, f.k, f.v, f.g, f.beta)
+                self.rings[j].write(start, d=d, k=f.k, g=f.g, rawv=rawv, rawk=rawk, beta=f.beta)
+                qs[j], os_[j] = f.q, o
+                y = model.kda_readout(layer, h, o)
             else:
                 y, lat = model.mla_mixer(layer, h, state.mla_kv[:, self._mla_index[layer]])
                 lats.append(lat)
@@ -244,24 +236,6 @@ class ReplaySSM:
         mla = np.concatenate([state.mla_kv, result.mla_latents[:a]], axis=0)
         return ModelState(
             new_kda, mla, state.tokens + list(result.tokens[:a]), state.version, state.fingerprint
-        )
-
-    # -- inspection ------------------------------------------------------------------------
-
-    def reconstruct(self, state: ModelState, result: VerifyResult, j: int) -> np.ndarray:
-        """KDA layer j's outputs [n, H, V] rebuilt from S0 = state.kda[j].S and the ring.
-
-        Call it between verify and commit (commit invalidates the rejected tail's entries).
-        """
-        j = check_int("j", j, 0, len(self.rings) - 1)
-        n = len(result.tokens)
-        ring = self.rings[j]
-        return reconstruct_outputs(
-            state.kda[j].S,
-            result.q[j],
-            ring.read("d", result.start, n),
-            ring.read("k", result.start, n),
-            ring.read("g", result.start, n),
         )
 
     @property

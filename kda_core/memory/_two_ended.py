@@ -11,7 +11,7 @@ the ends meet, ``alloc`` asks the peer to compact, re-checks, else returns None 
 evicts or queues). ``check_integrity`` checks every invariant (no overlap, bytes conserved,
 tables inverse, CRC32 of every live entry unchanged).
 
-The pools themselves are in `kda_core.memory.pools`; docs/memory.md has the invariants and the
+The pools themselves are in `kda_core.memory._pools`; docs/memory.md has the invariants and the
 compaction rule in full. Left out: the slot-0 dummy sink and ``min_slot_index``, the inverse-move
 history for speculative rollback, pages pending reuse by a running kernel, and 3+ sub-pools.
 """
@@ -35,7 +35,7 @@ _MAX_ENTRIES_PER_SIDE: int = 1 << 21  # cap on each side's index space (tables a
 
 class TwoEndedPoolStats(NamedTuple):
     """Counters and occupancy of a two-ended pool (`UnifiedPool` or `StaticPool`), in entries or
-    bytes. (Not `kda_core.cache.pool`'s serving-pool counts.)"""
+    bytes. (Not the engine's serving-pool counts, `kda_core.serve`.)"""
 
     total_bytes: int
     state_live: int

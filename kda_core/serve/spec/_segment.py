@@ -1,15 +1,10 @@
-"""ReplaySSM's segment math: one verify window's outputs from the checkpoint and the rings.
-
-``ring_verify`` rebuilds every output of a D-token segment from S0 and the rank-1 writes d (no
-per-token state); ``per_draft_states`` is the plain twin keeping a state per token;
-``reconstruct_outputs`` / ``fold_state`` read the fast ring group back; ``exact_replay`` is the
-commit's recurrent-order replay from the exact group. The argument checks (D, L) live here too.
-Derivations: docs/speculative.md.
+"""ReplaySSM's segment math: ``ring_verify`` rebuilds every output of a D-token segment from
+the checkpoint S0 and the rank-1 writes d (no per-token state; its naive twin keeping a state
+per token is in tests/test_spec.py); ``exact_replay`` is the commit's recurrent-order replay
+from the exact group. The argument checks (D, L) live here too. docs/speculative.md.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 
@@ -20,9 +15,6 @@ MAX_DRAFT_TOKENS = 64  # D cap: verify cost and the [D, D, H, K] pairwise decays
 MAX_RING_LEN = 1024
 RING_FIELDS: tuple[str, ...] = ("d", "k", "g", "rawv", "rawk", "beta")
 L2_EPS = 1e-6  # kda.l2norm's eps: the same normalisation the model applies to k
-
-# --------------------------------------------------------------------------------------------
-# validation
 
 
 def check_draft_tokens(draft_tokens: object) -> int:
@@ -77,19 +69,6 @@ def _check_segment_inputs(S0, q, k, g, name_v: str, v=None, beta=None):
     return S0, q, k, g, v, beta
 
 
-# --------------------------------------------------------------------------------------------
-# per-layer math (pure functions of one KDA layer's segment)
-
-
-class SegmentOutputs(NamedTuple):
-    """A verify segment of n tokens: o [n, H, V], d [n, H, V] and, for the naive twin only,
-    the per-draft states [n, H, K, V] (None for the ring path)."""
-
-    o: np.ndarray
-    d: np.ndarray
-    states: np.ndarray | None
-
-
 def _pair_decay(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Gam = inclusive cumsum of g [n, H, K] and exp(Gam_t - Gam_j) for j <= t (0 above)."""
     Gam = np.cumsum(g, axis=0)
@@ -99,18 +78,16 @@ def _pair_decay(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Gam, np.exp(diff)  # [n, H, K], [n, n, H, K]
 
 
-def ring_verify(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentOutputs:
+def ring_verify(S0, q, k, v, g, beta, scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ReplaySSM verify of one layer: outputs and ring d from S0 without any per-token state.
 
     With A(t, j) = exp(Gam_t - Gam_j) (decay from after token j to token t), for t = 1..n:
         d_t = beta_t (v_t - S0^T (e^Gam_t * k_t) - sum_{j<t} <k_t, A(t, j) k_j> d_j)
         o_t = scale (S0^T (e^Gam_t * q_t) + sum_{j<=t} <q_t, A(t, j) k_j> d_j)
     i.e. a unit lower-triangular solve for d (the UT transform of the chunked form).
-    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64.
+    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64. -> (o, d).
     """
-    S0, q, k, g, v, beta = _check_segment_inputs(S0, q, k, g, "v", v, beta)
-    K = S0.shape[1]
-    scale = K**-0.5 if scale is None else float(scale)
+    scale = S0.shape[1] ** -0.5 if scale is None else float(scale)
     Gam, A = _pair_decay(g)
     E = np.exp(Gam)
     kk = np.einsum("thc,jhc,tjhc->tjh", k, k, A)  # [n, n, H]
@@ -121,49 +98,7 @@ def ring_verify(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentO
         acc = v[t] - base[t] - np.einsum("jh,jhv->hv", kk[t, :t], d[:t])
         d[t] = beta[t][:, None] * acc
     o = scale * (np.einsum("thk,hkv->thv", E * q, S0) + np.einsum("tjh,jhv->thv", qk, d))
-    return SegmentOutputs(o, d, None)
-
-
-def per_draft_states(S0, q, k, v, g, beta, *, scale: float | None = None) -> SegmentOutputs:
-    """The naive twin: step the recurrence token by token and keep every state [n, H, K, V]."""
-    S0, q, k, g, v, beta = _check_segment_inputs(S0, q, k, g, "v", v, beta)
-    K = S0.shape[1]
-    scale = K**-0.5 if scale is None else float(scale)
-    S = S0.copy()
-    n = k.shape[0]
-    states = np.empty((n,) + S.shape)
-    d = np.empty_like(v)
-    o = np.empty_like(v)
-    for t in range(n):
-        S = np.exp(g[t])[:, :, None] * S
-        d[t] = beta[t][:, None] * (v[t] - np.einsum("hk,hkv->hv", k[t], S))
-        S = S + k[t][:, :, None] * d[t][:, None, :]
-        states[t] = S
-        o[t] = scale * np.einsum("hk,hkv->hv", q[t], S)
-    return SegmentOutputs(o, d, states)
-
-
-def reconstruct_outputs(S0, q, d, k, g, *, scale: float | None = None) -> np.ndarray:
-    """Outputs o [n, H, V] rebuilt from the checkpoint S0 and the ring's (d, k, g) plus q."""
-    S0, q, k, g, d, _ = _check_segment_inputs(S0, q, k, g, "d", d)
-    K = S0.shape[1]
-    scale = K**-0.5 if scale is None else float(scale)
-    Gam, A = _pair_decay(g)
-    qk = np.einsum("thc,jhc,tjhc->tjh", q, k, A)
-    o0 = np.einsum("thk,hkv->thv", np.exp(Gam) * q, S0)
-    return scale * (o0 + np.einsum("tjh,jhv->thv", qk, d))
-
-
-def fold_state(S0, d, k, g) -> np.ndarray:
-    """Open-loop fold of the fast group: S_n = Diag(e^Gam_n) S0 + sum_j (k_j A(n, j)) d_j^T.
-
-    Exact in exact arithmetic; with a rounded d (bf16 in SGLang) its error enters the state,
-    which is why commit uses ``exact_replay`` instead.
-    """
-    S0, _, k, g, d, _ = _check_segment_inputs(S0, None, k, g, "d", d)
-    Gam = np.cumsum(g, axis=0)
-    kt = k * np.exp(Gam[-1][None] - Gam)  # [n, H, K]
-    return np.exp(Gam[-1])[:, :, None] * S0 + np.einsum("jhk,jhv->hkv", kt, d)
+    return o, d
 
 
 def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:

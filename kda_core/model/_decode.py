@@ -1,27 +1,26 @@
 """The all-decode step (one token per request) as few, large numpy calls: the runner's hot path.
 
 ``forward_packed`` handles any mix of prefill chunks and decodes through the model's own layer
-functions; once every request in a step decodes, ``decode_window`` (``decode_packed``: the
-form that writes every step) does the same pass with
+functions; once every request in a step decodes, ``decode_window`` does the same pass with
 
 * fused input projections, one matmul per layer: KDA ``h @ [w_qkv | w_gate | f_a | w_beta]``,
   MLA ``h @ [w_dkv | w_q | w_gate]`` (``FusedWeights``, folded once per model), the RMSNorm
   weights folded into the matrices' rows (``rms(x) w @ W = (x / rms) @ (diag(w) W)``);
 * the conv step as one einsum over the window and the token's row, appended in place
-  (``serve._rows.ConvRows``: the new window is the old one moved by a row, a view);
+  (``model._rows.ConvRows``: the new window is the old one moved by a row, a view);
 * the gate ``exp(lb sigmoid(A (f + b)))`` as one affine tanh (``sigmoid(x) = (1 + tanh(x/2))
   / 2`` with ``A / 2`` folded into ``f_b``), q and k normalised in one call;
-* the delta-rule step through ``serve._window.StateWindow``: the old state read once for ``k^T
+* the delta-rule step through ``model._window.StateWindow``: the old state read once for ``k^T
   diag(alpha) S`` and ``q^T diag(alpha) S``, and, when the step writes, the new state as one
   batched matmul ``S' = [diag(alpha) | k] @ [S; u^T]`` (one more column and row per pending
-  step); twin ``state_update_naive``, the three elementwise passes (~1.5x slower in place;
+  step); twin (tests/test_serve_batch.py): the three elementwise passes (~1.5x slower in place;
   blocking the requests, updating in place or two row blocks measured no faster). ``u = beta
   (v - S^T diag(alpha) k)``, read-out ``S'^T q = S^T diag(alpha) q + u (k.q)`` (the
   recurrence of ``kda.recurrent``);
 * the read-out's scale folded into the per-head norm (``rmsnorm(s o, eps) = rmsnorm(o, eps /
   s^2)``) and the norm weight into ``w_o``;
-* MLA attention in the absorbed form (``serve.batch.mla_attend_padded``) over one padded
-  buffer of every request's latents, appended to in place (``serve._rows.LatentRows``).
+* MLA attention in the absorbed form (``model._attend.mla_attend_padded``) over one padded
+  buffer of every request's latents, appended to in place (``model._rows.LatentRows``).
 
 Same inputs as ``forward_packed``, its twin (tests/test_serve_batch.py: they agree to rounding,
 both against ``TinyHybrid.forward``); it returns every request's whole latents (views).
@@ -33,20 +32,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kda_core.serve._fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
-from kda_core.serve._rows import ConvRows, LatentRows
-from kda_core.serve._window import StateWindow
-from kda_core.serve.batch import mla_attend_padded
+from kda_core.model._attend import mla_attend_padded
+from kda_core.model._fused import FusedWeights, KDALayer, MLALayer, inv_rms, mlp_folded, silu
+from kda_core.model._rows import ConvRows, LatentRows
+from kda_core.model._window import StateWindow
 
-__all__ = ["decode_packed", "decode_window", "state_update_naive", "write_matrix"]
-
-
-def state_update_naive(S, alpha, k, u) -> np.ndarray:
-    """The twin of the one-GEMM update: ``diag(alpha) S + k u^T`` per (request, head) in three
-    passes (decay, outer product, add). S [N, H, K, V]; alpha, k [N, H, K]; u [N, H, V]."""
-    out = np.einsum("nhk,nhkv->nhkv", alpha, S)
-    out += np.einsum("nhk,nhv->nhkv", k, u)
-    return out
+__all__ = ["decode_window", "write_matrix"]
 
 
 def _kda_decode(wt: KDALayer, c, x, conv_rows, window: StateWindow, j: int, M, S_out):
@@ -154,19 +145,3 @@ def decode_window(
     logits = (x * inv_rms(x, eps)) @ wts.lm_head_n
     S_new = None if new is None else new[:, :, :, :K]
     return logits, S_new, wts.convs.advance(), wts.latents.views(), window.advanced(new)
-
-
-def decode_packed(
-    wts: FusedWeights,
-    tokens: Sequence[int],
-    S: np.ndarray,
-    conv: np.ndarray,
-    pasts: Sequence[np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """``decode_window`` writing every step (a window of one step: the eager form). S [L, N,
-    H, K, V] is not changed; when it is a previous call's new S, that call's buffer (rows :K
-    of [L, N, H, K+1, V]) is used as is and its scratch row K written. Returns (logits, new
-    S, new conv, latents)."""
-    out = decode_window(wts, tokens, StateWindow.of(S, 1), conv, pasts, True)
-    assert out[1] is not None
-    return out[0], out[1], out[2], out[3]

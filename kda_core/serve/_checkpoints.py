@@ -14,10 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.pool._slots import SlotPool, SlotTable, deepcopy_fields
-from kda_core.cache.pool.active import ActivePool
-from kda_core.cache.pool.slots import MAX_SLOTS, PoolError, SlotBudget, StateShape
 from kda_core.cache.quant import quantize_int8
+from kda_core.serve._slots import (
+    MAX_SLOTS,
+    ActivePool,
+    PoolError,
+    SlotBudget,
+    SlotTable,
+    StateShape,
+    deepcopy_fields,
+)
 
 __all__ = ["CheckpointPool"]
 
@@ -64,7 +70,7 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.flags.writeable = False
 
 
-class CheckpointPool(SlotPool):
+class CheckpointPool(SlotTable):
     """Read-only checkpoints: INT8 (or native) S + native conv, owned by the tree or a request."""
 
     def __init__(
@@ -74,8 +80,8 @@ class CheckpointPool(SlotPool):
             raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
         self.int8 = check_bool("int8", int8)
-        self.table = SlotTable(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
-        self._data: list[_Ckpt | None] = [None] * self.table.capacity
+        super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
+        self._data: list[_Ckpt | None] = [None] * self.capacity
         self._used_bytes = 0  # sum of the stored checkpoints' nbytes, kept as they come and go
         self.copies = 0
         self.donations = 0
@@ -90,7 +96,6 @@ class CheckpointPool(SlotPool):
                 _freeze(*(a for a in (ck.S, ck.qdata, ck.scale, ck.conv) if a is not None))
         return new
 
-    # -- slots (capacity, n_free, n_used, can_allocate, owner, set_owner, owned: SlotPool) ----
     @property
     def slot_bytes(self) -> int:
         """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
@@ -107,7 +112,7 @@ class CheckpointPool(SlotPool):
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""
-        s = self.table.release(slot)
+        s = self.release(slot)
         ck = self._data[s]
         if ck is not None:
             self._used_bytes -= ck.nbytes
@@ -115,7 +120,7 @@ class CheckpointPool(SlotPool):
 
     # -- data ----------------------------------------------------------------------------------
     def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
-        slot = self.table.take(owner)
+        slot = self.take(owner)
         if self.int8:
             q = quantize_int8(S)
             qdata, scale = q.qdata, q.scale
@@ -162,7 +167,7 @@ class CheckpointPool(SlotPool):
 
         Raises ValueError when full or when the shapes are not one slot's."""
         self.check_shapes(S, conv)
-        if not self.table.can_allocate(1):
+        if not self.can_allocate(1):
             raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot store")
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
 
@@ -178,7 +183,7 @@ class CheckpointPool(SlotPool):
         is only ever rebound (a track write, a restore) or freed, never written in place.
         INT8: the buffers must be quantized, so this is a copy.
         """
-        if not self.table.can_allocate(1):
+        if not self.can_allocate(1):
             raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot donate")
         S, conv = active.rebind(a_slot, *active.zero_state)
         return self._put(owner, S, conv, copy=False)
@@ -186,7 +191,7 @@ class CheckpointPool(SlotPool):
     def load_to_active(self, c_slot: int, active: ActivePool, a_slot: int) -> None:
         """Copy-on-write restore: a private (dequantized) copy of checkpoint ``c_slot`` goes into
         active slot ``a_slot``; the checkpoint stays read-only and unchanged."""
-        s = self.table.check(c_slot, "c_slot")
+        s = self.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -200,7 +205,7 @@ class CheckpointPool(SlotPool):
 
     def buffers(self, c_slot: int) -> tuple[np.ndarray, np.ndarray]:
         """Read-only (S as restored [L, H, K, V], conv) of a checkpoint (INT8: dequantized)."""
-        s = self.table.check(c_slot, "c_slot")
+        s = self.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -210,7 +215,7 @@ class CheckpointPool(SlotPool):
 
     def raw(self, c_slot: int) -> tuple[np.ndarray, ...]:
         """The stored arrays themselves (native: (S, conv); INT8: (qdata, scale, conv))."""
-        s = self.table.check(c_slot, "c_slot")
+        s = self.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         if ck.S is not None:
@@ -220,21 +225,21 @@ class CheckpointPool(SlotPool):
 
     def quant_error(self, c_slot: int) -> tuple[float, float]:
         """(max |S - S'|, relative Frobenius error) measured when the checkpoint was stored."""
-        s = self.table.check(c_slot, "c_slot")
+        s = self.check(c_slot, "c_slot")
         ck = self._data[s]
         assert ck is not None
         return ck.qerr_max, ck.qerr_rel
 
     def check_integrity(self) -> None:
         """Slots are free or owned once; every checkpoint's bytes equal their stored digest."""
-        self.table.check_integrity()
+        SlotTable.check_integrity(self)
         if self._used_bytes != self._used_bytes_naive():
             raise PoolError(
                 f"checkpoint: used bytes {self._used_bytes} != stored {self._used_bytes_naive()}"
             )
         for s in range(self.capacity):
             ck = self._data[s]
-            held = self.table.owner(s) is not None
+            held = self.owner(s) is not None
             if held != (ck is not None):
                 raise PoolError(f"checkpoint: slot {s} data does not match its ownership")
             if ck is None:
