@@ -371,8 +371,7 @@ def test_no_english_label_in_a_chinese_figure(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(RENDER))
 def test_the_readers_text_is_never_changed(name: str) -> None:
     """Wherever the reader's text is shown (whole, or cut to its first N bytes), it reads as
-    typed: not translated, not marked (character references, as a Markdown cell spells it,
-    unescaped)."""
+    typed: not translated, not marked (character references unescaped)."""
     texts = [html.unescape(s) for s in rendered_texts(name, ZH)]
     shown = [s[s.index(USER[:20]) :] for s in texts if USER[:20] in s]
     if not shown:
