@@ -1,11 +1,11 @@
-"""The trace panel's explanation of one request, in sentences (English / 中文): ``WHY``, a
-base of ``trace_hits.HITS``, and ``why_sentences``, one sentence per non-zero part of the
-token match (``studies.hit_requests.EngineExplanation.parts``), each citing its facts."""
+"""The trace panel's explanation of one request in words (English / 中文): ``WHY``, a base of
+``words.trace_hits.HITS``: one sentence per part of the token match
+(``studies.hit_requests.EngineExplanation.parts``, keys ``why_<part>``) and what took an evicted
+state (``took_<reason>``); ``apps/panels/trace_hits_view.py`` assembles them."""
 
 from __future__ import annotations
 
-from apps.ui.catalog import Catalog, T
-from kda_core.studies.hit_requests import EngineExplanation
+from words.catalog import Catalog
 
 _BUDGET_TOOK = {
     "evicted_state_budget": ("the state budget evicted it", "状态预算驱逐了它"),
@@ -82,45 +82,5 @@ WHY = Catalog(
         **{f"took_{k}": v for k, v in _BUDGET_TOOK.items()},
     },
 )
-_GAP = {"none": "why_gap_none", "past_match": "why_gap_past", "last_token": "why_gap_last"}
 
-
-def why_sentences(e: EngineExplanation, sharer: int, t: T) -> str:
-    """The engine's sentences, one per non-zero part of the token match (the facts of
-    ``EngineExplanation``: who saved the state it restores from, where the deeper one is)."""
-    if e.token_match == 0:
-        return t("why_first")
-    part = e.parts
-    out = []
-    if e.cached == 0:
-        out.append(t("why_nothing"))
-    elif e.cached == e.cached_unlimited and e.source >= 0:
-        out.append(t("why_restored", n=e.cached, src=e.source))
-    else:
-        out.append(t("why_restored_any", n=e.cached))
-    if e.cached > e.cached_unlimited:
-        out.append(t("why_more", full=e.cached_unlimited))
-    if part["evicted"]:
-        took = t(f"took_{e.evicted_by}")
-        out.append(
-            t("why_evicted", full=e.cached_unlimited, src=e.source, took=took, n=part["evicted"])
-        )
-    if part["no_state"]:
-        at = max(e.cached, e.cached_unlimited)
-        out.append(
-            t(
-                _GAP[e.deeper_at],
-                n=part["no_state"],
-                grid=e.grid_point,
-                q=e.deeper,
-                k=e.deeper_source,
-                match=e.token_match,
-                at=at,
-                j=sharer,
-            )
-        )
-    if part["below_unit"]:
-        out.append(t("why_below", n=part["below_unit"], unit=e.unit))
-    if part["last_token"]:
-        out.append(t("why_last"))
-    return ("" if t.zh else " ").join(out)  # Chinese sentences end in "。", no space
+__all__ = ["WHY"]

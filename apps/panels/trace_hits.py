@@ -8,7 +8,8 @@ Draws ``kda_core.studies.hit_reasons`` (per request: cached tokens and reason),
 chosen; malformed rows skipped and reported, or the file refused at the first one). Caps: an
 upload of at most ``MAX_UPLOAD_MIB`` MiB (also Gradio's ``max_file_size``, ``apps.ui.launch``)
 and ``MAX_REQUESTS`` requests. ``hits_panel(page, demo, name)`` lays it out and wires it
-(drawn on load with the bundled trace); ``analyse`` and ``explain_request`` are the callbacks.
+(drawn on load with the bundled trace); ``analyse`` and ``explain_request`` are the callbacks;
+its view is ``trace_hits_view``, its words ``words.trace_hits.HITS``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ import gradio as gr
 import pandas as pd
 
 from apps import ui
-from apps.figures.trace_hits import fig_coverage, fig_reasons
-from apps.text.trace_hits import HITS, explain_markdown, summary_markdown, table_rows
+from apps.panels.trace_hits_view import (
+    explain_markdown,
+    fig_coverage,
+    fig_reasons,
+    summary_markdown,
+    table_rows,
+)
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import workloads as wl
@@ -33,6 +38,8 @@ from kda_core.studies.hit_reasons import HitReasons, hit_reasons
 from kda_core.studies.hit_requests import RequestExplanation, explain, worst_requests
 from kda_core.studies.host_coverage import HostCoverage, host_coverage
 from kda_core.workloads.ingest import RowError
+from words.catalog import T as Lang
+from words.trace_hits import HITS
 
 MAX_UPLOAD_MIB = ui.MAX_UPLOAD_MIB
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MIB << 20
