@@ -64,7 +64,7 @@ def test_identical_bytes_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 # figures whose words move to words/ with their pages (docs/apps.md: the apps not moved yet)
-NOT_MOVED = ("plot_fleet_routing", "plot_spec_hits", "plot_plan")
+NOT_MOVED = ("plot_spec_hits", "plot_plan")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -1,4 +1,4 @@
-"""Fleet routing app: the plotly figures of ``kda_core.studies.fleet`` (each returns the figure
+"""fleet_routing's plotly figures of ``kda_core.studies.fleet`` (each returns the figure
 and its CSV path), in the language of ``t``."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from apps import ui
-from apps.text.fleet_routing import engine_name, reason_name, router_name
+from apps.fleet_routing.tables import engine_name, reason_name, router_name
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.fleet import GAP_REASONS
 from kda_core.studies.fleet import SUMMARY_KEYS, FleetStudy
+from words.catalog import T as Lang
 
 NAME = "fleet_routing"
 RATES = (  # (summary key, legend key, colour)

@@ -6,7 +6,9 @@ the best replica), the load per replica over time for the chosen router, and the
 KV-only router promised and the replica could not give. The trace: the bundled Mooncake
 conversation trace (first N requests), a seeded multi-turn workload, or an upload read by
 ``workloads.load_trace`` (format detected; at most ``MAX_UPLOAD_MIB`` MiB and
-``MAX_REQUESTS`` requests). Main action: ``fleet_routing_run``.
+``MAX_REQUESTS`` requests). Main action: ``fleet_routing_run``. The page (layout, checks,
+events); its figures are ``figures``, its table ``tables``; every word is in
+``words.fleet_routing``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from pathlib import Path
 import gradio as gr
 
 from apps import ui
-from apps.figures.fleet_routing import NAME, fig_load, fig_over, fig_rates
-from apps.text.fleet_routing import MSG, summary_markdown
+from apps.fleet_routing.figures import NAME, fig_load, fig_over, fig_rates
+from apps.fleet_routing.tables import summary_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import workloads as wl
 from kda_core.fleet import ENGINES, ROUTERS
 from kda_core.studies import density as ds
 from kda_core.studies.fleet import FleetStudy, fleet_study
+from words.catalog import T as Lang
+from words.fleet_routing import MSG
 
 TRACES = ("conversation", "chat", "upload")
 MAX_UPLOAD_MIB = ui.MAX_UPLOAD_MIB
@@ -193,7 +196,3 @@ def build() -> gr.Blocks:
 
 
 __all__ = ["MSG", "build", "check_file", "run"]  # what the tests read as app.<name>
-
-
-if __name__ == "__main__":
-    ui.main(build)
