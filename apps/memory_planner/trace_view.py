@@ -1,6 +1,6 @@
-"""memory_planner's trace panel figure (``kda_core.studies.plan_trace``), in the language of
-``t``: cached tokens against the running cap per chunk size, the Pareto front, the recommended
-point; returns (figure, CSV path)."""
+"""memory_planner's trace panel drawn in the language of ``t`` (``kda_core.studies.plan_trace``):
+cached tokens against the running cap per chunk size, the Pareto front and the recommended point
+(``fig_trace``: figure, CSV path), and the summary with the launch command and start-up lines."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import plotly.graph_objects as go
 
 from apps import ui
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import plan_trace as pt
+from words.catalog import T
 
 
-def fig_trace(p: pt.TracePlan, t: Lang) -> tuple[go.Figure, str]:
+def fig_trace(p: pt.TracePlan, t: T) -> tuple[go.Figure, str]:
     fig = go.Figure()
     ok = p.max_running >= 0
     for k, c in enumerate(sorted(set(p.chunk.tolist()))):
@@ -69,3 +69,34 @@ def fig_trace(p: pt.TracePlan, t: Lang) -> tuple[go.Figure, str]:
         },
     )
     return fig, csv
+
+
+def trace_markdown(p: pt.TracePlan | None, t: T) -> str:
+    """The summary: the trace, the recommendation (or why none), its command and log lines."""
+    if p is None:
+        return ""
+    s = p.sweep
+    name = t("bundled_name") if s.trace_name.startswith("mooncake_conv") else f"`{s.trace_name}`"
+    lines = [t("trace_summary", name=name, n=s.n_requests, pts=len(s.points), failed=len(s.failed))]
+    m = s.min_running or 0
+    if p.best < 0:
+        top = int(p.max_running.max()) if len(p.max_running) else 0
+        lines.append(t("trace_none", m=m, top=top))
+        return "\n\n".join(lines)
+    b = p.best
+    lines.append(
+        t(
+            "trace_best",
+            i=b,
+            objective=t(f"obj_{s.objective}"),
+            m=m,
+            r=f"{p.ratio[b]:g}",
+            c=int(p.chunk[b]),
+            run=int(p.max_running[b]),
+            cached=f"{p.cached_tokens[b]:,.0f}",
+            ttft=f"{p.ttft_p99_s[b]:.3g}",
+        )
+    )
+    lines.append(t("trace_cmd") + f"\n\n```\n{s.launch_command}\n```")
+    lines.append(t("trace_log") + "\n\n```\n" + "\n".join(s.log_lines) + "\n```")
+    return "\n\n".join(lines)

@@ -1,4 +1,5 @@
-"""memory_planner's figures: memory vs context, running requests vs ratio, strategies, live run.
+"""memory_planner's figures: memory vs context, running requests vs ratio, strategies, live run;
+and the Plan button's outputs drawn (``draw_plan``, ``draw_check``).
 
 Pure: a ``studies.planner.Plan`` (or the live run's ``batch_view.BatchView``) in,
 ``(plotly figure, CSV path)`` out; the CSV rows come from the studies.
@@ -12,13 +13,19 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
-from apps.text.memory_planner import history_markdown, live_markdown, log_text, summary_markdown
-from apps.text.memory_planner_engines import engines_markdown, vllm_log_text
+from apps.memory_planner.tables import (
+    engines_markdown,
+    history_markdown,
+    live_markdown,
+    log_text,
+    summary_markdown,
+    vllm_log_text,
+)
 from apps.ui import COLORS, SERIES, guard
-from apps.ui.catalog import T as Lang
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
 from kda_core.studies import planner as pl
+from words.catalog import T as Lang
 
 NAME = "memory_planner"
 
@@ -161,17 +168,23 @@ def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure,
     steps = np.arange(v.n_steps)
     fig = go.Figure()
     fig.add_bar(
-        x=steps, y=v.running, name=t("l_admitted"), marker_color=COLORS["state"],
+        x=steps,
+        y=v.running,
+        name=t("l_admitted"),
+        marker_color=COLORS["state"],
         hovertemplate=t("h_admitted", x="%{x}", y="%{y}") + "<extra></extra>",
-    )  # fmt: skip
+    )
+    cap = v.planner_max_running
     fig.add_scatter(
-        x=[-0.5, v.n_steps - 0.5], y=[v.planner_max_running] * 2, mode="lines",
-        name=t("l_planner", n=v.planner_max_running),
+        x=[-0.5, v.n_steps - 0.5],
+        y=[cap] * 2,
+        mode="lines",
+        name=t("l_planner", n=cap),
         line={"color": "black", "dash": "dash", "width": 2},
-        hovertemplate=t("h_planner", n=v.planner_max_running) + "<extra></extra>",
-    )  # fmt: skip
-    title = t("t_live", s=v.strategy, slots=v.state_slots, n=len(v.prompts),
-              peak=v.peak_running, plan=v.planner_max_running)  # fmt: skip
+        hovertemplate=t("h_planner", n=cap) + "<extra></extra>",
+    )
+    n = len(v.prompts)
+    title = t("t_live", s=v.strategy, slots=v.state_slots, n=n, peak=v.peak_running, plan=cap)
     ui.style(fig, title, t("x_step"), t("y_per_step"), height=320)
     fig.update_yaxes(range=[0, max(v.planner_max_running, v.peak_running) + 1.5], dtick=1)
     return fig, ui.write_csv(f"{NAME}-live", bv.pool_table(v))

@@ -2,8 +2,9 @@
 bundled) trace through ``kda_core.studies.plan_trace``: the Pareto figure, the recommended
 launch command and start-up lines, the points' CSV, a progress bar while it runs.
 
-``trace_panel(page, demo)`` lays it out and wires it; ``plan_trace`` is the callback
+``trace_panel(page)`` lays it out and wires it; ``plan_trace`` is the callback
 (``memory_planner_trace`` in the API). The panel does not draw on load (a sweep takes seconds).
+``trace_view`` draws it; its words are ``words.memory_planner_trace``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from pathlib import Path
 import gradio as gr
 
 from apps import ui
-from apps.figures.memory_planner_trace import fig_trace
-from apps.text.memory_planner import MSG
-from apps.text.memory_planner_trace import trace_markdown
+from apps.memory_planner.trace_view import fig_trace, trace_markdown
 from apps.ui import guard
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import workloads as wl
 from kda_core.studies import plan_trace as pt
+from words.catalog import T as Lang
+from words.memory_planner import MSG
 
 NAME = "memory_planner"
 OBJECTIVES = ("cached_tokens", "state_hit_rate", "ttft_p99_s")

@@ -1,14 +1,13 @@
-"""memory_planner's words for the log reader's sentences (English / 中文).
-
-The English of each key is the reader's own (``sizing.logread`` ``REASONS``); the 中文 here says
-the same with the same numbers. ``reason_text(reason, t)`` renders one ``sizing`` ``Reason`` in the
-page's language. Flags, log lines and strategy names stay as the engines spell them (code spans).
-"""
+"""memory_planner's log reader's sentences in words (English / 中文): ``REASON_MSG``, a base of
+``words.memory_planner_engines.ENGINE_MSG``, one message ``r_<key>`` per sentence the reader
+returns (a ``sizing`` ``Reason``: its key and numbers). The English of each key is the reader's
+own (``sizing.logread`` ``REASONS``); the 中文 here says the same with the same numbers. Flags, log
+lines and strategy names stay as the engines spell them (code spans)."""
 
 from __future__ import annotations
 
-from apps.ui.catalog import Catalog, T
-from kda_core.sizing.logread import REASONS, Reason
+from kda_core.sizing.logread import REASONS
+from words.catalog import Catalog
 
 _ZH: dict[str, str] = {
     "state_slots": "{slots} 个状态槽 / 每请求预留 {spr} 个 = 最多 {cap} 个并发请求："
@@ -83,7 +82,4 @@ _ZH: dict[str, str] = {
 REASON_MSG = Catalog("memory_planner_reasons", {f"r_{k}": (REASONS[k], _ZH[k]) for k in REASONS})
 
 
-def reason_text(r: Reason, t: T) -> str:
-    """One of the reader's sentences in the page's language (``t``'s catalog has these as a
-    base)."""
-    return t(f"r_{r.key}", **r.params)
+__all__ = ["REASON_MSG"]
