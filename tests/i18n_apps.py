@@ -237,7 +237,7 @@ def _int8_checkpoint_errors(lang: str) -> list[str]:
 
 def _prefix_replay(lang: str) -> list[Any]:
     from apps import prefix_replay as app
-    from apps import prefix_replay_blocks as panel
+    from apps.prefix_replay import blocks as panel
 
     first = app.load_scenario(language=lang, progress=None)
     sent = app.send_request(USER, session=first[-1], language=lang, progress=None)
@@ -269,7 +269,7 @@ def _prefix_replay(lang: str) -> list[Any]:
 
 def _prefix_replay_errors(lang: str) -> list[str]:
     from apps import prefix_replay as app
-    from apps import prefix_replay_blocks as blocks
+    from apps.prefix_replay import blocks
 
     s = app.load_scenario(progress=None)[-1]
     return (

@@ -4,7 +4,8 @@ prefixes, and a hit that ends inside a block (``kda_core.studies.block_table``, 
 
 It sits in prefix_replay because it answers that app's question, where a request resumes, the
 way vLLM answers it. ``blocks_panel(page, demo)`` lays it out and wires it (drawn on load);
-``serve_two`` is the callback (``prefix_replay_vllm_blocks`` in the API).
+``serve_two`` is the callback (``prefix_replay_vllm_blocks`` in the API); ``blocks_view`` draws
+it; its words are ``words.prefix_replay_blocks``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.prefix_replay_blocks import fig_vb_blocks, fig_vb_hit
-from apps.text.prefix_replay import MSG
-from apps.text.prefix_replay_blocks import blocks_markdown
+from apps.prefix_replay.blocks_view import blocks_markdown, fig_vb_blocks, fig_vb_hit
 from apps.ui import guard
 from apps.ui.catalog import Msg, UserError
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import block_table as bt
+from words.catalog import T as Lang
+from words.prefix_replay import MSG
 
 NAME = "prefix_replay"
 CASES = {"96 of a 128-token block": "vb_case_96", "4,480 inside 4,096-token blocks": "vb_case_4480"}

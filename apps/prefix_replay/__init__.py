@@ -11,11 +11,12 @@ pools panel shows that real concurrency. Its two engine options: one byte buffer
 states and the KV (the border per step) and decode on captured batch sizes (the index table,
 the padding and the sink per step). Concept: docs/prefix_replay.md.
 
-This module is the layout and the event wiring. Callbacks: ``apps.prefix_replay_session``
-(one tab's requests), ``apps.prefix_replay_batch`` (the batch view); checks:
-``apps.prefix_replay_checks``; figures: ``apps.figures.prefix_replay*``; words:
-``apps.text.prefix_replay``. Public actions (api_name): ``prefix_replay_load``, ``_send``,
-``_apply``, ``_reset``, ``_inspect``, ``_step``, ``_prev``, ``_next``, ``_batch``.
+The page (layout, event wiring). Callbacks: ``session`` (one tab's requests) and ``replay`` (the
+replay stepping); checks: ``checks``; figures: ``figures``, ``replay_view``; tables: ``tables``;
+panels: ``batch`` (+ ``batch_view``, ``batch_options_view``, ``batch_tables``) and ``blocks``
+(+ ``blocks_view``); every word is in ``words.prefix_replay`` (and its panels' catalogs).
+Public actions (api_name): ``prefix_replay_load``, ``_send``, ``_apply``, ``_reset``,
+``_inspect``, ``_step``, ``_prev``, ``_next``, ``_batch``, ``_vllm_blocks``.
 """
 
 from __future__ import annotations
@@ -24,35 +25,32 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from apps import prefix_replay_batch as pb
-from apps import prefix_replay_checks as checks
-from apps.prefix_replay_batch import redraw_batch, serve_batch
-from apps.prefix_replay_blocks import blocks_panel
-from apps.prefix_replay_checks import STAGES
-from apps.prefix_replay_session import (
+from apps.prefix_replay import batch as pb
+from apps.prefix_replay import checks
+from apps.prefix_replay.batch import redraw_batch, serve_batch
+from apps.prefix_replay.blocks import blocks_panel
+from apps.prefix_replay.checks import STAGES
+from apps.prefix_replay.replay import go_to_step, next_step, play, play_tick, prev_step
+from apps.prefix_replay.session import (
     SCENARIOS,
     TabState,
     apply_settings,
-    go_to_step,
     inspect,
     load_scenario,
-    next_step,
-    play,
-    play_tick,
-    prev_step,
     redraw,
     request_choices,
     reset_session,
     send_request,
 )
-from apps.text.prefix_replay import MSG
-from apps.ui import guard, main, player
+from apps.ui import guard, player
 from apps.ui.page import Page
 from kda_core.studies import prefix_replay as pr
+from words.prefix_replay import MSG
 
 NAME = "prefix_replay"
 POLICIES = pr.POLICIES
 PLAY_INTERVAL_S = 0.4
+EXAMPLE_TURN = "User: 明天上海的天气怎么样？\nAssistant:"  # the reader's request field, filled in
 
 
 def build() -> gr.Blocks:
@@ -80,15 +78,12 @@ def build() -> gr.Blocks:
 def _controls(ui: SimpleNamespace) -> None:
     """The left column: scenario, the reader's request, cache settings, the request summary."""
     L, page = ui.page.label, ui.page
-    ui.scenario = page.choices(
-        L(gr.Dropdown(list(SCENARIOS), value=SCENARIOS[0], elem_id=f"{NAME}-scenario"),
-          "f_scenario"),
-        [(f"sc_{n}", n) for n in SCENARIOS],
-    )  # fmt: skip
+    pick = gr.Dropdown(list(SCENARIOS), value=SCENARIOS[0], elem_id=f"{NAME}-scenario")
+    ui.scenario = page.choices(L(pick, "f_scenario"), [(f"scen_{n}", n) for n in SCENARIOS])
     ui.load = L(gr.Button(elem_id=f"{NAME}-load"), "b_load")
     default = pr.SCENARIOS[SCENARIOS[0]].prompts[0].rsplit("User:", 1)[0]
-    ui.text = L(gr.Textbox(default + "User: 明天上海的天气怎么样？\nAssistant:", lines=3,
-                           elem_id=f"{NAME}-text"), "f_text")  # fmt: skip
+    text = gr.Textbox(default + EXAMPLE_TURN, lines=3, elem_id=f"{NAME}-text")
+    ui.text = L(text, "f_text")
     with gr.Row():
         ui.send = L(gr.Button(variant="primary", elem_id=f"{NAME}-send"), "b_send")
         ui.reset = L(gr.Button(elem_id=f"{NAME}-reset"), "b_reset")
@@ -102,8 +97,8 @@ def _controls(ui: SimpleNamespace) -> None:
             ui.slots = L(gr.Number(0, elem_id=f"{NAME}-slots"), "f_slots")
         with gr.Row():
             ui.int8 = L(gr.Checkbox(False, elem_id=f"{NAME}-int8"), "f_int8")
-            ui.inconsistent = L(gr.Checkbox(False, elem_id=f"{NAME}-inconsistent"),
-                                "f_inconsistent")  # fmt: skip
+            box = gr.Checkbox(False, elem_id=f"{NAME}-inconsistent")
+            ui.inconsistent = L(box, "f_inconsistent")
         ui.apply = L(gr.Button(elem_id=f"{NAME}-apply"), "b_apply")
     L(ui.cache_box, "acc_cache")
     ui.summary = gr.Markdown(
@@ -130,8 +125,8 @@ def _views(ui: SimpleNamespace) -> None:
     ui.request.api_info = checks.request_api_info  # an index, not the build-time choices
     ui.s_time = page.figure_slot(f"{NAME}-timeline", "n_timeline")
     with gr.Row():
-        ui.layer = L(gr.Slider(0, n_layers - 1, value=0, step=1, elem_id=f"{NAME}-layer"),
-                     "f_layer")  # fmt: skip
+        layer = gr.Slider(0, n_layers - 1, value=0, step=1, elem_id=f"{NAME}-layer")
+        ui.layer = L(layer, "f_layer")
         ui.head = L(gr.Slider(0, n_heads - 1, value=0, step=1, elem_id=f"{NAME}-head"), "f_head")
         ui.delta = L(gr.Checkbox(True), "f_delta")
     with gr.Row():
@@ -291,11 +286,18 @@ def _wire_view(ui: SimpleNamespace) -> None:
     ui.nxt.click(
         next_step, [ui.session, ui.lr], [*ui.replay_out, ui.session], api_name=f"{NAME}_next"
     )
+    ins, outs = [ui.session, ui.lr], [*ui.replay_out, ui.session, ui.timer]
     player.wire(
-        ui.timer, ui.play_btn, ui.pause, play_tick, [ui.session, ui.lr],
-        [*ui.replay_out, ui.session, ui.timer], on_play=play,
-        play_inputs=[ui.session, ui.lr], play_outputs=[*ui.replay_out, ui.session, ui.timer],
-    )  # fmt: skip
+        ui.timer,
+        ui.play_btn,
+        ui.pause,
+        play_tick,
+        ins,
+        outs,
+        on_play=play,
+        play_inputs=ins,
+        play_outputs=outs,
+    )
 
 
 def _wire_batch(demo: gr.Blocks, ui: SimpleNamespace) -> None:
@@ -323,5 +325,23 @@ def _wire_batch(demo: gr.Blocks, ui: SimpleNamespace) -> None:
     )
 
 
-if __name__ == "__main__":
-    main(build)
+__all__ = [
+    "MSG",
+    "STAGES",
+    "TabState",
+    "apply_settings",
+    "build",
+    "go_to_step",
+    "inspect",
+    "load_scenario",
+    "next_step",
+    "pb",
+    "play",
+    "play_tick",
+    "pr",
+    "prev_step",
+    "redraw",
+    "reset_session",
+    "send_request",
+    "serve_batch",
+]  # what the tests read as app.<name>

@@ -1,11 +1,12 @@
-"""prefix_replay's per-tab state and callbacks (the entry module ``apps.prefix_replay`` wires them).
+"""prefix_replay's per-tab state and its callbacks (the page, ``apps.prefix_replay``, wires them).
 
 ``TabState`` (in ``gr.State``) holds this tab's request texts, settings, the study's
 ``ServingSession`` (the engine that served them), its result, the view (request, layer, head,
 replay step, tree snapshot) and the last batch run; two tabs never see each other's requests.
 **Send** forks that engine (a deep copy, ~10 ms) and serves only the new request; **Load** and
 **Apply settings** re-serve the texts on a fresh engine (deterministic, cached). Callbacks
-never mutate a state they were given: they return a new one.
+never mutate a state they were given: they return a new one. Stepping through the replay (go to
+a step, previous / next, play) is ``replay``.
 """
 
 from __future__ import annotations
@@ -13,26 +14,25 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import gradio as gr
-import numpy as np
 
 from apps import ui
-from apps.figures.prefix_replay import (
+from apps.prefix_replay.batch_view import fig_pools
+from apps.prefix_replay.checks import STAGES, check_request, check_room, check_text
+from apps.prefix_replay.figures import (
     can_drift,
     drifting,
     fig_drift,
     fig_no_drift,
-    fig_replay,
     fig_timeline,
     fig_tree,
 )
-from apps.figures.prefix_replay_batch import fig_pools
-from apps.prefix_replay_checks import STAGES, check_request, check_room, check_step, check_text
-from apps.text.prefix_replay import MSG, short, step_markdown, summary_markdown
-from apps.ui import player
-from apps.ui.catalog import T as Lang
+from apps.prefix_replay.replay_view import fig_replay, step_markdown
+from apps.prefix_replay.tables import short, summary_markdown
 from apps.ui.checks import fail
 from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
+from words.catalog import T as Lang
+from words.prefix_replay import MSG
 
 POLICIES = pr.POLICIES
 SCENARIOS = pr.SCENARIO_NAMES
@@ -131,7 +131,7 @@ def _step_slider(s: TabState) -> dict:
     return gr.update(value=s.step, interactive=n > 1)
 
 
-def _replay_outputs(s: TabState, t: Lang) -> tuple:
+def replay_outputs(s: TabState, t: Lang) -> tuple:
     """(figure, CSV button, step text, step field); the CSV button hides without a replay."""
     fig, csv = fig_replay(s.request.replay_steps, s.step, s.layer, s.head, s.delta, s.req, t)
     has = s.n_steps > 0
@@ -178,7 +178,7 @@ def _inspect_outputs(s: TabState, inconsistent: bool, t: Lang) -> tuple:
         summary_markdown(s.result, s.req, s.slots, s.policy, t),
         *fig_timeline(s.result, s.req, t),
         *fig_tree(snap, title, t),
-        *_replay_outputs(s, t),
+        *replay_outputs(s, t),
         *_drift_outputs(s, inconsistent, t),
         gr.update(choices=request_choices(s, t), value=s.req),
         s,
@@ -313,7 +313,7 @@ def reset_session(language: str = "English") -> tuple:
     )
 
 
-def _need(session: TabState | None) -> TabState:
+def need(session: TabState | None) -> TabState:
     if session is None or session.result is None:
         raise fail("e_empty", MSG)
     return session
@@ -334,59 +334,13 @@ def inspect(
     """Choose the request (1-based index shown as #n; value = 0-based), layer, head, view.
     With ``inconsistent`` the drift study of that request runs (~1 s the first time)."""
     t = _t(language)
-    s = _need(session)
+    s = need(session)
     if inconsistent and progress is not None:
         progress(0.0, desc=t("progress_drift"))
     n = len(s.prompts)
     i = check_request(request, n) % n
     s = replace(s, req=i, step=0 if i != s.req else s.step, **_view(layer, head, delta, stage))
     return _inspect_outputs(s, bool(inconsistent), t)
-
-
-@ui.study_errors
-def go_to_step(step: float, session: TabState | None = None, language: str = "English") -> tuple:
-    """Show replay step ``step`` (0 = the restore point, last = the token match)."""
-    s = _need(session)
-    n = s.n_steps
-    if n == 0:
-        raise fail("e_no_steps", MSG, n=s.req + 1)
-    s = replace(s, step=check_step(step, n, s.req))
-    return (*_replay_outputs(s, _t(language)), s)
-
-
-@ui.study_errors
-def step_by(delta: int, session: TabState | None, language: str = "English") -> tuple:
-    s = _need(session)
-    n = s.n_steps
-    s = replace(s, step=int(np.clip(s.step + delta, 0, max(n - 1, 0))))
-    return (*_replay_outputs(s, _t(language)), s)
-
-
-def prev_step(session: TabState | None = None, language: str = "English") -> tuple:
-    return step_by(-1, session, language)
-
-
-def next_step(session: TabState | None = None, language: str = "English") -> tuple:
-    return step_by(+1, session, language)
-
-
-def play_tick(session: TabState | None, language: str = "English") -> tuple:
-    """Timer tick: one step forward; stops the timer at the match."""
-    if session is None or session.result is None or session.n_steps == 0:
-        return (gr.skip(),) * 5 + (player.stopped(),)
-    s = replace(session, step=min(session.step + 1, session.n_steps - 1))
-    done = s.step >= s.n_steps - 1
-    return (*_replay_outputs(s, _t(language)), s, player.after_tick(done))
-
-
-@ui.study_errors
-def play(session: TabState | None, language: str = "English") -> tuple:
-    """Start playing (from the restore point if already at the match)."""
-    s = _need(session)
-    if s.n_steps and s.step >= s.n_steps - 1:
-        s = replace(s, step=0)
-        return (*_replay_outputs(s, _t(language)), s, player.started())
-    return (gr.skip(),) * 4 + (s, player.started() if s.n_steps > 1 else player.stopped())
 
 
 @ui.study_errors  # the drift panel runs pr.restore_drift when "inconsistent" is ticked

@@ -7,7 +7,8 @@ one byte buffer, captured decode sizes; capped ranges), runs ``studies.batch_vie
 panel (which shows the batch run's real concurrency next to the session's counters), the byte
 buffer's border per step and the decode index table per step; ``redraw_batch`` redraws them
 (the language switch). ``batch_validator`` is the same checks as Gradio's ``validator=`` (a
-rejected input leaves the page as it was).
+rejected input leaves the page as it was). Its figures are ``batch_view`` and
+``batch_options_view``, its summary ``batch_tables``; its words ``words.prefix_replay_batch``.
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from types import SimpleNamespace
 import gradio as gr
 
 from apps import ui
-from apps.figures.prefix_replay_batch import fig_batch_phases, fig_batch_pool, fig_pools
-from apps.figures.prefix_replay_engine import fig_border, fig_graphs
-from apps.text.prefix_replay import MSG
-from apps.text.prefix_replay_batch import batch_markdown
+from apps.prefix_replay.batch_options_view import fig_border, fig_graphs
+from apps.prefix_replay.batch_tables import batch_markdown
+from apps.prefix_replay.batch_view import fig_batch_phases, fig_batch_pool, fig_pools
 from apps.ui import guard
 from apps.ui.catalog import Msg, UserError
-from apps.ui.catalog import T as Lang
 from apps.ui.checks import fail
 from apps.ui.page import Page
 from kda_core.model import encode
 from kda_core.studies import batch_view as bv
+from words.catalog import T as Lang
+from words.prefix_replay import MSG
 
 BATCH_STRATEGIES = ("extra_buffer", "extra_buffer_lazy", "no_buffer")
 MAX_BATCH = 12  # requests per batch (the default renders in about a second)

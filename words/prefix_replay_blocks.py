@@ -1,10 +1,10 @@
 """prefix_replay's vLLM block-table panel in words (English / 中文): ``BLOCKS``, a base of
-``apps.text.prefix_replay.MSG``, and the panel's summary."""
+``words.prefix_replay.MSG`` whose keys (``vb_*`` and the panel's fields) shadow none of the
+page's."""
 
 from __future__ import annotations
 
-from apps.ui.catalog import Catalog, T
-from kda_core.studies import block_table as bt
+from words.catalog import Catalog
 
 BLOCKS = Catalog(
     "prefix_replay_blocks",
@@ -103,29 +103,4 @@ BLOCKS = Catalog(
     },
 )
 
-_GROUP_KEYS = ("s_vb_key_kv", "s_vb_key_state")
-
-
-def blocks_markdown(v: bt.BlockTable, t: T) -> str:
-    """The hit in a sentence and the steps that registered keys or copied blocks."""
-    h = v.hit
-    partial = t("s_vb_partial") if h.partial else ""
-    if h.state_block is None:
-        head = t("s_vb_none", shared=v.shared)
-    else:
-        head = t(
-            "s_vb_hit",
-            hit=h.tokens,
-            sb=h.state_block,
-            idx=h.table_index,
-            partial=partial,
-            coarse=v.coarse_hit.tokens,
-            shared=v.shared,
-            kv=h.kv_tokens,
-        )
-    lines = [head, "", t("s_vb_th"), "|---|---|---|---|"]
-    for name, st in v.events:
-        keys = "<br>".join(t(_GROUP_KEYS[g], n=n, b=b) for g, n, b in st.registered) or "–"
-        copies = "<br>".join(f"#{a} → #{b}" for a, b in st.copies) or "–"
-        lines.append(f"| {name} | [{st.start:,}, {st.end:,}) | {keys} | {copies} |")
-    return "\n".join(lines)
+__all__ = ["BLOCKS"]

@@ -1,9 +1,11 @@
-"""prefix_replay's concurrency figures: the batch swimlane, the state pool over time, the pools.
+"""prefix_replay's concurrency figures: the batch swimlane, the state pool over time, the pools
+panel.
 
 Pure: ``studies.batch_view.BatchView`` (several requests served together by
 ``Engine.serve``) and the session's ``ScenarioResult`` in, ``(plotly figure, CSV path)`` out;
 the CSV rows come from the studies (``batch_view.phase_table`` / ``pool_table``,
-``prefix_replay.pools_table``).
+``prefix_replay.pools_table``). The batch summary is ``batch_tables``, the two engine options'
+figures ``batch_options_view``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import batch_view as bv
 from kda_core.studies import prefix_replay as pr
+from words.catalog import T as Lang
 
 NAME = "prefix_replay"
 # one colour per batch phase (PHASES order; the legend name is the catalog's ``pk_<phase>``);
@@ -64,11 +66,16 @@ def fig_batch_phases(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str]:
             phase = bv.PHASES[code]
             color, name = PHASE_COLOR[phase], t(f"pk_{phase}")
             fig.add_bar(
-                y=[rows[i]], x=[b - a], base=[a], orientation="h", name=name,
-                legendgroup=phase, showlegend=phase not in shown,
+                y=[rows[i]],
+                x=[b - a],
+                base=[a],
+                orientation="h",
+                name=name,
+                legendgroup=phase,
+                showlegend=phase not in shown,
                 marker={"color": color, "line": {"width": 0.5, "color": "white"}},
                 hovertemplate=_hover(t("h_phase", n=i + 1, name=name, a=a, b=b - 1)),
-            )  # fmt: skip
+            )
             shown.add(phase)
     if v.n_steps == 0:  # no step ran: every request was rejected at admission
         _rejected_at_admission(fig, v, rows, t)
@@ -87,47 +94,77 @@ def _rejected_at_admission(fig: go.Figure, v: bv.BatchView, rows: list[str], t: 
     color, name = PHASE_COLOR["rejected"], t("pk_rejected")
     for k, i in enumerate(sorted(v.rejected)):
         fig.add_bar(
-            y=[rows[i]], x=[1], base=[0], orientation="h", name=name, legendgroup="rejected",
-            showlegend=k == 0, marker={"color": color, "line": {"width": 0.5, "color": "white"}},
+            y=[rows[i]],
+            x=[1],
+            base=[0],
+            orientation="h",
+            name=name,
+            legendgroup="rejected",
+            showlegend=k == 0,
+            marker={"color": color, "line": {"width": 0.5, "color": "white"}},
             hovertemplate=_hover(t("h_rejected0", n=i + 1, name=name)),
-        )  # fmt: skip
+        )
 
 
 def fig_batch_pool(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str]:
     """Top: the one state pool by kind per step (stacked); bottom: running requests per step
     and the max running requests line (the cap, labelled when the state pool bites)."""
     fig = make_subplots(
-        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.58, 0.42],
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        row_heights=[0.58, 0.42],
         subplot_titles=(t("st_pool", n=v.state_slots), t("st_running")),
-    )  # fmt: skip
+    )
     steps = np.arange(v.n_steps)
     for field, color in POOL_KINDS:
         name = t(f"kind_{field}")
         fig.add_scatter(
-            x=steps, y=getattr(v, field), name=name, stackgroup="pool", mode="lines",
-            line={"color": color, "width": 0.5, "shape": "hv"}, fillcolor=color,
-            hovertemplate=_hover(t("h_pool", x="%{x}", name=name, y="%{y}")), row=1, col=1,
-        )  # fmt: skip
+            x=steps,
+            y=getattr(v, field),
+            name=name,
+            stackgroup="pool",
+            mode="lines",
+            line={"color": color, "width": 0.5, "shape": "hv"},
+            fillcolor=color,
+            hovertemplate=_hover(t("h_pool", x="%{x}", name=name, y="%{y}")),
+            row=1,
+            col=1,
+        )
     fig.add_scatter(
-        x=steps, y=v.running, name=t("l_running"), mode="lines+markers",
-        line={"color": "black", "width": 2, "shape": "hv"}, marker={"size": 5},
-        hovertemplate=_hover(t("h_running", x="%{x}", y="%{y}")), row=2, col=1,
-    )  # fmt: skip
+        x=steps,
+        y=v.running,
+        name=t("l_running"),
+        mode="lines+markers",
+        line={"color": "black", "width": 2, "shape": "hv"},
+        marker={"size": 5},
+        hovertemplate=_hover(t("h_running", x="%{x}", y="%{y}")),
+        row=2,
+        col=1,
+    )
     label = t("l_cap_capped" if v.capped else "l_cap", n=v.max_running)
     fig.add_scatter(
         x=[steps[0] if steps.size else 0, steps[-1] if steps.size else 1],
-        y=[v.max_running] * 2, mode="lines", name=label,
+        y=[v.max_running] * 2,
+        mode="lines",
+        name=label,
         line={"color": COLORS["state"], "dash": "dash", "width": 2},
-        hovertemplate=_hover(label), row=2, col=1,
-    )  # fmt: skip
-    ui.style(fig, t("t_bpool", s=v.strategy, p=v.peak_running, m=v.max_running), "", "",
-             height=480)  # fmt: skip
+        hovertemplate=_hover(label),
+        row=2,
+        col=1,
+    )
+    ui.style(fig, t("t_bpool", s=v.strategy, p=v.peak_running, m=v.max_running), "", "", height=480)
     ui.top_margin(fig, 42)
     if v.n_steps == 0:
         fig.add_annotation(
-            text=t("no_step", n=v.state_slots), showarrow=False, x=0.5, y=0.5, xref="paper",
+            text=t("no_step", n=v.state_slots),
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
             yref="paper",
-        )  # fmt: skip
+        )
     fig.update_xaxes(title_text=t("x_step"), row=2, col=1)
     fig.update_yaxes(title_text=t("y_slots"), range=[0, v.state_slots], row=1, col=1)
     top = max(v.max_running, v.peak_running, 1) + 1
@@ -142,23 +179,34 @@ def fig_pools(
     ``capped`` draws the checkpoint pool capacity (the reader set a budget). Right: real
     concurrency from the batch run, the state pool by kind at its peak step."""
     fig = make_subplots(
-        rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
+        rows=1,
+        cols=2,
+        column_widths=[0.62, 0.38],
+        horizontal_spacing=0.12,
         subplot_titles=(t("st_per_request"), t("st_batch_peak")),
-    )  # fmt: skip
+    )
     x = [f"#{i + 1}" for i in range(len(res.requests))]
     for (_, field), color in zip(pr.POOL_COUNTERS, POOL_COUNTER_COLORS):
         label = t(f"cnt_{field}")
         fig.add_bar(
-            x=x, y=[getattr(r.pools, field) for r in res.requests], name=label,
-            marker_color=color, row=1, col=1,
+            x=x,
+            y=[getattr(r.pools, field) for r in res.requests],
+            name=label,
+            marker_color=color,
+            row=1,
+            col=1,
             hovertemplate=_hover(t("h_counter", x="%{x}", name=label, y="%{y}")),
-        )  # fmt: skip
+        )
     if capped:
         cap = res.requests[-1].pools.checkpoint_capacity
         fig.add_hline(
-            y=cap, line={"color": COLORS["checkpoint"], "dash": "dash"}, row=1, col=1,
-            annotation_text=t("cap", n=cap), annotation_position="top left",
-        )  # fmt: skip
+            y=cap,
+            line={"color": COLORS["checkpoint"], "dash": "dash"},
+            row=1,
+            col=1,
+            annotation_text=t("cap", n=cap),
+            annotation_position="top left",
+        )
     ui.style(fig, t("t_pools"), "", "", height=400)
     _peak_bars(fig, batch, t)  # after style: it sets the right panel's own axis titles
     fig.update_layout(barmode="group")
@@ -172,9 +220,13 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None, t: Lang) -> None:
     """The state pool by kind at the batch run's peak step, stacked, with the peak running."""
     if batch is None or batch.peak_step < 0:
         fig.add_annotation(
-            text=t("serve_below") if batch is None else t("all_rejected_panel"), showarrow=False,
-            x=0.5, y=0.5, xref="x2 domain", yref="y2 domain",
-        )  # fmt: skip
+            text=t("serve_below") if batch is None else t("all_rejected_panel"),
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="x2 domain",
+            yref="y2 domain",
+        )
         fig.update_xaxes(visible=False, row=1, col=2)
         fig.update_yaxes(visible=False, row=1, col=2)
         return
@@ -183,14 +235,25 @@ def _peak_bars(fig: go.Figure, batch: bv.BatchView | None, t: Lang) -> None:
     for (field, color), n in zip(POOL_KINDS, at.values()):
         name = t(f"kind_{field}")
         fig.add_bar(
-            x=[what], y=[n], name=name, marker_color=color, legendgroup=field, row=1, col=2,
-            hovertemplate=_hover(t("h_kind", name=name, y="%{y}")), offsetgroup="peak",
-        )  # fmt: skip
+            x=[what],
+            y=[n],
+            name=name,
+            marker_color=color,
+            legendgroup=field,
+            row=1,
+            col=2,
+            hovertemplate=_hover(t("h_kind", name=name, y="%{y}")),
+            offsetgroup="peak",
+        )
     fig.update_yaxes(title_text=t("y_peak_slots"), range=[0, batch.state_slots], row=1, col=2)
     fig.update_xaxes(
-        type="category", row=1, col=2, tickvals=[what], ticktext=[t("step_n", n=batch.peak_step)],
+        type="category",
+        row=1,
+        col=2,
+        tickvals=[what],
+        ticktext=[t("step_n", n=batch.peak_step)],
         title_text=t("x_peak", run=batch.peak_running, cap=batch.max_running),
-    )  # fmt: skip
+    )
     _stack(fig)
 
 

@@ -1,5 +1,6 @@
-"""prefix_replay's vLLM block-table panel: its two figures (``kda_core.studies.block_table``),
-drawn in the language of ``t``; each returns (figure, CSV path)."""
+"""prefix_replay's vLLM block-table panel drawn in the language of ``t``
+(``kda_core.studies.block_table``): its two figures (each returns figure, CSV path) and its
+summary (the hit in a sentence, the steps that registered keys or copied blocks)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import plotly.graph_objects as go
 
 from apps import ui
 from apps.ui import COLORS
-from apps.ui.catalog import T as Lang
 from kda_core.studies import block_table as bt
+from words.catalog import T as Lang
 
 MAX_BOUNDARIES = 24  # block boundaries drawn on the hit figure
 
@@ -100,3 +101,31 @@ def fig_vb_hit(v: bt.BlockTable, t: Lang) -> tuple[go.Figure, str]:
         },
     )
     return fig, csv
+
+
+_GROUP_KEYS = ("s_vb_key_kv", "s_vb_key_state")
+
+
+def blocks_markdown(v: bt.BlockTable, t: Lang) -> str:
+    """The hit in a sentence and the steps that registered keys or copied blocks."""
+    h = v.hit
+    partial = t("s_vb_partial") if h.partial else ""
+    if h.state_block is None:
+        head = t("s_vb_none", shared=v.shared)
+    else:
+        head = t(
+            "s_vb_hit",
+            hit=h.tokens,
+            sb=h.state_block,
+            idx=h.table_index,
+            partial=partial,
+            coarse=v.coarse_hit.tokens,
+            shared=v.shared,
+            kv=h.kv_tokens,
+        )
+    lines = [head, "", t("s_vb_th"), "|---|---|---|---|"]
+    for name, st in v.events:
+        keys = "<br>".join(t(_GROUP_KEYS[g], n=n, b=b) for g, n, b in st.registered) or "–"
+        copies = "<br>".join(f"#{a} → #{b}" for a, b in st.copies) or "–"
+        lines.append(f"| {name} | [{st.start:,}, {st.end:,}) | {keys} | {copies} |")
+    return "\n".join(lines)

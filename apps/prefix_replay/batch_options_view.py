@@ -17,8 +17,8 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS, SERIES
-from apps.ui.catalog import T as Lang
 from kda_core.studies import batch_view as bv
+from words.catalog import T as Lang
 
 NAME = "prefix_replay"
 SINK_COLOR = SERIES[2]  # the padding rows and the sink they write

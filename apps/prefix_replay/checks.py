@@ -1,6 +1,6 @@
 """prefix_replay's input checks: Gradio ``validator=`` functions and the callbacks' own checks.
 
-Same names and ranges as the callbacks (``apps.prefix_replay_session``), so a rejected input
+Same names and ranges as the callbacks (``session``), so a rejected input
 leaves every output as it was. Session-aware checks read the tab's ``TabState`` by duck type
 (``prompts``, ``result``, ``req``, ``n_steps``): this module imports no callback code.
 """
@@ -8,11 +8,11 @@ leaves every output as it was. Session-aware checks read the tab's ``TabState`` 
 from __future__ import annotations
 
 from apps import ui
-from apps.text.prefix_replay import MSG
 from apps.ui.catalog import Msg, UserError
 from apps.ui.checks import fail
 from kda_core.model import encode
 from kda_core.studies import prefix_replay as pr
+from words.prefix_replay import MSG
 
 POLICIES = pr.POLICIES
 SCENARIOS = pr.SCENARIO_NAMES
