@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import words
+from apps.ui.registry import ORDER
 from words.catalog import Catalog, T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,20 +155,14 @@ def test_every_scenario_has_a_title() -> None:
     assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIO_NAMES)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "checkpoint_density",
-        "chunk_scan",
-        "context_parallel",
-        "int8_checkpoint",
-        "state_transfer",
-        "unified_memory",
-    ],
-)
+@pytest.mark.parametrize("name", ORDER)
 def test_a_hub_card_says_the_pages_title(name: str) -> None:
+    """The card's words are the app's catalog's (``title``, ``blurb``), and its title is the
+    one the page's header shows."""
     from apps.ui.registry import app_info
 
-    msg = importlib.import_module(f"words.{name}").MSG
-    info = app_info(name)
-    assert (info.title, info.title_zh) == msg.pair("title")
+    info, words_msg = app_info(name), importlib.import_module(f"words.{name}").MSG
+    assert (info.title, info.title_zh) == words_msg.pair("title")
+    assert (info.blurb, info.blurb_zh) == words_msg.pair("blurb")
+    page = importlib.import_module(f"apps.{name}").MSG
+    assert page.pair("title") == words_msg.pair("title")

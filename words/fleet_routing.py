@@ -11,6 +11,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Fleet routing", "多副本路由"),
+    "blurb": (
+        "N replicas behind a router fed by KV events: what KV-only routers promise a hybrid.",
+        "由 KV 事件驱动的路由器后面有 N 个副本：只看 KV 的路由器对混合模型多估了什么。",
+    ),
     "r_round_robin": ("round-robin", "轮询"),
     "r_least_loaded": ("least loaded", "最少负载"),
     "r_sglang_cache_aware": ("SGLang cache-aware", "SGLang 缓存感知"),

@@ -13,6 +13,10 @@ from words.memory_planner_trace import TRACE
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Memory planner", "显存规划"),
+    "blurb": (
+        "Real configs: state per request, MLA KV per token, slots, and max running requests.",
+        "真实模型配置：每请求状态、每 token MLA KV、槽位与最大并发请求数。",
+    ),
     "intro": (
         "**One GPU's cache budget for a hybrid model, as SGLang and vLLM size it.** Pick a "
         "shipped model or bring your own `config.json` (Kimi-Linear / Kimi K3, Qwen3-Next / "

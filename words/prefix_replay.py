@@ -41,6 +41,10 @@ _INTRO_ZH = (
 )
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Prefix replay", "前缀命中与重放"),
+    "blurb": (
+        "Send requests through the KDA-aware cache and step through the replay to the match.",
+        "把请求送进 KDA 感知的缓存，逐 token 观察从检查点重放到匹配点。",
+    ),
     "intro": (_INTRO_EN, _INTRO_ZH),
     # inputs
     "f_scenario": ("Example scenario", "示例场景"),
