@@ -189,7 +189,9 @@ def _describe(spec: ModelSpec) -> str:
 
 
 def _text(out: dict) -> str:
-    lines = [out["model"], f"  TP {out['tp']}, {out['gpu_mem_gib']:g} GiB of cache per GPU"]
+    lines = [out["model"]]
+    if "sglang" in out or "vllm" in out:  # the flags' deployment, when it is sized
+        lines.append(f"  TP {out['tp']}, {out['gpu_mem_gib']:g} GiB of cache per GPU")
     for engine, name in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33")):
         e = out.get(engine)
         if e is None:
