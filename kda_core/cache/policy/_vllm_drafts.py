@@ -1,6 +1,6 @@
-"""vLLM 0.33's speculative-decoding flags and what its scheduler derives from them: the draft
-options of the one aligned split and retention rule (``policy.vllm``) and of the repeat rules
-(``_vllm_spec``). Pure functions; each names the vLLM function it follows (files under
+"""vLLM 0.33's speculative-decoding flags and what its scheduler derives from them, and the
+retention rule: what the one aligned split and retention rule (``policy.vllm``) and the repeat
+rules (``_vllm_spec``) share. Pure functions; each names the vLLM function it follows (files under
 ``vllm/``; the laws with line numbers are in docs/hit_reasons.md, "Speculative decoding").
 
 The flags are spelled as vLLM spells them: ``speculative_config={"method",
@@ -11,7 +11,7 @@ The flags are spelled as vLLM spells them: ``speculative_config={"method",
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,12 +50,6 @@ class Drafts:
     hash_lookahead: int = 0
     prefill_lookahead: int = 0
     lookahead: int = 0
-
-    @property
-    def on(self) -> bool:
-        """Drafts change the cache rules (a drop or a hash lookahead, or a prefill
-        lookahead that can shorten a chunk)."""
-        return self.drop or self.hash_lookahead > 0 or self.prefill_lookahead > 1
 
 
 NONE = Drafts()
@@ -134,6 +128,16 @@ def replay_boundaries(prompt_len: int, block: int, drop: bool) -> tuple[int, ...
     resend = (prompt_len - 1) // block * block
     extension = prompt_len // block * block
     return tuple(sorted({max(resend - block, 0), max(extension - block, 0)}))
+
+
+def retained(position: int, block: int, retention: int | None, reach: Iterable[int]) -> bool:
+    """``MambaManager.reachable_block_mask`` for the state after ``position`` tokens: every
+    state when retention is dense (None, or ``0 < retention <= block``), else only the
+    reachable boundaries ``reach`` (the replay point and the junction, on the hit grid) and,
+    for ``retention > 0``, the multiples of ``retention``."""
+    if retention is None or 0 < retention <= block:
+        return True
+    return position in reach or (retention > 0 and position % retention == 0)
 
 
 def stall_message(

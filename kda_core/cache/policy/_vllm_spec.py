@@ -32,9 +32,10 @@ from kda_core.cache.policy._vllm_drafts import (
     derive,
     parse_speculative_config,
     replay_boundaries,
+    retained,
     stall_message,
 )
-from kda_core.cache.policy.vllm import aligned_split, retained
+from kda_core.cache.policy.vllm import aligned_split
 
 __all__ = [
     "METHODS",

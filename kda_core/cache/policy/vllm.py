@@ -24,11 +24,12 @@ from kda_core.cache.policy._vllm_drafts import (
     derive,
     parse_speculative_config,
     replay_boundaries,
+    retained,
     stall_message,
 )
 from kda_core.cache.policy.base import Policy
 
-__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask", "retained"]
+__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask"]
 
 
 def aligned_split(
@@ -101,16 +102,6 @@ def _reserve(new: int, left: int, prefill_lookahead: int) -> int:
     if 0 < remaining < prefill_lookahead:
         new -= prefill_lookahead - remaining
     return max(new, 0)
-
-
-def retained(position: int, block: int, retention: int | None, reach: Iterable[int]) -> bool:
-    """``MambaManager.reachable_block_mask`` for the state after ``position`` tokens: every
-    state when retention is dense (None, or ``0 < retention <= block``), else only the
-    reachable boundaries ``reach`` (the replay point and the junction, on the hit grid) and,
-    for ``retention > 0``, the multiples of ``retention``."""
-    if retention is None or 0 < retention <= block:
-        return True
-    return position in reach or (retention > 0 and position % retention == 0)
 
 
 def reachable_mask(
@@ -204,6 +195,23 @@ class VLLMPolicy(Policy):
                 "(n_predict > 1) and prefix caching (vLLM refuses it)"
             )
 
+    def lookup_limit(self, input_len: int, shared: int, page: int = 1) -> int:
+        """The attention (draft) group's hit for a request of ``input_len`` tokens sharing
+        ``shared`` tokens with the earlier requests' KV (``HybridKVCacheCoordinator.
+        find_longest_cache_hit``): a KDA state at or below it restores, and it is the
+        shared-prefix junction when the state lies below. On the hit grid ``a`` (the block, or
+        the match unit with partial hits): ``min(input_len - 1, shared - L) // a * a`` with
+        lookahead hashes of ``L`` tokens (0 without drafts); with the drop the group matches up
+        to ``input_len // a * a`` and gives back one unit. With partial hits the lab assumes
+        every unit boundary inside the shared tokens is keyed (vLLM keys one tail a block)."""
+        n = check_int("input_len", input_len, 1, MAX_LEN)
+        s = min(check_int("shared", shared, 0, MAX_LEN), n)
+        a = self._units(check_int("page", page, 1, 1 << 16))[1]
+        d = self._drafts
+        if d.drop:  # eagle_proof_margin, then FullAttentionManager drops one unit
+            return max(min(s, n // a * a) // a * a - a, 0)
+        return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)
+
     def _check_sizes(self, ctx: PlanContext) -> None:
         if self.mode != "align":
             return  # "all" plans through ctx.multiples, which bounds itself
@@ -229,9 +237,10 @@ class VLLMPolicy(Policy):
                 for p in ctx.multiples(B, ctx.restore_at, T, "block_size")
                 if retained(p, B, self.retention, (ctx.down(P - 1, B), junction))
             ]
-        # the prompt's checkpoint boundary on the unit grid, keyed whatever the retention
-        # (MambaManager._cache_partial_tail_block); the junction stop likewise
-        tail = checkpoint_position(P, u, d.drop, d.hash_lookahead) if self.partial_hits else 0
+        # the prompt's checkpoint boundary on the hit grid (the block without partial hits),
+        # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
+        # stop likewise
+        tail = checkpoint_position(P, u, d.drop, d.hash_lookahead)
         ends = self._chunk_ends(ctx.restore_at, P, B, u, ctx.chunk, junction)
         # a block's state is keyed once its hash exists (lookahead: L tokens past it)
         hashed = (P - d.hash_lookahead) // u * u
