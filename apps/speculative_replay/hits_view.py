@@ -15,30 +15,33 @@ NAME = "speculative_replay"
 
 
 def fig_hits(r: SpecHits, t: T) -> tuple[go.Figure, str]:
-    """Cached tokens of the resend over the prompt length: vLLM with drafts off and on, SGLang
-    with drafts on (the same as off: one line)."""
+    """Cached tokens of the resend at each prompt length, one category per length (they sit
+    around the block multiples, U - 1, U, U + 1: a numeric axis would stack them, and a line
+    would claim values in between): vLLM with drafts off and on, SGLang with drafts on (the
+    same as off)."""
     fig = go.Figure()
-    x = r.prompt_len
-    for y, key, color, dash in (
-        (r.vllm_no_drafts, "l_vllm_off", SERIES[0], "solid"),
-        (r.vllm, "l_vllm_on", SERIES[1], "dash"),
-        (r.sglang, "l_sglang_on", COLORS["neutral"], "dot"),
+    x = [f"{n:,}" for n in r.prompt_len.tolist()]
+    for y, key, color, symbol, size in (
+        (r.vllm_no_drafts, "l_vllm_off", SERIES[0], "circle", 11),
+        (r.vllm, "l_vllm_on", SERIES[1], "x", 9),
+        (r.sglang, "l_sglang_on", COLORS["neutral"], "diamond-open", 9),
     ):
         name = t(key)
         fig.add_scatter(
             x=x,
             y=y,
-            mode="lines+markers",
+            mode="markers",
             name=name,
-            line={"color": color, "width": 2, "dash": dash, "shape": "hv"},
+            marker={"color": color, "symbol": symbol, "size": size},
             hovertemplate=t("h_hits", name=name, x="%{x}", y="%{y:,}") + "<extra></extra>",
         )
     cfg = r.speculative_config
     title = t("t_hits", method=cfg["method"], k=cfg["num_speculative_tokens"], U=r.block_size)
     ui.style(fig, title, t("x_prompt"), t("y_cached"), height=380)
-    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero", tickformat=",")
+    fig.update_xaxes(type="category")
     cols = {
-        "prompt_len": x,
+        "prompt_len": r.prompt_len,
         "vllm_no_drafts": r.vllm_no_drafts,
         "vllm_drafts": r.vllm,
         "vllm_reason": np.array(r.vllm_reason),
