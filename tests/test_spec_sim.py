@@ -92,3 +92,16 @@ def test_the_fast_pass_refuses_drafts_and_auto_falls_back(tmp_path: Path) -> Non
     auto = simulate(trace, pol, outputs=False, cap_lookup=True)
     twin = simulate(trace, pol, outputs=False, cap_lookup=True, method="twin")
     assert auto.series.restore_at.tolist() == twin.series.restore_at.tolist() == [0, 16]
+
+
+def test_a_stalled_prefill_warns_in_the_simulator(tmp_path: Path) -> None:
+    # multi-module MTP, 3 drafts, block 16, budget 16, a 17-token prompt: the first chunk is
+    # cut to 14 (Scheduler._reserve_prefill_lookahead), the next stops at the block boundary
+    # 16 and is cut to 0: vLLM schedules nothing, ever (the repeat rules agree: stalled)
+    flags = FLAGS["mtp3"]
+    assert repeat_hits(
+        vllm_spec(16, max_num_batched_tokens=16, speculative_config=flags), 17, warn=False
+    ).stalled
+    pol = P.make("vllm", block_size=16, max_num_batched_tokens=16, speculative_config=flags)
+    with pytest.warns(SpecStallWarning, match="stalls"):
+        simulate(repeats(tmp_path, 17, 1), pol, outputs=False, cap_lookup=True)
