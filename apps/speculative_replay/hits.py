@@ -79,7 +79,7 @@ def hits_panel(page: Page, demo: gr.Blocks) -> None:
             btn = L(gr.Button(variant="secondary", elem_id=f"{NAME}-hits-run"), "b_hits")
         with gr.Column(scale=2):
             md = gr.Markdown(
-                label="Hits with and without drafts",
+                label="Hits per prompt length",
                 elem_id=f"{NAME}-hits-summary",
                 elem_classes=["kda-metrics"],
             )
