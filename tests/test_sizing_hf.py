@@ -31,6 +31,7 @@ SHIPPED = {
     "lfm2-8b-a1b": ("short_conv", 18, 6, 2048, 2048, "gqa"),
     "minicpm-sala": ("lightning", 24, 8, 32, 32, "gqa"),  # 8 minicpm4 of 32 mixers
     "jamba-v0.1": ("mamba1", 28, 4, 8192, 8192, "gqa"),  # i % 8 == 4: 4 of 32
+    "jet-nemotron-2b": ("jet", 24, 4, 12, 12, "gqa"),  # 24 jet, 2 attn + 2 swa of 28
 }
 
 

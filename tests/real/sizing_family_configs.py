@@ -49,27 +49,6 @@ FAMILY_CONFIGS: dict[str, dict] = {
         "v_head_dim": 128,
         "max_position_embeddings": 131_072,
     },
-    "jet_nemotron": {
-        "model_type": "jet_nemotron",
-        "layer_types": ["jet", "attn", "jet", "swa"] * 2,
-        "num_hidden_layers": 8,
-        "hidden_size": 1536,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 2,
-        "efficient_attention_config": {
-            "jet": {
-                "mode": "chunk",
-                "num_heads": 12,
-                "head_dim": 96,
-                "expand_v": 2.0,
-                "norm_eps": 1e-6,
-                "conv_size": 4,
-                "dconv_generator_reduction": 8,
-                "dconv_implementation": "triton",
-            }
-        },
-        "max_position_embeddings": 65_536,
-    },
     "zaya": {
         "model_type": "zaya",
         "zaya_layers": ["a", 16, "a", 16, "a", 16, "a", 16],
