@@ -32,6 +32,7 @@ SHIPPED = {
     "minicpm-sala": ("lightning", 24, 8, 32, 32, "gqa"),  # 8 minicpm4 of 32 mixers
     "jamba-v0.1": ("mamba1", 28, 4, 8192, 8192, "gqa"),  # i % 8 == 4: 4 of 32
     "jet-nemotron-2b": ("jet", 24, 4, 12, 12, "gqa"),  # 24 jet, 2 attn + 2 swa of 28
+    "granite-4.0-h-tiny": ("mamba2", 36, 4, 48, 1, "gqa"),  # attention at 5, 15, 25, 35
 }
 
 

@@ -18,22 +18,6 @@ _NANO = shipped_configs()["nvidia-nemotron-nano-9b-v2"]["config"]
 _Q36 = shipped_configs()["qwen3.6-35b-a3b"]["config"]
 
 FAMILY_CONFIGS: dict[str, dict] = {
-    "granitemoehybrid": {
-        "model_type": "granitemoehybrid",
-        "architectures": ["GraniteMoeHybridForCausalLM"],
-        "hidden_size": 1536,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 4,
-        "mamba_n_heads": 48,
-        "mamba_d_head": 64,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 128,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "num_hidden_layers": 10,
-        "layer_types": ["mamba"] * 4 + ["attention"] + ["mamba"] * 4 + ["attention"],
-        "max_position_embeddings": 131_072,
-    },
     "bailing_hybrid": {
         "model_type": "bailing_hybrid",
         "architectures": ["BailingMoeV2_5ForCausalLM"],
