@@ -59,15 +59,6 @@ FAMILY_CONFIGS: dict[str, dict] = {
         "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"] * 2,
         "max_position_embeddings": 4096,
     },
-    "olmo_hybrid": {
-        "model_type": "olmo_hybrid",
-        "architectures": ["OlmoHybridForCausalLM"],
-        "num_hidden_layers": 8,
-        "hidden_size": 1024,
-        "num_attention_heads": 8,
-        "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
-        "max_position_embeddings": 65_536,
-    },
     "interns2_mobius": {
         "model_type": "interns2_mobius",
         "architectures": ["InternS2MobiusForConditionalGeneration"],
