@@ -34,6 +34,7 @@ SHIPPED = {
     "jet-nemotron-2b": ("jet", 24, 4, 12, 12, "gqa"),  # 24 jet, 2 attn + 2 swa of 28
     "granite-4.0-h-tiny": ("mamba2", 36, 4, 48, 1, "gqa"),  # attention at 5, 15, 25, 35
     "olmo-hybrid-7b": ("gdn", 24, 8, 30, 30, "gqa"),  # full attention at i % 4 == 3
+    "zamba2-2.7b": ("mamba2", 54, 9, 80, 1, "gqa"),  # every layer Mamba2, 9 hybrid also attend
 }
 
 
