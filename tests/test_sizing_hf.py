@@ -35,6 +35,7 @@ SHIPPED = {
     "granite-4.0-h-tiny": ("mamba2", 36, 4, 48, 1, "gqa"),  # attention at 5, 15, 25, 35
     "olmo-hybrid-7b": ("gdn", 24, 8, 30, 30, "gqa"),  # full attention at i % 4 == 3
     "zamba2-2.7b": ("mamba2", 54, 9, 80, 1, "gqa"),  # every layer Mamba2, 9 hybrid also attend
+    "zaya1-8b-legacy": ("cca", 40, 40, 10, 10, "gqa"),  # even layers of 80; 8 + 2 CCA heads
 }
 
 

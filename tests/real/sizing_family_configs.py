@@ -33,18 +33,6 @@ FAMILY_CONFIGS: dict[str, dict] = {
         "v_head_dim": 128,
         "max_position_embeddings": 131_072,
     },
-    "zaya": {
-        "model_type": "zaya",
-        "zaya_layers": ["a", 16, "a", 16, "a", 16, "a", 16],
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "num_query_groups": 2,
-        "head_dim": 128,
-        "hidden_size": 2048,
-        "cca_time0": 2,
-        "cca_time1": 2,
-        "max_position_embeddings": 32_768,
-    },
     "interns2_mobius": {
         "model_type": "interns2_mobius",
         "architectures": ["InternS2MobiusForConditionalGeneration"],
