@@ -1,7 +1,10 @@
 """The configs tests/real sizes against both engines' own code: every shipped config (real
-models, ``kda_core/sizing/configs``, each naming its Hugging Face id) and, for the families no
-shipped config covers, the fields of the family's ``config.json`` as its config class reads them
-(the same shapes tests/test_sizing_families.py sizes by hand; not a released checkpoint).
+models, ``kda_core/sizing/configs``, each naming its Hugging Face id and where its values come
+from: Granite-4.0-H, Jet-Nemotron, ZAYA1, Zamba2 and OLMo-Hybrid among them) and, for the three
+families no public ``config.json`` was found for (Ling / Ring linear, InternS2, Nemotron-H
+Puzzle), the fields of the family's ``config.json`` as its config class reads them: not a
+released checkpoint (InternS2's is Qwen3.6's text config under its own model type, the Puzzle's
+the Nemotron Nano config with no per-block overrides).
 
 ``CONFIGS[name]`` is the raw config, ``spec(name)`` the lab's ``ModelSpec`` of it and
 ``tps(name)`` the two smallest TP sizes the config's heads allow.
