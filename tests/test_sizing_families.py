@@ -247,3 +247,31 @@ def test_every_family_names_what_serves_it():
     # InternS2 is served by both pinned engines (vLLM's registry lists
     # InternS2MobiusForConditionalGeneration and InternS2PreviewForConditionalGeneration)
     assert served["interns2_mobius"] == served["intern_s2_preview"] == (True, True)
+
+
+# The shipped configs of the families above (each file names its model id and source), sized
+# by hand at TP 1 from the engines' shape code: per linear layer a bf16 conv window of
+# (kernel - 1) x channels plus a float32 state; per attention layer K and V of the KV heads.
+SHIPPED_BY_HAND = {
+    # 24 JetBlocks: channels H V + 2 H K = 12 x 256 + 2 x 12 x 96 (V = int(96 x 2.67)), state
+    # H V K; 2 attn + 2 swa layers of 2 KV heads x 128
+    "jet-nemotron-2b": (24 * (3 * 5376 * BF16 + 12 * 256 * 96 * F32), 4 * 2 * 2 * 128 * BF16),
+    # 36 Mamba2: channels 48 x 64 + 2 x 1 x 128, state 48 x 64 x 128; 4 layers of 4 KV heads
+    "granite-4.0-h-tiny": (36 * (3 * 3328 * BF16 + 48 * 64 * 128 * F32), 4 * 2 * 4 * 128 * BF16),
+    # 24 Gated DeltaNet: channels 2 x 30 x 96 + 30 x 192, state 30 x 96 x 192; 8 x 30 KV heads
+    "olmo-hybrid-7b": (24 * (3 * 11520 * BF16 + 30 * 96 * 192 * F32), 8 * 2 * 30 * 128 * BF16),
+    # 54 Mamba2: channels 80 x 64 + 2 x 1 x 64, state 80 x 64 x 64; 9 hybrid layers, 32 KV
+    # heads of 2 x 2560 / 32 = 160
+    "zamba2-2.7b": (54 * (3 * 5248 * BF16 + 80 * 64 * 64 * F32), 9 * 2 * 32 * 160 * BF16),
+    # 40 CCA layers (the even ones of 80): conv ((8 + 2) x 128, t0 + t1 - 2 = 2) and the
+    # previous hidden state (2048, 1), no recurrent state; 40 layers of 2 KV heads
+    "zaya1-8b-legacy": (40 * (1280 * 2 + 2048) * BF16, 40 * 2 * 2 * 128 * BF16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_BY_HAND))
+def test_shipped_family_configs_by_hand(name):
+    s = sz.shipped_spec(name)
+    slot, kv = SHIPPED_BY_HAND[name]
+    assert sz.slot_bytes(s, 1, "float32", "bfloat16") == slot
+    assert sz.kv_bytes_per_token(s, 1) == kv

@@ -31,6 +31,11 @@ SHIPPED = {
     "lfm2-8b-a1b": ("short_conv", 18, 6, 2048, 2048, "gqa"),
     "minicpm-sala": ("lightning", 24, 8, 32, 32, "gqa"),  # 8 minicpm4 of 32 mixers
     "jamba-v0.1": ("mamba1", 28, 4, 8192, 8192, "gqa"),  # i % 8 == 4: 4 of 32
+    "jet-nemotron-2b": ("jet", 24, 4, 12, 12, "gqa"),  # 24 jet, 2 attn + 2 swa of 28
+    "granite-4.0-h-tiny": ("mamba2", 36, 4, 48, 1, "gqa"),  # attention at 5, 15, 25, 35
+    "olmo-hybrid-7b": ("gdn", 24, 8, 30, 30, "gqa"),  # full attention at i % 4 == 3
+    "zamba2-2.7b": ("mamba2", 54, 9, 80, 1, "gqa"),  # every layer Mamba2, 9 hybrid also attend
+    "zaya1-8b-legacy": ("cca", 40, 40, 10, 10, "gqa"),  # even layers of 80; 8 + 2 CCA heads
 }
 
 

@@ -1,7 +1,10 @@
 """The configs tests/real sizes against both engines' own code: every shipped config (real
-models, ``kda_core/sizing/configs``, each naming its Hugging Face id) and, for the families no
-shipped config covers, the fields of the family's ``config.json`` as its config class reads them
-(the same shapes tests/test_sizing_families.py sizes by hand; not a released checkpoint).
+models, ``kda_core/sizing/configs``, each naming its Hugging Face id and where its values come
+from: Granite-4.0-H, Jet-Nemotron, ZAYA1, Zamba2 and OLMo-Hybrid among them) and, for the three
+families no public ``config.json`` was found for (Ling / Ring linear, InternS2, Nemotron-H
+Puzzle), the fields of the family's ``config.json`` as its config class reads them: not a
+released checkpoint (InternS2's is Qwen3.6's text config under its own model type, the Puzzle's
+the Nemotron Nano config with no per-block overrides).
 
 ``CONFIGS[name]`` is the raw config, ``spec(name)`` the lab's ``ModelSpec`` of it and
 ``tps(name)`` the two smallest TP sizes the config's heads allow.
@@ -18,22 +21,6 @@ _NANO = shipped_configs()["nvidia-nemotron-nano-9b-v2"]["config"]
 _Q36 = shipped_configs()["qwen3.6-35b-a3b"]["config"]
 
 FAMILY_CONFIGS: dict[str, dict] = {
-    "granitemoehybrid": {
-        "model_type": "granitemoehybrid",
-        "architectures": ["GraniteMoeHybridForCausalLM"],
-        "hidden_size": 1536,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 4,
-        "mamba_n_heads": 48,
-        "mamba_d_head": 64,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 128,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "num_hidden_layers": 10,
-        "layer_types": ["mamba"] * 4 + ["attention"] + ["mamba"] * 4 + ["attention"],
-        "max_position_embeddings": 131_072,
-    },
     "bailing_hybrid": {
         "model_type": "bailing_hybrid",
         "architectures": ["BailingMoeV2_5ForCausalLM"],
@@ -48,62 +35,6 @@ FAMILY_CONFIGS: dict[str, dict] = {
         "qk_nope_head_dim": 128,
         "v_head_dim": 128,
         "max_position_embeddings": 131_072,
-    },
-    "jet_nemotron": {
-        "model_type": "jet_nemotron",
-        "layer_types": ["jet", "attn", "jet", "swa"] * 2,
-        "num_hidden_layers": 8,
-        "hidden_size": 1536,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 2,
-        "efficient_attention_config": {
-            "jet": {
-                "mode": "chunk",
-                "num_heads": 12,
-                "head_dim": 96,
-                "expand_v": 2.0,
-                "norm_eps": 1e-6,
-                "conv_size": 4,
-                "dconv_generator_reduction": 8,
-                "dconv_implementation": "triton",
-            }
-        },
-        "max_position_embeddings": 65_536,
-    },
-    "zaya": {
-        "model_type": "zaya",
-        "zaya_layers": ["a", 16, "a", 16, "a", 16, "a", 16],
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "num_query_groups": 2,
-        "head_dim": 128,
-        "hidden_size": 2048,
-        "cca_time0": 2,
-        "cca_time1": 2,
-        "max_position_embeddings": 32_768,
-    },
-    "zamba2": {
-        "model_type": "zamba2",
-        "architectures": ["Zamba2ForCausalLM"],
-        "hidden_size": 2560,
-        "num_attention_heads": 32,
-        "n_mamba_heads": 80,
-        "mamba_ngroups": 1,
-        "mamba_d_state": 64,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "num_hidden_layers": 8,
-        "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"] * 2,
-        "max_position_embeddings": 4096,
-    },
-    "olmo_hybrid": {
-        "model_type": "olmo_hybrid",
-        "architectures": ["OlmoHybridForCausalLM"],
-        "num_hidden_layers": 8,
-        "hidden_size": 1024,
-        "num_attention_heads": 8,
-        "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
-        "max_position_embeddings": 65_536,
     },
     "interns2_mobius": {
         "model_type": "interns2_mobius",
