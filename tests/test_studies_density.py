@@ -8,6 +8,7 @@ import pytest
 from kda_core import sim
 from kda_core import workloads as W
 from kda_core.studies import density as D
+from kda_core.workloads import _synthetic as S
 
 GIB = 1 << 30
 
@@ -84,7 +85,7 @@ def test_pareto_mask_against_brute_force() -> None:
 
 
 def test_uniform_probe_replay_matches_the_analytic_half_interval() -> None:
-    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    t = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(t, (512, 1024, 4096), (None,))
     half = s.intervals / 2
     assert np.all(np.abs(s.mean_replay_per_hit[:, 0] - half) <= 0.1 * half)
@@ -206,7 +207,7 @@ def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
 
 
 def test_replay_follows_k_on_uniform_match_points() -> None:
-    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    t = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(t, (512, 1024, 4096), (None,))
     assert s.replay_slope[0] == pytest.approx(1.0, abs=0.1)
     assert s.replay_follows_k
@@ -233,7 +234,7 @@ def test_load_workload_head_equals_sliced_trace() -> None:
 
 def test_replay_notes_with_one_interval_have_no_slope():
     """One interval gives no slope: the trend says so ("one_k") instead of a nan slope."""
-    tr = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    tr = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(tr, (1024,), (None,))
     assert not np.isfinite(s.replay_slope).any()
     (t,) = D.replay_notes(s).trends

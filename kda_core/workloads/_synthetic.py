@@ -14,7 +14,7 @@ Left out: raw token ids (blocks only), tokenizer effects. Parameters: docs/workl
 from __future__ import annotations
 
 from kda_core._checks import check_int as _check_int
-from kda_core.workloads.builder import KINDS, Segment, TraceBuilder, check_pos
+from kda_core.workloads._builder import KINDS, Segment, TraceBuilder, check_pos
 from kda_core.workloads.mooncake import BUNDLED_TRACES, bundled_trace
 from kda_core.workloads.traces import (
     MAX_INPUT_TOKENS,
