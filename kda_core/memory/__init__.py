@@ -8,6 +8,5 @@ study packages it). The machinery is the package's own (``_two_ended``, ``_pools
 """
 
 from kda_core.memory._pools import make_pool
-from kda_core.memory._two_ended import TwoEndedPool
 
-__all__ = ["TwoEndedPool", "make_pool"]
+__all__ = ["make_pool"]
