@@ -62,7 +62,7 @@ def test_granularity_ordering_on_the_real_state(parked):
 
 
 def test_error_map(parked):
-    e = si.error_map(parked, "int8", "channel", layer=2, head=3)
+    e = si._error_map(parked, "int8", "channel", layer=2, head=3)
     s = parked.state.kda[2].S
     q = quant.quantize_int8(s)
     np.testing.assert_array_equal(e.state, s[3])
@@ -78,12 +78,12 @@ def test_error_map(parked):
     # per-channel errors are uniform-ish in [-scale/2, scale/2]: most mass near 0 because most
     # channels have small scales, every bin edge symmetric
     assert e.label == "int8 / key channel"
-    t = si.error_map(parked, "int8", "tensor", layer=2, head=3)
+    t = si._error_map(parked, "int8", "tensor", layer=2, head=3)
     assert np.abs(t.error).mean() > np.abs(e.error).mean()
 
 
 def test_divergence_park_once_vs_every_step(parked):
-    d = si.divergence(parked, "int8", "channel", steps=16)
+    d = si._divergence(parked, "int8", "channel", steps=16)
     t = si._variant_table(parked)
     assert d.steps.tolist() == list(range(17))
     # step 0: the one rounding at parking, exactly the table's relative Frobenius error
@@ -108,13 +108,13 @@ def test_divergence_park_once_vs_every_step(parked):
 def test_divergence_orders_formats(parked):
     last = {}
     for fmt, gran in (("int8", "channel"), ("int8", "tensor"), ("bf16", None)):
-        d = si.divergence(parked, fmt, gran, steps=6)
+        d = si._divergence(parked, fmt, gran, steps=6)
         last[fmt, gran] = d.park_once_state_dist[-1]
     assert last["bf16", None] < last["int8", "channel"] < last["int8", "tensor"]
 
 
 def test_capacity_k3_bf16():
-    c = si.capacity("kimi-k3", tp=8, native_dtype="bfloat16", budget_bytes=8 << 30)
+    c = si._capacity("kimi-k3", tp=8, native_dtype="bfloat16", budget_bytes=8 << 30)
     assert c.labels[0] == "native" and c.labels[1:] == tuple(v[0] for v in si.VARIANTS)
     conv = sizing.conv_state_bytes("kimi-k3", 8, "bfloat16")
     assert conv == 1_907_712 and (c.conv_bytes == conv).all()
@@ -132,7 +132,7 @@ def test_capacity_k3_bf16():
 
 
 def test_capacity_float32_and_tiny():
-    c = si.capacity("kimi-k3", tp=8, native_dtype="float32", budget_bytes=8 << 30)
+    c = si._capacity("kimi-k3", tp=8, native_dtype="float32", budget_bytes=8 << 30)
     native = 2 * 27_131_904 + 2 * 1_907_712
     int8 = 13_565_952 + 2 * 211_968 + 2 * 1_907_712
     assert c.total_bytes[0] == native and c.total_bytes[1] == int8
@@ -140,7 +140,7 @@ def test_capacity_float32_and_tiny():
     assert c.gain[1] > 3.2
     spec = sizing.tiny_spec()
     assert (spec.n_kda_layers, spec.kda_heads, spec.head_k_dim) == (6, 4, 32)
-    t = si.capacity(spec, tp=1, native_dtype="bfloat16", budget_bytes=1 << 20)
+    t = si._capacity(spec, tp=1, native_dtype="bfloat16", budget_bytes=1 << 20)
     # tiny: 6 x 4 x 32 x 32 x 2 state + 6 x 3 x 4 x 96 x 2 conv
     assert t.total_bytes[0] == 49_152 + 13_824
     assert t.total_bytes[1] == 24_576 + 6 * 4 * 32 * 2 + 13_824
