@@ -58,7 +58,7 @@ def test_model_inputs_are_the_first_kda_layer():
 
 
 def test_agreement_on_real_features():
-    a = cs._agreement(T_values=(16, 80), chunk_sizes=(1, 16, 64), text=TEXT)
+    a = cs.agreement(T_values=(16, 80), chunk_sizes=(1, 16, 64), text=TEXT)
     assert a.source == "TinyHybrid layer 0"
     assert a.o_max_abs.max() <= 1e-12 and a.S_max_abs.max() <= 1e-12
 
@@ -160,14 +160,14 @@ def test_study_bundle():
 @pytest.mark.parametrize(
     "fn,kwargs,name",
     [
-        (cs._agreement, dict(T_values=()), "T_values"),
-        (cs._agreement, dict(T_values=(0,)), "T_values"),
-        (cs._agreement, dict(T_values=(cs.MAX_T + 1,)), "T_values"),
-        (cs._agreement, dict(chunk_sizes=(0,)), "chunk_sizes"),
-        (cs._agreement, dict(chunk_sizes="64"), "chunk_sizes"),
-        (cs._agreement, dict(H=cs.MAX_HEADS + 1), "H"),
-        (cs._agreement, dict(T_values=(600,), text="short"), "T_values"),
-        (cs._agreement, dict(text=""), "text"),
+        (cs.agreement, dict(T_values=()), "T_values"),
+        (cs.agreement, dict(T_values=(0,)), "T_values"),
+        (cs.agreement, dict(T_values=(cs.MAX_T + 1,)), "T_values"),
+        (cs.agreement, dict(chunk_sizes=(0,)), "chunk_sizes"),
+        (cs.agreement, dict(chunk_sizes="64"), "chunk_sizes"),
+        (cs.agreement, dict(H=cs.MAX_HEADS + 1), "H"),
+        (cs.agreement, dict(T_values=(600,), text="short"), "T_values"),
+        (cs.agreement, dict(text=""), "text"),
         (cs.timing, dict(repeats=0), "repeats"),
         (cs.cost, dict(K=0), "K"),
         (cs.composition, dict(lengths=(16,)), "lengths"),

@@ -114,7 +114,7 @@ def test_divergence_orders_formats(parked):
 
 
 def test_capacity_k3_bf16():
-    c = si._capacity("kimi-k3", tp=8, native_dtype="bfloat16", budget_bytes=8 << 30)
+    c = si.capacity("kimi-k3", tp=8, native_dtype="bfloat16", budget_bytes=8 << 30)
     assert c.labels[0] == "native" and c.labels[1:] == tuple(v[0] for v in si.VARIANTS)
     conv = sizing.conv_state_bytes("kimi-k3", 8, "bfloat16")
     assert conv == 1_907_712 and (c.conv_bytes == conv).all()
@@ -132,7 +132,7 @@ def test_capacity_k3_bf16():
 
 
 def test_capacity_float32_and_tiny():
-    c = si._capacity("kimi-k3", tp=8, native_dtype="float32", budget_bytes=8 << 30)
+    c = si.capacity("kimi-k3", tp=8, native_dtype="float32", budget_bytes=8 << 30)
     native = 2 * 27_131_904 + 2 * 1_907_712
     int8 = 13_565_952 + 2 * 211_968 + 2 * 1_907_712
     assert c.total_bytes[0] == native and c.total_bytes[1] == int8
@@ -140,7 +140,7 @@ def test_capacity_float32_and_tiny():
     assert c.gain[1] > 3.2
     spec = sizing.tiny_spec()
     assert (spec.n_kda_layers, spec.kda_heads, spec.head_k_dim) == (6, 4, 32)
-    t = si._capacity(spec, tp=1, native_dtype="bfloat16", budget_bytes=1 << 20)
+    t = si.capacity(spec, tp=1, native_dtype="bfloat16", budget_bytes=1 << 20)
     # tiny: 6 x 4 x 32 x 32 x 2 state + 6 x 3 x 4 x 96 x 2 conv
     assert t.total_bytes[0] == 49_152 + 13_824
     assert t.total_bytes[1] == 24_576 + 6 * 4 * 32 * 2 + 13_824

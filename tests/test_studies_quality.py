@@ -23,7 +23,7 @@ def study() -> Q.QualityStudy:
 
 @pytest.fixture(scope="module")
 def ids() -> list[int]:
-    return Q._passages(1, 128)[0]
+    return Q.passages(1, 128)[0]
 
 
 def _bits(model, state, ids, start):
@@ -92,7 +92,7 @@ def test_bad_arguments_are_refused(kwargs, match):
 def test_more_passages_than_the_held_out_text_holds_are_refused():
     n = sum(len(d.encode()) >= 2048 for d in corpus.documents(corpus.load("heldout")))
     with pytest.raises(ValueError, match=f"passages: only {n} held-out documents"):
-        Q._passages(n + 1, 2048)
+        Q.passages(n + 1, 2048)
 
 
 def test_continuation_exact_run_is_plain_greedy():

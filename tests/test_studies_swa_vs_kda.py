@@ -115,7 +115,7 @@ def test_recent_tokens_on_the_model_and_by_hand():
 def test_swa_window_attention_by_hand():
     rng = np.random.default_rng(0)
     q, k, v = rng.standard_normal((3, 5, 1, 2))
-    o = sv._swa_window_attention(q, k, v, 2, scale=1.0)
+    o = sv.swa_window_attention(q, k, v, 2, scale=1.0)
     s = np.array([q[4, 0] @ k[3, 0], q[4, 0] @ k[4, 0]])
     p = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
     np.testing.assert_allclose(o[4, 0], p @ v[3:5, 0], rtol=1e-12)
@@ -134,4 +134,4 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match=r"windows must be in \[1, 63\]"):
         sv.recent_tokens(T=64, windows=(64,))
     with pytest.raises(ValueError, match="window"):
-        sv._swa_window_attention(np.zeros((2, 1, 2)), np.zeros((2, 1, 2)), np.zeros((2, 1, 2)), 0)
+        sv.swa_window_attention(np.zeros((2, 1, 2)), np.zeros((2, 1, 2)), np.zeros((2, 1, 2)), 0)

@@ -74,7 +74,7 @@ class Agreement:
     S_rel: np.ndarray
 
 
-def _agreement(
+def agreement(
     T_values: Sequence[int] = (16, 64, 200, 512),
     chunk_sizes: Sequence[int] = (1, 8, 16, 32, 64, 128),
     H: int = 2,
@@ -365,12 +365,12 @@ def chunk_scan_study(
     check_bool("measure_time", measure_time)
     grid = tuple(sorted({1, 8, 16, 32, 64, 128, C}))
     if text is None:
-        ag = _agreement(chunk_sizes=grid, seed=seed)
+        ag = agreement(chunk_sizes=grid, seed=seed)
         comp = composition(seed=seed)
     else:
         T = len(text.encode("utf-8")) if isinstance(text, str) else 0
         Ts = tuple(t for t in (16, 64, 200, 512) if t < T) + ((min(T, MAX_T),) if T else ())
-        ag = _agreement(T_values=Ts or (1,), chunk_sizes=grid, text=text)
+        ag = agreement(T_values=Ts or (1,), chunk_sizes=grid, text=text)
         n = min(T, 3 * 16) // 3
         if n < 1:
             raise ValueError("text must be at least 3 bytes long to split into three segments")

@@ -6,7 +6,7 @@ user's text): `_variant_table` measures every format of ``VARIANTS`` on all KDA 
 `_error_map` shows one (layer, head); `_divergence` decodes on three ways, exact, restored once
 from the compressed checkpoint ("park once", SGLang's design) and re-compressed after every step
 ("every step"), teacher-forced on the exact run's greedy tokens so the curves measure how the
-state error propagates; `_capacity` counts how many checkpoints fit a byte budget per format, for
+state error propagates; `capacity` counts how many checkpoints fit a byte budget per format, for
 the tiny config and for Kimi K3 (`kda_core.sizing`; scales in the native state dtype, conv
 windows native).
 
@@ -303,7 +303,7 @@ class Capacity:
     gain: np.ndarray
 
 
-def _capacity(
+def capacity(
     spec: ModelSpec | str = "kimi-k3",
     tp: int = 8,
     native_dtype: str = "bfloat16",
@@ -395,6 +395,6 @@ def int8_study(
         table=_variant_table(parked),
         errors=_error_map(parked, fmt, granularity, layer, head),
         divergence=_divergence(parked, fmt, granularity, steps),
-        memory_tiny=_capacity(sizing.tiny_spec(), 1, native_dtype, tiny_budget_bytes),
-        memory_k3=_capacity("kimi-k3", tp, native_dtype, int(float(budget_gib) * GIB)),
+        memory_tiny=capacity(sizing.tiny_spec(), 1, native_dtype, tiny_budget_bytes),
+        memory_k3=capacity("kimi-k3", tp, native_dtype, int(float(budget_gib) * GIB)),
     )

@@ -43,7 +43,7 @@ _MAX_PASSAGES = 32
 _MAX_LENGTH = 2048
 
 
-def _passages(n: int, length: int) -> list[list[int]]:
+def passages(n: int, length: int) -> list[list[int]]:
     """The first ``length`` bytes of the first ``n`` held-out documents at least that long."""
     docs = [d.encode() for d in corpus.documents(corpus.load("heldout"))]
     long = [list(d[:length]) for d in docs if len(d) >= length][:n]
@@ -128,7 +128,7 @@ def quality_study(
             f"{park_at + (max(cycles) - 1) * gap}) must come before byte {length - 1}"
         )
     model = tiny_model()
-    texts = _passages(n, length)
+    texts = passages(n, length)
     exact_bits, bits, inc = [], np.zeros((len(parking.VARIANTS), len(cycles))), np.zeros(len(lags))
     for ids in texts:
         parked = model.new_state()

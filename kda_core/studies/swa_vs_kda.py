@@ -263,7 +263,7 @@ class RecentTokens:
     affine_error: float
 
 
-def _swa_window_attention(q, k, v, window: int, *, scale: float | None = None) -> np.ndarray:
+def swa_window_attention(q, k, v, window: int, *, scale: float | None = None) -> np.ndarray:
     """Sliding-window attention: o_t = softmax(scale q_t . k_j) v_j over the last ``window``
     tokens j in (t - window, t]. q, k [T, H, K]; v [T, H, V]; returns o [T, H, V]."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
@@ -303,7 +303,7 @@ def _one_window(x: Inputs, W: int, S_T: np.ndarray, swa_full: np.ndarray) -> tup
     _, S_zero = kda.recurrent(*tail)
     _, S_saved = kda.recurrent(*tail, initial_state=S_cut)
     carried = np.matmul(kda.segment_map(*tail[1:]).M, S_cut)
-    swa_tail = _swa_window_attention(x.q[cut:], x.k[cut:], x.v[cut:], W)[-1]
+    swa_tail = swa_window_attention(x.q[cut:], x.k[cut:], x.v[cut:], W)[-1]
     ref = _norm(S_T)
     return (
         float(np.abs(swa_tail - swa_full).max()),
