@@ -10,8 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kda_core.workloads import Trace, ideal_prefix_tokens
+from kda_core.workloads._caps import MAX_SKIP_REASONS
 from kda_core.workloads._messages import chain_conflict
-from kda_core.workloads.traces import MAX_SKIP_REASONS
 
 
 def validate(trace: Trace) -> None:

@@ -3,14 +3,13 @@
 ``traces`` (the :class:`Trace` container), ``_loader`` (``load_trace``: the file formats, read
 as a stream through ``_rows``, ``_accumulator`` + ``_chains``, rows parsed by ``_jsonl_rows``,
 ``_csv_rows``, ``_conversations``, ``_shared_prefix``), ``ingest`` (what a file may not do:
-``RowError`` and the caps), ``mooncake`` (the strict Mooncake loader, the bundled traces),
-``_builder`` + ``_synthetic`` (seeded generators, by name through ``workload``). See
+``RowError``), ``_caps`` (the caps), ``mooncake`` (the strict Mooncake loader, the bundled
+traces), ``_builder`` + ``_synthetic`` (seeded generators, by name through ``workload``). See
 docs/workloads.md.
 """
 
 from kda_core.workloads._loader import FORMATS, load_trace
 from kda_core.workloads._synthetic import multi_turn_chat, workload
-from kda_core.workloads.ingest import MAX_TRACE_BLOCKS, MAX_TRACE_FILE_BYTES, MAX_TRACE_REQUESTS
 from kda_core.workloads.mooncake import (
     BUNDLED_TRACES,
     TRACES_DIR,
@@ -18,28 +17,11 @@ from kda_core.workloads.mooncake import (
     load_mooncake,
     parse_mooncake_lines,
 )
-from kda_core.workloads.traces import (
-    MAX_INPUT_TOKENS,
-    MAX_OUTPUT_TOKENS,
-    MAX_REQUESTS,
-    MAX_TOTAL_BLOCKS,
-    MOONCAKE_BLOCK_TOKENS,
-    Trace,
-    ideal_prefix_tokens,
-    require_prefix_info,
-)
+from kda_core.workloads.traces import Trace, ideal_prefix_tokens, require_prefix_info
 
 __all__ = [
     "BUNDLED_TRACES",
     "FORMATS",
-    "MAX_TRACE_BLOCKS",
-    "MAX_TRACE_FILE_BYTES",
-    "MAX_TRACE_REQUESTS",
-    "MAX_INPUT_TOKENS",
-    "MAX_OUTPUT_TOKENS",
-    "MAX_REQUESTS",
-    "MAX_TOTAL_BLOCKS",
-    "MOONCAKE_BLOCK_TOKENS",
     "TRACES_DIR",
     "Trace",
     "bundled_trace",

@@ -18,10 +18,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from kda_core.workloads._caps import MAX_SKIP_REASONS, MAX_TRACE_BLOCKS, MAX_TRACE_REQUESTS
 from kda_core.workloads._chains import ChainTable
 from kda_core.workloads._messages import chain_conflict, grouped, n_rows
-from kda_core.workloads.ingest import MAX_TRACE_BLOCKS, MAX_TRACE_REQUESTS, RowError
-from kda_core.workloads.traces import MAX_SKIP_REASONS, Trace, make_trace
+from kda_core.workloads.ingest import RowError
+from kda_core.workloads.traces import Trace, make_trace
 
 _MAX_KINDS = 64
 _FLUSH_ROWS = 1 << 16

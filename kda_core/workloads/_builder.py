@@ -13,13 +13,8 @@ import math
 import numpy as np
 
 from kda_core._checks import check_seed
-from kda_core.workloads.traces import (
-    MAX_INPUT_TOKENS,
-    MAX_REQUESTS,
-    MAX_TOTAL_BLOCKS,
-    Trace,
-    make_trace,
-)
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_REQUESTS, MAX_TOTAL_BLOCKS
+from kda_core.workloads.traces import Trace, make_trace
 
 Segment = tuple[int, int]  # (content id, length in tokens)
 

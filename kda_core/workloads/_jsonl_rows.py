@@ -24,10 +24,10 @@ from array import array
 from typing import Any
 
 from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 from kda_core.workloads._conversations import BlockHasher
 from kda_core.workloads._rows import json_object
 from kda_core.workloads.ingest import RowError
-from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 
 TEXT_FIELDS = ("text_input", "messages", "payload")
 

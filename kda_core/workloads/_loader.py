@@ -19,13 +19,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_TRACE_FILE_BYTES, MAX_TRACE_REQUESTS, MOONCAKE_BLOCK_TOKENS
 from kda_core.workloads._conversations import ConversationRows
 from kda_core.workloads._csv_rows import AZURE_COLUMNS, BURSTGPT_COLUMNS, CsvRows, split_fields
 from kda_core.workloads._jsonl_rows import TEXT_FIELDS, MooncakeRows, TokenIdRows
 from kda_core.workloads._rows import read_batches, read_lines, run_rows
 from kda_core.workloads._shared_prefix import gsp_from_settings
-from kda_core.workloads.ingest import MAX_TRACE_FILE_BYTES, MAX_TRACE_REQUESTS, RowError
-from kda_core.workloads.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from kda_core.workloads.ingest import RowError
+from kda_core.workloads.traces import Trace
 
 FORMATS: tuple[str, ...] = (
     "mooncake",

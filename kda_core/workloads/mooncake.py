@@ -16,10 +16,10 @@ from pathlib import Path
 
 from kda_core._checks import check_int
 from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_TRACE_REQUESTS, MOONCAKE_BLOCK_TOKENS
 from kda_core.workloads._loader import check_path, read_rows
 from kda_core.workloads._rows import batches_of, read_batches
-from kda_core.workloads.ingest import MAX_TRACE_REQUESTS
-from kda_core.workloads.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from kda_core.workloads.traces import Trace
 
 TRACES_DIR = Path(__file__).resolve().parents[2] / "assets" / "traces"
 BUNDLED_TRACES: dict[str, str] = {

@@ -17,13 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MOONCAKE_BLOCK_TOKENS = 512
-MAX_REQUESTS = 200_000
-MAX_TOTAL_BLOCKS = 20_000_000
-MAX_INPUT_TOKENS = 4_000_000
-MAX_OUTPUT_TOKENS = 1_000_000
-MAX_SKIP_REASONS = 5  # reasons kept on a trace loaded with on_error="skip" (the count is exact)
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Trace:
