@@ -7,6 +7,6 @@
 - ``mooncake``: Mooncake Store over TCP on 127.0.0.1 (master + standalone storage node).
 - ``instance``: an engine plus a store: publish at boundaries, find the longest jointly
   restorable prefix, restore.
-- ``tiers``: a host tier under the device checkpoint pool (HiCache-style).
+- ``_tiers``: a host tier under the device checkpoint pool (HiCache-style).
 - ``pd``: the two-process prefill -> decode selftest (``python -m kda_core.transfer``).
 """
