@@ -181,19 +181,19 @@ class KimiLinearMLAWeights:
     w_o: np.ndarray  # [Hm*dv, D]     o_proj
 
 
-Mixer = KDAWeights | MLAWeights | KimiLinearKDAWeights | KimiLinearMLAWeights
+_Mixer = KDAWeights | MLAWeights | KimiLinearKDAWeights | KimiLinearMLAWeights
 
 
 @dataclass(slots=True)
 class BlockWeights:
     norm1: np.ndarray
     norm2: np.ndarray
-    mixer: Mixer
+    mixer: _Mixer
     w_up: np.ndarray  # [D, 2*F] (gate | up)
     w_down: np.ndarray  # [F, D]
 
 
-def _kda_init(cfg: ModelConfig, rng: np.random.Generator, lin) -> Mixer:
+def _kda_init(cfg: ModelConfig, rng: np.random.Generator, lin) -> _Mixer:
     """fla's KimiDeltaAttention init: A_log = log U[1, 16]; dt = exp U[log 1e-3, log 1e-1]
     clamped at 1e-4; dt_bias = inverse softplus(dt) (transformers' KimiLinear: the same)."""
     D, H, K, W = cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.conv_size
@@ -218,7 +218,7 @@ def _kda_init(cfg: ModelConfig, rng: np.random.Generator, lin) -> Mixer:
     return KimiLinearKDAWeights(**shared, **gate, norm_w=np.ones(K), w_o=lin(H * K, D))
 
 
-def _mla_init(cfg: ModelConfig, lin) -> Mixer:
+def _mla_init(cfg: ModelConfig, lin) -> _Mixer:
     D, Hm, dh, dv = cfg.d_model, cfg.mla_heads, cfg.mla_head_dim, cfg.mla_value_dim
     C, R = cfg.mla_kv_rank, cfg.mla_rope_dim
     if cfg.variant == "k3":
