@@ -63,7 +63,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("n", lambda: _pool().alloc("state", -1)),
     ("side", lambda: _pool().alloc("slots", 1)),
     ("max_moves", lambda: _pool().flush("kv", -1)),
-    ("seed", lambda: memory.workload.shifting_mix(seed=-1)),
+    ("seed", lambda: memory.shifting_mix(seed=-1)),
     # sizing
     ("state_slots", lambda: sizing.max_running_requests(-1)),
     ("strategy", lambda: sizing.slots_per_request("ping_pong")),

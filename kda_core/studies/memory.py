@@ -26,8 +26,17 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
-from kda_core.memory.replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
-from kda_core.memory.workload import Workload, from_lengths, from_trace, shifting_mix
+from kda_core.memory import (
+    ReplayConfig,
+    ReplayResult,
+    Timeline,
+    Workload,
+    from_lengths,
+    from_trace,
+    replay,
+    shifting_mix,
+    tuned_ratio,
+)
 from kda_core.sizing import GIB
 
 
