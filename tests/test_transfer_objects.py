@@ -12,7 +12,7 @@ from safetensors.numpy import save as st_save
 
 from kda_core.model import TOKENIZER_FINGERPRINT, TinyHybrid, encode
 from kda_core.serve.engine import Engine
-from kda_core.transfer.identity import (
+from kda_core.transfer._identity import (
     Identity,
     Layout,
     model_fingerprint,

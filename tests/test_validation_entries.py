@@ -32,7 +32,7 @@ from kda_core.studies import (
 from kda_core.studies import context_parallel as context_parallel_study
 from kda_core.studies import memory as memory_study
 from kda_core.studies import transfer as transfer_study
-from kda_core.transfer.identity import Layout
+from kda_core.transfer import Layout
 from kda_core.transfer.store import EmbeddedStore
 
 T, H, K, V = 8, 2, 4, 4

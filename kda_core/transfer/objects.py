@@ -42,10 +42,8 @@ from safetensors.numpy import save as st_save
 
 from kda_core.model import ModelState
 from kda_core.transfer._entry import StateObjectError, check_location, check_parent
-from kda_core.transfer.identity import (
+from kda_core.transfer._identity import (
     Identity,
-    Layout,
-    model_fingerprint,
     prefix_hash,
 )
 
@@ -76,14 +74,10 @@ ReplaySSM ring fields (seed 004, "replayssm" paragraph: "当前实现将以下�
 _NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
-    "Identity",
-    "Layout",
     "StateObject",
     "StateObjectError",
     "decode_object",
     "from_model_state",
-    "model_fingerprint",
-    "prefix_hash",
     "splice",
     "transferable_parts",
 ]

@@ -39,7 +39,7 @@ import numpy as np
 from kda_core.cache.policy import SGLangPolicy
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import DEFAULT_POLICY, Engine
-from kda_core.transfer.identity import Layout
+from kda_core.transfer._identity import Layout
 from kda_core.transfer.instance import Instance
 
 _ROOT = Path(__file__).resolve().parents[2]
