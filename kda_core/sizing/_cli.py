@@ -204,8 +204,9 @@ def _text(out: dict) -> str:
         lines += [f"  {x}" for x in r["bounds"] + r["held"]]
         lines += [f"  not in the log: {x}" for x in r["missing"]]
         for f in r["fixes"]:
-            mark = {True: "reaches", False: "falls short", None: ""}[f["reaches"]]
-            lines.append(f"  {f['flag']}: {f['effect']} {mark} ({'; '.join(f['costs'])})")
+            mark = {True: " (reaches the target)", False: " (falls short)", None: ""}[f["reaches"]]
+            costs = f" (costs: {'; '.join(f['costs'])})" if f["costs"] else ""
+            lines.append(f"  {f['flag']}: {f['effect']}{mark}{costs}")
     return "\n".join(lines)
 
 
