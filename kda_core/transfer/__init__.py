@@ -4,7 +4,8 @@
   metadata), validated field by field on load.
 - ``_identity``: model / tokenizer fingerprints, TP layout (``Identity``, ``Layout``: exported),
   prefix hashes.
-- ``store``: the embedded store (in-process, or a directory shared by processes).
+- ``store``: the embedded store (in-process, or a directory shared by processes);
+  ``_store_rules``: the key rule, object cap and counters both stores share.
 - ``mooncake``: Mooncake Store over TCP on 127.0.0.1 (master + standalone storage node).
 - ``instance``: an engine plus a store: publish at boundaries, find the longest jointly
   restorable prefix, restore.

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kda_core.transfer.store import MAX_OBJECT_BYTES, StoreStats, check_key
+from kda_core.transfer._store_rules import MAX_OBJECT_BYTES, StoreStats, check_key
 
 __all__ = [
     "MooncakeServices",
