@@ -34,6 +34,7 @@ SCRIPTS: tuple[str, ...] = (
     "plot_retention_policies",
     "plot_unified_memory",
     "plot_speculative_memory",
+    "plot_spec_hits",
     "plot_state_tiers",
     "plot_hit_reasons",
     "plot_kv_page_coverage",

@@ -25,7 +25,11 @@ NAME = "hit_reasons"
 BUDGET_GIB = 8.0
 
 _COLORS = dict(
-    zip(REASONS, (style.COLORS["hit"], style.COLORS["free"], *style.SERIES), strict=True)
+    zip(
+        REASONS,
+        (style.COLORS["hit"], style.COLORS["free"], *style.SERIES, style.COLORS["checkpoint"]),
+        strict=True,
+    )
 )
 
 

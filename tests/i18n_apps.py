@@ -97,7 +97,8 @@ def _speculative_replay(lang: str) -> list[Any]:
 
     return [app.verify(language=lang), app.verify(n_accept=0, language=lang),
             app.generate(max_new_tokens=8, language=lang, progress=None),
-            app.acceptance(max_new_tokens=4, language=lang, progress=None)]  # fmt: skip
+            app.acceptance(max_new_tokens=4, language=lang, progress=None),
+            app.hits(drop=True, language=lang)]  # fmt: skip
 
 
 def _speculative_replay_errors(lang: str) -> list[str]:
@@ -105,7 +106,8 @@ def _speculative_replay_errors(lang: str) -> list[str]:
 
     return _errors(lambda: app.verify(prompt="", language=lang),
                     lambda: app.verify(ring_len=12, language=lang),
-                    lambda: app.verify(n_accept=9, language=lang))  # fmt: skip
+                    lambda: app.verify(n_accept=9, language=lang),
+                    lambda: app.hits(block_size=8, language=lang))  # fmt: skip
 
 
 def _state_transfer(lang: str) -> list[Any]:

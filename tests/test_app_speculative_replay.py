@@ -155,6 +155,7 @@ def test_api_names():
         "speculative_replay_verify",
         "speculative_replay_generate",
         "speculative_replay_acceptance",
+        "speculative_replay_hits",
     ]
 
 
@@ -217,3 +218,27 @@ def test_non_integers_are_rejected(field):
     cfg = app.build().get_config_file()
     nums = [c for c in cfg["components"] if c["type"] == "number"]
     assert nums and all(c["props"].get("precision") is None for c in nums)  # no silent rounding
+
+
+def test_hits_panel_draws_the_study() -> None:
+    """The hits panel's table and figure are ``studies.spec_hits`` for the flags given."""
+    from kda_core.studies.spec_hits import spec_hits
+
+    drop = {"method": "eagle", "num_speculative_tokens": 2, "n_predict": 1}
+    drop["disable_lookahead_block_hashes"] = True
+    want = spec_hits(speculative_config=drop, block_size=16)
+    md, fig, path = app.hits("eagle", 2, 1, True, 16)
+    # by hand: lengths 15 .. 65 around the blocks, drop: floor(n / 16) * 16 - 16, lost where
+    # floor((n - 1) / 16) * 16 is more: 17, 31, 33, 47, 49, 63, 65 (16 tokens each)
+    assert want.prompt_len.tolist() == [15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65]
+    assert "**7 of 12** lengths lose cached tokens to drafts under vLLM (112 tokens in all)" in md
+    assert "| 33 | 32 | 16 | lost to speculative decoding | 0 |" in md
+    assert list(fig.data[1].y) == want.vllm.tolist()
+    assert list(fig.data[0].y) == want.vllm_no_drafts.tolist()
+    assert _rows(path)[0][:3] == ["prompt_len", "vllm_no_drafts", "vllm_drafts"]
+    zh = app.hits("eagle", 2, 1, True, 16, language="zh")[0]
+    assert "因推测解码而丢失" in zh
+    with pytest.raises(gr.Error, match=r"num_speculative_tokens must be an integer in \[1, 16\]"):
+        app.hits(num_speculative_tokens=17)
+    with pytest.raises(gr.Error, match=r"vLLM block size must be an integer in \[16, 8192\]"):
+        app.hits(block_size=8)

@@ -151,7 +151,7 @@ def test_load_app_skips_missing_module(caplog):
     assert m is not None and callable(m.build)
 
 
-@pytest.mark.parametrize("name", ["fleet_routing", "speculative_replay"])  # a folder, a module
+@pytest.mark.parametrize("name", ["fleet_routing", "speculative_replay"])
 def test_an_app_alone_names_its_command(name: str) -> None:
     """``python -m apps.<name> --help`` says the command that runs it, not ``__main__.py``."""
     run = [sys.executable, "-m", f"apps.{name}", "--help"]

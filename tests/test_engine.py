@@ -117,9 +117,9 @@ CONFIGS_SLOW = {
     ),
     "marconi-3": dict(policy=pol.make("marconi"), checkpoint_slots=3),
     "vllm-align-16": dict(policy=pol.make("vllm", mode="align", block_size=16), chunk_size=16),
-    "vllm-all-partial-tiny": dict(
-        policy=pol.make("vllm", mode="all", block_size=16, partial_hits=True, match_unit=8),
-        checkpoint_slots=1,
+    "vllm-align-partial-tiny": dict(
+        policy=pol.make("vllm", block_size=16, partial_hits=True, match_unit=8),
+        checkpoint_slots=2,
     ),
     "interval8-one-slot": dict(policy=pol.make("interval", every=8), checkpoint_slots=1),
 }

@@ -25,6 +25,7 @@ import pytest
 from trace_checks import validate
 
 from kda_core.sim import checkpoint_bytes
+from kda_core.studies._hit_paths import refine_trace
 from kda_core.studies.hit_reasons import REASONS, hit_reasons
 from kda_core.workloads import bundled_trace, ideal_prefix_tokens, load_trace
 
@@ -157,10 +158,8 @@ def test_shares_and_the_bundled_trace() -> None:
 
 
 def test_refined_blocks_keep_the_match() -> None:
-    from kda_core.studies import hit_reasons as mod
-
     trace = bundled_trace("conversation").head(400)
-    fine = mod._refine(trace, 256)
+    fine = refine_trace(trace, 256)
     validate(fine)
     assert fine.block_size == 256
     assert np.array_equal(ideal_prefix_tokens(fine), ideal_prefix_tokens(trace))
@@ -255,3 +254,37 @@ def test_the_command_on_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     )
     with pytest.raises(SystemExit):
         mod._main(["--file", str(tmp_path / "prompts.jsonl"), "--requests", "2"])
+
+
+def test_a_hit_lost_to_speculative_decoding(tmp_path: Path) -> None:
+    # vLLM 0.33, block 16, EAGLE with the trailing-block drop (lookahead hashes disabled). A
+    # resent 40-token prompt: the prefill keys its state at the checkpoint boundary
+    # floor(40/16)*16 - 16 = 16 (v1/kv_cache_interface.py:
+    # get_mamba_prefill_checkpoint_position), the attention group matches 32 and drops one
+    # block (v1/core/kv_cache_coordinator.py: HybridKVCacheCoordinator.find_longest_cache_hit,
+    # eagle_proof_margin): 16 cached, 32 = floor(39/16)*16 without drafts. A resent 48-token
+    # prompt loses nothing: 48 - 16 = 32 = floor(47/16)*16.
+    a, b = tokens(0, 40), tokens(1000, 48)
+    trace = token_trace(tmp_path, [a, a, b, b], 8)
+    drop = {"method": "eagle", "num_speculative_tokens": 2, "disable_lookahead_block_hashes": True}
+    r = hit_reasons(trace, vllm={"block_size": 16, "speculative_config": drop})
+    assert r.vllm.cached.tolist() == [0, 16, 0, 32]
+    assert r.vllm.cached_no_drafts.tolist() == [0, 32, 0, 32]
+    want = ["first_occurrence", "lost_to_speculative_decoding", "first_occurrence", "hit"]
+    assert reasons(r.vllm) == want
+    # lookahead block hashes (the default): the hash of the block ending at 32 covers token 33,
+    # so the 40-token resend still restores floor((40 - 1) / 16) * 16 = 32
+    eagle = {"method": "eagle", "num_speculative_tokens": 2}
+    r = hit_reasons(trace, vllm={"block_size": 16, "speculative_config": eagle})
+    assert r.vllm.cached.tolist() == [0, 32, 0, 32]
+    assert "lost_to_speculative_decoding" not in reasons(r.vllm)
+    assert r.sglang.cached_no_drafts is None  # SGLang without draft flags
+
+
+def test_sglang_drafts_need_the_track_interval(tmp_path: Path) -> None:
+    # arg_groups/mamba_hook.validate_mamba_extra_buffer: the interval holds a verify window
+    trace = token_trace(tmp_path, [tokens(0, 40)] * 2, 8)
+    with pytest.raises(ValueError, match="track_interval must be >= speculative_num_draft"):
+        hit_reasons(trace, sglang={"track_interval": 2, "speculative_num_draft_tokens": 4})
+    r = hit_reasons(trace, sglang={"speculative_num_draft_tokens": 4})
+    assert r.sglang.cached_no_drafts.tolist() == r.sglang.cached.tolist() == [0, 0]

@@ -91,6 +91,19 @@ def test_speculative_memory_draws_rings_and_states() -> None:
     assert (m.ring_bytes < m.per_draft_state_bytes).all()
 
 
+def test_spec_hits_draws_the_study() -> None:
+    d = quick("plot_spec_hits")
+    fig = figure("plot_spec_hits")
+    for i, (on, drop) in enumerate(zip(d.lookahead, d.drop, strict=True)):
+        np.testing.assert_array_equal(line(fig, f"off_{i}").get_ydata(), on.vllm_no_drafts)
+        np.testing.assert_array_equal(line(fig, f"on_{i}").get_ydata(), on.vllm)
+        np.testing.assert_array_equal(line(fig, f"drop_{i}").get_ydata(), drop.vllm)
+    # the drop at block 768: floor(n / 768) * 768 - 768 for n = 1,537 (quick lengths)
+    eagle_drop = d.drop[0]
+    i = eagle_drop.prompt_len.tolist().index(1537)
+    assert (eagle_drop.vllm[i], eagle_drop.vllm_no_drafts[i]) == (768, 1536)
+
+
 def test_prefix_replay_draws_segments_replay_and_drift() -> None:
     d = quick("plot_prefix_replay")
     fig = figure("plot_prefix_replay")

@@ -263,9 +263,14 @@ def test_vllm_all_and_partial_hits():
     assert p.checkpoint_positions(300, hit(100, 64)) == (128, 192, 256)
     r0 = P.make("vllm", mode="all", block_size=64, retention=0)
     assert r0.checkpoint_positions(300, hit(100, 0)) == (64, 256)  # junction + replay point
-    # fine-grained units of 16: junction floor(100/16)*16 = 96, tail floor(299/16)*16 = 288
-    ph = P.make("vllm", mode="all", block_size=64, retention=0, partial_hits=True, match_unit=16)
-    assert ph.checkpoint_positions(300, hit(100, 0)) == (96, 288)
+    # sub-block hits only in align mode (kv_cache_utils.partial_hash_hits_enabled)
+    with pytest.raises(ValueError, match="partial_hits needs mode='align'"):
+        P.make("vllm", mode="all", block_size=64, partial_hits=True, match_unit=16)
+    # fine-grained units of 16, retention 0: the junction floor(100/16)*16 = 96 and the tail
+    # floor(299/16)*16 = 288 are keyed whatever the retention; the replay boundary's block
+    # (288 floored to the block: 256) is kept by the mask, the chunk end 128 is not
+    ph = P.make("vllm", block_size=64, retention=0, partial_hits=True, match_unit=16)
+    assert ph.checkpoint_positions(300, hit(100, 0)) == (96, 256, 288)
     pa = P.make("vllm", block_size=64, partial_hits=True, match_unit=16, shared_prefix=False)
     assert pa.checkpoint_positions(300, None) == (256, 288)
     with pytest.raises(ValueError, match="retention"):

@@ -65,7 +65,17 @@ def test_a_log_is_read_back_with_its_verdict(capsys):
     out = _json(capsys, "qwen3.8-27b-fp8", "--engine", "sglang", "--log", str(log))
     assert out["log"]["engine"] == "sglang" and out["log"]["verdict"] == "state_slots"
     assert _cli.main(["qwen3.8-27b-fp8", "--log", str(log)]) == 0
-    assert "log (sglang): state_slots" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    # without --engine, only the log's reading: no second answer sized at the default flags
+    assert "log (sglang): state_slots" in text and "SGLang 0.5.23" not in text
+    assert "vLLM 0.33" not in text
+
+
+def test_a_vllm_log_says_the_target_is_not_checked(capsys):
+    log = DATA / "vllm_qwen36_club3090_612.log"
+    assert _cli.main(["qwen3.6-35b-a3b", "--log", str(log), "--target", "64"]) == 0
+    text = capsys.readouterr().out
+    assert "log (vllm): prefix_inert" in text and "--target: checked on SGLang logs" in text
 
 
 def test_a_fragment_is_read_with_the_fixes_toward_a_target(capsys):

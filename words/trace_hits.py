@@ -22,6 +22,7 @@ _SHARED: dict[str, tuple[str, str]] = {  # the panel's and the figures'
     "r_evicted_unified_budget": ("evicted: unified budget", "被统一预算驱逐"),
     "r_host_last_state_only": ("host holds last states only", "host 只存每个请求最后的状态"),
     "r_evicted_host_budget": ("evicted: host capacity", "被 host 容量驱逐"),
+    "r_lost_to_speculative_decoding": ("lost to speculative decoding", "因推测解码而丢失"),
     "l_cov_device": ("state on the device", "状态在设备上"),
     "l_cov_host": ("state on the host", "状态在 host 上"),
     "l_cov_any": ("either", "任一处"),

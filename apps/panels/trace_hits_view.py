@@ -20,7 +20,9 @@ from kda_core.workloads import Trace
 from words.catalog import T
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
-REASON_COLORS = dict(zip(REASONS, (COLORS["hit"], COLORS["free"], *SERIES), strict=True))
+REASON_COLORS = dict(
+    zip(REASONS, (COLORS["hit"], COLORS["free"], *SERIES, COLORS["checkpoint"]), strict=True)
+)
 GIB = float(1 << 30)
 
 

@@ -30,6 +30,8 @@ def fast_reason(policy: policy_mod.Policy, schedule: str = "sequential") -> str 
         return f"the {schedule} schedule"
     if isinstance(policy, policy_mod.MarconiPolicy):
         return "Marconi's own eviction order"
+    if isinstance(policy, policy_mod.VLLMPolicy) and policy.speculative_config is not None:
+        return "vLLM's lookup with speculative decoding (the radix tree runs it)"
     opts = policy.cache_options()
     if opts.get("max_states_per_path") is not None:
         return "a per-path state cap"

@@ -94,7 +94,7 @@ class _Loop:
         key, ins_key, total = request_keys(self.trace, i, self.outputs)
         if self.marconi is not None:
             self.marconi.note_request()
-        m = ctx.lookup(key, L)
+        m = ctx.lookup(key, L, i)
         tm = min(m.token_match, L)
         ra = min(m.restore_at, tm)
         self.log.token_match[i], self.log.restore_at[i] = tm, ra

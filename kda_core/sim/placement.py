@@ -35,14 +35,27 @@ class RunCtx:
     dropped: int = 0
     steps: int = 0
     cap_last: bool = False  # the lookup matches at most input - 1 tokens (the engines' rule)
+    shared: list[int] | None = None  # vLLM with drafts: each request's shared prefix
 
-    def lookup(self, key: list[int], input_len: int) -> Any:
-        """``cache.match_prefix(key)``; with ``cap_last``, a state at the prompt's end is not a
-        hit: SGLang and vLLM look up at most ``input - 1`` tokens (the last one is recomputed
-        for its logits), so the match falls back to the deepest state before the last block
-        (a tree of whole blocks holds no state strictly inside it)."""
+    def lookup(self, key: list[int], input_len: int, i: int = -1) -> Any:
+        """``cache.match_prefix(key)`` for request ``i``; with ``cap_last``, a state at the
+        prompt's end is not a hit: SGLang and vLLM look up at most ``input - 1`` tokens (the
+        last one is recomputed for its logits), so the match falls back to the deepest state
+        before the last block (a tree of whole blocks holds no state strictly inside it).
+
+        With ``shared`` (vLLM with drafts) the attention group's hit is shorter (lookahead
+        hashes or the trailing-block drop, ``VLLMPolicy.lookup_limit``, at most ``input - 1``
+        tokens) and the KDA state restores at or below it. vLLM keeps the KV of whole prompts
+        while the tree keeps it up to the deepest state only, so the hit is taken from the
+        prefix the request shares with any earlier one (``shared[i]``, the lab's assumption:
+        that KV is still there)."""
         m = self.cache.match_prefix(key)
-        if self.cap_last and m.restore_at >= input_len:
+        if self.shared is not None:
+            pol: Any = self.pol
+            limit = pol.lookup_limit(input_len, self.shared[i], self.page)
+            if m.token_match > limit:
+                m = self.cache.match_prefix(key[: limit // self.page])
+        elif self.cap_last and m.restore_at >= input_len:
             m = self.cache.match_prefix(key[:-1])
         return m
 

@@ -58,7 +58,7 @@ def run_sequential(
         L = lens[i]
         if marconi is not None:
             marconi.note_request()  # on arrival: N0 counts the request that first evicts
-        m = ctx.lookup(key, L)
+        m = ctx.lookup(key, L, i)
         tm = min(m.token_match, L)
         log.token_match[i] = tm
         log.restore_at[i] = min(m.restore_at, tm)

@@ -34,9 +34,9 @@ from kda_core.sim.inflight import Timing, run_inflight
 from kda_core.sim.placement import RunCtx
 from kda_core.sim.result import SimResult, series_from, summarise
 from kda_core.sim.sequential import run_sequential
-from kda_core.workloads import Trace, bundled_trace
+from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
 
-ProgressFn = Callable[[int, int], Any]
+_ProgressFn = Callable[[int, int], Any]
 DEFAULT_TP = 8
 MAX_BUDGET = 1 << 60
 SCHEDULES = ("sequential", "inflight")
@@ -223,7 +223,7 @@ def _run(
     s: _Setup,
     pol: policy_mod.Policy,
     timing: Timing,
-    progress: ProgressFn | None,
+    progress: _ProgressFn | None,
     check: bool,
     n_max: int | None = None,
 ) -> dict:
@@ -234,6 +234,10 @@ def _run(
     cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
     ctx = RunCtx(cache, pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
     ctx.cap_last = s.cap_last
+    if isinstance(pol, policy_mod.VLLMPolicy) and pol.speculative_config is not None:
+        # the draft lookup limit reads the prefix each request shares (RunCtx.lookup)
+        shared = ideal_prefix_tokens(trace) if trace.has_prefix_info else trace.input_len * 0
+        ctx.shared = shared.tolist()
     n = len(trace) if n_max is None else min(n_max, len(trace))
     tuner = None
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.alpha == "auto":
@@ -273,7 +277,7 @@ def _fast_prep(s: _Setup, method: str, check: bool) -> tuple[PreparedTrace | Non
     return prep, None
 
 
-def _core(s: _Setup, prep: PreparedTrace | None, progress: ProgressFn | None, check: bool) -> dict:
+def _core(s: _Setup, prep: PreparedTrace | None, progress: _ProgressFn | None, check: bool) -> dict:
     """One run: the fast pass on ``prep``, else the radix tree."""
     # The tree is one long-lived object graph: generational GC passes while it grows only
     # rescan it (up to 2x the run time on dense placements). Collect afterwards instead.
@@ -327,7 +331,7 @@ def simulate(
     time_model: costmodel.TimeModel | None = None,
     servers: int | None = None,
     schedule: str = "sequential",
-    progress: ProgressFn | None = None,
+    progress: _ProgressFn | None = None,
     check_integrity: bool = False,
     outputs: bool = True,
     cap_lookup: bool = False,

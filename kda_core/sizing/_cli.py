@@ -6,7 +6,9 @@ rest, vLLM's "Available KV cache memory"). For each engine: the state slots (vLL
 max running requests, KV tokens, vLLM's block size, the shortest prompt that can hit the prefix
 cache and the lines the engine would print; an engine that does not serve the model says so.
 ``--log FILE`` reads a server log (or a fragment) back against the config, with the fixes that
-reach ``--target`` running requests; ``--json`` prints one JSON object.
+reach ``--target`` running requests (SGLang; vLLM's fixes give the new block size and
+concurrency); with ``--log`` the engines are sized at the flags only when ``--engine`` asks.
+``--json`` prints one JSON object.
 Bad input exits with status 2 and one line naming the argument. The first word may name a
 subcommand (``SUBCOMMANDS``): ``plan CONFIG --trace FILE ...`` sweeps the engine's flags on a
 trace (``kda_core.plan.cli``).
@@ -66,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> _Parser:
     p = _Parser(prog="python -m kda_core.sizing", description=__doc__.split("\n\n")[0])
     p.add_argument("config", help="config.json, its folder, a shipped config or a preset")
-    p.add_argument("--engine", choices=("sglang", "vllm", "both"), default="both")
+    # default: both engines, or none with --log (the log's own numbers are the answer there)
+    p.add_argument("--engine", choices=("sglang", "vllm", "both"), default=None)
     p.add_argument("--gpu-mem", type=float, default=40.0, help="cache budget per GPU, GiB")
     p.add_argument("--tp", "--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp")
     p.add_argument("--mamba-ssm-dtype", "--mamba-ssm-cache-dtype", dest="ssm", default=None)
@@ -88,7 +91,9 @@ def _parser() -> _Parser:
     p.add_argument("--num-speculative-tokens", type=int, default=0)
     p.add_argument("--no-enable-prefix-caching", action="store_true")
     p.add_argument("--log", type=Path, default=None, help="a server log to read back")
-    p.add_argument("--target", type=int, default=None, help="--log: concurrency to reach")
+    p.add_argument(
+        "--target", type=int, default=None, help="--log: running requests to reach (SGLang logs)"
+    )
     p.add_argument("--json", action="store_true")
     return p
 
@@ -184,7 +189,9 @@ def _describe(spec: ModelSpec) -> str:
 
 
 def _text(out: dict) -> str:
-    lines = [out["model"], f"  TP {out['tp']}, {out['gpu_mem_gib']:g} GiB of cache per GPU"]
+    lines = [out["model"]]
+    if "sglang" in out or "vllm" in out:  # the flags' deployment, when it is sized
+        lines.append(f"  TP {out['tp']}, {out['gpu_mem_gib']:g} GiB of cache per GPU")
     for engine, name in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33")):
         e = out.get(engine)
         if e is None:
@@ -203,6 +210,8 @@ def _text(out: dict) -> str:
         lines.append(f"log ({r['engine']}): {r['verdict']}: {r['explanation']}")
         lines += [f"  {x}" for x in r["bounds"] + r["held"]]
         lines += [f"  not in the log: {x}" for x in r["missing"]]
+        if r["engine"] == "vllm" and r["target"] is not None:
+            lines.append("  --target: checked on SGLang logs; vLLM's fixes give the new figures")
         for f in r["fixes"]:
             mark = {True: " (reaches the target)", False: " (falls short)", None: ""}[f["reaches"]]
             costs = f" (costs: {'; '.join(f['costs'])})" if f["costs"] else ""
@@ -239,6 +248,7 @@ def _read_log(a: argparse.Namespace, spec: ModelSpec) -> dict:
         "held": [h.text() for h in r.held],
         "missing": [m.text() for m in r.missing],
         "fixes": fixes,
+        "target": a.target,
     }
 
 
@@ -249,9 +259,10 @@ def run(argv: Sequence[str]) -> dict:
     spec = _model(a.config)
     d = _deployment(a)
     out: dict = {"model": _describe(spec), "tp": d.tp, "gpu_mem_gib": a.gpu_mem}
-    if a.engine in ("sglang", "both"):
+    engine = a.engine or ("both" if a.log is None else None)
+    if engine in ("sglang", "both"):
         out["sglang"] = _sglang(spec, d)
-    if a.engine in ("vllm", "both"):
+    if engine in ("vllm", "both"):
         out["vllm"] = _vllm(spec, d)
     if a.log is not None:
         out["log"] = _read_log(a, spec)

@@ -9,10 +9,11 @@ The run is the simulator's sequential schedule with no budget, replayed on the t
 block ids (equal ids = an identical prefix up to that block): request ``i`` restores from the
 deepest state any earlier request saved on its path (matched again without the last block when
 that state is at the prompt's end: the engines look up ``input - 1`` tokens, as
-``sim.placement.RunCtx.lookup`` does), its positions come from the policy's ``plan`` (as
-``sim.sequential`` calls it) and its KV is kept up to its deepest position (the tree cuts the
-key there). ``hit_reasons`` checks that the
-restore points equal the simulator's (a naive twin of ``simulate(..., cap_lookup=True)``).
+``sim.placement.RunCtx.lookup`` does; vLLM with drafts: at most ``VLLMPolicy.lookup_limit``
+of the prefix the request shares with any earlier one), its positions come from the policy's
+``plan`` (as ``sim.sequential`` calls it) and its KV is kept up to its deepest position (the
+tree cuts the key there). ``hit_reasons`` checks that the restore points equal the simulator's
+(a naive twin of ``simulate(..., cap_lookup=True)``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.cache.policy import Policy
-from kda_core.workloads import Trace
+from kda_core.cache.policy import Policy, VLLMPolicy
+from kda_core.workloads import Trace, ideal_prefix_tokens
+from kda_core.workloads.traces import make_trace
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -52,13 +54,19 @@ def path_facts(fine: Trace, pol: Policy, match: np.ndarray) -> PathFacts:
     kv: set[int] = set()
     first: dict[int, int] = {}  # block id -> the first request holding it
     out = {k: np.full(n, -1, dtype=np.int64) for k in PathFacts.__slots__}
+    drafts = isinstance(pol, VLLMPolicy) and pol.speculative_config is not None
+    limit = pol.lookup_limit if isinstance(pol, VLLMPolicy) and drafts else None
+    ideal = ideal_prefix_tokens(fine).tolist() if drafts else []
     for i in range(n):
         key, L = blocks[offs[i] : offs[i + 1]], lens[i]
         m = 0
         while m < len(key) and key[m] in kv:
             m += 1
         ra = _deepest(states, key, m, g)
-        if ra >= L:  # the input - 1 lookup: the simulator matches the key without its last block
+        if limit is not None:  # vLLM with drafts: the attention hit limits the match
+            m = min(m, limit(L, ideal[i], g) // g)
+            ra = _deepest(states, key, m, g)
+        elif ra >= L:  # the input - 1 lookup: the simulator matches the key without its last block
             m = min(m, len(key) - 1)
             ra = _deepest(states, key, m, g)
         out["restore_at"][i] = ra
@@ -124,3 +132,36 @@ def prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
             if first_next.setdefault(h, nxt) != nxt or nxt == -1:
                 branched.add(h)
     return matched, known
+
+
+def refine_trace(trace: Trace, g: int) -> Trace:
+    """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
+    becomes ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block only its
+    first ``ceil(rest / g)``. Output blocks are dropped (decode-time checkpoints left out)."""
+    s = trace.block_size // g
+    if s == 1:
+        return trace
+    _, dense = np.unique(trace.blocks, return_inverse=True)
+    per = np.diff(trace.offsets)
+    want = -(-trace.input_len // g)
+    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
+    starts = trace.offsets[:-1] * s
+    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
+    idx = np.arange(int(want.sum())) + keep
+    assert np.all(want <= per * s), "ceil(L / g) <= ceil(L / b) * s"
+    offsets = np.concatenate(([0], np.cumsum(want)))
+    blocks = expanded[idx]
+    t = trace
+    return make_trace(
+        t.name,
+        g,
+        t.arrival_s,
+        t.input_len,
+        t.output_len,
+        offsets,
+        blocks,
+        t.session,
+        t.kind,
+        t.kind_names,
+        provenance=t.provenance(),
+    )

@@ -27,9 +27,8 @@ from kda_core.cache import policy as policy_mod
 from kda_core.sim import checkpoint_bytes, simulate
 from kda_core.sim.simulator import DEFAULT_TP
 from kda_core.sim.tiers import TierConfig, simulate_tiers
-from kda_core.studies._hit_paths import path_facts, prefix_points
+from kda_core.studies._hit_paths import path_facts, prefix_points, refine_trace
 from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
-from kda_core.workloads.traces import make_trace
 
 __all__ = ["ENGINES", "REASONS", "EngineHits", "HitReasons", "hit_reasons"]
 
@@ -45,6 +44,7 @@ REASONS = (
     "evicted_unified_budget",
     "host_last_state_only",
     "evicted_host_budget",
+    "lost_to_speculative_decoding",
 )
 _BUDGETS = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
 _EVICTED = dict(zip(_BUDGETS, REASONS[5:8], strict=True))
@@ -61,7 +61,8 @@ class EngineHits:
     on a path sharing the whole token match, 0: none) and ``deeper_source``; ``evicted_by``:
     when ``cached < cached_unlimited``, the ``REASONS`` index of the budget that took it
     (``evicted_*`` or, with a host tier, ``host_last_state_only`` / ``evicted_host_budget``),
-    else 0."""
+    else 0. ``cached_no_drafts``: with speculative decoding on, the cached tokens of the same
+    run with drafts off (None: drafts off)."""
 
     engine: str
     unit: int
@@ -73,6 +74,7 @@ class EngineHits:
     deeper: np.ndarray | None = None
     deeper_source: np.ndarray | None = None
     evicted_by: np.ndarray | None = None
+    cached_no_drafts: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -107,39 +109,6 @@ class HitReasons:
             tokens = np.bincount(e.reason, weights=uncached, minlength=len(REASONS))
             tok[row] = tokens / max(float(uncached.sum()), 1.0)
         return req, tok
-
-
-def _refine(trace: Trace, g: int) -> Trace:
-    """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
-    becomes ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block only its
-    first ``ceil(rest / g)``. Output blocks are dropped (decode-time checkpoints left out)."""
-    s = trace.block_size // g
-    if s == 1:
-        return trace
-    _, dense = np.unique(trace.blocks, return_inverse=True)
-    per = np.diff(trace.offsets)
-    want = -(-trace.input_len // g)
-    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
-    starts = trace.offsets[:-1] * s
-    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
-    idx = np.arange(int(want.sum())) + keep
-    assert np.all(want <= per * s), "ceil(L / g) <= ceil(L / b) * s"
-    offsets = np.concatenate(([0], np.cumsum(want)))
-    blocks = expanded[idx]
-    t = trace
-    return make_trace(
-        t.name,
-        g,
-        t.arrival_s,
-        t.input_len,
-        t.output_len,
-        offsets,
-        blocks,
-        t.session,
-        t.kind,
-        t.kind_names,
-        provenance=t.provenance(),
-    )
 
 
 def _check_sglang(params: dict | None) -> policy_mod.SGLangPolicy:
@@ -184,6 +153,7 @@ def _classify(
     rules = (
         (match == 0, "first_occurrence"),
         (cap < unit, "below_one_block"),
+        (~_short(e.get("no_drafts", e["budgets"]), match), "lost_to_speculative_decoding"),
         (placement & ~known & (deeper > match), "state_in_unique_tokens"),
         (placement, "no_state_at_branch"),
     )
@@ -202,7 +172,7 @@ def _budget_codes(e: dict, lacks: Callable[[np.ndarray], np.ndarray]) -> np.ndar
     (``host_last_state_only``) or not (the host's own capacity evicted it). Else the first
     budget whose run alone lacks it."""
     if "host_unlimited" in e:
-        code = np.where(lacks(e["host_unlimited"]), *(REASONS.index(r) for r in REASONS[8:]))
+        code = np.where(lacks(e["host_unlimited"]), *(REASONS.index(r) for r in REASONS[8:10]))
         return code.astype(np.int8)
     n = len(e["unlimited"])
     code = np.full(n, REASONS.index(_EVICTED[e["order"][0]]), dtype=np.int8)
@@ -261,6 +231,23 @@ def _run_engine(trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budge
     return out
 
 
+def _without_drafts(
+    trace: Trace, pol: policy_mod.Policy, model: str, tp: int, budgets: dict, runs: dict
+) -> np.ndarray | None:
+    """The cached tokens under the same budgets with drafts off (None: drafts are off). vLLM:
+    the policy without ``speculative_config``. SGLang 0.5.23: the same as with drafts (its
+    hybrid tree keys no bigrams: ``UnifiedTreeCore.__init__`` drops ``is_eagle`` with a MAMBA
+    component; a decode checkpoint is taken at every boundary an accepted run crosses, as one
+    token a step takes it), so the run with drafts is the run without."""
+    if isinstance(pol, policy_mod.VLLMPolicy) and pol.speculative_config is not None:
+        return _run_engine(trace, replace(pol, speculative_config=None), model, tp, budgets)[
+            "budgets"
+        ]
+    if isinstance(pol, policy_mod.SGLangPolicy) and pol.speculative_num_draft_tokens:
+        return runs["budgets"]
+    return None
+
+
 def hit_reasons(
     trace: Trace,
     *,
@@ -290,7 +277,7 @@ def hit_reasons(
     model = sizing.preset_name(model)  # a preset name or a ModelSpec of a preset's shape
     sg, vl = _check_sglang(sglang), _check_vllm(vllm, model, tp)
     g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
-    fine = _refine(trace, g)
+    fine = refine_trace(trace, g)
     sg_unit, vl_unit = _units(sg, vl, g)
     blocks, known = prefix_points(trace)
     L = trace.input_len
@@ -305,6 +292,9 @@ def hit_reasons(
         runs = _run_engine(fine, pol, model, tp, budgets)
         if name == "sglang" and host is not None:
             runs.update(_run_host(fine, pol, host))
+        no_drafts = _without_drafts(fine, pol, model, tp, budgets, runs)
+        if no_drafts is not None:
+            runs["no_drafts"] = no_drafts
         facts = path_facts(fine, pol, match)  # replayed apart from the simulator: they agree
         assert np.array_equal(facts.restore_at, runs["unlimited"]), "one run, two replays"
         reason = _classify(runs, match, caps[name], known | (match >= L), unit, facts.deeper)
@@ -319,6 +309,7 @@ def hit_reasons(
             facts.deeper,
             facts.deeper_source,
             _evicted_by(runs),
+            no_drafts,
         )
     return HitReasons(
         trace.name,

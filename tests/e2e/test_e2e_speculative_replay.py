@@ -1,5 +1,5 @@
 """speculative_replay in headless Chromium: default figures, a chosen acceptance, a bad input,
-the generation loop."""
+the generation loop, the hits panel with drafts on and off."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ APP = "speculative_replay"
 N = "speculative_replay"
 
 
-FIGS = ("verify", "ring", "exactness", "memory", "generation", "acceptance")
+FIGS = ("verify", "ring", "exactness", "memory", "generation", "acceptance", "hits")
 
 
 def test_page(app_url, ui):
@@ -54,3 +54,18 @@ def test_chinese_figures_and_no_text_over_data(app_url, ui):
     ui.wait_title(f"{N}-exactness", "提交精确度")
     ui.wait_title(f"{N}-generation", "生成")
     ui.wait_title(f"{N}-acceptance", "接受率与草稿噪声")
+    ui.wait_title(f"{N}-hits", "重发提示词被缓存的 token")
+
+
+def test_hits_with_the_drop(app_url, ui):
+    """The default (multi-module MTP, 3 drafts, lookahead hashes) and then the drop: vLLM's
+    drafts-on line changes, the title names the method."""
+    ui.goto(app_url)
+    ui.wait_plot(f"{N}-hits")
+    old = ui.figure(f"{N}-hits")
+    assert "mtp, 3 drafts" in old
+    ui.page.locator(f"#{N}-hits-method").get_by_label("eagle", exact=True).check()
+    ui.page.locator(f"#{N}-hits-drop input").check()
+    ui.click("Compare hits")
+    new = ui.wait_new_figure(f"{N}-hits", old)
+    assert "eagle, 3 drafts" in new

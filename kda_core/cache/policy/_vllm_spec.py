@@ -24,21 +24,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-
-METHODS = ("eagle", "eagle3", "mtp")
-SPEC_KEYS = (
-    "method",
-    "num_speculative_tokens",
-    "n_predict",
-    "disable_lookahead_block_hashes",
-    "disable_eagle_block_drop",
+from kda_core.cache.policy._vllm_drafts import (
+    METHODS,
+    SPEC_KEYS,
+    SpecStallWarning,
+    checkpoint_position,
+    derive,
+    parse_speculative_config,
+    replay_boundaries,
+    retained,
+    stall_message,
 )
+from kda_core.cache.policy.vllm import aligned_split
+
+__all__ = [
+    "METHODS",
+    "SPEC_KEYS",
+    "RepeatHits",
+    "SpecStallWarning",
+    "VLLMSpec",
+    "checkpoint_position",
+    "partial_hits_enabled",
+    "prefill_chunks",
+    "repeat_hits",
+    "replay_boundaries",
+    "vllm_spec",
+]
+
 MAX_TOKENS = 1 << 24
-MAX_DRAFTS = 64
-
-
-class SpecStallWarning(UserWarning):
-    """vLLM's scheduler can make no progress on a prompt (it schedules 0 tokens every step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,33 +81,6 @@ class VLLMSpec:
     prefill_lookahead: int
     lookahead: int
     speculative_blocks: int
-
-
-def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
-    """``speculative_config`` checked: None (no drafts) or a dict with ``method`` in
-    ``METHODS`` and ``num_speculative_tokens`` in [1, 64]; ``n_predict`` in [1, 64] (default
-    1); the two ``disable_*`` flags bools (default False). Unknown keys are refused."""
-    if cfg is None:
-        return None
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"speculative_config must be a dict or None, got {cfg!r}")
-    unknown = sorted(set(cfg) - set(SPEC_KEYS))
-    if unknown:
-        raise ValueError(f"speculative_config: unknown keys {unknown}; allowed: {SPEC_KEYS}")
-    method = cfg.get("method")
-    if method not in METHODS:
-        raise ValueError(f"speculative_config.method must be one of {METHODS}, got {method!r}")
-    if "num_speculative_tokens" not in cfg:
-        raise ValueError("speculative_config.num_speculative_tokens is required (1..64)")
-    k = check_int(
-        "speculative_config.num_speculative_tokens", cfg["num_speculative_tokens"], 1, MAX_DRAFTS
-    )
-    m = check_int("speculative_config.n_predict", cfg.get("n_predict", 1), 1, MAX_DRAFTS)
-    flags = {
-        name: check_bool(f"speculative_config.{name}", cfg.get(name, False))
-        for name in SPEC_KEYS[3:]
-    }
-    return {"method": method, "num_speculative_tokens": k, "n_predict": m, **flags}
 
 
 def vllm_spec(
@@ -128,7 +114,8 @@ def vllm_spec(
     rs = check_bool("replayssm", replayssm)
     spec = parse_speculative_config(speculative_config)
     k = spec["num_speculative_tokens"] if spec else 0
-    drop, L_hash, L_pre, L_kv = _derive(spec, kv)
+    d = derive(spec, kv)
+    drop, L_hash, L_pre, L_kv = d.drop, d.hash_lookahead, d.prefill_lookahead, d.lookahead
     if L_pre > U:
         # KVCacheCoordinator.__init__: multi-module MTP with prefix caching
         raise ValueError(
@@ -159,25 +146,6 @@ def vllm_spec(
     )
 
 
-def _derive(spec: dict | None, kv_transfer: bool) -> tuple[bool, int, int, int]:
-    """(drop, hash lookahead, prefill lookahead, KV lookahead) as vLLM 0.33 derives them."""
-    if spec is None:
-        return False, 0, 0, 0
-    k = spec["num_speculative_tokens"]
-    # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
-    multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
-    # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (EAGLE family)
-    pre = k if multi else 1
-    # SpeculativeConfig.use_eagle_block_drop: EAGLE/EAGLE3/MTP unless disable_eagle_block_drop
-    wants_drop = not spec["disable_eagle_block_drop"]
-    # VllmConfig.num_hash_lookahead_tokens: lookahead hashes unless disabled or a connector
-    lookahead = wants_drop and not spec["disable_lookahead_block_hashes"] and not kv_transfer
-    L_hash = pre if lookahead else 0
-    # Scheduler.__init__: lookahead hashes prove the boundary token, so no drop
-    drop = wants_drop and not L_hash
-    return drop, L_hash, pre, k  # num_lookahead_tokens = k for EAGLE-family and MTP
-
-
 def partial_hits_enabled(mamba_cache_mode: str, block_size: int, prefix_match_unit: int) -> bool:
     """``kv_cache_utils.partial_hash_hits_enabled`` (one KDA group, no decode context
     parallelism): sub-block hits only for an align-mode Mamba group whose block is wider than
@@ -189,54 +157,6 @@ def partial_hits_enabled(mamba_cache_mode: str, block_size: int, prefix_match_un
     return mamba_cache_mode == "align" and u < U
 
 
-def checkpoint_position(num_tokens: int, unit: int, drop: bool, hash_lookahead: int) -> int:
-    """``kv_cache_interface.get_mamba_prefill_checkpoint_position``: the last reusable state
-    boundary of a prefill of ``num_tokens`` tokens on a ``unit`` grid."""
-    limit = num_tokens if drop else num_tokens - max(1, hash_lookahead)
-    position = limit // unit * unit - (unit if drop else 0)
-    return max(position, 0)
-
-
-def replay_boundaries(prompt_len: int, block: int, drop: bool) -> tuple[int, ...]:
-    """``kv_cache_coordinator.replay_boundaries``: where a later request replaying the prompt
-    resumes (kept under sparse retention). With the drop: a resend and an extension, one block
-    below their aligned boundaries."""
-    if not drop:
-        return (prompt_len - 1,)
-    resend = (prompt_len - 1) // block * block
-    extension = prompt_len // block * block
-    return tuple(sorted({max(resend - block, 0), max(extension - block, 0)}))
-
-
-def _split(s: VLLMSpec, n: int, start: int, want: int, junction: int) -> int:
-    """``Scheduler._mamba_block_aligned_split`` for a fresh prompt of ``n`` tokens (no internal
-    checkpoint, ``enable_mamba_shared_prefix_checkpoint`` off), then
-    ``Scheduler._reserve_prefill_lookahead``."""
-    U, u = s.block_size, s.prefix_match_unit
-    partial = s.align < U
-    end = start + want
-    if start < n:
-        last_cache = checkpoint_position(n, U, s.drop, s.hash_lookahead)
-        if end < n:
-            aligned_end = end // U * U
-            if aligned_end > start or s.max_num_batched_tokens >= U:
-                end = aligned_end
-        tail = checkpoint_position(n, u, s.drop, s.hash_lookahead) if partial else 0
-        floored = start + (junction - start) // U * U
-        stops = (
-            (start // U + 1) * U if start % U else 0,
-            last_cache,
-            tail if last_cache < tail < n else 0,
-            floored if start < junction < end else 0,
-        )
-        end = min((p for p in stops if start < p < end), default=end)
-    new = max(end - start, 0)
-    remaining = n - start - new
-    if 0 < remaining < s.prefill_lookahead:
-        new -= s.prefill_lookahead - remaining
-    return max(new, 0)
-
-
 def prefill_chunks(
     s: VLLMSpec, prompt_len: int, hit: int = 0, junction: int = 0
 ) -> tuple[tuple[int, ...], bool]:
@@ -246,26 +166,25 @@ def prefill_chunks(
     start = check_int("hit", hit, 0, n - 1)
     ends: list[int] = []
     while start < n:
-        new = _split(s, n, start, min(n - start, s.max_num_batched_tokens), junction)
+        new = aligned_split(
+            start,
+            min(n - start, s.max_num_batched_tokens),
+            n,
+            n,
+            s.block_size,
+            s.prefix_match_unit,
+            s.align < s.block_size,
+            s.max_num_batched_tokens,
+            junction,
+            drop=s.drop,
+            hash_lookahead=s.hash_lookahead,
+            prefill_lookahead=s.prefill_lookahead,
+        )
         if new == 0:
             return tuple(ends), True
         start += new
         ends.append(start)
     return tuple(ends), False
-
-
-def _kept_blocks(s: VLLMSpec, n: int, junction: int) -> set[int] | None:
-    """``MambaManager.reachable_block_mask``: the block indices retention keeps, None = all."""
-    r, U = s.retention, s.block_size
-    if r is None or (r and r // U <= 1):
-        return None
-    keep = set()
-    for b in (*replay_boundaries(n, U, s.drop), *([junction] if junction else [])):
-        keep.add(b // s.align * s.align // U - 1)
-    if r:
-        per = r // U
-        keep |= {i for i in range(n // U + 1) if (i + 1) % per == 0}
-    return keep
 
 
 def _state_keys(s: VLLMSpec, n: int, ends: tuple[int, ...], junction: int) -> set[int]:
@@ -276,12 +195,15 @@ def _state_keys(s: VLLMSpec, n: int, ends: tuple[int, ...], junction: int) -> se
     U = s.block_size
     hashed = (n - s.hash_lookahead) // s.prefix_match_unit * s.prefix_match_unit
     tail = checkpoint_position(n, s.prefix_match_unit, s.drop, s.hash_lookahead)
-    kept = _kept_blocks(s, n, junction)
+    # MambaManager.reachable_block_mask: the replay boundaries and the junction, floored to
+    # the hit grid, then to the block grid
+    reach = (*replay_boundaries(n, U, s.drop), *([junction] if junction else []))
+    keep = {b // s.align * s.align // U * U for b in reach}
     out = set()
     for e in ends:
         if e >= n:
             continue
-        if e % U == 0 and e <= hashed and (kept is None or e // U - 1 in kept):
+        if e % U == 0 and e <= hashed and retained(e, U, s.retention, keep):
             out.add(e)
         if e == tail:
             out.add(e)
@@ -357,17 +279,8 @@ def repeat_hits(s: VLLMSpec, prompt_len: int, *, warn: bool = True) -> RepeatHit
         states |= _state_keys(s, n, ends, junction)
     if stalled:
         if warn:
-            warnings.warn(_stall_message(s, n), SpecStallWarning, stacklevel=2)
+            flags = (s.num_speculative_tokens, s.n_predict, s.prefill_lookahead, s.block_size)
+            msg = stall_message(*flags, s.max_num_batched_tokens, s.prefix_match_unit, n)
+            warnings.warn(msg, SpecStallWarning, stacklevel=2)
         return RepeatHits(n, cold, None, None, True)
     return RepeatHits(n, cold, hits[0], hits[1], False)
-
-
-def _stall_message(s: VLLMSpec, n: int) -> str:
-    return (
-        f"vLLM's scheduler stalls on a {n}-token prompt: with multi-module MTP "
-        f"(num_speculative_tokens={s.num_speculative_tokens}, n_predict={s.n_predict}) a "
-        f"prefill chunk may not end within {s.prefill_lookahead} tokens of the prompt end, "
-        f"and the align-mode split stops at the block boundary there (block_size="
-        f"{s.block_size}, max_num_batched_tokens={s.max_num_batched_tokens}, "
-        f"prefix_match_unit={s.prefix_match_unit}); it schedules 0 tokens every step"
-    )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._sglang_spec import check_track_interval
 from kda_core.cache.policy.base import Policy
 
 _SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
@@ -34,6 +35,7 @@ class SGLangPolicy(Policy):
     max_states_per_path: int | None = None
     lru: str = "node"
     buffer: str = "extra_buffer"
+    speculative_num_draft_tokens: int | None = None
     name = "sglang"
 
     def __post_init__(self) -> None:
@@ -48,6 +50,13 @@ class SGLangPolicy(Policy):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
         if self.buffer not in _SGLANG_BUFFERS:
             raise ValueError(f"buffer must be one of {_SGLANG_BUFFERS}, got {self.buffer!r}")
+        # speculative decoding: SGLang asserts the track interval holds a verify window; the
+        # placement is the same with drafts (_sglang_spec: no bigram keys on a hybrid tree, a
+        # decode checkpoint at every boundary an accepted run crosses)
+        try:
+            check_track_interval(self.track_interval, self.speculative_num_draft_tokens)
+        except ValueError as e:  # the lab spells SGLang's mamba_track_interval track_interval
+            raise ValueError(str(e).replace("mamba_track_interval", "track_interval")) from None
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}

@@ -10,14 +10,26 @@ tests/real/test_vllm_blocks.py). LRU eviction with a request's blocks freed tail
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._vllm_drafts import (
+    NONE,
+    Drafts,
+    SpecStallWarning,
+    checkpoint_position,
+    derive,
+    parse_speculative_config,
+    replay_boundaries,
+    retained,
+    stall_message,
+)
 from kda_core.cache.policy.base import Policy
 
-__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask", "retained"]
+__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask"]
 
 
 def aligned_split(
@@ -31,20 +43,32 @@ def aligned_split(
     chunk: int,
     junction: int,
     extra_stop: int = 0,
+    *,
+    drop: bool = False,
+    hash_lookahead: int = 0,
+    prefill_lookahead: int = 0,
 ) -> int:
-    """``Scheduler._mamba_block_aligned_split`` (align mode, no EAGLE, no internal prefill
-    checkpoint, no shared-prefix checkpoint): how many of ``want`` tokens from ``start`` the
-    chunk computes, so that it ends where a state must exist. A chunk that does not end the
-    prompt is cut to whole blocks (unless a block is wider than the ``chunk`` budget: then it
-    advances within the block); it also stops at the next block boundary when it starts
-    mid-block, at the last cacheable boundary ``floor((num_tokens - 1) / block) * block``, at
-    the prompt's last hash boundary (``fine``: fine-grained hits) and at the shared-prefix
-    ``junction`` floored to the block grid counted from ``start``. ``extra_stop`` is a stop of
-    the lab's own (``VLLMPolicy(partial_hits=True)``: the junction on the unit grid), 0: none.
+    """``Scheduler._mamba_block_aligned_split`` (align mode, no internal prefill checkpoint,
+    no shared-prefix checkpoint), then ``Scheduler._reserve_prefill_lookahead``: how many of
+    ``want`` tokens from ``start`` the chunk computes, so that it ends where a state must
+    exist. A chunk that does not end the prompt is cut to whole blocks (unless a block is wider
+    than the ``chunk`` budget: then it advances within the block); it also stops at the next
+    block boundary when it starts mid-block, at the last cacheable boundary
+    (``checkpoint_position(num_tokens, block, ...)``: ``floor((num_tokens - 1) / block) *
+    block`` without drafts), at the prompt's checkpoint boundary on the hash grid (``fine``:
+    fine-grained hits) and at the shared-prefix ``junction`` floored to the block grid counted
+    from ``start``. ``extra_stop`` is a stop of the lab's own (``VLLMPolicy(partial_hits=True)``:
+    the junction on the unit grid), 0: none.
+
+    The draft options (``_vllm_drafts.derive``): ``drop`` (``use_eagle_block_drop``),
+    ``hash_lookahead`` (``num_hash_lookahead_tokens``) move the checkpoint boundaries; a chunk
+    never ends within ``prefill_lookahead`` tokens of the end (multi-module MTP): it is cut
+    back, possibly to 0 (the request is skipped this step; a prompt whose every step is 0
+    stalls).
     """
     prefill_end = max(prompt_len, num_tokens - 1)
     if start >= prefill_end:
-        return want
+        return _reserve(want, num_tokens - start, prefill_lookahead)
     end = start + want
     if end < prefill_end:
         aligned = end // block * block
@@ -52,14 +76,14 @@ def aligned_split(
             end = aligned
     # the chunk ends at the nearest stop in (start, end), else at end (one pass over the
     # stops, no tuple: the simulator plans every request through here)
-    last_cache = max((num_tokens - 1) // block * block, 0)
+    last_cache = checkpoint_position(num_tokens, block, drop, hash_lookahead)
     stop = last_cache if start < last_cache < end else end
     if start % block:
         s = (start // block + 1) * block
         if s < stop:
             stop = s
     if fine:
-        tail = max((prompt_len - 1) // unit * unit, 0)
+        tail = checkpoint_position(prompt_len, unit, drop, hash_lookahead)
         if last_cache < tail < prompt_len and start < tail < stop:
             stop = tail
     if start < junction < end:
@@ -68,17 +92,16 @@ def aligned_split(
             stop = s
     if start < extra_stop < stop:
         stop = extra_stop
-    return max(stop - start, 0)
+    return _reserve(max(stop - start, 0), num_tokens - start, prefill_lookahead)
 
 
-def retained(position: int, block: int, retention: int | None, reach: Iterable[int]) -> bool:
-    """``MambaManager.reachable_block_mask`` for the state after ``position`` tokens: every
-    state when retention is dense (None, or ``0 < retention <= block``), else only the
-    reachable boundaries ``reach`` (the replay point and the junction, on the hit grid) and,
-    for ``retention > 0``, the multiples of ``retention``."""
-    if retention is None or 0 < retention <= block:
-        return True
-    return position in reach or (retention > 0 and position % retention == 0)
+def _reserve(new: int, left: int, prefill_lookahead: int) -> int:
+    """``Scheduler._reserve_prefill_lookahead``: a chunk of ``new`` of the ``left`` tokens
+    still to compute never ends within ``prefill_lookahead`` tokens of the end."""
+    remaining = left - new
+    if 0 < remaining < prefill_lookahead:
+        new -= prefill_lookahead - remaining
+    return max(new, 0)
 
 
 def reachable_mask(
@@ -95,7 +118,14 @@ def reachable_mask(
 
 @dataclass(slots=True)
 class VLLMPolicy(Policy):
-    """vLLM V1 Mamba prefix caching: align / all, retention, partial hits (see module doc)."""
+    """vLLM V1 Mamba prefix caching: align / all, retention, partial hits, speculative
+    decoding (see module doc).
+
+    ``speculative_config``: vLLM's dict (``_vllm_drafts.parse_speculative_config``: method
+    eagle / eagle3 / mtp, ``num_speculative_tokens``, ``n_predict``, the two ``disable_*``
+    flags), align mode only; ``kv_transfer_config``: True when a KV connector is configured
+    (it keeps the legacy hashes, so EAGLE / MTP drop the last block). Partial (sub-block) hits
+    only in align mode (``kv_cache_utils.partial_hash_hits_enabled``)."""
 
     mode: str = "align"
     block_size: int | None = None
@@ -104,6 +134,9 @@ class VLLMPolicy(Policy):
     shared_prefix: bool = True
     partial_hits: bool = False
     match_unit: int = 16
+    speculative_config: dict | None = None
+    kv_transfer_config: bool = False
+    _drafts: Drafts = field(default=NONE, init=False, repr=False, compare=False)
     name = "vllm"
 
     def __post_init__(self) -> None:
@@ -119,6 +152,19 @@ class VLLMPolicy(Policy):
         self.shared_prefix = check_bool("shared_prefix", self.shared_prefix)
         self.partial_hits = check_bool("partial_hits", self.partial_hits)
         self.match_unit = check_int("match_unit", self.match_unit, 1, MAX_LEN)
+        kv = check_bool("kv_transfer_config", self.kv_transfer_config)
+        self.speculative_config = parse_speculative_config(self.speculative_config)
+        self._drafts = derive(self.speculative_config, kv)
+        if self.mode == "all" and (self.partial_hits or self.speculative_config):
+            # kv_cache_utils.partial_hash_hits_enabled: align-mode Mamba groups only; and
+            # vLLM 0.33 caches Mamba prefixes in align mode only (MambaManager.__init__)
+            what = "partial_hits" if self.partial_hits else "speculative_config"
+            raise ValueError(f"{what} needs mode='align' (vLLM 0.33: align-mode Mamba only)")
+        C, L = self.max_num_batched_tokens, self._drafts.lookahead
+        if L and L >= C:  # VllmConfig._set_max_num_scheduled_tokens
+            raise ValueError(
+                f"max_num_batched_tokens must be > num_speculative_tokens={L}, got {C}"
+            )
 
     def cache_options(self) -> dict:
         return {"state_touch": "path_tail_first", "max_states_per_path": None}
@@ -142,6 +188,29 @@ class VLLMPolicy(Policy):
             raise ValueError(
                 f"retention must be a multiple of block_size={B}, got {self.retention}"
             )
+        k = self._drafts.prefill_lookahead
+        if k > B:  # KVCacheCoordinator.__init__: multi-module MTP with prefix caching
+            raise ValueError(
+                f"block_size={B} must be >= num_speculative_tokens={k} with multi-module MTP "
+                "(n_predict > 1) and prefix caching (vLLM refuses it)"
+            )
+
+    def lookup_limit(self, input_len: int, shared: int, page: int = 1) -> int:
+        """The attention (draft) group's hit for a request of ``input_len`` tokens sharing
+        ``shared`` tokens with the earlier requests' KV (``HybridKVCacheCoordinator.
+        find_longest_cache_hit``): a KDA state at or below it restores, and it is the
+        shared-prefix junction when the state lies below. On the hit grid ``a`` (the block, or
+        the match unit with partial hits): ``min(input_len - 1, shared - L) // a * a`` with
+        lookahead hashes of ``L`` tokens (0 without drafts); with the drop the group matches up
+        to ``input_len // a * a`` and gives back one unit. With partial hits the lab assumes
+        every unit boundary inside the shared tokens is keyed (vLLM keys one tail a block)."""
+        n = check_int("input_len", input_len, 1, MAX_LEN)
+        s = min(check_int("shared", shared, 0, MAX_LEN), n)
+        a = self._units(check_int("page", page, 1, 1 << 16))[1]
+        d = self._drafts
+        if d.drop:  # eagle_proof_margin, then FullAttentionManager drops one unit
+            return max(min(s, n // a * a) // a * a - a, 0)
+        return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)
 
     def _check_sizes(self, ctx: PlanContext) -> None:
         if self.mode != "align":
@@ -155,26 +224,33 @@ class VLLMPolicy(Policy):
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         B, u = self._units(ctx.page)
-        P, T = ctx.prompt_len, ctx.total_len
+        P, T, d = ctx.prompt_len, ctx.total_len, self._drafts
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
         tm = min(ctx.token_match, P - 1)
         junction = ctx.down(tm, u) if self.shared_prefix else 0
         if junction <= ctx.restore_at:
             junction = 0
-        # replay_boundaries (kv_cache_coordinator.py): a resend resumes at P - 1
-        replay = ctx.down(P - 1, u)
-        tail = replay if self.partial_hits else 0
         if self.mode == "all":  # lab idealisation: a state at every block boundary
-            base = list(ctx.multiples(B, ctx.restore_at, T, "block_size"))
-            base += [p for p in (junction, tail) if p % B]
-        else:
-            base = self._chunk_ends(ctx.restore_at, P, B, u, ctx.chunk, junction)
-            base = [p for p in base if p % B == 0 or p in (junction, tail)]
-            # decode: the block a prompt's last chunk left is advanced to each boundary
-            base += list(ctx.multiples(B, P, T, "block_size"))
-        reach = (replay, junction)
-        return [p for p in base if retained(p, B, self.retention, reach)]
+            return [
+                p
+                for p in ctx.multiples(B, ctx.restore_at, T, "block_size")
+                if retained(p, B, self.retention, (ctx.down(P - 1, B), junction))
+            ]
+        # the prompt's checkpoint boundary on the hit grid (the block without partial hits),
+        # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
+        # stop likewise
+        tail = checkpoint_position(P, u, d.drop, d.hash_lookahead)
+        ends = self._chunk_ends(ctx.restore_at, P, B, u, ctx.chunk, junction)
+        # a block's state is keyed once its hash exists (lookahead: L tokens past it)
+        hashed = (P - d.hash_lookahead) // u * u
+        base = [p for p in ends if p % B == 0 and p <= hashed]
+        # decode: the block a prompt's last chunk left is advanced to each boundary
+        base += [p for p in ctx.multiples(B, P, T, "block_size") if p <= T - d.hash_lookahead]
+        # replay_boundaries (kv_cache_coordinator.py) and the junction, on the block grid
+        keep = {t // u * u // B * B for t in (*replay_boundaries(P, B, d.drop), junction)}
+        kept = [p for p in base if retained(p, B, self.retention, keep)]
+        return kept + [p for p in ends if p and p in (tail, junction)]
 
     def _chunk_ends(
         self, start: int, P: int, B: int, u: int, chunk: int | None, junction: int
@@ -182,16 +258,36 @@ class VLLMPolicy(Policy):
         """The prefill chunk ends of one request from ``start``: ``aligned_split`` in the
         scheduler's loop (ask for ``min(chunk, remaining)``, advance by what it returns).
         With partial hits the junction on the unit grid is a stop of its own (the lab's
-        approximation: vLLM floors it to the block grid counted from the chunk start)."""
+        approximation: vLLM floors it to the block grid counted from the chunk start). A
+        step of 0 tokens (multi-module MTP) repeats forever: ``SpecStallWarning``, and the
+        ends reached so far."""
         chunk = chunk or self.max_num_batched_tokens
-        fine = self.partial_hits
+        fine, d = self.partial_hits, self._drafts
         vllm_junction, extra = (0, junction) if fine else (junction, 0)
+        drafts = {"drop": d.drop, "hash_lookahead": d.hash_lookahead}
+        drafts["prefill_lookahead"] = d.prefill_lookahead
         out, steps, start0 = [], 0, start
         while start < P:
             n = aligned_split(
-                start, min(chunk, P - start), P, P, B, u, fine, chunk, vllm_junction, extra
+                start,
+                min(chunk, P - start),
+                P,
+                P,
+                B,
+                u,
+                fine,
+                chunk,
+                vllm_junction,
+                extra,
+                **drafts,
             )
-            assert n > 0, "chunk >= 1 always progresses"
+            if n == 0:
+                assert d.prefill_lookahead > 1, "without a prefill lookahead a chunk progresses"
+                msg = stall_message(
+                    d.num_speculative_tokens, d.n_predict, d.prefill_lookahead, B, chunk, u
+                )
+                warnings.warn(msg, SpecStallWarning, stacklevel=4)
+                break
             start += n
             out.append(start)
             steps += 1

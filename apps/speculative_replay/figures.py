@@ -1,4 +1,4 @@
-"""Speculative replay app: the plotly figures (what ``kda_core.studies.speculative`` returns)."""
+"""speculative_replay's plotly figures (what ``kda_core.studies.speculative`` returns)."""
 
 from __future__ import annotations
 
@@ -59,24 +59,36 @@ def fig_verify(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     ):
         if mask.any():
             fig.add_bar(
-                x=steps[mask], y=np.ones(mask.sum()), name=name, marker_color=color,
+                x=steps[mask],
+                y=np.ones(mask.sum()),
+                name=name,
+                marker_color=color,
                 text=[strip_text(a, b) for a, b in zip(v.inputs[mask], v.targets[mask])],
-                textposition="inside", textangle=0, insidetextanchor="middle", row=1, col=1,
-                textfont={"size": 11 if n <= 8 else 10}, constraintext="none",
+                textposition="inside",
+                textangle=0,
+                insidetextanchor="middle",
+                row=1,
+                col=1,
+                textfont={"size": 11 if n <= 8 else 10},
+                constraintext="none",
                 customdata=np.stack(
                     [[_tok(a) for a in v.inputs[mask]], [_tok(b) for b in v.targets[mask]]],
                     axis=1,
                 ),
-                hovertemplate=t("h_strip", x="%{x}", a="%{customdata[0]}",
-                                b="%{customdata[1]}") + "<extra></extra>",
-            )  # fmt: skip
+                hovertemplate=t("h_strip", x="%{x}", a="%{customdata[0]}", b="%{customdata[1]}")
+                + "<extra></extra>",
+            )
     fig.add_heatmap(
-        z=np.log10(np.maximum(v.ring_norms, FLOOR)), x=steps, y=list(sp.FIELDS), row=2, col=1,
-        colorscale="Viridis", colorbar={"title": {"text": "log10 ‖·‖"}, "len": 0.6, "y": 0.3},
+        z=np.log10(np.maximum(v.ring_norms, FLOOR)),
+        x=steps,
+        y=list(sp.FIELDS),
+        row=2,
+        col=1,
+        colorscale="Viridis",
+        colorbar={"title": {"text": "log10 ‖·‖"}, "len": 0.6, "y": 0.3},
         customdata=v.ring_norms,
-        hovertemplate=t("h_norm", x="%{x}", y="%{y}", v="%{customdata:.3g}")
-        + "<extra></extra>",
-    )  # fmt: skip
+        hovertemplate=t("h_norm", x="%{x}", y="%{y}", v="%{customdata:.3g}") + "<extra></extra>",
+    )
     fig.add_vline(x=v.n_accept - 0.5, line={"color": "black", "dash": "dash", "width": 2})
     title = t("t_verify", d=v.draft_tokens, a=v.n_accept, g=v.natural_accept, layer=v.layer)
     ui.style(fig, title, "", "", height=440)
@@ -110,15 +122,28 @@ def fig_ring(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
             if not m.any():
                 continue
             fig.add_bar(
-                x=np.ones(int(m.sum())), base=np.arange(L)[m] - 0.5, y=[r] * int(m.sum()),
-                orientation="h", width=0.6, name=t(f"slot_{k}"), legendgroup=SLOT_KIND[k],
+                x=np.ones(int(m.sum())),
+                base=np.arange(L)[m] - 0.5,
+                y=[r] * int(m.sum()),
+                orientation="h",
+                width=0.6,
+                name=t(f"slot_{k}"),
+                legendgroup=SLOT_KIND[k],
                 showlegend=k not in shown,
                 marker={"color": SLOT_COLOR[k], "line": {"width": 1, "color": "white"}},
-                text=[str(p) if p >= 0 else "" for p in pos[m]], textposition="inside",
-                insidetextanchor="middle", customdata=np.stack([np.arange(L)[m], pos[m]], 1),
-                hovertemplate=t("h_slot", stage=r, s="%{customdata[0]}", p="%{customdata[1]}",
-                                kind=t(f"slot_{k}")) + "<extra></extra>",
-            )  # fmt: skip
+                text=[str(p) if p >= 0 else "" for p in pos[m]],
+                textposition="inside",
+                insidetextanchor="middle",
+                customdata=np.stack([np.arange(L)[m], pos[m]], 1),
+                hovertemplate=t(
+                    "h_slot",
+                    stage=r,
+                    s="%{customdata[0]}",
+                    p="%{customdata[1]}",
+                    kind=t(f"slot_{k}"),
+                )
+                + "<extra></extra>",
+            )
             shown.add(k)
     title = (
         t("t_ring", L=L, a=v.n_accept, d=v.draft_tokens, w=v.committed_window)
@@ -142,10 +167,14 @@ def fig_exactness(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
         (v.commit_error, t("l_commit"), SERIES[2]),
     ):
         fig.add_scatter(
-            x=m, y=np.maximum(y, FLOOR), mode="lines+markers", name=name,
-            line={"color": color, "width": 2}, customdata=y,
+            x=m,
+            y=np.maximum(y, FLOOR),
+            mode="lines+markers",
+            name=name,
+            line={"color": color, "width": 2},
+            customdata=y,
             hovertemplate=t("h_exact", x="%{x}", v="%{customdata:.3g}") + "<extra></extra>",
-        )  # fmt: skip
+        )
     ui.vline(fig, v.n_accept, t("this_commit", a=v.n_accept), color="black", xanchor="right")
     title = t("t_exact", le=v.logits_error, re=v.reconstruct_error)
     ui.style(fig, title, t("x_accepted"), t("y_state_err"), height=380)
@@ -153,19 +182,26 @@ def fig_exactness(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     fig.update_xaxes(tickmode="linear", dtick=1 if v.draft_tokens <= 16 else 4)
     csv = ui.write_csv(
         f"{NAME}-exactness",
-        {"accepted": m, "commit_error": v.commit_error, "fold_error": v.fold_error,
-         "fold_bf16_error": v.fold_bf16_error},
-    )  # fmt: skip
+        {
+            "accepted": m,
+            "commit_error": v.commit_error,
+            "fold_error": v.fold_error,
+            "fold_bf16_error": v.fold_bf16_error,
+        },
+    )
     return fig, csv
 
 
 def fig_memory(mem: sp.MemoryOverD, d: int, t: Lang) -> tuple[go.Figure, str]:
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.12,
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
         subplot_titles=(
-            t("st_tiny", model=mem.models[0]), t("st_k3", model=mem.models[1], tp=mem.tp)
+            t("st_tiny", model=mem.models[0]),
+            t("st_k3", model=mem.models[1], tp=mem.tp),
         ),
-    )  # fmt: skip
+    )
     mib = float(1 << 20)
     for col in (0, 1):
         for y, name, color in (
@@ -174,12 +210,19 @@ def fig_memory(mem: sp.MemoryOverD, d: int, t: Lang) -> tuple[go.Figure, str]:
             (mem.conv_window_bytes[col], t("l_conv"), COLORS["conv"]),
         ):
             fig.add_scatter(
-                x=mem.d_values, y=y / mib, mode="lines+markers", name=name, legendgroup=name,
-                showlegend=col == 0, line={"color": color, "width": 2}, row=1, col=col + 1,
+                x=mem.d_values,
+                y=y / mib,
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                showlegend=col == 0,
+                line={"color": color, "width": 2},
+                row=1,
+                col=col + 1,
                 customdata=mem.ring_len,
                 hovertemplate=t("h_mem", name=name, x="%{x}", L="%{customdata}", y="%{y:,.3f}")
                 + "<extra></extra>",
-            )  # fmt: skip
+            )
     for c in (1, 2):
         fig.add_vline(x=d, line={"color": "black", "dash": "dot"}, row=1, col=c)
     title = (
@@ -216,37 +259,57 @@ def fig_generation(g: sp.GenerationStudy, t: Lang) -> tuple[go.Figure, str]:
         hovertemplate=t("h_gen_verified", x="%{x}", y="%{y}") + "<extra></extra>",
     )
     eq = t("yes") if g.equals_greedy else t("no")
-    title = t("t_generation", n=g.tokens.size, v=g.verify_passes, g=g.greedy_passes, eq=eq,
-              le=g.logits_error)  # fmt: skip
+    title = t(
+        "t_generation",
+        n=g.tokens.size,
+        v=g.verify_passes,
+        g=g.greedy_passes,
+        eq=eq,
+        le=g.logits_error,
+    )
     ui.style(fig, title, t("x_verify_step"), t("y_per_verify"), height=360)
     fig.update_yaxes(rangemode="tozero")
     csv = ui.write_csv(
         f"{NAME}-generation",
-        {"verify_step": steps, "start": g.start, "drafted": g.drafted, "accepted": g.accepted,
-         "committed": g.committed},
-    )  # fmt: skip
+        {
+            "verify_step": steps,
+            "start": g.start,
+            "drafted": g.drafted,
+            "accepted": g.accepted,
+            "committed": g.committed,
+        },
+    )
     return fig, csv
 
 
 def fig_acceptance(a: sp.AcceptanceCurve, d: int, t: Lang) -> tuple[go.Figure, str]:
     fig = go.Figure()
     fig.add_scatter(
-        x=a.noise, y=a.acceptance_rate, mode="lines+markers", name=t("l_acc_rate"),
+        x=a.noise,
+        y=a.acceptance_rate,
+        mode="lines+markers",
+        name=t("l_acc_rate"),
         line={"color": SERIES[0], "width": 2},
         hovertemplate=t("h_acc", x="%{x}", y="%{y:.2f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     fig.add_scatter(
-        x=a.noise, y=a.tokens_per_step / d, mode="lines+markers", line={"dash": "dot",
-        "color": SERIES[1], "width": 2}, name=t("l_per_D", d=d),
+        x=a.noise,
+        y=a.tokens_per_step / d,
+        mode="lines+markers",
+        line={"dash": "dot", "color": SERIES[1], "width": 2},
+        name=t("l_per_D", d=d),
         customdata=a.tokens_per_step,
         hovertemplate=t("h_per_D", x="%{x}", y="%{customdata:.2f}") + "<extra></extra>",
-    )  # fmt: skip
+    )
     eq = t("yes") if a.all_equal_greedy else t("no")
     ui.style(fig, t("t_acceptance", eq=eq), t("x_noise"), t("y_fraction"), height=340)
     fig.update_yaxes(range=[0, 1.05])
     csv = ui.write_csv(
         f"{NAME}-acceptance",
-        {"noise": a.noise, "acceptance_rate": a.acceptance_rate,
-         "tokens_per_step": a.tokens_per_step},
-    )  # fmt: skip
+        {
+            "noise": a.noise,
+            "acceptance_rate": a.acceptance_rate,
+            "tokens_per_step": a.tokens_per_step,
+        },
+    )
     return fig, csv

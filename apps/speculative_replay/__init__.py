@@ -6,8 +6,14 @@ of the commit for every acceptance count against the open-loop fold), the memory
 against per-draft states over D (tiny config and Kimi K3 at TP8), and a full speculative
 generation (acceptance per verify step, acceptance vs draft noise, equal to plain greedy).
 
-Main actions: ``speculative_replay_verify`` (one step), ``speculative_replay_generate`` (the
-loop; > 1 s, shows progress). The history of verify steps lives in ``gr.State``.
+A panel (``hits``, drawn by ``hits_view``): what a resent prompt keeps in the prefix cache per
+engine with drafts on and off (``kda_core.studies.spec_hits``), for the reader's vLLM
+``speculative_config``.
+
+The page (layout, checks, event wiring); figures: ``figures``; tables: ``tables``; every word
+is in ``words.speculative_replay``. Main actions: ``speculative_replay_verify`` (one step),
+``speculative_replay_generate`` (the loop; > 1 s, shows progress), ``_acceptance``, ``_hits``.
+The history of verify steps lives in ``gr.State``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import gradio as gr
 
 from apps import ui
-from apps.figures.speculative_replay import (
+from apps.speculative_replay.figures import (
     EXACT_TICKS,
     NAME,
     fig_acceptance,
@@ -25,8 +31,8 @@ from apps.figures.speculative_replay import (
     fig_ring,
     fig_verify,
 )
-from apps.text.speculative_replay import (
-    MSG,
+from apps.speculative_replay.hits import hits, hits_panel
+from apps.speculative_replay.tables import (
     code,
     generation_markdown,
     history_markdown,
@@ -38,6 +44,7 @@ from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core.studies import speculative as sp
+from words.speculative_replay import MSG
 
 N_LAYERS, N_HEADS = sp.kda_shape()  # the served model's, not hard-coded
 MAX_D = 64
@@ -249,10 +256,9 @@ def build() -> gr.Blocks:
         demo.load(ver_fn, inputs, ver_out, api_visibility="private").then(
             gen_fn, gen_in, gen_out, api_visibility="private"
         ).then(acc_fn, acc_in, acc_out, api_visibility="private")
-        gr.on(
-            [layer.release, head.release], ver_fn, inputs, ver_out,
-            api_visibility="private", validator=ver_v,
-        )  # fmt: skip
+        redraw = [layer.release, head.release]
+        gr.on(redraw, ver_fn, inputs, ver_out, api_visibility="private", validator=ver_v)
+        hits_panel(page, demo)
         page.finish()
     return demo
 
@@ -266,9 +272,6 @@ __all__ = [
     "build",
     "code",
     "generate",
+    "hits",
     "verify",
 ]  # what the tests read as app.<name>
-
-
-if __name__ == "__main__":
-    ui.main(build)
