@@ -36,9 +36,8 @@ from kda_core.studies import context_parallel as study  # noqa: E402
 
 
 def inputs(T: int, H: int, K: int, dtype) -> list[np.ndarray]:
-    from kda_core.studies.kda_inputs import random_inputs
-
-    x = random_inputs(min(T, 4096), H=H, K=K, V=K, seed=0)  # tiled: the study caps T at 4096
+    # the study's own inputs (seeded, K3's gate)
+    x = study.random_inputs(min(T, 4096), H=H, K=K, V=K, seed=0)  # tiled: the study caps T at 4096
     reps = -(-T // x.q.shape[0])
     arrs = [np.concatenate([a] * reps)[:T] for a in (x.q, x.k, x.v, x.g, x.beta)]
     return [a.astype(dtype) for a in arrs]

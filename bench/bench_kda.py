@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from kda_core import kda
-from kda_core.kda.threads import kda_threads
+from kda_core.kda import kda_threads
 
 TARGET_FRACTION = 0.35  # of the 2-thread GEMM peak, T = 4096, H = 8, K = V = 128, float32
 

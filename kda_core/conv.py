@@ -3,6 +3,6 @@
 `kda_core.kda.conv`; code inside the project imports it from there.
 """
 
-from kda_core.kda.conv import ACTIVATIONS, conv_naive, conv_step, short_conv, silu
+from kda_core.kda.conv import ACTIVATIONS, short_conv, silu
 
-__all__ = ["ACTIVATIONS", "conv_naive", "conv_step", "short_conv", "silu"]
+__all__ = ["ACTIVATIONS", "short_conv", "silu"]

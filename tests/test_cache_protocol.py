@@ -194,7 +194,7 @@ def test_state_payloads_follow_inserts_and_evictions() -> None:
 
 
 def test_before_drop_sees_the_path_and_the_state() -> None:
-    """A lower tier (kda_core.transfer.tiers) copies what a dropped state needs: its path's
+    """A lower tier (kda_core.transfer._tiers) copies what a dropped state needs: its path's
     tokens and KV root-first, and the payload, while still attached."""
     seen: list = []
     c = RadixStateCache(before_drop=seen.append)

@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from kda_testdata import kda_inputs
+from kda_testdata import conv_naive, kda_inputs
 
 from kda_core import kda
-from kda_core.kda import conv, cp
+from kda_core.kda import _cp_conv, _cp_rank, _cp_scan, conv, cp
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -60,8 +60,8 @@ def test_logdepth_equals_sequential_fold(rng, P):
     for r in range(1, P):  # some ranks reset (constant), as a document start does
         M = None if r % 4 == 3 else 0.5 * rng.standard_normal((H, K, K))
         elems.append(cp.Element(M, rng.standard_normal((H, K, V))))
-    scan_log = cp.scan_in_process(elems, "logdepth", H, K, V)
-    ref = cp.sequential_states(elems)
+    scan_log = _cp_scan.scan_in_process(elems, "logdepth", H, K, V)
+    ref = _cp_scan.sequential_states(elems)
     assert scan_log.S_in[0] is None
     for r in range(1, P):
         assert np.allclose(scan_log.S_in[r], ref[r], rtol=1e-12, atol=1e-12)
@@ -74,7 +74,7 @@ def test_sequential_fold_by_hand(rng):
     b0 = rng.standard_normal((H, K, V))
     M1, b1 = rng.standard_normal((H, K, K)), rng.standard_normal((H, K, V))
     M2, b2 = rng.standard_normal((H, K, K)), rng.standard_normal((H, K, V))
-    S = cp.sequential_states([cp.Element(None, b0), cp.Element(M1, b1), cp.Element(M2, b2)])
+    S = _cp_scan.sequential_states([cp.Element(None, b0), cp.Element(M1, b1), cp.Element(M2, b2)])
     assert S[0] is None and np.array_equal(S[1], b0)
     assert np.allclose(S[2], M1 @ b0 + b1)
 
@@ -141,14 +141,14 @@ def test_short_conv_cp_equals_short_conv(rng):
     for P in (1, 2, 5, 25):  # 25 ranks: segments of 2 rows < W-1 pass on part of the window
         y, n = cp.short_conv_cp(x, w, ranks=P, window=win)
         assert np.allclose(y, y_ref, rtol=0, atol=1e-14) and np.array_equal(n, n_ref)
-        y_naive, _ = conv.conv_naive(x, w, win)
+        y_naive, _ = conv_naive(x, w, win)
         assert np.allclose(y, y_naive, rtol=0, atol=1e-13)
 
 
 def test_halo_is_the_rows_before_each_segment(rng):
     x = rng.standard_normal((40, 2))
     win = np.zeros((3, 2))
-    wins = cp.halo_windows(x, (0, 10, 20, 40), win)
+    wins = _cp_conv.halo_windows(x, (0, 10, 20, 40), win)
     assert np.array_equal(wins[1], x[7:10]) and np.array_equal(wins[2], x[17:20])
 
 
@@ -208,7 +208,7 @@ def test_balanced_split_gives_rank0_more_and_stays_exact(rng):
 def test_long_decay_forgets_the_incoming_state_exactly(rng, monkeypatch, dtype):
     # strong decay (g = -3 per token) drives M through the subnormal range to zero within a
     # few hundred tokens: the open piece flushes it, then runs plain from b (no S_in needed)
-    monkeypatch.setattr(cp, "_OPEN_SEGMENT", 64)
+    monkeypatch.setattr(_cp_rank, "_OPEN_SEGMENT", 64)
     q, k, v, g, beta, S0 = kda_inputs(rng, 1200)
     g = np.full_like(g, -3.0)
     q, k, v, g, beta, S0 = (a.astype(dtype) for a in (q, k, v, g, beta, S0))
@@ -226,7 +226,7 @@ def test_long_decay_forgets_the_incoming_state_exactly(rng, monkeypatch, dtype):
 
 
 def test_mild_decay_keeps_the_map(rng, monkeypatch):
-    monkeypatch.setattr(cp, "_OPEN_SEGMENT", 64)  # many segments, flushed between them
+    monkeypatch.setattr(_cp_rank, "_OPEN_SEGMENT", 64)  # many segments, flushed between them
     q, k, v, g, beta, S0 = kda_inputs(rng, 600, g_scale=0.01)
     plan = cp.make_plan(600, 2)
     _, _, (passes, _) = cp.run_in_process(plan, (q, k, v, g, beta), S0[None], "logdepth",

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from kda_core.fleet import ROUTERS, simulate_fleet
-from kda_core.studies.fleet import SUMMARY_KEYS, fleet_study, load_over_time
+from kda_core.studies.fleet import SUMMARY_KEYS, fleet_study
+from kda_core.studies.fleet import _load_over_time as load_over_time
 from kda_core.workloads import bundled_trace
 
 

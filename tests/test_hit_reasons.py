@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_checks import validate
 
 from kda_core.sim import checkpoint_bytes
 from kda_core.studies._hit_paths import refine_trace
 from kda_core.studies.hit_reasons import REASONS, hit_reasons
-from kda_core.workloads import bundled_trace, ideal_prefix_tokens, load_trace, validate
+from kda_core.workloads import bundled_trace, ideal_prefix_tokens, load_trace
 
 
 def token_trace(tmp_path: Path, prompts: list[list[int]], block: int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kda_testdata import kda_inputs
+from kda_testdata import kda_inputs, step
 
 from kda_core import kda
 from kda_core.kda.reference import _token_maps
@@ -62,7 +62,7 @@ def test_step_loop_equals_recurrent(rng):
     o_ref, S_ref = kda.recurrent(q, k, v, g, beta, initial_state=S0, scale=0.3)
     S = S0
     for t in range(50):
-        o_t, S = kda.step(S, q[t], k[t], v[t], g[t], beta[t], scale=0.3)
+        o_t, S = step(S, q[t], k[t], v[t], g[t], beta[t], scale=0.3)
         assert np.allclose(o_t, o_ref[t], rtol=0, atol=1e-13)
     assert rel(S, S_ref) <= 1e-13
 

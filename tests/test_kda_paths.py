@@ -11,7 +11,8 @@ from kda_testdata import kda_inputs
 
 from kda_core import kda
 from kda_core.kda import _intra as intra
-from kda_core.kda import chunkwise, threads
+from kda_core.kda import _threads as threads
+from kda_core.kda import chunkwise
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:

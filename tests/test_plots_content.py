@@ -271,7 +271,7 @@ def test_checkpoint_density_one_analytic_replay_curve_and_note() -> None:
     (note,) = by_gid(fig, "replay_note")
     notes, en = density.replay_notes(s), MSG.lang("en")
     assert note.get_text() == phrases.replay_note(notes, en, width=52, detail=False)
-    for t in density.replay_trends(s):  # one line per curve, what that curve does
+    for t in notes.trends:  # one line per curve, what that curve does
         assert f"{t.budget}: " in note.get_text()
     assert fig._suptitle.get_text().replace("\n", " ") == phrases.headline(notes, en)
     if not s.replay_follows_k:

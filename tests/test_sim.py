@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from trace_checks import trace_stats
 
 from kda_core import sim, sizing
 from kda_core import workloads as W
 from kda_core.cache import policy as policy_mod
 from kda_core.cache.policy.marconi import _ALPHA_GRID
 from kda_core.sim import costmodel, simulator
+from kda_core.workloads import _synthetic as S
 
 GIB = 1 << 30
 
@@ -19,7 +21,7 @@ def conv() -> W.Trace:
 
 @pytest.fixture(scope="module")
 def agent() -> W.Trace:
-    return W.agentic(40, steps=10, keep_observations=3, branch_prob=0.3, block_size=64, seed=11)
+    return S.agentic(40, steps=10, keep_observations=3, branch_prob=0.3, block_size=64, seed=11)
 
 
 def _full_block_ideal(trace: W.Trace) -> float:
@@ -48,7 +50,7 @@ def test_every_block_unlimited_equals_the_ideal_prefix_hit_rate(conv: W.Trace) -
     # the trace's KV-only ceiling, 37.4 % (min(m * 512, L) over all blocks), differs only by
     # partial tails
     assert r.state_hit_rate == pytest.approx(0.374, abs=1e-3)
-    assert abs(W.trace_stats(conv).ideal_token_hit_rate - r.state_hit_rate) < 5e-4
+    assert abs(trace_stats(conv).ideal_token_hit_rate - r.state_hit_rate) < 5e-4
     assert r.checkpoints_stored == 170_899
     assert r.evictions == 0
     assert r.peak_state_bytes == 170_899 * r.state_bytes_per_checkpoint
@@ -94,7 +96,7 @@ def test_interval_on_real_trace_head_agrees_with_brute_force(conv: W.Trace) -> N
 
 @pytest.mark.parametrize("K", [512, 1024, 2048])
 def test_uniform_match_points_replay_half_interval(K: int) -> None:
-    t = W.uniform_prefix(400, doc_tokens=65_536, block_size=16, seed=3)
+    t = S.uniform_prefix(400, doc_tokens=65_536, block_size=16, seed=3)
     r = sim.simulate(t, ("interval", {"every": K}), None)
     assert abs(r.mean_replay_per_hit - K / 2) <= 0.10 * K / 2
     # discrete expectation (K - block) / 2 is closer still
@@ -155,8 +157,8 @@ def test_deterministic(agent: W.Trace) -> None:
     a.pop("elapsed_s")
     b.pop("elapsed_s")
     assert a == b
-    t1 = W.mix(chat_sessions=20, agent_sessions=5, documents=5, seed=9)
-    t2 = W.mix(chat_sessions=20, agent_sessions=5, documents=5, seed=9)
+    t1 = S.mix(chat_sessions=20, agent_sessions=5, documents=5, seed=9)
+    t2 = S.mix(chat_sessions=20, agent_sessions=5, documents=5, seed=9)
     r1 = sim.simulate(t1, "sglang", 2 * GIB)
     r2 = sim.simulate(t2, "sglang", 2 * GIB)
     assert np.array_equal(r1.series.restore_at, r2.series.restore_at)

@@ -11,7 +11,7 @@ import pytest
 from kda_core import kda, sizing
 from kda_core.kda import cp
 from kda_core.studies import context_parallel as cps
-from kda_core.studies.kda_inputs import random_inputs
+from kda_core.studies._kda_inputs import random_inputs
 
 
 def test_demo_is_exact_and_hands_on_the_true_states():

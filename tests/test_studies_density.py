@@ -8,6 +8,9 @@ import pytest
 from kda_core import sim
 from kda_core import workloads as W
 from kda_core.studies import density as D
+from kda_core.studies.density import _analytic, _notes, _sweep
+from kda_core.studies.density._analytic import loglog_slope
+from kda_core.workloads import _synthetic as S
 
 GIB = 1 << 30
 
@@ -65,7 +68,7 @@ def test_optimum_and_pareto(sweep: tuple) -> None:
     for j in range(3):
         k = s.optimum[j]
         assert s.ttft_mean_s[k, j] == s.ttft_mean_s[:, j].min()
-    mask = D.pareto_mask(s.peak_state_bytes, s.state_hit_rate).reshape(s.pareto.shape)
+    mask = _sweep.pareto_mask(s.peak_state_bytes, s.state_hit_rate).reshape(s.pareto.shape)
     assert np.array_equal(mask, s.pareto)
     assert s.pareto.any()
 
@@ -74,17 +77,17 @@ def test_pareto_mask_against_brute_force() -> None:
     rng = np.random.default_rng(0)
     c = rng.integers(0, 6, 40).astype(float)
     v = rng.integers(0, 6, 40).astype(float)
-    got = D.pareto_mask(c, v)
+    got = _sweep.pareto_mask(c, v)
     for i in range(40):
         dominated = any(
             c[j] <= c[i] and v[j] >= v[i] and (c[j] < c[i] or v[j] > v[i]) for j in range(40)
         )
         assert got[i] == (not dominated)
-    assert D.pareto_mask(np.array([1.0, 2.0]), np.array([0.5, 0.4])).tolist() == [True, False]
+    assert _sweep.pareto_mask(np.array([1.0, 2.0]), np.array([0.5, 0.4])).tolist() == [True, False]
 
 
 def test_uniform_probe_replay_matches_the_analytic_half_interval() -> None:
-    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    t = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(t, (512, 1024, 4096), (None,))
     half = s.intervals / 2
     assert np.all(np.abs(s.mean_replay_per_hit[:, 0] - half) <= 0.1 * half)
@@ -145,22 +148,22 @@ def test_loglog_slope_against_polyfit() -> None:
     x = np.array([1024.0, 2048.0, 4096.0, 8192.0])
     y = np.array([400.0, 420.0, 500.0, 900.0])
     want = np.polyfit(np.log(x), np.log(y), 1)[0]
-    assert D.loglog_slope(x, y) == pytest.approx(want, rel=1e-12)
-    assert D.loglog_slope(x, 3.0 * x) == pytest.approx(1.0, abs=1e-12)
+    assert loglog_slope(x, y) == pytest.approx(want, rel=1e-12)
+    assert loglog_slope(x, 3.0 * x) == pytest.approx(1.0, abs=1e-12)
     # non-positive points are left out; fewer than two distinct x -> nan
-    assert D.loglog_slope(np.array([512.0, 1024.0, 2048.0]), np.array([0.0, 5.0, 10.0])) == (
+    assert loglog_slope(np.array([512.0, 1024.0, 2048.0]), np.array([0.0, 5.0, 10.0])) == (
         pytest.approx(1.0, abs=1e-12)
     )
-    assert np.isnan(D.loglog_slope(np.array([1.0, 2.0]), np.array([0.0, 1.0])))
+    assert np.isnan(loglog_slope(np.array([1.0, 2.0]), np.array([0.0, 1.0])))
     with pytest.raises(ValueError, match="same length"):
-        D.loglog_slope(np.ones(2), np.ones(3))
+        loglog_slope(np.ones(2), np.ones(3))
 
 
 def test_replay_slope_is_fitted_over_k_above_a_block(sweep: tuple) -> None:
     s, _ = sweep
     big = s.intervals > s.block_size
     for j in range(s.replay_slope.size):
-        want = D.loglog_slope(s.intervals[big], s.mean_replay_per_hit[big, j])
+        want = loglog_slope(s.intervals[big], s.mean_replay_per_hit[big, j])
         assert s.replay_slope[j] == want
     assert not s.replay_follows_k  # no budget's replay grows like K on the chat trace
     a = s.analytic
@@ -176,7 +179,7 @@ def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
     s, _ = sweep
     notes = D.replay_notes(s)
     trends = notes.trends
-    assert trends == D.replay_trends(s)
+    assert trends == _notes.replay_trends(s)
     big = s.intervals > s.block_size
     assert [t.budget for t in trends] == list(s.budget_labels)
     for j, t in enumerate(trends):
@@ -184,12 +187,12 @@ def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
         assert (t.replay0, t.replay1) == (y[y > 0][0], y[y > 0][-1])
         assert (t.k0, t.k1) == (s.intervals[big][y > 0][0], s.intervals[big][y > 0][-1])
         assert t.slope == s.replay_slope[j]
-        if t.slope <= -D.FLAT_SLOPE:
+        if t.slope <= -_notes.FLAT_SLOPE:
             want = "falls"
-        elif t.slope < D.FLAT_SLOPE:
+        elif t.slope < _notes.FLAT_SLOPE:
             want = "flat"
         else:
-            want = "slower" if t.slope < D.REPLAY_SLOPE_K else "like_k"
+            want = "slower" if t.slope < _analytic.REPLAY_SLOPE_K else "like_k"
         assert t.trend == want
     by = {t.budget: t for t in trends}
     assert by["8 GiB"].trend == "falls" and by["8 GiB"].replay0 > 2 * by["8 GiB"].replay1
@@ -206,7 +209,7 @@ def test_notes_say_what_each_curve_does(sweep: tuple) -> None:
 
 
 def test_replay_follows_k_on_uniform_match_points() -> None:
-    t = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    t = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(t, (512, 1024, 4096), (None,))
     assert s.replay_slope[0] == pytest.approx(1.0, abs=0.1)
     assert s.replay_follows_k
@@ -233,7 +236,7 @@ def test_load_workload_head_equals_sliced_trace() -> None:
 
 def test_replay_notes_with_one_interval_have_no_slope():
     """One interval gives no slope: the trend says so ("one_k") instead of a nan slope."""
-    tr = W.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
+    tr = S.uniform_prefix(300, doc_tokens=32_768, block_size=16, seed=1)
     s = D.density_sweep(tr, (1024,), (None,))
     assert not np.isfinite(s.replay_slope).any()
     (t,) = D.replay_notes(s).trends

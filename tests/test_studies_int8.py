@@ -62,7 +62,7 @@ def test_granularity_ordering_on_the_real_state(parked):
 
 
 def test_error_map(parked):
-    e = si.error_map(parked, "int8", "channel", layer=2, head=3)
+    e = si._error_map(parked, "int8", "channel", layer=2, head=3)
     s = parked.state.kda[2].S
     q = quant.quantize_int8(s)
     np.testing.assert_array_equal(e.state, s[3])
@@ -78,12 +78,12 @@ def test_error_map(parked):
     # per-channel errors are uniform-ish in [-scale/2, scale/2]: most mass near 0 because most
     # channels have small scales, every bin edge symmetric
     assert e.label == "int8 / key channel"
-    t = si.error_map(parked, "int8", "tensor", layer=2, head=3)
+    t = si._error_map(parked, "int8", "tensor", layer=2, head=3)
     assert np.abs(t.error).mean() > np.abs(e.error).mean()
 
 
 def test_divergence_park_once_vs_every_step(parked):
-    d = si.divergence(parked, "int8", "channel", steps=16)
+    d = si._divergence(parked, "int8", "channel", steps=16)
     t = si._variant_table(parked)
     assert d.steps.tolist() == list(range(17))
     # step 0: the one rounding at parking, exactly the table's relative Frobenius error
@@ -108,7 +108,7 @@ def test_divergence_park_once_vs_every_step(parked):
 def test_divergence_orders_formats(parked):
     last = {}
     for fmt, gran in (("int8", "channel"), ("int8", "tensor"), ("bf16", None)):
-        d = si.divergence(parked, fmt, gran, steps=6)
+        d = si._divergence(parked, fmt, gran, steps=6)
         last[fmt, gran] = d.park_once_state_dist[-1]
     assert last["bf16", None] < last["int8", "channel"] < last["int8", "tensor"]
 

@@ -173,12 +173,36 @@ def test_from_trace_duck_typed():
         sm.from_trace(object())
 
 
+def _pool_layout(pool: UnifiedPool) -> SimpleNamespace:
+    """Segments of a pool's buffer (``start``, ``end``, ``side``: 0 state, 1 kv, 2 hole,
+    ``vid``: -1 for holes) and the two frontiers, read through the pool's public methods."""
+    starts, ends, sides, vids = [], [], [], []
+    for code, side in enumerate(("state", "kv")):
+        e = pool.entry_bytes(side)
+        p = np.arange(pool.watermark(side), dtype=np.int64)
+        v = pool.positions(side)
+        off = p * e if side == "state" else pool.total_bytes - (p + 1) * e
+        starts.append(off)
+        ends.append(off + e)
+        sides.append(np.where(v >= 0, code, 2))
+        vids.append(v)
+    cat = np.concatenate
+    return SimpleNamespace(
+        start=cat(starts),
+        end=cat(ends),
+        side=cat(sides),
+        vid=cat(vids),
+        state_frontier=pool.state_frontier,
+        kv_frontier=pool.kv_frontier,
+    )
+
+
 def test_pool_layout_segments():
     pool = UnifiedPool(240, 8, 24, mode="lazy")
     s = pool.alloc("state", 3)
     pool.alloc("kv", 4)
     pool.free("state", s[1:2])
-    lay = sm.pool_layout(pool)
+    lay = _pool_layout(pool)
     assert lay.side.tolist() == [0, 2, 0, 1, 1, 1, 1]
     assert lay.start[:3].tolist() == [0, 24, 48] and lay.end[2] == lay.state_frontier == 72
     assert lay.start[3:].tolist() == [232, 224, 216, 208] and lay.kv_frontier == 208

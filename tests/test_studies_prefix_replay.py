@@ -9,6 +9,7 @@ import pytest
 
 from kda_core.model import TinyHybrid, encode
 from kda_core.studies import prefix_replay as pr
+from kda_core.studies.prefix_replay._scenarios import make_policy
 
 
 @pytest.fixture(scope="module")
@@ -306,9 +307,7 @@ def test_restore_drift_takes_the_session_settings() -> None:
     model = TinyHybrid()
 
     def naive(q: bool, **gen: object):
-        e = Engine(
-            pr.make_policy("sglang", 16), int8_checkpoints=q, checkpoint_slots=4, model=model
-        )
+        e = Engine(make_policy("sglang", 16), int8_checkpoints=q, checkpoint_slots=4, model=model)
         for p in ps[:2]:
             e.generate(p, 6)
         return e.generate(ps[2], 6, reference=True, **gen)

@@ -9,7 +9,7 @@ import pytest
 
 from kda_core import kda
 from kda_core.studies import swa_vs_kda as sv
-from kda_core.studies.kda_inputs import random_inputs
+from kda_core.studies._kda_inputs import random_inputs
 from kda_core.workloads import parse_mooncake_lines
 
 

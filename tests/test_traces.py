@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_checks import trace_stats, validate
 
 from kda_core import sim
 from kda_core import workloads as W
@@ -76,7 +77,7 @@ def test_mooncake_with_aiperf_fields(tmp_path: Path) -> None:
     assert t.blocks.tolist() == [3, 4, 3, 4, 9, 3]
     assert t.session.tolist() == [0, -1, 0]
     assert W.ideal_prefix_tokens(t).tolist() == [0, 1024, 512]
-    W.validate(t)
+    validate(t)
 
 
 def test_mooncake_without_hash_ids_has_no_prefix_information(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_mooncake_without_hash_ids_has_no_prefix_information(tmp_path: Path) -> 
     assert t.blocks.tolist() == [0, 1, 2, 3]  # fresh ids: identical lengths share nothing
     with pytest.raises(ValueError, match="cannot be computed from trace 't'.*lengths only"):
         W.ideal_prefix_tokens(t)
-    st = W.trace_stats(t)
+    st = trace_stats(t)
     assert math.isnan(st.ideal_token_hit_rate) and st.total_input_tokens == 1200
     # memory and concurrency views still work from the lengths
     r = sim.simulate(t, "sglang")
@@ -118,7 +119,7 @@ def test_burstgpt_csv(tmp_path: Path) -> None:
     assert t.kind_names == ("Conversation log", "API log")
     assert t.kind.tolist() == [0, 0, 1]
     assert np.diff(t.offsets).tolist() == [2, 5, 2] and np.unique(t.blocks).size == 9
-    W.validate(t)
+    validate(t)
     # the newer files' extra columns, in any order, and a quoted field
     lines = [
         "Session ID,Timestamp,Request tokens,Model,Response tokens,Total tokens,Log Type,"
@@ -142,7 +143,7 @@ def test_azure_2023_and_2024_csv(tmp_path: Path) -> None:
     assert t.source_format == "azure" and not t.has_prefix_info
     assert t.arrival_s == pytest.approx([0.0, 0.3, 4.314579], abs=1e-6)
     assert t.input_len.tolist() == [374, 879, 396] and t.output_len.tolist() == [44, 55, 109]
-    W.validate(t)
+    validate(t)
     lines = [
         "TIMESTAMP,ContextTokens,GeneratedTokens",
         "2024-05-12 00:00:00+00:00,1452,3",
@@ -181,4 +182,4 @@ def test_token_id_rows_share_blocks_by_their_tokens(tmp_path: Path) -> None:
     assert got[0][:2] == got[1][:2] and got[0][2] != got[1][2]  # diverge inside block 2
     assert got[4] == got[2][:4]  # 32 tokens: exactly the four full blocks of the longer one
     assert got[0][4] != got[2][4]  # a partial block is not the full block it starts
-    W.validate(t)
+    validate(t)

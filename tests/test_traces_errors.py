@@ -1,6 +1,6 @@
 """load_trace on bad input: malformed rows refused or skipped by line (file, line, field), caps
 enforced, the format detected or the ambiguity refused, the chain rule checked in bulk exactly
-as the one-id-at-a-time check (``traces._check_chain``, the naive twin) decides."""
+as the one-id-at-a-time check (``trace_checks.check_chain``, the naive twin) decides."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_checks import check_chain, validate
 
 from kda_core import workloads as W
-from kda_core.workloads import chains, ingest, loader, rows
-from kda_core.workloads.traces import _check_chain
+from kda_core.workloads import _accumulator, _chains, _loader, _rows
 
 MOON = {"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}
 BURST = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
@@ -95,7 +95,7 @@ def test_skip_counts_every_bad_row_and_keeps_the_first_reasons(tmp_path: Path) -
     assert t.skip_reasons[1] == "line 8: the line is not UTF-8 text (byte 0)"
     h = t.head(3)  # the provenance travels with the requests
     assert (h.skipped_rows, h.skip_reasons, h.source_format) == (15, t.skip_reasons, "mooncake")
-    W.validate(h)
+    validate(h)
     with pytest.raises(ValueError, match="line 1: 'input_length' must be in"):
         W.load_trace(p)
     everything_bad = _write(tmp_path, [_moon(input_length=0)] * 3, "bad.jsonl")
@@ -111,15 +111,15 @@ def test_caps_are_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(ValueError, match="line 4: more than max_requests=3 requests"):
         W.load_trace(p, max_requests=3)
     assert len(W.load_trace(p, limit=3)) == 3
-    monkeypatch.setattr(ingest, "MAX_TRACE_BLOCKS", 7)
+    monkeypatch.setattr(_accumulator, "MAX_TRACE_BLOCKS", 7)
     with pytest.raises(ValueError, match="line 4: more than 7 block ids"):
         W.load_trace(p)
-    monkeypatch.setattr(loader, "MAX_TRACE_FILE_BYTES", 100)
+    monkeypatch.setattr(_loader, "MAX_TRACE_FILE_BYTES", 100)
     with pytest.raises(ValueError, match="bytes; the cap is 100 bytes"):
         W.load_trace(p)
     monkeypatch.undo()
-    monkeypatch.setattr(rows, "MAX_LINE_BYTES", 40)
-    monkeypatch.setattr(rows, "_READ_BYTES", 32)
+    monkeypatch.setattr(_rows, "MAX_LINE_BYTES", 40)
+    monkeypatch.setattr(_rows, "_READ_BYTES", 32)
     short = '{"input_length": 5}'
     q = _write(tmp_path, [short, short, _moon()], "long.jsonl")
     with pytest.raises(ValueError, match="line 3 is longer than 40 bytes"):
@@ -141,7 +141,7 @@ def test_reading_in_blocks_keeps_every_line(
     p = tmp_path / "t.jsonl"
     p.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())  # a BOM, CRLF, no last newline
     ref = W.load_trace(p)
-    monkeypatch.setattr(rows, "_READ_BYTES", 17)  # lines split across many blocks
+    monkeypatch.setattr(_rows, "_READ_BYTES", 17)  # lines split across many blocks
     got = W.load_trace(p)
     assert got.input_len.tolist() == ref.input_len.tolist() == list(range(400, 430))
 
@@ -153,7 +153,7 @@ def test_detection_and_ambiguity(tmp_path: Path) -> None:
         "sglang-gsp": ["{", '  "gsp_num_groups": 2', "}"],
     }  # fmt: skip
     for fmt, lines in cases.items():
-        assert W.detect_format(_write(tmp_path, lines, f"{fmt}.x")) == fmt
+        assert _loader.detect_format(_write(tmp_path, lines, f"{fmt}.x")) == fmt
     both = _write(tmp_path, ['{"token_ids": [1], "input_length": 1}'], "both.jsonl")
     with pytest.raises(ValueError, match="line 1 fits mooncake and token-ids; pass format="):
         W.load_trace(both)
@@ -171,7 +171,7 @@ def _sequential_reference(reqs: list[list[int]]) -> list[int]:
     for i, ids in enumerate(reqs):
         trial = dict(parent)
         try:
-            _check_chain(trial, ids, -1, "id")
+            check_chain(trial, ids, -1, "id")
         except ValueError:
             continue
         parent = trial
@@ -181,7 +181,7 @@ def _sequential_reference(reqs: list[list[int]]) -> list[int]:
 
 def _admit_in_two(reqs: list[list[int]], split: int) -> list[int]:
     """Indices kept when ``ChainTable.admit`` sees the requests in two batches."""
-    table, kept = chains.ChainTable(), []
+    table, kept = _chains.ChainTable(), []
     for lo, hi in ((0, split), (split, len(reqs))):
         part = reqs[lo:hi]
         if not part:
@@ -219,8 +219,8 @@ def test_chain_errors_come_in_file_order_and_skip_exactly(
     t = W.load_trace(p, on_error="skip")
     assert t.skipped_rows == 2 and t.blocks.tolist() == [0, 1, 0, 1]
     # many small batches and refused rows: the same rows as the one-at-a-time reference
-    monkeypatch.setattr(ingest, "_FLUSH_ROWS", 4)
-    monkeypatch.setattr(ingest, "_MIN_FLUSH_ROWS", 2)
+    monkeypatch.setattr(_accumulator, "_FLUSH_ROWS", 4)
+    monkeypatch.setattr(_accumulator, "_MIN_FLUSH_ROWS", 2)
     rng = np.random.default_rng(7)
     reqs = [(rng.integers(0, 9, int(rng.integers(1, 4))) + 100).tolist() for _ in range(60)]
     q = _write(tmp_path, [_moon(input_length=512 * len(r), hash_ids=r) for r in reqs], "r.jsonl")

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_checks import validate
 
 from kda_core import workloads as W
 from kda_core.model.tokenizer import encode
-from kda_core.workloads.conversations import _TURN_GAP_S
+from kda_core.workloads._conversations import _TURN_GAP_S
+from kda_core.workloads._shared_prefix import GSP_DEFAULTS, generated_shared_prefix
 
 
 def _naive_ids(seq: list[int], lo: int, hi: int, b: int) -> list[tuple[int, ...]]:
@@ -88,7 +90,7 @@ def test_conversation_turns_share_their_history(tmp_path: Path) -> None:
         == t.block_ids(2)[full : (len(p1) + len(toks[2])) // 16].tolist()
     )
     assert t.out_block_ids(3).size == 0 and t.out_block_ids(0).size > 0
-    W.validate(t)
+    validate(t)
 
 
 def test_conversation_timestamps_and_bad_conversations(tmp_path: Path) -> None:
@@ -118,7 +120,7 @@ def test_conversation_timestamps_and_bad_conversations(tmp_path: Path) -> None:
 
 
 def test_generated_shared_prefix_has_sglangs_shape() -> None:
-    t = W.generated_shared_prefix(4, 5, 1024, 100, 64, block_size=256, seed=3)
+    t = generated_shared_prefix(4, 5, 1024, 100, 64, block_size=256, seed=3)
     assert len(t) == 20 and t.has_prefix_info
     assert t.input_len.tolist() == [1124] * 20 and t.output_len.tolist() == [64] * 20
     assert t.arrival_s.tolist() == [0.0] * 20  # request rate inf: all at once
@@ -131,19 +133,19 @@ def test_generated_shared_prefix_has_sglangs_shape() -> None:
         assert len({r[4] for r in rows}) == 5  # each question is its own
     firsts = {tuple(t.block_ids(i)[:4].tolist()) for i in range(20)}
     assert len(firsts) == 4  # groups share nothing
-    W.validate(t)
-    ordered = W.generated_shared_prefix(4, 5, 1024, 100, 64, block_size=256, ordered=True)
+    validate(t)
+    ordered = generated_shared_prefix(4, 5, 1024, 100, 64, block_size=256, ordered=True)
     assert ordered.session.tolist() == sorted(ordered.session.tolist())
     assert (
-        W.generated_shared_prefix(seed=3).input_len.tolist()
-        == W.generated_shared_prefix(seed=3).input_len.tolist()
+        generated_shared_prefix(seed=3).input_len.tolist()
+        == generated_shared_prefix(seed=3).input_len.tolist()
     )
 
 
 def test_generated_shared_prefix_random_lengths_follow_compute_random_lens() -> None:
     """``compute_random_lens(full, r, num)`` = ``np.random.randint(max(int(full*r), 1),
     full + 1, size=num)``: system prompts, then questions, then outputs, one seeded RNG."""
-    t = W.generated_shared_prefix(3, 4, 900, 50, 40, range_ratio=0.5, ordered=True, seed=9,
+    t = generated_shared_prefix(3, 4, 900, 50, 40, range_ratio=0.5, ordered=True, seed=9,
                                   block_size=64)  # fmt: skip
     rs = np.random.RandomState(9)
     sys_l = rs.randint(450, 901, size=3)
@@ -151,7 +153,7 @@ def test_generated_shared_prefix_random_lengths_follow_compute_random_lens() -> 
     o_l = rs.randint(20, 41, size=12).reshape(3, 4)
     assert t.input_len.tolist() == (sys_l[:, None] + q_l).ravel().tolist()
     assert t.output_len.tolist() == o_l.ravel().tolist()
-    rated = W.generated_shared_prefix(2, 50, 10, 10, 1, request_rate=4.0, seed=2)
+    rated = generated_shared_prefix(2, 50, 10, 10, 1, request_rate=4.0, seed=2)
     gaps = np.diff(rated.arrival_s)
     assert rated.arrival_s[0] == 0 and np.all(gaps >= 0) and 0.15 < gaps.mean() < 0.35
 
@@ -164,11 +166,11 @@ def test_gsp_settings_file_and_its_checks(tmp_path: Path) -> None:
     assert t.source_format == "sglang-gsp" and len(t) == 6
     assert t.input_len.tolist() == [2048 + 128] * 6 and t.output_len.tolist() == [256] * 6
     assert len(W.load_trace(p, limit=4)) == 4
-    d = W.GSP_DEFAULTS
+    d = GSP_DEFAULTS
     flags = ("gsp_num_groups", "gsp_prompts_per_group", "gsp_system_prompt_len",
              "gsp_question_len", "gsp_output_len", "seed")  # fmt: skip
     assert [d[k] for k in flags] == [64, 16, 2048, 128, 256, 1]
-    assert len(W.generated_shared_prefix()) == 1024
+    assert len(generated_shared_prefix()) == 1024
     for bad, msg in [({"gsp_num_group": 2}, "unknown setting 'gsp_num_group'"),
                      ({"gsp_num_groups": 0}, "num_groups must be"),
                      ({"gsp_range_ratio": 2}, "range_ratio"),
@@ -178,4 +180,4 @@ def test_gsp_settings_file_and_its_checks(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=f"gsp.json: .*{msg}"):
             W.load_trace(p, "sglang-gsp")
     with pytest.raises(ValueError, match="system_prompt_len \\+ question_len"):
-        W.generated_shared_prefix(1, 1, 0, 0)
+        generated_shared_prefix(1, 1, 0, 0)

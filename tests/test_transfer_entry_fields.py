@@ -11,7 +11,7 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from kda_core.model import encode
-from kda_core.transfer.identity import prefix_hash
+from kda_core.transfer._identity import prefix_hash
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import (
     _FORMAT_VERSION as FORMAT_VERSION,

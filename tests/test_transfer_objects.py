@@ -12,7 +12,7 @@ from safetensors.numpy import save as st_save
 
 from kda_core.model import TOKENIZER_FINGERPRINT, TinyHybrid, encode
 from kda_core.serve.engine import Engine
-from kda_core.transfer.identity import (
+from kda_core.transfer._identity import (
     Identity,
     Layout,
     model_fingerprint,
@@ -26,7 +26,6 @@ from kda_core.transfer.objects import (
     StateObjectError,
     decode_object,
     from_model_state,
-    shard,
     splice,
     transferable_parts,
 )
@@ -188,6 +187,28 @@ def test_transferable_parts_drop_device_only_fields():
     assert {
         f"replayssm_{x}" for x in ("d", "k", "g", "rawv", "rawk", "beta")
     } <= _NON_TRANSFER_FIELDS
+
+
+def shard(obj: StateObject, layout: Layout) -> StateObject:
+    """The rank-local object of a full (tp_size=1) one: KDA heads [lo, hi) of the state and the
+    matching q|k|v channels of the conv window; the MLA latent KV is replicated (how a TP rank
+    would cut what a single-rank engine published)."""
+    assert obj.layout.get("tp_size") == 1
+    H = int(obj.layout["kda_heads_total"])
+    lo, hi = layout.heads(H)
+    K = obj.kda_state.shape[2]
+    HK = H * K
+    cols = np.concatenate([np.arange(i * HK + lo * K, i * HK + hi * K) for i in range(3)])
+    return StateObject(
+        obj.tokens,
+        obj.mla_kv,
+        np.ascontiguousarray(obj.kda_state[:, lo:hi]),
+        np.ascontiguousarray(obj.conv_window[:, :, cols]),
+        obj.model_fingerprint,
+        obj.tokenizer_fingerprint,
+        layout.describe(H),
+        obj.source,
+    )
 
 
 def test_shard_splits_heads_and_conv_channels(made):

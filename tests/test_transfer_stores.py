@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kda_core.transfer.identity import prefix_hash
+from kda_core.transfer._identity import prefix_hash
 from kda_core.transfer.mooncake import MooncakeServices, _LoopbackNetns, mooncake_available
 from kda_core.transfer.store import EmbeddedStore
 
@@ -68,7 +68,7 @@ def test_embedded_store_put_get(tmp_path, on_disk):
 
 PUT_GET = """
 import json
-from kda_core.transfer.identity import prefix_hash
+from kda_core.transfer._identity import prefix_hash
 from kda_core.transfer.mooncake import MooncakeStore
 st = MooncakeStore(ADDR)
 keys = [prefix_hash(range(n)) for n in (10, 11, 12)]

@@ -8,9 +8,9 @@ import pytest
 
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine
+from kda_core.transfer._tiers import HostTier
 from kda_core.transfer.instance import Instance
 from kda_core.transfer.objects import _PART_KINDS as PART_KINDS
-from kda_core.transfer.tiers import HostTier
 
 SYSTEM = "System: shared preamble for every chat in this lab. "
 

@@ -32,7 +32,7 @@ from kda_core.studies import (
 from kda_core.studies import context_parallel as context_parallel_study
 from kda_core.studies import memory as memory_study
 from kda_core.studies import transfer as transfer_study
-from kda_core.transfer.identity import Layout
+from kda_core.transfer import Layout
 from kda_core.transfer.store import EmbeddedStore
 
 T, H, K, V = 8, 2, 4, 4
@@ -63,7 +63,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     ("n", lambda: _pool().alloc("state", -1)),
     ("side", lambda: _pool().alloc("slots", 1)),
     ("max_moves", lambda: _pool().flush("kv", -1)),
-    ("seed", lambda: memory.workload.shifting_mix(seed=-1)),
+    ("seed", lambda: memory.shifting_mix(seed=-1)),
     # sizing
     ("state_slots", lambda: sizing.max_running_requests(-1)),
     ("strategy", lambda: sizing.slots_per_request("ping_pong")),

@@ -13,7 +13,7 @@ from kda_core.kda import _varlen_rounds as varlen_rounds
 from kda_core.kda.conv import short_conv
 from kda_core.kda.conv_varlen import _check_conv_args
 from kda_core.kda.varlen import _step
-from tests.kda_testdata import kda_inputs
+from tests.kda_testdata import kda_inputs, step
 
 H, K, V = 3, 8, 6
 
@@ -42,11 +42,11 @@ def step_batch(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarr
 
 
 def step_batch_naive(S, q, k, v, g, beta, *, scale=None) -> tuple[np.ndarray, np.ndarray]:
-    """The twin: ``kda.step`` per sequence."""
+    """The twin: ``kda_testdata.step`` (``kda.recurrent`` of one token) per sequence."""
     S = np.asarray(S, dtype=np.float64)
     outs, states = [], []
     for b in range(S.shape[0]):
-        o, Sb = kda.step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
+        o, Sb = step(S[b], q[b], k[b], v[b], g[b], beta[b], scale=scale)
         outs.append(o)
         states.append(Sb)
     return np.stack(outs), np.stack(states)

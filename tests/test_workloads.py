@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from trace_checks import trace_stats, validate
 
 from kda_core import workloads as W
+from kda_core.workloads import _synthetic as S
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_conversation_trace_facts(conv: W.Trace) -> None:
     assert int(conv.input_len.max()) == 126_195
     assert np.array_equal(np.diff(conv.offsets), -(-conv.input_len // 512))
     assert np.all(conv.blocks[conv.offsets[:-1]] == 0)  # a shared first block everywhere
-    W.validate(conv)
+    validate(conv)
     # the CSR view agrees with the raw JSON line by line (first and last 50 lines)
     lines = (W.TRACES_DIR / W.BUNDLED_TRACES["conversation"]).read_text().splitlines()
     for i in [*range(50), *range(len(lines) - 50, len(lines))]:
@@ -72,7 +74,7 @@ def test_ideal_prefix_matches_tuple_prefix_set(conv: W.Trace) -> None:
         want.append(min(m * 512, int(sub.input_len[i])))
         seen.update(ids[: j + 1] for j in range(len(ids)))
     assert W.ideal_prefix_tokens(sub).tolist() == want
-    st = W.trace_stats(conv)
+    st = trace_stats(conv)
     assert st.ideal_token_hit_rate == pytest.approx(0.3736, abs=5e-4)
     assert st.distinct_blocks == 182_790
 
@@ -160,7 +162,7 @@ def test_load_mooncake_roundtrip(tmp_path) -> None:
 
 
 def _check_synthetic(t: W.Trace) -> None:
-    W.validate(t)
+    validate(t)
     assert np.all(t.input_len >= 1)
 
 
@@ -182,7 +184,7 @@ def test_chat_prompts_extend_history() -> None:
 
 
 def test_agentic_collapse_rewrites_history() -> None:
-    t = W.agentic(20, steps=12, keep_observations=2, branch_prob=0.0, block_size=32, seed=1)
+    t = S.agentic(20, steps=12, keep_observations=2, branch_prob=0.0, block_size=32, seed=1)
     _check_synthetic(t)
     idx = np.flatnonzero(t.session == t.session[0])
     assert idx.size >= 5
@@ -195,7 +197,7 @@ def test_agentic_collapse_rewrites_history() -> None:
             diverged += 1
     assert diverged >= 1
     # without collapse (large window) the history only grows
-    t2 = W.agentic(5, steps=6, keep_observations=100, branch_prob=0.0, block_size=32, seed=1)
+    t2 = S.agentic(5, steps=6, keep_observations=100, branch_prob=0.0, block_size=32, seed=1)
     idx = np.flatnonzero(t2.session == t2.session[0])
     for a, b in zip(idx[:-1], idx[1:]):
         full = int(t2.input_len[a]) // 32
@@ -203,17 +205,17 @@ def test_agentic_collapse_rewrites_history() -> None:
 
 
 def test_documents_have_no_reuse_and_mix_has_all_kinds() -> None:
-    d = W.one_shot_documents(50, doc_tokens=4000, seed=2)
+    d = S.one_shot_documents(50, doc_tokens=4000, seed=2)
     _check_synthetic(d)
     assert W.ideal_prefix_tokens(d).sum() == 0
-    m = W.mix(chat_sessions=10, agent_sessions=5, documents=10, duration_s=100.0, seed=4)
+    m = S.mix(chat_sessions=10, agent_sessions=5, documents=10, duration_s=100.0, seed=4)
     _check_synthetic(m)
     assert set(np.unique(m.kind).tolist()) == {0, 1, 2}
     assert m.kind_names[:3] == ("chat", "agent", "document")
 
 
 def test_uniform_prefix_match_points_are_uniform() -> None:
-    t = W.uniform_prefix(300, doc_tokens=8192, block_size=16, seed=5)
+    t = S.uniform_prefix(300, doc_tokens=8192, block_size=16, seed=5)
     _check_synthetic(t)
     ideal = W.ideal_prefix_tokens(t)[1:]
     assert ideal.max() <= 8192
@@ -237,14 +239,14 @@ def test_caps_and_bad_params() -> None:
     with pytest.raises(ValueError, match="block_size"):
         W.multi_turn_chat(5, block_size=0)
     with pytest.raises(ValueError, match="blocks"):
-        W.one_shot_documents(2000, doc_tokens=100_000, block_size=1, max_doc=3_000_000)
+        S.one_shot_documents(2000, doc_tokens=100_000, block_size=1, max_doc=3_000_000)
     with pytest.raises(ValueError, match="name"):
         W.workload("nope")
     with pytest.raises(ValueError, match="params"):
         W.workload("conversation", seed=1)
     with pytest.raises(ValueError, match="branch_prob"):
-        W.agentic(3, branch_prob=1.5)
-    assert math.isfinite(W.trace_stats(W.multi_turn_chat(3)).mean_input)
+        S.agentic(3, branch_prob=1.5)
+    assert math.isfinite(trace_stats(W.multi_turn_chat(3)).mean_input)
 
 
 def test_head(conv: W.Trace) -> None:
@@ -256,7 +258,7 @@ def test_head(conv: W.Trace) -> None:
 
 def test_output_blocks_reappear_in_the_next_turn() -> None:
     t = W.multi_turn_chat(20, turns=6, block_size=32, seed=5)
-    W.validate(t)
+    validate(t)
     checked = 0
     for s in np.unique(t.session)[:10]:
         idx = np.flatnonzero(t.session == s)
@@ -268,8 +270,8 @@ def test_output_blocks_reappear_in_the_next_turn() -> None:
             assert np.array_equal(t.block_ids(int(b))[full : full + out.size], out)
             checked += out.size
     assert checked > 0
-    a = W.agentic(5, steps=5, block_size=32, seed=2)
-    W.validate(a)
+    a = S.agentic(5, steps=5, block_size=32, seed=2)
+    validate(a)
     assert a.out_blocks is not None and a.out_blocks.size > 0
     assert W.bundled_trace().out_blocks is None
     assert W.bundled_trace().out_block_ids(0).size == 0

@@ -1,7 +1,7 @@
 """prefix_replay's figures of one session: the token timeline, the radix tree, the logit drift.
 
 Pure: study views in, ``(plotly figure, CSV path)`` out; the CSV rows come from
-``kda_core.studies.prefix_replay.tables``. The replay step's figure is ``replay_view``; the batch
+``kda_core.studies.prefix_replay``'s tables. The replay step's figure is ``replay_view``; the batch
 view's figures and the pools panel are ``batch_view``.
 """
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.kda.threads import reduce_rows
+from kda_core.kda._threads import reduce_rows
 
 MAX_TOKENS = 1 << 20
 MAX_ELEMENTS = 1 << 28  # cap on T*H*max(K, V), i.e. ~2 GiB of float64 per tensor
+MAX_SEQS = 1 << 16  # sequences in one packed (varlen) call
 SUB = 16  # sub-chunk rows for the pairwise decays (fla's BC)
 
 
@@ -182,3 +183,19 @@ def check_x_w(x, w) -> tuple[np.ndarray, np.ndarray]:
     if x.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"x must have shape [T, D] with D={w.shape[0]}, got {x.shape}")
     return x, w
+
+
+def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
+    """int64 offsets ``[N + 1]``: 0 first, non-decreasing, ``total`` last (N in [1, 65536])."""
+    cu = np.asarray(cu_seqlens)
+    if cu.ndim != 1 or cu.dtype.kind not in "iu":
+        raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
+    if not 2 <= cu.size <= MAX_SEQS + 1:
+        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {MAX_SEQS}]")
+    cu = cu.astype(np.int64)
+    if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
+        raise ValueError(
+            f"cu_seqlens must start at 0, never decrease and end at T = {total}, "
+            f"got [{cu[0]}, ..., {cu[-1]}]"
+        )
+    return cu

@@ -23,7 +23,7 @@ from kda_core.kda._inputs import (
     validate_deferred,
 )
 from kda_core.kda._intra import Intra, block_rows, intra_chunk
-from kda_core.kda.threads import for_each, kda_threads
+from kda_core.kda._threads import for_each, kda_threads
 
 # `chunked` works through the sequence in slabs of whole chunks holding about this many bytes per
 # [tokens, H, K] tensor, so a slab's ~20 intermediates stay in cache between the batched pass

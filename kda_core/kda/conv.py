@@ -53,25 +53,3 @@ def short_conv(x, w, window=None, activation: str = "silu") -> tuple[np.ndarray,
     if activation == "silu":
         y = silu(y)
     return y, full[T:].copy()
-
-
-def conv_step(x, w, window, activation: str = "silu") -> tuple[np.ndarray, np.ndarray]:
-    """One token: x [D], window [W-1, D] -> (y [D], new window). The decode path."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"x must have shape [D], got {x.shape}")
-    y, new_window = short_conv(x[None], w, window, activation)
-    return y[0], new_window
-
-
-def conv_naive(x, w, window=None, activation: str = "silu") -> tuple[np.ndarray, np.ndarray]:
-    """Token-by-token twin of `short_conv`: roll the window, dot with w (fla's decode kernel)."""
-    x, w, window = _check(x, w, window, activation)
-    buf = np.concatenate([np.zeros((1, w.shape[0])), window], axis=0)  # [W, D], dead slot 0
-    y = np.empty_like(x)
-    for t in range(x.shape[0]):
-        buf = np.roll(buf, -1, axis=0)
-        buf[-1] = x[t]
-        acc = np.sum(buf * w.T, axis=0)
-        y[t] = silu(acc) if activation == "silu" else acc
-    return y, buf[1:].copy()

@@ -6,7 +6,7 @@
   one token per window for an all-decode step).
 * the twin, ``conv.short_conv`` per sequence, is in tests/test_varlen.py.
 
-Offsets follow ``varlen.check_cu_seqlens`` (fla / flash-attn's ``cu_seqlens``). Left out:
+Offsets follow ``_inputs.check_cu_seqlens`` (fla / flash-attn's ``cu_seqlens``). Left out:
 float32 paths (float64 only, like the model).
 """
 
@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.kda._inputs import check_x_w
+from kda_core.kda._inputs import check_cu_seqlens, check_x_w
 from kda_core.kda.conv import ACTIVATIONS, silu
-from kda_core.kda.varlen import check_cu_seqlens
 
 __all__ = ["short_conv_varlen"]
 

@@ -10,10 +10,11 @@ MASTER_ADDR=127.0.0.1, and a TCPStore that this process opens on a free port the
 time (no fixed ports). Tasks and results travel as pickles over each worker's stdin / stdout
 pipes (the worker's own prints go to a per-rank log file); between the workers, only gloo.
 
-Inside a task every rank runs `cp.local_pass`, the scan with real collectives (``all_gather``
-then a local fold, or the log-depth schedule with ``isend`` / ``recv``), and `cp.finish`, timing
-each phase and counting the bytes it hands to gloo. Each rank runs `kda.chunked` on one thread
-(KDA_THREADS=1, OPENBLAS_NUM_THREADS=1): one rank stands for one device.
+Inside a task every rank runs `_cp_rank.local_pass`, the scan with real collectives
+(``all_gather`` then a local fold, or the log-depth schedule with ``isend`` / ``recv``), and
+`_cp_rank.finish`, timing each phase and counting the bytes it hands to gloo. Each rank runs
+`kda.chunked` on one thread (KDA_THREADS=1, OPENBLAS_NUM_THREADS=1): one rank stands for one
+device.
 
 Needs torch (imported lazily: ``kda_core.cp`` works without it).
 """
@@ -33,9 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.kda import cp
+from kda_core.kda._cp_conv import conv_pieces
+from kda_core.kda._cp_plan import MAX_RANKS, Plan
+from kda_core.kda._cp_rank import LocalPass, finish, local_pass
+from kda_core.kda._cp_scan import Element, combine, logdepth_schedule, sequential_states
 
-ROOT = Path(__file__).resolve().parents[2]  # the project root (kda_core/kda/cp_gloo.py)
+_ROOT = Path(__file__).resolve().parents[2]  # the project root (kda_core/kda/cp_gloo.py)
 _START_TIMEOUT = 180.0  # seconds for all workers to join the group (a loaded 2-core machine)
 _TASK_TIMEOUT = 600.0
 _COLLECTIVE_TIMEOUT = 300.0
@@ -47,13 +51,13 @@ class GlooGroup:
     def __init__(self, ranks: int, *, timeout: float = _START_TIMEOUT) -> None:
         import torch.distributed as dist  # ImportError: the caller skips real ranks
 
-        self.ranks = check_int("ranks", ranks, 1, cp.MAX_RANKS)
+        self.ranks = check_int("ranks", ranks, 1, MAX_RANKS)
         self._store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
         self._logs = Path(tempfile.mkdtemp(prefix="kda-cp-"))
         self._procs: list[subprocess.Popen] = []
         self._send: list[Connection] = []
         self._recv: list[Connection] = []
-        path = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        path = os.pathsep.join([str(_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         try:
             for r in range(self.ranks):
                 env = dict(
@@ -70,7 +74,7 @@ class GlooGroup:
                 log = open(self._logs / f"rank{r}.log", "wb")  # noqa: SIM115 - closed in close()
                 p = subprocess.Popen(
                     [sys.executable, "-m", "kda_core.kda.cp_gloo"],
-                    cwd=ROOT,
+                    cwd=_ROOT,
                     env=env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -129,7 +133,7 @@ class GlooGroup:
     # -- tasks ---------------------------------------------------------------------------------
 
     def run_plan(
-        self, plan: cp.Plan, inputs, S0: np.ndarray, scan: str, scale: float, chunk_size: int
+        self, plan: Plan, inputs, S0: np.ndarray, scan: str, scale: float, chunk_size: int
     ) -> list[dict]:
         """Every rank's share of ``plan`` -> per rank {o, finals, seconds, bytes_sent}."""
         tasks = []
@@ -151,7 +155,7 @@ class GlooGroup:
         return self._run(tasks, "context_parallel")
 
     def run_conv(
-        self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str, plan: cp.Plan
+        self, x: np.ndarray, w: np.ndarray, window: np.ndarray, activation: str, plan: Plan
     ) -> list[dict]:
         """The conv halo exchange over ``plan``'s segments: a rank whose segment starts inside
         a document receives its predecessor's outgoing window (W-1 rows, all of that document);
@@ -212,17 +216,17 @@ def _tensor(a: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def _element_bytes(e: cp.Element, kind: str) -> np.ndarray:
+def _element_bytes(e: Element, kind: str) -> np.ndarray:
     return e.b if kind == "state" else np.concatenate([e.M, e.b], axis=2)
 
 
-def _element_from(buf: np.ndarray, kind: str, K: int) -> cp.Element:
+def _element_from(buf: np.ndarray, kind: str, K: int) -> Element:
     if kind == "state":
-        return cp.Element(None, buf)
-    return cp.Element(buf[:, :, :K], buf[:, :, K:])
+        return Element(None, buf)
+    return Element(buf[:, :, :K], buf[:, :, K:])
 
 
-def _scan_allgather(dist, lp: cp.LocalPass, constant, rank: int, P: int):
+def _scan_allgather(dist, lp: LocalPass, constant, rank: int, P: int):
     import torch
 
     e = lp.element
@@ -232,18 +236,18 @@ def _scan_allgather(dist, lp: cp.LocalPass, constant, rank: int, P: int):
     out = [torch.empty_like(buf) for _ in range(P)]
     dist.all_gather(out, buf)
     elems = [_element_from(o.numpy(), "map", K) for o in out]
-    elems = [cp.Element(None, x.b) if c else x for x, c in zip(elems, constant)]  # zero M
-    return cp.sequential_states(elems[: rank + 1])[rank], (P - 1) * buf.numel() * buf.element_size()
+    elems = [Element(None, x.b) if c else x for x, c in zip(elems, constant)]  # zero M
+    return sequential_states(elems[: rank + 1])[rank], (P - 1) * buf.numel() * buf.element_size()
 
 
-def _scan_logdepth(dist, lp: cp.LocalPass, constant, rank: int):
+def _scan_logdepth(dist, lp: LocalPass, constant, rank: int):
     import torch
 
     own = lp.element
     H, K, V = own.b.shape
     held = None  # the prefix of the ranks before this one, once received
     sent = 0
-    for step in cp.logdepth_schedule(constant):
+    for step in logdepth_schedule(constant):
         out = next((m for m in step if m.src == rank), None)
         inc = next((m for m in step if m.dst == rank), None)
         work = None
@@ -256,7 +260,7 @@ def _scan_logdepth(dist, lp: cp.LocalPass, constant, rank: int):
             buf = torch.empty((H, K, width), dtype=_tensor(own.b).dtype)
             dist.recv(buf, inc.src)
             y = _element_from(buf.numpy(), inc.kind, K)
-            held = y if inc.step == 0 else cp.combine(y, held)
+            held = y if inc.step == 0 else combine(y, held)
         if work is not None:
             work.wait()
     return (None if held is None else held.b), sent
@@ -265,7 +269,7 @@ def _scan_logdepth(dist, lp: cp.LocalPass, constant, rank: int):
 def _task_plan(dist, task: dict, rank: int, P: int) -> dict:
     dist.barrier()  # every rank starts the clock together
     marks = [(time.perf_counter(), time.process_time())]
-    lp = cp.local_pass(
+    lp = local_pass(
         *task["rows"],
         task["pieces"],
         task["initial_states"],
@@ -280,7 +284,7 @@ def _task_plan(dist, task: dict, rank: int, P: int) -> dict:
     else:
         S_in, sent = _scan_logdepth(dist, lp, task["constant"], rank)
     marks.append((time.perf_counter(), time.process_time()))
-    o, finals = cp.finish(lp, S_in)
+    o, finals = finish(lp, S_in)
     marks.append((time.perf_counter(), time.process_time()))
     names = ("local", "scan", "finish")
     wall = {n: marks[i + 1][0] - marks[i][0] for i, n in enumerate(names)}
@@ -296,7 +300,7 @@ def _task_conv(dist, task: dict, rank: int, P: int) -> dict:
         buf = _tensor(np.empty(window.shape, x.dtype))
         dist.recv(buf, rank - 1)
         halo = buf.numpy()
-    y, out, finals = cp.conv_pieces(x, w, task["pieces"], halo, window, task["activation"])
+    y, out, finals = conv_pieces(x, w, task["pieces"], halo, window, task["activation"])
     if task["send_halo"]:
         dist.send(_tensor(out), rank + 1)
         sent = out.nbytes

@@ -18,13 +18,6 @@ from kda_core.kda._inputs import validate, validate_map_inputs
 from kda_core.kda.affine import AffineMap
 
 
-def step(S, q, k, v, g, beta, *, scale=None):
-    """One token, all heads: S [H, K, V]; q, k, g [H, K]; v [H, V]; beta [H] -> (o [H, V], S')."""
-    q, k, v, g, beta = (np.asarray(x)[None] for x in (q, k, v, g, beta))
-    o, S_new = recurrent(q, k, v, g, beta, scale=scale, initial_state=S)
-    return o[0], S_new
-
-
 def recurrent(q, k, v, g, beta, *, scale=None, initial_state=None):
     """Token-by-token KDA (fla `naive_recurrent_kda`). Returns (o [T, H, V], S [H, K, V])."""
     q, k, v, g, beta, S, scale = validate(q, k, v, g, beta, initial_state, scale)

@@ -37,17 +37,15 @@ import numpy as np
 
 from kda_core import kda
 from kda_core.kda import _inputs, chunkwise
+from kda_core.kda._threads import for_each
 from kda_core.kda._varlen_rounds import piece_group, rounds
-from kda_core.kda.threads import for_each
 
 __all__ = [
-    "check_cu_seqlens",
     "chunked_varlen",
     "chunked_varlen_naive",
     "kda_varlen",
 ]
 
-_MAX_SEQS = 1 << 16
 # `_chunked_varlen` splits sequences over its threads only if the heaviest part carries at most
 # this much more than its share of the tokens (else it splits heads, which always balance)
 _BALANCE = 0.1
@@ -56,22 +54,6 @@ _OWN_SLABS = 3
 (a few scan steps amortise its per-chunk Python cost, and it needs no gather); their tails and
 the shorter sequences (the serving case: prefill chunks of at most ``chunk_size`` tokens) are
 batched across sequences, where the per-chunk cost would dominate (bench/bench_serve.py)."""
-
-
-def check_cu_seqlens(cu_seqlens, total: int) -> np.ndarray:
-    """int64 offsets ``[N + 1]``: 0 first, non-decreasing, ``total`` last (N in [1, 65536])."""
-    cu = np.asarray(cu_seqlens)
-    if cu.ndim != 1 or cu.dtype.kind not in "iu":
-        raise ValueError(f"cu_seqlens must be a 1-d integer array, got {cu.dtype} rank {cu.ndim}")
-    if not 2 <= cu.size <= _MAX_SEQS + 1:
-        raise ValueError(f"cu_seqlens must hold N + 1 offsets with N in [1, {_MAX_SEQS}]")
-    cu = cu.astype(np.int64)
-    if cu[0] != 0 or cu[-1] != total or np.any(np.diff(cu) < 0):
-        raise ValueError(
-            f"cu_seqlens must start at 0, never decrease and end at T = {total}, "
-            f"got [{cu[0]}, ..., {cu[-1]}]"
-        )
-    return cu
 
 
 def _check_state_shape(S: np.ndarray, shape: tuple[int, int, int, int]) -> None:
@@ -98,7 +80,7 @@ def _validate(q, k, v, g, beta, cu_seqlens, initial_states, scale, deferred: boo
     if q.dtype != np.float64:
         q, k, v, g, beta = (x.astype(np.float64) for x in (q, k, v, g, beta))
     T, H, K = q.shape
-    cu = check_cu_seqlens(cu_seqlens, T)
+    cu = _inputs.check_cu_seqlens(cu_seqlens, T)
     S = _check_states(initial_states, cu.size - 1, H, K, v.shape[2], deferred)
     return q, k, v, g, beta, cu, S, scale
 
@@ -292,7 +274,7 @@ def kda_varlen(
     new states are written to ``out`` [N, H, K, V] when given (and returned). Its inputs come
     from the model, so only offsets, chunk size and state shape are checked (tests hold it to
     the public functions)."""
-    cu = check_cu_seqlens(cu_seqlens, np.shape(q)[0])
+    cu = _inputs.check_cu_seqlens(cu_seqlens, np.shape(q)[0])
     C = _inputs.check_chunk_size(chunk_size)
     lens = np.diff(cu)
     S0 = np.asarray(initial_states, dtype=np.float64)

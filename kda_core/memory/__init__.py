@@ -2,12 +2,25 @@
 and the static partition it is compared with.
 
 ``make_pool(kind, ...)`` builds one (``TwoEndedPool``: "eager" / "lazy" unified, "static"
-split); ``workload`` and ``replay`` replay request lengths through a pool (the unified_memory
-study packages it). The machinery is the package's own (``_two_ended``, ``_pools``,
-``_side``). See docs/memory.md.
+split); ``replay`` replays request lengths (``Workload``: ``shifting_mix``, ``from_trace``,
+``from_lengths``) through a pool (the unified_memory study packages it). The machinery is the
+package's own (``_two_ended``, ``_pools``, ``_side``, ``_replay``, ``_workload``). See
+docs/memory.md.
 """
 
 from kda_core.memory._pools import make_pool
-from kda_core.memory._two_ended import TwoEndedPool
+from kda_core.memory._replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
+from kda_core.memory._workload import Workload, from_lengths, from_trace, shifting_mix
 
-__all__ = ["TwoEndedPool", "make_pool"]
+__all__ = [
+    "ReplayConfig",
+    "ReplayResult",
+    "Timeline",
+    "Workload",
+    "from_lengths",
+    "from_trace",
+    "make_pool",
+    "replay",
+    "shifting_mix",
+    "tuned_ratio",
+]

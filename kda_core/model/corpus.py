@@ -38,6 +38,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from kda_core.model.weights import sha256_file
+
 _CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 _SPLITS: tuple[str, ...] = ("train", "heldout", "out_of_style")
 _DOC_SEPARATOR = "\n\n\n"
@@ -124,7 +126,7 @@ def _is_heldout(module: str) -> bool:
     return hashlib.sha256(module.encode()).digest()[0] < _HELDOUT_BYTE_BELOW
 
 
-def modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
+def _modules(root: Path, prefix: str = "") -> list[tuple[str, Path]]:
     """(module path as the split rule hashes it, file) for the sources under ``root``."""
     out = []
     for path in sorted(root.rglob("*.py")):
@@ -172,7 +174,7 @@ def _extract(
     for dist in packages:
         sources += [(name + "/", p) for name, p in _package_roots(dist, _TRAIN_PACKAGES[dist][0])]
     for prefix, root in sources:
-        for module, path in modules(root, prefix):
+        for module, path in _modules(root, prefix):
             text = _module_document(path, seen)
             if text:
                 docs["heldout" if _is_heldout(module) else "train"].append(text)
@@ -185,7 +187,7 @@ def _extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
     by_package: dict[str, list[str]] = {}
     for dist, (dirs, _) in _OUT_OF_STYLE_PACKAGES.items():
         out = by_package[dist] = []
-        mods = [m for name, root in _package_roots(dist, dirs) for m in modules(root, name + "/")]
+        mods = [m for name, root in _package_roots(dist, dirs) for m in _modules(root, name + "/")]
         mods.sort(key=lambda m: hashlib.sha256(m[0].encode()).digest())
         size = 0
         for _, path in mods:
@@ -196,10 +198,6 @@ def _extract_out_of_style(seen: set[str]) -> dict[str, list[str]]:
             if size >= _OUT_OF_STYLE_BYTES:
                 break
     return by_package
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _check_licences(out_dir: Path, stdlib: Path) -> dict[str, dict]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from kda_core import kda
 from kda_core._checks import check_int
-from kda_core.studies.kda_inputs import check_grid
+from kda_core.studies._kda_inputs import check_grid
 
 _MAX_COST_T = 1 << 24
 

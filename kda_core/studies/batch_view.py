@@ -43,7 +43,7 @@ PHASES: tuple[str, ...] = (
     "finished",
     "rejected",
 )
-MAX_REQUESTS = 64
+_MAX_REQUESTS = 64
 # the prefix_replay app's default batch (one line each: the app's text box takes one prompt per
 # line): three requests at step 0 and three later ones, all on one system prompt, so the later
 # ones restore it from the tree that the first ones fill in flight
@@ -144,7 +144,7 @@ class BatchView:
 
 
 @cache
-def shared_model() -> TinyHybrid:
+def _shared_model() -> TinyHybrid:
     """The shipped TinyHybrid, loaded once (the default ``model`` of this module's studies)."""
     return TinyHybrid()
 
@@ -198,7 +198,7 @@ def _engine(
     unified_memory: int | None,
 ) -> Engine:
     return Engine(
-        model=model or shared_model(),
+        model=model or _shared_model(),
         strategy=strategy,
         state_slots=state_slots,
         chunk_size=chunk_size,
@@ -233,8 +233,8 @@ def batch_view(
     (default all 0). The other arguments are ``Engine`` / ``Engine.serve``'s (with
     ``unified_memory`` the buffer sets the slots and the KV: ``state_slots`` None, no
     ``kv_tokens``)."""
-    if isinstance(prompts, str) or not 1 <= len(prompts) <= MAX_REQUESTS:
-        raise ValueError(f"prompts must be a list of 1 to {MAX_REQUESTS} strings")
+    if isinstance(prompts, str) or not 1 <= len(prompts) <= _MAX_REQUESTS:
+        raise ValueError(f"prompts must be a list of 1 to {_MAX_REQUESTS} strings")
     check_bool("reference", reference)
     n = len(prompts)
     news = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
@@ -312,7 +312,7 @@ def _reference_diff(e: Engine, reports: list, reqs: list[Request]) -> float:
 def buffer_floor(strategy: str = "extra_buffer", model: TinyHybrid | None = None) -> int:
     """The smallest ``unified_memory`` the engine takes for ``strategy`` (overlap as the engine
     resolves it): one request's reserved slots (``sizing.request_slots``) and one KV token."""
-    m = model or shared_model()
+    m = model or _shared_model()
     kv_token = 8 * len(m.mla_layers) * m.config.mla_latent  # float64 latents, every MLA layer
     reserved = sizing.request_slots(strategy, strategy != "no_buffer").reserved
     slot = sum(st.nbytes for st in m.new_state().kda)  # one native state slot: S and conv

@@ -39,7 +39,7 @@ import numpy as np
 from kda_core import kda
 from kda_core._checks import check_bool, check_int, rel_error
 from kda_core.studies._chunk_cost import Cost, cost
-from kda_core.studies.kda_inputs import (  # the limits are chunk_scan's too (app, tests)
+from kda_core.studies._kda_inputs import (  # the limits are chunk_scan's too (app, tests)
     MAX_DIM,  # noqa: F401
     MAX_HEADS,  # noqa: F401
     MAX_T,

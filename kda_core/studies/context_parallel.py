@@ -30,7 +30,7 @@ import numpy as np
 from kda_core import kda, sizing
 from kda_core._checks import check_int, rel_error
 from kda_core.kda import cp
-from kda_core.studies.kda_inputs import random_inputs
+from kda_core.studies._kda_inputs import random_inputs
 
 MAX_T = 4096
 MAX_P = 16

@@ -5,7 +5,7 @@ router (``ROUTERS``) with the same replicas, budgets and weight, and packages wh
 the figure draw: per router the hit rates (what the replicas gave, what the router counted,
 the KV prefix held), load skew, regret and TTFT; for the chosen router the in-flight requests
 per replica over time; and the requests the KV-only router (``kv_events``) promised and the
-replica could not give, largest gap first. ``load_over_time`` is the in-flight count per
+replica could not give, largest gap first. ``_load_over_time`` is the in-flight count per
 replica on a time grid, from a run's arrival and finish times.
 """
 
@@ -19,7 +19,7 @@ from kda_core._checks import check_int
 from kda_core.fleet import GAP_REASONS, ROUTERS, FleetResult, simulate_fleet
 from kda_core.workloads import Trace
 
-__all__ = ["GAP_REASONS", "FleetStudy", "fleet_study", "load_over_time"]
+__all__ = ["GAP_REASONS", "FleetStudy", "fleet_study"]
 
 _KV_ONLY = "kv_events"
 _MAX_BINS = 2000
@@ -62,7 +62,7 @@ class FleetStudy:
         return float(self.rates[self.routers.index(router), SUMMARY_KEYS.index(key)])
 
 
-def load_over_time(r: FleetResult, bins: int = 200) -> tuple[np.ndarray, np.ndarray]:
+def _load_over_time(r: FleetResult, bins: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """(bin starts [T] in s, in-flight requests [T, replicas] at each bin start): a request is
     in flight from its arrival to its finish on the replica that served it."""
     b = check_int("bins", bins, 1, _MAX_BINS)
@@ -110,7 +110,7 @@ def fleet_study(
             kv_budget_bytes=kv_budget_bytes,
         )
     rates = np.array([[runs[n].summary().get(k, 0.0) for k in SUMMARY_KEYS] for n in ROUTERS])
-    t, load = load_over_time(runs[router], bins)
+    t, load = _load_over_time(runs[router], bins)
     kv = runs[_KV_ONLY]
     gap = kv.expected - kv.cached
     idx = np.flatnonzero(gap > 0)

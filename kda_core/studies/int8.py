@@ -3,7 +3,7 @@
 For the state `park` keeps (TinyHybrid after ``n_tokens`` bytes of the
 user's text): `_variant_table` measures every format of ``VARIANTS`` on all KDA layers at once
 (max abs error, relative Frobenius error and its theoretical ceiling, `kda_core.quant`);
-`error_map` shows one (layer, head); `divergence` decodes on three ways, exact, restored once
+`_error_map` shows one (layer, head); `_divergence` decodes on three ways, exact, restored once
 from the compressed checkpoint ("park once", SGLang's design) and re-compressed after every step
 ("every step"), teacher-forced on the exact run's greedy tokens so the curves measure how the
 state error propagates; `capacity` counts how many checkpoints fit a byte budget per format, for
@@ -149,7 +149,7 @@ class ErrorMap:
     max_bound_ratio: float = 0.0  # max |error| / bound over this (layer, head); <= 1
 
 
-def error_map(
+def _error_map(
     parked: Parked,
     fmt: str = "int8",
     granularity: str | None = "channel",
@@ -234,7 +234,7 @@ class Divergence:
         return int(self.every_step_agree[1:].sum())
 
 
-def divergence(
+def _divergence(
     parked: Parked, fmt: str = "int8", granularity: str | None = "channel", steps: int = 16
 ) -> Divergence:
     """Teacher-forced greedy continuation for ``steps`` tokens (see `Divergence`)."""
@@ -393,8 +393,8 @@ def int8_study(
         n_tokens=parked.n_tokens,
         parked_text=bytes(parked.tokens[: parked.n_tokens]).decode("utf-8", errors="replace"),
         table=_variant_table(parked),
-        errors=error_map(parked, fmt, granularity, layer, head),
-        divergence=divergence(parked, fmt, granularity, steps),
+        errors=_error_map(parked, fmt, granularity, layer, head),
+        divergence=_divergence(parked, fmt, granularity, steps),
         memory_tiny=capacity(sizing.tiny_spec(), 1, native_dtype, tiny_budget_bytes),
         memory_k3=capacity("kimi-k3", tp, native_dtype, int(float(budget_gib) * GIB)),
     )

@@ -1,7 +1,7 @@
 """Unified two-ended pool vs static partitions on one workload (the unified_memory app).
 
 `compare` replays a workload (`kda_core.memory.replay`) through the unified pool and through
-static pools over a ratio grid plus each phase's tuned ratio; `buffer_at` / `pool_layout` give
+static pools over a ratio grid plus each phase's tuned ratio; `buffer_at` gives
 what the app draws of the buffers. The replay model (full-reservation FIFO admission, growing
 KV pages, compaction counted) is in `kda_core.memory.replay` and docs/memory.md.
 
@@ -26,9 +26,17 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
-from kda_core.memory import TwoEndedPool
-from kda_core.memory.replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
-from kda_core.memory.workload import Workload, from_lengths, from_trace, shifting_mix
+from kda_core.memory import (
+    ReplayConfig,
+    ReplayResult,
+    Timeline,
+    Workload,
+    from_lengths,
+    from_trace,
+    replay,
+    shifting_mix,
+    tuned_ratio,
+)
 from kda_core.sizing import GIB
 
 
@@ -126,51 +134,6 @@ def compare(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# A small real pool's byte layout (for drawing holes, frontiers and moves)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Segments of a pool's buffer: ``start [M]``, ``end [M]`` (bytes), ``side [M]`` (0 state,
-    1 kv, 2 hole), ``vid [M]`` (-1 for holes); plus the two frontiers and the total."""
-
-    start: np.ndarray
-    end: np.ndarray
-    side: np.ndarray
-    vid: np.ndarray
-    state_frontier: int
-    kv_frontier: int
-    total_bytes: int
-
-
-def pool_layout(pool: TwoEndedPool) -> Layout:
-    """Where every live entry and hole of ``pool`` sits (at most 100k segments)."""
-    starts, ends, sides, vids = [], [], [], []
-    for code, side in enumerate(("state", "kv")):
-        wm = pool.watermark(side)
-        if wm > 100_000:
-            raise ValueError("pool has more than 100k positions on a side; too many to draw")
-        e = pool.entry_bytes(side)
-        p = np.arange(wm, dtype=np.int64)
-        v = pool.positions(side)
-        off = p * e if side == "state" else pool.total_bytes - (p + 1) * e
-        starts.append(off)
-        ends.append(off + e)
-        sides.append(np.where(v >= 0, code, 2))
-        vids.append(v)
-    return Layout(
-        np.concatenate(starts),
-        np.concatenate(ends),
-        np.concatenate(sides),
-        np.concatenate(vids),
-        pool.state_frontier,
-        pool.kv_frontier,
-        pool.total_bytes,
-    )
-
-
 def _k3_ratio_hint(config: ReplayConfig | None = None) -> float:
     """KV tokens one state slot weighs: ``S / kv_bytes_per_token`` (~1050 for K3 TP8 bf16)."""
     cfg = ReplayConfig() if config is None else config
@@ -252,7 +215,6 @@ def buffer_at(c: Comparison, step: int, state_slot_bytes: int) -> _BufferSnapsho
 __all__ = [
     "GIB",
     "Comparison",
-    "Layout",
     "ReplayConfig",
     "ReplayResult",
     "Timeline",

@@ -141,7 +141,7 @@ def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class ExampleLog:
+class _ExampleLog:
     """A real server log shipped as an example: the shipped config it is read against and the
     flags the reader is given (None: inferred from the log)."""
 
@@ -161,12 +161,12 @@ def _example(
     page: int | None,
     source: str,
     requested: int | None = None,
-) -> ExampleLog:
+) -> _ExampleLog:
     text = (_LOG_DIR / f"{name}.log").read_text(encoding="utf-8")
-    return ExampleLog(name, model, ratio, page, source, text, requested)
+    return _ExampleLog(name, model, ratio, page, source, text, requested)
 
 
-EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
+EXAMPLE_LOGS: tuple[_ExampleLog, ...] = (
     _example(
         "sglang_kimi_k3_compute_mamba_ratio",
         "kimi-k3",
@@ -192,7 +192,6 @@ EXAMPLE_LOGS: tuple[ExampleLog, ...] = (
 
 __all__ = [
     "EXAMPLE_LOGS",
-    "ExampleLog",
     "VllmSide",
     "custom_spec",
     "model_spec",

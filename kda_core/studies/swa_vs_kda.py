@@ -32,7 +32,7 @@ import numpy as np
 
 from kda_core import kda, sizing
 from kda_core._checks import check_int
-from kda_core.studies.kda_inputs import Inputs, model_inputs, random_inputs
+from kda_core.studies._kda_inputs import Inputs, model_inputs, random_inputs
 from kda_core.workloads import Trace, workload
 
 __all__ = [
@@ -322,7 +322,7 @@ def recent_tokens(
     seed: int = 0,
 ) -> RecentTokens:
     """SWA vs KDA resumed from the last W tokens only, on real arrays: seeded KDA inputs
-    (``kda_inputs.random_inputs``: H = 2, K = V = 32, K3's gate) or, with ``text``,
+    (``_kda_inputs.random_inputs``: H = 2, K = V = 32, K3's gate) or, with ``text``,
     TinyHybrid's first KDA layer on its bytes; the same q, k, v feed the SWA layer."""
     x = random_inputs(T, seed=seed) if text is None else model_inputs(text, T)
     T = x.q.shape[0]

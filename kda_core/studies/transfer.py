@@ -27,7 +27,7 @@ from kda_core._checks import check_int
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine
 from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
-from kda_core.transfer.identity import Identity, Layout
+from kda_core.transfer import Identity, Layout
 from kda_core.transfer.instance import Event, Instance
 from kda_core.transfer.objects import (
     StateObjectError,

@@ -13,7 +13,7 @@ checkpoints can be walked back and checked link by link.
 
 from __future__ import annotations
 
-from kda_core.transfer.identity import prefix_hash
+from kda_core.transfer._identity import prefix_hash
 
 _LOCATION_TIERS = ("device", "host", "store")
 

@@ -24,9 +24,9 @@ from typing import Any
 from kda_core.cache.protocol import DroppedState
 from kda_core.model import TOKENIZER_FINGERPRINT, check_tokens, encode
 from kda_core.serve.engine import Engine, GenerateReport
-from kda_core.transfer.identity import Identity, Layout, prefix_hash, prefix_hashes
+from kda_core.transfer._identity import Identity, Layout, prefix_hash, prefix_hashes
+from kda_core.transfer._tiers import HostTier, state_object
 from kda_core.transfer.objects import StateObject, StateObjectError, decode_object
-from kda_core.transfer.tiers import HostTier, state_object
 
 __all__ = ["Event", "Instance", "Lookup"]
 

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kda_core.transfer.store import MAX_OBJECT_BYTES, StoreStats, check_key
+from kda_core.transfer._store_rules import MAX_OBJECT_BYTES, StoreStats, check_key
 
 __all__ = [
     "MooncakeServices",
@@ -44,7 +44,7 @@ __all__ = [
     "mooncake_available",
 ]
 
-HOST = "127.0.0.1"
+_HOST = "127.0.0.1"
 
 
 def _mooncake_bin() -> Path | None:
@@ -59,7 +59,7 @@ def _mooncake_bin() -> Path | None:
 
 def mooncake_available() -> tuple[bool, str]:
     """(True, "") when the client library loads; otherwise (False, the reason)."""
-    os.environ.setdefault("MC_TCP_BIND_ADDRESS", HOST)
+    os.environ.setdefault("MC_TCP_BIND_ADDRESS", _HOST)
     if _mooncake_bin() is None:
         return False, "mooncake-transfer-engine-non-cuda is not installed"
     try:
@@ -71,7 +71,7 @@ def mooncake_available() -> tuple[bool, str]:
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        s.bind((_HOST, 0))
         return s.getsockname()[1]
 
 
@@ -165,7 +165,7 @@ class MooncakeServices:
 
     @property
     def master_address(self) -> str:
-        return f"{HOST}:{self.rpc_port}"
+        return f"{_HOST}:{self.rpc_port}"
 
     @property
     def isolated(self) -> bool:
@@ -177,7 +177,7 @@ class MooncakeServices:
 
     def client_env(self) -> dict[str, str]:
         root = str(Path(__file__).resolve().parents[2])
-        return dict(os.environ, MC_TCP_BIND_ADDRESS=HOST, PYTHONPATH=root)
+        return dict(os.environ, MC_TCP_BIND_ADDRESS=_HOST, PYTHONPATH=root)
 
     def _spawn(self, argv: list[str], log: str) -> subprocess.Popen:
         with open(self.log_dir / log, "wb") as f:
@@ -202,9 +202,9 @@ class MooncakeServices:
             self.master = self._spawn(
                 [
                     str(d / "mooncake_master"),
-                    f"--rpc_address={HOST}",
+                    f"--rpc_address={_HOST}",
                     f"--rpc_port={self.rpc_port}",
-                    f"--metrics_host={HOST}",
+                    f"--metrics_host={_HOST}",
                     f"--metrics_port={metrics}",
                     "--enable_http_metadata_server=false",
                 ],
@@ -213,7 +213,7 @@ class MooncakeServices:
             self.node = self._spawn(
                 [
                     str(d / "mooncake_client"),
-                    f"--host={HOST}",
+                    f"--host={_HOST}",
                     f"--port={node_port}",
                     f"--master_server_address={self.master_address}",
                     "--metadata_server=P2PHANDSHAKE",
@@ -295,7 +295,7 @@ class MooncakeStore:
         from mooncake.store import MooncakeDistributedStore
 
         self._s = MooncakeDistributedStore()
-        rc = self._s.setup(HOST, "P2PHANDSHAKE", 0, local_buffer_bytes, "tcp", "", master_address)
+        rc = self._s.setup(_HOST, "P2PHANDSHAKE", 0, local_buffer_bytes, "tcp", "", master_address)
         if rc != 0:
             raise RuntimeError(f"mooncake setup against {master_address} failed (code {rc})")
         self.master_address = master_address

@@ -42,10 +42,8 @@ from safetensors.numpy import save as st_save
 
 from kda_core.model import ModelState
 from kda_core.transfer._entry import StateObjectError, check_location, check_parent
-from kda_core.transfer.identity import (
+from kda_core.transfer._identity import (
     Identity,
-    Layout,
-    model_fingerprint,
     prefix_hash,
 )
 
@@ -76,14 +74,10 @@ ReplaySSM ring fields (seed 004, "replayssm" paragraph: "当前实现将以下�
 _NON_TRANSFER_STATE_FIELDS")."""
 
 __all__ = [
-    "Identity",
-    "Layout",
     "StateObject",
     "StateObjectError",
     "decode_object",
     "from_model_state",
-    "model_fingerprint",
-    "prefix_hash",
     "splice",
     "transferable_parts",
 ]
@@ -354,34 +348,14 @@ def splice(mla_from: StateObject, kda_from: StateObject) -> StateObject:
     )
 
 
-def shard(obj: StateObject, layout: Layout) -> StateObject:
-    """The rank-local object of a full (tp_size=1) one: KDA heads [lo, hi) of the state and the
-    matching q|k|v channels of the conv window; the MLA latent KV is replicated."""
-    if obj.layout.get("tp_size") != 1:
-        raise ValueError("shard: the object is already sharded")
-    H = int(obj.layout["kda_heads_total"])
-    lo, hi = layout.heads(H)
-    K = obj.kda_state.shape[2]
-    HK = H * K
-    cols = np.concatenate([np.arange(i * HK + lo * K, i * HK + hi * K) for i in range(3)])
-    return StateObject(
-        obj.tokens,
-        obj.mla_kv,
-        np.ascontiguousarray(obj.kda_state[:, lo:hi]),
-        np.ascontiguousarray(obj.conv_window[:, :, cols]),
-        obj.model_fingerprint,
-        obj.tokenizer_fingerprint,
-        layout.describe(H),
-        obj.source,
-    )
-
-
 def from_model_state(state: ModelState, identity: Identity, source: str = "local") -> StateObject:
     """The object of a request's full-precision ``ModelState`` (copies; tp_size=1 only)."""
     if not isinstance(state, ModelState):
         raise ValueError(f"state must be a ModelState, got {type(state).__name__}")
     if identity.layout.tp_size != 1:
-        raise ValueError("from_model_state builds a full object; use shard() for a TP rank")
+        raise ValueError(
+            "from_model_state builds a full (tp_size=1) object; identity has a TP layout"
+        )
     return StateObject(
         tuple(state.tokens),
         np.array(state.mla_kv, dtype=np.float64),

@@ -39,10 +39,10 @@ import numpy as np
 from kda_core.cache.policy import SGLangPolicy
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import DEFAULT_POLICY, Engine
-from kda_core.transfer.identity import Layout
+from kda_core.transfer._identity import Layout
 from kda_core.transfer.instance import Instance
 
-ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[2]
 _ATOL = 1e-9
 _N_NEW = 8
 _MISMATCH_KINDS = {
@@ -176,14 +176,14 @@ def worker_main(role: str, store_spec: str) -> int:
 
 class _Worker:
     def __init__(self, role: str, store_spec: str, log: Path, wrap: Any = None) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+        env = dict(os.environ, PYTHONPATH=str(_ROOT), OPENBLAS_NUM_THREADS="1")
         env["MC_TCP_BIND_ADDRESS"] = "127.0.0.1"
         self._err = open(log, "wb")  # noqa: SIM115 - closed in close()
         argv = [sys.executable, "-m", "kda_core.transfer", "worker", "--role", role]
         argv += ["--store", store_spec]
         self.p = subprocess.Popen(
             wrap(argv) if wrap is not None else argv,
-            cwd=ROOT,
+            cwd=_ROOT,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

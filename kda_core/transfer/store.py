@@ -10,30 +10,12 @@ object or none. ``kda_core.transfer.mooncake.MooncakeStore`` has the same method
 from __future__ import annotations
 
 import os
-import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EmbeddedStore", "StoreStats", "check_key"]
+from kda_core.transfer._store_rules import MAX_OBJECT_BYTES, StoreStats, check_key
 
-_KEY = re.compile(r"^[0-9a-f]{8,64}$")
-MAX_OBJECT_BYTES = 1 << 30
-
-
-def check_key(key: object) -> str:
-    if not isinstance(key, str) or not _KEY.match(key):
-        raise ValueError(f"key must be a lowercase hex prefix hash (8-64 chars), got {key!r}")
-    return key
-
-
-@dataclass(slots=True)
-class StoreStats:
-    puts: int = 0
-    gets: int = 0
-    misses: int = 0
-    bytes_put: int = 0
-    bytes_got: int = 0
+__all__ = ["EmbeddedStore"]
 
 
 class EmbeddedStore:

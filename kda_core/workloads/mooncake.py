@@ -3,7 +3,7 @@
 Format (Qin et al., "Mooncake", USENIX FAST 2025; github.com/kvcache-ai/Mooncake
 ``FAST25-release/traces``): one JSON object per line with ``timestamp`` (ms), ``input_length``,
 ``output_length`` and ``hash_ids`` (chained ids of 512-token blocks), every field required and
-timestamps non-decreasing. The row parser is ``jsonl_rows.MooncakeRows`` (``strict=True``), the
+timestamps non-decreasing. The row parser is ``_jsonl_rows.MooncakeRows`` (``strict=True``), the
 same one ``load_trace`` uses without ``strict`` (aiperf's optional fields). The bundled copies
 live in ``assets/traces/`` (Apache-2.0). Left out: output-token hashes (Mooncake has none).
 """
@@ -15,10 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from kda_core._checks import check_int
-from kda_core.workloads.ingest import MAX_TRACE_REQUESTS, Accumulator
-from kda_core.workloads.loader import check_path, read_rows
-from kda_core.workloads.rows import batches_of, read_batches
-from kda_core.workloads.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_TRACE_REQUESTS, MOONCAKE_BLOCK_TOKENS
+from kda_core.workloads._loader import check_path, read_rows
+from kda_core.workloads._rows import batches_of, read_batches
+from kda_core.workloads.traces import Trace
 
 TRACES_DIR = Path(__file__).resolve().parents[2] / "assets" / "traces"
 BUNDLED_TRACES: dict[str, str] = {

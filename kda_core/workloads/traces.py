@@ -1,5 +1,5 @@
-"""The workload container: a :class:`Trace` of requests with chained block ids, its invariants
-(:func:`validate`) and summary numbers (:func:`ideal_prefix_tokens`, :func:`trace_stats`).
+"""The workload container: a :class:`Trace` of requests with chained block ids, built by
+:func:`make_trace`, and what is computed from its ids (:func:`ideal_prefix_tokens`).
 
 A trace lists requests in arrival order, each with an input length, an output length and the
 chained ids of its input blocks (``block_size`` tokens per block, the last usually partial), in
@@ -14,18 +14,8 @@ hit rate computed from it is refused (:func:`require_prefix_info`). Left out: ra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
-
-from kda_core.workloads._messages import chain_conflict
-
-MOONCAKE_BLOCK_TOKENS = 512
-MAX_REQUESTS = 200_000
-MAX_TOTAL_BLOCKS = 20_000_000
-MAX_INPUT_TOKENS = 4_000_000
-MAX_OUTPUT_TOKENS = 1_000_000
-MAX_SKIP_REASONS = 5  # reasons kept on a trace loaded with on_error="skip" (the count is exact)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -122,37 +112,10 @@ class Trace:
         }
 
 
-class TraceStats(NamedTuple):
-    n_requests: int
-    duration_s: float
-    total_input_tokens: int
-    mean_input: float
-    median_input: float
-    p99_input: float
-    max_input: int
-    mean_output: float
-    distinct_blocks: int
-    ideal_token_hit_rate: float
-
-
 def _readonly(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
     a.setflags(write=False)
     return a
-
-
-def _offsets(counts: list[int]) -> np.ndarray:
-    """CSR offsets ``[len(counts) + 1]`` int64: 0, then the running sum of ``counts``."""
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
-
-
-def csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, flat int64 ids) of a list of id lists."""
-    offsets = _offsets([len(r) for r in rows])
-    flat = np.fromiter((h for r in rows for h in r), dtype=np.int64, count=offsets[-1])
-    return offsets, flat
 
 
 def make_trace(
@@ -205,67 +168,6 @@ def require_prefix_info(trace: Trace, what: str) -> None:
         )
 
 
-def validate(trace: Trace) -> None:
-    """Check every invariant of the module docstring; ``ValueError`` naming the first failure."""
-    n = len(trace)
-    if trace.block_size < 1:
-        raise ValueError(f"trace.block_size must be >= 1, got {trace.block_size}")
-    for field in ("arrival_s", "output_len", "session", "kind"):
-        if getattr(trace, field).shape != (n,):
-            raise ValueError(f"trace.{field} must have shape [{n}]")
-    if trace.offsets.shape != (n + 1,) or trace.offsets[0] != 0:
-        raise ValueError(f"trace.offsets must have shape [{n + 1}] and start at 0")
-    if trace.offsets[-1] != trace.blocks.shape[0]:
-        raise ValueError("trace.offsets[-1] must equal len(trace.blocks)")
-    a = trace.arrival_s
-    if n and (not np.all(np.isfinite(a)) or a[0] < 0 or np.any(np.diff(a) < 0)):
-        raise ValueError("trace.arrival_s must be finite, >= 0 and non-decreasing")
-    if n and (trace.input_len.min() < 1 or trace.output_len.min() < 0):
-        raise ValueError("trace.input_len must be >= 1 and trace.output_len >= 0")
-    want = -(-trace.input_len // trace.block_size)
-    if not np.array_equal(np.diff(trace.offsets), want):
-        raise ValueError("trace block counts must equal ceil(input_len / block_size)")
-    if n and (trace.kind.min() < 0 or trace.kind.max() >= len(trace.kind_names)):
-        raise ValueError("trace.kind must index trace.kind_names")
-    if trace.skipped_rows < 0 or len(trace.skip_reasons) > min(
-        trace.skipped_rows, MAX_SKIP_REASONS
-    ):
-        raise ValueError("trace.skipped_rows must be >= 0 and cover skip_reasons (at most 5)")
-    has_out = trace.out_offsets is not None and trace.out_blocks is not None
-    if has_out:
-        oo = trace.out_offsets
-        if oo.shape != (n + 1,) or oo[0] != 0 or oo[-1] != len(trace.out_blocks):
-            raise ValueError(f"trace.out_offsets must have shape [{n + 1}] and cover out_blocks")
-        b = trace.block_size
-        room = (trace.input_len + trace.output_len) // b - trace.input_len // b
-        if np.any(np.diff(oo) > room) or np.any(np.diff(oo) < 0):
-            raise ValueError("trace output block counts must be <= floor((in+out)/b) - floor(in/b)")
-    parent: dict[int, int] = {}
-    blocks = trace.blocks.tolist()
-    offs = trace.offsets.tolist()
-    outs = trace.out_blocks.tolist() if has_out else []
-    ooffs = trace.out_offsets.tolist() if has_out else []
-    for i in range(n):
-        ids = blocks[offs[i] : offs[i + 1]]
-        _check_chain(parent, ids, -1, f"request {i}: block ids")
-        if has_out:
-            n_full = int(trace.input_len[i]) // trace.block_size
-            prev = ids[n_full - 1] if n_full else -1
-            _check_chain(
-                parent, outs[ooffs[i] : ooffs[i + 1]], prev, f"request {i}: output block ids"
-            )
-
-
-def _check_chain(parent: dict[int, int], ids: list[int], prev: int, what: str) -> None:
-    """Record each id's parent (``prev`` for the first); ValueError when an id seen before had
-    another parent. ``what`` starts the message (e.g. "request 3: block id")."""
-    for h in ids:
-        p = parent.setdefault(h, prev)
-        if p != prev:
-            raise ValueError(chain_conflict(h, prev, p, what))
-        prev = h
-
-
 def ideal_prefix_tokens(trace: Trace) -> np.ndarray:
     """Per request, the longest input prefix already seen by an infinite block cache ``[N]``.
 
@@ -290,24 +192,3 @@ def ideal_prefix_tokens(trace: Trace) -> np.ndarray:
         out[i] = min(m * b, lens[i])
         seen.update(ids)
     return out
-
-
-def trace_stats(trace: Trace) -> TraceStats:
-    """Summary numbers of a trace (lengths in tokens). Without prefix information the ideal
-    token hit rate is NaN (it cannot be computed) and every block is distinct."""
-    if len(trace) == 0:
-        raise ValueError("trace must have at least one request")
-    lens = trace.input_len
-    ideal = ideal_prefix_tokens(trace) if trace.has_prefix_info else np.full(1, np.nan)
-    return TraceStats(
-        n_requests=len(trace),
-        duration_s=float(trace.arrival_s[-1] - trace.arrival_s[0]),
-        total_input_tokens=int(lens.sum()),
-        mean_input=float(lens.mean()),
-        median_input=float(np.median(lens)),
-        p99_input=float(np.percentile(lens, 99)),
-        max_input=int(lens.max()),
-        mean_output=float(trace.output_len.mean()),
-        distinct_blocks=int(np.unique(trace.blocks).shape[0]),
-        ideal_token_hit_rate=float(ideal.sum() / lens.sum()),
-    )

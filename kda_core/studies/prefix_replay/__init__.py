@@ -1,27 +1,24 @@
 """Prefix hit vs state hit, for real: requests through the caching engine (the prefix_replay app).
 
-Re-exports only. ``scenarios`` (built-in scenarios, caps, policies, checks), ``views`` (what a
-served request shows: timeline, tree snapshots, pools, replay steps), ``session`` (one engine
-serving requests incrementally; ``run_scenario`` / ``serve``), ``drift`` (exact vs INT8 vs
-inconsistent restore), ``tables`` (the CSV rows behind each figure). Long prose:
+Re-exports only. ``_scenarios`` (built-in scenarios, caps, policies, checks), ``_views`` (what a
+served request shows: timeline, tree snapshots, pools, replay steps), ``_session`` (one engine
+serving requests incrementally; ``run_scenario`` / ``serve``), ``_drift`` (exact vs INT8 vs
+inconsistent restore), ``_tables`` (the CSV rows behind each figure). Long prose:
 docs/prefix_replay.md.
 """
 
-from kda_core.studies.prefix_replay.drift import restore_drift
-from kda_core.studies.prefix_replay.scenarios import (
+from kda_core.studies.prefix_replay._drift import restore_drift
+from kda_core.studies.prefix_replay._scenarios import (
     ARMS,
-    MAX_NEW,
     MAX_PROMPT_TOKENS,
     MAX_PROMPTS,
     POLICIES,
     SCENARIO_NAMES,
     SCENARIOS,
-    Scenario,
     kda_shape,
-    make_policy,
 )
-from kda_core.studies.prefix_replay.session import ServingSession, run_scenario, serve
-from kda_core.studies.prefix_replay.tables import (
+from kda_core.studies.prefix_replay._session import ServingSession, run_scenario, serve
+from kda_core.studies.prefix_replay._tables import (
     POOL_COUNTERS,
     drift_table,
     pools_table,
@@ -29,9 +26,8 @@ from kda_core.studies.prefix_replay.tables import (
     timeline_table,
     tree_table,
 )
-from kda_core.studies.prefix_replay.views import (
+from kda_core.studies.prefix_replay._views import (
     DriftStudy,
-    PoolsPanel,
     ReplaySteps,
     RequestView,
     ScenarioResult,
@@ -39,12 +35,10 @@ from kda_core.studies.prefix_replay.views import (
     TreeSnapshot,
     heatmap,
     readable,
-    tree_snapshot,
 )
 
 __all__ = [
     "ARMS",
-    "MAX_NEW",
     "MAX_PROMPTS",
     "MAX_PROMPT_TOKENS",
     "POLICIES",
@@ -52,10 +46,8 @@ __all__ = [
     "SCENARIOS",
     "SCENARIO_NAMES",
     "DriftStudy",
-    "PoolsPanel",
     "ReplaySteps",
     "RequestView",
-    "Scenario",
     "ScenarioResult",
     "ServingSession",
     "Timeline",
@@ -63,7 +55,6 @@ __all__ = [
     "drift_table",
     "heatmap",
     "kda_shape",
-    "make_policy",
     "pools_table",
     "readable",
     "replay_table",
@@ -71,6 +62,5 @@ __all__ = [
     "run_scenario",
     "serve",
     "timeline_table",
-    "tree_snapshot",
     "tree_table",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kda_core import sim
-from kda_core.studies.density.analytic import (
+from kda_core.studies.density._analytic import (
     REPLAY_SLOPE_K,
     DensityAnalytic,
     analytic_model,

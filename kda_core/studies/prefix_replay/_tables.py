@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kda_core.studies import tree_layout
-from kda_core.studies.prefix_replay.views import (
+from kda_core.studies.prefix_replay._views import (
     DriftStudy,
     ReplaySteps,
     ScenarioResult,

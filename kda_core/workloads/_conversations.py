@@ -27,9 +27,10 @@ import hashlib
 import math
 from typing import Any
 
-from kda_core.workloads.ingest import Accumulator
-from kda_core.workloads.rows import RowError, json_object
-from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads._rows import json_object
+from kda_core.workloads.ingest import RowError
 
 _TURN_GAP_S = 10.0
 _SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant"}

@@ -2,12 +2,12 @@
 
 Formats (``FORMATS``; sources and fields in each parser's module, summary in docs/workloads.md):
 ``mooncake`` (with or without ``hash_ids``; aiperf's extra fields ignored) and ``token-ids``
-(``jsonl_rows``), ``conversations`` (``conversations``), ``burstgpt`` and ``azure``
-(``csv_rows``; lengths only), ``sglang-gsp`` (a JSON object of SGLang's generated-shared-prefix
-settings, turned into the trace it generates; ``shared_prefix``). ``format="auto"`` decides
+(``_jsonl_rows``), ``conversations`` (``_conversations``), ``burstgpt`` and ``azure``
+(``_csv_rows``; lengths only), ``sglang-gsp`` (a JSON object of SGLang's generated-shared-prefix
+settings, turned into the trace it generates; ``_shared_prefix``). ``format="auto"`` decides
 from the first non-blank line (JSON keys or CSV header) and refuses a line that fits no
 format, or more than one, naming the candidates. The file is read line by line into compact
-arrays (``ingest``), never whole; caps (``ValueError``): ``MAX_TRACE_FILE_BYTES`` a file,
+arrays (``_accumulator``), never whole; caps (``ValueError``): ``MAX_TRACE_FILE_BYTES`` a file,
 ``MAX_TRACE_REQUESTS`` requests, ``MAX_TRACE_BLOCKS`` block ids, ``MAX_LINE_BYTES`` a line.
 """
 
@@ -18,13 +18,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from kda_core.workloads.conversations import ConversationRows
-from kda_core.workloads.csv_rows import AZURE_COLUMNS, BURSTGPT_COLUMNS, CsvRows, split_fields
-from kda_core.workloads.ingest import MAX_TRACE_FILE_BYTES, MAX_TRACE_REQUESTS, Accumulator
-from kda_core.workloads.jsonl_rows import TEXT_FIELDS, MooncakeRows, TokenIdRows
-from kda_core.workloads.rows import RowError, read_batches, read_lines, run_rows
-from kda_core.workloads.shared_prefix import gsp_from_settings
-from kda_core.workloads.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_TRACE_FILE_BYTES, MAX_TRACE_REQUESTS, MOONCAKE_BLOCK_TOKENS
+from kda_core.workloads._conversations import ConversationRows
+from kda_core.workloads._csv_rows import AZURE_COLUMNS, BURSTGPT_COLUMNS, CsvRows, split_fields
+from kda_core.workloads._jsonl_rows import TEXT_FIELDS, MooncakeRows, TokenIdRows
+from kda_core.workloads._rows import read_batches, read_lines, run_rows
+from kda_core.workloads._shared_prefix import gsp_from_settings
+from kda_core.workloads.ingest import RowError
+from kda_core.workloads.traces import Trace
 
 FORMATS: tuple[str, ...] = (
     "mooncake",
@@ -146,7 +148,7 @@ def _check_int(name: str, v: object, lo: int, hi: int) -> int:
 
 
 def _parse_gsp_file(p: Path, block_size: int, cap: int, limit: int | None) -> Trace:
-    """The generated-shared-prefix trace of a settings file (``shared_prefix``)."""
+    """The generated-shared-prefix trace of a settings file (``_shared_prefix``)."""
     if p.stat().st_size > _MAX_SETTINGS_BYTES:
         raise ValueError(f"{p}: a settings file over {_MAX_SETTINGS_BYTES} bytes")
     try:

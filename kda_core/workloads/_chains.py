@@ -7,8 +7,8 @@ far, the parent it first followed, as two sorted int64 arrays (16 bytes an id, w
 Python ints costs ~100) or, while the ids are dense (the usual numbering from 0), as one array
 indexed by id (8 bytes an id, no insertion cost); it admits a batch of requests in file order
 with numpy: a request is refused iff one of its ids follows another parent than the one
-recorded before it, exactly as the one-id-at-a-time dict check (``traces._check_chain``, its
-naive twin) decides.
+recorded before it, exactly as the one-id-at-a-time dict check (its naive twin,
+``check_chain`` in tests/trace_checks.py) decides.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 
 from kda_core import sim
 from kda_core import workloads as _wl
-from kda_core.studies.density.sweep import (
+from kda_core.studies.density._sweep import (
     DEFAULT_BUDGETS_GIB,
     DEFAULT_POLICIES,
     MAX_RUNS,

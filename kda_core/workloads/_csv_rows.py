@@ -26,9 +26,9 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
-from kda_core.workloads.ingest import Accumulator
-from kda_core.workloads.rows import RowError
-from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads.ingest import RowError
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

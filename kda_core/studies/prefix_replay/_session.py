@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from kda_core._checks import check_bool
 from kda_core.serve.engine import Engine
-from kda_core.studies.prefix_replay.scenarios import (
+from kda_core.studies.prefix_replay._scenarios import (
     MAX_PROMPTS,
     SCENARIO_NAMES,
     SCENARIOS,
@@ -27,7 +27,7 @@ from kda_core.studies.prefix_replay.scenarios import (
     make_policy,
     shared_model,
 )
-from kda_core.studies.prefix_replay.views import (
+from kda_core.studies.prefix_replay._views import (
     PoolsPanel,
     RequestView,
     ScenarioResult,

@@ -16,13 +16,13 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.serve.engine import Engine
-from kda_core.studies.prefix_replay.scenarios import (
+from kda_core.studies.prefix_replay._scenarios import (
     check_prompts,
     check_settings,
     make_policy,
     shared_model,
 )
-from kda_core.studies.prefix_replay.views import DriftStudy
+from kda_core.studies.prefix_replay._views import DriftStudy
 
 
 @lru_cache(maxsize=16)

@@ -1,4 +1,4 @@
-"""Request lengths and arrival steps for a pool replay (`kda_core.memory.replay`).
+"""Request lengths and arrival steps for a pool replay (`kda_core.memory._replay`).
 
 A `Workload` is N requests in arrival order (``arrival_step``, ``input_len``, ``output_len``,
 ``phase``). `shifting_mix` is the seeded two-phase mix the unified_memory study uses (a chat

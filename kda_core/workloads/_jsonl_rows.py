@@ -1,6 +1,6 @@
 """Row parsers of the JSONL formats with lengths or ids: Mooncake (and aiperf's variant of it)
 and token-id rows. Each is called with one non-blank line and hands its request to the
-``ingest.Accumulator``; a malformed line raises ``RowError`` naming the field.
+``_accumulator.Accumulator``; a malformed line raises ``RowError`` naming the field.
 
 * ``mooncake`` (Qin et al., "Mooncake", FAST 2025; github.com/kvcache-ai/Mooncake
   ``FAST25-release/traces``): ``timestamp`` (ms), ``input_length``, ``output_length``,
@@ -14,7 +14,7 @@ and token-id rows. Each is called with one non-blank line and hands its request 
   ``strict=True`` is the original format (every field required, timestamps non-decreasing).
 * ``token-ids``: ``{"token_ids": [...], "output_length": n, "timestamp": ms, "session_id": s}``
   (only ``token_ids`` required) or a bare JSON list of ids; block ids are chained digests of
-  the tokens (``conversations.BlockHasher``), so equal token prefixes share ids.
+  the tokens (``_conversations.BlockHasher``), so equal token prefixes share ids.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import math
 from array import array
 from typing import Any
 
-from kda_core.workloads.conversations import BlockHasher
-from kda_core.workloads.ingest import Accumulator
-from kda_core.workloads.rows import RowError, json_object
-from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+from kda_core.workloads._conversations import BlockHasher
+from kda_core.workloads._rows import json_object
+from kda_core.workloads.ingest import RowError
 
 TEXT_FIELDS = ("text_input", "messages", "payload")
 

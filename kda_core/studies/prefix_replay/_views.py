@@ -23,7 +23,7 @@ from kda_core._checks import check_int
 from kda_core.cache.radix import NodeView
 from kda_core.model import TinyHybrid, tokenizer
 from kda_core.serve.report import GenerateReport
-from kda_core.studies.prefix_replay.scenarios import ARMS
+from kda_core.studies.prefix_replay._scenarios import ARMS
 
 
 @dataclass(slots=True, frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core.studies.density.analytic import REPLAY_SLOPE_K, loglog_slope
-from kda_core.studies.density.sweep import DensitySweep
+from kda_core.studies.density._analytic import REPLAY_SLOPE_K, loglog_slope
+from kda_core.studies.density._sweep import DensitySweep
 
 FLAT_SLOPE = 0.15  # |slope| below this: "stays about flat"
 TRENDS: tuple[str, ...] = ("like_k", "slower", "flat", "falls", "one_k")  # the figures' order

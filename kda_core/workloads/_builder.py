@@ -1,6 +1,6 @@
 """Builds synthetic traces: prompts as segment lists, turned into chained block ids.
 
-Used by ``kda_core.workloads.synthetic``; equal prefixes get equal block ids, so a synthetic
+Used by ``kda_core.workloads._synthetic``; equal prefixes get equal block ids, so a synthetic
 trace loads into the block-level radix tree exactly as a Mooncake one does. Output blocks (the
 ids of input + output beyond the input's full blocks) are recorded too, so the next turn of a
 session can hit a state saved after the last decoded token.
@@ -13,16 +13,18 @@ import math
 import numpy as np
 
 from kda_core._checks import check_seed
-from kda_core.workloads.traces import (
-    MAX_INPUT_TOKENS,
-    MAX_REQUESTS,
-    MAX_TOTAL_BLOCKS,
-    Trace,
-    csr,
-    make_trace,
-)
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_REQUESTS, MAX_TOTAL_BLOCKS
+from kda_core.workloads.traces import Trace, make_trace
 
 Segment = tuple[int, int]  # (content id, length in tokens)
+
+
+def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, flat int64 ids) of a list of id lists."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = np.fromiter((h for r in rows for h in r), dtype=np.int64, count=offsets[-1])
+    return offsets, flat
 
 
 class TraceBuilder:
@@ -162,8 +164,8 @@ class TraceBuilder:
             raise ValueError(f"{name}: the workload has no requests")
         order = sorted(range(len(self.rows)), key=lambda i: (self.rows[i][0], i))
         rows = [self.rows[i] for i in order]
-        offsets, blocks = csr([r[3] for r in rows])
-        out_offsets, out_blocks = csr([r[6] for r in rows])
+        offsets, blocks = _csr([r[3] for r in rows])
+        out_offsets, out_blocks = _csr([r[6] for r in rows])
         return make_trace(
             name,
             self.b,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.transfer.identity import Identity
+from kda_core.transfer._identity import Identity
 from kda_core.transfer.objects import StateObject, transferable_parts
 
 __all__ = ["HostTier", "state_object"]

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
-from kda_core.workloads.ingest import Accumulator, RowError
+from kda_core.workloads._accumulator import Accumulator
+from kda_core.workloads.ingest import RowError
 
 MAX_LINE_BYTES = 32 << 20
 _READ_BYTES = 4 << 20

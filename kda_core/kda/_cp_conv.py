@@ -12,7 +12,7 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.kda import conv
-from kda_core.kda.cp_plan import MAX_RANKS, make_plan
+from kda_core.kda._cp_plan import MAX_RANKS, make_plan
 
 
 def halo_windows(x: np.ndarray, bounds: Sequence[int], window: np.ndarray) -> list[np.ndarray]:

@@ -14,15 +14,15 @@ Left out: raw token ids (blocks only), tokenizer effects. Parameters: docs/workl
 from __future__ import annotations
 
 from kda_core._checks import check_int as _check_int
-from kda_core.workloads.builder import KINDS, Segment, TraceBuilder, check_pos
-from kda_core.workloads.mooncake import BUNDLED_TRACES, bundled_trace
-from kda_core.workloads.traces import (
+from kda_core.workloads._builder import KINDS, Segment, TraceBuilder, check_pos
+from kda_core.workloads._caps import (
     MAX_INPUT_TOKENS,
     MAX_OUTPUT_TOKENS,
     MAX_REQUESTS,
     MAX_TOTAL_BLOCKS,
-    Trace,
 )
+from kda_core.workloads.mooncake import BUNDLED_TRACES, bundled_trace
+from kda_core.workloads.traces import Trace
 
 
 def _chat_into(

@@ -22,7 +22,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
 from kda_core.memory._pools import StaticPool, UnifiedPool
-from kda_core.memory.workload import MAX_REQUESTS, MAX_STEPS, MAX_TOKENS_PER_REQUEST, Workload
+from kda_core.memory._workload import MAX_REQUESTS, MAX_STEPS, MAX_TOKENS_PER_REQUEST, Workload
 from kda_core.sizing import GIB
 
 _POOL_KINDS: tuple[str, ...] = ("eager", "lazy", "static")

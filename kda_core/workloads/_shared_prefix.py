@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.workloads.builder import TraceBuilder
-from kda_core.workloads.traces import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_REQUESTS, Trace
+from kda_core.workloads._builder import TraceBuilder
+from kda_core.workloads._caps import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_REQUESTS
+from kda_core.workloads.traces import Trace
 
 # the bench flags (argparse ``dest`` names) with SGLang's defaults
 GSP_DEFAULTS: dict[str, Any] = {
