@@ -34,6 +34,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from apps import ui
 from apps.ui import registry
+from words.hub import MSG as HUB
 
 log = logging.getLogger("apps.hub")
 
@@ -98,10 +99,7 @@ def landing_html(mounted: Sequence[str]) -> str:
         "<title>KDA State Lab</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{CARD_CSS}</style></head><body><header><h1>KDA State Lab</h1>"
-        "<p>Kimi Delta Attention keeps a fixed-size state per request: a token prefix hit is "
-        "not a state hit. Each app shows one consequence of that fact.</p>"
-        "<p>KDA 为每个请求保存固定大小的状态：token 前缀命中不等于状态命中。"
-        "每个应用展示这一事实的一个后果。</p></header>"
+        f"{''.join(f'<p>{html.escape(text)}</p>' for text in HUB.pair('intro'))}</header>"
         f'<main class="grid">{"".join(cards)}</main></body></html>'
     )
 

@@ -19,39 +19,10 @@ from matplotlib.figure import Figure
 
 from kda_core.studies.plan_trace import TracePlan, trace_plan
 from plots import style
+from words.memory_planner_trace import MSG
 
 NAME = "plan"
 
-TEXT = {
-    "en": {
-        "suptitle": "The memory ratio trades running requests for cached tokens",
-        "front": "cached tokens vs the running cap",
-        "ttft": "TTFT p99 (cost model)",
-        "x_running": "max running requests",
-        "y_cached": "cached tokens (restored prefix)",
-        "x_ratio": "--mamba-full-memory-ratio",
-        "y_ttft": "seconds",
-        "chunk": "--chunked-prefill-size {c}",
-        "pareto": "Pareto front",
-        "best": "recommended (>= {m} running)",
-        "source": "Data: Mooncake conversation trace, first {n:,} requests; Kimi K3 TP8, "
-        "SGLang 0.5.23 sizing on {gib:g} GiB per GPU; {ok} of {pts} points sized",
-    },
-    "zh": {
-        "suptitle": "显存比例在运行请求数与缓存 token 之间取舍",
-        "front": "缓存 token 与运行上限",
-        "ttft": "TTFT p99（成本模型）",
-        "x_running": "最大运行请求数",
-        "y_cached": "缓存 token 数（恢复的前缀）",
-        "x_ratio": "--mamba-full-memory-ratio",
-        "y_ttft": "秒",
-        "chunk": "--chunked-prefill-size {c}",
-        "pareto": "帕累托前沿",
-        "best": "推荐点（运行请求 >= {m}）",
-        "source": "数据：Mooncake 对话 trace 前 {n:,} 个请求；Kimi K3 TP8，"
-        "按 SGLang 0.5.23 在每卡 {gib:g} GiB 上计算；{pts} 个点中 {ok} 个可用",
-    },
-}
 MIN_RUNNING = 16
 GPU_GIB = 28.8
 
@@ -62,17 +33,17 @@ def compute(quick: bool = False) -> TracePlan:
 
 
 def make_figure(data: TracePlan, lang: str = "en") -> Figure:
-    t = style.translations(TEXT, lang)
+    t = MSG.lang(lang)
     s = data.sweep
     ok = data.max_running >= 0
-    src = t["source"].format(n=s.n_requests, gib=GPU_GIB, ok=int(ok.sum()), pts=len(ok))
+    src = t("fig_source", n=s.n_requests, gib=GPU_GIB, ok=int(ok.sum()), pts=len(ok))
     fig = style.new_figure("double", src)
-    fig.suptitle(t["suptitle"])
+    fig.suptitle(t("fig_suptitle"))
     ax, bx = fig.subplots(1, 2)
     for k, c in enumerate(sorted(set(data.chunk.tolist()))):
         sel = ok & (data.chunk == c)
         color = style.SERIES[k % len(style.SERIES)]
-        label = t["chunk"].format(c=c)
+        label = t("trace_l_chunk", c=c)
         ax.plot(
             data.max_running[sel],
             data.cached_tokens[sel],
@@ -99,7 +70,7 @@ def make_figure(data: TracePlan, lang: str = "en") -> Figure:
         "-",
         color=style.COLORS["hit"],
         lw=1.4,
-        label=t["pareto"],
+        label=t("trace_l_front"),
         gid="pareto",
     )
     if data.best >= 0:
@@ -112,17 +83,17 @@ def make_figure(data: TracePlan, lang: str = "en") -> Figure:
             ms=13,
             mew=2,
             color=style.COLORS["state"],
-            label=t["best"].format(m=MIN_RUNNING),
+            label=t("fig_best", m=MIN_RUNNING),
             gid="best",
         )
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v / 1e6:g}M"))
-    ax.set_title(t["front"])
-    ax.set_xlabel(t["x_running"])
-    ax.set_ylabel(t["y_cached"])
+    ax.set_title(t("fig_front"))
+    ax.set_xlabel(t("trace_x"))
+    ax.set_ylabel(t("trace_y"))
     ax.legend(loc="best", fontsize=7)
-    bx.set_title(t["ttft"])
-    bx.set_xlabel(t["x_ratio"])
-    bx.set_ylabel(t["y_ttft"])
+    bx.set_title(t("fig_ttft"))
+    bx.set_xlabel(t("fig_x_ratio"))
+    bx.set_ylabel(t("fig_y_ttft"))
     bx.set_xscale("log")
     bx.set_yscale("log")
     bx.legend(loc="best", fontsize=7)

@@ -32,7 +32,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,14 +264,6 @@ def annotate_end(ax: Any, x: float, y: float, text: str, color: str, dy: float =
     )
 
 
-def translations(table: Mapping[str, Mapping[str, str]], lang: str) -> Mapping[str, str]:
-    """``table[lang]``: a script's own translation table, kept only until every script words
-    from the one catalog (``words/``, ``MSG.lang(lang)``), as this lab's figures do."""
-    if lang not in table:
-        raise ValueError(f"lang must be one of {sorted(table)}, got {lang!r}")
-    return table[lang]
-
-
 # ---------------------------------------------------------------------------------------------
 # saving and the command line
 
@@ -380,7 +372,6 @@ __all__ = [
     "bytes_axis",
     "count_axis",
     "annotate_end",
-    "translations",
     "save",
     "render",
     "parser",

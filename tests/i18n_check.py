@@ -24,21 +24,14 @@ _WORD = re.compile(r"(?<![\w./-])[A-Za-z][a-z]+(?:[-'][a-z]+)*(?![\w/-])")
 
 
 def app_catalogs() -> list[cat.Catalog]:
-    """Every page's catalog (an app's ``MSG``: its words in ``words/``, or still in
-    ``apps.text``) and every catalog of ``words/`` (the figures' words too)."""
+    """Every page's catalog (an app's ``MSG``) and every catalog of ``words/`` (the figures'
+    words too)."""
     import pkgutil
 
     import words
     from apps.ui.registry import APPS
 
-    out = []
-    for a in APPS:
-        try:
-            mod = importlib.import_module(f"apps.text.{a.name}")
-        except ModuleNotFoundError:
-            mod = importlib.import_module(f"apps.{a.name}")
-        if hasattr(mod, "MSG"):
-            out.append(mod.MSG)
+    out = [importlib.import_module(f"apps.{a.name}").MSG for a in APPS]
     for m in pkgutil.iter_modules(words.__path__):
         mod = importlib.import_module(f"words.{m.name}")
         out += [v for v in vars(mod).values() if isinstance(v, cat.Catalog)]

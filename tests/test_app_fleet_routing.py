@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from apps import fleet_routing as app
-from apps.text.fleet_routing import MSG
 from kda_core.fleet import ROUTERS
 from kda_core.studies.fleet import SUMMARY_KEYS, fleet_study
 from kda_core.workloads import load_trace
+from words.fleet_routing import MSG
 
 MOONCAKE = [
     {"timestamp": 0, "input_length": 1500, "output_length": 10, "hash_ids": [1, 2, 3]},
@@ -90,28 +90,3 @@ def test_lengths_only_trace_is_refused_plainly(tmp_path: Path):
     with pytest.raises(gr.Error) as e:
         app.run("upload", 100, str(path))
     assert "cannot be computed from trace" in e.value.message
-
-
-def test_chinese_rendering_passes_the_i18n_checks():
-    # the checks of tests/test_i18n.py (its RENDER table lists the other apps)
-    from i18n_check import (
-        CJK,
-        ZH,
-        app_catalogs,
-        english_inside_chinese,
-        english_labels,
-        english_vocabulary,
-        figure_labels,
-        strings,
-    )
-
-    out = [app.run(language=ZH), app.run(engine="vllm", router="kv_events", language=ZH)]
-    errs = []
-    for args in (dict(replicas=0), dict(weight=-1), dict(trace="upload")):
-        with pytest.raises(gr.Error) as e:
-            app.run(language=ZH, **args)
-        errs.append(e.value.message)
-    texts = list(strings(out)) + errs
-    assert any(CJK.search(s) for s in texts)
-    assert english_inside_chinese(texts, english_vocabulary(app_catalogs()), ()) == []
-    assert english_labels(list(figure_labels(out)), ()) == []

@@ -10,6 +10,8 @@ import pytest
 
 from apps import memory_planner as mp
 from apps import ui as common
+from apps.memory_planner.checks import check_upload
+from apps.memory_planner.inputs import load_config
 from kda_core import sizing
 from kda_core.sizing.hf import shipped_configs
 from kda_core.sizing.sglang import sglang_min_hit
@@ -137,9 +139,8 @@ def test_an_oversize_upload_is_refused_before_the_callback(tmp_path):
     """The upload's validator reads the size first; the text box and model keep their values."""
     big = tmp_path / "config.json"
     big.write_bytes(b" " * ((1 << 20) + 1))
-    res = mp._check_upload
     with pytest.raises(gr.Error, match="config_file must be at most 1,048,576 bytes"):
-        res(str(big))
+        check_upload(str(big))
     ok = tmp_path / "ok.json"
     ok.write_text(_config(), encoding="utf-8")
-    assert mp._load_config(str(ok)) == (_config(), "config.json")
+    assert load_config(str(ok)) == (_config(), "config.json")

@@ -9,12 +9,13 @@ import string
 import gradio as gr
 
 from apps import memory_planner as mp
-from apps.figures.memory_planner import draw_check
-from apps.text.memory_planner import MSG
-from apps.text.memory_planner_engines import draw_log_check
-from apps.text.memory_planner_reasons import REASON_MSG
+from apps.memory_planner.figures import draw_check
+from apps.memory_planner.inputs import pasted
+from apps.memory_planner.log_view import draw_log_check
 from kda_core.sizing.logread import REASONS
 from kda_core.studies import planner_engines as pe
+from words.memory_planner import MSG
+from words.memory_planner_reasons import REASON_MSG
 
 EN, ZH = MSG.lang("English"), MSG.lang("中文")
 K3, VLLM, FRAGMENT = pe.EXAMPLE_LOGS[0], pe.EXAMPLE_LOGS[2], pe.EXAMPLE_LOGS[4]
@@ -26,8 +27,8 @@ def _deps(demo: gr.Blocks, trigger: str) -> list[dict]:
 
 
 def test_pasting_a_config_switches_the_model_to_config_json():
-    assert mp._pasted('{"model_type": "qwen3_next"}') == mp.CONFIG
-    assert mp._pasted("  ") == gr.skip()  # clearing the editor leaves the model alone
+    assert pasted('{"model_type": "qwen3_next"}') == mp.CONFIG
+    assert pasted("  ") == gr.skip()  # clearing the editor leaves the model alone
     demo = mp.build()
     ids = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.get_config_file()["components"]}
     (dep,) = _deps(demo, "input")  # the editor's input event, private

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from apps import memory_planner_trace as panel
+from apps.memory_planner import trace as panel
 from kda_core.studies import plan_trace as pt
 from kda_core.workloads import BUNDLED_TRACES, TRACES_DIR
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from apps import prefix_replay as app
-from apps.figures import prefix_replay as figs
-from apps.text import prefix_replay as text
+from apps.prefix_replay import figures as figs
+from apps.prefix_replay import tables
 from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
 
@@ -297,9 +297,9 @@ def test_drift_uses_the_session_settings(default_out):
     assert "sglang grid 32, INT8; restore 128, match 145" in fig.layout.title.text
     assert fig.data[0].name.startswith("inconsistent") and "(INT8)" in fig.data[0].name
     np.testing.assert_array_equal(fig.data[0].y, np.maximum(d.inconsistent, 1e-17))
-    en = text.MSG.lang("English")
-    assert text.settings_label("interval", 8, 4, False, en) == "interval 8, 4 slots"
-    assert text.settings_label("marconi", 8, None, False, en) == "marconi"
+    en = app.MSG.lang("English")
+    assert tables.settings_label("interval", 8, 4, False, en) == "interval 8, 4 slots"
+    assert tables.settings_label("marconi", 8, None, False, en) == "marconi"
 
 
 def test_reset_and_empty_session():

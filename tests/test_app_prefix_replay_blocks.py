@@ -9,10 +9,10 @@ import csv
 import gradio as gr
 import pytest
 
-from apps import prefix_replay_blocks as panel
-from apps.text.prefix_replay import MSG
-from apps.text.prefix_replay_batch import BATCH
-from apps.text.prefix_replay_blocks import BLOCKS
+from apps.prefix_replay import blocks as panel
+from words.prefix_replay import MSG
+from words.prefix_replay_batch import BATCH
+from words.prefix_replay_blocks import BLOCKS
 
 
 def _rows(path: str) -> list[list[str]]:

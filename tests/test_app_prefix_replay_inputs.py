@@ -11,10 +11,10 @@ import pytest
 
 from apps import prefix_replay as app
 from apps import ui as common
-from apps.figures import prefix_replay as figs
-from apps.text.prefix_replay import MSG
+from apps.prefix_replay import figures as figs
 from apps.ui import COLORS, SERIES
 from kda_core.studies import prefix_replay as pr
+from words.prefix_replay import MSG
 
 # output positions of the full render (see build(): all_out)
 SUMMARY, TL, TL_CSV, TREE, TREE_CSV, REPLAY, REPLAY_CSV, STEP_MD, STEP, DRIFT, DRIFT_CSV = range(11)
@@ -78,7 +78,7 @@ def test_bad_inputs_raise_gr_error(default_out, call, message):
 def test_step_and_request_are_marked_on_their_field(default_out):
     """Step 99 of a request with 8 steps and request 9999: the validator refuses them on the
     field itself (no component bound makes Gradio answer with its own toast first)."""
-    from apps import prefix_replay_checks as checks
+    from apps.prefix_replay import checks
 
     s = default_out[SESSION]
     bad = checks.step_cross(99, s, "English")

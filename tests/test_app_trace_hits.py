@@ -1,5 +1,5 @@
-"""apps.trace_hits (the trace panel of checkpoint_density and state_transfer): an uploaded trace
-in two formats draws exactly what ``studies.hit_reasons`` / ``hit_requests`` /
+"""apps.panels.trace_hits (the trace panel of checkpoint_density and state_transfer): an uploaded
+trace in two formats draws exactly what ``studies.hit_reasons`` / ``hit_requests`` /
 ``host_coverage`` return; a malformed file is refused naming its line (or its rows skipped and
 reported); an oversize one is refused naming the cap, by the panel and by the server; a
 lengths-only file says the reasons cannot be computed and draws no numbers; a clicked row
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from apps import checkpoint_density, state_transfer, ui
-from apps import trace_hits as app
+from apps.panels import trace_hits as app
 from kda_core.studies.hit_reasons import REASONS, hit_reasons
 from kda_core.workloads import load_trace
 

@@ -151,6 +151,14 @@ def test_load_app_skips_missing_module(caplog):
     assert m is not None and callable(m.build)
 
 
+@pytest.mark.parametrize("name", ["fleet_routing", "speculative_replay"])  # a folder, a module
+def test_an_app_alone_names_its_command(name: str) -> None:
+    """``python -m apps.<name> --help`` says the command that runs it, not ``__main__.py``."""
+    run = [sys.executable, "-m", f"apps.{name}", "--help"]
+    out = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.startswith(f"usage: python -m apps.{name} [-h] [--host HOST]")
+
+
 def test_plot_from_client_decodes_typed_arrays():
     import base64
 

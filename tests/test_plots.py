@@ -63,16 +63,10 @@ def test_identical_bytes_in_a_fresh_process(tmp_path: Path) -> None:
         assert (tmp_path / "there" / p.name).read_bytes() == p.read_bytes(), p.name
 
 
-# figures whose words move to words/ with their pages (docs/apps.md: the apps not moved yet)
-NOT_MOVED = ("plot_fleet_routing", "plot_spec_hits", "plot_plan")
-
-
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_scripts_word_from_the_one_catalog(name: str) -> None:
     """A figure's words are in ``words/`` (the catalog its app page uses too): the script
     holds no Chinese and no translation table of its own, and imports its catalog."""
-    if name in NOT_MOVED:
-        pytest.skip(f"{name} keeps its own table until its page moves to words/")
     src = (REPO / "plots" / f"{name}.py").read_text()
     assert not re.search(r"[\u3400-\u9fff]", src), "Chinese text in the script"
     assert "TEXT = {" not in src and "style.translations" not in src

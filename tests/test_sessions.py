@@ -11,7 +11,7 @@ import gradio as gr
 from gradio_client import Client
 
 from apps import prefix_replay, ui
-from apps.prefix_replay_session import TabState
+from apps.prefix_replay.session import TabState
 
 
 def _unload_fns(demo: gr.Blocks) -> list:

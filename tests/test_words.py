@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import words
+from apps.ui.registry import ORDER
 from words.catalog import Catalog, T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,15 +134,17 @@ def test_a_wrapped_note_never_splits_a_number(lang: str, width: int) -> None:
 
 
 def test_the_trace_panel_and_the_figures_name_a_reason_alike() -> None:
-    """Figures and pages say the same thing: every key the plots' catalog shares with the
-    trace panel's has the same two texts (it once said 块 on the page, block in the figure)."""
-    from apps.text.trace_hits import HITS
+    """Figures and pages say the same thing: the static figures' catalog is the trace panel's
+    plus their own ``fig_*`` keys, so a reason is worded once for both (it once said 块 on the
+    page, block in the figure)."""
     from kda_core.studies.hit_reasons import REASONS
-    from words.trace_hits import MSG
+    from words.trace_hits import HITS, MSG
 
-    shared = set(MSG.own) & set(HITS.own)
-    assert {f"r_{r}" for r in REASONS} <= shared
-    assert {k: MSG.own[k] for k in shared} == {k: HITS.own[k] for k in shared}
+    assert HITS in MSG.bases and all(k.startswith("fig_") for k in MSG.own)
+    assert {f"r_{r}" for r in REASONS} <= set(HITS.own)
+    zh = MSG.lang("zh")
+    assert zh.word("r", "below_one_block") == "共享前缀不足一个块"
+    assert zh.word("r", "evicted_state_budget") == "被状态预算驱逐"
 
 
 def test_every_scenario_has_a_title() -> None:
@@ -152,20 +155,14 @@ def test_every_scenario_has_a_title() -> None:
     assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIO_NAMES)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "checkpoint_density",
-        "chunk_scan",
-        "context_parallel",
-        "int8_checkpoint",
-        "state_transfer",
-        "unified_memory",
-    ],
-)
+@pytest.mark.parametrize("name", ORDER)
 def test_a_hub_card_says_the_pages_title(name: str) -> None:
+    """The card's words are the app's catalog's (``title``, ``blurb``), and its title is the
+    one the page's header shows."""
     from apps.ui.registry import app_info
 
-    msg = importlib.import_module(f"words.{name}").MSG
-    info = app_info(name)
-    assert (info.title, info.title_zh) == msg.pair("title")
+    info, words_msg = app_info(name), importlib.import_module(f"words.{name}").MSG
+    assert (info.title, info.title_zh) == words_msg.pair("title")
+    assert (info.blurb, info.blurb_zh) == words_msg.pair("blurb")
+    page = importlib.import_module(f"apps.{name}").MSG
+    assert page.pair("title") == words_msg.pair("title")

@@ -11,6 +11,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Checkpoint density", "检查点密度"),
+    "blurb": (
+        "Checkpoint every K tokens: state memory ~1/K against replay per hit, on a real trace.",
+        "每 K 个 token 存一个检查点：状态显存 ~1/K 与每次命中的重放量，在真实 trace 上权衡。",
+    ),
     "intro": (
         "**How often should a KDA state be checkpointed?** A prefix cache can only resume a "
         "request at a token where the recurrent state was saved. Save it every K tokens and the "

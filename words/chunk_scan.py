@@ -9,6 +9,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Chunk scan", "分块扫描"),
+    "blurb": (
+        "Chunked equals recurrent; segment maps compose in any grouping but not in any order.",
+        "分块计算等于逐步递推；段映射可任意结合，但不可交换顺序。",
+    ),
     "intro": (
         "**Chunked = recurrent, and why checkpoints compose.** KDA's state update is an "
         "*affine map* S → M S + b for every token; a run of tokens (a segment, a chunk) is "

@@ -9,6 +9,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Context parallel", "上下文并行"),
+    "blurb": (
+        "Split one sequence over P ranks: a prefix scan of affine maps, not a KV broadcast.",
+        "把一条序列切到 P 个 rank 上：扫描仿射映射，而不是广播 KV。",
+    ),
     "intro": (
         "**Context parallelism for KDA: scan the maps, do not broadcast the KV.** An "
         "attention layer split over P ranks can send every rank the other ranks' KV. A KDA "

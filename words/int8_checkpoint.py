@@ -10,6 +10,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("INT8 checkpoints", "INT8 检查点"),
+    "blurb": (
+        "Park a real state as INT8 / fp8 / bf16, restore it, and watch the error and divergence.",
+        "把真实状态以 INT8 / fp8 / bf16 停放再恢复，观察误差与后续输出的偏离。",
+    ),
     "intro": (
         "**Parking a checkpoint in fewer bytes.** A checkpoint is a copy of every KDA "
         "layer's recurrent state (plus the short-conv window). SGLang can park it as **INT8 "

@@ -1,12 +1,19 @@
-"""speculative_replay in words (English / 中文): what the static figure
-``plots/plot_speculative_memory.py`` says (keys ``fig_*``); the page's own words join here from
-``apps.text.speculative_replay``."""
+"""speculative_replay in words (English / 中文): its hub card (the page's title and a line) and what
+the static figure ``plots/plot_speculative_memory.py`` says (keys ``fig_*``); the page's own
+words join here from ``apps.text.speculative_replay``."""
 
 from __future__ import annotations
 
 from words.catalog import Catalog
 from words.common import COMMON
 
+_CARD: dict[str, tuple[str, str]] = {  # the hub card: the page's title and a line
+    "title": ("Speculative replay", "投机解码重放"),
+    "blurb": (
+        "Verify D draft tokens, accept a prefix, commit exactly by replaying from the ring.",
+        "验证 D 个草稿 token，接受前缀，从环形缓冲精确重放提交。",
+    ),
+}
 _FIGURES: dict[str, tuple[str, str]] = {
     "fig_suptitle": (
         "Speculative decoding: ReplaySSM rings vs a state per draft token",
@@ -36,6 +43,6 @@ _FIGURES: dict[str, tuple[str, str]] = {
         "数据：SGLang 推测验证缓冲区的形状，{model}（TP{tp}）与实验室的小模型，{dtype}",
     ),
 }
-MSG = Catalog("speculative_replay", _FIGURES, COMMON)
+MSG = Catalog("speculative_replay", {**_CARD, **_FIGURES}, COMMON)
 
 __all__ = ["MSG"]

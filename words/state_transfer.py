@@ -10,6 +10,10 @@ from words.common import COMMON
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("State transfer", "跨实例状态传输"),
+    "blurb": (
+        "Model-state objects across instances: prefill to decode, refusals, splices, tiers.",
+        "跨实例的模型状态对象：prefill 到 decode、拒绝不匹配、拼接漂移、存储层级。",
+    ),
     "intro": (
         "**A decode instance needs three things at one boundary.** With KDA, a prefix is "
         "resumable only where the MLA KV, the KDA recurrent state and the conv window were "

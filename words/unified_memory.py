@@ -11,6 +11,10 @@ from words.unified_memory_calculator import CALC
 
 _PAGE: dict[str, tuple[str, str]] = {
     "title": ("Unified memory", "统一显存池"),
+    "blurb": (
+        "One byte buffer, MLA KV from one end and state slots from the other, vs static splits.",
+        "一块显存，MLA KV 从一端增长、状态槽从另一端增长，对比静态划分。",
+    ),
     "intro": (
         "**Two caches, one buffer.** A KDA hybrid needs two kinds of GPU memory: per-token "
         "MLA KV pages (blue, growing from the top end) and fixed-size KDA state slots (red, "

@@ -1,7 +1,7 @@
 """checkpoint_density: how often to checkpoint a KDA state, on a real trace or a synthetic one.
 
 The page (layout, checks, events); its figures are ``figures``, its tables ``tables``, its
-panels ``swa`` (+ ``swa_view``) and ``apps.trace_hits``; every word is in
+panels ``swa`` (+ ``swa_view``) and ``apps.panels.trace_hits``; every word is in
 ``words.checkpoint_density`` (the page's catalog adds the trace panel's).
 
 Draws ``kda_core.studies.density``: the interval sweep (peak state memory ~1/K, replay per hit,
@@ -35,8 +35,7 @@ from apps.checkpoint_density.figures import (
 )
 from apps.checkpoint_density.swa import swa_panel
 from apps.checkpoint_density.tables import runs_markdown, summary_markdown
-from apps.text.trace_hits import HITS
-from apps.trace_hits import hits_panel
+from apps.panels.trace_hits import hits_panel
 from apps.ui import guard
 from apps.ui.catalog import Catalog, UserError
 from apps.ui.checks import fail
@@ -45,6 +44,7 @@ from kda_core import workloads as wl
 from kda_core.studies import density as ds
 from words import checkpoint_density as words
 from words.catalog import T as Lang
+from words.trace_hits import HITS
 
 MSG = Catalog(NAME, {}, words.MSG, HITS)  # the page's words: the app's and the trace panel's
 

@@ -1,2 +1,3 @@
-"""Plotly figure builders of the apps that keep the older shape (one module per app here); an app
-moved into its folder keeps them next to its page (``apps/<name>/figures.py``, docs/apps.md)."""
+"""The plotly figures of speculative_replay, the one app not moved to its folder yet (its engineer
+is changing it); every other app keeps its figures next to its page (``apps/<name>/figures.py``,
+docs/apps.md). This package goes when speculative_replay moves."""

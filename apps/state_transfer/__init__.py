@@ -11,7 +11,7 @@ Main actions: ``state_transfer_pd``, ``state_transfer_mismatch``, ``state_transf
 results kept in ``gr.State``). Every action checks its inputs in a Gradio ``validator``
 (``apps.ui.guard``) first, so a rejected input leaves the page as it was. The page (layout,
 checks, events); its figures are ``figures``, its tables ``tables``, its trace panel
-``apps.trace_hits``; every word is in ``words.state_transfer`` (the page's catalog adds the
+``apps.panels.trace_hits``; every word is in ``words.state_transfer`` (the page's catalog adds the
 trace panel's).
 """
 
@@ -22,6 +22,7 @@ from typing import NamedTuple
 import gradio as gr
 
 from apps import ui
+from apps.panels.trace_hits import hits_panel
 from apps.state_transfer.figures import (
     NAME,
     anatomy_figure,
@@ -30,8 +31,6 @@ from apps.state_transfer.figures import (
     timeline_figure,
 )
 from apps.state_transfer.tables import metadata_markdown, pd_markdown, refusals_markdown
-from apps.text.trace_hits import HITS
-from apps.trace_hits import hits_panel
 from apps.ui import guard
 from apps.ui.catalog import Catalog, UserError
 from apps.ui.checks import fail
@@ -39,6 +38,7 @@ from apps.ui.page import Page, rendered
 from kda_core.studies import transfer as st
 from words import state_transfer as words
 from words.catalog import T as Lang
+from words.trace_hits import HITS
 
 MSG = Catalog(NAME, {}, words.MSG, HITS)  # the page's words: the app's and the trace panel's
 

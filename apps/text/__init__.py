@@ -1,3 +1,3 @@
-"""The words of the apps that still keep them here, one catalog (``MSG``) per app. Everything
-else is in the one message catalog of apps and plots, ``words/`` (see docs/apps.md), and these
-modules move there too."""
+"""The words of speculative_replay, the one app not moved to its folder yet (its engineer is
+changing it): its catalog (``MSG``) and tables. Every other word is in the one message catalog of
+apps and plots, ``words/`` (docs/apps.md); these move there too, and this package goes."""

@@ -1,5 +1,5 @@
-"""The messages every app shares, now in the one catalog (``words.common``); re-exported here
-for the apps that still keep their words in ``apps.text`` (see docs/apps.md)."""
+"""The messages every app shares (``words.common``), re-exported for
+``apps.text.speculative_replay`` until that app moves to its folder (docs/apps.md)."""
 
 from __future__ import annotations
 

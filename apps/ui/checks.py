@@ -19,8 +19,8 @@ from typing import Any
 
 import gradio as gr
 
-from apps.text.common import COMMON
 from apps.ui.catalog import Msg, UserError, code
+from words.common import COMMON
 
 
 def clip_text(value: object, n: int = 40) -> str:

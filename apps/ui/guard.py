@@ -27,7 +27,6 @@ from typing import Any
 
 import gradio as gr
 
-from apps.text.common import COMMON
 from apps.ui.catalog import (
     CODES,
     LANGS,
@@ -37,6 +36,7 @@ from apps.ui.catalog import (
     language_message,
     message_in,
 )
+from words.common import COMMON
 
 Check = Callable[[Any], object] | None
 

@@ -233,11 +233,10 @@ def bind_port(host: str, port: int, tries: int = PORT_TRIES) -> tuple[socket.soc
             last = e
             continue
         got = sock.getsockname()[1]
-        note = "" if p == port or not port else (
-            f"port {port} is in use; serving on {got}, the next free port "
-            f"(choose one with --port P, or make demo PORT=P)"
-        )  # fmt: skip
-        return sock, note
+        if p == port or not port:
+            return sock, ""
+        note = f"port {port} is in use; serving on {got}, the next free port "
+        return sock, note + "(choose one with --port P, or make demo PORT=P)"
     raise OSError(
         f"ports {port}-{port + tries - 1} on {host} are all in use ({last}); choose another "
         "with --port P (make demo PORT=P)"
@@ -253,10 +252,20 @@ def next_free_port(host: str, port: int) -> tuple[int, str]:
     return got, note
 
 
+def _program(build: Callable[[], gr.Blocks]) -> str:
+    """``python -m apps.<name>`` for the app that defines ``build`` (argparse would name the
+    file it runs, ``__main__.py``): an app folder's package, or the module run as a script."""
+    name = build.__module__
+    if name == "__main__":  # an app module run directly: its import name is in its spec
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        name = spec.name if spec is not None else "apps"
+    return f"python -m {name.removesuffix('.__main__')}"
+
+
 def main(build: Callable[[], gr.Blocks], argv: Sequence[str] | None = None) -> None:
     """``python -m apps.<name> [--host H] [--port P]``: serve one app (blocking); a port in
     use moves to the next free one, said on stderr."""
-    ap = argparse.ArgumentParser(description="Serve one KDA State Lab app")
+    ap = argparse.ArgumentParser(prog=_program(build), description="Serve one KDA State Lab app")
     ap.add_argument("--host", default=HOST)
     ap.add_argument("--port", type=int, default=PORT)
     args = ap.parse_args(argv)

@@ -29,8 +29,8 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from apps.text.common import COMMON
 from apps.ui.catalog import LANGS, Catalog, Msg, T, UnknownLanguage, UserError, code
+from words.common import COMMON
 
 Draw = Callable[[Any, T], tuple]
 _REDRAWN = (gr.Plot, gr.Markdown, gr.HTML, gr.Dataframe, gr.Code)
@@ -247,10 +247,9 @@ class Page:
                 res.append(gr.update(**upd) if upd else gr.skip())
             return res
 
-        self.radio.change(
-            switch, [self.radio, *(k for _, k, _ in events)], comps,
-            api_visibility="private", show_progress="hidden",
-        )  # fmt: skip
+        kept = [self.radio, *(k for _, k, _ in events)]
+        quiet = {"api_visibility": "private", "show_progress": "hidden"}
+        self.radio.change(switch, kept, comps, **quiet)
 
 
 __all__ = ["FigureSlot", "Page", "lenient", "rendered"]

@@ -3,6 +3,8 @@ input, the language switch."""
 
 from __future__ import annotations
 
+import re
+
 from kda_core.studies import prefix_replay as pr
 
 APP = "prefix_replay"
@@ -174,7 +176,8 @@ def test_the_readers_text_is_shown_as_typed(app_url, ui):
     typed = "See [link](http://x) and `code` *b*"
     ui.page.locator(f"#{N}-text textarea").fill(typed)
     ui.click("Send")
-    ui.page.locator(f"#{N}-summary", has_text="Request #4").wait_for()
+    # the table itself (has_text is case-blind: the progress line "serving request #4" matched)
+    ui.page.locator(f"#{N}-summary .md", has_text=re.compile("Request #4")).wait_for()
     prompt = ui.page.locator(f"#{N}-summary tr").nth(1)
     assert typed in prompt.inner_text()
     assert prompt.locator("a").count() == 0 and prompt.locator("code").count() == 0

@@ -50,11 +50,11 @@ def _app_default_graph_bs() -> tuple[int, ...]:
     import ast
     from pathlib import Path
 
-    src = Path(__file__).resolve().parents[2] / "apps" / "prefix_replay_batch.py"
+    src = Path(__file__).resolve().parents[2] / "apps" / "prefix_replay" / "batch.py"
     for node in ast.parse(src.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "DEFAULT_GRAPH_BS":
             return tuple(ast.literal_eval(node.value))
-    raise AssertionError("DEFAULT_GRAPH_BS not found in apps/prefix_replay_batch.py")
+    raise AssertionError("DEFAULT_GRAPH_BS not found in apps/prefix_replay/batch.py")
 
 
 def test_the_batch_views_default_is_sglangs_capture_list():

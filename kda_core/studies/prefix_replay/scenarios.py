@@ -35,16 +35,15 @@ _DOC = (
 
 @dataclass(slots=True, frozen=True)
 class Scenario:
-    title: str
-    title_zh: str
+    """A built-in scenario: its prompts and what it shows. Its title is the front ends' (the
+    catalog's message ``scen_<name>`` in ``words.prefix_replay``): the core keeps the code."""
+
     prompts: tuple[str, ...]
     note: str
 
 
 SCENARIOS: dict[str, Scenario] = {
     "system_tools_branches": Scenario(
-        "System prompt + tools, two user branches",
-        "系统提示 + 工具，两个用户分支",
         (
             _SYS + "User: What's the weather in Paris?\nAssistant:",
             _SYS + "User: Compute 17*23.\nAssistant:",
@@ -54,8 +53,6 @@ SCENARIOS: dict[str, Scenario] = {
         "last checkpoint on its path, so it restores earlier and replays up to the match.",
     ),
     "multi_turn": Scenario(
-        "Multi-turn chat (English and Chinese)",
-        "多轮对话（中英文）",
         (
             _SYS + "User: Hi, I'm Ana.\nAssistant:",
             _SYS + "User: Hi, I'm Ana.\nAssistant: Hello Ana!\nUser: 你好吗？\nAssistant:",
@@ -65,8 +62,6 @@ SCENARIOS: dict[str, Scenario] = {
         "Every turn extends the previous one: the hit grows with the conversation.",
     ),
     "long_document": Scenario(
-        "Long document, several questions",
-        "长文档，多个问题",
         (
             _DOC + "Q: What does the decay act on?\nA:",
             _DOC + "Q: Why is the state fixed-size?\nA:",
