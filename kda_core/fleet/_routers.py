@@ -201,7 +201,7 @@ class KVEvents(_Base):
             if c:
                 refs[h] = c
             else:
-                del refs[h]
+                refs.pop(h)  # dict's (Counter's ``del`` runs in Python)
 
 
 def make_router(
