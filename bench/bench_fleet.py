@@ -3,7 +3,7 @@
 The trace is ``bench_trace_scale.py``'s Mooncake-shaped one (the bundled conversation trace's
 requests repeated with fresh hash ids; written to a temporary directory by that script). Each
 replica holds what one Kimi K3 TP8 server holds under SGLang 0.5.23's split of the K3
-write-up's budget (``sizing.split_memory(K3_REST_BYTES, K3_RATIO)``: 3.76 GiB of states and
+write-up's budget (``sizing.split_memory(K3_REST_BYTES, 0.15)``: 3.76 GiB of states and
 25.1 GiB of MLA KV per GPU). Two child processes, so each peak RSS is its own: the single
 replica (``sim.simulate``, SGLang's rules, those budgets, lookups of at most input - 1 tokens)
 and the fleet (``fleet.simulate_fleet``, ``--replicas`` of them, the chosen router, every event
@@ -27,6 +27,7 @@ from pathlib import Path
 TARGET_CPU_S = 120.0
 TARGET_RSS_B = 3 * 10**9
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's kda_core, not an installed one
 
 
 def cpu_s() -> float:
@@ -38,10 +39,16 @@ def peak_rss_b() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
+K3_RATIO = 0.15
+"""The K3 write-up's ``--mamba-full-memory-ratio`` (docs/sizing.md: with the rest
+``studies.calculator.K3_REST_BYTES`` it prints the write-up's slots and tokens)."""
+
+
 def budgets() -> dict:
     from kda_core import sizing
+    from kda_core.studies.calculator import K3_REST_BYTES
 
-    s = sizing.split_memory(sizing.preset("kimi-k3"), sizing.K3_REST_BYTES, sizing.K3_RATIO, tp=8)
+    s = sizing.split_memory(sizing.preset("kimi-k3"), K3_REST_BYTES, K3_RATIO, tp=8)
     return {"state_budget_bytes": s.state_budget_bytes, "kv_budget_bytes": s.kv_bytes}
 
 

@@ -75,3 +75,39 @@ def test_refine_keeps_the_prefix_structure():
         fa, fb = fine.block_ids(i), fine.block_ids(j)
         m = next((n for n, (x, y) in enumerate(zip(fa, fb)) if x != y), min(len(fa), len(fb)))
         assert m == min(2 * k, len(fa), len(fb))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_replica_hashes_reach_the_tree_through_insert_prefix(engine):
+    """No method of a replica's cache is replaced at run time (hooks are constructor
+    arguments): the tree's KV payloads are the engine's block hashes of the key, recomputed
+    here from the pages, because ``place`` hands them to ``insert_prefix``."""
+    from kda_core.fleet._replica import block_hashes
+    from kda_core.fleet._setup import check_args
+    from kda_core.fleet._simulate import run
+
+    opts = dict(replicas=2, router="kv_events", model="kimi-k3", tp=8, engine=engine)
+    opts.update(weight=1.0, seed=0, engine_params=None, router_params=None, time_model=None)
+    opts.update(
+        oracle=False, budgets={f"{k}_budget_bytes": None for k in ("state", "kv", "unified")}
+    )
+    s = check_args(bundled_trace("conversation").head(60), opts)
+    ppb = s.block_tokens // s.page
+    checked = [0]
+
+    def observe(i, reps, key):
+        for rep in reps:
+            patched = [k for k in getattr(rep.cache, "__dict__", {}) if hasattr(type(rep.cache), k)]
+            assert patched == []
+            m = rep.cache.match_prefix(key, touch=False)
+            n = m.token_match // s.page
+            if n == 0:
+                continue
+            got = [h for kv in rep.cache.read_kv(key, n * s.page) for h in kv.hashes]
+            want = block_hashes(key[:n].tolist(), ppb, engine == "sglang")
+            assert [h for h in got if h] == want[: n // ppb]
+            assert all(h == 0 for j, h in enumerate(got) if (j + 1) % ppb)
+            checked[0] += 1
+
+    run(s, observe)
+    assert checked[0] > 10

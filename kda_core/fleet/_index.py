@@ -108,6 +108,12 @@ class EventView:
             n = len(toks) // bs
             mapped = n == len(hs)
         view, m, salt, up = self.view, self.map, _ROUTER_SALT, self.parents
+        if bs == 1 and mapped and up is None:  # the loop below for SGLang's pages: hot
+            for tok, h in zip(toks, hs):
+                parent = hash((salt, parent, tok))
+                view[parent] = None
+                m[h] = parent
+            n = 0
         for i in range(n):
             # hash_chunk, inlined
             child = (
@@ -129,10 +135,11 @@ class EventView:
             kind = self.kinds.get(ev.group_idx)
             if kind is not None and kind not in VLLM_ATTENTION_KINDS:
                 return
-        for h in ev.block_hashes:
-            rh = self.map.pop(h, None)
+        m, view = self.map, self.view
+        for h in ev.block_hashes:  # ``_unview`` inlined (a removal per evicted block: hot)
+            rh = m.pop(h, None)
             if rh is not None:
-                self._unview(rh)
+                view.pop(rh, None)
 
     def _unview(self, rh: int) -> None:
         self.view.pop(rh, None)

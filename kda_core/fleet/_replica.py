@@ -7,7 +7,8 @@ A replica is exactly one ``kda_core.sim.simulate`` run in the sequential schedul
 requests routed to it; tests/test_fleet_replica.py holds every replica's restore points equal to
 ``simulate`` on its own sub-trace. What the tree stores and drops is published as the engine
 would: the KV payload of each tree page is the engine's block hash ending there (0 inside a
-block), so the tree's ``on_free_kv`` / ``before_drop`` hooks name the blocks that leave.
+block; ``placement.place`` inserts it with the request's key), so the tree's ``on_free_kv`` /
+``before_drop`` hooks (constructor arguments) name the blocks that leave.
 
 Events (``_events``): vLLM 0.33 publishes per prefill step (the policy's planned positions are
 vLLM's chunk ends, ``Scheduler._mamba_block_aligned_split``) one ``BlockStored`` per KV cache
@@ -112,22 +113,9 @@ class Replica:
             if engine == "vllm" or state_events:  # SGLang drops a state silently
                 hooks["before_drop"] = self._drop_state
         self.cache = cache = RadixStateCache(page, block_keys=True, **pol.cache_options(), **hooks)
-        # ``placement.place`` inserts with ``kv=None``: the instance's insert carries the
-        # request's page payloads instead (and keeps the result for the events)
-        self._insert = cache.insert_prefix
-        self.payload: _Pages | None = None
-        self.last: Any = None
-        if publish:
-            cache.insert_prefix = self._insert_with_payload
         sb, kb, ub = budgets
         self.ctx = RunCtx(cache, pol, sb, kb, ub, sizes[0], sizes[1], page)
         self.ctx.cap_last = True
-
-    def _insert_with_payload(
-        self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
-    ) -> Any:
-        self.last = self._insert(key, self.payload, states, state_bytes=state_bytes)
-        return self.last
 
     # ---------------------------------------------------------------- drops (tree hooks)
     def _free_kv(self, payload: Any, n_tokens: int) -> None:
@@ -158,18 +146,18 @@ class Replica:
         ``pages``: the insert key's page ids as ints (``ins_key`` as a list)."""
         ctx, pol, cache = self.ctx, self.pol, self.cache
         hashes: list[int] = []
+        payload = None
         if self.publish:
             hashes = block_hashes(pages, self.ppb, self.engine == "sglang")
             ppb = self.ppb
             if ppb == 1:
-                payload = tuple(hashes)
+                per_page = tuple(hashes)
             else:
                 per_page = [0] * len(pages)
                 for j, h in enumerate(hashes):
                     per_page[(j + 1) * ppb - 1] = h
-                payload = tuple(per_page)
-            self.payload = _Pages(payload, self.page)
-        self.last = None
+            payload = _Pages(tuple(per_page), self.page)
+        r = None
         m = ctx.lookup(key, length)
         tm = min(m.token_match, length)
         ra = min(m.restore_at, tm)
@@ -182,11 +170,10 @@ class Replica:
             locked = path.cached_len > 0 and (tight or ctx.ub is not None or ctx.kb is not None)
             if locked:
                 cache.lock_handle(path)
-            place(ctx, ins_key, list(pos), path.cached_len)
+            _, r = place(ctx, ins_key, list(pos), path.cached_len, payload)
             if locked:
                 release(cache, path)
         kv_cleanup(ctx)
-        r = self.last
         if r is not None and self.publish:
             self._stored(ra, r, hashes, pages)
         return tm, ra

@@ -28,6 +28,7 @@ the first, as ``min`` / ``min_by_key`` do in the sources).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +139,8 @@ class KVEvents(_Base):
             fr, every = params["filter_removals"], kind == "kv_events_all_groups"
             self.views = [EventView(ppb, every, cap, fr) for _ in range(self.n)]
         self.state = kind == "state_aware"
-        self.refs: list[dict[int, int]] = [{} for _ in range(self.n)]
+        # per replica, in-flight requests per block (a Counter: ``started`` counts in C)
+        self.refs: list[Counter[int]] = [Counter() for _ in range(self.n)]
         self.recent = [0.0] * self.n
         self._hashes: list[int] = []
 
@@ -150,32 +152,37 @@ class KVEvents(_Base):
         state within it (``state_hits``)."""
         if self.state:
             return [v.state_hits(rh)[0] for v in self.views]  # type: ignore[attr-defined]
-        return [v.hits(rh) for v in self.views]
+        out = []
+        for v in self.views:  # ``EventView.hits`` inlined (every replica, every decision)
+            view, n = v.view, 0
+            for h in rh:
+                if h not in view:
+                    break
+                n += 1
+            out.append(n)
+        return out
 
     def pick(self, req: Request) -> tuple[int, int]:
         rh = request_hashes(req.pages[: req.full], self.bt // self.page)
         self._hashes = rh
         total = len(rh)
         w, refs, recent = self.w, self.refs, self.recent
-        best = None
         counted = self._hits(rh)
-        for r in self.order:
-            hits = counted[r]
-            load = len(refs[r]) + recent[r]
-            key = (w * (total - hits) + load, load)
-            if best is None or key < best[0]:
-                best = (key, r, hits)
-        assert best is not None
-        _, r, hits = best
+        best_cost = best_load = 0.0
+        r = hits = -1
+        for k in self.order:  # the least (cost, load), the first on a tie
+            h = counted[k]
+            load = len(refs[k]) + recent[k]
+            cost = w * (total - h) + load
+            if r < 0 or cost < best_cost or (cost == best_cost and load < best_load):
+                best_cost, best_load, r, hits = cost, load, k, h
         self._dispatch(r, total - hits)
         return r, hits * self.bt
 
     def _dispatch(self, r: int, missed: int) -> None:
         """Infera ``_record_dispatch``: decay every total, then charge the pick's misses."""
         rec, d = self.recent, self.decay
-        for k in range(self.n):
-            v = rec[k] * d
-            rec[k] = v if v >= 1e-3 else 0.0
+        rec[:] = [v if v >= 1e-3 else 0.0 for v in [x * d for x in rec]]
         if missed > 0 and d > 0:  # decay 0: no recent term (the router before Infera#103)
             rec[r] += missed
 
@@ -184,19 +191,17 @@ class KVEvents(_Base):
 
     def started(self, r: int, req: Request, handle: Any) -> None:
         super().started(r, req, handle)
-        refs = self.refs[r]
-        for h in handle:
-            refs[h] = refs.get(h, 0) + 1
+        self.refs[r].update(handle)
 
     def finished(self, r: int, handle: Any) -> None:
         super().finished(r, handle)
         refs = self.refs[r]
-        for h in handle:
-            c = refs.get(h, 0) - 1
-            if c <= 0:
-                refs.pop(h, None)
-            else:
+        for h in handle:  # every h was counted by ``started``
+            c = refs[h] - 1
+            if c:
                 refs[h] = c
+            else:
+                refs.pop(h)  # dict's (Counter's ``del`` runs in Python)
 
 
 def make_router(

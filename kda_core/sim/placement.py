@@ -101,10 +101,15 @@ def _room_unified(ctx: RunCtx, pos: list[int], held_tokens: int) -> list[int]:
     return pos
 
 
-def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> tuple[int, Any]:
+def place(
+    ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int, kv: Any = None
+) -> tuple[int, Any]:
     """Make room for checkpoints at ``pos`` (ascending) and insert them with ``ins_key``.
 
-    ``held_tokens``: the length of the request's path the caller keeps locked.
+    ``held_tokens``: the length of the request's path the caller keeps locked. ``kv``: the
+    KV payload of ``ins_key`` the cache stores (None: the simulator's, which sizes KV by
+    tokens only; the fleet's replicas pass the engine's block hashes per page, sliced by
+    the cache's ``kv_slice`` when the insert is cut at the deepest position).
     -> (states new, the cache's PrefixInsert or None when every position was dropped)."""
     pos = _room_for_states(ctx, pos)
     if ctx.ub is not None and pos:
@@ -117,7 +122,7 @@ def place(ctx: RunCtx, ins_key: list[int], pos: list[int], held_tokens: int) -> 
             ctx.evictions += ctx.cache.evict(kv_tokens=-(-over // ctx.kvb)).states
     if not pos:
         return 0, None
-    r = ctx.cache.insert_prefix(ins_key, None, [(p, p) for p in pos], state_bytes=ctx.ckpt)
+    r = ctx.cache.insert_prefix(ins_key, kv, [(p, p) for p in pos], state_bytes=ctx.ckpt)
     ctx.steps += r.inserted_len // ctx.page
     return len(r.new), r
 

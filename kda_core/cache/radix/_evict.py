@@ -3,10 +3,11 @@
 ``evict_states`` frees states until a count and a byte target are met: an internal node's
 state is dropped (it becomes a tombstone), a leaf goes with its KV (its parent, left
 childless, stays as a leaf: SGLang). The order is the state LRU, or the row the cache's
-``victim`` hook picks from the state table (Marconi). A cache with no hook and no table
-takes a fast loop that tells nobody (``RadixTree.plain``); tests/test_radix_fastpaths.py
-checks it against the general one. ``evict_kv`` frees the least recently used unlocked
-leaves (KV and state) through the lazy leaf heap.
+``victim`` hook picks from the state table (Marconi). A cache with no state hook and no
+table takes a fast loop that tells only ``on_free_kv`` (``RadixTree.plain``);
+tests/test_radix_fastpaths.py checks it against the general one, hook calls included.
+``evict_kv`` frees the least recently used unlocked leaves (KV and state) through the lazy
+leaf heap.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None
     inlined and the counters kept in locals (the simulator evicts up to 262,000 states per
     pass)."""
     slru, live, root, tpe, epp = tree.slru, tree.live, tree.root, tree.tpe, tree.epp
+    free_kv = tree.on_free_kv
     states = sbytes = kv_tok = nodes = tomb = 0
     became_leaf: list[Node] = []
     while states < num or sbytes < nbytes:
@@ -108,11 +110,15 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None
             continue
         parent = victim.parent
         assert parent is not None
-        kv_tok += len(victim.key) * tpe
+        ntok = len(victim.key) * tpe
+        kv_tok += ntok
         nodes += 1
         k = victim.key
         del parent.children[k[0] if epp == 1 else k[:epp]]
+        payload = victim.kv
         victim.alive, victim.parent, victim.kv = False, None, None
+        if free_kv is not None:
+            free_kv(payload, ntok)
         del live[victim.id]
         if parent is not root and not parent.children:
             became_leaf.append(parent)

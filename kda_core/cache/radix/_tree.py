@@ -112,8 +112,9 @@ class RadixTree:
         self.hseq = 0
         self.table = StateTable() if victim is not None else None
         self.counts = dict.fromkeys(COUNTERS, 0)
-        # without hooks or a table nobody needs to hear of an eviction (evict's fast loop)
-        self.plain = all(fn is None for fn in (*hooks.values(), victim))
+        # without state hooks or a table only ``on_free_kv`` may hear of an eviction, and evict's
+        # fast loop tells it, in eviction order (the tree's counters settle after the loop)
+        self.plain = all(fn is None for fn in (on_free_state, before_drop, victim))
 
     # ------------------------------------------------------------------ touching
     def first(self, k: tuple, i: int) -> Any:
