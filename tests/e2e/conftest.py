@@ -98,6 +98,39 @@ id => {
 }
 """
 
+# The text labels drawn on the data (``mode="text"`` traces): every pair of labels whose boxes
+# cross, and every label over a marker (its box vs the marker's square, from plotly's axes and
+# the marker size). Returns "label ~ label" / "label ~ trace name" per collision.
+LABELS_JS = """
+id => {
+  const g = document.querySelector('#' + id + ' .js-plotly-plot');
+  if (!g || !g._fullLayout) return ['no figure'];
+  const fl = g._fullLayout, root = g.getBoundingClientRect();
+  const cross = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 &&
+                          a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const labels = [...g.querySelectorAll('.textpoint text')]
+    .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+    .map(t => ({name: t.textContent.trim(), r: t.getBoundingClientRect()}));
+  const out = [];
+  labels.forEach((a, i) => labels.slice(i + 1).forEach(b => {
+    if (cross(a.r, b.r)) out.push(a.name + ' ~ ' + b.name); }));
+  g._fullData.forEach(tr => {
+    if (tr.visible !== true || !tr.x || !(tr.mode || '').includes('markers')) return;
+    const xa = fl[(tr.xaxis || 'x').replace('x', 'xaxis')];
+    const ya = fl[(tr.yaxis || 'y').replace('y', 'yaxis')];
+    const h = (tr.marker && typeof tr.marker.size === 'number' ? tr.marker.size : 6) / 2;
+    for (let i = 0; i < tr.x.length; i++) {
+      if (tr.x[i] === null || tr.y[i] === null) continue;
+      const px = xa.l2p(xa.d2l(tr.x[i])) + xa._offset + root.left;
+      const py = ya.l2p(ya.d2l(tr.y[i])) + ya._offset + root.top;
+      const m = {left: px - h, right: px + h, top: py - h, bottom: py + h};
+      labels.forEach(a => { if (cross(a.r, m)) out.push(a.name + ' ~ ' + (tr.name || 'marker')); });
+    }
+  });
+  return out;
+}
+"""
+
 # The drawn figure's text boxes, from the page: every title, axis title, tick label, legend and
 # annotation inside the figure's canvas; no colour bar, annotation or legend over an axis title
 # (or the figure title). Returns one line per problem.
@@ -364,6 +397,11 @@ class Ui:
         each annotation / legend box from the page is tested against every drawn point and
         line vertex of the traces (their screen positions from plotly's own axes)."""
         return self.page.evaluate(OVERLAP_JS, elem_id)  # type: ignore[attr-defined]
+
+    def label_overlaps(self, elem_id: str) -> list[str]:
+        """Text labels on the data (``mode="text"``) that cross each other or a marker
+        (``LABELS_JS``)."""
+        return self.page.evaluate(LABELS_JS, elem_id)  # type: ignore[attr-defined]
 
     def layout_problems(self, elem_id: str) -> list[str]:
         """Text of the drawn figure outside its canvas, or a colour bar / annotation / legend
