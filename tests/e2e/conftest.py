@@ -403,6 +403,13 @@ class Ui:
         (``LABELS_JS``)."""
         return self.page.evaluate(LABELS_JS, elem_id)  # type: ignore[attr-defined]
 
+    def upload_label_clear(self, elem_id: str) -> None:
+        """The upload ``#elem_id``'s label ends above its upload icon (it covered it)."""
+        box = self.page.locator(f"#{elem_id}")  # type: ignore[attr-defined]
+        label = box.locator('label[data-testid="block-label"]').bounding_box()
+        icon = box.locator('[data-testid="upload-icon"]').bounding_box()
+        assert label["y"] + label["height"] <= icon["y"] + 1, (elem_id, label, icon)
+
     def layout_problems(self, elem_id: str) -> list[str]:
         """Text of the drawn figure outside its canvas, or a colour bar / annotation / legend
         over an axis title (``LAYOUT_JS``)."""
