@@ -65,9 +65,26 @@ def test_bytes_figure(out, demo):
     fig = out[7]
     names = [tr.name for tr in fig.data]
     assert names == ["log-depth scan", "all-gather + fold", "MLA KV all-gather"]
-    assert fig.data[0].y[0] == demo.bytes_sent.max() and fig.data[2].y[0] == demo.kv_bytes
+    assert fig.data[0].y[0] == demo.bytes_sent.max()
+    # like with like: the MLA all-gather only beside the K3 layer's scans (one sequence: the
+    # cost model's schedule, the same messages as the demo's)
+    assert list(fig.data[2].x) == ["a K3 layer (8 heads × 128, fp32)"]
+    assert list(fig.data[2].y) == [demo.kv_bytes]
     m = cps.cost_model(cps.MEASURED, T=512, P_values=(4,))
-    assert fig.data[0].y[1] == m.bytes_sent["logdepth"][0]
+    assert fig.data[0].y[1] == m.bytes_sent["logdepth"][0] == demo.k3_scan_bytes["logdepth"]
+    assert fig.data[1].y[1] == m.bytes_sent["allgather"][0] == demo.k3_scan_bytes["allgather"]
+    assert m.kv_bytes[0] == demo.kv_bytes
+
+
+def test_summary_compares_k3_scan_with_k3_all_gather():
+    """P = 8, T = 512: the demo layer's scan (28,672 B) is said on its own line; the K3 line
+    compares the same messages at K3 size (3 maps + 1 state: 3,670,016 B) with K3's MLA KV
+    all-gather (516,096 B), never the demo's bytes with K3's."""
+    s = app.run(T=512, P=8)[0]
+    assert "scan of this demo's layer: at most **28,672 B** sent per rank" in s
+    assert "the scan's messages **3,670,016 B** per rank, an MLA KV all-gather **516,096 B**" in s
+    zh = app.run(T=512, P=8, language="中文")[0]
+    assert "扫描的消息每个 rank **3,670,016 B**，MLA KV 全收集 **516,096 B**" in zh
 
 
 def test_speedup_figure_is_the_cost_model(out):

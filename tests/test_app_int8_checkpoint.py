@@ -210,11 +210,21 @@ def test_palette_ticks_and_wording(default_out, study):
     assert default_out[ERR].data[1].colorscale == default_out[ERR].data[0].colorscale
     cap = default_out[CAP]
     assert {t.marker.color for t in cap.data} == {app.COLORS["checkpoint"], app.SERIES[1]}
-    r = study.table.max_bound_ratio[0]
-    assert f"max error / bound {r:.4g} (≤ 1: within the bound)" in default_out[SUMMARY]
     assert "True" not in default_out[SUMMARY]
-    e = study.errors
-    assert f"max error / bound {e.max_bound_ratio:.4g}" in default_out[ERR].layout.title.text
+
+
+def test_table_and_error_map_round_the_bound_ratio_alike(default_out, study):
+    """Both say max error / bound to 4 decimals, rounded away from 1: the table's ratio (all
+    layers, 0.99995 in the default run) reads 0.9999, never "1" beside "(≤ 1)"."""
+    r, e = study.table.max_bound_ratio[0], study.errors.max_bound_ratio
+    assert 0.99995 <= r < 1 and e < 1  # the default run: "1" at 4 significant digits
+    table = f"max error / bound {int(r * 10_000) / 10_000:.4f} (≤ 1: within the bound)"
+    assert table == "max error / bound 0.9999 (≤ 1: within the bound)"
+    assert table in default_out[SUMMARY] and "bound 1 (" not in default_out[SUMMARY]
+    title = default_out[ERR].layout.title.text
+    assert f"max error / bound {int(e * 10_000) / 10_000:.4f} (≤ 1" in title
+    assert app.bound_ratio(0.99994) == "0.9999" and app.bound_ratio(1.00001) == "1.0001"
+    assert app.bound_ratio(1.0) == "1.0000" and app.bound_ratio(0.5) == "0.5000"
 
 
 @pytest.mark.parametrize("field", ["n_tokens", "steps", "tp", "layer"])
@@ -229,17 +239,31 @@ def test_number_fields_do_not_round():
     assert len(nums) == 4 and all(c["props"].get("precision") is None for c in nums)
 
 
+def test_the_continuation_decodes_the_tokens_the_heading_says():
+    """ "Tokens to decode after restore" = 5: the divergence heading and the continuation both
+    say 5 tokens (the continuation once used at least 32, silently)."""
+    out = app.run(steps=5)
+    c = out[HISTORY + 1]
+    assert "Decoding 5 tokens after the restore" in out[DIV].layout.title.text
+    assert "identical for all 5 tokens" in c or "of 5, marked" in c
+    from kda_core.studies import quality
+
+    five = quality.continuation(st.DEFAULT_TEXT, 64, "int8", "channel", 5)
+    assert len(five.exact) == 5
+    assert f"| exact checkpoint | {app.table_cell(''.join(five.exact_pieces))} |" in c
+
+
 def test_continuations_side_by_side_with_the_first_difference_marked(default_out):
     from kda_core.studies import quality
 
     md = default_out[HISTORY + 1]
-    c = quality.continuation(st.DEFAULT_TEXT, 64, "int8", "channel", 32)
+    c = quality.continuation(st.DEFAULT_TEXT, 64, "int8", "channel", 16)  # the 16 steps decoded
     assert "Greedy continuation after the restore" in md and "int8 / key channel" in md
     assert app.table_cell("".join(c.exact_pieces)) in md.replace("<mark><b>", "").replace(
         "</b></mark>", ""
     )
     if c.first_divergence is None:
-        assert "identical for all 32 tokens" in md and "<mark>" not in md
+        assert "identical for all 16 tokens" in md and "<mark>" not in md
     # a made-up divergence is marked at its token, in the compressed row only
     fake = quality.Continuation("x", "tail", (97, 98), (97, 99), ("a", "b"), ("a", "c"), 1)
     en = app.MSG.lang("English")

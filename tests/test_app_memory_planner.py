@@ -247,3 +247,33 @@ def test_zero_capacity_names_the_reserved_slots():
     assert "SGLang reserves 5 state slots per request at admission" in row
     assert "the pool has 4" in row and "holds 3" not in row
     assert "5 state slots per request" in out[1]  # the log line states the same count
+
+
+def _events(demo: gr.Blocks) -> tuple[dict, dict, list]:
+    """The page's callbacks by name (first of each), the kept-view state each writes, and the
+    switch's inputs and outputs (component ids), from the page's config."""
+    cfg = demo.get_config_file()
+    fns, kept = {}, {}
+    for d in cfg["dependencies"]:
+        name = demo.fns[d["id"]].fn.__name__
+        fns.setdefault(name, demo.fns[d["id"]].fn)
+        kept.setdefault(name, d["outputs"][-1])
+    elem = {c["id"]: c["props"].get("elem_id") for c in cfg["components"]}
+    switch = next(d for d in cfg["dependencies"] if demo.fns[d["id"]].fn.__name__ == "switch")
+    return fns, kept, [switch["inputs"], [elem.get(i) for i in switch["outputs"]]]
+
+
+def test_switch_after_a_refused_plan_redraws_the_last_plan_in_chinese():
+    """Plan refused by its validator (budget -28): the button's pre-check still ran (model
+    fine, it writes nothing); the switch then redraws the last plan in 中文, not nothing."""
+    demo = mp.build()
+    fns, kept, (switch_in, switch_out) = _events(demo)
+    plan = fns["compute_plan"]()  # the page's load
+    pre = fns["check_model"]("kimi-k3", "", "English")  # Plan clicked; the plan is refused
+    views = {kept["compute_plan"]: plan[-1], kept["check_model"]: pre[-1]}
+    out = fns["switch"]("中文", *[views.get(i) for i in switch_in[1:]])
+    by = dict(zip(switch_out, out))
+    zh = mp.run_plan(language="中文")
+    assert by["memory_planner-engines"]["value"] == zh[-2] != mp.run_plan()[-2]
+    assert by["memory_planner-summary"]["value"] == zh[0]
+    assert by["memory_planner-context"]["value"].layout.title.text == zh[2].layout.title.text

@@ -74,14 +74,19 @@ def test_junk_lines_are_counted_and_folded():
 
 
 def test_a_rejected_log_replaces_the_earlier_verdict():
-    report, lines = draw_log_check(mp.check_log(K3.model, "", "", 0, 0, 0, 0, 0), EN)
-    assert report == "**Not read:** paste a log first" and lines == ""
-    assert draw_log_check(mp.check_log(K3.model, "", K3.text, 0.9, 0, 0, 0, 0), EN) == (
-        gr.skip(),
-        gr.skip(),
-    )
-    report, _ = draw_log_check(mp.check_log("custom", "", K3.text, 0, 0, 0, 0, 0), ZH)
+    """A model the reader refuses (a config.json that does not read) replaces the verdict;
+    a field's own refusal (empty log, custom model) is marked on the field instead."""
+    bad = '{"model_type": "qwen3_next", "num_hidden_layers": 4}'
+    report, lines = draw_log_check(mp.check_log("config.json", bad, K3.text, 0, 0, 0, 0, 0), EN)
+    assert report.startswith("**Not read:** ") and "missing field 'layer_types'" in report
+    assert lines == ""
+    report, _ = draw_log_check(mp.check_log("config.json", bad, K3.text, 0, 0, 0, 0, 0), ZH)
     assert report.startswith("**未读取：**")
+    for model, log in ((K3.model, K3.text), (K3.model, ""), ("custom", K3.text)):
+        assert draw_log_check(mp.check_log(model, "", log, 0.9, 0, 0, 0, 0), EN) == (
+            gr.skip(),
+            gr.skip(),
+        )
 
 
 def test_inferred_flags_are_written_for_a_reader():
@@ -124,3 +129,23 @@ def test_the_custom_model_covers_gqa_mamba2_and_short_conv():
     gqa = {"attn_kind": "gqa", "attn_kv_heads": 8, "attn_head_dim": 64}
     spec = pe.custom_spec("custom", 10, 6, 2048, 1, 3, linear_kind="short_conv", **gqa)
     assert spec.linear_k_dim == 0 and spec.attn_kv_heads == 8
+
+
+def test_an_empty_log_is_marked_on_its_field_not_in_a_toast():
+    """Read with nothing pasted: the validator marks the log field (in the page's language)
+    and the reading is not run; the pre-check draws nothing (the verdict stays as it was)."""
+    demo = mp.build()
+    deps = demo.get_config_file()["dependencies"]
+    (dep,) = [d for d in deps if d["api_name"] == "memory_planner_read_log"]
+    assert demo.fns[dep["id"]].validator is not None
+    from apps.memory_planner.log import log_validator
+
+    v = log_validator()
+    marks = v("kimi-k3", "", "  ", 0, 0, 0, 0, 0, "中文")
+    assert [m["is_valid"] for m in marks] == [True, True, False, *[True] * 6]
+    assert marks[2]["message"] == "请先粘贴日志"
+    assert v("kimi-k3", "", K3.text, 0, 0, 0, 0, 0, "English") == [gr.validate(True, "")] * 9
+    assert v("kimi-k3", "", K3.text, 11, 0, 0, 0, 0, "English")[3]["message"].endswith("got 11")
+    assert not v("custom", "", K3.text, 0, 0, 0, 0, 0, "English")[0]["is_valid"]
+    assert mp.check_log("kimi-k3", "", "") is None
+    assert draw_log_check(mp.check_log("kimi-k3", "", ""), EN) == (gr.skip(), gr.skip())

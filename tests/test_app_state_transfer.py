@@ -67,12 +67,35 @@ def test_splice_figure_is_the_study():
 
 
 def test_tiers_figure_is_the_study():
-    fig, path, r = app.run_tiers(300, 8, 2.0)
+    fig, path, _note, r = app.run_tiers(300, 8, 2.0)
     np.testing.assert_array_equal(fig.data[0].y, r.state_hit_rate)
     np.testing.assert_array_equal(fig.data[1].y, r.ttft_mean_s)
     np.testing.assert_allclose(fig.data[3].y, r.bytes_loaded[:, 1] / 1e9)
     assert r.n_requests == 300 and r.host_ckpts == 16
     assert _rows(path)[0][:3] == ["setup", "state_hit_rate", "ttft_mean_s"]
+
+
+def test_tiers_say_why_host_adds_nothing_in_both_languages():
+    """Default tiers (1000 requests, 16 device checkpoints, ratio 2): "+ host" has the device
+    only hit rate, 0 host hits and 0 bytes loaded; the note says why (the host keeps only
+    each request's last state, 32 of them: round(16 × 2)); with ratio 64 the host restores."""
+    fig, _, note, r = app.run_tiers(1000, 16, 2.0)
+    assert r.setups[1] == "device+host" and r.host_ckpts == 32
+    assert r.state_hit_rate[1] == r.state_hit_rate[0] and r.hits[1, 1] == 0
+    assert r.bytes_loaded[1].tolist() == [0, 0] and r.bytes_written[1, 0] > 0
+    written = int(r.bytes_written[1, 0]) // 29_039_616  # K3 TP8 checkpoint bytes (sim.tiers)
+    assert note.startswith("**Why “+ host” adds nothing here:** the host keeps only each")
+    assert f"32 of them at this ratio. {written:,} were written" in note
+    zh = app.run_tiers(1000, 16, 2.0, language="中文")
+    assert zh[2].startswith("**为什么“+ 主机”在这里毫无收益：**") and "最多 32 个" in zh[2]
+    assert list(zh[0].data[0].x) == ["仅设备", "+ 主机", "+ 远端"]
+    assert [d.name for d in zh[0].data[2:]] == ["主机", "远端"]
+    assert "host" not in str(zh[0].layout.title.text) + zh[2]
+    _, _, some, r64 = app.run_tiers(300, 8, 64)
+    assert r64.hits[1, 1] > 0
+    assert some.endswith(
+        f"512 of them at this ratio: {int(r64.hits[1, 1]):,} requests restored from it."
+    )
 
 
 @pytest.mark.parametrize(

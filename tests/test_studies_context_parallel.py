@@ -55,6 +55,28 @@ def test_mla_bytes_are_k3s():
     assert cps.kv_allgather_bytes(32768, 2, 1152) == 16384 * 1152
 
 
+def test_k3_bytes_compare_like_with_like_by_hand():
+    """T = 512, P = 8: the demo's messages at one K3 layer's size (8 heads, K = V = 128,
+    fp32: map 8·128·256·4 B, state 8·128·128·4 B) next to K3's MLA KV all-gather (7 ranks ×
+    64 tokens × 1152 B); the demo layer's own bytes stay the demo's (H = 2, K = V = 16, f64)."""
+    k3_map, k3_state = 8 * 128 * 256 * 4, 8 * 128 * 128 * 4
+    assert (k3_map, k3_state) == (1_048_576, 524_288)
+    d = cps.demo(T=512, P=8, scan="logdepth")
+    per_rank = [0] * 8
+    for src, kind in zip(d.msg_src.tolist(), d.msg_kind.tolist()):
+        per_rank[src] += k3_map if kind == "map" else k3_state
+    assert max(per_rank) == 3 * k3_map + k3_state == d.k3_scan_bytes["logdepth"] == 3_670_016
+    assert d.k3_scan_bytes["allgather"] == 7 * k3_map  # P - 1 maps from every rank
+    assert d.kv_bytes == 7 * 64 * (512 + 64) * 2 == 516_096
+    assert d.bytes_sent.max() == 3 * 2 * 16 * 32 * 8 + 2 * 16 * 16 * 8 == 28_672
+    # packed documents change the schedule: the K3 bytes follow the demo's messages
+    p = cps.demo(T=512, P=4, docs=[128, 384])
+    per_rank = [0] * 4
+    for src, kind in zip(p.msg_src.tolist(), p.msg_kind.tolist()):
+        per_rank[src] += k3_map if kind == "map" else k3_state
+    assert p.k3_scan_bytes["logdepth"] == max(per_rank)
+
+
 COSTS = cps.StepCosts(
     chunked_s_per_token=1e-5, local_s_per_token=2e-5, finish_s_per_token=1e-6,
     compose_s=1e-3, apply_s=5e-4, latency_s=1e-4, bandwidth_Bps=1e9,

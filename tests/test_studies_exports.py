@@ -85,17 +85,17 @@ def test_context_parallel_columns():
         scan="logdepth",
         bytes_sent=np.array([5, 7]),
         bytes_other=np.array([9, 11]),
+        k3_scan_bytes={"logdepth": 70, "allgather": 90},
         kv_bytes=1000,
     )
     st = exports.cp_state_columns(d, 1)
     assert st["key"] == [0, 0, 0, 1, 1, 1] and st["value"] == [0, 1, 2, 0, 1, 2]
     assert st["S_in"] == [6.0, 7.0, 8.0, 9.0, 10.0, 11.0] and st["S_true"][0] == 6.5
-    m = NS(bytes_sent={"logdepth": [1, 70], "allgather": [2, 90]}, kv_bytes=[3, 5000])
-    b = exports.cp_bytes_columns(d, m, ("demo", "K3"))
-    assert b["series"] == ["logdepth"] * 2 + ["allgather"] * 2 + ["mla_kv_allgather"] * 2
-    assert b["group"] == ["demo", "K3"] * 3
-    # demo: the scan run sent max 7, the other scan max 11; K3: the model's last P
-    assert b["bytes"] == [7, 70, 11, 90, 1000, 5000]
+    b = exports.cp_bytes_columns(d, ("demo", "K3"))
+    assert b["series"] == ["logdepth"] * 2 + ["allgather"] * 2 + ["mla_kv_allgather"]
+    assert b["group"] == ["demo", "K3"] * 2 + ["K3"]  # the MLA all-gather: K3's layer only
+    # demo: the scan run sent max 7, the other scan max 11; K3: the same messages at K3 size
+    assert b["bytes"] == [7, 70, 11, 90, 1000]
     models = {
         8192: NS(P=np.array([1, 2]), speedup={"logdepth": [1.0, 1.9], "allgather": [1.0, 1.5]})
     }

@@ -119,12 +119,13 @@ _PAGE: dict[str, tuple[str, str]] = {
     "l_ideal": ("P (ideal)", "P（理想）"),
     "s_run": (
         "- {P} ranks, {T} tokens, random inputs (seed {seed}), {docs}: worst relative error "
-        "of the outputs **{worst:.1e}**, final state **{final:.1e}**\n- scan: at most "
-        "**{sent:,} B** sent per rank; an MLA KV all-gather of the same context (one K3 "
-        "layer): **{kv:,} B**",
+        "of the outputs **{worst:.1e}**, final state **{final:.1e}**\n- scan of this demo's "
+        "layer: at most **{sent:,} B** sent per rank\n- one K3 layer, same context and ranks: "
+        "the scan's messages **{k3:,} B** per rank, an MLA KV all-gather **{kv:,} B**",
         "- {P} 个 rank，{T} 个 token，随机输入（种子 {seed}），{docs}：输出最大相对误差 "
-        "**{worst:.1e}**，最终状态 **{final:.1e}**\n- 扫描：每个 rank 最多发送 **{sent:,} B**；"
-        "同样上下文的 MLA KV 全收集（K3 一层）：**{kv:,} B**",
+        "**{worst:.1e}**，最终状态 **{final:.1e}**\n- 本演示层的扫描：每个 rank 最多发送 "
+        "**{sent:,} B**\n- K3 的一层，同样的上下文和 rank：扫描的消息每个 rank **{k3:,} B**，"
+        "MLA KV 全收集 **{kv:,} B**",
     ),
     "docs_1": ("1 document", "1 个文档"),
     "docs_n": ("{n} documents", "{n} 个文档"),

@@ -32,7 +32,7 @@ _PAGE: dict[str, tuple[str, str]] = {
         "哈希、指纹、布局、精度），这里用 safetensors 保存。存储（内嵌存储或 Mooncake Store）"
         "按前缀哈希搬运字节而不理解内容；接收方逐字段校验，不匹配就拒绝。**请看：** K3 规模下"
         "对象的各个部分；时间线（prefill 发布，decode 取回最长可联合恢复的前缀，结果与单实例"
-        "完全一致）；每种不匹配被哪个字段拒绝；强行拼接会漂移多远；在真实 trace 上 host 与"
+        "完全一致）；每种不匹配被哪个字段拒绝；强行拼接会漂移多远；在真实 trace 上主机内存与"
         "远端层级带来多少收益。",
     ),
     "f_text": ("Prompt (1-{n:,} characters)", "提示词（1-{n:,} 个字符）"),
@@ -49,7 +49,7 @@ _PAGE: dict[str, tuple[str, str]] = {
     "acc_tiers": ("Tiers on the Mooncake trace", "Mooncake trace 上的存储层级"),
     "f_req": ("Trace requests (100-12031)", "trace 请求数（100-12031）"),
     "f_dev": ("Device checkpoints (1-4096)", "设备检查点数（1-4096）"),
-    "f_ratio": ("Host / device ratio (0.1-64)", "host / 设备 比例（0.1-64）"),
+    "f_ratio": ("Host / device ratio (0.1-64)", "主机 / 设备 比例（0.1-64）"),
     "b_tiers": ("Simulate tiers", "模拟存储层级"),
     # the names the checks use
     "v_prompt": ("prompt", "提示词"),
@@ -59,7 +59,7 @@ _PAGE: dict[str, tuple[str, str]] = {
     "v_tp": ("TP", "TP"),
     "v_req": ("trace requests", "trace 请求数"),
     "v_dev": ("device checkpoints", "设备检查点数"),
-    "v_ratio": ("host / device ratio", "host / 设备 比例"),
+    "v_ratio": ("host / device ratio", "主机 / 设备 比例"),
     "e_prompt": (
         "{name} must be 1 to {n:,} characters (at least 4 UTF-8 bytes), got {got}",
         "{name}必须为 1 到 {n:,} 个字符（至少 4 个 UTF-8 字节），收到 {got}",
@@ -103,8 +103,8 @@ _PAGE: dict[str, tuple[str, str]] = {
     "kind_restore": ("restore", "恢复"),
     "kind_refuse": ("refuse", "拒绝"),
     "kind_serve": ("serve", "服务"),
-    "kind_host_load": ("host load", "host 加载"),
-    "kind_offload": ("offload to host", "卸载到 host"),
+    "kind_host_load": ("host load", "从主机加载"),
+    "kind_offload": ("offload to host", "卸载到主机"),
     "inst_prefill": ("prefill", "prefill"),
     "inst_decode": ("decode", "decode"),
     "h_event": (
@@ -125,16 +125,33 @@ _PAGE: dict[str, tuple[str, str]] = {
     # tiers
     "t_tiers": (
         "State tiers on the Mooncake trace ({n} requests, {d} device / {h} host ckpts)",
-        "Mooncake trace 上的状态层级（{n} 个请求，设备 {d} / host {h} 个检查点）",
+        "Mooncake trace 上的状态层级（{n} 个请求，设备 {d} / 主机 {h} 个检查点）",
     ),
     "st_hit": ("state hit rate", "状态命中率"),
     "st_ttft": ("mean TTFT (s)", "平均首 token 时间（秒）"),
     "st_moved": ("loaded (GB)", "加载量（GB）"),
     "setup_device": ("device", "仅设备"),
-    "setup_device+host": ("+ host", "+ host"),
+    "setup_device+host": ("+ host", "+ 主机"),
     "setup_device+host+remote": ("+ remote", "+ 远端"),
-    "tier_host": ("host", "host"),
+    "tier_host": ("host", "主机"),
     "tier_remote": ("remote", "远端"),
+    "tiers_why_none": (
+        "**Why “+ host” adds nothing here:** the host keeps only each request's last state "
+        "(written through when the request ends, least recently used out first), {h} of them "
+        "at this ratio. {w:,} were written, and no later request found a longer restorable "
+        "prefix there than on the device (0 host hits). A larger host / device ratio keeps "
+        "more of them.",
+        "**为什么“+ 主机”在这里毫无收益：** 主机只保存每个请求的最后一个状态（请求结束时直写，"
+        "最久未用的先淘汰），此比例下最多 {h} 个。共写入 {w:,} 个，但之后没有任何请求在主机上"
+        "找到比设备上更长的可恢复前缀（主机命中 0 次）。更大的主机 / 设备比例能保留更多状态。",
+    ),
+    "tiers_why_some": (
+        "The host keeps only each request's last state (written through when the request "
+        "ends, least recently used out first), {h} of them at this ratio: {k:,} requests "
+        "restored from it.",
+        "主机只保存每个请求的最后一个状态（请求结束时直写，最久未用的先淘汰），此比例下最多 "
+        "{h} 个：{k:,} 个请求从主机恢复。",
+    ),
     # markdown
     "meta_title": (
         "**safetensors header of the tiny object** ({n:,} bytes; {shapes})",
@@ -151,7 +168,7 @@ _PAGE: dict[str, tuple[str, str]] = {
     "same_yes": ("identical to", "一致于"),
     "same_no": ("DIFFERENT from", "不同于"),
     "src_store": ("store", "存储"),
-    "src_host": ("host", "host"),
+    "src_host": ("host", "主机"),
     "src_device": ("device", "设备"),
     "src_none": ("(none)", "（无）"),
     "mis_placeholder": (
@@ -172,19 +189,19 @@ _PAGE: dict[str, tuple[str, str]] = {
 _FIGURES: dict[str, tuple[str, str]] = {
     "fig_suptitle": (
         "Where a KDA state is found: device, host, Mooncake Store",
-        "KDA 状态在哪里命中：设备、host 与 Mooncake Store",
+        "KDA 状态在哪里命中：设备、主机与 Mooncake Store",
     ),
     "fig_ttft": ("TTFT (s)", "首 token 时间（秒）"),
     "fig_mean": ("mean", "平均"),
     "fig_p95": ("p95", "p95"),
     "fig_moved": ("bytes loaded", "加载的字节数"),
-    "fig_from_host": ("from host", "来自 host"),
+    "fig_from_host": ("from host", "来自主机"),
     "fig_from_remote": ("from remote", "来自远端"),
     "fig_source": (
         "Data: Mooncake conversation trace, first {n:,} requests; Kimi K3 TP8, "
         "{d} device / {h} host checkpoints of {ck}",
         "数据：Mooncake 对话 trace 前 {n:,} 个请求；Kimi K3 TP8，"
-        "设备 {d} / host {h} 个检查点（每个 {ck}）",
+        "设备 {d} / 主机 {h} 个检查点（每个 {ck}）",
     ),
 }
 MSG = Catalog("state_transfer", {**_PAGE, **_FIGURES}, COMMON)

@@ -79,7 +79,6 @@ class View:
     rank: int
     seed: int
     models: dict[int, cps.CostModel]
-    model_P: cps.CostModel
 
 
 def compute_run(
@@ -100,7 +99,7 @@ def compute_run(
         ctx: cps.cost_model(cps.MEASURED, T=ctx, P_values=(1, 2, 4, 8, 16, 32, 64))
         for ctx in SPEEDUP_T
     }
-    return View(d, r, sd, models, cps.cost_model(cps.MEASURED, T=T, P_values=(P,)))
+    return View(d, r, sd, models)
 
 
 def draw_run(v: View, t: Lang) -> tuple:
@@ -110,7 +109,7 @@ def draw_run(v: View, t: Lang) -> tuple:
         fig_steps(d, t),
         fig_state(d, v.rank, t),
         fig_exact(d, t),
-        fig_bytes(d, v.model_P, t),
+        fig_bytes(d, t),
         fig_speedup(v.models, t),
     ]
     return (summary_markdown(d, v.seed, t), *[x for pair in figs for x in pair])

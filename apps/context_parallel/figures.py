@@ -149,24 +149,24 @@ def fig_exact(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
     return fig, ui.write_csv(f"{NAME}-exactness", cols)
 
 
-def fig_bytes(d: cps.Demo, m: cps.CostModel, t: Lang) -> tuple[go.Figure, str]:
+def fig_bytes(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
+    """Both scans for this demo's layer, then for one K3 layer next to its MLA KV all-gather
+    (the demo layer has no MLA layer: no KV bar there)."""
     fig = go.Figure()
     groups = [t("g_demo"), t("g_k3")]
     other = "allgather" if d.scan == "logdepth" else "logdepth"
     demo_b = {d.scan: int(d.bytes_sent.max()), other: int(d.bytes_other.max())}
     for i, scan in enumerate(SCANS):
-        vals = [demo_b[scan], int(m.bytes_sent[scan][-1])]
         fig.add_bar(
             x=groups,
-            y=vals,
+            y=[demo_b[scan], d.k3_scan_bytes[scan]],
             name=t(f"scan_{scan}"),
             marker_color=SERIES[i],
             hovertemplate="%{x}: %{y:,} B<extra></extra>",
         )
-    kv = [d.kv_bytes, int(m.kv_bytes[-1])]
     fig.add_bar(
-        x=groups,
-        y=kv,
+        x=groups[1:],
+        y=[d.kv_bytes],
         name=t("l_kv"),
         marker_color=COLORS["kv"],
         hovertemplate="%{x}: %{y:,} B<extra></extra>",
@@ -174,7 +174,7 @@ def fig_bytes(d: cps.Demo, m: cps.CostModel, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_bytes", T=d.T, P=d.P), "", t("y_bytes"), height=360)
     ui.log_axis(fig, "y")
     fig.update_layout(barmode="group")
-    cols = exports.cp_bytes_columns(d, m, ("demo_layer", "k3_layer"))  # data names, any language
+    cols = exports.cp_bytes_columns(d, ("demo_layer", "k3_layer"))  # data names, any language
     return fig, ui.write_csv(f"{NAME}-bytes", cols)
 
 

@@ -20,5 +20,6 @@ def summary_markdown(d: cps.Demo, seed: int, t: T) -> str:
         worst=worst,
         final=d.S_final_rel,
         sent=sent,
+        k3=d.k3_scan_bytes[d.scan],  # like with like: both at K3 scale
         kv=d.kv_bytes,
     )

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from apps import ui
+from apps.int8_checkpoint.tables import bound_ratio
 from apps.ui import COLORS, SERIES
 from kda_core.studies import exports
 from kda_core.studies import int8 as st
@@ -69,7 +70,9 @@ def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
         hovertemplate=t("h_error", y="%{y}", x="%{x}", z="%{z:.2e}", b="%{customdata:.2e}")
         + "<extra></extra>",
     )
-    title = t("t_errmap", v=t.word("var", e.label), e=e.max_abs_error, r=e.max_bound_ratio)
+    title = t(
+        "t_errmap", v=t.word("var", e.label), e=e.max_abs_error, r=bound_ratio(e.max_bound_ratio)
+    )
     ui.style(fig, title, t("x_value"), t("y_key"), height=420, legend=False)
     ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(autorange="reversed", showline=False)

@@ -4,6 +4,7 @@ vs compressed continuations (decoded text made safe for a table cell) and the se
 from __future__ import annotations
 
 import html
+import math
 
 from kda_core.studies import int8 as st
 from kda_core.studies import quality
@@ -11,6 +12,13 @@ from words.catalog import T
 
 # markdown characters as entities, so backslash escapes and pipes print as they are
 _ENTITIES = (("\\", "&#92;"), ("|", "&#124;"), ("*", "&#42;"), ("_", "&#95;"), ("`", "&#96;"))
+
+
+def bound_ratio(r: float) -> str:
+    """max error / bound to 4 decimals, rounded away from 1: a ratio under the bound never
+    reads as 1 (nor one above it); the table and the error map's title both say it so."""
+    v = math.floor(r * 1e4) if r < 1 else math.ceil(r * 1e4)
+    return f"{v / 1e4:.4f}"
 
 
 def table_cell(text: str) -> str:
@@ -34,7 +42,7 @@ def summary_markdown(s: st.Int8Study, chosen: str, t: T) -> str:
         (t("r_parked"), t("r_tokens", n=s.n_tokens), text[-60:]),
         (t("r_format"), t.word("var", chosen), t("r_scales")),
         (t("r_rel"), f"{tb.rel_fro[i]:.3g}", t("r_ceiling", c=tb.bound_rel_fro[i])),
-        (t("r_max_abs"), f"{tb.max_abs[i]:.3g}", t(bound, r=tb.max_bound_ratio[i])),
+        (t("r_max_abs"), f"{tb.max_abs[i]:.3g}", t(bound, r=bound_ratio(tb.max_bound_ratio[i]))),
         (
             t("r_once"),
             f"{d.park_once_state_dist[-1]:.3g}",

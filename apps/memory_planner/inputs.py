@@ -51,7 +51,13 @@ def model_inputs(page: Page) -> dict:
             "", language="json", lines=6, max_lines=12, elem_id=f"{NAME}-config", interactive=True
         )
         config = L(editor, "f_config_text")
-        upload = gr.File(file_types=[".json"], type="filepath", elem_id=f"{NAME}-upload", height=90)
+        upload = gr.File(
+            file_types=[".json"],
+            type="filepath",
+            elem_id=f"{NAME}-upload",
+            elem_classes=["kda-upload"],  # its label above it (apps.ui.launch.CSS)
+            height=90,
+        )
         upload = L(upload, "f_config_file")
     L(config_box, "acc_config")
     with gr.Accordion(open=False) as custom_box:

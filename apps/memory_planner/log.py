@@ -14,6 +14,8 @@ import gradio as gr
 from apps import ui
 from apps.memory_planner.checks import CUSTOM_MODEL, PRESETS
 from apps.memory_planner.log_view import draw_log, draw_log_check, report_markdown
+from apps.ui import guard
+from apps.ui.catalog import UserError
 from apps.ui.checks import fail
 from apps.ui.page import Page, rendered
 from kda_core import sizing
@@ -22,6 +24,33 @@ from words.memory_planner import MSG
 
 NAME = "memory_planner"
 _PRIVATE = {"api_visibility": "private"}  # events the page wires, not API endpoints
+
+
+_NUMBERS = {  # the flags a log may not say: (message key, low, high, integer?)
+    "log_ratio": ("v_log_ratio", 0, 10, False),
+    "log_page": ("v_log_page", 0, 4096, True),
+    "log_tp": ("v_log_tp", 0, 64, True),
+    "log_requested": ("v_log_requested", 0, 1_000_000, True),
+    "log_target": ("v_log_target", 0, 1_000_000, True),
+}
+
+
+def _number(name: str, value: object) -> float:
+    key, lo, hi, integer = _NUMBERS[name]
+    return (ui.check_int if integer else ui.check_float)(MSG(key), value, lo, hi)
+
+
+def _log_text(log: object) -> str:
+    """The pasted log, when there is one."""
+    if not isinstance(log, str) or not log.strip():
+        raise fail("e_log_empty", MSG)
+    return log
+
+
+def _model(model: object) -> str:
+    if ui.check_choice(MSG("v_model"), model, PRESETS) == CUSTOM_MODEL:
+        raise fail("e_log_custom", MSG)
+    return str(model)
 
 
 def compute_log(
@@ -36,33 +65,38 @@ def compute_log(
 ) -> sizing.LogReport:
     """A pasted SGLang or vLLM log (or a fragment) read back against the chosen shipped or
     pasted config, with the fixes toward ``log_target`` running requests."""
-    if ui.check_choice(MSG("v_model"), model, PRESETS) == CUSTOM_MODEL:
-        raise fail("e_log_custom", MSG)
-    if not isinstance(log, str) or not log.strip():
-        raise fail("e_log_empty", MSG)
+    given = locals()
+    _model(model)  # checked in the order the page reads them: model, log, flags
+    text = _log_text(log)
     spec = pe.model_spec(model, config_json or "")
-    r = ui.check_float(MSG("v_log_ratio"), log_ratio, 0, 10)
-    page = ui.check_int(MSG("v_log_page"), log_page, 0, 4096)
-    tp = ui.check_int(MSG("v_log_tp"), log_tp, 0, 64)
-    req = ui.check_int(MSG("v_log_requested"), log_requested, 0, 1_000_000)
-    target = ui.check_int(MSG("v_log_target"), log_target, 0, 1_000_000)
-    kw = {"tp": tp, "page_size": page, "ratio": r, "requested": req, "target": target}
-    return sizing.read_log(log, spec, **{k: v or None for k, v in kw.items()})
+    a = {k: _number(k, given[k]) for k in _NUMBERS}
+    kw = {"tp": a["log_tp"], "page_size": a["log_page"], "ratio": a["log_ratio"]}
+    kw |= {"requested": a["log_requested"], "target": a["log_target"]}
+    return sizing.read_log(text, spec, **{k: v or None for k, v in kw.items()})
 
 
 read_log = rendered(compute_log, draw_log, MSG)
 
 
 def check_log(*args: object, **kw: object) -> Exception | None:
-    """Before reading: the log's refusal, if any (drawn in place of an earlier verdict)."""
+    """Before reading: the log's refusal, if any (drawn in place of an earlier verdict); an
+    empty or out-of-range field is not (``log_validator`` marks it on the field)."""
     try:
         compute_log(*args, **kw)  # type: ignore[arg-type]
+    except UserError:
+        return None
     except (gr.Error, ValueError) as e:
         return e
     return None
 
 
 check_log.__signature__ = inspect.signature(compute_log)  # type: ignore[attr-defined]
+
+
+def log_validator():  # noqa: ANN201 - Gradio's validator callable
+    """Read's checks, each on its field: the model, the log (not empty), the flags."""
+    nums = [(lambda v, k=k: _number(k, v)) for k in _NUMBERS]
+    return guard.validator(_model, None, _log_text, *nums)
 
 
 def _md(label: str, suffix: str) -> gr.Markdown:
@@ -107,7 +141,7 @@ def log_panel(page: Page, model_in: list) -> None:
     pre, pre_outs = page.event(check_log, draw_log_check, [report, lines])
     log_in = [*model_in, *fields, page.radio]
     read.click(pre, log_in, pre_outs, **_PRIVATE).then(
-        fn, log_in, outs, api_name=f"{NAME}_read_log"
+        fn, log_in, outs, api_name=f"{NAME}_read_log", validator=log_validator()
     )
     filled = [model_in[0], *fields]
     for e, btn in zip(pe.EXAMPLE_LOGS, examples):
@@ -115,4 +149,4 @@ def log_panel(page: Page, model_in: list) -> None:
         btn.click(lambda v=v: v, [], filled, **_PRIVATE).then(fn, log_in, outs, **_PRIVATE)
 
 
-__all__ = ["check_log", "log_panel", "read_log"]
+__all__ = ["check_log", "log_panel", "log_validator", "read_log"]

@@ -116,6 +116,7 @@ def trace_panel(page: Page) -> None:
                     file_types=[".jsonl", ".json", ".csv", ".txt"],
                     type="filepath",
                     elem_id=f"{NAME}-trace-file",
+                    elem_classes=["kda-upload"],  # its label above it (apps.ui.launch.CSS)
                     height=120,
                 ),
                 "f_trace_file",

@@ -7,6 +7,8 @@ view's figures and the pools panel are ``batch_view``.
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -110,8 +112,10 @@ def fig_timeline(res: pr.ScenarioResult, sel: int, t: Lang) -> tuple[go.Figure, 
     return fig, ui.write_csv(f"{NAME}-timeline", pr.timeline_table(res))
 
 
-TREE_LABEL_PX = 6.5  # about one character of the 11 px label font
-TREE_PLOT_PX = 720  # the plot area's width at the suite's 1280 px page (2/3 column)
+TREE_LABEL_PX = 6.5  # about one Latin character of the 10 px label font
+TREE_WIDE_PX = 10.0  # one wide (CJK) character of that font
+TREE_PLOT_PX = 680  # the plot area's width at a 1280 px page (2/3 column), a little under
+TREE_X_PAD = 0.03  # the x axis runs from -3 % to 103 % of the span
 
 
 # a node's hover: message h_node's placeholders -> the columns of its customdata
@@ -144,7 +148,7 @@ def fig_tree(snap: pr.TreeSnapshot, title: str, t: Lang) -> tuple[go.Figure, str
     }
     head = t("t_tree", title=title, **counts)
     ui.style(fig, head, t("x_tokens"), t("y_branch"), height=200 + lane_px * lay.n_lanes)
-    fig.update_xaxes(range=[-0.03 * span, span * 1.03])
+    fig.update_xaxes(range=[-TREE_X_PAD * span, span * (1 + TREE_X_PAD)])
     lanes = list(range(lay.n_lanes))
     ticks = [t("lane", r=r) for r in lanes]
     fig.update_yaxes(autorange=False, range=[lay.n_lanes - 0.4, -0.7], showgrid=False)
@@ -212,20 +216,37 @@ def _tree_nodes(
     )
 
 
+def _char_px(c: str) -> float:
+    return TREE_WIDE_PX if unicodedata.east_asian_width(c) in "WF" else TREE_LABEL_PX
+
+
+def _fit_label(label: str, room_px: float) -> str:
+    """``label``, cut with "…" to ``room_px`` of the label font; "" when under 3 characters
+    of it would show."""
+    if sum(_char_px(c) for c in label) <= room_px:
+        return label
+    used, n = _char_px("…"), 0
+    while n < len(label) and used + _char_px(label[n]) <= room_px:
+        used += _char_px(label[n])
+        n += 1
+    return label[:n] + "…" if n >= 3 else ""
+
+
 def _tree_labels(fig: go.Figure, snap: pr.TreeSnapshot, lay: tree_layout.TreeLayout) -> float:
-    """Node labels above each node's edge where they fit (about one character per 6.5 px at
-    the page's plot width); returns the x span in tokens."""
+    """Node labels above each node's edge where they fit between its two end markers (a
+    branch point's ring is wider) at the page's plot width; returns the x span in tokens."""
     n = snap.node_id.size
     span = float(max(lay.x.max(), 1.0)) if n else 1.0
-    px_per_token = TREE_PLOT_PX / span
+    px_per_token = TREE_PLOT_PX / (span * (1 + 2 * TREE_X_PAD))
+    index = {int(v): i for i, v in enumerate(snap.node_id)}
+    radius = (13 if n <= 40 else 10) / 2  # _tree_nodes' marker; the ring is 10 px wider
     lx, ly, lt = [], [], []
     for i in range(1, n):
-        room = (snap.end[i] - snap.start[i]) * px_per_token
-        chars = int(room / TREE_LABEL_PX) - 1
-        if chars >= 4 and lay.n_lanes <= 30:
-            text = (
-                snap.label[i] if len(snap.label[i]) <= chars else snap.label[i][: chars - 1] + "…"
-            )
+        ends = (index[int(snap.parent[i])], i)
+        clear = max(radius + 5 * bool(lay.branch[j]) for j in ends) + 3
+        room = (snap.end[i] - snap.start[i]) * px_per_token - 2 * clear
+        text = _fit_label(snap.label[i], room) if lay.n_lanes <= 30 else ""
+        if text:
             lx.append((snap.start[i] + snap.end[i]) / 2)
             ly.append(lay.lane[i])
             lt.append(text)

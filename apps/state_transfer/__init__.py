@@ -30,7 +30,12 @@ from apps.state_transfer.figures import (
     tiers_figure,
     timeline_figure,
 )
-from apps.state_transfer.tables import metadata_markdown, pd_markdown, refusals_markdown
+from apps.state_transfer.tables import (
+    metadata_markdown,
+    pd_markdown,
+    refusals_markdown,
+    tiers_note,
+)
 from apps.ui import guard
 from apps.ui.catalog import Catalog, UserError
 from apps.ui.checks import fail
@@ -158,7 +163,9 @@ def compute_tiers(
 
 
 def draw_tiers(r: st.TierRates, t: Lang) -> tuple:
-    return (*tiers_figure(r, t), r)
+    """The tiers figure and its CSV, what the host holds (and why it adds nothing when it
+    has no hit), the result."""
+    return (*tiers_figure(r, t), tiers_note(r, t), r)
 
 
 run_tiers = rendered(compute_tiers, draw_tiers, MSG)
@@ -223,6 +230,7 @@ def build() -> gr.Blocks:
                 mis_md = _metrics("Refusals", "refusals")
                 s_sp = page.figure_slot(f"{NAME}-splice", "n_splice")
                 s_ti = page.figure_slot(f"{NAME}-tiers", "n_tiers")
+                tier_md = _metrics("Host tier note", "tiers-note")
         page.initial(mis_md, lambda t: t("mis_placeholder"))
         page.initial(s_sp.plot, lambda t: ui.empty_figure(t("t_spl_none"), t("spl_press")))
         lr = page.radio
@@ -238,7 +246,9 @@ def build() -> gr.Blocks:
         spl_in = [ctl.text, ctl.text_b, ctl.n_new, lr]
         spl = {"api_name": f"{NAME}_splice", "validator": SPLICE_CHECKS}
         ctl.spl_btn.click(spl_fn, spl_in, spl_out, **spl)
-        tier_fn, tier_out = page.event(compute_tiers, draw_tiers, [*s_ti.outputs, tier_state])
+        tier_fn, tier_out = page.event(
+            compute_tiers, draw_tiers, [*s_ti.outputs, tier_md, tier_state]
+        )
         tier_in = [ctl.n_req, ctl.dev, ctl.ratio, lr]
         tiers = {"api_name": f"{NAME}_tiers", "validator": TIER_CHECKS}
         ctl.tier_btn.click(tier_fn, tier_in, tier_out, **tiers)

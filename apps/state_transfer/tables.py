@@ -47,3 +47,12 @@ def refusals_markdown(m: st.Refusals, t: T) -> str:
         for k, f, msg, ok in zip(m.kinds, m.fields, m.messages, m.served_ok)
     )
     return f"{t('mis_th')}\n|---|---|---|---|\n{rows}"
+
+
+def tiers_note(r: st.TierRates, t: T) -> str:
+    """What the host tier holds, and why "+ host" adds nothing when it has no hit."""
+    i = r.setups.index("device+host")
+    host_hits = int(r.hits[i, 1])
+    if host_hits:
+        return t("tiers_why_some", h=r.host_ckpts, k=host_hits)
+    return t("tiers_why_none", h=r.host_ckpts, w=int(r.bytes_written[i, 0]) // r.checkpoint_bytes)

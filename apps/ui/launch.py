@@ -67,6 +67,10 @@ CSS = (
 .kda-upload > .wrap:has(> .validation-error) { position: static !important;
   padding: 0 !important; order: 9; margin-top: 6px; }
 .kda-upload > .wrap > .validation-error { position: static !important; }
+/* an upload's label sits above its drop area, in the flow: Gradio floats it over the area's
+   top, where a long (中文, two-line) label covered the upload icon */
+.kda-upload > label[data-testid="block-label"] { position: static !important;
+  border: 0 !important; }
 """
 )
 # Every upload (a trace, a config.json) is refused by the server above this size, before a

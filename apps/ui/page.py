@@ -4,7 +4,8 @@ labels of its components, and the outputs its events draw, redrawn on the switch
 Events compute once and draw per language: ``compute(*inputs)`` returns what the figures and
 tables need (study results, the session), ``draw(view, t)`` turns it into the outputs in the
 language of ``t`` (a ``catalog.T``). The switch redraws the last views in the new language
-without computing anything again (the latest event wins per component).
+without computing anything again (per component, the latest event that wrote it wins; a
+``gr.skip()`` is no write).
 
     page = Page(NAME, MSG)                              # inside ``with gr.Blocks()``
     seed = page.label(gr.Number(0), "f_seed")           # English now, 中文 on the switch
@@ -96,6 +97,11 @@ def _set_value(c: Any, value: Any) -> None:
     given to the constructor: a figure becomes its JSON)."""
     v = c.postprocess(value)
     c.value = v.model_dump() if hasattr(v, "model_dump") else v
+
+
+def _skipped(v: Any) -> bool:
+    """``v`` is ``gr.skip()``: an update that changes nothing (not a value to redraw)."""
+    return isinstance(v, dict) and v == gr.skip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +236,8 @@ class Page:
                 if k:
                     stamp, view = k
                     for c, v in zip(outs, draw(view, t)):
+                        if _skipped(v):  # the event left ``c`` alone: an earlier view stands
+                            continue
                         if id(c) not in latest or latest[id(c)][0] < stamp:
                             latest[id(c)] = (stamp, v)
             res = []

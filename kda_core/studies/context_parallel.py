@@ -5,7 +5,8 @@
   the scan's messages step by step (src -> dst, map or state, bytes), the state each rank
   receives (head 0) next to the true state at its boundary, and the exactness of every rank's
   outputs and the final state against single-rank `kda.chunked`. Bytes each rank sends for the
-  scan vs what an MLA KV all-gather of the same context would send.
+  scan (this demo's small layer); the same messages for one K3 layer next to what an MLA KV
+  all-gather of the same context sends for one K3 layer (like with like: both at K3 scale).
 * ``cost_model``: wall time and bytes per rank over P, extrapolated from *measured per-step
   costs passed in* (``StepCosts``; bench/bench_cp.py measures them; nothing here times
   anything). ``MEASURED`` is one such measurement on this machine kind, for the app and figure.
@@ -84,6 +85,7 @@ class Demo:
     S_in_rel: np.ndarray  # [P] incoming state vs the true one
     bytes_sent: np.ndarray  # [P] per rank, this scan
     bytes_other: np.ndarray  # [P] per rank, the other scan
+    k3_scan_bytes: dict[str, int]  # scan -> max per rank, the same messages for one K3 layer
     kv_bytes: int  # per rank, MLA KV ring all-gather of the same T (one K3 MLA layer, bf16)
     source: str
 
@@ -124,6 +126,7 @@ def demo(
     o_ref, S_ref, S_true = _reference(inputs, cu, S0, plan.bounds)
     other = "allgather" if scan == "logdepth" else "logdepth"
     _, _, (_, scan_log_other) = cp.run_in_process(plan, inputs, S0, other, scale, 64)
+    other_log = scan_log_other.schedule
     msgs = [m for step in scan_log.schedule for m in step]
     S_in = np.stack([S_true[0] if s is None else s[0] for s in scan_log.S_in])
     b = plan.bounds
@@ -149,9 +152,17 @@ def demo(
         S_in_rel=np.array([rel_error(S_in[r], S_true[r]) for r in range(P)]),
         bytes_sent=scan_log.bytes_sent,
         bytes_other=scan_log_other.bytes_sent,
+        k3_scan_bytes={scan: _k3_bytes(scan_log.schedule, P), other: _k3_bytes(other_log, P)},
         kv_bytes=kv_allgather_bytes(T, P, mla_layer_bytes_per_token()),
         source=f"{x.source}, {n} document{'s' if n > 1 else ''}",
     )
+
+
+def _k3_bytes(schedule: list[list[cp.Message]], P: int) -> int:
+    """Most bytes one rank sends under ``schedule`` for one K3 KDA layer per TP rank (the cost
+    model's 8 heads × 128 × 128, fp32: the scale ``kv_bytes`` is at)."""
+    c = MEASURED
+    return int(cp.bytes_sent(schedule, P, c.H, c.K, c.V, c.itemsize).max())
 
 
 def _reference(inputs, cu, S0, bounds):

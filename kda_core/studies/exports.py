@@ -125,19 +125,21 @@ def cp_state_columns(d: cps.Demo, rank: int) -> dict[str, list]:
     }
 
 
-def cp_bytes_columns(d: cps.Demo, m: cps.CostModel, groups: Sequence[str]) -> dict[str, list]:
-    """Bytes per rank of both scans and of an MLA KV all-gather; ``groups`` names the two
-    contexts (this demo's layer, a K3 layer at the demo's T) as the figure labels them."""
+def cp_bytes_columns(d: cps.Demo, groups: Sequence[str]) -> dict[str, list]:
+    """Bytes per rank of both scans in ``groups`` (this demo's layer, one K3 layer at the
+    demo's T and P, as the figure labels them), and of an MLA KV all-gather for the K3 layer
+    only (the demo's layer has no MLA counterpart)."""
     other = "allgather" if d.scan == "logdepth" else "logdepth"
     demo_b = {d.scan: int(d.bytes_sent.max()), other: int(d.bytes_other.max())}
     rows: dict[str, list] = {"group": [], "series": [], "bytes": []}
-    series = [(s, [demo_b[s], int(m.bytes_sent[s][-1])]) for s in CP_SCANS]
-    series.append(("mla_kv_allgather", [d.kv_bytes, int(m.kv_bytes[-1])]))
-    for name, vals in series:
-        for g, v in zip(groups, vals):
+    for s in CP_SCANS:
+        for g, v in zip(groups, (demo_b[s], int(d.k3_scan_bytes[s]))):
             rows["group"].append(g)
-            rows["series"].append(name)
+            rows["series"].append(s)
             rows["bytes"].append(v)
+    rows["group"].append(groups[1])
+    rows["series"].append("mla_kv_allgather")
+    rows["bytes"].append(int(d.kv_bytes))
     return rows
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.figure_js import LABELS_JS, LAYOUT_JS, OVERLAP_JS
+
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -52,82 +54,6 @@ TIMEOUT_MS = 30_000
 # Gradio answers a validator rejection with HTTP 422 on queue/join (the browser logs it): the
 # expected response to a bad input, tolerated by tests that send one.
 VALIDATION_ERRORS = ("HTTP 422", "status of 422 (Unprocessable Entity)")
-
-# For each annotation and the legend: its bounding box on the page; for each trace: its points
-# in page pixels (plotly's axis l2p + the plot area offset; lines sampled between vertices).
-# Returns "annotation text ~ trace name" for every box that covers a point of a trace.
-OVERLAP_JS = """
-id => {
-  const g = document.querySelector('#' + id + ' .js-plotly-plot');
-  if (!g || !g._fullLayout) return ['no figure'];
-  const fl = g._fullLayout, root = g.getBoundingClientRect();
-  const boxes = [];
-  g.querySelectorAll('.annotation').forEach((a, i) => {
-    const bg = a.querySelector('.bg') || a; const r = bg.getBoundingClientRect();
-    if (r.width > 0) boxes.push({name: a.textContent.trim(), r});
-  });
-  const lg = g.querySelector('.legend .bg');
-  if (lg) boxes.push({name: 'legend', r: lg.getBoundingClientRect()});
-  const hits = [];
-  g._fullData.forEach(tr => {
-    if (tr.visible !== true || !tr.x || !tr.y || tr.type === 'heatmap' || tr.type === 'bar')
-      return;
-    if (tr.mode === 'text') return;
-    const xa = fl[(tr.xaxis || 'x').replace('x', 'xaxis')];
-    const ya = fl[(tr.yaxis || 'y').replace('y', 'yaxis')];
-    if (!xa || !ya) return;
-    const pts = [];
-    for (let i = 0; i < tr.x.length; i++) {
-      if (tr.x[i] === null || tr.y[i] === null) { pts.push(null); continue; }
-      const px = xa.l2p(xa.d2l(tr.x[i])) + xa._offset + root.left;
-      const py = ya.l2p(ya.d2l(tr.y[i])) + ya._offset + root.top;
-      if (isFinite(px) && isFinite(py)) pts.push([px, py]); else pts.push(null);
-    }
-    const sample = [];
-    for (let i = 0; i < pts.length; i++) {
-      if (!pts[i]) continue; sample.push(pts[i]);
-      if (i + 1 < pts.length && pts[i + 1] && (tr.mode || '').includes('lines'))
-        for (let k = 1; k < 8; k++) sample.push([pts[i][0] + (pts[i+1][0]-pts[i][0]) * k / 8,
-                                                 pts[i][1] + (pts[i+1][1]-pts[i][1]) * k / 8]);
-    }
-    for (const b of boxes) for (const [x, y] of sample)
-      if (x > b.r.left + 1 && x < b.r.right - 1 && y > b.r.top + 1 && y < b.r.bottom - 1) {
-        hits.push(b.name + ' ~ ' + (tr.name || 'trace')); break; }
-  });
-  return hits;
-}
-"""
-
-# The drawn figure's text boxes, from the page: every title, axis title, tick label, legend and
-# annotation inside the figure's canvas; no colour bar, annotation or legend over an axis title
-# (or the figure title). Returns one line per problem.
-LAYOUT_JS = """
-id => {
-  const g = document.querySelector('#' + id + ' .js-plotly-plot');
-  if (!g) return ['no figure'];
-  const svg = g.querySelector('.main-svg').getBoundingClientRect();
-  const box = el => el.getBoundingClientRect();
-  const name = el => (el.textContent || el.getAttribute('class') || '').trim().slice(0, 40);
-  const inside = r => r.left >= svg.left - 1 && r.right <= svg.right + 1 &&
-                      r.top >= svg.top - 1 && r.bottom <= svg.bottom + 1;
-  const cross = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 &&
-                          a.top < b.bottom - 1 && b.top < a.bottom - 1;
-  const titles = [...g.querySelectorAll('.g-gtitle text, [class$="title"] text')]
-    .filter(t => t.textContent.trim() && box(t).width > 0);
-  const texts = [...g.querySelectorAll('text')].filter(t => t.textContent.trim() &&
-    box(t).width > 0 && getComputedStyle(t).visibility !== 'hidden' &&
-    !t.closest('.hovertext, .hoverlayer, .textpoint'));
-  const out = [];
-  texts.forEach(t => { if (!inside(box(t))) out.push('outside the canvas: ' + name(t)); });
-  const blocks = [...g.querySelectorAll('.colorbar, .annotation, .legend')]
-    .filter(b => box(b).width > 0);
-  blocks.forEach(b => titles.forEach(t => {
-    if (!b.contains(t) && cross(box(b), box(t)))
-      out.push(name(b) + ' over the title ' + name(t));
-  }));
-  return out;
-}
-"""
 
 
 def find_chromium() -> str | None:
@@ -364,6 +290,18 @@ class Ui:
         each annotation / legend box from the page is tested against every drawn point and
         line vertex of the traces (their screen positions from plotly's own axes)."""
         return self.page.evaluate(OVERLAP_JS, elem_id)  # type: ignore[attr-defined]
+
+    def label_overlaps(self, elem_id: str) -> list[str]:
+        """Text labels on the data (``mode="text"``) that cross each other or a marker
+        (``LABELS_JS``)."""
+        return self.page.evaluate(LABELS_JS, elem_id)  # type: ignore[attr-defined]
+
+    def upload_label_clear(self, elem_id: str) -> None:
+        """The upload ``#elem_id``'s label ends above its upload icon (it covered it)."""
+        box = self.page.locator(f"#{elem_id}")  # type: ignore[attr-defined]
+        label = box.locator('label[data-testid="block-label"]').bounding_box()
+        icon = box.locator('[data-testid="upload-icon"]').bounding_box()
+        assert label["y"] + label["height"] <= icon["y"] + 1, (elem_id, label, icon)
 
     def layout_problems(self, elem_id: str) -> list[str]:
         """Text of the drawn figure outside its canvas, or a colour bar / annotation / legend

@@ -114,7 +114,8 @@ def test_engines_k3_example_config_and_log(app_url, ui):
 
 
 def test_log_panel_fragment_and_rejected_log(app_url, ui):
-    """A one-line fragment read with its fixes; an empty paste replaces the verdict."""
+    """A one-line fragment read with its fixes; an empty paste is marked on the log field
+    (no toast) and the verdict stays."""
     ui.goto(app_url)
     ui.wait_plot("memory_planner-context")
     ui.page.locator("#memory_planner-example-4").click()  # sgl-project/sglang#38846's line
@@ -122,7 +123,26 @@ def test_log_panel_fragment_and_rejected_log(app_url, ui):
     report.wait_for()
     assert "--disable-radix-cache" in report.inner_text()
     ui.page.locator("#memory_planner-log-text textarea").fill("")
-    ui.allowed_errors = ["paste a log first"]
+    ui.allow_validation_errors()
     ui.click("Read the log")
-    ui.page.locator("#memory_planner-report", has_text="Not read: paste a log first").wait_for()
-    assert "effective 9" not in ui.page.inner_text("#memory_planner-report")
+    ui.expect_invalid("memory_planner-log-text", "paste a log first")
+    ui.page.wait_for_timeout(400)
+    assert ui.error_badges() == 0 and ui.page.locator(".toast-body").count() == 0
+    assert "effective 9" in ui.page.inner_text("#memory_planner-report")
+
+
+def test_switch_after_a_refused_plan_redraws_in_chinese(app_url, ui):
+    """Budget -28 refused on its field, then 中文: every output redraws the last good plan in
+    中文 (the refused Plan's pre-check wrote nothing); the uploads' labels sit above their
+    icons."""
+    ui.goto(app_url)
+    ui.wait_plot("memory_planner-context")
+    ui.allow_validation_errors()
+    ui.fill("memory_planner-budget", -28)
+    ui.click("Plan")
+    ui.expect_invalid("memory_planner-budget", "must be a number in [0.5, 1024]")
+    ui.page.get_by_label("中文").check()
+    ui.page.locator("#memory_planner-engines", has_text="相同显存预算、TP 与精度").wait_for()
+    ui.page.locator("#memory_planner-summary", has_text="一个状态槽").wait_for()
+    ui.wait_title("memory_planner-context", "单卡上一个请求的显存随上下文的变化")
+    ui.upload_label_clear("memory_planner-trace-file")

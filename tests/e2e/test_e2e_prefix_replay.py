@@ -89,6 +89,18 @@ def test_text_boxes_do_not_hide_data(app_url, ui):
         assert ui.overlaps(f"{N}-{fig}") == [], fig
 
 
+def test_tree_labels_do_not_run_into_each_other(app_url, ui):
+    """The radix tree's node labels: none crosses another label or a node (the default
+    request's tree, in both languages: the labels are the prompts' text)."""
+    ui.goto(app_url)
+    ui.wait_plot(f"{N}-tree")
+    assert ui.page.locator(f"#{N}-tree .textpoint text").count() > 0  # some labels are drawn
+    assert ui.label_overlaps(f"{N}-tree") == []
+    ui.page.get_by_role("radio", name="中文").check()
+    ui.wait_title(f"{N}-tree", "radix 树")
+    assert ui.label_overlaps(f"{N}-tree") == []
+
+
 def test_batch_view(app_url, ui):
     """The batch view renders by default; a new batch redraws; a bad batch input is
     rejected on its field with the page unchanged; the pool figure redraws in Chinese."""

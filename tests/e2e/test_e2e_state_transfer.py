@@ -53,6 +53,8 @@ def test_page(app_url, ui, tmp_path):
     assert "状态层级" in zh
     ui.page.get_by_text("拒绝字段").wait_for()
     ui.page.get_by_text("强行拼接", exact=True).wait_for()
+    ui.upload_label_clear(f"{N}-hits-file")  # the long 中文 label above the upload icon
+    ui.page.get_by_text("主机只保存每个请求的最后一个状态").wait_for()  # why + host adds nothing
     ui.screenshot(os.environ.get("STATE_TRANSFER_SHOT_ZH", tmp_path / "zh.png"))
 
 
