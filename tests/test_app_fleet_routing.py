@@ -40,6 +40,11 @@ def test_default_draws_the_study():
     over = sum(len(tr.x) for tr in f_over.data[:-1] if tr.name != MSG.text("en", "g_as_expected"))
     assert over == len(s.over) > 0
     assert "| state-aware |" in md and "State-aware vs KV events" in md
+    rate = SUMMARY_KEYS.index("state_hit_rate")
+    points = 100 * (
+        s.rates[ROUTERS.index("state_aware"), rate] - s.rates[ROUTERS.index("kv_events"), rate]
+    )
+    assert f"**{points:+.1f} percentage points**" in md  # a difference of rates, in points
     assert all(str(c).endswith(".csv") for c in (c_rates, c_load, c_over))
 
 

@@ -27,8 +27,8 @@ _PAGE: dict[str, tuple[str, str]] = {
     "g_unexpected_hit": ("more than counted", "比估计的多"),
     "intro": (
         "**Routing a hybrid model across replicas.** Cache-aware routers (SGLang's router, "
-        "NVIDIA Dynamo's KV router, llm-d's indexer) send a request where the most of its "
-        "prefix is cached, learning what each replica holds from the engines' **KV events** "
+        "NVIDIA Dynamo's KV router, llm-d's indexer) send a request to the replica that "
+        "caches the longest part of its prefix, learning what each replica holds from the engines' **KV events** "
         "(vLLM / SGLang `BlockStored`, `BlockRemoved`). They index **KV blocks**. For a KDA "
         "hybrid a KV prefix is only a hit up to the deepest block whose **state** the "
         "replica still holds, so a KV-only router counts hits the replica cannot give. Here "
@@ -119,19 +119,24 @@ _PAGE: dict[str, tuple[str, str]] = {
         "| 路由器 | 实际命中 | 估计命中 | 多估 | 负载偏斜 | 损失 | TTFT p50 / p99（秒） |",
     ),
     "s_gain": (
-        "State-aware vs KV events (attention groups): **{gain:+.1%}** of input tokens "
-        "restored, {over} fewer tokens over-promised.",
-        "状态感知相对 KV 事件（仅注意力组）：恢复的输入 token 多 **{gain:+.1%}**，多估的 token "
-        "少 {over} 个。",
+        "State-aware vs KV events (attention groups): **{gain:+.1f} percentage points** of "
+        "input tokens restored, {over} fewer tokens over-promised.",
+        "状态感知相对 KV 事件（仅注意力组）：恢复的输入 token 占比 **{gain:+.1f} 个百分点**，"
+        "多估的 token 少 {over} 个。",
     ),
     "s_note": (
         "*given*: the replicas' restore points (the prefill skipped), as a share of the input "
         "tokens; *counted*: what the router scored; *over-promised*: tokens counted and not "
         "given; *skew*: the busiest replica's requests over the mean; *regret*: tokens lost "
-        "against the best replica at each decision.",
+        "against the best replica at each decision. *KV events (all groups)* is the index before "
+        "Infera#98's fix (state groups' events indexed too); it scores as the attention-groups "
+        "index unless a state group's event lands on an attention block's hash, as under "
+        "vLLM's rules with a state budget.",
         "*实际命中*：副本的恢复点（省下的 prefill），占输入 token 的比例；*估计命中*：路由器"
         "打分时算的；*多估*：算了却没给出的 token；*负载偏斜*：最忙副本的请求数与平均之比；"
-        "*损失*：与每次决策时最好的副本相比少得的 token。",
+        "*损失*：与每次决策时最好的副本相比少得的 token。*KV 事件（所有组）* 是 Infera#98 修复前"
+        "的索引（状态组的事件也被索引）；只有当状态组的事件落在某个注意力块的哈希上时（如 vLLM "
+        "规则加状态预算），它的打分才与仅注意力组的索引不同。",
     ),
 }
 _FIGURES: dict[str, tuple[str, str]] = {

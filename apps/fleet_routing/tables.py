@@ -35,7 +35,8 @@ def summary_markdown(s: FleetStudy, t: T) -> str:
             f"| {over} | {v['load_skew']:.2f} | {regret} "
             f"| {s.rate(r, 'ttft_p50_s'):.1f} / {s.rate(r, 'ttft_p99_s'):.1f} |"
         )
-    gain = s.rate("state_aware", "state_hit_rate") - s.rate("kv_events", "state_hit_rate")
+    # percentage points of input tokens restored
+    gain = 100 * (s.rate("state_aware", "state_hit_rate") - s.rate("kv_events", "state_hit_rate"))
     over = s.rate("kv_events", "over_promised_tokens") - s.rate(
         "state_aware", "over_promised_tokens"
     )
