@@ -28,8 +28,8 @@ _PAGE: dict[str, tuple[str, str]] = {
     "intro": (
         "**Routing a hybrid model across replicas.** Cache-aware routers (SGLang's router, "
         "NVIDIA Dynamo's KV router, llm-d's indexer) send a request to the replica that "
-        "caches the longest part of its prefix, learning what each replica holds from the engines' **KV events** "
-        "(vLLM / SGLang `BlockStored`, `BlockRemoved`). They index **KV blocks**. For a KDA "
+        "caches the longest part of its prefix, learning what each replica holds from the "
+        "engines' **KV events** (vLLM / SGLang `BlockStored`, `BlockRemoved`). They index **KV blocks**. For a KDA "
         "hybrid a KV prefix is only a hit up to the deepest block whose **state** the "
         "replica still holds, so a KV-only router counts hits the replica cannot give. Here "
         "N replicas, each the lab's single-server model, publish events in the engines' own "
