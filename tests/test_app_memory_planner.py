@@ -10,6 +10,7 @@ import pytest
 
 from apps import memory_planner as mp
 from apps import ui as common
+from kda_core.sizing.hf import shipped_configs
 from kda_core.studies import planner as pl
 
 
@@ -101,7 +102,7 @@ def test_draft_tokens_show_rings():
         ({"tp": 5}, "TP must divide the 96 recurrent-state heads; got TP=5"),
         ({"ratio": 50}, "mamba-full-memory-ratio must be a number in [0.01, 10], got 50"),
         ({"budget_gib": None}, "cache memory per GPU (GiB) must be a number in [0.5, 1024]"),
-        ({"model": "gpt"}, "model must be one of ['falcon-h1-7b-instruct', 'jamba-v0.1', "),
+        ({"model": "gpt"}, f"model must be one of {sorted(shipped_configs())[:2]}"[:-1]),
         ({"draft": 65}, "draft tokens D must be an integer in [0, 64], got 65"),
         ({"input_len": 1.5}, "input length must be an integer in [1, 10000000], got 1.5"),
         ({"ssm_dtype": "fp4"}, "SSM dtype must be one of"),
