@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from kda_core.fleet import simulate_fleet
-from kda_core.fleet._setup import refine
 from kda_core.fleet._simulate import _flops_fn
 from kda_core.sim import checkpoint_bytes, costmodel, simulate
 from kda_core.workloads import Trace, bundled_trace
@@ -40,7 +39,7 @@ CASES = [
 def test_each_replica_is_the_single_server(engine, budgets, router):
     trace = bundled_trace("conversation").head(1500)
     res = simulate_fleet(trace, replicas=3, router=router, engine=engine, **budgets)
-    fine = refine(trace, 256) if engine == "vllm" else trace
+    fine = trace.refined(256) if engine == "vllm" else trace
     pol = ("vllm", {"block_size": 768}) if engine == "vllm" else "sglang"
     seen = 0
     for r in range(3):
@@ -65,7 +64,7 @@ def test_inlined_flops_equal_the_cost_model():
 
 def test_refine_keeps_the_prefix_structure():
     t = bundled_trace("conversation").head(200)
-    fine = refine(t, 256)
+    fine = t.refined(256)
     assert fine.block_size == 256 and np.array_equal(fine.input_len, t.input_len)
     assert np.array_equal(np.diff(fine.offsets), -(-t.input_len // 256))
     # two requests share k whole 512-token blocks iff they share 2k 256-token pages

@@ -20,7 +20,6 @@ import pytest
 
 from kda_core.cache import policy as policy_mod
 from kda_core.sim import checkpoint_bytes, simulate
-from kda_core.studies._hit_paths import refine_trace
 from kda_core.studies.hit_reasons import REASONS, hit_reasons
 from kda_core.studies.hit_requests import explain
 from kda_core.workloads import bundled_trace, load_trace
@@ -205,7 +204,7 @@ def test_the_facts_on_resends_and_follow_ups(tmp_path: Path, seed: int) -> None:
 def test_the_facts_against_a_brute_force_replay(name: str) -> None:
     trace = bundled_trace(name).head(400)
     r = hit_reasons(trace)
-    fine = refine_trace(trace, 256)  # gcd(512, vLLM's 768-token block)
+    fine = trace.refined(256)  # gcd(512, vLLM's 768-token block)
     for e in (r.sglang, r.vllm):
         pol = policy_mod.make(e.engine, **e.params)
         want = _brute_facts(fine, pol, r.token_match)

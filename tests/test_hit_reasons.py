@@ -25,7 +25,6 @@ import pytest
 from trace_checks import validate
 
 from kda_core.sim import checkpoint_bytes
-from kda_core.studies._hit_paths import refine_trace
 from kda_core.studies.hit_reasons import REASONS, hit_reasons
 from kda_core.workloads import bundled_trace, ideal_prefix_tokens, load_trace
 
@@ -159,7 +158,7 @@ def test_shares_and_the_bundled_trace() -> None:
 
 def test_refined_blocks_keep_the_match() -> None:
     trace = bundled_trace("conversation").head(400)
-    fine = refine_trace(trace, 256)
+    fine = trace.refined(256)
     validate(fine)
     assert fine.block_size == 256
     assert np.array_equal(ideal_prefix_tokens(fine), ideal_prefix_tokens(trace))

@@ -183,3 +183,29 @@ def test_token_id_rows_share_blocks_by_their_tokens(tmp_path: Path) -> None:
     assert got[4] == got[2][:4]  # 32 tokens: exactly the four full blocks of the longer one
     assert got[0][4] != got[2][4]  # a partial block is not the full block it starts
     validate(t)
+
+
+def test_refined_splits_each_block_into_its_pages_by_hand():
+    """``Trace.refined(g)``: block b of 512 tokens becomes pages 2b', 2b'+1 of 256 (b' a dense
+    renumbering); a partial last block keeps ceil(rest / g) pages; a bad g is refused."""
+    from kda_core.workloads.traces import make_trace
+
+    t = make_trace(
+        "t",
+        512,
+        np.zeros(2),
+        np.array([1024, 700]),
+        np.zeros(2, dtype=np.int64),
+        np.array([0, 2, 4]),
+        np.array([70, 71, 70, 99]),
+        np.full(2, -1),
+        np.zeros(2, dtype=np.int64),
+        ("k",),
+    )
+    fine = t.refined(256)
+    assert fine.block_size == 256 and fine.offsets.tolist() == [0, 4, 7]
+    # dense ids: 70 -> 0, 71 -> 1, 99 -> 2; 700 tokens = 2 pages of block 70 + 1 of block 99
+    assert fine.blocks.tolist() == [0, 1, 2, 3, 0, 1, 4]
+    assert t.refined(512) is t
+    with pytest.raises(ValueError, match="g must divide the block size 512"):
+        t.refined(300)

@@ -22,7 +22,6 @@ from kda_core.fleet._routers import EVENT_ROUTERS, KV_DEFAULTS, ROUTERS, SGLANG_
 from kda_core.policy import make
 from kda_core.sim import checkpoint_bytes, costmodel
 from kda_core.workloads import Trace, bundled_trace, require_prefix_info
-from kda_core.workloads.traces import make_trace
 
 ENGINES = ("vllm", "sglang")
 MAX_REPLICAS = 256
@@ -114,34 +113,6 @@ def _policy_fields(engine: str) -> dict:
     return make(engine).params()
 
 
-def refine(trace: Trace, g: int) -> Trace:
-    """``trace`` on pages of ``g`` tokens (``g`` divides its block): block ``b`` becomes
-    ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block its first
-    ``ceil(rest / g)``; output blocks are dropped (the same cut ``studies.hit_reasons`` makes)."""
-    s = trace.block_size // g
-    _, dense = np.unique(trace.blocks, return_inverse=True)
-    want = -(-trace.input_len // g)
-    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
-    starts = trace.offsets[:-1] * s
-    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
-    blocks = expanded[np.arange(int(want.sum())) + keep]
-    t = trace
-    offsets = np.concatenate(([0], np.cumsum(want)))
-    return make_trace(
-        t.name,
-        g,
-        t.arrival_s,
-        t.input_len,
-        t.output_len,
-        offsets,
-        blocks,
-        t.session,
-        t.kind,
-        t.kind_names,
-        provenance=t.provenance(),
-    )
-
-
 def _pages(trace: Trace, pol: Any, engine: str) -> tuple[Trace, int, int, bool]:
     """(trace on the tree's pages, page tokens, event block tokens, insert output blocks)."""
     b = trace.block_size
@@ -152,7 +123,7 @@ def _pages(trace: Trace, pol: Any, engine: str) -> tuple[Trace, int, int, bool]:
     if B % b == 0:
         return trace, b, B, outputs
     g = math.gcd(b, B)
-    return refine(trace, g), g, B, False
+    return trace.refined(g), g, B, False
 
 
 def _groups(model: str, engine: str) -> tuple[tuple[int, ...], tuple[int, ...], str]:

@@ -23,7 +23,6 @@ from kda_core.sim import costmodel
 from kda_core.sim.fast import PreparedTrace, prepare_trace, replay
 from kda_core.sim.tiers import TierConfig, simulate_tiers
 from kda_core.workloads import Trace, ideal_prefix_tokens
-from kda_core.workloads.traces import make_trace
 
 _REFINED: dict[tuple[int, int], PreparedTrace] = {}  # per process: (id of trace, g) -> prepared
 
@@ -47,34 +46,6 @@ def size(job: Job, trace_block: int) -> Sized:
     return fn(job.spec, job.flags, job.tp, job.rest_bytes, trace_block, job.ctx)
 
 
-def refine(trace: Trace, g: int) -> Trace:
-    """``trace`` on blocks of ``g`` tokens (``g`` divides the block): block ``b`` becomes ``s``
-    consecutive ids of a dense renumbering, a partial last block its first ``ceil(rest / g)``
-    (as ``studies.hit_reasons`` refines); output blocks are dropped."""
-    s = trace.block_size // g
-    _, dense = np.unique(trace.blocks, return_inverse=True)
-    want = -(-trace.input_len // g)
-    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
-    starts = trace.offsets[:-1] * s
-    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
-    blocks = expanded[np.arange(int(want.sum())) + keep]
-    offsets = np.concatenate(([0], np.cumsum(want)))
-    t = trace
-    return make_trace(
-        t.name,
-        g,
-        t.arrival_s,
-        t.input_len,
-        t.output_len,
-        offsets,
-        blocks,
-        t.session,
-        t.kind,
-        t.kind_names,
-        provenance=t.provenance(),
-    )
-
-
 def _prepared_for(prep: PreparedTrace, block: int) -> PreparedTrace:
     page = prep.trace.block_size
     if block % page == 0:
@@ -83,7 +54,7 @@ def _prepared_for(prep: PreparedTrace, block: int) -> PreparedTrace:
     key = (id(prep), g)
     if key not in _REFINED:
         _REFINED.clear()
-        _REFINED[key] = prepare_trace(refine(prep.trace, g), prep.outputs)
+        _REFINED[key] = prepare_trace(prep.trace.refined(g), prep.outputs)
     return _REFINED[key]
 
 

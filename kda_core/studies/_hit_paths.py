@@ -24,7 +24,6 @@ import numpy as np
 
 from kda_core.cache.policy import Policy, VLLMPolicy
 from kda_core.workloads import Trace, ideal_prefix_tokens
-from kda_core.workloads.traces import make_trace
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -132,36 +131,3 @@ def prefix_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
             if first_next.setdefault(h, nxt) != nxt or nxt == -1:
                 branched.add(h)
     return matched, known
-
-
-def refine_trace(trace: Trace, g: int) -> Trace:
-    """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
-    becomes ``b * s .. b * s + s - 1`` of a dense renumbering, a partial last block only its
-    first ``ceil(rest / g)``. Output blocks are dropped (decode-time checkpoints left out)."""
-    s = trace.block_size // g
-    if s == 1:
-        return trace
-    _, dense = np.unique(trace.blocks, return_inverse=True)
-    per = np.diff(trace.offsets)
-    want = -(-trace.input_len // g)
-    expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
-    starts = trace.offsets[:-1] * s
-    keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
-    idx = np.arange(int(want.sum())) + keep
-    assert np.all(want <= per * s), "ceil(L / g) <= ceil(L / b) * s"
-    offsets = np.concatenate(([0], np.cumsum(want)))
-    blocks = expanded[idx]
-    t = trace
-    return make_trace(
-        t.name,
-        g,
-        t.arrival_s,
-        t.input_len,
-        t.output_len,
-        offsets,
-        blocks,
-        t.session,
-        t.kind,
-        t.kind_names,
-        provenance=t.provenance(),
-    )

@@ -27,7 +27,7 @@ from kda_core.cache import policy as policy_mod
 from kda_core.sim import checkpoint_bytes, simulate
 from kda_core.sim.simulator import DEFAULT_TP
 from kda_core.sim.tiers import TierConfig, simulate_tiers
-from kda_core.studies._hit_paths import path_facts, prefix_points, refine_trace
+from kda_core.studies._hit_paths import path_facts, prefix_points
 from kda_core.workloads import Trace, ideal_prefix_tokens, require_prefix_info
 
 __all__ = ["ENGINES", "REASONS", "EngineHits", "HitReasons", "hit_reasons"]
@@ -277,7 +277,7 @@ def hit_reasons(
     model = sizing.preset_name(model)  # a preset name or a ModelSpec of a preset's shape
     sg, vl = _check_sglang(sglang), _check_vllm(vllm, model, tp)
     g = math.gcd(trace.block_size, _units(sg, vl, 1)[1])
-    fine = refine_trace(trace, g)
+    fine = trace.refined(g)
     sg_unit, vl_unit = _units(sg, vl, g)
     blocks, known = prefix_points(trace)
     L = trace.input_len

@@ -102,6 +102,37 @@ class Trace:
             provenance=self.provenance(),
         )
 
+    def refined(self, g: int) -> Trace:
+        """The same trace on blocks of ``g`` tokens (``g`` divides the block size): block ``b``
+        becomes ``b * s .. b * s + s - 1`` of a dense renumbering (``s = block_size // g``), a
+        partial last block only its first ``ceil(rest / g)``. Output blocks are dropped
+        (decode-time checkpoints left out). One cut for the hit reasons, the planner and the
+        fleet, whose hit grids are finer than a trace's hashing block."""
+        if not 1 <= g <= self.block_size or self.block_size % g:
+            raise ValueError(f"g must divide the block size {self.block_size}, got {g}")
+        s = self.block_size // g
+        if s == 1:
+            return self
+        _, dense = np.unique(self.blocks, return_inverse=True)
+        want = -(-self.input_len // g)
+        expanded = (dense.reshape(-1, 1) * s + np.arange(s)).reshape(-1)
+        starts = self.offsets[:-1] * s
+        keep = np.repeat(starts - np.concatenate(([0], np.cumsum(want)[:-1])), want)
+        t = self
+        return make_trace(
+            t.name,
+            g,
+            t.arrival_s,
+            t.input_len,
+            t.output_len,
+            np.concatenate(([0], np.cumsum(want))),
+            expanded[np.arange(int(want.sum())) + keep],
+            t.session,
+            t.kind,
+            t.kind_names,
+            provenance=t.provenance(),
+        )
+
     def provenance(self) -> dict:
         """The provenance fields (keyword arguments of ``make_trace``)."""
         return {
