@@ -8,7 +8,8 @@ is padded up to it. Layers form KV cache groups of equal size
 group (``get_kv_cache_config_from_groups``); a request at ``max_model_len`` needs
 ``cdiv(len, block)`` blocks per attention group and ``2 + spec (+ the layer's prefill
 checkpoint block)`` per mamba group in align mode (``MambaSpec.max_memory_usage_bytes``), which
-sets the "Maximum concurrency" line. ``size_vllm(spec, deployment)``; ``vllm_plan`` is its flat
+sets the "Maximum concurrency" line. An MTP drafter's attention layers join the attention
+layers (``_drafts``). ``size_vllm(spec, deployment)``; ``vllm_plan`` is its flat
 spelling. Sources and the lab's choices (backend kernel block sizes are inputs): docs/sizing.md.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kda_core.sizing._drafts import vllm_mtp_layers
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -72,6 +74,8 @@ class VllmPlan:
     max_num_seqs: int
     max_num_seqs_error: str | None
     min_prefix_hit_tokens: int | None  # None: prefix caching off
+    draft_attn_layers: int = 0  # the MTP drafter's attention layers (``_drafts``)
+    draft_kv_bytes_per_request: int = 0  # their blocks at max_model_len
 
 
 def _aligned_block_size(spec: ModelSpec, attn_page: int, mamba_page: int, d: Deployment) -> int:
@@ -122,7 +126,8 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     mamba = _mamba_page(spec, d, ssm)
     bs = _aligned_block_size(spec, attn, mamba, d)
     page = bs * attn
-    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers, spec.n_linear_layers)
+    draft = vllm_mtp_layers(spec) if d.mtp else 0
+    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers + draft, spec.n_linear_layers)
     ckpt = d.prefill_checkpoint_blocks
     ckpt = LINEAR_KINDS[spec.linear_kind].vllm_checkpoint_blocks if ckpt is None else ckpt
     spec_blocks = d.num_speculative_tokens
@@ -157,6 +162,8 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
         max_num_seqs=d.max_num_seqs,
         max_num_seqs_error=_max_num_seqs_error(d.max_num_seqs, blocks),
         min_prefix_hit_tokens=bs + 1 if align else None,
+        draft_attn_layers=draft,
+        draft_kv_bytes_per_request=draft * -(-length // bs) * page,
     )
 
 
@@ -217,7 +224,7 @@ def vllm_log_lines(p: VllmPlan) -> list[str]:
         )
     lines.append(f"Available KV cache memory: {format_gib(p.available_bytes)} GiB")
     for n, groups in (
-        (p.spec.n_attn_layers, p.attn_groups),
+        (p.spec.n_attn_layers + p.draft_attn_layers, p.attn_groups),
         (p.spec.n_linear_layers, p.mamba_groups),
     ):
         pad = groups * p.group_size - n

@@ -1,0 +1,103 @@
+"""The MTP drafter's own KV in both engines' sizing, by hand (tests/real checks the engines).
+
+Per-layer KV by hand: Qwen3-Next, 2 KV heads x 256 x (K + V) x 2 bytes = 2,048 B per token;
+Kimi K3, MLA (512 + 64) x 2 bytes = 1,152 B per token.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from kda_core import sizing as sz
+from kda_core.sizing._cli import main
+from kda_core.sizing.hf import shipped_configs
+
+GIB = 1 << 30
+
+
+def _spec(name: str, **fields: int) -> sz.ModelSpec:
+    raw = copy.deepcopy(shipped_configs()[name]["config"])
+    raw.get("text_config", raw).update(fields)
+    return sz.from_hf_config(raw, name)
+
+
+Q3N = "qwen3-next-80b-a3b-instruct"
+
+
+def test_vllm_mtp_layers_join_the_attention_groups():
+    # 12 attention + 2 MTP = 14 vs 36 GDN: 36 >= 1.5 x 14, so groups of 14: 1 + cdiv(36, 14)
+    spec = _spec(Q3N, num_nextn_predict_layers=2)
+    off = sz.vllm_plan(spec, 20 * GIB, max_model_len=65_536)
+    on = sz.vllm_plan(spec, 20 * GIB, max_model_len=65_536, mtp=True)
+    assert (off.group_size, off.attn_groups, off.mamba_groups) == (12, 1, 3)
+    assert (on.group_size, on.attn_groups, on.mamba_groups, on.draft_attn_layers) == (14, 1, 3, 2)
+    assert on.page_bytes == off.page_bytes and on.block_size == off.block_size
+    assert on.num_blocks == 20 * GIB // (14 * on.page_bytes)
+    blocks = -(-65_536 // on.block_size)
+    assert on.draft_kv_bytes_per_request == 2 * blocks * on.page_bytes
+    assert any("Add 6 padding layers" in x for x in sz.vllm_log_lines(on))  # 3 x 14 - 36
+
+
+@pytest.mark.parametrize(
+    "fields, modules",
+    [
+        ({}, 1),  # Qwen3NextMultiTokenPredictor: num_nextn_predict_layers, default 1
+        ({"mtp_num_hidden_layers": 3}, 1),  # a field it does not read
+        ({"num_nextn_predict_layers": 2}, 2),
+    ],
+)
+def test_vllm_qwen3_next_reads_num_nextn_predict_layers(fields, modules):
+    spec = _spec(Q3N, **fields)
+    assert sz.vllm_plan(spec, 8 * GIB, max_model_len=4096, mtp=True).draft_attn_layers == modules
+
+
+def test_vllm_qwen3_5_reads_mtp_num_hidden_layers():
+    spec = _spec("qwen3.6-35b-a3b", mtp_num_hidden_layers=2, num_nextn_predict_layers=5)
+    assert sz.vllm_plan(spec, 8 * GIB, max_model_len=4096, mtp=True).draft_attn_layers == 2
+
+
+def test_sglang_prices_the_targets_num_nextn_predict_layers():
+    spec = _spec("kimi-k3", num_nextn_predict_layers=2)
+    off = sz.split_memory(spec, 20 * GIB)
+    on = sz.split_memory(spec, 20 * GIB, mtp=True)
+    assert on.draft_cell_bytes == 2 * 1152 and on.draft_unpriced_bytes == 0
+    cell = spec.n_attn_layers * 1152
+    assert (on.kv_bytes, off.kv_tokens) == (off.kv_bytes, off.kv_bytes // cell)
+    assert on.kv_tokens == on.kv_bytes // (cell + 2 * 1152)
+
+
+def test_sglang_qwen3_next_without_the_field_prices_no_draft_but_allocates_one_layer():
+    spec = _spec(Q3N, mtp_num_hidden_layers=1)
+    on = sz.split_memory(spec, 20 * GIB, mtp=True)
+    assert on.kv_tokens == sz.split_memory(spec, 20 * GIB).kv_tokens
+    assert (on.draft_cell_bytes, on.draft_unpriced_bytes) == (0, 2048 * on.kv_tokens)
+
+
+def test_unmodelled_drafts_are_refused_by_name():
+    with pytest.raises(ValueError, match="num_nextn_predict_layers"):
+        sz.vllm_plan(sz.shipped_spec("kimi-linear-48b-a3b-instruct"), GIB, mtp=True)
+    with pytest.raises(ValueError, match="mtp: the lab models the MTP drafter of"):
+        sz.split_memory(sz.shipped_spec("nvidia-nemotron-nano-9b-v2"), GIB, mtp=True)
+    with pytest.raises(ValueError, match="num_nextn_predict_layers must be an integer"):
+        _spec(Q3N, num_nextn_predict_layers="2")
+    with pytest.raises(ValueError, match="mtp must be a bool"):
+        sz.Deployment(GIB, mtp=1)
+
+
+def test_cli_names_the_drafts_share(capsys):
+    argv = [Q3N, "--gpu-mem", "20", "--max-model-len", "65536", "--json"]
+    assert main([*argv, "--speculative-config", '{"method": "mtp"}']) == 0
+    out = json.loads(capsys.readouterr().out)
+    v, s = out["vllm"], out["sglang"]
+    assert v["draft_attn_layers"] == 1 and v["kv_tokens"] < v["kv_tokens_without_draft"]
+    assert s["draft_kv_bytes_per_token"] == 0
+    assert s["draft_kv_unpriced_bytes"] == 2048 * s["kv_tokens"]
+    assert main([*argv, "--speculative-algorithm", "NEXTN"]) == 0
+    assert json.loads(capsys.readouterr().out)["vllm"] == v
+    assert main(argv) == 0
+    assert "draft_attn_layers" not in json.loads(capsys.readouterr().out)["vllm"]
+    assert main([*argv, "--speculative-config", '{"method": "eagle"}']) == 2
+    assert '"method": "mtp"' in capsys.readouterr().err
