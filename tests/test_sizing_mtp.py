@@ -101,3 +101,21 @@ def test_cli_names_the_drafts_share(capsys):
     assert "draft_attn_layers" not in json.loads(capsys.readouterr().out)["vllm"]
     assert main([*argv, "--speculative-config", '{"method": "eagle"}']) == 2
     assert '"method": "mtp"' in capsys.readouterr().err
+
+
+def test_vllm_recoverssm_drops_the_draft_blocks_and_takes_records_outside_the_pool():
+    # Kimi K3 at TP8, k = 3: 12 heads x 4 rows x (128 x 4 B + 256 x 2 B) = 49,152 B per layer
+    # and request; x 69 KDA layers = 3,391,488 B (3.23 MiB); x 256 requests = 868,220,928 B
+    k3 = sz.preset("kimi-k3")
+    knobs = {"tp": 8, "max_model_len": 65_536, "num_speculative_tokens": 3}
+    base = sz.vllm_plan(k3, 20 * GIB, **knobs)
+    rec = sz.vllm_plan(k3, 20 * GIB, use_replayssm=True, **knobs)
+    assert base.blocks_per_request - rec.blocks_per_request == 3 * base.mamba_groups
+    assert (base.num_blocks, base.recoverssm_records_bytes) == (rec.num_blocks, 0)
+    assert rec.recoverssm_records_bytes == 868_220_928
+    line = "Allocated the KDA RecoverSSM verify records: 0.81 GiB in total for 256 requests "
+    assert line + "(3.23 MiB per request)." in sz.vllm_log_lines(rec)
+    with pytest.raises(ValueError, match="only with speculative decoding"):
+        sz.vllm_plan(k3, GIB, tp=8, max_model_len=4096, use_replayssm=True)
+    with pytest.raises(ValueError, match="KDA"):
+        sz.vllm_plan(sz.shipped_spec(Q3N), GIB, use_replayssm=True, num_speculative_tokens=1)

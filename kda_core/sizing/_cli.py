@@ -59,6 +59,7 @@ _SHOWN = (
     "draft_kv_bytes_per_request",
     "draft_kv_unpriced_bytes",
     "kv_tokens_without_draft",
+    "recoverssm_records_bytes",
 )
 _KV = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3"}
 
@@ -97,6 +98,7 @@ def _parser() -> _Parser:
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--num-speculative-tokens", type=int, default=0)
     p.add_argument("--no-enable-prefix-caching", action="store_true")
+    p.add_argument("--use-replayssm", action="store_true", help="vLLM: RecoverSSM on KDA")
     # the model's own MTP modules draft (both engines): SGLang's spelling, or vLLM's JSON
     p.add_argument("--speculative-algorithm", choices=("NEXTN", "EAGLE"), default=None)
     p.add_argument("--speculative-config", default=None, help='vLLM: {"method": "mtp", ...}')
@@ -159,6 +161,7 @@ def _deployment(a: argparse.Namespace) -> Deployment:
         max_num_seqs=a.max_num_seqs,
         num_speculative_tokens=k,
         mtp=mtp,
+        use_replayssm=a.use_replayssm,
         mamba_cache_mode="none" if a.no_enable_prefix_caching else "align",
     )
 
@@ -212,6 +215,8 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
             "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
             "kv_tokens_without_draft": size_vllm(spec, d.replace(mtp=False)).kv_cache_tokens,
         }
+    if p.recoverssm_records_bytes:
+        draft["recoverssm_records_bytes"] = p.recoverssm_records_bytes
     return {
         "served": True,
         "ssm_dtype": p.ssm_dtype,

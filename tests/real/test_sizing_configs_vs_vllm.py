@@ -78,18 +78,20 @@ def _arch(name: str) -> str:
     return archs[0]
 
 
-def _kda_state(name: str, tp: int, ssm: str | None):
+def _kda_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
     lin = fc.raw(name).get("text_config", fc.raw(name))["linear_attn_config"]
+    k = lin["short_conv_kernel_size"]
     shapes = S.kda_state_shape(
-        tp, lin["num_heads"], lin["head_dim"], conv_kernel_size=lin["short_conv_kernel_size"]
+        tp, lin["num_heads"], lin["head_dim"], conv_kernel_size=k, num_spec=num_spec
     )
     return shapes, D.kda_state_dtype(torch.bfloat16, "auto", ssm or "auto")
 
 
-def real_state(name: str, tp: int, ssm: str | None):
-    """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config."""
+def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
+    """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config
+    (``num_spec`` widens a KDA conv window as ``KimiK3DeltaAttention.get_state_shape`` does)."""
     if fc.spec(name).linear_kind == "kda":
-        return (*_kda_state(name, tp, ssm), 0)
+        return (*_kda_state(name, tp, ssm, num_spec), 0)
     arch = _arch(name)
     module, cls = _TEXT_GENERATION_MODELS.get(arch) or _MULTIMODAL_MODELS[arch]
     model = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), cls)
@@ -142,11 +144,12 @@ def _model_config(spec: sz.ModelSpec, length: int):
     return mc
 
 
-def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0):
+def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0, blocks=0):
     """vLLM's plan; ``draft`` MTP attention layers join as ``get_kv_cache_spec`` registers
-    them: the target's attention spec marked ``is_draft``."""
+    them: the target's attention spec marked ``is_draft``; ``k`` speculative tokens widen a
+    KDA conv window, ``blocks`` is ``MambaSpec.num_speculative_blocks``."""
     spec = fc.spec(name)
-    shapes, dtypes, checkpoint = real_state(name, tp, ssm)
+    shapes, dtypes, checkpoint = real_state(name, tp, ssm, k)
     model = SimpleNamespace(
         get_mamba_state_shape_from_config=lambda _vc: shapes,
         get_mamba_state_dtype_from_config=lambda _vc: dtypes,
@@ -188,6 +191,7 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0):
         block_size=bs,
         page_size_padded=cc.mamba_page_size_padded,
         mamba_cache_mode=mode,
+        num_speculative_blocks=blocks,
     )
     if checkpoint:
         mamba = dataclasses.replace(
@@ -259,75 +263,3 @@ def test_families_vllm_does_not_serve_are_refused_by_name(name):
     )
     with pytest.raises(ValueError, match="vLLM 0.33 does not serve"):
         sz.vllm_plan(spec, 8 << 30, max_model_len=4096)
-
-
-MTP_NAMES = [n for n in NAMES if fc.spec(n).family in ("qwen3_next", "kimi_linear")]
-MTP_NAMES += [n for n in NAMES if fc.spec(n).family.startswith("qwen3_5")]
-
-
-def _with_mtp(name: str, nextn: int | None, mtp_hidden: int | None) -> sz.ModelSpec:
-    raw = fc.raw(name)
-    text = raw.get("text_config", raw)
-    for key, v in (("num_nextn_predict_layers", nextn), ("mtp_num_hidden_layers", mtp_hidden)):
-        if v is not None:
-            text[key] = v
-    return sz.from_hf_config(raw, name)
-
-
-def _modules_vllm_builds(spec: sz.ModelSpec, nextn, mtp_hidden) -> int:
-    """The ``num_mtp_layers`` of the MTP class vLLM 0.33 builds for the family, read off
-    ``Qwen3NextMultiTokenPredictor`` / ``Qwen3_5MultiTokenPredictor`` /
-    ``KimiK3MultiTokenPredictor.__init__`` (independent of the lab's table)."""
-    if spec.family == "qwen3_next":
-        return nextn or 1  # getattr(config, "num_nextn_predict_layers", 1)
-    if spec.family.startswith("qwen3_5"):
-        return mtp_hidden or 1  # getattr(config, "mtp_num_hidden_layers", 1)
-    return nextn  # config.num_nextn_predict_layers
-
-
-@pytest.mark.parametrize("name", MTP_NAMES)
-@pytest.mark.parametrize("nextn, mtp_hidden", [(None, None), (1, None), (None, 2), (3, 1)])
-@pytest.mark.parametrize("mode, length", [("align", 131_072), ("none", 32_768)])
-def test_mtp_draft_layers_join_vllms_kv_groups(monkeypatch, name, nextn, mtp_hidden, mode, length):
-    spec = _with_mtp(name, nextn, mtp_hidden)
-    draft = _modules_vllm_builds(spec, nextn, mtp_hidden)
-    if not draft:
-        with pytest.raises(ValueError, match="num_nextn_predict_layers"):
-            sz.vllm_plan(spec, 8 << 30, max_model_len=length, mtp=True)
-        return
-    tp = fc.tps(name)[0]
-    avail = 23 * (1 << 30) + 123_456_789
-    cc, groups, config, tokens, conc, _ = real_plan(
-        monkeypatch, name, tp, "bfloat16", None, length, avail, mode, draft=draft
-    )
-    p = sz.vllm_plan(spec, avail, tp, max_model_len=length, mamba_cache_mode=mode, mtp=True)
-    assert p.draft_attn_layers == draft
-    assert p.block_size == cc.block_size
-    assert p.attn_groups + p.mamba_groups == len(groups)
-    assert max(len(g.layer_names) for g in groups) == p.group_size
-    assert p.num_blocks == config.num_blocks
-    assert (p.kv_cache_tokens, p.max_concurrency) == (tokens, conc)
-    # the draft's share: fewer tokens than the same plan without it, never more
-    off = sz.vllm_plan(spec, avail, tp, max_model_len=length, mamba_cache_mode=mode)
-    _, _, _, tokens_off, _, _ = real_plan(
-        monkeypatch, name, tp, "bfloat16", None, length, avail, mode
-    )
-    assert off.kv_cache_tokens == tokens_off >= tokens
-
-
-def test_kimi_k3_mtp_module_count_is_vllms_hf_config_override():
-    # SpeculativeConfig.hf_config_override: a kimi_k3 config's n_predict is its text config's
-    # num_nextn_predict_layers, the count KimiK3MultiTokenPredictor builds
-    from vllm.config.speculative import SpeculativeConfig
-
-    raw = fc.raw("kimi-k3")
-    raw["text_config"]["num_nextn_predict_layers"] = 2
-    hf = SimpleNamespace(
-        model_type="kimi_k3",
-        architectures=list(raw["architectures"]),
-        text_config=SimpleNamespace(**raw["text_config"]),
-    )
-    hf.update = lambda d: vars(hf).update(d)
-    out = SpeculativeConfig.hf_config_override(hf)
-    assert (out.model_type, out.n_predict) == ("kimi_k3_mtp", 2)
-    assert sz.vllm_plan(sz.from_hf_config(raw, "k3"), 8 << 30, mtp=True).draft_attn_layers == 2
