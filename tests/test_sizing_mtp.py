@@ -60,13 +60,22 @@ def test_vllm_qwen3_5_reads_mtp_num_hidden_layers():
 
 
 def test_sglang_prices_the_targets_num_nextn_predict_layers():
-    spec = _spec("kimi-k3", num_nextn_predict_layers=2)
+    spec = _spec(Q3N, num_nextn_predict_layers=2)
     off = sz.split_memory(spec, 20 * GIB)
     on = sz.split_memory(spec, 20 * GIB, mtp=True)
-    assert on.draft_cell_bytes == 2 * 1152 and on.draft_unpriced_bytes == 0
-    cell = spec.n_attn_layers * 1152
+    assert on.draft_cell_bytes == 2 * 2048 and on.draft_unpriced_bytes == 0
+    cell = spec.n_attn_layers * 2048
     assert (on.kv_bytes, off.kv_tokens) == (off.kv_bytes, off.kv_bytes // cell)
-    assert on.kv_tokens == on.kv_bytes // (cell + 2 * 1152)
+    assert on.kv_tokens == on.kv_bytes // (cell + 2 * 2048)
+
+
+def test_vllm_sizes_kimi_k3_mtp_sglang_has_no_draft_for_it():
+    spec = _spec("kimi-k3", num_nextn_predict_layers=1)
+    on = sz.vllm_plan(spec, 20 * GIB, tp=8, max_model_len=65_536, mtp=True)
+    assert on.draft_attn_layers == 1  # one more MLA layer: 25 attention vs 69 KDA, groups of 25
+    assert (on.group_size, on.attn_groups, on.mamba_groups) == (25, 1, 3)
+    with pytest.raises(ValueError, match="SGLang 0.5.23 has no MTP draft model for Kimi"):
+        sz.split_memory(spec, 20 * GIB, mtp=True)
 
 
 def test_sglang_qwen3_next_without_the_field_prices_no_draft_but_allocates_one_layer():
@@ -101,6 +110,22 @@ def test_cli_names_the_drafts_share(capsys):
     assert "draft_attn_layers" not in json.loads(capsys.readouterr().out)["vllm"]
     assert main([*argv, "--speculative-config", '{"method": "eagle"}']) == 2
     assert '"method": "mtp"' in capsys.readouterr().err
+    assert main(["kimi-k3", "--speculative-algorithm", "NEXTN", "--json"]) == 2  # no such field
+    assert "num_nextn_predict_layers" in capsys.readouterr().err
+
+
+def test_cli_refuses_one_engine_by_name(tmp_path, capsys):
+    raw = copy.deepcopy(shipped_configs()["kimi-k3"]["config"])
+    raw["text_config"]["num_nextn_predict_layers"] = 1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert main([str(path), "--speculative-algorithm", "NEXTN", "--tp", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sglang"] == {
+        "served": False,
+        "why": "mtp: SGLang 0.5.23 has no MTP draft model for Kimi K3 / Kimi Linear",
+    }
+    assert out["vllm"]["draft_attn_layers"] == 1
 
 
 def test_vllm_recoverssm_drops_the_draft_blocks_and_takes_records_outside_the_pool():

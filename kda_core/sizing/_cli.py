@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kda_core.sizing._drafts import mtp_refusal
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment, gib_bytes
 from kda_core.sizing.families import FAMILIES, engine_refusal
@@ -167,7 +168,7 @@ def _deployment(a: argparse.Namespace) -> Deployment:
 
 
 def _sglang(spec: ModelSpec, d: Deployment) -> dict:
-    refusal = engine_refusal(spec, "sglang")
+    refusal = engine_refusal(spec, "sglang") or (d.mtp and mtp_refusal(spec, "sglang"))
     if refusal:
         return {"served": False, "why": refusal}
     s = size_sglang(spec, d)
@@ -201,7 +202,7 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
 
 
 def _vllm(spec: ModelSpec, d: Deployment) -> dict:
-    refusal = engine_refusal(spec, "vllm")
+    refusal = engine_refusal(spec, "vllm") or (d.mtp and mtp_refusal(spec, "vllm"))
     if refusal:
         return {"served": False, "why": refusal}
     if d.max_model_len is None and not spec.context_len:

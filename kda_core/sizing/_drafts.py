@@ -25,6 +25,7 @@ for a path-less draft (``_resolve_eagle_aux_hidden_state``); a config without th
 Qwen3-Next and Qwen3.5 configs name ``mtp_num_hidden_layers``) prices none, while the draft
 model (rewritten to one module, ``ModelConfig._config_draft_model``) still gets its pool: that
 pool is allocated outside the budget the split sized (``sglang_unpriced_draft_layers``).
+SGLang serves no MTP draft for Kimi K3 (``mtp_refusal``).
 """
 
 from __future__ import annotations
@@ -42,20 +43,34 @@ _VLLM_FIELD = {
 }
 """family -> (the ModelSpec field vLLM's MTP class reads, its default when the config lacks it)."""
 _SGLANG_ONE_MODULE = frozenset(("qwen3_next", *(k for k in _VLLM_FIELD if "qwen3_5" in k)))
-"""Families ``_config_draft_model`` rewrites to one MTP module (``num_nextn_predict_layers =
-1``); Kimi K3's draft keeps the config's count."""
+"""The families whose MTP draft SGLang serves (``Qwen3NextForCausalLMMTP``,
+``Qwen3_5ForCausalLMMTP``); ``_config_draft_model`` rewrites them to one module
+(``num_nextn_predict_layers = 1``)."""
 _CONFIG_FIELD = {
     "nextn_predict_layers": "num_nextn_predict_layers",
     "mtp_hidden_layers": ("mtp_num_hidden_layers"),
 }
 
 
+def mtp_refusal(spec: ModelSpec, engine: str) -> str:
+    """ "" when the lab sizes ``engine``'s MTP draft for ``spec``, else the sentence why not.
+    SGLang 0.5.23 has no MTP / NextN draft class for Kimi (``models/kimi_k3.py`` registers the
+    target classes only; the ``*_mtp.py`` / ``*_nextn.py`` modules name none)."""
+    families = _VLLM_FIELD if engine == "vllm" else _SGLANG_ONE_MODULE
+    if spec.family in families:
+        return ""
+    if engine == "sglang" and spec.family in _VLLM_FIELD:
+        return "mtp: SGLang 0.5.23 has no MTP draft model for Kimi K3 / Kimi Linear"
+    return (
+        f"mtp: the lab models the MTP drafter of {sorted(set(families))} only, not "
+        f"{spec.family or spec.name!r} ({engine})"
+    )
+
+
 def _check_family(spec: ModelSpec, engine: str) -> None:
-    if spec.family not in _VLLM_FIELD:
-        raise ValueError(
-            f"mtp: the lab models the MTP drafter of {sorted(set(_VLLM_FIELD))} only, not "
-            f"{spec.family or spec.name!r} ({engine})"
-        )
+    why = mtp_refusal(spec, engine)
+    if why:
+        raise ValueError(why)
 
 
 def vllm_mtp_layers(spec: ModelSpec) -> int:
@@ -79,6 +94,5 @@ def sglang_mtp_layers(spec: ModelSpec) -> int:
 
 def sglang_unpriced_draft_layers(spec: ModelSpec) -> int:
     """Draft attention layers SGLang 0.5.23 allocates a KV pool for (at the target's token
-    count) beyond what it priced: the draft model's modules minus the priced ones."""
-    built = 1 if spec.family in _SGLANG_ONE_MODULE else spec.nextn_predict_layers
-    return max(built - sglang_mtp_layers(spec), 0)
+    count) beyond what it priced: the one module the draft is rewritten to, minus the priced."""
+    return max(1 - sglang_mtp_layers(spec), 0)

@@ -5,7 +5,8 @@ the real config class's ``num_nextn_predict_layers``, read as ``ModelConfig`` re
 ``eagle_draft_num_layers``; the real ``DefaultPoolConfigurator.__init__`` then adds the draft's
 share to the per-token cell and ``calculate_pool_sizes`` turns a byte budget into tokens.
 Claimed equal: ``sizing.split_memory(..., mtp=True)`` (the draft's cell share and the KV
-tokens) for the Qwen3-Next, Qwen3.5 and Kimi K3 configs with and without the MTP fields.
+tokens) for the Qwen3-Next and Qwen3.5 configs with and without the MTP fields; SGLang
+registers no MTP draft class for Kimi, which the lab refuses by name.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ aux = pytest.importorskip("sglang.srt.model_executor.model_runner_components.spe
 pc = sc.pc
 
 GIB = 1 << 30
-NAMES = [n for n in fc.CONFIGS if fc.spec(n).family in ("qwen3_next", "kimi_linear")]
+NAMES = [n for n in fc.CONFIGS if fc.spec(n).family == "qwen3_next"]
 NAMES += [n for n in fc.CONFIGS if fc.spec(n).family.startswith("qwen3_5")]
+KIMI = [n for n in fc.CONFIGS if fc.spec(n).family == "kimi_linear"]
 
 
 def _raw(name: str, nextn: int | None, mtp_hidden: int | None) -> dict:
@@ -131,7 +133,35 @@ def test_mtp_draft_cell_and_tokens_are_sglangs(monkeypatch, name, nextn, mtp_hid
     assert ours.kv_tokens == tokens
     off = sz.split_memory(spec, rest, 0.9, tp, None, "bfloat16", kv, page_size=page)
     assert off.kv_bytes == ours.kv_bytes and off.kv_tokens >= ours.kv_tokens
-    # the draft layers SGLang builds but does not price: one module for Qwen, K3's own count
-    built = (nextn or 0) if spec.family == "kimi_linear" else 1
-    unpriced = max(built - (nextn or 0), 0)
+    # the draft layers SGLang builds but does not price: the one module of the rewritten draft
+    unpriced = max(1 - (nextn or 0), 0)
     assert ours.draft_unpriced_bytes == unpriced * (base // spec.n_attn_layers) * ours.kv_tokens
+
+
+def _entry_classes(module: str) -> list[str]:
+    """The class names a model module registers (``EntryClass``), read off its source (the
+    Kimi module imports GPU-only packages)."""
+    import ast
+    import pathlib
+
+    import sglang.srt.models as models
+
+    path = pathlib.Path(list(models.__path__)[0]) / f"{module}.py"
+    tree = ast.parse(path.read_text())
+    node = next(
+        n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "EntryClass"
+    )
+    items = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+    return [x.id for x in items]
+
+
+@pytest.mark.parametrize("name", KIMI)
+def test_sglang_serves_no_mtp_draft_for_kimi(name):
+    assert _entry_classes("kimi_k3") == [
+        "KimiK3ForConditionalGeneration",
+        "KimiK3LinearForCausalLM",
+    ]
+    assert _entry_classes("qwen3_next_mtp") == ["Qwen3NextForCausalLMMTP"]
+    spec = sz.from_hf_config(_raw(name, 1, None), name)
+    with pytest.raises(ValueError, match="SGLang 0.5.23 has no MTP draft model for Kimi"):
+        sz.split_memory(spec, GIB, mtp=True)
