@@ -30,8 +30,10 @@ Q3N = "qwen3-next-80b-a3b-instruct"
 def test_vllm_mtp_layers_join_the_attention_groups():
     # 12 attention + 2 MTP = 14 vs 36 GDN: 36 >= 1.5 x 14, so groups of 14: 1 + cdiv(36, 14)
     spec = _spec(Q3N, num_nextn_predict_layers=2)
-    off = sz.vllm_plan(spec, 20 * GIB, max_model_len=65_536)
+    # num_speculative_tokens left out: vLLM's default for MTP, n_predict = 2
+    off = sz.vllm_plan(spec, 20 * GIB, max_model_len=65_536, num_speculative_tokens=2)
     on = sz.vllm_plan(spec, 20 * GIB, max_model_len=65_536, mtp=True)
+    assert on.num_speculative_tokens == 2
     assert (off.group_size, off.attn_groups, off.mamba_groups) == (12, 1, 3)
     assert (on.group_size, on.attn_groups, on.mamba_groups, on.draft_attn_layers) == (14, 1, 3, 2)
     assert on.page_bytes == off.page_bytes and on.block_size == off.block_size
@@ -51,7 +53,18 @@ def test_vllm_mtp_layers_join_the_attention_groups():
 )
 def test_vllm_qwen3_next_reads_num_nextn_predict_layers(fields, modules):
     spec = _spec(Q3N, **fields)
-    assert sz.vllm_plan(spec, 8 * GIB, max_model_len=4096, mtp=True).draft_attn_layers == modules
+    knobs = {"max_model_len": 4096, "num_speculative_tokens": 2, "mtp": True}
+    assert sz.vllm_plan(spec, 8 * GIB, **knobs).draft_attn_layers == modules
+
+
+def test_vllm_mtp_tokens_default_to_n_predict_and_must_divide():
+    spec = _spec(Q3N, num_nextn_predict_layers=2)
+    plan = sz.vllm_plan(spec, 8 * GIB, max_model_len=4096, mtp=True, num_speculative_tokens=4)
+    assert plan.num_speculative_tokens == 4  # reuses the two modules in turn
+    with pytest.raises(ValueError, match=r"\(3\) must be divisible by n_predict \(2\)"):
+        sz.vllm_plan(spec, 8 * GIB, max_model_len=4096, mtp=True, num_speculative_tokens=3)
+    with pytest.raises(ValueError, match="num_speculative_tokens must be given"):
+        sz.vllm_plan(_spec(Q3N), 8 * GIB, max_model_len=4096, mtp=True)
 
 
 def test_vllm_qwen3_5_reads_mtp_num_hidden_layers():
@@ -98,13 +111,14 @@ def test_unmodelled_drafts_are_refused_by_name():
 
 def test_cli_names_the_drafts_share(capsys):
     argv = [Q3N, "--gpu-mem", "20", "--max-model-len", "65536", "--json"]
-    assert main([*argv, "--speculative-config", '{"method": "mtp"}']) == 0
+    mtp = '{"method": "mtp", "num_speculative_tokens": 1}'
+    assert main([*argv, "--speculative-config", mtp]) == 0
     out = json.loads(capsys.readouterr().out)
     v, s = out["vllm"], out["sglang"]
     assert v["draft_attn_layers"] == 1 and v["kv_tokens"] < v["kv_tokens_without_draft"]
     assert s["draft_kv_bytes_per_token"] == 0
     assert s["draft_kv_unpriced_bytes"] == 2048 * s["kv_tokens"]
-    assert main([*argv, "--speculative-algorithm", "NEXTN"]) == 0
+    assert main([*argv, "--speculative-algorithm", "NEXTN", "--num-speculative-tokens", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["vllm"] == v
     assert main(argv) == 0
     assert "draft_attn_layers" not in json.loads(capsys.readouterr().out)["vllm"]

@@ -212,6 +212,7 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
     draft = {}
     if d.mtp:
         draft = {
+            "num_speculative_tokens": p.num_speculative_tokens,
             "draft_attn_layers": p.draft_attn_layers,
             "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
             "kv_tokens_without_draft": size_vllm(spec, d.replace(mtp=False)).kv_cache_tokens,

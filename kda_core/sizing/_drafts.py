@@ -1,31 +1,24 @@
-"""The KV an MTP drafter's own attention layers take, as SGLang 0.5.23 and vLLM 0.33 price it.
+"""The KV an MTP drafter's own attention layers take, as SGLang 0.5.23 and vLLM 0.33 count it.
 
-An MTP module is one decoder layer of the target's full-attention shape (same KV heads and head
-size, or the same MLA latent), so its KV per token is one more target attention layer; what
-differs between the engines is how many modules each counts and where the bytes come from.
+An MTP module is one decoder layer of the target's full-attention shape, so its KV per token is
+one more target attention layer (docs/sizing.md, "Speculative decoding", has the table).
 
 vLLM 0.33 (``speculative_config={"method": "mtp"}``): the drafter's attention layers register
-KV cache specs like the target's (``GPUModelRunner.get_kv_cache_spec`` marks them
-``is_draft``, a flag ``KVCacheSpec`` leaves out of equality "so it never affects grouping"), so
-they join the target's attention layers in ``_get_kv_cache_groups_uniform_page_size`` and every
-request holds ``cdiv(max_model_len, block)`` blocks for them. The module count is what the MTP
-class builds (``num_mtp_layers``), whatever ``num_speculative_tokens`` is (more tokens than
-modules reuse them, ``spec_step_idx % num_mtp_layers``): ``Qwen3NextMultiTokenPredictor``
-reads ``num_nextn_predict_layers`` (default 1: Qwen3-Next configs name ``mtp_num_hidden_layers``,
-which it does not read), ``Qwen3_5MultiTokenPredictor`` ``mtp_num_hidden_layers`` (default 1),
-``KimiK3MultiTokenPredictor`` the text config's ``num_nextn_predict_layers`` (a K3 config's text
-config is a ``kimi_linear`` one; a Kimi-Linear checkpoint names no module and is refused).
+specs like the target's (``GPUModelRunner.get_kv_cache_spec`` marks them ``is_draft``, which
+``KVCacheSpec`` leaves out of equality) and join the target's attention layers in
+``_get_kv_cache_groups_uniform_page_size``. The count is what the MTP class builds
+(``num_mtp_layers``): ``Qwen3NextMultiTokenPredictor`` reads ``num_nextn_predict_layers``
+(default 1), ``Qwen3_5MultiTokenPredictor`` ``mtp_num_hidden_layers`` (default 1),
+``KimiK3MultiTokenPredictor`` the text config's ``num_nextn_predict_layers`` (a K3 text config
+is a ``kimi_linear`` one). ``num_speculative_tokens`` left out defaults to the field without the
+default (``SpeculativeConfig``'s ``n_predict``, ``vllm_mtp_tokens``).
 
-SGLang 0.5.23 (``--speculative-algorithm NEXTN``/``EAGLE`` with no draft path): the draft
-worker's KV pool has the target's token count (``KVCacheConfigurator.configure`` hands it the
-target's ``memory_pool_config``) and the target prices it into its per-token cell:
-``cell += int(cell * draft_layers / attention_layers)`` (``DefaultPoolConfigurator.__init__``)
-with ``draft_layers = eagle_draft_num_layers``, the TARGET config's ``num_nextn_predict_layers``
-for a path-less draft (``_resolve_eagle_aux_hidden_state``); a config without that field (the
-Qwen3-Next and Qwen3.5 configs name ``mtp_num_hidden_layers``) prices none, while the draft
-model (rewritten to one module, ``ModelConfig._config_draft_model``) still gets its pool: that
-pool is allocated outside the budget the split sized (``sglang_unpriced_draft_layers``).
-SGLang serves no MTP draft for Kimi K3 (``mtp_refusal``).
+SGLang 0.5.23 (``--speculative-algorithm NEXTN`` with no draft path): the draft worker's pool
+has the target's token count and the target prices it into its cell, ``cell += int(cell *
+draft / attention_layers)`` (``DefaultPoolConfigurator.__init__``), draft = the TARGET
+config's ``num_nextn_predict_layers`` (``_resolve_eagle_aux_hidden_state``; none when absent),
+while the draft is rewritten to one module (``ModelConfig._config_draft_model``): a layer
+allocated beyond the budget (``sglang_unpriced_draft_layers``). No MTP draft for Kimi.
 """
 
 from __future__ import annotations
@@ -83,6 +76,26 @@ def vllm_mtp_layers(spec: ModelSpec) -> int:
     if not n:
         raise ValueError(f"mtp: the config names no MTP module ({_CONFIG_FIELD[field]})")
     return n
+
+
+def vllm_mtp_tokens(spec: ModelSpec, k: int) -> int:
+    """vLLM 0.33's ``num_speculative_tokens`` for an MTP draft: ``k``, or when 0 the config's
+    ``n_predict`` (``SpeculativeConfig.hf_config_override``: the field the MTP class reads, with
+    no default); ValueError where vLLM refuses: no ``n_predict`` to default to, or ``k`` above
+    it and not a multiple ("must be divisible", modules are reused in turn)."""
+    _check_family(spec, "vllm")
+    field, _ = _VLLM_FIELD[spec.family]
+    n = getattr(spec, field)
+    if not k:
+        if not n:
+            raise ValueError(
+                f"mtp: num_speculative_tokens must be given: the config names no "
+                f"{_CONFIG_FIELD[field]} for vLLM to default to"
+            )
+        return n
+    if n and k > n and k % n:
+        raise ValueError(f"mtp: num_speculative_tokens ({k}) must be divisible by n_predict ({n})")
+    return k
 
 
 def sglang_mtp_layers(spec: ModelSpec) -> int:

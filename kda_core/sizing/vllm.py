@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kda_core.sizing._drafts import vllm_mtp_layers
+from kda_core.sizing._drafts import vllm_mtp_layers, vllm_mtp_tokens
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -77,6 +77,7 @@ class VllmPlan:
     draft_attn_layers: int = 0  # the MTP drafter's attention layers (``_drafts``)
     draft_kv_bytes_per_request: int = 0  # their blocks at max_model_len
     recoverssm_records_bytes: int = 0  # RecoverSSM's verify records, outside the KV pool
+    num_speculative_tokens: int = 0  # as vLLM resolves it (an MTP draft's default)
 
 
 def _aligned_block_size(spec: ModelSpec, attn_page: int, mamba_page: int, d: Deployment) -> int:
@@ -119,6 +120,8 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     """
     spec = as_spec(spec)
     _check_served(spec)
+    if d.mtp:  # the MTP draft's default num_speculative_tokens
+        d = d.replace(num_speculative_tokens=vllm_mtp_tokens(spec, d.num_speculative_tokens))
     length = spec.context_len if d.max_model_len is None else d.max_model_len
     if not length:
         raise ValueError("max_model_len must be given: the config names no context length")
@@ -164,6 +167,7 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
         max_num_seqs_error=_max_num_seqs_error(d.max_num_seqs, blocks),
         min_prefix_hit_tokens=bs + 1 if align else None,
         draft_attn_layers=draft,
+        num_speculative_tokens=d.num_speculative_tokens,
         draft_kv_bytes_per_request=draft * -(-length // bs) * page,
         recoverssm_records_bytes=_recoverssm_records(spec, d) if _check_recoverssm(spec, d) else 0,
     )

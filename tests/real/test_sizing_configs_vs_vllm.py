@@ -89,7 +89,8 @@ def _kda_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
 
 def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
     """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config
-    (``num_spec`` widens a KDA conv window as ``KimiK3DeltaAttention.get_state_shape`` does)."""
+    (``num_spec`` speculative tokens: the model's ``speculative_config``; KDA's as
+    ``KimiK3DeltaAttention.get_state_shape`` passes them)."""
     if fc.spec(name).linear_kind == "kda":
         return (*_kda_state(name, tp, ssm, num_spec), 0)
     arch = _arch(name)
@@ -106,8 +107,8 @@ def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
         model_config=mc,
         cache_config=cache,
         parallel_config=SimpleNamespace(tensor_parallel_size=tp),
-        num_speculative_tokens=0,
-        speculative_config=None,
+        num_speculative_tokens=num_spec,
+        speculative_config=SimpleNamespace(num_speculative_tokens=num_spec) if num_spec else None,
     )
     if arch in MODELS_CONFIG_MAP:
         MODELS_CONFIG_MAP[arch].verify_and_update_config(vc)
@@ -146,8 +147,8 @@ def _model_config(spec: sz.ModelSpec, length: int):
 
 def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0, blocks=0):
     """vLLM's plan; ``draft`` MTP attention layers join as ``get_kv_cache_spec`` registers
-    them: the target's attention spec marked ``is_draft``; ``k`` speculative tokens widen a
-    KDA conv window, ``blocks`` is ``MambaSpec.num_speculative_blocks``."""
+    them: the target's attention spec marked ``is_draft``; ``k`` speculative tokens widen the
+    conv window, ``blocks`` is ``MambaSpec.num_speculative_blocks``."""
     spec = fc.spec(name)
     shapes, dtypes, checkpoint = real_state(name, tp, ssm, k)
     model = SimpleNamespace(

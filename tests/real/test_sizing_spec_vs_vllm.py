@@ -26,7 +26,9 @@ real_plan = cv.real_plan
 NAMES = cv.NAMES
 
 
-MTP_NAMES = [n for n in NAMES if fc.spec(n).family in ("qwen3_next", "kimi_linear")]
+# Kimi: K3 only (vLLM's hf_config_override maps kimi_k3 to KimiK3MTP; Kimi Linear has no MTP
+# drafter and its checkpoints name no module, which the lab refuses: the test below)
+MTP_NAMES = [n for n in NAMES if fc.spec(n).family == "qwen3_next" or n == "kimi-k3"]
 MTP_NAMES += [n for n in NAMES if fc.spec(n).family.startswith("qwen3_5")]
 
 
@@ -50,6 +52,26 @@ def _modules_vllm_builds(spec: sz.ModelSpec, nextn, mtp_hidden) -> int:
     return nextn  # config.num_nextn_predict_layers
 
 
+def _n_predict(name: str, nextn, mtp_hidden) -> int | None:
+    """vLLM's ``n_predict`` (``SpeculativeConfig.hf_config_override`` on the config), the
+    default ``num_speculative_tokens`` of an MTP draft."""
+    from vllm.config.speculative import SpeculativeConfig
+
+    raw = fc.raw(name)
+    text = raw.get("text_config", raw)
+    if nextn is not None:
+        text["num_nextn_predict_layers"] = nextn
+    if mtp_hidden is not None:
+        text["mtp_num_hidden_layers"] = mtp_hidden
+    hf = SimpleNamespace(**{**text, "model_type": raw["model_type"]})
+    hf.architectures = list(raw.get("architectures") or ["X"])
+    if "text_config" in raw:
+        hf.text_config = SimpleNamespace(**text)
+    hf.update = lambda d: vars(hf).update(d)
+    hf.get_text_config = lambda: getattr(hf, "text_config", hf)
+    return SpeculativeConfig.hf_config_override(hf).n_predict
+
+
 @pytest.mark.parametrize("name", MTP_NAMES)
 @pytest.mark.parametrize("nextn, mtp_hidden", [(None, None), (1, None), (None, 2), (3, 1)])
 @pytest.mark.parametrize("mode, length", [("align", 131_072), ("none", 32_768)])
@@ -58,24 +80,32 @@ def test_mtp_draft_layers_join_vllms_kv_groups(monkeypatch, name, nextn, mtp_hid
     draft = _modules_vllm_builds(spec, nextn, mtp_hidden)
     if not draft:
         with pytest.raises(ValueError, match="num_nextn_predict_layers"):
-            sz.vllm_plan(spec, 8 << 30, max_model_len=length, mtp=True)
+            sz.vllm_plan(spec, 8 << 30, max_model_len=length, mtp=True, num_speculative_tokens=1)
         return
+    n_predict = _n_predict(name, nextn, mtp_hidden)
+    if not n_predict:  # vLLM asks for num_speculative_tokens; the lab too
+        with pytest.raises(ValueError, match="num_speculative_tokens must be given"):
+            sz.vllm_plan(spec, 8 << 30, max_model_len=length, mtp=True)
+    k = n_predict or 1
     tp = fc.tps(name)[0]
     avail = 23 * (1 << 30) + 123_456_789
     cc, groups, config, tokens, conc, _ = real_plan(
-        monkeypatch, name, tp, "bfloat16", None, length, avail, mode, draft=draft
+        monkeypatch, name, tp, "bfloat16", None, length, avail, mode, draft=draft, k=k, blocks=k
     )
-    p = sz.vllm_plan(spec, avail, tp, max_model_len=length, mamba_cache_mode=mode, mtp=True)
-    assert p.draft_attn_layers == draft
+    knobs = {"max_model_len": length, "mamba_cache_mode": mode, "mtp": True}
+    p = sz.vllm_plan(spec, avail, tp, num_speculative_tokens=0 if n_predict else 1, **knobs)
+    assert (p.draft_attn_layers, p.num_speculative_tokens) == (draft, k)
     assert p.block_size == cc.block_size
     assert p.attn_groups + p.mamba_groups == len(groups)
     assert max(len(g.layer_names) for g in groups) == p.group_size
     assert p.num_blocks == config.num_blocks
     assert (p.kv_cache_tokens, p.max_concurrency) == (tokens, conc)
     # the draft's share: fewer tokens than the same plan without it, never more
-    off = sz.vllm_plan(spec, avail, tp, max_model_len=length, mamba_cache_mode=mode)
+    off = sz.vllm_plan(
+        spec, avail, tp, max_model_len=length, mamba_cache_mode=mode, num_speculative_tokens=k
+    )
     _, _, _, tokens_off, _, _ = real_plan(
-        monkeypatch, name, tp, "bfloat16", None, length, avail, mode
+        monkeypatch, name, tp, "bfloat16", None, length, avail, mode, k=k, blocks=k
     )
     assert off.kv_cache_tokens == tokens_off >= tokens
 
@@ -95,7 +125,8 @@ def test_kimi_k3_mtp_module_count_is_vllms_hf_config_override():
     hf.update = lambda d: vars(hf).update(d)
     out = SpeculativeConfig.hf_config_override(hf)
     assert (out.model_type, out.n_predict) == ("kimi_k3_mtp", 2)
-    assert sz.vllm_plan(sz.from_hf_config(raw, "k3"), 8 << 30, mtp=True).draft_attn_layers == 2
+    plan = sz.vllm_plan(sz.from_hf_config(raw, "k3"), 8 << 30, mtp=True)
+    assert (plan.draft_attn_layers, plan.num_speculative_tokens) == (2, 2)
 
 
 KDA_NAMES = [n for n in NAMES if fc.spec(n).linear_kind == "kda"]
@@ -172,3 +203,9 @@ def test_recoverssm_blocks_and_records_are_vllms(monkeypatch, name, k, mode, len
     )
     one_layer = sum(t.numel() * t.element_size() for t in (rec.correction, rec.key_gate))
     assert p.recoverssm_records_bytes == spec.n_linear_layers * one_layer
+
+
+def test_kimi_linear_names_no_mtp_module():
+    spec = fc.spec("kimi-linear-48b-a3b-instruct")
+    with pytest.raises(ValueError, match="names no MTP module"):
+        sz.vllm_plan(spec, 8 << 30, mtp=True, num_speculative_tokens=1)
