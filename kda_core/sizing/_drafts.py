@@ -41,7 +41,7 @@ _SGLANG_ONE_MODULE = frozenset(("qwen3_next", *(k for k in _VLLM_FIELD if "qwen3
 (``num_nextn_predict_layers = 1``)."""
 _CONFIG_FIELD = {
     "nextn_predict_layers": "num_nextn_predict_layers",
-    "mtp_hidden_layers": ("mtp_num_hidden_layers"),
+    "mtp_hidden_layers": "mtp_num_hidden_layers",
 }
 
 
