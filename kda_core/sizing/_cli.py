@@ -8,7 +8,9 @@ cache and the lines the engine would print; an engine that does not serve the mo
 ``--log FILE`` reads a server log (or a fragment) back against the config, with the fixes that
 reach ``--target`` running requests (SGLang; vLLM's fixes give the new block size and
 concurrency); with ``--log`` the engines are sized at the flags only when ``--engine`` asks.
-``--json`` prints one JSON object.
+``--speculative-algorithm NEXTN`` (or vLLM's ``--speculative-config '{"method": "mtp"}'``) sizes
+the model's own MTP modules as each engine does and names the draft's share (``draft_*`` keys,
+the KV tokens without it). ``--json`` prints one JSON object.
 Bad input exits with status 2 and one line naming the argument. The first word may name a
 subcommand (``SUBCOMMANDS``): ``plan CONFIG --trace FILE ...`` sweeps the engine's flags on a
 trace (``kda_core.plan.cli``).
@@ -22,6 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kda_core.sizing._drafts import mtp_refusal
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment, gib_bytes
 from kda_core.sizing.families import FAMILIES, engine_refusal
@@ -52,6 +55,12 @@ _SHOWN = (
     "max_running_requests",
     "kv_tokens",
     "shortest_hitting_prompt",
+    "draft_attn_layers",
+    "draft_kv_bytes_per_token",
+    "draft_kv_bytes_per_request",
+    "draft_kv_unpriced_bytes",
+    "kv_tokens_without_draft",
+    "recoverssm_records_bytes",
 )
 _KV = {"auto": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3"}
 
@@ -90,6 +99,10 @@ def _parser() -> _Parser:
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--num-speculative-tokens", type=int, default=0)
     p.add_argument("--no-enable-prefix-caching", action="store_true")
+    p.add_argument("--use-replayssm", action="store_true", help="vLLM: RecoverSSM on KDA")
+    # the model's own MTP modules draft (both engines): SGLang's spelling, or vLLM's JSON
+    p.add_argument("--speculative-algorithm", choices=("NEXTN", "EAGLE"), default=None)
+    p.add_argument("--speculative-config", default=None, help='vLLM: {"method": "mtp", ...}')
     p.add_argument("--log", type=Path, default=None, help="a server log to read back")
     p.add_argument(
         "--target", type=int, default=None, help="--log: running requests to reach (SGLang logs)"
@@ -108,8 +121,27 @@ def _model(arg: str) -> ModelSpec:
     return from_hf_config(arg)
 
 
+def _spec_config(a: argparse.Namespace) -> tuple[bool, int]:
+    """(MTP on, vLLM's num_speculative_tokens) from ``--speculative-algorithm`` /
+    ``--speculative-config`` (only the model's own MTP modules are sized)."""
+    k = a.num_speculative_tokens
+    if a.speculative_config is None:
+        return a.speculative_algorithm is not None, k
+    try:
+        cfg = json.loads(a.speculative_config)
+    except json.JSONDecodeError:
+        cfg = None
+    if not isinstance(cfg, dict) or cfg.get("method") != "mtp":
+        raise _ArgError('--speculative-config: a JSON object with "method": "mtp" is sized')
+    n = cfg.get("num_speculative_tokens", k)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise _ArgError("--speculative-config: num_speculative_tokens must be an integer")
+    return True, n if k == 0 else k
+
+
 def _deployment(a: argparse.Namespace) -> Deployment:
     strategy = "radix_off" if a.disable_radix_cache else a.strategy
+    mtp, k = _spec_config(a)
     return Deployment(
         rest_bytes=gib_bytes("--gpu-mem", a.gpu_mem),
         tp=a.tp,
@@ -128,13 +160,15 @@ def _deployment(a: argparse.Namespace) -> Deployment:
         block_size=a.block_size,
         max_model_len=a.length,
         max_num_seqs=a.max_num_seqs,
-        num_speculative_tokens=a.num_speculative_tokens,
+        num_speculative_tokens=k,
+        mtp=mtp,
+        use_replayssm=a.use_replayssm,
         mamba_cache_mode="none" if a.no_enable_prefix_caching else "align",
     )
 
 
 def _sglang(spec: ModelSpec, d: Deployment) -> dict:
-    refusal = engine_refusal(spec, "sglang")
+    refusal = engine_refusal(spec, "sglang") or (d.mtp and mtp_refusal(spec, "sglang"))
     if refusal:
         return {"served": False, "why": refusal}
     s = size_sglang(spec, d)
@@ -146,6 +180,13 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
         bound = request_pool_estimate(s.kv_tokens, length)
     running = min(cap, s.kv_tokens // 2, bound if bound is not None else cap)
     hit, why = sglang_min_hit(spec, d)
+    draft = {}
+    if d.mtp:
+        draft = {
+            "draft_kv_bytes_per_token": s.draft_cell_bytes,
+            "draft_kv_unpriced_bytes": s.draft_unpriced_bytes,
+            "kv_tokens_without_draft": size_sglang(spec, d.replace(mtp=False)).kv_tokens,
+        }
     return {
         "served": True,
         "ssm_dtype": s.ssm_dtype,
@@ -155,18 +196,29 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
         "kv_tokens": s.kv_tokens,
         "shortest_hitting_prompt": hit,
         "why_that_prompt": why,
+        **draft,
         "log_lines": sglang_log_lines(spec, d, s),
     }
 
 
 def _vllm(spec: ModelSpec, d: Deployment) -> dict:
-    refusal = engine_refusal(spec, "vllm")
+    refusal = engine_refusal(spec, "vllm") or (d.mtp and mtp_refusal(spec, "vllm"))
     if refusal:
         return {"served": False, "why": refusal}
     if d.max_model_len is None and not spec.context_len:
         raise _ArgError("--max-model-len: the config names no context length; give one")
     p = size_vllm(spec, d)
     running = 0 if p.max_num_seqs_error else min(p.max_num_seqs, int(p.max_concurrency))
+    draft = {}
+    if d.mtp:
+        draft = {
+            "num_speculative_tokens": p.num_speculative_tokens,
+            "draft_attn_layers": p.draft_attn_layers,
+            "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
+            "kv_tokens_without_draft": size_vllm(spec, d.replace(mtp=False)).kv_cache_tokens,
+        }
+    if p.recoverssm_records_bytes:
+        draft["recoverssm_records_bytes"] = p.recoverssm_records_bytes
     return {
         "served": True,
         "ssm_dtype": p.ssm_dtype,
@@ -177,6 +229,7 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
         "kv_tokens": p.kv_cache_tokens,
         "max_model_len": p.max_model_len,
         "shortest_hitting_prompt": p.min_prefix_hit_tokens,
+        **draft,
         "log_lines": vllm_log_lines(p),
     }
 

@@ -58,8 +58,12 @@ class Deployment:
     ``draft_tokens``, ``replayssm`` (``--enable-linear-replayssm-spec``, ring ``ring_len``),
     ``chunked_prefill_size``. vLLM: ``block_size`` (before alignment), ``kernel_block_size`` (the
     attention backend's), ``mamba_cache_mode``, ``max_model_len`` (None: the config's),
-    ``max_num_seqs``, ``num_speculative_tokens``, and what the linear layers' prefill backend
-    declares (``checkpoint_alignment``; ``prefill_checkpoint_blocks``, None: the kind's)."""
+    ``max_num_seqs``, ``num_speculative_tokens``, ``use_replayssm`` (``--use-replayssm``: on a
+    KDA model with speculative tokens, RecoverSSM), and what the linear layers' prefill backend
+    declares (``checkpoint_alignment``; ``prefill_checkpoint_blocks``, None: the kind's).
+    Both: ``mtp`` (the model's own MTP modules draft: vLLM ``speculative_config={"method":
+    "mtp"}``, SGLang ``--speculative-algorithm NEXTN`` with no draft path): their attention
+    KV joins the pool as each engine prices it (``_drafts``)."""
 
     rest_bytes: int
     tp: int = 1
@@ -83,6 +87,8 @@ class Deployment:
     max_model_len: int | None = None
     max_num_seqs: int = 256
     num_speculative_tokens: int = 0
+    mtp: bool = False
+    use_replayssm: bool = False
     checkpoint_alignment: int | None = None
     prefill_checkpoint_blocks: int | None = None
 
@@ -94,7 +100,7 @@ class Deployment:
         object.__setattr__(self, "ratio", _check_ratio(self.ratio))
         if self.ring_len & (self.ring_len - 1):
             raise ValueError(f"ring_len must be a power of two, got {self.ring_len}")
-        for name in ("overlap", "skip_decode_lock", "replayssm"):
+        for name in ("overlap", "skip_decode_lock", "replayssm", "mtp", "use_replayssm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         _check_choice("strategy", self.strategy, STRATEGIES)

@@ -58,6 +58,22 @@ def _context_len(c: dict[str, Any]) -> int:
     return 0
 
 
+_MTP_FIELDS = {
+    "nextn_predict_layers": "num_nextn_predict_layers",
+    "mtp_hidden_layers": "mtp_num_hidden_layers",
+}
+
+
+def _check_count(c: dict, key: str) -> int:
+    """A config's MTP module count (0 when absent or null); ValueError naming a bad one."""
+    v = c.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 64:
+        raise ValueError(f"config.json: {key} must be an integer in [0, 64], got {v!r}")
+    return v
+
+
 def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
     """The ModelSpec of a hybrid model's ``config.json`` (a dict, a file, or a model folder).
 
@@ -85,7 +101,8 @@ def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
         raise ValueError(f"model_type {mtype!r} is not sized: {why}")
     fields = FAMILIES[key].read(c)
     label = name if isinstance(name, str) and name else mtype
-    spec = ModelSpec(name=label, family=key, context_len=_context_len(c), **fields)
+    mtp = {f: _check_count(c, k) for f, k in _MTP_FIELDS.items()}
+    spec = ModelSpec(name=label, family=key, context_len=_context_len(c), **fields, **mtp)
     if spec.n_linear_layers == 0:
         raise ValueError(f"model {label!r} is not a hybrid: it has no linear (recurrent) layers")
     if spec.n_attn_layers == 0:

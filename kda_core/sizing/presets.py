@@ -69,7 +69,9 @@ class ModelSpec:
     from the config once (``sizing.from_hf_config``): ``sglang_ssm_dtype`` what SGLang uses
     without ``--mamba-ssm-dtype``; ``vllm_ssm_dtype`` what vLLM's ``auto`` gives ("" = the
     model dtype). ``family`` is the config's ``model_type`` ("" for a preset or typed spec);
-    ``context_len`` its maximum context (0 when not given).
+    ``context_len`` its maximum context (0 when not given). ``nextn_predict_layers`` and
+    ``mtp_hidden_layers`` are the config's ``num_nextn_predict_layers`` and
+    ``mtp_num_hidden_layers`` (0 when absent): the MTP modules each engine reads (``_drafts``).
     """
 
     name: str
@@ -93,6 +95,8 @@ class ModelSpec:
     vllm_ssm_dtype: str = ""
     family: str = ""
     context_len: int = 0
+    nextn_predict_layers: int = 0
+    mtp_hidden_layers: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -107,6 +111,8 @@ class ModelSpec:
         _check_int("conv_kernel", self.conv_kernel, 1, 64)
         _check_int("mamba_chunk_size", self.mamba_chunk_size, 0, MAX_DIM)
         _check_int("context_len", self.context_len, 0, MAX_COUNT)
+        _check_int("nextn_predict_layers", self.nextn_predict_layers, 0, 64)
+        _check_int("mtp_hidden_layers", self.mtp_hidden_layers, 0, 64)
         if self.n_linear_layers + self.n_attn_layers == 0:
             raise ValueError("n_linear_layers + n_attn_layers must be >= 1")
         if self.linear_kind not in _LINEAR_KIND_NAMES:

@@ -4,7 +4,8 @@
 ``DefaultPoolConfigurator.calculate_pool_sizes``: the padding slot 0 and (with
 ``--enable-linear-replayssm-spec`` on a KDA model) the ReplaySSM ring are part of every slot's
 cost, the budget is computed in float GiB as SGLang does, and the KV tokens are rounded down to
-whole pages. ``split_memory`` is its flat spelling (DESIGN.md). It reproduces the K3 write-up's
+whole pages; with ``d.mtp`` the draft's KV joins the cell as SGLang prices it (``_drafts``).
+``split_memory`` is its flat spelling (DESIGN.md). It reproduces the K3 write-up's
 two deployments from one budget (docs/sizing.md; tests/test_sizing_engines.py).
 Left out: PP stage scaling, DP attention, fused drafts.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kda_core.sizing._drafts import sglang_mtp_layers, sglang_unpriced_draft_layers
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -37,6 +39,8 @@ class MemorySplit(NamedTuple):
     per_slot_bytes: int = 0  # state + conv (+ KDA ReplaySSM ring)
     intermediate_bytes: int = 0  # per-draft states taken from the KV share
     ssm_dtype: str = "float32"  # the state dtype this split priced
+    draft_cell_bytes: int = 0  # the MTP draft's KV per token priced into the cell (``_drafts``)
+    draft_unpriced_bytes: int = 0  # the draft's KV pool allocated beyond this budget
 
 
 def _ring(spec: ModelSpec, d: Deployment) -> int:
@@ -105,7 +109,7 @@ def size_sglang(spec: ModelSpec | str, d: Deployment) -> MemorySplit:
     slots = max(slots, 0)  # 0: SGLang refuses to start ("Not enough GPU memory ...")
     state = (slots + 1) * (per_req + ring) + fixed
     kv = max(int((rest_gb - state / GIB) * GIB), 0)
-    cell = kv_bytes_per_token(spec, d.tp, d.kv_dtype, name="kv_dtype")
+    cell, draft_cell, unpriced = _cells(spec, d)
     tokens = (kv // cell if cell else 0) // d.page_size * d.page_size
     return MemorySplit(
         d.rest_bytes,
@@ -120,7 +124,21 @@ def size_sglang(spec: ModelSpec | str, d: Deployment) -> MemorySplit:
         per_req + ring,
         inter,
         ssm,
+        draft_cell,
+        unpriced * tokens,
     )
+
+
+def _cells(spec: ModelSpec, d: Deployment) -> tuple[int, int, int]:
+    """(the KV cell per token with the MTP draft's priced share, that share, the per-token
+    bytes of draft layers SGLang allocates but does not price): ``cell += int(cell *
+    draft_layers / attention_layers)`` (``DefaultPoolConfigurator.__init__``)."""
+    cell = kv_bytes_per_token(spec, d.tp, d.kv_dtype, name="kv_dtype")
+    if not d.mtp:
+        return cell, 0, 0
+    draft = int(cell * sglang_mtp_layers(spec) / spec.n_attn_layers)
+    unpriced = cell // spec.n_attn_layers * sglang_unpriced_draft_layers(spec)
+    return cell + draft, draft, unpriced
 
 
 def split_memory(

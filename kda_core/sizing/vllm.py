@@ -8,7 +8,8 @@ is padded up to it. Layers form KV cache groups of equal size
 group (``get_kv_cache_config_from_groups``); a request at ``max_model_len`` needs
 ``cdiv(len, block)`` blocks per attention group and ``2 + spec (+ the layer's prefill
 checkpoint block)`` per mamba group in align mode (``MambaSpec.max_memory_usage_bytes``), which
-sets the "Maximum concurrency" line. ``size_vllm(spec, deployment)``; ``vllm_plan`` is its flat
+sets the "Maximum concurrency" line. An MTP drafter's attention layers join the attention
+layers (``_drafts``). ``size_vllm(spec, deployment)``; ``vllm_plan`` is its flat
 spelling. Sources and the lab's choices (backend kernel block sizes are inputs): docs/sizing.md.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kda_core.sizing._drafts import vllm_mtp_layers, vllm_mtp_tokens
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -72,6 +74,10 @@ class VllmPlan:
     max_num_seqs: int
     max_num_seqs_error: str | None
     min_prefix_hit_tokens: int | None  # None: prefix caching off
+    draft_attn_layers: int = 0  # the MTP drafter's attention layers (``_drafts``)
+    draft_kv_bytes_per_request: int = 0  # their blocks at max_model_len
+    recoverssm_records_bytes: int = 0  # RecoverSSM's verify records, outside the KV pool
+    num_speculative_tokens: int = 0  # as vLLM resolves it (an MTP draft's default)
 
 
 def _aligned_block_size(spec: ModelSpec, attn_page: int, mamba_page: int, d: Deployment) -> int:
@@ -114,6 +120,8 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     """
     spec = as_spec(spec)
     _check_served(spec)
+    if d.mtp:  # the MTP draft's default num_speculative_tokens
+        d = d.replace(num_speculative_tokens=vllm_mtp_tokens(spec, d.num_speculative_tokens))
     length = spec.context_len if d.max_model_len is None else d.max_model_len
     if not length:
         raise ValueError("max_model_len must be given: the config names no context length")
@@ -122,10 +130,11 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     mamba = _mamba_page(spec, d, ssm)
     bs = _aligned_block_size(spec, attn, mamba, d)
     page = bs * attn
-    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers, spec.n_linear_layers)
+    draft = vllm_mtp_layers(spec) if d.mtp else 0
+    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers + draft, spec.n_linear_layers)
     ckpt = d.prefill_checkpoint_blocks
     ckpt = LINEAR_KINDS[spec.linear_kind].vllm_checkpoint_blocks if ckpt is None else ckpt
-    spec_blocks = d.num_speculative_tokens
+    spec_blocks = 0 if _check_recoverssm(spec, d) else d.num_speculative_tokens
     align = d.mamba_cache_mode == "align"
     per_mamba = (2 + spec_blocks + ckpt) if align else (1 + spec_blocks)
     per_req = n_attn * -(-length // bs) + n_mamba * per_mamba
@@ -157,7 +166,38 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
         max_num_seqs=d.max_num_seqs,
         max_num_seqs_error=_max_num_seqs_error(d.max_num_seqs, blocks),
         min_prefix_hit_tokens=bs + 1 if align else None,
+        draft_attn_layers=draft,
+        num_speculative_tokens=d.num_speculative_tokens,
+        draft_kv_bytes_per_request=draft * -(-length // bs) * page,
+        recoverssm_records_bytes=_recoverssm_records(spec, d) if _check_recoverssm(spec, d) else 0,
     )
+
+
+def _check_recoverssm(spec: ModelSpec, d: Deployment) -> bool:
+    """``--use-replayssm`` on a KDA model with speculative tokens is RecoverSSM
+    (``VllmConfig.validate_mamba_cached_kernel``); ValueError for what the lab does not model:
+    ReplaySSM on other kinds, or on KDA without speculative tokens (which Kimi K3 refuses:
+    ``KimiK3DeltaAttention.__init__``)."""
+    if not d.use_replayssm:
+        return False
+    if spec.linear_kind != "kda":
+        raise ValueError("use_replayssm: the lab sizes vLLM's ReplaySSM on KDA (RecoverSSM) only")
+    if not d.num_speculative_tokens:
+        raise ValueError(
+            "use_replayssm: Kimi-K3 supports --use-replayssm only with speculative "
+            "decoding (num_speculative_tokens >= 1)"
+        )
+    return True
+
+
+def _recoverssm_records(spec: ModelSpec, d: Deployment) -> int:
+    """RecoverSSM's verify records on one GPU (``KDARecoverSSMRecords.allocate``, per KDA layer,
+    allocated with the model, so outside "Available KV cache memory"): ``max_num_seqs x H/tp x
+    (1 + k)`` rows of a float32 correction [V] and a key and gate [2K] in the model dtype
+    (bfloat16 taken: the sizing knows no model dtype)."""
+    heads = state_shape(spec, d.tp, "vllm").temporal_elems // (spec.linear_v_dim**2)
+    rows = d.max_num_seqs * heads * (1 + d.num_speculative_tokens)
+    return spec.n_linear_layers * rows * (4 * spec.linear_v_dim + 2 * 2 * spec.linear_k_dim)
 
 
 def vllm_plan(
@@ -215,9 +255,15 @@ def vllm_log_lines(p: VllmPlan) -> list[str]:
             f"Padding mamba page size by {p.mamba_padding_pct:.2f}% to ensure that mamba page "
             "size and attention page size are exactly equal."
         )
+    if p.recoverssm_records_bytes:
+        n, b = p.max_num_seqs, p.recoverssm_records_bytes
+        lines.append(
+            f"Allocated the KDA RecoverSSM verify records: {b / GIB:.2f} GiB in total for {n} "
+            f"requests ({b / n / (1 << 20):.2f} MiB per request)."
+        )
     lines.append(f"Available KV cache memory: {format_gib(p.available_bytes)} GiB")
     for n, groups in (
-        (p.spec.n_attn_layers, p.attn_groups),
+        (p.spec.n_attn_layers + p.draft_attn_layers, p.attn_groups),
         (p.spec.n_linear_layers, p.mamba_groups),
     ):
         pad = groups * p.group_size - n

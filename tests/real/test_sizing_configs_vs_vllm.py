@@ -78,18 +78,21 @@ def _arch(name: str) -> str:
     return archs[0]
 
 
-def _kda_state(name: str, tp: int, ssm: str | None):
+def _kda_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
     lin = fc.raw(name).get("text_config", fc.raw(name))["linear_attn_config"]
+    k = lin["short_conv_kernel_size"]
     shapes = S.kda_state_shape(
-        tp, lin["num_heads"], lin["head_dim"], conv_kernel_size=lin["short_conv_kernel_size"]
+        tp, lin["num_heads"], lin["head_dim"], conv_kernel_size=k, num_spec=num_spec
     )
     return shapes, D.kda_state_dtype(torch.bfloat16, "auto", ssm or "auto")
 
 
-def real_state(name: str, tp: int, ssm: str | None):
-    """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config."""
+def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
+    """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config
+    (``num_spec`` speculative tokens: the model's ``speculative_config``; KDA's as
+    ``KimiK3DeltaAttention.get_state_shape`` passes them)."""
     if fc.spec(name).linear_kind == "kda":
-        return (*_kda_state(name, tp, ssm), 0)
+        return (*_kda_state(name, tp, ssm, num_spec), 0)
     arch = _arch(name)
     module, cls = _TEXT_GENERATION_MODELS.get(arch) or _MULTIMODAL_MODELS[arch]
     model = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), cls)
@@ -104,8 +107,8 @@ def real_state(name: str, tp: int, ssm: str | None):
         model_config=mc,
         cache_config=cache,
         parallel_config=SimpleNamespace(tensor_parallel_size=tp),
-        num_speculative_tokens=0,
-        speculative_config=None,
+        num_speculative_tokens=num_spec,
+        speculative_config=SimpleNamespace(num_speculative_tokens=num_spec) if num_spec else None,
     )
     if arch in MODELS_CONFIG_MAP:
         MODELS_CONFIG_MAP[arch].verify_and_update_config(vc)
@@ -142,9 +145,12 @@ def _model_config(spec: sz.ModelSpec, length: int):
     return mc
 
 
-def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
+def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0, blocks=0):
+    """vLLM's plan; ``draft`` MTP attention layers join as ``get_kv_cache_spec`` registers
+    them: the target's attention spec marked ``is_draft``; ``k`` speculative tokens widen the
+    conv window, ``blocks`` is ``MambaSpec.num_speculative_blocks``."""
     spec = fc.spec(name)
-    shapes, dtypes, checkpoint = real_state(name, tp, ssm)
+    shapes, dtypes, checkpoint = real_state(name, tp, ssm, k)
     model = SimpleNamespace(
         get_mamba_state_shape_from_config=lambda _vc: shapes,
         get_mamba_state_dtype_from_config=lambda _vc: dtypes,
@@ -186,6 +192,7 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
         block_size=bs,
         page_size_padded=cc.mamba_page_size_padded,
         mamba_cache_mode=mode,
+        num_speculative_blocks=blocks,
     )
     if checkpoint:
         mamba = dataclasses.replace(
@@ -193,6 +200,8 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode):
         )
     layers = {f"a{i}": attn for i in range(spec.n_attn_layers)}
     layers.update({f"m{i}": mamba for i in range(spec.n_linear_layers)})
+    drafts = dataclasses.replace(attn, is_draft=True)
+    layers.update({f"mtp.layers.{i}": drafts for i in range(draft)})
     groups = kp._get_kv_cache_groups_uniform_page_size(layers)
     config = kp.get_kv_cache_config_from_groups(vc, groups, avail)
     tokens, conc = ku.get_kv_cache_capacity(vc, config)
