@@ -37,7 +37,7 @@ from kda_core.fleet._events import (
     VllmBlockRemoved,
     VllmBlockStored,
 )
-from kda_core.sim.placement import RunCtx, kv_cleanup, place, release
+from kda_core.sim import RunCtx, kv_cleanup, place, release
 
 MASK64 = (1 << 64) - 1
 _ENGINE_SEED = 0x6B64615F6C6162  # any fixed int: the first block's parent in the chain
