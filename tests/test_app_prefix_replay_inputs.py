@@ -169,7 +169,8 @@ def test_client_every_endpoint_and_sessions(tmp_path):
 def test_drift_of_a_request_that_replayed_nothing(default_out, study):
     """A request with no replay must not show 'inconsistent keeps 16/16' (harmless-
     looking): the panel says it replayed nothing and names the requests that did."""
-    assert study.requests[0].timeline.replayed == 0 and study.replaying == (1, 2)
+    replaying = [r.index for r in study.requests if r.timeline.replayed]
+    assert study.requests[0].timeline.replayed == 0 and replaying == [1, 2]
     out = app.inspect(0, 0, 0, True, app.STAGES[0], True, default_out[SESSION])
     fig = out[DRIFT]["value"]
     assert out[DRIFT]["visible"] is True and out[DRIFT_CSV]["visible"] is False
@@ -190,7 +191,8 @@ def test_drift_pointer_skips_a_request_restored_at_zero():
     ps = ("Hello there, general Kenobi. You are", "Hello there, general Grievous!")
     res = pr.serve("custom", prompts=ps).result()
     t = res.requests[1].timeline
-    assert (t.restore_at, t.token_match) == (0, 21) and res.replaying == (1,)
+    assert (t.restore_at, t.token_match) == (0, 21)
+    assert [r.index for r in res.requests if r.timeline.replayed] == [1]
     d = pr.restore_drift("custom", 1, prompts=ps)
     assert float(np.max(np.abs(d.inconsistent - d.exact))) == 0.0  # nothing can drift
     assert figs.drifting(res) == ()

@@ -91,7 +91,7 @@ def test_split_rule_is_the_documented_hash():
     ],
 )
 def test_docstring_cleaning(doc, kept):
-    assert C.clean(doc) == kept
+    assert C._clean(doc) == kept
 
 
 def test_documents_never_hold_the_separator():

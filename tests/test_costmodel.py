@@ -43,7 +43,7 @@ def test_extend_is_additive_and_matches_a_naive_sum() -> None:
 def test_breakdown_sums_and_vectorises() -> None:
     s = np.array([0, 100, 5000])
     e = np.array([10, 100, 9000])
-    b = C.prefill_breakdown("kimi-k3", s, e)
+    b = C._prefill_breakdown("kimi-k3", s, e)
     assert np.allclose(b.attn_proj + b.attn_context + b.linear + b.mlp, b.total, rtol=1e-14)
     assert np.allclose(b.total, C.prefill_flops("kimi-k3", s, e), rtol=1e-14)
     assert b.total[1] == 0.0

@@ -22,7 +22,7 @@ from kda_core.fleet._events import (
 )
 from kda_core.fleet._replica import Replica, block_hashes
 from kda_core.fleet._setup import check_args
-from kda_core.sim.sequential import request_keys
+from kda_core.sim._sequential import request_keys
 from tests.test_fleet import page_trace
 
 

@@ -28,7 +28,7 @@ from kda_core.fleet._events import BlockRemoved, decode_batch, encode_batch
 from kda_core.fleet._index import EventView, StateView, apply_events, request_hashes
 from kda_core.fleet._replica import Replica
 from kda_core.fleet._setup import check_args
-from kda_core.sim.sequential import request_keys
+from kda_core.sim._sequential import request_keys
 from kda_core.workloads import multi_turn_chat
 from kda_core.workloads.traces import make_trace
 from tests.test_fleet import B, page_trace

@@ -14,6 +14,7 @@ import pytest
 
 from kda_core import model as M
 from kda_core.model import hf
+from kda_core.model._arrays import KimiLinearKDAWeights
 
 CFG = M.ModelConfig(
     d_model=32,
@@ -78,7 +79,7 @@ def test_the_kimi_linear_layers_are_transformers_formulas():
     pre = ((h @ w.f_a) @ w.f_b).reshape(-1, 2, 8) + w.dt_bias.reshape(2, 8)
     want = -np.exp(w.A_log)[:, None] * np.log1p(np.exp(pre))  # -exp(A_log) softplus(.)
     np.testing.assert_allclose(f.g, want, rtol=1e-12, atol=1e-15)
-    assert isinstance(w, M.KimiLinearKDAWeights) and not hasattr(w, "w_gate")
+    assert isinstance(w, KimiLinearKDAWeights) and not hasattr(w, "w_gate")
     lat = m.mla_latent(2, h)
     z = h @ m.blocks[2].mixer.w_dkv
     assert lat.shape == (h.shape[0], 12) and np.array_equal(lat[:, 8:], z[:, 8:])  # not normed

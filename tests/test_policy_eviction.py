@@ -193,7 +193,7 @@ def _naive_marconi_victim(pol, cache):
 def _chosen(pol, cache):
     """The view of the node the policy's victim hook picks now (None: none)."""
     rows = _rows(cache)
-    row = pol.choose_victim(rows)
+    row = pol._choose_victim(rows)
     if row < 0:
         return None
     return _views(cache)[0][int(rows.node_id[row])]
@@ -252,7 +252,7 @@ def test_marconi_alpha_trades_recency_for_flop_efficiency():
     assert _chosen(pol, c).state == "long"
     pol, c = build(2.0)
     assert _chosen(pol, c).state == "short"
-    rows, scores = pol.scores(_rows(c))
+    rows, scores = pol._scores(_rows(c))
     assert rows.size == 2 and scores.min() >= 0 and scores.max() <= 3.0
 
 
@@ -325,7 +325,7 @@ def test_marconi_custom_efficiency_fn():
 def test_scalar_efficiency_twin_equals_vectorised(length, anc, nbytes, d_model, d_state):
     anc = min(anc, length - 1)
     pol = P.make("marconi", d_model=d_model, d_state=d_state)
-    vec = pol.efficiency(np.array([length]), np.array([anc]), np.array([nbytes]))[0]
+    vec = pol._efficiency(np.array([length]), np.array([anc]), np.array([nbytes]))[0]
     assert pol._scalar_efficiency(float(length), float(anc), float(nbytes)) == vec
 
 

@@ -1,6 +1,6 @@
 """The fast simulator pass against its naive twin, request by request.
 
-The twin is the radix tree of ``kda_core.cache`` driven by ``sim.sequential.run_sequential``
+The twin is the radix tree of ``kda_core.cache`` driven by ``sim._sequential.run_sequential``
 (what ``simulate(method="twin")`` runs); the fast pass is ``sim.fast.replay`` on a prepared
 trace. Every per-request series (token match, restore point, states new, state bytes, KV held
 and its peak, states held, evictions so far) and the cache counters (nodes, tombstones, splits,
@@ -19,8 +19,8 @@ import pytest
 from kda_core import sim
 from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import fast
-from kda_core.sim.placement import RunCtx
-from kda_core.sim.sequential import run_sequential
+from kda_core.sim._placement import RunCtx
+from kda_core.sim._sequential import run_sequential
 from kda_core.sim.simulator import checkpoint_bytes, resolve_policy
 from kda_core.workloads import bundled_trace, workload
 from kda_core.workloads.traces import make_trace

@@ -13,7 +13,7 @@ import pytest
 from kda_core import sim
 from kda_core import workloads as W
 from kda_core.sim import costmodel
-from kda_core.sim.inflight import Timing
+from kda_core.sim._inflight import Timing
 
 CKPT = sim.checkpoint_bytes("kimi-k3", 8)
 

@@ -3,11 +3,11 @@
 A replica is exactly one ``kda_core.sim.simulate`` run in the sequential schedule (the same
 ``RadixStateCache`` built from the policy's options, ``RunCtx.lookup`` with lookups of at most
 ``input - 1`` tokens,
-``policy.plan``, ``placement.place`` under the byte budgets, ``kv_cleanup``), fed only the
+``policy.plan``, ``sim.place`` under the byte budgets, ``kv_cleanup``), fed only the
 requests routed to it; tests/test_fleet_replica.py holds every replica's restore points equal to
 ``simulate`` on its own sub-trace. What the tree stores and drops is published as the engine
 would: the KV payload of each tree page is the engine's block hash ending there (0 inside a
-block; ``placement.place`` inserts it with the request's key), so the tree's ``on_free_kv`` /
+block; ``sim.place`` inserts it with the request's key), so the tree's ``on_free_kv`` /
 ``before_drop`` hooks (constructor arguments) name the blocks that leave.
 
 Events (``_events``): vLLM 0.33 publishes per prefill step (the policy's planned positions are
@@ -37,7 +37,7 @@ from kda_core.fleet._events import (
     VllmBlockRemoved,
     VllmBlockStored,
 )
-from kda_core.sim.placement import RunCtx, kv_cleanup, place, release
+from kda_core.sim import RunCtx, kv_cleanup, place, release
 
 MASK64 = (1 << 64) - 1
 _ENGINE_SEED = 0x6B64615F6C6162  # any fixed int: the first block's parent in the chain

@@ -26,8 +26,7 @@ from kda_core.fleet._replica import Replica
 from kda_core.fleet._result import FleetResult, gap_reasons
 from kda_core.fleet._routers import Request, make_router
 from kda_core.fleet._setup import Setup
-from kda_core.sim import costmodel
-from kda_core.sim.sequential import request_keys
+from kda_core.sim import costmodel, request_keys
 
 
 def _flops_fn(spec: costmodel.CostSpec):

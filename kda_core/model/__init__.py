@@ -1,24 +1,16 @@
 """The tiny Kimi K3 ("k3-mini"): TinyHybrid, its state, tokenizer, weights, corpus and training.
 
 Modules: ``tiny`` (TinyHybrid, bits_per_byte, export_hf), ``state`` (ModelState), ``params``
-(ModelConfig, weights and their init), ``hf`` (Kimi-Linear checkpoints as transformers writes
-them), ``functional`` (rmsnorm, sigmoid), ``tokenizer`` (UTF-8 bytes and how they are shown),
+(ModelConfig; the weight records and their init are the package's own ``_arrays``), ``hf``
+(Kimi-Linear checkpoints as transformers writes them), ``functional`` (rmsnorm, sigmoid),
+``tokenizer`` (UTF-8 bytes and how they are shown),
 ``weights`` (the shipped file), ``corpus`` (the training text), ``train`` (torch;
 ``python -m kda_core.model.train``, not imported here). This file only re-exports the
 names other code uses; see docs/model.md.
 """
 
 from kda_core.model.functional import rmsnorm, sigmoid
-from kda_core.model.params import (
-    K3_REFERENCE,
-    VARIANTS,
-    BlockWeights,
-    KDAWeights,
-    KimiLinearKDAWeights,
-    KimiLinearMLAWeights,
-    MLAWeights,
-    ModelConfig,
-)
+from kda_core.model.params import K3_REFERENCE, VARIANTS, ModelConfig
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tiny import (
     TinyHybrid,
@@ -42,12 +34,7 @@ __all__ = [
     "TOKENIZER_FINGERPRINT",
     "VARIANTS",
     "VOCAB",
-    "BlockWeights",
     "KDALayerState",
-    "KDAWeights",
-    "KimiLinearKDAWeights",
-    "KimiLinearMLAWeights",
-    "MLAWeights",
     "ModelConfig",
     "ModelState",
     "TinyHybrid",

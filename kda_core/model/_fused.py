@@ -25,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from kda_core.kda import conv_varlen
-from kda_core.model.params import KDAWeights, MLAWeights
+from kda_core.model._arrays import KDAWeights, MLAWeights
 from kda_core.model.tiny import TinyHybrid
 
 __all__ = [

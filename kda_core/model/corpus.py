@@ -87,7 +87,7 @@ _OUT_OF_STYLE_DOC_BYTES = 6_144
 _BLANK_RUN = re.compile(r"\n{3,}")
 
 
-def clean(doc: str) -> str | None:
+def _clean(doc: str) -> str | None:
     """A docstring as the corpus keeps it (module docstring), or None when it is not kept."""
     lines = [ln.rstrip() for ln in inspect.cleandoc(doc).expandtabs(8).split("\n")]
     text = _BLANK_RUN.sub("\n\n", "\n".join(lines)).strip("\n")
@@ -115,7 +115,7 @@ def _docstrings(source: str) -> list[str]:
     out = []
     for n in nodes:
         doc = ast.get_docstring(n, clean=False)
-        text = clean(doc) if doc else None
+        text = _clean(doc) if doc else None
         if text:
             out.append(text)
     return out
@@ -364,7 +364,7 @@ def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> floa
     return bits / count
 
 
-def main(argv: list[str] | None = None) -> None:
+def _main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.corpus", description=(__doc__ or "").split("\n")[0]
     )
@@ -381,4 +381,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _main()

@@ -32,17 +32,17 @@ from kda_core import kda
 from kda_core.kda.conv import short_conv, silu
 from kda_core.model import hf
 from kda_core.model import weights as weights_file
-from kda_core.model.functional import rmsnorm, sigmoid
-from kda_core.model.params import (
+from kda_core.model._arrays import (
     KDAWeights,
     KimiLinearKDAWeights,
     KimiLinearMLAWeights,
     MLAWeights,
-    ModelConfig,
     init_weights,
     named_arrays,
     weights_from_arrays,
 )
+from kda_core.model.functional import rmsnorm, sigmoid
+from kda_core.model.params import ModelConfig
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tokenizer import (
     MAX_TOKENS,

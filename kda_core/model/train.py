@@ -295,7 +295,7 @@ def record(arrays: dict, rows: list[dict], seconds: float) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def _main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.train", description=(__doc__ or "").split("\n")[0]
     )
@@ -333,4 +333,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _main()

@@ -171,7 +171,7 @@ def finetune(
     return {k: t.detach().numpy().astype(np.float32) for k, t in p.items()}, rows
 
 
-def main(argv: list[str] | None = None) -> None:
+def _main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m kda_core.model.unlikelihood", description=(__doc__ or "").split("\n")[0]
     )
@@ -202,4 +202,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _main()

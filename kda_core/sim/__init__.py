@@ -1,8 +1,11 @@
 """The trace-driven cache simulator: ``simulate`` (simulator, sequential / in-flight
-schedules, placement under budgets, results), ``costmodel`` (FLOPs and time) and ``tiers``
+schedules, placement under budgets (``place``, ``release``, ``kv_cleanup`` on a ``RunCtx``,
+as the fleet drives them), results), ``costmodel`` (FLOPs and time) and ``tiers``
 (device / host / remote state tiers). See docs/simulator.md."""
 
-from kda_core.sim.result import SimResult, SimSeries
+from kda_core.sim._placement import RunCtx, kv_cleanup, place, release
+from kda_core.sim._result import SimResult, SimSeries
+from kda_core.sim._sequential import request_keys
 from kda_core.sim.simulator import (
     DEFAULT_TP,
     MAX_BUDGET,
@@ -17,10 +20,15 @@ __all__ = [
     "DEFAULT_TP",
     "MAX_BUDGET",
     "SCHEDULES",
+    "RunCtx",
     "SimResult",
     "SimSeries",
     "checkpoint_bytes",
+    "kv_cleanup",
     "marconi_efficiency_fn",
+    "place",
+    "release",
+    "request_keys",
     "resolve_policy",
     "simulate",
 ]

@@ -1,6 +1,6 @@
 """The fast simulator pass: the sequential schedule on prefix ids, equal to the naive twin.
 
-``run`` follows ``sequential.run_sequential`` and ``placement`` (match, plan, make room under
+``run`` follows ``_sequential.run_sequential`` and ``_placement`` (match, plan, make room under
 the budgets, insert, clean up) step for step on the pid-space tree of ``_fasttree`` over a
 trace prepared once (``_pidtrace``), and returns the same per-request arrays and counters as
 the twin's radix tree. What it covers (``fast_reason``): ``kda_core.sim.fast``.
@@ -87,7 +87,7 @@ class _Stats:
 
 
 class _Run:
-    """One pass's tree, budgets (bytes; None = unlimited) and counters (``placement.RunCtx``)."""
+    """One pass's tree, budgets (bytes; None = unlimited) and counters (``_placement.RunCtx``)."""
 
     def __init__(self, prep: PreparedTrace, pol: policy_mod.Policy, budgets: tuple, sizes: tuple):
         self.sb, self.kb, self.ub = budgets
@@ -160,7 +160,7 @@ class _Run:
         return blocks * self.page
 
     def room_unified(self, pos: list[int], held: int) -> list[int]:
-        """``placement._room_unified``: states first, then KV leaves, else drop the deepest."""
+        """``_placement._room_unified``: states first, then KV leaves, else drop the deepest."""
         ckpt, kvb, ub = self.ckpt, self.kvb, self.ub
         need = len(pos) * ckpt
         new_kv = max(pos[-1] - held, 0) * kvb
@@ -178,7 +178,7 @@ class _Run:
         return pos
 
     def place(self, row: memoryview, pos: tuple, blocks: tuple, held: int, hint: int) -> int:
-        """``placement.place`` -> states new: ``pos`` in tokens (``blocks`` the same in blocks,
+        """``_placement.place`` -> states new: ``pos`` in tokens (``blocks`` the same in blocks,
         ascending), ``held`` the locked path's tokens, ``hint`` the match in blocks."""
         t, ckpt, sb = self.t, self.ckpt, self.sb
         need = len(pos) * ckpt

@@ -244,7 +244,7 @@ def _context_pairs(start: object, end: object, causal: bool = True) -> np.ndarra
     return float(out) if out.ndim == 0 else out
 
 
-class FlopBreakdown(NamedTuple):
+class _FlopBreakdown(NamedTuple):
     """Prefill FLOPs by layer type (float64 scalars or arrays of one shape)."""
 
     attn_proj: np.ndarray | float
@@ -254,7 +254,7 @@ class FlopBreakdown(NamedTuple):
     total: np.ndarray | float
 
 
-def prefill_breakdown(model: str | CostSpec, start: object, end: object) -> FlopBreakdown:
+def _prefill_breakdown(model: str | CostSpec, start: object, end: object) -> _FlopBreakdown:
     """FLOPs to compute tokens ``[start, end)`` given a cached prefix of ``start`` tokens."""
     spec = cost_spec(model)
     s, e = _check_bounds(start, end)
@@ -266,8 +266,8 @@ def prefill_breakdown(model: str | CostSpec, start: object, end: object) -> Flop
     mlp = n * spec.mlp_flops
     tot = ap + ac + lin + mlp
     if tot.ndim == 0:
-        return FlopBreakdown(float(ap), float(ac), float(lin), float(mlp), float(tot))
-    return FlopBreakdown(ap, ac, lin, mlp, tot)
+        return _FlopBreakdown(float(ap), float(ac), float(lin), float(mlp), float(tot))
+    return _FlopBreakdown(ap, ac, lin, mlp, tot)
 
 
 def prefill_flops(model: str | CostSpec, start: object, end: object) -> np.ndarray | float:

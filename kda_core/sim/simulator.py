@@ -8,9 +8,9 @@ one GPU, from ``kda_core.sizing``; Kimi K3 at TP8 in bf16: 29,039,616 B per chec
 B of MLA KV per token).
 
 Two schedules (``schedule=``): ``"sequential"`` (the default: one request at a time, inserted
-whole, as Marconi's simulator; ``kda_core.sim.sequential``) and ``"inflight"`` (requests overlap
+whole, as Marconi's simulator; ``kda_core.sim._sequential``) and ``"inflight"`` (requests overlap
 in time, checkpoints inserted as prefill reaches them, locks held while running, as the batched
-engine; ``kda_core.sim.inflight``). Metrics, budget rules, the time model and what is left out:
+engine; ``kda_core.sim._inflight``). Metrics, budget rules, the time model and what is left out:
 docs/simulator.md.
 """
 
@@ -29,11 +29,11 @@ from kda_core import sizing
 from kda_core.cache import policy as policy_mod
 from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import _fastpass, costmodel
+from kda_core.sim._inflight import Timing, run_inflight
 from kda_core.sim._pidtrace import PreparedTrace, prepare
-from kda_core.sim.inflight import Timing, run_inflight
-from kda_core.sim.placement import RunCtx
-from kda_core.sim.result import SimResult, series_from, summarise
-from kda_core.sim.sequential import run_sequential
+from kda_core.sim._placement import RunCtx
+from kda_core.sim._result import SimResult, series_from, summarise
+from kda_core.sim._sequential import run_sequential
 from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
 
 _ProgressFn = Callable[[int, int], Any]

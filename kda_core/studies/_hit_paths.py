@@ -9,9 +9,9 @@ The run is the simulator's sequential schedule with no budget, replayed on the t
 block ids (equal ids = an identical prefix up to that block): request ``i`` restores from the
 deepest state any earlier request saved on its path (matched again without the last block when
 that state is at the prompt's end: the engines look up ``input - 1`` tokens, as
-``sim.placement.RunCtx.lookup`` does; vLLM with drafts: at most ``VLLMPolicy.lookup_limit``
+``sim.RunCtx.lookup`` does; vLLM with drafts: at most ``VLLMPolicy.lookup_limit``
 of the prefix the request shares with any earlier one), its positions come from the policy's
-``plan`` (as ``sim.sequential`` calls it) and its KV is kept up to its deepest position (the
+``plan`` (as ``sim._sequential`` calls it) and its KV is kept up to its deepest position (the
 tree cuts the key there). ``hit_reasons`` checks that the restore points equal the simulator's
 (a naive twin of ``simulate(..., cap_lookup=True)``).
 """

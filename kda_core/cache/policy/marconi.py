@@ -134,7 +134,7 @@ class MarconiPolicy(Policy):
             out.append(ctx.down(ctx.token_match, ctx.page))
         return out
 
-    def efficiency(
+    def _efficiency(
         self, length: np.ndarray, anc_length: np.ndarray, state_bytes: np.ndarray
     ) -> np.ndarray:
         """FLOPs saved per byte held, per candidate."""
@@ -168,11 +168,11 @@ class MarconiPolicy(Policy):
             self._eff_owner = t.owner
         stale = rows[self._eff_ver[rows] != t.version[rows]]
         if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
-            self._eff[stale] = self.efficiency(
+            self._eff[stale] = self._efficiency(
                 t.length[stale], t.anc_length[stale], t.nbytes[stale]
             )
             self._eff_ver[stale] = t.version[stale]
-        elif stale.size:  # a few new rows: scalar twin of efficiency() (numpy call overhead)
+        elif stale.size:  # a few new rows: scalar twin of _efficiency() (numpy call overhead)
             for r in stale.tolist():
                 self._eff[r] = self._scalar_efficiency(
                     float(t.length[r]), float(t.anc_length[r]), float(t.nbytes[r])
@@ -181,7 +181,7 @@ class MarconiPolicy(Policy):
         return self._eff[rows]
 
     def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
-        """Same operations, in the same order, as ``_marconi_flops`` + ``efficiency``."""
+        """Same operations, in the same order, as ``_marconi_flops`` + ``_efficiency``."""
         D, N = float(self.d_model), float(self.d_state)
         own = L - P
         ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
@@ -196,10 +196,10 @@ class MarconiPolicy(Policy):
         return fl / max(mem, 1.0)
 
     def cache_options(self) -> dict:
-        """The base's options, with ``choose_victim`` as the cache's ``victim`` hook."""
-        return {**Policy.cache_options(self), "victim": self.choose_victim}
+        """The base's options, with ``_choose_victim`` as the cache's ``victim`` hook."""
+        return {**Policy.cache_options(self), "victim": self._choose_victim}
 
-    def scores(self, t: StateRows) -> tuple[np.ndarray, np.ndarray]:
+    def _scores(self, t: StateRows) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the eviction candidates: unlocked states with at most one child."""
         rows = np.flatnonzero(t.evictable & (t.nchild <= 1))
         if rows.size == 0:
@@ -210,9 +210,9 @@ class MarconiPolicy(Policy):
         eff = self._row_efficiency(t, rows)
         return rows, _minmax(rec) + self._alpha_value * _minmax(eff)
 
-    def choose_victim(self, t: StateRows) -> int:
+    def _choose_victim(self, t: StateRows) -> int:
         """The cache's ``victim`` hook: the lowest score, the oldest among ties (-1: none)."""
-        rows, score = self.scores(t)
+        rows, score = self._scores(t)
         if rows.size == 0:
             return -1
         if self._first_eviction is None:

@@ -8,8 +8,6 @@ Semantics: docs/radix.md.
 
 from kda_core.cache.radix.cache import RadixStateCache
 from kda_core.cache.radix.views import (
-    MAX_KEY_LEN,
-    STATE_TOUCH_MODES,
     CacheStats,
     IntegrityError,
     NodeView,
@@ -17,8 +15,6 @@ from kda_core.cache.radix.views import (
 )
 
 __all__ = [
-    "MAX_KEY_LEN",
-    "STATE_TOUCH_MODES",
     "CacheStats",
     "IntegrityError",
     "NodeView",

@@ -21,7 +21,12 @@ from kda_core._checks import check_bool, check_int
 from kda_core.cache.protocol import DroppedState, Evicted
 from kda_core.cache.radix._node import Node, common_prefix, default_kv_slice
 from kda_core.cache.radix._table import StateTable
-from kda_core.cache.radix.views import MAX_KEY_LEN, MAX_PAGE_SIZE, STATE_TOUCH_MODES, StateRows
+from kda_core.cache.radix.views import StateRows
+
+_MAX_KEY_LEN = 1 << 22
+"""Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
+_MAX_PAGE_SIZE = 1 << 16
+_STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
 
 COUNTERS = (
     "matches",
@@ -75,9 +80,9 @@ class RadixTree:
         before_drop: Callable[[DroppedState], Any] | None = None,
         kv_slice: Callable[[Any, int, int, int], Any] | None = None,
         victim: Callable[[StateRows], int] | None = None,
-        max_key_len: int = MAX_KEY_LEN,
+        max_key_len: int = _MAX_KEY_LEN,
     ) -> None:
-        self.page_size = check_int("page_size", page_size, 1, MAX_PAGE_SIZE)
+        self.page_size = check_int("page_size", page_size, 1, _MAX_PAGE_SIZE)
         self.block_keys = check_bool("block_keys", block_keys)
         grid = math.lcm(64, self.page_size) if grid is None else grid
         self.grid = check_int("grid", grid, 1, 1 << 30)
@@ -86,8 +91,10 @@ class RadixTree:
         if max_states_per_path is not None:
             max_states_per_path = check_int("max_states_per_path", max_states_per_path, 1)
         self.max_states_per_path = max_states_per_path
-        if state_touch not in STATE_TOUCH_MODES:
-            raise ValueError(f"state_touch must be one of {STATE_TOUCH_MODES}, got {state_touch!r}")
+        if state_touch not in _STATE_TOUCH_MODES:
+            raise ValueError(
+                f"state_touch must be one of {_STATE_TOUCH_MODES}, got {state_touch!r}"
+            )
         self.state_touch = state_touch
         hooks = dict(on_free_kv=on_free_kv, on_free_state=on_free_state, before_drop=before_drop)
         for name, fn in {**hooks, "kv_slice": kv_slice, "victim": victim}.items():
@@ -96,7 +103,7 @@ class RadixTree:
         self.on_free_kv, self.on_free_state, self.before_drop = hooks.values()
         self.kv_slice = kv_slice or default_kv_slice
         self.victim = victim
-        self.max_key_len = check_int("max_key_len", max_key_len, 1, MAX_KEY_LEN)
+        self.max_key_len = check_int("max_key_len", max_key_len, 1, _MAX_KEY_LEN)
         self.epp = 1 if self.block_keys else self.page_size
         self.tpe = self.page_size if self.block_keys else 1
         self.owner = next(_cache_ids)

@@ -64,7 +64,7 @@ class RadixStateCache:
         victim: ``victim(StateRows) -> row`` (-1: none) picks each state ``evict`` frees,
             instead of the LRU order (a policy's own choice: Marconi); the cache then keeps
             the state table it reads.
-        max_key_len: longest key in elements (default ``MAX_KEY_LEN``).
+        max_key_len: longest key in elements (default 2**22).
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:

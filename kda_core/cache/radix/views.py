@@ -1,4 +1,4 @@
-"""What a radix cache hands out: read-only views and the limits of its arguments.
+"""What a radix cache hands out: read-only views.
 
 ``NodeView`` (one node, ``RadixStateCache.export``), ``CacheStats`` (sizes and counters,
 ``stats``), ``StateRows`` (the state table a ``victim`` hook reads) and ``IntegrityError``
@@ -10,11 +10,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-
-MAX_KEY_LEN = 1 << 22
-"""Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
-MAX_PAGE_SIZE = 1 << 16
-STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
 
 
 class IntegrityError(AssertionError):

@@ -3,27 +3,17 @@ hashes at every ``prefix_match_unit`` tokens) decoupled from physical blocks (ML
 KDA state blocks from one pool), with fine-grained partial hits in align mode.
 
 ``VLLMBlockCache`` (cache.py) drives ``KVGroup`` / ``StateGroup`` (_groups.py) over a
-``BlockPool`` (_pool.py); what it hands out is in records.py. docs/policies.md, "vLLM's block
+``BlockPool`` (_pool.py); what it hands out is in _records.py. docs/policies.md, "vLLM's block
 table"; checked against vLLM's own ``KVCacheManager`` by tests/real/test_vllm_blocks.py.
 """
 
+from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, Step
 from kda_core.cache.vllm_blocks.cache import MAX_TOKENS, VLLMBlockCache
-from kda_core.cache.vllm_blocks.records import (
-    BlockHit,
-    PhysicalBlock,
-    PoolSnapshot,
-    PrefixEntry,
-    RequestRecord,
-    Step,
-)
 
 __all__ = [
     "MAX_TOKENS",
     "BlockHit",
-    "PhysicalBlock",
     "PoolSnapshot",
-    "PrefixEntry",
-    "RequestRecord",
     "Step",
     "VLLMBlockCache",
 ]

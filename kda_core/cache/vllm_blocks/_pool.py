@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from kda_core.cache.vllm_blocks.records import PhysicalBlock, PoolSnapshot, PrefixEntry
+from kda_core.cache.vllm_blocks._records import PhysicalBlock, PoolSnapshot, PrefixEntry
 
 __all__ = ["Block", "BlockPool", "HashChain", "Key"]
 

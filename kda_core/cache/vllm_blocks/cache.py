@@ -23,7 +23,7 @@ from kda_core.cache.protocol import (
 )
 from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
-from kda_core.cache.vllm_blocks.records import BlockHit, PoolSnapshot, RequestRecord, Step
+from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, RequestRecord, Step
 
 __all__ = ["MAX_TOKENS", "VLLMBlockCache"]
 

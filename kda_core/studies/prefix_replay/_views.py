@@ -129,11 +129,6 @@ class ScenarioResult:
     prompt_tokens: int
     saved_fraction: float  # restored / prompt tokens
 
-    @property
-    def replaying(self) -> tuple[int, ...]:
-        """Indices of the requests that replayed at least one token."""
-        return tuple(r.index for r in self.requests if r.timeline.replayed > 0)
-
 
 @dataclass(slots=True, frozen=True)
 class DriftStudy:

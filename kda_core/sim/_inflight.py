@@ -27,8 +27,8 @@ import numpy as np
 
 from kda_core.cache import policy as policy_mod
 from kda_core.sim import costmodel
-from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release, try_lock
-from kda_core.sim.sequential import PROGRESS_EVERY, Tuner, request_keys
+from kda_core.sim._placement import RequestLog, RunCtx, kv_cleanup, place, release, try_lock
+from kda_core.sim._sequential import PROGRESS_EVERY, Tuner, request_keys
 from kda_core.workloads import Trace
 
 CHECKPOINT, FREE, END = 0, 1, 2  # event ranks: the order of events at one instant

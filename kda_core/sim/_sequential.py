@@ -4,7 +4,7 @@ Marconi's simulator works this way (no batching, no concurrency): request ``i`` 
 its checkpoint positions are planned, room is made (its matched path KV-locked) and all its
 states are inserted before request ``i + 1`` is matched. So a request always sees every earlier
 request complete, even one that arrived a millisecond before it. The in-flight schedule
-(``kda_core.sim.inflight``) is what the batched engine does instead. Steps: docs/simulator.md.
+(``kda_core.sim._inflight``) is what the batched engine does instead. Steps: docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from kda_core.cache import policy as policy_mod
-from kda_core.sim.placement import RequestLog, RunCtx, kv_cleanup, place, release
+from kda_core.sim._placement import RequestLog, RunCtx, kv_cleanup, place, release
 from kda_core.workloads import Trace
 
 PROGRESS_EVERY = 1000

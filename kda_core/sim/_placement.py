@@ -1,6 +1,6 @@
 """One request's checkpoints into the tree under the byte budgets, and the per-request log.
 
-Shared by both schedules of the simulator (``sequential`` and ``inflight``): ``place`` makes
+Shared by both schedules of the simulator (``_sequential`` and ``_inflight``): ``place`` makes
 room for a list of new checkpoint positions (states evicted through the policy, a unified
 budget falling back to KV-leaf eviction, a KV budget evicting LRU KV leaves; positions that
 still do not fit are dropped, deepest first) and inserts them (the tree cuts the key at the
