@@ -3,15 +3,19 @@
 One pure function, ``plan``, takes a preset name or a ``ModelSpec`` (e.g. from
 ``sizing.from_hf_config``) and a ``sizing.Deployment`` (TP, dtypes, budget,
 ``--mamba-full-memory-ratio`` or an explicit ``--max-mamba-cache-size``, radix strategy,
-ReplaySSM, page size, speculative draft tokens; left-out dtypes are SGLang's defaults) and
-returns a ``Plan``: per-slot sizes, slots per
+ReplaySSM, page size, speculative draft tokens, an MTP drafter; left-out dtypes are SGLang's
+defaults) and returns a ``Plan``: per-slot sizes, slots per
 request (reserved and held) by strategy, max running requests, SGLang's capping message and
 allocation log lines, expected checkpoints per request for a workload, the balancing ratio,
 running requests vs ratio (state- vs KV-limited), and per-request memory vs context length
 (attention KV growing, the recurrent state flat). ``planner_engines`` puts vLLM next to it.
 
 The split is SGLang 0.5.23's (``sizing.size_sglang``). All arithmetic is
-``kda_core.sizing``'s; this module only packages it. Left out: DCP, the draft model's own KV.
+``kda_core.sizing``'s; this module only packages it. With ``mtp=True`` (SGLang's
+``--speculative-algorithm NEXTN``, no draft path) the drafter's own KV is SGLang's: the share
+priced into the KV cell, the KV tokens without it, and the one-layer pool it allocates beyond the
+budget (docs/sizing.md, "Speculative decoding"). Left out: DCP, EAGLE drafters with their own
+config.
 """
 
 from __future__ import annotations
@@ -94,6 +98,10 @@ class Plan:
     max_running_by_ratio: np.ndarray
     page_size: int
     requested_running: int | None
+    mtp: bool
+    draft_kv_bytes_per_token: int  # the MTP drafter's share of the KV cell (0 without MTP)
+    draft_unpriced_bytes: int  # the drafter's KV pool allocated beyond the budget
+    kv_tokens_without_draft: int  # the KV tokens the same budget gives without the drafter
 
 
 _DEFAULT_GIB = 28.0  # the planner's default cache budget per GPU
@@ -176,6 +184,7 @@ def plan(
         tokens_per_request=i_len + o_len,
         page_size=d.page_size,
         requested_running=d.max_running_requests,
+        mtp=d.mtp,
         checkpoints_per_request=ckpts,
         **sizes,
         **caps,
@@ -200,6 +209,11 @@ def _sizes(spec: ModelSpec, d: Deployment) -> dict:
         "split": split,
         "state_slots": split.max_mamba_cache_size,
         "kv_tokens": split.kv_tokens,
+        "draft_kv_bytes_per_token": split.draft_cell_bytes,
+        "draft_unpriced_bytes": split.draft_unpriced_bytes,
+        "kv_tokens_without_draft": (
+            sizing.size_sglang(spec, d.replace(mtp=False)).kv_tokens if d.mtp else split.kv_tokens
+        ),
     }
 
 

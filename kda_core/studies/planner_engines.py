@@ -5,8 +5,11 @@ The model is a shipped config (``sizing.shipped_configs``), a pasted or uploaded
 model (``custom_spec``). ``vllm_side`` is vLLM 0.33's plan (``sizing.vllm_plan``) for the same
 GPU budget, TP, dtypes and request length as a ``studies.planner.Plan`` (SGLang's): the block
 size it chooses, its blocks, the requests that fit, the smallest prompt that can hit its prefix
-cache and the lines it prints. ``EXAMPLE_LOGS`` are real SGLang and vLLM logs shipped as
-package data (sources in ``example_logs/SOURCES.md``) for ``sizing.read_log``.
+cache and the lines it prints; with an MTP drafter (``Plan.mtp``) its attention layers, their
+KV per request and the KV tokens without them, and with ReplaySSM on a KDA model with draft
+tokens vLLM's RecoverSSM verify records (``--use-replayssm``). ``EXAMPLE_LOGS`` are real
+SGLang and vLLM logs shipped as package data (sources in ``example_logs/SOURCES.md``) for
+``sizing.read_log``.
 """
 
 from __future__ import annotations
@@ -101,11 +104,25 @@ def read_config_file(path: object) -> str:
         raise ValueError("config_file is not UTF-8 text") from None
 
 
-def model_spec(model: str, config_json: str = "") -> ModelSpec:
-    """A shipped config by name, or the pasted config (``model == "config.json"``)."""
-    if model == "config.json":
-        return _parse_config(config_json)
-    return sizing.shipped_spec(model)
+def model_spec(
+    model: str, config_json: str = "", *, mtp: bool = False, draft: int = 0
+) -> ModelSpec:
+    """A shipped config by name, or the pasted config (``model == "config.json"``); with
+    ``mtp`` refused, by the field, as ``python -m kda_core.sizing`` refuses it, when either
+    engine cannot size its MTP drafter with ``draft`` speculative tokens."""
+    spec = _parse_config(config_json) if model == "config.json" else sizing.shipped_spec(model)
+    if mtp:
+        _check_mtp(spec, draft)
+    return spec
+
+
+def _check_mtp(spec: ModelSpec, draft: int) -> None:
+    """ValueError (``mtp: ...``) when SGLang or vLLM cannot size ``spec``'s MTP drafter: a family
+    the lab does not model, SGLang on Kimi, a config naming no MTP module (vLLM), or no
+    ``num_speculative_tokens`` where the config names no ``n_predict``."""
+    d = sizing.Deployment(rest_bytes=sizing.GIB, mtp=True, max_model_len=1)
+    sizing.size_sglang(spec, d)
+    sizing.size_vllm(spec, d.replace(num_speculative_tokens=draft))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,25 +136,32 @@ class VllmSide:
     attn_blocks_per_request: int
     mamba_blocks_per_request: int
     log_lines: tuple[str, ...]
+    kv_tokens_without_draft: int  # the KV tokens without the MTP drafter (= plan's without one)
 
 
 def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> VllmSide:
     """vLLM's plan for ``p``'s model and deployment: the same budget (as "Available KV cache
     memory"), TP and dtypes (an SSM dtype left to the engines is each engine's own default),
-    draft tokens and request length."""
+    draft tokens (``num_speculative_tokens``; 0 with MTP: the config's ``n_predict``), MTP
+    drafter and request length. The page's one ReplaySSM switch is vLLM's ``--use-replayssm``
+    where vLLM 0.33 acts on it (a KDA model with draft tokens: RecoverSSM); vLLM's ReplaySSM on
+    other kinds is not modelled, so there it is off."""
     if not isinstance(prefix_caching, bool):
         raise ValueError(f"prefix_caching must be a bool, got {prefix_caching!r}")
+    recover = p.replayssm and p.spec.linear_kind == "kda" and p.draft_tokens > 0
     d = p.deployment.replace(
         max_model_len=p.tokens_per_request,
         mamba_cache_mode="align" if prefix_caching else "none",
         num_speculative_tokens=p.draft_tokens,
         max_num_seqs=max_num_seqs,
+        use_replayssm=recover,
     )
     v = sizing.size_vllm(p.spec, d)
     attn = v.attn_groups * -(-v.max_model_len // v.block_size)
     running = 0 if v.max_num_seqs_error else min(v.max_num_seqs, int(v.max_concurrency))
     lines = tuple(sizing.vllm_log_lines(v))
-    return VllmSide(v, running, attn, v.blocks_per_request - attn, lines)
+    alone = sizing.size_vllm(p.spec, d.replace(mtp=False)) if d.mtp else v
+    return VllmSide(v, running, attn, v.blocks_per_request - attn, lines, alone.kv_cache_tokens)
 
 
 @dataclass(frozen=True, slots=True)
