@@ -21,11 +21,16 @@ ENGINE_MSG = Catalog(
         "f_config_file": ("upload config.json", "上传 config.json"),
         "f_page": ("page size (--page-size)", "页大小（--page-size）"),
         "f_replayssm": ("ReplaySSM ring (L = 16)", "ReplaySSM 环（L = 16）"),
+        "f_mtp": (
+            "MTP drafter (the model's own MTP modules draft)",
+            "MTP 草稿模型（由模型自带的 MTP 模块起草）",
+        ),
         "f_requested": ("max running requests (0 = unset)", "最大并发请求数（0 = 不设）"),
         "f_max_num_seqs": ("vLLM max_num_seqs", "vLLM max_num_seqs"),
         "f_prefix": ("vLLM prefix caching", "vLLM 前缀缓存"),
         "b_k3": ("K3 write-up example", "K3 文章中的例子"),
         "v_page": ("page size", "页大小"),
+        "v_mtp": ("MTP drafter", "MTP 草稿模型"),
         "v_requested": ("max running requests", "最大并发请求数"),
         "v_max_num_seqs": ("max_num_seqs", "max_num_seqs"),
         "v_log_ratio": ("ratio of the log (0 = unknown)", "日志的比例（0 = 未知）"),
@@ -59,6 +64,24 @@ ENGINE_MSG = Catalog(
         "eng_hit_off": ("prefix caching off", "前缀缓存关闭"),
         "eng_tokens": ("{n:,} tokens", "{n:,} 个 token"),
         "eng_page": ("page {n}", "页 {n}"),
+        "eng_spec": ("draft tokens per step", "每步草稿 token 数"),
+        "eng_draft_kv": ("MTP drafter's KV", "MTP 草稿模型的 KV"),
+        "eng_draft_s": ("{b:,} B/token in the cell", "KV 单元中 {b:,} B/token"),
+        "eng_draft_v": (
+            "{n} attention layer(s), {mib} per request",
+            "{n} 个注意力层，每请求 {mib}",
+        ),
+        "eng_kv_alone": ("KV tokens without the drafter", "不含草稿模型时的 KV token 数"),
+        "eng_unpriced": (
+            "draft KV pool beyond the budget",
+            "超出预算的草稿 KV 池",
+        ),
+        "eng_unpriced_v": ("none (in the blocks)", "无（计入块中）"),
+        "eng_recover": (
+            "RecoverSSM verify records (outside the KV pool)",
+            "RecoverSSM 校验记录（KV 池之外）",
+        ),
+        "eng_none": ("none", "无"),
         "eng_note": (
             "One budget for both: SGLang's profiled rest of the GPU and vLLM's \"Available KV "
             "cache memory\"; vLLM's requests are {n:,} tokens long (max_model_len = input + "

@@ -15,6 +15,7 @@ from kda_core import sizing
 from kda_core.sizing.hf import shipped_configs
 from kda_core.sizing.presets import DTYPE_BYTES
 from kda_core.studies import planner_engines as pe
+from words.catalog import Msg
 from words.common import COMMON
 from words.memory_planner import MSG
 
@@ -65,10 +66,12 @@ def check(name: str, value: object) -> object:
     return (ui.check_int if integer else ui.check_float)(MSG(key), value, lo, hi)
 
 
-def model_spec(model: str, config_json: str, a: dict) -> sizing.ModelSpec:
-    """The ModelSpec: a shipped config, the pasted config.json, or the custom numbers ``a``."""
+def model_spec(model: str, config_json: str, a: dict, mtp: bool = False) -> sizing.ModelSpec:
+    """The ModelSpec: a shipped config, the pasted config.json, or the custom numbers ``a``;
+    with ``mtp``, a model whose MTP drafter the engines cannot size is refused by the field."""
+    mtp = _check_flag(mtp)
     if ui.check_choice(MSG("v_model"), model, PRESETS) != CUSTOM_MODEL:
-        return pe.model_spec(model, config_json or "")
+        return pe.model_spec(model, config_json or "", mtp=mtp, draft=a["draft"])
     attn = {"kv_lora_rank": a["lora"], "qk_rope_head_dim": a["rope"]}
     if a["attn_kind"] == "gqa":
         attn = {"attn_kind": "gqa", "attn_kv_heads": a["lora"], "attn_head_dim": a["rope"]}
@@ -107,11 +110,33 @@ def plan_validator(names: Sequence[str]):  # noqa: ANN201 - Gradio's validator c
             check_tp(pe.model_spec(model, config_json or ""), check("tp", v[7]))
         except UserError as e:
             return 9, e.msg  # rendered in the page's language
-        return None
+        why = _mtp_refusal(model, config_json, v[mtp - 2], v[draft - 2])
+        return None if why is None else (mtp, why)
 
+    draft, mtp = names.index("draft"), names.index("mtp")
     checks = [(lambda v, n=n: check(n, v)) if n in KNOWN else None for n in names]
+    checks[mtp] = _check_flag
     checks[0] = lambda v: ui.check_choice(MSG("v_model"), v, PRESETS)
     return guard.validator(*checks, cross=cross)
+
+
+def _check_flag(value: object) -> bool:
+    """The MTP checkbox: a bool (an API caller may send anything)."""
+    if not isinstance(value, bool):
+        raise fail("must_choice", name=MSG("v_mtp"), choices="[True, False]", got=repr(value)[:40])
+    return value
+
+
+def _mtp_refusal(model: str, config: str, mtp: object, draft: object) -> Msg | None:
+    """With the MTP drafter chosen: the engines' refusal (``mtp: ...``, naming the config's field
+    as ``python -m kda_core.sizing`` does), said on the MTP checkbox."""
+    if not _check_flag(mtp):
+        return None
+    try:
+        pe.model_spec(model, config or "", mtp=True, draft=check("draft", draft))
+    except ValueError as e:
+        return COMMON("core_refused", message=str(e))
+    return None
 
 
 def check_upload(path: object) -> None:

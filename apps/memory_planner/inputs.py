@@ -95,7 +95,9 @@ def plan_inputs(page: Page, names: Sequence[str]) -> dict:
         c["skip_lock"] = L(gr.Checkbox(False), "f_skip_lock")
         c["replayssm"] = L(gr.Checkbox(False, elem_id=f"{NAME}-replayssm"), "f_replayssm")
     with gr.Row():
-        c["draft"] = L(gr.Number(0, step=1), "f_draft")
+        c["draft"] = L(gr.Number(0, step=1, elem_id=f"{NAME}-draft"), "f_draft")
+        c["mtp"] = L(gr.Checkbox(False, elem_id=f"{NAME}-mtp"), "f_mtp")
+    with gr.Row():
         c["input_len"] = L(gr.Number(16_000, step=1, elem_id=f"{NAME}-input"), "f_input")
         c["output_len"] = L(gr.Number(3_000, step=1), "f_output")
     with gr.Row():

@@ -118,8 +118,28 @@ def engines_markdown(p: pl.Plan, v: pe.VllmSide, t: T) -> str:
         (t("eng_block"), t("eng_page", n=p.page_size), f"{q.block_size:,}"),
         (t("eng_hit"), sglang_hit(p, t), hit or t("eng_hit_off")),
     ]
+    rows += _draft_rows(p, v, t)
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     return f"{t('eng_th')}\n|---|---:|---:|\n{body}\n\n{t('eng_note', n=q.max_model_len)}"
+
+
+def _draft_rows(p: pl.Plan, v: pe.VllmSide, t: T) -> list[tuple[str, str, str]]:
+    """The MTP drafter's share per engine (when chosen) and vLLM's RecoverSSM records."""
+    q = v.plan
+    rows = []
+    if p.mtp:
+        layers = q.draft_attn_layers
+        per_req = t("eng_draft_v", n=layers, mib=_mib(q.draft_kv_bytes_per_request))
+        unpriced = _gib(p.draft_unpriced_bytes) if p.draft_unpriced_bytes else t("eng_none")
+        rows += [
+            (t("eng_spec"), f"{p.draft_tokens}", f"{q.num_speculative_tokens}"),
+            (t("eng_draft_kv"), t("eng_draft_s", b=p.draft_kv_bytes_per_token), per_req),
+            (t("eng_kv_alone"), f"{p.kv_tokens_without_draft:,}", f"{v.kv_tokens_without_draft:,}"),
+            (t("eng_unpriced"), unpriced, t("eng_unpriced_v")),
+        ]
+    if q.recoverssm_records_bytes:
+        rows.append((t("eng_recover"), t("eng_none"), _gib(q.recoverssm_records_bytes)))
+    return rows
 
 
 def sglang_hit(p: pl.Plan, t: T) -> str:
