@@ -146,3 +146,26 @@ def test_switch_after_a_refused_plan_redraws_in_chinese(app_url, ui):
     ui.page.locator("#memory_planner-summary", has_text="一个状态槽").wait_for()
     ui.wait_title("memory_planner-context", "单卡上一个请求的显存随上下文的变化")
     ui.upload_label_clear("memory_planner-trace-file")
+
+
+def test_mtp_drafter_rows_and_refusal(app_url, ui):
+    """Qwen3-Next at TP4 with D = 2 and the MTP drafter: the engines table gains the drafter's
+    rows (English, then 中文); Kimi K3 with MTP is refused on the checkbox, by SGLang's reason."""
+    ui.goto(app_url)
+    ui.wait_plot("memory_planner-context")
+    ui.allow_validation_errors()
+    ui.page.locator("#memory_planner-mtp input").check()
+    ui.click("Plan")
+    ui.expect_invalid("memory_planner-mtp", "SGLang 0.5.23 has no MTP draft model for Kimi K3")
+    model = ui.page.locator("#memory_planner-model input")
+    model.click()
+    model.fill("qwen3-next-80b-a3b-instruct")
+    ui.page.get_by_role("option", name="qwen3-next-80b-a3b-instruct").first.click()
+    ui.fill("memory_planner-tp", 4)
+    ui.fill("memory_planner-draft", 2)
+    ui.click("Plan")
+    engines = ui.page.locator("#memory_planner-engines")
+    engines.get_by_text("draft KV pool beyond the budget").wait_for()
+    assert "KV tokens without the drafter" in engines.inner_text()
+    ui.page.get_by_label("中文").check()
+    engines.get_by_text("超出预算的草稿 KV 池").wait_for()
