@@ -85,7 +85,7 @@ def test_qwen38_boot_log_round_trips_every_number():
     assert _checks(r.lines[2]) == {"K GB": (10.08, half), "V GB": (10.08, half)}
     assert r.inferred["tp"] == 1 and r.inferred["ssm_dtype"] == "float32"
     assert r.verdict == "state_slots" and "24 running requests" in r.explanation
-    fixes = dict(r.remedies)
+    fixes = {f.flag: f.effect.text() for f in r.fixes}
     assert fixes["--mamba-ssm-dtype bfloat16"] == "245 slots -> cap 49, 329,486 KV tokens"
 
 
