@@ -18,6 +18,7 @@ import pytest
 
 from kda_core import sizing as sz
 from kda_core.sizing.hf import shipped_configs
+from kda_core.sizing.logread._report import LineVerdict
 from kda_core.sizing.logs import mamba_allocation_log
 
 DATA = Path(__file__).parent / "data"
@@ -27,7 +28,7 @@ Q38 = sz.shipped_spec("qwen3.8-27b-fp8")
 QN = sz.shipped_spec("qwen3-next-80b-a3b-instruct")
 
 
-def _checks(v: sz.LineVerdict) -> dict[str, tuple[float, float]]:
+def _checks(v: LineVerdict) -> dict[str, tuple[float, float]]:
     return {f: (a, b) for f, a, b in v.checks}
 
 
