@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch", reason="torch is the optional [train] extra
 
 from kda_core import model as M  # noqa: E402
 from kda_core.model import _torch_net as N  # noqa: E402
+from kda_core.model import _weights as W  # noqa: E402
 from kda_core.model import corpus  # noqa: E402
 from kda_core.model import train as T  # noqa: E402
 from kda_core.model import unlikelihood as U  # noqa: E402
-from kda_core.model import weights as W  # noqa: E402
 
 
 def _naive_repeated(data: bytes, n: int) -> list[bool]:

@@ -33,7 +33,8 @@ import torch
 
 from kda_core import model
 from kda_core._checks import check_int
-from kda_core.model import corpus, weights
+from kda_core.model import _weights as weights
+from kda_core.model import corpus
 from kda_core.model._torch_net import (
     likelihood_loss,
     optimizer,

@@ -41,7 +41,8 @@ import torch
 from kda_core import model
 from kda_core._checks import check_int
 from kda_core.model import _torch_net as net
-from kda_core.model import corpus, train, weights
+from kda_core.model import _weights as weights
+from kda_core.model import corpus, train
 
 
 @dataclass(slots=True, frozen=True)
