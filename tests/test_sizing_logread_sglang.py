@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing._logs import mamba_allocation_log
 from kda_core.sizing.hf import shipped_configs
 from kda_core.sizing.logread._report import LineVerdict
-from kda_core.sizing.logs import mamba_allocation_log
 
 DATA = Path(__file__).parent / "data"
 K3_LOG = (DATA / "sglang_kimi_k3_compute_mamba_ratio.log").read_text()
