@@ -13,7 +13,7 @@ import pytest
 
 from kda_core import sizing as sz
 from kda_core.sizing import GIB, MIB
-from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
+from kda_core.sizing._logs import kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.split import crossover_context, memory_vs_context
 
 K3 = sz.preset("kimi-k3")

@@ -21,6 +21,11 @@ def _read(name: str, spec: object, **kw: object) -> sz.LogReport:
     return sz.read_log((DATA / name).read_text(), spec, **kw)
 
 
+def _remedies(r: sz.LogReport) -> dict[str, str]:
+    """Flag -> its effect in English, of every fix."""
+    return {f.flag: f.effect.text() for f in r.fixes}
+
+
 def test_k3_writeup_logs_every_number_reproduced():
     r = _read("sglang_k3_writeup_fp32.log", "kimi-k3", page_size=64)
     assert r.engine == "sglang" and r.counts() == {
@@ -39,7 +44,7 @@ def test_k3_writeup_logs_every_number_reproduced():
     assert r.verdict == "state_slots" and "16 running requests" in r.explanation
     # no target given: the levers aim at twice the cap, each sized again at the log's budget
     assert r.running["target"] == 32 and r.running["won"] == "state"
-    flags = dict(r.remedies)
+    flags = _remedies(r)
     assert flags["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1"] == "80 slots -> cap 20, 1,947,648 KV tokens"
     assert flags["--max-mamba-cache-size 160"] == "160 slots -> cap 32, 1,661,504 KV tokens"
     assert any(f.startswith("--mamba-full-memory-ratio") for f in flags)
@@ -74,7 +79,7 @@ def test_real_vllm_logs_round_trip(name, blocks, tokens):
     assert kinds["vllm.available"] == "reproduced" and kinds["vllm.concurrency"] == "reproduced"
     assert kinds["vllm.kv_size"] == "input"  # it pins the block count the others are checked on
     assert r.verdict == "prefix_inert" and "2097 tokens" in r.explanation
-    assert dict(r.remedies)["--mamba-ssm-cache-dtype bfloat16"].startswith("block 1072")
+    assert _remedies(r)["--mamba-ssm-cache-dtype bfloat16"].startswith("block 1072")
     # an edited concurrency figure is caught
     text = (DATA / name).read_text().replace(": 4.3", ": 4.9")
     assert sz.read_log(text, sz.shipped_spec("qwen3.6-35b-a3b")).counts()["different"] == 1
@@ -148,4 +153,4 @@ def test_vllm_stats_and_metrics_back_the_verdict():
     assert r.verdict == "max_num_seqs"
     assert "seen: 1 running, 2 waiting, KV pool 12% used (at the cap)" in r.explanation
     assert "prefix cache hits 5.2% of queried tokens" in r.explanation
-    assert dict(r.remedies)["--max-num-seqs 2"] == "up to 4.33 at full length"
+    assert _remedies(r)["--max-num-seqs 2"] == "up to 4.33 at full length"

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
+from kda_core.sizing._logs import mamba_allocation_log
 from kda_core.sizing.hf import shipped_configs
-from kda_core.sizing.logs import mamba_allocation_log
+from kda_core.sizing.logread._report import LineVerdict
 
 DATA = Path(__file__).parent / "data"
 K3_LOG = (DATA / "sglang_kimi_k3_compute_mamba_ratio.log").read_text()
@@ -27,7 +28,7 @@ Q38 = sz.shipped_spec("qwen3.8-27b-fp8")
 QN = sz.shipped_spec("qwen3-next-80b-a3b-instruct")
 
 
-def _checks(v: sz.LineVerdict) -> dict[str, tuple[float, float]]:
+def _checks(v: LineVerdict) -> dict[str, tuple[float, float]]:
     return {f: (a, b) for f, a, b in v.checks}
 
 
@@ -85,7 +86,7 @@ def test_qwen38_boot_log_round_trips_every_number():
     assert _checks(r.lines[2]) == {"K GB": (10.08, half), "V GB": (10.08, half)}
     assert r.inferred["tp"] == 1 and r.inferred["ssm_dtype"] == "float32"
     assert r.verdict == "state_slots" and "24 running requests" in r.explanation
-    fixes = dict(r.remedies)
+    fixes = {f.flag: f.effect.text() for f in r.fixes}
     assert fixes["--mamba-ssm-dtype bfloat16"] == "245 slots -> cap 49, 329,486 KV tokens"
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kda_core import sizing as sz
-from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
+from kda_core.sizing._logs import kv_allocation_log, mamba_allocation_log
 
 K3 = "kimi-k3"
 DATA = Path(__file__).parent / "data"

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="torch is the optional [train] extra
 
 from kda_core import kda  # noqa: E402
 from kda_core import model as M  # noqa: E402
+from kda_core.model import _torch_net as N  # noqa: E402
 from kda_core.model import corpus  # noqa: E402
 from kda_core.model import train as T  # noqa: E402
 
@@ -31,7 +32,7 @@ def test_kda_chunked_equals_the_numpy_recurrence(rng, length, chunk):
     beta = rng.uniform(0.0, 1.0, (length, H))
     o_ref, _ = kda.recurrent(q, k, v, g, beta)
     args = [torch.tensor(x)[None] for x in (q, k, v, g, beta)]
-    o = T._kda_chunked(*args, chunk=chunk)[0].numpy()
+    o = N._kda_chunked(*args, chunk=chunk)[0].numpy()
     np.testing.assert_allclose(o, o_ref, atol=1e-12, rtol=0)
 
 
@@ -43,7 +44,7 @@ def test_kda_chunked_float32_survives_the_strongest_decay(rng):
     beta = np.full((length, H), 0.9)
     o_ref, _ = kda.recurrent(q, k, v, g, beta)
     args = [torch.tensor(x, dtype=torch.float32)[None] for x in (q, k, v, g, beta)]
-    o = T._kda_chunked(*args, chunk=32)[0].numpy()
+    o = N._kda_chunked(*args, chunk=32)[0].numpy()
     assert np.isfinite(o).all()
     np.testing.assert_allclose(o, o_ref, atol=1e-5, rtol=0)
 
@@ -55,9 +56,9 @@ def test_torch_forward_equals_numpy_forward(weights):
     ids = M.encode(TEXT)
     ref = tiny.prefill(ids, tiny.new_state())
     for dtype, tol in ((torch.float32, 1e-4), (torch.float64, 1e-9)):
-        p = T.params_from(tiny, dtype)
+        p = N.params_from(tiny, dtype)
         with torch.no_grad():
-            out = T.forward(p, torch.tensor([ids]), tiny.config, 16)[0].double().numpy()
+            out = N.forward(p, torch.tensor([ids]), tiny.config, 16)[0].double().numpy()
         assert np.abs(out - ref).max() <= tol, (weights, dtype)
 
 

@@ -14,10 +14,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is the optional [train] extra")
 
 from kda_core import model as M  # noqa: E402
+from kda_core.model import _torch_net as N  # noqa: E402
+from kda_core.model import _weights as W  # noqa: E402
 from kda_core.model import corpus  # noqa: E402
 from kda_core.model import train as T  # noqa: E402
 from kda_core.model import unlikelihood as U  # noqa: E402
-from kda_core.model import weights as W  # noqa: E402
 
 
 def _naive_repeated(data: bytes, n: int) -> list[bool]:
@@ -61,7 +62,7 @@ def test_repeated_positions_agrees_with_the_naive_twin_and_first_repeat():
 
 def test_torch_greedy_equals_the_numpy_model_on_the_sample_prompts():
     tiny = M.TinyHybrid()
-    p = T.params_from(tiny)
+    p = N.params_from(tiny)
     for prompt in corpus.SAMPLE_PROMPTS:
         ids = M.encode(prompt)
         got = U.greedy(p, torch.tensor([ids]), 24, tiny.config)[0, len(ids) :].tolist()
@@ -80,7 +81,7 @@ def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_repeated_bytes():
     p_written = probs[np.arange(prefix - 1, len(ids) - 1), ids[prefix:]]
     want = -np.log1p(-p_written[mask]).mean()
     loss, count = U._unlikelihood_loss(
-        T.params_from(tiny), torch.tensor([ids]), prefix, 6, tiny.config
+        N.params_from(tiny), torch.tensor([ids]), prefix, 6, tiny.config
     )
     assert count == mask.sum() == len("state of")  # the second one (the prompt is "the ")
     assert loss.item() == pytest.approx(want, rel=1e-4)
@@ -88,17 +89,17 @@ def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_repeated_bytes():
 
 def test_descending_the_loss_lowers_the_repeated_bytes_probability():
     tiny = M.TinyHybrid()
-    p = T.params_from(tiny)
+    p = N.params_from(tiny)
     ids = torch.tensor([M.encode("the string of the string of the")])
     mask = torch.from_numpy(U._repeated_positions(ids[:, 4:].numpy(), 8))
 
     def mean_p() -> float:
         with torch.no_grad():
-            logp = T.forward(p, ids[:, :-1], tiny.config)[:, 3:].log_softmax(-1)
+            logp = N.forward(p, ids[:, :-1], tiny.config)[:, 3:].log_softmax(-1)
         return logp.gather(-1, ids[:, 4:, None])[..., 0].exp()[mask].mean().item()
 
     before = mean_p()
-    opt = T.optimizer(p, 1e-3, 0.0)
+    opt = N.optimizer(p, 1e-3, 0.0)
     for _ in range(3):
         loss, _ = U._unlikelihood_loss(p, ids, 4, 8, tiny.config)
         opt.zero_grad()
@@ -178,4 +179,4 @@ def test_a_short_run_logs_which_sample_prompts_loop():
         for q in corpus.SAMPLE_PROMPTS
         if corpus.first_repeat(bytes(base.generate(M.encode(q), 64)[0]))
     ]
-    assert U._looping_prompts(T.params_from(base), base.config) == looping
+    assert U._looping_prompts(N.params_from(base), base.config) == looping

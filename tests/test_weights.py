@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kda_core import model as M
+from kda_core.model import _weights as W
 from kda_core.model import corpus, tokenizer
-from kda_core.model import weights as W
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from kda_core.model.weights import sha256_file
+from kda_core.model._weights import sha256_file
 
 _CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 _SPLITS: tuple[str, ...] = ("train", "heldout", "out_of_style")

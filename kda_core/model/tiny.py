@@ -9,7 +9,7 @@ every layer as transformers' ``KimiLinearForCausalLM`` (softplus gate, low-rank 
 a shared key part beside the latent), loaded by `TinyHybrid.from_hf` and written by `export_hf`
 (``kda_core.model.hf``). docs/model.md has the layer-by-layer description and its sources.
 
-`TinyHybrid()` loads the shipped trained weights (`kda_core.model.weights`; or the checkpoint
+`TinyHybrid()` loads the shipped trained weights (`kda_core.model._weights`; or the checkpoint
 folder named by ``_CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
 distributions instead. `prefill` / `decode_step` advance a `ModelState` in place; `forward` is
 the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
@@ -30,8 +30,8 @@ import numpy as np
 
 from kda_core import kda
 from kda_core.kda.conv import short_conv, silu
+from kda_core.model import _weights as weights_file
 from kda_core.model import hf
-from kda_core.model import weights as weights_file
 from kda_core.model._arrays import (
     KDAWeights,
     KimiLinearKDAWeights,

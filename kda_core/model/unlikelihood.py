@@ -40,7 +40,9 @@ import torch
 
 from kda_core import model
 from kda_core._checks import check_int
-from kda_core.model import corpus, train, weights
+from kda_core.model import _torch_net as net
+from kda_core.model import _weights as weights
+from kda_core.model import corpus, train
 
 
 @dataclass(slots=True, frozen=True)
@@ -97,11 +99,11 @@ def _repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
 
 def greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, chunk: int = 16):
     """[B, P] prompt ids -> [B, P + n_new]: greedy continuations, each step a full forward of the
-    sequence so far (train.forward; no state cache: short sequences, one code path)."""
+    sequence so far (net.forward; no state cache: short sequences, one code path)."""
     x = prompts
     with torch.no_grad():
         for _ in range(n_new):
-            logits = train.forward(p, x, cfg, chunk)[:, -1]
+            logits = net.forward(p, x, cfg, chunk)[:, -1]
             x = torch.cat([x, logits.argmax(-1, keepdim=True)], dim=1)
     return x
 
@@ -121,7 +123,7 @@ def _unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, ch
     """Mean -log(1 - p(x_t | x_<t)) over the continuation bytes (after ``prefix``) that lie in a
     repeated n-gram of the continuation, and how many there are (the loss is 0 when none)."""
     mask = torch.from_numpy(_repeated_positions(seqs[:, prefix:].numpy(), n))
-    logp = train.forward(p, seqs[:, :-1], cfg, chunk)[:, prefix - 1 :].log_softmax(-1)
+    logp = net.forward(p, seqs[:, :-1], cfg, chunk)[:, prefix - 1 :].log_softmax(-1)
     logp_written = logp.gather(-1, seqs[:, prefix:, None])[..., 0]
     # log(1 - p) from log p without cancellation; the clamp keeps p = 1 finite
     log_not = torch.log(-torch.expm1(logp_written.clamp(max=-1e-6)))
@@ -134,13 +136,13 @@ def finetune(
 ) -> tuple[dict, list[dict]]:
     """Fine-tune the weights ``init`` (keyed like the .npz); returns (float32 numpy weights, log
     rows: per logged step its kind, loss and, for unlikelihood steps, the repeated bytes)."""
-    train.setup(cfg.threads, cfg.seed)
+    net.setup(cfg.threads, cfg.seed)
     data = np.frombuffer((corpus.load("train") if text is None else text).encode(), np.uint8)
     if data.size < max(cfg.seq_len, cfg.prefix) + 2:
         raise ValueError(f"text must hold more than {max(cfg.seq_len, cfg.prefix) + 1} bytes")
     mcfg = model.ModelConfig()
-    p = train.params_from(model.TinyHybrid(mcfg, weights=init))
-    opt = train.optimizer(p, cfg.lr, cfg.weight_decay)
+    p = net.params_from(model.TinyHybrid(mcfg, weights=init))
+    opt = net.optimizer(p, cfg.lr, cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     rows: list[dict] = []
     t0 = time.perf_counter()
@@ -149,7 +151,7 @@ def finetune(
             group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
         row: dict = {"step": step}
         if step % 2 == 0:
-            loss = train.likelihood_loss(p, train.sample_batch(data, rng, cfg), mcfg, cfg.chunk)
+            loss = net.likelihood_loss(p, net.sample_batch(data, rng, cfg), mcfg, cfg.chunk)
             row.update(kind="likelihood", bpb=loss.item() / math.log(2))
         else:
             starts = rng.integers(0, data.size - cfg.prefix, cfg.batch)

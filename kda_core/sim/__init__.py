@@ -9,7 +9,6 @@ from kda_core.sim._sequential import request_keys
 from kda_core.sim.simulator import (
     DEFAULT_TP,
     MAX_BUDGET,
-    SCHEDULES,
     checkpoint_bytes,
     marconi_efficiency_fn,
     resolve_policy,
@@ -19,7 +18,6 @@ from kda_core.sim.simulator import (
 __all__ = [
     "DEFAULT_TP",
     "MAX_BUDGET",
-    "SCHEDULES",
     "RunCtx",
     "SimResult",
     "SimSeries",

@@ -39,7 +39,7 @@ from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
 _ProgressFn = Callable[[int, int], Any]
 DEFAULT_TP = 8
 MAX_BUDGET = 1 << 60
-SCHEDULES = ("sequential", "inflight")
+_SCHEDULES = ("sequential", "inflight")
 _METHODS = ("auto", "fast", "twin")
 
 
@@ -189,8 +189,8 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
     if model not in sizing.PRESETS or model not in costmodel.COST_PRESETS:
         allowed = sorted(set(sizing.PRESETS) & set(costmodel.COST_PRESETS))
         raise ValueError(f"model must be one of {allowed}, got {model!r}")
-    if opts["schedule"] not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {opts['schedule']!r}")
+    if opts["schedule"] not in _SCHEDULES:
+        raise ValueError(f"schedule must be one of {_SCHEDULES}, got {opts['schedule']!r}")
     if opts["method"] not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {opts['method']!r}")
     for name in ("outputs", "cap_lookup"):

@@ -15,12 +15,12 @@ engines' sources. This file only re-exports.
 """
 
 from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing._logs import capping_message
 from kda_core.sizing.checkpoints import checkpoints_per_request
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
 from kda_core.sizing.hf import from_hf_config, shipped_spec
 from kda_core.sizing.logread import LogReport, read_log
-from kda_core.sizing.logs import capping_message
 from kda_core.sizing.presets import (
     GIB,
     MIB,

@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 from kda_core.sizing._drafts import sglang_mtp_layers, sglang_unpriced_draft_layers
 from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing._logs import capping_message, kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
-from kda_core.sizing.logs import capping_message, kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.presets import GIB, ModelSpec, as_spec
 from kda_core.sizing.sizes import kv_bytes_per_token, replayssm_ring_bytes, slot_bytes
 from kda_core.sizing.slots import request_pool_estimate, resolve_auto, slots_per_request

@@ -99,7 +99,7 @@ class Trace:
             self.kind_names,
             oo,
             ob,
-            provenance=self.provenance(),
+            provenance=self._provenance(),
         )
 
     def refined(self, g: int) -> Trace:
@@ -130,10 +130,10 @@ class Trace:
             t.session,
             t.kind,
             t.kind_names,
-            provenance=t.provenance(),
+            provenance=t._provenance(),
         )
 
-    def provenance(self) -> dict:
+    def _provenance(self) -> dict:
         """The provenance fields (keyword arguments of ``make_trace``)."""
         return {
             "has_prefix_info": self.has_prefix_info,

@@ -18,8 +18,6 @@ from kda_core.sizing.deployment import KNOBS, Deployment
 from kda_core.sizing.logread._parse import engine_of, parse_log
 from kda_core.sizing.logread._report import (
     REASONS,
-    Fix,
-    LineVerdict,
     LogReport,
     Reason,
     join_reasons,
@@ -28,7 +26,7 @@ from kda_core.sizing.logread._sglang import read_sglang
 from kda_core.sizing.logread._vllm import read_vllm
 from kda_core.sizing.presets import ModelSpec, as_spec
 
-__all__ = ["REASONS", "Fix", "LineVerdict", "LogReport", "Reason", "join_reasons", "read_log"]
+__all__ = ["REASONS", "LogReport", "Reason", "join_reasons", "read_log"]
 
 
 def read_log(

@@ -215,11 +215,6 @@ class LogReport:
         """The verdict's reasons in English, one sentence (what was seen as one clause)."""
         return join_reasons(self.reasons, Reason.text)
 
-    @property
-    def remedies(self) -> tuple[tuple[str, str], ...]:
-        """(flag, its effect in English) of every fix."""
-        return tuple((f.flag, f.effect.text()) for f in self.fixes)
-
     def counts(self) -> dict[str, int]:
         """Lines per status (the skipped ones included)."""
         out = {s: 0 for s in _STATUSES}

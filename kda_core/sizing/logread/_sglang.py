@@ -14,6 +14,7 @@ known) is taken as input, and each line says which. docs/sizing.md.
 from __future__ import annotations
 
 from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing._logs import kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.logread._budget import DEFAULT_RATIO, implied_rest_interval, ratio_interval
 from kda_core.sizing.logread._fixes import assumptions, sglang_fixes, sized_for
 from kda_core.sizing.logread._parse import LogLine, engine_of_line
@@ -30,7 +31,6 @@ from kda_core.sizing.logread._report import (
 from kda_core.sizing.logread._running import held, running
 from kda_core.sizing.logread._sglang_flags import first, mamba_numbers, missing, sglang_flags
 from kda_core.sizing.logread._verdict import sglang_verdict
-from kda_core.sizing.logs import kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.presets import GIB, ModelSpec
 from kda_core.sizing.sglang import split_memory
 from kda_core.sizing.sizes import kv_bytes_per_token, replayssm_ring_bytes

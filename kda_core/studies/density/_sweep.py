@@ -21,7 +21,6 @@ import numpy as np
 
 from kda_core import sim
 from kda_core.studies.density._analytic import (
-    REPLAY_SLOPE_K,
     DensityAnalytic,
     analytic_model,
     check_intervals,
@@ -172,12 +171,6 @@ class DensitySweep:
     analytic: DensityAnalytic
     elapsed_s: float
     replay_slope: np.ndarray  # [B]
-
-    @property
-    def replay_follows_k(self) -> bool:
-        """True when every budget's simulated replay per hit grows at least like K**0.5."""
-        sl = self.replay_slope
-        return bool(sl.size and np.all(np.isfinite(sl)) and np.all(sl >= REPLAY_SLOPE_K))
 
 
 def budget_label(b: float | None) -> str:
