@@ -133,8 +133,9 @@ def test_the_record_holds_the_model_s_greedy_continuations(trained):
 
 
 def test_greedy_continuations_of_the_sample_prompts_do_not_loop(trained):
-    """The bar: no byte 12-gram comes back within 64 greedy bytes of the sample prompts (docs/model.md) (the
-    likelihood-trained base loops on all three; its record is the innermost ``base``)."""
+    """The bar: no byte 12-gram comes back within 64 greedy bytes of the sample prompts, shown in
+    docs/model.md (the likelihood-trained base loops on all three; its record is the innermost
+    ``base``)."""
     _, meta = W.load()
     base = meta
     while "base" in base:
