@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -131,6 +132,19 @@ def test_vllm_decodes_what_the_lab_emits():
         assert theirs.kv_cache_spec_kind == mine.kv_cache_spec_kind
 
 
+def _wait_until_bound(port: int, timeout_s: float = 20.0) -> None:
+    """Until something listens on ``port`` (a TCP connection is accepted; binding a probe
+    would race the listener's own bind), at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing bound 127.0.0.1:{port} within {timeout_s} s")
+
+
 def test_the_lab_listens_to_vllms_own_publisher():
     steps = vllm_steps(list(range(1, 6 * B + 101)))
     sock = zmq.Context.instance().socket(zmq.SUB)
@@ -140,19 +154,21 @@ def test_the_lab_listens_to_vllms_own_publisher():
 
     def run():
         result["st"] = listen(
-            f"tcp://127.0.0.1:{port}", bind=True, seconds=30, batches=len(steps), out=lambda s: None
+            f"tcp://127.0.0.1:{port}", bind=True, seconds=60, batches=len(steps), out=lambda s: None
         )
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
+    _wait_until_bound(port)  # under load the listener's thread can bind late
     pub = ZmqEventPublisher(0, endpoint=f"tcp://127.0.0.1:{port}", topic="")
     try:
-        time.sleep(1.0)  # the connection is up before the first batch (PUB drops before)
+        time.sleep(2.0)  # the subscription reaches the publisher before the first batch (PUB drops)
         for i, evs in enumerate(steps):
             pub.publish(KVEventBatch(ts=float(i), events=evs))
-        t.join(30)
+        t.join(65)
     finally:
         pub.shutdown()
+    assert "st" in result, "the listener did not return within its 60 s"
     st = result["st"]
     assert st.batches == len(steps) and st.not_kv_events == 0 and st.oversize == 0
     # vLLM holds 6 MLA blocks and states at blocks 5 and 6 (3840 and 4608 tokens)
