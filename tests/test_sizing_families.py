@@ -266,6 +266,9 @@ SHIPPED_BY_HAND = {
     # 40 CCA layers (the even ones of 80): conv ((8 + 2) x 128, t0 + t1 - 2 = 2) and the
     # previous hidden state (2048, 1), no recurrent state; 40 layers of 2 KV heads
     "zaya1-8b-legacy": (40 * (1280 * 2 + 2048) * BF16, 40 * 2 * 2 * 128 * BF16),
+    # 30 Gated DeltaNet: channels 2 x 16 x 128 + 32 x 128, state 32 x 128 x 128; 10 layers of
+    # 2 KV heads x 256
+    "intern-s2-mobius": (30 * (3 * 8192 * BF16 + 32 * 128 * 128 * F32), 10 * 2 * 2 * 256 * BF16),
 }
 
 

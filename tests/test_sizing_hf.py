@@ -6,7 +6,9 @@ state, conv window and KV per token of each, derived by hand from the engines' s
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +38,7 @@ SHIPPED = {
     "olmo-hybrid-7b": ("gdn", 24, 8, 30, 30, "gqa"),  # full attention at i % 4 == 3
     "zamba2-2.7b": ("mamba2", 54, 9, 80, 1, "gqa"),  # every layer Mamba2, 9 hybrid also attend
     "zaya1-8b-legacy": ("cca", 40, 40, 10, 10, "gqa"),  # even layers of 80; 8 + 2 CCA heads
+    "intern-s2-mobius": ("gdn", 30, 10, 32, 16, "gqa"),  # layer_types: full at i % 4 == 3
 }
 
 
@@ -113,6 +116,22 @@ def test_from_path_and_folder(tmp_path):
     b = sz.from_hf_config(tmp_path / "config.json")
     assert a == b == sz.from_hf_config(cfg) and a.name == "qwen3_next"
     assert sz.from_hf_config(cfg, name="mine").name == "mine"
+
+
+def test_a_shipped_file_sizes_like_its_name(tmp_path):
+    # the path of a shipped file ({"source", "config"}) reads its "config"; the label is the
+    # config's model_type, the shape the shipped spec's
+    path = Path(sz.hf.__file__).with_name("configs") / "intern-s2-mobius.json"
+    spec = sz.from_hf_config(path)
+    assert spec.name == "interns2_mobius_text" and spec.family == "interns2_mobius_text"
+    assert dataclasses.replace(spec, name="intern-s2-mobius") == sz.shipped_spec("intern-s2-mobius")
+    # a config.json that happens to have a "config" field is read as itself
+    cfg = {**shipped_configs()["qwen3-next-80b-a3b-instruct"]["config"], "config": {}}
+    cfg["source"] = {"hf_model_id": "x/y"}
+    assert sz.from_hf_config(cfg).n_attn_layers == 12
+    wrapped = {"source": {"hf_model_id": "x/y"}, "config": {"model_type": "llama"}}
+    with pytest.raises(ValueError, match="'llama' is not sized"):
+        sz.from_hf_config(wrapped)
 
 
 def test_bad_files_are_refused(tmp_path):

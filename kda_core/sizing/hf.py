@@ -74,13 +74,22 @@ def _check_count(c: dict, key: str) -> int:
     return v
 
 
+def _unwrap_shipped(top: dict[str, Any]) -> dict[str, Any]:
+    """A shipped file (``configs/*.json``: ``{"source": {...}, "config": {...}}``) is read as
+    its ``config``, so a path to one sizes like its name; any other dict is returned as is."""
+    inner, src = top.get("config"), top.get("source")
+    if "model_type" not in top and isinstance(inner, dict) and isinstance(src, dict):
+        return inner
+    return top
+
+
 def from_hf_config(cfg: object, name: str | None = None) -> ModelSpec:
     """The ModelSpec of a hybrid model's ``config.json`` (a dict, a file, or a model folder).
 
     ``name`` defaults to the (text) ``model_type``. ValueError naming the missing or malformed
     field (with its aliases), a family neither engine serves, or a model that is not a hybrid.
     """
-    top = read_config(cfg)
+    top = _unwrap_shipped(read_config(cfg))
     text = top.get("text_config")
     c = text if isinstance(text, dict) else top
     if "model_type" not in c and "model_type" in top:

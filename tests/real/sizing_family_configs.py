@@ -1,10 +1,10 @@
 """The configs tests/real sizes against both engines' own code: every shipped config (real
 models, ``kda_core/sizing/configs``, each naming its Hugging Face id and where its values come
-from: Granite-4.0-H, Jet-Nemotron, ZAYA1, Zamba2 and OLMo-Hybrid among them) and, for the three
-families no public ``config.json`` was found for (Ling / Ring linear, InternS2, Nemotron-H
-Puzzle), the fields of the family's ``config.json`` as its config class reads them: not a
-released checkpoint (InternS2's is Qwen3.6's text config under its own model type, the Puzzle's
-the Nemotron Nano config with no per-block overrides).
+from: Granite-4.0-H, Jet-Nemotron, ZAYA1, Zamba2, OLMo-Hybrid and Intern-S2-Mobius among them)
+and, for the two families no public ``config.json`` was found for (Ling / Ring linear and
+Nemotron-H Puzzle), the fields of the family's ``config.json`` as its config class reads them:
+not a released checkpoint (the Puzzle's is the Nemotron Nano config with no per-block
+overrides, the Ling / Ring one a 16-layer lightning + MLA layout of the class's own fields).
 
 ``CONFIGS[name]`` is the raw config, ``spec(name)`` the lab's ``ModelSpec`` of it and
 ``tps(name)`` the two smallest TP sizes the config's heads allow.
@@ -18,7 +18,6 @@ from kda_core import sizing as sz
 from kda_core.sizing.hf import shipped_configs
 
 _NANO = shipped_configs()["nvidia-nemotron-nano-9b-v2"]["config"]
-_Q36 = shipped_configs()["qwen3.6-35b-a3b"]["config"]
 
 FAMILY_CONFIGS: dict[str, dict] = {
     "bailing_hybrid": {
@@ -35,11 +34,6 @@ FAMILY_CONFIGS: dict[str, dict] = {
         "qk_nope_head_dim": 128,
         "v_head_dim": 128,
         "max_position_embeddings": 131_072,
-    },
-    "interns2_mobius": {
-        "model_type": "interns2_mobius",
-        "architectures": ["InternS2MobiusForConditionalGeneration"],
-        "text_config": {**_Q36["text_config"], "model_type": "interns2_mobius_text"},
     },
     "nemotron_h_puzzle": {
         **_NANO,
