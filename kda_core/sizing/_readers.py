@@ -213,11 +213,15 @@ def read_bailing(c: dict) -> Fields:
     ``layer_group_size``-th layer MLA, the rest lightning attention with a (H, D, D) state,
     H = ``num_attention_heads``, D = ``head_dim`` (else hidden / heads): SGLang
     ``BailingHybridConfig.mamba2_cache_params``, vLLM ``linear_attention_state_shape``. The KDA
-    variant (``short_conv_kernel_size`` set) is SGLang's only and not sized here."""
+    variant (``short_conv_kernel_size`` set: Ling 3.0, ``BailingMoeV3ForCausalLM``) is not sized
+    here: SGLang sizes it with ``KimiLinearStateShape`` (``BailingHybridConfig``), vLLM with
+    ``kda_state_shape`` under that architecture (``models/bailing_moe_v3.py``, whose
+    ``_is_kda_layer`` also makes a trailing partial group attention) but as lightning under
+    ``BailingMoeV2_5ForCausalLM`` (``bailing_moe_linear.py`` reads no conv kernel)."""
     if c.get("short_conv_kernel_size") is not None:
         raise ValueError(
-            "config.json: short_conv_kernel_size is set (bailing_hybrid's KDA variant, which "
-            "SGLang 0.5.23 serves and vLLM 0.33 sizes as lightning attention): not sized here"
+            "config.json: short_conv_kernel_size is set (bailing_hybrid's KDA variant, Ling 3.0: "
+            "SGLang 0.5.23 and vLLM 0.33 serve it as BailingMoeV3ForCausalLM): not sized here"
         )
     n = config_int(c, "num_hidden_layers")
     g = config_int(c, "layer_group_size")  # vLLM's is_linear_layer takes an int only

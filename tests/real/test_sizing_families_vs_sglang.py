@@ -56,3 +56,46 @@ def test_families_sglang_does_not_serve_are_refused_by_name(name):
     )
     with pytest.raises(ValueError, match="SGLang 0.5.23 does not serve"):
         sz.split_memory(spec, 8 << 30)
+
+
+def _entry_names() -> set[str]:
+    """Every architecture SGLang's model modules register (``EntryClass``, read off the source:
+    some modules import GPU-only packages)."""
+    import ast
+    import pathlib
+
+    import sglang.srt.models as models
+
+    names: set[str] = set()
+    for path in pathlib.Path(list(models.__path__)[0]).glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "EntryClass":
+                items = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+                names |= {x.id for x in items if isinstance(x, ast.Name)}
+    return names
+
+
+def test_ling_ring_architectures_as_the_engines_register_them():
+    """Which Ling / Ring architecture each engine serves: ``BailingMoeV2_5ForCausalLM`` (the
+    lightning + MLA layout, ``model_type`` ``bailing_hybrid``) and ``BailingMoeV3ForCausalLM``
+    (Ling 3.0, KDA + MLA, the same ``model_type``) by both; ``BailingMoeLinearV2ForCausalLM``
+    (the Ring-*-linear-2.0 checkpoints, ``model_type`` ``bailing_moe_linear``) by neither."""
+    vllm_registry = pytest.importorskip("vllm.model_executor.models.registry")
+    vllm_names = set(vllm_registry._TEXT_GENERATION_MODELS)
+    sglang_names = _entry_names()
+    for arch in ("BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"):
+        assert arch in sglang_names and arch in vllm_names, arch
+    assert "BailingMoeLinearV2ForCausalLM" not in sglang_names | vllm_names
+    # the lab: the lightning layout is sized (by model_type or by architecture), Ling 3.0's
+    # KDA layout refused by name, the Ring-*-linear-2.0 layout refused as served by neither
+    lightning = fc.raw("bailing_hybrid")
+    assert sz.from_hf_config(lightning).family == "bailing_hybrid"
+    assert sz.from_hf_config({**lightning, "model_type": "bailing_moe_linear"}).n_attn_layers == 2
+    with pytest.raises(ValueError, match="BailingMoeV3ForCausalLM"):
+        sz.from_hf_config(
+            {**lightning, "architectures": ["BailingMoeV3ForCausalLM"], "short_conv_kernel_size": 4}
+        )
+    ring = {**lightning, "model_type": "bailing_moe_linear"}
+    ring["architectures"] = ["BailingMoeLinearV2ForCausalLM"]
+    with pytest.raises(ValueError, match="not one of the hybrid families"):
+        sz.from_hf_config(ring)
