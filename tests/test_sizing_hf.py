@@ -134,6 +134,20 @@ def test_a_shipped_file_sizes_like_its_name(tmp_path):
         sz.from_hf_config(wrapped)
 
 
+@pytest.mark.parametrize("name", sorted(shipped_configs()))
+def test_the_command_line_sizes_each_shipped_file_like_its_name(capsys, name):
+    from kda_core.sizing import _cli
+
+    path = Path(sz.hf.__file__).with_name("configs") / f"{name}.json"
+    runs = []
+    for arg in (name, str(path)):
+        assert _cli.main([arg, "--engine", "both", "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    by_name, by_path = runs
+    for engine in ("sglang", "vllm"):
+        assert by_path[engine] == by_name[engine], engine
+
+
 def test_bad_files_are_refused(tmp_path):
     big = tmp_path / "big.json"
     big.write_text("{" + " " * (1 << 20) + "}")
