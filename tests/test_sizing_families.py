@@ -146,8 +146,79 @@ def test_bailing_lightning_layers_and_mla():
     assert sz.size_sglang(s, d).ssm_dtype == "float32"
     by_arch = {**c, "model_type": "bailing_moe_linear"}  # found by its architecture
     assert sz.from_hf_config(by_arch).family == "bailing_hybrid"
-    with pytest.raises(ValueError, match="KDA variant"):
+    # a conv kernel under the V2.5 architecture: SGLang builds KDA layers, vLLM lightning ones
+    with pytest.raises(ValueError, match="BailingMoeV2_5ForCausalLM: SGLang 0.5.23 sizes KDA"):
         sz.from_hf_config({**c, "short_conv_kernel_size": 4})
+
+
+LING3 = {
+    "model_type": "bailing_hybrid",
+    "architectures": ["BailingMoeV3ForCausalLM"],
+    "num_hidden_layers": 42,
+    "layer_group_size": 6,
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "head_dim": 128,
+    "short_conv_kernel_size": 4,
+    "no_kda_lora": True,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+}
+
+
+def test_bailing_kda_ling3_state_cell_and_dtypes():
+    s = sz.from_hf_config(LING3)
+    # MLA at layers 5, 11, ..., 41: 7 of 42; the rest KDA
+    assert (s.linear_kind, s.n_linear_layers, s.n_attn_layers, s.attn_kind) == (
+        "kda",
+        35,
+        7,
+        "mla",
+    )
+    assert s.vllm_tail_attn_layers == 0
+    for tp in (1, 2):
+        # KimiLinearStateShape / kda_state_shape: conv (W-1) x (H D + 2 H D) / tp in bf16,
+        # state (H / tp, D, D)
+        conv = 3 * (32 * 128 + 2 * 32 * 128) // tp * BF16
+        for ssm, b in (("float32", F32), ("bfloat16", BF16)):
+            state = 32 // tp * 128 * 128 * b
+            assert sz.slot_bytes(s, tp, ssm) == 35 * (conv + state), (tp, ssm)
+        assert sz.kv_bytes_per_token(s, tp) == 7 * (512 + 64) * BF16
+    d = sz.Deployment(4 << 30, 2, "bfloat16", max_model_len=8192)
+    # SGLang takes the flag; vLLM's BailingMoeV3 never passes it to kda_state_dtype: float32
+    assert sz.size_sglang(s, d).ssm_dtype == "bfloat16"
+    assert sz.size_vllm(s, d).ssm_dtype == "float32"
+    assert sz.size_vllm(s, d).mamba_page_bytes == 3 * 12288 // 2 * BF16 + 16 * 128 * 128 * F32
+    assert sz.engine_refusal(s, "sglang") == sz.engine_refusal(s, "vllm") == ""
+
+
+def test_bailing_kda_trailing_partial_group_follows_each_engine():
+    # 44 layers in groups of 6: SGLang's layers_block_type keeps layers 42, 43 KDA; vLLM's
+    # _is_kda_layer makes every layer at or past 44 // 6 * 6 = 42 attention
+    s = sz.from_hf_config({**LING3, "num_hidden_layers": 44})
+    assert (s.n_linear_layers, s.n_attn_layers, s.vllm_tail_attn_layers) == (37, 7, 2)
+    per_layer = 3 * 12288 * BF16 + 32 * 128 * 128 * F32
+    assert sz.slot_bytes(s, 1, "float32") == 37 * per_layer
+    assert sz.kv_bytes_per_token(s, 1) == 7 * 576 * BF16
+    p = sz.vllm_plan(s, 8 << 30, 1, max_model_len=8192)
+    # vLLM's groups: 9 attention layers and 35 KDA layers, group size 9 -> 1 + 4 groups
+    assert (p.spec.n_attn_layers, p.spec.n_linear_layers) == (9, 35)
+    assert (p.group_size, p.attn_groups, p.mamba_groups) == (9, 1, 4)
+    with pytest.raises(ValueError, match="vllm_tail_attn_layers must be"):
+        sz.ModelSpec("x", 2, 1, 4, vllm_tail_attn_layers=3)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"short_conv_kernel_size": None}, "missing field 'short_conv_kernel_size'"),
+        ({"head_dim": None}, "missing field 'head_dim'"),
+        ({"use_mla_nope": True}, "use_mla_nope"),
+    ],
+)
+def test_bailing_kda_refusals_name_the_field(change, match):
+    with pytest.raises(ValueError, match=match):
+        sz.from_hf_config({**LING3, **change})
 
 
 def test_sglang_only_families():

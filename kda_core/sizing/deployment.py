@@ -20,6 +20,7 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.sizing._kinds import LINEAR_KINDS
+from kda_core.sizing.families import FAMILIES
 from kda_core.sizing.presets import DTYPE_BYTES, GIB, MAX_COUNT, ModelSpec
 from kda_core.sizing.slots import STRATEGIES
 
@@ -130,12 +131,14 @@ class Deployment:
     def state_dtype(self, spec: ModelSpec, engine: str) -> str:
         """The recurrent-state dtype ``engine`` allocates for ``spec``: ``ssm_dtype`` when given,
         else the engine's default (module doc). vLLM sizes a lightning state in the cache
-        (conv) dtype whatever the SSM flag (``linear_attention_state_dtype``)."""
+        (conv) dtype whatever the SSM flag (``linear_attention_state_dtype``), and ignores the
+        flag for a family whose classes never read it (``FAMILIES``' ``vllm_ssm_flag``)."""
         kind = LINEAR_KINDS[spec.linear_kind]
         if engine == "vllm":
             if kind.vllm_state_dtype == "conv":
                 return self.conv_dtype
-            if self.ssm_dtype is not None:
+            fam = FAMILIES.get(spec.family)
+            if self.ssm_dtype is not None and (fam is None or fam.vllm_ssm_flag):
                 return self.ssm_dtype
             if kind.vllm_state_dtype == "float32":
                 return "float32"

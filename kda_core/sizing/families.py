@@ -23,12 +23,14 @@ from kda_core.sizing.presets import ModelSpec
 @dataclass(frozen=True, slots=True)
 class _Family:
     """A hybrid family: ``read`` (config dict -> ModelSpec fields) and the class each engine
-    serves it with ("" = not served)."""
+    serves it with ("" = not served); ``vllm_ssm_flag`` False: vLLM's classes for it never read
+    ``--mamba-ssm-cache-dtype`` (the state dtype is the kind's ``auto``)."""
 
     label: str
     read: Callable[[dict], dict[str, Any]]
     sglang: str
     vllm: str
+    vllm_ssm_flag: bool = True
 
 
 _KIMI = _Family("Kimi-Linear", r.read_kimi, "KimiLinearConfig", "KimiLinearForCausalLM")
@@ -68,8 +70,16 @@ FAMILIES: dict[str, _Family] = {
     ),
     "lfm2": _LFM2,
     "lfm2_moe": _Family("LFM2-MoE", r.read_lfm2, "Lfm2MoeConfig", "Lfm2MoeForCausalLM"),
+    # vLLM: BailingMoeV25ForCausalLM (lightning: linear_attention_state_dtype, the cache dtype)
+    # and BailingMoeV3ForCausalLM (Ling 3.0, KDA: get_mamba_state_dtype_from_config and
+    # BailingMoeV3KimiDeltaAttention.get_state_dtype call kda_state_dtype without the SSM flag,
+    # so its recurrent state is float32 whatever the flag)
     "bailing_hybrid": _Family(
-        "Ling / Ring linear", r.read_bailing, "BailingHybridConfig", "BailingMoeV25ForCausalLM"
+        "Ling / Ring linear",
+        r.read_bailing,
+        "BailingHybridConfig",
+        "BailingMoeV25ForCausalLM",
+        vllm_ssm_flag=False,
     ),
     "jet_nemotron": _Family("Jet-Nemotron", r.read_jet_nemotron, "JetNemotronConfig", ""),
     "minicpm_sala": _Family("MiniCPM hybrid", r.read_minicpm_sala, "MiniCPMHybridConfig", ""),

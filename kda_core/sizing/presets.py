@@ -72,6 +72,8 @@ class ModelSpec:
     ``context_len`` its maximum context (0 when not given). ``nextn_predict_layers`` and
     ``mtp_hidden_layers`` are the config's ``num_nextn_predict_layers`` and
     ``mtp_num_hidden_layers`` (0 when absent): the MTP modules each engine reads (``_drafts``).
+    The layer counts are SGLang's; ``vllm_tail_attn_layers`` of the linear layers are attention
+    layers in vLLM (Ling 3.0's trailing partial layer group; ``size_vllm`` moves them).
     """
 
     name: str
@@ -97,6 +99,7 @@ class ModelSpec:
     context_len: int = 0
     nextn_predict_layers: int = 0
     mtp_hidden_layers: int = 0
+    vllm_tail_attn_layers: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -115,6 +118,7 @@ class ModelSpec:
         _check_int("mtp_hidden_layers", self.mtp_hidden_layers, 0, 64)
         if self.n_linear_layers + self.n_attn_layers == 0:
             raise ValueError("n_linear_layers + n_attn_layers must be >= 1")
+        _check_int("vllm_tail_attn_layers", self.vllm_tail_attn_layers, 0, self.n_linear_layers)
         if self.linear_kind not in _LINEAR_KIND_NAMES:
             raise ValueError(
                 f"linear_kind must be one of {_LINEAR_KIND_NAMES}, got {self.linear_kind!r}"

@@ -15,6 +15,7 @@ spelling. Sources and the lab's choices (backend kernel block sizes are inputs):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -101,6 +102,21 @@ def _mamba_page(spec: ModelSpec, d: Deployment, ssm: str) -> int:
     return conv + shape.temporal_elems * dtype_bytes(ssm, "ssm_dtype")
 
 
+def _vllm_layers(spec: ModelSpec) -> ModelSpec:
+    """The spec with vLLM's layer counts: its ``vllm_tail_attn_layers`` linear layers are
+    attention layers in vLLM (Ling 3.0's trailing partial group, ``bailing_moe_v3.py``
+    ``_is_kda_layer``; SGLang keeps them linear)."""
+    t = spec.vllm_tail_attn_layers
+    if not t:
+        return spec
+    return dataclasses.replace(
+        spec,
+        n_linear_layers=spec.n_linear_layers - t,
+        n_attn_layers=spec.n_attn_layers + t,
+        vllm_tail_attn_layers=0,
+    )
+
+
 def _check_served(spec: ModelSpec) -> None:
     if spec.n_attn_layers == 0 or spec.n_linear_layers == 0:
         raise ValueError("spec must have both attention and linear layers for a hybrid plan")
@@ -118,7 +134,7 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     and ``d.prefill_checkpoint_blocks`` what the linear layers' prefill backend declares (None:
     the kind's, ``MambaMixer2``: 1 block; FLA GDN and KDA: none).
     """
-    spec = as_spec(spec)
+    spec = _vllm_layers(as_spec(spec))
     _check_served(spec)
     if d.mtp:  # the MTP draft's default num_speculative_tokens
         d = d.replace(num_speculative_tokens=vllm_mtp_tokens(spec, d.num_speculative_tokens))
