@@ -193,11 +193,17 @@ def _check_recoverssm(spec: ModelSpec, d: Deployment) -> bool:
     """``--use-replayssm`` on a KDA model with speculative tokens is RecoverSSM
     (``VllmConfig.validate_mamba_cached_kernel``); ValueError for what the lab does not model:
     ReplaySSM on other kinds, or on KDA without speculative tokens (which Kimi K3 refuses:
-    ``KimiK3DeltaAttention.__init__``)."""
+    ``KimiK3DeltaAttention.__init__``), and for Ling 3.0, which vLLM refuses there
+    (``supports_replayssm`` is False for ``BailingMoeV3ForCausalLM``)."""
     if not d.use_replayssm:
         return False
     if spec.linear_kind != "kda":
         raise ValueError("use_replayssm: the lab sizes vLLM's ReplaySSM on KDA (RecoverSSM) only")
+    if spec.family == "bailing_hybrid":  # BailingMoeV3ForCausalLM is no SupportsReplaySSM
+        raise ValueError(
+            "use_replayssm: vLLM 0.33 does not support --use-replayssm for Ling 3.0 "
+            "(BailingMoeV3ForCausalLM)"
+        )
     if not d.num_speculative_tokens:
         raise ValueError(
             "use_replayssm: Kimi-K3 supports --use-replayssm only with speculative "

@@ -91,7 +91,7 @@ def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
     """(shapes, dtypes, prefill checkpoint blocks) vLLM's model class gives for the config
     (``num_spec`` speculative tokens: the model's ``speculative_config``; KDA's as
     ``KimiK3DeltaAttention.get_state_shape`` passes them)."""
-    if fc.spec(name).linear_kind == "kda":
+    if "linear_attn_config" in fc.raw(name).get("text_config", fc.raw(name)):  # Kimi
         return (*_kda_state(name, tp, ssm, num_spec), 0)
     arch = _arch(name)
     module, cls = _TEXT_GENERATION_MODELS.get(arch) or _MULTIMODAL_MODELS[arch]
@@ -116,6 +116,21 @@ def real_state(name: str, tp: int, ssm: str | None, num_spec: int = 0):
     dtypes = model.get_mamba_state_dtype_from_config(vc)
     checkpoint = 1 if fc.spec(name).linear_kind == "mamba2" else 0  # MambaMixer2's spec
     return shapes, dtypes, checkpoint
+
+
+def real_layers(name: str) -> tuple[int, int]:
+    """(attention, linear) layers as vLLM's model builds them: Ling 3.0's
+    ``BailingMoeV3DecoderLayer`` asks ``_is_kda_layer`` per layer (a trailing partial group is
+    attention); every other class builds the layers the lab's spec counts."""
+    spec = fc.spec(name)
+    if _arch(name) != "BailingMoeV3ForCausalLM":
+        return spec.n_attn_layers, spec.n_linear_layers
+    from vllm.model_executor.models.bailing_moe_v3 import _is_kda_layer
+
+    raw = fc.raw(name)
+    n, g = raw["num_hidden_layers"], raw["layer_group_size"]
+    kda = sum(_is_kda_layer(i, g, n) for i in range(n))
+    return n - kda, kda
 
 
 class _Backend:
@@ -198,8 +213,9 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0,
         mamba = dataclasses.replace(
             mamba, num_prefill_checkpoint_blocks=checkpoint, prefill_checkpoint_alignment=1
         )
-    layers = {f"a{i}": attn for i in range(spec.n_attn_layers)}
-    layers.update({f"m{i}": mamba for i in range(spec.n_linear_layers)})
+    n_attn, n_linear = real_layers(name)
+    layers = {f"a{i}": attn for i in range(n_attn)}
+    layers.update({f"m{i}": mamba for i in range(n_linear)})
     drafts = dataclasses.replace(attn, is_draft=True)
     layers.update({f"mtp.layers.{i}": drafts for i in range(draft)})
     groups = kp._get_kv_cache_groups_uniform_page_size(layers)
@@ -233,6 +249,7 @@ def test_vllm_plan_is_vllms(monkeypatch, name, tp, kv, ssm, mode, length):
     assert TORCH[p.ssm_dtype] == dtypes[-1] or len(dtypes) == 1  # vLLM's default, or the flag
     assert p.block_size == cc.block_size
     assert p.page_bytes == (cc.mamba_page_size_padded or mamba_page)
+    assert (p.spec.n_attn_layers, p.spec.n_linear_layers) == real_layers(name)
     assert p.attn_groups + p.mamba_groups == len(groups)
     assert max(len(g.layer_names) for g in groups) == p.group_size
     assert p.num_blocks == config.num_blocks

@@ -87,14 +87,16 @@ def test_ling_ring_architectures_as_the_engines_register_them():
         assert arch in sglang_names and arch in vllm_names, arch
     assert "BailingMoeLinearV2ForCausalLM" not in sglang_names | vllm_names
     # the lab: the lightning layout is sized (by model_type or by architecture), Ling 3.0's
-    # KDA layout refused by name, the Ring-*-linear-2.0 layout refused as served by neither
+    # KDA layout sized as KDA (a conv kernel under the V2.5 architecture refused: SGLang would
+    # build KDA layers, vLLM lightning ones), the Ring-*-linear-2.0 layout refused as served by
+    # neither
     lightning = fc.raw("bailing_hybrid")
     assert sz.from_hf_config(lightning).family == "bailing_hybrid"
     assert sz.from_hf_config({**lightning, "model_type": "bailing_moe_linear"}).n_attn_layers == 2
-    with pytest.raises(ValueError, match="BailingMoeV3ForCausalLM"):
-        sz.from_hf_config(
-            {**lightning, "architectures": ["BailingMoeV3ForCausalLM"], "short_conv_kernel_size": 4}
-        )
+    kda = {**lightning, "architectures": ["BailingMoeV3ForCausalLM"], "short_conv_kernel_size": 4}
+    assert sz.from_hf_config(kda).linear_kind == "kda"
+    with pytest.raises(ValueError, match="under BailingMoeV2_5ForCausalLM"):
+        sz.from_hf_config({**lightning, "short_conv_kernel_size": 4})
     ring = {**lightning, "model_type": "bailing_moe_linear"}
     ring["architectures"] = ["BailingMoeLinearV2ForCausalLM"]
     with pytest.raises(ValueError, match="not one of the hybrid families"):

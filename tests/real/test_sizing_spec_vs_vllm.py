@@ -168,6 +168,21 @@ def _real_records_class():
     return scope["KDARecoverSSMRecords"]
 
 
+def _real_supports_replayssm(name: str) -> bool:
+    """vLLM's ``supports_replayssm`` on the architecture's model class (what
+    ``VllmConfig.validate_mamba_cached_kernel`` asks through ``ModelConfig``)."""
+    import importlib
+
+    from vllm.model_executor.models.interfaces import supports_replayssm
+
+    module, cls = (
+        cv._TEXT_GENERATION_MODELS.get(cv._arch(name)) or cv._MULTIMODAL_MODELS[cv._arch(name)]
+    )
+    if not module.startswith("vllm."):
+        module = f"vllm.model_executor.models.{module}"
+    return supports_replayssm(getattr(importlib.import_module(module), cls))
+
+
 @pytest.mark.parametrize("name", KDA_NAMES)
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("mode, length", [("align", 131_072), ("none", 32_768)])
@@ -176,6 +191,12 @@ def test_recoverssm_blocks_and_records_are_vllms(monkeypatch, name, k, mode, len
     spec = fc.spec(name)
     tp = fc.tps(name)[-1]
     avail = 23 * (1 << 30) + 123_456_789
+    if use_replayssm and not _real_supports_replayssm(name):  # Ling 3.0: vLLM refuses the flag
+        with pytest.raises(ValueError, match="does not support --use-replayssm"):
+            sz.vllm_plan(
+                spec, avail, tp, max_model_len=length, num_speculative_tokens=k, use_replayssm=True
+            )
+        return
     blocks = _real_speculative_blocks(k, use_replayssm)
     assert blocks == (0 if use_replayssm else k)
     cc, groups, config, tokens, conc, _ = real_plan(
