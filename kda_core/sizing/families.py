@@ -75,7 +75,7 @@ FAMILIES: dict[str, _Family] = {
     # BailingMoeV3KimiDeltaAttention.get_state_dtype call kda_state_dtype without the SSM flag,
     # so its recurrent state is float32 whatever the flag)
     "bailing_hybrid": _Family(
-        "Ling / Ring linear",
+        "Ling / Ring linear, Ling 3.0",
         r.read_bailing,
         "BailingHybridConfig",
         "BailingMoeV25ForCausalLM",
