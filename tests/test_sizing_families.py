@@ -146,6 +146,11 @@ def test_bailing_lightning_layers_and_mla():
     assert sz.size_sglang(s, d).ssm_dtype == "float32"
     by_arch = {**c, "model_type": "bailing_moe_linear"}  # found by its architecture
     assert sz.from_hf_config(by_arch).family == "bailing_hybrid"
+    # no head_dim: SGLang's class default 128, vLLM's hidden / heads: sized where they agree
+    no_hd = {k: v for k, v in c.items() if k != "head_dim"}
+    assert sz.from_hf_config(no_hd).linear_k_dim == 2048 // 16 == 128
+    with pytest.raises(ValueError, match="head size .* is 128 in SGLang 0.5.23 and 256 in vLLM"):
+        sz.from_hf_config({**no_hd, "hidden_size": 4096})
     # a conv kernel under the V2.5 architecture: SGLang builds KDA layers, vLLM lightning ones
     with pytest.raises(ValueError, match="BailingMoeV2_5ForCausalLM: SGLang 0.5.23 sizes KDA"):
         sz.from_hf_config({**c, "short_conv_kernel_size": 4})

@@ -213,8 +213,9 @@ def read_bailing(c: dict) -> Fields:
     (SGLang ``BailingHybridConfig.layers_block_type``; vLLM takes an int group size only), the
     rest lightning attention, or KDA when ``short_conv_kernel_size`` is set (Ling 3.0,
     ``_read_bailing_kda``). Lightning: a (H, D, D) state, H = ``num_attention_heads``, D =
-    ``head_dim`` (else hidden / heads): SGLang ``BailingHybridConfig.mamba2_cache_params``,
-    vLLM ``BailingMoeV25ForCausalLM`` ``linear_attention_state_shape``."""
+    ``head_dim``: SGLang ``BailingHybridConfig.mamba2_cache_params``, vLLM
+    ``BailingMoeV25ForCausalLM.get_mamba_state_shape_from_config``; without the field SGLang's
+    class default is 128, vLLM's ``getattr`` default hidden / heads (they must agree)."""
     n = config_int(c, "num_hidden_layers")
     g = config_int(c, "layer_group_size")  # vLLM's is_linear_layer takes an int only
     n_attn = sum(1 for i in range(n) if (i + 1) % g == 0)
@@ -222,13 +223,16 @@ def read_bailing(c: dict) -> Fields:
     if c.get("short_conv_kernel_size") is not None or "BailingMoeV3ForCausalLM" in archs:
         _check_bailing_kda(c)
         return _read_bailing_kda(c, n, g, n_attn)
+    d = head_dim_or_hidden(c)
+    if c.get("head_dim") is None:
+        d = check_agree("the lightning head size (no head_dim)", 128, d)
     return {
         "n_linear_layers": n - n_attn,
         "n_attn_layers": n_attn,
         "linear_kind": "lightning",
         "linear_heads": config_int(c, "num_attention_heads"),
-        "linear_k_dim": head_dim_or_hidden(c),
-        "linear_v_dim": head_dim_or_hidden(c),
+        "linear_k_dim": d,
+        "linear_v_dim": d,
         "conv_kernel": 1,
         "kv_lora_rank": config_int(c, "kv_lora_rank"),
         "qk_rope_head_dim": config_int(c, "qk_rope_head_dim", lo=0),

@@ -93,6 +93,14 @@ def test_ling_ring_architectures_as_the_engines_register_them():
     lightning = fc.raw("bailing_hybrid")
     assert sz.from_hf_config(lightning).family == "bailing_hybrid"
     assert sz.from_hf_config({**lightning, "model_type": "bailing_moe_linear"}).n_attn_layers == 2
+    # without head_dim SGLang's class takes its default 128 (the lab refuses where vLLM's
+    # hidden / heads differs)
+    from sglang.srt.configs.bailing_hybrid import BailingHybridConfig
+
+    no_hd = {k: v for k, v in lightning.items() if k != "head_dim"}
+    assert BailingHybridConfig(**{**no_hd, "hidden_size": 4096}).head_dim == 128
+    with pytest.raises(ValueError, match="lightning head size"):
+        sz.from_hf_config({**no_hd, "hidden_size": 4096})
     kda = {**lightning, "architectures": ["BailingMoeV3ForCausalLM"], "short_conv_kernel_size": 4}
     assert sz.from_hf_config(kda).linear_kind == "kda"
     with pytest.raises(ValueError, match="under BailingMoeV2_5ForCausalLM"):
