@@ -68,7 +68,7 @@ class EagleDraft:
         return self.kv_heads(tp) * 2 * self.head_dim * dtype_bytes(kv_dtype, "kv_dtype")
 
 
-def _count(c: dict[str, Any], key: str, lo: int = 1) -> int:
+def _check_count(c: dict[str, Any], key: str, lo: int = 1) -> int:
     v = c.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= MAX_DIM:
         raise ValueError(f"draft config.json: {key} must be an integer in [{lo}, {MAX_DIM}]")
@@ -87,14 +87,14 @@ def read_eagle_draft(cfg: object, name: str | None = None) -> EagleDraft:
     layer_types = c.get("layer_types") or []
     if c.get("use_sliding_window") or "sliding_attention" in layer_types:
         raise ValueError("draft config.json: sliding-window draft layers are not sized")
-    layers = _count(c, "num_hidden_layers")
-    heads = _count(c, "num_attention_heads")
-    kv = _count(c, "num_key_value_heads") if "num_key_value_heads" in c else heads
-    head_dim = c.get("head_dim") or _count(c, "hidden_size") // heads
+    layers = _check_count(c, "num_hidden_layers")
+    heads = _check_count(c, "num_attention_heads")
+    kv = _check_count(c, "num_key_value_heads") if "num_key_value_heads" in c else heads
+    head_dim = c.get("head_dim") or _check_count(c, "hidden_size") // heads
     head_dim = check_int("draft config.json: head_dim", head_dim, 1, MAX_DIM)
     nextn = c.get("num_nextn_predict_layers")
     if nextn is not None:
-        nextn = _count(c, "num_nextn_predict_layers", 0)
+        nextn = _check_count(c, "num_nextn_predict_layers", 0)
     archs = c.get("architectures") or [""]
     label = name or str(c.get("model_type") or "draft")
     return EagleDraft(label, str(archs[0]), layers, kv, head_dim, nextn)

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from kda_core.sizing._drafts import vllm_mtp_layers, vllm_mtp_tokens
-from kda_core.sizing._eagle import vllm_eagle_groups
+from kda_core.sizing._eagle import check_eagle, vllm_eagle_groups
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -123,6 +123,8 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     """
     spec = as_spec(spec)
     _check_served(spec)
+    if d.eagle is not None:
+        check_eagle(spec, "vllm")
     if d.eagle is not None and not d.num_speculative_tokens:
         raise ValueError("eagle: num_speculative_tokens must be given (1..1024) for an EAGLE draft")
     if d.mtp:  # the MTP draft's default num_speculative_tokens
