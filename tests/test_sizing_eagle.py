@@ -126,8 +126,11 @@ def test_refusals_and_deployment_checks():
         sz.split_memory(nemo, 8 * GIB, eagle=d)
     with pytest.raises(ValueError, match="two drafters"):
         sz.Deployment(GIB, mtp=True, eagle=d)
-    with pytest.raises(ValueError, match="eagle must be a draft config"):
+    with pytest.raises(ValueError, match="num_attention_heads must be an integer"):
         sz.Deployment(GIB, eagle={"num_hidden_layers": 1})
+    with pytest.raises(ValueError, match="eagle must be a draft config.json"):
+        sz.Deployment(GIB, eagle=3)
+    assert sz.Deployment(GIB, eagle=DRAFT).eagle == d  # a shipped draft by name
 
 
 def test_cli_spells_the_draft_as_each_engine_does(capsys, tmp_path):
