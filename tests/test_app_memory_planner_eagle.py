@@ -61,6 +61,8 @@ def test_a_smaller_draft_gets_its_own_group_and_sglang_over_reserves():
     s, v, _, _ = _sized(Q38, 2, 2)
     assert v.draft_groups == 1 and v.draft_block_size == 2 * v.block_size
     assert f"| drafter's block size (tokens) | none | {v.draft_block_size:,} |" in table
+    attn = 16 * -(-19_000 // v.block_size) + -(-19_000 // v.draft_block_size)  # the draft's too
+    assert f"| {48 * (2 + 2)} mamba + {attn} attention blocks |" in table
     assert "its own KV cache group (another shape)" in table
     assert s.draft_unpriced_bytes < 0
     over = f"{-s.draft_unpriced_bytes / sizing.MIB:.1f} MiB"

@@ -158,6 +158,8 @@ def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> 
     )
     v = sizing.size_vllm(p.spec, d)
     attn = v.attn_groups * -(-v.max_model_len // v.block_size)
+    if v.draft_groups:  # an EAGLE drafter's own attention groups, at its own block
+        attn += v.draft_groups * -(-v.max_model_len // v.draft_block_size)
     running = 0 if v.max_num_seqs_error else min(v.max_num_seqs, int(v.max_concurrency))
     lines = tuple(sizing.vllm_log_lines(v))
     drafter = d.mtp or d.eagle is not None
