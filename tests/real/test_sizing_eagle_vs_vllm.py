@@ -102,10 +102,13 @@ def real_eagle_plan(monkeypatch, name, tp, kv, length, avail, mode, raw, k):
     layers.update({f"m{i}": mamba for i in range(spec.n_linear_layers)})
     draft = dataclasses.replace(_draft_spec(raw, bs, tp, kv), is_draft=True)
     layers.update({f"draft.layers.{i}": draft for i in range(raw["num_hidden_layers"])})
-    groups = kp.get_kv_cache_groups(vc, layers)
+    warned: list[str] = []
+    with monkeypatch.context() as m:  # the "Add N padding layers" lines vLLM logs
+        m.setattr(kp.logger, "warning", lambda msg, *a: warned.append(msg % a))
+        groups = kp.get_kv_cache_groups(vc, layers)
     config = kp.get_kv_cache_config_from_groups(vc, groups, avail)
     tokens, conc = ku.get_kv_cache_capacity(vc, config)
-    return cc, groups, config, tokens, conc
+    return cc, groups, config, tokens, conc, warned
 
 
 @pytest.mark.parametrize("name", TARGETS)
@@ -120,7 +123,7 @@ def test_eagle_draft_layers_in_vllms_kv_groups(monkeypatch, name, shape, kv, mod
     avail = 23 * (1 << 30) + 123_456_789
     k = 3
     for tp in fc.tps(name):
-        cc, groups, config, tokens, conc = real_eagle_plan(
+        cc, groups, config, tokens, conc, warned = real_eagle_plan(
             monkeypatch, name, tp, kv, length, avail, mode, raw, k
         )
         p = sz.vllm_plan(
@@ -145,6 +148,8 @@ def test_eagle_draft_layers_in_vllms_kv_groups(monkeypatch, name, shape, kv, mod
         assert p.num_blocks == config.num_blocks
         assert (p.kv_cache_tokens, p.max_concurrency) == (tokens, conc)
         assert sum(n.startswith("draft.") for n in names) == layers
+        padding = [x for x in sz.vllm_log_lines(p) if x.startswith("Add ")]
+        assert sorted(padding) == sorted(x for x in warned if x.startswith("Add "))
 
 
 def test_shipped_draft_pairs_with_a_shipped_target():
