@@ -110,7 +110,7 @@ def test_eagle_draft_cell_tokens_and_pool_are_sglangs(monkeypatch, tmp_path, nam
     draft = read_eagle_draft(raw, "draft")
     spec = fc.spec(name)
     rest = 21 * GIB + 987_654_321
-    for tp in fc.tps(name):
+    for tp in fc.tps(name, 4):
         with sc.runtime_tp(monkeypatch, tp):
             cfg = mt._config(name, fc.raw(name))
             priced = _priced_layers(monkeypatch, cfg, path)

@@ -122,7 +122,7 @@ def test_eagle_draft_layers_in_vllms_kv_groups(monkeypatch, name, shape, kv, mod
     draft = read_eagle_draft(raw, "draft")
     avail = 23 * (1 << 30) + 123_456_789
     k = 3
-    for tp in fc.tps(name):
+    for tp in fc.tps(name, 4):
         cc, groups, config, tokens, conc, warned = real_eagle_plan(
             monkeypatch, name, tp, kv, length, avail, mode, raw, k
         )
