@@ -27,6 +27,7 @@ heads ``get_num_kv_heads(tp)``, rows ``size + page_size`` (``MHATokenToKVPool``)
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,8 +103,6 @@ def read_eagle_draft(cfg: object, name: str | None = None) -> EagleDraft:
 
 def shipped_drafts() -> dict[str, dict[str, Any]]:
     """The shipped draft configs by name, ``{"source": {...}, "pairs_with": ..., "config"}``."""
-    import json
-
     return {
         p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(_DRAFT_DIR.glob("*.json"))
     }
