@@ -122,8 +122,10 @@ def test_cli_names_the_drafts_share(capsys):
     assert json.loads(capsys.readouterr().out)["vllm"] == v
     assert main(argv) == 0
     assert "draft_attn_layers" not in json.loads(capsys.readouterr().out)["vllm"]
-    assert main([*argv, "--speculative-config", '{"method": "eagle"}']) == 2
-    assert '"method": "mtp"' in capsys.readouterr().err
+    assert main([*argv, "--speculative-config", '{"method": "ngram"}']) == 2
+    assert '"method" "mtp", "eagle" or "eagle3"' in capsys.readouterr().err
+    assert main([*argv, "--speculative-config", '{"method": "eagle"}']) == 2  # no draft named
+    assert '"model" must name the draft' in capsys.readouterr().err
     assert main(["kimi-k3", "--speculative-algorithm", "NEXTN", "--json"]) == 2  # no such field
     assert "num_nextn_predict_layers" in capsys.readouterr().err
 

@@ -25,12 +25,25 @@ ENGINE_MSG = Catalog(
             "MTP drafter (the model's own MTP modules draft)",
             "MTP 草稿模型（由模型自带的 MTP 模块起草）",
         ),
+        "f_eagle": (
+            "EAGLE3 drafter (the bundled Qwen3-Next EAGLE3 draft config)",
+            "EAGLE3 草稿模型（内置的 Qwen3-Next EAGLE3 草稿配置）",
+        ),
         "f_requested": ("max running requests (0 = unset)", "最大并发请求数（0 = 不设）"),
         "f_max_num_seqs": ("vLLM max_num_seqs", "vLLM max_num_seqs"),
         "f_prefix": ("vLLM prefix caching", "vLLM 前缀缓存"),
         "b_k3": ("K3 write-up example", "K3 文章中的例子"),
         "v_page": ("page size", "页大小"),
         "v_mtp": ("MTP drafter", "MTP 草稿模型"),
+        "v_eagle": ("EAGLE3 drafter", "EAGLE3 草稿模型"),
+        "e_two_drafters": (
+            "choose one drafter: MTP or EAGLE3, not both",
+            "只能选一个草稿模型：MTP 或 EAGLE3，不能同时选",
+        ),
+        "e_eagle_draft": (
+            "an EAGLE3 drafter needs draft tokens >= 1 (vLLM's num_speculative_tokens)",
+            "EAGLE3 草稿模型需要草稿 token 数 >= 1（vLLM 的 num_speculative_tokens）",
+        ),
         "v_requested": ("max running requests", "最大并发请求数"),
         "v_max_num_seqs": ("max_num_seqs", "max_num_seqs"),
         "v_log_ratio": ("ratio of the log (0 = unknown)", "日志的比例（0 = 未知）"),
@@ -70,6 +83,26 @@ ENGINE_MSG = Catalog(
         "eng_draft_v": (
             "{n} attention layer(s), {mib} per request",
             "{n} 个注意力层，每请求 {mib}",
+        ),
+        "eng_eagle_kv": ("EAGLE3 drafter's KV", "EAGLE3 草稿模型的 KV"),
+        "eng_eagle_where": ("where the drafter's KV lives", "草稿模型 KV 所在"),
+        "eng_eagle_pool": (
+            "its own pool, {gib} (at the draft's shape)",
+            "自己的池，{gib}（按草稿模型的形状）",
+        ),
+        "eng_eagle_own": (
+            "its own KV cache group (another shape)",
+            "自己的 KV cache 组（形状不同）",
+        ),
+        "eng_eagle_joins": (
+            "the target's attention groups (same shape)",
+            "并入目标模型的注意力组（形状相同）",
+        ),
+        "eng_eagle_block": ("drafter's block size (tokens)", "草稿模型的块大小（token）"),
+        "eng_beyond": ("{gib} beyond the budget", "超出预算 {gib}"),
+        "eng_over": (
+            "none: the budget reserves {gib} more than the pool takes",
+            "无：预算比池多预留 {gib}",
         ),
         "eng_kv_alone": ("KV tokens without the drafter", "不含草稿模型时的 KV token 数"),
         "eng_unpriced": (

@@ -75,6 +75,7 @@ def compute_plan(
     attn_kind: str = "mla",
     value_dim: float = 0,
     mtp: bool = False,
+    eagle: bool = False,
     history: list | None = None,
 ) -> tuple:
     """Validate and plan (SGLang, then vLLM for the same knobs); the live run: a scaled pool
@@ -82,12 +83,14 @@ def compute_plan(
     given = locals()
     a = {k: checks.check(k, given[k]) for k in checks.KNOWN}
     spec = checks.model_spec(model, config_json, a, mtp)
+    checks.check_eagle(spec, eagle, mtp, a["draft"])
     a["tp"] = checks.check_tp(spec, a["tp"])
     plan_keys = (*checks.NUMBERS, "ssm_dtype", "conv_dtype", "kv_dtype", "strategy")
     kw = {_PLAN_KW.get(k, k): a[k] for k in plan_keys if k != "max_num_seqs"}
     kw.update({k: kw[k] or None for k in ("max_mamba_cache_size", "max_running_requests")})
     kw["ssm_dtype"] = None if a["ssm_dtype"] == "auto" else a["ssm_dtype"]
     flags = {"overlap": overlap, "skip_decode_lock": skip_lock, "replayssm": replayssm, "mtp": mtp}
+    kw["eagle"] = checks.BUNDLED_DRAFT if eagle else None  # the shipped draft config's name
     p = pl.plan(spec, **kw, **{k: bool(v) for k, v in flags.items()})
     v = pe.vllm_side(p, a["max_num_seqs"], bool(prefix_caching))
     row = [p.model, p.tp, f"{a['budget_gib']:g}", f"{a['ratio']:g}", a["max_slots"], p.strategy]

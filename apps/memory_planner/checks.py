@@ -20,6 +20,7 @@ from words.common import COMMON
 from words.memory_planner import MSG
 
 CONFIG, CUSTOM_MODEL = "config.json", "custom"  # a pasted config, the typed numbers
+BUNDLED_DRAFT = "qwen3-next-80b-a3b-eagle3"  # the shipped EAGLE3 draft config the page offers
 PRESETS = (*shipped_configs(), CONFIG, CUSTOM_MODEL)
 DTYPES = tuple(DTYPE_BYTES)
 SSM_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: each engine's own default
@@ -111,20 +112,46 @@ def plan_validator(names: Sequence[str]):  # noqa: ANN201 - Gradio's validator c
         except UserError as e:
             return 9, e.msg  # rendered in the page's language
         why = _mtp_refusal(model, config_json, v[mtp - 2], v[draft - 2])
-        return None if why is None else (mtp, why)
+        if why is not None:
+            return mtp, why
+        try:
+            spec = pe.model_spec(model, config_json or "")
+            check_eagle(spec, v[eagle - 2], v[mtp - 2], check("draft", v[draft - 2]))
+        except UserError as e:
+            return eagle, e.msg
+        return None
 
-    draft, mtp = names.index("draft"), names.index("mtp")
+    draft, mtp, eagle = names.index("draft"), names.index("mtp"), names.index("eagle")
     checks = [(lambda v, n=n: check(n, v)) if n in KNOWN else None for n in names]
     checks[mtp] = _check_flag
+    checks[eagle] = lambda v: _check_flag(v, "v_eagle")
     checks[0] = lambda v: ui.check_choice(MSG("v_model"), v, PRESETS)
     return guard.validator(*checks, cross=cross)
 
 
-def _check_flag(value: object) -> bool:
-    """The MTP checkbox: a bool (an API caller may send anything)."""
+def _check_flag(value: object, key: str = "v_mtp") -> bool:
+    """A drafter checkbox: a bool (an API caller may send anything)."""
     if not isinstance(value, bool):
-        raise fail("must_choice", name=MSG("v_mtp"), choices="[True, False]", got=repr(value)[:40])
+        raise fail("must_choice", name=MSG(key), choices="[True, False]", got=repr(value)[:40])
     return value
+
+
+def check_eagle(spec: sizing.ModelSpec, eagle: object, mtp: object, draft: int) -> None:
+    """With the bundled EAGLE3 draft chosen: one drafter (not MTP too), draft tokens >= 1
+    (vLLM's ``num_speculative_tokens``), and a target both engines size it beside (the
+    engines' refusal, as ``python -m kda_core.sizing`` says it); UserError otherwise."""
+    if not _check_flag(eagle, "v_eagle"):
+        return
+    if _check_flag(mtp):
+        raise UserError(MSG("e_two_drafters"))
+    if draft < 1:
+        raise UserError(MSG("e_eagle_draft"))
+    d = sizing.Deployment(sizing.GIB, eagle=BUNDLED_DRAFT, num_speculative_tokens=draft)
+    try:
+        sizing.size_sglang(spec, d)
+        sizing.size_vllm(spec, d.replace(max_model_len=1))
+    except ValueError as e:
+        raise UserError(COMMON("core_refused", message=str(e))) from None
 
 
 def _mtp_refusal(model: str, config: str, mtp: object, draft: object) -> Msg | None:
@@ -148,6 +175,7 @@ def check_upload(path: object) -> None:
 
 
 __all__ = [
+    "BUNDLED_DRAFT",
     "CHOICES",
     "CONFIG",
     "CUSTOM",
@@ -155,6 +183,7 @@ __all__ = [
     "NUMBERS",
     "PRESETS",
     "check",
+    "check_eagle",
     "check_model",
     "check_tp",
     "check_upload",

@@ -97,6 +97,7 @@ def plan_inputs(page: Page, names: Sequence[str]) -> dict:
     with gr.Row():
         c["draft"] = L(gr.Number(0, step=1, elem_id=f"{NAME}-draft"), "f_draft")
         c["mtp"] = L(gr.Checkbox(False, elem_id=f"{NAME}-mtp"), "f_mtp")
+        c["eagle"] = L(gr.Checkbox(False, elem_id=f"{NAME}-eagle"), "f_eagle")
     with gr.Row():
         c["input_len"] = L(gr.Number(16_000, step=1, elem_id=f"{NAME}-input"), "f_input")
         c["output_len"] = L(gr.Number(3_000, step=1), "f_output")

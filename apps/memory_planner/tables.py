@@ -22,6 +22,11 @@ def _mib(n: float) -> str:
     return f"{n / sizing.MIB:.1f} MiB"
 
 
+def _bytes(n: int) -> str:
+    """A size in the unit that shows it: GiB, MiB, else bytes."""
+    return _gib(n) if n >= sizing.GIB else _mib(n) if n >= sizing.MIB else f"{n:,} B"
+
+
 def summary_markdown(p: pl.Plan, t: T) -> str:
     spr = f"{p.slots_per_request} / {p.slots_held}"
     rows = [
@@ -137,9 +142,33 @@ def _draft_rows(p: pl.Plan, v: pe.VllmSide, t: T) -> list[tuple[str, str, str]]:
             (t("eng_kv_alone"), f"{p.kv_tokens_without_draft:,}", f"{v.kv_tokens_without_draft:,}"),
             (t("eng_unpriced"), unpriced, t("eng_unpriced_v")),
         ]
+    if p.deployment.eagle is not None:
+        rows += _eagle_rows(p, v, t)
     if q.recoverssm_records_bytes:
         rows.append((t("eng_recover"), t("eng_none"), _gib(q.recoverssm_records_bytes)))
     return rows
+
+
+def _eagle_rows(p: pl.Plan, v: pe.VllmSide, t: T) -> list[tuple[str, str, str]]:
+    """The bundled EAGLE3 drafter's memory per engine: SGLang's priced share and its own pool
+    (and what the pool takes beyond the budget, or the budget reserves beyond the pool); vLLM's
+    draft layers, their block and group, per request."""
+    q, s = v.plan, p.split
+    own = t("eng_eagle_own") if q.draft_groups else t("eng_eagle_joins")
+    beyond = s.draft_unpriced_bytes
+    if beyond >= 0:
+        sg_beyond = t("eng_beyond", gib=_bytes(beyond))
+    else:
+        sg_beyond = t("eng_over", gib=_bytes(-beyond))
+    per_req = t("eng_draft_v", n=q.draft_attn_layers, mib=_mib(q.draft_kv_bytes_per_request))
+    return [
+        (t("eng_spec"), f"{p.draft_tokens}", f"{q.num_speculative_tokens}"),
+        (t("eng_eagle_kv"), t("eng_draft_s", b=p.draft_kv_bytes_per_token), per_req),
+        (t("eng_eagle_where"), t("eng_eagle_pool", gib=_bytes(s.draft_pool_bytes)), own),
+        (t("eng_eagle_block"), t("eng_none"), f"{q.draft_block_size:,}"),
+        (t("eng_kv_alone"), f"{p.kv_tokens_without_draft:,}", f"{v.kv_tokens_without_draft:,}"),
+        (t("eng_unpriced"), sg_beyond, t("eng_unpriced_v")),
+    ]
 
 
 def sglang_hit(p: pl.Plan, t: T) -> str:

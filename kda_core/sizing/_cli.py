@@ -10,7 +10,11 @@ reach ``--target`` running requests (SGLang; vLLM's fixes give the new block siz
 concurrency); with ``--log`` the engines are sized at the flags only when ``--engine`` asks.
 ``--speculative-algorithm NEXTN`` (or vLLM's ``--speculative-config '{"method": "mtp"}'``) sizes
 the model's own MTP modules as each engine does and names the draft's share (``draft_*`` keys,
-the KV tokens without it). ``--json`` prints one JSON object.
+the KV tokens without it); an EAGLE / EAGLE3 drafter with its own config is named as each
+engine names it (``--speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT``, or
+``--speculative-config '{"method": "eagle3", "model": DRAFT, "num_speculative_tokens": k}'``;
+DRAFT a ``config.json``, its folder or a shipped draft's name). ``--json`` prints one JSON
+object.
 Bad input exits with status 2 and one line naming the argument. The first word may name a
 subcommand (``SUBCOMMANDS``): ``plan CONFIG --trace FILE ...`` sweeps the engine's flags on a
 trace (``kda_core.plan.cli``).
@@ -25,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kda_core.sizing._drafts import mtp_refusal
+from kda_core.sizing._eagle import EAGLE_METHODS, eagle_refusal, read_eagle_draft, shipped_drafts
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment, gib_bytes
 from kda_core.sizing.families import FAMILIES, engine_refusal
@@ -59,6 +64,8 @@ _SHOWN = (
     "draft_kv_bytes_per_token",
     "draft_kv_bytes_per_request",
     "draft_kv_unpriced_bytes",
+    "draft_kv_pool_bytes",
+    "draft_block_size",
     "kv_tokens_without_draft",
     "recoverssm_records_bytes",
 )
@@ -101,8 +108,10 @@ def _parser() -> _Parser:
     p.add_argument("--no-enable-prefix-caching", action="store_true")
     p.add_argument("--use-replayssm", action="store_true", help="vLLM: RecoverSSM on KDA")
     # the model's own MTP modules draft (both engines): SGLang's spelling, or vLLM's JSON
-    p.add_argument("--speculative-algorithm", choices=("NEXTN", "EAGLE"), default=None)
+    p.add_argument("--speculative-algorithm", choices=("NEXTN", "EAGLE", "EAGLE3"), default=None)
     p.add_argument("--speculative-config", default=None, help='vLLM: {"method": "mtp", ...}')
+    # an EAGLE drafter with its own config (SGLang's spelling; vLLM's is the JSON's "model")
+    p.add_argument("--speculative-draft-model-path", default=None, dest="draft_path")
     p.add_argument("--log", type=Path, default=None, help="a server log to read back")
     p.add_argument(
         "--target", type=int, default=None, help="--log: running requests to reach (SGLang logs)"
@@ -121,27 +130,48 @@ def _model(arg: str) -> ModelSpec:
     return from_hf_config(arg)
 
 
-def _spec_config(a: argparse.Namespace) -> tuple[bool, int]:
-    """(MTP on, vLLM's num_speculative_tokens) from ``--speculative-algorithm`` /
-    ``--speculative-config`` (only the model's own MTP modules are sized)."""
-    k = a.num_speculative_tokens
+def _spec_config(a: argparse.Namespace) -> tuple[bool, int, str | None]:
+    """(MTP on, vLLM's num_speculative_tokens, an EAGLE draft's config) from
+    ``--speculative-algorithm`` / ``--speculative-draft-model-path`` / ``--speculative-config``:
+    a draft path (either spelling) is an EAGLE drafter, an algorithm without one the model's
+    own MTP modules."""
+    k, path = a.num_speculative_tokens, a.draft_path
+    if path is not None and a.speculative_algorithm is None:
+        raise _ArgError("--speculative-draft-model-path: give --speculative-algorithm EAGLE3")
     if a.speculative_config is None:
-        return a.speculative_algorithm is not None, k
+        return a.speculative_algorithm is not None and path is None, k, path
     try:
         cfg = json.loads(a.speculative_config)
     except json.JSONDecodeError:
         cfg = None
-    if not isinstance(cfg, dict) or cfg.get("method") != "mtp":
-        raise _ArgError('--speculative-config: a JSON object with "method": "mtp" is sized')
+    method = cfg.get("method") if isinstance(cfg, dict) else None
+    if method not in ("mtp", *EAGLE_METHODS):
+        raise _ArgError(
+            '--speculative-config: a JSON object with "method" "mtp", "eagle" or "eagle3"'
+        )
     n = cfg.get("num_speculative_tokens", k)
     if isinstance(n, bool) or not isinstance(n, int):
         raise _ArgError("--speculative-config: num_speculative_tokens must be an integer")
-    return True, n if k == 0 else k
+    k = n if k == 0 else k
+    if method == "mtp":
+        return True, k, path
+    model = cfg.get("model")
+    if not isinstance(model, str) or (path is not None and model != path):
+        raise _ArgError('--speculative-config: "model" must name the draft (as the draft path)')
+    return False, k, model
+
+
+def _draft(path: str | None):
+    if path is None:
+        return None
+    if path not in shipped_drafts() and not Path(path).exists():
+        raise _ArgError(f"draft: no config.json, folder or shipped draft named {path!r}")
+    return read_eagle_draft(path)
 
 
 def _deployment(a: argparse.Namespace) -> Deployment:
     strategy = "radix_off" if a.disable_radix_cache else a.strategy
-    mtp, k = _spec_config(a)
+    mtp, k, path = _spec_config(a)
     return Deployment(
         rest_bytes=gib_bytes("--gpu-mem", a.gpu_mem),
         tp=a.tp,
@@ -162,13 +192,19 @@ def _deployment(a: argparse.Namespace) -> Deployment:
         max_num_seqs=a.max_num_seqs,
         num_speculative_tokens=k,
         mtp=mtp,
+        eagle=_draft(path),
         use_replayssm=a.use_replayssm,
         mamba_cache_mode="none" if a.no_enable_prefix_caching else "align",
     )
 
 
+def _no_draft(d: Deployment) -> Deployment:
+    return d.replace(mtp=False, eagle=None)
+
+
 def _sglang(spec: ModelSpec, d: Deployment) -> dict:
     refusal = engine_refusal(spec, "sglang") or (d.mtp and mtp_refusal(spec, "sglang"))
+    refusal = refusal or (d.eagle is not None and eagle_refusal(spec, "sglang"))
     if refusal:
         return {"served": False, "why": refusal}
     s = size_sglang(spec, d)
@@ -181,12 +217,14 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
     running = min(cap, s.kv_tokens // 2, bound if bound is not None else cap)
     hit, why = sglang_min_hit(spec, d)
     draft = {}
-    if d.mtp:
+    if d.mtp or d.eagle is not None:
         draft = {
             "draft_kv_bytes_per_token": s.draft_cell_bytes,
             "draft_kv_unpriced_bytes": s.draft_unpriced_bytes,
-            "kv_tokens_without_draft": size_sglang(spec, d.replace(mtp=False)).kv_tokens,
+            "kv_tokens_without_draft": size_sglang(spec, _no_draft(d)).kv_tokens,
         }
+    if d.eagle is not None:
+        draft["draft_kv_pool_bytes"] = s.draft_pool_bytes
     return {
         "served": True,
         "ssm_dtype": s.ssm_dtype,
@@ -203,6 +241,7 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
 
 def _vllm(spec: ModelSpec, d: Deployment) -> dict:
     refusal = engine_refusal(spec, "vllm") or (d.mtp and mtp_refusal(spec, "vllm"))
+    refusal = refusal or (d.eagle is not None and eagle_refusal(spec, "vllm"))
     if refusal:
         return {"served": False, "why": refusal}
     if d.max_model_len is None and not spec.context_len:
@@ -210,13 +249,15 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
     p = size_vllm(spec, d)
     running = 0 if p.max_num_seqs_error else min(p.max_num_seqs, int(p.max_concurrency))
     draft = {}
-    if d.mtp:
+    if d.mtp or d.eagle is not None:
         draft = {
             "num_speculative_tokens": p.num_speculative_tokens,
             "draft_attn_layers": p.draft_attn_layers,
             "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
-            "kv_tokens_without_draft": size_vllm(spec, d.replace(mtp=False)).kv_cache_tokens,
+            "kv_tokens_without_draft": size_vllm(spec, _no_draft(d)).kv_cache_tokens,
         }
+    if d.eagle is not None:
+        draft["draft_block_size"] = p.draft_block_size
     if p.recoverssm_records_bytes:
         draft["recoverssm_records_bytes"] = p.recoverssm_records_bytes
     return {

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int
+from kda_core.sizing._eagle import EagleDraft, read_eagle_draft
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.families import FAMILIES
 from kda_core.sizing.presets import DTYPE_BYTES, GIB, MAX_COUNT, ModelSpec
@@ -64,7 +65,10 @@ class Deployment:
     declares (``checkpoint_alignment``; ``prefill_checkpoint_blocks``, None: the kind's).
     Both: ``mtp`` (the model's own MTP modules draft: vLLM ``speculative_config={"method":
     "mtp"}``, SGLang ``--speculative-algorithm NEXTN`` with no draft path): their attention
-    KV joins the pool as each engine prices it (``_drafts``)."""
+    KV joins the pool as each engine prices it (``_drafts``). ``eagle``: an EAGLE / EAGLE3
+    drafter with its own config (SGLang ``--speculative-draft-model-path``, vLLM
+    ``speculative_config={"method": "eagle3", "model": ...}``), sized by ``_eagle``: given as
+    the draft's ``config.json`` (a dict, a path, or a shipped draft's name)."""
 
     rest_bytes: int
     tp: int = 1
@@ -89,6 +93,7 @@ class Deployment:
     max_num_seqs: int = 256
     num_speculative_tokens: int = 0
     mtp: bool = False
+    eagle: EagleDraft | str | dict | None = None
     use_replayssm: bool = False
     checkpoint_alignment: int | None = None
     prefill_checkpoint_blocks: int | None = None
@@ -104,6 +109,15 @@ class Deployment:
         for name in ("overlap", "skip_decode_lock", "replayssm", "mtp", "use_replayssm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if isinstance(self.eagle, (str, dict)):  # a shipped draft's name, a path, a config
+            object.__setattr__(self, "eagle", read_eagle_draft(self.eagle))
+        if self.eagle is not None and not isinstance(self.eagle, EagleDraft):
+            raise ValueError(
+                f"eagle must be a draft config.json (a dict, a path or a shipped draft's name), "
+                f"got {self.eagle!r}"
+            )
+        if self.eagle is not None and self.mtp:
+            raise ValueError("mtp and eagle are two drafters: give one")
         _check_choice("strategy", self.strategy, STRATEGIES)
         _check_choice("mamba_cache_mode", self.mamba_cache_mode, _MAMBA_CACHE_MODES)
         _check_choice("conv_dtype", self.conv_dtype, tuple(DTYPE_BYTES))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kda_core.sizing._drafts import sglang_mtp_layers, sglang_unpriced_draft_layers
+from kda_core.sizing._eagle import sglang_eagle_cells
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing._logs import capping_message, kv_allocation_log, mamba_allocation_log
 from kda_core.sizing.deployment import Deployment
@@ -41,6 +42,7 @@ class MemorySplit(NamedTuple):
     ssm_dtype: str = "float32"  # the state dtype this split priced
     draft_cell_bytes: int = 0  # the MTP draft's KV per token priced into the cell (``_drafts``)
     draft_unpriced_bytes: int = 0  # the draft's KV pool allocated beyond this budget
+    draft_pool_bytes: int = 0  # an EAGLE draft worker's own KV pool (``_eagle``)
 
 
 def _ring(spec: ModelSpec, d: Deployment) -> int:
@@ -111,6 +113,10 @@ def size_sglang(spec: ModelSpec | str, d: Deployment) -> MemorySplit:
     kv = max(int((rest_gb - state / GIB) * GIB), 0)
     cell, draft_cell, unpriced = _cells(spec, d)
     tokens = (kv // cell if cell else 0) // d.page_size * d.page_size
+    pool = 0
+    if d.eagle is not None:  # the draft worker's MHATokenToKVPool: size + page_size rows
+        pool = (unpriced + draft_cell) * (tokens + d.page_size)
+        unpriced = pool - draft_cell * tokens
     return MemorySplit(
         d.rest_bytes,
         d.ratio,
@@ -125,7 +131,8 @@ def size_sglang(spec: ModelSpec | str, d: Deployment) -> MemorySplit:
         inter,
         ssm,
         draft_cell,
-        unpriced * tokens,
+        unpriced if d.eagle is not None else unpriced * tokens,
+        pool,
     )
 
 
@@ -134,6 +141,9 @@ def _cells(spec: ModelSpec, d: Deployment) -> tuple[int, int, int]:
     bytes of draft layers SGLang allocates but does not price): ``cell += int(cell *
     draft_layers / attention_layers)`` (``DefaultPoolConfigurator.__init__``)."""
     cell = kv_bytes_per_token(spec, d.tp, d.kv_dtype, name="kv_dtype")
+    if d.eagle is not None:  # priced at the target's per-layer size, allocated at the draft's
+        share, alloc = sglang_eagle_cells(spec, d.eagle, cell, d.tp, d.kv_dtype)
+        return cell + share, share, alloc - share
     if not d.mtp:
         return cell, 0, 0
     draft = int(cell * sglang_mtp_layers(spec) / spec.n_attn_layers)

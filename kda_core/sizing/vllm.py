@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from kda_core.sizing._drafts import vllm_mtp_layers, vllm_mtp_tokens
+from kda_core.sizing._eagle import check_eagle, vllm_eagle_groups
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.deployment import Deployment
 from kda_core.sizing.families import engine_refusal
@@ -75,8 +76,10 @@ class VllmPlan:
     max_num_seqs: int
     max_num_seqs_error: str | None
     min_prefix_hit_tokens: int | None  # None: prefix caching off
-    draft_attn_layers: int = 0  # the MTP drafter's attention layers (``_drafts``)
+    draft_attn_layers: int = 0  # the drafter's attention layers (``_drafts``, ``_eagle``)
     draft_kv_bytes_per_request: int = 0  # their blocks at max_model_len
+    draft_groups: int = 0  # an EAGLE drafter's own groups (0: it joined the attention groups)
+    draft_block_size: int = 0  # the drafter's block after unifying pages (0: no drafter)
     recoverssm_records_bytes: int = 0  # RecoverSSM's verify records, outside the KV pool
     num_speculative_tokens: int = 0  # as vLLM resolves it (an MTP draft's default)
 
@@ -136,6 +139,10 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     """
     spec = _vllm_layers(as_spec(spec))
     _check_served(spec)
+    if d.eagle is not None:
+        check_eagle(spec, "vllm")
+    if d.eagle is not None and not d.num_speculative_tokens:
+        raise ValueError("eagle: num_speculative_tokens must be given (1..1024) for an EAGLE draft")
     if d.mtp:  # the MTP draft's default num_speculative_tokens
         d = d.replace(num_speculative_tokens=vllm_mtp_tokens(spec, d.num_speculative_tokens))
     length = spec.context_len if d.max_model_len is None else d.max_model_len
@@ -145,15 +152,15 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
     attn = _attn_page_per_token(spec, d.tp, d.kv_dtype)
     mamba = _mamba_page(spec, d, ssm)
     bs = _aligned_block_size(spec, attn, mamba, d)
-    page = bs * attn
-    draft = vllm_mtp_layers(spec) if d.mtp else 0
-    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers + draft, spec.n_linear_layers)
+    g = _groups(spec, d, bs, bs * attn)
+    page, size, draft, n_attn, n_mamba = g.page, g.group_size, g.draft_layers, g.attn, g.mamba
     ckpt = d.prefill_checkpoint_blocks
     ckpt = LINEAR_KINDS[spec.linear_kind].vllm_checkpoint_blocks if ckpt is None else ckpt
     spec_blocks = 0 if _check_recoverssm(spec, d) else d.num_speculative_tokens
     align = d.mamba_cache_mode == "align"
     per_mamba = (2 + spec_blocks + ckpt) if align else (1 + spec_blocks)
-    per_req = n_attn * -(-length // bs) + n_mamba * per_mamba
+    draft_blocks = g.draft_groups * -(-length // g.draft_block)
+    per_req = n_attn * -(-length // g.target_block) + draft_blocks + n_mamba * per_mamba
     blocks = d.rest_bytes // (size * page)
     conc = blocks / per_req
     return VllmPlan(
@@ -184,9 +191,45 @@ def size_vllm(spec: ModelSpec | str, d: Deployment) -> VllmPlan:
         min_prefix_hit_tokens=bs + 1 if align else None,
         draft_attn_layers=draft,
         num_speculative_tokens=d.num_speculative_tokens,
-        draft_kv_bytes_per_request=draft * -(-length // bs) * page,
+        draft_kv_bytes_per_request=(
+            draft_blocks * size * page if g.draft_groups else draft * -(-length // bs) * page
+        ),
+        draft_groups=g.draft_groups,
+        draft_block_size=g.draft_block if draft else 0,
         recoverssm_records_bytes=_recoverssm_records(spec, d) if _check_recoverssm(spec, d) else 0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    page: int
+    group_size: int
+    draft_layers: int
+    attn: int
+    mamba: int
+    draft_groups: int = 0
+    target_block: int = 0
+    draft_block: int = 1
+
+
+def _groups(spec: ModelSpec, d: Deployment, bs: int, page: int) -> _Groups:
+    """The KV cache groups: an MTP drafter's layers join the attention layers (``_drafts``);
+    an EAGLE drafter's pages are unified with the target's and grouped by spec (``_eagle``)."""
+    if d.eagle is not None:
+        e = vllm_eagle_groups(spec, d.eagle, bs, page, d.tp, d.kv_dtype)
+        return _Groups(
+            page=e.page,
+            group_size=e.group_size,
+            draft_layers=d.eagle.num_hidden_layers,
+            attn=e.attn_groups,
+            mamba=e.mamba_groups,
+            draft_groups=e.draft_groups,
+            target_block=e.target_block,
+            draft_block=e.draft_block,
+        )
+    draft = vllm_mtp_layers(spec) if d.mtp else 0
+    size, n_attn, n_mamba = _kv_cache_groups(spec.n_attn_layers + draft, spec.n_linear_layers)
+    return _Groups(page, size, draft, n_attn, n_mamba, 0, bs)
 
 
 def _check_recoverssm(spec: ModelSpec, d: Deployment) -> bool:
@@ -284,10 +327,12 @@ def vllm_log_lines(p: VllmPlan) -> list[str]:
             f"requests ({b / n / (1 << 20):.2f} MiB per request)."
         )
     lines.append(f"Available KV cache memory: {format_gib(p.available_bytes)} GiB")
-    for n, groups in (
-        (p.spec.n_attn_layers + p.draft_attn_layers, p.attn_groups),
-        (p.spec.n_linear_layers, p.mamba_groups),
-    ):
+    own = p.draft_groups > 0  # an EAGLE drafter in a bucket of its own
+    buckets = [(p.spec.n_attn_layers + (0 if own else p.draft_attn_layers), p.attn_groups)]
+    buckets.append((p.spec.n_linear_layers, p.mamba_groups))
+    if own:
+        buckets.append((p.draft_attn_layers, p.draft_groups))
+    for n, groups in buckets:
         pad = groups * p.group_size - n
         if pad:
             lines.append(

@@ -14,8 +14,9 @@ The split is SGLang 0.5.23's (``sizing.size_sglang``). All arithmetic is
 ``kda_core.sizing``'s; this module only packages it. With ``mtp=True`` (SGLang's
 ``--speculative-algorithm NEXTN``, no draft path) the drafter's own KV is SGLang's: the share
 priced into the KV cell, the KV tokens without it, and the one-layer pool it allocates beyond the
-budget (docs/sizing.md, "Speculative decoding"). Left out: DCP, EAGLE drafters with their own
-config.
+budget (docs/sizing.md, "Speculative decoding"); an EAGLE drafter with its own config
+(``Deployment.eagle``) likewise, priced at the target's per-layer size and allocated at its own.
+Left out: DCP.
 """
 
 from __future__ import annotations
@@ -212,7 +213,9 @@ def _sizes(spec: ModelSpec, d: Deployment) -> dict:
         "draft_kv_bytes_per_token": split.draft_cell_bytes,
         "draft_unpriced_bytes": split.draft_unpriced_bytes,
         "kv_tokens_without_draft": (
-            sizing.size_sglang(spec, d.replace(mtp=False)).kv_tokens if d.mtp else split.kv_tokens
+            sizing.size_sglang(spec, d.replace(mtp=False, eagle=None)).kv_tokens
+            if d.mtp or d.eagle is not None
+            else split.kv_tokens
         ),
     }
 

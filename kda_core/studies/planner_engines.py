@@ -158,9 +158,12 @@ def vllm_side(p: Plan, max_num_seqs: int = 256, prefix_caching: bool = True) -> 
     )
     v = sizing.size_vllm(p.spec, d)
     attn = v.attn_groups * -(-v.max_model_len // v.block_size)
+    if v.draft_groups:  # an EAGLE drafter's own attention groups, at its own block
+        attn += v.draft_groups * -(-v.max_model_len // v.draft_block_size)
     running = 0 if v.max_num_seqs_error else min(v.max_num_seqs, int(v.max_concurrency))
     lines = tuple(sizing.vllm_log_lines(v))
-    alone = sizing.size_vllm(p.spec, d.replace(mtp=False)) if d.mtp else v
+    drafter = d.mtp or d.eagle is not None
+    alone = sizing.size_vllm(p.spec, d.replace(mtp=False, eagle=None)) if drafter else v
     return VllmSide(v, running, attn, v.blocks_per_request - attn, lines, alone.kv_cache_tokens)
 
 
