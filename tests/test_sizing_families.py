@@ -6,6 +6,7 @@ which family; the refusals. The real engines' own code sizes the same configs in
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -354,3 +355,15 @@ def test_shipped_family_configs_by_hand(name):
     slot, kv = SHIPPED_BY_HAND[name]
     assert sz.slot_bytes(s, 1, "float32", "bfloat16") == slot
     assert sz.kv_bytes_per_token(s, 1) == kv
+
+
+def test_the_command_line_names_vllms_layer_split_of_a_trailing_group(tmp_path, capsys):
+    from kda_core.sizing import _cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LING3, "num_hidden_layers": 44}))
+    assert _cli.main([str(path), "--engine", "both", "--max-model-len", "8192"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    # SGLang keeps layers 42, 43 KDA (37 + 7); vLLM makes them attention (35 + 9)
+    kda = "Kimi Delta Attention"
+    assert header.endswith(f": 37 {kda} + 7 MLA (vLLM: 35 {kda} + 9 MLA)"), header

@@ -279,7 +279,13 @@ def _describe(spec: ModelSpec) -> str:
     fam = FAMILIES.get(spec.family)
     kind = LINEAR_KINDS[spec.linear_kind].label
     label = f"{spec.name} ({fam.label})" if fam else spec.name
-    return f"{label}: {spec.n_linear_layers} {kind} + {spec.n_attn_layers} {spec.attn_kind.upper()}"
+    attn = spec.attn_kind.upper()
+    text = f"{label}: {spec.n_linear_layers} {kind} + {spec.n_attn_layers} {attn}"
+    tail = spec.vllm_tail_attn_layers  # a trailing partial layer group: vLLM makes it attention
+    if tail:
+        n_lin, n_attn = spec.n_linear_layers - tail, spec.n_attn_layers + tail
+        text += f" (vLLM: {n_lin} {kind} + {n_attn} {attn})"
+    return text
 
 
 def _text(out: dict) -> str:
