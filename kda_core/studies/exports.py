@@ -1,7 +1,7 @@
 """The CSV columns behind the apps' figures, built from the studies' results.
 
-Each function takes a study result (a dataclass of numpy arrays) and returns ordered columns
-``{name: list}`` of equal length, ready for ``apps.ui.write_csv``: long format (one row per
+``columns(kind, *data)`` takes a study result (a dataclass of numpy arrays) and returns ordered
+columns ``{name: list}`` of equal length, ready for ``apps.ui.write_csv``: long format (one row per
 point of a grid), so a spreadsheet can filter by any key. Only reshaping: nothing is
 recomputed here, and nothing imports a UI library. The studies themselves belong to other
 rooms; the row builders live here, not in the apps' figure functions, because building rows
@@ -10,10 +10,11 @@ is computation and the apps only draw.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from kda_core.kda import cp
 from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
@@ -34,7 +35,7 @@ _SWEEP_METRICS = (
 )
 
 
-def density_sweep_columns(s: ds.DensitySweep) -> dict[str, list]:
+def _density_sweep(s: ds.DensitySweep) -> dict[str, list]:
     """One row per (interval, budget): every metric of the sweep, the optimum and Pareto flags."""
     rows = [
         (
@@ -51,7 +52,7 @@ def density_sweep_columns(s: ds.DensitySweep) -> dict[str, list]:
     return {c: [r[n] for r in rows] for n, c in enumerate(cols)}
 
 
-def density_pareto_columns(s: ds.DensitySweep) -> dict[str, list]:
+def _density_pareto(s: ds.DensitySweep) -> dict[str, list]:
     """One row per (interval, budget): peak state memory against state hit, on the frontier?"""
     return {
         "interval": np.repeat(s.intervals, len(s.budget_labels)).tolist(),
@@ -62,7 +63,7 @@ def density_pareto_columns(s: ds.DensitySweep) -> dict[str, list]:
     }
 
 
-def chunk_agreement_columns(a: cs.Agreement) -> dict[str, list]:
+def _chunk_agreement(a: cs.Agreement) -> dict[str, list]:
     """One row per (T, chunk size): chunked vs recurrent differences of outputs and state."""
     keys = ("o_max_abs", "o_rel", "S_max_abs", "S_rel")
     cols: dict[str, list] = {"T": [], "chunk_size": [], **{k: [] for k in keys}}
@@ -75,7 +76,7 @@ def chunk_agreement_columns(a: cs.Agreement) -> dict[str, list]:
     return cols
 
 
-def chunk_cost_columns(c: cs.Cost) -> dict[str, list]:
+def _chunk_cost(c: cs.Cost) -> dict[str, list]:
     """One row per (T, chunk size): sequential steps and matmul FLOPs of both forms."""
     cols: dict[str, list] = {
         "T": [],
@@ -98,7 +99,7 @@ def chunk_cost_columns(c: cs.Cost) -> dict[str, list]:
     return cols
 
 
-def chunk_maps_columns(m: cs.Composition) -> dict[str, list]:
+def _chunk_maps(m: cs.Composition) -> dict[str, list]:
     """One row per entry (row, col) of the composed transition matrix, true and swapped order."""
     K = m.M_true.shape[0]
     r, c = np.divmod(np.arange(K * K), K)
@@ -110,10 +111,7 @@ def chunk_maps_columns(m: cs.Composition) -> dict[str, list]:
     }
 
 
-CP_SCANS = ("logdepth", "allgather")  # the two scans of kda_core.kda.cp, in the apps' order
-
-
-def cp_state_columns(d: cps.Demo, rank: int) -> dict[str, list]:
+def _cp_state(d: cps.Demo, rank: int) -> dict[str, list]:
     """One row per (key, value) entry: the state ``rank`` received next to the true one."""
     S = d.S_in[rank]
     K, V = S.shape
@@ -125,14 +123,14 @@ def cp_state_columns(d: cps.Demo, rank: int) -> dict[str, list]:
     }
 
 
-def cp_bytes_columns(d: cps.Demo, groups: Sequence[str]) -> dict[str, list]:
+def _cp_bytes(d: cps.Demo, groups: Sequence[str]) -> dict[str, list]:
     """Bytes per rank of both scans in ``groups`` (this demo's layer, one K3 layer at the
     demo's T and P, as the figure labels them), and of an MLA KV all-gather for the K3 layer
     only (the demo's layer has no MLA counterpart)."""
     other = "allgather" if d.scan == "logdepth" else "logdepth"
     demo_b = {d.scan: int(d.bytes_sent.max()), other: int(d.bytes_other.max())}
     rows: dict[str, list] = {"group": [], "series": [], "bytes": []}
-    for s in CP_SCANS:
+    for s in cp.SCANS:
         for g, v in zip(groups, (demo_b[s], int(d.k3_scan_bytes[s]))):
             rows["group"].append(g)
             rows["series"].append(s)
@@ -143,17 +141,17 @@ def cp_bytes_columns(d: cps.Demo, groups: Sequence[str]) -> dict[str, list]:
     return rows
 
 
-def cp_speedup_columns(models: Mapping[int, cps.CostModel]) -> dict[str, list]:
+def _cp_speedup(models: Mapping[int, cps.CostModel]) -> dict[str, list]:
     """The modelled speed-up over P, one column per (scan, context T)."""
     P = next(iter(models.values())).P
     cols: dict[str, list] = {"P": np.asarray(P).tolist()}
     for T, m in models.items():
-        for scan in CP_SCANS:
+        for scan in cp.SCANS:
             cols[f"speedup_{scan}_T{T}"] = np.asarray(m.speedup[scan]).tolist()
     return cols
 
 
-def int8_error_map_columns(e: i8.ErrorMap) -> dict[str, list]:
+def _int8_error_map(e: i8.ErrorMap) -> dict[str, list]:
     """One row per (key channel, value channel) of the parked state: value, restored, error."""
     kk, vv = np.meshgrid(np.arange(e.state.shape[0]), np.arange(e.state.shape[1]), indexing="ij")
     return {
@@ -166,7 +164,7 @@ def int8_error_map_columns(e: i8.ErrorMap) -> dict[str, list]:
     }
 
 
-def int8_capacity_columns(*capacities: i8.Capacity) -> dict[str, list]:
+def _int8_capacity(*capacities: i8.Capacity) -> dict[str, list]:
     """One row per (model, format): bytes per checkpoint and how many fit the budget."""
     metrics = ("state_bytes", "conv_bytes", "total_bytes", "capacity", "gain")
     rows: dict[str, list] = {"model": [], "variant": [], **{k: [] for k in metrics}}
@@ -178,7 +176,7 @@ def int8_capacity_columns(*capacities: i8.Capacity) -> dict[str, list]:
     return rows
 
 
-def spec_ring_columns(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, list]:
+def _spec_ring(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, list]:
     """One row per (stage, ring slot): the position each slot holds after verify / commit and
     its kind (``sp.SLOT_KINDS``); ``stages`` names the two stages as the figure does."""
     L = v.ring_len
@@ -193,7 +191,7 @@ def spec_ring_columns(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, lis
     return data
 
 
-def spec_memory_columns(mem: sp.MemoryOverD) -> dict[str, list]:
+def _spec_memory(mem: sp.MemoryOverD) -> dict[str, list]:
     """One row per (model, D): ring bytes against a full state per draft token."""
     data: dict[str, list] = {
         "model": [],
@@ -213,7 +211,7 @@ def spec_memory_columns(mem: sp.MemoryOverD) -> dict[str, list]:
     return data
 
 
-def transfer_timeline_columns(r: tr.PDRun) -> dict[str, list]:
+def _transfer_timeline(r: tr.PDRun) -> dict[str, list]:
     """One row per event of the prefill -> decode run (time from the first event, in ms)."""
     t0 = r.events[0].t if r.events else 0.0
     return {
@@ -223,3 +221,28 @@ def transfer_timeline_columns(r: tr.PDRun) -> dict[str, list]:
         "boundary": [e.boundary for e in r.events],
         "bytes": [e.nbytes for e in r.events],
     }
+
+
+_BUILDERS: dict[str, Callable[..., dict[str, list]]] = {
+    "density_sweep": _density_sweep,
+    "density_pareto": _density_pareto,
+    "chunk_agreement": _chunk_agreement,
+    "chunk_cost": _chunk_cost,
+    "chunk_maps": _chunk_maps,
+    "cp_state": _cp_state,
+    "cp_bytes": _cp_bytes,
+    "cp_speedup": _cp_speedup,
+    "int8_error_map": _int8_error_map,
+    "int8_capacity": _int8_capacity,
+    "spec_ring": _spec_ring,
+    "spec_memory": _spec_memory,
+    "transfer_timeline": _transfer_timeline,
+}
+
+
+def columns(kind: str, *data: object) -> dict[str, list]:
+    """The CSV columns of one figure: ``kind`` names the builder (``_BUILDERS``: "density_sweep",
+    "cp_state", ...) and ``data`` is what it takes (e.g. ``columns("cp_state", demo, rank)``)."""
+    if kind not in _BUILDERS:
+        raise ValueError(f"kind must be one of {tuple(_BUILDERS)}, got {kind!r}")
+    return _BUILDERS[kind](*data)
