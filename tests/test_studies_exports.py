@@ -169,3 +169,37 @@ def test_transfer_timeline_times_from_the_first_event():
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         exports.columns("no_such_figure")
+
+
+def test_prefix_replay_columns():
+    pools = [
+        NS(checkpoint_used=1, copies=0, donations=1, evicted_states=0, checkpoint_bytes=10),
+        NS(checkpoint_used=2, copies=1, donations=1, evicted_states=1, checkpoint_bytes=20),
+    ]
+    res = NS(
+        requests=[
+            NS(pools=p, timeline=NS(segments=s, checkpoints=c))
+            for p, s, c in zip(pools, ([(0, 4, "prefill")], [(0, 2, "restore")]), ([4], []))
+        ]
+    )
+    for p, kv in zip(pools, (0, 3)):
+        p.evicted_kv_tokens = kv
+    cols = exports.columns("replay_pools", res)
+    assert cols["request"] == [1, 2] and cols["COW copies (restores)"] == [0, 1]
+    assert cols["checkpoint bytes"] == [10, 20] and cols["evicted KV tokens"] == [0, 3]
+    tl = exports.columns("replay_timeline", res)
+    assert tl == {
+        "request": [1, 2, 1],
+        "phase": ["prefill", "restore", "checkpoint"],
+        "start": [0, 0, 4],
+        "end": [4, 2, 4],
+    }
+    d = NS(
+        exact=np.zeros(2),
+        int8=np.array([0.1, 0.2]),
+        inconsistent=np.array([1.0, 2.0]),
+        uncached_tokens=(5, 6),
+        inconsistent_tokens=(5, 7),
+    )
+    drift = exports.columns("replay_drift", d)
+    assert drift["token"].tolist() == [1, 2] and drift["inconsistent_token"] == [5, 7]

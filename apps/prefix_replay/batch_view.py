@@ -3,9 +3,8 @@ panel.
 
 Pure: ``studies.batch_view.BatchView`` (several requests served together by
 ``Engine.serve``) and the session's ``ScenarioResult`` in, ``(plotly figure, CSV path)`` out;
-the CSV rows come from the studies (``batch_view.phase_table`` / ``pool_table``,
-``prefix_replay.pools_table``). The batch summary is ``batch_tables``, the two engine options'
-figures ``batch_options_view``.
+the CSV rows come from the studies (``batch_view.phase_table`` / ``pool_table``, ``exports``).
+The batch summary is ``batch_tables``, the two engine options' figures ``batch_options_view``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from plotly.subplots import make_subplots
 from apps import ui
 from apps.ui import COLORS, SERIES
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 from kda_core.studies import prefix_replay as pr
 from words.catalog import T as Lang
 
@@ -213,7 +213,7 @@ def fig_pools(
     ui.top_margin(fig, 42)
     fig.update_xaxes(type="category", title_text=t("y_request"), row=1, col=1)
     fig.update_yaxes(title_text=t("y_count"), row=1, col=1)
-    return fig, ui.write_csv(f"{NAME}-pools", pr.pools_table(res))
+    return fig, ui.write_csv(f"{NAME}-pools", exports.columns("replay_pools", res))
 
 
 def _peak_bars(fig: go.Figure, batch: bv.BatchView | None, t: Lang) -> None:

@@ -19,8 +19,10 @@ from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
 from kda_core.studies import int8 as i8
+from kda_core.studies import prefix_replay as pr
 from kda_core.studies import speculative as sp
 from kda_core.studies import transfer as tr
+from kda_core.studies import tree_layout
 
 _SWEEP_METRICS = (
     "peak_state_bytes",
@@ -223,7 +225,85 @@ def _transfer_timeline(r: tr.PDRun) -> dict[str, list]:
     }
 
 
-_BUILDERS: dict[str, Callable[..., dict[str, list]]] = {
+def _replay_timeline(res: pr.ScenarioResult) -> dict[str, list]:
+    """One row per timeline segment (request 1-based, phase, [start, end)), then one per
+    checkpoint parked (phase "checkpoint", start = end = its position)."""
+    out: dict[str, list] = {"request": [], "phase": [], "start": [], "end": []}
+    rows = [
+        (i + 1, ph, a, b) for i, r in enumerate(res.requests) for a, b, ph in r.timeline.segments
+    ]
+    rows += [
+        (i + 1, "checkpoint", p, p)
+        for i, r in enumerate(res.requests)
+        for p in r.timeline.checkpoints
+    ]
+    for row in rows:
+        for k, v in zip(out, row):
+            out[k].append(v)
+    return out
+
+
+def _replay_tree(snap: pr.TreeSnapshot) -> dict[str, list | np.ndarray]:
+    """One row per radix node, with its drawing lane and child count (``tree_layout``)."""
+    lay = tree_layout.layout(snap.node_id, snap.parent, snap.end)
+    return {
+        "node_id": snap.node_id,
+        "parent": snap.parent,
+        "depth": snap.depth,
+        "start": snap.start,
+        "end": snap.end,
+        "has_state": snap.has_state,
+        "kv_lock": snap.kv_lock,
+        "state_lock": snap.state_lock,
+        "kv_lru_age": snap.kv_age,
+        "state_lru_age": snap.state_age,
+        "lane": lay.lane,
+        "children": lay.children,
+        "label": list(snap.label),
+    }
+
+
+def _replay_steps(
+    r: pr.ReplaySteps, step: int, layer: int, head: int, delta: bool
+) -> dict[str, list | np.ndarray]:
+    """The heatmap of one (step, layer, head) cell by cell, then the distance per position."""
+    n = r.positions.size
+    if n == 0:
+        return {"position": [], "distance": []}
+    S = pr.heatmap(r, step, layer, head, delta=delta)
+    kk, vv = np.meshgrid(np.arange(S.shape[0]), np.arange(S.shape[1]), indexing="ij")
+    return {
+        "kind": ["state"] * S.size + ["distance"] * n,
+        "key_channel_or_position": np.concatenate([kk.ravel(), r.positions]),
+        "value_channel": np.concatenate([vv.ravel(), np.full(n, -1)]),
+        "value": np.concatenate([S.ravel(), r.dist]),
+        "step": [step] * (S.size + n),
+    }
+
+
+def _replay_pools(res: pr.ScenarioResult) -> dict[str, list]:
+    """The cumulative pool counters after each request (``pr.POOL_COUNTERS`` + bytes, KV)."""
+    out: dict[str, list] = {"request": list(range(1, len(res.requests) + 1))}
+    for label, field in pr.POOL_COUNTERS:
+        out[label] = [getattr(r.pools, field) for r in res.requests]
+    out["checkpoint bytes"] = [r.pools.checkpoint_bytes for r in res.requests]
+    out["evicted KV tokens"] = [r.pools.evicted_kv_tokens for r in res.requests]
+    return out
+
+
+def _replay_drift(d: pr.DriftStudy) -> dict[str, list | np.ndarray]:
+    """Per generated token: each arm's max |logit - uncached logit| and the greedy tokens."""
+    return {
+        "token": np.arange(1, d.exact.size + 1),
+        "exact": d.exact,
+        "int8": d.int8,
+        "inconsistent": d.inconsistent,
+        "uncached_token": list(d.uncached_tokens),
+        "inconsistent_token": list(d.inconsistent_tokens),
+    }
+
+
+_BUILDERS: dict[str, Callable[..., dict]] = {
     "density_sweep": _density_sweep,
     "density_pareto": _density_pareto,
     "chunk_agreement": _chunk_agreement,
@@ -237,10 +317,15 @@ _BUILDERS: dict[str, Callable[..., dict[str, list]]] = {
     "spec_ring": _spec_ring,
     "spec_memory": _spec_memory,
     "transfer_timeline": _transfer_timeline,
+    "replay_timeline": _replay_timeline,
+    "replay_tree": _replay_tree,
+    "replay_steps": _replay_steps,
+    "replay_pools": _replay_pools,
+    "replay_drift": _replay_drift,
 }
 
 
-def columns(kind: str, *data: object) -> dict[str, list]:
+def columns(kind: str, *data: object) -> dict[str, list | np.ndarray]:
     """The CSV columns of one figure: ``kind`` names the builder (``_BUILDERS``: "density_sweep",
     "cp_state", ...) and ``data`` is what it takes (e.g. ``columns("cp_state", demo, rank)``)."""
     if kind not in _BUILDERS:
