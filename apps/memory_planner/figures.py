@@ -24,6 +24,7 @@ from apps.memory_planner.tables import (
 from apps.ui import COLORS, SERIES, guard
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 from kda_core.studies import planner as pl
 from words.catalog import T as Lang
 
@@ -187,7 +188,7 @@ def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure,
     title = t("t_live", s=v.strategy, slots=v.state_slots, n=n, peak=v.peak_running, plan=cap)
     ui.style(fig, title, t("x_step"), t("y_per_step"), height=320)
     fig.update_yaxes(range=[0, max(v.planner_max_running, v.peak_running) + 1.5], dtick=1)
-    return fig, ui.write_csv(f"{NAME}-live", bv.pool_table(v))
+    return fig, ui.write_csv(f"{NAME}-live", exports.columns("batch_pool", v))
 
 
 def draw_plan(view: tuple, t: Lang) -> tuple:

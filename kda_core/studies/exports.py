@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from kda_core.kda import cp
+from kda_core.studies import batch_view as bv
 from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
@@ -23,6 +24,7 @@ from kda_core.studies import prefix_replay as pr
 from kda_core.studies import speculative as sp
 from kda_core.studies import transfer as tr
 from kda_core.studies import tree_layout
+from kda_core.studies._batch_options import buffer_columns
 
 _SWEEP_METRICS = (
     "peak_state_bytes",
@@ -303,6 +305,50 @@ def _replay_drift(d: pr.DriftStudy) -> dict[str, list | np.ndarray]:
     }
 
 
+def _batch_phases(v: bv.BatchView) -> dict[str, list]:
+    """One row per (request, step): the request's phase in that step (``bv.PHASES`` names)."""
+    n, steps = v.phase.shape
+    return {
+        "request": [i + 1 for i in range(n) for _ in range(steps)],
+        "step": [s for _ in range(n) for s in range(steps)],
+        "phase": [bv.PHASES[int(c)] for c in v.phase.ravel()],
+    }
+
+
+def _batch_pool(v: bv.BatchView) -> dict[str, np.ndarray]:
+    """One row per step: running requests, tokens, the state pool's slots by kind."""
+    return {
+        "step": np.arange(v.n_steps),
+        "running_requests": v.running,
+        "prefill_tokens": v.prefill_tokens,
+        "decode_tokens": v.decode_tokens,
+        "slots_running": v.slots_running,
+        "slots_cached": v.slots_cached,
+        "slots_free": v.slots_free,
+        "max_running": np.full(v.n_steps, v.max_running),
+        "held_for_memory": v.held_for_memory + 1,  # the request's number (0: none)
+        **buffer_columns(v.border, v.buffer_bytes),
+    }
+
+
+def _batch_index(v: bv.BatchView) -> dict[str, list]:
+    """One row per (all-decode step, row of the captured shape): the real batch, the captured
+    size, the request on the row (0: a padding row) and its state index (0: the sink)."""
+    keys = ("step", "batch_size", "padded_size", "row", "request", "state_index")
+    out: dict[str, list] = {k: [] for k in keys}
+    if v.graph_padded is None or v.state_index is None or v.row_request is None:
+        return out
+    for s in np.flatnonzero(v.graph_padded):
+        for row in range(int(v.graph_padded[s])):
+            out["step"].append(int(s))
+            out["batch_size"].append(int(v.graph_batch[s]))  # type: ignore[index]
+            out["padded_size"].append(int(v.graph_padded[s]))
+            out["row"].append(row)
+            out["request"].append(int(v.row_request[s, row]) + 1)
+            out["state_index"].append(int(v.state_index[s, row]))
+    return out
+
+
 _BUILDERS: dict[str, Callable[..., dict]] = {
     "density_sweep": _density_sweep,
     "density_pareto": _density_pareto,
@@ -322,6 +368,9 @@ _BUILDERS: dict[str, Callable[..., dict]] = {
     "replay_steps": _replay_steps,
     "replay_pools": _replay_pools,
     "replay_drift": _replay_drift,
+    "batch_phases": _batch_phases,
+    "batch_pool": _batch_pool,
+    "batch_index": _batch_index,
 }
 
 
