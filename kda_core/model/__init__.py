@@ -10,7 +10,7 @@ names other code uses; see docs/model.md.
 """
 
 from kda_core.model.functional import rmsnorm, sigmoid
-from kda_core.model.params import K3_REFERENCE, VARIANTS, ModelConfig
+from kda_core.model.params import VARIANTS, ModelConfig
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tiny import (
     TinyHybrid,
@@ -29,7 +29,6 @@ from kda_core.model.tokenizer import (
 )
 
 __all__ = [
-    "K3_REFERENCE",
     "MAX_TOKENS",
     "TOKENIZER_FINGERPRINT",
     "VARIANTS",

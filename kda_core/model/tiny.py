@@ -15,7 +15,7 @@ distributions instead. `prefill` / `decode_step` advance a `ModelState` in place
 the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
 Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.model.batch` batches the
-k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
+k3 variant), and the real K3 sizes (`kda_core.sizing.preset("kimi-k3")`).
 """
 
 from __future__ import annotations

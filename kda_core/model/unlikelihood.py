@@ -97,7 +97,7 @@ def _repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, chunk: int = 16):
+def _greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, chunk: int = 16):
     """[B, P] prompt ids -> [B, P + n_new]: greedy continuations, each step a full forward of the
     sequence so far (net.forward; no state cache: short sequences, one code path)."""
     x = prompts
@@ -113,7 +113,7 @@ def _looping_prompts(p: dict, cfg: model.ModelConfig) -> list[str]:
     out = []
     for prompt in corpus.SAMPLE_PROMPTS:
         ids = torch.tensor([list(prompt.encode())])
-        written = greedy(p, ids, 64, cfg)[0, ids.shape[1] :].tolist()
+        written = _greedy(p, ids, 64, cfg)[0, ids.shape[1] :].tolist()
         if corpus.first_repeat(bytes(written)) is not None:
             out.append(prompt)
     return out
@@ -131,7 +131,7 @@ def _unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, ch
     return (-log_not * mask).sum() / max(count, 1), count
 
 
-def finetune(
+def _finetune(
     cfg: _UnlikelihoodConfig, init: dict, text: str | None = None, log=print
 ) -> tuple[dict, list[dict]]:
     """Fine-tune the weights ``init`` (keyed like the .npz); returns (float32 numpy weights, log
@@ -156,7 +156,7 @@ def finetune(
         else:
             starts = rng.integers(0, data.size - cfg.prefix, cfg.batch)
             prefixes = np.stack([data[s : s + cfg.prefix] for s in starts]).astype(np.int64)
-            seqs = greedy(p, torch.from_numpy(prefixes), cfg.continuation, mcfg, cfg.chunk)
+            seqs = _greedy(p, torch.from_numpy(prefixes), cfg.continuation, mcfg, cfg.chunk)
             loss, count = _unlikelihood_loss(p, seqs, cfg.prefix, cfg.ngram, mcfg, cfg.chunk)
             row.update(kind="unlikelihood", loss=loss.item(), repeated_bytes=count)
         opt.zero_grad(set_to_none=True)
@@ -187,7 +187,7 @@ def _main(argv: list[str] | None = None) -> None:
     cfg = _UnlikelihoodConfig(**{f.name: getattr(args, f.name) for f in fields})
     t0 = time.perf_counter()
     init, base_meta = weights.load(args.init)
-    arrays, rows = finetune(cfg, init)
+    arrays, rows = _finetune(cfg, init)
     meta = train.record(arrays, rows, time.perf_counter() - t0)
     base = {k: v for k, v in base_meta.items() if k not in ("log", "corpus", "file", "bytes")}
     meta.update(
