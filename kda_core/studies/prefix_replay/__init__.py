@@ -7,15 +7,14 @@ inconsistent restore); the CSV rows behind each figure are ``studies.exports``. 
 docs/prefix_replay.md.
 """
 
+from kda_core.studies._parking import kda_shape
 from kda_core.studies.prefix_replay._drift import restore_drift
 from kda_core.studies.prefix_replay._scenarios import (
     ARMS,
     MAX_PROMPT_TOKENS,
     MAX_PROMPTS,
     POLICIES,
-    SCENARIO_NAMES,
     SCENARIOS,
-    kda_shape,
 )
 from kda_core.studies.prefix_replay._session import ServingSession, run_scenario, serve
 from kda_core.studies.prefix_replay._views import (
@@ -37,7 +36,6 @@ __all__ = [
     "POLICIES",
     "POOL_COUNTERS",
     "SCENARIOS",
-    "SCENARIO_NAMES",
     "DriftStudy",
     "ReplaySteps",
     "RequestView",
