@@ -307,7 +307,7 @@ def test_bad_input(agent: W.Trace) -> None:
 
 
 def test_output_blocks_make_the_last_decoded_state_hit() -> None:
-    chat = W.multi_turn_chat(60, turns=6, block_size=64, seed=4)
+    chat = W.workload("chat", n_sessions=60, turns=6, block_size=64, seed=4)
     with_out = sim.simulate(chat, "marconi", None)
     no_out = sim.simulate(chat, "marconi", None, outputs=False)
     # Marconi's input-and-output reuse: the next turn restores after the previous answer
