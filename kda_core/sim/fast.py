@@ -32,7 +32,7 @@ from kda_core.sim._pidtrace import PreparedTrace, prepare
 from kda_core.sim.simulator import resolve_policy
 from kda_core.workloads import Trace
 
-__all__ = ["PreparedTrace", "Replay", "prepare_trace", "replay"]
+__all__ = ["PreparedTrace", "prepare_trace", "replay"]
 
 
 def prepare_trace(trace: Trace, outputs: bool = True) -> PreparedTrace:
