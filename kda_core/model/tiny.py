@@ -41,7 +41,7 @@ from kda_core.model._arrays import (
     named_arrays,
     weights_from_arrays,
 )
-from kda_core.model.functional import rmsnorm, sigmoid
+from kda_core.model._functional import rmsnorm, sigmoid
 from kda_core.model.params import ModelConfig
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tokenizer import (
