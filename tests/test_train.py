@@ -64,7 +64,7 @@ def test_torch_forward_equals_numpy_forward(weights):
 
 def _short_run() -> tuple[dict, list[dict]]:
     cfg = T._TrainConfig(steps=20, batch=2, seq_len=32, warmup=5, log_every=5)
-    return T._train(cfg, text=corpus.load("train")[:20000], log=lambda _row: None)
+    return T.train(cfg, text=corpus.load("train")[:20000], log=lambda _row: None)
 
 
 def test_twenty_steps_are_bit_for_bit_reproducible():
@@ -85,8 +85,8 @@ def test_the_step_only_schedule_makes_a_short_run_the_prefix_of_a_long_one():
     assert [T._lr(cfg, s) for s in (0, 3, 15)] == pytest.approx([1e-3, 4e-3, 2e-3])
     text, init = corpus.load("train")[:20000], _short_run()[0]
     seen = {}
-    T._train(cfg, text, lambda _r: None, lambda step, w: seen.setdefault(step, w), init)
-    short, _ = T._train(dataclasses.replace(cfg, steps=5), text, lambda _r: None, init=init)
+    T.train(cfg, text, lambda _r: None, lambda step, w: seen.setdefault(step, w), init)
+    short, _ = T.train(dataclasses.replace(cfg, steps=5), text, lambda _r: None, init=init)
     assert sorted(seen) == list(range(1, 10))  # keyed by the steps done
     assert all(np.array_equal(short[k], seen[5][k]) for k in short)
     assert not np.array_equal(seen[9]["embed"], seen[5]["embed"])

@@ -118,7 +118,7 @@ def _short_run(check_every: int = 100) -> tuple[dict, list[dict]]:
         log_every=2,
         check_every=check_every,
     )
-    return U._finetune(cfg, W.load()[0], text=corpus.load("train")[:20000], log=lambda _row: None)
+    return U.finetune(cfg, W.load()[0], text=corpus.load("train")[:20000], log=lambda _row: None)
 
 
 def test_four_steps_are_bit_for_bit_reproducible_and_alternate():
@@ -169,7 +169,7 @@ def test_a_short_run_logs_which_sample_prompts_loop():
     cfg = U._UnlikelihoodConfig(
         steps=2, batch=1, seq_len=16, prefix=8, continuation=8, check_every=2
     )
-    _, rows = U._finetune(cfg, W.load()[0], text=corpus.load("train")[:5000], log=lambda _r: None)
+    _, rows = U.finetune(cfg, W.load()[0], text=corpus.load("train")[:5000], log=lambda _r: None)
     checks = [r for r in rows if "looping_prompts" in r]
     assert [r["steps_done"] for r in checks] == [2]
     assert set(checks[0]["looping_prompts"]) <= set(corpus.SAMPLE_PROMPTS)

@@ -103,9 +103,9 @@ def test_heldout_bits_per_byte_is_under_the_threshold(trained):
     """The required bar: held-out bits per byte <= 2.5 (uniform guessing: 8.0; the random init
     scores above 8). First 6 KiB of held-out documents: modules never seen in training."""
     heldout = corpus.load("heldout")
-    bpb = corpus._corpus_bits_per_byte(trained, heldout, max_bytes=6144)
+    bpb = corpus.corpus_bits_per_byte(trained, heldout, max_bytes=6144)
     assert bpb <= 2.5
-    rnd = corpus._corpus_bits_per_byte(M.TinyHybrid(weights="random"), heldout, max_bytes=1024)
+    rnd = corpus.corpus_bits_per_byte(M.TinyHybrid(weights="random"), heldout, max_bytes=1024)
     assert rnd > 8.0
 
 
@@ -113,7 +113,7 @@ def test_out_of_style_bits_per_byte_meets_the_bar(trained):
     """API references of packages never trained on (parameter sections, code examples, four
     markup conventions) score <= 3.0 bits per byte: the first 4 KiB of each package's text."""
     for package, text in corpus._out_of_style_by_package().items():
-        assert corpus._corpus_bits_per_byte(trained, text, max_bytes=4096) <= 3.0, package
+        assert corpus.corpus_bits_per_byte(trained, text, max_bytes=4096) <= 3.0, package
 
 
 def test_greedy_output_is_readable_text(trained):

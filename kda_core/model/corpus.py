@@ -306,11 +306,11 @@ def scores(model, heldout_bytes: int = 65536) -> dict:
     from kda_core.model.tokenizer import decode, encode
 
     out = {
-        "heldout": _corpus_bits_per_byte(model, load("heldout"), heldout_bytes),
-        "out_of_style": _corpus_bits_per_byte(model, load("out_of_style")),
+        "heldout": corpus_bits_per_byte(model, load("heldout"), heldout_bytes),
+        "out_of_style": corpus_bits_per_byte(model, load("out_of_style")),
     }
     for package, text in _out_of_style_by_package().items():
-        out[f"out_of_style:{package}"] = _corpus_bits_per_byte(model, text)
+        out[f"out_of_style:{package}"] = corpus_bits_per_byte(model, text)
     greedy = {p: model.generate(encode(p), 64)[0] for p in SAMPLE_PROMPTS}
     out["greedy"] = {p: decode(ids) for p, ids in greedy.items()}
     out["greedy_first_repeat"] = {p: first_repeat(bytes(ids)) for p, ids in greedy.items()}
@@ -341,7 +341,7 @@ def first_repeat(data: bytes, n: int = _LOOP_NGRAM) -> tuple[int, int] | None:
     return None
 
 
-def _corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> float:
+def corpus_bits_per_byte(model, text: str, max_bytes: int | None = None) -> float:
     """Bits per byte over the documents of ``text``, each scored from a fresh state (total bits
     / total predictions, so long documents weigh by their length); the documents are taken in
     order until ``max_bytes`` (None: all; a longer document is cut at the MAX_TOKENS cap)."""

@@ -93,7 +93,7 @@ def _lr(cfg: _TrainConfig, step: int) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def _train(
+def train(
     cfg: _TrainConfig, text: str | None = None, log=print, snapshot=None, init: dict | None = None
 ) -> tuple[dict, list[dict]]:
     """Run the training; returns (float32 numpy weights keyed like the .npz, log rows).
@@ -177,7 +177,7 @@ def _main(argv: list[str] | None = None) -> None:
 
     t0 = time.perf_counter()
     init = None if args.init is None else weights.load(args.init)[0]
-    arrays, rows = _train(cfg, snapshot=snap, init=init)
+    arrays, rows = train(cfg, snapshot=snap, init=init)
     init_label = "random" if args.init is None else weights.sha256_file(args.init)
     meta = record(arrays, rows, time.perf_counter() - t0)
     meta.update({"train_config": dataclasses.asdict(cfg), "init": init_label})

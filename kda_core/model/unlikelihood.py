@@ -131,7 +131,7 @@ def _unlikelihood_loss(p: dict, seqs: torch.Tensor, prefix: int, n: int, cfg, ch
     return (-log_not * mask).sum() / max(count, 1), count
 
 
-def _finetune(
+def finetune(
     cfg: _UnlikelihoodConfig, init: dict, text: str | None = None, log=print
 ) -> tuple[dict, list[dict]]:
     """Fine-tune the weights ``init`` (keyed like the .npz); returns (float32 numpy weights, log
@@ -187,7 +187,7 @@ def _main(argv: list[str] | None = None) -> None:
     cfg = _UnlikelihoodConfig(**{f.name: getattr(args, f.name) for f in fields})
     t0 = time.perf_counter()
     init, base_meta = weights.load(args.init)
-    arrays, rows = _finetune(cfg, init)
+    arrays, rows = finetune(cfg, init)
     meta = train.record(arrays, rows, time.perf_counter() - t0)
     base = {k: v for k, v in base_meta.items() if k not in ("log", "corpus", "file", "bytes")}
     meta.update(
