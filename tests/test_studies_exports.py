@@ -203,3 +203,27 @@ def test_prefix_replay_columns():
     )
     drift = exports.columns("replay_drift", d)
     assert drift["token"].tolist() == [1, 2] and drift["inconsistent_token"] == [5, 7]
+
+
+def test_planner_columns():
+    p = NS(
+        context_lens=np.array([1024, 2048]),
+        kv_bytes=np.array([10, 20]),
+        state_bytes=np.array([7, 7]),
+        ratios=np.array([0.5]),
+        running_by_state=np.array([3]),
+        running_by_kv=np.array([5]),
+        max_running_by_ratio=np.array([3]),
+        strategy_names=("no_buffer", "extra_buffer"),
+        strategy_reserved=np.array([1, 2]),
+        strategy_held=np.array([1, 3]),
+        strategy_max_running=np.array([-1, 4]),
+    )
+    mem = exports.columns("plan_memory", p)
+    assert list(mem) == ["context_tokens", "kv_bytes", "state_slot_bytes"]
+    assert mem["kv_bytes"].tolist() == [10, 20]
+    ratio = exports.columns("plan_ratio", p)
+    assert ratio["max_running"].tolist() == [3] and ratio["running_by_kv"].tolist() == [5]
+    strat = exports.columns("plan_strategies", p)
+    assert strat["strategy"] == ["no_buffer", "extra_buffer"]
+    assert strat["max_running_by_state"].tolist() == [-1, 4]

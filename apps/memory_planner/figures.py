@@ -59,7 +59,7 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.log_axis(fig, "x")
     ui.log_axis(fig, "y")
     ui.top_margin(fig, 34)
-    return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.csv_tables(p)["memory_vs_context"])
+    return fig, ui.write_csv(f"{NAME}-memory_vs_context", exports.columns("plan_memory", p))
 
 
 def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -99,7 +99,7 @@ def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_running"))
     ui.log_axis(fig, "x")
     ui.top_margin(fig, 34)
-    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.csv_tables(p)["running_vs_ratio"])
+    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", exports.columns("plan_ratio", p))
 
 
 def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -157,7 +157,7 @@ def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
         ticktext=ticks,
         title_standoff=8,
     )
-    return fig, ui.write_csv(f"{NAME}-strategies", pl.csv_tables(p)["strategies"])
+    return fig, ui.write_csv(f"{NAME}-strategies", exports.columns("plan_strategies", p))
 
 
 def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure, str | None]:

@@ -20,6 +20,7 @@ from kda_core.studies import chunk_scan as cs
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import density as ds
 from kda_core.studies import int8 as i8
+from kda_core.studies import planner as pl
 from kda_core.studies import prefix_replay as pr
 from kda_core.studies import speculative as sp
 from kda_core.studies import transfer as tr
@@ -67,40 +68,30 @@ def _density_pareto(s: ds.DensitySweep) -> dict[str, list]:
     }
 
 
+def _grid(T: np.ndarray, C: np.ndarray, **cells: np.ndarray) -> dict[str, list]:
+    """Long format over a (T, chunk size) grid: a [T] array repeats per chunk size, a [T, C]
+    array is read row by row; ints stay ints (``tolist``)."""
+    nT, nC = np.size(T), np.size(C)
+    cols = {"T": np.repeat(T, nC).tolist(), "chunk_size": np.tile(C, nT).tolist()}
+    for k, x in cells.items():
+        x = np.asarray(x)
+        cols[k] = (np.repeat(x, nC) if x.ndim == 1 else x.reshape(nT * nC)).tolist()
+    return cols
+
+
 def _chunk_agreement(a: cs.Agreement) -> dict[str, list]:
     """One row per (T, chunk size): chunked vs recurrent differences of outputs and state."""
     keys = ("o_max_abs", "o_rel", "S_max_abs", "S_rel")
-    cols: dict[str, list] = {"T": [], "chunk_size": [], **{k: [] for k in keys}}
-    for i, T in enumerate(a.T_values.tolist()):
-        for j, C in enumerate(a.chunk_sizes.tolist()):
-            cols["T"].append(T)
-            cols["chunk_size"].append(C)
-            for key in keys:
-                cols[key].append(float(getattr(a, key)[i, j]))
-    return cols
+    cells = {k: np.asarray(getattr(a, k), dtype=float) for k in keys}
+    return _grid(a.T_values, a.chunk_sizes, **cells)
 
 
 def _chunk_cost(c: cs.Cost) -> dict[str, list]:
     """One row per (T, chunk size): sequential steps and matmul FLOPs of both forms."""
-    cols: dict[str, list] = {
-        "T": [],
-        "chunk_size": [],
-        "recurrent_steps": [],
-        "chunked_steps": [],
-        "recurrent_flops": [],
-        "chunked_flops": [],
-        "flops_ratio": [],
-    }
-    for i, T in enumerate(c.T_values.tolist()):
-        for j, C in enumerate(c.chunk_sizes.tolist()):
-            cols["T"].append(T)
-            cols["chunk_size"].append(C)
-            cols["recurrent_steps"].append(int(c.recurrent_steps[i]))
-            cols["chunked_steps"].append(int(c.chunked_steps[i, j]))
-            cols["recurrent_flops"].append(int(c.recurrent_flops[i]))
-            cols["chunked_flops"].append(int(c.chunked_flops[i, j]))
-            cols["flops_ratio"].append(float(c.flops_ratio[i, j]))
-    return cols
+    ints = ("recurrent_steps", "chunked_steps", "recurrent_flops", "chunked_flops")
+    cells = {k: np.asarray(getattr(c, k), dtype=np.int64) for k in ints}
+    ratio = np.asarray(c.flops_ratio, dtype=float)
+    return _grid(c.T_values, c.chunk_sizes, **cells, flops_ratio=ratio)
 
 
 def _chunk_maps(m: cs.Composition) -> dict[str, list]:
@@ -197,21 +188,14 @@ def _spec_ring(v: sp.VerifyStudy, stages: Sequence[str]) -> dict[str, list]:
 
 def _spec_memory(mem: sp.MemoryOverD) -> dict[str, list]:
     """One row per (model, D): ring bytes against a full state per draft token."""
+    nD = mem.d_values.size
     data: dict[str, list] = {
-        "model": [],
-        "D": [],
-        "ring_len": [],
-        "ring_bytes": [],
-        "per_draft_state_bytes": [],
-        "conv_window_bytes": [],
-        "ratio": [],
+        "model": [m for m in mem.models for _ in range(nD)],
+        "D": np.tile(mem.d_values, len(mem.models)).tolist(),
+        "ring_len": np.tile(mem.ring_len, len(mem.models)).tolist(),
     }
-    for i, model in enumerate(mem.models):
-        data["model"] += [model] * mem.d_values.size
-        data["D"] += mem.d_values.tolist()
-        data["ring_len"] += mem.ring_len.tolist()
-        for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
-            data[k] += getattr(mem, k)[i].tolist()
+    for k in ("ring_bytes", "per_draft_state_bytes", "conv_window_bytes", "ratio"):
+        data[k] = np.asarray(getattr(mem, k)).reshape(-1).tolist()
     return data
 
 
@@ -349,6 +333,35 @@ def _batch_index(v: bv.BatchView) -> dict[str, list]:
     return out
 
 
+def _plan_memory(p: pl.Plan) -> dict[str, np.ndarray]:
+    """Memory vs context: one request's attention KV bytes against one state slot."""
+    return {
+        "context_tokens": p.context_lens,
+        "kv_bytes": p.kv_bytes,
+        "state_slot_bytes": p.state_bytes,
+    }
+
+
+def _plan_ratio(p: pl.Plan) -> dict[str, np.ndarray]:
+    """Running requests vs ``--mamba-full-memory-ratio``: by state, by KV, the smaller."""
+    return {
+        "ratio": p.ratios,
+        "running_by_state": p.running_by_state,
+        "running_by_kv": p.running_by_kv,
+        "max_running": p.max_running_by_ratio,
+    }
+
+
+def _plan_strategies(p: pl.Plan) -> dict[str, list | np.ndarray]:
+    """The strategy table (-1 where a strategy is invalid)."""
+    return {
+        "strategy": list(p.strategy_names),
+        "slots_reserved": p.strategy_reserved,
+        "slots_held": p.strategy_held,
+        "max_running_by_state": p.strategy_max_running,
+    }
+
+
 _BUILDERS: dict[str, Callable[..., dict]] = {
     "density_sweep": _density_sweep,
     "density_pareto": _density_pareto,
@@ -371,6 +384,9 @@ _BUILDERS: dict[str, Callable[..., dict]] = {
     "batch_phases": _batch_phases,
     "batch_pool": _batch_pool,
     "batch_index": _batch_index,
+    "plan_memory": _plan_memory,
+    "plan_ratio": _plan_ratio,
+    "plan_strategies": _plan_strategies,
 }
 
 
