@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
 import sys
@@ -87,21 +88,25 @@ def k3_in_transformers(model: M.TinyHybrid):
     lower-bound forget gate, its full-rank KDA output gate and its MLA output gate swapped in."""
     import torch
     import transformers
+    from safetensors.torch import load_file
     from transformers.models.kimi_linear import modeling_kimi_linear as kl
 
     c = model.config
-    cfg = M.hf.config_to_hf(
-        M.ModelConfig(**{**_fields(c), "variant": "kimi-linear", "gate_lower_bound": None})
-    )
-    hf_model = transformers.KimiLinearForCausalLM(transformers.KimiLinearConfig(**cfg)).eval()
     arrays = M.named_weights(model)
     low_rank = {k: v for k, v in arrays.items() if not k.endswith("w_gate")}
     for layer, kind in enumerate(model.layer_kinds):  # placeholders for the swapped modules
         if kind == "kda":
             low_rank[f"blocks.{layer}.mixer.g_a"] = np.zeros((c.d_model, c.head_dim))
             low_rank[f"blocks.{layer}.mixer.g_b"] = np.zeros((c.head_dim, c.n_heads * c.head_dim))
-    sd = M.hf.to_hf_state(M.hf.config_from_hf(cfg), low_rank)
-    hf_model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)
+    kimi_linear = M.ModelConfig(
+        **{**_fields(c), "variant": "kimi-linear", "gate_lower_bound": None}
+    )
+    with tempfile.TemporaryDirectory() as tmp:  # the lab's own export, as transformers reads it
+        folder = M.export_hf(M.TinyHybrid(kimi_linear, weights=low_rank), tmp)
+        cfg = json.loads((folder / "config.json").read_text())
+        sd = load_file(str(folder / "model.safetensors"))
+    hf_model = transformers.KimiLinearForCausalLM(transformers.KimiLinearConfig(**cfg)).eval()
+    hf_model.load_state_dict(sd, strict=True)
     lb = c.gate_lower_bound
 
     class K3ForgetGate(kl.KimiLinearForgetGate):

@@ -7,6 +7,7 @@ float checks (each module words its own).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -42,6 +43,21 @@ def check_seed(name: str, value: object) -> int:
     """A random seed: an int in ``[0, 2**63 - 1]`` (numpy's ``default_rng`` takes any
     non-negative int; the cap only keeps the message finite)."""
     return check_int(name, value, 0, MAX_SEED)
+
+
+MAX_BUDGET_BYTES: int = 1 << 60
+
+
+def check_budget(name: str, value: Any) -> int | None:
+    """A byte budget: None (unlimited) or a real number of bytes in ``[0, 2**60]``, as an int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and 0 <= v <= MAX_BUDGET_BYTES):
+        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
+    return int(v)
 
 
 def rel_error(a: np.ndarray, ref: np.ndarray) -> float:

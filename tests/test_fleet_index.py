@@ -19,14 +19,16 @@ from kda_core.fleet._index import request_hashes
 from kda_core.fleet._setup import check_args
 from kda_core.fleet._simulate import run
 from kda_core.sim import checkpoint_bytes
-from kda_core.workloads import multi_turn_chat
+from kda_core.workloads import workload
 
 CKPT = checkpoint_bytes("kimi-k3", 8)
 
 
 def chat(n: int = 70):
     """Multi-turn sessions over a shared 2000-token system prompt, overlapping in time."""
-    return multi_turn_chat(n, turns=6, system_tokens=2000, block_size=256, session_rate=0.5, seed=3)
+    return workload(
+        "chat", n_sessions=n, turns=6, system_tokens=2000, block_size=256, session_rate=0.5, seed=3
+    )
 
 
 def opts(**kw) -> dict:

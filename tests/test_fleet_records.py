@@ -29,7 +29,7 @@ from kda_core.fleet._index import EventView, StateView, apply_events, request_ha
 from kda_core.fleet._replica import Replica
 from kda_core.fleet._setup import check_args
 from kda_core.sim._sequential import request_keys
-from kda_core.workloads import multi_turn_chat
+from kda_core.workloads import workload
 from kda_core.workloads.traces import make_trace
 from tests.test_fleet import B, page_trace
 
@@ -124,8 +124,14 @@ def serial(t, gap: float = 1e4):
 def preamble_sessions():
     """Infera#104's shape: 83 multi-turn sessions behind a 3500-token preamble, each turn
     adding a source file (~3000 tokens), one request at a time (394 requests)."""
-    t = multi_turn_chat(
-        83, turns=5, system_tokens=3500, user_tokens=3000, block_size=256, max_context=131072
+    t = workload(
+        "chat",
+        n_sessions=83,
+        turns=5,
+        system_tokens=3500,
+        user_tokens=3000,
+        block_size=256,
+        max_context=131072,
     )
     return serial(t, 1e4)
 
@@ -159,7 +165,9 @@ def test_infera_104_round_robin_below_kv_aware():
 
 def test_infera_109_short_prompts_cancel_the_overlap_term():
     small = dict(system_tokens=300, user_tokens=80, answer_tokens=60, max_context=760)
-    short = multi_turn_chat(60, turns=4, block_size=256, session_rate=1.0, seed=1, **small)
+    short = workload(
+        "chat", n_sessions=60, turns=4, block_size=256, session_rate=1.0, seed=1, **small
+    )
     assert short.input_len.max() < B
     picks = [
         simulate_fleet(short, replicas=3, router="kv_events", weight=w).replica
@@ -169,7 +177,7 @@ def test_infera_109_short_prompts_cancel_the_overlap_term():
     r = simulate_fleet(short, replicas=3, router="kv_events", weight=20.0)
     assert r.expected.max() == 0 and r.summary()["state_hit_rate"] == 0.0
     # the same sessions above one block: the weight now changes the routing
-    long = multi_turn_chat(60, turns=4, system_tokens=2300, block_size=256, seed=1)
+    long = workload("chat", n_sessions=60, turns=4, system_tokens=2300, block_size=256, seed=1)
     a = simulate_fleet(long, replicas=3, router="kv_events", weight=0.0).replica
     b = simulate_fleet(long, replicas=3, router="kv_events", weight=20.0).replica
     assert not np.array_equal(a, b)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kda_core import model as M
-from kda_core.model import hf
+from kda_core.model import _hf as hf
 from kda_core.model._arrays import KimiLinearKDAWeights
 
 CFG = M.ModelConfig(

@@ -185,7 +185,7 @@ def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
     # BurstGPT-style lengths: simulate still gives memory (each request's own KV and states)
     # but flags its hit rates (NaN, prefix_info False, a plain note); the studies refuse
     from kda_core.sim import simulate
-    from kda_core.sim.tiers import compare_tiers
+    from kda_core.sim.tiers import simulate_tiers
     from kda_core.studies.density import density_sweep, hit_timeline, policy_sweep
 
     path = tmp_path / "burst.csv"
@@ -204,7 +204,7 @@ def test_a_lengths_only_trace_flags_every_hit_rate(tmp_path: Path) -> None:
     assert r.peak_kv_bytes >= 603 * r.kv_bytes_per_token
     assert r.checkpoints_stored > 0
     assert simulate(bundled_trace("conversation").head(3)).prefix_info
-    for fn in (density_sweep, policy_sweep, hit_timeline, compare_tiers):
+    for fn in (density_sweep, policy_sweep, hit_timeline, simulate_tiers):
         with pytest.raises(ValueError, match="cannot be computed"):
             fn(trace)
 

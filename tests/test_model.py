@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from kda_core import model as M
+from kda_core import sizing
 
 TEXT = "KDA keeps a fixed-size state. 状态大小固定，前缀命中不等于状态命中。" * 2
 
@@ -25,7 +26,8 @@ def reference(tiny):
 def test_layer_pattern_is_k3s(tiny):
     assert tiny.layer_kinds == ("kda",) * 3 + ("mla",) + ("kda",) * 3 + ("mla",)
     assert tiny.kda_layers == (0, 1, 2, 4, 5, 6) and tiny.mla_layers == (3, 7)
-    assert M.K3_REFERENCE["kda_layers"] + M.K3_REFERENCE["mla_layers"] == 93
+    k3 = sizing.preset("kimi-k3")  # the model it scales down: the same 3 : 1 interleave
+    assert (k3.n_linear_layers, k3.n_attn_layers) == (69, 24)
 
 
 def test_tokenizer_round_trip_incl_chinese():

@@ -104,8 +104,8 @@ def test_exp_form_logistic_equals_the_models_tanh_form():
     tanh form itself is only good to ~1e-16 absolute), from the middle to far past exp's
     overflow (|x| > 709): finite and no overflow raised (the clip)."""
     from kda_core.kda.conv import silu as silu_ref
+    from kda_core.model._functional import sigmoid as sigmoid_ref
     from kda_core.model._fused import sigmoid, silu
-    from kda_core.model.functional import sigmoid as sigmoid_ref
 
     x = np.concatenate([np.linspace(-40, 40, 4001), [-1e4, -800.0, -710.0, 710.0, 800.0, 1e4]])
     with np.errstate(over="raise", invalid="raise"):  # an overflow in exp would raise

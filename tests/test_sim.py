@@ -240,7 +240,7 @@ def test_sizes_flops_and_ttft(agent: W.Trace) -> None:
 
 
 def test_marconi_efficiency_agrees_with_costmodel() -> None:
-    fn = sim.marconi_efficiency_fn("kimi-k3", 27_648)
+    fn = sim.simulator._marconi_efficiency_fn("kimi-k3", 27_648)
     L = np.array([512.0, 4096.0, 70_000.0])
     P = np.array([0.0, 1024.0, 69_632.0])
     nb = np.full(3, 29_039_616.0)
@@ -307,7 +307,7 @@ def test_bad_input(agent: W.Trace) -> None:
 
 
 def test_output_blocks_make_the_last_decoded_state_hit() -> None:
-    chat = W.multi_turn_chat(60, turns=6, block_size=64, seed=4)
+    chat = W.workload("chat", n_sessions=60, turns=6, block_size=64, seed=4)
     with_out = sim.simulate(chat, "marconi", None)
     no_out = sim.simulate(chat, "marconi", None, outputs=False)
     # Marconi's input-and-output reuse: the next turn restores after the previous answer

@@ -106,7 +106,7 @@ def test_a_running_requests_state_is_not_evicted() -> None:
 def spaced() -> W.Trace:
     """A chat trace with outputs (decode-time checkpoints) and 1000 s between arrivals: every
     request (prefill < 10 s at 3.2 PFLOP/s, no decode time) ends before the next arrives."""
-    chat = W.multi_turn_chat(30, turns=5, block_size=64, seed=4)
+    chat = W.workload("chat", n_sessions=30, turns=5, block_size=64, seed=4)
     return dataclasses.replace(chat, arrival_s=np.arange(len(chat), dtype=np.float64) * 1000.0)
 
 

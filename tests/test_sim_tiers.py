@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kda_core.sim import costmodel, simulate
-from kda_core.sim.tiers import CKPT_K3_TP8, TierConfig, compare_tiers, simulate_tiers
+from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, simulate_tiers
 from kda_core.workloads import bundled_trace, parse_mooncake_lines
 
 CK = CKPT_K3_TP8
@@ -22,7 +22,8 @@ def head():
 
 @pytest.fixture(scope="module")
 def results(head):
-    return compare_tiers(head, TierConfig(device_bytes=16 * CK, host_bytes=32 * CK))
+    cfg = TierConfig(device_bytes=16 * CK, host_bytes=32 * CK)
+    return [simulate_tiers(head, setup, cfg) for setup in TIER_SETUPS]
 
 
 def test_device_only_is_the_plain_simulator(head):

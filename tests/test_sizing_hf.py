@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kda_core import sizing as sz
-from kda_core.model import hf
+from kda_core.model import _hf as hf
 from kda_core.model.params import ModelConfig
 from kda_core.sizing.hf import shipped_configs
 from kda_core.sizing.sizes import state_shape

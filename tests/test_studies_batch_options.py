@@ -17,6 +17,7 @@ from kda_core.model import TinyHybrid, encode
 from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 
 MODEL = TinyHybrid()
 S = StateShape.of(MODEL).native_bytes
@@ -50,7 +51,7 @@ def test_the_border_is_the_pools_bytes(buffered):
     assert np.all((state_end <= kv_start) & (kv_start <= v.buffer_bytes))
     assert np.all((v.buffer_bytes - kv_start) % KVB == 0)  # whole KV tokens down from the top
     assert len(set(state_end.tolist())) > 3 and len(set(kv_start.tolist())) > 3  # it moves
-    t = bv.pool_table(v)
+    t = exports.columns("batch_pool", v)
     assert np.array_equal(t["state_bytes"] + t["free_bytes"] + t["kv_bytes"], t["buffer_bytes"])
     assert np.array_equal(t["state_bytes"], state_end)
 
@@ -85,7 +86,10 @@ def test_a_request_waits_because_the_buffer_is_full(buffered):
 def test_separate_pools_have_no_border_and_the_options_refuse_each_other():
     v = bv.batch_view(["hi", "there"], 3, state_slots=16, model=MODEL)
     assert v.border is None and v.buffer_bytes is None and v.graph_bs is None
-    assert "state_bytes" not in bv.pool_table(v) and bv.index_table(v)["step"] == []
+    assert (
+        "state_bytes" not in exports.columns("batch_pool", v)
+        and exports.columns("batch_index", v)["step"] == []
+    )
     with pytest.raises(ValueError, match="leave state_slots None"):
         bv.batch_view(["hi"], state_slots=16, unified_memory=4000 * 1024, model=MODEL)
 
@@ -128,7 +132,7 @@ def test_the_index_table_pads_to_the_captured_size_and_the_sink(sizes):
         assert np.all(rows[n:p] == 0) and np.all(rows[p:] == -1)  # the sink, then no row
         assert sorted(reqs[:n].tolist()) == sorted(np.flatnonzero(v.phase[:, s] == decode))
         assert np.all(reqs[n:] == -1)
-    t = bv.index_table(v)
+    t = exports.columns("batch_index", v)
     assert len(t["step"]) == int(v.graph_padded.sum())
     assert all((r == 0) == (i == 0) for r, i in zip(t["request"], t["state_index"]))
     assert sum(1 for i in t["state_index"] if i == 0) == int((v.graph_padded - v.graph_batch).sum())

@@ -77,7 +77,8 @@ def test_bad_input():
 
 @pytest.mark.parametrize("strategy", ["no_buffer", "extra_buffer", "extra_buffer_lazy"])
 def test_admission_check_reaches_the_planner_cap(strategy):
-    from kda_core.studies.batch_view import admission_check, phase_table, pool_table
+    from kda_core.studies import exports
+    from kda_core.studies.batch_view import admission_check
 
     v = admission_check(strategy, model=MODEL)
     # 16 slots // (3 | 5 | 4) slots reserved per request under overlap (SGLang's reservation)
@@ -87,8 +88,8 @@ def test_admission_check_reaches_the_planner_cap(strategy):
     assert np.all(v.running[: v.peak_step] < cap)  # the first step at the peak
     at = v.slots_at(v.peak_step)
     assert sum(at.values()) == 16 and at["running"] >= cap  # each running request holds >= 1
-    rows = phase_table(v)
+    rows = exports.columns("batch_phases", v)
     assert len(rows["phase"]) == v.phase.size and set(rows["phase"]) <= set(PHASES)
-    pool = pool_table(v)
+    pool = exports.columns("batch_pool", v)
     assert np.array_equal(pool["running_requests"], v.running)
     assert np.all(pool["slots_running"] + pool["slots_cached"] + pool["slots_free"] == 16)

@@ -18,7 +18,7 @@ def default() -> pr.ScenarioResult:
 
 
 def test_every_scenario_hits_and_replays() -> None:
-    for name in pr.SCENARIO_NAMES:
+    for name in pr.SCENARIOS:
         res = pr.run_scenario(name)
         assert len(res.requests) == len(pr.SCENARIOS[name].prompts)
         assert res.state_hits == len(res.requests) - 1  # every later request restores

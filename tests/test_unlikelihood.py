@@ -65,7 +65,7 @@ def test_torch_greedy_equals_the_numpy_model_on_the_sample_prompts():
     p = N.params_from(tiny)
     for prompt in corpus.SAMPLE_PROMPTS:
         ids = M.encode(prompt)
-        got = U.greedy(p, torch.tensor([ids]), 24, tiny.config)[0, len(ids) :].tolist()
+        got = U._greedy(p, torch.tensor([ids]), 24, tiny.config)[0, len(ids) :].tolist()
         assert got == tiny.generate(ids, 24)[0], prompt
 
 

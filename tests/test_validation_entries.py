@@ -77,7 +77,7 @@ CASES: list[tuple[str, Callable[[], object]]] = [
     # workloads
     ("block_size", lambda: workloads.parse_mooncake_lines([], block_size=0)),
     ("max_requests", lambda: workloads.parse_mooncake_lines([], max_requests=0)),
-    ("seed", lambda: workloads.multi_turn_chat(seed=-1)),
+    ("seed", lambda: workloads.workload("chat", seed=-1)),
     # transfer
     ("tp_size", lambda: Layout(tp_size=0)),
     ("key", lambda: EmbeddedStore().put("", b"x")),

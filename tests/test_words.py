@@ -148,11 +148,11 @@ def test_the_trace_panel_and_the_figures_name_a_reason_alike() -> None:
 
 
 def test_every_scenario_has_a_title() -> None:
-    from kda_core.studies.prefix_replay import SCENARIO_NAMES
+    from kda_core.studies.prefix_replay import SCENARIOS
     from words.prefix_replay import MSG
 
     en, zh = MSG.lang("en"), MSG.lang("zh")
-    assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIO_NAMES)
+    assert all(en.word("scen", n) != n and zh.word("scen", n) != n for n in SCENARIOS)
 
 
 @pytest.mark.parametrize("name", ORDER)

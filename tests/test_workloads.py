@@ -167,7 +167,7 @@ def _check_synthetic(t: W.Trace) -> None:
 
 
 def test_chat_prompts_extend_history() -> None:
-    t = W.multi_turn_chat(30, turns=6, block_size=32, seed=3)
+    t = W.workload("chat", n_sessions=30, turns=6, block_size=32, seed=3)
     _check_synthetic(t)
     for s in np.unique(t.session)[:10]:
         idx = np.flatnonzero(t.session == s)
@@ -235,9 +235,9 @@ def test_generators_are_deterministic_and_seeded() -> None:
 
 def test_caps_and_bad_params() -> None:
     with pytest.raises(ValueError, match="n_sessions"):
-        W.multi_turn_chat(0)
+        W.workload("chat", n_sessions=0)
     with pytest.raises(ValueError, match="block_size"):
-        W.multi_turn_chat(5, block_size=0)
+        W.workload("chat", n_sessions=5, block_size=0)
     with pytest.raises(ValueError, match="blocks"):
         S.one_shot_documents(2000, doc_tokens=100_000, block_size=1, max_doc=3_000_000)
     with pytest.raises(ValueError, match="name"):
@@ -246,7 +246,7 @@ def test_caps_and_bad_params() -> None:
         W.workload("conversation", seed=1)
     with pytest.raises(ValueError, match="branch_prob"):
         S.agentic(3, branch_prob=1.5)
-    assert math.isfinite(trace_stats(W.multi_turn_chat(3)).mean_input)
+    assert math.isfinite(trace_stats(W.workload("chat", n_sessions=3)).mean_input)
 
 
 def test_head(conv: W.Trace) -> None:
@@ -257,7 +257,7 @@ def test_head(conv: W.Trace) -> None:
 
 
 def test_output_blocks_reappear_in_the_next_turn() -> None:
-    t = W.multi_turn_chat(20, turns=6, block_size=32, seed=5)
+    t = W.workload("chat", n_sessions=20, turns=6, block_size=32, seed=5)
     validate(t)
     checked = 0
     for s in np.unique(t.session)[:10]:

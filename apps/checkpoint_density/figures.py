@@ -128,7 +128,7 @@ def fig_tradeoff(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
     fig.update_yaxes(title_text=t("y_ttft"), row=3, col=1)
     fig.update_layout(margin={"b": 130})
     ui.top_margin(fig, 34)
-    return fig, ui.write_csv(f"{NAME}-sweep", exports.density_sweep_columns(s))
+    return fig, ui.write_csv(f"{NAME}-sweep", exports.columns("density_sweep", s))
 
 
 def fig_hit_rates(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
@@ -253,7 +253,7 @@ def fig_pareto(s: ds.DensitySweep, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_pareto"), t("x_peak_log"), t("y_state_hit"))
     ui.log_axis(fig, "x")
     fig.update_yaxes(tickformat=".0%")
-    return fig, ui.write_csv(f"{NAME}-pareto", exports.density_pareto_columns(s))
+    return fig, ui.write_csv(f"{NAME}-pareto", exports.columns("density_pareto", s))
 
 
 def fig_policies(p: ds.PolicySweep, t: Lang) -> tuple[go.Figure, str]:

@@ -74,7 +74,7 @@ def fig_agreement(a: cs.Agreement, chunk_size: int, t: Lang) -> tuple[go.Figure,
     ui.log_axis(fig, "x", a.chunk_sizes, fmt=lambda v: f"{v:g}")
     ui.log_axis(fig, "y")
     fig.update_yaxes(range=[-18, -10], exponentformat="power")
-    return fig, ui.write_csv(f"{NAME}-agreement", exports.chunk_agreement_columns(a))
+    return fig, ui.write_csv(f"{NAME}-agreement", exports.columns("chunk_agreement", a))
 
 
 def fig_cost(c: cs.Cost, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
@@ -125,7 +125,7 @@ def fig_cost(c: cs.Cost, chunk_size: int, t: Lang) -> tuple[go.Figure, str]:
     for col in (1, 2):
         ui.log_axis(fig, "x", c.chunk_sizes, row=1, col=col, fmt=lambda v: f"{v:g}")
     ui.top_margin(fig, 50)
-    return fig, ui.write_csv(f"{NAME}-cost", exports.chunk_cost_columns(c))
+    return fig, ui.write_csv(f"{NAME}-cost", exports.columns("chunk_cost", c))
 
 
 def _grouping(label: str, t: Lang) -> str:
@@ -284,7 +284,7 @@ def fig_maps(m: cs.Composition, t: Lang) -> tuple[go.Figure, str]:
     ui.top_margin(fig, 50)
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title_text="", row=1, col=2)
-    csv = ui.write_csv(f"{NAME}-maps", exports.chunk_maps_columns(m))
+    csv = ui.write_csv(f"{NAME}-maps", exports.columns("chunk_maps", m))
     return fig, csv
 
 

@@ -9,12 +9,13 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS, SERIES
+from kda_core import cp
 from kda_core.studies import context_parallel as cps
 from kda_core.studies import exports
 from words.catalog import T as Lang
 
 NAME = "context_parallel"
-SCANS = exports.CP_SCANS
+SCANS = cp.SCANS
 KIND_COLORS = {"map": SERIES[0], "state": COLORS["state"]}
 
 
@@ -123,7 +124,7 @@ def fig_state(d: cps.Demo, rank: int, t: Lang) -> tuple[go.Figure, str]:
     # panel's colour bar has the gap to itself (it covered that title)
     fig.update_yaxes(title_text="", matches="y", row=1, col=2)
     ui.top_margin(fig, 42)  # room for the subplot titles under the figure title
-    return fig, ui.write_csv(f"{NAME}-state", exports.cp_state_columns(d, rank))
+    return fig, ui.write_csv(f"{NAME}-state", exports.columns("cp_state", d, rank))
 
 
 def fig_exact(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
@@ -174,7 +175,7 @@ def fig_bytes(d: cps.Demo, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_bytes", T=d.T, P=d.P), "", t("y_bytes"), height=360)
     ui.log_axis(fig, "y")
     fig.update_layout(barmode="group")
-    cols = exports.cp_bytes_columns(d, ("demo_layer", "k3_layer"))  # data names, any language
+    cols = exports.columns("cp_bytes", d, ("demo_layer", "k3_layer"))  # data names, any language
     return fig, ui.write_csv(f"{NAME}-bytes", cols)
 
 
@@ -207,4 +208,4 @@ def fig_speedup(models: dict[int, cps.CostModel], t: Lang) -> tuple[go.Figure, s
     ui.style(fig, t("t_speedup"), t("x_P"), t("y_speedup"), height=400)
     ui.log_axis(fig, "x", P, fmt=lambda v: f"{v:g}")
     ui.log_axis(fig, "y", [1, 2, 4, 8, 16, 32, 64], fmt=lambda v: f"{v:g}")
-    return fig, ui.write_csv(f"{NAME}-speedup", exports.cp_speedup_columns(models))
+    return fig, ui.write_csv(f"{NAME}-speedup", exports.columns("cp_speedup", models))

@@ -64,8 +64,14 @@ def _trace(kind: str, n: int) -> wl.Trace:
     """The bundled trace's first ``n`` requests, or the seeded multi-turn workload."""
     if kind == "conversation":
         return ds.load_workload("head", "conversation", n)
-    return wl.multi_turn_chat(
-        120, turns=5, system_tokens=3500, user_tokens=1500, block_size=256, session_rate=0.2
+    return wl.workload(
+        "chat",
+        n_sessions=120,
+        turns=5,
+        system_tokens=3500,
+        user_tokens=1500,
+        block_size=256,
+        session_rate=0.2,
     )
 
 

@@ -77,7 +77,7 @@ def fig_error_map(e: st.ErrorMap, t: Lang) -> tuple[go.Figure, str]:
     ui.top_margin(fig, 56)  # room for the subplot titles
     fig.update_yaxes(autorange="reversed", showline=False)
     fig.update_xaxes(showline=False)
-    csv = ui.write_csv(f"{NAME}-error_map", exports.int8_error_map_columns(e))
+    csv = ui.write_csv(f"{NAME}-error_map", exports.columns("int8_error_map", e))
     return fig, csv
 
 
@@ -306,4 +306,4 @@ def fig_capacity(
     fig.update_xaxes(tickangle=-25)
     for col, c in ((1, k3), (2, tiny)):  # headroom for the "×gain" labels above the bars
         fig.update_yaxes(range=[0, 1.18 * max(int(c.capacity.max()), 1)], row=1, col=col)
-    return fig, ui.write_csv(f"{NAME}-capacity", exports.int8_capacity_columns(k3, tiny))
+    return fig, ui.write_csv(f"{NAME}-capacity", exports.columns("int8_capacity", k3, tiny))

@@ -24,6 +24,7 @@ from apps.memory_planner.tables import (
 from apps.ui import COLORS, SERIES, guard
 from kda_core import sizing
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 from kda_core.studies import planner as pl
 from words.catalog import T as Lang
 
@@ -58,7 +59,7 @@ def fig_context(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.log_axis(fig, "x")
     ui.log_axis(fig, "y")
     ui.top_margin(fig, 34)
-    return fig, ui.write_csv(f"{NAME}-memory_vs_context", pl.csv_tables(p)["memory_vs_context"])
+    return fig, ui.write_csv(f"{NAME}-memory_vs_context", exports.columns("plan_memory", p))
 
 
 def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -98,7 +99,7 @@ def fig_ratio(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_ratio"), t("x_ratio"), t("y_running"))
     ui.log_axis(fig, "x")
     ui.top_margin(fig, 34)
-    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", pl.csv_tables(p)["running_vs_ratio"])
+    return fig, ui.write_csv(f"{NAME}-running_vs_ratio", exports.columns("plan_ratio", p))
 
 
 def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
@@ -156,7 +157,7 @@ def fig_strategies(p: pl.Plan, t: Lang) -> tuple[go.Figure, str]:
         ticktext=ticks,
         title_standoff=8,
     )
-    return fig, ui.write_csv(f"{NAME}-strategies", pl.csv_tables(p)["strategies"])
+    return fig, ui.write_csv(f"{NAME}-strategies", exports.columns("plan_strategies", p))
 
 
 def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure, str | None]:
@@ -187,7 +188,7 @@ def fig_live(v: bv.BatchView | None, strategy: str, t: Lang) -> tuple[go.Figure,
     title = t("t_live", s=v.strategy, slots=v.state_slots, n=n, peak=v.peak_running, plan=cap)
     ui.style(fig, title, t("x_step"), t("y_per_step"), height=320)
     fig.update_yaxes(range=[0, max(v.planner_max_running, v.peak_running) + 1.5], dtick=1)
-    return fig, ui.write_csv(f"{NAME}-live", bv.pool_table(v))
+    return fig, ui.write_csv(f"{NAME}-live", exports.columns("batch_pool", v))
 
 
 def draw_plan(view: tuple, t: Lang) -> tuple:

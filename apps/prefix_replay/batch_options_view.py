@@ -6,7 +6,7 @@ running requests, then cached checkpoints), the free gap, the MLA KV from the to
 steps where the head of the queue waited for the buffer. ``fig_graphs``: decode on captured
 sizes (``Engine(cuda_graph_bs=...)``), the real batch and its padding per step, and the index
 table (the state index of every row; padding rows on the sink, index 0). CSV rows come from
-``batch_view.pool_table`` / ``index_table``.
+``exports.columns("batch_pool" | "batch_index", view)``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from apps import ui
 from apps.ui import COLORS, SERIES
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 from words.catalog import T as Lang
 
 NAME = "prefix_replay"
@@ -85,7 +86,7 @@ def fig_border(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
         )
     ui.style(fig, t("t_border", kib=v.buffer_bytes // kib), t("x_step"), t("y_kib"), height=440)
     fig.update_yaxes(range=[0, v.buffer_bytes / kib])
-    return fig, ui.write_csv(f"{NAME}-batch-border", bv.pool_table(v))
+    return fig, ui.write_csv(f"{NAME}-batch-border", exports.columns("batch_pool", v))
 
 
 def fig_graphs(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
@@ -127,7 +128,7 @@ def fig_graphs(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str | None]:
     ui.top_margin(fig, 42)
     fig.update_xaxes(title_text=t("x_step"), row=2, col=1)
     fig.update_yaxes(title_text=t("y_rows"), dtick=max(1, v.graph_bs[-1] // 4), row=1, col=1)
-    return fig, ui.write_csv(f"{NAME}-batch-graphs", bv.index_table(v))
+    return fig, ui.write_csv(f"{NAME}-batch-graphs", exports.columns("batch_index", v))
 
 
 def _index_cells(fig: go.Figure, v: bv.BatchView, t: Lang) -> None:

@@ -3,9 +3,8 @@ panel.
 
 Pure: ``studies.batch_view.BatchView`` (several requests served together by
 ``Engine.serve``) and the session's ``ScenarioResult`` in, ``(plotly figure, CSV path)`` out;
-the CSV rows come from the studies (``batch_view.phase_table`` / ``pool_table``,
-``prefix_replay.pools_table``). The batch summary is ``batch_tables``, the two engine options'
-figures ``batch_options_view``.
+the CSV rows come from the studies (``exports.columns``).
+The batch summary is ``batch_tables``, the two engine options' figures ``batch_options_view``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from plotly.subplots import make_subplots
 from apps import ui
 from apps.ui import COLORS, SERIES
 from kda_core.studies import batch_view as bv
+from kda_core.studies import exports
 from kda_core.studies import prefix_replay as pr
 from words.catalog import T as Lang
 
@@ -86,7 +86,7 @@ def fig_batch_phases(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str]:
         type="category", autorange="reversed", categoryorder="array", categoryarray=rows
     )
     fig.update_xaxes(range=[-0.5, max(v.n_steps, 1) + 0.5])
-    return fig, ui.write_csv(f"{NAME}-batch-phases", bv.phase_table(v))
+    return fig, ui.write_csv(f"{NAME}-batch-phases", exports.columns("batch_phases", v))
 
 
 def _rejected_at_admission(fig: go.Figure, v: bv.BatchView, rows: list[str], t: Lang) -> None:
@@ -169,7 +169,7 @@ def fig_batch_pool(v: bv.BatchView, t: Lang) -> tuple[go.Figure, str]:
     fig.update_yaxes(title_text=t("y_slots"), range=[0, v.state_slots], row=1, col=1)
     top = max(v.max_running, v.peak_running, 1) + 1
     fig.update_yaxes(title_text=t("l_running"), range=[0, top], dtick=1, row=2, col=1)
-    return fig, ui.write_csv(f"{NAME}-batch-pool", bv.pool_table(v))
+    return fig, ui.write_csv(f"{NAME}-batch-pool", exports.columns("batch_pool", v))
 
 
 def fig_pools(
@@ -213,7 +213,7 @@ def fig_pools(
     ui.top_margin(fig, 42)
     fig.update_xaxes(type="category", title_text=t("y_request"), row=1, col=1)
     fig.update_yaxes(title_text=t("y_count"), row=1, col=1)
-    return fig, ui.write_csv(f"{NAME}-pools", pr.pools_table(res))
+    return fig, ui.write_csv(f"{NAME}-pools", exports.columns("replay_pools", res))
 
 
 def _peak_bars(fig: go.Figure, batch: bv.BatchView | None, t: Lang) -> None:

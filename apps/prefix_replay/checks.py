@@ -15,7 +15,7 @@ from kda_core.studies import prefix_replay as pr
 from words.prefix_replay import MSG
 
 POLICIES = pr.POLICIES
-SCENARIOS = pr.SCENARIO_NAMES
+SCENARIOS = tuple(pr.SCENARIOS)
 STAGES = ("while the request holds its restore lock", "after the request (inserted)")
 EMPTY = MSG("e_empty")
 

@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from apps import ui
 from apps.prefix_replay.tables import count, settings_label
 from apps.ui import COLORS, SERIES
+from kda_core.studies import exports, tree_layout
 from kda_core.studies import prefix_replay as pr
-from kda_core.studies import tree_layout
 from words.catalog import T as Lang
 
 NAME = "prefix_replay"
@@ -109,7 +109,7 @@ def fig_timeline(res: pr.ScenarioResult, sel: int, t: Lang) -> tuple[go.Figure, 
     fig.update_yaxes(
         type="category", autorange="reversed", categoryorder="array", categoryarray=rows
     )
-    return fig, ui.write_csv(f"{NAME}-timeline", pr.timeline_table(res))
+    return fig, ui.write_csv(f"{NAME}-timeline", exports.columns("replay_timeline", res))
 
 
 TREE_LABEL_PX = 6.5  # about one Latin character of the 10 px label font
@@ -153,7 +153,7 @@ def fig_tree(snap: pr.TreeSnapshot, title: str, t: Lang) -> tuple[go.Figure, str
     ticks = [t("lane", r=r) for r in lanes]
     fig.update_yaxes(autorange=False, range=[lay.n_lanes - 0.4, -0.7], showgrid=False)
     fig.update_yaxes(tickmode="array", tickvals=lanes, ticktext=ticks)
-    return fig, ui.write_csv(f"{NAME}-tree", pr.tree_table(snap))
+    return fig, ui.write_csv(f"{NAME}-tree", exports.columns("replay_tree", snap))
 
 
 def _tree_nodes(
@@ -333,4 +333,4 @@ def fig_drift(d: pr.DriftStudy, t: Lang) -> tuple[go.Figure, str]:
     ui.log_axis(fig, "y", DRIFT_TICKS, fmt=_drift_tick)
     top = float(np.log10(max(d.inconsistent.max(), d.int8.max(), 1.0)))
     fig.update_yaxes(range=[-17.5, top + 0.4])  # the floor and every curve in view
-    return fig, ui.write_csv(f"{NAME}-drift", pr.drift_table(d))
+    return fig, ui.write_csv(f"{NAME}-drift", exports.columns("replay_drift", d))

@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from apps import ui
 from apps.ui import COLORS
+from kda_core.studies import exports
 from kda_core.studies import prefix_replay as pr
 from words.catalog import T as Lang
 
@@ -121,7 +122,7 @@ def fig_replay(
         "text": t("t_replay", s=step, n=n - 1, pos=pos, tok=tok, at=at, d=d),
     }
     fig = go.Figure({"data": data, "layout": layout})
-    table = pr.replay_table(replay_steps, step, layer, head, delta)
+    table = exports.columns("replay_steps", replay_steps, step, layer, head, delta)
     return fig, ui.write_csv(f"{NAME}-replay", table)
 
 

@@ -35,7 +35,7 @@ from words.catalog import T as Lang
 from words.prefix_replay import MSG
 
 POLICIES = pr.POLICIES
-SCENARIOS = pr.SCENARIO_NAMES
+SCENARIOS = tuple(pr.SCENARIOS)
 
 
 @dataclass(slots=True)

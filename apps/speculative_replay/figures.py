@@ -154,7 +154,7 @@ def fig_ring(v: sp.VerifyStudy, t: Lang) -> tuple[go.Figure, str]:
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[-0.5, L - 0.5], tickmode="linear", dtick=1 if L <= 32 else 8)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
-    cols = exports.spec_ring_columns(v, ("after verify", "after commit"))  # data names
+    cols = exports.columns("spec_ring", v, ("after verify", "after commit"))  # data names
     return fig, ui.write_csv(f"{NAME}-ring", cols)
 
 
@@ -235,7 +235,7 @@ def fig_memory(mem: sp.MemoryOverD, d: int, t: Lang) -> tuple[go.Figure, str]:
     for c in (1, 2):  # decade ticks only (no stray minor "2" / "5" labels)
         ui.log_axis(fig, "y", row=1, col=c, fmt=_mib)
     fig.update_yaxes(title_text=t("y_mib"), row=1, col=1)
-    return fig, ui.write_csv(f"{NAME}-memory", exports.spec_memory_columns(mem))
+    return fig, ui.write_csv(f"{NAME}-memory", exports.columns("spec_memory", mem))
 
 
 def fig_generation(g: sp.GenerationStudy, t: Lang) -> tuple[go.Figure, str]:

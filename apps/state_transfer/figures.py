@@ -114,7 +114,7 @@ def timeline_figure(r: st.PDRun, t: Lang) -> tuple[go.Figure, str]:
     ui.style(fig, t("t_tl"), t("x_time"), "", height=120 + 44 * max(len(order), 1), legend=False)
     names = [t.word("kind", k) for k in order]
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=names[::-1])
-    csv = ui.write_csv(f"{NAME}-timeline", exports.transfer_timeline_columns(r))
+    csv = ui.write_csv(f"{NAME}-timeline", exports.columns("transfer_timeline", r))
     return fig, csv
 
 

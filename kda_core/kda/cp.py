@@ -53,7 +53,7 @@ __all__ = [
     "split_points",
 ]
 
-SCANS = ("allgather", "logdepth")
+SCANS = ("logdepth", "allgather")  # the apps and figures show them in this order
 
 
 def _check_initial_states(initial_states, n_docs: int, H: int, K: int, V: int, dtype) -> np.ndarray:

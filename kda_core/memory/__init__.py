@@ -9,13 +9,12 @@ docs/memory.md.
 """
 
 from kda_core.memory._pools import make_pool
-from kda_core.memory._replay import ReplayConfig, ReplayResult, Timeline, replay, tuned_ratio
+from kda_core.memory._replay import ReplayConfig, ReplayResult, replay, tuned_ratio
 from kda_core.memory._workload import Workload, from_lengths, from_trace, shifting_mix
 
 __all__ = [
     "ReplayConfig",
     "ReplayResult",
-    "Timeline",
     "Workload",
     "from_lengths",
     "from_trace",

@@ -329,4 +329,4 @@ def replay(
     return r.result(r.run_steps(), ratio)
 
 
-__all__ = ["ReplayConfig", "ReplayResult", "Timeline", "replay", "tuned_ratio"]
+__all__ = ["ReplayConfig", "ReplayResult", "replay", "tuned_ratio"]

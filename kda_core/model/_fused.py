@@ -165,7 +165,7 @@ def _exp_neg(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) (``functional.sigmoid``'s twin, equal to rounding). exp measured
+    """1 / (1 + exp(-x)) (``_functional.sigmoid``'s twin, equal to rounding). exp measured
     ~2.8x faster than the tanh form on [512, 384] (packed prefill), ~10 % on [32, 384]."""
     t = _exp_neg(x)
     t += 1.0

@@ -1,27 +1,12 @@
 """TinyHybrid's configuration: ModelConfig and the variants (the weight records and their
 init are the package's own, ``_arrays``).
 
-Left out: the real K3 sizes (``K3_REFERENCE`` records them; ``kda_core.sizing`` sizes them).
+Left out: the real K3 sizes (``kda_core.sizing.preset("kimi-k3")``; docs/sizing.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-# The real model this one scales down (docs/sizing.md, "Model configs"; sizes in kda_core.sizing).
-K3_REFERENCE = {
-    "layers": 93,
-    "kda_layers": 69,
-    "mla_layers": 24,
-    "hidden_size": 7168,
-    "kda_heads": 96,
-    "head_dim": 128,
-    "conv_kernel": 4,
-    "gate_lower_bound": -5.0,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-}
-
 
 VARIANTS: tuple[str, ...] = ("k3", "kimi-linear")
 _LAYER_TYPES: tuple[str, ...] = ("kda", "mla")

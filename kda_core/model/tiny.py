@@ -7,7 +7,7 @@ MLA mixer caches one row per token and up-projects keys and values from it (NoPE
 ``k3``: K3's lower-bound gate, a full-rank output gate, a gated MLA; variant ``kimi-linear``:
 every layer as transformers' ``KimiLinearForCausalLM`` (softplus gate, low-rank output gate,
 a shared key part beside the latent), loaded by `TinyHybrid.from_hf` and written by `export_hf`
-(``kda_core.model.hf``). docs/model.md has the layer-by-layer description and its sources.
+(``kda_core.model._hf``). docs/model.md has the layer-by-layer description and its sources.
 
 `TinyHybrid()` loads the shipped trained weights (`kda_core.model._weights`; or the checkpoint
 folder named by ``_CHECKPOINT_ENV``); `TinyHybrid(weights="random", seed=s)` draws the init
@@ -15,7 +15,7 @@ distributions instead. `prefill` / `decode_step` advance a `ModelState` in place
 the pure version. `bits_per_byte` scores a text. Everything runs in float64, deterministic.
 
 Left out: MoE, RoPE, sampling other than greedy, batching (`kda_core.model.batch` batches the
-k3 variant), and the real K3 sizes (`K3_REFERENCE`, `kda_core.sizing`).
+k3 variant), and the real K3 sizes (`kda_core.sizing.preset("kimi-k3")`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import numpy as np
 
 from kda_core import kda
 from kda_core.kda.conv import short_conv, silu
+from kda_core.model import _hf
 from kda_core.model import _weights as weights_file
-from kda_core.model import hf
 from kda_core.model._arrays import (
     KDAWeights,
     KimiLinearKDAWeights,
@@ -41,7 +41,7 @@ from kda_core.model._arrays import (
     named_arrays,
     weights_from_arrays,
 )
-from kda_core.model.functional import rmsnorm, sigmoid
+from kda_core.model._functional import rmsnorm, sigmoid
 from kda_core.model.params import ModelConfig
 from kda_core.model.state import KDALayerState, ModelState
 from kda_core.model.tokenizer import (
@@ -90,7 +90,7 @@ class TinyHybrid:
         (what `kda_core.model.train` returns)."""
         folder = os.environ.get(_CHECKPOINT_ENV)
         if folder and config is None and isinstance(weights, str) and weights == "trained":
-            config, weights = hf.read(folder)
+            config, weights = _hf.read(folder)
         cfg = config or ModelConfig()
         if seed is not None:
             if weights != "random":
@@ -138,8 +138,8 @@ class TinyHybrid:
     @classmethod
     def from_hf(cls, folder: str | Path) -> TinyHybrid:
         """A small Kimi-Linear checkpoint (``config.json`` + safetensors, transformers'
-        ``KimiLinearForCausalLM``) as the ``kimi-linear`` variant (`kda_core.model.hf`)."""
-        config, arrays = hf.read(folder)
+        ``KimiLinearForCausalLM``) as the ``kimi-linear`` variant (`kda_core.model._hf`)."""
+        config, arrays = _hf.read(folder)
         return cls(config, weights=arrays)
 
     # -- state -------------------------------------------------------------------------------
@@ -342,10 +342,10 @@ class TinyHybrid:
 
 def export_hf(model: TinyHybrid, folder: str | Path) -> Path:
     """Write a ``kimi-linear`` model as a checkpoint transformers loads (``config.json`` +
-    ``model.safetensors``, float32); the ``k3`` variant is refused (`kda_core.model.hf`)."""
+    ``model.safetensors``, float32); the ``k3`` variant is refused (`kda_core.model._hf`)."""
     if not isinstance(model, TinyHybrid):
         raise ValueError(f"model must be a TinyHybrid, got {type(model).__name__}")
-    return hf.export(model.config, named_weights(model), folder)
+    return _hf.export(model.config, named_weights(model), folder)
 
 
 def next_byte_bits(logits: np.ndarray, targets: list[int]) -> np.ndarray:

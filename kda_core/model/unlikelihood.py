@@ -97,7 +97,7 @@ def _repeated_positions(ids: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, chunk: int = 16):
+def _greedy(p: dict, prompts: torch.Tensor, n_new: int, cfg: model.ModelConfig, chunk: int = 16):
     """[B, P] prompt ids -> [B, P + n_new]: greedy continuations, each step a full forward of the
     sequence so far (net.forward; no state cache: short sequences, one code path)."""
     x = prompts
@@ -113,7 +113,7 @@ def _looping_prompts(p: dict, cfg: model.ModelConfig) -> list[str]:
     out = []
     for prompt in corpus.SAMPLE_PROMPTS:
         ids = torch.tensor([list(prompt.encode())])
-        written = greedy(p, ids, 64, cfg)[0, ids.shape[1] :].tolist()
+        written = _greedy(p, ids, 64, cfg)[0, ids.shape[1] :].tolist()
         if corpus.first_repeat(bytes(written)) is not None:
             out.append(prompt)
     return out
@@ -156,7 +156,7 @@ def finetune(
         else:
             starts = rng.integers(0, data.size - cfg.prefix, cfg.batch)
             prefixes = np.stack([data[s : s + cfg.prefix] for s in starts]).astype(np.int64)
-            seqs = greedy(p, torch.from_numpy(prefixes), cfg.continuation, mcfg, cfg.chunk)
+            seqs = _greedy(p, torch.from_numpy(prefixes), cfg.continuation, mcfg, cfg.chunk)
             loss, count = _unlikelihood_loss(p, seqs, cfg.prefix, cfg.ngram, mcfg, cfg.chunk)
             row.update(kind="unlikelihood", loss=loss.item(), repeated_bytes=count)
         opt.zero_grad(set_to_none=True)

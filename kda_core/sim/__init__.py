@@ -4,26 +4,21 @@ as the fleet drives them), results), ``costmodel`` (FLOPs and time) and ``tiers`
 (device / host / remote state tiers). See docs/simulator.md."""
 
 from kda_core.sim._placement import RunCtx, kv_cleanup, place, release
-from kda_core.sim._result import SimResult, SimSeries
+from kda_core.sim._result import SimResult
 from kda_core.sim._sequential import request_keys
 from kda_core.sim.simulator import (
     DEFAULT_TP,
-    MAX_BUDGET,
     checkpoint_bytes,
-    marconi_efficiency_fn,
     resolve_policy,
     simulate,
 )
 
 __all__ = [
     "DEFAULT_TP",
-    "MAX_BUDGET",
     "RunCtx",
     "SimResult",
-    "SimSeries",
     "checkpoint_bytes",
     "kv_cleanup",
-    "marconi_efficiency_fn",
     "place",
     "release",
     "request_keys",

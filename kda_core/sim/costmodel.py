@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-MAX_TOKENS = 1 << 31
+_MAX_TOKENS = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +232,8 @@ def _check_bounds(start: object, end: object) -> tuple[np.ndarray, np.ndarray]:
         s, e = np.broadcast_arrays(s, e)
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(e))):
         raise ValueError("start and end must be finite token counts")
-    if np.any(s < 0) or np.any(e < s) or np.any(e > MAX_TOKENS):
-        raise ValueError(f"start and end must satisfy 0 <= start <= end <= {MAX_TOKENS}")
+    if np.any(s < 0) or np.any(e < s) or np.any(e > _MAX_TOKENS):
+        raise ValueError(f"start and end must satisfy 0 <= start <= end <= {_MAX_TOKENS}")
     return s, e
 
 

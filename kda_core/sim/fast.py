@@ -23,19 +23,16 @@ docs/simulator.md ("The fast pass") and bench/bench_plan.py.
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from kda_core._checks import check_int
+from kda_core._checks import check_budget, check_int
 from kda_core.sim._fastpass import Replay, fast_reason, run
 from kda_core.sim._pidtrace import PreparedTrace, prepare
-from kda_core.sim.simulator import MAX_BUDGET, resolve_policy
+from kda_core.sim.simulator import resolve_policy
 from kda_core.workloads import Trace
 
-__all__ = ["PreparedTrace", "Replay", "prepare_trace", "replay"]
+__all__ = ["PreparedTrace", "prepare_trace", "replay"]
 
 
 def prepare_trace(trace: Trace, outputs: bool = True) -> PreparedTrace:
@@ -47,17 +44,6 @@ def prepare_trace(trace: Trace, outputs: bool = True) -> PreparedTrace:
     if not isinstance(outputs, bool):
         raise ValueError(f"outputs must be a bool, got {outputs!r}")
     return prepare(trace, outputs)
-
-
-def _check_budget(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and 0 <= v <= MAX_BUDGET):
-        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
-    return int(v)
 
 
 def replay(
@@ -89,7 +75,7 @@ def replay(
     kvb = check_int("kv_bytes_per_token", kv_bytes_per_token, 1, 1 << 40)
     names = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
     given = (state_budget_bytes, kv_budget_bytes, unified_budget_bytes)
-    budgets = tuple(_check_budget(k, v) for k, v in zip(names, given, strict=True))
+    budgets = tuple(check_budget(k, v) for k, v in zip(names, given, strict=True))
     if not isinstance(cap_lookup, bool):
         raise ValueError(f"cap_lookup must be a bool, got {cap_lookup!r}")
     if progress is not None and not callable(progress):

@@ -17,7 +17,6 @@ docs/simulator.md.
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kda_core import sizing
+from kda_core._checks import check_budget
 from kda_core.cache import policy as policy_mod
 from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import _fastpass, costmodel
@@ -38,20 +38,8 @@ from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
 
 _ProgressFn = Callable[[int, int], Any]
 DEFAULT_TP = 8
-MAX_BUDGET = 1 << 60
 _SCHEDULES = ("sequential", "inflight")
 _METHODS = ("auto", "fast", "twin")
-
-
-def _check_budget(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and 0 <= v <= MAX_BUDGET):
-        raise ValueError(f"{name} must be None or a number of bytes in [0, 2**60], got {value!r}")
-    return int(v)
 
 
 def resolve_policy(policy: Any) -> policy_mod.Policy:
@@ -85,7 +73,7 @@ def checkpoint_bytes(
     )
 
 
-def marconi_efficiency_fn(
+def _marconi_efficiency_fn(
     model: str | costmodel.CostSpec, kv_bytes_per_token: int
 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """Marconi's FLOP efficiency with this lab's cost model: FLOPs a hit at ``length`` saves
@@ -179,7 +167,7 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
     _check_trace_lengths(trace)
     pol = resolve_policy(policy)
     names = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
-    sb, kb, ub = (_check_budget(v, k) for k, v in zip(names, budgets))
+    sb, kb, ub = (check_budget(k, v) for k, v in zip(names, budgets))
     if opts["progress"] is not None and not callable(opts["progress"]):
         raise ValueError("progress must be callable or None")
     servers = _check_servers(opts["servers"])
@@ -200,7 +188,7 @@ def _check_args(trace: Any, policy: Any, model: str, budgets: tuple, opts: dict)
     ckpt = checkpoint_bytes(model, opts["tp"], opts["state_dtype"], opts["conv_dtype"])
     kvb = sizing.mla_kv_bytes_per_token(sizing.preset(model), opts["kv_dtype"])
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.efficiency_fn is None:
-        pol = replace(pol, efficiency_fn=marconi_efficiency_fn(cspec, kvb), kv_bytes_per_token=kvb)
+        pol = replace(pol, efficiency_fn=_marconi_efficiency_fn(cspec, kvb), kv_bytes_per_token=kvb)
     return _Setup(
         trace,
         pol,

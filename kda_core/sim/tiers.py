@@ -43,7 +43,6 @@ __all__ = [
     "TIER_SETUPS",
     "TierConfig",
     "TierResult",
-    "compare_tiers",
     "hicache_host_states",
     "simulate_tiers",
 ]
@@ -314,11 +313,3 @@ def simulate_tiers(
         len(pages),
         _pages_with_state(cache, host, pages),
     )
-
-
-def compare_tiers(
-    trace: Trace | None = None, config: TierConfig | None = None, policy: Any = "sglang"
-) -> list[TierResult]:
-    """The three setups on one trace, same device budget and policy."""
-    trace = bundled_trace("conversation") if trace is None else trace
-    return [simulate_tiers(trace, s, config, policy) for s in TIER_SETUPS]

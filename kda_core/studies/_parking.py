@@ -58,7 +58,8 @@ def tiny_model() -> TinyHybrid:
 
 
 def kda_shape() -> tuple[int, int]:
-    """(KDA layers, heads per layer) of the parked model: the ranges of the state views."""
+    """(KDA layers, heads per layer) of the trained model every study serves: the ranges of the
+    state views and heatmaps (prefix_replay, speculative_replay and int8_checkpoint read it)."""
     m = tiny_model()
     return len(m.kda_layers), int(m.config.n_heads)
 

@@ -6,16 +6,17 @@ finished, rejected), the tokens of the step, and the state pool by kind (slots h
 requests, cached checkpoints, free) next to the planner's cap (``sizing.max_running_requests``)
 and SGLang's capping message. With ``reference=True`` each request is also run alone and
 uncached, and the largest logit difference is reported (0 up to rounding: the batch does not
-change any answer). ``phase_table`` / ``pool_table`` are the CSV rows of the two figures;
-``admission_check`` is the memory planner's live run (a scaled pool, a few short requests).
+change any answer). The CSV rows of its figures are ``exports.columns("batch_phases" |
+"batch_pool" | "batch_index", view)``; ``admission_check`` is the memory planner's live run
+(a scaled pool, a few short requests).
 
 Two engine options are drawn per step. ``unified_memory`` (bytes) serves from one byte buffer
 (``Engine(unified_memory=...)``): ``BatchView.border`` is each step's (end of the state side,
 start of the KV side), and a request whose slots and prompt KV the buffer could not hold is
-``waiting_memory`` in ``phase`` (``held_for_memory`` per step; ``pool_table`` carries the
+``waiting_memory`` in ``phase`` (``held_for_memory`` per step; the pool columns carry the
 bytes). ``cuda_graph_bs`` runs decode on captured sizes (``Engine(cuda_graph_bs=...)``): per
 all-decode step the real batch, the captured size it was padded to and the state index of each
-row (a request's slot + 1; 0: SGLang's sink slot for padding rows), ``index_table`` its rows.
+row (a request's slot + 1; 0: SGLang's sink slot for padding rows) (the ``batch_index`` columns).
 Left out: sampling (greedy), the KV pool's own series (``kv_tokens`` only retracts / rejects).
 """
 
@@ -31,7 +32,7 @@ from kda_core import sizing
 from kda_core._checks import check_bool
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine, Request
-from kda_core.studies._batch_options import buffer_columns, option_fields
+from kda_core.studies._batch_options import option_fields
 
 PHASES: tuple[str, ...] = (
     "not_arrived",
@@ -317,50 +318,6 @@ def buffer_floor(strategy: str = "extra_buffer", model: TinyHybrid | None = None
     reserved = sizing.request_slots(strategy, strategy != "no_buffer").reserved
     slot = sum(st.nbytes for st in m.new_state().kda)  # one native state slot: S and conv
     return reserved * slot + kv_token
-
-
-def phase_table(v: BatchView) -> dict[str, list]:
-    """One row per (request, step): the request's phase in that step (``PHASES`` names)."""
-    n, steps = v.phase.shape
-    return {
-        "request": [i + 1 for i in range(n) for _ in range(steps)],
-        "step": [s for _ in range(n) for s in range(steps)],
-        "phase": [PHASES[int(c)] for c in v.phase.ravel()],
-    }
-
-
-def pool_table(v: BatchView) -> dict[str, np.ndarray]:
-    """One row per step: running requests, tokens, the state pool's slots by kind."""
-    return {
-        "step": np.arange(v.n_steps),
-        "running_requests": v.running,
-        "prefill_tokens": v.prefill_tokens,
-        "decode_tokens": v.decode_tokens,
-        "slots_running": v.slots_running,
-        "slots_cached": v.slots_cached,
-        "slots_free": v.slots_free,
-        "max_running": np.full(v.n_steps, v.max_running),
-        "held_for_memory": v.held_for_memory + 1,  # the request's number (0: none)
-        **buffer_columns(v.border, v.buffer_bytes),
-    }
-
-
-def index_table(v: BatchView) -> dict[str, list]:
-    """One row per (all-decode step, row of the captured shape): the real batch, the captured
-    size, the request on the row (0: a padding row) and its state index (0: the sink)."""
-    keys = ("step", "batch_size", "padded_size", "row", "request", "state_index")
-    out: dict[str, list] = {k: [] for k in keys}
-    if v.graph_padded is None or v.state_index is None or v.row_request is None:
-        return out
-    for s in np.flatnonzero(v.graph_padded):
-        for row in range(int(v.graph_padded[s])):
-            out["step"].append(int(s))
-            out["batch_size"].append(int(v.graph_batch[s]))  # type: ignore[index]
-            out["padded_size"].append(int(v.graph_padded[s]))
-            out["row"].append(row)
-            out["request"].append(int(v.row_request[s, row]) + 1)
-            out["state_index"].append(int(v.state_index[s, row]))
-    return out
 
 
 @lru_cache(maxsize=8)

@@ -29,7 +29,6 @@ from kda_core._checks import check_int as _check_int
 from kda_core.memory import (
     ReplayConfig,
     ReplayResult,
-    Timeline,
     Workload,
     from_lengths,
     from_trace,
@@ -217,7 +216,6 @@ __all__ = [
     "Comparison",
     "ReplayConfig",
     "ReplayResult",
-    "Timeline",
     "Workload",
     "buffer_at",
     "busiest_step",

@@ -319,33 +319,7 @@ def _series(
     }
 
 
-def csv_tables(p: Plan) -> dict[str, dict[str, object]]:
-    """The CSV rows behind the figures: memory vs context (one request's attention KV bytes vs
-    one state slot), running requests vs ``--mamba-full-memory-ratio`` (state, KV, min), and
-    the strategy table (-1 where a strategy is invalid)."""
-    return {
-        "memory_vs_context": {
-            "context_tokens": p.context_lens,
-            "kv_bytes": p.kv_bytes,
-            "state_slot_bytes": p.state_bytes,
-        },
-        "running_vs_ratio": {
-            "ratio": p.ratios,
-            "running_by_state": p.running_by_state,
-            "running_by_kv": p.running_by_kv,
-            "max_running": p.max_running_by_ratio,
-        },
-        "strategies": {
-            "strategy": list(p.strategy_names),
-            "slots_reserved": p.strategy_reserved,
-            "slots_held": p.strategy_held,
-            "max_running_by_state": p.strategy_max_running,
-        },
-    }
-
-
 __all__ = [
     "Plan",
     "plan",
-    "csv_tables",
 ]

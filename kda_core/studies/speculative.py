@@ -24,6 +24,7 @@ from kda_core._checks import check_int, check_seed
 from kda_core.model import TinyHybrid, check_tokens, decode, encode
 from kda_core.serve import spec
 from kda_core.serve.engine import Engine
+from kda_core.studies._parking import kda_shape  # noqa: F401 (the app reads it here)
 from kda_core.studies._spec_memory import spec_memory
 from kda_core.studies._speculative import commit_errors, fold_errors, reconstruct_error
 from kda_core.studies.prefix_replay import readable
@@ -47,12 +48,6 @@ def _model() -> TinyHybrid:
     if _MODEL is None:
         _MODEL = TinyHybrid()
     return _MODEL
-
-
-def kda_shape() -> tuple[int, int]:
-    """(KDA layers, heads per layer) of the served model: the ranges of the state views."""
-    m = _model()
-    return len(m.kda_layers), int(m.config.n_heads)
 
 
 def _check_prompt_ids(prompt: str | Sequence[int]) -> list[int]:

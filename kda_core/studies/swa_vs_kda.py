@@ -10,17 +10,18 @@ A KDA layer's state is the whole history folded together,
 so a state exists only where one was saved: nothing near n gives S_n without every earlier
 transition (starting from zero W tokens back leaves out M_n ... M_{n-W+1} S_{n-W}).
 
-Three functions, each returning plain dataclasses of arrays a figure can draw:
+Two functions, each returning plain dataclasses of arrays a figure can draw:
 
 * ``checkpoint_costs``: bytes of one checkpoint, an SWA window of W tokens' K/V (an SWA layer
   shaped like each KDA layer: same heads, K + V per head) vs the KDA state + conv window
   (``kda_core.sizing``), and the window at which they cost the same;
 * ``resume_on_workload``: the same requests (a synthetic workload or the bundled trace),
   checkpoints every k tokens in both caches, no budget: the token match, where each cache
-  resumes, the replayed tokens and the bytes held;
-* ``recent_tokens``: the maths on real arrays: SWA from the last W tokens is exact, KDA from
-  zero state W tokens back is off by exactly the carried term, KDA from a saved state is
-  exact.
+  resumes, the replayed tokens and the bytes held.
+
+The maths on real arrays (SWA from the last W tokens is exact, KDA from zero state W tokens
+back is off by exactly the carried term, KDA from a saved state is exact) is worked through in
+tests/test_studies_swa_vs_kda.py (``recent_tokens``; docs/swa_vs_kda.md has its figures).
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kda_core import kda, sizing
+from kda_core import sizing
 from kda_core._checks import check_int
-from kda_core.studies._kda_inputs import Inputs, model_inputs, random_inputs
 from kda_core.workloads import Trace, workload
 
 __all__ = [
@@ -234,115 +234,4 @@ def resume_on_workload(
         kda_bytes=rows[:, 5] * costs.kda_checkpoint_bytes,
         swa_blocks=rows[:, 4],
         kda_states=rows[:, 5],
-    )
-
-
-@dataclass(frozen=True)
-class RecentTokens:
-    """The maths on real arrays, at the last position T, for each W in ``windows``.
-
-    swa_from_window_error: max |o_T| difference between SWA over the whole sequence (full
-    attention, keys outside the window masked) and an SWA layer run on the last W tokens
-    alone (rounding only: the window is all it reads);
-    kda_from_zero_error: ||S'_T - S_T|| / ||S_T|| for S'_T = KDA from zero state W tokens
-    back (never 0 before W = T); carried_term: ||M_T ... M_{T-W+1} S_{T-W}|| / ||S_T||, the
-    part S'_T leaves out; decomposition_error: max |S_T - (S'_T + M S_{T-W})| (the affine
-    formula holds to rounding); kda_from_state_error: ||S''_T - S_T|| / ||S_T|| for S''_T =
-    the saved S_{T-W} replayed over the same W tokens (exact); affine_error: max |S_T -
-    segment_map(all tokens).apply(S_0)| from a random S_0.
-    """
-
-    source: str
-    T: int
-    windows: np.ndarray
-    swa_from_window_error: np.ndarray
-    kda_from_zero_error: np.ndarray
-    carried_term: np.ndarray
-    decomposition_error: np.ndarray
-    kda_from_state_error: np.ndarray
-    affine_error: float
-
-
-def swa_window_attention(q, k, v, window: int, *, scale: float | None = None) -> np.ndarray:
-    """Sliding-window attention: o_t = softmax(scale q_t . k_j) v_j over the last ``window``
-    tokens j in (t - window, t]. q, k [T, H, K]; v [T, H, V]; returns o [T, H, V]."""
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    if q.ndim != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
-        raise ValueError("q, k must be [T, H, K] and v [T, H, V] with the same T and H")
-    window = check_int("window", window, 1, _MAX_WINDOW)
-    scale = q.shape[2] ** -0.5 if scale is None else float(scale)
-    o = np.empty(v.shape)
-    for t in range(q.shape[0]):
-        lo = max(t - window + 1, 0)
-        s = np.einsum("hk,jhk->hj", q[t], k[lo : t + 1]) * scale
-        p = np.exp(s - s.max(axis=1, keepdims=True))
-        o[t] = np.einsum("hj,jhv->hv", p / p.sum(axis=1, keepdims=True), v[lo : t + 1])
-    return o
-
-
-def _masked_last(x: Inputs, window: int) -> np.ndarray:
-    """The last position's SWA output as full causal attention over the whole sequence with
-    every key outside the window masked to -inf (the textbook definition) [H, V]."""
-    T, _, K = x.q.shape
-    s = np.einsum("hk,jhk->hj", x.q[-1], x.k) * K**-0.5
-    s[:, : T - window] = -np.inf
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return np.einsum("hj,jhv->hv", p / p.sum(axis=1, keepdims=True), x.v)
-
-
-def _norm(x: np.ndarray) -> float:
-    return float(np.linalg.norm(x))
-
-
-def _one_window(x: Inputs, W: int, S_T: np.ndarray, swa_full: np.ndarray) -> tuple:
-    """The five errors of ``RecentTokens`` for one window W < T."""
-    T = x.q.shape[0]
-    cut = T - W
-    tail = (x.q[cut:], x.k[cut:], x.v[cut:], x.g[cut:], x.beta[cut:])
-    _, S_cut = kda.recurrent(x.q[:cut], x.k[:cut], x.v[:cut], x.g[:cut], x.beta[:cut])
-    _, S_zero = kda.recurrent(*tail)
-    _, S_saved = kda.recurrent(*tail, initial_state=S_cut)
-    carried = np.matmul(kda.segment_map(*tail[1:]).M, S_cut)
-    swa_tail = swa_window_attention(x.q[cut:], x.k[cut:], x.v[cut:], W)[-1]
-    ref = _norm(S_T)
-    return (
-        float(np.abs(swa_tail - swa_full).max()),
-        _norm(S_zero - S_T) / ref,
-        _norm(carried) / ref,
-        float(np.abs(S_T - (S_zero + carried)).max()),
-        _norm(S_saved - S_T) / ref,
-    )
-
-
-def recent_tokens(
-    T: int = 1024,
-    windows: Sequence[int] = (16, 64, 256, 512),
-    *,
-    text: str | None = None,
-    seed: int = 0,
-) -> RecentTokens:
-    """SWA vs KDA resumed from the last W tokens only, on real arrays: seeded KDA inputs
-    (``_kda_inputs.random_inputs``: H = 2, K = V = 32, K3's gate) or, with ``text``,
-    TinyHybrid's first KDA layer on its bytes; the same q, k, v feed the SWA layer."""
-    x = random_inputs(T, seed=seed) if text is None else model_inputs(text, T)
-    T = x.q.shape[0]
-    if T < 2:
-        raise ValueError(f"T must be >= 2, got {T}")
-    ws = _check_ints("windows", windows, 1, T - 1)
-    _, S_T = kda.recurrent(x.q, x.k, x.v, x.g, x.beta)
-    rows = [_one_window(x, W, S_T, _masked_last(x, W)) for W in ws]
-    cols = np.array(rows).T
-    S0 = np.random.default_rng(seed).standard_normal(S_T.shape)
-    _, S_from = kda.recurrent(x.q, x.k, x.v, x.g, x.beta, initial_state=S0)
-    mapped = kda.segment_map(x.k, x.v, x.g, x.beta).apply(S0)
-    return RecentTokens(
-        source=x.source,
-        T=T,
-        windows=np.array(ws, dtype=np.int64),
-        swa_from_window_error=cols[0],
-        kda_from_zero_error=cols[1],
-        carried_term=cols[2],
-        decomposition_error=cols[3],
-        kda_from_state_error=cols[4],
-        affine_error=float(np.abs(S_from - mapped).max()),
     )

@@ -26,7 +26,7 @@ from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.model import TinyHybrid, encode
 from kda_core.serve.engine import Engine
-from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, compare_tiers
+from kda_core.sim.tiers import CKPT_K3_TP8, TIER_SETUPS, TierConfig, simulate_tiers
 from kda_core.transfer import Identity, Layout
 from kda_core.transfer.instance import Event, Instance
 from kda_core.transfer.objects import (
@@ -317,7 +317,8 @@ def tier_rates(
         raise ValueError(f"host_ratio must be in (0, 64], got {host_ratio!r}")
     host_ckpts = max(1, int(round(device_ckpts * host_ratio)))
     cfg = TierConfig(device_bytes=device_ckpts * CKPT_K3_TP8, host_bytes=host_ckpts * CKPT_K3_TP8)
-    res = compare_tiers(bundled_trace("conversation").head(n_requests), cfg)
+    trace = bundled_trace("conversation").head(n_requests)
+    res = [simulate_tiers(trace, setup, cfg) for setup in TIER_SETUPS]
     tiers = ("device", "host", "remote")
     return TierRates(
         TIER_SETUPS,

@@ -9,7 +9,7 @@ docs/workloads.md.
 """
 
 from kda_core.workloads._loader import FORMATS, load_trace
-from kda_core.workloads._synthetic import multi_turn_chat, workload
+from kda_core.workloads._synthetic import workload
 from kda_core.workloads.mooncake import (
     BUNDLED_TRACES,
     TRACES_DIR,
@@ -28,7 +28,6 @@ __all__ = [
     "ideal_prefix_tokens",
     "load_mooncake",
     "load_trace",
-    "multi_turn_chat",
     "parse_mooncake_lines",
     "require_prefix_info",
     "workload",

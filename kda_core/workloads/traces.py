@@ -58,10 +58,6 @@ class Trace:
     def __len__(self) -> int:
         return int(self.input_len.shape[0])
 
-    @property
-    def n_requests(self) -> int:
-        return len(self)
-
     def block_ids(self, i: int) -> np.ndarray:
         """Chained block ids of request ``i`` (read-only view)."""
         if not 0 <= i < len(self):

@@ -23,7 +23,6 @@ from kda_core.studies.density._sweep import (
     DEFAULT_INTERVALS,
     DEFAULT_POLICIES,
     DensitySweep,
-    Progress,
     clear_memo,
     density_sweep,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "DensitySweep",
     "HitTimeline",
     "PolicySweep",
-    "Progress",
     "ReplayNotes",
     "ReplayTrend",
     "TRENDS",

@@ -3,30 +3,22 @@
 Re-exports only. ``_scenarios`` (built-in scenarios, caps, policies, checks), ``_views`` (what a
 served request shows: timeline, tree snapshots, pools, replay steps), ``_session`` (one engine
 serving requests incrementally; ``run_scenario`` / ``serve``), ``_drift`` (exact vs INT8 vs
-inconsistent restore), ``_tables`` (the CSV rows behind each figure). Long prose:
+inconsistent restore); the CSV rows behind each figure are ``studies.exports``. Long prose:
 docs/prefix_replay.md.
 """
 
+from kda_core.studies._parking import kda_shape
 from kda_core.studies.prefix_replay._drift import restore_drift
 from kda_core.studies.prefix_replay._scenarios import (
     ARMS,
     MAX_PROMPT_TOKENS,
     MAX_PROMPTS,
     POLICIES,
-    SCENARIO_NAMES,
     SCENARIOS,
-    kda_shape,
 )
 from kda_core.studies.prefix_replay._session import ServingSession, run_scenario, serve
-from kda_core.studies.prefix_replay._tables import (
-    POOL_COUNTERS,
-    drift_table,
-    pools_table,
-    replay_table,
-    timeline_table,
-    tree_table,
-)
 from kda_core.studies.prefix_replay._views import (
+    POOL_COUNTERS,
     DriftStudy,
     ReplaySteps,
     RequestView,
@@ -44,7 +36,6 @@ __all__ = [
     "POLICIES",
     "POOL_COUNTERS",
     "SCENARIOS",
-    "SCENARIO_NAMES",
     "DriftStudy",
     "ReplaySteps",
     "RequestView",
@@ -52,15 +43,10 @@ __all__ = [
     "ServingSession",
     "Timeline",
     "TreeSnapshot",
-    "drift_table",
     "heatmap",
     "kda_shape",
-    "pools_table",
     "readable",
-    "replay_table",
     "restore_drift",
     "run_scenario",
     "serve",
-    "timeline_table",
-    "tree_table",
 ]

@@ -71,7 +71,6 @@ SCENARIOS: dict[str, Scenario] = {
         "checkpoint and replays the shared question prefix.",
     ),
 }
-SCENARIO_NAMES: tuple[str, ...] = tuple(SCENARIOS)
 
 _MODEL: list[TinyHybrid] = []
 
@@ -80,12 +79,6 @@ def shared_model() -> TinyHybrid:
     if not _MODEL:
         _MODEL.append(TinyHybrid())
     return _MODEL[0]
-
-
-def kda_shape() -> tuple[int, int]:
-    """(KDA layers, heads per layer) of the served model: the ranges of the replay heatmap."""
-    m = shared_model()
-    return len(m.kda_layers), int(m.config.n_heads)
 
 
 def make_policy(name: str, spacing: int) -> pol.Policy:
@@ -107,7 +100,7 @@ def make_policy(name: str, spacing: int) -> pol.Policy:
 def check_prompts(name: str | None, prompts: tuple[str, ...] | None) -> tuple[str, ...]:
     if prompts is None:
         if name not in SCENARIOS:
-            raise ValueError(f"name must be one of {SCENARIO_NAMES}, got {name!r}")
+            raise ValueError(f"name must be one of {tuple(SCENARIOS)}, got {name!r}")
         return SCENARIOS[name].prompts
     if isinstance(prompts, str) or not isinstance(prompts, (tuple, list)):
         raise ValueError("prompts must be a tuple of texts")

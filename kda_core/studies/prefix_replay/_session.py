@@ -19,7 +19,6 @@ from kda_core._checks import check_bool
 from kda_core.serve.engine import Engine
 from kda_core.studies.prefix_replay._scenarios import (
     MAX_PROMPTS,
-    SCENARIO_NAMES,
     SCENARIOS,
     check_prompt,
     check_prompts,
@@ -84,7 +83,7 @@ class ServingSession:
         """An empty session; arguments as in ``run_scenario`` (``name`` only labels the result:
         a built-in scenario name or "custom")."""
         if name != "custom" and name not in SCENARIOS:
-            raise ValueError(f"name must be 'custom' or one of {SCENARIO_NAMES}, got {name!r}")
+            raise ValueError(f"name must be 'custom' or one of {tuple(SCENARIOS)}, got {name!r}")
         policy, spacing, int8, slots, n = check_settings(
             policy, spacing, int8, checkpoint_slots, max_new_tokens
         )

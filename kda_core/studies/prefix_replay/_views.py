@@ -280,3 +280,11 @@ def heatmap(
     head = check_int("head", head, 0, H - 1)
     S = replay_steps.states[step, layer, head]
     return S - replay_steps.states[-1, layer, head] if delta else S
+
+
+POOL_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("checkpoint slots used", "checkpoint_used"),
+    ("COW copies (restores)", "copies"),
+    ("donations (track slot -> pool)", "donations"),
+    ("evicted states", "evicted_states"),
+)
