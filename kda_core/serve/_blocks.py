@@ -22,8 +22,6 @@ from kda_core.serve._pools import RequestSlots
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import BlockStepRow, GenerateReport
 
-__all__ = ["BlockLifecycle"]
-
 SPARE_BLOCKS = 5  # beyond a request's KV pages: copy-on-write targets and live state blocks
 
 

@@ -25,9 +25,6 @@ from kda_core.serve._slots import (
     deepcopy_fields,
 )
 
-__all__ = ["CheckpointPool"]
-
-
 try:
     import xxhash
 except ImportError:  # the declared dependency is missing: SHA-1 (slower, as good here)

@@ -14,8 +14,6 @@ import ctypes
 import os
 import sys
 
-__all__ = ["MMAP_BYTES", "OPT_OUT", "TRIM_BYTES", "declined", "keep_freed_memory"]
-
 MMAP_BYTES = 32 << 20  # blocks below this come from the heap, not a fresh mmap
 TRIM_BYTES = 128 << 20  # the heap's top is returned to the kernel past this much free
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h> parameter numbers

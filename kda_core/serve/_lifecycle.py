@@ -22,8 +22,6 @@ from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
 from kda_core.serve.spec import SpecRequest
 
-__all__ = ["Lifecycle"]
-
 
 class Lifecycle:
     """Cache and pool operations of the requests of one serve (module docstring)."""

@@ -19,16 +19,6 @@ from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget,
 from kda_core.serve._unified import UnifiedBudget
 from kda_core.serve.report import PoolStats
 
-__all__ = [
-    "PingPong",
-    "copy_rows",
-    "RequestSlots",
-    "StatePools",
-    "check_int8_pool",
-    "free_memory_bytes",
-    "int8_pool_estimate",
-]
-
 MB = 1 << 20
 
 

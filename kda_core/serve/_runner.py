@@ -30,8 +30,6 @@ from kda_core.serve._slots import ActivePool
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GraphStep
 
-__all__ = ["Runner"]
-
 
 @dataclass(slots=True)
 class _Bound:

@@ -16,8 +16,6 @@ from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
 
-__all__ = ["Batch", "Scheduler"]
-
 
 @dataclass(slots=True)
 class Batch:

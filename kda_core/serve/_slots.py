@@ -18,17 +18,6 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
 
-__all__ = [
-    "MAX_SLOTS",
-    "STRATEGIES",
-    "ActivePool",
-    "PoolError",
-    "SlotBudget",
-    "SlotTable",
-    "StateShape",
-    "deepcopy_fields",
-]
-
 MAX_SLOTS = 4096
 """Most slots one pool may hold (caps memory)."""
 STRATEGIES: tuple[str, ...] = ("no_buffer", "extra_buffer", "extra_buffer_lazy")

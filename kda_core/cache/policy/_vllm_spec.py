@@ -25,8 +25,6 @@ from typing import Any
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._vllm_drafts import (
-    METHODS,
-    SPEC_KEYS,
     SpecStallWarning,
     checkpoint_position,
     derive,
@@ -36,20 +34,6 @@ from kda_core.cache.policy._vllm_drafts import (
     stall_message,
 )
 from kda_core.cache.policy.vllm import aligned_split
-
-__all__ = [
-    "METHODS",
-    "SPEC_KEYS",
-    "RepeatHits",
-    "SpecStallWarning",
-    "VLLMSpec",
-    "checkpoint_position",
-    "partial_hits_enabled",
-    "prefill_chunks",
-    "repeat_hits",
-    "replay_boundaries",
-    "vllm_spec",
-]
 
 MAX_TOKENS = 1 << 24
 

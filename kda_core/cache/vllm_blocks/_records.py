@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BlockHit", "PhysicalBlock", "PoolSnapshot", "PrefixEntry", "RequestRecord", "Step"]
-
 
 @dataclass(frozen=True)
 class BlockHit:
