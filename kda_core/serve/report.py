@@ -1,10 +1,7 @@
-"""What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
-call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
-engine's totals; ``serve._state.Totals`` counts them as requests finish).
-``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
-``serve._graphs.GraphStep``; a serve through vLLM's block table adds a ``BlockStepRow`` per
-request chunk.
-"""
+"""What a served request reports: one request (``GenerateReport``), one model call
+(``StepRecord``), a serve and its steps (``ServeReport`` / ``StepRow``, ``BlockStepRow``
+through vLLM's block table) and an engine's totals (``EngineStats``). ``kda_core.engine``
+re-exports them (the contract)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations they share.
-
-The record ``RadixStateCache`` keeps and the tree's modules work on: ``insert`` (the insert
-walk and the new chain), ``evict`` (the eviction loops), ``integrity`` (the full check). Its
-fields are public to them (documented below); its methods are the mutations that keep sizes,
-protection, the two LRU orders and the state table in step: touching, locking, attaching and
-detaching a state, splitting an edge, removing a leaf, and the match walk. Invariants and
-sources: docs/radix.md.
-"""
+"""``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations that keep them in
+step (touch, lock, attach / detach a state, split an edge, remove a leaf, match); its fields
+are public to ``_insert``, ``_evict`` and ``_integrity``. Invariants and sources: docs/radix.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""What the engine's speculative decoding is configured with (``Engine(speculative=...)``):
-toy drafts, greedy acceptance, the per-request ReplaySSM and the record of each verify.
-
-Drafts: ``ngram_draft`` (prompt lookup) and ``make_noisy_draft`` (the target with noise on its
-logits). The engine's runner verifies a request's pending token and its drafts in one step and
-commits the accepted prefix by exact replay (``ReplaySSM``); its tokens equal greedy decoding.
-"""
+"""What the engine's speculative decoding is configured with (``Engine(speculative=...)``): toy
+drafts (``ngram_draft``: prompt lookup; ``make_noisy_draft``: the target with noisy logits),
+greedy acceptance, the per-request ReplaySSM and the record of each verify."""
 
 from __future__ import annotations
 
