@@ -1,14 +1,14 @@
-"""vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a KDA hybrid in align mode:
-where one prompt's prefill chunks end, which KDA states it keys and what a repeat of the prompt
-then hits (the flags: ``_vllm_drafts``). Each rule names the vLLM function it follows (the laws
-with line numbers: docs/hit_reasons.md); tests/real/test_spec_hits_vs_vllm.py runs vLLM's own
-``Scheduler`` and ``KVCacheManager`` over a grid against ``repeat_hits``.
+"""The lab's closed-form rules for vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a
+KDA hybrid in align mode, the oracle the simulator is checked against: where one prompt's
+prefill chunks end, which KDA states it keys and what a repeat of the prompt then hits (the
+flags: ``kda_core.cache.policy._vllm_drafts``). Each rule names the vLLM function it follows
+(the laws with line numbers: docs/hit_reasons.md); tests/real/test_spec_hits_vs_vllm.py runs
+vLLM's own ``Scheduler`` and ``KVCacheManager`` over a grid against ``repeat_hits``.
 
 Modelled: one MLA group (it holds the draft's layers, ``is_eagle_group``) and one KDA group
 (``MambaSpec``, align mode, no internal prefill checkpoint), block ``U``, hash unit ``u``
 (``prefix_match_unit``), no KV connector on the request path (``kv_transfer_config`` only
-switches the hashes), prompts served one at a time to the end.
-"""
+switches the hashes), prompts served one at a time to the end."""
 
 from __future__ import annotations
 
