@@ -91,12 +91,12 @@ class RadixStateCache:
     # ------------------------------------------------------------------ sizes (O(1))
     @property
     def kv_tokens(self) -> int:
-        """KV tokens held (``size_info.kv_total``, for hot loops)."""
+        """KV tokens held (evictable + protected)."""
         return self._tree.kv_tokens
 
     @property
     def state_bytes(self) -> int:
-        """State bytes held (``size_info.state_bytes_total``, for hot loops)."""
+        """State bytes held (evictable + protected)."""
         return self._tree.state_bytes
 
     @property
