@@ -145,14 +145,9 @@ class StepRow:
 
 @dataclass(frozen=True, slots=True)
 class BlockStepRow:
-    """One request's chunk in a serve through vLLM's block table (``Engine(block_cache=...)``).
-
-    request: its index in the input; phase: "prefill" or "decode"; step: the block table's
-    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
-    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
-    block the chunk's starting state was read from (None: a zero state at 0); kv_table /
-    state_table: the request's block tables after the step (0: the null block).
-    """
+    """One request's chunk in a serve through vLLM's block table: its index, "prefill" or "decode",
+    the table's ``Step``, the state block its starting state was read from (None: the zero state)
+    and its block tables after the step (0: the null block)."""
 
     request: int
     phase: str

@@ -1,11 +1,8 @@
 """``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
 ``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
 own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
-references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Callers hold opaque
-handles, never nodes; the hooks are constructor arguments. The tree itself is
-``_tree.RadixTree`` (worked on by ``_insert``, ``_evict``, ``_integrity``). Every length is in
-tokens (``block_keys=True``: one key element = one ``page_size`` block). docs/radix.md.
-"""
+references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Lengths are tokens
+(``block_keys=True``: one key element = one page). docs/radix.md."""
 
 from __future__ import annotations
 
