@@ -56,7 +56,7 @@ def test_protocol_by_hand() -> None:
     # the state at 4 and the KV [0, 4) are protected; the leaf (4, 8] is not
     assert c.size_info == SizeInfo(kv_evictable=4, kv_protected=4, state_bytes_evictable=20,
                                    state_bytes_protected=10)  # fmt: skip
-    assert c.size_info.kv_total == 8 and c.size_info.state_bytes_total == 30
+    assert c.kv_tokens == 8 and c.state_bytes == 30
     ev = c.evict(BIG, states=BIG)
     assert ev == Evicted(states=1, state_bytes=20, kv_tokens=4, nodes=1, tombstoned=0)
     assert c.match_prefix(list(range(8))).restore_at == 4

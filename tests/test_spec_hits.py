@@ -1,4 +1,4 @@
-"""vLLM 0.33's prefix-cache rules with speculative decoding (``cache.policy._vllm_spec``):
+"""vLLM 0.33's prefix-cache rules with speculative decoding (``tests/vllm_spec_rules.py``):
 values worked by hand from the vLLM functions each rule names. The same rules are compared
 with vLLM's own ``Scheduler`` and ``KVCacheManager`` on a grid in
 tests/real/test_spec_hits_vs_vllm.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kda_core.cache.policy._vllm_spec import (
+from tests.vllm_spec_rules import (
     SpecStallWarning,
     checkpoint_position,
     prefill_chunks,
@@ -126,7 +126,7 @@ def test_lengths_are_checked() -> None:
 
 
 def test_partial_hits_only_in_align_mode() -> None:
-    from kda_core.cache.policy._vllm_spec import partial_hits_enabled
+    from tests.vllm_spec_rules import partial_hits_enabled
 
     assert partial_hits_enabled("align", 64, 16) is True
     assert partial_hits_enabled("align", 64, 64) is False

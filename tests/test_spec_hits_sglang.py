@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's prefix-cache rules with speculative decoding (``cache.policy._sglang_spec``):
+"""SGLang 0.5.23's prefix-cache rules with speculative decoding (``tests/sglang_spec_rules.py``):
 values worked by hand from the SGLang functions each rule names; the same rules against
 SGLang's own code in tests/real/test_spec_vs_sglang.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kda_core.cache.policy import _sglang_spec as S
+from tests import sglang_spec_rules as S
 
 
 def test_eagle_keys_bigrams_only_without_a_state_component() -> None:

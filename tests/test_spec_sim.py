@@ -1,5 +1,5 @@
 """The simulator with vLLM's speculative decoding (``VLLMPolicy(speculative_config=...)``): a
-prompt sent three times restores what ``_vllm_spec.repeat_hits`` says vLLM 0.33 does (those
+prompt sent three times restores what ``vllm_spec_rules.repeat_hits`` says vLLM 0.33 does (those
 rules agree with vLLM's own ``Scheduler`` + ``KVCacheManager`` on a grid in
 tests/real/test_spec_hits_vs_vllm.py). The fast pass refuses drafts and ``method="auto"``
 falls back to the radix tree."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from kda_core.cache import policy as P
-from kda_core.cache.policy._vllm_spec import SpecStallWarning, repeat_hits, vllm_spec
 from kda_core.sim import simulate
 from kda_core.workloads import load_trace
+from tests.vllm_spec_rules import SpecStallWarning, repeat_hits, vllm_spec
 
 EAGLE = {"method": "eagle", "num_speculative_tokens": 2}
 FLAGS = {

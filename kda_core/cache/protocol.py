@@ -68,14 +68,6 @@ class SizeInfo(NamedTuple):
     state_bytes_evictable: int
     state_bytes_protected: int
 
-    @property
-    def kv_total(self) -> int:
-        return self.kv_evictable + self.kv_protected
-
-    @property
-    def state_bytes_total(self) -> int:
-        return self.state_bytes_evictable + self.state_bytes_protected
-
 
 class PrefixMatch(NamedTuple):
     """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``.

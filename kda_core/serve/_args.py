@@ -49,30 +49,6 @@ LAZY_OVERLAP = (
     "(--disable-overlap-schedule is incompatible)"
 )
 
-__all__ = [
-    "DEFAULT_POLICY",
-    "NO_BUFFER_OVERLAP",
-    "NO_BUFFER_OVERLAP_OFF",
-    "LAZY_OVERLAP",
-    "PAGE_SIZE",
-    "STRATEGY_CHOICES",
-    "DEFAULT_STATE_SLOTS",
-    "MAX_NEW_TOKENS",
-    "MAX_REQUESTS",
-    "MAX_STEPS",
-    "Parts",
-    "ServeConfig",
-    "RESTORE_MODES",
-    "check_block_cache",
-    "check_model",
-    "check_modes",
-    "check_policy_chunk",
-    "check_requests",
-    "make_policy",
-    "pool_sizes",
-    "prompt_tokens",
-]
-
 
 def make_policy(policy: Any) -> Any:
     """A fresh Policy from a Policy (copied: per-run state is never shared), a name or None."""

@@ -1,12 +1,10 @@
-"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``): the request
-lifecycle of the one loop when the prefix cache is vLLM's. Each chunk is the table's ``step``
-(the aligned split within the step's token budget, ``allocate_slots``); its copies run, the
-request's state and KV are read out of its blocks into its working slot, and after the forward
-its KV rows and state go into the blocks the step names, so a wrong block or a missed copy
-shows up as a wrong logit. A request hitting a state keyed in the same step waits a step
-(vLLM's ``cached_blocks_this_step``). Not vLLM's: admission reserves a request's most blocks
-(its KV pages plus 5) instead of preempting under pressure. docs/policies.md.
-"""
+"""Serving through vLLM's block table (``Engine(block_cache=VLLMBlockCache(...))``): the one
+loop's request lifecycle when the prefix cache is vLLM's. Each chunk is the table's ``step``;
+its copies run, the state and KV are read out of the request's blocks and written back after
+the forward, so a wrong block or a missed copy shows up as a wrong logit. A request hitting a
+state keyed in the same step waits a step (vLLM's ``cached_blocks_this_step``). Not vLLM's:
+admission reserves a request's most blocks (KV pages plus 5) instead of preempting.
+docs/policies.md."""
 
 from __future__ import annotations
 
@@ -21,8 +19,6 @@ from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._pools import RequestSlots
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import BlockStepRow, GenerateReport
-
-__all__ = ["BlockLifecycle"]
 
 SPARE_BLOCKS = 5  # beyond a request's KV pages: copy-on-write targets and live state blocks
 

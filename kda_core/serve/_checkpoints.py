@@ -1,10 +1,6 @@
-"""``CheckpointPool``: read-only checkpoints (INT8 or native S + native conv); snapshot,
-zero-copy donate and copy-on-write restore between it and an ``ActivePool``.
-
-Stored arrays are made read-only and their digest is kept, so ``check_integrity`` proves a
-shared checkpoint never changed. ``copies`` counts full-state data copies, ``donations``
-zero-copy ownership moves (an INT8 donation quantizes: a copy). docs/pools.md.
-"""
+"""``CheckpointPool``: read-only checkpoints (INT8 or native S + native conv). Stored arrays are
+made read-only and their digest kept, so ``check_integrity`` proves a shared checkpoint never
+changed. ``copies`` counts full-state copies, ``donations`` zero-copy moves. docs/pools.md."""
 
 from __future__ import annotations
 
@@ -24,9 +20,6 @@ from kda_core.serve._slots import (
     StateShape,
     deepcopy_fields,
 )
-
-__all__ = ["CheckpointPool"]
-
 
 try:
     import xxhash

@@ -15,16 +15,6 @@ import numpy as np
 
 from kda_core.serve._slots import MAX_SLOTS
 
-__all__ = [
-    "MAX_GRAPH_SIZES",
-    "SINK",
-    "GraphStep",
-    "check_graph_bs",
-    "graph_step",
-    "pad_rows",
-    "padded_size",
-]
-
 SINK = 0
 """The sink's state index in SGLang's numbering (its reserved slot 0)."""
 MAX_GRAPH_SIZES = 64

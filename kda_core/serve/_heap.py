@@ -1,20 +1,16 @@
-"""Keep freed heap memory in the process while serving: the batched passes' temporaries are
-megabytes each, and glibc's default malloc returns such blocks to the kernel as they are freed
-(a fresh ``mmap`` from ``M_MMAP_THRESHOLD`` on, the heap top trimmed past ``M_TRIM_THRESHOLD``),
-so every layer of every step faulted its pages in again (2,500-6,500 minor faults per 32 x 16
-prefill). ``keep_freed_memory`` raises both thresholds once per process (glibc's ``mallopt``,
-the knobs of ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``), so ``generate`` and
-``serve`` run under one allocator. Declined by ``KDA_KEEP_FREED_MEMORY=0`` or by the user's own
-glibc variables; other C libraries: nothing happens. Figures: docs/serving.md.
-"""
+"""Keep freed heap memory in the process while serving: glibc's malloc returns the batched
+passes' multi-megabyte temporaries to the kernel as they are freed (``mmap`` from
+``M_MMAP_THRESHOLD`` on, the heap top trimmed past ``M_TRIM_THRESHOLD``), so every layer of
+every step faulted its pages in again (2,500-6,500 minor faults per 32 x 16 prefill).
+``keep_freed_memory`` raises both thresholds once per process (``mallopt``). Declined by
+``KDA_KEEP_FREED_MEMORY=0`` or the user's own ``MALLOC_*_`` variables; other C libraries:
+nothing happens. Figures: docs/serving.md."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import sys
-
-__all__ = ["MMAP_BYTES", "OPT_OUT", "TRIM_BYTES", "declined", "keep_freed_memory"]
 
 MMAP_BYTES = 32 << 20  # blocks below this come from the heap, not a fresh mmap
 TRIM_BYTES = 128 << 20  # the heap's top is returned to the kernel past this much free

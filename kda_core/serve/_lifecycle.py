@@ -1,12 +1,10 @@
-"""A request's life on the engine's radix cache and pools: admit, advance, park, finish,
-retract (``serve`` and ``generate`` share it; vLLM's block table has its own, ``_blocks``).
-SGLang's ``MambaRadixCache`` flow: match, lock (``inc_lock_ref``), make room, restore
-copy-on-write, replay to the token match, prefill in chunks cut at checkpoints; checkpoints
-reached in prefill go in **in flight** (``cache_unfinished_req``: the lock moves to the new
-node), decode-time ones at the end (``cache_finished_req``); with overlap
-(``event_loop_overlap``) a tracked state is donated after the next step's forward.
-Retraction releases everything without inserting. docs/serving.md.
-"""
+"""A request's life on the radix cache and the pools (``serve`` and ``generate``; vLLM's block
+table: ``_blocks``), SGLang's ``MambaRadixCache`` flow: match, lock (``inc_lock_ref``), make
+room, restore copy-on-write, replay to the token match, prefill in chunks cut at checkpoints;
+prefill checkpoints go in **in flight** (``cache_unfinished_req``: the lock moves to the new
+node), decode ones at the end (``cache_finished_req``); with overlap (``event_loop_overlap``) a
+tracked state is donated after the next step's forward. Retraction inserts nothing.
+docs/serving.md."""
 
 from __future__ import annotations
 
@@ -21,8 +19,6 @@ from kda_core.serve._args import Parts
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport
 from kda_core.serve.spec import SpecRequest
-
-__all__ = ["Lifecycle"]
 
 
 class Lifecycle:

@@ -17,8 +17,6 @@ from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState, Totals
 from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow
 
-__all__ = ["Loop", "serve"]
-
 
 class Loop:
     """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one

@@ -1,10 +1,8 @@
 """The engine's state pools: one shared pool for running and cached states (SGLang's
-``MambaPool``: a slot is a slot; INT8 checkpoints: a separate pool, as
-``maybe_init_int8_mamba_checkpoint_pool``), the ping-pong ring each running request tracks its
-checkpoints in (``HybridReqToTokenPool``: 2 track slots with the overlap scheduler, else 1;
-extra_buffer_lazy takes the second at a boundary), the cache's free hook, and the INT8 pool's
-size check. docs/serving.md ("One pool").
-"""
+``MambaPool``; INT8 checkpoints: a separate pool, as ``maybe_init_int8_mamba_checkpoint_pool``)
+and the ping-pong ring a running request tracks its checkpoints in (``HybridReqToTokenPool``:
+2 track slots with the overlap scheduler, else 1; extra_buffer_lazy takes the second at a
+boundary). docs/serving.md ("One pool")."""
 
 from __future__ import annotations
 
@@ -18,16 +16,6 @@ from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget, StateShape
 from kda_core.serve._unified import UnifiedBudget
 from kda_core.serve.report import PoolStats
-
-__all__ = [
-    "PingPong",
-    "copy_rows",
-    "RequestSlots",
-    "StatePools",
-    "check_int8_pool",
-    "free_memory_bytes",
-    "int8_pool_estimate",
-]
 
 MB = 1 << 20
 

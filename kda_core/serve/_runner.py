@@ -30,8 +30,6 @@ from kda_core.serve._slots import ActivePool
 from kda_core.serve._state import RequestState
 from kda_core.serve.report import GraphStep
 
-__all__ = ["Runner"]
-
 
 @dataclass(slots=True)
 class _Bound:
@@ -49,12 +47,10 @@ class _Bound:
 
 
 def _read_after(r: RequestState) -> bool:
-    """Whether the serving loop reads r's state after its next decode step: the step ends at
-    a planned checkpoint (``Lifecycle.park`` tracks or snapshots the state) or at its last
-    token (``Lifecycle.finish`` donates it), or it is read every step (``stepwise``: a trace, a
-    block table). Nothing else
-    reads a running request's state (retraction releases it unread); the runner writes
-    pending steps out before any other batch runs."""
+    """Whether the loop reads r's state after its next decode step: at a planned checkpoint
+    (``Lifecycle.park``), at its last token (``Lifecycle.finish``), or every step (``stepwise``:
+    a trace, a block table). Nothing else reads a running request's state (retraction releases it
+    unread); pending steps are written out before any other batch runs."""
     nxt = r.pos + 1
     return nxt >= r.total or nxt in r.plan or r.stepwise
 

@@ -9,14 +9,13 @@ head that does not fit blocks the queue: ``Batch.held_for_memory``). SGLang
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 
 from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
-
-__all__ = ["Batch", "Scheduler"]
 
 
 @dataclass(slots=True)
@@ -146,11 +145,7 @@ class Scheduler:
         return sum(win)
 
     def _requeue(self, r: RequestState) -> None:
-        key = (r.arrival, r.idx)
-        i = 0
-        while i < len(self.waiting) and (self.waiting[i].arrival, self.waiting[i].idx) < key:
-            i += 1
-        self.waiting.insert(i, r)
+        bisect.insort(self.waiting, r, key=lambda w: (w.arrival, w.idx))
 
     def _admit_head(self, step: int, b: Batch) -> bool:
         if not self.waiting or len(self.running) >= self.max_running:

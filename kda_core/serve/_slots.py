@@ -1,10 +1,7 @@
-"""The engine's state slots: what the pools share (shapes, counts, the ``SlotBudget`` several
-tables draw from: running and cached states in one pool, as SGLang's ``MambaPool``), the slot
-table (a free list + owner table) and ``ActivePool``, the running states' slots (S and conv
-window of every KDA layer). A running request writes its state only into slots it owns;
-buffers are bound, not copied (``rebind`` stores references: the model never writes a state
-in place). The checkpoint pool is ``_checkpoints``. docs/pools.md.
-"""
+"""The engine's state slots: shapes, the ``SlotBudget`` several tables draw from (running and
+cached states in one pool, as SGLang's ``MambaPool``), the slot table and ``ActivePool``. A
+running request writes only into slots it owns; buffers are bound, not copied (``rebind``
+stores references: the model never writes a state in place). docs/pools.md."""
 
 from __future__ import annotations
 
@@ -17,17 +14,6 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
-
-__all__ = [
-    "MAX_SLOTS",
-    "STRATEGIES",
-    "ActivePool",
-    "PoolError",
-    "SlotBudget",
-    "SlotTable",
-    "StateShape",
-    "deepcopy_fields",
-]
 
 MAX_SLOTS = 4096
 """Most slots one pool may hold (caps memory)."""

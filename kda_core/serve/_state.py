@@ -1,12 +1,6 @@
-"""``RequestState``: one request inside ``serve`` (nano-vllm's ``Sequence``).
-
-Its tokens, phase, slots, the cache handle it locks, the boundary of its last tracked state,
-the per-request counters its ``GenerateReport`` is built from, and the ``Trace`` of a
-``generate`` request. A retracted request is reset to ``waiting`` (SGLang ``retract_decode``
-releases it without inserting and re-queues it) and redone from its prompt later; its outputs
-so far are dropped, so what it finally returns is a run from scratch (greedy decoding makes
-that run identical).
-"""
+"""``RequestState``: one request inside ``serve`` (nano-vllm's ``Sequence``). A retracted
+request is reset to ``waiting`` (SGLang ``retract_decode`` releases it without inserting and
+re-queues it) and redone from its prompt: greedy decoding makes that run identical."""
 
 from __future__ import annotations
 

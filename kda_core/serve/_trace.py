@@ -15,8 +15,6 @@ from kda_core._checks import rel_error
 from kda_core.model import TinyHybrid
 from kda_core.serve.report import GenerateReport
 
-__all__ = ["Trace"]
-
 
 @dataclass(slots=True, eq=False)
 class Trace:

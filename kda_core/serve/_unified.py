@@ -14,8 +14,6 @@ from kda_core._checks import check_int
 from kda_core.model import TinyHybrid
 from kda_core.serve._slots import MAX_SLOTS, SlotBudget, StateShape
 
-__all__ = ["MAX_UNIFIED_BYTES", "UnifiedBudget", "make_unified"]
-
 MAX_UNIFIED_BYTES = 1 << 40
 
 

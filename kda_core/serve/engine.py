@@ -1,15 +1,11 @@
 """``Engine``: serves prompts on TinyHybrid through a prefix cache, for real.
 
-The engine owns the model, the state pools (one shared pool for running and cached states;
-INT8 checkpoints: a separate pool, as SGLang), the prefix cache (the KDA-aware radix tree the
-policy's options shape, or vLLM's block table) and the policy, and only calls down: ``serve``
-runs the one serving loop (``serve._loop``: schedule -> run -> post-process, nano-vllm's
-``LLMEngine.step``), ``generate(prompt)`` is ``serve`` of one request with a ``Trace`` on it.
-``cache=False`` computes everything from scratch; tokens and logits agree with the cached run
-to rounding (tests: atol 1e-9) for every policy, strategy and budget. The walk-through with
-SGLang references: docs/serving.md. Left out: sampling other than greedy, host tiers
-(``kda_core.transfer`` hooks ``before_drop``).
-"""
+The engine owns the model, the state pools, the prefix cache (the radix tree the policy's
+options shape, or vLLM's block table) and the policy, and only calls down: ``serve`` runs the
+one serving loop (``serve._loop``, nano-vllm's ``LLMEngine.step``); ``generate`` is ``serve``
+of one request with a ``Trace``. Tokens and logits equal the uncached run (``cache=False``) to
+rounding (tests: atol 1e-9). docs/serving.md. Left out: sampling other than greedy, host tiers
+(``kda_core.transfer`` hooks ``before_drop``)."""
 
 from __future__ import annotations
 
@@ -72,54 +68,36 @@ __all__ = [
 
 
 class Engine:
-    """Serves prompts on TinyHybrid through a KDA-aware radix cache (see the module docstring).
+    """Serves prompts on TinyHybrid through a KDA-aware prefix cache (see the module docstring).
 
     Args:
-        policy: a ``kda_core.policy`` Policy (copied), a policy name, or None
-            (``DEFAULT_POLICY``). Marconi's ``alpha="auto"`` stays at its starting 0 here
-            (the tuning replays a trace: ``kda_core.sim`` runs it).
-        cache: use the radix cache (False: every request computed from scratch).
-        int8_checkpoints: park checkpoint states as INT8 in their own pool (conv windows stay
-            native); the state pool then holds running states only.
-        checkpoint_slots: the most checkpoints the tree holds, in [1, 4096] (None: as many as
-            the shared pool has room for; with INT8, SGLang's ``2 * state_slots``).
-        kv_budget: most MLA KV tokens the tree keeps (None: unlimited); LRU leaves are evicted
-            after each request to get back under it.
-        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto"
-            (SGLang's resolution: extra_buffer with overlap, else no_buffer; the lab's KV page
-            is one token). ``strategy_notes`` holds what SGLang would log for the resolution.
-        chunk_size: prefill scheduler step in tokens, [1, 16384]; must suit the policy
-            (e.g. vLLM align needs chunk_size >= block_size).
+        policy: a ``kda_core.policy`` Policy (copied), a name, or None (``DEFAULT_POLICY``).
+            Marconi's ``alpha="auto"`` stays at 0 (its tuning replays a trace: ``kda_core.sim``).
+        cache: False computes every request from scratch.
+        int8_checkpoints: checkpoints as INT8 in their own pool (conv windows stay native).
+        checkpoint_slots: most checkpoints cached, [1, 4096] (None: the shared pool's room;
+            with INT8, SGLang's ``2 * state_slots``).
+        kv_budget: most MLA KV tokens cached (None: unlimited); LRU leaves go after each request.
+        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto" (SGLang's
+            resolution, ``strategy_notes`` its log lines; ``serve._args.check_modes``).
+        chunk_size: prefill step in tokens, [1, 16384]; must suit the policy.
         restore: "exact" or "inconsistent" (the teaching mode, ``generate`` only).
         model: the TinyHybrid to serve (default ``TinyHybrid()``).
-        state_slots: the one state pool for running and cached states, in [the slots SGLang
-            reserves per request (``sizing.request_slots``: 3 / 5 / 4 by strategy), 4096];
-            None: ``DEFAULT_STATE_SLOTS`` (256).
-        overlap: SGLang's overlap scheduler: extra_buffer requests hold 2 ping-pong track
-            slots and reserve 3 + 2; False: 1 track slot, 3 + 1. None (default): on, as in
-            SGLang, except for no_buffer with the cache, which turns it off (True raises
-            there, SGLang's assertion); extra_buffer_lazy requires it. See
-            ``serve._args.check_modes`` and ``serve._lifecycle``.
-        before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before
-            the tree drops a cached state: a lower tier may keep a copy.
-        cuda_graph_bs: decode on fixed shapes (``serve._graphs``): the captured batch sizes
-            (SGLang's ``cuda_graph_bs``; each in [1, 4096]); an all-decode step runs on the
-            smallest one that holds it, the padding rows on the sink; the largest caps the
-            running requests (``cuda_graph_max_bs``). None: eager decode.
-        unified_memory: bytes of one buffer for the state slots (from the low end) and the MLA
-            KV (from the high end), SGLang's ``--enable-unified-memory`` (``serve._unified``);
-            admission and eviction under that one budget; ``serve``'s ``kv_tokens`` and
-            ``state_slots`` are then the buffer's. None: the separate pools.
-        block_cache: a ``kda_core.cache.vllm_blocks.VLLMBlockCache`` (owned by the engine
-            from here on): the prefix cache is vLLM's block table instead of the radix tree,
-            served by the same loop (``serve._blocks``); the policy, strategy, INT8 pool,
-            ``kv_budget`` and ``unified_memory`` do not apply (refused when set).
-        speculative: decode speculatively (ReplaySSM, ``serve.spec``): a dict of
-            ``SpecConfig``'s fields (``draft`` "noisy" / "ngram" / a callable, ``draft_tokens``
-            D, ``ring_len``, ``noise``, ``seed``). A decoding request verifies its pending token
-            and D - 1 drafts in one runner step and commits the accepted prefix by exact replay;
-            it hits and inserts like any other. None: one token per decode step.
-    """
+        state_slots: the one pool for running and cached states, from what SGLang reserves per
+            request (``sizing.request_slots``) to 4096; None: ``DEFAULT_STATE_SLOTS``.
+        overlap: SGLang's overlap scheduler (2 ping-pong track slots instead of 1). None: on,
+            except no_buffer with the cache (True raises there, SGLang's assertion).
+        before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before a
+            cached state is dropped: a lower tier may keep a copy.
+        cuda_graph_bs: decode on fixed shapes (``serve._graphs``, SGLang's ``cuda_graph_bs``);
+            the largest caps the running requests. None: eager decode.
+        unified_memory: bytes of one buffer for state slots and MLA KV (SGLang's
+            ``--enable-unified-memory``, ``serve._unified``). None: separate pools.
+        block_cache: a ``VLLMBlockCache`` (owned from here on) as the prefix cache, served by the
+            same loop (``serve._blocks``); the radix-only options are refused with it.
+        speculative: ``SpecConfig``'s fields as a dict (ReplaySSM, ``serve.spec``): a decoding
+            request verifies its pending token and D - 1 drafts in one step and commits the
+    accepted prefix by exact replay. None: one token per decode step."""
 
     def __init__(
         self,
@@ -218,16 +196,12 @@ class Engine:
     ) -> GenerateReport:
         """Serve one prompt (text or token ids); greedy decode ``max_new_tokens`` in [1, 4096].
 
-        ``restore`` overrides the engine's restore mode for this request; ``step_replay``
-        replays one token per model call (a step record per token); ``record_states`` keeps the
-        KDA states of every replay step (implies ``step_replay``); ``reference`` also runs the
-        uncached model and reports the logits' distance to it. ``observe(stage, engine)`` is
-        called at "restored" (the restore point is locked, nothing inserted yet) and "finished"
-        (after insert and eviction, slots released) - e.g. to snapshot the tree.
-
-        If anything raises mid-request, the request's slots, pending checkpoints and lock are
-        released before the exception propagates (what it inserted in flight stays cached).
-        """
+        ``restore`` overrides the restore mode; ``step_replay`` replays one token per model call;
+        ``record_states`` keeps every replay step's KDA states (implies ``step_replay``);
+        ``reference`` also runs the uncached model and reports the logits' distance.
+        ``observe(stage, engine)`` is called at "restored" (restore point locked, nothing inserted)
+        and "finished". If anything raises mid-request, its slots, pending checkpoints and lock are
+        released first (what it inserted in flight stays cached)."""
         ids = prompt_tokens(prompt)
         n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
         mode = self.restore_mode if restore is None else restore
@@ -255,22 +229,16 @@ class Engine:
         max_running_requests: int | None = None,
         kv_tokens: int | None = None,
     ) -> ServeReport:
-        """Serve ``Request``s concurrently (continuous batching; see ``kda_core/serve/``).
+        """Serve ``Request``s with continuous batching (``arrival``: the step it arrives at).
 
-        Args:
-            requests: a sequence of ``Request(prompt, max_new_tokens, arrival=0)``, at most
-                4096; ``arrival`` is the scheduler step it arrives at (>= 0).
-            max_batch_tokens: tokens per scheduler step, decodes included, in [1, 65536]
-                (None: 4 x ``chunk_size``; the block table's ``max_num_batched_tokens``).
-            max_running_requests: SGLang's ``--max-running-requests`` in [1, 4096]; the state
-                pool caps it at ``sizing.max_running_requests(state_slots, strategy)`` and
-                the report carries SGLang's capping message when it does.
-            kv_tokens: the MLA KV token pool in [1, 2^40] shared by running requests and the
-                tree (None: unlimited). A request needing more than all of it is rejected
-                with an SGLang-style message; decodes that would overflow it retract requests.
-
-        Every request's tokens and logits equal its own uncached ``generate`` (to rounding).
-        """
+        ``max_batch_tokens``: tokens per step, decodes included, [1, 65536] (None: 4 x
+        ``chunk_size``; the block table's ``max_num_batched_tokens``).
+        ``max_running_requests``: SGLang's ``--max-running-requests``, capped by the state
+        pool (``sizing.max_running_requests``; the report carries SGLang's message).
+        ``kv_tokens``: the MLA KV pool shared by running requests and the cache (None:
+        unlimited); a request needing more than all of it is rejected, decodes that would
+        overflow it retract requests. Every request's tokens and logits equal its own
+        uncached ``generate`` (to rounding)."""
         mbt = self._batch_tokens(max_batch_tokens)
         mrr = None
         if max_running_requests is not None:

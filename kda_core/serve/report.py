@@ -1,10 +1,7 @@
-"""What a served request reports: ``GenerateReport`` (one request), ``StepRecord`` (one model
-call), ``ServeReport`` / ``StepRow`` (a serve and its scheduler steps), ``EngineStats`` (an
-engine's totals; ``serve._state.Totals`` counts them as requests finish).
-``kda_core.engine`` re-exports the reports (the contract). A step's fixed-shape decode is a
-``serve._graphs.GraphStep``; a serve through vLLM's block table adds a ``BlockStepRow`` per
-request chunk.
-"""
+"""What a served request reports: one request (``GenerateReport``), one model call
+(``StepRecord``), a serve and its steps (``ServeReport`` / ``StepRow``, ``BlockStepRow``
+through vLLM's block table) and an engine's totals (``EngineStats``). ``kda_core.engine``
+re-exports them (the contract)."""
 
 from __future__ import annotations
 
@@ -148,14 +145,9 @@ class StepRow:
 
 @dataclass(frozen=True, slots=True)
 class BlockStepRow:
-    """One request's chunk in a serve through vLLM's block table (``Engine(block_cache=...)``).
-
-    request: its index in the input; phase: "prefill" or "decode"; step: the block table's
-    ``Step`` (tokens ``[start, end)``, the lookup on the first step, the state block written,
-    the prefix keys registered, the block copies run, the blocks taken); read_block: the state
-    block the chunk's starting state was read from (None: a zero state at 0); kv_table /
-    state_table: the request's block tables after the step (0: the null block).
-    """
+    """One request's chunk in a serve through vLLM's block table: its index, "prefill" or "decode",
+    the table's ``Step``, the state block its starting state was read from (None: the zero state)
+    and its block tables after the step (0: the null block)."""
 
     request: int
     phase: str

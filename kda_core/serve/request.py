@@ -1,12 +1,6 @@
-"""What a served request is: the caller's ``Request``.
-
-``Request(prompt, max_new_tokens, arrival=0)`` is the contract (``kda_core.engine.Request``):
-text or token ids, greedy tokens to generate in [1, 4096], and the scheduler step at which it
-arrives (>= 0; step 0 is the first step of ``Engine.serve``).
-
-Inside ``serve`` a request is a ``_state.RequestState``; its phase in a scheduler step is one
-of "waiting", "prefill", "decode", "finished", "rejected" (``retracted`` is marked in the rows).
-"""
+"""The caller's ``Request(prompt, max_new_tokens, arrival=0)`` (the contract, ``kda_core.engine``):
+text or token ids, greedy tokens in [1, 4096], and the scheduler step it arrives at (>= 0).
+Inside ``serve`` it becomes a ``_state.RequestState``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lab's vLLM rules with speculative decoding (``cache.policy._vllm_spec``) against vLLM
+"""The lab's vLLM rules with speculative decoding (``tests/vllm_spec_rules.py``) against vLLM
 0.33's own ``Scheduler`` + ``KVCacheManager`` (``vllm_spec_driver``): on every point of a grid
 of block sizes, prompt lengths around block multiples, methods, draft counts, MTP module
 counts, hash modes, chunk budgets, retention intervals and prefix-match units, a prompt sent
@@ -21,7 +21,7 @@ pytest.importorskip("torch")
 
 from vllm_spec_driver import RealSpecScheduler, repeat, vllm_config  # noqa: E402
 
-from kda_core.cache.policy._vllm_spec import (  # noqa: E402
+from tests.vllm_spec_rules import (  # noqa: E402
     SpecStallWarning,
     repeat_hits,
     vllm_spec,
@@ -139,7 +139,7 @@ def test_partial_hits_only_for_align_mode_mamba() -> None:
     from vllm.v1.core.kv_cache_utils import partial_hash_hits_enabled
     from vllm.v1.kv_cache_interface import KVCacheGroupSpec, MambaSpec, MLAAttentionSpec
 
-    from kda_core.cache.policy._vllm_spec import partial_hits_enabled
+    from tests.vllm_spec_rules import partial_hits_enabled
 
     for mode, U, u in itertools.product(("align", "all"), (16, 64), (4, 16, 64)):
         if U % u:

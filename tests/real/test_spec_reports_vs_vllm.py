@@ -1,6 +1,6 @@
 """Each public report of lost prefix-cache hits under speculative decoding, placed on vLLM 0.33
 with its own numbers: vLLM's own ``Scheduler`` (``vllm_spec_driver``) and the lab's rules
-(``cache.policy._vllm_spec``) give the same cached tokens, and the test says whether the
+(``tests/vllm_spec_rules.py``) give the same cached tokens, and the test says whether the
 report holds in 0.33 and with which flags. The table is in docs/hit_reasons.md
 ("Speculative decoding"). Runs in the real-engine venv (tests/real/)."""
 
@@ -12,7 +12,7 @@ pytest.importorskip("vllm.v1.core.sched.scheduler")
 
 from vllm_spec_driver import RealSpecScheduler, repeat  # noqa: E402
 
-from kda_core.cache.policy._vllm_spec import repeat_hits, vllm_spec  # noqa: E402
+from tests.vllm_spec_rules import repeat_hits, vllm_spec  # noqa: E402
 
 MTP = {"method": "mtp", "num_speculative_tokens": 2}  # one MTP module run twice
 DROP = {**MTP, "disable_lookahead_block_hashes": True}

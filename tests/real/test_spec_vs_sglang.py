@@ -1,5 +1,5 @@
-"""SGLang 0.5.23 with speculative decoding against the lab's rules (``cache.policy.
-_sglang_spec``), on SGLang's own code on CPU:
+"""SGLang 0.5.23 with speculative decoding against the lab's rules
+(tests/sglang_spec_rules.py), on SGLang's own code on CPU:
 
 * its radix tree cores, Python and Rust (the production binding SGLang ships), with
   ``is_eagle`` on and off: a hybrid (FULL + MAMBA) tree gives a repeated prompt the same hit
@@ -37,7 +37,7 @@ from sglang.test.kits.unified_radix_cache import fixtures as kit  # noqa: E402
 from sglang.test.kits.unified_radix_cache.config import CacheConfig  # noqa: E402
 
 from kda_core.cache import policy as policy_mod  # noqa: E402
-from kda_core.cache.policy import _sglang_spec as S  # noqa: E402
+from tests import sglang_spec_rules as S  # noqa: E402
 
 kit.get_device = lambda: "cpu"
 FULL, MAMBA = ComponentType.FULL, ComponentType.MAMBA

@@ -1,13 +1,12 @@
 """vLLM 0.33's speculative-decoding flags and what its scheduler derives from them, and the
-retention rule: what the one aligned split and retention rule (``policy.vllm``) and the repeat
-rules (``_vllm_spec``) share. Pure functions; each names the vLLM function it follows (files under
-``vllm/``; the laws with line numbers are in docs/hit_reasons.md, "Speculative decoding").
+retention rule: what the aligned split and retention rule (``policy.vllm``) and the repeat rules
+(tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
+``vllm/``; the laws with line numbers: docs/hit_reasons.md, "Speculative decoding").
 
 The flags are spelled as vLLM spells them: ``speculative_config={"method",
 "num_speculative_tokens", "n_predict", "disable_lookahead_block_hashes",
 "disable_eagle_block_drop"}``; ``n_predict`` is the draft model's MTP module count (vLLM reads
-``num_nextn_predict_layers`` from the draft model's config), default 1.
-"""
+``num_nextn_predict_layers`` from the draft model's config), default 1."""
 
 from __future__ import annotations
 

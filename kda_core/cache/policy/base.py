@@ -30,7 +30,7 @@ class Policy:
         return {"state_touch": "node", "max_states_per_path": None}
 
     def params(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
 
     def checkpoint_positions(
         self,

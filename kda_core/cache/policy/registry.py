@@ -28,7 +28,7 @@ def make(name: str, **params: Any) -> Policy:
     if name not in _POLICIES:
         raise ValueError(f"name must be one of {POLICY_NAMES}, got {name!r}")
     cls = _POLICIES[name]
-    allowed = {f.name for f in fields(cls) if not f.name.startswith("_")}
+    allowed = {f.name for f in fields(cls) if f.init}
     for key in params:
         if key not in allowed:
             raise ValueError(f"{key} is not a parameter of policy {name!r}; use {sorted(allowed)}")

@@ -51,8 +51,8 @@ class SGLangPolicy(Policy):
         if self.buffer not in _SGLANG_BUFFERS:
             raise ValueError(f"buffer must be one of {_SGLANG_BUFFERS}, got {self.buffer!r}")
         # speculative decoding: SGLang asserts the track interval holds a verify window; the
-        # placement is the same with drafts (_sglang_spec: no bigram keys on a hybrid tree, a
-        # decode checkpoint at every boundary an accepted run crosses)
+        # placement is the same with drafts (tests/sglang_spec_rules.py: no bigram keys on a
+        # hybrid tree, a decode checkpoint at every boundary an accepted run crosses)
         try:
             check_track_interval(self.track_interval, self.speculative_num_draft_tokens)
         except ValueError as e:  # the lab spells SGLang's mamba_track_interval track_interval

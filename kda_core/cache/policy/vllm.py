@@ -136,7 +136,7 @@ class VLLMPolicy(Policy):
     match_unit: int = 16
     speculative_config: dict | None = None
     kv_transfer_config: bool = False
-    _drafts: Drafts = field(default=NONE, init=False, repr=False, compare=False)
+    drafts: Drafts = field(default=NONE, init=False, repr=False, compare=False)
     name = "vllm"
 
     def __post_init__(self) -> None:
@@ -154,13 +154,13 @@ class VLLMPolicy(Policy):
         self.match_unit = check_int("match_unit", self.match_unit, 1, MAX_LEN)
         kv = check_bool("kv_transfer_config", self.kv_transfer_config)
         self.speculative_config = parse_speculative_config(self.speculative_config)
-        self._drafts = derive(self.speculative_config, kv)
+        self.drafts = derive(self.speculative_config, kv)
         if self.mode == "all" and (self.partial_hits or self.speculative_config):
             # kv_cache_utils.partial_hash_hits_enabled: align-mode Mamba groups only; and
             # vLLM 0.33 caches Mamba prefixes in align mode only (MambaManager.__init__)
             what = "partial_hits" if self.partial_hits else "speculative_config"
             raise ValueError(f"{what} needs mode='align' (vLLM 0.33: align-mode Mamba only)")
-        C, L = self.max_num_batched_tokens, self._drafts.lookahead
+        C, L = self.max_num_batched_tokens, self.drafts.lookahead
         if L and L >= C:  # VllmConfig._set_max_num_scheduled_tokens
             raise ValueError(
                 f"max_num_batched_tokens must be > num_speculative_tokens={L}, got {C}"
@@ -188,7 +188,7 @@ class VLLMPolicy(Policy):
             raise ValueError(
                 f"retention must be a multiple of block_size={B}, got {self.retention}"
             )
-        k = self._drafts.prefill_lookahead
+        k = self.drafts.prefill_lookahead
         if k > B:  # KVCacheCoordinator.__init__: multi-module MTP with prefix caching
             raise ValueError(
                 f"block_size={B} must be >= num_speculative_tokens={k} with multi-module MTP "
@@ -207,7 +207,7 @@ class VLLMPolicy(Policy):
         n = check_int("input_len", input_len, 1, MAX_LEN)
         s = min(check_int("shared", shared, 0, MAX_LEN), n)
         a = self._units(check_int("page", page, 1, 1 << 16))[1]
-        d = self._drafts
+        d = self.drafts
         if d.drop:  # eagle_proof_margin, then FullAttentionManager drops one unit
             return max(min(s, n // a * a) // a * a - a, 0)
         return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)
@@ -224,7 +224,7 @@ class VLLMPolicy(Policy):
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         B, u = self._units(ctx.page)
-        P, T, d = ctx.prompt_len, ctx.total_len, self._drafts
+        P, T, d = ctx.prompt_len, ctx.total_len, self.drafts
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
         tm = min(ctx.token_match, P - 1)
@@ -262,7 +262,7 @@ class VLLMPolicy(Policy):
         step of 0 tokens (multi-module MTP) repeats forever: ``SpecStallWarning``, and the
         ends reached so far."""
         chunk = chunk or self.max_num_batched_tokens
-        fine, d = self.partial_hits, self._drafts
+        fine, d = self.partial_hits, self.drafts
         vllm_junction, extra = (0, junction) if fine else (junction, 0)
         drafts = {"drop": d.drop, "hash_lookahead": d.hash_lookahead}
         drafts["prefill_lookahead"] = d.prefill_lookahead

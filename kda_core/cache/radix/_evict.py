@@ -1,14 +1,8 @@
-"""Radix eviction: states (LRU, or the ``victim`` hook's choice) and KV leaves (LRU).
-
-``evict_states`` frees states until a count and a byte target are met: an internal node's
-state is dropped (it becomes a tombstone), a leaf goes with its KV (its parent, left
-childless, stays as a leaf: SGLang). The order is the state LRU, or the row the cache's
-``victim`` hook picks from the state table (Marconi). A cache with no state hook and no
-table takes a fast loop that tells only ``on_free_kv`` (``RadixTree.plain``);
-tests/test_radix_fastpaths.py checks it against the general one, hook calls included.
-``evict_kv`` frees the least recently used unlocked leaves (KV and state) through the lazy
-leaf heap.
-"""
+"""Radix eviction. ``evict_states``: an internal node's state is dropped (a tombstone), a leaf
+goes with its KV (its parent stays as a leaf: SGLang), in state-LRU order or the ``victim``
+hook's (Marconi); a cache with no state hook and no table takes a fast loop
+(``RadixTree.plain``; tests/test_radix_fastpaths.py checks it against the general one).
+``evict_kv``: LRU unlocked leaves through the lazy leaf heap."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Radix insert: checkpoints at token positions, the key cut at the deepest one, path cap.
-
-``insert(tree, key, kv, states)`` walks the existing path (splitting edges where the key
-diverges or a checkpoint falls inside an edge), keeps checkpoints already there (``existed``)
-or revives tombstones, hangs the rest below as a new chain (one node per checkpoint), refreshes
-the path and applies the per-path cap (docs/radix.md, "insert"). ``parse_states`` checks the
-``states`` argument (with a lean path for the common call).
-"""
+"""Radix insert: checkpoints at token positions, the key cut at the deepest one, the per-path
+cap (docs/radix.md, "insert"); ``parse_states`` has a lean path for the common call."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The state table: one numpy row per checkpoint, for policies that choose their own victims.
-
-A cache built with a ``victim`` hook (``RadixStateCache(victim=...)``, Marconi's FLOP-aware
-eviction) keeps a ``StateTable`` beside its nodes: per checkpoint its length, the length of the
-nearest checkpointed ancestor, its bytes, last access, protection and child count, and a
-version that changes whenever a row's length, ancestor or bytes change (so a policy may cache
-values derived from a row). The hook sees the table as ``StateRows`` (read-only views) and
-returns the row to evict. A cache without the hook keeps no table: LRU users never pay for it.
-"""
+"""The state table: one numpy row per checkpoint, kept only by a cache built with a ``victim``
+hook (Marconi's FLOP-aware eviction), so LRU users never pay for it. A row's version changes
+whenever its length, ancestor or bytes change (a policy may cache values derived from it)."""
 
 from __future__ import annotations
 

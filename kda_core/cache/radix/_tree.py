@@ -1,12 +1,6 @@
-"""``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations they share.
-
-The record ``RadixStateCache`` keeps and the tree's modules work on: ``insert`` (the insert
-walk and the new chain), ``evict`` (the eviction loops), ``integrity`` (the full check). Its
-fields are public to them (documented below); its methods are the mutations that keep sizes,
-protection, the two LRU orders and the state table in step: touching, locking, attaching and
-detaching a state, splitting an edge, removing a leaf, and the match walk. Invariants and
-sources: docs/radix.md.
-"""
+"""``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations that keep them in
+step (touch, lock, attach / detach a state, split an edge, remove a leaf, match); its fields
+are public to ``_insert``, ``_evict`` and ``_integrity``. Invariants and sources: docs/radix.md."""
 
 from __future__ import annotations
 
@@ -58,14 +52,11 @@ class Freed:
 
 
 class RadixTree:
-    """Fields: the options (``page_size``, ``block_keys``, ``grid``, ``max_states_per_path``,
-    ``state_touch``, ``max_key_len``; ``epp`` key elements per page, ``tpe`` tokens per key
-    element), the hooks (``on_free_kv``, ``on_free_state``, ``before_drop``, ``kv_slice``,
-    ``victim``), ``root``, ``live`` (id -> node of every non-root node), the sizes
-    (``n_nodes``, ``kv_tokens``, ``kv_protected``, ``n_states``, ``state_bytes``, ``n_sprot``,
-    ``sprot_bytes``), the logical ``clock``, the state LRU ``slru`` (id -> node, oldest
-    first), the KV leaf heap ``heap`` of (access time, seq, id), the state ``table`` (None
-    without a ``victim``) and the event counters ``counts``. Arguments: ``RadixStateCache``."""
+    """The tree's record (arguments: ``RadixStateCache``): options, hooks, ``root``, ``live`` (id ->
+    every non-root node), sizes, the logical ``clock``, the state LRU ``slru`` (oldest first), the
+    KV leaf heap ``heap`` of (access time, seq, id), the state ``table`` (None without a
+    ``victim``) and the event counters ``counts``; ``epp`` / ``tpe``: key elements per page,
+    tokens per key element."""
 
     def __init__(
         self,

@@ -1,11 +1,8 @@
 """``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
 ``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
 own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
-references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Callers hold opaque
-handles, never nodes; the hooks are constructor arguments. The tree itself is
-``_tree.RadixTree`` (worked on by ``_insert``, ``_evict``, ``_integrity``). Every length is in
-tokens (``block_keys=True``: one key element = one ``page_size`` block). docs/radix.md.
-"""
+references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Lengths are tokens
+(``block_keys=True``: one key element = one page). docs/radix.md."""
 
 from __future__ import annotations
 
@@ -91,12 +88,12 @@ class RadixStateCache:
     # ------------------------------------------------------------------ sizes (O(1))
     @property
     def kv_tokens(self) -> int:
-        """KV tokens held (``size_info.kv_total``, for hot loops)."""
+        """KV tokens held (evictable + protected)."""
         return self._tree.kv_tokens
 
     @property
     def state_bytes(self) -> int:
-        """State bytes held (``size_info.state_bytes_total``, for hot loops)."""
+        """State bytes held (evictable + protected)."""
         return self._tree.state_bytes
 
     @property

@@ -1,11 +1,7 @@
-"""vLLM 0.33's block-level prefix cache for a KDA hybrid: logical prefix entries (chained
-hashes at every ``prefix_match_unit`` tokens) decoupled from physical blocks (MLA KV pages and
-KDA state blocks from one pool), with fine-grained partial hits in align mode.
-
-``VLLMBlockCache`` (cache.py) drives ``KVGroup`` / ``StateGroup`` (_groups.py) over a
-``BlockPool`` (_pool.py); what it hands out is in _records.py. docs/policies.md, "vLLM's block
-table"; checked against vLLM's own ``KVCacheManager`` by tests/real/test_vllm_blocks.py.
-"""
+"""vLLM 0.33's block-level prefix cache for a KDA hybrid: chained hashes every
+``prefix_match_unit`` tokens, decoupled from physical blocks (MLA KV pages and KDA state
+blocks from one pool), fine-grained partial hits in align mode. docs/policies.md ("vLLM's block
+table"); checked against vLLM's ``KVCacheManager`` by tests/real/test_vllm_blocks.py."""
 
 from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, Step
 from kda_core.cache.vllm_blocks.cache import MAX_TOKENS, VLLMBlockCache

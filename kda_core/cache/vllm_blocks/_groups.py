@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool
 
-__all__ = ["KVGroup", "StateGroup", "checkpoint_position"]
-
 
 def checkpoint_position(num_tokens: int, unit: int) -> int:
     """``get_mamba_prefill_checkpoint_position`` (no EAGLE, no lookahead): the last ``unit``

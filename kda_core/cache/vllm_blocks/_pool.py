@@ -13,8 +13,6 @@ from collections.abc import Iterable, Sequence
 
 from kda_core.cache.vllm_blocks._records import PhysicalBlock, PoolSnapshot, PrefixEntry
 
-__all__ = ["Block", "BlockPool", "HashChain", "Key"]
-
 Key = tuple[int, int]
 """(chain id of a prefix at a hash-unit boundary, KV cache group id)."""
 

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BlockHit", "PhysicalBlock", "PoolSnapshot", "PrefixEntry", "RequestRecord", "Step"]
-
 
 @dataclass(frozen=True)
 class BlockHit:
-    """One lookup (``KVCacheManager.get_computed_blocks``).
-
-    tokens: the hit length, where the MLA KV and the KDA state agree (the restore point);
-    kv_tokens: the KV group's own hit before the state group cut it; kv_blocks: physical ids
-    serving the KV prefix; state_block: the physical block holding the state after exactly
-    ``tokens`` tokens (None without a hit); table_index: its entry in the request's state
-    block table (``(tokens - unit) // block_size``; the entries before it are null);
-    partial: the hit ends inside a block (``tokens % block_size``), so the request copies
-    that block before writing (copy-on-write); shared_prefix_boundary: the KV hit when it
-    runs past the state hit (vLLM's ``request.shared_prefix_boundary``), else 0.
-    """
+    """One lookup (``KVCacheManager.get_computed_blocks``). tokens: the restore point (MLA KV and
+    KDA state agree); kv_tokens: the KV group's own hit; state_block: the block holding the state
+    after ``tokens`` (None: no hit) at ``table_index`` (``(tokens - unit) // block_size``, nulls
+    before it); partial: the hit ends inside a block (copy-on-write before writing);
+    shared_prefix_boundary: vLLM's ``request.shared_prefix_boundary`` (the KV hit past the state
+    hit), else 0."""
 
     tokens: int
     kv_tokens: int
@@ -33,14 +26,9 @@ class BlockHit:
 
 @dataclass(frozen=True)
 class Step:
-    """One scheduled chunk of one request: tokens ``[start, end)``.
-
-    hit: the lookup, on the request's first step only; state_block: the physical block the
-    state after ``end`` is written to; registered: prefix keys added this step as
-    ``(group, tokens, block_id)`` (group 0 = KV, 1 = state); copies: ``(src, dst)`` block
-    copies queued this step (copy-on-write of a partial hit, or a producer's partial key
-    moved to a copy); new_blocks: blocks taken from the pool per group.
-    """
+    """One scheduled chunk of one request, tokens ``[start, end)``: the lookup (first step only),
+    the block the state after ``end`` goes to, the prefix keys registered ``(group, tokens,
+    block_id)`` (group 0 KV, 1 state), the block copies queued ``(src, dst)`` and the new blocks."""
 
     start: int
     end: int

@@ -357,7 +357,7 @@ class VLLMBlockCache:
 
     @property
     def kv_tokens(self) -> int:
-        return self.size_info.kv_total
+        return sum(self.size_info[:2])
 
     state_bytes = 0  # a block is a page of the pool: the lab does not size it here
 

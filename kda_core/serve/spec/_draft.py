@@ -1,10 +1,6 @@
-"""What the engine's speculative decoding is configured with (``Engine(speculative=...)``):
-toy drafts, greedy acceptance, the per-request ReplaySSM and the record of each verify.
-
-Drafts: ``ngram_draft`` (prompt lookup) and ``make_noisy_draft`` (the target with noise on its
-logits). The engine's runner verifies a request's pending token and its drafts in one step and
-commits the accepted prefix by exact replay (``ReplaySSM``); its tokens equal greedy decoding.
-"""
+"""What the engine's speculative decoding is configured with (``Engine(speculative=...)``): toy
+drafts (``ngram_draft``: prompt lookup; ``make_noisy_draft``: the target with noisy logits),
+greedy acceptance, the per-request ReplaySSM and the record of each verify."""
 
 from __future__ import annotations
 
@@ -34,24 +30,26 @@ def ngram_draft(history: Sequence[int], n: int, order: int = 3) -> list[int]:
     for _ in range(n):
         nxt = hist[-1]
         for m in range(min(order, len(hist) - 1), 0, -1):
-            suffix = hist[-m:]
-            found = False
-            for s in range(len(hist) - m - 1, -1, -1):  # latest earlier occurrence first
-                if hist[s : s + m] == suffix:
-                    nxt, found = hist[s + m], True
-                    break
-            if found:
+            # the latest earlier occurrence of the m-token suffix
+            at = (s for s in range(len(hist) - m - 1, -1, -1) if hist[s : s + m] == hist[-m:])
+            s = next(at, None)
+            if s is not None:
+                nxt = hist[s + m]
                 break
         out.append(nxt)
         hist.append(nxt)
     return out
 
 
+def _check_noise(noise: Any) -> None:
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 100:
+        raise ValueError(f"noise must be a number in [0, 100], got {noise!r}")
+
+
 def make_noisy_draft(model: TinyHybrid, noise: float = 0.2, seed: int = 0) -> Draft:
     """The target itself with Gaussian noise (std ``noise`` x the logits' std) on its logits:
     greedy on the noisy logits from the committed state. noise = 0 is a perfect draft."""
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 100:
-        raise ValueError(f"noise must be a number in [0, 100], got {noise!r}")
+    _check_noise(noise)
     rng = np.random.default_rng(seed)
 
     def draft(history: list[int], state: ModelState, n: int) -> list[int]:
@@ -109,9 +107,7 @@ class SpecConfig:
             raise ValueError(f"draft must be 'ngram', 'noisy' or a callable, got {self.draft!r}")
         d = check_draft_tokens(self.draft_tokens)
         check_ring_len(self.ring_len, d)
-        n = self.noise
-        if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 <= n <= 100:
-            raise ValueError(f"noise must be a number in [0, 100], got {n!r}")
+        _check_noise(self.noise)
         check_seed("seed", self.seed)
 
     @classmethod

@@ -1,86 +1,51 @@
-"""vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a KDA hybrid in align mode:
-what its flags turn on, where one prompt's prefill chunks end, which KDA states it keys and
-what a repeat of the prompt then hits. Pure functions of the flags and lengths.
-
-The flags are spelled as vLLM spells them (``speculative_config={"method", "num_speculative_
-tokens", "n_predict", "disable_lookahead_block_hashes", "disable_eagle_block_drop"}``;
-``n_predict`` is the draft model's MTP module count, ``num_nextn_predict_layers``). Each rule
-names the vLLM function it follows (files under ``vllm/``; the laws with line numbers are in
-docs/hit_reasons.md). tests/real/test_spec_hits_vs_vllm.py runs vLLM's own ``Scheduler`` and
-``KVCacheManager`` over a grid and compares every point with ``repeat_hits``.
+"""The lab's closed-form rules for vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a
+KDA hybrid in align mode, the oracle the simulator is checked against: where one prompt's
+prefill chunks end, which KDA states it keys and what a repeat of the prompt then hits (the
+flags: ``kda_core.cache.policy._vllm_drafts``). Each rule names the vLLM function it follows
+(the laws with line numbers: docs/hit_reasons.md); tests/real/test_spec_hits_vs_vllm.py runs
+vLLM's own ``Scheduler`` and ``KVCacheManager`` over a grid against ``repeat_hits``.
 
 Modelled: one MLA group (it holds the draft's layers, ``is_eagle_group``) and one KDA group
-(``MambaSpec``, align mode, no internal prefill checkpoint), block ``U`` = the Mamba block,
-the hash unit ``u`` (``prefix_match_unit``), the chunk budget, the retention interval, no KV
-connector on the request path (``kv_transfer_config`` only switches the hashes, as in
-``VllmConfig.num_hash_lookahead_tokens``), prompts served one at a time to the end.
-"""
+(``MambaSpec``, align mode, no internal prefill checkpoint), block ``U``, hash unit ``u``
+(``prefix_match_unit``), no KV connector on the request path (``kv_transfer_config`` only
+switches the hashes), prompts served one at a time to the end."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._vllm_drafts import (
-    METHODS,
-    SPEC_KEYS,
+    Drafts,
     SpecStallWarning,
     checkpoint_position,
-    derive,
-    parse_speculative_config,
     replay_boundaries,
     retained,
     stall_message,
 )
-from kda_core.cache.policy.vllm import aligned_split
-
-__all__ = [
-    "METHODS",
-    "SPEC_KEYS",
-    "RepeatHits",
-    "SpecStallWarning",
-    "VLLMSpec",
-    "checkpoint_position",
-    "partial_hits_enabled",
-    "prefill_chunks",
-    "repeat_hits",
-    "replay_boundaries",
-    "vllm_spec",
-]
+from kda_core.cache.policy.vllm import VLLMPolicy, aligned_split
 
 MAX_TOKENS = 1 << 24
 
 
 @dataclass(frozen=True, slots=True)
-class VLLMSpec:
-    """The flags (as vLLM spells them) and what vLLM 0.33 derives from them.
+class VLLMSpec(Drafts):
+    """``Drafts`` (the flags as vLLM spells them and what vLLM 0.33 derives from them) with the
+    sizes; ``prefix_match_unit`` is the hit grid (``u`` with partial hits, else ``U``);
+    ``speculative_blocks``: ``MambaSpec.num_speculative_blocks`` (0 with ReplaySSM)."""
 
-    ``align``: the hit grid (``u`` with partial hits, else ``U``); ``drop``:
-    ``Scheduler.use_eagle_block_drop`` (the trailing-block drop); ``hash_lookahead``:
-    ``VllmConfig.num_hash_lookahead_tokens``; ``prefill_lookahead``:
-    ``num_prefill_lookahead_tokens``; ``lookahead``: ``num_lookahead_tokens`` (KV slots past
-    the scheduled tokens); ``speculative_blocks``: ``MambaSpec.num_speculative_blocks``."""
+    block_size: int = 1
+    max_num_batched_tokens: int = 2048
+    prefix_match_unit: int = 1
+    retention: int | None = 0
+    speculative_blocks: int = 0
 
-    block_size: int
-    max_num_batched_tokens: int
-    prefix_match_unit: int
-    retention: int | None
-    method: str | None
-    num_speculative_tokens: int
-    n_predict: int
-    disable_lookahead_block_hashes: bool
-    disable_eagle_block_drop: bool
-    kv_transfer: bool
-    replayssm: bool
-    align: int
-    drop: bool
-    hash_lookahead: int
-    prefill_lookahead: int
-    lookahead: int
-    speculative_blocks: int
+    @property
+    def align(self) -> int:
+        return self.prefix_match_unit
 
 
 def vllm_spec(
@@ -93,11 +58,11 @@ def vllm_spec(
     kv_transfer_config: bool = False,
     replayssm: bool = False,
 ) -> VLLMSpec:
-    """The derived rules, refusing what vLLM 0.33 refuses (ValueError naming the flag).
+    """The derived rules, refusing what vLLM 0.33 refuses (ValueError naming the flag): the
+    checks of ``VLLMPolicy`` (align mode, partial hits below the block) on vLLM's flag names.
 
     Retention defaults to 0, ``CacheConfig.prefix_cache_retention_interval``'s default."""
     U = check_int("block_size", block_size, 1, MAX_TOKENS)
-    C = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, MAX_TOKENS)
     u = U if prefix_match_unit is None else check_int("prefix_match_unit", prefix_match_unit, 1, U)
     if U % u:
         # kv_cache_utils.resolve_kv_cache_block_sizes: every group's block divides by it
@@ -110,39 +75,26 @@ def vllm_spec(
             raise ValueError(
                 f"prefix_cache_retention_interval must be a multiple of block_size={U}, got {r}"
             )
-    kv = check_bool("kv_transfer_config", kv_transfer_config)
-    rs = check_bool("replayssm", replayssm)
-    spec = parse_speculative_config(speculative_config)
-    k = spec["num_speculative_tokens"] if spec else 0
-    d = derive(spec, kv)
-    drop, L_hash, L_pre, L_kv = d.drop, d.hash_lookahead, d.prefill_lookahead, d.lookahead
-    if L_pre > U:
-        # KVCacheCoordinator.__init__: multi-module MTP with prefix caching
-        raise ValueError(
-            f"block_size={U} must be >= num_speculative_tokens={k} with multi-module MTP "
-            "(n_predict > 1) and prefix caching (vLLM refuses it)"
-        )
-    if spec and L_kv >= C:
-        # VllmConfig._set_max_num_scheduled_tokens
-        raise ValueError(f"max_num_batched_tokens must be > num_speculative_tokens={L_kv}, got {C}")
-    return VLLMSpec(
+    policy = VLLMPolicy(
         block_size=U,
-        max_num_batched_tokens=C,
+        max_num_batched_tokens=max_num_batched_tokens,
+        retention=r,
+        partial_hits=u < U,
+        match_unit=u,
+        speculative_config=speculative_config,
+        kv_transfer_config=kv_transfer_config,
+    )
+    policy.check_page(1)
+    d = policy.drafts
+    k = 0 if check_bool("replayssm", replayssm) else d.num_speculative_tokens
+    derived = {f.name: getattr(d, f.name) for f in fields(d)}
+    return VLLMSpec(
+        **derived,
+        block_size=U,
+        max_num_batched_tokens=policy.max_num_batched_tokens,
         prefix_match_unit=u,
         retention=r,
-        method=spec["method"] if spec else None,
-        num_speculative_tokens=k,
-        n_predict=spec["n_predict"] if spec else 1,
-        disable_lookahead_block_hashes=bool(spec and spec["disable_lookahead_block_hashes"]),
-        disable_eagle_block_drop=bool(spec and spec["disable_eagle_block_drop"]),
-        kv_transfer=kv,
-        replayssm=rs,
-        align=u,
-        drop=drop,
-        hash_lookahead=L_hash,
-        prefill_lookahead=L_pre,
-        lookahead=L_kv,
-        speculative_blocks=0 if rs else k,
+        speculative_blocks=k,
     )
 
 
