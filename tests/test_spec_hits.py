@@ -19,6 +19,7 @@ from tests.vllm_spec_rules import (
 EAGLE = {"method": "eagle", "num_speculative_tokens": 2}
 DROP = {**EAGLE, "disable_lookahead_block_hashes": True}
 MTP3 = {"method": "mtp", "num_speculative_tokens": 3, "n_predict": 3}
+DFLASH = {"method": "dflash", "num_speculative_tokens": 3}
 
 
 @pytest.mark.parametrize(
@@ -33,6 +34,11 @@ MTP3 = {"method": "mtp", "num_speculative_tokens": 3, "n_predict": 3}
         (MTP3, False, (False, 3, 3, 3, 3)),  # multi-module MTP reads k tokens ahead
         ({**MTP3, "n_predict": 1}, False, (False, 1, 1, 3, 3)),  # one module run k times
         ({**MTP3, "disable_lookahead_block_hashes": True}, False, (True, 0, 3, 3, 3)),
+        # DFlash / DSpark draft from the target's hidden state: never the drop, so no
+        # lookahead hashes either; DFlash's bonus query takes one KV slot more
+        (DFLASH, False, (False, 0, 1, 4, 3)),
+        (DFLASH, True, (False, 0, 1, 4, 3)),
+        ({**DFLASH, "method": "dspark"}, False, (False, 0, 1, 3, 3)),
     ],
 )
 def test_what_the_flags_turn_on(cfg: dict | None, kv: bool, want: tuple) -> None:
@@ -88,6 +94,7 @@ def test_a_wider_budget_does_not_stall() -> None:
         (DROP, 32, 16),  # vllm#52244's law says 0 here; 0.33 keeps the extension boundary
         (DROP, 31, 0),
         (MTP3, 33, 16),  # the state at 16 is the checkpoint boundary (n - 3) // 16 * 16
+        ({**DFLASH, "disable_lookahead_block_hashes": True}, 33, 32),  # nothing to drop
     ],
 )
 def test_repeat_hits_by_hand(cfg: dict | None, n: int, want: int) -> None:

@@ -38,6 +38,13 @@ SPECS = [
 ]
 DROP = [{**s, "disable_lookahead_block_hashes": True} for s in SPECS[1:]]
 NO_DROP = [{**SPECS[1], "disable_eagle_block_drop": True}]
+# DFlash / DSpark never drop (SpeculativeConfig.needs_eagle_block_drop), with or without
+# lookahead hashes; DFlash reserves one lookahead slot more (VllmConfig.num_lookahead_tokens)
+FILL_IN = [
+    {"method": "dflash", "num_speculative_tokens": 3},
+    {"method": "dspark", "num_speculative_tokens": 2},
+    {"method": "dflash", "num_speculative_tokens": 4, "disable_lookahead_block_hashes": True},
+]
 
 
 def _lengths(U: int) -> list[int]:
@@ -71,7 +78,7 @@ def _grid_agrees(points) -> int:
     return n_points
 
 
-@pytest.mark.parametrize("flags", SPECS + DROP + NO_DROP, ids=repr)
+@pytest.mark.parametrize("flags", SPECS + DROP + NO_DROP + FILL_IN, ids=repr)
 def test_block_16_grid(flags) -> None:
     points = itertools.product(
         [16], _lengths(16), [8, 16, 40], [flags], [None, 8, 4], [None, 0, 32]
@@ -79,7 +86,7 @@ def test_block_16_grid(flags) -> None:
     assert _grid_agrees(points) == 10 * 3 * 3 * 3
 
 
-@pytest.mark.parametrize("flags", SPECS[1:] + DROP[:2], ids=repr)
+@pytest.mark.parametrize("flags", SPECS[1:] + DROP[:2] + FILL_IN[:1], ids=repr)
 def test_block_48_grid(flags) -> None:
     # block wider than the chunk (40: a block advances within itself) and a wide chunk
     points = itertools.product([48], _lengths(48), [40, 200], [flags], [None, 12], [0, 96])
@@ -93,6 +100,7 @@ def test_the_grid_holds_stalls_and_repeat_gains() -> None:
     assert not repeat(16, 17, chunk=16, flags=SPECS[4])[3]  # one module: no stall
     assert repeat(16, 33, chunk=40, flags=SPECS[1])[1:3] == (32, 32)
     assert repeat(16, 33, chunk=40, flags=DROP[0])[1:3] == (16, 16)
+    assert repeat(16, 33, chunk=40, flags=FILL_IN[2])[1:3] == (32, 32)  # no drop, hashes off
 
 
 @pytest.mark.parametrize("accept", ["all", "none"])
@@ -104,7 +112,7 @@ def test_accepted_drafts_do_not_change_a_repeat(accept: str) -> None:
 
 
 @pytest.mark.parametrize("kv_transfer", [False, True])
-@pytest.mark.parametrize("flags", SPECS + DROP + NO_DROP, ids=repr)
+@pytest.mark.parametrize("flags", SPECS + DROP + NO_DROP + FILL_IN, ids=repr)
 def test_flags_derive_what_vllm_derives(flags, kv_transfer: bool) -> None:
     cfg = vllm_config(16, 64, flags, kv_transfer=kv_transfer)
     lab = vllm_spec(

@@ -71,7 +71,8 @@ def speculative_config(flags: dict) -> SpeculativeConfig:
     for name in ("disable_lookahead_block_hashes", "disable_eagle_block_drop"):
         object.__setattr__(spec, name, flags.get(name, False))
     hf = SimpleNamespace(num_nextn_predict_layers=flags.get("n_predict", 1))
-    object.__setattr__(spec, "draft_model_config", SimpleNamespace(hf_config=hf))
+    draft = SimpleNamespace(hf_config=hf, architectures=[])  # no XPress refiner (is_xpress)
+    object.__setattr__(spec, "draft_model_config", draft)
     return spec
 
 

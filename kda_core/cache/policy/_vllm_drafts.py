@@ -6,7 +6,9 @@ retention rule: what the aligned split and retention rule (``policy.vllm``) and 
 The flags are spelled as vLLM spells them: ``speculative_config={"method",
 "num_speculative_tokens", "n_predict", "disable_lookahead_block_hashes",
 "disable_eagle_block_drop"}``; ``n_predict`` is the draft model's MTP module count (vLLM reads
-``num_nextn_predict_layers`` from the draft model's config), default 1."""
+``num_nextn_predict_layers`` from the draft model's config), default 1. DSpark is taken with its
+draft config's default ``sample_from_anchor=True`` (the lab reads no draft config here).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ from typing import Any
 
 from kda_core._checks import check_bool, check_int
 
-METHODS = ("eagle", "eagle3", "mtp")
+METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+# SpeculativeConfig.needs_eagle_block_drop: EAGLE-style drafters build a position's draft KV
+# from the next token too; DFlash / DSpark from the target's hidden state alone
+DROP_METHODS = ("eagle", "eagle3", "mtp")
 SPEC_KEYS = (
     "method",
     "num_speculative_tokens",
@@ -88,10 +93,11 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     k = spec["num_speculative_tokens"]
     # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
     multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
-    # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (EAGLE family)
+    # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (use_eagle():
+    # the EAGLE family, MTP, DFlash, DSpark)
     pre = k if multi else 1
     # SpeculativeConfig.use_eagle_block_drop: EAGLE/EAGLE3/MTP unless disable_eagle_block_drop
-    wants_drop = not spec["disable_eagle_block_drop"]
+    wants_drop = spec["method"] in DROP_METHODS and not spec["disable_eagle_block_drop"]
     # VllmConfig.num_hash_lookahead_tokens: lookahead hashes unless disabled or a connector
     lookahead = wants_drop and not spec["disable_lookahead_block_hashes"] and not kv_transfer
     L_hash = pre if lookahead else 0
@@ -105,7 +111,9 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
         drop=wants_drop and not L_hash,
         hash_lookahead=L_hash,
         prefill_lookahead=pre,
-        lookahead=k,  # num_lookahead_tokens = k for the EAGLE family and MTP
+        # VllmConfig.num_lookahead_tokens: k for the EAGLE family, MTP and anchor-sampling
+        # DSpark; DFlash drafts a bonus query too (k + 1)
+        lookahead=k + 1 if spec["method"] == "dflash" else k,
     )
 
 
