@@ -9,7 +9,9 @@ overrides, the Ling / Ring one a 16-layer lightning + MLA layout of the class's 
 inclusionAI/Ling-3.0-flash's config has as third-party public code restates it (42 layers in
 groups of 6, 32 heads of 128, conv kernel 4, kv_lora_rank 512, rope 64: a Rust loader's
 "Ling-3.0-flash-int4 config facts", whose MLA layers 5, 11, ..., 41 it checks against the
-checkpoint's index; 262,144 positions: the 256K a third-party model table gives the model);
+checkpoint's index; the vendor's own vLLM fork, inclusionAI/vllm-ling-v3, tests its
+BailingMoeV3 config with the same text fields: tests/transformers_utils/
+test_bailing_moe_v3_vl_config.py; 262,144 positions: the 256K a third-party model table gives);
 ``bailing_hybrid_kda_tail`` the same with 44 layers, a trailing partial
 group SGLang keeps KDA and vLLM makes MLA (``sizing._readers.read_bailing``).
 
