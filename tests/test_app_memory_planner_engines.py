@@ -10,7 +10,7 @@ import pytest
 
 from apps import memory_planner as mp
 from apps import ui as common
-from apps.memory_planner.checks import check_upload
+from apps.memory_planner.checks import PRESETS, check_upload
 from apps.memory_planner.inputs import load_config
 from kda_core import sizing
 from kda_core.sizing.hf import shipped_configs
@@ -189,3 +189,13 @@ def test_a_trailing_layer_group_shows_each_engines_split(language, row):
     # 42 layers: seven whole groups, both engines 35 + 7, no row
     whole = mp.run_plan("config.json", json.dumps(LING3), tp=2, language=language)[13]
     assert row not in whole
+
+
+@pytest.mark.parametrize("language", ["English", "中文"])
+def test_the_intro_names_the_families_the_planner_now_sizes(language):
+    # Ling 3.0 (a pasted config.json) and Intern-S2-Mobius (a shipped one) plan on this page
+    # (above); the intro that lists what a config.json may be names them too
+    assert sizing.from_hf_config(LING3).family == "bailing_hybrid"
+    assert "intern-s2-mobius" in PRESETS  # the model list
+    intro = mp.MSG.lang(language)("intro")
+    assert "Ling 3.0" in intro and "Intern-S2-Mobius" in intro
