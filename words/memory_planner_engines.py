@@ -176,7 +176,7 @@ ENGINE_MSG = Catalog(
             "Paste a log and press **Read the log**, or load one of the real logs.",
             "粘贴日志后点击**读取日志**，或载入一份真实日志。",
         ),
-        "log_refused": ("**Not read:** {message}", "**未读取：**{message}"),
+        "log_refused": ("**Not read:** {message}", "**未读取**：{message}"),
         "e_log_empty": ("paste a log first", "请先粘贴日志"),
         "vd_other_model": ("**Verdict: is it this model?**", "**结论：确定是这个模型吗？**"),
         "vd_nothing_known": (
