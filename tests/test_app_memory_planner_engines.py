@@ -10,7 +10,7 @@ import pytest
 
 from apps import memory_planner as mp
 from apps import ui as common
-from apps.memory_planner.checks import check_upload
+from apps.memory_planner.checks import PRESETS, check_upload
 from apps.memory_planner.inputs import load_config
 from kda_core import sizing
 from kda_core.sizing.hf import shipped_configs
@@ -144,3 +144,58 @@ def test_an_oversize_upload_is_refused_before_the_callback(tmp_path):
     ok = tmp_path / "ok.json"
     ok.write_text(_config(), encoding="utf-8")
     assert load_config(str(ok)) == (_config(), "config.json")
+
+
+# Ling 3.0's field set (BailingMoeV3ForCausalLM, KDA + MLA; every 6th layer attention) as
+# tests/real/sizing_family_configs.py restates it
+LING3 = {
+    "model_type": "bailing_hybrid",
+    "architectures": ["BailingMoeV3ForCausalLM"],
+    "num_hidden_layers": 42,
+    "layer_group_size": 6,
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "head_dim": 128,
+    "short_conv_kernel_size": 4,
+    "no_kda_lora": True,
+    "kda_safe_gate": True,
+    "kv_lora_rank": 512,
+    "q_lora_rank": None,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "max_position_embeddings": 262_144,
+}
+
+
+@pytest.mark.parametrize(
+    ("language", "row"),
+    [
+        ("English", "layers (a trailing partial layer group: SGLang keeps it linear, vLLM"),
+        ("中文", "层数（末尾不完整的层组"),
+    ],
+)
+def test_a_trailing_layer_group_shows_each_engines_split(language, row):
+    # 44 layers in groups of 6: layers 6, 12, ..., 42 are MLA (7), the rest KDA (37) for
+    # SGLang; vLLM makes the trailing partial group (layers 43, 44) attention: 35 + 9
+    tail = json.dumps({**LING3, "num_hidden_layers": 44})
+    table = mp.run_plan("config.json", tail, tp=2, language=language)[13]
+    line = next(x for x in table.splitlines() if row in x)
+    if language == "English":
+        assert line.endswith("| 37 KDA + 7 MLA | 35 KDA + 9 MLA |"), line
+    else:
+        assert line.endswith("| 37 层 KDA + 7 层 MLA | 35 层 KDA + 9 层 MLA |"), line
+    # 42 layers: seven whole groups, both engines 35 + 7, no row
+    whole = mp.run_plan("config.json", json.dumps(LING3), tp=2, language=language)[13]
+    assert row not in whole
+
+
+@pytest.mark.parametrize("language", ["English", "中文"])
+def test_the_intro_names_the_families_the_planner_now_sizes(language):
+    # Ling 3.0 (a pasted config.json) and Intern-S2-Mobius (a shipped one) plan on this page
+    # (above); the intro that lists what a config.json may be names them too
+    assert sizing.from_hf_config(LING3).family == "bailing_hybrid"
+    assert "intern-s2-mobius" in PRESETS  # the model list
+    intro = mp.MSG.lang(language)("intro")
+    assert "Ling 3.0" in intro and "Intern-S2-Mobius" in intro

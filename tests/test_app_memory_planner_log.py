@@ -81,7 +81,7 @@ def test_a_rejected_log_replaces_the_earlier_verdict():
     assert report.startswith("**Not read:** ") and "missing field 'layer_types'" in report
     assert lines == ""
     report, _ = draw_log_check(mp.check_log("config.json", bad, K3.text, 0, 0, 0, 0, 0), ZH)
-    assert report.startswith("**未读取：**")
+    assert report.startswith("**未读取**：")
     for model, log in ((K3.model, K3.text), (K3.model, ""), ("custom", K3.text)):
         assert draw_log_check(mp.check_log(model, "", log, 0.9, 0, 0, 0, 0), EN) == (
             gr.skip(),

@@ -166,3 +166,22 @@ def test_a_hub_card_says_the_pages_title(name: str) -> None:
     assert (info.blurb, info.blurb_zh) == words_msg.pair("blurb")
     page = importlib.import_module(f"apps.{name}").MSG
     assert page.pair("title") == words_msg.pair("title")
+
+
+def test_bold_closes_in_both_languages() -> None:
+    """Every message drawn as Markdown (CommonMark, placeholders filled) bolds what it marks:
+    no ``**`` is left on the page. A closing ``**`` after CJK punctuation and before a CJK
+    character or a number (``**推荐：**第``) is not a closing delimiter, so the reader saw the
+    asterisks; the colon goes outside the bold (``**推荐**：第``)."""
+    import re
+
+    markdown_it = pytest.importorskip("markdown_it")
+    md = markdown_it.MarkdownIt("commonmark")
+    left = []
+    for cat in catalogs():
+        for key, pair in cat.messages().items():
+            for text in pair:
+                html = md.render(re.sub(r"\{[^{}]*\}", "0", text))
+                if "**" in re.sub(r"<code>.*?</code>", "", html, flags=re.S):
+                    left.append(f"{cat.name}.{key}: {text[:60]!r}")
+    assert not left, left

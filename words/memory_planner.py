@@ -20,7 +20,8 @@ _PAGE: dict[str, tuple[str, str]] = {
     "intro": (
         "**One GPU's cache budget for a hybrid model, as SGLang and vLLM size it.** Pick a "
         "shipped model or bring your own `config.json` (Kimi-Linear / Kimi K3, Qwen3-Next / "
-        "Qwen3.5, Nemotron-H). Every running request needs its own *fixed-size* recurrent "
+        "Qwen3.5, Ling 3.0, Intern-S2-Mobius, Nemotron-H, Falcon-H1, Jamba and the other hybrid "
+        "families of the model list). Every running request needs its own *fixed-size* recurrent "
         "state (red) however long the context, while the attention layers' KV cache (blue) "
         "grows with every token. SGLang splits the budget with `--mamba-full-memory-ratio` "
         "and, with radix caching, *reserves several state slots* per request; vLLM puts "
@@ -31,7 +32,8 @@ _PAGE: dict[str, tuple[str, str]] = {
         "below, your own server's log read back line by line.",
         "**一块 GPU 上混合模型的缓存预算，按 SGLang 与 vLLM 各自的算法。** 选择内置模型或"
         "带来你自己的 `config.json`（Kimi-Linear / Kimi K3、Qwen3-Next / Qwen3.5、"
-        "Nemotron-H）。每个正在运行的请求都需要一份*固定大小*的递推状态（红色），与上下文"
+        "Ling 3.0、Intern-S2-Mobius、Nemotron-H、Falcon-H1、Jamba 以及模型列表中的其他混合模型"
+        "系列）。每个正在运行的请求都需要一份*固定大小*的递推状态（红色），与上下文"
         "长度无关；而注意力层的 KV 缓存（蓝色）随每个 token 增长。SGLang 用 "
         "`--mamba-full-memory-ratio` 划分显存，开启 radix 缓存时每个请求要*预留多个状态槽*；"
         "vLLM 把两者放进同一个等大页面的池，并增大注意力块直到一页能装下一份状态。**请看：** "

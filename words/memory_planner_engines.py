@@ -69,6 +69,12 @@ ENGINE_MSG = Catalog(
         ),
         "eng_per_req": ("state slots per request", "每请求状态槽"),
         "eng_per_req_v": ("{m} mamba + {a} attention blocks", "{m} 个 mamba 块 + {a} 个注意力块"),
+        "eng_layers": (
+            "layers (a trailing partial layer group: SGLang keeps it linear, vLLM makes it"
+            " attention)",
+            "层数（末尾不完整的层组：SGLang 仍为线性层，vLLM 改为注意力层）",
+        ),
+        "eng_layers_v": ("{lin} {kind} + {attn} {akind}", "{lin} 层 {kind} + {attn} 层 {akind}"),
         "eng_running": ("**max running requests**", "**最大并发请求数**"),
         "eng_refuses": ("0: refuses to start (max_num_seqs)", "0：无法启动（max_num_seqs）"),
         "eng_kv": ("KV tokens", "KV token 数"),
@@ -170,7 +176,7 @@ ENGINE_MSG = Catalog(
             "Paste a log and press **Read the log**, or load one of the real logs.",
             "粘贴日志后点击**读取日志**，或载入一份真实日志。",
         ),
-        "log_refused": ("**Not read:** {message}", "**未读取：**{message}"),
+        "log_refused": ("**Not read:** {message}", "**未读取**：{message}"),
         "e_log_empty": ("paste a log first", "请先粘贴日志"),
         "vd_other_model": ("**Verdict: is it this model?**", "**结论：确定是这个模型吗？**"),
         "vd_nothing_known": (

@@ -66,12 +66,12 @@ _PANEL: dict[str, tuple[str, str]] = {
     ),
     "trace_summary": (
         "**{name}**: {n} requests, {pts} points ({failed} refused by the engine's checks).",
-        "**{name}：**{n} 个请求，{pts} 个点（{failed} 个未通过引擎的检查）。",
+        "**{name}**：{n} 个请求，{pts} 个点（{failed} 个未通过引擎的检查）。",
     ),
     "trace_best": (
         "**Recommended**: point {i}, {objective} with at least {m} running: ratio {r}, "
         "chunk {c}: {run} running, {cached} cached tokens, TTFT p99 {ttft} s.",
-        "**推荐：**第 {i} 个点，运行请求至少 {m} 时{objective}：比例 {r}，分块 {c}："
+        "**推荐**：第 {i} 个点，运行请求至少 {m} 时{objective}：比例 {r}，分块 {c}："
         "运行 {run}，缓存 {cached} token，TTFT p99 {ttft} 秒。",
     ),
     "trace_none": (

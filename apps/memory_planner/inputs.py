@@ -94,10 +94,13 @@ def plan_inputs(page: Page, names: Sequence[str]) -> dict:
         c["overlap"] = L(gr.Checkbox(True), "f_overlap")
         c["skip_lock"] = L(gr.Checkbox(False), "f_skip_lock")
         c["replayssm"] = L(gr.Checkbox(False, elem_id=f"{NAME}-replayssm"), "f_replayssm")
-    with gr.Row():
-        c["draft"] = L(gr.Number(0, step=1, elem_id=f"{NAME}-draft"), "f_draft")
-        c["mtp"] = L(gr.Checkbox(False, elem_id=f"{NAME}-mtp"), "f_mtp")
-        c["eagle"] = L(gr.Checkbox(False, elem_id=f"{NAME}-eagle"), "f_eagle")
+    # the drafters one under the other at the column's width: beside D their long labels ran
+    # to seven lines and a refusal drawn on a box that narrow was cut on both sides; their
+    # refusal sits below the box, in the flow (apps.ui.launch.CSS, ``kda-flow-error``)
+    c["draft"] = L(gr.Number(0, step=1, elem_id=f"{NAME}-draft"), "f_draft")
+    for k in ("mtp", "eagle"):
+        box = gr.Checkbox(False, elem_id=f"{NAME}-{k}", elem_classes=["kda-flow-error"])
+        c[k] = L(box, f"f_{k}")
     with gr.Row():
         c["input_len"] = L(gr.Number(16_000, step=1, elem_id=f"{NAME}-input"), "f_input")
         c["output_len"] = L(gr.Number(3_000, step=1), "f_output")

@@ -123,9 +123,24 @@ def engines_markdown(p: pl.Plan, v: pe.VllmSide, t: T) -> str:
         (t("eng_block"), t("eng_page", n=p.page_size), f"{q.block_size:,}"),
         (t("eng_hit"), sglang_hit(p, t), hit or t("eng_hit_off")),
     ]
+    rows[2:2] = _layer_rows(p.spec, t)
     rows += _draft_rows(p, v, t)
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     return f"{t('eng_th')}\n|---|---:|---:|\n{body}\n\n{t('eng_note', n=q.max_model_len)}"
+
+
+def _layer_rows(spec: sizing.ModelSpec, t: T) -> list[tuple[str, str, str]]:
+    """Each engine's layer split, when a trailing partial layer group makes them differ (the
+    command line's header says it too): SGLang's counts are the spec's, vLLM turns the tail's
+    ``vllm_tail_attn_layers`` linear layers into attention layers."""
+    tail = spec.vllm_tail_attn_layers
+    if not tail:
+        return []
+    kind, akind = spec.linear_kind.upper(), spec.attn_kind.upper()
+    lin, attn = spec.n_linear_layers, spec.n_attn_layers
+    sg = t("eng_layers_v", lin=lin, kind=kind, attn=attn, akind=akind)
+    vl = t("eng_layers_v", lin=lin - tail, kind=kind, attn=attn + tail, akind=akind)
+    return [(t("eng_layers"), sg, vl)]
 
 
 def _draft_rows(p: pl.Plan, v: pe.VllmSide, t: T) -> list[tuple[str, str, str]]:

@@ -142,11 +142,14 @@ def trace_panel(page: Page) -> None:
                 elem_id=f"{NAME}-trace-summary",
                 elem_classes=["kda-metrics"],
             )
-            front = page.figure_slot(f"{NAME}-trace-front", "n_trace_front")
+            # its CSV button shows once a plan wrote the file (not a button that downloads nothing)
+            front = page.figure_slot(f"{NAME}-trace-front", "n_trace_front", csv=False)
     L(box, "acc_trace")
     fn, outs = page.event(compute_trace_plan, draw_trace_plan, [md, *front.outputs])
     inputs = [upload, n, gib, rs, obj, m, page.radio]
-    btn.click(fn, inputs, outs, api_name=f"{NAME}_trace", validator=validator())
+    btn.click(fn, inputs, outs, api_name=f"{NAME}_trace", validator=validator()).success(
+        lambda: gr.update(visible=True), None, front.csv, api_visibility="private"
+    )
 
 
 __all__ = ["plan_trace", "trace_panel", "validator"]

@@ -228,7 +228,7 @@ def build() -> gr.Blocks:
                 pd_md = _metrics("Prefill to decode summary", "summary")
                 s_tl = page.figure_slot(f"{NAME}-timeline", "n_timeline")
                 mis_md = _metrics("Refusals", "refusals")
-                s_sp = page.figure_slot(f"{NAME}-splice", "n_splice")
+                s_sp = page.figure_slot(f"{NAME}-splice", "n_splice", csv=False)  # once run
                 s_ti = page.figure_slot(f"{NAME}-tiers", "n_tiers")
                 tier_md = _metrics("Host tier note", "tiers-note")
         page.initial(mis_md, lambda t: t("mis_placeholder"))
@@ -245,7 +245,9 @@ def build() -> gr.Blocks:
         spl_fn, spl_out = page.event(compute_splice, draw_splice, [*s_sp.outputs, spl_state])
         spl_in = [ctl.text, ctl.text_b, ctl.n_new, lr]
         spl = {"api_name": f"{NAME}_splice", "validator": SPLICE_CHECKS}
-        ctl.spl_btn.click(spl_fn, spl_in, spl_out, **spl)
+        ctl.spl_btn.click(spl_fn, spl_in, spl_out, **spl).success(
+            lambda: gr.update(visible=True), None, s_sp.csv, api_visibility="private"
+        )
         tier_fn, tier_out = page.event(
             compute_tiers, draw_tiers, [*s_ti.outputs, tier_md, tier_state]
         )

@@ -59,14 +59,14 @@ CSS = (
   white-space: normal !important; }
 .prose td:first-child code { word-break: normal !important; white-space: nowrap !important; }
 .gradio-container strong, .gradio-container b, .prose strong { font-weight: 600 !important; }
-/* an upload's refusal sits below the file, in the flow: Gradio draws a validation message
-   over its input, which hid the file's name and its Clear button and cut a long message at
-   the widget's edge */
-.kda-upload:has(> .wrap > .validation-error) { display: flex !important;
+/* an upload's (or a kda-flow-error box's) refusal sits below the widget, in the flow: Gradio
+   draws a validation message over its input, which hid the file's name and its Clear button
+   and cut a long message at the widget's edge */
+:is(.kda-upload, .kda-flow-error):has(> .wrap > .validation-error) { display: flex !important;
   flex-direction: column; }
-.kda-upload > .wrap:has(> .validation-error) { position: static !important;
-  padding: 0 !important; order: 9; margin-top: 6px; }
-.kda-upload > .wrap > .validation-error { position: static !important; }
+:is(.kda-upload, .kda-flow-error) > .wrap:has(> .validation-error) {
+  position: static !important; padding: 0 !important; order: 9; margin-top: 6px; }
+:is(.kda-upload, .kda-flow-error) > .wrap > .validation-error { position: static !important; }
 /* an upload's label sits above its drop area, in the flow: Gradio floats it over the area's
    top, where a long (中文, two-line) label covered the upload icon */
 .kda-upload > label[data-testid="block-label"] { position: static !important;

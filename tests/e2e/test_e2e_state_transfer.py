@@ -23,10 +23,17 @@ def test_page(app_url, ui, tmp_path):
     for field in ("tokenizer_fingerprint", "layout", "corrupt", "truncated"):
         table.get_by_text(field, exact=True).first.wait_for()
 
+    csv_btn = ui.page.locator(f"#{N}-splice-csv")
+    assert csv_btn.count() == 0 or not csv_btn.is_visible()  # no file before a splice
     old = ui.figure(f"{N}-splice")
     ui.click("Force a splice")
     new = ui.wait_new_figure(f"{N}-splice", old)
     assert "spliced restore" in new
+    csv_btn.wait_for(state="visible")
+    with ui.page.expect_download() as dl:
+        csv_btn.click()
+    with open(dl.value.path(), encoding="utf-8") as f:
+        assert f.readline().strip() == "step,drift_clean,drift_splice"
 
     summary = ui.page.inner_text(f"#{N}-summary")
     refusals = ui.page.inner_text(f"#{N}-refusals")
