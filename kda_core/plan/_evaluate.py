@@ -5,8 +5,11 @@ request) under the policy and budgets ``_size`` gives the point, lookups of ``in
 tokens as both engines do; with a HiCache host tier (``hicache_ratio > 0``) it is the tier
 model ``sim.tiers.simulate_tiers`` (the radix tree; the host keeps every state written through,
 KV resident). A vLLM block that the trace's block does not divide runs on the trace split into
-blocks of their gcd (the trace says nothing finer). TTFT and queueing: ``_queue``. A point the
-engine refuses, or any error while it runs, is a row with ``status`` "failed" and the reason.
+blocks of their gcd (the trace says nothing finer). A vLLM point with a drafter
+(``speculative_config`` in its policy) runs on the radix tree (``_twin``: the fast pass does
+not cover vLLM's lookup with drafts), a multiple of the fast pass's time. TTFT and queueing:
+``_queue``. A point the engine refuses, or any error while it runs, is a row with ``status``
+"failed" and the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core.plan._queue import fcfs
 from kda_core.plan._size import PointFailed, Sized, size_sglang, size_vllm
+from kda_core.plan._twin import replay_twin
 from kda_core.sim import costmodel
 from kda_core.sim.fast import PreparedTrace, prepare_trace, replay
 from kda_core.sim.tiers import TierConfig, simulate_tiers
@@ -75,6 +79,15 @@ def _run(prep: PreparedTrace, sz: Sized, engine: str) -> tuple[np.ndarray, np.nd
     if engine == "vllm":
         prep = _prepared_for(prep, sz.policy[1]["block_size"])
     sb, kb, ub = sz.budgets
+    if "speculative_config" in sz.policy[1]:
+        return replay_twin(
+            prep.trace,
+            sz.policy,
+            checkpoint_bytes=sz.ckpt_bytes,
+            kv_bytes_per_token=sz.kv_bytes_per_token,
+            budgets=sz.budgets,
+            outputs=prep.outputs,
+        )
     rep = replay(
         prep,
         sz.policy,
@@ -136,6 +149,7 @@ def evaluate(prep: PreparedTrace, job: Job) -> dict[str, Any]:
         cached_tokens=cached,
         prefill_tokens_saved=cached,
         evictions=evictions,
+        **sz.drafter,
     )
     row.update(_queue_row(prep.trace, ra, job, sz))
     row["log_lines"] = sz.log_lines
