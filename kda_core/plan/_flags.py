@@ -171,6 +171,8 @@ def _sglang_spec(flags: dict[str, Any]) -> list[str]:
     path = flags.get("speculative_draft_model_path")
     if path is not None:
         parts.append(f"--speculative-draft-model-path {shlex.quote(path)}")
+    if d < 2:  # no chain to spell (such a point is refused when sized)
+        return parts
     parts += [f"--speculative-num-steps {d - 1}", "--speculative-eagle-topk 1"]
     return [*parts, f"--speculative-num-draft-tokens {d}"]
 
