@@ -14,14 +14,9 @@ vLLM 0.33: ``sizing.size_vllm`` (the hybrid block pool at ``--kv-cache-memory-by
 ``rest_bytes``, align mode) and ``sizing.vllm_log_lines``; the ``max_num_seqs`` error is a failed
 point.
 
-Drafters (the flags as ``python -m kda_core.sizing`` maps them onto a ``Deployment``,
-``sizing/_cli.py``): SGLang's ``speculative_algorithm`` with no draft path is the model's own
-MTP modules (``mtp``), with ``speculative_draft_model_path`` an EAGLE drafter (``eagle``);
-vLLM's ``speculative_config.method`` "mtp" or "eagle"/"eagle3" with ``.model``, its
-``num_speculative_tokens`` (0: vLLM's default, the MTP module count) and ``use_replayssm``. The
-drafter's memory is then in the pools (fewer KV tokens / blocks) and in the row
-(``draft_*`` keys, ``kv_tokens_without_draft``). A drafter the sizing does not model (no MTP
-module, a family without an EAGLE path) is a failed point with the sizing's sentence.
+Drafters: the ``Deployment`` fields ``python -m kda_core.sizing`` sets (``mtp``, ``eagle``,
+``num_speculative_tokens``, ``use_replayssm``), so the pools hold the drafter's memory; the row
+names its share (docs/plan.md, "With a drafter"); what the sizing refuses fails the point.
 
 What the replay's cache gets (the lab's rule, docs/plan.md): the server at its cap holds
 ``max_running`` requests, each with the slots SGLang gives a running request
