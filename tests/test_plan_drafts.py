@@ -294,3 +294,32 @@ def test_the_cli_prints_the_drafter_rows_and_flags(capsys):
     assert mtp["kv_tokens"] < mtp["kv_tokens_without_draft"] and "draft_attn_layers" not in none
     assert main([*args[:-1], "--grid", "use-replayssm=maybe"]) == 2
     assert "use_replayssm" in capsys.readouterr().err
+
+
+def test_a_vllm_drafts_point_replays_its_own_pools_under_the_drafts_rules(head):
+    # the pools from size_vllm directly (the lab's rule: what max_running mean requests leave),
+    # the trace on the gcd of the blocks, the policy with vLLM's resolved speculative_config
+    flags = {"speculative_config.method": "mtp", "speculative_config.num_speculative_tokens": 2}
+    s = plan.sweep(QN, head, engine="vllm", tp=TP, rest_bytes=REST, flags=flags)
+    (p,) = s.points
+    spec = sizing.shipped_spec(QN)
+    length, mean = _ctx(head, spec)
+    want = _vllm(spec, length, mtp=True, num_speculative_tokens=2)
+    per_req = _vllm(spec, math.ceil(mean), mtp=True, num_speculative_tokens=2).blocks_per_request
+    running = min(256, want.num_blocks // per_req)
+    left = want.num_blocks - running * per_req
+    B = want.block_size
+    trace = head.refined(math.gcd(head.block_size, B))
+    base = {"block_size": B, "max_num_batched_tokens": 2048}
+    drafts = {"method": "mtp", "num_speculative_tokens": 2, "n_predict": 1}
+    sizes = dict(
+        checkpoint_bytes=want.mamba_groups * want.bytes_per_block,
+        kv_bytes_per_token=want.attn_groups * want.group_size * want.attn_page_per_token,
+        budgets=(None, None, left * want.bytes_per_block),
+        outputs=True,
+    )
+    _, ra, _ = replay_twin(trace, ("vllm", {**base, "speculative_config": drafts}), **sizes)
+    assert p["cached_tokens"] == int(ra.sum()) > 0
+    _, plain, _ = replay_twin(trace, ("vllm", base), **sizes)
+    # the drafts rules change the replay (the lookup limit and the aligned split with drafts)
+    assert int(plain.sum()) != p["cached_tokens"]
