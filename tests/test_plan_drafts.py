@@ -254,10 +254,9 @@ def test_bad_drafter_values_are_refused_naming_the_flag(head, engine, flags, nam
 @pytest.mark.parametrize(
     "engine, flags, named",
     [
-        ("sglang", {"speculative_draft_model_path": DRAFT}, "speculative_draft_model_path"),
         ("sglang", {"speculative_algorithm": "NEXTN"}, "speculative_num_draft_tokens"),
         ("vllm", {"speculative_config.method": "eagle3"}, "speculative_config.model"),
-        ("vllm", {"speculative_config.model": DRAFT}, "speculative_config.model"),
+        ("vllm", {"speculative_config.method": "mtp", "speculative_config.model": DRAFT}, "model"),
         (
             "vllm",
             {"speculative_config.method": "eagle3", "speculative_config.model": "nope"},

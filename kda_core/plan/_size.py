@@ -70,9 +70,7 @@ def _check_sglang(f: dict[str, Any], trace_block: int) -> tuple[str, bool]:
         raise PointFailed(f"mamba_track_interval {track} is not a multiple of page_size {page}")
     if f["speculative_num_draft_tokens"] > track:
         raise PointFailed("mamba_track_interval must be >= speculative_num_draft_tokens")
-    algo, path = f["speculative_algorithm"], f["speculative_draft_model_path"]
-    if path is not None and algo is None:
-        raise PointFailed("speculative_draft_model_path: give speculative_algorithm EAGLE3")
+    algo = f["speculative_algorithm"]
     if algo is not None and f["speculative_num_draft_tokens"] < 2:
         raise PointFailed(
             f"speculative_num_draft_tokens: give 2 or more with speculative_algorithm {algo} "
@@ -89,7 +87,9 @@ def _check_sglang(f: dict[str, Any], trace_block: int) -> tuple[str, bool]:
 def sglang_deployment(
     spec: sizing.ModelSpec, f: dict[str, Any], tp: int, rest: int, ctx: dict, strategy: str
 ) -> sizing.Deployment:
-    """The point ``f`` as a ``sizing.Deployment`` (SGLang's knobs)."""
+    """The point ``f`` as a ``sizing.Deployment`` (SGLang's knobs); no algorithm, no drafter
+    (a draft path is then left out, as the launch command leaves it out)."""
+    algo = f["speculative_algorithm"]
     return sizing.Deployment(
         rest_bytes=rest,
         tp=tp,
@@ -104,8 +104,8 @@ def sglang_deployment(
         draft_tokens=f["speculative_num_draft_tokens"],
         chunked_prefill_size=f["chunked_prefill_size"],
         max_model_len=ctx["context_len"],
-        mtp=f["speculative_algorithm"] is not None and f["speculative_draft_model_path"] is None,
-        eagle=f["speculative_draft_model_path"],
+        mtp=algo is not None and f["speculative_draft_model_path"] is None,
+        eagle=f["speculative_draft_model_path"] if algo is not None else None,
     )
 
 
@@ -177,10 +177,12 @@ def sizing_host_slots(device_slots: int, ratio: float) -> int:
 
 
 def vllm_deployment(f: dict[str, Any], tp: int, rest: int, length: int) -> sizing.Deployment:
-    """The vLLM point ``f`` as a ``sizing.Deployment`` at ``max_model_len=length``."""
+    """The vLLM point ``f`` as a ``sizing.Deployment`` at ``max_model_len=length``; no method,
+    no drafter (the other ``speculative_config`` keys are then left out, as in the launch
+    command)."""
     method, model = f["speculative_config.method"], f["speculative_config.model"]
-    if model is not None and method not in ("eagle", "eagle3"):
-        raise PointFailed('speculative_config.model: give speculative_config.method "eagle3"')
+    if model is not None and method == "mtp":  # vLLM reads "model" as the MTP draft's own
+        raise PointFailed('speculative_config.model: give it with method "eagle" / "eagle3"')
     if method in ("eagle", "eagle3") and model is None:
         raise PointFailed(f"speculative_config.model: method {method!r} needs the draft's config")
     try:

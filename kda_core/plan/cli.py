@@ -34,6 +34,7 @@ _DRAFT_SHOWN = (
     "kv_tokens",
     "kv_tokens_without_draft",
     "draft_kv_unpriced_bytes",
+    "draft_kv_pool_bytes",
     "draft_kv_bytes_per_request",
 )
 """Shown when a point has a drafter: the KV the engine's pool keeps, and without the drafter."""
