@@ -15,7 +15,6 @@ import pytest
 
 from kda_core import plan, sim, sizing
 from kda_core.plan import _flags as plan_flags
-from kda_core.plan._twin import replay_twin
 from kda_core.plan.cli import main
 from kda_core.sim.fast import prepare_trace, replay
 from kda_core.sizing.hf import shipped_configs
@@ -181,6 +180,23 @@ def test_vllm_replayssm_point_prices_the_recoverssm_records(head):
         assert p.get("recoverssm_records_bytes", 0) == want.recoverssm_records_bytes
     assert s.points[1]["recoverssm_records_bytes"] > 0  # RecoverSSM: no speculative blocks
     assert "--use-replayssm" in shlex.split(plan_flags.launch_command("vllm", "m", 8, s.points[1]))
+
+
+def replay_twin(trace, pol, *, checkpoint_bytes, kv_bytes_per_token, budgets, outputs):
+    """``sim.fast.replay`` on the radix tree: (token match, restore point, evictions)."""
+    sb, kb, ub = budgets
+    r = replay(
+        prepare_trace(trace, outputs),
+        pol,
+        checkpoint_bytes=checkpoint_bytes,
+        kv_bytes_per_token=kv_bytes_per_token,
+        state_budget_bytes=sb,
+        kv_budget_bytes=kb,
+        unified_budget_bytes=ub,
+        cap_lookup=True,
+        method="twin",
+    )
+    return r.token_match, r.restore_at, int(r.evicted_cum[-1]) if len(r.new) else 0
 
 
 def _k3_budgets(trace) -> tuple[int, int]:

@@ -6,10 +6,10 @@ tokens as both engines do; with a HiCache host tier (``hicache_ratio > 0``) it i
 model ``sim.tiers.simulate_tiers`` (the radix tree; the host keeps every state written through,
 KV resident). A vLLM block that the trace's block does not divide runs on the trace split into
 blocks of their gcd (the trace says nothing finer). A vLLM point with a drafter
-(``speculative_config`` in its policy) runs on the radix tree (``_twin``: the fast pass does
-not cover vLLM's lookup with drafts), a multiple of the fast pass's time. TTFT and queueing:
-``_queue``. A point the engine refuses, or any error while it runs, is a row with ``status``
-"failed" and the reason.
+(``speculative_config`` in its policy) runs on the radix tree (``replay(method="auto")``: the
+fast pass does not cover vLLM's lookup with drafts), a multiple of the fast pass's time. TTFT
+and queueing: ``_queue``. A point the engine refuses, or any error while it runs, is a row with
+``status`` "failed" and the reason.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 from kda_core import sizing
 from kda_core.plan._queue import fcfs
 from kda_core.plan._size import PointFailed, Sized, size_sglang, size_vllm
-from kda_core.plan._twin import replay_twin
 from kda_core.sim import costmodel
 from kda_core.sim.fast import PreparedTrace, prepare_trace, replay
 from kda_core.sim.tiers import TierConfig, simulate_tiers
@@ -79,15 +78,6 @@ def _run(prep: PreparedTrace, sz: Sized, engine: str) -> tuple[np.ndarray, np.nd
     if engine == "vllm":
         prep = _prepared_for(prep, sz.policy[1]["block_size"])
     sb, kb, ub = sz.budgets
-    if "speculative_config" in sz.policy[1]:
-        return replay_twin(
-            prep.trace,
-            sz.policy,
-            checkpoint_bytes=sz.ckpt_bytes,
-            kv_bytes_per_token=sz.kv_bytes_per_token,
-            budgets=sz.budgets,
-            outputs=prep.outputs,
-        )
     rep = replay(
         prep,
         sz.policy,
@@ -97,6 +87,7 @@ def _run(prep: PreparedTrace, sz: Sized, engine: str) -> tuple[np.ndarray, np.nd
         kv_budget_bytes=kb,
         unified_budget_bytes=ub,
         cap_lookup=True,
+        method="auto",
     )
     return rep.token_match, rep.restore_at, int(rep.evicted_cum[-1]) if len(rep.new) else 0
 
