@@ -190,7 +190,10 @@ def test_bad_input_names_the_argument(head, tmp_path):
         ),
         (dict(grid={"block_size": [16]}), "grid: unknown sglang flag"),
         (dict(grid={"mamba_full_memory_ratio": [-1]}), "grid: mamba_full_memory_ratio"),
-        (dict(rest_bytes=1 << 20), "rest_bytes=1048576 fits no point of the grid: state pool"),
+        (
+            dict(rest_bytes=1 << 20),
+            "no point of the grid can be sized at rest_bytes=1048576: state pool",
+        ),
         (dict(objective="speed"), "objective"),
         (dict(min_running=0), "min_running"),
         (dict(engine="trtllm"), "engine"),

@@ -221,3 +221,15 @@ def test_replay_names_its_bad_arguments(conv):
     seen = []
     fast.replay(prep, progress=lambda d, n: seen.append((d, n)), **ok)
     assert seen == [(50, 50)]
+
+
+def test_replay_method_is_checked_and_marconi_refused(conv):
+    prep = fast.prepare_trace(conv.head(50))
+    sizes = {"checkpoint_bytes": 1 << 20, "kv_bytes_per_token": 1 << 10}
+    with pytest.raises(ValueError, match="method must be one of"):
+        fast.replay(prep, "sglang", method="quick", **sizes)
+    with pytest.raises(ValueError, match="Marconi needs simulate"):
+        fast.replay(prep, "marconi", method="twin", **sizes)
+    drafts = ("vllm", {"speculative_config": {"method": "mtp", "num_speculative_tokens": 2}})
+    with pytest.raises(ValueError, match="does not cover"):
+        fast.replay(prep, drafts, **sizes)

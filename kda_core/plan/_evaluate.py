@@ -5,8 +5,11 @@ request) under the policy and budgets ``_size`` gives the point, lookups of ``in
 tokens as both engines do; with a HiCache host tier (``hicache_ratio > 0``) it is the tier
 model ``sim.tiers.simulate_tiers`` (the radix tree; the host keeps every state written through,
 KV resident). A vLLM block that the trace's block does not divide runs on the trace split into
-blocks of their gcd (the trace says nothing finer). TTFT and queueing: ``_queue``. A point the
-engine refuses, or any error while it runs, is a row with ``status`` "failed" and the reason.
+blocks of their gcd (the trace says nothing finer). A vLLM point with a drafter
+(``speculative_config`` in its policy) runs on the radix tree (``replay(method="auto")``: the
+fast pass does not cover vLLM's lookup with drafts), a multiple of the fast pass's time. TTFT
+and queueing: ``_queue``. A point the engine refuses, or any error while it runs, is a row with
+``status`` "failed" and the reason.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ def _run(prep: PreparedTrace, sz: Sized, engine: str) -> tuple[np.ndarray, np.nd
         kv_budget_bytes=kb,
         unified_budget_bytes=ub,
         cap_lookup=True,
+        method="auto",
     )
     return rep.token_match, rep.restore_at, int(rep.evicted_cum[-1]) if len(rep.new) else 0
 
@@ -136,6 +140,7 @@ def evaluate(prep: PreparedTrace, job: Job) -> dict[str, Any]:
         cached_tokens=cached,
         prefill_tokens_saved=cached,
         evictions=evictions,
+        **sz.drafter,
     )
     row.update(_queue_row(prep.trace, ra, job, sz))
     row["log_lines"] = sz.log_lines

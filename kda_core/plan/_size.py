@@ -14,6 +14,10 @@ vLLM 0.33: ``sizing.size_vllm`` (the hybrid block pool at ``--kv-cache-memory-by
 ``rest_bytes``, align mode) and ``sizing.vllm_log_lines``; the ``max_num_seqs`` error is a failed
 point.
 
+Drafters: the ``Deployment`` fields ``python -m kda_core.sizing`` sets (``mtp``, ``eagle``,
+``num_speculative_tokens``, ``use_replayssm``), so the pools hold the drafter's memory; the row
+names its share (docs/plan.md, "With a drafter"); what the sizing refuses fails the point.
+
 What the replay's cache gets (the lab's rule, docs/plan.md): the server at its cap holds
 ``max_running`` requests, each with the slots SGLang gives a running request
 (``slots_held_per_request``) and the KV of a mean request of the trace (input + output); the
@@ -48,6 +52,7 @@ class Sized(NamedTuple):
     policy: tuple  # (name, params)
     host_slots: int
     log_lines: tuple
+    drafter: dict  # the drafter's share, the row's draft_* keys ({} without one)
 
 
 def _kv_dtype(flag: str) -> str:
@@ -65,6 +70,12 @@ def _check_sglang(f: dict[str, Any], trace_block: int) -> tuple[str, bool]:
         raise PointFailed(f"mamba_track_interval {track} is not a multiple of page_size {page}")
     if f["speculative_num_draft_tokens"] > track:
         raise PointFailed("mamba_track_interval must be >= speculative_num_draft_tokens")
+    algo = f["speculative_algorithm"]
+    if algo is not None and f["speculative_num_draft_tokens"] < 2:
+        raise PointFailed(
+            f"speculative_num_draft_tokens: give 2 or more with speculative_algorithm {algo} "
+            "(a chain of num_steps = draft tokens - 1, topk 1)"
+        )
     if strategy == "no_buffer":
         raise PointFailed(
             "no_buffer saves a state at every prefill step end (pages of one token); a trace of "
@@ -76,7 +87,9 @@ def _check_sglang(f: dict[str, Any], trace_block: int) -> tuple[str, bool]:
 def sglang_deployment(
     spec: sizing.ModelSpec, f: dict[str, Any], tp: int, rest: int, ctx: dict, strategy: str
 ) -> sizing.Deployment:
-    """The point ``f`` as a ``sizing.Deployment`` (SGLang's knobs)."""
+    """The point ``f`` as a ``sizing.Deployment`` (SGLang's knobs); no algorithm, no drafter
+    (a draft path is then left out, as the launch command leaves it out)."""
+    algo = f["speculative_algorithm"]
     return sizing.Deployment(
         rest_bytes=rest,
         tp=tp,
@@ -91,7 +104,22 @@ def sglang_deployment(
         draft_tokens=f["speculative_num_draft_tokens"],
         chunked_prefill_size=f["chunked_prefill_size"],
         max_model_len=ctx["context_len"],
+        mtp=algo is not None and f["speculative_draft_model_path"] is None,
+        eagle=f["speculative_draft_model_path"] if algo is not None else None,
     )
+
+
+def _sized(fn: Any, spec: sizing.ModelSpec, d: sizing.Deployment) -> Any:
+    """``fn(spec, d)``; the sizing's refusal (a drafter it does not model, a draft config it
+    cannot read) as a failed point."""
+    try:
+        return fn(spec, d)
+    except (ValueError, OSError) as e:
+        raise PointFailed(str(e)) from None
+
+
+def _no_draft(d: sizing.Deployment) -> sizing.Deployment:
+    return d.replace(mtp=False, eagle=None)
 
 
 def size_sglang(
@@ -99,8 +127,11 @@ def size_sglang(
 ) -> Sized:
     """The SGLang point ``f`` (every flag set) on ``rest`` bytes per GPU."""
     strategy, overlap = _check_sglang(f, trace_block)
-    d = sglang_deployment(spec, f, tp, rest, ctx, strategy)
-    split = sizing.size_sglang(spec, d)
+    try:
+        d = sglang_deployment(spec, f, tp, rest, ctx, strategy)
+    except (ValueError, OSError) as e:
+        raise PointFailed(f"speculative_draft_model_path: {e}") from None
+    split = _sized(sizing.size_sglang, spec, d)
     slots, tokens = split.max_mamba_cache_size, split.kv_tokens
     if slots <= 0:
         raise PointFailed("state pool: no state slot fits (SGLang refuses to start)")
@@ -121,11 +152,22 @@ def size_sglang(
         "chunked_prefill_size": f["chunked_prefill_size"],
         "track_interval": f["mamba_track_interval"],
         "grid": max(64, f["page_size"]),
+        "speculative_num_draft_tokens": f["speculative_num_draft_tokens"] or None,
     }
     lines = tuple(sizing.sglang_log_lines(spec, d, split))
     budgets = (states * per_slot, kv_cache * kvb, None)
     pol = ("sglang", params)
-    return Sized(running, slots, tokens, states, kv_cache, per_slot, kvb, budgets, pol, host, lines)
+    draft = {}
+    if d.mtp or d.eagle is not None:
+        draft = {
+            "draft_kv_bytes_per_token": split.draft_cell_bytes,
+            "draft_kv_unpriced_bytes": split.draft_unpriced_bytes,
+            "draft_kv_pool_bytes": split.draft_pool_bytes,
+            "kv_tokens_without_draft": _sized(sizing.size_sglang, spec, _no_draft(d)).kv_tokens,
+        }
+    return Sized(
+        running, slots, tokens, states, kv_cache, per_slot, kvb, budgets, pol, host, lines, draft
+    )
 
 
 def sizing_host_slots(device_slots: int, ratio: float) -> int:
@@ -134,19 +176,76 @@ def sizing_host_slots(device_slots: int, ratio: float) -> int:
     return int(device_slots * ratio) + 1
 
 
+def vllm_deployment(f: dict[str, Any], tp: int, rest: int, length: int) -> sizing.Deployment:
+    """The vLLM point ``f`` as a ``sizing.Deployment`` at ``max_model_len=length``; no method,
+    no drafter (the other ``speculative_config`` keys are then left out, as in the launch
+    command)."""
+    method, model = f["speculative_config.method"], f["speculative_config.model"]
+    if model is not None and method == "mtp":  # vLLM reads "model" as the MTP draft's own
+        raise PointFailed('speculative_config.model: give it with method "eagle" / "eagle3"')
+    if method in ("eagle", "eagle3") and model is None:
+        raise PointFailed(f"speculative_config.model: method {method!r} needs the draft's config")
+    try:
+        return sizing.Deployment(
+            rest_bytes=rest,
+            tp=tp,
+            kv_dtype=_kv_dtype(f["kv_cache_dtype"]),
+            block_size=f["block_size"],
+            max_model_len=length,
+            max_num_seqs=f["max_num_seqs"],
+            num_speculative_tokens=f["speculative_config.num_speculative_tokens"] if method else 0,
+            mtp=method == "mtp",
+            eagle=model if method in ("eagle", "eagle3") else None,
+            use_replayssm=f["use_replayssm"],
+        )
+    except (ValueError, OSError) as e:
+        raise PointFailed(f"speculative_config.model: {e}") from None
+
+
+def _vllm_drafter(spec: sizing.ModelSpec, d: sizing.Deployment, p: sizing.VllmPlan) -> dict:
+    """The drafter's share of a vLLM point (the keys ``python -m kda_core.sizing`` prints)."""
+    out = {}
+    if d.mtp or d.eagle is not None:
+        out = {
+            "num_speculative_tokens": p.num_speculative_tokens,
+            "draft_attn_layers": p.draft_attn_layers,
+            "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
+            "kv_tokens_without_draft": _sized(sizing.size_vllm, spec, _no_draft(d)).kv_cache_tokens,
+        }
+    if d.eagle is not None:
+        out["draft_block_size"] = p.draft_block_size
+    if p.recoverssm_records_bytes:
+        out["recoverssm_records_bytes"] = p.recoverssm_records_bytes
+    return out
+
+
+def _vllm_policy(f: dict[str, Any], p: sizing.VllmPlan, ret: int) -> tuple:
+    """vLLM's cache rules for the point; with a drafter its ``speculative_config`` as vLLM
+    resolves it (the tokens an MTP draft defaults to; ``n_predict`` the MTP module count,
+    ``SpeculativeConfig`` reads the draft's ``num_nextn_predict_layers``)."""
+    params: dict[str, Any] = {
+        "block_size": p.block_size,
+        "max_num_batched_tokens": f["max_num_batched_tokens"],
+        "retention": ret or None,
+    }
+    method = f["speculative_config.method"]
+    if method is not None:
+        params["speculative_config"] = {
+            "method": method,
+            "num_speculative_tokens": p.num_speculative_tokens,
+            "n_predict": max(p.draft_attn_layers, 1) if method == "mtp" else 1,
+        }
+    return ("vllm", params)
+
+
 def size_vllm(
     spec: sizing.ModelSpec, f: dict[str, Any], tp: int, rest: int, trace_block: int, ctx: dict
 ) -> Sized:
-    """The vLLM point ``f`` on ``rest`` bytes of KV cache memory per GPU."""
-    d = sizing.Deployment(
-        rest_bytes=rest,
-        tp=tp,
-        kv_dtype=_kv_dtype(f["kv_cache_dtype"]),
-        block_size=f["block_size"],
-        max_model_len=ctx["context_len"],
-        max_num_seqs=f["max_num_seqs"],
-    )
-    p = sizing.size_vllm(spec, d)
+    """The vLLM point ``f`` on ``rest`` bytes of KV cache memory per GPU. A running request
+    holds the blocks vLLM gives one of the trace's mean length (``VllmPlan.blocks_per_request``
+    at that length: attention, drafter and state blocks, the speculative ones among them)."""
+    d = vllm_deployment(f, tp, rest, ctx["context_len"])
+    p = _sized(sizing.size_vllm, spec, d)
     if p.max_num_seqs_error:
         raise PointFailed(p.max_num_seqs_error)
     if p.num_blocks <= 0:
@@ -155,22 +254,23 @@ def size_vllm(
     ret = f["prefix_cache_retention_interval"]
     if ret and ret % B:
         raise PointFailed(f"prefix_cache_retention_interval {ret} is not a multiple of block {B}")
-    per_req = p.attn_groups * math.ceil(ctx["mean_context"] / B) + p.mamba_groups * 2
+    mean = d.replace(max_model_len=math.ceil(ctx["mean_context"]))
+    per_req = _sized(sizing.size_vllm, spec, mean).blocks_per_request
     running = min(f["max_num_seqs"], p.num_blocks // max(per_req, 1))
     if running < 1:
         raise PointFailed("KV cache pool: a mean request of the trace does not fit")
     ckpt = p.mamba_groups * p.bytes_per_block
+    # a cached token's KV: the attention groups' (an MTP drafter's layers among them) and an
+    # EAGLE drafter's own groups (blocks of draft_block_size tokens)
     kvb = p.attn_groups * p.group_size * p.attn_page_per_token
+    if p.draft_groups:
+        kvb += -(-p.draft_groups * p.bytes_per_block // p.draft_block_size)
     left = p.num_blocks - running * per_req
-    params = {
-        "block_size": B,
-        "max_num_batched_tokens": f["max_num_batched_tokens"],
-        "retention": ret or None,
-    }
     states, kv_cache = left // max(p.mamba_groups, 1), left * B // max(p.attn_groups, 1)
     budgets = (None, None, left * p.bytes_per_block)
     lines = tuple(sizing.vllm_log_lines(p))
-    pol = ("vllm", params)
+    pol = _vllm_policy(f, p, ret)
+    extra = _vllm_drafter(spec, d, p)
     return Sized(
         running,
         p.num_blocks,
@@ -183,4 +283,5 @@ def size_vllm(
         pol,
         0,
         lines,
+        extra,
     )

@@ -157,7 +157,7 @@ def _check_jobs(engine: str, spec, tp: int, rest: int, pts: list, cost, tm, prep
         except PointFailed as e:
             reasons.append(str(e))
     if len(reasons) == len(jobs):
-        raise ValueError(f"rest_bytes={rest} fits no point of the grid: {reasons[0]}")
+        raise ValueError(f"no point of the grid can be sized at rest_bytes={rest}: {reasons[0]}")
     return jobs
 
 

@@ -3,7 +3,9 @@
 CONFIG as ``python -m kda_core.sizing`` takes it (a ``config.json`` or its folder, a shipped
 config's name or a preset); ``--gpu-mem`` the cache budget per GPU in GiB; ``--grid
 FLAG=V1,V2,...`` one swept flag (repeat it), ``--set FLAG=V`` one fixed flag, flags spelled as
-the engine's arguments (dashes or underscores: ``--grid mamba-full-memory-ratio=0.3,0.9``);
+the engine's arguments (dashes or underscores: ``--grid mamba-full-memory-ratio=0.3,0.9``; a
+drafter: ``--grid speculative-algorithm=none,NEXTN``, vLLM's ``--grid
+speculative-config.method=none,mtp``, ``--set use-replayssm=true``);
 ``--objective`` and ``--min-running`` choose the recommendation; ``--workers N`` runs on a local
 Dask cluster, ``--scheduler tcp://HOST:8786`` on the user's (``--fallback serial`` when it cannot
 be reached). A progress bar on the terminal (stderr); the points, the Pareto front, the
@@ -28,6 +30,14 @@ from kda_core.plan._sweep import Sweep, sweep
 from kda_core.sizing.deployment import gib_bytes
 
 _SHOWN = ("status", "max_running", "cached_tokens", "state_hit_rate", "ttft_p99_s", "queued")
+_DRAFT_SHOWN = (
+    "kv_tokens",
+    "kv_tokens_without_draft",
+    "draft_kv_unpriced_bytes",
+    "draft_kv_pool_bytes",
+    "draft_kv_bytes_per_request",
+)
+"""Shown when a point has a drafter: the KV the engine's pool keeps, and without the drafter."""
 _BAR = 30
 
 
@@ -63,6 +73,12 @@ def _parser() -> _Parser:
 
 def _value(engine: str, flag: str, text: str) -> Any:
     kind = FLAGS[engine][flag][0]
+    if text.lower() == "none" and kind in ("choice", "text"):
+        return None  # no drafter (a grid value like any other)
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise _ArgError(f"{flag}: {text!r} is not true or false")
+        return text.lower() == "true"
     try:
         return int(text) if kind == "int" else float(text) if kind == "float" else text
     except ValueError:
@@ -108,7 +124,9 @@ def _cell(v: Any) -> str:
 def _text(s: Sweep, swept: list[str]) -> str:
     head = f"{s.model} on {s.engine}, TP {s.tp}, {s.rest_bytes / (1 << 30):g} GiB per GPU"
     lines = [head, f"  trace {s.trace_name}: {s.n_requests} requests; {s.runner}"]
-    cols = ["point", *swept, *_SHOWN]
+    drafter = any("kv_tokens_without_draft" in p for p in s.points)
+    drafts = [c for c in _DRAFT_SHOWN if drafter and any(c in p for p in s.points)]
+    cols = list(dict.fromkeys(["point", *swept, *_SHOWN, *drafts]))
     rows = [[_cell(p.get(c, "")) for c in cols] for p in s.points]
     width = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(cols, width)))

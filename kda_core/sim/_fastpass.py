@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,13 @@ def as_core(rep: Replay) -> dict:
     out = {f: getattr(rep, f) for f in (*_SERIES, "evicted_cum")}
     out.update(dropped=rep.dropped, steps=rep.steps, stats=_Stats(**rep.counts))
     return out
+
+
+def from_core(core: dict) -> Replay:
+    """The ``Replay`` of the twin's dict (``as_core``'s inverse, counters from its stats)."""
+    counts = {f.name: getattr(core["stats"], f.name) for f in fields(_Stats)}
+    series = {f: np.asarray(core[f], dtype=np.int64) for f in (*_SERIES, "evicted_cum")}
+    return Replay(**series, dropped=core["dropped"], steps=core["steps"], counts=counts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,29 @@ from typing import Any
 import numpy as np
 
 from kda_core.cache import policy as policy_mod
+from kda_core.cache.radix import RadixStateCache
 from kda_core.sim._placement import RequestLog, RunCtx, kv_cleanup, place, release
-from kda_core.workloads import Trace
+from kda_core.workloads import Trace, ideal_prefix_tokens
 
 PROGRESS_EVERY = 1000
 Tuner = Callable[[int], None]  # called with the number of requests seen so far
+
+
+def new_run(
+    trace: Trace, pol: policy_mod.Policy, budgets: tuple, sizes: tuple[int, int], cap_last: bool
+) -> RunCtx:
+    """A run of ``trace`` from an empty radix tree under ``pol``, the byte ``budgets`` (state,
+    KV, unified) and ``sizes`` (checkpoint bytes, KV bytes per token)."""
+    page = trace.block_size
+    pol.check_page(page)  # once per run: the schedules plan through pol.plan
+    cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
+    ctx = RunCtx(cache, pol, *budgets, *sizes, page)
+    ctx.cap_last = cap_last
+    if isinstance(pol, policy_mod.VLLMPolicy) and pol.speculative_config is not None:
+        # the draft lookup limit reads the prefix each request shares (RunCtx.lookup)
+        shared = ideal_prefix_tokens(trace) if trace.has_prefix_info else trace.input_len * 0
+        ctx.shared = shared.tolist()
+    return ctx
 
 
 def request_keys(trace: Trace, i: int, outputs: bool) -> tuple[np.ndarray, np.ndarray, int | None]:

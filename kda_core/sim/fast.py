@@ -16,8 +16,10 @@ the twin: Marconi (its own victims and alpha tuning), a per-path cap, the in-fli
 ``check_integrity``, ids that break the chain rule.
 
 ``replay`` is the pass without the cost model, for callers that size a model the presets do not
-cover (``kda_core.plan``): the checkpoint and KV sizes are arguments. Speed and memory:
-docs/simulator.md ("The fast pass") and bench/bench_plan.py.
+cover (``kda_core.plan``): the checkpoint and KV sizes are arguments; ``method="auto"`` runs the
+twin (``_sequential.run_sequential``, as ``simulate``) where the pass does not cover the policy
+(vLLM with drafts). Speed and memory: docs/simulator.md ("The fast pass") and
+bench/bench_plan.py.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kda_core._checks import check_budget, check_int
-from kda_core.sim._fastpass import Replay, fast_reason, run
+from kda_core.cache import policy as policy_mod
+from kda_core.sim._fastpass import Replay, fast_reason, from_core, run
 from kda_core.sim._pidtrace import PreparedTrace, prepare
+from kda_core.sim._sequential import new_run, run_sequential
 from kda_core.sim.simulator import resolve_policy
 from kda_core.workloads import Trace
 
@@ -57,19 +61,24 @@ def replay(
     unified_budget_bytes: float | None = None,
     cap_lookup: bool = False,
     progress: Callable[[int, int], Any] | None = None,
+    method: str = "fast",
 ) -> Replay:
-    """One fast sequential pass of a prepared trace under ``policy`` (as ``simulate``'s) and
-    byte budgets (None = unlimited), one checkpoint weighing ``checkpoint_bytes`` and a token
-    of KV ``kv_bytes_per_token`` -> per-request arrays and counters (``Replay``; equal to
-    ``simulate(..., method="twin")``'s). ``ValueError`` for a policy or trace the fast pass does
-    not cover (module docstring)."""
+    """One sequential pass of a prepared trace under ``policy`` (as ``simulate``'s) and byte
+    budgets (None = unlimited), one checkpoint weighing ``checkpoint_bytes`` and a token of KV
+    ``kv_bytes_per_token`` -> per-request arrays and counters (``Replay``; equal to
+    ``simulate(..., method="twin")``'s). ``method``: ``"fast"`` (``ValueError`` for a policy
+    or trace the fast pass does not cover, module docstring), ``"twin"`` (the radix tree) or
+    ``"auto"`` (the fast pass where it covers the call). Marconi needs ``simulate``'s cost
+    model and is refused."""
     if not isinstance(prepared, PreparedTrace):
         raise ValueError(f"prepared must be a PreparedTrace, got {type(prepared).__name__}")
-    if not prepared.chained:
-        raise ValueError("prepared: its block ids break the chain rule (the fast pass needs it)")
+    if method not in ("fast", "auto", "twin"):
+        raise ValueError(f"method must be one of ('fast', 'auto', 'twin'), got {method!r}")
     pol = resolve_policy(policy)
-    why = fast_reason(pol)
-    if why is not None:
+    if isinstance(pol, policy_mod.MarconiPolicy):
+        raise ValueError("policy: Marconi needs simulate's cost model (its efficiency)")
+    why = fast_reason(pol) or (None if prepared.chained else "a trace breaking the chain rule")
+    if why is not None and method == "fast":
         raise ValueError(f"policy: the fast pass does not cover {why}")
     ckpt = check_int("checkpoint_bytes", checkpoint_bytes, 1, 1 << 40)
     kvb = check_int("kv_bytes_per_token", kv_bytes_per_token, 1, 1 << 40)
@@ -87,6 +96,11 @@ def replay(
     gc_was_on = gc.isenabled()
     gc.disable()  # the pass allocates no cycles; generational passes would only rescan
     try:
+        if method == "twin" or why is not None:
+            trace, sizes = prepared.trace, (ckpt, kvb)
+            ctx = new_run(trace, pol, budgets, sizes, cap_lookup)
+            core = run_sequential(ctx, trace, len(trace), prepared.outputs, progress, False, None)
+            return from_core(core)
         return run(prepared, pol, budgets, (ckpt, kvb), cap_lookup, progress)
     finally:
         if gc_was_on:

@@ -27,14 +27,12 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_budget
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.radix import RadixStateCache
 from kda_core.sim import _fastpass, costmodel
 from kda_core.sim._inflight import Timing, run_inflight
 from kda_core.sim._pidtrace import PreparedTrace, prepare
-from kda_core.sim._placement import RunCtx
 from kda_core.sim._result import SimResult, series_from, summarise
-from kda_core.sim._sequential import run_sequential
-from kda_core.workloads import Trace, bundled_trace, ideal_prefix_tokens
+from kda_core.sim._sequential import new_run, run_sequential
+from kda_core.workloads import Trace, bundled_trace
 
 _ProgressFn = Callable[[int, int], Any]
 DEFAULT_TP = 8
@@ -217,15 +215,7 @@ def _run(
 ) -> dict:
     """One run of ``schedule`` from an empty tree; per-request arrays and the final stats."""
     trace = s.trace
-    page = trace.block_size
-    pol.check_page(page)  # once per run: the schedules plan through pol.plan
-    cache = RadixStateCache(page, block_keys=True, **pol.cache_options())
-    ctx = RunCtx(cache, pol, s.sb, s.kb, s.ub, s.ckpt, s.kvb, page)
-    ctx.cap_last = s.cap_last
-    if isinstance(pol, policy_mod.VLLMPolicy) and pol.speculative_config is not None:
-        # the draft lookup limit reads the prefix each request shares (RunCtx.lookup)
-        shared = ideal_prefix_tokens(trace) if trace.has_prefix_info else trace.input_len * 0
-        ctx.shared = shared.tolist()
+    ctx = new_run(trace, pol, (s.sb, s.kb, s.ub), (s.ckpt, s.kvb), s.cap_last)
     n = len(trace) if n_max is None else min(n_max, len(trace))
     tuner = None
     if isinstance(pol, policy_mod.MarconiPolicy) and pol.alpha == "auto":
