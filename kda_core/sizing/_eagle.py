@@ -115,9 +115,10 @@ def eagle_refusal(spec: ModelSpec, engine: str) -> str:
         return ""
     if engine == "sglang" and spec.family in _VLLM_FAMILIES:
         return f"eagle: SGLang 0.5.23's {spec.family} class captures no EAGLE3 hidden states"
+    name = spec.name if spec.family is None else f"{spec.name} ({spec.family})"
     return (
-        f"eagle: the lab sizes an EAGLE draft beside {sorted(fams)} (GQA targets) only, not "
-        f"{spec.family or spec.name!r} ({engine})"
+        f"eagle: the lab sizes an EAGLE draft beside {', '.join(sorted(fams))} (GQA targets) "
+        f"only, not {name} in {engine}"
     )
 
 
