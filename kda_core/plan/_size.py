@@ -109,17 +109,13 @@ def sglang_deployment(
     )
 
 
-def _sized(fn: Any, spec: sizing.ModelSpec, d: sizing.Deployment) -> Any:
-    """``fn(spec, d)``; the sizing's refusal (a drafter it does not model, a draft config it
+def _sized(fn: Any, spec: sizing.ModelSpec, d: sizing.Deployment, *more: Any) -> Any:
+    """``fn(spec, d, *more)``; the sizing's refusal (a drafter it does not model, a draft config it
     cannot read) as a failed point."""
     try:
-        return fn(spec, d)
+        return fn(spec, d, *more)
     except (ValueError, OSError) as e:
         raise PointFailed(str(e)) from None
-
-
-def _no_draft(d: sizing.Deployment) -> sizing.Deployment:
-    return d.replace(mtp=False, eagle=None)
 
 
 def size_sglang(
@@ -157,14 +153,7 @@ def size_sglang(
     lines = tuple(sizing.sglang_log_lines(spec, d, split))
     budgets = (states * per_slot, kv_cache * kvb, None)
     pol = ("sglang", params)
-    draft = {}
-    if d.mtp or d.eagle is not None:
-        draft = {
-            "draft_kv_bytes_per_token": split.draft_cell_bytes,
-            "draft_kv_unpriced_bytes": split.draft_unpriced_bytes,
-            "draft_kv_pool_bytes": split.draft_pool_bytes,
-            "kv_tokens_without_draft": _sized(sizing.size_sglang, spec, _no_draft(d)).kv_tokens,
-        }
+    draft = _sized(sizing.drafter_rows, spec, d, split)
     return Sized(
         running, slots, tokens, states, kv_cache, per_slot, kvb, budgets, pol, host, lines, draft
     )
@@ -200,23 +189,6 @@ def vllm_deployment(f: dict[str, Any], tp: int, rest: int, length: int) -> sizin
         )
     except (ValueError, OSError) as e:
         raise PointFailed(f"speculative_config.model: {e}") from None
-
-
-def _vllm_drafter(spec: sizing.ModelSpec, d: sizing.Deployment, p: sizing.VllmPlan) -> dict:
-    """The drafter's share of a vLLM point (the keys ``python -m kda_core.sizing`` prints)."""
-    out = {}
-    if d.mtp or d.eagle is not None:
-        out = {
-            "num_speculative_tokens": p.num_speculative_tokens,
-            "draft_attn_layers": p.draft_attn_layers,
-            "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
-            "kv_tokens_without_draft": _sized(sizing.size_vllm, spec, _no_draft(d)).kv_cache_tokens,
-        }
-    if d.eagle is not None:
-        out["draft_block_size"] = p.draft_block_size
-    if p.recoverssm_records_bytes:
-        out["recoverssm_records_bytes"] = p.recoverssm_records_bytes
-    return out
 
 
 def _vllm_policy(f: dict[str, Any], p: sizing.VllmPlan, ret: int) -> tuple:
@@ -270,7 +242,7 @@ def size_vllm(
     budgets = (None, None, left * p.bytes_per_block)
     lines = tuple(sizing.vllm_log_lines(p))
     pol = _vllm_policy(f, p, ret)
-    extra = _vllm_drafter(spec, d, p)
+    extra = _sized(sizing.drafter_rows, spec, d, p)
     return Sized(
         running,
         p.num_blocks,

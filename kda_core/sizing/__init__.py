@@ -14,6 +14,7 @@ CONFIG`` does it on the command line. Modules: ``presets``, ``_kinds``, ``hfconf
 engines' sources. This file only re-exports.
 """
 
+from kda_core.sizing._draft_rows import drafter_rows
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing._logs import capping_message
 from kda_core.sizing.checkpoints import checkpoints_per_request
@@ -80,6 +81,7 @@ __all__ = [
     "sglang_log_lines",
     "vllm_log_lines",
     "engine_refusal",
+    "drafter_rows",
     "LINEAR_KINDS",
     "shipped_spec",
     "preset_name",

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kda_core.sizing._draft_rows import drafter_rows
 from kda_core.sizing._drafts import mtp_refusal
 from kda_core.sizing._eagle import EAGLE_METHODS, eagle_refusal, read_eagle_draft, shipped_drafts
 from kda_core.sizing._kinds import LINEAR_KINDS
@@ -198,10 +199,6 @@ def _deployment(a: argparse.Namespace) -> Deployment:
     )
 
 
-def _no_draft(d: Deployment) -> Deployment:
-    return d.replace(mtp=False, eagle=None)
-
-
 def _sglang(spec: ModelSpec, d: Deployment) -> dict:
     refusal = engine_refusal(spec, "sglang") or (d.mtp and mtp_refusal(spec, "sglang"))
     refusal = refusal or (d.eagle is not None and eagle_refusal(spec, "sglang"))
@@ -216,15 +213,6 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
         bound = request_pool_estimate(s.kv_tokens, length)
     running = min(cap, s.kv_tokens // 2, bound if bound is not None else cap)
     hit, why = sglang_min_hit(spec, d)
-    draft = {}
-    if d.mtp or d.eagle is not None:
-        draft = {
-            "draft_kv_bytes_per_token": s.draft_cell_bytes,
-            "draft_kv_unpriced_bytes": s.draft_unpriced_bytes,
-            "kv_tokens_without_draft": size_sglang(spec, _no_draft(d)).kv_tokens,
-        }
-    if d.eagle is not None:
-        draft["draft_kv_pool_bytes"] = s.draft_pool_bytes
     return {
         "served": True,
         "ssm_dtype": s.ssm_dtype,
@@ -234,7 +222,7 @@ def _sglang(spec: ModelSpec, d: Deployment) -> dict:
         "kv_tokens": s.kv_tokens,
         "shortest_hitting_prompt": hit,
         "why_that_prompt": why,
-        **draft,
+        **drafter_rows(spec, d, s),
         "log_lines": sglang_log_lines(spec, d, s),
     }
 
@@ -248,18 +236,6 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
         raise _ArgError("--max-model-len: the config names no context length; give one")
     p = size_vllm(spec, d)
     running = 0 if p.max_num_seqs_error else min(p.max_num_seqs, int(p.max_concurrency))
-    draft = {}
-    if d.mtp or d.eagle is not None:
-        draft = {
-            "num_speculative_tokens": p.num_speculative_tokens,
-            "draft_attn_layers": p.draft_attn_layers,
-            "draft_kv_bytes_per_request": p.draft_kv_bytes_per_request,
-            "kv_tokens_without_draft": size_vllm(spec, _no_draft(d)).kv_cache_tokens,
-        }
-    if d.eagle is not None:
-        draft["draft_block_size"] = p.draft_block_size
-    if p.recoverssm_records_bytes:
-        draft["recoverssm_records_bytes"] = p.recoverssm_records_bytes
     return {
         "served": True,
         "ssm_dtype": p.ssm_dtype,
@@ -270,7 +246,7 @@ def _vllm(spec: ModelSpec, d: Deployment) -> dict:
         "kv_tokens": p.kv_cache_tokens,
         "max_model_len": p.max_model_len,
         "shortest_hitting_prompt": p.min_prefix_hit_tokens,
-        **draft,
+        **drafter_rows(spec, d, p),
         "log_lines": vllm_log_lines(p),
     }
 
