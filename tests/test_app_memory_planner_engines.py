@@ -17,6 +17,7 @@ from kda_core.sizing.hf import shipped_configs
 from kda_core.sizing.sglang import sglang_min_hit
 from kda_core.studies import planner as pl
 from kda_core.studies import planner_engines as pe
+from tests import test_sizing_families as sizing_families
 
 QWEN = "qwen3-next-80b-a3b-instruct"
 
@@ -146,27 +147,8 @@ def test_an_oversize_upload_is_refused_before_the_callback(tmp_path):
     assert load_config(str(ok)) == (_config(), "config.json")
 
 
-# Ling 3.0's field set (BailingMoeV3ForCausalLM, KDA + MLA; every 6th layer attention) as
-# tests/real/sizing_family_configs.py restates it
-LING3 = {
-    "model_type": "bailing_hybrid",
-    "architectures": ["BailingMoeV3ForCausalLM"],
-    "num_hidden_layers": 42,
-    "layer_group_size": 6,
-    "hidden_size": 2560,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "head_dim": 128,
-    "short_conv_kernel_size": 4,
-    "no_kda_lora": True,
-    "kda_safe_gate": True,
-    "kv_lora_rank": 512,
-    "q_lora_rank": None,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "v_head_dim": 128,
-    "max_position_embeddings": 262_144,
-}
+# Ling 3.0's field set (BailingMoeV3ForCausalLM, KDA + MLA; every 6th layer attention)
+LING3 = {**sizing_families.LING3, "max_position_embeddings": 262_144}
 
 
 @pytest.mark.parametrize(

@@ -54,9 +54,10 @@ def mtp_refusal(spec: ModelSpec, engine: str) -> str:
         return ""
     if engine == "sglang" and spec.family in _VLLM_FIELD:
         return "mtp: SGLang 0.5.23 has no MTP draft model for Kimi K3 / Kimi Linear"
+    name = spec.name if spec.family is None else f"{spec.name} ({spec.family})"
     return (
-        f"mtp: the lab models the MTP drafter of {sorted(set(families))} only, not "
-        f"{spec.family or spec.name!r} ({engine})"
+        f"mtp: the lab models the MTP drafter of {', '.join(sorted(set(families)))} only, not "
+        f"{name} in {engine}"
     )
 
 
