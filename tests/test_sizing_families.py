@@ -367,3 +367,13 @@ def test_the_command_line_names_vllms_layer_split_of_a_trailing_group(tmp_path, 
     # SGLang keeps layers 42, 43 KDA (37 + 7); vLLM makes them attention (35 + 9)
     kda = "Kimi Delta Attention"
     assert header.endswith(f": 37 {kda} + 7 MLA (vLLM: 35 {kda} + 9 MLA)"), header
+
+
+def test_a_bailing_architecture_neither_engine_serves_is_refused_by_name():
+    ring = {**LING3, "architectures": ["BailingMoeLinearV2ForCausalLM"]}
+    with pytest.raises(ValueError, match="BailingMoeLinearV2ForCausalLM is served by neither"):
+        sz.from_hf_config(ring)
+    lightning = {k: v for k, v in ring.items() if k != "short_conv_kernel_size"}
+    with pytest.raises(ValueError, match="architectures BailingMoeLinearV2ForCausalLM"):
+        sz.from_hf_config(lightning)
+    assert sz.from_hf_config({**LING3, "architectures": []}).linear_kind == "kda"  # the fields

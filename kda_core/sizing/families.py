@@ -1,8 +1,8 @@
 """Every hybrid family SGLang 0.5.23 or vLLM 0.33 serves: its reader and what serves it.
 
-``FAMILIES`` maps a config's ``model_type`` to a family: a label, the reader that turns
-the config into ModelSpec fields (``_readers``, ``_readers_mamba``), and the class each engine
-serves it with ("" = that engine does not serve the family; found in SGLang's
+``FAMILIES`` maps a config's ``model_type`` to a family: a label, the reader that turns the
+config into ModelSpec fields (``_readers``, ``_readers_mamba``, ``_readers_bailing``), and the
+class each engine serves it with ("" = that engine does not serve the family; found in SGLang's
 ``srt/configs/`` + ``srt/models/`` and vLLM's ``model_executor/models/registry.py``).
 ``engine_refusal(spec, engine)`` is the sentence a page or the command line prints instead of an
 engine's numbers ("" when the engine serves the spec). docs/sizing.md has the table.
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core.sizing import _readers as r
+from kda_core.sizing import _readers_bailing as b
 from kda_core.sizing import _readers_mamba as m
 from kda_core.sizing._kinds import LINEAR_KINDS
 from kda_core.sizing.presets import ModelSpec
@@ -76,7 +77,7 @@ FAMILIES: dict[str, _Family] = {
     # so its recurrent state is float32 whatever the flag)
     "bailing_hybrid": _Family(
         "Ling / Ring linear, Ling 3.0",
-        r.read_bailing,
+        b.read_bailing,
         "BailingHybridConfig",
         "BailingMoeV25ForCausalLM",
         vllm_ssm_flag=False,

@@ -13,7 +13,7 @@ checkpoint's index; the vendor's own vLLM fork, inclusionAI/vllm-ling-v3, tests 
 BailingMoeV3 config with the same text fields: tests/transformers_utils/
 test_bailing_moe_v3_vl_config.py; 262,144 positions: the 256K a third-party model table gives);
 ``bailing_hybrid_kda_tail`` the same with 44 layers, a trailing partial
-group SGLang keeps KDA and vLLM makes MLA (``sizing._readers.read_bailing``).
+group SGLang keeps KDA and vLLM makes MLA (``sizing._readers_bailing.read_bailing``).
 
 ``CONFIGS[name]`` is the raw config, ``spec(name)`` the lab's ``ModelSpec`` of it and
 ``tps(name)`` the two smallest TP sizes the config's heads allow.
