@@ -54,8 +54,10 @@ def test_protocol_by_hand() -> None:
     assert m.restore.cached_len == 4 and m.path.cached_len == 4
     c.lock_handle(m.restore)
     # the state at 4 and the KV [0, 4) are protected; the leaf (4, 8] is not
-    assert c.size_info == SizeInfo(kv_evictable=4, kv_protected=4, state_bytes_evictable=20,
-                                   state_bytes_protected=10)  # fmt: skip
+    want = SizeInfo(
+        kv_evictable=4, kv_protected=4, state_bytes_evictable=20, state_bytes_protected=10
+    )
+    assert c.size_info == want
     assert c.kv_tokens == 8 and c.state_bytes == 30
     ev = c.evict(BIG, states=BIG)
     assert ev == Evicted(states=1, state_bytes=20, kv_tokens=4, nodes=1, tombstoned=0)

@@ -207,8 +207,9 @@ def _k3_budgets(trace) -> tuple[int, int]:
 
 @pytest.mark.parametrize("method", ["mtp", "eagle3"])
 def test_the_drafts_replay_equals_simulate_twin(head, method):
-    # where the sizes are a preset's, the sweep's radix-tree replay is simulate's twin,
-    # request by request, under a unified budget that evicts
+    # plumbing: where the sizes are a preset's, the sweep's radix-tree replay is simulate's
+    # twin request by request (both run sim's one sequential loop), under a budget that evicts;
+    # the drafts rules themselves are checked against vLLM in tests/real/test_spec_hits_vs_vllm
     ckpt, kvb = _k3_budgets(head)
     pol = (
         "vllm",

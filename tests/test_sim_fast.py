@@ -190,12 +190,15 @@ def test_a_trace_breaking_the_chain_rule_runs_the_twin():
     t = make_trace("broken", 16, [0.0, 1.0, 2.0], lens, z, offs, blocks, [-1] * 3, z, ("r",))
     prep = fast.prepare_trace(t)
     assert not prep.chained
-    with pytest.raises(ValueError, match="chain rule"):
+    with pytest.raises(ValueError, match="prepared: its block ids break the chain rule"):
         fast.replay(prep, checkpoint_bytes=CKPT, kv_bytes_per_token=KVB)
     with pytest.raises(ValueError, match="chain rule"):
         sim.simulate(t, ("sglang", {"grid": 16}), method="fast")
     r = sim.simulate(t, ("sglang", {"grid": 16}))  # auto: the twin
     assert r.series.token_match.tolist() == [0, 0, 32]
+    pol = ("sglang", {"grid": 16})
+    rep = fast.replay(prep, pol, checkpoint_bytes=CKPT, kv_bytes_per_token=KVB, method="auto")
+    assert rep.token_match.tolist() == [0, 0, 32]
 
 
 def test_replay_names_its_bad_arguments(conv):

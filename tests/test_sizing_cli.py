@@ -89,6 +89,9 @@ def test_a_fragment_is_read_with_the_fixes_toward_a_target(capsys):
     assert "reaches" in capsys.readouterr().out
 
 
+MTP_WITH_MODEL = '{"method": "mtp", "num_speculative_tokens": 2, "model": "x"}'  # plan refuses it
+
+
 @pytest.mark.parametrize(
     ("argv", "word"),
     [
@@ -106,6 +109,10 @@ def test_a_fragment_is_read_with_the_fixes_toward_a_target(capsys):
             "--target",
         ),
         ([], "config"),
+        (
+            ["qwen3-next-80b-a3b-instruct", "--speculative-config", MTP_WITH_MODEL],
+            "--speculative-config",
+        ),
     ],
 )
 def test_bad_input_exits_non_zero_in_one_line_naming_the_argument(capsys, argv, word):

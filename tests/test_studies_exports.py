@@ -169,6 +169,8 @@ def test_transfer_timeline_times_from_the_first_event():
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         exports.columns("no_such_figure")
+    with pytest.raises(ValueError, match="data: columns\\('cp_state', ...\\): missing"):
+        exports.columns("cp_state")
 
 
 def test_prefix_replay_columns():

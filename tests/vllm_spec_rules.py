@@ -1,8 +1,11 @@
 """The lab's closed-form rules for vLLM 0.33 with speculative decoding (EAGLE / EAGLE3 / MTP) on a
-KDA hybrid in align mode, the oracle the simulator is checked against: where one prompt's
-prefill chunks end, which KDA states it keys and what a repeat of the prompt then hits (the
-flags: ``kda_core.cache.policy._vllm_drafts``). Each rule names the vLLM function it follows
-(the laws with line numbers: docs/hit_reasons.md); tests/real/test_spec_hits_vs_vllm.py runs
+KDA hybrid in align mode: where one prompt's prefill chunks end, which KDA states it keys and
+what a repeat of the prompt then hits (the flags: ``kda_core.cache.policy._vllm_drafts``).
+Each rule names the vLLM function it follows (the laws with line numbers: docs/hit_reasons.md).
+
+Not an independent oracle: it reuses the lab's ``aligned_split``, ``checkpoint_position``,
+``replay_boundaries`` and ``retained``, so against the simulator (tests/test_spec_sim.py) it
+checks the replay around them. The independent check is tests/real/test_spec_hits_vs_vllm.py:
 vLLM's own ``Scheduler`` and ``KVCacheManager`` over a grid against ``repeat_hits``.
 
 Modelled: one MLA group (it holds the draft's layers, ``is_eagle_group``) and one KDA group

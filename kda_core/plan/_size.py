@@ -205,7 +205,9 @@ def _vllm_policy(f: dict[str, Any], p: sizing.VllmPlan, ret: int) -> tuple:
         params["speculative_config"] = {
             "method": method,
             "num_speculative_tokens": p.num_speculative_tokens,
-            "n_predict": max(p.draft_attn_layers, 1) if method == "mtp" else 1,
+            # use_multi_module_mtp reads the draft config's num_nextn_predict_layers (default
+            # 1; Qwen3.5's MTP override never sets it): not the draft's attention layers
+            "n_predict": (p.spec.nextn_predict_layers or 1) if method == "mtp" else 1,
         }
     return ("vllm", params)
 

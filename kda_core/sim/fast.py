@@ -77,9 +77,13 @@ def replay(
     pol = resolve_policy(policy)
     if isinstance(pol, policy_mod.MarconiPolicy):
         raise ValueError("policy: Marconi needs simulate's cost model (its efficiency)")
-    why = fast_reason(pol) or (None if prepared.chained else "a trace breaking the chain rule")
+    why = fast_reason(pol)
     if why is not None and method == "fast":
         raise ValueError(f"policy: the fast pass does not cover {why}")
+    if not prepared.chained:
+        if method == "fast":
+            raise ValueError("prepared: its block ids break the chain rule (the fast pass)")
+        why = "a trace breaking the chain rule"
     ckpt = check_int("checkpoint_bytes", checkpoint_bytes, 1, 1 << 40)
     kvb = check_int("kv_bytes_per_token", kv_bytes_per_token, 1, 1 << 40)
     names = ("state_budget_bytes", "kv_budget_bytes", "unified_budget_bytes")
@@ -90,11 +94,11 @@ def replay(
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable or None")
     top = int(prepared.trace.input_len.max()) if len(prepared.trace) else 1
-    tot = int(prepared.total_len.max()) if len(prepared.trace) else 1
+    tot = int(prepared.total_len.max(initial=1))  # empty when the ids break the chain rule
     if int(prepared.trace.input_len.min(initial=1)) < 1 or max(top, tot) > 1 << 24:
         raise ValueError("prepared: request lengths must be in [1, 2**24] tokens")
     gc_was_on = gc.isenabled()
-    gc.disable()  # the pass allocates no cycles; generational passes would only rescan
+    gc.disable()  # one long-lived graph (the tree or the pass's arrays): collect afterwards
     try:
         if method == "twin" or why is not None:
             trace, sizes = prepared.trace, (ckpt, kvb)

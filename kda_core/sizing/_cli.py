@@ -155,6 +155,8 @@ def _spec_config(a: argparse.Namespace) -> tuple[bool, int, str | None]:
         raise _ArgError("--speculative-config: num_speculative_tokens must be an integer")
     k = n if k == 0 else k
     if method == "mtp":
+        if cfg.get("model") is not None or path is not None:  # vLLM reads it as the MTP draft's
+            raise _ArgError('--speculative-config: "model" goes with method "eagle" / "eagle3"')
         return True, k, path
     model = cfg.get("model")
     if not isinstance(model, str) or (path is not None and model != path):

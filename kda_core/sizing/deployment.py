@@ -110,7 +110,10 @@ class Deployment:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.eagle, (str, dict)):  # a shipped draft's name, a path, a config
-            object.__setattr__(self, "eagle", read_eagle_draft(self.eagle))
+            try:
+                object.__setattr__(self, "eagle", read_eagle_draft(self.eagle))
+            except (ValueError, OSError) as e:
+                raise ValueError(f"eagle: {e}") from None
         if self.eagle is not None and not isinstance(self.eagle, EagleDraft):
             raise ValueError(
                 f"eagle must be a draft config.json (a dict, a path or a shipped draft's name), "

@@ -1,4 +1,4 @@
-"""The one ``config.json`` reader: ``kda_core.model.hf`` (checkpoints) and ``sizing`` share it.
+"""The one ``config.json`` reader: ``kda_core.model._hf`` (checkpoints) and ``sizing`` share it.
 
 ``read_config(cfg)`` takes a dict, a path to a ``config.json`` or a model folder (size-capped,
 JSON object only); ``config_int`` reads an integer field (an alias may stand in for it, and a

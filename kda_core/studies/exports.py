@@ -1,15 +1,14 @@
 """The CSV columns behind the apps' figures, built from the studies' results.
 
-``columns(kind, *data)`` takes a study result (a dataclass of numpy arrays) and returns ordered
-columns ``{name: list}`` of equal length, ready for ``apps.ui.write_csv``: long format (one row per
-point of a grid), so a spreadsheet can filter by any key. Only reshaping: nothing is
-recomputed here, and nothing imports a UI library. The studies themselves belong to other
-rooms; the row builders live here, not in the apps' figure functions, because building rows
-is computation and the apps only draw.
+``columns(kind, *data)`` takes a study result and returns ordered columns ``{name: list}`` of
+equal length for ``apps.ui.write_csv``, in long format (one row per point of a grid). Only
+reshaping, nothing recomputed; the row builders live here, not in the apps, because building
+rows is computation and the apps only draw.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -69,8 +68,7 @@ def _density_pareto(s: ds.DensitySweep) -> dict[str, list]:
 
 
 def _grid(T: np.ndarray, C: np.ndarray, **cells: np.ndarray) -> dict[str, list]:
-    """Long format over a (T, chunk size) grid: a [T] array repeats per chunk size, a [T, C]
-    array is read row by row; ints stay ints (``tolist``)."""
+    """Long format over (T, chunk size): a [T] array repeats per chunk size, [T, C] by row."""
     nT, nC = np.size(T), np.size(C)
     cols = {"T": np.repeat(T, nC).tolist(), "chunk_size": np.tile(C, nT).tolist()}
     for k, x in cells.items():
@@ -391,8 +389,12 @@ _BUILDERS: dict[str, Callable[..., dict]] = {
 
 
 def columns(kind: str, *data: object) -> dict[str, list | np.ndarray]:
-    """The CSV columns of one figure: ``kind`` names the builder (``_BUILDERS``: "density_sweep",
-    "cp_state", ...) and ``data`` is what it takes (e.g. ``columns("cp_state", demo, rank)``)."""
+    """The CSV columns of one figure: ``kind`` names the builder (``_BUILDERS``), ``data`` is
+    what it takes (``columns("cp_state", demo, rank)``); ValueError for a bad kind or data."""
     if kind not in _BUILDERS:
         raise ValueError(f"kind must be one of {tuple(_BUILDERS)}, got {kind!r}")
+    try:  # name what is missing or extra, not a bare TypeError
+        inspect.signature(_BUILDERS[kind]).bind(*data)
+    except TypeError as e:
+        raise ValueError(f"data: columns({kind!r}, ...): {e}") from None
     return _BUILDERS[kind](*data)
