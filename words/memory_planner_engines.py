@@ -26,8 +26,10 @@ ENGINE_MSG = Catalog(
             "MTP 草稿模型（由模型自带的 MTP 模块起草）",
         ),
         "f_eagle": (
-            "EAGLE3 drafter (the bundled Qwen3-Next EAGLE3 draft config)",
-            "EAGLE3 草稿模型（内置的 Qwen3-Next EAGLE3 草稿配置）",
+            "EAGLE3 drafter (the bundled Qwen3-Next EAGLE3 draft config; beside another model it "
+            "stands in for a draft of its shape)",
+            "EAGLE3 草稿模型（内置的 Qwen3-Next EAGLE3 草稿配置；"
+            "用于其他模型时，代表同样形状的草稿）",
         ),
         "f_requested": ("max running requests (0 = unset)", "最大并发请求数（0 = 不设）"),
         "f_max_num_seqs": ("vLLM max_num_seqs", "vLLM max_num_seqs"),
