@@ -162,9 +162,9 @@ def test_any_workload_equals_the_uncached_model(spec, block_unit, chunk):
 
 
 def test_a_request_whose_first_step_would_hit_a_state_keyed_in_that_step_waits():
-    # found by the property above: request 2 is admitted while nothing is cached, and its
-    # lookup (its first step) comes after request 1 keyed the state at 24 in the same step;
-    # it waits a step (vLLM's cached_blocks_this_step) and then restores 24 tokens
+    # request 2 is admitted while nothing is cached, and its lookup (its first step) comes
+    # after request 1 keyed the state at 24 in the same step; it waits a step (vLLM's
+    # cached_blocks_this_step) and then restores 24 tokens
     spec = [(2, 2, 1), (1, 1, 1), (1, 1, 1)]
     prompts = [(SYSTEM * 2)[: 20 + 7 * k] + "xyz"[: n % 3] + str(n) for k, n, _ in spec]
     e = engine(32, 8, chunk=33)

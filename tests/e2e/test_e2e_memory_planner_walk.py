@@ -1,8 +1,7 @@
-"""memory_planner in headless Chromium, what a user's walk found: a refused EAGLE3 drafter is
-said below its checkbox in full (it was drawn over a narrow box, cut on both sides, and covered
-the box so it could not be unticked), in English and 中文; the trace panel's CSV button shows
-only once a plan wrote its file (it was a button that downloaded nothing), and the file holds
-the ratios the user typed."""
+"""memory_planner in headless Chromium: a refused EAGLE3 drafter is said below its checkbox in
+full, inside its block and clear of the box (which stays clickable), in English and 中文; the
+trace panel's CSV button shows only once a plan wrote its file, and the file holds the ratios
+the user typed."""
 
 from __future__ import annotations
 
