@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kda_core.cache import policy as pol
-from kda_core.cache.quant import quantize_int8
+from kda_core.kda.quant import quantize_int8
 from kda_core.model import KDALayerState, TinyHybrid, encode
 from kda_core.serve.engine import Engine
 from tests.radix_helpers import paths

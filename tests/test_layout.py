@@ -74,7 +74,7 @@ def test_core_and_catalog_import_no_ui_library(root: str) -> None:
         ("kda_core.kda", "chunked", "kda_core.kda.chunkwise"),
         ("kda_core.conv", "short_conv", "kda_core.kda.conv"),
         ("kda_core.cp", "context_parallel", "kda_core.kda.cp"),
-        ("kda_core.quant", "quantize_int8", "kda_core.cache.quant"),
+        ("kda_core.quant", "quantize_int8", "kda_core.kda.quant"),
         ("kda_core.policy", "make", "kda_core.cache.policy"),
         ("kda_core.engine", "Engine", "kda_core.serve.engine"),
         ("kda_core.engine", "Request", "kda_core.serve.request"),

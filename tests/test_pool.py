@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.cache.quant import quantize_int8
+from kda_core.kda.quant import quantize_int8
 from kda_core.model import KDALayerState
 from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._pools import PingPong

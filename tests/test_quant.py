@@ -9,8 +9,8 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from kda_core.cache import quant
-from kda_core.cache.quant import (
+from kda_core.kda import quant
+from kda_core.kda.quant import (
     QuantizedState,
     _bf16_encode,
     _fp8_e4m3_encode,
@@ -19,13 +19,13 @@ from kda_core.cache.quant import (
     round_bf16,
     roundtrip,
 )
-from kda_core.cache.quant import (
+from kda_core.kda.quant import (
     _bf16_decode as bf16_decode,
 )
-from kda_core.cache.quant import (
+from kda_core.kda.quant import (
     _fp8_e4m3_decode as fp8_e4m3_decode,
 )
-from kda_core.cache.quant import (
+from kda_core.kda.quant import (
     _round_fp8_e4m3 as round_fp8_e4m3,
 )
 from kda_core.quant import Int8State  # the public API name (docs/architecture.md)

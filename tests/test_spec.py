@@ -12,7 +12,7 @@ from kda_testdata import kda_inputs
 
 from kda_core import kda, sizing
 from kda_core import model as M
-from kda_core.cache.quant import round_bf16
+from kda_core.kda.quant import round_bf16
 from kda_core.serve import spec
 from kda_core.serve.spec._draft import ngram_draft
 from kda_core.serve.spec._segment import ring_verify

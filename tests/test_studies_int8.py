@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kda_core import sizing
-from kda_core.cache import quant
+from kda_core.kda import quant
 from kda_core.model import TinyHybrid, encode
 from kda_core.studies import int8 as si
 

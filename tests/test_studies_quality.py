@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kda_core import model as M
-from kda_core.cache import quant
+from kda_core.kda import quant
 from kda_core.model import corpus, tokenizer
 from kda_core.studies import int8 as si
 from kda_core.studies import quality as Q

@@ -4,8 +4,8 @@ Re-exports the public API names (docs/architecture.md): ``recurrent``, ``chunked
 ``chunked_flops``, ``AffineMap``, ``segment_map``, ``segment_map_naive``, ``l2norm``, the
 gates and ``kda_threads``. Submodules: reference (naive twins), chunkwise + _intra (the
 chunked form), _threads (head threads), affine, gates, _inputs (checks), conv, varlen (+
-_varlen_rounds), cp + cp_gloo (context parallelism); import those directly (this file stays
-re-exports only, so there are no import cycles).
+_varlen_rounds), cp + cp_gloo (context parallelism), quant (state formats: INT8 / fp8 /
+bf16); import those directly (this file stays re-exports only, so there are no import cycles).
 """
 
 from kda_core.kda._threads import kda_threads

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.quant import quantize_int8
+from kda_core.kda.quant import quantize_int8
 from kda_core.serve._slots import (
     MAX_SLOTS,
     ActivePool,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int as _check_int
-from kda_core.cache import quant
+from kda_core.kda import quant
 from kda_core.model import ModelState, TinyHybrid, encode
 
 DEFAULT_TEXT = (

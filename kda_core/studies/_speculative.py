@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kda_core.cache.quant import round_bf16
+from kda_core.kda.quant import round_bf16
 from kda_core.model import ModelState, TinyHybrid
 from kda_core.serve import spec
 

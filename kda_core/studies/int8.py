@@ -31,7 +31,7 @@ import numpy as np
 
 from kda_core import sizing
 from kda_core._checks import check_int as _check_int
-from kda_core.cache import quant
+from kda_core.kda import quant
 from kda_core.sizing import GIB, ModelSpec
 from kda_core.studies._parking import (  # noqa: F401 (MAX_* are the app's limits)
     DEFAULT_TEXT,

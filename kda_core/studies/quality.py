@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kda_core._checks import check_int as _check_int
-from kda_core.cache import quant
+from kda_core.kda import quant
 from kda_core.model import ModelState, TinyHybrid, corpus, encode, next_byte_bits, tokenizer
 from kda_core.studies import _parking as parking
 from kda_core.studies._parking import tiny_model
