@@ -59,7 +59,7 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     from kda_core.serve._lifecycle import Lifecycle
     from kda_core.serve._state import RequestState
 
-    life = Lifecycle(e.parts)
+    life = Lifecycle(e.loop.parts)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
     life.admit(r, 0, life.match(r))
     assert r.restore_at == 0 and r.slots is not None

@@ -196,14 +196,7 @@ def check_requests(requests: Any) -> list[RequestState]:
             raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
         ids = prompt_tokens(rq.prompt)
         n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
-        if isinstance(rq.arrival, bool) or not isinstance(rq.arrival, int):
-            raise ValueError(f"requests[{i}].arrival must be an integer step >= 0")
-        if rq.arrival < 0:
-            raise ValueError(
-                f"requests[{i}].arrival must be in [0, {MAX_STEPS}] (scheduler steps from the "
-                f"start of serve; {rq.arrival} is in the past)"
-            )
-        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)
+        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)  # steps from the start
         if len(ids) + n_new - 1 > MAX_TOKENS:
             raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
         out.append(RequestState(i, ids, n_new, rq.arrival))

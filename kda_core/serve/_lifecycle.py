@@ -127,7 +127,6 @@ class Lifecycle:
             )
         r.plan = frozenset(r.planned)
         r.cuts = self._cuts(r, upto)
-        r.last_tracked = upto
         r.phase = "prefill"
         if upto > 0:
             r.step_log.append((upto, 0, r.ids[upto - 1], "restore"))
@@ -177,7 +176,7 @@ class Lifecycle:
         r.step_log.append((pos, n, tokens[-1], kind))
         if r.trace is not None:  # the runner wrote this state (a traced request's, every step)
             r.trace.step(self.pools.active.buffers(r.slots.active)[0], kind)
-        r.last = last = logits[-1]
+        last = logits[-1]
         if pos in r.plan:
             self.park(r, pos)
         if pos < len(r.ids):
@@ -207,7 +206,6 @@ class Lifecycle:
         assert r.slots is not None
         pools = self.pools
         r.parked.append(pos)
-        r.last_tracked = pos
         inflight = pos <= r.P
         if self.cfg.strategy == "no_buffer":
             if pos == r.total:
@@ -247,28 +245,30 @@ class Lifecycle:
 
     def _flush(self, r: RequestState) -> None:
         """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
-        busy = self.pools.pingpong.busy
         mine = [it for it in self.deferred + self.queue if it[0] is r]
         self.deferred = [it for it in self.deferred if it[0] is not r]
         self.queue = [it for it in self.queue if it[0] is not r]
         for _, slot, pos in mine:
-            busy.discard(slot)
+            self.pools.pingpong.busy.discard(slot)
             self.donate(r, slot, pos, inflight=True)
 
     def drop_deferred(self) -> None:
         self.pools.pingpong.busy.clear()
         self.deferred, self.queue = [], []
 
-    def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> None:
+    def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> bool:
+        """Move a tracked state (no_buffer's last: the live one) into a checkpoint."""
         assert r.slots is not None
         pools = self.pools
-        pools.pingpong.mark_donated(r.slots, slot)
+        if slot != r.slots.active:
+            pools.pingpong.mark_donated(r.slots, slot)
         if not self.ckpt_slot(r):
             r.bump("skipped")
-            return
+            return False
         c = pools.checkpoints.donate(pools.active, slot, r.rid)
         r.bump("copies" if self.cfg.int8 else "donations")
         self._keep(r, pos, c, inflight)
+        return True
 
     def _keep(self, r: RequestState, pos: int, slot: int, inflight: bool) -> None:
         if inflight:
@@ -323,25 +323,18 @@ class Lifecycle:
             for slot, pos in pools.pingpong.valid(r.slots):
                 self.donate(r, slot, pos, inflight=False)
         elif r.total in r.plan:  # no_buffer: the live slot itself becomes the last checkpoint
-            if self.ckpt_slot(r):
-                self._compact(r.slots.active)
-                c = pools.checkpoints.donate(pools.active, r.slots.active, r.rid)
-                r.bump("copies" if self.cfg.int8 else "donations")
-                r.pending.append((r.total, c))
-            else:
-                r.bump("skipped")
+            self._compact(r.slots.active)
+            if not self.donate(r, r.slots.active, r.total, inflight=False):
                 r.parked.remove(r.total)
         if r.pending:
             self._insert(r, list(r.pending), move_lock=False)
             r.pending.clear()
-        self._unlock(r)
+        self.release(r)
         budget = self.cfg.kv_budget
         if budget is not None and self.cache.kv_tokens > budget:
             ev = self.cache.evict(self.cache.kv_tokens - budget)
             r.bump("evicted_states", ev.states)
             r.bump("evicted_kv", ev.kv_tokens)
-        pools.pingpong.close(r.slots)
-        r.slots = None
         if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
             r.state.mla_kv = r.state.mla_kv.copy()
         r.phase = "finished"

@@ -7,6 +7,7 @@ tokens, admissions, retractions, finishes, phases, the pool by kind).
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from kda_core import sizing
 from kda_core.serve._args import Parts
@@ -14,19 +15,8 @@ from kda_core.serve._blocks import BlockLifecycle
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
-from kda_core.serve._state import RequestState, Totals
+from kda_core.serve._state import RequestState
 from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow
-
-
-class Loop:
-    """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one
-    runner): the request lifecycle over the cache and pools (the radix tree's, or vLLM's block
-    table's), the scheduler, the runner."""
-
-    def __init__(self, parts: Parts) -> None:
-        self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
-        self.scheduler = Scheduler(self.life, parts.cache)
-        self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
 
 
 def reject_message(r: RequestState, kv_tokens: int) -> str:
@@ -74,69 +64,79 @@ def _admissible(
     return live, rejected
 
 
-def serve(
-    parts: Parts,
-    loop: Loop,
-    states: list[RequestState],
-    totals: Totals,
-    *,
-    max_batch_tokens: int,
-    max_running_requests: int | None,
-    kv_tokens: int | None,
-) -> ServeReport:
-    """Serve the checked ``states`` (see the module docstring)."""
-    t0 = time.process_time()
-    cap, msg = concurrency(parts, max_running_requests)
-    live, rejected = _admissible(parts, states, kv_tokens)
-    sched, runner, life = loop.scheduler, loop.runner, loop.life
-    life.start()
-    sched.start(live, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens)
-    runner.start()
-    reports: list[GenerateReport | None] = [None] * len(states)
-    rows: list[StepRow] = []
-    step = 0
-    try:
-        while sched.running or sched.waiting or life.deferred:
-            b = sched.schedule(step)
-            if b.empty:
-                jump = sched.next_arrival(step)
-                if jump is not None:  # nothing runs, nothing has arrived: jump to the arrival
-                    step = jump
+class Loop:
+    """The engine's serving parts, made once (nano-vllm's ``LLMEngine``: one scheduler, one
+    runner): the request lifecycle over the cache and pools (the radix tree's, or vLLM's block
+    table's), the scheduler, the runner."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
+        self.scheduler = Scheduler(self.life, parts.cache)
+        self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
+
+    def serve(
+        self,
+        states: list[RequestState],
+        totals: Counter,
+        max_batch_tokens: int,
+        max_running_requests: int | None,
+        kv_tokens: int | None,
+    ) -> ServeReport:
+        """Serve the checked ``states`` (see the module docstring)."""
+        t0 = time.process_time()
+        parts = self.parts
+        cap, msg = concurrency(parts, max_running_requests)
+        live, rejected = _admissible(parts, states, kv_tokens)
+        sched, runner, life = self.scheduler, self.runner, self.life
+        life.start()
+        sched.start(live, max_running=cap, max_batch_tokens=max_batch_tokens, kv_tokens=kv_tokens)
+        runner.start()
+        reports: list[GenerateReport | None] = [None] * len(states)
+        rows: list[StepRow] = []
+        step = 0
+        try:
+            while sched.running or sched.waiting or life.deferred:
+                b = sched.schedule(step)
+                if b.empty:
+                    jump = sched.next_arrival(step)
+                    if jump is not None:  # nothing runs, nothing has arrived: jump to it
+                        step = jump
+                        continue
+                    if sched.running or sched.waiting:
+                        raise RuntimeError("serve: no request can run and none is coming (a bug)")
+                    life.end_step()  # the last step's deferred post-processing
                     continue
-                if sched.running or sched.waiting:
-                    raise RuntimeError("serve: no request can run and none is coming (a bug)")
-                life.end_step()  # the last step's deferred post-processing
-                continue
-            finished = []
-            for r, n, logits in runner.run(b):
-                if life.advanced(r, n, logits):
-                    reports[r.idx] = rep = life.finish(r, step)
-                    totals.add(rep)
-                    sched.done(r)
-                    finished.append(r.idx)
-            life.end_step()  # overlap: the previous step's post-processing, after this forward
-            rows.append(_row(parts, step, b, finished, states, runner.graph))
-            step += 1
-    except BaseException:
-        life.drop_deferred()
-        for r in sched.running:
-            life.release(r)
-        sched.running.clear()
-        sched.waiting.clear()
-        raise
-    return ServeReport(
-        reports=reports,
-        steps=rows,
-        rejected=rejected,
-        max_running=cap,
-        capping_message=msg,
-        peak_running=sched.peak_running,
-        retractions=sum(r.retractions for r in states),
-        seconds=time.process_time() - t0,
-        scheduler_seconds=sched.seconds,
-        runner_seconds=runner.seconds,
-        block_steps=tuple(life.rows),
-    )
+                finished = []
+                for r, n, logits in runner.run(b):
+                    if life.advanced(r, n, logits):
+                        reports[r.idx] = rep = life.finish(r, step)
+                        totals.update(rep.totals())  # a request that raised: not counted
+                        sched.done(r)
+                        finished.append(r.idx)
+                life.end_step()  # overlap: the previous step's post-processing, after the forward
+                rows.append(_row(parts, step, b, finished, states, runner.graph))
+                step += 1
+        except BaseException:
+            life.drop_deferred()
+            for r in sched.running:
+                life.release(r)
+            sched.running.clear()
+            sched.waiting.clear()
+            raise
+        return ServeReport(
+            reports=reports,
+            steps=rows,
+            rejected=rejected,
+            max_running=cap,
+            capping_message=msg,
+            peak_running=sched.peak_running,
+            retractions=sum(r.retractions for r in states),
+            seconds=time.process_time() - t0,
+            scheduler_seconds=sched.seconds,
+            runner_seconds=runner.seconds,
+            block_steps=tuple(life.rows),
+        )
 
 
 def _row(

@@ -140,26 +140,34 @@ class Runner:
     def _speculate(self, r: RequestState, n: int) -> tuple[RequestState, int, np.ndarray]:
         """A speculative request's verify step and its commit by exact replay (ReplaySSM,
         ``serve.spec``): the pending token and n - 1 drafts from the state in its slot."""
-        st, slot = r.state, r.slots.active  # type: ignore[union-attr]
-        assert st is not None and r.spec is not None
+        assert r.spec is not None
         assert not (self.pending and r in self._bound.reqs), "speculative requests never defer"  # type: ignore[union-attr]
-        S, conv = self.pool.buffers(slot)
+        new, a, logits = r.spec.step(self._slot_state(r), r.gen[-1], n)
+        self._store(r, new)
+        return r, a, logits
+
+    def _slot_state(self, r: RequestState) -> ModelState:
+        """``r``'s running state with the KDA arrays of its slot, as the model's own type."""
+        st, (S, conv) = r.state, self.pool.buffers(r.slots.active)  # type: ignore[union-attr]
+        assert st is not None
         kda = [KDALayerState(S[i], conv[i]) for i in range(len(S))]
-        state = ModelState(kda, st.mla_kv, st.tokens, st.version, st.fingerprint)
-        new, a, logits = r.spec.step(state, r.gen[-1], n)
-        self.pool.rebind(
-            slot, np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
-        )
+        return ModelState(kda, st.mla_kv, st.tokens, st.version, st.fingerprint)
+
+    def _store(self, r: RequestState, new: ModelState) -> None:
+        """Bind the model's new state to ``r``'s slot, its KV and tokens to ``r``'s state."""
+        st = r.state
+        assert st is not None and r.slots is not None
+        S, conv = np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
+        self.pool.rebind(r.slots.active, S, conv)
         st.mla_kv = new.mla_kv
         st.tokens.extend(new.tokens[len(st.tokens) :])
-        return r, a, logits
 
     def _packed(
         self, batch: Batch, work: list[tuple[RequestState, list[int]]]
     ) -> list[tuple[RequestState, int, np.ndarray]]:
         slots = [r.slots.active for r, _ in work]  # type: ignore[union-attr]
         if self.weights is None:
-            return self._run_each(work, slots)
+            return self._run_each(work)
         decoding, same = not batch.prefill, self._same(slots)
         if self.pending and not (decoding and same):
             self._write_pending()
@@ -215,22 +223,14 @@ class Runner:
         return out
 
     def _run_each(
-        self, work: list[tuple[RequestState, list[int]]], slots: list[int]
+        self, work: list[tuple[RequestState, list[int]]]
     ) -> list[tuple[RequestState, int, np.ndarray]]:
         """Each request of the batch through the model's own ``forward`` from its slot's state
         (the variants the packed passes are not written for): the same tokens and states the
         model computes alone, without the batching."""
         out = []
-        for (r, seq), slot in zip(work, slots):
-            st = r.state
-            assert st is not None
-            S, conv = self.pool.buffers(slot)
-            kda = [KDALayerState(S[i], conv[i]) for i in range(len(S))]
-            logits, new = self.model.forward(seq, ModelState(kda, st.mla_kv))
-            self.pool.rebind(
-                slot, np.stack([x.S for x in new.kda]), np.stack([x.conv for x in new.kda])
-            )
-            st.mla_kv = new.mla_kv
-            st.tokens.extend(seq)
+        for r, seq in work:
+            logits, new = self.model.forward(seq, self._slot_state(r))
+            self._store(r, new)
             out.append((r, len(seq), logits))
         return out

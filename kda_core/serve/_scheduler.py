@@ -77,21 +77,19 @@ class Scheduler:
     def kv_room(self, n: int) -> bool:
         """Make ``n`` more KV tokens available (evicting unlocked tree leaves; in one byte
         buffer, cached states too). -> enough?"""
-        u = self.unified
-        if u is not None:
-            short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict(short).kv_tokens:
-                short = self.kv_used() + n - u.kv_capacity()
-            while short > 0 and self.cache_on and self.cache.evict(states=1).states:
-                short = self.kv_used() + n - u.kv_capacity()
-            return short <= 0
-        if self.kv_cap is None:
+        u, cap = self.unified, self.kv_cap
+        if u is None and cap is None:
             return True
-        short = self.kv_used() + n - self.kv_cap
-        if short > 0 and self.cache_on:
-            self.cache.evict(short)
-            short = self.kv_used() + n - self.kv_cap
-        return short <= 0
+
+        def short() -> int:  # the KV tokens missing (the room changes as states go, in one buffer)
+            room = cap if u is None else u.kv_capacity()
+            return self.kv_used() + n - room  # type: ignore[operator]
+
+        while short() > 0 and self.cache_on and self.cache.evict(short()).kv_tokens:
+            pass
+        while u is not None and short() > 0 and self.cache_on and self.cache.evict(states=1).states:
+            pass
+        return short() <= 0
 
     # -- one step --------------------------------------------------------------------------
     def schedule(self, step: int) -> Batch:

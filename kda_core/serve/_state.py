@@ -36,8 +36,6 @@ class RequestState:
     planned: tuple[int, ...] = ()
     plan: frozenset[int] = frozenset()
     cuts: tuple[int, ...] = ()  # prefill cut points after restore_at (chunks, checkpoints, P)
-    last_tracked: int = 0  # boundary of the most recent tracked / snapshotted state
-    last: np.ndarray | None = None  # logits of the last consumed token
     gen: list[int] = field(default_factory=list)
     logit_rows: list[np.ndarray] = field(default_factory=list)
     pending: list[tuple[int, int]] = field(default_factory=list)  # (pos, ckpt slot) not in tree
@@ -82,25 +80,14 @@ class RequestState:
         self.counts[name] = self.counts.get(name, 0) + n
 
     def reset(self) -> None:
-        """Back to waiting with nothing held (the caller released slots and locks)."""
-        self.phase = "waiting"
-        self.state = None
-        self.slots = None
-        self.locked = None
-        self.locked_len = 0
-        self.last = None
-        self.gen.clear()
-        self.logit_rows.clear()
-        self.pending.clear()
-        self.parked.clear()
-        self.step_log.clear()
-        self.inserted.clear()
-        self.counts.clear()
-        self.last_tracked = 0
-        self.spec = None
-        if self.trace is not None:
-            self.trace.norms.clear()
-            self.trace.replay.clear()
+        """Back to waiting with nothing held (the caller released slots and locks): a new
+        request with the same prompt, arrival, retraction count and trace."""
+        tr, n = self.trace, self.retractions
+        self.__init__(self.idx, self.ids, self.n_new, self.arrival)  # type: ignore[misc]
+        self.retractions, self.trace, self.stepwise = n, tr, tr is not None
+        if tr is not None:
+            tr.norms.clear()
+            tr.replay.clear()
 
     def report(self, created: int, pools: PoolStats) -> GenerateReport:
         """The finished request's report (``created``: its checkpoints still in the tree);
@@ -141,39 +128,3 @@ class RequestState:
             seconds=self.seconds,
             verify_steps=() if self.spec is None else tuple(self.spec.verifies),
         )
-
-
-class Totals:
-    """An engine's request totals, added to as each request finishes (the serving loop owns
-    the call): a request that raised or was rejected is not counted."""
-
-    FIELDS = (
-        "state_hits",
-        "token_hits",
-        "prompt_tokens",
-        "restored_tokens",
-        "replayed_tokens",
-        "prefilled_tokens",
-        "decoded_tokens",
-        "evicted_states",
-        "evicted_kv_tokens",
-        "checkpoints_skipped",
-    )
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.counts = dict.fromkeys(self.FIELDS, 0)
-
-    def add(self, r: GenerateReport) -> None:
-        t = self.counts
-        self.requests += 1
-        t["state_hits"] += r.restore_at > 0
-        t["token_hits"] += r.token_match > 0
-        t["prompt_tokens"] += len(r.prompt)
-        t["restored_tokens"] += r.restore_at
-        t["replayed_tokens"] += r.replayed
-        t["prefilled_tokens"] += r.prefilled
-        t["decoded_tokens"] += r.decoded
-        t["evicted_states"] += r.evicted_states
-        t["evicted_kv_tokens"] += r.evicted_kv_tokens
-        t["checkpoints_skipped"] += r.checkpoints_skipped

@@ -3,12 +3,13 @@
 The engine owns the model, the state pools, the prefix cache (the radix tree the policy's
 options shape, or vLLM's block table) and the policy, and only calls down: ``serve`` runs the
 one serving loop (``serve._loop``, nano-vllm's ``LLMEngine.step``); ``generate`` is ``serve``
-of one request with a ``Trace``. Tokens and logits equal the uncached run (``cache=False``) to
-rounding (tests: atol 1e-9). docs/serving.md. Left out: sampling other than greedy, host tiers
-(``kda_core.transfer`` hooks ``before_drop``)."""
+of one request. Tokens and logits equal the uncached run (``cache=False``) to rounding (tests:
+atol 1e-9). docs/serving.md. Left out: sampling other than greedy, host tiers (``kda_core.
+transfer`` hooks ``before_drop``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +20,6 @@ from kda_core.cache.protocol import DroppedState, PrefixCache
 from kda_core.cache.radix import RadixStateCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
-from kda_core.serve import _loop as loop
 from kda_core.serve._args import (
     DEFAULT_POLICY,
     MAX_NEW_TOKENS,
@@ -41,7 +41,7 @@ from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS
-from kda_core.serve._state import RequestState, Totals
+from kda_core.serve._state import RequestState
 from kda_core.serve._trace import Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
@@ -78,8 +78,8 @@ class Engine:
         checkpoint_slots: most checkpoints cached, [1, 4096] (None: the shared pool's room;
             with INT8, SGLang's ``2 * state_slots``).
         kv_budget: most MLA KV tokens cached (None: unlimited); LRU leaves go after each request.
-        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto" (SGLang's
-            resolution, ``strategy_notes`` its log lines; ``serve._args.check_modes``).
+        strategy: "no_buffer", "extra_buffer" (default), "extra_buffer_lazy" or "auto"
+            (resolved as SGLang does, ``strategy_notes`` its log lines: ``_args.check_modes``).
         chunk_size: prefill step in tokens, [1, 16384]; must suit the policy.
         restore: "exact" or "inconsistent" (the teaching mode, ``generate`` only).
         model: the TinyHybrid to serve (default ``TinyHybrid()``).
@@ -89,7 +89,7 @@ class Engine:
             except no_buffer with the cache (True raises there, SGLang's assertion).
         before_drop: called with a ``DroppedState`` (``state``: the (S, conv) arrays) before a
             cached state is dropped: a lower tier may keep a copy.
-        cuda_graph_bs: decode on fixed shapes (``serve._graphs``, SGLang's ``cuda_graph_bs``);
+        cuda_graph_bs: decode on fixed shapes (SGLang's ``cuda_graph_bs``, ``serve._graphs``);
             the largest caps the running requests. None: eager decode.
         unified_memory: bytes of one buffer for state slots and MLA KV (SGLang's
             ``--enable-unified-memory``, ``serve._unified``). None: separate pools.
@@ -97,7 +97,7 @@ class Engine:
             same loop (``serve._blocks``); the radix-only options are refused with it.
         speculative: ``SpecConfig``'s fields as a dict (ReplaySSM, ``serve.spec``): a decoding
             request verifies its pending token and D - 1 drafts in one step and commits the
-    accepted prefix by exact replay. None: one token per decode step."""
+            accepted prefix by exact replay. None: one token per decode step."""
 
     def __init__(
         self,
@@ -140,14 +140,6 @@ class Engine:
         self.spec = SpecConfig.of(speculative)
         if self.spec is not None and self.blocks is not None:
             raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
-        # the policy names the options of the cache it runs on; the hooks are ours
-        self.cache: PrefixCache = self.blocks or RadixStateCache(
-            PAGE_SIZE,
-            **self.policy.cache_options(),
-            on_free_state=self._drop_cached,
-            kv_slice=copy_rows,
-            before_drop=None if before_drop is None else self._offer_dropped,
-        )
         unified = make_unified(
             unified_memory,
             self.model,
@@ -155,32 +147,32 @@ class Engine:
             self.overlap,
             self.int8,
             state_slots,
-            self._kv_in_use,
+            lambda: self.loop.scheduler.kv_used(),  # the KV in use, read when a slot is taken
         )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
         self.pools = StatePools(
             self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
         )
         self.state_slots = self.pools.state_slots
+        # the policy names the options of the cache it runs on; the hooks are the pools'
+        self.cache: PrefixCache = self.blocks or RadixStateCache(
+            PAGE_SIZE,
+            **self.policy.cache_options(),
+            on_free_state=self.pools.drop_cached,
+            kv_slice=copy_rows,
+            before_drop=None if before_drop is None else self._offer_dropped,
+        )
         self.graph_bs = check_graph_bs(cuda_graph_bs)
         modes = (self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size)
         extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
         config = ServeConfig(*modes, *extras)
-        self.parts = Parts(self.model, self.pools, self.cache, self.policy, config)
-        self.loop = Loop(self.parts)
-        self.totals = Totals()
-
-    # -- the cache's hooks and the unified budget's KV figure (constructor arguments) -------
-    def _drop_cached(self, slot: int, nbytes: int) -> None:
-        self.pools.drop_cached(slot, nbytes)
+        self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
+        self.totals: Counter = Counter()  # finished requests' ``GenerateReport.totals``
 
     def _offer_dropped(self, d: DroppedState) -> None:
         """``before_drop`` sees the state as arrays (S, conv), not as a pool slot."""
         assert self._before_drop is not None
         self._before_drop(d._replace(state=self.pools.checkpoints.buffers(d.state)))
-
-    def _kv_in_use(self) -> int:
-        return self.loop.scheduler.kv_used()
 
     # -- requests ------------------------------------------------------------------------------
     def generate(
@@ -217,7 +209,7 @@ class Engine:
         r = RequestState(0, ids, n_new, 0)
         r.trace = Trace(mode, step_replay, record_states, reference, seen)
         r.stepwise = True  # the trace sees every step's state
-        rep = self._serve([r], self._batch_tokens(None), None, None).reports[0]
+        rep = self.loop.serve([r], self.totals, self._batch_tokens(None), None, None).reports[0]
         assert rep is not None
         return rep
 
@@ -250,7 +242,7 @@ class Engine:
             raise ValueError("kv_tokens: the block table's KV is its blocks'")
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
-        return self._serve(check_requests(requests), mbt, mrr, kvt)
+        return self.loop.serve(check_requests(requests), self.totals, mbt, mrr, kvt)
 
     def _batch_tokens(self, max_batch_tokens: Any) -> int:
         b = self.blocks
@@ -259,19 +251,6 @@ class Engine:
         # a block no wider than the chunk budget is prefilled in whole blocks
         least = b.block_size if b is not None and b.block_size <= b.chunk else 1
         return check_int("max_batch_tokens", max_batch_tokens, least, 1 << 16)
-
-    def _serve(
-        self, states: list[RequestState], mbt: int, mrr: int | None, kvt: int | None
-    ) -> ServeReport:
-        return loop.serve(
-            self.parts,
-            self.loop,
-            states,
-            self.totals,
-            max_batch_tokens=mbt,
-            max_running_requests=mrr,
-            kv_tokens=kvt,
-        )
 
     def adopt_checkpoint(
         self, tokens: list[int], mla_kv: np.ndarray, kda_state: np.ndarray, conv: np.ndarray
@@ -332,14 +311,13 @@ class Engine:
         """Totals over every finished request, and the pools and cache now."""
         ck = self.pools.checkpoints
         return EngineStats(
-            requests=self.totals.requests,
             copies=ck.copies,
             donations=ck.donations,
             track_writes=self.pools.pingpong.track_writes,
             tree_states=self.cache.n_states,
             tree_nodes=self.cache.n_nodes,
             tree_kv_tokens=self.cache.kv_tokens,
-            **self.totals.counts,
+            **self.totals,
         )
 
     def check_integrity(self) -> None:

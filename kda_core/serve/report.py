@@ -92,26 +92,44 @@ class GenerateReport:
         """Tokens whose state the request ends at: prompt + all generated but the last."""
         return len(self.prompt) + max(len(self.tokens) - 1, 0)
 
+    def totals(self) -> dict[str, int]:
+        """What this request adds to its engine's ``EngineStats``."""
+        return {
+            "requests": 1,
+            "state_hits": self.restore_at > 0,
+            "token_hits": self.token_match > 0,
+            "prompt_tokens": len(self.prompt),
+            "restored_tokens": self.restore_at,
+            "replayed_tokens": self.replayed,
+            "prefilled_tokens": self.prefilled,
+            "decoded_tokens": self.decoded,
+            "evicted_states": self.evicted_states,
+            "evicted_kv_tokens": self.evicted_kv_tokens,
+            "checkpoints_skipped": self.checkpoints_skipped,
+        }
+
 
 @dataclass(slots=True, frozen=True)
 class EngineStats:
-    requests: int
-    state_hits: int  # requests restored from a checkpoint
-    token_hits: int  # requests with a token match > 0
-    prompt_tokens: int
-    restored_tokens: int
-    replayed_tokens: int
-    prefilled_tokens: int
-    decoded_tokens: int
-    copies: int
-    donations: int
-    track_writes: int
-    evicted_states: int
-    evicted_kv_tokens: int
-    checkpoints_skipped: int
-    tree_states: int
-    tree_nodes: int
-    tree_kv_tokens: int
+    """An engine's totals over its finished requests, and its pools and cache now."""
+
+    requests: int = 0
+    state_hits: int = 0  # requests restored from a checkpoint
+    token_hits: int = 0  # requests with a token match > 0
+    prompt_tokens: int = 0
+    restored_tokens: int = 0
+    replayed_tokens: int = 0
+    prefilled_tokens: int = 0
+    decoded_tokens: int = 0
+    copies: int = 0
+    donations: int = 0
+    track_writes: int = 0
+    evicted_states: int = 0
+    evicted_kv_tokens: int = 0
+    checkpoints_skipped: int = 0
+    tree_states: int = 0
+    tree_nodes: int = 0
+    tree_kv_tokens: int = 0
 
     @property
     def prefill_saved_fraction(self) -> float:
