@@ -111,7 +111,7 @@ class Loop:
                 for r, n, logits in runner.run(b):
                     if life.advanced(r, n, logits):
                         reports[r.idx] = rep = life.finish(r, step)
-                        totals.update(rep.totals())  # a request that raised: not counted
+                        totals.update(_totals(rep))  # a request that raised: not counted
                         sched.done(r)
                         finished.append(r.idx)
                 life.end_step()  # overlap: the previous step's post-processing, after the forward
@@ -137,6 +137,23 @@ class Loop:
             runner_seconds=runner.seconds,
             block_steps=tuple(life.rows),
         )
+
+
+def _totals(r: GenerateReport) -> dict[str, int]:
+    """What a finished request adds to its engine's totals (``EngineStats``)."""
+    return {
+        "requests": 1,
+        "state_hits": r.restore_at > 0,
+        "token_hits": r.token_match > 0,
+        "prompt_tokens": len(r.prompt),
+        "restored_tokens": r.restore_at,
+        "replayed_tokens": r.replayed,
+        "prefilled_tokens": r.prefilled,
+        "decoded_tokens": r.decoded,
+        "evicted_states": r.evicted_states,
+        "evicted_kv_tokens": r.evicted_kv_tokens,
+        "checkpoints_skipped": r.checkpoints_skipped,
+    }
 
 
 def _row(

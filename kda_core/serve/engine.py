@@ -167,7 +167,7 @@ class Engine:
         extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
         config = ServeConfig(*modes, *extras)
         self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
-        self.totals: Counter = Counter()  # finished requests' ``GenerateReport.totals``
+        self.totals: Counter = Counter()  # over the finished requests (``_loop._totals``)
 
     def _offer_dropped(self, d: DroppedState) -> None:
         """``before_drop`` sees the state as arrays (S, conv), not as a pool slot."""

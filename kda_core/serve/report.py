@@ -92,22 +92,6 @@ class GenerateReport:
         """Tokens whose state the request ends at: prompt + all generated but the last."""
         return len(self.prompt) + max(len(self.tokens) - 1, 0)
 
-    def totals(self) -> dict[str, int]:
-        """What this request adds to its engine's ``EngineStats``."""
-        return {
-            "requests": 1,
-            "state_hits": self.restore_at > 0,
-            "token_hits": self.token_match > 0,
-            "prompt_tokens": len(self.prompt),
-            "restored_tokens": self.restore_at,
-            "replayed_tokens": self.replayed,
-            "prefilled_tokens": self.prefilled,
-            "decoded_tokens": self.decoded,
-            "evicted_states": self.evicted_states,
-            "evicted_kv_tokens": self.evicted_kv_tokens,
-            "checkpoints_skipped": self.checkpoints_skipped,
-        }
-
 
 @dataclass(slots=True, frozen=True)
 class EngineStats:
