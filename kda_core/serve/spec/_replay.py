@@ -16,13 +16,7 @@ import numpy as np
 
 from kda_core._checks import check_int
 from kda_core.kda.conv import short_conv
-from kda_core.model import (
-    MAX_TOKENS,
-    KDALayerState,
-    ModelState,
-    TinyHybrid,
-    check_tokens,
-)
+from kda_core.model import MAX_TOKENS, KDALayerState, ModelState, TinyHybrid, check_tokens
 from kda_core.serve.spec._segment import (
     RING_FIELDS,
     check_draft_tokens,
@@ -67,14 +61,6 @@ class LayerRing:
         if not np.array_equal(self.pos[idx], start + np.arange(n)):
             raise ValueError(f"ring no longer holds positions {start}..{start + n - 1}")
         return self.data[name][idx].copy()
-
-    def invalidate(self, start: int, n: int) -> None:
-        """Forget positions start..start+n-1 wherever a slot still holds them."""
-        idx = self.slots(start, n)
-        mine = idx[self.pos[idx] == start + np.arange(n)]
-        self.pos[mine] = -1
-        for x in self.data.values():
-            x[mine] = 0.0
 
 
 class VerifyResult(NamedTuple):
@@ -165,7 +151,7 @@ class ReplaySSM:
         if self._open is None or result is not self._open[0]:
             raise ValueError("result must be the latest uncommitted verify of this ReplaySSM")
         self.model.check_state(state)
-        if state.boundary != result.start or state.tokens != self._open[1]:
+        if state.tokens != self._open[1]:  # the same tokens: the same boundary too
             raise ValueError(
                 f"state must be the state that was verified (boundary {result.start}), "
                 f"got one at boundary {state.boundary}"
@@ -181,7 +167,7 @@ class ReplaySSM:
                 kda_states.append(KDALayerState(S, self.conv_windows[j, a - 1].copy()))
             else:
                 kda_states.append(KDALayerState(st.S.copy(), st.conv.copy()))
-            ring.invalidate(result.start + a, n - a)
+            ring.pos[ring.slots(result.start + a, n - a)] = -1  # the rejected tail: unreadable
         self._open = None
         mla = np.concatenate([state.mla_kv, result.mla_latents[:a]])
         toks = state.tokens + list(result.tokens[:a])
