@@ -1,9 +1,6 @@
-"""ReplaySSM on TinyHybrid: ring buffers per KDA layer, verify D tokens, commit a prefix exactly.
-
-``verify`` feeds D tokens from the committed state with no state per draft token (rings of
-length L >= 2D indexed by ``p & (L - 1)``; the conv window after each step); ``commit`` replays
-the accepted prefix in recurrent order from the ring's exact group (``exact_replay``) and keeps
-the conv window of the last accepted step; rejected tokens leave no trace. docs/speculative.md.
+"""ReplaySSM on TinyHybrid: ring buffers per KDA layer, verify D tokens, commit a prefix exactly
+(rings of length L >= 2D indexed by ``p & (L - 1)``, the conv window after each verified step;
+derivations, layouts and the L >= 2D rule: docs/speculative.md).
 """
 
 from __future__ import annotations

@@ -63,10 +63,10 @@ def ring_verify(S0, q, k, v, g, beta) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:
-    """Commit: replay (rawk, rawv, g, beta) from the full-precision S0 in recurrent order.
-
-    Per token (the seed's four lines): k = rawk / sqrt(|rawk|^2 + eps) (``kda.l2norm``, as the
-    model normalises k); S = Diag(alpha) S; d = beta (rawv - S^T k); S = S + k d^T.
+    """Commit: replay (rawk, rawv, g, beta) from the full-precision S0 in recurrent order, per
+    token: k = rawk / sqrt(|rawk|^2 + eps) (``kda.l2norm``, as the model); S = Diag(alpha) S;
+    d = beta (rawv - S^T k); S = S + k d^T (SGLang 0.5.23's order too:
+    kernels/ops/attention/linear/kda_replayssm_spec_decode.py, kda_replayssm_exact_fold_kernel).
     S0 [H, K, V]; rawk, g [n, H, K]; rawv [n, H, V]; beta [n, H]; n in [1, 64].
     -> (S [H, K, V], the recomputed d [n, H, V]).
     """
