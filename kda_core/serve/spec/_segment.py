@@ -45,7 +45,8 @@ def ring_verify(S0, q, k, v, g, beta) -> tuple[np.ndarray, np.ndarray]:
         d_t = beta_t (v_t - S0^T (e^Gam_t * k_t) - sum_{j<t} <k_t, A(t, j) k_j> d_j)
         o_t = scale (S0^T (e^Gam_t * q_t) + sum_{j<=t} <q_t, A(t, j) k_j> d_j)
     i.e. a unit lower-triangular solve for d (the UT transform of the chunked form).
-    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64. -> (o, d).
+    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64; scale = K^-1/2.
+    -> (o, d).
     """
     n = g.shape[0]
     Gam = np.cumsum(g, axis=0)
