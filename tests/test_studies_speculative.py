@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from kda_core import sizing
-from kda_core.serve.spec._segment import L2_EPS
 from kda_core.studies import speculative as sp
 from kda_core.studies._spec_memory import spec_memory
 
@@ -35,9 +34,10 @@ def test_ring_contents_and_slots(step):
     assert np.array_equal(step.pos_after_verify[step.ring_slot], start + np.arange(D))
     kept = step.pos_after_commit[step.pos_after_commit >= 0]
     assert sorted(kept.tolist()) == list(range(start, start + step.n_accept))
-    # k is the L2-normalised rawk; g is a log decay in (-5, 0]; beta in (0, 1)
+    # k is the L2-normalised rawk (eps 1e-6 inside the sqrt, as SGLang's replay kernel
+    # kda_replayssm_exact_fold_kernel); g is a log decay in (-5, 0]; beta in (0, 1)
     rawk = step.ring["rawk"]
-    k_from_raw = rawk / np.sqrt(np.sum(rawk**2, axis=1, keepdims=True) + L2_EPS)
+    k_from_raw = rawk / np.sqrt(np.sum(rawk**2, axis=1, keepdims=True) + 1e-6)
     assert np.max(np.abs(k_from_raw - step.ring["k"])) <= 1e-15
     assert np.all(step.ring["g"] <= 0) and np.all(step.ring["g"] > -5)
     assert np.all((step.ring["beta"] > 0) & (step.ring["beta"] < 1))

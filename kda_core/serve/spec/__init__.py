@@ -1,7 +1,5 @@
 """Speculative decoding on TinyHybrid with ReplaySSM (SGLang ``--enable-linear-replayssm-spec``),
-what the engine decodes with when ``Engine(speculative=...)`` is set: ``ReplaySSM`` (rings per
-KDA layer, verify D tokens, commit a prefix by exact replay), the segment math and checks, the
-drafts, greedy acceptance and a request's speculative state. See docs/speculative.md.
+what ``Engine(speculative=...)`` decodes with. docs/speculative.md.
 """
 
 from kda_core.serve.spec._draft import (

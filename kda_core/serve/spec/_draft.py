@@ -20,16 +20,15 @@ from kda_core.serve.spec._segment import MAX_DRAFT_TOKENS, check_draft_tokens, c
 Draft = Callable[[list[int], ModelState, int], list[int]]
 
 
-def ngram_draft(history: Sequence[int], n: int, order: int = 3) -> list[int]:
+def ngram_draft(history: Sequence[int], n: int) -> list[int]:
     """Prompt-lookup draft: copy what followed the latest earlier occurrence of the longest
-    suffix (<= ``order`` tokens) of the history; the last token again when nothing matches."""
+    suffix (<= 3 tokens) of the history; the last token again when nothing matches."""
     n = check_int("n", n, 0, MAX_DRAFT_TOKENS)
-    order = check_int("order", order, 1, 16)
     hist = list(check_tokens(history, name="history"))
     out: list[int] = []
     for _ in range(n):
         nxt = hist[-1]
-        for m in range(min(order, len(hist) - 1), 0, -1):
+        for m in range(min(3, len(hist) - 1), 0, -1):
             # the latest earlier occurrence of the m-token suffix
             at = (s for s in range(len(hist) - m - 1, -1, -1) if hist[s : s + m] == hist[-m:])
             s = next(at, None)

@@ -1,7 +1,8 @@
-"""ReplaySSM's segment math: ``ring_verify`` rebuilds every output of a D-token segment from
-the checkpoint S0 and the rank-1 writes d (no per-token state; its naive twin keeping a state
-per token is in tests/test_spec.py); ``exact_replay`` is the commit's recurrent-order replay
-from the exact group. The argument checks (D, L) live here too. docs/speculative.md.
+"""ReplaySSM's segment math and the checks of D and L (derivations: docs/speculative.md).
+
+``ring_verify`` rebuilds every output of a D-token segment from the checkpoint S0 and the rank-1
+writes d, with no per-token state (its naive twin, a state per token, is in tests/test_spec.py);
+``exact_replay`` is the commit's replay of the exact group in recurrent order.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from kda_core._checks import check_int
 MAX_DRAFT_TOKENS = 64  # D cap: verify cost and the [D, D, H, K] pairwise decays stay small
 MAX_RING_LEN = 1024
 RING_FIELDS: tuple[str, ...] = ("d", "k", "g", "rawv", "rawk", "beta")
-L2_EPS = 1e-6  # kda.l2norm's eps: the same normalisation the model applies to k
 
 
 def check_draft_tokens(draft_tokens: object) -> int:
@@ -37,83 +37,58 @@ def check_ring_len(ring_len: object, draft_tokens: int) -> int:
     return n
 
 
-def _check_segment_inputs(S0, q, k, g, name_v: str, v=None, beta=None):
-    S0 = np.asarray(S0, dtype=np.float64)
-    if S0.ndim != 3:
-        raise ValueError(f"S0 must have shape [H, K, V], got {S0.shape}")
-    H, K, V = S0.shape
-    k = np.asarray(k, dtype=np.float64)
-    if k.ndim != 3 or k.shape[1:] != (H, K) or not 1 <= k.shape[0] <= MAX_DRAFT_TOKENS:
-        raise ValueError(
-            f"k must have shape [n, H, K] = [n, {H}, {K}] with n in [1, {MAX_DRAFT_TOKENS}], "
-            f"got {k.shape}"
-        )
-    n = k.shape[0]
-    g = np.asarray(g, dtype=np.float64)
-    if g.shape != (n, H, K):
-        raise ValueError(f"g must have shape [n, H, K] = {(n, H, K)}, got {g.shape}")
-    if np.any(g > 0):
-        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
-    if q is not None:
-        q = np.asarray(q, dtype=np.float64)
-        if q.shape != (n, H, K):
-            raise ValueError(f"q must have shape [n, H, K] = {(n, H, K)}, got {q.shape}")
-    if v is not None:
-        v = np.asarray(v, dtype=np.float64)
-        if v.shape != (n, H, V):
-            raise ValueError(f"{name_v} must have shape [n, H, V] = {(n, H, V)}, got {v.shape}")
-    if beta is not None:
-        beta = np.asarray(beta, dtype=np.float64)
-        if beta.shape != (n, H):
-            raise ValueError(f"beta must have shape [n, H] = {(n, H)}, got {beta.shape}")
-    return S0, q, k, g, v, beta
-
-
-def _pair_decay(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gam = inclusive cumsum of g [n, H, K] and exp(Gam_t - Gam_j) for j <= t (0 above)."""
-    Gam = np.cumsum(g, axis=0)
-    n = g.shape[0]
-    causal = np.tril(np.ones((n, n), bool))[:, :, None, None]
-    diff = np.where(causal, Gam[:, None] - Gam[None, :], -np.inf)  # every kept exponent <= 0
-    return Gam, np.exp(diff)  # [n, H, K], [n, n, H, K]
-
-
-def ring_verify(S0, q, k, v, g, beta, scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def ring_verify(S0, q, k, v, g, beta) -> tuple[np.ndarray, np.ndarray]:
     """ReplaySSM verify of one layer: outputs and ring d from S0 without any per-token state.
 
-    With A(t, j) = exp(Gam_t - Gam_j) (decay from after token j to token t), for t = 1..n:
+    With Gam_t = g_1 + ... + g_t and A(t, j) = exp(Gam_t - Gam_j) (the decay from after token j
+    to token t), for t = 1..n:
         d_t = beta_t (v_t - S0^T (e^Gam_t * k_t) - sum_{j<t} <k_t, A(t, j) k_j> d_j)
         o_t = scale (S0^T (e^Gam_t * q_t) + sum_{j<=t} <q_t, A(t, j) k_j> d_j)
     i.e. a unit lower-triangular solve for d (the UT transform of the chunked form).
-    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64. -> (o, d).
+    S0 [H, K, V]; q, k, g [n, H, K]; v [n, H, V]; beta [n, H]; n <= 64; scale = K^-1/2.
+    -> (o, d).
     """
-    scale = S0.shape[1] ** -0.5 if scale is None else float(scale)
-    Gam, A = _pair_decay(g)
+    n = g.shape[0]
+    Gam = np.cumsum(g, axis=0)
+    causal = np.tril(np.ones((n, n), bool))[:, :, None, None]
+    A = np.exp(np.where(causal, Gam[:, None] - Gam[None, :], -np.inf))  # kept exponents <= 0
     E = np.exp(Gam)
     kk = np.einsum("thc,jhc,tjhc->tjh", k, k, A)  # [n, n, H]
     qk = np.einsum("thc,jhc,tjhc->tjh", q, k, A)
     base = np.einsum("thk,hkv->thv", E * k, S0)
     d = np.empty_like(v)
-    for t in range(k.shape[0]):
-        acc = v[t] - base[t] - np.einsum("jh,jhv->hv", kk[t, :t], d[:t])
-        d[t] = beta[t][:, None] * acc
-    o = scale * (np.einsum("thk,hkv->thv", E * q, S0) + np.einsum("tjh,jhv->thv", qk, d))
-    return o, d
+    for t in range(n):
+        d[t] = beta[t][:, None] * (v[t] - base[t] - np.einsum("jh,jhv->hv", kk[t, :t], d[:t]))
+    o = np.einsum("thk,hkv->thv", E * q, S0) + np.einsum("tjh,jhv->thv", qk, d)
+    return S0.shape[1] ** -0.5 * o, d
 
 
 def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:
-    """Commit: replay (rawv, rawk, g, beta) from the full-precision S0 in recurrent order.
-
-    Per token (the seed's four lines): k = rawk / sqrt(|rawk|^2 + eps); S = Diag(alpha) S;
-    d = beta (rawv - S^T k); S = S + k d^T. Returns (S [H, K, V], recomputed d [n, H, V]).
+    """Commit: replay (rawk, rawv, g, beta) from the full-precision S0 in recurrent order, per
+    token: k = rawk / sqrt(|rawk|^2 + eps) (``kda.l2norm``, as the model); S = Diag(alpha) S;
+    d = beta (rawv - S^T k); S = S + k d^T (SGLang 0.5.23's order too:
+    kernels/ops/attention/linear/kda_replayssm_spec_decode.py, kda_replayssm_exact_fold_kernel).
+    S0 [H, K, V]; rawk, g [n, H, K]; rawv [n, H, V]; beta [n, H]; n in [1, 64].
+    -> (S [H, K, V], the recomputed d [n, H, V]).
     """
-    S0, _, rawk, g, rawv, beta = _check_segment_inputs(S0, None, rawk, g, "rawv", rawv, beta)
-    k = kda.l2norm(rawk, L2_EPS)
-    S = S0.copy()
+    S = np.array(S0, dtype=np.float64)  # a copy: S0 is not modified
+    rawk, rawv, g, beta = (np.asarray(x, dtype=np.float64) for x in (rawk, rawv, g, beta))
+    if S.ndim != 3:
+        raise ValueError(f"S0 must have shape [H, K, V], got {S.shape}")
+    H, K, V = S.shape
+    n = rawk.shape[0] if rawk.ndim else 0
+    if not 1 <= n <= MAX_DRAFT_TOKENS:
+        raise ValueError(f"rawk must hold n in [1, {MAX_DRAFT_TOKENS}] tokens, got {rawk.shape}")
+    want = {"rawk": (n, H, K), "rawv": (n, H, V), "g": (n, H, K), "beta": (n, H)}
+    for name, x in zip(want, (rawk, rawv, g, beta)):
+        if x.shape != want[name]:
+            raise ValueError(f"{name} must have shape {want[name]}, got {x.shape}")
+    if np.any(g > 0):
+        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
+    k = kda.l2norm(rawk)
     d = np.empty_like(rawv)
-    for t in range(k.shape[0]):
+    for t in range(n):
         S *= np.exp(g[t])[:, :, None]  # decay
-        resid = rawv[t] - np.einsum("hk,hkv->hv", k[t], S)  # residual on the decayed state
-        d[t] = beta[t][:, None] * resid  # times beta
+        d[t] = beta[t][:, None] * (rawv[t] - np.einsum("hk,hkv->hv", k[t], S))  # residual x beta
         S += k[t][:, :, None] * d[t][:, None, :]  # rank-1 update
     return S, d
