@@ -65,7 +65,7 @@ def fold_errors(rs: spec.ReplaySSM, state: ModelState, res, D: int):
         for j, r in enumerate(rs.rings):
             S0 = state.kda[j].S
             d, k, g = (r.read(f, res.start, m) for f in ("d", "k", "g"))
-            exact, _ = spec.exact_replay(
+            exact = spec.exact_replay(
                 S0,
                 r.read("rawk", res.start, m),
                 r.read("rawv", res.start, m),

@@ -160,7 +160,7 @@ class ReplaySSM:
             ring = self.rings[j]
             if a:
                 exact = (ring.read(f, result.start, a) for f in ("rawk", "rawv", "g", "beta"))
-                S, _ = exact_replay(st.S, *exact)
+                S = exact_replay(st.S, *exact)
                 kda_states.append(KDALayerState(S, self.conv_windows[j, a - 1].copy()))
             else:
                 kda_states.append(KDALayerState(st.S.copy(), st.conv.copy()))

@@ -63,32 +63,12 @@ def ring_verify(S0, q, k, v, g, beta) -> tuple[np.ndarray, np.ndarray]:
     return S0.shape[1] ** -0.5 * o, d
 
 
-def exact_replay(S0, rawk, rawv, g, beta) -> tuple[np.ndarray, np.ndarray]:
-    """Commit: replay (rawk, rawv, g, beta) from the full-precision S0 in recurrent order, per
-    token: k = rawk / sqrt(|rawk|^2 + eps) (``kda.l2norm``, as the model); S = Diag(alpha) S;
-    d = beta (rawv - S^T k); S = S + k d^T (SGLang 0.5.23's order too:
-    kernels/ops/attention/linear/kda_replayssm_spec_decode.py, kda_replayssm_exact_fold_kernel).
-    S0 [H, K, V]; rawk, g [n, H, K]; rawv [n, H, V]; beta [n, H]; n in [1, 64].
-    -> (S [H, K, V], the recomputed d [n, H, V]).
-    """
-    S = np.array(S0, dtype=np.float64)  # a copy: S0 is not modified
-    rawk, rawv, g, beta = (np.asarray(x, dtype=np.float64) for x in (rawk, rawv, g, beta))
-    if S.ndim != 3:
-        raise ValueError(f"S0 must have shape [H, K, V], got {S.shape}")
-    H, K, V = S.shape
-    n = rawk.shape[0] if rawk.ndim else 0
-    if not 1 <= n <= MAX_DRAFT_TOKENS:
-        raise ValueError(f"rawk must hold n in [1, {MAX_DRAFT_TOKENS}] tokens, got {rawk.shape}")
-    want = {"rawk": (n, H, K), "rawv": (n, H, V), "g": (n, H, K), "beta": (n, H)}
-    for name, x in zip(want, (rawk, rawv, g, beta)):
-        if x.shape != want[name]:
-            raise ValueError(f"{name} must have shape {want[name]}, got {x.shape}")
-    if np.any(g > 0):
-        raise ValueError(f"g is a log decay and must be <= 0, got max {g.max():.3g}")
-    k = kda.l2norm(rawk)
-    d = np.empty_like(rawv)
-    for t in range(n):
-        S *= np.exp(g[t])[:, :, None]  # decay
-        d[t] = beta[t][:, None] * (rawv[t] - np.einsum("hk,hkv->hv", k[t], S))  # residual x beta
-        S += k[t][:, :, None] * d[t][:, None, :]  # rank-1 update
-    return S, d
+def exact_replay(S0, rawk, rawv, g, beta) -> np.ndarray:
+    """Commit: replay (rawk, rawv, g, beta) from the full-precision S0 in recurrent order: the KDA
+    recurrence (``kda.recurrent``, which checks the inputs) on k = rawk / sqrt(|rawk|^2 + eps)
+    (``kda.l2norm``, as the model): S = Diag(alpha) S; d = beta (rawv - S^T k); S = S + k d^T
+    (SGLang 0.5.23's order too: kernels/ops/attention/linear/kda_replayssm_spec_decode.py,
+    kda_replayssm_exact_fold_kernel). S0 [H, K, V]; rawk, g [n, H, K]; rawv [n, H, V];
+    beta [n, H]. -> S [H, K, V] (S0 is not modified)."""
+    k = kda.l2norm(np.asarray(rawk, dtype=np.float64))
+    return kda.recurrent(k, k, rawv, g, beta, initial_state=S0)[1]
