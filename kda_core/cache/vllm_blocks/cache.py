@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.policy.vllm import aligned_split
 from kda_core.cache.protocol import (
     CacheHandle,
     Evicted,
@@ -100,8 +100,8 @@ class VLLMBlockCache:
         self.chunk = check_int("max_num_batched_tokens", chunk, 1, MAX_TOKENS)
         self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
         self.chain = HashChain(u)
-        self.kv = KVGroup(self.pool, 0, B, self.fine)
-        self.state = StateGroup(self.pool, 1, B, self.fine)
+        self.kv = KVGroup(self.pool, 0, B, None)
+        self.state = StateGroup(self.pool, 1, B, retention)
         self._reqs: dict[str, _Request] = {}
         self._served = 0
         self._locked: dict[int, int] = {}  # block id -> references held through handles
@@ -131,8 +131,7 @@ class VLLMBlockCache:
         if not isinstance(request_id, str) or request_id in self._reqs:
             raise ValueError(f"request_id must be a new str, got {request_id!r}")
         toks = _check_tokens(prompt, "prompt")
-        hashes: list[int] = []
-        self.chain.extend(hashes, toks)
+        hashes = self.chain.extend([], toks)
         self._reqs[request_id] = _Request(request_id, toks, hashes, len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
@@ -205,7 +204,7 @@ class VLLMBlockCache:
         kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
         wanted = self.kv.num_to_allocate(req.rid, need, kv_hit, start)
         wanted += self.state.num_to_allocate(req.rid, need, st_hit, start)
-        free = self.pool.num_free()
+        free = len(self.pool.free)
         if wanted > free:
             n = len(self.pool.blocks)
             raise ValueError(f"num_blocks={n} is too small: {wanted} blocks needed, {free} free")
@@ -225,17 +224,9 @@ class VLLMBlockCache:
         if not self.fine:  # HybridKVCacheCoordinator._align_cacheable
             cacheable = cacheable // self.block_size * self.block_size
         self.kv.cache(rid, req.hashes, req.prompt_len, cacheable)
-        self.state.cache(rid, req.hashes, req.prompt_len, cacheable, self._mask_fn(req))
+        reach = (req.prompt_len - 1, req.junction)  # reachable_block_mask's boundaries
+        self.state.cache(rid, req.hashes, req.prompt_len, cacheable, reach)
         return tuple(b.block_id for b in new_kv), tuple(b.block_id for b in new_state)
-
-    def _mask_fn(self, req: _Request):
-        """The retention mask for this request's state blocks (None = keep all)."""
-        if self.retention is None:
-            return lambda first, end: None
-        align = self.unit if self.fine else self.block_size
-        reach = [req.prompt_len - 1] + ([req.junction] if req.junction else [])
-        B, retention = self.block_size, self.retention
-        return lambda first, end: reachable_mask(first, end, B, align, retention, reach)
 
     def _release_copies(self) -> tuple[tuple[int, int], ...]:
         """``take_kv_cache_block_copies``; both ends of each copy released after it ran
