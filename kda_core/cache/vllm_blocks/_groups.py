@@ -4,8 +4,7 @@
 ``MambaManager`` (ONE state per entry, after some boundary in ``(iB, (i+1)B]`` its key records;
 earlier entries nulled as the request moves on, ``remove_skipped_blocks``). One block size for
 both (``Platform._align_hybrid_block_size``), hashes every ``u`` tokens (``u == B``: no
-fine-grained hits); no EAGLE, DCP or KV connector, synchronous scheduling.
-"""
+fine-grained hits); no EAGLE, DCP or KV connector, synchronous scheduling."""
 
 from __future__ import annotations
 
@@ -37,14 +36,12 @@ class _Group:
     def add_hit(self, rid: str, hit: list[Block], hit_tokens: int) -> None:
         """``add_local_computed_blocks``: take the hit blocks (a state hit is already nulls
         before its one block, the entries ``get_num_skipped_tokens`` skips); a hit ending
-        inside a block marks it for copy-on-write before the request writes there."""
+        inside its last block marks it for copy-on-write before the request writes there."""
         self.pool.touch(hit)
         self.req_blocks[rid] = list(hit)
-        self.num_cached[rid] = len(hit)
+        self.num_cached[rid] = len(hit) - bool(hit_tokens % self.block)
         if hit and hit_tokens % self.block:
-            idx = hit_tokens // self.block
-            self.partial_hit[rid] = (idx, hit[-1])
-            self.num_cached[rid] = idx
+            self.partial_hit[rid] = (len(hit) - 1, hit[-1])
 
     def cow(self, rid: str, idx: int, src: Block, dst: Block) -> None:
         """``_apply_cow``: the request writes into a private copy; both ends stay referenced

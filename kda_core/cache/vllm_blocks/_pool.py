@@ -3,8 +3,7 @@
 ``hash_block_tokens``): equal physical blocks shared by both groups, block 0 the null block; a
 key is a prefix's chained hash at a hash-unit boundary plus the group id (a block has a
 primary key and maybe more; one key may name several blocks, the first answers). Hashes are
-interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide.
-"""
+interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide."""
 
 from __future__ import annotations
 
@@ -72,13 +71,11 @@ class BlockPool:
         self.evictions = 0
         self.log: list[tuple[int, int, int]] = []  # keys added: (group, tokens, block id)
 
-    # lookup -----------------------------------------------------------------------------
     def get_cached(self, chain_id: int, group: int) -> Block | None:
         """``get_cached_block`` for one group: the first block inserted under the key."""
         blocks = self.cached.get((chain_id, group))
         return next(iter(blocks.values())) if blocks else None
 
-    # keys -------------------------------------------------------------------------------
     def key_block(self, block: Block, key: Key, tokens: int) -> None:
         """Key ``block`` as holding the prefix of ``tokens`` tokens (``cache_full_blocks``,
         ``cache_partial_block``, ``_insert_block_hash``): the first key becomes primary, later
@@ -97,17 +94,14 @@ class BlockPool:
 
     def remove_keys(self, block: Block) -> list[Key]:
         """``_remove_cached_block_hashes``: drop every key of ``block``; return them."""
-        keys = [block.key] if block.key is not None else []
-        keys.extend(self.extra_keys.pop(block.block_id, ()))
-        removed = []
+        keys = self.keys_of(block)
+        self.extra_keys.pop(block.block_id, None)
         for key in keys:
-            blocks = self.cached.get(key)
-            if blocks is not None and blocks.pop(block.block_id, None) is not None:
-                removed.append(key)
-                if not blocks:
-                    del self.cached[key]
+            del self.cached[key][block.block_id]
+            if not self.cached[key]:
+                del self.cached[key]
         block.key = block.key_tokens = None
-        return removed
+        return keys
 
     def move_keys(self, src: Block, dst: Block) -> None:
         """``move_block_hashes``: re-point every key of ``src`` at ``dst`` (a CoW copy)."""
@@ -117,7 +111,6 @@ class BlockPool:
             assert tokens is not None, "a keyed block has a token count"
             self.key_block(dst, key, tokens)
 
-    # allocation -------------------------------------------------------------------------
     def get_new_blocks(self, n: int) -> list[Block]:
         """``get_new_blocks``: pop ``n`` blocks off the free queue's front, evicting keys."""
         if n > len(self.free):

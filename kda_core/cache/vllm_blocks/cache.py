@@ -2,8 +2,7 @@
 plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
 ``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
 API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
-it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table").
-"""
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table")."""
 
 from __future__ import annotations
 
