@@ -57,7 +57,7 @@ class _Group:
         their block-end hashes, under the retention mask (``reach``: the reachable
         boundaries, ``MambaManager.reachable_block_mask``)."""
         first = self.num_cached.get(rid, 0)
-        end = min(tokens, len(hashes) * self.pool.unit) // self.block
+        end = tokens // self.block
         if first >= end:
             return
         B, view = self.block, self.view(hashes)
@@ -122,17 +122,14 @@ class KVGroup(_Group):
         table.extend(blocks)
         return new + blocks
 
-    def cache(self, rid: str, hashes: Sequence[int], prompt: int, tokens: int) -> None:
+    def cache(self, rid: str, hashes: Sequence[int], tail: int, tokens: int) -> None:
         """``FullAttentionManager.cache_blocks``: full blocks, then the prompt's last hash
-        boundary as a partial key on the block holding it (``_cache_partial_tail_block``)."""
+        boundary ``tail`` as a partial key on the block holding it
+        (``_cache_partial_tail_block``)."""
         self.cache_full(rid, hashes, tokens, ())
-        u = self.pool.unit
-        boundary = min((prompt - 1) // u, len(hashes)) * u
-        if boundary == 0 or boundary > tokens or boundary % self.block == 0:
-            return
-        table, idx = self.req_blocks[rid], boundary // self.block
-        if idx < len(table):
-            self.pool.key_block(table[idx], (hashes[boundary // u - 1], self.group_id), boundary)
+        if 0 < tail <= tokens and tail % self.block:
+            key = (hashes[tail // self.pool.unit - 1], self.group_id)
+            self.pool.key_block(self.req_blocks[rid][tail // self.block], key, tail)
 
 
 class StateGroup(_Group):
@@ -217,26 +214,22 @@ class StateGroup(_Group):
         self.allocated.add(rid)
         return out + new
 
-    def cache(
-        self, rid: str, hashes: Sequence[int], prompt: int, tokens: int, reach: tuple
-    ) -> None:
+    def cache(self, rid: str, hashes: Sequence[int], tail: int, tokens: int, reach: tuple) -> None:
         """``MambaManager.cache_blocks``: full blocks (under the retention mask), then
         ``_cache_partial_tail_block``: when a chunk ends exactly at the prompt's last hash
-        boundary (``get_mamba_prefill_checkpoint_position``), the running block gets that
-        key, and the next allocation moves the key to a copy before the state moves on. The
-        keys go into ``this_step``: another request's hit on them waits a step (the state is
-        not computed before this step's forward)."""
+        boundary ``tail`` (``get_mamba_prefill_checkpoint_position``), the running block gets
+        that key, and the next allocation moves the key to a copy before the state moves on.
+        The keys go into ``this_step``: another request's hit on them waits a step (the state
+        is not computed before this step's forward)."""
         logged = len(self.pool.log)
         self.cache_full(rid, hashes, tokens, reach)
-        u, B = self.pool.unit, self.block
-        table, idx = self.req_blocks.get(rid, []), -(-tokens // B) - 1
-        if tokens > 0 and tokens == (prompt - 1) // u * u and idx < len(table):
-            src = table[idx]
-            if not src.is_null and src.key_tokens != tokens:
-                self.pool.key_block(src, (hashes[tokens // u - 1], self.group_id), tokens)
-                if tokens % B:
-                    self.partial_hit[rid] = (idx, src)
-                    self.num_cached[rid] = idx
+        idx = -(-tokens // self.block) - 1
+        src = self.req_blocks[rid][idx]
+        if 0 < tokens == tail and not src.is_null and src.key_tokens != tokens:
+            self.pool.key_block(src, (hashes[tail // self.pool.unit - 1], self.group_id), tail)
+            if tokens % self.block:
+                self.partial_hit[rid] = (idx, src)
+                self.num_cached[rid] = idx
         self.this_step.update(self.pool.blocks[i].key for g, _, i in self.pool.log[logged:] if g)
 
     def pop(self, rid: str) -> list[Block]:

@@ -216,9 +216,10 @@ class VLLMBlockCache:
         new_kv, new_state = kv.allocate(rid, end), state.allocate(rid, end)
         B = self.block_size
         cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
-        kv.cache(rid, req.hashes, req.prompt_len, cacheable)
+        tail = (req.prompt_len - 1) // self.unit * self.unit  # the last hash boundary before P
+        kv.cache(rid, req.hashes, tail, cacheable)
         reach = (req.prompt_len - 1, junction)  # reachable_block_mask's boundaries
-        state.cache(rid, req.hashes, req.prompt_len, cacheable, reach)
+        state.cache(rid, req.hashes, tail, cacheable, reach)
         return tuple(b.block_id for b in new_kv), tuple(b.block_id for b in new_state)
 
     def _release_copies(self) -> tuple[tuple[int, int], ...]:
