@@ -185,9 +185,7 @@ class BlockPool:
         for key, held in self.cached.items():
             for bid, blk in held.items():
                 if blk.key != key and key not in self.extra_keys.get(bid, ()):
-                    raise AssertionError(
-                        f"vllm blocks: key {key} names block {bid}, which lacks it"
-                    )
+                    raise AssertionError(f"vllm blocks: block {bid} lacks its key {key}")
 
     def snapshot(self, depth: list[int], block_size: int, tables: dict) -> PoolSnapshot:
         """The pool as plain data (``depth[chain id]``: hash units in that prefix)."""

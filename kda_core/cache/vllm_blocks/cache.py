@@ -95,8 +95,7 @@ class VLLMBlockCache:
                 raise ValueError(f"retention must be a multiple of block_size={B}")
         self.block_size, self.unit, self.retention = B, u, retention
         self.fine = u < B  # partial_hash_hits_enabled
-        chunk = max_num_batched_tokens
-        self.chunk = check_int("max_num_batched_tokens", chunk, 1, _MAX_TOKENS)
+        self.chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, _MAX_TOKENS)
         self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
         self.chain = HashChain(u)
         self.kv = KVGroup(self.pool, 0, B, None)
