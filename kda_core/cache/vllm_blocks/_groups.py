@@ -194,8 +194,7 @@ class StateGroup(_Group):
         was_allocated = rid in self.allocated
         if prev > 0:
             self.last_state[rid] = prev - 1
-        if prev < required - 1:
-            table.extend([self.pool.null] * (required - 1 - prev))
+        table.extend([self.pool.null] * (required - 1 - prev))  # none when negative
         n = max(required - len(table), 0) + (partial is not None)
         new = self.pool.get_new_blocks(n)
         out = table[prev:]

@@ -58,16 +58,14 @@ class _Handle(CacheHandle):
 
 
 class VLLMBlockCache:
-    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), a ``PrefixCache``.
-
-    block_size: tokens per block, MLA KV pages and KDA state blocks alike (vLLM: ``block_size``
-    = ``mamba_block_size`` in align mode); prefix_match_unit: tokens per prefix hash
-    (``--prefix-match-unit``; None = block_size, no fine-grained hits; divides block_size);
-    num_blocks: physical blocks in the shared pool, block 0 the null block;
-    max_num_batched_tokens: the chunk budget; retention: ``prefix_cache_retention_interval``
-    (None dense, 0, or a multiple of block_size); mamba_cache_mode: only "align" (vLLM 0.33
-    caches KDA/Mamba prefixes in no other mode: ``MambaManager.__init__`` asserts it).
-    """
+    """vLLM 0.33's block table (the module docstring). block_size: tokens per block, MLA KV
+    pages and KDA state blocks alike (vLLM: ``block_size`` = ``mamba_block_size`` in align
+    mode); prefix_match_unit: tokens per prefix hash (``--prefix-match-unit``; None =
+    block_size, no fine-grained hits; divides block_size); num_blocks: physical blocks in the
+    shared pool, block 0 the null block; max_num_batched_tokens: the chunk budget; retention:
+    ``prefix_cache_retention_interval`` (None dense, 0, or a multiple of block_size);
+    mamba_cache_mode: only "align" (vLLM 0.33 caches KDA/Mamba prefixes in no other mode:
+    ``MambaManager.__init__`` asserts it)."""
 
     def __init__(
         self,
@@ -133,8 +131,7 @@ class VLLMBlockCache:
         if not isinstance(request_id, str) or request_id in self._reqs:
             raise ValueError(f"request_id must be a new str, got {request_id!r}")
         toks = _check_tokens(prompt, "prompt")
-        hashes = self.chain.extend([], toks)
-        self._reqs[request_id] = _Request(request_id, toks, hashes, len(toks))
+        self._reqs[request_id] = _Request(request_id, toks, self.chain.extend([], toks), len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
