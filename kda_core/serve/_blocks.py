@@ -32,7 +32,6 @@ class BlockLifecycle(Lifecycle):
         self.blocks: VLLMBlockCache = self.cache
         self.kv: dict[int, np.ndarray] = {}  # block id -> [B, n_mla, C] latent KV rows
         self.states: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # id -> (pos, S, conv)
-        self.rows: list[BlockStepRow] = []  # this serve's steps, request by request
         self.reserved: dict[RequestState, int] = {}
         self.running: dict[RequestState, tuple[Step, int | None]] = {}  # this step's chunk
 
@@ -47,9 +46,6 @@ class BlockLifecycle(Lifecycle):
     # -- admit -----------------------------------------------------------------------------
     def match(self, r: RequestState) -> None:
         return None  # the block table looks the prompt up at the request's first step
-
-    def unmatch(self, m: object) -> None:
-        pass
 
     def make_room(self, r: RequestState) -> bool:
         usable = len(self.blocks.pool.blocks) - 1  # the null block holds nothing

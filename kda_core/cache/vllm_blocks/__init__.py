@@ -4,12 +4,6 @@ blocks from one pool), fine-grained partial hits in align mode. docs/policies.md
 table"); checked against vLLM's ``KVCacheManager`` by tests/real/test_vllm_blocks.py."""
 
 from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, Step
-from kda_core.cache.vllm_blocks.cache import MAX_TOKENS, VLLMBlockCache
+from kda_core.cache.vllm_blocks.cache import VLLMBlockCache
 
-__all__ = [
-    "MAX_TOKENS",
-    "BlockHit",
-    "PoolSnapshot",
-    "Step",
-    "VLLMBlockCache",
-]
+__all__ = ["BlockHit", "PoolSnapshot", "Step", "VLLMBlockCache"]

@@ -3,31 +3,26 @@
 (MLA KV pages: the entry at index ``i`` holds tokens ``[iB, (i+1)B)``) and ``StateGroup`` is
 ``MambaManager`` (ONE state per entry, after some boundary in ``(iB, (i+1)B]`` its key records;
 earlier entries nulled as the request moves on, ``remove_skipped_blocks``). One block size for
-both (``Platform._align_hybrid_block_size``), hashes every ``u`` tokens; no EAGLE, DCP or KV
-connector, synchronous scheduling.
-"""
+both (``Platform._align_hybrid_block_size``), hashes every ``u`` tokens (``u == B``: no
+fine-grained hits); no EAGLE, DCP or KV connector, synchronous scheduling."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kda_core.cache.policy.vllm import reachable_mask
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool
 
 
-def checkpoint_position(num_tokens: int, unit: int) -> int:
-    """``get_mamba_prefill_checkpoint_position`` (no EAGLE, no lookahead): the last ``unit``
-    boundary strictly before ``num_tokens`` (one token is left to compute the logits)."""
-    return max((num_tokens - 1) // unit * unit, 0)
-
-
 class _Group:
-    """State shared by both managers (``SingleTypeKVCacheManager``)."""
+    """State shared by both managers (``SingleTypeKVCacheManager``); ``retention``:
+    ``prefix_cache_retention_interval`` (None: dense)."""
 
-    def __init__(self, pool: BlockPool, group_id: int, block: int, fine: bool) -> None:
+    def __init__(self, pool: BlockPool, group_id: int, block: int, retention: int | None) -> None:
         self.pool = pool
         self.group_id = group_id
         self.block = block
-        self.fine = fine  # fine-grained (hash-unit) hits are on
+        self.retention = retention
         self.req_blocks: dict[str, list[Block]] = {}
         self.num_cached: dict[str, int] = {}
         self.partial_hit: dict[str, tuple[int, Block]] = {}
@@ -39,21 +34,14 @@ class _Group:
         return [hashes[(i + 1) * s - 1] for i in range(len(hashes) // s)]
 
     def add_hit(self, rid: str, hit: list[Block], hit_tokens: int) -> None:
-        """``add_local_computed_blocks``: take the hit blocks; a hit ending inside a block
-        marks it for copy-on-write before the request writes there."""
-        skipped = max(self.skipped_tokens(hit_tokens) // self.block, 0)
-        taken = hit[skipped:]
-        self.pool.touch(taken)
-        table = [self.pool.null] * skipped + taken
-        self.req_blocks[rid] = table
-        self.num_cached[rid] = len(table)
-        if taken and hit_tokens % self.block:
-            idx = hit_tokens // self.block
-            self.partial_hit[rid] = (idx, taken[-1])
-            self.num_cached[rid] = idx
-
-    def skipped_tokens(self, computed: int) -> int:
-        return 0
+        """``add_local_computed_blocks``: take the hit blocks (a state hit is already nulls
+        before its one block, the entries ``get_num_skipped_tokens`` skips); a hit ending
+        inside its last block marks it for copy-on-write before the request writes there."""
+        self.pool.touch(hit)
+        self.req_blocks[rid] = list(hit)
+        self.num_cached[rid] = len(hit) - bool(hit_tokens % self.block)
+        if hit and hit_tokens % self.block:
+            self.partial_hit[rid] = (len(hit) - 1, hit[-1])
 
     def cow(self, rid: str, idx: int, src: Block, dst: Block) -> None:
         """``_apply_cow``: the request writes into a private copy; both ends stay referenced
@@ -64,16 +52,21 @@ class _Group:
         self.copies.append((src, dst))
         dst.ref_cnt += 1
 
-    def cache_full(self, rid: str, hashes: Sequence[int], tokens: int, mask_fn) -> None:
-        """``SingleTypeKVCacheManager.cache_blocks``: key the newly full blocks."""
+    def cache_full(self, rid: str, hashes: Sequence[int], tokens: int, reach: tuple) -> None:
+        """``cache_blocks`` -> ``BlockPool.cache_full_blocks``: key the newly full blocks with
+        their block-end hashes, under the retention mask (``reach``: the reachable
+        boundaries, ``MambaManager.reachable_block_mask``)."""
         first = self.num_cached.get(rid, 0)
-        end = min(tokens, len(hashes) * self.pool.unit) // self.block
+        end = tokens // self.block
         if first >= end:
             return
-        mask = mask_fn(first, end)
-        table = self.req_blocks[rid]
-        view = self.view(hashes)
-        self.pool.cache_full_blocks(table, view, first, end, self.block, self.group_id, mask)
+        B, view = self.block, self.view(hashes)
+        mask = None
+        if self.retention is not None:
+            mask = reachable_mask(first, end, B, self.pool.unit, self.retention, reach)
+        for i, blk in enumerate(self.req_blocks[rid][first:end], first):
+            if not blk.is_null and (mask is None or mask[i - first]):
+                self.pool.key_block(blk, (view[i], self.group_id), (i + 1) * B)
         self.num_cached[rid] = end
 
     def blocks(self) -> tuple[set[int], set[int]]:
@@ -84,22 +77,18 @@ class _Group:
         return held, keyed - held
 
     def pop(self, rid: str) -> list[Block]:
-        """``pop_blocks_for_free`` (leading nulls trimmed)."""
-        table = self.req_blocks.pop(rid, [])
+        """``pop_blocks_for_free`` (null blocks included: the pool skips them)."""
         self.num_cached.pop(rid, None)
         self.partial_hit.pop(rid, None)
-        n = 0
-        while n < len(table) and table[n].is_null:
-            n += 1
-        return table[n:]
+        return self.req_blocks.pop(rid, [])
 
 
 class KVGroup(_Group):
     """``FullAttentionManager``: KV pages, hits from the left, a registered prompt tail."""
 
     def find(self, hashes: Sequence[int], max_len: int) -> tuple[list[Block], int]:
-        """``find_longest_cache_hit``: whole cached blocks from the start, then (fine) the
-        longest keyed hash boundary inside the first block that is not whole."""
+        """``find_longest_cache_hit``: whole cached blocks from the start, then the longest
+        keyed hash boundary inside the first block that is not whole."""
         B, u, g = self.block, self.pool.unit, self.group_id
         hit: list[Block] = []
         for chain in self.view(hashes)[: max_len // B]:
@@ -107,26 +96,18 @@ class KVGroup(_Group):
             if blk is None:
                 break
             hit.append(blk)
-        length = len(hit) * B
-        if self.fine:
-            s = B // u
-            lo = len(hit) * s
-            hi = min(lo + s - 1, max_len // u, len(hashes))
-            for fine in range(hi - 1, lo - 1, -1):
-                blk = self.pool.get_cached(hashes[fine], g)
-                if blk is not None:
-                    hit.append(blk)
-                    length = (fine + 1) * u
-                    break
-        return hit, length
+        lo = len(hit) * B // u
+        for fine in range(min(lo + B // u - 1, max_len // u, len(hashes)) - 1, lo - 1, -1):
+            blk = self.pool.get_cached(hashes[fine], g)
+            if blk is not None:
+                return hit + [blk], (fine + 1) * u
+        return hit, len(hit) * B
 
     def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
         """``get_num_blocks_to_allocate``: blocks this step would take."""
-        required = -(-num_tokens // self.block)
         have = len(self.req_blocks.get(rid, ()))
-        if rid in self.num_cached:
-            return max(required - have, 0)
-        new = max(required - len(hit) - have, 0) + bool(hit and local % self.block)
+        new = max(-(-num_tokens // self.block) - len(hit) - have, 0)
+        new += bool(hit and local % self.block)
         return new + sum(b.ref_cnt == 0 and not b.is_null for b in hit)
 
     def allocate(self, rid: str, num_tokens: int) -> list[Block]:
@@ -134,63 +115,42 @@ class KVGroup(_Group):
         new: list[Block] = []
         if rid in self.partial_hit:
             idx, src = self.partial_hit.pop(rid)
-            dst = self.pool.get_new_blocks(1)[0]
-            self.cow(rid, idx, src, dst)
-            new.append(dst)
+            new = self.pool.get_new_blocks(1)
+            self.cow(rid, idx, src, new[0])
         table = self.req_blocks.setdefault(rid, [])
-        n = -(-num_tokens // self.block) - len(table)
-        if n > 0:
-            blocks = self.pool.get_new_blocks(n)
-            table.extend(blocks)
-            new.extend(blocks)
-        return new
+        blocks = self.pool.get_new_blocks(max(-(-num_tokens // self.block) - len(table), 0))
+        table.extend(blocks)
+        return new + blocks
 
-    def cache(self, rid: str, hashes: Sequence[int], prompt: int, tokens: int) -> None:
+    def cache(self, rid: str, hashes: Sequence[int], tail: int, tokens: int) -> None:
         """``FullAttentionManager.cache_blocks``: full blocks, then the prompt's last hash
-        boundary as a partial key on the block holding it (``_cache_partial_tail_block``)."""
-        self.cache_full(rid, hashes, tokens, lambda a, b: None)
-        u = self.pool.unit
-        if self.block == u:
-            return
-        boundary = min((prompt - 1) // u, len(hashes)) * u
-        if boundary == 0 or boundary > tokens or boundary % self.block == 0:
-            return
-        table = self.req_blocks[rid]
-        idx = boundary // self.block
-        if idx < len(table):
-            self.pool.cache_partial_block(hashes, table[idx], boundary, self.group_id)
+        boundary ``tail`` as a partial key on the block holding it
+        (``_cache_partial_tail_block``)."""
+        self.cache_full(rid, hashes, tokens, ())
+        if 0 < tail <= tokens and tail % self.block:
+            key = (hashes[tail // self.pool.unit - 1], self.group_id)
+            self.pool.key_block(self.req_blocks[rid][tail // self.block], key, tail)
 
 
 class StateGroup(_Group):
     """``MambaManager`` in align mode: one state per table entry, the latest only."""
 
-    def __init__(self, pool: BlockPool, group_id: int, block: int, fine: bool) -> None:
-        super().__init__(pool, group_id, block, fine)
+    def __init__(self, pool: BlockPool, group_id: int, block: int, retention: int | None) -> None:
+        super().__init__(pool, group_id, block, retention)
         self.this_step: set = set()  # keys cached since the step began (cached_blocks_this_step)
         self.last_state: dict[str, int] = {}
         self.retired: dict[str, int] = {}
         self.allocated: set[str] = set()
 
-    def skipped_tokens(self, computed: int) -> int:
-        """``get_num_skipped_tokens``: only the state after the last token is needed."""
-        return computed - 1
-
     def find(self, hashes: Sequence[int], max_len: int) -> tuple[list[Block], int]:
-        """``find_longest_cache_hit``: the longest keyed boundary, right to left, at hash
-        units when fine-grained (``alignment_tokens < block_size``), else at block ends;
-        the hit block sits at table index ``(hit - u) // B`` behind null blocks."""
-        B, u, g = self.block, self.pool.unit, self.group_id
-        if self.fine:
-            for fine in range(min(max_len // u, len(hashes)) - 1, -1, -1):
-                blk = self.pool.get_cached(hashes[fine], g)
-                if blk is not None:
-                    return [self.pool.null] * (fine // (B // u)) + [blk], (fine + 1) * u
-            return [], 0
-        view = self.view(hashes)
-        for i in range(max_len // B - 1, -1, -1):
-            blk = self.pool.get_cached(view[i], g)
+        """``find_longest_cache_hit``: the longest keyed hash boundary, right to left (hash
+        units when fine-grained, else block ends); the hit block sits at table index
+        ``(hit - u) // B`` behind null blocks."""
+        u = self.pool.unit
+        for fine in range(min(max_len // u, len(hashes)) - 1, -1, -1):
+            blk = self.pool.get_cached(hashes[fine], self.group_id)
             if blk is not None:
-                return [self.pool.null] * i + [blk], (i + 1) * B
+                return [self.pool.null] * (fine * u // self.block) + [blk], (fine + 1) * u
         return [], 0
 
     def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
@@ -204,25 +164,20 @@ class StateGroup(_Group):
         return new + sum(b.ref_cnt == 0 and not b.is_null for b in hit)
 
     def remove_skipped(self, rid: str, processed: int) -> None:
-        """``remove_skipped_blocks``: free every state block before the running one."""
-        if processed - 1 > 0:
-            table = self.req_blocks.setdefault(rid, [])
-            last = min((processed - 1) // self.block, len(table))
-            first = self.retired.get(rid, 0)
-            if first < last:
-                freed = []
-                for i in range(last - 1, first - 1, -1):
-                    if not table[i].is_null:
-                        freed.append(table[i])
-                        table[i] = self.pool.null
-                self.pool.free_blocks(freed)
-                self.retired[rid] = last
+        """``remove_skipped_blocks``: null every state block before the running one (tail
+        first; ``_remove_blocks_in_range``) and the one allocated two steps ago
+        (``last_state_block_idx``); the pool skips the null ones."""
+        table = self.req_blocks.setdefault(rid, [])
+        first = self.retired.get(rid, 0)
+        last = min(max(processed - 1, 0) // self.block, len(table))
+        if first < last:
+            self.pool.free_blocks(reversed(table[first:last]))
+            table[first:last] = [self.pool.null] * (last - first)
+            self.retired[rid] = last
         idx = self.last_state.get(rid)
         if idx is not None and idx < -(-processed // self.block) - 1:
-            table = self.req_blocks.setdefault(rid, [])
-            if not table[idx].is_null:
-                self.pool.free_blocks([table[idx]])
-                table[idx] = self.pool.null
+            self.pool.free_blocks([table[idx]])
+            table[idx] = self.pool.null
 
     def allocate(self, rid: str, num_tokens: int) -> list[Block]:
         """``allocate_new_blocks`` (align): nulls up to the running entry, one new block
@@ -239,8 +194,7 @@ class StateGroup(_Group):
         was_allocated = rid in self.allocated
         if prev > 0:
             self.last_state[rid] = prev - 1
-        if prev < required - 1:
-            table.extend([self.pool.null] * (required - 1 - prev))
+        table.extend([self.pool.null] * (required - 1 - prev))  # none when negative
         n = max(required - len(table), 0) + (partial is not None)
         new = self.pool.get_new_blocks(n)
         out = table[prev:]
@@ -259,38 +213,23 @@ class StateGroup(_Group):
         self.allocated.add(rid)
         return out + new
 
-    def cache(
-        self,
-        rid: str,
-        hashes: Sequence[int],
-        prompt: int,
-        tokens: int,
-        mask_fn,
-    ) -> None:
-        """``MambaManager.cache_blocks``: full blocks (under the retention mask), then the
-        prompt's last hash boundary when a chunk ends exactly there
-        (``_cache_partial_tail_block``): the running block gets that key, and the next
-        allocation moves the key to a copy before the state moves on. The keys go into
-        ``this_step``: another request's hit on them waits a step (the state is not computed
-        before this step's forward)."""
+    def cache(self, rid: str, hashes: Sequence[int], tail: int, tokens: int, reach: tuple) -> None:
+        """``MambaManager.cache_blocks``: full blocks (under the retention mask), then
+        ``_cache_partial_tail_block``: when a chunk ends exactly at the prompt's last hash
+        boundary ``tail`` (``get_mamba_prefill_checkpoint_position``), the running block gets
+        that key, and the next allocation moves the key to a copy before the state moves on.
+        The keys go into ``this_step``: another request's hit on them waits a step (the state
+        is not computed before this step's forward)."""
         logged = len(self.pool.log)
-        self.cache_full(rid, hashes, tokens, mask_fn)
-        self._cache_tail(rid, hashes, prompt, tokens)
+        self.cache_full(rid, hashes, tokens, reach)
+        idx = -(-tokens // self.block) - 1
+        src = self.req_blocks[rid][idx]
+        if 0 < tokens == tail and not src.is_null and src.key_tokens != tokens:
+            self.pool.key_block(src, (hashes[tail // self.pool.unit - 1], self.group_id), tail)
+            if tokens % self.block:
+                self.partial_hit[rid] = (idx, src)
+                self.num_cached[rid] = idx
         self.this_step.update(self.pool.blocks[i].key for g, _, i in self.pool.log[logged:] if g)
-
-    def _cache_tail(self, rid: str, hashes: Sequence[int], prompt: int, tokens: int) -> None:
-        u, B = self.pool.unit, self.block
-        if tokens <= 0 or tokens % u or tokens != checkpoint_position(prompt, u):
-            return
-        table = self.req_blocks.get(rid, [])
-        idx = -(-tokens // B) - 1
-        if idx >= len(table) or table[idx].is_null or table[idx].key_tokens == tokens:
-            return
-        src = table[idx]
-        key = self.pool.cache_partial_block(hashes, src, tokens, self.group_id)
-        if key is not None and tokens % B:
-            self.partial_hit[rid] = (idx, src)
-            self.num_cached[rid] = idx
 
     def pop(self, rid: str) -> list[Block]:
         self.allocated.discard(rid)

@@ -3,13 +3,13 @@
 ``hash_block_tokens``): equal physical blocks shared by both groups, block 0 the null block; a
 key is a prefix's chained hash at a hash-unit boundary plus the group id (a block has a
 primary key and maybe more; one key may name several blocks, the first answers). Hashes are
-interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide.
-"""
+interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from kda_core.cache.vllm_blocks._records import PhysicalBlock, PoolSnapshot, PrefixEntry
 
@@ -25,46 +25,36 @@ class HashChain:
         self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self.depth: list[int] = [0]  # depth[chain id] = hash units in that prefix
 
-    def extend(self, hashes: list[int], tokens: Sequence[int]) -> None:
-        """Append the hashes of every full unit of ``tokens`` not yet in ``hashes``
-        (``get_request_block_hasher``: only full units are hashed)."""
+    def extend(self, hashes: list[int], tokens: Sequence[int], intern: bool = True) -> list[int]:
+        """Append the hashes of ``tokens``' full units past ``hashes`` (only full units are
+        hashed: ``get_request_block_hasher``). ``intern=False``: intern nothing, stop at the
+        first unit never seen (no key can exist past it)."""
         u = self.unit
         for start in range(len(hashes) * u, len(tokens) - u + 1, u):
-            parent = hashes[-1] if hashes else 0
-            item = (parent, tuple(tokens[start : start + u]))
+            item = (hashes[-1] if hashes else 0, tuple(tokens[start : start + u]))
             chain = self._ids.get(item)
             if chain is None:
+                if not intern:
+                    break
                 chain = self._ids[item] = len(self.depth)
                 self.depth.append(len(hashes) + 1)
             hashes.append(chain)
+        return hashes
 
     def peek(self, tokens: Sequence[int]) -> list[int]:
-        """The known hashes of ``tokens``' full units, stopping at the first unit never seen
-        (no key can exist past it); interns nothing."""
-        out: list[int] = []
-        u = self.unit
-        for start in range(0, len(tokens) - u + 1, u):
-            chain = self._ids.get((out[-1] if out else 0, tuple(tokens[start : start + u])))
-            if chain is None:
-                break
-            out.append(chain)
-        return out
+        """The known hashes of ``tokens`` (``extend`` interning nothing)."""
+        return self.extend([], tokens, intern=False)
 
 
+@dataclass(slots=True, eq=False)
 class Block:
     """One physical block (``KVCacheBlock``): id, references, primary key and its tokens."""
 
-    __slots__ = ("block_id", "ref_cnt", "key", "key_tokens", "is_null")
-
-    def __init__(self, block_id: int) -> None:
-        self.block_id = block_id
-        self.ref_cnt = 0
-        self.key: Key | None = None
-        self.key_tokens: int | None = None
-        self.is_null = False
-
-    def __repr__(self) -> str:
-        return f"Block({self.block_id}, ref={self.ref_cnt}, tokens={self.key_tokens})"
+    block_id: int
+    ref_cnt: int = 0
+    key: Key | None = None
+    key_tokens: int | None = None
+    is_null: bool = False
 
 
 class BlockPool:
@@ -73,29 +63,28 @@ class BlockPool:
     def __init__(self, num_blocks: int, unit: int) -> None:
         self.unit = unit
         self.blocks = [Block(i) for i in range(num_blocks)]
-        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
         self.cached: dict[Key, dict[int, Block]] = {}
         self.extra_keys: dict[int, set[Key]] = {}
         self.null = self.blocks[0]
-        self.free.popitem(last=False)
         self.null.is_null = True
         self.evictions = 0
         self.log: list[tuple[int, int, int]] = []  # keys added: (group, tokens, block id)
 
-    # lookup -----------------------------------------------------------------------------
     def get_cached(self, chain_id: int, group: int) -> Block | None:
         """``get_cached_block`` for one group: the first block inserted under the key."""
         blocks = self.cached.get((chain_id, group))
         return next(iter(blocks.values())) if blocks else None
 
-    def _contains(self, key: Key, block: Block) -> bool:
-        return block.block_id in self.cached.get(key, ())
-
-    # keys -------------------------------------------------------------------------------
-    def _insert_key(self, key: Key, block: Block, tokens: int) -> None:
-        """``_insert_block_hash``: the first key becomes primary, later ones extra."""
-        if block.key == key or self._contains(key, block):
+    def key_block(self, block: Block, key: Key, tokens: int) -> None:
+        """Key ``block`` as holding the prefix of ``tokens`` tokens (``cache_full_blocks``,
+        ``cache_partial_block``, ``_insert_block_hash``): the first key becomes primary, later
+        ones extra; a block keyed at fewer tokens loses its old keys first (its contents
+        moved on)."""
+        if block.block_id in self.cached.get(key, ()):
             return
+        if block.key_tokens is not None and block.key_tokens < tokens:
+            self.remove_keys(block)
         if block.key is None:
             block.key, block.key_tokens = key, tokens
         else:
@@ -105,53 +94,14 @@ class BlockPool:
 
     def remove_keys(self, block: Block) -> list[Key]:
         """``_remove_cached_block_hashes``: drop every key of ``block``; return them."""
-        keys = [block.key] if block.key is not None else []
-        keys.extend(self.extra_keys.pop(block.block_id, ()))
-        removed = []
+        keys = self.keys_of(block)
+        self.extra_keys.pop(block.block_id, None)
         for key in keys:
-            blocks = self.cached.get(key)
-            if blocks is not None and blocks.pop(block.block_id, None) is not None:
-                removed.append(key)
-                if not blocks:
-                    del self.cached[key]
+            del self.cached[key][block.block_id]
+            if not self.cached[key]:
+                del self.cached[key]
         block.key = block.key_tokens = None
-        return removed
-
-    def cache_full_blocks(
-        self,
-        blocks: list[Block],
-        view: Sequence[int],
-        first: int,
-        end: int,
-        size: int,
-        group: int,
-        mask: list[bool] | None,
-    ) -> None:
-        """``cache_full_blocks``: key blocks ``[first, end)`` with their block-size hashes;
-        a block keyed at a partial boundary is promoted (old keys dropped)."""
-        for i in range(first, end):
-            blk = blocks[i]
-            if blk.is_null or (mask is not None and not mask[i - first]):
-                continue
-            tokens = (i + 1) * size
-            if blk.key is not None:
-                assert blk.key_tokens is not None and blk.key_tokens < tokens, "promotion"
-                self.remove_keys(blk)
-            self._insert_key((view[i], group), blk, tokens)
-
-    def cache_partial_block(
-        self, hashes: Sequence[int], block: Block, tokens: int, group: int
-    ) -> Key | None:
-        """``cache_partial_block``: key ``block`` at a hash-unit boundary inside it; a block
-        keyed at fewer tokens loses its old keys first (its contents moved on)."""
-        if block.is_null:
-            return None
-        key = (hashes[tokens // self.unit - 1], group)
-        already = block.key == key or self._contains(key, block)
-        if not already and block.key_tokens is not None and block.key_tokens < tokens:
-            self.remove_keys(block)
-        self._insert_key(key, block, tokens)
-        return key
+        return keys
 
     def move_keys(self, src: Block, dst: Block) -> None:
         """``move_block_hashes``: re-point every key of ``src`` at ``dst`` (a CoW copy)."""
@@ -159,11 +109,7 @@ class BlockPool:
         tokens = src.key_tokens
         for key in self.remove_keys(src):
             assert tokens is not None, "a keyed block has a token count"
-            self._insert_key(key, dst, tokens)
-
-    # allocation -------------------------------------------------------------------------
-    def num_free(self) -> int:
-        return len(self.free)
+            self.key_block(dst, key, tokens)
 
     def get_new_blocks(self, n: int) -> list[Block]:
         """``get_new_blocks``: pop ``n`` blocks off the free queue's front, evicting keys."""
@@ -239,9 +185,7 @@ class BlockPool:
         for key, held in self.cached.items():
             for bid, blk in held.items():
                 if blk.key != key and key not in self.extra_keys.get(bid, ()):
-                    raise AssertionError(
-                        f"vllm blocks: key {key} names block {bid}, which lacks it"
-                    )
+                    raise AssertionError(f"vllm blocks: block {bid} lacks its key {key}")
 
     def snapshot(self, depth: list[int], block_size: int, tables: dict) -> PoolSnapshot:
         """The pool as plain data (``depth[chain id]``: hash units in that prefix)."""

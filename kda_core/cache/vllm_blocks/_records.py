@@ -1,5 +1,5 @@
 """What the vLLM block model hands out: a hit, a scheduled step, a request's record, and a
-read-only snapshot of the pool (plain frozen dataclasses a view or the engine can use)."""
+snapshot of the pool, as frozen dataclasses."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class Step:
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """A request served from admission to its free: its hit and every step."""
+    """A request from admission to its free: its hit and every step."""
 
     request_id: str
     prompt_len: int
@@ -63,7 +63,7 @@ class PrefixEntry:
 @dataclass(frozen=True)
 class PhysicalBlock:
     """A physical block: references, its keys' token boundaries, its place in the free
-    queue (0 = evicted first; -1 when in use)."""
+    queue (0: evicted first; -1: in use)."""
 
     block_id: int
     ref_cnt: int

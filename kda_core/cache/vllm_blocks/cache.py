@@ -2,8 +2,7 @@
 plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
 ``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
 API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
-it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table").
-"""
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table")."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.policy.vllm import aligned_split
 from kda_core.cache.protocol import (
     CacheHandle,
     Evicted,
@@ -25,9 +24,9 @@ from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
 from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, RequestRecord, Step
 
-__all__ = ["MAX_TOKENS", "VLLMBlockCache"]
+__all__ = ["VLLMBlockCache"]
 
-MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
+_MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
 _MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
 
 
@@ -47,8 +46,8 @@ def _check_tokens(tokens: Any, name: str) -> list[int]:
         out = list(tokens)
     except TypeError:
         raise ValueError(f"{name} must be a sequence of token ids") from None
-    if not 1 <= len(out) <= MAX_TOKENS:
-        raise ValueError(f"{name} must hold 1 to {MAX_TOKENS} tokens, got {len(out)}")
+    if not 1 <= len(out) <= _MAX_TOKENS:
+        raise ValueError(f"{name} must hold 1 to {_MAX_TOKENS} tokens, got {len(out)}")
     return [check_int(f"{name}[{i}]", t, 0) for i, t in enumerate(out)]
 
 
@@ -59,16 +58,14 @@ class _Handle(CacheHandle):
 
 
 class VLLMBlockCache:
-    """vLLM 0.33's block-level prefix cache of a KDA hybrid (align mode), a ``PrefixCache``.
-
-    block_size: tokens per block, MLA KV pages and KDA state blocks alike (vLLM: ``block_size``
-    = ``mamba_block_size`` in align mode); prefix_match_unit: tokens per prefix hash
-    (``--prefix-match-unit``; None = block_size, no fine-grained hits; divides block_size);
-    num_blocks: physical blocks in the shared pool, block 0 the null block;
-    max_num_batched_tokens: the chunk budget; retention: ``prefix_cache_retention_interval``
-    (None dense, 0, or a multiple of block_size); mamba_cache_mode: only "align" (vLLM 0.33
-    caches KDA/Mamba prefixes in no other mode: ``MambaManager.__init__`` asserts it).
-    """
+    """vLLM 0.33's block table (the module docstring). block_size: tokens per block, MLA KV
+    pages and KDA state blocks alike (vLLM: ``block_size`` = ``mamba_block_size`` in align
+    mode); prefix_match_unit: tokens per prefix hash (``--prefix-match-unit``; None =
+    block_size, no fine-grained hits; divides block_size); num_blocks: physical blocks in the
+    shared pool, block 0 the null block; max_num_batched_tokens: the chunk budget; retention:
+    ``prefix_cache_retention_interval`` (None dense, 0, or a multiple of block_size);
+    mamba_cache_mode: only "align" (vLLM 0.33 caches KDA/Mamba prefixes in no other mode:
+    ``MambaManager.__init__`` asserts it)."""
 
     def __init__(
         self,
@@ -85,23 +82,22 @@ class VLLMBlockCache:
                 f"mamba_cache_mode must be 'align' (vLLM 0.33 caches KDA/Mamba prefixes only "
                 f"in align mode, so no partial hits either), got {mamba_cache_mode!r}"
             )
-        B = check_int("block_size", block_size, 1, MAX_TOKENS)
+        B = check_int("block_size", block_size, 1, _MAX_TOKENS)
         u = B if prefix_match_unit is None else prefix_match_unit
         u = check_int("prefix_match_unit", u, 1, B)
         if B % u:
             raise ValueError(f"prefix_match_unit={u} must divide block_size={B}")
         if retention is not None:
-            retention = check_int("retention", retention, 0, MAX_TOKENS)
+            retention = check_int("retention", retention, 0, _MAX_TOKENS)
             if retention % B:
                 raise ValueError(f"retention must be a multiple of block_size={B}")
         self.block_size, self.unit, self.retention = B, u, retention
         self.fine = u < B  # partial_hash_hits_enabled
-        chunk = max_num_batched_tokens
-        self.chunk = check_int("max_num_batched_tokens", chunk, 1, MAX_TOKENS)
+        self.chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, _MAX_TOKENS)
         self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
         self.chain = HashChain(u)
-        self.kv = KVGroup(self.pool, 0, B, self.fine)
-        self.state = StateGroup(self.pool, 1, B, self.fine)
+        self.kv = KVGroup(self.pool, 0, B, None)
+        self.state = StateGroup(self.pool, 1, B, retention)
         self._reqs: dict[str, _Request] = {}
         self._served = 0
         self._locked: dict[int, int] = {}  # block id -> references held through handles
@@ -114,16 +110,20 @@ class VLLMBlockCache:
         state_blocks, hit = self.state.find(hashes, kv_len)
         return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
 
+    def _probe(self, tokens: Any) -> tuple[list[Block], list[Block], int, int]:
+        """``_find`` for a new request (``get_computed_blocks``: at most ``len(tokens) - 1``
+        tokens; the last one is recomputed for its logits)."""
+        toks = _check_tokens(tokens, "tokens")
+        return self._find(self.chain.peek(toks), len(toks) - 1)
+
     def _hit(self, kv: list[Block], st: list[Block], hit: int, kv_len: int) -> BlockHit:
         ids, state = tuple(b.block_id for b in kv), st[-1].block_id if st else None
         shared = kv_len if kv_len > hit else 0
         return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
-        """What a new request with these tokens would hit, read-only (``get_computed_blocks``:
-        at most ``len(tokens) - 1`` tokens; the last one is recomputed for its logits)."""
-        toks = _check_tokens(tokens, "tokens")
-        return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
+        """What a new request with these tokens would hit, read-only."""
+        return self._hit(*self._probe(tokens))
 
     # vLLM's request API ------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
@@ -131,9 +131,7 @@ class VLLMBlockCache:
         if not isinstance(request_id, str) or request_id in self._reqs:
             raise ValueError(f"request_id must be a new str, got {request_id!r}")
         toks = _check_tokens(prompt, "prompt")
-        hashes: list[int] = []
-        self.chain.extend(hashes, toks)
-        self._reqs[request_id] = _Request(request_id, toks, hashes, len(toks))
+        self._reqs[request_id] = _Request(request_id, toks, self.chain.extend([], toks), len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
@@ -144,8 +142,8 @@ class VLLMBlockCache:
     def append(self, request_id: str, token: int) -> None:
         """Feed back a decoded token (``Request.append_output_token_ids``)."""
         req = self._require_request(request_id)
-        if len(req.tokens) >= MAX_TOKENS:
-            raise ValueError(f"a request holds at most {MAX_TOKENS} tokens")
+        if len(req.tokens) >= _MAX_TOKENS:
+            raise ValueError(f"a request holds at most {_MAX_TOKENS} tokens")
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
@@ -156,86 +154,69 @@ class VLLMBlockCache:
         """A new request with these tokens waits a step: its state hit was keyed in this step
         by another request, whose state is not computed yet (``cached_blocks_this_step``:
         ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
-        toks = _check_tokens(tokens, "tokens")
-        st = self._find(self.chain.peek(toks), len(toks) - 1)[1]
+        st = self._probe(tokens)[1]
         return bool(st) and st[-1].key in self.state.this_step
 
     def step(
         self, request_id: str, budget: int | None = None, *, new_step: bool = True
     ) -> Step | None:
         """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
-        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` (blocks,
-        copy-on-write, keys) and the copies' release. A scheduler batching several requests
-        calls ``new_step`` once per step and steps each with ``new_step=False``; None: the
-        aligned cut of a budget below the chunk budget is empty (the request waits)."""
+        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` and the
+        copies' release. A scheduler batching several requests calls ``new_step`` once per
+        step and steps each with ``new_step=False``; None: the aligned cut of a budget below
+        the chunk budget is empty (the request waits)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
-        B = self.block_size
-        found = None if req.started else self._find(req.hashes, len(req.tokens) - 1)
-        hits = found[2] if found else 0
-        start = req.computed + hits
+        B, first = self.block_size, not req.started
+        found = self._find(req.hashes, len(req.tokens) - 1) if first else ([], [], 0, 0)
+        start = req.computed + found[2]
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
         want = min(cap, len(req.tokens) - start)
         if want <= 0:
             raise ValueError(f"request {request_id!r} has computed every token; append one")
-        junction = found[3] if found and found[3] > hits else req.junction
+        junction = found[3] if found[3] > found[2] else req.junction
         fine, unit, chunk = self.fine, self.unit, self.chunk
         n = aligned_split(
             start, want, len(req.tokens), req.prompt_len, B, unit, fine, chunk, junction
         )
-        if n <= 0 and budget is not None and budget < self.chunk:
+        if n <= 0 and cap < chunk:
             return None  # less budget than a block is left this step: the request waits
         if n <= 0:
-            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
+            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={chunk}")
         self.pool.log.clear()
         self.state.remove_skipped(request_id, start)  # the KV group frees nothing
-        self._require_room(req, start, start + n, found)
-        req.started, req.junction = True, junction
-        new = self._allocate(req, start, n, found)
-        req.computed = start + n
+        new = self._allocate(req, start, start + n, found, junction)
         copies = self._release_copies()
         state_block = self.state.req_blocks[request_id][-(-req.computed // B) - 1].block_id
-        hit = self._hit(*found) if found else None
+        hit = self._hit(*found) if first else None
         return Step(start, req.computed, hit, state_block, tuple(self.pool.log), copies, new)
 
-    def _require_room(self, req: _Request, start: int, need: int, found: tuple | None) -> None:
-        """``get_num_blocks_to_allocate`` against the free blocks (vLLM would not schedule the
-        step: ``allocate_slots`` returns None; this model does not wait)."""
-        kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
-        wanted = self.kv.num_to_allocate(req.rid, need, kv_hit, start)
-        wanted += self.state.num_to_allocate(req.rid, need, st_hit, start)
-        free = self.pool.num_free()
+    def _allocate(
+        self, req: _Request, start: int, end: int, found: tuple, junction: int
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``KVCacheManager.allocate_slots`` for tokens ``[start, end)``: the blocks needed
+        (``get_num_blocks_to_allocate``; more than are free: vLLM would not schedule the step,
+        this model does not wait and raises), the hit taken, new blocks, the new keys."""
+        rid, kv, state = req.rid, self.kv, self.state
+        wanted = kv.num_to_allocate(rid, end, found[0], start)
+        wanted += state.num_to_allocate(rid, end, found[1], start)
+        free = len(self.pool.free)
         if wanted > free:
             n = len(self.pool.blocks)
             raise ValueError(f"num_blocks={n} is too small: {wanted} blocks needed, {free} free")
-
-    def _allocate(
-        self, req: _Request, start: int, n: int, found: tuple | None
-    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``KVCacheManager.allocate_slots`` for ``n`` new tokens after ``start`` computed."""
-        rid, need = req.rid, start + n
-        kv_hit, st_hit = (found[0], found[1]) if found else ([], [])
-        if found is not None:
-            self.kv.add_hit(rid, kv_hit, start)
-            self.state.add_hit(rid, st_hit, start)
-        new_kv = self.kv.allocate(rid, need)
-        new_state = self.state.allocate(rid, need)
-        cacheable = min(need, len(req.tokens))
-        if not self.fine:  # HybridKVCacheCoordinator._align_cacheable
-            cacheable = cacheable // self.block_size * self.block_size
-        self.kv.cache(rid, req.hashes, req.prompt_len, cacheable)
-        self.state.cache(rid, req.hashes, req.prompt_len, cacheable, self._mask_fn(req))
+        if not req.started:
+            kv.add_hit(rid, found[0], start)
+            state.add_hit(rid, found[1], start)
+        req.started, req.junction, req.computed = True, junction, end
+        new_kv, new_state = kv.allocate(rid, end), state.allocate(rid, end)
+        B = self.block_size
+        cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
+        tail = (req.prompt_len - 1) // self.unit * self.unit  # the last hash boundary before P
+        kv.cache(rid, req.hashes, tail, cacheable)
+        reach = (req.prompt_len - 1, junction)  # reachable_block_mask's boundaries
+        state.cache(rid, req.hashes, tail, cacheable, reach)
         return tuple(b.block_id for b in new_kv), tuple(b.block_id for b in new_state)
-
-    def _mask_fn(self, req: _Request):
-        """The retention mask for this request's state blocks (None = keep all)."""
-        if self.retention is None:
-            return lambda first, end: None
-        align = self.unit if self.fine else self.block_size
-        reach = [req.prompt_len - 1] + ([req.junction] if req.junction else [])
-        B, retention = self.block_size, self.retention
-        return lambda first, end: reachable_mask(first, end, B, align, retention, reach)
 
     def _release_copies(self) -> tuple[tuple[int, int], ...]:
         """``take_kv_cache_block_copies``; both ends of each copy released after it ran
