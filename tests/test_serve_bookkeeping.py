@@ -61,7 +61,7 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
 
     life = Lifecycle(e.loop.parts)
     r = RequestState(0, [5, 6, 7, 8], 3, 0)
-    life.admit(r, 0, life.match(r))
+    life.admit(r, life.match(r))
     assert r.restore_at == 0 and r.slots is not None
     S, conv = e.pools.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state

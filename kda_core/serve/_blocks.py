@@ -8,8 +8,6 @@ docs/policies.md."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from kda_core.cache.vllm_blocks import Step, VLLMBlockCache
@@ -58,19 +56,18 @@ class BlockLifecycle(Lifecycle):
         room = sum(self.reserved.values()) + need <= usable
         return room and self.pools.active.can_allocate(1) and not self.blocks.deferred(r.ids)
 
-    def admit(self, r: RequestState, step: int, m: object) -> None:
+    def admit(self, r: RequestState, m: object) -> None:
         """Open the working slot and the block table's request; plan nothing (the block
         table keys its own states)."""
-        r.rid = f"serve{self.serve_id}:req{r.idx}:try{r.retractions}"
-        r.t0, r.admitted_at, r.phase = time.perf_counter(), step, "prefill"
+        self._open(r)
+        r.phase = "prefill"
         self.blocks.add(r.rid, r.ids)
         self.reserved[r] = self.need(r)
         r.slots = RequestSlots(r.rid, self.pools.active.allocate(r.rid), [], [])
         r.stepwise = True  # every step's state is written into the blocks
         r.planned, r.plan, r.cuts = (), frozenset(), (r.P,)
         self._load(r, 0)
-        if r.trace is not None and r.trace.observe is not None:
-            r.trace.observe("restored")
+        r.observe("restored")
 
     def begin_step(self) -> None:
         self.blocks.new_step()
@@ -144,12 +141,9 @@ class BlockLifecycle(Lifecycle):
         return finished
 
     # -- finish / retract ------------------------------------------------------------------
-    def finish(self, r: RequestState, step: int) -> GenerateReport:
+    def finish(self, r: RequestState) -> GenerateReport:
         self.release(r)
-        r.phase, r.finished_at, r.seconds = "finished", step, time.perf_counter() - r.t0
-        if r.trace is not None and r.trace.observe is not None:
-            r.trace.observe("finished")
-        return self.report(r)
+        return self._done(r)
 
     def release(self, r: RequestState) -> None:
         """Free the request's blocks (``KVCacheManager.free``) and its working slot."""

@@ -88,13 +88,22 @@ class Lifecycle:
             r.bump("evicted_kv", k)
         return True
 
-    def admit(self, r: RequestState, step: int, m: Any) -> None:
+    def _open(self, r: RequestState) -> str:
+        """A new attempt of ``r``: its clock starts. -> its slot owner name."""
+        r.t0 = time.perf_counter()
+        r.rid = f"serve{self.serve_id}:req{r.idx}:try{r.retractions}"
+        return r.rid
+
+    def _done(self, r: RequestState) -> GenerateReport:
+        """``r`` is finished: its time, the observer, its report."""
+        r.phase, r.seconds = "finished", time.perf_counter() - r.t0
+        r.observe("finished")
+        return self.report(r)
+
+    def admit(self, r: RequestState, m: Any) -> None:
         """Open the slots (the caller made room), restore from ``m`` (locked by ``match``),
         plan the checkpoints and the prefill cuts."""
-        r.rid = f"serve{self.serve_id}:req{r.idx}:try{r.retractions}"
-        r.t0 = time.perf_counter()
-        r.admitted_at = step
-        r.slots = self.pools.pingpong.open(r.rid)
+        r.slots = self.pools.pingpong.open(self._open(r))
         if self.cfg.spec is not None:  # speculative decoding: the request's rings and draft
             r.spec = SpecRequest.of(self.model, self.cfg.spec)
         active, model = self.pools.active, self.model
@@ -134,8 +143,7 @@ class Lifecycle:
                 r.trace.step(active.buffers(a)[0], "restore")
         if hasattr(self.policy, "note_request"):
             self.policy.note_request()
-        if r.trace is not None and r.trace.observe is not None:
-            r.trace.observe("restored")
+        r.observe("restored")
 
     def _cuts(self, r: RequestState, start: int) -> tuple[int, ...]:
         """Prefill boundaries after ``start``: chunk ends, checkpoints, the token match (the
@@ -314,7 +322,7 @@ class Lifecycle:
         return True
 
     # -- finish / retract ------------------------------------------------------------------
-    def finish(self, r: RequestState, step: int) -> GenerateReport:
+    def finish(self, r: RequestState) -> GenerateReport:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         assert r.slots is not None and r.state is not None
         pools = self.pools
@@ -337,12 +345,7 @@ class Lifecycle:
             r.bump("evicted_kv", ev.kv_tokens)
         if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
             r.state.mla_kv = r.state.mla_kv.copy()
-        r.phase = "finished"
-        r.finished_at = step
-        r.seconds = time.perf_counter() - r.t0
-        if r.trace is not None and r.trace.observe is not None:
-            r.trace.observe("finished")
-        return self.report(r)
+        return self._done(r)
 
     def _compact(self, slot: int) -> None:
         """The runner binds views of a step's batch array to the slots; before one goes to the

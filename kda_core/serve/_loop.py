@@ -110,7 +110,7 @@ class Loop:
                 finished = []
                 for r, n, logits in runner.run(b):
                     if life.advanced(r, n, logits):
-                        reports[r.idx] = rep = life.finish(r, step)
+                        reports[r.idx] = rep = life.finish(r)
                         totals.update(_totals(rep))  # a request that raised: not counted
                         sched.done(r)
                         finished.append(r.idx)

@@ -162,7 +162,7 @@ class Scheduler:
                 return False
             self.waiting.pop(0)
             self.running.append(r)  # running first: a failure in admit releases it
-            self.life.admit(r, step, m)
+            self.life.admit(r, m)
         finally:
             self.admitting = 0
         return True

@@ -44,8 +44,6 @@ class RequestState:
     inserted: list[tuple[int, int]] = field(default_factory=list)  # (slot, frees) at insert
     counts: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
-    admitted_at: int = -1
-    finished_at: int = -1
     t0: float = 0.0
     seconds: float = 0.0
     error: str | None = None
@@ -75,6 +73,11 @@ class RequestState:
     def inconsistent(self) -> bool:
         """The teaching restore: MLA at the token match, KDA at the checkpoint, no replay."""
         return self.trace is not None and self.trace.mode == "inconsistent" and self.restore_at > 0
+
+    def observe(self, stage: str) -> None:
+        """Tell ``generate``'s observer (if any) where the request is: "restored", "finished"."""
+        if self.trace is not None and self.trace.observe is not None:
+            self.trace.observe(stage)
 
     def bump(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
