@@ -110,12 +110,7 @@ class CheckpointPool(SlotTable):
         return slot
 
     def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
-        """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
-        s, c = np.shape(S), np.shape(conv)
-        if s != self.shape.s or c != self.shape.conv:
-            raise ValueError(
-                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, got {s} / {c}"
-            )
+        self.shape.check(S, conv)
 
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
         """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized).

@@ -16,10 +16,9 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
 
-MAX_SLOTS = 4096
-"""Most slots one pool may hold (caps memory)."""
+MAX_SLOTS = 4096  # most slots one pool may hold (caps memory)
+# the serving strategies (slots per request by strategy: ``sizing.request_slots``)
 STRATEGIES: tuple[str, ...] = ("no_buffer", "extra_buffer", "extra_buffer_lazy")
-"""The serving strategies (slots per request by strategy: ``sizing.request_slots``)."""
 
 
 class PoolError(AssertionError):
@@ -63,6 +62,12 @@ class StateShape:
         """Bytes of one INT8 checkpoint: int8 S codes + float64 scales [L, H, K] + native conv."""
         return math.prod(self.s) + 8 * (math.prod(self.s[:3]) + math.prod(self.conv))
 
+    def check(self, S: np.ndarray, conv: np.ndarray) -> None:
+        """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
+        s, c = np.shape(S), np.shape(conv)
+        if s != self.s or c != self.conv:
+            raise ValueError(f"kda states must be S {self.s} / conv {self.conv}, got {s} / {c}")
+
 
 class SlotBudget:
     """A slot count several ``SlotTable`` s draw from: ``used <= capacity`` always."""
@@ -92,8 +97,8 @@ class SlotTable:
         self._owner: dict[int, str] = {}
 
     def __deepcopy__(self, memo: dict) -> SlotTable:
-        """A deep copy whose read-only arrays (``_frozen``) are read-only again: numpy's
-        deepcopy returns writable arrays (the memo keeps shared arrays shared)."""
+        """A deep copy whose read-only arrays (``_frozen``: the table's own) are read-only again:
+        numpy's deepcopy returns writable arrays (the memo keeps shared arrays shared)."""
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for key, value in self.__dict__.items():
@@ -102,7 +107,6 @@ class SlotTable:
         return new
 
     def _frozen(self) -> Iterable[np.ndarray]:
-        """The read-only arrays the table holds."""
         return ()
 
     @property
@@ -120,18 +124,14 @@ class SlotTable:
     def take(self, owner: str) -> int:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
-        b = self.budget
-        if b is not None and b.used >= b.capacity:
-            raise ValueError(
-                f"state pool is full ({b.capacity} slots shared by running and cached "
-                f"states): cannot allocate"
-            )
-        if not self._free:
-            raise ValueError(f"{self.name} pool is full ({self.capacity} slots): cannot allocate")
+        if not self.n_free:
+            b = self.budget  # shared with the other pool: its slots count too
+            held = f"{self.capacity}" if b is None else f"{b.capacity} shared by running and cached"
+            raise ValueError(f"{self.name} pool is full ({held} slots): cannot allocate")
         slot = self._free.pop()
         self._owner[slot] = owner
-        if b is not None:
-            b.used += 1
+        if self.budget is not None:
+            self.budget.used += 1
         return slot
 
     def check(self, slot: Any, name: str = "slot") -> int:
@@ -156,10 +156,8 @@ class SlotTable:
             self.budget.used -= 1
         return s
 
-    def owner(self, slot: Any) -> str | None:
-        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)):
-            raise ValueError(f"slot must be an integer slot id, got {slot!r}")
-        return self._owner.get(int(slot))
+    def owner(self, slot: int) -> str | None:
+        return self._owner.get(slot)
 
     def set_owner(self, slot: Any, owner: str) -> None:
         self._owner[self.check(slot)] = owner
@@ -222,11 +220,7 @@ class ActivePool(SlotTable):
             raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
         S = np.stack([st.S for st in kda])
         conv = np.stack([st.conv for st in kda])
-        if S.shape != self.shape.s or conv.shape != self.shape.conv:
-            raise ValueError(
-                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, "
-                f"got {S.shape} / {conv.shape}"
-            )
+        self.shape.check(S, conv)
         self._bufs[s] = (S, conv)
 
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
