@@ -55,12 +55,9 @@ class CheckpointPool(SlotTable):
     def __init__(
         self, shape: StateShape, slots: int, *, int8: bool = False, budget: SlotBudget | None = None
     ) -> None:
-        if not isinstance(shape, StateShape):
-            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
         self.int8 = check_bool("int8", int8)
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
-        self._data: list[_Ckpt | None] = [None] * self.capacity
         self._used_bytes = 0  # sum of the stored checkpoints' nbytes, kept as they come and go
         self.copies = 0
         self.donations = 0
@@ -76,8 +73,8 @@ class CheckpointPool(SlotTable):
 
     @property
     def used_bytes(self) -> int:
-        """Bytes the stored checkpoints occupy (a counter: every finished request's report reads
-        it; ``check_integrity`` checks it against the sum)."""
+        """Bytes the stored checkpoints occupy (a counter every finished request's report reads;
+        ``check_integrity`` checks it against the sum)."""
         return self._used_bytes
 
     def _used_bytes_naive(self) -> int:
@@ -85,9 +82,8 @@ class CheckpointPool(SlotTable):
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""
-        s = self.release(slot)
-        self._used_bytes -= self._data[s].nbytes  # type: ignore[union-attr]  # owned: stored
-        self._data[s] = None
+        self._used_bytes -= self._data[self.check(slot)].nbytes
+        self.release(slot)
 
     def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
         slot = self.take(owner)
@@ -113,9 +109,8 @@ class CheckpointPool(SlotTable):
         self.shape.check(S, conv)
 
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
-        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized).
-
-        Raises ValueError when full or when the shapes are not one slot's."""
+        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized); ValueError
+        when full or when the shapes are not one slot's."""
         self.check_shapes(S, conv)
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
 
@@ -124,13 +119,10 @@ class CheckpointPool(SlotTable):
         return self.store(*active.buffers(a_slot), owner)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:
-        """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy.
-
-        The active slot stays allocated to its owner with zero buffers (the stale one SGLang
-        queues for zeroing): the pool's shared read-only ``zero_state``, since a donated slot
-        is only ever rebound (a track write, a restore) or freed, never written in place.
-        INT8: the buffers must be quantized, so this is a copy.
-        """
+        """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy (INT8:
+        quantized, so a copy). The slot stays its owner's, bound to the read-only ``zero_state``
+        (the stale slot SGLang queues for zeroing): a donated slot is only ever rebound (a track
+        write, a restore) or freed, never written in place."""
         if not self.can_allocate(1):  # before the rebind: a refused donation loses nothing
             raise ValueError(f"checkpoint pool is full ({self.capacity} slots): cannot donate")
         S, conv = active.rebind(a_slot, *active.zero_state)
@@ -153,11 +145,11 @@ class CheckpointPool(SlotTable):
 
     def raw(self, c_slot: int) -> tuple[np.ndarray, ...]:
         """The stored arrays themselves (native: (S, conv); INT8: (qdata, scale, conv))."""
-        return self._data[self.check(c_slot, "c_slot")].arrays  # type: ignore[union-attr]
+        return self._data[self.check(c_slot, "c_slot")].arrays
 
     def quant_error(self, c_slot: int) -> tuple[float, float]:
         """(max |S - S'|, relative Frobenius error) measured when the checkpoint was stored."""
-        return self._data[self.check(c_slot, "c_slot")].qerr  # type: ignore[union-attr]
+        return self._data[self.check(c_slot, "c_slot")].qerr
 
     def check_integrity(self) -> None:
         """Slots are free or owned once; every checkpoint's bytes equal their stored digest."""
@@ -167,7 +159,5 @@ class CheckpointPool(SlotTable):
                 f"checkpoint: used bytes {self._used_bytes} != stored {self._used_bytes_naive()}"
             )
         for s, ck in enumerate(self._data):
-            if (s in self._owner) != (ck is not None):
-                raise PoolError(f"checkpoint: slot {s} data does not match its ownership")
             if ck is not None and _digest(*ck.arrays) != ck.digest:
                 raise PoolError(f"checkpoint: slot {s} changed while shared")

@@ -95,6 +95,7 @@ class SlotTable:
         self.budget = budget
         self._free = list(range(capacity - 1, -1, -1))  # pop() gives the lowest slot first
         self._owner: dict[int, str] = {}
+        self._data: list[Any] = [None] * capacity  # a subclass's per-slot data (None: free)
 
     def __deepcopy__(self, memo: dict) -> SlotTable:
         """A deep copy whose read-only arrays (``_frozen``: the table's own) are read-only again:
@@ -151,6 +152,7 @@ class SlotTable:
     def release(self, slot: Any) -> int:
         s = self.check(slot)
         del self._owner[s]
+        self._data[s] = None
         self._free.append(s)
         if self.budget is not None:
             self.budget.used -= 1
@@ -175,17 +177,17 @@ class SlotTable:
         b = self.budget
         if b is not None and not 0 <= b.used <= b.capacity:
             raise PoolError(f"{self.name}: shared budget used {b.used} out of range")
+        for s, data in enumerate(self._data):
+            if (s in self._owner) != (data is not None):
+                raise PoolError(f"{self.name}: slot {s} data does not match its ownership")
 
 
 class ActivePool(SlotTable):
     """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
 
     def __init__(self, shape: StateShape, slots: int, budget: SlotBudget | None = None) -> None:
-        if not isinstance(shape, StateShape):
-            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "active", budget)
-        self._bufs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * self.capacity
         # one read-only zero state for every slot that is only ever rebound, never read for its
         # zeros (``allocate_unfilled``, ``CheckpointPool.donate``'s refill): zeroing 246 KiB per
         # track slot, for buffers the first track write drops, was ~17 us each in the serving
@@ -199,19 +201,19 @@ class ActivePool(SlotTable):
     def allocate(self, owner: str) -> int:
         """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
         slot = self.take(owner)
-        self._bufs[slot] = (np.zeros(self.shape.s), np.zeros(self.shape.conv))
+        self._data[slot] = (np.zeros(self.shape.s), np.zeros(self.shape.conv))
         return slot
 
     def allocate_unfilled(self, owner: str) -> int:
         """``allocate`` bound to the shared read-only ``zero_state``: for a slot written by
         ``rebind`` only (a track slot: its first track write binds a copy)."""
         slot = self.take(owner)
-        self._bufs[slot] = self.zero_state
+        self._data[slot] = self.zero_state
         return slot
 
     def free(self, slot: int) -> None:
         """Return ``slot`` to the free list (ValueError on a double free)."""
-        self._bufs[self.release(slot)] = None
+        self.release(slot)
 
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
@@ -221,11 +223,11 @@ class ActivePool(SlotTable):
         S = np.stack([st.S for st in kda])
         conv = np.stack([st.conv for st in kda])
         self.shape.check(S, conv)
-        self._bufs[s] = (S, conv)
+        self._data[s] = (S, conv)
 
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""
-        return self._bufs[self.check(slot)]  # type: ignore[return-value]  # allocated: bound
+        return self._data[self.check(slot)]
 
     def layer_states(self, slot: int) -> list[KDALayerState]:
         """The slot's state as per-layer read-only ``KDALayerState`` views (the request runs on
@@ -240,12 +242,6 @@ class ActivePool(SlotTable):
         """Bind new (S, conv) buffers to an allocated ``slot`` without a copy; returns the old
         ones (a donation hands them on, a restore or track write drops them)."""
         s = self.check(slot)
-        old = self._bufs[s]
-        self._bufs[s] = (S, conv)
-        return old  # type: ignore[return-value]  # allocated: bound
-
-    def check_integrity(self) -> None:
-        super().check_integrity()
-        for s, bufs in enumerate(self._bufs):
-            if (s in self._owner) != (bufs is not None):
-                raise PoolError(f"active: slot {s} buffers do not match its ownership")
+        old = self._data[s]
+        self._data[s] = (S, conv)
+        return old
