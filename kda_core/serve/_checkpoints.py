@@ -82,8 +82,7 @@ class CheckpointPool(SlotTable):
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""
-        self._used_bytes -= self._data[self.check(slot)].nbytes
-        self.release(slot)
+        self._used_bytes -= self.release(slot).nbytes
 
     def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
         slot = self.take(owner)

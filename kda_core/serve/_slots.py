@@ -125,14 +125,14 @@ class SlotTable:
     def take(self, owner: str) -> int:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
-        if not self.n_free:
-            b = self.budget  # shared with the other pool: its slots count too
+        b = self.budget  # shared with the other pool: its slots count too
+        if not self._free or (b is not None and b.used >= b.capacity):
             held = f"{self.capacity}" if b is None else f"{b.capacity} shared by running and cached"
             raise ValueError(f"{self.name} pool is full ({held} slots): cannot allocate")
         slot = self._free.pop()
         self._owner[slot] = owner
-        if self.budget is not None:
-            self.budget.used += 1
+        if b is not None:
+            b.used += 1
         return slot
 
     def check(self, slot: Any, name: str = "slot") -> int:
@@ -149,14 +149,15 @@ class SlotTable:
             raise ValueError(f"{name} {s} of the {self.name} pool is not allocated")
         return s
 
-    def release(self, slot: Any) -> int:
+    def release(self, slot: Any) -> Any:
+        """Free an allocated ``slot``; returns the data it held."""
         s = self.check(slot)
         del self._owner[s]
-        self._data[s] = None
+        data, self._data[s] = self._data[s], None
         self._free.append(s)
         if self.budget is not None:
             self.budget.used -= 1
-        return s
+        return data
 
     def owner(self, slot: int) -> str | None:
         return self._owner.get(slot)
