@@ -184,8 +184,7 @@ class StatePools:
 
     def still_held(self, inserted: list[tuple[int, int]]) -> int:
         """How many of these (slot, ``frees`` when inserted) the cache still holds."""
-        freed_at = self.freed_at
-        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
+        return sum(self.freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     @property
     def shared(self) -> bool:

@@ -127,8 +127,8 @@ class SlotTable:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
         b = self.budget  # shared with the other pool: its slots count too
         if not self._free or (b is not None and b.used >= b.capacity):
-            held = f"{self.capacity}" if b is None else f"{b.capacity} shared by running and cached"
-            raise ValueError(f"{self.name} pool is full ({held} slots): cannot allocate")
+            n = self.capacity if b is None else f"{b.capacity} shared by running and cached"
+            raise ValueError(f"{self.name} pool is full ({n} slots): cannot allocate")
         slot = self._free.pop()
         self._owner[slot] = owner
         if b is not None:
