@@ -2,8 +2,7 @@
 all-decode step runs on the smallest captured size that holds it
 (``BaseCudaGraphRunner._pad_to_bucket``), the padding rows on the sink (SGLang's slot 0,
 ``MambaSlotAllocator``: a dummy write target); the largest size caps the running requests.
-``GraphStep`` is a step's index table in SGLang's numbering. docs/serving.md.
-"""
+``GraphStep`` is a step's index table in SGLang's numbering. docs/serving.md."""
 
 from __future__ import annotations
 
