@@ -189,10 +189,10 @@ class ActivePool(SlotTable):
     def __init__(self, shape: StateShape, slots: int, budget: SlotBudget | None = None) -> None:
         self.shape = shape
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "active", budget)
-        # one read-only zero state for every slot that is only ever rebound, never read for its
-        # zeros (``allocate_unfilled``, ``CheckpointPool.donate``'s refill): zeroing 246 KiB per
-        # track slot, for buffers the first track write drops, was ~17 us each in the serving
-        # loop. Read-only: a bug writing into it raises instead of reaching every slot.
+        # one read-only zero state for every slot only ever rebound (``allocate_unfilled``,
+        # ``CheckpointPool.donate``'s refill): zeroing 246 KiB per track slot, for buffers the
+        # first track write drops, cost ~17 us each in the serving loop. Read-only: a bug
+        # writing into it raises instead of reaching every slot.
         self.zero_state = (np.zeros(shape.s), np.zeros(shape.conv))
         freeze(*self.zero_state)
 
@@ -232,9 +232,8 @@ class ActivePool(SlotTable):
 
     def layer_states(self, slot: int) -> list[KDALayerState]:
         """The slot's state as per-layer read-only ``KDALayerState`` views (the request runs on
-        these; the model never writes a state in place). Read-only because a later ``donate``
-        hands the base buffers to a checkpoint: freezing a base does not freeze views made
-        before, so a writable view would let a request change a stored checkpoint."""
+        these). Read-only because a later ``donate`` hands the base buffers to a checkpoint and
+        freezing a base does not freeze views made before it."""
         S, conv = (a.view() for a in self.buffers(slot))
         freeze(S, conv)  # so are the per-layer views taken from these
         return [KDALayerState(S[i], conv[i]) for i in range(len(S))]
