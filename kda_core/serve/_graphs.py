@@ -2,8 +2,7 @@
 all-decode step runs on the smallest captured size that holds it
 (``BaseCudaGraphRunner._pad_to_bucket``), the padding rows on the sink (SGLang's slot 0,
 ``MambaSlotAllocator``: a dummy write target); the largest size caps the running requests.
-``GraphStep`` is a step's index table in SGLang's numbering. docs/serving.md.
-"""
+``GraphStep`` is a step's index table in SGLang's numbering. docs/serving.md."""
 
 from __future__ import annotations
 
@@ -15,16 +14,14 @@ import numpy as np
 
 from kda_core.serve._slots import MAX_SLOTS
 
-SINK = 0
-"""The sink's state index in SGLang's numbering (its reserved slot 0)."""
+SINK = 0  # the sink's state index in SGLang's numbering (its reserved slot 0)
 MAX_GRAPH_SIZES = 64
 
 
 @dataclass(slots=True, frozen=True)
 class GraphStep:
-    """An all-decode step on fixed shapes (``Engine(cuda_graph_bs=...)``): ``batch_size``
-    requests padded to the captured ``padded_size``; ``state_index`` the per-row state index
-    in SGLang's numbering (a request's slot + 1; 0: the sink, SGLang's reserved slot 0)."""
+    """``batch_size`` requests padded to the captured ``padded_size``; ``state_index`` the
+    per-row state index in SGLang's numbering (a request's slot + 1, or ``SINK``)."""
 
     batch_size: int
     padded_size: int

@@ -16,8 +16,6 @@ MMAP_BYTES = 32 << 20  # blocks below this come from the heap, not a fresh mmap
 TRIM_BYTES = 128 << 20  # the heap's top is returned to the kernel past this much free
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h> parameter numbers
 _done: list[bool] = []
-
-
 OPT_OUT = "KDA_KEEP_FREED_MEMORY"
 _GLIBC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 

@@ -17,8 +17,6 @@ from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget,
 from kda_core.serve._unified import UnifiedBudget
 from kda_core.serve.report import PoolStats
 
-MB = 1 << 20
-
 
 def copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
     """The radix cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached
@@ -31,9 +29,8 @@ def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
     float64 scales per (layer, head, k) and native conv windows. SGLang's
     ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
     counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
-    L, H, K, V = shape.s
-    qdata = L * slots * H * K * V
-    scale = 8 * L * slots * H * K
+    qdata = slots * math.prod(shape.s)
+    scale = 8 * slots * math.prod(shape.s[:3])
     conv = 8 * slots * math.prod(shape.conv)
     return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
 
@@ -43,34 +40,17 @@ def free_memory_bytes() -> int | None:
     there is no such file): the lab's stand-in for ``torch.cuda.mem_get_info``."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            rows = (line.split() for line in f)
+            return next((int(r[1]) * 1024 for r in rows if r[0] == "MemAvailable:"), None)
     except OSError:
         return None
-    return None
-
-
-def check_int8_pool(shape: StateShape, slots: int) -> dict[str, int]:
-    """The estimate, checked against free memory BEFORE the pool exists, as SGLang's
-    ``maybe_init_int8_mamba_checkpoint_pool``: an oversized pool fails with the remedy."""
-    est = int8_pool_estimate(shape, slots)
-    free = free_memory_bytes()
-    if free is not None and est["total"] >= free:
-        raise ValueError(
-            f"checkpoint_slots: the INT8 checkpoint pool needs ~{est['total'] / MB:.2f} MB but "
-            f"only {free / MB:.2f} MB is free. Lower checkpoint_slots (currently {slots})"
-        )
-    return est
 
 
 @dataclass(slots=True)
 class RequestSlots:
-    """One request's active-pool slots: ``active`` plus ping-pong ``track`` slots.
-
-    ``track_pos[i]`` is the boundary (tokens) of the state held by ``track[i]`` (None: empty
-    or already donated); ``next`` is the index the next track write goes to.
-    """
+    """One request's active-pool slots: ``active`` plus ping-pong ``track`` slots;
+    ``track_pos[i]`` the boundary (tokens) of ``track[i]``'s state (None: empty or donated),
+    ``next`` the index the next track write goes to."""
 
     owner: str
     active: int
@@ -80,7 +60,7 @@ class RequestSlots:
 
 
 class PingPong:
-    """Every running request's slots by strategy (see the module docstring)."""
+    """Every running request's slots by strategy (module docstring)."""
 
     def __init__(self, pool: ActivePool, strategy: str, overlap: bool = True) -> None:
         if strategy not in STRATEGIES:
@@ -108,11 +88,9 @@ class PingPong:
         return RequestSlots(owner, active, track, [None] * len(track))
 
     def track(self, req: RequestSlots, position: int) -> int | None:
-        """Write the live state (at boundary ``position``) into ``track[next]``, then flip.
-
-        Returns the track slot written, or None for no_buffer (nothing to track into) or when
-        the lazy second slot cannot be taken. The caller donates a still-valid state in
-        ``track[next]`` first (``overwritten_next``)."""
+        """Copy the live state (at boundary ``position``) into ``track[next]``, then flip; the
+        slot written, or None (no_buffer; the lazy second slot not available). The caller
+        donates a still-valid state in ``track[next]`` first (``overwritten_next``)."""
         if self.strategy == "no_buffer":
             return None
         if req.next >= len(req.track):  # lazy: take the second slot at a boundary
@@ -127,8 +105,8 @@ class PingPong:
                 f"has yet to read it (ping-pong ring of {self.ring})"
             )
         S, conv = self.pool.buffers(req.active)
-        # a real copy: a later write to the live slot (or donating this one, which freezes its
-        # buffers) never reaches the other slot
+        # a real copy: a later write to the live slot, or freezing this one (a donation), never
+        # reaches the other
         self.pool.rebind(slot, S.copy(), conv.copy())
         req.track_pos[req.next] = position
         self.track_writes += 1
@@ -161,10 +139,9 @@ class PingPong:
 
 
 class StatePools:
-    """The engine's pools: ``active`` and ``checkpoints`` (one shared budget of
-    ``state_slots``, or separate with INT8 checkpoints) and the ``pingpong`` ring.
-    ``int8_estimate``: the INT8 pool's bytes by part (``int8_pool_estimate``; None without);
-    ``unified``: the budget of one byte buffer shared with the MLA KV (``serve._unified``)."""
+    """``active`` and ``checkpoints`` (one budget of ``state_slots``; separate with INT8, whose
+    bytes by part are ``int8_estimate``), the ``pingpong`` ring and the ``unified`` budget of a
+    byte buffer shared with the MLA KV (``serve._unified``) or None."""
 
     def __init__(
         self,
@@ -177,7 +154,16 @@ class StatePools:
         unified: UnifiedBudget | None = None,
     ) -> None:
         shape = StateShape.of(model)
-        self.int8_estimate = check_int8_pool(shape, checkpoint_slots) if int8 else None
+        self.int8_estimate: dict[str, int] | None = None
+        if int8:  # sized BEFORE the pool exists, as SGLang's maybe_init_int8_mamba_checkpoint_pool
+            est = self.int8_estimate = int8_pool_estimate(shape, checkpoint_slots)
+            free = free_memory_bytes()
+            if free is not None and est["total"] >= free:
+                raise ValueError(
+                    f"checkpoint_slots: the INT8 checkpoint pool needs ~{est['total'] / 2**20:.2f}"
+                    f" MB but only {free / 2**20:.2f} MB is free. Lower checkpoint_slots "
+                    f"(currently {checkpoint_slots})"
+                )
         self.unified = unified
         if unified is not None:  # one byte buffer: the table spans what the buffer could hold
             state_slots = checkpoint_slots = unified.slots
@@ -198,8 +184,7 @@ class StatePools:
 
     def still_held(self, inserted: list[tuple[int, int]]) -> int:
         """How many of these (slot, ``frees`` when inserted) the cache still holds."""
-        freed_at = self.freed_at
-        return sum(freed_at.get(slot, -1) <= n for slot, n in inserted)
+        return sum(self.freed_at.get(slot, -1) <= n for slot, n in inserted)
 
     @property
     def shared(self) -> bool:
@@ -232,18 +217,12 @@ class StatePools:
         (``cached_slots``) are exactly the checkpoint slots owned by "cache"."""
         self.active.check_integrity()
         self.checkpoints.check_integrity()
-        ck = self.checkpoints
-        owned = {s for s, o in ck.owned().items() if o == "cache"}
-        if len(set(cached_slots)) != len(cached_slots) or owned != set(cached_slots):
-            raise PoolError(
-                f"engine: the cache holds {len(cached_slots)} states, the checkpoint pool "
-                f"{ck.n_used} slots ({len(owned)} owned by the cache)"
-            )
-        if ck.n_used != len(owned):
-            raise PoolError(f"engine: {ck.n_used - len(owned)} checkpoint slots leaked")
+        owned = self.checkpoints.owned()  # slot -> owner: all the cache's, no slot leaked
+        if sorted(cached_slots) != sorted(owned) or set(owned.values()) - {"cache"}:
+            raise PoolError(f"engine: the cache holds slots {sorted(cached_slots)}, owned: {owned}")
         if self.active.n_used:
             raise PoolError(f"engine: {self.active.n_used} active slots leaked")
         if self.pingpong.busy:
             raise PoolError(f"engine: track slots {sorted(self.pingpong.busy)} left busy")
-        if self.unified is not None and not self.unified.fits():
-            raise PoolError(f"engine: the state and KV sides cross ({self.unified.border()})")
+        if self.unified is not None and (border := self.unified.border())[0] > border[1]:
+            raise PoolError(f"engine: the state and KV sides cross ({border})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,9 @@ import numpy as np
 from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
 
-MAX_SLOTS = 4096
-"""Most slots one pool may hold (caps memory)."""
+MAX_SLOTS = 4096  # most slots one pool may hold (caps memory)
+# the serving strategies (slots per request by strategy: ``sizing.request_slots``)
 STRATEGIES: tuple[str, ...] = ("no_buffer", "extra_buffer", "extra_buffer_lazy")
-"""The serving strategies (slots per request by strategy: ``sizing.request_slots``)."""
 
 
 class PoolError(AssertionError):
@@ -39,13 +39,9 @@ class StateShape:
     @classmethod
     def of(cls, model: TinyHybrid) -> StateShape:
         c = model.config
+        hk = c.n_heads * c.head_dim
         return cls(
-            len(model.kda_layers),
-            c.n_heads,
-            c.head_dim,
-            c.head_dim,
-            c.conv_size - 1,
-            3 * c.n_heads * c.head_dim,
+            len(model.kda_layers), c.n_heads, c.head_dim, c.head_dim, c.conv_size - 1, 3 * hk
         )
 
     @property
@@ -64,8 +60,13 @@ class StateShape:
     @property
     def int8_bytes(self) -> int:
         """Bytes of one INT8 checkpoint: int8 S codes + float64 scales [L, H, K] + native conv."""
-        L, H, K, V = self.s
-        return L * H * K * V + 8 * L * H * K + 8 * int(np.prod(self.conv))
+        return math.prod(self.s) + 8 * (math.prod(self.s[:3]) + math.prod(self.conv))
+
+    def check(self, S: np.ndarray, conv: np.ndarray) -> None:
+        """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
+        s, c = np.shape(S), np.shape(conv)
+        if s != self.s or c != self.conv:
+            raise ValueError(f"kda states must be S {self.s} / conv {self.conv}, got {s} / {c}")
 
 
 class SlotBudget:
@@ -78,15 +79,10 @@ class SlotBudget:
         self.used = 0
 
 
-def deepcopy_fields(obj: Any, memo: dict) -> Any:
-    """A new instance of ``type(obj)`` with every attribute deep-copied (``memo`` registered
-    first): the pools' ``__deepcopy__``, which then make their read-only arrays read-only
-    again (numpy's deepcopy returns writable arrays)."""
-    new = type(obj).__new__(type(obj))
-    memo[id(obj)] = new
-    for key, value in obj.__dict__.items():
-        setattr(new, key, copy.deepcopy(value, memo))
-    return new
+def freeze(*arrays: np.ndarray) -> None:
+    """Make ``arrays`` read-only: a bug writing into a shared state then raises."""
+    for a in arrays:
+        a.flags.writeable = False
 
 
 class SlotTable:
@@ -99,6 +95,20 @@ class SlotTable:
         self.budget = budget
         self._free = list(range(capacity - 1, -1, -1))  # pop() gives the lowest slot first
         self._owner: dict[int, str] = {}
+        self._data: list[Any] = [None] * capacity  # a subclass's per-slot data (None: free)
+
+    def __deepcopy__(self, memo: dict) -> SlotTable:
+        """A deep copy whose read-only arrays (``_frozen``: the table's own) are read-only again:
+        numpy's deepcopy returns writable arrays (the memo keeps shared arrays shared)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            setattr(new, key, copy.deepcopy(value, memo))
+        freeze(*new._frozen())
+        return new
+
+    def _frozen(self) -> Iterable[np.ndarray]:
+        return ()
 
     @property
     def n_free(self) -> int:
@@ -110,21 +120,15 @@ class SlotTable:
         return len(self._owner)
 
     def can_allocate(self, n: int = 1) -> bool:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be an integer >= 0, got {n!r}")
-        return self.n_free >= n
+        return self.n_free >= check_int("n", n, 0)
 
     def take(self, owner: str) -> int:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty str, got {owner!r}")
-        b = self.budget
-        if b is not None and b.used >= b.capacity:
-            raise ValueError(
-                f"state pool is full ({b.capacity} slots shared by running and cached "
-                f"states): cannot allocate"
-            )
-        if not self._free:
-            raise ValueError(f"{self.name} pool is full ({self.capacity} slots): cannot allocate")
+        b = self.budget  # shared with the other pool: its slots count too
+        if not self._free or (b is not None and b.used >= b.capacity):
+            n = self.capacity if b is None else f"{b.capacity} shared by running and cached"
+            raise ValueError(f"{self.name} pool is full ({n} slots): cannot allocate")
         slot = self._free.pop()
         self._owner[slot] = owner
         if b is not None:
@@ -140,99 +144,77 @@ class SlotTable:
 
     def _check_slot(self, slot: Any, name: str) -> int:
         """The full check (the naive twin of ``check``'s fast path; tests compare them)."""
-        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)):
-            raise ValueError(f"{name} must be an integer slot id, got {slot!r}")
-        s = int(slot)
-        if not 0 <= s < self.capacity:
-            raise ValueError(f"{name} must be in [0, {self.capacity - 1}], got {s}")
+        s = check_int(name, slot, 0, self.capacity - 1)
         if s not in self._owner:
             raise ValueError(f"{name} {s} of the {self.name} pool is not allocated")
         return s
 
-    def release(self, slot: Any) -> int:
+    def release(self, slot: Any) -> Any:
+        """Free an allocated ``slot``; returns the data it held."""
         s = self.check(slot)
         del self._owner[s]
+        data, self._data[s] = self._data[s], None
         self._free.append(s)
         if self.budget is not None:
             self.budget.used -= 1
-        return s
+        return data
 
-    def owner(self, slot: Any) -> str | None:
-        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)):
-            raise ValueError(f"slot must be an integer slot id, got {slot!r}")
-        return self._owner.get(int(slot))
+    def owner(self, slot: int) -> str | None:
+        return self._owner.get(slot)
 
     def set_owner(self, slot: Any, owner: str) -> None:
-        s = self.check(slot)
-        if not isinstance(owner, str) or not owner:
-            raise ValueError(f"owner must be a non-empty str, got {owner!r}")
-        self._owner[s] = owner
+        self._owner[self.check(slot)] = owner
 
     def owned(self) -> dict[int, str]:
         return dict(self._owner)
 
     def check_integrity(self) -> None:
-        free = self._free
-        if len(set(free)) != len(free):
-            raise PoolError(f"{self.name}: a slot is on the free list twice")
-        if any(s in self._owner for s in free):
-            raise PoolError(f"{self.name}: a slot is both free and owned")
-        if len(free) + len(self._owner) != self.capacity:
+        # one sort proves every slot free or owned exactly once, and every id in range
+        if sorted([*self._free, *self._owner]) != list(range(self.capacity)):
             raise PoolError(
-                f"{self.name}: free {len(free)} + owned {len(self._owner)} != {self.capacity}"
+                f"{self.name}: free {sorted(self._free)} and owned {sorted(self._owner)} are "
+                f"not each slot of [0, {self.capacity - 1}] once"
             )
-        if any(not 0 <= s < self.capacity for s in (*free, *self._owner)):
-            raise PoolError(f"{self.name}: slot id out of range")
         b = self.budget
         if b is not None and not 0 <= b.used <= b.capacity:
             raise PoolError(f"{self.name}: shared budget used {b.used} out of range")
+        for s, data in enumerate(self._data):
+            if (s in self._owner) != (data is not None):
+                raise PoolError(f"{self.name}: slot {s} data does not match its ownership")
 
 
 class ActivePool(SlotTable):
     """Full-precision running state slots (every KDA layer's S and conv window per slot)."""
 
     def __init__(self, shape: StateShape, slots: int, budget: SlotBudget | None = None) -> None:
-        if not isinstance(shape, StateShape):
-            raise ValueError(f"shape must be a StateShape, got {type(shape).__name__}")
         self.shape = shape
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "active", budget)
-        self._S: list[np.ndarray | None] = [None] * self.capacity
-        self._conv: list[np.ndarray | None] = [None] * self.capacity
-        # one read-only zero state bound to every slot that holds no state yet and is only
-        # ever rebound, never read for its zeros (``allocate_unfilled``, ``CheckpointPool.
-        # donate``'s refill): zeroing 246 KiB per track slot, for buffers the first track
-        # write drops, was ~17 us each in the serving loop. Read-only, so a bug writing into
-        # it in place raises instead of reaching every slot that shares it.
-        self.zero_state = (_readonly(np.zeros(shape.s)), _readonly(np.zeros(shape.conv)))
+        # one read-only zero state for every slot only ever rebound (``allocate_unfilled``,
+        # ``CheckpointPool.donate``'s refill): zeroing 246 KiB per track slot, for buffers the
+        # first track write drops, cost ~17 us each in the serving loop. Read-only: a bug
+        # writing into it raises instead of reaching every slot.
+        self.zero_state = (np.zeros(shape.s), np.zeros(shape.conv))
+        freeze(*self.zero_state)
 
-    def __deepcopy__(self, memo: dict) -> ActivePool:
-        """A deep copy whose shared ``zero_state`` is read-only again (numpy's deepcopy returns
-        writable arrays; the memo keeps it one pair shared by the copy's slots)."""
-        new = deepcopy_fields(self, memo)
-        for a in new.zero_state:
-            a.flags.writeable = False
-        return new
+    def _frozen(self) -> Iterable[np.ndarray]:
+        return self.zero_state
 
     def allocate(self, owner: str) -> int:
         """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
         slot = self.take(owner)
-        self._S[slot] = np.zeros(self.shape.s)
-        self._conv[slot] = np.zeros(self.shape.conv)
+        self._data[slot] = (np.zeros(self.shape.s), np.zeros(self.shape.conv))
         return slot
 
     def allocate_unfilled(self, owner: str) -> int:
-        """Take the lowest free slot for ``owner``, bound to the shared read-only
-        ``zero_state``: for a slot that is written by ``rebind`` only (a track slot: its first
-        track write binds a copy). Reads as zeros, like ``allocate``'s."""
+        """``allocate`` bound to the shared read-only ``zero_state``: for a slot written by
+        ``rebind`` only (a track slot: its first track write binds a copy)."""
         slot = self.take(owner)
-        self._S[slot], self._conv[slot] = self.zero_state
+        self._data[slot] = self.zero_state
         return slot
 
     def free(self, slot: int) -> None:
         """Return ``slot`` to the free list (ValueError on a double free)."""
-        s = self.release(slot)
-        self._S[s] = None
-        self._conv[s] = None
+        self.release(slot)
 
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
@@ -241,46 +223,25 @@ class ActivePool(SlotTable):
             raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
         S = np.stack([st.S for st in kda])
         conv = np.stack([st.conv for st in kda])
-        if S.shape != self.shape.s or conv.shape != self.shape.conv:
-            raise ValueError(
-                f"kda states must be S {self.shape.s} / conv {self.shape.conv}, "
-                f"got {S.shape} / {conv.shape}"
-            )
-        self._S[s] = S
-        self._conv[s] = conv
+        self.shape.check(S, conv)
+        self._data[s] = (S, conv)
 
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""
-        s = self.check(slot)
-        S, conv = self._S[s], self._conv[s]
-        assert S is not None and conv is not None
-        return S, conv
+        return self._data[self.check(slot)]
 
     def layer_states(self, slot: int) -> list[KDALayerState]:
         """The slot's state as per-layer read-only ``KDALayerState`` views (the request runs on
-        these; the model never writes a state in place). Read-only because a later ``donate``
-        hands the base buffers to a checkpoint: freezing a base does not freeze views made
-        before, so a writable view would let a request change a stored checkpoint."""
-        S, conv = self.buffers(slot)
-        return [KDALayerState(_readonly(S[i]), _readonly(conv[i])) for i in range(len(S))]
+        these). Read-only because a later ``donate`` hands the base buffers to a checkpoint and
+        freezing a base does not freeze views made before it."""
+        S, conv = (a.view() for a in self.buffers(slot))
+        freeze(S, conv)  # so are the per-layer views taken from these
+        return [KDALayerState(S[i], conv[i]) for i in range(len(S))]
 
     def rebind(self, slot: int, S: np.ndarray, conv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bind new (S, conv) buffers to an allocated ``slot`` without a copy; returns the old
         ones (a donation hands them on, a restore or track write drops them)."""
         s = self.check(slot)
-        old = (self._S[s], self._conv[s])
-        self._S[s], self._conv[s] = S, conv
-        assert old[0] is not None and old[1] is not None
-        return old  # type: ignore[return-value]
-
-    def check_integrity(self) -> None:
-        super().check_integrity()
-        for s in range(self.capacity):
-            held = self.owner(s) is not None
-            if held != (self._S[s] is not None) or held != (self._conv[s] is not None):
-                raise PoolError(f"active: slot {s} buffers do not match its ownership")
-
-
-def _readonly(view: np.ndarray) -> np.ndarray:
-    view.flags.writeable = False
-    return view
+        old = self._data[s]
+        self._data[s] = (S, conv)
+        return old

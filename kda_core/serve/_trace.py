@@ -1,8 +1,7 @@
 """What ``Engine.generate`` observes of its request (``generate`` is ``serve([request])`` with a
 ``Trace``): the replay cuts (``step_replay``), the state after every step, the distances to the
 replayed and the uncached state at the token match, the recorded states, the reference run,
-the teaching restore mode and the observe callbacks. docs/serving.md.
-"""
+the teaching restore mode and the observe callbacks. docs/serving.md."""
 
 from __future__ import annotations
 

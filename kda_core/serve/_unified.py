@@ -1,8 +1,7 @@
 """One byte buffer for the state slots and the MLA KV (``Engine(unified_memory=bytes)``, SGLang's
-``--enable-unified-memory``): ``UnifiedBudget`` is the shared pool's slot budget where states
-may take what the KV in use leaves, and the KV what the states leave; its border is in every
-``StepRow``. ``kda_core.memory`` replays the buffer byte by byte; docs/serving.md.
-"""
+``--enable-unified-memory``): states may take what the KV in use leaves, the KV what the states
+leave; the border is in every ``StepRow``. ``kda_core.memory`` replays the buffer byte by byte;
+docs/serving.md."""
 
 from __future__ import annotations
 
@@ -18,10 +17,8 @@ MAX_UNIFIED_BYTES = 1 << 40
 
 
 class UnifiedBudget(SlotBudget):
-    """State slots from the low end of one byte buffer, KV tokens from the high end.
-
-    ``capacity`` (what the slot tables may use, as ``SlotBudget``'s) is what the KV side leaves
-    now; ``slots`` is the most the buffer could ever hold (the tables' size)."""
+    """State slots from the low end of one byte buffer, KV tokens from the high end; ``slots``
+    is the most the buffer could ever hold (the tables' size)."""
 
     def __init__(
         self, total: int, slot_bytes: int, kv_token_bytes: int, kv_used: Callable[[], int]
@@ -33,18 +30,13 @@ class UnifiedBudget(SlotBudget):
 
     @property  # type: ignore[override]
     def capacity(self) -> int:
-        """Slots the state side may hold now: what the KV side leaves (at most ``slots``)."""
+        """``SlotBudget.capacity``: what the KV side leaves now (at most ``slots``)."""
         left = (self.total - self.kv_used() * self.kv_token_bytes) // self.slot_bytes
         return max(min(left, self.slots), 0)
 
-    def fits(self) -> bool:
-        """Both sides within the buffer (the frontiers have not crossed)."""
-        b = self.border()
-        return b[0] <= b[1]
-
     def kv_capacity(self) -> int:
         """KV tokens the KV side may hold now: what the state side leaves."""
-        return (self.total - self.used * self.slot_bytes) // self.kv_token_bytes
+        return self.kv_capacity_alone(self.used)
 
     def kv_capacity_alone(self, slots: int) -> int:
         """The most KV tokens a request running alone on ``slots`` state slots can have."""
