@@ -10,58 +10,64 @@ import heapq
 
 from kda_core.cache.protocol import Evicted
 from kda_core.cache.radix._node import Node
-from kda_core.cache.radix._tree import Freed, RadixTree
+from kda_core.cache.radix._tree import RadixTree
 
 
-def evict_node(tree: RadixTree, node: Node, acc: Freed) -> None:
-    """Evict ``node``'s (unprotected) state: internal -> tombstone, leaf -> deleted."""
-    assert node.has_state and not node.sprot, "an unprotected state"
-    if node.children:
-        tree.detach_state(node, acc)
-        acc.tombstoned += 1
-        tree.counts["tombstoned"] += 1
-    else:
-        tree.remove_leaf(node, acc)
-    tree.clock += 1
+def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evicted:
+    """``RadixStateCache.evict`` on checked arguments: states, then KV; -> what was freed (the
+    growth of the tree's counters)."""
+    before = _freed(tree)
+    if states or state_bytes:
+        evict_states(tree, states, state_bytes)
+    if kv_tokens:
+        evict_kv(tree, kv_tokens)
+    return Evicted(*(a - b for a, b in zip(_freed(tree), before)))
 
 
-def _check_victim(tree: RadixTree) -> Node | None:
-    """The node the ``victim`` hook picks (None: nothing to evict)."""
-    assert tree.victim is not None and tree.table is not None
-    row = tree.victim(tree.table.rows(tree.clock, tree.owner))
-    if row is None or row < 0:
-        return None
-    node = tree.table.nodes[int(row)]
-    if node is None or node.sprot:
-        raise ValueError(f"victim chose row {row}, which holds no evictable state")
-    return node
+def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
+    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
+    c = tree.counts
+    s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
+    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
 
 
-def evict_states(tree: RadixTree, num: int, nbytes: int) -> Evicted:
-    """Evict states until ``num`` states and ``nbytes`` bytes are freed (or none is left)."""
-    acc = Freed()
+def evict_states(tree: RadixTree, num: int, nbytes: int) -> None:
+    """Evict states until ``num`` states and ``nbytes`` bytes more are freed (or none is left)."""
     if tree.plain:
-        _evict_lru_plain(tree, num, nbytes, acc)
-        return acc.result()
-    slru = tree.slru
-    while acc.states < num or acc.state_bytes < nbytes:
-        if tree.victim is not None:
-            victim = _check_victim(tree)
-        else:  # the least recently used unprotected state
-            victim = next((nd for nd in slru.values() if not nd.sprot), None)
-        if victim is None:
-            break
-        evict_node(tree, victim, acc)
-    return acc.result()
+        _evict_lru_plain(tree, num, nbytes)
+        return
+    c, slru, table = tree.counts, tree.slru, tree.table
+    num += c["evicted_states"]
+    nbytes += c["evicted_state_bytes"]
+    while c["evicted_states"] < num or c["evicted_state_bytes"] < nbytes:
+        if table is None:  # the least recently used unprotected state
+            node = next((nd for nd in slru.values() if not nd.sprot), None)
+            if node is None:
+                break
+        else:
+            assert tree.victim is not None
+            row = tree.victim(table.rows(tree.clock, tree.owner))
+            if row is None or row < 0:
+                break
+            node = table.nodes[int(row)]
+            if node is None or node.sprot:
+                raise ValueError(f"victim chose row {row}, which holds no evictable state")
+        if node.children:  # internal -> tombstone, leaf -> deleted
+            tree.detach_state(node)
+            c["tombstoned"] += 1
+        else:
+            tree.remove_leaf(node)
+        tree.clock += 1
 
 
-def evict_kv(tree: RadixTree, num_tokens: int) -> Evicted:
-    """Evict LRU unlocked leaves (KV and state) until ``num_tokens`` tokens of KV are freed
-    or nothing is evictable."""
-    acc = Freed()
+def evict_kv(tree: RadixTree, num_tokens: int) -> None:
+    """Evict LRU unlocked leaves (KV and state) until ``num_tokens`` tokens of KV more are
+    freed or nothing is evictable."""
+    c = tree.counts
+    num_tokens += c["evicted_kv_tokens"]
     skipped = []
     heap, live = tree.heap, tree.live
-    while acc.kv_tokens < num_tokens and heap:
+    while c["evicted_kv_tokens"] < num_tokens and heap:
         entry = heapq.heappop(heap)
         t, _, nid = entry
         nd = live.get(nid)
@@ -70,14 +76,13 @@ def evict_kv(tree: RadixTree, num_tokens: int) -> Evicted:
         if nd.kv_lock > 0:
             skipped.append(entry)
             continue
-        tree.remove_leaf(nd, acc)
+        tree.remove_leaf(nd)
         tree.clock += 1
     for entry in skipped:
         heapq.heappush(heap, entry)
-    return acc.result()
 
 
-def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None:
+def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     """``evict_states``'s LRU loop for a plain tree, ``detach_state`` and ``remove_leaf``
     inlined and the counters kept in locals (the simulator evicts up to 262,000 states per
     pass)."""
@@ -133,5 +138,3 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None
     c["evicted_state_bytes"] += sbytes
     c["evicted_kv_tokens"] += kv_tok
     c["tombstoned"] += tomb
-    acc.states, acc.state_bytes, acc.kv_tokens = states, sbytes, kv_tok
-    acc.nodes, acc.tombstoned = nodes, tomb

@@ -244,7 +244,7 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
             break
         if nd is tail or nd.state_lock > 0 or len(nd.children) != 1:
             continue
-        tree.detach_state(nd, None, count=False)
+        tree.detach_state(nd, count=False)
         tree.counts["capped"] += 1
         capped += 1
         excess -= 1

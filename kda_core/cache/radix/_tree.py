@@ -12,43 +12,19 @@ from collections.abc import Callable
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.protocol import DroppedState, Evicted
+from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix._node import Node, common_prefix, default_kv_slice
 from kda_core.cache.radix._table import StateTable
-from kda_core.cache.radix.views import StateRows
+from kda_core.cache.radix.views import CacheStats, StateRows
 
 _MAX_KEY_LEN = 1 << 22
 """Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
 _MAX_PAGE_SIZE = 1 << 16
 _STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
 
-COUNTERS = (
-    "matches",
-    "state_hits",
-    "token_hits",
-    "states_inserted",
-    "states_existed",
-    "evicted_states",
-    "evicted_state_bytes",
-    "evicted_kv_tokens",
-    "tombstoned",
-    "pruned",
-    "splits",
-    "capped",
-)
+COUNTERS = CacheStats._fields[CacheStats._fields.index("matches") : -1]
+"""The event counters: ``CacheStats``' fields after the sizes, before ``clock``."""
 _cache_ids = itertools.count(1)  # nodes and handles carry their cache's id
-
-
-class Freed:
-    """What one eviction call freed so far (``Evicted`` once it is done)."""
-
-    __slots__ = ("states", "state_bytes", "kv_tokens", "nodes", "tombstoned")
-
-    def __init__(self) -> None:
-        self.states = self.state_bytes = self.kv_tokens = self.nodes = self.tombstoned = 0
-
-    def result(self) -> Evicted:
-        return Evicted(self.states, self.state_bytes, self.kv_tokens, self.nodes, self.tombstoned)
 
 
 class RadixTree:
@@ -128,7 +104,7 @@ class RadixTree:
         node.state_time = self.clock
         self.slru.move_to_end(node.id)
         if self.table is not None:
-            self.table.touch(node)
+            self.table.time[node.srow] = node.state_time
 
     def touch_states(self, nodes: list[Node]) -> None:
         """Refresh the states on ``nodes`` in the path modes (``state_touch``)."""
@@ -160,23 +136,21 @@ class RadixTree:
             self.table.protect(node)
 
     # ------------------------------------------------------------------ locks
-    def lock_kv(self, node: Node, unlock: bool = False) -> None:
-        """One KV lock more (or less) on ``node`` and every ancestor (not the root)."""
+    def lock(self, node: Node, unlock: bool, state: bool) -> None:
+        """One KV lock more (or less) on ``node`` and every ancestor (not the root); with
+        ``state``, one state lock more (or less) on ``node`` too."""
         assert node.alive and node is not self.root, "a live non-root node"
         assert not unlock or node.kv_lock > 0, "unlock of a KV-locked node"
         d, nd, root, tpe = -1 if unlock else 1, node, self.root, self.tpe
+        if state:
+            assert node.has_state and (not unlock or node.state_lock > 0), "a state-locked node"
+            node.state_lock += d
         while nd is not root:
             if nd.kv_lock == (1 if unlock else 0):
                 self.kv_protected += d * len(nd.key) * tpe
             nd.kv_lock += d
             nd = nd.parent  # type: ignore[assignment]
         self.sync(node)
-
-    def lock_state(self, node: Node, unlock: bool = False) -> None:
-        """One state lock more (or less) on ``node``, with its KV lock."""
-        assert node.has_state and (not unlock or node.state_lock > 0), "a state-locked node"
-        node.state_lock += -1 if unlock else 1
-        self.lock_kv(node, unlock)
 
     # ------------------------------------------------------------------ states
     def attach_state(self, node: Node, payload: Any, nbytes: int) -> None:
@@ -200,21 +174,19 @@ class RadixTree:
             p = p.parent
         return 0 if p is None else p.plen * self.tpe
 
-    def dropped(self, node: Node) -> DroppedState:
-        """The ``before_drop`` hook's view of ``node``'s state: its path's tokens and KV."""
-        path = []
-        nd: Node | None = node
-        while nd is not None and nd is not self.root:
-            path.append(nd)
-            nd = nd.parent
-        path.reverse()
-        tokens = tuple(t for p in path for t in p.key)
-        return DroppedState(tokens, tuple(p.kv for p in path), node.state, node.state_bytes)
-
-    def detach_state(self, node: Node, acc: Freed | None, count: bool = True) -> None:
-        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status."""
+    def detach_state(self, node: Node, count: bool = True) -> None:
+        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status.
+        ``count``: an eviction (counted as one), not the per-path cap."""
         if self.before_drop is not None:
-            self.before_drop(self.dropped(node))
+            path = []
+            nd = node
+            while nd is not self.root:
+                path.append(nd)
+                nd = nd.parent  # type: ignore[assignment]
+            path.reverse()
+            tokens = tuple(t for p in path for t in p.key)
+            kv = tuple(p.kv for p in path)
+            self.before_drop(DroppedState(tokens, kv, node.state, node.state_bytes))
         if node.sprot:
             self.n_sprot -= 1
             self.sprot_bytes -= node.state_bytes
@@ -229,9 +201,6 @@ class RadixTree:
         if count:
             self.counts["evicted_states"] += 1
             self.counts["evicted_state_bytes"] += nbytes
-        if acc is not None:
-            acc.states += 1
-            acc.state_bytes += nbytes
         if self.on_free_state is not None:
             self.on_free_state(payload, nbytes)
 
@@ -265,24 +234,21 @@ class RadixTree:
         self.counts["splits"] += 1
         return upper
 
-    def remove_leaf(self, node: Node, acc: Freed) -> None:
-        """Delete a leaf (KV and state). A parent left childless stays as a leaf, state or not
-        (SGLang unified_tree_core.py: ``_delete_leaf`` then ``_update_evictable_leaf_sets``
-        on the parent; nothing cascades: later KV eviction reaches it in LRU order)."""
+    def remove_leaf(self, node: Node) -> None:
+        """Delete an unlocked leaf (KV and state). A parent left childless stays as a leaf,
+        state or not (SGLang unified_tree_core.py: ``_delete_leaf`` then
+        ``_update_evictable_leaf_sets`` on the parent; nothing cascades: later KV eviction
+        reaches it in LRU order)."""
         parent = node.parent
-        assert parent is not None and not node.children
+        assert parent is not None and not node.children and node.kv_lock == 0
         if node.has_state:
-            self.detach_state(node, acc)
+            self.detach_state(node)
         ntok = len(node.key) * self.tpe
         self.kv_tokens -= ntok
-        if node.kv_lock > 0:  # callers never remove a KV-locked leaf; kept for the sums
-            self.kv_protected -= ntok
         del parent.children[self.first(node.key, 0)]
         node.alive, node.parent = False, None
         self.n_nodes -= 1
         self.counts["evicted_kv_tokens"] += ntok
-        acc.kv_tokens += ntok
-        acc.nodes += 1
         payload, node.kv = node.kv, None
         if self.on_free_kv is not None:
             self.on_free_kv(payload, ntok)

@@ -208,10 +208,7 @@ class RadixStateCache:
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
         if node is not self._tree.root:
-            if handle._state:
-                self._tree.lock_state(node, unlock)
-            else:
-                self._tree.lock_kv(node, unlock)
+            self._tree.lock(node, unlock, handle._state)
         handle._locks += -1 if unlock else 1
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
@@ -221,11 +218,7 @@ class RadixStateCache:
         kv_tokens = check_int("kv_tokens", kv_tokens, 0)
         states = check_int("states", states, 0)
         state_bytes = check_int("state_bytes", state_bytes, 0)
-        a = _evict.evict_states(self._tree, states, state_bytes) if states or state_bytes else None
-        b = _evict.evict_kv(self._tree, kv_tokens) if kv_tokens else None
-        if a is None or b is None:
-            return a or b or Evicted(0, 0, 0, 0, 0)
-        return Evicted(*(x + y for x, y in zip(a, b)))
+        return _evict.evict(self._tree, kv_tokens, states, state_bytes)
 
     def read_kv(self, key: Any, length: int) -> tuple:
         """The KV payloads covering ``key[:length]`` root first, the last one cut with
