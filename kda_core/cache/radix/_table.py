@@ -9,7 +9,9 @@ import numpy as np
 from kda_core.cache.radix._node import Node
 from kda_core.cache.radix.views import StateRows
 
-_INT_COLUMNS = ("nchild", "time", "length", "anc_length", "nbytes", "version", "node_id")
+_COLUMNS = StateRows._fields[:-2]
+"""The table's numpy columns, named as in ``StateRows``: ``live`` and ``evictable`` are bool,
+the others int64."""
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -19,32 +21,25 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 class StateTable:
-    """One row per checkpoint (see the module docstring); the tree calls ``add`` / ``remove``
-    / ``touch`` / ``protect`` as its states come, go and change."""
+    """One row per checkpoint (see the module docstring): ``nodes`` and the ``_COLUMNS``
+    arrays; the tree calls ``add`` / ``remove`` / ``protect`` as its states come, go and
+    change, and writes ``time`` when it touches one."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.nodes: list[Node | None] = [None] * capacity
-        self.live = np.zeros(capacity, dtype=bool)
-        self.evictable = np.zeros(capacity, dtype=bool)
-        self.nchild = np.zeros(capacity, dtype=np.int64)
-        self.time = np.zeros(capacity, dtype=np.int64)
-        self.length = np.zeros(capacity, dtype=np.int64)
-        self.anc_length = np.zeros(capacity, dtype=np.int64)
-        self.nbytes = np.zeros(capacity, dtype=np.int64)
-        self.version = np.zeros(capacity, dtype=np.int64)
-        self.node_id = np.zeros(capacity, dtype=np.int64)
-        self.free_rows: list[int] = list(range(capacity - 1, -1, -1))
+        self.free_rows = list(range(capacity - 1, -1, -1))
         self.ver = 0
+        for name in _COLUMNS:
+            kind = bool if name in ("live", "evictable") else np.int64
+            setattr(self, name, np.zeros(capacity, dtype=kind))
 
     def _grow(self) -> None:
         old = len(self.nodes)
         self.nodes.extend([None] * old)
-        for name in ("live", "evictable", *_INT_COLUMNS):
-            a = getattr(self, name)
-            b = np.zeros(2 * old, dtype=a.dtype)
-            b[:old] = a
-            setattr(self, name, b)
         self.free_rows = list(range(2 * old - 1, old - 1, -1))
+        for name in _COLUMNS:
+            a = getattr(self, name)
+            setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
 
     def _bump(self, row: int) -> None:
         self.ver += 1
@@ -64,8 +59,7 @@ class StateTable:
         self.nbytes[r] = node.state_bytes
         self.time[r] = node.state_time
         self.node_id[r] = node.id
-        self.evictable[r] = not node.sprot
-        self.nchild[r] = len(node.children)
+        self.protect(node)
         self._bump(r)
         if node.children:
             self.set_region_ancestor(node, length)
@@ -92,30 +86,11 @@ class StateTable:
             else:
                 stack.extend(c.children.values())
 
-    def touch(self, node: Node) -> None:
-        self.time[node.srow] = node.state_time
-
     def protect(self, node: Node) -> None:
         """``node``'s protection or child count changed."""
         r = node.srow
         self.evictable[r] = not node.sprot
         self.nchild[r] = len(node.children)
 
-    def row(self, node: Node) -> tuple[int, int, int, int, int, bool]:
-        """(length, ancestor length, bytes, time, children, evictable) of ``node``'s row."""
-        r = node.srow
-        return (
-            int(self.length[r]),
-            int(self.anc_length[r]),
-            int(self.nbytes[r]),
-            int(self.time[r]),
-            int(self.nchild[r]),
-            bool(self.evictable[r]),
-        )
-
     def rows(self, clock: int, owner: int) -> StateRows:
-        return StateRows(
-            *(_readonly(getattr(self, n)) for n in ("live", "evictable", *_INT_COLUMNS)),
-            clock,
-            owner,
-        )
+        return StateRows(*(_readonly(getattr(self, n)) for n in _COLUMNS), clock, owner)
