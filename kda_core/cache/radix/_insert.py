@@ -74,8 +74,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
     positions, existed positions, states capped)."""
     tpe = tree.tpe
     if not sts:
-        m = tree.match(k, False, False, False)
-        return m[0], 0, None, (), (), 0
+        return tree.match(k, False, False, False)[0], 0, None, (), (), 0
     end = sts[-1][0]
     sized = kv is not None and not isinstance(kv, numbers.Number) and hasattr(kv, "__len__")
     if sized and len(kv) < end * tpe:
@@ -83,32 +82,41 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
             f"kv must cover the inserted key ({end * tpe} tokens), got length {len(kv)}"
         )
     kv_len = len(k) * tpe
-    if len(k) != end:
-        k = k[:end]
-    at: list[Node | None] = [None] * len(sts)
-    node, path, i, pi = _walk(tree, k, end, [s[0] for s in sts], at)
-    new, existed = _existing(tree, sts, at, pi)
-    if pi < len(sts):
-        path = path + _chain(tree, k, kv, kv_len, sts, at, pi, node, i, new)
-    _refresh(tree, path)
-    tail = at[-1]
-    assert tail is not None
+    k = k[:end]
+    node, path, i, found = _walk(tree, k, [s[0] for s in sts])
+    new: list[int] = []
+    existed: list[int] = []
+    for (pos, payload, nb), nd in zip(sts, found):  # existing nodes: kept, or revived
+        if nd.has_state:
+            existed.append(pos * tpe)
+            tree.counts["states_existed"] += 1
+            if tree.state_touch == "node":
+                tree.touch_state(nd)
+        else:
+            tree.attach_state(nd, payload, nb)
+            new.append(pos * tpe)
+    if len(found) < len(sts):
+        path += _chain(tree, k, kv, kv_len, sts[len(found) :], node, i)
+        new += [s[0] * tpe for s in sts[len(found) :]]
+    tree.touch_kv(path)  # the whole inserted path; its last node is the deepest checkpoint
+    if tree.state_touch != "node":
+        tree.touch_states(path)
+    tail = path[-1]
     capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
     if len(tree.heap) > 4 * tree.n_nodes + 1024:
         _rebuild_heap(tree)
     return i * tpe, end * tpe, tail, tuple(new), tuple(existed), capped
 
 
-def _walk(
-    tree: RadixTree, k: tuple, end: int, positions: list[int], at: list[Node | None]
-) -> tuple[Node, list[Node], int, int]:
-    """Walk the existing path of ``k[:end]``, splitting edges where the key diverges or a
-    checkpoint position falls inside an edge. Fills ``at`` with the nodes found at checkpoint
-    positions; -> (deepest node, path, elements matched, checkpoints found)."""
-    epp = tree.epp
-    pi = i = 0
+def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[Node], int, list]:
+    """Walk the existing path of ``k``, splitting edges where the key diverges or a checkpoint
+    position falls inside an edge -> (deepest node, path, elements matched, the nodes found at
+    the first checkpoint positions)."""
+    epp, end = tree.epp, len(k)
+    i = 0
     node = tree.root
     path: list[Node] = []
+    found: list[Node] = []
     while i < end:
         child = node.children.get(k[i] if epp == 1 else k[i : i + epp])
         if child is None:
@@ -122,7 +130,7 @@ def _walk(
             c -= c % epp
             if c == 0:
                 break
-        p = positions[pi] - i
+        p = positions[len(found)] - i
         if p < c:
             child = tree.split(child, p)
             c = p
@@ -131,46 +139,17 @@ def _walk(
         i += c
         node = child
         path.append(child)
-        if positions[pi] == i:
-            at[pi] = child
-            pi += 1
-    return node, path, i, pi
-
-
-def _existing(tree: RadixTree, sts: list, at: list[Node | None], pi: int) -> tuple[list, list]:
-    """Checkpoints that fall on existing nodes, root-first: kept, or revive a tombstone."""
-    new: list[int] = []
-    existed: list[int] = []
-    node_touch = tree.state_touch == "node"
-    for j in range(pi):
-        t = at[j]
-        assert t is not None
-        pos, payload, nb = sts[j]
-        if t.has_state:
-            existed.append(pos * tree.tpe)
-            tree.counts["states_existed"] += 1
-            if node_touch:
-                tree.touch_state(t)
-        else:
-            tree.attach_state(t, payload, nb)
-            new.append(pos * tree.tpe)
-    return new, existed
+        if positions[len(found)] == i:
+            found.append(child)
+    return node, path, i, found
 
 
 def _chain(
-    tree: RadixTree,
-    k: tuple,
-    kv: Any,
-    kv_len: int,
-    sts: list,
-    at: list[Node | None],
-    pi: int,
-    node: Node,
-    prev: int,
-    new: list[int],
+    tree: RadixTree, k: tuple, kv: Any, kv_len: int, sts: list, node: Node, prev: int
 ) -> list[Node]:
-    """The new chain below ``node``: one node per remaining checkpoint, each made with its
-    state (``attach_state`` and ``add`` inlined: one pass, the sizes summed once)."""
+    """The new chain below ``node`` (at element ``prev``): one node per checkpoint of ``sts``,
+    each made with its state (``attach_state`` and ``add`` inlined: one pass, the sizes summed
+    once)."""
     epp, tpe, slicer, owner = tree.epp, tree.tpe, tree.kv_slice, tree.owner
     slru, live, table = tree.slru, tree.live, tree.table
     parent = node
@@ -178,8 +157,7 @@ def _chain(
     nid, clock = tree.next_id, tree.clock
     added_tokens = added_bytes = 0
     created: list[Node] = []
-    for j in range(pi, len(sts)):
-        pos, payload, nb = sts[j]
+    for pos, payload, nb in sts:
         clock += 1
         piece = None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len)
         seg = Node(nid, owner, k[prev:pos], piece, parent, pos, True, payload, nb, clock)
@@ -199,32 +177,16 @@ def _chain(
             table.add(seg, pos * tpe, tree.ancestor_tokens(seg) if anc is None else anc)
         anc = pos * tpe
         created.append(seg)
-        at[j] = seg
-        new.append(anc)
         parent = seg
         prev = pos
     tree.next_id, tree.clock = nid, clock
-    n_new = len(sts) - pi
-    tree.n_nodes += n_new
+    tree.n_nodes += len(sts)
     tree.kv_tokens += added_tokens
-    tree.n_states += n_new
+    tree.n_states += len(sts)
     tree.state_bytes += added_bytes
-    tree.counts["states_inserted"] += n_new
+    tree.counts["states_inserted"] += len(sts)
     tree.sync(node)  # the attach point lost leaf status (locks, child count)
     return created
-
-
-def _refresh(tree: RadixTree, walked: list[Node]) -> None:
-    """Refresh the KV order along the inserted path (and the states in the path modes)."""
-    clock = tree.clock
-    for nd in walked:
-        clock += 1
-        nd.kv_time = clock
-    tree.clock = clock
-    if walked and not walked[-1].children:
-        tree.push_leaf(walked[-1])
-    if tree.state_touch != "node":
-        tree.touch_states(walked)
 
 
 def _cap_path(tree: RadixTree, tail: Node) -> int:
@@ -236,8 +198,7 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
         if nd.has_state:
             holders.append(nd)
         nd = nd.parent
-    assert tree.max_states_per_path is not None
-    excess = len(holders) - tree.max_states_per_path
+    excess = len(holders) - tree.max_states_per_path  # type: ignore[operator]
     capped = 0
     for nd in reversed(holders):
         if excess <= 0:

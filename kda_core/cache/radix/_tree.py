@@ -99,6 +99,17 @@ class RadixTree:
         self.hseq += 1
         heapq.heappush(self.heap, (node.kv_time, self.hseq, node.id))
 
+    def touch_kv(self, path: list[Node]) -> None:
+        """Stamp ``path`` (root-first) as just used, one tick per node (up to one per key
+        element); only its last node can be a leaf: index it."""
+        clock = self.clock
+        for nd in path:
+            clock += 1
+            nd.kv_time = clock
+        self.clock = clock
+        if path and not path[-1].children:
+            self.push_leaf(path[-1])
+
     def touch_state(self, node: Node) -> None:
         self.clock += 1
         node.state_time = self.clock
@@ -301,13 +312,7 @@ class RadixTree:
             cnt["token_hits"] += token_match > 0
         if touch and best is not self.root:
             used = path[:best_depth]
-            clock = self.clock
-            for nd in used:  # one tick per node, inlined (up to one node per key element)
-                clock += 1
-                nd.kv_time = clock
-                if not nd.children:
-                    self.push_leaf(nd)
-            self.clock = clock
+            self.touch_kv(used)
             if self.state_touch == "node":
                 self.touch_state(best)
             else:
