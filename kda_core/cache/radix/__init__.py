@@ -7,17 +7,6 @@ Semantics: docs/radix.md.
 """
 
 from kda_core.cache.radix.cache import RadixStateCache
-from kda_core.cache.radix.views import (
-    CacheStats,
-    IntegrityError,
-    NodeView,
-    StateRows,
-)
+from kda_core.cache.radix.views import CacheStats, IntegrityError, NodeView, StateRows
 
-__all__ = [
-    "CacheStats",
-    "IntegrityError",
-    "NodeView",
-    "RadixStateCache",
-    "StateRows",
-]
+__all__ = ["CacheStats", "IntegrityError", "NodeView", "RadixStateCache", "StateRows"]

@@ -150,7 +150,7 @@ def _chain(
     """The new chain below ``node`` (at element ``prev``): one node per checkpoint of ``sts``,
     each made with its state (``attach_state`` and ``add`` inlined: one pass, the sizes summed
     once)."""
-    epp, tpe, slicer, owner = tree.epp, tree.tpe, tree.kv_slice, tree.owner
+    epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
     parent = node
     anc = parent.plen * tpe if parent.has_state or parent is tree.root else None
@@ -160,7 +160,7 @@ def _chain(
     for pos, payload, nb in sts:
         clock += 1
         piece = None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len)
-        seg = Node(nid, owner, k[prev:pos], piece, parent, pos, True, payload, nb, clock)
+        seg = Node(nid, k[prev:pos], piece, parent, pos, True, payload, nb, clock)
         live[nid] = seg
         first = k[prev] if epp == 1 else k[prev : prev + epp]
         if parent.children is NO_CHILDREN:

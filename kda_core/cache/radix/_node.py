@@ -23,7 +23,6 @@ class Node:
 
     __slots__ = (
         "id",
-        "owner",
         "key",
         "kv",
         "parent",
@@ -45,7 +44,6 @@ class Node:
     def __init__(
         self,
         nid: int,
-        owner: int,
         key: tuple,
         kv: Any,
         parent: Node | None,
@@ -56,7 +54,6 @@ class Node:
         state_time: int = 0,
     ):
         self.id = nid
-        self.owner = owner
         self.key = key
         self.kv = kv
         self.parent = parent
@@ -72,10 +69,6 @@ class Node:
         self.srow = -1
         self.sprot = False
         self.alive = True
-
-    def __repr__(self) -> str:
-        tag = "state" if self.has_state else "tombstone"
-        return f"Node(id={self.id}, plen={self.plen}, edge={len(self.key)}, {tag})"
 
 
 def default_kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:

@@ -75,8 +75,7 @@ class RadixTree:
         self.tpe = self.page_size if self.block_keys else 1
         self.owner = next(_cache_ids)
         self.next_id = 1
-        self.root = Node(0, self.owner, (), None, None, 0)
-        self.root.kv_lock = 1
+        self.root = Node(0, (), None, None, 0)
         self.clock = self.n_nodes = self.kv_tokens = self.kv_protected = 0
         self.n_states = self.state_bytes = self.n_sprot = self.sprot_bytes = 0
         self.slru: OrderedDict[int, Node] = OrderedDict()
@@ -228,7 +227,7 @@ class RadixTree:
         length = len(e) * tpe
         head = self.kv_slice(child.kv, 0, c * tpe, length)
         tail = self.kv_slice(child.kv, c * tpe, length, length)
-        upper = Node(self.next_id, self.owner, e[:c], head, parent, parent.plen + c)
+        upper = Node(self.next_id, e[:c], head, parent, parent.plen + c)
         self.live[upper.id] = upper
         self.next_id += 1
         self.n_nodes += 1

@@ -116,23 +116,23 @@ class RadixStateCache:
         )
 
     # ------------------------------------------------------------------ the protocol
-    def _check_key(self, key: Any, name: str = "key") -> tuple:
+    def _check_key(self, key: Any) -> tuple:
         if isinstance(key, np.ndarray):
             # dtype.kind, not np.issubdtype: the simulator passes two int64 slices a request
             if key.ndim != 1 or key.dtype.kind not in "iu":
-                raise ValueError(f"{name} must be a 1-D integer array, got {key.dtype} {key.shape}")
+                raise ValueError(f"key must be a 1-D integer array, got {key.dtype} {key.shape}")
             k = tuple(key.tolist())
         elif isinstance(key, (list, tuple, range)):
             k = tuple(key)
             types = set(map(type, k))
             if types - {int}:
                 if not all(issubclass(t, numbers.Integral) and t is not bool for t in types):
-                    raise ValueError(f"{name} must contain ints only")
+                    raise ValueError("key must contain ints only")
                 k = tuple(int(x) for x in k)
         else:
-            raise ValueError(f"{name} must be a list, tuple, range or 1-D int array")
+            raise ValueError("key must be a list, tuple, range or 1-D int array")
         if len(k) > self._tree.max_key_len:
-            raise ValueError(f"{name} length must be <= {self._tree.max_key_len}, got {len(k)}")
+            raise ValueError(f"key length must be <= {self._tree.max_key_len}, got {len(k)}")
         return k
 
     def _handle(self, node: Node, state: bool) -> _RadixHandle:
@@ -204,7 +204,6 @@ class RadixStateCache:
         if unlock is not False and unlock is not True:
             check_bool("unlock", unlock)
         node = self._check_handle(handle)
-        assert isinstance(handle, _RadixHandle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
         if node is not self._tree.root:
@@ -279,7 +278,7 @@ class RadixStateCache:
                     key=tuple(nd.key),
                     has_state=nd.has_state,
                     state_bytes=nd.state_bytes,
-                    kv_lock=nd.kv_lock if nd is not root else 0,
+                    kv_lock=nd.kv_lock,
                     state_lock=nd.state_lock,
                     kv_age=now - nd.kv_time if nd is not root else 0,
                     state_age=now - nd.state_time if nd.has_state else -1,
