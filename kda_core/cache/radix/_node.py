@@ -1,9 +1,5 @@
-"""The radix tree's node record and the key helpers its walks share.
-
-``Node`` is a plain record read and written by the tree's modules (``_tree``, ``_insert``,
-``_evict``, ``_integrity``); callers outside ``kda_core.cache.radix`` never see one: they hold
-the opaque handles of ``kda_core.cache.protocol`` and read ``views.NodeView``.
-"""
+"""The radix tree's node record (callers outside the package never see one: they hold handles
+and read ``views.NodeView``) and the key helpers its walks share."""
 
 from __future__ import annotations
 

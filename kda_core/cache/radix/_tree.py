@@ -1,6 +1,5 @@
 """``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations that keep them in
-step (touch, lock, attach / detach a state, split an edge, remove a leaf, match); its fields
-are public to ``_insert``, ``_evict`` and ``_integrity``. Invariants and sources: docs/radix.md."""
+step; its fields are public to ``_insert``, ``_evict`` and ``_integrity``. docs/radix.md."""
 
 from __future__ import annotations
 
@@ -24,15 +23,14 @@ _STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
 
 COUNTERS = CacheStats._fields[CacheStats._fields.index("matches") : -1]
 """The event counters: ``CacheStats``' fields after the sizes, before ``clock``."""
-_cache_ids = itertools.count(1)  # nodes and handles carry their cache's id
+_cache_ids = itertools.count(1)  # handles carry their cache's id
 
 
 class RadixTree:
-    """The tree's record (arguments: ``RadixStateCache``): options, hooks, ``root``, ``live`` (id ->
-    every non-root node), sizes, the logical ``clock``, the state LRU ``slru`` (oldest first), the
-    KV leaf heap ``heap`` of (access time, seq, id), the state ``table`` (None without a
-    ``victim``) and the event counters ``counts``; ``epp`` / ``tpe``: key elements per page,
-    tokens per key element."""
+    """The tree's record (arguments: ``RadixStateCache``): ``live`` maps id -> every non-root
+    node, ``slru`` is the state LRU (oldest first), ``heap`` the KV leaf heap of (access time,
+    seq, id), ``table`` the state table (None without a ``victim``); ``epp`` / ``tpe``: key
+    elements per page, tokens per key element."""
 
     def __init__(
         self,
@@ -274,8 +272,7 @@ class RadixTree:
         ``count``: a lookup of the cache's user (an insert's own walk is not counted)."""
         epp = self.epp
         n = len(k) - len(k) % epp
-        if n != len(k):
-            k = k[:n]
+        k = k[:n]
         node = best = self.root
         path: list[Node] = []
         best_i = best_depth = i = 0
