@@ -88,7 +88,7 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     pass)."""
     slru, live, root, tpe, epp = tree.slru, tree.live, tree.root, tree.tpe, tree.epp
     free_kv = tree.on_free_kv
-    states = sbytes = kv_tok = nodes = tomb = 0
+    states = sbytes = kv_tok = tomb = 0
     became_leaf: list[Node] = []
     while states < num or sbytes < nbytes:
         victim = None
@@ -111,7 +111,6 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
         assert parent is not None
         ntok = len(victim.key) * tpe
         kv_tok += ntok
-        nodes += 1
         k = victim.key
         del parent.children[k[0] if epp == 1 else k[:epp]]
         payload = victim.kv
@@ -132,7 +131,7 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     tree.n_states -= states
     tree.state_bytes -= sbytes
     tree.kv_tokens -= kv_tok
-    tree.n_nodes -= nodes
+    tree.n_nodes -= states - tomb  # every evicted state not tombstoned took its leaf
     c = tree.counts
     c["evicted_states"] += states
     c["evicted_state_bytes"] += sbytes

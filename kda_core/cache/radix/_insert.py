@@ -12,8 +12,6 @@ from kda_core._checks import check_int
 from kda_core.cache.radix._node import NO_CHILDREN, Node, common_prefix
 from kda_core.cache.radix._tree import RadixTree
 
-_STATES_FORM = "states must be a dict {position: payload} or (position, payload[, nbytes]) tuples"
-
 
 def parse_states_fast(tree: RadixTree, states: Any, n_elems: int, nbytes: int) -> list | None:
     """``parse_states`` for the common call (a list / tuple of ``(position, payload)`` pairs,
@@ -47,7 +45,9 @@ def parse_states(tree: RadixTree, states: Any, n_elems: int, nbytes: int) -> lis
     elif isinstance(states, Iterable) and not isinstance(states, (str, bytes)):
         items = list(states)
     else:
-        raise ValueError(_STATES_FORM)
+        raise ValueError(
+            "states must be a dict {position: payload} or (position, payload[, nbytes]) tuples"
+        )
     out = []
     tpe, page = tree.tpe, tree.page_size
     max_pos = n_elems * tpe
@@ -193,34 +193,28 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
     """SGLang's ``_evict_excess_path_states``: tombstone the states of ``tail``'s path beyond
     the cap, root-first, skipping the tail, locked states and forks (a soft cap)."""
     holders = []
-    nd: Node | None = tail
-    while nd is not None and nd is not tree.root:
+    nd = tail
+    while nd is not tree.root:
         if nd.has_state:
             holders.append(nd)
-        nd = nd.parent
+        nd = nd.parent  # type: ignore[assignment]
     excess = len(holders) - tree.max_states_per_path  # type: ignore[operator]
     capped = 0
     for nd in reversed(holders):
-        if excess <= 0:
+        if capped >= excess:
             break
-        if nd is tail or nd.state_lock > 0 or len(nd.children) != 1:
-            continue
-        tree.detach_state(nd, count=False)
-        tree.counts["capped"] += 1
-        capped += 1
-        excess -= 1
+        if nd is not tail and nd.state_lock == 0 and len(nd.children) == 1:
+            tree.detach_state(nd, count=False)
+            capped += 1
+    tree.counts["capped"] += capped
     return capped
 
 
 def _rebuild_heap(tree: RadixTree) -> None:
     """A fresh KV leaf heap (stale entries pile up as leaves are touched again)."""
     heap = []
-    stack = list(tree.root.children.values())
-    while stack:
-        nd = stack.pop()
-        if nd.children:
-            stack.extend(nd.children.values())
-        else:
+    for nd in tree.live.values():
+        if not nd.children:
             tree.hseq += 1
             heap.append((nd.kv_time, tree.hseq, nd.id))
     heapq.heapify(heap)
