@@ -1,8 +1,7 @@
-"""Radix eviction. ``evict_states``: an internal node's state is dropped (a tombstone), a leaf
-goes with its KV (its parent stays as a leaf: SGLang), in state-LRU order or the ``victim``
-hook's (Marconi); a cache with no state hook and no table takes a fast loop
-(``RadixTree.plain``; tests/test_radix_fastpaths.py checks it against the general one).
-``evict_kv``: LRU unlocked leaves through the lazy leaf heap."""
+"""Radix eviction: states (an internal node's becomes a tombstone, a leaf goes with its KV) in
+state-LRU order or the ``victim`` hook's (Marconi), then KV (LRU unlocked leaves through the
+lazy leaf heap). A cache with no state hook and no table takes a fast state loop
+(``RadixTree.plain``; tests/test_radix_fastpaths.py checks it against the general one)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from kda_core.cache.radix._tree import RadixTree
 
 
 def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evicted:
-    """``RadixStateCache.evict`` on checked arguments: states, then KV; -> what was freed (the
-    growth of the tree's counters)."""
+    """``RadixStateCache.evict`` on checked arguments -> what was freed (the growth of the
+    tree's counters)."""
     before = _freed(tree)
     if states or state_bytes:
         evict_states(tree, states, state_bytes)

@@ -1,5 +1,5 @@
 """Radix insert: checkpoints at token positions, the key cut at the deepest one, the per-path
-cap (docs/radix.md, "insert"); ``parse_states`` has a lean path for the common call."""
+cap (docs/radix.md); ``parse_states`` has a lean path for the common call."""
 
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def _chain(
     for pos, payload, nb in sts:
         clock += 1
         piece = None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len)
-        seg = Node(nid, k[prev:pos], piece, parent, pos, True, payload, nb, clock)
+        seg = Node(nid, k[prev:pos], piece, parent, pos)
+        seg.has_state, seg.state, seg.state_bytes, seg.state_time = True, payload, nb, clock
         live[nid] = seg
         first = k[prev] if epp == 1 else k[prev : prev + epp]
         if parent.children is NO_CHILDREN:

@@ -45,7 +45,22 @@ def check(tree: RadixTree) -> None:
     exp += (sum(nd.state_bytes for nd in sprot),)
     if state_sizes != exp:
         _fail(f"state sizes {state_sizes} != {exp}")
-    _check_orders(tree, nodes, {nd.id for nd in states})
+    # the state LRU, the state table, the live index and the KV leaf heap agree with the tree
+    if set(tree.slru) != {nd.id for nd in states}:
+        _fail("state LRU does not hold exactly the state nodes")
+    times = [nd.state_time for nd in tree.slru.values()]
+    if any(a >= b for a, b in zip(times, times[1:])):
+        _fail("state LRU not ordered by access time")
+    if times and tree.clock < times[-1]:
+        _fail("clock behind a state access time")
+    if tree.table is not None and int(tree.table.live.sum()) != len(states):
+        _fail("state table live rows != number of states")
+    if tree.live != nodes:
+        _fail("live-node index does not hold exactly the tree's nodes")
+    leaves = {i for i, nd in nodes.items() if not nd.children}
+    current = {i for t, _, i in tree.heap if i in leaves and nodes[i].kv_time == t}
+    if current != leaves:
+        _fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
 
 
 def _check_links(tree: RadixTree, nd: Node) -> None:
@@ -88,26 +103,3 @@ def _check_node(tree: RadixTree, nd: Node) -> None:
     exp = (nd.plen * tree.tpe, anc, nd.state_bytes, nd.state_time, len(nd.children), not prot)
     if row != exp:
         _fail(f"node {nd.id}: state table row {row} != expected {exp}")
-
-
-def _check_orders(tree: RadixTree, nodes: dict[int, Node], state_ids: set[int]) -> None:
-    """State LRU, state table, live index and KV leaf heap agree with the tree."""
-    if set(tree.slru) != state_ids:
-        _fail("state LRU does not hold exactly the state nodes")
-    times = [nd.state_time for nd in tree.slru.values()]
-    if any(a >= b for a, b in zip(times, times[1:])):
-        _fail("state LRU not ordered by access time")
-    if tree.table is not None and int(tree.table.live.sum()) != len(state_ids):
-        _fail("state table live rows != number of states")
-    if tree.live != nodes:
-        _fail("live-node index does not hold exactly the tree's nodes")
-    leaves = {i for i, nd in nodes.items() if not nd.children}
-    current = set()
-    for t, _, nid in tree.heap:
-        nd = tree.live.get(nid)
-        if nd is not None and not nd.children and nd.kv_time == t:
-            current.add(nid)
-    if current != leaves:
-        _fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
-    if tree.clock < max([0] + times):
-        _fail("clock behind a state access time")

@@ -37,31 +37,20 @@ class Node:
         "__weakref__",  # handles hold their node weakly; tests check removed nodes are garbage
     )
 
-    def __init__(
-        self,
-        nid: int,
-        key: tuple,
-        kv: Any,
-        parent: Node | None,
-        plen: int,
-        has_state: bool = False,
-        state: Any = None,
-        state_bytes: int = 0,
-        state_time: int = 0,
-    ):
+    def __init__(self, nid: int, key: tuple, kv: Any, parent: Node | None, plen: int) -> None:
         self.id = nid
         self.key = key
         self.kv = kv
         self.parent = parent
         self.children: dict = NO_CHILDREN
         self.plen = plen
-        self.has_state = has_state  # the insert's new chain creates its nodes with a state
-        self.state: Any = state
-        self.state_bytes = state_bytes
+        self.has_state = False
+        self.state: Any = None
+        self.state_bytes = 0
         self.kv_lock = 0
         self.state_lock = 0
         self.kv_time = 0
-        self.state_time = state_time
+        self.state_time = 0
         self.srow = -1
         self.sprot = False
         self.alive = True
