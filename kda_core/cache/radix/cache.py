@@ -61,9 +61,8 @@ class RadixStateCache:
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
-        self._tree = RadixTree(page_size, **options)
+        self._tree = t = RadixTree(page_size, **options)
         self._options = options
-        t = self._tree
         self.page_size, self.block_keys, self.grid = t.page_size, t.block_keys, t.grid
 
     def __del__(self) -> None:
@@ -275,7 +274,6 @@ class RadixStateCache:
     def stats(self) -> CacheStats:
         """Sizes and event counters."""
         t = self._tree
-        c = t.counts
         return CacheStats(
             nodes=t.n_nodes,
             tombstones=t.n_nodes - t.n_states,
@@ -288,6 +286,6 @@ class RadixStateCache:
             state_bytes_protected=t.sprot_bytes,
             states_evictable=t.n_states - t.n_sprot,
             state_bytes_evictable=t.state_bytes - t.sprot_bytes,
-            **c,
+            **t.counts,
             clock=t.clock,
         )
