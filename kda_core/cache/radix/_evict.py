@@ -113,7 +113,7 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
         k = victim.key
         del parent.children[k[0] if epp == 1 else k[:epp]]
         payload = victim.kv
-        victim.alive, victim.parent, victim.kv = False, None, None
+        victim.parent, victim.kv = None, None
         if free_kv is not None:
             free_kv(payload, ntok)
         del live[victim.id]
@@ -125,7 +125,7 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     # parents left childless enter the KV heap once, at the end: a chain evicted leaf by leaf
     # would push every parent only to remove it next (nothing pops the heap here)
     for nd in became_leaf:
-        if nd.alive and not nd.children:
+        if nd.parent is not None and not nd.children:
             tree.push_leaf(nd)
     tree.n_states -= states
     tree.state_bytes -= sbytes

@@ -65,8 +65,6 @@ def check(tree: RadixTree) -> None:
 
 def _check_links(tree: RadixTree, nd: Node) -> None:
     """Parent/child links, page-aligned edges, filing key, plen, children's KV locks."""
-    if not nd.alive:
-        _fail(f"dead node {nd.id} reachable")
     for ck, c in nd.children.items():
         if c.parent is not nd:
             _fail(f"node {c.id}: parent link does not point to {nd.id}")

@@ -15,7 +15,7 @@ class Node:
     edge's payload; ``state`` / ``state_bytes``: its checkpoint when ``has_state`` (else a
     tombstone); ``kv_lock`` / ``state_lock``: lock counts; ``kv_time`` / ``state_time``:
     last access (logical clock); ``srow``: its row in the state table (-1: none);
-    ``sprot``: its state is protected (cached); ``alive``: still in its tree."""
+    ``sprot``: its state is protected (cached). A removed node has no ``parent``."""
 
     __slots__ = (
         "id",
@@ -33,7 +33,6 @@ class Node:
         "state_time",
         "srow",
         "sprot",
-        "alive",
         "__weakref__",  # handles hold their node weakly; tests check removed nodes are garbage
     )
 
@@ -53,7 +52,6 @@ class Node:
         self.state_time = 0
         self.srow = -1
         self.sprot = False
-        self.alive = True
 
 
 def default_kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:

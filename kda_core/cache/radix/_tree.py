@@ -147,7 +147,7 @@ class RadixTree:
     def lock(self, node: Node, unlock: bool, state: bool) -> None:
         """One KV lock more (or less) on ``node`` and every ancestor (not the root); with
         ``state``, one state lock more (or less) on ``node`` too."""
-        assert node.alive and node is not self.root, "a live non-root node"
+        assert node.parent is not None, "a live non-root node"
         assert not unlock or node.kv_lock > 0, "unlock of a KV-locked node"
         d, nd, root, tpe = -1 if unlock else 1, node, self.root, self.tpe
         if state:
@@ -254,7 +254,7 @@ class RadixTree:
         ntok = len(node.key) * self.tpe
         self.kv_tokens -= ntok
         del parent.children[self.first(node.key, 0)]
-        node.alive, node.parent = False, None
+        node.parent = None
         self.n_nodes -= 1
         self.counts["evicted_kv_tokens"] += ntok
         payload, node.kv = node.kv, None

@@ -177,7 +177,7 @@ class RadixStateCache:
         if handle._cache_id != self._tree.owner:
             raise HandleError("handle belongs to another cache")
         node = handle._node()
-        if node is None or not node.alive:
+        if node is None or (node.parent is None and node is not self._tree.root):
             raise HandleError("handle is stale: its node was evicted")
         if handle._state and node is not self._tree.root and not node.has_state:
             raise HandleError("handle is stale: its state was evicted (node is a tombstone)")
