@@ -4,7 +4,6 @@ cap (docs/radix.md); ``parse_states`` has a lean path for the common call."""
 from __future__ import annotations
 
 import heapq
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,8 +75,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
     if not sts:
         return tree.match(k, False, False, False)[0], 0, None, (), (), 0
     end = sts[-1][0]
-    sized = kv is not None and not isinstance(kv, numbers.Number) and hasattr(kv, "__len__")
-    if sized and len(kv) < end * tpe:
+    if hasattr(kv, "__len__") and len(kv) < end * tpe:  # None and numbers have no length
         raise ValueError(
             f"kv must cover the inserted key ({end * tpe} tokens), got length {len(kv)}"
         )

@@ -119,15 +119,13 @@ class RadixTree:
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
-        if self.table is not None:
-            for n in holders:
-                self.touch_state(n)
-            return
-        clock, to_end = self.clock, self.slru.move_to_end  # touch_state inlined: no table
-        for n in holders:
+        clock, to_end, table = self.clock, self.slru.move_to_end, self.table
+        for n in holders:  # touch_state inlined
             clock += 1
             n.state_time = clock
             to_end(n.id)
+            if table is not None:
+                table.time[n.srow] = clock
         self.clock = clock
 
     def sync(self, node: Node) -> None:
