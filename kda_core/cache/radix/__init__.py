@@ -2,7 +2,7 @@
 
 ``cache`` is the class (behind the cache protocol) and ``views`` what it hands out; the tree
 itself is the package's own business (``_tree``: nodes, sizes, LRU orders; ``_insert``,
-``_evict``, ``_integrity`` work on it; ``_table`` is the state table a ``victim`` hook reads).
+``_evict``, ``_integrity`` work on it; ``_node``: the node record and the state table).
 Semantics: docs/radix.md.
 """
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.protocol import DroppedState
-from kda_core.cache.radix._node import Node, common_prefix, default_kv_slice
-from kda_core.cache.radix._table import StateTable
+from kda_core.cache.radix._node import Node, StateTable, common_prefix, default_kv_slice
 from kda_core.cache.radix.views import CacheStats, StateRows
 
 _MAX_KEY_LEN = 1 << 22
