@@ -16,57 +16,37 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
     """``RadixStateCache.evict`` on checked arguments -> what was freed (the growth of the
     tree's counters)."""
     before = _freed(tree)
-    if states or state_bytes:
-        evict_states(tree, states, state_bytes)
-    if kv_tokens:
-        evict_kv(tree, kv_tokens)
-    return Evicted(*(a - b for a, b in zip(_freed(tree), before)))
-
-
-def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
-    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
-    c = tree.counts
-    s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
-    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
-
-
-def evict_states(tree: RadixTree, num: int, nbytes: int) -> None:
-    """Evict states until ``num`` states and ``nbytes`` bytes more are freed (or none is left)."""
-    if tree.plain:
-        _evict_lru_plain(tree, num, nbytes)
-        return
     c, slru, table = tree.counts, tree.slru, tree.table
-    num += c["evicted_states"]
-    nbytes += c["evicted_state_bytes"]
-    while c["evicted_states"] < num or c["evicted_state_bytes"] < nbytes:
-        if table is None:  # the least recently used unprotected state
-            node = next((nd for nd in slru.values() if not nd.sprot), None)
-            if node is None:
-                break
-        else:
-            assert tree.victim is not None
-            row = tree.victim(table.rows(tree.clock, tree.owner))
-            if row is None or row < 0:
-                break
-            node = table.nodes[int(row)]
-            if node is None or node.sprot:
-                raise ValueError(f"victim chose row {row}, which holds no evictable state")
-        if node.children:  # internal -> tombstone, leaf -> deleted
-            tree.detach_state(node)
-            c["tombstoned"] += 1
-        else:
-            tree.remove_leaf(node)
-        tree.clock += 1
-
-
-def evict_kv(tree: RadixTree, num_tokens: int) -> None:
-    """Evict LRU unlocked leaves (KV and state) until ``num_tokens`` tokens of KV more are
-    freed or nothing is evictable."""
-    c = tree.counts
-    num_tokens += c["evicted_kv_tokens"]
+    if tree.plain:
+        if states or state_bytes:
+            _evict_lru_plain(tree, states, state_bytes)
+    else:
+        states += c["evicted_states"]
+        state_bytes += c["evicted_state_bytes"]
+        while c["evicted_states"] < states or c["evicted_state_bytes"] < state_bytes:
+            if table is None:  # the least recently used unprotected state
+                node = next((nd for nd in slru.values() if not nd.sprot), None)
+                if node is None:
+                    break
+            else:
+                assert tree.victim is not None
+                row = tree.victim(table.rows(tree.clock, tree.owner))
+                if row is None or row < 0:
+                    break
+                node = table.nodes[int(row)]
+                if node is None or node.sprot:
+                    raise ValueError(f"victim chose row {row}, which holds no evictable state")
+            if node.children:  # internal -> tombstone, leaf -> deleted
+                tree.detach_state(node)
+                c["tombstoned"] += 1
+            else:
+                tree.remove_leaf(node)
+            tree.clock += 1
+    # then LRU unlocked leaves (KV and state) through the lazy leaf heap
+    kv_tokens += c["evicted_kv_tokens"]
     skipped = []
     heap, live = tree.heap, tree.live
-    while c["evicted_kv_tokens"] < num_tokens and heap:
+    while c["evicted_kv_tokens"] < kv_tokens and heap:
         entry = heapq.heappop(heap)
         t, _, nid = entry
         nd = live.get(nid)
@@ -79,10 +59,18 @@ def evict_kv(tree: RadixTree, num_tokens: int) -> None:
         tree.clock += 1
     for entry in skipped:
         heapq.heappush(heap, entry)
+    return Evicted(*(a - b for a, b in zip(_freed(tree), before)))
+
+
+def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
+    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
+    c = tree.counts
+    s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
+    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
 
 
 def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
-    """``evict_states``'s LRU loop for a plain tree, ``detach_state`` and ``remove_leaf``
+    """``evict``'s LRU state loop for a plain tree, ``detach_state`` and ``remove_leaf``
     inlined and the counters kept in locals (the simulator evicts up to 262,000 states per
     pass)."""
     slru, live, root, tpe, epp = tree.slru, tree.live, tree.root, tree.tpe, tree.epp
