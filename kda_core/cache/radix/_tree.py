@@ -142,13 +142,11 @@ class RadixTree:
 
     # ------------------------------------------------------------------ locks
     def lock(self, node: Node, unlock: bool, state: bool) -> None:
-        """One KV lock more (or less) on ``node`` and every ancestor (not the root); with
-        ``state``, one state lock more (or less) on ``node`` too."""
-        assert node.parent is not None, "a live non-root node"
-        assert not unlock or node.kv_lock > 0, "unlock of a KV-locked node"
+        """One KV lock more (or less) on the live non-root ``node`` and every ancestor but the
+        root; with ``state``, one state lock more (or less) on ``node`` too (``lock_handle``
+        checked the handle: its node holds the state, and an unlock follows its lock)."""
         d, nd, root, tpe = -1 if unlock else 1, node, self.root, self.tpe
         if state:
-            assert node.has_state and (not unlock or node.state_lock > 0), "a state-locked node"
             node.state_lock += d
         while nd is not root:
             if nd.kv_lock == (1 if unlock else 0):
