@@ -150,10 +150,9 @@ def _chain(
     once)."""
     epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
-    parent = node
+    parent, start = node, prev
     anc = parent.plen * tpe if parent.has_state or parent is tree.root else None
     nid, clock = tree.next_id, tree.clock
-    added_tokens = added_bytes = 0
     created: list[Node] = []
     for pos, payload, nb in sts:
         clock += 1
@@ -166,8 +165,6 @@ def _chain(
             parent.children = {first: seg}
         else:
             parent.children[first] = seg
-        added_tokens += (pos - prev) * tpe
-        added_bytes += nb
         slru[nid] = seg
         nid += 1
         if table is not None:
@@ -180,9 +177,9 @@ def _chain(
         prev = pos
     tree.next_id, tree.clock = nid, clock
     tree.n_nodes += len(sts)
-    tree.kv_tokens += added_tokens
+    tree.kv_tokens += (prev - start) * tpe
     tree.n_states += len(sts)
-    tree.state_bytes += added_bytes
+    tree.state_bytes += sum(s[2] for s in sts)
     tree.counts["states_inserted"] += len(sts)
     tree.sync(node)  # the attach point lost leaf status (locks, child count)
     return created
