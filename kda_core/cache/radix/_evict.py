@@ -58,7 +58,7 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
         tree.clock += 1
     for entry in skipped:
         heapq.heappush(heap, entry)
-    return Evicted(*(a - b for a, b in zip(_freed(tree), before)))
+    return Evicted(*[a - b for a, b in zip(_freed(tree), before)])
 
 
 def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:

@@ -111,7 +111,7 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
     position falls inside an edge -> (deepest node, path, elements matched, the nodes found at
     the first checkpoint positions)."""
     epp, end = tree.epp, len(k)
-    i = 0
+    i = pi = 0  # pi: checkpoints found so far
     node = tree.root
     path: list[Node] = []
     found: list[Node] = []
@@ -128,7 +128,7 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
             c -= c % epp
             if c == 0:
                 break
-        p = positions[len(found)] - i
+        p = positions[pi] - i
         if p < c:
             child = tree.split(child, p)
             c = p
@@ -137,8 +137,9 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
         i += c
         node = child
         path.append(child)
-        if positions[len(found)] == i:
+        if positions[pi] == i:
             found.append(child)
+            pi += 1
     return node, path, i, found
 
 
