@@ -18,7 +18,7 @@ from kda_core.cache.radix.views import CacheStats, StateRows
 _MAX_KEY_LEN = 1 << 22
 """Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
 _MAX_PAGE_SIZE = 1 << 16
-_STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
+_TOUCH_MODES = ("node", "path", "path_tail_first")
 
 COUNTERS = CacheStats._fields[CacheStats._fields.index("matches") : -1]
 """The event counters: ``CacheStats``' fields after the sizes, before ``clock``."""
@@ -55,10 +55,8 @@ class RadixTree:
         if max_states_per_path is not None:
             max_states_per_path = check_int("max_states_per_path", max_states_per_path, 1)
         self.max_states_per_path = max_states_per_path
-        if state_touch not in _STATE_TOUCH_MODES:
-            raise ValueError(
-                f"state_touch must be one of {_STATE_TOUCH_MODES}, got {state_touch!r}"
-            )
+        if state_touch not in _TOUCH_MODES:
+            raise ValueError(f"state_touch must be one of {_TOUCH_MODES}, got {state_touch!r}")
         self.state_touch = state_touch
         hooks = dict(on_free_kv=on_free_kv, on_free_state=on_free_state, before_drop=before_drop)
         for name, fn in {**hooks, "kv_slice": kv_slice, "victim": victim}.items():
