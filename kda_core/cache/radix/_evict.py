@@ -1,8 +1,7 @@
-"""Radix eviction. ``evict_states``: an internal node's state is dropped (a tombstone), a leaf
-goes with its KV (its parent stays as a leaf: SGLang), in state-LRU order or the ``victim``
-hook's (Marconi); a cache with no state hook and no table takes a fast loop
-(``RadixTree.plain``; tests/test_radix_fastpaths.py checks it against the general one).
-``evict_kv``: LRU unlocked leaves through the lazy leaf heap."""
+"""Radix eviction: states (an internal node's becomes a tombstone, a leaf goes with its KV) in
+state-LRU order or the ``victim`` hook's (Marconi), then KV (LRU unlocked leaves through the
+lazy leaf heap). A cache with no state hook and no table takes a fast state loop
+(``RadixTree.plain``; tests/test_radix_fastpaths.py checks it against the general one)."""
 
 from __future__ import annotations
 
@@ -10,58 +9,43 @@ import heapq
 
 from kda_core.cache.protocol import Evicted
 from kda_core.cache.radix._node import Node
-from kda_core.cache.radix._tree import Freed, RadixTree
+from kda_core.cache.radix._tree import RadixTree
 
 
-def evict_node(tree: RadixTree, node: Node, acc: Freed) -> None:
-    """Evict ``node``'s (unprotected) state: internal -> tombstone, leaf -> deleted."""
-    assert node.has_state and not node.sprot, "an unprotected state"
-    if node.children:
-        tree.detach_state(node, acc)
-        acc.tombstoned += 1
-        tree.counts["tombstoned"] += 1
-    else:
-        tree.remove_leaf(node, acc)
-    tree.clock += 1
-
-
-def _check_victim(tree: RadixTree) -> Node | None:
-    """The node the ``victim`` hook picks (None: nothing to evict)."""
-    assert tree.victim is not None and tree.table is not None
-    row = tree.victim(tree.table.rows(tree.clock, tree.owner))
-    if row is None or row < 0:
-        return None
-    node = tree.table.nodes[int(row)]
-    if node is None or node.sprot:
-        raise ValueError(f"victim chose row {row}, which holds no evictable state")
-    return node
-
-
-def evict_states(tree: RadixTree, num: int, nbytes: int) -> Evicted:
-    """Evict states until ``num`` states and ``nbytes`` bytes are freed (or none is left)."""
-    acc = Freed()
+def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evicted:
+    """``RadixStateCache.evict`` on checked arguments -> what was freed (the growth of the
+    tree's counters)."""
+    before = _freed(tree)
+    c, slru, table = tree.counts, tree.slru, tree.table
     if tree.plain:
-        _evict_lru_plain(tree, num, nbytes, acc)
-        return acc.result()
-    slru = tree.slru
-    while acc.states < num or acc.state_bytes < nbytes:
-        if tree.victim is not None:
-            victim = _check_victim(tree)
-        else:  # the least recently used unprotected state
-            victim = next((nd for nd in slru.values() if not nd.sprot), None)
-        if victim is None:
-            break
-        evict_node(tree, victim, acc)
-    return acc.result()
-
-
-def evict_kv(tree: RadixTree, num_tokens: int) -> Evicted:
-    """Evict LRU unlocked leaves (KV and state) until ``num_tokens`` tokens of KV are freed
-    or nothing is evictable."""
-    acc = Freed()
+        if states or state_bytes:
+            _evict_lru_plain(tree, states, state_bytes)
+    else:
+        states += c["evicted_states"]
+        state_bytes += c["evicted_state_bytes"]
+        while c["evicted_states"] < states or c["evicted_state_bytes"] < state_bytes:
+            if table is None:  # the least recently used unprotected state
+                node = next((nd for nd in slru.values() if not nd.sprot), None)
+                if node is None:
+                    break
+            else:
+                row = tree.victim(table.rows(tree.clock, tree.owner))  # type: ignore[misc]
+                if row is None or row < 0:
+                    break
+                node = table.nodes[int(row)]
+                if node is None or node.sprot:
+                    raise ValueError(f"victim chose row {row}, which holds no evictable state")
+            if node.children:  # internal -> tombstone, leaf -> deleted
+                tree.detach_state(node)
+                c["tombstoned"] += 1
+            else:
+                tree.remove_leaf(node)
+            tree.clock += 1
+    # then LRU unlocked leaves (KV and state) through the lazy leaf heap
+    kv_tokens += c["evicted_kv_tokens"]
     skipped = []
     heap, live = tree.heap, tree.live
-    while acc.kv_tokens < num_tokens and heap:
+    while c["evicted_kv_tokens"] < kv_tokens and heap:
         entry = heapq.heappop(heap)
         t, _, nid = entry
         nd = live.get(nid)
@@ -70,20 +54,27 @@ def evict_kv(tree: RadixTree, num_tokens: int) -> Evicted:
         if nd.kv_lock > 0:
             skipped.append(entry)
             continue
-        tree.remove_leaf(nd, acc)
+        tree.remove_leaf(nd)
         tree.clock += 1
     for entry in skipped:
         heapq.heappush(heap, entry)
-    return acc.result()
+    return Evicted(*[a - b for a, b in zip(_freed(tree), before)])
 
 
-def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None:
-    """``evict_states``'s LRU loop for a plain tree, ``detach_state`` and ``remove_leaf``
+def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
+    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
+    c = tree.counts
+    s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
+    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
+
+
+def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
+    """``evict``'s LRU state loop for a plain tree, ``detach_state`` and ``remove_leaf``
     inlined and the counters kept in locals (the simulator evicts up to 262,000 states per
     pass)."""
     slru, live, root, tpe, epp = tree.slru, tree.live, tree.root, tree.tpe, tree.epp
     free_kv = tree.on_free_kv
-    states = sbytes = kv_tok = nodes = tomb = 0
+    states = sbytes = kv_tok = tomb = 0
     became_leaf: list[Node] = []
     while states < num or sbytes < nbytes:
         victim = None
@@ -106,11 +97,10 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None
         assert parent is not None
         ntok = len(victim.key) * tpe
         kv_tok += ntok
-        nodes += 1
         k = victim.key
         del parent.children[k[0] if epp == 1 else k[:epp]]
         payload = victim.kv
-        victim.alive, victim.parent, victim.kv = False, None, None
+        victim.parent, victim.kv = None, None
         if free_kv is not None:
             free_kv(payload, ntok)
         del live[victim.id]
@@ -122,16 +112,14 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int, acc: Freed) -> None
     # parents left childless enter the KV heap once, at the end: a chain evicted leaf by leaf
     # would push every parent only to remove it next (nothing pops the heap here)
     for nd in became_leaf:
-        if nd.alive and not nd.children:
+        if nd.parent is not None and not nd.children:
             tree.push_leaf(nd)
     tree.n_states -= states
     tree.state_bytes -= sbytes
     tree.kv_tokens -= kv_tok
-    tree.n_nodes -= nodes
+    tree.n_nodes -= states - tomb  # every evicted state not tombstoned took its leaf
     c = tree.counts
     c["evicted_states"] += states
     c["evicted_state_bytes"] += sbytes
     c["evicted_kv_tokens"] += kv_tok
     c["tombstoned"] += tomb
-    acc.states, acc.state_bytes, acc.kv_tokens = states, sbytes, kv_tok
-    acc.nodes, acc.tombstoned = nodes, tomb

@@ -1,18 +1,15 @@
 """Radix insert: checkpoints at token positions, the key cut at the deepest one, the per-path
-cap (docs/radix.md, "insert"); ``parse_states`` has a lean path for the common call."""
+cap (docs/radix.md); ``parse_states`` has a lean path for the common call."""
 
 from __future__ import annotations
 
 import heapq
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
 from kda_core._checks import check_int
 from kda_core.cache.radix._node import NO_CHILDREN, Node, common_prefix
 from kda_core.cache.radix._tree import RadixTree
-
-_STATES_FORM = "states must be a dict {position: payload} or (position, payload[, nbytes]) tuples"
 
 
 def parse_states_fast(tree: RadixTree, states: Any, n_elems: int, nbytes: int) -> list | None:
@@ -47,7 +44,9 @@ def parse_states(tree: RadixTree, states: Any, n_elems: int, nbytes: int) -> lis
     elif isinstance(states, Iterable) and not isinstance(states, (str, bytes)):
         items = list(states)
     else:
-        raise ValueError(_STATES_FORM)
+        raise ValueError(
+            "states must be a dict {position: payload} or (position, payload[, nbytes]) tuples"
+        )
     out = []
     tpe, page = tree.tpe, tree.page_size
     max_pos = n_elems * tpe
@@ -74,41 +73,48 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
     positions, existed positions, states capped)."""
     tpe = tree.tpe
     if not sts:
-        m = tree.match(k, False, False, False)
-        return m[0], 0, None, (), (), 0
+        return tree.match(k, False, False, False)[0], 0, None, (), (), 0
     end = sts[-1][0]
-    sized = kv is not None and not isinstance(kv, numbers.Number) and hasattr(kv, "__len__")
-    if sized and len(kv) < end * tpe:
+    if hasattr(kv, "__len__") and len(kv) < end * tpe:  # None and numbers have no length
         raise ValueError(
             f"kv must cover the inserted key ({end * tpe} tokens), got length {len(kv)}"
         )
     kv_len = len(k) * tpe
-    if len(k) != end:
-        k = k[:end]
-    at: list[Node | None] = [None] * len(sts)
-    node, path, i, pi = _walk(tree, k, end, [s[0] for s in sts], at)
-    new, existed = _existing(tree, sts, at, pi)
-    if pi < len(sts):
-        path = path + _chain(tree, k, kv, kv_len, sts, at, pi, node, i, new)
-    _refresh(tree, path)
-    tail = at[-1]
-    assert tail is not None
+    k = k[:end]
+    node, path, i, found = _walk(tree, k, [s[0] for s in sts])
+    new: list[int] = []
+    existed: list[int] = []
+    for (pos, payload, nb), nd in zip(sts, found):  # existing nodes: kept, or revived
+        if nd.has_state:
+            existed.append(pos * tpe)
+            tree.counts["states_existed"] += 1
+            if tree.state_touch == "node":
+                tree.touch_state(nd)
+        else:
+            tree.attach_state(nd, payload, nb)
+            new.append(pos * tpe)
+    if len(found) < len(sts):
+        path += _chain(tree, k, kv, kv_len, sts[len(found) :], node, i)
+        new += [s[0] * tpe for s in sts[len(found) :]]
+    tree.touch_kv(path)  # the whole inserted path; its last node is the deepest checkpoint
+    if tree.state_touch != "node":
+        tree.touch_states(path)
+    tail = path[-1]
     capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
     if len(tree.heap) > 4 * tree.n_nodes + 1024:
         _rebuild_heap(tree)
     return i * tpe, end * tpe, tail, tuple(new), tuple(existed), capped
 
 
-def _walk(
-    tree: RadixTree, k: tuple, end: int, positions: list[int], at: list[Node | None]
-) -> tuple[Node, list[Node], int, int]:
-    """Walk the existing path of ``k[:end]``, splitting edges where the key diverges or a
-    checkpoint position falls inside an edge. Fills ``at`` with the nodes found at checkpoint
-    positions; -> (deepest node, path, elements matched, checkpoints found)."""
-    epp = tree.epp
-    pi = i = 0
+def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[Node], int, list]:
+    """Walk the existing path of ``k``, splitting edges where the key diverges or a checkpoint
+    position falls inside an edge -> (deepest node, path, elements matched, the nodes found at
+    the first checkpoint positions)."""
+    epp, end = tree.epp, len(k)
+    i = pi = 0  # pi: checkpoints found so far
     node = tree.root
     path: list[Node] = []
+    found: list[Node] = []
     while i < end:
         child = node.children.get(k[i] if epp == 1 else k[i : i + epp])
         if child is None:
@@ -132,65 +138,34 @@ def _walk(
         node = child
         path.append(child)
         if positions[pi] == i:
-            at[pi] = child
+            found.append(child)
             pi += 1
-    return node, path, i, pi
-
-
-def _existing(tree: RadixTree, sts: list, at: list[Node | None], pi: int) -> tuple[list, list]:
-    """Checkpoints that fall on existing nodes, root-first: kept, or revive a tombstone."""
-    new: list[int] = []
-    existed: list[int] = []
-    node_touch = tree.state_touch == "node"
-    for j in range(pi):
-        t = at[j]
-        assert t is not None
-        pos, payload, nb = sts[j]
-        if t.has_state:
-            existed.append(pos * tree.tpe)
-            tree.counts["states_existed"] += 1
-            if node_touch:
-                tree.touch_state(t)
-        else:
-            tree.attach_state(t, payload, nb)
-            new.append(pos * tree.tpe)
-    return new, existed
+    return node, path, i, found
 
 
 def _chain(
-    tree: RadixTree,
-    k: tuple,
-    kv: Any,
-    kv_len: int,
-    sts: list,
-    at: list[Node | None],
-    pi: int,
-    node: Node,
-    prev: int,
-    new: list[int],
+    tree: RadixTree, k: tuple, kv: Any, kv_len: int, sts: list, node: Node, prev: int
 ) -> list[Node]:
-    """The new chain below ``node``: one node per remaining checkpoint, each made with its
-    state (``attach_state`` and ``add`` inlined: one pass, the sizes summed once)."""
-    epp, tpe, slicer, owner = tree.epp, tree.tpe, tree.kv_slice, tree.owner
+    """The new chain below ``node`` (at element ``prev``): one node per checkpoint of ``sts``,
+    each made with its state (``attach_state`` and ``add`` inlined: one pass, the sizes summed
+    once)."""
+    epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
-    parent = node
+    parent, start = node, prev
     anc = parent.plen * tpe if parent.has_state or parent is tree.root else None
     nid, clock = tree.next_id, tree.clock
-    added_tokens = added_bytes = 0
     created: list[Node] = []
-    for j in range(pi, len(sts)):
-        pos, payload, nb = sts[j]
+    for pos, payload, nb in sts:
         clock += 1
         piece = None if kv is None else slicer(kv, prev * tpe, pos * tpe, kv_len)
-        seg = Node(nid, owner, k[prev:pos], piece, parent, pos, True, payload, nb, clock)
+        seg = Node(nid, k[prev:pos], piece, parent, pos)
+        seg.has_state, seg.state, seg.state_bytes, seg.state_time = True, payload, nb, clock
         live[nid] = seg
         first = k[prev] if epp == 1 else k[prev : prev + epp]
         if parent.children is NO_CHILDREN:
             parent.children = {first: seg}
         else:
             parent.children[first] = seg
-        added_tokens += (pos - prev) * tpe
-        added_bytes += nb
         slru[nid] = seg
         nid += 1
         if table is not None:
@@ -199,67 +174,44 @@ def _chain(
             table.add(seg, pos * tpe, tree.ancestor_tokens(seg) if anc is None else anc)
         anc = pos * tpe
         created.append(seg)
-        at[j] = seg
-        new.append(anc)
         parent = seg
         prev = pos
     tree.next_id, tree.clock = nid, clock
-    n_new = len(sts) - pi
-    tree.n_nodes += n_new
-    tree.kv_tokens += added_tokens
-    tree.n_states += n_new
-    tree.state_bytes += added_bytes
-    tree.counts["states_inserted"] += n_new
+    tree.n_nodes += len(sts)
+    tree.kv_tokens += (prev - start) * tpe
+    tree.n_states += len(sts)
+    tree.state_bytes += sum(s[2] for s in sts)
+    tree.counts["states_inserted"] += len(sts)
     tree.sync(node)  # the attach point lost leaf status (locks, child count)
     return created
-
-
-def _refresh(tree: RadixTree, walked: list[Node]) -> None:
-    """Refresh the KV order along the inserted path (and the states in the path modes)."""
-    clock = tree.clock
-    for nd in walked:
-        clock += 1
-        nd.kv_time = clock
-    tree.clock = clock
-    if walked and not walked[-1].children:
-        tree.push_leaf(walked[-1])
-    if tree.state_touch != "node":
-        tree.touch_states(walked)
 
 
 def _cap_path(tree: RadixTree, tail: Node) -> int:
     """SGLang's ``_evict_excess_path_states``: tombstone the states of ``tail``'s path beyond
     the cap, root-first, skipping the tail, locked states and forks (a soft cap)."""
     holders = []
-    nd: Node | None = tail
-    while nd is not None and nd is not tree.root:
+    nd = tail
+    while nd is not tree.root:
         if nd.has_state:
             holders.append(nd)
-        nd = nd.parent
-    assert tree.max_states_per_path is not None
-    excess = len(holders) - tree.max_states_per_path
+        nd = nd.parent  # type: ignore[assignment]
+    excess = len(holders) - tree.max_states_per_path  # type: ignore[operator]
     capped = 0
     for nd in reversed(holders):
-        if excess <= 0:
+        if capped >= excess:
             break
-        if nd is tail or nd.state_lock > 0 or len(nd.children) != 1:
-            continue
-        tree.detach_state(nd, None, count=False)
-        tree.counts["capped"] += 1
-        capped += 1
-        excess -= 1
+        if nd is not tail and nd.state_lock == 0 and len(nd.children) == 1:
+            tree.detach_state(nd, count=False)
+            capped += 1
+    tree.counts["capped"] += capped
     return capped
 
 
 def _rebuild_heap(tree: RadixTree) -> None:
     """A fresh KV leaf heap (stale entries pile up as leaves are touched again)."""
     heap = []
-    stack = list(tree.root.children.values())
-    while stack:
-        nd = stack.pop()
-        if nd.children:
-            stack.extend(nd.children.values())
-        else:
+    for nd in tree.live.values():
+        if not nd.children:
             tree.hseq += 1
             heap.append((nd.kv_time, tree.hseq, nd.id))
     heapq.heapify(heap)

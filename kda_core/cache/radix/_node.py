@@ -1,14 +1,14 @@
-"""The radix tree's node record and the key helpers its walks share.
-
-``Node`` is a plain record read and written by the tree's modules (``_tree``, ``_insert``,
-``_evict``, ``_integrity``); callers outside ``kda_core.cache.radix`` never see one: they hold
-the opaque handles of ``kda_core.cache.protocol`` and read ``views.NodeView``.
-"""
+"""The radix tree's records: ``Node`` (callers outside the package never see one: they hold
+handles and read ``views.NodeView``), the key helpers its walks share, and ``StateTable``."""
 
 from __future__ import annotations
 
 import numbers
 from typing import Any
+
+import numpy as np
+
+from kda_core.cache.radix.views import StateRows
 
 NO_CHILDREN: dict = {}
 """The shared (never written) children dict of leaves: fewer GC-tracked objects per node."""
@@ -19,11 +19,10 @@ class Node:
     edge's payload; ``state`` / ``state_bytes``: its checkpoint when ``has_state`` (else a
     tombstone); ``kv_lock`` / ``state_lock``: lock counts; ``kv_time`` / ``state_time``:
     last access (logical clock); ``srow``: its row in the state table (-1: none);
-    ``sprot``: its state is protected (cached); ``alive``: still in its tree."""
+    ``sprot``: its state is protected (cached). A removed node has no ``parent``."""
 
     __slots__ = (
         "id",
-        "owner",
         "key",
         "kv",
         "parent",
@@ -38,44 +37,25 @@ class Node:
         "state_time",
         "srow",
         "sprot",
-        "alive",
         "__weakref__",  # handles hold their node weakly; tests check removed nodes are garbage
     )
 
-    def __init__(
-        self,
-        nid: int,
-        owner: int,
-        key: tuple,
-        kv: Any,
-        parent: Node | None,
-        plen: int,
-        has_state: bool = False,
-        state: Any = None,
-        state_bytes: int = 0,
-        state_time: int = 0,
-    ):
+    def __init__(self, nid: int, key: tuple, kv: Any, parent: Node | None, plen: int) -> None:
         self.id = nid
-        self.owner = owner
         self.key = key
         self.kv = kv
         self.parent = parent
         self.children: dict = NO_CHILDREN
         self.plen = plen
-        self.has_state = has_state  # the insert's new chain creates its nodes with a state
-        self.state: Any = state
-        self.state_bytes = state_bytes
+        self.has_state = False
+        self.state: Any = None
+        self.state_bytes = 0
         self.kv_lock = 0
         self.state_lock = 0
         self.kv_time = 0
-        self.state_time = state_time
+        self.state_time = 0
         self.srow = -1
         self.sprot = False
-        self.alive = True
-
-    def __repr__(self) -> str:
-        tag = "state" if self.has_state else "tombstone"
-        return f"Node(id={self.id}, plen={self.plen}, edge={len(self.key)}, {tag})"
 
 
 def default_kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:
@@ -114,3 +94,92 @@ def common_prefix(e: tuple, k: tuple, i: int, limit: int) -> int:
             lo += 1
         return lo
     return limit
+
+
+_COLUMNS = StateRows._fields[:-2]
+"""The table's numpy columns, named as in ``StateRows``: ``live`` and ``evictable`` are bool,
+the others int64."""
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class StateTable:
+    """One numpy row per checkpoint (``nodes`` and the ``_COLUMNS`` arrays), kept only by a
+    cache built with a ``victim`` hook (Marconi's FLOP-aware eviction), so LRU users never pay
+    for it. A row's version changes whenever its length, ancestor or bytes change (a policy may
+    cache values derived from it). The tree calls ``add`` / ``remove`` / ``protect`` as its
+    states come, go and change, and writes ``time`` when it touches one."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.nodes: list[Node | None] = [None] * capacity
+        self.free_rows = list(range(capacity - 1, -1, -1))
+        self.ver = 0
+        for name in _COLUMNS:
+            kind = bool if name in ("live", "evictable") else np.int64
+            setattr(self, name, np.zeros(capacity, dtype=kind))
+
+    def _grow(self) -> None:
+        old = len(self.nodes)
+        self.nodes.extend([None] * old)
+        self.free_rows = list(range(2 * old - 1, old - 1, -1))
+        for name in _COLUMNS:
+            a = getattr(self, name)
+            setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
+
+    def _bump(self, row: int) -> None:
+        self.ver += 1
+        self.version[row] = self.ver
+
+    def add(self, node: Node, length: int, anc_length: int) -> None:
+        """A new checkpoint at ``node`` (``length`` tokens; nearest checkpointed ancestor at
+        ``anc_length``); the checkpoints below it now have it as their ancestor."""
+        if not self.free_rows:
+            self._grow()
+        r = self.free_rows.pop()
+        node.srow = r
+        self.nodes[r] = node
+        self.live[r] = True
+        self.length[r] = length
+        self.anc_length[r] = anc_length
+        self.nbytes[r] = node.state_bytes
+        self.time[r] = node.state_time
+        self.node_id[r] = node.id
+        self.protect(node)
+        self._bump(r)
+        if node.children:
+            self.set_region_ancestor(node, length)
+
+    def remove(self, node: Node) -> None:
+        """``node``'s checkpoint is gone: the checkpoints below it fall back to its ancestor."""
+        r = node.srow
+        if node.children:
+            self.set_region_ancestor(node, int(self.anc_length[r]))
+        self.live[r] = False
+        self.evictable[r] = False
+        self.nodes[r] = None
+        self.free_rows.append(r)
+        node.srow = -1
+
+    def set_region_ancestor(self, node: Node, anc_length: int) -> None:
+        """The nearest checkpointed ancestor of the checkpoints right below ``node``."""
+        stack = list(node.children.values())
+        while stack:
+            c = stack.pop()
+            if c.has_state:
+                self.anc_length[c.srow] = anc_length
+                self._bump(c.srow)
+            else:
+                stack.extend(c.children.values())
+
+    def protect(self, node: Node) -> None:
+        """``node``'s protection or child count changed."""
+        r = node.srow
+        self.evictable[r] = not node.sprot
+        self.nchild[r] = len(node.children)
+
+    def rows(self, clock: int, owner: int) -> StateRows:
+        return StateRows(*(_readonly(getattr(self, n)) for n in _COLUMNS), clock, owner)

@@ -1,6 +1,5 @@
 """``RadixTree``: the radix cache's nodes, sizes, LRU orders and the mutations that keep them in
-step (touch, lock, attach / detach a state, split an edge, remove a leaf, match); its fields
-are public to ``_insert``, ``_evict`` and ``_integrity``. Invariants and sources: docs/radix.md."""
+step; its fields are public to ``_insert``, ``_evict`` and ``_integrity``. docs/radix.md."""
 
 from __future__ import annotations
 
@@ -12,51 +11,25 @@ from collections.abc import Callable
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.protocol import DroppedState, Evicted
-from kda_core.cache.radix._node import Node, common_prefix, default_kv_slice
-from kda_core.cache.radix._table import StateTable
-from kda_core.cache.radix.views import StateRows
+from kda_core.cache.protocol import DroppedState
+from kda_core.cache.radix._node import Node, StateTable, common_prefix, default_kv_slice
+from kda_core.cache.radix.views import CacheStats, StateRows
 
 _MAX_KEY_LEN = 1 << 22
 """Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
 _MAX_PAGE_SIZE = 1 << 16
-_STATE_TOUCH_MODES = ("node", "path", "path_tail_first")
+_TOUCH_MODES = ("node", "path", "path_tail_first")
 
-COUNTERS = (
-    "matches",
-    "state_hits",
-    "token_hits",
-    "states_inserted",
-    "states_existed",
-    "evicted_states",
-    "evicted_state_bytes",
-    "evicted_kv_tokens",
-    "tombstoned",
-    "pruned",
-    "splits",
-    "capped",
-)
-_cache_ids = itertools.count(1)  # nodes and handles carry their cache's id
-
-
-class Freed:
-    """What one eviction call freed so far (``Evicted`` once it is done)."""
-
-    __slots__ = ("states", "state_bytes", "kv_tokens", "nodes", "tombstoned")
-
-    def __init__(self) -> None:
-        self.states = self.state_bytes = self.kv_tokens = self.nodes = self.tombstoned = 0
-
-    def result(self) -> Evicted:
-        return Evicted(self.states, self.state_bytes, self.kv_tokens, self.nodes, self.tombstoned)
+COUNTERS = CacheStats._fields[CacheStats._fields.index("matches") : -1]
+"""The event counters: ``CacheStats``' fields after the sizes, before ``clock``."""
+_cache_ids = itertools.count(1)  # handles carry their cache's id
 
 
 class RadixTree:
-    """The tree's record (arguments: ``RadixStateCache``): options, hooks, ``root``, ``live`` (id ->
-    every non-root node), sizes, the logical ``clock``, the state LRU ``slru`` (oldest first), the
-    KV leaf heap ``heap`` of (access time, seq, id), the state ``table`` (None without a
-    ``victim``) and the event counters ``counts``; ``epp`` / ``tpe``: key elements per page,
-    tokens per key element."""
+    """The tree's record (arguments: ``RadixStateCache``): ``live`` maps id -> every non-root
+    node, ``slru`` is the state LRU (oldest first), ``heap`` the KV leaf heap of (access time,
+    seq, id), ``table`` the state table (None without a ``victim``); ``epp`` / ``tpe``: key
+    elements per page, tokens per key element."""
 
     def __init__(
         self,
@@ -82,10 +55,8 @@ class RadixTree:
         if max_states_per_path is not None:
             max_states_per_path = check_int("max_states_per_path", max_states_per_path, 1)
         self.max_states_per_path = max_states_per_path
-        if state_touch not in _STATE_TOUCH_MODES:
-            raise ValueError(
-                f"state_touch must be one of {_STATE_TOUCH_MODES}, got {state_touch!r}"
-            )
+        if state_touch not in _TOUCH_MODES:
+            raise ValueError(f"state_touch must be one of {_TOUCH_MODES}, got {state_touch!r}")
         self.state_touch = state_touch
         hooks = dict(on_free_kv=on_free_kv, on_free_state=on_free_state, before_drop=before_drop)
         for name, fn in {**hooks, "kv_slice": kv_slice, "victim": victim}.items():
@@ -99,8 +70,7 @@ class RadixTree:
         self.tpe = self.page_size if self.block_keys else 1
         self.owner = next(_cache_ids)
         self.next_id = 1
-        self.root = Node(0, self.owner, (), None, None, 0)
-        self.root.kv_lock = 1
+        self.root = Node(0, (), None, None, 0)
         self.clock = self.n_nodes = self.kv_tokens = self.kv_protected = 0
         self.n_states = self.state_bytes = self.n_sprot = self.sprot_bytes = 0
         self.slru: OrderedDict[int, Node] = OrderedDict()
@@ -123,27 +93,36 @@ class RadixTree:
         self.hseq += 1
         heapq.heappush(self.heap, (node.kv_time, self.hseq, node.id))
 
+    def touch_kv(self, path: list[Node]) -> None:
+        """Stamp ``path`` (root-first) as just used, one tick per node (up to one per key
+        element); only its last node can be a leaf: index it."""
+        clock = self.clock
+        for nd in path:
+            clock += 1
+            nd.kv_time = clock
+        self.clock = clock
+        if path and not path[-1].children:
+            self.push_leaf(path[-1])
+
     def touch_state(self, node: Node) -> None:
         self.clock += 1
         node.state_time = self.clock
         self.slru.move_to_end(node.id)
         if self.table is not None:
-            self.table.touch(node)
+            self.table.time[node.srow] = node.state_time
 
     def touch_states(self, nodes: list[Node]) -> None:
         """Refresh the states on ``nodes`` in the path modes (``state_touch``)."""
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
-        if self.table is not None:
-            for n in holders:
-                self.touch_state(n)
-            return
-        clock, to_end = self.clock, self.slru.move_to_end  # touch_state inlined: no table
-        for n in holders:
+        clock, to_end, table = self.clock, self.slru.move_to_end, self.table
+        for n in holders:  # touch_state inlined
             clock += 1
             n.state_time = clock
             to_end(n.id)
+            if table is not None:
+                table.time[n.srow] = clock
         self.clock = clock
 
     def sync(self, node: Node) -> None:
@@ -160,23 +139,19 @@ class RadixTree:
             self.table.protect(node)
 
     # ------------------------------------------------------------------ locks
-    def lock_kv(self, node: Node, unlock: bool = False) -> None:
-        """One KV lock more (or less) on ``node`` and every ancestor (not the root)."""
-        assert node.alive and node is not self.root, "a live non-root node"
-        assert not unlock or node.kv_lock > 0, "unlock of a KV-locked node"
+    def lock(self, node: Node, unlock: bool, state: bool) -> None:
+        """One KV lock more (or less) on the live non-root ``node`` and every ancestor but the
+        root; with ``state``, one state lock more (or less) on ``node`` too (``lock_handle``
+        checked the handle: its node holds the state, and an unlock follows its lock)."""
         d, nd, root, tpe = -1 if unlock else 1, node, self.root, self.tpe
+        if state:
+            node.state_lock += d
         while nd is not root:
             if nd.kv_lock == (1 if unlock else 0):
                 self.kv_protected += d * len(nd.key) * tpe
             nd.kv_lock += d
             nd = nd.parent  # type: ignore[assignment]
         self.sync(node)
-
-    def lock_state(self, node: Node, unlock: bool = False) -> None:
-        """One state lock more (or less) on ``node``, with its KV lock."""
-        assert node.has_state and (not unlock or node.state_lock > 0), "a state-locked node"
-        node.state_lock += -1 if unlock else 1
-        self.lock_kv(node, unlock)
 
     # ------------------------------------------------------------------ states
     def attach_state(self, node: Node, payload: Any, nbytes: int) -> None:
@@ -200,21 +175,19 @@ class RadixTree:
             p = p.parent
         return 0 if p is None else p.plen * self.tpe
 
-    def dropped(self, node: Node) -> DroppedState:
-        """The ``before_drop`` hook's view of ``node``'s state: its path's tokens and KV."""
-        path = []
-        nd: Node | None = node
-        while nd is not None and nd is not self.root:
-            path.append(nd)
-            nd = nd.parent
-        path.reverse()
-        tokens = tuple(t for p in path for t in p.key)
-        return DroppedState(tokens, tuple(p.kv for p in path), node.state, node.state_bytes)
-
-    def detach_state(self, node: Node, acc: Freed | None, count: bool = True) -> None:
-        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status."""
+    def detach_state(self, node: Node, count: bool = True) -> None:
+        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status.
+        ``count``: an eviction (counted as one), not the per-path cap."""
         if self.before_drop is not None:
-            self.before_drop(self.dropped(node))
+            path = []
+            nd = node
+            while nd is not self.root:
+                path.append(nd)
+                nd = nd.parent  # type: ignore[assignment]
+            path.reverse()
+            tokens = tuple(t for p in path for t in p.key)
+            kv = tuple(p.kv for p in path)
+            self.before_drop(DroppedState(tokens, kv, node.state, node.state_bytes))
         if node.sprot:
             self.n_sprot -= 1
             self.sprot_bytes -= node.state_bytes
@@ -229,9 +202,6 @@ class RadixTree:
         if count:
             self.counts["evicted_states"] += 1
             self.counts["evicted_state_bytes"] += nbytes
-        if acc is not None:
-            acc.states += 1
-            acc.state_bytes += nbytes
         if self.on_free_state is not None:
             self.on_free_state(payload, nbytes)
 
@@ -248,7 +218,7 @@ class RadixTree:
         length = len(e) * tpe
         head = self.kv_slice(child.kv, 0, c * tpe, length)
         tail = self.kv_slice(child.kv, c * tpe, length, length)
-        upper = Node(self.next_id, self.owner, e[:c], head, parent, parent.plen + c)
+        upper = Node(self.next_id, e[:c], head, parent, parent.plen + c)
         self.live[upper.id] = upper
         self.next_id += 1
         self.n_nodes += 1
@@ -265,24 +235,21 @@ class RadixTree:
         self.counts["splits"] += 1
         return upper
 
-    def remove_leaf(self, node: Node, acc: Freed) -> None:
-        """Delete a leaf (KV and state). A parent left childless stays as a leaf, state or not
-        (SGLang unified_tree_core.py: ``_delete_leaf`` then ``_update_evictable_leaf_sets``
-        on the parent; nothing cascades: later KV eviction reaches it in LRU order)."""
+    def remove_leaf(self, node: Node) -> None:
+        """Delete an unlocked leaf (KV and state). A parent left childless stays as a leaf,
+        state or not (SGLang unified_tree_core.py: ``_delete_leaf`` then
+        ``_update_evictable_leaf_sets`` on the parent; nothing cascades: later KV eviction
+        reaches it in LRU order)."""
         parent = node.parent
-        assert parent is not None and not node.children
+        assert parent is not None and not node.children and node.kv_lock == 0
         if node.has_state:
-            self.detach_state(node, acc)
+            self.detach_state(node)
         ntok = len(node.key) * self.tpe
         self.kv_tokens -= ntok
-        if node.kv_lock > 0:  # callers never remove a KV-locked leaf; kept for the sums
-            self.kv_protected -= ntok
         del parent.children[self.first(node.key, 0)]
-        node.alive, node.parent = False, None
+        node.parent = None
         self.n_nodes -= 1
         self.counts["evicted_kv_tokens"] += ntok
-        acc.kv_tokens += ntok
-        acc.nodes += 1
         payload, node.kv = node.kv, None
         if self.on_free_kv is not None:
             self.on_free_kv(payload, ntok)
@@ -298,8 +265,7 @@ class RadixTree:
         ``count``: a lookup of the cache's user (an insert's own walk is not counted)."""
         epp = self.epp
         n = len(k) - len(k) % epp
-        if n != len(k):
-            k = k[:n]
+        k = k[:n]
         node = best = self.root
         path: list[Node] = []
         best_i = best_depth = i = 0
@@ -335,13 +301,7 @@ class RadixTree:
             cnt["token_hits"] += token_match > 0
         if touch and best is not self.root:
             used = path[:best_depth]
-            clock = self.clock
-            for nd in used:  # one tick per node, inlined (up to one node per key element)
-                clock += 1
-                nd.kv_time = clock
-                if not nd.children:
-                    self.push_leaf(nd)
-            self.clock = clock
+            self.touch_kv(used)
             if self.state_touch == "node":
                 self.touch_state(best)
             else:

@@ -1,8 +1,7 @@
 """``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
 ``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
 own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
-references (``kv_lock >= state_lock``), a soft per-path checkpoint budget. Lengths are tokens
-(``block_keys=True``: one key element = one page). docs/radix.md."""
+references, a soft per-path checkpoint budget. Lengths are tokens. docs/radix.md."""
 
 from __future__ import annotations
 
@@ -32,18 +31,15 @@ _new_handle = object.__new__
 
 
 class _RadixHandle(CacheHandle):
-    """Opaque handle of a ``RadixStateCache`` prefix (a restore point or a matched path).
-
-    Holds its node weakly (an evicted node stays unreachable), the id of the cache that made
-    it, what a lock protects (the state and its path's KV, or the KV only) and its own lock
-    count (so a double unlock is caught even while other holders lock the same node).
-    """
+    """A restore point or a matched path: its node held weakly (an evicted node stays
+    unreachable), its cache's id, whether a lock takes the state too, and its own lock count
+    (a double unlock is caught even while other holders lock the same node)."""
 
     __slots__ = ("_cache_id", "_node", "_state", "_locks")
 
 
 class RadixStateCache:
-    """KDA-aware radix tree behind the cache protocol (module docstring; docs/radix.md).
+    """KDA-aware radix tree behind the cache protocol (module docstring).
 
     Args:
         page_size: tokens per page (1 for the engine; 512 for Mooncake block traces), in
@@ -65,9 +61,8 @@ class RadixStateCache:
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
-        self._tree = RadixTree(page_size, **options)
+        self._tree = t = RadixTree(page_size, **options)
         self._options = options
-        t = self._tree
         self.page_size, self.block_keys, self.grid = t.page_size, t.block_keys, t.grid
 
     def __del__(self) -> None:
@@ -75,9 +70,8 @@ class RadixStateCache:
 
     def _unlink(self) -> None:
         # Parent <-> children links make the tree one reference cycle that only the cycle
-        # collector frees: a full pass over every node, at some later allocation (0.1-0.2 s
-        # after a 170,000-node simulator run). Cutting the links when the cache goes lets
-        # reference counting free the nodes at once.
+        # collector frees, at some later allocation (0.1-0.2 s after a 170,000-node simulator
+        # run); cut, reference counting frees the nodes at once.
         tree = getattr(self, "_tree", None)
         if tree is not None:
             for nd in tree.live.values():
@@ -88,12 +82,10 @@ class RadixStateCache:
     # ------------------------------------------------------------------ sizes (O(1))
     @property
     def kv_tokens(self) -> int:
-        """KV tokens held (evictable + protected)."""
         return self._tree.kv_tokens
 
     @property
     def state_bytes(self) -> int:
-        """State bytes held (evictable + protected)."""
         return self._tree.state_bytes
 
     @property
@@ -116,23 +108,23 @@ class RadixStateCache:
         )
 
     # ------------------------------------------------------------------ the protocol
-    def _check_key(self, key: Any, name: str = "key") -> tuple:
+    def _check_key(self, key: Any) -> tuple:
         if isinstance(key, np.ndarray):
             # dtype.kind, not np.issubdtype: the simulator passes two int64 slices a request
             if key.ndim != 1 or key.dtype.kind not in "iu":
-                raise ValueError(f"{name} must be a 1-D integer array, got {key.dtype} {key.shape}")
+                raise ValueError(f"key must be a 1-D integer array, got {key.dtype} {key.shape}")
             k = tuple(key.tolist())
         elif isinstance(key, (list, tuple, range)):
             k = tuple(key)
             types = set(map(type, k))
             if types - {int}:
                 if not all(issubclass(t, numbers.Integral) and t is not bool for t in types):
-                    raise ValueError(f"{name} must contain ints only")
+                    raise ValueError("key must contain ints only")
                 k = tuple(int(x) for x in k)
         else:
-            raise ValueError(f"{name} must be a list, tuple, range or 1-D int array")
+            raise ValueError("key must be a list, tuple, range or 1-D int array")
         if len(k) > self._tree.max_key_len:
-            raise ValueError(f"{name} length must be <= {self._tree.max_key_len}, got {len(k)}")
+            raise ValueError(f"key length must be <= {self._tree.max_key_len}, got {len(k)}")
         return k
 
     def _handle(self, node: Node, state: bool) -> _RadixHandle:
@@ -147,31 +139,25 @@ class RadixStateCache:
 
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
         """Longest token match and restore point of ``key`` (truncated to whole pages).
-
         ``touch`` refreshes the KV of the path up to the restore point and the states per
-        ``state_touch``. ``split`` splits an edge the match ends inside, as SGLang's
+        ``state_touch``; ``split`` splits an edge the match ends inside, as SGLang's
         ``match_prefix`` does (the upper half becomes a tombstone; ``path`` names it)."""
         if touch is not True:
             check_bool("touch", touch)
         if split is not False:
             check_bool("split", split)
         tm, ra, node, kv, branch, mid, last = self._tree.match(self._check_key(key), touch, split)
-        state = node.state
         restore, path = self._handle(node, True), self._handle(last, False)
-        return PrefixMatch(tm, ra, state, node.state_bytes, kv, branch, mid, restore, path)
+        return PrefixMatch(tm, ra, node.state, node.state_bytes, kv, branch, mid, restore, path)
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> PrefixInsert:
-        """Insert ``key`` with its KV and checkpoints at given token positions.
-
-        ``kv`` covers the whole key (sliced per node with ``kv_slice``) or is None;
-        ``states`` is ``{position: payload}`` or ``(position, payload[, nbytes])`` tuples,
-        positions in tokens, multiples of page_size, in [1, len(key)]; ``state_bytes`` the
-        size of entries that give none. The key is cut at the deepest checkpoint; edges split
-        where the key diverges or a checkpoint falls inside one; tombstones at a checkpoint
-        position are revived; the per-path cap applies. ``handle`` (the deepest checkpoint)
-        locks like a match's ``restore``; ``existed`` checkpoints stay the caller's to free."""
+        """Insert ``key`` with its KV (the whole key's, sliced per node, or None) and the
+        checkpoints ``states``: ``{position: payload}`` or ``(position, payload[, nbytes])``,
+        positions in tokens, multiples of page_size, in [1, len(key)]; ``state_bytes`` sizes
+        entries that give none. The key is cut at the deepest checkpoint; tombstones there are
+        revived; the per-path cap applies; ``existed`` checkpoints stay the caller's to free."""
         t = self._tree
         k = self._check_key(key)
         nb = check_int("state_bytes", state_bytes, 0)
@@ -191,27 +177,22 @@ class RadixStateCache:
         if handle._cache_id != self._tree.owner:
             raise HandleError("handle belongs to another cache")
         node = handle._node()
-        if node is None or not node.alive:
+        if node is None or (node.parent is None and node is not self._tree.root):
             raise HandleError("handle is stale: its node was evicted")
         if handle._state and node is not self._tree.root and not node.has_state:
             raise HandleError("handle is stale: its state was evicted (node is a tombstone)")
         return node
 
     def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
-        """Lock (``unlock=False``) or release one lock of ``handle``; a locked prefix is never
-        evicted. A restore-point / insert handle locks the state and its path's KV, a path
-        handle the KV only; handles at the root (``cached_len == 0``) lock nothing."""
+        """Lock or release one lock of ``handle``: a restore-point / insert handle locks the
+        state and its path's KV, a path handle the KV only, a root handle nothing."""
         if unlock is not False and unlock is not True:
             check_bool("unlock", unlock)
         node = self._check_handle(handle)
-        assert isinstance(handle, _RadixHandle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
         if node is not self._tree.root:
-            if handle._state:
-                self._tree.lock_state(node, unlock)
-            else:
-                self._tree.lock_kv(node, unlock)
+            self._tree.lock(node, unlock, handle._state)
         handle._locks += -1 if unlock else 1
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
@@ -221,11 +202,7 @@ class RadixStateCache:
         kv_tokens = check_int("kv_tokens", kv_tokens, 0)
         states = check_int("states", states, 0)
         state_bytes = check_int("state_bytes", state_bytes, 0)
-        a = _evict.evict_states(self._tree, states, state_bytes) if states or state_bytes else None
-        b = _evict.evict_kv(self._tree, kv_tokens) if kv_tokens else None
-        if a is None or b is None:
-            return a or b or Evicted(0, 0, 0, 0, 0)
-        return Evicted(*(x + y for x, y in zip(a, b)))
+        return _evict.evict(self._tree, kv_tokens, states, state_bytes)
 
     def read_kv(self, key: Any, length: int) -> tuple:
         """The KV payloads covering ``key[:length]`` root first, the last one cut with
@@ -236,13 +213,10 @@ class RadixStateCache:
         out, node, i = [], t.root, 0
         while i < n:
             child = node.children.get(t.first(k, i))
-            if child is None or tuple(k[i : i + len(child.key)][: n - i]) != child.key[: n - i]:
+            if child is None or k[i : i + len(child.key)][: n - i] != child.key[: n - i]:
                 raise ValueError(f"length {length} runs past the cached prefix of key")
-            le = len(child.key)
-            kv = child.kv
-            if n - i < le:
-                kv = t.kv_slice(kv, 0, (n - i) * t.tpe, le * t.tpe)
-            out.append(kv)
+            le, kv = len(child.key), child.kv
+            out.append(kv if n - i >= le else t.kv_slice(kv, 0, (n - i) * t.tpe, le * t.tpe))
             node, i = child, i + le
         return tuple(out)
 
@@ -286,7 +260,7 @@ class RadixStateCache:
                     key=tuple(nd.key),
                     has_state=nd.has_state,
                     state_bytes=nd.state_bytes,
-                    kv_lock=nd.kv_lock if nd is not root else 0,
+                    kv_lock=nd.kv_lock,
                     state_lock=nd.state_lock,
                     kv_age=now - nd.kv_time if nd is not root else 0,
                     state_age=now - nd.state_time if nd.has_state else -1,
@@ -300,7 +274,6 @@ class RadixStateCache:
     def stats(self) -> CacheStats:
         """Sizes and event counters."""
         t = self._tree
-        c = t.counts
         return CacheStats(
             nodes=t.n_nodes,
             tombstones=t.n_nodes - t.n_states,
@@ -313,6 +286,6 @@ class RadixStateCache:
             state_bytes_protected=t.sprot_bytes,
             states_evictable=t.n_states - t.n_sprot,
             state_bytes_evictable=t.state_bytes - t.sprot_bytes,
-            **c,
+            **t.counts,
             clock=t.clock,
         )

@@ -1,9 +1,4 @@
-"""What a radix cache hands out: read-only views.
-
-``NodeView`` (one node, ``RadixStateCache.export``), ``CacheStats`` (sizes and counters,
-``stats``), ``StateRows`` (the state table a ``victim`` hook reads) and ``IntegrityError``
-(``check_integrity``). Lengths are tokens.
-"""
+"""What a radix cache hands out: read-only views (lengths in tokens) and ``IntegrityError``."""
 
 from __future__ import annotations
 
