@@ -127,7 +127,7 @@ class FastTree:
         return out
 
     def _refresh(self, node: int) -> None:
-        """One tick per node of ``node``'s path, root-first (``_refresh``, match's touch)."""
+        """One tick per node of the path to ``node``, root-first (as ``RadixTree.touch_kv``)."""
         kvt, t = self.kvt, self.tick
         assert kvt is not None
         for p in reversed(self._path(node)):
@@ -257,8 +257,8 @@ class FastTree:
         """``insert_prefix`` of ``row`` with states at ``pos`` (blocks, ascending; the key is cut
         at the deepest) -> states new. Splits where a position falls inside an edge and where
         the row leaves the tree, keeps or revives states on existing nodes, hangs the rest as a
-        chain, refreshes the path (``_insert.insert``: ``_walk``, ``_existing``, ``_chain``,
-        ``_refresh``). ``hint``: a guess of the row's held prefix (the match), checked."""
+        chain, refreshes the path (``_insert.insert``: ``_walk``, its revive loop, ``_chain``,
+        ``RadixTree.touch_kv``). ``hint``: a guess of the row's held prefix (the match), checked."""
         end = pos[-1]
         kvp = self.kvp
         m = hint if hint < end else end
@@ -312,7 +312,7 @@ class FastTree:
 
     def _existing(self, row: memoryview, pos: list[int], m: int) -> int:
         """States at positions on existing nodes, root-first: kept (touched in node mode) or
-        revived on a tombstone (``_existing``) -> revived."""
+        revived on a tombstone (``_insert.insert``'s revive loop) -> revived."""
         hasst, slru = self.hasst, self.slru
         new = 0
         for q in pos:
