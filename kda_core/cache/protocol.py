@@ -103,34 +103,27 @@ class PrefixInsert(NamedTuple):
 
 @runtime_checkable
 class PrefixCache(Protocol):
-    """What the engine, the simulator, the transfer tiers and the apps need from a KDA prefix
-    cache (the module docstring)."""
+    """What the engine, the simulator, the transfer tiers and the apps need from a cache."""
 
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
         """Longest match and restore point of ``key``; ``split`` cuts the edge it ends in."""
-        ...
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> PrefixInsert:
         """Insert ``key`` with its KV and checkpoints ``(position, payload[, nbytes])``."""
-        ...
 
     def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
         """Lock (or unlock) what a handle refers to; locked prefixes are never evicted."""
-        ...
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
         """Free states (``states`` / ``state_bytes``), then LRU KV (``kv_tokens``)."""
-        ...
 
     def read_kv(self, key: Any, length: int) -> tuple:
         """The KV payloads covering ``key[:length]`` (a matched prefix), root first."""
-        ...
 
     def reset(self) -> int:
         """Drop everything (each state through the free hook); -> states dropped."""
-        ...
 
     @property
     def size_info(self) -> SizeInfo: ...
@@ -149,12 +142,9 @@ class PrefixCache(Protocol):
 
     def check_integrity(self) -> None:
         """Raise if an invariant is broken."""
-        ...
 
     def export(self) -> Any:
         """A read-only view of everything cached (for drawing)."""
-        ...
 
     def stats(self) -> Any:
         """Sizes and event counters, read-only."""
-        ...

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from kda_core._checks import check_int
 from kda_core.cache.policy._context import MAX_LEN, PlanContext
 
 __all__ = ["MAX_LEN", "Policy"]
@@ -42,10 +43,22 @@ class Policy:
         page_size: int = 1,
     ) -> tuple[int, ...]:
         """Sorted positions in ``(restore_at, total_len]``, multiples of ``page_size``."""
-        ctx = PlanContext(prompt_len, match, total_len, chunk_size, page_size)
-        self.check_page(ctx.page)
-        self._check_sizes(ctx)
-        return ctx.finish(self._positions(ctx))
+        P = check_int("prompt_len", prompt_len, 1, MAX_LEN)
+        T = P if total_len is None else check_int("total_len", total_len, P, MAX_LEN)
+        page = check_int("page_size", page_size, 1, 1 << 16)
+        chunk = None if chunk_size is None else check_int("chunk_size", chunk_size, 1, MAX_LEN)
+        tm = ra = 0
+        if match is not None:
+            try:
+                tm, ra = match.token_match, match.restore_at
+            except AttributeError:
+                raise ValueError(
+                    "match must have token_match and restore_at (or be None)"
+                ) from None
+            tm = check_int("match.token_match", tm, 0, MAX_LEN)
+            ra = check_int("match.restore_at", ra, 0, tm)
+        self.check_page(page)
+        return self._plan(PlanContext(P, tm, ra, T, page, chunk))
 
     def plan(
         self, prompt_len: int, token_match: int, restore_at: int, total_len: int | None, page: int
@@ -53,7 +66,11 @@ class Policy:
         """``checkpoint_positions`` for a caller whose values are validated (the simulator:
         lengths from a trace checked when read, a match from the cache, ``check_page`` run
         once per run). Only ``_check_sizes``, a bound on this call's work, stays per call."""
-        ctx = PlanContext.trusted(prompt_len, token_match, restore_at, total_len, page)
+        T = prompt_len if total_len is None else total_len
+        assert 1 <= prompt_len <= T <= MAX_LEN and 0 <= restore_at <= token_match, "validated"
+        return self._plan(PlanContext(prompt_len, token_match, restore_at, T, page, None))
+
+    def _plan(self, ctx: PlanContext) -> tuple[int, ...]:
         self._check_sizes(ctx)
         return ctx.finish(self._positions(ctx))
 

@@ -34,5 +34,5 @@ class IntervalPolicy(Policy):
         assert self.every % ctx.page == 0, "check_page ran"
         out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
         if self.request_end:
-            out.append(ctx.down(ctx.total_len, ctx.page))
+            out.append(ctx.total_len // ctx.page * ctx.page)
         return out

@@ -129,9 +129,9 @@ class MarconiPolicy(Policy):
         return self._alpha_value
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
-        out = [ctx.down(ctx.total_len, ctx.page)]
+        out = [ctx.total_len // ctx.page * ctx.page]
         if ctx.token_match > ctx.restore_at:
-            out.append(ctx.down(ctx.token_match, ctx.page))
+            out.append(ctx.token_match // ctx.page * ctx.page)
         return out
 
     def _efficiency(

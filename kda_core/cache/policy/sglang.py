@@ -84,7 +84,7 @@ class SGLangPolicy(Policy):
         cache_chunk = max(self.grid, ctx.page)
         g = math.lcm(cache_chunk, ctx.page)
         # MambaComponent.finalize_match_result_in_tree_core: the branching seqlen
-        aligned = ctx.down(ctx.token_match, g)
+        aligned = ctx.token_match // g * g
         br = aligned if (self.branch and aligned > ctx.restore_at) else None
         out = []
         for a, b in self._steps(ctx):
@@ -102,11 +102,11 @@ class SGLangPolicy(Policy):
         # only flips the ping-pong index; the finished insert keeps only the last one
         # (MambaComponent.prepare_for_caching_req / _select_finished_checkpoint)
         d = math.lcm(g, self.track_interval)
-        last = ctx.down(ctx.total_len, d)
+        last = ctx.total_len // d * d
         if last > ctx.prompt_len:
             out.append(last)
         if self.request_end:
-            out.append(ctx.down(ctx.total_len, ctx.page))
+            out.append(ctx.total_len // ctx.page * ctx.page)
         return out
 
     def _no_buffer_positions(self, ctx: PlanContext) -> list[int]:

@@ -228,14 +228,14 @@ class VLLMPolicy(Policy):
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
         tm = min(ctx.token_match, P - 1)
-        junction = ctx.down(tm, u) if self.shared_prefix else 0
+        junction = tm // u * u if self.shared_prefix else 0
         if junction <= ctx.restore_at:
             junction = 0
         if self.mode == "all":  # lab idealisation: a state at every block boundary
             return [
                 p
                 for p in ctx.multiples(B, ctx.restore_at, T, "block_size")
-                if retained(p, B, self.retention, (ctx.down(P - 1, B), junction))
+                if retained(p, B, self.retention, ((P - 1) // B * B, junction))
             ]
         # the prompt's checkpoint boundary on the hit grid (the block without partial hits),
         # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
