@@ -27,36 +27,8 @@ _ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 __all__ = ["MarconiPolicy"]
 
 
-def _marconi_flops(
-    length: np.ndarray,
-    anc_length: np.ndarray,
-    *,
-    d_model: int = 4096,
-    d_state: int = 128,
-    n_ssm_layers: int = 24,
-    n_attn_layers: int = 4,
-    n_mlp_layers: int = 28,
-) -> np.ndarray:
-    """FLOPs a hit at ``length`` saves over restoring at ``anc_length`` (Marconi Table 1).
-
-    attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 + 16*L*D*N + 10*L*D; SSM counted
-    on the own segment, attention and MLP as prefix differences (the artifact subtracts the
-    parent's attention FLOPs in the MLP term; fixed here).
-    """
-    L = np.asarray(length, dtype=np.float64)
-    P = np.asarray(anc_length, dtype=np.float64)
-    D, N = float(d_model), float(d_state)
-
-    def attn(x: np.ndarray) -> np.ndarray:
-        return 8.0 * x * D * D + 4.0 * x * x * D
-
-    own = L - P
-    ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
-    return (
-        n_ssm_layers * ssm
-        + n_attn_layers * (attn(L) - attn(P))
-        + n_mlp_layers * 16.0 * (L - P) * D * D
-    )
+def _is_alpha(a: Any) -> bool:
+    return isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -94,22 +66,13 @@ class MarconiPolicy(Policy):
     name = "marconi"
 
     def __post_init__(self) -> None:
-        if self.alpha == "auto":
-            self._alpha_value = 0.0
-        elif (
-            isinstance(self.alpha, numbers.Real)
-            and not isinstance(self.alpha, bool)
-            and 0.0 <= float(self.alpha) <= 100.0
-        ):
-            self.alpha = float(self.alpha)
-            self._alpha_value = self.alpha
-        else:
-            raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+        if self.alpha != "auto":
+            if not _is_alpha(self.alpha):
+                raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+            self.alpha = self._alpha_value = float(self.alpha)
         self.bootstrap = check_int("bootstrap", self.bootstrap, 1, 1000)
         grid = tuple(self.alpha_grid)
-        if not grid or not all(
-            isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
-        ):
+        if not grid or not all(_is_alpha(a) for a in grid):
             raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
         self.alpha_grid = tuple(float(a) for a in grid)
         self.d_model = check_int("d_model", self.d_model, 1, 1 << 20)
@@ -134,25 +97,32 @@ class MarconiPolicy(Policy):
             out.append(ctx.token_match // ctx.page * ctx.page)
         return out
 
+    def _flops(self, L: Any, P: Any) -> Any:
+        """FLOPs a hit at ``L`` saves over restoring at ``P`` (Marconi Table 1), for floats or
+        float64 arrays alike: attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 +
+        16*L*D*N + 10*L*D; SSM counted on the own segment, attention and MLP as prefix
+        differences (the artifact subtracts the parent's attention FLOPs in the MLP term;
+        fixed here)."""
+        D, N = float(self.d_model), float(self.d_state)
+        own = L - P
+        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
+        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
+        return (
+            self.n_ssm_layers * ssm
+            + self.n_attn_layers * (attn_l - attn_p)
+            + self.n_mlp_layers * 16.0 * own * D * D
+        )
+
     def _efficiency(
         self, length: np.ndarray, anc_length: np.ndarray, state_bytes: np.ndarray
     ) -> np.ndarray:
         """FLOPs saved per byte held, per candidate."""
         if self.efficiency_fn is not None:
             return np.asarray(self.efficiency_fn(length, anc_length, state_bytes), np.float64)
-        fl = _marconi_flops(
-            length,
-            anc_length,
-            d_model=self.d_model,
-            d_state=self.d_state,
-            n_ssm_layers=self.n_ssm_layers,
-            n_attn_layers=self.n_attn_layers,
-            n_mlp_layers=self.n_mlp_layers,
-        )
-        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * np.asarray(
-            length, np.float64
-        )
-        return fl / np.maximum(mem, 1.0)
+        L = np.asarray(length, np.float64)
+        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * L
+        return self._flops(L, np.asarray(anc_length, np.float64)) / np.maximum(mem, 1.0)
 
     def _row_efficiency(self, t: StateRows, rows: np.ndarray) -> np.ndarray:
         """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
@@ -181,19 +151,9 @@ class MarconiPolicy(Policy):
         return self._eff[rows]
 
     def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
-        """Same operations, in the same order, as ``_marconi_flops`` + ``_efficiency``."""
-        D, N = float(self.d_model), float(self.d_state)
-        own = L - P
-        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
-        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
-        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
-        fl = (
-            self.n_ssm_layers * ssm
-            + self.n_attn_layers * (attn_l - attn_p)
-            + self.n_mlp_layers * 16.0 * (L - P) * D * D
-        )
+        """``_efficiency`` of one candidate on floats (the same operations in the same order)."""
         mem = nbytes + float(self.kv_bytes_per_token) * L
-        return fl / max(mem, 1.0)
+        return self._flops(L, P) / max(mem, 1.0)
 
     def cache_options(self) -> dict:
         """The base's options, with ``_choose_victim`` as the cache's ``victim`` hook."""
