@@ -32,12 +32,8 @@ def _is_alpha(a: Any) -> bool:
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
-    if x.size <= 1:
-        return np.ones_like(x)
-    lo, hi = float(x.min()), float(x.max())
-    if hi <= lo:
-        return np.ones_like(x)
-    return (x - lo) / (hi - lo)
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    return np.ones_like(x) if hi <= lo else (x - lo) / (hi - lo)
 
 
 @dataclass(slots=True)
@@ -125,16 +121,11 @@ class MarconiPolicy(Policy):
         return self._flops(L, np.asarray(anc_length, np.float64)) / np.maximum(mem, 1.0)
 
     def _row_efficiency(self, t: StateRows, rows: np.ndarray) -> np.ndarray:
-        """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
+        """Efficiency of ``rows``, cached per row and recomputed when its version changes (all
+        rows when the cache or the size of its table changes)."""
         cap = t.version.shape[0]
         if self._eff_owner != t.owner or self._eff.shape[0] != cap:
-            old_eff, old_ver = self._eff, self._eff_ver
-            self._eff = np.zeros(cap)
-            self._eff_ver = np.full(cap, -1, np.int64)
-            if self._eff_owner == t.owner:
-                n = min(cap, old_eff.shape[0])
-                self._eff[:n] = old_eff[:n]
-                self._eff_ver[:n] = old_ver[:n]
+            self._eff, self._eff_ver = np.zeros(cap), np.full(cap, -1, np.int64)
             self._eff_owner = t.owner
         stale = rows[self._eff_ver[rows] != t.version[rows]]
         if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
