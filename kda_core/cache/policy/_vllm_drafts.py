@@ -1,13 +1,10 @@
-"""vLLM 0.33's speculative-decoding flags and what its scheduler derives from them, and the
-retention rule: what the aligned split and retention rule (``policy.vllm``) and the repeat rules
-(tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
+"""vLLM 0.33's speculative-decoding flags (``SPEC_KEYS``, spelled as vLLM spells them), what
+its scheduler derives from them, and the retention rule: what ``policy.vllm`` and the repeat
+rules (tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
 ``vllm/``; the laws with line numbers: docs/hit_reasons.md, "Speculative decoding").
-
-The flags are spelled as vLLM spells them: ``speculative_config={"method",
-"num_speculative_tokens", "n_predict", "disable_lookahead_block_hashes",
-"disable_eagle_block_drop"}``; ``n_predict`` is the draft model's MTP module count (vLLM reads
-``num_nextn_predict_layers`` from the draft model's config), default 1. DSpark is taken with its
-draft config's default ``sample_from_anchor=True`` (the lab reads no draft config here).
+``n_predict`` is the draft model's MTP module count (vLLM reads ``num_nextn_predict_layers``
+from its config). DSpark is taken with its draft config's default ``sample_from_anchor=True``
+(the lab reads no draft config here).
 """
 
 from __future__ import annotations
@@ -60,9 +57,8 @@ NONE = Drafts()
 
 
 def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
-    """``speculative_config`` checked: None (no drafts) or a dict with ``method`` in
-    ``METHODS`` and ``num_speculative_tokens`` in [1, 64]; ``n_predict`` in [1, 64] (default
-    1); the two ``disable_*`` flags bools (default False). Unknown keys are refused."""
+    """``speculative_config`` checked and completed with vLLM's defaults (``n_predict`` 1, the
+    ``disable_*`` flags False); None: no drafts."""
     if cfg is None:
         return None
     if not isinstance(cfg, Mapping):
@@ -103,11 +99,7 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     L_hash = pre if lookahead else 0
     # Scheduler.__init__: lookahead hashes prove the boundary token, so no drop
     return Drafts(
-        spec["method"],
-        k,
-        spec["n_predict"],
-        spec["disable_lookahead_block_hashes"],
-        spec["disable_eagle_block_drop"],
+        **spec,
         drop=wants_drop and not L_hash,
         hash_lookahead=L_hash,
         prefill_lookahead=pre,
