@@ -15,17 +15,12 @@ from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
 from kda_core.cache.policy._sglang_spec import check_track_interval
 from kda_core.cache.policy.base import Policy
 
-_SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
-
 __all__ = ["SGLangPolicy"]
 
 
 @dataclass(slots=True)
 class SGLangPolicy(Policy):
-    """SGLang mamba state tracking (extra_buffer or no_buffer), per-path cap, LRU.
-
-    See the module doc; each rule cites the SGLang 0.5.23 function it follows.
-    """
+    """SGLang mamba state tracking, per-path cap, LRU (see module doc)."""
 
     grid: int = 64
     chunked_prefill_size: int = 8192
@@ -48,15 +43,13 @@ class SGLangPolicy(Policy):
             self.max_states_per_path = check_int("max_states_per_path", self.max_states_per_path, 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
-        if self.buffer not in _SGLANG_BUFFERS:
-            raise ValueError(f"buffer must be one of {_SGLANG_BUFFERS}, got {self.buffer!r}")
+        if self.buffer not in ("extra_buffer", "no_buffer"):
+            raise ValueError(f"buffer must be 'extra_buffer' or 'no_buffer', got {self.buffer!r}")
         # speculative decoding: SGLang asserts the track interval holds a verify window; the
         # placement is the same with drafts (tests/sglang_spec_rules.py: no bigram keys on a
         # hybrid tree, a decode checkpoint at every boundary an accepted run crosses)
-        try:
-            check_track_interval(self.track_interval, self.speculative_num_draft_tokens)
-        except ValueError as e:  # the lab spells SGLang's mamba_track_interval track_interval
-            raise ValueError(str(e).replace("mamba_track_interval", "track_interval")) from None
+        drafts = self.speculative_num_draft_tokens
+        check_track_interval(self.track_interval, drafts, name="track_interval")
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
@@ -79,7 +72,10 @@ class SGLangPolicy(Policy):
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         if self.buffer == "no_buffer":
-            return self._no_buffer_positions(ctx)
+            assert ctx.page == 1, "check_page ran"
+            # prepare_for_caching_req without the extra buffer: cache_len = the key length,
+            # after every prefill step (checkpoint_kv_cache) and at the finished insert
+            return [b for _, b in self._steps(ctx)] + [ctx.total_len]
         # mamba_cache_chunk_size = max(FLA chunk, page); checkpoint grid = lcm(that, page)
         cache_chunk = max(self.grid, ctx.page)
         g = math.lcm(cache_chunk, ctx.page)
@@ -108,9 +104,3 @@ class SGLangPolicy(Policy):
         if self.request_end:
             out.append(ctx.total_len // ctx.page * ctx.page)
         return out
-
-    def _no_buffer_positions(self, ctx: PlanContext) -> list[int]:
-        assert ctx.page == 1, "check_page ran"
-        # prepare_for_caching_req without the extra buffer: cache_len = the key length,
-        # after every prefill step (checkpoint_kv_cache) and at the finished insert
-        return [b for _, b in self._steps(ctx)] + [ctx.total_len]
