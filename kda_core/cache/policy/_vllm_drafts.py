@@ -40,7 +40,7 @@ class Drafts:
     (``VllmConfig.num_hash_lookahead_tokens``: tokens past a block its hash covers),
     ``prefill_lookahead`` (``num_prefill_lookahead_tokens``: no prefill chunk ends closer to
     the prompt end), ``lookahead`` (``num_lookahead_tokens``: KV slots past the scheduled
-    tokens). ``NONE``: no drafts."""
+    tokens). ``Drafts()``: no drafts."""
 
     method: str | None = None
     num_speculative_tokens: int = 0
@@ -51,9 +51,6 @@ class Drafts:
     hash_lookahead: int = 0
     prefill_lookahead: int = 0
     lookahead: int = 0
-
-
-NONE = Drafts()
 
 
 def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
@@ -85,7 +82,7 @@ def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
 def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     """The ``Drafts`` of a parsed ``speculative_config`` as vLLM 0.33 derives them."""
     if spec is None:
-        return NONE
+        return Drafts()
     k = spec["num_speculative_tokens"]
     # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
     multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
 from kda_core.cache.policy._vllm_drafts import (
-    NONE,
     Drafts,
     SpecStallWarning,
     checkpoint_position,
@@ -118,7 +117,7 @@ class VLLMPolicy(Policy):
     match_unit: int = 16
     speculative_config: dict | None = None
     kv_transfer_config: bool = False
-    drafts: Drafts = field(default=NONE, init=False, repr=False, compare=False)
+    drafts: Drafts = field(init=False, repr=False, compare=False)
     name = "vllm"
 
     def __post_init__(self) -> None:
@@ -143,7 +142,7 @@ class VLLMPolicy(Policy):
             what = "partial_hits" if self.partial_hits else "speculative_config"
             raise ValueError(f"{what} needs mode='align' (vLLM 0.33: align-mode Mamba only)")
         C, L = self.max_num_batched_tokens, self.drafts.lookahead
-        if L and L >= C:  # VllmConfig._set_max_num_scheduled_tokens
+        if L >= C:  # VllmConfig._set_max_num_scheduled_tokens
             raise ValueError(
                 f"max_num_batched_tokens must be > num_speculative_tokens={L}, got {C}"
             )
