@@ -4,7 +4,6 @@ Prefix Caching for the Era of Hybrid LLMs", MLSys 2025, arXiv 2411.19379).
 Placement keeps the lookup's branch point and the request's last token; eviction scores
 unlocked nodes with at most one child by ``minmax(recency) + alpha * minmax(efficiency)``
 (FLOPs a hit saves per byte held), alpha tuned by grid search after a bootstrap window.
-docs/policies.md has the FLOP model and the artifact's quirk fixed here.
 """
 
 from __future__ import annotations
@@ -94,11 +93,9 @@ class MarconiPolicy(Policy):
         return out
 
     def _flops(self, L: Any, P: Any) -> Any:
-        """FLOPs a hit at ``L`` saves over restoring at ``P`` (Marconi Table 1), for floats or
-        float64 arrays alike: attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 +
-        16*L*D*N + 10*L*D; SSM counted on the own segment, attention and MLP as prefix
-        differences (the artifact subtracts the parent's attention FLOPs in the MLP term;
-        fixed here)."""
+        """FLOPs a hit at ``L`` saves over restoring at ``P`` (Marconi Table 1; floats or
+        float64 arrays): SSM on the own segment, attention and MLP as prefix differences (the
+        artifact subtracts the parent's attention FLOPs in the MLP term; fixed here)."""
         D, N = float(self.d_model), float(self.d_state)
         own = L - P
         ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D

@@ -53,13 +53,11 @@ def aligned_split(
     (``checkpoint_position(num_tokens, block, ...)``), at the prompt's checkpoint boundary on
     the hash grid (``fine``: fine-grained hits) and at the shared-prefix ``junction`` floored
     to the block grid counted from ``start``. ``extra_stop``: a stop of the lab's own
-    (``VLLMPolicy(partial_hits=True)``: the junction on the unit grid), 0: none.
-
-    ``drop`` (``use_eagle_block_drop``) and ``hash_lookahead`` (``num_hash_lookahead_tokens``)
-    move the checkpoint boundaries; a chunk never ends within ``prefill_lookahead`` tokens of
-    the end (multi-module MTP): it is cut back, possibly to 0 (the request is skipped this
-    step; a prompt whose every step is 0 stalls).
-    """
+    (``VLLMPolicy(partial_hits=True)``: the junction on the unit grid), 0: none. ``drop``
+    (``use_eagle_block_drop``) and ``hash_lookahead`` (``num_hash_lookahead_tokens``) move the
+    checkpoint boundaries; a chunk never ends within ``prefill_lookahead`` tokens of the end
+    (multi-module MTP): it is cut back, possibly to 0 (the request is skipped this step; a
+    prompt whose every step is 0 stalls)."""
     new, prefill_end = want, max(prompt_len, num_tokens - 1)
     if start < prefill_end:
         end = start + want
@@ -205,9 +203,8 @@ class VLLMPolicy(Policy):
         P, T, d = ctx.prompt_len, ctx.total_len, self.drafts
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
-        tm = min(ctx.token_match, P - 1)
-        junction = tm // u * u if self.shared_prefix else 0
-        if junction <= ctx.restore_at:
+        junction = min(ctx.token_match, P - 1) // u * u
+        if not self.shared_prefix or junction <= ctx.restore_at:
             junction = 0
         if self.mode == "all":  # lab idealisation: a state at every block boundary
             return [
