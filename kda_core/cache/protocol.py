@@ -4,8 +4,8 @@
 where a token match is not a state hit: a match returns the restore point's handle and the
 matched path's, sizes keep KV tokens and state bytes apart, ``export`` / ``stats`` are
 read-only views, and what happens when a state or KV goes is a constructor hook, never patched
-in later. A foreign, stale or twice-unlocked handle raises ``HandleError``. Implementations:
-``cache.radix.RadixStateCache`` (docs/radix.md), ``cache.vllm_blocks.VLLMBlockCache``.
+in later. Implementations: ``cache.radix.RadixStateCache`` (docs/radix.md) and
+``cache.vllm_blocks.VLLMBlockCache``.
 """
 
 from __future__ import annotations
@@ -70,12 +70,10 @@ class SizeInfo(NamedTuple):
 
 
 class PrefixMatch(NamedTuple):
-    """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``.
-
-    restore: the restore point's handle (``cached_len == restore_at``); lock it while
-    ``state`` and ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest
-    fully matched prefix's handle (``cached_len <= token_match``); lock it to keep the KV.
-    """
+    """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``. restore:
+    the restore point's handle (``cached_len == restore_at``); lock it while ``state`` and
+    ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest fully matched
+    prefix's handle (``cached_len <= token_match``); lock it to keep the KV."""
 
     token_match: int
     restore_at: int

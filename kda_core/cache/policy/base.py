@@ -1,9 +1,5 @@
-"""The policy interface: the validated call context and the ``Policy`` base.
-
-A policy answers ``checkpoint_positions(prompt_len, match, *, total_len, chunk_size,
-page_size)`` (where a request saves states) and names the options of the cache it runs on
-(``cache_options``: how the tree refreshes and caps, and, for a policy that picks its own
-victims, the cache's ``victim`` hook; the base evicts in LRU order). docs/policies.md.
+"""The policy interface, ``Policy``: where a request saves states (``checkpoint_positions``)
+and the options of the cache it runs on (``cache_options``). docs/policies.md.
 """
 
 from __future__ import annotations
