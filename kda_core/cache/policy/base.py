@@ -54,28 +54,24 @@ class Policy:
             tm = check_int("match.token_match", tm, 0, MAX_LEN)
             ra = check_int("match.restore_at", ra, 0, tm)
         self.check_page(page)
-        return self._plan(PlanContext(P, tm, ra, T, page, chunk))
+        ctx = PlanContext(P, tm, ra, T, page, chunk)
+        return ctx.finish(self._positions(ctx))
 
     def plan(
         self, prompt_len: int, token_match: int, restore_at: int, total_len: int | None, page: int
     ) -> tuple[int, ...]:
         """``checkpoint_positions`` for a caller whose values are validated (the simulator:
         lengths from a trace checked when read, a match from the cache, ``check_page`` run
-        once per run). Only ``_check_sizes``, a bound on this call's work, stays per call."""
+        once per run). Only the bound on this call's work stays per call (``_positions``)."""
         T = prompt_len if total_len is None else total_len
         assert 1 <= prompt_len <= T <= MAX_LEN and 0 <= restore_at <= token_match, "validated"
-        return self._plan(PlanContext(prompt_len, token_match, restore_at, T, page, None))
-
-    def _plan(self, ctx: PlanContext) -> tuple[int, ...]:
-        self._check_sizes(ctx)
+        ctx = PlanContext(prompt_len, token_match, restore_at, T, page, None)
         return ctx.finish(self._positions(ctx))
 
     def check_page(self, page: int) -> None:
         """Raise ``ValueError`` if this policy's parameters do not suit ``page_size``."""
 
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        """Raise ``ValueError`` if one call would plan more than ``MAX_POSITIONS`` steps."""
-
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
-        """The policy's positions for a checked context (any order; ``finish`` filters)."""
+        """The policy's positions for a checked context (any order; ``finish`` filters);
+        ``ValueError`` before any work if they would take more than ``MAX_POSITIONS`` steps."""
         return ()

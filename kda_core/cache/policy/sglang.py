@@ -59,14 +59,11 @@ class SGLangPolicy(Policy):
         if self.buffer == "no_buffer" and page != 1:
             raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {page}")
 
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        chunk = ctx.chunk or self.chunked_prefill_size
-        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
-
     def _steps(self, ctx: PlanContext) -> list[tuple[int, int]]:
         """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
         chunk = ctx.chunk or self.chunked_prefill_size
+        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
         starts = range(ctx.restore_at, ctx.prompt_len, chunk)
         return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
 

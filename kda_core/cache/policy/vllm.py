@@ -188,16 +188,6 @@ class VLLMPolicy(Policy):
             return max(min(s, n // a * a) // a * a - a, 0)
         return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)  # a hash needs L tokens past it
 
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        if self.mode != "align":
-            return  # "all" plans through ctx.multiples, which bounds itself
-        # the chunk loop takes at most 2 * ceil(span / chunk) + 8 steps (a step advances a
-        # chunk or reaches a block boundary; the fixed stops add 2 steps each)
-        chunk = ctx.chunk or self.max_num_batched_tokens
-        span = max(ctx.prompt_len - ctx.restore_at, 0)
-        if 2 * -(-span // chunk) + 8 > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
-
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         B, u = self._units(ctx.page)
         P, T, d = ctx.prompt_len, ctx.total_len, self.drafts
@@ -238,6 +228,11 @@ class VLLMPolicy(Policy):
         chunk, fine, d = chunk or self.max_num_batched_tokens, self.partial_hits, self.drafts
         junc, extra = (0, junction) if fine else (junction, 0)
         kw = {f: getattr(d, f) for f in ("drop", "hash_lookahead", "prefill_lookahead")}
+        # at most 2 * ceil(span / chunk) + 8 steps (a step advances a chunk or reaches a block
+        # boundary; the fixed stops add 2 steps each)
+        bound = 2 * -(-(P - start) // chunk) + 8
+        if bound > MAX_POSITIONS:
+            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
         out, at = [], start
         while at < P:
             n = aligned_split(at, min(chunk, P - at), P, P, B, u, fine, chunk, junc, extra, **kw)
@@ -250,5 +245,5 @@ class VLLMPolicy(Policy):
                 break
             at += n
             out.append(at)
-        assert len(out) <= 2 * -(-(P - start) // chunk) + 8, "VLLMPolicy._check_sizes' bound"
+        assert len(out) <= bound, "the step bound above"
         return out
