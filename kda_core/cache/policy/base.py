@@ -48,9 +48,7 @@ class Policy:
             try:
                 tm, ra = match.token_match, match.restore_at
             except AttributeError:
-                raise ValueError(
-                    "match must have token_match and restore_at (or be None)"
-                ) from None
+                raise ValueError("match must have token_match and restore_at, or be None") from None
             tm = check_int("match.token_match", tm, 0, MAX_LEN)
             ra = check_int("match.restore_at", ra, 0, tm)
         self.check_page(page)

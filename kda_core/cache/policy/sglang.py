@@ -1,7 +1,6 @@
-"""``sglang``: SGLang 0.5.23 mamba state tracking (extra_buffer / no_buffer), per-path cap.
-
-Each rule cites the SGLang function it follows (docs/policies.md; checked against SGLang's
-own code by tests/real/test_sglang_placement.py).
+"""``sglang``: SGLang 0.5.23 mamba state tracking (extra_buffer / no_buffer), per-path cap;
+each rule cites the SGLang function it follows (docs/policies.md; checked against SGLang's own
+code by tests/real/test_sglang_placement.py).
 """
 
 from __future__ import annotations

@@ -197,11 +197,9 @@ class VLLMPolicy(Policy):
         if not self.shared_prefix or junction <= ctx.restore_at:
             junction = 0
         if self.mode == "all":  # lab idealisation: a state at every block boundary
-            return [
-                p
-                for p in ctx.multiples(B, ctx.restore_at, T, "block_size")
-                if retained(p, B, self.retention, ((P - 1) // B * B, junction))
-            ]
+            keep = ((P - 1) // B * B, junction)
+            every = ctx.multiples(B, ctx.restore_at, T, "block_size")
+            return [p for p in every if retained(p, B, self.retention, keep)]
         # the prompt's checkpoint boundary on the hit grid (the block without partial hits),
         # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
         # stop likewise
