@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-MAX_LEN = 1 << 24
-"""Longest prompt / total length (tokens) a policy plans for."""
-MAX_POSITIONS = 1 << 18
-"""Most checkpoint positions one call may return (caps memory)."""
+MAX_LEN = 1 << 24  # the longest prompt / total length (tokens) a policy plans for
+MAX_POSITIONS = 1 << 18  # the most positions (or steps) one call may plan: caps memory
 
 
 @dataclass(slots=True)
