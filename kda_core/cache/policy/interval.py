@@ -26,9 +26,7 @@ class IntervalPolicy(Policy):
 
     def check_page(self, page: int) -> None:
         if self.every % page:
-            raise ValueError(
-                f"every must be a multiple of page_size={page}, got every={self.every}"
-            )
+            raise ValueError(f"every must be a multiple of page_size={page}, got {self.every}")
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         assert self.every % ctx.page == 0, "check_page ran"

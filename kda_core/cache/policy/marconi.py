@@ -55,9 +55,7 @@ class MarconiPolicy(Policy):
     _first_eviction: int | None = field(default=None, init=False, repr=False)
     _eff_owner: int = field(default=-1, init=False, repr=False)
     _eff: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
-    _eff_ver: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, np.int64), init=False, repr=False
-    )
+    _eff_ver: np.ndarray = field(default_factory=lambda: np.zeros(0, int), init=False, repr=False)
     name = "marconi"
 
     def __post_init__(self) -> None:
