@@ -10,6 +10,12 @@ MAX_LEN = 1 << 24  # the longest prompt / total length (tokens) a policy plans f
 MAX_POSITIONS = 1 << 18  # the most positions (or steps) one call may plan: caps memory
 
 
+def check_steps(steps: int, chunk: int) -> None:
+    """``ValueError`` if one call would take more than ``MAX_POSITIONS`` chunk steps."""
+    if steps > MAX_POSITIONS:
+        raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+
+
 @dataclass(slots=True)
 class PlanContext:
     """Validated arguments of one ``checkpoint_positions`` call."""

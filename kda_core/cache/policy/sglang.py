@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
 from kda_core.cache.policy._sglang_spec import check_track_interval
 from kda_core.cache.policy.base import Policy
 
@@ -61,8 +61,7 @@ class SGLangPolicy(Policy):
     def _steps(self, ctx: PlanContext) -> list[tuple[int, int]]:
         """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
         chunk = ctx.chunk or self.chunked_prefill_size
-        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        check_steps((ctx.prompt_len - ctx.restore_at) // chunk, chunk)
         starts = range(ctx.restore_at, ctx.prompt_len, chunk)
         return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
 from kda_core.cache.policy._vllm_drafts import (
     Drafts,
     SpecStallWarning,
@@ -229,8 +229,7 @@ class VLLMPolicy(Policy):
         # at most 2 * ceil(span / chunk) + 8 steps (a step advances a chunk or reaches a block
         # boundary; the fixed stops add 2 steps each)
         bound = 2 * -(-(P - start) // chunk) + 8
-        if bound > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        check_steps(bound, chunk)
         out, at = [], start
         while at < P:
             n = aligned_split(at, min(chunk, P - at), P, P, B, u, fine, chunk, junc, extra, **kw)
