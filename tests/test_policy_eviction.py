@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core.cache import policy as P
-from kda_core.cache.policy.marconi import _ALPHA_GRID, _marconi_flops
+from kda_core.cache.policy.marconi import _ALPHA_GRID
 from kda_core.cache.radix import RadixStateCache
 from tests.radix_helpers import Pick
 
@@ -130,15 +130,8 @@ def test_lru_eviction_agrees_with_an_independent_lru(ops, num, nbytes, name):
 
 
 def test_marconi_flops_formula():
-    got = _marconi_flops(
-        np.array([10.0]),
-        np.array([4.0]),
-        d_model=2,
-        d_state=3,
-        n_ssm_layers=5,
-        n_attn_layers=7,
-        n_mlp_layers=11,
-    )
+    pol = P.make("marconi", d_model=2, d_state=3, n_ssm_layers=5, n_attn_layers=7, n_mlp_layers=11)
+    got = pol._flops(np.array([10.0]), np.array([4.0]))
 
     def attn(x):
         return 8 * x * 4 + 4 * x * x * 2

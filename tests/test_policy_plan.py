@@ -1,6 +1,6 @@
 """``Policy.plan`` (the simulator's per-request path: values validated once, by the caller)
 against the public ``checkpoint_positions`` (validates every call), and the checks that moved
-to ``check_page`` / ``_check_sizes`` still reaching public callers."""
+to ``check_page`` / the per-call step bounds still reaching public callers."""
 
 from __future__ import annotations
 

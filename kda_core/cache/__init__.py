@@ -1,7 +1,4 @@
 """The cache layer: the prefix-cache protocol, the KDA radix tree, vLLM's block table,
-checkpoint policies and state compression (``protocol``, ``radix``, ``vllm_blocks``,
-``policy``, ``quant``). The state pools are the engine's (``kda_core.serve``).
-
-Import the subpackages directly (``from kda_core.cache.radix import RadixStateCache``); this
-file re-exports nothing, so importing one part never loads the others.
+checkpoint policies and state compression (the state pools are ``kda_core.serve``'s). Import
+the subpackages directly: this file re-exports nothing, so one part never loads the others.
 """

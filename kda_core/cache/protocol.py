@@ -4,8 +4,8 @@
 where a token match is not a state hit: a match returns the restore point's handle and the
 matched path's, sizes keep KV tokens and state bytes apart, ``export`` / ``stats`` are
 read-only views, and what happens when a state or KV goes is a constructor hook, never patched
-in later. A foreign, stale or twice-unlocked handle raises ``HandleError``. Implementations:
-``cache.radix.RadixStateCache`` (docs/radix.md), ``cache.vllm_blocks.VLLMBlockCache``.
+in later. Implementations: ``cache.radix.RadixStateCache`` (docs/radix.md) and
+``cache.vllm_blocks.VLLMBlockCache``.
 """
 
 from __future__ import annotations
@@ -70,12 +70,10 @@ class SizeInfo(NamedTuple):
 
 
 class PrefixMatch(NamedTuple):
-    """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``.
-
-    restore: the restore point's handle (``cached_len == restore_at``); lock it while
-    ``state`` and ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest
-    fully matched prefix's handle (``cached_len <= token_match``); lock it to keep the KV.
-    """
+    """Result of ``match_prefix``; lengths in tokens, ``token_match >= restore_at``. restore:
+    the restore point's handle (``cached_len == restore_at``); lock it while ``state`` and
+    ``kv`` (payloads covering ``[0, restore_at)``) are in use. path: the deepest fully matched
+    prefix's handle (``cached_len <= token_match``); lock it to keep the KV."""
 
     token_match: int
     restore_at: int
@@ -103,34 +101,27 @@ class PrefixInsert(NamedTuple):
 
 @runtime_checkable
 class PrefixCache(Protocol):
-    """What the engine, the simulator, the transfer tiers and the apps need from a KDA prefix
-    cache (the module docstring)."""
+    """What the engine, the simulator, the transfer tiers and the apps need from a cache."""
 
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
         """Longest match and restore point of ``key``; ``split`` cuts the edge it ends in."""
-        ...
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
     ) -> PrefixInsert:
         """Insert ``key`` with its KV and checkpoints ``(position, payload[, nbytes])``."""
-        ...
 
     def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
         """Lock (or unlock) what a handle refers to; locked prefixes are never evicted."""
-        ...
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
         """Free states (``states`` / ``state_bytes``), then LRU KV (``kv_tokens``)."""
-        ...
 
     def read_kv(self, key: Any, length: int) -> tuple:
         """The KV payloads covering ``key[:length]`` (a matched prefix), root first."""
-        ...
 
     def reset(self) -> int:
         """Drop everything (each state through the free hook); -> states dropped."""
-        ...
 
     @property
     def size_info(self) -> SizeInfo: ...
@@ -149,12 +140,9 @@ class PrefixCache(Protocol):
 
     def check_integrity(self) -> None:
         """Raise if an invariant is broken."""
-        ...
 
     def export(self) -> Any:
         """A read-only view of everything cached (for drawing)."""
-        ...
 
     def stats(self) -> Any:
         """Sizes and event counters, read-only."""
-        ...

@@ -1,13 +1,10 @@
-"""vLLM 0.33's speculative-decoding flags and what its scheduler derives from them, and the
-retention rule: what the aligned split and retention rule (``policy.vllm``) and the repeat rules
-(tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
+"""vLLM 0.33's speculative-decoding flags (``SPEC_KEYS``, spelled as vLLM spells them), what
+its scheduler derives from them, and the retention rule: what ``policy.vllm`` and the repeat
+rules (tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
 ``vllm/``; the laws with line numbers: docs/hit_reasons.md, "Speculative decoding").
-
-The flags are spelled as vLLM spells them: ``speculative_config={"method",
-"num_speculative_tokens", "n_predict", "disable_lookahead_block_hashes",
-"disable_eagle_block_drop"}``; ``n_predict`` is the draft model's MTP module count (vLLM reads
-``num_nextn_predict_layers`` from the draft model's config), default 1. DSpark is taken with its
-draft config's default ``sample_from_anchor=True`` (the lab reads no draft config here).
+``n_predict`` is the draft model's MTP module count (vLLM reads ``num_nextn_predict_layers``
+from its config). DSpark is taken with its draft config's default ``sample_from_anchor=True``
+(the lab reads no draft config here).
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ class Drafts:
     (``VllmConfig.num_hash_lookahead_tokens``: tokens past a block its hash covers),
     ``prefill_lookahead`` (``num_prefill_lookahead_tokens``: no prefill chunk ends closer to
     the prompt end), ``lookahead`` (``num_lookahead_tokens``: KV slots past the scheduled
-    tokens). ``NONE``: no drafts."""
+    tokens). ``Drafts()``: no drafts."""
 
     method: str | None = None
     num_speculative_tokens: int = 0
@@ -56,13 +53,9 @@ class Drafts:
     lookahead: int = 0
 
 
-NONE = Drafts()
-
-
 def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
-    """``speculative_config`` checked: None (no drafts) or a dict with ``method`` in
-    ``METHODS`` and ``num_speculative_tokens`` in [1, 64]; ``n_predict`` in [1, 64] (default
-    1); the two ``disable_*`` flags bools (default False). Unknown keys are refused."""
+    """``speculative_config`` checked and completed with vLLM's defaults (``n_predict`` 1, the
+    ``disable_*`` flags False); None: no drafts."""
     if cfg is None:
         return None
     if not isinstance(cfg, Mapping):
@@ -89,7 +82,7 @@ def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
 def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     """The ``Drafts`` of a parsed ``speculative_config`` as vLLM 0.33 derives them."""
     if spec is None:
-        return NONE
+        return Drafts()
     k = spec["num_speculative_tokens"]
     # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
     multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
@@ -103,11 +96,7 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     L_hash = pre if lookahead else 0
     # Scheduler.__init__: lookahead hashes prove the boundary token, so no drop
     return Drafts(
-        spec["method"],
-        k,
-        spec["n_predict"],
-        spec["disable_lookahead_block_hashes"],
-        spec["disable_eagle_block_drop"],
+        **spec,
         drop=wants_drop and not L_hash,
         hash_lookahead=L_hash,
         prefill_lookahead=pre,

@@ -1,9 +1,5 @@
-"""The policy interface: the validated call context and the ``Policy`` base.
-
-A policy answers ``checkpoint_positions(prompt_len, match, *, total_len, chunk_size,
-page_size)`` (where a request saves states) and names the options of the cache it runs on
-(``cache_options``: how the tree refreshes and caps, and, for a policy that picks its own
-victims, the cache's ``victim`` hook; the base evicts in LRU order). docs/policies.md.
+"""The policy interface, ``Policy``: where a request saves states (``checkpoint_positions``)
+and the options of the cache it runs on (``cache_options``). docs/policies.md.
 """
 
 from __future__ import annotations
@@ -12,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from kda_core._checks import check_int
 from kda_core.cache.policy._context import MAX_LEN, PlanContext
 
 __all__ = ["MAX_LEN", "Policy"]
@@ -42,9 +39,20 @@ class Policy:
         page_size: int = 1,
     ) -> tuple[int, ...]:
         """Sorted positions in ``(restore_at, total_len]``, multiples of ``page_size``."""
-        ctx = PlanContext(prompt_len, match, total_len, chunk_size, page_size)
-        self.check_page(ctx.page)
-        self._check_sizes(ctx)
+        P = check_int("prompt_len", prompt_len, 1, MAX_LEN)
+        T = P if total_len is None else check_int("total_len", total_len, P, MAX_LEN)
+        page = check_int("page_size", page_size, 1, 1 << 16)
+        chunk = None if chunk_size is None else check_int("chunk_size", chunk_size, 1, MAX_LEN)
+        tm = ra = 0
+        if match is not None:
+            try:
+                tm, ra = match.token_match, match.restore_at
+            except AttributeError:
+                raise ValueError("match must have token_match and restore_at, or be None") from None
+            tm = check_int("match.token_match", tm, 0, MAX_LEN)
+            ra = check_int("match.restore_at", ra, 0, tm)
+        self.check_page(page)
+        ctx = PlanContext(P, tm, ra, T, page, chunk)
         return ctx.finish(self._positions(ctx))
 
     def plan(
@@ -52,17 +60,16 @@ class Policy:
     ) -> tuple[int, ...]:
         """``checkpoint_positions`` for a caller whose values are validated (the simulator:
         lengths from a trace checked when read, a match from the cache, ``check_page`` run
-        once per run). Only ``_check_sizes``, a bound on this call's work, stays per call."""
-        ctx = PlanContext.trusted(prompt_len, token_match, restore_at, total_len, page)
-        self._check_sizes(ctx)
+        once per run). Only the bound on this call's work stays per call (``_positions``)."""
+        T = prompt_len if total_len is None else total_len
+        assert 1 <= prompt_len <= T <= MAX_LEN and 0 <= restore_at <= token_match, "validated"
+        ctx = PlanContext(prompt_len, token_match, restore_at, T, page, None)
         return ctx.finish(self._positions(ctx))
 
     def check_page(self, page: int) -> None:
         """Raise ``ValueError`` if this policy's parameters do not suit ``page_size``."""
 
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        """Raise ``ValueError`` if one call would plan more than ``MAX_POSITIONS`` steps."""
-
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
-        """The policy's positions for a checked context (any order; ``finish`` filters)."""
+        """The policy's positions for a checked context (any order; ``finish`` filters);
+        ``ValueError`` before any work if they would take more than ``MAX_POSITIONS`` steps."""
         return ()

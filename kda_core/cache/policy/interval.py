@@ -26,13 +26,11 @@ class IntervalPolicy(Policy):
 
     def check_page(self, page: int) -> None:
         if self.every % page:
-            raise ValueError(
-                f"every must be a multiple of page_size={page}, got every={self.every}"
-            )
+            raise ValueError(f"every must be a multiple of page_size={page}, got {self.every}")
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         assert self.every % ctx.page == 0, "check_page ran"
         out = list(ctx.multiples(self.every, ctx.restore_at, ctx.total_len, "every"))
         if self.request_end:
-            out.append(ctx.down(ctx.total_len, ctx.page))
+            out.append(ctx.total_len // ctx.page * ctx.page)
         return out

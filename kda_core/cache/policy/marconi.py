@@ -4,7 +4,6 @@ Prefix Caching for the Era of Hybrid LLMs", MLSys 2025, arXiv 2411.19379).
 Placement keeps the lookup's branch point and the request's last token; eviction scores
 unlocked nodes with at most one child by ``minmax(recency) + alpha * minmax(efficiency)``
 (FLOPs a hit saves per byte held), alpha tuned by grid search after a bootstrap window.
-docs/policies.md has the FLOP model and the artifact's quirk fixed here.
 """
 
 from __future__ import annotations
@@ -27,45 +26,13 @@ _ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 __all__ = ["MarconiPolicy"]
 
 
-def _marconi_flops(
-    length: np.ndarray,
-    anc_length: np.ndarray,
-    *,
-    d_model: int = 4096,
-    d_state: int = 128,
-    n_ssm_layers: int = 24,
-    n_attn_layers: int = 4,
-    n_mlp_layers: int = 28,
-) -> np.ndarray:
-    """FLOPs a hit at ``length`` saves over restoring at ``anc_length`` (Marconi Table 1).
-
-    attention 8*L*D^2 + 4*L^2*D, MLP 16*L*D^2, SSM 12*L*D^2 + 16*L*D*N + 10*L*D; SSM counted
-    on the own segment, attention and MLP as prefix differences (the artifact subtracts the
-    parent's attention FLOPs in the MLP term; fixed here).
-    """
-    L = np.asarray(length, dtype=np.float64)
-    P = np.asarray(anc_length, dtype=np.float64)
-    D, N = float(d_model), float(d_state)
-
-    def attn(x: np.ndarray) -> np.ndarray:
-        return 8.0 * x * D * D + 4.0 * x * x * D
-
-    own = L - P
-    ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
-    return (
-        n_ssm_layers * ssm
-        + n_attn_layers * (attn(L) - attn(P))
-        + n_mlp_layers * 16.0 * (L - P) * D * D
-    )
+def _is_alpha(a: Any) -> bool:
+    return isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
-    if x.size <= 1:
-        return np.ones_like(x)
-    lo, hi = float(x.min()), float(x.max())
-    if hi <= lo:
-        return np.ones_like(x)
-    return (x - lo) / (hi - lo)
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    return np.ones_like(x) if hi <= lo else (x - lo) / (hi - lo)
 
 
 @dataclass(slots=True)
@@ -88,28 +55,17 @@ class MarconiPolicy(Policy):
     _first_eviction: int | None = field(default=None, init=False, repr=False)
     _eff_owner: int = field(default=-1, init=False, repr=False)
     _eff: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
-    _eff_ver: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, np.int64), init=False, repr=False
-    )
+    _eff_ver: np.ndarray = field(default_factory=lambda: np.zeros(0, int), init=False, repr=False)
     name = "marconi"
 
     def __post_init__(self) -> None:
-        if self.alpha == "auto":
-            self._alpha_value = 0.0
-        elif (
-            isinstance(self.alpha, numbers.Real)
-            and not isinstance(self.alpha, bool)
-            and 0.0 <= float(self.alpha) <= 100.0
-        ):
-            self.alpha = float(self.alpha)
-            self._alpha_value = self.alpha
-        else:
-            raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+        if self.alpha != "auto":
+            if not _is_alpha(self.alpha):
+                raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
+            self.alpha = self._alpha_value = float(self.alpha)
         self.bootstrap = check_int("bootstrap", self.bootstrap, 1, 1000)
         grid = tuple(self.alpha_grid)
-        if not grid or not all(
-            isinstance(a, numbers.Real) and not isinstance(a, bool) and 0 <= a <= 100 for a in grid
-        ):
+        if not grid or not all(_is_alpha(a) for a in grid):
             raise ValueError("alpha_grid must be a non-empty sequence of floats in [0, 100]")
         self.alpha_grid = tuple(float(a) for a in grid)
         self.d_model = check_int("d_model", self.d_model, 1, 1 << 20)
@@ -129,10 +85,25 @@ class MarconiPolicy(Policy):
         return self._alpha_value
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
-        out = [ctx.down(ctx.total_len, ctx.page)]
+        out = [ctx.total_len // ctx.page * ctx.page]
         if ctx.token_match > ctx.restore_at:
-            out.append(ctx.down(ctx.token_match, ctx.page))
+            out.append(ctx.token_match // ctx.page * ctx.page)
         return out
+
+    def _flops(self, L: Any, P: Any) -> Any:
+        """FLOPs a hit at ``L`` saves over restoring at ``P`` (Marconi Table 1; floats or
+        float64 arrays): SSM on the own segment, attention and MLP as prefix differences (the
+        artifact subtracts the parent's attention FLOPs in the MLP term; fixed here)."""
+        D, N = float(self.d_model), float(self.d_state)
+        own = L - P
+        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
+        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
+        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
+        return (
+            self.n_ssm_layers * ssm
+            + self.n_attn_layers * (attn_l - attn_p)
+            + self.n_mlp_layers * 16.0 * own * D * D
+        )
 
     def _efficiency(
         self, length: np.ndarray, anc_length: np.ndarray, state_bytes: np.ndarray
@@ -140,31 +111,16 @@ class MarconiPolicy(Policy):
         """FLOPs saved per byte held, per candidate."""
         if self.efficiency_fn is not None:
             return np.asarray(self.efficiency_fn(length, anc_length, state_bytes), np.float64)
-        fl = _marconi_flops(
-            length,
-            anc_length,
-            d_model=self.d_model,
-            d_state=self.d_state,
-            n_ssm_layers=self.n_ssm_layers,
-            n_attn_layers=self.n_attn_layers,
-            n_mlp_layers=self.n_mlp_layers,
-        )
-        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * np.asarray(
-            length, np.float64
-        )
-        return fl / np.maximum(mem, 1.0)
+        L = np.asarray(length, np.float64)
+        mem = np.asarray(state_bytes, np.float64) + float(self.kv_bytes_per_token) * L
+        return self._flops(L, np.asarray(anc_length, np.float64)) / np.maximum(mem, 1.0)
 
     def _row_efficiency(self, t: StateRows, rows: np.ndarray) -> np.ndarray:
-        """Efficiency of ``rows``, cached per row and recomputed when its version changes."""
+        """Efficiency of ``rows``, cached per row and recomputed when its version changes (all
+        rows when the cache or the size of its table changes)."""
         cap = t.version.shape[0]
         if self._eff_owner != t.owner or self._eff.shape[0] != cap:
-            old_eff, old_ver = self._eff, self._eff_ver
-            self._eff = np.zeros(cap)
-            self._eff_ver = np.full(cap, -1, np.int64)
-            if self._eff_owner == t.owner:
-                n = min(cap, old_eff.shape[0])
-                self._eff[:n] = old_eff[:n]
-                self._eff_ver[:n] = old_ver[:n]
+            self._eff, self._eff_ver = np.zeros(cap), np.full(cap, -1, np.int64)
             self._eff_owner = t.owner
         stale = rows[self._eff_ver[rows] != t.version[rows]]
         if stale.size > 16 or (stale.size and self.efficiency_fn is not None):
@@ -181,19 +137,9 @@ class MarconiPolicy(Policy):
         return self._eff[rows]
 
     def _scalar_efficiency(self, L: float, P: float, nbytes: float) -> float:
-        """Same operations, in the same order, as ``_marconi_flops`` + ``_efficiency``."""
-        D, N = float(self.d_model), float(self.d_state)
-        own = L - P
-        ssm = 12.0 * own * D * D + 16.0 * own * D * N + 10.0 * own * D
-        attn_l = 8.0 * L * D * D + 4.0 * L * L * D
-        attn_p = 8.0 * P * D * D + 4.0 * P * P * D
-        fl = (
-            self.n_ssm_layers * ssm
-            + self.n_attn_layers * (attn_l - attn_p)
-            + self.n_mlp_layers * 16.0 * (L - P) * D * D
-        )
+        """``_efficiency`` of one candidate on floats (the same operations in the same order)."""
         mem = nbytes + float(self.kv_bytes_per_token) * L
-        return fl / max(mem, 1.0)
+        return self._flops(L, P) / max(mem, 1.0)
 
     def cache_options(self) -> dict:
         """The base's options, with ``_choose_victim`` as the cache's ``victim`` hook."""

@@ -15,10 +15,7 @@ __all__ = ["POLICY_NAMES", "make"]
 
 
 _POLICIES: dict[str, type[Policy]] = {
-    "interval": IntervalPolicy,
-    "sglang": SGLangPolicy,
-    "marconi": MarconiPolicy,
-    "vllm": VLLMPolicy,
+    cls.name: cls for cls in (IntervalPolicy, SGLangPolicy, MarconiPolicy, VLLMPolicy)
 }
 POLICY_NAMES = tuple(_POLICIES)
 

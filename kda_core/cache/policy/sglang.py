@@ -1,7 +1,6 @@
-"""``sglang``: SGLang 0.5.23 mamba state tracking (extra_buffer / no_buffer), per-path cap.
-
-Each rule cites the SGLang function it follows (docs/policies.md; checked against SGLang's
-own code by tests/real/test_sglang_placement.py).
+"""``sglang``: SGLang 0.5.23 mamba state tracking (extra_buffer / no_buffer), per-path cap;
+each rule cites the SGLang function it follows (docs/policies.md; checked against SGLang's own
+code by tests/real/test_sglang_placement.py).
 """
 
 from __future__ import annotations
@@ -11,21 +10,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
 from kda_core.cache.policy._sglang_spec import check_track_interval
 from kda_core.cache.policy.base import Policy
-
-_SGLANG_BUFFERS = ("extra_buffer", "no_buffer")
 
 __all__ = ["SGLangPolicy"]
 
 
 @dataclass(slots=True)
 class SGLangPolicy(Policy):
-    """SGLang mamba state tracking (extra_buffer or no_buffer), per-path cap, LRU.
-
-    See the module doc; each rule cites the SGLang 0.5.23 function it follows.
-    """
+    """SGLang mamba state tracking, per-path cap, LRU (see module doc)."""
 
     grid: int = 64
     chunked_prefill_size: int = 8192
@@ -48,15 +42,13 @@ class SGLangPolicy(Policy):
             self.max_states_per_path = check_int("max_states_per_path", self.max_states_per_path, 1)
         if self.lru not in ("node", "path"):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
-        if self.buffer not in _SGLANG_BUFFERS:
-            raise ValueError(f"buffer must be one of {_SGLANG_BUFFERS}, got {self.buffer!r}")
+        if self.buffer not in ("extra_buffer", "no_buffer"):
+            raise ValueError(f"buffer must be 'extra_buffer' or 'no_buffer', got {self.buffer!r}")
         # speculative decoding: SGLang asserts the track interval holds a verify window; the
         # placement is the same with drafts (tests/sglang_spec_rules.py: no bigram keys on a
         # hybrid tree, a decode checkpoint at every boundary an accepted run crosses)
-        try:
-            check_track_interval(self.track_interval, self.speculative_num_draft_tokens)
-        except ValueError as e:  # the lab spells SGLang's mamba_track_interval track_interval
-            raise ValueError(str(e).replace("mamba_track_interval", "track_interval")) from None
+        drafts = self.speculative_num_draft_tokens
+        check_track_interval(self.track_interval, drafts, name="track_interval")
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}
@@ -66,25 +58,24 @@ class SGLangPolicy(Policy):
         if self.buffer == "no_buffer" and page != 1:
             raise ValueError(f"buffer='no_buffer' needs page_size=1 (SGLang), got {page}")
 
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        chunk = ctx.chunk or self.chunked_prefill_size
-        if (ctx.prompt_len - ctx.restore_at) // chunk > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
-
     def _steps(self, ctx: PlanContext) -> list[tuple[int, int]]:
         """Prefill scheduler steps ``(prefix_len, extend_end)`` from the restore point."""
         chunk = ctx.chunk or self.chunked_prefill_size
+        check_steps((ctx.prompt_len - ctx.restore_at) // chunk, chunk)
         starts = range(ctx.restore_at, ctx.prompt_len, chunk)
         return [(a, min(a + chunk, ctx.prompt_len)) for a in starts]
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         if self.buffer == "no_buffer":
-            return self._no_buffer_positions(ctx)
+            assert ctx.page == 1, "check_page ran"
+            # prepare_for_caching_req without the extra buffer: cache_len = the key length,
+            # after every prefill step (checkpoint_kv_cache) and at the finished insert
+            return [b for _, b in self._steps(ctx)] + [ctx.total_len]
         # mamba_cache_chunk_size = max(FLA chunk, page); checkpoint grid = lcm(that, page)
         cache_chunk = max(self.grid, ctx.page)
         g = math.lcm(cache_chunk, ctx.page)
         # MambaComponent.finalize_match_result_in_tree_core: the branching seqlen
-        aligned = ctx.down(ctx.token_match, g)
+        aligned = ctx.token_match // g * g
         br = aligned if (self.branch and aligned > ctx.restore_at) else None
         out = []
         for a, b in self._steps(ctx):
@@ -102,15 +93,9 @@ class SGLangPolicy(Policy):
         # only flips the ping-pong index; the finished insert keeps only the last one
         # (MambaComponent.prepare_for_caching_req / _select_finished_checkpoint)
         d = math.lcm(g, self.track_interval)
-        last = ctx.down(ctx.total_len, d)
+        last = ctx.total_len // d * d
         if last > ctx.prompt_len:
             out.append(last)
         if self.request_end:
-            out.append(ctx.down(ctx.total_len, ctx.page))
+            out.append(ctx.total_len // ctx.page * ctx.page)
         return out
-
-    def _no_buffer_positions(self, ctx: PlanContext) -> list[int]:
-        assert ctx.page == 1, "check_page ran"
-        # prepare_for_caching_req without the extra buffer: cache_len = the key length,
-        # after every prefill step (checkpoint_kv_cache) and at the finished insert
-        return [b for _, b in self._steps(ctx)] + [ctx.total_len]

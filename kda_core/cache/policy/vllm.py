@@ -1,10 +1,7 @@
-"""``vllm``: vLLM 0.33 V1 Mamba prefix caching (align / all, retention, partial hits), and vLLM's
-two rules every part of the lab that models vLLM shares: the chunk cut (``aligned_split``,
-``Scheduler._mamba_block_aligned_split``) and sparse retention (``retained`` /
-``reachable_mask``, ``MambaManager.reachable_block_mask``). The policy places checkpoints with
-them and ``kda_core.cache.vllm_blocks`` schedules and keys its blocks with them
-(docs/policies.md; checked against vLLM's own code by tests/real/test_vllm_placement.py and
-tests/real/test_vllm_blocks.py). LRU eviction with a request's blocks freed tail-first.
+"""``vllm``: vLLM 0.33 V1 Mamba prefix caching (align / all, retention, partial hits), and the
+two vLLM rules the policy and ``kda_core.cache.vllm_blocks`` share: the chunk cut
+(``aligned_split``) and sparse retention (``reachable_mask``). docs/policies.md; checked
+against vLLM's own code by tests/real/test_vllm_placement.py and tests/real/test_vllm_blocks.py.
 """
 
 from __future__ import annotations
@@ -15,9 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, MAX_POSITIONS, PlanContext
+from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
 from kda_core.cache.policy._vllm_drafts import (
-    NONE,
     Drafts,
     SpecStallWarning,
     checkpoint_position,
@@ -54,51 +50,38 @@ def aligned_split(
     exist. A chunk that does not end the prompt is cut to whole blocks (unless a block is wider
     than the ``chunk`` budget: then it advances within the block); it also stops at the next
     block boundary when it starts mid-block, at the last cacheable boundary
-    (``checkpoint_position(num_tokens, block, ...)``: ``floor((num_tokens - 1) / block) *
-    block`` without drafts), at the prompt's checkpoint boundary on the hash grid (``fine``:
-    fine-grained hits) and at the shared-prefix ``junction`` floored to the block grid counted
-    from ``start``. ``extra_stop`` is a stop of the lab's own (``VLLMPolicy(partial_hits=True)``:
-    the junction on the unit grid), 0: none.
-
-    The draft options (``_vllm_drafts.derive``): ``drop`` (``use_eagle_block_drop``),
-    ``hash_lookahead`` (``num_hash_lookahead_tokens``) move the checkpoint boundaries; a chunk
-    never ends within ``prefill_lookahead`` tokens of the end (multi-module MTP): it is cut
-    back, possibly to 0 (the request is skipped this step; a prompt whose every step is 0
-    stalls).
-    """
-    prefill_end = max(prompt_len, num_tokens - 1)
-    if start >= prefill_end:
-        return _reserve(want, num_tokens - start, prefill_lookahead)
-    end = start + want
-    if end < prefill_end:
-        aligned = end // block * block
-        if aligned > start or block <= chunk:
-            end = aligned
-    # the chunk ends at the nearest stop in (start, end), else at end (one pass over the
-    # stops, no tuple: the simulator plans every request through here)
-    last_cache = checkpoint_position(num_tokens, block, drop, hash_lookahead)
-    stop = last_cache if start < last_cache < end else end
-    if start % block:
-        s = (start // block + 1) * block
-        if s < stop:
-            stop = s
-    if fine:
-        tail = checkpoint_position(prompt_len, unit, drop, hash_lookahead)
-        if last_cache < tail < prompt_len and start < tail < stop:
-            stop = tail
-    if start < junction < end:
-        s = start + (junction - start) // block * block
-        if start < s < stop:
-            stop = s
-    if start < extra_stop < stop:
-        stop = extra_stop
-    return _reserve(max(stop - start, 0), num_tokens - start, prefill_lookahead)
-
-
-def _reserve(new: int, left: int, prefill_lookahead: int) -> int:
-    """``Scheduler._reserve_prefill_lookahead``: a chunk of ``new`` of the ``left`` tokens
-    still to compute never ends within ``prefill_lookahead`` tokens of the end."""
-    remaining = left - new
+    (``checkpoint_position(num_tokens, block, ...)``), at the prompt's checkpoint boundary on
+    the hash grid (``fine``: fine-grained hits) and at the shared-prefix ``junction`` floored
+    to the block grid counted from ``start``. ``extra_stop``: a stop of the lab's own
+    (``VLLMPolicy(partial_hits=True)``: the junction on the unit grid), 0: none. ``drop``
+    (``use_eagle_block_drop``) and ``hash_lookahead`` (``num_hash_lookahead_tokens``) move the
+    checkpoint boundaries; a chunk never ends within ``prefill_lookahead`` tokens of the end
+    (multi-module MTP): it is cut back, possibly to 0 (the request is skipped this step; a
+    prompt whose every step is 0 stalls)."""
+    new, prefill_end = want, max(prompt_len, num_tokens - 1)
+    if start < prefill_end:
+        end = start + want
+        if end < prefill_end:
+            aligned = end // block * block
+            if aligned > start or block <= chunk:
+                end = aligned
+        # the nearest stop in (start, end), else end (one pass, no tuple: a hot path)
+        last_cache = checkpoint_position(num_tokens, block, drop, hash_lookahead)
+        stop = last_cache if start < last_cache < end else end
+        if start % block:
+            stop = min(stop, (start // block + 1) * block)
+        if fine:
+            tail = checkpoint_position(prompt_len, unit, drop, hash_lookahead)
+            if last_cache < tail < prompt_len and start < tail < stop:
+                stop = tail
+        if start < junction < end:
+            s = start + (junction - start) // block * block
+            if start < s < stop:
+                stop = s
+        if start < extra_stop < stop:
+            stop = extra_stop
+        new = max(stop - start, 0)
+    remaining = num_tokens - start - new  # Scheduler._reserve_prefill_lookahead
     if 0 < remaining < prefill_lookahead:
         new -= prefill_lookahead - remaining
     return max(new, 0)
@@ -118,14 +101,10 @@ def reachable_mask(
 
 @dataclass(slots=True)
 class VLLMPolicy(Policy):
-    """vLLM V1 Mamba prefix caching: align / all, retention, partial hits, speculative
-    decoding (see module doc).
-
-    ``speculative_config``: vLLM's dict (``_vllm_drafts.parse_speculative_config``: method
-    eagle / eagle3 / mtp, ``num_speculative_tokens``, ``n_predict``, the two ``disable_*``
-    flags), align mode only; ``kv_transfer_config``: True when a KV connector is configured
-    (it keeps the legacy hashes, so EAGLE / MTP drop the last block). Partial (sub-block) hits
-    only in align mode (``kv_cache_utils.partial_hash_hits_enabled``)."""
+    """vLLM V1 Mamba prefix caching (see module doc). ``speculative_config``: vLLM's dict
+    (``_vllm_drafts.parse_speculative_config``), align mode only; ``kv_transfer_config``: True
+    when a KV connector is configured (it keeps the legacy hashes, so EAGLE / MTP drop the
+    last block)."""
 
     mode: str = "align"
     block_size: int | None = None
@@ -136,7 +115,7 @@ class VLLMPolicy(Policy):
     match_unit: int = 16
     speculative_config: dict | None = None
     kv_transfer_config: bool = False
-    drafts: Drafts = field(default=NONE, init=False, repr=False, compare=False)
+    drafts: Drafts = field(init=False, repr=False, compare=False)
     name = "vllm"
 
     def __post_init__(self) -> None:
@@ -161,7 +140,7 @@ class VLLMPolicy(Policy):
             what = "partial_hits" if self.partial_hits else "speculative_config"
             raise ValueError(f"{what} needs mode='align' (vLLM 0.33: align-mode Mamba only)")
         C, L = self.max_num_batched_tokens, self.drafts.lookahead
-        if L and L >= C:  # VllmConfig._set_max_num_scheduled_tokens
+        if L >= C:  # VllmConfig._set_max_num_scheduled_tokens
             raise ValueError(
                 f"max_num_batched_tokens must be > num_speculative_tokens={L}, got {C}"
             )
@@ -196,47 +175,31 @@ class VLLMPolicy(Policy):
             )
 
     def lookup_limit(self, input_len: int, shared: int, page: int = 1) -> int:
-        """The attention (draft) group's hit for a request of ``input_len`` tokens sharing
-        ``shared`` tokens with the earlier requests' KV (``HybridKVCacheCoordinator.
-        find_longest_cache_hit``): a KDA state at or below it restores, and it is the
-        shared-prefix junction when the state lies below. On the hit grid ``a`` (the block, or
-        the match unit with partial hits): ``min(input_len - 1, shared - L) // a * a`` with
-        lookahead hashes of ``L`` tokens (0 without drafts); with the drop the group matches up
-        to ``input_len // a * a`` and gives back one unit. With partial hits the lab assumes
-        every unit boundary inside the shared tokens is keyed (vLLM keys one tail a block)."""
+        """The attention (draft) group's hit, on the hit grid, for a request of ``input_len``
+        tokens sharing ``shared`` tokens with earlier requests' KV (``HybridKVCacheCoordinator.
+        find_longest_cache_hit``): a KDA state at or below it restores; it is the shared-prefix
+        junction when the state lies below. With partial hits the lab assumes every unit
+        boundary inside the shared tokens is keyed (vLLM keys one tail a block)."""
         n = check_int("input_len", input_len, 1, MAX_LEN)
         s = min(check_int("shared", shared, 0, MAX_LEN), n)
         a = self._units(check_int("page", page, 1, 1 << 16))[1]
         d = self.drafts
         if d.drop:  # eagle_proof_margin, then FullAttentionManager drops one unit
             return max(min(s, n // a * a) // a * a - a, 0)
-        return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)
-
-    def _check_sizes(self, ctx: PlanContext) -> None:
-        if self.mode != "align":
-            return  # "all" plans through ctx.multiples, which bounds itself
-        # the chunk loop takes at most 2 * ceil(span / chunk) + 8 steps (a step advances a
-        # chunk or reaches a block boundary; the fixed stops add 2 steps each)
-        chunk = ctx.chunk or self.max_num_batched_tokens
-        span = max(ctx.prompt_len - ctx.restore_at, 0)
-        if 2 * -(-span // chunk) + 8 > MAX_POSITIONS:
-            raise ValueError(f"chunk_size={chunk} gives more than {MAX_POSITIONS} steps")
+        return max(min(n - 1, s - d.hash_lookahead) // a * a, 0)  # a hash needs L tokens past it
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         B, u = self._units(ctx.page)
         P, T, d = ctx.prompt_len, ctx.total_len, self.drafts
         # KVCacheManager.get_computed_blocks: the hit is capped at P - 1 tokens; the
         # shared-prefix junction (request.shared_prefix_boundary) is the KV hit beyond it
-        tm = min(ctx.token_match, P - 1)
-        junction = ctx.down(tm, u) if self.shared_prefix else 0
-        if junction <= ctx.restore_at:
+        junction = min(ctx.token_match, P - 1) // u * u
+        if not self.shared_prefix or junction <= ctx.restore_at:
             junction = 0
         if self.mode == "all":  # lab idealisation: a state at every block boundary
-            return [
-                p
-                for p in ctx.multiples(B, ctx.restore_at, T, "block_size")
-                if retained(p, B, self.retention, (ctx.down(P - 1, B), junction))
-            ]
+            keep = ((P - 1) // B * B, junction)
+            every = ctx.multiples(B, ctx.restore_at, T, "block_size")
+            return [p for p in every if retained(p, B, self.retention, keep)]
         # the prompt's checkpoint boundary on the hit grid (the block without partial hits),
         # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
         # stop likewise
@@ -255,32 +218,21 @@ class VLLMPolicy(Policy):
     def _chunk_ends(
         self, start: int, P: int, B: int, u: int, chunk: int | None, junction: int
     ) -> list[int]:
-        """The prefill chunk ends of one request from ``start``: ``aligned_split`` in the
-        scheduler's loop (ask for ``min(chunk, remaining)``, advance by what it returns).
+        """The prefill chunk ends from ``start``: ``aligned_split`` in the scheduler's loop.
         With partial hits the junction on the unit grid is a stop of its own (the lab's
-        approximation: vLLM floors it to the block grid counted from the chunk start). A
-        step of 0 tokens (multi-module MTP) repeats forever: ``SpecStallWarning``, and the
-        ends reached so far."""
-        chunk = chunk or self.max_num_batched_tokens
-        fine, d = self.partial_hits, self.drafts
-        vllm_junction, extra = (0, junction) if fine else (junction, 0)
-        drafts = {"drop": d.drop, "hash_lookahead": d.hash_lookahead}
-        drafts["prefill_lookahead"] = d.prefill_lookahead
-        out, steps, start0 = [], 0, start
-        while start < P:
-            n = aligned_split(
-                start,
-                min(chunk, P - start),
-                P,
-                P,
-                B,
-                u,
-                fine,
-                chunk,
-                vllm_junction,
-                extra,
-                **drafts,
-            )
+        approximation: vLLM floors it to the block grid counted from the chunk start). A step
+        of 0 tokens (multi-module MTP) repeats forever: ``SpecStallWarning``, and the ends so
+        far."""
+        chunk, fine, d = chunk or self.max_num_batched_tokens, self.partial_hits, self.drafts
+        junc, extra = (0, junction) if fine else (junction, 0)
+        kw = {f: getattr(d, f) for f in ("drop", "hash_lookahead", "prefill_lookahead")}
+        # at most 2 * ceil(span / chunk) + 8 steps (a step advances a chunk or reaches a block
+        # boundary; the fixed stops add 2 steps each)
+        bound = 2 * -(-(P - start) // chunk) + 8
+        check_steps(bound, chunk)
+        out, at = [], start
+        while at < P:
+            n = aligned_split(at, min(chunk, P - at), P, P, B, u, fine, chunk, junc, extra, **kw)
             if n == 0:
                 assert d.prefill_lookahead > 1, "without a prefill lookahead a chunk progresses"
                 msg = stall_message(
@@ -288,8 +240,7 @@ class VLLMPolicy(Policy):
                 )
                 warnings.warn(msg, SpecStallWarning, stacklevel=4)
                 break
-            start += n
-            out.append(start)
-            steps += 1
-        assert steps <= 2 * -(-(P - start0) // chunk) + 8, "VLLMPolicy._check_sizes' bound"
+            at += n
+            out.append(at)
+        assert len(out) <= bound, "the step bound above"
         return out
