@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kda_core.cache.policy.vllm import aligned_split, reachable_mask
+from kda_core.cache.policy.vllm import aligned_split
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 
 
@@ -147,8 +147,10 @@ def test_retention_zero_keeps_only_reachable_boundaries():
     assert states(dense) == [32, 64, 96, 128, 160, 192]
     assert states(sparse) == [192]  # the replay boundary floor((P - 1) / B) * B
     assert states(one_chunk) == [192]  # one chunk to the last cacheable boundary
-    assert reachable_mask(0, 6, 32, 32, 0, [199]) == [False] * 5 + [True]
-    assert reachable_mask(0, 6, 32, 32, 64, [199]) == [False, True, False, True, False, True]
+    # retention 64: the replay boundary and the multiples of 64
+    every64 = VLLMBlockCache(32, num_blocks=40, max_num_batched_tokens=32, retention=64)
+    every64.serve(prompt, [])
+    assert states(every64) == [64, 128, 192]
 
 
 def test_partial_hits_refused_outside_align_mode_and_bad_units():

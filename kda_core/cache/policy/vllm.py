@@ -1,14 +1,16 @@
 """``vllm``: vLLM 0.33 V1 Mamba prefix caching (align / all, retention, partial hits), and the
-two vLLM rules the policy and ``kda_core.cache.vllm_blocks`` share: the chunk cut
-(``aligned_split``) and sparse retention (``reachable_mask``). docs/policies.md; checked
-against vLLM's own code by tests/real/test_vllm_placement.py and tests/real/test_vllm_blocks.py.
+vLLM rules the policy and ``kda_core.cache.vllm_blocks`` share: the chunk cut
+(``aligned_split``) and, from ``_vllm_drafts``, the prompt's checkpoint boundary
+(``checkpoint_position``), the replay boundaries and sparse retention (``retained``).
+docs/policies.md; checked against vLLM's own code by tests/real/test_vllm_placement.py and
+tests/real/test_vllm_blocks.py.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
@@ -25,7 +27,7 @@ from kda_core.cache.policy._vllm_drafts import (
 )
 from kda_core.cache.policy.base import Policy
 
-__all__ = ["VLLMPolicy", "aligned_split", "reachable_mask"]
+__all__ = ["VLLMPolicy", "aligned_split"]
 
 
 def aligned_split(
@@ -85,18 +87,6 @@ def aligned_split(
     if 0 < remaining < prefill_lookahead:
         new -= prefill_lookahead - remaining
     return max(new, 0)
-
-
-def reachable_mask(
-    first: int, end: int, block: int, align: int, retention: int, reach: Sequence[int]
-) -> list[bool] | None:
-    """``retained`` for the full state blocks ``[first, end)`` (block ``i`` holds the state
-    after ``(i + 1) * block`` tokens); ``reach`` in tokens, floored to ``align`` then to the
-    block grid. None: dense (every block keeps its key)."""
-    if 0 < retention <= block:
-        return None
-    keep = {t // align * align // block * block for t in reach}
-    return [retained((i + 1) * block, block, retention, keep) for i in range(first, end)]
 
 
 @dataclass(slots=True)

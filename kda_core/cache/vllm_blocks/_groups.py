@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kda_core.cache.policy.vllm import reachable_mask
+from kda_core.cache.policy.vllm import retained
 from kda_core.cache.vllm_blocks._pool import Block, BlockPool
 
 
@@ -61,11 +61,9 @@ class _Group:
         if first >= end:
             return
         B, view = self.block, self.view(hashes)
-        mask = None
-        if self.retention is not None:
-            mask = reachable_mask(first, end, B, self.pool.unit, self.retention, reach)
+        keep = {t // B * B for t in reach}  # the boundaries on the block grid (u divides B)
         for i, blk in enumerate(self.req_blocks[rid][first:end], first):
-            if not blk.is_null and (mask is None or mask[i - first]):
+            if not blk.is_null and retained((i + 1) * B, B, self.retention, keep):
                 self.pool.key_block(blk, (view[i], self.group_id), (i + 1) * B)
         self.num_cached[rid] = end
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy.vllm import aligned_split
+from kda_core.cache.policy.vllm import aligned_split, checkpoint_position, replay_boundaries
 from kda_core.cache.protocol import (
     CacheHandle,
     Evicted,
@@ -184,47 +184,40 @@ class VLLMBlockCache:
             return None  # less budget than a block is left this step: the request waits
         if n <= 0:
             raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={chunk}")
+        end, kv, state = start + n, self.kv, self.state
         self.pool.log.clear()
-        self.state.remove_skipped(request_id, start)  # the KV group frees nothing
-        new = self._allocate(req, start, start + n, found, junction)
-        copies = self._release_copies()
-        state_block = self.state.req_blocks[request_id][-(-req.computed // B) - 1].block_id
-        hit = self._hit(*found) if first else None
-        return Step(start, req.computed, hit, state_block, tuple(self.pool.log), copies, new)
-
-    def _allocate(
-        self, req: _Request, start: int, end: int, found: tuple, junction: int
-    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``KVCacheManager.allocate_slots`` for tokens ``[start, end)``: the blocks needed
-        (``get_num_blocks_to_allocate``; more than are free: vLLM would not schedule the step,
-        this model does not wait and raises), the hit taken, new blocks, the new keys."""
-        rid, kv, state = req.rid, self.kv, self.state
-        wanted = kv.num_to_allocate(rid, end, found[0], start)
-        wanted += state.num_to_allocate(rid, end, found[1], start)
-        free = len(self.pool.free)
-        if wanted > free:
-            n = len(self.pool.blocks)
-            raise ValueError(f"num_blocks={n} is too small: {wanted} blocks needed, {free} free")
-        if not req.started:
-            kv.add_hit(rid, found[0], start)
-            state.add_hit(rid, found[1], start)
+        state.remove_skipped(request_id, start)  # the KV group frees nothing
+        # KVCacheManager.allocate_slots: get_num_blocks_to_allocate (more than are free: vLLM
+        # would not schedule the step, this model does not wait and raises), the hit taken,
+        # new blocks, the new keys
+        wanted = kv.num_to_allocate(request_id, end, found[0], start)
+        wanted += state.num_to_allocate(request_id, end, found[1], start)
+        if wanted > len(self.pool.free):
+            raise ValueError(
+                f"num_blocks={len(self.pool.blocks)} is too small: {wanted} blocks needed, "
+                f"{len(self.pool.free)} free"
+            )
+        if first:
+            kv.add_hit(request_id, found[0], start)
+            state.add_hit(request_id, found[1], start)
         req.started, req.junction, req.computed = True, junction, end
-        new_kv, new_state = kv.allocate(rid, end), state.allocate(rid, end)
-        B = self.block_size
-        cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
-        tail = (req.prompt_len - 1) // self.unit * self.unit  # the last hash boundary before P
-        kv.cache(rid, req.hashes, tail, cacheable)
-        reach = (req.prompt_len - 1, junction)  # reachable_block_mask's boundaries
-        state.cache(rid, req.hashes, tail, cacheable, reach)
-        return tuple(b.block_id for b in new_kv), tuple(b.block_id for b in new_state)
-
-    def _release_copies(self) -> tuple[tuple[int, int], ...]:
-        """``take_kv_cache_block_copies``; both ends of each copy released after it ran
-        (``Scheduler._free_cow_retained_blocks``, synchronous)."""
-        pairs = self.kv.copies + self.state.copies
-        self.kv.copies, self.state.copies = [], []
+        new_kv, new_st = (
+            tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state)
+        )
+        cacheable = end if fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
+        tail = checkpoint_position(req.prompt_len, unit, False, 0)  # the prompt's last boundary
+        kv.cache(request_id, req.hashes, tail, cacheable)
+        reach = (*replay_boundaries(req.prompt_len, B, False), junction)
+        state.cache(request_id, req.hashes, tail, cacheable, reach)
+        # take_kv_cache_block_copies; both ends of each copy released after it ran
+        # (Scheduler._free_cow_retained_blocks, synchronous)
+        pairs, kv.copies, state.copies = kv.copies + state.copies, [], []
         self.pool.free_blocks([b for pair in pairs for b in pair])
-        return tuple((a.block_id, b.block_id) for a, b in pairs)
+        copies = tuple((a.block_id, b.block_id) for a, b in pairs)
+        state_block = state.req_blocks[request_id][-(-end // B) - 1].block_id
+        hit = self._hit(*found) if first else None
+        log = tuple(self.pool.log)
+        return Step(start, end, hit, state_block, log, copies, (new_kv, new_st))
 
     def finish(self, request_id: str) -> None:
         """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
