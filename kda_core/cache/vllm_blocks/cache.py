@@ -32,13 +32,11 @@ _MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
 
 @dataclass(slots=True)
 class _Request:
-    rid: str
     tokens: list[int]
     hashes: list[int]
     prompt_len: int
-    computed: int = 0
+    computed: int = 0  # 0: not started (a first step computes at least one token)
     junction: int = 0
-    started: bool = False
 
 
 def _check_tokens(tokens: Any, name: str) -> list[int]:
@@ -131,7 +129,7 @@ class VLLMBlockCache:
         if not isinstance(request_id, str) or request_id in self._reqs:
             raise ValueError(f"request_id must be a new str, got {request_id!r}")
         toks = _check_tokens(prompt, "prompt")
-        self._reqs[request_id] = _Request(request_id, toks, self.chain.extend([], toks), len(toks))
+        self._reqs[request_id] = _Request(toks, self.chain.extend([], toks), len(toks))
 
     def _require_request(self, request_id: Any) -> _Request:
         req = self._reqs.get(request_id) if isinstance(request_id, str) else None
@@ -168,7 +166,7 @@ class VLLMBlockCache:
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
-        B, first = self.block_size, not req.started
+        B, first = self.block_size, not req.computed
         found = self._find(req.hashes, len(req.tokens) - 1) if first else ([], [], 0, 0)
         start = req.computed + found[2]
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
@@ -200,7 +198,7 @@ class VLLMBlockCache:
         if first:
             kv.add_hit(request_id, found[0], start)
             state.add_hit(request_id, found[1], start)
-        req.started, req.junction, req.computed = True, junction, end
+        req.junction, req.computed = junction, end
         new_kv, new_st = (
             tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state)
         )
