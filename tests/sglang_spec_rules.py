@@ -1,5 +1,5 @@
 """The lab's rules for SGLang 0.5.23 with speculative decoding on a hybrid (KDA / Mamba) radix
-tree (the track interval check is ``kda_core.cache.policy._sglang_spec``): what the draft
+tree (the track interval check is ``kda_core.cache.policy.sglang``): what the draft
 flags change in the prefix cache and what they do not. Pure functions of the flags and lengths;
 each names the SGLang function it follows (files under ``python/sglang/srt/``; the laws with
 line numbers are in docs/hit_reasons.md). tests/real/test_spec_vs_sglang.py runs SGLang's own
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._sglang_spec import check_track_interval
+from kda_core.cache.policy.sglang import check_track_interval
 
 __all__ = ["check_track_interval"]  # re-exported: the tests use every rule as ``S.<rule>``
 

@@ -11,10 +11,33 @@ from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
-from kda_core.cache.policy._sglang_spec import check_track_interval
 from kda_core.cache.policy.base import Policy
 
-__all__ = ["SGLangPolicy"]
+__all__ = ["SGLangPolicy", "check_track_interval"]
+
+
+def check_track_interval(
+    mamba_track_interval: int,
+    speculative_num_draft_tokens: int | None,
+    page_size: int = 1,
+    name: str = "mamba_track_interval",
+) -> None:
+    """``arg_groups/mamba_hook.validate_mamba_extra_buffer``'s spec rules (SGLang asserts
+    them at startup): the interval at least the draft tokens, and a multiple of the page.
+    ``name``: how the caller spells the interval in its messages. The lab's other SGLang
+    speculative rules, used by tests only: tests/sglang_spec_rules.py
+    (tests/real/test_spec_vs_sglang.py runs SGLang's own code against both)."""
+    interval = check_int(name, mamba_track_interval, 1, MAX_LEN)
+    page = check_int("page_size", page_size, 1, MAX_LEN)
+    if speculative_num_draft_tokens is not None:
+        d = check_int("speculative_num_draft_tokens", speculative_num_draft_tokens, 1, 1 << 10)
+        if interval < d:
+            raise ValueError(
+                f"{name} must be >= speculative_num_draft_tokens={d} "
+                f"(SGLang asserts it), got {interval}"
+            )
+    if interval % page:
+        raise ValueError(f"{name} must be a multiple of page_size={page}, got {interval}")
 
 
 @dataclass(slots=True)
