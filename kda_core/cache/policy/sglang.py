@@ -21,11 +21,11 @@ def check_track_interval(
     speculative_num_draft_tokens: int | None,
     page_size: int = 1,
     name: str = "mamba_track_interval",
-) -> None:
+) -> int:
     """``arg_groups/mamba_hook.validate_mamba_extra_buffer``'s spec rules (SGLang asserts
     them at startup): the interval at least the draft tokens, and a multiple of the page.
-    ``name``: how the caller spells the interval in its messages. The lab's other SGLang
-    speculative rules, used by tests only: tests/sglang_spec_rules.py
+    ``name``: how the caller spells the interval in its messages. -> the interval. The lab's
+    other SGLang speculative rules, used by tests only: tests/sglang_spec_rules.py
     (tests/real/test_spec_vs_sglang.py runs SGLang's own code against both)."""
     interval = check_int(name, mamba_track_interval, 1, MAX_LEN)
     page = check_int("page_size", page_size, 1, MAX_LEN)
@@ -38,6 +38,7 @@ def check_track_interval(
             )
     if interval % page:
         raise ValueError(f"{name} must be a multiple of page_size={page}, got {interval}")
+    return interval
 
 
 @dataclass(slots=True)
@@ -58,7 +59,12 @@ class SGLangPolicy(Policy):
     def __post_init__(self) -> None:
         self.grid = check_int("grid", self.grid, 1, MAX_LEN)
         self.chunked_prefill_size = check_int("chunked_prefill_size", self.chunked_prefill_size, 1)
-        self.track_interval = check_int("track_interval", self.track_interval, 1, MAX_LEN)
+        # speculative decoding: SGLang asserts the track interval holds a verify window; the
+        # placement is the same with drafts (tests/sglang_spec_rules.py: no bigram keys on a
+        # hybrid tree, a decode checkpoint at every boundary an accepted run crosses)
+        self.track_interval = check_track_interval(
+            self.track_interval, self.speculative_num_draft_tokens, name="track_interval"
+        )
         self.branch = check_bool("branch", self.branch)
         self.request_end = check_bool("request_end", self.request_end)
         if self.max_states_per_path is not None:
@@ -67,11 +73,6 @@ class SGLangPolicy(Policy):
             raise ValueError(f"lru must be 'node' or 'path', got {self.lru!r}")
         if self.buffer not in ("extra_buffer", "no_buffer"):
             raise ValueError(f"buffer must be 'extra_buffer' or 'no_buffer', got {self.buffer!r}")
-        # speculative decoding: SGLang asserts the track interval holds a verify window; the
-        # placement is the same with drafts (tests/sglang_spec_rules.py: no bigram keys on a
-        # hybrid tree, a decode checkpoint at every boundary an accepted run crosses)
-        drafts = self.speculative_num_draft_tokens
-        check_track_interval(self.track_interval, drafts, name="track_interval")
 
     def cache_options(self) -> dict:
         return {"state_touch": self.lru, "max_states_per_path": self.max_states_per_path}

@@ -108,20 +108,16 @@ class VLLMBlockCache:
         state_blocks, hit = self.state.find(hashes, kv_len)
         return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
 
-    def _probe(self, tokens: Any) -> tuple[list[Block], list[Block], int, int]:
-        """``_find`` for a new request (``get_computed_blocks``: at most ``len(tokens) - 1``
-        tokens; the last one is recomputed for its logits)."""
-        toks = _check_tokens(tokens, "tokens")
-        return self._find(self.chain.peek(toks), len(toks) - 1)
-
     def _hit(self, kv: list[Block], st: list[Block], hit: int, kv_len: int) -> BlockHit:
         ids, state = tuple(b.block_id for b in kv), st[-1].block_id if st else None
         shared = kv_len if kv_len > hit else 0
         return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
-        """What a new request with these tokens would hit, read-only."""
-        return self._hit(*self._probe(tokens))
+        """What a new request with these tokens would hit, read-only (``get_computed_blocks``:
+        at most ``len(tokens) - 1`` tokens; the last one is recomputed for its logits)."""
+        toks = _check_tokens(tokens, "tokens")
+        return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
 
     # vLLM's request API ------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
@@ -152,8 +148,8 @@ class VLLMBlockCache:
         """A new request with these tokens waits a step: its state hit was keyed in this step
         by another request, whose state is not computed yet (``cached_blocks_this_step``:
         ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
-        st = self._probe(tokens)[1]
-        return bool(st) and st[-1].key in self.state.this_step
+        block = self.lookup(tokens).state_block
+        return block is not None and self.pool.blocks[block].key in self.state.this_step
 
     def step(
         self, request_id: str, budget: int | None = None, *, new_step: bool = True
