@@ -89,7 +89,7 @@ class VLLMBlockCache:
             retention = check_int("retention", retention, 0, _MAX_TOKENS)
             if retention % B:
                 raise ValueError(f"retention must be a multiple of block_size={B}")
-        self.block_size, self.unit, self.retention = B, u, retention
+        self.block_size, self.unit = B, u
         self.fine = u < B  # partial_hash_hits_enabled
         self.chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, _MAX_TOKENS)
         self.pool = BlockPool(check_int("num_blocks", num_blocks, 2, _MAX_BLOCKS), u)
@@ -99,7 +99,6 @@ class VLLMBlockCache:
         self._reqs: dict[str, _Request] = {}
         self._served = 0
         self._locked: dict[int, int] = {}  # block id -> references held through handles
-        self._args = (B, prefix_match_unit, num_blocks, self.chunk, retention)
 
     def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], int, int]:
         """``HybridKVCacheCoordinator.find_longest_cache_hit`` (one KV and one state group: one
@@ -344,8 +343,8 @@ class VLLMBlockCache:
         if self._reqs or any(self._locked.values()):
             raise ValueError("reset: requests or handles still hold blocks")
         n = self.n_states
-        B, u, blocks, chunk, retention = self._args
-        self.__init__(B, u, num_blocks=blocks, max_num_batched_tokens=chunk, retention=retention)
+        kw = {"num_blocks": len(self.pool.blocks), "max_num_batched_tokens": self.chunk}
+        self.__init__(self.block_size, self.unit, retention=self.state.retention, **kw)
         return n
 
     def check_integrity(self) -> None:
