@@ -1,10 +1,10 @@
 """vLLM 0.33's speculative-decoding flags (``SPEC_KEYS``, spelled as vLLM spells them), what
-its scheduler derives from them, and the retention rule: what ``policy.vllm`` and the repeat
-rules (tests/vllm_spec_rules.py) share. Each names the vLLM function it follows (files under
-``vllm/``; the laws with line numbers: docs/hit_reasons.md, "Speculative decoding").
-``n_predict`` is the draft model's MTP module count (vLLM reads ``num_nextn_predict_layers``
-from its config). DSpark is taken with its draft config's default ``sample_from_anchor=True``
-(the lab reads no draft config here).
+its scheduler derives from them, and the checkpoint, replay and retention rules: what
+``policy.vllm``, ``cache.vllm_blocks`` and the repeat rules (tests/vllm_spec_rules.py) share.
+Each names the vLLM function it follows (files under ``vllm/``; the laws with line numbers:
+docs/hit_reasons.md, "Speculative decoding"). ``n_predict`` is the draft model's MTP module
+count (vLLM reads ``num_nextn_predict_layers`` from its config). DSpark is taken with its draft
+config's default ``sample_from_anchor=True`` (the lab reads no draft config here).
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ class VLLMPolicy(Policy):
         # decode: the block a prompt's last chunk left is advanced to each boundary
         base += [p for p in ctx.multiples(B, P, T, "block_size") if p <= T - d.hash_lookahead]
         # replay_boundaries (kv_cache_coordinator.py) and the junction, on the block grid
-        keep = {t // u * u // B * B for t in (*replay_boundaries(P, B, d.drop), junction)}
+        keep = {t // B * B for t in (*replay_boundaries(P, B, d.drop), junction)}  # u divides B
         kept = [p for p in base if retained(p, B, self.retention, keep)]
         return kept + [p for p in ends if p and p in (tail, junction)]
 
