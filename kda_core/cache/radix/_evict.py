@@ -62,10 +62,10 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
 
 
 def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
-    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
+    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in node count)."""
     c = tree.counts
     s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
-    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
+    return s, sb, kv, -len(tree.live), c["tombstoned"]
 
 
 def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
@@ -114,10 +114,8 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     for nd in became_leaf:
         if nd.parent is not None and not nd.children:
             tree.push_leaf(nd)
-    tree.n_states -= states
     tree.state_bytes -= sbytes
     tree.kv_tokens -= kv_tok
-    tree.n_nodes -= states - tomb  # every evicted state not tombstoned took its leaf
     c = tree.counts
     c["evicted_states"] += states
     c["evicted_state_bytes"] += sbytes

@@ -101,7 +101,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
         tree.touch_states(path)
     tail = path[-1]
     capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
-    if len(tree.heap) > 4 * tree.n_nodes + 1024:
+    if len(tree.heap) > 4 * len(tree.live) + 1024:
         _rebuild_heap(tree)
     return i * tpe, end * tpe, tail, tuple(new), tuple(existed), capped
 
@@ -177,9 +177,7 @@ def _chain(
         parent = seg
         prev = pos
     tree.next_id, tree.clock = nid, clock
-    tree.n_nodes += len(sts)
     tree.kv_tokens += (prev - start) * tpe
-    tree.n_states += len(sts)
     tree.state_bytes += sum(s[2] for s in sts)
     tree.counts["states_inserted"] += len(sts)
     tree.sync(node)  # the attach point lost leaf status (locks, child count)

@@ -32,17 +32,15 @@ def check(tree: RadixTree) -> None:
     tpe = tree.tpe
     states = [nd for nd in nodes.values() if nd.has_state]
     sprot = [nd for nd in states if nd.sprot]
-    kv_sizes = (tree.n_nodes, tree.kv_tokens, tree.kv_protected)
+    kv_sizes = (tree.kv_tokens, tree.kv_protected)
     exp = (
-        len(nodes),
         tpe * sum(len(nd.key) for nd in nodes.values()),
         tpe * sum(len(nd.key) for nd in nodes.values() if nd.kv_lock > 0),
     )
     if kv_sizes != exp:
-        _fail(f"node count and kv sizes {kv_sizes} != {exp}")
-    state_sizes = (tree.n_states, tree.state_bytes, tree.n_sprot, tree.sprot_bytes)
-    exp = (len(states), sum(nd.state_bytes for nd in states), len(sprot))
-    exp += (sum(nd.state_bytes for nd in sprot),)
+        _fail(f"kv sizes {kv_sizes} != {exp}")
+    state_sizes = (tree.state_bytes, tree.n_sprot, tree.sprot_bytes)
+    exp = (sum(nd.state_bytes for nd in states), len(sprot), sum(nd.state_bytes for nd in sprot))
     if state_sizes != exp:
         _fail(f"state sizes {state_sizes} != {exp}")
     # the state LRU, the state table, the live index and the KV leaf heap agree with the tree

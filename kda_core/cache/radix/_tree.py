@@ -27,9 +27,9 @@ _cache_ids = itertools.count(1)  # handles carry their cache's id
 
 class RadixTree:
     """The tree's record (arguments: ``RadixStateCache``): ``live`` maps id -> every non-root
-    node, ``slru`` is the state LRU (oldest first), ``heap`` the KV leaf heap of (access time,
-    seq, id), ``table`` the state table (None without a ``victim``); ``epp`` / ``tpe``: key
-    elements per page, tokens per key element."""
+    node, ``slru`` is the state LRU (oldest first): their sizes are the node and state counts;
+    ``heap`` the KV leaf heap of (access time, seq, id), ``table`` the state table (None
+    without a ``victim``); ``epp`` / ``tpe``: key elements per page, tokens per key element."""
 
     def __init__(
         self,
@@ -71,8 +71,8 @@ class RadixTree:
         self.owner = next(_cache_ids)
         self.next_id = 1
         self.root = Node(0, (), None, None, 0)
-        self.clock = self.n_nodes = self.kv_tokens = self.kv_protected = 0
-        self.n_states = self.state_bytes = self.n_sprot = self.sprot_bytes = 0
+        self.clock = self.kv_tokens = self.kv_protected = 0
+        self.state_bytes = self.n_sprot = self.sprot_bytes = 0
         self.slru: OrderedDict[int, Node] = OrderedDict()
         # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them)
         self.heap: list[tuple[int, int, int]] = []
@@ -157,7 +157,6 @@ class RadixTree:
     def attach_state(self, node: Node, payload: Any, nbytes: int) -> None:
         """Store a state on a tombstone."""
         node.has_state, node.state, node.state_bytes, node.sprot = True, payload, nbytes, False
-        self.n_states += 1
         self.state_bytes += nbytes
         self.clock += 1
         node.state_time = self.clock
@@ -197,7 +196,6 @@ class RadixTree:
         del self.slru[node.id]
         payload, nbytes = node.state, node.state_bytes
         node.has_state, node.state, node.state_bytes = False, None, 0
-        self.n_states -= 1
         self.state_bytes -= nbytes
         if count:
             self.counts["evicted_states"] += 1
@@ -221,7 +219,6 @@ class RadixTree:
         upper = Node(self.next_id, e[:c], head, parent, parent.plen + c)
         self.live[upper.id] = upper
         self.next_id += 1
-        self.n_nodes += 1
         upper.kv_lock = child.kv_lock
         self.clock += 1
         upper.kv_time = self.clock
@@ -248,7 +245,6 @@ class RadixTree:
         self.kv_tokens -= ntok
         del parent.children[self.first(node.key, 0)]
         node.parent = None
-        self.n_nodes -= 1
         self.counts["evicted_kv_tokens"] += ntok
         payload, node.kv = node.kv, None
         if self.on_free_kv is not None:

@@ -90,12 +90,12 @@ class RadixStateCache:
 
     @property
     def n_states(self) -> int:
-        return self._tree.n_states
+        return len(self._tree.slru)
 
     @property
     def n_nodes(self) -> int:
         """Non-root nodes."""
-        return self._tree.n_nodes
+        return len(self._tree.live)
 
     @property
     def size_info(self) -> SizeInfo:
@@ -225,7 +225,7 @@ class RadixStateCache:
         edge's KV goes through ``on_free_state`` / ``on_free_kv`` (not ``before_drop``).
         Handles made before are foreign afterwards. -> states dropped."""
         t = self._tree
-        n = t.n_states
+        n = len(t.slru)
         for nd in list(t.live.values()):
             if nd.has_state and t.on_free_state is not None:
                 t.on_free_state(nd.state, nd.state_bytes)
@@ -274,17 +274,18 @@ class RadixStateCache:
     def stats(self) -> CacheStats:
         """Sizes and event counters."""
         t = self._tree
+        nodes, states = len(t.live), len(t.slru)
         return CacheStats(
-            nodes=t.n_nodes,
-            tombstones=t.n_nodes - t.n_states,
+            nodes=nodes,
+            tombstones=nodes - states,
             kv_tokens=t.kv_tokens,
             kv_protected=t.kv_protected,
             kv_evictable=t.kv_tokens - t.kv_protected,
-            states=t.n_states,
+            states=states,
             state_bytes=t.state_bytes,
             states_protected=t.n_sprot,
             state_bytes_protected=t.sprot_bytes,
-            states_evictable=t.n_states - t.n_sprot,
+            states_evictable=states - t.n_sprot,
             state_bytes_evictable=t.state_bytes - t.sprot_bytes,
             **t.counts,
             clock=t.clock,
