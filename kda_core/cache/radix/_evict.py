@@ -32,7 +32,8 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
                 row = tree.victim(table.rows(tree.clock, tree.owner))  # type: ignore[misc]
                 if row is None or row < 0:
                     break
-                node = table.nodes[int(row)]
+                r = int(row)
+                node = tree.live.get(int(table.node_id[r])) if table.live[r] else None
                 if node is None or node.sprot:
                     raise ValueError(f"victim chose row {row}, which holds no evictable state")
             if node.children:  # internal -> tombstone, leaf -> deleted
@@ -47,7 +48,7 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
     heap, live = tree.heap, tree.live
     while c["evicted_kv_tokens"] < kv_tokens and heap:
         entry = heapq.heappop(heap)
-        t, _, nid = entry
+        t, nid = entry
         nd = live.get(nid)
         if nd is None or nd.children or nd.kv_time != t:
             continue  # stale: the node is gone, no longer a leaf, or touched since

@@ -89,7 +89,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
             existed.append(pos * tpe)
             tree.counts["states_existed"] += 1
             if tree.state_touch == "node":
-                tree.touch_state(nd)
+                tree.touch_states([nd])
         else:
             tree.attach_state(nd, payload, nb)
             new.append(pos * tpe)
@@ -152,7 +152,6 @@ def _chain(
     epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
     parent, start = node, prev
-    anc = parent.plen * tpe if parent.has_state or parent is tree.root else None
     nid, clock = tree.next_id, tree.clock
     created: list[Node] = []
     for pos, payload, nb in sts:
@@ -171,8 +170,7 @@ def _chain(
         if table is not None:
             if parent.has_state:
                 table.protect(parent)
-            table.add(seg, pos * tpe, tree.ancestor_tokens(seg) if anc is None else anc)
-        anc = pos * tpe
+            table.add(seg, pos * tpe, tree.ancestor_tokens(seg))
         created.append(seg)
         parent = seg
         prev = pos
@@ -210,7 +208,6 @@ def _rebuild_heap(tree: RadixTree) -> None:
     heap = []
     for nd in tree.live.values():
         if not nd.children:
-            tree.hseq += 1
-            heap.append((nd.kv_time, tree.hseq, nd.id))
+            heap.append((nd.kv_time, nd.id))
     heapq.heapify(heap)
     tree.heap = heap

@@ -56,7 +56,7 @@ def check(tree: RadixTree) -> None:
     if tree.live != nodes:
         _fail("live-node index does not hold exactly the tree's nodes")
     leaves = {i for i, nd in nodes.items() if not nd.children}
-    current = {i for t, _, i in tree.heap if i in leaves and nodes[i].kv_time == t}
+    current = {i for t, i in tree.heap if i in leaves and nodes[i].kv_time == t}
     if current != leaves:
         _fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
 
@@ -91,7 +91,7 @@ def _check_node(tree: RadixTree, nd: Node) -> None:
     t, r = tree.table, nd.srow
     if t is None:
         return
-    if r < 0 or t.nodes[r] is not nd or not t.live[r]:
+    if r < 0 or t.node_id[r] != nd.id or not t.live[r]:
         _fail(f"node {nd.id}: state table row {r} inconsistent")
     row = tuple(getattr(t, c)[r].item() for c in ("length", "anc_length", "nbytes", "time"))
     row += (t.nchild[r].item(), t.evictable[r].item())

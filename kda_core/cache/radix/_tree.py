@@ -28,7 +28,7 @@ _cache_ids = itertools.count(1)  # handles carry their cache's id
 class RadixTree:
     """The tree's record (arguments: ``RadixStateCache``): ``live`` maps id -> every non-root
     node, ``slru`` is the state LRU (oldest first): their sizes are the node and state counts;
-    ``heap`` the KV leaf heap of (access time, seq, id), ``table`` the state table (None
+    ``heap`` the KV leaf heap of (access time, id), ``table`` the state table (None
     without a ``victim``); ``epp`` / ``tpe``: key elements per page, tokens per key element."""
 
     def __init__(
@@ -74,10 +74,10 @@ class RadixTree:
         self.clock = self.kv_tokens = self.kv_protected = 0
         self.state_bytes = self.n_sprot = self.sprot_bytes = 0
         self.slru: OrderedDict[int, Node] = OrderedDict()
-        # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them)
-        self.heap: list[tuple[int, int, int]] = []
+        # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them);
+        # every stamp is a fresh tick, so no two nodes tie on access time
+        self.heap: list[tuple[int, int]] = []
         self.live: dict[int, Node] = {}
-        self.hseq = 0
         self.table = StateTable() if victim is not None else None
         self.counts = dict.fromkeys(COUNTERS, 0)
         # without state hooks or a table only ``on_free_kv`` may hear of an eviction, and evict's
@@ -90,8 +90,7 @@ class RadixTree:
         return k[i] if self.epp == 1 else k[i : i + self.epp]
 
     def push_leaf(self, node: Node) -> None:
-        self.hseq += 1
-        heapq.heappush(self.heap, (node.kv_time, self.hseq, node.id))
+        heapq.heappush(self.heap, (node.kv_time, node.id))
 
     def touch_kv(self, path: list[Node]) -> None:
         """Stamp ``path`` (root-first) as just used, one tick per node (up to one per key
@@ -104,20 +103,13 @@ class RadixTree:
         if path and not path[-1].children:
             self.push_leaf(path[-1])
 
-    def touch_state(self, node: Node) -> None:
-        self.clock += 1
-        node.state_time = self.clock
-        self.slru.move_to_end(node.id)
-        if self.table is not None:
-            self.table.time[node.srow] = node.state_time
-
     def touch_states(self, nodes: list[Node]) -> None:
-        """Refresh the states on ``nodes`` in the path modes (``state_touch``)."""
+        """Refresh the states on ``nodes``, one tick each (deepest first in "path_tail_first")."""
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
         clock, to_end, table = self.clock, self.slru.move_to_end, self.table
-        for n in holders:  # touch_state inlined
+        for n in holders:
             clock += 1
             n.state_time = clock
             to_end(n.id)
@@ -298,10 +290,7 @@ class RadixTree:
         if touch and best is not self.root:
             used = path[:best_depth]
             self.touch_kv(used)
-            if self.state_touch == "node":
-                self.touch_state(best)
-            else:
-                self.touch_states(used)
+            self.touch_states([best] if self.state_touch == "node" else used)
         aligned = token_match // self.grid * self.grid
         branch = aligned if aligned > restore_at else None
         kv = tuple([nd.kv for nd in path[:best_depth]])
