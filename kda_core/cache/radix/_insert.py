@@ -111,7 +111,7 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
     position falls inside an edge -> (deepest node, path, elements matched, the nodes found at
     the first checkpoint positions)."""
     epp, end = tree.epp, len(k)
-    i = pi = 0  # pi: checkpoints found so far
+    i = 0
     node = tree.root
     path: list[Node] = []
     found: list[Node] = []
@@ -128,18 +128,15 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
             c -= c % epp
             if c == 0:
                 break
-        p = positions[pi] - i
-        if p < c:
-            child = tree.split(child, p)
-            c = p
-        elif c < le:
+        nxt = positions[len(found)]  # the next checkpoint position
+        c = min(c, nxt - i)
+        if c < le:
             child = tree.split(child, c)
         i += c
         node = child
         path.append(child)
-        if positions[pi] == i:
+        if nxt == i:
             found.append(child)
-            pi += 1
     return node, path, i, found
 
 
@@ -147,8 +144,7 @@ def _chain(
     tree: RadixTree, k: tuple, kv: Any, kv_len: int, sts: list, node: Node, prev: int
 ) -> list[Node]:
     """The new chain below ``node`` (at element ``prev``): one node per checkpoint of ``sts``,
-    each made with its state (``attach_state`` and ``add`` inlined: one pass, the sizes summed
-    once)."""
+    each made with its state (``attach_state`` inlined: one pass, the sizes summed once)."""
     epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
     parent, start = node, prev

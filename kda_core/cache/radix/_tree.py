@@ -15,8 +15,6 @@ from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix._node import Node, StateTable, common_prefix, default_kv_slice
 from kda_core.cache.radix.views import CacheStats, StateRows
 
-_MAX_KEY_LEN = 1 << 22
-"""Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
 _MAX_PAGE_SIZE = 1 << 16
 _TOUCH_MODES = ("node", "path", "path_tail_first")
 
@@ -44,7 +42,6 @@ class RadixTree:
         before_drop: Callable[[DroppedState], Any] | None = None,
         kv_slice: Callable[[Any, int, int, int], Any] | None = None,
         victim: Callable[[StateRows], int] | None = None,
-        max_key_len: int = _MAX_KEY_LEN,
     ) -> None:
         self.page_size = check_int("page_size", page_size, 1, _MAX_PAGE_SIZE)
         self.block_keys = check_bool("block_keys", block_keys)
@@ -65,7 +62,6 @@ class RadixTree:
         self.on_free_kv, self.on_free_state, self.before_drop = hooks.values()
         self.kv_slice = kv_slice or default_kv_slice
         self.victim = victim
-        self.max_key_len = check_int("max_key_len", max_key_len, 1, _MAX_KEY_LEN)
         self.epp = 1 if self.block_keys else self.page_size
         self.tpe = self.page_size if self.block_keys else 1
         self.owner = next(_cache_ids)

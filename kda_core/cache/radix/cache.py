@@ -28,6 +28,7 @@ from kda_core.cache.radix.views import CacheStats, NodeView
 __all__ = ["RadixStateCache"]
 
 _new_handle = object.__new__
+_MAX_KEY_LEN = 1 << 22  # elements of a key; caps memory
 
 
 class _RadixHandle(CacheHandle):
@@ -57,7 +58,6 @@ class RadixStateCache:
         victim: ``victim(StateRows) -> row`` (-1: none) picks each state ``evict`` frees,
             instead of the LRU order (a policy's own choice: Marconi); the cache then keeps
             the state table it reads.
-        max_key_len: longest key in elements (default 2**22).
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
@@ -123,8 +123,8 @@ class RadixStateCache:
                 k = tuple(int(x) for x in k)
         else:
             raise ValueError("key must be a list, tuple, range or 1-D int array")
-        if len(k) > self._tree.max_key_len:
-            raise ValueError(f"key length must be <= {self._tree.max_key_len}, got {len(k)}")
+        if len(k) > _MAX_KEY_LEN:
+            raise ValueError(f"key length must be <= {_MAX_KEY_LEN}, got {len(k)}")
         return k
 
     def _handle(self, node: Node, state: bool) -> _RadixHandle:
