@@ -151,8 +151,7 @@ class RadixTree:
         self.slru[node.id] = node
         if self.table is not None:
             self.table.add(node, node.plen * self.tpe, self.ancestor_tokens(node))
-        if node.children or node.kv_lock or node.state_lock:
-            self.sync(node)
+        self.sync(node)  # a KV-locked leaf protects its new state
         self.counts["states_inserted"] += 1
 
     def ancestor_tokens(self, node: Node) -> int:
@@ -163,8 +162,8 @@ class RadixTree:
         return 0 if p is None else p.plen * self.tpe
 
     def detach_state(self, node: Node, count: bool = True) -> None:
-        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status.
-        ``count``: an eviction (counted as one), not the per-path cap."""
+        """Drop ``node``'s unprotected state (hooks called), keep the node; the caller fixes leaf
+        status. ``count``: an eviction (counted as one), not the per-path cap."""
         if self.before_drop is not None:
             path = []
             nd = node
@@ -175,10 +174,7 @@ class RadixTree:
             tokens = tuple(t for p in path for t in p.key)
             kv = tuple(p.kv for p in path)
             self.before_drop(DroppedState(tokens, kv, node.state, node.state_bytes))
-        if node.sprot:
-            self.n_sprot -= 1
-            self.sprot_bytes -= node.state_bytes
-        node.sprot = False
+        assert not node.sprot  # callers pick unlocked states, or KV-unlocked leaves
         if self.table is not None:
             self.table.remove(node)
         del self.slru[node.id]
