@@ -240,12 +240,10 @@ class RadixTree:
 
     # ------------------------------------------------------------------ match
     def match(self, k: tuple, touch: bool, split: bool, count: bool = True) -> tuple:
-        """The walk of ``match_prefix`` on a checked key -> (token_match, restore_at, restore
-        node, KV payloads root-first up to it, branch hint, mid_edge, last matched node);
-        ``count``: a lookup of the cache's user (an insert's own walk is not counted)."""
-        epp = self.epp
-        n = len(k) - len(k) % epp
-        k = k[:n]
+        """The walk of ``match_prefix`` on a checked key (whole pages) -> (token_match,
+        restore_at, restore node, KV payloads root-first up to it, branch hint, mid_edge, last
+        matched node); ``count``: a lookup of the cache's user (not an insert's own walk)."""
+        epp, n = self.epp, len(k)
         node = best = self.root
         path: list[Node] = []
         best_i = best_depth = i = 0

@@ -125,7 +125,7 @@ class RadixStateCache:
             raise ValueError("key must be a list, tuple, range or 1-D int array")
         if len(k) > _MAX_KEY_LEN:
             raise ValueError(f"key length must be <= {_MAX_KEY_LEN}, got {len(k)}")
-        return k
+        return k[: len(k) - len(k) % self._tree.epp]  # whole pages only
 
     def _handle(self, node: Node, state: bool) -> _RadixHandle:
         # built without __init__ (two per match, one per insert: hot)
@@ -161,7 +161,6 @@ class RadixStateCache:
         t = self._tree
         k = self._check_key(key)
         nb = check_int("state_bytes", state_bytes, 0)
-        k = k[: len(k) - len(k) % t.epp]
         sts = _insert.parse_states(t, states, len(k), nb)
         cached, inserted, tail, new, existed, capped = _insert.insert(t, k, kv, sts)
         handle = None if tail is None else self._handle(tail, True)
