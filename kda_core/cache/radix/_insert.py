@@ -201,9 +201,6 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
 
 def _rebuild_heap(tree: RadixTree) -> None:
     """A fresh KV leaf heap (stale entries pile up as leaves are touched again)."""
-    heap = []
-    for nd in tree.live.values():
-        if not nd.children:
-            heap.append((nd.kv_time, nd.id))
+    heap = [(nd.kv_time, nd.id) for nd in tree.live.values() if not nd.children]
     heapq.heapify(heap)
     tree.heap = heap

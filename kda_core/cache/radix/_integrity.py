@@ -14,7 +14,6 @@ def _fail(msg: str) -> None:
 
 
 def check(tree: RadixTree) -> None:
-    """Verify every invariant (docs/radix.md); raise ``IntegrityError``."""
     root = tree.root
     if NO_CHILDREN:
         _fail("the shared empty children dict of leaves was written to")

@@ -97,8 +97,7 @@ def common_prefix(e: tuple, k: tuple, i: int, limit: int) -> int:
 
 
 _COLUMNS = StateRows._fields[:-2]
-"""The table's numpy columns, named as in ``StateRows``: ``live`` and ``evictable`` are bool,
-the others int64."""
+"""The table's numpy columns, named as in ``StateRows``."""
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
