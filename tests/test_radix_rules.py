@@ -174,7 +174,7 @@ def test_bad_call_arguments():
         (lambda: c.evict(states=-1), "states"),
         (lambda: c.evict(state_bytes=1.5), "state_bytes"),
         (lambda: c.evict(-3), "kv_tokens"),
-        (lambda: RadixStateCache(max_key_len=4).match_prefix([1] * 5), "key"),
+        (lambda: c.match_prefix([1] * (2**22 + 1)), "key"),  # over the 2**22-element cap
     ]
     for fn, name in bad:
         with pytest.raises(ValueError, match=name):

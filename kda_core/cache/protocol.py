@@ -1,11 +1,9 @@
-"""The prefix-cache protocol, the one type every holder of a prefix cache names: mini-sglang's
-``BasePrefixCache`` (python/minisgl/kvcache/base.py: ``match_prefix``, ``insert_prefix``,
-``lock_handle``, ``evict``, ``reset``, ``size_info``, ``check_integrity``) widened for KDA,
-where a token match is not a state hit: a match returns the restore point's handle and the
-matched path's, sizes keep KV tokens and state bytes apart, ``export`` / ``stats`` are
-read-only views, and what happens when a state or KV goes is a constructor hook, never patched
-in later. Implementations: ``cache.radix.RadixStateCache`` (docs/radix.md) and
-``cache.vllm_blocks.VLLMBlockCache``.
+"""The prefix-cache protocol: mini-sglang's ``BasePrefixCache`` (python/minisgl/kvcache/base.py:
+``match_prefix``, ``insert_prefix``, ``lock_handle``, ``evict``, ``reset``, ``size_info``,
+``check_integrity``) widened for KDA, where a token match is not a state hit: a match returns
+the restore point's handle and the matched path's, sizes keep KV tokens and state bytes apart,
+and what happens when a state or KV goes is a constructor hook, never patched in later.
+Implementations: ``cache.radix.RadixStateCache`` (docs/radix.md), ``cache.vllm_blocks``.
 """
 
 from __future__ import annotations

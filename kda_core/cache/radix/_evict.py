@@ -32,7 +32,8 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
                 row = tree.victim(table.rows(tree.clock, tree.owner))  # type: ignore[misc]
                 if row is None or row < 0:
                     break
-                node = table.nodes[int(row)]
+                r = int(row)
+                node = tree.live.get(int(table.node_id[r])) if table.live[r] else None
                 if node is None or node.sprot:
                     raise ValueError(f"victim chose row {row}, which holds no evictable state")
             if node.children:  # internal -> tombstone, leaf -> deleted
@@ -47,7 +48,7 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
     heap, live = tree.heap, tree.live
     while c["evicted_kv_tokens"] < kv_tokens and heap:
         entry = heapq.heappop(heap)
-        t, _, nid = entry
+        t, nid = entry
         nd = live.get(nid)
         if nd is None or nd.children or nd.kv_time != t:
             continue  # stale: the node is gone, no longer a leaf, or touched since
@@ -62,10 +63,10 @@ def evict(tree: RadixTree, kv_tokens: int, states: int, state_bytes: int) -> Evi
 
 
 def _freed(tree: RadixTree) -> tuple[int, int, int, int, int]:
-    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in ``n_nodes``)."""
+    """The counters whose growth is an ``Evicted`` (nodes freed: the drop in node count)."""
     c = tree.counts
     s, sb, kv = c["evicted_states"], c["evicted_state_bytes"], c["evicted_kv_tokens"]
-    return s, sb, kv, -tree.n_nodes, c["tombstoned"]
+    return s, sb, kv, -len(tree.live), c["tombstoned"]
 
 
 def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
@@ -114,10 +115,8 @@ def _evict_lru_plain(tree: RadixTree, num: int, nbytes: int) -> None:
     for nd in became_leaf:
         if nd.parent is not None and not nd.children:
             tree.push_leaf(nd)
-    tree.n_states -= states
     tree.state_bytes -= sbytes
     tree.kv_tokens -= kv_tok
-    tree.n_nodes -= states - tomb  # every evicted state not tombstoned took its leaf
     c = tree.counts
     c["evicted_states"] += states
     c["evicted_state_bytes"] += sbytes

@@ -89,7 +89,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
             existed.append(pos * tpe)
             tree.counts["states_existed"] += 1
             if tree.state_touch == "node":
-                tree.touch_state(nd)
+                tree.touch_states([nd])
         else:
             tree.attach_state(nd, payload, nb)
             new.append(pos * tpe)
@@ -101,7 +101,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
         tree.touch_states(path)
     tail = path[-1]
     capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
-    if len(tree.heap) > 4 * tree.n_nodes + 1024:
+    if len(tree.heap) > 4 * len(tree.live) + 1024:
         _rebuild_heap(tree)
     return i * tpe, end * tpe, tail, tuple(new), tuple(existed), capped
 
@@ -111,7 +111,7 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
     position falls inside an edge -> (deepest node, path, elements matched, the nodes found at
     the first checkpoint positions)."""
     epp, end = tree.epp, len(k)
-    i = pi = 0  # pi: checkpoints found so far
+    i = 0
     node = tree.root
     path: list[Node] = []
     found: list[Node] = []
@@ -128,18 +128,15 @@ def _walk(tree: RadixTree, k: tuple, positions: list[int]) -> tuple[Node, list[N
             c -= c % epp
             if c == 0:
                 break
-        p = positions[pi] - i
-        if p < c:
-            child = tree.split(child, p)
-            c = p
-        elif c < le:
+        nxt = positions[len(found)]  # the next checkpoint position
+        c = min(c, nxt - i)
+        if c < le:
             child = tree.split(child, c)
         i += c
         node = child
         path.append(child)
-        if positions[pi] == i:
+        if nxt == i:
             found.append(child)
-            pi += 1
     return node, path, i, found
 
 
@@ -147,12 +144,10 @@ def _chain(
     tree: RadixTree, k: tuple, kv: Any, kv_len: int, sts: list, node: Node, prev: int
 ) -> list[Node]:
     """The new chain below ``node`` (at element ``prev``): one node per checkpoint of ``sts``,
-    each made with its state (``attach_state`` and ``add`` inlined: one pass, the sizes summed
-    once)."""
+    each made with its state (``attach_state`` inlined: one pass, the sizes summed once)."""
     epp, tpe, slicer = tree.epp, tree.tpe, tree.kv_slice
     slru, live, table = tree.slru, tree.live, tree.table
     parent, start = node, prev
-    anc = parent.plen * tpe if parent.has_state or parent is tree.root else None
     nid, clock = tree.next_id, tree.clock
     created: list[Node] = []
     for pos, payload, nb in sts:
@@ -171,15 +166,12 @@ def _chain(
         if table is not None:
             if parent.has_state:
                 table.protect(parent)
-            table.add(seg, pos * tpe, tree.ancestor_tokens(seg) if anc is None else anc)
-        anc = pos * tpe
+            table.add(seg, pos * tpe, tree.ancestor_tokens(seg))
         created.append(seg)
         parent = seg
         prev = pos
     tree.next_id, tree.clock = nid, clock
-    tree.n_nodes += len(sts)
     tree.kv_tokens += (prev - start) * tpe
-    tree.n_states += len(sts)
     tree.state_bytes += sum(s[2] for s in sts)
     tree.counts["states_inserted"] += len(sts)
     tree.sync(node)  # the attach point lost leaf status (locks, child count)
@@ -209,10 +201,6 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
 
 def _rebuild_heap(tree: RadixTree) -> None:
     """A fresh KV leaf heap (stale entries pile up as leaves are touched again)."""
-    heap = []
-    for nd in tree.live.values():
-        if not nd.children:
-            tree.hseq += 1
-            heap.append((nd.kv_time, tree.hseq, nd.id))
+    heap = [(nd.kv_time, nd.id) for nd in tree.live.values() if not nd.children]
     heapq.heapify(heap)
     tree.heap = heap

@@ -14,7 +14,6 @@ def _fail(msg: str) -> None:
 
 
 def check(tree: RadixTree) -> None:
-    """Verify every invariant (docs/radix.md); raise ``IntegrityError``."""
     root = tree.root
     if NO_CHILDREN:
         _fail("the shared empty children dict of leaves was written to")
@@ -32,17 +31,15 @@ def check(tree: RadixTree) -> None:
     tpe = tree.tpe
     states = [nd for nd in nodes.values() if nd.has_state]
     sprot = [nd for nd in states if nd.sprot]
-    kv_sizes = (tree.n_nodes, tree.kv_tokens, tree.kv_protected)
+    kv_sizes = (tree.kv_tokens, tree.kv_protected)
     exp = (
-        len(nodes),
         tpe * sum(len(nd.key) for nd in nodes.values()),
         tpe * sum(len(nd.key) for nd in nodes.values() if nd.kv_lock > 0),
     )
     if kv_sizes != exp:
-        _fail(f"node count and kv sizes {kv_sizes} != {exp}")
-    state_sizes = (tree.n_states, tree.state_bytes, tree.n_sprot, tree.sprot_bytes)
-    exp = (len(states), sum(nd.state_bytes for nd in states), len(sprot))
-    exp += (sum(nd.state_bytes for nd in sprot),)
+        _fail(f"kv sizes {kv_sizes} != {exp}")
+    state_sizes = (tree.state_bytes, tree.n_sprot, tree.sprot_bytes)
+    exp = (sum(nd.state_bytes for nd in states), len(sprot), sum(nd.state_bytes for nd in sprot))
     if state_sizes != exp:
         _fail(f"state sizes {state_sizes} != {exp}")
     # the state LRU, the state table, the live index and the KV leaf heap agree with the tree
@@ -58,7 +55,7 @@ def check(tree: RadixTree) -> None:
     if tree.live != nodes:
         _fail("live-node index does not hold exactly the tree's nodes")
     leaves = {i for i, nd in nodes.items() if not nd.children}
-    current = {i for t, _, i in tree.heap if i in leaves and nodes[i].kv_time == t}
+    current = {i for t, i in tree.heap if i in leaves and nodes[i].kv_time == t}
     if current != leaves:
         _fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
 
@@ -93,7 +90,7 @@ def _check_node(tree: RadixTree, nd: Node) -> None:
     t, r = tree.table, nd.srow
     if t is None:
         return
-    if r < 0 or t.nodes[r] is not nd or not t.live[r]:
+    if r < 0 or t.node_id[r] != nd.id or not t.live[r]:
         _fail(f"node {nd.id}: state table row {r} inconsistent")
     row = tuple(getattr(t, c)[r].item() for c in ("length", "anc_length", "nbytes", "time"))
     row += (t.nchild[r].item(), t.evictable[r].item())

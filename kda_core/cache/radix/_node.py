@@ -97,8 +97,7 @@ def common_prefix(e: tuple, k: tuple, i: int, limit: int) -> int:
 
 
 _COLUMNS = StateRows._fields[:-2]
-"""The table's numpy columns, named as in ``StateRows``: ``live`` and ``evictable`` are bool,
-the others int64."""
+"""The table's numpy columns, named as in ``StateRows``."""
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -108,14 +107,12 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 class StateTable:
-    """One numpy row per checkpoint (``nodes`` and the ``_COLUMNS`` arrays), kept only by a
-    cache built with a ``victim`` hook (Marconi's FLOP-aware eviction), so LRU users never pay
-    for it. A row's version changes whenever its length, ancestor or bytes change (a policy may
-    cache values derived from it). The tree calls ``add`` / ``remove`` / ``protect`` as its
-    states come, go and change, and writes ``time`` when it touches one."""
+    """One numpy row per checkpoint (the ``_COLUMNS`` arrays; a row names its node by id), kept
+    only by a cache built with a ``victim`` hook (Marconi's FLOP-aware eviction): LRU users
+    never pay for it. A row's version changes whenever its length, ancestor or bytes change (a
+    policy may cache values derived from it)."""
 
     def __init__(self, capacity: int = 64) -> None:
-        self.nodes: list[Node | None] = [None] * capacity
         self.free_rows = list(range(capacity - 1, -1, -1))
         self.ver = 0
         for name in _COLUMNS:
@@ -123,8 +120,7 @@ class StateTable:
             setattr(self, name, np.zeros(capacity, dtype=kind))
 
     def _grow(self) -> None:
-        old = len(self.nodes)
-        self.nodes.extend([None] * old)
+        old = len(self.live)
         self.free_rows = list(range(2 * old - 1, old - 1, -1))
         for name in _COLUMNS:
             a = getattr(self, name)
@@ -141,7 +137,6 @@ class StateTable:
             self._grow()
         r = self.free_rows.pop()
         node.srow = r
-        self.nodes[r] = node
         self.live[r] = True
         self.length[r] = length
         self.anc_length[r] = anc_length
@@ -160,7 +155,6 @@ class StateTable:
             self.set_region_ancestor(node, int(self.anc_length[r]))
         self.live[r] = False
         self.evictable[r] = False
-        self.nodes[r] = None
         self.free_rows.append(r)
         node.srow = -1
 

@@ -15,8 +15,6 @@ from kda_core.cache.protocol import DroppedState
 from kda_core.cache.radix._node import Node, StateTable, common_prefix, default_kv_slice
 from kda_core.cache.radix.views import CacheStats, StateRows
 
-_MAX_KEY_LEN = 1 << 22
-"""Longest key (elements) accepted by ``match_prefix`` / ``insert_prefix``; caps memory."""
 _MAX_PAGE_SIZE = 1 << 16
 _TOUCH_MODES = ("node", "path", "path_tail_first")
 
@@ -27,9 +25,9 @@ _cache_ids = itertools.count(1)  # handles carry their cache's id
 
 class RadixTree:
     """The tree's record (arguments: ``RadixStateCache``): ``live`` maps id -> every non-root
-    node, ``slru`` is the state LRU (oldest first), ``heap`` the KV leaf heap of (access time,
-    seq, id), ``table`` the state table (None without a ``victim``); ``epp`` / ``tpe``: key
-    elements per page, tokens per key element."""
+    node, ``slru`` is the state LRU (oldest first): their sizes are the node and state counts;
+    ``heap`` the KV leaf heap of (access time, id), ``table`` the state table (None
+    without a ``victim``); ``epp`` / ``tpe``: key elements per page, tokens per key element."""
 
     def __init__(
         self,
@@ -44,7 +42,6 @@ class RadixTree:
         before_drop: Callable[[DroppedState], Any] | None = None,
         kv_slice: Callable[[Any, int, int, int], Any] | None = None,
         victim: Callable[[StateRows], int] | None = None,
-        max_key_len: int = _MAX_KEY_LEN,
     ) -> None:
         self.page_size = check_int("page_size", page_size, 1, _MAX_PAGE_SIZE)
         self.block_keys = check_bool("block_keys", block_keys)
@@ -65,19 +62,18 @@ class RadixTree:
         self.on_free_kv, self.on_free_state, self.before_drop = hooks.values()
         self.kv_slice = kv_slice or default_kv_slice
         self.victim = victim
-        self.max_key_len = check_int("max_key_len", max_key_len, 1, _MAX_KEY_LEN)
         self.epp = 1 if self.block_keys else self.page_size
         self.tpe = self.page_size if self.block_keys else 1
         self.owner = next(_cache_ids)
         self.next_id = 1
         self.root = Node(0, (), None, None, 0)
-        self.clock = self.n_nodes = self.kv_tokens = self.kv_protected = 0
-        self.n_states = self.state_bytes = self.n_sprot = self.sprot_bytes = 0
+        self.clock = self.kv_tokens = self.kv_protected = 0
+        self.state_bytes = self.n_sprot = self.sprot_bytes = 0
         self.slru: OrderedDict[int, Node] = OrderedDict()
-        # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them)
-        self.heap: list[tuple[int, int, int]] = []
+        # ids, not nodes, in the heap: a stale entry keeps nothing alive (``live`` maps them);
+        # every stamp is a fresh tick, so no two nodes tie on access time
+        self.heap: list[tuple[int, int]] = []
         self.live: dict[int, Node] = {}
-        self.hseq = 0
         self.table = StateTable() if victim is not None else None
         self.counts = dict.fromkeys(COUNTERS, 0)
         # without state hooks or a table only ``on_free_kv`` may hear of an eviction, and evict's
@@ -90,8 +86,7 @@ class RadixTree:
         return k[i] if self.epp == 1 else k[i : i + self.epp]
 
     def push_leaf(self, node: Node) -> None:
-        self.hseq += 1
-        heapq.heappush(self.heap, (node.kv_time, self.hseq, node.id))
+        heapq.heappush(self.heap, (node.kv_time, node.id))
 
     def touch_kv(self, path: list[Node]) -> None:
         """Stamp ``path`` (root-first) as just used, one tick per node (up to one per key
@@ -104,20 +99,13 @@ class RadixTree:
         if path and not path[-1].children:
             self.push_leaf(path[-1])
 
-    def touch_state(self, node: Node) -> None:
-        self.clock += 1
-        node.state_time = self.clock
-        self.slru.move_to_end(node.id)
-        if self.table is not None:
-            self.table.time[node.srow] = node.state_time
-
     def touch_states(self, nodes: list[Node]) -> None:
-        """Refresh the states on ``nodes`` in the path modes (``state_touch``)."""
+        """Refresh the states on ``nodes``, one tick each (deepest first in "path_tail_first")."""
         holders = [n for n in nodes if n.has_state]
         if self.state_touch == "path_tail_first":
             holders.reverse()
         clock, to_end, table = self.clock, self.slru.move_to_end, self.table
-        for n in holders:  # touch_state inlined
+        for n in holders:
             clock += 1
             n.state_time = clock
             to_end(n.id)
@@ -157,15 +145,13 @@ class RadixTree:
     def attach_state(self, node: Node, payload: Any, nbytes: int) -> None:
         """Store a state on a tombstone."""
         node.has_state, node.state, node.state_bytes, node.sprot = True, payload, nbytes, False
-        self.n_states += 1
         self.state_bytes += nbytes
         self.clock += 1
         node.state_time = self.clock
         self.slru[node.id] = node
         if self.table is not None:
             self.table.add(node, node.plen * self.tpe, self.ancestor_tokens(node))
-        if node.children or node.kv_lock or node.state_lock:
-            self.sync(node)
+        self.sync(node)  # a KV-locked leaf protects its new state
         self.counts["states_inserted"] += 1
 
     def ancestor_tokens(self, node: Node) -> int:
@@ -176,8 +162,8 @@ class RadixTree:
         return 0 if p is None else p.plen * self.tpe
 
     def detach_state(self, node: Node, count: bool = True) -> None:
-        """Drop ``node``'s state (hooks called), keep the node; the caller fixes leaf status.
-        ``count``: an eviction (counted as one), not the per-path cap."""
+        """Drop ``node``'s unprotected state (hooks called), keep the node; the caller fixes leaf
+        status. ``count``: an eviction (counted as one), not the per-path cap."""
         if self.before_drop is not None:
             path = []
             nd = node
@@ -188,16 +174,12 @@ class RadixTree:
             tokens = tuple(t for p in path for t in p.key)
             kv = tuple(p.kv for p in path)
             self.before_drop(DroppedState(tokens, kv, node.state, node.state_bytes))
-        if node.sprot:
-            self.n_sprot -= 1
-            self.sprot_bytes -= node.state_bytes
-        node.sprot = False
+        assert not node.sprot  # callers pick unlocked states, or KV-unlocked leaves
         if self.table is not None:
             self.table.remove(node)
         del self.slru[node.id]
         payload, nbytes = node.state, node.state_bytes
         node.has_state, node.state, node.state_bytes = False, None, 0
-        self.n_states -= 1
         self.state_bytes -= nbytes
         if count:
             self.counts["evicted_states"] += 1
@@ -221,7 +203,6 @@ class RadixTree:
         upper = Node(self.next_id, e[:c], head, parent, parent.plen + c)
         self.live[upper.id] = upper
         self.next_id += 1
-        self.n_nodes += 1
         upper.kv_lock = child.kv_lock
         self.clock += 1
         upper.kv_time = self.clock
@@ -248,7 +229,6 @@ class RadixTree:
         self.kv_tokens -= ntok
         del parent.children[self.first(node.key, 0)]
         node.parent = None
-        self.n_nodes -= 1
         self.counts["evicted_kv_tokens"] += ntok
         payload, node.kv = node.kv, None
         if self.on_free_kv is not None:
@@ -260,12 +240,10 @@ class RadixTree:
 
     # ------------------------------------------------------------------ match
     def match(self, k: tuple, touch: bool, split: bool, count: bool = True) -> tuple:
-        """The walk of ``match_prefix`` on a checked key -> (token_match, restore_at, restore
-        node, KV payloads root-first up to it, branch hint, mid_edge, last matched node);
-        ``count``: a lookup of the cache's user (an insert's own walk is not counted)."""
-        epp = self.epp
-        n = len(k) - len(k) % epp
-        k = k[:n]
+        """The walk of ``match_prefix`` on a checked key (whole pages) -> (token_match,
+        restore_at, restore node, KV payloads root-first up to it, branch hint, mid_edge, last
+        matched node); ``count``: a lookup of the cache's user (not an insert's own walk)."""
+        epp, n = self.epp, len(k)
         node = best = self.root
         path: list[Node] = []
         best_i = best_depth = i = 0
@@ -302,10 +280,7 @@ class RadixTree:
         if touch and best is not self.root:
             used = path[:best_depth]
             self.touch_kv(used)
-            if self.state_touch == "node":
-                self.touch_state(best)
-            else:
-                self.touch_states(used)
+            self.touch_states([best] if self.state_touch == "node" else used)
         aligned = token_match // self.grid * self.grid
         branch = aligned if aligned > restore_at else None
         kv = tuple([nd.kv for nd in path[:best_depth]])

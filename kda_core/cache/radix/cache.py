@@ -28,6 +28,7 @@ from kda_core.cache.radix.views import CacheStats, NodeView
 __all__ = ["RadixStateCache"]
 
 _new_handle = object.__new__
+_MAX_KEY_LEN = 1 << 22  # elements of a key; caps memory
 
 
 class _RadixHandle(CacheHandle):
@@ -57,7 +58,6 @@ class RadixStateCache:
         victim: ``victim(StateRows) -> row`` (-1: none) picks each state ``evict`` frees,
             instead of the LRU order (a policy's own choice: Marconi); the cache then keeps
             the state table it reads.
-        max_key_len: longest key in elements (default 2**22).
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
@@ -90,12 +90,12 @@ class RadixStateCache:
 
     @property
     def n_states(self) -> int:
-        return self._tree.n_states
+        return len(self._tree.slru)
 
     @property
     def n_nodes(self) -> int:
         """Non-root nodes."""
-        return self._tree.n_nodes
+        return len(self._tree.live)
 
     @property
     def size_info(self) -> SizeInfo:
@@ -123,9 +123,9 @@ class RadixStateCache:
                 k = tuple(int(x) for x in k)
         else:
             raise ValueError("key must be a list, tuple, range or 1-D int array")
-        if len(k) > self._tree.max_key_len:
-            raise ValueError(f"key length must be <= {self._tree.max_key_len}, got {len(k)}")
-        return k
+        if len(k) > _MAX_KEY_LEN:
+            raise ValueError(f"key length must be <= {_MAX_KEY_LEN}, got {len(k)}")
+        return k[: len(k) - len(k) % self._tree.epp]  # whole pages only
 
     def _handle(self, node: Node, state: bool) -> _RadixHandle:
         # built without __init__ (two per match, one per insert: hot)
@@ -161,7 +161,6 @@ class RadixStateCache:
         t = self._tree
         k = self._check_key(key)
         nb = check_int("state_bytes", state_bytes, 0)
-        k = k[: len(k) - len(k) % t.epp]
         sts = _insert.parse_states(t, states, len(k), nb)
         cached, inserted, tail, new, existed, capped = _insert.insert(t, k, kv, sts)
         handle = None if tail is None else self._handle(tail, True)
@@ -225,7 +224,7 @@ class RadixStateCache:
         edge's KV goes through ``on_free_state`` / ``on_free_kv`` (not ``before_drop``).
         Handles made before are foreign afterwards. -> states dropped."""
         t = self._tree
-        n = t.n_states
+        n = len(t.slru)
         for nd in list(t.live.values()):
             if nd.has_state and t.on_free_state is not None:
                 t.on_free_state(nd.state, nd.state_bytes)
@@ -274,17 +273,18 @@ class RadixStateCache:
     def stats(self) -> CacheStats:
         """Sizes and event counters."""
         t = self._tree
+        nodes, states = len(t.live), len(t.slru)
         return CacheStats(
-            nodes=t.n_nodes,
-            tombstones=t.n_nodes - t.n_states,
+            nodes=nodes,
+            tombstones=nodes - states,
             kv_tokens=t.kv_tokens,
             kv_protected=t.kv_protected,
             kv_evictable=t.kv_tokens - t.kv_protected,
-            states=t.n_states,
+            states=states,
             state_bytes=t.state_bytes,
             states_protected=t.n_sprot,
             state_bytes_protected=t.sprot_bytes,
-            states_evictable=t.n_states - t.n_sprot,
+            states_evictable=states - t.n_sprot,
             state_bytes_evictable=t.state_bytes - t.sprot_bytes,
             **t.counts,
             clock=t.clock,
