@@ -9,6 +9,7 @@ docs/serving.md."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,17 +72,21 @@ class Lifecycle:
             self.cache.lock_handle(m.restore, unlock=True)
 
     def make_room(self, r: RequestState) -> bool:
-        """Free enough of the shared pool for the request's slots (evicting unlocked cached
-        states through the policy). -> can it open them?"""
-        pp = self.pools.pingpong
-        while not pp.can_open():
-            if not (self.cfg.cache_on and self.pools.shared):
+        """Free enough of the shared pool for the request's slots. -> can it open them?"""
+        can = self.pools.pingpong.can_open
+        return can() or (self.pools.shared and self._evict(r, can, kv=True))
+
+    def _evict(self, r: RequestState, room: Callable[[], bool], kv: bool = False) -> bool:
+        """Evict unlocked cached states through the policy until ``room()`` (with ``kv``, in
+        one byte buffer, the tree's KV bytes make room too). -> room?"""
+        u = self.pools.unified if kv else None
+        while not room():
+            if not self.cfg.cache_on:
                 return False
             n = self.cache.evict(states=1).states
             if n:
                 r.bump("evicted_states", n)
                 continue
-            u = self.pools.unified  # one buffer: the tree's KV bytes make room too
             k = 0 if u is None else self.cache.evict(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
             if k == 0:
                 return False
@@ -161,10 +166,7 @@ class Lifecycle:
     def next_cut(self, r: RequestState) -> int:
         """The prefill boundary the request is heading for."""
         pos = r.pos
-        for c in r.cuts:
-            if c > pos:
-                return c
-        return r.P
+        return next((c for c in r.cuts if c > pos), r.P)
 
     # -- advance ---------------------------------------------------------------------------
     def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
@@ -199,37 +201,21 @@ class Lifecycle:
         r.phase = "decode"
         return len(gen) >= r.n_new
 
-    def ckpt_slot(self, r: RequestState) -> bool:
-        """Room for one checkpoint (evicting unlocked cached states through the policy)."""
-        ck = self.pools.checkpoints
-        while not ck.can_allocate(1):
-            n = self.cache.evict(states=1).states if self.cfg.cache_on else 0
-            if n == 0:
-                return False
-            r.bump("evicted_states", n)
-        return True
-
     def park(self, r: RequestState, pos: int) -> None:
         """A checkpoint at ``pos``: in flight into the tree during prefill, pending in decode."""
         assert r.slots is not None
-        pools = self.pools
+        pp = self.pools.pingpong
         r.parked.append(pos)
         inflight = pos <= r.P
-        if self.cfg.strategy == "no_buffer":
-            if pos == r.total:
-                return  # the live slot itself is donated at the end
-            if not self.ckpt_slot(r):
-                r.bump("skipped")
+        if self.cfg.strategy == "no_buffer":  # a copy (at the end the live slot is donated)
+            live = r.slots.active
+            if pos != r.total and not self.donate(r, live, pos, inflight=inflight, copy=True):
                 r.parked.pop()
-                return
-            slot = pools.checkpoints.store_from_active(pools.active, r.slots.active, r.rid)
-            r.bump("copies")
-            self._keep(r, pos, slot, inflight)
             return
-        over = pools.pingpong.overwritten_next(r.slots)
+        over = pp.overwritten_next(r.slots)
         if over is not None:
             self.donate(r, *over, inflight=False)
-        tw = pools.pingpong.track(r.slots, pos)
+        tw = pp.track(r.slots, pos)
         if tw is None:
             r.bump("skipped")
             r.parked.pop()
@@ -243,13 +229,12 @@ class Lifecycle:
     # -- overlap: post-processing one step late ---------------------------------------------
     def end_step(self) -> None:
         """After a step's forward: post-process the previous step's tracked states, then hand
-        this step's to the next one (no-op without overlap)."""
-        busy = self.pools.pingpong.busy
+        this step's to the next one (no-op without overlap). The ring's busy slots are the
+        deferred ones (``close`` frees a flushed request's)."""
         for r, slot, pos in self.deferred:
-            busy.discard(slot)
             self.donate(r, slot, pos, inflight=True)
         self.deferred, self.queue = self.queue, []
-        busy.update(slot for _, slot, _ in self.deferred)
+        self.pools.pingpong.busy = {slot for _, slot, _ in self.deferred}
 
     def _flush(self, r: RequestState) -> None:
         """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
@@ -257,32 +242,35 @@ class Lifecycle:
         self.deferred = [it for it in self.deferred if it[0] is not r]
         self.queue = [it for it in self.queue if it[0] is not r]
         for _, slot, pos in mine:
-            self.pools.pingpong.busy.discard(slot)
             self.donate(r, slot, pos, inflight=True)
 
     def drop_deferred(self) -> None:
         self.pools.pingpong.busy.clear()
         self.deferred, self.queue = [], []
 
-    def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> bool:
-        """Move a tracked state (no_buffer's last: the live one) into a checkpoint."""
+    def donate(
+        self, r: RequestState, slot: int, pos: int, *, inflight: bool, copy: bool = False
+    ) -> bool:
+        """Move a tracked state (no_buffer's last: the live one; ``copy``: a snapshot of it)
+        into a checkpoint: into the tree in flight, else pending until the end."""
         assert r.slots is not None
         pools = self.pools
+        ck = pools.checkpoints
         if slot != r.slots.active:
             pools.pingpong.mark_donated(r.slots, slot)
-        if not self.ckpt_slot(r):
+        if not self._evict(r, ck.can_allocate):
             r.bump("skipped")
             return False
-        c = pools.checkpoints.donate(pools.active, slot, r.rid)
-        r.bump("copies" if self.cfg.int8 else "donations")
-        self._keep(r, pos, c, inflight)
-        return True
-
-    def _keep(self, r: RequestState, pos: int, slot: int, inflight: bool) -> None:
-        if inflight:
-            self._insert(r, [(pos, slot)], move_lock=True)
+        if copy:
+            c = ck.store_from_active(pools.active, slot, r.rid)
         else:
-            r.pending.append((pos, slot))
+            c = ck.donate(pools.active, slot, r.rid)
+        r.bump("copies" if copy or self.cfg.int8 else "donations")
+        if inflight:
+            self._insert(r, [(pos, c)], move_lock=True)
+        else:
+            r.pending.append((pos, c))
+        return True
 
     def _insert(self, r: RequestState, ckpts: list[tuple[int, int]], move_lock: bool) -> None:
         """Insert the request's tokens up to its deepest checkpoint with these checkpoints;
@@ -305,21 +293,15 @@ class Lifecycle:
             pools.checkpoints.free(slot_at[p])
         r.inserted.extend((slot_at[p], frees) for p in res.new)
         r.bump("existed", len(res.existed))
-        if move_lock and self._try_lock(res.handle):
-            if r.locked is not None:
-                self.cache.lock_handle(r.locked, unlock=True)
-            r.locked, r.locked_len = res.handle, end
-
-    def _try_lock(self, handle: Any) -> bool:
-        """Lock an insert's checkpoint handle if its state is still cached (the per-path cap
-        may have dropped it during the same insert). -> locked?"""
-        if handle is None:
-            return False
+        if not move_lock or res.handle is None:
+            return
         try:
-            self.cache.lock_handle(handle)
-        except HandleError:  # stale: the state this handle names is gone
-            return False
-        return True
+            self.cache.lock_handle(res.handle)
+        except HandleError:  # stale: the per-path cap dropped this state during the insert
+            return
+        if r.locked is not None:
+            self.cache.lock_handle(r.locked, unlock=True)
+        r.locked, r.locked_len = res.handle, end
 
     # -- finish / retract ------------------------------------------------------------------
     def finish(self, r: RequestState) -> GenerateReport:
@@ -355,17 +337,14 @@ class Lifecycle:
         if S.base is not None or conv.base is not None:
             self.pools.active.rebind(slot, S.copy(), conv.copy())
 
-    def _unlock(self, r: RequestState) -> None:
-        if r.locked is not None:
-            self.cache.lock_handle(r.locked, unlock=True)
-            r.locked, r.locked_len = None, 0
-
     def release(self, r: RequestState) -> None:
         """Give back everything the request holds, insert nothing (retract / abort)."""
         for _, slot in r.pending:
             self.pools.checkpoints.free(slot)
         r.pending.clear()
-        self._unlock(r)
+        if r.locked is not None:
+            self.cache.lock_handle(r.locked, unlock=True)
+            r.locked, r.locked_len = None, 0
         if r.slots is not None:
             self.pools.pingpong.close(r.slots)
             r.slots = None
