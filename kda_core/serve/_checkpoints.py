@@ -104,14 +104,10 @@ class CheckpointPool(SlotTable):
         self.shape.check(S, conv)
 
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
-        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized); ValueError
-        when full or when the shapes are not one slot's."""
-        self.check_shapes(S, conv)
+        """A checkpoint holding copies of one slot's ``S`` / ``conv`` (INT8: ``S`` quantized;
+        a snapshot: an active slot's ``buffers``); ValueError when full. Shapes are the
+        caller's to check (``check_shapes``)."""
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
-
-    def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
-        """Snapshot: ``store`` active slot ``a_slot``'s state (it stays with its request)."""
-        return self.store(*active.buffers(a_slot), owner)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:
         """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy (INT8:

@@ -111,18 +111,16 @@ class Lifecycle:
         r.slots = self.pools.pingpong.open(self._open(r))
         if self.cfg.spec is not None:  # speculative decoding: the request's rings and draft
             r.spec = SpecRequest.of(self.model, self.cfg.spec)
-        active, model = self.pools.active, self.model
-        a = r.slots.active
+        active, model, a = self.pools.active, self.model, r.slots.active
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
-        r.token_match = r.restore_at = 0
-        if m is not None:
-            r.token_match, r.restore_at = m.token_match, m.restore_at
+        r.token_match, r.restore_at = (0, 0) if m is None else (m.token_match, m.restore_at)
         upto = r.restore_at
-        if r.restore_at > 0:
-            r.locked, r.locked_len = m.restore, r.restore_at
-            self.pools.checkpoints.load_to_active(m.state, active, a)
+        if upto:
+            ck = self.pools.checkpoints
+            r.locked, r.locked_len = m.restore, upto
+            ck.load_to_active(m.state, active, a)
             r.bump("copies")
-            r.restore_error = self.pools.checkpoints.quant_error(m.state)
+            r.restore_error = ck.quant_error(m.state)
             if r.inconsistent:  # teaching: MLA at the token match, KDA at the checkpoint
                 upto = r.token_match
                 kv = np.concatenate(self.cache.read_kv(r.ids, upto), axis=0)
@@ -130,7 +128,7 @@ class Lifecycle:
                 kv = np.concatenate(m.kv, axis=0)
         # restore_at == 0: the slot starts from the zero state ``open`` bound to it. The state's
         # KDA arrays live in the active slot (the runner rebinds them there each step)
-        tokens = list(r.ids[:upto])
+        tokens = r.ids[:upto]  # a new list
         r.state = ModelState(
             active.layer_states(a), kv, tokens, model.version, TOKENIZER_FINGERPRINT
         )
@@ -261,9 +259,15 @@ class Lifecycle:
         if not self._evict(r, ck.can_allocate):
             r.bump("skipped")
             return False
+        S, conv = pools.active.buffers(slot)
         if copy:
-            c = ck.store_from_active(pools.active, slot, r.rid)
+            c = ck.store(S, conv, r.rid)
         else:
+            # a view of a step's batch array (the runner binds those to live slots) gets its
+            # own memory first, or the checkpoint, kept long, would pin the whole array: one
+            # copy, counted with the donation
+            if S.base is not None or conv.base is not None:
+                pools.active.rebind(slot, S.copy(), conv.copy())
             c = ck.donate(pools.active, slot, r.rid)
         r.bump("copies" if copy or self.cfg.int8 else "donations")
         if inflight:
@@ -307,15 +311,12 @@ class Lifecycle:
     def finish(self, r: RequestState) -> GenerateReport:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         assert r.slots is not None and r.state is not None
-        pools = self.pools
         self._flush(r)
         if self.cfg.strategy != "no_buffer":
-            for slot, pos in pools.pingpong.valid(r.slots):
+            for slot, pos in self.pools.pingpong.valid(r.slots):
                 self.donate(r, slot, pos, inflight=False)
-        elif r.total in r.plan:  # no_buffer: the live slot itself becomes the last checkpoint
-            self._compact(r.slots.active)
-            if not self.donate(r, r.slots.active, r.total, inflight=False):
-                r.parked.remove(r.total)
+        elif r.total in r.plan and not self.donate(r, r.slots.active, r.total, inflight=False):
+            r.parked.remove(r.total)  # no_buffer's last checkpoint (the live slot): skipped
         if r.pending:
             self._insert(r, list(r.pending), move_lock=False)
             r.pending.clear()
@@ -328,14 +329,6 @@ class Lifecycle:
         if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
             r.state.mla_kv = r.state.mla_kv.copy()
         return self._done(r)
-
-    def _compact(self, slot: int) -> None:
-        """The runner binds views of a step's batch array to the slots; before one goes to the
-        checkpoint pool (kept long) it gets its own memory, or it would pin the whole batch
-        array. One state copy, counted with the donation."""
-        S, conv = self.pools.active.buffers(slot)
-        if S.base is not None or conv.base is not None:
-            self.pools.active.rebind(slot, S.copy(), conv.copy())
 
     def release(self, r: RequestState) -> None:
         """Give back everything the request holds, insert nothing (retract / abort)."""
