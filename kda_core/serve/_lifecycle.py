@@ -103,7 +103,8 @@ class Lifecycle:
         """``r`` is finished: its time, the observer, its report."""
         r.phase, r.seconds = "finished", time.perf_counter() - r.t0
         r.observe("finished")
-        return self.report(r)
+        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
+        return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)
 
     def admit(self, r: RequestState, m: Any) -> None:
         """Open the slots (the caller made room), restore from ``m`` (locked by ``match``),
@@ -347,7 +348,3 @@ class Lifecycle:
         self.release(r)
         r.retractions += 1
         r.reset()
-
-    def report(self, r: RequestState) -> GenerateReport:
-        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
-        return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)
