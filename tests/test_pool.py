@@ -41,7 +41,7 @@ def test_allocate_free_accounting() -> None:
     pool.check_integrity()
     with pytest.raises(ValueError, match="not allocated"):
         pool.free(1)  # double free
-    assert pool.allocate("r5") == 1 and pool.owner(1) == "r5"
+    assert pool.allocate("r5") == 1 and pool.owned()[1] == "r5"
     np.testing.assert_array_equal(pool.buffers(1)[0], np.zeros(SHAPE.s))  # fresh slot is zero
     pool.check_integrity()
 
@@ -68,7 +68,7 @@ def test_bind_and_layer_views(rng: np.random.Generator) -> None:
 def test_snapshot_is_a_frozen_copy(rng: np.random.Generator) -> None:
     pool, a, st = _filled(rng)
     ck = CheckpointPool(SHAPE, 2)
-    c = ck.store_from_active(pool, a, "tree")
+    c = ck.store(*pool.buffers(a), "tree")
     S, conv = ck.buffers(c)
     assert not np.shares_memory(S, pool.buffers(a)[0])
     np.testing.assert_array_equal(S, pool.buffers(a)[0])
@@ -85,7 +85,7 @@ def test_snapshot_is_a_frozen_copy(rng: np.random.Generator) -> None:
 def test_cow_restore_isolation(rng: np.random.Generator) -> None:
     pool, a, _ = _filled(rng)
     ck = CheckpointPool(SHAPE, 2)
-    c = ck.store_from_active(pool, a, "tree")
+    c = ck.store(*pool.buffers(a), "tree")
     before = [x.copy() for x in ck.raw(c)]
     b1, b2 = pool.allocate("r2"), pool.allocate("r3")
     ck.load_to_active(c, pool, b1)
@@ -112,7 +112,7 @@ def test_donate_moves_ownership_without_copy(rng: np.random.Generator) -> None:
     assert S is S_before and conv is conv_before  # the very buffers: no data copied
     assert ck.donations == 1 and ck.copies == 0
     assert not S.flags.writeable
-    assert pool.owner(a) == "r1"  # the slot stays with the request, with a fresh buffer
+    assert pool.owned()[a] == "r1"  # the slot stays with the request, with a fresh buffer
     assert not np.shares_memory(pool.buffers(a)[0], S)
     np.testing.assert_array_equal(pool.buffers(a)[0], np.zeros(SHAPE.s))
     ck.check_integrity()
@@ -147,7 +147,7 @@ def test_deep_copied_checkpoints_stay_read_only(rng: np.random.Generator, int8: 
 
     pool, a, _ = _filled(rng)
     ck = CheckpointPool(SHAPE, 3, int8=int8)
-    ck.store_from_active(pool, a, "tree")
+    ck.store(*pool.buffers(a), "tree")
     ck.donate(pool, a, "tree")
     twin = copy.deepcopy(ck)
     for c in twin.owned():
@@ -161,7 +161,7 @@ def test_deep_copied_checkpoints_stay_read_only(rng: np.random.Generator, int8: 
 def test_int8_checkpoint_matches_quantize_int8(rng: np.random.Generator) -> None:
     pool, a, _ = _filled(rng)
     ck = CheckpointPool(SHAPE, 2, int8=True)
-    c = ck.store_from_active(pool, a, "tree")
+    c = ck.store(*pool.buffers(a), "tree")
     qdata, scale, conv = ck.raw(c)
     S = pool.buffers(a)[0]
     q = quantize_int8(S)  # naive twin: the contract's function on the stacked state
@@ -188,9 +188,9 @@ def test_int8_checkpoint_matches_quantize_int8(rng: np.random.Generator) -> None
 def test_checkpoint_pool_full_and_free(rng: np.random.Generator) -> None:
     pool, a, _ = _filled(rng)
     ck = CheckpointPool(SHAPE, 1)
-    c = ck.store_from_active(pool, a, "tree")
+    c = ck.store(*pool.buffers(a), "tree")
     with pytest.raises(ValueError, match="full"):
-        ck.store_from_active(pool, a, "tree")
+        ck.store(*pool.buffers(a), "tree")
     with pytest.raises(ValueError, match="full"):
         ck.donate(pool, a, "tree")
     ck.free(c)

@@ -36,7 +36,7 @@ def _outcome(fn, *args):
 def test_slot_check_fast_path_equals_the_full_check(shared):
     table = SlotTable(6, "active", SlotBudget(6) if shared else None)
     held = [table.take(f"r{i}") for i in range(4)]
-    table.release(held[1])  # a freed slot: must be refused by both
+    table.free(held[1])  # a freed slot: must be refused by both
     probes = [*range(-2, 8), True, False, np.int64(0), np.int32(2), np.int64(1), 2.0, "0", None]
     checked = 0
     for slot in probes:
@@ -124,7 +124,7 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
     layers = [KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))]
     active.bind(a, layers * 2)
     pool = CheckpointPool(shape, 1, int8=int8)
-    c = pool.store_from_active(active, a, "tree")
+    c = pool.store(*active.buffers(a), "tree")
     digest = pool._data[c].digest
     assert len(digest) == (32 if algo == "xxh3_128" else 40)  # 128 / 160 bits in hex
     pool.check_integrity()
@@ -142,7 +142,7 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
 
 @pytest.mark.parametrize("strategy", ["extra_buffer", "extra_buffer_lazy"])
 def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy):
-    """Track slots (``allocate_unfilled``) and a slot whose buffers were donated are bound to
+    """Track slots (``allocate(shared=True)``) and a slot whose buffers were donated are bound to
     the pool's shared read-only ``zero_state``: they read as the zeros ``allocate`` binds (the
     naive twin), cannot be written in place, and a track write still binds its own copy."""
     import copy
@@ -215,10 +215,10 @@ def test_checkpoint_used_bytes_counter_equals_the_sum_over_slots(int8):
     slots = list(ck.owned())
     ck.free(slots[0])
     assert ck.used_bytes == ck._used_bytes_naive() == (len(slots) - 1) * ck.slot_bytes
-    ck._used_bytes += 1  # a counter out of step with the slots: integrity must say so
+    ck.used_bytes += 1  # a counter out of step with the slots: integrity must say so
     with pytest.raises(PoolError, match="used bytes"):
         ck.check_integrity()
-    ck._used_bytes -= 1
+    ck.used_bytes -= 1
     ck.check_integrity()
 
 

@@ -83,7 +83,7 @@ def test_checkpoint_digest_catches_any_one_byte_change(int8):
         ],
     )
     pool = CheckpointPool(SHAPE, 1, int8=int8)
-    c = pool.store_from_active(active, a, "tree")
+    c = pool.store(*active.buffers(a), "tree")
     pool.check_integrity()
     for arr in pool.raw(c):
         arr.flags.writeable = True  # force writes: the digest must notice each one

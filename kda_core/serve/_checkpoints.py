@@ -58,7 +58,9 @@ class CheckpointPool(SlotTable):
         self.shape = shape
         self.int8 = check_bool("int8", int8)
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
-        self._used_bytes = 0  # sum of the stored checkpoints' nbytes, kept as they come and go
+        # the stored checkpoints' bytes, kept as they come and go (every finished request's
+        # report reads it; ``check_integrity`` checks it against the sum)
+        self.used_bytes = 0
         self.copies = 0
         self.donations = 0
         self.loads = 0
@@ -71,18 +73,12 @@ class CheckpointPool(SlotTable):
         """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
         return self.shape.int8_bytes if self.int8 else self.shape.native_bytes
 
-    @property
-    def used_bytes(self) -> int:
-        """Bytes the stored checkpoints occupy (a counter every finished request's report reads;
-        ``check_integrity`` checks it against the sum)."""
-        return self._used_bytes
-
     def _used_bytes_naive(self) -> int:
         return sum(d.nbytes for d in self._data if d is not None)
 
     def free(self, slot: int) -> None:
         """Release a checkpoint slot (ValueError on a double free)."""
-        self._used_bytes -= self.release(slot).nbytes
+        self.used_bytes -= super().free(slot).nbytes
 
     def _put(self, owner: str, S: np.ndarray, conv: np.ndarray, *, copy: bool) -> int:
         slot = self.take(owner)
@@ -101,21 +97,17 @@ class CheckpointPool(SlotTable):
         freeze(*arrays)
         ck = _Ckpt(arrays, _digest(*arrays), sum(a.nbytes for a in arrays), qerr)
         self._data[slot] = ck
-        self._used_bytes += ck.nbytes
+        self.used_bytes += ck.nbytes
         return slot
 
     def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
         self.shape.check(S, conv)
 
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
-        """A checkpoint holding copies of ``S`` / ``conv`` (INT8: ``S`` quantized); ValueError
-        when full or when the shapes are not one slot's."""
-        self.check_shapes(S, conv)
+        """A checkpoint holding copies of one slot's ``S`` / ``conv`` (INT8: ``S`` quantized;
+        a snapshot: an active slot's ``buffers``); ValueError when full. Shapes are the
+        caller's to check (``check_shapes``)."""
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
-
-    def store_from_active(self, active: ActivePool, a_slot: int, owner: str) -> int:
-        """Snapshot: ``store`` active slot ``a_slot``'s state (it stays with its request)."""
-        return self.store(*active.buffers(a_slot), owner)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:
         """Move active slot ``a_slot``'s buffers into a new checkpoint slot without a copy (INT8:
@@ -153,9 +145,9 @@ class CheckpointPool(SlotTable):
     def check_integrity(self) -> None:
         """Slots are free or owned once; every checkpoint's bytes equal their stored digest."""
         super().check_integrity()
-        if self._used_bytes != self._used_bytes_naive():
+        if self.used_bytes != self._used_bytes_naive():
             raise PoolError(
-                f"checkpoint: used bytes {self._used_bytes} != stored {self._used_bytes_naive()}"
+                f"checkpoint: used bytes {self.used_bytes} != stored {self._used_bytes_naive()}"
             )
         for s, ck in enumerate(self._data):
             if ck is not None and _digest(*ck.arrays) != ck.digest:

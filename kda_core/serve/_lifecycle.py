@@ -9,6 +9,7 @@ docs/serving.md."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,17 +72,21 @@ class Lifecycle:
             self.cache.lock_handle(m.restore, unlock=True)
 
     def make_room(self, r: RequestState) -> bool:
-        """Free enough of the shared pool for the request's slots (evicting unlocked cached
-        states through the policy). -> can it open them?"""
-        pp = self.pools.pingpong
-        while not pp.can_open():
-            if not (self.cfg.cache_on and self.pools.shared):
+        """Free enough of the shared pool for the request's slots. -> can it open them?"""
+        can = self.pools.pingpong.can_open
+        return can() or (self.pools.shared and self._evict(r, can, kv=True))
+
+    def _evict(self, r: RequestState, room: Callable[[], bool], kv: bool = False) -> bool:
+        """Evict unlocked cached states through the policy until ``room()`` (with ``kv``, in
+        one byte buffer, the tree's KV bytes make room too). -> room?"""
+        u = self.pools.unified if kv else None
+        while not room():
+            if not self.cfg.cache_on:
                 return False
             n = self.cache.evict(states=1).states
             if n:
                 r.bump("evicted_states", n)
                 continue
-            u = self.pools.unified  # one buffer: the tree's KV bytes make room too
             k = 0 if u is None else self.cache.evict(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
             if k == 0:
                 return False
@@ -98,7 +103,8 @@ class Lifecycle:
         """``r`` is finished: its time, the observer, its report."""
         r.phase, r.seconds = "finished", time.perf_counter() - r.t0
         r.observe("finished")
-        return self.report(r)
+        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
+        return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)
 
     def admit(self, r: RequestState, m: Any) -> None:
         """Open the slots (the caller made room), restore from ``m`` (locked by ``match``),
@@ -106,18 +112,16 @@ class Lifecycle:
         r.slots = self.pools.pingpong.open(self._open(r))
         if self.cfg.spec is not None:  # speculative decoding: the request's rings and draft
             r.spec = SpecRequest.of(self.model, self.cfg.spec)
-        active, model = self.pools.active, self.model
-        a = r.slots.active
+        active, model, a = self.pools.active, self.model, r.slots.active
         kv = np.zeros((0, len(model.mla_layers), model.config.mla_latent))
-        r.token_match = r.restore_at = 0
-        if m is not None:
-            r.token_match, r.restore_at = m.token_match, m.restore_at
+        r.token_match, r.restore_at = (0, 0) if m is None else (m.token_match, m.restore_at)
         upto = r.restore_at
-        if r.restore_at > 0:
-            r.locked, r.locked_len = m.restore, r.restore_at
-            self.pools.checkpoints.load_to_active(m.state, active, a)
+        if upto:
+            ck = self.pools.checkpoints
+            r.locked, r.locked_len = m.restore, upto
+            ck.load_to_active(m.state, active, a)
             r.bump("copies")
-            r.restore_error = self.pools.checkpoints.quant_error(m.state)
+            r.restore_error = ck.quant_error(m.state)
             if r.inconsistent:  # teaching: MLA at the token match, KDA at the checkpoint
                 upto = r.token_match
                 kv = np.concatenate(self.cache.read_kv(r.ids, upto), axis=0)
@@ -125,7 +129,7 @@ class Lifecycle:
                 kv = np.concatenate(m.kv, axis=0)
         # restore_at == 0: the slot starts from the zero state ``open`` bound to it. The state's
         # KDA arrays live in the active slot (the runner rebinds them there each step)
-        tokens = list(r.ids[:upto])
+        tokens = r.ids[:upto]  # a new list
         r.state = ModelState(
             active.layer_states(a), kv, tokens, model.version, TOKENIZER_FINGERPRINT
         )
@@ -161,10 +165,7 @@ class Lifecycle:
     def next_cut(self, r: RequestState) -> int:
         """The prefill boundary the request is heading for."""
         pos = r.pos
-        for c in r.cuts:
-            if c > pos:
-                return c
-        return r.P
+        return next((c for c in r.cuts if c > pos), r.P)
 
     # -- advance ---------------------------------------------------------------------------
     def advanced(self, r: RequestState, n: int, logits: np.ndarray) -> bool:
@@ -199,37 +200,21 @@ class Lifecycle:
         r.phase = "decode"
         return len(gen) >= r.n_new
 
-    def ckpt_slot(self, r: RequestState) -> bool:
-        """Room for one checkpoint (evicting unlocked cached states through the policy)."""
-        ck = self.pools.checkpoints
-        while not ck.can_allocate(1):
-            n = self.cache.evict(states=1).states if self.cfg.cache_on else 0
-            if n == 0:
-                return False
-            r.bump("evicted_states", n)
-        return True
-
     def park(self, r: RequestState, pos: int) -> None:
         """A checkpoint at ``pos``: in flight into the tree during prefill, pending in decode."""
         assert r.slots is not None
-        pools = self.pools
+        pp = self.pools.pingpong
         r.parked.append(pos)
         inflight = pos <= r.P
-        if self.cfg.strategy == "no_buffer":
-            if pos == r.total:
-                return  # the live slot itself is donated at the end
-            if not self.ckpt_slot(r):
-                r.bump("skipped")
+        if self.cfg.strategy == "no_buffer":  # a copy (at the end the live slot is donated)
+            live = r.slots.active
+            if pos != r.total and not self.donate(r, live, pos, inflight=inflight, copy=True):
                 r.parked.pop()
-                return
-            slot = pools.checkpoints.store_from_active(pools.active, r.slots.active, r.rid)
-            r.bump("copies")
-            self._keep(r, pos, slot, inflight)
             return
-        over = pools.pingpong.overwritten_next(r.slots)
+        over = pp.overwritten_next(r.slots)
         if over is not None:
             self.donate(r, *over, inflight=False)
-        tw = pools.pingpong.track(r.slots, pos)
+        tw = pp.track(r.slots, pos)
         if tw is None:
             r.bump("skipped")
             r.parked.pop()
@@ -243,13 +228,12 @@ class Lifecycle:
     # -- overlap: post-processing one step late ---------------------------------------------
     def end_step(self) -> None:
         """After a step's forward: post-process the previous step's tracked states, then hand
-        this step's to the next one (no-op without overlap)."""
-        busy = self.pools.pingpong.busy
+        this step's to the next one (no-op without overlap). The ring's busy slots are the
+        deferred ones (``close`` frees a flushed request's)."""
         for r, slot, pos in self.deferred:
-            busy.discard(slot)
             self.donate(r, slot, pos, inflight=True)
         self.deferred, self.queue = self.queue, []
-        busy.update(slot for _, slot, _ in self.deferred)
+        self.pools.pingpong.busy = {slot for _, slot, _ in self.deferred}
 
     def _flush(self, r: RequestState) -> None:
         """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
@@ -257,32 +241,41 @@ class Lifecycle:
         self.deferred = [it for it in self.deferred if it[0] is not r]
         self.queue = [it for it in self.queue if it[0] is not r]
         for _, slot, pos in mine:
-            self.pools.pingpong.busy.discard(slot)
             self.donate(r, slot, pos, inflight=True)
 
     def drop_deferred(self) -> None:
         self.pools.pingpong.busy.clear()
         self.deferred, self.queue = [], []
 
-    def donate(self, r: RequestState, slot: int, pos: int, *, inflight: bool) -> bool:
-        """Move a tracked state (no_buffer's last: the live one) into a checkpoint."""
+    def donate(
+        self, r: RequestState, slot: int, pos: int, *, inflight: bool, copy: bool = False
+    ) -> bool:
+        """Move a tracked state (no_buffer's last: the live one; ``copy``: a snapshot of it)
+        into a checkpoint: into the tree in flight, else pending until the end."""
         assert r.slots is not None
         pools = self.pools
+        ck = pools.checkpoints
         if slot != r.slots.active:
             pools.pingpong.mark_donated(r.slots, slot)
-        if not self.ckpt_slot(r):
+        if not self._evict(r, ck.can_allocate):
             r.bump("skipped")
             return False
-        c = pools.checkpoints.donate(pools.active, slot, r.rid)
-        r.bump("copies" if self.cfg.int8 else "donations")
-        self._keep(r, pos, c, inflight)
-        return True
-
-    def _keep(self, r: RequestState, pos: int, slot: int, inflight: bool) -> None:
-        if inflight:
-            self._insert(r, [(pos, slot)], move_lock=True)
+        S, conv = pools.active.buffers(slot)
+        if copy:
+            c = ck.store(S, conv, r.rid)
         else:
-            r.pending.append((pos, slot))
+            # a view of a step's batch array (the runner binds those to live slots) gets its
+            # own memory first, or the checkpoint, kept long, would pin the whole array: one
+            # copy, counted with the donation
+            if S.base is not None or conv.base is not None:
+                pools.active.rebind(slot, S.copy(), conv.copy())
+            c = ck.donate(pools.active, slot, r.rid)
+        r.bump("copies" if copy or self.cfg.int8 else "donations")
+        if inflight:
+            self._insert(r, [(pos, c)], move_lock=True)
+        else:
+            r.pending.append((pos, c))
+        return True
 
     def _insert(self, r: RequestState, ckpts: list[tuple[int, int]], move_lock: bool) -> None:
         """Insert the request's tokens up to its deepest checkpoint with these checkpoints;
@@ -305,35 +298,26 @@ class Lifecycle:
             pools.checkpoints.free(slot_at[p])
         r.inserted.extend((slot_at[p], frees) for p in res.new)
         r.bump("existed", len(res.existed))
-        if move_lock and self._try_lock(res.handle):
-            if r.locked is not None:
-                self.cache.lock_handle(r.locked, unlock=True)
-            r.locked, r.locked_len = res.handle, end
-
-    def _try_lock(self, handle: Any) -> bool:
-        """Lock an insert's checkpoint handle if its state is still cached (the per-path cap
-        may have dropped it during the same insert). -> locked?"""
-        if handle is None:
-            return False
+        if not move_lock or res.handle is None:
+            return
         try:
-            self.cache.lock_handle(handle)
-        except HandleError:  # stale: the state this handle names is gone
-            return False
-        return True
+            self.cache.lock_handle(res.handle)
+        except HandleError:  # stale: the per-path cap dropped this state during the insert
+            return
+        if r.locked is not None:
+            self.cache.lock_handle(r.locked, unlock=True)
+        r.locked, r.locked_len = res.handle, end
 
     # -- finish / retract ------------------------------------------------------------------
     def finish(self, r: RequestState) -> GenerateReport:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         assert r.slots is not None and r.state is not None
-        pools = self.pools
         self._flush(r)
         if self.cfg.strategy != "no_buffer":
-            for slot, pos in pools.pingpong.valid(r.slots):
+            for slot, pos in self.pools.pingpong.valid(r.slots):
                 self.donate(r, slot, pos, inflight=False)
-        elif r.total in r.plan:  # no_buffer: the live slot itself becomes the last checkpoint
-            self._compact(r.slots.active)
-            if not self.donate(r, r.slots.active, r.total, inflight=False):
-                r.parked.remove(r.total)
+        elif r.total in r.plan and not self.donate(r, r.slots.active, r.total, inflight=False):
+            r.parked.remove(r.total)  # no_buffer's last checkpoint (the live slot): skipped
         if r.pending:
             self._insert(r, list(r.pending), move_lock=False)
             r.pending.clear()
@@ -347,25 +331,14 @@ class Lifecycle:
             r.state.mla_kv = r.state.mla_kv.copy()
         return self._done(r)
 
-    def _compact(self, slot: int) -> None:
-        """The runner binds views of a step's batch array to the slots; before one goes to the
-        checkpoint pool (kept long) it gets its own memory, or it would pin the whole batch
-        array. One state copy, counted with the donation."""
-        S, conv = self.pools.active.buffers(slot)
-        if S.base is not None or conv.base is not None:
-            self.pools.active.rebind(slot, S.copy(), conv.copy())
-
-    def _unlock(self, r: RequestState) -> None:
-        if r.locked is not None:
-            self.cache.lock_handle(r.locked, unlock=True)
-            r.locked, r.locked_len = None, 0
-
     def release(self, r: RequestState) -> None:
         """Give back everything the request holds, insert nothing (retract / abort)."""
         for _, slot in r.pending:
             self.pools.checkpoints.free(slot)
         r.pending.clear()
-        self._unlock(r)
+        if r.locked is not None:
+            self.cache.lock_handle(r.locked, unlock=True)
+            r.locked, r.locked_len = None, 0
         if r.slots is not None:
             self.pools.pingpong.close(r.slots)
             r.slots = None
@@ -375,7 +348,3 @@ class Lifecycle:
         self.release(r)
         r.retractions += 1
         r.reset()
-
-    def report(self, r: RequestState) -> GenerateReport:
-        rep = r.report(self.pools.still_held(r.inserted), self.pools.stats())
-        return rep if r.trace is None else r.trace.finish(rep, self.model, r.inconsistent)

@@ -84,7 +84,9 @@ class PingPong:
                 f"{self.strategy!r} needs {self.up_front}"
             )
         active = self.pool.allocate(owner)
-        track = [self.pool.allocate_unfilled(owner + ":track") for _ in range(self.up_front - 1)]
+        track = [
+            self.pool.allocate(owner + ":track", shared=True) for _ in range(self.up_front - 1)
+        ]
         return RequestSlots(owner, active, track, [None] * len(track))
 
     def track(self, req: RequestSlots, position: int) -> int | None:
@@ -96,7 +98,7 @@ class PingPong:
         if req.next >= len(req.track):  # lazy: take the second slot at a boundary
             if not self.pool.can_allocate(1):
                 return None
-            req.track.append(self.pool.allocate_unfilled(req.owner + ":track"))
+            req.track.append(self.pool.allocate(req.owner + ":track", shared=True))
             req.track_pos.append(None)
         slot = req.track[req.next]
         if slot in self.busy:

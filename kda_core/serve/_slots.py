@@ -69,14 +69,12 @@ class StateShape:
             raise ValueError(f"kda states must be S {self.s} / conv {self.conv}, got {s} / {c}")
 
 
+@dataclass(slots=True, eq=False)
 class SlotBudget:
     """A slot count several ``SlotTable`` s draw from: ``used <= capacity`` always."""
 
-    __slots__ = ("capacity", "used")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
+    capacity: int
+    used: int = 0
 
 
 def freeze(*arrays: np.ndarray) -> None:
@@ -149,8 +147,8 @@ class SlotTable:
             raise ValueError(f"{name} {s} of the {self.name} pool is not allocated")
         return s
 
-    def release(self, slot: Any) -> Any:
-        """Free an allocated ``slot``; returns the data it held."""
+    def free(self, slot: Any) -> Any:
+        """Free an allocated ``slot`` (ValueError on a double free); returns the data it held."""
         s = self.check(slot)
         del self._owner[s]
         data, self._data[s] = self._data[s], None
@@ -158,9 +156,6 @@ class SlotTable:
         if self.budget is not None:
             self.budget.used -= 1
         return data
-
-    def owner(self, slot: int) -> str | None:
-        return self._owner.get(slot)
 
     def set_owner(self, slot: Any, owner: str) -> None:
         self._owner[self.check(slot)] = owner
@@ -189,7 +184,7 @@ class ActivePool(SlotTable):
     def __init__(self, shape: StateShape, slots: int, budget: SlotBudget | None = None) -> None:
         self.shape = shape
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "active", budget)
-        # one read-only zero state for every slot only ever rebound (``allocate_unfilled``,
+        # one read-only zero state for every slot only ever rebound (``allocate(shared=True)``,
         # ``CheckpointPool.donate``'s refill): zeroing 246 KiB per track slot, for buffers the
         # first track write drops, cost ~17 us each in the serving loop. Read-only: a bug
         # writing into it raises instead of reaching every slot.
@@ -199,22 +194,14 @@ class ActivePool(SlotTable):
     def _frozen(self) -> Iterable[np.ndarray]:
         return self.zero_state
 
-    def allocate(self, owner: str) -> int:
-        """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear)."""
+    def allocate(self, owner: str, shared: bool = False) -> int:
+        """Take the lowest free slot for ``owner``; its state starts at zero (needs-clear). With
+        ``shared``, the read-only ``zero_state``: for a slot written by ``rebind`` only (a track
+        slot: its first track write binds a copy)."""
         slot = self.take(owner)
-        self._data[slot] = (np.zeros(self.shape.s), np.zeros(self.shape.conv))
+        zeros = self.zero_state if shared else (np.zeros(self.shape.s), np.zeros(self.shape.conv))
+        self._data[slot] = zeros
         return slot
-
-    def allocate_unfilled(self, owner: str) -> int:
-        """``allocate`` bound to the shared read-only ``zero_state``: for a slot written by
-        ``rebind`` only (a track slot: its first track write binds a copy)."""
-        slot = self.take(owner)
-        self._data[slot] = self.zero_state
-        return slot
-
-    def free(self, slot: int) -> None:
-        """Return ``slot`` to the free list (ValueError on a double free)."""
-        self.release(slot)
 
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
