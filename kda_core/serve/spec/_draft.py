@@ -12,8 +12,12 @@ import numpy as np
 
 from kda_core._checks import check_int, check_seed
 from kda_core.model import ModelState, TinyHybrid, check_tokens
-from kda_core.serve.spec._replay import ReplaySSM
-from kda_core.serve.spec._segment import MAX_DRAFT_TOKENS, check_draft_tokens, check_ring_len
+from kda_core.serve.spec._replay import (
+    MAX_DRAFT_TOKENS,
+    ReplaySSM,
+    check_draft_tokens,
+    check_ring_len,
+)
 
 # A draft proposes n tokens to follow ``history`` (whose last token is the pending one, not yet
 # consumed by ``state``). It may use the committed state (e.g. the target with noise).
