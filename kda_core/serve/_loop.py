@@ -112,7 +112,7 @@ class Loop:
                     if life.advanced(r, n, logits):
                         reports[r.idx] = rep = life.finish(r)
                         totals.update(_totals(rep))  # a request that raised: not counted
-                        sched.done(r)
+                        sched.running.remove(r)
                         finished.append(r.idx)
                 life.end_step()  # overlap: the previous step's post-processing, after the forward
                 rows.append(_row(parts, step, b, finished, states, runner.graph))

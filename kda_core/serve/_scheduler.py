@@ -137,13 +137,10 @@ class Scheduler:
                 dec.remove(victim)
             self.life.retract(victim)
             b.retracted.append(victim)
-            self._requeue(victim)
+            bisect.insort(self.waiting, victim, key=lambda w: (w.arrival, w.idx))
         b.decode = [r for r in dec if r.spec is None]
         b.verify = [(r, n) for r, n in zip(dec, win) if r.spec is not None]
         return sum(win)
-
-    def _requeue(self, r: RequestState) -> None:
-        bisect.insort(self.waiting, r, key=lambda w: (w.arrival, w.idx))
 
     def _admit_head(self, step: int, b: Batch) -> bool:
         if not self.waiting or len(self.running) >= self.max_running:
@@ -166,9 +163,6 @@ class Scheduler:
         finally:
             self.admitting = 0
         return True
-
-    def done(self, r: RequestState) -> None:
-        self.running.remove(r)
 
     def next_arrival(self, step: int) -> int | None:
         """The step to jump to when nothing runs and the head has not arrived (else None)."""

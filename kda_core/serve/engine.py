@@ -41,8 +41,7 @@ from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS
-from kda_core.serve._state import RequestState
-from kda_core.serve._trace import Trace
+from kda_core.serve._state import RequestState, Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import (
     CachedCheckpoint,
