@@ -43,27 +43,11 @@ from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS
 from kda_core.serve._state import RequestState, Trace
 from kda_core.serve._unified import make_unified
-from kda_core.serve.report import (
-    CachedCheckpoint,
-    EngineStats,
-    GenerateReport,
-    ServeReport,
-    StepRecord,
-    StepRow,
-)
+from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
 from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
-__all__ = [
-    "DEFAULT_POLICY",
-    "Engine",
-    "EngineStats",
-    "GenerateReport",
-    "Request",
-    "ServeReport",
-    "StepRow",
-    "StepRecord",
-]
+__all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
 
 
 class Engine:
