@@ -74,11 +74,11 @@ class Loop:
         self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
         self.scheduler = Scheduler(self.life, parts.cache)
         self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
+        self.totals: Counter = Counter()  # over the finished requests (``EngineStats``)
 
     def serve(
         self,
         states: list[RequestState],
-        totals: Counter,
         max_batch_tokens: int,
         max_running_requests: int | None,
         kv_tokens: int | None,
@@ -111,7 +111,7 @@ class Loop:
                 for r, n, logits in runner.run(b):
                     if life.advanced(r, n, logits):
                         reports[r.idx] = rep = life.finish(r)
-                        totals.update(_totals(rep))  # a request that raised: not counted
+                        self.totals.update(_totals(rep))  # a request that raised: not counted
                         sched.running.remove(r)
                         finished.append(r.idx)
                 life.end_step()  # overlap: the previous step's post-processing, after the forward
