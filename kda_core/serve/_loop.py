@@ -72,7 +72,7 @@ class Loop:
     def __init__(self, parts: Parts) -> None:
         self.parts = parts
         self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
-        self.scheduler = Scheduler(self.life, parts.cache)
+        self.scheduler = Scheduler(self.life)
         self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
         self.totals: Counter = Counter()  # over the finished requests (``EngineStats``)
 

@@ -13,7 +13,6 @@ import bisect
 import time
 from dataclasses import dataclass, field
 
-from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
 
@@ -40,9 +39,9 @@ class Scheduler:
     """FCFS continuous batching over one engine's pools (see the module docstring); one per
     engine, ``start`` begins a serve."""
 
-    def __init__(self, life: Lifecycle, cache: PrefixCache) -> None:
+    def __init__(self, life: Lifecycle) -> None:
         self.life = life
-        self.cache = cache
+        self.cache = life.cache  # the prefix cache the lifecycle works on
         self.cache_on = life.cfg.cache_on
         self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
         self.waiting: list[RequestState] = []
