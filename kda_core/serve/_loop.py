@@ -98,7 +98,7 @@ class Loop:
         try:
             while sched.running or sched.waiting or life.deferred:
                 b = sched.schedule(step)
-                if b.empty:
+                if not (b.decode or b.verify or b.prefill):  # nothing to run this step
                     jump = sched.next_arrival(step)
                     if jump is not None:  # nothing runs, nothing has arrived: jump to it
                         step = jump

@@ -30,10 +30,6 @@ class Batch:
     retracted: list[RequestState] = field(default_factory=list)
     held_for_memory: int | None = None  # the arrived head that could not get its memory
 
-    @property
-    def empty(self) -> bool:
-        return not self.decode and not self.prefill and not self.verify
-
 
 class Scheduler:
     """FCFS continuous batching over one engine's pools (see the module docstring); one per
