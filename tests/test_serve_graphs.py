@@ -97,8 +97,8 @@ def test_the_largest_captured_size_caps_the_running_requests():
     "bad, match",
     [
         ([], "hold 1 to 64 sizes"),
-        ([0, 2], r"integer in \[1, 4096\]"),
-        ([True], r"integer in \[1, 4096\]"),
+        ([0, 2], r"cuda_graph_bs\[0\] must be in \[1, 4096\]"),
+        ([True], r"cuda_graph_bs\[0\] must be an integer in \[1, 4096\]"),
         ("8", "sequence of batch sizes"),
         (list(range(1, 70)), "hold 1 to 64 sizes"),
     ],

@@ -15,7 +15,7 @@ from kda_core import model as M
 from kda_core.kda.quant import round_bf16
 from kda_core.serve import spec
 from kda_core.serve.spec._draft import ngram_draft
-from kda_core.serve.spec._segment import ring_verify
+from kda_core.serve.spec._replay import ring_verify
 from kda_core.studies._spec_memory import spec_memory
 from kda_core.studies._speculative import fold_state, reconstruct_error, reconstruct_outputs
 
@@ -212,7 +212,7 @@ def test_outputs_reconstructed_from_s0_and_ring_equal_direct(tiny, committed):
     assert reconstruct_error(rs, committed, res) <= 1e-12  # every layer
     # ring slots hold positions start..start+7 at p & (L-1)
     ring = rs.rings[0]
-    assert ring.ring_len == 16
+    assert len(ring.pos) == 16  # the ring length L
     assert sorted(ring.pos[ring.pos >= 0].tolist()) == list(range(res.start, res.start + 8))
 
 

@@ -167,20 +167,20 @@ def pool_sizes(
     return n, min(2 * n, MAX_SLOTS) if int8 else n
 
 
-def prompt_tokens(prompt: Any, name: str = "prompt") -> list[int]:
+def prompt_tokens(prompt: Any) -> list[int]:
     """Text (UTF-8 bytes) or token ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them."""
     if isinstance(prompt, str):
         if not prompt:
-            raise ValueError(f"{name} must not be empty")
+            raise ValueError("prompt must not be empty")
         ids = encode(prompt)
     elif isinstance(prompt, (list, tuple, np.ndarray)):
-        ids = check_tokens(prompt, name=name)
+        ids = check_tokens(prompt, name="prompt")
     else:
         raise ValueError(
-            f"{name} must be a str or a list of token ids, got {type(prompt).__name__}"
+            f"prompt must be a str or a list of token ids, got {type(prompt).__name__}"
         )
     if len(ids) > MAX_TOKENS - MAX_NEW_TOKENS:
-        raise ValueError(f"{name}: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
+        raise ValueError(f"prompt: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
     return ids
 
 
@@ -197,8 +197,6 @@ def check_requests(requests: Any) -> list[RequestState]:
         ids = prompt_tokens(rq.prompt)
         n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
         check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)  # steps from the start
-        if len(ids) + n_new - 1 > MAX_TOKENS:
-            raise ValueError(f"requests[{i}]: prompt + max_new_tokens exceeds {MAX_TOKENS}")
         out.append(RequestState(i, ids, n_new, rq.arrival))
     return out
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kda_core._checks import check_int
 from kda_core.serve._slots import MAX_SLOTS
 
 SINK = 0  # the sink's state index in SGLang's numbering (its reserved slot 0)
@@ -36,10 +37,8 @@ def check_graph_bs(sizes: object) -> tuple[int, ...] | None:
         raise ValueError("cuda_graph_bs must be None or a sequence of batch sizes")
     if not 1 <= len(sizes) <= MAX_GRAPH_SIZES:
         raise ValueError(f"cuda_graph_bs must hold 1 to {MAX_GRAPH_SIZES} sizes, got {len(sizes)}")
-    for s in sizes:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 1 <= s <= MAX_SLOTS:
-            raise ValueError(f"cuda_graph_bs: each size must be an integer in [1, {MAX_SLOTS}]")
-    return tuple(sorted({int(s) for s in sizes}))
+    ints = {check_int(f"cuda_graph_bs[{i}]", s, 1, MAX_SLOTS) for i, s in enumerate(sizes)}
+    return tuple(sorted(ints))
 
 
 def padded_size(n: int, sizes: Sequence[int]) -> int:

@@ -72,13 +72,13 @@ class Loop:
     def __init__(self, parts: Parts) -> None:
         self.parts = parts
         self.life = BlockLifecycle(parts) if parts.config.blocks else Lifecycle(parts)
-        self.scheduler = Scheduler(self.life, parts.cache)
+        self.scheduler = Scheduler(self.life)
         self.runner = Runner(parts.model, parts.pools.active, graph_bs=parts.config.graph_bs)
+        self.totals: Counter = Counter()  # over the finished requests (``EngineStats``)
 
     def serve(
         self,
         states: list[RequestState],
-        totals: Counter,
         max_batch_tokens: int,
         max_running_requests: int | None,
         kv_tokens: int | None,
@@ -98,7 +98,7 @@ class Loop:
         try:
             while sched.running or sched.waiting or life.deferred:
                 b = sched.schedule(step)
-                if b.empty:
+                if not (b.decode or b.verify or b.prefill):  # nothing to run this step
                     jump = sched.next_arrival(step)
                     if jump is not None:  # nothing runs, nothing has arrived: jump to it
                         step = jump
@@ -111,8 +111,8 @@ class Loop:
                 for r, n, logits in runner.run(b):
                     if life.advanced(r, n, logits):
                         reports[r.idx] = rep = life.finish(r)
-                        totals.update(_totals(rep))  # a request that raised: not counted
-                        sched.done(r)
+                        self.totals.update(_totals(rep))  # a request that raised: not counted
+                        sched.running.remove(r)
                         finished.append(r.idx)
                 life.end_step()  # overlap: the previous step's post-processing, after the forward
                 rows.append(_row(parts, step, b, finished, states, runner.graph))

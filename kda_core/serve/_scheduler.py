@@ -13,7 +13,6 @@ import bisect
 import time
 from dataclasses import dataclass, field
 
-from kda_core.cache.protocol import PrefixCache
 from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._state import RequestState
 
@@ -31,18 +30,14 @@ class Batch:
     retracted: list[RequestState] = field(default_factory=list)
     held_for_memory: int | None = None  # the arrived head that could not get its memory
 
-    @property
-    def empty(self) -> bool:
-        return not self.decode and not self.prefill and not self.verify
-
 
 class Scheduler:
     """FCFS continuous batching over one engine's pools (see the module docstring); one per
     engine, ``start`` begins a serve."""
 
-    def __init__(self, life: Lifecycle, cache: PrefixCache) -> None:
+    def __init__(self, life: Lifecycle) -> None:
         self.life = life
-        self.cache = cache
+        self.cache = life.cache  # the prefix cache the lifecycle works on
         self.cache_on = life.cfg.cache_on
         self.unified = life.pools.unified  # one byte buffer: the KV cap is what states leave
         self.waiting: list[RequestState] = []
@@ -137,13 +132,10 @@ class Scheduler:
                 dec.remove(victim)
             self.life.retract(victim)
             b.retracted.append(victim)
-            self._requeue(victim)
+            bisect.insort(self.waiting, victim, key=lambda w: (w.arrival, w.idx))
         b.decode = [r for r in dec if r.spec is None]
         b.verify = [(r, n) for r, n in zip(dec, win) if r.spec is not None]
         return sum(win)
-
-    def _requeue(self, r: RequestState) -> None:
-        bisect.insort(self.waiting, r, key=lambda w: (w.arrival, w.idx))
 
     def _admit_head(self, step: int, b: Batch) -> bool:
         if not self.waiting or len(self.running) >= self.max_running:
@@ -166,9 +158,6 @@ class Scheduler:
         finally:
             self.admitting = 0
         return True
-
-    def done(self, r: RequestState) -> None:
-        self.running.remove(r)
 
     def next_arrival(self, step: int) -> int | None:
         """The step to jump to when nothing runs and the head has not arrived (else None)."""

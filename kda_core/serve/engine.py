@@ -9,7 +9,6 @@ transfer`` hooks ``before_drop``)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,30 +40,13 @@ from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS
-from kda_core.serve._state import RequestState
-from kda_core.serve._trace import Trace
+from kda_core.serve._state import RequestState, Trace
 from kda_core.serve._unified import make_unified
-from kda_core.serve.report import (
-    CachedCheckpoint,
-    EngineStats,
-    GenerateReport,
-    ServeReport,
-    StepRecord,
-    StepRow,
-)
+from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
 from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
-__all__ = [
-    "DEFAULT_POLICY",
-    "Engine",
-    "EngineStats",
-    "GenerateReport",
-    "Request",
-    "ServeReport",
-    "StepRow",
-    "StepRecord",
-]
+__all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
 
 
 class Engine:
@@ -167,7 +149,6 @@ class Engine:
         extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
         config = ServeConfig(*modes, *extras)
         self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
-        self.totals: Counter = Counter()  # over the finished requests (``_loop._totals``)
 
     def _offer_dropped(self, d: DroppedState) -> None:
         """``before_drop`` sees the state as arrays (S, conv), not as a pool slot."""
@@ -209,7 +190,7 @@ class Engine:
         r = RequestState(0, ids, n_new, 0)
         r.trace = Trace(mode, step_replay, record_states, reference, seen)
         r.stepwise = True  # the trace sees every step's state
-        rep = self.loop.serve([r], self.totals, self._batch_tokens(None), None, None).reports[0]
+        rep = self.loop.serve([r], self._batch_tokens(None), None, None).reports[0]
         assert rep is not None
         return rep
 
@@ -242,7 +223,7 @@ class Engine:
             raise ValueError("kv_tokens: the block table's KV is its blocks'")
         if self.restore_mode != "exact":
             raise ValueError("serve needs restore='exact' (the teaching mode is per request)")
-        return self.loop.serve(check_requests(requests), self.totals, mbt, mrr, kvt)
+        return self.loop.serve(check_requests(requests), mbt, mrr, kvt)
 
     def _batch_tokens(self, max_batch_tokens: Any) -> int:
         b = self.blocks
@@ -317,7 +298,7 @@ class Engine:
             tree_states=self.cache.n_states,
             tree_nodes=self.cache.n_nodes,
             tree_kv_tokens=self.cache.kv_tokens,
-            **self.totals,
+            **self.loop.totals,
         )
 
     def check_integrity(self) -> None:

@@ -80,11 +80,11 @@ class GenerateReport:
     evicted_kv_tokens: int
     restore_error: tuple[float, float]  # (max |S - S'|, rel Frobenius) of the restored ckpt
     step_log: tuple[StepRecord, ...]
-    replay_states: np.ndarray | None  # [restore_at..token_match, L, H, K, V] if recorded
-    ref_logits: np.ndarray | None  # uncached run's logits (reference=True)
-    ref_max_abs_diff: float | None  # max |logits - ref_logits|
     pools: PoolStats
     seconds: float
+    replay_states: np.ndarray | None = None  # [restore_at..token_match, L, H, K, V] if recorded
+    ref_logits: np.ndarray | None = None  # uncached run's logits (reference=True)
+    ref_max_abs_diff: float | None = None  # max |logits - ref_logits|
     verify_steps: tuple[VerifyRecord, ...] = ()  # speculative decoding: one per verify
 
     @property

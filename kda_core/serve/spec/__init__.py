@@ -9,10 +9,11 @@ from kda_core.serve.spec._draft import (
     accept_length,
     make_noisy_draft,
 )
-from kda_core.serve.spec._replay import ReplaySSM, VerifyResult
-from kda_core.serve.spec._segment import (
+from kda_core.serve.spec._replay import (
     MAX_DRAFT_TOKENS,
     RING_FIELDS,
+    ReplaySSM,
+    VerifyResult,
     check_draft_tokens,
     check_ring_len,
     exact_replay,

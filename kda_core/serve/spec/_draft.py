@@ -12,8 +12,7 @@ import numpy as np
 
 from kda_core._checks import check_int, check_seed
 from kda_core.model import ModelState, TinyHybrid, check_tokens
-from kda_core.serve.spec._replay import ReplaySSM
-from kda_core.serve.spec._segment import MAX_DRAFT_TOKENS, check_draft_tokens, check_ring_len
+from kda_core.serve.spec._replay import MAX_DRAFT_TOKENS, ReplaySSM, check_ring_len
 
 # A draft proposes n tokens to follow ``history`` (whose last token is the pending one, not yet
 # consumed by ``state``). It may use the committed state (e.g. the target with noise).
@@ -104,8 +103,7 @@ class SpecConfig:
     def __post_init__(self) -> None:
         if not (self.draft in ("noisy", "ngram") or callable(self.draft)):
             raise ValueError(f"draft must be 'ngram', 'noisy' or a callable, got {self.draft!r}")
-        d = check_draft_tokens(self.draft_tokens)
-        check_ring_len(self.ring_len, d)
+        check_ring_len(self.ring_len, self.draft_tokens)  # checks draft_tokens first
         _check_noise(self.noise)
         check_seed("seed", self.seed)
 
