@@ -160,6 +160,24 @@ def _model_config(spec: sz.ModelSpec, length: int):
     return mc
 
 
+def mamba_spec(cc, shapes, dtypes, mode: str, blocks: int, checkpoint: int):
+    """vLLM's ``MambaSpec`` of the linear layers as its config resolved them (``cc``: the
+    ``CacheConfig`` after ``_align_hybrid_block_size``), with its prefill checkpoint blocks."""
+    mamba = kvi.MambaSpec(
+        shapes=shapes,
+        dtypes=dtypes,
+        block_size=cc.block_size,
+        page_size_padded=cc.mamba_page_size_padded,
+        mamba_cache_mode=mode,
+        num_speculative_blocks=blocks,
+    )
+    if not checkpoint:
+        return mamba
+    return dataclasses.replace(
+        mamba, num_prefill_checkpoint_blocks=checkpoint, prefill_checkpoint_alignment=1
+    )
+
+
 def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0, blocks=0):
     """vLLM's plan; ``draft`` MTP attention layers join as ``get_kv_cache_spec`` registers
     them: the target's attention spec marked ``is_draft``; ``k`` speculative tokens widen the
@@ -201,18 +219,7 @@ def real_plan(monkeypatch, name, tp, kv, ssm, length, avail, mode, draft=0, k=0,
         attn = kvi.FullAttentionSpec(
             block_size=bs, num_kv_heads=heads, head_size=spec.attn_head_dim, dtype=TORCH[kv]
         )
-    mamba = kvi.MambaSpec(
-        shapes=shapes,
-        dtypes=dtypes,
-        block_size=bs,
-        page_size_padded=cc.mamba_page_size_padded,
-        mamba_cache_mode=mode,
-        num_speculative_blocks=blocks,
-    )
-    if checkpoint:
-        mamba = dataclasses.replace(
-            mamba, num_prefill_checkpoint_blocks=checkpoint, prefill_checkpoint_alignment=1
-        )
+    mamba = mamba_spec(cc, shapes, dtypes, mode, blocks, checkpoint)
     n_attn, n_linear = real_layers(name)
     layers = {f"a{i}": attn for i in range(n_attn)}
     layers.update({f"m{i}": mamba for i in range(n_linear)})

@@ -55,25 +55,11 @@ def _priced_layers(monkeypatch, cfg, path: str) -> int | None:
         num_nextn_predict_layers=getattr(cfg, "num_nextn_predict_layers", None),
         is_hybrid_swa=False,
     )
-    spec = SimpleNamespace(speculative_draft_model_path=path, speculative_draft_model_revision=None)
 
     def draft_config(_sa, model_path, model_revision=None, is_draft_model=False):
         return ModelConfig(model_path, is_draft_model=is_draft_model)
 
-    with monkeypatch.context() as m:
-        m.setattr(aux, "get_spec", lambda: spec)
-        m.setattr(aux.ModelConfig, "from_server_args", draft_config)
-        out = aux.SpecAuxHiddenStateConfig()
-        algo = SimpleNamespace(is_eagle=lambda: True, is_standalone=lambda: False)
-        algo.is_eagle3 = lambda: True
-        aux._resolve_eagle_aux_hidden_state(
-            config=out,
-            server_args=None,
-            model_config=target,
-            spec_algorithm=algo,
-            is_draft_worker=False,
-        )
-    return out.eagle_draft_num_layers
+    return mt.resolved_draft_layers(monkeypatch, target, path, draft_config, True)
 
 
 def _pool_bytes_per_row(path: str, tp: int, kv: str, page: int) -> int:

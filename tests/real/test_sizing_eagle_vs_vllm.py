@@ -86,18 +86,7 @@ def real_eagle_plan(monkeypatch, name, tp, kv, length, avail, mode, raw, k):
     attn = kvi.FullAttentionSpec(
         block_size=bs, num_kv_heads=heads, head_size=spec.attn_head_dim, dtype=cv.TORCH[kv]
     )
-    mamba = kvi.MambaSpec(
-        shapes=shapes,
-        dtypes=dtypes,
-        block_size=bs,
-        page_size_padded=cc.mamba_page_size_padded,
-        mamba_cache_mode=mode,
-        num_speculative_blocks=k,
-    )
-    if checkpoint:
-        mamba = dataclasses.replace(
-            mamba, num_prefill_checkpoint_blocks=checkpoint, prefill_checkpoint_alignment=1
-        )
+    mamba = cv.mamba_spec(cc, shapes, dtypes, mode, k, checkpoint)
     layers = {f"a{i}": attn for i in range(spec.n_attn_layers)}
     layers.update({f"m{i}": mamba for i in range(spec.n_linear_layers)})
     draft = dataclasses.replace(_draft_spec(raw, bs, tp, kv), is_draft=True)

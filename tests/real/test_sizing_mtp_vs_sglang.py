@@ -58,13 +58,20 @@ def _draft_layers(monkeypatch, cfg) -> int | None:
         is_hybrid_swa=False,
     )
     draft_mode = SimpleNamespace(num_nextn_predict_layers=1, is_hybrid_swa=False)
-    spec = SimpleNamespace(speculative_draft_model_path=None, speculative_draft_model_revision=None)
+    return resolved_draft_layers(monkeypatch, target, None, lambda *a, **k: draft_mode, False)
+
+
+def resolved_draft_layers(monkeypatch, target, path, draft_config, eagle3: bool) -> int | None:
+    """``eagle_draft_num_layers`` as SGLang's real ``_resolve_eagle_aux_hidden_state`` sets it
+    for ``target``, with the draft at ``path`` (None: none) read by ``draft_config`` (standing
+    in for ``ModelConfig.from_server_args``)."""
+    spec = SimpleNamespace(speculative_draft_model_path=path, speculative_draft_model_revision=None)
     with monkeypatch.context() as m:
         m.setattr(aux, "get_spec", lambda: spec)
-        m.setattr(aux.ModelConfig, "from_server_args", lambda *a, **k: draft_mode)
+        m.setattr(aux.ModelConfig, "from_server_args", draft_config)
         out = aux.SpecAuxHiddenStateConfig()
         algo = SimpleNamespace(is_eagle=lambda: True, is_standalone=lambda: False)
-        algo.is_eagle3 = lambda: False
+        algo.is_eagle3 = lambda: eagle3
         aux._resolve_eagle_aux_hidden_state(
             config=out,
             server_args=None,
