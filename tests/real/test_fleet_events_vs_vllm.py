@@ -132,34 +132,52 @@ def test_vllm_decodes_what_the_lab_emits():
         assert theirs.kv_cache_spec_kind == mine.kv_cache_spec_kind
 
 
-def _wait_until_bound(port: int, timeout_s: float = 20.0) -> None:
-    """Until something listens on ``port`` (a TCP connection is accepted; binding a probe
-    would race the listener's own bind), at most ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing bound 127.0.0.1:{port} within {timeout_s} s")
+def _free_port() -> int:
+    """A loopback port nothing holds now (a plain socket closes at once; a ZMQ socket closes on
+    its I/O thread, later, so the listener's bind could find the port still taken)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_listener(batches: int, result: dict, timeout_s: float = 20.0) -> threading.Thread:
+    """The lab's listener on a free loopback port, bound before this returns (a TCP connection
+    is accepted); a port another process took in between is tried again with a new one."""
+    for _ in range(3):
+        port = _free_port()
+        result.clear()
+
+        def run(port: int = port) -> None:
+            try:
+                result["st"] = listen(
+                    f"tcp://127.0.0.1:{port}",
+                    bind=True,
+                    seconds=60,
+                    batches=batches,
+                    out=lambda s: None,
+                )
+            except zmq.ZMQError as e:  # the port was taken before the bind
+                result["error"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and "error" not in result:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                result["port"] = port
+                return t
+            except OSError:
+                time.sleep(0.05)
+        t.join(1.0)
+    raise AssertionError(f"the listener could not bind a loopback port: {result.get('error')}")
 
 
 def test_the_lab_listens_to_vllms_own_publisher():
     steps = vllm_steps(list(range(1, 6 * B + 101)))
-    sock = zmq.Context.instance().socket(zmq.SUB)
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    sock.close(0)  # the port is free again: the listener binds it
-    result = {}
-
-    def run():
-        result["st"] = listen(
-            f"tcp://127.0.0.1:{port}", bind=True, seconds=60, batches=len(steps), out=lambda s: None
-        )
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    _wait_until_bound(port)  # under load the listener's thread can bind late
+    result: dict = {}
+    t = _start_listener(len(steps), result)  # under load the listener's thread can bind late
+    port = result["port"]
     pub = ZmqEventPublisher(0, endpoint=f"tcp://127.0.0.1:{port}", topic="")
     try:
         time.sleep(2.0)  # the subscription reaches the publisher before the first batch (PUB drops)
