@@ -4,9 +4,8 @@ naming the first broken invariant."""
 
 from __future__ import annotations
 
-from kda_core.cache.radix._node import NO_CHILDREN, Node
+from kda_core.cache.radix._node import NO_CHILDREN, IntegrityError, Node
 from kda_core.cache.radix._tree import RadixTree
-from kda_core.cache.radix.views import IntegrityError
 
 
 def _fail(msg: str) -> None:

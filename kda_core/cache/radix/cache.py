@@ -21,9 +21,8 @@ from kda_core.cache.protocol import (
     SizeInfo,
 )
 from kda_core.cache.radix import _evict, _insert, _integrity
-from kda_core.cache.radix._node import NO_CHILDREN, Node
+from kda_core.cache.radix._node import NO_CHILDREN, CacheStats, Node, NodeView
 from kda_core.cache.radix._tree import RadixTree
-from kda_core.cache.radix.views import CacheStats, NodeView
 
 __all__ = ["RadixStateCache"]
 
