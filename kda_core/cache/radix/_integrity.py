@@ -16,8 +16,8 @@ def check(tree: RadixTree) -> None:
     root = tree.root
     if NO_CHILDREN:
         _fail("the shared empty children dict of leaves was written to")
-    if root.has_state or root.key or root.id in tree.slru:
-        _fail("root holds a state, a key or sits in the state LRU")
+    if root.has_state or root.key or root.kv is not None:
+        _fail("root holds a state, a key or KV")  # the state LRU check below keeps it out of that
     nodes: dict[int, Node] = {}
     stack = [root]
     while stack:
