@@ -98,13 +98,8 @@ class RadixStateCache:
 
     @property
     def size_info(self) -> SizeInfo:
-        t = self._tree
-        return SizeInfo(
-            kv_evictable=t.kv_tokens - t.kv_protected,
-            kv_protected=t.kv_protected,
-            state_bytes_evictable=t.state_bytes - t.sprot_bytes,
-            state_bytes_protected=t.sprot_bytes,
-        )
+        s = self.stats()  # holds the four sizes under the same names
+        return SizeInfo(*(getattr(s, f) for f in SizeInfo._fields))
 
     # ------------------------------------------------------------------ the protocol
     def _check_key(self, key: Any) -> tuple:
