@@ -101,8 +101,9 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
         tree.touch_states(path)
     tail = path[-1]
     capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
-    if len(tree.heap) > 4 * len(tree.live) + 1024:
-        _rebuild_heap(tree)
+    if len(tree.heap) > 4 * len(tree.live) + 1024:  # stale entries pile up as leaves are touched
+        tree.heap = [(nd.kv_time, nd.id) for nd in tree.live.values() if not nd.children]
+        heapq.heapify(tree.heap)
     return i * tpe, end * tpe, tail, tuple(new), tuple(existed), capped
 
 
@@ -197,10 +198,3 @@ def _cap_path(tree: RadixTree, tail: Node) -> int:
             capped += 1
     tree.counts["capped"] += capped
     return capped
-
-
-def _rebuild_heap(tree: RadixTree) -> None:
-    """A fresh KV leaf heap (stale entries pile up as leaves are touched again)."""
-    heap = [(nd.kv_time, nd.id) for nd in tree.live.values() if not nd.children]
-    heapq.heapify(heap)
-    tree.heap = heap

@@ -4,9 +4,8 @@ naming the first broken invariant."""
 
 from __future__ import annotations
 
-from kda_core.cache.radix._node import NO_CHILDREN, Node
+from kda_core.cache.radix._node import NO_CHILDREN, IntegrityError, Node
 from kda_core.cache.radix._tree import RadixTree
-from kda_core.cache.radix.views import IntegrityError
 
 
 def _fail(msg: str) -> None:
@@ -17,17 +16,24 @@ def check(tree: RadixTree) -> None:
     root = tree.root
     if NO_CHILDREN:
         _fail("the shared empty children dict of leaves was written to")
-    if root.has_state or root.key or root.id in tree.slru:
-        _fail("root holds a state, a key or sits in the state LRU")
+    if root.has_state or root.key or root.kv is not None:
+        _fail("root holds a state, a key or KV")  # the state LRU check below keeps it out of that
     nodes: dict[int, Node] = {}
     stack = [root]
-    while stack:
+    while stack:  # each node is checked once, from its parent
         nd = stack.pop()
-        _check_links(tree, nd)
-        stack.extend(nd.children.values())
-        if nd is not root:
-            nodes[nd.id] = nd
-            _check_node(tree, nd)
+        for ck, c in nd.children.items():
+            if c.parent is not nd:
+                _fail(f"node {c.id}: parent link does not point to {nd.id}")
+            if not c.key or len(c.key) % tree.epp:
+                _fail(f"node {c.id}: edge length {len(c.key)} not a whole number of pages")
+            if tree.first(c.key, 0) != ck:
+                _fail(f"node {c.id}: filed under {ck!r}, edge starts {tree.first(c.key, 0)!r}")
+            if c.plen != nd.plen + len(c.key):
+                _fail(f"node {c.id}: plen {c.plen} != parent {nd.plen} + edge {len(c.key)}")
+            _check_node(tree, c)
+            nodes[c.id] = c
+            stack.append(c)
     tpe = tree.tpe
     states = [nd for nd in nodes.values() if nd.has_state]
     sprot = [nd for nd in states if nd.sprot]
@@ -60,24 +66,11 @@ def check(tree: RadixTree) -> None:
         _fail(f"KV leaf heap misses leaves {sorted(leaves - current)[:5]}")
 
 
-def _check_links(tree: RadixTree, nd: Node) -> None:
-    """Parent/child links, page-aligned edges, filing key, plen, children's KV locks."""
-    for ck, c in nd.children.items():
-        if c.parent is not nd:
-            _fail(f"node {c.id}: parent link does not point to {nd.id}")
-        if not c.key or len(c.key) % tree.epp:
-            _fail(f"node {c.id}: edge length {len(c.key)} not a whole number of pages")
-        if tree.first(c.key, 0) != ck:
-            _fail(f"node {c.id}: filed under {ck!r}, edge starts {tree.first(c.key, 0)!r}")
-        if c.plen != nd.plen + len(c.key):
-            _fail(f"node {c.id}: plen {c.plen} != parent {nd.plen} + edge {len(c.key)}")
-    csum = sum(c.kv_lock for c in nd.children.values())
-    if nd is not tree.root and nd.kv_lock < csum:
-        _fail(f"node {nd.id}: kv_lock {nd.kv_lock} < children's {csum}")
-
-
 def _check_node(tree: RadixTree, nd: Node) -> None:
     """Locks, protection and state table row of one non-root node."""
+    csum = sum(c.kv_lock for c in nd.children.values())
+    if nd.kv_lock < csum:
+        _fail(f"node {nd.id}: kv_lock {nd.kv_lock} < children's {csum}")
     if nd.state_lock < 0 or nd.kv_lock < nd.state_lock:
         _fail(f"node {nd.id}: locks kv={nd.kv_lock} state={nd.state_lock}")
     if not nd.has_state:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import numbers
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from kda_core._checks import check_bool, check_int
 from kda_core.cache.protocol import DroppedState
-from kda_core.cache.radix._node import Node, StateTable, common_prefix, default_kv_slice
-from kda_core.cache.radix.views import CacheStats, StateRows
+from kda_core.cache.radix._node import CacheStats, Node, StateRows, StateTable, common_prefix
 
 _MAX_PAGE_SIZE = 1 << 16
 _TOUCH_MODES = ("node", "path", "path_tail_first")
@@ -21,6 +21,19 @@ _TOUCH_MODES = ("node", "path", "path_tail_first")
 COUNTERS = CacheStats._fields[CacheStats._fields.index("matches") : -1]
 """The event counters: ``CacheStats``' fields after the sizes, before ``clock``."""
 _cache_ids = itertools.count(1)  # handles carry their cache's id
+
+
+def default_kv_slice(payload: Any, start: int, stop: int, length: int) -> Any:
+    """Split a KV payload on an edge split: None stays None, numbers are byte counts split
+    proportionally (the pieces add up to the whole), anything else is sliced."""
+    if payload is None:
+        return None
+    if isinstance(payload, numbers.Integral) and not isinstance(payload, bool):
+        p = int(payload)
+        return p * stop // length - p * start // length
+    if isinstance(payload, numbers.Real) and not isinstance(payload, bool):
+        return float(payload) * (stop - start) / length
+    return payload[start:stop]
 
 
 class RadixTree:

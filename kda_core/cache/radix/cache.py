@@ -21,9 +21,8 @@ from kda_core.cache.protocol import (
     SizeInfo,
 )
 from kda_core.cache.radix import _evict, _insert, _integrity
-from kda_core.cache.radix._node import NO_CHILDREN, Node
+from kda_core.cache.radix._node import NO_CHILDREN, CacheStats, Node, NodeView
 from kda_core.cache.radix._tree import RadixTree
-from kda_core.cache.radix.views import CacheStats, NodeView
 
 __all__ = ["RadixStateCache"]
 
@@ -61,9 +60,9 @@ class RadixStateCache:
     """
 
     def __init__(self, page_size: int = 1, **options: Any) -> None:
-        self._tree = t = RadixTree(page_size, **options)
-        self._options = options
-        self.page_size, self.block_keys, self.grid = t.page_size, t.block_keys, t.grid
+        self._options = dict(options, page_size=page_size)  # reset builds a fresh tree
+        self._tree = RadixTree(**self._options)
+        self.grid = self._tree.grid  # the branch hint's alignment (its default is derived)
 
     def __del__(self) -> None:
         self._unlink()
@@ -99,13 +98,8 @@ class RadixStateCache:
 
     @property
     def size_info(self) -> SizeInfo:
-        t = self._tree
-        return SizeInfo(
-            kv_evictable=t.kv_tokens - t.kv_protected,
-            kv_protected=t.kv_protected,
-            state_bytes_evictable=t.state_bytes - t.sprot_bytes,
-            state_bytes_protected=t.sprot_bytes,
-        )
+        s = self.stats()  # holds the four sizes under the same names
+        return SizeInfo(*(getattr(s, f) for f in SizeInfo._fields))
 
     # ------------------------------------------------------------------ the protocol
     def _check_key(self, key: Any) -> tuple:
@@ -166,32 +160,29 @@ class RadixStateCache:
         handle = None if tail is None else self._handle(tail, True)
         return PrefixInsert(cached, inserted, new, existed, capped, handle)
 
-    def _check_handle(self, handle: Any) -> Node:
-        """The live node behind ``handle``, or a ``HandleError`` saying why there is none."""
+    def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
+        """Lock or release one lock of ``handle``: a restore-point / insert handle locks the
+        state and its path's KV, a path handle the KV only, a root handle nothing. A foreign,
+        stale or unlocked handle raises ``HandleError`` saying which."""
+        if unlock is not False and unlock is not True:
+            check_bool("unlock", unlock)
         if not isinstance(handle, _RadixHandle):
             raise HandleError(
                 "handle must be a handle returned by match_prefix / insert_prefix, "
                 f"got {type(handle).__name__}"
             )
-        if handle._cache_id != self._tree.owner:
+        t = self._tree
+        if handle._cache_id != t.owner:
             raise HandleError("handle belongs to another cache")
         node = handle._node()
-        if node is None or (node.parent is None and node is not self._tree.root):
+        if node is None or (node.parent is None and node is not t.root):
             raise HandleError("handle is stale: its node was evicted")
-        if handle._state and node is not self._tree.root and not node.has_state:
+        if handle._state and node is not t.root and not node.has_state:
             raise HandleError("handle is stale: its state was evicted (node is a tombstone)")
-        return node
-
-    def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
-        """Lock or release one lock of ``handle``: a restore-point / insert handle locks the
-        state and its path's KV, a path handle the KV only, a root handle nothing."""
-        if unlock is not False and unlock is not True:
-            check_bool("unlock", unlock)
-        node = self._check_handle(handle)
         if unlock and handle._locks <= 0:
             raise HandleError("handle is not locked (unlock without lock, or a double unlock)")
-        if node is not self._tree.root:
-            self._tree.lock(node, unlock, handle._state)
+        if node is not t.root:
+            t.lock(node, unlock, handle._state)
         handle._locks += -1 if unlock else 1
 
     def evict(self, kv_tokens: int = 0, *, states: int = 0, state_bytes: int = 0) -> Evicted:
@@ -231,7 +222,7 @@ class RadixStateCache:
             if t.on_free_kv is not None:
                 t.on_free_kv(nd.kv, len(nd.key) * t.tpe)
         self._unlink()
-        self._tree = RadixTree(self.page_size, **self._options)
+        self._tree = RadixTree(**self._options)
         return n
 
     def check_integrity(self) -> None:
