@@ -1,6 +1,6 @@
 """Checkpoint placement (where states are saved) and retention (which are evicted) policies.
 
-One interface (``base.Policy``), driven identically by the engine and the trace simulator;
+One interface (``_base.Policy``), driven identically by the engine and the trace simulator;
 policies ``interval``, ``sglang``, ``marconi``, ``vllm`` (one module each), built by
 ``make(name, **params)`` (unknown names or parameters raise). Parameters, defaults and
 sources: docs/policies.md.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from kda_core.cache.policy.base import MAX_LEN, Policy
+from kda_core.cache.policy._base import MAX_LEN, Policy
 from kda_core.cache.policy.interval import IntervalPolicy
 from kda_core.cache.policy.marconi import MarconiPolicy
 from kda_core.cache.policy.sglang import SGLangPolicy

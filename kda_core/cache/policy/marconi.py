@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.policy._context import PlanContext
-from kda_core.cache.policy.base import Policy
+from kda_core.cache.policy._base import PlanContext, Policy
 from kda_core.cache.radix import StateRows
 
 __all__ = ["MarconiPolicy"]

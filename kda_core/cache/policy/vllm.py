@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
+from kda_core.cache.policy._base import MAX_LEN, PlanContext, Policy, check_steps
 from kda_core.cache.policy._vllm_drafts import (
     Drafts,
     SpecStallWarning,
@@ -25,7 +25,6 @@ from kda_core.cache.policy._vllm_drafts import (
     retained,
     stall_message,
 )
-from kda_core.cache.policy.base import Policy
 
 __all__ = ["VLLMPolicy", "aligned_split"]
 
