@@ -136,15 +136,13 @@ def retained(position: int, block: int, retention: int | None, reach: Iterable[i
     return position in reach or (retention > 0 and position % retention == 0)
 
 
-def stall_message(
-    k: int, n_predict: int, prefill_lookahead: int, block: int, chunk: int, unit: int, n: int = 0
-) -> str:
+def stall_message(d: Drafts, block: int, chunk: int, unit: int, n: int = 0) -> str:
     """The ``SpecStallWarning`` text: what stalls and why (``n``: the prompt, 0: any)."""
     what = f"a {n}-token prompt" if n else "a prompt"
     return (
         f"vLLM's scheduler stalls on {what}: with multi-module MTP (num_speculative_tokens="
-        f"{k}, n_predict={n_predict}) a prefill chunk may not end within {prefill_lookahead} "
-        f"tokens of the prompt end, and the align-mode split stops "
+        f"{d.num_speculative_tokens}, n_predict={d.n_predict}) a prefill chunk may not end "
+        f"within {d.prefill_lookahead} tokens of the prompt end, and the align-mode split stops "
         f"at the block boundary there (block_size={block}, max_num_batched_tokens={chunk}, "
         f"prefix_match_unit={unit}); it schedules 0 tokens every step"
     )
