@@ -66,11 +66,8 @@ def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
     method = cfg.get("method")
     if method not in METHODS:
         raise ValueError(f"speculative_config.method must be one of {METHODS}, got {method!r}")
-    if "num_speculative_tokens" not in cfg:
-        raise ValueError("speculative_config.num_speculative_tokens is required (1..64)")
-    k = check_int(
-        "speculative_config.num_speculative_tokens", cfg["num_speculative_tokens"], 1, MAX_DRAFTS
-    )
+    k = cfg.get("num_speculative_tokens")  # required: None fails the check
+    k = check_int("speculative_config.num_speculative_tokens", k, 1, MAX_DRAFTS)
     m = check_int("speculative_config.n_predict", cfg.get("n_predict", 1), 1, MAX_DRAFTS)
     flags = {
         name: check_bool(f"speculative_config.{name}", cfg.get(name, False))
