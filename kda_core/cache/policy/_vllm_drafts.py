@@ -16,9 +16,6 @@ from typing import Any
 from kda_core._checks import check_bool, check_int
 
 METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
-# SpeculativeConfig.needs_eagle_block_drop: EAGLE-style drafters build a position's draft KV
-# from the next token too; DFlash / DSpark from the target's hidden state alone
-DROP_METHODS = ("eagle", "eagle3", "mtp")
 SPEC_KEYS = (
     "method",
     "num_speculative_tokens",
@@ -80,14 +77,16 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     """The ``Drafts`` of a parsed ``speculative_config`` as vLLM 0.33 derives them."""
     if spec is None:
         return Drafts()
-    k = spec["num_speculative_tokens"]
+    k, method = spec["num_speculative_tokens"], spec["method"]
     # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
-    multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
+    multi = method == "mtp" and min(spec["n_predict"], k) > 1
     # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (use_eagle():
     # the EAGLE family, MTP, DFlash, DSpark)
     pre = k if multi else 1
     # SpeculativeConfig.use_eagle_block_drop: EAGLE/EAGLE3/MTP unless disable_eagle_block_drop
-    wants_drop = spec["method"] in DROP_METHODS and not spec["disable_eagle_block_drop"]
+    # (needs_eagle_block_drop: EAGLE-style drafters build a position's draft KV from the next
+    # token too; DFlash / DSpark from the target's hidden state alone)
+    wants_drop = method in ("eagle", "eagle3", "mtp") and not spec["disable_eagle_block_drop"]
     # VllmConfig.num_hash_lookahead_tokens: lookahead hashes unless disabled or a connector
     lookahead = wants_drop and not spec["disable_lookahead_block_hashes"] and not kv_transfer
     L_hash = pre if lookahead else 0
@@ -99,7 +98,7 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
         prefill_lookahead=pre,
         # VllmConfig.num_lookahead_tokens: k for the EAGLE family, MTP and anchor-sampling
         # DSpark; DFlash drafts a bonus query too (k + 1)
-        lookahead=k + 1 if spec["method"] == "dflash" else k,
+        lookahead=k + 1 if method == "dflash" else k,
     )
 
 
