@@ -1,6 +1,6 @@
 """Checkpoint placement (where states are saved) and retention (which are evicted) policies.
 
-One interface (``_base.Policy``), driven identically by the engine and the trace simulator;
+One interface (``Policy``), driven identically by the engine and the trace simulator;
 policies ``interval``, ``sglang``, ``marconi``, ``vllm`` (one module each), built by
 ``make(name, **params)`` (unknown names or parameters raise). Parameters, defaults and
 sources: docs/policies.md.
