@@ -3,6 +3,6 @@
 The implementation is ``kda_core.cache.policy``; internal code imports it from there.
 """
 
-from kda_core.cache.policy.registry import make
+from kda_core.cache.policy import make
 
 __all__ = ["make"]

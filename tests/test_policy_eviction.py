@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kda_core.cache import policy as P
-from kda_core.cache.policy.marconi import _ALPHA_GRID
 from kda_core.cache.radix import RadixStateCache
 from tests.radix_helpers import Pick
 
@@ -282,7 +281,7 @@ def test_marconi_auto_alpha_bootstrap_and_tune():
     assert pol.tuning_due()
     seen = []
     best = pol.tune(lambda a: seen.append(a) or -((a - 0.7) ** 2))
-    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(_ALPHA_GRID)
+    assert best == 0.7 and pol.alpha_value == 0.7 and seen == list(P.MarconiPolicy().alpha_grid)
     assert not pol.tuning_due()
     fixed = pol.with_alpha(0.3)
     assert fixed.alpha_value == 0.3 and not fixed.tuning_due()

@@ -7,7 +7,6 @@ from trace_checks import trace_stats
 from kda_core import sim, sizing
 from kda_core import workloads as W
 from kda_core.cache import policy as policy_mod
-from kda_core.cache.policy.marconi import _ALPHA_GRID
 from kda_core.sim import costmodel, simulator
 from kda_core.workloads import _synthetic as S
 
@@ -260,7 +259,7 @@ def test_marconi_auto_alpha_tunes(agent: W.Trace) -> None:
     r = sim.simulate(agent, ("marconi", {"alpha": "auto", "bootstrap": 2}), 1 * GIB)
     assert 0 <= r.state_hit_rate <= r.token_hit_rate
     assert r.evictions > 0 and r.policy_params["alpha"] == "auto"
-    assert r.policy_params["alpha_value"] in _ALPHA_GRID
+    assert r.policy_params["alpha_value"] in policy_mod.MarconiPolicy().alpha_grid
 
 
 def test_marconi_n0_counts_the_request_that_first_evicts(agent: W.Trace) -> None:

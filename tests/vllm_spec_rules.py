@@ -234,8 +234,7 @@ def repeat_hits(s: VLLMSpec, prompt_len: int, *, warn: bool = True) -> RepeatHit
         states |= _state_keys(s, n, ends, junction)
     if stalled:
         if warn:
-            flags = (s.num_speculative_tokens, s.n_predict, s.prefill_lookahead, s.block_size)
-            msg = stall_message(*flags, s.max_num_batched_tokens, s.prefix_match_unit, n)
+            msg = stall_message(s, s.block_size, s.max_num_batched_tokens, s.prefix_match_unit, n)
             warnings.warn(msg, SpecStallWarning, stacklevel=2)
         return RepeatHits(n, cold, None, None, True)
     return RepeatHits(n, cold, hits[0], hits[1], False)

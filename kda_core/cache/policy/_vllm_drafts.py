@@ -16,9 +16,6 @@ from typing import Any
 from kda_core._checks import check_bool, check_int
 
 METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
-# SpeculativeConfig.needs_eagle_block_drop: EAGLE-style drafters build a position's draft KV
-# from the next token too; DFlash / DSpark from the target's hidden state alone
-DROP_METHODS = ("eagle", "eagle3", "mtp")
 SPEC_KEYS = (
     "method",
     "num_speculative_tokens",
@@ -66,11 +63,8 @@ def parse_speculative_config(cfg: Mapping[str, Any] | None) -> dict | None:
     method = cfg.get("method")
     if method not in METHODS:
         raise ValueError(f"speculative_config.method must be one of {METHODS}, got {method!r}")
-    if "num_speculative_tokens" not in cfg:
-        raise ValueError("speculative_config.num_speculative_tokens is required (1..64)")
-    k = check_int(
-        "speculative_config.num_speculative_tokens", cfg["num_speculative_tokens"], 1, MAX_DRAFTS
-    )
+    k = cfg.get("num_speculative_tokens")  # required: None fails the check
+    k = check_int("speculative_config.num_speculative_tokens", k, 1, MAX_DRAFTS)
     m = check_int("speculative_config.n_predict", cfg.get("n_predict", 1), 1, MAX_DRAFTS)
     flags = {
         name: check_bool(f"speculative_config.{name}", cfg.get(name, False))
@@ -83,14 +77,16 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
     """The ``Drafts`` of a parsed ``speculative_config`` as vLLM 0.33 derives them."""
     if spec is None:
         return Drafts()
-    k = spec["num_speculative_tokens"]
+    k, method = spec["num_speculative_tokens"], spec["method"]
     # SpeculativeConfig.use_multi_module_mtp: min(num_nextn_predict_layers, k) > 1
-    multi = spec["method"] == "mtp" and min(spec["n_predict"], k) > 1
+    multi = method == "mtp" and min(spec["n_predict"], k) > 1
     # VllmConfig.num_prefill_lookahead_tokens: k for multi-module MTP, else 1 (use_eagle():
     # the EAGLE family, MTP, DFlash, DSpark)
     pre = k if multi else 1
     # SpeculativeConfig.use_eagle_block_drop: EAGLE/EAGLE3/MTP unless disable_eagle_block_drop
-    wants_drop = spec["method"] in DROP_METHODS and not spec["disable_eagle_block_drop"]
+    # (needs_eagle_block_drop: EAGLE-style drafters build a position's draft KV from the next
+    # token too; DFlash / DSpark from the target's hidden state alone)
+    wants_drop = method in ("eagle", "eagle3", "mtp") and not spec["disable_eagle_block_drop"]
     # VllmConfig.num_hash_lookahead_tokens: lookahead hashes unless disabled or a connector
     lookahead = wants_drop and not spec["disable_lookahead_block_hashes"] and not kv_transfer
     L_hash = pre if lookahead else 0
@@ -102,7 +98,7 @@ def derive(spec: dict | None, kv_transfer: bool = False) -> Drafts:
         prefill_lookahead=pre,
         # VllmConfig.num_lookahead_tokens: k for the EAGLE family, MTP and anchor-sampling
         # DSpark; DFlash drafts a bonus query too (k + 1)
-        lookahead=k + 1 if spec["method"] == "dflash" else k,
+        lookahead=k + 1 if method == "dflash" else k,
     )
 
 
@@ -136,15 +132,13 @@ def retained(position: int, block: int, retention: int | None, reach: Iterable[i
     return position in reach or (retention > 0 and position % retention == 0)
 
 
-def stall_message(
-    k: int, n_predict: int, prefill_lookahead: int, block: int, chunk: int, unit: int, n: int = 0
-) -> str:
+def stall_message(d: Drafts, block: int, chunk: int, unit: int, n: int = 0) -> str:
     """The ``SpecStallWarning`` text: what stalls and why (``n``: the prompt, 0: any)."""
     what = f"a {n}-token prompt" if n else "a prompt"
     return (
         f"vLLM's scheduler stalls on {what}: with multi-module MTP (num_speculative_tokens="
-        f"{k}, n_predict={n_predict}) a prefill chunk may not end within {prefill_lookahead} "
-        f"tokens of the prompt end, and the align-mode split stops "
+        f"{d.num_speculative_tokens}, n_predict={d.n_predict}) a prefill chunk may not end "
+        f"within {d.prefill_lookahead} tokens of the prompt end, and the align-mode split stops "
         f"at the block boundary there (block_size={block}, max_num_batched_tokens={chunk}, "
         f"prefix_match_unit={unit}); it schedules 0 tokens every step"
     )

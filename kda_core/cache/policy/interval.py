@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, PlanContext
-from kda_core.cache.policy.base import Policy
+from kda_core.cache.policy._base import MAX_LEN, PlanContext, Policy
 
 __all__ = ["IntervalPolicy"]
 

@@ -17,11 +17,8 @@ from typing import Any
 import numpy as np
 
 from kda_core._checks import check_int
-from kda_core.cache.policy._context import PlanContext
-from kda_core.cache.policy.base import Policy
+from kda_core.cache.policy._base import PlanContext, Policy
 from kda_core.cache.radix import StateRows
-
-_ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 
 __all__ = ["MarconiPolicy"]
 
@@ -41,7 +38,7 @@ class MarconiPolicy(Policy):
 
     alpha: Any = "auto"
     bootstrap: int = 5
-    alpha_grid: tuple = _ALPHA_GRID
+    alpha_grid: tuple = tuple(round(0.1 * i, 1) for i in range(21))
     d_model: int = 4096
     d_state: int = 128
     n_ssm_layers: int = 24
@@ -49,7 +46,8 @@ class MarconiPolicy(Policy):
     n_mlp_layers: int = 28
     kv_bytes_per_token: int | None = None
     efficiency_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
-    _alpha_value: float = field(default=0.0, init=False, repr=False)
+    # the alpha in use now (0 before tuning when alpha='auto')
+    alpha_value: float = field(default=0.0, init=False, repr=False)
     _tuned: bool = field(default=False, init=False, repr=False)
     _requests: int = field(default=0, init=False, repr=False)
     _first_eviction: int | None = field(default=None, init=False, repr=False)
@@ -62,7 +60,7 @@ class MarconiPolicy(Policy):
         if self.alpha != "auto":
             if not _is_alpha(self.alpha):
                 raise ValueError(f"alpha must be a float in [0, 100] or 'auto', got {self.alpha!r}")
-            self.alpha = self._alpha_value = float(self.alpha)
+            self.alpha = self.alpha_value = float(self.alpha)
         self.bootstrap = check_int("bootstrap", self.bootstrap, 1, 1000)
         grid = tuple(self.alpha_grid)
         if not grid or not all(_is_alpha(a) for a in grid):
@@ -78,11 +76,6 @@ class MarconiPolicy(Policy):
         self.kv_bytes_per_token = check_int("kv_bytes_per_token", self.kv_bytes_per_token, 0)
         if self.efficiency_fn is not None and not callable(self.efficiency_fn):
             raise ValueError("efficiency_fn must be callable or None")
-
-    @property
-    def alpha_value(self) -> float:
-        """The alpha in use now (0 before tuning when alpha='auto')."""
-        return self._alpha_value
 
     def _positions(self, ctx: PlanContext) -> Iterable[int]:
         out = [ctx.total_len // ctx.page * ctx.page]
@@ -151,10 +144,10 @@ class MarconiPolicy(Policy):
         if rows.size == 0:
             return rows, np.zeros(0)
         rec = 1.0 / (1.0 + (t.clock - t.time[rows]))
-        if self._alpha_value == 0.0:
+        if self.alpha_value == 0.0:
             return rows, _minmax(rec)
         eff = self._row_efficiency(t, rows)
-        return rows, _minmax(rec) + self._alpha_value * _minmax(eff)
+        return rows, _minmax(rec) + self.alpha_value * _minmax(eff)
 
     def _choose_victim(self, t: StateRows) -> int:
         """The cache's ``victim`` hook: the lowest score, the oldest among ties (-1: none)."""
@@ -186,7 +179,7 @@ class MarconiPolicy(Policy):
             v = float(evaluate(a))
             if v > best_v:
                 best_a, best_v = a, v
-        self._alpha_value = best_a
+        self.alpha_value = best_a
         self._tuned = True
         return best_a
 

@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
-from kda_core.cache.policy.base import Policy
+from kda_core.cache.policy._base import MAX_LEN, PlanContext, Policy, check_steps
 
 __all__ = ["SGLangPolicy", "check_track_interval"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kda_core._checks import check_bool, check_int
-from kda_core.cache.policy._context import MAX_LEN, PlanContext, check_steps
+from kda_core.cache.policy._base import MAX_LEN, PlanContext, Policy, check_steps
 from kda_core.cache.policy._vllm_drafts import (
     Drafts,
     SpecStallWarning,
@@ -25,7 +25,6 @@ from kda_core.cache.policy._vllm_drafts import (
     retained,
     stall_message,
 )
-from kda_core.cache.policy.base import Policy
 
 __all__ = ["VLLMPolicy", "aligned_split"]
 
@@ -194,7 +193,7 @@ class VLLMPolicy(Policy):
         # keyed whatever the retention (MambaManager._cache_partial_tail_block); the junction
         # stop likewise
         tail = checkpoint_position(P, u, d.drop, d.hash_lookahead)
-        ends = self._chunk_ends(ctx.restore_at, P, B, u, ctx.chunk, junction)
+        ends = self._chunk_ends(ctx, B, u, junction)
         # a block's state is keyed once its hash exists (lookahead: L tokens past it)
         hashed = (P - d.hash_lookahead) // u * u
         base = [p for p in ends if p % B == 0 and p <= hashed]
@@ -205,30 +204,25 @@ class VLLMPolicy(Policy):
         kept = [p for p in base if retained(p, B, self.retention, keep)]
         return kept + [p for p in ends if p and p in (tail, junction)]
 
-    def _chunk_ends(
-        self, start: int, P: int, B: int, u: int, chunk: int | None, junction: int
-    ) -> list[int]:
-        """The prefill chunk ends from ``start``: ``aligned_split`` in the scheduler's loop.
-        With partial hits the junction on the unit grid is a stop of its own (the lab's
+    def _chunk_ends(self, ctx: PlanContext, B: int, u: int, junction: int) -> list[int]:
+        """The prefill chunk ends from the restore point: ``aligned_split`` in the scheduler's
+        loop. With partial hits the junction on the unit grid is a stop of its own (the lab's
         approximation: vLLM floors it to the block grid counted from the chunk start). A step
         of 0 tokens (multi-module MTP) repeats forever: ``SpecStallWarning``, and the ends so
         far."""
-        chunk, fine, d = chunk or self.max_num_batched_tokens, self.partial_hits, self.drafts
+        chunk, fine, d = ctx.chunk or self.max_num_batched_tokens, self.partial_hits, self.drafts
+        P, at, out = ctx.prompt_len, ctx.restore_at, []
         junc, extra = (0, junction) if fine else (junction, 0)
         kw = {f: getattr(d, f) for f in ("drop", "hash_lookahead", "prefill_lookahead")}
         # at most 2 * ceil(span / chunk) + 8 steps (a step advances a chunk or reaches a block
         # boundary; the fixed stops add 2 steps each)
-        bound = 2 * -(-(P - start) // chunk) + 8
+        bound = 2 * -(-(P - at) // chunk) + 8
         check_steps(bound, chunk)
-        out, at = [], start
         while at < P:
             n = aligned_split(at, min(chunk, P - at), P, P, B, u, fine, chunk, junc, extra, **kw)
             if n == 0:
                 assert d.prefill_lookahead > 1, "without a prefill lookahead a chunk progresses"
-                msg = stall_message(
-                    d.num_speculative_tokens, d.n_predict, d.prefill_lookahead, B, chunk, u
-                )
-                warnings.warn(msg, SpecStallWarning, stacklevel=4)
+                warnings.warn(stall_message(d, B, chunk, u), SpecStallWarning, stacklevel=4)
                 break
             at += n
             out.append(at)
