@@ -89,7 +89,7 @@ class KVGroup(_Group):
         keyed hash boundary inside the first block that is not whole."""
         B, u, g = self.block, self.pool.unit, self.group_id
         hit: list[Block] = []
-        for chain in self.view(hashes)[: max_len // B]:
+        for chain in self.view(hashes[: max_len // u]):
             blk = self.pool.get_cached(chain, g)
             if blk is None:
                 break
