@@ -189,7 +189,6 @@ class StateGroup(_Group):
             self.allocated.add(rid)
             return []
         prev = len(table)
-        was_allocated = rid in self.allocated
         if prev > 0:
             self.last_state[rid] = prev - 1
         table.extend([self.pool.null] * (required - 1 - prev))  # none when negative
@@ -199,7 +198,7 @@ class StateGroup(_Group):
         if partial is not None:
             idx, src = partial
             dst, new = new[0], new[1:]
-            if was_allocated:
+            if rid in self.allocated:  # a running request: the producer of the key
                 assert table[idx] is src, "the producer still writes its own block"
                 self.pool.move_keys(src, dst)
                 self.copies.append((src, dst))
