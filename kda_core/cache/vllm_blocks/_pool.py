@@ -168,12 +168,6 @@ class BlockPool:
                 del self.free[block.block_id]
             block.ref_cnt += 1
 
-    def free_to_back(self, blocks: Iterable[Block]) -> None:
-        """Refresh the free blocks among ``blocks``: to the queue's back (evicted last)."""
-        for b in blocks:
-            if not b.is_null and b.ref_cnt == 0:
-                self.free.move_to_end(b.block_id)
-
     def free_blocks(self, ordered: Iterable[Block]) -> None:
         """``free_blocks``: unkeyed blocks go to the queue's front (reused first), keyed ones
         to its back (LRU: evicted last), each list in the given order."""

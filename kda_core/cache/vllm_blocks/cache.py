@@ -197,9 +197,8 @@ class VLLMBlockCache:
         if check_bool("new_step", new_step):
             self.new_step()
         B, u, first = self.block_size, self.unit, not req.computed
-        # the lookup (a running request's: of nothing), its KV blocks cut to the state hit
         kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1 if first else 0)
-        kv_hit = kv_hit[: len(hit.kv_blocks)]
+        kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
         start = req.computed + hit.tokens
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
         want = min(cap, len(req.tokens) - start)
@@ -289,7 +288,8 @@ class VLLMBlockCache:
         check_bool("split", split)
         kv, st, h = self._find(self.chain.peek(toks), len(toks))
         if check_bool("touch", touch):
-            self.pool.free_to_back(kv + st)
+            self.pool.touch(kv + st)  # a reference taken and given back: the free ones go
+            self.pool.free_blocks(kv + st)  # to the free queue's back (they are keyed)
         restore = _Handle(id(self), h.tokens, kv[: len(h.kv_blocks)] + st[-1:])
         branch, path = h.shared_prefix_boundary or None, _Handle(id(self), h.kv_tokens, kv)
         return PrefixMatch(
