@@ -28,11 +28,6 @@ class _Group:
         self.partial_hit: dict[str, tuple[int, Block]] = {}
         self.copies: list[tuple[Block, Block]] = []
 
-    def view(self, hashes: Sequence[int]) -> list[int]:
-        """``BlockHashListWithBlockSize``: the hash at each block end."""
-        s = self.block // self.pool.unit
-        return [hashes[(i + 1) * s - 1] for i in range(len(hashes) // s)]
-
     def add_hit(self, rid: str, hit: list[Block], hit_tokens: int) -> None:
         """``add_local_computed_blocks``: take the hit blocks (a state hit is already nulls
         before its one block, the entries ``get_num_skipped_tokens`` skips); a hit ending
@@ -54,17 +49,17 @@ class _Group:
 
     def cache_full(self, rid: str, hashes: Sequence[int], tokens: int, reach: tuple) -> None:
         """``cache_blocks`` -> ``BlockPool.cache_full_blocks``: key the newly full blocks with
-        their block-end hashes, under the retention mask (``reach``: the reachable
-        boundaries, ``MambaManager.reachable_block_mask``)."""
+        their block-end hashes (``BlockHashListWithBlockSize``), under the retention mask
+        (``reach``: the reachable boundaries, ``MambaManager.reachable_block_mask``)."""
         first = self.num_cached.get(rid, 0)
         end = tokens // self.block
         if first >= end:
             return
-        B, view = self.block, self.view(hashes)
+        B, s = self.block, self.block // self.pool.unit
         keep = {t // B * B for t in reach}  # the boundaries on the block grid (u divides B)
         for i, blk in enumerate(self.req_blocks[rid][first:end], first):
             if not blk.is_null and retained((i + 1) * B, B, self.retention, keep):
-                self.pool.key_block(blk, (view[i], self.group_id), (i + 1) * B)
+                self.pool.key_block(blk, (hashes[(i + 1) * s - 1], self.group_id), (i + 1) * B)
         self.num_cached[rid] = end
 
     def blocks(self) -> tuple[set[int], set[int]]:
@@ -88,14 +83,15 @@ class KVGroup(_Group):
         """``find_longest_cache_hit``: whole cached blocks from the start, then the longest
         keyed hash boundary inside the first block that is not whole."""
         B, u, g = self.block, self.pool.unit, self.group_id
+        s = B // u  # the hash at each block end: BlockHashListWithBlockSize
         hit: list[Block] = []
-        for chain in self.view(hashes[: max_len // u]):
+        for chain in hashes[s - 1 : max_len // u : s]:
             blk = self.pool.get_cached(chain, g)
             if blk is None:
                 break
             hit.append(blk)
-        lo = len(hit) * B // u
-        for fine in range(min(lo + B // u - 1, max_len // u, len(hashes)) - 1, lo - 1, -1):
+        lo = len(hit) * s
+        for fine in range(min(lo + s - 1, max_len // u, len(hashes)) - 1, lo - 1, -1):
             blk = self.pool.get_cached(hashes[fine], g)
             if blk is not None:
                 return hit + [blk], (fine + 1) * u
