@@ -28,7 +28,7 @@ class _Group:
         self.partial_hit: dict[str, tuple[int, Block]] = {}
         self.copies: list[tuple[Block, Block]] = []
 
-    def add_hit(self, rid: str, hit: list[Block], hit_tokens: int) -> None:
+    def add_hit(self, rid: str, hit: Sequence[Block], hit_tokens: int) -> None:
         """``add_local_computed_blocks``: take the hit blocks (a state hit is already nulls
         before its one block, the entries ``get_num_skipped_tokens`` skips); a hit ending
         inside its last block marks it for copy-on-write before the request writes there."""
@@ -97,7 +97,7 @@ class KVGroup(_Group):
                 return hit + [blk], (fine + 1) * u
         return hit, len(hit) * B
 
-    def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
+    def num_to_allocate(self, rid: str, num_tokens: int, hit: Sequence[Block], local: int) -> int:
         """``get_num_blocks_to_allocate``: blocks this step would take."""
         have = len(self.req_blocks.get(rid, ()))
         new = max(-(-num_tokens // self.block) - len(hit) - have, 0)
@@ -147,7 +147,7 @@ class StateGroup(_Group):
                 return [self.pool.null] * (fine * u // self.block) + [blk], (fine + 1) * u
         return [], 0
 
-    def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
+    def num_to_allocate(self, rid: str, num_tokens: int, hit: Sequence[Block], local: int) -> int:
         """``get_num_blocks_to_allocate`` (align): blocks this step would take."""
         new = -(-num_tokens // self.block) - len(hit) - len(self.req_blocks.get(rid, ()))
         partial = bool(hit and local % self.block) or rid in self.partial_hit

@@ -63,6 +63,7 @@ class Step:
 
 _MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
 _MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
+_NOT_FIRST = ((), (), BlockHit(0, 0, (), None, -1, False, 0))  # a running request: no lookup
 
 
 @dataclass(slots=True)
@@ -197,7 +198,7 @@ class VLLMBlockCache:
         if check_bool("new_step", new_step):
             self.new_step()
         B, u, first = self.block_size, self.unit, not req.computed
-        kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1 if first else 0)
+        kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1) if first else _NOT_FIRST
         kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
         start = req.computed + hit.tokens
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
