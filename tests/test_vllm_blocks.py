@@ -36,20 +36,20 @@ def test_aligned_split_matches_vllms_documented_schedule():
 def test_96_of_a_128_token_block():
     cache = VLLMBlockCache(128, 32, num_blocks=16)
     first = _distinct(97)
-    rec = cache.serve(first, [500])
+    steps = cache.serve(first, [500])
     # the prompt's last 32-token boundary before its final token is 96: a chunk stops there
-    assert [(s.start, s.end) for s in rec.steps] == [(0, 96), (96, 97), (97, 98)]
-    assert rec.steps[0].registered == ((0, 96, 1), (1, 96, 2))  # KV block 1, state block 2
+    assert [(s.start, s.end) for s in steps] == [(0, 96), (96, 97), (97, 98)]
+    assert steps[0].registered == ((0, 96, 1), (1, 96, 2))  # KV block 1, state block 2
     # the running state moves on in block 2, so its key moves to a copy, block 3
-    assert rec.steps[1].copies == ((2, 3),) and rec.steps[1].registered == ((1, 96, 3),)
+    assert steps[1].copies == ((2, 3),) and steps[1].registered == ((1, 96, 3),)
     other = first[:96] + _distinct(40, 900)
     hit = cache.lookup(other)
     assert (hit.tokens, hit.state_block, hit.table_index, hit.partial) == (96, 3, 0, True)
     assert hit.kv_blocks == (1,) and hit.kv_tokens == 96
     second = cache.serve(other, [])
     # a hit inside a block is copied before the request writes: KV 1 and state 3
-    assert [src for src, _ in second.steps[0].copies] == [1, 3]
-    assert second.steps[0].start == 96
+    assert [src for src, _ in second[0].copies] == [1, 3]
+    assert second[0].start == 96
     # block-aligned matching only: the same request finds nothing to resume from
     coarse = VLLMBlockCache(128, num_blocks=16)
     coarse.serve(first, [500])
@@ -59,8 +59,8 @@ def test_96_of_a_128_token_block():
 def test_4480_inside_4096():
     cache = VLLMBlockCache(4096, 64, num_blocks=8, max_num_batched_tokens=2048)
     first = _distinct(4481)
-    rec = cache.serve(first, [1, 2])
-    assert [s.end for s in rec.steps] == [2048, 4096, 4480, 4481, 4482, 4483]
+    steps = cache.serve(first, [1, 2])
+    assert [s.end for s in steps] == [2048, 4096, 4480, 4481, 4482, 4483]
     follow = first[:4480] + _distinct(300, 10_000)
     hit = cache.lookup(follow)
     assert (hit.tokens, hit.table_index, hit.partial) == (4480, 1, True)
@@ -85,10 +85,10 @@ def test_a_hit_needs_a_registered_entry_not_just_a_shared_prefix():
 def test_block_aligned_prompt_resend():
     fine = VLLMBlockCache(64, 16, num_blocks=16)
     prompt = _distinct(128)
-    assert [s.end for s in fine.serve(prompt, []).steps] == [64, 112, 128]
+    assert [s.end for s in fine.serve(prompt, [])] == [64, 112, 128]
     assert fine.lookup(prompt).tokens == 112
     coarse = VLLMBlockCache(64, num_blocks=16)
-    assert [s.end for s in coarse.serve(prompt, []).steps] == [64, 128]
+    assert [s.end for s in coarse.serve(prompt, [])] == [64, 128]
     assert coarse.lookup(prompt).tokens == 64
 
 

@@ -95,11 +95,11 @@ def block_table(
     blocks = min(4 * (-(-(p + n_out + s + _B_EXTRA) // B)) + 8, 1 << 16)
     fine = VLLMBlockCache(B, u, num_blocks=blocks, max_num_batched_tokens=chunk)
     coarse = VLLMBlockCache(B, num_blocks=blocks, max_num_batched_tokens=chunk)
-    rec_a = fine.serve(a_prompt, a_out)
+    steps_a = fine.serve(a_prompt, a_out)
     coarse.serve(a_prompt, a_out)
     after_a = fine.export()
     hit, coarse_hit = fine.lookup(b_tokens), coarse.lookup(b_tokens)
-    rec_b = fine.serve(b_tokens, [])
+    steps_b = fine.serve(b_tokens, [])
     after_b = fine.export()
     group = _groups(after_b)
     multi = tuple(
@@ -114,8 +114,8 @@ def block_table(
         outputs=n_out,
         shared=s,
         b_len=len(b_tokens),
-        steps_a=rec_a.steps,
-        steps_b=rec_b.steps,
+        steps_a=steps_a,
+        steps_b=steps_b,
         after_a=after_a,
         after_b=after_b,
         hit=hit,
@@ -123,8 +123,8 @@ def block_table(
         shared_blocks=multi,
         events=tuple(
             (name, st)
-            for name, rec in (("A", rec_a), ("B", rec_b))
-            for st in rec.steps
+            for name, steps in (("A", steps_a), ("B", steps_b))
+            for st in steps
             if st.registered or st.copies or st.hit is not None
         ),
     )

@@ -3,7 +3,7 @@
 blocks from one pool), fine-grained partial hits in align mode. docs/policies.md ("vLLM's block
 table"); checked against vLLM's ``KVCacheManager`` by tests/real/test_vllm_blocks.py."""
 
-from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, Step
-from kda_core.cache.vllm_blocks.cache import VLLMBlockCache
+from kda_core.cache.vllm_blocks._pool import PoolSnapshot
+from kda_core.cache.vllm_blocks.cache import BlockHit, Step, VLLMBlockCache
 
 __all__ = ["BlockHit", "PoolSnapshot", "Step", "VLLMBlockCache"]

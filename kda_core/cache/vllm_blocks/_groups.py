@@ -28,12 +28,7 @@ class _Group:
         self.partial_hit: dict[str, tuple[int, Block]] = {}
         self.copies: list[tuple[Block, Block]] = []
 
-    def view(self, hashes: Sequence[int]) -> list[int]:
-        """``BlockHashListWithBlockSize``: the hash at each block end."""
-        s = self.block // self.pool.unit
-        return [hashes[(i + 1) * s - 1] for i in range(len(hashes) // s)]
-
-    def add_hit(self, rid: str, hit: list[Block], hit_tokens: int) -> None:
+    def add_hit(self, rid: str, hit: Sequence[Block], hit_tokens: int) -> None:
         """``add_local_computed_blocks``: take the hit blocks (a state hit is already nulls
         before its one block, the entries ``get_num_skipped_tokens`` skips); a hit ending
         inside its last block marks it for copy-on-write before the request writes there."""
@@ -54,17 +49,17 @@ class _Group:
 
     def cache_full(self, rid: str, hashes: Sequence[int], tokens: int, reach: tuple) -> None:
         """``cache_blocks`` -> ``BlockPool.cache_full_blocks``: key the newly full blocks with
-        their block-end hashes, under the retention mask (``reach``: the reachable
-        boundaries, ``MambaManager.reachable_block_mask``)."""
+        their block-end hashes (``BlockHashListWithBlockSize``), under the retention mask
+        (``reach``: the reachable boundaries, ``MambaManager.reachable_block_mask``)."""
         first = self.num_cached.get(rid, 0)
         end = tokens // self.block
         if first >= end:
             return
-        B, view = self.block, self.view(hashes)
+        B, s = self.block, self.block // self.pool.unit
         keep = {t // B * B for t in reach}  # the boundaries on the block grid (u divides B)
         for i, blk in enumerate(self.req_blocks[rid][first:end], first):
             if not blk.is_null and retained((i + 1) * B, B, self.retention, keep):
-                self.pool.key_block(blk, (view[i], self.group_id), (i + 1) * B)
+                self.pool.key_block(blk, (hashes[(i + 1) * s - 1], self.group_id), (i + 1) * B)
         self.num_cached[rid] = end
 
     def blocks(self) -> tuple[set[int], set[int]]:
@@ -88,20 +83,21 @@ class KVGroup(_Group):
         """``find_longest_cache_hit``: whole cached blocks from the start, then the longest
         keyed hash boundary inside the first block that is not whole."""
         B, u, g = self.block, self.pool.unit, self.group_id
+        s = B // u  # the hash at each block end: BlockHashListWithBlockSize
         hit: list[Block] = []
-        for chain in self.view(hashes)[: max_len // B]:
+        for chain in hashes[s - 1 : max_len // u : s]:
             blk = self.pool.get_cached(chain, g)
             if blk is None:
                 break
             hit.append(blk)
-        lo = len(hit) * B // u
-        for fine in range(min(lo + B // u - 1, max_len // u, len(hashes)) - 1, lo - 1, -1):
+        lo = len(hit) * s
+        for fine in range(min(lo + s - 1, max_len // u, len(hashes)) - 1, lo - 1, -1):
             blk = self.pool.get_cached(hashes[fine], g)
             if blk is not None:
                 return hit + [blk], (fine + 1) * u
         return hit, len(hit) * B
 
-    def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
+    def num_to_allocate(self, rid: str, num_tokens: int, hit: Sequence[Block], local: int) -> int:
         """``get_num_blocks_to_allocate``: blocks this step would take."""
         have = len(self.req_blocks.get(rid, ()))
         new = max(-(-num_tokens // self.block) - len(hit) - have, 0)
@@ -151,7 +147,7 @@ class StateGroup(_Group):
                 return [self.pool.null] * (fine * u // self.block) + [blk], (fine + 1) * u
         return [], 0
 
-    def num_to_allocate(self, rid: str, num_tokens: int, hit: list[Block], local: int) -> int:
+    def num_to_allocate(self, rid: str, num_tokens: int, hit: Sequence[Block], local: int) -> int:
         """``get_num_blocks_to_allocate`` (align): blocks this step would take."""
         new = -(-num_tokens // self.block) - len(hit) - len(self.req_blocks.get(rid, ()))
         partial = bool(hit and local % self.block) or rid in self.partial_hit
@@ -189,7 +185,6 @@ class StateGroup(_Group):
             self.allocated.add(rid)
             return []
         prev = len(table)
-        was_allocated = rid in self.allocated
         if prev > 0:
             self.last_state[rid] = prev - 1
         table.extend([self.pool.null] * (required - 1 - prev))  # none when negative
@@ -199,7 +194,7 @@ class StateGroup(_Group):
         if partial is not None:
             idx, src = partial
             dst, new = new[0], new[1:]
-            if was_allocated:
+            if rid in self.allocated:  # a running request: the producer of the key
                 assert table[idx] is src, "the producer still writes its own block"
                 self.pool.move_keys(src, dst)
                 self.copies.append((src, dst))

@@ -3,15 +3,14 @@
 ``hash_block_tokens``): equal physical blocks shared by both groups, block 0 the null block; a
 key is a prefix's chained hash at a hash-unit boundary plus the group id (a block has a
 primary key and maybe more; one key may name several blocks, the first answers). Hashes are
-interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide."""
+interned chain ids, not sha256: equal prefixes get equal ids, no two prefixes collide.
+``BlockPool.snapshot`` hands the pool out as frozen dataclasses (``PoolSnapshot``)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from kda_core.cache.vllm_blocks._records import PhysicalBlock, PoolSnapshot, PrefixEntry
 
 Key = tuple[int, int]
 """(chain id of a prefix at a hash-unit boundary, KV cache group id)."""
@@ -55,6 +54,41 @@ class Block:
     key: Key | None = None
     key_tokens: int | None = None
     is_null: bool = False
+
+
+@dataclass(frozen=True)
+class PrefixEntry:
+    """A logical prefix entry: the key at ``tokens`` of group ``group`` -> ``block_id``."""
+
+    group: int
+    tokens: int
+    chain_id: int
+    block_id: int
+    primary: bool
+
+
+@dataclass(frozen=True)
+class PhysicalBlock:
+    """A physical block: references, its keys' token boundaries, its place in the free
+    queue (0: evicted first; -1: in use)."""
+
+    block_id: int
+    ref_cnt: int
+    key_tokens: tuple[int, ...]
+    free_rank: int
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """The whole pool: blocks (null block excluded), entries, request tables, counters."""
+
+    block_size: int
+    unit: int
+    blocks: tuple[PhysicalBlock, ...]
+    entries: tuple[PrefixEntry, ...]
+    tables: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
+    free: tuple[int, ...]
+    evictions: int
 
 
 class BlockPool:
@@ -133,12 +167,6 @@ class BlockPool:
             if block.ref_cnt == 0:
                 del self.free[block.block_id]
             block.ref_cnt += 1
-
-    def free_to_back(self, blocks: Iterable[Block]) -> None:
-        """Refresh the free blocks among ``blocks``: to the queue's back (evicted last)."""
-        for b in blocks:
-            if not b.is_null and b.ref_cnt == 0:
-                self.free.move_to_end(b.block_id)
 
     def free_blocks(self, ordered: Iterable[Block]) -> None:
         """``free_blocks``: unkeyed blocks go to the queue's front (reused first), keyed ones

@@ -2,10 +2,12 @@
 plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
 ``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
 API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
-it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table")."""
+it is a ``PrefixCache`` too. A lookup and a step are handed out as frozen dataclasses
+(``BlockHit``, ``Step``). docs/policies.md ("vLLM's block table")."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,13 +23,47 @@ from kda_core.cache.protocol import (
     SizeInfo,
 )
 from kda_core.cache.vllm_blocks._groups import KVGroup, StateGroup
-from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain
-from kda_core.cache.vllm_blocks._records import BlockHit, PoolSnapshot, RequestRecord, Step
+from kda_core.cache.vllm_blocks._pool import Block, BlockPool, HashChain, PoolSnapshot
 
-__all__ = ["VLLMBlockCache"]
+__all__ = ["BlockHit", "Step", "VLLMBlockCache"]
+
+
+@dataclass(frozen=True)
+class BlockHit:
+    """One lookup (``KVCacheManager.get_computed_blocks``). tokens: the restore point (MLA KV and
+    KDA state agree); kv_tokens: the KV group's own hit; state_block: the block holding the state
+    after ``tokens`` (None: no hit) at ``table_index`` (``(tokens - unit) // block_size``, nulls
+    before it); partial: the hit ends inside a block (copy-on-write before writing);
+    shared_prefix_boundary: vLLM's ``request.shared_prefix_boundary`` (the KV hit past the state
+    hit), else 0."""
+
+    tokens: int
+    kv_tokens: int
+    kv_blocks: tuple[int, ...]
+    state_block: int | None
+    table_index: int
+    partial: bool
+    shared_prefix_boundary: int
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scheduled chunk of one request, tokens ``[start, end)``: the lookup (first step only),
+    the block the state after ``end`` goes to, the prefix keys registered ``(group, tokens,
+    block_id)`` (group 0 KV, 1 state), the block copies queued ``(src, dst)`` and the new blocks."""
+
+    start: int
+    end: int
+    hit: BlockHit | None
+    state_block: int
+    registered: tuple[tuple[int, int, int], ...]
+    copies: tuple[tuple[int, int], ...]
+    new_blocks: tuple[tuple[int, ...], tuple[int, ...]]
+
 
 _MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
 _MAX_BLOCKS = 1 << 16  # most physical blocks in the pool
+_NOT_FIRST = ((), (), BlockHit(0, 0, (), None, -1, False, 0))  # a running request: no lookup
 
 
 @dataclass(slots=True)
@@ -54,16 +90,20 @@ class _Handle(CacheHandle):
 
     __slots__ = ("_cache_id", "_blocks", "_keys", "_locks")
 
+    def __init__(self, cache_id: int, tokens: int, blocks: list[Block]) -> None:
+        super().__init__(tokens)
+        self._blocks = [b for b in blocks if not b.is_null]
+        self._cache_id, self._keys, self._locks = cache_id, [b.key for b in self._blocks], 0
+
 
 class VLLMBlockCache:
-    """vLLM 0.33's block table (the module docstring). block_size: tokens per block, MLA KV
-    pages and KDA state blocks alike (vLLM: ``block_size`` = ``mamba_block_size`` in align
-    mode); prefix_match_unit: tokens per prefix hash (``--prefix-match-unit``; None =
-    block_size, no fine-grained hits; divides block_size); num_blocks: physical blocks in the
-    shared pool, block 0 the null block; max_num_batched_tokens: the chunk budget; retention:
-    ``prefix_cache_retention_interval`` (None dense, 0, or a multiple of block_size);
-    mamba_cache_mode: only "align" (vLLM 0.33 caches KDA/Mamba prefixes in no other mode:
-    ``MambaManager.__init__`` asserts it)."""
+    """block_size: tokens per block, MLA KV pages and KDA state blocks alike (vLLM:
+    ``block_size`` = ``mamba_block_size`` in align mode); prefix_match_unit: tokens per prefix
+    hash (``--prefix-match-unit``; None = block_size, no fine-grained hits; divides block_size);
+    num_blocks: physical blocks in the shared pool, block 0 the null block;
+    max_num_batched_tokens: the chunk budget; retention: ``prefix_cache_retention_interval``
+    (None dense, 0, or a multiple of block_size); mamba_cache_mode: only "align" (vLLM 0.33
+    caches KDA/Mamba prefixes in no other mode: ``MambaManager.__init__`` asserts it)."""
 
     def __init__(
         self,
@@ -97,26 +137,22 @@ class VLLMBlockCache:
         self.kv = KVGroup(self.pool, 0, B, None)
         self.state = StateGroup(self.pool, 1, B, retention)
         self._reqs: dict[str, _Request] = {}
-        self._served = 0
-        self._locked: dict[int, int] = {}  # block id -> references held through handles
+        self._locked: Counter[int] = Counter()  # block id -> references held through handles
 
-    def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], int, int]:
+    def _find(self, hashes: list[int], max_len: int) -> tuple[list[Block], list[Block], BlockHit]:
         """``HybridKVCacheCoordinator.find_longest_cache_hit`` (one KV and one state group: one
-        pass): -> KV blocks cut to the state hit, state blocks, the hit, the KV group's hit."""
-        kv_blocks, kv_len = self.kv.find(hashes, max_len)
-        state_blocks, hit = self.state.find(hashes, kv_len)
-        return kv_blocks[: -(-hit // self.block_size)], state_blocks, hit, kv_len
-
-    def _hit(self, kv: list[Block], st: list[Block], hit: int, kv_len: int) -> BlockHit:
-        ids, state = tuple(b.block_id for b in kv), st[-1].block_id if st else None
-        shared = kv_len if kv_len > hit else 0
-        return BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % self.block_size), shared)
+        pass): -> the KV group's hit blocks, the state hit's blocks, the hit (KV cut to it)."""
+        kv, kv_len = self.kv.find(hashes, max_len)
+        st, hit = self.state.find(hashes, kv_len)
+        B, shared = self.block_size, kv_len if kv_len > hit else 0
+        ids, state = tuple(b.block_id for b in kv[: -(-hit // B)]), st[-1].block_id if st else None
+        return kv, st, BlockHit(hit, kv_len, ids, state, len(st) - 1, bool(hit % B), shared)
 
     def lookup(self, tokens: Sequence[int]) -> BlockHit:
         """What a new request with these tokens would hit, read-only (``get_computed_blocks``:
         at most ``len(tokens) - 1`` tokens; the last one is recomputed for its logits)."""
         toks = _check_tokens(tokens, "tokens")
-        return self._hit(*self._find(self.chain.peek(toks), len(toks) - 1))
+        return self._find(self.chain.peek(toks), len(toks) - 1)[2]
 
     # vLLM's request API ------------------------------------------------------------------
     def add(self, request_id: str, prompt: Sequence[int]) -> None:
@@ -161,44 +197,44 @@ class VLLMBlockCache:
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
-        B, first = self.block_size, not req.computed
-        found = self._find(req.hashes, len(req.tokens) - 1) if first else ([], [], 0, 0)
-        start = req.computed + found[2]
+        B, u, first = self.block_size, self.unit, not req.computed
+        kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1) if first else _NOT_FIRST
+        kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
+        start = req.computed + hit.tokens
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
         want = min(cap, len(req.tokens) - start)
         if want <= 0:
             raise ValueError(f"request {request_id!r} has computed every token; append one")
-        junction = found[3] if found[3] > found[2] else req.junction
-        fine, unit, chunk = self.fine, self.unit, self.chunk
+        junction = hit.shared_prefix_boundary or req.junction
         n = aligned_split(
-            start, want, len(req.tokens), req.prompt_len, B, unit, fine, chunk, junction
+            start, want, len(req.tokens), req.prompt_len, B, u, self.fine, self.chunk, junction
         )
-        if n <= 0 and cap < chunk:
+        if n <= 0 and cap < self.chunk:
             return None  # less budget than a block is left this step: the request waits
         if n <= 0:
-            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={chunk}")
+            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
         end, kv, state = start + n, self.kv, self.state
         self.pool.log.clear()
         state.remove_skipped(request_id, start)  # the KV group frees nothing
         # KVCacheManager.allocate_slots: get_num_blocks_to_allocate (more than are free: vLLM
         # would not schedule the step, this model does not wait and raises), the hit taken,
         # new blocks, the new keys
-        wanted = kv.num_to_allocate(request_id, end, found[0], start)
-        wanted += state.num_to_allocate(request_id, end, found[1], start)
+        wanted = kv.num_to_allocate(request_id, end, kv_hit, start)
+        wanted += state.num_to_allocate(request_id, end, st_hit, start)
         if wanted > len(self.pool.free):
             raise ValueError(
                 f"num_blocks={len(self.pool.blocks)} is too small: {wanted} blocks needed, "
                 f"{len(self.pool.free)} free"
             )
         if first:
-            kv.add_hit(request_id, found[0], start)
-            state.add_hit(request_id, found[1], start)
+            kv.add_hit(request_id, kv_hit, start)
+            state.add_hit(request_id, st_hit, start)
         req.junction, req.computed = junction, end
         new_kv, new_st = (
             tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state)
         )
-        cacheable = end if fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
-        tail = checkpoint_position(req.prompt_len, unit, False, 0)  # the prompt's last boundary
+        cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
+        tail = checkpoint_position(req.prompt_len, u, False, 0)  # the prompt's last boundary
         kv.cache(request_id, req.hashes, tail, cacheable)
         reach = (*replay_boundaries(req.prompt_len, B, False), junction)
         state.cache(request_id, req.hashes, tail, cacheable, reach)
@@ -208,9 +244,8 @@ class VLLMBlockCache:
         self.pool.free_blocks([b for pair in pairs for b in pair])
         copies = tuple((a.block_id, b.block_id) for a, b in pairs)
         state_block = state.req_blocks[request_id][-(-end // B) - 1].block_id
-        hit = self._hit(*found) if first else None
         log = tuple(self.pool.log)
-        return Step(start, end, hit, state_block, log, copies, (new_kv, new_st))
+        return Step(start, end, hit if first else None, state_block, log, copies, (new_kv, new_st))
 
     def finish(self, request_id: str) -> None:
         """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
@@ -220,12 +255,11 @@ class VLLMBlockCache:
         for group in (self.kv, self.state):
             self.pool.free_blocks(reversed(group.pop(request_id)))
 
-    def serve(self, prompt: Sequence[int], outputs: Sequence[int] = ()) -> RequestRecord:
+    def serve(self, prompt: Sequence[int], outputs: Sequence[int] = ()) -> tuple[Step, ...]:
         """Run one request to its end: prefill ``prompt`` chunk by chunk, then compute each
-        of ``outputs`` as a decoded token, then free it."""
+        of ``outputs`` as a decoded token, then free it. -> its steps (the first has its hit)."""
         outs = _check_tokens(outputs, "outputs") if len(outputs) else []
-        self._served += 1
-        rid = f"request-{self._served}"
+        rid = "served"
         while rid in self._reqs:
             rid += "'"
         self.add(rid, prompt)
@@ -238,9 +272,7 @@ class VLLMBlockCache:
                     steps.append(self.step(rid))  # type: ignore[arg-type]
         finally:
             self.finish(rid)
-        hit = steps[0].hit
-        assert hit is not None, "the first step carries the lookup"
-        return RequestRecord(rid, len(prompt), hit, tuple(steps))
+        return tuple(steps)
 
     def tables(self, request_id: str) -> tuple[list[int], ...]:
         """The request's block tables (KV, state) as physical ids (0: the null block)."""
@@ -248,12 +280,6 @@ class VLLMBlockCache:
         return tuple([b.block_id for b in g.req_blocks[request_id]] for g in (self.kv, self.state))
 
     # the cache protocol -------------------------------------------------------------------
-    def _handle(self, tokens: int, blocks: list[Block]) -> _Handle:
-        h = _Handle(tokens)
-        held = [b for b in blocks if not b.is_null]
-        h._cache_id, h._blocks, h._keys, h._locks = id(self), held, [b.key for b in held], 0
-        return h
-
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
         """``find_longest_cache_hit`` over all of ``key``: ``restore_at`` where KV and state
         agree (``state``: its state block; ``kv``: the KV block ids before it), ``token_match``
@@ -261,14 +287,14 @@ class VLLMBlockCache:
         queue (evicted last); blocks are never split."""
         toks = _check_tokens(key, "key")
         check_bool("split", split)
-        kv, st, hit, kv_len = self._find(self.chain.peek(toks), len(toks))
-        kv_all = self.kv.find(self.chain.peek(toks), kv_len)[0]
+        kv, st, h = self._find(self.chain.peek(toks), len(toks))
         if check_bool("touch", touch):
-            self.pool.free_to_back(kv_all + st)
-        h, restore = self._hit(kv, st, hit, kv_len), self._handle(hit, kv + st[-1:])
-        branch, path = h.shared_prefix_boundary or None, self._handle(kv_len, kv_all)
+            self.pool.touch(kv + st)  # a reference taken and given back: the free ones go
+            self.pool.free_blocks(kv + st)  # to the free queue's back (they are keyed)
+        restore = _Handle(id(self), h.tokens, kv[: len(h.kv_blocks)] + st[-1:])
+        branch, path = h.shared_prefix_boundary or None, _Handle(id(self), h.kv_tokens, kv)
         return PrefixMatch(
-            kv_len, hit, h.state_block, 0, h.kv_blocks, branch, h.partial, restore, path
+            h.kv_tokens, h.tokens, h.state_block, 0, h.kv_blocks, branch, h.partial, restore, path
         )
 
     def lock_handle(self, handle: CacheHandle, unlock: bool = False) -> None:
@@ -283,10 +309,9 @@ class VLLMBlockCache:
             self.pool.free_blocks(handle._blocks)
         else:
             self.pool.touch(handle._blocks)
-        d = -1 if unlock else 1
-        handle._locks += d
+        handle._locks += -1 if unlock else 1
         for b in handle._blocks:
-            self._locked[b.block_id] = self._locked.get(b.block_id, 0) + d
+            self._locked[b.block_id] += -1 if unlock else 1
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
@@ -296,9 +321,10 @@ class VLLMBlockCache:
         contents): ``kv``, ``states`` stay empty. ``new``: the state keys registered."""
         if kv is not None or states or state_bytes:
             raise ValueError("kv, states: the block table keys blocks, it holds no payloads")
-        rec = self.serve(key)
-        new = tuple(sorted({t for st in rec.steps for g, t, _ in st.registered if g == 1}))
-        return PrefixInsert(rec.hit.tokens, rec.prompt_len - rec.hit.tokens, new, (), 0, None)
+        steps = self.serve(key)
+        new = tuple(sorted({t for st in steps for g, t, _ in st.registered if g == 1}))
+        hit = steps[0].start  # the first step starts at its hit
+        return PrefixInsert(hit, steps[-1].end - hit, new, (), 0, None)
 
     def read_kv(self, key: Any, length: int) -> tuple:
         """The KV block ids covering ``key[:length]`` (inside the KV group's hit)."""
@@ -350,17 +376,15 @@ class VLLMBlockCache:
     def check_integrity(self) -> None:
         """Each block's references are its table entries and handle locks, the free queue
         holds exactly the unreferenced blocks, every key names a block that carries it."""
-        refs = dict(self._locked)
-        for table in [*self.kv.req_blocks.values(), *self.state.req_blocks.values()]:
-            for b in table:
-                refs[b.block_id] = refs.get(b.block_id, 0) + (not b.is_null)
+        refs = self._locked.copy()  # the null block's count is never checked
+        for g in (self.kv, self.state):
+            refs.update(b.block_id for table in g.req_blocks.values() for b in table)
         self.pool.check_integrity(refs)
 
     def stats(self) -> SizeInfo:
         """The sizes (``export`` has the blocks, keys and the eviction count)."""
         return self.size_info
 
-    # read-only views -------------------------------------------------------------------
     def export(self) -> PoolSnapshot:
         """The pool as plain data: blocks, prefix entries, request tables, free order."""
         tables = {rid: tuple(map(tuple, self.tables(rid))) for rid in self._reqs}
