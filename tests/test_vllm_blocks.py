@@ -244,3 +244,21 @@ def test_a_state_keyed_this_step_is_no_hit_for_another_request_until_the_next():
     cache.new_step()
     assert not cache.deferred(b)
     cache.finish("a")
+
+
+def test_a_key_moved_to_a_copy_is_no_hit_until_the_copy_ran():
+    """vLLM's ``MambaManager.allocate_new_blocks``: when the producer of the prompt's partial
+    tail key moves on, the key moves to a copy-on-write block the step's copy fills, and goes
+    into ``cached_blocks_this_step``: a new request hitting it in that step waits a step."""
+    cache = VLLMBlockCache(16, 4, num_blocks=32)
+    a = _distinct(40)  # the prompt's last hash boundary, 36, lies inside block 2
+    cache.add("a", a)
+    assert [cache.step("a").end for _ in range(2)] == [32, 36]  # the last block, the tail
+    b = a[:37] + [777]
+    assert cache.lookup(b).tokens == 36 and cache.deferred(b)  # keyed in this step
+    st = cache.step("a")  # the next step moves the key to a copy
+    assert st.copies and cache.lookup(b).state_block == st.copies[0][1]
+    assert cache.deferred(b)
+    cache.new_step()
+    assert not cache.deferred(b)
+    cache.finish("a")

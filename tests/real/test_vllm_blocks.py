@@ -5,7 +5,8 @@ The same request sequences go through both; after every scheduled step the two m
 the chunk ``[start, end)``, the lookup (hit length, KV block ids, the state block id and its
 table index, the shared-prefix boundary), the block holding the new state, the queued copies,
 the new block ids per group, and the whole pool: every prefix entry (group, prefix, block id,
-primary or not), every reference count, the free queue's order and the request tables.
+primary or not), every reference count, the free queue's order and the request tables; and
+whether a new request arriving in that step would wait for it (``cached_blocks_this_step``).
 
 Runs in the real-engine venv (tests/real/); skipped elsewhere.
 """
@@ -23,6 +24,8 @@ from vllm_blocks_driver import RealBlockCache  # noqa: E402
 
 from kda_core.cache.vllm_blocks import VLLMBlockCache  # noqa: E402
 
+PROBE = 1 << 19  # a token no workload uses: a probe request diverges right after the prefix
+
 
 class Pair:
     """One model and one real cache with the same configuration, driven together."""
@@ -32,7 +35,7 @@ class Pair:
         self.real = RealBlockCache(**cfg)
         self.unit = self.real.unit
         self.prefix: dict[int, tuple[int, ...]] = {}  # model chain id -> prefix tokens
-        self.steps = self.lookups = 0
+        self.steps = self.lookups = self.deferrals = 0
 
     def _remember(self, tokens: list[int]) -> None:
         for i, chain in enumerate(self.model.chain.peek(tokens)):
@@ -101,6 +104,10 @@ class Pair:
                 }
                 assert mine == want, f"{rid} step {len(steps)} differs"
                 self.check_pool(f"{rid} after step {len(steps)}")
+                for probe in (prompt + [PROBE], tokens + [PROBE]):  # a new request, same step
+                    deferred = self.model.deferred(probe)
+                    assert deferred == self.real.deferred(probe), f"{rid}: deferral differs"
+                    self.deferrals += deferred
                 steps.append(mine)
                 if got.end == len(tokens):
                     break
@@ -204,4 +211,5 @@ def test_random_sequences_agree_step_by_step(block, unit, chunk, num_blocks, ret
         pair.serve(f"r{i}", prompt, outputs)
     assert pair.steps > 100
     assert any(hits), "the workload must produce hits"
+    assert pair.deferrals > 0, "some probe must hit a state keyed in the same step"
     assert pair.model.pool.evictions > 0 or num_blocks > 32

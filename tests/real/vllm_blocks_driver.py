@@ -133,6 +133,20 @@ class RealBlockCache:
             "shared_prefix_boundary": spb,
         }
 
+    def deferred(self, tokens: list[int]) -> bool:
+        """Whether a new request with these tokens waits a step: its state hit's block hash
+        is in the Mamba manager's ``cached_blocks_this_step`` (``get_num_blocks_to_allocate``)."""
+        req = Request(
+            "probe",
+            list(tokens),
+            SamplingParams(max_tokens=1),
+            None,
+            block_hasher=get_request_block_hasher(self.unit, sha256),
+        )
+        st = self.mgr.get_computed_blocks(req)[0].blocks[1]
+        mamba = self.mgr.coordinator.single_type_managers[1]
+        return bool(st) and st[-1].block_hash in mamba.cached_blocks_this_step
+
     def step(self, rid: str) -> dict:
         req = self.reqs[rid]
         self.mgr.new_step_starts()

@@ -177,7 +177,8 @@ class StateGroup(_Group):
         """``allocate_new_blocks`` (align): nulls up to the running entry, one new block
         for it, and a CoW block when a partial key must be preserved: a hit's block is
         copied into the request's own; a producer's own partial key moves to the copy
-        (``move_block_hashes``) while the request keeps writing in place."""
+        (``move_block_hashes``, into ``cached_blocks_this_step``) while the request keeps
+        writing in place."""
         table = self.req_blocks.setdefault(rid, [])
         required = -(-num_tokens // self.block)
         partial = self.partial_hit.pop(rid, None)
@@ -199,6 +200,8 @@ class StateGroup(_Group):
                 self.pool.move_keys(src, dst)
                 self.copies.append((src, dst))
                 src.ref_cnt += 1
+                if dst.key is not None:  # filled by this step's copy: a hit on it waits a step
+                    self.this_step.add(dst.key)
             else:
                 self.cow(rid, idx, src, dst)
                 out = [dst] + out
