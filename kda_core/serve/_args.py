@@ -167,8 +167,11 @@ def pool_sizes(
     return n, min(2 * n, MAX_SLOTS) if int8 else n
 
 
-def prompt_tokens(prompt: Any) -> list[int]:
-    """Text (UTF-8 bytes) or token ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them."""
+def request_state(
+    idx: int, prompt: Any, max_new_tokens: Any, arrival: Any = 0, name: str = ""
+) -> RequestState:
+    """A request checked (``name``: its place in ``serve``'s list): text (UTF-8 bytes) or token
+    ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them, and its arrival step."""
     if isinstance(prompt, str):
         if not prompt:
             raise ValueError("prompt must not be empty")
@@ -181,7 +184,9 @@ def prompt_tokens(prompt: Any) -> list[int]:
         )
     if len(ids) > MAX_TOKENS - MAX_NEW_TOKENS:
         raise ValueError(f"prompt: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
-    return ids
+    n_new = check_int(f"{name}max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
+    check_int(f"{name}arrival", arrival, 0, MAX_STEPS)  # steps from the start
+    return RequestState(idx, ids, n_new, arrival)
 
 
 def check_requests(requests: Any) -> list[RequestState]:
@@ -194,10 +199,7 @@ def check_requests(requests: Any) -> list[RequestState]:
     for i, rq in enumerate(requests):
         if not isinstance(rq, Request):
             raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
-        ids = prompt_tokens(rq.prompt)
-        n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
-        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)  # steps from the start
-        out.append(RequestState(i, ids, n_new, rq.arrival))
+        out.append(request_state(i, rq.prompt, rq.max_new_tokens, rq.arrival, f"requests[{i}]."))
     return out
 
 
