@@ -157,8 +157,8 @@ class Lifecycle:
         cuts.update(p for p in r.plan if start < p < P)
         if start < tm < P and not r.inconsistent:
             cuts.add(tm)
-            if r.trace is not None:
-                cuts.update(r.trace.replay_cuts(start, tm, P))
+            if r.trace is not None and r.trace.step_replay:
+                cuts.update(range(start + 1, tm))
         cuts.add(P)
         return tuple(sorted(cuts))
 

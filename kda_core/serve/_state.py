@@ -34,12 +34,6 @@ class Trace:
     norms: list[float] = field(default_factory=list)  # one per step record
     replay: list[np.ndarray] = field(default_factory=list)  # S after restore / each replay step
 
-    def replay_cuts(self, start: int, token_match: int, prompt_len: int) -> range:
-        """Extra prefill cuts: every token of the replay when stepping it."""
-        if not self.step_replay:
-            return range(0)
-        return range(start + 1, min(token_match, prompt_len))
-
     def step(self, S: np.ndarray, kind: str) -> None:
         """The state after a step of ``kind`` ("restore", "replay", "prefill", "decode"); the
         runner never writes into a bound state, so keeping a reference is safe."""
@@ -123,10 +117,6 @@ class RequestState:
     def pos(self) -> int:
         """Tokens consumed so far (the boundary of the running state)."""
         return 0 if self.state is None else self.state.boundary
-
-    @property
-    def n_out(self) -> int:
-        return len(self.gen)
 
     @property
     def inconsistent(self) -> bool:
