@@ -55,8 +55,8 @@ def _admissible(
     live = []
     for r in states:
         if kv_max is not None and r.total > kv_max:
-            r.phase, r.error = "rejected", reject_message(r, kv_max)
-            rejected[r.idx] = r.error
+            r.phase = "rejected"
+            rejected[r.idx] = reject_message(r, kv_max)
         else:
             live.append(r)
     return live, rejected

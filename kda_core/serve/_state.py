@@ -99,7 +99,6 @@ class RequestState:
     retractions: int = 0
     t0: float = 0.0
     seconds: float = 0.0
-    error: str | None = None
     trace: Trace | None = None  # generate's observer (None in serve)
     stepwise: bool = False  # the loop reads the state after every step (a trace, a block table)
     spec: SpecRequest | None = None  # speculative decoding: rings, draft, verify records
