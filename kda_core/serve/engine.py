@@ -111,15 +111,14 @@ class Engine:
         self.state_slots, ck = pool_sizes(
             state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8
         )
-        kvb = kv_budget
-        self.kv_budget = None if kvb is None else check_int("kv_budget", kvb, 0, 1 << 40)
+        kv_budget = None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
         self.model = check_model(model, before_drop)
         self._before_drop = before_drop
         self.blocks = check_block_cache(
-            block_cache, self.cache_on, self.int8, self.kv_budget, unified_memory, restore
+            block_cache, self.cache_on, self.int8, kv_budget, unified_memory, restore
         )
-        self.spec = SpecConfig.of(speculative)
-        if self.spec is not None and self.blocks is not None:
+        spec = SpecConfig.of(speculative)
+        if spec is not None and self.blocks is not None:
             raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
         unified = make_unified(
             unified_memory,
@@ -145,7 +144,7 @@ class Engine:
         )
         self.graph_bs = check_graph_bs(cuda_graph_bs)
         modes = (self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size)
-        extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
+        extras = (kv_budget, self.graph_bs, self.blocks is not None, spec)
         config = ServeConfig(*modes, *extras)
         self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
 
