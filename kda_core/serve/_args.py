@@ -1,5 +1,6 @@
 """``Engine``'s arguments, checked once where they enter: the default policy, the pool sizes,
-prompts, ``generate``'s options and ``serve``'s requests.
+prompts, ``generate``'s options and ``serve``'s requests (the caller's ``Request``, the contract
+``kda_core.engine.Request``; inside ``serve`` a ``_state.RequestState``).
 
 Each function raises ``ValueError`` naming the argument and its allowed range; the messages
 are the engine's (tests match on them).
@@ -21,7 +22,6 @@ from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
 from kda_core.serve._pools import StatePools
 from kda_core.serve._slots import MAX_SLOTS, STRATEGIES
 from kda_core.serve._state import RequestState
-from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
 MAX_NEW_TOKENS = 4096
@@ -165,6 +165,16 @@ def pool_sizes(
     if checkpoint_slots is not None:
         return n, check_int("checkpoint_slots", checkpoint_slots, 1, MAX_SLOTS)
     return n, min(2 * n, MAX_SLOTS) if int8 else n
+
+
+@dataclass(slots=True, frozen=True)
+class Request:
+    """One request to ``Engine.serve``: prompt (text or token ids), greedy tokens to generate
+    in [1, 4096], and the scheduler step it arrives at (>= 0)."""
+
+    prompt: Any
+    max_new_tokens: int = 8
+    arrival: int = 0
 
 
 def request_state(

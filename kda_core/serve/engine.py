@@ -24,6 +24,7 @@ from kda_core.serve._args import (
     PAGE_SIZE,
     RESTORE_MODES,
     Parts,
+    Request,
     ServeConfig,
     check_block_cache,
     check_model,
@@ -42,7 +43,6 @@ from kda_core.serve._slots import MAX_SLOTS
 from kda_core.serve._state import Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
-from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
 __all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
