@@ -4,9 +4,8 @@ The engine lives in ``kda_core.serve.engine`` (serving in ``kda_core.serve``); i
 imports it from there. See docs/serving.md.
 """
 
-from kda_core.serve.engine import Engine
+from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import EngineStats, GenerateReport, ServeReport, StepRecord, StepRow
-from kda_core.serve.request import Request
 
 __all__ = [
     "Engine",

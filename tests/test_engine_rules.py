@@ -191,8 +191,8 @@ def test_policy_chunk_incompatibility_fails_at_construction() -> None:
 def test_contract_facade_is_the_serving_engine():
     import kda_core.engine as facade
     from kda_core.serve import engine as real
+    from kda_core.serve.engine import Request
     from kda_core.serve.report import GenerateReport, ServeReport
-    from kda_core.serve.request import Request
 
     assert facade.Engine is real.Engine and facade.Request is Request
     assert facade.GenerateReport is GenerateReport and facade.ServeReport is ServeReport

@@ -77,7 +77,7 @@ def test_core_and_catalog_import_no_ui_library(root: str) -> None:
         ("kda_core.quant", "quantize_int8", "kda_core.kda.quant"),
         ("kda_core.policy", "make", "kda_core.cache.policy"),
         ("kda_core.engine", "Engine", "kda_core.serve.engine"),
-        ("kda_core.engine", "Request", "kda_core.serve.request"),
+        ("kda_core.engine", "Request", "kda_core.serve.engine"),
         ("kda_core.sim", "simulate", "kda_core.sim.simulator"),
         ("kda_core.workloads", "load_mooncake", "kda_core.workloads.mooncake"),
         ("kda_core.model", "bits_per_byte", "kda_core.model.tiny"),

@@ -251,7 +251,7 @@ def test_retraction_victim_is_sglangs(monkeypatch):
 
     def spy(self):
         r = original(self)
-        seen.append(((r.n_out, r.P), [(x.n_out, x.P) for x in self.running]))
+        seen.append(((len(r.gen), r.P), [(len(x.gen), x.P) for x in self.running]))
         return r
 
     monkeypatch.setattr(scheduler.Scheduler, "retract_victim", spy)

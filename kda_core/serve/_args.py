@@ -1,5 +1,6 @@
 """``Engine``'s arguments, checked once where they enter: the default policy, the pool sizes,
-prompts, ``generate``'s options and ``serve``'s requests.
+prompts, ``generate``'s options and ``serve``'s requests (the caller's ``Request``, the contract
+``kda_core.engine.Request``; inside ``serve`` a ``_state.RequestState``).
 
 Each function raises ``ValueError`` naming the argument and its allowed range; the messages
 are the engine's (tests match on them).
@@ -21,7 +22,6 @@ from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
 from kda_core.serve._pools import StatePools
 from kda_core.serve._slots import MAX_SLOTS, STRATEGIES
 from kda_core.serve._state import RequestState
-from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
 MAX_NEW_TOKENS = 4096
@@ -167,8 +167,21 @@ def pool_sizes(
     return n, min(2 * n, MAX_SLOTS) if int8 else n
 
 
-def prompt_tokens(prompt: Any) -> list[int]:
-    """Text (UTF-8 bytes) or token ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them."""
+@dataclass(slots=True, frozen=True)
+class Request:
+    """One request to ``Engine.serve``: prompt (text or token ids), greedy tokens to generate
+    in [1, 4096], and the scheduler step it arrives at (>= 0)."""
+
+    prompt: Any
+    max_new_tokens: int = 8
+    arrival: int = 0
+
+
+def request_state(
+    idx: int, prompt: Any, max_new_tokens: Any, arrival: Any = 0, name: str = ""
+) -> RequestState:
+    """A request checked (``name``: its place in ``serve``'s list): text (UTF-8 bytes) or token
+    ids, at most ``MAX_TOKENS - MAX_NEW_TOKENS`` of them, and its arrival step."""
     if isinstance(prompt, str):
         if not prompt:
             raise ValueError("prompt must not be empty")
@@ -181,7 +194,9 @@ def prompt_tokens(prompt: Any) -> list[int]:
         )
     if len(ids) > MAX_TOKENS - MAX_NEW_TOKENS:
         raise ValueError(f"prompt: at most {MAX_TOKENS - MAX_NEW_TOKENS} tokens, got {len(ids)}")
-    return ids
+    n_new = check_int(f"{name}max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
+    check_int(f"{name}arrival", arrival, 0, MAX_STEPS)  # steps from the start
+    return RequestState(idx, ids, n_new, arrival)
 
 
 def check_requests(requests: Any) -> list[RequestState]:
@@ -194,10 +209,7 @@ def check_requests(requests: Any) -> list[RequestState]:
     for i, rq in enumerate(requests):
         if not isinstance(rq, Request):
             raise ValueError(f"requests[{i}] must be a Request, got {type(rq).__name__}")
-        ids = prompt_tokens(rq.prompt)
-        n_new = check_int(f"requests[{i}].max_new_tokens", rq.max_new_tokens, 1, MAX_NEW_TOKENS)
-        check_int(f"requests[{i}].arrival", rq.arrival, 0, MAX_STEPS)  # steps from the start
-        out.append(RequestState(i, ids, n_new, rq.arrival))
+        out.append(request_state(i, rq.prompt, rq.max_new_tokens, rq.arrival, f"requests[{i}]."))
     return out
 
 

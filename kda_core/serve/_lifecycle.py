@@ -90,7 +90,7 @@ class Lifecycle:
             k = 0 if u is None else self.cache.evict(-(-u.slot_bytes // u.kv_token_bytes)).kv_tokens
             if k == 0:
                 return False
-            r.bump("evicted_kv", k)
+            r.bump("evicted_kv_tokens", k)
         return True
 
     def _open(self, r: RequestState) -> str:
@@ -157,8 +157,8 @@ class Lifecycle:
         cuts.update(p for p in r.plan if start < p < P)
         if start < tm < P and not r.inconsistent:
             cuts.add(tm)
-            if r.trace is not None:
-                cuts.update(r.trace.replay_cuts(start, tm, P))
+            if r.trace is not None and r.trace.step_replay:
+                cuts.update(range(start + 1, tm))
         cuts.add(P)
         return tuple(sorted(cuts))
 
@@ -216,7 +216,7 @@ class Lifecycle:
             self.donate(r, *over, inflight=False)
         tw = pp.track(r.slots, pos)
         if tw is None:
-            r.bump("skipped")
+            r.bump("checkpoints_skipped")
             r.parked.pop()
             return
         r.bump("track_writes")
@@ -258,7 +258,7 @@ class Lifecycle:
         if slot != r.slots.active:
             pools.pingpong.mark_donated(r.slots, slot)
         if not self._evict(r, ck.can_allocate):
-            r.bump("skipped")
+            r.bump("checkpoints_skipped")
             return False
         S, conv = pools.active.buffers(slot)
         if copy:
@@ -297,7 +297,7 @@ class Lifecycle:
         for p in res.existed:  # the cache had these states already: our copies go
             pools.checkpoints.free(slot_at[p])
         r.inserted.extend((slot_at[p], frees) for p in res.new)
-        r.bump("existed", len(res.existed))
+        r.bump("checkpoints_existed", len(res.existed))
         if not move_lock or res.handle is None:
             return
         try:
@@ -326,7 +326,7 @@ class Lifecycle:
         if budget is not None and self.cache.kv_tokens > budget:
             ev = self.cache.evict(self.cache.kv_tokens - budget)
             r.bump("evicted_states", ev.states)
-            r.bump("evicted_kv", ev.kv_tokens)
+            r.bump("evicted_kv_tokens", ev.kv_tokens)
         if r.state.mla_kv.base is not None:  # a view of a step's batch array (Runner): own it
             r.state.mla_kv = r.state.mla_kv.copy()
         return self._done(r)

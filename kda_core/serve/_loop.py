@@ -49,16 +49,14 @@ def _admissible(
 ) -> tuple[list[RequestState], dict[int, str]]:
     """The requests that can ever run, and SGLang's message for each one that cannot: more
     KV than the KV pool (or, in one byte buffer, than it holds beside the request's slots)."""
-    unified = parts.pools.unified
-    kv_max = kv_tokens
-    if unified is not None:
-        kv_max = unified.kv_capacity_alone(parts.pools.pingpong.up_front)
+    u = parts.pools.unified
+    kv_max = kv_tokens if u is None else u.kv_capacity_alone(parts.pools.pingpong.up_front)
     rejected: dict[int, str] = {}
     live = []
     for r in states:
         if kv_max is not None and r.total > kv_max:
-            r.phase, r.error = "rejected", reject_message(r, kv_max)
-            rejected[r.idx] = r.error
+            r.phase = "rejected"
+            rejected[r.idx] = reject_message(r, kv_max)
         else:
             live.append(r)
     return live, rejected

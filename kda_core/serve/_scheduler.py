@@ -118,7 +118,7 @@ class Scheduler:
     def retract_victim(self) -> RequestState:
         """SGLang's retraction victim (``ScheduleBatch.retract_decode``): the fewest outputs,
         then the longest prompt."""
-        return min(self.running, key=lambda r: (r.n_out, -r.P, -r.idx))
+        return min(self.running, key=lambda r: (len(r.gen), -r.P, -r.idx))
 
     def _decodes(self, b: Batch) -> int:
         """The decoding requests (a speculative one verifies its window). -> tokens."""

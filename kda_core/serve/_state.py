@@ -34,12 +34,6 @@ class Trace:
     norms: list[float] = field(default_factory=list)  # one per step record
     replay: list[np.ndarray] = field(default_factory=list)  # S after restore / each replay step
 
-    def replay_cuts(self, start: int, token_match: int, prompt_len: int) -> range:
-        """Extra prefill cuts: every token of the replay when stepping it."""
-        if not self.step_replay:
-            return range(0)
-        return range(start + 1, min(token_match, prompt_len))
-
     def step(self, S: np.ndarray, kind: str) -> None:
         """The state after a step of ``kind`` ("restore", "replay", "prefill", "decode"); the
         runner never writes into a bound state, so keeping a reference is safe."""
@@ -101,11 +95,10 @@ class RequestState:
     parked: list[int] = field(default_factory=list)  # every checkpoint position parked
     step_log: list[tuple[int, int, int, str]] = field(default_factory=list)  # pos, n, token, phase
     inserted: list[tuple[int, int]] = field(default_factory=list)  # (slot, frees) at insert
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # ``GenerateReport``'s counters
     retractions: int = 0
     t0: float = 0.0
     seconds: float = 0.0
-    error: str | None = None
     trace: Trace | None = None  # generate's observer (None in serve)
     stepwise: bool = False  # the loop reads the state after every step (a trace, a block table)
     spec: SpecRequest | None = None  # speculative decoding: rings, draft, verify records
@@ -123,10 +116,6 @@ class RequestState:
     def pos(self) -> int:
         """Tokens consumed so far (the boundary of the running state)."""
         return 0 if self.state is None else self.state.boundary
-
-    @property
-    def n_out(self) -> int:
-        return len(self.gen)
 
     @property
     def inconsistent(self) -> bool:
@@ -154,7 +143,6 @@ class RequestState:
     def report(self, created: int, pools: PoolStats) -> GenerateReport:
         """The finished request's report (``created``: its checkpoints still in the tree);
         a ``Trace`` adds what it observed (``Trace.finish``)."""
-        c = self.counts.get
         nan = float("nan")
         mk = StepRecord._make  # one record per consumed chunk or token: the tuple fast path
         untraced = (nan, nan, nan)  # state_norm, dist_to_match, dist_to_uncached
@@ -174,16 +162,10 @@ class RequestState:
             planned_checkpoints=tuple(self.planned),
             checkpoints=tuple(self.parked),
             checkpoints_created=created,
-            checkpoints_existed=c("existed", 0),
-            checkpoints_skipped=c("skipped", 0),
-            copies=c("copies", 0),
-            donations=c("donations", 0),
-            track_writes=c("track_writes", 0),
-            evicted_states=c("evicted_states", 0),
-            evicted_kv_tokens=c("evicted_kv", 0),
             restore_error=self.restore_error,
             step_log=tuple([mk(rec + untraced) for rec in self.step_log]),
             pools=pools,
             seconds=self.seconds,
             verify_steps=() if self.spec is None else tuple(self.spec.verifies),
+            **self.counts,
         )

@@ -21,10 +21,10 @@ from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens
 from kda_core.serve._args import (
     DEFAULT_POLICY,
-    MAX_NEW_TOKENS,
     PAGE_SIZE,
     RESTORE_MODES,
     Parts,
+    Request,
     ServeConfig,
     check_block_cache,
     check_model,
@@ -33,17 +33,16 @@ from kda_core.serve._args import (
     check_requests,
     make_policy,
     pool_sizes,
-    prompt_tokens,
+    request_state,
 )
 from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS
-from kda_core.serve._state import RequestState, Trace
+from kda_core.serve._state import Trace
 from kda_core.serve._unified import make_unified
 from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
-from kda_core.serve.request import Request
 from kda_core.serve.spec import SpecConfig
 
 __all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
@@ -112,15 +111,14 @@ class Engine:
         self.state_slots, ck = pool_sizes(
             state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8
         )
-        kvb = kv_budget
-        self.kv_budget = None if kvb is None else check_int("kv_budget", kvb, 0, 1 << 40)
+        kv_budget = None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
         self.model = check_model(model, before_drop)
         self._before_drop = before_drop
         self.blocks = check_block_cache(
-            block_cache, self.cache_on, self.int8, self.kv_budget, unified_memory, restore
+            block_cache, self.cache_on, self.int8, kv_budget, unified_memory, restore
         )
-        self.spec = SpecConfig.of(speculative)
-        if self.spec is not None and self.blocks is not None:
+        spec = SpecConfig.of(speculative)
+        if spec is not None and self.blocks is not None:
             raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
         unified = make_unified(
             unified_memory,
@@ -146,7 +144,7 @@ class Engine:
         )
         self.graph_bs = check_graph_bs(cuda_graph_bs)
         modes = (self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size)
-        extras = (self.kv_budget, self.graph_bs, self.blocks is not None, self.spec)
+        extras = (kv_budget, self.graph_bs, self.blocks is not None, spec)
         config = ServeConfig(*modes, *extras)
         self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
 
@@ -175,8 +173,7 @@ class Engine:
         ``observe(stage, engine)`` is called at "restored" (restore point locked, nothing inserted)
         and "finished". If anything raises mid-request, its slots, pending checkpoints and lock are
         released first (what it inserted in flight stays cached)."""
-        ids = prompt_tokens(prompt)
-        n_new = check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
+        r = request_state(0, prompt, max_new_tokens)
         mode = self.restore_mode if restore is None else restore
         if mode not in RESTORE_MODES or (self.blocks is not None and mode != "exact"):
             allowed = ("exact",) if self.blocks is not None else RESTORE_MODES
@@ -187,7 +184,6 @@ class Engine:
         if observe is not None and not callable(observe):
             raise ValueError("observe must be callable or None")
         seen = None if observe is None else (lambda stage: observe(stage, self))
-        r = RequestState(0, ids, n_new, 0)
         r.trace = Trace(mode, step_replay, record_states, reference, seen)
         r.stepwise = True  # the trace sees every step's state
         rep = self.loop.serve([r], self._batch_tokens(None), None, None).reports[0]

@@ -14,17 +14,6 @@ from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
 from kda_core.serve.spec import VerifyRecord
 
-__all__ = [
-    "BlockStepRow",
-    "PoolStats",
-    "CachedCheckpoint",
-    "EngineStats",
-    "GenerateReport",
-    "ServeReport",
-    "StepRecord",
-    "StepRow",
-]
-
 
 @dataclass(slots=True, frozen=True)
 class PoolStats:
@@ -71,17 +60,18 @@ class GenerateReport:
     planned_checkpoints: tuple[int, ...]
     checkpoints: tuple[int, ...]  # positions actually parked in the checkpoint pool
     checkpoints_created: int  # new states in the tree after insert
-    checkpoints_existed: int  # the tree had them already (our copy freed)
-    checkpoints_skipped: int  # no checkpoint slot even after eviction
-    copies: int
-    donations: int
-    track_writes: int
-    evicted_states: int
-    evicted_kv_tokens: int
     restore_error: tuple[float, float]  # (max |S - S'|, rel Frobenius) of the restored ckpt
     step_log: tuple[StepRecord, ...]
     pools: PoolStats
     seconds: float
+    # the request's counters (``RequestState.bump`` names them)
+    checkpoints_existed: int = 0  # the tree had them already (our copy freed)
+    checkpoints_skipped: int = 0  # no checkpoint slot even after eviction
+    copies: int = 0
+    donations: int = 0
+    track_writes: int = 0
+    evicted_states: int = 0
+    evicted_kv_tokens: int = 0
     replay_states: np.ndarray | None = None  # [restore_at..token_match, L, H, K, V] if recorded
     ref_logits: np.ndarray | None = None  # uncached run's logits (reference=True)
     ref_max_abs_diff: float | None = None  # max |logits - ref_logits|
