@@ -14,6 +14,17 @@ from kda_core.cache.vllm_blocks import Step
 from kda_core.serve._graphs import GraphStep
 from kda_core.serve.spec import VerifyRecord
 
+__all__ = [
+    "BlockStepRow",
+    "PoolStats",
+    "CachedCheckpoint",
+    "EngineStats",
+    "GenerateReport",
+    "ServeReport",
+    "StepRecord",
+    "StepRow",
+]
+
 
 @dataclass(slots=True, frozen=True)
 class PoolStats:
