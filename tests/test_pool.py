@@ -11,7 +11,7 @@ from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._pools import PingPong
 from kda_core.serve._slots import ActivePool, PoolError, StateShape
 
-SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+SHAPE = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
 
 
 def _states(rng: np.random.Generator) -> list[KDALayerState]:

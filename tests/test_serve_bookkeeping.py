@@ -117,7 +117,7 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
     assert checkpoint._new_hash is xxhash.xxh3_128  # installed: the fast hash is the one used
     hasher = xxhash.xxh3_128 if algo == "xxh3_128" else hashlib.sha1
     monkeypatch.setattr(checkpoint, "_new_hash", hasher)
-    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    shape = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
     rng = np.random.default_rng(11)
     active = ActivePool(shape, 1)
     a = active.allocate("r")
@@ -150,7 +150,7 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     from kda_core.serve._checkpoints import CheckpointPool
     from kda_core.serve._pools import PingPong
 
-    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    shape = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
     pool = ActivePool(shape, 4)
     pp = PingPong(pool, strategy)
     req = pp.open("r")

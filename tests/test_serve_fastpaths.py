@@ -67,7 +67,7 @@ def test_mla_attend_padded_strided_view_equals_one_request_at_a_time(lens):
             np.testing.assert_allclose(got[b], ref, atol=1e-12, rtol=0)
 
 
-SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+SHAPE = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
 
 
 @pytest.mark.parametrize("int8", [False, True])

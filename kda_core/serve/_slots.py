@@ -27,30 +27,16 @@ class PoolError(AssertionError):
 
 @dataclass(slots=True, frozen=True)
 class StateShape:
-    """Per-slot shapes: S [L, H, K, V] and conv [L, W-1, D] (D = 3HK), float64."""
+    """Per-slot shapes (float64): ``s`` of S [L, H, K, V], ``conv`` [L, W-1, D] (D = 3HK)."""
 
-    layers: int
-    heads: int
-    k: int
-    v: int
-    conv_rows: int
-    conv_dim: int
+    s: tuple[int, int, int, int]
+    conv: tuple[int, int, int]
 
     @classmethod
     def of(cls, model: TinyHybrid) -> StateShape:
         c = model.config
-        hk = c.n_heads * c.head_dim
-        return cls(
-            len(model.kda_layers), c.n_heads, c.head_dim, c.head_dim, c.conv_size - 1, 3 * hk
-        )
-
-    @property
-    def s(self) -> tuple[int, int, int, int]:
-        return (self.layers, self.heads, self.k, self.v)
-
-    @property
-    def conv(self) -> tuple[int, int, int]:
-        return (self.layers, self.conv_rows, self.conv_dim)
+        L, H, K = len(model.kda_layers), c.n_heads, c.head_dim
+        return cls((L, H, K, K), (L, c.conv_size - 1, 3 * H * K))
 
     @property
     def native_bytes(self) -> int:
@@ -206,8 +192,8 @@ class ActivePool(SlotTable):
     def bind(self, slot: int, kda: list[KDALayerState]) -> None:
         """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
         s = self.check(slot)
-        if len(kda) != self.shape.layers:
-            raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
+        if len(kda) != self.shape.s[0]:
+            raise ValueError(f"kda must hold {self.shape.s[0]} layer states, got {len(kda)}")
         S = np.stack([st.S for st in kda])
         conv = np.stack([st.conv for st in kda])
         self.shape.check(S, conv)
