@@ -13,8 +13,7 @@ from typing import Any
 from kda_core import sizing
 from kda_core.model import TinyHybrid
 from kda_core.serve._checkpoints import CheckpointPool
-from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget, StateShape
-from kda_core.serve._unified import UnifiedBudget
+from kda_core.serve._slots import ActivePool, PoolError, SlotBudget, StateShape, UnifiedBudget
 from kda_core.serve.report import PoolStats
 
 
@@ -60,11 +59,9 @@ class RequestSlots:
 
 
 class PingPong:
-    """Every running request's slots by strategy (module docstring)."""
+    """Every running request's slots by ``strategy`` (resolved: ``_args.check_modes``)."""
 
     def __init__(self, pool: ActivePool, strategy: str, overlap: bool = True) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.pool = pool
         self.strategy = strategy
         held = sizing.request_slots(strategy, overlap).held
@@ -143,7 +140,7 @@ class PingPong:
 class StatePools:
     """``active`` and ``checkpoints`` (one budget of ``state_slots``; separate with INT8, whose
     bytes by part are ``int8_estimate``), the ``pingpong`` ring and the ``unified`` budget of a
-    byte buffer shared with the MLA KV (``serve._unified``) or None."""
+    byte buffer shared with the MLA KV or None."""
 
     def __init__(
         self,
