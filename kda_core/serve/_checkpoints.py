@@ -100,13 +100,10 @@ class CheckpointPool(SlotTable):
         self.used_bytes += ck.nbytes
         return slot
 
-    def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
-        self.shape.check(S, conv)
-
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
         """A checkpoint holding copies of one slot's ``S`` / ``conv`` (INT8: ``S`` quantized;
         a snapshot: an active slot's ``buffers``); ValueError when full. Shapes are the
-        caller's to check (``check_shapes``)."""
+        caller's to check (``shape.check``)."""
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:

@@ -133,8 +133,6 @@ class PingPong:
         for s in req.track:
             self.pool.free(s)
         self.pool.free(req.active)
-        req.track.clear()
-        req.track_pos.clear()
 
 
 class StatePools:

@@ -243,7 +243,7 @@ class Engine:
         self._require_radix("adopt_checkpoint")
         ids = check_tokens(tokens, name="tokens")
         ck = self.pools.checkpoints
-        ck.check_shapes(kda_state, conv)
+        ck.shape.check(kda_state, conv)
         while not ck.can_allocate(1):
             if self.cache.evict(states=1).states == 0:
                 return False
