@@ -21,6 +21,7 @@ from kda_core.model import TinyHybrid, decode
 from kda_core.serve._slots import ActivePool, SlotBudget, SlotTable, StateShape
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import StepRecord
+from tests.pool_helpers import bind
 
 MODEL = TinyHybrid()
 
@@ -66,7 +67,7 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     S, conv = e.pools.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state
     a = ref.allocate("ref")
-    ref.bind(a, MODEL.new_state().kda)
+    bind(ref, a, MODEL.new_state().kda)
     S_ref, conv_ref = ref.buffers(a)
     assert S.shape == S_ref.shape and conv.shape == conv_ref.shape
     np.testing.assert_array_equal(S, S_ref)
@@ -122,7 +123,7 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
     active = ActivePool(shape, 1)
     a = active.allocate("r")
     layers = [KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))]
-    active.bind(a, layers * 2)
+    bind(active, a, layers * 2)
     pool = CheckpointPool(shape, 1, int8=int8)
     c = pool.store(*active.buffers(a), "tree")
     digest = pool._data[c].digest

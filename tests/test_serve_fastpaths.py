@@ -23,6 +23,7 @@ from kda_core.model._attend import mla_attend_padded
 from kda_core.model._attend import padded_latents as _padded_latents
 from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._slots import ActivePool, PoolError, StateShape
+from tests.pool_helpers import bind
 
 
 @pytest.mark.parametrize("lens", [[0, 0, 0], [4, 4], [0, 5, 17, 2], [3]])
@@ -75,7 +76,8 @@ def test_checkpoint_digest_catches_any_one_byte_change(int8):
     rng = np.random.default_rng(3)
     active = ActivePool(SHAPE, 1)
     a = active.allocate("r")
-    active.bind(
+    bind(
+        active,
         a,
         [
             KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))

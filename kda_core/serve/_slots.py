@@ -253,16 +253,6 @@ class ActivePool(SlotTable):
         self._data[slot] = zeros
         return slot
 
-    def bind(self, slot: int, kda: list[KDALayerState]) -> None:
-        """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
-        s = self.check(slot)
-        if len(kda) != self.shape.s[0]:
-            raise ValueError(f"kda must hold {self.shape.s[0]} layer states, got {len(kda)}")
-        S = np.stack([st.S for st in kda])
-        conv = np.stack([st.conv for st in kda])
-        self.shape.check(S, conv)
-        self._data[s] = (S, conv)
-
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""
         return self._data[self.check(slot)]
