@@ -58,6 +58,8 @@ class CheckpointPool(SlotTable):
         self.shape = shape
         self.int8 = check_bool("int8", int8)
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
+        # bytes one checkpoint occupies (INT8: codes + scales + native conv)
+        self.slot_bytes = shape.int8_bytes if self.int8 else shape.native_bytes
         # the stored checkpoints' bytes, kept as they come and go (every finished request's
         # report reads it; ``check_integrity`` checks it against the sum)
         self.used_bytes = 0
@@ -67,11 +69,6 @@ class CheckpointPool(SlotTable):
 
     def _frozen(self) -> Iterable[np.ndarray]:
         return (a for ck in self._data if ck is not None for a in ck.arrays)
-
-    @property
-    def slot_bytes(self) -> int:
-        """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
-        return self.shape.int8_bytes if self.int8 else self.shape.native_bytes
 
     def _used_bytes_naive(self) -> int:
         return sum(d.nbytes for d in self._data if d is not None)

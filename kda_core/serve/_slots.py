@@ -1,12 +1,11 @@
-"""The engine's state slots: shapes, the ``SlotBudget`` several tables draw from (running and
-cached states in one pool, as SGLang's ``MambaPool``), the slot table and ``ActivePool``. A
-running request writes only into slots it owns; buffers are bound, not copied (``rebind``
-stores references: the model never writes a state in place). docs/pools.md.
-
-``UnifiedBudget``: one byte buffer for the state slots and the MLA KV
-(``Engine(unified_memory=bytes)``, SGLang's ``--enable-unified-memory``): states may take what
-the KV in use leaves, the KV what the states leave; the border is in every ``StepRow``.
-``kda_core.memory`` replays the buffer byte by byte; docs/serving.md."""
+"""The engine's state slots: shapes, the budget several tables draw from (``SlotBudget``:
+running and cached states in one pool, as SGLang's ``MambaPool``; ``UnifiedBudget``: one byte
+buffer for the state slots and the MLA KV, ``Engine(unified_memory=bytes)`` as SGLang's
+``--enable-unified-memory``, where states take what the KV in use leaves and the KV what the
+states leave, the border in every ``StepRow``; ``kda_core.memory`` replays it byte by byte), the
+slot table and ``ActivePool``. A running request writes only into slots it owns; buffers are
+bound, not copied (``rebind`` stores references: the model never writes a state in place).
+docs/pools.md, docs/serving.md."""
 
 from __future__ import annotations
 
