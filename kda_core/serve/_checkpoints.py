@@ -5,6 +5,7 @@ changed. ``copies`` counts full-state copies, ``donations`` zero-copy moves. doc
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -41,6 +42,17 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
+    """Bytes an INT8 checkpoint pool of ``slots`` occupies when full, by part: int8 codes,
+    float64 scales per (layer, head, k) and native conv windows. SGLang's
+    ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
+    counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
+    qdata = slots * math.prod(shape.s)
+    scale = 8 * slots * math.prod(shape.s[:3])
+    conv = 8 * slots * math.prod(shape.conv)
+    return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
+
+
 @dataclass(slots=True)
 class _Ckpt:
     arrays: tuple[np.ndarray, ...]  # native: (S, conv); INT8: (qdata, scale [L, H, K, 1], conv)
@@ -59,7 +71,7 @@ class CheckpointPool(SlotTable):
         self.int8 = check_bool("int8", int8)
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
         # bytes one checkpoint occupies (INT8: codes + scales + native conv)
-        self.slot_bytes = shape.int8_bytes if self.int8 else shape.native_bytes
+        self.slot_bytes = int8_pool_estimate(shape, 1)["total"] if self.int8 else shape.native_bytes
         # the stored checkpoints' bytes, kept as they come and go (every finished request's
         # report reads it; ``check_integrity`` checks it against the sum)
         self.used_bytes = 0

@@ -6,13 +6,12 @@ boundary). docs/serving.md ("One pool")."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from kda_core import sizing
 from kda_core.model import TinyHybrid
-from kda_core.serve._checkpoints import CheckpointPool
+from kda_core.serve._checkpoints import CheckpointPool, int8_pool_estimate
 from kda_core.serve._slots import ActivePool, PoolError, SlotBudget, StateShape, UnifiedBudget
 from kda_core.serve.report import PoolStats
 
@@ -21,17 +20,6 @@ def copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
     """The radix cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached
     edge never pins a request's batch array)."""
     return payload[start:stop].copy()
-
-
-def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
-    """Bytes an INT8 checkpoint pool of ``slots`` occupies when full, by part: int8 codes,
-    float64 scales per (layer, head, k) and native conv windows. SGLang's
-    ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
-    counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
-    qdata = slots * math.prod(shape.s)
-    scale = 8 * slots * math.prod(shape.s[:3])
-    conv = 8 * slots * math.prod(shape.conv)
-    return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
 
 
 def free_memory_bytes() -> int | None:

@@ -49,11 +49,6 @@ class StateShape:
         """Bytes of one full-precision slot (S + conv, float64)."""
         return 8 * (math.prod(self.s) + math.prod(self.conv))  # per insert: no numpy call
 
-    @property
-    def int8_bytes(self) -> int:
-        """Bytes of one INT8 checkpoint: int8 S codes + float64 scales [L, H, K] + native conv."""
-        return math.prod(self.s) + 8 * (math.prod(self.s[:3]) + math.prod(self.conv))
-
     def check(self, S: np.ndarray, conv: np.ndarray) -> None:
         """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
         s, c = np.shape(S), np.shape(conv)
