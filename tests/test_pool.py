@@ -10,8 +10,9 @@ from kda_core.model import KDALayerState
 from kda_core.serve._checkpoints import CheckpointPool
 from kda_core.serve._pools import PingPong
 from kda_core.serve._slots import ActivePool, PoolError, StateShape
+from tests.pool_helpers import bind
 
-SHAPE = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+SHAPE = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
 
 
 def _states(rng: np.random.Generator) -> list[KDALayerState]:
@@ -25,7 +26,7 @@ def _filled(rng: np.random.Generator, slots: int = 3) -> tuple[ActivePool, int, 
     pool = ActivePool(SHAPE, slots)
     a = pool.allocate("r1")
     st = _states(rng)
-    pool.bind(a, st)
+    bind(pool, a, st)
     return pool, a, st
 
 
@@ -61,8 +62,8 @@ def test_bind_and_layer_views(rng: np.random.Generator) -> None:
     for i, layer in enumerate(pool.layer_states(a)):
         np.testing.assert_array_equal(layer.S, st[i].S)
         np.testing.assert_array_equal(layer.conv, st[i].conv)
-    with pytest.raises(ValueError, match="kda must hold 2"):
-        pool.bind(a, st[:1])
+    with pytest.raises(ValueError, match="kda states must be S"):  # one layer of two
+        bind(pool, a, st[:1])
 
 
 def test_snapshot_is_a_frozen_copy(rng: np.random.Generator) -> None:
@@ -96,7 +97,7 @@ def test_cow_restore_isolation(rng: np.random.Generator) -> None:
         np.testing.assert_array_equal(pool.buffers(b)[0], before[0])
     # the two requests continue differently: the checkpoint's bytes do not change
     pool.buffers(b1)[0][...] += 5.0
-    pool.bind(b2, _states(rng))
+    bind(pool, b2, _states(rng))
     for x, y in zip(ck.raw(c), before):
         np.testing.assert_array_equal(x, y)
     assert not np.array_equal(pool.buffers(b1)[0], pool.buffers(b2)[0])
@@ -174,7 +175,7 @@ def test_int8_checkpoint_matches_quantize_int8(rng: np.random.Generator) -> None
     mx, rel = ck.quant_error(c)
     assert mx == pytest.approx(err.max(), rel=1e-12)
     assert 0 < rel < 0.01
-    assert ck.slot_bytes == SHAPE.int8_bytes < SHAPE.native_bytes
+    assert ck.slot_bytes == 2 * 2 * 4 * 3 + 8 * (2 * 2 * 4 + 2 * 3 * 24) < SHAPE.native_bytes
     b = pool.allocate("r2")
     ck.load_to_active(c, pool, b)
     np.testing.assert_array_equal(pool.buffers(b)[0], q.dequantize())
@@ -207,7 +208,7 @@ def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
     req = pp.open("r1")
     assert pool.n_used == pp.up_front == {"no_buffer": 1, "extra_buffer": 3}.get(strategy, 2)
     st = _states(rng)
-    pool.bind(req.active, st)
+    bind(pool, req.active, st)
     first = pp.track(req, 16)
     if strategy == "no_buffer":
         assert first is None and pp.valid(req) == []
@@ -216,7 +217,7 @@ def test_ping_pong_strategies(rng: np.random.Generator, strategy: str) -> None:
         # compare with the states that were bound, not with the active slot (itself, if shared)
         np.testing.assert_array_equal(pool.buffers(first)[0], np.stack([x.S for x in st]))
         np.testing.assert_array_equal(pool.buffers(first)[1], np.stack([x.conv for x in st]))
-        pool.bind(req.active, _states(rng))
+        bind(pool, req.active, _states(rng))
         second = pp.track(req, 32)
         assert second != first and pool.n_used == 3  # lazy took its second slot now
         assert pp.valid(req) == [(first, 16), (second, 32)]
@@ -265,7 +266,7 @@ def test_track_copies_the_active_state(rng: np.random.Generator, strategy: str) 
     pp = PingPong(pool, strategy)
     req = pp.open("r1")
     st = _states(rng)
-    pool.bind(req.active, st)
+    bind(pool, req.active, st)
     t = pp.track(req, 16)
     assert t is not None
     S_a, conv_a = pool.buffers(req.active)
@@ -298,10 +299,10 @@ def test_lazy_second_slot_unavailable_skips_the_track(rng: np.random.Generator) 
     pp = PingPong(pool, "extra_buffer_lazy")
     req = pp.open("r1")
     st = _states(rng)
-    pool.bind(req.active, st)
+    bind(pool, req.active, st)
     first = pp.track(req, 16)
     assert first is not None and pp.track_writes == 1
-    pool.bind(req.active, _states(rng))
+    bind(pool, req.active, _states(rng))
     assert pp.track(req, 32) is None  # no slot for the lazy second track: skipped
     assert pp.track_writes == 1 and pool.n_used == 2 and len(req.track) == 1
     assert pp.valid(req) == [(first, 16)]  # the first tracked state is intact

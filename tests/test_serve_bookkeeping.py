@@ -21,6 +21,7 @@ from kda_core.model import TinyHybrid, decode
 from kda_core.serve._slots import ActivePool, SlotBudget, SlotTable, StateShape
 from kda_core.serve.engine import Engine, Request
 from kda_core.serve.report import StepRecord
+from tests.pool_helpers import bind
 
 MODEL = TinyHybrid()
 
@@ -66,7 +67,7 @@ def test_admitted_slot_holds_the_zero_state_bind_would_have_bound():
     S, conv = e.pools.active.buffers(r.slots.active)
     ref = ActivePool(StateShape.of(MODEL), 1)  # the naive twin: bind the model's fresh state
     a = ref.allocate("ref")
-    ref.bind(a, MODEL.new_state().kda)
+    bind(ref, a, MODEL.new_state().kda)
     S_ref, conv_ref = ref.buffers(a)
     assert S.shape == S_ref.shape and conv.shape == conv_ref.shape
     np.testing.assert_array_equal(S, S_ref)
@@ -117,12 +118,12 @@ def test_checkpoint_digest_either_hash_catches_one_bit_changes(algo, int8, monke
     assert checkpoint._new_hash is xxhash.xxh3_128  # installed: the fast hash is the one used
     hasher = xxhash.xxh3_128 if algo == "xxh3_128" else hashlib.sha1
     monkeypatch.setattr(checkpoint, "_new_hash", hasher)
-    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    shape = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
     rng = np.random.default_rng(11)
     active = ActivePool(shape, 1)
     a = active.allocate("r")
     layers = [KDALayerState(rng.standard_normal((2, 4, 3)), rng.standard_normal((3, 24)))]
-    active.bind(a, layers * 2)
+    bind(active, a, layers * 2)
     pool = CheckpointPool(shape, 1, int8=int8)
     c = pool.store(*active.buffers(a), "tree")
     digest = pool._data[c].digest
@@ -150,7 +151,7 @@ def test_unfilled_track_slots_and_donated_slots_read_as_allocates_zeros(strategy
     from kda_core.serve._checkpoints import CheckpointPool
     from kda_core.serve._pools import PingPong
 
-    shape = StateShape(layers=2, heads=2, k=4, v=3, conv_rows=3, conv_dim=24)
+    shape = StateShape(s=(2, 2, 4, 3), conv=(2, 3, 24))
     pool = ActivePool(shape, 4)
     pp = PingPong(pool, strategy)
     req = pp.open("r")

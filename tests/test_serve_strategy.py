@@ -20,6 +20,7 @@ import pytest
 
 from kda_core.model import TinyHybrid
 from kda_core.serve import _pools
+from kda_core.serve._checkpoints import int8_pool_estimate
 from kda_core.serve._slots import StateShape
 from kda_core.serve.engine import Engine, Request
 
@@ -97,19 +98,19 @@ def test_clear_is_refused_while_a_request_holds_slots():
 def test_int8_pool_estimate_counts_codes_scales_and_conv():
     shape = StateShape.of(MODEL)
     L, H, K, V = shape.s
-    est = _pools.int8_pool_estimate(shape, 10)
+    est = int8_pool_estimate(shape, 10)
     assert est["qdata"] == 10 * L * H * K * V
     assert est["scale"] == 10 * L * H * K * 8
     assert est["conv"] == 10 * 8 * np.prod(shape.conv)
-    assert est["total"] == 10 * shape.int8_bytes  # a full pool: every slot's bytes
+    assert est["total"] == 10 * (L * H * K * V + 8 * L * H * K + 8 * np.prod(shape.conv))
     e = Engine(model=MODEL, int8_checkpoints=True, state_slots=8)
-    assert e.pools.int8_estimate == _pools.int8_pool_estimate(shape, 16)  # 2 x state_slots
+    assert e.pools.int8_estimate == int8_pool_estimate(shape, 16)  # 2 x state_slots
     assert Engine(model=MODEL).pools.int8_estimate is None
 
 
 def test_int8_pool_refused_before_allocation_when_memory_is_short(monkeypatch):
     shape = StateShape.of(MODEL)
-    need = _pools.int8_pool_estimate(shape, 64)["total"]
+    need = int8_pool_estimate(shape, 64)["total"]
     monkeypatch.setattr(_pools, "free_memory_bytes", lambda: need)  # est >= free: refused
     with pytest.raises(ValueError, match=r"checkpoint_slots: the INT8 checkpoint pool needs"):
         Engine(model=MODEL, int8_checkpoints=True, checkpoint_slots=64)

@@ -5,6 +5,7 @@ changed. ``copies`` counts full-state copies, ``donations`` zero-copy moves. doc
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -41,6 +42,17 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
+    """Bytes an INT8 checkpoint pool of ``slots`` occupies when full, by part: int8 codes,
+    float64 scales per (layer, head, k) and native conv windows. SGLang's
+    ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
+    counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
+    qdata = slots * math.prod(shape.s)
+    scale = 8 * slots * math.prod(shape.s[:3])
+    conv = 8 * slots * math.prod(shape.conv)
+    return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
+
+
 @dataclass(slots=True)
 class _Ckpt:
     arrays: tuple[np.ndarray, ...]  # native: (S, conv); INT8: (qdata, scale [L, H, K, 1], conv)
@@ -58,6 +70,8 @@ class CheckpointPool(SlotTable):
         self.shape = shape
         self.int8 = check_bool("int8", int8)
         super().__init__(check_int("slots", slots, 1, MAX_SLOTS), "checkpoint", budget)
+        # bytes one checkpoint occupies (INT8: codes + scales + native conv)
+        self.slot_bytes = int8_pool_estimate(shape, 1)["total"] if self.int8 else shape.native_bytes
         # the stored checkpoints' bytes, kept as they come and go (every finished request's
         # report reads it; ``check_integrity`` checks it against the sum)
         self.used_bytes = 0
@@ -67,11 +81,6 @@ class CheckpointPool(SlotTable):
 
     def _frozen(self) -> Iterable[np.ndarray]:
         return (a for ck in self._data if ck is not None for a in ck.arrays)
-
-    @property
-    def slot_bytes(self) -> int:
-        """Bytes one checkpoint occupies (INT8: codes + scales + native conv)."""
-        return self.shape.int8_bytes if self.int8 else self.shape.native_bytes
 
     def _used_bytes_naive(self) -> int:
         return sum(d.nbytes for d in self._data if d is not None)
@@ -100,13 +109,10 @@ class CheckpointPool(SlotTable):
         self.used_bytes += ck.nbytes
         return slot
 
-    def check_shapes(self, S: np.ndarray, conv: np.ndarray) -> None:
-        self.shape.check(S, conv)
-
     def store(self, S: np.ndarray, conv: np.ndarray, owner: str) -> int:
         """A checkpoint holding copies of one slot's ``S`` / ``conv`` (INT8: ``S`` quantized;
         a snapshot: an active slot's ``buffers``); ValueError when full. Shapes are the
-        caller's to check (``check_shapes``)."""
+        caller's to check (``shape.check``)."""
         return self._put(owner, np.asarray(S, np.float64), np.asarray(conv, np.float64), copy=True)
 
     def donate(self, active: ActivePool, a_slot: int, owner: str) -> int:

@@ -9,13 +9,13 @@ nothing happens. Figures: docs/serving.md."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
 MMAP_BYTES = 32 << 20  # blocks below this come from the heap, not a fresh mmap
 TRIM_BYTES = 128 << 20  # the heap's top is returned to the kernel past this much free
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h> parameter numbers
-_done: list[bool] = []
 OPT_OUT = "KDA_KEEP_FREED_MEMORY"
 _GLIBC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
@@ -30,23 +30,19 @@ def declined() -> str | None:
     return next((var for var in _GLIBC_VARS if var in os.environ), None)
 
 
+@functools.cache  # once per process
 def keep_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds (``MMAP_BYTES``, ``TRIM_BYTES``) once per process.
-    Returns True if they are set (now or earlier); False where there is no glibc or the
-    environment declines it (``declined``)."""
-    if _done:
-        return _done[0]
-    ok = False
-    if sys.platform.startswith("linux") and declined() is None:
-        try:
-            libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them
-            gnu = libc.gnu_get_libc_version  # glibc only (musl's mallopt does nothing)
-            gnu.restype = ctypes.c_char_p
-            ok = bool(gnu()) and bool(
-                libc.mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)
-                and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)
-            )
-        except (OSError, AttributeError):
-            ok = False
-    _done.append(ok)
-    return ok
+    """Set glibc's mmap and trim thresholds (``MMAP_BYTES``, ``TRIM_BYTES``). Returns True if
+    they are set; False where there is no glibc or the environment declines it (``declined``)."""
+    if not sys.platform.startswith("linux") or declined() is not None:
+        return False
+    try:
+        libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them
+        gnu = libc.gnu_get_libc_version  # glibc only (musl's mallopt does nothing)
+        gnu.restype = ctypes.c_char_p
+        return bool(gnu()) and bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)
+            and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)
+        )
+    except (OSError, AttributeError):
+        return False

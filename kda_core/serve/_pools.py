@@ -6,15 +6,13 @@ boundary). docs/serving.md ("One pool")."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from kda_core import sizing
 from kda_core.model import TinyHybrid
-from kda_core.serve._checkpoints import CheckpointPool
-from kda_core.serve._slots import STRATEGIES, ActivePool, PoolError, SlotBudget, StateShape
-from kda_core.serve._unified import UnifiedBudget
+from kda_core.serve._checkpoints import CheckpointPool, int8_pool_estimate
+from kda_core.serve._slots import ActivePool, PoolError, SlotBudget, StateShape, UnifiedBudget
 from kda_core.serve.report import PoolStats
 
 
@@ -22,17 +20,6 @@ def copy_rows(payload: Any, start: int, stop: int, length: int) -> Any:
     """The radix cache's KV splitter: rows of an ``[n, n_mla, C]`` array, copied (a cached
     edge never pins a request's batch array)."""
     return payload[start:stop].copy()
-
-
-def int8_pool_estimate(shape: StateShape, slots: int) -> dict[str, int]:
-    """Bytes an INT8 checkpoint pool of ``slots`` occupies when full, by part: int8 codes,
-    float64 scales per (layer, head, k) and native conv windows. SGLang's
-    ``MambaCheckpointPool.estimate_mem_usage_bytes`` (``mem_cache/mamba_checkpoint_pool.py``)
-    counts the same parts (bf16 scales and conv there, and its reserved slot 0)."""
-    qdata = slots * math.prod(shape.s)
-    scale = 8 * slots * math.prod(shape.s[:3])
-    conv = 8 * slots * math.prod(shape.conv)
-    return {"qdata": qdata, "scale": scale, "conv": conv, "total": qdata + scale + conv}
 
 
 def free_memory_bytes() -> int | None:
@@ -60,11 +47,9 @@ class RequestSlots:
 
 
 class PingPong:
-    """Every running request's slots by strategy (module docstring)."""
+    """Every running request's slots by ``strategy`` (resolved: ``_args.check_modes``)."""
 
     def __init__(self, pool: ActivePool, strategy: str, overlap: bool = True) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.pool = pool
         self.strategy = strategy
         held = sizing.request_slots(strategy, overlap).held
@@ -136,14 +121,12 @@ class PingPong:
         for s in req.track:
             self.pool.free(s)
         self.pool.free(req.active)
-        req.track.clear()
-        req.track_pos.clear()
 
 
 class StatePools:
     """``active`` and ``checkpoints`` (one budget of ``state_slots``; separate with INT8, whose
     bytes by part are ``int8_estimate``), the ``pingpong`` ring and the ``unified`` budget of a
-    byte buffer shared with the MLA KV (``serve._unified``) or None."""
+    byte buffer shared with the MLA KV or None."""
 
     def __init__(
         self,

@@ -1,22 +1,28 @@
-"""The engine's state slots: shapes, the ``SlotBudget`` several tables draw from (running and
-cached states in one pool, as SGLang's ``MambaPool``), the slot table and ``ActivePool``. A
-running request writes only into slots it owns; buffers are bound, not copied (``rebind``
-stores references: the model never writes a state in place). docs/pools.md."""
+"""The engine's state slots: shapes, the budget several tables draw from (``SlotBudget``:
+running and cached states in one pool, as SGLang's ``MambaPool``; ``UnifiedBudget``: one byte
+buffer for the state slots and the MLA KV, ``Engine(unified_memory=bytes)`` as SGLang's
+``--enable-unified-memory``, where states take what the KV in use leaves and the KV what the
+states leave, the border in every ``StepRow``; ``kda_core.memory`` replays it byte by byte), the
+slot table and ``ActivePool``. A running request writes only into slots it owns; buffers are
+bound, not copied (``rebind`` stores references: the model never writes a state in place).
+docs/pools.md, docs/serving.md."""
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from kda_core import sizing
 from kda_core._checks import check_int
 from kda_core.model import KDALayerState, TinyHybrid
 
 MAX_SLOTS = 4096  # most slots one pool may hold (caps memory)
+MAX_UNIFIED_BYTES = 1 << 40
 # the serving strategies (slots per request by strategy: ``sizing.request_slots``)
 STRATEGIES: tuple[str, ...] = ("no_buffer", "extra_buffer", "extra_buffer_lazy")
 
@@ -27,40 +33,21 @@ class PoolError(AssertionError):
 
 @dataclass(slots=True, frozen=True)
 class StateShape:
-    """Per-slot shapes: S [L, H, K, V] and conv [L, W-1, D] (D = 3HK), float64."""
+    """Per-slot shapes (float64): ``s`` of S [L, H, K, V], ``conv`` [L, W-1, D] (D = 3HK)."""
 
-    layers: int
-    heads: int
-    k: int
-    v: int
-    conv_rows: int
-    conv_dim: int
+    s: tuple[int, int, int, int]
+    conv: tuple[int, int, int]
 
     @classmethod
     def of(cls, model: TinyHybrid) -> StateShape:
         c = model.config
-        hk = c.n_heads * c.head_dim
-        return cls(
-            len(model.kda_layers), c.n_heads, c.head_dim, c.head_dim, c.conv_size - 1, 3 * hk
-        )
-
-    @property
-    def s(self) -> tuple[int, int, int, int]:
-        return (self.layers, self.heads, self.k, self.v)
-
-    @property
-    def conv(self) -> tuple[int, int, int]:
-        return (self.layers, self.conv_rows, self.conv_dim)
+        L, H, K = len(model.kda_layers), c.n_heads, c.head_dim
+        return cls((L, H, K, K), (L, c.conv_size - 1, 3 * H * K))
 
     @property
     def native_bytes(self) -> int:
         """Bytes of one full-precision slot (S + conv, float64)."""
         return 8 * (math.prod(self.s) + math.prod(self.conv))  # per insert: no numpy call
-
-    @property
-    def int8_bytes(self) -> int:
-        """Bytes of one INT8 checkpoint: int8 S codes + float64 scales [L, H, K] + native conv."""
-        return math.prod(self.s) + 8 * (math.prod(self.s[:3]) + math.prod(self.conv))
 
     def check(self, S: np.ndarray, conv: np.ndarray) -> None:
         """Raise ``ValueError`` unless ``S`` / ``conv`` have one slot's shapes."""
@@ -75,6 +62,63 @@ class SlotBudget:
 
     capacity: int
     used: int = 0
+
+
+class UnifiedBudget(SlotBudget):
+    """State slots from the low end of one byte buffer, KV tokens from the high end; ``slots``
+    is the most the buffer could ever hold (the tables' size)."""
+
+    def __init__(
+        self, total: int, slot_bytes: int, kv_token_bytes: int, kv_used: Callable[[], int]
+    ) -> None:
+        self.used = 0  # not SlotBudget.__init__: capacity is computed here
+        self.slots = min(total // slot_bytes, MAX_SLOTS)
+        self.total, self.slot_bytes, self.kv_token_bytes = total, slot_bytes, kv_token_bytes
+        self.kv_used = kv_used  # KV tokens in use: the cache's and the running requests'
+
+    @property  # type: ignore[override]
+    def capacity(self) -> int:
+        """``SlotBudget.capacity``: what the KV side leaves now (at most ``slots``)."""
+        left = (self.total - self.kv_used() * self.kv_token_bytes) // self.slot_bytes
+        return max(min(left, self.slots), 0)
+
+    def kv_capacity(self) -> int:
+        """KV tokens the KV side may hold now: what the state side leaves."""
+        return self.kv_capacity_alone(self.used)
+
+    def kv_capacity_alone(self, slots: int) -> int:
+        """The most KV tokens a request running alone on ``slots`` state slots can have."""
+        return (self.total - slots * self.slot_bytes) // self.kv_token_bytes
+
+    def border(self) -> tuple[int, int]:
+        """(where the state side ends, where the KV side begins), in bytes from 0."""
+        return self.used * self.slot_bytes, self.total - self.kv_used() * self.kv_token_bytes
+
+
+def make_unified(
+    total: Any,
+    model: TinyHybrid,
+    strategy: str,
+    overlap: bool,
+    int8: bool,
+    state_slots: Any,
+    kv_used: Callable[[], int],
+) -> UnifiedBudget | None:
+    """``unified_memory``, checked: None, or bytes enough for one request's reserved slots
+    (``sizing.request_slots``) and one KV token. The INT8 checkpoint pool lives outside the
+    buffer in SGLang (allocated from headroom) and ``state_slots`` is the buffer's to decide:
+    both are refused with it."""
+    if total is None:
+        return None
+    if int8:
+        raise ValueError("unified_memory: the INT8 checkpoint pool is a separate pool; not both")
+    if state_slots is not None:
+        raise ValueError("unified_memory: the buffer sets the state slots; leave state_slots None")
+    S = StateShape.of(model).native_bytes
+    kvb = 8 * len(model.mla_layers) * model.config.mla_latent
+    least = sizing.request_slots(strategy, overlap).reserved * S + kvb
+    total = check_int("unified_memory", total, least, MAX_UNIFIED_BYTES)
+    return UnifiedBudget(total, S, kvb, kv_used)
 
 
 def freeze(*arrays: np.ndarray) -> None:
@@ -202,16 +246,6 @@ class ActivePool(SlotTable):
         zeros = self.zero_state if shared else (np.zeros(self.shape.s), np.zeros(self.shape.conv))
         self._data[slot] = zeros
         return slot
-
-    def bind(self, slot: int, kda: list[KDALayerState]) -> None:
-        """The kernel writes the state into ``slot``: store the layer arrays (stacked)."""
-        s = self.check(slot)
-        if len(kda) != self.shape.layers:
-            raise ValueError(f"kda must hold {self.shape.layers} layer states, got {len(kda)}")
-        S = np.stack([st.S for st in kda])
-        conv = np.stack([st.conv for st in kda])
-        self.shape.check(S, conv)
-        self._data[s] = (S, conv)
 
     def buffers(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The slot's (S [L, H, K, V], conv [L, W-1, D]) buffers (no copy)."""

@@ -39,9 +39,8 @@ from kda_core.serve._graphs import check_graph_bs
 from kda_core.serve._heap import keep_freed_memory
 from kda_core.serve._loop import Loop
 from kda_core.serve._pools import StatePools, copy_rows
-from kda_core.serve._slots import MAX_SLOTS
+from kda_core.serve._slots import MAX_SLOTS, make_unified
 from kda_core.serve._state import Trace
-from kda_core.serve._unified import make_unified
 from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
 from kda_core.serve.spec import SpecConfig
 
@@ -73,7 +72,7 @@ class Engine:
         cuda_graph_bs: decode on fixed shapes (SGLang's ``cuda_graph_bs``, ``serve._graphs``);
             the largest caps the running requests. None: eager decode.
         unified_memory: bytes of one buffer for state slots and MLA KV (SGLang's
-            ``--enable-unified-memory``, ``serve._unified``). None: separate pools.
+            ``--enable-unified-memory``, ``serve._slots``). None: separate pools.
         block_cache: a ``VLLMBlockCache`` (owned from here on) as the prefix cache, served by the
             same loop (``serve._blocks``); the radix-only options are refused with it.
         speculative: ``SpecConfig``'s fields as a dict (ReplaySSM, ``serve.spec``): a decoding
@@ -240,7 +239,7 @@ class Engine:
         self._require_radix("adopt_checkpoint")
         ids = check_tokens(tokens, name="tokens")
         ck = self.pools.checkpoints
-        ck.check_shapes(kda_state, conv)
+        ck.shape.check(kda_state, conv)
         while not ck.can_allocate(1):
             if self.cache.evict(states=1).states == 0:
                 return False

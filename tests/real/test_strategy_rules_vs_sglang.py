@@ -10,7 +10,7 @@ has the engine side).
   ``_calculate_mamba_ratio`` raises the message the engine quotes;
 * the INT8 checkpoint pool's estimate: ``mamba_checkpoint_pool.py``
   ``MambaCheckpointPool.estimate_mem_usage_bytes`` with the lab's shape and float64 scales and
-  conv equals ``serve._pools.int8_pool_estimate`` part by part (SGLang counts one slot more:
+  conv equals ``serve._checkpoints.int8_pool_estimate`` part by part (SGLang counts one slot more:
   its reserved slot 0).
 """
 
@@ -23,7 +23,8 @@ from test_sizing_vs_real import configurator, deployment
 
 from kda_core import sizing
 from kda_core.model import TinyHybrid
-from kda_core.serve import _args, _pools
+from kda_core.serve import _args
+from kda_core.serve._checkpoints import int8_pool_estimate
 from kda_core.serve._slots import StateShape
 
 ov = pytest.importorskip("sglang.srt.arg_groups.overrides")
@@ -92,4 +93,4 @@ def test_int8_pool_estimate_is_sglangs(slots):
         conv_dtype=torch.float64,
         temporal_dtype=torch.float64,
     )
-    assert real == _pools.int8_pool_estimate(shape, slots)
+    assert real == int8_pool_estimate(shape, slots)
