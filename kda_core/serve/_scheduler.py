@@ -59,15 +59,18 @@ class Scheduler:
         self.max_running = max_running
         self.max_batch_tokens = max_batch_tokens
         self.kv_cap = kv_tokens
+        self.decoding = 0  # this step's decode (verify) tokens, counted while requests are admitted
         self.seconds = 0.0
         self.peak_running = 0
 
     # -- the KV token pool -----------------------------------------------------------------
     def kv_used(self) -> int:
         """Tree KV plus each running request's tokens beyond the prefix it holds in the tree,
-        plus the prompt tokens admitted requests have yet to prefill (reserved)."""
+        plus the prompt tokens admitted requests have yet to prefill (reserved), plus, while
+        ``schedule`` admits, the KV this step's decodes add (SGLang's ``PrefillAdder`` takes
+        ``num_mixed_decode_tokens`` off the prefill budget: admission never takes their room)."""
         own = sum(max(r.pos, r.P) - r.locked_len for r in self.running if r.slots is not None)
-        return self.cache.kv_tokens + own + self.admitting
+        return self.cache.kv_tokens + own + self.admitting + self.decoding
 
     def kv_room(self, n: int) -> bool:
         """Make ``n`` more KV tokens available (evicting unlocked tree leaves; in one byte
@@ -92,7 +95,8 @@ class Scheduler:
         b = Batch(step)
         life = self.life
         life.begin_step()
-        budget = self.max_batch_tokens - self._decodes(b)
+        self.decoding = self._decodes(b)
+        budget = self.max_batch_tokens - self.decoding
         for r in b.decode:
             life.prepare(r, 1)
         for r in self.running:
@@ -111,6 +115,7 @@ class Scheduler:
                 break
             b.prefill.append((r, n))
             budget -= n
+        self.decoding = 0  # from here the decodes' KV is their requests' own (``pos``)
         self.peak_running = max(self.peak_running, len(self.running))
         self.seconds += time.process_time() - t0
         return b
