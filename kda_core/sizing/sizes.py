@@ -110,7 +110,11 @@ def mla_kv_bytes_per_token(
 
 
 def default_ring_len(draft_tokens: int) -> int:
-    """SGLang's rule: ``L = next_power_of_two(2 * D)`` (16 for D = 8)."""
+    """The lab's default ring length, ``L = next_power_of_two(2 * D)`` (16 for D = 8): the
+    smallest ring SGLang 0.5.23 accepts (``mem_cache/memory_pool.py`` ``MambaPool.__init__``
+    refuses a KDA spec ring that is not a power of two or is below ``2 * D``). Not SGLang's
+    default: ``--linear-replayssm-cache-len`` is 16 whatever D (``arg_groups/fields/exec_.py``),
+    so SGLang refuses D > 8 unless the flag is raised; the lab sizes the ring to D instead."""
     d = _check_int("draft_tokens", draft_tokens, 1, 1 << 16)
     return 1 << (2 * d - 1).bit_length()
 
