@@ -121,11 +121,14 @@ def check_modes(
       when the overlap scheduler or a page size > 1 wants it, else no_buffer with overlap off.
       The lab's KV page is one token (``PAGE_SIZE``), so here auto follows ``overlap``.
     * no_buffer cannot overlap (``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer``
-      asserts it): ``overlap=None`` turns it off, as ``server_args.py``
-      ``ServerArgs._handle_mamba_radix_cache`` did (``NO_BUFFER_OVERLAP_OFF`` is its log
-      line), ``overlap=True`` raises with the assertion's message.
+      asserts it): ``overlap=True`` raises with the assertion's message. ``overlap=None``
+      differs by choice: 0.5.23 turns overlap off only for ``auto`` (an explicit no_buffer
+      keeps it on and the assertion fires); the lab turns it off as earlier releases did
+      (``server_args.py`` ``ServerArgs._handle_mamba_radix_cache``, its log line
+      ``NO_BUFFER_OVERLAP_OFF``), so that ``strategy="no_buffer"`` alone is a working engine.
     * extra_buffer_lazy requires overlap (``mem_cache/kv_cache_configurator.py``
-      ``_calculate_mamba_ratio``).
+      ``_calculate_mamba_ratio``); the lab checks it with the cache off too (its pools size
+      lazy tracks only with overlap), where SGLang returns before the assertion.
 
     ``overlap=None`` is SGLang's default (on) unless a rule turns it off; ``notes`` are the
     lines SGLang logs for what it changed.
