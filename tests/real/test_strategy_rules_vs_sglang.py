@@ -37,9 +37,7 @@ torch = pytest.importorskip("torch")
 KIMI = SimpleNamespace(architectures=["KimiLinearForCausalLM"], model_type="kimi_linear")
 
 
-def sglang_auto(
-    monkeypatch, overlap: bool, page_size: int | None, strategy: str = "auto"
-) -> dict:
+def sglang_auto(monkeypatch, overlap: bool, page_size: int | None, strategy: str = "auto") -> dict:
     monkeypatch.setattr(ov, "model_config_of", lambda _v: SimpleNamespace(hf_config=KIMI))
     monkeypatch.setattr(ov, "get_platform", lambda: SimpleNamespace(is_xpu=False))
     view = SimpleNamespace(
