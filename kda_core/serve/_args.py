@@ -16,6 +16,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
+from kda_core.cache.policy.sglang import SGLangPolicy, check_track_interval
 from kda_core.cache.protocol import PrefixCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
@@ -85,6 +86,20 @@ def check_block_cache(
         bad = ", ".join(k for k, v in given.items() if v)
         raise ValueError(f"block_cache: not with {bad} (the block table holds its own states)")
     return block_cache
+
+
+def check_spec(
+    speculative: Any, policy: Any, strategy: str, cache: bool, blocks: bool
+) -> SpecConfig | None:
+    """``speculative`` as a ``SpecConfig`` (None: off); not with the block table. With the radix
+    cache and an extra-buffer strategy the track interval must hold a verify window, as SGLang
+    asserts at start-up (``arg_groups/mamba_hook.py`` ``validate_mamba_extra_buffer``)."""
+    spec = SpecConfig.of(speculative)
+    if spec is not None and blocks:
+        raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
+    if spec is not None and cache and strategy != "no_buffer" and isinstance(policy, SGLangPolicy):
+        check_track_interval(policy.track_interval, spec.draft_tokens, name="track_interval")
+    return spec
 
 
 def check_model(model: Any, before_drop: Any) -> TinyHybrid:

@@ -31,6 +31,7 @@ from kda_core.serve._args import (
     check_modes,
     check_policy_chunk,
     check_requests,
+    check_spec,
     make_policy,
     pool_sizes,
     request_state,
@@ -42,7 +43,6 @@ from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS, make_unified
 from kda_core.serve._state import Trace
 from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
-from kda_core.serve.spec import SpecConfig
 
 __all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
 
@@ -77,7 +77,9 @@ class Engine:
             same loop (``serve._blocks``); the radix-only options are refused with it.
         speculative: ``SpecConfig``'s fields as a dict (ReplaySSM, ``serve.spec``): a decoding
             request verifies its pending token and D - 1 drafts in one step and commits the
-            accepted prefix by exact replay. None: one token per decode step."""
+            accepted prefix by exact replay. None: one token per decode step. With the cache and
+            an extra-buffer strategy the sglang policy's ``track_interval`` must be >= D (SGLang's
+            start-up assertion)."""
 
     def __init__(
         self,
@@ -116,9 +118,9 @@ class Engine:
         self.blocks = check_block_cache(
             block_cache, self.cache_on, self.int8, kv_budget, unified_memory, restore
         )
-        spec = SpecConfig.of(speculative)
-        if spec is not None and self.blocks is not None:
-            raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
+        spec = check_spec(
+            speculative, self.policy, self.strategy, self.cache_on, self.blocks is not None
+        )
         unified = make_unified(
             unified_memory,
             self.model,
