@@ -109,9 +109,7 @@ class Engine:
         )
         self.chunk_size = check_int("chunk_size", chunk_size, 1, MAX_TOKENS)
         check_policy_chunk(self.policy, self.chunk_size)
-        self.state_slots, ck = pool_sizes(
-            state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8
-        )
+        n, ck = pool_sizes(state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8)
         kv_budget = None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
         self.model = check_model(model, before_drop)
         self._before_drop = before_drop
@@ -131,10 +129,8 @@ class Engine:
             lambda: self.loop.scheduler.kv_used(),  # the KV in use, read when a slot is taken
         )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
-        self.pools = StatePools(
-            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
-        )
-        self.state_slots = self.pools.state_slots
+        self.pools = StatePools(self.model, n, ck, self.strategy, self.overlap, self.int8, unified)
+        self.state_slots = self.pools.state_slots  # a unified buffer sets it (``serve._slots``)
         # the policy names the options of the cache it runs on; the hooks are the pools'
         self.cache: PrefixCache = self.blocks or RadixStateCache(
             PAGE_SIZE,
