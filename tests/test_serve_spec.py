@@ -9,6 +9,7 @@ import pytest
 
 from kda_core import model as M
 from kda_core.cache import policy as P
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.serve import spec
 from kda_core.serve.engine import Engine, Request
 
@@ -101,6 +102,8 @@ def test_speculative_decoding_edge_cases(tiny):
         spec.make_noisy_draft(tiny, noise=-1.0)
     with pytest.raises(ValueError, match="noise"):
         Engine(model=tiny, speculative={"noise": -1.0})
+    with pytest.raises(ValueError, match="speculative: not with block_cache"):
+        Engine(model=tiny, block_cache=VLLMBlockCache(16), speculative={})
 
 
 def test_track_interval_holds_a_verify_window(tiny):
