@@ -9,6 +9,7 @@ import pytest
 
 from kda_core import model as M
 from kda_core.cache import policy as P
+from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.serve import spec
 from kda_core.serve.engine import Engine, Request
 
@@ -101,3 +102,20 @@ def test_speculative_decoding_edge_cases(tiny):
         spec.make_noisy_draft(tiny, noise=-1.0)
     with pytest.raises(ValueError, match="noise"):
         Engine(model=tiny, speculative={"noise": -1.0})
+    with pytest.raises(ValueError, match="speculative: not with block_cache"):
+        Engine(model=tiny, block_cache=VLLMBlockCache(16), speculative={})
+
+
+def test_track_interval_holds_a_verify_window(tiny):
+    """SGLang asserts ``mamba_track_interval >= speculative_num_draft_tokens`` at start-up with
+    the radix cache and an extra-buffer strategy (``validate_mamba_extra_buffer``; run against
+    the lab's rule in tests/real/test_spec_vs_sglang.py); the default policy tracks every 32."""
+    with pytest.raises(ValueError, match="track_interval must be >= speculative_num_draft_tok"):
+        Engine(model=tiny, speculative={"draft_tokens": 33})
+    with pytest.raises(ValueError, match="track_interval must be >= speculative_num_draft_tok"):
+        Engine(model=tiny, strategy="extra_buffer_lazy", speculative={"draft_tokens": 64})
+    Engine(model=tiny, speculative={"draft_tokens": 32})
+    Engine(model=tiny, strategy="no_buffer", speculative={"draft_tokens": 64})  # no such rule
+    Engine(model=tiny, cache=False, speculative={"draft_tokens": 64})  # the rule needs the cache
+    wide = P.make("sglang", grid=16, track_interval=64)
+    Engine(model=tiny, policy=wide, speculative={"draft_tokens": 64})

@@ -6,7 +6,8 @@ free memory before it is allocated.
 SGLang sources (0.5.23): ``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer``,
 ``validate_mamba_extra_buffer``; ``arg_groups/overrides.py`` ``_mamba_radix_cache_resolution``;
 ``mem_cache/kv_cache_configurator.py`` ``_calculate_mamba_ratio``; ``server_args.py``
-``ServerArgs._handle_mamba_radix_cache`` (the log line when it turned overlap off);
+``ServerArgs._handle_mamba_radix_cache`` of earlier releases (the log line when it turned
+overlap off for no_buffer: 0.5.23 asserts instead, the lab keeps the older resolution);
 ``managers/scheduler.py`` ``Scheduler.flush_cache``; ``mem_cache/memory_pool.py``
 ``HybridReqToTokenPool.clear``; ``mem_cache/mamba_checkpoint_pool.py``
 ``maybe_init_int8_mamba_checkpoint_pool``. tests/real/test_strategy_rules_vs_sglang.py runs

@@ -16,6 +16,7 @@ import numpy as np
 from kda_core import sizing
 from kda_core._checks import check_bool, check_int
 from kda_core.cache import policy as policy_mod
+from kda_core.cache.policy.sglang import SGLangPolicy, check_track_interval
 from kda_core.cache.protocol import PrefixCache
 from kda_core.cache.vllm_blocks import VLLMBlockCache
 from kda_core.model import MAX_TOKENS, TinyHybrid, check_tokens, encode
@@ -87,6 +88,20 @@ def check_block_cache(
     return block_cache
 
 
+def check_spec(
+    speculative: Any, policy: Any, strategy: str, cache: bool, blocks: bool
+) -> SpecConfig | None:
+    """``speculative`` as a ``SpecConfig`` (None: off); not with the block table. With the radix
+    cache and an extra-buffer strategy the track interval must hold a verify window, as SGLang
+    asserts at start-up (``arg_groups/mamba_hook.py`` ``validate_mamba_extra_buffer``)."""
+    spec = SpecConfig.of(speculative)
+    if spec is not None and blocks:
+        raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
+    if spec is not None and cache and strategy != "no_buffer" and isinstance(policy, SGLangPolicy):
+        check_track_interval(policy.track_interval, spec.draft_tokens, name="track_interval")
+    return spec
+
+
 def check_model(model: Any, before_drop: Any) -> TinyHybrid:
     """The model to serve (None: ``TinyHybrid()``); ``before_drop`` callable or None."""
     if model is not None and not isinstance(model, TinyHybrid):
@@ -121,11 +136,14 @@ def check_modes(
       when the overlap scheduler or a page size > 1 wants it, else no_buffer with overlap off.
       The lab's KV page is one token (``PAGE_SIZE``), so here auto follows ``overlap``.
     * no_buffer cannot overlap (``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer``
-      asserts it): ``overlap=None`` turns it off, as ``server_args.py``
-      ``ServerArgs._handle_mamba_radix_cache`` did (``NO_BUFFER_OVERLAP_OFF`` is its log
-      line), ``overlap=True`` raises with the assertion's message.
+      asserts it): ``overlap=True`` raises with the assertion's message. ``overlap=None``
+      differs by choice: 0.5.23 turns overlap off only for ``auto`` (an explicit no_buffer
+      keeps it on and the assertion fires); the lab turns it off as earlier releases did
+      (``server_args.py`` ``ServerArgs._handle_mamba_radix_cache``, its log line
+      ``NO_BUFFER_OVERLAP_OFF``), so that ``strategy="no_buffer"`` alone is a working engine.
     * extra_buffer_lazy requires overlap (``mem_cache/kv_cache_configurator.py``
-      ``_calculate_mamba_ratio``).
+      ``_calculate_mamba_ratio``); the lab checks it with the cache off too (its pools size
+      lazy tracks only with overlap), where SGLang returns before the assertion.
 
     ``overlap=None`` is SGLang's default (on) unless a rule turns it off; ``notes`` are the
     lines SGLang logs for what it changed.

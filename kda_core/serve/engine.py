@@ -31,6 +31,7 @@ from kda_core.serve._args import (
     check_modes,
     check_policy_chunk,
     check_requests,
+    check_spec,
     make_policy,
     pool_sizes,
     request_state,
@@ -42,7 +43,6 @@ from kda_core.serve._pools import StatePools, copy_rows
 from kda_core.serve._slots import MAX_SLOTS, make_unified
 from kda_core.serve._state import Trace
 from kda_core.serve.report import CachedCheckpoint, EngineStats, GenerateReport, ServeReport
-from kda_core.serve.spec import SpecConfig
 
 __all__ = ["DEFAULT_POLICY", "Engine", "GenerateReport", "Request"]
 
@@ -77,7 +77,9 @@ class Engine:
             same loop (``serve._blocks``); the radix-only options are refused with it.
         speculative: ``SpecConfig``'s fields as a dict (ReplaySSM, ``serve.spec``): a decoding
             request verifies its pending token and D - 1 drafts in one step and commits the
-            accepted prefix by exact replay. None: one token per decode step."""
+            accepted prefix by exact replay. None: one token per decode step. With the cache and
+            an extra-buffer strategy the sglang policy's ``track_interval`` must be >= D (SGLang's
+            start-up assertion)."""
 
     def __init__(
         self,
@@ -107,18 +109,16 @@ class Engine:
         )
         self.chunk_size = check_int("chunk_size", chunk_size, 1, MAX_TOKENS)
         check_policy_chunk(self.policy, self.chunk_size)
-        self.state_slots, ck = pool_sizes(
-            state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8
-        )
+        n, ck = pool_sizes(state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8)
         kv_budget = None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
         self.model = check_model(model, before_drop)
         self._before_drop = before_drop
         self.blocks = check_block_cache(
             block_cache, self.cache_on, self.int8, kv_budget, unified_memory, restore
         )
-        spec = SpecConfig.of(speculative)
-        if spec is not None and self.blocks is not None:
-            raise ValueError("speculative: not with block_cache (vLLM's spec blocks: not modelled)")
+        spec = check_spec(
+            speculative, self.policy, self.strategy, self.cache_on, self.blocks is not None
+        )
         unified = make_unified(
             unified_memory,
             self.model,
@@ -129,10 +129,8 @@ class Engine:
             lambda: self.loop.scheduler.kv_used(),  # the KV in use, read when a slot is taken
         )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
-        self.pools = StatePools(
-            self.model, self.state_slots, ck, self.strategy, self.overlap, self.int8, unified
-        )
-        self.state_slots = self.pools.state_slots
+        self.pools = StatePools(self.model, n, ck, self.strategy, self.overlap, self.int8, unified)
+        self.state_slots = self.pools.state_slots  # a unified buffer sets it (``serve._slots``)
         # the policy names the options of the cache it runs on; the hooks are the pools'
         self.cache: PrefixCache = self.blocks or RadixStateCache(
             PAGE_SIZE,

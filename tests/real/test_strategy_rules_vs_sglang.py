@@ -5,7 +5,8 @@ has the engine side).
   config, the triton linear-attention backend) against ``sizing.resolve_auto`` for every
   overlap / page size, and the slots sizing reserves for ``auto`` are the resolved strategy's;
 * no_buffer with overlap: ``arg_groups/mamba_hook.py`` ``validate_mamba_no_buffer`` raises the
-  message the engine quotes, and passes without overlap;
+  message the engine quotes, and passes without overlap; an explicit no_buffer keeps overlap
+  on in 0.5.23 (the engine's default differs by choice: ``_args.check_modes``);
 * extra_buffer_lazy without overlap: ``mem_cache/kv_cache_configurator.py``
   ``_calculate_mamba_ratio`` raises the message the engine quotes;
 * the INT8 checkpoint pool's estimate: ``mamba_checkpoint_pool.py``
@@ -36,12 +37,12 @@ torch = pytest.importorskip("torch")
 KIMI = SimpleNamespace(architectures=["KimiLinearForCausalLM"], model_type="kimi_linear")
 
 
-def sglang_auto(monkeypatch, overlap: bool, page_size: int | None) -> dict:
+def sglang_auto(monkeypatch, overlap: bool, page_size: int | None, strategy: str = "auto") -> dict:
     monkeypatch.setattr(ov, "model_config_of", lambda _v: SimpleNamespace(hf_config=KIMI))
     monkeypatch.setattr(ov, "get_platform", lambda: SimpleNamespace(is_xpu=False))
     view = SimpleNamespace(
         disable_radix_cache=False,
-        mamba_radix_cache_strategy="auto",
+        mamba_radix_cache_strategy=strategy,
         disable_overlap_schedule=not overlap,
         page_size=page_size,
         linear_attn_backend="triton",
@@ -70,6 +71,19 @@ def test_no_buffer_overlap_message_is_sglangs():
     assert f"SGLang: {e.value}" == _args.NO_BUFFER_OVERLAP
     view.disable_overlap_schedule = True
     hook.validate_mamba_no_buffer(view, "KimiLinearForCausalLM")
+
+
+def test_explicit_no_buffer_keeps_overlap_in_sglang(monkeypatch):
+    """0.5.23 turns overlap off only when it resolves ``auto``: an explicit no_buffer keeps its
+    default overlap and the validator refuses the pair. The engine chose the earlier releases'
+    resolution (``_args.check_modes``): overlap off, with their log line."""
+    real = sglang_auto(monkeypatch, overlap=True, page_size=None, strategy="no_buffer")
+    assert real == {"uses_mamba_radix_cache": True}  # neither strategy nor overlap changed
+    view = SimpleNamespace(page_size=1, disable_overlap_schedule=False, attention_backend="triton")
+    with pytest.raises(AssertionError):
+        hook.validate_mamba_no_buffer(view, "KimiLinearForCausalLM")
+    ours = _args.check_modes("no_buffer", None, "exact")
+    assert ours == ("no_buffer", False, "exact", (_args.NO_BUFFER_OVERLAP_OFF,))
 
 
 def test_lazy_without_overlap_message_is_sglangs(monkeypatch):
