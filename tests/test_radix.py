@@ -184,8 +184,8 @@ def test_kv_lru_evicts_least_recent_leaf_first_and_keeps_tombstone_parents_as_le
     c.evict(1)
     assert log["state"][-1] == ("C", 10)
     # two leaves under a split tombstone. Evicting both does not prune the tombstone in the same
-    # call: SGLang keeps it as a KV leaf (unified_tree_core.py, ``_delete_leaf`` +
-    # ``_update_evictable_leaf_sets(parent)``), so it goes by a later eviction.
+    # call: SGLang keeps it as a KV leaf (unified_tree_core.py, ``_delete_unbacked_device_leaf``:
+    # ``_update_evictable_leaf_sets(parent)``, no cascade past KV), so a later eviction takes it.
     c.insert_prefix([5, 5, 5, 5], states=[(4, "D", 1)])
     c.insert_prefix([5, 5, 6, 6], states=[(4, "E", 1)])
     assert c.stats().tombstones == 1

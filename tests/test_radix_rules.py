@@ -44,9 +44,13 @@ def test_per_path_cap_tombstones_root_first_skipping_forks_locked_and_tail():
     r = c3.insert_prefix(list(range(8)), states=[(8, "T", 1)])
     assert r.capped == 0 and c3.n_states == 2
     c3.lock_handle(n, unlock=True)
+    # an insert that stores no state does not cap (SGLang's commit_insert_component_data emits
+    # the cap for a new or revived state only): both states stay
     r = c3.insert_prefix(list(range(8)), states=[(8, "T2", 1)])
-    assert r.capped == 1 and r.existed == (8,) and set(_states(c3)) == {tuple(range(8))}
-    assert c3.stats().capped == 1 and c3.stats().evicted_states == 0
+    assert r.capped == 0 and r.existed == (8,) and c3.n_states == 2
+    r = c3.insert_prefix(list(range(12)), states=[(12, "U", 1)])
+    assert r.capped == 2 and r.new == (12,) and set(_states(c3)) == {tuple(range(12))}
+    assert c3.stats().capped == 2 and c3.stats().evicted_states == 0
     for cache in (c, c2, c3):
         cache.check_integrity()
 

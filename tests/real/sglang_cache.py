@@ -22,7 +22,13 @@ sglang_fixtures.get_device = lambda: "cpu"
 class RealSGLangCache:
     """``UnifiedRadixCache`` + its token allocator + its mamba slot pool."""
 
-    def __init__(self, kv_size: int = 4096, mamba_slots: int = 512, max_reqs: int = 512) -> None:
+    def __init__(
+        self,
+        kv_size: int = 4096,
+        mamba_slots: int = 512,
+        max_reqs: int = 512,
+        max_states_per_path: int = -1,
+    ) -> None:
         cfg = CacheConfig(
             components=(ComponentType.FULL, ComponentType.MAMBA),
             page_size=1,
@@ -34,6 +40,8 @@ class RealSGLangCache:
         self.cache, self.allocator, self.pool = sglang_fixtures.build_fixture(
             cfg, tree_core_backend="python"
         )
+        # --mamba-max-states-per-path (-1: no cap), which MambaComponent reads at construction
+        self.cache.components[ComponentType.MAMBA].mamba_max_states_per_path = max_states_per_path
 
     def insert(self, tokens: list[int]) -> Any:
         """Insert ``tokens`` with their KV and one state at the end (SGLang ``cache_finished_req``

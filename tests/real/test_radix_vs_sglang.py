@@ -3,7 +3,8 @@
 Python tree core ``unified_cache/unified_tree_core.py``), driven by the same seeded random
 sequences of insert / match / lock / unlock / state eviction / KV eviction and compared after
 every step: token match, restore point, branch hint, evictable and protected KV tokens and
-states, and what each eviction freed.
+states, and what each eviction freed; a quarter of the seeds also set the per-path state cap
+(SGLang ``--mamba-max-states-per-path``).
 
 Settings that make the two agree (documented lab options, not hidden switches):
 ``RadixStateCache(page_size=1, state_touch="node")`` (the default) with
@@ -29,9 +30,10 @@ KV_BUDGET = 1500  # tokens held by the tree before a step makes room (pool holds
 class Pair:
     """The two caches plus the lock handles each took for the same request."""
 
-    def __init__(self) -> None:
-        self.real = RealSGLangCache(kv_size=4096, mamba_slots=1024)
-        self.ours = RadixStateCache(page_size=1)
+    def __init__(self, cap: int | None = None) -> None:
+        real_cap = -1 if cap is None else cap
+        self.real = RealSGLangCache(kv_size=4096, mamba_slots=1024, max_states_per_path=real_cap)
+        self.ours = RadixStateCache(page_size=1, max_states_per_path=cap)
         self.locks: list[tuple[object, object]] = []
 
     def compare_sizes(self, where: str) -> None:
@@ -110,7 +112,7 @@ def _step(pair: Pair, rng: random.Random, bases: list[list[int]], where: str) ->
 def test_random_operations_agree_with_sglang(seed: int) -> None:
     rng = random.Random(seed)
     bases = [[rng.randint(1, 6) for _ in range(rng.randint(4, 24))] for _ in range(4)]
-    pair = Pair()
+    pair = Pair(cap=None if seed % 4 else 1 + seed % 3)  # a quarter run with a per-path cap
     for step in range(STEPS):
         _step(pair, rng, bases, f"seed {seed} step {step}")
     pair.ours.check_integrity()
@@ -140,3 +142,29 @@ def test_rule_examples_on_the_real_sglang_and_ours() -> None:
     assert (real.num_tokens_evicted, ours.kv_tokens) == (6, 6)
     assert pair.real.match(list(range(50, 56))).full_kv_hit_length == 0
     assert pair.real.match(list(range(1, 11))).full_kv_hit_length == 10
+
+
+def test_path_cap_runs_only_when_an_insert_stores_a_state() -> None:
+    """SGLang's MambaComponent.commit_insert_component_data emits _evict_excess_path_states for
+    a new or revived state only: a state kept by its lock through a capping insert survives,
+    once unlocked, an insert whose state existed, and goes with the next insert that stores
+    one."""
+    pair = Pair(cap=1)
+    pair.real.insert(list(range(4)))
+    pair.ours.insert_prefix(list(range(4)), states=[(4, None, 1)])
+    real_lock = pair.real.lock(pair.real.match(list(range(4))).last_device_node)
+    handle = pair.ours.match_prefix(list(range(4)), split=True).restore
+    pair.ours.lock_handle(handle)
+    steps = ((8, (False, 2)), (8, (True, 2)), (12, (False, 1)))  # -> (existed, states after)
+    for n, want in steps:
+        real = pair.real.insert(list(range(n)))
+        ours = pair.ours.insert_prefix(list(range(n)), states=[(n, None, 1)])
+        sizes = pair.real.sizes()
+        assert (real.mamba_exist, sizes["states_evictable"] + sizes["states_protected"]) == want
+        assert (bool(ours.existed), pair.ours.n_states) == want
+        pair.compare_sizes(f"insert {n}")
+        if real_lock is not None:  # unlocked after the first capping insert
+            pair.real.unlock(real_lock)
+            pair.ours.lock_handle(handle, unlock=True)
+            real_lock = None
+    pair.ours.check_integrity()

@@ -100,7 +100,7 @@ def insert(tree: RadixTree, k: tuple, kv: Any, sts: list) -> tuple:
     if tree.state_touch != "node":
         tree.touch_states(path)
     tail = path[-1]
-    capped = 0 if tree.max_states_per_path is None else _cap_path(tree, tail)
+    capped = 0 if tree.max_states_per_path is None or not new else _cap_path(tree, tail)
     if len(tree.heap) > 4 * len(tree.live) + 1024:  # stale entries pile up as leaves are touched
         tree.heap = [(nd.kv_time, nd.id) for nd in tree.live.values() if not nd.children]
         heapq.heapify(tree.heap)
@@ -180,8 +180,10 @@ def _chain(
 
 
 def _cap_path(tree: RadixTree, tail: Node) -> int:
-    """SGLang's ``_evict_excess_path_states``: tombstone the states of ``tail``'s path beyond
-    the cap, root-first, skipping the tail, locked states and forks (a soft cap)."""
+    """SGLang's ``_evict_excess_path_states`` (unified_cache/components/mamba.py): tombstone
+    the states of ``tail``'s path beyond the cap, root-first, skipping the tail, locked states
+    and forks (a soft cap). Run only when the insert stored a state, as SGLang emits it from
+    ``commit_insert_component_data`` for a new or revived state, not an existing one."""
     holders = []
     nd = tail
     while nd is not tree.root:

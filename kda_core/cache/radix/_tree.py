@@ -231,8 +231,9 @@ class RadixTree:
 
     def remove_leaf(self, node: Node) -> None:
         """Delete an unlocked leaf (KV and state). A parent left childless stays as a leaf,
-        state or not (SGLang unified_tree_core.py: ``_delete_leaf`` then
-        ``_update_evictable_leaf_sets`` on the parent; nothing cascades: later KV eviction
+        state or not (SGLang unified_tree_core.py ``_delete_unbacked_device_leaf``: the
+        parent is re-filed by ``_update_evictable_leaf_sets``, and
+        ``_iteratively_delete_tombstone_leaf`` stops at a parent holding KV; later KV eviction
         reaches it in LRU order)."""
         parent = node.parent
         assert parent is not None and not node.children and node.kv_lock == 0

@@ -151,7 +151,8 @@ class RadixStateCache:
         checkpoints ``states``: ``{position: payload}`` or ``(position, payload[, nbytes])``,
         positions in tokens, multiples of page_size, in [1, len(key)]; ``state_bytes`` sizes
         entries that give none. The key is cut at the deepest checkpoint; tombstones there are
-        revived; the per-path cap applies; ``existed`` checkpoints stay the caller's to free."""
+        revived; an insert that stores a state applies the per-path cap; ``existed``
+        checkpoints stay the caller's to free."""
         t = self._tree
         k = self._check_key(key)
         nb = check_int("state_bytes", state_bytes, 0)
