@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kda_core.model import TinyHybrid
+from kda_core import sizing
+from kda_core.model import TinyHybrid, encode
 from kda_core.serve import _pools
 from kda_core.serve._checkpoints import int8_pool_estimate
 from kda_core.serve._slots import StateShape
@@ -124,3 +125,19 @@ def test_int8_pool_refused_before_allocation_when_memory_is_short(monkeypatch):
 def test_free_memory_is_read_from_the_system():
     free = _pools.free_memory_bytes()
     assert free is None or free > 0
+
+
+def test_without_the_cache_a_request_holds_one_state_slot():
+    """SGLang with the radix cache off reserves one state slot per request whatever the
+    strategy (``_calculate_mamba_ratio`` returns 1; tests/real/test_sizing_vs_real.py checks
+    ``sizing``'s "radix_off" against it): 20 slots run 20 requests at once, not 20 // 5."""
+    reqs = [Request(f"q{i} hello", 3) for i in range(30)]
+    for strategy in ("extra_buffer", "no_buffer"):
+        e = Engine(model=MODEL, cache=False, state_slots=20, strategy=strategy)
+        rep = e.serve(reqs)
+        assert rep.max_running == rep.peak_running == 20
+        assert rep.max_running == sizing.max_running_requests(20, "radix_off")
+        for rq, r in zip(reqs, rep.reports):
+            assert r.tokens == MODEL.generate(encode(rq.prompt), 3)[0]
+        e.check_integrity()
+    assert Engine(model=MODEL, state_slots=20).serve(reqs).max_running == 4  # 5 per request

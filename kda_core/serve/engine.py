@@ -109,7 +109,10 @@ class Engine:
         )
         self.chunk_size = check_int("chunk_size", chunk_size, 1, MAX_TOKENS)
         check_policy_chunk(self.policy, self.chunk_size)
-        n, ck = pool_sizes(state_slots, checkpoint_slots, self.strategy, self.overlap, self.int8)
+        # without the radix cache SGLang reserves one state slot per request, whatever the
+        # strategy (kv_cache_configurator.py ``_calculate_mamba_ratio``: ``sizing`` "radix_off")
+        slots = self.strategy if self.cache_on else "radix_off"
+        n, ck = pool_sizes(state_slots, checkpoint_slots, slots, self.overlap, self.int8)
         kv_budget = None if kv_budget is None else check_int("kv_budget", kv_budget, 0, 1 << 40)
         self.model = check_model(model, before_drop)
         self._before_drop = before_drop
@@ -122,14 +125,14 @@ class Engine:
         unified = make_unified(
             unified_memory,
             self.model,
-            self.strategy,
+            slots,
             self.overlap,
             self.int8,
             state_slots,
             lambda: self.loop.scheduler.kv_used(),  # the KV in use, read when a slot is taken
         )
         keep_freed_memory()  # once per process: the batched passes' temporaries stay paged in
-        self.pools = StatePools(self.model, n, ck, self.strategy, self.overlap, self.int8, unified)
+        self.pools = StatePools(self.model, n, ck, slots, self.overlap, self.int8, unified)
         self.state_slots = self.pools.state_slots  # a unified buffer sets it (``serve._slots``)
         # the policy names the options of the cache it runs on; the hooks are the pools'
         self.cache: PrefixCache = self.blocks or RadixStateCache(
@@ -140,7 +143,7 @@ class Engine:
             before_drop=None if before_drop is None else self._offer_dropped,
         )
         self.graph_bs = check_graph_bs(cuda_graph_bs)
-        modes = (self.cache_on, self.strategy, self.int8, self.overlap, self.chunk_size)
+        modes = (self.cache_on, slots, self.int8, self.overlap, self.chunk_size)
         extras = (kv_budget, self.graph_bs, self.blocks is not None, spec)
         config = ServeConfig(*modes, *extras)
         self.loop = Loop(Parts(self.model, self.pools, self.cache, self.policy, config))
