@@ -176,8 +176,18 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def new_step(self) -> None:  # MambaManager.new_step_starts
+    def new_step(self) -> None:
+        """A scheduler step begins (``MambaManager.new_step_starts``); the last one's copies
+        have run."""
+        self._release_copies()
         self.state.this_step.clear()
+
+    def _release_copies(self) -> None:
+        """Both ends of each queued copy stay referenced until every request of the step is
+        scheduled (``Scheduler.schedule``: ``take_kv_cache_block_copies``, then
+        ``_free_cow_retained_blocks``, synchronous): the KV group's copies, then the state's."""
+        pairs, self.kv.copies, self.state.copies = self.kv.copies + self.state.copies, [], []
+        self.pool.free_blocks([b for pair in pairs for b in pair])
 
     def deferred(self, tokens: Sequence[int]) -> bool:
         """A new request with these tokens waits a step: its state hit was keyed in this step
@@ -192,12 +202,14 @@ class VLLMBlockCache:
         """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
         budget): the lookup on its first step, the aligned cut, ``allocate_slots`` and the
         copies' release. A scheduler batching several requests calls ``new_step`` once per
-        step and steps each with ``new_step=False``; None: the aligned cut of a budget below
-        the chunk budget is empty (the request waits)."""
+        step and steps each with ``new_step=False`` (the copies are released by the next
+        ``new_step`` or ``finish``); None: the aligned cut of a budget below the chunk budget
+        is empty (the request waits)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
         B, u, first = self.block_size, self.unit, not req.computed
+        queued = len(self.kv.copies), len(self.state.copies)
         kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1) if first else _NOT_FIRST
         kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
         start = req.computed + hit.tokens
@@ -238,11 +250,10 @@ class VLLMBlockCache:
         kv.cache(request_id, req.hashes, tail, cacheable)
         reach = (*replay_boundaries(req.prompt_len, B, False), junction)
         state.cache(request_id, req.hashes, tail, cacheable, reach)
-        # take_kv_cache_block_copies; both ends of each copy released after it ran
-        # (Scheduler._free_cow_retained_blocks, synchronous)
-        pairs, kv.copies, state.copies = kv.copies + state.copies, [], []
-        self.pool.free_blocks([b for pair in pairs for b in pair])
+        pairs = kv.copies[queued[0] :] + state.copies[queued[1] :]
         copies = tuple((a.block_id, b.block_id) for a, b in pairs)
+        if new_step:  # the step schedules this request only
+            self._release_copies()
         state_block = state.req_blocks[request_id][-(-end // B) - 1].block_id
         log = tuple(self.pool.log)
         return Step(start, end, hit if first else None, state_block, log, copies, (new_kv, new_st))
@@ -251,6 +262,7 @@ class VLLMBlockCache:
         """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
         blocks stay cached (evictable), the rest are reused first."""
         self._require_request(request_id)
+        self._release_copies()  # the step that queued them has ended
         del self._reqs[request_id]
         for group in (self.kv, self.state):
             self.pool.free_blocks(reversed(group.pop(request_id)))
@@ -377,6 +389,7 @@ class VLLMBlockCache:
         """Each block's references are its table entries and handle locks, the free queue
         holds exactly the unreferenced blocks, every key names a block that carries it."""
         refs = self._locked.copy()  # the null block's count is never checked
+        refs.update(b.block_id for pair in self.kv.copies + self.state.copies for b in pair)
         for g in (self.kv, self.state):
             refs.update(b.block_id for table in g.req_blocks.values() for b in table)
         self.pool.check_integrity(refs)
