@@ -176,16 +176,14 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def new_step(self) -> None:
-        """A scheduler step begins (``MambaManager.new_step_starts``); the last one's copies
-        have run."""
+    def new_step(self) -> None:  # MambaManager.new_step_starts; the last step's copies ran
         self._release_copies()
         self.state.this_step.clear()
 
     def _release_copies(self) -> None:
-        """Both ends of each queued copy stay referenced until every request of the step is
-        scheduled (``Scheduler.schedule``: ``take_kv_cache_block_copies``, then
-        ``_free_cow_retained_blocks``, synchronous): the KV group's copies, then the state's."""
+        """Both ends of each copy stay referenced until the step's last request is scheduled
+        (``Scheduler.schedule``: ``take_kv_cache_block_copies``, ``_free_cow_retained_blocks``,
+        synchronous): the KV group's copies, then the state's."""
         pairs, self.kv.copies, self.state.copies = self.kv.copies + self.state.copies, [], []
         self.pool.free_blocks([b for pair in pairs for b in pair])
 
@@ -221,10 +219,8 @@ class VLLMBlockCache:
         n = aligned_split(
             start, want, len(req.tokens), req.prompt_len, B, u, self.fine, self.chunk, junction
         )
-        if n <= 0 and cap < self.chunk:
-            return None  # less budget than a block is left this step: the request waits
-        if n <= 0:
-            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
+        if n <= 0:  # a budget below the chunk budget cut to nothing: the request waits
+            return None
         end, kv, state = start + n, self.kv, self.state
         self.pool.log.clear()
         state.remove_skipped(request_id, start)  # the KV group frees nothing
