@@ -164,7 +164,9 @@ class RealBlockCache:
         self.mgr.block_pool.free_blocks(retained)
         return steps, tuple((c.src_block_id, c.dst_block_id) for c in copies)
 
-    def _allocate(self, rid: str) -> dict:
+    def _allocate(self, rid: str) -> dict | None:
+        """The request's chunk and ``allocate_slots``; None: not scheduled, its state hit was
+        keyed in this step (``cached_blocks_this_step``)."""
         req = self.reqs[rid]
         blocks, hits, hit = None, 0, None
         if rid not in self.started:
@@ -183,6 +185,12 @@ class RealBlockCache:
         n = Scheduler._mamba_block_aligned_split(self.sched, req, want, hits, 0)
         assert n > 0, "the real split made no progress"
         new = self.mgr.allocate_slots(req, n, hits, blocks)
+        mamba = self.mgr.coordinator.single_type_managers[1]
+        if new is None and hit is not None and hit["state_block"] is not None:
+            st = blocks.blocks[1][-1]  # type: ignore[union-attr]
+            assert st.block_hash in mamba.cached_blocks_this_step, "the pool is too small"
+            self.started.discard(rid)  # not scheduled: it waits (Scheduler.schedule)
+            return None
         assert new is not None, "vLLM could not allocate: the pool is too small"
         req.num_computed_tokens = start + n
         table = self.mgr.coordinator.single_type_managers[1].req_to_blocks[rid]

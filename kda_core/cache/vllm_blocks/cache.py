@@ -191,7 +191,10 @@ class VLLMBlockCache:
         """A new request with these tokens waits a step: its state hit was keyed in this step
         by another request, whose state is not computed yet (``cached_blocks_this_step``:
         ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
-        block = self.lookup(tokens).state_block
+        return self._waits(self.lookup(tokens))
+
+    def _waits(self, hit: BlockHit) -> bool:
+        block = hit.state_block
         return block is not None and self.pool.blocks[block].key in self.state.this_step
 
     def step(
@@ -201,14 +204,16 @@ class VLLMBlockCache:
         budget): the lookup on its first step, the aligned cut, ``allocate_slots`` and the
         copies' release. A scheduler batching several requests calls ``new_step`` once per
         step and steps each with ``new_step=False`` (the copies are released by the next
-        ``new_step`` or ``finish``); None: the aligned cut of a budget below the chunk budget
-        is empty (the request waits)."""
+        ``new_step`` or ``finish``). None: the request waits (its first step's state hit was
+        keyed in this step, or the aligned cut of a budget below the chunk budget is empty)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
         B, u, first = self.block_size, self.unit, not req.computed
         queued = len(self.kv.copies), len(self.state.copies)
         kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1) if first else _NOT_FIRST
+        if first and self._waits(hit):
+            return None  # not scheduled this step (``deferred``)
         kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
         start = req.computed + hit.tokens
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
@@ -285,7 +290,9 @@ class VLLMBlockCache:
     def tables(self, request_id: str) -> tuple[list[int], ...]:
         """The request's block tables (KV, state) as physical ids (0: the null block)."""
         self._require_request(request_id)
-        return tuple([b.block_id for b in g.req_blocks[request_id]] for g in (self.kv, self.state))
+        return tuple(
+            [b.block_id for b in g.req_blocks.get(request_id, ())] for g in (self.kv, self.state)
+        )
 
     # the cache protocol -------------------------------------------------------------------
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
