@@ -2,8 +2,7 @@
 plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
 ``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
 API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
-it is a ``PrefixCache`` too. A lookup and a step are handed out as frozen dataclasses
-(``BlockHit``, ``Step``). docs/policies.md ("vLLM's block table")."""
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table")."""
 
 from __future__ import annotations
 
@@ -58,7 +57,7 @@ class Step:
     state_block: int
     registered: tuple[tuple[int, int, int], ...]
     copies: tuple[tuple[int, int], ...]
-    new_blocks: tuple[tuple[int, ...], tuple[int, ...]]
+    new_blocks: tuple[tuple[int, ...], ...]  # KV, state
 
 
 _MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
@@ -188,9 +187,8 @@ class VLLMBlockCache:
         self.pool.free_blocks([b for pair in pairs for b in pair])
 
     def deferred(self, tokens: Sequence[int]) -> bool:
-        """A new request with these tokens waits a step: its state hit was keyed in this step
-        by another request, whose state is not computed yet (``cached_blocks_this_step``:
-        ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
+        """A new request with these tokens waits a step: its state hit, keyed in this step, is
+        not computed yet (``MambaManager.get_num_blocks_to_allocate``: cached_blocks_this_step)."""
         return self._waits(self.lookup(tokens))
 
     def _waits(self, hit: BlockHit) -> bool:
@@ -201,11 +199,10 @@ class VLLMBlockCache:
         self, request_id: str, budget: int | None = None, *, new_step: bool = True
     ) -> Step | None:
         """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
-        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` and the
-        copies' release. A scheduler batching several requests calls ``new_step`` once per
-        step and steps each with ``new_step=False`` (the copies are released by the next
-        ``new_step`` or ``finish``). None: the request waits (its first step's state hit was
-        keyed in this step, or the aligned cut of a budget below the chunk budget is empty)."""
+        budget): the lookup on its first step, the aligned cut, ``allocate_slots``. Several
+        requests in one step: ``new_step`` once, each with ``new_step=False`` (the next
+        ``new_step`` or ``finish`` releases their copies). None: the request waits (a first
+        step's state hit keyed in this step, or a budget below the chunk budget cut to 0)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
@@ -243,9 +240,7 @@ class VLLMBlockCache:
             kv.add_hit(request_id, kv_hit, start)
             state.add_hit(request_id, st_hit, start)
         req.junction, req.computed = junction, end
-        new_kv, new_st = (
-            tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state)
-        )
+        new = tuple(tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state))
         cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
         tail = checkpoint_position(req.prompt_len, u, False, 0)  # the prompt's last boundary
         kv.cache(request_id, req.hashes, tail, cacheable)
@@ -257,7 +252,7 @@ class VLLMBlockCache:
             self._release_copies()
         state_block = state.req_blocks[request_id][-(-end // B) - 1].block_id
         log = tuple(self.pool.log)
-        return Step(start, end, hit if first else None, state_block, log, copies, (new_kv, new_st))
+        return Step(start, end, hit if first else None, state_block, log, copies, new)
 
     def finish(self, request_id: str) -> None:
         """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
@@ -325,8 +320,7 @@ class VLLMBlockCache:
         else:
             self.pool.touch(handle._blocks)
         handle._locks += -1 if unlock else 1
-        for b in handle._blocks:
-            self._locked[b.block_id] += -1 if unlock else 1
+        self._locked.update({b.block_id: -1 if unlock else 1 for b in handle._blocks})  # adds
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
@@ -389,12 +383,11 @@ class VLLMBlockCache:
         return n
 
     def check_integrity(self) -> None:
-        """Each block's references are its table entries and handle locks, the free queue
-        holds exactly the unreferenced blocks, every key names a block that carries it."""
+        """Each block's references are its table entries, handle locks and queued copies, the
+        free queue holds exactly the unreferenced blocks, every key names a block that has it."""
         refs = self._locked.copy()  # the null block's count is never checked
-        refs.update(b.block_id for pair in self.kv.copies + self.state.copies for b in pair)
-        for g in (self.kv, self.state):
-            refs.update(b.block_id for table in g.req_blocks.values() for b in table)
+        for g in (self.kv, self.state):  # a queued copy's two ends; the request tables
+            refs.update(b.block_id for t in [*g.copies, *g.req_blocks.values()] for b in t)
         self.pool.check_integrity(refs)
 
     def stats(self) -> SizeInfo:
