@@ -75,12 +75,8 @@ class BlockLifecycle(Lifecycle):
     def prepare(self, r: RequestState, n: int) -> int:
         """The block table's chunk of at most ``n`` tokens: its copies run, the request's
         state and KV are read out of its blocks. -> tokens the chunk computes."""
-        if r.pos == 0 and self.blocks.deferred(r.ids):
-            # the lookup runs at the request's first step, which may come after admission: a
-            # state keyed earlier in this step is not computed yet (make_room's check again)
-            return 0
         st = self.blocks.step(r.rid, min(n, self.blocks.chunk), new_step=False)
-        if st is None:  # the budget left is less than a block: nothing this step
+        if st is None:  # less budget than a block left, or a state keyed in this step: wait
             return 0
         for src, dst in st.copies:
             self._copy(src, dst)

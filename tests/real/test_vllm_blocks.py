@@ -35,7 +35,7 @@ class Pair:
         self.real = RealBlockCache(**cfg)
         self.unit = self.real.unit
         self.prefix: dict[int, tuple[int, ...]] = {}  # model chain id -> prefix tokens
-        self.steps = self.lookups = self.deferrals = 0
+        self.steps = self.lookups = self.deferrals = self.batched = self.copied = 0
 
     def _remember(self, tokens: list[int]) -> None:
         for i, chain in enumerate(self.model.chain.peek(tokens)):
@@ -85,23 +85,7 @@ class Pair:
             while True:
                 got, want = self.model.step(rid), self.real.step(rid)
                 self.steps += 1
-                hit = got.hit
-                mine = {
-                    "start": got.start,
-                    "end": got.end,
-                    "hit": None
-                    if hit is None
-                    else {
-                        "tokens": hit.tokens,
-                        "kv_blocks": hit.kv_blocks,
-                        "state_block": hit.state_block,
-                        "table_index": hit.table_index,
-                        "shared_prefix_boundary": hit.shared_prefix_boundary,
-                    },
-                    "state_block": got.state_block,
-                    "copies": got.copies,
-                    "new_blocks": got.new_blocks,
-                }
+                mine = _fields(got) | {"copies": got.copies}
                 assert mine == want, f"{rid} step {len(steps)} differs"
                 self.check_pool(f"{rid} after step {len(steps)}")
                 for probe in (prompt + [PROBE], tokens + [PROBE]):  # a new request, same step
@@ -115,6 +99,48 @@ class Pair:
         self.real.finish(rid)
         self.check_pool(f"{rid} freed")
         return steps
+
+    def add(self, rid: str, prompt: list[int]) -> None:
+        self.model.add(rid, prompt)
+        self.real.add(rid, prompt)
+        self._remember(prompt)
+
+    def schedule(self, rids: list[str]) -> list:
+        """One step over several requests, in order; then the next step begins on both (the
+        copies of this one have been released) and the pools are compared. -> the steps."""
+        self.model.new_step()
+        self.batched += len(rids) > 1
+        got = [self.model.step(rid, new_step=False) for rid in rids]
+        want, copies = self.real.schedule(rids)
+        assert [_fields(g) for g in got] == want, f"step of {rids} differs"
+        assert sorted(c for g in got if g for c in g.copies) == sorted(copies)
+        self.model.new_step()
+        self.real.mgr.new_step_starts()
+        self.check_pool(f"after the step of {rids}")
+        self.copied += len(rids) > 1 and any(g and g.copies for g in got)
+        return got
+
+
+def _fields(step) -> dict | None:
+    """A model ``Step`` as the real driver reports it (without its copies)."""
+    if step is None:
+        return None
+    hit = step.hit
+    return {
+        "start": step.start,
+        "end": step.end,
+        "hit": None
+        if hit is None
+        else {
+            "tokens": hit.tokens,
+            "kv_blocks": hit.kv_blocks,
+            "state_block": hit.state_block,
+            "table_index": hit.table_index,
+            "shared_prefix_boundary": hit.shared_prefix_boundary,
+        },
+        "state_block": step.state_block,
+        "new_blocks": step.new_blocks,
+    }
 
 
 def test_96_of_a_128_token_block():
@@ -151,6 +177,36 @@ def test_4480_inside_4096():
     coarse = Pair(block_size=4096, num_blocks=16, max_num_batched_tokens=2048)
     coarse.serve("turn-1", first, [1, 2, 3])
     assert coarse.lookup(follow) == 4096
+
+
+def test_a_step_releases_its_copies_after_its_last_request():
+    # vLLM releases the copies' blocks once every request of the step is scheduled
+    # (Scheduler.schedule: take_kv_cache_block_copies, then _free_cow_retained_blocks): "a"
+    # copies its hit's partial blocks, then "b", later in the same step, frees its first state
+    # block; the copies' sources go to the free queue after it
+    pair = Pair(block_size=16, prefix_match_unit=4, num_blocks=40, max_num_batched_tokens=16)
+    first = list(range(22))
+    pair.serve("x", first, [])  # keys the state at 16 and the prompt's tail at 20
+    pair.add("b", [100 + i for i in range(64)])
+    pair.schedule(["b"])
+    pair.schedule(["b"])
+    pair.add("a", first[:20] + [500 + i for i in range(10)])
+    pair.schedule(["a", "b"])
+    assert pair.model.lookup(first[:20] + [7]).partial  # the hit "a" copied
+
+
+def test_a_request_hitting_a_state_keyed_in_its_step_waits():
+    # "a" keys the state after its prompt's last unit boundary (36) in a step; "b", scheduled
+    # after it in that step, hits it: vLLM does not schedule "b" (MambaManager.
+    # get_num_blocks_to_allocate: cached_blocks_this_step; the state is computed by this
+    # step's forward), and "b" hits it in the next step
+    pair = Pair(block_size=16, prefix_match_unit=4, num_blocks=40, max_num_batched_tokens=32)
+    prompt = list(range(40))
+    pair.add("a", prompt)
+    pair.schedule(["a"])
+    pair.add("b", prompt[:38] + [900 + i for i in range(20)])
+    assert [s and s.end for s in pair.schedule(["a", "b"])] == [36, None]
+    assert pair.schedule(["b"])[0].hit.tokens == 36
 
 
 def _workload(rng: random.Random, n: int, block: int) -> list[tuple[list[int], list[int]]]:
@@ -213,3 +269,42 @@ def test_random_sequences_agree_step_by_step(block, unit, chunk, num_blocks, ret
     assert any(hits), "the workload must produce hits"
     assert pair.deferrals > 0, "some probe must hit a state keyed in the same step"
     assert pair.model.pool.evictions > 0 or num_blocks > 32
+
+
+@pytest.mark.parametrize("block,unit,chunk,num_blocks,retention", CONFIGS)
+def test_random_batched_steps_agree(block, unit, chunk, num_blocks, retention):
+    # up to three requests per step, a new one anywhere in the step's order: one whose state
+    # hit was keyed earlier in the step waits (cached_blocks_this_step)
+    rng = random.Random(block * 7 + unit * 3 + chunk)
+    cfg = dict(
+        block_size=block,
+        prefix_match_unit=unit,
+        num_blocks=2 * num_blocks,
+        max_num_batched_tokens=chunk,
+        retention=retention,
+    )
+    pair = Pair(**cfg)
+    waiting = list(enumerate(_workload(rng, 40, block)))
+    active: dict[str, tuple[list[int], list[int]]] = {}  # rid -> (tokens, outputs left)
+    while waiting or active:
+        batch = list(active)
+        if waiting and len(active) < 3:
+            i, (prompt, outputs) = waiting.pop(0)
+            pair.add(f"r{i}", prompt)
+            active[f"r{i}"] = (list(prompt), list(outputs))
+            batch.insert(rng.randrange(len(batch) + 1), f"r{i}")
+        for rid, step in zip(batch, pair.schedule(batch)):
+            tokens, outputs = active[rid]
+            if step is not None and step.end == len(tokens):
+                if outputs:
+                    tokens.append(outputs.pop(0))
+                    pair.model.append(rid, tokens[-1])
+                    pair.real.append(rid, tokens[-1])
+                    pair._remember(tokens)
+                else:
+                    del active[rid]
+                    pair.model.finish(rid)
+                    pair.real.finish(rid)
+                    pair.check_pool(f"{rid} freed")
+    assert pair.batched > 20, "steps of several requests"
+    assert pair.copied > 0 or unit == block, "some of them copy (partial hits need unit < block)"

@@ -10,7 +10,8 @@ running request (no EAGLE, no connector, no async scheduling): ``new_step_starts
 step ``get_computed_blocks`` and ``request.shared_prefix_boundary``; the chunk
 ``min(max_num_batched_tokens, remaining)`` cut by the real ``Scheduler._mamba_block_aligned_split``;
 ``allocate_slots``; ``take_kv_cache_block_copies`` and the release of the copies' blocks
-(``_free_cow_retained_blocks`` when nothing is deferred).
+(``_free_cow_retained_blocks`` when nothing is deferred). ``schedule`` does the same for several
+requests in one step: the copies are taken and released once, after the last request.
 
 ``snapshot`` reads the pool back in the model's terms: entries as (group, prefix tokens, block
 id, primary), reference counts, the free queue order, request tables.
@@ -148,8 +149,25 @@ class RealBlockCache:
         return bool(st) and st[-1].block_hash in mamba.cached_blocks_this_step
 
     def step(self, rid: str) -> dict:
-        req = self.reqs[rid]
+        """One scheduler step for one request (the copies: the step's)."""
+        (step,), copies = self.schedule([rid])
+        return step | {"copies": copies}
+
+    def schedule(self, rids: list[str]) -> tuple[list[dict], tuple]:
+        """One ``Scheduler.schedule`` over ``rids`` in order: ``new_step_starts``, each
+        request's chunk and ``allocate_slots``, then, once every request is scheduled,
+        ``take_kv_cache_block_copies`` and the release of the copies' blocks. -> the steps
+        (without copies) and the step's copies."""
         self.mgr.new_step_starts()
+        steps = [self._allocate(rid) for rid in rids]
+        copies, retained = self.mgr.take_kv_cache_block_copies()
+        self.mgr.block_pool.free_blocks(retained)
+        return steps, tuple((c.src_block_id, c.dst_block_id) for c in copies)
+
+    def _allocate(self, rid: str) -> dict | None:
+        """The request's chunk and ``allocate_slots``; None: not scheduled, its state hit was
+        keyed in this step (``cached_blocks_this_step``)."""
+        req = self.reqs[rid]
         blocks, hits, hit = None, 0, None
         if rid not in self.started:
             self.started.add(rid)
@@ -167,9 +185,13 @@ class RealBlockCache:
         n = Scheduler._mamba_block_aligned_split(self.sched, req, want, hits, 0)
         assert n > 0, "the real split made no progress"
         new = self.mgr.allocate_slots(req, n, hits, blocks)
+        mamba = self.mgr.coordinator.single_type_managers[1]
+        if new is None and hit is not None and hit["state_block"] is not None:
+            st = blocks.blocks[1][-1]  # type: ignore[union-attr]
+            assert st.block_hash in mamba.cached_blocks_this_step, "the pool is too small"
+            self.started.discard(rid)  # not scheduled: it waits (Scheduler.schedule)
+            return None
         assert new is not None, "vLLM could not allocate: the pool is too small"
-        copies, retained = self.mgr.take_kv_cache_block_copies()
-        self.mgr.block_pool.free_blocks(retained)
         req.num_computed_tokens = start + n
         table = self.mgr.coordinator.single_type_managers[1].req_to_blocks[rid]
         return {
@@ -177,7 +199,6 @@ class RealBlockCache:
             "end": start + n,
             "hit": hit,
             "state_block": table[-(-(start + n) // self.block_size) - 1].block_id,
-            "copies": tuple((c.src_block_id, c.dst_block_id) for c in copies),
             "new_blocks": tuple(tuple(ids) for ids in new.get_block_ids()),
         }
 

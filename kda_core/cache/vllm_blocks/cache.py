@@ -2,8 +2,7 @@
 plays ``KVCacheManager`` + ``HybridKVCacheCoordinator`` (``vllm/v1/core/kv_cache_manager.py``,
 ``kv_cache_coordinator.py``) over one block pool and two groups (MLA KV, KDA state). Its request
 API is vLLM's (``add``, ``step``, ``append``, ``finish``; ``lookup``: ``get_computed_blocks``);
-it is a ``PrefixCache`` too. A lookup and a step are handed out as frozen dataclasses
-(``BlockHit``, ``Step``). docs/policies.md ("vLLM's block table")."""
+it is a ``PrefixCache`` too. docs/policies.md ("vLLM's block table")."""
 
 from __future__ import annotations
 
@@ -58,7 +57,7 @@ class Step:
     state_block: int
     registered: tuple[tuple[int, int, int], ...]
     copies: tuple[tuple[int, int], ...]
-    new_blocks: tuple[tuple[int, ...], tuple[int, ...]]
+    new_blocks: tuple[tuple[int, ...], ...]  # KV, state
 
 
 _MAX_TOKENS = 1 << 20  # longest request, largest block and chunk (tokens): caps memory
@@ -176,29 +175,42 @@ class VLLMBlockCache:
         req.tokens.append(check_int("token", token, 0))
         self.chain.extend(req.hashes, req.tokens)
 
-    def new_step(self) -> None:  # MambaManager.new_step_starts
+    def new_step(self) -> None:  # MambaManager.new_step_starts; the last step's copies ran
+        self._release_copies()
         self.state.this_step.clear()
 
+    def _release_copies(self) -> None:
+        """Both ends of each copy stay referenced until the step's last request is scheduled
+        (``Scheduler.schedule``: ``take_kv_cache_block_copies``, ``_free_cow_retained_blocks``,
+        synchronous): the KV group's copies, then the state's."""
+        pairs, self.kv.copies, self.state.copies = self.kv.copies + self.state.copies, [], []
+        self.pool.free_blocks([b for pair in pairs for b in pair])
+
     def deferred(self, tokens: Sequence[int]) -> bool:
-        """A new request with these tokens waits a step: its state hit was keyed in this step
-        by another request, whose state is not computed yet (``cached_blocks_this_step``:
-        ``get_num_blocks_to_allocate`` then asks for more blocks than the pool has)."""
-        block = self.lookup(tokens).state_block
+        """A new request with these tokens waits a step: its state hit, keyed in this step, is
+        not computed yet (``MambaManager.get_num_blocks_to_allocate``: cached_blocks_this_step)."""
+        return self._waits(self.lookup(tokens))
+
+    def _waits(self, hit: BlockHit) -> bool:
+        block = hit.state_block
         return block is not None and self.pool.blocks[block].key in self.state.this_step
 
     def step(
         self, request_id: str, budget: int | None = None, *, new_step: bool = True
     ) -> Step | None:
         """Schedule the request's next chunk of at most ``budget`` tokens (None: the chunk
-        budget): the lookup on its first step, the aligned cut, ``allocate_slots`` and the
-        copies' release. A scheduler batching several requests calls ``new_step`` once per
-        step and steps each with ``new_step=False``; None: the aligned cut of a budget below
-        the chunk budget is empty (the request waits)."""
+        budget): the lookup on its first step, the aligned cut, ``allocate_slots``. Several
+        requests in one step: ``new_step`` once, each with ``new_step=False`` (the next
+        ``new_step`` or ``finish`` releases their copies). None: the request waits (a first
+        step's state hit keyed in this step, or a budget below the chunk budget cut to 0)."""
         req = self._require_request(request_id)
         if check_bool("new_step", new_step):
             self.new_step()
         B, u, first = self.block_size, self.unit, not req.computed
+        queued = len(self.kv.copies), len(self.state.copies)
         kv_hit, st_hit, hit = self._find(req.hashes, len(req.tokens) - 1) if first else _NOT_FIRST
+        if first and self._waits(hit):
+            return None  # not scheduled this step (``deferred``)
         kv_hit = kv_hit[: len(hit.kv_blocks)]  # cut to the state hit
         start = req.computed + hit.tokens
         cap = self.chunk if budget is None else check_int("budget", budget, 1, self.chunk)
@@ -209,10 +221,8 @@ class VLLMBlockCache:
         n = aligned_split(
             start, want, len(req.tokens), req.prompt_len, B, u, self.fine, self.chunk, junction
         )
-        if n <= 0 and cap < self.chunk:
-            return None  # less budget than a block is left this step: the request waits
-        if n <= 0:
-            raise ValueError(f"block_size={B} does not fit max_num_batched_tokens={self.chunk}")
+        if n <= 0:  # a budget below the chunk budget cut to nothing: the request waits
+            return None
         end, kv, state = start + n, self.kv, self.state
         self.pool.log.clear()
         state.remove_skipped(request_id, start)  # the KV group frees nothing
@@ -230,27 +240,25 @@ class VLLMBlockCache:
             kv.add_hit(request_id, kv_hit, start)
             state.add_hit(request_id, st_hit, start)
         req.junction, req.computed = junction, end
-        new_kv, new_st = (
-            tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state)
-        )
+        new = tuple(tuple(b.block_id for b in g.allocate(request_id, end)) for g in (kv, state))
         cacheable = end if self.fine else end // B * B  # HybridKVCacheCoordinator._align_cacheable
         tail = checkpoint_position(req.prompt_len, u, False, 0)  # the prompt's last boundary
         kv.cache(request_id, req.hashes, tail, cacheable)
         reach = (*replay_boundaries(req.prompt_len, B, False), junction)
         state.cache(request_id, req.hashes, tail, cacheable, reach)
-        # take_kv_cache_block_copies; both ends of each copy released after it ran
-        # (Scheduler._free_cow_retained_blocks, synchronous)
-        pairs, kv.copies, state.copies = kv.copies + state.copies, [], []
-        self.pool.free_blocks([b for pair in pairs for b in pair])
+        pairs = kv.copies[queued[0] :] + state.copies[queued[1] :]
         copies = tuple((a.block_id, b.block_id) for a, b in pairs)
+        if new_step:  # the step schedules this request only
+            self._release_copies()
         state_block = state.req_blocks[request_id][-(-end // B) - 1].block_id
         log = tuple(self.pool.log)
-        return Step(start, end, hit if first else None, state_block, log, copies, (new_kv, new_st))
+        return Step(start, end, hit if first else None, state_block, log, copies, new)
 
     def finish(self, request_id: str) -> None:
         """Free the request's blocks, each table tail first (``KVCacheManager.free``): keyed
         blocks stay cached (evictable), the rest are reused first."""
         self._require_request(request_id)
+        self._release_copies()  # the step that queued them has ended
         del self._reqs[request_id]
         for group in (self.kv, self.state):
             self.pool.free_blocks(reversed(group.pop(request_id)))
@@ -277,7 +285,9 @@ class VLLMBlockCache:
     def tables(self, request_id: str) -> tuple[list[int], ...]:
         """The request's block tables (KV, state) as physical ids (0: the null block)."""
         self._require_request(request_id)
-        return tuple([b.block_id for b in g.req_blocks[request_id]] for g in (self.kv, self.state))
+        return tuple(
+            [b.block_id for b in g.req_blocks.get(request_id, ())] for g in (self.kv, self.state)
+        )
 
     # the cache protocol -------------------------------------------------------------------
     def match_prefix(self, key: Any, *, touch: bool = True, split: bool = False) -> PrefixMatch:
@@ -310,8 +320,7 @@ class VLLMBlockCache:
         else:
             self.pool.touch(handle._blocks)
         handle._locks += -1 if unlock else 1
-        for b in handle._blocks:
-            self._locked[b.block_id] += -1 if unlock else 1
+        self._locked.update({b.block_id: -1 if unlock else 1 for b in handle._blocks})  # adds
 
     def insert_prefix(
         self, key: Any, kv: Any = None, states: Any = (), *, state_bytes: int = 0
@@ -374,11 +383,11 @@ class VLLMBlockCache:
         return n
 
     def check_integrity(self) -> None:
-        """Each block's references are its table entries and handle locks, the free queue
-        holds exactly the unreferenced blocks, every key names a block that carries it."""
+        """Each block's references are its table entries, handle locks and queued copies, the
+        free queue holds exactly the unreferenced blocks, every key names a block that has it."""
         refs = self._locked.copy()  # the null block's count is never checked
-        for g in (self.kv, self.state):
-            refs.update(b.block_id for table in g.req_blocks.values() for b in table)
+        for g in (self.kv, self.state):  # a queued copy's two ends; the request tables
+            refs.update(b.block_id for t in [*g.copies, *g.req_blocks.values()] for b in t)
         self.pool.check_integrity(refs)
 
     def stats(self) -> SizeInfo:
