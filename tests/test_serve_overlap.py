@@ -138,3 +138,30 @@ def test_serve_exact_in_every_mode(reqs, mode, budget, extra_slots):
     assert rep.peak_running <= sizing.max_running_requests(spr + extra_slots, strategy, overlap)
     e.check_integrity()
     assert not e.pools.pingpong.busy
+
+
+def test_retraction_drops_the_pending_post_processing(monkeypatch):
+    """With overlap, a request retracted before its last step's result is processed inserts
+    nothing: SGLang retracts in ``get_next_batch_to_run`` before ``pop_and_process`` of the
+    last batch, whose result skips the retracted request (``batch_result_processor.py``
+    ``process_batch_result_prefill``: ``req.is_retracted``: no ``checkpoint_kv_cache``)."""
+    from kda_core.serve._lifecycle import Lifecycle
+
+    seen = []
+    retract = Lifecycle.retract
+
+    def watched(self, r):
+        pending = [pos for q, _, pos in self.deferred + self.queue if q is r]
+        before = self.cache.n_states
+        retract(self, r)
+        seen.append((pending, before, self.cache.n_states))
+
+    monkeypatch.setattr(Lifecycle, "retract", watched)
+    reqs = [Request("ab" * 22, 19, 1), Request("ab" * 30, 13, 3)]
+    e = Engine(model=MODEL, state_slots=40, chunk_size=16, strategy="extra_buffer", overlap=True)
+    rep = e.serve(reqs, kv_tokens=73, max_batch_tokens=22)
+    assert any(pending for pending, _, _ in seen)  # a tracked state awaited post-processing
+    for _, before, after in seen:
+        assert after == before  # the retraction put nothing into the tree
+    assert_exact(rep, reqs)
+    e.check_integrity()

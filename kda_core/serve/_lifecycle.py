@@ -235,13 +235,15 @@ class Lifecycle:
         self.deferred, self.queue = self.queue, []
         self.pools.pingpong.busy = {slot for _, slot, _ in self.deferred}
 
-    def _flush(self, r: RequestState) -> None:
-        """Post-process ``r``'s tracked states now (it finishes or is retracted)."""
+    def _flush(self, r: RequestState, insert: bool) -> None:
+        """Take ``r``'s tracked states off the overlap lists (it finishes or is retracted);
+        with ``insert``, post-process them now."""
         mine = [it for it in self.deferred + self.queue if it[0] is r]
         self.deferred = [it for it in self.deferred if it[0] is not r]
         self.queue = [it for it in self.queue if it[0] is not r]
         for _, slot, pos in mine:
-            self.donate(r, slot, pos, inflight=True)
+            if insert:
+                self.donate(r, slot, pos, inflight=True)
 
     def drop_deferred(self) -> None:
         self.pools.pingpong.busy.clear()
@@ -312,7 +314,7 @@ class Lifecycle:
     def finish(self, r: RequestState) -> GenerateReport:
         """Donate what is still tracked, insert, unlock, release slots; build the report."""
         assert r.slots is not None and r.state is not None
-        self._flush(r)
+        self._flush(r, insert=True)
         if self.cfg.strategy != "no_buffer":
             for slot, pos in self.pools.pingpong.valid(r.slots):
                 self.donate(r, slot, pos, inflight=False)
@@ -344,7 +346,11 @@ class Lifecycle:
             r.slots = None
 
     def retract(self, r: RequestState) -> None:
-        self._flush(r)  # its computed chunks' states are valid: they go into the tree
+        """Release ``r`` back to waiting. Its tracked states still awaiting the one-step-late
+        post-processing are dropped: SGLang skips a retracted request's pending result
+        (``batch_result_processor.py`` ``process_batch_result_prefill``: ``req.is_retracted``)
+        and ``release_req`` releases with ``checkpoint=False``."""
+        self._flush(r, insert=False)
         self.release(r)
         r.retractions += 1
         r.reset()

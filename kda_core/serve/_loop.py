@@ -16,7 +16,7 @@ from kda_core.serve._lifecycle import Lifecycle
 from kda_core.serve._runner import Runner
 from kda_core.serve._scheduler import Batch, Scheduler
 from kda_core.serve._state import RequestState
-from kda_core.serve.report import GenerateReport, GraphStep, ServeReport, StepRow
+from kda_core.serve.report import GenerateReport, ServeReport, StepRow
 
 
 def reject_message(r: RequestState, kv_tokens: int) -> str:
@@ -113,7 +113,7 @@ class Loop:
                         sched.running.remove(r)
                         finished.append(r.idx)
                 life.end_step()  # overlap: the previous step's post-processing, after the forward
-                rows.append(_row(parts, step, b, finished, states, runner.graph))
+                rows.append(self._row(step, b, finished, states))
                 step += 1
         except BaseException:
             life.drop_deferred()
@@ -136,6 +136,32 @@ class Loop:
             block_steps=tuple(life.rows),
         )
 
+    def _row(self, step: int, b: Batch, finished: list[int], states: list[RequestState]) -> StepRow:
+        parts = self.parts
+        held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
+        ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.verify + b.prefill)
+        retracted = tuple(sorted(r.idx for r in b.retracted))
+        phases = [r.phase for r in states]
+        for i in retracted:  # ``idx`` is the request's place in ``states``
+            phases[i] = "retracted"
+        return StepRow(
+            step=step,
+            running=ran,
+            prefill_tokens=sum(n for _, n in b.prefill),
+            decode_tokens=len(b.decode) + sum(n for _, n in b.verify),
+            admitted=tuple(r.idx for r in b.admitted),
+            retracted=retracted,
+            finished=tuple(finished),
+            phases=tuple(phases),
+            slots_running=held,
+            slots_cached=cached,
+            slots_free=free,
+            checkpoint_free=ck_free,
+            graph=self.runner.graph,
+            border=None if parts.pools.unified is None else parts.pools.unified.border(),
+            held_for_memory=b.held_for_memory,
+        )
+
 
 def _totals(r: GenerateReport) -> dict[str, int]:
     """What a finished request adds to its engine's totals (``EngineStats``)."""
@@ -152,33 +178,3 @@ def _totals(r: GenerateReport) -> dict[str, int]:
         "evicted_kv_tokens": r.evicted_kv_tokens,
         "checkpoints_skipped": r.checkpoints_skipped,
     }
-
-
-def _row(
-    parts: Parts, step: int, b: Batch, finished: list[int], states, graph: GraphStep | None
-) -> StepRow:
-    held, cached, free, ck_free = parts.pools.by_kind(parts.cache.n_states)
-    ran = tuple(r.idx for r in b.decode) + tuple(r.idx for r, _ in b.verify + b.prefill)
-    if b.retracted:
-        retracted = {r.idx for r in b.retracted}
-        phases = tuple(["retracted" if r.idx in retracted else r.phase for r in states])
-    else:  # the common step: every request's phase as it is
-        retracted = set()
-        phases = tuple([r.phase for r in states])
-    return StepRow(
-        step=step,
-        running=ran,
-        prefill_tokens=sum(n for _, n in b.prefill),
-        decode_tokens=len(b.decode) + sum(n for _, n in b.verify),
-        admitted=tuple(r.idx for r in b.admitted),
-        retracted=tuple(sorted(retracted)),
-        finished=tuple(finished),
-        phases=phases,
-        slots_running=held,
-        slots_cached=cached,
-        slots_free=free,
-        checkpoint_free=ck_free,
-        graph=graph,
-        border=None if parts.pools.unified is None else parts.pools.unified.border(),
-        held_for_memory=b.held_for_memory,
-    )

@@ -127,20 +127,17 @@ class Scheduler:
 
     def _decodes(self, b: Batch) -> int:
         """The decoding requests (a speculative one verifies its window). -> tokens."""
-        dec = [r for r in self.running if r.phase == "decode"]
-        win = [self.life.window(r) for r in dec]
-        while dec and not self.kv_room(sum(win)) and len(self.running) > 1:
+        win = {r: self.life.window(r) for r in self.running if r.phase == "decode"}
+        while win and not self.kv_room(sum(win.values())) and len(self.running) > 1:
             victim = self.retract_victim()
             self.running.remove(victim)
-            if victim in dec:
-                win.pop(dec.index(victim))
-                dec.remove(victim)
+            win.pop(victim, None)
             self.life.retract(victim)
             b.retracted.append(victim)
             bisect.insort(self.waiting, victim, key=lambda w: (w.arrival, w.idx))
-        b.decode = [r for r in dec if r.spec is None]
-        b.verify = [(r, n) for r, n in zip(dec, win) if r.spec is not None]
-        return sum(win)
+        b.decode = [r for r in win if r.spec is None]
+        b.verify = [(r, n) for r, n in win.items() if r.spec is not None]
+        return sum(win.values())
 
     def _admit_head(self, step: int, b: Batch) -> bool:
         if not self.waiting or len(self.running) >= self.max_running:
