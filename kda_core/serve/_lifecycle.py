@@ -1,10 +1,12 @@
 """A request's life on the radix cache and the pools (``serve`` and ``generate``; vLLM's block
-table: ``_blocks``), SGLang's ``MambaRadixCache`` flow: match, lock (``inc_lock_ref``), make
-room, restore copy-on-write, replay to the token match, prefill in chunks cut at checkpoints;
-prefill checkpoints go in **in flight** (``cache_unfinished_req``: the lock moves to the new
-node), decode ones at the end (``cache_finished_req``); with overlap (``event_loop_overlap``) a
-tracked state is donated after the next step's forward. Retraction inserts nothing.
-docs/serving.md."""
+table: ``_blocks``), SGLang 0.5.23's ``UnifiedRadixCache`` flow (``mem_cache/
+unified_radix_cache.py``; earlier releases' ``MambaRadixCache``): match, lock
+(``inc_lock_ref``), make room, restore copy-on-write, replay to the token match, prefill in
+chunks cut at checkpoints; prefill checkpoints go in **in flight** (``checkpoint`` ->
+``checkpoint_into_tree`` while the request runs, formerly ``cache_unfinished_req``: the lock
+moves to the new node), decode ones at the end (the same call once it has finished, formerly
+``cache_finished_req``); with overlap (``event_loop_overlap``) a tracked state is donated after
+the next step's forward. Retraction inserts nothing. docs/serving.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """The in-flight schedule: requests overlap in time and checkpoints enter the tree as computed.
 
-What the batched engine does (``kda_core/serve/lifecycle.py``, after SGLang's
+What the batched engine does (``kda_core/serve/_lifecycle.py``, after SGLang's
+``UnifiedRadixCache.checkpoint_into_tree`` for a running request, formerly
 ``cache_unfinished_req``): a request is matched when it starts; each planned checkpoint at or
 before its input length is inserted the moment prefill reaches it, and the request's state lock
-moves to that node; decode-time checkpoints wait for the request's end (``cache_finished_req``).
+moves to that node; decode-time checkpoints wait for the request's end (the same call once it
+has finished, formerly ``cache_finished_req``).
 A request arriving while an earlier one with the same prefix is still prefilling matches only
 what has been inserted so far. Running requests hold locks (their matched path's KV, their
 deepest state), so nothing they stand on is evicted.

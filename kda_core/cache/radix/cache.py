@@ -1,7 +1,7 @@
-"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang's
-``MambaRadixCache`` / ``UnifiedRadixCache``): every non-root node owns its edge's KV and MAY
-own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states anywhere), lock
-references, a soft per-path checkpoint budget. Lengths are tokens. docs/radix.md."""
+"""``RadixStateCache``: the KDA-aware radix cache behind the cache protocol (SGLang 0.5.23's
+``UnifiedRadixCache``, earlier releases' ``MambaRadixCache``): every non-root node owns its
+edge's KV and MAY own one checkpoint (else it is a tombstone); two LRU orders (KV leaves, states
+anywhere), lock references, a soft per-path checkpoint budget. Lengths are tokens. docs/radix.md."""
 
 from __future__ import annotations
 
