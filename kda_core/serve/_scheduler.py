@@ -121,8 +121,12 @@ class Scheduler:
         return b
 
     def retract_victim(self) -> RequestState:
-        """SGLang's retraction victim (``ScheduleBatch.retract_decode``): the fewest outputs,
-        then the longest prompt."""
+        """The retraction victim in SGLang's order (``ScheduleBatch.retract_decode``,
+        ``_get_decode_retraction_order``): the fewest outputs, then the longest prompt. Not
+        SGLang's: the candidates include requests still prefilling (0 outputs: taken first).
+        SGLang retracts decodes only (its chunked request is outside ``running_batch``), but
+        it holds a chunked request's KV chunk by chunk; the lab reserves a running request's
+        whole prompt at admission, so freeing a prefilling request is what frees that KV."""
         return min(self.running, key=lambda r: (len(r.gen), -r.P, -r.idx))
 
     def _decodes(self, b: Batch) -> int:
