@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = ("kda_core", "words", "apps", "plots", "bench")
-PUBLIC_NAMES_CEILING = 640  # lowered as names go; see the module docstring for the count
+PUBLIC_NAMES_CEILING = 639  # lowered as names go; see the module docstring for the count
 
 
 @cache
