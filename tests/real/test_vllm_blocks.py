@@ -250,17 +250,20 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("block,unit,chunk,num_blocks,retention", CONFIGS)
-def test_random_sequences_agree_step_by_step(block, unit, chunk, num_blocks, retention):
-    rng = random.Random(block * 1000 + unit * 10 + chunk)
-    cfg = dict(
+def _pair(block: int, unit: int, chunk: int, num_blocks: int, retention: int | None) -> Pair:
+    return Pair(
         block_size=block,
         prefix_match_unit=unit,
         num_blocks=num_blocks,
         max_num_batched_tokens=chunk,
         retention=retention,
     )
-    pair = Pair(**cfg)
+
+
+@pytest.mark.parametrize("block,unit,chunk,num_blocks,retention", CONFIGS)
+def test_random_sequences_agree_step_by_step(block, unit, chunk, num_blocks, retention):
+    rng = random.Random(block * 1000 + unit * 10 + chunk)
+    pair = _pair(block, unit, chunk, num_blocks, retention)
     hits = []
     for i, (prompt, outputs) in enumerate(_workload(rng, 60, block)):
         hits.append(pair.lookup(prompt + [0]))
@@ -276,14 +279,7 @@ def test_random_batched_steps_agree(block, unit, chunk, num_blocks, retention):
     # up to three requests per step, a new one anywhere in the step's order: one whose state
     # hit was keyed earlier in the step waits (cached_blocks_this_step)
     rng = random.Random(block * 7 + unit * 3 + chunk)
-    cfg = dict(
-        block_size=block,
-        prefix_match_unit=unit,
-        num_blocks=2 * num_blocks,
-        max_num_batched_tokens=chunk,
-        retention=retention,
-    )
-    pair = Pair(**cfg)
+    pair = _pair(block, unit, chunk, 2 * num_blocks, retention)
     waiting = list(enumerate(_workload(rng, 40, block)))
     active: dict[str, tuple[list[int], list[int]]] = {}  # rid -> (tokens, outputs left)
     while waiting or active:
